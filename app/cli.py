@@ -1,0 +1,270 @@
+"""seglens-cli: the headless pipeline. A thin layer over app.inference; never imports Qt.
+
+Exit codes: 0 every input succeeded, 1 some inputs failed (the rest were written), 2 usage or model error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+import time
+from pathlib import Path
+
+from app import __version__
+
+EXIT_OK, EXIT_SOME_FAILED, EXIT_USAGE = 0, 1, 2
+DEFAULT_REPORT_NAME = "seglens_report.csv"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.WARNING,
+                        format="%(levelname)s: %(message)s")
+    if not getattr(args, "command", None):
+        parser.print_help(sys.stderr)
+        return EXIT_USAGE
+    from app.errors import SegLensError
+
+    try:
+        return args.handler(args)
+    except SegLensError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        print("\ninterrupted", file=sys.stderr)
+        return 130
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="seglens-cli", description="Run ONNX image models on images, headless.")
+    parser.add_argument("--version", action="version", version=f"seglens {__version__}")
+    parser.add_argument("-v", "--verbose", action="store_true", help="log details (ONNX Runtime messages too)")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    info = commands.add_parser("info", help="show what SegLens understands of a model")
+    info.add_argument("model", type=Path, help="the .onnx file")
+    _add_model_options(info)
+    info.add_argument("--json", action="store_true", help="machine-readable output")
+    info.add_argument("--no-session", action="store_true", help="do not open a session (spec only)")
+    info.set_defaults(handler=cmd_info)
+
+    run = commands.add_parser("run", help="run a model on image files and folders")
+    run.add_argument("model", type=Path, help="the .onnx file")
+    run.add_argument("paths", nargs="+", type=Path, metavar="PATH", help="image files or folders (recursive)")
+    run.add_argument("--out", required=True, type=Path, metavar="DIR", help="folder for masks and overlays")
+    _add_model_options(run)
+    run.add_argument("--save", default="mask", type=_save_kinds, metavar="KINDS",
+                     help="what to write per image: mask, overlay, both (mask,overlay) or none (default: mask)")
+    run.add_argument("--report", type=Path, metavar="FILE.csv",
+                     help=f"CSV report, one row per input (default: DIR/{DEFAULT_REPORT_NAME})")
+    run.add_argument("--no-progress", action="store_true", help="no progress bar even on a terminal")
+    run.set_defaults(handler=cmd_run)
+    return parser
+
+
+def _add_model_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--config", type=Path, metavar="SIDECAR", help="sidecar YAML (default: <model>.yaml)")
+    parser.add_argument("--device", default="auto", type=_device, help="auto | cpu | cuda | cuda:N (default auto)")
+
+
+def _device(text: str):
+    from app.inference.session import DeviceRequest
+
+    try:
+        return DeviceRequest.parse(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from exc
+
+
+def _save_kinds(text: str) -> tuple[str, ...]:
+    from app.io.outputs import SAVE_KINDS
+
+    kinds = tuple(k.strip() for k in text.split(",") if k.strip())
+    if kinds == ("none",):
+        return ()
+    if kinds == ("both",):
+        return SAVE_KINDS
+    unknown = [k for k in kinds if k not in SAVE_KINDS]
+    if unknown or not kinds:
+        raise argparse.ArgumentTypeError(f"unknown kind {unknown[0] if unknown else text!r} "
+                                         "(expected mask, overlay, both or none)")
+    return kinds
+
+
+# --- info --------------------------------------------------------------------------------------------
+
+def cmd_info(args: argparse.Namespace) -> int:
+    from app.inference.session import open_session
+    from app.inference.spec import load_spec
+
+    spec = load_spec(args.model, args.config)
+    session_info = None if args.no_session else open_session(spec, args.device).info
+    if args.json:
+        print(json.dumps(_spec_dict(spec, session_info), indent=2))
+    else:
+        print(_spec_text(spec, session_info))
+    return EXIT_OK
+
+
+def _spec_dict(spec, info) -> dict:
+    inp, out = spec.input, spec.output
+    data = {
+        "model": str(spec.path), "sidecar": str(spec.sidecar) if spec.sidecar else None, "name": spec.name,
+        "task": spec.task, "opset": spec.opset, "producer": spec.producer,
+        "inputs": [{"name": t.name, "shape": list(t.shape or []), "dtype": t.dtype} for t in spec.inputs],
+        "outputs": [{"name": t.name, "shape": list(t.shape or []), "dtype": t.dtype} for t in spec.outputs],
+        "input": {"name": inp.name, "layout": inp.layout, "channels": inp.channels, "dtype": inp.dtype,
+                  "size": list(inp.size) if inp.size else None, "resize": inp.resize,
+                  "size_divisor": inp.size_divisor, "color": inp.color, "scale": inp.scale,
+                  "mean": list(inp.mean), "std": list(inp.std)},
+        "output": {"name": out.name, "kind": out.kind, "activation": out.activation, "threshold": out.threshold},
+        "classes": [{"index": i, "name": c.name, "color": _hex(c.color)} for i, c in enumerate(spec.classes)],
+        "postprocess": vars(spec.postprocess).copy(),
+        "sources": dict(spec.sources),
+    }
+    if info is not None:
+        data["session"] = _session_dict(info)
+    return data
+
+
+def _session_dict(info) -> dict:
+    return {"requested": info.requested, "provider": info.provider, "providers": list(info.providers),
+            "fallback_reason": info.fallback_reason, "device_id": info.device_id,
+            "load_ms": round(info.load_ms, 2), "first_run_ms": round(info.first_run_ms, 2),
+            "warm_run_ms": round(info.warm_run_ms, 2), "onnxruntime": info.ort_version}
+
+
+def _hex(color) -> str | None:
+    return None if color is None else "#{:02x}{:02x}{:02x}".format(*color)
+
+
+_KIND_TEXT = {"scores": "per-class scores (argmax)", "binary": "binary mask (threshold)",
+              "labels": "label map (argmax inside the graph)", "classification": "class scores (top-k)"}
+
+
+def _spec_text(spec, info) -> str:
+    src = spec.sources
+    inp, out = spec.input, spec.output
+
+    def row(label: str, value: object, key: str | None = None) -> str:
+        origin = f"  [{src.get(key, '')}]" if key and src.get(key) else ""
+        return f"  {label:<14}{value}{origin}"
+
+    hw = "dynamic H/W" if inp.dynamic_hw else f"fixed {inp.model_hw[0]}×{inp.model_hw[1]}"
+    lines = [
+        f"{spec.name}  ({spec.path})",
+        f"  sidecar       {spec.sidecar or 'none'}",
+        f"  ONNX          opset {spec.opset}, {spec.producer or 'unknown producer'}",
+        row("task", spec.task, "task"),
+        "input",
+        row("tensor", f"{spec.inputs[0].describe()} ({inp.layout}, {hw})"),
+        row("size", "keep the image's size" if inp.size is None else f"{inp.size[0]}×{inp.size[1]} (H×W)",
+            "input.size"),
+        row("resize", inp.resize, "input.resize"),
+        row("size_divisor", inp.size_divisor, "input.size_divisor"),
+        row("color", inp.color, "input.color"),
+        row("scale", f"{inp.scale:.8g}", "input.scale"),
+        row("mean", ", ".join(f"{v:g}" for v in inp.mean), "input.mean"),
+        row("std", ", ".join(f"{v:g}" for v in inp.std), "input.std"),
+        "output",
+        row("tensor", f"{spec.outputs[0].describe()}: {_KIND_TEXT[out.kind]}"),
+        row("activation", out.activation, "output.activation"),
+    ]
+    if out.kind == "binary":
+        lines.append(row("threshold", out.threshold, "output.threshold"))
+    lines.append(f"classes  [{src.get('classes', '')}]")
+    for i, c in enumerate(spec.classes):
+        color = _hex(c.color) or ("-" if spec.task == "classification" else "not painted")
+        lines.append(f"  {i:>3}  {c.name:<24}{color if spec.task != 'classification' else ''}".rstrip())
+    post = spec.postprocess
+    lines.append("postprocess")
+    if spec.task == "classification":
+        lines.append(row("top_k", post.top_k, "postprocess.top_k"))
+    else:
+        lines.append(row("min_area", post.min_area, "postprocess.min_area"))
+        lines.append(row("close_kernel", post.close_kernel, "postprocess.close_kernel"))
+    if info is not None:
+        lines += ["session", *(f"  {line}" for line in session_lines(info))]
+    return "\n".join(lines)
+
+
+def session_lines(info) -> list[str]:
+    lines = [f"provider      {info.provider_label} (requested {info.requested}; "
+             f"onnxruntime {info.ort_version})"]
+    if info.fallback_reason:
+        lines.append(f"not on GPU    {info.fallback_reason}")
+    lines.append(f"latency       load {info.load_ms:.0f} ms, first run {info.first_run_ms:.1f} ms, "
+                 f"warmed run {info.warm_run_ms:.1f} ms")
+    return lines
+
+
+# --- run ---------------------------------------------------------------------------------------------
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from app.inference.batch import run_inputs
+    from app.inference.session import open_session
+    from app.inference.spec import load_spec
+    from app.io.discover import discover
+    from app.io.outputs import ReportWriter
+
+    spec = load_spec(args.model, args.config)
+    inputs = discover(args.paths)
+    if not inputs:
+        print("error: no images found in: " + ", ".join(str(p) for p in args.paths), file=sys.stderr)
+        return EXIT_USAGE
+    model = open_session(spec, args.device)
+    _announce_session(model.info, spec)
+    report_path = args.report or args.out / DEFAULT_REPORT_NAME
+    progress = _Progress(len(inputs), enabled=sys.stderr.isatty() and not args.no_progress)
+    with ReportWriter(report_path, spec) as report:
+        summary = run_inputs(model, inputs, out_dir=args.out, save=args.save, report=report,
+                             progress=progress.update)
+    progress.close()
+    print(f"{summary.total} inputs: {summary.ok} ok, {summary.failed} failed; provider "
+          f"{model.info.provider_label}; outputs in {args.out}, report {report_path}")
+    return EXIT_OK if summary.failed == 0 else EXIT_SOME_FAILED
+
+
+def _announce_session(info, spec) -> None:
+    if info.fallback_reason and info.requested.startswith("cuda"):
+        print(f"warning: CUDA was requested but {spec.path.name} runs on the CPU: {info.fallback_reason}",
+              file=sys.stderr)
+    elif info.fallback_reason:
+        print(f"note: running on the CPU ({info.fallback_reason})", file=sys.stderr)
+
+
+class _Progress:
+    """A one-line progress bar on stderr (terminals only); error lines are printed above it."""
+
+    def __init__(self, total: int, *, enabled: bool) -> None:
+        self.total, self.enabled = total, enabled
+        self.started = time.perf_counter()
+
+    def update(self, outcome, summary) -> None:
+        if outcome.error:
+            self._clear()
+            print(f"error: {outcome.error}", file=sys.stderr)
+        if not self.enabled:
+            return
+        done = summary.ok + summary.failed
+        rate = done / max(time.perf_counter() - self.started, 1e-9)
+        filled = int(30 * done / max(self.total, 1))
+        bar = "#" * filled + "-" * (30 - filled)
+        sys.stderr.write(f"\r[{bar}] {done}/{self.total}  {rate:.1f} img/s  {summary.failed} failed")
+        sys.stderr.flush()
+
+    def _clear(self) -> None:
+        if self.enabled:
+            sys.stderr.write("\r\x1b[K")
+
+    def close(self) -> None:
+        if self.enabled:
+            sys.stderr.write("\n")
+            sys.stderr.flush()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

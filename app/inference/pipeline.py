@@ -1,0 +1,95 @@
+"""The one pipeline the CLI and the viewer's worker both call: image → tensor → model → mask or top-k.
+
+Split in three stages so a folder run can overlap them (`prepare` on a thread pool, `infer` on the single
+thread that owns the session, `finish` on a writer thread); `run_image` and `run_path` chain them.
+Every stage returns plain data and its time in milliseconds.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from app.inference.postprocess import Prediction, class_pixel_counts, segmentation_mask, top_k
+from app.inference.preprocess import Geometry, preprocess
+from app.inference.session import ModelSession
+from app.inference.spec import ModelSpec
+from app.io.images import DecodedImage, from_array, read_image
+
+STAGES = ("decode", "preprocess", "inference", "postprocess")
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """An image made ready for the model: the tensor and how to map the output back."""
+
+    image: DecodedImage
+    tensor: np.ndarray
+    geometry: Geometry
+    timings: dict[str, float] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Result:
+    path: Path | None
+    task: str
+    image_hw: tuple[int, int]
+    mask: np.ndarray | None  # uint8 label map at the image's size (segmentation)
+    predictions: tuple[Prediction, ...]  # top-k, best first (classification)
+    timings: dict[str, float]  # ms per stage (STAGES)
+    provider: str
+
+    def class_pixels(self) -> np.ndarray:
+        """Pixel count per label value 0..255 (segmentation), empty for classification."""
+        return class_pixel_counts(self.mask) if self.mask is not None else np.zeros(0, np.int64)
+
+
+def decode(path: str | Path) -> tuple[DecodedImage, float]:
+    started = time.perf_counter()
+    image = read_image(path)
+    return image, _ms(started)
+
+
+def prepare(spec: ModelSpec, image: DecodedImage, *, decode_ms: float = 0.0) -> Prepared:
+    started = time.perf_counter()
+    tensor, geometry = preprocess(spec.input, image.pixels)
+    return Prepared(image, tensor, geometry, {"decode": decode_ms, "preprocess": _ms(started)})
+
+
+def infer(model: ModelSession, prepared: Prepared) -> tuple[np.ndarray, float]:
+    started = time.perf_counter()
+    output = model.run(prepared.tensor)
+    return output, _ms(started)
+
+
+def finish(model: ModelSession, prepared: Prepared, output: np.ndarray, inference_ms: float) -> Result:
+    spec = model.spec
+    started = time.perf_counter()
+    if spec.task == "classification":
+        mask, predictions = None, top_k(spec, output)
+    else:
+        mask, predictions = segmentation_mask(spec, output, prepared.geometry), ()
+    timings = {**prepared.timings, "inference": inference_ms, "postprocess": _ms(started)}
+    return Result(prepared.image.path, spec.task, prepared.geometry.image_hw, mask, predictions, timings,
+                  model.info.provider)
+
+
+def run_image(model: ModelSession, image: np.ndarray | DecodedImage, *, decode_ms: float = 0.0) -> Result:
+    """Run the whole pipeline on an in-memory image (uint8 gray H×W or RGB H×W×3)."""
+    decoded = image if isinstance(image, DecodedImage) else from_array(image)
+    prepared = prepare(model.spec, decoded, decode_ms=decode_ms)
+    output, inference_ms = infer(model, prepared)
+    return finish(model, prepared, output, inference_ms)
+
+
+def run_path(model: ModelSession, path: str | Path) -> Result:
+    """Decode the file at `path` and run the pipeline on it."""
+    image, decode_ms = decode(path)
+    return run_image(model, image, decode_ms=decode_ms)
+
+
+def _ms(started: float) -> float:
+    return (time.perf_counter() - started) * 1000

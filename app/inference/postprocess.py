@@ -1,0 +1,177 @@
+"""Pure postprocessing: the model's output becomes a uint8 label mask at the image's exact size, or top-k.
+
+Multi-class scores are upsampled as a clinician expects to see them: the label of each image pixel is the
+argmax of the *bilinearly interpolated* scores, so edges are smooth rather than staircased. That is computed
+exactly but only where it can differ from the low-resolution argmax (a band around label edges), which makes
+it several times cheaper than interpolating every class plane at full size.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import cv2
+import numpy as np
+
+from app.inference.preprocess import Geometry
+from app.inference.spec import ModelSpec, OutputSpec, PostprocessSpec
+
+
+@dataclass(frozen=True)
+class Prediction:
+    index: int
+    name: str
+    score: float
+
+
+def segmentation_mask(spec: ModelSpec, output: np.ndarray, geometry: Geometry) -> np.ndarray:
+    """Label mask (uint8, pixel = class index) at `geometry.image_hw` from one model output (batch of 1)."""
+    out = spec.output
+    sample = np.asarray(output)[0]
+    if out.kind == "scores":
+        planes = sample if out.channel_axis == 1 else np.moveaxis(sample, -1, 0)
+        mask = _scores_to_mask(_crop(planes, geometry), geometry.image_hw)
+    elif out.kind == "binary":
+        plane = sample[0] if sample.ndim == 3 and out.channel_axis == 1 else sample
+        plane = plane[..., 0] if plane.ndim == 3 else plane
+        mask = _binary_to_mask(_crop(plane[None], geometry)[0], geometry.image_hw, out)
+    else:  # labels, already argmaxed in the graph
+        labels = np.clip(_crop(sample[None], geometry)[0], 0, 255).astype(np.uint8)
+        mask = _resize_nearest(labels, geometry.image_hw)
+    return clean_mask(mask, spec.postprocess)
+
+
+def top_k(spec: ModelSpec, output: np.ndarray) -> tuple[Prediction, ...]:
+    """The `postprocess.top_k` best classes with their scores, best first."""
+    logits = np.asarray(output, dtype=np.float64).reshape(np.asarray(output).shape[0], -1)[0]
+    if spec.output.activation == "sigmoid" and logits.size == 1:
+        p = 1.0 / (1.0 + np.exp(-logits[0]))
+        scores = np.array([1.0 - p, p])
+    elif spec.output.activation == "sigmoid":
+        scores = 1.0 / (1.0 + np.exp(-logits))
+    elif spec.output.activation == "softmax":
+        shifted = np.exp(logits - logits.max())
+        scores = shifted / shifted.sum()
+    else:
+        scores = logits
+    order = np.argsort(-scores, kind="stable")[: spec.postprocess.top_k]
+    names = spec.class_names
+    return tuple(
+        Prediction(int(i), names[i] if i < len(names) else f"class {i}", float(scores[i])) for i in order
+    )
+
+
+def clean_mask(mask: np.ndarray, post: PostprocessSpec) -> np.ndarray:
+    """Optional closing, then removal of components smaller than `min_area` pixels."""
+    if post.close_kernel > 1:
+        mask = close_classes(mask, post.close_kernel)
+    if post.min_area > 0:
+        mask = drop_small_components(mask, post.min_area)
+    return mask
+
+
+def close_classes(mask: np.ndarray, kernel_size: int) -> np.ndarray:
+    """Morphological closing per class; closing only fills background, never another class."""
+    kernel = cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (kernel_size, kernel_size))
+    result = mask.copy()
+    for label in _labels_present(mask):
+        closed = cv2.morphologyEx((mask == label).view(np.uint8), cv2.MORPH_CLOSE, kernel)
+        result[(closed > 0) & (result == 0)] = label
+    return result
+
+
+def drop_small_components(mask: np.ndarray, min_area: int) -> np.ndarray:
+    """Set connected components (8-connected, per class) smaller than `min_area` pixels to background."""
+    result = mask.copy()
+    for label in _labels_present(mask):
+        count, components, stats, _ = cv2.connectedComponentsWithStats((mask == label).view(np.uint8), 8)
+        small = np.flatnonzero(stats[1:, cv2.CC_STAT_AREA] < min_area) + 1
+        if small.size:
+            result[np.isin(components, small)] = 0
+    return result
+
+
+def class_pixel_counts(mask: np.ndarray) -> np.ndarray:
+    """Pixels per label value 0..255 (int64, length 256)."""
+    hist = cv2.calcHist([mask], [0], None, [256], [0, 256])
+    return hist.ravel().astype(np.int64)
+
+
+def _labels_present(mask: np.ndarray) -> list[int]:
+    return [int(v) for v in np.flatnonzero(class_pixel_counts(mask)) if v != 0]
+
+
+def _crop(planes: np.ndarray, geometry: Geometry) -> np.ndarray:
+    """Cut the content region out of (C, h, w) planes on the output's grid (which may be strided)."""
+    h, w = planes.shape[-2:]
+    ch = max(1, round(geometry.content_hw[0] * h / geometry.tensor_hw[0]))
+    cw = max(1, round(geometry.content_hw[1] * w / geometry.tensor_hw[1]))
+    return planes[:, :ch, :cw]
+
+
+def _scores_to_mask(planes: np.ndarray, image_hw: tuple[int, int]) -> np.ndarray:
+    planes = planes.astype(np.float32, copy=False)
+    low = argmax_planes(planes)
+    h, w = low.shape
+    if (h, w) == image_hw:
+        return low
+    mask = _resize_nearest(low, image_hw)
+    if h * w > image_hw[0] * image_hw[1]:
+        return mask  # shrinking: the nearest label is as good as any
+    _refine_edges(mask, low, planes)
+    return mask
+
+
+def argmax_planes(planes: np.ndarray) -> np.ndarray:
+    """Argmax over axis 0 of (C, h, w) as uint8, first maximum wins (as numpy), with OpenCV's SIMD ops."""
+    best = np.ascontiguousarray(planes[0])
+    labels = np.zeros(best.shape, np.uint8)
+    for c in range(1, min(len(planes), 256)):
+        plane = np.ascontiguousarray(planes[c])
+        greater = cv2.compare(plane, best, cv2.CMP_GT)
+        labels = cv2.max(labels, cv2.bitwise_and(greater, c))  # c only grows, so max == "set to c"
+        best = cv2.max(best, plane)
+    return labels
+
+
+def _refine_edges(mask: np.ndarray, low: np.ndarray, planes: np.ndarray) -> None:
+    """Where the low-res 3×3 neighbourhood is not uniform, relabel with the argmax of bilinear scores.
+
+    Elsewhere the bilinear mix of scores has the same argmax as every sample it mixes, so nearest is exact.
+    """
+    kernel = np.ones((3, 3), np.uint8)
+    edges = cv2.compare(cv2.dilate(low, kernel), cv2.erode(low, kernel), cv2.CMP_NE)
+    ys, xs = np.nonzero(_resize_nearest(edges, mask.shape))
+    if ys.size == 0:
+        return
+    h, w = low.shape
+    sy = np.clip((ys + 0.5) * (h / mask.shape[0]) - 0.5, 0, h - 1)
+    sx = np.clip((xs + 0.5) * (w / mask.shape[1]) - 0.5, 0, w - 1)
+    y0, x0 = sy.astype(np.intp), sx.astype(np.intp)
+    y1, x1 = np.minimum(y0 + 1, h - 1), np.minimum(x0 + 1, w - 1)
+    wy, wx = (sy - y0).astype(np.float32), (sx - x0).astype(np.float32)
+    mixed = (planes[:, y0, x0] * ((1 - wy) * (1 - wx)) + planes[:, y0, x1] * ((1 - wy) * wx)
+             + planes[:, y1, x0] * (wy * (1 - wx)) + planes[:, y1, x1] * (wy * wx))
+    mask[ys, xs] = mixed.argmax(axis=0).astype(np.uint8)
+
+
+def _binary_to_mask(plane: np.ndarray, image_hw: tuple[int, int], out: OutputSpec) -> np.ndarray:
+    plane = plane.astype(np.float32, copy=False)
+    if plane.shape != image_hw:
+        plane = cv2.resize(plane, (image_hw[1], image_hw[0]), interpolation=cv2.INTER_LINEAR)
+    cut = _threshold_in_output_units(out)
+    return (plane > cut).view(np.uint8)
+
+
+def _threshold_in_output_units(out: OutputSpec) -> float:
+    """sigmoid(x) > t  ⇔  x > logit(t): thresholding logits spares a sigmoid over every pixel."""
+    if out.activation != "sigmoid":
+        return out.threshold
+    t = min(max(out.threshold, 1e-7), 1 - 1e-7)
+    return float(np.log(t / (1 - t)))
+
+
+def _resize_nearest(labels: np.ndarray, hw: tuple[int, int]) -> np.ndarray:
+    if labels.shape == hw:
+        return labels
+    return cv2.resize(labels, (hw[1], hw[0]), interpolation=cv2.INTER_NEAREST)

@@ -1,0 +1,283 @@
+"""The one place an ONNX Runtime session is made: device request → providers → session → the truth.
+
+`onnxruntime.get_available_providers()` only says what the wheel was built with, and a CUDA provider that
+cannot start falls back to the CPU silently, leaving only C++ log lines on stderr. So a session here is
+created with the process's stderr captured, `session.get_providers()` is checked afterwards, and when a GPU
+was asked for but not obtained the captured reason is kept as data (`SessionInfo.fallback_reason`).
+
+Create the session and call `run` from one long-lived thread (the viewer's worker, the CLI's main thread).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import logging
+import os
+import re
+import sys
+import tempfile
+import threading
+import time
+import warnings
+from collections.abc import Iterator
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import numpy as np
+
+from app.errors import InferenceError, ModelError
+from app.inference.spec import ModelSpec
+
+log = logging.getLogger(__name__)
+
+CUDA = "CUDAExecutionProvider"
+CPU = "CPUExecutionProvider"
+_NUMPY_DTYPES = {"float32": np.float32, "float16": np.float16, "uint8": np.uint8}
+_stderr_lock = threading.Lock()
+
+
+@dataclass(frozen=True)
+class DeviceRequest:
+    """What the user asked for: `auto`, `cpu`, `cuda` or `cuda:N`."""
+
+    kind: str  # "auto" | "cpu" | "cuda"
+    device_id: int = 0
+
+    @classmethod
+    def parse(cls, text: str) -> DeviceRequest:
+        value = (text or "auto").strip().lower()
+        if value in ("auto", "cpu", "cuda", "gpu"):
+            return cls("cuda" if value == "gpu" else value)
+        match = re.fullmatch(r"(?:cuda|gpu):(\d+)", value)
+        if match:
+            return cls("cuda", int(match.group(1)))
+        raise ValueError(f"unknown device {text!r} (expected auto, cpu, cuda or cuda:N)")
+
+    def __str__(self) -> str:
+        return f"cuda:{self.device_id}" if self.kind == "cuda" and self.device_id else self.kind
+
+
+@dataclass(frozen=True)
+class SessionOptions:
+    """Tuning passed through to ONNX Runtime's providers."""
+
+    intra_op_threads: int = 0  # 0: ONNX Runtime's default (one per physical core)
+    cudnn_conv_algo_search: str = "HEURISTIC"  # image sizes vary: EXHAUSTIVE would re-search per shape
+    arena_extend_strategy: str = "kNextPowerOfTwo"
+    gpu_mem_limit: int = 0  # bytes; 0 = no limit
+
+    def cuda_provider_options(self, device_id: int) -> dict[str, str]:
+        options = {
+            "device_id": str(device_id),
+            "cudnn_conv_algo_search": self.cudnn_conv_algo_search,
+            "arena_extend_strategy": self.arena_extend_strategy,
+        }
+        if self.gpu_mem_limit > 0:
+            options["gpu_mem_limit"] = str(self.gpu_mem_limit)
+        return options
+
+
+@dataclass(frozen=True)
+class SessionInfo:
+    """Where the model really runs, and why not on the GPU when one was asked for."""
+
+    requested: str
+    provider: str  # the provider actually running the model (first of session.get_providers())
+    providers: tuple[str, ...]
+    fallback_reason: str | None = None  # set when a GPU was requested (or auto) but not obtained
+    device_id: int | None = None
+    load_ms: float = 0.0
+    first_run_ms: float = 0.0
+    warm_run_ms: float = 0.0
+    ort_version: str = ""
+    log_lines: tuple[str, ...] = field(default=(), repr=False)
+
+    @property
+    def on_gpu(self) -> bool:
+        return self.provider != CPU
+
+    @property
+    def provider_label(self) -> str:
+        """'CUDA (GPU 0)' or 'CPU' — what a status bar shows."""
+        if self.provider == CUDA:
+            return f"CUDA (GPU {self.device_id or 0})"
+        return self.provider.removesuffix("ExecutionProvider")
+
+
+class ModelSession:
+    """A warmed-up ONNX Runtime session for one ModelSpec. Use it from the thread that created it."""
+
+    def __init__(self, spec: ModelSpec, session: Any, info: SessionInfo) -> None:
+        self.spec = spec
+        self.info = info
+        self._session = session
+        self._input_name = spec.input.name
+        self._output_names = [spec.output.name]
+
+    def run(self, tensor: np.ndarray) -> np.ndarray:
+        """Run the model on one input tensor; returns the first output."""
+        try:
+            return self._session.run(self._output_names, {self._input_name: tensor})[0]
+        except Exception as exc:  # ORT raises its own Fail/InvalidArgument types
+            raise InferenceError(f"{self.spec.path.name}: inference failed: {_first_line(exc)}") from exc
+
+    def warm_up(self) -> SessionInfo:
+        """Run twice on a zero tensor of the working shape; records first-run and warmed latency."""
+        tensor = self.warmup_tensor()
+        started = time.perf_counter()
+        self.run(tensor)
+        first = (time.perf_counter() - started) * 1000
+        started = time.perf_counter()
+        self.run(tensor)
+        warm = (time.perf_counter() - started) * 1000
+        self.info = replace(self.info, first_run_ms=first, warm_run_ms=warm)
+        return self.info
+
+    def warmup_tensor(self) -> np.ndarray:
+        spec = self.spec.input
+        h, w = spec.warmup_hw()
+        shape = (1, spec.channels, h, w) if spec.layout == "NCHW" else (1, h, w, spec.channels)
+        return np.zeros(shape, dtype=_NUMPY_DTYPES[spec.dtype])
+
+
+def open_session(
+    spec: ModelSpec,
+    device: str | DeviceRequest = "auto",
+    *,
+    options: SessionOptions | None = None,
+    warm_up: bool = True,
+) -> ModelSession:
+    """Create (and by default warm up) a session for `spec` on the requested device, telling the truth."""
+    import onnxruntime as ort
+
+    request = device if isinstance(device, DeviceRequest) else DeviceRequest.parse(device)
+    options = options or SessionOptions()
+    wants_gpu = request.kind in ("cuda", "auto") and CUDA in ort.get_available_providers()
+    preload_notes = _preload_cuda_libraries(ort) if wants_gpu else []
+    providers: list[Any] = [(CUDA, options.cuda_provider_options(request.device_id)), CPU] if wants_gpu else [CPU]
+
+    session_options = ort.SessionOptions()
+    session_options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    if options.intra_op_threads > 0:
+        session_options.intra_op_num_threads = options.intra_op_threads
+
+    started = time.perf_counter()
+    with capture_native_stderr() as captured, warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            session = ort.InferenceSession(str(spec.path), sess_options=session_options, providers=providers)
+        except Exception as exc:
+            raise ModelError(f"{spec.path}: ONNX Runtime cannot load the model: {_first_line(exc)}") from exc
+    load_ms = (time.perf_counter() - started) * 1000
+    log_lines = tuple(_clean_log(captured.text)) + tuple(str(w.message) for w in caught)
+    for line in log_lines:
+        log.debug("onnxruntime: %s", line)
+
+    active = tuple(session.get_providers())
+    reason = None
+    if request.kind == "cuda" and CUDA not in ort.get_available_providers():
+        reason = f"this onnxruntime build has no CUDA provider (installed: {_ort_package()})"
+    elif wants_gpu and active[0] != CUDA:
+        reason = explain_cuda_failure(list(log_lines) + preload_notes)
+    info = SessionInfo(
+        requested=str(request), provider=active[0], providers=active, fallback_reason=reason,
+        device_id=request.device_id if active[0] == CUDA else None, load_ms=load_ms,
+        ort_version=ort.__version__, log_lines=log_lines,
+    )
+    if reason and request.kind == "cuda":
+        log.info("CUDA was requested for %s but the session runs on %s: %s",
+                    spec.path.name, info.provider_label, reason)
+    model = ModelSession(spec, session, info)
+    if warm_up:
+        model.warm_up()
+    return model
+
+
+def explain_cuda_failure(lines: list[str]) -> str:
+    """One plain line from ONNX Runtime's log about why the CUDA provider did not start."""
+    text = "\n".join(lines)
+    missing = re.search(r"Failed to load library \S*?(libonnxruntime_providers_cuda\S*|\S+) with error: "
+                        r"([^\s:]+): cannot open shared object file", text)
+    if missing:
+        return (f"the CUDA provider could not be loaded: {missing.group(2)} not found "
+                f"(CUDA/cuDNN libraries for this onnxruntime build are missing or no NVIDIA driver is installed)")
+    generic = re.search(r"Failed to load library .*? with error: (.+)", text)
+    if generic:
+        return f"the CUDA provider could not be loaded: {generic.group(1).strip()}"
+    for pattern in (r"(CUDA failure \d+: [^;\n]+)", r"(no CUDA-capable device is detected)",
+                    r"(CUDA driver version is insufficient[^\n]*)", r"Failed to create CUDAExecutionProvider"):
+        found = re.search(pattern, text)
+        if found:
+            return found.group(0).strip()
+    return "ONNX Runtime did not enable the CUDA provider and logged no reason"
+
+
+def _preload_cuda_libraries(ort: Any) -> list[str]:
+    """Load CUDA/cuDNN from NVIDIA's pip wheels where present. `preload_dlls` prints instead of raising."""
+    preload = getattr(ort, "preload_dlls", None)
+    if preload is None:
+        return []
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed), contextlib.redirect_stderr(printed):
+        try:
+            preload()
+        except Exception as exc:  # it is documented not to raise; a broken install must not stop the app
+            print(f"preload_dlls failed: {exc}")
+    notes = [line for line in printed.getvalue().splitlines() if line.strip()]
+    for line in notes:
+        log.debug("preload_dlls: %s", line)
+    return notes
+
+
+class _Captured:
+    text = ""
+
+
+@contextlib.contextmanager
+def capture_native_stderr() -> Iterator[_Captured]:
+    """Redirect file descriptor 2 (where ONNX Runtime's C++ logger writes) into a buffer for the block."""
+    captured = _Captured()
+    with _stderr_lock:
+        try:
+            sys.stderr.flush()
+        except (AttributeError, ValueError):
+            pass
+        try:
+            saved = os.dup(2)
+        except OSError:  # no stderr at all (a windowed frozen app): nothing to capture
+            yield captured
+            return
+        with tempfile.TemporaryFile(mode="w+b") as sink:
+            os.dup2(sink.fileno(), 2)
+            try:
+                yield captured
+            finally:
+                os.dup2(saved, 2)
+                os.close(saved)
+                sink.seek(0)
+                captured.text = sink.read().decode("utf-8", "replace")
+
+
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+
+
+def _clean_log(text: str) -> list[str]:
+    return [line.strip() for line in _ANSI.sub("", text).splitlines() if line.strip()]
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip() or type(exc).__name__
+    return text.splitlines()[0][:500]
+
+
+def _ort_package() -> str:
+    from importlib import metadata
+
+    names = []
+    for name in ("onnxruntime-gpu", "onnxruntime", "onnxruntime-directml", "onnxruntime-openvino"):
+        try:
+            names.append(f"{name} {metadata.version(name)}")
+        except metadata.PackageNotFoundError:
+            continue
+    return ", ".join(names) or "unknown"

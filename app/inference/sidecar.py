@@ -1,0 +1,206 @@
+"""The sidecar `<model>.yaml`: parse and validate it into plain values, naming the file and key on any error.
+
+Only the keys a user wrote come back (as a flat dict `"input.size" -> value`), so the spec can tell
+"from the sidecar" apart from "detected" and "default".
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from app.errors import SidecarError
+
+Check = Callable[[Any], Any]  # returns the normalised value or raises ValueError with the problem
+
+
+def find_sidecar(model_path: Path) -> Path | None:
+    """`<model>.yaml` (or `.yml`) beside the model, when present."""
+    for suffix in (".yaml", ".yml"):
+        candidate = model_path.with_suffix(suffix)
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def load_sidecar(path: Path) -> dict[str, Any]:
+    """Read and validate a sidecar; returns `{"input.size": (512, 512), ...}` for the keys present."""
+    import yaml
+
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise SidecarError(f"{path}: cannot read sidecar ({exc.strerror or exc})") from exc
+    except UnicodeDecodeError as exc:
+        raise SidecarError(f"{path}: sidecar is not UTF-8 text") from exc
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}" if mark is not None else ""
+        problem = getattr(exc, "problem", None) or "invalid YAML"
+        raise SidecarError(f"{path}: invalid YAML{where}: {problem}") from exc
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise SidecarError(f"{path}: the sidecar must be a mapping of keys (name, task, input, ...)")
+    return _validate(data, _SCHEMA, prefix="", path=path)
+
+
+def _validate(data: dict, schema: dict, *, prefix: str, path: Path) -> dict[str, Any]:
+    values: dict[str, Any] = {}
+    for key, raw in data.items():
+        full = f"{prefix}{key}"
+        rule = schema.get(key) if isinstance(key, str) else None
+        if rule is None:
+            known = ", ".join(schema)
+            raise SidecarError(f"{path}: unknown key '{full}' (expected one of: {known})")
+        if isinstance(rule, dict):
+            if raw is None:
+                continue
+            if not isinstance(raw, dict):
+                raise SidecarError(f"{path}: '{full}' must be a mapping, got {_kind(raw)}")
+            values.update(_validate(raw, rule, prefix=f"{full}.", path=path))
+            continue
+        try:
+            values[full] = rule(raw)
+        except (ValueError, TypeError) as exc:
+            raise SidecarError(f"{path}: '{full}' {exc}") from exc
+    return values
+
+
+def _kind(value: Any) -> str:
+    return "nothing" if value is None else type(value).__name__
+
+
+# --- value checks: each returns the clean value or raises ValueError("must be ..., got ...") -------------
+
+def _text(value: Any) -> str:
+    if not isinstance(value, str) or not value.strip():
+        raise ValueError(f"must be a non-empty text, got {_kind(value)}")
+    return value.strip()
+
+
+def _choice(*options: str) -> Check:
+    def check(value: Any) -> str:
+        if value not in options:
+            raise ValueError(f"must be one of {' | '.join(options)}, got {value!r}")
+        return value
+
+    return check
+
+
+def _number(value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ValueError(f"must be a number, got {_kind(value)}")
+    return float(value)
+
+
+def _int(minimum: int) -> Check:
+    def check(value: Any) -> int:
+        if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+            raise ValueError(f"must be a whole number >= {minimum}, got {value!r}")
+        return value
+
+    return check
+
+
+def _fraction(value: Any) -> float:
+    number = _number(value)
+    if not 0.0 <= number <= 1.0:
+        raise ValueError(f"must be between 0 and 1, got {value!r}")
+    return number
+
+
+def _size(value: Any) -> tuple[int, int] | None:
+    if value is None:
+        return None
+    if (not isinstance(value, list | tuple) or len(value) != 2
+            or not all(isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in value)):
+        raise ValueError(f"must be [height, width] in pixels or null, got {value!r}")
+    return int(value[0]), int(value[1])
+
+
+def _numbers(*, nonzero: bool = False) -> Check:
+    def check(value: Any) -> tuple[float, ...]:
+        items = value if isinstance(value, list | tuple) else [value]
+        if not items or len(items) > 4:
+            raise ValueError(f"must be a number or a list of 1 or 3 numbers, got {value!r}")
+        numbers = tuple(_number(v) for v in items)
+        if nonzero and any(n == 0 for n in numbers):
+            raise ValueError("must not contain 0 (it divides)")
+        return numbers
+
+    return check
+
+
+def parse_color(value: Any) -> tuple[int, int, int] | None:
+    """'#rrggbb', '#rgb', [r, g, b] or null/none/transparent (not painted)."""
+    if value is None or (isinstance(value, str) and value.lower() in ("none", "transparent")):
+        return None
+    if isinstance(value, str) and value.startswith("#") and len(value) in (4, 7):
+        digits = value[1:] if len(value) == 7 else "".join(c * 2 for c in value[1:])
+        try:
+            return int(digits[0:2], 16), int(digits[2:4], 16), int(digits[4:6], 16)
+        except ValueError:
+            pass
+    elif (isinstance(value, list | tuple) and len(value) == 3
+          and all(isinstance(v, int) and not isinstance(v, bool) and 0 <= v <= 255 for v in value)):
+        return int(value[0]), int(value[1]), int(value[2])
+    raise ValueError(f"must be '#rrggbb', [r, g, b] (0-255) or null, got {value!r}")
+
+
+_UNSET = object()
+
+
+def _classes(value: Any) -> tuple[tuple[str, Any], ...]:
+    """A list of `{name, color}` mappings (or plain names). Color `_UNSET` = use the default palette."""
+    if not isinstance(value, list) or not value:
+        raise ValueError(f"must be a non-empty list of {{name: ..., color: ...}}, got {_kind(value)}")
+    parsed = []
+    for index, item in enumerate(value):
+        if isinstance(item, str):
+            item = {"name": item}
+        if not isinstance(item, dict):
+            raise ValueError(f"[{index}] must be a name or {{name: ..., color: ...}}, got {_kind(item)}")
+        unknown = set(item) - {"name", "color"}
+        if unknown:
+            raise ValueError(f"[{index}] has unknown key '{sorted(unknown)[0]}' (expected name, color)")
+        parsed.append((_field(index, "name", _text, item.get("name")),
+                       _field(index, "color", parse_color, item["color"]) if "color" in item else _UNSET))
+    return tuple(parsed)
+
+
+def _field(index: int, field: str, check: Check, value: Any) -> Any:
+    try:
+        return check(value)
+    except ValueError as exc:
+        raise ValueError(f"[{index}].{field} {exc}") from exc
+
+
+_SCHEMA: dict[str, Any] = {
+    "name": _text,
+    "task": _choice("segmentation", "classification"),
+    "input": {
+        "size": _size,
+        "resize": _choice("stretch", "letterbox"),
+        "size_divisor": _int(1),
+        "color": _choice("rgb", "bgr", "gray"),
+        "scale": _number,
+        "mean": _numbers(),
+        "std": _numbers(nonzero=True),
+    },
+    "output": {
+        "activation": _choice("auto", "softmax", "sigmoid", "none"),
+        "threshold": _fraction,
+    },
+    "classes": _classes,
+    "postprocess": {
+        "min_area": _int(0),
+        "close_kernel": _int(0),
+        "top_k": _int(1),
+    },
+}
+
+UNSET_COLOR = _UNSET

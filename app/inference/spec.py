@@ -1,0 +1,340 @@
+"""ModelSpec: everything the pipeline needs to know about a model, from the ONNX file and its sidecar.
+
+Detection rules (when no sidecar says otherwise):
+- input layout: NCHW when axis 1 holds 1 or 3 channels, NHWC when axis 3 does;
+- input size: fixed H/W are used as they are; dynamic H/W keep the image's size, padded to a multiple of 32;
+- float16 inputs get float16 tensors; uint8 inputs get raw pixels;
+- output `[N,C,H,W]` with C > 1: per-class scores (argmax); `[N,1,H,W]`: binary (sigmoid unless the graph
+  already ends in Sigmoid); `[N,H,W]` integers: a label map already argmaxed in the graph; `[N,K]`:
+  classification (softmax unless the graph ends in Softmax).
+Every value records where it came from: "detected", "metadata", "sidecar" or "default".
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from app.errors import ModelError, SidecarError
+from app.inference.onnx_graph import GraphInfo, TensorInfo, read_graph
+from app.inference.sidecar import UNSET_COLOR, find_sidecar, load_sidecar
+
+# Distinct, colour-blind-aware colours (Okabe-Ito first, then Tableau) for classes without one.
+PALETTE: tuple[tuple[int, int, int], ...] = (
+    (230, 159, 0), (86, 180, 233), (0, 158, 115), (240, 228, 66), (0, 114, 178), (213, 94, 0),
+    (204, 121, 167), (255, 59, 48), (148, 103, 189), (140, 86, 75), (23, 190, 207), (188, 189, 34),
+)
+
+_FLOAT_INPUTS = ("float32", "float16")
+_INPUT_DTYPES = (*_FLOAT_INPUTS, "uint8")
+_INT_DTYPES = ("int64", "int32", "uint8", "int8", "int16", "uint16", "uint32", "uint64")
+
+
+@dataclass(frozen=True)
+class ClassInfo:
+    name: str
+    color: tuple[int, int, int] | None  # None: not painted (background)
+
+
+@dataclass(frozen=True)
+class InputSpec:
+    name: str
+    layout: str  # "NCHW" | "NHWC"
+    channels: int  # 1 or 3
+    dtype: str  # "float32" | "float16" | "uint8"
+    model_hw: tuple[int | None, int | None]  # what the graph declares; None = dynamic
+    size: tuple[int, int] | None  # (H, W) the image is resized to; None = keep the image's size
+    resize: str  # "stretch" | "letterbox"
+    size_divisor: int
+    color: str  # "rgb" | "bgr" | "gray"
+    scale: float
+    mean: tuple[float, ...]
+    std: tuple[float, ...]
+
+    @property
+    def dynamic_hw(self) -> bool:
+        return None in self.model_hw
+
+    def warmup_hw(self) -> tuple[int, int]:
+        """A valid (H, W) for a warm-up run: the working size, else 512×512 rounded to the divisor."""
+        h, w = self.size or (512, 512)
+        d = self.size_divisor
+        return -(-h // d) * d, -(-w // d) * d
+
+
+@dataclass(frozen=True)
+class OutputSpec:
+    name: str
+    kind: str  # "scores" | "binary" | "labels" | "classification"
+    channel_axis: int | None  # for rank-4 outputs: 1 (NCHW) or 3 (NHWC)
+    activation: str  # "softmax" | "sigmoid" | "none" (resolved, never "auto")
+    threshold: float
+
+
+@dataclass(frozen=True)
+class PostprocessSpec:
+    min_area: int = 0
+    close_kernel: int = 0
+    top_k: int = 5
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    path: Path
+    sidecar: Path | None
+    name: str
+    task: str  # "segmentation" | "classification"
+    input: InputSpec
+    output: OutputSpec
+    classes: tuple[ClassInfo, ...]
+    postprocess: PostprocessSpec
+    inputs: tuple[TensorInfo, ...]
+    outputs: tuple[TensorInfo, ...]
+    sources: dict[str, str] = field(default_factory=dict, compare=False)
+    metadata: dict[str, str] = field(default_factory=dict, compare=False)
+    opset: int | None = None
+    producer: str = ""
+
+    @property
+    def class_names(self) -> tuple[str, ...]:
+        return tuple(c.name for c in self.classes)
+
+    def describe_io(self) -> str:
+        ins = ", ".join(t.describe() for t in self.inputs) or "none"
+        outs = ", ".join(t.describe() for t in self.outputs) or "none"
+        return f"inputs: {ins}; outputs: {outs}"
+
+
+def load_spec(model_path: str | Path, sidecar: str | Path | None = None) -> ModelSpec:
+    """Build the spec of the model at `model_path`; `sidecar` overrides the `<model>.yaml` found beside it."""
+    path = Path(model_path)
+    if sidecar is not None:
+        sidecar_path: Path | None = Path(sidecar)
+        if not sidecar_path.is_file():
+            raise SidecarError(f"{sidecar_path}: sidecar file not found")
+    else:
+        sidecar_path = find_sidecar(path)
+    graph = read_graph(path)
+    overrides = load_sidecar(sidecar_path) if sidecar_path else {}
+    return _Builder(path, sidecar_path, graph, overrides).build()
+
+
+class _Builder:
+    """Resolves each value from sidecar > metadata > detection > default, recording the source."""
+
+    def __init__(self, path: Path, sidecar: Path | None, graph: GraphInfo, overrides: dict[str, Any]):
+        self.path, self.sidecar, self.graph, self.overrides = path, sidecar, graph, overrides
+        self.sources: dict[str, str] = {}
+
+    def pick(self, key: str, detected: Any, source: str = "detected") -> Any:
+        if key in self.overrides:
+            self.sources[key] = "sidecar"
+            return self.overrides[key]
+        self.sources[key] = source
+        return detected
+
+    def fail(self, problem: str) -> ModelError:
+        return ModelError(f"{self.path}: {problem} ({self._io()})")
+
+    def sidecar_error(self, key: str, problem: str) -> SidecarError:
+        return SidecarError(f"{self.sidecar}: '{key}' {problem}")
+
+    def _io(self) -> str:
+        ins = ", ".join(t.describe() for t in self.graph.inputs) or "none"
+        outs = ", ".join(t.describe() for t in self.graph.outputs) or "none"
+        return f"inputs: {ins}; outputs: {outs}"
+
+    # -- build ---------------------------------------------------------------------------------------
+
+    def build(self) -> ModelSpec:
+        inp = self._input()
+        out = self._output()
+        task = self.pick("task", "classification" if out.kind == "classification" else "segmentation")
+        if (task == "classification") != (out.kind == "classification"):
+            raise self.sidecar_error("task", f"is {task}, but the model's output "
+                                             f"{self.graph.outputs[0].describe()} is a {out.kind} output")
+        classes = self._classes(out)
+        post = PostprocessSpec(
+            min_area=self.pick("postprocess.min_area", 0, "default"),
+            close_kernel=self.pick("postprocess.close_kernel", 0, "default"),
+            top_k=self.pick("postprocess.top_k", 5, "default"),
+        )
+        name = self.pick("name", *self._default_name())
+        return ModelSpec(
+            path=self.path, sidecar=self.sidecar, name=name, task=task, input=inp, output=out,
+            classes=classes, postprocess=post, inputs=self.graph.inputs, outputs=self.graph.outputs,
+            sources=self.sources, metadata=self.graph.metadata, opset=self.graph.opset,
+            producer=self.graph.producer,
+        )
+
+    def _default_name(self) -> tuple[str, str]:
+        for key in ("name", "model_name", "title"):
+            if self.graph.metadata.get(key, "").strip():
+                return self.graph.metadata[key].strip(), "metadata"
+        return self.path.stem.replace("_", " "), "default"
+
+    def _input(self) -> InputSpec:
+        if len(self.graph.inputs) != 1:
+            raise self.fail(f"not an image model: it takes {len(self.graph.inputs)} inputs, "
+                            "SegLens needs one image tensor")
+        t = self.graph.inputs[0]
+        if t.shape is None or len(t.shape) != 4 or t.dtype not in _INPUT_DTYPES:
+            raise self.fail("not an image model: the input must be a 4-D float32, float16 or uint8 tensor "
+                            "(N,C,H,W or N,H,W,C)")
+        layout, channels = _layout(t.shape)
+        if layout is None:
+            raise self.fail("not an image model: no axis of the input holds 1 or 3 channels")
+        hw = (t.shape[2], t.shape[3]) if layout == "NCHW" else (t.shape[1], t.shape[2])
+        model_hw = tuple(d if isinstance(d, int) else None for d in hw)
+        fixed = None not in model_hw
+        size = self.pick("input.size", model_hw if fixed else None)
+        if fixed and size is not None and tuple(size) != model_hw and self.sources["input.size"] == "sidecar":
+            raise self.sidecar_error("input.size", f"is {list(size)}, but the model's input is fixed at "
+                                                   f"{list(model_hw)}")
+        is_float = t.dtype in _FLOAT_INPUTS
+        scale = self.pick("input.scale", 1 / 255 if is_float else 1.0, "default")
+        mean = self.pick("input.mean", (0.0,) * channels, "default")
+        std = self.pick("input.std", (1.0,) * channels, "default")
+        for key, values in (("input.mean", mean), ("input.std", std)):
+            if len(values) not in (1, channels):
+                raise self.sidecar_error(key, f"has {len(values)} values, but the model's input has "
+                                              f"{channels} channel(s)")
+        if not is_float and any(k in self.overrides for k in ("input.scale", "input.mean", "input.std")):
+            raise self.sidecar_error("input.scale", "cannot apply: the model takes uint8 pixels as they are")
+        color = self.pick("input.color", "rgb" if channels == 3 else "gray")
+        if (color == "gray") != (channels == 1):
+            raise self.sidecar_error("input.color", f"is {color}, but the model's input has {channels} "
+                                                    "channel(s)")
+        return InputSpec(
+            name=t.name, layout=layout, channels=channels, dtype=t.dtype, model_hw=model_hw,
+            size=size, resize=self.pick("input.resize", "stretch", "default"),
+            size_divisor=self.pick("input.size_divisor", 1 if fixed else 32, "detected"),
+            color=color, scale=scale, mean=_per_channel(mean, channels), std=_per_channel(std, channels),
+        )
+
+    def _output(self) -> OutputSpec:
+        t = self.graph.outputs[0]
+        final = self.graph.final_ops.get(t.name, "")
+        rank = len(t.shape) if t.shape is not None else -1
+        threshold = self.pick("output.threshold", 0.5, "default")
+        if rank == 4:
+            axis = _channel_axis(t.shape, self.graph.inputs[0].shape)
+            channels = t.shape[axis]
+            if channels == 1:
+                return OutputSpec(t.name, "binary", axis, self._activation(final, "Sigmoid", "sigmoid"),
+                                  threshold)
+            if isinstance(channels, int):
+                return OutputSpec(t.name, "scores", axis, self._activation(final, "Softmax", "softmax"),
+                                  threshold)
+        elif rank == 3:
+            if t.dtype in _INT_DTYPES or final == "ArgMax":
+                return OutputSpec(t.name, "labels", None, self._activation(final, None, "none"), threshold)
+            return OutputSpec(t.name, "binary", None, self._activation(final, "Sigmoid", "sigmoid"), threshold)
+        elif rank == 2 and t.dtype in _FLOAT_INPUTS + ("float64",):
+            kind_activation = "sigmoid" if t.shape[1] == 1 else "softmax"
+            return OutputSpec(t.name, "classification", None,
+                              self._activation(final, kind_activation.capitalize(), kind_activation), threshold)
+        raise self.fail("not an image model SegLens understands: the first output must be [N,C,H,W] scores, "
+                        "[N,1,H,W] or [N,H,W] masks, or [N,K] class scores")
+
+    def _activation(self, final_op: str, applied_op: str | None, otherwise: str) -> str:
+        detected = "none" if applied_op is None or final_op == applied_op else otherwise
+        chosen = self.pick("output.activation", detected)
+        return detected if chosen == "auto" else chosen
+
+    def _classes(self, out: OutputSpec) -> tuple[ClassInfo, ...]:
+        count = self._class_count(out)
+        names = self.overrides.get("classes")
+        if names is not None:
+            self.sources["classes"] = "sidecar"
+            if out.kind == "binary" and len(names) == 1:
+                names = (("background", UNSET_COLOR), *names)
+            if count is not None and len(names) != count:
+                raise self.sidecar_error("classes", f"lists {len(names)} classes, but the model's output has "
+                                                    f"{count}")
+        else:
+            names = self._metadata_classes(count)
+        paint_background = out.kind != "classification"
+        return tuple(
+            ClassInfo(name, _default_color(i, paint_background) if color is UNSET_COLOR else color)
+            for i, (name, color) in enumerate(names)
+        )
+
+    def _class_count(self, out: OutputSpec) -> int | None:
+        t = self.graph.outputs[0]
+        if out.kind == "binary" or (out.kind == "classification" and t.shape[1] == 1):
+            return 2
+        if out.kind == "scores":
+            return t.shape[out.channel_axis]
+        if out.kind == "classification":
+            return t.shape[1] if isinstance(t.shape[1], int) else None
+        return self.graph.argmax_channels.get(t.name)
+
+    def _metadata_classes(self, count: int | None) -> tuple[tuple[str, Any], ...]:
+        for key in ("classes", "class_names", "names", "labels"):
+            raw = self.graph.metadata.get(key)
+            names = _parse_name_list(raw) if raw else None
+            if names and (count is None or len(names) == count):
+                self.sources["classes"] = "metadata"
+                return tuple((n, UNSET_COLOR) for n in names)
+        self.sources["classes"] = "default"
+        is_classification = self.graph.outputs[0].shape is not None and len(self.graph.outputs[0].shape) == 2
+        if count is None:
+            count = 2  # a label map of unknown range: labels beyond the list are reported as "other"
+        if is_classification:
+            return tuple((f"class {i}", UNSET_COLOR) for i in range(count))
+        return (("background", UNSET_COLOR), *((f"class {i}", UNSET_COLOR) for i in range(1, count)))
+
+
+def _layout(shape: tuple) -> tuple[str | None, int]:
+    if shape[1] in (1, 3):
+        return "NCHW", shape[1]
+    if shape[3] in (1, 3):
+        return "NHWC", shape[3]
+    return None, 0
+
+
+def _channel_axis(out_shape: tuple, in_shape: tuple) -> int:
+    """Axis 1 or 3 of a rank-4 output: the fixed one, the smaller one when both are, else like the input."""
+    c1, c3 = out_shape[1], out_shape[3]
+    if isinstance(c1, int) and not isinstance(c3, int):
+        return 1
+    if isinstance(c3, int) and not isinstance(c1, int):
+        return 3
+    if isinstance(c1, int) and isinstance(c3, int) and c1 != c3:
+        return 1 if c1 < c3 else 3
+    return 3 if _layout(in_shape)[0] == "NHWC" else 1
+
+
+def _per_channel(values: tuple[float, ...], channels: int) -> tuple[float, ...]:
+    return tuple(values) * channels if len(values) == 1 else tuple(values)
+
+
+def _default_color(index: int, paint_background: bool) -> tuple[int, int, int] | None:
+    if paint_background and index == 0:
+        return None
+    return PALETTE[(index - 1) % len(PALETTE)]
+
+
+def _parse_name_list(raw: str) -> list[str] | None:
+    """Class names as exporters store them: a JSON list/dict, a Python dict literal, or comma-separated."""
+    value: Any = None
+    for parse in (json.loads, ast.literal_eval):
+        try:
+            value = parse(raw)
+            break
+        except (ValueError, SyntaxError):
+            continue
+    if value is None:
+        value = [part.strip() for part in raw.split(",")] if "," in raw else None
+    if isinstance(value, dict):
+        try:
+            value = [value[k] for k in sorted(value, key=int)]
+        except (ValueError, TypeError):
+            return None
+    if isinstance(value, list) and value and all(isinstance(v, str) and v.strip() for v in value):
+        return [v.strip() for v in value]
+    return None

@@ -1,0 +1,73 @@
+"""Turn the paths a user gives (files and folders) into an ordered list of inputs.
+
+Folders are walked recursively (symlinked folders followed once, loops cut), keeping image extensions only,
+in natural order (img2 before img10). Files named explicitly are kept whatever their extension: the user
+asked for them, so a wrong one gets an error row rather than silence.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from app.io.images import is_image_path
+
+
+@dataclass(frozen=True)
+class InputFile:
+    path: Path
+    rel: Path  # path relative to the folder it was found in (or just the name), used to name outputs
+
+
+def natural_key(text: str) -> tuple:
+    return tuple(int(part) if part.isdigit() else part.lower() for part in re.split(r"(\d+)", text))
+
+
+def discover(paths: list[str | Path]) -> list[InputFile]:
+    """Expand files and folders into inputs, each file once, in the order given then natural order."""
+    found: list[InputFile] = []
+    seen: set[str] = set()
+    for raw in paths:
+        root = Path(raw)
+        items = _walk(root) if root.is_dir() else [InputFile(root, Path(root.name))]
+        for item in items:
+            key = os.path.realpath(item.path) if item.path.exists() else str(item.path)
+            if key not in seen:
+                seen.add(key)
+                found.append(item)
+    return found
+
+
+def _walk(root: Path) -> list[InputFile]:
+    files: list[InputFile] = []
+    visited: set[str] = set()
+    for folder, dirs, names in os.walk(root, followlinks=True, onerror=None):
+        real = os.path.realpath(folder)
+        if real in visited:  # a symlink loop, or the same folder reached twice
+            dirs[:] = []
+            continue
+        visited.add(real)
+        dirs.sort(key=natural_key)
+        for name in sorted(names, key=natural_key):
+            path = Path(folder) / name
+            if is_image_path(path):
+                files.append(InputFile(path, path.relative_to(root)))
+    return sorted(files, key=lambda f: natural_key(f.rel.as_posix()))
+
+
+def output_stems(inputs: list[InputFile]) -> list[Path]:
+    """A distinct relative output stem per input: `sub/name`, then `sub/name_jpg`, `sub/name_jpg_2`…"""
+    taken: set[str] = set()
+    stems: list[Path] = []
+    for item in inputs:
+        base = item.rel.parent / item.rel.stem
+        candidate, n = base, 1
+        while candidate.as_posix().lower() in taken:
+            suffix = item.rel.suffix.lstrip(".").lower() or "file"
+            candidate = base.with_name(f"{base.name}_{suffix}" + (f"_{n}" if n > 1 else ""))
+            n += 1
+        taken.add(candidate.as_posix().lower())
+        stems.append(candidate)
+    return stems

@@ -1,0 +1,131 @@
+"""Decode the images people drop into arrays the pipeline understands: uint8 gray (H×W) or RGB (H×W×3).
+
+EXIF orientation is applied; palette, RGBA/LA (composited over black), CMYK, 1-bit, 16-bit and float
+images are converted. 16-bit images are mapped from their full range (value / 257), never truncated.
+Every failure becomes an ImageError naming the file and the problem in one line.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+from PIL import Image, ImageOps, UnidentifiedImageError
+
+from app.errors import ImageError
+
+IMAGE_EXTENSIONS = frozenset(
+    {".png", ".jpg", ".jpeg", ".jpe", ".bmp", ".tif", ".tiff", ".webp", ".gif", ".pgm", ".ppm", ".pbm",
+     ".pnm", ".jp2", ".j2k", ".tga", ".dib"}
+)
+DEFAULT_MAX_PIXELS = 250_000_000  # ~ 16k × 16k; beyond that a decode would need GBs of memory
+
+
+@dataclass(frozen=True)
+class DecodedImage:
+    path: Path | None
+    pixels: np.ndarray  # uint8, H×W (gray) or H×W×3 (RGB)
+    source_mode: str  # Pillow's mode before conversion, e.g. "RGB", "I;16", "P"
+
+    @property
+    def height(self) -> int:
+        return int(self.pixels.shape[0])
+
+    @property
+    def width(self) -> int:
+        return int(self.pixels.shape[1])
+
+    @property
+    def is_gray(self) -> bool:
+        return self.pixels.ndim == 2
+
+
+def is_image_path(path: Path) -> bool:
+    return path.suffix.lower() in IMAGE_EXTENSIONS
+
+
+def read_image(path: str | Path, *, max_pixels: int = DEFAULT_MAX_PIXELS) -> DecodedImage:
+    """Decode the image at `path`. Raises ImageError with a one-line message on any problem."""
+    path = Path(path)
+    _check_file(path)
+    Image.MAX_IMAGE_PIXELS = None  # our own limit (below) replaces Pillow's decompression-bomb guard
+    try:
+        with Image.open(path) as img:
+            width, height = img.size
+            if width * height > max_pixels:
+                raise ImageError(f"{path}: image too large ({width}×{height} = {width * height / 1e6:.0f} "
+                                 f"megapixels; the limit is {max_pixels / 1e6:.0f})")
+            mode = img.mode
+            img = ImageOps.exif_transpose(img) or img
+            pixels = _to_array(img)
+    except ImageError:
+        raise
+    except UnidentifiedImageError as exc:
+        raise ImageError(f"{path}: not an image, or a format that cannot be read") from exc
+    except Image.DecompressionBombError as exc:
+        raise ImageError(f"{path}: image too large to decode safely") from exc
+    except MemoryError as exc:
+        raise ImageError(f"{path}: not enough memory to decode this image") from exc
+    except (OSError, ValueError, SyntaxError, EOFError) as exc:
+        raise ImageError(f"{path}: damaged or truncated image ({_reason(exc)})") from exc
+    return DecodedImage(path, pixels, mode)
+
+
+def from_array(pixels: np.ndarray, path: Path | None = None) -> DecodedImage:
+    """Wrap an in-memory array (uint8 gray or RGB) as a DecodedImage."""
+    if pixels.dtype != np.uint8 or pixels.ndim not in (2, 3) or (pixels.ndim == 3 and pixels.shape[2] != 3):
+        raise ImageError(f"{path or 'array'}: expected uint8 H×W or H×W×3, got {pixels.dtype} {pixels.shape}")
+    return DecodedImage(path, pixels, "L" if pixels.ndim == 2 else "RGB")
+
+
+def _check_file(path: Path) -> None:
+    try:
+        stat = path.stat()
+    except FileNotFoundError as exc:
+        raise ImageError(f"{path}: file not found") from exc
+    except OSError as exc:
+        raise ImageError(f"{path}: cannot read ({exc.strerror or exc})") from exc
+    if not path.is_file():
+        raise ImageError(f"{path}: not a file")
+    if stat.st_size == 0:
+        raise ImageError(f"{path}: empty file (0 bytes)")
+    if not os.access(path, os.R_OK):
+        raise ImageError(f"{path}: permission denied")
+
+
+def _to_array(img) -> np.ndarray:
+    """Pillow image of any mode → uint8 gray or RGB array."""
+    mode = img.mode
+    if mode in ("I;16", "I;16B", "I;16L", "I;16N", "I", "F"):
+        return _wide_to_uint8(np.asarray(img), mode)
+    if mode == "P":
+        img = img.convert("RGBA") if "transparency" in img.info else img.convert("RGB")
+        mode = img.mode
+    if mode in ("RGBA", "LA", "PA", "RGBa", "La"):
+        background = Image.new("RGBA", img.size, (0, 0, 0, 255))
+        img = Image.alpha_composite(background, img.convert("RGBA")).convert("RGB")
+        mode = "RGB"
+    if mode in ("1", "L"):
+        return np.asarray(img.convert("L"))
+    if mode != "RGB":  # CMYK, YCbCr, LAB, HSV, ...
+        img = img.convert("RGB")
+    return np.asarray(img)
+
+
+def _wide_to_uint8(values: np.ndarray, mode: str) -> np.ndarray:
+    if mode.startswith("I;16") or (mode == "I" and values.min(initial=0) >= 0 and values.max(initial=0) <= 65535):
+        return (values.astype(np.uint32) // 257).astype(np.uint8)
+    finite = values[np.isfinite(values)] if values.dtype.kind == "f" else values
+    lo, hi = (float(finite.min()), float(finite.max())) if finite.size else (0.0, 1.0)
+    if mode == "F" and lo >= 0.0 and hi <= 1.0:
+        lo, hi = 0.0, 1.0  # a [0, 1] float image keeps its absolute brightness
+    span = hi - lo or 1.0
+    scaled = (np.nan_to_num(values.astype(np.float64), nan=lo) - lo) * (255.0 / span)
+    return np.clip(np.rint(scaled), 0, 255).astype(np.uint8)
+
+
+def _reason(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    return text[:200]

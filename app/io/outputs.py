@@ -1,0 +1,136 @@
+"""Write results: masks, overlays and the CSV report. Every file appears whole or not at all.
+
+Files are written to a temporary name in the target folder and renamed into place (atomic on POSIX and
+Windows), so a crash or cancel never leaves a half-written PNG that looks complete.
+"""
+
+from __future__ import annotations
+
+import csv
+import os
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+
+import cv2
+import numpy as np
+
+from app.errors import OutputError
+from app.inference.pipeline import STAGES, Result
+from app.inference.spec import ModelSpec
+from app.render import blend_overlay
+
+SAVE_KINDS = ("mask", "overlay")
+
+
+def atomic_write(path: Path, data: bytes) -> None:
+    """Write `data` to `path` via a temporary file in the same folder and a rename."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    except OSError as exc:
+        raise OutputError(f"{path}: cannot write ({exc.strerror or exc})") from exc
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+        os.replace(tmp, path)
+    except OSError as exc:
+        _remove_quietly(tmp)
+        raise OutputError(f"{path}: cannot write ({exc.strerror or exc})") from exc
+
+
+def encode_png(pixels: np.ndarray) -> bytes:
+    """PNG bytes of a uint8 gray or RGB array (fast compression: masks are mostly flat)."""
+    array = cv2.cvtColor(pixels, cv2.COLOR_RGB2BGR) if pixels.ndim == 3 else pixels
+    ok, buffer = cv2.imencode(".png", array, [cv2.IMWRITE_PNG_COMPRESSION, 1])
+    if not ok:
+        raise OutputError("PNG encoding failed")
+    return buffer.tobytes()
+
+
+def write_result_images(result: Result, spec: ModelSpec, out_stem: Path, save: Sequence[str],
+                        image: np.ndarray | None = None) -> list[Path]:
+    """Write `<stem>_mask.png` and/or `<stem>_overlay.png` for a segmentation result."""
+    if result.mask is None:
+        return []
+    written = []
+    if "mask" in save:
+        written.append(_write(out_stem, "_mask.png", encode_png(result.mask)))
+    if "overlay" in save and image is not None:
+        overlay = blend_overlay(image, result.mask, spec.classes)
+        written.append(_write(out_stem, "_overlay.png", encode_png(overlay)))
+    return written
+
+
+def _write(out_stem: Path, suffix: str, data: bytes) -> Path:
+    path = out_stem.with_name(out_stem.name + suffix)
+    atomic_write(path, data)
+    return path
+
+
+class ReportWriter:
+    """The CSV report: one row per input, written as it goes to `<name>.partial`, renamed when closed."""
+
+    def __init__(self, path: Path, spec: ModelSpec) -> None:
+        self.path = path
+        self.spec = spec
+        self._partial = path.with_name(path.name + ".partial")
+        self._class_columns = [f"pixels_{name}" for name in spec.class_names]
+        k = spec.postprocess.top_k
+        self._topk_columns = [c for i in range(1, k + 1) for c in (f"top{i}", f"top{i}_score")]
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            self._file = open(self._partial, "w", newline="", encoding="utf-8")  # noqa: SIM115
+        except OSError as exc:
+            raise OutputError(f"{path}: cannot write the report ({exc.strerror or exc})") from exc
+        self._csv = csv.writer(self._file)
+        self._csv.writerow(self.columns)
+
+    @property
+    def columns(self) -> list[str]:
+        per_task = (self._topk_columns if self.spec.task == "classification"
+                    else [*self._class_columns, "pixels_other"])
+        return ["path", "status", "task", "provider", "width", "height", *per_task,
+                *(f"{stage}_ms" for stage in STAGES), "error"]
+
+    def add_result(self, path: Path, result: Result) -> None:
+        h, w = result.image_hw
+        self._row([str(path), "ok", result.task, result.provider, w, h, *self._task_values(result),
+                   *(f"{result.timings.get(stage, 0.0):.2f}" for stage in STAGES), ""])
+
+    def add_error(self, path: Path, message: str, *, provider: str = "", status: str = "error") -> None:
+        blanks = [""] * (len(self.columns) - 7 - len(STAGES))
+        self._row([str(path), status, self.spec.task, provider, "", "", *blanks, *[""] * len(STAGES), message])
+
+    def _task_values(self, result: Result) -> list:
+        if self.spec.task == "classification":
+            values: list = []
+            for p in result.predictions:
+                values += [p.name, f"{p.score:.6f}"]
+            return values + [""] * (len(self._topk_columns) - len(values))
+        counts = result.class_pixels()
+        known = len(self._class_columns)
+        return [*(int(c) for c in counts[:known]), int(counts[known:].sum())]
+
+    def _row(self, values: list) -> None:
+        self._csv.writerow(values)
+        self._file.flush()
+
+    def close(self) -> None:
+        if self._file.closed:
+            return
+        self._file.close()
+        os.replace(self._partial, self.path)
+
+    def __enter__(self) -> ReportWriter:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+def _remove_quietly(path: str) -> None:
+    try:
+        os.unlink(path)
+    except OSError:
+        pass

@@ -1,0 +1,30 @@
+"""Where the project's resources live, in a source tree and in a frozen (PyInstaller) build."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+
+def install_root() -> Path:
+    """The folder holding `models/` and `resources/`: the repo root, or the frozen bundle's data folder."""
+    frozen_root = getattr(sys, "_MEIPASS", None)
+    if frozen_root:
+        return Path(frozen_root)
+    return Path(__file__).resolve().parent.parent
+
+
+def models_dir() -> Path:
+    return install_root() / "models"
+
+
+def samples_dir() -> Path:
+    return install_root() / "resources" / "samples"
+
+
+DEFAULT_MODEL_NAME = "surface_defects"
+
+
+def default_model() -> Path:
+    """The bundled demo model the viewer opens with."""
+    return models_dir() / f"{DEFAULT_MODEL_NAME}.onnx"

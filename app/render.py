@@ -1,0 +1,54 @@
+"""Qt-free pictures of results: class colours blended over the image (the CLI's `_overlay.png`).
+
+The viewer paints its overlay from the same colour table (`class_colors`), so a class has one colour
+everywhere.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import cv2
+import numpy as np
+
+from app.inference.spec import PALETTE, ClassInfo
+
+
+def class_colors(classes: Sequence[ClassInfo]) -> tuple[np.ndarray, np.ndarray]:
+    """(256×3 uint8 RGB colours, 256 bool painted) for every label value; labels past the list cycle the
+    palette so an unexpected label is still visible."""
+    colors = np.zeros((256, 3), np.uint8)
+    painted = np.zeros(256, bool)
+    for label in range(1, 256):
+        colors[label] = PALETTE[(label - 1) % len(PALETTE)]
+        painted[label] = True
+    for label, info in enumerate(classes[:256]):
+        painted[label] = info.color is not None
+        if info.color is not None:
+            colors[label] = info.color
+    return colors, painted
+
+
+def blend_overlay(
+    image: np.ndarray,
+    mask: np.ndarray,
+    classes: Sequence[ClassInfo],
+    *,
+    alpha: float = 0.5,
+    contour: bool = False,
+) -> np.ndarray:
+    """RGB uint8 image with each painted class blended in its colour (filled, or 2-px outlines)."""
+    rgb = cv2.cvtColor(image, cv2.COLOR_GRAY2RGB) if image.ndim == 2 else image
+    colors, painted = class_colors(classes)
+    paint = painted[mask]
+    if contour:
+        paint &= _edges(mask)
+    color_image = colors[mask]
+    blended = cv2.addWeighted(rgb, 1.0 - alpha, color_image, alpha, 0.0)
+    return np.where(paint[:, :, None], blended, rgb)
+
+
+def _edges(mask: np.ndarray) -> np.ndarray:
+    """Pixels on the border of their label region (2 px wide)."""
+    kernel = np.ones((3, 3), np.uint8)
+    return cv2.compare(cv2.dilate(mask, kernel), cv2.erode(mask, kernel), cv2.CMP_NE) > 0

@@ -1,0 +1,44 @@
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+sys.path.insert(0, str(Path(__file__).parent))  # tests/onnx_factory.py, tests/images_factory.py
+
+import onnx_factory  # noqa: E402
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture
+def models(tmp_path: Path):
+    """Build a named factory model in a fresh folder: `models("rgb_classes")` → path."""
+    folder = tmp_path / "models"
+    folder.mkdir()
+
+    def build(kind: str, name: str | None = None, **kwargs) -> Path:
+        return getattr(onnx_factory, kind)(folder / f"{name or kind}.onnx", **kwargs)
+
+    return build
+
+
+def stripes(height: int = 37, width: int = 53) -> np.ndarray:
+    """RGB image: left third red, middle third green, right third blue (values 200)."""
+    image = np.zeros((height, width, 3), np.uint8)
+    a, b = width // 3, 2 * width // 3
+    image[:, :a, 0] = 200
+    image[:, a:b, 1] = 200
+    image[:, b:, 2] = 200
+    return image
+
+
+def expected_stripes(height: int = 37, width: int = 53) -> np.ndarray:
+    mask = np.zeros((height, width), np.uint8)
+    mask[:, width // 3: 2 * width // 3] = 1
+    mask[:, 2 * width // 3:] = 2
+    return mask

@@ -1,0 +1,129 @@
+"""Tiny ONNX models built with onnx.helper, one per output pattern SegLens must understand.
+
+Every model computes something simple and known from the pixels, so tests can assert exact masks/labels.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+FLOAT, HALF, UINT8, INT64 = TensorProto.FLOAT, TensorProto.FLOAT16, TensorProto.UINT8, TensorProto.INT64
+
+
+def save(path: Path, nodes, inputs, outputs, initializers=(), metadata: dict | None = None) -> Path:
+    graph = helper.make_graph(nodes, path.stem, inputs, outputs, list(initializers))
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], producer_name="tests")
+    model.ir_version = 8
+    for key, value in (metadata or {}).items():
+        entry = model.metadata_props.add()
+        entry.key, entry.value = key, value
+    onnx.checker.check_model(model)
+    onnx.save(model, str(path))
+    return path
+
+
+def tensor(name: str, elem: int, shape: list) -> onnx.ValueInfoProto:
+    return helper.make_tensor_value_info(name, elem, shape)
+
+
+def const(name: str, array: np.ndarray) -> onnx.TensorProto:
+    return numpy_helper.from_array(np.asarray(array), name)
+
+
+def rgb_classes(path: Path, *, metadata: dict | None = None) -> Path:
+    """[N,3,H,W] → [N,3,H,W] scores = the RGB channels: class = the brightest channel (0 R, 1 G, 2 B)."""
+    weight = np.eye(3, dtype=np.float32).reshape(3, 3, 1, 1)
+    return save(path, [helper.make_node("Conv", ["image", "w"], ["scores"])],
+                [tensor("image", FLOAT, ["N", 3, "H", "W"])], [tensor("scores", FLOAT, ["N", 3, "H", "W"])],
+                [const("w", weight)], metadata)
+
+
+def binary_logits(path: Path, *, end_with_sigmoid: bool = False) -> Path:
+    """[N,1,H,W] gray → [N,1,H,W]: logit = 20·(x − 0.5), optionally followed by Sigmoid in the graph."""
+    nodes = [helper.make_node("Sub", ["image", "half"], ["centred"]),
+             helper.make_node("Mul", ["centred", "gain"], ["logits" if not end_with_sigmoid else "pre"])]
+    if end_with_sigmoid:
+        nodes.append(helper.make_node("Sigmoid", ["pre"], ["logits"]))
+    return save(path, nodes, [tensor("image", FLOAT, ["N", 1, "H", "W"])],
+                [tensor("logits", FLOAT, ["N", 1, "H", "W"])],
+                [const("half", np.float32(0.5)), const("gain", np.float32(20.0))])
+
+
+def embedded_argmax(path: Path) -> Path:
+    """[N,3,H,W] → ArgMax over channels → [N,H,W] int64 labels (argmax already in the graph)."""
+    nodes = [helper.make_node("Identity", ["image"], ["scores"]),
+             helper.make_node("ArgMax", ["scores"], ["labels"], axis=1, keepdims=0)]
+    return save(path, nodes, [tensor("image", FLOAT, ["N", 3, "H", "W"])], [tensor("labels", INT64, ["N", "H", "W"])])
+
+
+def classifier(path: Path, *, end_with_softmax: bool = False, metadata: dict | None = None) -> Path:
+    """[N,3,H,W] → mean colour per channel × 10 → [N,3] logits (class = dominant colour)."""
+    out = "pre" if end_with_softmax else "logits"
+    nodes = [helper.make_node("GlobalAveragePool", ["image"], ["pooled"]),
+             helper.make_node("Flatten", ["pooled"], ["flat"], axis=1),
+             helper.make_node("Mul", ["flat", "ten"], [out])]
+    if end_with_softmax:
+        nodes.append(helper.make_node("Softmax", ["pre"], ["logits"], axis=1))
+    return save(path, nodes, [tensor("image", FLOAT, ["N", 3, 224, 224])], [tensor("logits", FLOAT, ["N", 3])],
+                [const("ten", np.float32(10.0))], metadata)
+
+
+def nhwc_classes(path: Path) -> Path:
+    """[N,H,W,3] input (channels last) → transposed inside → [N,3,H,W] scores = RGB."""
+    nodes = [helper.make_node("Transpose", ["image"], ["nchw"], perm=[0, 3, 1, 2]),
+             helper.make_node("Identity", ["nchw"], ["scores"])]
+    return save(path, nodes, [tensor("image", FLOAT, ["N", "H", "W", 3])], [tensor("scores", FLOAT, ["N", 3, "H", "W"])])
+
+
+def float16_classes(path: Path) -> Path:
+    """float16 [N,3,H,W] in and out: scores = RGB, computed in half precision."""
+    nodes = [helper.make_node("Identity", ["image"], ["scores"])]
+    return save(path, nodes, [tensor("image", HALF, ["N", 3, "H", "W"])], [tensor("scores", HALF, ["N", 3, "H", "W"])])
+
+
+def fixed_size_classes(path: Path, size: int = 64) -> Path:
+    """Fixed [1,3,size,size] input → scores = RGB."""
+    nodes = [helper.make_node("Identity", ["image"], ["scores"])]
+    return save(path, nodes, [tensor("image", FLOAT, [1, 3, size, size])], [tensor("scores", FLOAT, [1, 3, size, size])])
+
+
+def needs_divisor(path: Path, factor: int = 8) -> Path:
+    """UNet-like: scores = RGB + (pool ×3 then upsample ×8) · 0 — fails unless H and W divide by 8."""
+    nodes = [helper.make_node("MaxPool", ["image"], ["p1"], kernel_shape=[2, 2], strides=[2, 2]),
+             helper.make_node("MaxPool", ["p1"], ["p2"], kernel_shape=[2, 2], strides=[2, 2]),
+             helper.make_node("MaxPool", ["p2"], ["p3"], kernel_shape=[2, 2], strides=[2, 2]),
+             helper.make_node("Resize", ["p3", "", "scales"], ["up"], mode="nearest"),
+             helper.make_node("Mul", ["up", "zero"], ["nothing"]),
+             helper.make_node("Add", ["image", "nothing"], ["scores"])]
+    return save(path, nodes, [tensor("image", FLOAT, ["N", 3, "H", "W"])], [tensor("scores", FLOAT, ["N", 3, "H", "W"])],
+                [const("scales", np.array([1, 1, factor, factor], np.float32)), const("zero", np.float32(0.0))])
+
+
+def half_resolution_classes(path: Path) -> Path:
+    """Output at stride 2 (like many segmentation heads): scores = RGB average-pooled 2×2."""
+    nodes = [helper.make_node("AveragePool", ["image"], ["scores"], kernel_shape=[2, 2], strides=[2, 2])]
+    return save(path, nodes, [tensor("image", FLOAT, ["N", 3, "H", "W"])], [tensor("scores", FLOAT, ["N", 3, "h", "w"])])
+
+
+def uint8_binary(path: Path) -> Path:
+    """uint8 [N,1,H,W] pixels in → float [N,1,H,W] = (x − 128) as logits."""
+    nodes = [helper.make_node("Cast", ["image"], ["f"], to=FLOAT), helper.make_node("Sub", ["f", "mid"], ["logits"])]
+    return save(path, nodes, [tensor("image", UINT8, ["N", 1, "H", "W"])], [tensor("logits", FLOAT, ["N", 1, "H", "W"])],
+                [const("mid", np.float32(128.0))])
+
+
+def text_model(path: Path) -> Path:
+    """A token-id model: [N,T] int64 → [N,T,8] embeddings. Not an image model."""
+    table = np.zeros((100, 8), np.float32)
+    nodes = [helper.make_node("Gather", ["table", "tokens"], ["embeddings"])]
+    return save(path, nodes, [tensor("tokens", INT64, ["N", "T"])], [tensor("embeddings", FLOAT, ["N", "T", 8])],
+                [const("table", table)])
+
+
+def class_metadata(names: list[str]) -> dict:
+    return {"classes": json.dumps(names)}
