@@ -10,7 +10,7 @@ import pytest
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 sys.path.insert(0, str(Path(__file__).parent))  # tests/onnx_factory.py, tests/images_factory.py
 
-import onnx_factory  # noqa: E402
+import onnx_factory
 
 REPO = Path(__file__).resolve().parent.parent
 

@@ -49,7 +49,8 @@ def binary_logits(path: Path, *, end_with_sigmoid: bool = False) -> Path:
              helper.make_node("Mul", ["centred", "gain"], ["logits" if not end_with_sigmoid else "pre"])]
     if end_with_sigmoid:
         nodes.append(helper.make_node("Sigmoid", ["pre"], ["logits"]))
-    return save(path, nodes, [tensor("image", FLOAT, ["N", 1, "H", "W"])],
+    return save(path, nodes,
+                [tensor("image", FLOAT, ["N", 1, "H", "W"])],
                 [tensor("logits", FLOAT, ["N", 1, "H", "W"])],
                 [const("half", np.float32(0.5)), const("gain", np.float32(20.0))])
 
@@ -58,7 +59,8 @@ def embedded_argmax(path: Path) -> Path:
     """[N,3,H,W] → ArgMax over channels → [N,H,W] int64 labels (argmax already in the graph)."""
     nodes = [helper.make_node("Identity", ["image"], ["scores"]),
              helper.make_node("ArgMax", ["scores"], ["labels"], axis=1, keepdims=0)]
-    return save(path, nodes, [tensor("image", FLOAT, ["N", 3, "H", "W"])], [tensor("labels", INT64, ["N", "H", "W"])])
+    return save(path, nodes,
+                [tensor("image", FLOAT, ["N", 3, "H", "W"])], [tensor("labels", INT64, ["N", "H", "W"])])
 
 
 def classifier(path: Path, *, end_with_softmax: bool = False, metadata: dict | None = None) -> Path:
@@ -69,7 +71,8 @@ def classifier(path: Path, *, end_with_softmax: bool = False, metadata: dict | N
              helper.make_node("Mul", ["flat", "ten"], [out])]
     if end_with_softmax:
         nodes.append(helper.make_node("Softmax", ["pre"], ["logits"], axis=1))
-    return save(path, nodes, [tensor("image", FLOAT, ["N", 3, 224, 224])], [tensor("logits", FLOAT, ["N", 3])],
+    return save(path, nodes,
+                [tensor("image", FLOAT, ["N", 3, 224, 224])], [tensor("logits", FLOAT, ["N", 3])],
                 [const("ten", np.float32(10.0))], metadata)
 
 
@@ -77,19 +80,22 @@ def nhwc_classes(path: Path) -> Path:
     """[N,H,W,3] input (channels last) → transposed inside → [N,3,H,W] scores = RGB."""
     nodes = [helper.make_node("Transpose", ["image"], ["nchw"], perm=[0, 3, 1, 2]),
              helper.make_node("Identity", ["nchw"], ["scores"])]
-    return save(path, nodes, [tensor("image", FLOAT, ["N", "H", "W", 3])], [tensor("scores", FLOAT, ["N", 3, "H", "W"])])
+    return save(path, nodes,
+                [tensor("image", FLOAT, ["N", "H", "W", 3])], [tensor("scores", FLOAT, ["N", 3, "H", "W"])])
 
 
 def float16_classes(path: Path) -> Path:
     """float16 [N,3,H,W] in and out: scores = RGB, computed in half precision."""
     nodes = [helper.make_node("Identity", ["image"], ["scores"])]
-    return save(path, nodes, [tensor("image", HALF, ["N", 3, "H", "W"])], [tensor("scores", HALF, ["N", 3, "H", "W"])])
+    return save(path, nodes,
+                [tensor("image", HALF, ["N", 3, "H", "W"])], [tensor("scores", HALF, ["N", 3, "H", "W"])])
 
 
 def fixed_size_classes(path: Path, size: int = 64) -> Path:
     """Fixed [1,3,size,size] input → scores = RGB."""
     nodes = [helper.make_node("Identity", ["image"], ["scores"])]
-    return save(path, nodes, [tensor("image", FLOAT, [1, 3, size, size])], [tensor("scores", FLOAT, [1, 3, size, size])])
+    return save(path, nodes,
+                [tensor("image", FLOAT, [1, 3, size, size])], [tensor("scores", FLOAT, [1, 3, size, size])])
 
 
 def needs_divisor(path: Path, factor: int = 8) -> Path:
@@ -100,20 +106,23 @@ def needs_divisor(path: Path, factor: int = 8) -> Path:
              helper.make_node("Resize", ["p3", "", "scales"], ["up"], mode="nearest"),
              helper.make_node("Mul", ["up", "zero"], ["nothing"]),
              helper.make_node("Add", ["image", "nothing"], ["scores"])]
-    return save(path, nodes, [tensor("image", FLOAT, ["N", 3, "H", "W"])], [tensor("scores", FLOAT, ["N", 3, "H", "W"])],
+    return save(path, nodes,
+                [tensor("image", FLOAT, ["N", 3, "H", "W"])], [tensor("scores", FLOAT, ["N", 3, "H", "W"])],
                 [const("scales", np.array([1, 1, factor, factor], np.float32)), const("zero", np.float32(0.0))])
 
 
 def half_resolution_classes(path: Path) -> Path:
     """Output at stride 2 (like many segmentation heads): scores = RGB average-pooled 2×2."""
     nodes = [helper.make_node("AveragePool", ["image"], ["scores"], kernel_shape=[2, 2], strides=[2, 2])]
-    return save(path, nodes, [tensor("image", FLOAT, ["N", 3, "H", "W"])], [tensor("scores", FLOAT, ["N", 3, "h", "w"])])
+    return save(path, nodes,
+                [tensor("image", FLOAT, ["N", 3, "H", "W"])], [tensor("scores", FLOAT, ["N", 3, "h", "w"])])
 
 
 def uint8_binary(path: Path) -> Path:
     """uint8 [N,1,H,W] pixels in → float [N,1,H,W] = (x − 128) as logits."""
     nodes = [helper.make_node("Cast", ["image"], ["f"], to=FLOAT), helper.make_node("Sub", ["f", "mid"], ["logits"])]
-    return save(path, nodes, [tensor("image", UINT8, ["N", 1, "H", "W"])], [tensor("logits", FLOAT, ["N", 1, "H", "W"])],
+    return save(path, nodes,
+                [tensor("image", UINT8, ["N", 1, "H", "W"])], [tensor("logits", FLOAT, ["N", 1, "H", "W"])],
                 [const("mid", np.float32(128.0))])
 
 

@@ -17,6 +17,9 @@ from app.inference.preprocess import Geometry
 from app.inference.spec import ModelSpec, OutputSpec, PostprocessSpec
 
 
+_DENSE_EDGES = 0.12  # share of low-res pixels on a label edge above which the dense path is faster
+
+
 @dataclass(frozen=True)
 class Prediction:
     index: int
@@ -84,7 +87,7 @@ def drop_small_components(mask: np.ndarray, min_area: int) -> np.ndarray:
     """Set connected components (8-connected, per class) smaller than `min_area` pixels to background."""
     result = mask.copy()
     for label in _labels_present(mask):
-        count, components, stats, _ = cv2.connectedComponentsWithStats((mask == label).view(np.uint8), 8)
+        _, components, stats, _ = cv2.connectedComponentsWithStats((mask == label).view(np.uint8), 8)
         small = np.flatnonzero(stats[1:, cv2.CC_STAT_AREA] < min_area) + 1
         if small.size:
             result[np.isin(components, small)] = 0
@@ -115,10 +118,15 @@ def _scores_to_mask(planes: np.ndarray, image_hw: tuple[int, int]) -> np.ndarray
     h, w = low.shape
     if (h, w) == image_hw:
         return low
-    mask = _resize_nearest(low, image_hw)
     if h * w > image_hw[0] * image_hw[1]:
-        return mask  # shrinking: the nearest label is as good as any
-    _refine_edges(mask, low, planes)
+        return _resize_nearest(low, image_hw)  # shrinking: the nearest label is as good as any
+    kernel = np.ones((3, 3), np.uint8)
+    edges = cv2.compare(cv2.dilate(low, kernel), cv2.erode(low, kernel), cv2.CMP_NE)
+    if cv2.countNonZero(edges) > _DENSE_EDGES * h * w:  # speckled maps: interpolating everything is cheaper
+        size = (image_hw[1], image_hw[0])
+        return argmax_planes(np.stack([cv2.resize(p, size, interpolation=cv2.INTER_LINEAR) for p in planes]))
+    mask = _resize_nearest(low, image_hw)
+    _refine_edges(mask, edges, planes)
     return mask
 
 
@@ -134,17 +142,15 @@ def argmax_planes(planes: np.ndarray) -> np.ndarray:
     return labels
 
 
-def _refine_edges(mask: np.ndarray, low: np.ndarray, planes: np.ndarray) -> None:
-    """Where the low-res 3×3 neighbourhood is not uniform, relabel with the argmax of bilinear scores.
+def _refine_edges(mask: np.ndarray, edges: np.ndarray, planes: np.ndarray) -> None:
+    """Where the low-res 3×3 neighbourhood is not uniform (`edges`), relabel with the argmax of bilinear scores.
 
     Elsewhere the bilinear mix of scores has the same argmax as every sample it mixes, so nearest is exact.
     """
-    kernel = np.ones((3, 3), np.uint8)
-    edges = cv2.compare(cv2.dilate(low, kernel), cv2.erode(low, kernel), cv2.CMP_NE)
     ys, xs = np.nonzero(_resize_nearest(edges, mask.shape))
     if ys.size == 0:
         return
-    h, w = low.shape
+    h, w = edges.shape
     sy = np.clip((ys + 0.5) * (h / mask.shape[0]) - 0.5, 0, h - 1)
     sx = np.clip((xs + 0.5) * (w / mask.shape[1]) - 0.5, 0, w - 1)
     y0, x0 = sy.astype(np.intp), sx.astype(np.intp)

@@ -239,10 +239,8 @@ def capture_native_stderr() -> Iterator[_Captured]:
     """Redirect file descriptor 2 (where ONNX Runtime's C++ logger writes) into a buffer for the block."""
     captured = _Captured()
     with _stderr_lock:
-        try:
+        with contextlib.suppress(AttributeError, ValueError):  # sys.stderr may be None in a windowed app
             sys.stderr.flush()
-        except (AttributeError, ValueError):
-            pass
         try:
             saved = os.dup(2)
         except OSError:  # no stderr at all (a windowed frozen app): nothing to capture

@@ -233,7 +233,7 @@ class _Builder:
             if t.dtype in _INT_DTYPES or final == "ArgMax":
                 return OutputSpec(t.name, "labels", None, self._activation(final, None, "none"), threshold)
             return OutputSpec(t.name, "binary", None, self._activation(final, "Sigmoid", "sigmoid"), threshold)
-        elif rank == 2 and t.dtype in _FLOAT_INPUTS + ("float64",):
+        elif rank == 2 and t.dtype in (*_FLOAT_INPUTS, "float64"):
             kind_activation = "sigmoid" if t.shape[1] == 1 else "softmax"
             return OutputSpec(t.name, "classification", None,
                               self._activation(final, kind_activation.capitalize(), kind_activation), threshold)

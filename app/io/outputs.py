@@ -6,6 +6,7 @@ Windows), so a crash or cancel never leaves a half-written PNG that looks comple
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import os
 import tempfile
@@ -130,7 +131,5 @@ class ReportWriter:
 
 
 def _remove_quietly(path: str) -> None:
-    try:
+    with contextlib.suppress(OSError):
         os.unlink(path)
-    except OSError:
-        pass

@@ -1,0 +1,61 @@
+"""Postprocessing maths on tiny arrays: argmax, exact smooth upsampling, cleaning, top-k."""
+
+from __future__ import annotations
+
+import cv2
+import numpy as np
+
+from app.inference.postprocess import (
+    _scores_to_mask,
+    argmax_planes,
+    close_classes,
+    drop_small_components,
+)
+
+
+def test_argmax_planes_matches_numpy_including_ties():
+    rng = np.random.default_rng(1)
+    planes = rng.integers(0, 4, size=(5, 40, 30)).astype(np.float32)  # many ties
+    np.testing.assert_array_equal(argmax_planes(planes), planes.argmax(axis=0))
+
+
+def test_smooth_upsampling_equals_full_bilinear_argmax():
+    rng = np.random.default_rng(2)
+    small = cv2.GaussianBlur(rng.standard_normal((4, 30, 40)).astype(np.float32).transpose(1, 2, 0), (7, 7), 2)
+    planes = np.ascontiguousarray(small.transpose(2, 0, 1))
+    image_hw = (97, 131)
+    full = np.stack([cv2.resize(p, image_hw[::-1], interpolation=cv2.INTER_LINEAR) for p in planes])
+    mask = _scores_to_mask(planes, image_hw)
+    assert mask.shape == image_hw
+    agreement = (mask == full.argmax(axis=0)).mean()
+    assert agreement > 0.999  # exact up to float rounding at perfect ties
+    nearest = cv2.resize(planes.argmax(0).astype(np.uint8), image_hw[::-1], interpolation=cv2.INTER_NEAREST)
+    assert (nearest != full.argmax(axis=0)).sum() > 50  # and nearest alone would have been visibly worse
+
+
+def test_drop_small_components_removes_only_small_ones():
+    mask = np.zeros((40, 40), np.uint8)
+    mask[2:4, 2:4] = 1  # 4 px
+    mask[10:20, 10:20] = 1  # 100 px
+    mask[30:33, 30:33] = 2  # 9 px of another class
+    cleaned = drop_small_components(mask, 10)
+    assert cleaned[2:4, 2:4].max() == 0 and cleaned[30:33, 30:33].max() == 0
+    assert (cleaned[10:20, 10:20] == 1).all()
+
+
+def test_close_fills_gaps_but_never_overwrites_another_class():
+    mask = np.zeros((30, 30), np.uint8)
+    mask[10:20, 5:14] = 1
+    mask[10:20, 15:25] = 1  # a 1-px gap at column 14
+    mask[5, 5] = 2
+    closed = close_classes(mask, 5)
+    assert (closed[12:18, 14] == 1).all()
+    assert closed[5, 5] == 2
+
+
+def test_speckled_scores_take_the_dense_path_with_the_same_answer():
+    rng = np.random.default_rng(3)
+    planes = rng.standard_normal((3, 20, 30)).astype(np.float32)  # noise: edges everywhere
+    image_hw = (50, 70)
+    full = np.stack([cv2.resize(p, image_hw[::-1], interpolation=cv2.INTER_LINEAR) for p in planes])
+    assert (_scores_to_mask(planes, image_hw) == full.argmax(axis=0)).mean() > 0.999

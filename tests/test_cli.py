@@ -1,0 +1,138 @@
+"""seglens-cli: outputs, report rows, exit codes and one-line errors."""
+
+from __future__ import annotations
+
+import csv
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from conftest import REPO, expected_stripes, stripes
+from onnx_factory import class_metadata
+from PIL import Image
+
+from app.cli import main
+
+
+@pytest.fixture
+def folder(tmp_path):
+    """Two good images (one nested), a corrupt one and a text file that is skipped."""
+    root = tmp_path / "images"
+    (root / "sub").mkdir(parents=True)
+    Image.fromarray(stripes()).save(root / "one.png")
+    Image.fromarray(stripes(40, 60)).save(root / "sub" / "two.png")
+    (root / "broken.png").write_bytes(b"\x89PNG\r\n\x1a\n garbage")
+    (root / "notes.txt").write_text("not an image")
+    return root
+
+
+def read_report(path):
+    with open(path, newline="", encoding="utf-8") as handle:
+        return list(csv.DictReader(handle))
+
+
+def test_run_writes_masks_overlays_and_report(models, folder, tmp_path, capsys):
+    model = models("rgb_classes", metadata=class_metadata(["bg", "green", "blue"]))
+    out = tmp_path / "out"
+    code = main(["run", str(model), str(folder), "--out", str(out), "--save", "mask,overlay", "--device", "cpu"])
+    assert code == 1  # one input failed, the others were written
+    mask = np.asarray(Image.open(out / "one_mask.png"))
+    np.testing.assert_array_equal(mask, expected_stripes())
+    assert np.asarray(Image.open(out / "sub" / "two_mask.png")).shape == (40, 60)
+    overlay = np.asarray(Image.open(out / "one_overlay.png"))
+    assert overlay.shape == (37, 53, 3) and not np.array_equal(overlay, stripes())
+    np.testing.assert_array_equal(overlay[:, :10], stripes()[:, :10])  # background is not painted
+    rows = read_report(out / "seglens_report.csv")
+    assert [r["path"].split("images/")[1] for r in rows] == ["broken.png", "one.png", "sub/two.png"]
+    broken, one = rows[0], rows[1]
+    assert broken["status"] == "error" and "broken.png" in broken["error"] and "image" in broken["error"]
+    assert one["status"] == "ok" and one["provider"] == "CPUExecutionProvider"
+    assert (one["width"], one["height"]) == ("53", "37")
+    assert (one["pixels_bg"], one["pixels_green"], one["pixels_blue"]) == (str(37 * 17), str(37 * 18), str(37 * 18))
+    assert float(one["inference_ms"]) > 0
+    err = capsys.readouterr().err
+    assert "error:" in err and "broken.png" in err and "Traceback" not in err
+    assert not list(out.rglob("*.tmp")) and not list(out.rglob("*.partial"))
+
+
+def test_classification_writes_top_k_and_no_mask(models, tmp_path):
+    model = models("classifier", metadata=class_metadata(["red", "green", "blue"]))
+    image = np.zeros((50, 50, 3), np.uint8)
+    image[..., 2] = 255
+    Image.fromarray(image).save(tmp_path / "blue.png")
+    out, report = tmp_path / "out", tmp_path / "report.csv"
+    assert main(["run", str(model), str(tmp_path / "blue.png"), "--out", str(out), "--report", str(report)]) == 0
+    row = read_report(report)[0]
+    assert (row["task"], row["top1"], row["top2"]) == ("classification", "blue", "red")
+    assert float(row["top1_score"]) > 0.99
+    assert not list(out.glob("*_mask.png"))
+
+
+def test_all_good_exits_zero(models, tmp_path):
+    Image.fromarray(stripes()).save(tmp_path / "a.png")
+    assert main(["run", str(models("rgb_classes")), str(tmp_path / "a.png"), "--out", str(tmp_path / "o")]) == 0
+
+
+def cli(*args, cwd=REPO):
+    return subprocess.run([sys.executable, "-m", "app.cli", *map(str, args)], cwd=cwd,
+                          capture_output=True, text=True, timeout=120)
+
+
+@pytest.mark.parametrize("case", ["text_model", "corrupt", "missing", "bad_sidecar"])
+def test_model_problems_exit_2_with_one_line(models, tmp_path, case):
+    if case == "text_model":
+        model = models("text_model")
+    elif case == "corrupt":
+        model = tmp_path / "corrupt.onnx"
+        model.write_bytes(b"\x00\x01 definitely not onnx" * 20)
+    elif case == "missing":
+        model = tmp_path / "missing.onnx"
+    else:
+        model = models("rgb_classes")
+        model.with_suffix(".yaml").write_text("input:\n  mean: [1, 2]\n")
+    Image.fromarray(stripes()).save(tmp_path / "a.png")
+    for command in (["info", model], ["run", model, tmp_path / "a.png", "--out", tmp_path / "o"]):
+        done = cli(*command)
+        assert done.returncode == 2, done.stderr
+        lines = done.stderr.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith("error: ") and model.stem in lines[0], done.stderr
+        assert "Traceback" not in done.stderr
+
+
+def test_info_json_reports_spec_sources_and_truthful_session(models):
+    done = cli("info", models("binary_logits"), "--json", "--device", "cuda")
+    assert done.returncode == 0, done.stderr
+    data = json.loads(done.stdout)
+    assert data["task"] == "segmentation" and data["output"]["kind"] == "binary"
+    assert data["output"]["activation"] == "sigmoid" and data["sources"]["output.activation"] == "detected"
+    session = data["session"]
+    assert session["requested"] == "cuda"
+    if session["provider"] == "CPUExecutionProvider":  # no GPU here: say so, and why
+        assert session["fallback_reason"]
+
+
+def test_run_with_cuda_on_cpu_machine_warns_with_reason(models, tmp_path):
+    Image.fromarray(stripes()).save(tmp_path / "a.png")
+    done = cli("run", models("rgb_classes"), tmp_path / "a.png", "--out", tmp_path / "o", "--device", "cuda")
+    assert done.returncode == 0, done.stderr
+    row = read_report(tmp_path / "o" / "seglens_report.csv")[0]
+    if row["provider"] == "CPUExecutionProvider":
+        assert "CUDA was requested but rgb_classes.onnx runs on the CPU:" in done.stderr
+        assert "provider CPU" in done.stdout
+
+
+def test_info_text_lists_sources(models):
+    done = cli("info", models("rgb_classes"), "--no-session")
+    assert done.returncode == 0
+    assert "size_divisor  32  [detected]" in done.stdout and "background" in done.stdout
+
+
+def test_usage_errors_exit_2(models, tmp_path):
+    assert cli("run", models("rgb_classes"), tmp_path, "--out", tmp_path / "o", "--save", "masks").returncode == 2
+    assert cli("info", models("rgb_classes"), "--device", "tpu").returncode == 2
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    done = cli("run", models("rgb_classes"), empty, "--out", tmp_path / "o")
+    assert done.returncode == 2 and "no images found" in done.stderr

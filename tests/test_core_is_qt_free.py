@@ -1,0 +1,29 @@
+"""The one dependency rule: the core and the CLI never import Qt (checked with PySide6 made unimportable)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+from conftest import REPO
+
+PROBE = """
+import sys, importlib, pkgutil
+class Block:
+    def find_spec(self, name, path=None, target=None):
+        if name.split('.')[0] in ('PySide6', 'shiboken6', 'PyQt5', 'PyQt6') or name.startswith('app.ui'):
+            raise ImportError('blocked: ' + name)
+sys.meta_path.insert(0, Block())
+import app, app.cli, app.render, app.paths
+for pkg in ('app.inference', 'app.io'):
+    module = importlib.import_module(pkg)
+    for info in pkgutil.iter_modules(module.__path__):
+        importlib.import_module(f'{pkg}.{info.name}')
+print('ok', sorted(m for m in sys.modules if m.startswith('app')))
+"""
+
+
+def test_core_and_cli_import_without_qt():
+    done = subprocess.run([sys.executable, "-c", PROBE], cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert "app.inference.pipeline" in done.stdout and "app.cli" in done.stdout
