@@ -21,11 +21,11 @@ from PIL import Image
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from unet_onnx import build_unet  # noqa: E402
+from unet_onnx import build_unet
 
-from app.inference import pipeline  # noqa: E402
-from app.inference.session import open_session  # noqa: E402
-from app.inference.spec import load_spec  # noqa: E402
+from app.inference import pipeline
+from app.inference.session import open_session
+from app.inference.spec import load_spec
 
 
 def sample_image(rng: np.random.Generator) -> np.ndarray:

@@ -21,7 +21,8 @@ def build_unet(path: Path, *, base: int = 16, classes: int = 4, in_channels: int
     def conv(x: str, cin: int, cout: int, k: int = 3, relu: bool = True) -> str:
         n = next(counter)
         w = (rng.standard_normal((cout, cin, k, k)) * np.sqrt(2 / (cin * k * k))).astype(np.float32)
-        inits.extend([numpy_helper.from_array(w, f"w{n}"), numpy_helper.from_array(np.zeros(cout, np.float32), f"b{n}")])
+        bias = np.zeros(cout, np.float32)
+        inits.extend([numpy_helper.from_array(w, f"w{n}"), numpy_helper.from_array(bias, f"b{n}")])
         nodes.append(helper.make_node("Conv", [x, f"w{n}", f"b{n}"], [f"c{n}"], pads=[k // 2] * 4))
         if not relu:
             return f"c{n}"

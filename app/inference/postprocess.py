@@ -16,7 +16,6 @@ import numpy as np
 from app.inference.preprocess import Geometry
 from app.inference.spec import ModelSpec, OutputSpec, PostprocessSpec
 
-
 _DENSE_EDGES = 0.12  # share of low-res pixels on a label edge above which the dense path is faster
 
 
