@@ -1,0 +1,83 @@
+"""Versions and environment facts for About/Diagnostics (and the CLI's doctor). Qt-free; never raises."""
+
+from __future__ import annotations
+
+import platform
+import sys
+from importlib import metadata
+
+from app import __version__
+
+
+def package_version(name: str) -> str | None:
+    try:
+        return metadata.version(name)
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def onnxruntime_packages() -> dict[str, str]:
+    """Every installed ONNX Runtime distribution (two at once overwrite each other's files)."""
+    names = ("onnxruntime", "onnxruntime-gpu", "onnxruntime-directml", "onnxruntime-openvino", "ort-nightly-gpu")
+    return {name: v for name in names if (v := package_version(name))}
+
+
+def versions() -> dict[str, str | None]:
+    info: dict[str, str | None] = {
+        "seglens": __version__,
+        "python": platform.python_version(),
+        "platform": f"{platform.system()} {platform.release()} {platform.machine()}",
+        "frozen": "yes" if getattr(sys, "frozen", False) else "no",
+    }
+    try:
+        import onnxruntime as ort
+
+        info["onnxruntime"] = ort.__version__
+        info["onnxruntime build CUDA"] = getattr(ort, "cuda_version", None) or _build_info("cuda_version")
+        info["onnxruntime providers (built in)"] = ", ".join(ort.get_available_providers())
+    except Exception as exc:  # a broken install is exactly what diagnostics must describe
+        info["onnxruntime"] = f"cannot import: {exc}"
+    info["onnxruntime packages"] = ", ".join(f"{k} {v}" for k, v in onnxruntime_packages().items()) or "none"
+    for module, label in (("numpy", "numpy"), ("cv2", "OpenCV"), ("PIL", "Pillow")):
+        info[label] = _module_version(module)
+    if "PySide6" in sys.modules:
+        info["Qt"] = _qt_version()
+        info["PySide6"] = _module_version("PySide6")
+    return info
+
+
+def gpu_facts() -> dict[str, str]:
+    from app.inference import telemetry
+
+    facts = {"NVIDIA driver": telemetry.driver_version() or f"not found ({telemetry.nvml_error() or 'no NVML'})"}
+    for index in range(telemetry.gpu_count()):
+        memory = telemetry.gpu_memory(index)
+        if memory:
+            facts[f"GPU {index}"] = f"{memory.name}, {memory.total_mb / 1024:.1f} GB"
+    return facts
+
+
+def _module_version(module: str) -> str | None:
+    try:
+        imported = __import__(module)
+        return str(getattr(imported, "__version__", "unknown"))
+    except Exception as exc:
+        return f"cannot import: {exc}"
+
+
+def _qt_version() -> str | None:
+    try:
+        from PySide6 import QtCore
+
+        return QtCore.qVersion()
+    except Exception:
+        return None
+
+
+def _build_info(key: str) -> str | None:
+    try:
+        from onnxruntime.capi import build_and_package_info
+
+        return getattr(build_and_package_info, key, None)
+    except Exception:
+        return None

@@ -1,0 +1,155 @@
+"""`seglens`: start the viewer. Heavy modules (numpy, onnxruntime) load on the worker, after the window shows.
+
+    seglens [PATH...] [--model MODEL] [--device auto|cpu|cuda[:N]] [--self-test]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+import time
+import traceback
+from pathlib import Path
+
+STARTED = time.perf_counter()
+log = logging.getLogger("app.ui")
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="seglens", description="SegLens viewer: model results over images.")
+    parser.add_argument("paths", nargs="*", type=Path, metavar="PATH", help="images or folders to open")
+    parser.add_argument("--model", type=Path, help="ONNX model (default: the last one used, else the demo model)")
+    parser.add_argument("--device", help="auto | cpu | cuda | cuda:N (default: the last one used, else auto)")
+    parser.add_argument("--self-test", action="store_true",
+                        help="open the window, run the default model on the first sample, print JSON and exit")
+    parser.add_argument("--settings", type=Path, help=argparse.SUPPRESS)  # an .ini file (tests, benchmarks)
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    from app.logs import setup_file_logging
+
+    log_path = setup_file_logging()
+    from PySide6.QtCore import QSettings, QTimer
+    from PySide6.QtWidgets import QApplication
+
+    app = QApplication.instance() or QApplication(sys.argv[:1])
+    app.setApplicationName("SegLens")
+    app.setOrganizationName("SegLens")
+    _install_error_handlers(log_path)
+    settings = QSettings(str(args.settings), QSettings.Format.IniFormat) if args.settings else QSettings()
+    window = _create_window(args, settings)
+    window.show()
+    shown_ms = (time.perf_counter() - STARTED) * 1000
+    log.info("window shown after %.0f ms", shown_ms)
+    if args.self_test:
+        return _self_test(app, window, shown_ms)
+    QTimer.singleShot(0, lambda: _load_initial(window, args))
+    return app.exec()
+
+
+def _create_window(args: argparse.Namespace, settings):
+    from app.paths import default_model
+    from app.ui.main_window import MainWindow
+
+    model = args.model
+    if model is None and not args.self_test:
+        saved = settings.value("model", "", str)
+        model = Path(saved) if saved and Path(saved).is_file() else None
+    model = model or default_model()
+    device = args.device or ("auto" if args.self_test else None)
+    return MainWindow(settings=settings, model_path=model, device=device)
+
+
+def _load_initial(window, args: argparse.Namespace) -> None:
+    from app.paths import samples_dir
+
+    window.open_model()
+    window.add_paths(args.paths or [samples_dir()])
+
+
+def _self_test(app, window, shown_ms: float) -> int:
+    """Load the default model, show the first sample, check the overlay was painted, print one JSON line."""
+    from PySide6.QtCore import QTimer
+
+    from app.paths import samples_dir
+
+    outcome: dict = {"ok": False, "time_to_window_ms": round(shown_ms, 1)}
+
+    def finish(error: str | None = None) -> None:
+        if outcome.get("done"):
+            return
+        outcome["done"] = True
+        summary = window.summary
+        if summary is not None:
+            outcome.update(provider=summary.info.provider, fallback_reason=summary.info.fallback_reason,
+                           model=summary.spec.name, first_run_ms=round(summary.info.first_run_ms, 1),
+                           warm_run_ms=round(summary.info.warm_run_ms, 1))
+        if error:
+            outcome["error"] = error
+        window.close()
+        app.quit()
+
+    def on_shown(path: str) -> None:
+        view = window._cache.get(path)
+        painted = window.viewer.overlay_item.pixmap()
+        outcome.update(time_to_first_overlay_ms=round((time.perf_counter() - STARTED) * 1000, 1), image=path,
+                       stage_ms={k: round(v, 2) for k, v in view.result.timings.items()} if view else {})
+        if view is not None and view.result.mask is not None:
+            classes = int((view.result.class_pixels()[1:] > 0).sum())
+            outcome["overlay_painted"] = not painted.isNull() and painted.width() > 0
+            outcome["classes_found"] = classes
+            outcome["ok"] = outcome["overlay_painted"]
+        else:
+            outcome["ok"] = view is not None
+        finish(None if outcome["ok"] else "the overlay was not painted")
+
+    window.overlay_shown.connect(on_shown)
+    window.model_failed.connect(finish)
+    window.image_failed.connect(lambda _path, message: finish(message))
+    QTimer.singleShot(120_000, lambda: finish("timed out after 120 s"))
+    window.open_model()
+    window.add_paths([samples_dir()])
+    app.exec()
+    outcome.pop("done", None)
+    print(json.dumps(outcome), flush=True)
+    return 0 if outcome["ok"] else 1
+
+
+def _install_error_handlers(log_path: Path | None) -> None:
+    """Uncaught exceptions go to the log and a dialog with the log path, instead of vanishing."""
+    from PySide6.QtCore import QtMsgType, qInstallMessageHandler
+
+    def excepthook(kind, value, tb) -> None:
+        log.critical("uncaught exception:\n%s", "".join(traceback.format_exception(kind, value, tb)))
+        try:
+            from PySide6.QtWidgets import QApplication, QMessageBox
+
+            if QApplication.instance() is not None and not _headless():
+                QMessageBox.critical(None, "SegLens — unexpected error",
+                                     f"{kind.__name__}: {value}\n\nDetails were written to:\n{log_path}")
+        except Exception:
+            pass
+        if sys.__stderr__ is not None:
+            sys.__stderr__.write(f"SegLens: unexpected error {kind.__name__}: {value} (log: {log_path})\n")
+
+    def qt_messages(mode, context, message) -> None:
+        level = {QtMsgType.QtDebugMsg: logging.DEBUG, QtMsgType.QtInfoMsg: logging.INFO,
+                 QtMsgType.QtWarningMsg: logging.WARNING}.get(mode, logging.ERROR)
+        logging.getLogger("qt").log(level, "%s", message)
+
+    sys.excepthook = excepthook
+    qInstallMessageHandler(qt_messages)
+
+
+def _headless() -> bool:
+    from PySide6.QtGui import QGuiApplication
+
+    return QGuiApplication.platformName() in ("offscreen", "minimal")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

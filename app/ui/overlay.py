@@ -1,0 +1,66 @@
+"""The single place where numpy masks become QImages.
+
+The mask is wrapped without copying as an 8-bit indexed QImage whose colour table holds each class's colour
+(alpha 0 for background and hidden classes). Toggling a class or the contour mode only rewrites the 256-entry
+table; opacity is the overlay item's opacity. So no per-pixel work happens on the GUI thread after the first
+conversion of a new mask.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+from PySide6.QtGui import QImage, qRgba
+
+from app.render import class_colors
+
+
+class OverlayImage:
+    """Holds one mask (and its contour version) and renders it as a QImage for the current settings."""
+
+    def __init__(self, mask: np.ndarray, classes: Sequence) -> None:
+        self._mask = np.ascontiguousarray(mask, dtype=np.uint8)
+        self._contour: np.ndarray | None = None
+        self._colors, self._painted = class_colors(classes)
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        return self._mask.shape
+
+    def image(self, *, hidden: set[int] = frozenset(), contour: bool = False) -> QImage:
+        """Indexed8 QImage (opaque class colours, transparent elsewhere) sharing the mask's memory."""
+        labels = self._contour_labels() if contour else self._mask
+        height, width = labels.shape
+        image = QImage(labels.data, width, height, labels.strides[0], QImage.Format.Format_Indexed8)
+        image.setColorTable(self.color_table(hidden))
+        image._keep_alive = labels  # QImage does not own the buffer; keep the array alive with it
+        return image
+
+    def color_table(self, hidden: set[int]) -> list[int]:
+        table = []
+        for label in range(256):
+            r, g, b = (int(v) for v in self._colors[label])
+            visible = self._painted[label] and label not in hidden
+            table.append(qRgba(r, g, b, 255 if visible else 0))
+        return table
+
+    def _contour_labels(self) -> np.ndarray:
+        """The mask where a pixel lies on its region's border (2 px), 0 elsewhere; computed once."""
+        if self._contour is None:
+            import cv2
+
+            kernel = np.ones((3, 3), np.uint8)
+            edges = cv2.compare(cv2.dilate(self._mask, kernel), cv2.erode(self._mask, kernel), cv2.CMP_NE)
+            self._contour = np.where(edges > 0, self._mask, 0).astype(np.uint8)
+        return self._contour
+
+
+def image_to_qimage(pixels: np.ndarray) -> QImage:
+    """uint8 gray or RGB array → QImage sharing its memory (kept alive on the QImage)."""
+    pixels = np.ascontiguousarray(pixels)
+    height, width = pixels.shape[:2]
+    fmt = QImage.Format.Format_Grayscale8 if pixels.ndim == 2 else QImage.Format.Format_RGB888
+    image = QImage(pixels.data, width, height, pixels.strides[0], fmt)
+    image._keep_alive = pixels
+    return image

@@ -1,0 +1,92 @@
+"""The status bar: the provider really in use (and why not the GPU), latency, GPU memory, image, model."""
+
+from __future__ import annotations
+
+from PySide6.QtCore import QTimer
+from PySide6.QtWidgets import QLabel, QProgressBar, QPushButton, QStatusBar
+
+WARNING_STYLE = "QLabel { color: #1c1c1e; background: #ffcc00; padding: 1px 6px; border-radius: 3px; }"
+GPU_STYLE = "QLabel { color: white; background: #248a3d; padding: 1px 6px; border-radius: 3px; }"
+CPU_STYLE = "QLabel { padding: 1px 6px; }"
+
+
+class StatusBar(QStatusBar):
+    def __init__(self, parent=None) -> None:
+        super().__init__(parent)
+        self.provider = QLabel("loading model…")
+        self.latency = QLabel("")
+        self.gpu_memory = QLabel("GPU mem n/a")
+        self.image_size = QLabel("")
+        self.model = QLabel("")
+        self.progress = QProgressBar()
+        self.progress.setMaximumWidth(220)
+        self.progress.setTextVisible(True)
+        self.cancel = QPushButton("Cancel")
+        for widget in (self.progress, self.cancel):
+            widget.hide()
+        for widget in (self.provider, self.latency, self.gpu_memory, self.image_size, self.model):
+            self.addPermanentWidget(widget)
+        self.addWidget(self.progress)
+        self.addWidget(self.cancel)
+        self._device_id: int | None = None
+        self._timer = QTimer(self)
+        self._timer.setInterval(2000)
+        self._timer.timeout.connect(self.refresh_gpu_memory)
+
+    def show_loading(self, model_name: str) -> None:
+        self.provider.setText("loading model…")
+        self.provider.setStyleSheet(CPU_STYLE)
+        self.provider.setToolTip("")
+        self.model.setText(model_name)
+
+    def show_session(self, info, model_name: str) -> None:
+        """The provider actually running the model; a visible warning when a GPU was asked for but not got."""
+        self.model.setText(model_name)
+        if info.on_gpu:
+            self.provider.setText(info.provider_label)
+            self.provider.setStyleSheet(GPU_STYLE)
+            self.provider.setToolTip(f"Running on {info.provider_label}")
+        elif info.fallback_reason and info.requested.startswith("cuda"):
+            self.provider.setText(f"⚠ CPU — CUDA requested but unavailable: {_short(info.fallback_reason)}")
+            self.provider.setStyleSheet(WARNING_STYLE)
+            self.provider.setToolTip(f"CUDA was requested; the session runs on the CPU.\n{info.fallback_reason}")
+        elif info.fallback_reason:
+            self.provider.setText(f"CPU — GPU unavailable: {_short(info.fallback_reason)}")
+            self.provider.setStyleSheet(CPU_STYLE)
+            self.provider.setToolTip(info.fallback_reason)
+        else:
+            self.provider.setText("CPU")
+            self.provider.setStyleSheet(CPU_STYLE)
+            self.provider.setToolTip("Running on the CPU (requested)")
+        self._device_id = info.device_id if info.on_gpu else None
+        self.refresh_gpu_memory()
+        if self._device_id is not None:
+            self._timer.start()
+        else:
+            self._timer.stop()
+
+    def show_failure(self, message: str) -> None:
+        self.provider.setText("⚠ no model")
+        self.provider.setStyleSheet(WARNING_STYLE)
+        self.provider.setToolTip(message)
+
+    def show_timings(self, timings: dict) -> None:
+        self.latency.setText(f"pre {timings['decode'] + timings['preprocess']:.0f} · "
+                             f"inference {timings['inference']:.0f} · post {timings['postprocess']:.0f} ms")
+        self.latency.setToolTip("decode {decode:.1f} ms, preprocess {preprocess:.1f} ms, inference "
+                                "{inference:.1f} ms, postprocess {postprocess:.1f} ms".format(**timings))
+
+    def show_image_size(self, width: int, height: int) -> None:
+        self.image_size.setText(f"{width}×{height}")
+
+    def refresh_gpu_memory(self) -> None:
+        from app.inference.telemetry import gpu_memory
+
+        memory = gpu_memory(self._device_id or 0)
+        self.gpu_memory.setText(memory.text() if memory else "GPU mem n/a")
+
+
+def _short(reason: str, limit: int = 80) -> str:
+    """The reason without its parenthetical advice (that is in the tooltip), cut to fit a status bar."""
+    reason = reason.split(" (")[0].removeprefix("the ")
+    return reason if len(reason) <= limit else reason[: limit - 1] + "…"

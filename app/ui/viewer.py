@@ -1,0 +1,134 @@
+"""ImageViewer: a QGraphicsView with the image and a separate overlay item; zoom, fit, 1:1 and pan.
+
+Scene coordinates are full-resolution image pixels even when the display copy is downscaled (the items are
+scaled up), so zoom levels and the 1:1 view mean the same thing for every image.
+"""
+
+from __future__ import annotations
+
+from PySide6.QtCore import QRectF, Qt, Signal
+from PySide6.QtGui import QColor, QImage, QPainter, QPixmap
+from PySide6.QtWidgets import QGraphicsPixmapItem, QGraphicsScene, QGraphicsView
+
+ZOOM_STEP = 1.25
+MIN_ZOOM, MAX_ZOOM = 0.02, 64.0
+
+
+class ImageViewer(QGraphicsView):
+    zoom_changed = Signal(float)
+
+    def __init__(self, parent=None) -> None:
+        super().__init__(parent)
+        self.setScene(QGraphicsScene(self))
+        self.setBackgroundBrush(QColor(32, 33, 36))
+        self.setDragMode(QGraphicsView.DragMode.ScrollHandDrag)
+        self.setTransformationAnchor(QGraphicsView.ViewportAnchor.AnchorUnderMouse)
+        self.setResizeAnchor(QGraphicsView.ViewportAnchor.AnchorViewCenter)
+        self.setViewportUpdateMode(QGraphicsView.ViewportUpdateMode.SmartViewportUpdate)
+        self.setOptimizationFlag(QGraphicsView.OptimizationFlag.DontSavePainterState, True)
+        self.setFrameShape(QGraphicsView.Shape.NoFrame)
+        self._image_item = QGraphicsPixmapItem()
+        self._overlay_item = QGraphicsPixmapItem()
+        self._overlay_item.setZValue(1)
+        for item in (self._image_item, self._overlay_item):
+            item.setTransformationMode(Qt.TransformationMode.SmoothTransformation)
+            self.scene().addItem(item)
+        self._overlay_item.setTransformationMode(Qt.TransformationMode.FastTransformation)  # crisp class edges
+        self._full_size: tuple[int, int] | None = None
+        self._fit_mode = True
+
+    # -- content ---------------------------------------------------------------------------------------
+
+    def set_image(self, image: QImage, full_size: tuple[int, int]) -> None:
+        """Show `image` (possibly a downscaled copy) as an image of `full_size` = (width, height)."""
+        size_changed = full_size != self._full_size
+        self._full_size = full_size
+        self._image_item.setPixmap(QPixmap.fromImage(image))
+        self._image_item.setScale(full_size[0] / max(1, image.width()))
+        self.clear_overlay()
+        self.scene().setSceneRect(QRectF(0, 0, *full_size))
+        if size_changed or self._fit_mode:
+            self.fit_to_window()
+
+    def set_overlay(self, image: QImage) -> None:
+        self._overlay_item.setPixmap(QPixmap.fromImage(image))
+        if self._full_size:
+            self._overlay_item.setScale(self._full_size[0] / max(1, image.width()))
+
+    def clear_overlay(self) -> None:
+        self._overlay_item.setPixmap(QPixmap())
+
+    def clear(self) -> None:
+        self._image_item.setPixmap(QPixmap())
+        self.clear_overlay()
+        self._full_size = None
+
+    def set_overlay_opacity(self, opacity: float) -> None:
+        self._overlay_item.setOpacity(max(0.0, min(1.0, opacity)))
+
+    def set_overlay_visible(self, visible: bool) -> None:
+        self._overlay_item.setVisible(visible)
+
+    @property
+    def overlay_item(self) -> QGraphicsPixmapItem:
+        return self._overlay_item
+
+    @property
+    def has_image(self) -> bool:
+        return self._full_size is not None
+
+    def render_scene(self) -> QImage:
+        """The image with its overlay composited at full scene size (what the user sees, without zoom)."""
+        width, height = self._full_size or (1, 1)
+        target = QImage(width, height, QImage.Format.Format_RGB32)
+        target.fill(QColor(0, 0, 0))
+        painter = QPainter(target)
+        self.scene().render(painter, QRectF(0, 0, width, height), QRectF(0, 0, width, height))
+        painter.end()
+        return target
+
+    # -- zoom ------------------------------------------------------------------------------------------
+
+    def zoom(self) -> float:
+        return self.transform().m11()
+
+    def fit_to_window(self) -> None:
+        self._fit_mode = True
+        if self._full_size:
+            self.fitInView(self.sceneRect(), Qt.AspectRatioMode.KeepAspectRatio)
+            self._update_smoothing()
+            self.zoom_changed.emit(self.zoom())
+
+    def actual_size(self) -> None:
+        self._fit_mode = False
+        self.resetTransform()
+        self._update_smoothing()
+        self.zoom_changed.emit(1.0)
+
+    def zoom_by(self, factor: float) -> None:
+        target = max(MIN_ZOOM, min(MAX_ZOOM, self.zoom() * factor))
+        factor = target / max(self.zoom(), 1e-9)
+        if abs(factor - 1.0) < 1e-6:
+            return
+        self._fit_mode = False
+        self.scale(factor, factor)
+        self._update_smoothing()
+        self.zoom_changed.emit(self.zoom())
+
+    def wheelEvent(self, event) -> None:
+        steps = event.angleDelta().y() / 120.0
+        if steps:
+            self.zoom_by(ZOOM_STEP**steps)  # AnchorUnderMouse keeps the point under the cursor still
+        event.accept()
+
+    def resizeEvent(self, event) -> None:
+        super().resizeEvent(event)
+        if self._fit_mode:
+            self.fit_to_window()
+
+    def _update_smoothing(self) -> None:
+        """Smooth when zoomed out; show real pixels when zoomed in (what a reader wants to inspect)."""
+        smooth = self.zoom() < 1.0
+        self.setRenderHint(QPainter.RenderHint.SmoothPixmapTransform, smooth)
+        mode = Qt.TransformationMode.SmoothTransformation if smooth else Qt.TransformationMode.FastTransformation
+        self._image_item.setTransformationMode(mode)

@@ -1,0 +1,147 @@
+"""InferenceWorker: one QObject living in one long-lived QThread that owns the ONNX Runtime session.
+
+The session is created, warmed up and run only on that thread (inside slots). Requests come in through queued
+signals and carry ids; a request older than the newest one is dropped unprocessed, so stepping quickly through
+a folder never builds a backlog. Failures come back as signals with a one-line message — never swallowed, and
+they never end the thread.
+"""
+
+from __future__ import annotations
+
+import copy
+import logging
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+
+from PySide6.QtCore import QObject, Signal, Slot
+
+log = logging.getLogger(__name__)
+
+MAX_DISPLAY_SIDE = 8192  # larger images get a downscaled display copy; results stay at full resolution
+
+
+@dataclass(frozen=True)
+class ModelSummary:
+    spec: object  # app.inference.spec.ModelSpec
+    info: object  # app.inference.session.SessionInfo
+
+
+@dataclass(frozen=True)
+class ViewResult:
+    """What the window needs to show one image: the result, and display-sized pixels and mask."""
+
+    path: Path
+    result: object  # app.inference.pipeline.Result (full resolution)
+    display_pixels: object  # numpy uint8 gray or RGB, at most MAX_DISPLAY_SIDE on the long side
+    display_mask: object  # numpy uint8 labels at the display size, or None (classification)
+    display_scale: float  # full-resolution pixels per display pixel (1.0 unless downscaled)
+
+
+class InferenceWorker(QObject):
+    model_ready = Signal(int, object)  # generation, ModelSummary
+    model_failed = Signal(int, str)  # generation, message
+    result_ready = Signal(int, object)  # request id, ViewResult
+    failed = Signal(int, str, str)  # request id, path, message
+    batch_progress = Signal(object, object)  # batch.Outcome, batch.RunSummary (a copy)
+    batch_finished = Signal(object, str)  # batch.RunSummary, report path or error message
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._model = None
+        self._latest_request = 0
+        self._cancel = threading.Event()
+        self.session_threads: list[int] = []  # ident of the thread each session was created on (tests, logs)
+
+    # -- called from the GUI thread: plain attribute writes, safe under the GIL ------------------------
+
+    def note_latest_request(self, request_id: int) -> None:
+        self._latest_request = request_id
+
+    def cancel_batch(self) -> None:
+        self._cancel.set()
+
+    # -- slots: run on the worker thread ---------------------------------------------------------------
+
+    @Slot(int, str, str, str)
+    def load_model(self, generation: int, model_path: str, device: str, sidecar: str) -> None:
+        from app.errors import SegLensError
+        from app.inference.session import open_session
+        from app.inference.spec import load_spec
+
+        self._model = None  # the old session is released before the new one takes memory
+        try:
+            spec = load_spec(model_path, sidecar or None)
+            model = open_session(spec, device)
+        except SegLensError as exc:
+            self.model_failed.emit(generation, str(exc))
+            return
+        except Exception as exc:
+            log.exception("loading %s failed", model_path)
+            self.model_failed.emit(generation, f"{model_path}: unexpected error ({type(exc).__name__}: {exc})")
+            return
+        self._model = model
+        self.session_threads.append(threading.get_ident())
+        log.info("model %s on %s (requested %s)%s", spec.path.name, model.info.provider, model.info.requested,
+                 f": {model.info.fallback_reason}" if model.info.fallback_reason else "")
+        self.model_ready.emit(generation, ModelSummary(spec, model.info))
+
+    @Slot(int, str)
+    def process(self, request_id: int, path: str) -> None:
+        if request_id != self._latest_request:
+            return  # the window has moved on; don't spend a second on an image nobody looks at
+        if self._model is None:
+            self.failed.emit(request_id, path, "no model is loaded")
+            return
+        from app.errors import SegLensError
+        from app.inference import pipeline
+
+        try:
+            image, decode_ms = pipeline.decode(path)
+            result = pipeline.run_image(self._model, image, decode_ms=decode_ms)
+            view = _view_result(Path(path), result, image.pixels)
+        except SegLensError as exc:
+            self.failed.emit(request_id, path, str(exc))
+            return
+        except Exception as exc:
+            log.exception("processing %s failed", path)
+            self.failed.emit(request_id, path, f"{path}: unexpected error ({type(exc).__name__}: {exc})")
+            return
+        self.result_ready.emit(request_id, view)
+
+    @Slot(list, str, list)
+    def run_all(self, inputs: list, out_dir: str, save: list) -> None:
+        """Process every input, exporting masks/overlays and the CSV report with the CLI's own writer."""
+        from app.errors import SegLensError
+        from app.inference.batch import RunSummary, run_inputs
+        from app.io.outputs import ReportWriter
+
+        self._cancel.clear()
+        if self._model is None:
+            self.batch_finished.emit(RunSummary(), "no model is loaded")
+            return
+        report_path = Path(out_dir) / "seglens_report.csv"
+        try:
+            with ReportWriter(report_path, self._model.spec) as report:
+                summary = run_inputs(
+                    self._model, inputs, out_dir=Path(out_dir), save=tuple(save), report=report,
+                    progress=lambda outcome, s: self.batch_progress.emit(outcome, copy.copy(s)),
+                    should_stop=self._cancel.is_set,
+                )
+        except SegLensError as exc:
+            self.batch_finished.emit(RunSummary(total=len(inputs)), str(exc))
+            return
+        self.batch_finished.emit(summary, str(report_path))
+
+
+def _view_result(path: Path, result, pixels):
+    import cv2
+
+    height, width = pixels.shape[:2]
+    scale = max(height, width) / MAX_DISPLAY_SIDE
+    if scale <= 1.0:
+        return ViewResult(path, result, pixels, result.mask, 1.0)
+    size = (max(1, round(width / scale)), max(1, round(height / scale)))
+    display = cv2.resize(pixels, size, interpolation=cv2.INTER_AREA)
+    mask = None if result.mask is None else cv2.resize(result.mask, size, interpolation=cv2.INTER_NEAREST)
+    return ViewResult(path, result, display, mask, width / size[0])

@@ -1,0 +1,169 @@
+"""The viewer, offscreen: drop, overlay pixels, controls, worker thread, errors, close, status bar."""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+import pytest
+from conftest import stripes
+from onnx_factory import class_metadata
+from PIL import Image
+from PySide6.QtCore import QMimeData, QPointF, QSettings, Qt, QUrl
+from PySide6.QtGui import QDragEnterEvent, QDropEvent
+from PySide6.QtWidgets import QApplication
+
+from app.ui.main_window import MainWindow
+
+TIMEOUT = 20_000
+GREEN_CLASS = (0, 200, 0)  # sidecar colours, easy to check in pixels
+BLUE_CLASS = (0, 0, 255)
+
+
+@pytest.fixture
+def model(models):
+    path = models("rgb_classes", metadata=class_metadata(["bg", "green", "blue"]))
+    path.with_suffix(".yaml").write_text(
+        "classes:\n  - {name: bg}\n  - {name: green, color: '#00c800'}\n  - {name: blue, color: '#0000ff'}\n")
+    return path
+
+
+@pytest.fixture
+def images(tmp_path):
+    root = tmp_path / "images"
+    (root / "nested").mkdir(parents=True)
+    Image.fromarray(stripes(60, 90)).save(root / "a1.png")
+    (root / "a2.png").write_bytes(b"this is text, not a PNG")
+    Image.fromarray(stripes(30, 45)).save(root / "nested" / "b.png")
+    (root / "readme.txt").write_text("ignored: not an image extension")
+    return root
+
+
+@pytest.fixture
+def window(qtbot, model, tmp_path):
+    settings = QSettings(str(tmp_path / "settings.ini"), QSettings.Format.IniFormat)
+    win = MainWindow(settings=settings, model_path=model, device="cpu")
+    qtbot.addWidget(win)
+    win.show()
+    with qtbot.waitSignal(win.model_changed, timeout=TIMEOUT):
+        win.open_model()
+    yield win
+    win.close()
+
+
+def drop(window, paths):
+    mime = QMimeData()
+    mime.setUrls([QUrl.fromLocalFile(str(p)) for p in paths])
+    enter = QDragEnterEvent(QPointF(10, 10), Qt.DropAction.CopyAction, mime,
+                            Qt.MouseButton.LeftButton, Qt.KeyboardModifier.NoModifier)
+    QApplication.sendEvent(window, enter)
+    assert enter.isAccepted()
+    event = QDropEvent(QPointF(10, 10), Qt.DropAction.CopyAction, mime, Qt.MouseButton.LeftButton,
+                       Qt.KeyboardModifier.NoModifier)
+    QApplication.sendEvent(window, event)
+
+
+def show_and_wait(qtbot, window, row):
+    with qtbot.waitSignal(window.overlay_shown, timeout=TIMEOUT):
+        window.files.setCurrentRow(row)
+
+
+def pixel(window, x, y):
+    color = window.viewer.render_scene().pixelColor(x, y)
+    return np.array([color.red(), color.green(), color.blue()])
+
+
+def test_drop_folder_populates_list_and_bad_file_is_error(qtbot, window, images):
+    with qtbot.waitSignal(window.overlay_shown, timeout=TIMEOUT):
+        drop(window, [images])
+    assert [p.split("images/")[1] for p in window.files.paths()] == ["a1.png", "a2.png", "nested/b.png"]
+    assert window.files.status(window.files.paths()[0]) == "done"
+    with qtbot.waitSignal(window.image_failed, timeout=TIMEOUT):
+        window.files.setCurrentRow(1)
+    bad = window.files.paths()[1]
+    assert window.files.status(bad) == "error"
+    assert "a2.png" in window.files.currentItem().toolTip() and "not an image" in window.files.currentItem().toolTip()
+    assert "a2.png" in window.status.currentMessage()
+    show_and_wait(qtbot, window, 2)  # the next image still works
+    assert window.files.status(window.files.paths()[2]) == "done"
+
+
+def test_overlay_pixels_carry_class_colours_at_the_opacity(qtbot, window, images):
+    window.add_paths([images / "a1.png"])
+    qtbot.waitUntil(lambda: window.files.status(str(images / "a1.png")) == "done", timeout=TIMEOUT)
+    window.panel.controls.set_opacity(0.4)
+    red, green, blue = stripes(60, 90)[30, 10], stripes(60, 90)[30, 45], stripes(60, 90)[30, 80]
+    assert np.abs(pixel(window, 10, 30) - red).max() <= 2  # background: not painted
+    expected_green = 0.6 * green + 0.4 * np.array(GREEN_CLASS)
+    expected_blue = 0.6 * blue + 0.4 * np.array(BLUE_CLASS)
+    assert np.abs(pixel(window, 45, 30) - expected_green).max() <= 3
+    assert np.abs(pixel(window, 80, 30) - expected_blue).max() <= 3
+
+    window.panel.controls.set_opacity(1.0)
+    assert np.abs(pixel(window, 45, 30) - GREEN_CLASS).max() <= 2
+
+    window.panel.legend.set_hidden(1, True)  # hide "green"
+    assert np.abs(pixel(window, 45, 30) - green).max() <= 2
+    assert np.abs(pixel(window, 80, 30) - BLUE_CLASS).max() <= 2
+    window.panel.legend.set_hidden(1, False)
+
+    window.panel.controls.mode.setCurrentIndex(1)  # contour: inside plain, edges coloured
+    assert np.abs(pixel(window, 45, 30) - green).max() <= 2
+    assert np.abs(pixel(window, 30, 30) - GREEN_CLASS).max() <= 2  # the green region's left border
+
+    window.panel.controls.visible.setChecked(False)
+    assert np.abs(pixel(window, 30, 30) - green).max() <= 2
+
+
+def test_switching_model_rebuilds_the_session_on_the_worker_thread(qtbot, window, models):
+    other = models("binary_logits", name="other")
+    with qtbot.waitSignal(window.model_changed, timeout=TIMEOUT):
+        window.open_model(other)
+    assert window.summary.spec.path == other
+    threads = window.worker.session_threads
+    assert len(threads) == 2 and threads[0] == threads[1] != threading.get_ident()
+    assert window.panel.legend.hidden() == set() and "other" in window.windowTitle()
+
+
+def test_status_bar_shows_provider_and_latency(qtbot, window, images):
+    with qtbot.waitSignal(window.overlay_shown, timeout=TIMEOUT):
+        window.add_paths([images / "a1.png"])
+    assert window.status.provider.text() == "CPU"
+    assert "inference" in window.status.latency.text() and window.status.latency.text().endswith("ms")
+    assert window.status.image_size.text() == "90×60"
+    assert window.status.gpu_memory.text().startswith(("GPU mem n/a", "GPU"))
+
+
+def test_cuda_request_without_gpu_is_shown_as_a_warning(qtbot, window):
+    with qtbot.waitSignal(window.model_changed, timeout=TIMEOUT):
+        window.open_model(device="cuda")
+    info = window.summary.info
+    if not info.on_gpu:
+        assert window.status.provider.text().startswith("⚠ CPU — CUDA requested but unavailable")
+        assert info.fallback_reason in window.status.provider.toolTip()
+
+
+def test_run_on_all_exports_with_the_cli_writer(qtbot, window, images, tmp_path):
+    window.add_paths([images])
+    out = tmp_path / "export"
+    with qtbot.waitSignal(window.run_all_finished, timeout=TIMEOUT):
+        window.run_all(out)
+    assert (out / "a1_mask.png").is_file() and (out / "nested" / "b_overlay.png").is_file()
+    report = (out / "seglens_report.csv").read_text().splitlines()
+    assert len(report) == 4 and ",error," in report[2]
+    assert [window.files.status(p) for p in window.files.paths()] == ["done", "error", "done"]
+
+
+def test_close_joins_the_worker_thread(qtbot, window):
+    thread = window.worker_thread
+    window.close()
+    assert thread.isFinished() and not thread.isRunning()
+
+
+def test_settings_persist(qtbot, window, tmp_path):
+    window.panel.controls.set_opacity(0.7)
+    window.panel.controls.mode.setCurrentIndex(1)
+    window.close()
+    settings = QSettings(str(tmp_path / "settings.ini"), QSettings.Format.IniFormat)
+    assert float(settings.value("opacity")) == pytest.approx(0.7)
+    assert settings.value("contour", type=bool) is True and settings.value("device") == "cpu"
