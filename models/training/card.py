@@ -1,0 +1,69 @@
+"""Fill the measured numbers into the model card (models/README.md) from models/training/results.json.
+
+Each model's section holds a block between ``<!-- results:NAME -->`` and ``<!-- /results:NAME -->``;
+evaluate.py, bench.py and train.py results are rendered there as a table (the rest of the card is prose).
+"""
+
+from __future__ import annotations
+
+import re
+
+from . import common
+
+README = common.MODELS_DIR / "README.md"
+
+
+def _fmt(v, unit=""):
+    return "not measured yet" if v is None else f"{v}{unit}"
+
+
+def block(name: str, res: dict) -> str:
+    r = res.get(name, {})
+    rows = []
+    if name == "surface_defects" and "iou" in r:
+        iou = r["iou"]
+        rows.append(("Held-out mean IoU (scratch, pit, stain)",
+                     f"**{r['mean_iou']:.3f}** (scratch {iou['scratch']:.3f}, pit {iou['pit']:.3f}, "
+                     f"stain {iou['stain']:.3f}); {r['eval_images']} images, seed {r['eval_seed']}"))
+    if name == "nuclei" and "iou" in r:
+        rows.append(("Held-out foreground IoU / Dice",
+                     f"**{r['iou']:.3f}** / {r['dice']:.3f}; {r['eval_images']} fields, seed {r['eval_seed']}"))
+    if name == "nuclei_fp16" and "iou" in r:
+        rows.append(("Held-out foreground IoU", f"**{r['iou']:.3f}**; {r['eval_images']} fields"))
+        rows.append(("Mask agreement with `nuclei` (IoU)", f"**{r['agreement_iou_vs_fp32']:.4f}**"))
+    if name == "defect_type" and "accuracy" in r:
+        c = r["confusion"]
+        rows.append(("Held-out top-1 accuracy", f"**{r['accuracy']:.3f}**; {r['eval_images']} crops, "
+                     f"seed {r['eval_seed']}"))
+        rows.append(("Confusion (rows truth OK/scratch/pit/stain)", " / ".join(" ".join(map(str, x)) for x in c)))
+    if "eval_backend" in r:
+        rows.append(("Evaluated through", "the app pipeline (`app.inference`)" if r["eval_backend"] == "app"
+                     else "ONNX Runtime directly (sidecar preprocessing re-implemented in models/training)"))
+    if "latency_ms_median" in r:
+        rows.append((f"CPU latency, median of {r['latency_runs']} ({r['latency_image']} image)",
+                     f"**{r['latency_ms_median']} ms** inference, {r['latency_total_ms_median']} ms with pre/post "
+                     f"({r['latency_cpu']}, {r['latency_backend']})"))
+    if "train_minutes" in r:
+        rows.append(("Training from scratch (data + training + export)",
+                     f"**{r['train_minutes']} min** on {r['train_threads']} CPU threads, {r['train_steps']} steps"))
+    path = common.MODELS_DIR / f"{name}.onnx"
+    if path.exists():
+        rows.append(("File", f"`{name}.onnx` {path.stat().st_size / 1e6:.2f} MB + `{name}.yaml`"))
+    if not rows:
+        return "_not measured yet_"
+    return "| | |\n|---|---|\n" + "\n".join(f"| {a} | {b} |" for a, b in rows)
+
+
+def update() -> None:
+    if not README.exists():
+        return
+    res = common.load_results()
+    text = README.read_text()
+    for name in ("surface_defects", "nuclei", "nuclei_fp16", "defect_type"):
+        pat = re.compile(rf"(<!-- results:{name} -->\n).*?(\n<!-- /results:{name} -->)", re.S)
+        text = pat.sub(lambda m, n=name: m.group(1) + block(n, res) + m.group(2), text)
+    README.write_text(text)
+
+
+if __name__ == "__main__":
+    update()

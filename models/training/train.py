@@ -1,0 +1,233 @@
+"""Train a demo model from scratch on synthetic data, then export it to ONNX (with the parity check).
+
+    .venv/bin/python -m models.training.train surface_defects   # ~10 min on 2 CPU cores
+    .venv/bin/python -m models.training.train nuclei             # also writes nuclei_fp16.onnx
+    .venv/bin/python -m models.training.train defect_type
+
+Everything is seeded (data: common.TRAIN_SEED, weights/batches: --seed), so a rerun on the same machine
+gives the same model. The checkpoint goes to models/training/runs/<name>.pt (git-ignored), the ONNX file and
+sidecar to models/, and the wall time (data generation + training + export) to models/training/results.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from . import common, export, nets
+
+# ------------------------------------------------------------------------------------------------ losses
+
+
+def dice_loss(probs: torch.Tensor, onehot: torch.Tensor, eps: float = 1.0) -> torch.Tensor:
+    """1 - soft Dice, per channel over the whole batch, averaged over channels."""
+    dims = (0, 2, 3)
+    inter = (probs * onehot).sum(dims)
+    denom = probs.sum(dims) + onehot.sum(dims)
+    return 1 - ((2 * inter + eps) / (denom + eps)).mean()
+
+
+def seg_loss_multiclass(logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+    """Cross-entropy + Dice over the defect classes (target: N x H x W int64)."""
+    n = logits.shape[1]
+    ce = F.cross_entropy(logits, target)
+    onehot = F.one_hot(target, n).permute(0, 3, 1, 2).float()
+    return ce + dice_loss(torch.softmax(logits, 1)[:, 1:], onehot[:, 1:])
+
+
+def seg_loss_binary(logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+    """BCE + Dice (target: N x 1 x H x W float 0/1)."""
+    return F.binary_cross_entropy_with_logits(logits, target) + dice_loss(torch.sigmoid(logits), target)
+
+
+# ------------------------------------------------------------------------------------------------ loop
+
+
+def fit(model, next_batch, loss_fn, steps: int, lr: float, log_every: int = 100, tag: str = "") -> float:
+    """Adam + one-cycle schedule; ``next_batch(step)`` returns (input tensor, target tensor)."""
+    opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=1e-4)
+    sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=lr, total_steps=steps, pct_start=0.15)
+    model.train()
+    t0, run = time.time(), None
+    for step in range(steps):
+        x, y = next_batch(step)
+        loss = loss_fn(model(x), y)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+        sched.step()
+        run = loss.item() if run is None else 0.95 * run + 0.05 * loss.item()
+        if log_every and ((step + 1) % log_every == 0 or step == steps - 1):
+            print(f"  {tag} step {step + 1}/{steps} loss {run:.4f} ({time.time() - t0:.0f} s)", flush=True)
+    model.eval()
+    return run if run is not None else math.nan
+
+
+def _augment(rng: np.random.Generator, *arrays):
+    """Same random flip / 90-degree rotation for all arrays (H x W [x C])."""
+    k = int(rng.integers(4))
+    fl = rng.random() < 0.5
+    out = []
+    for a in arrays:
+        a = np.rot90(a, k, axes=(0, 1))
+        out.append(np.ascontiguousarray(a[:, ::-1] if fl else a))
+    return out
+
+
+def _to_input(batch_u8: np.ndarray, name: str) -> torch.Tensor:
+    """uint8 N x H x W x C at working size -> normalized float32 NCHW (sidecar scale/mean/std)."""
+    inp = common.SIDECARS[name]["input"]
+    x = torch.from_numpy(batch_u8).float() * float(inp["scale"])
+    mean = torch.tensor(inp["mean"], dtype=torch.float32)
+    std = torch.tensor(inp["std"], dtype=torch.float32)
+    return ((x - mean) / std).permute(0, 3, 1, 2).contiguous()
+
+
+# ------------------------------------------------------------------------------------------------ models
+
+
+def data_surface(n_full: int, n_direct: int, seed: int = common.TRAIN_SEED):
+    """Pool of (image, label) at the working size: full-resolution renders resized exactly as the app does,
+    plus renders made directly at the working size."""
+    size = common.SIDECARS["surface_defects"]["input"]["size"]
+    imgs, labs = [], []
+    for i in range(n_full + n_direct):
+        img, lab = common.surface_item(seed, i, full_res=i < n_full)
+        imgs.append(common.resize_image(img, size))
+        labs.append(common.resize_labels(lab, size, 4))
+    return np.stack(imgs), np.stack(labs)
+
+
+def train_surface(steps: int, seed: int, n_full: int = 48, n_direct: int = 400, crop=(256, 256), batch=8):
+    t = time.time()
+    imgs, labs = data_surface(n_full, n_direct)
+    print(f"surface_defects: {len(imgs)} training images in {time.time() - t:.0f} s; class pixel fractions "
+          f"{np.bincount(labs.ravel(), minlength=4) / labs.size}", flush=True)
+    rng = np.random.default_rng(seed)
+    ch, cw = crop
+    H, W = imgs.shape[1:3]
+    defect_pix = [np.flatnonzero(lab[::4, ::4] > 0) for lab in labs]
+
+    def next_batch(step):
+        xs, ys = [], []
+        for _ in range(batch):
+            i = int(rng.integers(len(imgs)))
+            if rng.random() < 0.5 and len(defect_pix[i]):  # centre on a defect half of the time
+                p = defect_pix[i][rng.integers(len(defect_pix[i]))]
+                cy, cx = (p // (W // 4 + (W % 4 > 0))) * 4, (p % (W // 4 + (W % 4 > 0))) * 4
+                y0 = int(np.clip(cy - ch // 2 + rng.integers(-ch // 3, ch // 3 + 1), 0, H - ch))
+                x0 = int(np.clip(cx - cw // 2 + rng.integers(-cw // 3, cw // 3 + 1), 0, W - cw))
+            else:
+                y0, x0 = int(rng.integers(H - ch + 1)), int(rng.integers(W - cw + 1))
+            x, y = _augment(rng, imgs[i, y0 : y0 + ch, x0 : x0 + cw], labs[i, y0 : y0 + ch, x0 : x0 + cw])
+            xs.append(x)
+            ys.append(y)
+        return _to_input(np.stack(xs), "surface_defects"), torch.from_numpy(np.stack(ys).astype(np.int64))
+
+    model = nets.build_model("surface_defects")
+    fit(model, next_batch, seg_loss_multiclass, steps, lr=4e-3, tag="surface_defects")
+    return model
+
+
+def data_nuclei(n: int, seed: int = common.TRAIN_SEED):
+    size = common.SIDECARS["nuclei"]["input"]["size"]
+    imgs, masks = [], []
+    for i in range(n):
+        img, m = common.nuclei_item(seed, i)
+        imgs.append(common.resize_image(img, size))
+        masks.append(common.resize_labels(m, size, 2))
+    return np.stack(imgs), np.stack(masks)
+
+
+def train_nuclei(steps: int, seed: int, n_images: int = 500, batch=8):
+    t = time.time()
+    imgs, masks = data_nuclei(n_images)
+    print(f"nuclei: {len(imgs)} training images in {time.time() - t:.0f} s; foreground {masks.mean():.3f}",
+          flush=True)
+    rng = np.random.default_rng(seed)
+
+    def next_batch(step):
+        idx = rng.integers(len(imgs), size=batch)
+        pairs = [_augment(rng, imgs[i], masks[i]) for i in idx]
+        x = _to_input(np.stack([p[0] for p in pairs])[..., None], "nuclei")
+        y = torch.from_numpy(np.stack([p[1] for p in pairs])[:, None].astype(np.float32))
+        return x, y
+
+    model = nets.build_model("nuclei")
+    model.sigmoid = False  # train on logits (BCE-with-logits); the exported graph ends in Sigmoid
+    fit(model, next_batch, seg_loss_binary, steps, lr=4e-3, tag="nuclei")
+    model.sigmoid = True
+    return model
+
+
+def data_crops(n: int, seed: int = common.TRAIN_SEED):
+    xs, ys = zip(*(common.crop_item(seed, i) for i in range(n)))
+    return np.stack(xs), np.asarray(ys, np.int64)
+
+
+def train_defect_type(steps: int, seed: int, n_crops: int = 2000, batch=24):
+    t = time.time()
+    imgs, labels = data_crops(n_crops)
+    print(f"defect_type: {len(imgs)} training crops in {time.time() - t:.0f} s", flush=True)
+    rng = np.random.default_rng(seed)
+
+    def next_batch(step):
+        idx = rng.integers(len(imgs), size=batch)
+        xs = [_augment(rng, imgs[i])[0] for i in idx]
+        return _to_input(np.stack(xs), "defect_type"), torch.from_numpy(labels[idx])
+
+    model = nets.build_model("defect_type")
+    fit(model, next_batch, lambda o, y: F.cross_entropy(o, y, label_smoothing=0.05), steps, lr=3e-3,
+        tag="defect_type")
+    return model
+
+
+TRAINERS = {
+    "surface_defects": (train_surface, 600),
+    "nuclei": (train_nuclei, 450),
+    "defect_type": (train_defect_type, 500),
+}
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("name", choices=sorted(TRAINERS))
+    ap.add_argument("--steps", type=int, default=None, help="optimizer steps (default: the recipe's)")
+    ap.add_argument("--seed", type=int, default=0, help="seed of weights init and batch sampling")
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--out", type=Path, default=common.MODELS_DIR, help="where the ONNX files go")
+    ap.add_argument("--no-export", action="store_true")
+    args = ap.parse_args(argv)
+
+    torch.set_num_threads(args.threads)
+    torch.set_flush_denormal(True)  # denormal gradients make CPU convolutions several times slower
+    torch.manual_seed(args.seed)
+    trainer, default_steps = TRAINERS[args.name]
+    steps = args.steps or default_steps
+    t0 = time.time()
+    model = trainer(steps, args.seed)
+    common.RUNS_DIR.mkdir(parents=True, exist_ok=True)
+    torch.save(model.state_dict(), common.RUNS_DIR / f"{args.name}.pt")
+    if not args.no_export:
+        try:
+            export.export_named(args.name, model, args.out)
+        except export.ParityError as e:
+            print(f"ERROR: {e}", file=sys.stderr)
+            return 1
+    wall = time.time() - t0
+    print(f"{args.name}: trained and exported in {wall / 60:.1f} min", flush=True)
+    if args.out.resolve() == common.MODELS_DIR.resolve() and args.steps is None:
+        common.save_results({args.name: {"train_minutes": round(wall / 60, 1), "train_steps": steps,
+                                          "train_threads": args.threads}})
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
