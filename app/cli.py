@@ -36,6 +36,11 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("\ninterrupted", file=sys.stderr)
         return 130
+    except Exception as exc:  # a bug must still end in one line; -v shows the traceback
+        logging.getLogger("app.cli").debug("unexpected error", exc_info=True)
+        print(f"error: unexpected {type(exc).__name__}: {' '.join(str(exc).split())[:300]} "
+              "(run with -v for details)", file=sys.stderr)
+        return EXIT_USAGE
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -211,7 +216,12 @@ def cmd_run(args: argparse.Namespace) -> int:
     from app.io.outputs import ReportWriter
 
     spec = load_spec(args.model, args.config)
-    inputs = discover(args.paths)
+    refused = _output_inside_inputs(args.out, args.paths)
+    if refused:
+        print(f"error: --out {args.out} is the input folder {refused}: outputs would mix with (and could "
+              "overwrite) the inputs; choose another folder", file=sys.stderr)
+        return EXIT_USAGE
+    inputs = discover(args.paths, exclude=[args.out])
     if not inputs:
         print("error: no images found in: " + ", ".join(str(p) for p in args.paths), file=sys.stderr)
         return EXIT_USAGE
@@ -226,6 +236,12 @@ def cmd_run(args: argparse.Namespace) -> int:
     print(f"{summary.total} inputs: {summary.ok} ok, {summary.failed} failed; provider "
           f"{model.info.provider_label}; outputs in {args.out}, report {report_path}")
     return EXIT_OK if summary.failed == 0 else EXIT_SOME_FAILED
+
+
+def _output_inside_inputs(out: Path, paths: list[Path]) -> Path | None:
+    """The input folder that `out` is, if any (a sub-folder of an input is fine: it is skipped)."""
+    target = out.resolve()
+    return next((p for p in paths if p.is_dir() and p.resolve() == target), None)
 
 
 def _announce_session(info, spec) -> None:

@@ -136,3 +136,55 @@ def text_model(path: Path) -> Path:
 
 def class_metadata(names: list[str]) -> dict:
     return {"classes": json.dumps(names)}
+
+
+def argmax_keepdims(path: Path) -> Path:
+    """ArgMax with keepdims=1, as torch.argmax(x, 1, keepdim=True) exports: [N,1,H,W] int64 labels."""
+    nodes = [helper.make_node("ArgMax", ["image"], ["labels"], axis=1, keepdims=1)]
+    return save(path, nodes, [tensor("image", FLOAT, ["N", 3, "H", "W"])],
+                [tensor("labels", INT64, ["N", 1, "H", "W"])])
+
+
+def single_logit_classifier(path: Path) -> Path:
+    """[N,1] probability (graph ends in Sigmoid) that the image is bright: logit = 20·(mean − 0.5)."""
+    nodes = [helper.make_node("ReduceMean", ["image"], ["mean"], keepdims=0, axes=[1, 2, 3]),
+             helper.make_node("Sub", ["mean", "half"], ["centred"]),
+             helper.make_node("Mul", ["centred", "gain"], ["logit"]),
+             helper.make_node("Unsqueeze", ["logit", "axis1"], ["logit2"]),
+             helper.make_node("Sigmoid", ["logit2"], ["probability"])]
+    return save(path, nodes, [tensor("image", FLOAT, ["N", 1, 32, 32])], [tensor("probability", FLOAT, ["N", 1])],
+                [const("half", np.float32(0.5)), const("gain", np.float32(20.0)),
+                 const("axis1", np.array([1], np.int64))])
+
+
+def stride8_classes(path: Path) -> Path:
+    """Output at stride 8 (an 8×8 average of RGB), like a segmentation head without its up-sampling."""
+    nodes = [helper.make_node("AveragePool", ["image"], ["scores"], kernel_shape=[8, 8], strides=[8, 8])]
+    return save(path, nodes, [tensor("image", FLOAT, ["N", 3, "H", "W"])],
+                [tensor("scores", FLOAT, ["N", 3, "h", "w"])])
+
+
+def fixed_many_classes(path: Path) -> Path:
+    """Fixed [1,3,64,64] → [1,21,16,16]: more classes than the output is wide (channel axis must be 1)."""
+    weight = np.zeros((21, 3, 1, 1), np.float32)
+    weight[5, 0] = weight[7, 1] = weight[9, 2] = 1.0
+    nodes = [helper.make_node("AveragePool", ["image"], ["pooled"], kernel_shape=[4, 4], strides=[4, 4]),
+             helper.make_node("Conv", ["pooled", "w"], ["scores"])]
+    return save(path, nodes, [tensor("image", FLOAT, [1, 3, 64, 64])], [tensor("scores", FLOAT, [1, 21, 16, 16])],
+                [const("w", weight)])
+
+
+def shape_liar(path: Path) -> Path:
+    """Declares a [N,H,W] label output but really returns [N,1,H,W] (an exporter's mistake)."""
+    nodes = [helper.make_node("ArgMax", ["image"], ["labels"], axis=1, keepdims=1)]
+    graph = helper.make_graph(nodes, "liar", [tensor("image", FLOAT, ["N", 3, "H", "W"])],
+                              [tensor("labels", INT64, ["N", "H", "W"])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    onnx.save(model, str(path))  # no checker: the declared shape is wrong on purpose
+    return path
+
+
+def fixed_batch_two(path: Path) -> Path:
+    nodes = [helper.make_node("Identity", ["image"], ["scores"])]
+    return save(path, nodes, [tensor("image", FLOAT, [2, 3, "H", "W"])], [tensor("scores", FLOAT, [2, 3, "H", "W"])])

@@ -136,3 +136,32 @@ def test_usage_errors_exit_2(models, tmp_path):
     empty.mkdir()
     done = cli("run", models("rgb_classes"), empty, "--out", tmp_path / "o")
     assert done.returncode == 2 and "no images found" in done.stderr
+
+
+def test_output_folder_inside_the_inputs_is_skipped_and_the_input_folder_itself_refused(models, folder):
+    model = models("rgb_classes")
+    out = folder / "results"
+    for _ in range(2):  # a rerun must not feed on its own masks
+        assert main(["run", str(model), str(folder), "--out", str(out), "--save", "mask,overlay"]) == 1
+    rows = read_report(out / "seglens_report.csv")
+    assert len(rows) == 3 and not any("results" in r["path"] for r in rows)
+    done = cli("run", model, folder, "--out", folder)
+    assert done.returncode == 2 and "is the input folder" in done.stderr
+    assert not list(folder.glob("*_mask.png"))
+
+
+def test_unexpected_model_behaviour_is_one_line_per_image(models, tmp_path):
+    Image.fromarray(stripes()).save(tmp_path / "a.png")
+    done = cli("run", models("shape_liar"), tmp_path / "a.png", "--out", tmp_path / "o")
+    assert done.returncode == 1 and "Traceback" not in done.stderr
+    errors = [line for line in done.stderr.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and "a.png: shape_liar.onnx: the model returned shape" in errors[0]
+
+
+def test_classification_report_has_no_more_top_columns_than_classes(models, tmp_path):
+    Image.fromarray(stripes()).save(tmp_path / "a.png")
+    report = tmp_path / "r.csv"
+    assert main(["run", str(models("classifier")), str(tmp_path / "a.png"), "--out", str(tmp_path / "o"),
+                 "--report", str(report)]) == 0
+    header = report.read_text().splitlines()[0]
+    assert "top3_score" in header and "top4" not in header

@@ -57,6 +57,9 @@ def run_inputs(
     for index, item in enumerate(inputs):
         if should_stop():
             summary.cancelled = True
+            if report:  # the report still lists every input, saying which were never processed
+                for rest in inputs[index:]:
+                    report.add_error(rest.path, "not processed: the run was cancelled", status="skipped")
             break
         outcome = _process(model, index, item, out_dir / stems[index] if out_dir else None, save)
         _record(outcome, summary, report, model)
@@ -74,10 +77,21 @@ def _process(model: ModelSession, index: int, item: InputFile, out_stem: Path | 
             write_result_images(result, model.spec, out_stem, save, image.pixels)
         return Outcome(index, item, result, None)
     except SegLensError as exc:
-        return Outcome(index, item, None, str(exc))
+        return Outcome(index, item, None, about(item.path, exc))
     except Exception as exc:  # a bug or an odd library error must not end the whole run
-        log.exception("unexpected error on %s", item.path)
-        return Outcome(index, item, None, f"{item.path}: unexpected error ({type(exc).__name__}: {exc})")
+        log.debug("unexpected error on %s", item.path, exc_info=True)
+        return Outcome(index, item, None, unexpected_error(item.path, exc))
+
+
+def about(path: Path, exc: BaseException) -> str:
+    """The error's one line, starting with the input's path (model errors name only the model)."""
+    message = str(exc)
+    return message if message.startswith(str(path)) else f"{path}: {message}"
+
+
+def unexpected_error(path: Path, exc: BaseException) -> str:
+    """One line for an error nobody planned for: the file, the exception type, its first 300 characters."""
+    return f"{path}: unexpected error ({type(exc).__name__}: {' '.join(str(exc).split())[:300]})"
 
 
 def _record(outcome: Outcome, summary: RunSummary, report: ReportWriter | None, model: ModelSession) -> None:

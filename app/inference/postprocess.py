@@ -13,6 +13,7 @@ from dataclasses import dataclass
 import cv2
 import numpy as np
 
+from app.errors import InferenceError
 from app.inference.preprocess import Geometry
 from app.inference.spec import ModelSpec, OutputSpec, PostprocessSpec
 
@@ -29,25 +30,32 @@ class Prediction:
 def segmentation_mask(spec: ModelSpec, output: np.ndarray, geometry: Geometry) -> np.ndarray:
     """Label mask (uint8, pixel = class index) at `geometry.image_hw` from one model output (batch of 1)."""
     out = spec.output
-    sample = np.asarray(output)[0]
-    if out.kind == "scores":
-        planes = sample if out.channel_axis == 1 else np.moveaxis(sample, -1, 0)
-        mask = _scores_to_mask(_crop(planes, geometry), geometry.image_hw)
+    planes = _planes(spec, np.asarray(output))
+    strided = planes.shape[1:] != geometry.tensor_hw
+    if out.kind == "labels":
+        labels = np.clip(planes[0], 0, 255).astype(np.uint8)
+        mask = (_warp_to_image(labels, geometry, cv2.INTER_NEAREST) if strided
+                else _resize_nearest(_crop(labels[None], geometry)[0], geometry.image_hw))
     elif out.kind == "binary":
-        plane = sample[0] if sample.ndim == 3 and out.channel_axis == 1 else sample
-        plane = plane[..., 0] if plane.ndim == 3 else plane
-        mask = _binary_to_mask(_crop(plane[None], geometry)[0], geometry.image_hw, out)
-    else:  # labels, already argmaxed in the graph
-        labels = np.clip(_crop(sample[None], geometry)[0], 0, 255).astype(np.uint8)
-        mask = _resize_nearest(labels, geometry.image_hw)
+        plane = planes[0].astype(np.float32, copy=False)
+        plane = _warp_to_image(plane, geometry, cv2.INTER_LINEAR) if strided else _crop(plane[None], geometry)[0]
+        mask = _binary_to_mask(plane, geometry.image_hw, out)
+    elif strided:
+        mask = argmax_planes(np.stack([_warp_to_image(p, geometry, cv2.INTER_LINEAR)
+                                       for p in planes.astype(np.float32, copy=False)]))
+    else:
+        mask = _scores_to_mask(_crop(planes, geometry), geometry.image_hw)
     return clean_mask(mask, spec.postprocess)
 
 
 def top_k(spec: ModelSpec, output: np.ndarray) -> tuple[Prediction, ...]:
     """The `postprocess.top_k` best classes with their scores, best first."""
-    logits = np.asarray(output, dtype=np.float64).reshape(np.asarray(output).shape[0], -1)[0]
-    if spec.output.activation == "sigmoid" and logits.size == 1:
-        p = 1.0 / (1.0 + np.exp(-logits[0]))
+    array = np.asarray(output)
+    if array.ndim < 1 or array.shape[0] != 1 or array.size == 0:
+        raise InferenceError(f"{spec.path.name}: the model returned shape {list(array.shape)}, expected [1, K]")
+    logits = array.astype(np.float64).reshape(-1)
+    if logits.size == 1:  # one score: the probability of the positive class
+        p = 1.0 / (1.0 + np.exp(-logits[0])) if spec.output.activation == "sigmoid" else float(logits[0])
         scores = np.array([1.0 - p, p])
     elif spec.output.activation == "sigmoid":
         scores = 1.0 / (1.0 + np.exp(-logits))
@@ -103,12 +111,34 @@ def _labels_present(mask: np.ndarray) -> list[int]:
     return [int(v) for v in np.flatnonzero(class_pixel_counts(mask)) if v != 0]
 
 
+def _planes(spec: ModelSpec, output: np.ndarray) -> np.ndarray:
+    """The batch-of-one output as (C, h, w), checked against what the spec expects."""
+    out = spec.output
+    if output.ndim == 4 and output.shape[0] == 1 and out.channel_axis in (1, 3):
+        return output[0] if out.channel_axis == 1 else np.moveaxis(output[0], -1, 0)
+    if output.ndim == 3 and output.shape[0] == 1 and out.channel_axis is None:
+        return output
+    expected = "[1, H, W]" if out.channel_axis is None else "[1, C, H, W]" if out.channel_axis == 1 else "[1, H, W, C]"
+    raise InferenceError(f"{spec.path.name}: the model returned shape {list(output.shape)}, expected {expected}")
+
+
 def _crop(planes: np.ndarray, geometry: Geometry) -> np.ndarray:
-    """Cut the content region out of (C, h, w) planes on the output's grid (which may be strided)."""
-    h, w = planes.shape[-2:]
-    ch = max(1, round(geometry.content_hw[0] * h / geometry.tensor_hw[0]))
-    cw = max(1, round(geometry.content_hw[1] * w / geometry.tensor_hw[1]))
-    return planes[:, :ch, :cw]
+    """Cut the content region out of (C, h, w) planes laid on the tensor's own grid."""
+    return planes[:, : geometry.content_hw[0], : geometry.content_hw[1]]
+
+
+def _warp_to_image(plane: np.ndarray, geometry: Geometry, interpolation: int) -> np.ndarray:
+    """Map a 2-D plane on a strided output grid to the image's pixels, pixel centres aligned exactly.
+
+    Image pixel x sits at content x' = (x + ½)·content/image, the same in tensor pixels, and at output
+    (x' · out/tensor) − ½; cropping to whole output cells instead would shift edges by up to half a cell.
+    """
+    h, w = plane.shape
+    ay = (h / geometry.tensor_hw[0]) * (geometry.content_hw[0] / geometry.image_hw[0])
+    ax = (w / geometry.tensor_hw[1]) * (geometry.content_hw[1] / geometry.image_hw[1])
+    matrix = np.array([[ax, 0.0, 0.5 * ax - 0.5], [0.0, ay, 0.5 * ay - 0.5]], np.float64)
+    return cv2.warpAffine(plane, matrix, (geometry.image_hw[1], geometry.image_hw[0]),
+                          flags=interpolation | cv2.WARP_INVERSE_MAP, borderMode=cv2.BORDER_REPLICATE)
 
 
 def _scores_to_mask(planes: np.ndarray, image_hw: tuple[int, int]) -> np.ndarray:

@@ -6,13 +6,17 @@ Only the keys a user wrote come back (as a flat dict `"input.size" -> value`), s
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 from app.errors import SidecarError
 
 Check = Callable[[Any], Any]  # returns the normalised value or raises ValueError with the problem
+MAX_SIDE = 16384  # a working size beyond this is a typo, and would ask for tens of GB
 
 
 def find_sidecar(model_path: Path) -> Path | None:
@@ -26,26 +30,43 @@ def find_sidecar(model_path: Path) -> Path | None:
 
 def load_sidecar(path: Path) -> dict[str, Any]:
     """Read and validate a sidecar; returns `{"input.size": (512, 512), ...}` for the keys present."""
-    import yaml
-
     try:
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
         raise SidecarError(f"{path}: cannot read sidecar ({exc.strerror or exc})") from exc
     except UnicodeDecodeError as exc:
         raise SidecarError(f"{path}: sidecar is not UTF-8 text") from exc
+    if "\x00" in text:
+        raise SidecarError(f"{path}: sidecar is not text (it contains NUL bytes)")
     try:
-        data = yaml.safe_load(text)
+        data = yaml.load(text, Loader=_StrictLoader)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}" if mark is not None else ""
-        problem = getattr(exc, "problem", None) or "invalid YAML"
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
         raise SidecarError(f"{path}: invalid YAML{where}: {problem}") from exc
+    except RecursionError as exc:
+        raise SidecarError(f"{path}: invalid YAML: nested too deeply") from exc
     if data is None:
         return {}
     if not isinstance(data, dict):
         raise SidecarError(f"{path}: the sidecar must be a mapping of keys (name, task, input, ...)")
     return _validate(data, _SCHEMA, prefix="", path=path)
+
+
+class _StrictLoader(yaml.SafeLoader):
+    """SafeLoader that refuses duplicate keys instead of silently keeping the last one."""
+
+    def construct_mapping(self, node, deep=False):
+        seen: set[str] = set()
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=deep)
+            if isinstance(key, str):
+                if key in seen:
+                    raise yaml.constructor.ConstructorError(None, None, f"duplicate key '{key}'",
+                                                            key_node.start_mark)
+                seen.add(key)
+        return super().construct_mapping(node, deep=deep)
 
 
 def _validate(data: dict, schema: dict, *, prefix: str, path: Path) -> dict[str, Any]:
@@ -94,13 +115,15 @@ def _choice(*options: str) -> Check:
 def _number(value: Any) -> float:
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise ValueError(f"must be a number, got {_kind(value)}")
+    if not math.isfinite(value):
+        raise ValueError(f"must be a finite number, got {value!r}")
     return float(value)
 
 
-def _int(minimum: int) -> Check:
+def _int(minimum: int, maximum: int) -> Check:
     def check(value: Any) -> int:
-        if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-            raise ValueError(f"must be a whole number >= {minimum}, got {value!r}")
+        if isinstance(value, bool) or not isinstance(value, int) or not minimum <= value <= maximum:
+            raise ValueError(f"must be a whole number from {minimum} to {maximum}, got {value!r}")
         return value
 
     return check
@@ -117,8 +140,8 @@ def _size(value: Any) -> tuple[int, int] | None:
     if value is None:
         return None
     if (not isinstance(value, list | tuple) or len(value) != 2
-            or not all(isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in value)):
-        raise ValueError(f"must be [height, width] in pixels or null, got {value!r}")
+            or not all(isinstance(v, int) and not isinstance(v, bool) and 0 < v <= MAX_SIDE for v in value)):
+        raise ValueError(f"must be [height, width] in pixels (1 to {MAX_SIDE}) or null, got {value!r}")
     return int(value[0]), int(value[1])
 
 
@@ -164,9 +187,9 @@ def _classes(value: Any) -> tuple[tuple[str, Any], ...]:
             item = {"name": item}
         if not isinstance(item, dict):
             raise ValueError(f"[{index}] must be a name or {{name: ..., color: ...}}, got {_kind(item)}")
-        unknown = set(item) - {"name", "color"}
+        unknown = sorted(str(k) for k in set(item) - {"name", "color"})
         if unknown:
-            raise ValueError(f"[{index}] has unknown key '{sorted(unknown)[0]}' (expected name, color)")
+            raise ValueError(f"[{index}] has unknown key '{unknown[0]}' (expected name, color)")
         parsed.append((_field(index, "name", _text, item.get("name")),
                        _field(index, "color", parse_color, item["color"]) if "color" in item else _UNSET))
     return tuple(parsed)
@@ -185,7 +208,7 @@ _SCHEMA: dict[str, Any] = {
     "input": {
         "size": _size,
         "resize": _choice("stretch", "letterbox"),
-        "size_divisor": _int(1),
+        "size_divisor": _int(1, 1024),
         "color": _choice("rgb", "bgr", "gray"),
         "scale": _number,
         "mean": _numbers(),
@@ -197,9 +220,9 @@ _SCHEMA: dict[str, Any] = {
     },
     "classes": _classes,
     "postprocess": {
-        "min_area": _int(0),
-        "close_kernel": _int(0),
-        "top_k": _int(1),
+        "min_area": _int(0, 2**31 - 1),
+        "close_kernel": _int(0, 255),
+        "top_k": _int(1, 1000),
     },
 }
 

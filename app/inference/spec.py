@@ -128,6 +128,7 @@ class _Builder:
     def __init__(self, path: Path, sidecar: Path | None, graph: GraphInfo, overrides: dict[str, Any]):
         self.path, self.sidecar, self.graph, self.overrides = path, sidecar, graph, overrides
         self.sources: dict[str, str] = {}
+        self.input_layout, self.input_hw = "NCHW", (None, None)
 
     def pick(self, key: str, detected: Any, source: str = "detected") -> Any:
         if key in self.overrides:
@@ -187,13 +188,30 @@ class _Builder:
         layout, channels = _layout(t.shape)
         if layout is None:
             raise self.fail("not an image model: no axis of the input holds 1 or 3 channels")
+        if isinstance(t.shape[0], int) and t.shape[0] != 1:
+            raise self.fail(f"the model's batch size is fixed at {t.shape[0]}; SegLens runs one image at a time "
+                            "(export with batch 1 or a dynamic batch axis)")
         hw = (t.shape[2], t.shape[3]) if layout == "NCHW" else (t.shape[1], t.shape[2])
         model_hw = tuple(d if isinstance(d, int) else None for d in hw)
+        self.input_layout, self.input_hw = layout, model_hw
         fixed = None not in model_hw
         size = self.pick("input.size", model_hw if fixed else None)
-        if fixed and size is not None and tuple(size) != model_hw and self.sources["input.size"] == "sidecar":
-            raise self.sidecar_error("input.size", f"is {list(size)}, but the model's input is fixed at "
-                                                   f"{list(model_hw)}")
+        if fixed and tuple(size or ()) != model_hw and self.sources["input.size"] == "sidecar":
+            raise self.sidecar_error("input.size", f"is {list(size) if size else 'null'}, but the model's input "
+                                                   f"is fixed at {list(model_hw)}")
+        if not fixed and model_hw != (None, None):
+            fixed_dim = "height" if model_hw[0] else "width"
+            value = model_hw[0] or model_hw[1]
+            if size is None:
+                raise self.fail(f"the model's input {fixed_dim} is fixed at {value} but the other side is dynamic: "
+                                "give input.size in a sidecar")
+            if (size[0] if model_hw[0] else size[1]) != value:
+                raise self.sidecar_error("input.size", f"is {list(size)}, but the model's input {fixed_dim} is "
+                                                       f"fixed at {value}")
+        divisor = self.pick("input.size_divisor", 1 if model_hw != (None, None) else 32, "detected")
+        if size is not None and (size[0] % divisor or size[1] % divisor) and model_hw != (None, None):
+            raise self.sidecar_error("input.size_divisor", f"is {divisor}, but the model's fixed input size "
+                                                           f"{list(size)} is not a multiple of it")
         is_float = t.dtype in _FLOAT_INPUTS
         scale = self.pick("input.scale", 1 / 255 if is_float else 1.0, "default")
         mean = self.pick("input.mean", (0.0,) * channels, "default")
@@ -210,8 +228,7 @@ class _Builder:
                                                     "channel(s)")
         return InputSpec(
             name=t.name, layout=layout, channels=channels, dtype=t.dtype, model_hw=model_hw,
-            size=size, resize=self.pick("input.resize", "stretch", "default"),
-            size_divisor=self.pick("input.size_divisor", 1 if fixed else 32, "detected"),
+            size=size, resize=self.pick("input.resize", "stretch", "default"), size_divisor=divisor,
             color=color, scale=scale, mean=_per_channel(mean, channels), std=_per_channel(std, channels),
         )
 
@@ -220,9 +237,14 @@ class _Builder:
         final = self.graph.final_ops.get(t.name, "")
         rank = len(t.shape) if t.shape is not None else -1
         threshold = self.pick("output.threshold", 0.5, "default")
+        is_labels = t.dtype in _INT_DTYPES or final == "ArgMax"
         if rank == 4:
-            axis = _channel_axis(t.shape, self.graph.inputs[0].shape)
+            axis = _channel_axis(t.shape, self.input_layout, self.input_hw)
             channels = t.shape[axis]
+            if channels == 1 and is_labels:  # ArgMax with keepdims=1: a label map with a channel axis
+                return OutputSpec(t.name, "labels", axis, self._activation(final, None, "none"), threshold)
+            if isinstance(channels, int) and channels > 256:
+                raise self.fail(f"the output has {channels} classes; SegLens masks hold at most 256")
             if channels == 1:
                 return OutputSpec(t.name, "binary", axis, self._activation(final, "Sigmoid", "sigmoid"),
                                   threshold)
@@ -230,7 +252,7 @@ class _Builder:
                 return OutputSpec(t.name, "scores", axis, self._activation(final, "Softmax", "softmax"),
                                   threshold)
         elif rank == 3:
-            if t.dtype in _INT_DTYPES or final == "ArgMax":
+            if is_labels:
                 return OutputSpec(t.name, "labels", None, self._activation(final, None, "none"), threshold)
             return OutputSpec(t.name, "binary", None, self._activation(final, "Sigmoid", "sigmoid"), threshold)
         elif rank == 2 and t.dtype in (*_FLOAT_INPUTS, "float64"):
@@ -297,16 +319,27 @@ def _layout(shape: tuple) -> tuple[str | None, int]:
     return None, 0
 
 
-def _channel_axis(out_shape: tuple, in_shape: tuple) -> int:
-    """Axis 1 or 3 of a rank-4 output: the fixed one, the smaller one when both are, else like the input."""
-    c1, c3 = out_shape[1], out_shape[3]
-    if isinstance(c1, int) and not isinstance(c3, int):
-        return 1
-    if isinstance(c3, int) and not isinstance(c1, int):
-        return 3
-    if isinstance(c1, int) and isinstance(c3, int) and c1 != c3:
-        return 1 if c1 < c3 else 3
-    return 3 if _layout(in_shape)[0] == "NHWC" else 1
+def _channel_axis(out_shape: tuple, in_layout: str, in_hw: tuple) -> int:
+    """Axis 1 or 3 of a rank-4 output: the only fixed one; else the one leaving spatial dims shaped like the
+    input's H/W (a fixed [1,21,16,16] head of a 64×64 model is NCHW); else the input's layout."""
+    fixed = [axis for axis in (1, 3) if isinstance(out_shape[axis], int)]
+    preferred = 1 if in_layout == "NCHW" else 3
+    if len(fixed) == 1:
+        return fixed[0]
+    if len(fixed) == 2 and None not in in_hw:
+        fits = [axis for axis in (1, 3) if _same_aspect(_spatial(out_shape, axis), in_hw)]
+        if len(fits) == 1:
+            return fits[0]
+    return preferred
+
+
+def _spatial(shape: tuple, channel_axis: int) -> tuple:
+    return (shape[2], shape[3]) if channel_axis == 1 else (shape[1], shape[2])
+
+
+def _same_aspect(hw: tuple, reference: tuple) -> bool:
+    h, w = hw
+    return isinstance(h, int) and isinstance(w, int) and h * reference[1] == w * reference[0] and h <= reference[0]
 
 
 def _per_channel(values: tuple[float, ...], channels: int) -> tuple[float, ...]:
@@ -326,14 +359,14 @@ def _parse_name_list(raw: str) -> list[str] | None:
         try:
             value = parse(raw)
             break
-        except (ValueError, SyntaxError):
+        except Exception:  # metadata is free text: whatever it holds, it must never stop a model loading
             continue
     if value is None:
         value = [part.strip() for part in raw.split(",")] if "," in raw else None
     if isinstance(value, dict):
         try:
             value = [value[k] for k in sorted(value, key=int)]
-        except (ValueError, TypeError):
+        except Exception:
             return None
     if isinstance(value, list) and value and all(isinstance(v, str) and v.strip() for v in value):
         return [v.strip() for v in value]

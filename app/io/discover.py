@@ -25,13 +25,18 @@ def natural_key(text: str) -> tuple:
     return tuple(int(part) if part.isdigit() else part.lower() for part in re.split(r"(\d+)", text))
 
 
-def discover(paths: list[str | Path]) -> list[InputFile]:
-    """Expand files and folders into inputs, each file once, in the order given then natural order."""
+def discover(paths: list[str | Path], *, exclude: list[str | Path] = ()) -> list[InputFile]:
+    """Expand files and folders into inputs, each file once, in the order given then natural order.
+
+    Folders in `exclude` (an output folder inside an input folder) are not walked, so a rerun does not feed
+    on its own masks.
+    """
     found: list[InputFile] = []
     seen: set[str] = set()
+    skipped = {os.path.realpath(p) for p in exclude}
     for raw in paths:
         root = Path(raw)
-        items = _walk(root) if root.is_dir() else [InputFile(root, Path(root.name))]
+        items = _walk(root, skipped) if root.is_dir() else [InputFile(root, Path(root.name))]
         for item in items:
             key = os.path.realpath(item.path) if item.path.exists() else str(item.path)
             if key not in seen:
@@ -40,12 +45,12 @@ def discover(paths: list[str | Path]) -> list[InputFile]:
     return found
 
 
-def _walk(root: Path) -> list[InputFile]:
+def _walk(root: Path, skipped: set[str]) -> list[InputFile]:
     files: list[InputFile] = []
     visited: set[str] = set()
     for folder, dirs, names in os.walk(root, followlinks=True, onerror=None):
         real = os.path.realpath(folder)
-        if real in visited:  # a symlink loop, or the same folder reached twice
+        if real in visited or (real in skipped and real != os.path.realpath(root)):  # a loop, or outputs
             dirs[:] = []
             continue
         visited.add(real)

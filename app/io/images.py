@@ -122,7 +122,7 @@ def _wide_to_uint8(values: np.ndarray, mode: str) -> np.ndarray:
     if mode == "F" and lo >= 0.0 and hi <= 1.0:
         lo, hi = 0.0, 1.0  # a [0, 1] float image keeps its absolute brightness
     span = hi - lo or 1.0
-    scaled = (np.nan_to_num(values.astype(np.float64), nan=lo) - lo) * (255.0 / span)
+    scaled = (np.nan_to_num(values.astype(np.float64), nan=lo, posinf=hi, neginf=lo) - lo) * (255.0 / span)
     return np.clip(np.rint(scaled), 0, 255).astype(np.uint8)
 
 

@@ -76,8 +76,8 @@ class ReportWriter:
         self.path = path
         self.spec = spec
         self._partial = path.with_name(path.name + ".partial")
-        self._class_columns = [f"pixels_{name}" for name in spec.class_names]
-        k = spec.postprocess.top_k
+        self._class_columns = _unique([f"pixels_{name}" for name in spec.class_names], reserved={"pixels_other"})
+        k = min(spec.postprocess.top_k, max(len(spec.classes), 2))
         self._topk_columns = [c for i in range(1, k + 1) for c in (f"top{i}", f"top{i}_score")]
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
@@ -117,17 +117,31 @@ class ReportWriter:
         self._csv.writerow(values)
         self._file.flush()
 
-    def close(self) -> None:
+    def close(self, *, complete: bool = True) -> None:
+        """Close; a complete report takes its final name, an interrupted one keeps `.partial`."""
         if self._file.closed:
             return
         self._file.close()
-        os.replace(self._partial, self.path)
+        if complete:
+            os.replace(self._partial, self.path)
 
     def __enter__(self) -> ReportWriter:
         return self
 
-    def __exit__(self, *exc) -> None:
-        self.close()
+    def __exit__(self, exc_type, *exc) -> None:
+        self.close(complete=exc_type is None)
+
+
+def _unique(names: list[str], *, reserved: set[str]) -> list[str]:
+    """Column names made distinct (two classes may share a name): `pixels_a`, `pixels_a_2`…"""
+    taken, result = set(reserved), []
+    for name in names:
+        candidate, n = name, 2
+        while candidate in taken:
+            candidate, n = f"{name}_{n}", n + 1
+        taken.add(candidate)
+        result.append(candidate)
+    return result
 
 
 def _remove_quietly(path: str) -> None:

@@ -77,7 +77,8 @@ def _self_test(app, window, shown_ms: float) -> int:
 
     from app.paths import samples_dir
 
-    outcome: dict = {"ok": False, "time_to_window_ms": round(shown_ms, 1)}
+    outcome: dict = {"ok": False, "time_to_window_ms": round(shown_ms, 1),
+                     "window_shown_unix": time.time() - (time.perf_counter() - STARTED - shown_ms / 1000)}
 
     def finish(error: str | None = None) -> None:
         if outcome.get("done"):
@@ -97,6 +98,7 @@ def _self_test(app, window, shown_ms: float) -> int:
         view = window._cache.get(path)
         painted = window.viewer.overlay_item.pixmap()
         outcome.update(time_to_first_overlay_ms=round((time.perf_counter() - STARTED) * 1000, 1), image=path,
+                       first_overlay_unix=time.time(),
                        stage_ms={k: round(v, 2) for k, v in view.result.timings.items()} if view else {})
         if view is not None and view.result.mask is not None:
             classes = int((view.result.class_pixels()[1:] > 0).sum())

@@ -11,7 +11,6 @@ from PySide6.QtGui import QAction, QActionGroup, QKeySequence
 from PySide6.QtWidgets import QApplication, QFileDialog, QMainWindow, QSplitter
 
 from app.ui.file_list import FileList
-from app.ui.overlay import OverlayImage, image_to_qimage
 from app.ui.panels import SidePanel
 from app.ui.status import StatusBar
 from app.ui.viewer import ImageViewer
@@ -41,7 +40,7 @@ class MainWindow(QMainWindow):
         self._generation = 0
         self._summary = None  # ModelSummary of the loaded model
         self._cache: OrderedDict[str, object] = OrderedDict()  # path -> ViewResult, most recent last
-        self._current_overlay: OverlayImage | None = None
+        self._current_overlay = None  # app.ui.overlay.OverlayImage of the image shown
         self._contour = False
         self._build_widgets()
         self._start_worker()
@@ -206,6 +205,8 @@ class MainWindow(QMainWindow):
         self.image_failed.emit(path, message)
 
     def _display(self, view) -> None:
+        from app.ui.overlay import OverlayImage, image_to_qimage  # numpy: loaded after the window shows
+
         result = view.result
         height, width = result.image_hw
         self.viewer.set_image(image_to_qimage(view.display_pixels), (width, height))

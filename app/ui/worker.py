@@ -77,8 +77,10 @@ class InferenceWorker(QObject):
             self.model_failed.emit(generation, str(exc))
             return
         except Exception as exc:
+            from app.inference.batch import unexpected_error
+
             log.exception("loading %s failed", model_path)
-            self.model_failed.emit(generation, f"{model_path}: unexpected error ({type(exc).__name__}: {exc})")
+            self.model_failed.emit(generation, unexpected_error(Path(model_path), exc))
             return
         self._model = model
         self.session_threads.append(threading.get_ident())
@@ -101,11 +103,15 @@ class InferenceWorker(QObject):
             result = pipeline.run_image(self._model, image, decode_ms=decode_ms)
             view = _view_result(Path(path), result, image.pixels)
         except SegLensError as exc:
-            self.failed.emit(request_id, path, str(exc))
+            from app.inference.batch import about
+
+            self.failed.emit(request_id, path, about(Path(path), exc))
             return
         except Exception as exc:
+            from app.inference.batch import unexpected_error
+
             log.exception("processing %s failed", path)
-            self.failed.emit(request_id, path, f"{path}: unexpected error ({type(exc).__name__}: {exc})")
+            self.failed.emit(request_id, path, unexpected_error(Path(path), exc))
             return
         self.result_ready.emit(request_id, view)
 

@@ -63,7 +63,7 @@ def test_explicit_config_path_wins(models, tmp_path):
         ("classes:\n  - {name: a, color: reddish}\n  - b\n  - c\n", "classes", "[0].color"),
         ("task: classification\n", "task", "is classification"),
         ("input:\n  color: gray\n", "input.color", "3 channel"),
-        ("postprocess:\n  min_area: -1\n", "postprocess.min_area", ">= 0"),
+        ("postprocess:\n  min_area: -1\n", "postprocess.min_area", "from 0 to"),
         ("input: [1, 2]\n", "input", "must be a mapping"),
     ],
 )

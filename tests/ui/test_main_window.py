@@ -167,3 +167,32 @@ def test_settings_persist(qtbot, window, tmp_path):
     settings = QSettings(str(tmp_path / "settings.ini"), QSettings.Format.IniFormat)
     assert float(settings.value("opacity")) == pytest.approx(0.7)
     assert settings.value("contour", type=bool) is True and settings.value("device") == "cpu"
+
+
+def test_huge_image_gets_a_downscaled_display_copy_and_full_size_results(qtbot, models, tmp_path):
+    path = models("fixed_size_classes", size=64)
+    settings = QSettings(str(tmp_path / "s.ini"), QSettings.Format.IniFormat)
+    win = MainWindow(settings=settings, model_path=path, device="cpu")
+    qtbot.addWidget(win)
+    with qtbot.waitSignal(win.model_changed, timeout=TIMEOUT):
+        win.open_model()
+    big = tmp_path / "big.png"
+    Image.fromarray(stripes(3000, 12000)).save(big)  # 36 MP: wider than the display limit
+    with qtbot.waitSignal(win.overlay_shown, timeout=60_000):
+        win.add_paths([big])
+    view = win._cache[str(big)]
+    assert view.result.mask.shape == (3000, 12000)
+    assert max(view.display_pixels.shape[:2]) == 8192 and view.display_mask.shape == view.display_pixels.shape[:2]
+    assert win.status.image_size.text() == "12000×3000"
+    assert win.viewer.sceneRect().width() == 12000  # scene in full-resolution pixels
+    win.close()
+
+
+def test_keyboard_steps_through_the_list(qtbot, window, images):
+    with qtbot.waitSignal(window.overlay_shown, timeout=TIMEOUT):
+        window.add_paths([images])
+    window.activateWindow()
+    for action in window.menuBar().actions()[1].menu().actions():
+        if action.text() == "Next image":
+            action.trigger()
+    assert window.files.currentRow() == 1

@@ -1,0 +1,158 @@
+"""Viewer responsiveness, measured (not asserted): launch → window, launch → first overlay, the event loop's
+longest stall during "Run on all", and the cost of painting a 1920×1080 overlay.
+
+    QT_QPA_PLATFORM=offscreen uv run python benchmarks/viewer_bench.py [--launches 5] [--images 100]
+
+Launch times are measured from spawning the process (interpreter start included), side by side with a bare
+PySide6 window in the same run. Prints medians in milliseconds.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+BARE_WINDOW = """
+import time, sys
+from PySide6.QtWidgets import QApplication, QMainWindow
+app = QApplication(sys.argv[:1]); w = QMainWindow(); w.resize(800, 600); w.show(); app.processEvents()
+print(time.time())
+"""
+
+
+def launch_times(runs: int, settings: Path) -> dict[str, float]:
+    env = {**os.environ, "QT_QPA_PLATFORM": os.environ.get("QT_QPA_PLATFORM", "offscreen")}
+    bare, window, overlay = [], [], []
+    for _ in range(runs):
+        started = time.time()
+        out = subprocess.run([sys.executable, "-c", BARE_WINDOW], env=env, capture_output=True, text=True)
+        bare.append((float(out.stdout.strip()) - started) * 1000)
+        started = time.time()
+        out = subprocess.run([sys.executable, "-m", "app", "--self-test", "--settings", str(settings)], cwd=REPO,
+                             env=env, capture_output=True, text=True, timeout=300)
+        data = json.loads(out.stdout.strip().splitlines()[-1])
+        window.append((data["window_shown_unix"] - started) * 1000)
+        overlay.append((data["first_overlay_unix"] - started) * 1000)
+    return {"bare PySide6 window shown": statistics.median(bare), "SegLens window shown": statistics.median(window),
+            "SegLens first overlay": statistics.median(overlay), "provider": data["provider"]}
+
+
+def run_all_stall(count: int, folder: Path) -> dict[str, float]:
+    import numpy as np
+    from PIL import Image
+    from PySide6.QtCore import QElapsedTimer, QSettings, QTimer
+    from PySide6.QtWidgets import QApplication
+
+    from app.paths import default_model
+    from app.ui.main_window import MainWindow
+
+    images = folder / "images"
+    images.mkdir()
+    rng = np.random.default_rng(0)
+    for i in range(count):
+        Image.fromarray(rng.integers(0, 255, (480, 640, 3), np.uint8)).save(images / f"img_{i:03d}.jpg", quality=90)
+    app = QApplication.instance() or QApplication([])
+    window = MainWindow(settings=QSettings(str(folder / "s.ini"), QSettings.Format.IniFormat),
+                        model_path=default_model(), device="cpu")
+    window.show()
+    loop_done = {"ready": False, "finished": False}
+    window.model_changed.connect(lambda _s: loop_done.update(ready=True))
+    window.run_all_finished.connect(lambda *_: loop_done.update(finished=True))
+    window.open_model()
+    while not loop_done["ready"]:
+        app.processEvents()
+    window.add_paths([images])
+    gaps: list[float] = []
+    clock = QElapsedTimer()
+    clock.start()
+    last = [clock.nsecsElapsed()]
+
+    def tick() -> None:
+        now = clock.nsecsElapsed()
+        gaps.append((now - last[0]) / 1e6)
+        last[0] = now
+
+    timer = QTimer()
+    timer.setInterval(5)
+    timer.timeout.connect(tick)
+    timer.start()
+    started = time.perf_counter()
+    window.run_all(folder / "export")
+    while not loop_done["finished"]:
+        app.processEvents()
+    elapsed = time.perf_counter() - started
+    timer.stop()
+    window.close()
+    return {"images": count, "run on all seconds": elapsed, "longest event-loop gap ms": max(gaps),
+            "p99 gap ms": float(np.percentile(gaps, 99)), "timer interval ms": 5}
+
+
+def overlay_paint_cost(runs: int) -> dict[str, float]:
+    import numpy as np
+    from PySide6.QtCore import QSettings
+    from PySide6.QtWidgets import QApplication
+
+    from app.inference.spec import ClassInfo
+    from app.ui.main_window import MainWindow
+    from app.ui.overlay import OverlayImage, image_to_qimage
+
+    app = QApplication.instance() or QApplication([])
+    with tempfile.TemporaryDirectory() as tmp:
+        window = MainWindow(settings=QSettings(str(Path(tmp) / "s.ini"), QSettings.Format.IniFormat))
+        window.resize(1600, 1000)
+        window.show()
+        rng = np.random.default_rng(0)
+        image = rng.integers(0, 255, (1080, 1920, 3), np.uint8)
+        mask = np.zeros((1080, 1920), np.uint8)
+        for label in (1, 2, 3):
+            for _ in range(30):
+                y, x = rng.integers(0, 1000), rng.integers(0, 1840)
+                mask[y:y + 80, x:x + 80] = label
+        classes = [ClassInfo("background", None)] + [ClassInfo(f"c{i}", (200, 50 * i, 0)) for i in (1, 2, 3)]
+        window.viewer.set_image(image_to_qimage(image), (1920, 1080))
+        app.processEvents()
+        new_mask, toggle = [], []
+        for _ in range(runs):
+            started = time.perf_counter()
+            overlay = OverlayImage(mask, classes)
+            window.viewer.set_overlay(overlay.image())
+            window.viewer.viewport().repaint()
+            new_mask.append((time.perf_counter() - started) * 1000)
+            started = time.perf_counter()
+            window.viewer.set_overlay(overlay.image(hidden={2}))
+            window.viewer.viewport().repaint()
+            toggle.append((time.perf_counter() - started) * 1000)
+        window.close()
+    return {"new 1920×1080 mask → painted ms": statistics.median(new_mask),
+            "class toggle → repainted ms": statistics.median(toggle)}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--launches", type=int, default=5)
+    parser.add_argument("--images", type=int, default=100)
+    parser.add_argument("--paint-runs", type=int, default=20)
+    args = parser.parse_args()
+    os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+    with tempfile.TemporaryDirectory() as tmp:
+        results = {f"launch (median of {args.launches})": launch_times(args.launches, Path(tmp) / "s.ini"),
+                   f"overlay painting (median of {args.paint_runs})": overlay_paint_cost(args.paint_runs),
+                   "run on all": run_all_stall(args.images, Path(tmp))}
+    for section, values in results.items():
+        print(f"## {section}")
+        for key, value in values.items():
+            print(f"  {key:<34} {value:.1f}" if isinstance(value, float) else f"  {key:<34} {value}")
+
+
+if __name__ == "__main__":
+    main()
