@@ -65,6 +65,8 @@ def build_parser() -> argparse.ArgumentParser:
                      help="what to write per image: mask, overlay, both (mask,overlay) or none (default: mask)")
     run.add_argument("--report", type=Path, metavar="FILE.csv",
                      help=f"CSV report, one row per input (default: DIR/{DEFAULT_REPORT_NAME})")
+    run.add_argument("--batch", type=_positive, default=1, metavar="N",
+                     help="run N same-sized images at once (models with a dynamic batch axis; default 1)")
     run.add_argument("--no-progress", action="store_true", help="no progress bar even on a terminal")
     run.set_defaults(handler=cmd_run)
     return parser
@@ -82,6 +84,16 @@ def _device(text: str):
         return DeviceRequest.parse(text)
     except ValueError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from exc
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be a whole number >= 1, got {text!r}")
+    return value
 
 
 def _save_kinds(text: str) -> tuple[str, ...]:
@@ -231,7 +243,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     progress = _Progress(len(inputs), enabled=sys.stderr.isatty() and not args.no_progress)
     with ReportWriter(report_path, spec) as report:
         summary = run_inputs(model, inputs, out_dir=args.out, save=args.save, report=report,
-                             progress=progress.update)
+                             progress=progress.update, batch_size=args.batch)
     progress.close()
     print(f"{summary.total} inputs: {summary.ok} ok, {summary.failed} failed; provider "
           f"{model.info.provider_label}; outputs in {args.out}, report {report_path}")

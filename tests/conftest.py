@@ -2,12 +2,14 @@ from __future__ import annotations
 
 import os
 import sys
+import tempfile
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+os.environ.setdefault("SEGLENS_LOG_DIR", tempfile.mkdtemp(prefix="seglens-test-logs-"))  # not the user's folder
 sys.path.insert(0, str(Path(__file__).parent))  # tests/onnx_factory.py, tests/images_factory.py
 
 import onnx_factory

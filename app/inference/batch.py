@@ -1,19 +1,31 @@
 """Folder runs: every input through the pipeline, results written, one report row each, in input order.
 
-A failure on one input (unreadable image, inference error, unwritable output) becomes an error row and the
-run goes on with the next.
+Three overlapping stages keep the model busy (`InferenceSession.run` releases the GIL):
+  prefetch  decode + preprocess on a small thread pool, at most `depth` inputs ahead (back-pressure);
+  inference the calling thread, which owns the session, in input order (optionally batched);
+  writer    postprocess + PNGs + report row on one thread, fed through a bounded queue, in input order.
+Memory stays bounded however many files there are. A failure on one input becomes an error row and the run
+goes on; cancelling stops before the next inference, lets the writer finish what it holds (files are only
+ever complete) and lists the rest as not processed.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
-from collections.abc import Callable, Sequence
+import queue
+import threading
+from collections import deque
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
+
 from app.errors import SegLensError
 from app.inference import pipeline
-from app.inference.pipeline import Result
+from app.inference.pipeline import Prepared, Result
 from app.inference.session import ModelSession
 from app.io.discover import InputFile, output_stems
 from app.io.outputs import ReportWriter, write_result_images
@@ -39,7 +51,20 @@ class RunSummary:
     cancelled: bool = False
 
 
+@dataclass(frozen=True)
+class _Work:
+    """An input on its way to the writer: prepared (or failed), then with the model's output."""
+
+    index: int
+    input: InputFile
+    prepared: Prepared | None = None
+    output: np.ndarray | None = None
+    inference_ms: float = 0.0
+    error: str | None = None
+
+
 ProgressFn = Callable[[Outcome, RunSummary], None]
+_DONE = object()
 
 
 def run_inputs(
@@ -51,36 +76,177 @@ def run_inputs(
     report: ReportWriter | None = None,
     progress: ProgressFn | None = None,
     should_stop: Callable[[], bool] = lambda: False,
+    batch_size: int = 1,
+    prefetch_workers: int = 2,
 ) -> RunSummary:
+    """Run `model` on every input; call from the thread that owns the session."""
     summary = RunSummary(total=len(inputs))
     stems = output_stems(list(inputs))
-    for index, item in enumerate(inputs):
-        if should_stop():
-            summary.cancelled = True
-            if report:  # the report still lists every input, saying which were never processed
-                for rest in inputs[index:]:
-                    report.add_error(rest.path, "not processed: the run was cancelled", status="skipped")
-            break
-        outcome = _process(model, index, item, out_dir / stems[index] if out_dir else None, save)
-        _record(outcome, summary, report, model)
-        if progress:
-            progress(outcome, summary)
+    writer = _Writer(model, out_dir, stems, save, report, summary, progress)
+    writer.start()
+    stopped_at = len(inputs)
+    try:
+        with ThreadPoolExecutor(max(1, prefetch_workers), thread_name_prefix="prefetch") as pool:
+            prepared = _prefetch(pool, model, inputs, depth=2 * max(1, prefetch_workers) + batch_size)
+            with contextlib.closing(prepared):  # on a break, cancel what is still queued for decoding
+                for group in _groups(prepared, batch_size if _batchable(model) else 1):
+                    if should_stop():
+                        stopped_at = group[0].index
+                        break
+                    for work in _infer(model, group):
+                        writer.put(work)
+    finally:
+        writer.close()
+    if stopped_at < len(inputs):
+        summary.cancelled = True
+        if report:  # the report still lists every input, saying which were never processed
+            for rest in inputs[stopped_at:]:
+                report.add_error(rest.path, "not processed: the run was cancelled", status="skipped")
+    if writer.failure is not None:
+        raise writer.failure
     return summary
 
 
-def _process(model: ModelSession, index: int, item: InputFile, out_stem: Path | None,
-             save: Sequence[str]) -> Outcome:
+def _prefetch(pool: ThreadPoolExecutor, model: ModelSession, inputs: Sequence[InputFile],
+              *, depth: int) -> Iterator[_Work]:
+    """Prepared inputs in order, with at most `depth` decoded ahead of the consumer."""
+    pending: deque[Future] = deque()
+    items = iter(enumerate(inputs))
+    for index, item in items:
+        pending.append(pool.submit(_prepare, model, index, item))
+        if len(pending) >= depth:
+            break
+    try:
+        while pending:
+            work = pending.popleft().result()
+            nxt = next(items, None)
+            if nxt is not None:
+                pending.append(pool.submit(_prepare, model, *nxt))
+            yield work
+    finally:  # cancelled or failed: don't decode what nobody will use
+        for future in pending:
+            future.cancel()
+
+
+def _prepare(model: ModelSession, index: int, item: InputFile) -> _Work:
     try:
         image, decode_ms = pipeline.decode(item.path)
-        result = pipeline.run_image(model, image, decode_ms=decode_ms)
-        if out_stem is not None:
-            write_result_images(result, model.spec, out_stem, save, image.pixels)
-        return Outcome(index, item, result, None)
+        return _Work(index, item, prepared=pipeline.prepare(model.spec, image, decode_ms=decode_ms))
     except SegLensError as exc:
-        return Outcome(index, item, None, about(item.path, exc))
-    except Exception as exc:  # a bug or an odd library error must not end the whole run
-        log.debug("unexpected error on %s", item.path, exc_info=True)
-        return Outcome(index, item, None, unexpected_error(item.path, exc))
+        return _Work(index, item, error=about(item.path, exc))
+    except Exception as exc:  # a decoder bug must not end the run
+        log.debug("unexpected error preparing %s", item.path, exc_info=True)
+        return _Work(index, item, error=unexpected_error(item.path, exc))
+
+
+def _batchable(model: ModelSession) -> bool:
+    shape = model.spec.inputs[0].shape
+    return bool(shape) and not isinstance(shape[0], int)
+
+
+def _groups(works: Iterator[_Work], size: int) -> Iterator[list[_Work]]:
+    """Consecutive works; several at once only when their tensors have the same shape (batchable)."""
+    group: list[_Work] = []
+    for work in works:
+        if work.prepared is None or size == 1:
+            if group:
+                yield group
+                group = []
+            yield [work]
+            continue
+        if group and group[0].prepared.tensor.shape != work.prepared.tensor.shape:
+            yield group
+            group = []
+        group.append(work)
+        if len(group) == size:
+            yield group
+            group = []
+    if group:
+        yield group
+
+
+def _infer(model: ModelSession, group: list[_Work]) -> list[_Work]:
+    if group[0].prepared is None:
+        return group  # a failed prepare passes straight to the writer, keeping its place in the order
+    try:
+        if len(group) == 1:
+            output, ms = pipeline.infer(model, group[0].prepared)
+            return [_with_output(group[0], output, ms)]
+        import time
+
+        started = time.perf_counter()
+        outputs = model.run(np.concatenate([w.prepared.tensor for w in group]))
+        share = (time.perf_counter() - started) * 1000 / len(group)
+        return [_with_output(w, outputs[i: i + 1], share) for i, w in enumerate(group)]
+    except SegLensError as exc:
+        return [_Work(w.index, w.input, error=about(w.input.path, exc)) for w in group]
+
+
+def _with_output(work: _Work, output: np.ndarray, ms: float) -> _Work:
+    return _Work(work.index, work.input, work.prepared, output, ms)
+
+
+class _Writer:
+    """The writer stage: postprocess, PNGs and the report row, in order, on its own thread."""
+
+    def __init__(self, model, out_dir, stems, save, report, summary, progress) -> None:
+        self.model, self.out_dir, self.stems, self.save = model, out_dir, stems, tuple(save)
+        self.report, self.summary, self.progress = report, summary, progress
+        self._queue: queue.Queue = queue.Queue(maxsize=4)  # back-pressure on the inference loop
+        self._thread = threading.Thread(target=self._loop, name="writer", daemon=True)
+        self.failure: BaseException | None = None
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def put(self, work: _Work) -> None:
+        while self._thread.is_alive():
+            try:
+                self._queue.put(work, timeout=0.2)
+                return
+            except queue.Full:
+                continue
+        raise self.failure or RuntimeError("the writer stopped")
+
+    def close(self) -> None:
+        if self._thread.is_alive():
+            self._queue.put(_DONE)
+            self._thread.join()
+
+    def _loop(self) -> None:
+        try:
+            while (work := self._queue.get()) is not _DONE:
+                self._record(self._finish(work))
+        except BaseException as exc:  # e.g. the report's disk is full: stop the run, say so
+            self.failure = exc
+
+    def _finish(self, work: _Work) -> Outcome:
+        if work.error is not None:
+            return Outcome(work.index, work.input, None, work.error)
+        try:
+            result = pipeline.finish(self.model, work.prepared, work.output, work.inference_ms)
+            if self.out_dir is not None:
+                write_result_images(result, self.model.spec, self.out_dir / self.stems[work.index], self.save,
+                                    work.prepared.image.pixels)
+            return Outcome(work.index, work.input, result, None)
+        except SegLensError as exc:
+            return Outcome(work.index, work.input, None, about(work.input.path, exc))
+        except Exception as exc:
+            log.debug("unexpected error finishing %s", work.input.path, exc_info=True)
+            return Outcome(work.index, work.input, None, unexpected_error(work.input.path, exc))
+
+    def _record(self, outcome: Outcome) -> None:
+        summary, report = self.summary, self.report
+        if outcome.result is not None:
+            summary.ok += 1
+            if report:
+                report.add_result(outcome.input.path, outcome.result)
+        else:
+            summary.failed += 1
+            if report:
+                report.add_error(outcome.input.path, outcome.error or "", provider=self.model.info.provider)
+        if self.progress:
+            self.progress(outcome, summary)
 
 
 def about(path: Path, exc: BaseException) -> str:
@@ -92,14 +258,3 @@ def about(path: Path, exc: BaseException) -> str:
 def unexpected_error(path: Path, exc: BaseException) -> str:
     """One line for an error nobody planned for: the file, the exception type, its first 300 characters."""
     return f"{path}: unexpected error ({type(exc).__name__}: {' '.join(str(exc).split())[:300]})"
-
-
-def _record(outcome: Outcome, summary: RunSummary, report: ReportWriter | None, model: ModelSession) -> None:
-    if outcome.result is not None:
-        summary.ok += 1
-        if report:
-            report.add_result(outcome.input.path, outcome.result)
-    else:
-        summary.failed += 1
-        if report:
-            report.add_error(outcome.input.path, outcome.error or "", provider=model.info.provider)

@@ -42,6 +42,7 @@ def main(argv: list[str] | None = None) -> int:
     _install_error_handlers(log_path)
     settings = QSettings(str(args.settings), QSettings.Format.IniFormat) if args.settings else QSettings()
     window = _create_window(args, settings)
+    window.persist_settings = not args.self_test
     window.show()
     shown_ms = (time.perf_counter() - STARTED) * 1000
     log.info("window shown after %.0f ms", shown_ms)

@@ -34,6 +34,7 @@ class MainWindow(QMainWindow):
     def __init__(self, *, settings: QSettings, model_path: Path | None = None, device: str | None = None) -> None:
         super().__init__()
         self.settings = settings
+        self.persist_settings = True  # a self-test must not change the user's settings
         self.setWindowTitle("SegLens")
         self.setAcceptDrops(True)
         self._request_id = 0
@@ -298,7 +299,8 @@ class MainWindow(QMainWindow):
             self.run_all(folder)
 
     def closeEvent(self, event) -> None:
-        self.save_settings()
+        if self.persist_settings:
+            self.save_settings()
         self.shutdown()
         super().closeEvent(event)
 

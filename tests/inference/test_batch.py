@@ -1,0 +1,91 @@
+"""Pipelined folder runs: order, error rows, batching, cancel."""
+
+from __future__ import annotations
+
+import csv
+import threading
+
+import numpy as np
+from conftest import expected_stripes, stripes
+from PIL import Image
+
+from app.inference.batch import run_inputs
+from app.inference.session import open_session
+from app.inference.spec import load_spec
+from app.io.discover import discover
+from app.io.outputs import ReportWriter
+
+
+def make_folder(root, count=12, bad_every=4):
+    root.mkdir()
+    for i in range(count):
+        if i % bad_every == 2:
+            (root / f"img{i}.png").write_bytes(b"broken")
+        else:
+            Image.fromarray(stripes(37 + i, 53 + 2 * i)).save(root / f"img{i}.png")
+    return root
+
+
+def rows(path):
+    with open(path, newline="") as handle:
+        return list(csv.DictReader(handle))
+
+
+def run(model_path, folder, out, **kwargs):
+    model = open_session(load_spec(model_path), "cpu")
+    inputs = discover([folder])
+    with ReportWriter(out / "report.csv", model.spec) as report:
+        summary = run_inputs(model, inputs, out_dir=out, report=report, **kwargs)
+    return summary, inputs
+
+
+def test_report_is_in_input_order_with_error_rows_in_place(models, tmp_path):
+    folder = make_folder(tmp_path / "in")
+    summary, inputs = run(models("rgb_classes"), folder, tmp_path / "out")
+    table = rows(tmp_path / "out" / "report.csv")
+    assert [r["path"] for r in table] == [str(i.path) for i in inputs]
+    assert [r["status"] for r in table] == ["error" if i % 4 == 2 else "ok" for i in range(12)]
+    assert (summary.ok, summary.failed, summary.cancelled) == (9, 3, False)
+    for i in (0, 5, 11):
+        mask = np.asarray(Image.open(tmp_path / "out" / f"img{i}_mask.png"))
+        np.testing.assert_array_equal(mask, expected_stripes(37 + i, 53 + 2 * i))
+
+
+def test_batching_same_shape_images_gives_the_same_masks(models, tmp_path):
+    folder = tmp_path / "in"
+    folder.mkdir()
+    for i in range(7):
+        image = stripes(40, 60)
+        image[i, i] = 255
+        Image.fromarray(image).save(folder / f"s{i}.png")
+    run(models("rgb_classes"), folder, tmp_path / "one")
+    summary, _ = run(models("rgb_classes"), folder, tmp_path / "four", batch_size=4)
+    assert summary.ok == 7
+    for i in range(7):
+        a = np.asarray(Image.open(tmp_path / "one" / f"s{i}_mask.png"))
+        b = np.asarray(Image.open(tmp_path / "four" / f"s{i}_mask.png"))
+        np.testing.assert_array_equal(a, b)
+
+
+def test_cancel_leaves_complete_files_and_lists_every_input_once(models, tmp_path):
+    folder = make_folder(tmp_path / "in", count=30, bad_every=1000)
+    stop = threading.Event()
+
+    def progress(outcome, summary):
+        if summary.ok >= 3:
+            stop.set()
+
+    summary, inputs = run(models("rgb_classes"), folder, tmp_path / "out", progress=progress,
+                          should_stop=stop.is_set)
+    table = rows(tmp_path / "out" / "report.csv")
+    assert summary.cancelled and [r["path"] for r in table] == [str(i.path) for i in inputs]
+    done = [r for r in table if r["status"] == "ok"]
+    skipped = [r for r in table if r["status"] == "skipped"]
+    failed = [r for r in table if r["status"] == "error"]  # img2 is broken
+    assert len(done) >= 3 and len(failed) == 1 and len(done) + len(failed) + len(skipped) == 30 and skipped
+    assert all("cancelled" in r["error"] for r in skipped)
+    masks = sorted((tmp_path / "out").glob("*_mask.png"))
+    assert len(masks) == len(done)
+    for mask in masks:
+        Image.open(mask).load()  # every written file is complete
+    assert not list((tmp_path / "out").glob("*.tmp"))
