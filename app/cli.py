@@ -69,6 +69,22 @@ def build_parser() -> argparse.ArgumentParser:
                      help="run N same-sized images at once (models with a dynamic batch axis; default 1)")
     run.add_argument("--no-progress", action="store_true", help="no progress bar even on a terminal")
     run.set_defaults(handler=cmd_run)
+
+    bench = commands.add_parser("bench", help="raw model speed vs the full pipeline, warm-up excluded")
+    bench.add_argument("model", type=Path, help="the .onnx file")
+    source = bench.add_mutually_exclusive_group()
+    source.add_argument("--images", type=Path, metavar="DIR", help="benchmark on these images")
+    source.add_argument("--size", type=_hw, metavar="HxW", help="generated images of this size (default 1080x1920)")
+    _add_model_options(bench)
+    bench.add_argument("--runs", type=_positive, default=50, help="inferences per measurement (default 50)")
+    bench.add_argument("--save", default="mask", type=_save_kinds, metavar="KINDS",
+                       help="outputs the pipeline writes (to a scratch folder): mask, overlay, both, none")
+    bench.add_argument("--json", action="store_true", help="machine-readable output")
+    bench.set_defaults(handler=cmd_bench)
+
+    doctor = commands.add_parser("doctor", help="check the GPU setup for real and say what to fix")
+    doctor.add_argument("--json", action="store_true", help="machine-readable output")
+    doctor.set_defaults(handler=cmd_doctor)
     return parser
 
 
@@ -94,6 +110,13 @@ def _positive(text: str) -> int:
     if value < 1:
         raise argparse.ArgumentTypeError(f"must be a whole number >= 1, got {text!r}")
     return value
+
+
+def _hw(text: str) -> tuple[int, int]:
+    parts = text.lower().replace("×", "x").split("x")
+    if len(parts) == 2 and all(p.strip().isdigit() and 0 < int(p) <= 16384 for p in parts):
+        return int(parts[0]), int(parts[1])
+    raise argparse.ArgumentTypeError(f"expected HxW, e.g. 1080x1920, got {text!r}")
 
 
 def _save_kinds(text: str) -> tuple[str, ...]:
@@ -216,6 +239,45 @@ def session_lines(info) -> list[str]:
     lines.append(f"latency       load {info.load_ms:.0f} ms, first run {info.first_run_ms:.1f} ms, "
                  f"warmed run {info.warm_run_ms:.1f} ms")
     return lines
+
+
+# --- bench, doctor ------------------------------------------------------------------------------------
+
+def cmd_bench(args: argparse.Namespace) -> int:
+    import tempfile
+
+    from app.inference.bench import bench, format_report, raw_limit, synthetic_images
+    from app.inference.session import open_session
+    from app.inference.spec import load_spec
+    from app.io.discover import discover
+
+    spec = load_spec(args.model, args.config)
+    model = open_session(spec, args.device)
+    with tempfile.TemporaryDirectory(prefix="seglens-bench-images-") as scratch:
+        inputs = discover([args.images]) if args.images else synthetic_images(Path(scratch), args.size or (1080, 1920))
+        if not inputs:
+            print(f"error: no images found in {args.images}", file=sys.stderr)
+            return EXIT_USAGE
+        report = bench(model, inputs, runs=args.runs, save=args.save)
+        speedup = None
+        if model.info.on_gpu:  # the same raw loop on the CPU, for the GPU ÷ CPU figure
+            cpu = open_session(spec, "cpu")
+            speedup = report.raw.images_per_s / max(raw_limit(cpu, inputs, max(5, args.runs // 5)).images_per_s,
+                                                    1e-9)
+    if args.json:
+        print(json.dumps({**report.as_dict(), "gpu_over_cpu": speedup}, indent=2))
+    else:
+        print(format_report(report, speedup))
+    return EXIT_OK
+
+
+def cmd_doctor(args: argparse.Namespace) -> int:
+    from app import doctor
+
+    facts = doctor.gather()
+    verdict = doctor.decide(facts)
+    print(json.dumps(doctor.as_json(facts, verdict), indent=2) if args.json else doctor.report(facts, verdict))
+    return EXIT_OK
 
 
 # --- run ---------------------------------------------------------------------------------------------

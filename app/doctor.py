@@ -1,0 +1,223 @@
+"""`seglens-cli doctor`: does the GPU setup really work, and if not, why and what to do.
+
+Facts are gathered by really trying (a tiny session on each provider, loading the CUDA libraries), then a pure
+function turns them into a plain-language verdict with a fix, so the verdict logic is testable with fakes.
+Qt-free; never raises on a broken environment (describing one is its job).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import glob
+import os
+import sys
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from app import diagnostics
+
+CUDA_EP, CPU_EP, TRT_EP = "CUDAExecutionProvider", "CPUExecutionProvider", "TensorrtExecutionProvider"
+# The libraries onnxruntime-gpu's CUDA provider needs, per CUDA major version it was built for.
+CUDA_LIBRARIES = {
+    "13": ["libcudart.so.13", "libcublasLt.so.13", "libcublas.so.13", "libcurand.so.10", "libcufft.so.12",
+           "libcudnn.so.9"],
+    "12": ["libcudart.so.12", "libcublasLt.so.12", "libcublas.so.12", "libcurand.so.10", "libcufft.so.11",
+           "libcudnn.so.9"],
+}
+MIN_DRIVER = {"13": 580, "12": 525}
+
+
+@dataclass
+class ProviderCheck:
+    provider: str
+    ok: bool
+    detail: str  # "ran on CUDAExecutionProvider" or the captured reason
+
+
+@dataclass
+class Facts:
+    versions: dict = field(default_factory=dict)
+    ort_packages: dict = field(default_factory=dict)
+    built_providers: list = field(default_factory=list)
+    build_cuda: str | None = None  # CUDA major version onnxruntime was built for ("13")
+    provider_checks: list = field(default_factory=list)
+    driver_version: str | None = None
+    nvml_error: str | None = None
+    gpus: list = field(default_factory=list)  # "NVIDIA H100, 80.0 GB"
+    cuda_libraries: dict = field(default_factory=dict)  # file name -> where it loaded from, or None
+    flavor: str = "source"
+
+
+@dataclass
+class Verdict:
+    gpu_ready: bool
+    summary: str
+    fix: str | None
+
+
+def gather() -> Facts:
+    from app.inference import telemetry
+
+    facts = Facts(versions=diagnostics.versions(), ort_packages=diagnostics.onnxruntime_packages(),
+                  flavor=_flavor())
+    try:
+        import onnxruntime as ort
+
+        facts.built_providers = list(ort.get_available_providers())
+        facts.build_cuda = (getattr(ort, "cuda_version", "") or "").split(".")[0] or None
+    except Exception as exc:
+        facts.provider_checks.append(ProviderCheck("onnxruntime", False, f"cannot import: {exc}"))
+        return facts
+    facts.driver_version = telemetry.driver_version()
+    facts.nvml_error = telemetry.nvml_error()
+    for index in range(telemetry.gpu_count()):
+        memory = telemetry.gpu_memory(index)
+        if memory:
+            facts.gpus.append(f"GPU {index}: {memory.name}, {memory.total_mb / 1024:.1f} GB, "
+                              f"{memory.used_mb / 1024:.1f} GB used")
+    if CUDA_EP in facts.built_providers:
+        facts.cuda_libraries = find_cuda_libraries(facts.build_cuda or "13")
+    facts.provider_checks = [check_provider(p) for p in facts.built_providers if p != TRT_EP or _wants_trt()]
+    return facts
+
+
+def check_provider(provider: str) -> ProviderCheck:
+    """Open a one-node session on `provider` and report what really ran it."""
+    import onnxruntime as ort
+
+    from app.inference.session import _preload_cuda_libraries, capture_native_stderr, explain_cuda_failure
+
+    notes = _preload_cuda_libraries(ort) if provider != CPU_EP else []
+    providers = [provider] if provider == CPU_EP else [provider, CPU_EP]
+    with capture_native_stderr() as captured:
+        try:
+            session = ort.InferenceSession(_tiny_model(), providers=providers)
+            active = session.get_providers()[0]
+        except Exception as exc:
+            return ProviderCheck(provider, False, " ".join(str(exc).split())[:300])
+    if active == provider:
+        return ProviderCheck(provider, True, f"ran on {provider}")
+    lines = captured.text.splitlines() + notes
+    reason = explain_cuda_failure(lines) if provider == CUDA_EP else _first_error(lines)
+    return ProviderCheck(provider, False, reason)
+
+
+def find_cuda_libraries(cuda_major: str) -> dict[str, str | None]:
+    """Where each CUDA library the provider needs loads from: NVIDIA's pip wheels, the system, or None."""
+    found: dict[str, str | None] = {}
+    wheel_dirs = _nvidia_wheel_dirs()
+    for name in CUDA_LIBRARIES.get(cuda_major, CUDA_LIBRARIES["13"]):
+        in_wheel = next((str(Path(d) / name) for d in wheel_dirs if (Path(d) / name).exists()), None)
+        try:
+            ctypes.CDLL(in_wheel or name)
+            found[name] = in_wheel or "system library path"
+        except OSError:
+            found[name] = None
+    return found
+
+
+def decide(facts: Facts) -> Verdict:
+    """The plain-language verdict and the fix, from facts alone."""
+    if len(facts.ort_packages) > 1:
+        names = " and ".join(facts.ort_packages)
+        return Verdict(False, f"Broken install: {names} are both installed and overwrite each other's files.",
+                       "pip uninstall -y " + " ".join(facts.ort_packages) + " && pip install onnxruntime-gpu")
+    if not facts.built_providers:
+        return Verdict(False, "onnxruntime cannot be imported.", "reinstall seglens (pip install --force-reinstall "
+                                                                  "onnxruntime-gpu)")
+    cuda = next((c for c in facts.provider_checks if c.provider == CUDA_EP), None)
+    if cuda is not None and cuda.ok:
+        where = f" on {facts.gpus[0].split(': ', 1)[1]}" if facts.gpus else ""
+        return Verdict(True, f"GPU ready: models run with CUDA{where}.", None)
+    if CUDA_EP not in facts.built_providers:
+        if facts.flavor == "cpu":
+            return Verdict(False, "This is the CPU build of SegLens: models run on the CPU.",
+                           "for an NVIDIA GPU, use the cuda13 (driver R580+) or cuda12 build")
+        return Verdict(False, "This onnxruntime build has no CUDA provider: models run on the CPU.",
+                       "pip uninstall -y onnxruntime && pip install 'seglens[cuda]'")
+    major = facts.build_cuda or "13"
+    missing = [name for name, where in facts.cuda_libraries.items() if where is None]
+    if facts.driver_version is None and not facts.gpus:
+        libs = f" The CUDA {major} libraries are missing too ({', '.join(missing[:3])})." if missing else ""
+        return Verdict(False, "CUDA unavailable: no NVIDIA driver was found "
+                              f"({facts.nvml_error or 'NVML not found'}), so models run on the CPU.{libs}",
+                       f"on a machine with an NVIDIA GPU, install the NVIDIA driver (R{MIN_DRIVER.get(major, 580)}+ "
+                       f"for CUDA {major}) and `pip install 'seglens[cuda]'`")
+    driver_major = _driver_major(facts.driver_version)
+    if driver_major is not None and driver_major < MIN_DRIVER.get(major, 0):
+        return Verdict(False, f"CUDA unavailable: NVIDIA driver {facts.driver_version} is too old for this "
+                              f"onnxruntime build (CUDA {major} needs R{MIN_DRIVER[major]}+).",
+                       f"update the driver to R{MIN_DRIVER[major]}+, or use the cuda12 build "
+                       "(onnxruntime-gpu 1.26.x) that works with R525+")
+    if missing:
+        return Verdict(False, f"CUDA {major} libraries not found ({', '.join(missing)}): models run on the CPU.",
+                       "pip install 'seglens[cuda]' (NVIDIA's CUDA and cuDNN wheels), or install CUDA "
+                       f"{major} + cuDNN 9 and put their lib folders on LD_LIBRARY_PATH / PATH")
+    reason = cuda.detail if cuda else "the CUDA provider was not tried"
+    return Verdict(False, f"CUDA provider failed: {reason}", "run `seglens-cli -v doctor` and see the log lines")
+
+
+def report(facts: Facts, verdict: Verdict) -> str:
+    lines = ["SegLens doctor", "", f"  {'build flavor':<34}{facts.flavor}"]
+    lines += [f"  {k:<34}{v}" for k, v in facts.versions.items()]
+    lines += ["", "Providers (really tried, not just compiled in):"]
+    lines += [f"  {c.provider:<34}{'OK' if c.ok else 'FAILED'}: {c.detail}" for c in facts.provider_checks]
+    lines += ["", "NVIDIA:"]
+    lines.append(f"  {'driver':<34}{facts.driver_version or 'not found (' + (facts.nvml_error or '') + ')'}")
+    lines += [f"  {g}" for g in facts.gpus]
+    if facts.cuda_libraries:
+        lines += ["", f"CUDA {facts.build_cuda} libraries the CUDA provider needs:"]
+        lines += [f"  {k:<34}{v or 'NOT FOUND'}" for k, v in facts.cuda_libraries.items()]
+    lines += ["", ("OK: " if verdict.gpu_ready else "Verdict: ") + verdict.summary]
+    if verdict.fix:
+        lines.append(f"Fix: {verdict.fix}")
+    return "\n".join(lines)
+
+
+def as_json(facts: Facts, verdict: Verdict) -> dict:
+    return {"facts": asdict(facts), "verdict": asdict(verdict)}
+
+
+def _tiny_model() -> bytes:
+    from onnx import TensorProto, helper
+
+    graph = helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "doctor",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    return model.SerializeToString()
+
+
+def _nvidia_wheel_dirs() -> list[str]:
+    """lib/ (bin/ on Windows) folders of NVIDIA's pip wheels on sys.path (also inside a frozen bundle)."""
+    roots = list(sys.path) + ([getattr(sys, "_MEIPASS", "")] if getattr(sys, "frozen", False) else [])
+    folders = []
+    for root in filter(None, roots):
+        folders += glob.glob(os.path.join(root, "nvidia", "*", "lib")) + glob.glob(os.path.join(root, "nvidia", "*",
+                                                                                                  "bin"))
+        folders += glob.glob(os.path.join(root, "nvidia", "cu*", "lib"))
+    return sorted(set(folders))
+
+
+def _first_error(lines: list[str]) -> str:
+    return next((line for line in lines if "rror" in line or "ail" in line), "no reason was logged")[:300]
+
+
+def _driver_major(version: str | None) -> int | None:
+    try:
+        return int(str(version).split(".")[0])
+    except (TypeError, ValueError):
+        return None
+
+
+def _wants_trt() -> bool:
+    return os.environ.get("SEGLENS_DOCTOR_TENSORRT", "") == "1"
+
+
+def _flavor() -> str:
+    """Which build this is: "source", or the frozen flavor written by the packaging script."""
+    marker = Path(getattr(sys, "_MEIPASS", "")) / "FLAVOR" if getattr(sys, "frozen", False) else None
+    if marker and marker.is_file():
+        return marker.read_text().strip()
+    return "source"

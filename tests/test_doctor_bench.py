@@ -1,0 +1,89 @@
+"""doctor's verdict logic on faked facts, and both commands end to end on this machine."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from conftest import stripes
+from PIL import Image
+
+from app.cli import main
+from app.doctor import CPU_EP, CUDA_EP, Facts, ProviderCheck, decide
+
+MISSING_LIBS = {"libcudart.so.13": None, "libcublasLt.so.13": None, "libcudnn.so.9": "/x/nvidia/cudnn/lib"}
+
+
+def facts(**changes) -> Facts:
+    base = Facts(ort_packages={"onnxruntime-gpu": "1.31.1"}, built_providers=[CUDA_EP, CPU_EP], build_cuda="13",
+                 provider_checks=[ProviderCheck(CUDA_EP, False, "the CUDA provider could not be loaded: ..."),
+                                  ProviderCheck(CPU_EP, True, "ran")],
+                 driver_version="580.65", gpus=["GPU 0: NVIDIA L4, 22.5 GB, 0.3 GB used"],
+                 cuda_libraries={"libcudart.so.13": "/usr/lib", "libcublasLt.so.13": "/usr/lib"})
+    for key, value in changes.items():
+        setattr(base, key, value)
+    return base
+
+
+def test_gpu_ready():
+    verdict = decide(facts(provider_checks=[ProviderCheck(CUDA_EP, True, "ran on CUDA")]))
+    assert verdict.gpu_ready and "NVIDIA L4" in verdict.summary and verdict.fix is None
+
+
+def test_both_onnxruntime_packages_installed():
+    verdict = decide(facts(ort_packages={"onnxruntime": "1.31.1", "onnxruntime-gpu": "1.31.1"}))
+    assert not verdict.gpu_ready and "both installed" in verdict.summary
+    assert "pip uninstall -y onnxruntime onnxruntime-gpu" in verdict.fix
+
+
+def test_cpu_only_onnxruntime():
+    verdict = decide(facts(built_providers=[CPU_EP], provider_checks=[]))
+    assert "no CUDA provider" in verdict.summary and "seglens[cuda]" in verdict.fix
+    assert "CPU build of SegLens" in decide(facts(built_providers=[CPU_EP], flavor="cpu")).summary
+
+
+def test_no_driver():
+    verdict = decide(facts(driver_version=None, gpus=[], nvml_error="NVML Shared Library Not Found",
+                           cuda_libraries=MISSING_LIBS))
+    assert "no NVIDIA driver" in verdict.summary and "libcudart.so.13" in verdict.summary
+    assert "R580+" in verdict.fix
+
+
+def test_old_driver_for_cuda13():
+    verdict = decide(facts(driver_version="550.54.15"))
+    assert "too old" in verdict.summary and "cuda12" in verdict.fix
+
+
+def test_missing_cuda_libraries():
+    verdict = decide(facts(cuda_libraries=MISSING_LIBS))
+    assert verdict.summary.startswith("CUDA 13 libraries not found (libcudart.so.13, libcublasLt.so.13)")
+    assert "seglens[cuda]" in verdict.fix
+
+
+def test_other_cuda_failure_is_quoted():
+    verdict = decide(facts(provider_checks=[ProviderCheck(CUDA_EP, False, "CUDA failure 999: unknown error")]))
+    assert "CUDA failure 999" in verdict.summary
+
+
+def test_doctor_on_this_machine(capsys):
+    assert main(["doctor", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert {"versions", "built_providers", "provider_checks", "driver_version", "cuda_libraries", "ort_packages",
+            "gpus"} <= set(data["facts"])
+    checks = {c["provider"]: c for c in data["facts"]["provider_checks"]}
+    assert checks[CPU_EP]["ok"]
+    if not data["verdict"]["gpu_ready"]:
+        assert data["verdict"]["summary"] and data["verdict"]["fix"]
+    assert main(["doctor"]) == 0
+    assert "Verdict:" in capsys.readouterr().out or data["verdict"]["gpu_ready"]
+
+
+@pytest.mark.parametrize("save", ["mask", "none"])
+def test_bench_json(models, tmp_path, capsys, save):
+    Image.fromarray(stripes(64, 96)).save(tmp_path / "a.png")
+    assert main(["bench", str(models("rgb_classes")), "--images", str(tmp_path), "--runs", "6", "--json",
+                 "--save", save, "--device", "cpu"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["raw"]["runs"] == 6 and data["pipeline"]["runs"] == 6
+    assert data["raw"]["p50_ms"] > 0 and data["raw"]["p95_ms"] >= data["raw"]["p50_ms"]
+    assert data["pipeline_over_raw"] > 0 and data["provider"] == "CPU" and data["image_size"] == "96×64"
