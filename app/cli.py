@@ -91,6 +91,19 @@ def build_parser() -> argparse.ArgumentParser:
 def _add_model_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--config", type=Path, metavar="SIDECAR", help="sidecar YAML (default: <model>.yaml)")
     parser.add_argument("--device", default="auto", type=_device, help="auto | cpu | cuda | cuda:N (default auto)")
+    parser.add_argument("--runtime", action="append", default=[], metavar="KEY=VALUE",
+                        help="ONNX Runtime option, repeatable: tensorrt=true, gpu_mem_limit_mb=4096, prefer_nhwc=true, "
+                             "use_tf32=false, cudnn_conv_algo_search=EXHAUSTIVE, intra_op_threads=2, device_argmax=off")
+
+
+def _runtime(args: argparse.Namespace) -> dict:
+    from app.errors import SegLensError
+    from app.inference.runtime import parse_runtime_arguments
+
+    try:
+        return parse_runtime_arguments(args.runtime)
+    except ValueError as exc:
+        raise SegLensError(str(exc)) from exc
 
 
 def _device(text: str):
@@ -141,7 +154,7 @@ def cmd_info(args: argparse.Namespace) -> int:
     from app.inference.spec import load_spec
 
     spec = load_spec(args.model, args.config)
-    session_info = None if args.no_session else open_session(spec, args.device).info
+    session_info = None if args.no_session else open_session(spec, args.device, runtime=_runtime(args)).info
     if args.json:
         print(json.dumps(_spec_dict(spec, session_info), indent=2))
     else:
@@ -252,7 +265,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
     from app.io.discover import discover
 
     spec = load_spec(args.model, args.config)
-    model = open_session(spec, args.device)
+    model = open_session(spec, args.device, runtime=_runtime(args))
     with tempfile.TemporaryDirectory(prefix="seglens-bench-images-") as scratch:
         inputs = discover([args.images]) if args.images else synthetic_images(Path(scratch), args.size or (1080, 1920))
         if not inputs:
@@ -261,7 +274,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
         report = bench(model, inputs, runs=args.runs, save=args.save)
         speedup = None
         if model.info.on_gpu:  # the same raw loop on the CPU, for the GPU ÷ CPU figure
-            cpu = open_session(spec, "cpu")
+            cpu = open_session(spec, "cpu", runtime=_runtime(args))
             speedup = report.raw.images_per_s / max(raw_limit(cpu, inputs, max(5, args.runs // 5)).images_per_s,
                                                     1e-9)
     if args.json:
@@ -299,7 +312,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     if not inputs:
         print("error: no images found in: " + ", ".join(str(p) for p in args.paths), file=sys.stderr)
         return EXIT_USAGE
-    model = open_session(spec, args.device)
+    model = open_session(spec, args.device, runtime=_runtime(args))
     _announce_session(model.info, spec)
     report_path = args.report or args.out / DEFAULT_REPORT_NAME
     progress = _Progress(len(inputs), enabled=sys.stderr.isatty() and not args.no_progress)

@@ -27,12 +27,11 @@ from typing import Any
 import numpy as np
 
 from app.errors import InferenceError, ModelError
+from app.inference.runtime import CPU, CUDA, DEVICE_LABELS_NAME, TENSORRT, RuntimeOptions, with_device_argmax
 from app.inference.spec import ModelSpec
 
 log = logging.getLogger(__name__)
 
-CUDA = "CUDAExecutionProvider"
-CPU = "CPUExecutionProvider"
 _NUMPY_DTYPES = {"float32": np.float32, "float16": np.float16, "uint8": np.uint8}
 _stderr_lock = threading.Lock()
 
@@ -59,26 +58,6 @@ class DeviceRequest:
 
 
 @dataclass(frozen=True)
-class SessionOptions:
-    """Tuning passed through to ONNX Runtime's providers."""
-
-    intra_op_threads: int = 0  # 0: ONNX Runtime's default (one per physical core)
-    cudnn_conv_algo_search: str = "HEURISTIC"  # image sizes vary: EXHAUSTIVE would re-search per shape
-    arena_extend_strategy: str = "kNextPowerOfTwo"
-    gpu_mem_limit: int = 0  # bytes; 0 = no limit
-
-    def cuda_provider_options(self, device_id: int) -> dict[str, str]:
-        options = {
-            "device_id": str(device_id),
-            "cudnn_conv_algo_search": self.cudnn_conv_algo_search,
-            "arena_extend_strategy": self.arena_extend_strategy,
-        }
-        if self.gpu_mem_limit > 0:
-            options["gpu_mem_limit"] = str(self.gpu_mem_limit)
-        return options
-
-
-@dataclass(frozen=True)
 class SessionInfo:
     """Where the model really runs, and why not on the GPU when one was asked for."""
 
@@ -99,28 +78,45 @@ class SessionInfo:
 
     @property
     def provider_label(self) -> str:
-        """'CUDA (GPU 0)' or 'CPU' — what a status bar shows."""
-        if self.provider == CUDA:
-            return f"CUDA (GPU {self.device_id or 0})"
+        """'CUDA (GPU 0)', 'TensorRT (GPU 0)' or 'CPU' — what a status bar shows."""
+        if self.provider in (CUDA, TENSORRT):
+            return f"{'CUDA' if self.provider == CUDA else 'TensorRT'} (GPU {self.device_id or 0})"
         return self.provider.removesuffix("ExecutionProvider")
 
 
 class ModelSession:
     """A warmed-up ONNX Runtime session for one ModelSpec. Use it from the thread that created it."""
 
-    def __init__(self, spec: ModelSpec, session: Any, info: SessionInfo) -> None:
+    def __init__(self, spec: ModelSpec, session: Any, info: SessionInfo, *,
+                 binding_device: tuple[str, int] | None = None) -> None:
         self.spec = spec
         self.info = info
         self._session = session
         self._input_name = spec.input.name
         self._output_names = [spec.output.name]
+        self._binding_device = binding_device  # ("cuda", 0): outputs stay on that device until copied back
+
+    @property
+    def uses_io_binding(self) -> bool:
+        return self._binding_device is not None
 
     def run(self, tensor: np.ndarray) -> np.ndarray:
         """Run the model on one input tensor; returns the first output."""
         try:
+            if self._binding_device is not None:
+                return self._run_bound(tensor)
             return self._session.run(self._output_names, {self._input_name: tensor})[0]
         except Exception as exc:  # ORT raises its own Fail/InvalidArgument types
             raise InferenceError(f"{self.spec.path.name}: inference failed: {_first_line(exc)}") from exc
+
+    def _run_bound(self, tensor: np.ndarray) -> np.ndarray:
+        """IOBinding: the output is allocated on the device and copied back once, after the graph ran."""
+        binding = self._session.io_binding()
+        binding.bind_cpu_input(self._input_name, tensor)
+        device, device_id = self._binding_device
+        binding.bind_output(self._output_names[0], device, device_id)
+        self._session.run_with_iobinding(binding)
+        return binding.copy_outputs_to_cpu()[0]
 
     def warm_up(self) -> SessionInfo:
         """Run twice on a zero tensor of the working shape; records first-run and warmed latency."""
@@ -145,53 +141,81 @@ def open_session(
     spec: ModelSpec,
     device: str | DeviceRequest = "auto",
     *,
-    options: SessionOptions | None = None,
+    runtime: dict[str, Any] | RuntimeOptions | None = None,
     warm_up: bool = True,
 ) -> ModelSession:
-    """Create (and by default warm up) a session for `spec` on the requested device, telling the truth."""
+    """Create (and by default warm up) a session for `spec` on the requested device, telling the truth.
+
+    `runtime` (CLI or settings values) overrides the sidecar's `runtime:` section, which overrides defaults.
+    """
     import onnxruntime as ort
 
     request = device if isinstance(device, DeviceRequest) else DeviceRequest.parse(device)
-    options = options or SessionOptions()
-    wants_gpu = request.kind in ("cuda", "auto") and CUDA in ort.get_available_providers()
+    options = runtime if isinstance(runtime, RuntimeOptions) else RuntimeOptions().merged(spec.runtime).merged(
+        runtime or {})
+    available = ort.get_available_providers()
+    wants_gpu = request.kind in ("cuda", "auto") and CUDA in available
     preload_notes = _preload_cuda_libraries(ort) if wants_gpu else []
-    providers: list[Any] = [(CUDA, options.cuda_provider_options(request.device_id)), CPU] if wants_gpu else [CPU]
+    providers = options.providers(gpu=wants_gpu, device_id=request.device_id, available=available)
+    fixed = not spec.input.dynamic_hw
+    scores = spec.output.kind == "scores"
+    source: str | bytes = str(spec.path)
+    if options.wants_device_argmax(on_gpu=False, fixed_shape=fixed, scores=scores):  # "on": even on the CPU
+        source, spec = _device_argmax(spec)
+    session, load_ms, log_lines = _create(ort, spec, source, providers, options)
+    active = tuple(session.get_providers())
+    on_gpu = active[0] != CPU
+    if on_gpu and isinstance(source, str) and options.wants_device_argmax(on_gpu=True, fixed_shape=fixed,
+                                                                          scores=scores):
+        source, spec = _device_argmax(spec)
+        session, load_ms, log_lines = _create(ort, spec, source, providers, options)
+    reason = None
+    if request.kind == "cuda" and CUDA not in available:
+        reason = f"this onnxruntime build has no CUDA provider (installed: {_ort_package()})"
+    elif wants_gpu and not on_gpu:
+        reason = explain_cuda_failure(list(log_lines) + preload_notes)
+    info = SessionInfo(
+        requested=str(request), provider=active[0], providers=active, fallback_reason=reason,
+        device_id=request.device_id if on_gpu else None, load_ms=load_ms,
+        ort_version=ort.__version__, log_lines=log_lines,
+    )
+    if reason and request.kind == "cuda":
+        log.info("CUDA was requested for %s but the session runs on %s: %s",
+                 spec.path.name, info.provider_label, reason)
+    binding = None
+    if options.wants_io_binding(on_gpu=on_gpu, fixed_shape=fixed):
+        binding = ("cuda", request.device_id) if on_gpu else ("cpu", 0)
+    model = ModelSession(spec, session, info, binding_device=binding)
+    if warm_up:
+        model.warm_up()
+    return model
 
+
+def _create(ort: Any, spec: ModelSpec, source: str | bytes, providers: list, options: RuntimeOptions):
+    """InferenceSession with ORT's native log captured: (session, load ms, log lines)."""
     session_options = ort.SessionOptions()
     session_options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
     if options.intra_op_threads > 0:
         session_options.intra_op_num_threads = options.intra_op_threads
-
     started = time.perf_counter()
     with capture_native_stderr() as captured, warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         try:
-            session = ort.InferenceSession(str(spec.path), sess_options=session_options, providers=providers)
+            session = ort.InferenceSession(source, sess_options=session_options, providers=providers)
         except Exception as exc:
             raise ModelError(f"{spec.path}: ONNX Runtime cannot load the model: {_first_line(exc)}") from exc
     load_ms = (time.perf_counter() - started) * 1000
     log_lines = tuple(_clean_log(captured.text)) + tuple(str(w.message) for w in caught)
     for line in log_lines:
         log.debug("onnxruntime: %s", line)
+    return session, load_ms, log_lines
 
-    active = tuple(session.get_providers())
-    reason = None
-    if request.kind == "cuda" and CUDA not in ort.get_available_providers():
-        reason = f"this onnxruntime build has no CUDA provider (installed: {_ort_package()})"
-    elif wants_gpu and active[0] != CUDA:
-        reason = explain_cuda_failure(list(log_lines) + preload_notes)
-    info = SessionInfo(
-        requested=str(request), provider=active[0], providers=active, fallback_reason=reason,
-        device_id=request.device_id if active[0] == CUDA else None, load_ms=load_ms,
-        ort_version=ort.__version__, log_lines=log_lines,
-    )
-    if reason and request.kind == "cuda":
-        log.info("CUDA was requested for %s but the session runs on %s: %s",
-                    spec.path.name, info.provider_label, reason)
-    model = ModelSession(spec, session, info)
-    if warm_up:
-        model.warm_up()
-    return model
+
+def _device_argmax(spec: ModelSpec) -> tuple[bytes, ModelSpec]:
+    """The model with an in-graph ArgMax, and the spec that reads its uint8 label output."""
+    out = spec.output
+    labels = replace(out, name=DEVICE_LABELS_NAME, kind="labels", activation="none")
+    return with_device_argmax(spec.path, out.channel_axis), replace(spec, output=labels)
 
 
 def explain_cuda_failure(lines: list[str]) -> str:

@@ -14,6 +14,7 @@ from typing import Any
 import yaml
 
 from app.errors import SidecarError
+from app.inference.runtime import RUNTIME_KEYS
 
 Check = Callable[[Any], Any]  # returns the normalised value or raises ValueError with the problem
 MAX_SIDE = 16384  # a working size beyond this is a typo, and would ask for tens of GB
@@ -219,6 +220,7 @@ _SCHEMA: dict[str, Any] = {
         "threshold": _fraction,
     },
     "classes": _classes,
+    "runtime": RUNTIME_KEYS,
     "postprocess": {
         "min_area": _int(0, 2**31 - 1),
         "close_kernel": _int(0, 255),

@@ -93,6 +93,7 @@ class ModelSpec:
     postprocess: PostprocessSpec
     inputs: tuple[TensorInfo, ...]
     outputs: tuple[TensorInfo, ...]
+    runtime: dict[str, Any] = field(default_factory=dict, compare=False)  # the sidecar's `runtime:` values
     sources: dict[str, str] = field(default_factory=dict, compare=False)
     metadata: dict[str, str] = field(default_factory=dict, compare=False)
     opset: int | None = None
@@ -167,6 +168,7 @@ class _Builder:
         return ModelSpec(
             path=self.path, sidecar=self.sidecar, name=name, task=task, input=inp, output=out,
             classes=classes, postprocess=post, inputs=self.graph.inputs, outputs=self.graph.outputs,
+            runtime={k.removeprefix("runtime."): v for k, v in self.overrides.items() if k.startswith("runtime.")},
             sources=self.sources, metadata=self.graph.metadata, opset=self.graph.opset,
             producer=self.graph.producer,
         )

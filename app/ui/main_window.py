@@ -22,7 +22,7 @@ CACHE_SIZE = 8
 
 
 class MainWindow(QMainWindow):
-    load_requested = Signal(int, str, str, str)  # generation, model path, device, sidecar
+    load_requested = Signal(int, str, str, str)  # generation, model path, device, runtime options
     process_requested = Signal(int, str)  # request id, image path
     run_all_requested = Signal(list, str, list)  # InputFiles, output folder, what to save
     overlay_shown = Signal(str)  # path, once its overlay (or top-k) is on screen
@@ -121,7 +121,8 @@ class MainWindow(QMainWindow):
         self._cache.clear()
         self.status.show_loading(self.model_path.stem)
         self.panel.model_label.setText(f"Loading {self.model_path.name} on {self.device}…")
-        self.load_requested.emit(self._generation, str(self.model_path), self.device, "")
+        runtime = self.settings.value("runtime", "", str)  # "tensorrt=true;gpu_mem_limit_mb=4096", as --runtime
+        self.load_requested.emit(self._generation, str(self.model_path), self.device, runtime)
 
     def _on_model_ready(self, generation: int, summary) -> None:
         if generation != self._generation:

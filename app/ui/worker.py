@@ -64,16 +64,19 @@ class InferenceWorker(QObject):
     # -- slots: run on the worker thread ---------------------------------------------------------------
 
     @Slot(int, str, str, str)
-    def load_model(self, generation: int, model_path: str, device: str, sidecar: str) -> None:
+    def load_model(self, generation: int, model_path: str, device: str, runtime: str) -> None:
+        """Build the session here, on the worker thread. `runtime`: "KEY=VALUE;KEY=VALUE" (as --runtime)."""
         from app.errors import SegLensError
+        from app.inference.runtime import parse_runtime_arguments
         from app.inference.session import open_session
         from app.inference.spec import load_spec
 
         self._model = None  # the old session is released before the new one takes memory
         try:
-            spec = load_spec(model_path, sidecar or None)
-            model = open_session(spec, device)
-        except SegLensError as exc:
+            options = parse_runtime_arguments([p for p in runtime.split(";") if p.strip()])
+            spec = load_spec(model_path)
+            model = open_session(spec, device, runtime=options)
+        except (SegLensError, ValueError) as exc:
             self.model_failed.emit(generation, str(exc))
             return
         except Exception as exc:

@@ -5,7 +5,8 @@ from __future__ import annotations
 import onnxruntime as ort
 import pytest
 
-from app.inference.session import CUDA, DeviceRequest, SessionOptions, explain_cuda_failure, open_session
+from app.inference.runtime import TENSORRT, RuntimeOptions, parse_runtime_arguments
+from app.inference.session import CUDA, DeviceRequest, explain_cuda_failure, open_session
 from app.inference.spec import load_spec
 
 CUDA_WORKS = False
@@ -59,9 +60,52 @@ def test_explain_cuda_failure_from_real_log_lines():
 
 
 def test_cuda_provider_options_are_passed_through():
-    options = SessionOptions(cudnn_conv_algo_search="EXHAUSTIVE", gpu_mem_limit=2 << 30,
-                             arena_extend_strategy="kSameAsRequested")
+    options = RuntimeOptions(cudnn_conv_algo_search="EXHAUSTIVE", gpu_mem_limit_mb=2048,
+                             arena_extend_strategy="kSameAsRequested", prefer_nhwc=True, use_tf32=False)
     assert options.cuda_provider_options(1) == {
-        "device_id": "1", "cudnn_conv_algo_search": "EXHAUSTIVE",
-        "arena_extend_strategy": "kSameAsRequested", "gpu_mem_limit": str(2 << 30)}
-    assert SessionOptions().cuda_provider_options(0)["cudnn_conv_algo_search"] == "HEURISTIC"
+        "device_id": "1", "cudnn_conv_algo_search": "EXHAUSTIVE", "arena_extend_strategy": "kSameAsRequested",
+        "prefer_nhwc": "1", "use_tf32": "0", "gpu_mem_limit": str(2048 << 20)}
+    assert RuntimeOptions().cuda_provider_options(0)["cudnn_conv_algo_search"] == "HEURISTIC"
+
+
+def test_provider_list_puts_tensorrt_first_with_a_cache_and_cpu_last(tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    providers = RuntimeOptions(tensorrt=True, tensorrt_fp16=True).providers(
+        gpu=True, device_id=0, available=[TENSORRT, CUDA, "CPUExecutionProvider"])
+    assert [p if isinstance(p, str) else p[0] for p in providers] == [TENSORRT, CUDA, "CPUExecutionProvider"]
+    trt = providers[0][1]
+    assert trt["trt_engine_cache_enable"] == "True" and trt["trt_fp16_enable"] == "True"
+    assert trt["trt_engine_cache_path"].startswith(str(tmp_path))
+    assert RuntimeOptions(tensorrt=True).providers(gpu=False, device_id=0, available=[]) == ["CPUExecutionProvider"]
+
+
+def test_runtime_arguments_are_validated():
+    assert parse_runtime_arguments(["tensorrt=true", "gpu_mem_limit_mb=4096", "device_argmax=off"]) == {
+        "tensorrt": True, "gpu_mem_limit_mb": 4096, "device_argmax": "off"}
+    with pytest.raises(ValueError, match="--runtime use_tf32: must be true or false"):
+        parse_runtime_arguments(["use_tf32=maybe"])
+    with pytest.raises(ValueError, match="KEY one of"):
+        parse_runtime_arguments(["warp_speed=9"])
+
+
+def test_sidecar_runtime_section_reaches_the_session(models):
+    path = models("rgb_classes")
+    path.with_suffix(".yaml").write_text("runtime:\n  intra_op_threads: 1\n  io_binding: on\n")
+    spec = load_spec(path)
+    assert spec.runtime == {"intra_op_threads": 1, "io_binding": "on"}
+    assert open_session(spec, "cpu").uses_io_binding
+    assert not open_session(spec, "cpu", runtime={"io_binding": "off"}).uses_io_binding  # CLI wins
+
+
+def test_device_argmax_and_io_binding_give_the_same_masks(models):
+    import numpy as np
+    from conftest import stripes
+
+    from app.inference.pipeline import run_image
+
+    spec = load_spec(models("fixed_size_classes", size=64))
+    image = stripes(64, 64)
+    plain = run_image(open_session(spec, "cpu", runtime={"device_argmax": "off", "io_binding": "off"}), image)
+    fused = open_session(spec, "cpu", runtime={"device_argmax": "on", "io_binding": "on"})
+    assert fused.spec.output.kind == "labels" and fused.uses_io_binding
+    np.testing.assert_array_equal(run_image(fused, image).mask, plain.mask)

@@ -1,0 +1,168 @@
+"""Runtime options: how ONNX Runtime runs a model (threads, CUDA/TensorRT tuning, where the argmax happens).
+
+They come, lowest to highest priority, from defaults, the sidecar's `runtime:` section, and the CLI's
+`--runtime KEY=VALUE` (or the viewer's settings). GPU-only options are passed through untouched on a CPU
+session. Also here: the graph surgery that appends an ArgMax to a scores model, so that on a GPU only a uint8
+label map crosses back to the host instead of C float planes.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+CPU, CUDA, TENSORRT = "CPUExecutionProvider", "CUDAExecutionProvider", "TensorrtExecutionProvider"
+DEVICE_LABELS_NAME = "seglens_labels"
+
+
+def _bool(value: Any) -> bool:
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.lower() in ("1", "true", "yes", "on", "0", "false", "no", "off"):
+        return value.lower() in ("1", "true", "yes", "on")
+    raise ValueError(f"must be true or false, got {value!r}")
+
+
+def _choice(*options: str):
+    def check(value: Any) -> str:
+        if value not in options:
+            raise ValueError(f"must be one of {' | '.join(options)}, got {value!r}")
+        return value
+
+    return check
+
+
+def _switch(value: Any) -> str:
+    """auto | on | off — YAML reads a bare on/off as a boolean, so booleans are accepted too."""
+    if isinstance(value, bool):
+        return "on" if value else "off"
+    return _choice("auto", "on", "off")(value)
+
+
+def _whole(maximum: int):
+    def check(value: Any) -> int:
+        if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= maximum:
+            raise ValueError(f"must be a whole number from 0 to {maximum}, got {value!r}")
+        return value
+
+    return check
+
+
+# key -> check; the sidecar's `runtime:` section and `--runtime KEY=VALUE` share it.
+RUNTIME_KEYS = {
+    "intra_op_threads": _whole(1024),
+    "cudnn_conv_algo_search": _choice("HEURISTIC", "EXHAUSTIVE", "DEFAULT"),
+    "arena_extend_strategy": _choice("kNextPowerOfTwo", "kSameAsRequested"),
+    "gpu_mem_limit_mb": _whole(1 << 24),
+    "prefer_nhwc": _bool,
+    "use_tf32": _bool,
+    "tensorrt": _bool,
+    "tensorrt_fp16": _bool,
+    "device_argmax": _switch,
+    "io_binding": _switch,
+}
+
+
+@dataclass(frozen=True)
+class RuntimeOptions:
+    intra_op_threads: int = 0  # 0: ONNX Runtime's default (one per physical core)
+    cudnn_conv_algo_search: str = "HEURISTIC"  # image sizes vary: EXHAUSTIVE would re-search every new shape
+    arena_extend_strategy: str = "kNextPowerOfTwo"
+    gpu_mem_limit_mb: int = 0  # 0 = no limit
+    prefer_nhwc: bool = False
+    use_tf32: bool = True
+    tensorrt: bool = False  # TensorRT first (engine cache in the user cache folder), CUDA and CPU behind it
+    tensorrt_fp16: bool = False
+    device_argmax: str = "auto"  # auto: on a GPU, for fixed-shape score models
+    io_binding: str = "auto"  # auto: on a GPU, for fixed-shape models
+
+    def merged(self, values: dict[str, Any]) -> RuntimeOptions:
+        """A copy with `values` (already validated) applied."""
+        return dataclasses.replace(self, **values)
+
+    def cuda_provider_options(self, device_id: int) -> dict[str, str]:
+        options = {
+            "device_id": str(device_id),
+            "cudnn_conv_algo_search": self.cudnn_conv_algo_search,
+            "arena_extend_strategy": self.arena_extend_strategy,
+            "prefer_nhwc": "1" if self.prefer_nhwc else "0",
+            "use_tf32": "1" if self.use_tf32 else "0",
+        }
+        if self.gpu_mem_limit_mb > 0:
+            options["gpu_mem_limit"] = str(self.gpu_mem_limit_mb * 1024 * 1024)
+        return options
+
+    def tensorrt_provider_options(self, device_id: int, cache_dir: Path) -> dict[str, str]:
+        return {
+            "device_id": str(device_id),
+            "trt_engine_cache_enable": "True",
+            "trt_engine_cache_path": str(cache_dir),
+            "trt_timing_cache_enable": "True",
+            "trt_fp16_enable": "True" if self.tensorrt_fp16 else "False",
+        }
+
+    def providers(self, *, gpu: bool, device_id: int, available: list[str]) -> list[Any]:
+        """The provider list for InferenceSession, best first; the CPU always last as the fallback."""
+        if not gpu:
+            return [CPU]
+        chosen: list[Any] = []
+        if self.tensorrt and TENSORRT in available:
+            chosen.append((TENSORRT, self.tensorrt_provider_options(device_id, tensorrt_cache_dir())))
+        chosen += [(CUDA, self.cuda_provider_options(device_id)), CPU]
+        return chosen
+
+    def wants_device_argmax(self, *, on_gpu: bool, fixed_shape: bool, scores: bool) -> bool:
+        if not scores or self.device_argmax == "off":
+            return False
+        return self.device_argmax == "on" or (on_gpu and fixed_shape)
+
+    def wants_io_binding(self, *, on_gpu: bool, fixed_shape: bool) -> bool:
+        return self.io_binding == "on" or (self.io_binding == "auto" and on_gpu and fixed_shape)
+
+
+def parse_runtime_arguments(pairs: list[str]) -> dict[str, Any]:
+    """`["tensorrt=true", "gpu_mem_limit_mb=4096"]` → validated values; ValueError names the key."""
+    import yaml
+
+    values: dict[str, Any] = {}
+    for pair in pairs:
+        key, sep, raw = pair.partition("=")
+        key = key.strip()
+        if not sep or key not in RUNTIME_KEYS:
+            raise ValueError(f"--runtime {pair!r}: expected KEY=VALUE with KEY one of {', '.join(RUNTIME_KEYS)}")
+        try:
+            values[key] = RUNTIME_KEYS[key](yaml.safe_load(raw))
+        except (ValueError, yaml.YAMLError) as exc:
+            raise ValueError(f"--runtime {key}: {exc}") from exc
+    return values
+
+
+def tensorrt_cache_dir() -> Path:
+    from platformdirs import user_cache_dir
+
+    folder = Path(user_cache_dir("SegLens", appauthor=False)) / "tensorrt"
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder
+
+
+def with_device_argmax(model_path: Path, channel_axis: int) -> bytes:
+    """The model with ArgMax (over the class axis, keepdims) and a Cast to uint8 appended to its first output.
+
+    Run on a GPU, the label map is all that is copied back: H×W bytes instead of C×H×W floats.
+    """
+    import onnx
+    from onnx import TensorProto, helper
+
+    model = onnx.load(str(model_path))
+    graph = model.graph
+    scores = graph.output[0].name
+    graph.node.extend([
+        helper.make_node("ArgMax", [scores], ["seglens_argmax"], axis=channel_axis, keepdims=1),
+        helper.make_node("Cast", ["seglens_argmax"], [DEVICE_LABELS_NAME], to=TensorProto.UINT8),
+    ])
+    shape = [d.dim_param or d.dim_value or None for d in graph.output[0].type.tensor_type.shape.dim]
+    shape[channel_axis] = 1
+    graph.output.insert(0, helper.make_tensor_value_info(DEVICE_LABELS_NAME, TensorProto.UINT8, shape))
+    return model.SerializeToString()
