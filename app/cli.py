@@ -264,7 +264,11 @@ def cmd_bench(args: argparse.Namespace) -> int:
     from app.inference.spec import load_spec
     from app.io.discover import discover
 
+    from app.inference.telemetry import gpu_memory
+
     spec = load_spec(args.model, args.config)
+    device_index = args.device.device_id if args.device.kind == "cuda" else 0
+    vram_before = gpu_memory(device_index)
     model = open_session(spec, args.device, runtime=_runtime(args))
     with tempfile.TemporaryDirectory(prefix="seglens-bench-images-") as scratch:
         inputs = discover([args.images]) if args.images else synthetic_images(Path(scratch), args.size or (1080, 1920))
@@ -277,10 +281,17 @@ def cmd_bench(args: argparse.Namespace) -> int:
             cpu = open_session(spec, "cpu", runtime=_runtime(args))
             speedup = report.raw.images_per_s / max(raw_limit(cpu, inputs, max(5, args.runs // 5)).images_per_s,
                                                     1e-9)
+    vram_after = gpu_memory(device_index)
+    vram = {"gpu_mem_used_before_mb": vram_before and round(vram_before.used_mb),
+            "gpu_mem_used_after_mb": vram_after and round(vram_after.used_mb),
+            "gpu_mem_this_process_mb": vram_after and vram_after.process_mb}
     if args.json:
-        print(json.dumps({**report.as_dict(), "gpu_over_cpu": speedup}, indent=2))
+        print(json.dumps({**report.as_dict(), "gpu_over_cpu": speedup, **vram}, indent=2))
     else:
         print(format_report(report, speedup))
+        if vram_after:
+            print(f"  GPU memory used: {vram['gpu_mem_used_before_mb']} MB before the session, "
+                  f"{vram['gpu_mem_used_after_mb']} MB after the benchmark")
     return EXIT_OK
 
 
