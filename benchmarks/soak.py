@@ -16,12 +16,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from app.inference.batch import run_inputs  # noqa: E402
-from app.inference.bench import synthetic_images  # noqa: E402
-from app.inference.session import open_session  # noqa: E402
-from app.inference.spec import load_spec  # noqa: E402
-from app.inference.telemetry import process_rss_mb  # noqa: E402
-from app.io.discover import InputFile  # noqa: E402
+from app.inference.batch import run_inputs
+from app.inference.bench import synthetic_images
+from app.inference.session import open_session
+from app.inference.spec import load_spec
+from app.inference.telemetry import process_rss_mb
+from app.io.discover import InputFile
 
 
 def pipeline_soak(model_path: Path, count: int, folder: Path) -> list[tuple[int, float]]:
