@@ -118,15 +118,18 @@ class ModelSession:
         self._session.run_with_iobinding(binding)
         return binding.copy_outputs_to_cpu()[0]
 
-    def warm_up(self) -> SessionInfo:
-        """Run twice on a zero tensor of the working shape; records first-run and warmed latency."""
+    def warm_up(self, *, measure_warm: bool = False) -> SessionInfo:
+        """One run on a zero tensor of the working shape (records first-run latency); with `measure_warm`, a
+        second run records the warmed latency too (the viewer skips it: it would delay the first overlay)."""
         tensor = self.warmup_tensor()
         started = time.perf_counter()
         self.run(tensor)
         first = (time.perf_counter() - started) * 1000
-        started = time.perf_counter()
-        self.run(tensor)
-        warm = (time.perf_counter() - started) * 1000
+        warm = 0.0
+        if measure_warm:
+            started = time.perf_counter()
+            self.run(tensor)
+            warm = (time.perf_counter() - started) * 1000
         self.info = replace(self.info, first_run_ms=first, warm_run_ms=warm)
         return self.info
 
@@ -243,9 +246,11 @@ def _preload_cuda_libraries(ort: Any) -> list[str]:
     if preload is None:
         return []
     printed = io.StringIO()
+    # Frozen: NVIDIA's wheels are bundled beside onnxruntime in their package layout; never look for torch's.
+    kwargs = {"directory": ""} if getattr(sys, "frozen", False) else {}
     with contextlib.redirect_stdout(printed), contextlib.redirect_stderr(printed):
         try:
-            preload()
+            preload(**kwargs)
         except Exception as exc:  # it is documented not to raise; a broken install must not stop the app
             print(f"preload_dlls failed: {exc}")
     notes = [line for line in printed.getvalue().splitlines() if line.strip()]

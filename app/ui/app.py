@@ -88,8 +88,7 @@ def _self_test(app, window, shown_ms: float) -> int:
         summary = window.summary
         if summary is not None:
             outcome.update(provider=summary.info.provider, fallback_reason=summary.info.fallback_reason,
-                           model=summary.spec.name, first_run_ms=round(summary.info.first_run_ms, 1),
-                           warm_run_ms=round(summary.info.warm_run_ms, 1))
+                           model=summary.spec.name, first_run_ms=round(summary.info.first_run_ms, 1))
         if error:
             outcome["error"] = error
         window.close()

@@ -1,0 +1,98 @@
+"""Build the frozen SegLens folder for one flavor, from a clean environment of its own.
+
+    python packaging/build.py --flavor cpu      # onnxruntime (CPU build): no CUDA provider, smallest
+    python packaging/build.py --flavor cuda13   # onnxruntime-gpu (current line) + NVIDIA CUDA 13 / cuDNN 9 wheels
+    python packaging/build.py --flavor cuda12   # onnxruntime-gpu 1.26.x + CUDA 12 wheels (drivers older than R580)
+
+Output: dist/SegLens/ with SegLens (windowed) and seglens-cli (console), or --dist DIR. Each flavor gets its own
+environment in build/env-<flavor> because `onnxruntime` and `onnxruntime-gpu` cannot live in one. Versions come
+from uv.lock (uv export), so a build is reproducible. Works the same on Windows (run it with the Python you use).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+PYINSTALLER = "pyinstaller==6.22.3"
+CUDA12_PACKAGES = ["onnxruntime-gpu==1.26.0", "nvidia-cuda-runtime-cu12", "nvidia-cublas-cu12", "nvidia-cufft-cu12",
+                   "nvidia-curand-cu12", "nvidia-cudnn-cu12>=9,<10"]
+
+
+def run(command: list[str], **kwargs) -> None:
+    print("+", " ".join(command), flush=True)
+    subprocess.run(command, check=True, **kwargs)
+
+
+def requirements(flavor: str) -> list[str]:
+    """Pinned runtime requirements from uv.lock, with the onnxruntime package of the flavor."""
+    extra = ["--extra", "cuda"] if flavor == "cuda13" else []
+    exported = subprocess.run(["uv", "export", "--frozen", "--no-dev", "--no-hashes", "--no-emit-project",
+                               "--no-header", "--no-annotate", *extra], cwd=ROOT, check=True, capture_output=True,
+                              text=True).stdout
+    lines = [line.strip() for line in exported.splitlines() if line.strip() and not line.startswith("#")]
+    lines = [line for line in lines if "python_full_version < '3.11'" not in line]
+    if flavor == "cpu":
+        gpu = next(line for line in lines if line.startswith("onnxruntime-gpu=="))
+        version = gpu.split("==")[1].split(";")[0].strip()
+        lines = [line for line in lines if not _is_gpu_runtime(line)]
+        lines.append(f"onnxruntime=={version}")
+    elif flavor == "cuda12":
+        lines = [line for line in lines if not _is_gpu_runtime(line)]
+        lines += CUDA12_PACKAGES
+    return lines
+
+
+def _is_gpu_runtime(requirement: str) -> bool:
+    """onnxruntime-gpu and NVIDIA's CUDA wheels (not nvidia-ml-py, which reads GPU memory on any flavor)."""
+    return requirement.startswith(("onnxruntime-gpu==", "nvidia-")) and not requirement.startswith("nvidia-ml-py")
+
+
+def environment(flavor: str) -> Path:
+    env = ROOT / "build" / f"env-{flavor}"
+    python = env / ("Scripts/python.exe" if os.name == "nt" else "bin/python")
+    if not python.exists():
+        run(["uv", "venv", "--python", sys.executable, str(env)])
+    reqs = ROOT / "build" / f"requirements-{flavor}.txt"
+    reqs.write_text("\n".join(requirements(flavor)) + "\n")
+    run(["uv", "pip", "install", "--python", str(python), "-r", str(reqs), PYINSTALLER])
+    return python
+
+
+def folder_report(dist: Path) -> str:
+    files = [p for p in dist.rglob("*") if p.is_file() and not p.is_symlink()]
+    total = sum(p.stat().st_size for p in files)
+    largest = sorted(files, key=lambda p: p.stat().st_size, reverse=True)[:8]
+    lines = [f"{dist}: {total / 2**20:.0f} MB in {len(files)} files; largest:"]
+    lines += [f"  {p.stat().st_size / 2**20:7.1f} MB  {p.relative_to(dist)}" for p in largest]
+    return "\n".join(lines)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--flavor", choices=["cpu", "cuda13", "cuda12"], default="cpu")
+    parser.add_argument("--dist", type=Path, default=ROOT / "dist", help="output parent folder (default dist/)")
+    args = parser.parse_args()
+    started = time.perf_counter()
+    python = environment(args.flavor)
+    env_s = time.perf_counter() - started
+    target = args.dist / "SegLens"
+    if target.exists():
+        shutil.rmtree(target)
+    run([str(python), "-m", "PyInstaller", str(ROOT / "packaging" / "seglens.spec"), "--noconfirm", "--clean",
+         "--distpath", str(args.dist), "--workpath", str(ROOT / "build" / f"pyinstaller-{args.flavor}")],
+        env={**os.environ, "SEGLENS_FLAVOR": args.flavor})
+    total_s = time.perf_counter() - started
+    print(folder_report(target))
+    print(f"flavor {args.flavor}: environment {env_s:.0f} s, total {total_s:.0f} s")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

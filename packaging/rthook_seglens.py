@@ -1,0 +1,28 @@
+"""PyInstaller runtime hook: runs before the app's own code in the frozen build.
+
+- On Windows, NVIDIA's CUDA/cuDNN wheels keep their DLLs in nvidia/<package>/bin: put those folders on the DLL
+  search path so onnxruntime's CUDA provider finds them (Linux needs nothing: preload_dlls loads by full path).
+- A windowed app has no console: sys.stdout/stderr may be None, and a print() must not crash it.
+"""
+
+import glob
+import os
+import sys
+
+base = getattr(sys, "_MEIPASS", os.path.dirname(sys.executable))
+if sys.platform == "win32" and hasattr(os, "add_dll_directory"):
+    for folder in glob.glob(os.path.join(base, "nvidia", "*", "bin")):
+        try:
+            os.add_dll_directory(folder)
+        except OSError:
+            pass
+
+# `env -i` or a bare service account leaves the C locale; Qt wants UTF-8 and would warn about switching.
+if sys.platform.startswith("linux") and not any(
+        "UTF-8" in os.environ.get(k, "").upper() or "UTF8" in os.environ.get(k, "").upper()
+        for k in ("LC_ALL", "LC_CTYPE", "LANG")):
+    os.environ["LC_CTYPE"] = "C.UTF-8"
+
+for name in ("stdout", "stderr"):
+    if getattr(sys, name) is None:
+        setattr(sys, name, open(os.devnull, "w", encoding="utf-8"))  # noqa: SIM115 (lives with the process)
