@@ -1,0 +1,68 @@
+"""The frozen CPU build: built from its own clean environment, then run with no Python on PATH.
+
+Slow (a PyInstaller build, about two minutes); `.ci/run` runs it like every other test.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+from conftest import REPO
+
+pytestmark = [pytest.mark.slow, pytest.mark.skipif(not sys.platform.startswith("linux"),
+                                                   reason="the Linux build is the one proven here")]
+
+
+@pytest.fixture(scope="module")
+def frozen(tmp_path_factory):
+    if shutil.which("uv") is None:
+        pytest.skip("uv is needed to build the frozen app")
+    dist = tmp_path_factory.mktemp("dist")
+    done = subprocess.run([sys.executable, "packaging/build.py", "--flavor", "cpu", "--dist", str(dist)], cwd=REPO,
+                          capture_output=True, text=True, timeout=1800)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    return dist / "SegLens"
+
+
+def bare_env(tmp_path) -> dict:
+    """What a workstation without Python has: no PYTHONPATH, no venv, a plain PATH, a fresh home."""
+    home = tmp_path / "home"
+    home.mkdir(exist_ok=True)
+    return {"PATH": "/usr/bin:/bin", "HOME": str(home), "QT_QPA_PLATFORM": "offscreen"}
+
+
+def test_frozen_folder_is_small_and_has_no_cuda_provider(frozen):
+    size = sum(p.stat().st_size for p in frozen.rglob("*") if p.is_file() and not p.is_symlink())
+    assert size <= 450 * 2**20, f"cpu flavor is {size / 2**20:.0f} MB"
+    assert (frozen / "SegLens").is_file() and (frozen / "seglens-cli").is_file()
+    assert not list(frozen.rglob("libonnxruntime_providers_cuda*"))
+    assert (frozen / "_internal" / "FLAVOR").read_text().strip() == "cpu"
+
+
+def test_frozen_cli_runs_the_bundled_samples(frozen, tmp_path):
+    models, samples = frozen / "_internal" / "models", frozen / "_internal" / "resources" / "samples"
+    out = tmp_path / "out"
+    done = subprocess.run([str(frozen / "seglens-cli"), "run", str(models / "surface_defects.onnx"), str(samples),
+                           "--out", str(out), "--save", "mask,overlay"], env=bare_env(tmp_path),
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr
+    assert "Traceback" not in done.stderr and "provider CPU" in done.stdout
+    assert list(out.rglob("*_mask.png")) and (out / "seglens_report.csv").is_file()
+    doctor = subprocess.run([str(frozen / "seglens-cli"), "doctor"], env=bare_env(tmp_path), capture_output=True,
+                            text=True, timeout=120)
+    assert doctor.returncode == 0 and "CPU build of SegLens" in doctor.stdout
+
+
+def test_frozen_gui_self_test(frozen, tmp_path):
+    done = subprocess.run([str(frozen / "SegLens"), "--self-test"], env=bare_env(tmp_path), capture_output=True,
+                          text=True, timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    assert result["ok"] and result["overlay_painted"] and result["provider"] == "CPUExecutionProvider"
+    assert result["fallback_reason"] is None  # the CPU build never asked for a GPU
+    assert os.listdir(tmp_path / "home")  # settings/logs went to the user's folders, not the install folder
