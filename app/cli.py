@@ -65,6 +65,8 @@ def build_parser() -> argparse.ArgumentParser:
                      help="what to write per image: mask, overlay, both (mask,overlay) or none (default: mask)")
     run.add_argument("--report", type=Path, metavar="FILE.csv",
                      help=f"CSV report, one row per input (default: DIR/{DEFAULT_REPORT_NAME})")
+    run.add_argument("--resume", action="store_true",
+                     help="skip inputs an earlier run into the same --out finished (report row ok, outputs present)")
     run.add_argument("--batch", type=_positive, default=1, metavar="N",
                      help="run N same-sized images at once (models with a dynamic batch axis; default 1)")
     run.add_argument("--no-progress", action="store_true", help="no progress bar even on a terminal")
@@ -314,7 +316,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     from app.inference.session import open_session
     from app.inference.spec import load_spec
     from app.io.discover import discover
-    from app.io.outputs import ReportWriter
+    from app.io.outputs import ReportWriter, remove_stale_temporaries
 
     spec = load_spec(args.model, args.config)
     refused = _output_inside_inputs(args.out, args.paths)
@@ -329,14 +331,37 @@ def cmd_run(args: argparse.Namespace) -> int:
     model = open_session(spec, args.device, runtime=_runtime(args))
     _announce_session(model.info, spec)
     report_path = args.report or args.out / DEFAULT_REPORT_NAME
+    removed = remove_stale_temporaries(args.out)
+    if removed:
+        print(f"note: removed {removed} unfinished temporary file(s) left in {args.out} by an interrupted run",
+              file=sys.stderr)
+    done = _finished_earlier(report_path, model.spec, inputs, args) if args.resume else {}
     progress = _Progress(len(inputs), enabled=sys.stderr.isatty() and not args.no_progress)
-    with ReportWriter(report_path, spec) as report:
+    with ReportWriter(report_path, model.spec) as report:
         summary = run_inputs(model, inputs, out_dir=args.out, save=args.save, report=report,
-                             progress=progress.update, batch_size=args.batch)
+                             progress=progress.update, batch_size=args.batch, done=done)
     progress.close()
-    print(f"{summary.total} inputs: {summary.ok} ok, {summary.failed} failed; provider "
+    resumed = f" ({summary.resumed} done by an earlier run)" if summary.resumed else ""
+    print(f"{summary.total} inputs: {summary.ok} ok{resumed}, {summary.failed} failed; provider "
           f"{model.info.provider_label}; outputs in {args.out}, report {report_path}")
     return EXIT_OK if summary.failed == 0 else EXIT_SOME_FAILED
+
+
+def _finished_earlier(report_path: Path, spec, inputs, args) -> dict:
+    """Report rows of inputs an earlier run finished, keyed by path (read before the report is rewritten)."""
+    from app.io.discover import output_stems
+    from app.io.outputs import finished_rows, report_columns
+
+    stems = {str(item.path): args.out / stem for item, stem in zip(inputs, output_stems(list(inputs)), strict=True)}
+    wanted = [kind for kind in args.save if spec.task == "segmentation"]
+
+    def outputs_of(path: Path) -> list[Path]:
+        stem = stems.get(str(path))
+        if stem is None:
+            return [Path("/nonexistent/not-an-input")]
+        return [stem.with_name(f"{stem.name}_{kind}.png") for kind in wanted]
+
+    return finished_rows(report_path, report_columns(spec), outputs_of)
 
 
 def _output_inside_inputs(out: Path, paths: list[Path]) -> Path | None:

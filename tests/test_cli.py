@@ -165,3 +165,41 @@ def test_classification_report_has_no_more_top_columns_than_classes(models, tmp_
                  "--report", str(report)]) == 0
     header = report.read_text().splitlines()[0]
     assert "top3_score" in header and "top4" not in header
+
+
+def test_sigkill_then_resume_finishes_with_every_output_complete_once(models, tmp_path):
+    import signal
+    import time
+
+    folder = tmp_path / "many"
+    folder.mkdir()
+    for i in range(60):
+        image = np.zeros((600, 800, 3), np.uint8)
+        image[:, : 10 + i * 10, 0] = 200
+        Image.fromarray(image).save(folder / f"frame_{i:02d}.png")
+    model, out = models("rgb_classes"), tmp_path / "out"
+    command = [sys.executable, "-m", "app.cli", "run", str(model), str(folder), "--out", str(out),
+               "--save", "mask,overlay", "--device", "cpu"]
+    process = subprocess.Popen(command, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    partial = out / "seglens_report.csv.partial"
+    deadline = time.time() + 120
+    while time.time() < deadline and process.poll() is None:
+        if partial.exists() and len(partial.read_text().splitlines()) > 8:
+            break
+        time.sleep(0.02)
+    assert process.poll() is None, "the run ended before it could be killed"
+    process.send_signal(signal.SIGKILL)
+    process.wait()
+    assert not (out / "seglens_report.csv").exists()  # a killed run never looks finished
+
+    done = cli("run", model, folder, "--out", out, "--save", "mask,overlay", "--device", "cpu", "--resume")
+    assert done.returncode == 0, done.stderr
+    assert "done by an earlier run" in done.stdout
+    rows = read_report(out / "seglens_report.csv")
+    assert sorted(r["path"] for r in rows) == sorted(str(p) for p in folder.glob("*.png"))  # each exactly once
+    assert all(r["status"] == "ok" for r in rows)
+    for i in range(60):
+        mask = np.asarray(Image.open(out / f"frame_{i:02d}_mask.png"))  # complete, decodable
+        assert mask.shape == (600, 800) and (mask[:, : 10 + i * 10] == 0).all()
+        Image.open(out / f"frame_{i:02d}_overlay.png").load()
+    assert not list(out.rglob("*.tmp")) and not list(out.glob("*.partial"))

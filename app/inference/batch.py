@@ -16,7 +16,7 @@ import logging
 import queue
 import threading
 from collections import deque
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -41,6 +41,7 @@ class Outcome:
     input: InputFile
     result: Result | None
     error: str | None
+    resumed: bool = False  # done by an earlier run (--resume): its report row was carried over
 
 
 @dataclass
@@ -49,6 +50,7 @@ class RunSummary:
     ok: int = 0
     failed: int = 0
     cancelled: bool = False
+    resumed: int = 0
 
 
 @dataclass(frozen=True)
@@ -61,6 +63,7 @@ class _Work:
     output: np.ndarray | None = None
     inference_ms: float = 0.0
     error: str | None = None
+    carried: list[str] | None = None  # the report row of an earlier run, for an input already done
 
 
 ProgressFn = Callable[[Outcome, RunSummary], None]
@@ -78,8 +81,13 @@ def run_inputs(
     should_stop: Callable[[], bool] = lambda: False,
     batch_size: int = 1,
     prefetch_workers: int = 2,
+    done: Mapping[str, list[str]] | None = None,
 ) -> RunSummary:
-    """Run `model` on every input; call from the thread that owns the session."""
+    """Run `model` on every input; call from the thread that owns the session.
+
+    `done` maps input paths finished by an earlier run (`--resume`) to their report rows: those are not run
+    again, their rows are carried into this report in their place.
+    """
     summary = RunSummary(total=len(inputs))
     stems = output_stems(list(inputs))
     writer = _Writer(model, out_dir, stems, save, report, summary, progress)
@@ -87,7 +95,8 @@ def run_inputs(
     stopped_at = len(inputs)
     try:
         with ThreadPoolExecutor(max(1, prefetch_workers), thread_name_prefix="prefetch") as pool:
-            prepared = _prefetch(pool, model, inputs, depth=2 * max(1, prefetch_workers) + batch_size)
+            prepared = _prefetch(pool, model, inputs, depth=2 * max(1, prefetch_workers) + batch_size,
+                                 done=done or {})
             with contextlib.closing(prepared):  # on a break, cancel what is still queued for decoding
                 for group in _groups(prepared, batch_size if _batchable(model) else 1):
                     if should_stop():
@@ -108,12 +117,12 @@ def run_inputs(
 
 
 def _prefetch(pool: ThreadPoolExecutor, model: ModelSession, inputs: Sequence[InputFile],
-              *, depth: int) -> Iterator[_Work]:
+              *, depth: int, done: Mapping[str, list[str]]) -> Iterator[_Work]:
     """Prepared inputs in order, with at most `depth` decoded ahead of the consumer."""
     pending: deque[Future] = deque()
     items = iter(enumerate(inputs))
     for index, item in items:
-        pending.append(pool.submit(_prepare, model, index, item))
+        pending.append(pool.submit(_prepare, model, index, item, done))
         if len(pending) >= depth:
             break
     try:
@@ -121,14 +130,16 @@ def _prefetch(pool: ThreadPoolExecutor, model: ModelSession, inputs: Sequence[In
             work = pending.popleft().result()
             nxt = next(items, None)
             if nxt is not None:
-                pending.append(pool.submit(_prepare, model, *nxt))
+                pending.append(pool.submit(_prepare, model, *nxt, done))
             yield work
     finally:  # cancelled or failed: don't decode what nobody will use
         for future in pending:
             future.cancel()
 
 
-def _prepare(model: ModelSession, index: int, item: InputFile) -> _Work:
+def _prepare(model: ModelSession, index: int, item: InputFile, done: Mapping[str, list[str]]) -> _Work:
+    if str(item.path) in done:
+        return _Work(index, item, carried=done[str(item.path)])
     try:
         image, decode_ms = pipeline.decode(item.path)
         return _Work(index, item, prepared=pipeline.prepare(model.spec, image, decode_ms=decode_ms))
@@ -216,11 +227,13 @@ class _Writer:
     def _loop(self) -> None:
         try:
             while (work := self._queue.get()) is not _DONE:
-                self._record(self._finish(work))
+                self._record(self._finish(work), work.carried)
         except BaseException as exc:  # e.g. the report's disk is full: stop the run, say so
             self.failure = exc
 
     def _finish(self, work: _Work) -> Outcome:
+        if work.carried is not None:
+            return Outcome(work.index, work.input, None, None, resumed=True)
         if work.error is not None:
             return Outcome(work.index, work.input, None, work.error)
         try:
@@ -235,9 +248,14 @@ class _Writer:
             log.debug("unexpected error finishing %s", work.input.path, exc_info=True)
             return Outcome(work.index, work.input, None, unexpected_error(work.input.path, exc))
 
-    def _record(self, outcome: Outcome) -> None:
+    def _record(self, outcome: Outcome, carried: list[str] | None) -> None:
         summary, report = self.summary, self.report
-        if outcome.result is not None:
+        if outcome.resumed:
+            summary.ok += 1
+            summary.resumed += 1
+            if report:
+                report.add_row(carried)
+        elif outcome.result is not None:
             summary.ok += 1
             if report:
                 report.add_result(outcome.input.path, outcome.result)

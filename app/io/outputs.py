@@ -40,6 +40,17 @@ def atomic_write(path: Path, data: bytes) -> None:
         raise OutputError(f"{path}: cannot write ({exc.strerror or exc})") from exc
 
 
+def remove_stale_temporaries(folder: Path) -> int:
+    """Delete `.<name>.<random>.tmp` files a killed run left behind (atomic_write's own naming only)."""
+    removed = 0
+    if folder.is_dir():
+        for path in folder.rglob(".*.tmp"):
+            with contextlib.suppress(OSError):
+                path.unlink()
+                removed += 1
+    return removed
+
+
 def encode_png(pixels: np.ndarray) -> bytes:
     """PNG bytes of a uint8 gray or RGB array (fast compression: masks are mostly flat)."""
     array = cv2.cvtColor(pixels, cv2.COLOR_RGB2BGR) if pixels.ndim == 3 else pixels
@@ -69,6 +80,20 @@ def _write(out_stem: Path, suffix: str, data: bytes) -> Path:
     return path
 
 
+def _task_columns(spec: ModelSpec) -> tuple[list[str], list[str]]:
+    """(pixels per class, top-k) column names: one pixel column per class, no more top-k than classes."""
+    classes = _unique([f"pixels_{name}" for name in spec.class_names], reserved={"pixels_other"})
+    k = min(spec.postprocess.top_k, max(len(spec.classes), 2))
+    return classes, [c for i in range(1, k + 1) for c in (f"top{i}", f"top{i}_score")]
+
+
+def report_columns(spec: ModelSpec) -> list[str]:
+    classes, top = _task_columns(spec)
+    per_task = top if spec.task == "classification" else [*classes, "pixels_other"]
+    return ["path", "status", "task", "provider", "width", "height", *per_task,
+            *(f"{stage}_ms" for stage in STAGES), "error"]
+
+
 class ReportWriter:
     """The CSV report: one row per input, written as it goes to `<name>.partial`, renamed when closed."""
 
@@ -76,9 +101,7 @@ class ReportWriter:
         self.path = path
         self.spec = spec
         self._partial = path.with_name(path.name + ".partial")
-        self._class_columns = _unique([f"pixels_{name}" for name in spec.class_names], reserved={"pixels_other"})
-        k = min(spec.postprocess.top_k, max(len(spec.classes), 2))
-        self._topk_columns = [c for i in range(1, k + 1) for c in (f"top{i}", f"top{i}_score")]
+        self._class_columns, self._topk_columns = _task_columns(spec)
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
             self._file = open(self._partial, "w", newline="", encoding="utf-8")  # noqa: SIM115
@@ -89,10 +112,7 @@ class ReportWriter:
 
     @property
     def columns(self) -> list[str]:
-        per_task = (self._topk_columns if self.spec.task == "classification"
-                    else [*self._class_columns, "pixels_other"])
-        return ["path", "status", "task", "provider", "width", "height", *per_task,
-                *(f"{stage}_ms" for stage in STAGES), "error"]
+        return report_columns(self.spec)
 
     def add_result(self, path: Path, result: Result) -> None:
         h, w = result.image_hw
@@ -113,6 +133,10 @@ class ReportWriter:
         known = len(self._class_columns)
         return [*(int(c) for c in counts[:known]), int(counts[known:].sum())]
 
+    def add_row(self, values: list) -> None:
+        """A row as it stands (carried over from an earlier report by --resume)."""
+        self._row(values)
+
     def _row(self, values: list) -> None:
         self._csv.writerow(values)
         self._file.flush()
@@ -130,6 +154,27 @@ class ReportWriter:
 
     def __exit__(self, exc_type, *exc) -> None:
         self.close(complete=exc_type is None)
+
+
+def finished_rows(report: Path, columns: list[str], outputs_of) -> dict[str, list[str]]:
+    """Rows of inputs an earlier run finished (status ok, outputs on disk), from its report or `.partial`.
+
+    `outputs_of(path)` lists the files an input must have; a row whose files are missing is run again. A report
+    written with other columns (another model) is ignored.
+    """
+    done: dict[str, list[str]] = {}
+    for candidate in (report.with_name(report.name + ".partial"), report):
+        try:
+            with open(candidate, newline="", encoding="utf-8") as handle:
+                rows = list(csv.reader(handle))
+        except (OSError, UnicodeDecodeError, csv.Error):
+            continue
+        if not rows or rows[0] != columns:
+            continue
+        for row in rows[1:]:
+            if len(row) == len(columns) and row[1] == "ok" and all(p.is_file() for p in outputs_of(Path(row[0]))):
+                done[row[0]] = row
+    return done
 
 
 def _unique(names: list[str], *, reserved: set[str]) -> list[str]:
