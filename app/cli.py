@@ -267,9 +267,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
     from app.inference.bench import bench, format_report, raw_limit, synthetic_images
     from app.inference.session import open_session
     from app.inference.spec import load_spec
-    from app.io.discover import discover
-
     from app.inference.telemetry import gpu_memory
+    from app.io.discover import discover
 
     spec = load_spec(args.model, args.config)
     device_index = args.device.device_id if args.device.kind == "cuda" else 0
