@@ -6,6 +6,7 @@ import csv
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -203,3 +204,17 @@ def test_sigkill_then_resume_finishes_with_every_output_complete_once(models, tm
         assert mask.shape == (600, 800) and (mask[:, : 10 + i * 10] == 0).all()
         Image.open(out / f"frame_{i:02d}_overlay.png").load()
     assert not list(out.rglob("*.tmp")) and not list(out.glob("*.partial"))
+
+
+def test_run_on_real_dicom_files(models, tmp_path):
+    from pydicom.data import get_testdata_file
+
+    folder = tmp_path / "dicom"
+    folder.mkdir()
+    for name in ("CT_small.dcm", "MR_small.dcm"):
+        (folder / name).write_bytes(Path(get_testdata_file(name)).read_bytes())
+    model = models("binary_logits")
+    model.with_suffix(".yaml").write_text("input:\n  window: [40, 400]\n")
+    assert main(["run", str(model), str(folder), "--out", str(tmp_path / "o")]) == 0
+    assert np.asarray(Image.open(tmp_path / "o" / "CT_small_mask.png")).shape == (128, 128)
+    assert np.asarray(Image.open(tmp_path / "o" / "MR_small_mask.png")).shape == (64, 64)

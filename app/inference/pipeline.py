@@ -18,6 +18,7 @@ from app.inference.preprocess import Geometry, preprocess
 from app.inference.session import ModelSession
 from app.inference.spec import ModelSpec
 from app.io.images import DecodedImage, from_array, read_image
+from app.io.window import apply_window, range_to_uint8
 
 STAGES = ("decode", "preprocess", "inference", "postprocess")
 
@@ -55,8 +56,20 @@ def decode(path: str | Path) -> tuple[DecodedImage, float]:
 
 def prepare(spec: ModelSpec, image: DecodedImage, *, decode_ms: float = 0.0) -> Prepared:
     started = time.perf_counter()
-    tensor, geometry = preprocess(spec.input, image.pixels)
+    tensor, geometry = preprocess(spec.input, model_pixels(spec, image))
     return Prepared(image, tensor, geometry, {"decode": decode_ms, "preprocess": _ms(started)})
+
+
+def model_pixels(spec: ModelSpec, image: DecodedImage) -> np.ndarray:
+    """What the model sees: high-range values through the sidecar's window/range (independent of the display
+    window), else the image's default 8-bit rendering."""
+    inp = spec.input
+    if image.raw is not None and inp.window is not None:
+        return apply_window(image.raw, *inp.window, invert=image.invert)
+    if image.raw is not None and inp.value_range is not None:
+        levels = range_to_uint8(image.raw, *inp.value_range)
+        return 255 - levels if image.invert else levels
+    return image.pixels
 
 
 def infer(model: ModelSession, prepared: Prepared) -> tuple[np.ndarray, float]:

@@ -159,6 +159,22 @@ def _numbers(*, nonzero: bool = False) -> Check:
     return check
 
 
+def _pair(shape: str, *, positive_second: bool = False, increasing: bool = False) -> Check:
+    def check(value: Any) -> tuple[float, float] | None:
+        if value is None:
+            return None
+        if not isinstance(value, list | tuple) or len(value) != 2:
+            raise ValueError(f"must be {shape} or null, got {value!r}")
+        a, b = _number(value[0]), _number(value[1])
+        if positive_second and b <= 0:
+            raise ValueError(f"must be {shape} with a width > 0, got {value!r}")
+        if increasing and b <= a:
+            raise ValueError(f"must be {shape} with low < high, got {value!r}")
+        return a, b
+
+    return check
+
+
 def parse_color(value: Any) -> tuple[int, int, int] | None:
     """'#rrggbb', '#rgb', [r, g, b] or null/none/transparent (not painted)."""
     if value is None or (isinstance(value, str) and value.lower() in ("none", "transparent")):
@@ -214,6 +230,8 @@ _SCHEMA: dict[str, Any] = {
         "scale": _number,
         "mean": _numbers(),
         "std": _numbers(nonzero=True),
+        "window": _pair("[center, width]", positive_second=True),
+        "range": _pair("[low, high]", increasing=True),
     },
     "output": {
         "activation": _choice("auto", "softmax", "sigmoid", "none"),

@@ -53,6 +53,8 @@ class InputSpec:
     scale: float
     mean: tuple[float, ...]
     std: tuple[float, ...]
+    window: tuple[float, float] | None = None  # (center, width) applied to high-range values (HU) for the model
+    value_range: tuple[float, float] | None = None  # (low, high) mapped to 0..255 for the model
 
     @property
     def dynamic_hw(self) -> bool:
@@ -232,7 +234,13 @@ class _Builder:
             name=t.name, layout=layout, channels=channels, dtype=t.dtype, model_hw=model_hw,
             size=size, resize=self.pick("input.resize", "stretch", "default"), size_divisor=divisor,
             color=color, scale=scale, mean=_per_channel(mean, channels), std=_per_channel(std, channels),
+            window=self._window_or_range("input.window"), value_range=self._window_or_range("input.range"),
         )
+
+    def _window_or_range(self, key: str) -> tuple[float, float] | None:
+        if "input.window" in self.overrides and "input.range" in self.overrides:
+            raise self.sidecar_error("input.range", "and 'input.window' both given: use one")
+        return self.pick(key, None, "default")
 
     def _output(self) -> OutputSpec:
         t = self.graph.outputs[0]

@@ -8,26 +8,40 @@ Every failure becomes an ImageError naming the file and the problem in one line.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 from PIL import Image, ImageOps, UnidentifiedImageError
 
 from app.errors import ImageError
+from app.io.window import apply_window, auto_window
 
 IMAGE_EXTENSIONS = frozenset(
     {".png", ".jpg", ".jpeg", ".jpe", ".bmp", ".tif", ".tiff", ".webp", ".gif", ".pgm", ".ppm", ".pbm",
-     ".pnm", ".jp2", ".j2k", ".tga", ".dib"}
+     ".pnm", ".jp2", ".j2k", ".tga", ".dib", ".dcm", ".dicom"}
 )
-DEFAULT_MAX_PIXELS = 250_000_000  # ~ 16k × 16k; beyond that a decode would need GBs of memory
+DEFAULT_MAX_PIXELS = 250_000_000
+_WIDE_MODES = ("I;16", "I;16B", "I;16L", "I;16N", "I", "F")  # ~ 16k × 16k; beyond that a decode would need GBs of memory
 
 
 @dataclass(frozen=True)
 class DecodedImage:
     path: Path | None
-    pixels: np.ndarray  # uint8, H×W (gray) or H×W×3 (RGB)
-    source_mode: str  # Pillow's mode before conversion, e.g. "RGB", "I;16", "P"
+    pixels: np.ndarray  # uint8, H×W (gray) or H×W×3 (RGB): what the model gets unless its sidecar windows `raw`
+    source_mode: str  # Pillow's mode before conversion ("RGB", "I;16", "P"), or "DICOM"
+    raw: np.ndarray | None = None  # high-dynamic-range values (HU for CT, 16-bit counts) as float32, H×W
+    window: tuple[float, float] | None = None  # (center, width) to display `raw`: the file's, or automatic
+    invert: bool = False  # MONOCHROME1: high values are dark
+    info: dict = field(default_factory=dict)  # patient / study fields, frames, window
+    frame_count: int = 1
+
+    def display(self, window: tuple[float, float] | None = None) -> np.ndarray:
+        """uint8 pixels for the screen: `raw` through `window` (default: the image's own), else `pixels`."""
+        if self.raw is None:
+            return self.pixels
+        center, width = window or self.window or auto_window(self.raw)
+        return apply_window(self.raw, center, width, invert=self.invert)
 
     @property
     def height(self) -> int:
@@ -46,10 +60,15 @@ def is_image_path(path: Path) -> bool:
     return path.suffix.lower() in IMAGE_EXTENSIONS
 
 
-def read_image(path: str | Path, *, max_pixels: int = DEFAULT_MAX_PIXELS) -> DecodedImage:
-    """Decode the image at `path`. Raises ImageError with a one-line message on any problem."""
+def read_image(path: str | Path, *, max_pixels: int = DEFAULT_MAX_PIXELS, frame: int = 0) -> DecodedImage:
+    """Decode the image at `path` (`frame` of a multi-frame file). Raises ImageError in one line on any problem."""
     path = Path(path)
     _check_file(path)
+    from app.io.dicom import is_dicom, read_dicom
+
+    if is_dicom(path):
+        pixels, raw, window, invert, info, frames = read_dicom(path, frame=frame, max_pixels=max_pixels)
+        return DecodedImage(path, pixels, "DICOM", raw, window, invert, info, frames)
     Image.MAX_IMAGE_PIXELS = None  # our own limit (below) replaces Pillow's decompression-bomb guard
     try:
         with Image.open(path) as img:
@@ -57,8 +76,14 @@ def read_image(path: str | Path, *, max_pixels: int = DEFAULT_MAX_PIXELS) -> Dec
             if width * height > max_pixels:
                 raise ImageError(f"{path}: image too large ({width}×{height} = {width * height / 1e6:.0f} "
                                  f"megapixels; the limit is {max_pixels / 1e6:.0f})")
+            frames = int(getattr(img, "n_frames", 1) or 1)
+            if frame:
+                if not 0 <= frame < frames:
+                    raise ImageError(f"{path}: frame {frame} does not exist (the file has {frames})")
+                img.seek(frame)
             mode = img.mode
             img = ImageOps.exif_transpose(img) or img
+            raw = np.asarray(img).astype(np.float32) if mode in _WIDE_MODES else None
             pixels = _to_array(img)
     except ImageError:
         raise
@@ -70,7 +95,11 @@ def read_image(path: str | Path, *, max_pixels: int = DEFAULT_MAX_PIXELS) -> Dec
         raise ImageError(f"{path}: not enough memory to decode this image") from exc
     except (OSError, ValueError, SyntaxError, EOFError) as exc:
         raise ImageError(f"{path}: damaged or truncated image ({_reason(exc)})") from exc
-    return DecodedImage(path, pixels, mode)
+    if raw is not None:  # 16-bit / float: keep the values; display through an automatic window, never truncated
+        window = auto_window(raw)
+        info = {"Frames": str(frames), "Window": f"C {window[0]:g} / W {window[1]:g} (auto)", "Mode": mode}
+        return DecodedImage(path, pixels, mode, raw, window, False, info, frames)
+    return DecodedImage(path, pixels, mode, frame_count=frames)
 
 
 def from_array(pixels: np.ndarray, path: Path | None = None) -> DecodedImage:
@@ -98,7 +127,7 @@ def _check_file(path: Path) -> None:
 def _to_array(img) -> np.ndarray:
     """Pillow image of any mode → uint8 gray or RGB array."""
     mode = img.mode
-    if mode in ("I;16", "I;16B", "I;16L", "I;16N", "I", "F"):
+    if mode in _WIDE_MODES:
         return _wide_to_uint8(np.asarray(img), mode)
     if mode == "P":
         img = img.convert("RGBA") if "transparency" in img.info else img.convert("RGB")

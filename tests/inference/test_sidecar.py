@@ -65,6 +65,11 @@ def test_explicit_config_path_wins(models, tmp_path):
         ("input:\n  color: gray\n", "input.color", "3 channel"),
         ("postprocess:\n  min_area: -1\n", "postprocess.min_area", "from 0 to"),
         ("input: [1, 2]\n", "input", "must be a mapping"),
+        ("input:\n  window: [40]\n", "input.window", "[center, width]"),
+        ("input:\n  window: [40, 0]\n", "input.window", "width > 0"),
+        ("input:\n  range: [100, -100]\n", "input.range", "low < high"),
+        ("input:\n  range: [0, 1]\n  window: [1, 2]\n", "input.range", "both given"),
+        ("runtime:\n  tensorrt: maybe\n", "runtime.tensorrt", "true or false"),
     ],
 )
 def test_broken_sidecar_names_file_and_key(models, text, key, problem):

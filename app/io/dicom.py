@@ -1,0 +1,113 @@
+"""DICOM files through pydicom: pixel values in real units (HU for CT), the file's window, patient/study fields.
+
+Compressed transfer syntaxes decode where a handler is installed (Pillow covers JPEG baseline and JPEG 2000,
+pydicom itself RLE); otherwise the error names the transfer syntax and what to install.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from app.errors import ImageError
+from app.io.window import apply_window, auto_window
+
+INFO_FIELDS = {"PatientName": "Patient", "PatientID": "Patient ID", "StudyDate": "Study date",
+               "StudyDescription": "Study", "SeriesDescription": "Series", "Modality": "Modality",
+               "InstitutionName": "Institution", "BodyPartExamined": "Body part"}
+_HANDLERS = {"JPEG-LS": "pylibjpeg pylibjpeg-libjpeg", "JPEG Lossless": "pylibjpeg pylibjpeg-libjpeg",
+             "JPEG Extended": "pylibjpeg pylibjpeg-libjpeg", "JPEG 2000": "pylibjpeg pylibjpeg-openjpeg",
+             "High-Throughput JPEG 2000": "pylibjpeg pylibjpeg-openjpeg", "Deflated": "(a newer pydicom)"}
+
+
+def is_dicom(path: Path) -> bool:
+    """DICOM by extension, or by the 'DICM' marker after the 128-byte preamble."""
+    if path.suffix.lower() in (".dcm", ".dicom"):
+        return True
+    try:
+        with open(path, "rb") as handle:
+            return handle.read(132)[128:132] == b"DICM"
+    except OSError:
+        return False
+
+
+def read_dicom(path: Path, *, frame: int = 0, max_pixels: int):
+    """(pixels uint8 for the model by default, raw real-unit values, (center, width), invert, info, frames)."""
+    import pydicom
+    from pydicom.errors import InvalidDicomError
+
+    try:
+        ds = pydicom.dcmread(str(path), force=False)
+    except InvalidDicomError as exc:
+        raise ImageError(f"{path}: not a valid DICOM file ({_one_line(exc)})") from exc
+    except (OSError, EOFError, ValueError, KeyError, TypeError, AttributeError) as exc:
+        raise ImageError(f"{path}: damaged or truncated DICOM file ({_one_line(exc)})") from exc
+    if "PixelData" not in ds:
+        raise ImageError(f"{path}: DICOM file without an image (no Pixel Data), e.g. a structured report")
+    rows, columns = int(ds.get("Rows", 0)), int(ds.get("Columns", 0))
+    frames = int(ds.get("NumberOfFrames", 1) or 1)
+    if rows * columns > max_pixels:
+        raise ImageError(f"{path}: image too large ({columns}×{rows}; the limit is {max_pixels / 1e6:.0f} "
+                         "megapixels)")
+    values = _pixel_array(ds, path)
+    if frames > 1:
+        if not 0 <= frame < frames:
+            raise ImageError(f"{path}: frame {frame} does not exist (the file has {frames})")
+        values = values[frame]
+    photometric = str(ds.get("PhotometricInterpretation", "MONOCHROME2"))
+    info = {label: str(ds.get(key)) for key, label in INFO_FIELDS.items() if ds.get(key) not in (None, "")}
+    info["Frames"] = str(frames)
+    if values.ndim == 3:  # colour DICOM (ultrasound, secondary capture): RGB as it is
+        rgb = _to_rgb(ds, values, photometric)
+        return rgb, None, None, False, info, frames
+    real = _rescale(ds, values)
+    window = _file_window(ds) or auto_window(real)
+    invert = photometric == "MONOCHROME1"
+    info["Window"] = f"C {window[0]:g} / W {window[1]:g}" + (" (from the file)" if _file_window(ds) else " (auto)")
+    return apply_window(real, *window, invert=invert), real, window, invert, info, frames
+
+
+def _pixel_array(ds, path: Path) -> np.ndarray:
+    try:
+        return ds.pixel_array
+    except (NotImplementedError, RuntimeError) as exc:
+        syntax = ds.file_meta.get("TransferSyntaxUID")
+        name = getattr(syntax, "name", str(syntax))
+        install = next((v for k, v in _HANDLERS.items() if k.lower() in name.lower()), "pylibjpeg")
+        raise ImageError(f"{path}: compressed DICOM ({name}) needs a decoder that is not installed "
+                         f"(pip install {install})") from exc
+    except Exception as exc:  # truncated pixel data and friends
+        raise ImageError(f"{path}: cannot decode the DICOM pixel data ({_one_line(exc)})") from exc
+
+
+def _rescale(ds, values: np.ndarray) -> np.ndarray:
+    """Stored values → real units: value × RescaleSlope + RescaleIntercept (HU for CT)."""
+    slope = float(ds.get("RescaleSlope", 1) or 1)
+    intercept = float(ds.get("RescaleIntercept", 0) or 0)
+    return values.astype(np.float32) * np.float32(slope) + np.float32(intercept)
+
+
+def _file_window(ds) -> tuple[float, float] | None:
+    center, width = ds.get("WindowCenter"), ds.get("WindowWidth")
+    if center is None or width is None:
+        return None
+    first = (lambda v: float(v[0]) if hasattr(v, "__len__") and not isinstance(v, str) else float(v))
+    try:
+        return first(center), max(first(width), 1.0)
+    except (TypeError, ValueError, IndexError):
+        return None
+
+
+def _to_rgb(ds, values: np.ndarray, photometric: str) -> np.ndarray:
+    if photometric.startswith("YBR") and ds.file_meta.TransferSyntaxUID.is_compressed is False:
+        from pydicom.pixels import convert_color_space
+
+        values = convert_color_space(values, photometric, "RGB")
+    if values.dtype != np.uint8:
+        values = np.clip(values.astype(np.float32) * (255.0 / max(float(values.max()), 1.0)), 0, 255)
+    return np.ascontiguousarray(values.astype(np.uint8)[..., :3])
+
+
+def _one_line(exc: BaseException) -> str:
+    return " ".join(str(exc).split())[:200] or type(exc).__name__
