@@ -92,11 +92,15 @@ def _file_window(ds) -> tuple[float, float] | None:
     center, width = ds.get("WindowCenter"), ds.get("WindowWidth")
     if center is None or width is None:
         return None
-    first = (lambda v: float(v[0]) if hasattr(v, "__len__") and not isinstance(v, str) else float(v))
     try:
-        return first(center), max(first(width), 1.0)
+        return _first(center), max(_first(width), 1.0)
     except (TypeError, ValueError, IndexError):
         return None
+
+
+def _first(value) -> float:
+    """A window value may be multi-valued (several windows): the first is the default."""
+    return float(value[0]) if hasattr(value, "__len__") and not isinstance(value, str) else float(value)
 
 
 def _to_rgb(ds, values: np.ndarray, photometric: str) -> np.ndarray:

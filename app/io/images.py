@@ -28,7 +28,7 @@ _WIDE_MODES = ("I;16", "I;16B", "I;16L", "I;16N", "I", "F")  # ~ 16k × 16k; bey
 @dataclass(frozen=True)
 class DecodedImage:
     path: Path | None
-    pixels: np.ndarray  # uint8, H×W (gray) or H×W×3 (RGB): what the model gets unless its sidecar windows `raw`
+    pixels: np.ndarray  # uint8 H×W (gray) or H×W×3 (RGB): what the model gets unless its sidecar windows `raw`
     source_mode: str  # Pillow's mode before conversion ("RGB", "I;16", "P"), or "DICOM"
     raw: np.ndarray | None = None  # high-dynamic-range values (HU for CT, 16-bit counts) as float32, H×W
     window: tuple[float, float] | None = None  # (center, width) to display `raw`: the file's, or automatic
