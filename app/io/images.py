@@ -21,8 +21,8 @@ IMAGE_EXTENSIONS = frozenset(
     {".png", ".jpg", ".jpeg", ".jpe", ".bmp", ".tif", ".tiff", ".webp", ".gif", ".pgm", ".ppm", ".pbm",
      ".pnm", ".jp2", ".j2k", ".tga", ".dib", ".dcm", ".dicom"}
 )
-DEFAULT_MAX_PIXELS = 250_000_000
-_WIDE_MODES = ("I;16", "I;16B", "I;16L", "I;16N", "I", "F")  # ~ 16k × 16k; beyond that a decode would need GBs of memory
+DEFAULT_MAX_PIXELS = 250_000_000  # ~ 16k × 16k; beyond that a decode would need GBs of memory
+_WIDE_MODES = ("I;16", "I;16B", "I;16L", "I;16N", "I", "F")  # decoded with their values kept (`raw`)
 
 
 @dataclass(frozen=True)
