@@ -48,9 +48,9 @@ class Result:
         return class_pixel_counts(self.mask) if self.mask is not None else np.zeros(0, np.int64)
 
 
-def decode(path: str | Path) -> tuple[DecodedImage, float]:
+def decode(path: str | Path, *, frame: int = 0) -> tuple[DecodedImage, float]:
     started = time.perf_counter()
-    image = read_image(path)
+    image = read_image(path, frame=frame)
     return image, _ms(started)
 
 

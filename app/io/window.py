@@ -9,15 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-# (center, width) presets as clinical viewers name them, in Hounsfield units.
-CT_PRESETS: dict[str, tuple[float, float]] = {
-    "Soft tissue": (40.0, 400.0),
-    "Lung": (-600.0, 1500.0),
-    "Bone": (300.0, 1500.0),
-    "Brain": (40.0, 80.0),
-    "Liver": (60.0, 160.0),
-    "Mediastinum": (50.0, 350.0),
-}
+from app.io.presets import CT_PRESETS  # noqa: F401 (re-exported: presets live where Qt can import them cheaply)
 
 
 def apply_window(values: np.ndarray, center: float, width: float, *, invert: bool = False) -> np.ndarray:

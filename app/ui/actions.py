@@ -5,6 +5,7 @@ from __future__ import annotations
 from PySide6.QtCore import QUrl
 from PySide6.QtGui import QAction, QDesktopServices, QKeySequence
 
+from app.io.presets import CT_PRESETS
 from app.ui.main_window import MainWindow, device_actions, shortcut
 
 
@@ -40,6 +41,12 @@ def build_menus(window: MainWindow) -> None:
     add(view_menu, "Filled / contour", lambda: controls.mode.setCurrentIndex(1 - controls.mode.currentIndex()), "C")
     add(view_menu, "More opaque", lambda: controls.opacity.setValue(controls.opacity.value() + 10), "]")
     add(view_menu, "More transparent", lambda: controls.opacity.setValue(controls.opacity.value() - 10), "[")
+    window_menu = view_menu.addMenu("Window / level")
+    add(window_menu, "The image's own window", lambda: window.set_window(None), "W")
+    add(window_menu, "Automatic (0.5–99.5 %)", window.auto_window, "Shift+W")
+    window_menu.addSeparator()
+    for name, preset in CT_PRESETS.items():
+        add(window_menu, f"{name}  (L {preset[0]:g} / W {preset[1]:g})", lambda p=preset: window.set_window(p))
 
     model_menu = bar.addMenu("&Model")
     add(model_menu, "Open model…", window.open_model_dialog, "Ctrl+M")

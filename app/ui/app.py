@@ -95,7 +95,7 @@ def _self_test(app, window, shown_ms: float) -> int:
         app.quit()
 
     def on_shown(path: str) -> None:
-        view = window._cache.get(path)
+        view = window.cached_view(path)
         painted = window.viewer.overlay_item.pixmap()
         outcome.update(time_to_first_overlay_ms=round((time.perf_counter() - STARTED) * 1000, 1), image=path,
                        first_overlay_unix=time.time(),

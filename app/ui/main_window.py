@@ -23,7 +23,7 @@ CACHE_SIZE = 8
 
 class MainWindow(QMainWindow):
     load_requested = Signal(int, str, str, str)  # generation, model path, device, runtime options
-    process_requested = Signal(int, str)  # request id, image path
+    process_requested = Signal(int, str, int)  # request id, image path, frame
     run_all_requested = Signal(list, str, list)  # InputFiles, output folder, what to save
     overlay_shown = Signal(str)  # path, once its overlay (or top-k) is on screen
     image_failed = Signal(str, str)  # path, message
@@ -40,8 +40,10 @@ class MainWindow(QMainWindow):
         self._request_id = 0
         self._generation = 0
         self._summary = None  # ModelSummary of the loaded model
-        self._cache: OrderedDict[str, object] = OrderedDict()  # path -> ViewResult, most recent last
+        self._cache: OrderedDict[tuple[str, int], object] = OrderedDict()  # (path, frame) -> ViewResult, LRU
         self._current_overlay = None  # app.ui.overlay.OverlayImage of the image shown
+        self._view = None  # the ViewResult shown
+        self._window: tuple[float, float] | None = None  # the display window of the image shown
         self._contour = False
         self._build_widgets()
         self._start_worker()
@@ -72,6 +74,8 @@ class MainWindow(QMainWindow):
         controls.contour_changed.connect(self._on_contour)
         controls.visible_changed.connect(self.viewer.set_overlay_visible)
         self.panel.legend.visibility_changed.connect(lambda _hidden: self._repaint_overlay())
+        self.panel.image_info.frame_changed.connect(lambda frame: self.show_path(self.files.current_path(), frame))
+        self.viewer.window_dragged.connect(self._on_window_drag)
         self.status.cancel.clicked.connect(self.cancel_run_all)
 
     def _start_worker(self) -> None:
@@ -173,12 +177,12 @@ class MainWindow(QMainWindow):
         self.files.setCurrentRow(0)
         self.status.showMessage(f"{len(inputs)} image(s)", 5000)
 
-    def show_path(self, path: str) -> None:
+    def show_path(self, path: str, frame: int = 0) -> None:
         if not path:
             return
-        cached = self._cache.get(path)
+        cached = self._cache.get((path, frame))
         if cached is not None:
-            self._cache.move_to_end(path)
+            self._cache.move_to_end((path, frame))
             self._display(cached)
             return
         self._request_id += 1
@@ -186,12 +190,15 @@ class MainWindow(QMainWindow):
             return  # shown once the model is ready
         self.files.set_status(path, "running")
         self.worker.note_latest_request(self._request_id)
-        self.process_requested.emit(self._request_id, path)
+        self.process_requested.emit(self._request_id, path, frame)
+
+    def cached_view(self, path: str, frame: int = 0):
+        return self._cache.get((path, frame))
 
     def _on_result(self, request_id: int, view) -> None:
         path = str(view.path)
         self.files.set_status(path, "done")
-        self._cache[path] = view
+        self._cache[(path, view.frame)] = view
         while len(self._cache) > CACHE_SIZE:
             self._cache.popitem(last=False)
         if request_id == self._request_id and path == self.files.current_path():
@@ -211,8 +218,15 @@ class MainWindow(QMainWindow):
 
         result = view.result
         height, width = result.image_hw
-        self.viewer.set_image(image_to_qimage(view.display_pixels), (width, height))
-        self.status.show_image_size(width, height)
+        same_image = self._view is not None and self._view.path == view.path
+        if not same_image:  # a new image starts at its own window; another frame keeps the reader's
+            self._window = view.window
+        self._view = view
+        pixels = view.display_pixels if self._window == view.window else self._windowed(view)
+        self.viewer.set_image(image_to_qimage(pixels), (width, height))
+        self.status.show_image_size(width, height, self._window if view.display_raw is not None else None)
+        self.panel.image_info.show_info(view.info, self._window if view.display_raw is not None else None,
+                                        view.frame, view.frame_count)
         self.status.show_timings(result.timings)
         if result.mask is not None:
             self._current_overlay = OverlayImage(view.display_mask, self._summary.spec.classes if self._summary
@@ -223,6 +237,40 @@ class MainWindow(QMainWindow):
             self._current_overlay = None
             self.panel.top_k.set_predictions(result.predictions)
         self.overlay_shown.emit(str(view.path))
+
+    # -- window / level --------------------------------------------------------------------------------
+
+    def set_window(self, window: tuple[float, float] | None) -> None:
+        """Display window (center, width) for high-range images; None = the image's own."""
+        view = self._view
+        if view is None or view.display_raw is None:
+            return
+        self._window = window or view.window
+        from app.ui.overlay import image_to_qimage
+
+        self.viewer.replace_image(image_to_qimage(self._windowed(view)))
+        height, width = view.result.image_hw
+        self.status.show_image_size(width, height, self._window)
+        self.panel.image_info.show_info(view.info, self._window, view.frame, view.frame_count)
+
+    def auto_window(self) -> None:
+        if self._view is not None and self._view.display_raw is not None:
+            from app.io.window import auto_window
+
+            self.set_window(auto_window(self._view.display_raw))
+
+    def _windowed(self, view):
+        from app.io.window import apply_window
+
+        return apply_window(view.display_raw, *self._window, invert=view.invert)
+
+    def _on_window_drag(self, dx: float, dy: float) -> None:
+        """Right-drag as in clinical viewers: horizontal = width (contrast), vertical = level (brightness)."""
+        if self._view is None or self._view.display_raw is None or self._window is None:
+            return
+        center, width = self._window
+        step = max(width, 1.0) / 256.0
+        self.set_window((center + dy * step, max(1.0, width + dx * step)))
 
     def _repaint_overlay(self) -> None:
         if self._current_overlay is not None:

@@ -139,12 +139,52 @@ class TopK(QGroupBox):
         return [f"{name.text()} {bar.format()}" for name, bar in self._rows]
 
 
+class ImageInfo(QGroupBox):
+    """DICOM/16-bit facts: patient and study fields, the window, and a frame slider for multi-frame files."""
+
+    frame_changed = Signal(int)
+
+    def __init__(self, parent=None) -> None:
+        super().__init__("Image", parent)
+        self.text = QLabel()
+        self.text.setWordWrap(True)
+        self.text.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.frame = QSlider(Qt.Orientation.Horizontal)
+        self.frame_label = QLabel()
+        layout = QVBoxLayout(self)
+        layout.addWidget(self.text)
+        layout.addWidget(self.frame_label)
+        layout.addWidget(self.frame)
+        self.frame.valueChanged.connect(self._on_frame)
+        self.hide()
+
+    def show_info(self, info: dict | None, window: tuple | None, frame: int, frames: int) -> None:
+        fields = dict(info or {})
+        fields.pop("Frames", None)
+        if window is not None:
+            fields["Window"] = f"L {window[0]:g} / W {window[1]:g}  (right-drag to change)"
+        self.text.setText("<br>".join(f"<b>{k}</b>: {v}" for k, v in fields.items()))
+        self.frame.blockSignals(True)
+        self.frame.setRange(0, max(0, frames - 1))
+        self.frame.setValue(frame)
+        self.frame.blockSignals(False)
+        self.frame.setVisible(frames > 1)
+        self.frame_label.setVisible(frames > 1)
+        self.frame_label.setText(f"Frame {frame + 1} of {frames}")
+        self.setVisible(bool(fields) or frames > 1)
+
+    def _on_frame(self, value: int) -> None:
+        self.frame_label.setText(f"Frame {value + 1} of {self.frame.maximum() + 1}")
+        self.frame_changed.emit(value)
+
+
 class SidePanel(QWidget):
     def __init__(self, parent=None) -> None:
         super().__init__(parent)
         self.controls = OverlayControls()
         self.legend = Legend()
         self.top_k = TopK()
+        self.image_info = ImageInfo()
         self.model_label = QLabel("No model")
         self.model_label.setWordWrap(True)
         self.model_label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
@@ -153,6 +193,7 @@ class SidePanel(QWidget):
         layout.addWidget(self.controls)
         layout.addWidget(self.legend)
         layout.addWidget(self.top_k)
+        layout.addWidget(self.image_info)
         layout.addStretch(1)
         self.top_k.hide()
 

@@ -76,8 +76,8 @@ class StatusBar(QStatusBar):
         self.latency.setToolTip("decode {decode:.1f} ms, preprocess {preprocess:.1f} ms, inference "
                                 "{inference:.1f} ms, postprocess {postprocess:.1f} ms".format(**timings))
 
-    def show_image_size(self, width: int, height: int) -> None:
-        self.image_size.setText(f"{width}×{height}")
+    def show_image_size(self, width: int, height: int, window: tuple | None = None) -> None:
+        self.image_size.setText(f"{width}×{height}" + (f"  L {window[0]:.0f} W {window[1]:.0f}" if window else ""))
 
     def refresh_gpu_memory(self) -> None:
         from app.inference.telemetry import gpu_memory

@@ -16,6 +16,7 @@ MIN_ZOOM, MAX_ZOOM = 0.02, 64.0
 
 class ImageViewer(QGraphicsView):
     zoom_changed = Signal(float)
+    window_dragged = Signal(float, float)  # dx, dy in screen pixels while the right button drags (window/level)
 
     def __init__(self, parent=None) -> None:
         super().__init__(parent)
@@ -36,6 +37,7 @@ class ImageViewer(QGraphicsView):
         self._overlay_item.setTransformationMode(Qt.TransformationMode.FastTransformation)  # crisp class edges
         self._full_size: tuple[int, int] | None = None
         self._fit_mode = True
+        self._right_drag: tuple[float, float] | None = None
 
     # -- content ---------------------------------------------------------------------------------------
 
@@ -49,6 +51,10 @@ class ImageViewer(QGraphicsView):
         self.scene().setSceneRect(QRectF(0, 0, *full_size))
         if size_changed or self._fit_mode:
             self.fit_to_window()
+
+    def replace_image(self, image: QImage) -> None:
+        """New pixels for the same image (another window/level): keeps zoom, pan and overlay."""
+        self._image_item.setPixmap(QPixmap.fromImage(image))
 
     def set_overlay(self, image: QImage) -> None:
         self._overlay_item.setPixmap(QPixmap.fromImage(image))
@@ -114,6 +120,29 @@ class ImageViewer(QGraphicsView):
         self.scale(factor, factor)
         self._update_smoothing()
         self.zoom_changed.emit(self.zoom())
+
+    def mousePressEvent(self, event) -> None:
+        if event.button() == Qt.MouseButton.RightButton:
+            self._right_drag = (event.position().x(), event.position().y())
+            event.accept()
+            return
+        super().mousePressEvent(event)
+
+    def mouseMoveEvent(self, event) -> None:
+        if self._right_drag is not None:
+            x, y = event.position().x(), event.position().y()
+            self.window_dragged.emit(x - self._right_drag[0], y - self._right_drag[1])
+            self._right_drag = (x, y)
+            event.accept()
+            return
+        super().mouseMoveEvent(event)
+
+    def mouseReleaseEvent(self, event) -> None:
+        if event.button() == Qt.MouseButton.RightButton and self._right_drag is not None:
+            self._right_drag = None
+            event.accept()
+            return
+        super().mouseReleaseEvent(event)
 
     def wheelEvent(self, event) -> None:
         steps = event.angleDelta().y() / 120.0

@@ -36,6 +36,12 @@ class ViewResult:
     display_pixels: object  # numpy uint8 gray or RGB, at most MAX_DISPLAY_SIDE on the long side
     display_mask: object  # numpy uint8 labels at the display size, or None (classification)
     display_scale: float  # full-resolution pixels per display pixel (1.0 unless downscaled)
+    display_raw: object = None  # float32 real values at the display size (DICOM, 16-bit), for window/level
+    window: tuple | None = None  # the image's own (center, width)
+    invert: bool = False
+    info: dict | None = None  # patient/study fields, frames
+    frame: int = 0
+    frame_count: int = 1
 
 
 class InferenceWorker(QObject):
@@ -91,8 +97,8 @@ class InferenceWorker(QObject):
                  f": {model.info.fallback_reason}" if model.info.fallback_reason else "")
         self.model_ready.emit(generation, ModelSummary(spec, model.info))
 
-    @Slot(int, str)
-    def process(self, request_id: int, path: str) -> None:
+    @Slot(int, str, int)
+    def process(self, request_id: int, path: str, frame: int = 0) -> None:
         if request_id != self._latest_request:
             return  # the window has moved on; don't spend a second on an image nobody looks at
         if self._model is None:
@@ -102,9 +108,9 @@ class InferenceWorker(QObject):
         from app.inference import pipeline
 
         try:
-            image, decode_ms = pipeline.decode(path)
+            image, decode_ms = pipeline.decode(path, frame=frame)
             result = pipeline.run_image(self._model, image, decode_ms=decode_ms)
-            view = _view_result(Path(path), result, image.pixels)
+            view = _view_result(Path(path), result, image, frame)
         except SegLensError as exc:
             from app.inference.batch import about
 
@@ -143,14 +149,18 @@ class InferenceWorker(QObject):
         self.batch_finished.emit(summary, str(report_path))
 
 
-def _view_result(path: Path, result, pixels):
+def _view_result(path: Path, result, image, frame: int) -> ViewResult:
     import cv2
 
+    pixels = image.display()
     height, width = pixels.shape[:2]
+    extra = {"window": image.window, "invert": image.invert, "info": dict(image.info), "frame": frame,
+             "frame_count": image.frame_count}
     scale = max(height, width) / MAX_DISPLAY_SIDE
     if scale <= 1.0:
-        return ViewResult(path, result, pixels, result.mask, 1.0)
+        return ViewResult(path, result, pixels, result.mask, 1.0, image.raw, **extra)
     size = (max(1, round(width / scale)), max(1, round(height / scale)))
     display = cv2.resize(pixels, size, interpolation=cv2.INTER_AREA)
     mask = None if result.mask is None else cv2.resize(result.mask, size, interpolation=cv2.INTER_NEAREST)
-    return ViewResult(path, result, display, mask, width / size[0])
+    raw = None if image.raw is None else cv2.resize(image.raw, size, interpolation=cv2.INTER_AREA)
+    return ViewResult(path, result, display, mask, width / size[0], raw, **extra)

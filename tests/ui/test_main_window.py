@@ -180,7 +180,7 @@ def test_huge_image_gets_a_downscaled_display_copy_and_full_size_results(qtbot, 
     Image.fromarray(stripes(3000, 12000)).save(big)  # 36 MP: wider than the display limit
     with qtbot.waitSignal(win.overlay_shown, timeout=60_000):
         win.add_paths([big])
-    view = win._cache[str(big)]
+    view = win.cached_view(str(big))
     assert view.result.mask.shape == (3000, 12000)
     assert max(view.display_pixels.shape[:2]) == 8192 and view.display_mask.shape == view.display_pixels.shape[:2]
     assert win.status.image_size.text() == "12000×3000"
@@ -196,3 +196,41 @@ def test_keyboard_steps_through_the_list(qtbot, window, images):
         if action.text() == "Next image":
             action.trigger()
     assert window.files.currentRow() == 1
+
+
+def test_dicom_window_level_by_right_drag_presets_and_info(qtbot, models, tmp_path):
+    from pydicom.data import get_testdata_file
+    from PySide6.QtCore import QPoint
+    from PySide6.QtTest import QTest
+
+    model = models("binary_logits")
+    settings = QSettings(str(tmp_path / "s.ini"), QSettings.Format.IniFormat)
+    win = MainWindow(settings=settings, model_path=model, device="cpu")
+    qtbot.addWidget(win)
+    win.show()
+    with qtbot.waitSignal(win.model_changed, timeout=TIMEOUT):
+        win.open_model()
+    ct = get_testdata_file("CT_small.dcm")
+    with qtbot.waitSignal(win.overlay_shown, timeout=TIMEOUT):
+        win.add_paths([ct])
+    info = win.panel.image_info.text.text()
+    assert "Modality</b>: CT" in info and "1CT1" in info
+    before = win.viewer.render_scene().copy()
+    start_window = win._window
+
+    viewport = win.viewer.viewport()
+    QTest.mousePress(viewport, Qt.MouseButton.RightButton, pos=QPoint(100, 100))
+    QTest.mouseMove(viewport, QPoint(160, 130))
+    QTest.mouseRelease(viewport, Qt.MouseButton.RightButton, pos=QPoint(160, 130))
+    assert win._window != start_window and win._window[1] > start_window[1]  # dragged right: wider window
+    assert win.viewer.render_scene() != before
+    assert f"W {win._window[1]:.0f}" in win.status.image_size.text()
+
+    win.set_window((40.0, 400.0))  # soft-tissue preset
+    view = win.cached_view(ct)
+    from app.io.window import apply_window
+
+    expected = apply_window(view.display_raw, 40, 400)
+    color = win.viewer.render_scene().pixelColor(5, 5)
+    assert abs(color.red() - int(expected[5, 5])) <= 2 or view.result.mask[5, 5]  # where no overlay is painted
+    win.close()
