@@ -256,9 +256,18 @@ class _Writer:
             if report:
                 report.add_row(carried)
         elif outcome.result is not None:
-            summary.ok += 1
-            if report:
-                report.add_result(outcome.input.path, outcome.result)
+            try:
+                if report:
+                    report.add_result(outcome.input.path, outcome.result)
+                summary.ok += 1
+            except OSError:
+                raise  # the report itself cannot be written: the run stops and says so
+            except Exception as exc:  # a result the report cannot describe is that input's error
+                log.debug("report row for %s failed", outcome.input.path, exc_info=True)
+                outcome = Outcome(outcome.index, outcome.input, None, unexpected_error(outcome.input.path, exc))
+                summary.failed += 1
+                if report:
+                    report.add_error(outcome.input.path, outcome.error, provider=self.model.info.provider)
         else:
             summary.failed += 1
             if report:

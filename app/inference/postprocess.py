@@ -103,7 +103,7 @@ def drop_small_components(mask: np.ndarray, min_area: int) -> np.ndarray:
 
 def class_pixel_counts(mask: np.ndarray) -> np.ndarray:
     """Pixels per label value 0..255 (int64, length 256)."""
-    hist = cv2.calcHist([mask], [0], None, [256], [0, 256])
+    hist = cv2.calcHist([np.ascontiguousarray(mask, dtype=np.uint8)], [0], None, [256], [0, 256])
     return hist.ravel().astype(np.int64)
 
 
@@ -166,7 +166,9 @@ def argmax_planes(planes: np.ndarray) -> np.ndarray:
     for c in range(1, min(len(planes), 256)):
         plane = np.ascontiguousarray(planes[c])
         greater = cv2.compare(plane, best, cv2.CMP_GT)
-        labels = cv2.max(labels, cv2.bitwise_and(greater, c))  # c only grows, so max == "set to c"
+        # numpy for the scalar: OpenCV reads a Python int as a 1×1 matrix when the image is 1×1 too
+        np.bitwise_and(greater, np.uint8(c), out=greater)
+        labels = cv2.max(labels, greater)  # c only grows, so max == "set to c"
         best = cv2.max(best, plane)
     return labels
 

@@ -59,3 +59,9 @@ def test_speckled_scores_take_the_dense_path_with_the_same_answer():
     image_hw = (50, 70)
     full = np.stack([cv2.resize(p, image_hw[::-1], interpolation=cv2.INTER_LINEAR) for p in planes])
     assert (_scores_to_mask(planes, image_hw) == full.argmax(axis=0)).mean() > 0.999
+
+
+def test_argmax_of_a_single_pixel_is_uint8():  # OpenCV reads a Python scalar as a 1×1 matrix
+    planes = np.array([[[0.1]], [[0.9]], [[0.5]]], np.float32)
+    labels = argmax_planes(planes)
+    assert labels.dtype == np.uint8 and labels.tolist() == [[1]]
