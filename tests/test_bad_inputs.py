@@ -13,9 +13,9 @@ from PIL import Image
 from PySide6.QtCore import QSettings
 
 sys.path.insert(0, str(REPO / "tools"))
-from make_bad_corpus import make_corpus  # noqa: E402
+from make_bad_corpus import make_corpus
 
-from app.ui.main_window import MainWindow  # noqa: E402
+from app.ui.main_window import MainWindow
 
 
 @pytest.fixture

@@ -57,7 +57,7 @@ def make_corpus(out: Path) -> dict[str, str | None]:
     good("good_png_named.jpg", png)  # wrong extension: decoded by content
     good("good_jpeg_named.png", jpeg.getvalue())
     good("good_gray.png", _png_bytes(rgb[..., 0]))
-    good("good_16bit.png", _png_bytes((rgb[..., 0].astype(np.uint16) * 257)))
+    good("good_16bit.png", _png_bytes(rgb[..., 0].astype(np.uint16) * 257))
     good("good_tiny_1x1.png", _png_bytes(rgb[:1, :1]))
     good("good_thin_2x900.png", _png_bytes(np.zeros((2, 900, 3), np.uint8)))
     good("güte_日本語.png", png)
