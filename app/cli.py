@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import sys
 import time
 from pathlib import Path
@@ -65,6 +66,8 @@ def build_parser() -> argparse.ArgumentParser:
                      help="what to write per image: mask, overlay, both (mask,overlay) or none (default: mask)")
     run.add_argument("--report", type=Path, metavar="FILE.csv",
                      help=f"CSV report, one row per input (default: DIR/{DEFAULT_REPORT_NAME})")
+    run.add_argument("--max-megapixels", type=_positive, metavar="N",
+                     help="refuse images larger than N megapixels (default 250) instead of running out of memory")
     run.add_argument("--resume", action="store_true",
                      help="skip inputs an earlier run into the same --out finished (report row ok, outputs present)")
     run.add_argument("--batch", type=_positive, default=1, metavar="N",
@@ -317,6 +320,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     from app.io.discover import discover
     from app.io.outputs import ReportWriter, remove_stale_temporaries
 
+    if args.max_megapixels:
+        os.environ["SEGLENS_MAX_MEGAPIXELS"] = str(args.max_megapixels)  # read by the decoding threads
     spec = load_spec(args.model, args.config)
     refused = _output_inside_inputs(args.out, args.paths)
     if refused:

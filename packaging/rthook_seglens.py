@@ -5,6 +5,7 @@
 - A windowed app has no console: sys.stdout/stderr may be None, and a print() must not crash it.
 """
 
+import contextlib
 import glob
 import os
 import sys
@@ -12,10 +13,8 @@ import sys
 base = getattr(sys, "_MEIPASS", os.path.dirname(sys.executable))
 if sys.platform == "win32" and hasattr(os, "add_dll_directory"):
     for folder in glob.glob(os.path.join(base, "nvidia", "*", "bin")):
-        try:
+        with contextlib.suppress(OSError):
             os.add_dll_directory(folder)
-        except OSError:
-            pass
 
 # `env -i` or a bare service account leaves the C locale; Qt wants UTF-8 and would warn about switching.
 if sys.platform.startswith("linux") and not any(

@@ -92,25 +92,33 @@ def run_inputs(
     stems = output_stems(list(inputs))
     writer = _Writer(model, out_dir, stems, save, report, summary, progress)
     writer.start()
-    stopped_at = len(inputs)
+    stopped_at, why = len(inputs), "the run was cancelled"
+    current = 0
     try:
         with ThreadPoolExecutor(max(1, prefetch_workers), thread_name_prefix="prefetch") as pool:
             prepared = _prefetch(pool, model, inputs, depth=2 * max(1, prefetch_workers) + batch_size,
                                  done=done or {})
             with contextlib.closing(prepared):  # on a break, cancel what is still queued for decoding
                 for group in _groups(prepared, batch_size if _batchable(model) else 1):
+                    current = group[0].index
                     if should_stop():
-                        stopped_at = group[0].index
+                        stopped_at = current
                         break
                     for work in _infer(model, group):
                         writer.put(work)
+    except Exception as exc:  # the model or device failed for good: what is left is listed, not dropped
+        if writer.failure is not None:
+            raise
+        log.error("the run stopped at input %d: %s", current, exc, exc_info=log.isEnabledFor(logging.DEBUG))
+        stopped_at, why = current, f"the run stopped: {type(exc).__name__}: {' '.join(str(exc).split())[:200]}"
+        summary.failed += len(inputs) - current
     finally:
         writer.close()
     if stopped_at < len(inputs):
-        summary.cancelled = True
+        summary.cancelled = why.startswith("the run was cancelled")
         if report:  # the report still lists every input, saying which were never processed
             for rest in inputs[stopped_at:]:
-                report.add_error(rest.path, "not processed: the run was cancelled", status="skipped")
+                report.add_error(rest.path, f"not processed: {why}", status="skipped")
     if writer.failure is not None:
         raise writer.failure
     return summary

@@ -60,9 +60,18 @@ def is_image_path(path: Path) -> bool:
     return path.suffix.lower() in IMAGE_EXTENSIONS
 
 
-def read_image(path: str | Path, *, max_pixels: int = DEFAULT_MAX_PIXELS, frame: int = 0) -> DecodedImage:
+def pixel_limit() -> int:
+    """The largest image decoded: SEGLENS_MAX_MEGAPIXELS (set by `--max-megapixels`), else 250 megapixels."""
+    try:
+        return int(float(os.environ["SEGLENS_MAX_MEGAPIXELS"]) * 1e6)
+    except (KeyError, ValueError):
+        return DEFAULT_MAX_PIXELS
+
+
+def read_image(path: str | Path, *, max_pixels: int | None = None, frame: int = 0) -> DecodedImage:
     """Decode the image at `path` (`frame` of a multi-frame file). Raises ImageError in one line on any problem."""
     path = Path(path)
+    max_pixels = max_pixels or pixel_limit()
     _check_file(path)
     from app.io.dicom import is_dicom, read_dicom
 

@@ -89,3 +89,26 @@ def test_cancel_leaves_complete_files_and_lists_every_input_once(models, tmp_pat
     for mask in masks:
         Image.open(mask).load()  # every written file is complete
     assert not list((tmp_path / "out").glob("*.tmp"))
+
+
+def test_a_model_that_dies_mid_run_leaves_the_rest_listed_as_not_processed(models, tmp_path):
+    folder = make_folder(tmp_path / "in", count=10, bad_every=1000)
+    model = open_session(load_spec(models("rgb_classes")), "cpu")
+    calls = {"n": 0}
+    real_run = model.run
+
+    def dying_run(tensor):
+        calls["n"] += 1
+        if calls["n"] > 4:
+            raise MemoryError("device lost")
+        return real_run(tensor)
+
+    model.run = dying_run
+    inputs = discover([folder])
+    with ReportWriter(tmp_path / "out" / "report.csv", model.spec) as report:
+        summary = run_inputs(model, inputs, out_dir=tmp_path / "out", report=report)
+    table = rows(tmp_path / "out" / "report.csv")
+    assert [r["path"] for r in table] == [str(i.path) for i in inputs]  # nobody dropped
+    skipped = [r for r in table if r["status"] == "skipped"]
+    assert skipped and all("MemoryError: device lost" in r["error"] for r in skipped)
+    assert summary.failed >= len(skipped) and not summary.cancelled
