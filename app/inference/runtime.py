@@ -13,53 +13,29 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from app.inference.checks import boolean, choice, whole
+
 CPU, CUDA, TENSORRT = "CPUExecutionProvider", "CUDAExecutionProvider", "TensorrtExecutionProvider"
 DEVICE_LABELS_NAME = "seglens_labels"
-
-
-def _bool(value: Any) -> bool:
-    if isinstance(value, bool):
-        return value
-    if isinstance(value, str) and value.lower() in ("1", "true", "yes", "on", "0", "false", "no", "off"):
-        return value.lower() in ("1", "true", "yes", "on")
-    raise ValueError(f"must be true or false, got {value!r}")
-
-
-def _choice(*options: str):
-    def check(value: Any) -> str:
-        if value not in options:
-            raise ValueError(f"must be one of {' | '.join(options)}, got {value!r}")
-        return value
-
-    return check
 
 
 def _switch(value: Any) -> str:
     """auto | on | off — YAML reads a bare on/off as a boolean, so booleans are accepted too."""
     if isinstance(value, bool):
         return "on" if value else "off"
-    return _choice("auto", "on", "off")(value)
-
-
-def _whole(maximum: int):
-    def check(value: Any) -> int:
-        if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= maximum:
-            raise ValueError(f"must be a whole number from 0 to {maximum}, got {value!r}")
-        return value
-
-    return check
+    return choice("auto", "on", "off")(value)
 
 
 # key -> check; the sidecar's `runtime:` section and `--runtime KEY=VALUE` share it.
 RUNTIME_KEYS = {
-    "intra_op_threads": _whole(1024),
-    "cudnn_conv_algo_search": _choice("HEURISTIC", "EXHAUSTIVE", "DEFAULT"),
-    "arena_extend_strategy": _choice("kNextPowerOfTwo", "kSameAsRequested"),
-    "gpu_mem_limit_mb": _whole(1 << 24),
-    "prefer_nhwc": _bool,
-    "use_tf32": _bool,
-    "tensorrt": _bool,
-    "tensorrt_fp16": _bool,
+    "intra_op_threads": whole(0, 1024),
+    "cudnn_conv_algo_search": choice("HEURISTIC", "EXHAUSTIVE", "DEFAULT"),
+    "arena_extend_strategy": choice("kNextPowerOfTwo", "kSameAsRequested"),
+    "gpu_mem_limit_mb": whole(0, 1 << 24),
+    "prefer_nhwc": boolean,
+    "use_tf32": boolean,
+    "tensorrt": boolean,
+    "tensorrt_fp16": boolean,
     "device_argmax": _switch,
     "io_binding": _switch,
 }

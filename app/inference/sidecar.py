@@ -6,17 +6,16 @@ Only the keys a user wrote come back (as a flat dict `"input.size" -> value`), s
 
 from __future__ import annotations
 
-import math
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import yaml
 
 from app.errors import SidecarError
+from app.inference.checks import Check, choice, kind, number, whole
+from app.inference.checks import text as nonempty_text
 from app.inference.runtime import RUNTIME_KEYS
 
-Check = Callable[[Any], Any]  # returns the normalised value or raises ValueError with the problem
 MAX_SIDE = 16384  # a working size beyond this is a typo, and would ask for tens of GB
 
 
@@ -82,7 +81,7 @@ def _validate(data: dict, schema: dict, *, prefix: str, path: Path) -> dict[str,
             if raw is None:
                 continue
             if not isinstance(raw, dict):
-                raise SidecarError(f"{path}: '{full}' must be a mapping, got {_kind(raw)}")
+                raise SidecarError(f"{path}: '{full}' must be a mapping, got {kind(raw)}")
             values.update(_validate(raw, rule, prefix=f"{full}.", path=path))
             continue
         try:
@@ -92,49 +91,11 @@ def _validate(data: dict, schema: dict, *, prefix: str, path: Path) -> dict[str,
     return values
 
 
-def _kind(value: Any) -> str:
-    return "nothing" if value is None else type(value).__name__
-
-
-# --- value checks: each returns the clean value or raises ValueError("must be ..., got ...") -------------
-
-def _text(value: Any) -> str:
-    if not isinstance(value, str) or not value.strip():
-        raise ValueError(f"must be a non-empty text, got {_kind(value)}")
-    return value.strip()
-
-
-def _choice(*options: str) -> Check:
-    def check(value: Any) -> str:
-        if value not in options:
-            raise ValueError(f"must be one of {' | '.join(options)}, got {value!r}")
-        return value
-
-    return check
-
-
-def _number(value: Any) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise ValueError(f"must be a number, got {_kind(value)}")
-    if not math.isfinite(value):
-        raise ValueError(f"must be a finite number, got {value!r}")
-    return float(value)
-
-
-def _int(minimum: int, maximum: int) -> Check:
-    def check(value: Any) -> int:
-        if isinstance(value, bool) or not isinstance(value, int) or not minimum <= value <= maximum:
-            raise ValueError(f"must be a whole number from {minimum} to {maximum}, got {value!r}")
-        return value
-
-    return check
-
-
 def _fraction(value: Any) -> float:
-    number = _number(value)
-    if not 0.0 <= number <= 1.0:
+    fraction = number(value)
+    if not 0.0 <= fraction <= 1.0:
         raise ValueError(f"must be between 0 and 1, got {value!r}")
-    return number
+    return fraction
 
 
 def _size(value: Any) -> tuple[int, int] | None:
@@ -151,7 +112,7 @@ def _numbers(*, nonzero: bool = False) -> Check:
         items = value if isinstance(value, list | tuple) else [value]
         if not items or len(items) > 4:
             raise ValueError(f"must be a number or a list of 1 or 3 numbers, got {value!r}")
-        numbers = tuple(_number(v) for v in items)
+        numbers = tuple(number(v) for v in items)
         if nonzero and any(n == 0 for n in numbers):
             raise ValueError("must not contain 0 (it divides)")
         return numbers
@@ -165,7 +126,7 @@ def _pair(shape: str, *, positive_second: bool = False, increasing: bool = False
             return None
         if not isinstance(value, list | tuple) or len(value) != 2:
             raise ValueError(f"must be {shape} or null, got {value!r}")
-        a, b = _number(value[0]), _number(value[1])
+        a, b = number(value[0]), number(value[1])
         if positive_second and b <= 0:
             raise ValueError(f"must be {shape} with a width > 0, got {value!r}")
         if increasing and b <= a:
@@ -197,17 +158,17 @@ _UNSET = object()
 def _classes(value: Any) -> tuple[tuple[str, Any], ...]:
     """A list of `{name, color}` mappings (or plain names). Color `_UNSET` = use the default palette."""
     if not isinstance(value, list) or not value:
-        raise ValueError(f"must be a non-empty list of {{name: ..., color: ...}}, got {_kind(value)}")
+        raise ValueError(f"must be a non-empty list of {{name: ..., color: ...}}, got {kind(value)}")
     parsed = []
     for index, item in enumerate(value):
         if isinstance(item, str):
             item = {"name": item}
         if not isinstance(item, dict):
-            raise ValueError(f"[{index}] must be a name or {{name: ..., color: ...}}, got {_kind(item)}")
+            raise ValueError(f"[{index}] must be a name or {{name: ..., color: ...}}, got {kind(item)}")
         unknown = sorted(str(k) for k in set(item) - {"name", "color"})
         if unknown:
             raise ValueError(f"[{index}] has unknown key '{unknown[0]}' (expected name, color)")
-        parsed.append((_field(index, "name", _text, item.get("name")),
+        parsed.append((_field(index, "name", nonempty_text, item.get("name")),
                        _field(index, "color", parse_color, item["color"]) if "color" in item else _UNSET))
     return tuple(parsed)
 
@@ -220,29 +181,29 @@ def _field(index: int, field: str, check: Check, value: Any) -> Any:
 
 
 _SCHEMA: dict[str, Any] = {
-    "name": _text,
-    "task": _choice("segmentation", "classification"),
+    "name": nonempty_text,
+    "task": choice("segmentation", "classification"),
     "input": {
         "size": _size,
-        "resize": _choice("stretch", "letterbox"),
-        "size_divisor": _int(1, 1024),
-        "color": _choice("rgb", "bgr", "gray"),
-        "scale": _number,
+        "resize": choice("stretch", "letterbox"),
+        "size_divisor": whole(1, 1024),
+        "color": choice("rgb", "bgr", "gray"),
+        "scale": number,
         "mean": _numbers(),
         "std": _numbers(nonzero=True),
         "window": _pair("[center, width]", positive_second=True),
         "range": _pair("[low, high]", increasing=True),
     },
     "output": {
-        "activation": _choice("auto", "softmax", "sigmoid", "none"),
+        "activation": choice("auto", "softmax", "sigmoid", "none"),
         "threshold": _fraction,
     },
     "classes": _classes,
     "runtime": RUNTIME_KEYS,
     "postprocess": {
-        "min_area": _int(0, 2**31 - 1),
-        "close_kernel": _int(0, 255),
-        "top_k": _int(1, 1000),
+        "min_area": whole(0, 2**31 - 1),
+        "close_kernel": whole(0, 255),
+        "top_k": whole(1, 1000),
     },
 }
 

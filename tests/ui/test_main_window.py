@@ -39,14 +39,20 @@ def images(tmp_path):
     return root
 
 
-@pytest.fixture
-def window(qtbot, model, tmp_path):
-    settings = QSettings(str(tmp_path / "settings.ini"), QSettings.Format.IniFormat)
+def open_window(qtbot, model, tmp_path, name="settings.ini") -> MainWindow:
+    """A shown main window with `model` loaded on its worker thread."""
+    settings = QSettings(str(tmp_path / name), QSettings.Format.IniFormat)
     win = MainWindow(settings=settings, model_path=model, device="cpu")
     qtbot.addWidget(win)
     win.show()
     with qtbot.waitSignal(win.model_changed, timeout=TIMEOUT):
         win.open_model()
+    return win
+
+
+@pytest.fixture
+def window(qtbot, model, tmp_path):
+    win = open_window(qtbot, model, tmp_path)
     yield win
     win.close()
 
@@ -170,12 +176,7 @@ def test_settings_persist(qtbot, window, tmp_path):
 
 
 def test_huge_image_gets_a_downscaled_display_copy_and_full_size_results(qtbot, models, tmp_path):
-    path = models("fixed_size_classes", size=64)
-    settings = QSettings(str(tmp_path / "s.ini"), QSettings.Format.IniFormat)
-    win = MainWindow(settings=settings, model_path=path, device="cpu")
-    qtbot.addWidget(win)
-    with qtbot.waitSignal(win.model_changed, timeout=TIMEOUT):
-        win.open_model()
+    win = open_window(qtbot, models("fixed_size_classes", size=64), tmp_path, "s.ini")
     big = tmp_path / "big.png"
     Image.fromarray(stripes(3000, 12000)).save(big)  # 36 MP: wider than the display limit
     with qtbot.waitSignal(win.overlay_shown, timeout=60_000):
@@ -203,13 +204,7 @@ def test_dicom_window_level_by_right_drag_presets_and_info(qtbot, models, tmp_pa
     from PySide6.QtCore import QPoint
     from PySide6.QtTest import QTest
 
-    model = models("binary_logits")
-    settings = QSettings(str(tmp_path / "s.ini"), QSettings.Format.IniFormat)
-    win = MainWindow(settings=settings, model_path=model, device="cpu")
-    qtbot.addWidget(win)
-    win.show()
-    with qtbot.waitSignal(win.model_changed, timeout=TIMEOUT):
-        win.open_model()
+    win = open_window(qtbot, models("binary_logits"), tmp_path, "s.ini")
     ct = get_testdata_file("CT_small.dcm")
     with qtbot.waitSignal(win.overlay_shown, timeout=TIMEOUT):
         win.add_paths([ct])

@@ -1,0 +1,56 @@
+"""Value checks shared by the sidecar and `--runtime`: each returns the clean value or raises
+ValueError("must be …, got …"), which the caller prefixes with the file and key."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Any
+
+Check = Callable[[Any], Any]
+
+
+def kind(value: Any) -> str:
+    return "nothing" if value is None else type(value).__name__
+
+
+def text(value: Any) -> str:
+    if not isinstance(value, str) or not value.strip():
+        raise ValueError(f"must be a non-empty text, got {kind(value)}")
+    return value.strip()
+
+
+def choice(*options: str) -> Check:
+    def check(value: Any) -> str:
+        if value not in options:
+            raise ValueError(f"must be one of {' | '.join(options)}, got {value!r}")
+        return value
+
+    return check
+
+
+def number(value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ValueError(f"must be a number, got {kind(value)}")
+    if not math.isfinite(value):
+        raise ValueError(f"must be a finite number, got {value!r}")
+    return float(value)
+
+
+def whole(minimum: int, maximum: int) -> Check:
+    def check(value: Any) -> int:
+        if isinstance(value, bool) or not isinstance(value, int) or not minimum <= value <= maximum:
+            raise ValueError(f"must be a whole number from {minimum} to {maximum}, got {value!r}")
+        return value
+
+    return check
+
+
+
+
+def boolean(value: Any) -> bool:
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.lower() in ("1", "true", "yes", "on", "0", "false", "no", "off"):
+        return value.lower() in ("1", "true", "yes", "on")
+    raise ValueError(f"must be true or false, got {value!r}")
