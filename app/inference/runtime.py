@@ -29,6 +29,7 @@ def _switch(value: Any) -> str:
 # key -> check; the sidecar's `runtime:` section and `--runtime KEY=VALUE` share it.
 RUNTIME_KEYS = {
     "intra_op_threads": whole(0, 1024),
+    "allow_spinning": boolean,
     "cudnn_conv_algo_search": choice("HEURISTIC", "EXHAUSTIVE", "DEFAULT"),
     "arena_extend_strategy": choice("kNextPowerOfTwo", "kSameAsRequested"),
     "gpu_mem_limit_mb": whole(0, 1 << 24),
@@ -44,6 +45,7 @@ RUNTIME_KEYS = {
 @dataclass(frozen=True)
 class RuntimeOptions:
     intra_op_threads: int = 0  # 0: ONNX Runtime's default (one per physical core)
+    allow_spinning: bool = True  # idle ORT threads spin; off frees cores for decode/write threads
     cudnn_conv_algo_search: str = "HEURISTIC"  # image sizes vary: EXHAUSTIVE would re-search every new shape
     arena_extend_strategy: str = "kNextPowerOfTwo"
     gpu_mem_limit_mb: int = 0  # 0 = no limit

@@ -200,6 +200,8 @@ def _create(ort: Any, spec: ModelSpec, source: str | bytes, providers: list, opt
     session_options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
     if options.intra_op_threads > 0:
         session_options.intra_op_num_threads = options.intra_op_threads
+    if not options.allow_spinning:
+        session_options.add_session_config_entry("session.intra_op.allow_spinning", "0")
     started = time.perf_counter()
     with capture_native_stderr() as captured, warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
