@@ -117,7 +117,7 @@ def _brushed(rng, h, w, px):
         n = cv2.GaussianBlur(n, (0, 0), sigmaX=max(length / 3, 1.0), sigmaY=0.5 * max(px, 0.6))
         tex += amp * n / (float(n.std()) + 1e-6)
     # a few deeper single grooves of the brushing (part of the texture, not defects)
-    tex += 0.5 * cv2.GaussianBlur(
+    tex += 0.3 * cv2.GaussianBlur(
         (rng.random((H, 1)) < 0.02).astype(np.float32) * rng.standard_normal((H, 1)).astype(np.float32),
         (0, 0),
         0.6,
@@ -199,7 +199,7 @@ def _pit(rng, h, w, px, center=None):
 
 
 def _stain(rng, h, w, px, center=None, rmax=None):
-    R = rng.uniform(50, 230 if rmax is None else rmax) * px
+    R = rng.uniform(40, 140 if rmax is None else rmax) * px
     cx, cy = center if center is not None else (rng.uniform(0.0, 1.0) * w, rng.uniform(0.0, 1.0) * h)
     x0, x1 = int(max(cx - 1.6 * R, 0)), int(min(cx + 1.6 * R, w))
     y0, y1 = int(max(cy - 1.6 * R, 0)), int(min(cy + 1.6 * R, h))
@@ -267,7 +267,7 @@ def surface_image(rng: np.random.Generator, h: int = 1080, w: int = 1920, px: fl
         if material == "plastic" and tint.mean() < 0.2:
             st = np.array((1.7, 1.6, 1.5), np.float32)  # whitish residue on black plastic
         mott = 1 + 0.25 * smooth_noise(rng, y1 - y0, x1 - x0, 25 * px)
-        ring = rng.uniform(0, 1.2) * 4 * alpha * (1 - alpha)
+        ring = rng.uniform(0.4, 1.2) * 4 * alpha * (1 - alpha)
         a = np.clip(alpha * strength * mott + ring * strength * 0.5, 0, 1)[..., None]
         stain_mul[y0:y1, x0:x1] *= 1 - a + a * st
         label[y0:y1, x0:x1][gt] = 3

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import multiprocessing as mp
 import sys
 import time
 from pathlib import Path
@@ -64,7 +65,7 @@ def fit(model, next_batch, loss_fn, steps: int, lr: float, log_every: int = 100,
         opt.step()
         sched.step()
         run = loss.item() if run is None else 0.95 * run + 0.05 * loss.item()
-        if log_every and ((step + 1) % log_every == 0 or step == steps - 1):
+        if log_every and ((step + 1) % log_every == 0 or step == steps - 1) and tag:
             print(f"  {tag} step {step + 1}/{steps} loss {run:.4f} ({time.time() - t0:.0f} s)", flush=True)
     model.eval()
     return run if run is not None else math.nan
@@ -93,19 +94,37 @@ def _to_input(batch_u8: np.ndarray, name: str) -> torch.Tensor:
 # ------------------------------------------------------------------------------------------------ models
 
 
-def data_surface(n_full: int, n_direct: int, seed: int = common.TRAIN_SEED):
+def _pmap(fn, args, procs: int = 2):
+    """Generate data items in ``procs`` processes (each item depends only on its index: same result)."""
+    if procs <= 1:
+        return [fn(*a) for a in args]
+    ctx = mp.get_context("fork")
+    with ctx.Pool(procs) as pool:
+        return pool.starmap(fn, args, chunksize=4)
+
+
+def _surface_train_item(seed, i, full):
+    size = common.SIDECARS["surface_defects"]["input"]["size"]
+    img, lab = common.surface_item(seed, i, full_res=full)
+    return common.resize_image(img, size), common.resize_labels(lab, size, 4)
+
+
+def data_surface(n_full: int, n_direct: int, seed: int = common.TRAIN_SEED, procs: int = 2):
     """Pool of (image, label) at the working size: full-resolution renders resized exactly as the app does,
     plus renders made directly at the working size."""
-    size = common.SIDECARS["surface_defects"]["input"]["size"]
-    imgs, labs = [], []
-    for i in range(n_full + n_direct):
-        img, lab = common.surface_item(seed, i, full_res=i < n_full)
-        imgs.append(common.resize_image(img, size))
-        labs.append(common.resize_labels(lab, size, 4))
-    return np.stack(imgs), np.stack(labs)
+    items = _pmap(_surface_train_item, [(seed, i, i < n_full) for i in range(n_full + n_direct)], procs)
+    return np.stack([a for a, _ in items]), np.stack([b for _, b in items])
 
 
-def train_surface(steps: int, seed: int, n_full: int = 48, n_direct: int = 400, crop=(256, 256), batch=8):
+def init_prior(head: torch.nn.Conv2d, fractions) -> None:
+    """Start the output layer at the class prior (log-frequencies): training then spends its few hundred
+    steps on the features instead of on learning that most pixels are background."""
+    f = torch.tensor(fractions, dtype=torch.float32).clamp_min(1e-4)
+    with torch.no_grad():
+        head.bias.copy_(torch.log(f) - torch.log(f).mean() if len(f) > 1 else torch.log(f / (1 - f)))
+
+
+def train_surface(steps: int, seed: int, n_full: int = 240, n_direct: int = 120, crop=(160, 160), batch=8):
     t = time.time()
     imgs, labs = data_surface(n_full, n_direct)
     print(f"surface_defects: {len(imgs)} training images in {time.time() - t:.0f} s; class pixel fractions "
@@ -113,15 +132,20 @@ def train_surface(steps: int, seed: int, n_full: int = 48, n_direct: int = 400, 
     rng = np.random.default_rng(seed)
     ch, cw = crop
     H, W = imgs.shape[1:3]
-    defect_pix = [np.flatnonzero(lab[::4, ::4] > 0) for lab in labs]
+    # pixels of each defect class (on a 2x2 grid), to centre crops on defects of a class chosen uniformly
+    where = {k: [np.flatnonzero(lab[::2, ::2] == k) for lab in labs] for k in (1, 2, 3)}
+    with_k = {k: [i for i in range(len(labs)) if len(where[k][i])] for k in (1, 2, 3)}
+    wq = (W + 1) // 2
 
     def next_batch(step):
         xs, ys = [], []
         for _ in range(batch):
             i = int(rng.integers(len(imgs)))
-            if rng.random() < 0.5 and len(defect_pix[i]):  # centre on a defect half of the time
-                p = defect_pix[i][rng.integers(len(defect_pix[i]))]
-                cy, cx = (p // (W // 4 + (W % 4 > 0))) * 4, (p % (W // 4 + (W % 4 > 0))) * 4
+            k = int(rng.integers(1, 4))
+            if rng.random() < 0.6 and with_k[k]:  # centre on a defect of class k 60 % of the time
+                i = with_k[k][rng.integers(len(with_k[k]))]
+                p = where[k][i][rng.integers(len(where[k][i]))]
+                cy, cx = (p // wq) * 2, (p % wq) * 2
                 y0 = int(np.clip(cy - ch // 2 + rng.integers(-ch // 3, ch // 3 + 1), 0, H - ch))
                 x0 = int(np.clip(cx - cw // 2 + rng.integers(-cw // 3, cw // 3 + 1), 0, W - cw))
             else:
@@ -132,21 +156,23 @@ def train_surface(steps: int, seed: int, n_full: int = 48, n_direct: int = 400, 
         return _to_input(np.stack(xs), "surface_defects"), torch.from_numpy(np.stack(ys).astype(np.int64))
 
     model = nets.build_model("surface_defects")
-    fit(model, next_batch, seg_loss_multiclass, steps, lr=4e-3, tag="surface_defects")
+    init_prior(model.head, np.bincount(labs.ravel(), minlength=4) / labs.size)
+    fit(model, next_batch, seg_loss_multiclass, steps, lr=1e-2, tag="surface_defects", log_every=200)
     return model
 
 
-def data_nuclei(n: int, seed: int = common.TRAIN_SEED):
+def _nuclei_train_item(seed, i):
     size = common.SIDECARS["nuclei"]["input"]["size"]
-    imgs, masks = [], []
-    for i in range(n):
-        img, m = common.nuclei_item(seed, i)
-        imgs.append(common.resize_image(img, size))
-        masks.append(common.resize_labels(m, size, 2))
-    return np.stack(imgs), np.stack(masks)
+    img, m = common.nuclei_item(seed, i)
+    return common.resize_image(img, size), common.resize_labels(m, size, 2)
 
 
-def train_nuclei(steps: int, seed: int, n_images: int = 500, batch=8):
+def data_nuclei(n: int, seed: int = common.TRAIN_SEED, procs: int = 2):
+    items = _pmap(_nuclei_train_item, [(seed, i) for i in range(n)], procs)
+    return np.stack([a for a, _ in items]), np.stack([b for _, b in items])
+
+
+def train_nuclei(steps: int, seed: int, n_images: int = 500, batch=12, crop=128):
     t = time.time()
     imgs, masks = data_nuclei(n_images)
     print(f"nuclei: {len(imgs)} training images in {time.time() - t:.0f} s; foreground {masks.mean():.3f}",
@@ -155,24 +181,27 @@ def train_nuclei(steps: int, seed: int, n_images: int = 500, batch=8):
 
     def next_batch(step):
         idx = rng.integers(len(imgs), size=batch)
-        pairs = [_augment(rng, imgs[i], masks[i]) for i in idx]
+        ys, xs = rng.integers(0, imgs.shape[1] - crop + 1, batch), rng.integers(0, imgs.shape[2] - crop + 1, batch)
+        pairs = [_augment(rng, imgs[i, y : y + crop, x : x + crop], masks[i, y : y + crop, x : x + crop])
+                 for i, y, x in zip(idx, ys, xs)]
         x = _to_input(np.stack([p[0] for p in pairs])[..., None], "nuclei")
         y = torch.from_numpy(np.stack([p[1] for p in pairs])[:, None].astype(np.float32))
         return x, y
 
     model = nets.build_model("nuclei")
+    init_prior(model.head, [float(masks.mean())])
     model.sigmoid = False  # train on logits (BCE-with-logits); the exported graph ends in Sigmoid
-    fit(model, next_batch, seg_loss_binary, steps, lr=4e-3, tag="nuclei")
+    fit(model, next_batch, seg_loss_binary, steps, lr=1e-2, tag="nuclei")
     model.sigmoid = True
     return model
 
 
-def data_crops(n: int, seed: int = common.TRAIN_SEED):
-    xs, ys = zip(*(common.crop_item(seed, i) for i in range(n)))
+def data_crops(n: int, seed: int = common.TRAIN_SEED, procs: int = 2):
+    xs, ys = zip(*_pmap(common.crop_item, [(seed, i) for i in range(n)], procs))
     return np.stack(xs), np.asarray(ys, np.int64)
 
 
-def train_defect_type(steps: int, seed: int, n_crops: int = 2000, batch=24):
+def train_defect_type(steps: int, seed: int, n_crops: int = 1600, batch=24):
     t = time.time()
     imgs, labels = data_crops(n_crops)
     print(f"defect_type: {len(imgs)} training crops in {time.time() - t:.0f} s", flush=True)
@@ -184,15 +213,15 @@ def train_defect_type(steps: int, seed: int, n_crops: int = 2000, batch=24):
         return _to_input(np.stack(xs), "defect_type"), torch.from_numpy(labels[idx])
 
     model = nets.build_model("defect_type")
-    fit(model, next_batch, lambda o, y: F.cross_entropy(o, y, label_smoothing=0.05), steps, lr=3e-3,
+    fit(model, next_batch, lambda o, y: F.cross_entropy(o, y, label_smoothing=0.05), steps, lr=5e-3,
         tag="defect_type")
     return model
 
 
 TRAINERS = {
-    "surface_defects": (train_surface, 600),
-    "nuclei": (train_nuclei, 450),
-    "defect_type": (train_defect_type, 500),
+    "surface_defects": (train_surface, 1400),
+    "nuclei": (train_nuclei, 1000),
+    "defect_type": (train_defect_type, 600),
 }
 
 
