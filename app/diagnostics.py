@@ -40,7 +40,7 @@ def versions() -> dict[str, str | None]:
     info["onnxruntime packages"] = ", ".join(f"{k} {v}" for k, v in onnxruntime_packages().items()) or "none"
     for module, label in (("numpy", "numpy"), ("cv2", "OpenCV"), ("PIL", "Pillow")):
         info[label] = _module_version(module)
-    info["PySide6"] = package_version("PySide6-Essentials") or package_version("PySide6") or "not installed"
+    info["PySide6"] = package_version("PySide6-Essentials") or package_version("PySide6") or "n/a"
     if "PySide6.QtCore" in sys.modules:  # the CLI never imports Qt just to print its version
         info["Qt"] = _qt_version()
     return info

@@ -138,11 +138,16 @@ def decide(facts: Facts) -> Verdict:
     major = facts.build_cuda or "13"
     missing = [name for name, where in facts.cuda_libraries.items() if where is None]
     if facts.driver_version is None and not facts.gpus:
-        libs = f" The CUDA {major} libraries are missing too ({', '.join(missing[:3])})." if missing else ""
+        driver = f"install the NVIDIA driver (R{MIN_DRIVER.get(major, 580)}+ for CUDA {major})"
+        if missing:
+            return Verdict(False, "CUDA unavailable: no NVIDIA driver was found "
+                                  f"({facts.nvml_error or 'NVML not found'}), so models run on the CPU. The CUDA "
+                                  f"{major} libraries are missing too ({', '.join(missing[:3])}).",
+                           f"on a machine with an NVIDIA GPU, {driver} and `pip install 'seglens[cuda]'`")
         return Verdict(False, "CUDA unavailable: no NVIDIA driver was found "
-                              f"({facts.nvml_error or 'NVML not found'}), so models run on the CPU.{libs}",
-                       f"on a machine with an NVIDIA GPU, install the NVIDIA driver (R{MIN_DRIVER.get(major, 580)}+ "
-                       f"for CUDA {major}) and `pip install 'seglens[cuda]'`")
+                              f"({facts.nvml_error or 'NVML not found'}), so models run on the CPU. The CUDA "
+                              f"{major} and cuDNN libraries are all present.",
+                       f"on a machine with an NVIDIA GPU, {driver}; nothing else is missing")
     driver_major = _driver_major(facts.driver_version)
     if driver_major is not None and driver_major < MIN_DRIVER.get(major, 0):
         return Verdict(False, f"CUDA unavailable: NVIDIA driver {facts.driver_version} is too old for this "

@@ -49,6 +49,11 @@ def test_no_driver():
     assert "R580+" in verdict.fix
 
 
+def test_no_driver_but_every_library_bundled():
+    verdict = decide(facts(driver_version=None, gpus=[], nvml_error="NVML Shared Library Not Found"))
+    assert "all present" in verdict.summary and "nothing else is missing" in verdict.fix
+
+
 def test_old_driver_for_cuda13():
     verdict = decide(facts(driver_version="550.54.15"))
     assert "too old" in verdict.summary and "cuda12" in verdict.fix

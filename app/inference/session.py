@@ -228,6 +228,8 @@ def explain_cuda_failure(lines: list[str]) -> str:
     text = "\n".join(lines)
     missing = re.search(r"Failed to load library \S*?(libonnxruntime_providers_cuda\S*|\S+) with error: "
                         r"([^\s:]+): cannot open shared object file", text)
+    if missing and missing.group(2).startswith(("libcuda.so", "nvcuda")):
+        return f"no NVIDIA driver is installed ({missing.group(2)} not found)"
     if missing:
         return (f"the CUDA provider could not be loaded: {missing.group(2)} not found "
                 f"(CUDA/cuDNN libraries for this onnxruntime build are missing or no NVIDIA driver is installed)")

@@ -59,6 +59,8 @@ def test_explain_cuda_failure_from_real_log_lines():
     assert "libcublasLt.so.13 not found" in explain_cuda_failure([line])
     assert "no CUDA-capable device" in explain_cuda_failure(["CUDA failure 100: no CUDA-capable device is detected"])
     assert "logged no reason" in explain_cuda_failure([])
+    driverless = line.replace("libcublasLt.so.13", "libcuda.so.1")
+    assert explain_cuda_failure([driverless]) == "no NVIDIA driver is installed (libcuda.so.1 not found)"
 
 
 def test_cuda_provider_options_are_passed_through():
