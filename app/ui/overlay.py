@@ -31,10 +31,8 @@ class OverlayImage:
     def image(self, *, hidden: set[int] = frozenset(), contour: bool = False) -> QImage:
         """Indexed8 QImage (opaque class colours, transparent elsewhere) sharing the mask's memory."""
         labels = self._contour_labels() if contour else self._mask
-        height, width = labels.shape
-        image = QImage(labels.data, width, height, labels.strides[0], QImage.Format.Format_Indexed8)
+        image = _qimage_copy(labels, QImage.Format.Format_Indexed8)
         image.setColorTable(self.color_table(hidden))
-        image._keep_alive = labels  # QImage does not own the buffer; keep the array alive with it
         return image
 
     def color_table(self, hidden: set[int]) -> list[int]:
@@ -57,10 +55,21 @@ class OverlayImage:
 
 
 def image_to_qimage(pixels: np.ndarray) -> QImage:
-    """uint8 gray or RGB array → QImage sharing its memory (kept alive on the QImage)."""
-    pixels = np.ascontiguousarray(pixels)
-    height, width = pixels.shape[:2]
+    """uint8 gray or RGB array → a QImage that owns a copy of the pixels."""
     fmt = QImage.Format.Format_Grayscale8 if pixels.ndim == 2 else QImage.Format.Format_RGB888
-    image = QImage(pixels.data, width, height, pixels.strides[0], fmt)
-    image._keep_alive = pixels
+    return _qimage_copy(pixels, fmt)
+
+
+def _qimage_copy(pixels: np.ndarray, fmt: QImage.Format) -> QImage:
+    """Copy the array into memory Qt allocates and owns.
+
+    Wrapping a numpy buffer in a QImage (zero-copy) makes PySide manage the buffer's reference count, which has
+    crashed the interpreter here ("deallocating None") when images are replaced quickly; one memcpy (~1 ms for
+    1920×1080 RGB) buys an image whose lifetime Qt alone controls.
+    """
+    height, width = pixels.shape[:2]
+    image = QImage(width, height, fmt)
+    row_bytes = width * (pixels.shape[2] if pixels.ndim == 3 else 1)
+    target = np.frombuffer(image.bits(), np.uint8).reshape(height, image.bytesPerLine())
+    target[:, :row_bytes] = pixels.reshape(height, row_bytes)
     return image
