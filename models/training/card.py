@@ -44,8 +44,11 @@ def block(name: str, res: dict) -> str:
                      f"**{r['latency_ms_median']} ms** inference, {r['latency_total_ms_median']} ms with pre/post "
                      f"({r['latency_cpu']}, {r['latency_backend']})"))
     if "train_minutes" in r:
+        cpu = f", {r['train_cpu_minutes']} CPU-min" if "train_cpu_minutes" in r else ""
+        note = f"; {r['train_note']}" if "train_note" in r else ""
         rows.append(("Training from scratch (data + training + export)",
-                     f"**{r['train_minutes']} min** on {r['train_threads']} CPU threads, {r['train_steps']} steps"))
+                     f"**{r['train_minutes']} min** wall{cpu} ({r['train_threads']} threads, {r['train_steps']} "
+                     f"steps){note}"))
     path = common.MODELS_DIR / f"{name}.onnx"
     if path.exists():
         rows.append(("File", f"`{name}.onnx` {path.stat().st_size / 1e6:.2f} MB + `{name}.yaml`"))

@@ -66,7 +66,8 @@ SIDECARS: dict[str, dict] = {
         # the graph ends in Sigmoid: its output already is a probability
         "output": {"activation": "none", "threshold": 0.5},
         "classes": [{"name": "background"}, {"name": "nucleus", "color": "#00e5ff"}],
-        "postprocess": {"min_area": 0, "close_kernel": 0, "top_k": 5},
+        # drops single bright debris specks; nuclei cover > 100 px in any field the model is meant for
+        "postprocess": {"min_area": 20, "close_kernel": 0, "top_k": 5},
     },
     "defect_type": {
         "name": "Defect type (demo classifier)",

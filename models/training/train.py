@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import math
 import multiprocessing as mp
+import resource
 import sys
 import time
 from pathlib import Path
@@ -251,10 +252,12 @@ def main(argv=None) -> int:
             print(f"ERROR: {e}", file=sys.stderr)
             return 1
     wall = time.time() - t0
-    print(f"{args.name}: trained and exported in {wall / 60:.1f} min", flush=True)
+    ru = [resource.getrusage(w) for w in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN)]
+    cpu = sum(r.ru_utime + r.ru_stime for r in ru)
+    print(f"{args.name}: trained and exported in {wall / 60:.1f} min wall, {cpu / 60:.1f} min CPU", flush=True)
     if args.out.resolve() == common.MODELS_DIR.resolve() and args.steps is None:
-        common.save_results({args.name: {"train_minutes": round(wall / 60, 1), "train_steps": steps,
-                                          "train_threads": args.threads}})
+        common.save_results({args.name: {"train_minutes": round(wall / 60, 1), "train_cpu_minutes": round(cpu / 60, 1),
+                                          "train_steps": steps, "train_threads": args.threads}})
     return 0
 
 
