@@ -28,3 +28,9 @@ DEFAULT_MODEL_NAME = "surface_defects"
 def default_model() -> Path:
     """The bundled demo model the viewer opens with."""
     return models_dir() / f"{DEFAULT_MODEL_NAME}.onnx"
+
+
+def default_samples() -> Path:
+    """The sample folder the viewer opens with: the default model's own samples, else all of them."""
+    own = samples_dir() / "surface"
+    return own if own.is_dir() else samples_dir()

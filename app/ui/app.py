@@ -66,17 +66,17 @@ def _create_window(args: argparse.Namespace, settings):
 
 
 def _load_initial(window, args: argparse.Namespace) -> None:
-    from app.paths import samples_dir
+    from app.paths import default_samples
 
     window.open_model()
-    window.add_paths(args.paths or [samples_dir()])
+    window.add_paths(args.paths or [default_samples()])
 
 
 def _self_test(app, window, shown_ms: float) -> int:
     """Load the default model, show the first sample, check the overlay was painted, print one JSON line."""
     from PySide6.QtCore import QTimer
 
-    from app.paths import samples_dir
+    from app.paths import default_samples
 
     outcome: dict = {"ok": False, "time_to_window_ms": round(shown_ms, 1),
                      "window_shown_unix": time.time() - (time.perf_counter() - STARTED - shown_ms / 1000)}
@@ -114,7 +114,7 @@ def _self_test(app, window, shown_ms: float) -> int:
     window.image_failed.connect(lambda _path, message: finish(message))
     QTimer.singleShot(120_000, lambda: finish("timed out after 120 s"))
     window.open_model()
-    window.add_paths([samples_dir()])
+    window.add_paths([default_samples()])
     app.exec()
     outcome.pop("done", None)
     print(json.dumps(outcome), flush=True)
