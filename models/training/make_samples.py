@@ -17,39 +17,40 @@ SEED = common.SAMPLE_SEED
 NONE = {"scratch": 0, "pit": 0, "stain": 0}
 
 SURFACES = [  # file name, material, defects
-    ("surface_01_scratches.jpg", "metal", {"scratch": 3, "pit": 0, "stain": 0}),
-    ("surface_02_pits.jpg", "metal", {"scratch": 0, "pit": 7, "stain": 0}),
-    ("surface_03_stain.jpg", "metal", {"scratch": 0, "pit": 0, "stain": 2}),
-    ("surface_04_mixed.jpg", "metal", {"scratch": 2, "pit": 4, "stain": 1}),
-    ("surface_05_plastic_mixed.jpg", "plastic", {"scratch": 2, "pit": 3, "stain": 1}),
-    ("surface_clean_01.jpg", "metal", NONE),
+    ("surface/surface_01_scratches.jpg", "metal", {"scratch": 3, "pit": 0, "stain": 0}),
+    ("surface/surface_02_pits.jpg", "metal", {"scratch": 0, "pit": 7, "stain": 0}),
+    ("surface/surface_03_stain.jpg", "metal", {"scratch": 0, "pit": 0, "stain": 2}),
+    ("surface/surface_04_mixed.jpg", "metal", {"scratch": 2, "pit": 4, "stain": 1}),
+    ("surface/surface_05_plastic_mixed.jpg", "plastic", {"scratch": 2, "pit": 3, "stain": 1}),
+    ("surface/surface_clean_01.jpg", "metal", NONE),
 ]
 NUCLEI = [  # file name, size, nucleus scale, empty
-    ("nuclei_01.png", 512, 1.0, False),
-    ("nuclei_02_dense.png", 512, 0.9, False),
-    ("nuclei_03_1024.png", 1024, 2.0, False),
-    ("nuclei_empty_01.png", 512, 1.0, True),
+    ("nuclei/nuclei_01.png", 512, 1.0, False),
+    ("nuclei/nuclei_02_dense.png", 512, 0.9, False),
+    ("nuclei/nuclei_03_1024.png", 1024, 2.0, False),
+    ("nuclei/nuclei_empty_01.png", 512, 1.0, True),
 ]
-CROPS = [("defect_crop_scratch.png", 1), ("defect_crop_pit.png", 2), ("defect_crop_stain.png", 3),
-         ("defect_crop_ok.png", 0)]
+CROPS = [("defect_crops/defect_crop_scratch.png", 1), ("defect_crops/defect_crop_pit.png", 2), ("defect_crops/defect_crop_stain.png", 3),
+         ("defect_crops/defect_crop_ok.png", 0)]
 
 
 def main() -> None:
-    out = common.SAMPLES_DIR
-    out.mkdir(parents=True, exist_ok=True)
+    out = common.SAMPLES_DIR  # one sub-folder per model: the viewer opens surface/ with the default model
+    for sub in ("surface", "nuclei", "defect_crops"):
+        (out / sub).mkdir(parents=True, exist_ok=True)
     for i, (fn, material, defects) in enumerate(SURFACES):
         img, _ = synth.surface_image(synth.rng_for(SEED, i, "sample-surface"), 1080, 1920, px=1.0,
                                      defects=defects, material=material)
         cv2.imwrite(str(out / fn), cv2.cvtColor(img, cv2.COLOR_RGB2BGR), [cv2.IMWRITE_JPEG_QUALITY, 92])
     for i, (fn, size, scale, empty) in enumerate(NUCLEI):
         rng = synth.rng_for(SEED, i, "sample-nuclei")
-        n = None if not fn.startswith("nuclei_02") else 80
+        n = None if not fn.startswith("nuclei/nuclei_02") else 80
         img, _ = synth.nuclei_image(rng, size, scale=scale, n=n, empty=empty)
         cv2.imwrite(str(out / fn), img, [cv2.IMWRITE_PNG_COMPRESSION, 9])
     for i, (fn, kind) in enumerate(CROPS):
         img = synth.defect_crop(synth.rng_for(SEED, i, "sample-crop"), kind)
         cv2.imwrite(str(out / fn), cv2.cvtColor(img, cv2.COLOR_RGB2BGR), [cv2.IMWRITE_PNG_COMPRESSION, 9])
-    total = sum(p.stat().st_size for p in out.iterdir() if p.is_file())
+    total = sum(p.stat().st_size for p in out.rglob("*") if p.is_file())
     print(f"{len(SURFACES) + len(NUCLEI) + len(CROPS)} samples in {out}, {total / 1e6:.1f} MB")
 
 

@@ -44,7 +44,7 @@ def main(argv=None) -> None:
     args = ap.parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
     runners = {}
-    for p in sorted(common.SAMPLES_DIR.iterdir()):
+    for p in sorted(q for q in common.SAMPLES_DIR.rglob("*") if q.is_file()):
         name = ("surface_defects" if p.name.startswith("surface") else "nuclei" if p.name.startswith("nuclei")
                 else "defect_type")
         r = runners.setdefault(name, open_model(name, args.backend))
