@@ -49,7 +49,8 @@ SIDECARS: dict[str, dict] = {
             {"name": "pit", "color": "#ffcc00"},
             {"name": "stain", "color": "#34c759"},
         ],
-        "postprocess": {"min_area": 0, "close_kernel": 0, "top_k": 5},
+        # the smallest pits cover ~150 px at 1080p: smaller blobs are speckle
+        "postprocess": {"min_area": 60, "close_kernel": 0, "top_k": 5},
     },
     "nuclei": {
         "name": "Nuclei (demo, fluorescence)",

@@ -104,15 +104,18 @@ def check_targets(res: dict) -> list[str]:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("names", nargs="*", default=["surface_defects", "nuclei", "defect_type"],
-                    choices=["surface_defects", "nuclei", "defect_type"])
+    ap.add_argument("names", nargs="*", help="surface_defects, nuclei, defect_type (default: all)")
     ap.add_argument("--backend", choices=["auto", "app", "ort"], default="auto")
     ap.add_argument("--n", type=int, default=None, help="number of held-out images (default per model)")
     ap.add_argument("--no-card", action="store_true", help="do not write results.json / README.md")
     args = ap.parse_args(argv)
     fns = {"surface_defects": (eval_surface, 40), "nuclei": (eval_nuclei, 60), "defect_type": (eval_defect_type, 400)}
     res = {}
-    for name in args.names:
+    names = args.names or list(fns)
+    unknown = set(names) - set(fns)
+    if unknown:
+        ap.error(f"unknown model(s) {sorted(unknown)}; choose from {list(fns)}")
+    for name in names:
         t = time.time()
         fn, n = fns[name]
         res.update(fn(args.n or n, args.backend))

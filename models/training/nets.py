@@ -53,7 +53,10 @@ class UNet(nn.Module):
 
 
 class SmallClassifier(nn.Module):
-    """Compact CNN for 224x224 crops: strided conv stages, global average pool, linear head (logits)."""
+    """Compact CNN for 224x224 crops: strided conv stages, global average + max pool, linear head (logits).
+
+    The max pool lets a small defect (a pit of a few pixels) decide the class instead of being averaged away.
+    """
 
     def __init__(self, in_ch: int = 3, n_classes: int = 4, widths=(16, 32, 64, 96, 128)):
         super().__init__()
@@ -66,12 +69,14 @@ class SmallClassifier(nn.Module):
             prev = w
         self.features = nn.Sequential(*layers)
         self.drop = nn.Dropout(0.2)
-        self.fc = nn.Linear(prev, n_classes)
+        self.fc = nn.Linear(2 * prev, n_classes)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         x = self.features(x)
-        x = F.adaptive_avg_pool2d(x, 1).flatten(1)  # GlobalAveragePool in ONNX
-        return self.fc(self.drop(x))
+        k = (int(x.shape[2]), int(x.shape[3]))  # whole feature map (the input size is fixed): opset-17 pools
+        avg = F.avg_pool2d(x, kernel_size=k).flatten(1)
+        mx = F.max_pool2d(x, kernel_size=k).flatten(1)
+        return self.fc(self.drop(torch.cat([avg, mx], 1)))
 
 
 ARCHS = {

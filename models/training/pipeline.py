@@ -90,7 +90,11 @@ class AppRunner:
 
     def run(self, image: np.ndarray):
         r = self._run_image(self.session, image)
-        topk = [(int(i), str(n), float(s)) for i, n, s in r.topk] if getattr(r, "topk", None) else None
+        preds = getattr(r, "predictions", None) or getattr(r, "topk", None)
+        topk = None
+        if preds:
+            topk = [(int(p.index), str(p.name), float(p.score)) if hasattr(p, "index") else
+                    (int(p[0]), str(p[1]), float(p[2])) for p in preds]
         return r.mask, topk, dict(r.timings)
 
 

@@ -202,7 +202,7 @@ def data_crops(n: int, seed: int = common.TRAIN_SEED, procs: int = 2):
     return np.stack(xs), np.asarray(ys, np.int64)
 
 
-def train_defect_type(steps: int, seed: int, n_crops: int = 1600, batch=24):
+def train_defect_type(steps: int, seed: int, n_crops: int = 1200, batch=24):
     t = time.time()
     imgs, labels = data_crops(n_crops)
     print(f"defect_type: {len(imgs)} training crops in {time.time() - t:.0f} s", flush=True)
