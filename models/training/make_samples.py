@@ -30,8 +30,8 @@ NUCLEI = [  # file name, size, nucleus scale, empty
     ("nuclei/nuclei_03_1024.png", 1024, 2.0, False),
     ("nuclei/nuclei_empty_01.png", 512, 1.0, True),
 ]
-CROPS = [("defect_crops/defect_crop_scratch.png", 1), ("defect_crops/defect_crop_pit.png", 2), ("defect_crops/defect_crop_stain.png", 3),
-         ("defect_crops/defect_crop_ok.png", 0)]
+CROPS = [("defect_crops/defect_crop_scratch.png", 1), ("defect_crops/defect_crop_pit.png", 2),
+         ("defect_crops/defect_crop_stain.png", 3), ("defect_crops/defect_crop_ok.png", 0)]
 
 
 def main() -> None:
