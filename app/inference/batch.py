@@ -15,6 +15,7 @@ import contextlib
 import logging
 import queue
 import threading
+import time
 from collections import deque
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -191,8 +192,6 @@ def _infer(model: ModelSession, group: list[_Work]) -> list[_Work]:
         if len(group) == 1:
             output, ms = pipeline.infer(model, group[0].prepared)
             return [_with_output(group[0], output, ms)]
-        import time
-
         started = time.perf_counter()
         outputs = model.run(np.concatenate([w.prepared.tensor for w in group]))
         share = (time.perf_counter() - started) * 1000 / len(group)
