@@ -45,7 +45,7 @@ def block(name: str, res: dict) -> str:
                      f"({r['latency_cpu']}, {r['latency_backend']})"))
     if "train_minutes" in r:
         cpu = f", {r['train_cpu_minutes']} CPU-min" if "train_cpu_minutes" in r else ""
-        note = f"; {r['train_note']}" if "train_note" in r else ""
+        note = f"; {r['train_note']}" if r.get("train_note") else ""
         rows.append(("Training from scratch (data + training + export)",
                      f"**{r['train_minutes']} min** wall{cpu} ({r['train_threads']} threads, {r['train_steps']} "
                      f"steps){note}"))

@@ -34,7 +34,9 @@ SIDECARS: dict[str, dict] = {
         "name": "Surface defects (demo)",
         "task": "segmentation",
         "input": {
-            "size": [544, 960],
+            # 1080p / 2 exactly: the resize is a 2x2 box average (~1 ms instead of ~16 ms for 544 rows);
+            # the divisor pads the 540 rows to 544 for the network
+            "size": [540, 960],
             "resize": "stretch",
             "size_divisor": 32,
             "color": "rgb",

@@ -1,0 +1,99 @@
+"""CPU cost of each stage of a folder run around `session.run`, per image — what the pipeline takes away from
+inference when the machine has no spare core.
+
+    uv run python benchmarks/stage_costs.py [--model models/surface_defects.onnx] [--runs 15] [--images DIR]
+
+Without --images it writes three 1920×1080 frames side by side: a realistic inspection frame from the project's
+surface generator (needs `models/training`, numpy + OpenCV only) as PNG and as JPEG (quality 92), and the noisy
+sine pattern `seglens-cli bench` generates (`app.inference.bench.synthetic_images`, PNG). Each stage runs on one
+thread and is timed with `time.thread_time()` (CPU seconds of that thread); inference is timed by wall clock
+with ONNX Runtime's default threads. Prints medians in milliseconds.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from PIL import Image
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from app.inference import pipeline  # noqa: E402
+from app.inference.bench import synthetic_images  # noqa: E402
+from app.inference.session import open_session  # noqa: E402
+from app.inference.spec import load_spec  # noqa: E402
+from app.io.outputs import encode_png  # noqa: E402
+from app.render import blend_overlay  # noqa: E402
+
+
+def frames(folder: Path) -> dict[str, Path]:
+    from models.training import common
+
+    image, _ = common.surface_item(common.SAMPLE_SEED, 3)  # a 1920×1080 (or other camera size) frame
+    rgb = Image.fromarray(image)
+    files = {"surface PNG": folder / "surface.png", "surface JPEG q92": folder / "surface.jpg"}
+    rgb.save(files["surface PNG"], compress_level=1)
+    rgb.save(files["surface JPEG q92"], quality=92)
+    files["noise PNG (bench)"] = synthetic_images(folder, (1080, 1920), count=1)[0].path
+    return files
+
+
+def measure(model, path: Path, runs: int) -> dict[str, float]:
+    spec = model.spec
+    stages: dict[str, list[float]] = {}
+    clock = [0.0]
+
+    def lap(name: str) -> None:
+        now = time.thread_time()
+        stages.setdefault(name, []).append((now - clock[0]) * 1000)
+        clock[0] = now
+
+    for _ in range(runs):
+        clock[0] = time.thread_time()
+
+        image = pipeline.decode(path)[0]
+        lap("decode")
+        prepared = pipeline.prepare(spec, image)
+        lap("preprocess")
+        started = time.perf_counter()
+        output = model.run(prepared.tensor)
+        inference_ms = (time.perf_counter() - started) * 1000
+        stages.setdefault("inference (wall)", []).append(inference_ms)
+        clock[0] = time.thread_time()
+        result = pipeline.finish(model, prepared, output, inference_ms)
+        lap("postprocess")
+        encode_png(result.mask)
+        lap("mask PNG")
+        encode_png(blend_overlay(image.pixels, result.mask, spec.classes))
+        lap("overlay blend+PNG")
+    return {name: statistics.median(values) for name, values in stages.items()}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--model", type=Path, default=REPO / "models" / "surface_defects.onnx")
+    parser.add_argument("--runs", type=int, default=15)
+    parser.add_argument("--images", type=Path, help="use these images instead of the generated frames")
+    args = parser.parse_args()
+    model = open_session(load_spec(args.model), "cpu")
+    with tempfile.TemporaryDirectory() as tmp:
+        files = ({p.name: p for p in sorted(args.images.iterdir()) if p.is_file()} if args.images
+                 else frames(Path(tmp)))
+        rows = {label: measure(model, path, args.runs) for label, path in files.items()}
+    print(f"model {args.model.name}, CPU; medians of {args.runs}; CPU ms of one thread per stage")
+    names = list(next(iter(rows.values())))
+    print("| image | " + " | ".join(names) + " | CPU around inference (masks) |")
+    print("|---" * (len(names) + 2) + "|")
+    for label, m in rows.items():
+        around = m["decode"] + m["preprocess"] + m["postprocess"] + m["mask PNG"]
+        print(f"| {label} | " + " | ".join(f"{m[n]:.1f}" for n in names) + f" | {around:.1f} |")
+
+
+if __name__ == "__main__":
+    main()
