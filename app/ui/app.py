@@ -88,7 +88,8 @@ def _self_test(app, window, shown_ms: float) -> int:
         summary = window.summary
         if summary is not None:
             outcome.update(provider=summary.info.provider, fallback_reason=summary.info.fallback_reason,
-                           model=summary.spec.name, first_run_ms=round(summary.info.first_run_ms, 1))
+                           model=summary.spec.name, load_ms=round(summary.info.load_ms, 1),
+                           first_run_ms=round(summary.info.first_run_ms, 1))
         if error:
             outcome["error"] = error
         window.close()
@@ -109,6 +110,8 @@ def _self_test(app, window, shown_ms: float) -> int:
             outcome["ok"] = view is not None
         finish(None if outcome["ok"] else "the overlay was not painted")
 
+    window.model_changed.connect(lambda _summary: outcome.setdefault(
+        "time_to_model_ready_ms", round((time.perf_counter() - STARTED) * 1000, 1)))
     window.overlay_shown.connect(on_shown)
     window.model_failed.connect(finish)
     window.image_failed.connect(lambda _path, message: finish(message))
