@@ -91,13 +91,22 @@ def close_classes(mask: np.ndarray, kernel_size: int) -> np.ndarray:
 
 
 def drop_small_components(mask: np.ndarray, min_area: int) -> np.ndarray:
-    """Set connected components (8-connected, per class) smaller than `min_area` pixels to background."""
+    """Set connected components (8-connected, per class) smaller than `min_area` pixels to background.
+
+    Each class is labelled only inside its bounding box: defects usually cover a small part of the image, and
+    labelling a full 1080p plane costs ~10 ms per class where the box is often a few thousand pixels.
+    """
     result = mask.copy()
     for label in _labels_present(mask):
-        _, components, stats, _ = cv2.connectedComponentsWithStats((mask == label).view(np.uint8), 8)
+        x, y, w, h = cv2.boundingRect((mask == label).view(np.uint8))
+        box = (mask[y : y + h, x : x + w] == label).view(np.uint8)
+        count, components, stats, _ = cv2.connectedComponentsWithStats(
+            box, connectivity=8, ltype=cv2.CV_16U if box.size < 65535 * 4 else cv2.CV_32S)
         small = np.flatnonzero(stats[1:, cv2.CC_STAT_AREA] < min_area) + 1
-        if small.size:
-            result[np.isin(components, small)] = 0
+        if small.size == count - 1:  # every component is small: the whole class goes
+            result[y : y + h, x : x + w][box.view(bool)] = 0
+        elif small.size:
+            result[y : y + h, x : x + w][np.isin(components, small)] = 0
     return result
 
 
@@ -178,9 +187,11 @@ def _refine_edges(mask: np.ndarray, edges: np.ndarray, planes: np.ndarray) -> No
 
     Elsewhere the bilinear mix of scores has the same argmax as every sample it mixes, so nearest is exact.
     """
-    ys, xs = np.nonzero(_resize_nearest(edges, mask.shape))
-    if ys.size == 0:
+    points = cv2.findNonZero(_resize_nearest(edges, mask.shape))  # row-major like np.nonzero, ~3x faster
+    if points is None:
         return
+    points = points.reshape(-1, 2)  # N×1×2 in OpenCV 4, N×2 in 5
+    xs, ys = points[:, 0].astype(np.intp), points[:, 1].astype(np.intp)
     h, w = edges.shape
     sy = np.clip((ys + 0.5) * (h / mask.shape[0]) - 0.5, 0, h - 1)
     sx = np.clip((xs + 0.5) * (w / mask.shape[1]) - 0.5, 0, w - 1)

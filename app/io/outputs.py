@@ -52,9 +52,19 @@ def remove_stale_temporaries(folder: Path) -> int:
 
 
 def encode_png(pixels: np.ndarray) -> bytes:
-    """PNG bytes of a uint8 gray or RGB array (fast compression: masks are mostly flat)."""
+    """PNG bytes of a uint8 gray (label mask) or RGB array, at zlib level 1 with a fixed row filter.
+
+    libpng's default adaptive filtering costs more than the compression itself: a 1920×1080 mask took ~25 ms.
+    Masks are flat runs of labels (no filter, run-length matching: ~4 ms and a third of the size); RGB
+    overlays are photographs (the Sub filter: half the time of adaptive filtering, the same size).
+    """
     array = cv2.cvtColor(pixels, cv2.COLOR_RGB2BGR) if pixels.ndim == 3 else pixels
-    ok, buffer = cv2.imencode(".png", array, [cv2.IMWRITE_PNG_COMPRESSION, 1])
+    params = [cv2.IMWRITE_PNG_COMPRESSION, 1]
+    if hasattr(cv2, "IMWRITE_PNG_FILTER"):  # OpenCV >= 4.11
+        params += ([cv2.IMWRITE_PNG_FILTER, cv2.IMWRITE_PNG_FILTER_SUB] if pixels.ndim == 3 else
+                   [cv2.IMWRITE_PNG_FILTER, cv2.IMWRITE_PNG_FILTER_NONE,
+                    cv2.IMWRITE_PNG_STRATEGY, cv2.IMWRITE_PNG_STRATEGY_RLE])
+    ok, buffer = cv2.imencode(".png", array, params)
     if not ok:
         raise OutputError("PNG encoding failed")
     return buffer.tobytes()

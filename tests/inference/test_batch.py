@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import csv
+import os
+import sys
 import threading
 
 import numpy as np
+import pytest
 from conftest import expected_stripes, stripes
 from PIL import Image
 
@@ -112,3 +115,27 @@ def test_a_model_that_dies_mid_run_leaves_the_rest_listed_as_not_processed(model
     skipped = [r for r in table if r["status"] == "skipped"]
     assert skipped and all("MemoryError: device lost" in r["error"] for r in skipped)
     assert summary.failed >= len(skipped) and not summary.cancelled
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="per-thread niceness is a Linux feature")
+def test_helper_threads_run_at_lower_priority_and_the_caller_does_not(models, tmp_path, monkeypatch):
+    import app.inference.batch as batch
+
+    def niceness() -> int:
+        return os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
+
+    seen: dict[str, set[int]] = {"prefetch": set(), "writer": set()}
+    real_prepare = batch._prepare
+
+    def spy_prepare(*args):
+        seen["prefetch"].add(niceness())
+        return real_prepare(*args)
+
+    monkeypatch.setattr(batch, "_prepare", spy_prepare)
+    base = niceness()
+    folder = make_folder(tmp_path / "in", count=6)
+    summary, _ = run(models("rgb_classes"), folder, tmp_path / "out", helper_niceness=5,
+                     progress=lambda _o, _s: seen["writer"].add(niceness()))
+    assert summary.ok + summary.failed == 6
+    assert seen == {"prefetch": {min(19, base + 5)}, "writer": {min(19, base + 5)}}
+    assert niceness() == base  # the thread that owns the session (and joins ORT's intra-op work) is untouched

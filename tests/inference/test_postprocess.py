@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import cv2
 import numpy as np
+import pytest
 
 from app.inference.postprocess import (
     _scores_to_mask,
@@ -41,6 +42,24 @@ def test_drop_small_components_removes_only_small_ones():
     cleaned = drop_small_components(mask, 10)
     assert cleaned[2:4, 2:4].max() == 0 and cleaned[30:33, 30:33].max() == 0
     assert (cleaned[10:20, 10:20] == 1).all()
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_drop_small_components_matches_labelling_the_whole_plane(seed):
+    """Labelling inside each class's bounding box removes exactly what whole-image labelling removes."""
+    rng = np.random.default_rng(seed)
+    h, w = rng.integers(20, 300, 2)
+    mask = np.zeros((h, w), np.uint8)
+    for _ in range(int(rng.integers(1, 25))):  # blobs and specks of 1-3 classes, some touching
+        y, x = rng.integers(0, h), rng.integers(0, w)
+        size = int(rng.choice([1, 2, 3, 8, 15]))
+        mask[y : y + size, x : x + int(rng.integers(1, 2 * size + 1))] = rng.integers(1, 4)
+    min_area = int(rng.choice([2, 5, 20, 60]))
+    expected = mask.copy()
+    for label in range(1, 4):
+        _, comps, stats, _ = cv2.connectedComponentsWithStats((mask == label).astype(np.uint8), 8)
+        expected[np.isin(comps, np.flatnonzero(stats[1:, cv2.CC_STAT_AREA] < min_area) + 1)] = 0
+    np.testing.assert_array_equal(drop_small_components(mask, min_area), expected)
 
 
 def test_close_fills_gaps_but_never_overwrites_another_class():

@@ -81,3 +81,48 @@ def test_pixel_limit(tmp_path):
     Image.new("L", (100, 100)).save(tmp_path / "big.png")
     with pytest.raises(ImageError, match=r"big.png: image too large \(100×100"):
         read_image(tmp_path / "big.png", max_pixels=5000)
+
+
+def _pillow_pixels(path) -> np.ndarray:
+    with Image.open(path) as img:
+        return np.asarray(img)
+
+
+@pytest.mark.parametrize("name, mode, options", [
+    ("rgb.jpg", "RGB", {"quality": 90}), ("rgb_progressive.jpg", "RGB", {"quality": 80, "progressive": True}),
+    ("gray.jpg", "L", {"quality": 90}), ("rgb.png", "RGB", {}), ("gray.png", "L", {}),
+    ("interlaced.png", "RGB", {"interlace": 1}), ("subsampled.jpg", "RGB", {"quality": 70, "subsampling": 2}),
+])
+def test_fast_decode_gives_exactly_pillows_pixels(tmp_path, monkeypatch, name, mode, options):
+    import app.io.images as images
+
+    fast = []
+    real = images._decode_with_opencv
+    monkeypatch.setattr(images, "_decode_with_opencv", lambda *a: fast.append(real(*a)) or fast[-1])
+    rng = np.random.default_rng(1)
+    y, x = np.mgrid[0:61, 0:83]
+    base = (100 + 60 * np.sin(x / 7.0) * np.cos(y / 5.0)).astype(np.uint8)
+    pixels = base if mode == "L" else np.stack([base, base[::-1], rng.integers(0, 255, base.shape, np.uint8)], -1)
+    path = tmp_path / name
+    Image.fromarray(pixels, mode).save(path, **options)
+    decoded = read_image(path)
+    assert decoded.source_mode == mode and decoded.pixels.dtype == np.uint8
+    np.testing.assert_array_equal(decoded.pixels, _pillow_pixels(path))
+    assert fast and fast[0] is not None  # OpenCV decoded it
+
+
+def test_truncated_jpeg_is_an_error_not_grey_padding(tmp_path):
+    rng = np.random.default_rng(2)
+    Image.fromarray(rng.integers(0, 255, (300, 300, 3), np.uint8)).save(tmp_path / "t.jpg", quality=90)
+    data = (tmp_path / "t.jpg").read_bytes()
+    (tmp_path / "t.jpg").write_bytes(data[: len(data) * 2 // 3])
+    with pytest.raises(ImageError, match=r"t.jpg: damaged or truncated image"):
+        read_image(tmp_path / "t.jpg")
+
+
+def test_sixteen_bit_rgb_png_keeps_pillows_conversion(tmp_path):
+    import cv2
+
+    pixels = (np.arange(40 * 30 * 3, dtype=np.uint16).reshape(40, 30, 3) * 50).astype(np.uint16)
+    cv2.imwrite(str(tmp_path / "deep.png"), pixels[..., ::-1])  # 48-bit RGB PNG
+    np.testing.assert_array_equal(read_image(tmp_path / "deep.png").pixels, _pillow_pixels(tmp_path / "deep.png"))
