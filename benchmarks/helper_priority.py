@@ -1,11 +1,11 @@
-"""A/B, side by side in one process: folder-run throughput with the prefetch/writer threads at normal priority
-vs lowered (`app.inference.batch.HELPER_NICENESS`), against the raw `session.run` limit.
+"""A/B, side by side in one process: folder-run throughput against the raw `session.run` limit, with the
+prefetch/writer threads at normal or lowered priority (`app.inference.batch.HELPER_NICENESS`).
 
     uv run python benchmarks/helper_priority.py --images DIR [--model models/surface_defects.onnx]
-        [--runs 50] [--rounds 3] [--save mask] [--runtime KEY=VALUE ...]
+        [--runs 40] [--rounds 4] [--save mask] [--runtime KEY=VALUE ...]
 
-Each round measures raw, then the pipeline at niceness 0, then at the default niceness (order alternates per
-round). Prints every round and the medians of images/s and of pipeline ÷ raw.
+Every round measures raw, then each variant in a rotated order. Prints every round and the medians of images/s
+and of (variant ÷ raw of the same round).
 """
 
 from __future__ import annotations
@@ -27,6 +27,12 @@ from app.inference.session import open_session  # noqa: E402
 from app.inference.spec import load_spec  # noqa: E402
 from app.io.discover import InputFile, discover  # noqa: E402
 
+VARIANTS = {  # name: niceness of the prefetch and writer threads
+    "helpers niceness 0": 0,
+    f"helpers niceness {batch.HELPER_NICENESS} (default)": batch.HELPER_NICENESS,
+    "helpers niceness 19": 19,
+}
+
 
 def piped(model, inputs: list[InputFile], runs: int, save: tuple[str, ...], niceness: int) -> float:
     cycled = [InputFile(inputs[k % len(inputs)].path, Path(f"{k:05d}_{inputs[k % len(inputs)].rel}"))
@@ -41,33 +47,33 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--images", type=Path, required=True)
     parser.add_argument("--model", type=Path, default=REPO / "models" / "surface_defects.onnx")
-    parser.add_argument("--runs", type=int, default=50)
-    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--runs", type=int, default=40)
+    parser.add_argument("--rounds", type=int, default=4)
     parser.add_argument("--save", default="mask", help="comma-separated: mask, overlay")
     parser.add_argument("--runtime", action="append", default=[], metavar="KEY=VALUE")
     args = parser.parse_args()
     save = tuple(s for s in args.save.split(",") if s)
     model = open_session(load_spec(args.model), "cpu", runtime=parse_runtime_arguments(args.runtime))
     inputs = discover([args.images])
-    rows: dict[str, list[float]] = {"raw": [], "pipeline, helpers niceness 0": [],
-                                    f"pipeline, helpers niceness {batch.HELPER_NICENESS}": []}
+    names = list(VARIANTS)
+    speed: dict[str, list[float]] = {"raw": [], **{n: [] for n in names}}
+    ratio: dict[str, list[float]] = {n: [] for n in names}
     for r in range(args.rounds):
         raw = raw_limit(model, inputs, args.runs).images_per_s
-        order = [0, batch.HELPER_NICENESS] if r % 2 == 0 else [batch.HELPER_NICENESS, 0]
-        got = {n: piped(model, inputs, args.runs, save, n) for n in order}
-        rows["raw"].append(raw)
-        rows["pipeline, helpers niceness 0"].append(got[0])
-        rows[f"pipeline, helpers niceness {batch.HELPER_NICENESS}"].append(got[batch.HELPER_NICENESS])
-        print(f"round {r + 1}: raw {raw:.2f}/s, niceness 0 {got[0]:.2f}/s ({got[0] / raw:.2f}), "
-              f"niceness {batch.HELPER_NICENESS} {got[batch.HELPER_NICENESS]:.2f}/s "
-              f"({got[batch.HELPER_NICENESS] / raw:.2f})", flush=True)
-    raw_median = statistics.median(rows["raw"])
-    print(f"\n{args.model.name}, {len(inputs)} images, {args.runs} runs × {args.rounds} rounds, save={save or 'none'}"
-          f"{', runtime ' + ' '.join(args.runtime) if args.runtime else ''}")
-    print("| | images/s (median) | ÷ raw |\n|---|---|---|")
-    for name, values in rows.items():
-        median = statistics.median(values)
-        print(f"| {name} | {median:.2f} | {median / raw_median:.2f} |")
+        speed["raw"].append(raw)
+        line = [f"round {r + 1}: raw {raw:.2f}/s"]
+        for name in names[r % len(names):] + names[: r % len(names)]:
+            got = piped(model, inputs, args.runs, save, VARIANTS[name])
+            speed[name].append(got)
+            ratio[name].append(got / raw)
+            line.append(f"{name} {got:.2f}/s ({got / raw:.2f})")
+        print("; ".join(line), flush=True)
+    print(f"\n{args.model.name}, {len(inputs)} images in {args.images.name}, {args.runs} runs × {args.rounds} rounds, "
+          f"save={','.join(save) or 'none'}{', runtime ' + ' '.join(args.runtime) if args.runtime else ''}")
+    print("| | images/s (median) | ÷ raw (median of rounds) |\n|---|---|---|")
+    print(f"| raw session.run | {statistics.median(speed['raw']):.2f} | 1.00 |")
+    for name in names:
+        print(f"| pipeline, {name} | {statistics.median(speed[name]):.2f} | {statistics.median(ratio[name]):.2f} |")
 
 
 if __name__ == "__main__":

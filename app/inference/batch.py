@@ -74,8 +74,10 @@ _DONE = object()
 
 # The prefetch and writer threads run at this niceness (Linux: per thread; elsewhere unchanged). ONNX Runtime's
 # intra-op threads (and the calling thread, which takes part in them) keep normal priority: when every core is
-# busy, a preempted intra-op thread stalls the whole operator at its barrier, so the helpers should take the
-# CPU only where inference leaves it idle. They are never starved: inference waits on them when they fall behind.
+# busy, a preempted intra-op thread stalls the whole operator at its barrier, so the helpers should mostly use
+# the CPU that inference leaves idle (with `allow_spinning` off, the default). Niceness 10 still gives them ~10 %
+# of a busy core, so a run slows down rather than stalls when other programs load the machine; SCHED_IDLE
+# would starve them. Measured: benchmarks/helper_priority.py, docs/PERFORMANCE.md.
 HELPER_NICENESS = 10
 
 

@@ -45,7 +45,11 @@ RUNTIME_KEYS = {
 @dataclass(frozen=True)
 class RuntimeOptions:
     intra_op_threads: int = 0  # 0: ONNX Runtime's default (one per physical core)
-    allow_spinning: bool = True  # idle ORT threads spin; off frees cores for decode/write threads
+    # Spinning intra-op threads keep their cores busy between operators, so a folder run's decode/write threads
+    # can only run by preempting them (the whole operator then waits for the preempted thread). Off: the same
+    # raw session.run speed on these machines (6.40 vs 6.31 images/s, 8 alternating rounds) and ~8 % more
+    # pipeline throughput (docs/PERFORMANCE.md). `--runtime allow_spinning=true` restores ORT's default.
+    allow_spinning: bool = False
     cudnn_conv_algo_search: str = "HEURISTIC"  # image sizes vary: EXHAUSTIVE would re-search every new shape
     arena_extend_strategy: str = "kNextPowerOfTwo"
     gpu_mem_limit_mb: int = 0  # 0 = no limit

@@ -113,3 +113,21 @@ def test_device_argmax_and_io_binding_give_the_same_masks(models):
     fused = open_session(spec, "cpu", runtime={"device_argmax": "on", "io_binding": "on"})
     assert fused.spec.output.kind == "labels" and fused.uses_io_binding
     np.testing.assert_array_equal(run_image(fused, image).mask, plain.mask)
+
+
+def test_intra_op_spinning_is_off_unless_asked_for(models):
+    from app.inference.runtime import parse_runtime_arguments
+    from app.inference.session import open_session
+    from app.inference.spec import load_spec
+
+    spec = load_spec(models("rgb_classes"))
+
+    def entry(model) -> str | None:
+        try:
+            return model._session.get_session_options().get_session_config_entry("session.intra_op.allow_spinning")
+        except RuntimeError:  # not set: ONNX Runtime's default, spinning
+            return None
+
+    assert entry(open_session(spec, "cpu", warm_up=False)) == "0"
+    spinning = open_session(spec, "cpu", warm_up=False, runtime=parse_runtime_arguments(["allow_spinning=true"]))
+    assert entry(spinning) is None
