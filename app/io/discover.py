@@ -12,7 +12,16 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from app.io.images import is_image_path
+# No numpy or Pillow here: the viewer lists a dropped folder on its GUI thread, which must not pay ~0.5 s of
+# imports (nor hold the GIL and the import lock while the worker loads the model).
+IMAGE_EXTENSIONS = frozenset(
+    {".png", ".jpg", ".jpeg", ".jpe", ".bmp", ".tif", ".tiff", ".webp", ".gif", ".pgm", ".ppm", ".pbm",
+     ".pnm", ".jp2", ".j2k", ".tga", ".dib", ".dcm", ".dicom"}
+)
+
+
+def is_image_path(path: Path) -> bool:
+    return path.suffix.lower() in IMAGE_EXTENSIONS
 
 
 @dataclass(frozen=True)

@@ -17,10 +17,6 @@ from PIL import Image, ImageOps, UnidentifiedImageError
 from app.errors import ImageError
 from app.io.window import apply_window, auto_window
 
-IMAGE_EXTENSIONS = frozenset(
-    {".png", ".jpg", ".jpeg", ".jpe", ".bmp", ".tif", ".tiff", ".webp", ".gif", ".pgm", ".ppm", ".pbm",
-     ".pnm", ".jp2", ".j2k", ".tga", ".dib", ".dcm", ".dicom"}
-)
 DEFAULT_MAX_PIXELS = 250_000_000  # ~ 16k × 16k; beyond that a decode would need GBs of memory
 _WIDE_MODES = ("I;16", "I;16B", "I;16L", "I;16N", "I", "F")  # decoded with their values kept (`raw`)
 
@@ -54,10 +50,6 @@ class DecodedImage:
     @property
     def is_gray(self) -> bool:
         return self.pixels.ndim == 2
-
-
-def is_image_path(path: Path) -> bool:
-    return path.suffix.lower() in IMAGE_EXTENSIONS
 
 
 def pixel_limit() -> int:

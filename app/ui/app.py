@@ -89,7 +89,7 @@ def _self_test(app, window, shown_ms: float) -> int:
         if summary is not None:
             outcome.update(provider=summary.info.provider, fallback_reason=summary.info.fallback_reason,
                            model=summary.spec.name, load_ms=round(summary.info.load_ms, 1),
-                           first_run_ms=round(summary.info.first_run_ms, 1))
+                           first_run_ms=round(summary.info.first_run_ms, 1) or None)  # None: warmed by the image
         if error:
             outcome["error"] = error
         window.close()

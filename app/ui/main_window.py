@@ -187,6 +187,7 @@ class MainWindow(QMainWindow):
             return
         self._request_id += 1
         if self._summary is None:
+            self.worker.note_image_waiting()
             return  # shown once the model is ready
         self.files.set_status(path, "running")
         self.worker.note_latest_request(self._request_id)

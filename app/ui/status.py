@@ -59,7 +59,9 @@ class StatusBar(QStatusBar):
             self.provider.setStyleSheet(CPU_STYLE)
             self.provider.setToolTip("Running on the CPU (requested)")
         self._device_id = info.device_id if info.on_gpu else None
-        self.refresh_gpu_memory()
+        # after the current event: NVML's first call takes ~0.15 s (driver or not), and the first image's
+        # request should reach the worker before that
+        QTimer.singleShot(0, self.refresh_gpu_memory)
         if self._device_id is not None:
             self._timer.start()
         else:

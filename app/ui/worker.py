@@ -56,6 +56,7 @@ class InferenceWorker(QObject):
         super().__init__()
         self._model = None
         self._latest_request = 0
+        self._image_waiting = False
         self._cancel = threading.Event()
         self.session_threads: list[int] = []  # ident of the thread each session was created on (tests, logs)
 
@@ -63,6 +64,11 @@ class InferenceWorker(QObject):
 
     def note_latest_request(self, request_id: int) -> None:
         self._latest_request = request_id
+
+    def note_image_waiting(self) -> None:
+        """An image is waiting for the model being loaded: its own run will warm the session up (one run sooner
+        to the first overlay than a run on zeros followed by the image's)."""
+        self._image_waiting = True
 
     def cancel_batch(self) -> None:
         self._cancel.set()
@@ -81,7 +87,10 @@ class InferenceWorker(QObject):
         try:
             options = parse_runtime_arguments([p for p in runtime.split(";") if p.strip()])
             spec = load_spec(model_path)
-            model = open_session(spec, device, runtime=options)
+            model = open_session(spec, device, runtime=options, warm_up=False)
+            if not self._image_waiting:
+                model.warm_up()
+            self._image_waiting = False
         except (SegLensError, ValueError) as exc:
             self.model_failed.emit(generation, str(exc))
             return
