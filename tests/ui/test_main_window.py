@@ -233,3 +233,21 @@ def test_dicom_window_level_by_right_drag_presets_and_info(qtbot, models, tmp_pa
     color = win.viewer.render_scene().pixelColor(5, 5)
     assert abs(color.red() - int(expected[5, 5])) <= 2 or view.result.mask[5, 5]  # where no overlay is painted
     win.close()
+
+
+def test_an_image_waiting_for_the_model_is_its_warm_up_run(qtbot, model, images, tmp_path):
+    """Opened with images, the session's first run is the first image's (no extra run on zeros before it);
+    opened without, the session is warmed up on zeros as soon as it exists."""
+    settings = QSettings(str(tmp_path / "w.ini"), QSettings.Format.IniFormat)
+    win = MainWindow(settings=settings, model_path=model, device="cpu")
+    qtbot.addWidget(win)
+    win.show()
+    with qtbot.waitSignal(win.overlay_shown, timeout=TIMEOUT):
+        win.open_model()
+        win.add_paths([images / "a1.png"])
+    assert win.summary.info.first_run_ms == 0.0  # no warm-up run: the image's run was the first
+    assert win.cached_view(str(images / "a1.png")).result.mask is not None
+    with qtbot.waitSignal(win.model_changed, timeout=TIMEOUT):
+        win.open_model()  # rebuild with nothing waiting
+    assert win.summary.info.first_run_ms > 0.0
+    win.close()
