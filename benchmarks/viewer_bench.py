@@ -47,10 +47,36 @@ def launch_times(runs: int, settings: Path) -> dict[str, float]:
             "SegLens first overlay": statistics.median(overlay), "provider": data["provider"]}
 
 
+class EventLoopGaps:
+    """Within the block, a 5 ms timer's tick-to-tick intervals: any long one is the event loop stalling."""
+
+    def __enter__(self):
+        from PySide6.QtCore import QElapsedTimer, QTimer
+
+        self.gaps: list[float] = []
+        self._clock = QElapsedTimer()
+        self._clock.start()
+        self._last = self._clock.nsecsElapsed()
+        self._timer = QTimer()
+        self._timer.setInterval(5)
+        self._timer.timeout.connect(self._tick)
+        self._timer.start()
+        return self
+
+    def _tick(self) -> None:
+        now = self._clock.nsecsElapsed()
+        self.gaps.append((now - self._last) / 1e6)
+        self._last = now
+
+    def __exit__(self, *_exc) -> None:
+        self._tick()
+        self._timer.stop()
+
+
 def run_all_stall(count: int, folder: Path) -> dict[str, float]:
     import numpy as np
     from PIL import Image
-    from PySide6.QtCore import QElapsedTimer, QSettings, QTimer
+    from PySide6.QtCore import QSettings
     from PySide6.QtWidgets import QApplication
 
     from app.paths import default_model
@@ -73,47 +99,19 @@ def run_all_stall(count: int, folder: Path) -> dict[str, float]:
     while not loop_done["ready"]:
         app.processEvents()
     # the folder is listed and its first image shown before the run starts (that stall is measured on its own)
-    open_gaps: list[float] = []
-    open_clock = QElapsedTimer()
-    open_clock.start()
-    open_last = [open_clock.nsecsElapsed()]
-
-    def open_tick() -> None:
-        now = open_clock.nsecsElapsed()
-        open_gaps.append((now - open_last[0]) / 1e6)
-        open_last[0] = now
-
-    open_timer = QTimer()
-    open_timer.setInterval(5)
-    open_timer.timeout.connect(open_tick)
-    open_timer.start()
-    window.add_paths([images])
-    while not loop_done["shown"]:
-        app.processEvents()
-    open_tick()
-    open_timer.stop()
-    gaps: list[float] = []
-    clock = QElapsedTimer()
-    clock.start()
-    last = [clock.nsecsElapsed()]
-
-    def tick() -> None:
-        now = clock.nsecsElapsed()
-        gaps.append((now - last[0]) / 1e6)
-        last[0] = now
-
-    timer = QTimer()
-    timer.setInterval(5)
-    timer.timeout.connect(tick)
-    timer.start()
-    started = time.perf_counter()
-    window.run_all(folder / "export")
-    while not loop_done["finished"]:
-        app.processEvents()
-    elapsed = time.perf_counter() - started
-    timer.stop()
+    with EventLoopGaps() as opening:
+        window.add_paths([images])
+        while not loop_done["shown"]:
+            app.processEvents()
+    with EventLoopGaps() as running:
+        started = time.perf_counter()
+        window.run_all(folder / "export")
+        while not loop_done["finished"]:
+            app.processEvents()
+        elapsed = time.perf_counter() - started
     window.close()
-    return {"images": count, "open folder → first overlay, longest gap ms": max(open_gaps),
+    gaps = running.gaps
+    return {"images": count, "open folder → first overlay, longest gap ms": max(opening.gaps),
             "run on all seconds": elapsed, "longest event-loop gap ms": max(gaps),
             "p99 gap ms": float(np.percentile(gaps, 99)), "timer interval ms": 5}
 
