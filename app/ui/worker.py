@@ -79,6 +79,10 @@ class InferenceWorker(QObject):
     def load_model(self, generation: int, model_path: str, device: str, runtime: str) -> None:
         """Build the session here, on the worker thread. `runtime`: "KEY=VALUE;KEY=VALUE" (as --runtime)."""
         from app.errors import SegLensError
+
+        # OpenCV and Pillow too: an extension module's import holds the GIL (and so stalls the GUI) throughout;
+        # better while "loading model…" shows than when the user opens a folder
+        from app.inference import pipeline  # noqa: F401
         from app.inference.runtime import parse_runtime_arguments
         from app.inference.session import open_session
         from app.inference.spec import load_spec
@@ -88,9 +92,9 @@ class InferenceWorker(QObject):
             options = parse_runtime_arguments([p for p in runtime.split(";") if p.strip()])
             spec = load_spec(model_path)
             model = open_session(spec, device, runtime=options, warm_up=False)
-            if not self._image_waiting:
+            waiting, self._image_waiting = self._image_waiting, False
+            if not waiting:
                 model.warm_up()
-            self._image_waiting = False
         except (SegLensError, ValueError) as exc:
             self.model_failed.emit(generation, str(exc))
             return
