@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 
+import cv2
 import numpy as np
 import pytest
 
@@ -65,3 +66,18 @@ def test_uint8_model_gets_pixels_unchanged():
     image = np.arange(48, dtype=np.uint8).reshape(4, 4, 3)
     tensor, _ = preprocess(spec(dtype="uint8"), image)
     np.testing.assert_array_equal(tensor[0].transpose(1, 2, 0), image)
+
+
+@pytest.mark.parametrize("color, channels", [("rgb", 3), ("bgr", 3), ("gray", 1)])
+def test_nchw_float_planes_equal_lookup_then_transpose(color, channels):
+    """The plane-by-plane NCHW path gives exactly the values of normalising HWC then transposing."""
+    rng = np.random.default_rng(3)
+    image = rng.integers(0, 256, (37, 53, 3), np.uint8)
+    mean, std = (0.485, 0.456, 0.406)[:channels], (0.229, 0.224, 0.225)[:channels]
+    s = spec(color=color, channels=channels, mean=mean, std=std, scale=1 / 255)
+    tensor, _ = preprocess(s, image)
+    pixels = {"rgb": image, "bgr": image[:, :, ::-1],
+              "gray": cv2.cvtColor(image, cv2.COLOR_RGB2GRAY)[:, :, None]}[color].astype(np.float64)
+    expected = ((pixels / 255 - np.array(mean)) / np.array(std)).transpose(2, 0, 1)[None]
+    assert tensor.shape == (1, channels, 37, 53) and tensor.dtype == np.float32 and tensor.flags.c_contiguous
+    np.testing.assert_allclose(tensor, expected, rtol=0, atol=1e-5)
