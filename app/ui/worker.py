@@ -55,6 +55,8 @@ class InferenceWorker(QObject):
     def __init__(self) -> None:
         super().__init__()
         self._model = None
+        self._batch_model = None  # CPU: the session "Run on all" uses, one intra-op thread short (see _for_batch)
+        self._options = None
         self._latest_request = 0
         self._image_waiting = False
         self._cancel = threading.Event()
@@ -87,7 +89,7 @@ class InferenceWorker(QObject):
         from app.inference.session import open_session
         from app.inference.spec import load_spec
 
-        self._model = None  # the old session is released before the new one takes memory
+        self._model = self._batch_model = None  # the old sessions are released before the new one takes memory
         try:
             options = parse_runtime_arguments([p for p in runtime.split(";") if p.strip()])
             spec = load_spec(model_path)
@@ -104,7 +106,7 @@ class InferenceWorker(QObject):
             log.exception("loading %s failed", model_path)
             self.model_failed.emit(generation, unexpected_error(Path(model_path), exc))
             return
-        self._model = model
+        self._model, self._options = model, options
         self.session_threads.append(threading.get_ident())
         log.info("model %s on %s (requested %s)%s", spec.path.name, model.info.provider, model.info.requested,
                  f": {model.info.fallback_reason}" if model.info.fallback_reason else "")
@@ -150,9 +152,10 @@ class InferenceWorker(QObject):
             return
         report_path = Path(out_dir) / "seglens_report.csv"
         try:
-            with ReportWriter(report_path, self._model.spec) as report:
+            model = self._for_batch()
+            with ReportWriter(report_path, model.spec) as report:
                 summary = run_inputs(
-                    self._model, inputs, out_dir=Path(out_dir), save=tuple(save), report=report,
+                    model, inputs, out_dir=Path(out_dir), save=tuple(save), report=report,
                     progress=lambda outcome, s: self.batch_progress.emit(outcome, copy.copy(s)),
                     should_stop=self._cancel.is_set,
                 )
@@ -160,6 +163,30 @@ class InferenceWorker(QObject):
             self.batch_finished.emit(RunSummary(total=len(inputs)), str(exc))
             return
         self.batch_finished.emit(summary, str(report_path))
+
+
+    def _for_batch(self):
+        """The session for Run on all. On the CPU, ONNX Runtime's intra-op threads take every core for each
+        `session.run`, and the window's thread then waits for a core: event-loop stalls of 50-70 ms. A second
+        session with one thread fewer leaves a core to the window and to the decode/write threads, at about the
+        same folder throughput (the freed core does their work); docs/PERFORMANCE.md. Kept for later runs."""
+        import os
+
+        from app.inference.session import open_session
+
+        model = self._model
+        threads = (os.cpu_count() or 1) - 1
+        if model.info.on_gpu or (self._options or {}).get("intra_op_threads") or threads < 1:
+            return model  # on a GPU, or threads chosen by the user, or a single core: nothing to leave free
+        if self._batch_model is None:
+            try:
+                options = {**(self._options or {}), "intra_op_threads": threads}
+                self._batch_model = open_session(model.spec, "cpu", runtime=options, warm_up=False)
+            except Exception:  # the interactive session works: use it rather than fail the run
+                log.warning("a separate session for Run on all could not be created", exc_info=True)
+                return model
+            self.session_threads.append(threading.get_ident())
+        return self._batch_model
 
 
 def _view_result(path: Path, result, image, frame: int) -> ViewResult:

@@ -164,6 +164,28 @@ def test_run_on_all_exports_with_the_cli_writer(qtbot, window, images, tmp_path)
     assert [window.files.status(p) for p in window.files.paths()] == ["done", "error", "done"]
 
 
+def test_run_on_all_leaves_a_core_to_the_window(qtbot, window, images, tmp_path):
+    """On the CPU, Run on all uses its own session with one intra-op thread fewer than there are cores, created on
+    the worker thread and kept for the next run; the interactive session is untouched."""
+    import os
+
+    window.add_paths([images])
+    interactive = window.worker._model
+    for run in range(2):
+        with qtbot.waitSignal(window.run_all_finished, timeout=TIMEOUT):
+            window.run_all(tmp_path / f"export{run}")
+    batch = window.worker._batch_model
+    if (os.cpu_count() or 1) < 2:
+        assert batch is None
+        return
+    assert batch is not None and batch is not interactive and window.worker._model is interactive
+    options = batch._session.get_session_options()
+    assert options.intra_op_num_threads == os.cpu_count() - 1
+    threads = window.worker.session_threads
+    assert len(threads) == 2 and threads[0] == threads[1] != threading.get_ident()  # once, on the worker thread
+    assert (tmp_path / "export1" / "a1_mask.png").is_file()
+
+
 def test_close_joins_the_worker_thread(qtbot, window):
     thread = window.worker_thread
     window.close()
