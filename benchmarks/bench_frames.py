@@ -18,6 +18,26 @@ sys.path.insert(0, str(REPO))
 SEED = 4242
 
 
+def write_frames(out: Path, count: int, kind: str = "surface", fmt: str = "png") -> list[Path]:
+    """`count` 1920×1080 frames in `out`: surface-generator frames (PNG zlib 1 / JPEG q92) or the noisy pattern."""
+    out.mkdir(parents=True, exist_ok=True)
+    if kind == "noise":
+        from app.inference.bench import synthetic_images
+
+        return [f.path for f in synthetic_images(out, (1080, 1920), count=count, seed=SEED)]
+    from PIL import Image
+
+    from models.training import synth
+
+    paths = []
+    for i in range(count):
+        image, _ = synth.surface_image(synth.rng_for(SEED, i, "bench"), 1080, 1920)
+        path = out / f"frame_{i:03d}.{fmt}"
+        Image.fromarray(image).save(path, **({"compress_level": 1} if fmt == "png" else {"quality": 92}))
+        paths.append(path)
+    return paths
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("out", type=Path)
@@ -25,23 +45,7 @@ def main() -> None:
     parser.add_argument("--kind", choices=["surface", "noise"], default="surface")
     parser.add_argument("--format", choices=["png", "jpg"], default="png")
     args = parser.parse_args()
-    args.out.mkdir(parents=True, exist_ok=True)
-    if args.kind == "noise":
-        from app.inference.bench import synthetic_images
-
-        synthetic_images(args.out, (1080, 1920), count=args.count, seed=SEED)
-        return
-    from PIL import Image
-
-    from models.training import synth
-
-    for i in range(args.count):
-        image, _ = synth.surface_image(synth.rng_for(SEED, i, "bench"), 1080, 1920)
-        path = args.out / f"frame_{i:03d}.{args.format}"
-        if args.format == "png":
-            Image.fromarray(image).save(path, compress_level=1)
-        else:
-            Image.fromarray(image).save(path, quality=92)
+    write_frames(args.out, args.count, args.kind, args.format)
     print(f"{args.count} frames in {args.out}")
 
 

@@ -3,9 +3,9 @@ inference when the machine has no spare core.
 
     uv run python benchmarks/stage_costs.py [--model models/surface_defects.onnx] [--runs 15] [--images DIR]
 
-Without --images it writes three 1920×1080 frames side by side: a realistic inspection frame from the project's
-surface generator (needs `models/training`, numpy + OpenCV only) as PNG and as JPEG (quality 92), and the noisy
-sine pattern `seglens-cli bench` generates (`app.inference.bench.synthetic_images`, PNG). Each stage runs on one
+Without --images it writes three 1920×1080 frames (`benchmarks/bench_frames.py`): a realistic inspection frame
+from the project's surface generator as PNG and as JPEG (quality 92), and the noisy sine pattern
+`seglens-cli bench` generates. Each stage runs on one
 thread and is timed with `time.thread_time()` (CPU seconds of that thread); inference is timed by wall clock
 with ONNX Runtime's default threads. Prints medians in milliseconds.
 """
@@ -19,13 +19,11 @@ import tempfile
 import time
 from pathlib import Path
 
-from PIL import Image
-
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "benchmarks"))
 
 from app.inference import pipeline  # noqa: E402
-from app.inference.bench import synthetic_images  # noqa: E402
 from app.inference.session import open_session  # noqa: E402
 from app.inference.spec import load_spec  # noqa: E402
 from app.io.outputs import encode_png  # noqa: E402
@@ -33,15 +31,12 @@ from app.render import blend_overlay  # noqa: E402
 
 
 def frames(folder: Path) -> dict[str, Path]:
-    from models.training import common
+    """Frame 3 of benchmarks/bench_frames.py (1920×1080) as PNG and JPEG, and the noisy pattern `bench` makes."""
+    from bench_frames import write_frames
 
-    image, _ = common.surface_item(common.SAMPLE_SEED, 3)  # a 1920×1080 (or other camera size) frame
-    rgb = Image.fromarray(image)
-    files = {"surface PNG": folder / "surface.png", "surface JPEG q92": folder / "surface.jpg"}
-    rgb.save(files["surface PNG"], compress_level=1)
-    rgb.save(files["surface JPEG q92"], quality=92)
-    files["noise PNG (bench)"] = synthetic_images(folder, (1080, 1920), count=1)[0].path
-    return files
+    return {"surface PNG": write_frames(folder / "png", 4, "surface", "png")[3],
+            "surface JPEG q92": write_frames(folder / "jpg", 4, "surface", "jpg")[3],
+            "noise PNG (bench)": write_frames(folder / "noise", 1, "noise")[0]}
 
 
 def measure(model, path: Path, runs: int) -> dict[str, float]:
