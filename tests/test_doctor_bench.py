@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
+from importlib import metadata
 
 import pytest
-from conftest import stripes
+from conftest import REPO, stripes
 from PIL import Image
 
 from app.cli import main
@@ -34,6 +38,34 @@ def test_both_onnxruntime_packages_installed():
     verdict = decide(facts(ort_packages={"onnxruntime": "1.31.1", "onnxruntime-gpu": "1.31.1"}))
     assert not verdict.gpu_ready and "both installed" in verdict.summary
     assert "pip uninstall -y onnxruntime onnxruntime-gpu" in verdict.fix
+
+
+def _fake_dist(site, name: str, version: str) -> None:
+    info = site / f"{name.replace('-', '_')}-{version}.dist-info"
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n")
+
+
+def test_an_onnxruntime_shadowed_by_an_earlier_folder_is_no_conflict(tmp_path, monkeypatch):
+    """As on the lent GPU machine: the GPU build first on PYTHONPATH, the CPU build in site-packages."""
+    from app import diagnostics
+
+    _fake_dist(tmp_path, "onnxruntime", "1.30.0")
+    monkeypatch.setattr(sys, "path", [*sys.path, str(tmp_path)])
+    assert diagnostics.onnxruntime_packages() == {"onnxruntime-gpu": metadata.version("onnxruntime-gpu")}
+    assert diagnostics.shadowed_onnxruntime_packages() == {f"onnxruntime ({tmp_path.resolve()})": "1.30.0"}
+    assert diagnostics.versions()["onnxruntime packages (shadowed, not used)"].endswith("1.30.0")
+
+
+def test_two_onnxruntime_packages_in_one_folder_are_a_conflict(tmp_path):
+    (tmp_path / "onnxruntime").mkdir()
+    (tmp_path / "onnxruntime" / "__init__.py").write_text("")  # found first, never imported by the check
+    _fake_dist(tmp_path, "onnxruntime", "1.30.0")
+    _fake_dist(tmp_path, "onnxruntime-gpu", "1.31.1")
+    code = "import json; from app import diagnostics as d; print(json.dumps(d.onnxruntime_packages()))"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
+                          env={**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), str(REPO)])})
+    assert json.loads(done.stdout) == {"onnxruntime": "1.30.0", "onnxruntime-gpu": "1.31.1"}, done.stderr
 
 
 def test_cpu_only_onnxruntime():
