@@ -139,7 +139,10 @@ def summary(folder: str) -> int:
         doc[name] = _load(here, name)
     doc["skipped"] = (here / "skipped.txt").read_text().splitlines() if (here / "skipped.txt").exists() else []
     cpu, gpu = doc["cpu"], doc["gpu"]
-    if cpu and gpu:
+    if gpu and gpu["provider"].startswith("CPU"):
+        doc["figures"] = None
+        print(f"no GPU figures: the 'gpu' runs fell back to the CPU ({gpu.get('fallback_reason')})", file=sys.stderr)
+    elif cpu and gpu:
         doc["figures"] = {
             "gpu_over_cpu_raw": round(gpu["raw"]["images_per_s"] / max(cpu["raw"]["images_per_s"], 1e-9), 1),
             "gpu_1080p_end_to_end_p50_ms": gpu["pipeline"]["p50_ms"],

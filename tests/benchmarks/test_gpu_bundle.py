@@ -163,3 +163,24 @@ def test_the_viewer_worker_check_runs_one_image_on_its_thread():
     assert 1 in facts["mask_classes"]  # the scratches sample: class 1 (scratch) found
     assert set(facts["timings_ms"]) >= {"decode", "preprocess", "inference", "postprocess"}
     assert facts["nvml"] is None  # no driver here: "n/a", never a made-up figure
+
+
+def _bench_json(provider: str, raw_per_s: float, p50: float, ratio: float) -> dict:
+    stats = {"runs": 10, "p50_ms": p50, "p95_ms": p50 * 1.2, "mean_ms": p50, "images_per_s": raw_per_s}
+    return {"provider": provider, "fallback_reason": None if provider != "CPU" else "no driver",
+            "raw": stats, "pipeline": {**stats, "images_per_s": raw_per_s * ratio}, "pipeline_over_raw": ratio,
+            "gpu_mem_used_before_mb": 500, "gpu_mem_used_after_mb": 1800}
+
+
+@pytest.mark.parametrize("gpu_provider", ["CUDA (GPU 0)", "CPU"])
+def test_the_summary_computes_gpu_figures_only_from_gpu_runs(tmp_path, gpu_provider):
+    (tmp_path / "cpu.json").write_text(json.dumps(_bench_json("CPU", 8.0, 120.0, 0.8)))
+    (tmp_path / "gpu.json").write_text(json.dumps(_bench_json(gpu_provider, 200.0, 14.0, 0.9)))
+    done = subprocess.run([sys.executable, "benchmarks/gpu_check.py", "summary", str(tmp_path)], cwd=REPO,
+                          capture_output=True, text=True, timeout=60)
+    figures = json.loads(done.stdout)["figures"]
+    if gpu_provider == "CPU":
+        assert figures is None and "fell back to the CPU (no driver)" in done.stderr
+    else:
+        assert figures == {"gpu_over_cpu_raw": 25.0, "gpu_1080p_end_to_end_p50_ms": 14.0,
+                           "gpu_pipeline_over_raw": 0.9, "vram_before_after_mb": [500, 1800]}
