@@ -138,7 +138,7 @@ def _hw(text: str) -> tuple[int, int]:
 
 
 def _save_kinds(text: str) -> tuple[str, ...]:
-    from app.io.outputs import SAVE_KINDS
+    from app.runs.outputs import SAVE_KINDS
 
     kinds = tuple(k.strip() for k in text.split(",") if k.strip())
     if kinds == ("none",):
@@ -267,11 +267,11 @@ def session_lines(info) -> list[str]:
 def cmd_bench(args: argparse.Namespace) -> int:
     import tempfile
 
-    from app.inference.bench import bench, format_report, raw_limit, synthetic_images
     from app.inference.session import open_session
     from app.inference.spec import load_spec
     from app.inference.telemetry import gpu_memory
     from app.io.discover import discover
+    from app.runs.bench import bench, format_report, raw_limit, synthetic_images
 
     spec = load_spec(args.model, args.config)
     device_index = args.device.device_id if args.device.kind == "cuda" else 0
@@ -303,7 +303,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
 
 def cmd_doctor(args: argparse.Namespace) -> int:
-    from app import doctor
+    from app.inference import doctor
 
     facts = doctor.gather()
     verdict = doctor.decide(facts)
@@ -314,11 +314,12 @@ def cmd_doctor(args: argparse.Namespace) -> int:
 # --- run ---------------------------------------------------------------------------------------------
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from app.inference.batch import run_inputs
     from app.inference.session import open_session
     from app.inference.spec import load_spec
     from app.io.discover import discover
-    from app.io.outputs import ReportWriter, remove_stale_temporaries
+    from app.io.files import remove_stale_temporaries
+    from app.runs.batch import run_inputs
+    from app.runs.outputs import ReportWriter
 
     if args.max_megapixels:
         os.environ["SEGLENS_MAX_MEGAPIXELS"] = str(args.max_megapixels)  # read by the decoding threads
@@ -354,7 +355,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 def _finished_earlier(report_path: Path, spec, inputs, args) -> dict:
     """Report rows of inputs an earlier run finished, keyed by path (read before the report is rewritten)."""
     from app.io.discover import output_stems
-    from app.io.outputs import finished_rows, report_columns
+    from app.runs.outputs import finished_rows, report_columns
 
     stems = {str(item.path): args.out / stem for item, stem in zip(inputs, output_stems(list(inputs)), strict=True)}
     wanted = [kind for kind in args.save if spec.task == "segmentation"]

@@ -6,6 +6,8 @@ exception, when there is one, is chained (`raise ... from e`) for the log.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 
 class SegLensError(Exception):
     """Base of all errors a user may see. `str(err)` is one line."""
@@ -32,3 +34,14 @@ class InferenceError(SegLensError):
 
 class OutputError(SegLensError):
     """An output file could not be written."""
+
+
+def error_line(path: Path, exc: BaseException) -> str:
+    """The error's one line, starting with the input's path (model errors name only the model)."""
+    message = str(exc)
+    return message if message.startswith(str(path)) else f"{path}: {message}"
+
+
+def unexpected_error_line(path: Path, exc: BaseException) -> str:
+    """One line for an error nobody planned for: the file, the exception type, its first 300 characters."""
+    return f"{path}: unexpected error ({type(exc).__name__}: {' '.join(str(exc).split())[:300]})"

@@ -16,12 +16,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from app.inference.batch import run_inputs
-from app.inference.bench import synthetic_images
 from app.inference.session import open_session
 from app.inference.spec import load_spec
 from app.inference.telemetry import process_rss_mb
 from app.io.discover import InputFile
+from app.runs.batch import run_inputs
+from app.runs.bench import synthetic_images
 
 
 def pipeline_soak(model_path: Path, count: int, folder: Path) -> list[tuple[int, float]]:

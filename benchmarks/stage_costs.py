@@ -26,8 +26,8 @@ sys.path.insert(0, str(REPO / "benchmarks"))
 from app.inference import pipeline  # noqa: E402
 from app.inference.session import open_session  # noqa: E402
 from app.inference.spec import load_spec  # noqa: E402
-from app.io.outputs import encode_png  # noqa: E402
-from app.render import blend_overlay  # noqa: E402
+from app.io.files import encode_png  # noqa: E402
+from app.io.render import blend_overlay  # noqa: E402
 
 
 def frames(folder: Path) -> dict[str, Path]:
@@ -61,7 +61,7 @@ def measure(model, path: Path, runs: int) -> dict[str, float]:
         inference_ms = (time.perf_counter() - started) * 1000
         stages.setdefault("inference (wall)", []).append(inference_ms)
         clock[0] = time.thread_time()
-        result = pipeline.finish(model, prepared, output, inference_ms)
+        result = pipeline.to_result(model, prepared, output, inference_ms)
         lap("postprocess")
         encode_png(result.mask)
         lap("mask PNG")

@@ -14,7 +14,7 @@ class Block:
         if name.split('.')[0] in ('PySide6', 'shiboken6', 'PyQt5', 'PyQt6') or name.startswith('app.ui'):
             raise ImportError('blocked: ' + name)
 sys.meta_path.insert(0, Block())
-import app, app.cli, app.render, app.paths
+import app, app.cli, app.io.render, app.paths
 for pkg in ('app.inference', 'app.io'):
     module = importlib.import_module(pkg)
     for info in pkgutil.iter_modules(module.__path__):

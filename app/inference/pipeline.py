@@ -1,7 +1,8 @@
 """The one pipeline the CLI and the viewer's worker both call: image → tensor → model → mask or top-k.
 
 Split in three stages so a folder run can overlap them (`prepare` on a thread pool, `infer` on the single
-thread that owns the session, `finish` on a writer thread); `run_image` and `run_path` chain them.
+thread that owns the session, `to_result` — the postprocess stage — on a writer thread); `run_image` and
+`run_path` chain them.
 Every stage returns plain data and its time in milliseconds.
 """
 
@@ -78,7 +79,8 @@ def infer(model: ModelSession, prepared: Prepared) -> tuple[np.ndarray, float]:
     return output, _ms(started)
 
 
-def finish(model: ModelSession, prepared: Prepared, output: np.ndarray, inference_ms: float) -> Result:
+def to_result(model: ModelSession, prepared: Prepared, output: np.ndarray, inference_ms: float) -> Result:
+    """The postprocess stage: the model's output → label mask at the image's size (or top-k) and the timings."""
     spec = model.spec
     started = time.perf_counter()
     if spec.task == "classification":
@@ -95,7 +97,7 @@ def run_image(model: ModelSession, image: np.ndarray | DecodedImage, *, decode_m
     decoded = image if isinstance(image, DecodedImage) else from_array(image)
     prepared = prepare(model.spec, decoded, decode_ms=decode_ms)
     output, inference_ms = infer(model, prepared)
-    return finish(model, prepared, output, inference_ms)
+    return to_result(model, prepared, output, inference_ms)
 
 
 def run_path(model: ModelSession, path: str | Path) -> Result:

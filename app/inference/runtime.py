@@ -13,9 +13,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from app.inference.checks import boolean, choice, whole
+from app.inference.providers import CPU, CUDA, TENSORRT
+from app.inference.validators import boolean, choice, whole
 
-CPU, CUDA, TENSORRT = "CPUExecutionProvider", "CUDAExecutionProvider", "TensorrtExecutionProvider"
 DEVICE_LABELS_NAME = "seglens_labels"
 
 

@@ -10,30 +10,31 @@ Create the session and call `run` from one long-lived thread (the viewer's worke
 
 from __future__ import annotations
 
-import contextlib
-import io
 import logging
-import os
 import re
-import sys
-import tempfile
-import threading
 import time
 import warnings
-from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
 
 from app.errors import InferenceError, ModelError
-from app.inference.runtime import CPU, CUDA, DEVICE_LABELS_NAME, TENSORRT, RuntimeOptions, with_device_argmax
+from app.inference.providers import (
+    CPU,
+    CUDA,
+    TENSORRT,
+    capture_native_stderr,
+    explain_cuda_failure,
+    ort_packages_text,
+    preload_cuda_libraries,
+)
+from app.inference.runtime import DEVICE_LABELS_NAME, RuntimeOptions, with_device_argmax
 from app.inference.spec import ModelSpec
 
 log = logging.getLogger(__name__)
 
 _NUMPY_DTYPES = {"float32": np.float32, "float16": np.float16, "uint8": np.uint8}
-_stderr_lock = threading.Lock()
 
 
 @dataclass(frozen=True)
@@ -158,7 +159,7 @@ def open_session(
         runtime or {})
     available = ort.get_available_providers()
     wants_gpu = request.kind in ("cuda", "auto") and CUDA in available
-    preload_notes = _preload_cuda_libraries(ort) if wants_gpu else []
+    preload_notes = preload_cuda_libraries(ort) if wants_gpu else []
     providers = options.providers(gpu=wants_gpu, device_id=request.device_id, available=available)
     fixed = not spec.input.dynamic_hw
     scores = spec.output.kind == "scores"
@@ -174,7 +175,7 @@ def open_session(
         session, load_ms, log_lines = _create(ort, spec, source, providers, options)
     reason = None
     if request.kind == "cuda" and CUDA not in available:
-        reason = f"this onnxruntime build has no CUDA provider (installed: {_ort_package()})"
+        reason = f"this onnxruntime build has no CUDA provider (installed: {ort_packages_text()})"
     elif wants_gpu and not on_gpu:
         reason = explain_cuda_failure(list(log_lines) + preload_notes)
     info = SessionInfo(
@@ -210,7 +211,7 @@ def _create(ort: Any, spec: ModelSpec, source: str | bytes, providers: list, opt
         except Exception as exc:
             raise ModelError(f"{spec.path}: ONNX Runtime cannot load the model: {_first_line(exc)}") from exc
     load_ms = (time.perf_counter() - started) * 1000
-    log_lines = tuple(_clean_log(captured.text)) + tuple(str(w.message) for w in caught)
+    log_lines = tuple(captured.lines) + tuple(str(w.message) for w in caught)
     for line in log_lines:
         log.debug("onnxruntime: %s", line)
     return session, load_ms, log_lines
@@ -223,92 +224,6 @@ def _device_argmax(spec: ModelSpec) -> tuple[bytes, ModelSpec]:
     return with_device_argmax(spec.path, out.channel_axis), replace(spec, output=labels)
 
 
-def explain_cuda_failure(lines: list[str]) -> str:
-    """One plain line from ONNX Runtime's log about why the CUDA provider did not start."""
-    text = "\n".join(lines)
-    missing = re.search(r"Failed to load library \S*?(libonnxruntime_providers_cuda\S*|\S+) with error: "
-                        r"([^\s:]+): cannot open shared object file", text)
-    if missing and missing.group(2).startswith(("libcuda.so", "nvcuda")):
-        return f"no NVIDIA driver is installed ({missing.group(2)} not found)"
-    if missing:
-        return (f"the CUDA provider could not be loaded: {missing.group(2)} not found "
-                f"(CUDA/cuDNN libraries for this onnxruntime build are missing or no NVIDIA driver is installed)")
-    generic = re.search(r"Failed to load library .*? with error: (.+)", text)
-    if generic:
-        return f"the CUDA provider could not be loaded: {generic.group(1).strip()}"
-    for pattern in (r"(CUDA failure \d+: [^;\n]+)", r"(no CUDA-capable device is detected)",
-                    r"(CUDA driver version is insufficient[^\n]*)", r"Failed to create CUDAExecutionProvider"):
-        found = re.search(pattern, text)
-        if found:
-            return found.group(0).strip()
-    return "ONNX Runtime did not enable the CUDA provider and logged no reason"
-
-
-def _preload_cuda_libraries(ort: Any) -> list[str]:
-    """Load CUDA/cuDNN from NVIDIA's pip wheels where present. `preload_dlls` prints instead of raising."""
-    preload = getattr(ort, "preload_dlls", None)
-    if preload is None:
-        return []
-    printed = io.StringIO()
-    # Frozen: NVIDIA's wheels are bundled beside onnxruntime in their package layout; never look for torch's.
-    kwargs = {"directory": ""} if getattr(sys, "frozen", False) else {}
-    with contextlib.redirect_stdout(printed), contextlib.redirect_stderr(printed):
-        try:
-            preload(**kwargs)
-        except Exception as exc:  # it is documented not to raise; a broken install must not stop the app
-            print(f"preload_dlls failed: {exc}")
-    notes = [line for line in printed.getvalue().splitlines() if line.strip()]
-    for line in notes:
-        log.debug("preload_dlls: %s", line)
-    return notes
-
-
-class _Captured:
-    text = ""
-
-
-@contextlib.contextmanager
-def capture_native_stderr() -> Iterator[_Captured]:
-    """Redirect file descriptor 2 (where ONNX Runtime's C++ logger writes) into a buffer for the block."""
-    captured = _Captured()
-    with _stderr_lock:
-        with contextlib.suppress(AttributeError, ValueError):  # sys.stderr may be None in a windowed app
-            sys.stderr.flush()
-        try:
-            saved = os.dup(2)
-        except OSError:  # no stderr at all (a windowed frozen app): nothing to capture
-            yield captured
-            return
-        with tempfile.TemporaryFile(mode="w+b") as sink:
-            os.dup2(sink.fileno(), 2)
-            try:
-                yield captured
-            finally:
-                os.dup2(saved, 2)
-                os.close(saved)
-                sink.seek(0)
-                captured.text = sink.read().decode("utf-8", "replace")
-
-
-_ANSI = re.compile(r"\x1b\[[0-9;]*m")
-
-
-def _clean_log(text: str) -> list[str]:
-    return [line.strip() for line in _ANSI.sub("", text).splitlines() if line.strip()]
-
-
 def _first_line(exc: BaseException) -> str:
     text = str(exc).strip() or type(exc).__name__
     return text.splitlines()[0][:500]
-
-
-def _ort_package() -> str:
-    from importlib import metadata
-
-    names = []
-    for name in ("onnxruntime-gpu", "onnxruntime", "onnxruntime-directml", "onnxruntime-openvino"):
-        try:
-            names.append(f"{name} {metadata.version(name)}")
-        except metadata.PackageNotFoundError:
-            continue
-    return ", ".join(names) or "unknown"

@@ -12,9 +12,9 @@ from typing import Any
 import yaml
 
 from app.errors import SidecarError
-from app.inference.checks import Check, choice, kind, number, whole
-from app.inference.checks import text as nonempty_text
 from app.inference.runtime import RUNTIME_KEYS
+from app.inference.validators import Check, choice, kind, number, whole
+from app.inference.validators import text as nonempty_text
 
 MAX_SIDE = 16384  # a working size beyond this is a typo, and would ask for tens of GB
 

@@ -21,12 +21,7 @@ from typing import Any
 from app.errors import ModelError, SidecarError
 from app.inference.onnx_graph import GraphInfo, TensorInfo, read_graph
 from app.inference.sidecar import UNSET_COLOR, find_sidecar, load_sidecar
-
-# Distinct, colour-blind-aware colours (Okabe-Ito first, then Tableau) for classes without one.
-PALETTE: tuple[tuple[int, int, int], ...] = (
-    (230, 159, 0), (86, 180, 233), (0, 158, 115), (240, 228, 66), (0, 114, 178), (213, 94, 0),
-    (204, 121, 167), (255, 59, 48), (148, 103, 189), (140, 86, 75), (23, 190, 207), (188, 189, 34),
-)
+from app.io.render import PALETTE
 
 _FLOAT_INPUTS = ("float32", "float16")
 _INPUT_DTYPES = (*_FLOAT_INPUTS, "uint8")

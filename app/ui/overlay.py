@@ -13,7 +13,7 @@ from collections.abc import Sequence
 import numpy as np
 from PySide6.QtGui import QImage, qRgba
 
-from app.render import class_colors
+from app.io.render import class_colors
 
 
 class OverlayImage:

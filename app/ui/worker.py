@@ -101,10 +101,10 @@ class InferenceWorker(QObject):
             self.model_failed.emit(generation, str(exc))
             return
         except Exception as exc:
-            from app.inference.batch import unexpected_error
+            from app.errors import unexpected_error_line
 
             log.exception("loading %s failed", model_path)
-            self.model_failed.emit(generation, unexpected_error(Path(model_path), exc))
+            self.model_failed.emit(generation, unexpected_error_line(Path(model_path), exc))
             return
         self._model, self._options = model, options
         self.session_threads.append(threading.get_ident())
@@ -127,15 +127,15 @@ class InferenceWorker(QObject):
             result = pipeline.run_image(self._model, image, decode_ms=decode_ms)
             view = _view_result(Path(path), result, image, frame)
         except SegLensError as exc:
-            from app.inference.batch import about
+            from app.errors import error_line
 
-            self.failed.emit(request_id, path, about(Path(path), exc))
+            self.failed.emit(request_id, path, error_line(Path(path), exc))
             return
         except Exception as exc:
-            from app.inference.batch import unexpected_error
+            from app.errors import unexpected_error_line
 
             log.exception("processing %s failed", path)
-            self.failed.emit(request_id, path, unexpected_error(Path(path), exc))
+            self.failed.emit(request_id, path, unexpected_error_line(Path(path), exc))
             return
         self.result_ready.emit(request_id, view)
 
@@ -143,8 +143,8 @@ class InferenceWorker(QObject):
     def run_all(self, inputs: list, out_dir: str, save: list) -> None:
         """Process every input, exporting masks/overlays and the CSV report with the CLI's own writer."""
         from app.errors import SegLensError
-        from app.inference.batch import RunSummary, run_inputs
-        from app.io.outputs import ReportWriter
+        from app.runs.batch import RunSummary, run_inputs
+        from app.runs.outputs import ReportWriter
 
         self._cancel.clear()
         if self._model is None:

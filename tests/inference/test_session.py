@@ -5,8 +5,9 @@ from __future__ import annotations
 import onnxruntime as ort
 import pytest
 
-from app.inference.runtime import TENSORRT, RuntimeOptions, parse_runtime_arguments
-from app.inference.session import CUDA, DeviceRequest, explain_cuda_failure, open_session
+from app.inference.providers import CUDA, TENSORRT, explain_cuda_failure
+from app.inference.runtime import RuntimeOptions, parse_runtime_arguments
+from app.inference.session import DeviceRequest, open_session
 from app.inference.spec import load_spec
 
 CUDA_WORKS = False

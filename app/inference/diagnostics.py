@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import importlib.util
 import platform
 import sys
 from importlib import metadata
-from pathlib import Path
 
 from app import __version__
+from app.inference.providers import installed_ort_packages, shadowed_ort_packages
 
 
 def package_version(name: str) -> str | None:
@@ -16,46 +15,6 @@ def package_version(name: str) -> str | None:
         return metadata.version(name)
     except metadata.PackageNotFoundError:
         return None
-
-
-_ORT_NAMES = ("onnxruntime", "onnxruntime-gpu", "onnxruntime-directml", "onnxruntime-openvino", "ort-nightly-gpu")
-
-
-def onnxruntime_packages() -> dict[str, str]:
-    """The ONNX Runtime distributions installed in the folder `onnxruntime` is imported from: two there overwrite
-    each other's files. One in another folder of the path (shadowed, as by PYTHONPATH) is no conflict."""
-    found = _ort_distributions()
-    home = _import_home("onnxruntime")
-    here = {name: version for name, version, folder in found if folder == home}
-    return here or {name: version for name, version, _ in found}
-
-
-def shadowed_onnxruntime_packages() -> dict[str, str]:
-    """ONNX Runtime distributions Python does not import from (another folder earlier on the path wins)."""
-    home = _import_home("onnxruntime")
-    return {f"{name} ({folder})": version for name, version, folder in _ort_distributions()
-            if home is not None and folder != home}
-
-
-def _ort_distributions() -> list[tuple[str, str, str]]:
-    seen = []
-    for dist in metadata.distributions():
-        name = (dist.metadata["Name"] or "").lower().replace("_", "-")
-        if name in _ORT_NAMES:
-            entry = (name, dist.version, str(Path(str(dist.locate_file(""))).resolve()))
-            if entry not in seen:
-                seen.append(entry)
-    return seen
-
-
-def _import_home(module: str) -> str | None:
-    """The site folder a top-level package is imported from, without importing it."""
-    try:
-        spec = importlib.util.find_spec(module)
-        locations = list(spec.submodule_search_locations or []) if spec else []
-    except (ImportError, ValueError):
-        return None
-    return str(Path(locations[0]).resolve().parent) if locations else None
 
 
 def versions() -> dict[str, str | None]:
@@ -73,8 +32,8 @@ def versions() -> dict[str, str | None]:
         info["onnxruntime providers (built in)"] = ", ".join(ort.get_available_providers())
     except Exception as exc:  # a broken install is exactly what diagnostics must describe
         info["onnxruntime"] = f"cannot import: {exc}"
-    info["onnxruntime packages"] = ", ".join(f"{k} {v}" for k, v in onnxruntime_packages().items()) or "none"
-    shadowed = shadowed_onnxruntime_packages()
+    info["onnxruntime packages"] = ", ".join(f"{k} {v}" for k, v in installed_ort_packages().items()) or "none"
+    shadowed = shadowed_ort_packages()
     if shadowed:
         info["onnxruntime packages (shadowed, not used)"] = ", ".join(f"{k} {v}" for k, v in shadowed.items())
     for module, label in (("numpy", "numpy"), ("cv2", "OpenCV"), ("PIL", "Pillow")):
@@ -105,10 +64,9 @@ def _module_version(module: str) -> str | None:
 
 
 def _qt_version() -> str | None:
+    """The Qt runtime's version, read from the QtCore the viewer already loaded: the core never imports Qt."""
     try:
-        from PySide6 import QtCore
-
-        return QtCore.qVersion()
+        return sys.modules["PySide6.QtCore"].qVersion()
     except Exception:
         return None
 

@@ -16,9 +16,9 @@ from pathlib import Path
 import numpy as np
 
 from app.inference import pipeline
-from app.inference.batch import run_inputs
 from app.inference.session import ModelSession
 from app.io.discover import InputFile
+from app.runs.batch import run_inputs
 
 
 @dataclass(frozen=True)

@@ -1,73 +1,25 @@
-"""Write results: masks, overlays and the CSV report. Every file appears whole or not at all.
+"""Write results: masks, overlays and the CSV report (its columns and rows, and what --resume reads back).
 
-Files are written to a temporary name in the target folder and renamed into place (atomic on POSIX and
-Windows), so a crash or cancel never leaves a half-written PNG that looks complete.
+Every file appears whole or not at all (app.io.files.atomic_write); the report is written as it goes to
+`<name>.partial` and renamed when complete.
 """
 
 from __future__ import annotations
 
-import contextlib
 import csv
 import os
-import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
-import cv2
 import numpy as np
 
 from app.errors import OutputError
 from app.inference.pipeline import STAGES, Result
 from app.inference.spec import ModelSpec
-from app.render import blend_overlay
+from app.io.files import atomic_write, encode_png
+from app.io.render import blend_overlay
 
 SAVE_KINDS = ("mask", "overlay")
-
-
-def atomic_write(path: Path, data: bytes) -> None:
-    """Write `data` to `path` via a temporary file in the same folder and a rename."""
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    except OSError as exc:
-        raise OutputError(f"{path}: cannot write ({exc.strerror or exc})") from exc
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-        os.replace(tmp, path)
-    except OSError as exc:
-        _remove_quietly(tmp)
-        raise OutputError(f"{path}: cannot write ({exc.strerror or exc})") from exc
-
-
-def remove_stale_temporaries(folder: Path) -> int:
-    """Delete `.<name>.<random>.tmp` files a killed run left behind (atomic_write's own naming only)."""
-    removed = 0
-    if folder.is_dir():
-        for path in folder.rglob(".*.tmp"):
-            with contextlib.suppress(OSError):
-                path.unlink()
-                removed += 1
-    return removed
-
-
-def encode_png(pixels: np.ndarray) -> bytes:
-    """PNG bytes of a uint8 gray (label mask) or RGB array, at zlib level 1 with a fixed row filter.
-
-    libpng's default adaptive filtering costs more than the compression itself: a 1920×1080 mask took ~25 ms.
-    Masks are flat runs of labels (no filter, run-length matching: ~4 ms and a third of the size); RGB
-    overlays are photographs (the Sub filter: half the time of adaptive filtering, the same size).
-    """
-    array = cv2.cvtColor(pixels, cv2.COLOR_RGB2BGR) if pixels.ndim == 3 else pixels
-    params = [cv2.IMWRITE_PNG_COMPRESSION, 1]
-    if hasattr(cv2, "IMWRITE_PNG_FILTER"):  # OpenCV >= 4.11
-        params += ([cv2.IMWRITE_PNG_FILTER, cv2.IMWRITE_PNG_FILTER_SUB] if pixels.ndim == 3 else
-                   [cv2.IMWRITE_PNG_FILTER, cv2.IMWRITE_PNG_FILTER_NONE,
-                    cv2.IMWRITE_PNG_STRATEGY, cv2.IMWRITE_PNG_STRATEGY_RLE])
-    ok, buffer = cv2.imencode(".png", array, params)
-    if not ok:
-        raise OutputError("PNG encoding failed")
-    return buffer.tobytes()
 
 
 def write_result_images(result: Result, spec: ModelSpec, out_stem: Path, save: Sequence[str],
@@ -197,8 +149,3 @@ def _unique(names: list[str], *, reserved: set[str]) -> list[str]:
         taken.add(candidate)
         result.append(candidate)
     return result
-
-
-def _remove_quietly(path: str) -> None:
-    with contextlib.suppress(OSError):
-        os.unlink(path)

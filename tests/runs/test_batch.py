@@ -12,11 +12,11 @@ import pytest
 from conftest import expected_stripes, stripes
 from PIL import Image
 
-from app.inference.batch import run_inputs
 from app.inference.session import open_session
 from app.inference.spec import load_spec
 from app.io.discover import discover
-from app.io.outputs import ReportWriter
+from app.runs.batch import run_inputs
+from app.runs.outputs import ReportWriter
 
 
 def make_folder(root, count=12, bad_every=4):
@@ -119,7 +119,7 @@ def test_a_model_that_dies_mid_run_leaves_the_rest_listed_as_not_processed(model
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="per-thread niceness is a Linux feature")
 def test_helper_threads_run_at_lower_priority_and_the_caller_does_not(models, tmp_path, monkeypatch):
-    import app.inference.batch as batch
+    import app.runs.batch as batch
 
     def niceness() -> int:
         return os.getpriority(os.PRIO_PROCESS, threading.get_native_id())

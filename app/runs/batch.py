@@ -26,12 +26,12 @@ from pathlib import Path
 
 import numpy as np
 
-from app.errors import SegLensError
+from app.errors import SegLensError, error_line, unexpected_error_line
 from app.inference import pipeline
 from app.inference.pipeline import Prepared, Result
 from app.inference.session import ModelSession
 from app.io.discover import InputFile, output_stems
-from app.io.outputs import ReportWriter, write_result_images
+from app.runs.outputs import ReportWriter, write_result_images
 
 log = logging.getLogger(__name__)
 
@@ -176,10 +176,10 @@ def _prepare(model: ModelSession, index: int, item: InputFile, done: Mapping[str
         image, decode_ms = pipeline.decode(item.path)
         return _Work(index, item, prepared=pipeline.prepare(model.spec, image, decode_ms=decode_ms))
     except SegLensError as exc:
-        return _Work(index, item, error=about(item.path, exc))
+        return _Work(index, item, error=error_line(item.path, exc))
     except Exception as exc:  # a decoder bug must not end the run
         log.debug("unexpected error preparing %s", item.path, exc_info=True)
-        return _Work(index, item, error=unexpected_error(item.path, exc))
+        return _Work(index, item, error=unexpected_error_line(item.path, exc))
 
 
 def _batchable(model: ModelSession) -> bool:
@@ -220,7 +220,7 @@ def _infer(model: ModelSession, group: list[_Work]) -> list[_Work]:
         share = (time.perf_counter() - started) * 1000 / len(group)
         return [_with_output(w, outputs[i: i + 1], share) for i, w in enumerate(group)]
     except SegLensError as exc:
-        return [_Work(w.index, w.input, error=about(w.input.path, exc)) for w in group]
+        return [_Work(w.index, w.input, error=error_line(w.input.path, exc)) for w in group]
 
 
 def _with_output(work: _Work, output: np.ndarray, ms: float) -> _Work:
@@ -269,16 +269,16 @@ class _Writer:
         if work.error is not None:
             return Outcome(work.index, work.input, None, work.error)
         try:
-            result = pipeline.finish(self.model, work.prepared, work.output, work.inference_ms)
+            result = pipeline.to_result(self.model, work.prepared, work.output, work.inference_ms)
             if self.out_dir is not None:
                 write_result_images(result, self.model.spec, self.out_dir / self.stems[work.index], self.save,
                                     work.prepared.image.pixels)
             return Outcome(work.index, work.input, result, None)
         except SegLensError as exc:
-            return Outcome(work.index, work.input, None, about(work.input.path, exc))
+            return Outcome(work.index, work.input, None, error_line(work.input.path, exc))
         except Exception as exc:
             log.debug("unexpected error finishing %s", work.input.path, exc_info=True)
-            return Outcome(work.index, work.input, None, unexpected_error(work.input.path, exc))
+            return Outcome(work.index, work.input, None, unexpected_error_line(work.input.path, exc))
 
     def _record(self, outcome: Outcome, carried: list[str] | None) -> None:
         summary, report = self.summary, self.report
@@ -296,7 +296,7 @@ class _Writer:
                 raise  # the report itself cannot be written: the run stops and says so
             except Exception as exc:  # a result the report cannot describe is that input's error
                 log.debug("report row for %s failed", outcome.input.path, exc_info=True)
-                outcome = Outcome(outcome.index, outcome.input, None, unexpected_error(outcome.input.path, exc))
+                outcome = Outcome(outcome.index, outcome.input, None, unexpected_error_line(outcome.input.path, exc))
                 summary.failed += 1
                 if report:
                     report.add_error(outcome.input.path, outcome.error, provider=self.model.info.provider)
@@ -306,14 +306,3 @@ class _Writer:
                 report.add_error(outcome.input.path, outcome.error or "", provider=self.model.info.provider)
         if self.progress:
             self.progress(outcome, summary)
-
-
-def about(path: Path, exc: BaseException) -> str:
-    """The error's one line, starting with the input's path (model errors name only the model)."""
-    message = str(exc)
-    return message if message.startswith(str(path)) else f"{path}: {message}"
-
-
-def unexpected_error(path: Path, exc: BaseException) -> str:
-    """One line for an error nobody planned for: the file, the exception type, its first 300 characters."""
-    return f"{path}: unexpected error ({type(exc).__name__}: {' '.join(str(exc).split())[:300]})"

@@ -7,14 +7,25 @@ everywhere.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Protocol
 
 import cv2
 import numpy as np
 
-from app.inference.spec import PALETTE, ClassInfo
+# Distinct, colour-blind-aware colours (Okabe-Ito first, then Tableau) for classes without one.
+PALETTE: tuple[tuple[int, int, int], ...] = (
+    (230, 159, 0), (86, 180, 233), (0, 158, 115), (240, 228, 66), (0, 114, 178), (213, 94, 0),
+    (204, 121, 167), (255, 59, 48), (148, 103, 189), (140, 86, 75), (23, 190, 207), (188, 189, 34),
+)
 
 
-def class_colors(classes: Sequence[ClassInfo]) -> tuple[np.ndarray, np.ndarray]:
+class Colored(Protocol):
+    """What painting needs of a class (app.inference.spec.ClassInfo): its colour, None = not painted."""
+
+    color: tuple[int, int, int] | None
+
+
+def class_colors(classes: Sequence[Colored]) -> tuple[np.ndarray, np.ndarray]:
     """(256×3 uint8 RGB colours, 256 bool painted) for every label value; labels past the list cycle the
     palette so an unexpected label is still visible."""
     colors = np.zeros((256, 3), np.uint8)
@@ -32,7 +43,7 @@ def class_colors(classes: Sequence[ClassInfo]) -> tuple[np.ndarray, np.ndarray]:
 def blend_overlay(
     image: np.ndarray,
     mask: np.ndarray,
-    classes: Sequence[ClassInfo],
+    classes: Sequence[Colored],
     *,
     alpha: float = 0.5,
     contour: bool = False,

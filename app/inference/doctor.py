@@ -8,15 +8,23 @@ Qt-free; never raises on a broken environment (describing one is its job).
 from __future__ import annotations
 
 import ctypes
-import glob
 import os
 import sys
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from app import diagnostics
+from app.inference import diagnostics
+from app.inference.providers import (
+    CPU,
+    CUDA,
+    TENSORRT,
+    capture_native_stderr,
+    explain_cuda_failure,
+    installed_ort_packages,
+    nvidia_wheel_dirs,
+    preload_cuda_libraries,
+)
 
-CUDA_EP, CPU_EP, TRT_EP = "CUDAExecutionProvider", "CPUExecutionProvider", "TensorrtExecutionProvider"
 # The libraries onnxruntime-gpu's CUDA provider needs, per CUDA major version it was built for.
 CUDA_LIBRARIES = {
     "13": ["libcudart.so.13", "libcublasLt.so.13", "libcublas.so.13", "libcurand.so.10", "libcufft.so.12",
@@ -58,7 +66,7 @@ class Verdict:
 def gather() -> Facts:
     from app.inference import telemetry
 
-    facts = Facts(versions=diagnostics.versions(), ort_packages=diagnostics.onnxruntime_packages(),
+    facts = Facts(versions=diagnostics.versions(), ort_packages=installed_ort_packages(),
                   flavor=_flavor())
     try:
         import onnxruntime as ort
@@ -75,9 +83,9 @@ def gather() -> Facts:
         if memory:
             facts.gpus.append(f"GPU {index}: {memory.name}, {memory.total_mb / 1024:.1f} GB, "
                               f"{memory.used_mb / 1024:.1f} GB used")
-    if CUDA_EP in facts.built_providers:
+    if CUDA in facts.built_providers:
         facts.cuda_libraries = find_cuda_libraries(facts.build_cuda or "13")
-    facts.provider_checks = [check_provider(p) for p in facts.built_providers if p != TRT_EP or _wants_trt()]
+    facts.provider_checks = [check_provider(p) for p in facts.built_providers if p != TENSORRT or _wants_trt()]
     return facts
 
 
@@ -85,10 +93,8 @@ def check_provider(provider: str) -> ProviderCheck:
     """Open a one-node session on `provider` and report what really ran it."""
     import onnxruntime as ort
 
-    from app.inference.session import _preload_cuda_libraries, capture_native_stderr, explain_cuda_failure
-
-    notes = _preload_cuda_libraries(ort) if provider != CPU_EP else []
-    providers = [provider] if provider == CPU_EP else [provider, CPU_EP]
+    notes = preload_cuda_libraries(ort) if provider != CPU else []
+    providers = [provider] if provider == CPU else [provider, CPU]
     with capture_native_stderr() as captured:
         try:
             session = ort.InferenceSession(_tiny_model(), providers=providers)
@@ -97,15 +103,15 @@ def check_provider(provider: str) -> ProviderCheck:
             return ProviderCheck(provider, False, " ".join(str(exc).split())[:300])
     if active == provider:
         return ProviderCheck(provider, True, f"ran on {provider}")
-    lines = captured.text.splitlines() + notes
-    reason = explain_cuda_failure(lines) if provider == CUDA_EP else _first_error(lines)
+    lines = captured.lines + notes
+    reason = explain_cuda_failure(lines) if provider == CUDA else _first_error(lines)
     return ProviderCheck(provider, False, reason)
 
 
 def find_cuda_libraries(cuda_major: str) -> dict[str, str | None]:
     """Where each CUDA library the provider needs loads from: NVIDIA's pip wheels, the system, or None."""
     found: dict[str, str | None] = {}
-    wheel_dirs = _nvidia_wheel_dirs()
+    wheel_dirs = nvidia_wheel_dirs()
     for name in CUDA_LIBRARIES.get(cuda_major, CUDA_LIBRARIES["13"]):
         in_wheel = next((str(Path(d) / name) for d in wheel_dirs if (Path(d) / name).exists()), None)
         try:
@@ -125,11 +131,11 @@ def decide(facts: Facts) -> Verdict:
     if not facts.built_providers:
         return Verdict(False, "onnxruntime cannot be imported.", "reinstall seglens (pip install --force-reinstall "
                                                                   "onnxruntime-gpu)")
-    cuda = next((c for c in facts.provider_checks if c.provider == CUDA_EP), None)
+    cuda = next((c for c in facts.provider_checks if c.provider == CUDA), None)
     if cuda is not None and cuda.ok:
         where = f" on {facts.gpus[0].split(': ', 1)[1]}" if facts.gpus else ""
         return Verdict(True, f"GPU ready: models run with CUDA{where}.", None)
-    if CUDA_EP not in facts.built_providers:
+    if CUDA not in facts.built_providers:
         if facts.flavor == "cpu":
             return Verdict(False, "This is the CPU build of SegLens: models run on the CPU.",
                            "for an NVIDIA GPU, use the cuda13 (driver R580+) or cuda12 build")
@@ -192,17 +198,6 @@ def _tiny_model() -> bytes:
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
     model.ir_version = 8
     return model.SerializeToString()
-
-
-def _nvidia_wheel_dirs() -> list[str]:
-    """lib/ (bin/ on Windows) folders of NVIDIA's pip wheels on sys.path (also inside a frozen bundle)."""
-    roots = list(sys.path) + ([getattr(sys, "_MEIPASS", "")] if getattr(sys, "frozen", False) else [])
-    folders = []
-    for root in filter(None, roots):
-        folders += glob.glob(os.path.join(root, "nvidia", "*", "lib")) + glob.glob(os.path.join(root, "nvidia", "*",
-                                                                                                  "bin"))
-        folders += glob.glob(os.path.join(root, "nvidia", "cu*", "lib"))
-    return sorted(set(folders))
 
 
 def _first_error(lines: list[str]) -> str:
