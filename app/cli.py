@@ -319,7 +319,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     from app.io.discover import discover
     from app.io.files import remove_stale_temporaries
     from app.runs.batch import run_inputs
-    from app.runs.outputs import ReportWriter
+    from app.runs.outputs import ReportWriter, finished_earlier
 
     if args.max_megapixels:
         os.environ["SEGLENS_MAX_MEGAPIXELS"] = str(args.max_megapixels)  # read by the decoding threads
@@ -340,7 +340,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     if removed:
         print(f"note: removed {removed} unfinished temporary file(s) left in {args.out} by an interrupted run",
               file=sys.stderr)
-    done = _finished_earlier(report_path, model.spec, inputs, args) if args.resume else {}
+    done = finished_earlier(report_path, model.spec, inputs, out_dir=args.out, save=args.save) if args.resume else {}
     progress = _Progress(len(inputs), enabled=sys.stderr.isatty() and not args.no_progress)
     with ReportWriter(report_path, model.spec) as report:
         summary = run_inputs(model, inputs, out_dir=args.out, save=args.save, report=report,
@@ -350,23 +350,6 @@ def cmd_run(args: argparse.Namespace) -> int:
     print(f"{summary.total} inputs: {summary.ok} ok{resumed}, {summary.failed} failed; provider "
           f"{model.info.provider_label}; outputs in {args.out}, report {report_path}")
     return EXIT_OK if summary.failed == 0 else EXIT_SOME_FAILED
-
-
-def _finished_earlier(report_path: Path, spec, inputs, args) -> dict:
-    """Report rows of inputs an earlier run finished, keyed by path (read before the report is rewritten)."""
-    from app.io.discover import output_stems
-    from app.runs.outputs import finished_rows, report_columns
-
-    stems = {str(item.path): args.out / stem for item, stem in zip(inputs, output_stems(list(inputs)), strict=True)}
-    wanted = [kind for kind in args.save if spec.task == "segmentation"]
-
-    def outputs_of(path: Path) -> list[Path]:
-        stem = stems.get(str(path))
-        if stem is None:
-            return [Path("/nonexistent/not-an-input")]
-        return [stem.with_name(f"{stem.name}_{kind}.png") for kind in wanted]
-
-    return finished_rows(report_path, report_columns(spec), outputs_of)
 
 
 def _output_inside_inputs(out: Path, paths: list[Path]) -> Path | None:

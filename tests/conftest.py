@@ -10,7 +10,7 @@ import pytest
 
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 os.environ.setdefault("SEGLENS_LOG_DIR", tempfile.mkdtemp(prefix="seglens-test-logs-"))  # not the user's folder
-sys.path.insert(0, str(Path(__file__).parent))  # tests/onnx_factory.py, tests/images_factory.py
+sys.path.insert(0, str(Path(__file__).parent))  # tests/onnx_factory.py (models built on the fly)
 
 import onnx_factory
 

@@ -112,6 +112,8 @@ def test_info_json_reports_spec_sources_and_truthful_session(models):
     assert session["requested"] == "cuda"
     if session["provider"] == "CPUExecutionProvider":  # no GPU here: say so, and why
         assert session["fallback_reason"]
+    else:  # a GPU: the provider that really runs it, and nothing to explain
+        assert session["provider"] == "CUDAExecutionProvider" and session["fallback_reason"] is None
 
 
 def test_run_with_cuda_on_cpu_machine_warns_with_reason(models, tmp_path):
@@ -122,6 +124,8 @@ def test_run_with_cuda_on_cpu_machine_warns_with_reason(models, tmp_path):
     if row["provider"] == "CPUExecutionProvider":
         assert "CUDA was requested but rgb_classes.onnx runs on the CPU:" in done.stderr
         assert "provider CPU" in done.stdout
+    else:
+        assert row["provider"] == "CUDAExecutionProvider" and "CUDA was requested" not in done.stderr
 
 
 def test_info_text_lists_sources(models):

@@ -111,10 +111,14 @@ def test_doctor_on_this_machine(capsys):
             "gpus"} <= set(data["facts"])
     checks = {c["provider"]: c for c in data["facts"]["provider_checks"]}
     assert checks[CPU_EP]["ok"]
-    if not data["verdict"]["gpu_ready"]:
-        assert data["verdict"]["summary"] and data["verdict"]["fix"]
+    verdict = data["verdict"]
     assert main(["doctor"]) == 0
-    assert "Verdict:" in capsys.readouterr().out or data["verdict"]["gpu_ready"]
+    text = capsys.readouterr().out
+    if verdict["gpu_ready"]:  # a GPU machine: CUDA really ran, nothing to fix
+        assert checks[CUDA_EP]["ok"] and verdict["fix"] is None and f"OK: {verdict['summary']}" in text
+    else:  # no GPU: a verdict with its cause and a fix, in JSON and in text
+        assert verdict["summary"] and verdict["fix"]
+        assert f"Verdict: {verdict['summary']}" in text and f"Fix: {verdict['fix']}" in text
 
 
 @pytest.mark.parametrize("save", ["mask", "none"])

@@ -86,7 +86,10 @@ class SessionInfo:
 
 
 class ModelSession:
-    """A warmed-up ONNX Runtime session for one ModelSpec. Use it from the thread that created it."""
+    """An ONNX Runtime session for one ModelSpec. Use it from the thread that created it.
+
+    `open_session` warms it up (one run on zeros) unless asked not to: the viewer's worker skips that when an
+    image is already waiting, whose own run is then the warm-up (one run sooner to the first overlay)."""
 
     def __init__(self, spec: ModelSpec, session: Any, info: SessionInfo, *,
                  binding_device: tuple[str, int] | None = None) -> None:
@@ -161,23 +164,11 @@ def open_session(
     wants_gpu = request.kind in ("cuda", "auto") and CUDA in available
     preload_notes = preload_cuda_libraries(ort) if wants_gpu else []
     providers = options.providers(gpu=wants_gpu, device_id=request.device_id, available=available)
-    fixed = not spec.input.dynamic_hw
-    scores = spec.output.kind == "scores"
-    source: str | bytes = str(spec.path)
-    if options.wants_device_argmax(on_gpu=False, fixed_shape=fixed, scores=scores):  # "on": even on the CPU
-        source, spec = _device_argmax(spec)
-    session, load_ms, log_lines = _create(ort, spec, source, providers, options)
+    session, spec, load_ms, log_lines = _create_with_argmax(ort, spec, providers, options)
     active = tuple(session.get_providers())
     on_gpu = active[0] != CPU
-    if on_gpu and isinstance(source, str) and options.wants_device_argmax(on_gpu=True, fixed_shape=fixed,
-                                                                          scores=scores):
-        source, spec = _device_argmax(spec)
-        session, load_ms, log_lines = _create(ort, spec, source, providers, options)
-    reason = None
-    if request.kind == "cuda" and CUDA not in available:
-        reason = f"this onnxruntime build has no CUDA provider (installed: {ort_packages_text()})"
-    elif wants_gpu and not on_gpu:
-        reason = explain_cuda_failure(list(log_lines) + preload_notes)
+    reason = _fallback_reason(request, available, on_gpu=on_gpu, wants_gpu=wants_gpu,
+                              lines=list(log_lines) + preload_notes)
     info = SessionInfo(
         requested=str(request), provider=active[0], providers=active, fallback_reason=reason,
         device_id=request.device_id if on_gpu else None, load_ms=load_ms,
@@ -187,12 +178,38 @@ def open_session(
         log.info("CUDA was requested for %s but the session runs on %s: %s",
                  spec.path.name, info.provider_label, reason)
     binding = None
-    if options.wants_io_binding(on_gpu=on_gpu, fixed_shape=fixed):
+    if options.wants_io_binding(on_gpu=on_gpu, fixed_shape=not spec.input.dynamic_hw):
         binding = ("cuda", request.device_id) if on_gpu else ("cpu", 0)
     model = ModelSession(spec, session, info, binding_device=binding)
     if warm_up:
         model.warm_up()
     return model
+
+
+def _create_with_argmax(ort: Any, spec: ModelSpec, providers: list, options: RuntimeOptions):
+    """The session, with the in-graph ArgMax where wanted: `on` always; `auto` once the session is known to run
+    on a GPU (then it is created a second time). Returns (session, spec it answers to, load ms, log lines)."""
+    fixed, scores = not spec.input.dynamic_hw, spec.output.kind == "scores"
+    if options.wants_device_argmax(on_gpu=False, fixed_shape=fixed, scores=scores):  # "on": even on the CPU
+        source, spec = _device_argmax(spec)
+        session, load_ms, log_lines = _create(ort, spec, source, providers, options)
+        return session, spec, load_ms, log_lines
+    session, load_ms, log_lines = _create(ort, spec, str(spec.path), providers, options)
+    on_gpu = session.get_providers()[0] != CPU
+    if on_gpu and options.wants_device_argmax(on_gpu=True, fixed_shape=fixed, scores=scores):
+        source, spec = _device_argmax(spec)
+        session, load_ms, log_lines = _create(ort, spec, source, providers, options)
+    return session, spec, load_ms, log_lines
+
+
+def _fallback_reason(request: DeviceRequest, available: list[str], *, on_gpu: bool, wants_gpu: bool,
+                     lines: list[str]) -> str | None:
+    """Why the session is not on the GPU that `auto` or `cuda` asked for (None when it is, or for `cpu`)."""
+    if request.kind == "cuda" and CUDA not in available:
+        return f"this onnxruntime build has no CUDA provider (installed: {ort_packages_text()})"
+    if wants_gpu and not on_gpu:
+        return explain_cuda_failure(lines)
+    return None
 
 
 def _create(ort: Any, spec: ModelSpec, source: str | bytes, providers: list, options: RuntimeOptions):

@@ -100,11 +100,6 @@ class ModelSpec:
     def class_names(self) -> tuple[str, ...]:
         return tuple(c.name for c in self.classes)
 
-    def describe_io(self) -> str:
-        ins = ", ".join(t.describe() for t in self.inputs) or "none"
-        outs = ", ".join(t.describe() for t in self.outputs) or "none"
-        return f"inputs: {ins}; outputs: {outs}"
-
 
 def load_spec(model_path: str | Path, sidecar: str | Path | None = None) -> ModelSpec:
     """Build the spec of the model at `model_path`; `sidecar` overrides the `<model>.yaml` found beside it."""
@@ -177,6 +172,18 @@ class _Builder:
         return self.path.stem.replace("_", " "), "default"
 
     def _input(self) -> InputSpec:
+        t, layout, channels, model_hw = self._image_input()
+        size, divisor = self._input_size(model_hw)
+        scale, mean, std, color = self._normalisation(t.dtype in _FLOAT_INPUTS, channels)
+        return InputSpec(
+            name=t.name, layout=layout, channels=channels, dtype=t.dtype, model_hw=model_hw,
+            size=size, resize=self.pick("input.resize", "stretch", "default"), size_divisor=divisor,
+            color=color, scale=scale, mean=_per_channel(mean, channels), std=_per_channel(std, channels),
+            window=self._window_or_range("input.window"), value_range=self._window_or_range("input.range"),
+        )
+
+    def _image_input(self) -> tuple[TensorInfo, str, int, tuple[int | None, int | None]]:
+        """The one 4-D image input: (tensor, layout, channels, model H×W with None for dynamic sides)."""
         if len(self.graph.inputs) != 1:
             raise self.fail(f"not an image model: it takes {len(self.graph.inputs)} inputs, "
                             "SegLens needs one image tensor")
@@ -193,6 +200,10 @@ class _Builder:
         hw = (t.shape[2], t.shape[3]) if layout == "NCHW" else (t.shape[1], t.shape[2])
         model_hw = tuple(d if isinstance(d, int) else None for d in hw)
         self.input_layout, self.input_hw = layout, model_hw
+        return t, layout, channels, model_hw
+
+    def _input_size(self, model_hw: tuple) -> tuple[tuple[int, int] | None, int]:
+        """(working size, size divisor), checked against the sides the model fixes."""
         fixed = None not in model_hw
         size = self.pick("input.size", model_hw if fixed else None)
         if fixed and tuple(size or ()) != model_hw and self.sources["input.size"] == "sidecar":
@@ -211,7 +222,10 @@ class _Builder:
         if size is not None and (size[0] % divisor or size[1] % divisor) and model_hw != (None, None):
             raise self.sidecar_error("input.size_divisor", f"is {divisor}, but the model's fixed input size "
                                                            f"{list(size)} is not a multiple of it")
-        is_float = t.dtype in _FLOAT_INPUTS
+        return size, divisor
+
+    def _normalisation(self, is_float: bool, channels: int) -> tuple[float, tuple, tuple, str]:
+        """(scale, mean, std, colour order) of the input, checked against its channels and dtype."""
         scale = self.pick("input.scale", 1 / 255 if is_float else 1.0, "default")
         mean = self.pick("input.mean", (0.0,) * channels, "default")
         std = self.pick("input.std", (1.0,) * channels, "default")
@@ -225,12 +239,7 @@ class _Builder:
         if (color == "gray") != (channels == 1):
             raise self.sidecar_error("input.color", f"is {color}, but the model's input has {channels} "
                                                     "channel(s)")
-        return InputSpec(
-            name=t.name, layout=layout, channels=channels, dtype=t.dtype, model_hw=model_hw,
-            size=size, resize=self.pick("input.resize", "stretch", "default"), size_divisor=divisor,
-            color=color, scale=scale, mean=_per_channel(mean, channels), std=_per_channel(std, channels),
-            window=self._window_or_range("input.window"), value_range=self._window_or_range("input.range"),
-        )
+        return scale, mean, std, color
 
     def _window_or_range(self, key: str) -> tuple[float, float] | None:
         if "input.window" in self.overrides and "input.range" in self.overrides:

@@ -91,11 +91,6 @@ def _process_mb(nvml, handle) -> float | None:
     return None
 
 
-def gpu_memory_text(index: int = 0) -> str:
-    memory = gpu_memory(index)
-    return memory.text() if memory else "GPU mem n/a"
-
-
 def process_rss_mb() -> float | None:
     """Resident memory of this process in MB (Linux: /proc; elsewhere peak RSS as a stand-in)."""
     try:

@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from app.io.presets import CT_PRESETS  # noqa: F401 (re-exported: presets live where Qt can import them cheaply)
-
 
 def apply_window(values: np.ndarray, center: float, width: float, *, invert: bool = False) -> np.ndarray:
     """uint8 grey levels of `values` through the window (center, width); `invert` for MONOCHROME1."""

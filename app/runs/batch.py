@@ -139,13 +139,18 @@ def run_inputs(
     finally:
         writer.close()
     if stopped_at < len(inputs):
-        summary.cancelled = why.startswith("the run was cancelled")
-        if report:  # the report still lists every input, saying which were never processed
-            for rest in inputs[stopped_at:]:
-                report.add_error(rest.path, f"not processed: {why}", status="skipped")
+        _list_unprocessed(inputs[stopped_at:], why, summary, report)
     if writer.failure is not None:
         raise writer.failure
     return summary
+
+
+def _list_unprocessed(rest: Sequence[InputFile], why: str, summary: RunSummary, report: ReportWriter | None) -> None:
+    """Cancelled or stopped: the report still lists every input, saying which were never processed."""
+    summary.cancelled = why.startswith("the run was cancelled")
+    if report:
+        for item in rest:
+            report.add_error(item.path, f"not processed: {why}", status="skipped")
 
 
 def _prefetch(pool: ThreadPoolExecutor, model: ModelSession, inputs: Sequence[InputFile],

@@ -16,6 +16,7 @@ import numpy as np
 from app.errors import OutputError
 from app.inference.pipeline import STAGES, Result
 from app.inference.spec import ModelSpec
+from app.io.discover import InputFile, output_stems
 from app.io.files import atomic_write, encode_png
 from app.io.render import blend_overlay
 
@@ -116,6 +117,22 @@ class ReportWriter:
 
     def __exit__(self, exc_type, *exc) -> None:
         self.close(complete=exc_type is None)
+
+
+def finished_earlier(report: Path, spec: ModelSpec, inputs: Sequence[InputFile], *, out_dir: Path,
+                     save: Sequence[str]) -> dict[str, list[str]]:
+    """--resume: report rows of `inputs` an earlier run finished into `out_dir`, keyed by path (read before the
+    report is rewritten); an input whose `save` outputs are not all on disk is run again."""
+    stems = {str(item.path): out_dir / stem for item, stem in zip(inputs, output_stems(list(inputs)), strict=True)}
+    wanted = [kind for kind in save if spec.task == "segmentation"]
+
+    def outputs_of(path: Path) -> list[Path]:
+        stem = stems.get(str(path))
+        if stem is None:
+            return [Path("/nonexistent/not-an-input")]
+        return [stem.with_name(f"{stem.name}_{kind}.png") for kind in wanted]
+
+    return finished_rows(report, report_columns(spec), outputs_of)
 
 
 def finished_rows(report: Path, columns: list[str], outputs_of) -> dict[str, list[str]]:
