@@ -20,7 +20,6 @@ import sys
 import tempfile
 import threading
 from collections.abc import Iterator
-from importlib import metadata
 from pathlib import Path
 from typing import Any
 
@@ -152,6 +151,8 @@ def ort_packages_text() -> str:
 
 
 def _ort_distributions() -> list[tuple[str, str, str]]:
+    from importlib import metadata  # ~14 ms of imports (email, …): not on the viewer's way to its first overlay
+
     seen = []
     for dist in metadata.distributions():
         name = (dist.metadata["Name"] or "").lower().replace("_", "-")
