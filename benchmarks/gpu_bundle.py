@@ -138,10 +138,12 @@ def fetch_wheel(wheel: LockedWheel, cache: Path, python: tuple[int, int]) -> Pat
 
 
 def _pip() -> list[str]:
-    """pip, from this Python if it has it (a uv-made venv does not), else from the system's python3."""
+    """pip, from this Python if it has it; a uv-made venv has none (and its python3 comes first on PATH under
+    `uv run`), so then from the interpreter the venv was made from — the same version, so the same wheel tags."""
     import importlib.util
 
-    return [sys.executable if importlib.util.find_spec("pip") else shutil.which("python3") or "python3", "-m", "pip"]
+    has_pip = importlib.util.find_spec("pip") is not None
+    return [sys.executable if has_pip else getattr(sys, "_base_executable", sys.executable), "-m", "pip"]
 
 
 def _run(command: list[str]) -> None:
