@@ -117,14 +117,12 @@ class TopK(QGroupBox):
     def __init__(self, parent=None) -> None:
         super().__init__("Top classes", parent)
         self._layout = QGridLayout(self)
-        self._rows: list[tuple[QLabel, QProgressBar]] = []
 
     def set_predictions(self, predictions) -> None:
         while self._layout.count():
             widget = self._layout.takeAt(0).widget()
             if widget:
                 widget.deleteLater()
-        self._rows = []
         for row, p in enumerate(predictions):
             name = QLabel(f"{p.name}")
             bar = QProgressBar()
@@ -133,10 +131,6 @@ class TopK(QGroupBox):
             bar.setFormat(f"{p.score:.1%}")
             self._layout.addWidget(name, row, 0)
             self._layout.addWidget(bar, row, 1)
-            self._rows.append((name, bar))
-
-    def texts(self) -> list[str]:
-        return [f"{name.text()} {bar.format()}" for name, bar in self._rows]
 
 
 class ImageInfo(QGroupBox):
