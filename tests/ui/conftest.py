@@ -8,6 +8,7 @@ import pytest
 from PySide6.QtCore import QSettings, QThread
 
 from app.ui.main_window import MainWindow
+from app.ui.threads import stop_thread
 
 TIMEOUT = 20_000  # ms: model loads and first results on a slow CI machine
 
@@ -35,6 +36,9 @@ def make_main_window(qtbot, tmp_path):
         if not threads:
             pytest.fail("the window owns no QThread: its workers run on threads this check cannot see")
         window.close()
-        running += [thread.objectName() or repr(thread) for thread in threads if thread.isRunning()]
+        leaked = [thread for thread in threads if thread.isRunning()]
+        running += [thread.objectName() or repr(thread) for thread in leaked]
+        for thread in leaked:  # stopped here so that one leak does not break the tests after it
+            stop_thread(thread, timeout_ms=30_000)
     if running:
         pytest.fail(f"QThreads still running after the window closed: {', '.join(running)}")

@@ -220,6 +220,26 @@ def test_huge_image_gets_a_downscaled_display_copy_and_full_size_results(qtbot, 
     assert win.viewer.sceneRect().width() == 12000  # scene in full-resolution pixels
 
 
+def test_stepping_quickly_skips_images_nobody_looks_at(qtbot, window, tmp_path):
+    """Requests the window no longer wants are dropped by the worker unprocessed (one LatestRequest, shared), and
+    their files go back to pending instead of staying 'running' for ever."""
+    folder = tmp_path / "many"
+    folder.mkdir()
+    for index in range(6):
+        Image.fromarray(stripes(200, 300)).save(folder / f"img{index}.png")
+    with qtbot.waitSignal(window.overlay_shown, timeout=TIMEOUT):
+        window.add_paths([folder])
+    paths = window.files.paths()
+    with qtbot.waitSignal(window.overlay_shown, timeout=TIMEOUT, check_params_cb=lambda path: path == paths[-1]):
+        for row in range(1, len(paths)):  # faster than the worker: no events are processed in between
+            window.files.setCurrentRow(row)
+    qtbot.waitUntil(lambda: "running" not in [window.files.status(p) for p in paths], timeout=TIMEOUT)
+    statuses = [window.files.status(p) for p in paths]
+    assert statuses[0] == statuses[-1] == "done"
+    assert "pending" in statuses[2:-1], statuses  # skipped, never run
+    assert all(window.cached_view(p) is None for p, s in zip(paths, statuses, strict=True) if s == "pending")
+
+
 def menu_action(window, menu: str, text: str):
     menus = {action.text().replace("&", ""): action.menu() for action in window.menuBar().actions()}
     found = [a for a in menus[menu].actions() if a.text() == text]
