@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from PySide6.QtCore import QSettings, Qt, Signal
 from PySide6.QtWidgets import QMainWindow, QSplitter
@@ -16,9 +17,9 @@ from PySide6.QtWidgets import QMainWindow, QSplitter
 from app.ui import actions
 from app.ui import settings as remembered
 from app.ui.file_list import FileList
-from app.ui.messages import ViewKey, ViewResult, Window
 from app.ui.panels import SidePanel
 from app.ui.presenter import Presenter
+from app.ui.run_all import RunOnAll
 from app.ui.status import StatusBar
 from app.ui.threads import start_worker_thread, stop_thread
 from app.ui.view_state import ViewState
@@ -26,13 +27,15 @@ from app.ui.viewer import ImageViewer
 from app.ui.windowing import WindowingWorker
 from app.ui.worker import InferenceWorker
 
+if TYPE_CHECKING:
+    from app.ui.messages import ViewResult, Window
+
 log = logging.getLogger(__name__)
 
 
 class MainWindow(QMainWindow):
     load_requested = Signal(int, str, str, str)  # generation, model path, device, runtime options
     view_requested = Signal(object)  # messages.ViewRequest, to the inference worker
-    run_all_requested = Signal(list, str, list)  # InputFiles, output folder, what to save
     overlay_shown = Signal(str)  # path, once its overlay (or top-k) is on screen
     window_shown = Signal(object)  # (center, width): pixels through this display window are on screen
     image_failed = Signal(str, str)  # path, message
@@ -80,21 +83,23 @@ class MainWindow(QMainWindow):
         self.panel.legend.visibility_changed.connect(lambda hidden: self.presenter.restyle(hidden=hidden))
         self.panel.image_info.frame_changed.connect(lambda frame: self.show_path(self.files.current_path(), frame))
         self.viewer.window_dragged.connect(self.presenter.drag_window)
-        self.status.cancel_requested.connect(self.cancel_run_all)
 
     def _start_threads(self) -> None:
         """Bound methods only for what comes back: a lambda would run on the sending thread, not on this one."""
         self.worker = InferenceWorker(latest=self.state.latest)
         self.load_requested.connect(self.worker.load_model)
         self.view_requested.connect(self.worker.process_view)
-        self.run_all_requested.connect(self.worker.run_all)
         self.worker.model_ready.connect(self._on_model_ready)
         self.worker.model_failed.connect(self._on_model_failed)
         self.worker.result_ready.connect(self._on_result)
         self.worker.failed.connect(self._on_failed)
         self.worker.skipped.connect(self._on_skipped)
-        self.worker.batch_progress.connect(self._on_batch_progress)
-        self.worker.batch_finished.connect(self._on_batch_finished)
+        self.runner = RunOnAll(self.state, files=self.files, status=self.status, worker=self.worker, parent=self)
+        self.runner.requested.connect(self.worker.run_all)
+        self.runner.finished.connect(self.run_all_finished)
+        self.status.cancel_requested.connect(self.runner.cancel)
+        self.worker.batch_progress.connect(self.runner.on_progress)
+        self.worker.batch_finished.connect(self.runner.on_finished)
         self.windowing = WindowingWorker(latest=self.state.latest_window)
         self.presenter.window_requested.connect(self.windowing.render)
         self.windowing.rendered.connect(self.presenter.on_windowed)
@@ -165,6 +170,8 @@ class MainWindow(QMainWindow):
     def show_path(self, path: str, frame: int = 0) -> None:
         if not path:
             return
+        from app.ui.messages import ViewKey  # loaded once a picture is asked for: not before the window shows
+
         key = ViewKey(path, frame)
         cached = self.state.select(key)
         if cached is not None:
@@ -178,6 +185,8 @@ class MainWindow(QMainWindow):
         self.view_requested.emit(request)
 
     def cached_view(self, path: str | Path, frame: int = 0) -> ViewResult | None:
+        from app.ui.messages import ViewKey
+
         return self.state.cache.peek(ViewKey(str(path), frame))
 
     def _on_result(self, request_id: int, view: ViewResult) -> None:
@@ -204,31 +213,9 @@ class MainWindow(QMainWindow):
         right-drag); None for an 8-bit picture."""
         return self.state.display_window
 
-    # -- run on all ------------------------------------------------------------------------------------
-
     def run_all(self, out_dir: str | Path, save: tuple[str, ...] = ("mask", "overlay")) -> None:
-        inputs = self.files.inputs()
-        if not inputs or self.state.model is None:
-            self.status.showMessage("Nothing to run: open images and wait for the model", 8000)
-            return
-        self.status.start_run(len(inputs))
-        self.run_all_requested.emit(inputs, str(out_dir), list(save))
-
-    def cancel_run_all(self) -> None:
-        self.worker.cancel_batch()
-        self.status.showMessage("Cancelling after the current image…", 5000)
-
-    def _on_batch_progress(self, outcome, summary) -> None:
-        path = str(outcome.input.path)
-        self.files.set_status(path, "done" if outcome.error is None else "error", outcome.error or "")
-        self.status.run_progress(summary.ok + summary.failed)
-
-    def _on_batch_finished(self, summary, report: str) -> None:
-        self.status.end_run()
-        state = "cancelled" if summary.cancelled else "done"
-        self.status.showMessage(f"Run on all {state}: {summary.ok} ok, {summary.failed} failed — {report}", 20000)
-        log.info("run on all %s: %s ok, %s failed, report %s", state, summary.ok, summary.failed, report)
-        self.run_all_finished.emit(summary, report)
+        """Run on all listed images, exporting into `out_dir`; run_all_finished tells when it is done."""
+        self.runner.start(out_dir, save)
 
     # -- drag and drop, close --------------------------------------------------------------------------
 

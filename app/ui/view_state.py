@@ -17,10 +17,8 @@ from dataclasses import dataclass, replace
 from enum import Enum
 from typing import TYPE_CHECKING, Generic, TypeVar
 
-from app.ui.messages import ViewKey, ViewRequest, Window, WindowRequest
-
-if TYPE_CHECKING:
-    from app.ui.messages import ModelSummary, ViewResult, WindowedImage
+if TYPE_CHECKING:  # messages loads when first used: its dataclasses cost ~4 ms before the window could show
+    from app.ui.messages import ModelSummary, ViewKey, ViewRequest, ViewResult, Window, WindowedImage, WindowRequest
 
 CACHE_SIZE = 8  # results kept for stepping back and forth; each holds display pixels and a full-size mask
 DRAG_STEPS = 256  # a drag across 256 screen pixels changes the window by its own width, as clinical viewers do
@@ -166,6 +164,8 @@ class ViewState:
         """A request for `key`, or None while no model is ready (the window asks again when one is)."""
         if self.model is None:
             return None
+        from app.ui.messages import ViewRequest
+
         return ViewRequest(self.latest.value, key, self.generation)
 
     def keep(self, view: ViewResult) -> bool:
@@ -243,6 +243,8 @@ class ViewState:
         return True
 
     def _window_request(self, window: Window | None) -> WindowRequest:
+        from app.ui.messages import WindowRequest
+
         view = self.shown
         return WindowRequest(self.latest_window.issue(), view.key, view.display_raw, window, view.invert)
 

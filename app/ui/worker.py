@@ -17,11 +17,11 @@ from typing import TYPE_CHECKING
 
 from PySide6.QtCore import QObject, Signal, Slot
 
-from app.ui.messages import ModelSummary, ViewKey, ViewRequest, ViewResult
 from app.ui.view_state import LatestRequest
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # messages loads in the slots, after the window shows (its dataclasses cost ~4 ms)
     from app.inference.session import SessionInfo
+    from app.ui.messages import ViewRequest, ViewResult
 
 log = logging.getLogger(__name__)
 
@@ -90,6 +90,7 @@ class InferenceWorker(QObject):
         from app.inference.runtime import parse_runtime_arguments
         from app.inference.session import open_session
         from app.inference.spec import load_spec
+        from app.ui.messages import ModelSummary
 
         self._model = self._batch_model = None  # the old sessions are released before the new one takes memory
         try:
@@ -134,6 +135,8 @@ class InferenceWorker(QObject):
     @Slot(int, str, int)
     def process(self, request_id: int, path: str, frame: int = 0) -> None:
         """`process_view` for a driver that sends plain values (benchmarks/gpu_check.py)."""
+        from app.ui.messages import ViewKey, ViewRequest
+
         self.process_view(ViewRequest(request_id, ViewKey(path, frame)))
 
     def _view(self, request: ViewRequest) -> ViewResult:
@@ -207,6 +210,8 @@ def _one_line(path: Path, exc: Exception) -> str:
 def _view_result(request: ViewRequest, result, image) -> ViewResult:
     """The result with display-sized copies: images longer than MAX_DISPLAY_SIDE are downscaled for the screen."""
     import cv2
+
+    from app.ui.messages import ViewResult
 
     pixels = image.display()
     height, width = pixels.shape[:2]
