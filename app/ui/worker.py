@@ -45,7 +45,7 @@ class InferenceWorker(QObject):
         self._batch_model = None  # CPU: the session "Run on all" uses, one intra-op thread short (see _for_batch)
         self._batch_threads: int | None = None
         self._options = None
-        self._latest = latest or LatestRequest()
+        self._latest = latest if latest is not None else LatestRequest()
         self._image_waiting = False
         self._cancel = threading.Event()
         self.session_threads: list[int] = []  # ident of the thread each session was created on (tests, logs)
