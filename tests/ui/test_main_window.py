@@ -390,8 +390,11 @@ def test_an_image_waiting_for_the_model_is_its_warm_up_run(qtbot, make_main_wind
     opened without, the session is warmed up on zeros as soon as it exists."""
     win = make_main_window(model, load=False)
     with qtbot.waitSignal(win.overlay_shown, timeout=TIMEOUT):
-        win.open_model()
+        # images first: the "waiting" note must reach the worker before it has built the session. The other order
+        # (as app.py's start-up) races a fast model load and then warms up on zeros: slower, never wrong, and it
+        # made this test fail under CPU load
         win.add_paths([images / "a1.png"])
+        win.open_model()
     assert win.summary.info.first_run_ms == 0.0  # no warm-up run: the image's run was the first
     assert win.cached_view(str(images / "a1.png")).result.mask is not None
     with qtbot.waitSignal(win.model_changed, timeout=TIMEOUT):
