@@ -29,6 +29,17 @@ def models(tmp_path: Path):
     return build
 
 
+@pytest.fixture
+def bad_corpus(tmp_path: Path):
+    """tools/make_bad_corpus.py in a fresh folder: (folder, {file name: expected problem or None})."""
+    if str(REPO / "tools") not in sys.path:
+        sys.path.insert(0, str(REPO / "tools"))
+    from make_bad_corpus import make_corpus
+
+    folder = tmp_path / "dump"
+    return folder, make_corpus(folder)
+
+
 def stripes(height: int = 37, width: int = 53) -> np.ndarray:
     """RGB image: left third red, middle third green, right third blue (values 200)."""
     image = np.zeros((height, width, 3), np.uint8)

@@ -1,65 +1,132 @@
-"""Menus, actions and keyboard shortcuts of the main window."""
+"""Menus, actions, keyboard shortcuts and file dialogs of the main window, and the hold-Space peek.
+
+The window is only a type hint here: actions call its public methods and its widgets' intents, and the window
+imports this module (not the reverse), so there is no import circle.
+"""
 
 from __future__ import annotations
 
-from PySide6.QtCore import QUrl
-from PySide6.QtGui import QAction, QDesktopServices, QKeySequence
+from typing import TYPE_CHECKING
+
+from PySide6.QtCore import QEvent, QObject, Qt, QUrl
+from PySide6.QtGui import QAction, QActionGroup, QDesktopServices, QKeySequence
+from PySide6.QtWidgets import QApplication, QFileDialog
 
 from app.io.presets import CT_PRESETS
-from app.ui.main_window import MainWindow, device_actions, shortcut
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from PySide6.QtWidgets import QMenu
+
+    from app.ui.main_window import MainWindow
+
+DEVICES = ("auto", "cpu", "cuda")
+OPACITY_STEP = 10  # percent per [ or ]
 
 
 def build_menus(window: MainWindow) -> None:
     bar = window.menuBar()
+    _file_menu(window, bar.addMenu("&File"))
+    _view_menu(window, bar.addMenu("&View"))
+    _model_menu(window, bar.addMenu("&Model"))
+    help_menu = bar.addMenu("&Help")
+    _add(window, help_menu, "About / Diagnostics…", lambda: _show_diagnostics(window))
+
+
+def _file_menu(window: MainWindow, menu: QMenu) -> None:
+    _add(window, menu, "Open images…", lambda: open_files_dialog(window), QKeySequence.StandardKey.Open)
+    _add(window, menu, "Open folder…", lambda: open_folder_dialog(window), "Ctrl+Shift+O")
+    menu.addSeparator()
+    _add(window, menu, "Run on all and export…", lambda: run_all_dialog(window), "Ctrl+E")
+    menu.addSeparator()
+    _add(window, menu, "Open log folder", _open_log_folder)
+    _add(window, menu, "Quit", window.close, QKeySequence.StandardKey.Quit)
+
+
+def _view_menu(window: MainWindow, menu: QMenu) -> None:
     viewer, files, controls = window.viewer, window.files, window.panel.controls
-
-    def add(menu, text: str, slot, *keys) -> QAction:
-        action = shortcut(QAction(text, window), *keys)
-        action.triggered.connect(lambda _checked=False: slot())
-        menu.addAction(action)
-        return action
-
-    file_menu = bar.addMenu("&File")
-    add(file_menu, "Open images…", window.open_files_dialog, QKeySequence.StandardKey.Open)
-    add(file_menu, "Open folder…", window.open_folder_dialog, "Ctrl+Shift+O")
-    file_menu.addSeparator()
-    add(file_menu, "Run on all and export…", window.run_all_dialog, "Ctrl+E")
-    file_menu.addSeparator()
-    add(file_menu, "Open log folder", _open_log_folder)
-    add(file_menu, "Quit", window.close, QKeySequence.StandardKey.Quit)
-
-    view_menu = bar.addMenu("&View")
-    add(view_menu, "Next image", lambda: files.step(1), "Right", "PgDown", "N")
-    add(view_menu, "Previous image", lambda: files.step(-1), "Left", "PgUp", "P")
-    view_menu.addSeparator()
-    add(view_menu, "Fit to window", viewer.fit_to_window, "F")
-    add(view_menu, "Actual pixels (1:1)", viewer.actual_size, "1")
-    add(view_menu, "Zoom in", lambda: viewer.zoom_by(1.25), QKeySequence.StandardKey.ZoomIn, "+", "=")
-    add(view_menu, "Zoom out", lambda: viewer.zoom_by(0.8), QKeySequence.StandardKey.ZoomOut, "-")
-    view_menu.addSeparator()
-    add(view_menu, "Show / hide overlay", controls.visible.toggle, "O")
-    add(view_menu, "Filled / contour", lambda: controls.mode.setCurrentIndex(1 - controls.mode.currentIndex()), "C")
-    add(view_menu, "More opaque", lambda: controls.opacity.setValue(controls.opacity.value() + 10), "]")
-    add(view_menu, "More transparent", lambda: controls.opacity.setValue(controls.opacity.value() - 10), "[")
-    window_menu = view_menu.addMenu("Window / level")
-    add(window_menu, "The image's own window", lambda: window.set_window(None), "W")
-    add(window_menu, "Automatic (0.5–99.5 %)", window.auto_window, "Shift+W")
+    _add(window, menu, "Next image", lambda: files.step(1), "Right", "PgDown", "N")
+    _add(window, menu, "Previous image", lambda: files.step(-1), "Left", "PgUp", "P")
+    menu.addSeparator()
+    _add(window, menu, "Fit to window", viewer.fit_to_window, "F")
+    _add(window, menu, "Actual pixels (1:1)", viewer.actual_size, "1")
+    _add(window, menu, "Zoom in", lambda: viewer.zoom_by(1.25), QKeySequence.StandardKey.ZoomIn, "+", "=")
+    _add(window, menu, "Zoom out", lambda: viewer.zoom_by(0.8), QKeySequence.StandardKey.ZoomOut, "-")
+    menu.addSeparator()
+    _add(window, menu, "Show / hide overlay", controls.toggle_overlay, "O")
+    _add(window, menu, "Filled / contour", controls.toggle_mode, "C")
+    _add(window, menu, "More opaque", lambda: controls.nudge_opacity(OPACITY_STEP), "]")
+    _add(window, menu, "More transparent", lambda: controls.nudge_opacity(-OPACITY_STEP), "[")
+    presenter, window_menu = window.presenter, menu.addMenu("Window / level")
+    _add(window, window_menu, "The image's own window", lambda: presenter.set_window(None), "W")
+    _add(window, window_menu, "Automatic (0.5–99.5 %)", presenter.auto_window, "Shift+W")
     window_menu.addSeparator()
     for name, preset in CT_PRESETS.items():
-        add(window_menu, f"{name}  (L {preset[0]:g} / W {preset[1]:g})", lambda p=preset: window.set_window(p))
+        _add(window, window_menu, f"{name}  (L {preset[0]:g} / W {preset[1]:g})",
+             lambda p=preset: presenter.set_window(p))
 
-    model_menu = bar.addMenu("&Model")
-    add(model_menu, "Open model…", window.open_model_dialog, "Ctrl+M")
-    bundled = model_menu.addMenu("Bundled models")
+
+def _model_menu(window: MainWindow, menu: QMenu) -> None:
+    _add(window, menu, "Open model…", lambda: open_model_dialog(window), "Ctrl+M")
+    bundled = menu.addMenu("Bundled models")
     for path in _bundled_models():
         action = QAction(path.stem, window)
         action.triggered.connect(lambda _checked=False, p=path: window.open_model(p))
         bundled.addAction(action)
-    device_menu = model_menu.addMenu("Device")
-    window.device_group = device_actions(window, device_menu)
+    device_actions(window, menu.addMenu("Device"))
 
-    help_menu = bar.addMenu("&Help")
-    add(help_menu, "About / Diagnostics…", lambda: _show_diagnostics(window))
+
+def _add(window: MainWindow, menu: QMenu, text: str, slot: Callable[[], object], *keys) -> QAction:
+    action = shortcut(QAction(text, window), *keys)
+    action.triggered.connect(lambda _checked=False: slot())
+    menu.addAction(action)
+    return action
+
+
+def device_actions(window: MainWindow, menu: QMenu) -> QActionGroup:
+    """One checkable action per device; choosing one rebuilds the session on that device."""
+    group = QActionGroup(window)
+    for device in DEVICES:
+        action = QAction(device.upper() if device != "auto" else "Auto (GPU if it works)", window, checkable=True)
+        action.setData(device)
+        action.setChecked(device == window.device)
+        action.triggered.connect(lambda _checked=False, d=device: window.open_model(device=d))
+        group.addAction(action)
+        menu.addAction(action)
+    return group
+
+
+def shortcut(action: QAction, *keys) -> QAction:
+    action.setShortcuts([QKeySequence(k) for k in keys])
+    return action
+
+
+# -- dialogs ---------------------------------------------------------------------------------------------------
+
+def open_files_dialog(window: MainWindow) -> None:
+    files, _ = QFileDialog.getOpenFileNames(window, "Open images")
+    if files:
+        window.add_paths(files)
+
+
+def open_folder_dialog(window: MainWindow) -> None:
+    folder = QFileDialog.getExistingDirectory(window, "Open folder")
+    if folder:
+        window.add_paths([folder])
+
+
+def open_model_dialog(window: MainWindow) -> None:
+    path, _ = QFileDialog.getOpenFileName(window, "Open ONNX model", str(window.model_path or ""),
+                                          "ONNX models (*.onnx)")
+    if path:
+        window.open_model(path)
+
+
+def run_all_dialog(window: MainWindow) -> None:
+    folder = QFileDialog.getExistingDirectory(window, "Export masks, overlays and report to")
+    if folder:
+        window.run_all(folder)
 
 
 def _bundled_models():
@@ -81,3 +148,32 @@ def _show_diagnostics(window: MainWindow) -> None:
     from app.ui.dialogs import DiagnosticsDialog
 
     DiagnosticsDialog(window.summary, window).show()
+
+
+# -- hold Space to peek ----------------------------------------------------------------------------------------
+
+class PeekFilter(QObject):
+    """Hold Space to hide the overlay and see the raw image; release to bring it back (active window only).
+
+    An application-wide event filter, so Space works whichever widget has the focus; `remove` takes it out.
+    """
+
+    def __init__(self, window: MainWindow) -> None:
+        super().__init__(window)
+        self._window = window
+        QApplication.instance().installEventFilter(self)
+
+    def remove(self) -> None:
+        app = QApplication.instance()
+        if app is not None:
+            app.removeEventFilter(self)
+
+    def eventFilter(self, watched, event) -> bool:
+        kind = event.type()
+        if (kind not in (QEvent.Type.KeyPress, QEvent.Type.KeyRelease) or event.key() != Qt.Key.Key_Space
+                or not self._window.isActiveWindow()):
+            return False
+        if not event.isAutoRepeat():
+            wanted = self._window.panel.controls.overlay_wanted()
+            self._window.viewer.set_overlay_visible(wanted and kind == QEvent.Type.KeyRelease)
+        return True

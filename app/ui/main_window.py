@@ -1,31 +1,43 @@
-"""The main window: menus, layout, status bar and the wiring to the inference worker. No pixel maths here."""
+"""The main window: layout and wiring.
+
+What is shown lives in a ViewState (plain Python), the Presenter puts it on screen, inference runs on the worker
+thread and window/level pixels on the display thread; widgets are driven through their intents. No pixel maths
+here: this file connects those and passes records between them.
+"""
 
 from __future__ import annotations
 
 import logging
-from collections import OrderedDict
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from PySide6.QtCore import QEvent, QObject, QSettings, Qt, QThread, Signal
-from PySide6.QtGui import QAction, QActionGroup, QKeySequence
-from PySide6.QtWidgets import QApplication, QFileDialog, QMainWindow, QSplitter
+from PySide6.QtCore import QSettings, Qt, Signal
+from PySide6.QtWidgets import QMainWindow, QSplitter
 
+from app.ui import actions
+from app.ui import settings as remembered
 from app.ui.file_list import FileList
 from app.ui.panels import SidePanel
+from app.ui.presenter import Presenter
+from app.ui.run_all import RunOnAll
 from app.ui.status import StatusBar
+from app.ui.threads import start_worker_thread, stop_thread
+from app.ui.view_state import ViewState
 from app.ui.viewer import ImageViewer
+from app.ui.windowing import WindowingWorker
 from app.ui.worker import InferenceWorker
 
+if TYPE_CHECKING:
+    from app.ui.messages import ViewResult, Window
+
 log = logging.getLogger(__name__)
-DEVICES = ("auto", "cpu", "cuda")
-CACHE_SIZE = 8
 
 
 class MainWindow(QMainWindow):
     load_requested = Signal(int, str, str, str)  # generation, model path, device, runtime options
-    process_requested = Signal(int, str, int)  # request id, image path, frame
-    run_all_requested = Signal(list, str, list)  # InputFiles, output folder, what to save
+    view_requested = Signal(object)  # messages.ViewRequest, to the inference worker
     overlay_shown = Signal(str)  # path, once its overlay (or top-k) is on screen
+    window_shown = Signal(object)  # (center, width): pixels through this display window are on screen
     image_failed = Signal(str, str)  # path, message
     model_changed = Signal(object)  # ModelSummary
     model_failed = Signal(str)  # message
@@ -37,21 +49,14 @@ class MainWindow(QMainWindow):
         self.persist_settings = True  # a self-test must not change the user's settings
         self.setWindowTitle("SegLens")
         self.setAcceptDrops(True)
-        self._request_id = 0
-        self._generation = 0
-        self._summary = None  # ModelSummary of the loaded model
-        self._cache: OrderedDict[tuple[str, int], object] = OrderedDict()  # (path, frame) -> ViewResult, LRU
-        self._current_overlay = None  # app.ui.overlay.OverlayImage of the image shown
-        self._view = None  # the ViewResult shown
-        self._window: tuple[float, float] | None = None  # the display window of the image shown
-        self._contour = False
+        self.state = ViewState()
         self._build_widgets()
-        self._start_worker()
-        self._restore_settings()
-        saved_model = settings.value("model", "", str)
-        self.model_path = model_path or (Path(saved_model) if saved_model else None)
-        self.device = device or settings.value("device", "auto", str)
-        self._build_menus()
+        self._start_threads()
+        remembered.restore(self, settings)
+        self.model_path = model_path or remembered.model(settings)
+        self.device = device or remembered.device(settings)
+        actions.build_menus(self)
+        self._peek = actions.PeekFilter(self)
 
     # -- construction ----------------------------------------------------------------------------------
 
@@ -59,58 +64,48 @@ class MainWindow(QMainWindow):
         self.files = FileList()
         self.viewer = ImageViewer()
         self.panel = SidePanel()
-        splitter = QSplitter(Qt.Orientation.Horizontal)
+        self.splitter = QSplitter(Qt.Orientation.Horizontal)
         for widget, stretch in ((self.files, 0), (self.viewer, 1), (self.panel, 0)):
-            splitter.addWidget(widget)
-            splitter.setStretchFactor(splitter.count() - 1, stretch)
-        splitter.setSizes([240, 1000, 280])
-        self.splitter = splitter
-        self.setCentralWidget(splitter)
+            self.splitter.addWidget(widget)
+            self.splitter.setStretchFactor(self.splitter.count() - 1, stretch)
+        self.splitter.setSizes([240, 1000, 280])
+        self.setCentralWidget(self.splitter)
         self.status = StatusBar()
         self.setStatusBar(self.status)
+        self.presenter = Presenter(self.state, viewer=self.viewer, panel=self.panel, status=self.status, parent=self)
+        self.presenter.overlay_shown.connect(self.overlay_shown)
+        self.presenter.window_shown.connect(self.window_shown)
         self.files.current_path_changed.connect(self.show_path)
         controls = self.panel.controls
-        controls.opacity_changed.connect(self._on_opacity)
-        controls.contour_changed.connect(self._on_contour)
-        controls.visible_changed.connect(self.viewer.set_overlay_visible)
-        self.panel.legend.visibility_changed.connect(lambda _hidden: self._repaint_overlay())
+        controls.opacity_changed.connect(self.presenter.set_opacity)
+        controls.visible_changed.connect(self.presenter.set_overlay_visible)
+        controls.mode_changed.connect(lambda mode: self.presenter.restyle(mode=mode))
+        self.panel.legend.visibility_changed.connect(lambda hidden: self.presenter.restyle(hidden=hidden))
         self.panel.image_info.frame_changed.connect(lambda frame: self.show_path(self.files.current_path(), frame))
-        self.viewer.window_dragged.connect(self._on_window_drag)
-        self.status.cancel.clicked.connect(self.cancel_run_all)
+        self.viewer.window_dragged.connect(self.presenter.drag_window)
 
-    def _start_worker(self) -> None:
-        self.worker_thread = QThread(self)
-        self.worker_thread.setObjectName("inference")
-        self.worker = InferenceWorker()
-        self.worker.moveToThread(self.worker_thread)
-        self.worker_thread.finished.connect(self.worker.deleteLater)
+    def _start_threads(self) -> None:
+        """Bound methods only for what comes back: a lambda would run on the sending thread, not on this one."""
+        self.worker = InferenceWorker(latest=self.state.latest)
         self.load_requested.connect(self.worker.load_model)
-        self.process_requested.connect(self.worker.process)
-        self.run_all_requested.connect(self.worker.run_all)
+        self.view_requested.connect(self.worker.process_view)
         self.worker.model_ready.connect(self._on_model_ready)
         self.worker.model_failed.connect(self._on_model_failed)
         self.worker.result_ready.connect(self._on_result)
         self.worker.failed.connect(self._on_failed)
-        self.worker.batch_progress.connect(self._on_batch_progress)
-        self.worker.batch_finished.connect(self._on_batch_finished)
-        self.worker_thread.start()
-
-    def _build_menus(self) -> None:
-        from app.ui import actions
-
-        actions.build_menus(self)
-        self._peek = _PeekFilter(self)
-        QApplication.instance().installEventFilter(self._peek)
-
-    def _restore_settings(self) -> None:
-        geometry = self.settings.value("geometry")
-        if geometry is not None:
-            self.restoreGeometry(geometry)
-        else:
-            self.resize(1500, 900)
-        self.panel.controls.set_opacity(float(self.settings.value("opacity", 0.5)))
-        contour = self.settings.value("contour", False, bool)
-        self.panel.controls.mode.setCurrentIndex(1 if contour else 0)
+        self.worker.skipped.connect(self._on_skipped)
+        self.runner = RunOnAll(self.state, files=self.files, status=self.status, worker=self.worker, parent=self)
+        self.runner.requested.connect(self.worker.run_all)
+        self.runner.finished.connect(self.run_all_finished)
+        self.status.cancel_requested.connect(self.runner.cancel)
+        self.worker.batch_progress.connect(self.runner.on_progress)
+        self.worker.batch_finished.connect(self.runner.on_finished)
+        self.windowing = WindowingWorker(latest=self.state.latest_window)
+        self.presenter.window_requested.connect(self.windowing.render)
+        self.windowing.rendered.connect(self.presenter.on_windowed)
+        self.windowing.failed.connect(self.presenter.on_window_failed)
+        self.worker_thread = start_worker_thread(self.worker, name="inference", parent=self)
+        self.display_thread = start_worker_thread(self.windowing, name="display", parent=self)
 
     # -- model -----------------------------------------------------------------------------------------
 
@@ -120,24 +115,18 @@ class MainWindow(QMainWindow):
         self.device = device or self.device
         if not self.model_path:
             return
-        self._generation += 1
-        self._summary = None
-        self._cache.clear()
+        generation = self.state.begin_model()
         self.status.show_loading(self.model_path.stem)
-        self.panel.model_label.setText(f"Loading {self.model_path.name} on {self.device}…")
+        self.panel.show_model_loading(self.model_path.name, self.device)
         runtime = self.settings.value("runtime", "", str)  # "tensorrt=true;gpu_mem_limit_mb=4096", as --runtime
-        self.load_requested.emit(self._generation, str(self.model_path), self.device, runtime)
+        self.load_requested.emit(generation, str(self.model_path), self.device, runtime)
 
     def _on_model_ready(self, generation: int, summary) -> None:
-        if generation != self._generation:
+        if not self.state.model_ready(generation, summary):
             return
-        self._summary = summary
         spec = summary.spec
         self.status.show_session(summary.info, spec.name)
-        self.panel.model_label.setText(f"<b>{spec.name}</b><br>{spec.task} · {spec.path.name}")
-        self.panel.show_task(spec.task)
-        self.panel.legend.set_classes(spec.classes)
-        self.panel.top_k.set_predictions(())
+        self.panel.show_model(spec)
         self.setWindowTitle(f"SegLens — {spec.name}")
         self.model_changed.emit(summary)
         for path in self.files.paths():
@@ -146,17 +135,18 @@ class MainWindow(QMainWindow):
             self.show_path(self.files.current_path())
 
     def _on_model_failed(self, generation: int, message: str) -> None:
-        if generation != self._generation:
+        if not self.state.model_failed(generation):
             return
         log.error("model failed: %s", message)
         self.status.show_failure(message)
         self.status.showMessage(f"Model error: {message}", 15000)
-        self.panel.model_label.setText(f"<b>Model error</b><br>{message}")
+        self.panel.show_model_error(message)
         self.model_failed.emit(message)
 
     @property
     def summary(self):
-        return self._summary
+        """ModelSummary of the loaded model, None while none is ready."""
+        return self.state.model
 
     # -- images ----------------------------------------------------------------------------------------
 
@@ -172,7 +162,7 @@ class MainWindow(QMainWindow):
             if not models:
                 self.status.showMessage("No images found in what was opened", 8000)
             return
-        self._cache.clear()
+        self.state.cache.clear()
         self.files.set_inputs(inputs)
         self.files.setCurrentRow(0)
         self.status.showMessage(f"{len(inputs)} image(s)", 5000)
@@ -180,140 +170,52 @@ class MainWindow(QMainWindow):
     def show_path(self, path: str, frame: int = 0) -> None:
         if not path:
             return
-        cached = self._cache.get((path, frame))
+        from app.ui.messages import ViewKey  # loaded once a picture is asked for: not before the window shows
+
+        key = ViewKey(path, frame)
+        cached = self.state.select(key)
         if cached is not None:
-            self._cache.move_to_end((path, frame))
-            self._display(cached)
+            self.presenter.display(cached)
             return
-        self._request_id += 1
-        if self._summary is None:
+        request = self.state.request(key)
+        if request is None:
             self.worker.note_image_waiting()
             return  # shown once the model is ready
         self.files.set_status(path, "running")
-        self.worker.note_latest_request(self._request_id)
-        self.process_requested.emit(self._request_id, path, frame)
+        self.view_requested.emit(request)
 
-    def cached_view(self, path: str, frame: int = 0):
-        return self._cache.get((path, frame))
+    def cached_view(self, path: str | Path, frame: int = 0) -> ViewResult | None:
+        from app.ui.messages import ViewKey
 
-    def _on_result(self, request_id: int, view) -> None:
-        path = str(view.path)
-        self.files.set_status(path, "done")
-        self._cache[(path, view.frame)] = view
-        while len(self._cache) > CACHE_SIZE:
-            self._cache.popitem(last=False)
-        if request_id == self._request_id and path == self.files.current_path():
-            self._display(view)
+        return self.state.cache.peek(ViewKey(str(path), frame))
 
-    def _on_failed(self, request_id: int, path: str, message: str) -> None:
+    def _on_result(self, request_id: int, view: ViewResult) -> None:
+        if not self.state.keep(view):
+            return  # made by a model that has since been replaced
+        self.files.set_status(str(view.path), "done")
+        if self.state.should_show(request_id, view):
+            self.presenter.display(view)
+
+    def _on_skipped(self, _request_id: int, path: str) -> None:
+        if not self.state.is_wanted_path(path) and self.files.status(path) == "running":
+            self.files.set_status(path, "pending")  # passed over unprocessed: the reader moved on
+
+    def _on_failed(self, _request_id: int, path: str, message: str) -> None:
         log.warning("%s", message)
         self.files.set_status(path, "error", message)
-        if path == self.files.current_path():
-            self.viewer.clear()
-            self.status.showMessage(f"Error: {message}", 15000)
-            self.panel.legend.clear_counts()
+        if self.state.is_wanted_path(path):
+            self.presenter.clear(message)
         self.image_failed.emit(path, message)
 
-    def _display(self, view) -> None:
-        from app.ui.overlay import OverlayImage, image_to_qimage  # numpy: loaded after the window shows
-
-        result = view.result
-        height, width = result.image_hw
-        same_image = self._view is not None and self._view.path == view.path
-        if not same_image:  # a new image starts at its own window; another frame keeps the reader's
-            self._window = view.window
-        self._view = view
-        pixels = view.display_pixels if self._window == view.window else self._windowed(view)
-        self.viewer.set_image(image_to_qimage(pixels), (width, height))
-        self.status.show_image_size(width, height, self._window if view.display_raw is not None else None)
-        self.panel.image_info.show_info(view.info, self._window if view.display_raw is not None else None,
-                                        view.frame, view.frame_count)
-        self.status.show_timings(result.timings)
-        if result.mask is not None:
-            self._current_overlay = OverlayImage(view.display_mask, self._summary.spec.classes if self._summary
-                                                 else ())
-            self._repaint_overlay()
-            self.panel.legend.set_counts(result.class_pixels(), width * height)
-        else:
-            self._current_overlay = None
-            self.panel.top_k.set_predictions(result.predictions)
-        self.overlay_shown.emit(str(view.path))
-
-    # -- window / level --------------------------------------------------------------------------------
-
-    def set_window(self, window: tuple[float, float] | None) -> None:
-        """Display window (center, width) for high-range images; None = the image's own."""
-        view = self._view
-        if view is None or view.display_raw is None:
-            return
-        self._window = window or view.window
-        from app.ui.overlay import image_to_qimage
-
-        self.viewer.replace_image(image_to_qimage(self._windowed(view)))
-        height, width = view.result.image_hw
-        self.status.show_image_size(width, height, self._window)
-        self.panel.image_info.show_info(view.info, self._window, view.frame, view.frame_count)
-
-    def auto_window(self) -> None:
-        if self._view is not None and self._view.display_raw is not None:
-            from app.io.window import auto_window
-
-            self.set_window(auto_window(self._view.display_raw))
-
-    def _windowed(self, view):
-        from app.io.window import apply_window
-
-        return apply_window(view.display_raw, *self._window, invert=view.invert)
-
-    def _on_window_drag(self, dx: float, dy: float) -> None:
-        """Right-drag as in clinical viewers: horizontal = width (contrast), vertical = level (brightness)."""
-        if self._view is None or self._view.display_raw is None or self._window is None:
-            return
-        center, width = self._window
-        step = max(width, 1.0) / 256.0
-        self.set_window((center + dy * step, max(1.0, width + dx * step)))
-
-    def _repaint_overlay(self) -> None:
-        if self._current_overlay is not None:
-            hidden = self.panel.legend.hidden()
-            self.viewer.set_overlay(self._current_overlay.image(hidden=hidden, contour=self._contour))
-
-    def _on_opacity(self, opacity: float) -> None:
-        self.viewer.set_overlay_opacity(opacity)
-
-    def _on_contour(self, contour: bool) -> None:
-        self._contour = contour
-        self._repaint_overlay()
-
-    # -- run on all ------------------------------------------------------------------------------------
+    @property
+    def display_window(self) -> Window | None:
+        """The display window (center, width) last asked for (the presenter's set_window, auto_window or a
+        right-drag); None for an 8-bit picture."""
+        return self.state.display_window
 
     def run_all(self, out_dir: str | Path, save: tuple[str, ...] = ("mask", "overlay")) -> None:
-        inputs = self.files.inputs()
-        if not inputs or self._summary is None:
-            self.status.showMessage("Nothing to run: open images and wait for the model", 8000)
-            return
-        self.status.progress.setRange(0, len(inputs))
-        self.status.progress.setValue(0)
-        self.status.progress.show()
-        self.status.cancel.show()
-        self.run_all_requested.emit(inputs, str(out_dir), list(save))
-
-    def cancel_run_all(self) -> None:
-        self.worker.cancel_batch()
-        self.status.showMessage("Cancelling after the current image…", 5000)
-
-    def _on_batch_progress(self, outcome, summary) -> None:
-        path = str(outcome.input.path)
-        self.files.set_status(path, "done" if outcome.error is None else "error", outcome.error or "")
-        self.status.progress.setValue(summary.ok + summary.failed)
-
-    def _on_batch_finished(self, summary, report: str) -> None:
-        self.status.progress.hide()
-        self.status.cancel.hide()
-        state = "cancelled" if summary.cancelled else "done"
-        self.status.showMessage(f"Run on all {state}: {summary.ok} ok, {summary.failed} failed — {report}", 20000)
-        log.info("run on all %s: %s ok, %s failed, report %s", state, summary.ok, summary.failed, report)
-        self.run_all_finished.emit(summary, report)
+        """Run on all listed images, exporting into `out_dir`; run_all_finished tells when it is done."""
+        self.runner.start(out_dir, save)
 
     # -- drag and drop, close --------------------------------------------------------------------------
 
@@ -327,27 +229,6 @@ class MainWindow(QMainWindow):
             event.acceptProposedAction()
             self.add_paths(paths)
 
-    def open_files_dialog(self) -> None:
-        files, _ = QFileDialog.getOpenFileNames(self, "Open images")
-        if files:
-            self.add_paths(files)
-
-    def open_folder_dialog(self) -> None:
-        folder = QFileDialog.getExistingDirectory(self, "Open folder")
-        if folder:
-            self.add_paths([folder])
-
-    def open_model_dialog(self) -> None:
-        path, _ = QFileDialog.getOpenFileName(self, "Open ONNX model", str(self.model_path or ""),
-                                              "ONNX models (*.onnx)")
-        if path:
-            self.open_model(path)
-
-    def run_all_dialog(self) -> None:
-        folder = QFileDialog.getExistingDirectory(self, "Export masks, overlays and report to")
-        if folder:
-            self.run_all(folder)
-
     def closeEvent(self, event) -> None:
         if self.persist_settings:
             self.save_settings()
@@ -355,55 +236,11 @@ class MainWindow(QMainWindow):
         super().closeEvent(event)
 
     def save_settings(self) -> None:
-        self.settings.setValue("geometry", self.saveGeometry())
-        self.settings.setValue("opacity", self.panel.controls.opacity.value() / 100.0)
-        self.settings.setValue("contour", self._contour)
-        self.settings.setValue("device", self.device)
-        if self.model_path:
-            self.settings.setValue("model", str(self.model_path))
-        self.settings.sync()
+        remembered.save(self, self.settings)
 
     def shutdown(self) -> None:
-        """Stop the worker thread and wait for it (a running inference finishes first)."""
-        app = QApplication.instance()
-        if app is not None:
-            app.removeEventFilter(self._peek)
-        if self.worker_thread.isRunning():
-            self.worker.cancel_batch()
-            self.worker_thread.quit()
-            self.worker_thread.wait(30_000)
-
-
-class _PeekFilter(QObject):
-    """Hold Space to hide the overlay and see the raw image; release to bring it back (active window only)."""
-
-    def __init__(self, window: MainWindow) -> None:
-        super().__init__(window)
-        self._window = window
-
-    def eventFilter(self, watched, event) -> bool:
-        kind = event.type()
-        if (kind not in (QEvent.Type.KeyPress, QEvent.Type.KeyRelease) or event.key() != Qt.Key.Key_Space
-                or not self._window.isActiveWindow()):
-            return False
-        if not event.isAutoRepeat():
-            overlay_wanted = self._window.panel.controls.visible.isChecked()
-            self._window.viewer.set_overlay_visible(overlay_wanted and kind == QEvent.Type.KeyRelease)
-        return True
-
-
-def device_actions(window: MainWindow, menu) -> QActionGroup:
-    group = QActionGroup(window)
-    for device in DEVICES:
-        action = QAction(device.upper() if device != "auto" else "Auto (GPU if it works)", window, checkable=True)
-        action.setData(device)
-        action.setChecked(device == window.device)
-        action.triggered.connect(lambda _checked=False, d=device: window.open_model(device=d))
-        group.addAction(action)
-        menu.addAction(action)
-    return group
-
-
-def shortcut(action: QAction, *keys) -> QAction:
-    action.setShortcuts([QKeySequence(k) for k in keys])
-    return action
+        """Stop both worker threads and wait for them (a running inference finishes first)."""
+        self._peek.remove()
+        self.worker.cancel_batch()
+        stop_thread(self.worker_thread, timeout_ms=30_000)
+        stop_thread(self.display_thread, timeout_ms=10_000)

@@ -1,9 +1,10 @@
 """The single place where numpy masks become QImages.
 
-The mask is wrapped without copying as an 8-bit indexed QImage whose colour table holds each class's colour
-(alpha 0 for background and hidden classes). Toggling a class or the contour mode only rewrites the 256-entry
-table; opacity is the overlay item's opacity. So no per-pixel work happens on the GUI thread after the first
-conversion of a new mask.
+A new mask is copied once into an 8-bit indexed QImage whose colour table holds each class's colour (alpha 0 for
+background and hidden classes); its contour version is made and copied once too, the first time contours are asked
+for. Both images are kept: toggling a class only rewrites the kept image's 256-entry colour table, filled ⇄ contour
+picks the other kept image, and opacity is the overlay item's opacity. So no numpy pixel work happens on the GUI
+thread after a mask's first conversion (Qt still turns the indexed image into a pixmap for painting, in C++).
 """
 
 from __future__ import annotations
@@ -17,22 +18,29 @@ from app.io.render import class_colors
 
 
 class OverlayImage:
-    """Holds one mask (and its contour version) and renders it as a QImage for the current settings."""
+    """Holds one mask (and its contour version) as indexed QImages and colours them for the current settings."""
 
     def __init__(self, mask: np.ndarray, classes: Sequence) -> None:
         self._mask = np.ascontiguousarray(mask, dtype=np.uint8)
-        self._contour: np.ndarray | None = None
         self._colors, self._painted = class_colors(classes)
+        self._images: dict[bool, QImage] = {}  # contour? -> the labels, copied once into Qt's memory
+        self._hidden: dict[bool, frozenset[int]] = {}  # contour? -> the hidden classes its colour table leaves out
 
     @property
     def shape(self) -> tuple[int, int]:
         return self._mask.shape
 
-    def image(self, *, hidden: set[int] = frozenset(), contour: bool = False) -> QImage:
-        """Indexed8 QImage (opaque class colours, transparent elsewhere) sharing the mask's memory."""
-        labels = self._contour_labels() if contour else self._mask
-        image = _qimage_copy(labels, QImage.Format.Format_Indexed8)
-        image.setColorTable(self.color_table(hidden))
+    def image(self, *, hidden: set[int] | frozenset[int] = frozenset(), contour: bool = False) -> QImage:
+        """The kept Indexed8 QImage for the mode, its colour table set for `hidden` (opaque class colours,
+        transparent elsewhere). The same QImage comes back for the same mode: hold it only as long as needed."""
+        hidden = frozenset(hidden)
+        image = self._images.get(contour)
+        if image is None:
+            labels = self._contour_labels() if contour else self._mask
+            image = self._images[contour] = _qimage_copy(labels, QImage.Format.Format_Indexed8)
+        if self._hidden.get(contour) != hidden:
+            image.setColorTable(self.color_table(hidden))
+            self._hidden[contour] = hidden
         return image
 
     def color_table(self, hidden: set[int]) -> list[int]:
@@ -44,14 +52,12 @@ class OverlayImage:
         return table
 
     def _contour_labels(self) -> np.ndarray:
-        """The mask where a pixel lies on its region's border (2 px), 0 elsewhere; computed once."""
-        if self._contour is None:
-            import cv2
+        """The mask where a pixel lies on its region's border (2 px), 0 elsewhere."""
+        import cv2
 
-            kernel = np.ones((3, 3), np.uint8)
-            edges = cv2.compare(cv2.dilate(self._mask, kernel), cv2.erode(self._mask, kernel), cv2.CMP_NE)
-            self._contour = np.where(edges > 0, self._mask, 0).astype(np.uint8)
-        return self._contour
+        kernel = np.ones((3, 3), np.uint8)
+        edges = cv2.compare(cv2.dilate(self._mask, kernel), cv2.erode(self._mask, kernel), cv2.CMP_NE)
+        return np.where(edges > 0, self._mask, 0).astype(np.uint8)
 
 
 def image_to_qimage(pixels: np.ndarray) -> QImage:

@@ -17,6 +17,11 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from app.ui.view_state import DisplayMode
+
+MODES = (DisplayMode.FILLED, DisplayMode.CONTOUR)  # the order of the Mode box, and of C's cycle
+MODE_NAMES = {DisplayMode.FILLED: "Filled", DisplayMode.CONTOUR: "Contour"}
+
 
 def _swatch(color) -> QPixmap:
     pixmap = QPixmap(14, 14)
@@ -25,44 +30,68 @@ def _swatch(color) -> QPixmap:
 
 
 class OverlayControls(QGroupBox):
+    """Show/hide, opacity and display mode of the overlay. Others change them through intents, not the widgets."""
+
     opacity_changed = Signal(float)
-    contour_changed = Signal(bool)
+    mode_changed = Signal(object)  # DisplayMode
     visible_changed = Signal(bool)
 
     def __init__(self, parent=None) -> None:
         super().__init__("Overlay", parent)
-        self.visible = QCheckBox("Show overlay  (O; hold Space to peek)")
-        self.visible.setChecked(True)
-        self.opacity = QSlider(Qt.Orientation.Horizontal)
-        self.opacity.setRange(0, 100)
-        self.opacity.setPageStep(10)
-        self.opacity.setToolTip("Opacity ([ and ] keys)")
-        self.opacity_label = QLabel()
-        self.mode = QComboBox()
-        self.mode.addItems(["Filled", "Contour"])
-        self.mode.setToolTip("Filled regions or outlines (C key)")
+        self._visible = QCheckBox("Show overlay  (O; hold Space to peek)")
+        self._visible.setChecked(True)
+        self._opacity = QSlider(Qt.Orientation.Horizontal)
+        self._opacity.setRange(0, 100)
+        self._opacity.setPageStep(10)
+        self._opacity.setToolTip("Opacity ([ and ] keys)")
+        self._opacity_label = QLabel()
+        self._mode = QComboBox()
+        for mode in MODES:
+            self._mode.addItem(MODE_NAMES[mode])
+        self._mode.setToolTip("Filled regions or outlines (C key)")
         form = QFormLayout(self)
-        form.addRow(self.visible)
-        form.addRow("Opacity", self.opacity)
-        form.addRow("", self.opacity_label)
-        form.addRow("Mode", self.mode)
-        self.opacity.valueChanged.connect(self._on_opacity)
-        self.mode.currentIndexChanged.connect(lambda i: self.contour_changed.emit(i == 1))
-        self.visible.toggled.connect(self.visible_changed.emit)
+        form.addRow(self._visible)
+        form.addRow("Opacity", self._opacity)
+        form.addRow("", self._opacity_label)
+        form.addRow("Mode", self._mode)
+        self._opacity.valueChanged.connect(self._on_opacity)
+        self._mode.currentIndexChanged.connect(lambda i: self.mode_changed.emit(MODES[i]))
+        self._visible.toggled.connect(self.visible_changed.emit)
 
     def _on_opacity(self, value: int) -> None:
-        self.opacity_label.setText(f"{value} %")
+        self._opacity_label.setText(f"{value} %")
         self.opacity_changed.emit(value / 100.0)
 
     def set_opacity(self, opacity: float) -> None:
-        self.opacity.setValue(round(opacity * 100))
-        self._on_opacity(self.opacity.value())
+        self._opacity.setValue(round(opacity * 100))
+        self._on_opacity(self._opacity.value())
+
+    def nudge_opacity(self, percent: int) -> None:
+        """More (+) or less (−) opaque by `percent` points, within 0–100."""
+        self._opacity.setValue(self._opacity.value() + percent)
+
+    def set_mode(self, mode: DisplayMode) -> None:
+        self._mode.setCurrentIndex(MODES.index(DisplayMode(mode)))
+
+    def toggle_mode(self) -> None:
+        """The next display mode (filled ⇄ contour)."""
+        self._mode.setCurrentIndex((self._mode.currentIndex() + 1) % len(MODES))
+
+    def set_overlay_visible(self, visible: bool) -> None:
+        self._visible.setChecked(visible)
+
+    def toggle_overlay(self) -> None:
+        self._visible.toggle()
+
+    def overlay_wanted(self) -> bool:
+        """The reader's choice (what a Space peek returns to)."""
+        return self._visible.isChecked()
 
 
 class Legend(QGroupBox):
     """One row per class: visibility checkbox, colour, name, pixels and area share."""
 
-    visibility_changed = Signal(set)  # the set of hidden class indices
+    visibility_changed = Signal(object)  # frozenset of hidden class indices
 
     def __init__(self, parent=None) -> None:
         super().__init__("Classes", parent)
@@ -101,8 +130,8 @@ class Legend(QGroupBox):
         for label in self._counts:
             label.setText("–")
 
-    def hidden(self) -> set[int]:
-        return {i for i, box in enumerate(self._boxes) if box.isEnabled() and not box.isChecked()}
+    def hidden(self) -> frozenset[int]:
+        return frozenset(i for i, box in enumerate(self._boxes) if box.isEnabled() and not box.isChecked())
 
     def set_hidden(self, index: int, hidden: bool) -> None:
         self._boxes[index].setChecked(not hidden)
@@ -117,14 +146,12 @@ class TopK(QGroupBox):
     def __init__(self, parent=None) -> None:
         super().__init__("Top classes", parent)
         self._layout = QGridLayout(self)
-        self._rows: list[tuple[QLabel, QProgressBar]] = []
 
     def set_predictions(self, predictions) -> None:
         while self._layout.count():
             widget = self._layout.takeAt(0).widget()
             if widget:
                 widget.deleteLater()
-        self._rows = []
         for row, p in enumerate(predictions):
             name = QLabel(f"{p.name}")
             bar = QProgressBar()
@@ -133,10 +160,6 @@ class TopK(QGroupBox):
             bar.setFormat(f"{p.score:.1%}")
             self._layout.addWidget(name, row, 0)
             self._layout.addWidget(bar, row, 1)
-            self._rows.append((name, bar))
-
-    def texts(self) -> list[str]:
-        return [f"{name.text()} {bar.format()}" for name, bar in self._rows]
 
 
 class ImageInfo(QGroupBox):
@@ -179,26 +202,49 @@ class ImageInfo(QGroupBox):
 
 
 class SidePanel(QWidget):
+    """The model, the overlay controls, the legend or top-k, and the image's facts; shown through intents."""
+
     def __init__(self, parent=None) -> None:
         super().__init__(parent)
         self.controls = OverlayControls()
         self.legend = Legend()
-        self.top_k = TopK()
         self.image_info = ImageInfo()
-        self.model_label = QLabel("No model")
-        self.model_label.setWordWrap(True)
-        self.model_label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self._top_k = TopK()
+        self._model_label = QLabel("No model")
+        self._model_label.setWordWrap(True)
+        self._model_label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         layout = QVBoxLayout(self)
-        layout.addWidget(self.model_label)
+        layout.addWidget(self._model_label)
         layout.addWidget(self.controls)
         layout.addWidget(self.legend)
-        layout.addWidget(self.top_k)
+        layout.addWidget(self._top_k)
         layout.addWidget(self.image_info)
         layout.addStretch(1)
-        self.top_k.hide()
+        self._top_k.hide()
 
-    def show_task(self, task: str) -> None:
-        is_classification = task == "classification"
-        self.legend.setVisible(not is_classification)
-        self.controls.setVisible(not is_classification)
-        self.top_k.setVisible(is_classification)
+    def show_model_loading(self, file_name: str, device: str) -> None:
+        self._model_label.setText(f"Loading {file_name} on {device}…")
+
+    def show_model(self, spec) -> None:
+        """A model is ready: its name and task, its classes in the legend (segmentation) or top-k (classification)."""
+        self._model_label.setText(f"<b>{spec.name}</b><br>{spec.task} · {spec.path.name}")
+        classification = spec.task == "classification"
+        self.legend.setVisible(not classification)
+        self.controls.setVisible(not classification)
+        self._top_k.setVisible(classification)
+        self.legend.set_classes(spec.classes)
+        self._top_k.set_predictions(())
+
+    def show_model_error(self, message: str) -> None:
+        self._model_label.setText(f"<b>Model error</b><br>{message}")
+
+    def show_result(self, result) -> None:
+        """Pixel counts per class (segmentation) or the top classes (classification) of a pipeline Result."""
+        if result.mask is not None:
+            height, width = result.image_hw
+            self.legend.set_counts(result.class_pixels(), width * height)
+        else:
+            self._top_k.set_predictions(result.predictions)
+
+    def clear_result(self) -> None:
+        self.legend.clear_counts()

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from PySide6.QtCore import QTimer
+from PySide6.QtCore import QTimer, Signal
 from PySide6.QtWidgets import QLabel, QProgressBar, QPushButton, QStatusBar
 
 WARNING_STYLE = "QLabel { color: #1c1c1e; background: #ffcc00; padding: 1px 6px; border-radius: 3px; }"
@@ -11,6 +11,8 @@ CPU_STYLE = "QLabel { padding: 1px 6px; }"
 
 
 class StatusBar(QStatusBar):
+    cancel_requested = Signal()  # the Cancel button of a running "Run on all"
+
     def __init__(self, parent=None) -> None:
         super().__init__(parent)
         self.provider = QLabel("loading model…")
@@ -18,20 +20,35 @@ class StatusBar(QStatusBar):
         self.gpu_memory = QLabel("GPU mem n/a")
         self.image_size = QLabel("")
         self.model = QLabel("")
-        self.progress = QProgressBar()
-        self.progress.setMaximumWidth(220)
-        self.progress.setTextVisible(True)
-        self.cancel = QPushButton("Cancel")
-        for widget in (self.progress, self.cancel):
+        self._progress = QProgressBar()
+        self._progress.setMaximumWidth(220)
+        self._progress.setTextVisible(True)
+        self._cancel = QPushButton("Cancel")
+        self._cancel.clicked.connect(self.cancel_requested.emit)
+        for widget in (self._progress, self._cancel):
             widget.hide()
         for widget in (self.provider, self.latency, self.gpu_memory, self.image_size, self.model):
             self.addPermanentWidget(widget)
-        self.addWidget(self.progress)
-        self.addWidget(self.cancel)
+        self.addWidget(self._progress)
+        self.addWidget(self._cancel)
         self._device_id: int | None = None
         self._timer = QTimer(self)
         self._timer.setInterval(2000)
         self._timer.timeout.connect(self.refresh_gpu_memory)
+
+    def start_run(self, total: int) -> None:
+        """A "Run on all" of `total` images starts: progress bar and Cancel button."""
+        self._progress.setRange(0, total)
+        self._progress.setValue(0)
+        self._progress.show()
+        self._cancel.show()
+
+    def run_progress(self, done: int) -> None:
+        self._progress.setValue(done)
+
+    def end_run(self) -> None:
+        self._progress.hide()
+        self._cancel.hide()
 
     def show_loading(self, model_name: str) -> None:
         self.provider.setText("loading model…")

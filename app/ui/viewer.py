@@ -79,10 +79,6 @@ class ImageViewer(QGraphicsView):
     def overlay_item(self) -> QGraphicsPixmapItem:
         return self._overlay_item
 
-    @property
-    def has_image(self) -> bool:
-        return self._full_size is not None
-
     def render_scene(self) -> QImage:
         """The image with its overlay composited at full scene size (what the user sees, without zoom)."""
         width, height = self._full_size or (1, 1)

@@ -1,8 +1,9 @@
 """InferenceWorker: one QObject living in one long-lived QThread that owns the ONNX Runtime session.
 
 The session is created, warmed up and run only on that thread (inside slots). Requests come in through queued
-signals and carry ids; a request older than the newest one is dropped unprocessed, so stepping quickly through
-a folder never builds a backlog. Failures come back as signals with a one-line message — never swallowed, and
+signals as `messages.ViewRequest`s with ids; a request older than the newest one is dropped unprocessed (the newest
+id is the window's, a `LatestRequest` its ViewState shares with this worker), so stepping quickly through a folder
+never builds a backlog. Failures come back as signals with a one-line message — never swallowed, and
 they never end the thread.
 """
 
@@ -11,37 +12,20 @@ from __future__ import annotations
 import copy
 import logging
 import threading
-from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from PySide6.QtCore import QObject, Signal, Slot
+
+from app.ui.view_state import LatestRequest
+
+if TYPE_CHECKING:  # messages loads in the slots, after the window shows (its dataclasses cost ~4 ms)
+    from app.inference.session import SessionInfo
+    from app.ui.messages import ViewRequest, ViewResult
 
 log = logging.getLogger(__name__)
 
 MAX_DISPLAY_SIDE = 8192  # larger images get a downscaled display copy; results stay at full resolution
-
-
-@dataclass(frozen=True)
-class ModelSummary:
-    spec: object  # app.inference.spec.ModelSpec
-    info: object  # app.inference.session.SessionInfo
-
-
-@dataclass(frozen=True)
-class ViewResult:
-    """What the window needs to show one image: the result, and display-sized pixels and mask."""
-
-    path: Path
-    result: object  # app.inference.pipeline.Result (full resolution)
-    display_pixels: object  # numpy uint8 gray or RGB, at most MAX_DISPLAY_SIDE on the long side
-    display_mask: object  # numpy uint8 labels at the display size, or None (classification)
-    display_scale: float  # full-resolution pixels per display pixel (1.0 unless downscaled)
-    display_raw: object = None  # float32 real values at the display size (DICOM, 16-bit), for window/level
-    window: tuple | None = None  # the image's own (center, width)
-    invert: bool = False
-    info: dict | None = None  # patient/study fields, frames
-    frame: int = 0
-    frame_count: int = 1
 
 
 class InferenceWorker(QObject):
@@ -49,23 +33,41 @@ class InferenceWorker(QObject):
     model_failed = Signal(int, str)  # generation, message
     result_ready = Signal(int, object)  # request id, ViewResult
     failed = Signal(int, str, str)  # request id, path, message
+    skipped = Signal(int, str)  # request id, path: dropped unprocessed, the window had moved on
     batch_progress = Signal(object, object)  # batch.Outcome, batch.RunSummary (a copy)
     batch_finished = Signal(object, str)  # batch.RunSummary, report path or error message
 
-    def __init__(self) -> None:
+    def __init__(self, *, latest: LatestRequest | None = None) -> None:
+        """`latest`: the window's holder of the newest request id (ViewState.latest); a driver without a window
+        gets its own and names its requests with `note_latest_request`."""
         super().__init__()
         self._model = None
         self._batch_model = None  # CPU: the session "Run on all" uses, one intra-op thread short (see _for_batch)
+        self._batch_threads: int | None = None
         self._options = None
-        self._latest_request = 0
+        self._latest = latest if latest is not None else LatestRequest()
         self._image_waiting = False
         self._cancel = threading.Event()
         self.session_threads: list[int] = []  # ident of the thread each session was created on (tests, logs)
 
-    # -- called from the GUI thread: plain attribute writes, safe under the GIL ------------------------
+    # -- read on the GUI thread (tests, dialogs): plain attribute reads, safe under the GIL --------------
+
+    @property
+    def session_info(self) -> SessionInfo | None:
+        """SessionInfo of the interactive session, None until one is loaded."""
+        return self._model.info if self._model is not None else None
+
+    @property
+    def batch_session_threads(self) -> int | None:
+        """Intra-op threads of the separate session Run on all uses on the CPU; None while it uses the
+        interactive one (on a GPU, threads chosen by the user, a single core, or before the first run)."""
+        return self._batch_threads if self._batch_model is not None else None
+
+    # -- called from the GUI thread --------------------------------------------------------------------
 
     def note_latest_request(self, request_id: int) -> None:
-        self._latest_request = request_id
+        """For a driver without a ViewState (benchmarks/gpu_check.py): `request_id` is the one to process."""
+        self._latest.advance_to(request_id)
 
     def note_image_waiting(self) -> None:
         """An image is waiting for the model being loaded: its own run will warm the session up (one run sooner
@@ -88,6 +90,7 @@ class InferenceWorker(QObject):
         from app.inference.runtime import parse_runtime_arguments
         from app.inference.session import open_session
         from app.inference.spec import load_spec
+        from app.ui.messages import ModelSummary
 
         self._model = self._batch_model = None  # the old sessions are released before the new one takes memory
         try:
@@ -112,32 +115,36 @@ class InferenceWorker(QObject):
                  f": {model.info.fallback_reason}" if model.info.fallback_reason else "")
         self.model_ready.emit(generation, ModelSummary(spec, model.info))
 
+    @Slot(object)
+    def process_view(self, request: ViewRequest) -> None:
+        """Decode, run and prepare one picture for display, unless the window no longer wants it."""
+        path = request.key.path
+        if not self._latest.is_latest(request.request_id):
+            self.skipped.emit(request.request_id, path)  # don't spend a second on an image nobody looks at
+            return
+        if self._model is None:
+            self.failed.emit(request.request_id, path, "no model is loaded")
+            return
+        try:
+            view = self._view(request)
+        except Exception as exc:
+            self.failed.emit(request.request_id, path, _one_line(Path(path), exc))
+            return
+        self.result_ready.emit(request.request_id, view)
+
     @Slot(int, str, int)
     def process(self, request_id: int, path: str, frame: int = 0) -> None:
-        if request_id != self._latest_request:
-            return  # the window has moved on; don't spend a second on an image nobody looks at
-        if self._model is None:
-            self.failed.emit(request_id, path, "no model is loaded")
-            return
-        from app.errors import SegLensError
+        """`process_view` for a driver that sends plain values (benchmarks/gpu_check.py)."""
+        from app.ui.messages import ViewKey, ViewRequest
+
+        self.process_view(ViewRequest(request_id, ViewKey(path, frame)))
+
+    def _view(self, request: ViewRequest) -> ViewResult:
         from app.inference import pipeline
 
-        try:
-            image, decode_ms = pipeline.decode(path, frame=frame)
-            result = pipeline.run_image(self._model, image, decode_ms=decode_ms)
-            view = _view_result(Path(path), result, image, frame)
-        except SegLensError as exc:
-            from app.errors import error_line
-
-            self.failed.emit(request_id, path, error_line(Path(path), exc))
-            return
-        except Exception as exc:
-            from app.errors import unexpected_error_line
-
-            log.exception("processing %s failed", path)
-            self.failed.emit(request_id, path, unexpected_error_line(Path(path), exc))
-            return
-        self.result_ready.emit(request_id, view)
+        image, decode_ms = pipeline.decode(request.key.path, frame=request.key.frame)
+        result = pipeline.run_image(self._model, image, decode_ms=decode_ms)
+        return _view_result(request, result, image)
 
     @Slot(list, str, list)
     def run_all(self, inputs: list, out_dir: str, save: list) -> None:
@@ -164,7 +171,6 @@ class InferenceWorker(QObject):
             return
         self.batch_finished.emit(summary, str(report_path))
 
-
     def _for_batch(self):
         """The session for Run on all. On the CPU, ONNX Runtime's intra-op threads take every core for each
         `session.run`, and the window's thread then waits for a core: event-loop stalls of 50-70 ms. A second
@@ -182,6 +188,7 @@ class InferenceWorker(QObject):
             try:
                 options = {**(self._options or {}), "intra_op_threads": threads}
                 self._batch_model = open_session(model.spec, "cpu", runtime=options, warm_up=False)
+                self._batch_threads = threads
             except Exception:  # the interactive session works: use it rather than fail the run
                 log.warning("a separate session for Run on all could not be created", exc_info=True)
                 return model
@@ -189,18 +196,31 @@ class InferenceWorker(QObject):
         return self._batch_model
 
 
-def _view_result(path: Path, result, image, frame: int) -> ViewResult:
+def _one_line(path: Path, exc: Exception) -> str:
+    """The message the file list and the status bar show; an unexpected error also goes to the log in full."""
+    from app.errors import SegLensError, error_line, unexpected_error_line
+
+    if isinstance(exc, SegLensError):
+        return error_line(path, exc)
+    log.error("processing %s failed", path, exc_info=exc)
+    return unexpected_error_line(path, exc)
+
+
+def _view_result(request: ViewRequest, result, image) -> ViewResult:
+    """The result with display-sized copies: images longer than MAX_DISPLAY_SIDE are downscaled for the screen."""
     import cv2
+
+    from app.ui.messages import ViewResult
 
     pixels = image.display()
     height, width = pixels.shape[:2]
-    extra = {"window": image.window, "invert": image.invert, "info": dict(image.info), "frame": frame,
-             "frame_count": image.frame_count}
+    extra = {"window": image.window, "invert": image.invert, "info": dict(image.info),
+             "frame_count": image.frame_count, "generation": request.generation}
     scale = max(height, width) / MAX_DISPLAY_SIDE
     if scale <= 1.0:
-        return ViewResult(path, result, pixels, result.mask, 1.0, image.raw, **extra)
+        return ViewResult(request.key, result, pixels, result.mask, 1.0, image.raw, **extra)
     size = (max(1, round(width / scale)), max(1, round(height / scale)))
     display = cv2.resize(pixels, size, interpolation=cv2.INTER_AREA)
     mask = None if result.mask is None else cv2.resize(result.mask, size, interpolation=cv2.INTER_NEAREST)
     raw = None if image.raw is None else cv2.resize(image.raw, size, interpolation=cv2.INTER_AREA)
-    return ViewResult(path, result, display, mask, width / size[0], raw, **extra)
+    return ViewResult(request.key, result, display, mask, width / size[0], raw, **extra)

@@ -13,7 +13,7 @@ from PySide6.QtCore import QMimeData, QPointF, QSettings, Qt, QUrl
 from PySide6.QtGui import QDragEnterEvent, QDropEvent
 from PySide6.QtWidgets import QApplication
 
-from app.ui.main_window import MainWindow
+from app.ui.view_state import DisplayMode
 
 TIMEOUT = 20_000
 GREEN_CLASS = (0, 200, 0)  # sidecar colours, easy to check in pixels
@@ -39,22 +39,9 @@ def images(tmp_path):
     return root
 
 
-def open_window(qtbot, model, tmp_path, name="settings.ini") -> MainWindow:
-    """A shown main window with `model` loaded on its worker thread."""
-    settings = QSettings(str(tmp_path / name), QSettings.Format.IniFormat)
-    win = MainWindow(settings=settings, model_path=model, device="cpu")
-    qtbot.addWidget(win)
-    win.show()
-    with qtbot.waitSignal(win.model_changed, timeout=TIMEOUT):
-        win.open_model()
-    return win
-
-
 @pytest.fixture
-def window(qtbot, model, tmp_path):
-    win = open_window(qtbot, model, tmp_path)
-    yield win
-    win.close()
+def window(make_main_window, model):
+    return make_main_window(model)
 
 
 def drop(window, paths):
@@ -117,11 +104,11 @@ def test_overlay_pixels_carry_class_colours_at_the_opacity(qtbot, window, images
     assert np.abs(pixel(window, 80, 30) - BLUE_CLASS).max() <= 2
     window.panel.legend.set_hidden(1, False)
 
-    window.panel.controls.mode.setCurrentIndex(1)  # contour: inside plain, edges coloured
+    window.panel.controls.set_mode(DisplayMode.CONTOUR)  # inside plain, edges coloured
     assert np.abs(pixel(window, 45, 30) - green).max() <= 2
     assert np.abs(pixel(window, 30, 30) - GREEN_CLASS).max() <= 2  # the green region's left border
 
-    window.panel.controls.visible.setChecked(False)
+    window.panel.controls.set_overlay_visible(False)
     assert np.abs(pixel(window, 30, 30) - green).max() <= 2
 
 
@@ -148,9 +135,20 @@ def test_cuda_request_without_gpu_is_shown_as_a_warning(qtbot, window):
     with qtbot.waitSignal(window.model_changed, timeout=TIMEOUT):
         window.open_model(device="cuda")
     info = window.summary.info
+    if info.on_gpu:
+        pytest.skip("CUDA works here: there is no fallback to warn about (see the test with a GPU)")
+    assert window.status.provider.text().startswith("⚠ CPU — CUDA requested but unavailable")
+    assert info.fallback_reason in window.status.provider.toolTip()
+
+
+def test_cuda_request_with_gpu_shows_the_gpu(qtbot, window):
+    with qtbot.waitSignal(window.model_changed, timeout=TIMEOUT):
+        window.open_model(device="cuda")
+    info = window.summary.info
     if not info.on_gpu:
-        assert window.status.provider.text().startswith("⚠ CPU — CUDA requested but unavailable")
-        assert info.fallback_reason in window.status.provider.toolTip()
+        pytest.skip(f"no working CUDA here ({info.fallback_reason}): the warning is tested instead")
+    assert window.status.provider.text() == info.provider_label and "GPU" in info.provider_label
+    assert info.fallback_reason is None
 
 
 def test_run_on_all_exports_with_the_cli_writer(qtbot, window, images, tmp_path):
@@ -170,39 +168,47 @@ def test_run_on_all_leaves_a_core_to_the_window(qtbot, window, images, tmp_path)
     import os
 
     window.add_paths([images])
-    interactive = window.worker._model
+    interactive = window.worker.session_info
     for run in range(2):
         with qtbot.waitSignal(window.run_all_finished, timeout=TIMEOUT):
             window.run_all(tmp_path / f"export{run}")
-    batch = window.worker._batch_model
-    if (os.cpu_count() or 1) < 2:
-        assert batch is None
-        return
-    assert batch is not None and batch is not interactive and window.worker._model is interactive
-    options = batch._session.get_session_options()
-    assert options.intra_op_num_threads == os.cpu_count() - 1
-    threads = window.worker.session_threads
-    assert len(threads) == 2 and threads[0] == threads[1] != threading.get_ident()  # once, on the worker thread
+    assert window.worker.session_info is interactive
     assert (tmp_path / "export1" / "a1_mask.png").is_file()
+    threads = window.worker.session_threads
+    if (os.cpu_count() or 1) < 2:
+        assert window.worker.batch_session_threads is None and len(threads) == 1  # no core to leave free
+        return
+    assert window.worker.batch_session_threads == os.cpu_count() - 1
+    assert len(threads) == 2 and threads[0] == threads[1] != threading.get_ident()  # once, on the worker thread
 
 
-def test_close_joins_the_worker_thread(qtbot, window):
-    thread = window.worker_thread
+def test_close_joins_the_worker_threads(qtbot, window):
+    threads = (window.worker_thread, window.display_thread)
     window.close()
-    assert thread.isFinished() and not thread.isRunning()
+    assert all(thread.isFinished() and not thread.isRunning() for thread in threads)
 
 
 def test_settings_persist(qtbot, window, tmp_path):
     window.panel.controls.set_opacity(0.7)
-    window.panel.controls.mode.setCurrentIndex(1)
+    window.panel.controls.set_mode(DisplayMode.CONTOUR)
     window.close()
     settings = QSettings(str(tmp_path / "settings.ini"), QSettings.Format.IniFormat)
     assert float(settings.value("opacity")) == pytest.approx(0.7)
     assert settings.value("contour", type=bool) is True and settings.value("device") == "cpu"
 
 
-def test_huge_image_gets_a_downscaled_display_copy_and_full_size_results(qtbot, models, tmp_path):
-    win = open_window(qtbot, models("fixed_size_classes", size=64), tmp_path, "s.ini")
+def test_settings_are_restored(make_main_window, model, tmp_path):
+    settings = QSettings(str(tmp_path / "settings.ini"), QSettings.Format.IniFormat)
+    settings.setValue("opacity", 0.3)
+    settings.setValue("contour", True)
+    settings.sync()
+    window = make_main_window(model, load=False)
+    assert window.state.overlay.opacity == pytest.approx(0.3)
+    assert window.state.overlay.mode is DisplayMode.CONTOUR
+
+
+def test_huge_image_gets_a_downscaled_display_copy_and_full_size_results(qtbot, make_main_window, models, tmp_path):
+    win = make_main_window(models("fixed_size_classes", size=64))
     big = tmp_path / "big.png"
     Image.fromarray(stripes(3000, 12000)).save(big)  # 36 MP: wider than the display limit
     with qtbot.waitSignal(win.overlay_shown, timeout=60_000):
@@ -212,64 +218,185 @@ def test_huge_image_gets_a_downscaled_display_copy_and_full_size_results(qtbot, 
     assert max(view.display_pixels.shape[:2]) == 8192 and view.display_mask.shape == view.display_pixels.shape[:2]
     assert win.status.image_size.text() == "12000×3000"
     assert win.viewer.sceneRect().width() == 12000  # scene in full-resolution pixels
-    win.close()
+
+
+def test_stepping_quickly_skips_images_nobody_looks_at(qtbot, window, tmp_path):
+    """Requests the window no longer wants are dropped by the worker unprocessed (one LatestRequest, shared), and
+    their files go back to pending instead of staying 'running' for ever."""
+    folder = tmp_path / "many"
+    folder.mkdir()
+    for index in range(6):
+        Image.fromarray(stripes(200, 300)).save(folder / f"img{index}.png")
+    with qtbot.waitSignal(window.overlay_shown, timeout=TIMEOUT):
+        window.add_paths([folder])
+    paths = window.files.paths()
+    with qtbot.waitSignal(window.overlay_shown, timeout=TIMEOUT, check_params_cb=lambda path: path == paths[-1]):
+        for row in range(1, len(paths)):  # faster than the worker: no events are processed in between
+            window.files.setCurrentRow(row)
+    qtbot.waitUntil(lambda: "running" not in [window.files.status(p) for p in paths], timeout=TIMEOUT)
+    statuses = [window.files.status(p) for p in paths]
+    assert statuses[0] == statuses[-1] == "done"
+    assert "pending" in statuses[2:-1], statuses  # skipped, never run
+    assert all(window.cached_view(p) is None for p, s in zip(paths, statuses, strict=True) if s == "pending")
+
+
+def menu_action(window, menu: str, text: str):
+    menus = {action.text().replace("&", ""): action.menu() for action in window.menuBar().actions()}
+    found = [a for a in menus[menu].actions() if a.text() == text]
+    for action in menus[menu].actions():
+        if action.menu() is not None:
+            found += [a for a in action.menu().actions() if a.text() == text]
+    assert len(found) == 1, (menu, text)
+    return found[0]
 
 
 def test_keyboard_steps_through_the_list(qtbot, window, images):
     with qtbot.waitSignal(window.overlay_shown, timeout=TIMEOUT):
         window.add_paths([images])
     window.activateWindow()
-    for action in window.menuBar().actions()[1].menu().actions():
-        if action.text() == "Next image":
-            action.trigger()
+    menu_action(window, "View", "Next image").trigger()
     assert window.files.currentRow() == 1
 
 
-def test_dicom_window_level_by_right_drag_presets_and_info(qtbot, models, tmp_path):
-    from pydicom.data import get_testdata_file
+def test_overlay_keys_change_mode_opacity_and_visibility(qtbot, window, images):
+    with qtbot.waitSignal(window.overlay_shown, timeout=TIMEOUT):
+        window.add_paths([images / "a1.png"])
+    start = window.state.overlay
+    assert [a.shortcuts()[0].toString() for a in (menu_action(window, "View", "Filled / contour"),
+                                                    menu_action(window, "View", "More opaque"),
+                                                    menu_action(window, "View", "Show / hide overlay"))] == \
+        ["C", "]", "O"]
+    menu_action(window, "View", "Filled / contour").trigger()
+    menu_action(window, "View", "More opaque").trigger()
+    menu_action(window, "View", "Show / hide overlay").trigger()
+    style = window.state.overlay
+    assert style.mode is not start.mode and style.opacity == pytest.approx(start.opacity + 0.1)
+    assert not style.visible and not window.viewer.overlay_item.isVisible()
+    menu_action(window, "View", "Filled / contour").trigger()
+    menu_action(window, "View", "More transparent").trigger()
+    assert window.state.overlay.mode is start.mode and window.state.overlay.opacity == pytest.approx(start.opacity)
+
+
+def drag_right(window, start, end):
     from PySide6.QtCore import QPoint
     from PySide6.QtTest import QTest
 
-    win = open_window(qtbot, models("binary_logits"), tmp_path, "s.ini")
+    viewport = window.viewer.viewport()
+    QTest.mousePress(viewport, Qt.MouseButton.RightButton, pos=QPoint(*start))
+    QTest.mouseMove(viewport, QPoint(*end))
+    QTest.mouseRelease(viewport, Qt.MouseButton.RightButton, pos=QPoint(*end))
+
+
+def test_dicom_window_level_by_right_drag_presets_and_info(qtbot, make_main_window, models):
+    """Window/level pixels are made on the display thread: the drag changes the window at once, the pixels and the
+    status text when they come back."""
+    from pydicom.data import get_testdata_file
+
+    from app.io.window import apply_window
+
+    win = make_main_window(models("binary_logits"))
     ct = get_testdata_file("CT_small.dcm")
     with qtbot.waitSignal(win.overlay_shown, timeout=TIMEOUT):
         win.add_paths([ct])
     info = win.panel.image_info.text.text()
     assert "Modality</b>: CT" in info and "1CT1" in info
     before = win.viewer.render_scene().copy()
-    start_window = win._window
+    start_window = win.display_window
 
-    viewport = win.viewer.viewport()
-    QTest.mousePress(viewport, Qt.MouseButton.RightButton, pos=QPoint(100, 100))
-    QTest.mouseMove(viewport, QPoint(160, 130))
-    QTest.mouseRelease(viewport, Qt.MouseButton.RightButton, pos=QPoint(160, 130))
-    assert win._window != start_window and win._window[1] > start_window[1]  # dragged right: wider window
+    with qtbot.waitSignal(win.window_shown, timeout=TIMEOUT, check_params_cb=lambda shown: shown == win.display_window):
+        drag_right(win, (100, 100), (160, 130))
+    assert win.display_window[1] > start_window[1]  # dragged right: wider window
     assert win.viewer.render_scene() != before
-    assert f"W {win._window[1]:.0f}" in win.status.image_size.text()
+    assert f"W {win.display_window[1]:.0f}" in win.status.image_size.text()
+    assert f"W {win.display_window[1]:g}" in win.panel.image_info.text.text()
 
-    win.set_window((40.0, 400.0))  # soft-tissue preset
-    view = win.cached_view(ct)
-    from app.io.window import apply_window
+    with qtbot.waitSignal(win.window_shown, timeout=TIMEOUT):
+        win.presenter.set_window((40.0, 400.0))  # soft-tissue preset
+    assert win.display_window == (40.0, 400.0) and "L 40 W 400" in win.status.image_size.text()
+    win.panel.controls.set_overlay_visible(False)  # compare the image's own pixels, everywhere
+    scene = win.viewer.render_scene()
+    expected = apply_window(win.cached_view(ct).display_raw, 40, 400)
+    shown = np.array([[scene.pixelColor(x, y).red() for x in range(0, 128, 7)] for y in range(0, 128, 7)])
+    assert np.abs(shown - expected[::7, ::7].astype(int)).max() <= 1
 
-    expected = apply_window(view.display_raw, 40, 400)
-    color = win.viewer.render_scene().pixelColor(5, 5)
-    assert abs(color.red() - int(expected[5, 5])) <= 2 or view.result.mask[5, 5]  # where no overlay is painted
-    win.close()
+    with qtbot.waitSignal(win.window_shown, timeout=TIMEOUT):
+        win.presenter.set_window(None)  # the image's own again
+    assert win.display_window == start_window
 
 
-def test_an_image_waiting_for_the_model_is_its_warm_up_run(qtbot, model, images, tmp_path):
+def test_16_bit_image_auto_window_is_made_off_the_gui_thread(qtbot, make_main_window, models, tmp_path):
+    """A 16-bit PNG keeps its values: a preset changes the pixels; Shift+W's automatic window (percentiles, on the
+    display thread) brings back the image's own automatic window."""
+    values = np.tile(np.linspace(1000, 30000, 64, dtype=np.uint16), (48, 1))
+    path = tmp_path / "counts.png"
+    Image.fromarray(values).save(path)
+    win = make_main_window(models("binary_logits"))
+    with qtbot.waitSignal(win.overlay_shown, timeout=TIMEOUT):
+        win.add_paths([path])
+    own = win.display_window
+    assert own is not None and win.cached_view(path).high_range
+    with qtbot.waitSignal(win.window_shown, timeout=TIMEOUT):
+        win.presenter.set_window((2000.0, 500.0))
+    assert win.display_window == (2000.0, 500.0) and "L 2000 W 500" in win.status.image_size.text()
+    with qtbot.waitSignal(win.window_shown, timeout=TIMEOUT) as shown:
+        menu_action(win, "View", "Automatic (0.5–99.5 %)").trigger()
+    assert shown.args[0] == win.display_window == pytest.approx(own)
+    assert f"L {own[0]:.0f} W {own[1]:.0f}" in win.status.image_size.text()
+
+
+def write_multiframe_dicom(path, frames: np.ndarray, window: tuple[float, float]):
+    import pydicom  # noqa: F401 (pydicom.dataset needs the package initialised)
+    from pydicom.dataset import Dataset, FileMetaDataset
+    from pydicom.uid import ExplicitVRLittleEndian, SecondaryCaptureImageStorage, generate_uid
+
+    meta = FileMetaDataset()
+    meta.MediaStorageSOPClassUID, meta.MediaStorageSOPInstanceUID = SecondaryCaptureImageStorage, generate_uid()
+    meta.TransferSyntaxUID = ExplicitVRLittleEndian
+    ds = Dataset()
+    ds.file_meta = meta
+    ds.SOPClassUID, ds.SOPInstanceUID = meta.MediaStorageSOPClassUID, meta.MediaStorageSOPInstanceUID
+    ds.Modality, ds.SamplesPerPixel, ds.PhotometricInterpretation = "CT", 1, "MONOCHROME2"
+    ds.NumberOfFrames, ds.Rows, ds.Columns = frames.shape
+    ds.BitsAllocated, ds.BitsStored, ds.HighBit, ds.PixelRepresentation = 16, 16, 15, 1
+    ds.WindowCenter, ds.WindowWidth = window
+    ds.PixelData = frames.astype(np.int16).tobytes()
+    ds.save_as(path, enforce_file_format=True)
+    return path
+
+
+def test_another_frame_keeps_the_readers_window_a_new_image_its_own(qtbot, make_main_window, models, tmp_path):
+    """The window rule, end to end: frame 2 of a multi-frame file is drawn through the reader's window (windowed on
+    the display thread before it is shown); another file starts at its own."""
+    ramp = np.tile(np.arange(0, 1000, 1000 / 40, dtype=np.float32), (30, 1))
+    multi = write_multiframe_dicom(tmp_path / "multi.dcm", np.stack([ramp, ramp + 100, ramp + 200]), (500, 1000))
+    win = make_main_window(models("binary_logits"))
+    with qtbot.waitSignal(win.overlay_shown, timeout=TIMEOUT):
+        win.add_paths([multi])
+    assert win.display_window == (500, 1000)
+    with qtbot.waitSignal(win.window_shown, timeout=TIMEOUT):
+        win.presenter.set_window((300.0, 200.0))
+    with qtbot.waitSignal(win.window_shown, timeout=TIMEOUT, check_params_cb=lambda shown: shown == (300.0, 200.0)):
+        win.panel.image_info.frame.setValue(2)
+    assert win.state.on_screen.frame == 2 and win.display_window == (300.0, 200.0)
+    assert "Frame 3 of 3" in win.panel.image_info.frame_label.text()
+    other = write_multiframe_dicom(tmp_path / "other.dcm", np.stack([ramp]), (400, 800))
+    with qtbot.waitSignal(win.overlay_shown, timeout=TIMEOUT):
+        win.add_paths([other])
+    assert win.display_window == (400, 800)
+
+
+def test_an_image_waiting_for_the_model_is_its_warm_up_run(qtbot, make_main_window, model, images):
     """Opened with images, the session's first run is the first image's (no extra run on zeros before it);
     opened without, the session is warmed up on zeros as soon as it exists."""
-    settings = QSettings(str(tmp_path / "w.ini"), QSettings.Format.IniFormat)
-    win = MainWindow(settings=settings, model_path=model, device="cpu")
-    qtbot.addWidget(win)
-    win.show()
+    win = make_main_window(model, load=False)
     with qtbot.waitSignal(win.overlay_shown, timeout=TIMEOUT):
-        win.open_model()
+        # images first: the "waiting" note must reach the worker before it has built the session. The other order
+        # (as app.py's start-up) races a fast model load and then warms up on zeros: slower, never wrong, and it
+        # made this test fail under CPU load
         win.add_paths([images / "a1.png"])
+        win.open_model()
     assert win.summary.info.first_run_ms == 0.0  # no warm-up run: the image's run was the first
     assert win.cached_view(str(images / "a1.png")).result.mask is not None
     with qtbot.waitSignal(win.model_changed, timeout=TIMEOUT):
         win.open_model()  # rebuild with nothing waiting
     assert win.summary.info.first_run_ms > 0.0
-    win.close()

@@ -1,0 +1,107 @@
+"""Typed records that cross the thread boundary between the window and its worker threads.
+
+Frozen, so a record handed to another thread cannot change under its reader. Qt-free and numpy-free at run time:
+the core's types (and QImage) are named for the type checker only, so importing this costs the window's start-up
+nothing and `tests/test_view_state.py` needs no Qt.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import numpy as np
+    from PySide6.QtGui import QImage
+
+    from app.inference.pipeline import Result
+    from app.inference.session import SessionInfo
+    from app.inference.spec import ModelSpec
+
+Window = tuple[float, float]  # display window (center, width) in the image's real values (HU, 16-bit counts)
+
+
+@dataclass(frozen=True)
+class ViewKey:
+    """Which picture is meant: a file and, in a multi-frame file, a frame.
+
+    A slice of a volume or a tile of a big image will be one more field here; the cache, the stale-result filter
+    and the window rule work on whole keys and on `image`, so they need no change then.
+    """
+
+    path: str
+    frame: int = 0
+
+    @property
+    def image(self) -> str:
+        """What "the same image" means for the display window: frames (later slices, tiles) of one file share it."""
+        return self.path
+
+
+@dataclass(frozen=True)
+class ViewRequest:
+    """The window asks the inference worker for one picture, for the model of `generation`."""
+
+    request_id: int
+    key: ViewKey
+    generation: int = 0
+
+
+@dataclass(frozen=True)
+class ModelSummary:
+    """The model the worker loaded, and where it really runs."""
+
+    spec: ModelSpec
+    info: SessionInfo
+
+
+@dataclass(frozen=True)
+class ViewResult:
+    """What the window needs to show one picture: the result, and display-sized pixels and mask."""
+
+    key: ViewKey
+    result: Result  # full resolution
+    display_pixels: np.ndarray  # uint8 gray or RGB, at most MAX_DISPLAY_SIDE (worker.py) on the long side
+    display_mask: np.ndarray | None  # uint8 labels at the display size; None for classification
+    display_scale: float  # full-resolution pixels per display pixel (1.0 unless downscaled)
+    display_raw: np.ndarray | None = None  # float32 real values at the display size (DICOM, 16-bit): window/level
+    window: Window | None = None  # the image's own display window
+    invert: bool = False  # MONOCHROME1: high values are dark
+    info: dict[str, str] | None = None  # patient/study fields, frames
+    frame_count: int = 1
+    generation: int = 0  # the model generation that made it
+
+    @property
+    def path(self) -> Path:
+        return Path(self.key.path)
+
+    @property
+    def frame(self) -> int:
+        return self.key.frame
+
+    @property
+    def high_range(self) -> bool:
+        """Real values beyond 8 bits are kept, so the display window can change."""
+        return self.display_raw is not None
+
+
+@dataclass(frozen=True)
+class WindowRequest:
+    """Display-window work for the display thread: `raw` through `window`; None = an automatic window."""
+
+    request_id: int
+    key: ViewKey
+    raw: np.ndarray
+    window: Window | None
+    invert: bool = False
+
+
+@dataclass(frozen=True)
+class WindowedImage:
+    """The display thread's answer: the window it applied and the pixels as a QImage that owns its memory."""
+
+    request_id: int
+    key: ViewKey
+    window: Window
+    image: QImage

@@ -1,0 +1,129 @@
+"""The Presenter puts pictures on screen: pixels (the worker's, or windowed on the display thread), the overlay in
+the current style, the legend or top-k, the image's facts and the timings.
+
+It asks the ViewState what to do and drives the widgets through their intents. No pixel maths here either: window
+and level go to the display thread as WindowRequests; masks become QImages once, in overlay.py.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from PySide6.QtCore import QObject, Signal
+
+from app.ui.view_state import DisplayMode
+
+if TYPE_CHECKING:
+    from PySide6.QtGui import QImage
+
+    from app.ui.messages import ViewResult, Window, WindowedImage, WindowRequest
+    from app.ui.panels import SidePanel
+    from app.ui.status import StatusBar
+    from app.ui.view_state import ViewState
+    from app.ui.viewer import ImageViewer
+
+
+class Presenter(QObject):
+    overlay_shown = Signal(str)  # path, once its overlay (or top-k) is on screen
+    window_shown = Signal(object)  # (center, width): pixels through this display window are on screen
+    window_requested = Signal(object)  # messages.WindowRequest, for the display thread
+
+    def __init__(self, state: ViewState, *, viewer: ImageViewer, panel: SidePanel, status: StatusBar,
+                 parent: QObject | None = None) -> None:
+        super().__init__(parent)
+        self._state = state
+        self._viewer = viewer
+        self._panel = panel
+        self._status = status
+        self._overlay = None  # app.ui.overlay.OverlayImage of the mask on screen (numpy: loaded after the window)
+
+    # -- pictures --------------------------------------------------------------------------------------
+
+    def display(self, view: ViewResult) -> None:
+        """Show `view`: at once with the worker's pixels, or once the display thread has windowed them."""
+        self._state.show(view)
+        request = self._state.first_window_request()
+        if request is not None:
+            self.window_requested.emit(request)  # put on screen when its pixels come back (on_windowed)
+            return
+        from app.ui.overlay import image_to_qimage  # numpy: loaded after the window shows
+
+        self._present(view, image_to_qimage(view.display_pixels), view.window)
+
+    def clear(self, message: str) -> None:
+        """The picture wanted failed: an empty viewer, the message, no counts."""
+        self._state.clear_screen()
+        self._overlay = None  # a class toggle must not paint the old mask over the empty viewer
+        self._viewer.clear()
+        self._status.showMessage(f"Error: {message}", 15000)
+        self._panel.clear_result()
+
+    def _present(self, view: ViewResult, image: QImage, window: Window | None) -> None:
+        from app.ui.overlay import OverlayImage
+
+        self._state.on_screen = view
+        height, width = view.result.image_hw
+        self._viewer.set_image(image, (width, height))
+        self._show_facts(view, window)
+        self._status.show_timings(view.result.timings)
+        self._panel.show_result(view.result)
+        classes = self._state.model.spec.classes if self._state.model else ()
+        self._overlay = None if view.display_mask is None else OverlayImage(view.display_mask, classes)
+        self.repaint_overlay()
+        self.overlay_shown.emit(str(view.path))
+
+    def _show_facts(self, view: ViewResult, window: Window | None) -> None:
+        window = window if view.high_range else None
+        height, width = view.result.image_hw
+        self._status.show_image_size(width, height, window)
+        self._panel.image_info.show_info(view.info, window, view.frame, view.frame_count)
+
+    # -- window / level --------------------------------------------------------------------------------
+
+    def set_window(self, window: Window | None) -> None:
+        self._window_work(self._state.set_window(window))
+
+    def auto_window(self) -> None:
+        self._window_work(self._state.auto_window())
+
+    def drag_window(self, dx: float, dy: float) -> None:
+        self._window_work(self._state.drag_window(dx, dy))
+
+    def _window_work(self, request: WindowRequest | None) -> None:
+        if request is not None:
+            self.window_requested.emit(request)
+
+    def on_windowed(self, windowed: WindowedImage) -> None:
+        if not self._state.accept_windowed(windowed):
+            return  # another picture's, or older than the pixels drawn
+        view = self._state.shown
+        if self._state.on_screen is view:
+            self._viewer.replace_image(windowed.image)  # keeps zoom, pan and overlay
+            self._show_facts(view, windowed.window)
+        else:
+            self._present(view, windowed.image, windowed.window)
+        self.window_shown.emit(windowed.window)
+
+    def on_window_failed(self, _request_id: int, message: str) -> None:
+        self._status.showMessage(f"Error: {message}", 15000)
+
+    # -- overlay style ---------------------------------------------------------------------------------
+
+    def set_opacity(self, opacity: float) -> None:
+        self._state.set_overlay(opacity=opacity)
+        self._viewer.set_overlay_opacity(opacity)
+
+    def set_overlay_visible(self, visible: bool) -> None:
+        self._state.set_overlay(visible=visible)
+        self._viewer.set_overlay_visible(visible)
+
+    def restyle(self, **changes) -> None:
+        """Change the display mode or the hidden classes: the kept overlay image gets a new colour table."""
+        self._state.set_overlay(**changes)
+        self.repaint_overlay()
+
+    def repaint_overlay(self) -> None:
+        if self._overlay is not None:
+            style = self._state.overlay
+            contour = style.mode is DisplayMode.CONTOUR
+            self._viewer.set_overlay(self._overlay.image(hidden=style.hidden, contour=contour))

@@ -1,0 +1,55 @@
+"""Run on all: every listed image through the worker's batch run and the CLI's writer, with progress in the status
+bar and the file list, and Cancel after the current image."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from PySide6.QtCore import QObject, Signal
+
+if TYPE_CHECKING:
+    from app.ui.file_list import FileList
+    from app.ui.status import StatusBar
+    from app.ui.view_state import ViewState
+    from app.ui.worker import InferenceWorker
+
+log = logging.getLogger(__name__)
+
+
+class RunOnAll(QObject):
+    requested = Signal(list, str, list)  # InputFiles, output folder, what to save: to the worker's run_all
+    finished = Signal(object, str)  # RunSummary, report path or error
+
+    def __init__(self, state: ViewState, *, files: FileList, status: StatusBar, worker: InferenceWorker,
+                 parent: QObject | None = None) -> None:
+        super().__init__(parent)
+        self._state = state
+        self._files = files
+        self._status = status
+        self._worker = worker
+
+    def start(self, out_dir: str | Path, save: tuple[str, ...] = ("mask", "overlay")) -> None:
+        inputs = self._files.inputs()
+        if not inputs or self._state.model is None:
+            self._status.showMessage("Nothing to run: open images and wait for the model", 8000)
+            return
+        self._status.start_run(len(inputs))
+        self.requested.emit(inputs, str(out_dir), list(save))
+
+    def cancel(self) -> None:
+        self._worker.cancel_batch()  # read by the worker between images: no signal, it is busy running
+        self._status.showMessage("Cancelling after the current image…", 5000)
+
+    def on_progress(self, outcome, summary) -> None:
+        path = str(outcome.input.path)
+        self._files.set_status(path, "done" if outcome.error is None else "error", outcome.error or "")
+        self._status.run_progress(summary.ok + summary.failed)
+
+    def on_finished(self, summary, report: str) -> None:
+        self._status.end_run()
+        state = "cancelled" if summary.cancelled else "done"
+        self._status.showMessage(f"Run on all {state}: {summary.ok} ok, {summary.failed} failed — {report}", 20000)
+        log.info("run on all %s: %s ok, %s failed, report %s", state, summary.ok, summary.failed, report)
+        self.finished.emit(summary, report)

@@ -1,0 +1,258 @@
+"""What the viewer shows, as plain Python: no Qt, no numpy, testable without a window (tests/test_view_state.py).
+
+The window tells a ViewState what happened (a picture was selected, a result or a model arrived, the reader dragged
+the window/level) and asks it what to do; widgets only draw. It is the one source of truth for request ids: its
+`LatestRequest` holders are shared with the worker threads, which skip a queued request the window no longer wants.
+
+Room to grow without a rewrite: a slice or a tile is one more field of `ViewKey`; probability, uncertainty and
+difference views are more `DisplayMode` values; a second model's result (to compare) or an editable mask layer is
+one more field beside `shown`, with its own cache keyed like this one.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from dataclasses import dataclass, replace
+from enum import Enum
+from typing import TYPE_CHECKING, Generic, TypeVar
+
+if TYPE_CHECKING:  # messages loads when first used: its dataclasses cost ~4 ms before the window could show
+    from app.ui.messages import ModelSummary, ViewKey, ViewRequest, ViewResult, Window, WindowedImage, WindowRequest
+
+CACHE_SIZE = 8  # results kept for stepping back and forth; each holds display pixels and a full-size mask
+DRAG_STEPS = 256  # a drag across 256 screen pixels changes the window by its own width, as clinical viewers do
+
+K = TypeVar("K")
+V = TypeVar("V")
+
+
+class DisplayMode(str, Enum):
+    """How the result is drawn. Later: PROBABILITY, UNCERTAINTY, DIFFERENCE — each a function of kept data."""
+
+    FILLED = "filled"
+    CONTOUR = "contour"
+
+
+@dataclass(frozen=True)
+class OverlayStyle:
+    mode: DisplayMode = DisplayMode.FILLED
+    opacity: float = 0.5
+    visible: bool = True
+    hidden: frozenset[int] = frozenset()  # class indices not painted
+
+
+class LatestRequest:
+    """The newest request id, written on the GUI thread and read on a worker thread.
+
+    A lock rather than a bare int: the GIL happens to make an int safe today, the lock makes it the contract.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._value = 0
+
+    @property
+    def value(self) -> int:
+        with self._lock:
+            return self._value
+
+    def issue(self) -> int:
+        """A new id, which makes every earlier one stale."""
+        with self._lock:
+            self._value += 1
+            return self._value
+
+    def advance_to(self, request_id: int) -> None:
+        """Make `request_id` the latest unless a newer one exists (for a driver that numbers its own requests)."""
+        with self._lock:
+            self._value = max(self._value, request_id)
+
+    def is_latest(self, request_id: int) -> bool:
+        with self._lock:
+            return request_id == self._value
+
+
+class LruCache(Generic[K, V]):
+    """At most `size` entries; reading one makes it the newest; adding beyond `size` drops the oldest."""
+
+    def __init__(self, size: int) -> None:
+        self._size = size
+        self._entries: OrderedDict[K, V] = OrderedDict()
+
+    def get(self, key: K) -> V | None:
+        value = self._entries.get(key)
+        if value is not None:
+            self._entries.move_to_end(key)
+        return value
+
+    def peek(self, key: K) -> V | None:
+        """The entry without making it the newest."""
+        return self._entries.get(key)
+
+    def put(self, key: K, value: V) -> None:
+        self._entries[key] = value
+        self._entries.move_to_end(key)
+        while len(self._entries) > self._size:
+            self._entries.popitem(last=False)
+
+    def clear(self) -> None:
+        self._entries.clear()
+
+    def oldest_first(self) -> list[K]:
+        """The keys, the next one to be dropped first."""
+        return list(self._entries)
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+
+def dragged_window(window: Window, dx: float, dy: float) -> Window:
+    """Right-drag as in clinical viewers: horizontal = width (contrast), vertical = level (brightness)."""
+    center, width = window
+    step = max(width, 1.0) / DRAG_STEPS
+    return center + dy * step, max(1.0, width + dx * step)
+
+
+class ViewState:
+    """What is wanted, what is shown, and how: the window's state without its widgets."""
+
+    def __init__(self, *, cache_size: int = CACHE_SIZE) -> None:
+        self.latest = LatestRequest()  # shared with the inference worker
+        self.latest_window = LatestRequest()  # shared with the display (window/level) worker
+        self.cache: LruCache[ViewKey, ViewResult] = LruCache(cache_size)
+        self.generation = 0
+        self.model: ModelSummary | None = None
+        self.wanted: ViewKey | None = None  # selected by the reader; may still be computing
+        self.shown: ViewResult | None = None  # accepted for display (its pixels may still be windowing)
+        self.on_screen: ViewResult | None = None  # whose pixels the viewer holds now
+        self.display_window: Window | None = None
+        self._drawn_window = 0  # id of the window work whose pixels are drawn; older answers are dropped
+        self.overlay = OverlayStyle()
+
+    # -- model -----------------------------------------------------------------------------------------
+
+    def begin_model(self) -> int:
+        """A model starts loading: the generation it will carry. Results of older models are no longer wanted."""
+        self.generation += 1
+        self.model = None
+        self.cache.clear()
+        self.latest.issue()  # queued requests were for the old model: the worker skips them
+        return self.generation
+
+    def model_ready(self, generation: int, summary: ModelSummary) -> bool:
+        """Take `summary` unless a newer model was asked for meanwhile; a new model shows all of its classes."""
+        if generation != self.generation:
+            return False
+        self.model = summary
+        self.overlay = replace(self.overlay, hidden=frozenset())
+        return True
+
+    def model_failed(self, generation: int) -> bool:
+        """Whether a failure is about the model being loaded (not a superseded one)."""
+        return generation == self.generation
+
+    # -- pictures --------------------------------------------------------------------------------------
+
+    def select(self, key: ViewKey) -> ViewResult | None:
+        """The reader wants `key`: its cached result, or None (then `request` it). Earlier requests become stale."""
+        self.wanted = key
+        self.latest.issue()
+        return self.cache.get(key)
+
+    def request(self, key: ViewKey) -> ViewRequest | None:
+        """A request for `key`, or None while no model is ready (the window asks again when one is)."""
+        if self.model is None:
+            return None
+        from app.ui.messages import ViewRequest
+
+        return ViewRequest(self.latest.value, key, self.generation)
+
+    def keep(self, view: ViewResult) -> bool:
+        """Cache a result of the current model (even one no longer wanted: the reader may step back to it);
+        False for an older model's, which is dropped."""
+        if view.generation != self.generation:
+            return False
+        self.cache.put(view.key, view)
+        return True
+
+    def should_show(self, request_id: int, view: ViewResult) -> bool:
+        """The stale-result filter: only the answer to the newest request, for the picture still wanted."""
+        return (view.generation == self.generation and self.latest.is_latest(request_id)
+                and view.key == self.wanted)
+
+    def is_wanted_path(self, path: str) -> bool:
+        return self.wanted is not None and self.wanted.path == path
+
+    def show(self, view: ViewResult) -> None:
+        """`view` becomes the one shown. A new image starts at its own window; another frame keeps the reader's."""
+        if self.shown is None or self.shown.key.image != view.key.image:
+            self.display_window = view.window
+        self.shown = view
+        self._drawn_window = self.latest_window.issue()  # window work for what was shown before is not wanted
+
+    def clear_screen(self) -> None:
+        """The viewer was emptied (the picture wanted failed). `shown` stays: the window rule still compares
+        with it. Window work in flight for it is no longer wanted."""
+        self.on_screen = None
+        self._drawn_window = self.latest_window.issue()
+
+    # -- window / level --------------------------------------------------------------------------------
+
+    @property
+    def windowing_applies(self) -> bool:
+        """The picture shown has real values and a window to put them through."""
+        return self.shown is not None and self.shown.high_range and self.display_window is not None
+
+    def first_window_request(self) -> WindowRequest | None:
+        """For a picture just shown: work for the display thread when the reader's window is not the picture's
+        own (the worker rendered that one already), else None."""
+        if not self.windowing_applies or self.display_window == self.shown.window:
+            return None
+        return self._window_request(self.display_window)
+
+    def set_window(self, window: Window | None) -> WindowRequest | None:
+        """The reader chose a window (None: the picture's own); the work for the display thread, if any."""
+        if self.shown is None or not self.shown.high_range:
+            return None
+        self.display_window = window or self.shown.window
+        return self._window_request(self.display_window)
+
+    def drag_window(self, dx: float, dy: float) -> WindowRequest | None:
+        """Right-drag by (dx, dy) screen pixels, from the last window asked for (not the last one drawn)."""
+        if not self.windowing_applies:
+            return None
+        return self.set_window(dragged_window(self.display_window, dx, dy))
+
+    def auto_window(self) -> WindowRequest | None:
+        """An automatic window (percentiles): the display thread chooses it and reports it with the pixels."""
+        if self.shown is None or not self.shown.high_range:
+            return None
+        return self._window_request(None)
+
+    def accept_windowed(self, windowed: WindowedImage) -> bool:
+        """True when `windowed` should be drawn: for the picture shown and newer than the pixels drawn. During a
+        fast drag that is usually not the newest request (more came in while it was made): drawing it lets the
+        screen follow the mouse. Only the newest request's answer sets the window (an automatic one is known only
+        then); an older one must not pull the window back under the dragging mouse."""
+        if self.shown is None or windowed.key != self.shown.key or windowed.request_id <= self._drawn_window:
+            return False
+        self._drawn_window = windowed.request_id
+        if self.latest_window.is_latest(windowed.request_id):
+            self.display_window = windowed.window
+        return True
+
+    def _window_request(self, window: Window | None) -> WindowRequest:
+        from app.ui.messages import WindowRequest
+
+        view = self.shown
+        return WindowRequest(self.latest_window.issue(), view.key, view.display_raw, window, view.invert)
+
+    # -- overlay ---------------------------------------------------------------------------------------
+
+    def set_overlay(self, **changes) -> OverlayStyle:
+        """Change some of mode, opacity, visible, hidden; returns the new style."""
+        if "hidden" in changes:
+            changes["hidden"] = frozenset(changes["hidden"])
+        self.overlay = replace(self.overlay, **changes)
+        return self.overlay
