@@ -40,12 +40,14 @@ def worker(model_path: str, image: str, device: str = "cuda", timeout_s: float =
     signals to the worker's thread), results received on this thread as the window receives them."""
     from PySide6.QtCore import QCoreApplication, QThread, QTimer
 
+    from app.ui.view_state import LatestRequest
     from app.ui.worker import InferenceWorker
 
     app = QCoreApplication.instance() or QCoreApplication([])
-    thread, work = QThread(), InferenceWorker()
+    latest = LatestRequest()  # the window's ViewState shares one of these with its worker
+    thread, work = QThread(), InferenceWorker(latest=latest)
     work.moveToThread(thread)
-    receiver = _receiver(work, image, app)
+    receiver = _receiver(work, latest, image, app)
     thread.start()
     work.note_image_waiting()  # as the window does when an image is open before the model is ready
     receiver.load.emit(1, model_path, device, "")
@@ -63,17 +65,18 @@ def worker(model_path: str, image: str, device: str = "cuda", timeout_s: float =
     return 0 if ok else 1
 
 
-def _receiver(work, image: str, app):
+def _receiver(work, latest, image: str, app):
     """A QObject on this (the "GUI") thread whose slots play the window's part."""
     import threading
 
     from PySide6.QtCore import QObject, Signal, Slot
 
     from app.inference.telemetry import gpu_memory
+    from app.ui.messages import ViewKey, ViewRequest
 
     class Receiver(QObject):
         load = Signal(int, str, str, str)
-        process = Signal(int, str, int)
+        process = Signal(object)  # ViewRequest
 
         def __init__(self) -> None:
             super().__init__()
@@ -84,8 +87,7 @@ def _receiver(work, image: str, app):
         def on_model(self, _generation: int, summary) -> None:
             self.facts.update(provider=summary.info.provider, fallback_reason=summary.info.fallback_reason,
                               model_ready_ms=round((time.perf_counter() - self.started) * 1000, 1))
-            work.note_latest_request(1)
-            self.process.emit(1, image, 0)
+            self.process.emit(ViewRequest(latest.issue(), ViewKey(image, 0)))
 
         @Slot(int, object)
         def on_result(self, _request: int, view) -> None:
@@ -114,7 +116,7 @@ def _receiver(work, image: str, app):
 
     receiver = Receiver()
     receiver.load.connect(work.load_model)
-    receiver.process.connect(work.process)
+    receiver.process.connect(work.process_view)
     work.model_ready.connect(receiver.on_model)
     work.result_ready.connect(receiver.on_result)
     work.model_failed.connect(receiver.on_model_failed)

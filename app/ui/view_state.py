@@ -63,11 +63,6 @@ class LatestRequest:
             self._value += 1
             return self._value
 
-    def advance_to(self, request_id: int) -> None:
-        """Make `request_id` the latest unless a newer one exists (for a driver that numbers its own requests)."""
-        with self._lock:
-            self._value = max(self._value, request_id)
-
     def is_latest(self, request_id: int) -> bool:
         with self._lock:
             return request_id == self._value

@@ -38,8 +38,8 @@ class InferenceWorker(QObject):
     batch_finished = Signal(object, str)  # batch.RunSummary, report path or error message
 
     def __init__(self, *, latest: LatestRequest | None = None) -> None:
-        """`latest`: the window's holder of the newest request id (ViewState.latest); a driver without a window
-        gets its own and names its requests with `note_latest_request`."""
+        """`latest`: the window's holder of the newest request id (ViewState.latest), shared so that a request the
+        window no longer wants is skipped here; a driver without a window passes its own."""
         super().__init__()
         self._model = None
         self._batch_model = None  # CPU: the session "Run on all" uses, one intra-op thread short (see _for_batch)
@@ -64,10 +64,6 @@ class InferenceWorker(QObject):
         return self._batch_threads if self._batch_model is not None else None
 
     # -- called from the GUI thread --------------------------------------------------------------------
-
-    def note_latest_request(self, request_id: int) -> None:
-        """For a driver without a ViewState (benchmarks/gpu_check.py): `request_id` is the one to process."""
-        self._latest.advance_to(request_id)
 
     def note_image_waiting(self) -> None:
         """An image is waiting for the model being loaded: its own run will warm the session up (one run sooner
@@ -131,13 +127,6 @@ class InferenceWorker(QObject):
             self.failed.emit(request.request_id, path, _one_line(Path(path), exc))
             return
         self.result_ready.emit(request.request_id, view)
-
-    @Slot(int, str, int)
-    def process(self, request_id: int, path: str, frame: int = 0) -> None:
-        """`process_view` for a driver that sends plain values (benchmarks/gpu_check.py)."""
-        from app.ui.messages import ViewKey, ViewRequest
-
-        self.process_view(ViewRequest(request_id, ViewKey(path, frame)))
 
     def _view(self, request: ViewRequest) -> ViewResult:
         from app.inference import pipeline
