@@ -161,12 +161,16 @@ def main() -> None:
     parser.add_argument("--launches", type=int, default=5)
     parser.add_argument("--images", type=int, default=100)
     parser.add_argument("--paint-runs", type=int, default=20)
+    parser.add_argument("--only", choices=("launch", "paint", "run-all"), help="measure one section only")
     args = parser.parse_args()
     os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
     with tempfile.TemporaryDirectory() as tmp:
-        results = {f"launch (median of {args.launches})": launch_times(args.launches, Path(tmp) / "s.ini"),
-                   f"overlay painting (median of {args.paint_runs})": overlay_paint_cost(args.paint_runs),
-                   "run on all": run_all_stall(args.images, Path(tmp))}
+        sections = {
+            "launch": (f"launch (median of {args.launches})", lambda: launch_times(args.launches, Path(tmp) / "s.ini")),
+            "paint": (f"overlay painting (median of {args.paint_runs})", lambda: overlay_paint_cost(args.paint_runs)),
+            "run-all": ("run on all", lambda: run_all_stall(args.images, Path(tmp))),
+        }
+        results = {title: measure() for key, (title, measure) in sections.items() if args.only in (None, key)}
     for section, values in results.items():
         print(f"## {section}")
         for key, value in values.items():

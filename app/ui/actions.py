@@ -156,17 +156,27 @@ class PeekFilter(QObject):
     """Hold Space to hide the overlay and see the raw image; release to bring it back (active window only).
 
     An application-wide event filter, so Space works whichever widget has the focus; `remove` takes it out.
+    It is installed once there is an overlay to peek under (`arm`), not at start-up: every event of the
+    application then passes through this Python method, and while the worker imports numpy and onnxruntime
+    each of those calls waits for the GIL — the first overlay came ~100 ms later with it installed from the
+    start (docs/PERFORMANCE.md).
     """
 
     def __init__(self, window: MainWindow) -> None:
         super().__init__(window)
         self._window = window
-        QApplication.instance().installEventFilter(self)
+        self._armed = False
+
+    def arm(self, *_args) -> None:
+        if not self._armed:
+            self._armed = True
+            QApplication.instance().installEventFilter(self)
 
     def remove(self) -> None:
         app = QApplication.instance()
-        if app is not None:
+        if app is not None and self._armed:
             app.removeEventFilter(self)
+            self._armed = False
 
     def eventFilter(self, watched, event) -> bool:
         kind = event.type()

@@ -46,10 +46,12 @@ def main(argv: list[str] | None = None) -> int:
     window.show()
     shown_ms = (time.perf_counter() - STARTED) * 1000
     log.info("window shown after %.0f ms", shown_ms)
-    if args.self_test:
-        return _self_test(app, window, shown_ms)
+    self_test = SelfTest(app, window, shown_ms) if args.self_test else None  # listening before anything is asked
+    # The model is asked for after the first paint: asked for before it, the worker's imports (numpy,
+    # onnxruntime, OpenCV, ~150 ms holding the GIL) delay the paint by ~45 ms and the first overlay comes no sooner
+    # (A/B in docs/PERFORMANCE.md): painting the window needs the GIL too (Python event filters and overrides).
     QTimer.singleShot(0, lambda: _load_initial(window, args))
-    return app.exec()
+    return self_test.run() if self_test is not None else app.exec()
 
 
 def _create_window(args: argparse.Namespace, settings):
@@ -72,56 +74,55 @@ def _load_initial(window, args: argparse.Namespace) -> None:
     window.add_paths(args.paths or [default_samples()])
 
 
-def _self_test(app, window, shown_ms: float) -> int:
-    """Load the default model, show the first sample, check the overlay was painted, print one JSON line."""
-    from PySide6.QtCore import QTimer
+class SelfTest:
+    """`--self-test`: the default model on the first sample; checks the overlay was painted, prints one JSON line."""
 
-    from app.paths import default_samples
+    def __init__(self, app, window, shown_ms: float) -> None:
+        from PySide6.QtCore import QTimer
 
-    outcome: dict = {"ok": False, "time_to_window_ms": round(shown_ms, 1),
-                     "window_shown_unix": time.time() - (time.perf_counter() - STARTED - shown_ms / 1000)}
+        self.app, self.window = app, window
+        self.outcome: dict = {"ok": False, "time_to_window_ms": round(shown_ms, 1),
+                              "window_shown_unix": time.time() - (time.perf_counter() - STARTED - shown_ms / 1000)}
+        window.model_changed.connect(lambda _summary: self.outcome.setdefault(
+            "time_to_model_ready_ms", round((time.perf_counter() - STARTED) * 1000, 1)))
+        window.overlay_shown.connect(self.on_shown)
+        window.model_failed.connect(self.finish)
+        window.image_failed.connect(lambda _path, message: self.finish(message))
+        QTimer.singleShot(120_000, lambda: self.finish("timed out after 120 s"))
 
-    def finish(error: str | None = None) -> None:
-        if outcome.get("done"):
-            return
-        outcome["done"] = True
-        summary = window.summary
-        if summary is not None:
-            outcome.update(provider=summary.info.provider, fallback_reason=summary.info.fallback_reason,
-                           model=summary.spec.name, load_ms=round(summary.info.load_ms, 1),
-                           first_run_ms=round(summary.info.first_run_ms, 1) or None)  # None: warmed by the image
-        if error:
-            outcome["error"] = error
-        window.close()
-        app.quit()
+    def run(self) -> int:
+        self.app.exec()
+        self.outcome.pop("done", None)
+        print(json.dumps(self.outcome), flush=True)
+        return 0 if self.outcome["ok"] else 1
 
-    def on_shown(path: str) -> None:
-        view = window.cached_view(path)
-        painted = window.viewer.overlay_item.pixmap()
-        outcome.update(time_to_first_overlay_ms=round((time.perf_counter() - STARTED) * 1000, 1), image=path,
-                       first_overlay_unix=time.time(),
-                       stage_ms={k: round(v, 2) for k, v in view.result.timings.items()} if view else {})
+    def on_shown(self, path: str) -> None:
+        view = self.window.cached_view(path)
+        painted = self.window.viewer.overlay_item.pixmap()
+        self.outcome.update(time_to_first_overlay_ms=round((time.perf_counter() - STARTED) * 1000, 1), image=path,
+                            first_overlay_unix=time.time(),
+                            stage_ms={k: round(v, 2) for k, v in view.result.timings.items()} if view else {})
         if view is not None and view.result.mask is not None:
-            classes = int((view.result.class_pixels()[1:] > 0).sum())
-            outcome["overlay_painted"] = not painted.isNull() and painted.width() > 0
-            outcome["classes_found"] = classes
-            outcome["ok"] = outcome["overlay_painted"]
+            self.outcome["overlay_painted"] = not painted.isNull() and painted.width() > 0
+            self.outcome["classes_found"] = int((view.result.class_pixels()[1:] > 0).sum())
+            self.outcome["ok"] = self.outcome["overlay_painted"]
         else:
-            outcome["ok"] = view is not None
-        finish(None if outcome["ok"] else "the overlay was not painted")
+            self.outcome["ok"] = view is not None
+        self.finish(None if self.outcome["ok"] else "the overlay was not painted")
 
-    window.model_changed.connect(lambda _summary: outcome.setdefault(
-        "time_to_model_ready_ms", round((time.perf_counter() - STARTED) * 1000, 1)))
-    window.overlay_shown.connect(on_shown)
-    window.model_failed.connect(finish)
-    window.image_failed.connect(lambda _path, message: finish(message))
-    QTimer.singleShot(120_000, lambda: finish("timed out after 120 s"))
-    window.open_model()
-    window.add_paths([default_samples()])
-    app.exec()
-    outcome.pop("done", None)
-    print(json.dumps(outcome), flush=True)
-    return 0 if outcome["ok"] else 1
+    def finish(self, error: str | None = None) -> None:
+        if self.outcome.get("done"):
+            return
+        self.outcome["done"] = True
+        summary = self.window.summary
+        if summary is not None:
+            self.outcome.update(provider=summary.info.provider, fallback_reason=summary.info.fallback_reason,
+                                model=summary.spec.name, load_ms=round(summary.info.load_ms, 1),
+                                first_run_ms=round(summary.info.first_run_ms, 1) or None)  # None: the image warmed
+        if error:
+            self.outcome["error"] = error
+        self.window.close()
+        self.app.quit()
 
 
 def _install_error_handlers(log_path: Path | None) -> None:

@@ -57,6 +57,7 @@ class MainWindow(QMainWindow):
         self.device = device or remembered.device(settings)
         actions.build_menus(self)
         self._peek = actions.PeekFilter(self)
+        self.overlay_shown.connect(self._peek.arm)  # nothing to peek under before the first overlay
 
     # -- construction ----------------------------------------------------------------------------------
 

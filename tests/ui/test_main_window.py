@@ -277,6 +277,27 @@ def test_overlay_keys_change_mode_opacity_and_visibility(qtbot, window, images):
     assert window.state.overlay.mode is start.mode and window.state.overlay.opacity == pytest.approx(start.opacity)
 
 
+def test_holding_space_peeks_under_the_overlay_once_there_is_one(qtbot, window, images):
+    from PySide6.QtCore import QCoreApplication, QEvent, Qt
+    from PySide6.QtGui import QKeyEvent
+
+    def space(kind, target):
+        QCoreApplication.sendEvent(target, QKeyEvent(kind, Qt.Key.Key_Space, Qt.KeyboardModifier.NoModifier))
+
+    window.activateWindow()
+    qtbot.waitUntil(window.isActiveWindow, timeout=TIMEOUT)
+    overlay = window.viewer.overlay_item
+    space(QEvent.Type.KeyPress, window.viewer)  # no overlay yet: nothing to peek under, the key is not taken
+    with qtbot.waitSignal(window.overlay_shown, timeout=TIMEOUT):
+        window.add_paths([images / "a1.png"])
+    assert overlay.isVisible()
+    for target in (window.viewer, window.files):  # whichever widget has the focus
+        space(QEvent.Type.KeyPress, target)
+        assert not overlay.isVisible()
+        space(QEvent.Type.KeyRelease, target)
+        assert overlay.isVisible()
+
+
 def drag_right(window, start, end):
     from PySide6.QtCore import QPoint
     from PySide6.QtTest import QTest
