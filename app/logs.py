@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-import logging.handlers
 import os
 from pathlib import Path
 
@@ -37,9 +36,40 @@ def setup_file_logging(level: int = logging.INFO) -> Path | None:
         return path
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        handler = logging.handlers.RotatingFileHandler(path, maxBytes=2_000_000, backupCount=3, encoding="utf-8")
+        handler = RotatingFile(path)
     except OSError:
         return None
     handler.setFormatter(logging.Formatter(_FORMAT))
     root.addHandler(handler)
     return path
+
+
+class RotatingFile(logging.FileHandler):
+    """`seglens.log`, moved to `seglens.log.1` (… `.3`) when it passes `max_bytes`, at start-up and as it grows.
+
+    logging.handlers.RotatingFileHandler does the same, but importing logging.handlers (sockets, pickle, queues)
+    costs ~9 ms before the window can show (docs/PERFORMANCE.md).
+    """
+
+    def __init__(self, path: Path, *, max_bytes: int = 2_000_000, backups: int = 3) -> None:
+        self.max_bytes, self.backups = max_bytes, backups
+        if path.exists() and path.stat().st_size >= max_bytes:
+            self._shift(path)
+        super().__init__(path, encoding="utf-8")
+
+    def emit(self, record: logging.LogRecord) -> None:
+        super().emit(record)
+        try:
+            if self.stream is not None and self.stream.tell() >= self.max_bytes:
+                self.stream.close()
+                self._shift(Path(self.baseFilename))
+                self.stream = self._open()
+        except OSError:  # the log is best-effort: a full disk must not take the app down
+            pass
+
+    def _shift(self, path: Path) -> None:
+        for index in range(self.backups - 1, 0, -1):
+            older = path.with_name(f"{path.name}.{index}")
+            if older.exists():
+                os.replace(older, path.with_name(f"{path.name}.{index + 1}"))
+        os.replace(path, path.with_name(f"{path.name}.1"))

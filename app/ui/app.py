@@ -6,7 +6,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import sys
 import time
@@ -92,6 +91,8 @@ class SelfTest:
 
     def run(self) -> int:
         self.app.exec()
+        import json
+
         self.outcome.pop("done", None)
         print(json.dumps(self.outcome), flush=True)
         return 0 if self.outcome["ok"] else 1

@@ -1,0 +1,38 @@
+"""The log file rotates by size (without logging.handlers, which costs start-up time) and keeps three old files."""
+
+from __future__ import annotations
+
+import logging
+
+from app.logs import RotatingFile
+
+
+def _logger(handler: logging.Handler) -> logging.Logger:
+    logger = logging.getLogger(f"test-rotation-{id(handler)}")
+    logger.propagate = False
+    logger.addHandler(handler)
+    return logger
+
+
+def test_the_log_moves_aside_as_it_grows_and_keeps_three_old_files(tmp_path):
+    path = tmp_path / "seglens.log"
+    handler = RotatingFile(path, max_bytes=200, backups=3)
+    logger = _logger(handler)
+    for i in range(40):
+        logger.warning("line %02d %s", i, "x" * 40)
+    handler.close()
+    names = sorted(p.name for p in tmp_path.iterdir())
+    assert names == ["seglens.log", "seglens.log.1", "seglens.log.2", "seglens.log.3"]
+    assert "line 39" in path.read_text() or "line 39" in (tmp_path / "seglens.log.1").read_text()
+    assert all(p.stat().st_size < 200 + 60 for p in tmp_path.iterdir())  # each holds about max_bytes
+    assert "line 00" not in "".join(p.read_text() for p in tmp_path.iterdir())  # the oldest went
+
+
+def test_a_large_log_left_by_an_earlier_run_is_moved_aside_at_start(tmp_path):
+    path = tmp_path / "seglens.log"
+    path.write_text("old run\n" * 100)
+    handler = RotatingFile(path, max_bytes=500)
+    _logger(handler).warning("new run")
+    handler.close()
+    assert path.read_text().strip().endswith("new run") and "old run" not in path.read_text()
+    assert (tmp_path / "seglens.log.1").read_text().startswith("old run")
