@@ -131,18 +131,38 @@ def run_inputs(
                     for work in _infer(model, group):
                         writer.put(work)
     except Exception as exc:  # the model or device failed for good: what is left is listed, not dropped
-        if writer.failure is not None:
-            raise
-        log.error("the run stopped at input %d: %s", current, exc, exc_info=log.isEnabledFor(logging.DEBUG))
-        stopped_at, why = current, f"the run stopped: {type(exc).__name__}: {' '.join(str(exc).split())[:200]}"
-        summary.failed += len(inputs) - current
+        if writer.failure is None:
+            log.error("the run stopped at input %d: %s", current, exc, exc_info=log.isEnabledFor(logging.DEBUG))
+            stopped_at, why = current, f"the run stopped: {_one_line(exc)}"
+            summary.failed += len(inputs) - current
     finally:
         writer.close()
+    if writer.failure is not None:
+        _stop_for_writer(writer, inputs, summary, report)
     if stopped_at < len(inputs):
         _list_unprocessed(inputs[stopped_at:], why, summary, report)
-    if writer.failure is not None:
-        raise writer.failure
     return summary
+
+
+class RunStopped(SegLensError):
+    """A stage of the run failed for good (the report's disk is full, a writer bug): the run ends here."""
+
+
+def _stop_for_writer(writer: _Writer, inputs: Sequence[InputFile], summary: RunSummary,
+                     report: ReportWriter | None) -> None:
+    """The writer died: inputs it recorded keep their rows, the rest are listed as skipped where the report can
+    still be written (it may be what failed), and the run ends with one line."""
+    done = writer.recorded
+    why = f"the run stopped: {_one_line(writer.failure)}"
+    with contextlib.suppress(Exception):
+        _list_unprocessed(inputs[done:], why, summary, report)
+    raise RunStopped(f"{why} ({done} of {len(inputs)} inputs finished and reported; the rest not processed)") \
+        from writer.failure
+
+
+def _one_line(exc: BaseException) -> str:
+    text = " ".join(str(exc).split())[:200]
+    return text if isinstance(exc, SegLensError) else f"{type(exc).__name__}: {text}"
 
 
 def _list_unprocessed(rest: Sequence[InputFile], why: str, summary: RunSummary, report: ReportWriter | None) -> None:
@@ -242,6 +262,7 @@ class _Writer:
         self._queue: queue.Queue = queue.Queue(maxsize=4)  # back-pressure on the inference loop
         self._thread = threading.Thread(target=self._loop, name="writer", daemon=True)
         self.failure: BaseException | None = None
+        self.recorded = 0  # inputs whose outcome is recorded (report row written, progress told), in order
 
     def start(self) -> None:
         self._thread.start()
@@ -256,9 +277,15 @@ class _Writer:
         raise self.failure or RuntimeError("the writer stopped")
 
     def close(self) -> None:
-        if self._thread.is_alive():
-            self._queue.put(_DONE)
-            self._thread.join()
+        """Let the writer finish what it holds, then join it. Never blocks on a writer that died: its queue may
+        be full with nobody left to drain it (the hang this loop replaces)."""
+        while self._thread.is_alive():
+            try:
+                self._queue.put(_DONE, timeout=0.2)
+                break
+            except queue.Full:
+                continue
+        self._thread.join()
 
     def _loop(self) -> None:
         lower_thread_priority(self.niceness)
@@ -311,3 +338,4 @@ class _Writer:
                 report.add_error(outcome.input.path, outcome.error or "", provider=self.model.info.provider)
         if self.progress:
             self.progress(outcome, summary)
+        self.recorded += 1

@@ -6,6 +6,7 @@ import csv
 import os
 import sys
 import threading
+import time
 
 import numpy as np
 import pytest
@@ -139,3 +140,59 @@ def test_helper_threads_run_at_lower_priority_and_the_caller_does_not(models, tm
     assert summary.ok + summary.failed == 6
     assert seen == {"prefetch": {min(19, base + 5)}, "writer": {min(19, base + 5)}}
     assert niceness() == base  # the thread that owns the session (and joins ORT's intra-op work) is untouched
+
+
+class _FailingReport:
+    """A report whose disk fills up after `ok` rows (what a `.partial` on a full disk does)."""
+
+    def __init__(self, spec, ok: int) -> None:
+        self.real_rows: list[str] = []
+        self.skipped: list[str] = []
+        self.ok = ok
+
+    def add_result(self, path, result) -> None:
+        if len(self.real_rows) >= self.ok:
+            time.sleep(0.5)  # meanwhile inference fills the writer's queue: nobody will drain it
+            raise OSError(28, "No space left on device")
+        self.real_rows.append(str(path))
+
+    def add_error(self, path, message, *, provider="", status="error") -> None:
+        if status != "skipped":
+            raise OSError(28, "No space left on device")
+        self.skipped.append(str(path))
+
+    def add_row(self, values) -> None:
+        raise AssertionError("nothing to resume here")
+
+
+def test_a_writer_that_dies_with_a_full_queue_ends_the_run_in_one_line(models, tmp_path):
+    """The audit's hang: the writer died (report on a full disk) with its queue full, and close() waited forever."""
+    from app.runs.batch import RunStopped
+
+    folder = tmp_path / "in"
+    folder.mkdir()
+    Image.fromarray(stripes(300, 300)).save(folder / "a_big.png")
+    for i in range(4):  # as many as the writer's queue holds: the inference loop ends while the queue is full
+        Image.fromarray(stripes(16, 16)).save(folder / f"b{i:02d}.png")
+    model = open_session(load_spec(models("rgb_classes")), "cpu")
+    inputs = discover([folder])
+    report = _FailingReport(model.spec, ok=0)
+    outcome: dict = {}
+
+    def go() -> None:
+        try:
+            run_inputs(model, inputs, out_dir=tmp_path / "out", report=report)
+        except BaseException as exc:  # noqa: BLE001 — the test inspects it
+            outcome["error"] = exc
+
+    thread = threading.Thread(target=go, daemon=True)
+    thread.start()
+    thread.join(timeout=30)
+    assert not thread.is_alive(), "the run hung after its writer died"
+    error = outcome.get("error")
+    assert isinstance(error, RunStopped), error
+    message = str(error)
+    assert "\n" not in message and "No space left on device" in message
+    assert "0 of 5 inputs finished and reported" in message
+    assert report.real_rows == []
+    assert report.skipped == [str(i.path) for i in inputs]  # every input listed, where the report could write
