@@ -16,6 +16,13 @@ from pathlib import Path
 from app import __version__
 
 EXIT_OK, EXIT_SOME_FAILED, EXIT_USAGE = 0, 1, 2
+
+
+def _shown(text: object) -> str:
+    """What a terminal may be sent (app.errors.shown: control characters and stray bytes escaped)."""
+    from app.errors import shown
+
+    return shown(text)
 DEFAULT_REPORT_NAME = "seglens_report.csv"
 
 
@@ -32,14 +39,14 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return args.handler(args)
     except SegLensError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print(f"error: {_shown(exc)}", file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt:
         print("\ninterrupted", file=sys.stderr)
         return 130
     except Exception as exc:  # a bug must still end in one line; -v shows the traceback
         logging.getLogger("app.cli").debug("unexpected error", exc_info=True)
-        print(f"error: unexpected {type(exc).__name__}: {' '.join(str(exc).split())[:300]} "
+        print(f"error: unexpected {type(exc).__name__}: {_shown(' '.join(str(exc).split())[:300])} "
               "(run with -v for details)", file=sys.stderr)
         return EXIT_USAGE
 
@@ -166,7 +173,7 @@ def cmd_info(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(_spec_dict(spec, session_info), indent=2))
     else:
-        print(_spec_text(spec, session_info))
+        print(_shown(_spec_text(spec, session_info)))
     return EXIT_OK
 
 
@@ -280,7 +287,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
     with tempfile.TemporaryDirectory(prefix="seglens-bench-images-") as scratch:
         inputs = discover([args.images]) if args.images else synthetic_images(Path(scratch), args.size or (1080, 1920))
         if not inputs:
-            print(f"error: no images found in {args.images}", file=sys.stderr)
+            print(f"error: no images found in {_shown(args.images)}", file=sys.stderr)
             return EXIT_USAGE
         report = bench(model, inputs, runs=args.runs, save=args.save)
         speedup = None
@@ -295,7 +302,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps({**report.as_dict(), "gpu_over_cpu": speedup, **vram}, indent=2))
     else:
-        print(format_report(report, speedup))
+        print(_shown(format_report(report, speedup)))
         if vram_after:
             print(f"  GPU memory used: {vram['gpu_mem_used_before_mb']} MB before the session, "
                   f"{vram['gpu_mem_used_after_mb']} MB after the benchmark")
@@ -307,7 +314,7 @@ def cmd_doctor(args: argparse.Namespace) -> int:
 
     facts = doctor.gather()
     verdict = doctor.decide(facts)
-    print(json.dumps(doctor.as_json(facts, verdict), indent=2) if args.json else doctor.report(facts, verdict))
+    print(json.dumps(doctor.as_json(facts, verdict), indent=2) if args.json else _shown(doctor.report(facts, verdict)))
     return EXIT_OK
 
 
@@ -320,25 +327,25 @@ def cmd_run(args: argparse.Namespace) -> int:
     from app.io.files import remove_stale_temporaries
     from app.runs.batch import run_inputs
     from app.runs.outputs import ReportWriter, finished_earlier
+    from app.runs.safety import output_folder_problem
 
     if args.max_megapixels:
         os.environ["SEGLENS_MAX_MEGAPIXELS"] = str(args.max_megapixels)  # read by the decoding threads
     spec = load_spec(args.model, args.config)
-    refused = _output_inside_inputs(args.out, args.paths)
-    if refused:
-        print(f"error: --out {args.out} is the input folder {refused}: outputs would mix with (and could "
-              "overwrite) the inputs; choose another folder", file=sys.stderr)
-        return EXIT_USAGE
     inputs = discover(args.paths, exclude=[args.out])
     if not inputs:
-        print("error: no images found in: " + ", ".join(str(p) for p in args.paths), file=sys.stderr)
+        print("error: no images found in: " + ", ".join(_shown(p) for p in args.paths), file=sys.stderr)
+        return EXIT_USAGE
+    refused = output_folder_problem(args.out, inputs, inside_ok=True)
+    if refused:
+        print(f"error: --out {_shown(refused)}", file=sys.stderr)
         return EXIT_USAGE
     model = open_session(spec, args.device, runtime=_runtime(args))
     _announce_session(model.info, spec)
     report_path = args.report or args.out / DEFAULT_REPORT_NAME
     removed = remove_stale_temporaries(args.out)
     if removed:
-        print(f"note: removed {removed} unfinished temporary file(s) left in {args.out} by an interrupted run",
+        print(f"note: removed {removed} unfinished temporary file(s) left in {_shown(args.out)} by an interrupted run",
               file=sys.stderr)
     done = finished_earlier(report_path, model.spec, inputs, out_dir=args.out, save=args.save) if args.resume else {}
     progress = _Progress(len(inputs), enabled=sys.stderr.isatty() and not args.no_progress)
@@ -348,19 +355,13 @@ def cmd_run(args: argparse.Namespace) -> int:
     progress.close()
     resumed = f" ({summary.resumed} done by an earlier run)" if summary.resumed else ""
     print(f"{summary.total} inputs: {summary.ok} ok{resumed}, {summary.failed} failed; provider "
-          f"{model.info.provider_label}; outputs in {args.out}, report {report_path}")
+          f"{model.info.provider_label}; outputs in {_shown(args.out)}, report {_shown(report_path)}")
     return EXIT_OK if summary.failed == 0 else EXIT_SOME_FAILED
-
-
-def _output_inside_inputs(out: Path, paths: list[Path]) -> Path | None:
-    """The input folder that `out` is, if any (a sub-folder of an input is fine: it is skipped)."""
-    target = out.resolve()
-    return next((p for p in paths if p.is_dir() and p.resolve() == target), None)
 
 
 def _announce_session(info, spec) -> None:
     if info.fallback_reason and info.requested.startswith("cuda"):
-        print(f"warning: CUDA was requested but {spec.path.name} runs on the CPU: {info.fallback_reason}",
+        print(f"warning: CUDA was requested but {_shown(spec.path.name)} runs on the CPU: {info.fallback_reason}",
               file=sys.stderr)
     elif info.fallback_reason:
         print(f"note: running on the CPU ({info.fallback_reason})", file=sys.stderr)
@@ -376,7 +377,7 @@ class _Progress:
     def update(self, outcome, summary) -> None:
         if outcome.error:
             self._clear()
-            print(f"error: {outcome.error}", file=sys.stderr)
+            print(f"error: {_shown(outcome.error)}", file=sys.stderr)
         if not self.enabled:
             return
         done = summary.ok + summary.failed

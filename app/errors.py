@@ -6,6 +6,7 @@ exception, when there is one, is chained (`raise ... from e`) for the log.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 
@@ -45,3 +46,13 @@ def error_line(path: Path, exc: BaseException) -> str:
 def unexpected_error_line(path: Path, exc: BaseException) -> str:
     """One line for an error nobody planned for: the file, the exception type, its first 300 characters."""
     return f"{path}: unexpected error ({type(exc).__name__}: {' '.join(str(exc).split())[:300]})"
+
+
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")  # all but tab and newline, C1 included
+
+
+def shown(text: object) -> str:
+    """`text` safe to print to a terminal: control characters (an ESC sequence in a file name would retitle or
+    clear the user's terminal) and file-name bytes that are not UTF-8 become visible `\\xNN` escapes."""
+    readable = str(text).encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+    return _CONTROL.sub(lambda found: f"\\x{ord(found.group()):02x}", readable)

@@ -222,3 +222,69 @@ def test_run_on_real_dicom_files(models, tmp_path):
     assert main(["run", str(model), str(folder), "--out", str(tmp_path / "o")]) == 0
     assert np.asarray(Image.open(tmp_path / "o" / "CT_small_mask.png")).shape == (128, 128)
     assert np.asarray(Image.open(tmp_path / "o" / "MR_small_mask.png")).shape == (64, 64)
+
+
+def _tree(root: Path) -> set[str]:
+    return {str(p.relative_to(root)) for p in root.rglob("*")}
+
+
+def test_files_named_one_by_one_with_out_their_folder_are_refused_and_nothing_is_replaced(models, tmp_path):
+    """The audit's repro: `run M imgs/*.png --out imgs` with a user's own `a_mask.png` beside `a.png`."""
+    imgs = tmp_path / "imgs"
+    imgs.mkdir()
+    Image.fromarray(stripes()).save(imgs / "a.png")
+    Image.fromarray(np.full((8, 8), 7, np.uint8)).save(imgs / "a_mask.png")
+    before = (imgs / "a_mask.png").read_bytes()
+    done = cli("run", models("rgb_classes"), imgs / "a.png", imgs / "a_mask.png", "--out", imgs)
+    assert done.returncode == 2 and done.stderr.startswith("error: --out ") and "is the input folder" in done.stderr
+    assert (imgs / "a_mask.png").read_bytes() == before and _tree(imgs) == {"a.png", "a_mask.png"}
+
+
+def test_an_output_that_would_replace_an_input_is_an_error_row_not_a_write(models, tmp_path):
+    """Below the CLI's folder check: the writer itself never writes over one of its inputs."""
+    from app.inference.session import open_session
+    from app.inference.spec import load_spec
+    from app.io.discover import discover
+    from app.runs.batch import run_inputs
+
+    imgs = tmp_path / "imgs"
+    imgs.mkdir()
+    Image.fromarray(stripes()).save(imgs / "a.png")
+    Image.fromarray(np.full((8, 8), 7, np.uint8)).save(imgs / "a_mask.png")
+    before = (imgs / "a_mask.png").read_bytes()
+    model = open_session(load_spec(models("rgb_classes")), "cpu")
+    outcomes = []
+    run_inputs(model, discover([imgs / "a.png", imgs / "a_mask.png"]), out_dir=imgs, save=("mask",),
+               progress=lambda outcome, _summary: outcomes.append(outcome))
+    assert (imgs / "a_mask.png").read_bytes() == before
+    assert outcomes[0].error and "is one of the inputs, and would be replaced" in outcomes[0].error
+    assert outcomes[1].error is None and (imgs / "a_mask_mask.png").is_file()
+
+
+def test_every_output_stays_inside_out_whatever_the_file_names(models, tmp_path):
+    """`..png` has the stem `.`: its mask used to land beside the output folder. Long names must fit too."""
+    imgs = tmp_path / "imgs"
+    imgs.mkdir()
+    names = ["..png", ".png", "a\u2215b.png", "x" * 250 + ".png", "ok.png"]
+    for name in names:
+        Image.fromarray(stripes()).save(imgs / name, format="PNG")
+    out = tmp_path / "work" / "out"
+    done = cli("run", models("rgb_classes"), *[imgs / n for n in names], "--out", out)
+    assert done.returncode == 0, done.stderr
+    assert not list(out.parent.glob("*.png")) and sorted(p.name for p in out.parent.iterdir()) == ["out"]
+    assert _tree(imgs) == set(names)  # nothing written beside the inputs either
+    rows = read_report(out / "seglens_report.csv")
+    assert [Path(r["path"]).name for r in rows] == names and {r["status"] for r in rows} == {"ok"}
+    masks = sorted(p.name for p in out.glob("*_mask.png"))
+    assert len(masks) == 5 and "dot_mask.png" in masks and all(len(m.encode()) <= 255 for m in masks)
+
+
+def test_control_characters_in_file_names_reach_the_terminal_escaped(models, tmp_path):
+    imgs = tmp_path / "imgs"
+    imgs.mkdir()
+    evil = "x\x1b]0;owned\x07\x1b[2J.png"
+    (imgs / evil).write_bytes(b"not a png")
+    done = cli("run", models("rgb_classes"), imgs, "--out", tmp_path / "out")
+    assert done.returncode == 1
+    assert "\x1b" not in done.stderr and "\x07" not in done.stderr
+    assert "x\\x1b]0;owned\\x07\\x1b[2J.png" in done.stderr

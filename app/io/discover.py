@@ -7,6 +7,7 @@ asked for them, so a wrong one gets an error row rather than silence.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 from dataclasses import dataclass
@@ -71,12 +72,33 @@ def _walk(root: Path, skipped: set[str]) -> list[InputFile]:
     return sorted(files, key=lambda f: natural_key(f.rel.as_posix()))
 
 
+NAME_MAX = 255  # bytes in one file name on Linux, macOS and Windows alike
+# room after a stem: the longest output suffix, a de-duplication suffix, and what the temporary file an output is
+# written through adds to its name (a prefix and a random part: io/files.py)
+_SUFFIX_ROOM = len("_overlay.png") + len("_jpeg_999") + 40
+
+
+def safe_name(name: str) -> str:
+    """`name` as one output file name part that stays where it is put: `.`/`..` (the stem of `..png` is `.`)
+    and empty names are spelt out, and a name too long for an output suffix is cut, keeping it distinct with
+    a hash of the whole."""
+    if name in ("", ".", ".."):
+        return {"": "unnamed", ".": "dot", "..": "dotdot"}[name]
+    encoded = os.fsencode(name)
+    limit = NAME_MAX - _SUFFIX_ROOM
+    if len(encoded) <= limit:
+        return name
+    digest = hashlib.sha256(encoded).hexdigest()[:10]
+    return os.fsdecode(encoded[: limit - len(digest) - 1]) + "_" + digest
+
+
 def output_stems(inputs: list[InputFile]) -> list[Path]:
-    """A distinct relative output stem per input: `sub/name`, then `sub/name_jpg`, `sub/name_jpg_2`…"""
+    """A distinct relative output stem per input: `sub/name`, then `sub/name_jpg`, `sub/name_jpg_2`…; every
+    part made safe (`safe_name`), so `<out>/<stem>_mask.png` is always inside `<out>`."""
     taken: set[str] = set()
     stems: list[Path] = []
     for item in inputs:
-        base = item.rel.parent / item.rel.stem
+        base = Path(*(safe_name(part) for part in item.rel.parent.parts), safe_name(item.rel.stem))
         candidate, n = base, 1
         while candidate.as_posix().lower() in taken:
             suffix = item.rel.suffix.lstrip(".").lower() or "file"

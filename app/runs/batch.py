@@ -32,6 +32,7 @@ from app.inference.pipeline import Prepared, Result
 from app.inference.session import ModelSession
 from app.io.discover import InputFile, output_stems
 from app.runs.outputs import ReportWriter, write_result_images
+from app.runs.safety import OutputGuard, planned_outputs
 
 log = logging.getLogger(__name__)
 
@@ -114,6 +115,7 @@ def run_inputs(
     summary = RunSummary(total=len(inputs))
     stems = output_stems(list(inputs))
     writer = _Writer(model, out_dir, stems, save, report, summary, progress, helper_niceness)
+    writer.guard = OutputGuard(out_dir, inputs) if out_dir is not None else None
     writer.start()
     stopped_at, why = len(inputs), "the run was cancelled"
     current = 0
@@ -263,6 +265,7 @@ class _Writer:
         self._thread = threading.Thread(target=self._loop, name="writer", daemon=True)
         self.failure: BaseException | None = None
         self.recorded = 0  # inputs whose outcome is recorded (report row written, progress told), in order
+        self.guard: OutputGuard | None = None
 
     def start(self) -> None:
         self._thread.start()
@@ -303,14 +306,22 @@ class _Writer:
         try:
             result = pipeline.to_result(self.model, work.prepared, work.output, work.inference_ms)
             if self.out_dir is not None:
-                write_result_images(result, self.model.spec, self.out_dir / self.stems[work.index], self.save,
-                                    work.prepared.image.pixels)
+                stem = self.out_dir / self.stems[work.index]
+                refused = self._refused(stem) if result.mask is not None else None
+                if refused:
+                    return Outcome(work.index, work.input, None, f"{work.input.path}: {refused}")
+                write_result_images(result, self.model.spec, stem, self.save, work.prepared.image.pixels)
             return Outcome(work.index, work.input, result, None)
         except SegLensError as exc:
             return Outcome(work.index, work.input, None, error_line(work.input.path, exc))
         except Exception as exc:
             log.debug("unexpected error finishing %s", work.input.path, exc_info=True)
             return Outcome(work.index, work.input, None, unexpected_error_line(work.input.path, exc))
+
+    def _refused(self, stem: Path) -> str | None:
+        if self.guard is None:
+            return None
+        return next(filter(None, (self.guard.problem(path) for path in planned_outputs(stem, self.save))), None)
 
     def _record(self, outcome: Outcome, carried: list[str] | None) -> None:
         summary, report = self.summary, self.report

@@ -21,6 +21,7 @@ log = logging.getLogger(__name__)
 class RunOnAll(QObject):
     requested = Signal(list, str, list)  # InputFiles, output folder, what to save: to the worker's run_all
     finished = Signal(object, str)  # RunSummary, report path or error
+    refused = Signal(str)  # why the chosen output folder cannot take the outputs (nothing was started)
 
     def __init__(self, state: ViewState, *, files: FileList, status: StatusBar, worker: InferenceWorker,
                  parent: QObject | None = None) -> None:
@@ -31,9 +32,17 @@ class RunOnAll(QObject):
         self._worker = worker
 
     def start(self, out_dir: str | Path, save: tuple[str, ...] = ("mask", "overlay")) -> None:
+        from app.runs.safety import output_folder_problem
+
         inputs = self._files.inputs()
         if not inputs or self._state.model is None:
             self._status.showMessage("Nothing to run: open images and wait for the model", 8000)
+            return
+        refused = output_folder_problem(Path(out_dir), inputs, inside_ok=False)
+        if refused:
+            log.warning("run on all refused: %s", refused)
+            self._status.showMessage(f"Run on all not started: {refused}", 20000)
+            self.refused.emit(refused)
             return
         self._status.start_run(len(inputs))
         self.requested.emit(inputs, str(out_dir), list(save))

@@ -50,6 +50,11 @@ class StatusBar(QStatusBar):
         self._progress.hide()
         self._cancel.hide()
 
+    @property
+    def run_shown(self) -> bool:
+        """Whether a Run on all's progress bar and Cancel button are showing."""
+        return not self._progress.isHidden()
+
     def show_loading(self, model_name: str) -> None:
         self.provider.setText("loading model…")
         self.provider.setStyleSheet(CPU_STYLE)

@@ -158,6 +158,12 @@ class InferenceWorker(QObject):
         except SegLensError as exc:
             self.batch_finished.emit(RunSummary(total=len(inputs)), str(exc))
             return
+        except Exception as exc:  # whatever is raised, the window hears the run ended (no progress bar for ever)
+            from app.errors import unexpected_error_line
+
+            log.exception("run on all into %s failed", out_dir)
+            self.batch_finished.emit(RunSummary(total=len(inputs)), unexpected_error_line(Path(out_dir), exc))
+            return
         self.batch_finished.emit(summary, str(report_path))
 
     def _for_batch(self):

@@ -162,6 +162,32 @@ def test_run_on_all_exports_with_the_cli_writer(qtbot, window, images, tmp_path)
     assert [window.files.status(p) for p in window.files.paths()] == ["done", "error", "done"]
 
 
+@pytest.mark.parametrize("where", ["the folder", "inside it"])
+def test_run_on_all_into_an_input_folder_is_refused_before_anything_is_written(qtbot, window, images, where):
+    window.add_paths([images])
+    out = images if where == "the folder" else images / "nested" / "export"
+    before = sorted(p.name for p in images.rglob("*"))
+    with qtbot.waitSignal(window.runner.refused, timeout=TIMEOUT) as refused:
+        window.run_all(out)
+    assert str(images) in refused.args[0] and "not started" in window.status.currentMessage()
+    assert not window.status.run_shown
+    assert sorted(p.name for p in images.rglob("*")) == before  # nothing written, no user image replaced
+
+
+def test_run_on_all_that_fails_unexpectedly_still_ends(qtbot, window, images, tmp_path, monkeypatch):
+    import app.runs.batch
+
+    def broken(*_args, **_kwargs):
+        raise OSError(5, "Input/output error")
+
+    monkeypatch.setattr(app.runs.batch, "run_inputs", broken)
+    window.add_paths([images])
+    with qtbot.waitSignal(window.run_all_finished, timeout=TIMEOUT) as finished:
+        window.run_all(tmp_path / "export")
+    assert "unexpected error (OSError: [Errno 5] Input/output error)" in finished.args[1]
+    assert not window.status.run_shown  # the progress bar and Cancel are gone
+
+
 def test_run_on_all_leaves_a_core_to_the_window(qtbot, window, images, tmp_path):
     """On the CPU, Run on all uses its own session with one intra-op thread fewer than there are cores, created on
     the worker thread and kept for the next run; the interactive session is untouched."""
