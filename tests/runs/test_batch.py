@@ -182,7 +182,7 @@ def test_a_writer_that_dies_with_a_full_queue_ends_the_run_in_one_line(models, t
     def go() -> None:
         try:
             run_inputs(model, inputs, out_dir=tmp_path / "out", report=report)
-        except BaseException as exc:  # noqa: BLE001 — the test inspects it
+        except BaseException as exc:
             outcome["error"] = exc
 
     thread = threading.Thread(target=go, daemon=True)
