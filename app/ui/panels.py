@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import html
+
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QColor, QPixmap
 from PySide6.QtWidgets import (
@@ -21,6 +23,19 @@ from app.ui.view_state import DisplayMode
 
 MODES = (DisplayMode.FILLED, DisplayMode.CONTOUR)  # the order of the Mode box, and of C's cycle
 MODE_NAMES = {DisplayMode.FILLED: "Filled", DisplayMode.CONTOUR: "Contour"}
+
+
+def _plain(value: object) -> str:
+    """Text from a file (DICOM fields, a model's name, a path) as text inside our rich-text labels: `<img>` or a
+    link in a patient field is shown as typed, never rendered or fetched."""
+    return html.escape(str(value))
+
+
+def _plain_label(text: str) -> QLabel:
+    """A label that shows `text` (a class name from the model's metadata) as typed, whatever it holds."""
+    label = QLabel(text)
+    label.setTextFormat(Qt.TextFormat.PlainText)
+    return label
 
 
 def _swatch(color) -> QPixmap:
@@ -116,7 +131,7 @@ class Legend(QGroupBox):
             swatch.setPixmap(_swatch(info.color))
             count = QLabel("–")
             count.setAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
-            for column, widget in enumerate((box, swatch, QLabel(info.name), count)):
+            for column, widget in enumerate((box, swatch, _plain_label(info.name), count)):
                 self._grid.addWidget(widget, index, column)
             self._boxes.append(box)
             self._counts.append(count)
@@ -153,7 +168,7 @@ class TopK(QGroupBox):
             if widget:
                 widget.deleteLater()
         for row, p in enumerate(predictions):
-            name = QLabel(f"{p.name}")
+            name = _plain_label(p.name)
             bar = QProgressBar()
             bar.setRange(0, 1000)
             bar.setValue(round(p.score * 1000))
@@ -186,7 +201,7 @@ class ImageInfo(QGroupBox):
         fields.pop("Frames", None)
         if window is not None:
             fields["Window"] = f"L {window[0]:g} / W {window[1]:g}  (right-drag to change)"
-        self.text.setText("<br>".join(f"<b>{k}</b>: {v}" for k, v in fields.items()))
+        self.text.setText("<br>".join(f"<b>{_plain(k)}</b>: {_plain(v)}" for k, v in fields.items()))
         self.frame.blockSignals(True)
         self.frame.setRange(0, max(0, frames - 1))
         self.frame.setValue(frame)
@@ -223,11 +238,11 @@ class SidePanel(QWidget):
         self._top_k.hide()
 
     def show_model_loading(self, file_name: str, device: str) -> None:
-        self._model_label.setText(f"Loading {file_name} on {device}…")
+        self._model_label.setText(f"Loading {_plain(file_name)} on {_plain(device)}…")
 
     def show_model(self, spec) -> None:
         """A model is ready: its name and task, its classes in the legend (segmentation) or top-k (classification)."""
-        self._model_label.setText(f"<b>{spec.name}</b><br>{spec.task} · {spec.path.name}")
+        self._model_label.setText(f"<b>{_plain(spec.name)}</b><br>{spec.task} · {_plain(spec.path.name)}")
         classification = spec.task == "classification"
         self.legend.setVisible(not classification)
         self.controls.setVisible(not classification)
@@ -236,7 +251,7 @@ class SidePanel(QWidget):
         self._top_k.set_predictions(())
 
     def show_model_error(self, message: str) -> None:
-        self._model_label.setText(f"<b>Model error</b><br>{message}")
+        self._model_label.setText(f"<b>Model error</b><br>{_plain(message)}")
 
     def show_result(self, result) -> None:
         """Pixel counts per class (segmentation) or the top classes (classification) of a pipeline Result."""

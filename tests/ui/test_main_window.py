@@ -447,3 +447,18 @@ def test_an_image_waiting_for_the_model_is_its_warm_up_run(qtbot, make_main_wind
     with qtbot.waitSignal(win.model_changed, timeout=TIMEOUT):
         win.open_model()  # rebuild with nothing waiting
     assert win.summary.info.first_run_ms > 0.0
+
+
+def test_markup_in_a_model_or_class_name_is_shown_as_text(qtbot, window, models):
+    from PySide6.QtWidgets import QLabel
+
+    model = models("rgb_classes", name="evil")
+    model.with_suffix(".yaml").write_text(
+        "name: '<img src=\"http://example.invalid/x.png\"><b>Trusted</b>'\n"
+        "classes:\n  - {name: bg}\n  - {name: '<a href=\"http://example.invalid\">click</a>'}\n  - {name: blue}\n")
+    with qtbot.waitSignal(window.model_changed, timeout=TIMEOUT):
+        window.open_model(model)
+    texts = [label.text() for label in window.panel.findChildren(QLabel)]
+    assert any("&lt;img src=" in t for t in texts) and not any("<img" in t for t in texts)
+    class_label = next(label for label in window.panel.findChildren(QLabel) if "click</a>" in label.text())
+    assert class_label.textFormat() == Qt.TextFormat.PlainText
