@@ -24,11 +24,13 @@ def log_file() -> Path:
     return log_dir() / "seglens.log"
 
 
-def setup_file_logging(level: int = logging.INFO) -> Path | None:
+def setup_file_logging(level: int | None = None) -> Path | None:
     """Attach a rotating file handler to the root logger; returns the file, or None when it can't be written.
 
     The log file is best-effort: a read-only or full home folder must not stop the app from starting.
     """
+    level = level or logging.getLevelName(os.environ.get("SEGLENS_LOG_LEVEL", "INFO").upper())
+    level = level if isinstance(level, int) else logging.INFO
     root = logging.getLogger()
     root.setLevel(min(root.level or level, level))
     path = log_file()
@@ -42,6 +44,21 @@ def setup_file_logging(level: int = logging.INFO) -> Path | None:
     handler.setFormatter(logging.Formatter(_FORMAT))
     root.addHandler(handler)
     return path
+
+
+def file_ref(path: object) -> str:
+    """How the log names an input at INFO and above: `file 3f2a9c01d4` (a hash of its path), not the path —
+    image paths often hold patient names, and the log file outlives the session. The path itself goes to the
+    log at DEBUG only (`private`), which the viewer does not write unless SEGLENS_LOG_LEVEL=DEBUG is set."""
+    import hashlib
+
+    return "file " + hashlib.sha256(os.fsencode(str(path))).hexdigest()[:10]
+
+
+def private(logger: logging.Logger, level: int, path: object, message: str) -> None:
+    """Log `message` (which may name `path`) with the path replaced by its reference, and in full at DEBUG."""
+    logger.log(level, "%s", str(message).replace(str(path), file_ref(path)))
+    logger.debug("%s is %s", file_ref(path), path)
 
 
 class RotatingFile(logging.FileHandler):

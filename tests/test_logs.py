@@ -36,3 +36,19 @@ def test_a_large_log_left_by_an_earlier_run_is_moved_aside_at_start(tmp_path):
     handler.close()
     assert path.read_text().strip().endswith("new run") and "old run" not in path.read_text()
     assert (tmp_path / "seglens.log.1").read_text().startswith("old run")
+
+
+def test_input_paths_reach_the_log_file_only_at_debug(tmp_path):
+    """Image paths often hold patient names: INFO and above name a file by a hash of its path."""
+    from app.logs import file_ref, private
+
+    path = tmp_path / "DOE^JANE 1961-02-03" / "ct_0001.dcm"
+    handler = RotatingFile(tmp_path / "seglens.log")
+    handler.setLevel(logging.INFO)
+    logger = _logger(handler)
+    logger.setLevel(logging.DEBUG)
+    private(logger, logging.WARNING, path, f"{path}: damaged or truncated image")
+    handler.close()
+    text = (tmp_path / "seglens.log").read_text()
+    assert "DOE^JANE" not in text and f"{file_ref(path)}: damaged or truncated image" in text
+    assert file_ref(path) == file_ref(str(path)) != file_ref(tmp_path / "other.dcm")

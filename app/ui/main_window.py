@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 from PySide6.QtCore import QSettings, Qt, Signal
 from PySide6.QtWidgets import QMainWindow, QSplitter
 
+from app.logs import private
 from app.ui import actions
 from app.ui import settings as remembered
 from app.ui.file_list import FileList
@@ -202,7 +203,7 @@ class MainWindow(QMainWindow):
             self.files.set_status(path, "pending")  # passed over unprocessed: the reader moved on
 
     def _on_failed(self, _request_id: int, path: str, message: str) -> None:
-        log.warning("%s", message)
+        private(log, logging.WARNING, path, message)
         self.files.set_status(path, "error", message)
         if self.state.is_wanted_path(path):
             self.presenter.clear(message)

@@ -197,7 +197,10 @@ def _one_line(path: Path, exc: Exception) -> str:
 
     if isinstance(exc, SegLensError):
         return error_line(path, exc)
-    log.error("processing %s failed", path, exc_info=exc)
+    from app.logs import file_ref
+
+    log.error("processing %s failed", file_ref(path), exc_info=exc)
+    log.debug("%s is %s", file_ref(path), path)
     return unexpected_error_line(path, exc)
 
 
