@@ -326,6 +326,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     from app.io.discover import discover
     from app.io.files import remove_stale_temporaries
     from app.runs.batch import run_inputs
+    from app.runs.lock import OutputLock
     from app.runs.outputs import ReportWriter, finished_earlier
     from app.runs.safety import output_folder_problem
 
@@ -343,16 +344,18 @@ def cmd_run(args: argparse.Namespace) -> int:
     model = open_session(spec, args.device, runtime=_runtime(args))
     _announce_session(model.info, spec)
     report_path = args.report or args.out / DEFAULT_REPORT_NAME
-    removed = remove_stale_temporaries(args.out)
-    if removed:
-        print(f"note: removed {removed} unfinished temporary file(s) left in {_shown(args.out)} by an interrupted run",
-              file=sys.stderr)
-    done = finished_earlier(report_path, model.spec, inputs, out_dir=args.out, save=args.save) if args.resume else {}
-    progress = _Progress(len(inputs), enabled=sys.stderr.isatty() and not args.no_progress)
-    with ReportWriter(report_path, model.spec) as report:
-        summary = run_inputs(model, inputs, out_dir=args.out, save=args.save, report=report,
-                             progress=progress.update, batch_size=args.batch, done=done)
-    progress.close()
+    with OutputLock(args.out):  # a second run into the same folder is refused while this one writes
+        removed = remove_stale_temporaries(args.out)
+        if removed:
+            print(f"note: removed {removed} unfinished temporary file(s) left in {_shown(args.out)} by an interrupted "
+                  "run", file=sys.stderr)
+        done = finished_earlier(report_path, model.spec, inputs, out_dir=args.out, save=args.save) \
+            if args.resume else {}
+        progress = _Progress(len(inputs), enabled=sys.stderr.isatty() and not args.no_progress)
+        with ReportWriter(report_path, model.spec) as report:
+            summary = run_inputs(model, inputs, out_dir=args.out, save=args.save, report=report,
+                                 progress=progress.update, batch_size=args.batch, done=done)
+        progress.close()
     resumed = f" ({summary.resumed} done by an earlier run)" if summary.resumed else ""
     print(f"{summary.total} inputs: {summary.ok} ok{resumed}, {summary.failed} failed; provider "
           f"{model.info.provider_label}; outputs in {_shown(args.out)}, report {_shown(report_path)}")

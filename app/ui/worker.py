@@ -140,6 +140,7 @@ class InferenceWorker(QObject):
         """Process every input, exporting masks/overlays and the CSV report with the CLI's own writer."""
         from app.errors import SegLensError
         from app.runs.batch import RunSummary, run_inputs
+        from app.runs.lock import OutputLock
         from app.runs.outputs import ReportWriter
 
         self._cancel.clear()
@@ -149,7 +150,7 @@ class InferenceWorker(QObject):
         report_path = Path(out_dir) / "seglens_report.csv"
         try:
             model = self._for_batch()
-            with ReportWriter(report_path, model.spec) as report:
+            with OutputLock(Path(out_dir)), ReportWriter(report_path, model.spec) as report:
                 summary = run_inputs(
                     model, inputs, out_dir=Path(out_dir), save=tuple(save), report=report,
                     progress=lambda outcome, s: self.batch_progress.emit(outcome, copy.copy(s)),
