@@ -16,9 +16,9 @@ from app.runs.lock import LOCK_NAME, OutputLock
 
 
 def test_a_second_run_into_a_folder_in_use_is_refused_and_the_lock_goes_with_the_first(tmp_path):
-    with OutputLock(tmp_path / "out"):
-        with pytest.raises(OutputError, match=r"out: another SegLens run is writing here \(process \d+ on this"):
-            OutputLock(tmp_path / "out").acquire()
+    busy = r"out: another SegLens run is writing here \(process \d+ on this"
+    with OutputLock(tmp_path / "out"), pytest.raises(OutputError, match=busy):
+        OutputLock(tmp_path / "out").acquire()
     assert not (tmp_path / "out" / LOCK_NAME).exists()
     with OutputLock(tmp_path / "out"):  # free again
         pass
