@@ -288,3 +288,31 @@ def test_control_characters_in_file_names_reach_the_terminal_escaped(models, tmp
     assert done.returncode == 1
     assert "\x1b" not in done.stderr and "\x07" not in done.stderr
     assert "x\\x1b]0;owned\\x07\\x1b[2J.png" in done.stderr
+
+
+def test_resume_refuses_rows_made_by_another_model_or_sidecar(models, tmp_path):
+    """The audit: --resume skipped work done with a different model (the report recorded no model identity)."""
+    folder = tmp_path / "in"
+    folder.mkdir()
+    for i in range(3):
+        Image.fromarray(stripes()).save(folder / f"a{i}.png")
+    model, out = models("rgb_classes"), tmp_path / "out"
+    assert cli("run", model, folder, "--out", out).returncode == 0
+    record = json.loads((out / "seglens_report.csv.run.json").read_text())
+    assert record["model"] == model.name and len(record["model_sha256"]) == 64 and record["sidecar"] is None
+    assert "done by an earlier run (3" not in cli("run", model, folder, "--out", out).stdout  # no --resume: all
+    again = cli("run", model, folder, "--out", out, "--resume")
+    assert again.returncode == 0 and "(3 done by an earlier run)" in again.stdout
+
+    model.with_suffix(".yaml").write_text("postprocess:\n  min_area: 5\n")  # an edited sidecar
+    edited = cli("run", model, folder, "--out", out, "--resume")
+    assert edited.returncode == 2 and "another sidecar" in edited.stderr and "without --resume" in edited.stderr
+    model.with_suffix(".yaml").unlink()
+    import onnx
+
+    retrained_model = onnx.load(str(model))
+    retrained_model.doc_string = "retrained"  # the same name and graph, other bytes
+    onnx.save(retrained_model, str(model))
+    retrained = cli("run", model, folder, "--out", out, "--resume")
+    assert retrained.returncode == 2 and "another model file" in retrained.stderr
+    assert read_report(out / "seglens_report.csv")  # the earlier report is untouched by a refused run

@@ -142,6 +142,7 @@ class InferenceWorker(QObject):
         from app.runs.batch import RunSummary, run_inputs
         from app.runs.lock import OutputLock
         from app.runs.outputs import ReportWriter
+        from app.runs.provenance import RunIdentity, record_run
 
         self._cancel.clear()
         if self._model is None:
@@ -151,6 +152,7 @@ class InferenceWorker(QObject):
         try:
             model = self._for_batch()
             with OutputLock(Path(out_dir)), ReportWriter(report_path, model.spec) as report:
+                record_run(report_path, RunIdentity.of(model.spec))
                 summary = run_inputs(
                     model, inputs, out_dir=Path(out_dir), save=tuple(save), report=report,
                     progress=lambda outcome, s: self.batch_progress.emit(outcome, copy.copy(s)),

@@ -1,0 +1,99 @@
+"""What SegLens understands of a model, for people (`seglens-cli info`) and for tools (`info --json`): every value of
+the spec with where it came from, and the session's truth (provider, why not the GPU, latency)."""
+
+from __future__ import annotations
+
+from app.inference.session import SessionInfo
+from app.inference.spec import ModelSpec
+
+
+def spec_dict(spec: ModelSpec, info: SessionInfo | None) -> dict:
+    inp, out = spec.input, spec.output
+    data = {
+        "model": str(spec.path), "sidecar": str(spec.sidecar) if spec.sidecar else None, "name": spec.name,
+        "task": spec.task, "opset": spec.opset, "producer": spec.producer,
+        "inputs": [{"name": t.name, "shape": list(t.shape or []), "dtype": t.dtype} for t in spec.inputs],
+        "outputs": [{"name": t.name, "shape": list(t.shape or []), "dtype": t.dtype} for t in spec.outputs],
+        "input": {"name": inp.name, "layout": inp.layout, "channels": inp.channels, "dtype": inp.dtype,
+                  "size": list(inp.size) if inp.size else None, "resize": inp.resize,
+                  "size_divisor": inp.size_divisor, "color": inp.color, "scale": inp.scale,
+                  "mean": list(inp.mean), "std": list(inp.std)},
+        "output": {"name": out.name, "kind": out.kind, "activation": out.activation, "threshold": out.threshold},
+        "classes": [{"index": i, "name": c.name, "color": hex_color(c.color)} for i, c in enumerate(spec.classes)],
+        "postprocess": vars(spec.postprocess).copy(),
+        "sources": dict(spec.sources),
+    }
+    if info is not None:
+        data["session"] = session_dict(info)
+    return data
+
+
+def session_dict(info: SessionInfo) -> dict:
+    return {"requested": info.requested, "provider": info.provider, "providers": list(info.providers),
+            "fallback_reason": info.fallback_reason, "device_id": info.device_id,
+            "load_ms": round(info.load_ms, 2), "first_run_ms": round(info.first_run_ms, 2),
+            "warm_run_ms": round(info.warm_run_ms, 2), "onnxruntime": info.ort_version}
+
+
+def hex_color(color) -> str | None:
+    return None if color is None else "#{:02x}{:02x}{:02x}".format(*color)
+
+
+_KIND_TEXT = {"scores": "per-class scores (argmax)", "binary": "binary mask (threshold)",
+              "labels": "label map (argmax inside the graph)", "classification": "class scores (top-k)"}
+
+
+def spec_text(spec: ModelSpec, info: SessionInfo | None) -> str:
+    src = spec.sources
+    inp, out = spec.input, spec.output
+
+    def row(label: str, value: object, key: str | None = None) -> str:
+        origin = f"  [{src.get(key, '')}]" if key and src.get(key) else ""
+        return f"  {label:<14}{value}{origin}"
+
+    hw = "dynamic H/W" if inp.dynamic_hw else f"fixed {inp.model_hw[0]}×{inp.model_hw[1]}"
+    lines = [
+        f"{spec.name}  ({spec.path})",
+        f"  sidecar       {spec.sidecar or 'none'}",
+        f"  ONNX          opset {spec.opset}, {spec.producer or 'unknown producer'}",
+        row("task", spec.task, "task"),
+        "input",
+        row("tensor", f"{spec.inputs[0].describe()} ({inp.layout}, {hw})"),
+        row("size", "keep the image's size" if inp.size is None else f"{inp.size[0]}×{inp.size[1]} (H×W)",
+            "input.size"),
+        row("resize", inp.resize, "input.resize"),
+        row("size_divisor", inp.size_divisor, "input.size_divisor"),
+        row("color", inp.color, "input.color"),
+        row("scale", f"{inp.scale:.8g}", "input.scale"),
+        row("mean", ", ".join(f"{v:g}" for v in inp.mean), "input.mean"),
+        row("std", ", ".join(f"{v:g}" for v in inp.std), "input.std"),
+        "output",
+        row("tensor", f"{spec.outputs[0].describe()}: {_KIND_TEXT[out.kind]}"),
+        row("activation", out.activation, "output.activation"),
+    ]
+    if out.kind == "binary":
+        lines.append(row("threshold", out.threshold, "output.threshold"))
+    lines.append(f"classes  [{src.get('classes', '')}]")
+    for i, c in enumerate(spec.classes):
+        color = hex_color(c.color) or ("-" if spec.task == "classification" else "not painted")
+        lines.append(f"  {i:>3}  {c.name:<24}{color if spec.task != 'classification' else ''}".rstrip())
+    post = spec.postprocess
+    lines.append("postprocess")
+    if spec.task == "classification":
+        lines.append(row("top_k", post.top_k, "postprocess.top_k"))
+    else:
+        lines.append(row("min_area", post.min_area, "postprocess.min_area"))
+        lines.append(row("close_kernel", post.close_kernel, "postprocess.close_kernel"))
+    if info is not None:
+        lines += ["session", *(f"  {line}" for line in session_lines(info))]
+    return "\n".join(lines)
+
+
+def session_lines(info: SessionInfo) -> list[str]:
+    lines = [f"provider      {info.provider_label} (requested {info.requested}; "
+             f"onnxruntime {info.ort_version})"]
+    if info.fallback_reason:
+        lines.append(f"not on GPU    {info.fallback_reason}")
+    lines.append(f"latency       load {info.load_ms:.0f} ms, first run {info.first_run_ms:.1f} ms"
+                 + (f", warmed run {info.warm_run_ms:.1f} ms" if info.warm_run_ms else ""))
+    return lines
