@@ -29,6 +29,7 @@ def is_image_path(path: Path) -> bool:
 class InputFile:
     path: Path
     rel: Path  # path relative to the folder it was found in (or just the name), used to name outputs
+    problem: str | None = None  # a folder that could not be listed: listed as an input so that it gets a row
 
 
 def natural_key(text: str) -> tuple:
@@ -58,7 +59,14 @@ def discover(paths: list[str | Path], *, exclude: list[str | Path] = ()) -> list
 def _walk(root: Path, skipped: set[str]) -> list[InputFile]:
     files: list[InputFile] = []
     visited: set[str] = set()
-    for folder, dirs, names in os.walk(root, followlinks=True, onerror=None):
+
+    def unreadable(error: OSError) -> None:  # os.walk skips such a folder silently: say so in the report instead
+        folder = Path(error.filename or root)
+        rel = folder.relative_to(root) if folder != root and root in folder.parents else Path(folder.name)
+        reason = error.strerror or type(error).__name__
+        files.append(InputFile(folder, rel, f"cannot list this folder ({reason}): the images in it were not read"))
+
+    for folder, dirs, names in os.walk(root, followlinks=True, onerror=unreadable):
         real = os.path.realpath(folder)
         if real in visited or (real in skipped and real != os.path.realpath(root)):  # a loop, or outputs
             dirs[:] = []

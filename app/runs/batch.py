@@ -199,6 +199,8 @@ def _prefetch(pool: ThreadPoolExecutor, model: ModelSession, inputs: Sequence[In
 def _prepare(model: ModelSession, index: int, item: InputFile, done: Mapping[str, list[str]]) -> _Work:
     if str(item.path) in done:
         return _Work(index, item, carried=done[str(item.path)])
+    if item.problem:
+        return _Work(index, item, error=f"{item.path}: {item.problem}")
     try:
         image, decode_ms = pipeline.decode(item.path)
         return _Work(index, item, prepared=pipeline.prepare(model.spec, image, decode_ms=decode_ms))

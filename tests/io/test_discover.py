@@ -31,3 +31,28 @@ def test_symlink_loop_does_not_hang(tmp_path):
 def test_output_stems_are_distinct():
     inputs = [InputFile(Path(p), Path(p)) for p in ("a.png", "a.jpg", "A.tif", "sub/a.png")]
     assert [s.as_posix() for s in output_stems(inputs)] == ["a", "a_jpg", "A_tif", "sub/a"]
+
+
+def test_a_folder_that_cannot_be_listed_is_an_input_with_its_problem(tmp_path, monkeypatch):
+    """os.walk skips an unreadable sub-folder silently; its images would vanish from the report unnoticed."""
+    import os
+
+    from PIL import Image
+
+    root = tmp_path / "in"
+    (root / "locked").mkdir(parents=True)
+    Image.new("RGB", (4, 4)).save(root / "a.png")
+    Image.new("RGB", (4, 4)).save(root / "locked" / "b.png")
+    real_scandir = os.scandir
+
+    def scandir(path="."):
+        if os.fspath(path).endswith("locked"):
+            raise PermissionError(13, "Permission denied", os.fspath(path))
+        return real_scandir(path)
+
+    monkeypatch.setattr(os, "scandir", scandir)  # as root in CI, chmod 000 would not stop the walk
+    found = discover([root])
+    assert [(f.rel.as_posix(), f.problem) for f in found] == [
+        ("a.png", None),
+        ("locked", "cannot list this folder (Permission denied): the images in it were not read"),
+    ]

@@ -196,3 +196,17 @@ def test_a_writer_that_dies_with_a_full_queue_ends_the_run_in_one_line(models, t
     assert "0 of 5 inputs finished and reported" in message
     assert report.real_rows == []
     assert report.skipped == [str(i.path) for i in inputs]  # every input listed, where the report could write
+
+
+def test_a_folder_that_could_not_be_listed_gets_an_error_row(models, tmp_path):
+    from app.io.discover import InputFile
+
+    Image.fromarray(stripes()).save(tmp_path / "a.png")
+    locked = InputFile(tmp_path / "locked", __import__("pathlib").Path("locked"),
+                       "cannot list this folder (Permission denied): the images in it were not read")
+    model = open_session(load_spec(models("rgb_classes")), "cpu")
+    with ReportWriter(tmp_path / "out" / "report.csv", model.spec) as report:
+        summary = run_inputs(model, [*discover([tmp_path / "a.png"]), locked], out_dir=tmp_path / "out", report=report)
+    table = rows(tmp_path / "out" / "report.csv")
+    assert (summary.ok, summary.failed) == (1, 1)
+    assert table[1]["status"] == "error" and "cannot list this folder (Permission denied)" in table[1]["error"]
