@@ -241,7 +241,8 @@ class MainWindow(QMainWindow):
         remembered.save(self, self.settings)
 
     def shutdown(self) -> None:
-        """Stop both worker threads and wait for them (a running inference finishes first)."""
+        """Stop both worker threads and wait for them (a running inference or model load finishes first)."""
+        self.hide()  # gone at once, even while a long model load (a TensorRT build) is waited for
         self._peek.remove()
         self.worker.cancel_batch()
         stop_thread(self.worker_thread, timeout_ms=30_000)

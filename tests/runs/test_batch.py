@@ -7,6 +7,7 @@ import os
 import sys
 import threading
 import time
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -202,7 +203,7 @@ def test_a_folder_that_could_not_be_listed_gets_an_error_row(models, tmp_path):
     from app.io.discover import InputFile
 
     Image.fromarray(stripes()).save(tmp_path / "a.png")
-    locked = InputFile(tmp_path / "locked", __import__("pathlib").Path("locked"),
+    locked = InputFile(tmp_path / "locked", Path("locked"),
                        "cannot list this folder (Permission denied): the images in it were not read")
     model = open_session(load_spec(models("rgb_classes")), "cpu")
     with ReportWriter(tmp_path / "out" / "report.csv", model.spec) as report:

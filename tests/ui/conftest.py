@@ -39,6 +39,6 @@ def make_main_window(qtbot, tmp_path):
         leaked = [thread for thread in threads if thread.isRunning()]
         running += [thread.objectName() or repr(thread) for thread in leaked]
         for thread in leaked:  # stopped here so that one leak does not break the tests after it
-            stop_thread(thread, timeout_ms=30_000)
+            stop_thread(thread, timeout_ms=10_000, give_up_ms=60_000)
     if running:
         pytest.fail(f"QThreads still running after the window closed: {', '.join(running)}")
