@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -222,3 +223,20 @@ def test_run_on_real_dicom_files(models, tmp_path):
     assert main(["run", str(model), str(folder), "--out", str(tmp_path / "o")]) == 0
     assert np.asarray(Image.open(tmp_path / "o" / "CT_small_mask.png")).shape == (128, 128)
     assert np.asarray(Image.open(tmp_path / "o" / "MR_small_mask.png")).shape == (64, 64)
+
+
+def test_a_file_name_that_is_not_utf8_gets_its_row_and_the_run_goes_on(models, tmp_path):
+    folder = tmp_path / "odd"
+    folder.mkdir()
+    for name in (b"a.png", b"b\xe9.png", b"c.png"):
+        Image.fromarray(stripes()).save(os.fsencode(folder) + b"/" + name, format="PNG")
+    model, out = models("rgb_classes"), tmp_path / "out"
+    done = cli("run", model, folder, "--out", out, "--device", "cpu")
+    assert done.returncode == 0, done.stderr
+    rows = read_report(out / "seglens_report.csv")
+    assert [r["path"] for r in rows] == [f"{folder}/a.png", f"{folder}/b\\xe9.png", f"{folder}/c.png"]
+    assert all(r["status"] == "ok" for r in rows)
+    assert os.path.isfile(os.fsencode(out) + b"/b\xe9_mask.png")
+    again = cli("run", model, folder, "--out", out, "--device", "cpu", "--resume")
+    assert again.returncode == 0 and "(3 done by an earlier run)" in again.stdout, again.stdout + again.stderr
+    assert read_report(out / "seglens_report.csv") == rows

@@ -2,12 +2,17 @@
 
 Every file appears whole or not at all (app.io.files.atomic_write); the report is written as it goes to
 `<name>.partial` and renamed when complete.
+
+The report is UTF-8. A file name is bytes on POSIX and need not be valid UTF-8: its undecodable bytes are
+written as backslash escapes (`b\\xe9.png` for the byte 0xE9), so the report never fails on a name and still
+says which file a row is about; --resume matches rows by the same text.
 """
 
 from __future__ import annotations
 
 import csv
 import os
+from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -67,7 +72,8 @@ class ReportWriter:
         self._class_columns, self._topk_columns = _task_columns(spec)
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
-            self._file = open(self._partial, "w", newline="", encoding="utf-8")  # noqa: SIM115
+            # `_text` already made every cell encodable; backslashreplace is the net under it, never an abort
+            self._file = open(self._partial, "w", newline="", encoding="utf-8", errors="backslashreplace")  # noqa: SIM115
         except OSError as exc:
             raise OutputError(f"{path}: cannot write the report ({exc.strerror or exc})") from exc
         self._csv = csv.writer(self._file)
@@ -79,12 +85,12 @@ class ReportWriter:
 
     def add_result(self, path: Path, result: Result) -> None:
         h, w = result.image_hw
-        self._row([str(path), "ok", result.task, result.provider, w, h, *self._task_values(result),
+        self._row([path_text(path), "ok", result.task, result.provider, w, h, *self._task_values(result),
                    *(f"{result.timings.get(stage, 0.0):.2f}" for stage in STAGES), ""])
 
     def add_error(self, path: Path, message: str, *, provider: str = "", status: str = "error") -> None:
         blanks = [""] * (len(self.columns) - 7 - len(STAGES))
-        self._row([str(path), status, self.spec.task, provider, "", "", *blanks, *[""] * len(STAGES), message])
+        self._row([path_text(path), status, self.spec.task, provider, "", "", *blanks, *[""] * len(STAGES), message])
 
     def _task_values(self, result: Result) -> list:
         if self.spec.task == "classification":
@@ -101,7 +107,7 @@ class ReportWriter:
         self._row(values)
 
     def _row(self, values: list) -> None:
-        self._csv.writerow(values)
+        self._csv.writerow([_text(v) if isinstance(v, str) else v for v in values])
         self._file.flush()
 
     def close(self, *, complete: bool = True) -> None:
@@ -123,16 +129,21 @@ def finished_earlier(report: Path, spec: ModelSpec, inputs: Sequence[InputFile],
                      save: Sequence[str]) -> dict[str, list[str]]:
     """--resume: report rows of `inputs` an earlier run finished into `out_dir`, keyed by path (read before the
     report is rewritten); an input whose `save` outputs are not all on disk is run again."""
-    stems = {str(item.path): out_dir / stem for item, stem in zip(inputs, output_stems(list(inputs)), strict=True)}
+    stems = {path_text(item.path): (str(item.path), out_dir / stem)
+             for item, stem in zip(inputs, output_stems(list(inputs)), strict=True)}
+    # two inputs with the same report text (`b\xe9` as a name and as a byte) cannot be told apart: run both again
+    ambiguous = {text for text, n in Counter(path_text(item.path) for item in inputs).items() if n > 1}
     wanted = [kind for kind in save if spec.task == "segmentation"]
 
     def outputs_of(path: Path) -> list[Path]:
-        stem = stems.get(str(path))
-        if stem is None:
+        text = str(path)
+        if text not in stems or text in ambiguous:
             return [Path("/nonexistent/not-an-input")]
+        stem = stems[text][1]
         return [stem.with_name(f"{stem.name}_{kind}.png") for kind in wanted]
 
-    return finished_rows(report, report_columns(spec), outputs_of)
+    rows = finished_rows(report, report_columns(spec), outputs_of)
+    return {stems[text][0]: row for text, row in rows.items() if text in stems}  # keyed by the input's str(path)
 
 
 def finished_rows(report: Path, columns: list[str], outputs_of) -> dict[str, list[str]]:
@@ -154,6 +165,25 @@ def finished_rows(report: Path, columns: list[str], outputs_of) -> dict[str, lis
             if len(row) == len(columns) and row[1] == "ok" and all(p.is_file() for p in outputs_of(Path(row[0]))):
                 done[row[0]] = row
     return done
+
+
+def path_text(path: Path | str) -> str:
+    """How the report writes a path: its undecodable bytes as backslash escapes (see the module docstring)."""
+    return _text(str(path))
+
+
+def _text(text: str) -> str:
+    """`text` made valid UTF-8 without losing anything: bytes a file name could not decode (surrogate escapes)
+    become `\\xNN`, any other lone surrogate `\\udNNN`."""
+    try:
+        text.encode("utf-8")
+        return text
+    except UnicodeEncodeError:
+        pass
+    try:
+        return text.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 def _unique(names: list[str], *, reserved: set[str]) -> list[str]:
