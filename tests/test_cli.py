@@ -240,3 +240,15 @@ def test_a_file_name_that_is_not_utf8_gets_its_row_and_the_run_goes_on(models, t
     again = cli("run", model, folder, "--out", out, "--device", "cpu", "--resume")
     assert again.returncode == 0 and "(3 done by an earlier run)" in again.stdout, again.stdout + again.stderr
     assert read_report(out / "seglens_report.csv") == rows
+
+
+def test_a_file_name_that_looks_like_a_formula_is_neutralised_and_resumed(models, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    name = '=HYPERLINK("evil.example","y").png'
+    Image.fromarray(stripes()).save(tmp_path / name)
+    model = str(models("rgb_classes"))
+    assert main(["run", model, name, "--out", "out", "--device", "cpu"]) == 0
+    rows = read_report(tmp_path / "out" / "seglens_report.csv")
+    assert [r["path"] for r in rows] == ["'" + name]
+    assert main(["run", model, name, "--out", "out", "--device", "cpu", "--resume"]) == 0
+    assert read_report(tmp_path / "out" / "seglens_report.csv") == rows

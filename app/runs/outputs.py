@@ -6,12 +6,18 @@ Every file appears whole or not at all (app.io.files.atomic_write); the report i
 The report is UTF-8. A file name is bytes on POSIX and need not be valid UTF-8: its undecodable bytes are
 written as backslash escapes (`b\\xe9.png` for the byte 0xE9), so the report never fails on a name and still
 says which file a row is about; --resume matches rows by the same text.
+
+A text cell (path, error, class name, header) that starts with `=`, `+`, `-`, `@`, a tab or a carriage return
+would run as a formula in Excel or LibreOffice (a file named `=HYPERLINK(…).png`, a class named `=cmd|…`):
+it is written with a leading `'` (the OWASP CSV-injection rule), which spreadsheets show as text. A cell that
+is a plain number (`-1.500000`, a logit) is left as it is.
 """
 
 from __future__ import annotations
 
 import csv
 import os
+import re
 from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
@@ -26,6 +32,8 @@ from app.io.files import atomic_write, encode_png
 from app.io.render import blend_overlay
 
 SAVE_KINDS = ("mask", "overlay")
+_FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+_NUMBER = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?")
 
 
 def write_result_images(result: Result, spec: ModelSpec, out_stem: Path, save: Sequence[str],
@@ -77,7 +85,7 @@ class ReportWriter:
         except OSError as exc:
             raise OutputError(f"{path}: cannot write the report ({exc.strerror or exc})") from exc
         self._csv = csv.writer(self._file)
-        self._csv.writerow(self.columns)
+        self._row(self.columns)
 
     @property
     def columns(self) -> list[str]:
@@ -107,7 +115,7 @@ class ReportWriter:
         self._row(values)
 
     def _row(self, values: list) -> None:
-        self._csv.writerow([_text(v) if isinstance(v, str) else v for v in values])
+        self._csv.writerow([_cell(v) if isinstance(v, str) else v for v in values])
         self._file.flush()
 
     def close(self, *, complete: bool = True) -> None:
@@ -159,7 +167,7 @@ def finished_rows(report: Path, columns: list[str], outputs_of) -> dict[str, lis
                 rows = list(csv.reader(handle))
         except (OSError, UnicodeDecodeError, csv.Error):
             continue
-        if not rows or rows[0] != columns:
+        if not rows or rows[0] != [_cell(c) for c in columns]:
             continue
         for row in rows[1:]:
             if len(row) == len(columns) and row[1] == "ok" and all(p.is_file() for p in outputs_of(Path(row[0]))):
@@ -168,8 +176,17 @@ def finished_rows(report: Path, columns: list[str], outputs_of) -> dict[str, lis
 
 
 def path_text(path: Path | str) -> str:
-    """How the report writes a path: its undecodable bytes as backslash escapes (see the module docstring)."""
-    return _text(str(path))
+    """How the report writes a path (undecodable bytes escaped, a formula neutralised: the module docstring)."""
+    return _cell(str(path))
+
+
+def _cell(text: str) -> str:
+    """A text cell as written: valid UTF-8, never a live spreadsheet formula (idempotent: a row carried over by
+    --resume is written unchanged)."""
+    text = _text(text)
+    if text.startswith(_FORMULA_STARTS) and not _NUMBER.fullmatch(text):
+        return "'" + text
+    return text
 
 
 def _text(text: str) -> str:
