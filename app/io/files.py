@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import secrets
 import tempfile
 from pathlib import Path
 
@@ -31,6 +32,26 @@ def atomic_write(path: Path, data: bytes) -> None:
     except OSError as exc:
         _remove_quietly(tmp)
         raise OutputError(f"{path}: cannot write ({exc.strerror or exc})") from exc
+
+
+TEMPORARY_PREFIX = ".seglens-tmp-"
+
+
+def create_temporary(folder: Path, name: str) -> tuple[int, Path]:
+    """A new, empty file `.seglens-tmp-<name>.<random>.tmp` in `folder`, open for writing: (fd, path).
+
+    Created exclusively (O_CREAT | O_EXCL: it never opens an existing file and never follows a symlink planted
+    under its name), with mode 0o666 so that the umask decides its permissions, as for any file a program writes.
+    The name is cut short: the temporary must fit the file-name limit wherever the final name does.
+    """
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0) | getattr(os, "O_CLOEXEC", 0)
+    for _ in range(100):
+        path = folder / f"{TEMPORARY_PREFIX}{name[:48]}.{secrets.token_hex(4)}.tmp"
+        try:
+            return os.open(path, flags, 0o666), path
+        except FileExistsError:
+            continue
+    raise FileExistsError(f"{folder}: no free temporary name for {name}")
 
 
 def remove_stale_temporaries(folder: Path) -> int:

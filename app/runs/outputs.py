@@ -15,6 +15,7 @@ is a plain number (`-1.500000`, a logit) is left as it is.
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import os
 import re
@@ -28,7 +29,7 @@ from app.errors import OutputError
 from app.inference.pipeline import STAGES, Result
 from app.inference.spec import ModelSpec
 from app.io.discover import InputFile, output_stems
-from app.io.files import atomic_write, encode_png
+from app.io.files import atomic_write, create_temporary, encode_png
 from app.io.render import blend_overlay
 
 SAVE_KINDS = ("mask", "overlay")
@@ -80,8 +81,7 @@ class ReportWriter:
         self._class_columns, self._topk_columns = _task_columns(spec)
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
-            # `_text` already made every cell encodable; backslashreplace is the net under it, never an abort
-            self._file = open(self._partial, "w", newline="", encoding="utf-8", errors="backslashreplace")  # noqa: SIM115
+            self._file, self._identity = _open_partial(self._partial)
         except OSError as exc:
             raise OutputError(f"{path}: cannot write the report ({exc.strerror or exc})") from exc
         self._csv = csv.writer(self._file)
@@ -124,13 +124,46 @@ class ReportWriter:
             return
         self._file.close()
         if complete:
-            os.replace(self._partial, self.path)
+            if _identity(os.lstat(self._partial)) != self._identity:  # never move someone else's file into place
+                raise OutputError(f"{self._partial}: the report was replaced by another file while it was written")
+            os.replace(self._partial, self.path)  # replaces a file or symlink at `path`, never writes through it
 
     def __enter__(self) -> ReportWriter:
         return self
 
     def __exit__(self, exc_type, *exc) -> None:
         self.close(complete=exc_type is None)
+
+
+def _open_partial(partial: Path) -> tuple:
+    """The report's `.partial`, new and ours: (text file open for appending, its identity).
+
+    Opening `.partial` by name would write through whatever is there (a planted symlink to another file, or to
+    /dev/full). So the file is created exclusively under a unique temporary name, renamed over `.partial` (the
+    rename replaces a symlink, it never follows it), reopened for appending and checked to be that same file.
+    The rows then go to `.partial` as before, so an interrupted run leaves it for --resume. (Reopened rather than
+    kept open: Windows cannot rename an open file.)
+    """
+    fd, tmp = create_temporary(partial.parent, partial.name)
+    try:
+        identity = _identity(os.fstat(fd))
+        os.close(fd)
+        os.replace(tmp, partial)
+    except OSError:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+    flags = os.O_WRONLY | os.O_APPEND | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
+    fd = os.open(partial, flags | getattr(os, "O_BINARY", 0) | getattr(os, "O_CLOEXEC", 0))
+    if _identity(os.fstat(fd)) != identity:
+        os.close(fd)
+        raise OutputError(f"{partial}: replaced by another file while the report was being created")
+    # `_cell` made every cell encodable; backslashreplace is the net under it, never an abort
+    return open(fd, "w", newline="", encoding="utf-8", errors="backslashreplace"), identity
+
+
+def _identity(stat: os.stat_result) -> tuple[int, int]:
+    return stat.st_dev, stat.st_ino
 
 
 def finished_earlier(report: Path, spec: ModelSpec, inputs: Sequence[InputFile], *, out_dir: Path,

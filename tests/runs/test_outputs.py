@@ -7,6 +7,7 @@ import os
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 from app.inference.pipeline import STAGES, Result
 from app.inference.postprocess import Prediction
@@ -58,3 +59,43 @@ def test_text_cells_that_a_spreadsheet_would_run_as_formulas_are_neutralised(mod
     assert [row[0] for row in errors] == [f"'{text}.png" for text in FORMULAS]
     assert [row[-1] for row in errors] == [f"'{text}: broken" for text in FORMULAS]
     assert not any(cell[:1] in ("=", "+", "-", "@", "\t", "\r") for cell in header)
+
+
+def write_report(path: Path, spec, names=("a.png", "b.png")) -> None:
+    with ReportWriter(path, spec) as report:
+        for name in names:
+            report.add_result(path.parent / name, seg_result(path.parent / name))
+
+
+def test_the_report_never_writes_through_a_planted_symlink(models, tmp_path):
+    spec = load_spec(models("rgb_classes"))
+    out = tmp_path / "out"
+    out.mkdir()
+    victim, final_victim = tmp_path / "victim.txt", tmp_path / "final_victim.txt"
+    victim.write_text("precious")
+    final_victim.write_text("also precious")
+    (out / "seglens_report.csv.partial").symlink_to(victim)
+    (out / "seglens_report.csv").symlink_to(final_victim)
+    write_report(out / "seglens_report.csv", spec)
+    assert victim.read_text() == "precious" and final_victim.read_text() == "also precious"
+    report = out / "seglens_report.csv"
+    assert not report.is_symlink() and [r[0] for r in read_rows(report)[1:]] == [str(out / "a.png"), str(out / "b.png")]
+    assert sorted(p.name for p in out.iterdir()) == ["seglens_report.csv"]
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full")
+def test_a_partial_symlink_to_dev_full_does_not_break_the_report(models, tmp_path):
+    spec = load_spec(models("rgb_classes"))
+    (tmp_path / "r.csv.partial").symlink_to("/dev/full")
+    write_report(tmp_path / "r.csv", spec)
+    assert len(read_rows(tmp_path / "r.csv")) == 3
+
+
+def test_an_interrupted_report_keeps_its_partial_for_resume(models, tmp_path):
+    spec = load_spec(models("rgb_classes"))
+    report = ReportWriter(tmp_path / "r.csv", spec)
+    report.add_result(tmp_path / "a.png", seg_result(tmp_path / "a.png"))
+    assert len(read_rows(tmp_path / "r.csv.partial")) == 2  # rows are on disk as they are written
+    report.close(complete=False)
+    assert not (tmp_path / "r.csv").exists() and len(read_rows(tmp_path / "r.csv.partial")) == 2
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []
