@@ -79,6 +79,7 @@ class ReportWriter:
         self.spec = spec
         self._partial = path.with_name(path.name + ".partial")
         self._class_columns, self._topk_columns = _task_columns(spec)
+        self._columns = report_columns(spec)
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
             self._file, self._identity = _open_partial(self._partial)
@@ -89,7 +90,7 @@ class ReportWriter:
 
     @property
     def columns(self) -> list[str]:
-        return report_columns(self.spec)
+        return list(self._columns)
 
     def add_result(self, path: Path, result: Result) -> None:
         h, w = result.image_hw
@@ -97,24 +98,29 @@ class ReportWriter:
                    *(f"{result.timings.get(stage, 0.0):.2f}" for stage in STAGES), ""])
 
     def add_error(self, path: Path, message: str, *, provider: str = "", status: str = "error") -> None:
-        blanks = [""] * (len(self.columns) - 7 - len(STAGES))
+        blanks = [""] * (len(self._columns) - 7 - len(STAGES))
         self._row([path_text(path), status, self.spec.task, provider, "", "", *blanks, *[""] * len(STAGES), message])
 
     def _task_values(self, result: Result) -> list:
+        """Exactly one value per task column, whatever the model returned: a model may give more scores than
+        there are top-k columns, and a mask counts at most 256 label values however many classes there are."""
         if self.spec.task == "classification":
             values: list = []
-            for p in result.predictions:
+            for p in result.predictions[: len(self._topk_columns) // 2]:
                 values += [p.name, f"{p.score:.6f}"]
             return values + [""] * (len(self._topk_columns) - len(values))
         counts = result.class_pixels()
         known = len(self._class_columns)
-        return [*(int(c) for c in counts[:known]), int(counts[known:].sum())]
+        per_class = [int(c) for c in counts[:known]]
+        return [*per_class, *[0] * (known - len(per_class)), int(counts[known:].sum())]
 
     def add_row(self, values: list) -> None:
         """A row as it stands (carried over from an earlier report by --resume)."""
         self._row(values)
 
     def _row(self, values: list) -> None:
+        if len(values) != len(self._columns):  # a shifted row would put every later value under the wrong name
+            raise ValueError(f"a report row of {len(values)} values for {len(self._columns)} columns")
         self._csv.writerow([_cell(v) if isinstance(v, str) else v for v in values])
         self._file.flush()
 

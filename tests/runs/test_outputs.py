@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import dataclasses
 import os
 from pathlib import Path
 
@@ -11,8 +12,8 @@ import pytest
 
 from app.inference.pipeline import STAGES, Result
 from app.inference.postprocess import Prediction
-from app.inference.spec import load_spec
-from app.runs.outputs import ReportWriter
+from app.inference.spec import ClassInfo, load_spec
+from app.runs.outputs import ReportWriter, report_columns
 
 
 def read_rows(path: Path) -> list[list[str]]:
@@ -99,3 +100,32 @@ def test_an_interrupted_report_keeps_its_partial_for_resume(models, tmp_path):
     report.close(complete=False)
     assert not (tmp_path / "r.csv").exists() and len(read_rows(tmp_path / "r.csv.partial")) == 2
     assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []
+
+
+def with_classes(spec, names):
+    return dataclasses.replace(spec, classes=tuple(ClassInfo(name, (1, 2, 3)) for name in names))
+
+
+def test_more_scores_than_top_k_columns_never_shift_the_row(models, tmp_path):
+    spec = with_classes(load_spec(models("classifier")), ["a", "b"])  # 3 scores, columns for 2
+    columns = report_columns(spec)
+    assert "top2" in columns and "top3" not in columns
+    predictions = (Prediction(0, "a", 0.7), Prediction(1, "b", 0.2), Prediction(2, "c", 0.1))
+    result = Result(None, "classification", (4, 4), None, predictions, {s: 2.0 for s in STAGES}, "CPU")
+    with ReportWriter(tmp_path / "r.csv", spec) as report:
+        report.add_result(tmp_path / "x.png", result)
+    header, row = read_rows(tmp_path / "r.csv")
+    assert len(row) == len(header)
+    cells = dict(zip(header, row, strict=True))
+    assert (cells["top1"], cells["top2"], cells["decode_ms"], cells["error"]) == ("a", "b", "2.00", "")
+
+
+def test_more_classes_than_label_values_never_shift_the_row(models, tmp_path):
+    spec = with_classes(load_spec(models("rgb_classes")), [f"c{i}" for i in range(300)])  # > 256 label values
+    mask = np.full((4, 5), 2, np.uint8)
+    with ReportWriter(tmp_path / "r.csv", spec) as report:
+        report.add_result(tmp_path / "x.png", seg_result(tmp_path / "x.png", mask))
+    header, row = read_rows(tmp_path / "r.csv")
+    assert len(row) == len(header)
+    cells = dict(zip(header, row, strict=True))
+    assert (cells["pixels_c2"], cells["pixels_c299"], cells["pixels_other"], cells["error"]) == ("20", "0", "0", "")
