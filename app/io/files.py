@@ -9,7 +9,6 @@ from __future__ import annotations
 import contextlib
 import os
 import secrets
-import tempfile
 from pathlib import Path
 
 import cv2
@@ -19,10 +18,14 @@ from app.errors import OutputError
 
 
 def atomic_write(path: Path, data: bytes) -> None:
-    """Write `data` to `path` via a temporary file in the same folder and a rename."""
+    """Write `data` to `path` via a temporary file in the same folder and a rename.
+
+    The temporary is made by `create_temporary`, not `tempfile.mkstemp`: mkstemp creates 0600 files, and the
+    rename would hand that mode to every output whatever the user's umask.
+    """
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+        fd, tmp = create_temporary(path.parent, path.name)
     except OSError as exc:
         raise OutputError(f"{path}: cannot write ({exc.strerror or exc})") from exc
     try:
@@ -84,6 +87,6 @@ def encode_png(pixels: np.ndarray) -> bytes:
     return buffer.tobytes()
 
 
-def _remove_quietly(path: str) -> None:
+def _remove_quietly(path: str | Path) -> None:
     with contextlib.suppress(OSError):
         os.unlink(path)
