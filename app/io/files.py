@@ -9,6 +9,8 @@ from __future__ import annotations
 import contextlib
 import os
 import secrets
+import stat
+import time
 from pathlib import Path
 
 import cv2
@@ -57,15 +59,28 @@ def create_temporary(folder: Path, name: str) -> tuple[int, Path]:
     raise FileExistsError(f"{folder}: no free temporary name for {name}")
 
 
-def remove_stale_temporaries(folder: Path) -> int:
-    """Delete `.<name>.<random>.tmp` files a killed run left behind (atomic_write's own naming only)."""
+def remove_stale_temporaries(folder: Path, *, older_than: float | None = None) -> int:
+    """Delete the temporaries a killed run left in `folder` and its sub-folders: SegLens's own only
+    (`.seglens-tmp-*.tmp` regular files, not a user's `.notes.tmp`), and only those last written before
+    `older_than` (a time.time() value: this run's start; default now), so that a run started at the same time in
+    the same folder keeps the files it is writing. Symlinks are neither followed nor removed.
+    """
+    cutoff = time.time() if older_than is None else older_than
     removed = 0
-    if folder.is_dir():
-        for path in folder.rglob(".*.tmp"):
-            with contextlib.suppress(OSError):
-                path.unlink()
-                removed += 1
+    for root, _dirs, names in os.walk(folder):  # os.walk does not follow symlinked folders
+        for name in names:
+            if name.startswith(TEMPORARY_PREFIX) and name.endswith(".tmp"):
+                removed += _remove_if_stale(os.path.join(root, name), cutoff)
     return removed
+
+
+def _remove_if_stale(path: str, cutoff: float) -> int:
+    with contextlib.suppress(OSError):
+        info = os.lstat(path)
+        if stat.S_ISREG(info.st_mode) and info.st_mtime < cutoff:
+            os.unlink(path)
+            return 1
+    return 0
 
 
 def encode_png(pixels: np.ndarray) -> bytes:

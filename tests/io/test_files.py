@@ -5,11 +5,12 @@ from __future__ import annotations
 import os
 import stat
 import sys
+import time
 
 import numpy as np
 import pytest
 
-from app.io.files import atomic_write, encode_png
+from app.io.files import TEMPORARY_PREFIX, atomic_write, create_temporary, encode_png, remove_stale_temporaries
 
 
 @pytest.mark.skipif(sys.platform == "win32", reason="POSIX permissions")
@@ -21,3 +22,36 @@ def test_outputs_honour_the_umask(tmp_path, umask, mode):
     finally:
         os.umask(previous)
     assert stat.S_IMODE((tmp_path / "a_mask.png").stat().st_mode) == mode
+
+
+def test_only_old_seglens_temporaries_are_removed(tmp_path):
+    started = time.time()
+    keep = tmp_path / "keep"
+    keep.mkdir()
+    users = [keep / ".important.tmp", tmp_path / ".notes.tmp", tmp_path / ".a.png.x1y2.tmp"]
+    for path in users:
+        path.write_text("the user's")
+        os.utime(path, (started - 3600, started - 3600))
+    fd, old = create_temporary(keep, "a_mask.png")  # a killed run's
+    os.close(fd)
+    os.utime(old, (started - 60, started - 60))
+    fd, fresh = create_temporary(tmp_path, "b_mask.png")  # a concurrent run's, in flight
+    os.close(fd)
+    os.utime(fresh, (started + 1, started + 1))
+    assert remove_stale_temporaries(tmp_path, older_than=started) == 1
+    assert not old.exists() and fresh.exists() and all(p.read_text() == "the user's" for p in users)
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="symlinks")
+def test_stale_temporaries_are_looked_for_inside_the_folder_only(tmp_path):
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    fd, outside = create_temporary(elsewhere, "x.png")
+    os.close(fd)
+    os.utime(outside, (1, 1))
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "link").symlink_to(elsewhere)
+    (out / f"{TEMPORARY_PREFIX}link.tmp").symlink_to(outside)
+    assert remove_stale_temporaries(out) == 0
+    assert outside.exists()
