@@ -252,3 +252,16 @@ def test_a_file_name_that_looks_like_a_formula_is_neutralised_and_resumed(models
     assert [r["path"] for r in rows] == ["'" + name]
     assert main(["run", model, name, "--out", "out", "--device", "cpu", "--resume"]) == 0
     assert read_report(tmp_path / "out" / "seglens_report.csv") == rows
+
+
+def test_resume_reruns_an_input_whose_mask_was_truncated(models, tmp_path):
+    folder = tmp_path / "in"
+    folder.mkdir()
+    for name in ("a.png", "b.png"):
+        Image.fromarray(stripes()).save(folder / name)
+    model, out = models("rgb_classes"), tmp_path / "out"
+    assert main(["run", str(model), str(folder), "--out", str(out)]) == 0
+    (out / "b_mask.png").write_bytes((out / "b_mask.png").read_bytes()[:20])
+    done = cli("run", model, folder, "--out", out, "--resume")
+    assert done.returncode == 0 and "(1 done by an earlier run)" in done.stdout, done.stdout + done.stderr
+    np.testing.assert_array_equal(np.asarray(Image.open(out / "b_mask.png")), expected_stripes())

@@ -11,6 +11,7 @@ import os
 import secrets
 import stat
 import time
+import zlib
 from pathlib import Path
 
 import cv2
@@ -81,6 +82,29 @@ def _remove_if_stale(path: str, cutoff: float) -> int:
             os.unlink(path)
             return 1
     return 0
+
+
+_PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+_PNG_END = b"\x00\x00\x00\x00IEND\xaeB`\x82"  # the empty IEND chunk every complete PNG ends with
+
+
+def is_complete_png(path: Path) -> bool:
+    """Whether `path` is a regular file holding a whole PNG: signature, a valid IHDR and the IEND at its end.
+
+    Cheap (two small reads, no decoding): what --resume checks on every output it trusts. It catches the empty
+    and cut-short files a crash or a full disk leaves, not a bit flipped inside the image data.
+    """
+    try:
+        if not path.is_file():  # not a folder, FIFO or device (opening a FIFO would wait for a writer)
+            return False
+        with open(path, "rb") as handle:
+            head = handle.read(33)
+            handle.seek(-len(_PNG_END), os.SEEK_END)
+            tail = handle.read()
+    except OSError:  # missing, unreadable, or shorter than the IEND chunk (the seek fails)
+        return False
+    ihdr_ok = head[8:16] == b"\x00\x00\x00\x0dIHDR" and zlib.crc32(head[12:29]) == int.from_bytes(head[29:33], "big")
+    return head[:8] == _PNG_SIGNATURE and ihdr_ok and tail == _PNG_END
 
 
 def encode_png(pixels: np.ndarray) -> bytes:

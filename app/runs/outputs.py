@@ -29,7 +29,7 @@ from app.errors import OutputError
 from app.inference.pipeline import STAGES, Result
 from app.inference.spec import ModelSpec
 from app.io.discover import InputFile, output_stems
-from app.io.files import atomic_write, create_temporary, encode_png
+from app.io.files import atomic_write, create_temporary, encode_png, is_complete_png
 from app.io.render import blend_overlay
 
 SAVE_KINDS = ("mask", "overlay")
@@ -196,7 +196,8 @@ def finished_earlier(report: Path, spec: ModelSpec, inputs: Sequence[InputFile],
 def finished_rows(report: Path, columns: list[str], outputs_of) -> dict[str, list[str]]:
     """Rows of inputs an earlier run finished (status ok, outputs on disk), from its report or `.partial`.
 
-    `outputs_of(path)` lists the files an input must have; a row whose files are missing is run again. A report
+    `outputs_of(path)` lists the PNGs an input must have; a row whose files are missing, empty or cut short
+    (app.io.files.is_complete_png) is run again. A report
     written with other columns (another model) is ignored.
     """
     done: dict[str, list[str]] = {}
@@ -209,9 +210,13 @@ def finished_rows(report: Path, columns: list[str], outputs_of) -> dict[str, lis
         if not rows or rows[0] != [_cell(c) for c in columns]:
             continue
         for row in rows[1:]:
-            if len(row) == len(columns) and row[1] == "ok" and all(p.is_file() for p in outputs_of(Path(row[0]))):
+            if len(row) == len(columns) and row[1] == "ok" and _outputs_complete(outputs_of(Path(row[0]))):
                 done[row[0]] = row
     return done
+
+
+def _outputs_complete(paths: list[Path]) -> bool:
+    return all(is_complete_png(path) for path in paths)
 
 
 def path_text(path: Path | str) -> str:

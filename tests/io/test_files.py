@@ -10,7 +10,14 @@ import time
 import numpy as np
 import pytest
 
-from app.io.files import TEMPORARY_PREFIX, atomic_write, create_temporary, encode_png, remove_stale_temporaries
+from app.io.files import (
+    TEMPORARY_PREFIX,
+    atomic_write,
+    create_temporary,
+    encode_png,
+    is_complete_png,
+    remove_stale_temporaries,
+)
 
 
 @pytest.mark.skipif(sys.platform == "win32", reason="POSIX permissions")
@@ -55,3 +62,12 @@ def test_stale_temporaries_are_looked_for_inside_the_folder_only(tmp_path):
     (out / f"{TEMPORARY_PREFIX}link.tmp").symlink_to(outside)
     assert remove_stale_temporaries(out) == 0
     assert outside.exists()
+
+
+def test_a_complete_png_is_told_from_an_empty_or_cut_one(tmp_path):
+    png = encode_png(np.zeros((30, 40), np.uint8))
+    cases = {"whole": png, "empty": b"", "cut": png[:-1], "head_only": png[:40], "not_png": b"x" * 200}
+    for name, data in cases.items():
+        (tmp_path / name).write_bytes(data)
+    assert {name: is_complete_png(tmp_path / name) for name in cases} == {name: name == "whole" for name in cases}
+    assert not is_complete_png(tmp_path) and not is_complete_png(tmp_path / "missing.png")

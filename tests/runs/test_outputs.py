@@ -13,7 +13,8 @@ import pytest
 from app.inference.pipeline import STAGES, Result
 from app.inference.postprocess import Prediction
 from app.inference.spec import ClassInfo, load_spec
-from app.runs.outputs import ReportWriter, report_columns
+from app.io.files import encode_png
+from app.runs.outputs import ReportWriter, finished_rows, report_columns
 
 
 def read_rows(path: Path) -> list[list[str]]:
@@ -129,3 +130,15 @@ def test_more_classes_than_label_values_never_shift_the_row(models, tmp_path):
     assert len(row) == len(header)
     cells = dict(zip(header, row, strict=True))
     assert (cells["pixels_c2"], cells["pixels_c299"], cells["pixels_other"], cells["error"]) == ("20", "0", "0", "")
+
+
+def test_resume_runs_again_an_input_whose_mask_is_empty_or_truncated(models, tmp_path):
+    spec = load_spec(models("rgb_classes"))
+    write_report(tmp_path / "r.csv", spec, names=("a.png", "b.png", "c.png"))
+    png = encode_png(np.zeros((30, 40), np.uint8))
+    masks = {name: tmp_path / f"{name}_mask.png" for name in ("a", "b", "c")}
+    masks["a"].write_bytes(b"")
+    masks["b"].write_bytes(png[: len(png) - 7])
+    masks["c"].write_bytes(png)
+    done = finished_rows(tmp_path / "r.csv", report_columns(spec), lambda p: [masks[Path(p).stem]])
+    assert sorted(Path(p).name for p in done) == ["c.png"]
