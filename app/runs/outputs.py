@@ -19,6 +19,7 @@ import contextlib
 import csv
 import os
 import re
+import stat
 from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
@@ -202,17 +203,36 @@ def finished_rows(report: Path, columns: list[str], outputs_of) -> dict[str, lis
     """
     done: dict[str, list[str]] = {}
     for candidate in (report.with_name(report.name + ".partial"), report):
-        try:
-            with open(candidate, newline="", encoding="utf-8") as handle:
-                rows = list(csv.reader(handle))
-        except (OSError, UnicodeDecodeError, csv.Error):
-            continue
+        rows = _read_report(candidate)
         if not rows or rows[0] != [_cell(c) for c in columns]:
             continue
         for row in rows[1:]:
             if len(row) == len(columns) and row[1] == "ok" and _outputs_complete(outputs_of(Path(row[0]))):
                 done[row[0]] = row
     return done
+
+
+def _read_report(path: Path) -> list[list[str]] | None:
+    """The rows of an earlier report, or None if it is not a readable regular file of ours.
+
+    Not through a symlink (a planted `.partial` could point anywhere, /dev/full reads as endless zeros) and not
+    a FIFO or device (opened without blocking, then checked), so --resume can neither hang nor read a stranger's
+    file.
+    """
+    flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
+    try:
+        fd = os.open(path, flags)
+    except OSError:
+        return None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        with open(fd, newline="", encoding="utf-8", closefd=False) as handle:
+            return list(csv.reader(handle))
+    except (OSError, UnicodeDecodeError, csv.Error):
+        return None
+    finally:
+        os.close(fd)
 
 
 def _outputs_complete(paths: list[Path]) -> bool:

@@ -142,3 +142,20 @@ def test_resume_runs_again_an_input_whose_mask_is_empty_or_truncated(models, tmp
     masks["c"].write_bytes(png)
     done = finished_rows(tmp_path / "r.csv", report_columns(spec), lambda p: [masks[Path(p).stem]])
     assert sorted(Path(p).name for p in done) == ["c.png"]
+
+
+def test_resume_reads_only_regular_report_files_never_through_a_symlink(models, tmp_path):
+    spec = load_spec(models("rgb_classes"))
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    write_report(elsewhere / "r.csv", spec)  # a finished report of other files, planted as ours
+    (tmp_path / "r.csv.partial").symlink_to(elsewhere / "r.csv")
+    os.mkfifo(tmp_path / "r.csv")  # opening a FIFO to read would wait for a writer for ever
+    assert finished_rows(tmp_path / "r.csv", report_columns(spec), lambda p: []) == {}
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full")
+def test_resume_does_not_read_an_endless_device(models, tmp_path):
+    spec = load_spec(models("rgb_classes"))
+    (tmp_path / "r.csv.partial").symlink_to("/dev/full")  # reads as endless zeros: one line for ever
+    assert finished_rows(tmp_path / "r.csv", report_columns(spec), lambda p: []) == {}
