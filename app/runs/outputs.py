@@ -129,11 +129,17 @@ class ReportWriter:
         """Close; a complete report takes its final name, an interrupted one keeps `.partial`."""
         if self._file.closed:
             return
-        self._file.close()
-        if complete:
-            if _identity(os.lstat(self._partial)) != self._identity:  # never move someone else's file into place
-                raise OutputError(f"{self._partial}: the report was replaced by another file while it was written")
-            os.replace(self._partial, self.path)  # replaces a file or symlink at `path`, never writes through it
+        try:
+            self._file.close()
+            if complete:
+                self._take_final_name()
+        except OSError as exc:
+            raise OutputError(f"{self._partial}: cannot finish the report ({exc.strerror or exc})") from exc
+
+    def _take_final_name(self) -> None:
+        if _identity(os.lstat(self._partial)) != self._identity:  # never move someone else's file into place
+            raise OutputError(f"{self._partial}: the report was replaced by another file while it was written")
+        os.replace(self._partial, self.path)  # replaces a file or symlink at `path`, never writes through it
 
     def __enter__(self) -> ReportWriter:
         return self

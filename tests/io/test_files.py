@@ -71,3 +71,9 @@ def test_a_complete_png_is_told_from_an_empty_or_cut_one(tmp_path):
         (tmp_path / name).write_bytes(data)
     assert {name: is_complete_png(tmp_path / name) for name in cases} == {name: name == "whole" for name in cases}
     assert not is_complete_png(tmp_path) and not is_complete_png(tmp_path / "missing.png")
+
+
+def test_a_long_file_name_still_gets_a_temporary_that_fits(tmp_path):
+    path = tmp_path / ("x" * 240 + "_mask.png")  # 249 bytes: fits NAME_MAX (255), a `.<name>.<random>.tmp` did not
+    atomic_write(path, b"data")
+    assert path.read_bytes() == b"data" and [p.name for p in tmp_path.iterdir()] == [path.name]

@@ -159,3 +159,12 @@ def test_resume_does_not_read_an_endless_device(models, tmp_path):
     spec = load_spec(models("rgb_classes"))
     (tmp_path / "r.csv.partial").symlink_to("/dev/full")  # reads as endless zeros: one line for ever
     assert finished_rows(tmp_path / "r.csv", report_columns(spec), lambda p: []) == {}
+
+
+def test_a_report_that_cannot_take_its_name_is_a_one_line_output_error(models, tmp_path):
+    from app.errors import OutputError
+
+    report = ReportWriter(tmp_path / "r.csv", load_spec(models("rgb_classes")))
+    (tmp_path / "r.csv.partial").unlink()  # removed by someone else during the run
+    with pytest.raises(OutputError, match=r"r\.csv\.partial: "):
+        report.close()
