@@ -1,7 +1,8 @@
 """Write results: masks, overlays and the CSV report (its columns and rows, and what --resume reads back).
 
 Every file appears whole or not at all (app.io.files.atomic_write); the report is written as it goes to
-`<name>.partial` and renamed when complete.
+`<name>.partial` (a new file of its own, never one planted under that name: `_open_partial`) and renamed when
+complete. Every row has exactly one value per column.
 
 The report is UTF-8. A file name is bytes on POSIX and need not be valid UTF-8: its undecodable bytes are
 written as backslash escapes (`b\\xe9.png` for the byte 0xE9), so the report never fails on a name and still
@@ -185,7 +186,8 @@ def finished_earlier(report: Path, spec: ModelSpec, inputs: Sequence[InputFile],
     report is rewritten); an input whose `save` outputs are not all on disk is run again."""
     stems = {path_text(item.path): (str(item.path), out_dir / stem)
              for item, stem in zip(inputs, output_stems(list(inputs)), strict=True)}
-    # two inputs with the same report text (`b\xe9` as a name and as a byte) cannot be told apart: run both again
+    # two inputs with the same report text cannot be told apart (`b\xe9` as four characters and as a byte, `=x`
+    # and `'=x`): both are run again
     ambiguous = {text for text, n in Counter(path_text(item.path) for item in inputs).items() if n > 1}
     wanted = [kind for kind in save if spec.task == "segmentation"]
 
