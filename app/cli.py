@@ -230,6 +230,7 @@ def cmd_doctor(args: argparse.Namespace) -> int:
 # --- run ---------------------------------------------------------------------------------------------
 
 def cmd_run(args: argparse.Namespace) -> int:
+    started = time.time()  # temporaries older than this run are a killed run's; newer ones are nobody's to take
     from app.inference.session import open_session
     from app.inference.spec import load_spec
     from app.io.discover import discover
@@ -255,7 +256,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     _announce_session(model.info, spec)
     report_path = args.report or args.out / DEFAULT_REPORT_NAME
     with OutputLock(args.out):  # a second run into the same folder is refused while this one writes
-        removed = remove_stale_temporaries(args.out)
+        removed = remove_stale_temporaries(args.out, older_than=started)
         if removed:
             print(f"note: removed {removed} unfinished temporary file(s) left in {_shown(args.out)} by an interrupted "
                   "run", file=sys.stderr)

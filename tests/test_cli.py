@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -316,3 +317,45 @@ def test_resume_refuses_rows_made_by_another_model_or_sidecar(models, tmp_path):
     retrained = cli("run", model, folder, "--out", out, "--resume")
     assert retrained.returncode == 2 and "another model file" in retrained.stderr
     assert read_report(out / "seglens_report.csv")  # the earlier report is untouched by a refused run
+
+
+def test_a_file_name_that_is_not_utf8_gets_its_row_and_the_run_goes_on(models, tmp_path):
+    folder = tmp_path / "odd"
+    folder.mkdir()
+    for name in (b"a.png", b"b\xe9.png", b"c.png"):
+        Image.fromarray(stripes()).save(os.fsencode(folder) + b"/" + name, format="PNG")
+    model, out = models("rgb_classes"), tmp_path / "out"
+    done = cli("run", model, folder, "--out", out, "--device", "cpu")
+    assert done.returncode == 0, done.stderr
+    rows = read_report(out / "seglens_report.csv")
+    assert [r["path"] for r in rows] == [f"{folder}/a.png", f"{folder}/b\\xe9.png", f"{folder}/c.png"]
+    assert all(r["status"] == "ok" for r in rows)
+    assert os.path.isfile(os.fsencode(out) + b"/b\xe9_mask.png")
+    again = cli("run", model, folder, "--out", out, "--device", "cpu", "--resume")
+    assert again.returncode == 0 and "(3 done by an earlier run)" in again.stdout, again.stdout + again.stderr
+    assert read_report(out / "seglens_report.csv") == rows
+
+
+def test_a_file_name_that_looks_like_a_formula_is_neutralised_and_resumed(models, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    name = '=HYPERLINK("evil.example","y").png'
+    Image.fromarray(stripes()).save(tmp_path / name)
+    model = str(models("rgb_classes"))
+    assert main(["run", model, name, "--out", "out", "--device", "cpu"]) == 0
+    rows = read_report(tmp_path / "out" / "seglens_report.csv")
+    assert [r["path"] for r in rows] == ["'" + name]
+    assert main(["run", model, name, "--out", "out", "--device", "cpu", "--resume"]) == 0
+    assert read_report(tmp_path / "out" / "seglens_report.csv") == rows
+
+
+def test_resume_reruns_an_input_whose_mask_was_truncated(models, tmp_path):
+    folder = tmp_path / "in"
+    folder.mkdir()
+    for name in ("a.png", "b.png"):
+        Image.fromarray(stripes()).save(folder / name)
+    model, out = models("rgb_classes"), tmp_path / "out"
+    assert main(["run", str(model), str(folder), "--out", str(out)]) == 0
+    (out / "b_mask.png").write_bytes((out / "b_mask.png").read_bytes()[:20])
+    done = cli("run", model, folder, "--out", out, "--resume")
+    assert done.returncode == 0 and "(1 done by an earlier run)" in done.stdout, done.stdout + done.stderr
+    np.testing.assert_array_equal(np.asarray(Image.open(out / "b_mask.png")), expected_stripes())

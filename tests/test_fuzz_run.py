@@ -43,7 +43,7 @@ def test_run_survives_any_file_names(models, names, suffixes):
         inputs = root / "in"
         inputs.mkdir()
         files = {}
-        for name, suffix in zip(names, suffixes):
+        for name, suffix in zip(names, suffixes, strict=False):
             path = os.path.join(os.fsencode(inputs), _safe(name) + suffix)
             files[path] = True
             with open(path, "wb") as handle:

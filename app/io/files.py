@@ -8,7 +8,10 @@ from __future__ import annotations
 
 import contextlib
 import os
-import tempfile
+import secrets
+import stat
+import time
+import zlib
 from pathlib import Path
 
 import cv2
@@ -18,10 +21,14 @@ from app.errors import OutputError
 
 
 def atomic_write(path: Path, data: bytes) -> None:
-    """Write `data` to `path` via a temporary file in the same folder and a rename."""
+    """Write `data` to `path` via a temporary file in the same folder and a rename.
+
+    The temporary is made by `create_temporary`, not `tempfile.mkstemp`: mkstemp creates 0600 files, and the
+    rename would hand that mode to every output whatever the user's umask.
+    """
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+        fd, tmp = create_temporary(path.parent, path.name)
     except OSError as exc:
         raise OutputError(f"{path}: cannot write ({exc.strerror or exc})") from exc
     try:
@@ -33,15 +40,71 @@ def atomic_write(path: Path, data: bytes) -> None:
         raise OutputError(f"{path}: cannot write ({exc.strerror or exc})") from exc
 
 
-def remove_stale_temporaries(folder: Path) -> int:
-    """Delete `.<name>.<random>.tmp` files a killed run left behind (atomic_write's own naming only)."""
+TEMPORARY_PREFIX = ".seglens-tmp-"
+
+
+def create_temporary(folder: Path, name: str) -> tuple[int, Path]:
+    """A new, empty file `.seglens-tmp-<name>.<random>.tmp` in `folder`, open for writing: (fd, path).
+
+    Created exclusively (O_CREAT | O_EXCL: it never opens an existing file and never follows a symlink planted
+    under its name), with mode 0o666 so that the umask decides its permissions, as for any file a program writes.
+    The name is cut short: the temporary must fit the file-name limit wherever the final name does.
+    """
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0) | getattr(os, "O_CLOEXEC", 0)
+    for _ in range(100):
+        path = folder / f"{TEMPORARY_PREFIX}{name[:48]}.{secrets.token_hex(4)}.tmp"
+        try:
+            return os.open(path, flags, 0o666), path
+        except FileExistsError:
+            continue
+    raise FileExistsError(f"{folder}: no free temporary name for {name}")
+
+
+def remove_stale_temporaries(folder: Path, *, older_than: float | None = None) -> int:
+    """Delete the temporaries a killed run left in `folder` and its sub-folders: SegLens's own only
+    (`.seglens-tmp-*.tmp` regular files, not a user's `.notes.tmp`), and only those last written before
+    `older_than` (a time.time() value: this run's start; default now), so that a run started at the same time in
+    the same folder keeps the files it is writing. Symlinks are neither followed nor removed.
+    """
+    cutoff = time.time() if older_than is None else older_than
     removed = 0
-    if folder.is_dir():
-        for path in folder.rglob(".*.tmp"):
-            with contextlib.suppress(OSError):
-                path.unlink()
-                removed += 1
+    for root, _dirs, names in os.walk(folder):  # os.walk does not follow symlinked folders
+        for name in names:
+            if name.startswith(TEMPORARY_PREFIX) and name.endswith(".tmp"):
+                removed += _remove_if_stale(os.path.join(root, name), cutoff)
     return removed
+
+
+def _remove_if_stale(path: str, cutoff: float) -> int:
+    with contextlib.suppress(OSError):
+        info = os.lstat(path)
+        if stat.S_ISREG(info.st_mode) and info.st_mtime < cutoff:
+            os.unlink(path)
+            return 1
+    return 0
+
+
+_PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+_PNG_END = b"\x00\x00\x00\x00IEND\xaeB`\x82"  # the empty IEND chunk every complete PNG ends with
+
+
+def is_complete_png(path: Path) -> bool:
+    """Whether `path` is a regular file holding a whole PNG: signature, a valid IHDR and the IEND at its end.
+
+    Cheap (two small reads, no decoding): what --resume checks on every output it trusts. It catches the empty
+    and cut-short files a crash or a full disk leaves, not a bit flipped inside the image data.
+    """
+    try:
+        if not path.is_file():  # not a folder, FIFO or device (opening a FIFO would wait for a writer)
+            return False
+        with open(path, "rb") as handle:
+            head = handle.read(33)
+            handle.seek(-len(_PNG_END), os.SEEK_END)
+            tail = handle.read()
+    except OSError:  # missing, unreadable, or shorter than the IEND chunk (the seek fails)
+        return False
+    ihdr_ok = head[8:16] == b"\x00\x00\x00\x0dIHDR" and zlib.crc32(head[12:29]) == int.from_bytes(head[29:33], "big")
+    return head[:8] == _PNG_SIGNATURE and ihdr_ok and tail == _PNG_END
 
 
 def encode_png(pixels: np.ndarray) -> bytes:
@@ -63,6 +126,6 @@ def encode_png(pixels: np.ndarray) -> bytes:
     return buffer.tobytes()
 
 
-def _remove_quietly(path: str) -> None:
+def _remove_quietly(path: str | Path) -> None:
     with contextlib.suppress(OSError):
         os.unlink(path)

@@ -1,13 +1,27 @@
 """Write results: masks, overlays and the CSV report (its columns and rows, and what --resume reads back).
 
 Every file appears whole or not at all (app.io.files.atomic_write); the report is written as it goes to
-`<name>.partial` and renamed when complete.
+`<name>.partial` (a new file of its own, never one planted under that name: `_open_partial`) and renamed when
+complete. Every row has exactly one value per column.
+
+The report is UTF-8. A file name is bytes on POSIX and need not be valid UTF-8: its undecodable bytes are
+written as backslash escapes (`b\\xe9.png` for the byte 0xE9), so the report never fails on a name and still
+says which file a row is about; --resume matches rows by the same text.
+
+A text cell (path, error, class name, header) that starts with `=`, `+`, `-`, `@`, a tab or a carriage return
+would run as a formula in Excel or LibreOffice (a file named `=HYPERLINK(…).png`, a class named `=cmd|…`):
+it is written with a leading `'` (the OWASP CSV-injection rule), which spreadsheets show as text. A cell that
+is a plain number (`-1.500000`, a logit) is left as it is.
 """
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import os
+import re
+import stat
+from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -17,10 +31,12 @@ from app.errors import OutputError
 from app.inference.pipeline import STAGES, Result
 from app.inference.spec import ModelSpec
 from app.io.discover import InputFile, output_stems
-from app.io.files import atomic_write, encode_png
+from app.io.files import atomic_write, create_temporary, encode_png, is_complete_png
 from app.io.render import blend_overlay
 
 SAVE_KINDS = ("mask", "overlay")
+_FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+_NUMBER = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?")
 
 
 def write_result_images(result: Result, spec: ModelSpec, out_stem: Path, save: Sequence[str],
@@ -65,52 +81,66 @@ class ReportWriter:
         self.spec = spec
         self._partial = path.with_name(path.name + ".partial")
         self._class_columns, self._topk_columns = _task_columns(spec)
+        self._columns = report_columns(spec)
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
-            self._file = open(self._partial, "w", newline="", encoding="utf-8")  # noqa: SIM115
+            self._file, self._identity = _open_partial(self._partial)
         except OSError as exc:
             raise OutputError(f"{path}: cannot write the report ({exc.strerror or exc})") from exc
         self._csv = csv.writer(self._file)
-        self._csv.writerow(self.columns)
+        self._row(self.columns)
 
     @property
     def columns(self) -> list[str]:
-        return report_columns(self.spec)
+        return list(self._columns)
 
     def add_result(self, path: Path, result: Result) -> None:
         h, w = result.image_hw
-        self._row([str(path), "ok", result.task, result.provider, w, h, *self._task_values(result),
+        self._row([path_text(path), "ok", result.task, result.provider, w, h, *self._task_values(result),
                    *(f"{result.timings.get(stage, 0.0):.2f}" for stage in STAGES), ""])
 
     def add_error(self, path: Path, message: str, *, provider: str = "", status: str = "error") -> None:
-        blanks = [""] * (len(self.columns) - 7 - len(STAGES))
-        self._row([str(path), status, self.spec.task, provider, "", "", *blanks, *[""] * len(STAGES), message])
+        blanks = [""] * (len(self._columns) - 7 - len(STAGES))
+        self._row([path_text(path), status, self.spec.task, provider, "", "", *blanks, *[""] * len(STAGES), message])
 
     def _task_values(self, result: Result) -> list:
+        """Exactly one value per task column, whatever the model returned: a model may give more scores than
+        there are top-k columns, and a mask counts at most 256 label values however many classes there are."""
         if self.spec.task == "classification":
             values: list = []
-            for p in result.predictions:
+            for p in result.predictions[: len(self._topk_columns) // 2]:
                 values += [p.name, f"{p.score:.6f}"]
             return values + [""] * (len(self._topk_columns) - len(values))
         counts = result.class_pixels()
         known = len(self._class_columns)
-        return [*(int(c) for c in counts[:known]), int(counts[known:].sum())]
+        per_class = [int(c) for c in counts[:known]]
+        return [*per_class, *[0] * (known - len(per_class)), int(counts[known:].sum())]
 
     def add_row(self, values: list) -> None:
         """A row as it stands (carried over from an earlier report by --resume)."""
         self._row(values)
 
     def _row(self, values: list) -> None:
-        self._csv.writerow(values)
+        if len(values) != len(self._columns):  # a shifted row would put every later value under the wrong name
+            raise ValueError(f"a report row of {len(values)} values for {len(self._columns)} columns")
+        self._csv.writerow([_cell(v) if isinstance(v, str) else v for v in values])
         self._file.flush()
 
     def close(self, *, complete: bool = True) -> None:
         """Close; a complete report takes its final name, an interrupted one keeps `.partial`."""
         if self._file.closed:
             return
-        self._file.close()
-        if complete:
-            os.replace(self._partial, self.path)
+        try:
+            self._file.close()
+            if complete:
+                self._take_final_name()
+        except OSError as exc:
+            raise OutputError(f"{self._partial}: cannot finish the report ({exc.strerror or exc})") from exc
+
+    def _take_final_name(self) -> None:
+        if _identity(os.lstat(self._partial)) != self._identity:  # never move someone else's file into place
+            raise OutputError(f"{self._partial}: the report was replaced by another file while it was written")
+        os.replace(self._partial, self.path)  # replaces a file or symlink at `path`, never writes through it
 
     def __enter__(self) -> ReportWriter:
         return self
@@ -119,41 +149,130 @@ class ReportWriter:
         self.close(complete=exc_type is None)
 
 
+def _open_partial(partial: Path) -> tuple:
+    """The report's `.partial`, new and ours: (text file open for appending, its identity).
+
+    Opening `.partial` by name would write through whatever is there (a planted symlink to another file, or to
+    /dev/full). So the file is created exclusively under a unique temporary name, renamed over `.partial` (the
+    rename replaces a symlink, it never follows it), reopened for appending and checked to be that same file.
+    The rows then go to `.partial` as before, so an interrupted run leaves it for --resume. (Reopened rather than
+    kept open: Windows cannot rename an open file.)
+    """
+    fd, tmp = create_temporary(partial.parent, partial.name)
+    try:
+        identity = _identity(os.fstat(fd))
+        os.close(fd)
+        os.replace(tmp, partial)
+    except OSError:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+    flags = os.O_WRONLY | os.O_APPEND | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
+    fd = os.open(partial, flags | getattr(os, "O_BINARY", 0) | getattr(os, "O_CLOEXEC", 0))
+    if _identity(os.fstat(fd)) != identity:
+        os.close(fd)
+        raise OutputError(f"{partial}: replaced by another file while the report was being created")
+    # `_cell` made every cell encodable; backslashreplace is the net under it, never an abort
+    return open(fd, "w", newline="", encoding="utf-8", errors="backslashreplace"), identity
+
+
+def _identity(stat: os.stat_result) -> tuple[int, int]:
+    return stat.st_dev, stat.st_ino
+
+
 def finished_earlier(report: Path, spec: ModelSpec, inputs: Sequence[InputFile], *, out_dir: Path,
                      save: Sequence[str]) -> dict[str, list[str]]:
     """--resume: report rows of `inputs` an earlier run finished into `out_dir`, keyed by path (read before the
     report is rewritten); an input whose `save` outputs are not all on disk is run again."""
-    stems = {str(item.path): out_dir / stem for item, stem in zip(inputs, output_stems(list(inputs)), strict=True)}
+    stems = {path_text(item.path): (str(item.path), out_dir / stem)
+             for item, stem in zip(inputs, output_stems(list(inputs)), strict=True)}
+    # two inputs with the same report text cannot be told apart (`b\xe9` as four characters and as a byte, `=x`
+    # and `'=x`): both are run again
+    ambiguous = {text for text, n in Counter(path_text(item.path) for item in inputs).items() if n > 1}
     wanted = [kind for kind in save if spec.task == "segmentation"]
 
     def outputs_of(path: Path) -> list[Path]:
-        stem = stems.get(str(path))
-        if stem is None:
+        text = str(path)
+        if text not in stems or text in ambiguous:
             return [Path("/nonexistent/not-an-input")]
+        stem = stems[text][1]
         return [stem.with_name(f"{stem.name}_{kind}.png") for kind in wanted]
 
-    return finished_rows(report, report_columns(spec), outputs_of)
+    rows = finished_rows(report, report_columns(spec), outputs_of)
+    return {stems[text][0]: row for text, row in rows.items() if text in stems}  # keyed by the input's str(path)
 
 
 def finished_rows(report: Path, columns: list[str], outputs_of) -> dict[str, list[str]]:
     """Rows of inputs an earlier run finished (status ok, outputs on disk), from its report or `.partial`.
 
-    `outputs_of(path)` lists the files an input must have; a row whose files are missing is run again. A report
+    `outputs_of(path)` lists the PNGs an input must have; a row whose files are missing, empty or cut short
+    (app.io.files.is_complete_png) is run again. A report
     written with other columns (another model) is ignored.
     """
     done: dict[str, list[str]] = {}
     for candidate in (report.with_name(report.name + ".partial"), report):
-        try:
-            with open(candidate, newline="", encoding="utf-8") as handle:
-                rows = list(csv.reader(handle))
-        except (OSError, UnicodeDecodeError, csv.Error):
-            continue
-        if not rows or rows[0] != columns:
+        rows = _read_report(candidate)
+        if not rows or rows[0] != [_cell(c) for c in columns]:
             continue
         for row in rows[1:]:
-            if len(row) == len(columns) and row[1] == "ok" and all(p.is_file() for p in outputs_of(Path(row[0]))):
+            if len(row) == len(columns) and row[1] == "ok" and _outputs_complete(outputs_of(Path(row[0]))):
                 done[row[0]] = row
     return done
+
+
+def _read_report(path: Path) -> list[list[str]] | None:
+    """The rows of an earlier report, or None if it is not a readable regular file of ours.
+
+    Not through a symlink (a planted `.partial` could point anywhere, /dev/full reads as endless zeros) and not
+    a FIFO or device (opened without blocking, then checked), so --resume can neither hang nor read a stranger's
+    file.
+    """
+    flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
+    try:
+        fd = os.open(path, flags)
+    except OSError:
+        return None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        with open(fd, newline="", encoding="utf-8", closefd=False) as handle:
+            return list(csv.reader(handle))
+    except (OSError, UnicodeDecodeError, csv.Error):
+        return None
+    finally:
+        os.close(fd)
+
+
+def _outputs_complete(paths: list[Path]) -> bool:
+    return all(is_complete_png(path) for path in paths)
+
+
+def path_text(path: Path | str) -> str:
+    """How the report writes a path (undecodable bytes escaped, a formula neutralised: the module docstring)."""
+    return _cell(str(path))
+
+
+def _cell(text: str) -> str:
+    """A text cell as written: valid UTF-8, never a live spreadsheet formula (idempotent: a row carried over by
+    --resume is written unchanged)."""
+    text = _text(text)
+    if text.startswith(_FORMULA_STARTS) and not _NUMBER.fullmatch(text):
+        return "'" + text
+    return text
+
+
+def _text(text: str) -> str:
+    """`text` made valid UTF-8 without losing anything: bytes a file name could not decode (surrogate escapes)
+    become `\\xNN`, any other lone surrogate `\\udNNN`."""
+    try:
+        text.encode("utf-8")
+        return text
+    except UnicodeEncodeError:
+        pass
+    try:
+        return text.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 def _unique(names: list[str], *, reserved: set[str]) -> list[str]:

@@ -1,0 +1,79 @@
+"""Whole-or-nothing files: permissions, temporaries and what a killed run leaves behind."""
+
+from __future__ import annotations
+
+import os
+import stat
+import sys
+import time
+
+import numpy as np
+import pytest
+
+from app.io.files import (
+    TEMPORARY_PREFIX,
+    atomic_write,
+    create_temporary,
+    encode_png,
+    is_complete_png,
+    remove_stale_temporaries,
+)
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="POSIX permissions")
+@pytest.mark.parametrize(("umask", "mode"), [(0o022, 0o644), (0o077, 0o600), (0o002, 0o664)])
+def test_outputs_honour_the_umask(tmp_path, umask, mode):
+    previous = os.umask(umask)
+    try:
+        atomic_write(tmp_path / "a_mask.png", encode_png(np.zeros((3, 4), np.uint8)))
+    finally:
+        os.umask(previous)
+    assert stat.S_IMODE((tmp_path / "a_mask.png").stat().st_mode) == mode
+
+
+def test_only_old_seglens_temporaries_are_removed(tmp_path):
+    started = time.time()
+    keep = tmp_path / "keep"
+    keep.mkdir()
+    users = [keep / ".important.tmp", tmp_path / ".notes.tmp", tmp_path / ".a.png.x1y2.tmp"]
+    for path in users:
+        path.write_text("the user's")
+        os.utime(path, (started - 3600, started - 3600))
+    fd, old = create_temporary(keep, "a_mask.png")  # a killed run's
+    os.close(fd)
+    os.utime(old, (started - 60, started - 60))
+    fd, fresh = create_temporary(tmp_path, "b_mask.png")  # a concurrent run's, in flight
+    os.close(fd)
+    os.utime(fresh, (started + 1, started + 1))
+    assert remove_stale_temporaries(tmp_path, older_than=started) == 1
+    assert not old.exists() and fresh.exists() and all(p.read_text() == "the user's" for p in users)
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="symlinks")
+def test_stale_temporaries_are_looked_for_inside_the_folder_only(tmp_path):
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    fd, outside = create_temporary(elsewhere, "x.png")
+    os.close(fd)
+    os.utime(outside, (1, 1))
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "link").symlink_to(elsewhere)
+    (out / f"{TEMPORARY_PREFIX}link.tmp").symlink_to(outside)
+    assert remove_stale_temporaries(out) == 0
+    assert outside.exists()
+
+
+def test_a_complete_png_is_told_from_an_empty_or_cut_one(tmp_path):
+    png = encode_png(np.zeros((30, 40), np.uint8))
+    cases = {"whole": png, "empty": b"", "cut": png[:-1], "head_only": png[:40], "not_png": b"x" * 200}
+    for name, data in cases.items():
+        (tmp_path / name).write_bytes(data)
+    assert {name: is_complete_png(tmp_path / name) for name in cases} == {name: name == "whole" for name in cases}
+    assert not is_complete_png(tmp_path) and not is_complete_png(tmp_path / "missing.png")
+
+
+def test_a_long_file_name_still_gets_a_temporary_that_fits(tmp_path):
+    path = tmp_path / ("x" * 240 + "_mask.png")  # 249 bytes: fits NAME_MAX (255), a `.<name>.<random>.tmp` did not
+    atomic_write(path, b"data")
+    assert path.read_bytes() == b"data" and [p.name for p in tmp_path.iterdir()] == [path.name]
