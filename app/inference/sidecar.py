@@ -45,6 +45,8 @@ def load_sidecar(path: Path) -> dict[str, Any]:
         raise SidecarError(f"{path}: invalid YAML{where}: {problem}") from exc
     except RecursionError as exc:
         raise SidecarError(f"{path}: invalid YAML: nested too deeply") from exc
+    except (ValueError, OverflowError) as exc:  # PyYAML's constructors: an int over 4300 digits, a 13th month
+        raise SidecarError(f"{path}: invalid YAML: a value cannot be read ({_short_key(str(exc))})") from exc
     if data is None:
         return {}
     if not isinstance(data, dict):
