@@ -126,3 +126,16 @@ def test_sixteen_bit_rgb_png_keeps_pillows_conversion(tmp_path):
     pixels = (np.arange(40 * 30 * 3, dtype=np.uint16).reshape(40, 30, 3) * 50).astype(np.uint16)
     cv2.imwrite(str(tmp_path / "deep.png"), pixels[..., ::-1])  # 48-bit RGB PNG
     np.testing.assert_array_equal(read_image(tmp_path / "deep.png").pixels, _pillow_pixels(tmp_path / "deep.png"))
+
+
+def test_a_large_later_tiff_frame_is_checked(tmp_path):
+    """Frame 0 is 8×8, frame 1 is 100×100: the viewer's frame slider decodes frame 1 by itself, so the size
+    checked must be that frame's, not the first one's."""
+    path = tmp_path / "pages.tif"
+    small, large = Image.new("L", (8, 8)), Image.new("L", (100, 100))
+    small.save(path, save_all=True, append_images=[large])
+    assert read_image(path, max_pixels=1000).frame_count == 2
+    with pytest.raises(ImageError) as caught:
+        read_image(path, max_pixels=1000, frame=1)
+    message = str(caught.value)
+    assert message.startswith(str(path)) and "too large" in message and "frame 1" in message, message
