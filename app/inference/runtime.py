@@ -85,13 +85,15 @@ class RuntimeOptions:
             "trt_fp16_enable": "True" if self.tensorrt_fp16 else "False",
         }
 
-    def providers(self, *, gpu: bool, device_id: int, available: list[str]) -> list[Any]:
-        """The provider list for InferenceSession, best first; the CPU always last as the fallback."""
+    def providers(self, *, gpu: bool, device_id: int, available: list[str],
+                  model_path: Path | None = None) -> list[Any]:
+        """The provider list for InferenceSession, best first; the CPU always last as the fallback.
+        `model_path` keys TensorRT's engine cache to that file's content."""
         if not gpu:
             return [CPU]
         chosen: list[Any] = []
         if self.tensorrt and TENSORRT in available:
-            chosen.append((TENSORRT, self.tensorrt_provider_options(device_id, tensorrt_cache_dir())))
+            chosen.append((TENSORRT, self.tensorrt_provider_options(device_id, tensorrt_cache_dir(model_path))))
         chosen += [(CUDA, self.cuda_provider_options(device_id)), CPU]
         return chosen
 
@@ -121,12 +123,28 @@ def parse_runtime_arguments(pairs: list[str]) -> dict[str, Any]:
     return values
 
 
-def tensorrt_cache_dir() -> Path:
+def tensorrt_cache_dir(model_path: Path | None = None) -> Path:
+    """The engine cache folder, one per model content (the first 16 hex digits of its SHA-256).
+
+    ONNX Runtime names a cached engine after the graph's structure and the file name, not the weights: in a
+    shared folder a retrained model of the same architecture would silently run the old engine."""
     from platformdirs import user_cache_dir
 
     folder = Path(user_cache_dir("SegLens", appauthor=False)) / "tensorrt"
+    if model_path is not None:
+        folder /= _file_sha256(Path(model_path))[:16]
     folder.mkdir(parents=True, exist_ok=True)
     return folder
+
+
+def _file_sha256(path: Path) -> str:
+    import hashlib
+
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
 
 
 def with_device_argmax(model_path: Path, channel_axis: int) -> bytes:
