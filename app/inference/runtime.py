@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from app.errors import ModelError
 from app.inference.providers import CPU, CUDA, TENSORRT
 from app.inference.validators import boolean, choice, whole
 
@@ -153,9 +154,21 @@ def with_device_argmax(model_path: Path, channel_axis: int) -> bytes:
     Run on a GPU, the label map is all that is copied back: H×W bytes instead of C×H×W floats.
     """
     import onnx
+
+    try:
+        model = onnx.load(str(model_path))
+        return _append_argmax(model, channel_axis).SerializeToString()
+    # onnx raises its own types here (checker.ValidationError for missing external weights, protobuf's
+    # DecodeError, ValueError past protobuf's 2 GB limit): each is a broken or unsupported model file
+    except Exception as exc:
+        reason = " ".join(str(exc).split())[:300] or type(exc).__name__
+        raise ModelError(f"{model_path}: cannot add the on-device ArgMax ({reason}); "
+                         "try --runtime device_argmax=off") from exc
+
+
+def _append_argmax(model: Any, channel_axis: int) -> Any:
     from onnx import TensorProto, helper
 
-    model = onnx.load(str(model_path))
     graph = model.graph
     scores = graph.output[0].name
     graph.node.extend([
@@ -165,4 +178,4 @@ def with_device_argmax(model_path: Path, channel_axis: int) -> bytes:
     shape = [d.dim_param or d.dim_value or None for d in graph.output[0].type.tensor_type.shape.dim]
     shape[channel_axis] = 1
     graph.output.insert(0, helper.make_tensor_value_info(DEVICE_LABELS_NAME, TensorProto.UINT8, shape))
-    return model.SerializeToString()
+    return model
