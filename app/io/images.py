@@ -55,9 +55,10 @@ class DecodedImage:
 def pixel_limit() -> int:
     """The largest image decoded: SEGLENS_MAX_MEGAPIXELS (set by `--max-megapixels`), else 250 megapixels."""
     try:
-        return int(float(os.environ["SEGLENS_MAX_MEGAPIXELS"]) * 1e6)
-    except (KeyError, ValueError):
+        limit = int(float(os.environ["SEGLENS_MAX_MEGAPIXELS"]) * 1e6)
+    except (KeyError, ValueError, OverflowError):  # unset, not a number, or ±inf
         return DEFAULT_MAX_PIXELS
+    return limit if limit > 0 else DEFAULT_MAX_PIXELS  # 0 or below would refuse every image
 
 
 def read_image(path: str | Path, *, max_pixels: int | None = None, frame: int = 0) -> DecodedImage:

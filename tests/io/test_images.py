@@ -139,3 +139,19 @@ def test_a_large_later_tiff_frame_is_checked(tmp_path):
         read_image(path, max_pixels=1000, frame=1)
     message = str(caught.value)
     assert message.startswith(str(path)) and "too large" in message and "frame 1" in message, message
+
+
+@pytest.mark.parametrize("value", ["inf", "-inf", "nan", "0", "-5", "0.0000001", "lots"])
+def test_a_nonsense_megapixel_limit_falls_back_to_the_default(monkeypatch, value):
+    """SEGLENS_MAX_MEGAPIXELS=inf raised OverflowError on every decode; 0 or a negative value refused every image."""
+    from app.io.images import DEFAULT_MAX_PIXELS, pixel_limit
+
+    monkeypatch.setenv("SEGLENS_MAX_MEGAPIXELS", value)
+    assert pixel_limit() == DEFAULT_MAX_PIXELS
+
+
+def test_a_sensible_megapixel_limit_is_used(monkeypatch):
+    from app.io.images import pixel_limit
+
+    monkeypatch.setenv("SEGLENS_MAX_MEGAPIXELS", "0.5")
+    assert pixel_limit() == 500_000
