@@ -29,6 +29,7 @@ MAX_MASK_CLASSES = 256  # a segmentation mask is uint8: one value per class
 # A class name is made per class; ImageNet-21k has ~22k. A declared [1, 1000000000] output (a 121-byte file) is
 # hostile or broken, and must be refused before anything is allocated per class.
 MAX_CLASSIFICATION_CLASSES = 100_000
+MAX_NAMES_METADATA_CHARS = 1 << 20  # class names in metadata: 100000 names of ~10 characters
 _INT_DTYPES = ("int64", "int32", "uint8", "int8", "int16", "uint16", "uint32", "uint64")
 
 
@@ -141,9 +142,7 @@ class _Builder:
         return SidecarError(f"{self.sidecar}: '{key}' {problem}")
 
     def _io(self) -> str:
-        ins = ", ".join(t.describe() for t in self.graph.inputs) or "none"
-        outs = ", ".join(t.describe() for t in self.graph.outputs) or "none"
-        return f"inputs: {ins}; outputs: {outs}"
+        return f"inputs: {_described(self.graph.inputs)}; outputs: {_described(self.graph.outputs)}"
 
     # -- build ---------------------------------------------------------------------------------------
 
@@ -152,8 +151,8 @@ class _Builder:
         out = self._output()
         task = self.pick("task", "classification" if out.kind == "classification" else "segmentation")
         if (task == "classification") != (out.kind == "classification"):
-            raise self.sidecar_error("task", f"is {task}, but the model's output "
-                                             f"{self.graph.outputs[0].describe()} is a {out.kind} output")
+            output = _shortened(self.graph.outputs[0].describe(), 120)
+            raise self.sidecar_error("task", f"is {task}, but the model's output {output} is a {out.kind} output")
         classes = self._classes(out)
         post = PostprocessSpec(
             min_area=self.pick("postprocess.min_area", 0, "default"),
@@ -343,6 +342,17 @@ class _Builder:
         return (("background", UNSET_COLOR), *((f"class {i}", UNSET_COLOR) for i in range(1, count)))
 
 
+def _described(tensors: tuple[TensorInfo, ...], *, most: int = 4, width: int = 120) -> str:
+    """Tensors for an error message: their names and number are the model file's to choose, so both are capped."""
+    shown = [_shortened(t.describe(), width) for t in tensors[:most]]
+    more = f" (+{len(tensors) - most} more)" if len(tensors) > most else ""
+    return (", ".join(shown) or "none") + more
+
+
+def _shortened(text: str, width: int) -> str:
+    return text if len(text) <= width else text[:width - 3] + "..."
+
+
 def _layout(shape: tuple) -> tuple[str | None, int]:
     if shape[1] in (1, 3):
         return "NCHW", shape[1]
@@ -386,6 +396,8 @@ def _default_color(index: int, paint_background: bool) -> tuple[int, int, int] |
 
 def _parse_name_list(raw: str) -> list[str] | None:
     """Class names as exporters store them: a JSON list/dict, a Python dict literal, or comma-separated."""
+    if len(raw) > MAX_NAMES_METADATA_CHARS:  # parsing builds objects per item (ast: an AST of GBs for a few MB)
+        return None
     value: Any = None
     for parse in (json.loads, ast.literal_eval):
         try:

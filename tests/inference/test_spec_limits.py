@@ -41,3 +41,31 @@ def test_a_fixed_input_beyond_the_largest_side_is_refused(models):
     """A fixed [1,3,10**6,10**6] input would make the warm-up allocate a 12 TB tensor."""
     path = models("declared_shapes", "huge_input", image=[1, 3, 1_000_000, 1_000_000], output=[1, 2])
     _refused(path, "1000000", "16384")
+
+
+def test_huge_class_name_metadata_is_not_parsed(models, monkeypatch):
+    """Metadata is free text of any size: a few MB of a Python list literal made `ast.literal_eval` build an AST
+    of GBs. Over the cap it is ignored (default names), without being parsed."""
+    from app.inference import spec as spec_module
+
+    parsed = []  # recorded, not raised: the parser's caller swallows exceptions (metadata must never stop a load)
+    monkeypatch.setattr(spec_module.ast, "literal_eval", lambda text: parsed.append(len(text)))
+    monkeypatch.setattr(spec_module.json, "loads", lambda text: parsed.append(len(text)))
+    huge = "[" + "'a', " * 500_000 + "]"
+    path = models("rgb_classes", metadata={"classes": huge})
+    spec = load_spec(path)
+    assert not parsed and spec.sources["classes"] == "default"
+    assert spec.class_names == ("background", "class 1", "class 2")
+
+
+def test_error_messages_cap_the_declared_inputs_and_outputs(models):
+    """The model's inputs and outputs are named in a refusal; their names and number are the file's to choose."""
+    import onnx_factory as f
+    from onnx import helper
+
+    long = "x" * 100_000
+    path = models("declared_shapes", "pretend")  # replaced below by a model with long names and 500 inputs
+    inputs = [f.tensor(f"{long}{i}", f.FLOAT, [1, 3, 8, 8]) for i in range(500)]
+    f.save(path, [helper.make_node("Identity", [inputs[0].name], ["out"])], inputs, [f.tensor("out", f.FLOAT, [1, 2])])
+    message = _refused(path, "500 inputs")
+    assert len(message) < len(str(path)) + 1000
