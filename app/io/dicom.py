@@ -56,7 +56,7 @@ def read_dicom(path: Path, *, frame: int = 0, max_pixels: int):
     if frames > 1:
         values = values[frame]
     photometric = str(ds.get("PhotometricInterpretation", "MONOCHROME2"))
-    info = {label: str(ds.get(key)) for key, label in INFO_FIELDS.items() if ds.get(key) not in (None, "")}
+    info = {label: _header_text(ds.get(key)) for key, label in INFO_FIELDS.items() if ds.get(key) not in (None, "")}
     info["Frames"] = str(frames)
     if values.ndim == 3:  # colour DICOM (ultrasound, secondary capture): RGB as it is
         rgb = _to_rgb(ds, values, photometric)
@@ -124,6 +124,14 @@ def _to_rgb(ds, values: np.ndarray, photometric: str) -> np.ndarray:
     if values.dtype != np.uint8:
         values = np.clip(values.astype(np.float32) * (255.0 / max(float(values.max()), 1.0)), 0, 255)
     return np.ascontiguousarray(values.astype(np.uint8)[..., :3])
+
+
+def _header_text(value, *, most: int = 200) -> str:
+    """A header field as one line for the info panel and reports: the standard caps these at 64 characters, a
+    file may hold any length (or raw bytes, when pydicom could not decode it)."""
+    text = value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
+    text = " ".join(text.split())
+    return text if len(text) <= most else text[:most - 3] + "..."
 
 
 def _one_line(exc: BaseException) -> str:

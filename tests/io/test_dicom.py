@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import pydicom
 import pytest
@@ -144,3 +146,16 @@ def test_a_missing_dicom_frame_is_refused_before_decoding(tmp_path, monkeypatch)
     monkeypatch.setattr(dicom, "_pixel_array", lambda ds, p: pytest.fail("decoded a volume to refuse a frame"))
     with pytest.raises(ImageError, match="frame 7 does not exist"):
         read_image(path, frame=7)
+
+
+def test_header_text_shown_as_information_is_capped(tmp_path):
+    """The patient/study fields are shown in the viewer and written to reports; the standard limits them to 64
+    characters, a file may hold any length."""
+    path = write_dicom(tmp_path / "long.dcm", np.zeros((8, 8), np.int16))
+    ds = pydicom.dcmread(path)
+    with warnings.catch_warnings():  # pydicom warns about the over-long value we write on purpose
+        warnings.simplefilter("ignore")
+        ds.InstitutionName, ds.StudyDescription = "x" * 100_000, "study\nwith\nlines"  # too long: read as bytes
+        ds.save_as(path)
+    info = read_image(path).info
+    assert len(info["Institution"]) <= 200 and info["Study"] == "study with lines"
