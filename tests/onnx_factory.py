@@ -188,3 +188,23 @@ def shape_liar(path: Path) -> Path:
 def fixed_batch_two(path: Path) -> Path:
     nodes = [helper.make_node("Identity", ["image"], ["scores"])]
     return save(path, nodes, [tensor("image", FLOAT, [2, 3, "H", "W"])], [tensor("scores", FLOAT, [2, 3, "H", "W"])])
+
+
+def declared_shapes(path: Path, *, image: tuple = (1, 3, 8, 8), output: tuple = (1, 3, 8, 8),
+                    output_type: int = FLOAT, argmax_over: list | None = None) -> Path:
+    """A graph that only *declares* shapes (an Identity, or a channel mean expanded to `argmax_over`, then an
+    ArgMax over axis 1): for absurd declarations such as a billion classes, refused from the declaration alone."""
+    nodes = [helper.make_node("Identity", ["image"], ["out"])]
+    initializers = []
+    if argmax_over is not None:
+        nodes = [helper.make_node("ReduceMean", ["image"], ["gray"], axes=[1], keepdims=1),
+                 helper.make_node("Expand", ["gray", "to"], ["scores"]),
+                 helper.make_node("ArgMax", ["scores"], ["out"], axis=1, keepdims=0)]
+        initializers = [const("to", np.array(argmax_over, np.int64))]
+    graph = helper.make_graph(nodes, path.stem, [tensor("image", FLOAT, list(image))],
+                              [tensor("out", output_type, list(output))],
+                              initializers)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], producer_name="tests")
+    model.ir_version = 8
+    onnx.save(model, str(path))  # no checker: the shapes do not have to agree, only to be declared
+    return path

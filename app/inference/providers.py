@@ -16,6 +16,7 @@ import io
 import logging
 import os
 import re
+import site
 import sys
 import tempfile
 import threading
@@ -54,13 +55,27 @@ def preload_cuda_libraries(ort: Any) -> list[str]:
 
 
 def nvidia_wheel_dirs() -> list[str]:
-    """lib/ (bin/ on Windows) folders of NVIDIA's pip wheels on sys.path (also inside a frozen bundle)."""
-    roots = list(sys.path) + ([getattr(sys, "_MEIPASS", "")] if getattr(sys, "frozen", False) else [])
+    """lib/ (bin/ on Windows) folders of NVIDIA's pip wheels, where onnxruntime itself looks for them."""
     folders = []
-    for root in filter(None, roots):
+    for root in _wheel_roots():
         for pattern in (("nvidia", "*", "lib"), ("nvidia", "*", "bin"), ("nvidia", "cu*", "lib")):
-            folders += glob.glob(os.path.join(root, *pattern))
+            folders += glob.glob(os.path.join(glob.escape(root), *pattern))
     return sorted(set(folders))
+
+
+def _wheel_roots() -> list[str]:
+    """The site-packages folders, the one onnxruntime is imported from, and a frozen bundle: absolute paths only.
+    Never all of sys.path: '', '.' and relative entries are the working folder, and the doctor loads (runs) the
+    libraries found, so a planted ./nvidia/x/lib/libcudart.so would run its code."""
+    roots = []
+    with contextlib.suppress(AttributeError):  # site may be trimmed (embedded or frozen interpreters)
+        roots += site.getsitepackages()
+    if getattr(site, "ENABLE_USER_SITE", False):  # off under -s / -I and in virtual environments
+        roots.append(site.getusersitepackages())
+    roots.append(_import_home("onnxruntime") or "")
+    if getattr(sys, "frozen", False):
+        roots.append(getattr(sys, "_MEIPASS", ""))
+    return list(dict.fromkeys(os.path.normpath(r) for r in roots if r and os.path.isabs(r)))
 
 
 # --- what ONNX Runtime's native logger says ------------------------------------------------------------------

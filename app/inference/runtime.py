@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from app.errors import ModelError
 from app.inference.providers import CPU, CUDA, TENSORRT
 from app.inference.validators import boolean, choice, whole
 
@@ -85,13 +86,15 @@ class RuntimeOptions:
             "trt_fp16_enable": "True" if self.tensorrt_fp16 else "False",
         }
 
-    def providers(self, *, gpu: bool, device_id: int, available: list[str]) -> list[Any]:
-        """The provider list for InferenceSession, best first; the CPU always last as the fallback."""
+    def providers(self, *, gpu: bool, device_id: int, available: list[str],
+                  model_path: Path | None = None) -> list[Any]:
+        """The provider list for InferenceSession, best first; the CPU always last as the fallback.
+        `model_path` keys TensorRT's engine cache to that file's content."""
         if not gpu:
             return [CPU]
         chosen: list[Any] = []
         if self.tensorrt and TENSORRT in available:
-            chosen.append((TENSORRT, self.tensorrt_provider_options(device_id, tensorrt_cache_dir())))
+            chosen.append((TENSORRT, self.tensorrt_provider_options(device_id, tensorrt_cache_dir(model_path))))
         chosen += [(CUDA, self.cuda_provider_options(device_id)), CPU]
         return chosen
 
@@ -121,12 +124,28 @@ def parse_runtime_arguments(pairs: list[str]) -> dict[str, Any]:
     return values
 
 
-def tensorrt_cache_dir() -> Path:
+def tensorrt_cache_dir(model_path: Path | None = None) -> Path:
+    """The engine cache folder, one per model content (the first 16 hex digits of its SHA-256).
+
+    ONNX Runtime names a cached engine after the graph's structure and the file name, not the weights: in a
+    shared folder a retrained model of the same architecture would silently run the old engine."""
     from platformdirs import user_cache_dir
 
     folder = Path(user_cache_dir("SegLens", appauthor=False)) / "tensorrt"
+    if model_path is not None:
+        folder /= _file_sha256(Path(model_path))[:16]
     folder.mkdir(parents=True, exist_ok=True)
     return folder
+
+
+def _file_sha256(path: Path) -> str:
+    import hashlib
+
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
 
 
 def with_device_argmax(model_path: Path, channel_axis: int) -> bytes:
@@ -135,9 +154,21 @@ def with_device_argmax(model_path: Path, channel_axis: int) -> bytes:
     Run on a GPU, the label map is all that is copied back: H×W bytes instead of C×H×W floats.
     """
     import onnx
+
+    try:
+        model = onnx.load(str(model_path))
+        return _append_argmax(model, channel_axis).SerializeToString()
+    # onnx raises its own types here (checker.ValidationError for missing external weights, protobuf's
+    # DecodeError, ValueError past protobuf's 2 GB limit): each is a broken or unsupported model file
+    except Exception as exc:
+        reason = " ".join(str(exc).split())[:300] or type(exc).__name__
+        raise ModelError(f"{model_path}: cannot add the on-device ArgMax ({reason}); "
+                         "try --runtime device_argmax=off") from exc
+
+
+def _append_argmax(model: Any, channel_axis: int) -> Any:
     from onnx import TensorProto, helper
 
-    model = onnx.load(str(model_path))
     graph = model.graph
     scores = graph.output[0].name
     graph.node.extend([
@@ -147,4 +178,4 @@ def with_device_argmax(model_path: Path, channel_axis: int) -> bytes:
     shape = [d.dim_param or d.dim_value or None for d in graph.output[0].type.tensor_type.shape.dim]
     shape[channel_axis] = 1
     graph.output.insert(0, helper.make_tensor_value_info(DEVICE_LABELS_NAME, TensorProto.UINT8, shape))
-    return model.SerializeToString()
+    return model

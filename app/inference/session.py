@@ -163,7 +163,8 @@ def open_session(
     available = ort.get_available_providers()
     wants_gpu = request.kind in ("cuda", "auto") and CUDA in available
     preload_notes = preload_cuda_libraries(ort) if wants_gpu else []
-    providers = options.providers(gpu=wants_gpu, device_id=request.device_id, available=available)
+    providers = options.providers(gpu=wants_gpu, device_id=request.device_id, available=available,
+                                  model_path=spec.path)
     session, spec, load_ms, log_lines = _create_with_argmax(ort, spec, providers, options)
     active = tuple(session.get_providers())
     on_gpu = active[0] != CPU

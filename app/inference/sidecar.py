@@ -13,10 +13,12 @@ import yaml
 
 from app.errors import SidecarError
 from app.inference.runtime import RUNTIME_KEYS
-from app.inference.validators import Check, choice, kind, number, whole
+from app.inference.validators import Check, choice, kind, number, shown, whole
 from app.inference.validators import text as nonempty_text
 
 MAX_SIDE = 16384  # a working size beyond this is a typo, and would ask for tens of GB
+MAX_SIDECAR_BYTES = 1 << 20  # real sidecars are a few hundred bytes; a bigger one is not a sidecar
+_MAX_KEY_SHOWN = 60
 
 
 def find_sidecar(model_path: Path) -> Path | None:
@@ -30,16 +32,12 @@ def find_sidecar(model_path: Path) -> Path | None:
 
 def load_sidecar(path: Path) -> dict[str, Any]:
     """Read and validate a sidecar; returns `{"input.size": (512, 512), ...}` for the keys present."""
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise SidecarError(f"{path}: cannot read sidecar ({exc.strerror or exc})") from exc
-    except UnicodeDecodeError as exc:
-        raise SidecarError(f"{path}: sidecar is not UTF-8 text") from exc
-    if "\x00" in text:
-        raise SidecarError(f"{path}: sidecar is not text (it contains NUL bytes)")
+    text = _read_text(path)
     try:
         data = yaml.load(text, Loader=_StrictLoader)
+    except _AliasRefused as exc:
+        raise SidecarError(f"{path}: YAML anchors/aliases are not allowed in a sidecar "
+                           f"(line {exc.line + 1})") from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}" if mark is not None else ""
@@ -47,6 +45,8 @@ def load_sidecar(path: Path) -> dict[str, Any]:
         raise SidecarError(f"{path}: invalid YAML{where}: {problem}") from exc
     except RecursionError as exc:
         raise SidecarError(f"{path}: invalid YAML: nested too deeply") from exc
+    except (ValueError, OverflowError) as exc:  # PyYAML's constructors: an int over 4300 digits, a 13th month
+        raise SidecarError(f"{path}: invalid YAML: a value cannot be read ({_short_key(str(exc))})") from exc
     if data is None:
         return {}
     if not isinstance(data, dict):
@@ -54,8 +54,42 @@ def load_sidecar(path: Path) -> dict[str, Any]:
     return _validate(data, _SCHEMA, prefix="", path=path)
 
 
+def _read_text(path: Path) -> str:
+    """The sidecar's text, refused when it is too large (read at most one byte past the limit), not UTF-8 or
+    binary."""
+    try:
+        with open(path, "rb") as handle:
+            data = handle.read(MAX_SIDECAR_BYTES + 1)
+    except OSError as exc:
+        raise SidecarError(f"{path}: cannot read sidecar ({exc.strerror or exc})") from exc
+    if len(data) > MAX_SIDECAR_BYTES:
+        raise SidecarError(f"{path}: sidecar too large (over {MAX_SIDECAR_BYTES >> 20} MiB; a sidecar is a "
+                           "short YAML file)")
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise SidecarError(f"{path}: sidecar is not UTF-8 text") from exc
+    if "\x00" in text:
+        raise SidecarError(f"{path}: sidecar is not text (it contains NUL bytes)")
+    return text
+
+
+class _AliasRefused(yaml.YAMLError):
+    def __init__(self, line: int) -> None:
+        super().__init__(f"anchor or alias at line {line + 1}")
+        self.line = line
+
+
 class _StrictLoader(yaml.SafeLoader):
-    """SafeLoader that refuses duplicate keys instead of silently keeping the last one."""
+    """SafeLoader that refuses duplicate keys instead of silently keeping the last one, and anchors/aliases:
+    a few hundred bytes of nested aliases expand to billions of items ("billion laughs") in anything that walks
+    the value, such as an error message; a sidecar has no use for them."""
+
+    def compose_node(self, parent, index):
+        event = self.peek_event()
+        if isinstance(event, yaml.AliasEvent) or getattr(event, "anchor", None) is not None:
+            raise _AliasRefused(event.start_mark.line)
+        return super().compose_node(parent, index)
 
     def construct_mapping(self, node, deep=False):
         seen: set[str] = set()
@@ -63,7 +97,7 @@ class _StrictLoader(yaml.SafeLoader):
             key = self.construct_object(key_node, deep=deep)
             if isinstance(key, str):
                 if key in seen:
-                    raise yaml.constructor.ConstructorError(None, None, f"duplicate key '{key}'",
+                    raise yaml.constructor.ConstructorError(None, None, f"duplicate key '{_short_key(key)}'",
                                                             key_node.start_mark)
                 seen.add(key)
         return super().construct_mapping(node, deep=deep)
@@ -76,7 +110,7 @@ def _validate(data: dict, schema: dict, *, prefix: str, path: Path) -> dict[str,
         rule = schema.get(key) if isinstance(key, str) else None
         if rule is None:
             known = ", ".join(schema)
-            raise SidecarError(f"{path}: unknown key '{full}' (expected one of: {known})")
+            raise SidecarError(f"{path}: unknown key '{_short_key(full)}' (expected one of: {known})")
         if isinstance(rule, dict):
             if raw is None:
                 continue
@@ -91,10 +125,14 @@ def _validate(data: dict, schema: dict, *, prefix: str, path: Path) -> dict[str,
     return values
 
 
+def _short_key(key: str) -> str:
+    return key if len(key) <= _MAX_KEY_SHOWN else key[:_MAX_KEY_SHOWN - 3] + "..."
+
+
 def _fraction(value: Any) -> float:
     fraction = number(value)
     if not 0.0 <= fraction <= 1.0:
-        raise ValueError(f"must be between 0 and 1, got {value!r}")
+        raise ValueError(f"must be between 0 and 1, got {shown(value)}")
     return fraction
 
 
@@ -103,7 +141,7 @@ def _size(value: Any) -> tuple[int, int] | None:
         return None
     if (not isinstance(value, list | tuple) or len(value) != 2
             or not all(isinstance(v, int) and not isinstance(v, bool) and 0 < v <= MAX_SIDE for v in value)):
-        raise ValueError(f"must be [height, width] in pixels (1 to {MAX_SIDE}) or null, got {value!r}")
+        raise ValueError(f"must be [height, width] in pixels (1 to {MAX_SIDE}) or null, got {shown(value)}")
     return int(value[0]), int(value[1])
 
 
@@ -111,7 +149,7 @@ def _numbers(*, nonzero: bool = False) -> Check:
     def check(value: Any) -> tuple[float, ...]:
         items = value if isinstance(value, list | tuple) else [value]
         if not items or len(items) > 4:
-            raise ValueError(f"must be a number or a list of 1 or 3 numbers, got {value!r}")
+            raise ValueError(f"must be a number or a list of 1 or 3 numbers, got {shown(value)}")
         numbers = tuple(number(v) for v in items)
         if nonzero and any(n == 0 for n in numbers):
             raise ValueError("must not contain 0 (it divides)")
@@ -125,12 +163,12 @@ def _pair(shape: str, *, positive_second: bool = False, increasing: bool = False
         if value is None:
             return None
         if not isinstance(value, list | tuple) or len(value) != 2:
-            raise ValueError(f"must be {shape} or null, got {value!r}")
+            raise ValueError(f"must be {shape} or null, got {shown(value)}")
         a, b = number(value[0]), number(value[1])
         if positive_second and b <= 0:
-            raise ValueError(f"must be {shape} with a width > 0, got {value!r}")
+            raise ValueError(f"must be {shape} with a width > 0, got {shown(value)}")
         if increasing and b <= a:
-            raise ValueError(f"must be {shape} with low < high, got {value!r}")
+            raise ValueError(f"must be {shape} with low < high, got {shown(value)}")
         return a, b
 
     return check
@@ -149,7 +187,7 @@ def parse_color(value: Any) -> tuple[int, int, int] | None:
     elif (isinstance(value, list | tuple) and len(value) == 3
           and all(isinstance(v, int) and not isinstance(v, bool) and 0 <= v <= 255 for v in value)):
         return int(value[0]), int(value[1]), int(value[2])
-    raise ValueError(f"must be '#rrggbb', [r, g, b] (0-255) or null, got {value!r}")
+    raise ValueError(f"must be '#rrggbb', [r, g, b] (0-255) or null, got {shown(value)}")
 
 
 _UNSET = object()
@@ -167,7 +205,7 @@ def _classes(value: Any) -> tuple[tuple[str, Any], ...]:
             raise ValueError(f"[{index}] must be a name or {{name: ..., color: ...}}, got {kind(item)}")
         unknown = sorted(str(k) for k in set(item) - {"name", "color"})
         if unknown:
-            raise ValueError(f"[{index}] has unknown key '{unknown[0]}' (expected name, color)")
+            raise ValueError(f"[{index}] has unknown key '{_short_key(unknown[0])}' (expected name, color)")
         parsed.append((_field(index, "name", nonempty_text, item.get("name")),
                        _field(index, "color", parse_color, item["color"]) if "color" in item else _UNSET))
     return tuple(parsed)

@@ -20,11 +20,16 @@ from typing import Any
 
 from app.errors import ModelError, SidecarError
 from app.inference.onnx_graph import GraphInfo, TensorInfo, read_graph
-from app.inference.sidecar import UNSET_COLOR, find_sidecar, load_sidecar
+from app.inference.sidecar import MAX_SIDE, UNSET_COLOR, find_sidecar, load_sidecar
 from app.io.render import PALETTE
 
 _FLOAT_INPUTS = ("float32", "float16")
 _INPUT_DTYPES = (*_FLOAT_INPUTS, "uint8")
+MAX_MASK_CLASSES = 256  # a segmentation mask is uint8: one value per class
+# A class name is made per class; ImageNet-21k has ~22k. A declared [1, 1000000000] output (a 121-byte file) is
+# hostile or broken, and must be refused before anything is allocated per class.
+MAX_CLASSIFICATION_CLASSES = 100_000
+MAX_NAMES_METADATA_CHARS = 1 << 20  # class names in metadata: 100000 names of ~10 characters
 _INT_DTYPES = ("int64", "int32", "uint8", "int8", "int16", "uint16", "uint32", "uint64")
 
 
@@ -137,9 +142,7 @@ class _Builder:
         return SidecarError(f"{self.sidecar}: '{key}' {problem}")
 
     def _io(self) -> str:
-        ins = ", ".join(t.describe() for t in self.graph.inputs) or "none"
-        outs = ", ".join(t.describe() for t in self.graph.outputs) or "none"
-        return f"inputs: {ins}; outputs: {outs}"
+        return f"inputs: {_described(self.graph.inputs)}; outputs: {_described(self.graph.outputs)}"
 
     # -- build ---------------------------------------------------------------------------------------
 
@@ -148,8 +151,8 @@ class _Builder:
         out = self._output()
         task = self.pick("task", "classification" if out.kind == "classification" else "segmentation")
         if (task == "classification") != (out.kind == "classification"):
-            raise self.sidecar_error("task", f"is {task}, but the model's output "
-                                             f"{self.graph.outputs[0].describe()} is a {out.kind} output")
+            output = _shortened(self.graph.outputs[0].describe(), 120)
+            raise self.sidecar_error("task", f"is {task}, but the model's output {output} is a {out.kind} output")
         classes = self._classes(out)
         post = PostprocessSpec(
             min_area=self.pick("postprocess.min_area", 0, "default"),
@@ -199,6 +202,10 @@ class _Builder:
                             "(export with batch 1 or a dynamic batch axis)")
         hw = (t.shape[2], t.shape[3]) if layout == "NCHW" else (t.shape[1], t.shape[2])
         model_hw = tuple(d if isinstance(d, int) else None for d in hw)
+        if any(d is not None and not 0 < d <= MAX_SIDE for d in model_hw):  # the warm-up allocates this size
+            sides = "×".join("?" if d is None else str(d) for d in model_hw)
+            raise self.fail(f"the model's input is fixed at {sides} pixels; SegLens handles sides from 1 to "
+                            f"{MAX_SIDE}")
         self.input_layout, self.input_hw = layout, model_hw
         return t, layout, channels, model_hw
 
@@ -257,8 +264,9 @@ class _Builder:
             channels = t.shape[axis]
             if channels == 1 and is_labels:  # ArgMax with keepdims=1: a label map with a channel axis
                 return OutputSpec(t.name, "labels", axis, self._activation(final, None, "none"), threshold)
-            if isinstance(channels, int) and channels > 256:
-                raise self.fail(f"the output has {channels} classes; SegLens masks hold at most 256")
+            if isinstance(channels, int) and channels > MAX_MASK_CLASSES:
+                raise self.fail(f"the output has {channels} classes; SegLens masks hold at most "
+                                f"{MAX_MASK_CLASSES}")
             if channels == 1:
                 return OutputSpec(t.name, "binary", axis, self._activation(final, "Sigmoid", "sigmoid"),
                                   threshold)
@@ -300,6 +308,15 @@ class _Builder:
         )
 
     def _class_count(self, out: OutputSpec) -> int | None:
+        """The declared number of classes, refused when absurd: names are then made one per class."""
+        count = self._declared_class_count(out)
+        limit = MAX_CLASSIFICATION_CLASSES if out.kind == "classification" else MAX_MASK_CLASSES
+        if count is not None and not 1 <= count <= limit:
+            what = "SegLens classifies into" if out.kind == "classification" else "SegLens masks hold"
+            raise self.fail(f"the output declares {count} classes; {what} 1 to {limit}")
+        return count
+
+    def _declared_class_count(self, out: OutputSpec) -> int | None:
         t = self.graph.outputs[0]
         if out.kind == "binary" or (out.kind == "classification" and t.shape[1] == 1):
             return 2
@@ -323,6 +340,17 @@ class _Builder:
         if is_classification:
             return tuple((f"class {i}", UNSET_COLOR) for i in range(count))
         return (("background", UNSET_COLOR), *((f"class {i}", UNSET_COLOR) for i in range(1, count)))
+
+
+def _described(tensors: tuple[TensorInfo, ...], *, most: int = 4, width: int = 120) -> str:
+    """Tensors for an error message: their names and number are the model file's to choose, so both are capped."""
+    shown = [_shortened(t.describe(), width) for t in tensors[:most]]
+    more = f" (+{len(tensors) - most} more)" if len(tensors) > most else ""
+    return (", ".join(shown) or "none") + more
+
+
+def _shortened(text: str, width: int) -> str:
+    return text if len(text) <= width else text[:width - 3] + "..."
 
 
 def _layout(shape: tuple) -> tuple[str | None, int]:
@@ -368,6 +396,8 @@ def _default_color(index: int, paint_background: bool) -> tuple[int, int, int] |
 
 def _parse_name_list(raw: str) -> list[str] | None:
     """Class names as exporters store them: a JSON list/dict, a Python dict literal, or comma-separated."""
+    if len(raw) > MAX_NAMES_METADATA_CHARS:  # parsing builds objects per item (ast: an AST of GBs for a few MB)
+        return None
     value: Any = None
     for parse in (json.loads, ast.literal_eval):
         try:

@@ -45,18 +45,18 @@ def read_dicom(path: Path, *, frame: int = 0, max_pixels: int):
         raise ImageError(f"{path}: damaged or truncated DICOM file ({_one_line(exc)})") from exc
     if "PixelData" not in ds:
         raise ImageError(f"{path}: DICOM file without an image (no Pixel Data), e.g. a structured report")
-    rows, columns = int(ds.get("Rows", 0)), int(ds.get("Columns", 0))
-    frames = int(ds.get("NumberOfFrames", 1) or 1)
-    if rows * columns > max_pixels:
-        raise ImageError(f"{path}: image too large ({columns}×{rows}; the limit is {max_pixels / 1e6:.0f} "
-                         "megapixels)")
+    rows, columns, frames = _geometry(ds, path)
+    if not 0 <= frame < frames:
+        raise ImageError(f"{path}: frame {frame} does not exist (the file has {frames})")
+    # pydicom decodes every frame to give one, so the whole volume counts against the limit
+    if frames * rows * columns > max_pixels:
+        raise ImageError(f"{path}: image too large ({frames} frames of {columns}×{rows} = "
+                         f"{frames * rows * columns / 1e6:.0f} megapixels; the limit is {max_pixels / 1e6:.0f})")
     values = _pixel_array(ds, path)
     if frames > 1:
-        if not 0 <= frame < frames:
-            raise ImageError(f"{path}: frame {frame} does not exist (the file has {frames})")
         values = values[frame]
     photometric = str(ds.get("PhotometricInterpretation", "MONOCHROME2"))
-    info = {label: str(ds.get(key)) for key, label in INFO_FIELDS.items() if ds.get(key) not in (None, "")}
+    info = {label: _header_text(ds.get(key)) for key, label in INFO_FIELDS.items() if ds.get(key) not in (None, "")}
     info["Frames"] = str(frames)
     if values.ndim == 3:  # colour DICOM (ultrasound, secondary capture): RGB as it is
         rgb = _to_rgb(ds, values, photometric)
@@ -66,6 +66,19 @@ def read_dicom(path: Path, *, frame: int = 0, max_pixels: int):
     invert = photometric == "MONOCHROME1"
     info["Window"] = f"C {window[0]:g} / W {window[1]:g}" + (" (from the file)" if _file_window(ds) else " (auto)")
     return apply_window(real, *window, invert=invert), real, window, invert, info, frames
+
+
+def _geometry(ds, path: Path) -> tuple[int, int, int]:
+    """(rows, columns, frames) as the header declares them, before any pixel is decoded."""
+    try:
+        rows, columns = int(ds.get("Rows", 0) or 0), int(ds.get("Columns", 0) or 0)
+        frames = int(ds.get("NumberOfFrames", 1) or 1)
+    except (TypeError, ValueError) as exc:
+        raise ImageError(f"{path}: damaged DICOM header (Rows, Columns or Number of Frames: "
+                         f"{_one_line(exc)})") from exc
+    if rows < 1 or columns < 1 or frames < 1:
+        raise ImageError(f"{path}: damaged DICOM header ({frames} frames of {columns}×{rows} pixels)")
+    return rows, columns, frames
 
 
 def _pixel_array(ds, path: Path) -> np.ndarray:
@@ -111,6 +124,14 @@ def _to_rgb(ds, values: np.ndarray, photometric: str) -> np.ndarray:
     if values.dtype != np.uint8:
         values = np.clip(values.astype(np.float32) * (255.0 / max(float(values.max()), 1.0)), 0, 255)
     return np.ascontiguousarray(values.astype(np.uint8)[..., :3])
+
+
+def _header_text(value, *, most: int = 200) -> str:
+    """A header field as one line for the info panel and reports: the standard caps these at 64 characters, a
+    file may hold any length (or raw bytes, when pydicom could not decode it)."""
+    text = value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
+    text = " ".join(text.split())
+    return text if len(text) <= most else text[:most - 3] + "..."
 
 
 def _one_line(exc: BaseException) -> str:

@@ -55,9 +55,10 @@ class DecodedImage:
 def pixel_limit() -> int:
     """The largest image decoded: SEGLENS_MAX_MEGAPIXELS (set by `--max-megapixels`), else 250 megapixels."""
     try:
-        return int(float(os.environ["SEGLENS_MAX_MEGAPIXELS"]) * 1e6)
-    except (KeyError, ValueError):
+        limit = int(float(os.environ["SEGLENS_MAX_MEGAPIXELS"]) * 1e6)
+    except (KeyError, ValueError, OverflowError):  # unset, not a number, or ±inf
         return DEFAULT_MAX_PIXELS
+    return limit if limit > 0 else DEFAULT_MAX_PIXELS  # 0 or below would refuse every image
 
 
 def read_image(path: str | Path, *, max_pixels: int | None = None, frame: int = 0) -> DecodedImage:
@@ -73,15 +74,13 @@ def read_image(path: str | Path, *, max_pixels: int | None = None, frame: int = 
     Image.MAX_IMAGE_PIXELS = None  # our own limit (below) replaces Pillow's decompression-bomb guard
     try:
         with Image.open(path) as img:
-            width, height = img.size
-            if width * height > max_pixels:
-                raise ImageError(f"{path}: image too large ({width}×{height} = {width * height / 1e6:.0f} "
-                                 f"megapixels; the limit is {max_pixels / 1e6:.0f})")
+            _check_size(path, img, max_pixels)
             frames = int(getattr(img, "n_frames", 1) or 1)
             if frame:
                 if not 0 <= frame < frames:
                     raise ImageError(f"{path}: frame {frame} does not exist (the file has {frames})")
                 img.seek(frame)
+                _check_size(path, img, max_pixels, frame=frame)  # a TIFF's pages each have their own size
             mode = img.mode
             oriented = _orientation(img) in (None, 1)
             fast = _decode_with_opencv(path, img) if oriented and not frame else None
@@ -128,6 +127,15 @@ def _check_file(path: Path) -> None:
         raise ImageError(f"{path}: empty file (0 bytes)")
     if not os.access(path, os.R_OK):
         raise ImageError(f"{path}: permission denied")
+
+
+def _check_size(path: Path, img, max_pixels: int, *, frame: int = 0) -> None:
+    """Refuse the frame about to be decoded when it is over the limit (read from its header, nothing decoded)."""
+    width, height = img.size
+    if width * height > max_pixels:
+        which = f"frame {frame} " if frame else ""
+        raise ImageError(f"{path}: image too large ({which}{width}×{height} = {width * height / 1e6:.0f} "
+                         f"megapixels; the limit is {max_pixels / 1e6:.0f})")
 
 
 def _orientation(img) -> int | None:

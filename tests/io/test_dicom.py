@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import pydicom
 import pytest
@@ -12,6 +14,7 @@ from pydicom.uid import ExplicitVRLittleEndian, JPEGLSLossless, SecondaryCapture
 from app.errors import ImageError
 from app.inference.pipeline import model_pixels
 from app.inference.spec import load_spec
+from app.io import dicom
 from app.io.images import read_image
 from app.io.window import apply_window
 
@@ -119,3 +122,40 @@ def test_sixteen_bit_png_keeps_its_values_and_gets_an_auto_window(tmp_path):
     image = read_image(tmp_path / "deep.png")
     assert image.raw.max() == 4999 and image.raw.min() == 1000
     assert 2000 < image.window[0] < 4000 and image.display().max() == 255  # auto window stretches the display
+
+
+def test_multiframe_dicom_total_pixels_are_checked_before_decoding(tmp_path, monkeypatch):
+    """Each 16×16 frame is under the limit but the 10-frame volume (2560 pixels) is not; pydicom decodes the
+    whole volume to give one frame, so the total must be checked, before the pixel data is touched."""
+    path = write_dicom(tmp_path / "volume.dcm", np.zeros((10, 16, 16), np.int16))
+    monkeypatch.setattr(dicom, "_pixel_array", lambda ds, p: pytest.fail("decoded before the limit check"))
+    with pytest.raises(ImageError) as caught:
+        read_image(path, max_pixels=1000)
+    message = str(caught.value)
+    assert message.startswith(str(path)) and "too large" in message and "10 frames" in message, message
+
+
+def test_multiframe_dicom_under_the_limit_still_reads(tmp_path):
+    frames = np.arange(4 * 8 * 8, dtype=np.int16).reshape(4, 8, 8)
+    image = read_image(write_dicom(tmp_path / "ok.dcm", frames), max_pixels=4 * 8 * 8, frame=3)
+    assert image.frame_count == 4 and image.raw[0, 0] == frames[3, 0, 0]
+
+
+def test_a_missing_dicom_frame_is_refused_before_decoding(tmp_path, monkeypatch):
+    path = write_dicom(tmp_path / "volume.dcm", np.zeros((3, 8, 8), np.int16))
+    monkeypatch.setattr(dicom, "_pixel_array", lambda ds, p: pytest.fail("decoded a volume to refuse a frame"))
+    with pytest.raises(ImageError, match="frame 7 does not exist"):
+        read_image(path, frame=7)
+
+
+def test_header_text_shown_as_information_is_capped(tmp_path):
+    """The patient/study fields are shown in the viewer and written to reports; the standard limits them to 64
+    characters, a file may hold any length."""
+    path = write_dicom(tmp_path / "long.dcm", np.zeros((8, 8), np.int16))
+    ds = pydicom.dcmread(path)
+    with warnings.catch_warnings():  # pydicom warns about the over-long value we write on purpose
+        warnings.simplefilter("ignore")
+        ds.InstitutionName, ds.StudyDescription = "x" * 100_000, "study\nwith\nlines"  # too long: read as bytes
+        ds.save_as(path)
+    info = read_image(path).info
+    assert len(info["Institution"]) <= 200 and info["Study"] == "study with lines"

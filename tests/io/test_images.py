@@ -126,3 +126,32 @@ def test_sixteen_bit_rgb_png_keeps_pillows_conversion(tmp_path):
     pixels = (np.arange(40 * 30 * 3, dtype=np.uint16).reshape(40, 30, 3) * 50).astype(np.uint16)
     cv2.imwrite(str(tmp_path / "deep.png"), pixels[..., ::-1])  # 48-bit RGB PNG
     np.testing.assert_array_equal(read_image(tmp_path / "deep.png").pixels, _pillow_pixels(tmp_path / "deep.png"))
+
+
+def test_a_large_later_tiff_frame_is_checked(tmp_path):
+    """Frame 0 is 8×8, frame 1 is 100×100: the viewer's frame slider decodes frame 1 by itself, so the size
+    checked must be that frame's, not the first one's."""
+    path = tmp_path / "pages.tif"
+    small, large = Image.new("L", (8, 8)), Image.new("L", (100, 100))
+    small.save(path, save_all=True, append_images=[large])
+    assert read_image(path, max_pixels=1000).frame_count == 2
+    with pytest.raises(ImageError) as caught:
+        read_image(path, max_pixels=1000, frame=1)
+    message = str(caught.value)
+    assert message.startswith(str(path)) and "too large" in message and "frame 1" in message, message
+
+
+@pytest.mark.parametrize("value", ["inf", "-inf", "nan", "0", "-5", "0.0000001", "lots"])
+def test_a_nonsense_megapixel_limit_falls_back_to_the_default(monkeypatch, value):
+    """SEGLENS_MAX_MEGAPIXELS=inf raised OverflowError on every decode; 0 or a negative value refused every image."""
+    from app.io.images import DEFAULT_MAX_PIXELS, pixel_limit
+
+    monkeypatch.setenv("SEGLENS_MAX_MEGAPIXELS", value)
+    assert pixel_limit() == DEFAULT_MAX_PIXELS
+
+
+def test_a_sensible_megapixel_limit_is_used(monkeypatch):
+    from app.io.images import pixel_limit
+
+    monkeypatch.setenv("SEGLENS_MAX_MEGAPIXELS", "0.5")
+    assert pixel_limit() == 500_000
