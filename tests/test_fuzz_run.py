@@ -60,3 +60,37 @@ def test_run_survives_any_file_names(models, names, suffixes):
         with open(out / "seglens_report.csv", newline="", encoding="utf-8") as handle:
             rows = list(csv.DictReader(handle))
         assert len(rows) == len(files)
+
+
+_KEYS = ["input", "output", "classes", "postprocess", "runtime", "name", "task", "size", "resize", "threshold",
+         "activation", "min_area", "top_k", "mean", "std", "scale", "color", "tile", "window", "range"]
+_LEAVES = st.one_of(st.none(), st.booleans(), st.integers(min_value=-(10**30), max_value=10**30),
+                    st.floats(allow_nan=True, allow_infinity=True), st.text(max_size=20), st.sampled_from(_KEYS))
+_VALUES = st.recursive(_LEAVES, lambda inner: st.one_of(st.lists(inner, max_size=4),
+                                                        st.dictionaries(st.sampled_from(_KEYS), inner, max_size=4)),
+                       max_leaves=25)
+_ALIASES = "a: &a [x, x, x, x, x, x, x, x, x]\nb: &b [*a, *a, *a, *a, *a, *a, *a, *a, *a]\nc: [*b, *b, *b, *b]\n"
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(document=st.dictionaries(st.sampled_from(_KEYS), _VALUES, max_size=6), aliases=st.booleans(),
+       depth=st.integers(min_value=0, max_value=200))
+def test_run_survives_any_sidecar(models, tmp_path_factory, document, aliases, depth):
+    import yaml
+
+    model = models("rgb_classes")
+    root = tmp_path_factory.mktemp("fuzz")
+    Image.fromarray(np.full((12, 16, 3), 200, np.uint8)).save(root / "a.png")
+    text = yaml.safe_dump(document) + (_ALIASES if aliases else "") + "deep: " + "[" * depth + "]" * depth + "\n"
+    (root / "side.yaml").write_text(text)
+    errors = io.StringIO()
+    with redirect_stdout(io.StringIO()), redirect_stderr(errors):
+        code = main(["run", str(model), str(root / "a.png"), "--out", str(root / "out"), "--config",
+                     str(root / "side.yaml")])
+    assert code in (0, 1, 2)
+    lines = errors.getvalue().strip().splitlines()
+    if code == 2:  # refused in one line that names the sidecar, never a traceback
+        assert lines[-1].startswith("error: ") and "unexpected" not in lines[-1], errors.getvalue()
+    else:
+        with open(root / "out" / "seglens_report.csv", newline="", encoding="utf-8") as handle:
+            assert len(list(csv.DictReader(handle))) == 1
