@@ -20,6 +20,7 @@ from typing import Any
 
 from app.errors import ModelError, SidecarError
 from app.inference.onnx_graph import GraphInfo, TensorInfo, read_graph
+from app.inference.shapes import channel_axis, image_layout
 from app.inference.sidecar import MAX_SIDE, UNSET_COLOR, find_sidecar, load_sidecar
 from app.io.render import PALETTE
 
@@ -194,7 +195,7 @@ class _Builder:
         if t.shape is None or len(t.shape) != 4 or t.dtype not in _INPUT_DTYPES:
             raise self.fail("not an image model: the input must be a 4-D float32, float16 or uint8 tensor "
                             "(N,C,H,W or N,H,W,C)")
-        layout, channels = _layout(t.shape)
+        layout, channels = image_layout(t.shape)
         if layout is None:
             raise self.fail("not an image model: no axis of the input holds 1 or 3 channels")
         if isinstance(t.shape[0], int) and t.shape[0] != 1:
@@ -260,7 +261,7 @@ class _Builder:
         threshold = self.pick("output.threshold", 0.5, "default")
         is_labels = t.dtype in _INT_DTYPES or final == "ArgMax"
         if rank == 4:
-            axis = _channel_axis(t.shape, self.input_layout, self.input_hw)
+            axis = channel_axis(t.shape, self.input_layout, self.input_hw)
             channels = t.shape[axis]
             if channels == 1 and is_labels:  # ArgMax with keepdims=1: a label map with a channel axis
                 return OutputSpec(t.name, "labels", axis, self._activation(final, None, "none"), threshold)
@@ -351,37 +352,6 @@ def _described(tensors: tuple[TensorInfo, ...], *, most: int = 4, width: int = 1
 
 def _shortened(text: str, width: int) -> str:
     return text if len(text) <= width else text[:width - 3] + "..."
-
-
-def _layout(shape: tuple) -> tuple[str | None, int]:
-    if shape[1] in (1, 3):
-        return "NCHW", shape[1]
-    if shape[3] in (1, 3):
-        return "NHWC", shape[3]
-    return None, 0
-
-
-def _channel_axis(out_shape: tuple, in_layout: str, in_hw: tuple) -> int:
-    """Axis 1 or 3 of a rank-4 output: the only fixed one; else the one leaving spatial dims shaped like the
-    input's H/W (a fixed [1,21,16,16] head of a 64×64 model is NCHW); else the input's layout."""
-    fixed = [axis for axis in (1, 3) if isinstance(out_shape[axis], int)]
-    preferred = 1 if in_layout == "NCHW" else 3
-    if len(fixed) == 1:
-        return fixed[0]
-    if len(fixed) == 2 and None not in in_hw:
-        fits = [axis for axis in (1, 3) if _same_aspect(_spatial(out_shape, axis), in_hw)]
-        if len(fits) == 1:
-            return fits[0]
-    return preferred
-
-
-def _spatial(shape: tuple, channel_axis: int) -> tuple:
-    return (shape[2], shape[3]) if channel_axis == 1 else (shape[1], shape[2])
-
-
-def _same_aspect(hw: tuple, reference: tuple) -> bool:
-    h, w = hw
-    return isinstance(h, int) and isinstance(w, int) and h * reference[1] == w * reference[0] and h <= reference[0]
 
 
 def _per_channel(values: tuple[float, ...], channels: int) -> tuple[float, ...]:
