@@ -21,6 +21,7 @@ def spec_dict(spec: ModelSpec, info: SessionInfo | None) -> dict:
         "output": {"name": out.name, "kind": out.kind, "activation": out.activation, "threshold": out.threshold},
         "classes": [{"index": i, "name": c.name, "color": hex_color(c.color)} for i, c in enumerate(spec.classes)],
         "postprocess": vars(spec.postprocess).copy(),
+        "verdict": None if spec.verdict is None else {"fail_if": [rule.as_dict() for rule in spec.verdict]},
         "sources": dict(spec.sources),
     }
     if info is not None:
@@ -84,6 +85,9 @@ def spec_text(spec: ModelSpec, info: SessionInfo | None) -> str:
     else:
         lines.append(row("min_area", post.min_area, "postprocess.min_area"))
         lines.append(row("close_kernel", post.close_kernel, "postprocess.close_kernel"))
+    if spec.verdict is not None:
+        lines.append(f"verdict  [{src.get('verdict', '')}]  NG when any rule holds, OK otherwise")
+        lines += [f"  fail if {rule.describe()}" for rule in spec.verdict]
     if info is not None:
         lines += ["session", *(f"  {line}" for line in session_lines(info))]
     return "\n".join(lines)

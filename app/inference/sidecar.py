@@ -120,6 +120,8 @@ def _validate(data: dict, schema: dict, *, prefix: str, path: Path) -> dict[str,
             continue
         try:
             values[full] = rule(raw)
+        except KeyedValueError as exc:  # a problem inside a list item: `verdict.fail_if[2].class`
+            raise SidecarError(f"{path}: '{full}{exc.subkey}' {exc}") from exc
         except (ValueError, TypeError) as exc:
             raise SidecarError(f"{path}: '{full}' {exc}") from exc
     return values
@@ -218,6 +220,65 @@ def _field(index: int, field: str, check: Check, value: Any) -> Any:
         raise ValueError(f"[{index}].{field} {exc}") from exc
 
 
+class KeyedValueError(ValueError):
+    """A refused value inside a list, with the key below the list's (`[2].class`)."""
+
+    def __init__(self, subkey: str, problem: str) -> None:
+        super().__init__(problem)
+        self.subkey = subkey
+
+
+MAX_VERDICT_RULES = 64
+_RULE_KEYS = {  # rule kind: (its keys, the check of its limit)
+    "min_area_px": ({"class", "min_area_px"}, whole(1, 2**31 - 1)),
+    "min_total_fraction": ({"class", "min_total_fraction"}, _fraction),
+    "score_above": ({"score_above"}, number),
+    "top1_in": ({"top1_in"}, None),
+}
+
+
+def _fail_if(value: Any) -> tuple[dict[str, Any], ...]:
+    """`verdict.fail_if`: a list of rules, each one mapping of a single kind; class names are resolved to the
+    model's classes later, by the spec (which knows them)."""
+    if not isinstance(value, list) or not value or len(value) > MAX_VERDICT_RULES:
+        raise ValueError(f"must be a list of 1 to {MAX_VERDICT_RULES} rules, got {shown(value)}")
+    return tuple(_verdict_rule(index, item) for index, item in enumerate(value))
+
+
+def _verdict_rule(index: int, item: Any) -> dict[str, Any]:
+    where = f"[{index}]"
+    kinds = [k for k in _RULE_KEYS if isinstance(item, dict) and k in item]
+    if len(kinds) != 1:
+        raise KeyedValueError(where, f"must be one rule: {{class: ..., min_area_px: ...}}, {{class: ..., "
+                                     f"min_total_fraction: ...}}, {{score_above: ...}} or {{top1_in: [...]}}, "
+                                     f"got {shown(item)}")
+    rule_kind = kinds[0]
+    keys, check = _RULE_KEYS[rule_kind]
+    unknown = sorted(str(k) for k in set(item) - keys)
+    if unknown:
+        raise KeyedValueError(where, f"has unknown key '{_short_key(unknown[0])}' (a {rule_kind} rule takes "
+                                     f"{', '.join(sorted(keys))})")
+    if "class" in keys and "class" not in item:
+        raise KeyedValueError(where, f"needs 'class' (the class the {rule_kind} rule measures)")
+    rule: dict[str, Any] = {"kind": rule_kind}
+    try:
+        if rule_kind == "top1_in":
+            names = item["top1_in"]
+            if not isinstance(names, list) or not names or len(names) > 1000:
+                raise ValueError(f"must be a list of 1 to 1000 class names, got {shown(names)}")
+            rule["classes"] = tuple(nonempty_text(n) for n in names)
+        else:
+            rule["limit"] = check(item[rule_kind])
+    except ValueError as exc:
+        raise KeyedValueError(f"{where}.{rule_kind}", str(exc)) from exc
+    if "class" in keys:
+        try:
+            rule["class"] = nonempty_text(item["class"])
+        except ValueError as exc:
+            raise KeyedValueError(f"{where}.class", str(exc)) from exc
+    return rule
+
+
 _SCHEMA: dict[str, Any] = {
     "name": nonempty_text,
     "task": choice("segmentation", "classification"),
@@ -242,6 +303,9 @@ _SCHEMA: dict[str, Any] = {
         "min_area": whole(0, 2**31 - 1),
         "close_kernel": whole(0, 255),
         "top_k": whole(1, 1000),
+    },
+    "verdict": {
+        "fail_if": _fail_if,
     },
 }
 

@@ -22,6 +22,7 @@ from app.errors import ModelError, SidecarError
 from app.inference.onnx_graph import GraphInfo, TensorInfo, read_graph
 from app.inference.shapes import channel_axis, image_layout
 from app.inference.sidecar import MAX_SIDE, UNSET_COLOR, find_sidecar, load_sidecar
+from app.inference.verdict import Rule, resolve_rules
 from app.io.render import PALETTE
 
 _FLOAT_INPUTS = ("float32", "float16")
@@ -101,6 +102,7 @@ class ModelSpec:
     metadata: dict[str, str] = field(default_factory=dict, compare=False)
     opset: int | None = None
     producer: str = ""
+    verdict: tuple[Rule, ...] | None = None  # the sidecar's `verdict.fail_if`; None: no verdict section
 
     @property
     def class_names(self) -> tuple[str, ...]:
@@ -166,8 +168,17 @@ class _Builder:
             classes=classes, postprocess=post, inputs=self.graph.inputs, outputs=self.graph.outputs,
             runtime={k.removeprefix("runtime."): v for k, v in self.overrides.items() if k.startswith("runtime.")},
             sources=self.sources, metadata=self.graph.metadata, opset=self.graph.opset,
-            producer=self.graph.producer,
+            producer=self.graph.producer, verdict=self._verdict(task, classes),
         )
+
+    def _verdict(self, task: str, classes: tuple[ClassInfo, ...]) -> tuple[Rule, ...] | None:
+        """The sidecar's verdict rules with class names resolved to label values, refused when a rule does not
+        fit the task (areas need a mask, top-1 needs a classifier) or names a class the model does not have."""
+        raw = self.overrides.get("verdict.fail_if")
+        if raw is None:
+            return None
+        self.sources["verdict"] = "sidecar"
+        return resolve_rules(raw, task, tuple(c.name for c in classes), self.sidecar_error)
 
     def _default_name(self) -> tuple[str, str]:
         for key in ("name", "model_name", "title"):

@@ -1,0 +1,174 @@
+"""Verdict rules (the sidecar's `verdict.fail_if`) and their evaluation: is an image OK or NG?
+
+An image is NG when any rule holds, OK otherwise; the reason is the first rule that fired. Rules are frozen
+records built with the spec (class names already resolved to label values); `decide` is a pure function of a
+rule list and a Result, so a verdict is never a new model run.
+
+- `min_area_px`: a connected component of the class (8-connectivity: diagonal neighbours touch; OpenCV's
+  `connectedComponentsWithStats`) of at least this many pixels of the label mask at the image's size;
+- `min_total_fraction`: the class covers at least this share of the image (all its pixels, connected or not);
+- `score_above`: the image score is strictly above the limit. The image score is the model's own
+  (`result.image_score`, e.g. an anomaly score) or, for a classifier, the top-1 probability. A result without
+  a score never fires this rule (a segmentation model without an image score: the rule is inert);
+- `top1_in`: a classifier's top-1 class is one of these.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import cv2
+import numpy as np
+
+if TYPE_CHECKING:  # the pipeline imports the spec, which imports these rules: types only, no cycle
+    from app.inference.pipeline import Result
+    from app.inference.spec import ModelSpec
+
+
+@dataclass(frozen=True)
+class AreaRule:
+    class_name: str
+    labels: tuple[int, ...]  # every label value with that name (two classes may share one)
+    min_area_px: int
+
+    def describe(self) -> str:
+        return f"a {self.class_name} component of >= {self.min_area_px} px"
+
+    def as_dict(self) -> dict:
+        return {"class": self.class_name, "min_area_px": self.min_area_px}
+
+
+@dataclass(frozen=True)
+class FractionRule:
+    class_name: str
+    labels: tuple[int, ...]
+    min_total_fraction: float
+
+    def describe(self) -> str:
+        return f"{self.class_name} covers >= {_percent(self.min_total_fraction)} % of the image"
+
+    def as_dict(self) -> dict:
+        return {"class": self.class_name, "min_total_fraction": self.min_total_fraction}
+
+
+@dataclass(frozen=True)
+class ScoreRule:
+    score_above: float
+
+    def describe(self) -> str:
+        return f"image score > {self.score_above:g}"
+
+    def as_dict(self) -> dict:
+        return {"score_above": self.score_above}
+
+
+@dataclass(frozen=True)
+class Top1Rule:
+    class_names: tuple[str, ...]
+    indices: frozenset[int]
+
+    def describe(self) -> str:
+        return f"top-1 class in [{', '.join(self.class_names)}]"
+
+    def as_dict(self) -> dict:
+        return {"top1_in": list(self.class_names)}
+
+
+Rule = AreaRule | FractionRule | ScoreRule | Top1Rule
+
+
+@dataclass(frozen=True)
+class Verdict:
+    ok: bool
+    reason: str = ""  # the first rule that fired; empty when OK
+
+
+def resolve_rules(raw: tuple[dict[str, Any], ...], task: str, class_names: tuple[str, ...],
+                  refuse: Callable[[str, str], Exception]) -> tuple[Rule, ...]:
+    """The sidecar's parsed rules (app.inference.sidecar) as Rule records, class names resolved to label values;
+    `refuse(key, problem)` makes the error for a rule that does not fit the task (areas need a mask, top-1 needs
+    a classifier) or names a class the model does not have."""
+
+    def labels(key: str, name: str) -> tuple[int, ...]:
+        found = tuple(i for i, known in enumerate(class_names) if known == name)
+        if not found:
+            known = ", ".join(class_names)
+            known = known if len(known) <= 200 else known[:197] + "..."
+            shown = name if len(name) <= 60 else name[:57] + "..."
+            raise refuse(key, f"is '{shown}', not a class of this model (classes: {known})")
+        return found
+
+    def rule(key: str, item: dict[str, Any]) -> Rule:
+        kind = item["kind"]
+        if kind == "score_above":
+            return ScoreRule(item["limit"])
+        needs = "classification" if kind == "top1_in" else "segmentation"
+        if task != needs:
+            raise refuse(f"{key}.{kind}", f"applies to {needs} models, but this model's task is {task}")
+        if kind == "top1_in":
+            names = item["classes"]
+            return Top1Rule(names, frozenset(i for n in names for i in labels(f"{key}.top1_in", n)))
+        found = labels(f"{key}.class", item["class"])
+        if kind == "min_area_px":
+            return AreaRule(item["class"], found, item["limit"])
+        return FractionRule(item["class"], found, item["limit"])
+
+    return tuple(rule(f"verdict.fail_if[{i}]", item) for i, item in enumerate(raw))
+
+
+def image_score(result: Result) -> float | None:
+    """The model's image score when it keeps one, else a classifier's top-1 probability, else None."""
+    score = getattr(result, "image_score", None)  # a Result field only once kept scores are merged
+    if score is not None:
+        return float(score)
+    if result.task == "classification" and result.predictions:
+        return float(result.predictions[0].score)
+    return None
+
+
+def verdict_of(spec: ModelSpec, result: Result) -> Verdict | None:
+    """The verdict of `result` under the spec's rules; None when the model has no `verdict` section."""
+    return None if spec.verdict is None else decide(spec.verdict, result, spec)
+
+
+def decide(rules: tuple[Rule, ...], result: Result, spec: ModelSpec) -> Verdict:
+    """OK unless a rule holds; the reason names the first that did (`scratch component 412 px >= 50`)."""
+    for rule in rules:
+        reason = _fired(rule, result, spec)
+        if reason:
+            return Verdict(False, reason)
+    return Verdict(True)
+
+
+def _fired(rule: Rule, result: Result, spec: ModelSpec) -> str:
+    if isinstance(rule, ScoreRule):
+        score = image_score(result)
+        return f"score {score:.4g} > {rule.score_above:g}" if score is not None and score > rule.score_above else ""
+    if isinstance(rule, Top1Rule):
+        if not result.predictions or result.predictions[0].index not in rule.indices:
+            return ""
+        return f"top-1 {result.predictions[0].name} is in [{', '.join(rule.class_names)}]"
+    if result.mask is None or result.mask.size == 0:
+        return ""
+    pixels = np.isin(result.mask, rule.labels)
+    if isinstance(rule, FractionRule):
+        fraction = int(np.count_nonzero(pixels)) / pixels.size
+        if fraction < rule.min_total_fraction:
+            return ""
+        return (f"{rule.class_name} covers {_percent(fraction)} % >= {_percent(rule.min_total_fraction)} %")
+    largest = largest_component(pixels)
+    return f"{rule.class_name} component {largest} px >= {rule.min_area_px}" if largest >= rule.min_area_px else ""
+
+
+def largest_component(pixels: np.ndarray) -> int:
+    """Pixels in the largest 8-connected component of a boolean image (0 when it is empty)."""
+    if not pixels.any():
+        return 0
+    count, _, stats, _ = cv2.connectedComponentsWithStats(pixels.astype(np.uint8), connectivity=8)
+    return int(stats[1:count, cv2.CC_STAT_AREA].max())
+
+
+def _percent(fraction: float) -> str:
+    return f"{fraction * 100:.3g}"
