@@ -359,3 +359,18 @@ def test_resume_reruns_an_input_whose_mask_was_truncated(models, tmp_path):
     done = cli("run", model, folder, "--out", out, "--resume")
     assert done.returncode == 0 and "(1 done by an earlier run)" in done.stdout, done.stdout + done.stderr
     np.testing.assert_array_equal(np.asarray(Image.open(out / "b_mask.png")), expected_stripes())
+
+
+def test_ng_images_are_a_result_not_an_error(models, tmp_path):
+    model = models("rgb_classes")
+    model.with_suffix(".yaml").write_text("classes: [bg, green, blue]\n"
+                                          "verdict:\n  fail_if:\n    - {class: green, min_total_fraction: 0.25}\n")
+    for name, green in (("a.png", 0), ("b.png", 30)):
+        image = np.zeros((30, 30, 3), np.uint8)
+        image[..., 0] = 200
+        image[:, :green] = (0, 200, 0)
+        Image.fromarray(image).save(tmp_path / name)
+    done = cli("run", model, tmp_path / "a.png", tmp_path / "b.png", "--out", tmp_path / "o")
+    assert done.returncode == 0, done.stderr  # an NG image is not a failed input
+    rows = read_report(tmp_path / "o" / "seglens_report.csv")
+    assert [(r["verdict"], r["verdict_reason"]) for r in rows] == [("ok", ""), ("ng", "green covers 100 % >= 25 %")]

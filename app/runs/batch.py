@@ -30,6 +30,7 @@ from app.errors import SegLensError, error_line, unexpected_error_line
 from app.inference import pipeline
 from app.inference.pipeline import Prepared, Result
 from app.inference.session import ModelSession
+from app.inference.verdict import Verdict, verdict_of
 from app.io.discover import InputFile, output_stems
 from app.runs.outputs import ReportWriter, write_result_images
 from app.runs.safety import OutputGuard, planned_outputs
@@ -46,6 +47,7 @@ class Outcome:
     result: Result | None
     error: str | None
     resumed: bool = False  # done by an earlier run (--resume): its report row was carried over
+    verdict: Verdict | None = None  # OK/NG under the sidecar's rules; None without a `verdict` section
 
 
 @dataclass
@@ -55,6 +57,14 @@ class RunSummary:
     failed: int = 0
     cancelled: bool = False
     resumed: int = 0
+    passed: int = 0  # results judged OK by the sidecar's verdict rules (resumed rows included)
+    rejected: int = 0  # results judged NG: a result, not a failure (`failed` does not count them)
+
+    def verdict_line(self) -> str | None:
+        """`verdict: 7 OK, 2 NG` when any result was judged, else None (the model has no verdict rules)."""
+        if not self.passed and not self.rejected:
+            return None
+        return f"verdict: {self.passed} OK, {self.rejected} NG"
 
 
 @dataclass(frozen=True)
@@ -313,7 +323,10 @@ class _Writer:
                 if refused:
                     return Outcome(work.index, work.input, None, f"{work.input.path}: {refused}")
                 write_result_images(result, self.model.spec, stem, self.save, work.prepared.image.pixels)
-            return Outcome(work.index, work.input, result, None)
+            # Decided here, in the writer stage, not in ReportWriter: the summary's OK/NG counts and the progress
+            # callback (the viewer's Run on all) need it as well as the report, which is optional; it is one
+            # pure function of the kept result, off the inference thread, once per input.
+            return Outcome(work.index, work.input, result, None, verdict=verdict_of(self.model.spec, result))
         except SegLensError as exc:
             return Outcome(work.index, work.input, None, error_line(work.input.path, exc))
         except Exception as exc:
@@ -330,13 +343,15 @@ class _Writer:
         if outcome.resumed:
             summary.ok += 1
             summary.resumed += 1
+            self._count(_carried_verdict(carried, report))
             if report:
                 report.add_row(carried)
         elif outcome.result is not None:
             try:
                 if report:
-                    report.add_result(outcome.input.path, outcome.result)
+                    report.add_result(outcome.input.path, outcome.result, verdict=outcome.verdict)
                 summary.ok += 1
+                self._count("" if outcome.verdict is None else "ok" if outcome.verdict.ok else "ng")
             except OSError:
                 raise  # the report itself cannot be written: the run stops and says so
             except Exception as exc:  # a result the report cannot describe is that input's error
@@ -352,3 +367,17 @@ class _Writer:
         if self.progress:
             self.progress(outcome, summary)
         self.recorded += 1
+
+    def _count(self, verdict: str) -> None:
+        if verdict == "ok":
+            self.summary.passed += 1
+        elif verdict == "ng":
+            self.summary.rejected += 1
+
+
+def _carried_verdict(row: list[str] | None, report: ReportWriter | None) -> str:
+    """The `verdict` cell of a row carried over by --resume (its columns are this report's: finished_rows)."""
+    if row is None or report is None or "verdict" not in report.columns:
+        return ""
+    index = report.columns.index("verdict")
+    return row[index] if index < len(row) else ""

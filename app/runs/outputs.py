@@ -30,6 +30,7 @@ import numpy as np
 from app.errors import OutputError
 from app.inference.pipeline import STAGES, Result
 from app.inference.spec import ModelSpec
+from app.inference.verdict import Verdict, image_score, verdict_of
 from app.io.discover import InputFile, output_stems
 from app.io.files import atomic_write, create_temporary, encode_png, is_complete_png
 from app.io.render import blend_overlay
@@ -66,11 +67,16 @@ def _task_columns(spec: ModelSpec) -> tuple[list[str], list[str]]:
     return classes, [c for i in range(1, k + 1) for c in (f"top{i}", f"top{i}_score")]
 
 
+# after `height`: the image's score, `ok`/`ng` (empty without a `verdict` section) and the first rule that fired
+VERDICT_COLUMNS = ("score", "verdict", "verdict_reason")
+
+
 def report_columns(spec: ModelSpec) -> list[str]:
     classes, top = _task_columns(spec)
     per_task = top if spec.task == "classification" else [*classes, "pixels_other"]
-    return ["path", "status", "task", "provider", "width", "height", *per_task,
+    return ["path", "status", "task", "provider", "width", "height", *VERDICT_COLUMNS, *per_task,
             *(f"{stage}_ms" for stage in STAGES), "error"]
+
 
 
 class ReportWriter:
@@ -94,13 +100,20 @@ class ReportWriter:
     def columns(self) -> list[str]:
         return list(self._columns)
 
-    def add_result(self, path: Path, result: Result) -> None:
+    def add_result(self, path: Path, result: Result, *, verdict: Verdict | None = None) -> None:
+        """A result's row; `verdict` as the run decided it (decided here from the spec when not given)."""
         h, w = result.image_hw
-        self._row([path_text(path), "ok", result.task, result.provider, w, h, *self._task_values(result),
+        if verdict is None:
+            verdict = verdict_of(self.spec, result)
+        score = image_score(result)
+        judged = ["" if score is None else f"{score:.6f}",
+                  "" if verdict is None else ("ok" if verdict.ok else "ng"), "" if verdict is None else verdict.reason]
+        self._row([path_text(path), "ok", result.task, result.provider, w, h, *judged, *self._task_values(result),
                    *(f"{result.timings.get(stage, 0.0):.2f}" for stage in STAGES), ""])
 
     def add_error(self, path: Path, message: str, *, provider: str = "", status: str = "error") -> None:
-        blanks = [""] * (len(self._columns) - 7 - len(STAGES))
+        """An input without a result: no size, score, verdict, counts or timings; the message last."""
+        blanks = [""] * (len(self._columns) - 7 - len(STAGES))  # the verdict and task columns, after `height`
         self._row([path_text(path), status, self.spec.task, provider, "", "", *blanks, *[""] * len(STAGES), message])
 
     def _task_values(self, result: Result) -> list:

@@ -151,7 +151,7 @@ class _FailingReport:
         self.skipped: list[str] = []
         self.ok = ok
 
-    def add_result(self, path, result) -> None:
+    def add_result(self, path, result, *, verdict=None) -> None:
         if len(self.real_rows) >= self.ok:
             time.sleep(0.5)  # meanwhile inference fills the writer's queue: nobody will drain it
             raise OSError(28, "No space left on device")
