@@ -277,6 +277,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     resumed = f" ({summary.resumed} done by an earlier run)" if summary.resumed else ""
     print(f"{summary.total} inputs: {summary.ok} ok{resumed}, {summary.failed} failed; provider "
           f"{model.info.provider_label}; outputs in {_shown(args.out)}, report {_shown(report_path)}")
+    if summary.verdict_line():
+        print(summary.verdict_line())
     return EXIT_OK if summary.failed == 0 else EXIT_SOME_FAILED
 
 

@@ -372,5 +372,6 @@ def test_ng_images_are_a_result_not_an_error(models, tmp_path):
         Image.fromarray(image).save(tmp_path / name)
     done = cli("run", model, tmp_path / "a.png", tmp_path / "b.png", "--out", tmp_path / "o")
     assert done.returncode == 0, done.stderr  # an NG image is not a failed input
+    assert "verdict: 1 OK, 1 NG" in done.stdout
     rows = read_report(tmp_path / "o" / "seglens_report.csv")
     assert [(r["verdict"], r["verdict_reason"]) for r in rows] == [("ok", ""), ("ng", "green covers 100 % >= 25 %")]
