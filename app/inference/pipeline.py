@@ -47,7 +47,7 @@ class Result:
     # float16 probabilities (C, h, w) on the model's output grid, C = 1 for binary; None for classification and
     # label-map outputs. `geometry` maps them to the image (postprocess.probability_at_image_size).
     scores: np.ndarray | None = None
-    geometry: Geometry | None = None
+    geometry: Geometry | None = None  # of the kept scores (their own grid), None without scores
     image_score: float | None = None  # binary: max foreground probability; classification: top-1; else None
 
     def class_pixels(self) -> np.ndarray:
@@ -95,12 +95,13 @@ def to_result(model: ModelSession, prepared: Prepared, output: np.ndarray, infer
         score = predictions[0].score if predictions else None
     else:
         mask, predictions = segmentation_mask(spec, output, geometry), ()
-        scores = postprocess.probabilities(spec, output)
-        if scores is not None and spec.output.kind == "binary":
-            score = postprocess.image_score(scores, geometry)
+        kept = postprocess.probabilities(spec, output, geometry)
+        if kept is not None:
+            scores, geometry = kept
+            score = postprocess.image_score(scores, geometry) if spec.output.kind == "binary" else None
     timings = {**prepared.timings, "inference": inference_ms, "postprocess": _ms(started)}
     return Result(prepared.image.path, spec.task, geometry.image_hw, mask, predictions, timings,
-                  model.info.provider, scores, geometry, score)
+                  model.info.provider, scores, geometry if scores is not None else None, score)
 
 
 def probability_at_image_size(result: Result, class_index: int | None = None) -> np.ndarray | None:

@@ -227,23 +227,33 @@ def _resize_nearest(labels: np.ndarray, hw: tuple[int, int]) -> np.ndarray:
 
 # --- kept scores: probabilities at the working size, so a threshold or a heatmap needs no new model run ---
 
-def probabilities(spec: ModelSpec, output: np.ndarray) -> np.ndarray | None:
-    """The model's per-pixel probabilities on its own output grid, float16 (C, h, w): sigmoid for a binary
-    output, softmax (or sigmoid, as the spec says) over the classes of a scores output. None for a label map
-    (a device-side argmax): there are no scores to keep.
+def probabilities(spec: ModelSpec, output: np.ndarray, geometry: Geometry) -> tuple[np.ndarray, Geometry] | None:
+    """The model's per-pixel probabilities at the working size, float16 (C, h, w), and the geometry that maps
+    them to the image: sigmoid for a binary output, softmax (or sigmoid, as the spec says) over the classes of a
+    scores output. None for a label map (a device-side argmax): there are no scores to keep.
 
-    Kept at the output grid, not the image size: a 1080p image with 3 classes is 12 MB in float16, and only
-    what is shown or written is brought to the image's size (`probability_at_image_size`).
+    Kept at the working size, not the image's: a 1080p image with 3 classes is 12 MB in float16, and only what
+    is shown or written is brought to the image's size (`probability_at_image_size`). An output on the tensor's
+    grid is cut to the image's region (the padding is never shown), its geometry then says the tensor *is* that
+    region; a strided output keeps its whole grid, which the warp to the image needs.
     """
     out = spec.output
     if out.kind not in ("binary", "scores"):
         return None
-    planes = _planes(spec, np.asarray(output)).astype(np.float32)  # a copy: the activations work in place
-    if out.activation == "softmax" and len(planes) > 1:
+    planes = _planes(spec, np.asarray(output))
+    if planes.shape[1:] == geometry.tensor_hw:
+        planes = _crop(planes, geometry)
+        geometry = Geometry(geometry.image_hw, geometry.content_hw, geometry.content_hw)
+    return _activated(planes.astype(np.float32), out.activation).astype(np.float16), geometry
+
+
+def _activated(planes: np.ndarray, activation: str) -> np.ndarray:
+    """`planes` (float32, a copy: worked on in place) as probabilities."""
+    if activation == "softmax" and len(planes) > 1:
         planes -= planes.max(axis=0)  # exp never overflows; the winner's term is 1
         np.exp(planes, out=planes)
         planes /= planes.sum(axis=0)
-    elif out.activation == "sigmoid":
+    elif activation == "sigmoid":
         np.negative(planes, out=planes)
         with np.errstate(over="ignore"):  # exp(-x) = inf for a very negative logit: 1 / (inf + 1) = 0, right
             np.exp(planes, out=planes)
@@ -251,7 +261,7 @@ def probabilities(spec: ModelSpec, output: np.ndarray) -> np.ndarray | None:
         np.reciprocal(planes, out=planes)
     else:  # the graph already ends in its activation (or the model says "none"): values are probabilities
         np.clip(planes, 0.0, 1.0, out=planes)
-    return planes.astype(np.float16)
+    return planes
 
 
 def image_score(scores: np.ndarray, geometry: Geometry) -> float:
