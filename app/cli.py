@@ -274,7 +274,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         if removed:
             print(f"note: removed {removed} unfinished temporary file(s) left in {_shown(args.out)} by an interrupted "
                   "run", file=sys.stderr)
-        identity = RunIdentity.of(spec)  # the spec as loaded: a device-side argmax changes the session's
+        # the spec as loaded (a device-side argmax changes the session's), and --threshold
+        identity = RunIdentity.of(spec, threshold=args.threshold)
         stale = resume_problem(report_path, identity) if args.resume else None
         if stale:
             print(f"error: --resume into {_shown(args.out)}: {_shown(stale)}; run without --resume to redo every "

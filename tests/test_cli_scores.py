@@ -90,3 +90,13 @@ def test_both_still_means_mask_and_overlay(models, tmp_path):
     assert main(["run", str(models("binary_logits")), str(tmp_path / "in"), "--out", str(tmp_path / "out"),
                  "--save", "both", "--device", "cpu"]) == 0
     assert sorted(p.name for p in (tmp_path / "out").glob("*.png")) == ["ramp_mask.png", "ramp_overlay.png"]
+
+
+def test_resume_refuses_rows_made_with_another_threshold(models, tmp_path):
+    ramp(tmp_path / "in")
+    args = ["run", models("binary_logits"), tmp_path / "in", "--out", tmp_path / "out", "--device", "cpu"]
+    assert cli(*args, "--threshold", "0.9").returncode == 0
+    assert cli(*args, "--threshold", "0.9", "--resume").returncode == 0
+    refused = cli(*args, "--threshold", "0.2", "--resume")
+    assert refused.returncode == 2 and "another --threshold (0.9, now 0.2)" in refused.stderr
+    assert cli(*args, "--resume").returncode == 2  # none now
