@@ -73,7 +73,7 @@ def build_parser() -> argparse.ArgumentParser:
                      help="what to write per image, comma-separated: mask, overlay, heatmap, scores; both "
                           "(mask,overlay) or none (default: mask)")
     run.add_argument("--threshold", type=_fraction, metavar="T",
-                     help="binary models: foreground where probability >= T (overrides output.threshold); "
+                     help="binary models: foreground where probability > T (overrides output.threshold); "
                           "multi-class models: pixels whose winning probability is below T become background")
     run.add_argument("--report", type=Path, metavar="FILE.csv",
                      help=f"CSV report, one row per input (default: DIR/{DEFAULT_REPORT_NAME})")
