@@ -70,7 +70,11 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--out", required=True, type=Path, metavar="DIR", help="folder for masks and overlays")
     _add_model_options(run)
     run.add_argument("--save", default="mask", type=_save_kinds, metavar="KINDS",
-                     help="what to write per image: mask, overlay, both (mask,overlay) or none (default: mask)")
+                     help="what to write per image, comma-separated: mask, overlay, heatmap, scores; both "
+                          "(mask,overlay) or none (default: mask)")
+    run.add_argument("--threshold", type=_fraction, metavar="T",
+                     help="binary models: foreground where probability > T (overrides output.threshold); "
+                          "multi-class models: pixels whose winning probability is below T become background")
     run.add_argument("--report", type=Path, metavar="FILE.csv",
                      help=f"CSV report, one row per input (default: DIR/{DEFAULT_REPORT_NAME})")
     run.add_argument("--max-megapixels", type=_positive, metavar="N",
@@ -151,12 +155,22 @@ def _save_kinds(text: str) -> tuple[str, ...]:
     if kinds == ("none",):
         return ()
     if kinds == ("both",):
-        return SAVE_KINDS
+        return ("mask", "overlay")
     unknown = [k for k in kinds if k not in SAVE_KINDS]
     if unknown or not kinds:
         raise argparse.ArgumentTypeError(f"unknown kind {unknown[0] if unknown else text!r} "
-                                         "(expected mask, overlay, both or none)")
+                                         f"(expected {', '.join(SAVE_KINDS)}, both or none)")
     return kinds
+
+
+def _fraction(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not 0.0 < value < 1.0:  # NaN fails this too
+        raise argparse.ArgumentTypeError(f"must be a number between 0 and 1 (exclusive), got {text!r}")
+    return value
 
 
 # --- info --------------------------------------------------------------------------------------------
@@ -243,7 +257,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     if args.max_megapixels:
         os.environ["SEGLENS_MAX_MEGAPIXELS"] = str(args.max_megapixels)  # read by the decoding threads
-    spec = load_spec(args.model, args.config)
+    spec, min_confidence = _with_threshold(load_spec(args.model, args.config), args.threshold)
     inputs = discover(args.paths, exclude=[args.out])
     if not inputs:
         print("error: no images found in: " + ", ".join(_shown(p) for p in args.paths), file=sys.stderr)
@@ -260,7 +274,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         if removed:
             print(f"note: removed {removed} unfinished temporary file(s) left in {_shown(args.out)} by an interrupted "
                   "run", file=sys.stderr)
-        identity = RunIdentity.of(spec)  # the spec as loaded: a device-side argmax changes the session's
+        # the spec as loaded (a device-side argmax changes the session's), and --threshold
+        identity = RunIdentity.of(spec, threshold=args.threshold)
         stale = resume_problem(report_path, identity) if args.resume else None
         if stale:
             print(f"error: --resume into {_shown(args.out)}: {_shown(stale)}; run without --resume to redo every "
@@ -272,7 +287,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         with ReportWriter(report_path, model.spec) as report:
             record_run(report_path, identity)
             summary = run_inputs(model, inputs, out_dir=args.out, save=args.save, report=report,
-                                 progress=progress.update, batch_size=args.batch, done=done)
+                                 progress=progress.update, batch_size=args.batch, done=done,
+                                 min_confidence=min_confidence)
         progress.close()
     resumed = f" ({summary.resumed} done by an earlier run)" if summary.resumed else ""
     print(f"{summary.total} inputs: {summary.ok} ok{resumed}, {summary.failed} failed; provider "
@@ -280,6 +296,18 @@ def cmd_run(args: argparse.Namespace) -> int:
     if summary.verdict_line():
         print(summary.verdict_line())
     return EXIT_OK if summary.failed == 0 else EXIT_SOME_FAILED
+
+
+def _with_threshold(spec, threshold: float | None):
+    """(spec, min_confidence) for --threshold: a binary model's own threshold is replaced (the pipeline applies
+    it as always); a multi-class model keeps its spec and gets a minimum confidence, applied to the kept scores."""
+    from dataclasses import replace
+
+    if threshold is None or spec.task != "segmentation":
+        return spec, None
+    if spec.output.kind == "binary":
+        return replace(spec, output=replace(spec.output, threshold=threshold)), None
+    return spec, threshold
 
 
 def _announce_session(info, spec) -> None:

@@ -9,11 +9,12 @@ Every stage returns plain data and its time in milliseconds.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
 
+from app.inference import postprocess
 from app.inference.postprocess import Prediction, class_pixel_counts, segmentation_mask, top_k
 from app.inference.preprocess import Geometry, preprocess
 from app.inference.session import ModelSession
@@ -43,6 +44,11 @@ class Result:
     predictions: tuple[Prediction, ...]  # top-k, best first (classification)
     timings: dict[str, float]  # ms per stage (STAGES)
     provider: str
+    # float16 probabilities (C, h, w) on the model's output grid, C = 1 for binary; None for classification and
+    # label-map outputs. `geometry` maps them to the image (postprocess.probability_at_image_size).
+    scores: np.ndarray | None = None
+    geometry: Geometry | None = None  # of the kept scores (their own grid), None without scores
+    image_score: float | None = None  # binary: max foreground probability; classification: top-1; else None
 
     def class_pixels(self) -> np.ndarray:
         """Pixel count per label value 0..255 (segmentation), empty for classification."""
@@ -83,13 +89,38 @@ def to_result(model: ModelSession, prepared: Prepared, output: np.ndarray, infer
     """The postprocess stage: the model's output → label mask at the image's size (or top-k) and the timings."""
     spec = model.spec
     started = time.perf_counter()
+    geometry, scores, score = prepared.geometry, None, None
     if spec.task == "classification":
         mask, predictions = None, top_k(spec, output)
+        score = predictions[0].score if predictions else None
     else:
-        mask, predictions = segmentation_mask(spec, output, prepared.geometry), ()
+        mask, predictions = segmentation_mask(spec, output, geometry), ()
+        kept = postprocess.probabilities(spec, output, geometry)
+        if kept is not None:
+            scores, geometry = kept
+            score = postprocess.image_score(scores, geometry) if spec.output.kind == "binary" else None
     timings = {**prepared.timings, "inference": inference_ms, "postprocess": _ms(started)}
-    return Result(prepared.image.path, spec.task, prepared.geometry.image_hw, mask, predictions, timings,
-                  model.info.provider)
+    return Result(prepared.image.path, spec.task, geometry.image_hw, mask, predictions, timings,
+                  model.info.provider, scores, geometry if scores is not None else None, score)
+
+
+def probability_at_image_size(result: Result, class_index: int | None = None) -> np.ndarray | None:
+    """The kept probabilities of one class (default: the foreground, or the winning class) at the image's size,
+    float32 0–1; None when the result has no scores (classification, label outputs)."""
+    if result.scores is None or result.geometry is None:
+        return None
+    return postprocess.probability_at_image_size(result.scores, result.geometry, class_index)
+
+
+def relabel(result: Result, *, spec: ModelSpec, threshold: float | None = None,
+            min_confidence: float | None = None) -> Result:
+    """The result with a mask decided anew from its kept scores (postprocess.relabel_scores): a different
+    threshold or minimum confidence without running the model again. Unchanged when there are no scores."""
+    if result.scores is None or result.geometry is None:
+        return result
+    mask = postprocess.relabel_scores(result.scores, result.geometry, spec, threshold=threshold,
+                                      min_confidence=min_confidence)
+    return replace(result, mask=mask)
 
 
 def run_image(model: ModelSession, image: np.ndarray | DecodedImage, *, decode_ms: float = 0.0) -> Result:

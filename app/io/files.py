@@ -108,7 +108,8 @@ def is_complete_png(path: Path) -> bool:
 
 
 def encode_png(pixels: np.ndarray) -> bytes:
-    """PNG bytes of a uint8 gray (label mask) or RGB array, at zlib level 1 with a fixed row filter.
+    """PNG bytes of a uint8 gray (label mask), uint16 gray (probabilities) or RGB array, at zlib level 1 with a
+    fixed row filter.
 
     libpng's default adaptive filtering costs more than the compression itself: a 1920×1080 mask took ~25 ms.
     Masks are flat runs of labels (no filter, run-length matching: ~4 ms and a third of the size); RGB
@@ -116,8 +117,9 @@ def encode_png(pixels: np.ndarray) -> bytes:
     """
     array = cv2.cvtColor(pixels, cv2.COLOR_RGB2BGR) if pixels.ndim == 3 else pixels
     params = [cv2.IMWRITE_PNG_COMPRESSION, 1]
+    smooth = pixels.ndim == 3 or pixels.dtype == np.uint16  # 16-bit probabilities vary like a photograph
     if hasattr(cv2, "IMWRITE_PNG_FILTER"):  # OpenCV >= 4.11
-        params += ([cv2.IMWRITE_PNG_FILTER, cv2.IMWRITE_PNG_FILTER_SUB] if pixels.ndim == 3 else
+        params += ([cv2.IMWRITE_PNG_FILTER, cv2.IMWRITE_PNG_FILTER_SUB] if smooth else
                    [cv2.IMWRITE_PNG_FILTER, cv2.IMWRITE_PNG_FILTER_NONE,
                     cv2.IMWRITE_PNG_STRATEGY, cv2.IMWRITE_PNG_STRATEGY_RLE])
     ok, buffer = cv2.imencode(".png", array, params)

@@ -63,3 +63,39 @@ def blend_overlay(
 
 
 _KERNEL = np.ones((3, 3), np.uint8)  # outlines: pixels whose 3×3 neighbourhood holds another label (2 px wide)
+
+
+# Viridis (perceptually uniform, colour-blind safe, readable in grey) as matplotlib publishes it (CC0), entries
+# 0, 8, … 248 and 255 as RGB hex; the 256-entry table is interpolated between them (within 2 levels of the full
+# published table) so SegLens needs no matplotlib.
+_VIRIDIS_ANCHORS = (
+    "440154 470d60 48186a 482374 472d7b 453781 424086 3e4989 3b528b 375b8d 33638d 2f6b8e 2c728e 297a8e 26828e "
+    "23898e 21918c 1f988b 1fa088 22a785 28ae80 32b67a 3fbc73 4ec36b 5ec962 70cf57 84d44b 98d83e addc30 c2df23 "
+    "d8e219 ece51b fde725"
+)
+
+
+def _viridis() -> np.ndarray:
+    anchors = np.array([[int(h[i : i + 2], 16) for i in (0, 2, 4)] for h in _VIRIDIS_ANCHORS.split()], np.float64)
+    at = np.minimum(np.arange(len(anchors)) * 8, 255)  # the last anchor is entry 255, not 256
+    levels = np.arange(256)
+    return np.rint(np.stack([np.interp(levels, at, anchors[:, c]) for c in range(3)], axis=1)).astype(np.uint8)
+
+
+HEATMAP_LUT = _viridis()  # 256×3 uint8 RGB: entry i is the colour of probability i/255
+
+
+def heatmap(probability: np.ndarray) -> np.ndarray:
+    """RGB uint8 picture of a probability plane on a FIXED scale: 0 is the darkest colour, 1 the brightest,
+    whatever the image holds (never stretched per image, so two heatmaps compare by eye).
+
+    `probability` is float in 0–1 (clipped; a pixel takes the entry round(p·255)) or uint8 levels 0–255.
+    """
+    levels = probability if probability.dtype == np.uint8 else probability_levels(probability)
+    return cv2.LUT(cv2.merge([levels, levels, levels]), HEATMAP_LUT.reshape(256, 1, 3))
+
+
+def probability_levels(probability: np.ndarray) -> np.ndarray:
+    """Float probabilities as uint8 levels round(p·255), clipped to 0–255."""
+    scaled = np.clip(np.asarray(probability, np.float32) * 255.0, 0.0, 255.0)
+    return np.rint(scaled).astype(np.uint8)

@@ -116,15 +116,19 @@ def run_inputs(
     prefetch_workers: int = 2,
     done: Mapping[str, list[str]] | None = None,
     helper_niceness: int = HELPER_NICENESS,
+    min_confidence: float | None = None,
 ) -> RunSummary:
     """Run `model` on every input; call from the thread that owns the session.
 
     `done` maps input paths finished by an earlier run (`--resume`) to their report rows: those are not run
     again, their rows are carried into this report in their place. `helper_niceness`: see HELPER_NICENESS.
+    `min_confidence` (multi-class): pixels whose winning probability is below it become background
+    (pipeline.relabel on the kept scores, no second model run).
     """
     summary = RunSummary(total=len(inputs))
     stems = output_stems(list(inputs))
     writer = _Writer(model, out_dir, stems, save, report, summary, progress, helper_niceness)
+    writer.min_confidence = min_confidence
     writer.guard = OutputGuard(out_dir, inputs) if out_dir is not None else None
     writer.start()
     stopped_at, why = len(inputs), "the run was cancelled"
@@ -278,6 +282,7 @@ class _Writer:
         self.failure: BaseException | None = None
         self.recorded = 0  # inputs whose outcome is recorded (report row written, progress told), in order
         self.guard: OutputGuard | None = None
+        self.min_confidence: float | None = None
 
     def start(self) -> None:
         self._thread.start()
@@ -317,6 +322,8 @@ class _Writer:
             return Outcome(work.index, work.input, None, work.error)
         try:
             result = pipeline.to_result(self.model, work.prepared, work.output, work.inference_ms)
+            if self.min_confidence is not None:
+                result = pipeline.relabel(result, spec=self.model.spec, min_confidence=self.min_confidence)
             if self.out_dir is not None:
                 stem = self.out_dir / self.stems[work.index]
                 refused = self._refused(stem) if result.mask is not None else None

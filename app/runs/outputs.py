@@ -28,21 +28,25 @@ from pathlib import Path
 import numpy as np
 
 from app.errors import OutputError
-from app.inference.pipeline import STAGES, Result
+from app.inference.pipeline import STAGES, Result, probability_at_image_size
 from app.inference.spec import ModelSpec
 from app.inference.verdict import Verdict, image_score, verdict_of
 from app.io.discover import InputFile, output_stems
 from app.io.files import atomic_write, create_temporary, encode_png, is_complete_png
-from app.io.render import blend_overlay
+from app.io.render import blend_overlay, heatmap
 
-SAVE_KINDS = ("mask", "overlay")
+SAVE_KINDS = ("mask", "overlay", "heatmap", "scores")
 _FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
 _NUMBER = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?")
 
 
 def write_result_images(result: Result, spec: ModelSpec, out_stem: Path, save: Sequence[str],
                         image: np.ndarray | None = None) -> list[Path]:
-    """Write `<stem>_mask.png` and/or `<stem>_overlay.png` for a segmentation result."""
+    """Write `<stem>_mask.png`, `_overlay.png`, `_heatmap.png` and/or `_scores.png` for a segmentation result.
+
+    The heatmap and scores show the foreground probability (binary) or the winning class's (multi-class); a
+    result without scores (a label-map output) simply has neither.
+    """
     if result.mask is None:
         return []
     written = []
@@ -51,7 +55,17 @@ def write_result_images(result: Result, spec: ModelSpec, out_stem: Path, save: S
     if "overlay" in save and image is not None:
         overlay = blend_overlay(image, result.mask, spec.classes)
         written.append(_write(out_stem, "_overlay.png", encode_png(overlay)))
+    probability = probability_at_image_size(result) if {"heatmap", "scores"} & set(save) else None
+    if probability is not None and "heatmap" in save:
+        written.append(_write(out_stem, "_heatmap.png", encode_png(heatmap(probability))))
+    if probability is not None and "scores" in save:
+        written.append(_write(out_stem, "_scores.png", encode_png(scores_uint16(probability))))
     return written
+
+
+def scores_uint16(probability: np.ndarray) -> np.ndarray:
+    """The `_scores.png` pixel values: round(p × 65535), p clipped to 0–1."""
+    return np.rint(np.clip(probability, 0.0, 1.0) * 65535.0).astype(np.uint16)
 
 
 def _write(out_stem: Path, suffix: str, data: bytes) -> Path:

@@ -24,12 +24,13 @@ class RunIdentity:
     sidecar: str | None
     sidecar_sha256: str | None
     seglens: str
+    threshold: float | None = None  # --threshold: it changes the masks as much as a sidecar would
 
     @classmethod
-    def of(cls, spec: ModelSpec) -> RunIdentity:
+    def of(cls, spec: ModelSpec, *, threshold: float | None = None) -> RunIdentity:
         sidecar = spec.sidecar
         return cls(spec.path.name, _sha256(spec.path), sidecar.name if sidecar else None,
-                   _sha256(sidecar) if sidecar else None, __version__)
+                   _sha256(sidecar) if sidecar else None, __version__, threshold)
 
 
 def record_path(report: Path) -> Path:
@@ -51,7 +52,9 @@ def resume_problem(report: Path, identity: RunIdentity) -> str | None:
                 "no earlier run)") if _has_rows(report) else None
     except (OSError, ValueError) as exc:
         return f"{path}: unreadable ({exc})"
-    for key, what in (("model_sha256", "model file"), ("sidecar_sha256", "sidecar"), ("seglens", "SegLens version")):
+    checks = (("model_sha256", "model file"), ("sidecar_sha256", "sidecar"), ("seglens", "SegLens version"),
+              ("threshold", "--threshold"))  # a record without one (an older run) had none
+    for key, what in checks:
         if earlier.get(key) != getattr(identity, key):
             return (f"the earlier rows were made with another {what} ({_short(earlier.get(key))}, now "
                     f"{_short(getattr(identity, key))})")
