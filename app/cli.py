@@ -248,7 +248,6 @@ def cmd_run(args: argparse.Namespace) -> int:
     from app.inference.session import open_session
     from app.inference.spec import load_spec
     from app.io.discover import discover
-    from app.io.files import remove_stale_temporaries
     from app.runs.batch import run_inputs
     from app.runs.lock import OutputLock
     from app.runs.outputs import ReportWriter, finished_earlier
@@ -270,10 +269,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     _announce_session(model.info, spec)
     report_path = args.report or args.out / DEFAULT_REPORT_NAME
     with OutputLock(args.out):  # a second run into the same folder is refused while this one writes
-        removed = remove_stale_temporaries(args.out, older_than=started)
-        if removed:
-            print(f"note: removed {removed} unfinished temporary file(s) left in {_shown(args.out)} by an interrupted "
-                  "run", file=sys.stderr)
+        _remove_stale_temporaries(args.out, started)
         # the spec as loaded (a device-side argmax changes the session's), and --threshold
         identity = RunIdentity.of(spec, threshold=args.threshold)
         stale = resume_problem(report_path, identity) if args.resume else None
@@ -290,12 +286,25 @@ def cmd_run(args: argparse.Namespace) -> int:
                                  progress=progress.update, batch_size=args.batch, done=done,
                                  min_confidence=min_confidence)
         progress.close()
+    _print_summary(summary, model.info, args.out, report_path)
+    return EXIT_OK if summary.failed == 0 else EXIT_SOME_FAILED
+
+
+def _print_summary(summary, info, out: Path, report_path: Path) -> None:
     resumed = f" ({summary.resumed} done by an earlier run)" if summary.resumed else ""
     print(f"{summary.total} inputs: {summary.ok} ok{resumed}, {summary.failed} failed; provider "
-          f"{model.info.provider_label}; outputs in {_shown(args.out)}, report {_shown(report_path)}")
+          f"{info.provider_label}; outputs in {_shown(out)}, report {_shown(report_path)}")
     if summary.verdict_line():
         print(summary.verdict_line())
-    return EXIT_OK if summary.failed == 0 else EXIT_SOME_FAILED
+
+
+def _remove_stale_temporaries(out: Path, started: float) -> None:
+    from app.io.files import remove_stale_temporaries
+
+    removed = remove_stale_temporaries(out, older_than=started)
+    if removed:
+        print(f"note: removed {removed} unfinished temporary file(s) left in {_shown(out)} by an interrupted run",
+              file=sys.stderr)
 
 
 def _with_threshold(spec, threshold: float | None):
