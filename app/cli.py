@@ -73,7 +73,8 @@ def build_parser() -> argparse.ArgumentParser:
                      help="what to write per image, comma-separated: mask, overlay, heatmap, scores; both "
                           "(mask,overlay) or none (default: mask)")
     run.add_argument("--threshold", type=_fraction, metavar="T",
-                     help="binary models: foreground where probability > T (overrides output.threshold); "
+                     help="binary models: foreground where probability > T (overrides output.threshold; "
+                          "anomaly models: anomalous where the map >= T); "
                           "multi-class models: pixels whose winning probability is below T become background")
     run.add_argument("--report", type=Path, metavar="FILE.csv",
                      help=f"CSV report, one row per input (default: DIR/{DEFAULT_REPORT_NAME})")
@@ -308,13 +309,14 @@ def _remove_stale_temporaries(out: Path, started: float) -> None:
 
 
 def _with_threshold(spec, threshold: float | None):
-    """(spec, min_confidence) for --threshold: a binary model's own threshold is replaced (the pipeline applies
-    it as always); a multi-class model keeps its spec and gets a minimum confidence, applied to the kept scores."""
+    """(spec, min_confidence) for --threshold: a binary (or anomaly) model's own threshold is replaced (the pipeline
+    applies it as always); a multi-class model keeps its spec and gets a minimum confidence, applied to the kept
+    scores."""
     from dataclasses import replace
 
     if threshold is None or spec.task != "segmentation":
         return spec, None
-    if spec.output.kind == "binary":
+    if spec.output.kind in ("binary", "anomaly"):  # anomaly: the pixel threshold on the map
         return replace(spec, output=replace(spec.output, threshold=threshold)), None
     return spec, threshold
 

@@ -208,3 +208,26 @@ def declared_shapes(path: Path, *, image: tuple = (1, 3, 8, 8), output: tuple = 
     model.ir_version = 8
     onnx.save(model, str(path))  # no checker: the shapes do not have to agree, only to be declared
     return path
+
+
+def anomaly_named(path: Path, *, with_mask: bool = False) -> Path:
+    """An anomalib-style export ([N,1,H,W] gray): outputs named and ordered as anomalib's `to_onnx` names them
+    (pred_score, then anomaly_map, then pred_mask): map = the pixels as the model sees them, score = its max,
+    and with `with_mask` an own mask where the map is above 0.75 (not the pixel threshold, so its use shows)."""
+    nodes = [helper.make_node("Identity", ["image"], ["anomaly_map"]),
+             helper.make_node("ReduceMax", ["image"], ["pred_score"], axes=[1, 2, 3], keepdims=0)]
+    outputs = [tensor("pred_score", FLOAT, ["N"]), tensor("anomaly_map", FLOAT, ["N", 1, "H", "W"])]
+    initializers = []
+    if with_mask:
+        nodes.append(helper.make_node("Greater", ["image", "cut"], ["pred_mask"]))
+        outputs.append(tensor("pred_mask", TensorProto.BOOL, ["N", 1, "H", "W"]))
+        initializers.append(const("cut", np.float32(0.75)))
+    return save(path, nodes, [tensor("image", FLOAT, ["N", 1, "H", "W"])], outputs, initializers)
+
+
+def anomaly_by_shape(path: Path) -> Path:
+    """As `anomaly_named` with names of its own: a [N,1] score ("score") first, then a [N,1,H,W] map ("heat")."""
+    nodes = [helper.make_node("Identity", ["image"], ["heat"]),
+             helper.make_node("ReduceMax", ["image"], ["score"], axes=[2, 3], keepdims=0)]
+    return save(path, nodes, [tensor("image", FLOAT, ["N", 1, "H", "W"])],
+                [tensor("score", FLOAT, ["N", 1]), tensor("heat", FLOAT, ["N", 1, "H", "W"])])

@@ -375,3 +375,25 @@ def test_ng_images_are_a_result_not_an_error(models, tmp_path):
     assert "verdict: 1 OK, 1 NG" in done.stdout
     rows = read_report(tmp_path / "o" / "seglens_report.csv")
     assert [(r["verdict"], r["verdict_reason"]) for r in rows] == [("ok", ""), ("ng", "green covers 100 % >= 25 %")]
+
+
+@pytest.mark.parametrize("batch", ["1", "2"])  # 2: each of the map and score outputs is split per image
+def test_anomaly_model_run_fills_score_and_verdict(models, tmp_path, batch):
+    model = models("anomaly_named")
+    model.with_suffix(".yaml").write_text("input:\n  scale: 0.00390625\n")
+    images = tmp_path / "parts"
+    images.mkdir()
+    good, bad = np.zeros((8, 8), np.uint8), np.zeros((8, 8), np.uint8)
+    bad[2:4, 2:4] = 200
+    Image.fromarray(good).save(images / "good.png")
+    Image.fromarray(bad).save(images / "bad.png")
+    out = tmp_path / "out"
+    done = cli("run", model, images, "--out", out, "--save", "mask", "--device", "cpu", "--batch", batch)
+    assert done.returncode == 0, done.stderr
+    rows = {Path(r["path"]).name: r for r in read_report(out / "seglens_report.csv")}
+    assert (rows["good.png"]["verdict"], rows["bad.png"]["verdict"]) == ("ok", "ng")
+    assert float(rows["bad.png"]["score"]) == pytest.approx(200 / 256, abs=1e-6)
+    assert rows["bad.png"]["verdict_reason"] == "score 0.7812 >= 0.5"
+    mask = np.asarray(Image.open(out / "bad_mask.png"))
+    assert mask.shape == (8, 8) and np.count_nonzero(mask) == 4
+    assert not np.asarray(Image.open(out / "good_mask.png")).any()

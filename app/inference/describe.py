@@ -18,7 +18,9 @@ def spec_dict(spec: ModelSpec, info: SessionInfo | None) -> dict:
                   "size": list(inp.size) if inp.size else None, "resize": inp.resize,
                   "size_divisor": inp.size_divisor, "color": inp.color, "scale": inp.scale,
                   "mean": list(inp.mean), "std": list(inp.std)},
-        "output": {"name": out.name, "kind": out.kind, "activation": out.activation, "threshold": out.threshold},
+        "output": {"name": out.name, "kind": out.kind, "activation": out.activation, "threshold": out.threshold,
+                   **({"score": out.score_name, "mask": out.mask_name, "image_threshold": out.image_threshold}
+                      if out.kind == "anomaly" else {})},
         "classes": [{"index": i, "name": c.name, "color": hex_color(c.color)} for i, c in enumerate(spec.classes)],
         "postprocess": vars(spec.postprocess).copy(),
         "verdict": None if spec.verdict is None else {"fail_if": [rule.as_dict() for rule in spec.verdict]},
@@ -41,7 +43,8 @@ def hex_color(color) -> str | None:
 
 
 _KIND_TEXT = {"scores": "per-class scores (argmax)", "binary": "binary mask (threshold)",
-              "labels": "label map (argmax inside the graph)", "classification": "class scores (top-k)"}
+              "labels": "label map (argmax inside the graph)", "classification": "class scores (top-k)",
+              "anomaly": "anomaly map (pixel threshold)"}
 
 
 def spec_text(spec: ModelSpec, info: SessionInfo | None) -> str:
@@ -69,10 +72,17 @@ def spec_text(spec: ModelSpec, info: SessionInfo | None) -> str:
         row("mean", ", ".join(f"{v:g}" for v in inp.mean), "input.mean"),
         row("std", ", ".join(f"{v:g}" for v in inp.std), "input.std"),
         "output",
-        row("tensor", f"{spec.outputs[0].describe()}: {_KIND_TEXT[out.kind]}"),
+        row("tensor", f"{_tensor(spec, out.name).describe()}: {_KIND_TEXT[out.kind]}"),
         row("activation", out.activation, "output.activation"),
     ]
-    if out.kind == "binary":
+    if out.kind == "anomaly":
+        lines.append(row("score", f"{_tensor(spec, out.score_name).describe()}: image anomaly score"))
+        if out.mask_name:
+            lines.append(row("mask", f"{_tensor(spec, out.mask_name).describe()}: the model's own mask (used)"))
+        lines.append(row("threshold", f"{out.threshold:g} (pixel: anomalous where map >= it)", "output.threshold"))
+        lines.append(row("image_thresh", f"{out.image_threshold:g} (NG where score >= it)",
+                         "output.image_threshold"))
+    elif out.kind == "binary":
         lines.append(row("threshold", out.threshold, "output.threshold"))
     lines.append(f"classes  [{src.get('classes', '')}]")
     for i, c in enumerate(spec.classes):
@@ -91,6 +101,10 @@ def spec_text(spec: ModelSpec, info: SessionInfo | None) -> str:
     if info is not None:
         lines += ["session", *(f"  {line}" for line in session_lines(info))]
     return "\n".join(lines)
+
+
+def _tensor(spec: ModelSpec, name: str | None):
+    return next((t for t in spec.outputs if t.name == name), spec.outputs[0])
 
 
 def session_lines(info: SessionInfo) -> list[str]:

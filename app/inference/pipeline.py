@@ -48,7 +48,8 @@ class Result:
     # label-map outputs. `geometry` maps them to the image (postprocess.probability_at_image_size).
     scores: np.ndarray | None = None
     geometry: Geometry | None = None  # of the kept scores (their own grid), None without scores
-    image_score: float | None = None  # binary: max foreground probability; classification: top-1; else None
+    image_score: float | None = None  # binary: max foreground probability; classification: top-1; anomaly: the
+    # model's score output; else None
 
     def class_pixels(self) -> np.ndarray:
         """Pixel count per label value 0..255 (segmentation), empty for classification."""
@@ -79,18 +80,27 @@ def model_pixels(spec: ModelSpec, image: DecodedImage) -> np.ndarray:
     return image.pixels
 
 
-def infer(model: ModelSession, prepared: Prepared) -> tuple[np.ndarray, float]:
+def infer(model: ModelSession, prepared: Prepared) -> tuple[np.ndarray | tuple[np.ndarray, ...], float]:
     started = time.perf_counter()
     output = model.run(prepared.tensor)
     return output, _ms(started)
 
 
-def to_result(model: ModelSession, prepared: Prepared, output: np.ndarray, inference_ms: float) -> Result:
-    """The postprocess stage: the model's output → label mask at the image's size (or top-k) and the timings."""
+def to_result(model: ModelSession, prepared: Prepared, output: np.ndarray | tuple[np.ndarray, ...],
+              inference_ms: float) -> Result:
+    """The postprocess stage: the model's output → label mask at the image's size (or top-k) and the timings.
+    An anomaly model's outputs (map, score[, mask]): the map clipped to 0..1 is kept as its scores, the score
+    output is the image score, the mask is map >= `output.threshold` (or the model's own pred_mask)."""
     spec = model.spec
     started = time.perf_counter()
     geometry, scores, score = prepared.geometry, None, None
-    if spec.task == "classification":
+    if spec.output.kind == "anomaly":
+        anomaly_map, score, own_mask = postprocess.anomaly_outputs(spec, output)
+        mask = (segmentation_mask(spec, anomaly_map, geometry) if own_mask is None
+                else postprocess.exported_mask(spec, own_mask, geometry))
+        predictions = ()
+        scores, geometry = postprocess.probabilities(spec, anomaly_map, geometry)
+    elif spec.task == "classification":
         mask, predictions = None, top_k(spec, output)
         score = predictions[0].score if predictions else None
     else:

@@ -36,7 +36,7 @@ def segmentation_mask(spec: ModelSpec, output: np.ndarray, geometry: Geometry) -
         labels = np.clip(planes[0], 0, 255).astype(np.uint8)
         mask = (_warp_to_image(labels, geometry, cv2.INTER_NEAREST) if strided
                 else _resize_nearest(_crop(labels[None], geometry)[0], geometry.image_hw))
-    elif out.kind == "binary":
+    elif out.kind in ("binary", "anomaly"):
         plane = planes[0].astype(np.float32, copy=False)
         plane = _warp_to_image(plane, geometry, cv2.INTER_LINEAR) if strided else _crop(plane[None], geometry)[0]
         mask = _binary_to_mask(plane, geometry.image_hw, out)
@@ -207,6 +207,8 @@ def _binary_to_mask(plane: np.ndarray, image_hw: tuple[int, int], out: OutputSpe
     plane = plane.astype(np.float32, copy=False)
     if plane.shape != image_hw:
         plane = cv2.resize(plane, (image_hw[1], image_hw[0]), interpolation=cv2.INTER_LINEAR)
+    if out.kind == "anomaly":  # an anomaly map is anomalous at its threshold too (map >= threshold)
+        return (plane >= out.threshold).view(np.uint8)
     cut = _threshold_in_output_units(out)
     return (plane > cut).view(np.uint8)
 
@@ -238,7 +240,7 @@ def probabilities(spec: ModelSpec, output: np.ndarray, geometry: Geometry) -> tu
     region; a strided output keeps its whole grid, which the warp to the image needs.
     """
     out = spec.output
-    if out.kind not in ("binary", "scores"):
+    if out.kind not in ("binary", "scores", "anomaly"):
         return None
     planes = _planes(spec, np.asarray(output))
     if planes.shape[1:] == geometry.tensor_hw:
@@ -302,7 +304,7 @@ def relabel_scores(scores: np.ndarray, geometry: Geometry, spec: ModelSpec, *, t
     Interpolation is of probabilities rather than logits, so on an output smaller than the image an edge pixel
     can differ from the pipeline's own mask; at the working size the labels are the same up to float16.
     """
-    if spec.output.kind == "binary":
+    if spec.output.kind in ("binary", "anomaly"):
         cut = spec.output.threshold if threshold is None else threshold
         mask = (probability_at_image_size(scores, geometry) >= cut).view(np.uint8)
     else:
@@ -313,6 +315,28 @@ def relabel_scores(scores: np.ndarray, geometry: Geometry, spec: ModelSpec, *, t
             mask = _scores_to_mask(_crop(planes, geometry), geometry.image_hw)
         if min_confidence is not None:
             mask[probability_at_image_size(scores, geometry) < min_confidence] = 0
+    return clean_mask(mask, spec.postprocess)
+
+
+def anomaly_outputs(spec: ModelSpec, outputs: tuple[np.ndarray, ...]) -> tuple[np.ndarray, float, np.ndarray | None]:
+    """An anomaly model's run (map, score[, mask]) as (map, image score, exported mask or None), checked."""
+    if not isinstance(outputs, tuple) or len(outputs) != len(spec.output.fetched):
+        raise InferenceError(f"{spec.path.name}: expected the outputs {', '.join(spec.output.fetched)}")
+    score = np.asarray(outputs[1])
+    if score.size != 1:
+        raise InferenceError(f"{spec.path.name}: the score output {spec.output.score_name} has shape "
+                             f"{list(score.shape)}, expected [1] or [1, 1]")
+    return np.asarray(outputs[0]), float(score.reshape(-1)[0]), (np.asarray(outputs[2]) if len(outputs) > 2
+                                                                   else None)
+
+
+def exported_mask(spec: ModelSpec, mask: np.ndarray, geometry: Geometry) -> np.ndarray:
+    """An anomaly model's own [1,1,h,w] mask (pred_mask) as a 0/1 label mask at the image's size."""
+    planes = _planes(spec, mask)
+    labels = (planes[0] > 0).astype(np.uint8)
+    strided = planes.shape[1:] != geometry.tensor_hw
+    mask = (_warp_to_image(labels, geometry, cv2.INTER_NEAREST) if strided
+            else _resize_nearest(_crop(labels[None], geometry)[0], geometry.image_hw))
     return clean_mask(mask, spec.postprocess)
 
 

@@ -97,30 +97,34 @@ class ModelSession:
         self.info = info
         self._session = session
         self._input_name = spec.input.name
-        self._output_names = [spec.output.name]
+        self._output_names = list(spec.output.fetched)  # the first output; an anomaly model's map, score, mask
         self._binding_device = binding_device  # ("cuda", 0): outputs stay on that device until copied back
 
     @property
     def uses_io_binding(self) -> bool:
         return self._binding_device is not None
 
-    def run(self, tensor: np.ndarray) -> np.ndarray:
-        """Run the model on one input tensor; returns the first output."""
+    def run(self, tensor: np.ndarray) -> np.ndarray | tuple[np.ndarray, ...]:
+        """Run the model on one input tensor; returns the first output, or for an anomaly model the tuple of
+        the outputs its spec names (map, score[, mask])."""
         try:
             if self._binding_device is not None:
-                return self._run_bound(tensor)
-            return self._session.run(self._output_names, {self._input_name: tensor})[0]
+                outputs = self._run_bound(tensor)
+            else:
+                outputs = self._session.run(self._output_names, {self._input_name: tensor})
+            return outputs[0] if len(outputs) == 1 else tuple(outputs)
         except Exception as exc:  # ORT raises its own Fail/InvalidArgument types
             raise InferenceError(f"{self.spec.path.name}: inference failed: {_first_line(exc)}") from exc
 
-    def _run_bound(self, tensor: np.ndarray) -> np.ndarray:
-        """IOBinding: the output is allocated on the device and copied back once, after the graph ran."""
+    def _run_bound(self, tensor: np.ndarray) -> list[np.ndarray]:
+        """IOBinding: the outputs are allocated on the device and copied back once, after the graph ran."""
         binding = self._session.io_binding()
         binding.bind_cpu_input(self._input_name, tensor)
         device, device_id = self._binding_device
-        binding.bind_output(self._output_names[0], device, device_id)
+        for name in self._output_names:
+            binding.bind_output(name, device, device_id)
         self._session.run_with_iobinding(binding)
-        return binding.copy_outputs_to_cpu()[0]
+        return binding.copy_outputs_to_cpu()
 
     def warm_up(self, *, measure_warm: bool = False) -> SessionInfo:
         """One run on a zero tensor of the working shape (records first-run latency); with `measure_warm`, a

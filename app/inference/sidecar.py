@@ -296,6 +296,7 @@ _SCHEMA: dict[str, Any] = {
     "output": {
         "activation": choice("auto", "softmax", "sigmoid", "none"),
         "threshold": _fraction,
+        "image_threshold": _fraction,  # anomaly models: NG when the image score is at or above it
     },
     "classes": _classes,
     "runtime": RUNTIME_KEYS,

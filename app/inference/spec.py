@@ -6,7 +6,8 @@ Detection rules (when no sidecar says otherwise):
 - float16 inputs get float16 tensors; uint8 inputs get raw pixels;
 - output `[N,C,H,W]` with C > 1: per-class scores (argmax); `[N,1,H,W]`: binary (sigmoid unless the graph
   already ends in Sigmoid); `[N,H,W]` integers: a label map already argmaxed in the graph; `[N,K]`:
-  classification (softmax unless the graph ends in Softmax).
+  classification (softmax unless the graph ends in Softmax);
+- several outputs, one an anomaly map and one an image score: an anomaly model (`_anomaly_outputs`).
 Every value records where it came from: "detected", "metadata", "sidecar" or "default".
 """
 
@@ -22,7 +23,7 @@ from app.errors import ModelError, SidecarError
 from app.inference.onnx_graph import GraphInfo, TensorInfo, read_graph
 from app.inference.shapes import channel_axis, image_layout
 from app.inference.sidecar import MAX_SIDE, UNSET_COLOR, find_sidecar, load_sidecar
-from app.inference.verdict import Rule, resolve_rules
+from app.inference.verdict import Rule, ScoreRule, resolve_rules
 from app.io.render import PALETTE
 
 _FLOAT_INPUTS = ("float32", "float16")
@@ -72,10 +73,21 @@ class InputSpec:
 @dataclass(frozen=True)
 class OutputSpec:
     name: str
-    kind: str  # "scores" | "binary" | "labels" | "classification"
+    kind: str  # "scores" | "binary" | "labels" | "classification" | "anomaly"
     channel_axis: int | None  # for rank-4 outputs: 1 (NCHW) or 3 (NHWC)
     activation: str  # "softmax" | "sigmoid" | "none" (resolved, never "auto")
-    threshold: float
+    threshold: float  # binary: probability cut; anomaly: pixel cut on the map (map >= threshold)
+    # anomaly models only: `name` is the anomaly map, these the image score, the exported mask (if any) and the
+    # image threshold of the default verdict (score >= image_threshold → NG)
+    score_name: str | None = None
+    mask_name: str | None = None
+    image_threshold: float | None = None
+
+    @property
+    def fetched(self) -> tuple[str, ...]:
+        """The outputs a session run returns, in order: the first alone unless the model is an anomaly model."""
+        extra = (self.score_name, self.mask_name) if self.kind == "anomaly" else ()
+        return (self.name, *(name for name in extra if name))
 
 
 @dataclass(frozen=True)
@@ -130,6 +142,7 @@ class _Builder:
         self.path, self.sidecar, self.graph, self.overrides = path, sidecar, graph, overrides
         self.sources: dict[str, str] = {}
         self.input_layout, self.input_hw = "NCHW", (None, None)
+        self.output_kind, self.image_threshold = "", None
 
     def pick(self, key: str, detected: Any, source: str = "detected") -> Any:
         if key in self.overrides:
@@ -154,7 +167,7 @@ class _Builder:
         out = self._output()
         task = self.pick("task", "classification" if out.kind == "classification" else "segmentation")
         if (task == "classification") != (out.kind == "classification"):
-            output = _shortened(self.graph.outputs[0].describe(), 120)
+            output = _shortened(self._tensor(out.name).describe(), 120)
             raise self.sidecar_error("task", f"is {task}, but the model's output {output} is a {out.kind} output")
         classes = self._classes(out)
         post = PostprocessSpec(
@@ -175,6 +188,9 @@ class _Builder:
         """The sidecar's verdict rules with class names resolved to label values, refused when a rule does not
         fit the task (areas need a mask, top-1 needs a classifier) or names a class the model does not have."""
         raw = self.overrides.get("verdict.fail_if")
+        if raw is None and self.output_kind == "anomaly":  # NG when the image score reaches the image threshold
+            self.sources["verdict"] = "default"
+            return (ScoreRule(self.image_threshold, inclusive=True),)
         if raw is None:
             return None
         self.sources["verdict"] = "sidecar"
@@ -265,7 +281,22 @@ class _Builder:
             raise self.sidecar_error("input.range", "and 'input.window' both given: use one")
         return self.pick(key, None, "default")
 
+    def _tensor(self, name: str) -> TensorInfo:
+        return next(t for t in self.graph.outputs if t.name == name)
+
     def _output(self) -> OutputSpec:
+        out = self._output_by_kind()
+        self.output_kind, self.image_threshold = out.kind, out.image_threshold
+        return out
+
+    def _output_by_kind(self) -> OutputSpec:
+        anomaly = _anomaly_outputs(self.graph.outputs)
+        if anomaly is not None:
+            map_name, score_name, mask_name = anomaly
+            # the map is used as it is, clipped to 0..1: anomalib's exports normalise it (and the score) there
+            return OutputSpec(map_name, "anomaly", 1, "none", self.pick("output.threshold", 0.5, "default"),
+                              score_name=score_name, mask_name=mask_name,
+                              image_threshold=self.pick("output.image_threshold", 0.5, "default"))
         t = self.graph.outputs[0]
         final = self.graph.final_ops.get(t.name, "")
         rank = len(t.shape) if t.shape is not None else -1
@@ -306,11 +337,14 @@ class _Builder:
         names = self.overrides.get("classes")
         if names is not None:
             self.sources["classes"] = "sidecar"
-            if out.kind == "binary" and len(names) == 1:
+            if out.kind in ("binary", "anomaly") and len(names) == 1:
                 names = (("background", UNSET_COLOR), *names)
             if count is not None and len(names) != count:
                 raise self.sidecar_error("classes", f"lists {len(names)} classes, but the model's output has "
                                                     f"{count}")
+        elif out.kind == "anomaly":
+            self.sources["classes"] = "default"
+            names = (("background", UNSET_COLOR), ("anomaly", UNSET_COLOR))
         else:
             names = self._metadata_classes(count)
         paint_background = out.kind != "classification"
@@ -330,7 +364,7 @@ class _Builder:
 
     def _declared_class_count(self, out: OutputSpec) -> int | None:
         t = self.graph.outputs[0]
-        if out.kind == "binary" or (out.kind == "classification" and t.shape[1] == 1):
+        if out.kind in ("binary", "anomaly") or (out.kind == "classification" and t.shape[1] == 1):
             return 2
         if out.kind == "scores":
             return t.shape[out.channel_axis]
@@ -352,6 +386,43 @@ class _Builder:
         if is_classification:
             return tuple((f"class {i}", UNSET_COLOR) for i in range(count))
         return (("background", UNSET_COLOR), *((f"class {i}", UNSET_COLOR) for i in range(1, count)))
+
+
+# anomalib's exports (open-edge-platform/anomalib, src/anomalib/models/components/base/export_mixin.py, `to_onnx`)
+# name the ONNX outputs after the non-None fields of the model's `InferenceBatch` namedtuple
+# (src/anomalib/data/dataclasses/torch/base.py): pred_score, pred_label, anomaly_map, pred_mask, in that order —
+# so the score, not the map, comes first. The map is [N,1,H,W] float, the score [N] (or [N,1]) float, the
+# mask [N,1,H,W] bool; pred_label is not needed (it is score >= the model's own threshold).
+_ANOMALY_NAMES = ("anomaly_map", "pred_score", "pred_mask")
+_FLOATS = ("float32", "float16", "float64")
+
+
+def _anomaly_outputs(outputs: tuple[TensorInfo, ...]) -> tuple[str, str, str | None] | None:
+    """(map, score, mask or None) output names of an anomaly model, by anomalib's names first, else by shape:
+    exactly one [N,1,H,W] float map and one [N] or [N,1] float score. None for any other model (one output, or
+    outputs that do not fit)."""
+    if len(outputs) < 2:
+        return None
+    by_name = {t.name: t for t in outputs}
+    if all(n in by_name for n in _ANOMALY_NAMES[:2]) and _is_map(by_name["anomaly_map"]) \
+            and _is_score(by_name["pred_score"]):
+        mask = by_name.get("pred_mask")
+        mask_name = mask.name if mask is not None and mask.shape is not None and len(mask.shape) == 4 else None
+        return "anomaly_map", "pred_score", mask_name
+    maps = [t for t in outputs if _is_map(t)]
+    scores = [t for t in outputs if _is_score(t)]
+    if len(maps) == 1 and len(scores) == 1:
+        return maps[0].name, scores[0].name, None
+    return None
+
+
+def _is_map(t: TensorInfo) -> bool:
+    return t.dtype in _FLOATS and t.shape is not None and len(t.shape) == 4 and t.shape[1] == 1
+
+
+def _is_score(t: TensorInfo) -> bool:
+    shape = t.shape
+    return t.dtype in _FLOATS and shape is not None and (len(shape) == 1 or (len(shape) == 2 and shape[1] == 1))
 
 
 def _described(tensors: tuple[TensorInfo, ...], *, most: int = 4, width: int = 120) -> str:

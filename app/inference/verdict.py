@@ -56,12 +56,17 @@ class FractionRule:
 @dataclass(frozen=True)
 class ScoreRule:
     score_above: float
+    inclusive: bool = False  # True: fires at the limit too (an anomaly model's default rule, score >= threshold)
+
+    @property
+    def sign(self) -> str:
+        return ">=" if self.inclusive else ">"
 
     def describe(self) -> str:
-        return f"image score > {self.score_above:g}"
+        return f"image score {self.sign} {self.score_above:g}"
 
     def as_dict(self) -> dict:
-        return {"score_above": self.score_above}
+        return {"score_at_least" if self.inclusive else "score_above": self.score_above}
 
 
 @dataclass(frozen=True)
@@ -145,7 +150,9 @@ def decide(rules: tuple[Rule, ...], result: Result, spec: ModelSpec) -> Verdict:
 def _fired(rule: Rule, result: Result, spec: ModelSpec) -> str:
     if isinstance(rule, ScoreRule):
         score = image_score(result)
-        return f"score {score:.4g} > {rule.score_above:g}" if score is not None and score > rule.score_above else ""
+        if score is None or not (score >= rule.score_above if rule.inclusive else score > rule.score_above):
+            return ""
+        return f"score {score:.4g} {rule.sign} {rule.score_above:g}"
     if isinstance(rule, Top1Rule):
         if not result.predictions or result.predictions[0].index not in rule.indices:
             return ""
