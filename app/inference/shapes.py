@@ -1,6 +1,9 @@
-"""Pure shape reasoning for rank-4 image tensors: which axis holds the channels, of an input and of an output."""
+"""Pure shape reasoning: which axis of a rank-4 image tensor holds the channels (of an input and of an output),
+and which outputs of a model are an anomaly map and an image score."""
 
 from __future__ import annotations
+
+from app.inference.onnx_graph import TensorInfo
 
 
 def image_layout(shape: tuple) -> tuple[str | None, int]:
@@ -33,3 +36,40 @@ def spatial(shape: tuple, channel_axis: int) -> tuple:
 def same_aspect(hw: tuple, reference: tuple) -> bool:
     h, w = hw
     return isinstance(h, int) and isinstance(w, int) and h * reference[1] == w * reference[0] and h <= reference[0]
+
+
+# anomalib's exports (open-edge-platform/anomalib, src/anomalib/models/components/base/export_mixin.py, `to_onnx`)
+# name the ONNX outputs after the non-None fields of the model's `InferenceBatch` namedtuple
+# (src/anomalib/data/dataclasses/torch/base.py): pred_score, pred_label, anomaly_map, pred_mask, in that order —
+# so the score, not the map, comes first. The map is [N,1,H,W] float, the score [N] (or [N,1]) float, the
+# mask [N,1,H,W] bool; pred_label is not needed (it is score >= the model's own threshold).
+_ANOMALY_NAMES = ("anomaly_map", "pred_score", "pred_mask")
+_FLOATS = ("float32", "float16", "float64")
+
+
+def anomaly_outputs(outputs: tuple[TensorInfo, ...]) -> tuple[str, str, str | None] | None:
+    """(map, score, mask or None) output names of an anomaly model, by anomalib's names first, else by shape:
+    exactly one [N,1,H,W] float map and one [N] or [N,1] float score. None for any other model (one output, or
+    outputs that do not fit)."""
+    if len(outputs) < 2:
+        return None
+    by_name = {t.name: t for t in outputs}
+    if all(n in by_name for n in _ANOMALY_NAMES[:2]) and _is_map(by_name["anomaly_map"]) \
+            and _is_score(by_name["pred_score"]):
+        mask = by_name.get("pred_mask")
+        mask_name = mask.name if mask is not None and mask.shape is not None and len(mask.shape) == 4 else None
+        return "anomaly_map", "pred_score", mask_name
+    maps = [t for t in outputs if _is_map(t)]
+    scores = [t for t in outputs if _is_score(t)]
+    if len(maps) == 1 and len(scores) == 1:
+        return maps[0].name, scores[0].name, None
+    return None
+
+
+def _is_map(t: TensorInfo) -> bool:
+    return t.dtype in _FLOATS and t.shape is not None and len(t.shape) == 4 and t.shape[1] == 1
+
+
+def _is_score(t: TensorInfo) -> bool:
+    shape = t.shape
+    return t.dtype in _FLOATS and shape is not None and (len(shape) == 1 or (len(shape) == 2 and shape[1] == 1))

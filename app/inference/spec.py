@@ -7,21 +7,20 @@ Detection rules (when no sidecar says otherwise):
 - output `[N,C,H,W]` with C > 1: per-class scores (argmax); `[N,1,H,W]`: binary (sigmoid unless the graph
   already ends in Sigmoid); `[N,H,W]` integers: a label map already argmaxed in the graph; `[N,K]`:
   classification (softmax unless the graph ends in Softmax);
-- several outputs, one an anomaly map and one an image score: an anomaly model (`_anomaly_outputs`).
+- several outputs, one an anomaly map and one an image score: an anomaly model (`shapes.anomaly_outputs`).
 Every value records where it came from: "detected", "metadata", "sidecar" or "default".
 """
 
 from __future__ import annotations
 
-import ast
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from app.errors import ModelError, SidecarError
+from app.inference.metadata import parse_name_list
 from app.inference.onnx_graph import GraphInfo, TensorInfo, read_graph
-from app.inference.shapes import channel_axis, image_layout
+from app.inference.shapes import anomaly_outputs, channel_axis, image_layout
 from app.inference.sidecar import MAX_SIDE, UNSET_COLOR, find_sidecar, load_sidecar
 from app.inference.verdict import Rule, ScoreRule, resolve_rules
 from app.io.render import PALETTE
@@ -32,7 +31,6 @@ MAX_MASK_CLASSES = 256  # a segmentation mask is uint8: one value per class
 # A class name is made per class; ImageNet-21k has ~22k. A declared [1, 1000000000] output (a 121-byte file) is
 # hostile or broken, and must be refused before anything is allocated per class.
 MAX_CLASSIFICATION_CLASSES = 100_000
-MAX_NAMES_METADATA_CHARS = 1 << 20  # class names in metadata: 100000 names of ~10 characters
 _INT_DTYPES = ("int64", "int32", "uint8", "int8", "int16", "uint16", "uint32", "uint64")
 
 
@@ -290,7 +288,7 @@ class _Builder:
         return out
 
     def _output_by_kind(self) -> OutputSpec:
-        anomaly = _anomaly_outputs(self.graph.outputs)
+        anomaly = anomaly_outputs(self.graph.outputs)
         if anomaly is not None:
             map_name, score_name, mask_name = anomaly
             # the map is used as it is, clipped to 0..1: anomalib's exports normalise it (and the score) there
@@ -375,7 +373,7 @@ class _Builder:
     def _metadata_classes(self, count: int | None) -> tuple[tuple[str, Any], ...]:
         for key in ("classes", "class_names", "names", "labels"):
             raw = self.graph.metadata.get(key)
-            names = _parse_name_list(raw) if raw else None
+            names = parse_name_list(raw) if raw else None
             if names and (count is None or len(names) == count):
                 self.sources["classes"] = "metadata"
                 return tuple((n, UNSET_COLOR) for n in names)
@@ -386,43 +384,6 @@ class _Builder:
         if is_classification:
             return tuple((f"class {i}", UNSET_COLOR) for i in range(count))
         return (("background", UNSET_COLOR), *((f"class {i}", UNSET_COLOR) for i in range(1, count)))
-
-
-# anomalib's exports (open-edge-platform/anomalib, src/anomalib/models/components/base/export_mixin.py, `to_onnx`)
-# name the ONNX outputs after the non-None fields of the model's `InferenceBatch` namedtuple
-# (src/anomalib/data/dataclasses/torch/base.py): pred_score, pred_label, anomaly_map, pred_mask, in that order —
-# so the score, not the map, comes first. The map is [N,1,H,W] float, the score [N] (or [N,1]) float, the
-# mask [N,1,H,W] bool; pred_label is not needed (it is score >= the model's own threshold).
-_ANOMALY_NAMES = ("anomaly_map", "pred_score", "pred_mask")
-_FLOATS = ("float32", "float16", "float64")
-
-
-def _anomaly_outputs(outputs: tuple[TensorInfo, ...]) -> tuple[str, str, str | None] | None:
-    """(map, score, mask or None) output names of an anomaly model, by anomalib's names first, else by shape:
-    exactly one [N,1,H,W] float map and one [N] or [N,1] float score. None for any other model (one output, or
-    outputs that do not fit)."""
-    if len(outputs) < 2:
-        return None
-    by_name = {t.name: t for t in outputs}
-    if all(n in by_name for n in _ANOMALY_NAMES[:2]) and _is_map(by_name["anomaly_map"]) \
-            and _is_score(by_name["pred_score"]):
-        mask = by_name.get("pred_mask")
-        mask_name = mask.name if mask is not None and mask.shape is not None and len(mask.shape) == 4 else None
-        return "anomaly_map", "pred_score", mask_name
-    maps = [t for t in outputs if _is_map(t)]
-    scores = [t for t in outputs if _is_score(t)]
-    if len(maps) == 1 and len(scores) == 1:
-        return maps[0].name, scores[0].name, None
-    return None
-
-
-def _is_map(t: TensorInfo) -> bool:
-    return t.dtype in _FLOATS and t.shape is not None and len(t.shape) == 4 and t.shape[1] == 1
-
-
-def _is_score(t: TensorInfo) -> bool:
-    shape = t.shape
-    return t.dtype in _FLOATS and shape is not None and (len(shape) == 1 or (len(shape) == 2 and shape[1] == 1))
 
 
 def _described(tensors: tuple[TensorInfo, ...], *, most: int = 4, width: int = 120) -> str:
@@ -444,26 +405,3 @@ def _default_color(index: int, paint_background: bool) -> tuple[int, int, int] |
     if paint_background and index == 0:
         return None
     return PALETTE[(index - 1) % len(PALETTE)]
-
-
-def _parse_name_list(raw: str) -> list[str] | None:
-    """Class names as exporters store them: a JSON list/dict, a Python dict literal, or comma-separated."""
-    if len(raw) > MAX_NAMES_METADATA_CHARS:  # parsing builds objects per item (ast: an AST of GBs for a few MB)
-        return None
-    value: Any = None
-    for parse in (json.loads, ast.literal_eval):
-        try:
-            value = parse(raw)
-            break
-        except Exception:  # metadata is free text: whatever it holds, it must never stop a model loading
-            continue
-    if value is None:
-        value = [part.strip() for part in raw.split(",")] if "," in raw else None
-    if isinstance(value, dict):
-        try:
-            value = [value[k] for k in sorted(value, key=int)]
-        except Exception:
-            return None
-    if isinstance(value, list) and value and all(isinstance(v, str) and v.strip() for v in value):
-        return [v.strip() for v in value]
-    return None
