@@ -46,11 +46,11 @@ def test_a_fixed_input_beyond_the_largest_side_is_refused(models):
 def test_huge_class_name_metadata_is_not_parsed(models, monkeypatch):
     """Metadata is free text of any size: a few MB of a Python list literal made `ast.literal_eval` build an AST
     of GBs. Over the cap it is ignored (default names), without being parsed."""
-    from app.inference import spec as spec_module
+    from app.inference import metadata as metadata_module
 
     parsed = []  # recorded, not raised: the parser's caller swallows exceptions (metadata must never stop a load)
-    monkeypatch.setattr(spec_module.ast, "literal_eval", lambda text: parsed.append(len(text)))
-    monkeypatch.setattr(spec_module.json, "loads", lambda text: parsed.append(len(text)))
+    monkeypatch.setattr(metadata_module.ast, "literal_eval", lambda text: parsed.append(len(text)))
+    monkeypatch.setattr(metadata_module.json, "loads", lambda text: parsed.append(len(text)))
     huge = "[" + "'a', " * 500_000 + "]"
     path = models("rgb_classes", metadata={"classes": huge})
     spec = load_spec(path)
