@@ -229,13 +229,18 @@ def _tree(root: Path) -> set[str]:
     return {str(p.relative_to(root)) for p in root.rglob("*")}
 
 
-def test_files_named_one_by_one_with_out_their_folder_are_refused_and_nothing_is_replaced(models, tmp_path):
-    """The audit's repro: `run M imgs/*.png --out imgs` with a user's own `a_mask.png` beside `a.png`."""
+def _image_beside_a_user_mask(tmp_path: Path) -> tuple[Path, bytes]:
+    """`imgs/a.png` and the user's own `imgs/a_mask.png` (exactly where a's mask would go); its bytes."""
     imgs = tmp_path / "imgs"
     imgs.mkdir()
     Image.fromarray(stripes()).save(imgs / "a.png")
     Image.fromarray(np.full((8, 8), 7, np.uint8)).save(imgs / "a_mask.png")
-    before = (imgs / "a_mask.png").read_bytes()
+    return imgs, (imgs / "a_mask.png").read_bytes()
+
+
+def test_files_named_one_by_one_with_out_their_folder_are_refused_and_nothing_is_replaced(models, tmp_path):
+    """The audit's repro: `run M imgs/*.png --out imgs` with a user's own `a_mask.png` beside `a.png`."""
+    imgs, before = _image_beside_a_user_mask(tmp_path)
     done = cli("run", models("rgb_classes"), imgs / "a.png", imgs / "a_mask.png", "--out", imgs)
     assert done.returncode == 2 and done.stderr.startswith("error: --out ") and "is the input folder" in done.stderr
     assert (imgs / "a_mask.png").read_bytes() == before and _tree(imgs) == {"a.png", "a_mask.png"}
@@ -248,11 +253,7 @@ def test_an_output_that_would_replace_an_input_is_an_error_row_not_a_write(model
     from app.io.discover import discover
     from app.runs.batch import run_inputs
 
-    imgs = tmp_path / "imgs"
-    imgs.mkdir()
-    Image.fromarray(stripes()).save(imgs / "a.png")
-    Image.fromarray(np.full((8, 8), 7, np.uint8)).save(imgs / "a_mask.png")
-    before = (imgs / "a_mask.png").read_bytes()
+    imgs, before = _image_beside_a_user_mask(tmp_path)
     model = open_session(load_spec(models("rgb_classes")), "cpu")
     outcomes = []
     run_inputs(model, discover([imgs / "a.png", imgs / "a_mask.png"]), out_dir=imgs, save=("mask",),

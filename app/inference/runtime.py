@@ -16,6 +16,7 @@ from typing import Any
 from app.errors import ModelError
 from app.inference.providers import CPU, CUDA, TENSORRT
 from app.inference.validators import boolean, choice, whole
+from app.io.files import file_sha256
 
 DEVICE_LABELS_NAME = "seglens_labels"
 
@@ -133,19 +134,9 @@ def tensorrt_cache_dir(model_path: Path | None = None) -> Path:
 
     folder = Path(user_cache_dir("SegLens", appauthor=False)) / "tensorrt"
     if model_path is not None:
-        folder /= _file_sha256(Path(model_path))[:16]
+        folder /= file_sha256(Path(model_path))[:16]
     folder.mkdir(parents=True, exist_ok=True)
     return folder
-
-
-def _file_sha256(path: Path) -> str:
-    import hashlib
-
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def with_device_argmax(model_path: Path, channel_axis: int) -> bytes:

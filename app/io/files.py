@@ -131,3 +131,14 @@ def encode_png(pixels: np.ndarray) -> bytes:
 def _remove_quietly(path: str | Path) -> None:
     with contextlib.suppress(OSError):
         os.unlink(path)
+
+
+def file_sha256(path: Path) -> str:
+    """The SHA-256 of a file, read in 1 MiB blocks (models are hundreds of MB)."""
+    import hashlib
+
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()

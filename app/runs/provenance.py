@@ -7,14 +7,13 @@ given silently. A JSON file beside the report rather than lines inside it keeps 
 
 from __future__ import annotations
 
-import hashlib
 import json
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from app import __version__
 from app.inference.spec import ModelSpec
-from app.io.files import atomic_write
+from app.io.files import atomic_write, file_sha256
 
 
 @dataclass(frozen=True)
@@ -29,8 +28,8 @@ class RunIdentity:
     @classmethod
     def of(cls, spec: ModelSpec, *, threshold: float | None = None) -> RunIdentity:
         sidecar = spec.sidecar
-        return cls(spec.path.name, _sha256(spec.path), sidecar.name if sidecar else None,
-                   _sha256(sidecar) if sidecar else None, __version__, threshold)
+        return cls(spec.path.name, file_sha256(spec.path), sidecar.name if sidecar else None,
+                   file_sha256(sidecar) if sidecar else None, __version__, threshold)
 
 
 def record_path(report: Path) -> Path:
@@ -68,11 +67,3 @@ def _has_rows(report: Path) -> bool:
 def _short(value: object) -> str:
     text = "none" if value is None else str(value)
     return text[:12] + "…" if len(text) > 16 else text
-
-
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
