@@ -34,6 +34,8 @@ class OutputLock:
         self.release()
 
     def acquire(self) -> None:
+        if self.path.parent.exists() and not self.path.parent.is_dir():
+            raise OutputError(f"{self.path.parent}: is a file, not a folder: choose a folder for the outputs")
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
         except OSError as exc:

@@ -52,3 +52,10 @@ def test_the_cli_refuses_a_folder_another_run_writes_to(models, tmp_path):
     assert sorted(p.name for p in (tmp_path / "out").iterdir()) == []
     assert cli("run", models("rgb_classes"), tmp_path / "a.png", "--out", tmp_path / "out").returncode == 0
     assert not (tmp_path / "out" / LOCK_NAME).exists()
+
+
+def test_an_output_folder_that_is_a_file_is_said_so(tmp_path):
+    (tmp_path / "out").write_text("a user's file")
+    with pytest.raises(OutputError, match=r"out: is a file, not a folder"):
+        OutputLock(tmp_path / "out").acquire()
+    assert (tmp_path / "out").read_text() == "a user's file"
