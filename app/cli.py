@@ -248,6 +248,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     started = time.time()  # temporaries older than this run are a killed run's; newer ones are nobody's to take
     from app.inference.session import open_session
     from app.inference.spec import load_spec
+    from app.inference.tuning import with_threshold
     from app.io.discover import discover
     from app.runs.batch import run_inputs
     from app.runs.lock import OutputLock
@@ -257,7 +258,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     if args.max_megapixels:
         os.environ["SEGLENS_MAX_MEGAPIXELS"] = str(args.max_megapixels)  # read by the decoding threads
-    spec, min_confidence = _with_threshold(load_spec(args.model, args.config), args.threshold)
+    spec, min_confidence = with_threshold(load_spec(args.model, args.config), args.threshold)
     inputs = discover(args.paths, exclude=[args.out])
     if not inputs:
         print("error: no images found in: " + ", ".join(_shown(p) for p in args.paths), file=sys.stderr)
@@ -306,19 +307,6 @@ def _remove_stale_temporaries(out: Path, started: float) -> None:
     if removed:
         print(f"note: removed {removed} unfinished temporary file(s) left in {_shown(out)} by an interrupted run",
               file=sys.stderr)
-
-
-def _with_threshold(spec, threshold: float | None):
-    """(spec, min_confidence) for --threshold: a binary (or anomaly) model's own threshold is replaced (the pipeline
-    applies it as always); a multi-class model keeps its spec and gets a minimum confidence, applied to the kept
-    scores."""
-    from dataclasses import replace
-
-    if threshold is None or spec.task != "segmentation":
-        return spec, None
-    if spec.output.kind in ("binary", "anomaly"):  # anomaly: the pixel threshold on the map
-        return replace(spec, output=replace(spec.output, threshold=threshold)), None
-    return spec, threshold
 
 
 def _announce_session(info, spec) -> None:

@@ -116,7 +116,7 @@ def test_info_shows_the_anomaly_outputs_and_thresholds(models):
 
 
 def test_cli_threshold_replaces_the_pixel_threshold(models):
-    from app.cli import _with_threshold
+    from app.inference.tuning import with_threshold
 
-    spec, min_confidence = _with_threshold(load_spec(_model(models, "anomaly_named")), 0.8)
+    spec, min_confidence = with_threshold(load_spec(_model(models, "anomaly_named")), 0.8)
     assert spec.output.threshold == 0.8 and spec.output.kind == "anomaly" and min_confidence is None
