@@ -4,10 +4,12 @@ from __future__ import annotations
 
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QColor, QIcon, QPainter, QPixmap
-from PySide6.QtWidgets import QAbstractItemView, QListWidget, QListWidgetItem
+from PySide6.QtWidgets import QAbstractItemView, QComboBox, QListWidget, QListWidgetItem
 
 PATH_ROLE = Qt.ItemDataRole.UserRole
 STATUS_ROLE = Qt.ItemDataRole.UserRole + 1
+VERDICT_ROLE = Qt.ItemDataRole.UserRole + 2  # "ok", "ng" or None
+FILTERS = ("all", "ng", "ok")
 STATUS_COLORS = {"pending": QColor(140, 140, 140), "done": QColor(52, 199, 89), "error": QColor(255, 69, 58),
                  "running": QColor(10, 132, 255)}
 
@@ -24,6 +26,27 @@ def _dot(color: QColor) -> QIcon:
     return QIcon(pixmap)
 
 
+def _badge(text: str, color: QColor, *, stale: bool) -> QIcon:
+    """A small pill with OK / NG: filled when decided at the current threshold, an outline when out of date."""
+    from PySide6.QtGui import QFont, QPen
+
+    pixmap = QPixmap(26, 14)
+    pixmap.fill(Qt.GlobalColor.transparent)
+    painter = QPainter(pixmap)
+    painter.setRenderHint(QPainter.RenderHint.Antialiasing)
+    painter.setPen(QPen(color, 1.5))
+    painter.setBrush(Qt.BrushStyle.NoBrush if stale else color)
+    painter.drawRoundedRect(1, 1, 24, 12, 5, 5)
+    font = QFont()
+    font.setPixelSize(9)
+    font.setBold(True)
+    painter.setFont(font)
+    painter.setPen(color if stale else QColor(255, 255, 255))
+    painter.drawText(pixmap.rect(), Qt.AlignmentFlag.AlignCenter, text)
+    painter.end()
+    return QIcon(pixmap)
+
+
 class FileList(QListWidget):
     current_path_changed = Signal(str)
 
@@ -33,6 +56,12 @@ class FileList(QListWidget):
         self.setUniformItemSizes(True)
         self.setAlternatingRowColors(True)
         self._icons = {status: _dot(color) for status, color in STATUS_COLORS.items()}
+        self._badges = {(verdict, stale): _badge(verdict.upper(), STATUS_COLORS["done" if verdict == "ok" else "error"],
+                                                 stale=stale) for verdict in ("ok", "ng") for stale in (False, True)}
+        self._filter = "all"
+        self.filter_box = QComboBox()  # placed above the list by the window
+        self.filter_box.addItems(["All files", "NG only", "OK only"])
+        self.filter_box.setToolTip("Show only the files judged NG or OK")
         self._rows: dict[str, int] = {}
         self._inputs: list = []
         self.currentRowChanged.connect(self._emit_current)
@@ -73,12 +102,58 @@ class FileList(QListWidget):
             return
         entry = self.item(row)
         entry.setData(STATUS_ROLE, status)
-        entry.setIcon(self._icons[status])
+        if status != "done":
+            entry.setData(VERDICT_ROLE, None)
+        verdict = entry.data(VERDICT_ROLE)
+        entry.setIcon(self._icons[status] if verdict is None else self._badges[verdict, entry.data(VERDICT_ROLE + 1)])
         entry.setToolTip(f"{path}\n{message}" if message else path)
+        self._apply_filter(row)
+
+    def set_verdict(self, path: str, verdict, *, stale: bool = False) -> None:
+        """An OK/NG badge for a done file (app.inference.verdict.Verdict; None: back to the status dot); `stale`:
+        decided at another pixel threshold than the one now set (an outline badge)."""
+        row = self._rows.get(path)
+        if row is None:
+            return
+        entry = self.item(row)
+        value = None if verdict is None else "ok" if verdict.ok else "ng"
+        entry.setData(VERDICT_ROLE, value)
+        entry.setData(VERDICT_ROLE + 1, stale)
+        entry.setIcon(self._icons[entry.data(STATUS_ROLE)] if value is None else self._badges[value, stale])
+        reason = "" if verdict is None else "OK" if verdict.ok else f"NG: {verdict.reason}"
+        if reason and stale:
+            reason += " (decided at another threshold)"
+        entry.setToolTip(f"{path}\n{reason}" if reason else path)
+        self._apply_filter(row)
+
+    def verdict(self, path: str) -> str | None:
+        row = self._rows.get(path)
+        return None if row is None else self.item(row).data(VERDICT_ROLE)
+
+    def set_filter(self, which: str) -> None:
+        """Show all files, or only those judged NG / OK."""
+        self._filter = which
+        for row in range(self.count()):
+            self._apply_filter(row)
+
+    def visible_paths(self) -> list[str]:
+        return [self.item(row).data(PATH_ROLE) for row in range(self.count()) if not self.isRowHidden(row)]
+
+    def _apply_filter(self, row: int) -> None:
+        verdict = self.item(row).data(VERDICT_ROLE)
+        self.setRowHidden(row, self._filter != "all" and verdict != self._filter)
 
     def step(self, delta: int) -> None:
-        if self.count():
-            self.setCurrentRow(max(0, min(self.count() - 1, self.currentRow() + delta)))
+        """Move by `delta` visible rows (a filter hides the others), stopping at the ends."""
+        visible = [row for row in range(self.count()) if not self.isRowHidden(row)]
+        if not visible:
+            return
+        current = self.currentRow()
+        after = [r for r in visible if (r > current if delta > 0 else r < current)]
+        if not after:
+            return
+        ordered = after if delta > 0 else after[::-1]
+        self.setCurrentRow(ordered[min(abs(delta), len(ordered)) - 1])
 
     def _emit_current(self, row: int) -> None:
         if row >= 0:

@@ -12,17 +12,18 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from PySide6.QtCore import QSettings, Qt, Signal
-from PySide6.QtWidgets import QMainWindow, QSplitter
+from PySide6.QtWidgets import QMainWindow, QSplitter, QVBoxLayout, QWidget
 
 from app.logs import private
 from app.ui import actions
 from app.ui import settings as remembered
-from app.ui.file_list import FileList
+from app.ui.file_list import FILTERS, FileList
 from app.ui.panels import SidePanel
 from app.ui.presenter import Presenter
 from app.ui.run_all import RunOnAll
 from app.ui.status import StatusBar
 from app.ui.threads import start_worker_thread, stop_thread
+from app.ui.tuner import Tuner
 from app.ui.view_state import ViewState
 from app.ui.viewer import ImageViewer
 from app.ui.windowing import WindowingWorker
@@ -67,17 +68,25 @@ class MainWindow(QMainWindow):
         self.viewer = ImageViewer()
         self.panel = SidePanel()
         self.splitter = QSplitter(Qt.Orientation.Horizontal)
-        for widget, stretch in ((self.files, 0), (self.viewer, 1), (self.panel, 0)):
+        file_side = QWidget()
+        column = QVBoxLayout(file_side)
+        column.setContentsMargins(0, 0, 0, 0)
+        column.addWidget(self.files.filter_box)
+        column.addWidget(self.files)
+        for widget, stretch in ((file_side, 0), (self.viewer, 1), (self.panel, 0)):
             self.splitter.addWidget(widget)
             self.splitter.setStretchFactor(self.splitter.count() - 1, stretch)
         self.splitter.setSizes([240, 1000, 280])
         self.setCentralWidget(self.splitter)
+        self.files.filter_box.currentIndexChanged.connect(lambda i: self.files.set_filter(FILTERS[i]))
         self.status = StatusBar()
         self.setStatusBar(self.status)
         self.presenter = Presenter(self.state, viewer=self.viewer, panel=self.panel, status=self.status, parent=self)
         self.presenter.overlay_shown.connect(self.overlay_shown)
         self.presenter.window_shown.connect(self.window_shown)
         self.files.current_path_changed.connect(self.show_path)
+        self.tuner = Tuner(self.state, presenter=self.presenter, panel=self.panel, files=self.files,
+                           settings=self.settings, parent=self)
         controls = self.panel.controls
         controls.opacity_changed.connect(self.presenter.set_opacity)
         controls.visible_changed.connect(self.presenter.set_overlay_visible)
@@ -88,15 +97,18 @@ class MainWindow(QMainWindow):
 
     def _start_threads(self) -> None:
         """Bound methods only for what comes back: a lambda would run on the sending thread, not on this one."""
-        self.worker = InferenceWorker(latest=self.state.latest)
+        self.worker = InferenceWorker(latest=self.state.latest, latest_tune=self.state.latest_tune)
         self.load_requested.connect(self.worker.load_model)
         self.view_requested.connect(self.worker.process_view)
+        self.tuner.retune_requested.connect(self.worker.retune)
+        self.worker.retuned.connect(self.tuner.on_retuned)
         self.worker.model_ready.connect(self._on_model_ready)
         self.worker.model_failed.connect(self._on_model_failed)
         self.worker.result_ready.connect(self._on_result)
         self.worker.failed.connect(self._on_failed)
         self.worker.skipped.connect(self._on_skipped)
-        self.runner = RunOnAll(self.state, files=self.files, status=self.status, worker=self.worker, parent=self)
+        self.runner = RunOnAll(self.state, files=self.files, status=self.status, worker=self.worker,
+                               tuner=self.tuner, parent=self)
         self.runner.requested.connect(self.worker.run_all)
         self.runner.finished.connect(self.run_all_finished)
         self.status.cancel_requested.connect(self.runner.cancel)
@@ -129,6 +141,7 @@ class MainWindow(QMainWindow):
         spec = summary.spec
         self.status.show_session(summary.info, spec.name)
         self.panel.show_model(spec)
+        self.tuner.model_ready(str(self.model_path), spec)
         self.setWindowTitle(f"SegLens — {spec.name}")
         self.model_changed.emit(summary)
         for path in self.files.paths():
@@ -177,7 +190,8 @@ class MainWindow(QMainWindow):
         key = ViewKey(path, frame)
         cached = self.state.select(key)
         if cached is not None:
-            self.presenter.display(cached)
+            if self.tuner.ensure_tuned(cached):  # else shown once decided at the current threshold
+                self.presenter.display(cached)
             return
         request = self.state.request(key)
         if request is None:
@@ -195,7 +209,8 @@ class MainWindow(QMainWindow):
         if not self.state.keep(view):
             return  # made by a model that has since been replaced
         self.files.set_status(str(view.path), "done")
-        if self.state.should_show(request_id, view):
+        self.tuner.judged(view)
+        if self.state.should_show(request_id, view) and self.tuner.ensure_tuned(view):
             self.presenter.display(view)
 
     def _on_skipped(self, _request_id: int, path: str) -> None:

@@ -18,6 +18,8 @@ if TYPE_CHECKING:
     from app.inference.pipeline import Result
     from app.inference.session import SessionInfo
     from app.inference.spec import ModelSpec
+    from app.inference.tuning import Judgement
+    from app.inference.verdict import Verdict
 
 Window = tuple[float, float]  # display window (center, width) in the image's real values (HU, 16-bit counts)
 
@@ -40,12 +42,39 @@ class ViewKey:
 
 
 @dataclass(frozen=True)
+class Tuning:
+    """How the worker decides and draws from a result's kept scores (app.inference.tuning): the reader's pixel
+    threshold (binary/anomaly) or minimum confidence (multi-class), the image-score limit of the verdict, and the
+    picture beside the mask ("mask", "probability", "uncertainty"; class None = the winning class). None = the
+    model's own setting."""
+
+    threshold: float | None = None
+    score_limit: float | None = None
+    layer: str = "mask"
+    class_index: int | None = None
+
+    def decides_like(self, other: Tuning) -> bool:
+        """Same mask and verdict (the picture may differ)."""
+        return (self.threshold, self.score_limit) == (other.threshold, other.score_limit)
+
+
+@dataclass(frozen=True)
 class ViewRequest:
     """The window asks the inference worker for one picture, for the model of `generation`."""
 
     request_id: int
     key: ViewKey
     generation: int = 0
+    tuning: Tuning = Tuning()
+
+
+@dataclass(frozen=True)
+class RetuneRequest:
+    """Decide and draw a shown result again with another Tuning, from its kept scores (no model run)."""
+
+    request_id: int
+    view: ViewResult
+    tuning: Tuning
 
 
 @dataclass(frozen=True)
@@ -71,6 +100,9 @@ class ViewResult:
     info: dict[str, str] | None = None  # patient/study fields, frames
     frame_count: int = 1
     generation: int = 0  # the model generation that made it
+    tuning: Tuning = Tuning()  # what decided its mask and verdict, and drew `display_levels`
+    display_levels: np.ndarray | None = None  # uint8 0–255 = 0–1 of the tuning's layer at the display size
+    judgement: Judgement | None = None  # image score and verdict at the tuning's limits (verdict None: no rules)
 
     @property
     def path(self) -> Path:
@@ -79,6 +111,10 @@ class ViewResult:
     @property
     def frame(self) -> int:
         return self.key.frame
+
+    @property
+    def verdict(self) -> Verdict | None:
+        return self.judgement.verdict if self.judgement is not None else None
 
     @property
     def high_range(self) -> bool:

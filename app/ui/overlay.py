@@ -60,6 +60,24 @@ class OverlayImage:
         return np.where(edges > 0, self._mask, 0).astype(np.uint8)
 
 
+class HeatmapImage:
+    """A probability or uncertainty layer (uint8 levels 0–255 = 0–1) as an indexed QImage whose colour table is the
+    fixed heatmap LUT (app.io.render.HEATMAP_LUT): the same probability is the same colour in every image."""
+
+    def __init__(self, levels: np.ndarray) -> None:
+        self._image = _qimage_copy(np.ascontiguousarray(levels, dtype=np.uint8), QImage.Format.Format_Indexed8)
+        self._image.setColorTable(heatmap_table())
+
+    def image(self) -> QImage:
+        return self._image
+
+
+def heatmap_table() -> list[int]:
+    from app.io.render import HEATMAP_LUT
+
+    return [qRgba(int(r), int(g), int(b), 255) for r, g, b in HEATMAP_LUT]
+
+
 def image_to_qimage(pixels: np.ndarray) -> QImage:
     """uint8 gray or RGB array → a QImage that owns a copy of the pixels."""
     fmt = QImage.Format.Format_Grayscale8 if pixels.ndim == 2 else QImage.Format.Format_RGB888

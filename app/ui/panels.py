@@ -19,6 +19,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from app.ui.decision import DecisionControls, FolderScores
 from app.ui.view_state import DisplayMode
 
 MODES = (DisplayMode.FILLED, DisplayMode.CONTOUR)  # the order of the Mode box, and of C's cycle
@@ -222,6 +223,8 @@ class SidePanel(QWidget):
     def __init__(self, parent=None) -> None:
         super().__init__(parent)
         self.controls = OverlayControls()
+        self.decision = DecisionControls()
+        self.folder = FolderScores()
         self.legend = Legend()
         self.image_info = ImageInfo()
         self._top_k = TopK()
@@ -231,9 +234,11 @@ class SidePanel(QWidget):
         layout = QVBoxLayout(self)
         layout.addWidget(self._model_label)
         layout.addWidget(self.controls)
+        layout.addWidget(self.decision)
         layout.addWidget(self.legend)
         layout.addWidget(self._top_k)
         layout.addWidget(self.image_info)
+        layout.addWidget(self.folder)
         layout.addStretch(1)
         self._top_k.hide()
 
@@ -249,6 +254,8 @@ class SidePanel(QWidget):
         self._top_k.setVisible(classification)
         self.legend.set_classes(spec.classes)
         self._top_k.set_predictions(())
+        self.decision.set_model(spec, None)
+        self.folder.hide()
 
     def show_model_error(self, message: str) -> None:
         self._model_label.setText(f"<b>Model error</b><br>{_plain(message)}")
@@ -263,3 +270,4 @@ class SidePanel(QWidget):
 
     def clear_result(self) -> None:
         self.legend.clear_counts()
+        self.decision.show_verdict(None)

@@ -36,6 +36,7 @@ class Presenter(QObject):
         self._panel = panel
         self._status = status
         self._overlay = None  # app.ui.overlay.OverlayImage of the mask on screen (numpy: loaded after the window)
+        self._heat = None  # app.ui.overlay.HeatmapImage of the probability/uncertainty layer on screen
 
     # -- pictures --------------------------------------------------------------------------------------
 
@@ -53,7 +54,7 @@ class Presenter(QObject):
     def clear(self, message: str) -> None:
         """The picture wanted failed: an empty viewer, the message, no counts."""
         self._state.clear_screen()
-        self._overlay = None  # a class toggle must not paint the old mask over the empty viewer
+        self._overlay = self._heat = None  # a class toggle must not paint the old mask over the empty viewer
         self._viewer.clear()
         self._status.showMessage(f"Error: {message}", 15000)
         self._panel.clear_result()
@@ -66,11 +67,25 @@ class Presenter(QObject):
         self._viewer.set_image(image, (width, height))
         self._show_facts(view, window)
         self._status.show_timings(view.result.timings)
+        self._show_decision(view)
+        self.overlay_shown.emit(str(view.path))
+
+    def update_decision(self, view: ViewResult) -> None:
+        """The picture on screen decided or drawn again (threshold, limit, layer): only the overlay, the counts
+        and the verdict change; zoom, pan and pixels stay."""
+        self._state.show(view)
+        self._state.on_screen = view
+        self._show_decision(view)
+
+    def _show_decision(self, view: ViewResult) -> None:
+        from app.ui.overlay import HeatmapImage, OverlayImage
+
         self._panel.show_result(view.result)
+        self._panel.decision.show_verdict(view.judgement)
         classes = self._state.model.spec.classes if self._state.model else ()
         self._overlay = None if view.display_mask is None else OverlayImage(view.display_mask, classes)
+        self._heat = None if view.display_levels is None else HeatmapImage(view.display_levels)
         self.repaint_overlay()
-        self.overlay_shown.emit(str(view.path))
 
     def _show_facts(self, view: ViewResult, window: Window | None) -> None:
         window = window if view.high_range else None
@@ -123,7 +138,11 @@ class Presenter(QObject):
         self.repaint_overlay()
 
     def repaint_overlay(self) -> None:
-        if self._overlay is not None:
-            style = self._state.overlay
-            contour = style.mode is DisplayMode.CONTOUR
+        """The mask in its style; or the heatmap layer with, in contour style, the mask's outlines over it."""
+        style = self._state.overlay
+        contour = style.mode is DisplayMode.CONTOUR
+        if self._heat is not None:
+            outline = self._overlay.image(hidden=style.hidden, contour=True) if contour and self._overlay else None
+            self._viewer.set_overlay(self._heat.image(), outline)
+        elif self._overlay is not None:
             self._viewer.set_overlay(self._overlay.image(hidden=style.hidden, contour=contour))

@@ -12,6 +12,7 @@ from PySide6.QtCore import QObject, Signal
 if TYPE_CHECKING:
     from app.ui.file_list import FileList
     from app.ui.status import StatusBar
+    from app.ui.tuner import Tuner
     from app.ui.view_state import ViewState
     from app.ui.worker import InferenceWorker
 
@@ -19,13 +20,15 @@ log = logging.getLogger(__name__)
 
 
 class RunOnAll(QObject):
-    requested = Signal(list, str, list)  # InputFiles, output folder, what to save: to the worker's run_all
+    requested = Signal(list, str, list, object)  # InputFiles, output folder, what to save, Tuning: to run_all
     finished = Signal(object, str)  # RunSummary, report path or error
     refused = Signal(str)  # why the chosen output folder cannot take the outputs (nothing was started)
 
     def __init__(self, state: ViewState, *, files: FileList, status: StatusBar, worker: InferenceWorker,
-                 parent: QObject | None = None) -> None:
+                 tuner: Tuner, parent: QObject | None = None) -> None:
         super().__init__(parent)
+        self._tuner = tuner
+        self._tuning = None  # the Tuning the run was started with
         self._state = state
         self._files = files
         self._status = status
@@ -45,15 +48,18 @@ class RunOnAll(QObject):
             self.refused.emit(refused)
             return
         self._status.start_run(len(inputs))
-        self.requested.emit(inputs, str(out_dir), list(save))
+        self._tuning = self._state.tuning  # the reader's threshold and score limit, as --threshold would
+        self.requested.emit(inputs, str(out_dir), list(save), self._tuning)
 
     def cancel(self) -> None:
         self._worker.cancel_batch()  # read by the worker between images: no signal, it is busy running
         self._status.showMessage("Cancelling after the current image…", 5000)
 
-    def on_progress(self, outcome, summary) -> None:
+    def on_progress(self, outcome, summary, judgement=None) -> None:
         path = str(outcome.input.path)
         self._files.set_status(path, "done" if outcome.error is None else "error", outcome.error or "")
+        if judgement is not None:
+            self._tuner.judged_in_run(path, judgement, self._tuning.threshold if self._tuning else None)
         self._status.run_progress(summary.ok + summary.failed)
 
     def on_finished(self, summary, report: str) -> None:
@@ -61,4 +67,5 @@ class RunOnAll(QObject):
         state = "cancelled" if summary.cancelled else "done"
         self._status.showMessage(f"Run on all {state}: {summary.ok} ok, {summary.failed} failed — {report}", 20000)
         log.info("run on all %s: %s ok, %s failed, report %s", state, summary.ok, summary.failed, report)
+        self._tuner.show_folder()
         self.finished.emit(summary, report)

@@ -45,3 +45,28 @@ def save(window: MainWindow, settings: QSettings) -> None:
     if window.model_path:
         settings.setValue("model", str(window.model_path))
     settings.sync()
+
+
+def _threshold_key(model_path: str | Path) -> str:
+    """Per model file (its absolute path, hashed: a path is no QSettings key)."""
+    import hashlib
+
+    digest = hashlib.sha1(str(Path(model_path).resolve()).encode("utf-8")).hexdigest()[:16]
+    return f"thresholds/{digest}"
+
+
+def threshold(settings: QSettings, model_path: str | Path) -> float | None:
+    """The threshold the reader last set for this model file; None: the model's own."""
+    value = settings.value(_threshold_key(model_path), "", str)
+    try:
+        return float(value) if value else None
+    except ValueError:
+        return None
+
+
+def save_threshold(settings: QSettings, model_path: str | Path, value: float | None) -> None:
+    """Remember the reader's threshold for this model file; None (Reset) forgets it."""
+    if value is None:
+        settings.remove(_threshold_key(model_path))
+    else:
+        settings.setValue(_threshold_key(model_path), f"{value:.4f}")

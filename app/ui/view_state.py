@@ -18,7 +18,19 @@ from enum import Enum
 from typing import TYPE_CHECKING, Generic, TypeVar
 
 if TYPE_CHECKING:  # messages loads when first used: its dataclasses cost ~4 ms before the window could show
-    from app.ui.messages import ModelSummary, ViewKey, ViewRequest, ViewResult, Window, WindowedImage, WindowRequest
+    from app.inference.tuning import Judgement
+    from app.inference.verdict import Verdict
+    from app.ui.messages import (
+        ModelSummary,
+        RetuneRequest,
+        Tuning,
+        ViewKey,
+        ViewRequest,
+        ViewResult,
+        Window,
+        WindowedImage,
+        WindowRequest,
+    )
 
 CACHE_SIZE = 8  # results kept for stepping back and forth; each holds display pixels and a full-size mask
 DRAG_STEPS = 256  # a drag across 256 screen pixels changes the window by its own width, as clinical viewers do
@@ -28,7 +40,8 @@ V = TypeVar("V")
 
 
 class DisplayMode(str, Enum):
-    """How the result is drawn. Later: PROBABILITY, UNCERTAINTY, DIFFERENCE — each a function of kept data."""
+    """How the mask is drawn: filled regions or outlines (over a probability or uncertainty layer: outlines of the
+    thresholded mask on the heatmap). The layer itself is `Tuning.layer`."""
 
     FILLED = "filled"
     CONTOUR = "contour"
@@ -124,6 +137,9 @@ class ViewState:
         self.display_window: Window | None = None
         self._drawn_window = 0  # id of the window work whose pixels are drawn; older answers are dropped
         self.overlay = OverlayStyle()
+        self.latest_tune = LatestRequest()  # shared with the inference worker: only the newest retune is done
+        self._tuning: Tuning | None = None  # None: the model's own settings, the mask layer
+        self._judged: dict[str, tuple[Judgement, float | None]] = {}  # path -> judgement, threshold it was made at
 
     # -- model -----------------------------------------------------------------------------------------
 
@@ -141,6 +157,7 @@ class ViewState:
             return False
         self.model = summary
         self.overlay = replace(self.overlay, hidden=frozenset())
+        self._judged.clear()
         return True
 
     def model_failed(self, generation: int) -> bool:
@@ -161,7 +178,7 @@ class ViewState:
             return None
         from app.ui.messages import ViewRequest
 
-        return ViewRequest(self.latest.value, key, self.generation)
+        return ViewRequest(self.latest.value, key, self.generation, self.tuning)
 
     def keep(self, view: ViewResult) -> bool:
         """Cache a result of the current model (even one no longer wanted: the reader may step back to it);
@@ -251,3 +268,59 @@ class ViewState:
             changes["hidden"] = frozenset(changes["hidden"])
         self.overlay = replace(self.overlay, **changes)
         return self.overlay
+
+    # -- tuning: threshold, score limit, layer; verdicts -----------------------------------------------
+
+    @property
+    def tuning(self) -> Tuning:
+        if self._tuning is None:
+            from app.ui.messages import Tuning
+
+            self._tuning = Tuning()
+        return self._tuning
+
+    def set_tuning(self, **changes) -> RetuneRequest | None:
+        """Change some of threshold, score_limit, layer, class_index; the retune of the picture shown, if any."""
+        self._tuning = replace(self.tuning, **changes)
+        return self.retune(self.shown) if self.shown is not None else None
+
+    def is_tuned(self, view: ViewResult) -> bool:
+        """`view` was decided and drawn with the current tuning."""
+        return view.tuning == self.tuning
+
+    def retune(self, view: ViewResult) -> RetuneRequest | None:
+        """Work for the worker: `view` decided and drawn again with the current tuning (None if it already is).
+        Earlier retunes become stale."""
+        if self.is_tuned(view):
+            return None
+        from app.ui.messages import RetuneRequest
+
+        return RetuneRequest(self.latest_tune.issue(), view, self.tuning)
+
+    def should_show_retuned(self, request_id: int, view: ViewResult) -> bool:
+        return (view.generation == self.generation and self.latest_tune.is_latest(request_id)
+                and view.key == self.wanted and self.is_tuned(view))
+
+    def judged(self, path: str, judgement: Judgement | None, threshold: float | None) -> None:
+        """Remember a file's verdict (from its view or from Run on all) and the pixel threshold it was made at."""
+        if judgement is not None:
+            self._judged[path] = (judgement, threshold)
+
+    def badge(self, path: str) -> tuple[Verdict | None, bool]:
+        """(the file's verdict at the current score limit, whether it was decided at another pixel threshold and
+        so may be out of date); (None, False) when it has none."""
+        entry = self._judged.get(path)
+        if entry is None or self.model is None:
+            return None, False
+        from app.inference.tuning import score_rule
+
+        judgement, threshold = entry
+        verdict = judgement.at_limit(score_rule(self.model.spec), self.tuning.score_limit)
+        return verdict, threshold != self.tuning.threshold
+
+    def judged_paths(self) -> list[str]:
+        return list(self._judged)
+
+    def folder_scores(self) -> list[float]:
+        """The image scores of every judged file (the histogram's data)."""
+        return [j.score for j, _ in self._judged.values() if j.score is not None]

@@ -31,10 +31,13 @@ class ImageViewer(QGraphicsView):
         self._image_item = QGraphicsPixmapItem()
         self._overlay_item = QGraphicsPixmapItem()
         self._overlay_item.setZValue(1)
-        for item in (self._image_item, self._overlay_item):
+        self._outline_item = QGraphicsPixmapItem()  # the mask's outlines over a heatmap layer, always opaque
+        self._outline_item.setZValue(2)
+        for item in (self._image_item, self._overlay_item, self._outline_item):
             item.setTransformationMode(Qt.TransformationMode.SmoothTransformation)
             self.scene().addItem(item)
-        self._overlay_item.setTransformationMode(Qt.TransformationMode.FastTransformation)  # crisp class edges
+        for item in (self._overlay_item, self._outline_item):
+            item.setTransformationMode(Qt.TransformationMode.FastTransformation)  # crisp class edges
         self._full_size: tuple[int, int] | None = None
         self._fit_mode = True
         self._right_drag: tuple[float, float] | None = None
@@ -56,13 +59,16 @@ class ImageViewer(QGraphicsView):
         """New pixels for the same image (another window/level): keeps zoom, pan and overlay."""
         self._image_item.setPixmap(QPixmap.fromImage(image))
 
-    def set_overlay(self, image: QImage) -> None:
-        self._overlay_item.setPixmap(QPixmap.fromImage(image))
-        if self._full_size:
-            self._overlay_item.setScale(self._full_size[0] / max(1, image.width()))
+    def set_overlay(self, image: QImage, outline: QImage | None = None) -> None:
+        """The overlay (a mask or a heatmap) and, over a heatmap, the mask's outlines (None: none)."""
+        for item, picture in ((self._overlay_item, image), (self._outline_item, outline)):
+            item.setPixmap(QPixmap.fromImage(picture) if picture is not None else QPixmap())
+            if self._full_size and picture is not None:
+                item.setScale(self._full_size[0] / max(1, picture.width()))
 
     def clear_overlay(self) -> None:
         self._overlay_item.setPixmap(QPixmap())
+        self._outline_item.setPixmap(QPixmap())
 
     def clear(self) -> None:
         self._image_item.setPixmap(QPixmap())
@@ -74,6 +80,7 @@ class ImageViewer(QGraphicsView):
 
     def set_overlay_visible(self, visible: bool) -> None:
         self._overlay_item.setVisible(visible)
+        self._outline_item.setVisible(visible)
 
     @property
     def overlay_item(self) -> QGraphicsPixmapItem:

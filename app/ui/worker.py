@@ -12,6 +12,7 @@ from __future__ import annotations
 import copy
 import logging
 import threading
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -21,7 +22,7 @@ from app.ui.view_state import LatestRequest
 
 if TYPE_CHECKING:  # messages loads in the slots, after the window shows (its dataclasses cost ~4 ms)
     from app.inference.session import SessionInfo
-    from app.ui.messages import ViewRequest, ViewResult
+    from app.ui.messages import RetuneRequest, Tuning, ViewRequest, ViewResult
 
 log = logging.getLogger(__name__)
 
@@ -32,20 +33,22 @@ class InferenceWorker(QObject):
     model_ready = Signal(int, object)  # generation, ModelSummary
     model_failed = Signal(int, str)  # generation, message
     result_ready = Signal(int, object)  # request id, ViewResult
+    retuned = Signal(int, object)  # retune id, ViewResult decided and drawn again from its kept scores
     failed = Signal(int, str, str)  # request id, path, message
     skipped = Signal(int, str)  # request id, path: dropped unprocessed, the window had moved on
-    batch_progress = Signal(object, object)  # batch.Outcome, batch.RunSummary (a copy)
+    batch_progress = Signal(object, object, object)  # batch.Outcome, batch.RunSummary (a copy), tuning.Judgement
     batch_finished = Signal(object, str)  # batch.RunSummary, report path or error message
 
-    def __init__(self, *, latest: LatestRequest | None = None) -> None:
-        """`latest`: the window's holder of the newest request id (ViewState.latest), shared so that a request the
-        window no longer wants is skipped here; a driver without a window passes its own."""
+    def __init__(self, *, latest: LatestRequest | None = None, latest_tune: LatestRequest | None = None) -> None:
+        """`latest`, `latest_tune`: the window's holders of the newest view and retune ids (ViewState), shared so
+        that a request the window no longer wants is skipped here; a driver without a window passes its own."""
         super().__init__()
         self._model = None
         self._batch_model = None  # CPU: the session "Run on all" uses, one intra-op thread short (see _for_batch)
         self._batch_threads: int | None = None
         self._options = None
         self._latest = latest if latest is not None else LatestRequest()
+        self._latest_tune = latest_tune if latest_tune is not None else LatestRequest()
         self._image_waiting = False
         self._cancel = threading.Event()
         self.session_threads: list[int] = []  # ident of the thread each session was created on (tests, logs)
@@ -132,32 +135,75 @@ class InferenceWorker(QObject):
         from app.inference import pipeline
 
         image, decode_ms = pipeline.decode(request.key.path, frame=request.key.frame)
-        result = pipeline.run_image(self._model, image, decode_ms=decode_ms)
-        return _view_result(request, result, image)
+        model, min_confidence = self._tuned(request.tuning.threshold)
+        result = pipeline.run_image(model, image, decode_ms=decode_ms)
+        if min_confidence is not None:
+            result = pipeline.relabel(result, spec=model.spec, min_confidence=min_confidence)
+        return _decided(_view_result(request, result, image), request.tuning, model.spec)
 
-    @Slot(list, str, list)
-    def run_all(self, inputs: list, out_dir: str, save: list) -> None:
-        """Process every input, exporting masks/overlays and the CSV report with the CLI's own writer."""
+    @Slot(object)
+    def retune(self, request: RetuneRequest) -> None:
+        """Decide and draw a result again with the reader's new threshold, limit or layer — from its kept scores,
+        never a model run. Only the newest retune is done: a slider drag sends many."""
+        if not self._latest_tune.is_latest(request.request_id) or self._model is None:
+            return
+        view, tuning = request.view, request.tuning
+        try:
+            model, min_confidence = self._tuned(tuning.threshold)
+            if tuning.threshold != view.tuning.threshold:
+                from app.inference import pipeline
+
+                result = pipeline.relabel(view.result, spec=model.spec, min_confidence=min_confidence)
+                view = replace(view, result=result, display_mask=_display_mask(result.mask, view))
+            view = _decided(view, tuning, model.spec)
+        except Exception as exc:
+            self.failed.emit(request.request_id, view.key.path, _one_line(view.path, exc))
+            return
+        self.retuned.emit(request.request_id, view)
+
+    def _tuned(self, threshold: float | None):
+        """(session, min_confidence) for the reader's threshold: a binary or anomaly model's copy with that pixel
+        threshold in its spec (it shares the ONNX Runtime session), or the session and a multi-class model's
+        minimum confidence (app.inference.tuning.with_threshold)."""
+        from app.inference.tuning import with_threshold
+
+        spec, min_confidence = with_threshold(self._model.spec, threshold)
+        if spec is self._model.spec:
+            return self._model, min_confidence
+        model = copy.copy(self._model)
+        model.spec = spec
+        return model, min_confidence
+
+    @Slot(list, str, list, object)
+    def run_all(self, inputs: list, out_dir: str, save: list, tuning: Tuning | None = None) -> None:
+        """Process every input, exporting masks/overlays and the CSV report with the CLI's own writer, at the
+        reader's threshold and score limit (`tuning`) as the CLI's --threshold would."""
         from app.errors import SegLensError
         from app.runs.batch import RunSummary, run_inputs
         from app.runs.lock import OutputLock
         from app.runs.outputs import ReportWriter
         from app.runs.provenance import RunIdentity, record_run
+        from app.inference.tuning import judge, with_score_limit
 
         self._cancel.clear()
         if self._model is None:
             self.batch_finished.emit(RunSummary(), "no model is loaded")
             return
         report_path = Path(out_dir) / "seglens_report.csv"
+        threshold = tuning.threshold if tuning is not None else None
         try:
-            model = self._for_batch()
-            with OutputLock(Path(out_dir)), ReportWriter(report_path, model.spec) as report:
-                record_run(report_path, RunIdentity.of(model.spec))
-                summary = run_inputs(
-                    model, inputs, out_dir=Path(out_dir), save=tuple(save), report=report,
-                    progress=lambda outcome, s: self.batch_progress.emit(outcome, copy.copy(s)),
-                    should_stop=self._cancel.is_set,
-                )
+            model, min_confidence = self._tuned_for_batch(threshold)
+            model.spec = spec = with_score_limit(model.spec, tuning.score_limit if tuning is not None else None)
+
+            def progress(outcome, summary):
+                judged = judge(spec, outcome.result) if outcome.result is not None else None
+                self.batch_progress.emit(outcome, copy.copy(summary), judged)
+
+            with OutputLock(Path(out_dir)), ReportWriter(report_path, spec) as report:
+                record_run(report_path, RunIdentity.of(spec, threshold=threshold))
+                summary = run_inputs(model, inputs, out_dir=Path(out_dir), save=tuple(save), report=report,
+                                     progress=progress, should_stop=self._cancel.is_set,
+                                     min_confidence=min_confidence)
         except SegLensError as exc:
             self.batch_finished.emit(RunSummary(total=len(inputs)), str(exc))
             return
@@ -168,6 +214,17 @@ class InferenceWorker(QObject):
             self.batch_finished.emit(RunSummary(total=len(inputs)), unexpected_error_line(Path(out_dir), exc))
             return
         self.batch_finished.emit(summary, str(report_path))
+
+    def _tuned_for_batch(self, threshold: float | None):
+        """(a copy of the batch session with the reader's threshold in its spec, min_confidence): a copy, so the
+        score limit set on it does not reach the interactive session."""
+        from app.inference.tuning import with_threshold
+
+        batch = self._for_batch()
+        spec, min_confidence = with_threshold(batch.spec, threshold)
+        model = copy.copy(batch)
+        model.spec = spec
+        return model, min_confidence
 
     def _for_batch(self):
         """The session for Run on all. On the CPU, ONNX Runtime's intra-op threads take every core for each
@@ -205,6 +262,37 @@ def _one_line(path: Path, exc: Exception) -> str:
     log.error("processing %s failed", file_ref(path), exc_info=exc)
     log.debug("%s is %s", file_ref(path), path)
     return unexpected_error_line(path, exc)
+
+
+def _display_mask(mask, view: ViewResult):
+    """`mask` at the display size of `view` (the mask itself unless the display copy is downscaled)."""
+    if mask is None or view.display_scale == 1.0:
+        return mask
+    import cv2
+
+    height, width = view.display_pixels.shape[:2]
+    return cv2.resize(mask, (width, height), interpolation=cv2.INTER_NEAREST)
+
+
+def _decided(view: ViewResult, tuning: Tuning, spec) -> ViewResult:
+    """`view` with its verdict at the tuning's score limit and, in a probability/uncertainty layer, that picture
+    as 0–255 levels at the display size."""
+    from app.inference.tuning import judge, plane, with_score_limit
+
+    levels = None
+    if tuning.layer != "mask":
+        picture = plane(view.result, spec, tuning.layer, tuning.class_index)
+        if picture is not None:
+            import cv2
+
+            from app.io.render import probability_levels
+
+            height, width = view.display_pixels.shape[:2]
+            if picture.shape != (height, width):
+                picture = cv2.resize(picture, (width, height), interpolation=cv2.INTER_AREA)
+            levels = probability_levels(picture)
+    judgement = judge(with_score_limit(spec, tuning.score_limit), view.result)
+    return replace(view, tuning=tuning, display_levels=levels, judgement=judgement)
 
 
 def _view_result(request: ViewRequest, result, image) -> ViewResult:

@@ -1,0 +1,198 @@
+"""The decision panel: what the overlay shows (mask, probability, uncertainty), the live threshold, the verdict of
+the picture shown, and after Run on all the folder's score histogram with its draggable limit.
+
+Widgets only: they say what the reader asked for through signals (None = "the model's own value") and are set
+through intents; the window decides, the worker recomputes from the kept scores.
+"""
+
+from __future__ import annotations
+
+from PySide6.QtCore import Qt, Signal
+from PySide6.QtWidgets import QComboBox, QFormLayout, QGroupBox, QHBoxLayout, QLabel, QPushButton, QSlider, QWidget
+
+from app.ui.charts import NG_COLOR, OK_COLOR, ColourBar, ScoreHistogram
+
+LAYERS = (("mask", "Mask"), ("probability", "Probability"), ("uncertainty", "Uncertainty"))
+STEPS = 1000  # the threshold slider's resolution: 0.001
+
+
+class DecisionControls(QGroupBox):
+    layer_changed = Signal(str)
+    class_changed = Signal(object)  # class index, None = the winning class
+    threshold_changed = Signal(object)  # float, None = the model's own
+    score_limit_changed = Signal(object)  # float, None = the model's own
+
+    def __init__(self, parent=None) -> None:
+        super().__init__("Decision", parent)
+        self._layer = QComboBox()
+        for _, name in LAYERS:
+            self._layer.addItem(name)
+        self._layer.setToolTip("Mask: the decided classes. Probability: the model's probability on a fixed 0–1 "
+                               "scale (never stretched per image). Uncertainty: 1 − the winning probability.")
+        self._class = QComboBox()
+        self._class.setToolTip("Whose probability is shown")
+        self._slider = QSlider(Qt.Orientation.Horizontal)
+        self._slider.setRange(0, STEPS)
+        self._slider.setPageStep(25)
+        self._value = QLabel()
+        self._reset = QPushButton("Reset")
+        self._reset.setToolTip("Back to the model's own value (its sidecar)")
+        row = QWidget()
+        line = QHBoxLayout(row)
+        line.setContentsMargins(0, 0, 0, 0)
+        line.addWidget(self._slider, 1)
+        line.addWidget(self._value)
+        line.addWidget(self._reset)
+        self._scale = ColourBar()
+        self._scale_label = QLabel()
+        self._verdict = QLabel()
+        self._verdict.setWordWrap(True)
+        self._verdict.setTextFormat(Qt.TextFormat.PlainText)
+        self._form = QFormLayout(self)
+        self._form.addRow("Show", self._layer)
+        self._form.addRow("Class", self._class)
+        self._form.addRow("Threshold", row)
+        self._form.addRow(self._scale_label)
+        self._form.addRow(self._scale)
+        self._form.addRow(self._verdict)
+        self._model_value = 0.5
+        self._kind: str | None = None
+        self._anomaly = False
+        self._layer.currentIndexChanged.connect(self._on_layer)
+        self._class.currentIndexChanged.connect(lambda i: self.class_changed.emit(None if i <= 0 else i - 1))
+        self._slider.valueChanged.connect(self._on_slider)
+        self._reset.clicked.connect(self._on_reset)
+        self.hide()
+
+    # -- intents ---------------------------------------------------------------------------------------
+
+    def set_model(self, spec, threshold: float | None) -> None:
+        """Configure for a model: what its threshold means (app.inference.tuning.tunable), its classes, whether it
+        kept scores at all (else the panel shows only verdicts); `threshold` the remembered one (None: its own)."""
+        from app.inference.tuning import tunable
+
+        self._kind = tunable(spec)
+        self._anomaly = spec.output.kind == "anomaly"
+        self._model_value = spec.output.threshold if self._kind == "threshold" else 0.0
+        self._form.setRowVisible(self._layer, self._kind is not None)
+        self._form.setRowVisible(self._slider.parentWidget(), self._kind is not None)
+        label = self._form.labelForField(self._slider.parentWidget())
+        label.setText("Min. confidence" if self._kind == "min_confidence" else "Threshold")
+        self._slider.setToolTip("Pixels whose winning probability is below this become background"
+                                if self._kind == "min_confidence" else
+                                "Foreground where the probability is above this (anomaly map: at or above)")
+        self._layer.model().item(2).setEnabled(not self._anomaly)  # an anomaly map is not a probability
+        self._class.blockSignals(True)
+        self._class.clear()
+        self._class.addItem("Winning class")
+        for info in spec.classes:
+            self._class.addItem(info.name)
+        self._class.blockSignals(False)
+        self.set_threshold(threshold)
+        self._layer.setCurrentIndex(0)
+        self._show_rows()
+        self.show_verdict(None)
+        self.setVisible(self._kind is not None or spec.verdict is not None)
+
+    def set_threshold(self, threshold: float | None) -> None:
+        """Put the slider at `threshold` (None: the model's value) without telling anyone."""
+        self._slider.blockSignals(True)
+        self._slider.setValue(round((self._model_value if threshold is None else threshold) * STEPS))
+        self._slider.blockSignals(False)
+        self._show_value(threshold)
+
+    def threshold(self) -> float | None:
+        value = self._slider.value() / STEPS
+        return None if abs(value - self._model_value) < 0.5 / STEPS else value
+
+    def set_layer(self, layer: str) -> None:
+        self._layer.setCurrentIndex([key for key, _ in LAYERS].index(layer))
+
+    def layer(self) -> str:
+        return LAYERS[self._layer.currentIndex()][0]
+
+    def nudge(self, steps: int) -> None:
+        """Move the threshold by `steps` thousandths."""
+        self._slider.setValue(self._slider.value() + steps)
+
+    def show_verdict(self, judgement, stale: bool = False) -> None:
+        """The verdict of the picture shown, its reason and image score (None: clear)."""
+        verdict = getattr(judgement, "verdict", None)
+        score = getattr(judgement, "score", None)
+        parts = [] if verdict is None else ["OK" if verdict.ok else f"NG — {verdict.reason}"]
+        if score is not None:
+            parts.append(f"image score {score:.4g}")
+        self._verdict.setText("\n".join(parts))
+        color = None if verdict is None else OK_COLOR if verdict.ok else NG_COLOR
+        self._verdict.setStyleSheet(f"color: {color.name()}; font-weight: bold" if color else "")
+        self._verdict.setVisible(bool(parts))
+
+    def verdict_text(self) -> str:
+        return self._verdict.text()
+
+    # -- inside ----------------------------------------------------------------------------------------
+
+    def _show_rows(self) -> None:
+        layer = self.layer()
+        multi = self._kind == "min_confidence"
+        self._form.setRowVisible(self._class, layer == "probability" and multi)
+        heat = layer != "mask"
+        self._scale.setVisible(heat)
+        self._scale_label.setVisible(heat)
+        names = {"probability": "anomaly map (0–1)" if self._anomaly else "probability",
+                 "uncertainty": "uncertainty = 1 − winning probability"}
+        self._scale_label.setText(names.get(layer, ""))
+        self._scale.set_marker(self._slider.value() / STEPS if layer == "probability" and not multi else None)
+
+    def _on_layer(self, _index: int) -> None:
+        self._show_rows()
+        self.layer_changed.emit(self.layer())
+
+    def _on_slider(self, _value: int) -> None:
+        threshold = self.threshold()
+        self._show_value(threshold)
+        self._show_rows()
+        self.threshold_changed.emit(threshold)
+
+    def _on_reset(self) -> None:
+        self.set_threshold(None)
+        self._show_rows()
+        self.threshold_changed.emit(None)
+        self.score_limit_changed.emit(None)
+
+    def _show_value(self, threshold: float | None) -> None:
+        value = self._model_value if threshold is None else threshold
+        self._value.setText(f"{value:.3f}" + (" (model)" if threshold is None else ""))
+        self._reset.setEnabled(threshold is not None)
+
+
+class FolderScores(QGroupBox):
+    """After Run on all: the histogram of the folder's image scores, the verdict's score limit as a draggable
+    line, and the OK/NG counts."""
+
+    limit_moved = Signal(float)
+
+    def __init__(self, parent=None) -> None:
+        super().__init__("Folder scores", parent)
+        self.histogram = ScoreHistogram()
+        self._counts = QLabel()
+        form = QFormLayout(self)
+        form.addRow(self.histogram)
+        form.addRow(self._counts)
+        self.histogram.limit_moved.connect(self.limit_moved)
+        self.hide()
+
+    def show_scores(self, scores: list[float], limit: float | None, inclusive: bool, passed: int,
+                    rejected: int) -> None:
+        self.histogram.set_scores(scores, limit, inclusive=inclusive, draggable=limit is not None)
+        self.show_counts(passed, rejected, limit)
+        self.setVisible(bool(scores))
+
+    def show_counts(self, passed: int, rejected: int, limit: float | None) -> None:
+        text = f"{passed} OK · {rejected} NG" if passed or rejected else "no verdict rules"
+        if limit is not None:
+            text += f"   (score limit {limit:.3g}: drag the line)"
+        self._counts.setText(text)
+
+    def counts_text(self) -> str:
+        return self._counts.text()

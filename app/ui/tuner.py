@@ -1,0 +1,136 @@
+"""The Tuner keeps the reader's decision settings — pixel threshold or minimum confidence, the verdict's score
+limit, the layer shown — and the OK/NG badges of the file list in step with them.
+
+A change asks the worker to decide and draw the picture shown again from its kept scores (`retune_requested`, no
+model run); the answer comes back through `on_retuned`. The threshold is remembered per model file and starts at
+the model's own value otherwise. Badges come from the views the reader looked at and from Run on all; a new score
+limit re-judges all of them at once from their scores, a new pixel threshold marks the others out of date until
+they are decided again (an outline badge).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from PySide6.QtCore import QObject, Signal
+
+from app.ui import settings as remembered
+
+if TYPE_CHECKING:
+    from PySide6.QtCore import QSettings
+
+    from app.ui.file_list import FileList
+    from app.ui.messages import ViewResult
+    from app.ui.panels import SidePanel
+    from app.ui.presenter import Presenter
+    from app.ui.view_state import ViewState
+
+
+class Tuner(QObject):
+    retune_requested = Signal(object)  # messages.RetuneRequest, to the inference worker
+    retuned_shown = Signal(str)  # path, once a retuned overlay is on screen
+
+    def __init__(self, state: ViewState, *, presenter: Presenter, panel: SidePanel, files: FileList,
+                 settings: QSettings, parent: QObject | None = None) -> None:
+        super().__init__(parent)
+        self._state = state
+        self._presenter = presenter
+        self._panel = panel
+        self._files = files
+        self._settings = settings
+        self.model_path: str | None = None
+        decision = panel.decision
+        decision.threshold_changed.connect(self._on_threshold)
+        decision.score_limit_changed.connect(lambda limit: self.tune(score_limit=limit))
+        decision.layer_changed.connect(lambda layer: self.tune(layer=layer))
+        decision.class_changed.connect(lambda index: self.tune(class_index=index))
+        panel.folder.limit_moved.connect(self._on_limit_dragged)
+
+    def model_ready(self, model_path: str, spec) -> None:
+        """A new model: its remembered threshold (or its own), the mask layer, no badges."""
+        self.model_path = model_path
+        threshold = remembered.threshold(self._settings, model_path)
+        self._state.set_tuning(threshold=threshold, score_limit=None, layer="mask", class_index=None)
+        self._panel.decision.set_model(spec, threshold)
+
+    def tune(self, **changes) -> None:
+        request = self._state.set_tuning(**changes)
+        if request is not None:
+            self.retune_requested.emit(request)
+        if "score_limit" in changes or "threshold" in changes:
+            self.rebadge()
+
+    def ensure_tuned(self, view: ViewResult) -> bool:
+        """True when `view` can be shown as it is; else its retune is asked for (shown when it comes back)."""
+        request = self._state.retune(view)
+        if request is None:
+            return True
+        self.retune_requested.emit(request)
+        return False
+
+    def on_retuned(self, request_id: int, view: ViewResult) -> None:
+        if not self._state.keep(view):
+            return
+        self.judged(view)
+        if not self._state.should_show_retuned(request_id, view):
+            return
+        on_screen = self._state.on_screen
+        if on_screen is not None and on_screen.key == view.key:
+            self._presenter.update_decision(view)
+        else:
+            self._presenter.display(view)
+        self.retuned_shown.emit(str(view.path))
+
+    def judged(self, view: ViewResult) -> None:
+        """A view's verdict for the file list's badge."""
+        self._state.judged(str(view.path), view.judgement, view.tuning.threshold)
+        self._badge(str(view.path))
+
+    def judged_in_run(self, path: str, judgement, threshold: float | None) -> None:
+        self._state.judged(path, judgement, threshold)
+        self._badge(path)
+
+    def rebadge(self) -> None:
+        for path in self._state.judged_paths():
+            self._badge(path)
+        self._show_counts()
+
+    def show_folder(self) -> None:
+        """After Run on all: the histogram of the folder's scores with the verdict's score limit."""
+        from app.inference.tuning import score_rule
+
+        spec = self._state.model.spec if self._state.model else None
+        rule = score_rule(spec) if spec is not None else None
+        limit = self._limit(rule)
+        passed, rejected = self._counts()
+        self._panel.folder.show_scores(self._state.folder_scores(), limit, rule.inclusive if rule else True,
+                                       passed, rejected)
+
+    def _on_threshold(self, threshold: float | None) -> None:
+        if self.model_path:
+            remembered.save_threshold(self._settings, self.model_path, threshold)
+        self.tune(threshold=threshold)
+
+    def _on_limit_dragged(self, limit: float) -> None:
+        self.tune(score_limit=limit)
+
+    def _limit(self, rule) -> float | None:
+        if rule is None:
+            return None
+        return self._state.tuning.score_limit if self._state.tuning.score_limit is not None else rule.score_above
+
+    def _badge(self, path: str) -> None:
+        verdict, stale = self._state.badge(path)
+        self._files.set_verdict(path, verdict, stale=stale)
+
+    def _counts(self) -> tuple[int, int]:
+        verdicts = [self._state.badge(path)[0] for path in self._state.judged_paths()]
+        return sum(1 for v in verdicts if v is not None and v.ok), sum(1 for v in verdicts if v is not None and not v.ok)
+
+    def _show_counts(self) -> None:
+        if self._panel.folder.isVisible():
+            from app.inference.tuning import score_rule
+
+            rule = score_rule(self._state.model.spec) if self._state.model else None
+            self._panel.folder.histogram.set_limit(self._limit(rule))
+            self._panel.folder.show_counts(*self._counts(), self._limit(rule))
