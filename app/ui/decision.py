@@ -8,7 +8,7 @@ through intents; the window decides, the worker recomputes from the kept scores.
 from __future__ import annotations
 
 from PySide6.QtCore import Qt, Signal
-from PySide6.QtWidgets import QComboBox, QFormLayout, QGroupBox, QHBoxLayout, QLabel, QPushButton, QSlider, QWidget
+from PySide6.QtWidgets import QComboBox, QFormLayout, QGridLayout, QGroupBox, QLabel, QPushButton, QSlider, QWidget
 
 from app.ui.charts import NG_COLOR, OK_COLOR, ColourBar, ScoreHistogram
 
@@ -37,12 +37,13 @@ class DecisionControls(QGroupBox):
         self._value = QLabel()
         self._reset = QPushButton("Reset")
         self._reset.setToolTip("Back to the model's own value (its sidecar)")
-        row = QWidget()
-        line = QHBoxLayout(row)
+        row = QWidget()  # the slider above its value and Reset: the panel is narrow
+        line = QGridLayout(row)
         line.setContentsMargins(0, 0, 0, 0)
-        line.addWidget(self._slider, 1)
-        line.addWidget(self._value)
-        line.addWidget(self._reset)
+        line.addWidget(self._slider, 0, 0, 1, 2)
+        line.addWidget(self._value, 1, 0)
+        line.addWidget(self._reset, 1, 1)
+        line.setColumnStretch(0, 1)
         self._scale = ColourBar()
         self._scale_label = QLabel()
         self._verdict = QLabel()
@@ -185,8 +186,9 @@ class FolderScores(QGroupBox):
     def show_scores(self, scores: list[float], limit: float | None, inclusive: bool, passed: int,
                     rejected: int) -> None:
         self.histogram.set_scores(scores, limit, inclusive=inclusive, draggable=limit is not None)
+        self.histogram.setVisible(bool(scores))  # a multi-class model has no image score: the counts only
         self.show_counts(passed, rejected, limit)
-        self.setVisible(bool(scores))
+        self.setVisible(bool(scores) or bool(passed or rejected))
 
     def show_counts(self, passed: int, rejected: int, limit: float | None) -> None:
         text = f"{passed} OK · {rejected} NG" if passed or rejected else "no verdict rules"
