@@ -271,8 +271,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     report_path = args.report or args.out / DEFAULT_REPORT_NAME
     with OutputLock(args.out):  # a second run into the same folder is refused while this one writes
         _remove_stale_temporaries(args.out, started)
-        # the spec as loaded (a device-side argmax changes the session's), and --threshold
-        identity = RunIdentity.of(spec, threshold=args.threshold)
+        # the spec as loaded (a device-side argmax changes the session's), --threshold and where it runs
+        identity = RunIdentity.of(spec, threshold=args.threshold, min_confidence=min_confidence, session=model.info)
         stale = resume_problem(report_path, identity) if args.resume else None
         if stale:
             print(f"error: --resume into {_shown(args.out)}: {_shown(stale)}; run without --resume to redo every "
@@ -285,9 +285,10 @@ def cmd_run(args: argparse.Namespace) -> int:
             record_run(report_path, identity)
             summary = run_inputs(model, inputs, out_dir=args.out, save=args.save, report=report,
                                  progress=progress.update, batch_size=args.batch, done=done,
-                                 min_confidence=min_confidence)
+                                 min_confidence=min_confidence, png_texts=identity.png_texts(model.spec))
         progress.close()
     _print_summary(summary, model.info, args.out, report_path)
+    print(_shown(identity.summary_line(report_path)))
     return EXIT_OK if summary.failed == 0 else EXIT_SOME_FAILED
 
 

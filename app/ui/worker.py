@@ -152,9 +152,11 @@ class InferenceWorker(QObject):
         try:
             model = self._for_batch()
             with OutputLock(Path(out_dir)), ReportWriter(report_path, model.spec) as report:
-                record_run(report_path, RunIdentity.of(model.spec))
+                identity = RunIdentity.of(model.spec, session=model.info)
+                record_run(report_path, identity)
                 summary = run_inputs(
                     model, inputs, out_dir=Path(out_dir), save=tuple(save), report=report,
+                    png_texts=identity.png_texts(model.spec),
                     progress=lambda outcome, s: self.batch_progress.emit(outcome, copy.copy(s)),
                     should_stop=self._cancel.is_set,
                 )
