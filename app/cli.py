@@ -57,8 +57,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("-v", "--verbose", action="store_true", help="log details (ONNX Runtime messages too)")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
 
-    info = commands.add_parser("info", help="show what SegLens understands of a model")
-    info.add_argument("model", type=Path, help="the .onnx file")
+    info = commands.add_parser("info", help="show what SegLens understands of a model (or what made an output PNG)")
+    info.add_argument("model", type=Path, help="the .onnx file, or a PNG SegLens wrote: its provenance")
     _add_model_options(info)
     info.add_argument("--json", action="store_true", help="machine-readable output")
     info.add_argument("--no-session", action="store_true", help="do not open a session (spec only)")
@@ -180,7 +180,11 @@ def cmd_info(args: argparse.Namespace) -> int:
     from app.inference.describe import spec_dict, spec_text
     from app.inference.session import open_session
     from app.inference.spec import load_spec
+    from app.runs.provenance import png_provenance
 
+    if args.model.suffix.lower() == ".png":
+        print(_shown(json.dumps(png_provenance(args.model), indent=2, ensure_ascii=False)))
+        return EXIT_OK
     spec = load_spec(args.model, args.config)
     session_info = None
     if not args.no_session:

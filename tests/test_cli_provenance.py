@@ -82,3 +82,17 @@ def test_an_old_record_without_the_new_keys_still_resumes(models, images, tmp_pa
     path.write_text(json.dumps({k: v for k, v in json.loads(path.read_text()).items() if k in old_keys}))
     assert _run(model, images, out, "--resume") == 0
     assert "(2 done by an earlier run)" in capsys.readouterr().out
+
+
+def test_info_on_an_output_png_shows_its_provenance(models, images, tmp_path, capsys):
+    model, out = models("binary_logits"), tmp_path / "out"
+    assert _run(model, images, out, "--threshold", "0.3") == 0
+    capsys.readouterr()
+    assert main(["info", str(out / "a0_mask.png")]) == 0
+    shown = json.loads(capsys.readouterr().out)
+    assert shown["SegLens"]["thresholds"] == {"threshold": 0.3} and shown["SegLens"]["model"] == model.name
+    assert main(["info", str(images / "a0.png")]) == 0  # a PNG SegLens did not write: says so
+    assert "no text chunks" in capsys.readouterr().out
+    (tmp_path / "junk.png").write_bytes(b"junk")
+    assert main(["info", str(tmp_path / "junk.png")]) == 2
+    assert "not a readable PNG" in capsys.readouterr().err

@@ -10,16 +10,18 @@ given silently. A JSON file beside the report rather than lines inside it keeps 
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from app import __version__
+from app.errors import OutputError
 from app.inference.describe import spec_dict
 from app.inference.session import SessionInfo
 from app.inference.spec import ModelSpec
-from app.io.files import atomic_write, file_sha256
+from app.io.files import atomic_write, file_sha256, png_text
 
 SHORT = 12  # hex digits of a hash in messages and PNG text chunks
 PNG_KEY = "SegLens"  # the PNG text keyword holding a run's provenance (compact JSON)
@@ -56,7 +58,7 @@ class RunIdentity:
     def png_texts(self, spec: ModelSpec) -> dict[str, dict[str, str]]:
         """The PNG text items for each output kind: `SegLens` (compact JSON) and `Software`; masks also name
         their label values (the class table, at most the 256 a uint8 mask can hold)."""
-        short = {"model": self.model, "model_sha256": self.model_sha256[:SHORT],
+        short = {"model": self.model, "model_sha256": self.model_sha256[:SHORT], "sidecar": self.sidecar,
                  "sidecar_sha256": self.sidecar_sha256 and self.sidecar_sha256[:SHORT],
                  "settings_sha256": self.settings_sha256 and self.settings_sha256[:SHORT], "seglens": self.seglens,
                  "provider": self.provider, "thresholds": self.thresholds,
@@ -73,6 +75,18 @@ class RunIdentity:
         return (f"provenance: model {self.model} sha256 {self.model_sha256[:SHORT]}, sidecar {sidecar}, settings "
                 f"{(self.settings_sha256 or 'none')[:SHORT]}, SegLens {self.seglens}, provider {self.provider}, "
                 f"thresholds {thresholds}; full record {record_path(report).name}, PNG text key {PNG_KEY}")
+
+
+def png_provenance(path: Path) -> dict:
+    """The text items of a PNG, the `SegLens` one parsed (`seglens-cli info x_mask.png`)."""
+    try:
+        items: dict = png_text(path)
+    except (OSError, ValueError) as exc:
+        raise OutputError(f"{path}: not a readable PNG ({getattr(exc, 'strerror', None) or exc})") from exc
+    if PNG_KEY in items:
+        with contextlib.suppress(ValueError):  # not JSON: shown as the text it is
+            items[PNG_KEY] = json.loads(items[PNG_KEY])
+    return items or {"note": "no text chunks: not written by a SegLens with provenance"}
 
 
 def effective_thresholds(spec: ModelSpec, min_confidence: float | None = None) -> dict[str, float]:
