@@ -57,8 +57,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("-v", "--verbose", action="store_true", help="log details (ONNX Runtime messages too)")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
 
-    info = commands.add_parser("info", help="show what SegLens understands of a model")
-    info.add_argument("model", type=Path, help="the .onnx file")
+    info = commands.add_parser("info", help="show what SegLens understands of a model (or what made an output PNG)")
+    info.add_argument("model", type=Path, help="the .onnx file, or a PNG SegLens wrote: its provenance")
     _add_model_options(info)
     info.add_argument("--json", action="store_true", help="machine-readable output")
     info.add_argument("--no-session", action="store_true", help="do not open a session (spec only)")
@@ -180,7 +180,11 @@ def cmd_info(args: argparse.Namespace) -> int:
     from app.inference.describe import spec_dict, spec_text
     from app.inference.session import open_session
     from app.inference.spec import load_spec
+    from app.runs.provenance import png_provenance
 
+    if args.model.suffix.lower() == ".png":
+        print(_shown(json.dumps(png_provenance(args.model), indent=2, ensure_ascii=False)))
+        return EXIT_OK
     spec = load_spec(args.model, args.config)
     session_info = None
     if not args.no_session:
@@ -272,8 +276,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     report_path = args.report or args.out / DEFAULT_REPORT_NAME
     with OutputLock(args.out):  # a second run into the same folder is refused while this one writes
         _remove_stale_temporaries(args.out, started)
-        # the spec as loaded (a device-side argmax changes the session's), and --threshold
-        identity = RunIdentity.of(spec, threshold=args.threshold)
+        # the spec as loaded (a device-side argmax changes the session's), --threshold and where it runs
+        identity = RunIdentity.of(spec, threshold=args.threshold, min_confidence=min_confidence, session=model.info)
         stale = resume_problem(report_path, identity) if args.resume else None
         if stale:
             print(f"error: --resume into {_shown(args.out)}: {_shown(stale)}; run without --resume to redo every "
@@ -286,9 +290,10 @@ def cmd_run(args: argparse.Namespace) -> int:
             record_run(report_path, identity)
             summary = run_inputs(model, inputs, out_dir=args.out, save=args.save, report=report,
                                  progress=progress.update, batch_size=args.batch, done=done,
-                                 min_confidence=min_confidence)
+                                 min_confidence=min_confidence, png_texts=identity.png_texts(model.spec))
         progress.close()
     _print_summary(summary, model.info, args.out, report_path)
+    print(_shown(identity.summary_line(report_path)))
     return EXIT_OK if summary.failed == 0 else EXIT_SOME_FAILED
 
 

@@ -49,7 +49,6 @@ def measure(model: Path, image: Path, steps: int, settings: Path) -> dict[str, f
     from PySide6.QtCore import QSettings
 
     from app.inference import pipeline
-
     from app.inference.session import ModelSession
     from app.ui import worker as worker_module
     from app.ui.main_window import MainWindow

@@ -297,9 +297,9 @@ def probability_at_image_size(scores: np.ndarray, geometry: Geometry, class_inde
 
 def relabel_scores(scores: np.ndarray, geometry: Geometry, spec: ModelSpec, *, threshold: float | None = None,
                    min_confidence: float | None = None) -> np.ndarray:
-    """A new label mask from kept probabilities: binary → foreground where p > `threshold` (default: the spec's; an anomaly map: ≥);
-    multi-class → argmax, and background where the winner's probability is below `min_confidence`; then the
-    same `clean_mask` as the pipeline.
+    """A new label mask from kept probabilities: binary → foreground where p > `threshold` (default: the
+    spec's; an anomaly map: ≥); multi-class → argmax, and background where the winner's probability is below
+    `min_confidence`; then the same `clean_mask` as the pipeline.
 
     Interpolation is of probabilities rather than logits, so on an output smaller than the image an edge pixel
     can differ from the pipeline's own mask; at the working size the labels are the same up to float16.

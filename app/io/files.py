@@ -128,6 +128,59 @@ def encode_png(pixels: np.ndarray) -> bytes:
     return buffer.tobytes()
 
 
+def png_with_text(png: bytes, text: dict[str, str]) -> bytes:
+    """`png` with one text chunk per item inserted right after IHDR: `tEXt` when the value is Latin-1, `iTXt`
+    (uncompressed UTF-8) otherwise. The pixel data is untouched: a bytes concat, not a re-encode.
+
+    OpenCV's imencode cannot write text chunks; readers (Pillow's `Image.open(p).text`, exiftool, `png_text`)
+    find them wherever they are, and before IDAT is where the PNG spec prefers them.
+    """
+    if png[:8] != _PNG_SIGNATURE or png[12:16] != b"IHDR":
+        raise ValueError("not a PNG (no signature and IHDR)")
+    end_of_ihdr = 8 + 12 + int.from_bytes(png[8:12], "big")
+    chunks = b"".join(_text_chunk(key, value) for key, value in text.items())
+    return png[:end_of_ihdr] + chunks + png[end_of_ihdr:]
+
+
+def _text_chunk(key: str, value: str) -> bytes:
+    keyword = key.encode("latin-1")  # a keyword is 1-79 Latin-1 characters, no NUL, no edge spaces
+    if not 0 < len(keyword) < 80 or b"\0" in keyword or key != key.strip():
+        raise ValueError(f"invalid PNG text keyword {key!r}")
+    try:
+        kind, data = b"tEXt", keyword + b"\0" + value.encode("latin-1")
+    except UnicodeEncodeError:  # flag 0 (uncompressed), method 0, empty language tag, empty translated keyword
+        kind, data = b"iTXt", keyword + b"\0\0\0\0\0" + value.encode("utf-8")
+    return len(data).to_bytes(4, "big") + kind + data + zlib.crc32(kind + data).to_bytes(4, "big")
+
+
+def png_text(source: bytes | Path) -> dict[str, str]:
+    """The `tEXt`, `zTXt` and `iTXt` items of a PNG (bytes or a file), in file order; chunks whose CRC does
+    not match are skipped. What tests and tools read SegLens's provenance back with."""
+    data = source if isinstance(source, bytes) else Path(source).read_bytes()
+    if data[:8] != _PNG_SIGNATURE:
+        raise ValueError("not a PNG")
+    items, at = {}, 8
+    while at + 12 <= len(data):
+        length, kind = int.from_bytes(data[at:at + 4], "big"), data[at + 4:at + 8]
+        body, crc = data[at + 8:at + 8 + length], data[at + 8 + length:at + 12 + length]
+        at += 12 + length
+        if kind == b"IEND" or len(crc) < 4:
+            break
+        if kind in (b"tEXt", b"zTXt", b"iTXt") and zlib.crc32(kind + body) == int.from_bytes(crc, "big"):
+            key, _, rest = body.partition(b"\0")
+            items[key.decode("latin-1")] = _text_value(kind, rest)
+    return items
+
+
+def _text_value(kind: bytes, rest: bytes) -> str:
+    if kind == b"tEXt":
+        return rest.decode("latin-1")
+    if kind == b"zTXt":  # compression method byte, then zlib data
+        return zlib.decompress(rest[1:]).decode("latin-1")
+    compressed, text = rest[0], rest[2:].split(b"\0", 2)[-1]  # iTXt: flag, method, language\0, translated\0
+    return (zlib.decompress(text) if compressed else text).decode("utf-8")
+
+
 def _remove_quietly(path: str | Path) -> None:
     with contextlib.suppress(OSError):
         os.unlink(path)

@@ -117,18 +117,20 @@ def run_inputs(
     done: Mapping[str, list[str]] | None = None,
     helper_niceness: int = HELPER_NICENESS,
     min_confidence: float | None = None,
+    png_texts: Mapping[str, Mapping[str, str]] | None = None,
 ) -> RunSummary:
     """Run `model` on every input; call from the thread that owns the session.
 
     `done` maps input paths finished by an earlier run (`--resume`) to their report rows: those are not run
     again, their rows are carried into this report in their place. `helper_niceness`: see HELPER_NICENESS.
     `min_confidence` (multi-class): pixels whose winning probability is below it become background
-    (pipeline.relabel on the kept scores, no second model run).
+    (pipeline.relabel on the kept scores, no second model run). `png_texts`: text chunks per output kind (the
+    run's provenance: app.runs.provenance.RunIdentity.png_texts).
     """
     summary = RunSummary(total=len(inputs))
     stems = output_stems(list(inputs))
     writer = _Writer(model, out_dir, stems, save, report, summary, progress, helper_niceness)
-    writer.min_confidence = min_confidence
+    writer.min_confidence, writer.png_texts = min_confidence, png_texts
     writer.guard = OutputGuard(out_dir, inputs) if out_dir is not None else None
     writer.start()
     stopped_at, why = len(inputs), "the run was cancelled"
@@ -290,6 +292,7 @@ class _Writer:
         self.recorded = 0  # inputs whose outcome is recorded (report row written, progress told), in order
         self.guard: OutputGuard | None = None
         self.min_confidence: float | None = None
+        self.png_texts: Mapping[str, Mapping[str, str]] | None = None
 
     def start(self) -> None:
         self._thread.start()
@@ -336,7 +339,8 @@ class _Writer:
                 refused = self._refused(stem) if result.mask is not None else None
                 if refused:
                     return Outcome(work.index, work.input, None, f"{work.input.path}: {refused}")
-                write_result_images(result, self.model.spec, stem, self.save, work.prepared.image.pixels)
+                write_result_images(result, self.model.spec, stem, self.save, work.prepared.image.pixels,
+                                    texts=self.png_texts)
             # Decided here, in the writer stage, not in ReportWriter: the summary's OK/NG counts and the progress
             # callback (the viewer's Run on all) need it as well as the report, which is optional; it is one
             # pure function of the kept result, off the inference thread, once per input.

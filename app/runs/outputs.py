@@ -22,7 +22,7 @@ import os
 import re
 import stat
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -32,7 +32,7 @@ from app.inference.pipeline import STAGES, Result, probability_at_image_size
 from app.inference.spec import ModelSpec
 from app.inference.verdict import Verdict, image_score, verdict_of
 from app.io.discover import InputFile, output_stems
-from app.io.files import atomic_write, create_temporary, encode_png, is_complete_png
+from app.io.files import atomic_write, create_temporary, encode_png, is_complete_png, png_with_text
 from app.io.render import blend_overlay, heatmap
 
 SAVE_KINDS = ("mask", "overlay", "heatmap", "scores")
@@ -41,25 +41,32 @@ _NUMBER = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?")
 
 
 def write_result_images(result: Result, spec: ModelSpec, out_stem: Path, save: Sequence[str],
-                        image: np.ndarray | None = None) -> list[Path]:
+                        image: np.ndarray | None = None,
+                        texts: Mapping[str, Mapping[str, str]] | None = None) -> list[Path]:
     """Write `<stem>_mask.png`, `_overlay.png`, `_heatmap.png` and/or `_scores.png` for a segmentation result.
 
     The heatmap and scores show the foreground probability (binary) or the winning class's (multi-class); a
-    result without scores (a label-map output) simply has neither.
+    result without scores (a label-map output) simply has neither. `texts[kind]`: PNG text items for that kind
+    (the run's provenance, app.runs.provenance.RunIdentity.png_texts), inserted after IHDR.
     """
     if result.mask is None:
         return []
+    texts = texts or {}
+
+    def write(kind: str, pixels: np.ndarray) -> Path:
+        data = encode_png(pixels)
+        return _write(out_stem, f"_{kind}.png", png_with_text(data, dict(texts[kind])) if texts.get(kind) else data)
+
     written = []
     if "mask" in save:
-        written.append(_write(out_stem, "_mask.png", encode_png(result.mask)))
+        written.append(write("mask", result.mask))
     if "overlay" in save and image is not None:
-        overlay = blend_overlay(image, result.mask, spec.classes)
-        written.append(_write(out_stem, "_overlay.png", encode_png(overlay)))
+        written.append(write("overlay", blend_overlay(image, result.mask, spec.classes)))
     probability = probability_at_image_size(result) if {"heatmap", "scores"} & set(save) else None
     if probability is not None and "heatmap" in save:
-        written.append(_write(out_stem, "_heatmap.png", encode_png(heatmap(probability))))
+        written.append(write("heatmap", heatmap(probability)))
     if probability is not None and "scores" in save:
-        written.append(_write(out_stem, "_scores.png", encode_png(scores_uint16(probability))))
+        written.append(write("scores", scores_uint16(probability)))
     return written
 
 

@@ -1,4 +1,7 @@
-"""What made a report: the model file, its sidecar and SegLens's version, beside the report as `<report>.run.json`.
+"""What made a report: the model file, its sidecar and SegLens's version, beside the report as `<report>.run.json`;
+and since issue 14 also where it ran (provider, the fallback reason), the thresholds and verdict rules actually
+used and a hash of the effective settings. Every PNG of the run carries the short form in a `SegLens` text chunk
+(`png_texts`), so a mask found a year later still says which model and threshold made it.
 
 `--resume` carries earlier rows and outputs over only when the same model, sidecar and SegLens made them: a
 retrained model or an edited sidecar gives other masks, and rows from both in one report would be a wrong answer
@@ -7,13 +10,21 @@ given silently. A JSON file beside the report rather than lines inside it keeps 
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
 import json
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from app import __version__
+from app.errors import OutputError
+from app.inference.describe import spec_dict
+from app.inference.session import SessionInfo
 from app.inference.spec import ModelSpec
-from app.io.files import atomic_write, file_sha256
+from app.io.files import atomic_write, file_sha256, png_text
+
+SHORT = 12  # hex digits of a hash in messages and PNG text chunks
+PNG_KEY = "SegLens"  # the PNG text keyword holding a run's provenance (compact JSON)
 
 
 @dataclass(frozen=True)
@@ -24,12 +35,89 @@ class RunIdentity:
     sidecar_sha256: str | None
     seglens: str
     threshold: float | None = None  # --threshold: it changes the masks as much as a sidecar would
+    # issue 14: everything below is absent from older records (read with .get, never required)
+    settings_sha256: str | None = None  # settings_hash: the resolved spec as used
+    provider: str | None = None  # the provider the session really ran on
+    requested_device: str | None = None
+    fallback_reason: str | None = None  # why not the GPU, when one was asked for (or auto)
+    thresholds: dict[str, float] = field(default_factory=dict)  # effective_thresholds
+    verdict_rules: tuple[str, ...] = ()  # "fail if …" rules, as `info` shows them
 
     @classmethod
-    def of(cls, spec: ModelSpec, *, threshold: float | None = None) -> RunIdentity:
+    def of(cls, spec: ModelSpec, *, threshold: float | None = None, min_confidence: float | None = None,
+           session: SessionInfo | None = None) -> RunIdentity:
+        """`spec` as loaded with --threshold applied (app.inference.tuning.with_threshold); `min_confidence` the
+        multi-class minimum it gave; `session` where the model runs (None: not recorded)."""
         sidecar = spec.sidecar
         return cls(spec.path.name, file_sha256(spec.path), sidecar.name if sidecar else None,
-                   file_sha256(sidecar) if sidecar else None, __version__, threshold)
+                   file_sha256(sidecar) if sidecar else None, __version__, threshold,
+                   settings_hash(spec, min_confidence), session and session.provider,
+                   session and session.requested, session and session.fallback_reason,
+                   effective_thresholds(spec, min_confidence), tuple(r.describe() for r in spec.verdict or ()))
+
+    def png_texts(self, spec: ModelSpec) -> dict[str, dict[str, str]]:
+        """The PNG text items for each output kind: `SegLens` (compact JSON) and `Software`; masks also name
+        their label values (the class table, at most the 256 a uint8 mask can hold)."""
+        short = {"model": self.model, "model_sha256": self.model_sha256[:SHORT], "sidecar": self.sidecar,
+                 "sidecar_sha256": self.sidecar_sha256 and self.sidecar_sha256[:SHORT],
+                 "settings_sha256": self.settings_sha256 and self.settings_sha256[:SHORT], "seglens": self.seglens,
+                 "provider": self.provider, "thresholds": self.thresholds,
+                 **({"verdict": list(self.verdict_rules)} if self.verdict_rules else {})}
+        extra = {"mask": {"classes": list(spec.class_names[:256])}, "scores": {"pixel": "round(p * 65535)"}}
+        software = f"SegLens {self.seglens}"
+        return {kind: {PNG_KEY: _compact({**short, **extra.get(kind, {})}), "Software": software}
+                for kind in ("mask", "overlay", "heatmap", "scores")}
+
+    def summary_line(self, report: Path) -> str:
+        """One line for the terminal: what made these outputs, and where the full record is."""
+        sidecar = f"{self.sidecar} {self.sidecar_sha256[:SHORT]}" if self.sidecar and self.sidecar_sha256 else "none"
+        thresholds = ", ".join(f"{k} {v:g}" for k, v in self.thresholds.items()) or "none"
+        return (f"provenance: model {self.model} sha256 {self.model_sha256[:SHORT]}, sidecar {sidecar}, settings "
+                f"{(self.settings_sha256 or 'none')[:SHORT]}, SegLens {self.seglens}, provider {self.provider}, "
+                f"thresholds {thresholds}; full record {record_path(report).name}, PNG text key {PNG_KEY}")
+
+
+def png_provenance(path: Path) -> dict:
+    """The text items of a PNG, the `SegLens` one parsed (`seglens-cli info x_mask.png`)."""
+    try:
+        items: dict = png_text(path)
+    except (OSError, ValueError) as exc:
+        raise OutputError(f"{path}: not a readable PNG ({getattr(exc, 'strerror', None) or exc})") from exc
+    if PNG_KEY in items:
+        with contextlib.suppress(ValueError):  # not JSON: shown as the text it is
+            items[PNG_KEY] = json.loads(items[PNG_KEY])
+    return items or {"note": "no text chunks: not written by a SegLens with provenance"}
+
+
+def effective_thresholds(spec: ModelSpec, min_confidence: float | None = None) -> dict[str, float]:
+    """The thresholds that made the masks and verdicts: `threshold` (binary: foreground where p > it; anomaly:
+    anomalous where the map >= it), `image_threshold` (anomaly: NG where the score >= it) and `min_confidence`
+    (multi-class --threshold)."""
+    out, found = spec.output, {}
+    if spec.task == "segmentation" and out.kind in ("binary", "anomaly"):
+        found["threshold"] = out.threshold
+    if out.kind == "anomaly" and out.image_threshold is not None:
+        found["image_threshold"] = out.image_threshold
+    if min_confidence is not None:
+        found["min_confidence"] = min_confidence
+    return found
+
+
+# where a value came from, and the file paths and display name: none of them changes a mask or a verdict
+_NOT_SETTINGS = ("model", "sidecar", "name", "sources")
+
+
+def settings_hash(spec: ModelSpec, min_confidence: float | None = None) -> str:
+    """SHA-256 of a canonical JSON of the resolved spec as used (sidecar + ONNX metadata + defaults +
+    --threshold), without absolute paths: equal hashes, equal settings, whichever file they came from."""
+    settings = {k: v for k, v in spec_dict(spec, None).items() if k not in _NOT_SETTINGS}
+    settings["min_confidence"] = min_confidence
+    canonical = json.dumps(settings, sort_keys=True, separators=(",", ":"), ensure_ascii=True, default=str)
+    return hashlib.sha256(canonical.encode("ascii")).hexdigest()
+
+
+def _compact(value: dict) -> str:
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
 
 
 def record_path(report: Path) -> Path:
@@ -52,8 +140,14 @@ def resume_problem(report: Path, identity: RunIdentity) -> str | None:
     except (OSError, ValueError) as exc:
         return f"{path}: unreadable ({exc})"
     checks = (("model_sha256", "model file"), ("sidecar_sha256", "sidecar"), ("seglens", "SegLens version"),
-              ("threshold", "--threshold"))  # a record without one (an older run) had none
+              ("threshold", "--threshold"),  # a record without one (an older run) had none
+              ("settings_sha256", "effective-settings hash"))
+    # Not checked: the provider. CUDA and the CPU give the same masks up to float rounding, and a resume on
+    # another machine (or after a driver update made CUDA fall back) is a normal thing to do; the record says
+    # where each run ran.
     for key, what in checks:
+        if key == "settings_sha256" and key not in earlier:
+            continue  # a record from before the hash: judged by the other keys, as it was then
         if earlier.get(key) != getattr(identity, key):
             return (f"the earlier rows were made with another {what} ({_short(earlier.get(key))}, now "
                     f"{_short(getattr(identity, key))})")

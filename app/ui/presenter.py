@@ -60,7 +60,6 @@ class Presenter(QObject):
         self._panel.clear_result()
 
     def _present(self, view: ViewResult, image: QImage, window: Window | None) -> None:
-        from app.ui.overlay import OverlayImage
 
         self._state.on_screen = view
         height, width = view.result.image_hw

@@ -125,7 +125,8 @@ class Tuner(QObject):
 
     def _counts(self) -> tuple[int, int]:
         verdicts = [self._state.badge(path)[0] for path in self._state.judged_paths()]
-        return sum(1 for v in verdicts if v is not None and v.ok), sum(1 for v in verdicts if v is not None and not v.ok)
+        judged = [v for v in verdicts if v is not None]
+        return sum(1 for v in judged if v.ok), sum(1 for v in judged if not v.ok)
 
     def _show_counts(self) -> None:
         if self._panel.folder.isVisible():

@@ -179,11 +179,11 @@ class InferenceWorker(QObject):
         """Process every input, exporting masks/overlays and the CSV report with the CLI's own writer, at the
         reader's threshold and score limit (`tuning`) as the CLI's --threshold would."""
         from app.errors import SegLensError
+        from app.inference.tuning import judge, with_score_limit
         from app.runs.batch import RunSummary, run_inputs
         from app.runs.lock import OutputLock
         from app.runs.outputs import ReportWriter
         from app.runs.provenance import RunIdentity, record_run
-        from app.inference.tuning import judge, with_score_limit
 
         self._cancel.clear()
         if self._model is None:
@@ -200,10 +200,12 @@ class InferenceWorker(QObject):
                 self.batch_progress.emit(outcome, copy.copy(summary), judged)
 
             with OutputLock(Path(out_dir)), ReportWriter(report_path, spec) as report:
-                record_run(report_path, RunIdentity.of(spec, threshold=threshold))
+                identity = RunIdentity.of(spec, threshold=threshold, min_confidence=min_confidence,
+                                          session=model.info)
+                record_run(report_path, identity)
                 summary = run_inputs(model, inputs, out_dir=Path(out_dir), save=tuple(save), report=report,
-                                     progress=progress, should_stop=self._cancel.is_set,
-                                     min_confidence=min_confidence)
+                                     png_texts=identity.png_texts(spec), progress=progress,
+                                     should_stop=self._cancel.is_set, min_confidence=min_confidence)
         except SegLensError as exc:
             self.batch_finished.emit(RunSummary(total=len(inputs)), str(exc))
             return

@@ -77,3 +77,56 @@ def test_a_long_file_name_still_gets_a_temporary_that_fits(tmp_path):
     path = tmp_path / ("x" * 240 + "_mask.png")  # 249 bytes: fits NAME_MAX (255), a `.<name>.<random>.tmp` did not
     atomic_write(path, b"data")
     assert path.read_bytes() == b"data" and [p.name for p in tmp_path.iterdir()] == [path.name]
+
+
+def _chunks(png: bytes) -> list[tuple[bytes, bytes, int]]:
+    """(type, data, stored CRC) of every chunk."""
+    chunks, at = [], 8
+    while at < len(png):
+        length = int.from_bytes(png[at:at + 4], "big")
+        kind, data = png[at + 4:at + 8], png[at + 8:at + 8 + length]
+        chunks.append((kind, data, int.from_bytes(png[at + 8 + length:at + 12 + length], "big")))
+        at += 12 + length
+    return chunks
+
+
+@pytest.mark.parametrize("pixels", [np.arange(12, dtype=np.uint8).reshape(3, 4),
+                                    np.arange(12, dtype=np.uint16).reshape(3, 4) * 5000,
+                                    np.arange(36, dtype=np.uint8).reshape(3, 4, 3)])
+def test_text_chunks_go_after_ihdr_with_valid_crcs_and_leave_the_pixels_alone(pixels):
+    import io
+    import zlib
+
+    from PIL import Image
+
+    from app.io.files import png_text, png_with_text
+
+    png = encode_png(pixels)
+    text = {"SegLens": '{"model_sha256":"0123456789ab","thresholds":{"threshold":0.3}}', "Software": "SegLens x",
+            "Note": "naïve ünïcödé €"}  # € is not Latin-1: an iTXt chunk
+    tagged = png_with_text(png, text)
+    chunks = _chunks(tagged)
+    assert [c[0] for c in chunks[:4]] == [b"IHDR", b"tEXt", b"tEXt", b"iTXt"]
+    assert all(zlib.crc32(kind + data) == crc for kind, data, crc in chunks)
+    assert [c for c in chunks if c[0] not in (b"tEXt", b"iTXt")] == _chunks(png)  # pixels: the same bytes
+    image = Image.open(io.BytesIO(tagged))
+    assert image.text == text and image.info["SegLens"] == text["SegLens"]
+    np.testing.assert_array_equal(np.asarray(image), pixels)
+    assert png_text(tagged) == text and png_text(png) == {}
+    assert png_with_text(png, {}) == png
+
+
+def test_text_chunks_keep_a_png_complete_and_refuse_bad_input(tmp_path):
+    from app.io.files import png_text, png_with_text
+
+    path = tmp_path / "a_mask.png"
+    atomic_write(path, png_with_text(encode_png(np.zeros((5, 6), np.uint8)), {"SegLens": "{}"}))
+    assert is_complete_png(path) and png_text(path) == {"SegLens": "{}"}
+    with pytest.raises(ValueError):
+        png_with_text(b"not a png", {"a": "b"})
+    for key in ("", "x" * 80, " lead", "nul\0"):
+        with pytest.raises(ValueError):
+            png_with_text(encode_png(np.zeros((2, 2), np.uint8)), {key: "v"})
+    corrupt = bytearray(png_with_text(encode_png(np.zeros((2, 2), np.uint8)), {"k": "v"}))
+    corrupt[41] ^= 1  # a byte of the text chunk's data: its CRC no longer matches, the item is not trusted
+    assert png_text(bytes(corrupt)) == {}

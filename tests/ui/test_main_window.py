@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import threading
 
 import numpy as np
@@ -157,6 +158,9 @@ def test_run_on_all_exports_with_the_cli_writer(qtbot, window, images, tmp_path)
     with qtbot.waitSignal(window.run_all_finished, timeout=TIMEOUT):
         window.run_all(out)
     assert (out / "a1_mask.png").is_file() and (out / "nested" / "b_overlay.png").is_file()
+    provenance = json.loads(Image.open(out / "a1_mask.png").text["SegLens"])  # the CLI's provenance too
+    record = json.loads((out / "seglens_report.csv.run.json").read_text())
+    assert provenance["model_sha256"] == record["model_sha256"][:12] and record["provider"] == provenance["provider"]
     report = (out / "seglens_report.csv").read_text().splitlines()
     assert len(report) == 4 and ",error," in report[2]
     assert [window.files.status(p) for p in window.files.paths()] == ["done", "error", "done"]
