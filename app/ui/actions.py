@@ -58,6 +58,10 @@ def _view_menu(window: MainWindow, menu: QMenu) -> None:
     _add(window, menu, "Filled / contour", controls.toggle_mode, "C")
     _add(window, menu, "More opaque", lambda: controls.nudge_opacity(OPACITY_STEP), "]")
     _add(window, menu, "More transparent", lambda: controls.nudge_opacity(-OPACITY_STEP), "[")
+    decision = window.panel.decision
+    _add(window, menu, "Mask / probability / uncertainty", decision.cycle_layer, "H")
+    _add(window, menu, "Threshold up 0.01", lambda: decision.nudge(10), ".")
+    _add(window, menu, "Threshold down 0.01", lambda: decision.nudge(-10), ",")
     presenter, window_menu = window.presenter, menu.addMenu("Window / level")
     _add(window, window_menu, "The image's own window", lambda: presenter.set_window(None), "W")
     _add(window, window_menu, "Automatic (0.5–99.5 %)", presenter.auto_window, "Shift+W")

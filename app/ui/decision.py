@@ -112,6 +112,16 @@ class DecisionControls(QGroupBox):
     def layer(self) -> str:
         return LAYERS[self._layer.currentIndex()][0]
 
+    def cycle_layer(self) -> None:
+        """The next layer this model can show (H key)."""
+        if self._kind is None:
+            return
+        for offset in range(1, len(LAYERS) + 1):
+            index = (self._layer.currentIndex() + offset) % len(LAYERS)
+            if self._layer.model().item(index).isEnabled():
+                self._layer.setCurrentIndex(index)
+                return
+
     def nudge(self, steps: int) -> None:
         """Move the threshold by `steps` thousandths."""
         self._slider.setValue(self._slider.value() + steps)

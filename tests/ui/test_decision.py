@@ -160,3 +160,23 @@ def test_run_on_all_histogram_limit_rejudges_every_file(qtbot, make_main_window,
     assert [window.files.verdict(p) for p in paths] == ["ok", "ng", "ng", "ng"]
     assert panel.counts_text().startswith("1 OK · 3 NG")
     assert window.files.item(1).toolTip().endswith("NG: score 0.3922 >= 0.35")
+
+
+def test_run_on_all_uses_the_readers_threshold_and_records_it(qtbot, make_main_window, binary, folder, tmp_path):
+    import json
+
+    from app.io.files import png_text
+
+    window = make_main_window(binary)
+    open_first(qtbot, window, folder)
+    with qtbot.waitSignal(window.tuner.retuned_shown, timeout=TIMEOUT):
+        window.panel.decision.nudge(400)  # 0.5 → 0.9
+    out = tmp_path / "out"
+    with qtbot.waitSignal(window.run_all_finished, timeout=TIMEOUT):
+        window.run_all(out, ("mask",))
+    mask = np.asarray(Image.open(out / "a_gradient_mask.png"))
+    assert np.flatnonzero(mask.any(axis=0)).tolist() == list(range(156, 256))  # p > 0.9, as on screen
+    record = json.loads((out / "seglens_report.csv.run.json").read_text())
+    assert record["threshold"] == pytest.approx(0.9) and record["thresholds"]["threshold"] == pytest.approx(0.9)
+    assert json.loads(png_text(out / "a_gradient_mask.png")["SegLens"])["thresholds"]["threshold"] == pytest.approx(0.9)
+    assert window.state.badge(str(folder / "a_gradient.png"))[1] is False  # decided at the threshold now set
