@@ -62,6 +62,12 @@ def _view_menu(window: MainWindow, menu: QMenu) -> None:
     _add(window, menu, "Mask / probability / uncertainty", decision.cycle_layer, "H")
     _add(window, menu, "Threshold up 0.01", lambda: decision.nudge(10), ".")
     _add(window, menu, "Threshold down 0.01", lambda: decision.nudge(-10), ",")
+    menu.addSeparator()
+    editor = window.editor
+    _add(window, menu, "Edit mask (brush)", editor.toggle, "E")
+    _add(window, menu, "Undo edit", editor.undo, QKeySequence.StandardKey.Undo)
+    _add(window, menu, "Redo edit", editor.redo, "Ctrl+Shift+Z", QKeySequence.StandardKey.Redo)
+    _add(window, menu, "Save corrected mask", editor.save, QKeySequence.StandardKey.Save)
     presenter, window_menu = window.presenter, menu.addMenu("Window / level")
     _add(window, window_menu, "The image's own window", lambda: presenter.set_window(None), "W")
     _add(window, window_menu, "Automatic (0.5–99.5 %)", presenter.auto_window, "Shift+W")

@@ -85,6 +85,16 @@ class FileList(QListWidget):
         """The InputFiles shown, in order (they carry the relative paths that name exported files)."""
         return list(self._inputs)
 
+    def root_and_rel(self, path: str):
+        """(the folder `path` was found under, its relative POSIX path there): what names its review files."""
+        from pathlib import Path
+
+        item = self._inputs[self._rows[path]]
+        root = Path(item.path)
+        for _ in item.rel.parts:
+            root = root.parent
+        return root, item.rel.as_posix()
+
     def paths(self) -> list[str]:
         return [self.item(row).data(PATH_ROLE) for row in range(self.count())]
 

@@ -17,6 +17,7 @@ from PySide6.QtWidgets import QMainWindow, QSplitter, QVBoxLayout, QWidget
 from app.logs import private
 from app.ui import actions
 from app.ui import settings as remembered
+from app.ui.editor import Editor
 from app.ui.file_list import FILTERS, FileList
 from app.ui.panels import SidePanel
 from app.ui.presenter import Presenter
@@ -87,6 +88,11 @@ class MainWindow(QMainWindow):
         self.files.current_path_changed.connect(self.show_path)
         self.tuner = Tuner(self.state, presenter=self.presenter, panel=self.panel, files=self.files,
                            settings=self.settings, parent=self)
+        self.editor = Editor(self.state, viewer=self.viewer, presenter=self.presenter, panel=self.panel.edit,
+                             parent=self)
+        self.editor.destination = self._review_destination
+        self.editor.refused.connect(lambda message: self.status.showMessage(message, 15000))
+        self.editor.saved.connect(lambda _path, file: self.status.showMessage(f"Corrected mask saved: {file}", 8000))
         controls = self.panel.controls
         controls.opacity_changed.connect(self.presenter.set_opacity)
         controls.visible_changed.connect(self.presenter.set_overlay_visible)
@@ -129,6 +135,7 @@ class MainWindow(QMainWindow):
         self.device = device or self.device
         if not self.model_path:
             return
+        self.editor.stop()
         generation = self.state.begin_model()
         self.status.show_loading(self.model_path.stem)
         self.panel.show_model_loading(self.model_path.name, self.device)
@@ -185,6 +192,7 @@ class MainWindow(QMainWindow):
     def show_path(self, path: str, frame: int = 0) -> None:
         if not path:
             return
+        self.editor.stop()  # another picture: a correction in progress is saved first
         from app.ui.messages import ViewKey  # loaded once a picture is asked for: not before the window shows
 
         key = ViewKey(path, frame)
@@ -229,6 +237,13 @@ class MainWindow(QMainWindow):
         """The display window (center, width) last asked for (the presenter's set_window, auto_window or a
         right-drag); None for an 8-bit picture."""
         return self.state.display_window
+
+    def _review_destination(self, path: str) -> tuple[Path, str]:
+        """(the review folder of the inputs `path` was opened with, its relative path there)."""
+        from app.runs.review import review_folder
+
+        root, rel = self.files.root_and_rel(path)
+        return review_folder(root), rel
 
     def run_all(self, out_dir: str | Path, save: tuple[str, ...] = ("mask", "overlay")) -> None:
         """Run on all listed images, exporting into `out_dir`; run_all_finished tells when it is done."""

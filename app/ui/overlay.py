@@ -43,6 +43,17 @@ class OverlayImage:
             self._hidden[contour] = hidden
         return image
 
+    def update_region(self, box: tuple[int, int, int, int]) -> QImage:
+        """The mask changed inside `box` (x0, y0, x1, y1; an edit): copy those pixels into the filled image, drop
+        the contour image (made again when asked for). Returns the filled image."""
+        image = self.image(hidden=self._hidden.get(False, frozenset()))
+        self._images.pop(True, None)
+        self._hidden.pop(True, None)
+        x0, y0, x1, y1 = box
+        target = np.frombuffer(image.bits(), np.uint8).reshape(image.height(), image.bytesPerLine())
+        target[y0:y1, x0:x1] = self._mask[y0:y1, x0:x1]
+        return image
+
     def color_table(self, hidden: set[int]) -> list[int]:
         table = []
         for label in range(256):

@@ -20,6 +20,7 @@ from PySide6.QtWidgets import (
 )
 
 from app.ui.decision import DecisionControls, FolderScores
+from app.ui.edit_panel import EditPanel
 from app.ui.view_state import DisplayMode
 
 MODES = (DisplayMode.FILLED, DisplayMode.CONTOUR)  # the order of the Mode box, and of C's cycle
@@ -224,6 +225,7 @@ class SidePanel(QWidget):
         super().__init__(parent)
         self.controls = OverlayControls()
         self.decision = DecisionControls()
+        self.edit = EditPanel()
         self.folder = FolderScores()
         self.legend = Legend()
         self.image_info = ImageInfo()
@@ -234,6 +236,7 @@ class SidePanel(QWidget):
         layout = QVBoxLayout(self)
         layout.addWidget(self._model_label)
         layout.addWidget(self.controls)
+        layout.addWidget(self.edit)
         layout.addWidget(self.decision)
         layout.addWidget(self.legend)
         layout.addWidget(self._top_k)

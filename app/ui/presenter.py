@@ -37,6 +37,7 @@ class Presenter(QObject):
         self._status = status
         self._overlay = None  # app.ui.overlay.OverlayImage of the mask on screen (numpy: loaded after the window)
         self._heat = None  # app.ui.overlay.HeatmapImage of the probability/uncertainty layer on screen
+        self._editing = None  # the OverlayImage of the mask being edited (edit mode), shown filled
 
     # -- pictures --------------------------------------------------------------------------------------
 
@@ -136,11 +137,19 @@ class Presenter(QObject):
         self._state.set_overlay(**changes)
         self.repaint_overlay()
 
+    def edit_overlay(self, overlay) -> None:
+        """Edit mode shows `overlay` (the mask being edited, filled) instead of the result's; None ends it."""
+        self._editing = overlay
+        if overlay is not None:
+            self.repaint_overlay()
+
     def repaint_overlay(self) -> None:
         """The mask in its style; or the heatmap layer with, in contour style, the mask's outlines over it."""
         style = self._state.overlay
         contour = style.mode is DisplayMode.CONTOUR
-        if self._heat is not None:
+        if self._editing is not None:
+            self._viewer.set_overlay(self._editing.image(hidden=style.hidden))
+        elif self._heat is not None:
             outline = self._overlay.image(hidden=style.hidden, contour=True) if contour and self._overlay else None
             self._viewer.set_overlay(self._heat.image(), outline)
         elif self._overlay is not None:

@@ -7,8 +7,8 @@ scaled up), so zoom levels and the 1:1 view mean the same thing for every image.
 from __future__ import annotations
 
 from PySide6.QtCore import QRectF, Qt, Signal
-from PySide6.QtGui import QColor, QImage, QPainter, QPixmap
-from PySide6.QtWidgets import QGraphicsPixmapItem, QGraphicsScene, QGraphicsView
+from PySide6.QtGui import QColor, QImage, QPainter, QPen, QPixmap
+from PySide6.QtWidgets import QGraphicsEllipseItem, QGraphicsPixmapItem, QGraphicsScene, QGraphicsView
 
 ZOOM_STEP = 1.25
 MIN_ZOOM, MAX_ZOOM = 0.02, 64.0
@@ -17,6 +17,11 @@ MIN_ZOOM, MAX_ZOOM = 0.02, 64.0
 class ImageViewer(QGraphicsView):
     zoom_changed = Signal(float)
     window_dragged = Signal(float, float)  # dx, dy in screen pixels while the right button drags (window/level)
+    # edit mode: the left button paints instead of panning (image coordinates), Ctrl+wheel sizes the brush
+    edit_pressed = Signal(float, float, object)  # x, y, Qt.KeyboardModifiers
+    edit_moved = Signal(float, float)
+    edit_released = Signal()
+    brush_wheel = Signal(int)  # +1 / −1 per wheel notch
 
     def __init__(self, parent=None) -> None:
         super().__init__(parent)
@@ -41,6 +46,13 @@ class ImageViewer(QGraphicsView):
         self._full_size: tuple[int, int] | None = None
         self._fit_mode = True
         self._right_drag: tuple[float, float] | None = None
+        self._brush = QGraphicsEllipseItem()  # the brush at image scale, following the mouse in edit mode
+        self._brush.setZValue(3)
+        self._brush.setPen(QPen(QColor(255, 255, 255), 0))  # cosmetic: 1 screen pixel at any zoom
+        self._brush.hide()
+        self.scene().addItem(self._brush)
+        self._brush_radius = 0
+        self._painting = False
 
     # -- content ---------------------------------------------------------------------------------------
 
@@ -96,6 +108,55 @@ class ImageViewer(QGraphicsView):
         painter.end()
         return target
 
+    # -- edit mode -------------------------------------------------------------------------------------
+
+    @property
+    def editing(self) -> bool:
+        return self._brush_radius > 0
+
+    def set_editing(self, radius: int | None) -> None:
+        """Edit mode with a brush of `radius` image pixels (None: back to viewing; the left button pans again)."""
+        self._brush_radius = radius or 0
+        self._painting = False
+        self.setDragMode(QGraphicsView.DragMode.NoDrag if radius else QGraphicsView.DragMode.ScrollHandDrag)
+        self.viewport().setMouseTracking(bool(radius))
+        self.viewport().setCursor(Qt.CursorShape.CrossCursor if radius else Qt.CursorShape.OpenHandCursor)
+        self._brush.setVisible(False)
+        if radius:
+            self.set_brush_radius(radius)
+
+    def set_brush_radius(self, radius: int) -> None:
+        self._brush_radius = max(1, radius)
+        center = self._brush.rect().center()
+        self._place_brush(center.x(), center.y())
+
+    def _place_brush(self, x: float, y: float) -> None:
+        r = self._brush_radius + 0.5
+        self._brush.setRect(QRectF(x - r + 0.5, y - r + 0.5, 2 * r, 2 * r))
+
+    def _edit_event(self, event, kind: str) -> bool:
+        """Mouse events in edit mode: the left button paints (pressed / moved / released); True when taken."""
+        if not self.editing or self._full_size is None:
+            return False
+        point = self.mapToScene(event.position().toPoint())
+        x, y = point.x() - 0.5, point.y() - 0.5  # scene pixel centres are at +0.5
+        if kind == "move":
+            self._place_brush(round(x), round(y))
+            self._brush.setVisible(True)
+            if self._painting:
+                self.edit_moved.emit(x, y)
+            return self._painting
+        if event.button() != Qt.MouseButton.LeftButton:
+            return False
+        if kind == "press":
+            self._painting = True
+            self.edit_pressed.emit(x, y, event.modifiers())
+        elif self._painting:
+            self._painting = False
+            self.edit_released.emit()
+        event.accept()
+        return True
+
     # -- zoom ------------------------------------------------------------------------------------------
 
     def zoom(self) -> float:
@@ -125,6 +186,8 @@ class ImageViewer(QGraphicsView):
         self.zoom_changed.emit(self.zoom())
 
     def mousePressEvent(self, event) -> None:
+        if self._edit_event(event, "press"):
+            return
         if event.button() == Qt.MouseButton.RightButton:
             self._right_drag = (event.position().x(), event.position().y())
             event.accept()
@@ -132,6 +195,8 @@ class ImageViewer(QGraphicsView):
         super().mousePressEvent(event)
 
     def mouseMoveEvent(self, event) -> None:
+        if self._edit_event(event, "move"):
+            return
         if self._right_drag is not None:
             x, y = event.position().x(), event.position().y()
             self.window_dragged.emit(x - self._right_drag[0], y - self._right_drag[1])
@@ -141,6 +206,8 @@ class ImageViewer(QGraphicsView):
         super().mouseMoveEvent(event)
 
     def mouseReleaseEvent(self, event) -> None:
+        if self._edit_event(event, "release"):
+            return
         if event.button() == Qt.MouseButton.RightButton and self._right_drag is not None:
             self._right_drag = None
             event.accept()
@@ -149,6 +216,11 @@ class ImageViewer(QGraphicsView):
 
     def wheelEvent(self, event) -> None:
         steps = event.angleDelta().y() / 120.0
+        if self.editing and event.modifiers() & Qt.KeyboardModifier.ControlModifier:
+            if steps:
+                self.brush_wheel.emit(1 if steps > 0 else -1)
+            event.accept()
+            return
         if steps:
             self.zoom_by(ZOOM_STEP**steps)  # AnchorUnderMouse keeps the point under the cursor still
         event.accept()
