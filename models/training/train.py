@@ -3,6 +3,7 @@
     .venv/bin/python -m models.training.train surface_defects   # ~10 min on 2 CPU cores
     .venv/bin/python -m models.training.train nuclei             # also writes nuclei_fp16.onnx
     .venv/bin/python -m models.training.train defect_type
+    .venv/bin/python -m models.training.train surface_anomaly    # clean frames only; ~4 min
 
 Everything is seeded (data: common.TRAIN_SEED, weights/batches: --seed), so a rerun on the same machine
 gives the same model. The checkpoint goes to models/training/runs/<name>.pt (git-ignored), the ONNX file and

@@ -12,11 +12,11 @@ import numpy as np
 import pytest
 import yaml
 
-from app.io.images import read_image
 from app.inference.pipeline import run_image
 from app.inference.session import open_session
 from app.inference.spec import load_spec
 from app.inference.verdict import verdict_of
+from app.io.images import read_image
 
 REPO = Path(__file__).resolve().parents[2]
 MODEL = REPO / "models" / "surface_anomaly.onnx"
