@@ -103,3 +103,25 @@ def test_binary_float16_export(tmp_path):
     assert m.graph.output[0].type.tensor_type.elem_type == onnx.TensorProto.FLOAT16
     assert m.graph.node[-1].op_type == "Sigmoid"
     assert export.check_parity(model, path, [x.numpy()], export.FP16_TOL, half=True, binary=True) <= 2e-2
+
+
+def test_anomaly_autoencoder_export_has_both_normalised_outputs(tmp_path):
+    """The anomaly model's graph computes anomalib's two outputs itself: anomaly_map [N,1,H,W] in 0..1 and
+    pred_score [N,1] = the map's maximum, with dynamic H/W (multiples of 16), and matches PyTorch."""
+    model = nets.AnomalyAE(widths=(4, 8, 8, 8), latent=2, smooth=5)
+    x = torch.rand(2, 3, 64, 96)
+    recon = train._Recon(model)
+    train.fit(recon, lambda step: (model.to_log(x), model.to_log(x)), torch.nn.functional.mse_loss, steps=3,
+              lr=1e-2, log_every=0)
+    model.eval().scale.fill_(0.05)
+    path = export.export_onnx(model, tmp_path / "tiny_anomaly.onnx", in_ch=3, example_hw=(64, 96), dynamic_hw=True,
+                              classes=["ok", "anomaly"], output_name=["anomaly_map", "pred_score"], title="tiny")
+    m = onnx.load(str(path))
+    assert [o.name for o in m.graph.output] == ["anomaly_map", "pred_score"]
+    rng = np.random.default_rng(0)
+    inputs = [x.numpy(), rng.uniform(0, 1, (1, 3, 32, 48)).astype(np.float32)]
+    assert export.check_parity(model, path, inputs, export.FP32_TOL) <= 1e-4
+    sess = export.ort_session(path)
+    amap, score = sess.run(None, {"input": inputs[1]})
+    assert amap.shape == (1, 1, 32, 48) and score.shape == (1, 1)
+    assert amap.min() >= 0 and amap.max() < 1 and score[0, 0] == pytest.approx(amap.max())

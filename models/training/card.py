@@ -36,6 +36,21 @@ def block(name: str, res: dict) -> str:
         rows.append(("Held-out top-1 accuracy", f"**{r['accuracy']:.3f}**; {r['eval_images']} crops, "
                      f"seed {r['eval_seed']}"))
         rows.append(("Confusion (rows truth OK/scratch/pit/stain)", " / ".join(" ".join(map(str, x)) for x in c)))
+    if name == "surface_anomaly" and "auroc" in r:
+        rows.append(("Held-out image AUROC (defective vs clean)",
+                     f"**{r['auroc']:.3f}**; {r['eval_defective']} defective + {r['eval_clean']} clean frames, "
+                     f"seed {r['eval_seed']}"))
+        rows.append((f"Verdict at the image threshold {r['image_threshold']}",
+                     f"clean frames OK {100 * r['clean_ok_rate']:.0f} %, defective frames NG "
+                     f"{100 * r['defective_ng_rate']:.0f} % (highest clean score {r['clean_score_max']:.3f}, "
+                     f"median defective score {r['defective_score_median']:.3f})"))
+        rows.append((f"Pixel IoU of map >= {r['threshold']} vs the defect masks",
+                     f"**{r['pixel_iou']:.3f}** over the defective frames"))
+    if name == "surface_anomaly" and "map_scale" in r:
+        rows.append(("Calibration (held-out clean frames)",
+                     f"{r['calib_images']} frames, seed {r['calib_seed']}: map scale {r['map_scale']:.4g}, pixel "
+                     f"threshold {r['threshold']} (99.99th percentile of clean pixels), image threshold "
+                     f"{r['image_threshold']} (highest clean score {r['calib_clean_score_max']} + 0.01)"))
     if "eval_backend" in r:
         rows.append(("Evaluated through", "the app pipeline (`app.inference`)" if r["eval_backend"] == "app"
                      else "ONNX Runtime directly (sidecar preprocessing re-implemented in models/training)"))
@@ -62,7 +77,7 @@ def update() -> None:
         return
     res = common.load_results()
     text = README.read_text()
-    for name in ("surface_defects", "nuclei", "nuclei_fp16", "defect_type"):
+    for name in ("surface_defects", "nuclei", "nuclei_fp16", "defect_type", "surface_anomaly"):
         pat = re.compile(rf"(<!-- results:{name} -->\n).*?(\n<!-- /results:{name} -->)", re.S)
         text = pat.sub(lambda m, n=name: m.group(1) + block(n, res) + m.group(2), text)
     README.write_text(text)

@@ -94,6 +94,28 @@ SIDECARS: dict[str, dict] = {
         "postprocess": {"min_area": 0, "close_kernel": 0, "top_k": 4},
     },
 }
+# Anomaly detection (anomalib-style outputs anomaly_map + pred_score): trained on clean surfaces only. The two
+# thresholds are calibrated on held-out clean frames by export.py, which writes them into the sidecar (the values
+# here are placeholders until then; models/surface_anomaly.yaml holds the calibrated ones).
+SIDECARS["surface_anomaly"] = {
+    "name": "Surface anomaly (demo, trained on clean surfaces)",
+    "task": "segmentation",
+    "input": {
+        # 1080p / 3.75 exactly (288 / 512 = 1080 / 1920): no padding for 16:9 frames, so no black border that
+        # the model would call an anomaly
+        "size": [288, 512],
+        "resize": "stretch",
+        "size_divisor": 16,
+        "color": "rgb",
+        # 0..1: the graph itself takes the log intensity (nets.AnomalyAE)
+        "scale": 1 / 255,
+        "mean": [0.0, 0.0, 0.0],
+        "std": [1.0, 1.0, 1.0],
+    },
+    "output": {"activation": "none", "threshold": 0.5, "image_threshold": 0.5},
+    "classes": [{"name": "ok"}, {"name": "anomaly", "color": "#ff2d55"}],
+    "postprocess": {"min_area": 0, "close_kernel": 0, "top_k": 5},
+}
 SIDECARS["nuclei_fp16"] = json.loads(json.dumps(SIDECARS["nuclei"]))
 SIDECARS["nuclei_fp16"]["name"] = "Nuclei (demo, fluorescence, float16)"
 
@@ -181,6 +203,23 @@ def nuclei_item(seed: int, index: int, size: int | None = None):
     if size is None:
         size = int(rng.choice([256, 512, 512, 512, 512, 768]))
     return synth.nuclei_image(rng, size, empty=rng.random() < 0.04)
+
+
+def anomaly_item(seed: int, index: int, defective: bool, full_res: bool = True):
+    """(image uint8 HxWx3, defect mask uint8 HxW: 1 on any scratch/pit/stain) of the anomaly sets: a clean frame
+    or one with at least one defect, from the same surface generator as surface_defects."""
+    rng = synth.rng_for(seed, index, "anomaly-defective" if defective else "anomaly-clean")
+    defects = {"scratch": 0, "pit": 0, "stain": 0}
+    while defective and not any(defects.values()):
+        defects = {"scratch": int(rng.choice([0, 1, 1, 2])), "pit": int(rng.choice([0, 0, 1, 2, 4])),
+                   "stain": int(rng.choice([0, 0, 1, 1]))}
+    if full_res:
+        h, w = SURFACE_SIZES[int(rng.integers(len(SURFACE_SIZES)))]
+        img, lab = synth.surface_image(rng, h, w, defects=defects)
+    else:  # rendered directly at the working size (px scaled as if downsampled from 1920 x 1080)
+        h, w = SIDECARS["surface_anomaly"]["input"]["size"]
+        img, lab = synth.surface_image(rng, h, w, px=w / 1920 * rng.uniform(0.8, 1.25), defects=defects)
+    return img, (lab > 0).astype(np.uint8)
 
 
 def crop_item(seed: int, index: int):

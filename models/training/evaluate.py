@@ -11,6 +11,9 @@ at the image's own resolution and accumulated over the whole set (sum of interse
 * nuclei: foreground IoU (>= 0.85), 60 fields of 256-768 px; nuclei_fp16: the same, plus agreement of its
   masks with the float32 model's masks (IoU >= 0.98)
 * defect_type: top-1 accuracy (>= 0.95) on 400 crops, 100 per class, and the confusion matrix
+* surface_anomaly: image-level AUROC of the image score, defective vs clean frames (>= 0.95), 40 + 40 frames
+  mostly 1920x1080; the verdict (score >= image threshold) on both; pixel IoU of the thresholded map (map >=
+  output.threshold) vs the union of the defect masks, over the defective frames
 
 Results go to models/training/results.json and into the model card (models/README.md). Exit code 1 when a
 target is missed.
@@ -27,7 +30,8 @@ import numpy as np
 from . import card, common
 from .pipeline import open_model
 
-TARGETS = {"surface_defects": 0.80, "nuclei": 0.85, "nuclei_fp16_agreement": 0.98, "defect_type": 0.95}
+TARGETS = {"surface_defects": 0.80, "nuclei": 0.85, "nuclei_fp16_agreement": 0.98, "defect_type": 0.95,
+           "surface_anomaly": 0.95}
 
 
 def _iou(inter, union):
@@ -89,6 +93,47 @@ def eval_defect_type(n: int, backend: str) -> dict:
     return {"defect_type": res}
 
 
+def auroc(scores, labels) -> float:
+    """Area under the ROC curve (probability that a positive scores above a negative; ties count half)."""
+    s, y = np.asarray(scores, float), np.asarray(labels, bool)
+    pos, neg = s[y][:, None], s[~y][None, :]
+    return float(((pos > neg) + 0.5 * (pos == neg)).mean())
+
+
+def eval_anomaly(n: int, backend: str) -> dict:
+    """n clean + n defective held-out frames (EVAL_SEED, full resolution, mostly 1920x1080)."""
+    import yaml
+
+    r = open_model("surface_anomaly", backend)
+    out = yaml.safe_load((common.MODELS_DIR / "surface_anomaly.yaml").read_text())["output"]
+    scores, labels = [], []
+    inter = union = inter_all = union_all = 0
+    for defective in (False, True):
+        for i in range(n):
+            img, gt = common.anomaly_item(common.EVAL_SEED, i, defective)
+            mask, _, _ = r.run(img)
+            scores.append(r.score)
+            labels.append(defective)
+            a, b = mask > 0, gt > 0
+            inter_all += np.logical_and(a, b).sum()
+            union_all += np.logical_or(a, b).sum()
+            if defective:
+                inter += np.logical_and(a, b).sum()
+                union += np.logical_or(a, b).sum()
+    s, y = np.asarray(scores), np.asarray(labels)
+    ng = s >= out["image_threshold"]
+    res = {"eval_images": 2 * n, "eval_clean": n, "eval_defective": n, "auroc": round(auroc(s, y), 4),
+           "pixel_iou": round(_iou(inter, union), 4), "pixel_iou_all": round(_iou(inter_all, union_all), 4),
+           "clean_ok_rate": round(float((~ng[~y]).mean()), 4), "defective_ng_rate": round(float(ng[y].mean()), 4),
+           "clean_score_max": round(float(s[~y].max()), 4), "defective_score_median": round(float(np.median(s[y])), 4),
+           "threshold": out["threshold"], "image_threshold": out["image_threshold"],
+           "eval_backend": r.backend, "eval_seed": common.EVAL_SEED}
+    print(f"surface_anomaly: AUROC {res['auroc']:.4f}; at image threshold {out['image_threshold']}: clean OK "
+          f"{res['clean_ok_rate']:.3f}, defective NG {res['defective_ng_rate']:.3f}; pixel IoU at "
+          f"{out['threshold']} {res['pixel_iou']:.4f} ({r.backend})")
+    return {"surface_anomaly": res}
+
+
 def check_targets(res: dict) -> list[str]:
     fails = []
     if "surface_defects" in res and res["surface_defects"].get("mean_iou", 0) < TARGETS["surface_defects"]:
@@ -99,17 +144,20 @@ def check_targets(res: dict) -> list[str]:
         fails.append(f"nuclei_fp16 agreement {res['nuclei_fp16']['agreement_iou_vs_fp32']} < 0.98")
     if "defect_type" in res and res["defect_type"].get("accuracy", 0) < TARGETS["defect_type"]:
         fails.append(f"defect_type accuracy {res['defect_type']['accuracy']} < 0.95")
+    if "surface_anomaly" in res and res["surface_anomaly"].get("auroc", 0) < TARGETS["surface_anomaly"]:
+        fails.append(f"surface_anomaly AUROC {res['surface_anomaly']['auroc']} < 0.95")
     return fails
 
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("names", nargs="*", help="surface_defects, nuclei, defect_type (default: all)")
+    ap.add_argument("names", nargs="*", help="surface_defects, nuclei, defect_type, surface_anomaly (default: all)")
     ap.add_argument("--backend", choices=["auto", "app", "ort"], default="auto")
     ap.add_argument("--n", type=int, default=None, help="number of held-out images (default per model)")
     ap.add_argument("--no-card", action="store_true", help="do not write results.json / README.md")
     args = ap.parse_args(argv)
-    fns = {"surface_defects": (eval_surface, 40), "nuclei": (eval_nuclei, 60), "defect_type": (eval_defect_type, 400)}
+    fns = {"surface_defects": (eval_surface, 40), "nuclei": (eval_nuclei, 60), "defect_type": (eval_defect_type, 400),
+           "surface_anomaly": (eval_anomaly, 40)}
     res = {}
     names = args.names or list(fns)
     unknown = set(names) - set(fns)

@@ -50,8 +50,9 @@ def _rename_dims(model: onnx.ModelProto, names: dict[int, str]) -> None:
 
 
 def export_onnx(model: torch.nn.Module, path: Path, *, in_ch: int, example_hw: tuple[int, int], dynamic_hw: bool,
-                classes: list[str], output_name: str, title: str, half: bool = False) -> Path:
-    """Export ``model`` (eval mode) to one self-contained ONNX file at ``path``."""
+                classes: list[str], output_name: str | list[str], title: str, half: bool = False) -> Path:
+    """Export ``model`` (eval mode) to one self-contained ONNX file at ``path`` (``output_name``: one name, or
+    a list for a model with several outputs)."""
     model = model.eval()
     dtype = torch.float16 if half else torch.float32
     x = torch.zeros(1, in_ch, *example_hw, dtype=dtype)
@@ -63,7 +64,8 @@ def export_onnx(model: torch.nn.Module, path: Path, *, in_ch: int, example_hw: t
         warnings.simplefilter("ignore")
         torch.onnx.export(
             model, (x,), str(path), opset_version=OPSET, dynamo=True, external_data=False,
-            input_names=["input"], output_names=[output_name], dynamic_shapes={"x": dims}, verbose=False,
+            input_names=["input"], output_names=[output_name] if isinstance(output_name, str) else list(output_name),
+            dynamic_shapes={"x": dims}, verbose=False,
         )
     m = onnx.load(str(path))
     _rename_dims(m, {0: "batch", 2: "height", 3: "width"} if dynamic_hw else {0: "batch"})
@@ -105,12 +107,19 @@ def check_parity(model: torch.nn.Module, path: Path, inputs: list[np.ndarray], t
     for x in inputs:
         xt = torch.from_numpy(x)
         with torch.no_grad():
-            ref = model.float()(xt).numpy()  # the float32 reference, also for the float16 export
+            refs = model.float()(xt)  # the float32 reference, also for the float16 export
+        refs = [r.numpy() for r in (refs if isinstance(refs, tuple) else (refs,))]
         feed = x.astype(np.float16) if half else x
-        out = sess.run(None, {name: feed})[0]
-        if out.shape != ref.shape:
-            raise ParityError(f"{path.name}: output shape {out.shape} != PyTorch {ref.shape} for input {x.shape}")
-        diff = float(np.abs(out.astype(np.float32) - ref).max())
+        outs = sess.run(None, {name: feed})
+        if len(outs) != len(refs):
+            raise ParityError(f"{path.name}: {len(outs)} outputs, PyTorch gives {len(refs)}")
+        diff = 0.0
+        for out, ref in zip(outs, refs):
+            if out.shape != ref.shape:
+                raise ParityError(f"{path.name}: output shape {out.shape} != PyTorch {ref.shape} for input "
+                                  f"{x.shape}")
+            diff = max(diff, float(np.abs(out.astype(np.float32) - ref).max()))
+        out, ref = outs[0], refs[0]
         msg = f"  parity {path.name} input {tuple(x.shape)}: max|diff| = {diff:.2e} (tol {tol:g})"
         if binary:
             a, b = out.astype(np.float32) > 0.5, ref > 0.5
@@ -143,6 +152,14 @@ def parity_inputs(name: str, n_random: int = 1) -> list[np.ndarray]:
         xs = [common.preprocess(common.nuclei_item(common.PARITY_SEED, i, 512)[0], "nuclei") for i in range(3)]
         return [np.stack(xs[:1]), np.stack(xs), *(rng.standard_normal((2, 1, 256, 256)).astype(np.float32)
                                                    for _ in range(n_random))]
+    if name == "surface_anomaly":
+        clean, _ = common.anomaly_item(common.PARITY_SEED, 0, defective=False)
+        bad, _ = common.anomaly_item(common.PARITY_SEED, 1, defective=True)
+        x = np.stack([common.preprocess(clean, name), common.preprocess(bad, name)])  # 2x3x288x512
+        small = common.normalize(synth.surface_image(synth.rng_for(common.PARITY_SEED, 2), 96, 160)[0],
+                                 common.SIDECARS[name]["input"])[None]
+        rnd = [rng.uniform(0, 1, (2, 3, 128, 224)).astype(np.float32) for _ in range(n_random)]
+        return [x, small, *rnd, rng.uniform(0, 1, (1, 3, 64, 64)).astype(np.float32)]
     xs = [common.preprocess(common.crop_item(common.PARITY_SEED, i)[0], name) for i in range(4)]
     return [np.stack(xs[:1]), np.stack(xs), *(rng.standard_normal((3, 3, 224, 224)).astype(np.float32)
                                               for _ in range(n_random))]
@@ -177,10 +194,13 @@ def export_named(name: str, model: torch.nn.Module, out_dir: Path = common.MODEL
     sc = common.SIDECARS[name]
     classes = common.class_names(name)
     in_ch = 1 if sc["input"]["color"] == "gray" else 3
-    seg_dynamic = name == "surface_defects"
+    seg_dynamic = name in ("surface_defects", "surface_anomaly")
     hw = (64, 96) if seg_dynamic else tuple(sc["input"]["size"])
-    out_name = {"surface_defects": "logits", "nuclei": "probability", "defect_type": "logits"}[name]
+    out_name = {"surface_defects": "logits", "nuclei": "probability", "defect_type": "logits",
+                "surface_anomaly": ["anomaly_map", "pred_score"]}[name]
     written = []
+    if name == "surface_anomaly":  # the map scale (in the graph) and the sidecar thresholds
+        calibrate_anomaly(model)
     path = export_onnx(model, out_dir / f"{name}.onnx", in_ch=in_ch, example_hw=hw, dynamic_hw=seg_dynamic,
                        classes=classes, output_name=out_name, title=sc["name"])
     worst = check_parity(model, path, parity_inputs(name), FP32_TOL)
@@ -202,6 +222,52 @@ def export_named(name: str, model: torch.nn.Module, out_dir: Path = common.MODEL
     return written
 
 
+# ------------------------------------------------------------------------------------------------ anomaly model
+
+# Held-out clean frames for the calibration of the map scale and the two thresholds: never trained on (training
+# uses TRAIN_SEED), and not the evaluation set (evaluate.py uses EVAL_SEED).
+CALIB_SEED = common.TRAIN_SEED + 100
+# The map scale puts the MAP_QUANTILE of clean pixels' error at 0.5 on the map; the pixel threshold is the
+# PIXEL_QUANTILE of clean map pixels (a few specks per clean frame at most); the image threshold sits
+# IMAGE_MARGIN above the highest clean image score (the maximum of its map).
+MAP_QUANTILE = 0.999
+PIXEL_QUANTILE = 0.9999
+IMAGE_MARGIN = 0.01
+
+
+def anomaly_errors(model, imgs: np.ndarray, batch: int = 8) -> np.ndarray:
+    """Smoothed reconstruction error maps [N,H,W] (before normalisation) of uint8 frames at the working size."""
+    inp = common.SIDECARS["surface_anomaly"]["input"]
+    out = []
+    with torch.no_grad():
+        for i in range(0, len(imgs), batch):
+            x = torch.from_numpy(np.stack([common.normalize(im, inp) for im in imgs[i : i + batch]]))
+            out.append(model.error(x)[:, 0].numpy())
+    return np.concatenate(out)
+
+
+def calibrate_anomaly(model, n_full: int = 20, n_direct: int = 40) -> dict:
+    """Set ``model.scale`` and the sidecar's ``output.threshold`` / ``output.image_threshold`` from held-out
+    clean frames (20 full-resolution renders resized as the app does, 40 rendered at the working size)."""
+    from .train import data_anomaly
+
+    imgs, _ = data_anomaly(n_full, n_direct, seed=CALIB_SEED)
+    e = anomaly_errors(model.eval(), imgs)
+    scale = float(np.quantile(e, MAP_QUANTILE))
+    model.scale.fill_(scale)
+    amap = e / (e + scale)
+    scores = amap.reshape(len(amap), -1).max(1)
+    cal = {"calib_images": len(imgs), "calib_seed": CALIB_SEED, "map_scale": round(scale, 6),
+           "threshold": round(float(np.quantile(amap, PIXEL_QUANTILE)), 4),
+           "image_threshold": round(float(min(scores.max() + IMAGE_MARGIN, 0.999)), 4),
+           "calib_clean_score_max": round(float(scores.max()), 4)}
+    common.SIDECARS["surface_anomaly"]["output"].update(threshold=cal["threshold"],
+                                                        image_threshold=cal["image_threshold"])
+    common.save_results({"surface_anomaly": cal})
+    print(f"surface_anomaly: calibrated on {len(imgs)} held-out clean frames: {cal}", flush=True)
+    return cal
+
+
 def load_checkpoint(name: str) -> torch.nn.Module:
     ckpt = common.RUNS_DIR / f"{name}.pt"
     if not ckpt.exists():
@@ -213,7 +279,7 @@ def load_checkpoint(name: str) -> torch.nn.Module:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("names", nargs="+", choices=["surface_defects", "nuclei", "defect_type"])
+    ap.add_argument("names", nargs="+", choices=["surface_defects", "nuclei", "defect_type", "surface_anomaly"])
     ap.add_argument("--out", type=Path, default=common.MODELS_DIR)
     args = ap.parse_args(argv)
     torch.set_num_threads(2)

@@ -3,7 +3,9 @@
     .venv/bin/python -m models.training.make_samples
 
 Surfaces are 1920x1080 JPEG (quality 92), nuclei fields grayscale PNG (512 and 1024), classifier crops
-224x224 PNG. Three of them have nothing to find (a clean surface, an empty field, an OK crop).
+224x224 PNG, anomaly frames 640x360 PNG (16:9 like 1080p, so the app's 288x512 stretch keeps the aspect).
+Three of them have nothing to find (a clean surface, an empty field, an OK crop), and three anomaly frames are
+clean.
 """
 
 from __future__ import annotations
@@ -33,10 +35,31 @@ NUCLEI = [  # file name, size, nucleus scale, empty
 CROPS = [("defect_crops/defect_crop_scratch.png", 1), ("defect_crops/defect_crop_pit.png", 2),
          ("defect_crops/defect_crop_stain.png", 3), ("defect_crops/defect_crop_ok.png", 0)]
 
+ANOMALY = [  # file name, material, defects: for surface_anomaly (trained on clean surfaces only)
+    ("anomaly/anomaly_clean_01_metal.png", "metal", NONE),
+    ("anomaly/anomaly_clean_02_plastic.png", "plastic", NONE),
+    ("anomaly/anomaly_clean_03_metal.png", "metal", NONE),
+    ("anomaly/anomaly_04_scratch.png", "metal", {"scratch": 1, "pit": 0, "stain": 0}),
+    ("anomaly/anomaly_05_pits.png", "metal", {"scratch": 0, "pit": 3, "stain": 0}),
+    ("anomaly/anomaly_06_stain.png", "plastic", {"scratch": 0, "pit": 0, "stain": 1}),
+    ("anomaly/anomaly_07_mixed.png", "metal", {"scratch": 1, "pit": 2, "stain": 1}),
+    ("anomaly/anomaly_08_plastic_mixed.png", "plastic", {"scratch": 1, "pit": 2, "stain": 0}),
+]
+ANOMALY_HW = (360, 640)
+
+
+def anomaly_sample(index: int):
+    """(rgb uint8 360x640x3, defect mask uint8 0/1) of ANOMALY[index]; the tests regenerate the mask with it."""
+    _, material, defects = ANOMALY[index]
+    h, w = ANOMALY_HW
+    img, label = synth.surface_image(synth.rng_for(SEED, index, "sample-anomaly"), h, w, px=w / 1920,
+                                     defects=defects, material=material)
+    return img, (label > 0).astype(np.uint8)
+
 
 def main() -> None:
     out = common.SAMPLES_DIR  # one sub-folder per model: the viewer opens surface/ with the default model
-    for sub in ("surface", "nuclei", "defect_crops"):
+    for sub in ("surface", "nuclei", "defect_crops", "anomaly"):
         (out / sub).mkdir(parents=True, exist_ok=True)
     for i, (fn, material, defects) in enumerate(SURFACES):
         img, _ = synth.surface_image(synth.rng_for(SEED, i, "sample-surface"), 1080, 1920, px=1.0,
@@ -50,8 +73,11 @@ def main() -> None:
     for i, (fn, kind) in enumerate(CROPS):
         img = synth.defect_crop(synth.rng_for(SEED, i, "sample-crop"), kind)
         cv2.imwrite(str(out / fn), cv2.cvtColor(img, cv2.COLOR_RGB2BGR), [cv2.IMWRITE_PNG_COMPRESSION, 9])
+    for i, (fn, _, _) in enumerate(ANOMALY):
+        img, _ = anomaly_sample(i)
+        cv2.imwrite(str(out / fn), cv2.cvtColor(img, cv2.COLOR_RGB2BGR), [cv2.IMWRITE_PNG_COMPRESSION, 9])
     total = sum(p.stat().st_size for p in out.rglob("*") if p.is_file())
-    print(f"{len(SURFACES) + len(NUCLEI) + len(CROPS)} samples in {out}, {total / 1e6:.1f} MB")
+    print(f"{len(SURFACES) + len(NUCLEI) + len(CROPS) + len(ANOMALY)} samples in {out}, {total / 1e6:.1f} MB")
 
 
 if __name__ == "__main__":

@@ -79,14 +79,87 @@ class SmallClassifier(nn.Module):
         return self.fc(self.drop(torch.cat([avg, mx], 1)))
 
 
+class AnomalyAE(nn.Module):
+    """Convolutional autoencoder for anomaly detection, trained on clean images only; the graph also computes
+    the normalised outputs, so the exported file is self-contained (anomalib's output names and ranges).
+
+    Input: RGB in 0..1 (sidecar scale 1/255, mean 0, std 1). The autoencoder works on log intensity minus its
+    per-image, per-channel mean, ``(log(x + eps) - mean_hw) / LOG_STD``: its error is a *relative* one (a
+    scratch on black plastic counts about as much as one on bright steel), and the surface's colour and overall
+    brightness need not go through the bottleneck.
+
+    * ``anomaly_map`` [N,1,H,W] in 0..1: the difference input - reconstruction, averaged over 3x3 (sensor noise
+      and the finest grain cancel, a defect's coherent error does not), squared, averaged over channels and over
+      a ``smooth`` x ``smooth`` window, then ``e / (e + scale)`` (monotone, 0.5 where e equals ``scale``, a
+      buffer calibrated on held-out clean frames);
+    * ``pred_score`` [N,1]: the maximum of the map.
+
+    Strided 3x3 conv-BN-ReLU encoder (zero padding: reflect padding exports as an opset-18 Pad, or, written
+    with slices, stalls the exporter's shape reasoning on dynamic H/W), a 1x1 bottleneck of ``latent``
+    channels at 1/2**len(widths) of the input size, and a nearest-upsampling decoder: H and W must be multiples
+    of 2**len(widths). The bottleneck is too narrow to copy scratches, pits or stains through, so they come back
+    as the surface around them and their pixels carry the error.
+    """
+
+    EPS, LOG_STD = 0.06, 0.3
+
+    def __init__(self, in_ch: int = 3, widths=(16, 32, 48, 64), latent: int = 8, smooth: int = 7):
+        super().__init__()
+
+        def block(cin, cout, stride=1):
+            return nn.Sequential(nn.Conv2d(cin, cout, 3, stride, 1, bias=False),
+                                 nn.BatchNorm2d(cout), nn.ReLU(inplace=True))
+
+        enc, prev = [], in_ch
+        for w in widths:
+            enc += [block(prev, w, 2), block(w, w)]
+            prev = w
+        self.encoder = nn.Sequential(*enc, nn.Conv2d(prev, latent, 1))
+        dec, prev = [block(latent, widths[-1])], widths[-1]
+        for w in reversed(widths):
+            dec += [nn.Upsample(scale_factor=2, mode="nearest"), block(prev, w)]
+            prev = w
+        self.decoder = nn.Sequential(*dec, nn.Conv2d(prev, in_ch, 3, 1, 1))
+        self.smooth = smooth
+        self.divisor = 2 ** len(widths)
+        self.register_buffer("scale", torch.tensor(1.0))
+
+    def to_log(self, x: torch.Tensor) -> torch.Tensor:
+        """0..1 input -> centred, scaled log intensity (what the autoencoder reconstructs)."""
+        lg = torch.log(x.clamp_min(0) + self.EPS)
+        # a sum over axes, not mean(): the exporter's opset-18 ReduceMean does not convert back to opset 17
+        mean = lg.sum(dim=(2, 3), keepdim=True) / (lg.shape[2] * lg.shape[3])
+        return (lg - mean) / self.LOG_STD
+
+    def reconstruct(self, z: torch.Tensor) -> torch.Tensor:
+        return self.decoder(self.encoder(z))
+
+    def error(self, x: torch.Tensor) -> torch.Tensor:
+        """Smoothed squared reconstruction error [N,1,H,W] of a 0..1 input (before normalisation)."""
+        z = self.to_log(x)
+        d = F.avg_pool2d(z - self.reconstruct(z), 3, stride=1, padding=1, count_include_pad=False)
+        k = self.smooth
+        e = d.pow(2).sum(1, keepdim=True) / d.shape[1]
+        return F.avg_pool2d(e, k, stride=1, padding=k // 2, count_include_pad=False)
+
+    def forward(self, x: torch.Tensor):
+        e = self.error(x)
+        amap = e / (e + self.scale)
+        score = torch.topk(amap.flatten(1), 1, dim=1).values  # the max (TopK: ReduceMax does not convert to 17)
+        return amap, score
+
+
 ARCHS = {
     "surface_defects": ("unet", {"in_ch": 3, "n_out": 4, "channels": (8, 16, 32, 64, 128)}),
     "nuclei": ("unet", {"in_ch": 1, "n_out": 1, "channels": (8, 16, 32, 64), "sigmoid": True}),
     "defect_type": ("classifier", {"in_ch": 3, "n_classes": 4, "widths": (16, 32, 64, 96, 128)}),
+    "surface_anomaly": ("autoencoder", {"in_ch": 3, "widths": (16, 32, 48, 64), "latent": 8, "smooth": 7}),
 }
 
 
 def build(kind: str, **kwargs) -> nn.Module:
+    if kind == "autoencoder":
+        return AnomalyAE(**kwargs)
     return UNet(**kwargs) if kind == "unet" else SmallClassifier(**kwargs)
 
 

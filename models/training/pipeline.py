@@ -1,6 +1,7 @@
 """Run a bundled model on a decoded image, through the app's own pipeline when it is importable.
 
-``open_model(name)`` returns a runner whose ``run(image)`` gives ``(mask, topk, timings)``:
+``open_model(name)`` returns a runner whose ``run(image)`` gives ``(mask, topk, timings)``; for an anomaly model
+the image score of the last run is ``runner.score``:
 
 * backend ``app``: ``app.inference`` (load_spec / open_session / run_image) - the code path users get, so a
   preprocessing mismatch between training and the app shows up in the metrics;
@@ -26,6 +27,7 @@ def model_path(name: str) -> Path:
 
 class OrtRunner:
     backend = "onnxruntime"
+    score: float | None = None
 
     def __init__(self, name: str, threads: int = 2):
         import onnxruntime as ort
@@ -53,7 +55,8 @@ class OrtRunner:
         wh, ww = x.shape[:2]
         x = common.normalize(x, inp)[None].astype(self.dtype)
         t1 = time.perf_counter()
-        out = self.sess.run(None, {self.inp.name: x})[0].astype(np.float32)
+        outs = self.sess.run(None, {self.inp.name: x})
+        out = outs[0].astype(np.float32)
         t2 = time.perf_counter()
         act = spec["output"]["activation"]
         mask, topk = None, None
@@ -65,7 +68,11 @@ class OrtRunner:
             topk = [(int(i), spec["classes"][i]["name"], float(p[i])) for i in order]
         else:
             o = out[0, :, :wh, :ww]
-            if o.shape[0] == 1:
+            if len(outs) > 1:  # anomaly model (anomaly_map, pred_score): the map clipped to 0..1, map >= threshold
+                self.score = float(np.asarray(outs[1]).reshape(-1)[0])
+                prob = np.clip(o[0], 0, 1)
+                m = (prob >= spec["output"]["threshold"]).astype(np.uint8)
+            elif o.shape[0] == 1:
                 prob = 1 / (1 + np.exp(-o[0])) if act == "sigmoid" else o[0]
                 m = (prob > spec["output"]["threshold"]).astype(np.uint8)
             else:
@@ -78,6 +85,7 @@ class OrtRunner:
 
 class AppRunner:
     backend = "app"
+    score: float | None = None
 
     def __init__(self, name: str, threads: int = 2):
         from app.inference.pipeline import run_image
@@ -90,6 +98,7 @@ class AppRunner:
 
     def run(self, image: np.ndarray):
         r = self._run_image(self.session, image)
+        self.score = r.image_score
         preds = getattr(r, "predictions", None) or getattr(r, "topk", None)
         topk = None
         if preds:

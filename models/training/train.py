@@ -3,6 +3,7 @@
     .venv/bin/python -m models.training.train surface_defects   # ~10 min on 2 CPU cores
     .venv/bin/python -m models.training.train nuclei             # also writes nuclei_fp16.onnx
     .venv/bin/python -m models.training.train defect_type
+    .venv/bin/python -m models.training.train surface_anomaly    # clean frames only; ~4 min
 
 Everything is seeded (data: common.TRAIN_SEED, weights/batches: --seed), so a rerun on the same machine
 gives the same model. The checkpoint goes to models/training/runs/<name>.pt (git-ignored), the ONNX file and
@@ -237,10 +238,60 @@ def train_defect_type(steps: int, seed: int, n_crops: int = 1200, batch=24):
     return model
 
 
+def _anomaly_item(seed, i, full, defective=False):
+    """One frame at the anomaly model's working size (stretched as the app does) and its defect mask."""
+    size = common.SIDECARS["surface_anomaly"]["input"]["size"]
+    img, m = common.anomaly_item(seed, i, defective, full_res=full)
+    return common.resize_image(img, size), common.resize_labels(m, size, 2)
+
+
+def data_anomaly(n_full: int, n_direct: int, seed: int = common.TRAIN_SEED, defective: bool = False,
+                 procs: int = 2):
+    """Clean frames (defective=False) at the working size: full-resolution renders resized exactly as the app
+    does, plus renders made directly at the working size."""
+    items = _pmap(_anomaly_item, [(seed, i, i < n_full, defective) for i in range(n_full + n_direct)], procs)
+    return np.stack([a for a, _ in items]), np.stack([b for _, b in items])
+
+
+def train_anomaly(steps: int, seed: int, n_full: int = 60, n_direct: int = 300, crop=128, batch=12, lr=3e-3):
+    """Autoencoder on CLEAN frames only (no defect is ever shown): MSE reconstruction of random crops."""
+    t = time.time()
+    imgs, _ = data_anomaly(n_full, n_direct)
+    print(f"surface_anomaly: {len(imgs)} clean training images in {time.time() - t:.0f} s", flush=True)
+    rng = np.random.default_rng(seed)
+    H, W = imgs.shape[1:3]
+
+    def next_batch(step):
+        xs = []
+        for _ in range(batch):
+            i = int(rng.integers(len(imgs)))
+            y0, x0 = int(rng.integers(H - crop + 1)), int(rng.integers(W - crop + 1))
+            xs.append(_augment(rng, imgs[i, y0 : y0 + crop, x0 : x0 + crop])[0])
+        z = model.to_log(_to_input(np.stack(xs), "surface_anomaly"))
+        return z, z
+
+    model = nets.build_model("surface_anomaly")
+    fit(_Recon(model), next_batch, F.mse_loss, steps, lr=lr, tag="surface_anomaly", log_every=200)
+    model.eval()
+    return model  # export.py calibrates the map scale and the thresholds on held-out clean frames
+
+
+class _Recon(torch.nn.Module):
+    """The autoencoder's reconstruction of log intensity alone (what training fits)."""
+
+    def __init__(self, ae):
+        super().__init__()
+        self.ae = ae
+
+    def forward(self, x):
+        return self.ae.reconstruct(x)
+
+
 TRAINERS = {
     "surface_defects": (train_surface, 2600),
     "nuclei": (train_nuclei, 1000),
     "defect_type": (train_defect_type, 600),
+    "surface_anomaly": (train_anomaly, 1000),
 }
 
 
