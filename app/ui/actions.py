@@ -30,6 +30,7 @@ def build_menus(window: MainWindow) -> None:
     _file_menu(window, bar.addMenu("&File"))
     _view_menu(window, bar.addMenu("&View"))
     _model_menu(window, bar.addMenu("&Model"))
+    _review_menu(window, bar.addMenu("&Review"))
     help_menu = bar.addMenu("&Help")
     _add(window, help_menu, "About / Diagnostics…", lambda: _show_diagnostics(window))
 
@@ -62,12 +63,6 @@ def _view_menu(window: MainWindow, menu: QMenu) -> None:
     _add(window, menu, "Mask / probability / uncertainty", decision.cycle_layer, "H")
     _add(window, menu, "Threshold up 0.01", lambda: decision.nudge(10), ".")
     _add(window, menu, "Threshold down 0.01", lambda: decision.nudge(-10), ",")
-    menu.addSeparator()
-    editor = window.editor
-    _add(window, menu, "Edit mask (brush)", editor.toggle, "E")
-    _add(window, menu, "Undo edit", editor.undo, QKeySequence.StandardKey.Undo)
-    _add(window, menu, "Redo edit", editor.redo, "Ctrl+Shift+Z", QKeySequence.StandardKey.Redo)
-    _add(window, menu, "Save corrected mask", editor.save, QKeySequence.StandardKey.Save)
     presenter, window_menu = window.presenter, menu.addMenu("Window / level")
     _add(window, window_menu, "The image's own window", lambda: presenter.set_window(None), "W")
     _add(window, window_menu, "Automatic (0.5–99.5 %)", presenter.auto_window, "Shift+W")
@@ -85,6 +80,18 @@ def _model_menu(window: MainWindow, menu: QMenu) -> None:
         action.triggered.connect(lambda _checked=False, p=path: window.open_model(p))
         bundled.addAction(action)
     device_actions(window, menu.addMenu("Device"))
+
+
+def _review_menu(window: MainWindow, menu: QMenu) -> None:
+    editor, reviewer = window.editor, window.reviewer
+    _add(window, menu, "Accept (then next unreviewed)", lambda: reviewer.mark("accepted"), "A")
+    _add(window, menu, "Reject (then next unreviewed)", lambda: reviewer.mark("rejected"), "R")
+    _add(window, menu, "Next unreviewed", reviewer.next_unreviewed, "U")
+    menu.addSeparator()
+    _add(window, menu, "Edit mask (brush)", editor.toggle, "E")
+    _add(window, menu, "Undo edit", editor.undo, QKeySequence.StandardKey.Undo)
+    _add(window, menu, "Redo edit", editor.redo, "Ctrl+Shift+Z", QKeySequence.StandardKey.Redo)
+    _add(window, menu, "Save corrected mask", editor.save, QKeySequence.StandardKey.Save)
 
 
 def _add(window: MainWindow, menu: QMenu, text: str, slot: Callable[[], object], *keys) -> QAction:

@@ -8,8 +8,10 @@ from PySide6.QtWidgets import QAbstractItemView, QComboBox, QListWidget, QListWi
 
 PATH_ROLE = Qt.ItemDataRole.UserRole
 STATUS_ROLE = Qt.ItemDataRole.UserRole + 1
-VERDICT_ROLE = Qt.ItemDataRole.UserRole + 2  # "ok", "ng" or None
-FILTERS = ("all", "ng", "ok")
+VERDICT_ROLE = Qt.ItemDataRole.UserRole + 2  # "ok", "ng" or None (+1: whether it is out of date)
+REVIEW_ROLE = Qt.ItemDataRole.UserRole + 4  # review state: "unreviewed", "accepted", "rejected", "corrected"
+FILTERS = ("all", "ng", "ok", "unreviewed", "accepted", "rejected", "corrected")
+REVIEW_MARKS = {"accepted": "  ✓", "rejected": "  ✗", "corrected": "  ✎", "unreviewed": ""}
 STATUS_COLORS = {"pending": QColor(140, 140, 140), "done": QColor(52, 199, 89), "error": QColor(255, 69, 58),
                  "running": QColor(10, 132, 255)}
 
@@ -60,8 +62,9 @@ class FileList(QListWidget):
                                                  stale=stale) for verdict in ("ok", "ng") for stale in (False, True)}
         self._filter = "all"
         self.filter_box = QComboBox()  # placed above the list by the window
-        self.filter_box.addItems(["All files", "NG only", "OK only"])
-        self.filter_box.setToolTip("Show only the files judged NG or OK")
+        self.filter_box.addItems(["All files", "NG only", "OK only", "Unreviewed", "Accepted", "Rejected",
+                                  "Corrected"])
+        self.filter_box.setToolTip("Show only the files judged NG or OK, or in one review state")
         self._rows: dict[str, int] = {}
         self._inputs: list = []
         self.currentRowChanged.connect(self._emit_current)
@@ -149,9 +152,34 @@ class FileList(QListWidget):
     def visible_paths(self) -> list[str]:
         return [self.item(row).data(PATH_ROLE) for row in range(self.count()) if not self.isRowHidden(row)]
 
+    def set_review(self, path: str, state: str) -> None:
+        """The image's review state: a mark after its name (✓ accepted, ✗ rejected, ✎ corrected)."""
+        row = self._rows.get(path)
+        if row is None:
+            return
+        entry = self.item(row)
+        entry.setData(REVIEW_ROLE, state)
+        entry.setText(self._inputs[row].rel.as_posix() + REVIEW_MARKS.get(state, ""))
+        self._apply_filter(row)
+
+    def review(self, path: str) -> str | None:
+        row = self._rows.get(path)
+        return None if row is None else self.item(row).data(REVIEW_ROLE)
+
+    def select_path(self, path: str) -> None:
+        row = self._rows.get(path)
+        if row is not None:
+            self.setCurrentRow(row)
+
     def _apply_filter(self, row: int) -> None:
-        verdict = self.item(row).data(VERDICT_ROLE)
-        self.setRowHidden(row, self._filter != "all" and verdict != self._filter)
+        entry = self.item(row)
+        if self._filter in ("ng", "ok"):
+            hidden = entry.data(VERDICT_ROLE) != self._filter
+        elif self._filter != "all":
+            hidden = (entry.data(REVIEW_ROLE) or "unreviewed") != self._filter
+        else:
+            hidden = False
+        self.setRowHidden(row, hidden)
 
     def step(self, delta: int) -> None:
         """Move by `delta` visible rows (a filter hides the others), stopping at the ends."""

@@ -18,6 +18,7 @@ from app.logs import private
 from app.ui import actions
 from app.ui import settings as remembered
 from app.ui.editor import Editor
+from app.ui.reviewer import Reviewer
 from app.ui.file_list import FILTERS, FileList
 from app.ui.panels import SidePanel
 from app.ui.presenter import Presenter
@@ -91,6 +92,9 @@ class MainWindow(QMainWindow):
         self.editor = Editor(self.state, viewer=self.viewer, presenter=self.presenter, panel=self.panel.edit,
                              parent=self)
         self.editor.destination = self._review_destination
+        self.reviewer = Reviewer(self.state, files=self.files, panel=self.panel.review, status=self.status,
+                                 parent=self)
+        self.editor.saved.connect(lambda path, _file: self.reviewer.mark("corrected", path))
         self.editor.refused.connect(lambda message: self.status.showMessage(message, 15000))
         self.editor.saved.connect(lambda _path, file: self.status.showMessage(f"Corrected mask saved: {file}", 8000))
         controls = self.panel.controls
@@ -149,6 +153,8 @@ class MainWindow(QMainWindow):
         self.status.show_session(summary.info, spec.name)
         self.panel.show_model(spec)
         self.tuner.model_ready(str(self.model_path), spec)
+        self.reviewer.model_path = self.model_path
+        self.reviewer.open()
         self.setWindowTitle(f"SegLens — {spec.name}")
         self.model_changed.emit(summary)
         for path in self.files.paths():
@@ -186,6 +192,7 @@ class MainWindow(QMainWindow):
             return
         self.state.cache.clear()
         self.files.set_inputs(inputs)
+        self.reviewer.open()
         self.files.setCurrentRow(0)
         self.status.showMessage(f"{len(inputs)} image(s)", 5000)
 

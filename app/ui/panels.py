@@ -21,6 +21,7 @@ from PySide6.QtWidgets import (
 
 from app.ui.decision import DecisionControls, FolderScores
 from app.ui.edit_panel import EditPanel
+from app.ui.review_panel import ReviewPanel
 from app.ui.view_state import DisplayMode
 
 MODES = (DisplayMode.FILLED, DisplayMode.CONTOUR)  # the order of the Mode box, and of C's cycle
@@ -226,6 +227,7 @@ class SidePanel(QWidget):
         self.controls = OverlayControls()
         self.decision = DecisionControls()
         self.edit = EditPanel()
+        self.review = ReviewPanel()
         self.folder = FolderScores()
         self.legend = Legend()
         self.image_info = ImageInfo()
@@ -237,6 +239,7 @@ class SidePanel(QWidget):
         layout.addWidget(self._model_label)
         layout.addWidget(self.controls)
         layout.addWidget(self.edit)
+        layout.addWidget(self.review)
         layout.addWidget(self.decision)
         layout.addWidget(self.legend)
         layout.addWidget(self._top_k)

@@ -1,0 +1,120 @@
+"""Review and sign-off in the viewer: accept (A), reject (R) or correct (E) each image, a note, the next
+unreviewed image (U), the state in the file list with a filter, and the HTML review report.
+
+The log is `seglens_review.csv` in the inputs' review folder (app.runs.review), written atomically after every
+change and opened again with the folder; it carries the model's SHA-256, so a review made with another model is
+never shown as this one's (the panel says how many such rows are kept aside).
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from PySide6.QtCore import QObject, Signal
+
+if TYPE_CHECKING:
+    from app.ui.file_list import FileList
+    from app.ui.review_panel import ReviewPanel
+    from app.ui.status import StatusBar
+    from app.ui.view_state import ViewState
+
+log = logging.getLogger(__name__)
+
+
+class Reviewer(QObject):
+    reviewed = Signal(str, str)  # path, state
+
+    def __init__(self, state: ViewState, *, files: FileList, panel: ReviewPanel, status: StatusBar,
+                 parent: QObject | None = None) -> None:
+        super().__init__(parent)
+        self._state = state
+        self._files = files
+        self._panel = panel
+        self._status = status
+        self._log = None  # app.runs.review.ReviewLog of the current inputs and model
+        self.model_path: Path | None = None
+        panel.state_requested.connect(self.mark)
+        panel.note_changed.connect(self.note)
+        panel.next_requested.connect(self.next_unreviewed)
+        files.current_path_changed.connect(self._show_current)
+
+    @property
+    def log(self):
+        return self._log
+
+    def open(self) -> None:
+        """(Re)open the review log for the listed inputs and the loaded model; the list shows each state."""
+        self._log = None
+        paths = self._files.paths()
+        if not paths or self.model_path is None or self._state.model is None:
+            self._panel.show_review(None, 0)
+            return
+        from app.errors import SegLensError
+        from app.io.files import file_sha256
+        from app.runs.review import ReviewLog, review_folder
+
+        root, _ = self._files.root_and_rel(paths[0])
+        try:
+            self._log = ReviewLog.open(review_folder(root), file_sha256(self.model_path))
+        except (SegLensError, OSError) as exc:
+            self._status.showMessage(f"Review log not opened: {exc}", 20000)
+            self._panel.show_review(None, 0)
+            return
+        for path in paths:
+            self._files.set_review(path, self._state_of(path))
+        self._show_current(self._files.current_path() or "")
+
+    def mark(self, state: str, path: str | None = None) -> None:
+        """Set the review state of `path` (default: the current image); accept/reject then go to the next
+        unreviewed image."""
+        path = path or self._files.current_path()
+        if not path or self._log is None:
+            self._status.showMessage("Nothing to review: open images and wait for the model", 8000)
+            return
+        _, rel = self._files.root_and_rel(path)
+        try:
+            review = self._log.set(rel, state)
+        except OSError as exc:
+            self._status.showMessage(f"Review not saved: {exc}", 20000)
+            return
+        self._files.set_review(path, review.state)
+        self._show_current(path)
+        self.reviewed.emit(path, review.state)
+        if state in ("accepted", "rejected"):
+            self.next_unreviewed()
+
+    def note(self, text: str) -> None:
+        path = self._files.current_path()
+        if not path or self._log is None:
+            return
+        _, rel = self._files.root_and_rel(path)
+        current = self._log.get(rel)
+        if current is not None and current.note == text or current is None and not text:
+            return
+        self._log.set(rel, current.state if current else "unreviewed", note=text)
+
+    def next_unreviewed(self) -> None:
+        if self._log is None:
+            return
+        paths = self._files.visible_paths() or self._files.paths()
+        rels = [self._files.root_and_rel(p)[1] for p in paths]
+        current = self._files.current_path()
+        after = self._files.root_and_rel(current)[1] if current else None
+        found = self._log.next_unreviewed(rels, after)
+        if found is None:
+            self._status.showMessage("Every image is reviewed", 8000)
+            return
+        self._files.select_path(paths[rels.index(found)])
+
+    def _state_of(self, path: str) -> str:
+        review = self._log.get(self._files.root_and_rel(path)[1]) if self._log is not None else None
+        return review.state if review is not None else "unreviewed"
+
+    def _show_current(self, path: str) -> None:
+        if self._log is None or not path:
+            self._panel.show_review(None, self._log.foreign if self._log else 0)
+            return
+        self._panel.show_review(self._log.get(self._files.root_and_rel(path)[1]), self._log.foreign,
+                                self._log.counts())
