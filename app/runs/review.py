@@ -1,0 +1,257 @@
+"""The review log: one verdict of a person per image (accepted / rejected / corrected), kept next to the inputs.
+
+`seglens_review.csv` lives in the review folder (`<inputs>_review`, a sibling of the input folder) and is rewritten
+whole and atomically (temp file + rename, app.io.files.atomic_write) after every change: a crash loses at most the
+change in flight, never the file. Every row carries the SHA-256 of the model whose output was reviewed; rows of
+another model are kept in the file (a rewrite never drops them) but never shown as this model's review.
+
+Text cells that a spreadsheet would run as a formula are written with a leading `'` (app.runs.outputs' rule),
+reversibly: a cell read back is the text that was set, whatever quotes it started with.
+"""
+
+from __future__ import annotations
+
+import csv
+import getpass
+import io
+import os
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path, PurePosixPath
+
+import numpy as np
+
+from app.errors import SegLensError
+from app.io.files import atomic_write, encode_png, png_text, png_with_text
+from app.runs.outputs import path_text
+
+STATES = ("unreviewed", "accepted", "rejected", "corrected")
+REVIEW_FILE = "seglens_review.csv"
+COLUMNS = ("file", "state", "note", "who", "when", "model_sha256")
+MASK_MARK = "SegLens-corrected-mask"  # PNG text key: this file is a corrected mask SegLens wrote (may be replaced)
+
+
+class ReviewError(SegLensError):
+    """The review log or a corrected mask cannot be read or written: one line naming the file."""
+
+
+def review_folder(input_root: Path) -> Path:
+    """Where reviews and corrected masks of the images under `input_root` go: a sibling folder
+    `<input_root.name>_review` (never inside the inputs, never the outputs folder). Not created here."""
+    root = Path(os.path.abspath(input_root))  # "." has no name; abspath keeps a symlinked root's own name
+    if not root.name:
+        raise ReviewError(f"{root}: a review folder needs an input folder with a name, not a file-system root")
+    return root.parent / f"{root.name}_review"
+
+
+@dataclass(frozen=True)
+class Review:
+    rel: str  # the image's path relative to the input root, POSIX separators (the key)
+    state: str  # one of STATES
+    note: str = ""
+    who: str = ""  # OS user name (getpass.getuser(), "" if unknown)
+    when: str = ""  # ISO 8601 UTC, seconds
+    model_sha256: str = ""
+
+
+class ReviewLog:
+    """The reviews in one review folder; `get`/`counts` see only the rows of `model_sha256`."""
+
+    def __init__(self, folder: Path, model_sha256: str, rows: dict[tuple[str, str], Review]) -> None:
+        self._folder = Path(folder)
+        self._model = model_sha256.lower()
+        self._rows = rows  # (rel, model) → Review, in file order, new ones appended
+
+    @classmethod
+    def open(cls, folder: Path, model_sha256: str) -> ReviewLog:
+        """The log in `folder` (empty when the folder or the file does not exist yet; created at the first
+        write). A file that cannot be read or is not a review log raises ReviewError."""
+        if not model_sha256:
+            raise ValueError("a review log needs the model's SHA-256")
+        return cls(folder, model_sha256, _read_rows(Path(folder) / REVIEW_FILE))
+
+    @property
+    def folder(self) -> Path:
+        return self._folder
+
+    @property
+    def path(self) -> Path:
+        return self._folder / REVIEW_FILE
+
+    @property
+    def model_sha256(self) -> str:
+        return self._model
+
+    @property
+    def foreign(self) -> int:
+        """Rows made with another model (kept in the file, not shown)."""
+        return sum(model != self._model for _rel, model in self._rows)
+
+    def get(self, rel: str) -> Review | None:
+        """This model's review of `rel`, None when it has none."""
+        return self._rows.get((rel, self._model))
+
+    def reviews(self) -> list[Review]:
+        """This model's reviews, in file order."""
+        return [review for (_rel, model), review in self._rows.items() if model == self._model]
+
+    def set(self, rel: str, state: str, note: str | None = None) -> Review:
+        """Record `state` (and `note`; None keeps the earlier one) for `rel`, stamped with who, when and the model,
+        and rewrite the file atomically. On a failed write the log is left as it was and ReviewError is raised."""
+        if state not in STATES:
+            raise ValueError(f"review state {state!r} is not one of {', '.join(STATES)}")
+        earlier = self.get(rel)
+        if note is None:
+            note = earlier.note if earlier else ""
+        review = Review(rel, state, note, _user(), _now(), self._model)
+        key = (rel, self._model)
+        before = dict(self._rows)
+        self._rows[key] = review
+        try:
+            atomic_write(self.path, _csv_bytes(self._rows.values()))
+        except SegLensError as exc:
+            self._rows = before  # what is shown stays what is on disk
+            raise ReviewError(str(exc)) from exc
+        return review
+
+    def counts(self) -> dict[str, int]:
+        """Reviews per state for this model's rows (an image never set is not counted as unreviewed)."""
+        counts = dict.fromkeys(STATES, 0)
+        for review in self.reviews():
+            counts[review.state] += 1
+        return counts
+
+    def state_of(self, rel: str) -> str:
+        """`rel`'s state for this model, "unreviewed" when it has no review."""
+        review = self.get(rel)
+        return review.state if review else "unreviewed"
+
+    def filter(self, rels: list[str], states: set[str] | frozenset[str] | tuple[str, ...]) -> list[str]:
+        """The rels (in list order) whose state is one of `states`."""
+        return [rel for rel in rels if self.state_of(rel) in states]
+
+    def next_unreviewed(self, rels: list[str], after: str | None) -> str | None:
+        """The next rel in list order after `after` (wrapping; `after` itself last) that is unreviewed; from the
+        start when `after` is None or not in the list; None when all are reviewed."""
+        start = rels.index(after) + 1 if after in rels else 0
+        for offset in range(len(rels)):
+            rel = rels[(start + offset) % len(rels)]
+            if self.state_of(rel) == "unreviewed":
+                return rel
+        return None
+
+
+def _user() -> str:
+    try:
+        return getpass.getuser()
+    except Exception:  # no USER/LOGNAME and no passwd entry (a container's numeric uid): "who" is best-effort
+        return ""
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _csv_bytes(reviews) -> bytes:
+    buffer = io.StringIO(newline="")
+    writer = csv.writer(buffer, lineterminator="\r\n")
+    writer.writerow(COLUMNS)
+    for r in reviews:
+        writer.writerow([_to_cell(r.rel), r.state, _to_cell(r.note), _to_cell(r.who), r.when, r.model_sha256])
+    return buffer.getvalue().encode("utf-8")
+
+
+def _is_formula(text: str) -> bool:
+    return path_text(text) != text
+
+
+def _to_cell(text: str) -> str:
+    """`text` never a live formula: `=x` → `'=x`, and `'=x` → `''=x` so that reading back strips exactly one."""
+    if text.lstrip("'") != text and _is_formula(text.lstrip("'")):
+        return "'" + text
+    return path_text(text)
+
+
+def _from_cell(cell: str) -> str:
+    return cell[1:] if cell.startswith("'") and _is_formula(cell.lstrip("'")) else cell
+
+
+def _read_rows(path: Path) -> dict[tuple[str, str], Review]:
+    try:
+        text = path.read_bytes().decode("utf-8-sig")
+    except FileNotFoundError:
+        return {}
+    except UnicodeDecodeError as exc:
+        raise ReviewError(f"{path}: not a SegLens review log (not UTF-8 text)") from exc
+    except OSError as exc:
+        raise ReviewError(f"{path}: cannot read ({exc.strerror or exc})") from exc
+    if not text.strip():
+        return {}  # an empty file (made by hand): nothing reviewed yet
+    try:
+        records = list(csv.reader(io.StringIO(text, newline=""), strict=True))
+    except csv.Error as exc:
+        raise ReviewError(f"{path}: not a SegLens review log ({exc})") from exc
+    if tuple(records[0]) != COLUMNS:
+        raise ReviewError(f"{path}: not a SegLens review log (its header is not {','.join(COLUMNS)})")
+    rows: dict[tuple[str, str], Review] = {}
+    for line, record in enumerate(records[1:], start=2):
+        review = _review_of(path, line, record)
+        rows.pop((review.rel, review.model_sha256), None)  # a repeated row: the later one wins, in its place
+        rows[(review.rel, review.model_sha256)] = review
+    return rows
+
+
+def _review_of(path: Path, line: int, record: list[str]) -> Review:
+    if len(record) != len(COLUMNS):
+        raise ReviewError(f"{path}: row {line} has {len(record)} values, expected {len(COLUMNS)}")
+    rel, state, note, who, when, model = record
+    if state not in STATES:
+        raise ReviewError(f"{path}: row {line} has an unknown state {state!r}")
+    if not rel or not model:
+        raise ReviewError(f"{path}: row {line} has no file or no model SHA-256")
+    return Review(_from_cell(rel), state, _from_cell(note), _from_cell(who), when, model.lower())
+
+
+def corrected_mask_path(folder: Path, rel: str) -> Path:
+    """folder / <rel's parent> / "<stem>_mask.png" """
+    relative = PurePosixPath(rel)
+    return Path(folder, *relative.parent.parts, f"{relative.stem}_mask.png")
+
+
+def save_corrected_mask(folder: Path, rel: str, mask: np.ndarray, *, input_root: Path | None = None) -> Path:
+    """Write `mask` (2-D labels 0..255) as a uint8 PNG at `corrected_mask_path`, atomically, marked as a SegLens
+    corrected mask. Refuses (ReviewError) a path outside `folder` or inside `input_root`, and any existing file
+    that is not a corrected mask SegLens wrote (an input image that happens to have that name)."""
+    target = corrected_mask_path(folder, rel)
+    _check_mask_target(Path(folder), rel, target, input_root)
+    pixels = _label_pixels(mask, target)
+    atomic_write(target, png_with_text(encode_png(pixels), {MASK_MARK: rel}))
+    return target
+
+
+def _check_mask_target(folder: Path, rel: str, target: Path, input_root: Path | None) -> None:
+    resolved = target.resolve()
+    if PurePosixPath(rel).is_absolute() or not resolved.is_relative_to(folder.resolve()):
+        raise ReviewError(f"{target}: refusing to write a corrected mask outside the review folder {folder}")
+    if input_root is not None and resolved.is_relative_to(Path(input_root).resolve()):
+        raise ReviewError(f"{target}: refusing to write a corrected mask inside the input folder {input_root}")
+    if os.path.lexists(target) and (target.is_symlink() or not _is_our_mask(target)):
+        raise ReviewError(f"{target}: refusing to replace a file that is not a SegLens corrected mask")
+
+
+def _is_our_mask(path: Path) -> bool:
+    try:
+        return MASK_MARK in png_text(path)
+    except (OSError, ValueError, UnicodeDecodeError):
+        return False
+
+
+def _label_pixels(mask: np.ndarray, target: Path) -> np.ndarray:
+    array = np.asarray(mask)
+    if array.ndim != 2 or array.size == 0:
+        raise ValueError(f"{target}: a corrected mask is a 2-D label array, got shape {array.shape}")
+    if array.dtype == np.uint8:
+        return np.ascontiguousarray(array)
+    if array.dtype.kind not in "biu" or array.min() < 0 or array.max() > 255:
+        raise ValueError(f"{target}: a corrected mask holds labels 0..255, got {array.dtype}")
+    return array.astype(np.uint8)
