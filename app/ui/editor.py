@@ -45,7 +45,7 @@ class Editor(QObject):
         self._view: ViewResult | None = None
         self._overlay = None
         self._last: tuple[float, float] | None = None
-        self.destination = None  # callable(path) -> (review folder, rel): set by the window
+        self.destination = None  # callable(path) -> (review folder, rel, input root): set by the window
         viewer.edit_pressed.connect(self._pressed)
         viewer.edit_moved.connect(self._moved)
         viewer.edit_released.connect(self._released)
@@ -159,8 +159,8 @@ class Editor(QObject):
 
         view = self._view
         try:
-            folder, rel = self.destination(str(view.path))
-            written = save_corrected_mask(folder, rel, self._edit.mask)
+            folder, rel, root = self.destination(str(view.path))
+            written = save_corrected_mask(folder, rel, self._edit.mask, input_root=root)
         except (SegLensError, OSError) as exc:
             self.refused.emit(f"{view.path.name}: the corrected mask was not saved: {exc}")
             return None

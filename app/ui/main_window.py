@@ -245,12 +245,12 @@ class MainWindow(QMainWindow):
         right-drag); None for an 8-bit picture."""
         return self.state.display_window
 
-    def _review_destination(self, path: str) -> tuple[Path, str]:
-        """(the review folder of the inputs `path` was opened with, its relative path there)."""
+    def _review_destination(self, path: str) -> tuple[Path, str, Path]:
+        """(the review folder of the inputs `path` was opened with, its relative path there, their folder)."""
         from app.runs.review import review_folder
 
         root, rel = self.files.root_and_rel(path)
-        return review_folder(root), rel
+        return review_folder(root), rel, root
 
     def run_all(self, out_dir: str | Path, save: tuple[str, ...] = ("mask", "overlay")) -> None:
         """Run on all listed images, exporting into `out_dir`; run_all_finished tells when it is done."""

@@ -1,0 +1,73 @@
+"""Review in the window: A/R set the state and move to the next unreviewed image, the list shows and filters the
+states, a saved correction marks the image corrected, the log is read again on reopen, another model's reviews
+are not shown."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from PIL import Image
+from PySide6.QtCore import Qt
+
+from app.runs.review import REVIEW_FILE, ReviewLog
+
+TIMEOUT = 20_000
+
+
+@pytest.fixture
+def folder(tmp_path):
+    root = tmp_path / "batch"
+    root.mkdir()
+    for name in ("c1", "c2", "c3"):
+        Image.fromarray(np.full((24, 32), 200, np.uint8)).save(root / f"{name}.png")
+    return root
+
+
+def open_folder(qtbot, window, root):
+    with qtbot.waitSignal(window.overlay_shown, timeout=TIMEOUT):
+        window.add_paths([root])
+
+
+def test_accept_reject_move_on_and_are_kept_for_the_next_session(qtbot, make_main_window, models, folder):
+    model = models("binary_logits")
+    window = make_main_window(model, settings="review.ini")
+    open_folder(qtbot, window, folder)
+    c1, c2, c3 = window.files.paths()
+    window.reviewer.mark("accepted")
+    assert window.files.review(c1) == "accepted" and window.files.current_path() == c2  # on to the next unreviewed
+    assert window.files.item(0).text().endswith("✓")
+    window.reviewer.mark("rejected")
+    assert window.files.current_path() == c3
+    window.panel.review._note.setText("edge, <b>check</b>")
+    window.panel.review._note.editingFinished.emit()
+    window.files.set_filter("rejected")
+    assert window.files.visible_paths() == [c2]
+    window.files.set_filter("unreviewed")
+    assert window.files.visible_paths() == [c3]
+    window.files.set_filter("all")
+    log = (folder.parent / "batch_review" / REVIEW_FILE).read_text(encoding="utf-8")
+    assert "c1.png,accepted" in log and "c2.png,rejected" in log and "edge, <b>check</b>" in log
+    window.close()
+    again = make_main_window(model, settings="review.ini")
+    open_folder(qtbot, again, folder)
+    assert [again.files.review(p) for p in again.files.paths()] == ["accepted", "rejected", "unreviewed"]
+    assert "accepted" in again.panel.review.state_text()  # c1 is shown first
+    other = make_main_window(models("binary_logits", name="retrained"), settings="other.ini")
+    open_folder(qtbot, other, folder)
+    assert [other.files.review(p) for p in other.files.paths()] == ["unreviewed"] * 3  # another model's file
+    assert isinstance(other.reviewer.log, ReviewLog) and other.reviewer.log.foreign >= 2
+
+
+def test_a_saved_correction_marks_the_image_corrected(qtbot, make_main_window, models, folder):
+    window = make_main_window(models("binary_logits"))
+    open_folder(qtbot, window, folder)
+    assert window.editor.start()
+    window.panel.edit.set_radius(3)
+    window.panel.edit.set_tool("eraser")  # the model found foreground everywhere: erase a spot
+    window.viewer.edit_pressed.emit(5.0, 5.0, Qt.KeyboardModifier.NoModifier)
+    window.viewer.edit_released.emit()
+    window.editor.stop()  # unsaved changes are saved on the way out
+    first = window.files.paths()[0]
+    assert window.files.review(first) == "corrected"
+    saved = np.asarray(Image.open(folder.parent / "batch_review" / "c1_mask.png"))
+    assert saved[5, 5] == 0 and saved[5, 10] == 1 and (saved == 0).sum() == 29  # a disc of radius 3
