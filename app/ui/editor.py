@@ -33,6 +33,7 @@ class Editor(QObject):
     stopped = Signal(str)  # path
     saved = Signal(str, str)  # image path, corrected mask file
     refused = Signal(str)  # why edit mode could not start, or a save failed (one line)
+    mask_changed = Signal(object)  # the edited mask (numpy), after a stroke, a fill, an undo or a redo
 
     def __init__(self, state: ViewState, *, viewer: ImageViewer, presenter: Presenter, panel: EditPanel,
                  parent: QObject | None = None) -> None:
@@ -112,6 +113,7 @@ class Editor(QObject):
         if modifiers & Qt.KeyboardModifier.ControlModifier or self._panel.tool() == "fill":
             self._repaint(self._edit.fill((x, y), label))
             self._last = None
+            self._changed()
             return
         self._edit.begin_stroke(label, self._panel.radius())
         self._last = (x, y)
@@ -127,17 +129,21 @@ class Editor(QObject):
         if self._edit is not None and self._last is not None:
             self._edit.end_stroke()
             self._last = None
-            self._panel.set_history(self._edit.can_undo, self._edit.can_redo)
+            self._changed()
 
     def undo(self) -> None:
         if self._edit is not None:
             self._repaint(self._edit.undo())
-            self._panel.set_history(self._edit.can_undo, self._edit.can_redo)
+            self._changed()
 
     def redo(self) -> None:
         if self._edit is not None:
             self._repaint(self._edit.redo())
-            self._panel.set_history(self._edit.can_undo, self._edit.can_redo)
+            self._changed()
+
+    def _changed(self) -> None:
+        self._panel.set_history(self._edit.can_undo, self._edit.can_redo)
+        self.mask_changed.emit(self._edit.mask)
 
     def _repaint(self, box) -> None:
         if box is not None and self._overlay is not None:

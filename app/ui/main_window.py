@@ -96,6 +96,7 @@ class MainWindow(QMainWindow):
                                  parent=self)
         self.editor.saved.connect(lambda path, _file: self.reviewer.mark("corrected", path))
         self.editor.refused.connect(lambda message: self.status.showMessage(message, 15000))
+        self.editor.mask_changed.connect(self.panel.show_mask_counts)
         self.editor.saved.connect(lambda _path, file: self.status.showMessage(f"Corrected mask saved: {file}", 8000))
         controls = self.panel.controls
         controls.opacity_changed.connect(self.presenter.set_opacity)

@@ -274,6 +274,12 @@ class SidePanel(QWidget):
         else:
             self._top_k.set_predictions(result.predictions)
 
+    def show_mask_counts(self, mask) -> None:
+        """Pixel counts of a mask being edited."""
+        from app.inference.postprocess import class_pixel_counts
+
+        self.legend.set_counts(class_pixel_counts(mask), mask.size)
+
     def clear_result(self) -> None:
         self.legend.clear_counts()
         self.decision.show_verdict(None)

@@ -48,7 +48,13 @@ class ImageViewer(QGraphicsView):
         self._right_drag: tuple[float, float] | None = None
         self._brush = QGraphicsEllipseItem()  # the brush at image scale, following the mouse in edit mode
         self._brush.setZValue(3)
-        self._brush.setPen(QPen(QColor(255, 255, 255), 0))  # cosmetic: 1 screen pixel at any zoom
+        pen = QPen(QColor(255, 255, 255), 1.5)  # a light ring with a dark dash over it: seen on any image
+        pen.setCosmetic(True)
+        self._brush.setPen(pen)
+        self._brush_dark = QGraphicsEllipseItem(self._brush)
+        dark = QPen(QColor(0, 0, 0), 1.5, Qt.PenStyle.DashLine)
+        dark.setCosmetic(True)
+        self._brush_dark.setPen(dark)
         self._brush.hide()
         self.scene().addItem(self._brush)
         self._brush_radius = 0
@@ -133,6 +139,7 @@ class ImageViewer(QGraphicsView):
     def _place_brush(self, x: float, y: float) -> None:
         r = self._brush_radius + 0.5
         self._brush.setRect(QRectF(x - r + 0.5, y - r + 0.5, 2 * r, 2 * r))
+        self._brush_dark.setRect(self._brush.rect())
 
     def _edit_event(self, event, kind: str) -> bool:
         """Mouse events in edit mode: the left button paints (pressed / moved / released); True when taken."""
