@@ -11,6 +11,7 @@ import logging
 import os
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
 from app import __version__
@@ -84,8 +85,20 @@ def build_parser() -> argparse.ArgumentParser:
                      help="skip inputs an earlier run into the same --out finished (report row ok, outputs present)")
     run.add_argument("--batch", type=_positive, default=1, metavar="N",
                      help="run N same-sized images at once (models with a dynamic batch axis; default 1)")
+    run.add_argument("--reference", type=Path, metavar="DIR",
+                     help="ground-truth masks (value = class index) matched by relative path and stem: IoU/Dice "
+                          "columns in the report, a summary and seglens_metrics.csv")
     run.add_argument("--no-progress", action="store_true", help="no progress bar even on a terminal")
     run.set_defaults(handler=cmd_run)
+
+    compare = commands.add_parser("compare", help="model A vs model B: per-image agreement and disagreement pictures")
+    compare.add_argument("model_a", type=Path, metavar="MODEL_A", help="the reference model (.onnx)")
+    compare.add_argument("model_b", type=Path, metavar="MODEL_B", help="the model measured against A (.onnx)")
+    compare.add_argument("paths", nargs="+", type=Path, metavar="PATH", help="image files or folders (recursive)")
+    compare.add_argument("--out", required=True, type=Path, metavar="DIR", help="folder for pictures and reports")
+    compare.add_argument("--device", default="auto", type=_device, help="auto | cpu | cuda | cuda:N (default auto)")
+    compare.add_argument("--no-progress", action="store_true", help="no progress bar even on a terminal")
+    compare.set_defaults(handler=cmd_compare)
 
     bench = commands.add_parser("bench", help="raw model speed vs the full pipeline, warm-up excluded")
     bench.add_argument("model", type=Path, help="the .onnx file")
@@ -256,6 +269,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     from app.io.discover import discover
     from app.runs.batch import run_inputs
     from app.runs.lock import OutputLock
+    from app.runs.metrics_report import ReferenceScorer
     from app.runs.outputs import ReportWriter, finished_earlier
     from app.runs.provenance import RunIdentity, record_run, resume_problem
     from app.runs.safety import output_folder_problem
@@ -263,7 +277,11 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.max_megapixels:
         os.environ["SEGLENS_MAX_MEGAPIXELS"] = str(args.max_megapixels)  # read by the decoding threads
     spec, min_confidence = with_threshold(load_spec(args.model, args.config), args.threshold)
-    inputs = discover(args.paths, exclude=[args.out])
+    refused = _reference_problem(args, spec)
+    if refused:
+        print(f"error: --reference {_shown(refused)}", file=sys.stderr)
+        return EXIT_USAGE
+    inputs = discover(args.paths, exclude=[args.out, *([args.reference] if args.reference else [])])
     if not inputs:
         print("error: no images found in: " + ", ".join(_shown(p) for p in args.paths), file=sys.stderr)
         return EXIT_USAGE
@@ -271,6 +289,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     if refused:
         print(f"error: --out {_shown(refused)}", file=sys.stderr)
         return EXIT_USAGE
+    scorer = ReferenceScorer(args.reference, spec, inputs) if args.reference else None
     model = open_session(spec, args.device, runtime=_runtime(args))
     _announce_session(model.info, spec)
     report_path = args.report or args.out / DEFAULT_REPORT_NAME
@@ -278,6 +297,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         _remove_stale_temporaries(args.out, started)
         # the spec as loaded (a device-side argmax changes the session's), --threshold and where it runs
         identity = RunIdentity.of(spec, threshold=args.threshold, min_confidence=min_confidence, session=model.info)
+        identity = replace(identity, reference=str(args.reference)) if args.reference else identity
         stale = resume_problem(report_path, identity) if args.resume else None
         if stale:
             print(f"error: --resume into {_shown(args.out)}: {_shown(stale)}; run without --resume to redo every "
@@ -286,15 +306,70 @@ def cmd_run(args: argparse.Namespace) -> int:
         done = finished_earlier(report_path, model.spec, inputs, out_dir=args.out, save=args.save) \
             if args.resume else {}
         progress = _Progress(len(inputs), enabled=sys.stderr.isatty() and not args.no_progress)
-        with ReportWriter(report_path, model.spec) as report:
+        with ReportWriter(report_path, model.spec, extra_columns=scorer.columns if scorer else ()) as report:
             record_run(report_path, identity)
             summary = run_inputs(model, inputs, out_dir=args.out, save=args.save, report=report,
                                  progress=progress.update, batch_size=args.batch, done=done,
-                                 min_confidence=min_confidence, png_texts=identity.png_texts(model.spec))
+                                 min_confidence=min_confidence, png_texts=identity.png_texts(model.spec),
+                                 reference=scorer)
         progress.close()
     _print_summary(summary, model.info, args.out, report_path)
+    if scorer:
+        _print_metrics(scorer.summary, args.out)
     print(_shown(identity.summary_line(report_path)))
     return EXIT_OK if summary.failed == 0 else EXIT_SOME_FAILED
+
+
+# --- compare -----------------------------------------------------------------------------------------
+
+def cmd_compare(args: argparse.Namespace) -> int:
+    from app.inference.session import open_session
+    from app.inference.spec import load_spec
+    from app.io.discover import discover
+    from app.runs.compare import compare_inputs, compare_problem
+    from app.runs.lock import OutputLock
+    from app.runs.safety import output_folder_problem
+
+    spec_a, spec_b = load_spec(args.model_a), load_spec(args.model_b)
+    refused = compare_problem(spec_a, spec_b)
+    inputs = discover(args.paths, exclude=[args.out]) if not refused else []
+    if not refused and not inputs:
+        refused = "no images found in: " + ", ".join(_shown(p) for p in args.paths)
+    refused = refused or output_folder_problem(args.out, inputs, inside_ok=True)
+    if refused:
+        print(f"error: {_shown(refused)}", file=sys.stderr)
+        return EXIT_USAGE
+    models = [open_session(spec, args.device) for spec in (spec_a, spec_b)]
+    for model, spec in zip(models, (spec_a, spec_b), strict=True):
+        _announce_session(model.info, spec)
+    progress = _Progress(len(inputs), enabled=sys.stderr.isatty() and not args.no_progress)
+    with OutputLock(args.out):
+        summary, metrics, report = compare_inputs(*models, inputs, out_dir=args.out, progress=progress.update)
+    progress.close()
+    print(f"{summary.total} inputs: {summary.ok} ok, {summary.failed} failed; B = {_shown(spec_b.path.name)} "
+          f"measured against A = {_shown(spec_a.path.name)}; pictures in {_shown(args.out)}, report {_shown(report)}")
+    _print_metrics(metrics, args.out)
+    return EXIT_OK if summary.failed == 0 else EXIT_SOME_FAILED
+
+
+def _reference_problem(args: argparse.Namespace, spec) -> str | None:
+    """Why `--reference` cannot be used in this run (one line), or None."""
+    if args.reference is None:
+        return None
+    if not args.reference.is_dir():
+        return f"{args.reference} is not a folder"
+    if spec.task != "segmentation":
+        return f"needs a segmentation model; {spec.path.name} is a {spec.task} model"
+    if args.resume:  # carried rows would have no per-class counts for the summary: refused, not half-measured
+        return "cannot be combined with --resume (the metrics summary needs every image measured); run without it"
+    return None
+
+
+def _print_metrics(metrics, out: Path) -> None:
+    for line in metrics.lines():
+        print(_shown(line))
+    written = metrics.write(out)
+    print("metrics: " + ", ".join(_shown(p) for p in written))
 
 
 def _print_summary(summary, info, out: Path, report_path: Path) -> None:
@@ -333,6 +408,9 @@ class _Progress:
         if outcome.error:
             self._clear()
             print(f"error: {_shown(outcome.error)}", file=sys.stderr)
+        elif getattr(outcome, "scored", None) is not None and outcome.scored.notice:
+            self._clear()
+            print(f"note: {_shown(outcome.scored.notice)}", file=sys.stderr)
         if not self.enabled:
             return
         done = summary.ok + summary.failed

@@ -43,6 +43,17 @@ def rgb_classes(path: Path, *, metadata: dict | None = None) -> Path:
                 [const("w", weight)], metadata)
 
 
+def permuted_classes(path: Path, order: tuple[int, int, int] = (2, 0, 1)) -> Path:
+    """Like rgb_classes, but score channel k is input channel order[k]: with (2, 0, 1) red is class 1, green
+    class 2 and blue class 0 (a model B that disagrees with rgb_classes in every way `compare` paints)."""
+    weight = np.zeros((3, 3, 1, 1), np.float32)
+    for k, channel in enumerate(order):
+        weight[k, channel] = 1.0
+    return save(path, [helper.make_node("Conv", ["image", "w"], ["scores"])],
+                [tensor("image", FLOAT, ["N", 3, "H", "W"])], [tensor("scores", FLOAT, ["N", 3, "H", "W"])],
+                [const("w", weight)])
+
+
 def binary_logits(path: Path, *, end_with_sigmoid: bool = False) -> Path:
     """[N,1,H,W] gray → [N,1,H,W]: logit = 20·(x − 0.5), optionally followed by Sigmoid in the graph."""
     nodes = [helper.make_node("Sub", ["image", "half"], ["centred"]),

@@ -99,3 +99,24 @@ def probability_levels(probability: np.ndarray) -> np.ndarray:
     """Float probabilities as uint8 levels round(p·255), clipped to 0–255."""
     scaled = np.clip(np.asarray(probability, np.float32) * 255.0, 0.0, 255.0)
     return np.rint(scaled).astype(np.uint8)
+
+
+# `seglens-cli compare`: the colour of each app.inference.metrics.disagreement_map code (RGB); 0 = agree, unpainted
+DISAGREEMENT_COLORS: dict[int, tuple[int, int, int]] = {
+    1: (255, 0, 255),  # only model A has a class here: magenta
+    2: (0, 255, 255),  # only model B: cyan
+    3: (255, 255, 0),  # both, but different classes: yellow
+}
+
+
+def disagreement_overlay(image: np.ndarray, codes: np.ndarray, *, dim: float = 0.35) -> np.ndarray:
+    """RGB uint8: the image dimmed to `dim` of its brightness where the two maps agree, and each disagreement
+    code painted solid in its DISAGREEMENT_COLORS colour (exact colours, so a picture can be counted)."""
+    rgb = cv2.cvtColor(image, cv2.COLOR_GRAY2RGB) if image.ndim == 2 else image
+    out = cv2.convertScaleAbs(rgb, alpha=dim)
+    table = np.zeros((256, 1, 3), np.uint8)
+    for code, color in DISAGREEMENT_COLORS.items():
+        table[code, 0] = color
+    painted = codes > 0
+    out[painted] = cv2.LUT(cv2.merge([codes, codes, codes]), table)[painted]
+    return out

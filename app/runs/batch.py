@@ -32,6 +32,7 @@ from app.inference.pipeline import Prepared, Result
 from app.inference.session import ModelSession
 from app.inference.verdict import Verdict, verdict_of
 from app.io.discover import InputFile, output_stems
+from app.runs.metrics_report import ReferenceScorer, Scored
 from app.runs.outputs import ReportWriter, write_result_images
 from app.runs.safety import OutputGuard, planned_outputs
 
@@ -48,6 +49,7 @@ class Outcome:
     error: str | None
     resumed: bool = False  # done by an earlier run (--resume): its report row was carried over
     verdict: Verdict | None = None  # OK/NG under the sidecar's rules; None without a `verdict` section
+    scored: Scored | None = None  # against the ground truth (`--reference`): metrics, or the notice why none
 
 
 @dataclass
@@ -118,6 +120,7 @@ def run_inputs(
     helper_niceness: int = HELPER_NICENESS,
     min_confidence: float | None = None,
     png_texts: Mapping[str, Mapping[str, str]] | None = None,
+    reference: ReferenceScorer | None = None,
 ) -> RunSummary:
     """Run `model` on every input; call from the thread that owns the session.
 
@@ -125,12 +128,14 @@ def run_inputs(
     again, their rows are carried into this report in their place. `helper_niceness`: see HELPER_NICENESS.
     `min_confidence` (multi-class): pixels whose winning probability is below it become background
     (pipeline.relabel on the kept scores, no second model run). `png_texts`: text chunks per output kind (the
-    run's provenance: app.runs.provenance.RunIdentity.png_texts).
+    run's provenance: app.runs.provenance.RunIdentity.png_texts). `reference`: each mask is measured against
+    its ground truth on the writer thread, the cells go into the report (made with `reference.columns`) and the
+    images into `reference.summary` (rows carried by `done` are not re-measured: the CLI refuses the two together).
     """
     summary = RunSummary(total=len(inputs))
     stems = output_stems(list(inputs))
     writer = _Writer(model, out_dir, stems, save, report, summary, progress, helper_niceness)
-    writer.min_confidence, writer.png_texts = min_confidence, png_texts
+    writer.min_confidence, writer.png_texts, writer.reference = min_confidence, png_texts, reference
     writer.guard = OutputGuard(out_dir, inputs) if out_dir is not None else None
     writer.start()
     stopped_at, why = len(inputs), "the run was cancelled"
@@ -293,6 +298,7 @@ class _Writer:
         self.guard: OutputGuard | None = None
         self.min_confidence: float | None = None
         self.png_texts: Mapping[str, Mapping[str, str]] | None = None
+        self.reference: ReferenceScorer | None = None
 
     def start(self) -> None:
         self._thread.start()
@@ -344,7 +350,10 @@ class _Writer:
             # Decided here, in the writer stage, not in ReportWriter: the summary's OK/NG counts and the progress
             # callback (the viewer's Run on all) need it as well as the report, which is optional; it is one
             # pure function of the kept result, off the inference thread, once per input.
-            return Outcome(work.index, work.input, result, None, verdict=verdict_of(self.model.spec, result))
+            scored = self.reference.score(work.input, result.mask) \
+                if self.reference is not None and result.mask is not None else None
+            return Outcome(work.index, work.input, result, None, verdict=verdict_of(self.model.spec, result),
+                           scored=scored)
         except SegLensError as exc:
             return Outcome(work.index, work.input, None, error_line(work.input.path, exc))
         except Exception as exc:
@@ -366,8 +375,11 @@ class _Writer:
                 report.add_row(carried)
         elif outcome.result is not None:
             try:
+                extra = self.reference.cells(outcome.scored) if self.reference is not None else ()
                 if report:
-                    report.add_result(outcome.input.path, outcome.result, verdict=outcome.verdict)
+                    report.add_result(outcome.input.path, outcome.result, verdict=outcome.verdict, extra=extra)
+                if self.reference is not None:
+                    self.reference.summary.add(str(outcome.input.path), outcome.scored)
                 summary.ok += 1
                 self._count("" if outcome.verdict is None else "ok" if outcome.verdict.ok else "ng")
             except OSError:

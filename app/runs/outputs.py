@@ -92,10 +92,11 @@ def _task_columns(spec: ModelSpec) -> tuple[list[str], list[str]]:
 VERDICT_COLUMNS = ("score", "verdict", "verdict_reason")
 
 
-def report_columns(spec: ModelSpec) -> list[str]:
+def report_columns(spec: ModelSpec, extra: Sequence[str] = ()) -> list[str]:
+    """The report's header; `extra` (the metric columns of `--reference`) go after the per-task columns."""
     classes, top = _task_columns(spec)
     per_task = top if spec.task == "classification" else [*classes, "pixels_other"]
-    return ["path", "status", "task", "provider", "width", "height", *VERDICT_COLUMNS, *per_task,
+    return ["path", "status", "task", "provider", "width", "height", *VERDICT_COLUMNS, *per_task, *extra,
             *(f"{stage}_ms" for stage in STAGES), "error"]
 
 
@@ -103,12 +104,13 @@ def report_columns(spec: ModelSpec) -> list[str]:
 class ReportWriter:
     """The CSV report: one row per input, written as it goes to `<name>.partial`, renamed when closed."""
 
-    def __init__(self, path: Path, spec: ModelSpec) -> None:
+    def __init__(self, path: Path, spec: ModelSpec, *, extra_columns: Sequence[str] = ()) -> None:
         self.path = path
         self.spec = spec
         self._partial = path.with_name(path.name + ".partial")
         self._class_columns, self._topk_columns = _task_columns(spec)
-        self._columns = report_columns(spec)
+        self._extra = len(extra_columns)
+        self._columns = report_columns(spec, extra_columns)
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
             self._file, self._identity = _open_partial(self._partial)
@@ -121,8 +123,11 @@ class ReportWriter:
     def columns(self) -> list[str]:
         return list(self._columns)
 
-    def add_result(self, path: Path, result: Result, *, verdict: Verdict | None = None) -> None:
-        """A result's row; `verdict` as the run decided it (decided here from the spec when not given)."""
+    def add_result(self, path: Path, result: Result, *, verdict: Verdict | None = None,
+                   extra: Sequence[str] = ()) -> None:
+        """A result's row; `verdict` as the run decided it (decided here from the spec when not given); `extra`
+        the values of the extra columns (empty when not given)."""
+        extra = list(extra) or [""] * self._extra
         h, w = result.image_hw
         if verdict is None:
             verdict = verdict_of(self.spec, result)
@@ -130,11 +135,11 @@ class ReportWriter:
         judged = ["" if score is None else f"{score:.6f}",
                   "" if verdict is None else ("ok" if verdict.ok else "ng"), "" if verdict is None else verdict.reason]
         self._row([path_text(path), "ok", result.task, result.provider, w, h, *judged, *self._task_values(result),
-                   *(f"{result.timings.get(stage, 0.0):.2f}" for stage in STAGES), ""])
+                   *extra, *(f"{result.timings.get(stage, 0.0):.2f}" for stage in STAGES), ""])
 
     def add_error(self, path: Path, message: str, *, provider: str = "", status: str = "error") -> None:
         """An input without a result: no size, score, verdict, counts or timings; the message last."""
-        blanks = [""] * (len(self._columns) - 7 - len(STAGES))  # the verdict and task columns, after `height`
+        blanks = [""] * (len(self._columns) - 7 - len(STAGES))  # verdict, task and extra columns, after `height`
         self._row([path_text(path), status, self.spec.task, provider, "", "", *blanks, *[""] * len(STAGES), message])
 
     def _task_values(self, result: Result) -> list:

@@ -42,6 +42,7 @@ class RunIdentity:
     fallback_reason: str | None = None  # why not the GPU, when one was asked for (or auto)
     thresholds: dict[str, float] = field(default_factory=dict)  # effective_thresholds
     verdict_rules: tuple[str, ...] = ()  # "fail if …" rules, as `info` shows them
+    reference: str | None = None  # issue 15: the ground-truth folder of `--reference` (recorded, not checked)
 
     @classmethod
     def of(cls, spec: ModelSpec, *, threshold: float | None = None, min_confidence: float | None = None,

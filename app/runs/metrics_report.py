@@ -1,0 +1,180 @@
+"""Metrics of a run against ground truth (`--reference`) or of model B against model A (`compare`): the report's
+metric cells, the folder summary printed at the end and the CSV files written beside the report.
+
+`seglens_metrics.csv`: one row per foreground class (and `(all classes)` first) — images where the class is in
+the prediction or the reference, mean and median IoU and Dice over those images, precision and recall pooled
+over their pixels, TP/FP/FN pixel totals. `seglens_metrics_images.csv`: one row per image and class present,
+with IoU, Dice, precision, recall and TP/FP/FN pixels.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import statistics
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from app.errors import SegLensError
+from app.inference.metrics import ClassMetrics, ImageMetrics, image_metrics
+from app.inference.spec import ModelSpec
+from app.io.discover import InputFile
+from app.io.files import atomic_write
+from app.io.references import ReferenceIndex, read_reference
+from app.runs.outputs import path_text  # the report's cell rule: no live formulas, valid UTF-8
+
+METRICS_NAME = "seglens_metrics.csv"
+IMAGES_NAME = "seglens_metrics_images.csv"
+_SUMMARY_COLUMNS = ("class", "images", "iou_mean", "iou_median", "dice_mean", "dice_median", "precision",
+                    "recall", "tp_pixels", "fp_pixels", "fn_pixels")
+_IMAGE_COLUMNS = ("path", "class", "iou", "dice", "precision", "recall", "tp_pixels", "fp_pixels", "fn_pixels")
+
+
+def foreground_names(spec: ModelSpec) -> list[str]:
+    """Distinct names of classes 1..n-1 (two classes may share a name: `a`, `a_2`)."""
+    taken: set[str] = set()
+    names = []
+    for info in spec.classes[1:]:
+        name, n = info.name, 2
+        while name in taken:
+            name, n = f"{info.name}_{n}", n + 1
+        taken.add(name)
+        names.append(name)
+    return names
+
+
+def metric_columns(spec: ModelSpec, *, lead: Sequence[str] = ("reference",)) -> list[str]:
+    """The report's metric columns: `lead` (the reference used, or why none), `iou`, `dice`, then
+    `iou:<class>`, `dice:<class>` per foreground class."""
+    per_class = [c for name in foreground_names(spec) for c in (f"iou:{name}", f"dice:{name}")]
+    return [*lead, "iou", "dice", *per_class]
+
+
+def metric_cells(metrics: ImageMetrics | None, n_foreground: int) -> list[str]:
+    """Cells for `iou`, `dice` and each class's pair; all empty without metrics."""
+    if metrics is None:
+        return [""] * (2 + 2 * n_foreground)
+    per_class = [f"{v:.6f}" for c in metrics.classes[:n_foreground] for v in (c.iou, c.dice)]
+    return [f"{metrics.iou:.6f}", f"{metrics.dice:.6f}", *per_class]
+
+
+@dataclass(frozen=True)
+class Scored:
+    """One input against its reference: the metrics, or the one-line notice saying why there are none."""
+
+    reference: str  # the reference file used, or the notice
+    metrics: ImageMetrics | None
+    notice: str | None = None
+
+
+class MetricsSummary:
+    """Collects every scored image (in order, on the writer thread) and describes the folder at the end."""
+
+    def __init__(self, class_names: Sequence[str], *, against: str) -> None:
+        self.class_names, self.against = list(class_names), against
+        self.images: list[tuple[str, ImageMetrics]] = []
+        self.unscored = 0
+
+    def add(self, path: str, scored: Scored | None) -> None:
+        if scored is None or scored.metrics is None:
+            self.unscored += 1
+        else:
+            self.images.append((path, scored.metrics))
+
+    def lines(self, worst: int = 5) -> list[str]:
+        """The folder summary: mean and median IoU/Dice, each class, the `worst` files by IoU."""
+        head = f"metrics vs {self.against}: {len(self.images)} image(s) scored, {self.unscored} without metrics"
+        if not self.images:
+            return [head]
+        ious, dices = [m.iou for _, m in self.images], [m.dice for _, m in self.images]
+        lines = [f"{head}; IoU mean {np.mean(ious):.3f} median {statistics.median(ious):.3f}, "
+                 f"Dice mean {np.mean(dices):.3f} median {statistics.median(dices):.3f}"]
+        per_class = [f"{name} {float(row[2]):.3f} ({row[1]} images)" for name, row in zip(
+            self.class_names, self._class_rows(), strict=False) if row[1]]
+        if per_class:
+            lines.append("  IoU per class: " + ", ".join(per_class))
+        ranked = sorted(self.images, key=lambda item: item[1].iou)[:worst]
+        lines.append("  worst IoU: " + ", ".join(f"{path} {m.iou:.3f}" for path, m in ranked))
+        return lines
+
+    def _class_rows(self) -> list[list]:
+        return [_summary_row(name, [m.of(i + 1) for _, m in self.images])
+                for i, name in enumerate(self.class_names)]
+
+    def write(self, folder: Path) -> list[Path]:
+        """`seglens_metrics.csv` (per class) and `seglens_metrics_images.csv` (per image and class) in `folder`."""
+        every = [c for _, m in self.images for c in m.classes]
+        overall = _summary_row("(all classes)", every, images=[m for _, m in self.images])
+        rows = [overall, *self._class_rows()]
+        details = [[path, name, *_class_cells(m.of(i + 1))] for path, m in self.images
+                   for i, name in enumerate(self.class_names) if m.of(i + 1).present]
+        return [_write_csv(folder / METRICS_NAME, _SUMMARY_COLUMNS, rows),
+                _write_csv(folder / IMAGES_NAME, _IMAGE_COLUMNS, details)]
+
+
+def _summary_row(name: str, classes: list[ClassMetrics], images: list[ImageMetrics] | None = None) -> list:
+    """One row of seglens_metrics.csv: IoU/Dice over the images where the class is present (or, for the
+    `(all classes)` row, each image's mean), precision and recall pooled over pixels."""
+    present = [c for c in classes if c.present]
+    ious = [m.iou for m in images] if images is not None else [c.iou for c in present]
+    dices = [m.dice for m in images] if images is not None else [c.dice for c in present]
+    tp, fp, fn = (sum(getattr(c, k) for c in present) for k in ("tp", "fp", "fn"))
+    return [name, len(ious), *_mean_median(ious), *_mean_median(dices), _ratio(tp, tp + fp), _ratio(tp, tp + fn),
+            tp, fp, fn]
+
+
+def _mean_median(values: list[float]) -> list[str]:
+    if not values:
+        return ["", ""]
+    return [f"{float(np.mean(values)):.6f}", f"{statistics.median(values):.6f}"]
+
+
+def _ratio(a: int, b: int) -> str:
+    return f"{a / b:.6f}" if b else ""
+
+
+def _class_cells(c: ClassMetrics) -> list:
+    return [f"{c.iou:.6f}", f"{c.dice:.6f}", "" if c.precision is None else f"{c.precision:.6f}",
+            "" if c.recall is None else f"{c.recall:.6f}", c.tp, c.fp, c.fn]
+
+
+def _write_csv(path: Path, header: Sequence[str], rows: list[list]) -> Path:
+    buffer = io.StringIO(newline="")
+    writer = csv.writer(buffer)
+    for row in [list(header), *rows]:
+        writer.writerow([path_text(v) if isinstance(v, str) else v for v in row])
+    atomic_write(path, buffer.getvalue().encode("utf-8"))
+    return path
+
+
+class ReferenceScorer:
+    """`run --reference`: finds, reads and checks each input's reference and measures the mask against it."""
+
+    def __init__(self, root: Path, spec: ModelSpec, inputs: Sequence[InputFile]) -> None:
+        self.root, self.n_classes = Path(root), max(len(spec.classes), 2)
+        self.index = ReferenceIndex(self.root, [item.rel for item in inputs])
+        self.columns = metric_columns(spec)
+        self.summary = MetricsSummary(foreground_names(spec), against=str(root))
+
+    def score(self, item: InputFile, mask: np.ndarray) -> Scored:
+        """The mask against the input's reference, or a notice (missing, unreadable, wrong size or values)."""
+        path, why = self.index.find(item.rel, item.path)
+        if path is None:
+            return Scored("", None, f"{item.path}: {why}; no metrics")
+        try:
+            reference = read_reference(path, self.n_classes)
+        except SegLensError as exc:
+            return Scored(str(path), None, f"{item.path}: {exc}; no metrics")
+        if reference.shape != mask.shape:
+            h, w = reference.shape
+            return Scored(str(path), None, f"{item.path}: reference {path} is {w}×{h}, the image "
+                                           f"{mask.shape[1]}×{mask.shape[0]}; no metrics")
+        return Scored(str(path), image_metrics(mask, reference, self.n_classes))
+
+    def cells(self, scored: Scored | None) -> list[str]:
+        """The report's metric cells for one input (all empty for an input without a result)."""
+        reference = "" if scored is None else (scored.notice or scored.reference)
+        return [reference, *metric_cells(scored and scored.metrics, len(self.columns) // 2 - 1)]
