@@ -40,6 +40,7 @@ def _file_menu(window: MainWindow, menu: QMenu) -> None:
     _add(window, menu, "Open folder…", lambda: open_folder_dialog(window), "Ctrl+Shift+O")
     menu.addSeparator()
     _add(window, menu, "Run on all and export…", lambda: run_all_dialog(window), "Ctrl+E")
+    _add(window, menu, "Compare with reference masks…", lambda: reference_dialog(window))
     menu.addSeparator()
     _add(window, menu, "Open log folder", _open_log_folder)
     _add(window, menu, "Quit", window.close, QKeySequence.StandardKey.Quit)
@@ -144,6 +145,12 @@ def run_all_dialog(window: MainWindow) -> None:
     folder = QFileDialog.getExistingDirectory(window, "Export masks, overlays and report to")
     if folder:
         window.run_all(folder)
+
+
+def reference_dialog(window: MainWindow) -> None:
+    folder = QFileDialog.getExistingDirectory(window, "Reference masks (ground truth) for the listed images")
+    if folder:
+        window.set_reference_folder(folder)
 
 
 def _bundled_models():

@@ -7,12 +7,18 @@ through intents; the window decides, the worker recomputes from the kept scores.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import QComboBox, QFormLayout, QGridLayout, QGroupBox, QLabel, QPushButton, QSlider, QWidget
 
 from app.ui.charts import NG_COLOR, OK_COLOR, ColourBar, ScoreHistogram
 
-LAYERS = (("mask", "Mask"), ("probability", "Probability"), ("uncertainty", "Uncertainty"))
+LAYERS = (("mask", "Mask"), ("probability", "Probability"), ("uncertainty", "Uncertainty"),
+          ("difference", "Difference vs reference"))
+DIFFERENCE_KEY = ("<span style='color:#34c759'>■</span> agrees &nbsp; <span style='color:#ff3b30'>■</span> "
+                  "false positive &nbsp; <span style='color:#0a84ff'>■</span> missed &nbsp; "
+                  "<span style='color:#ffcc00'>■</span> other class")
 STEPS = 1000  # the threshold slider's resolution: 0.001
 
 
@@ -49,13 +55,19 @@ class DecisionControls(QGroupBox):
         self._verdict = QLabel()
         self._verdict.setWordWrap(True)
         self._verdict.setTextFormat(Qt.TextFormat.PlainText)
+        self._comparison = QLabel()
+        self._comparison.setWordWrap(True)
+        self._comparison.setTextFormat(Qt.TextFormat.PlainText)
+        self._key = QLabel(DIFFERENCE_KEY)
         self._form = QFormLayout(self)
         self._form.addRow("Show", self._layer)
         self._form.addRow("Class", self._class)
         self._form.addRow("Threshold", row)
         self._form.addRow(self._scale_label)
         self._form.addRow(self._scale)
+        self._form.addRow(self._key)
         self._form.addRow(self._verdict)
+        self._form.addRow(self._comparison)
         self._model_value = 0.5
         self._kind: str | None = None
         self._anomaly = False
@@ -75,14 +87,14 @@ class DecisionControls(QGroupBox):
         self._kind = tunable(spec)
         self._anomaly = spec.output.kind == "anomaly"
         self._model_value = spec.output.threshold if self._kind == "threshold" else 0.0
-        self._form.setRowVisible(self._layer, self._kind is not None)
         self._form.setRowVisible(self._slider.parentWidget(), self._kind is not None)
         label = self._form.labelForField(self._slider.parentWidget())
         label.setText("Min. confidence" if self._kind == "min_confidence" else "Threshold")
         self._slider.setToolTip("Pixels whose winning probability is below this become background"
                                 if self._kind == "min_confidence" else
                                 "Foreground where the probability is above this (anomaly map: at or above)")
-        self._layer.model().item(2).setEnabled(not self._anomaly)  # an anomaly map is not a probability
+        self._layer.model().item(1).setEnabled(self._kind is not None)  # kept scores are needed
+        self._layer.model().item(2).setEnabled(self._kind is not None and not self._anomaly)  # a map is no probability
         self._class.blockSignals(True)
         self._class.clear()
         self._class.addItem("Winning class")
@@ -93,7 +105,9 @@ class DecisionControls(QGroupBox):
         self._layer.setCurrentIndex(0)
         self._show_rows()
         self.show_verdict(None)
-        self.setVisible(self._kind is not None or spec.verdict is not None)
+        self.show_comparison(None, ())
+        self._form.setRowVisible(self._layer, spec.task == "segmentation")
+        self.setVisible(spec.task == "segmentation" or spec.verdict is not None)
 
     def set_threshold(self, threshold: float | None) -> None:
         """Put the slider at `threshold` (None: the model's value) without telling anyone."""
@@ -114,8 +128,6 @@ class DecisionControls(QGroupBox):
 
     def cycle_layer(self) -> None:
         """The next layer this model can show (H key)."""
-        if self._kind is None:
-            return
         for offset in range(1, len(LAYERS) + 1):
             index = (self._layer.currentIndex() + offset) % len(LAYERS)
             if self._layer.model().item(index).isEnabled():
@@ -141,13 +153,34 @@ class DecisionControls(QGroupBox):
     def verdict_text(self) -> str:
         return self._verdict.text()
 
+    def show_comparison(self, scored, class_names) -> None:
+        """The picture against its reference: mean IoU/Dice, per class, FP/FN pixels; or why there is none."""
+        if scored is None:
+            self._comparison.setText("")
+        elif scored.metrics is None:
+            self._comparison.setText(f"No metrics: {scored.notice}")
+        else:
+            metrics, source = scored.metrics, Path(scored.reference).name
+            lines = [f"vs {source}: IoU {metrics.iou:.3f} · Dice {metrics.dice:.3f}"]
+            for c in metrics.classes:
+                if c.present:
+                    name = class_names[c.index] if c.index < len(class_names) else f"class {c.index}"
+                    lines.append(f"  {name}: IoU {c.iou:.3f}, FP {c.fp:,} px, FN {c.fn:,} px")
+            self._comparison.setText("\n".join(lines))
+        self._comparison.setVisible(bool(self._comparison.text()))
+
+    def comparison_text(self) -> str:
+        return self._comparison.text()
+
     # -- inside ----------------------------------------------------------------------------------------
 
     def _show_rows(self) -> None:
         layer = self.layer()
         multi = self._kind == "min_confidence"
         self._form.setRowVisible(self._class, layer == "probability" and multi)
-        heat = layer != "mask"
+        self._form.setRowVisible(self._key, layer == "difference")
+        self._form.setRowVisible(self._slider.parentWidget(), self._kind is not None)
+        heat = layer in ("probability", "uncertainty")
         self._scale.setVisible(heat)
         self._scale_label.setVisible(heat)
         names = {"probability": "anomaly map (0–1)" if self._anomaly else "probability",

@@ -3,15 +3,16 @@ corrected mask in the review folder.
 
 The mask is edited as numpy (app.ui.mask_edit.MaskEdit); each brush segment copies only the rectangle it changed
 into the overlay's indexed image, and the viewer converts that image once (~1.5 ms at 1080p). Saving writes
-`<stem>_mask.png` into the review folder (app.runs.review: never over an input or the model's outputs; atomic),
-puts the corrected mask into the cached result, and marks the image "corrected" in the review log. Leaving the
+`<stem>_mask.png` into the review folder (app.runs.review: never over an input or the model's outputs; atomic)
+and marks the image "corrected" in the review log. The overlay keeps showing what the *model* said; the saved
+correction is the image's reference from then on (metrics and the difference layer show what was corrected), and
+editing again starts from it. Leaving the
 image or edit mode with unsaved changes saves them: a correction is never dropped silently.
 """
 
 from __future__ import annotations
 
 import logging
-from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from PySide6.QtCore import QObject, Qt, Signal
@@ -78,7 +79,7 @@ class Editor(QObject):
         if problem:
             self.refused.emit(problem)
             return False
-        self._view, self._edit = view, MaskEdit(view.result.mask)
+        self._view, self._edit = view, MaskEdit(self._starting_mask(view))
         self._overlay = OverlayImage(self._edit.mask, self._state.model.spec.classes)
         self._panel.set_classes(self._state.model.spec.classes)
         self._panel.show()
@@ -154,6 +155,22 @@ class Editor(QObject):
         if self.active:
             self._viewer.set_brush_radius(radius)
 
+    def _starting_mask(self, view):
+        """The image's earlier correction when there is one (a correction goes on), else the model's mask."""
+        if self.destination is None:
+            return view.result.mask
+        from app.io.references import read_reference
+        from app.runs.review import corrected_mask_path
+
+        folder, rel, _ = self.destination(str(view.path))
+        path = corrected_mask_path(folder, rel)
+        try:
+            earlier = read_reference(path, max(len(self._state.model.spec.classes), 2)) if path.is_file() else None
+        except Exception:  # an unreadable earlier correction: start from the model's mask, say so
+            log.warning("earlier correction %s unreadable", path.name, exc_info=True)
+            earlier = None
+        return earlier if earlier is not None and earlier.shape == view.result.mask.shape else view.result.mask
+
     # -- saving ----------------------------------------------------------------------------------------
 
     def save(self) -> str | None:
@@ -170,11 +187,6 @@ class Editor(QObject):
         except (SegLensError, OSError) as exc:
             self.refused.emit(f"{view.path.name}: the corrected mask was not saved: {exc}")
             return None
-        mask = self._edit.mask.copy()
-        result = replace(view.result, mask=mask)
-        corrected = replace(view, result=result, display_mask=mask)
-        self._state.keep(corrected)
-        self._view = corrected
         self._edit.changed = False
         log.info("corrected mask saved: %s", written.name)
         self.saved.emit(str(view.path), str(written))

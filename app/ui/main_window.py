@@ -18,10 +18,10 @@ from app.logs import private
 from app.ui import actions
 from app.ui import settings as remembered
 from app.ui.editor import Editor
-from app.ui.reviewer import Reviewer
 from app.ui.file_list import FILTERS, FileList
 from app.ui.panels import SidePanel
 from app.ui.presenter import Presenter
+from app.ui.reviewer import Reviewer
 from app.ui.run_all import RunOnAll
 from app.ui.status import StatusBar
 from app.ui.threads import start_worker_thread, stop_thread
@@ -94,10 +94,9 @@ class MainWindow(QMainWindow):
         self.editor.destination = self._review_destination
         self.reviewer = Reviewer(self.state, files=self.files, panel=self.panel.review, status=self.status,
                                  parent=self)
-        self.editor.saved.connect(lambda path, _file: self.reviewer.mark("corrected", path))
+        self.editor.saved.connect(self._on_corrected)
         self.editor.refused.connect(lambda message: self.status.showMessage(message, 15000))
         self.editor.mask_changed.connect(self.panel.show_mask_counts)
-        self.editor.saved.connect(lambda _path, file: self.status.showMessage(f"Corrected mask saved: {file}", 8000))
         controls = self.panel.controls
         controls.opacity_changed.connect(self.presenter.set_opacity)
         controls.visible_changed.connect(self.presenter.set_overlay_visible)
@@ -193,6 +192,7 @@ class MainWindow(QMainWindow):
             return
         self.state.cache.clear()
         self.files.set_inputs(inputs)
+        self.tuner.tune(input_root=str(self.files.root_and_rel(str(inputs[0].path))[0]))
         self.reviewer.open()
         self.files.setCurrentRow(0)
         self.status.showMessage(f"{len(inputs)} image(s)", 5000)
@@ -245,6 +245,17 @@ class MainWindow(QMainWindow):
         """The display window (center, width) last asked for (the presenter's set_window, auto_window or a
         right-drag); None for an 8-bit picture."""
         return self.state.display_window
+
+    def set_reference_folder(self, folder: str | Path | None) -> None:
+        """Compare every image with its reference mask under `folder` (None: only saved corrections)."""
+        self.tuner.tune(reference_root=str(folder) if folder else None)
+        self.status.showMessage(f"Comparing with the reference masks in {folder}" if folder else
+                                "No reference folder: corrected masks only", 8000)
+
+    def _on_corrected(self, path: str, written: str) -> None:
+        self.status.showMessage(f"Corrected mask saved: {written}", 8000)
+        self.reviewer.mark("corrected", path)
+        self.tuner.tune(references=self.state.tuning.references + 1)  # the image has a new reference
 
     def _review_destination(self, path: str) -> tuple[Path, str, Path]:
         """(the review folder of the inputs `path` was opened with, its relative path there, their folder)."""

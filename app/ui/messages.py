@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from app.inference.spec import ModelSpec
     from app.inference.tuning import Judgement
     from app.inference.verdict import Verdict
+    from app.runs.metrics_report import Scored
 
 Window = tuple[float, float]  # display window (center, width) in the image's real values (HU, 16-bit counts)
 
@@ -50,8 +51,13 @@ class Tuning:
 
     threshold: float | None = None
     score_limit: float | None = None
-    layer: str = "mask"
+    layer: str = "mask"  # or "probability", "uncertainty", "difference" (against the reference)
     class_index: int | None = None
+    # ground truth: the inputs' folder (its review folder's corrected masks are references first) and a folder of
+    # reference masks; `references` counts saved corrections, so a new one makes every view compare again
+    input_root: str | None = None
+    reference_root: str | None = None
+    references: int = 0
 
     def decides_like(self, other: Tuning) -> bool:
         """Same mask and verdict (the picture may differ)."""
@@ -103,6 +109,8 @@ class ViewResult:
     tuning: Tuning = Tuning()  # what decided its mask and verdict, and drew `display_levels`
     display_levels: np.ndarray | None = None  # uint8 0–255 = 0–1 of the tuning's layer at the display size
     judgement: Judgement | None = None  # image score and verdict at the tuning's limits (verdict None: no rules)
+    scored: Scored | None = None  # against its reference (app.runs.metrics_report.Scored); None: no reference
+    display_codes: np.ndarray | None = None  # difference layer: metrics.difference_map codes at the display size
 
     @property
     def path(self) -> Path:

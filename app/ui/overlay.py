@@ -83,6 +83,22 @@ class HeatmapImage:
         return self._image
 
 
+DIFFERENCE_COLORS = ((0, 0, 0, 0), (52, 199, 89, 255), (255, 59, 48, 255), (10, 132, 255, 255),
+                     (255, 204, 0, 255))  # TN (not painted), TP green, FP red, FN blue, another class yellow
+
+
+class DifferenceImage:
+    """Prediction against reference, one code per pixel (app.inference.metrics.difference_map), coloured."""
+
+    def __init__(self, codes: np.ndarray) -> None:
+        self._image = _qimage_copy(np.ascontiguousarray(codes, dtype=np.uint8), QImage.Format.Format_Indexed8)
+        table = [qRgba(*color) for color in DIFFERENCE_COLORS]
+        self._image.setColorTable(table + [qRgba(0, 0, 0, 0)] * (256 - len(table)))
+
+    def image(self) -> QImage:
+        return self._image
+
+
 def heatmap_table() -> list[int]:
     from app.io.render import HEATMAP_LUT
 

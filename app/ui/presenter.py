@@ -78,13 +78,15 @@ class Presenter(QObject):
         self._show_decision(view)
 
     def _show_decision(self, view: ViewResult) -> None:
-        from app.ui.overlay import HeatmapImage, OverlayImage
+        from app.ui.overlay import DifferenceImage, HeatmapImage, OverlayImage
 
         self._panel.show_result(view.result)
         self._panel.decision.show_verdict(view.judgement)
         classes = self._state.model.spec.classes if self._state.model else ()
+        self._panel.decision.show_comparison(view.scored, [info.name for info in classes])
         self._overlay = None if view.display_mask is None else OverlayImage(view.display_mask, classes)
-        self._heat = None if view.display_levels is None else HeatmapImage(view.display_levels)
+        self._heat = HeatmapImage(view.display_levels) if view.display_levels is not None else \
+            DifferenceImage(view.display_codes) if view.display_codes is not None else None
         self.repaint_overlay()
 
     def _show_facts(self, view: ViewResult, window: Window | None) -> None:

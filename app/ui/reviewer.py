@@ -91,7 +91,7 @@ class Reviewer(QObject):
             return
         _, rel = self._files.root_and_rel(path)
         current = self._log.get(rel)
-        if current is not None and current.note == text or current is None and not text:
+        if (current is not None and current.note == text) or (current is None and not text):
             return
         self._log.set(rel, current.state if current else "unreviewed", note=text)
 

@@ -52,6 +52,7 @@ class InferenceWorker(QObject):
         self._image_waiting = False
         self._cancel = threading.Event()
         self.session_threads: list[int] = []  # ident of the thread each session was created on (tests, logs)
+        self._references: dict = {}  # reference folder -> its ReferenceIndex (walked once)
 
     # -- read on the GUI thread (tests, dialogs): plain attribute reads, safe under the GIL --------------
 
@@ -139,7 +140,7 @@ class InferenceWorker(QObject):
         result = pipeline.run_image(model, image, decode_ms=decode_ms)
         if min_confidence is not None:
             result = pipeline.relabel(result, spec=model.spec, min_confidence=min_confidence)
-        return _decided(_view_result(request, result, image), request.tuning, model.spec)
+        return self._compared(_decided(_view_result(request, result, image), request.tuning, model.spec), model.spec)
 
     @Slot(object)
     def retune(self, request: RetuneRequest) -> None:
@@ -155,11 +156,26 @@ class InferenceWorker(QObject):
 
                 result = pipeline.relabel(view.result, spec=model.spec, min_confidence=min_confidence)
                 view = replace(view, result=result, display_mask=_display_mask(result.mask, view))
-            view = _decided(view, tuning, model.spec)
+            view = self._compared(_decided(view, tuning, model.spec), model.spec)
         except Exception as exc:
             self.failed.emit(request.request_id, view.key.path, _one_line(view.path, exc))
             return
         self.retuned.emit(request.request_id, view)
+
+    def _compared(self, view: ViewResult, spec) -> ViewResult:
+        """`view` measured against its reference (a corrected mask in the review folder first, else the reference
+        folder's), and in the difference layer the TP/FP/FN codes at the display size."""
+        from app.ui.compare import compare
+
+        if view.result.mask is None or view.tuning.input_root is None:
+            return view
+        scored, reference = compare(view.key.path, view.result.mask, view.tuning, spec, self._references)
+        codes = None
+        if reference is not None and view.tuning.layer == "difference":
+            from app.inference.metrics import difference_map
+
+            codes = _display_mask(difference_map(view.result.mask, reference), view)
+        return replace(view, scored=scored, display_codes=codes)
 
     def _tuned(self, threshold: float | None):
         """(session, min_confidence) for the reader's threshold: a binary or anomaly model's copy with that pixel

@@ -102,7 +102,8 @@ def test_brush_stroke_with_the_mouse_undo_and_atomic_save(qtbot, corrected_windo
     editor.undo()
     np.testing.assert_array_equal(editor.mask, before)
     editor.redo()
-    with qtbot.waitSignal(editor.saved, timeout=TIMEOUT) as saved:
+    with qtbot.waitSignal(window.tuner.retuned_shown, timeout=TIMEOUT), \
+            qtbot.waitSignal(editor.saved, timeout=TIMEOUT) as saved:  # then compared with its new reference
         editor.save()
     written = saved.args[1]
     assert written.endswith("cases_review/sub/case1_mask.png")
@@ -110,5 +111,10 @@ def test_brush_stroke_with_the_mouse_undo_and_atomic_save(qtbot, corrected_windo
     assert not list((root.parent / "cases_review").rglob(".seglens-tmp-*"))  # nothing half-written left
     editor.stop()
     assert not viewer.editing
-    cached = window.cached_view(root / "sub" / "case1.png")
-    np.testing.assert_array_equal(cached.result.mask, np.asarray(Image.open(written)))  # shown from now on
+    view = window.state.shown  # the model's mask, measured against the correction: the stroke was missed
+    np.testing.assert_array_equal(view.result.mask, before)
+    assert view.scored.reference == written
+    assert (view.scored.metrics.of(1).fn, view.scored.metrics.of(1).fp) == (113, 0)
+    assert "case1_mask.png: IoU" in window.panel.decision.comparison_text()
+    assert editor.start() and (editor.mask != before).sum() == 113  # editing again goes on from the correction
+    editor.stop()

@@ -1,0 +1,51 @@
+"""The shown image against its ground truth, on the inference worker: which reference, read and measured.
+
+A corrected mask saved in the inputs' review folder is the image's reference first (what a person signed off);
+else the reference folder chosen with File ▸ Compare with reference masks… (matched as `run --reference` does:
+relative path and stem, app.io.references). Anything wrong (no reference, unreadable, another size, values that
+are no class) is a one-line notice in the result, never an exception.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from app.errors import SegLensError
+from app.inference.metrics import image_metrics
+from app.io.references import ReferenceIndex, read_reference
+from app.runs.metrics_report import Scored
+from app.runs.review import corrected_mask_path, review_folder
+
+
+def compare(path: str, mask: np.ndarray, tuning, spec, indexes: dict[str, ReferenceIndex]
+            ) -> tuple[Scored | None, np.ndarray | None]:
+    """(the mask measured against the image's reference, the reference labels) — (None, None) when there is no
+    reference to look for; (a Scored with its notice, None) when one was looked for and not usable."""
+    try:
+        rel = Path(path).relative_to(tuning.input_root)
+    except ValueError:
+        return None, None
+    corrected = corrected_mask_path(review_folder(Path(tuning.input_root)), rel.as_posix())
+    if corrected.is_file():
+        found = corrected
+    elif tuning.reference_root:
+        index = indexes.get(tuning.reference_root)
+        if index is None:
+            index = indexes[tuning.reference_root] = ReferenceIndex(Path(tuning.reference_root))
+        found, why = index.find(rel, Path(path))
+        if found is None:
+            return Scored("", None, f"{Path(path).name}: {why}"), None
+    else:
+        return None, None
+    n_classes = max(len(spec.classes), 2)
+    try:
+        reference = read_reference(found, n_classes)
+    except SegLensError as exc:
+        return Scored(str(found), None, str(exc)), None
+    if reference.shape != mask.shape:
+        h, w = reference.shape
+        return Scored(str(found), None, f"reference {found.name} is {w}×{h}, the image "
+                                        f"{mask.shape[1]}×{mask.shape[0]}"), None
+    return Scored(str(found), image_metrics(mask, reference, n_classes)), reference
