@@ -269,7 +269,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     from app.io.discover import discover
     from app.runs.batch import run_inputs
     from app.runs.lock import OutputLock
-    from app.runs.metrics_report import ReferenceScorer
+    from app.runs.metrics_report import ReferenceScorer, reference_problem
     from app.runs.outputs import ReportWriter, finished_earlier
     from app.runs.provenance import RunIdentity, record_run, resume_problem
     from app.runs.safety import output_folder_problem
@@ -277,7 +277,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.max_megapixels:
         os.environ["SEGLENS_MAX_MEGAPIXELS"] = str(args.max_megapixels)  # read by the decoding threads
     spec, min_confidence = with_threshold(load_spec(args.model, args.config), args.threshold)
-    refused = _reference_problem(args, spec)
+    refused = reference_problem(args.reference, spec, resume=args.resume)
     if refused:
         print(f"error: --reference {_shown(refused)}", file=sys.stderr)
         return EXIT_USAGE
@@ -350,19 +350,6 @@ def cmd_compare(args: argparse.Namespace) -> int:
           f"measured against A = {_shown(spec_a.path.name)}; pictures in {_shown(args.out)}, report {_shown(report)}")
     _print_metrics(metrics, args.out)
     return EXIT_OK if summary.failed == 0 else EXIT_SOME_FAILED
-
-
-def _reference_problem(args: argparse.Namespace, spec) -> str | None:
-    """Why `--reference` cannot be used in this run (one line), or None."""
-    if args.reference is None:
-        return None
-    if not args.reference.is_dir():
-        return f"{args.reference} is not a folder"
-    if spec.task != "segmentation":
-        return f"needs a segmentation model; {spec.path.name} is a {spec.task} model"
-    if args.resume:  # carried rows would have no per-class counts for the summary: refused, not half-measured
-        return "cannot be combined with --resume (the metrics summary needs every image measured); run without it"
-    return None
 
 
 def _print_metrics(metrics, out: Path) -> None:

@@ -86,3 +86,23 @@ def test_difference_map_one_class_and_all_classes():
 def test_disagreement_map_codes():
     a, b = m([[0, 1, 0, 1, 2, 2]]), m([[0, 1, 2, 0, 1, 2]])
     np.testing.assert_array_equal(disagreement_map(a, b), m([[AGREE, AGREE, ONLY_B, ONLY_A, BOTH_DIFFERENT, AGREE]]))
+
+
+def test_summary_mean_median_and_worst_files(tmp_path):
+    from app.runs.metrics_report import IMAGES_NAME, METRICS_NAME, MetricsSummary, Scored
+
+    summary = MetricsSummary(["a"], against="ref")
+    for i, iou_pixels in enumerate([4, 1, 3, 2, 0, 4]):  # class a: TP = iou_pixels of 4 reference pixels
+        pred = np.zeros(4, np.uint8)
+        pred[:iou_pixels] = 1
+        summary.add(f"f{i}.png", Scored("r", image_metrics(pred, np.ones(4, np.uint8), 2)))
+    summary.add("none.png", Scored("", None, "no reference"))
+    head, per_class, worst = summary.lines()
+    assert per_class == "  IoU per class: a 0.583 (6 images)"
+    assert "6 image(s) scored, 1 without metrics" in head and "IoU mean 0.583 median 0.625" in head
+    assert worst == "  worst IoU: f4.png 0.000, f1.png 0.250, f3.png 0.500, f2.png 0.750, f0.png 1.000"
+    summary.write(tmp_path)
+    lines = (tmp_path / METRICS_NAME).read_text().splitlines()
+    # Dice = 2k/(k+4): 1, 0.4, 6/7, 2/3, 0, 1 → mean 0.653968, median (2/3 + 6/7)/2 = 0.761905; pooled recall 14/24
+    assert lines[2] == "a,6,0.583333,0.625000,0.653968,0.761905,1.000000,0.583333,14,0,10"
+    assert len((tmp_path / IMAGES_NAME).read_text().splitlines()) == 7  # header + 6 (f4: the class is present)

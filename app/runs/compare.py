@@ -105,7 +105,7 @@ def _compare_one(model_a: ModelSession, model_b: ModelSession, item: InputFile, 
         counts = [int(c) for c in np.bincount(codes.ravel(), minlength=4)[1:4]]
         row = [path_text(item.path), "ok", a.shape[1], a.shape[0], *counts, *metric_cells(metrics, n_foreground),
                ""]
-        return Compared(item, row, Scored(str(picture), metrics))
+        return Compared(item, row, Scored(str(model_a.spec.path), metrics))  # A is the reference
     except SegLensError as exc:
         message = error_line(item.path, exc)
     except Exception as exc:  # a bug on one input must not end the comparison

@@ -150,6 +150,19 @@ def _write_csv(path: Path, header: Sequence[str], rows: list[list]) -> Path:
     return path
 
 
+def reference_problem(reference: Path | None, spec: ModelSpec, *, resume: bool = False) -> str | None:
+    """Why `--reference` cannot be used in this run (one line), or None."""
+    if reference is None:
+        return None
+    if not reference.is_dir():
+        return f"{reference} is not a folder"
+    if spec.task != "segmentation":
+        return f"needs a segmentation model; {spec.path.name} is a {spec.task} model"
+    if resume:  # carried rows would have no per-class counts for the summary: refused, not half-measured
+        return "cannot be combined with --resume (the metrics summary needs every image measured); run without it"
+    return None
+
+
 class ReferenceScorer:
     """`run --reference`: finds, reads and checks each input's reference and measures the mask against it."""
 
