@@ -50,6 +50,9 @@ def _view_menu(window: MainWindow, menu: QMenu) -> None:
     viewer, files, controls = window.viewer, window.files, window.panel.controls
     _add(window, menu, "Next image", lambda: files.step(1), "Right", "PgDown", "N")
     _add(window, menu, "Previous image", lambda: files.step(-1), "Left", "PgUp", "P")
+    _add(window, menu, "Sort by IoU vs reference (worst first)",
+         lambda: files.reorder(window.state.worst_first(files.paths())))
+    _add(window, menu, "Sort by name", lambda: files.reorder(sorted(files.paths(), key=_natural)))
     menu.addSeparator()
     _add(window, menu, "Fit to window", viewer.fit_to_window, "F")
     _add(window, menu, "Actual pixels (1:1)", viewer.actual_size, "1")
@@ -145,6 +148,12 @@ def run_all_dialog(window: MainWindow) -> None:
     folder = QFileDialog.getExistingDirectory(window, "Export masks, overlays and report to")
     if folder:
         window.run_all(folder)
+
+
+def _natural(path: str):
+    from app.io.discover import natural_key
+
+    return natural_key(path)
 
 
 def reference_dialog(window: MainWindow) -> None:

@@ -166,6 +166,21 @@ class FileList(QListWidget):
         row = self._rows.get(path)
         return None if row is None else self.item(row).data(REVIEW_ROLE)
 
+    def reorder(self, paths: list[str]) -> None:
+        """Show the rows in the order of `paths` (every listed path once), keeping their states and the current one."""
+        current = self.current_path()
+        order = [self._rows[p] for p in paths]
+        self.blockSignals(True)
+        items = [self.takeItem(0) for _ in range(self.count())]
+        self._inputs = [self._inputs[row] for row in order]
+        for row, old in enumerate(order):
+            self.addItem(items[old])
+            self._rows[items[old].data(PATH_ROLE)] = row
+            self._apply_filter(row)
+        self.blockSignals(False)
+        if current is not None:
+            self.setCurrentRow(self._rows[current])
+
     def select_path(self, path: str) -> None:
         row = self._rows.get(path)
         if row is not None:

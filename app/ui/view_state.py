@@ -140,6 +140,7 @@ class ViewState:
         self.latest_tune = LatestRequest()  # shared with the inference worker: only the newest retune is done
         self._tuning: Tuning | None = None  # None: the model's own settings, the mask layer
         self._judged: dict[str, tuple[Judgement, float | None]] = {}  # path -> judgement, threshold it was made at
+        self.ious: dict[str, float] = {}  # path -> mean IoU against its reference (Run on all with references)
 
     # -- model -----------------------------------------------------------------------------------------
 
@@ -158,6 +159,7 @@ class ViewState:
         self.model = summary
         self.overlay = replace(self.overlay, hidden=frozenset())
         self._judged.clear()
+        self.ious.clear()
         return True
 
     def model_failed(self, generation: int) -> bool:
@@ -324,3 +326,8 @@ class ViewState:
     def folder_scores(self) -> list[float]:
         """The image scores of every judged file (the histogram's data)."""
         return [j.score for j, _ in self._judged.values() if j.score is not None]
+
+    def worst_first(self, paths: list[str]) -> list[str]:
+        """`paths` by IoU against the reference, worst first; paths without one keep their order, at the end."""
+        measured = sorted((p for p in paths if p in self.ious), key=lambda p: self.ious[p])
+        return measured + [p for p in paths if p not in self.ious]

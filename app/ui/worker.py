@@ -215,13 +215,20 @@ class InferenceWorker(QObject):
                 judged = judge(spec, outcome.result) if outcome.result is not None else None
                 self.batch_progress.emit(outcome, copy.copy(summary), judged)
 
-            with OutputLock(Path(out_dir)), ReportWriter(report_path, spec) as report:
+            scorer = _scorer(tuning, spec, inputs)
+            columns = scorer.columns if scorer is not None else ()
+            with OutputLock(Path(out_dir)), ReportWriter(report_path, spec, extra_columns=columns) as report:
                 identity = RunIdentity.of(spec, threshold=threshold, min_confidence=min_confidence,
                                           session=model.info)
+                if scorer is not None:
+                    identity = replace(identity, reference=str(scorer.root))
                 record_run(report_path, identity)
                 summary = run_inputs(model, inputs, out_dir=Path(out_dir), save=tuple(save), report=report,
                                      png_texts=identity.png_texts(spec), progress=progress,
-                                     should_stop=self._cancel.is_set, min_confidence=min_confidence)
+                                     should_stop=self._cancel.is_set, min_confidence=min_confidence,
+                                     reference=scorer)
+            if scorer is not None:
+                scorer.summary.write(Path(out_dir))
         except SegLensError as exc:
             self.batch_finished.emit(RunSummary(total=len(inputs)), str(exc))
             return
@@ -280,6 +287,16 @@ def _one_line(path: Path, exc: Exception) -> str:
     log.error("processing %s failed", file_ref(path), exc_info=exc)
     log.debug("%s is %s", file_ref(path), path)
     return unexpected_error_line(path, exc)
+
+
+def _scorer(tuning: Tuning | None, spec, inputs: list):
+    """Run on all against the reference folder the reader chose (File ▸ Compare with reference masks), as
+    `run --reference`: metric columns in the report, seglens_metrics.csv at the end. None without one."""
+    if tuning is None or not tuning.reference_root:
+        return None
+    from app.runs.metrics_report import ReferenceScorer
+
+    return ReferenceScorer(Path(tuning.reference_root), spec, inputs)
 
 
 def _display_mask(mask, view: ViewResult):
