@@ -97,21 +97,24 @@ class ReviewLog:
 
     def set(self, rel: str, state: str, note: str | None = None) -> Review:
         """Record `state` (and `note`; None keeps the earlier one) for `rel`, stamped with who, when and the model,
-        and rewrite the file atomically. On a failed write the log is left as it was and ReviewError is raised."""
+        and rewrite the file atomically. The file is read again first, so that reviews another window wrote to the
+        same folder meanwhile are kept (the last writer of one image's review wins). On a failed write the log is
+        left as it was and ReviewError is raised."""
         if state not in STATES:
             raise ValueError(f"review state {state!r} is not one of {', '.join(STATES)}")
-        earlier = self.get(rel)
+        if not rel:
+            raise ValueError("a review needs the image's relative path")
+        rows = {**self._rows, **_read_rows(self.path)}  # another window's reviews since we read are kept
+        earlier = rows.get((rel, self._model))
         if note is None:
             note = earlier.note if earlier else ""
         review = Review(rel, state, note, _user(), _now(), self._model)
-        key = (rel, self._model)
-        before = dict(self._rows)
-        self._rows[key] = review
+        rows[(rel, self._model)] = review
         try:
-            atomic_write(self.path, _csv_bytes(self._rows.values()))
-        except SegLensError as exc:
-            self._rows = before  # what is shown stays what is on disk
+            atomic_write(self.path, _csv_bytes(rows.values()))
+        except SegLensError as exc:  # the log keeps showing what is on disk
             raise ReviewError(str(exc)) from exc
+        self._rows = rows
         return review
 
     def counts(self) -> dict[str, int]:

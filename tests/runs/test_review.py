@@ -251,3 +251,20 @@ def test_a_corrected_mask_never_replaces_an_input_or_leaves_the_folder(tmp_path:
         save_corrected_mask(tmp_path / "inputs_review", "z.png", np.zeros((4, 4, 3), np.uint8))
     with pytest.raises(ValueError, match="0..255"):
         save_corrected_mask(tmp_path / "inputs_review", "z.png", np.full((4, 4), 300))
+
+
+def test_two_windows_on_one_folder_keep_each_others_reviews(tmp_path: Path):
+    first, second = ReviewLog.open(tmp_path, SHA_A), ReviewLog.open(tmp_path, SHA_A)
+    first.set("a.png", "accepted")
+    second.set("b.png", "rejected", note="seen by the second")
+    first.set("c.png", "corrected")
+    assert first.get("b.png").note == "seen by the second"  # picked up at its next write
+    assert [row["file"] for row in rows_of(tmp_path)] == ["a.png", "b.png", "c.png"]
+    (tmp_path / REVIEW_FILE).unlink()  # the file deleted behind the log's back: what it had is written again
+    first.set("d.png", "accepted")
+    assert [row["file"] for row in rows_of(tmp_path)] == ["a.png", "b.png", "c.png", "d.png"]
+
+
+def test_an_empty_rel_is_refused(tmp_path: Path):
+    with pytest.raises(ValueError, match="relative path"):
+        ReviewLog.open(tmp_path, SHA_A).set("", "accepted")
