@@ -41,6 +41,7 @@ def _file_menu(window: MainWindow, menu: QMenu) -> None:
     menu.addSeparator()
     _add(window, menu, "Run on all and export…", lambda: run_all_dialog(window), "Ctrl+E")
     _add(window, menu, "Compare with reference masks…", lambda: reference_dialog(window))
+    _add(window, menu, "Export review report…", lambda: report_dialog(window))
     menu.addSeparator()
     _add(window, menu, "Open log folder", _open_log_folder)
     _add(window, menu, "Quit", window.close, QKeySequence.StandardKey.Quit)
@@ -154,6 +155,19 @@ def _natural(path: str):
     from app.io.discover import natural_key
 
     return natural_key(path)
+
+
+def report_dialog(window: MainWindow) -> None:
+    if window.reviewer.log is None:
+        window.export_review_report()  # says why not
+        return
+    from app.ui.report_export import default_report_name
+
+    folder = window.reviewer.log.folder
+    path, _ = QFileDialog.getSaveFileName(window, "Export review report", str(folder / default_report_name(folder)),
+                                          "HTML (*.html)")
+    if path:
+        window.export_review_report(path)
 
 
 def reference_dialog(window: MainWindow) -> None:

@@ -46,6 +46,8 @@ class MainWindow(QMainWindow):
     model_changed = Signal(object)  # ModelSummary
     model_failed = Signal(str)  # message
     run_all_finished = Signal(object, str)  # RunSummary, report path or error
+    report_requested = Signal(list, str, object, object, object)  # to the worker's export_report
+    report_finished = Signal(bool, str)  # written?, the review report's path or the error
 
     def __init__(self, *, settings: QSettings, model_path: Path | None = None, device: str | None = None) -> None:
         super().__init__()
@@ -124,6 +126,8 @@ class MainWindow(QMainWindow):
         self.status.cancel_requested.connect(self.runner.cancel)
         self.worker.batch_progress.connect(self.runner.on_progress)
         self.worker.batch_finished.connect(self.runner.on_finished)
+        self.report_requested.connect(self.worker.export_report)
+        self.worker.report_finished.connect(self._on_report)
         self.windowing = WindowingWorker(latest=self.state.latest_window)
         self.presenter.window_requested.connect(self.windowing.render)
         self.windowing.rendered.connect(self.presenter.on_windowed)
@@ -245,6 +249,25 @@ class MainWindow(QMainWindow):
         """The display window (center, width) last asked for (the presenter's set_window, auto_window or a
         right-drag); None for an 8-bit picture."""
         return self.state.display_window
+
+    def export_review_report(self, path: str | Path | None = None) -> None:
+        """Write the HTML review report of the listed images (default: beside the review log); report_finished."""
+        log_ = self.reviewer.log
+        if log_ is None:
+            self.status.showMessage("No review log: open images and wait for the model", 8000)
+            return
+        from app.ui.report_export import default_report_name
+
+        target = Path(path) if path else log_.folder / default_report_name(log_.folder)
+        request = self.reviewer.report_request(target)
+        if request is not None:
+            self.status.showMessage(f"Writing the review report of {len(request[0])} image(s)…")
+            self.report_requested.emit(request[0], request[1], self.state.tuning, request[2], request[3])
+
+    def _on_report(self, ok: bool, message: str) -> None:
+        self.status.showMessage(f"Review report written: {message}" if ok else f"Review report not written: "
+                                f"{message}", 20000)
+        self.report_finished.emit(ok, message)
 
     def set_reference_folder(self, folder: str | Path | None) -> None:
         """Compare every image with its reference mask under `folder` (None: only saved corrections)."""

@@ -108,6 +108,20 @@ class Reviewer(QObject):
             return
         self._files.select_path(paths[rels.index(found)])
 
+    def report_request(self, report_path: str | Path) -> tuple | None:
+        """What the worker's export_report needs: [(path, rel)] of the listed images, their reviews, the model's
+        identity; None (and a message) without a log."""
+        if self._log is None:
+            self._status.showMessage("No review log: open images and wait for the model", 8000)
+            return None
+        from app import __version__
+
+        entries = [(p, self._files.root_and_rel(p)[1]) for p in self._files.paths()]
+        reviews = {rel: self._log.get(rel) for _, rel in entries}
+        identity = {"model_name": self.model_path.name, "model_sha256": self._log.model_sha256,
+                    "seglens_version": __version__, "title": f"SegLens review — {self.model_path.name}"}
+        return entries, str(report_path), reviews, identity
+
     def _state_of(self, path: str) -> str:
         review = self._log.get(self._files.root_and_rel(path)[1]) if self._log is not None else None
         return review.state if review is not None else "unreviewed"

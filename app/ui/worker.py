@@ -38,6 +38,7 @@ class InferenceWorker(QObject):
     skipped = Signal(int, str)  # request id, path: dropped unprocessed, the window had moved on
     batch_progress = Signal(object, object, object)  # batch.Outcome, batch.RunSummary (a copy), tuning.Judgement
     batch_finished = Signal(object, str)  # batch.RunSummary, report path or error message
+    report_finished = Signal(bool, str)  # written?, the report's path or the error
 
     def __init__(self, *, latest: LatestRequest | None = None, latest_tune: LatestRequest | None = None) -> None:
         """`latest`, `latest_tune`: the window's holders of the newest view and retune ids (ViewState), shared so
@@ -239,6 +240,27 @@ class InferenceWorker(QObject):
             self.batch_finished.emit(RunSummary(total=len(inputs)), unexpected_error_line(Path(out_dir), exc))
             return
         self.batch_finished.emit(summary, str(report_path))
+
+    @Slot(list, str, object, object, object)
+    def export_report(self, entries: list, report_path: str, tuning: Tuning, reviews: dict, identity: dict) -> None:
+        """The HTML review report of `entries` [(path, rel)], written atomically to `report_path`."""
+        from app.runs.review_report import write_review_report
+        from app.ui.report_export import report_items
+
+        self._cancel.clear()
+        if self._model is None:
+            self.report_finished.emit(False, "no model is loaded")
+            return
+        try:
+            model, min_confidence = self._tuned(tuning.threshold)
+            items = report_items(model, entries, tuning, reviews, references=self._references,
+                                 min_confidence=min_confidence, should_stop=self._cancel.is_set)
+            write_review_report(Path(report_path), items, **identity)
+        except Exception as exc:  # the window hears that it ended, with the one line
+            log.exception("review report %s failed", report_path)
+            self.report_finished.emit(False, _one_line(Path(report_path), exc))
+            return
+        self.report_finished.emit(True, report_path)
 
     def _tuned_for_batch(self, threshold: float | None):
         """(a copy of the batch session with the reader's threshold in its spec, min_confidence): a copy, so the

@@ -71,3 +71,21 @@ def test_a_saved_correction_marks_the_image_corrected(qtbot, make_main_window, m
     assert window.files.review(first) == "corrected"
     saved = np.asarray(Image.open(folder.parent / "batch_review" / "c1_mask.png"))
     assert saved[5, 5] == 0 and saved[5, 10] == 1 and (saved == 0).sum() == 29  # a disc of radius 3
+
+
+def test_export_review_report_from_the_window(qtbot, make_main_window, models, folder):
+    window = make_main_window(models("binary_logits"))
+    open_folder(qtbot, window, folder)
+    window.reviewer.mark("rejected")
+    window.panel.review._note.setText("<script>alert(1)</script>")
+    window.panel.review._note.editingFinished.emit()
+    (folder / "c3.png").write_bytes(b"broken now")  # a file that fails on the way gets its row, says why
+    with qtbot.waitSignal(window.report_finished, timeout=TIMEOUT) as done:
+        window.export_review_report()
+    ok, path = done.args
+    assert ok and path.endswith("batch_review/seglens_review_report.html")
+    html = open(path, encoding="utf-8").read()
+    assert html.count("data:image/jpeg;base64,") == 2  # c1 and c2 drawn; c3 could not be read
+    assert "rejected" in html and "&lt;script&gt;alert(1)&lt;/script&gt;" in html and "<script>" not in html
+    assert "not processed" in html and "c3.png" in html
+    assert "http://" not in html and "https://" not in html
