@@ -79,6 +79,8 @@ def _view_menu(window: MainWindow, menu: QMenu) -> None:
 
 def _model_menu(window: MainWindow, menu: QMenu) -> None:
     _add(window, menu, "Open model…", lambda: open_model_dialog(window), "Ctrl+M")
+    _add(window, menu, "Compare with another model…", lambda: compare_model_dialog(window))
+    _add(window, menu, "Stop comparing", lambda: window.open_model_b(None))
     bundled = menu.addMenu("Bundled models")
     for path in _bundled_models():
         action = QAction(path.stem, window)
@@ -155,6 +157,12 @@ def _natural(path: str):
     from app.io.discover import natural_key
 
     return natural_key(path)
+
+
+def compare_model_dialog(window: MainWindow) -> None:
+    path, _ = QFileDialog.getOpenFileName(window, "Model B to compare with", "", "ONNX models (*.onnx)")
+    if path:
+        window.open_model_b(path)
 
 
 def report_dialog(window: MainWindow) -> None:

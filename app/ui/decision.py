@@ -15,7 +15,10 @@ from PySide6.QtWidgets import QComboBox, QFormLayout, QGridLayout, QGroupBox, QL
 from app.ui.charts import NG_COLOR, OK_COLOR, ColourBar, ScoreHistogram
 
 LAYERS = (("mask", "Mask"), ("probability", "Probability"), ("uncertainty", "Uncertainty"),
-          ("difference", "Difference vs reference"))
+          ("difference", "Difference vs reference"), ("disagreement", "Disagreement A vs B"))
+SPLITS = ((None, "Off"), ("raw", "Raw ◀▶ overlay"), ("ab", "Model A ◀▶ model B"))
+DISAGREEMENT_KEY = ("<span style='color:#ff00ff'>■</span> only A &nbsp; <span style='color:#00ffff'>■</span> only B "
+                    "&nbsp; <span style='color:#ffff00'>■</span> different classes")
 DIFFERENCE_KEY = ("<span style='color:#34c759'>■</span> agrees &nbsp; <span style='color:#ff3b30'>■</span> "
                   "false positive &nbsp; <span style='color:#0a84ff'>■</span> missed &nbsp; "
                   "<span style='color:#ffcc00'>■</span> other class")
@@ -27,6 +30,7 @@ class DecisionControls(QGroupBox):
     class_changed = Signal(object)  # class index, None = the winning class
     threshold_changed = Signal(object)  # float, None = the model's own
     score_limit_changed = Signal(object)  # float, None = the model's own
+    split_changed = Signal(object)  # None, "raw" or "ab"
 
     def __init__(self, parent=None) -> None:
         super().__init__("Decision", parent)
@@ -59,8 +63,14 @@ class DecisionControls(QGroupBox):
         self._comparison.setWordWrap(True)
         self._comparison.setTextFormat(Qt.TextFormat.PlainText)
         self._key = QLabel(DIFFERENCE_KEY)
+        self._split = QComboBox()
+        for _, name in SPLITS:
+            self._split.addItem(name)
+        self._split.setToolTip("A divider you drag across the image: the raw image or model B on the other side")
+        self._split.model().item(2).setEnabled(False)
         self._form = QFormLayout(self)
         self._form.addRow("Show", self._layer)
+        self._form.addRow("Split", self._split)
         self._form.addRow("Class", self._class)
         self._form.addRow("Threshold", row)
         self._form.addRow(self._scale_label)
@@ -69,12 +79,14 @@ class DecisionControls(QGroupBox):
         self._form.addRow(self._verdict)
         self._form.addRow(self._comparison)
         self._model_value = 0.5
+        self._model_b: str | None = None
         self._kind: str | None = None
         self._anomaly = False
         self._layer.currentIndexChanged.connect(self._on_layer)
         self._class.currentIndexChanged.connect(lambda i: self.class_changed.emit(None if i <= 0 else i - 1))
         self._slider.valueChanged.connect(self._on_slider)
         self._reset.clicked.connect(self._on_reset)
+        self._split.currentIndexChanged.connect(lambda i: self.split_changed.emit(SPLITS[i][0]))
         self.hide()
 
     # -- intents ---------------------------------------------------------------------------------------
@@ -94,6 +106,7 @@ class DecisionControls(QGroupBox):
                                 if self._kind == "min_confidence" else
                                 "Foreground where the probability is above this (anomaly map: at or above)")
         self._layer.model().item(1).setEnabled(self._kind is not None)  # kept scores are needed
+        self.set_model_b(None)
         self._layer.model().item(2).setEnabled(self._kind is not None and not self._anomaly)  # a map is no probability
         self._class.blockSignals(True)
         self._class.clear()
@@ -153,8 +166,30 @@ class DecisionControls(QGroupBox):
     def verdict_text(self) -> str:
         return self._verdict.text()
 
-    def show_comparison(self, scored, class_names) -> None:
-        """The picture against its reference: mean IoU/Dice, per class, FP/FN pixels; or why there is none."""
+    def set_model_b(self, name: str | None) -> None:
+        """A second model to compare with (None: none): the A ◀▶ B split and the disagreement layer."""
+        self._model_b = name
+        self._split.model().item(2).setEnabled(name is not None)
+        self._layer.model().item(4).setEnabled(name is not None)
+        if name is None and self._split.currentIndex() == 2:
+            self._split.setCurrentIndex(0)
+        if name is None and self.layer() == "disagreement":
+            self._layer.setCurrentIndex(0)
+
+    def set_split(self, mode: str | None) -> None:
+        self._split.setCurrentIndex([key for key, _ in SPLITS].index(mode))
+
+    def show_comparison(self, scored, class_names, agreement=None) -> None:
+        """The picture against its reference: mean IoU/Dice, per class, FP/FN pixels, or why there is none; and
+        model B's agreement with A."""
+        self._show_reference(scored, class_names)
+        if agreement is not None:
+            text = self._comparison.text()
+            line = f"model B {self._model_b or ''} vs A: IoU {agreement.iou:.3f} · Dice {agreement.dice:.3f}"
+            self._comparison.setText(f"{text}\n{line}" if text else line)
+        self._comparison.setVisible(bool(self._comparison.text()))
+
+    def _show_reference(self, scored, class_names) -> None:
         if scored is None:
             self._comparison.setText("")
         elif scored.metrics is None:
@@ -167,7 +202,6 @@ class DecisionControls(QGroupBox):
                     name = class_names[c.index] if c.index < len(class_names) else f"class {c.index}"
                     lines.append(f"  {name}: IoU {c.iou:.3f}, FP {c.fp:,} px, FN {c.fn:,} px")
             self._comparison.setText("\n".join(lines))
-        self._comparison.setVisible(bool(self._comparison.text()))
 
     def comparison_text(self) -> str:
         return self._comparison.text()
@@ -178,7 +212,8 @@ class DecisionControls(QGroupBox):
         layer = self.layer()
         multi = self._kind == "min_confidence"
         self._form.setRowVisible(self._class, layer == "probability" and multi)
-        self._form.setRowVisible(self._key, layer == "difference")
+        self._form.setRowVisible(self._key, layer in ("difference", "disagreement"))
+        self._key.setText(DIFFERENCE_KEY if layer == "difference" else DISAGREEMENT_KEY)
         self._form.setRowVisible(self._slider.parentWidget(), self._kind is not None)
         heat = layer in ("probability", "uncertainty")
         self._scale.setVisible(heat)

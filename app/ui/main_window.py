@@ -47,6 +47,9 @@ class MainWindow(QMainWindow):
     model_failed = Signal(str)  # message
     run_all_finished = Signal(object, str)  # RunSummary, report path or error
     report_requested = Signal(list, str, object, object, object)  # to the worker's export_report
+    model_b_requested = Signal(str, str, str)  # path ("" = stop comparing), device, runtime options
+    model_b_changed = Signal(object)  # ModelSummary of model B, None when comparing ended
+    model_b_failed = Signal(str)
     report_finished = Signal(bool, str)  # written?, the review report's path or the error
 
     def __init__(self, *, settings: QSettings, model_path: Path | None = None, device: str | None = None) -> None:
@@ -99,6 +102,7 @@ class MainWindow(QMainWindow):
         self.editor.saved.connect(self._on_corrected)
         self.editor.refused.connect(lambda message: self.status.showMessage(message, 15000))
         self.editor.mask_changed.connect(self.panel.show_mask_counts)
+        self.panel.decision.split_changed.connect(self.presenter.set_split)
         controls = self.panel.controls
         controls.opacity_changed.connect(self.presenter.set_opacity)
         controls.visible_changed.connect(self.presenter.set_overlay_visible)
@@ -127,6 +131,9 @@ class MainWindow(QMainWindow):
         self.worker.batch_progress.connect(self.runner.on_progress)
         self.worker.batch_finished.connect(self.runner.on_finished)
         self.report_requested.connect(self.worker.export_report)
+        self.model_b_requested.connect(self.worker.load_model_b)
+        self.worker.model_b_ready.connect(self._on_model_b)
+        self.worker.model_b_failed.connect(self._on_model_b_failed)
         self.worker.report_finished.connect(self._on_report)
         self.windowing = WindowingWorker(latest=self.state.latest_window)
         self.presenter.window_requested.connect(self.windowing.render)
@@ -249,6 +256,28 @@ class MainWindow(QMainWindow):
         """The display window (center, width) last asked for (the presenter's set_window, auto_window or a
         right-drag); None for an 8-bit picture."""
         return self.state.display_window
+
+    def open_model_b(self, path: str | Path | None) -> None:
+        """Compare with a second model (None: stop comparing): it runs on the same worker, on the same images."""
+        if path:
+            self.status.showMessage(f"Loading {Path(path).name} to compare with…")
+        runtime = self.settings.value("runtime", "", str)
+        self.model_b_requested.emit(str(path) if path else "", self.device, runtime)
+
+    def _on_model_b(self, summary) -> None:
+        self.panel.decision.set_model_b(summary.spec.path.name if summary else None)
+        self.state.invalidate_views()  # every picture again, with (or without) model B
+        if summary is not None:
+            info = summary.info
+            where = info.provider_label + (f" (fell back: {info.fallback_reason})" if info.fallback_reason else "")
+            self.status.showMessage(f"Comparing with {summary.spec.path.name} on {where}", 15000)
+        self.model_b_changed.emit(summary)
+        if self.files.current_path():
+            self.show_path(self.files.current_path())
+
+    def _on_model_b_failed(self, message: str) -> None:
+        self.status.showMessage(f"Not comparing: {message}", 20000)
+        self.model_b_failed.emit(message)
 
     def export_review_report(self, path: str | Path | None = None) -> None:
         """Write the HTML review report of the listed images (default: beside the review log); report_finished."""

@@ -111,6 +111,11 @@ class ViewResult:
     judgement: Judgement | None = None  # image score and verdict at the tuning's limits (verdict None: no rules)
     scored: Scored | None = None  # against its reference (app.runs.metrics_report.Scored); None: no reference
     display_codes: np.ndarray | None = None  # difference layer: metrics.difference_map codes at the display size
+    # model B (Model ▸ Compare with another model): its result, its mask at the display size, its agreement with A
+    # (B measured against A as the reference: app.inference.metrics.ImageMetrics)
+    result_b: Result | None = None
+    display_mask_b: np.ndarray | None = None
+    agreement: object | None = None
 
     @property
     def path(self) -> Path:

@@ -87,12 +87,20 @@ DIFFERENCE_COLORS = ((0, 0, 0, 0), (52, 199, 89, 255), (255, 59, 48, 255), (10, 
                      (255, 204, 0, 255))  # TN (not painted), TP green, FP red, FN blue, another class yellow
 
 
-class DifferenceImage:
-    """Prediction against reference, one code per pixel (app.inference.metrics.difference_map), coloured."""
+def disagreement_colors() -> tuple[tuple[int, int, int, int], ...]:
+    """Model A against model B (app.inference.metrics.disagreement_map), the CLI's colours (app.io.render)."""
+    from app.io.render import DISAGREEMENT_COLORS
 
-    def __init__(self, codes: np.ndarray) -> None:
+    return ((0, 0, 0, 0), *((*DISAGREEMENT_COLORS[code], 255) for code in (1, 2, 3)))
+
+
+class DifferenceImage:
+    """Prediction against reference (app.inference.metrics.difference_map) or model A against model B
+    (`colors` = disagreement_colors()), one code per pixel, coloured; code 0 is not painted."""
+
+    def __init__(self, codes: np.ndarray, colors=DIFFERENCE_COLORS) -> None:
         self._image = _qimage_copy(np.ascontiguousarray(codes, dtype=np.uint8), QImage.Format.Format_Indexed8)
-        table = [qRgba(*color) for color in DIFFERENCE_COLORS]
+        table = [qRgba(*color) for color in colors]
         self._image.setColorTable(table + [qRgba(0, 0, 0, 0)] * (256 - len(table)))
 
     def image(self) -> QImage:

@@ -38,6 +38,8 @@ class Presenter(QObject):
         self._overlay = None  # app.ui.overlay.OverlayImage of the mask on screen (numpy: loaded after the window)
         self._heat = None  # app.ui.overlay.HeatmapImage of the probability/uncertainty layer on screen
         self._editing = None  # the OverlayImage of the mask being edited (edit mode), shown filled
+        self._overlay_b = None  # the OverlayImage of model B's mask (comparing two models)
+        self.split: str | None = None  # the split view: None, "raw" (raw | overlay) or "ab" (model A | model B)
 
     # -- pictures --------------------------------------------------------------------------------------
 
@@ -55,7 +57,7 @@ class Presenter(QObject):
     def clear(self, message: str) -> None:
         """The picture wanted failed: an empty viewer, the message, no counts."""
         self._state.clear_screen()
-        self._overlay = self._heat = None  # a class toggle must not paint the old mask over the empty viewer
+        self._overlay = self._overlay_b = self._heat = None  # a class toggle must not paint the old mask over nothing
         self._viewer.clear()
         self._status.showMessage(f"Error: {message}", 15000)
         self._panel.clear_result()
@@ -78,15 +80,18 @@ class Presenter(QObject):
         self._show_decision(view)
 
     def _show_decision(self, view: ViewResult) -> None:
-        from app.ui.overlay import DifferenceImage, HeatmapImage, OverlayImage
+        from app.ui.overlay import DifferenceImage, HeatmapImage, OverlayImage, disagreement_colors
 
         self._panel.show_result(view.result)
         self._panel.decision.show_verdict(view.judgement)
         classes = self._state.model.spec.classes if self._state.model else ()
-        self._panel.decision.show_comparison(view.scored, [info.name for info in classes])
+        self._panel.decision.show_comparison(view.scored, [info.name for info in classes], view.agreement)
         self._overlay = None if view.display_mask is None else OverlayImage(view.display_mask, classes)
+        self._overlay_b = None if view.display_mask_b is None else OverlayImage(view.display_mask_b, classes)
+        colors = disagreement_colors() if view.tuning.layer == "disagreement" else None
         self._heat = HeatmapImage(view.display_levels) if view.display_levels is not None else \
-            DifferenceImage(view.display_codes) if view.display_codes is not None else None
+            DifferenceImage(view.display_codes, *([colors] if colors else [])) \
+            if view.display_codes is not None else None
         self.repaint_overlay()
 
     def _show_facts(self, view: ViewResult, window: Window | None) -> None:
@@ -139,6 +144,10 @@ class Presenter(QObject):
         self._state.set_overlay(**changes)
         self.repaint_overlay()
 
+    def set_split(self, mode: str | None) -> None:
+        self.split = mode
+        self.repaint_overlay()
+
     def edit_overlay(self, overlay) -> None:
         """Edit mode shows `overlay` (the mask being edited, filled) instead of the result's; None ends it."""
         self._editing = overlay
@@ -149,6 +158,11 @@ class Presenter(QObject):
         """The mask in its style; or the heatmap layer with, in contour style, the mask's outlines over it."""
         style = self._state.overlay
         contour = style.mode is DisplayMode.CONTOUR
+        split_b = None
+        if self.split == "ab" and self._overlay_b is not None and self._editing is None:
+            split_b = self._overlay_b.image(hidden=style.hidden, contour=contour)
+        self._viewer.set_split(None if self._editing is not None or (self.split == "ab" and split_b is None)
+                               else self.split, split_b)
         if self._editing is not None:
             self._viewer.set_overlay(self._editing.image(hidden=style.hidden))
         elif self._heat is not None:

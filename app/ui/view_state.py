@@ -162,6 +162,14 @@ class ViewState:
         self.ious.clear()
         return True
 
+    def invalidate_views(self) -> None:
+        """Every result made so far is out of date (a second model joined or left): new requests, a new
+        generation, an empty cache; the model itself stays."""
+        self.generation += 1
+        self.cache.clear()
+        self.latest.issue()
+        self.latest_tune.issue()
+
     def model_failed(self, generation: int) -> bool:
         """Whether a failure is about the model being loaded (not a superseded one)."""
         return generation == self.generation

@@ -8,7 +8,15 @@ from __future__ import annotations
 
 from PySide6.QtCore import QRectF, Qt, Signal
 from PySide6.QtGui import QColor, QImage, QPainter, QPen, QPixmap
-from PySide6.QtWidgets import QGraphicsEllipseItem, QGraphicsPixmapItem, QGraphicsScene, QGraphicsView
+from PySide6.QtWidgets import (
+    QGraphicsEllipseItem,
+    QGraphicsItem,
+    QGraphicsLineItem,
+    QGraphicsPixmapItem,
+    QGraphicsRectItem,
+    QGraphicsScene,
+    QGraphicsView,
+)
 
 ZOOM_STEP = 1.25
 MIN_ZOOM, MAX_ZOOM = 0.02, 64.0
@@ -34,15 +42,26 @@ class ImageViewer(QGraphicsView):
         self.setOptimizationFlag(QGraphicsView.OptimizationFlag.DontSavePainterState, True)
         self.setFrameShape(QGraphicsView.Shape.NoFrame)
         self._image_item = QGraphicsPixmapItem()
-        self._overlay_item = QGraphicsPixmapItem()
-        self._overlay_item.setZValue(1)
-        self._outline_item = QGraphicsPixmapItem()  # the mask's outlines over a heatmap layer, always opaque
-        self._outline_item.setZValue(2)
-        for item in (self._image_item, self._overlay_item, self._outline_item):
-            item.setTransformationMode(Qt.TransformationMode.SmoothTransformation)
-            self.scene().addItem(item)
-        for item in (self._overlay_item, self._outline_item):
+        self._image_item.setTransformationMode(Qt.TransformationMode.SmoothTransformation)
+        self.scene().addItem(self._image_item)
+        # overlays sit in clipping frames: the whole image, or one side of the split view's divider each
+        self._clip_a, self._clip_b = self._clip_frame(), self._clip_frame()
+        self._overlay_item = QGraphicsPixmapItem(self._clip_a)
+        self._outline_item = QGraphicsPixmapItem(self._clip_a)  # the mask's outlines over a heatmap, always opaque
+        self._outline_item.setZValue(1)
+        self._overlay_b_item = QGraphicsPixmapItem(self._clip_b)  # split view: the second model's overlay
+        for item in (self._overlay_item, self._outline_item, self._overlay_b_item):
             item.setTransformationMode(Qt.TransformationMode.FastTransformation)  # crisp class edges
+        self._divider = QGraphicsLineItem()
+        divider_pen = QPen(QColor(255, 255, 255), 2)
+        divider_pen.setCosmetic(True)
+        self._divider.setPen(divider_pen)
+        self._divider.setZValue(4)
+        self._divider.hide()
+        self.scene().addItem(self._divider)
+        self._split: str | None = None  # None, "raw" (raw | overlay) or "ab" (model A | model B)
+        self._split_at = 0.5  # the divider, as a share of the image's width
+        self._dragging_divider = False
         self._full_size: tuple[int, int] | None = None
         self._fit_mode = True
         self._right_drag: tuple[float, float] | None = None
@@ -70,6 +89,7 @@ class ImageViewer(QGraphicsView):
         self._image_item.setScale(full_size[0] / max(1, image.width()))
         self.clear_overlay()
         self.scene().setSceneRect(QRectF(0, 0, *full_size))
+        self._layout_split()
         if size_changed or self._fit_mode:
             self.fit_to_window()
 
@@ -85,20 +105,22 @@ class ImageViewer(QGraphicsView):
                 item.setScale(self._full_size[0] / max(1, picture.width()))
 
     def clear_overlay(self) -> None:
-        self._overlay_item.setPixmap(QPixmap())
-        self._outline_item.setPixmap(QPixmap())
+        for item in (self._overlay_item, self._outline_item, self._overlay_b_item):
+            item.setPixmap(QPixmap())
 
     def clear(self) -> None:
         self._image_item.setPixmap(QPixmap())
         self.clear_overlay()
         self._full_size = None
+        self._layout_split()
 
     def set_overlay_opacity(self, opacity: float) -> None:
         self._overlay_item.setOpacity(max(0.0, min(1.0, opacity)))
+        self._overlay_b_item.setOpacity(self._overlay_item.opacity())
 
     def set_overlay_visible(self, visible: bool) -> None:
-        self._overlay_item.setVisible(visible)
-        self._outline_item.setVisible(visible)
+        for item in (self._overlay_item, self._outline_item, self._overlay_b_item):
+            item.setVisible(visible)
 
     @property
     def overlay_item(self) -> QGraphicsPixmapItem:
@@ -113,6 +135,66 @@ class ImageViewer(QGraphicsView):
         self.scene().render(painter, QRectF(0, 0, width, height), QRectF(0, 0, width, height))
         painter.end()
         return target
+
+    # -- split view ------------------------------------------------------------------------------------
+
+    def _clip_frame(self) -> QGraphicsRectItem:
+        frame = QGraphicsRectItem()
+        frame.setFlag(QGraphicsItem.GraphicsItemFlag.ItemClipsChildrenToShape, True)
+        frame.setPen(QPen(Qt.PenStyle.NoPen))
+        frame.setZValue(1)
+        self.scene().addItem(frame)
+        return frame
+
+    @property
+    def split(self) -> str | None:
+        return self._split
+
+    @property
+    def split_at(self) -> float:
+        return self._split_at
+
+    def set_split(self, mode: str | None, overlay_b: QImage | None = None) -> None:
+        """None: the overlay over the whole image; "raw": the raw image left of the divider, the overlay right of
+        it; "ab": model A's overlay left, model B's (`overlay_b`) right. Drag the divider with the left button."""
+        self._split = mode
+        self._overlay_b_item.setPixmap(QPixmap.fromImage(overlay_b) if overlay_b is not None else QPixmap())
+        if overlay_b is not None and self._full_size:
+            self._overlay_b_item.setScale(self._full_size[0] / max(1, overlay_b.width()))
+        self._overlay_b_item.setOpacity(self._overlay_item.opacity())
+        self._layout_split()
+
+    def set_split_at(self, share: float) -> None:
+        self._split_at = min(max(share, 0.0), 1.0)
+        self._layout_split()
+
+    def _layout_split(self) -> None:
+        width, height = self._full_size or (0, 0)
+        x = self._split_at * width
+        whole, left, right = QRectF(0, 0, width, height), QRectF(0, 0, x, height), QRectF(x, 0, width - x, height)
+        self._clip_a.setRect({None: whole, "raw": right, "ab": left}[self._split])
+        self._clip_b.setRect(right if self._split == "ab" else QRectF())
+        self._clip_b.setVisible(self._split == "ab")
+        self._divider.setLine(x, 0, x, height)
+        self._divider.setVisible(self._split is not None and width > 0)
+
+    def _divider_event(self, event, kind: str) -> bool:
+        """Left-drag on (or near) the divider moves it; True when the event was that."""
+        if self._split is None or not self._full_size:
+            return False
+        x = self.mapToScene(event.position().toPoint()).x()
+        if kind == "press" and event.button() == Qt.MouseButton.LeftButton:
+            near = abs(x - self._split_at * self._full_size[0]) * self.zoom() <= 8  # 8 screen pixels
+            self._dragging_divider = near
+        elif kind == "release" and self._dragging_divider:
+            self._dragging_divider = False
+            event.accept()
+            return True
+        if not self._dragging_divider:
+            return False
+        self.set_split_at(x / self._full_size[0])
+        event.accept()
+        return True
 
     # -- edit mode -------------------------------------------------------------------------------------
 
@@ -193,7 +275,7 @@ class ImageViewer(QGraphicsView):
         self.zoom_changed.emit(self.zoom())
 
     def mousePressEvent(self, event) -> None:
-        if self._edit_event(event, "press"):
+        if self._divider_event(event, "press") or self._edit_event(event, "press"):
             return
         if event.button() == Qt.MouseButton.RightButton:
             self._right_drag = (event.position().x(), event.position().y())
@@ -202,7 +284,7 @@ class ImageViewer(QGraphicsView):
         super().mousePressEvent(event)
 
     def mouseMoveEvent(self, event) -> None:
-        if self._edit_event(event, "move"):
+        if self._divider_event(event, "move") or self._edit_event(event, "move"):
             return
         if self._right_drag is not None:
             x, y = event.position().x(), event.position().y()
@@ -213,7 +295,7 @@ class ImageViewer(QGraphicsView):
         super().mouseMoveEvent(event)
 
     def mouseReleaseEvent(self, event) -> None:
-        if self._edit_event(event, "release"):
+        if self._divider_event(event, "release") or self._edit_event(event, "release"):
             return
         if event.button() == Qt.MouseButton.RightButton and self._right_drag is not None:
             self._right_drag = None

@@ -39,6 +39,8 @@ class InferenceWorker(QObject):
     batch_progress = Signal(object, object, object)  # batch.Outcome, batch.RunSummary (a copy), tuning.Judgement
     batch_finished = Signal(object, str)  # batch.RunSummary, report path or error message
     report_finished = Signal(bool, str)  # written?, the report's path or the error
+    model_b_ready = Signal(object)  # ModelSummary of the second model (None: comparing ended)
+    model_b_failed = Signal(str)
 
     def __init__(self, *, latest: LatestRequest | None = None, latest_tune: LatestRequest | None = None) -> None:
         """`latest`, `latest_tune`: the window's holders of the newest view and retune ids (ViewState), shared so
@@ -54,6 +56,7 @@ class InferenceWorker(QObject):
         self._cancel = threading.Event()
         self.session_threads: list[int] = []  # ident of the thread each session was created on (tests, logs)
         self._references: dict = {}  # reference folder -> its ReferenceIndex (walked once)
+        self._model_b = None  # the second model of Model ▸ Compare with another model
 
     # -- read on the GUI thread (tests, dialogs): plain attribute reads, safe under the GIL --------------
 
@@ -94,6 +97,9 @@ class InferenceWorker(QObject):
         from app.ui.messages import ModelSummary
 
         self._model = self._batch_model = None  # the old sessions are released before the new one takes memory
+        if self._model_b is not None:  # a comparison was with the old model
+            self._model_b = None
+            self.model_b_ready.emit(None)
         try:
             options = parse_runtime_arguments([p for p in runtime.split(";") if p.strip()])
             spec = load_spec(model_path)
@@ -115,6 +121,42 @@ class InferenceWorker(QObject):
         log.info("model %s on %s (requested %s)%s", spec.path.name, model.info.provider, model.info.requested,
                  f": {model.info.fallback_reason}" if model.info.fallback_reason else "")
         self.model_ready.emit(generation, ModelSummary(spec, model.info))
+
+    @Slot(str, str, str)
+    def load_model_b(self, model_path: str, device: str, runtime: str) -> None:
+        """Open (and warm) a second session on this thread, for comparing with the first; "" ends comparing.
+        Both sessions stay loaded: on a GPU both on the device when its memory allows (else the second one's
+        SessionInfo says where it runs and why)."""
+        from app.errors import SegLensError
+        from app.inference.runtime import parse_runtime_arguments
+        from app.inference.session import open_session
+        from app.inference.spec import load_spec
+        from app.runs.compare import compare_problem
+        from app.ui.messages import ModelSummary
+
+        self._model_b = None
+        if not model_path:
+            self.model_b_ready.emit(None)
+            return
+        try:
+            spec = load_spec(model_path)
+            refused = compare_problem(self._model.spec, spec) if self._model is not None else "no model is loaded"
+            if refused:
+                self.model_b_failed.emit(refused)
+                return
+            options = parse_runtime_arguments([p for p in runtime.split(";") if p.strip()])
+            self._model_b = open_session(spec, device, runtime=options)
+        except (SegLensError, ValueError) as exc:
+            self.model_b_failed.emit(str(exc))
+            return
+        except Exception as exc:
+            from app.errors import unexpected_error_line
+
+            log.exception("loading %s failed", model_path)
+            self.model_b_failed.emit(unexpected_error_line(Path(model_path), exc))
+            return
+        self.session_threads.append(threading.get_ident())
+        self.model_b_ready.emit(ModelSummary(spec, self._model_b.info))
 
     @Slot(object)
     def process_view(self, request: ViewRequest) -> None:
@@ -141,7 +183,23 @@ class InferenceWorker(QObject):
         result = pipeline.run_image(model, image, decode_ms=decode_ms)
         if min_confidence is not None:
             result = pipeline.relabel(result, spec=model.spec, min_confidence=min_confidence)
-        return self._compared(_decided(_view_result(request, result, image), request.tuning, model.spec), model.spec)
+        view = self._compared(_decided(_view_result(request, result, image), request.tuning, model.spec),
+                              model.spec)
+        if self._model_b is not None:
+            view = self._disagreement(self._with_model_b(view, image))
+        return view
+
+    def _with_model_b(self, view: ViewResult, image) -> ViewResult:
+        """The second model on the same decoded image: its mask, and its agreement with the first."""
+        from app.inference import pipeline
+        from app.inference.metrics import image_metrics
+
+        result_b = pipeline.run_image(self._model_b, image)
+        if result_b.mask is None or view.result.mask is None:
+            return view
+        agreement = image_metrics(result_b.mask, view.result.mask, max(len(self._model.spec.classes), 2))
+        return replace(view, result_b=result_b, display_mask_b=_display_mask(result_b.mask, view),
+                       agreement=agreement)
 
     @Slot(object)
     def retune(self, request: RetuneRequest) -> None:
@@ -157,6 +215,11 @@ class InferenceWorker(QObject):
 
                 result = pipeline.relabel(view.result, spec=model.spec, min_confidence=min_confidence)
                 view = replace(view, result=result, display_mask=_display_mask(result.mask, view))
+                if view.result_b is not None and result.mask is not None:
+                    from app.inference.metrics import image_metrics
+
+                    view = replace(view, agreement=image_metrics(view.result_b.mask, result.mask,
+                                                                 max(len(model.spec.classes), 2)))
             view = self._compared(_decided(view, tuning, model.spec), model.spec)
         except Exception as exc:
             self.failed.emit(request.request_id, view.key.path, _one_line(view.path, exc))
@@ -165,18 +228,28 @@ class InferenceWorker(QObject):
 
     def _compared(self, view: ViewResult, spec) -> ViewResult:
         """`view` measured against its reference (a corrected mask in the review folder first, else the reference
-        folder's), and in the difference layer the TP/FP/FN codes at the display size."""
+        folder's), and in the difference layer the TP/FP/FN codes at the display size (in the disagreement layer,
+        model B's codes)."""
         from app.ui.compare import compare
 
         if view.result.mask is None or view.tuning.input_root is None:
-            return view
+            return self._disagreement(view)
         scored, reference = compare(view.key.path, view.result.mask, view.tuning, spec, self._references)
         codes = None
         if reference is not None and view.tuning.layer == "difference":
             from app.inference.metrics import difference_map
 
             codes = _display_mask(difference_map(view.result.mask, reference), view)
-        return replace(view, scored=scored, display_codes=codes)
+        return self._disagreement(replace(view, scored=scored, display_codes=codes))
+
+    def _disagreement(self, view: ViewResult) -> ViewResult:
+        """The "disagreement" layer: where model B differs from A (metrics.disagreement_map codes)."""
+        if view.tuning.layer != "disagreement" or view.result_b is None or view.result.mask is None:
+            return view
+        from app.inference.metrics import disagreement_map
+
+        return replace(view, display_codes=_display_mask(disagreement_map(view.result.mask, view.result_b.mask),
+                                                         view))
 
     def _tuned(self, threshold: float | None):
         """(session, min_confidence) for the reader's threshold: a binary or anomaly model's copy with that pixel
@@ -349,7 +422,7 @@ def _decided(view: ViewResult, tuning: Tuning, spec) -> ViewResult:
                 picture = cv2.resize(picture, (width, height), interpolation=cv2.INTER_AREA)
             levels = probability_levels(picture)
     judgement = judge(with_score_limit(spec, tuning.score_limit), view.result)
-    return replace(view, tuning=tuning, display_levels=levels, judgement=judgement)
+    return replace(view, tuning=tuning, display_levels=levels, judgement=judgement, display_codes=None)
 
 
 def _view_result(request: ViewRequest, result, image) -> ViewResult:

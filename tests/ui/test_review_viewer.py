@@ -4,6 +4,8 @@ are not shown."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 from PIL import Image
@@ -84,7 +86,7 @@ def test_export_review_report_from_the_window(qtbot, make_main_window, models, f
         window.export_review_report()
     ok, path = done.args
     assert ok and path.endswith("batch_review/seglens_review_report.html")
-    html = open(path, encoding="utf-8").read()
+    html = Path(path).read_text(encoding="utf-8")
     assert html.count("data:image/jpeg;base64,") == 2  # c1 and c2 drawn; c3 could not be read
     assert "rejected" in html and "&lt;script&gt;alert(1)&lt;/script&gt;" in html and "<script>" not in html
     assert "not processed" in html and "c3.png" in html

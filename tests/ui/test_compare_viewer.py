@@ -1,0 +1,74 @@
+"""Model A against model B in the window: the second session on the same worker, agreement metrics, the
+disagreement layer's colours, the split view and its draggable divider."""
+
+from __future__ import annotations
+
+import pytest
+from conftest import stripes
+from PIL import Image
+from PySide6.QtCore import QPointF, Qt
+from PySide6.QtTest import QTest
+
+from app.inference.metrics import BOTH_DIFFERENT, ONLY_A, ONLY_B
+
+TIMEOUT = 20_000
+
+
+@pytest.fixture
+def compared(qtbot, make_main_window, models, tmp_path):
+    """A = rgb_classes (red 0, green 1, blue 2); B = permuted_classes (red 1, green 2, blue 0)."""
+    folder = tmp_path / "images"
+    folder.mkdir()
+    Image.fromarray(stripes(40, 60)).save(folder / "s.png")
+    window = make_main_window(models("rgb_classes"))
+    with qtbot.waitSignal(window.overlay_shown, timeout=TIMEOUT):
+        window.add_paths([folder])
+    with qtbot.waitSignal(window.overlay_shown, timeout=TIMEOUT), \
+            qtbot.waitSignal(window.model_b_changed, timeout=TIMEOUT):
+        window.open_model_b(models("permuted_classes"))
+    return window
+
+
+def pixel(window, x, y):
+    color = window.viewer.render_scene().pixelColor(x, y)
+    return color.red(), color.green(), color.blue()
+
+
+def test_second_model_runs_on_the_same_worker_with_its_agreement(qtbot, compared):
+    window = compared
+    view = window.state.shown
+    assert view.result_b is not None and window.worker.session_threads[-1] == window.worker.session_threads[0]
+    assert view.agreement.iou == 0.0  # B's classes are all elsewhere
+    assert "model B permuted_classes.onnx vs A: IoU 0.000" in window.panel.decision.comparison_text()
+    with qtbot.waitSignal(window.tuner.retuned_shown, timeout=TIMEOUT):
+        window.panel.decision.set_layer("disagreement")
+    codes = window.state.shown.display_codes
+    assert (codes[:, :20] == ONLY_B).all() and (codes[:, 20:40] == BOTH_DIFFERENT).all()
+    assert (codes[:, 40:] == ONLY_A).all()
+    overlay = window.viewer.overlay_item.pixmap().toImage()
+    assert [overlay.pixelColor(x, 5).name() for x in (5, 30, 50)] == ["#00ffff", "#ffff00", "#ff00ff"]
+
+
+def test_split_view_shows_a_left_and_b_right_of_a_draggable_divider(qtbot, compared):
+    window, viewer = compared, compared.viewer
+    window.panel.decision.set_split("ab")
+    assert viewer.split == "ab"
+    raw_blue = (0, 0, 200)
+    viewer.set_split_at(0.9)  # the blue third (A: class 2, B: background) left of the divider: A's colour
+    assert pixel(window, 50, 10) != raw_blue
+    viewer.set_split_at(0.5)  # now right of it: model B, which paints nothing there
+    assert pixel(window, 50, 10) == raw_blue
+    viewer.fit_to_window()
+    start = viewer.mapFromScene(QPointF(30, 20))
+    QTest.mousePress(viewer.viewport(), Qt.MouseButton.LeftButton, Qt.KeyboardModifier.NoModifier, start)
+    QTest.mouseMove(viewer.viewport(), viewer.mapFromScene(QPointF(45, 20)))
+    QTest.mouseRelease(viewer.viewport(), Qt.MouseButton.LeftButton, Qt.KeyboardModifier.NoModifier,
+                       viewer.mapFromScene(QPointF(45, 20)))
+    assert viewer.split_at == pytest.approx(45 / 60, abs=0.02)
+    window.panel.decision.set_split("raw")  # raw image left, the overlay right
+    assert pixel(window, 5, 10) == (200, 0, 0)
+    with qtbot.waitSignal(window.overlay_shown, timeout=TIMEOUT), \
+            qtbot.waitSignal(window.model_b_changed, timeout=TIMEOUT):
+        window.open_model_b(None)
+    assert window.panel.decision._split.model().item(2).isEnabled() is False
+    assert window.state.shown.result_b is None and viewer.split == "raw"  # shown again, without model B
