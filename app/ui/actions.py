@@ -53,6 +53,8 @@ def _view_menu(window: MainWindow, menu: QMenu) -> None:
     _add(window, menu, "Previous image", lambda: files.step(-1), "Left", "PgUp", "P")
     _add(window, menu, "Sort by IoU vs reference (worst first)",
          lambda: files.reorder(window.state.worst_first(files.paths())))
+    _add(window, menu, "Sort by agreement of model B (worst first)",
+         lambda: files.reorder(window.state.worst_first(files.paths(), by="agreements")))
     _add(window, menu, "Sort by name", lambda: files.reorder(sorted(files.paths(), key=_natural)))
     menu.addSeparator()
     _add(window, menu, "Fit to window", viewer.fit_to_window, "F")

@@ -176,6 +176,10 @@ class DecisionControls(QGroupBox):
         if name is None and self.layer() == "disagreement":
             self._layer.setCurrentIndex(0)
 
+    @property
+    def model_b(self) -> str | None:
+        return self._model_b
+
     def set_split(self, mode: str | None) -> None:
         self._split.setCurrentIndex([key for key, _ in SPLITS].index(mode))
 

@@ -161,8 +161,10 @@ class Presenter(QObject):
         split_b = None
         if self.split == "ab" and self._overlay_b is not None and self._editing is None:
             split_b = self._overlay_b.image(hidden=style.hidden, contour=contour)
-        self._viewer.set_split(None if self._editing is not None or (self.split == "ab" and split_b is None)
-                               else self.split, split_b)
+        mode = None if self._editing is not None or (self.split == "ab" and split_b is None) else self.split
+        model = self._state.model.spec.path.name if self._state.model else ""
+        names = {"raw": ("raw image", "overlay"), "ab": (f"A · {model}", f"B · {self._panel.decision.model_b}")}
+        self._viewer.set_split(mode, split_b, names.get(mode, ("", "")))
         if self._editing is not None:
             self._viewer.set_overlay(self._editing.image(hidden=style.hidden))
         elif self._heat is not None:

@@ -82,7 +82,8 @@ class Tuner(QObject):
         self.retuned_shown.emit(str(view.path))
 
     def judged(self, view: ViewResult) -> None:
-        """A view's verdict for the file list's badge."""
+        """A view's verdict for the file list's badge (and its metrics, for sorting the list)."""
+        self._state.measured(view)
         self._state.judged(str(view.path), view.judgement, view.tuning.threshold)
         self._badge(str(view.path))
 

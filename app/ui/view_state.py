@@ -140,7 +140,8 @@ class ViewState:
         self.latest_tune = LatestRequest()  # shared with the inference worker: only the newest retune is done
         self._tuning: Tuning | None = None  # None: the model's own settings, the mask layer
         self._judged: dict[str, tuple[Judgement, float | None]] = {}  # path -> judgement, threshold it was made at
-        self.ious: dict[str, float] = {}  # path -> mean IoU against its reference (Run on all with references)
+        self.ious: dict[str, float] = {}  # path -> mean IoU against its reference (Run on all, or seen)
+        self.agreements: dict[str, float] = {}  # path -> model B's mean IoU against model A (pictures seen)
 
     # -- model -----------------------------------------------------------------------------------------
 
@@ -160,6 +161,7 @@ class ViewState:
         self.overlay = replace(self.overlay, hidden=frozenset())
         self._judged.clear()
         self.ious.clear()
+        self.agreements.clear()
         return True
 
     def invalidate_views(self) -> None:
@@ -335,7 +337,16 @@ class ViewState:
         """The image scores of every judged file (the histogram's data)."""
         return [j.score for j, _ in self._judged.values() if j.score is not None]
 
-    def worst_first(self, paths: list[str]) -> list[str]:
-        """`paths` by IoU against the reference, worst first; paths without one keep their order, at the end."""
-        measured = sorted((p for p in paths if p in self.ious), key=lambda p: self.ious[p])
-        return measured + [p for p in paths if p not in self.ious]
+    def worst_first(self, paths: list[str], by: str = "ious") -> list[str]:
+        """`paths` by IoU against the reference (`by` "ious") or by model B's agreement ("agreements"), worst
+        first; paths without one keep their order, at the end."""
+        values = getattr(self, by)
+        measured = sorted((p for p in paths if p in values), key=lambda p: values[p])
+        return measured + [p for p in paths if p not in values]
+
+    def measured(self, view: ViewResult) -> None:
+        """Keep a picture's IoU against its reference and model B's agreement, for sorting the list."""
+        if view.scored is not None and view.scored.metrics is not None:
+            self.ious[str(view.path)] = view.scored.metrics.iou
+        if view.agreement is not None:
+            self.agreements[str(view.path)] = view.agreement.iou

@@ -9,12 +9,14 @@ from __future__ import annotations
 from PySide6.QtCore import QRectF, Qt, Signal
 from PySide6.QtGui import QColor, QImage, QPainter, QPen, QPixmap
 from PySide6.QtWidgets import (
+    QGraphicsDropShadowEffect,
     QGraphicsEllipseItem,
     QGraphicsItem,
     QGraphicsLineItem,
     QGraphicsPixmapItem,
     QGraphicsRectItem,
     QGraphicsScene,
+    QGraphicsSimpleTextItem,
     QGraphicsView,
 )
 
@@ -59,6 +61,24 @@ class ImageViewer(QGraphicsView):
         self._divider.setZValue(4)
         self._divider.hide()
         self.scene().addItem(self._divider)
+        self._labels = []  # the split view's side names, at the top of each side, unscaled by the zoom
+        for _ in range(2):
+            label = QGraphicsSimpleTextItem()
+            label.setBrush(QColor(255, 255, 255))
+            font = label.font()
+            font.setBold(True)
+            font.setPixelSize(13)
+            label.setFont(font)
+            shadow = QGraphicsDropShadowEffect()  # readable on bright images too
+            shadow.setBlurRadius(4)
+            shadow.setOffset(1, 1)
+            shadow.setColor(QColor(0, 0, 0))
+            label.setGraphicsEffect(shadow)
+            label.setFlag(QGraphicsItem.GraphicsItemFlag.ItemIgnoresTransformations, True)
+            label.setZValue(5)
+            label.hide()
+            self.scene().addItem(label)
+            self._labels.append(label)
         self._split: str | None = None  # None, "raw" (raw | overlay) or "ab" (model A | model B)
         self._split_at = 0.5  # the divider, as a share of the image's width
         self._dragging_divider = False
@@ -154,10 +174,13 @@ class ImageViewer(QGraphicsView):
     def split_at(self) -> float:
         return self._split_at
 
-    def set_split(self, mode: str | None, overlay_b: QImage | None = None) -> None:
+    def set_split(self, mode: str | None, overlay_b: QImage | None = None, names: tuple[str, str] = ("", "")) -> None:
         """None: the overlay over the whole image; "raw": the raw image left of the divider, the overlay right of
-        it; "ab": model A's overlay left, model B's (`overlay_b`) right. Drag the divider with the left button."""
+        it; "ab": model A's overlay left, model B's (`overlay_b`) right, `names` written at the top of each side.
+        Drag the divider with the left button."""
         self._split = mode
+        for label, name in zip(self._labels, names, strict=True):
+            label.setText(name)
         self._overlay_b_item.setPixmap(QPixmap.fromImage(overlay_b) if overlay_b is not None else QPixmap())
         if overlay_b is not None and self._full_size:
             self._overlay_b_item.setScale(self._full_size[0] / max(1, overlay_b.width()))
@@ -177,6 +200,11 @@ class ImageViewer(QGraphicsView):
         self._clip_b.setVisible(self._split == "ab")
         self._divider.setLine(x, 0, x, height)
         self._divider.setVisible(self._split is not None and width > 0)
+        left, right = self._labels
+        left.setPos(max(0.0, x - 8 / max(self.zoom(), 1e-6) - left.boundingRect().width() / max(self.zoom(), 1e-6)), 0)
+        right.setPos(x + 8 / max(self.zoom(), 1e-6), 0)
+        for label in self._labels:
+            label.setVisible(self._split is not None and width > 0 and bool(label.text()))
 
     def _divider_event(self, event, kind: str) -> bool:
         """Left-drag on (or near) the divider moves it; True when the event was that."""
@@ -256,6 +284,7 @@ class ImageViewer(QGraphicsView):
         if self._full_size:
             self.fitInView(self.sceneRect(), Qt.AspectRatioMode.KeepAspectRatio)
             self._update_smoothing()
+            self._layout_split()
             self.zoom_changed.emit(self.zoom())
 
     def actual_size(self) -> None:

@@ -53,3 +53,29 @@ def test_difference_layer_and_metrics_against_a_reference_folder(qtbot, make_mai
         with qtbot.waitSignal(window.overlay_shown, timeout=TIMEOUT):
             window.files.setCurrentRow(row)
         assert window.panel.decision.comparison_text().startswith(expected)
+
+
+def test_run_on_all_with_references_sorts_the_list_worst_first(qtbot, make_main_window, models, tmp_path):
+    images, refs = tmp_path / "images", tmp_path / "refs"
+    images.mkdir()
+    refs.mkdir()
+    picture = np.zeros((20, 40), np.uint8)
+    picture[:, 20:] = 255  # found: columns 20..39
+    for name, start in (("a", 20), ("b", 10), ("c", 16)):  # the truth starts at `start`: IoU 1, 0.667, 0.833
+        Image.fromarray(picture).save(images / f"{name}.png")
+        truth = np.zeros_like(picture)
+        truth[:, start:] = 1
+        Image.fromarray(truth).save(refs / f"{name}.png")
+    window = make_main_window(models("binary_logits"))
+    with qtbot.waitSignal(window.overlay_shown, timeout=TIMEOUT):
+        window.add_paths([images])
+    with qtbot.waitSignal(window.tuner.retuned_shown, timeout=TIMEOUT):
+        window.set_reference_folder(refs)
+    out = tmp_path / "out"
+    with qtbot.waitSignal(window.run_all_finished, timeout=TIMEOUT):
+        window.run_all(out, ("mask",))
+    window.files.reorder(window.state.worst_first(window.files.paths()))
+    assert [p.rsplit("/", 1)[1] for p in window.files.paths()] == ["b.png", "c.png", "a.png"]
+    assert window.files.current_path().endswith("a.png")  # the picture shown stays selected
+    report = (out / "seglens_report.csv").read_text()
+    assert "iou" in report.splitlines()[0] and (out / "seglens_metrics.csv").is_file()
