@@ -54,7 +54,7 @@ def measure(model: Path, image: Path, steps: int, settings: Path) -> dict[str, f
     from app.ui.main_window import MainWindow
 
     runs, worker_ms = [], []
-    originals = ModelSession.run, worker_module._decided, pipeline.relabel
+    originals = ModelSession.run, worker_module.decided, pipeline.relabel
 
     def counted(self, tensor):
         runs.append(1)
@@ -69,7 +69,7 @@ def measure(model: Path, image: Path, steps: int, settings: Path) -> dict[str, f
                 worker_ms.append((time.perf_counter() - started) * 1000)
         return call
 
-    ModelSession.run, worker_module._decided, pipeline.relabel = counted, timed(originals[1]), timed(originals[2])
+    ModelSession.run, worker_module.decided, pipeline.relabel = counted, timed(originals[1]), timed(originals[2])
     try:
         window = MainWindow(settings=QSettings(str(settings), QSettings.Format.IniFormat), model_path=model,
                             device="cpu")
@@ -105,7 +105,7 @@ def measure(model: Path, image: Path, steps: int, settings: Path) -> dict[str, f
         scores = view.result.scores
         window.close()
     finally:
-        ModelSession.run, worker_module._decided, pipeline.relabel = originals
+        ModelSession.run, worker_module.decided, pipeline.relabel = originals
     return {"threshold on screen": statistics.median(shown), "threshold worker": statistics.median(threshold_worker),
             "heatmap on screen": statistics.median(heat), "heatmap worker": statistics.median(heat_worker),
             "scores kept (bytes)": float(scores.nbytes if scores is not None else 0),

@@ -97,7 +97,7 @@ class ViewResult:
 
     key: ViewKey
     result: Result  # full resolution
-    display_pixels: np.ndarray  # uint8 gray or RGB, at most MAX_DISPLAY_SIDE (worker.py) on the long side
+    display_pixels: np.ndarray  # uint8 gray or RGB, at most MAX_DISPLAY_SIDE (views.py) on the long side
     display_mask: np.ndarray | None  # uint8 labels at the display size; None for classification
     display_scale: float  # full-resolution pixels per display pixel (1.0 unless downscaled)
     display_raw: np.ndarray | None = None  # float32 real values at the display size (DICOM, 16-bit): window/level

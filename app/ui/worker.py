@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 from PySide6.QtCore import QObject, Signal, Slot
 
 from app.ui.view_state import LatestRequest
+from app.ui.views import decided, display_mask, view_result
 
 if TYPE_CHECKING:  # messages loads in the slots, after the window shows (its dataclasses cost ~4 ms)
     from app.inference.session import SessionInfo
@@ -26,7 +27,6 @@ if TYPE_CHECKING:  # messages loads in the slots, after the window shows (its da
 
 log = logging.getLogger(__name__)
 
-MAX_DISPLAY_SIDE = 8192  # larger images get a downscaled display copy; results stay at full resolution
 
 
 class InferenceWorker(QObject):
@@ -183,7 +183,7 @@ class InferenceWorker(QObject):
         result = pipeline.run_image(model, image, decode_ms=decode_ms)
         if min_confidence is not None:
             result = pipeline.relabel(result, spec=model.spec, min_confidence=min_confidence)
-        view = self._compared(_decided(_view_result(request, result, image), request.tuning, model.spec),
+        view = self._compared(decided(view_result(request, result, image), request.tuning, model.spec),
                               model.spec)
         if self._model_b is not None:
             view = self._disagreement(self._with_model_b(view, image))
@@ -198,7 +198,7 @@ class InferenceWorker(QObject):
         if result_b.mask is None or view.result.mask is None:
             return view
         agreement = image_metrics(result_b.mask, view.result.mask, max(len(self._model.spec.classes), 2))
-        return replace(view, result_b=result_b, display_mask_b=_display_mask(result_b.mask, view),
+        return replace(view, result_b=result_b, display_mask_b=display_mask(result_b.mask, view),
                        agreement=agreement)
 
     @Slot(object)
@@ -214,13 +214,13 @@ class InferenceWorker(QObject):
                 from app.inference import pipeline
 
                 result = pipeline.relabel(view.result, spec=model.spec, min_confidence=min_confidence)
-                view = replace(view, result=result, display_mask=_display_mask(result.mask, view))
+                view = replace(view, result=result, display_mask=display_mask(result.mask, view))
                 if view.result_b is not None and result.mask is not None:
                     from app.inference.metrics import image_metrics
 
                     view = replace(view, agreement=image_metrics(view.result_b.mask, result.mask,
                                                                  max(len(model.spec.classes), 2)))
-            view = self._compared(_decided(view, tuning, model.spec), model.spec)
+            view = self._compared(decided(view, tuning, model.spec), model.spec)
         except Exception as exc:
             self.failed.emit(request.request_id, view.key.path, _one_line(view.path, exc))
             return
@@ -239,7 +239,7 @@ class InferenceWorker(QObject):
         if reference is not None and view.tuning.layer == "difference":
             from app.inference.metrics import difference_map
 
-            codes = _display_mask(difference_map(view.result.mask, reference), view)
+            codes = display_mask(difference_map(view.result.mask, reference), view)
         return self._disagreement(replace(view, scored=scored, display_codes=codes))
 
     def _disagreement(self, view: ViewResult) -> ViewResult:
@@ -248,7 +248,7 @@ class InferenceWorker(QObject):
             return view
         from app.inference.metrics import disagreement_map
 
-        return replace(view, display_codes=_display_mask(disagreement_map(view.result.mask, view.result_b.mask),
+        return replace(view, display_codes=display_mask(disagreement_map(view.result.mask, view.result_b.mask),
                                                          view))
 
     def _tuned(self, threshold: float | None):
@@ -392,54 +392,3 @@ def _scorer(tuning: Tuning | None, spec, inputs: list):
     from app.runs.metrics_report import ReferenceScorer
 
     return ReferenceScorer(Path(tuning.reference_root), spec, inputs)
-
-
-def _display_mask(mask, view: ViewResult):
-    """`mask` at the display size of `view` (the mask itself unless the display copy is downscaled)."""
-    if mask is None or view.display_scale == 1.0:
-        return mask
-    import cv2
-
-    height, width = view.display_pixels.shape[:2]
-    return cv2.resize(mask, (width, height), interpolation=cv2.INTER_NEAREST)
-
-
-def _decided(view: ViewResult, tuning: Tuning, spec) -> ViewResult:
-    """`view` with its verdict at the tuning's score limit and, in a probability/uncertainty layer, that picture
-    as 0–255 levels at the display size."""
-    from app.inference.tuning import judge, plane, with_score_limit
-
-    levels = None
-    if tuning.layer != "mask":
-        picture = plane(view.result, spec, tuning.layer, tuning.class_index)
-        if picture is not None:
-            import cv2
-
-            from app.io.render import probability_levels
-
-            height, width = view.display_pixels.shape[:2]
-            if picture.shape != (height, width):
-                picture = cv2.resize(picture, (width, height), interpolation=cv2.INTER_AREA)
-            levels = probability_levels(picture)
-    judgement = judge(with_score_limit(spec, tuning.score_limit), view.result)
-    return replace(view, tuning=tuning, display_levels=levels, judgement=judgement, display_codes=None)
-
-
-def _view_result(request: ViewRequest, result, image) -> ViewResult:
-    """The result with display-sized copies: images longer than MAX_DISPLAY_SIDE are downscaled for the screen."""
-    import cv2
-
-    from app.ui.messages import ViewResult
-
-    pixels = image.display()
-    height, width = pixels.shape[:2]
-    extra = {"window": image.window, "invert": image.invert, "info": dict(image.info),
-             "frame_count": image.frame_count, "generation": request.generation}
-    scale = max(height, width) / MAX_DISPLAY_SIDE
-    if scale <= 1.0:
-        return ViewResult(request.key, result, pixels, result.mask, 1.0, image.raw, **extra)
-    size = (max(1, round(width / scale)), max(1, round(height / scale)))
-    display = cv2.resize(pixels, size, interpolation=cv2.INTER_AREA)
-    mask = None if result.mask is None else cv2.resize(result.mask, size, interpolation=cv2.INTER_NEAREST)
-    raw = None if image.raw is None else cv2.resize(image.raw, size, interpolation=cv2.INTER_AREA)
-    return ViewResult(request.key, result, display, mask, width / size[0], raw, **extra)
