@@ -101,6 +101,9 @@ def _review_menu(window: MainWindow, menu: QMenu) -> None:
     _add(window, menu, "Undo edit", editor.undo, QKeySequence.StandardKey.Undo)
     _add(window, menu, "Redo edit", editor.redo, "Ctrl+Shift+Z", QKeySequence.StandardKey.Redo)
     _add(window, menu, "Save corrected mask", editor.save, QKeySequence.StandardKey.Save)
+    edit = window.panel.edit
+    _add(window, menu, "Brush larger", lambda: edit.set_radius(edit.radius() + max(1, edit.radius() // 8)), "Ctrl+]")
+    _add(window, menu, "Brush smaller", lambda: edit.set_radius(edit.radius() - max(1, edit.radius() // 8)), "Ctrl+[")
 
 
 def _add(window: MainWindow, menu: QMenu, text: str, slot: Callable[[], object], *keys) -> QAction:

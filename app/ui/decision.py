@@ -215,7 +215,11 @@ class DecisionControls(QGroupBox):
     def _show_rows(self) -> None:
         layer = self.layer()
         multi = self._kind == "min_confidence"
-        self._form.setRowVisible(self._class, layer == "probability" and multi)
+        many = self._class.count() > 3  # more than one foreground class
+        self._form.setRowVisible(self._class, layer == "probability" and multi or layer == "difference" and many)
+        self._class.setItemText(0, "All classes" if layer == "difference" else "Winning class")
+        self._class.setToolTip("Whose agreement is painted (TP/FP/FN of one class, or every class)"
+                               if layer == "difference" else "Whose probability is shown")
         self._form.setRowVisible(self._key, layer in ("difference", "disagreement"))
         self._key.setText(DIFFERENCE_KEY if layer == "difference" else DISAGREEMENT_KEY)
         self._form.setRowVisible(self._slider.parentWidget(), self._kind is not None)

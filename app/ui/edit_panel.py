@@ -6,7 +6,8 @@ from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import QComboBox, QFormLayout, QGridLayout, QGroupBox, QLabel, QPushButton, QSlider, QWidget
 
 TOOLS = (("brush", "Brush"), ("eraser", "Eraser"), ("fill", "Fill"))
-HINT = ("Left-drag paints the class · Shift: eraser · Ctrl+click: fill the region · Ctrl+wheel: brush size · "
+HINT = ("Left-drag paints the class · Shift: eraser · Ctrl+click: fill the region · Ctrl+wheel or Ctrl+[ ]: brush "
+        "size · "
         "Ctrl+Z / Ctrl+Shift+Z: undo / redo · Ctrl+S: save · E: done")
 
 

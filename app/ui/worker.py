@@ -239,7 +239,7 @@ class InferenceWorker(QObject):
         if reference is not None and view.tuning.layer == "difference":
             from app.inference.metrics import difference_map
 
-            codes = display_mask(difference_map(view.result.mask, reference), view)
+            codes = display_mask(difference_map(view.result.mask, reference, view.tuning.class_index), view)
         return self._disagreement(replace(view, scored=scored, display_codes=codes))
 
     def _disagreement(self, view: ViewResult) -> ViewResult:
