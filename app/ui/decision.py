@@ -216,7 +216,7 @@ class DecisionControls(QGroupBox):
         layer = self.layer()
         multi = self._kind == "min_confidence"
         many = self._class.count() > 3  # more than one foreground class
-        self._form.setRowVisible(self._class, layer == "probability" and multi or layer == "difference" and many)
+        self._form.setRowVisible(self._class, (layer == "probability" and multi) or (layer == "difference" and many))
         self._class.setItemText(0, "All classes" if layer == "difference" else "Winning class")
         self._class.setToolTip("Whose agreement is painted (TP/FP/FN of one class, or every class)"
                                if layer == "difference" else "Whose probability is shown")
