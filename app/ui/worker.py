@@ -103,6 +103,10 @@ class InferenceWorker(QObject):
         try:
             options = parse_runtime_arguments([p for p in runtime.split(";") if p.strip()])
             spec = load_spec(model_path)
+            if "device_argmax" not in options and "device_argmax" not in (spec.runtime or {}):
+                # the viewer decides again from kept scores (threshold slider, heatmap): an argmax on the GPU
+                # would leave none. Asked for by the user or the sidecar, it is kept, and the panel says so.
+                options["device_argmax"] = "off"
             model = open_session(spec, device, runtime=options, warm_up=False)
             waiting, self._image_waiting = self._image_waiting, False
             if not waiting:
@@ -120,7 +124,7 @@ class InferenceWorker(QObject):
         self.session_threads.append(threading.get_ident())
         log.info("model %s on %s (requested %s)%s", spec.path.name, model.info.provider, model.info.requested,
                  f": {model.info.fallback_reason}" if model.info.fallback_reason else "")
-        self.model_ready.emit(generation, ModelSummary(spec, model.info))
+        self.model_ready.emit(generation, ModelSummary(model.spec, model.info))  # as the session runs it
 
     @Slot(str, str, str)
     def load_model_b(self, model_path: str, device: str, runtime: str) -> None:
@@ -145,6 +149,7 @@ class InferenceWorker(QObject):
                 self.model_b_failed.emit(refused)
                 return
             options = parse_runtime_arguments([p for p in runtime.split(";") if p.strip()])
+            options.setdefault("device_argmax", "off")  # as for model A: its mask is compared, its scores kept
             self._model_b = open_session(spec, device, runtime=options)
         except (SegLensError, ValueError) as exc:
             self.model_b_failed.emit(str(exc))

@@ -180,3 +180,17 @@ def test_run_on_all_uses_the_readers_threshold_and_records_it(qtbot, make_main_w
     assert record["threshold"] == pytest.approx(0.9) and record["thresholds"]["threshold"] == pytest.approx(0.9)
     assert json.loads(png_text(out / "a_gradient_mask.png")["SegLens"])["thresholds"]["threshold"] == pytest.approx(0.9)
     assert window.state.badge(str(folder / "a_gradient.png"))[1] is False  # decided at the threshold now set
+
+
+def test_an_argmax_on_the_device_leaves_no_scores_and_the_panel_says_so(qtbot, make_main_window, models, tmp_path):
+    """The viewer keeps scores (device argmax off) unless the user asks for the argmax on the device: then there is
+    nothing to decide again from, and the threshold and probability layers are not offered."""
+    model = models("rgb_classes")
+    window = make_main_window(model)
+    assert window.summary.spec.output.kind == "scores" and window.panel.decision._kind == "min_confidence"
+    window.settings.setValue("runtime", "device_argmax=on")
+    with qtbot.waitSignal(window.model_changed, timeout=TIMEOUT):
+        window.open_model()
+    assert window.summary.spec.output.kind == "labels"
+    decision = window.panel.decision
+    assert decision._kind is None and not decision._layer.model().item(1).isEnabled()
