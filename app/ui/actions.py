@@ -82,6 +82,7 @@ def _view_menu(window: MainWindow, menu: QMenu) -> None:
 def _model_menu(window: MainWindow, menu: QMenu) -> None:
     _add(window, menu, "Open model…", lambda: open_model_dialog(window), "Ctrl+M")
     _add(window, menu, "Compare with another model…", lambda: compare_model_dialog(window))
+    _add(window, menu, "Compare all listed images with model B", window.compare_all)
     _add(window, menu, "Stop comparing", lambda: window.open_model_b(None))
     bundled = menu.addMenu("Bundled models")
     for path in _bundled_models():

@@ -50,6 +50,8 @@ class MainWindow(QMainWindow):
     model_b_requested = Signal(str, str, str)  # path ("" = stop comparing), device, runtime options
     model_b_changed = Signal(object)  # ModelSummary of model B, None when comparing ended
     model_b_failed = Signal(str)
+    compare_all_requested = Signal(list)  # paths, to the worker's compare_all
+    compare_finished = Signal(bool, str)
     report_finished = Signal(bool, str)  # written?, the review report's path or the error
 
     def __init__(self, *, settings: QSettings, model_path: Path | None = None, device: str | None = None) -> None:
@@ -134,6 +136,9 @@ class MainWindow(QMainWindow):
         self.model_b_requested.connect(self.worker.load_model_b)
         self.worker.model_b_ready.connect(self._on_model_b)
         self.worker.model_b_failed.connect(self._on_model_b_failed)
+        self.compare_all_requested.connect(self.worker.compare_all)
+        self.worker.agreement_ready.connect(self._on_agreement)
+        self.worker.compare_finished.connect(self._on_compared)
         self.worker.report_finished.connect(self._on_report)
         self.windowing = WindowingWorker(latest=self.state.latest_window)
         self.presenter.window_requested.connect(self.windowing.render)
@@ -274,6 +279,22 @@ class MainWindow(QMainWindow):
         self.model_b_changed.emit(summary)
         if self.files.current_path():
             self.show_path(self.files.current_path())
+
+    def compare_all(self) -> None:
+        """Both models on every listed image (View ▸ Sort by agreement then covers the whole folder)."""
+        paths = self.files.paths()
+        if paths:
+            self.status.start_run(len(paths))
+            self.compare_all_requested.emit(paths)
+
+    def _on_agreement(self, path: str, iou: float, done: int, _total: int) -> None:
+        self.state.agreements[path] = iou
+        self.status.run_progress(done)
+
+    def _on_compared(self, completed: bool, message: str) -> None:
+        self.status.end_run()
+        self.status.showMessage(f"Compare on all: {message}", 15000)
+        self.compare_finished.emit(completed, message)
 
     def _on_model_b_failed(self, message: str) -> None:
         self.status.showMessage(f"Not comparing: {message}", 20000)

@@ -41,6 +41,8 @@ class InferenceWorker(QObject):
     report_finished = Signal(bool, str)  # written?, the report's path or the error
     model_b_ready = Signal(object)  # ModelSummary of the second model (None: comparing ended)
     model_b_failed = Signal(str)
+    agreement_ready = Signal(str, float, int, int)  # path, B's mean IoU against A, done, total (compare_all)
+    compare_finished = Signal(bool, str)  # completed?, a one-line summary or why it stopped
 
     def __init__(self, *, latest: LatestRequest | None = None, latest_tune: LatestRequest | None = None) -> None:
         """`latest`, `latest_tune`: the window's holders of the newest view and retune ids (ViewState), shared so
@@ -162,6 +164,34 @@ class InferenceWorker(QObject):
             return
         self.session_threads.append(threading.get_ident())
         self.model_b_ready.emit(ModelSummary(spec, self._model_b.info))
+
+    @Slot(list)
+    def compare_all(self, paths: list) -> None:
+        """Both models on every listed image, for the list's agreement column and sort; Cancel stops it
+        between images. An image that cannot be read is skipped and counted."""
+        from app.inference import pipeline
+        from app.inference.metrics import image_metrics
+
+        self._cancel.clear()
+        if self._model is None or self._model_b is None:
+            self.compare_finished.emit(False, "load model B first (Model ▸ Compare with another model…)")
+            return
+        classes, failed = max(len(self._model.spec.classes), 2), 0
+        for done, path in enumerate(paths, 1):
+            if self._cancel.is_set():
+                self.compare_finished.emit(False, f"cancelled after {done - 1} of {len(paths)} images")
+                return
+            try:
+                image, _ = pipeline.decode(path)
+                mask_a = pipeline.run_image(self._model, image).mask
+                mask_b = pipeline.run_image(self._model_b, image).mask
+            except Exception as exc:
+                failed += 1
+                log.warning("compare: %s", _one_line(Path(path), exc))
+                continue
+            self.agreement_ready.emit(path, image_metrics(mask_b, mask_a, classes).iou, done, len(paths))
+        self.compare_finished.emit(True, f"{len(paths) - failed} images compared" +
+                                   (f", {failed} could not be read" if failed else ""))
 
     @Slot(object)
     def process_view(self, request: ViewRequest) -> None:

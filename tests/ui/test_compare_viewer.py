@@ -72,3 +72,23 @@ def test_split_view_shows_a_left_and_b_right_of_a_draggable_divider(qtbot, compa
         window.open_model_b(None)
     assert window.panel.decision._split.model().item(2).isEnabled() is False
     assert window.state.shown.result_b is None and viewer.split == "raw"  # shown again, without model B
+
+
+def test_compare_all_gives_every_image_an_agreement_for_the_sort(qtbot, compared, tmp_path):
+    window = compared
+    folder = tmp_path / "images"
+    same = stripes(40, 60)
+    same[:, :, :] = 0
+    same[:, :, 1] = 200  # all green: A class 1, B class 2 → IoU 0
+    Image.fromarray(same).save(folder / "t.png")
+    empty = stripes(40, 60) * 0  # all black: both background everywhere → agreement 1
+    Image.fromarray(empty).save(folder / "u.png")
+    (folder / "v.png").write_bytes(b"not an image")
+    window.add_paths([folder])
+    with qtbot.waitSignal(window.compare_finished, timeout=TIMEOUT) as finished:
+        window.compare_all()
+    assert finished.args == [True, "3 images compared, 1 could not be read"]
+    names = {p.rsplit("/", 1)[1]: v for p, v in window.state.agreements.items()}
+    assert names["u.png"] == 1.0 and names["s.png"] == 0.0 and names["t.png"] == 0.0 and "v.png" not in names
+    window.files.reorder(window.state.worst_first(window.files.paths(), by="agreements"))
+    assert [p.rsplit("/", 1)[1] for p in window.files.paths()] == ["s.png", "t.png", "u.png", "v.png"]
