@@ -54,14 +54,27 @@ class ImageViewer(QGraphicsView):
         self._overlay_b_item = QGraphicsPixmapItem(self._clip_b)  # split view: the second model's overlay
         for item in (self._overlay_item, self._outline_item, self._overlay_b_item):
             item.setTransformationMode(Qt.TransformationMode.FastTransformation)  # crisp class edges
-        self._divider = QGraphicsLineItem()
+        self._divider, self._labels = self._split_items()
+        self._split: str | None = None  # None, "raw" (raw | overlay) or "ab" (model A | model B)
+        self._split_at = 0.5  # the divider, as a share of the image's width
+        self._dragging_divider = False
+        self._full_size: tuple[int, int] | None = None
+        self._fit_mode = True
+        self._right_drag: tuple[float, float] | None = None
+        self._brush, self._brush_dark = self._brush_items()
+        self._brush_radius = 0
+        self._painting = False
+
+    def _split_items(self) -> tuple[QGraphicsLineItem, list[QGraphicsSimpleTextItem]]:
+        """The split view's divider and its two side names (white on a shadow, unscaled by the zoom)."""
+        divider = QGraphicsLineItem()
         divider_pen = QPen(QColor(255, 255, 255), 2)
         divider_pen.setCosmetic(True)
-        self._divider.setPen(divider_pen)
-        self._divider.setZValue(4)
-        self._divider.hide()
-        self.scene().addItem(self._divider)
-        self._labels = []  # the split view's side names, at the top of each side, unscaled by the zoom
+        divider.setPen(divider_pen)
+        divider.setZValue(4)
+        divider.hide()
+        self.scene().addItem(divider)
+        labels = []
         for _ in range(2):
             label = QGraphicsSimpleTextItem()
             label.setBrush(QColor(255, 255, 255))
@@ -78,26 +91,23 @@ class ImageViewer(QGraphicsView):
             label.setZValue(5)
             label.hide()
             self.scene().addItem(label)
-            self._labels.append(label)
-        self._split: str | None = None  # None, "raw" (raw | overlay) or "ab" (model A | model B)
-        self._split_at = 0.5  # the divider, as a share of the image's width
-        self._dragging_divider = False
-        self._full_size: tuple[int, int] | None = None
-        self._fit_mode = True
-        self._right_drag: tuple[float, float] | None = None
-        self._brush = QGraphicsEllipseItem()  # the brush at image scale, following the mouse in edit mode
-        self._brush.setZValue(3)
-        pen = QPen(QColor(255, 255, 255), 1.5)  # a light ring with a dark dash over it: seen on any image
+            labels.append(label)
+        return divider, labels
+
+    def _brush_items(self) -> tuple[QGraphicsEllipseItem, QGraphicsEllipseItem]:
+        """The brush ring at image scale: a light ring with a dark dash over it, seen on any image."""
+        brush = QGraphicsEllipseItem()
+        brush.setZValue(3)
+        pen = QPen(QColor(255, 255, 255), 1.5)
         pen.setCosmetic(True)
-        self._brush.setPen(pen)
-        self._brush_dark = QGraphicsEllipseItem(self._brush)
+        brush.setPen(pen)
+        dark_ring = QGraphicsEllipseItem(brush)
         dark = QPen(QColor(0, 0, 0), 1.5, Qt.PenStyle.DashLine)
         dark.setCosmetic(True)
-        self._brush_dark.setPen(dark)
-        self._brush.hide()
-        self.scene().addItem(self._brush)
-        self._brush_radius = 0
-        self._painting = False
+        dark_ring.setPen(dark)
+        brush.hide()
+        self.scene().addItem(brush)
+        return brush, dark_ring
 
     # -- content ---------------------------------------------------------------------------------------
 
