@@ -263,3 +263,16 @@ def test_view_state_and_messages_import_without_qt_or_numpy():
     )
     done = subprocess.run([sys.executable, "-c", probe], cwd=REPO, capture_output=True, text=True, timeout=60)
     assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr
+
+
+def test_lru_cache_keeps_within_its_byte_budget_and_always_the_newest():
+    class Heavy:
+        def __init__(self, nbytes):
+            self.nbytes = nbytes
+
+    cache: LruCache[str, Heavy] = LruCache(8, budget=100)
+    for key, size in (("a", 40), ("b", 40), ("c", 40)):
+        cache.put(key, Heavy(size))
+    assert cache.oldest_first() == ["b", "c"]  # 120 > 100: the oldest went
+    cache.put("huge", Heavy(500))
+    assert cache.oldest_first() == ["huge"]  # over budget alone, but the newest stays

@@ -116,6 +116,15 @@ class ViewResult:
     result_b: Result | None = None
     display_mask_b: np.ndarray | None = None
     agreement: object | None = None
+    full_pixels: np.ndarray | None = None  # big images: the full-resolution pixels for the detail tiles
+
+    @property
+    def nbytes(self) -> int:
+        """Memory the cached result holds (its arrays), for the cache's byte budget."""
+        arrays = (self.display_pixels, self.display_mask, self.display_raw, self.display_levels, self.display_codes,
+                  self.display_mask_b, self.full_pixels, self.result.mask, self.result.scores,
+                  self.result_b.mask if self.result_b is not None else None)
+        return sum(a.nbytes for a in arrays if a is not None)
 
     @property
     def path(self) -> Path:

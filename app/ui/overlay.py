@@ -113,6 +113,13 @@ def heatmap_table() -> list[int]:
     return [qRgba(int(r), int(g), int(b), 255) for r, g, b in HEATMAP_LUT]
 
 
+def indexed_qimage(labels: np.ndarray, table: list[int]) -> QImage:
+    """uint8 labels → an indexed QImage that owns a copy, coloured by `table` (256 ARGB entries)."""
+    image = _qimage_copy(np.ascontiguousarray(labels, dtype=np.uint8), QImage.Format.Format_Indexed8)
+    image.setColorTable(table)
+    return image
+
+
 def image_to_qimage(pixels: np.ndarray) -> QImage:
     """uint8 gray or RGB array → a QImage that owns a copy of the pixels."""
     fmt = QImage.Format.Format_Grayscale8 if pixels.ndim == 2 else QImage.Format.Format_RGB888

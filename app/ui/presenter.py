@@ -144,6 +144,17 @@ class Presenter(QObject):
         self._state.set_overlay(**changes)
         self.repaint_overlay()
 
+    def _show_detail(self, split: str | None, contour: bool) -> None:
+        """A big image's full-resolution tiles, when its overlay is the plain mask (filled, not split, not being
+        edited); anything else shows at the overview copy's resolution."""
+        view = self._state.on_screen
+        plain = self._heat is None and not contour and split is None and self._editing is None
+        if view is None or view.full_pixels is None or view.high_range or not plain:  # windowed: overview only
+            self._viewer.set_detail(None, None, 1.0)
+            return
+        table = self._overlay.color_table(self._state.overlay.hidden) if self._overlay is not None else None
+        self._viewer.set_detail(view.full_pixels, view.result.mask, view.display_scale, table)
+
     def set_split(self, mode: str | None) -> None:
         self.split = mode
         self.repaint_overlay()
@@ -165,6 +176,7 @@ class Presenter(QObject):
         model = self._state.model.spec.path.name if self._state.model else ""
         names = {"raw": ("raw image", "overlay"), "ab": (f"A · {model}", f"B · {self._panel.decision.model_b}")}
         self._viewer.set_split(mode, split_b, names.get(mode, ("", "")))
+        self._show_detail(mode, contour)
         if self._editing is not None:
             self._viewer.set_overlay(self._editing.image(hidden=style.hidden))
         elif self._heat is not None:

@@ -33,6 +33,7 @@ if TYPE_CHECKING:  # messages loads when first used: its dataclasses cost ~4 ms 
     )
 
 CACHE_SIZE = 8  # results kept for stepping back and forth; each holds display pixels and a full-size mask
+CACHE_BYTES = 2 << 30  # … and at most this much memory (a 15000² RGB image alone holds ~900 MB): the oldest go
 DRAG_STEPS = 256  # a drag across 256 screen pixels changes the window by its own width, as clinical viewers do
 
 K = TypeVar("K")
@@ -84,8 +85,11 @@ class LatestRequest:
 class LruCache(Generic[K, V]):
     """At most `size` entries; reading one makes it the newest; adding beyond `size` drops the oldest."""
 
-    def __init__(self, size: int) -> None:
+    def __init__(self, size: int, *, budget: int | None = None) -> None:
+        """At most `size` entries and, with `budget`, at most that many bytes (an entry's `nbytes`); the newest
+        entry is always kept."""
         self._size = size
+        self._budget = budget
         self._entries: OrderedDict[K, V] = OrderedDict()
 
     def get(self, key: K) -> V | None:
@@ -103,6 +107,10 @@ class LruCache(Generic[K, V]):
         self._entries.move_to_end(key)
         while len(self._entries) > self._size:
             self._entries.popitem(last=False)
+        if self._budget is not None:
+            while len(self._entries) > 1 and sum(getattr(v, "nbytes", 0) for v in self._entries.values()) > \
+                    self._budget:
+                self._entries.popitem(last=False)
 
     def clear(self) -> None:
         self._entries.clear()
@@ -128,7 +136,7 @@ class ViewState:
     def __init__(self, *, cache_size: int = CACHE_SIZE) -> None:
         self.latest = LatestRequest()  # shared with the inference worker
         self.latest_window = LatestRequest()  # shared with the display (window/level) worker
-        self.cache: LruCache[ViewKey, ViewResult] = LruCache(cache_size)
+        self.cache: LruCache[ViewKey, ViewResult] = LruCache(cache_size, budget=CACHE_BYTES)
         self.generation = 0
         self.model: ModelSummary | None = None
         self.wanted: ViewKey | None = None  # selected by the reader; may still be computing

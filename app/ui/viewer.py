@@ -7,6 +7,8 @@ scaled up), so zoom levels and the 1:1 view mean the same thing for every image.
 from __future__ import annotations
 
 from PySide6.QtCore import QRectF, Qt, Signal
+
+from app.ui.detail import DetailItem
 from PySide6.QtGui import QColor, QImage, QPainter, QPen, QPixmap
 from PySide6.QtWidgets import (
     QGraphicsDropShadowEffect,
@@ -46,6 +48,8 @@ class ImageViewer(QGraphicsView):
         self._image_item = QGraphicsPixmapItem()
         self._image_item.setTransformationMode(Qt.TransformationMode.SmoothTransformation)
         self.scene().addItem(self._image_item)
+        self._detail = DetailItem()  # big images: full-resolution tiles once zoomed in past the overview copy
+        self.scene().addItem(self._detail)
         # overlays sit in clipping frames: the whole image, or one side of the split view's divider each
         self._clip_a, self._clip_b = self._clip_frame(), self._clip_frame()
         self._overlay_item = QGraphicsPixmapItem(self._clip_a)
@@ -140,6 +144,7 @@ class ImageViewer(QGraphicsView):
 
     def clear(self) -> None:
         self._image_item.setPixmap(QPixmap())
+        self._detail.set_source(None, None, 1.0)
         self.clear_overlay()
         self._full_size = None
         self._layout_split()
@@ -147,10 +152,30 @@ class ImageViewer(QGraphicsView):
     def set_overlay_opacity(self, opacity: float) -> None:
         self._overlay_item.setOpacity(max(0.0, min(1.0, opacity)))
         self._overlay_b_item.setOpacity(self._overlay_item.opacity())
+        self._restyle_detail()
 
     def set_overlay_visible(self, visible: bool) -> None:
         for item in (self._overlay_item, self._outline_item, self._overlay_b_item):
             item.setVisible(visible)
+        self._restyle_detail()
+
+    # -- big images --------------------------------------------------------------------------------------
+
+    @property
+    def detail(self) -> DetailItem:
+        return self._detail
+
+    def set_detail(self, pixels, mask, overview_scale: float, table: list[int] | None = None) -> None:
+        """Full-resolution pixels and mask of a big image, drawn in tiles when zoomed in past the overview copy
+        (None: no detail — a small image, or an overlay the tiles cannot draw: it then shows at overview
+        resolution); `table` the mask's colour table."""
+        self._detail.set_source(pixels, mask, overview_scale)
+        self._detail_table = table
+        self._restyle_detail()
+
+    def _restyle_detail(self) -> None:
+        self._detail.set_mask_style(getattr(self, "_detail_table", None), self._overlay_item.opacity(),
+                                    self._overlay_item.isVisible())
 
     @property
     def overlay_item(self) -> QGraphicsPixmapItem:

@@ -60,4 +60,4 @@ def view_result(request: ViewRequest, result, image) -> ViewResult:
     display = cv2.resize(pixels, size, interpolation=cv2.INTER_AREA)
     mask = None if result.mask is None else cv2.resize(result.mask, size, interpolation=cv2.INTER_NEAREST)
     raw = None if image.raw is None else cv2.resize(image.raw, size, interpolation=cv2.INTER_AREA)
-    return ViewResult(request.key, result, display, mask, width / size[0], raw, **extra)
+    return ViewResult(request.key, result, display, mask, width / size[0], raw, full_pixels=pixels, **extra)
