@@ -49,7 +49,7 @@ def big_image(folder: Path, side: int) -> Path:
 def frames(viewer, count: int) -> tuple[list[float], list[float]]:
     pan, zoom = [], []
     bar = viewer.horizontalScrollBar()
-    for i in range(count):
+    for _ in range(count):
         started = time.perf_counter()
         bar.setValue(bar.value() + 192)
         viewer.viewport().repaint()

@@ -7,8 +7,6 @@ scaled up), so zoom levels and the 1:1 view mean the same thing for every image.
 from __future__ import annotations
 
 from PySide6.QtCore import QRectF, Qt, Signal
-
-from app.ui.detail import DetailItem
 from PySide6.QtGui import QColor, QImage, QPainter, QPen, QPixmap
 from PySide6.QtWidgets import (
     QGraphicsDropShadowEffect,
@@ -21,6 +19,8 @@ from PySide6.QtWidgets import (
     QGraphicsSimpleTextItem,
     QGraphicsView,
 )
+
+from app.ui.detail import DetailItem
 
 ZOOM_STEP = 1.25
 MIN_ZOOM, MAX_ZOOM = 0.02, 64.0
