@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from PySide6.QtCore import QSettings, Qt, Signal
-from PySide6.QtWidgets import QMainWindow, QSplitter, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QMainWindow, QScrollArea, QSplitter, QVBoxLayout, QWidget
 
 from app.logs import private
 from app.ui import actions
@@ -82,7 +82,13 @@ class MainWindow(QMainWindow):
         column.setContentsMargins(0, 0, 0, 0)
         column.addWidget(self.files.filter_box)
         column.addWidget(self.files)
-        for widget, stretch in ((file_side, 0), (self.viewer, 1), (self.panel, 0)):
+        side = QScrollArea()  # the panel's groups scroll on a short screen instead of being squeezed
+        side.setWidget(self.panel)
+        side.setWidgetResizable(True)
+        side.setFrameShape(QScrollArea.Shape.NoFrame)
+        side.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        side.setMinimumWidth(self.panel.minimumSizeHint().width() + side.verticalScrollBar().sizeHint().width())
+        for widget, stretch in ((file_side, 0), (self.viewer, 1), (side, 0)):
             self.splitter.addWidget(widget)
             self.splitter.setStretchFactor(self.splitter.count() - 1, stretch)
         self.splitter.setSizes([240, 1000, 280])

@@ -32,7 +32,7 @@ class ReviewPanel(QGroupBox):
         following = QPushButton("Next unreviewed (U)")
         following.clicked.connect(self.next_requested)
         grid.addWidget(following, 1, 0, 1, 2)
-        form = QFormLayout(self)
+        self._form = form = QFormLayout(self)
         form.addRow("State", self._state)
         form.addRow("", self._who)
         form.addRow("Note", self._note)
@@ -47,6 +47,7 @@ class ReviewPanel(QGroupBox):
         state = review.state if review is not None else "unreviewed"
         self._state.setText(f"<b style='color:{STATE_COLORS.get(state, '#8e8e93')}'>{state}</b>")
         self._who.setText(f"{review.who} · {review.when}" if review is not None and review.who else "")
+        self._form.setRowVisible(self._who, bool(self._who.text()))
         self._note.setText(review.note if review is not None else "")
         parts = [f"{n} {s}" for s, n in (counts or {}).items() if n]
         if foreign:
