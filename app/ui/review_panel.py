@@ -53,6 +53,7 @@ class ReviewPanel(QGroupBox):
         if foreign:
             parts.append(f"{foreign} review(s) made with another model kept aside, not shown")
         self._counts.setText(" · ".join(parts))
+        self._form.setRowVisible(self._counts, bool(parts))
 
     def state_text(self) -> str:
         return self._state.text()
