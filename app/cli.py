@@ -326,7 +326,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             summary = run_inputs(model, inputs, out_dir=args.out, save=args.save, report=report,
                                  progress=progress.update, batch_size=args.batch, done=done,
                                  min_confidence=min_confidence, png_texts=identity.png_texts(model.spec),
-                                 reference=scorer)
+                                 reference=scorer, tile_progress=progress.tiles)
         progress.close()
     _print_summary(summary, model.info, args.out, report_path)
     if scorer:
@@ -421,6 +421,12 @@ class _Progress:
         bar = "#" * filled + "-" * (30 - filled)
         sys.stderr.write(f"\r[{bar}] {done}/{self.total}  {rate:.1f} img/s  {summary.failed} failed")
         sys.stderr.flush()
+
+    def tiles(self, done: int, total: int) -> None:
+        """A tiled image's progress, on the same line (the bar comes back when the image is done)."""
+        if self.enabled:
+            sys.stderr.write(f"\r\x1b[K  tiles {done}/{total}")
+            sys.stderr.flush()
 
     def _clear(self) -> None:
         if self.enabled:

@@ -53,11 +53,7 @@ def tiled_session(batch: int):
 
 
 def raw_batches(model, image: np.ndarray, batch: int) -> list[np.ndarray]:
-    inp = model.spec.input
-    tile = tiling.tile_size(inp.model_hw, inp.tile)
-    origins = tiling.grid(image.shape[:2], tile, inp.tile.overlap)
-    tensors = [pipeline._tile_tensor(inp, image[y: y + tile[0], x: x + tile[1]], tile) for y, x in origins]
-    return [np.concatenate(tensors[i: i + batch]) for i in range(0, len(tensors), batch)]
+    return [tensor for *_, tensor in pipeline.tile_batches(model.spec.input, image, batch)]
 
 
 def throughput(size: int, batch: int, runs: int) -> dict:

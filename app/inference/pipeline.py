@@ -129,26 +129,36 @@ def infer_tiles(model: ModelSession, pixels: np.ndarray, *, batch: int = 1, prog
     spec, inp = model.spec, model.spec.input
     image_hw = (int(pixels.shape[0]), int(pixels.shape[1]))
     tile_hw = tiling.tile_size(inp.model_hw, inp.tile)
-    origins = tiling.grid(image_hw, tile_hw, inp.tile.overlap)
+    total = len(tiling.grid(image_hw, tile_hw, inp.tile.overlap))
     decide = (tiling.binary_decider(spec.output.threshold) if spec.output.kind == "binary"
               else postprocess.argmax_planes)
-    accumulator = None
-    for first in range(0, len(origins), max(1, batch)):
+    accumulator, done = None, 0
+    for chunk, crops, tensor in tile_batches(inp, pixels, batch):
         if should_stop is not None and should_stop():
-            raise Stopped(f"stopped after {first} of {len(origins)} tiles")
-        chunk = origins[first: first + max(1, batch)]
-        crops = [pixels[y: y + tile_hw[0], x: x + tile_hw[1]] for y, x in chunk]
-        output = model.run(np.concatenate([_tile_tensor(inp, crop, tile_hw) for crop in crops]))
+            raise Stopped(f"stopped after {done} of {total} tiles")
+        output = model.run(tensor)
         for i, (origin, crop) in enumerate(zip(chunk, crops, strict=True)):
             planes = _tile_probabilities(spec, output[i: i + 1], crop.shape[:2], tile_hw)
             if accumulator is None:
                 accumulator = tiling.Accumulator(image_hw, tile_hw, len(planes), blend=inp.tile.blend,
                                                  decide=decide)
             accumulator.add(origin, planes)
+        done += len(chunk)
         if progress is not None:
-            progress(first + len(chunk), len(origins))
+            progress(done, total)
     mask, scores = accumulator.finish()
     return TiledOutput(mask, scores, accumulator.highest)
+
+
+def tile_batches(inp, pixels: np.ndarray, batch: int = 1):
+    """(origins, crops, tensor) per session run, `batch` tiles each, in grid order; made one run at a time
+    (a 16384² image has thousands of tiles)."""
+    tile_hw = tiling.tile_size(inp.model_hw, inp.tile)
+    origins = tiling.grid(pixels.shape[:2], tile_hw, inp.tile.overlap)
+    for first in range(0, len(origins), max(1, batch)):
+        chunk = origins[first: first + max(1, batch)]
+        crops = [pixels[y: y + tile_hw[0], x: x + tile_hw[1]] for y, x in chunk]
+        yield chunk, crops, np.concatenate([_tile_tensor(inp, crop, tile_hw) for crop in crops])
 
 
 def _tile_tensor(inp, crop: np.ndarray, tile_hw: tuple[int, int]) -> np.ndarray:

