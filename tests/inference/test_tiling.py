@@ -179,8 +179,10 @@ def test_with_tiling_switches_the_sidecar_for_one_run(models):
         tiling.with_tiling(load_spec(models("embedded_argmax")), True)
 
 
-def test_a_strided_output_is_mapped_to_each_tile_before_blending(models):
-    model = session(models("half_resolution_classes"), "input:\n  resize: tile\n"
-                                                       "  tile: {size: [64, 64], max_pixels: 100}\n")
-    result = pipeline.run_image(model, stripes(150, 211))
-    np.testing.assert_array_equal(result.mask, expected_stripes(150, 211))
+@pytest.mark.parametrize("kind", ["half_resolution_classes", "needs_divisor"])
+def test_strided_outputs_and_tiles_padded_to_the_divisor_blend_exactly(models, kind):
+    """A stride-2 output is mapped to each tile before blending; a 100×90 tile is padded to 128×96 (divisor 32)
+    and the padding cut off again."""
+    model = session(models(kind), "input:\n  resize: tile\n  tile: {size: [100, 90], max_pixels: 100, overlap: 0.3}\n")
+    result = pipeline.run_image(model, stripes(257, 333))
+    np.testing.assert_array_equal(result.mask, expected_stripes(257, 333))
