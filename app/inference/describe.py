@@ -49,7 +49,7 @@ _KIND_TEXT = {"scores": "per-class scores (argmax)", "binary": "binary mask (thr
 
 
 def tile_text(inp) -> str:
-    """`overlap 0.25, gaussian, 256×256 tiles` (+ when a dynamic model tiles, + batch)."""
+    """`256×256 tiles, overlap 0.25, gaussian, batch 1` (dynamic models: and above how many pixels)."""
     t = inp.tile
     hw = (inp.model_hw if None not in inp.model_hw else t.size)
     when = f", above {t.max_pixels} pixels" if None in inp.model_hw else ""
