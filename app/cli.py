@@ -85,6 +85,11 @@ def build_parser() -> argparse.ArgumentParser:
                      help="skip inputs an earlier run into the same --out finished (report row ok, outputs present)")
     run.add_argument("--batch", type=_positive, default=1, metavar="N",
                      help="run N same-sized images at once (models with a dynamic batch axis; default 1)")
+    tiling = run.add_mutually_exclusive_group()
+    tiling.add_argument("--tile", dest="tile", action="store_const", const=True,
+                        help="cover each image with overlapping tiles at its native scale (input.resize: tile)")
+    tiling.add_argument("--no-tile", dest="tile", action="store_const", const=False,
+                        help="do not tile, whatever the sidecar says (fixed models: stretch)")
     run.add_argument("--reference", type=Path, metavar="DIR",
                      help="ground-truth masks (value = class index) matched by relative path and stem: IoU/Dice "
                           "columns in the report, a summary and seglens_metrics.csv")
@@ -134,6 +139,16 @@ def _runtime(args: argparse.Namespace) -> dict:
         return parse_runtime_arguments(args.runtime)
     except ValueError as exc:
         raise SegLensError(str(exc)) from exc
+
+
+def _tiled(spec, tile: bool | None):
+    from app.errors import ModelError
+    from app.inference.tiling import with_tiling
+
+    try:
+        return with_tiling(spec, tile)
+    except ValueError as exc:
+        raise ModelError(f"--tile: {exc}") from exc
 
 
 def _device(text: str):
@@ -276,7 +291,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     if args.max_megapixels:
         os.environ["SEGLENS_MAX_MEGAPIXELS"] = str(args.max_megapixels)  # read by the decoding threads
-    spec, min_confidence = with_threshold(load_spec(args.model, args.config), args.threshold)
+    spec, min_confidence = with_threshold(_tiled(load_spec(args.model, args.config), args.tile), args.threshold)
     refused = reference_problem(args.reference, spec, resume=args.resume)
     if refused:
         print(f"error: --reference {_shown(refused)}", file=sys.stderr)
@@ -311,7 +326,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             summary = run_inputs(model, inputs, out_dir=args.out, save=args.save, report=report,
                                  progress=progress.update, batch_size=args.batch, done=done,
                                  min_confidence=min_confidence, png_texts=identity.png_texts(model.spec),
-                                 reference=scorer)
+                                 reference=scorer, tile_progress=progress.tiles)
         progress.close()
     _print_summary(summary, model.info, args.out, report_path)
     if scorer:
@@ -406,6 +421,12 @@ class _Progress:
         bar = "#" * filled + "-" * (30 - filled)
         sys.stderr.write(f"\r[{bar}] {done}/{self.total}  {rate:.1f} img/s  {summary.failed} failed")
         sys.stderr.flush()
+
+    def tiles(self, done: int, total: int) -> None:
+        """A tiled image's progress, on the same line (the bar comes back when the image is done)."""
+        if self.enabled:
+            sys.stderr.write(f"\r\x1b[K  tiles {done}/{total}")
+            sys.stderr.flush()
 
     def _clear(self) -> None:
         if self.enabled:

@@ -242,3 +242,32 @@ def anomaly_by_shape(path: Path) -> Path:
              helper.make_node("ReduceMax", ["image"], ["score"], axes=[2, 3], keepdims=0)]
     return save(path, nodes, [tensor("image", FLOAT, ["N", 1, "H", "W"])],
                 [tensor("score", FLOAT, ["N", 1]), tensor("heat", FLOAT, ["N", 1, "H", "W"])])
+
+
+def fixed_bright_spots(path: Path, size: int = 256) -> Path:
+    """Fixed [N,1,size,size] gray (dynamic batch) → [N,1,size,size] logits 20·(x − 0.5): bright pixels are
+    foreground. A tile-sized model whose objects vanish when a big image is squashed to its input."""
+    nodes = [helper.make_node("Sub", ["image", "half"], ["centred"]),
+             helper.make_node("Mul", ["centred", "gain"], ["logits"])]
+    return save(path, nodes,
+                [tensor("image", FLOAT, ["N", 1, size, size])], [tensor("logits", FLOAT, ["N", 1, size, size])],
+                [const("half", np.float32(0.5)), const("gain", np.float32(20.0))])
+
+
+def blurred_binary(path: Path, kernel: int = 9) -> Path:
+    """Dynamic [N,1,H,W] gray → a kernel×kernel mean (zero padding at the tensor's border) → logits
+    20·(mean − 0.5): a model with spatial context, so tiles without blending would show seams."""
+    nodes = [helper.make_node("AveragePool", ["image"], ["mean"], kernel_shape=[kernel, kernel],
+                              pads=[kernel // 2] * 4, count_include_pad=1),
+             helper.make_node("Sub", ["mean", "half"], ["centred"]),
+             helper.make_node("Mul", ["centred", "gain"], ["logits"])]
+    return save(path, nodes,
+                [tensor("image", FLOAT, ["N", 1, "H", "W"])], [tensor("logits", FLOAT, ["N", 1, "H", "W"])],
+                [const("half", np.float32(0.5)), const("gain", np.float32(20.0))])
+
+
+def fixed_rgb_classes(path: Path, size: int = 64) -> Path:
+    """Fixed [N,3,size,size] (dynamic batch) → scores = RGB: a multi-class fixed model to tile."""
+    nodes = [helper.make_node("Identity", ["image"], ["scores"])]
+    return save(path, nodes,
+                [tensor("image", FLOAT, ["N", 3, size, size])], [tensor("scores", FLOAT, ["N", 3, size, size])])

@@ -17,7 +17,8 @@ def spec_dict(spec: ModelSpec, info: SessionInfo | None) -> dict:
         "input": {"name": inp.name, "layout": inp.layout, "channels": inp.channels, "dtype": inp.dtype,
                   "size": list(inp.size) if inp.size else None, "resize": inp.resize,
                   "size_divisor": inp.size_divisor, "color": inp.color, "scale": inp.scale,
-                  "mean": list(inp.mean), "std": list(inp.std)},
+                  "mean": list(inp.mean), "std": list(inp.std),
+                  **({"tile": vars(inp.tile).copy()} if inp.resize == "tile" else {})},
         "output": {"name": out.name, "kind": out.kind, "activation": out.activation, "threshold": out.threshold,
                    **({"score": out.score_name, "mask": out.mask_name, "image_threshold": out.image_threshold}
                       if out.kind == "anomaly" else {})},
@@ -47,6 +48,14 @@ _KIND_TEXT = {"scores": "per-class scores (argmax)", "binary": "binary mask (thr
               "anomaly": "anomaly map (pixel threshold)"}
 
 
+def tile_text(inp) -> str:
+    """`256×256 tiles, overlap 0.25, gaussian, batch 1` (dynamic models: and above how many pixels)."""
+    t = inp.tile
+    hw = (inp.model_hw if None not in inp.model_hw else t.size)
+    when = f", above {t.max_pixels} pixels" if None in inp.model_hw else ""
+    return f"{hw[0]}×{hw[1]} tiles, overlap {t.overlap:g}, {t.blend}{when}, batch {t.batch}"
+
+
 def spec_text(spec: ModelSpec, info: SessionInfo | None) -> str:
     src = spec.sources
     inp, out = spec.input, spec.output
@@ -65,7 +74,7 @@ def spec_text(spec: ModelSpec, info: SessionInfo | None) -> str:
         row("tensor", f"{spec.inputs[0].describe()} ({inp.layout}, {hw})"),
         row("size", "keep the image's size" if inp.size is None else f"{inp.size[0]}×{inp.size[1]} (H×W)",
             "input.size"),
-        row("resize", inp.resize, "input.resize"),
+        row("resize", inp.resize if inp.resize != "tile" else f"tile ({tile_text(inp)})", "input.resize"),
         row("size_divisor", inp.size_divisor, "input.size_divisor"),
         row("color", inp.color, "input.color"),
         row("scale", f"{inp.scale:.8g}", "input.scale"),

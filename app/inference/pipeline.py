@@ -9,14 +9,15 @@ Every stage returns plain data and its time in milliseconds.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
 
-from app.inference import postprocess
+from app.inference import postprocess, tiling
 from app.inference.postprocess import Prediction, class_pixel_counts, segmentation_mask, top_k
-from app.inference.preprocess import Geometry, preprocess
+from app.inference.preprocess import Geometry, convert_color, pad_bottom_right, preprocess, to_tensor
 from app.inference.session import ModelSession
 from app.inference.spec import ModelSpec
 from app.io.images import DecodedImage, from_array, read_image
@@ -27,12 +28,34 @@ STAGES = ("decode", "preprocess", "inference", "postprocess")
 
 @dataclass(frozen=True)
 class Prepared:
-    """An image made ready for the model: the tensor and how to map the output back."""
+    """An image made ready for the model: the tensor and how to map the output back. A tiled image
+    (`input.resize: tile`) has no tensor: `pixels` are what the model sees, cut into tiles by `infer`."""
 
     image: DecodedImage
-    tensor: np.ndarray
+    tensor: np.ndarray | None
     geometry: Geometry
     timings: dict[str, float] = field(default_factory=dict)
+    pixels: np.ndarray | None = None  # tiled runs only
+
+    @property
+    def tiled(self) -> bool:
+        return self.pixels is not None
+
+
+@dataclass(frozen=True)
+class TiledOutput:
+    """What a tiled run leaves for the postprocess stage: the blended decision and the kept scores."""
+
+    mask: np.ndarray  # uint8 labels at the image's size, before clean_mask
+    scores: np.ndarray  # float16 (C, h, w): the image's size, or reduced by a whole factor (tiling.KEPT_PIXELS)
+    highest: float  # binary: the largest blended foreground probability
+
+
+class Stopped(Exception):
+    """`should_stop()` answered True between two tile batches: the image has no result."""
+
+
+ProgressFn = Callable[[int, int], None]
 
 
 @dataclass(frozen=True)
@@ -64,7 +87,13 @@ def decode(path: str | Path, *, frame: int = 0) -> tuple[DecodedImage, float]:
 
 def prepare(spec: ModelSpec, image: DecodedImage, *, decode_ms: float = 0.0) -> Prepared:
     started = time.perf_counter()
-    tensor, geometry = preprocess(spec.input, model_pixels(spec, image))
+    pixels = model_pixels(spec, image)
+    inp = spec.input
+    if tiling.is_tiled(inp.resize, inp.model_hw, inp.tile, pixels.shape[:2]):
+        hw = (int(pixels.shape[0]), int(pixels.shape[1]))
+        return Prepared(image, None, Geometry(hw, hw, hw), {"decode": decode_ms, "preprocess": _ms(started)},
+                        pixels=pixels)
+    tensor, geometry = preprocess(inp, pixels)
     return Prepared(image, tensor, geometry, {"decode": decode_ms, "preprocess": _ms(started)})
 
 
@@ -80,10 +109,75 @@ def model_pixels(spec: ModelSpec, image: DecodedImage) -> np.ndarray:
     return image.pixels
 
 
-def infer(model: ModelSession, prepared: Prepared) -> tuple[np.ndarray | tuple[np.ndarray, ...], float]:
+def infer(model: ModelSession, prepared: Prepared, *, batch: int = 1, progress: ProgressFn | None = None,
+          should_stop: Callable[[], bool] | None = None) -> tuple[np.ndarray | tuple | TiledOutput, float]:
+    """The model's output and its time. A tiled image is run tile by tile here (on the thread that owns the
+    session), `batch` tiles per run, `progress(done, total)` after each run; `should_stop()` is asked before
+    each run and ends the image with `Stopped`."""
     started = time.perf_counter()
-    output = model.run(prepared.tensor)
+    if prepared.tiled:
+        output = infer_tiles(model, prepared.pixels, batch=batch, progress=progress, should_stop=should_stop)
+    else:
+        output = model.run(prepared.tensor)
     return output, _ms(started)
+
+
+def infer_tiles(model: ModelSession, pixels: np.ndarray, *, batch: int = 1, progress: ProgressFn | None = None,
+                should_stop: Callable[[], bool] | None = None) -> TiledOutput:
+    """Cover `pixels` (the model's view of the image) with overlapping tiles, run them in batches and blend
+    their probabilities (tiling.Accumulator)."""
+    spec, inp = model.spec, model.spec.input
+    image_hw = (int(pixels.shape[0]), int(pixels.shape[1]))
+    tile_hw = tiling.tile_size(inp.model_hw, inp.tile)
+    total = len(tiling.grid(image_hw, tile_hw, inp.tile.overlap))
+    decide = (tiling.binary_decider(spec.output.threshold) if spec.output.kind == "binary"
+              else postprocess.argmax_planes)
+    accumulator, done = None, 0
+    for chunk, crops, tensor in tile_batches(inp, pixels, batch):
+        if should_stop is not None and should_stop():
+            raise Stopped(f"stopped after {done} of {total} tiles")
+        output = model.run(tensor)
+        for i, (origin, crop) in enumerate(zip(chunk, crops, strict=True)):
+            planes = _tile_probabilities(spec, output[i: i + 1], crop.shape[:2], tile_hw)
+            if accumulator is None:
+                accumulator = tiling.Accumulator(image_hw, tile_hw, len(planes), blend=inp.tile.blend,
+                                                 decide=decide)
+            accumulator.add(origin, planes)
+        done += len(chunk)
+        if progress is not None:
+            progress(done, total)
+    mask, scores = accumulator.finish()
+    return TiledOutput(mask, scores, accumulator.highest)
+
+
+def tile_batches(inp, pixels: np.ndarray, batch: int = 1):
+    """(origins, crops, tensor) per session run, `batch` tiles each, in grid order; made one run at a time
+    (a 16384² image has thousands of tiles)."""
+    tile_hw = tiling.tile_size(inp.model_hw, inp.tile)
+    origins = tiling.grid(pixels.shape[:2], tile_hw, inp.tile.overlap)
+    for first in range(0, len(origins), max(1, batch)):
+        chunk = origins[first: first + max(1, batch)]
+        crops = [pixels[y: y + tile_hw[0], x: x + tile_hw[1]] for y, x in chunk]
+        yield chunk, crops, np.concatenate([_tile_tensor(inp, crop, tile_hw) for crop in crops])
+
+
+def _tile_tensor(inp, crop: np.ndarray, tile_hw: tuple[int, int]) -> np.ndarray:
+    """One tile as a batch-of-one tensor: colour, zero padding to the tile (a side shorter than the tile) and
+    the size divisor, normalisation."""
+    pixels = convert_color(np.ascontiguousarray(crop), inp.color)
+    d = inp.size_divisor
+    return to_tensor(inp, pad_bottom_right(pixels, (-(-tile_hw[0] // d) * d, -(-tile_hw[1] // d) * d)))
+
+
+def _tile_probabilities(spec: ModelSpec, output: np.ndarray, crop_hw: tuple[int, int],
+                        tile_hw: tuple[int, int]) -> np.ndarray:
+    """A tile's activated scores (C, h, w) float32 on the crop's pixels (padding cut, a strided output mapped)."""
+    d = spec.input.size_divisor
+    geometry = Geometry(crop_hw, crop_hw, (-(-tile_hw[0] // d) * d, -(-tile_hw[1] // d) * d))
+    scores, geometry = postprocess.probabilities(spec, output, geometry)
+    if scores.shape[1:] == crop_hw:
+        return scores.astype(np.float32)
+    return np.stack([postprocess.probability_at_image_size(scores, geometry, c) for c in range(len(scores))])
 
 
 def to_result(model: ModelSession, prepared: Prepared, output: np.ndarray | tuple[np.ndarray, ...],
@@ -93,6 +187,8 @@ def to_result(model: ModelSession, prepared: Prepared, output: np.ndarray | tupl
     output is the image score, the mask is map >= `output.threshold` (or the model's own pred_mask)."""
     spec = model.spec
     started = time.perf_counter()
+    if isinstance(output, TiledOutput):
+        return _tiled_result(model, prepared, output, inference_ms, started)
     geometry, scores, score = prepared.geometry, None, None
     if spec.output.kind == "anomaly":
         anomaly_map, score, own_mask = postprocess.anomaly_outputs(spec, output)
@@ -114,6 +210,20 @@ def to_result(model: ModelSession, prepared: Prepared, output: np.ndarray | tupl
                   model.info.provider, scores, geometry if scores is not None else None, score)
 
 
+def _tiled_result(model: ModelSession, prepared: Prepared, output: TiledOutput, inference_ms: float,
+                  started: float) -> Result:
+    """A tiled run's Result: the blended mask cleaned as any other; the kept scores are on the image's grid
+    (Geometry image = content = tensor), reduced by a whole factor on very large images, which the warp in
+    `probability_at_image_size` / `relabel` maps back exactly as it does a strided output."""
+    spec = model.spec
+    mask = postprocess.clean_mask(output.mask, spec.postprocess)
+    hw = prepared.geometry.image_hw
+    score = output.highest if spec.output.kind == "binary" else None
+    timings = {**prepared.timings, "inference": inference_ms, "postprocess": _ms(started)}
+    return Result(prepared.image.path, spec.task, hw, mask, (), timings, model.info.provider, output.scores,
+                  Geometry(hw, hw, hw), score)
+
+
 def probability_at_image_size(result: Result, class_index: int | None = None) -> np.ndarray | None:
     """The kept probabilities of one class (default: the foreground, or the winning class) at the image's size,
     float32 0–1; None when the result has no scores (classification, label outputs)."""
@@ -133,12 +243,31 @@ def relabel(result: Result, *, spec: ModelSpec, threshold: float | None = None,
     return replace(result, mask=mask)
 
 
-def run_image(model: ModelSession, image: np.ndarray | DecodedImage, *, decode_ms: float = 0.0) -> Result:
-    """Run the whole pipeline on an in-memory image (uint8 gray H×W or RGB H×W×3)."""
+def run_image(model: ModelSession, image: np.ndarray | DecodedImage, *, decode_ms: float = 0.0,
+              batch: int | None = None, progress: ProgressFn | None = None,
+              should_stop: Callable[[], bool] | None = None) -> Result:
+    """Run the whole pipeline on an in-memory image (uint8 gray H×W or RGB H×W×3). A tiled image runs `batch`
+    tiles per session run (default: the sidecar's tile.batch where the batch axis is dynamic), reports
+    `progress(done, total)` in tiles, and raises `Stopped` when `should_stop()` answers True."""
     decoded = image if isinstance(image, DecodedImage) else from_array(image)
     prepared = prepare(model.spec, decoded, decode_ms=decode_ms)
-    output, inference_ms = infer(model, prepared)
+    output, inference_ms = infer(model, prepared, batch=tile_batch(model, batch), progress=progress,
+                                 should_stop=should_stop)
     return to_result(model, prepared, output, inference_ms)
+
+
+def batchable(model: ModelSession) -> bool:
+    """The model's input has a dynamic batch axis: several images (or tiles) can go in one run."""
+    shape = model.spec.inputs[0].shape
+    return bool(shape) and not isinstance(shape[0], int)
+
+
+def tile_batch(model: ModelSession, requested: int | None = None) -> int:
+    """Tiles per session run: `requested` (--batch) when above 1, else the sidecar's tile.batch; 1 when the
+    model's batch axis is fixed."""
+    if not batchable(model):
+        return 1
+    return requested if requested and requested > 1 else model.spec.input.tile.batch
 
 
 def run_path(model: ModelSession, path: str | Path) -> Result:

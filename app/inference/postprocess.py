@@ -105,8 +105,10 @@ def drop_small_components(mask: np.ndarray, min_area: int) -> np.ndarray:
         small = np.flatnonzero(stats[1:, cv2.CC_STAT_AREA] < min_area) + 1
         if small.size == count - 1:  # every component is small: the whole class goes
             result[y : y + h, x : x + w][box.view(bool)] = 0
-        elif small.size:
-            result[y : y + h, x : x + w][np.isin(components, small)] = 0
+        elif small.size:  # a lookup per label, not np.isin: that sorts int64 copies (GBs on a 16384² tiled mask)
+            drop = np.zeros(count, bool)
+            drop[small] = True
+            result[y : y + h, x : x + w][drop[components]] = 0
     return result
 
 

@@ -194,7 +194,8 @@ def open_session(
 def _create_with_argmax(ort: Any, spec: ModelSpec, providers: list, options: RuntimeOptions):
     """The session, with the in-graph ArgMax where wanted: `on` always; `auto` once the session is known to run
     on a GPU (then it is created a second time). Returns (session, spec it answers to, load ms, log lines)."""
-    fixed, scores = not spec.input.dynamic_hw, spec.output.kind == "scores"
+    fixed = not spec.input.dynamic_hw
+    scores = spec.output.kind == "scores" and spec.input.resize != "tile"  # tiles blend scores, not labels
     if options.wants_device_argmax(on_gpu=False, fixed_shape=fixed, scores=scores):  # "on": even on the CPU
         source, spec = _device_argmax(spec)
         session, load_ms, log_lines = _create(ort, spec, source, providers, options)

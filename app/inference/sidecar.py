@@ -13,6 +13,7 @@ import yaml
 
 from app.errors import SidecarError
 from app.inference.runtime import RUNTIME_KEYS
+from app.inference.tiling import BLENDS
 from app.inference.validators import Check, choice, kind, number, shown, whole
 from app.inference.validators import text as nonempty_text
 
@@ -145,6 +146,21 @@ def _size(value: Any) -> tuple[int, int] | None:
             or not all(isinstance(v, int) and not isinstance(v, bool) and 0 < v <= MAX_SIDE for v in value)):
         raise ValueError(f"must be [height, width] in pixels (1 to {MAX_SIDE}) or null, got {shown(value)}")
     return int(value[0]), int(value[1])
+
+
+def _overlap(value: Any) -> float:
+    share = number(value)
+    if not 0.0 <= share < 1.0:
+        raise ValueError(f"must be at least 0 and below 1 (the share of a tile overlapping its neighbour), "
+                         f"got {shown(value)}")
+    return share
+
+
+def _tile_size(value: Any) -> tuple[int, int]:
+    size = _size(value)
+    if size is None:
+        raise ValueError(f"must be [height, width] in pixels (1 to {MAX_SIDE}), got null")
+    return size
 
 
 def _numbers(*, nonzero: bool = False) -> Check:
@@ -284,7 +300,7 @@ _SCHEMA: dict[str, Any] = {
     "task": choice("segmentation", "classification"),
     "input": {
         "size": _size,
-        "resize": choice("stretch", "letterbox"),
+        "resize": choice("stretch", "letterbox", "tile"),
         "size_divisor": whole(1, 1024),
         "color": choice("rgb", "bgr", "gray"),
         "scale": number,
@@ -292,6 +308,13 @@ _SCHEMA: dict[str, Any] = {
         "std": _numbers(nonzero=True),
         "window": _pair("[center, width]", positive_second=True),
         "range": _pair("[low, high]", increasing=True),
+        "tile": {  # resize: tile (app.inference.tiling)
+            "overlap": _overlap,
+            "blend": choice(*BLENDS),
+            "size": _tile_size,
+            "max_pixels": whole(1, MAX_SIDE * MAX_SIDE * 16),
+            "batch": whole(1, 256),
+        },
     },
     "output": {
         "activation": choice("auto", "softmax", "sigmoid", "none"),

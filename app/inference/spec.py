@@ -22,6 +22,7 @@ from app.inference.metadata import parse_name_list
 from app.inference.onnx_graph import GraphInfo, TensorInfo, read_graph
 from app.inference.shapes import anomaly_outputs, channel_axis, image_layout
 from app.inference.sidecar import MAX_SIDE, UNSET_COLOR, find_sidecar, load_sidecar
+from app.inference.tiling import TileSpec, tile_spec_from, untileable
 from app.inference.verdict import Rule, ScoreRule, resolve_rules
 from app.io.render import PALETTE
 
@@ -48,7 +49,7 @@ class InputSpec:
     dtype: str  # "float32" | "float16" | "uint8"
     model_hw: tuple[int | None, int | None]  # what the graph declares; None = dynamic
     size: tuple[int, int] | None  # (H, W) the image is resized to; None = keep the image's size
-    resize: str  # "stretch" | "letterbox"
+    resize: str  # "stretch" | "letterbox" | "tile" (app.inference.tiling)
     size_divisor: int
     color: str  # "rgb" | "bgr" | "gray"
     scale: float
@@ -56,6 +57,7 @@ class InputSpec:
     std: tuple[float, ...]
     window: tuple[float, float] | None = None  # (center, width) applied to high-range values (HU) for the model
     value_range: tuple[float, float] | None = None  # (low, high) mapped to 0..255 for the model
+    tile: TileSpec = field(default_factory=TileSpec)  # the sidecar's input.tile (used when resize is "tile")
 
     @property
     def dynamic_hw(self) -> bool:
@@ -164,6 +166,8 @@ class _Builder:
         inp = self._input()
         out = self._output()
         task = self.pick("task", "classification" if out.kind == "classification" else "segmentation")
+        if inp.resize == "tile" and untileable(out.kind):
+            raise self.sidecar_error("input.resize", f"is tile, but {untileable(out.kind)}")
         if (task == "classification") != (out.kind == "classification"):
             output = _shortened(self._tensor(out.name).describe(), 120)
             raise self.sidecar_error("task", f"is {task}, but the model's output {output} is a {out.kind} output")
@@ -204,11 +208,16 @@ class _Builder:
         t, layout, channels, model_hw = self._image_input()
         size, divisor = self._input_size(model_hw)
         scale, mean, std, color = self._normalisation(t.dtype in _FLOAT_INPUTS, channels)
+        resize = self.pick("input.resize", "stretch", "default")
+        if resize == "tile" and None in model_hw and (size is not None or model_hw != (None, None)):
+            raise self.sidecar_error("input.size", "must be null with resize: tile on a dynamic model (the tile "
+                                                   "size is input.tile.size)")
         return InputSpec(
             name=t.name, layout=layout, channels=channels, dtype=t.dtype, model_hw=model_hw,
-            size=size, resize=self.pick("input.resize", "stretch", "default"), size_divisor=divisor,
+            size=size, resize=resize, size_divisor=divisor,
             color=color, scale=scale, mean=_per_channel(mean, channels), std=_per_channel(std, channels),
             window=self._window_or_range("input.window"), value_range=self._window_or_range("input.range"),
+            tile=tile_spec_from(self.overrides),
         )
 
     def _image_input(self) -> tuple[TensorInfo, str, int, tuple[int | None, int | None]]:

@@ -121,6 +121,7 @@ def run_inputs(
     min_confidence: float | None = None,
     png_texts: Mapping[str, Mapping[str, str]] | None = None,
     reference: ReferenceScorer | None = None,
+    tile_progress: Callable[[int, int], None] | None = None,
 ) -> RunSummary:
     """Run `model` on every input; call from the thread that owns the session.
 
@@ -131,6 +132,9 @@ def run_inputs(
     run's provenance: app.runs.provenance.RunIdentity.png_texts). `reference`: each mask is measured against
     its ground truth on the writer thread, the cells go into the report (made with `reference.columns`) and the
     images into `reference.summary` (rows carried by `done` are not re-measured: the CLI refuses the two together).
+    A tiled image (`input.resize: tile`) runs here as tiles, `batch_size` (else the sidecar's tile.batch) per
+    session run, `tile_progress(done, total)` after each; `should_stop` is also asked between its tile batches,
+    and an image stopped there has no outputs and is listed as not processed.
     """
     summary = RunSummary(total=len(inputs))
     stems = output_stems(list(inputs))
@@ -146,12 +150,18 @@ def run_inputs(
             prepared = _prefetch(pool, model, inputs, depth=2 * max(1, prefetch_workers) + batch_size,
                                  done=done or {})
             with contextlib.closing(prepared):  # on a break, cancel what is still queued for decoding
-                for group in _groups(prepared, batch_size if _batchable(model) else 1):
+                tiles = _TileRun(pipeline.tile_batch(model, batch_size), tile_progress, should_stop)
+                for group in _groups(prepared, batch_size if pipeline.batchable(model) else 1):
                     current = group[0].index
                     if should_stop():
                         stopped_at = current
                         break
-                    for work in _infer(model, group):
+                    try:
+                        works = _infer(model, group, tiles)
+                    except pipeline.Stopped:
+                        stopped_at = current
+                        break
+                    for work in works:
                         writer.put(work)
     except Exception as exc:  # the model or device failed for good: what is left is listed, not dropped
         if writer.failure is None:
@@ -232,22 +242,26 @@ def _prepare(model: ModelSession, index: int, item: InputFile, done: Mapping[str
         return _Work(index, item, error=unexpected_error_line(item.path, exc))
 
 
-def _batchable(model: ModelSession) -> bool:
-    shape = model.spec.inputs[0].shape
-    return bool(shape) and not isinstance(shape[0], int)
+@dataclass(frozen=True)
+class _TileRun:
+    """How the inference stage runs a tiled image: tiles per run, progress in tiles, the stop question."""
+
+    batch: int
+    progress: Callable[[int, int], None] | None
+    should_stop: Callable[[], bool]
 
 
 def _groups(works: Iterator[_Work], size: int) -> Iterator[list[_Work]]:
     """Consecutive works; several at once only when their tensors have the same shape (batchable)."""
     group: list[_Work] = []
     for work in works:
-        if work.prepared is None or size == 1:
+        if work.prepared is None or work.prepared.tiled or size == 1:
             if group:
                 yield group
                 group = []
             yield [work]
             continue
-        if group and group[0].prepared.tensor.shape != work.prepared.tensor.shape:
+        if group and (group[0].prepared.tiled or group[0].prepared.tensor.shape != work.prepared.tensor.shape):
             yield group
             group = []
         group.append(work)
@@ -258,12 +272,13 @@ def _groups(works: Iterator[_Work], size: int) -> Iterator[list[_Work]]:
         yield group
 
 
-def _infer(model: ModelSession, group: list[_Work]) -> list[_Work]:
+def _infer(model: ModelSession, group: list[_Work], tiles: _TileRun) -> list[_Work]:
     if group[0].prepared is None:
         return group  # a failed prepare passes straight to the writer, keeping its place in the order
     try:
         if len(group) == 1:
-            output, ms = pipeline.infer(model, group[0].prepared)
+            output, ms = pipeline.infer(model, group[0].prepared, batch=tiles.batch, progress=tiles.progress,
+                                        should_stop=tiles.should_stop)
             return [_with_output(group[0], output, ms)]
         started = time.perf_counter()
         outputs = model.run(np.concatenate([w.prepared.tensor for w in group]))
