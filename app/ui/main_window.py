@@ -131,6 +131,7 @@ class MainWindow(QMainWindow):
         self.worker.result_ready.connect(self._on_result)
         self.worker.failed.connect(self._on_failed)
         self.worker.skipped.connect(self._on_skipped)
+        self.worker.tile_progress.connect(self._on_tile_progress)
         self.runner = RunOnAll(self.state, files=self.files, status=self.status, worker=self.worker,
                                tuner=self.tuner, parent=self)
         self.runner.requested.connect(self.worker.run_all)
@@ -250,6 +251,10 @@ class MainWindow(QMainWindow):
         self.tuner.judged(view)
         if self.state.should_show(request_id, view) and self.tuner.ensure_tuned(view):
             self.presenter.display(view)
+
+    def _on_tile_progress(self, path: str, done: int, total: int) -> None:
+        if self.state.is_wanted_path(path):  # stepping to another image stops the rest of the tiles
+            self.status.showMessage(f"{Path(path).name}: tile {done} of {total}" if done < total else "", 0)
 
     def _on_skipped(self, _request_id: int, path: str) -> None:
         if not self.state.is_wanted_path(path) and self.files.status(path) == "running":

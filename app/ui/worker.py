@@ -36,6 +36,7 @@ class InferenceWorker(QObject):
     retuned = Signal(int, object)  # retune id, ViewResult decided and drawn again from its kept scores
     failed = Signal(int, str, str)  # request id, path, message
     skipped = Signal(int, str)  # request id, path: dropped unprocessed, the window had moved on
+    tile_progress = Signal(str, int, int)  # path, tiles done, tiles in all (a tiled image, input.resize: tile)
     batch_progress = Signal(object, object, object)  # batch.Outcome, batch.RunSummary (a copy), tuning.Judgement
     batch_finished = Signal(object, str)  # batch.RunSummary, report path or error message
     report_finished = Signal(bool, str)  # written?, the report's path or the error
@@ -203,8 +204,13 @@ class InferenceWorker(QObject):
         if self._model is None:
             self.failed.emit(request.request_id, path, "no model is loaded")
             return
+        from app.inference.pipeline import Stopped
+
         try:
             view = self._view(request)
+        except Stopped:  # a tiled image the reader moved away from: its remaining tiles are not run
+            self.skipped.emit(request.request_id, path)
+            return
         except Exception as exc:
             self.failed.emit(request.request_id, path, _one_line(Path(path), exc))
             return
@@ -215,7 +221,10 @@ class InferenceWorker(QObject):
 
         image, decode_ms = pipeline.decode(request.key.path, frame=request.key.frame)
         model, min_confidence = self._tuned(request.tuning.threshold)
-        result = pipeline.run_image(model, image, decode_ms=decode_ms)
+        path = request.key.path
+        result = pipeline.run_image(model, image, decode_ms=decode_ms,
+                                    progress=lambda done, total: self.tile_progress.emit(path, done, total),
+                                    should_stop=lambda: not self._latest.is_latest(request.request_id))
         if min_confidence is not None:
             result = pipeline.relabel(result, spec=model.spec, min_confidence=min_confidence)
         view = self._compared(decided(view_result(request, result, image), request.tuning, model.spec),

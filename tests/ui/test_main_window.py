@@ -466,3 +466,19 @@ def test_markup_in_a_model_or_class_name_is_shown_as_text(qtbot, window, models)
     assert any("&lt;img src=" in t for t in texts) and not any("<img" in t for t in texts)
     class_label = next(label for label in window.panel.findChildren(QLabel) if "click</a>" in label.text())
     assert class_label.textFormat() == Qt.TextFormat.PlainText
+
+
+def test_a_tiled_model_reports_tile_progress_and_gives_a_full_size_mask(qtbot, make_main_window, models, tmp_path):
+    model = models("fixed_bright_spots")
+    model.with_suffix(".yaml").write_text("input:\n  resize: tile\n  tile: {overlap: 0.25, blend: gaussian}\n")
+    image = np.zeros((600, 700), np.uint8)
+    image[300:304, 500:504] = 255  # one small spot far from the first tile
+    Image.fromarray(image).save(tmp_path / "big.png")
+    window = make_main_window(model)
+    ticks = []
+    window.worker.tile_progress.connect(lambda _path, done, total: ticks.append((done, total)))
+    with qtbot.waitSignal(window.overlay_shown, timeout=TIMEOUT):
+        window.add_paths([tmp_path / "big.png"])
+    assert ticks and ticks[-1][0] == ticks[-1][1] > 1  # every tile, reported as it went
+    mask = window.state.shown.result.mask
+    assert mask.shape == (600, 700) and mask[301, 501] > 0 and mask[:200, :200].max() == 0
