@@ -15,6 +15,7 @@ import numpy as np
 from PIL import Image, ImageOps, UnidentifiedImageError
 
 from app.errors import ImageError
+from app.io.png import decode_png, metadata_after_pixels
 from app.io.window import apply_window, auto_window
 
 DEFAULT_MAX_PIXELS = 250_000_000  # ~ 16k × 16k; beyond that a decode would need GBs of memory
@@ -82,14 +83,18 @@ def read_image(path: str | Path, *, max_pixels: int | None = None, frame: int = 
                 img.seek(frame)
                 _check_size(path, img, max_pixels, frame=frame)  # a TIFF's pages each have their own size
             mode = img.mode
-            oriented = _orientation(img) in (None, 1)
-            fast = _decode_with_opencv(path, img) if oriented and not frame else None
-            if fast is not None:
+            data = _png_bytes(path, img)
+            oriented = _orientation(img, data) in (None, 1)
+            fast = _decode_fast(path, img, data) if oriented and not frame else None
+            if fast is not None and fast.dtype == np.uint8:
                 return DecodedImage(path, fast, mode, frame_count=frames)
-            if not oriented:
-                img = ImageOps.exif_transpose(img) or img
-            raw = np.asarray(img).astype(np.float32) if mode in _WIDE_MODES else None
-            pixels = _to_array(img)
+            if fast is not None:  # 16-bit gray PNG: the values kept, as Pillow's path below keeps them
+                raw, pixels = fast.astype(np.float32), _wide_to_uint8(fast, mode)
+            else:
+                if not oriented:
+                    img = ImageOps.exif_transpose(img) or img
+                raw = np.asarray(img).astype(np.float32) if mode in _WIDE_MODES else None
+                pixels = _to_array(img)
     except ImageError:
         raise
     except UnidentifiedImageError as exc:
@@ -138,27 +143,44 @@ def _check_size(path: Path, img, max_pixels: int, *, frame: int = 0) -> None:
                          f"megapixels; the limit is {max_pixels / 1e6:.0f})")
 
 
-def _orientation(img) -> int | None:
-    """The EXIF orientation tag (1 = as stored), read without decoding the pixels."""
+def _orientation(img, png: bytes | None = None) -> int | None:
+    """The EXIF orientation tag (1 = as stored), read without decoding the pixels. Pillow's `getexif` on a PNG
+    decodes the whole image first, in case EXIF follows the pixels; when the chunk walk finds none there, what
+    Pillow read on opening is all there is, and the base method reads it from that."""
     try:
+        if png is not None and not metadata_after_pixels(png):
+            return Image.Image.getexif(img).get(0x0112)
         return img.getexif().get(0x0112)
     except Exception:  # a damaged EXIF block: let exif_transpose decide (it ignores what it cannot read)
         return 0
 
 
-def _decode_with_opencv(path: Path, img) -> np.ndarray | None:
-    """Plain 8-bit RGB/gray JPEGs and PNGs, decoded by OpenCV straight into an array (the same pixels as Pillow,
-    in about half the time: Pillow's array export copies the image through `tobytes`). None when the file is
-    anything else, or when OpenCV declines it; Pillow then decodes it and reports what is wrong with it."""
-    if img.mode not in ("RGB", "L") or img.format not in ("JPEG", "PNG"):
+def _png_bytes(path: Path, img) -> bytes | None:
+    """The file's bytes when it is a PNG (read once: the chunk walk and the decoder both use them)."""
+    if img.format != "PNG":
         return None
-    if img.format == "PNG" and any(tile[3] != img.mode for tile in img.tile):  # 16-bit RGB, palette, ...
+    try:
+        return path.read_bytes()
+    except OSError:
+        return None
+
+
+def _decode_fast(path: Path, img, png: bytes | None) -> np.ndarray | None:
+    """Plain 8-bit RGB/gray JPEGs and PNGs, and 16-bit gray PNGs, decoded straight into an array (the same pixels
+    as Pillow, in about half the time: Pillow's array export copies the image through `tobytes`). None when the
+    file is anything else, or when the decoder declines it; Pillow then decodes it and reports what is wrong."""
+    if img.format == "PNG" and png is not None:
+        plain = all(tile[3] == {"I;16": "I;16B"}.get(img.mode, img.mode) for tile in img.tile)
+        if img.mode in ("RGB", "L", "I;16") and plain:  # not 16-bit RGB, palette, 1/2/4-bit gray, ...
+            return decode_png(png, mode=img.mode, size=img.size)
+        return None
+    if img.mode not in ("RGB", "L") or img.format != "JPEG":
         return None
     try:
         data = np.fromfile(path, dtype=np.uint8)
     except OSError:
         return None
-    if img.format == "JPEG" and bytes(data[-2:]) != b"\xff\xd9":
+    if bytes(data[-2:]) != b"\xff\xd9":
         return None  # truncated (libjpeg would pad it with grey without a word): Pillow reports it
     import cv2
 

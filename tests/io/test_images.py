@@ -97,8 +97,8 @@ def test_fast_decode_gives_exactly_pillows_pixels(tmp_path, monkeypatch, name, m
     import app.io.images as images
 
     fast = []
-    real = images._decode_with_opencv
-    monkeypatch.setattr(images, "_decode_with_opencv", lambda *a: fast.append(real(*a)) or fast[-1])
+    real = images._decode_fast
+    monkeypatch.setattr(images, "_decode_fast", lambda *a: fast.append(real(*a)) or fast[-1])
     rng = np.random.default_rng(1)
     y, x = np.mgrid[0:61, 0:83]
     base = (100 + 60 * np.sin(x / 7.0) * np.cos(y / 5.0)).astype(np.uint8)
