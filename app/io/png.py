@@ -49,7 +49,8 @@ def decode_png(data: bytes, *, mode: str, size: tuple[int, int]) -> np.ndarray |
     expected = ((height, width, 3), np.uint8) if mode == "RGB" else ((height, width), np.uint8 if mode == "L"
                                                                        else np.uint16)
     codecs = _imagecodecs()
-    if codecs is not None:
+    interlaced = len(data) > 28 and data[28] == 1  # IHDR's last byte: Adam7 (libpng logs a warning each time)
+    if codecs is not None and not interlaced:
         try:
             pixels = codecs.png_decode(data)
         except Exception:  # a damaged file, or one libpng reads differently: try the next decoder
