@@ -16,6 +16,7 @@ from PIL import Image, ImageOps, UnidentifiedImageError
 
 from app.errors import ImageError
 from app.io.png import decode_png, metadata_after_pixels
+from app.io.tiff import is_tiff, open_tiff
 from app.io.window import apply_window, auto_window
 
 DEFAULT_MAX_PIXELS = 250_000_000  # ~ 16k × 16k; beyond that a decode would need GBs of memory
@@ -72,16 +73,20 @@ def read_image(path: str | Path, *, max_pixels: int | None = None, frame: int = 
     if is_dicom(path):
         pixels, raw, window, invert, info, frames = read_dicom(path, frame=frame, max_pixels=max_pixels)
         return DecodedImage(path, pixels, "DICOM", raw, window, invert, info, frames)
+    if is_tiff(path):
+        decoded = _read_tiff(path, frame, max_pixels)
+        if decoded is not None:
+            return decoded
     Image.MAX_IMAGE_PIXELS = None  # our own limit (below) replaces Pillow's decompression-bomb guard
     try:
         with Image.open(path) as img:
-            _check_size(path, img, max_pixels)
+            _check_size(path, img.size, max_pixels)
             frames = int(getattr(img, "n_frames", 1) or 1)
             if frame:
                 if not 0 <= frame < frames:
                     raise ImageError(f"{path}: frame {frame} does not exist (the file has {frames})")
                 img.seek(frame)
-                _check_size(path, img, max_pixels, frame=frame)  # a TIFF's pages each have their own size
+                _check_size(path, img.size, max_pixels, frame=frame)  # a TIFF's pages each have their own size
             mode = img.mode
             data = _png_bytes(path, img)
             oriented = _orientation(img, data) in (None, 1)
@@ -105,11 +110,40 @@ def read_image(path: str | Path, *, max_pixels: int | None = None, frame: int = 
         raise ImageError(f"{path}: not enough memory to decode this image") from exc
     except (OSError, ValueError, SyntaxError, EOFError) as exc:
         raise ImageError(f"{path}: damaged or truncated image ({_reason(exc)})") from exc
+    return _decoded(path, pixels, mode, raw, frames)
+
+
+def _decoded(path: Path, pixels: np.ndarray, mode: str, raw: np.ndarray | None, frames: int) -> DecodedImage:
     if raw is not None:  # 16-bit / float: keep the values; display through an automatic window, never truncated
         window = auto_window(raw)
         info = {"Frames": str(frames), "Window": f"C {window[0]:g} / W {window[1]:g} (auto)", "Mode": mode}
         return DecodedImage(path, pixels, mode, raw, window, False, info, frames)
     return DecodedImage(path, pixels, mode, frame_count=frames)
+
+
+def _read_tiff(path: Path, frame: int, max_pixels: int) -> DecodedImage | None:
+    """A TIFF through tifffile (app/io/tiff.py); None leaves it to Pillow. The size is checked from the header,
+    for the whole full-resolution plane however it is tiled, before anything is decoded."""
+    plane = open_tiff(path)
+    if plane is None:
+        return None
+    if not 0 <= frame < plane.frames:
+        raise ImageError(f"{path}: frame {frame} does not exist (the file has {plane.frames})")
+    _check_size(path, plane.sizes[frame], max_pixels, frame=frame)
+    try:
+        read = plane.read(frame)
+    except MemoryError as exc:
+        raise ImageError(f"{path}: not enough memory to decode this image") from exc
+    if read is None:
+        return None
+    values, mode = read
+    if values.ndim == 2 and mode in _WIDE_MODES:
+        return _decoded(path, _wide_to_uint8(values, mode), mode, values.astype(np.float32), plane.frames)
+    if mode.endswith(";16"):  # 16-bit RGB(A): mapped from the full range, as for PNGs
+        values, mode = (values.astype(np.uint32) // 257).astype(np.uint8), mode[:-3]
+    if mode in ("RGBA",):
+        values = _to_array(Image.fromarray(np.ascontiguousarray(values), "RGBA"))  # composited over black
+    return _decoded(path, np.ascontiguousarray(values), mode, None, plane.frames)
 
 
 def from_array(pixels: np.ndarray, path: Path | None = None) -> DecodedImage:
@@ -134,9 +168,9 @@ def _check_file(path: Path) -> None:
         raise ImageError(f"{path}: permission denied")
 
 
-def _check_size(path: Path, img, max_pixels: int, *, frame: int = 0) -> None:
+def _check_size(path: Path, size: tuple[int, int], max_pixels: int, *, frame: int = 0) -> None:
     """Refuse the frame about to be decoded when it is over the limit (read from its header, nothing decoded)."""
-    width, height = img.size
+    width, height = size
     if width * height > max_pixels:
         which = f"frame {frame} " if frame else ""
         raise ImageError(f"{path}: image too large ({which}{width}×{height} = {width * height / 1e6:.0f} "
