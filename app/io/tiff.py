@@ -43,8 +43,9 @@ class TiffPlanes:
         try:
             with tifffile.TiffFile(self.path) as tif:
                 page = _frames(tif)[frame]
-                values = page.asarray()
                 key = page.keyframe
+                orientation = key.tags.valueof(274, 1)  # Orientation (Pillow's TIFF path ignored it)
+                values = _orient(page.asarray(), int(orientation or 1), key.axes)
                 return _normalise(values, key.axes, int(key.photometric), key.colormap)
         except Exception:  # damaged, or a codec that is not installed: Pillow's turn
             return None
@@ -74,6 +75,17 @@ def _frames(tif) -> list:
 
 
 _MINISWHITE, _MINISBLACK, _RGB, _PALETTE = 0, 1, 2, 3
+_ORIENT = {  # the TIFF/EXIF Orientation tag → what turns the stored rows and columns upright (Pillow's mapping)
+    2: lambda a: a[:, ::-1], 3: lambda a: a[::-1, ::-1], 4: lambda a: a[::-1],
+    5: lambda a: a.swapaxes(0, 1), 6: lambda a: a[::-1].swapaxes(0, 1),
+    7: lambda a: a[::-1, ::-1].swapaxes(0, 1), 8: lambda a: a[:, ::-1].swapaxes(0, 1),
+}
+
+
+def _orient(values: np.ndarray, orientation: int, axes: str) -> np.ndarray:
+    if orientation not in _ORIENT or not axes.startswith("YX"):
+        return values  # upright, or planar samples (SYX): left as stored
+    return np.ascontiguousarray(_ORIENT[orientation](values))
 
 
 def _normalise(values: np.ndarray, axes: str, photometric: int, colormap) -> tuple[np.ndarray, str] | None:

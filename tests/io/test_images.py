@@ -108,7 +108,7 @@ def test_fast_decode_gives_exactly_pillows_pixels(tmp_path, monkeypatch, name, m
     decoded = read_image(path)
     assert decoded.source_mode == mode and decoded.pixels.dtype == np.uint8
     np.testing.assert_array_equal(decoded.pixels, _pillow_pixels(path))
-    assert fast and fast[0] is not None  # OpenCV decoded it
+    assert fast and fast[0] is not None  # decoded without Pillow (imagecodecs or OpenCV)
 
 
 def test_truncated_jpeg_is_an_error_not_grey_padding(tmp_path):

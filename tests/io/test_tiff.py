@@ -3,10 +3,12 @@ the size limit checked from the header before anything is decoded."""
 
 from __future__ import annotations
 
+import io
+
 import numpy as np
 import pytest
 import tifffile
-from PIL import Image
+from PIL import Image, ImageOps
 
 import app.io.tiff as tiff
 from app.errors import ImageError
@@ -123,6 +125,24 @@ def test_what_tifffile_cannot_decode_goes_to_pillow(tmp_path, monkeypatch):
     Image.fromarray(pixels).save(tmp_path / "c.tif", compression="tiff_lzw")
     monkeypatch.setattr(tiff.TiffPlanes, "read", lambda *a: None)  # as without imagecodecs for LZW
     np.testing.assert_array_equal(read_image(tmp_path / "c.tif").pixels, pixels)
+
+
+@pytest.mark.parametrize("orientation", range(1, 9))
+def test_the_orientation_tag_is_applied_as_for_jpeg_exif(tmp_path, orientation):
+    """Pillow's TIFF path left the Orientation tag unapplied; tifffile's applies it as EXIF's is for JPEG/PNG."""
+    pixels = _plane((10, 20, 3), seed=5)
+    tifffile.imwrite(tmp_path / "o.tif", pixels, photometric="rgb", extratags=[(274, "H", 1, orientation, True)])
+    expected = ImageOps.exif_transpose(_with_exif_orientation(pixels, orientation))
+    np.testing.assert_array_equal(read_image(tmp_path / "o.tif").pixels, np.asarray(expected))
+
+
+def _with_exif_orientation(pixels: np.ndarray, orientation: int) -> Image.Image:
+    image = Image.fromarray(pixels)
+    exif = image.getexif()
+    exif[0x0112] = orientation
+    buffer = io.BytesIO()
+    image.save(buffer, "PNG", exif=exif)
+    return Image.open(io.BytesIO(buffer.getvalue()))
 
 
 def test_damaged_tiff_gets_one_line_error(tmp_path):
