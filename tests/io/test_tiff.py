@@ -145,6 +145,7 @@ def _with_exif_orientation(pixels: np.ndarray, orientation: int) -> Image.Image:
     return Image.open(io.BytesIO(buffer.getvalue()))
 
 
+@pytest.mark.filterwarnings("ignore:Corrupt EXIF data")  # Pillow's, on the fallback path, as before
 def test_damaged_tiff_gets_one_line_error(tmp_path):
     tifffile.imwrite(tmp_path / "d.tif", _plane((50, 50)))
     data = (tmp_path / "d.tif").read_bytes()
