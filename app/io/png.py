@@ -10,6 +10,8 @@ measured too: a little faster still, but it holds the GIL for the whole decode (
 
 from __future__ import annotations
 
+import functools
+import logging
 import struct
 
 import numpy as np
@@ -75,9 +77,13 @@ def _opencv(data: bytes, mode: str, expected: tuple) -> np.ndarray | None:
     return pixels
 
 
+@functools.cache
 def _imagecodecs():
     try:
         import imagecodecs
     except ImportError:  # the optional `fast-decode` extra is not installed: OpenCV decodes
         return None
+    # libpng's warnings about ancillary chunks ("iCCP: too short") would reach stderr once per file through
+    # imagecodecs' logger; a file that cannot be decoded still gets its one-line error from Pillow
+    logging.getLogger("imagecodecs").setLevel(logging.ERROR)
     return imagecodecs if getattr(imagecodecs, "PNG", None) and imagecodecs.PNG.available else None

@@ -155,3 +155,12 @@ def test_damaged_png_gets_the_same_one_line_error(tmp_path, decoder, damage):
     with pytest.raises(ImageError, match=rf"{damage}.png: damaged or truncated image") as err:
         read_image(path)
     assert "\n" not in str(err.value)
+
+
+def test_libpng_warnings_are_not_logged(tmp_path, caplog, decoder):
+    """imagecodecs logs libpng's warnings (which a CLI run would print on stderr for every such file)."""
+    path = tmp_path / "short_icc.png"
+    path.write_bytes(_encode(_frame((8, 8, 3)), before=((b"iCCP", b"x\x00\x00" + zlib.compress(b"short")),)))
+    with caplog.at_level("WARNING"):
+        assert read_image(path).pixels.shape == (8, 8, 3)
+    assert not [r for r in caplog.records if r.name.startswith("imagecodecs")]
