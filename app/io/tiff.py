@@ -46,7 +46,10 @@ class TiffPlanes:
                 key = page.keyframe
                 orientation = key.tags.valueof(274, 1)  # Orientation (Pillow's TIFF path ignored it)
                 values = _orient(page.asarray(), int(orientation or 1), key.axes)
-                return _normalise(values, key.axes, int(key.photometric), key.colormap)
+                photometric = int(key.photometric)
+                if photometric == _YCBCR and int(key.compression) == _JPEG:
+                    photometric = _RGB  # JPEG tiles (slide scanners): the JPEG decoder returns RGB
+                return _normalise(values, key.axes, photometric, key.colormap)
         except Exception:  # damaged, or a codec that is not installed: Pillow's turn
             return None
 
@@ -74,7 +77,7 @@ def _frames(tif) -> list:
     return [page for page in tif.pages if not page.is_reduced]
 
 
-_MINISWHITE, _MINISBLACK, _RGB, _PALETTE = 0, 1, 2, 3
+_MINISWHITE, _MINISBLACK, _RGB, _PALETTE, _YCBCR, _JPEG = 0, 1, 2, 3, 6, 7
 _ORIENT = {  # the TIFF/EXIF Orientation tag → what turns the stored rows and columns upright (Pillow's mapping)
     2: lambda a: a[:, ::-1], 3: lambda a: a[::-1, ::-1], 4: lambda a: a[::-1],
     5: lambda a: a.swapaxes(0, 1), 6: lambda a: a[::-1].swapaxes(0, 1),

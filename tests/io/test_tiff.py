@@ -153,3 +153,17 @@ def test_damaged_tiff_gets_one_line_error(tmp_path):
     with pytest.raises(ImageError) as caught:
         read_image(tmp_path / "d.tif")
     assert str(caught.value).startswith(str(tmp_path / "d.tif") + ": ") and "\n" not in str(caught.value)
+
+
+@pytest.mark.parametrize("compression", ["lzw", "jpeg"])
+def test_compressed_tiles_with_imagecodecs(tmp_path, monkeypatch, compression):
+    """LZW and JPEG (slide scanners' pyramids) need imagecodecs, the fast-decode extra; without it Pillow reads
+    them (test_what_tifffile_cannot_decode_goes_to_pillow)."""
+    pytest.importorskip("imagecodecs")
+    pixels = _plane((64, 80, 3), seed=6)
+    tifffile.imwrite(tmp_path / "c.tif", pixels, tile=(32, 32), photometric="rgb", compression=compression)
+    with Image.open(tmp_path / "c.tif") as img:
+        pillows = np.asarray(img.convert("RGB"))  # lossy JPEG: what Pillow (libtiff + libjpeg) makes of it
+    _no_pillow(monkeypatch)
+    decoded = read_image(tmp_path / "c.tif").pixels
+    np.testing.assert_array_equal(decoded, pixels if compression == "lzw" else pillows)
