@@ -15,6 +15,8 @@ import numpy as np
 from PIL import Image, ImageOps, UnidentifiedImageError
 
 from app.errors import ImageError
+from app.io.png import decode_png, metadata_after_pixels
+from app.io.tiff import is_tiff, open_tiff
 from app.io.window import apply_window, auto_window
 
 DEFAULT_MAX_PIXELS = 250_000_000  # ~ 16k × 16k; beyond that a decode would need GBs of memory
@@ -71,25 +73,33 @@ def read_image(path: str | Path, *, max_pixels: int | None = None, frame: int = 
     if is_dicom(path):
         pixels, raw, window, invert, info, frames = read_dicom(path, frame=frame, max_pixels=max_pixels)
         return DecodedImage(path, pixels, "DICOM", raw, window, invert, info, frames)
+    if is_tiff(path):
+        decoded = _read_tiff(path, frame, max_pixels)
+        if decoded is not None:
+            return decoded
     Image.MAX_IMAGE_PIXELS = None  # our own limit (below) replaces Pillow's decompression-bomb guard
     try:
         with Image.open(path) as img:
-            _check_size(path, img, max_pixels)
+            _check_size(path, img.size, max_pixels)
             frames = int(getattr(img, "n_frames", 1) or 1)
             if frame:
                 if not 0 <= frame < frames:
                     raise ImageError(f"{path}: frame {frame} does not exist (the file has {frames})")
                 img.seek(frame)
-                _check_size(path, img, max_pixels, frame=frame)  # a TIFF's pages each have their own size
+                _check_size(path, img.size, max_pixels, frame=frame)  # a TIFF's pages each have their own size
             mode = img.mode
-            oriented = _orientation(img) in (None, 1)
-            fast = _decode_with_opencv(path, img) if oriented and not frame else None
-            if fast is not None:
+            data = _png_bytes(path, img)
+            oriented = _orientation(img, data) in (None, 1)
+            fast = _decode_fast(path, img, data) if oriented and not frame else None
+            if fast is not None and fast.dtype == np.uint8:
                 return DecodedImage(path, fast, mode, frame_count=frames)
-            if not oriented:
-                img = ImageOps.exif_transpose(img) or img
-            raw = np.asarray(img).astype(np.float32) if mode in _WIDE_MODES else None
-            pixels = _to_array(img)
+            if fast is not None:  # 16-bit gray PNG: the values kept, as Pillow's path below keeps them
+                raw, pixels = fast.astype(np.float32), _wide_to_uint8(fast, mode)
+            else:
+                if not oriented:
+                    img = ImageOps.exif_transpose(img) or img
+                raw = np.asarray(img).astype(np.float32) if mode in _WIDE_MODES else None
+                pixels = _to_array(img)
     except ImageError:
         raise
     except UnidentifiedImageError as exc:
@@ -100,11 +110,40 @@ def read_image(path: str | Path, *, max_pixels: int | None = None, frame: int = 
         raise ImageError(f"{path}: not enough memory to decode this image") from exc
     except (OSError, ValueError, SyntaxError, EOFError) as exc:
         raise ImageError(f"{path}: damaged or truncated image ({_reason(exc)})") from exc
+    return _decoded(path, pixels, mode, raw, frames)
+
+
+def _decoded(path: Path, pixels: np.ndarray, mode: str, raw: np.ndarray | None, frames: int) -> DecodedImage:
     if raw is not None:  # 16-bit / float: keep the values; display through an automatic window, never truncated
         window = auto_window(raw)
         info = {"Frames": str(frames), "Window": f"C {window[0]:g} / W {window[1]:g} (auto)", "Mode": mode}
         return DecodedImage(path, pixels, mode, raw, window, False, info, frames)
     return DecodedImage(path, pixels, mode, frame_count=frames)
+
+
+def _read_tiff(path: Path, frame: int, max_pixels: int) -> DecodedImage | None:
+    """A TIFF through tifffile (app/io/tiff.py); None leaves it to Pillow. The size is checked from the header,
+    for the whole full-resolution plane however it is tiled, before anything is decoded."""
+    plane = open_tiff(path)
+    if plane is None:
+        return None
+    if not 0 <= frame < plane.frames:
+        raise ImageError(f"{path}: frame {frame} does not exist (the file has {plane.frames})")
+    _check_size(path, plane.sizes[frame], max_pixels, frame=frame)
+    try:
+        read = plane.read(frame)
+    except MemoryError as exc:
+        raise ImageError(f"{path}: not enough memory to decode this image") from exc
+    if read is None:
+        return None
+    values, mode = read
+    if values.ndim == 2 and mode in _WIDE_MODES:
+        return _decoded(path, _wide_to_uint8(values, mode), mode, values.astype(np.float32), plane.frames)
+    if mode.endswith(";16"):  # 16-bit RGB(A): mapped from the full range, as for PNGs
+        values, mode = (values.astype(np.uint32) // 257).astype(np.uint8), mode[:-3]
+    if mode in ("RGBA",):
+        values = _to_array(Image.fromarray(np.ascontiguousarray(values), "RGBA"))  # composited over black
+    return _decoded(path, np.ascontiguousarray(values), mode, None, plane.frames)
 
 
 def from_array(pixels: np.ndarray, path: Path | None = None) -> DecodedImage:
@@ -129,36 +168,53 @@ def _check_file(path: Path) -> None:
         raise ImageError(f"{path}: permission denied")
 
 
-def _check_size(path: Path, img, max_pixels: int, *, frame: int = 0) -> None:
+def _check_size(path: Path, size: tuple[int, int], max_pixels: int, *, frame: int = 0) -> None:
     """Refuse the frame about to be decoded when it is over the limit (read from its header, nothing decoded)."""
-    width, height = img.size
+    width, height = size
     if width * height > max_pixels:
         which = f"frame {frame} " if frame else ""
         raise ImageError(f"{path}: image too large ({which}{width}×{height} = {width * height / 1e6:.0f} "
                          f"megapixels; the limit is {max_pixels / 1e6:.0f})")
 
 
-def _orientation(img) -> int | None:
-    """The EXIF orientation tag (1 = as stored), read without decoding the pixels."""
+def _orientation(img, png: bytes | None = None) -> int | None:
+    """The EXIF orientation tag (1 = as stored), read without decoding the pixels. Pillow's `getexif` on a PNG
+    decodes the whole image first, in case EXIF follows the pixels; when the chunk walk finds none there, what
+    Pillow read on opening is all there is, and the base method reads it from that."""
     try:
+        if png is not None and not metadata_after_pixels(png):
+            return Image.Image.getexif(img).get(0x0112)
         return img.getexif().get(0x0112)
     except Exception:  # a damaged EXIF block: let exif_transpose decide (it ignores what it cannot read)
         return 0
 
 
-def _decode_with_opencv(path: Path, img) -> np.ndarray | None:
-    """Plain 8-bit RGB/gray JPEGs and PNGs, decoded by OpenCV straight into an array (the same pixels as Pillow,
-    in about half the time: Pillow's array export copies the image through `tobytes`). None when the file is
-    anything else, or when OpenCV declines it; Pillow then decodes it and reports what is wrong with it."""
-    if img.mode not in ("RGB", "L") or img.format not in ("JPEG", "PNG"):
+def _png_bytes(path: Path, img) -> bytes | None:
+    """The file's bytes when it is a PNG (read once: the chunk walk and the decoder both use them)."""
+    if img.format != "PNG":
         return None
-    if img.format == "PNG" and any(tile[3] != img.mode for tile in img.tile):  # 16-bit RGB, palette, ...
+    try:
+        return path.read_bytes()
+    except OSError:
+        return None
+
+
+def _decode_fast(path: Path, img, png: bytes | None) -> np.ndarray | None:
+    """Plain 8-bit RGB/gray JPEGs and PNGs, and 16-bit gray PNGs, decoded straight into an array (the same pixels
+    as Pillow, in about half the time: Pillow's array export copies the image through `tobytes`). None when the
+    file is anything else, or when the decoder declines it; Pillow then decodes it and reports what is wrong."""
+    if img.format == "PNG" and png is not None:
+        plain = all(tile[3] == {"I;16": "I;16B"}.get(img.mode, img.mode) for tile in img.tile)
+        if img.mode in ("RGB", "L", "I;16") and plain:  # not 16-bit RGB, palette, 1/2/4-bit gray, ...
+            return decode_png(png, mode=img.mode, size=img.size)
+        return None
+    if img.mode not in ("RGB", "L") or img.format != "JPEG":
         return None
     try:
         data = np.fromfile(path, dtype=np.uint8)
     except OSError:
         return None
-    if img.format == "JPEG" and bytes(data[-2:]) != b"\xff\xd9":
+    if bytes(data[-2:]) != b"\xff\xd9":
         return None  # truncated (libjpeg would pad it with grey without a word): Pillow reports it
     import cv2
 

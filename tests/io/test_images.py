@@ -97,8 +97,8 @@ def test_fast_decode_gives_exactly_pillows_pixels(tmp_path, monkeypatch, name, m
     import app.io.images as images
 
     fast = []
-    real = images._decode_with_opencv
-    monkeypatch.setattr(images, "_decode_with_opencv", lambda *a: fast.append(real(*a)) or fast[-1])
+    real = images._decode_fast
+    monkeypatch.setattr(images, "_decode_fast", lambda *a: fast.append(real(*a)) or fast[-1])
     rng = np.random.default_rng(1)
     y, x = np.mgrid[0:61, 0:83]
     base = (100 + 60 * np.sin(x / 7.0) * np.cos(y / 5.0)).astype(np.uint8)
@@ -108,7 +108,7 @@ def test_fast_decode_gives_exactly_pillows_pixels(tmp_path, monkeypatch, name, m
     decoded = read_image(path)
     assert decoded.source_mode == mode and decoded.pixels.dtype == np.uint8
     np.testing.assert_array_equal(decoded.pixels, _pillow_pixels(path))
-    assert fast and fast[0] is not None  # OpenCV decoded it
+    assert fast and fast[0] is not None  # decoded without Pillow (imagecodecs or OpenCV)
 
 
 def test_truncated_jpeg_is_an_error_not_grey_padding(tmp_path):
