@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -133,19 +134,35 @@ def infer_tiles(model: ModelSession, pixels: np.ndarray, *, batch: int = 1, prog
     decide = (tiling.binary_decider(spec.output.threshold) if spec.output.kind == "binary"
               else postprocess.argmax_planes)
     accumulator, done = None, 0
-    for chunk, crops, tensor in tile_batches(inp, pixels, batch):
-        if should_stop is not None and should_stop():
-            raise Stopped(f"stopped after {done} of {total} tiles")
-        output = model.run(tensor)
+
+    def fold(chunk, crops, output) -> None:  # on the helper thread, in submission order
+        nonlocal accumulator
         for i, (origin, crop) in enumerate(zip(chunk, crops, strict=True)):
             planes = _tile_probabilities(spec, output[i: i + 1], crop.shape[:2], tile_hw)
             if accumulator is None:
                 accumulator = tiling.Accumulator(image_hw, tile_hw, len(planes), blend=inp.tile.blend,
                                                  decide=decide)
             accumulator.add(origin, planes)
-        done += len(chunk)
-        if progress is not None:
-            progress(done, total)
+
+    # session.run releases the GIL: while it runs, one helper thread cuts and normalises the next batch and
+    # blends the previous batch's scores (as a folder run overlaps decoding with inference)
+    with ThreadPoolExecutor(1, thread_name_prefix="seglens-tiles") as helper:
+        batches = tile_batches(inp, pixels, batch)
+        pending, folded = helper.submit(next, batches, None), None
+        while (item := pending.result()) is not None:
+            if should_stop is not None and should_stop():
+                raise Stopped(f"stopped after {done} of {total} tiles")
+            pending = helper.submit(next, batches, None)
+            chunk, crops, tensor = item
+            output = model.run(tensor)
+            if folded is not None:
+                folded.result()  # the previous blend (it ran beside this run), and any error in it
+            folded = helper.submit(fold, chunk, crops, output)
+            done += len(chunk)
+            if progress is not None:
+                progress(done, total)
+        if folded is not None:
+            folded.result()  # the last blend
     mask, scores = accumulator.finish()
     return TiledOutput(mask, scores, accumulator.highest)
 
