@@ -24,15 +24,7 @@ import numpy as np
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-
-def _wait(signal, timeout_ms: int = 300_000) -> None:
-    from PySide6.QtCore import QEventLoop, QTimer
-
-    loop = QEventLoop()
-    signal.connect(loop.quit)
-    QTimer.singleShot(timeout_ms, loop.quit)
-    loop.exec()
-    signal.disconnect(loop.quit)
+from benchmarks.timing import wait_signal  # noqa: E402
 
 
 def big_image(folder: Path, side: int) -> Path:
@@ -82,10 +74,10 @@ def main() -> int:
         window.resize(1600, 950)
         window.show()
         window.open_model()
-        _wait(window.model_changed)
+        wait_signal(window.model_changed)
         started = time.perf_counter()
         window.add_paths([path])
-        _wait(window.overlay_shown)
+        wait_signal(window.overlay_shown, 300_000)
         opened = time.perf_counter() - started
         viewer = window.viewer
         viewer.actual_size()

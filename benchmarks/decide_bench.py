@@ -24,6 +24,8 @@ import numpy as np
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+from benchmarks.timing import wait_signal  # noqa: E402
+
 
 def _images(folder: Path) -> dict[str, Path]:
     from PIL import Image
@@ -33,16 +35,6 @@ def _images(folder: Path) -> dict[str, Path]:
     tiled = np.tile(nuclei, (1080 // nuclei.shape[0] + 1, 1920 // nuclei.shape[1] + 1))[:1080, :1920]
     Image.fromarray(tiled).save(folder / "nuclei_1080p.png")
     return {"nuclei": folder / "nuclei_1080p.png", "surface_defects": surface}
-
-
-def _wait(signal, timeout_ms: int = 60_000) -> None:
-    from PySide6.QtCore import QEventLoop, QTimer
-
-    loop = QEventLoop()
-    signal.connect(loop.quit)
-    QTimer.singleShot(timeout_ms, loop.quit)
-    loop.exec()
-    signal.disconnect(loop.quit)
 
 
 def measure(model: Path, image: Path, steps: int, settings: Path) -> dict[str, float]:
@@ -76,9 +68,9 @@ def measure(model: Path, image: Path, steps: int, settings: Path) -> dict[str, f
         window.persist_settings = False
         window.show()
         window.open_model()
-        _wait(window.model_changed)
+        wait_signal(window.model_changed)
         window.add_paths([image])
-        _wait(window.overlay_shown)
+        wait_signal(window.overlay_shown)
         model_runs = len(runs)
         decision, shown = window.panel.decision, []
         threshold_worker = []
@@ -86,7 +78,7 @@ def measure(model: Path, image: Path, steps: int, settings: Path) -> dict[str, f
             worker_ms.clear()
             started = time.perf_counter()
             decision.nudge(10 if step % 2 == 0 else -10)
-            _wait(window.tuner.retuned_shown)
+            wait_signal(window.tuner.retuned_shown)
             shown.append((time.perf_counter() - started) * 1000)
             threshold_worker.append(sum(worker_ms))
         heat, heat_worker = [], []
@@ -95,7 +87,7 @@ def measure(model: Path, image: Path, steps: int, settings: Path) -> dict[str, f
             for layer in ("probability", "mask"):
                 started = time.perf_counter()
                 decision.set_layer(layer)
-                _wait(window.tuner.retuned_shown)
+                wait_signal(window.tuner.retuned_shown)
                 if layer == "probability":
                     heat.append((time.perf_counter() - started) * 1000)
                     heat_worker.append(sum(worker_ms))

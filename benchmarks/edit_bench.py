@@ -23,15 +23,7 @@ import numpy as np
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-
-def _wait(signal, timeout_ms: int = 60_000) -> None:
-    from PySide6.QtCore import QEventLoop, QTimer
-
-    loop = QEventLoop()
-    signal.connect(loop.quit)
-    QTimer.singleShot(timeout_ms, loop.quit)
-    loop.exec()
-    signal.disconnect(loop.quit)
+from benchmarks.timing import wait_signal  # noqa: E402
 
 
 def main() -> int:
@@ -56,9 +48,9 @@ def main() -> int:
         window.resize(1600, 950)
         window.show()
         window.open_model()
-        _wait(window.model_changed)
+        wait_signal(window.model_changed)
         window.add_paths([image])
-        _wait(window.overlay_shown)
+        wait_signal(window.overlay_shown)
         editor, viewer = window.editor, window.viewer
         editor.start()
         window.panel.edit.set_radius(args.radius)

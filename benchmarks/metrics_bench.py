@@ -11,10 +11,8 @@ relabelled. Prints median wall ms per image.
 from __future__ import annotations
 
 import argparse
-import statistics
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 import numpy as np
@@ -24,6 +22,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from app.inference.metrics import difference_map, disagreement_map, image_metrics
 from app.io.files import encode_png
 from app.io.references import read_reference
+from benchmarks.timing import median_ms
 
 HW, CLASSES = (1080, 1920), 4
 
@@ -38,15 +37,6 @@ def label_maps(seed: int = 15) -> tuple[np.ndarray, np.ndarray]:
     noise = rng.random(HW) < 0.02
     ref[noise] = rng.integers(0, CLASSES, int(noise.sum()))
     return pred, ref
-
-
-def median_ms(fn, runs: int) -> float:
-    times = []
-    for _ in range(runs):
-        started = time.perf_counter()
-        fn()
-        times.append((time.perf_counter() - started) * 1000)
-    return statistics.median(times)
 
 
 def main() -> None:

@@ -10,9 +10,7 @@ a multiple of 32), random logits; binary (1 plane) and multi-class (3 and 8 clas
 from __future__ import annotations
 
 import argparse
-import statistics
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
@@ -22,6 +20,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from app.inference import postprocess
 from app.inference.preprocess import Geometry
 from app.inference.spec import ModelSpec, OutputSpec, PostprocessSpec
+from benchmarks.timing import median_ms
 
 GEOMETRY = Geometry(image_hw=(1080, 1920), content_hw=(1080, 1920), tensor_hw=(1088, 1920))
 
@@ -30,15 +29,6 @@ def spec_for(kind: str, activation: str) -> ModelSpec:
     output = OutputSpec("out", kind, 1, activation, 0.5)
     return ModelSpec(Path("synthetic.onnx"), None, "synthetic", "segmentation", None, output, (), PostprocessSpec(),
                      (), ())
-
-
-def median_ms(fn, runs: int) -> float:
-    times = []
-    for _ in range(runs):
-        started = time.perf_counter()
-        fn()
-        times.append((time.perf_counter() - started) * 1000)
-    return statistics.median(times)
 
 
 def main() -> None:

@@ -55,3 +55,21 @@ def expected_stripes(height: int = 37, width: int = 53) -> np.ndarray:
     mask[:, width // 3: 2 * width // 3] = 1
     mask[:, 2 * width // 3:] = 2
     return mask
+
+
+@pytest.fixture
+def model_runs(monkeypatch):
+    """How many times any ModelSession ran its model since the fixture was made (each call's tensor shape)."""
+    from app.inference.session import ModelSession
+
+    calls = []
+    original = ModelSession.run
+
+    def counted(self, tensor):
+        calls.append(tensor.shape)
+        return original(self, tensor)
+
+    monkeypatch.setattr(ModelSession, "run", counted)
+    return calls
+
+

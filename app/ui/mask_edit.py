@@ -101,20 +101,18 @@ class MaskEdit:
     # -- undo / redo -----------------------------------------------------------------------------------
 
     def undo(self) -> Box | None:
-        if not self._undo:
-            return None
-        step = self._undo.pop()
-        self.mask.reshape(-1)[step.indices] = step.before
-        self._redo.append(step)
-        self.changed = True
-        return step.box
+        return self._replay(self._undo, self._redo, after=False)
 
     def redo(self) -> Box | None:
-        if not self._redo:
+        return self._replay(self._redo, self._undo, after=True)
+
+    def _replay(self, source: list[Step], target: list[Step], *, after: bool) -> Box | None:
+        """Move the newest step of `source` to `target`, putting back its labels after (redo) or before (undo)."""
+        if not source:
             return None
-        step = self._redo.pop()
-        self.mask.reshape(-1)[step.indices] = step.after
-        self._undo.append(step)
+        step = source.pop()
+        self.mask.reshape(-1)[step.indices] = step.after if after else step.before
+        target.append(step)
         self.changed = True
         return step.box
 

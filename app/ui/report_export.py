@@ -23,7 +23,7 @@ def report_items(model, entries: list[tuple[str, str]], tuning, reviews: dict, *
                  min_confidence: float | None = None,
                  should_stop: Callable[[], bool] = lambda: False) -> list[ReportItem]:
     """A ReportItem per (path, rel); an image that cannot be read or run still gets its row (no picture)."""
-    from app.ui.compare import compare
+    from app.ui.ground_truth import compare
 
     spec = with_score_limit(model.spec, tuning.score_limit)
     items = []

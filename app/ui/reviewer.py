@@ -74,10 +74,8 @@ class Reviewer(QObject):
             self._status.showMessage("Nothing to review: open images and wait for the model", 8000)
             return
         _, rel = self._files.root_and_rel(path)
-        try:
-            review = self._log.set(rel, state)
-        except OSError as exc:
-            self._status.showMessage(f"Review not saved: {exc}", 20000)
+        review = self._saved(lambda: self._log.set(rel, state))
+        if review is None:
             return
         self._files.set_review(path, review.state)
         self._show_current(path)
@@ -93,7 +91,18 @@ class Reviewer(QObject):
         current = self._log.get(rel)
         if (current is not None and current.note == text) or (current is None and not text):
             return
-        self._log.set(rel, current.state if current else "unreviewed", note=text)
+        self._saved(lambda: self._log.set(rel, current.state if current else "unreviewed", note=text))
+
+    def _saved(self, write):
+        """`write()`'s Review, or None with the one-line reason in the status bar (the log stays as on disk)."""
+        from app.errors import SegLensError
+
+        try:
+            return write()
+        except (SegLensError, OSError) as exc:
+            log.warning("review not saved: %s", exc)
+            self._status.showMessage(f"Review not saved: {exc}", 20000)
+            return None
 
     def next_unreviewed(self) -> None:
         if self._log is None:

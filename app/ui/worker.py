@@ -274,7 +274,7 @@ class InferenceWorker(QObject):
         """`view` measured against its reference (a corrected mask in the review folder first, else the reference
         folder's), and in the difference layer the TP/FP/FN codes at the display size (in the disagreement layer,
         model B's codes)."""
-        from app.ui.compare import compare
+        from app.ui.ground_truth import compare
 
         if view.result.mask is None or view.tuning.input_root is None:
             return self._disagreement(view)

@@ -7,7 +7,7 @@ import pytest
 from conftest import expected_stripes, stripes
 
 from app.inference.pipeline import probability_at_image_size, relabel, run_image
-from app.inference.session import ModelSession, open_session
+from app.inference.session import open_session
 from app.inference.spec import load_spec
 
 
@@ -18,20 +18,6 @@ def gradient(height: int = 4, width: int = 256) -> np.ndarray:
 
 def sigmoid_of_ramp(image: np.ndarray) -> np.ndarray:
     return 1 / (1 + np.exp(-20 * (image / 255 - 0.5)))  # binary_logits: logit = 20 (x/255 − 0.5)
-
-
-@pytest.fixture
-def model_runs(monkeypatch):
-    """How many times any ModelSession ran its model since the fixture was made."""
-    calls = []
-    original = ModelSession.run
-
-    def counted(self, tensor):
-        calls.append(tensor.shape)
-        return original(self, tensor)
-
-    monkeypatch.setattr(ModelSession, "run", counted)
-    return calls
 
 
 def session(path):

@@ -8,7 +8,6 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from app.inference.session import ModelSession
 from app.io.render import HEATMAP_LUT, probability_levels
 
 TIMEOUT = 20_000
@@ -17,19 +16,6 @@ TIMEOUT = 20_000
 def gradient(height: int = 64) -> np.ndarray:
     """Gray columns 0..255: the binary factory model's probability is sigmoid(20·(col/255 − 0.5))."""
     return np.tile(np.arange(256, dtype=np.uint8), (height, 1))
-
-
-@pytest.fixture
-def run_calls(monkeypatch):
-    calls = []
-    original = ModelSession.run
-
-    def counted(self, tensor):
-        calls.append(tensor.shape)
-        return original(self, tensor)
-
-    monkeypatch.setattr(ModelSession, "run", counted)
-    return calls
 
 
 @pytest.fixture
@@ -69,19 +55,19 @@ def foreground_columns(window) -> int:
 
 
 def test_threshold_slider_repaints_from_kept_scores_without_a_model_run(qtbot, make_main_window, binary, folder,
-                                                                         run_calls):
+                                                                         model_runs):
     window = make_main_window(binary)
     open_first(qtbot, window, folder)
     assert foreground_columns(window) == 128  # p > 0.5 ⇔ col > 127.5
-    runs = len(run_calls)
+    runs = len(model_runs)
     with qtbot.waitSignal(window.tuner.retuned_shown, timeout=TIMEOUT):
         window.panel.decision.nudge(400)  # the slider: 0.5 → 0.9
     assert window.state.tuning.threshold == pytest.approx(0.9)
     assert foreground_columns(window) == 100  # p > 0.9 ⇔ 20·(col/255 − 0.5) > ln 9 ⇔ col > 155.5
-    assert len(run_calls) == runs, "a threshold change must not run the model"
+    assert len(model_runs) == runs, "a threshold change must not run the model"
     assert "(model)" not in window.panel.decision._value.text()
     retune(qtbot, window, window.panel.decision._reset.click)  # Reset: the model's own value
-    assert foreground_columns(window) == 128 and len(run_calls) == runs
+    assert foreground_columns(window) == 128 and len(model_runs) == runs
 
 
 def test_probability_layer_is_the_fixed_lut_of_the_probability(qtbot, make_main_window, binary, folder):

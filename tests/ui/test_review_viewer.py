@@ -91,3 +91,18 @@ def test_export_review_report_from_the_window(qtbot, make_main_window, models, f
     assert "rejected" in html and "&lt;script&gt;alert(1)&lt;/script&gt;" in html and "<script>" not in html
     assert "not processed" in html and "c3.png" in html
     assert "http://" not in html and "https://" not in html
+
+
+def test_a_review_that_cannot_be_written_says_so_in_one_line(qtbot, make_main_window, models, folder, monkeypatch):
+    window = make_main_window(models("binary_logits"))
+    open_folder(qtbot, window, folder)
+
+    def refuse(*_args, **_kwargs):
+        raise OSError("No space left on device")
+
+    monkeypatch.setattr("app.runs.review.atomic_write", refuse)
+    first = window.files.current_path()
+    window.reviewer.mark("accepted")  # no traceback: the status bar says why, the list keeps the old state
+    message = window.status.currentMessage()
+    assert message.startswith("Review not saved:") and "No space left on device" in message and "\n" not in message
+    assert window.files.review(first) == "unreviewed" and window.files.current_path() == first
