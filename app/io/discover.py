@@ -30,6 +30,9 @@ class InputFile:
     path: Path
     rel: Path  # path relative to the folder it was found in (or just the name), used to name outputs
     problem: str | None = None  # a folder that could not be listed: listed as an input so that it gets a row
+    # A DICOM series, multi-frame DICOM or NIfTI file run slice by slice (app.io.volumes). For a series of files,
+    # `path` is `<folder>/<SeriesInstanceUID>` (not a file: it names the series in reports) and `rel` likewise.
+    volume: object | None = None  # app.io.volumes.Volume (not imported here: see above)
 
 
 def natural_key(text: str) -> tuple:
@@ -106,7 +109,8 @@ def output_stems(inputs: list[InputFile]) -> list[Path]:
     taken: set[str] = set()
     stems: list[Path] = []
     for item in inputs:
-        base = Path(*(safe_name(part) for part in item.rel.parent.parts), safe_name(item.rel.stem))
+        stem = item.rel.name[:-7] if item.rel.name.lower().endswith(".nii.gz") else item.rel.stem
+        base = Path(*(safe_name(part) for part in item.rel.parent.parts), safe_name(stem))
         candidate, n = base, 1
         while candidate.as_posix().lower() in taken:
             suffix = item.rel.suffix.lstrip(".").lower() or "file"

@@ -1,0 +1,81 @@
+"""Volumes: a DICOM series (one file per slice, or one multi-frame file) or a NIfTI file, as an ordered stack of
+2D slices with its geometry. The 2D model runs slice by slice; exports (DICOM SEG, NIfTI, Secondary Capture) and
+volumes in mL need the geometry kept here.
+
+Conventions (one for every kind, so the rest of SegLens never asks which kind it has):
+- a slice is shown and given to the model as rows × columns: DICOM as stored; NIfTI slice k is `data[:, :, k].T`
+  (rows = the j axis, columns = the i axis), so the label volume `labels[k, row, col]` is `nifti[col, row, k]`;
+- `affine` maps (column i, row j, slice k) to RAS+ millimetres (NIfTI's convention; DICOM's LPS is converted:
+  x and y negated), so voxel (0, 0, 0) is the first slice's ImagePositionPatient in RAS;
+- slices are ordered along the slice normal (row cosines × column cosines), first = index 0.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class SliceRef:
+    """Where slice k of a volume comes from."""
+
+    path: Path  # the file holding the slice
+    frame: int = 0  # the frame within that file (multi-frame DICOM; NIfTI: the slice index k)
+    position: tuple[float, float, float] | None = None  # DICOM ImagePositionPatient (LPS mm) of this slice
+    sop_instance_uid: str | None = None  # DICOM: the source instance (a SEG references it per frame)
+    instance_number: int | None = None
+
+
+@dataclass(frozen=True)
+class Volume:
+    kind: str  # "dicom" (one file per slice), "dicom-multiframe", "nifti"
+    source: Path  # the series' folder / the multi-frame file / the .nii(.gz) file
+    key: str  # identity: SeriesInstanceUID (DICOM), the file's stem without .nii(.gz) (NIfTI)
+    label: str  # one line for lists: "CT · CHEST · Axial 2.5 mm (120 slices)" (no patient name or ID)
+    slices: tuple[SliceRef, ...]  # along the slice normal
+    rows: int
+    columns: int
+    spacing: tuple[float, float, float] | None  # mm between slices, rows, columns; None: no geometry in the files
+    affine: np.ndarray | None  # 4×4 float64, (i, j, k) → RAS+ mm; None without geometry
+    window: tuple[float, float] | None = None  # (center, width) shared by every slice: the file's, else automatic
+    info: dict = field(default_factory=dict)  # patient / study / series fields for the info panel (not for logs)
+    series: dict = field(default_factory=dict)  # DICOM identity: StudyInstanceUID, SeriesInstanceUID,
+    # FrameOfReferenceUID, Modality, SeriesNumber, SeriesDescription
+    warnings: tuple[str, ...] = ()  # one line each: a gap, ordered by InstanceNumber, a split series
+    ordered_by: str = "position"  # "position" | "instance number" | "file name" | "file" (NIfTI, multi-frame)
+    time_points: int = 1  # NIfTI 4D: the slices are (t, k) pairs, t-major; shapes and exports keep the 4th axis
+
+    @property
+    def depth(self) -> int:
+        return len(self.slices)
+
+    @property
+    def voxel_ml(self) -> float | None:
+        """One voxel's volume in millilitres (mm³ / 1000), None without geometry."""
+        return None if self.spacing is None else float(np.prod(self.spacing)) / 1000.0
+
+    def slice_position_mm(self, index: int) -> float | None:
+        """Slice `index`'s position along the normal in mm (what the viewer shows beside the slice number)."""
+        raise NotImplementedError
+
+    def orientation_labels(self) -> dict[str, str] | None:
+        """The patient directions at the screen's edges for a slice shown as rows × columns:
+        {"left": "R", "right": "L", "top": "A", "bottom": "P"} for a standard axial DICOM slice (radiological
+        convention: the patient's right on the screen's left). Oblique: the two strongest letters ("LP").
+        None without geometry."""
+        raise NotImplementedError
+
+
+def is_volume_file(path: Path) -> bool:
+    """`.nii` / `.nii.gz` by name (a DICOM file is recognised by content: app.io.dicom.is_dicom)."""
+    name = path.name.lower()
+    return name.endswith(".nii") or name.endswith(".nii.gz")
+
+
+def read_slice(volume: Volume, index: int, *, max_pixels: int | None = None):
+    """Slice `index` as an app.io.images.DecodedImage (pixels for the model, raw real units, the volume's shared
+    window, info with "Slice" and "Position"). Raises ImageError in one line naming the file and the problem."""
+    raise NotImplementedError
