@@ -21,7 +21,7 @@ import time
 from collections import deque
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -35,6 +35,13 @@ from app.io.discover import InputFile, output_stems
 from app.runs.metrics_report import ReferenceScorer, Scored
 from app.runs.outputs import ReportWriter, write_result_images
 from app.runs.safety import OutputGuard, planned_outputs
+from app.runs.volume_run import (
+    VolumeAssembler,
+    VolumeOptions,
+    VolumeResult,
+    algorithm_of,
+    write_volume_rows,
+)
 
 log = logging.getLogger(__name__)
 
@@ -50,6 +57,7 @@ class Outcome:
     resumed: bool = False  # done by an earlier run (--resume): its report row was carried over
     verdict: Verdict | None = None  # OK/NG under the sidecar's rules; None without a `verdict` section
     scored: Scored | None = None  # against the ground truth (`--reference`): metrics, or the notice why none
+    volume: VolumeResult | None = None  # a volume's assembled result (app.runs.volume_run), `result` None
 
 
 @dataclass
@@ -61,6 +69,7 @@ class RunSummary:
     resumed: int = 0
     passed: int = 0  # results judged OK by the sidecar's verdict rules (resumed rows included)
     rejected: int = 0  # results judged NG: a result, not a failure (`failed` does not count them)
+    notices: list[str] = field(default_factory=list)  # one line each: an export that did not apply to a volume
 
     def verdict_line(self) -> str | None:
         """`verdict: 7 OK, 2 NG` when any result was judged, else None (the model has no verdict rules)."""
@@ -80,6 +89,7 @@ class _Work:
     inference_ms: float = 0.0
     error: str | None = None
     carried: list[str] | None = None  # the report row of an earlier run, for an input already done
+    slice: int | None = None  # a volume's slice (app.io.volumes): the writer assembles them into the volume
 
 
 ProgressFn = Callable[[Outcome, RunSummary], None]
@@ -122,6 +132,7 @@ def run_inputs(
     png_texts: Mapping[str, Mapping[str, str]] | None = None,
     reference: ReferenceScorer | None = None,
     tile_progress: Callable[[int, int], None] | None = None,
+    volumes: VolumeOptions | None = None,
 ) -> RunSummary:
     """Run `model` on every input; call from the thread that owns the session.
 
@@ -135,12 +146,20 @@ def run_inputs(
     A tiled image (`input.resize: tile`) runs here as tiles, `batch_size` (else the sidecar's tile.batch) per
     session run, `tile_progress(done, total)` after each; `should_stop` is also asked between its tile batches,
     and an image stopped there has no outputs and is listed as not processed.
+    A volume (`InputFile.volume`) runs slice by slice (batched like images), is assembled on the writer thread and
+    written as `volumes` says (exports, per-slice rows; app.runs.volume_run); `slice_progress(done, total)`
+    reports its slices through `tile_progress`. A volume stopped part-way has no outputs and is not processed.
     """
     summary = RunSummary(total=len(inputs))
     stems = output_stems(list(inputs))
     writer = _Writer(model, out_dir, stems, save, report, summary, progress, helper_niceness)
     writer.min_confidence, writer.png_texts, writer.reference = min_confidence, png_texts, reference
     writer.guard = OutputGuard(out_dir, inputs) if out_dir is not None else None
+    if any(item.volume is not None for item in inputs):
+        writer.volumes = VolumeAssembler(model.spec, volumes or VolumeOptions(), texts=png_texts,
+                                         algorithm=algorithm_of(model.spec.path))
+        writer.volume_options = volumes or VolumeOptions()
+        writer.slice_progress = tile_progress
     writer.start()
     stopped_at, why = len(inputs), "the run was cancelled"
     current = 0
@@ -210,9 +229,9 @@ def _prefetch(pool: ThreadPoolExecutor, model: ModelSession, inputs: Sequence[In
               *, depth: int, done: Mapping[str, list[str]]) -> Iterator[_Work]:
     """Prepared inputs in order, with at most `depth` decoded ahead of the consumer."""
     pending: deque[Future] = deque()
-    items = iter(enumerate(inputs))
-    for index, item in items:
-        pending.append(pool.submit(_prepare, model, index, item, done))
+    items = _units(inputs, done)
+    for unit in items:
+        pending.append(pool.submit(_prepare, model, *unit, done))
         if len(pending) >= depth:
             break
     try:
@@ -227,19 +246,39 @@ def _prefetch(pool: ThreadPoolExecutor, model: ModelSession, inputs: Sequence[In
             future.cancel()
 
 
-def _prepare(model: ModelSession, index: int, item: InputFile, done: Mapping[str, list[str]]) -> _Work:
+def _units(inputs: Sequence[InputFile], done: Mapping[str, list[str]]) -> Iterator[tuple[int, InputFile, int | None]]:
+    """(index, input, slice) in order: an image once (slice None), a volume once per slice."""
+    for index, item in enumerate(inputs):
+        if item.volume is None or item.problem or str(item.path) in done:
+            yield index, item, None
+        else:
+            yield from ((index, item, k) for k in range(item.volume.depth))
+
+
+def _prepare(model: ModelSession, index: int, item: InputFile, k: int | None, done: Mapping[str, list[str]]) -> _Work:
     if str(item.path) in done:
         return _Work(index, item, carried=done[str(item.path)])
     if item.problem:
         return _Work(index, item, error=f"{item.path}: {item.problem}")
     try:
+        if k is not None:
+            image, decode_ms = _read_slice(item.volume, k)
+            return _Work(index, item, prepared=pipeline.prepare(model.spec, image, decode_ms=decode_ms), slice=k)
         image, decode_ms = pipeline.decode(item.path)
         return _Work(index, item, prepared=pipeline.prepare(model.spec, image, decode_ms=decode_ms))
     except SegLensError as exc:
-        return _Work(index, item, error=error_line(item.path, exc))
+        return _Work(index, item, error=error_line(item.path, exc), slice=k)
     except Exception as exc:  # a decoder bug must not end the run
         log.debug("unexpected error preparing %s", item.path, exc_info=True)
-        return _Work(index, item, error=unexpected_error_line(item.path, exc))
+        return _Work(index, item, error=unexpected_error_line(item.path, exc), slice=k)
+
+
+def _read_slice(volume, k: int):
+    from app.io.volumes import read_slice
+
+    started = time.perf_counter()
+    image = read_slice(volume, k)
+    return image, (time.perf_counter() - started) * 1000
 
 
 @dataclass(frozen=True)
@@ -285,7 +324,7 @@ def _infer(model: ModelSession, group: list[_Work], tiles: _TileRun) -> list[_Wo
         share = (time.perf_counter() - started) * 1000 / len(group)
         return [_with_output(w, _batch_row(outputs, i), share) for i, w in enumerate(group)]
     except SegLensError as exc:
-        return [_Work(w.index, w.input, error=error_line(w.input.path, exc)) for w in group]
+        return [replace(w, prepared=None, error=error_line(w.input.path, exc)) for w in group]
 
 
 def _batch_row(outputs: np.ndarray | tuple[np.ndarray, ...], i: int) -> np.ndarray | tuple[np.ndarray, ...]:
@@ -296,7 +335,7 @@ def _batch_row(outputs: np.ndarray | tuple[np.ndarray, ...], i: int) -> np.ndarr
 
 
 def _with_output(work: _Work, output: np.ndarray, ms: float) -> _Work:
-    return _Work(work.index, work.input, work.prepared, output, ms)
+    return replace(work, output=output, inference_ms=ms)
 
 
 class _Writer:
@@ -314,6 +353,9 @@ class _Writer:
         self.min_confidence: float | None = None
         self.png_texts: Mapping[str, Mapping[str, str]] | None = None
         self.reference: ReferenceScorer | None = None
+        self.volumes: VolumeAssembler | None = None
+        self.volume_options = VolumeOptions()
+        self.slice_progress: Callable[[int, int], None] | None = None
 
     def start(self) -> None:
         self._thread.start()
@@ -342,7 +384,9 @@ class _Writer:
         lower_thread_priority(self.niceness)
         try:
             while (work := self._queue.get()) is not _DONE:
-                self._record(self._finish(work), work.carried)
+                outcome = self._finish(work) if work.slice is None else self._finish_slice(work)
+                if outcome is not None:
+                    self._record(outcome, work.carried)
         except BaseException as exc:  # e.g. the report's disk is full: stop the run, say so
             self.failure = exc
 
@@ -375,6 +419,35 @@ class _Writer:
             log.debug("unexpected error finishing %s", work.input.path, exc_info=True)
             return Outcome(work.index, work.input, None, unexpected_error_line(work.input.path, exc))
 
+    def _finish_slice(self, work: _Work) -> Outcome | None:
+        """A volume's slice: kept by the assembler; the volume's outcome once its last slice is in."""
+        volume, k, result, error = work.input.volume, work.slice, None, work.error
+        stem = self.out_dir / self.stems[work.index] if self.out_dir is not None else None
+        try:
+            if error is None:
+                result = pipeline.to_result(self.model, work.prepared, work.output, work.inference_ms)
+                if self.min_confidence is not None:
+                    result = pipeline.relabel(result, spec=self.model.spec, min_confidence=self.min_confidence)
+            per_slice = stem is not None and (self.volume_options.per_slice or volume.affine is None)
+            last = self.volumes.add(work.index, volume, k, result, error,
+                                    image=work.prepared.image if work.prepared is not None else None,
+                                    slice_stem=stem / f"slice_{k + 1:04d}" if per_slice else None, save=self.save)
+        except SegLensError as exc:
+            last = self.volumes.add(work.index, volume, k, None, error_line(work.input.path, exc))
+        if self.slice_progress is not None:
+            self.slice_progress(k + 1, volume.depth)
+        if not last:
+            return None
+        try:
+            vr = self.volumes.finish(volume, stem, self.model.info.provider)
+        except SegLensError as exc:
+            return Outcome(work.index, work.input, None, error_line(work.input.path, exc))
+        except Exception as exc:  # an export library's bug must not end the run: this volume's error row
+            log.debug("unexpected error finishing %s", work.input.path, exc_info=True)
+            return Outcome(work.index, work.input, None, unexpected_error_line(work.input.path, exc))
+        self.summary.notices.extend(vr.notices)
+        return Outcome(work.index, work.input, None, None, verdict=vr.verdict, volume=vr)
+
     def _refused(self, stem: Path) -> str | None:
         if self.guard is None:
             return None
@@ -388,11 +461,15 @@ class _Writer:
             self._count(_carried_verdict(carried, report))
             if report:
                 report.add_row(carried)
-        elif outcome.result is not None:
+        elif outcome.result is not None or outcome.volume is not None:
             try:
-                extra = self.reference.cells(outcome.scored) if self.reference is not None else ()
-                if report:
-                    report.add_result(outcome.input.path, outcome.result, verdict=outcome.verdict, extra=extra)
+                extra = self._extra_cells(outcome)
+                if report and outcome.volume is not None:
+                    write_volume_rows(report, self.model.spec, outcome.input.path, outcome.volume,
+                                      self.volume_options, extra_after=extra)
+                elif report:
+                    report.add_result(outcome.input.path, outcome.result, verdict=outcome.verdict,
+                                      extra=self._volume_blanks(outcome) + extra)
                 if self.reference is not None:
                     self.reference.summary.add(str(outcome.input.path), outcome.scored)
                 summary.ok += 1
@@ -412,6 +489,21 @@ class _Writer:
         if self.progress:
             self.progress(outcome, summary)
         self.recorded += 1
+
+    def _extra_cells(self, outcome: Outcome) -> list:
+        """The reference columns' cells (blank for a volume: it has no 2D reference)."""
+        if self.reference is None:
+            return []
+        return [""] * len(self.reference.columns) if outcome.volume is not None else \
+            list(self.reference.cells(outcome.scored))
+
+    def _volume_blanks(self, outcome: Outcome) -> list:
+        """An image's cells in the volume columns of a run that also has volumes: empty."""
+        if self.volumes is None:
+            return []
+        from app.runs.volume_run import volume_columns
+
+        return [""] * len(volume_columns(self.model.spec))
 
     def _count(self, verdict: str) -> None:
         if verdict == "ok":

@@ -83,7 +83,7 @@ def _write(out_stem: Path, suffix: str, data: bytes) -> Path:
 
 def _task_columns(spec: ModelSpec) -> tuple[list[str], list[str]]:
     """(pixels per class, top-k) column names: one pixel column per class, no more top-k than classes."""
-    classes = _unique([f"pixels_{name}" for name in spec.class_names], reserved={"pixels_other"})
+    classes = unique_names([f"pixels_{name}" for name in spec.class_names], reserved={"pixels_other"})
     k = min(spec.postprocess.top_k, max(len(spec.classes), 2))
     return classes, [c for i in range(1, k + 1) for c in (f"top{i}", f"top{i}_score")]
 
@@ -123,19 +123,30 @@ class ReportWriter:
     def columns(self) -> list[str]:
         return list(self._columns)
 
+    @property
+    def extra_count(self) -> int:
+        return self._extra
+
     def add_result(self, path: Path, result: Result, *, verdict: Verdict | None = None,
                    extra: Sequence[str] = ()) -> None:
         """A result's row; `verdict` as the run decided it (decided here from the spec when not given); `extra`
         the values of the extra columns (empty when not given)."""
-        extra = list(extra) or [""] * self._extra
-        h, w = result.image_hw
         if verdict is None:
             verdict = verdict_of(self.spec, result)
-        score = image_score(result)
+        self.add_counts(path, task=result.task, provider=result.provider, hw=result.image_hw,
+                        score=image_score(result), verdict=verdict, values=self._task_values(result),
+                        extra=extra, timings=result.timings)
+
+    def add_counts(self, path: Path | str, *, task: str, provider: str, hw: tuple[int, int], score: float | None,
+                   verdict: Verdict | None, values: Sequence, extra: Sequence[str], timings: Mapping[str, float],
+                   ) -> None:
+        """A row from its parts: a result's (add_result), a volume's or one of its slices' (app.runs.volume_run,
+        `values` from `count_values`)."""
+        extra = list(extra) or [""] * self._extra
         judged = ["" if score is None else f"{score:.6f}",
                   "" if verdict is None else ("ok" if verdict.ok else "ng"), "" if verdict is None else verdict.reason]
-        self._row([path_text(path), "ok", result.task, result.provider, w, h, *judged, *self._task_values(result),
-                   *extra, *(f"{result.timings.get(stage, 0.0):.2f}" for stage in STAGES), ""])
+        self._row([path_text(path), "ok", task, provider, hw[1], hw[0], *judged, *values, *extra,
+                   *(f"{timings.get(stage, 0.0):.2f}" for stage in STAGES), ""])
 
     def add_error(self, path: Path, message: str, *, provider: str = "", status: str = "error") -> None:
         """An input without a result: no size, score, verdict, counts or timings; the message last."""
@@ -146,11 +157,18 @@ class ReportWriter:
         """Exactly one value per task column, whatever the model returned: a model may give more scores than
         there are top-k columns, and a mask counts at most 256 label values however many classes there are."""
         if self.spec.task == "classification":
-            values: list = []
-            for p in result.predictions[: len(self._topk_columns) // 2]:
-                values += [p.name, f"{p.score:.6f}"]
-            return values + [""] * (len(self._topk_columns) - len(values))
-        counts = result.class_pixels()
+            return self.prediction_values(result.predictions)
+        return self.count_values(result.class_pixels())
+
+    def prediction_values(self, predictions: Sequence) -> list:
+        """The top-k columns' values: name and score of each prediction, best first, blanks after."""
+        values: list = []
+        for p in predictions[: len(self._topk_columns) // 2]:
+            values += [p.name, f"{p.score:.6f}"]
+        return values + [""] * (len(self._topk_columns) - len(values))
+
+    def count_values(self, counts: np.ndarray) -> list:
+        """The per-class columns' values from pixel (or voxel) counts per label value."""
         known = len(self._class_columns)
         per_class = [int(c) for c in counts[:known]]
         return [*per_class, *[0] * (known - len(per_class)), int(counts[known:].sum())]
@@ -314,7 +332,7 @@ def _text(text: str) -> str:
         return text.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
-def _unique(names: list[str], *, reserved: set[str]) -> list[str]:
+def unique_names(names: list[str], *, reserved: set[str]) -> list[str]:
     """Column names made distinct (two classes may share a name): `pixels_a`, `pixels_a_2`…"""
     taken, result = set(reserved), []
     for name in names:

@@ -1,0 +1,175 @@
+"""seglens-cli run and compare: folder runs (images and volumes) with their progress line and summary."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from dataclasses import replace
+from pathlib import Path
+
+from app.cli import DEFAULT_REPORT_NAME, EXIT_OK, EXIT_SOME_FAILED, EXIT_USAGE, _runtime, _shown, _tiled
+
+# --- run ---------------------------------------------------------------------------------------------
+
+def cmd_run(args: argparse.Namespace) -> int:
+    started = time.time()  # temporaries older than this run are a killed run's; newer ones are nobody's to take
+    from app.inference.session import open_session
+    from app.inference.spec import load_spec
+    from app.inference.tuning import with_threshold
+    from app.io.discover import discover
+    from app.runs.batch import run_inputs
+    from app.runs.lock import OutputLock
+    from app.runs.metrics_report import ReferenceScorer, reference_problem
+    from app.runs.outputs import ReportWriter, finished_earlier
+    from app.runs.provenance import RunIdentity, record_run, resume_problem
+    from app.runs.safety import output_folder_problem
+
+    if args.max_megapixels:
+        os.environ["SEGLENS_MAX_MEGAPIXELS"] = str(args.max_megapixels)  # read by the decoding threads
+    spec, min_confidence = with_threshold(_tiled(load_spec(args.model, args.config), args.tile), args.threshold)
+    refused = reference_problem(args.reference, spec, resume=args.resume)
+    if refused:
+        print(f"error: --reference {_shown(refused)}", file=sys.stderr)
+        return EXIT_USAGE
+    inputs = discover(args.paths, exclude=[args.out, *([args.reference] if args.reference else [])])
+    if not inputs:
+        print("error: no images found in: " + ", ".join(_shown(p) for p in args.paths), file=sys.stderr)
+        return EXIT_USAGE
+    refused = output_folder_problem(args.out, inputs, inside_ok=True)
+    if refused:
+        print(f"error: --out {_shown(refused)}", file=sys.stderr)
+        return EXIT_USAGE
+    scorer = ReferenceScorer(args.reference, spec, inputs) if args.reference else None
+    model = open_session(spec, args.device, runtime=_runtime(args))
+    _announce_session(model.info, spec)
+    report_path = args.report or args.out / DEFAULT_REPORT_NAME
+    with OutputLock(args.out):  # a second run into the same folder is refused while this one writes
+        _remove_stale_temporaries(args.out, started)
+        # the spec as loaded (a device-side argmax changes the session's), --threshold and where it runs
+        identity = RunIdentity.of(spec, threshold=args.threshold, min_confidence=min_confidence, session=model.info)
+        identity = replace(identity, reference=str(args.reference)) if args.reference else identity
+        stale = resume_problem(report_path, identity) if args.resume else None
+        if stale:
+            print(f"error: --resume into {_shown(args.out)}: {_shown(stale)}; run without --resume to redo every "
+                  "input, or choose a new --out", file=sys.stderr)
+            return EXIT_USAGE
+        done = finished_earlier(report_path, model.spec, inputs, out_dir=args.out, save=args.save) \
+            if args.resume else {}
+        progress = _Progress(len(inputs), enabled=sys.stderr.isatty() and not args.no_progress)
+        with ReportWriter(report_path, model.spec, extra_columns=scorer.columns if scorer else ()) as report:
+            record_run(report_path, identity)
+            summary = run_inputs(model, inputs, out_dir=args.out, save=args.save, report=report,
+                                 progress=progress.update, batch_size=args.batch, done=done,
+                                 min_confidence=min_confidence, png_texts=identity.png_texts(model.spec),
+                                 reference=scorer, tile_progress=progress.tiles)
+        progress.close()
+    _print_summary(summary, model.info, args.out, report_path)
+    if scorer:
+        _print_metrics(scorer.summary, args.out)
+    print(_shown(identity.summary_line(report_path)))
+    return EXIT_OK if summary.failed == 0 else EXIT_SOME_FAILED
+
+
+# --- compare -----------------------------------------------------------------------------------------
+
+def cmd_compare(args: argparse.Namespace) -> int:
+    from app.inference.session import open_session
+    from app.inference.spec import load_spec
+    from app.io.discover import discover
+    from app.runs.compare import compare_inputs, compare_problem
+    from app.runs.lock import OutputLock
+    from app.runs.safety import output_folder_problem
+
+    spec_a, spec_b = load_spec(args.model_a), load_spec(args.model_b)
+    refused = compare_problem(spec_a, spec_b)
+    inputs = discover(args.paths, exclude=[args.out]) if not refused else []
+    if not refused and not inputs:
+        refused = "no images found in: " + ", ".join(_shown(p) for p in args.paths)
+    refused = refused or output_folder_problem(args.out, inputs, inside_ok=True)
+    if refused:
+        print(f"error: {_shown(refused)}", file=sys.stderr)
+        return EXIT_USAGE
+    models = [open_session(spec, args.device) for spec in (spec_a, spec_b)]
+    for model, spec in zip(models, (spec_a, spec_b), strict=True):
+        _announce_session(model.info, spec)
+    progress = _Progress(len(inputs), enabled=sys.stderr.isatty() and not args.no_progress)
+    with OutputLock(args.out):
+        summary, metrics, report = compare_inputs(*models, inputs, out_dir=args.out, progress=progress.update)
+    progress.close()
+    print(f"{summary.total} inputs: {summary.ok} ok, {summary.failed} failed; B = {_shown(spec_b.path.name)} "
+          f"measured against A = {_shown(spec_a.path.name)}; pictures in {_shown(args.out)}, report {_shown(report)}")
+    _print_metrics(metrics, args.out)
+    return EXIT_OK if summary.failed == 0 else EXIT_SOME_FAILED
+
+
+def _print_metrics(metrics, out: Path) -> None:
+    for line in metrics.lines():
+        print(_shown(line))
+    written = metrics.write(out)
+    print("metrics: " + ", ".join(_shown(p) for p in written))
+
+
+def _print_summary(summary, info, out: Path, report_path: Path) -> None:
+    resumed = f" ({summary.resumed} done by an earlier run)" if summary.resumed else ""
+    print(f"{summary.total} inputs: {summary.ok} ok{resumed}, {summary.failed} failed; provider "
+          f"{info.provider_label}; outputs in {_shown(out)}, report {_shown(report_path)}")
+    if summary.verdict_line():
+        print(summary.verdict_line())
+
+
+def _remove_stale_temporaries(out: Path, started: float) -> None:
+    from app.io.files import remove_stale_temporaries
+
+    removed = remove_stale_temporaries(out, older_than=started)
+    if removed:
+        print(f"note: removed {removed} unfinished temporary file(s) left in {_shown(out)} by an interrupted run",
+              file=sys.stderr)
+
+
+def _announce_session(info, spec) -> None:
+    if info.fallback_reason and info.requested.startswith("cuda"):
+        print(f"warning: CUDA was requested but {_shown(spec.path.name)} runs on the CPU: {info.fallback_reason}",
+              file=sys.stderr)
+    elif info.fallback_reason:
+        print(f"note: running on the CPU ({info.fallback_reason})", file=sys.stderr)
+
+
+class _Progress:
+    """A one-line progress bar on stderr (terminals only); error lines are printed above it."""
+
+    def __init__(self, total: int, *, enabled: bool) -> None:
+        self.total, self.enabled = total, enabled
+        self.started = time.perf_counter()
+
+    def update(self, outcome, summary) -> None:
+        if outcome.error:
+            self._clear()
+            print(f"error: {_shown(outcome.error)}", file=sys.stderr)
+        elif getattr(outcome, "scored", None) is not None and outcome.scored.notice:
+            self._clear()
+            print(f"note: {_shown(outcome.scored.notice)}", file=sys.stderr)
+        if not self.enabled:
+            return
+        done = summary.ok + summary.failed
+        rate = done / max(time.perf_counter() - self.started, 1e-9)
+        filled = int(30 * done / max(self.total, 1))
+        bar = "#" * filled + "-" * (30 - filled)
+        sys.stderr.write(f"\r[{bar}] {done}/{self.total}  {rate:.1f} img/s  {summary.failed} failed")
+        sys.stderr.flush()
+
+    def tiles(self, done: int, total: int) -> None:
+        """A tiled image's progress, on the same line (the bar comes back when the image is done)."""
+        if self.enabled:
+            sys.stderr.write(f"\r\x1b[K  tiles {done}/{total}")
+            sys.stderr.flush()
+
+    def _clear(self) -> None:
+        if self.enabled:
+            sys.stderr.write("\r\x1b[K")
+
+    def close(self) -> None:
+        if self.enabled:
+            sys.stderr.write("\n")
+            sys.stderr.flush()

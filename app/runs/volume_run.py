@@ -1,0 +1,283 @@
+"""Volumes in a folder run: the 2D model on every slice (batch.py feeds them like images, batched when the model
+allows), the slices' masks assembled here, in order, into one label volume; then the exports (app.runs.
+volume_exports), one report row for the volume (voxels and mL per class) and, with `per_slice`, one per slice.
+
+A volume is all or nothing: a slice that cannot be read or run makes the volume's row an error naming that
+slice, and nothing is exported for it (a half-filled label volume would look like a real result).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from app import __version__
+from app.errors import SegLensError
+from app.inference.pipeline import STAGES, Result
+from app.inference.spec import ModelSpec
+from app.inference.verdict import Verdict, image_score, verdict_of
+from app.io.images import DecodedImage
+from app.io.volumes import Volume
+from app.runs.outputs import ReportWriter, unique_names, write_result_images
+from app.runs.volume_exports import EXPORTS, Algorithm, Segment
+
+DEFAULT_EXPORTS = ("nifti",)  # a volume's "mask", when no --export is given and the volume has a geometry
+
+
+@dataclass(frozen=True)
+class VolumeOptions:
+    """How volumes are written: which exports, per-slice rows and PNGs, the Secondary Capture's opacity, and
+    whether patients are named in the report (`anonymize`: a stable pseudonym instead, see `pseudonym`)."""
+
+    exports: tuple[str, ...] | None = None  # None: DEFAULT_EXPORTS
+    per_slice: bool = False
+    opacity: float = 0.5
+    anonymize: bool = False
+    pseudonym_key: bytes = b""
+
+
+@dataclass(frozen=True)
+class SliceRow:
+    """What is kept of one slice for the report: its counts, score, verdict and timings."""
+
+    number: int  # 1-based
+    path: str
+    counts: np.ndarray  # pixels per label value (segmentation)
+    predictions: tuple  # top-k (classification)
+    score: float | None
+    verdict: Verdict | None
+    timings: Mapping[str, float]
+    position_mm: float | None
+
+
+@dataclass(frozen=True)
+class VolumeResult:
+    volume: Volume
+    task: str
+    provider: str
+    counts: np.ndarray  # voxels per label value 0..255, the whole volume
+    slices: tuple[SliceRow, ...]
+    exports: tuple[Path, ...]
+    notices: tuple[str, ...]  # an export that does not apply to this volume, one line each
+    labels: np.ndarray | None = field(default=None, repr=False)  # (depth, rows, columns) uint8; None: classifier
+
+    @property
+    def timings(self) -> dict[str, float]:
+        return {stage: sum(s.timings.get(stage, 0.0) for s in self.slices) for stage in STAGES}
+
+    @property
+    def score(self) -> float | None:
+        """The highest slice score (binary: the most certain foreground anywhere), None without scores."""
+        scores = [s.score for s in self.slices if s.score is not None]
+        return max(scores) if scores else None
+
+    @property
+    def verdict(self) -> Verdict | None:
+        """NG when any slice is NG (the first one says why), OK when all are OK, None without rules."""
+        verdicts = [(s.number, s.verdict) for s in self.slices if s.verdict is not None]
+        if not verdicts:
+            return None
+        bad = next(((n, v) for n, v in verdicts if not v.ok), None)
+        return Verdict(True) if bad is None else Verdict(False, f"slice {bad[0]}: {bad[1].reason}")
+
+    def millilitres(self) -> np.ndarray | None:
+        """mL per label value over the whole volume (mean per time point for 4D NIfTI), None without spacing."""
+        ml = self.volume.voxel_ml
+        return None if ml is None else self.counts * (ml / max(1, self.volume.time_points))
+
+
+def volume_columns(spec: ModelSpec) -> list[str]:
+    """The report's volume columns (only when a run has volumes): slices, the slice a row is about, where it
+    lies, the series, the patient (or pseudonym), and mL per class."""
+    ml = unique_names([f"ml_{name}" for name in spec.class_names], reserved={"ml_other"}) \
+        if spec.task == "segmentation" else []
+    return ["slices", "slice", "position_mm", "series", "patient", *ml]
+
+
+def pseudonym(volume: Volume, key: bytes) -> str:
+    """A stable pseudonym for the volume's patient: HMAC-SHA-256 of PatientID (+ name) under this installation's
+    key (app.runs.volume_run's caller keeps it in the user's config folder), so the same patient gets the same
+    pseudonym in every report from this workstation, and nobody without the key can test a guess."""
+    ident = f"{volume.info.get('Patient ID', '')}\x00{volume.info.get('Patient', '')}"
+    if ident == "\x00":
+        return ""
+    return "anon-" + hmac.new(key, ident.encode("utf-8"), hashlib.sha256).hexdigest()[:12]
+
+
+def patient_text(volume: Volume, options: VolumeOptions) -> str:
+    if options.anonymize:
+        return pseudonym(volume, options.pseudonym_key)
+    name, ident = volume.info.get("Patient", ""), volume.info.get("Patient ID", "")
+    return f"{name} ({ident})" if name and ident else name or ident
+
+
+def volume_cells(spec: ModelSpec, vr: VolumeResult, options: VolumeOptions, row: SliceRow | None = None) -> list:
+    """The volume columns' values for the volume's row (`row` None) or one slice's row."""
+    ml = vr.volume.voxel_ml
+    counts = vr.counts if row is None else row.counts
+    per_class = []
+    if spec.task == "segmentation":
+        n = len(spec.class_names)
+        divisor = max(1, vr.volume.time_points) if row is None else 1
+        per_class = ["" if ml is None else f"{float(c) * ml / divisor:.3f}" for c in list(counts[:n]) +
+                     [0] * (n - min(n, len(counts)))]
+    position = "" if row is None or row.position_mm is None else f"{row.position_mm:.2f}"
+    return [vr.volume.depth if row is None else "", "" if row is None else row.number, position,
+            vr.volume.key, patient_text(vr.volume, options), *per_class]
+
+
+def write_volume_rows(report: ReportWriter, spec: ModelSpec, path: Path, vr: VolumeResult,
+                      options: VolumeOptions, extra_after: Sequence[str] = ()) -> None:
+    """The volume's row, then (per_slice, or always for a classifier) one row per slice."""
+    hw = (vr.volume.rows, vr.volume.columns)
+    values = report.count_values(vr.counts) if spec.task == "segmentation" else report.prediction_values(())
+    report.add_counts(path, task=vr.task, provider=vr.provider, hw=hw, score=vr.score, verdict=vr.verdict,
+                      values=values, extra=[*volume_cells(spec, vr, options), *extra_after], timings=vr.timings)
+    if not (options.per_slice or spec.task != "segmentation"):
+        return
+    for row in vr.slices:
+        values = report.count_values(row.counts) if spec.task == "segmentation" \
+            else report.prediction_values(row.predictions)
+        report.add_counts(row.path, task=vr.task, provider=vr.provider, hw=hw, score=row.score,
+                          verdict=row.verdict, values=values,
+                          extra=[*volume_cells(spec, vr, options, row), *extra_after], timings=row.timings)
+
+
+class VolumeAssembler:
+    """Collects a volume's slices as the writer stage finishes them, in order, and finishes the volume."""
+
+    def __init__(self, spec: ModelSpec, options: VolumeOptions, *, algorithm: Algorithm,
+                 texts: Mapping[str, Mapping[str, str]] | None = None) -> None:
+        self.spec, self.options, self.algorithm, self.texts = spec, options, algorithm, texts
+        self._index: int | None = None
+        self._labels: np.ndarray | None = None
+        self._display: list[np.ndarray | None] = []
+        self._rows: list[SliceRow] = []
+        self._error: str | None = None
+
+    def add(self, index: int, volume: Volume, k: int, result: Result | None, error: str | None, *,
+            image: DecodedImage | None = None, slice_stem: Path | None = None, save: Sequence[str] = ()) -> bool:
+        """Slice `k` of input `index` (its result, or the error that stopped it), `image` as decoded (for
+        per-slice overlays under `slice_stem` and the Secondary Capture); True when it was the last slice."""
+        if self._index != index:
+            self._start(index, volume)
+        if self._error is None and error is not None:
+            self._error = error
+        if self._error is None and result is not None:
+            self._keep(volume, k, result, image, slice_stem, save)
+        return k == volume.depth - 1
+
+    def finish(self, volume: Volume, stem: Path | None, provider: str) -> VolumeResult:
+        """The assembled volume, exported under `stem` (None: no outputs). Raises SegLensError with the first
+        slice's error, or when an export fails (nothing half-written: each export is atomic)."""
+        try:
+            if self._error is not None:
+                raise SegLensError(self._error)
+            counts = np.bincount(self._labels.ravel(), minlength=256) if self._labels is not None \
+                else np.zeros(256, np.int64)
+            exports, notices = self._export(volume, stem) if stem is not None else ((), ())
+            return VolumeResult(volume, self.spec.task, provider, counts, tuple(self._rows), tuple(exports),
+                                tuple(notices), self._labels)
+        finally:
+            self._index, self._labels, self._display, self._rows = None, None, [], []
+
+    def _start(self, index: int, volume: Volume) -> None:
+        self._index, self._error, self._rows = index, None, []
+        self._labels = None
+        self._display = [None] * volume.depth if "sc" in self._exports(volume) else []
+
+    def _keep(self, volume: Volume, k: int, result: Result, image: DecodedImage | None, slice_stem: Path | None,
+              save: Sequence[str]) -> None:
+        if result.mask is not None:
+            if self._labels is None:
+                self._labels = np.zeros((volume.depth, *result.mask.shape), np.uint8)
+            if result.mask.shape != self._labels.shape[1:]:
+                raise SegLensError(f"{volume.slices[k].path}: slice {k + 1} is {result.mask.shape[1]}×"
+                                   f"{result.mask.shape[0]}, the volume's first slice "
+                                   f"{self._labels.shape[2]}×{self._labels.shape[1]}")
+            self._labels[k] = result.mask
+            if self._display and image is not None:
+                self._display[k] = image.display()
+        if slice_stem is not None and save:
+            write_result_images(result, self.spec, slice_stem, save, None if image is None else image.pixels,
+                                texts=self.texts)
+        self._rows.append(SliceRow(k + 1, slice_path(volume, k), result.class_pixels(), result.predictions,
+                                   image_score(result),
+                                   verdict_of(self.spec, result), dict(result.timings), volume.slice_position_mm(k)))
+
+    def _exports(self, volume: Volume) -> tuple[str, ...]:
+        if self.spec.task != "segmentation":
+            return ()
+        chosen = self.options.exports
+        if chosen is None:
+            return DEFAULT_EXPORTS if volume.affine is not None else ()
+        return tuple(chosen)
+
+    def _export(self, volume: Volume, stem: Path) -> tuple[list[Path], list[str]]:
+        from app.runs import volume_exports as ex
+
+        written: list[Path] = []
+        notices: list[str] = []
+        segments = segments_of(self.spec)
+        for kind in self._exports(volume):
+            problem = export_problem(kind, volume)
+            if problem:
+                notices.append(f"{volume.source}: no {kind} export ({problem})")
+                continue
+            if kind == "nifti":
+                written.append(ex.write_nifti_labels(volume, self._labels, stem.with_name(stem.name + "_mask.nii.gz")))
+            elif kind == "dicom-seg":
+                written.append(ex.write_dicom_seg(volume, self._labels, segments,
+                                                  stem.with_name(stem.name + "_seg.dcm"), algorithm=self.algorithm))
+            elif kind == "sc":
+                written += ex.write_secondary_capture(volume, self._labels, segments, stem.with_name(stem.name + "_sc"),
+                                                      display=self._display.__getitem__, opacity=self.options.opacity,
+                                                      algorithm=self.algorithm)
+        return written, notices
+
+
+def export_problem(kind: str, volume: Volume) -> str | None:
+    """Why `kind` cannot be written for `volume` (one line), None when it can."""
+    if kind not in EXPORTS:
+        return f"unknown export {kind!r}"
+    if kind in ("dicom-seg", "sc") and not volume.kind.startswith("dicom"):
+        return "DICOM SEG and Secondary Capture need a DICOM source; this is NIfTI"
+    if kind in ("nifti", "dicom-seg") and volume.affine is None:
+        return "the files carry no geometry (ImagePositionPatient / ImageOrientationPatient)"
+    return None
+
+
+def export_paths(kinds: Sequence[str], stem: Path) -> list[Path]:
+    """Where each export of a volume with output stem `stem` goes (what --resume checks)."""
+    names = {"nifti": "_mask.nii.gz", "dicom-seg": "_seg.dcm", "sc": "_sc"}
+    return [stem.with_name(stem.name + names[k]) for k in kinds if k in names]
+
+
+def slice_path(volume: Volume, k: int) -> str:
+    """How a slice is named in the report: its own file, or `<file>#<slice>` when one file holds them all."""
+    ref = volume.slices[k]
+    return str(ref.path) if volume.kind == "dicom" else f"{ref.path}#{k + 1}"
+
+
+def segments_of(spec: ModelSpec) -> list[Segment]:
+    """Every class after the background as a segment, in the viewer's colours (app.io.render.class_colors)."""
+    from app.io.render import class_colors
+
+    colors, _ = class_colors(spec.classes)
+    return [Segment(value, info.name, tuple(int(c) for c in colors[value]))
+            for value, info in enumerate(spec.classes) if value >= 1]
+
+
+def algorithm_of(model_path: Path) -> Algorithm:
+    """The model as DICOM's algorithm identification: its file name and SHA-256."""
+    digest = hashlib.sha256()
+    with open(model_path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    sha = digest.hexdigest()
+    return Algorithm(name=model_path.stem, version=sha[:16], sha256=sha, software_version=__version__)
