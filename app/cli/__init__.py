@@ -94,6 +94,18 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--reference", type=Path, metavar="DIR",
                      help="ground-truth masks (value = class index) matched by relative path and stem: IoU/Dice "
                           "columns in the report, a summary and seglens_metrics.csv")
+    volumes = run.add_argument_group("volumes (DICOM series, multi-frame DICOM, NIfTI)")
+    volumes.add_argument("--export", type=_export_kinds, metavar="KINDS",
+                         help="what to write per volume, comma-separated: dicom-seg (DICOM SEG referencing the "
+                              "series), nifti (uint8 label volume, the source's affine), sc (Secondary Capture series, "
+                              "overlay burned in); none (default: nifti)")
+    volumes.add_argument("--per-slice", action="store_true",
+                         help="also a report row and the --save PNGs for every slice (DIR/<series>/slice_0001_…)")
+    volumes.add_argument("--opacity", type=_fraction, default=0.5, metavar="A",
+                         help="the overlay's opacity in Secondary Capture images (default 0.5)")
+    volumes.add_argument("--anonymize", action="store_true",
+                         help="patients appear in the report as a stable pseudonym (keyed per workstation), not by "
+                              "name and ID")
     run.add_argument("--no-progress", action="store_true", help="no progress bar even on a terminal")
     run.set_defaults(handler=cmd_run)
 
@@ -191,6 +203,19 @@ def _save_kinds(text: str) -> tuple[str, ...]:
         raise argparse.ArgumentTypeError(f"unknown kind {unknown[0] if unknown else text!r} "
                                          f"(expected {', '.join(SAVE_KINDS)}, both or none)")
     return kinds
+
+
+def _export_kinds(text: str) -> tuple[str, ...]:
+    from app.runs.volume_exports import EXPORTS
+
+    kinds = tuple(k.strip().lower() for k in text.split(",") if k.strip())
+    if kinds == ("none",):
+        return ()
+    unknown = [k for k in kinds if k not in EXPORTS]
+    if unknown or not kinds:
+        raise argparse.ArgumentTypeError(f"unknown export {unknown[0] if unknown else text!r} "
+                                         f"(expected {', '.join(EXPORTS)} or none)")
+    return tuple(dict.fromkeys(kinds))
 
 
 def _fraction(text: str) -> float:

@@ -25,6 +25,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     from app.runs.outputs import ReportWriter, finished_earlier
     from app.runs.provenance import RunIdentity, record_run, resume_problem
     from app.runs.safety import output_folder_problem
+    from app.runs.volume_run import volume_columns
 
     if args.max_megapixels:
         os.environ["SEGLENS_MAX_MEGAPIXELS"] = str(args.max_megapixels)  # read by the decoding threads
@@ -41,6 +42,11 @@ def cmd_run(args: argparse.Namespace) -> int:
     if refused:
         print(f"error: --out {_shown(refused)}", file=sys.stderr)
         return EXIT_USAGE
+    if args.per_slice and args.resume:
+        print("error: --per-slice with --resume is not supported: a carried volume would lose its slice rows; "
+              "run again without --resume", file=sys.stderr)
+        return EXIT_USAGE
+    volume_options = _announce_volumes(inputs, args)
     scorer = ReferenceScorer(args.reference, spec, inputs) if args.reference else None
     model = open_session(spec, args.device, runtime=_runtime(args))
     _announce_session(model.info, spec)
@@ -55,16 +61,19 @@ def cmd_run(args: argparse.Namespace) -> int:
             print(f"error: --resume into {_shown(args.out)}: {_shown(stale)}; run without --resume to redo every "
                   "input, or choose a new --out", file=sys.stderr)
             return EXIT_USAGE
-        done = finished_earlier(report_path, model.spec, inputs, out_dir=args.out, save=args.save) \
-            if args.resume else {}
+        done = finished_earlier(report_path, model.spec, inputs, out_dir=args.out, save=args.save,
+                                exports=volume_options.exports if volume_options else None) if args.resume else {}
         progress = _Progress(len(inputs), enabled=sys.stderr.isatty() and not args.no_progress)
-        with ReportWriter(report_path, model.spec, extra_columns=scorer.columns if scorer else ()) as report:
+        extra = [*(volume_columns(model.spec) if volume_options else ()), *(scorer.columns if scorer else ())]
+        with ReportWriter(report_path, model.spec, extra_columns=extra) as report:
             record_run(report_path, identity)
             summary = run_inputs(model, inputs, out_dir=args.out, save=args.save, report=report,
                                  progress=progress.update, batch_size=args.batch, done=done,
                                  min_confidence=min_confidence, png_texts=identity.png_texts(model.spec),
-                                 reference=scorer, tile_progress=progress.tiles)
+                                 reference=scorer, tile_progress=progress.tiles, volumes=volume_options)
         progress.close()
+    for notice in dict.fromkeys(summary.notices):
+        print(f"note: {_shown(notice)}", file=sys.stderr)
     _print_summary(summary, model.info, args.out, report_path)
     if scorer:
         _print_metrics(scorer.summary, args.out)
@@ -102,6 +111,21 @@ def cmd_compare(args: argparse.Namespace) -> int:
           f"measured against A = {_shown(spec_a.path.name)}; pictures in {_shown(args.out)}, report {_shown(report)}")
     _print_metrics(metrics, args.out)
     return EXIT_OK if summary.failed == 0 else EXIT_SOME_FAILED
+
+
+def _announce_volumes(inputs, args: argparse.Namespace):
+    """The run's VolumeOptions when it has volumes (None otherwise); each volume's warnings (a gap, a split
+    series, an order by InstanceNumber) printed once, before the run."""
+    volumes = [item for item in inputs if item.volume is not None]
+    if not volumes:
+        return None
+    from app.runs.volume_run import VolumeOptions, pseudonym_key
+
+    for item in volumes:
+        for warning in item.volume.warnings:
+            print(f"warning: {_shown(item.path)}: {_shown(warning)}", file=sys.stderr)
+    return VolumeOptions(exports=args.export, per_slice=args.per_slice, opacity=args.opacity,
+                         anonymize=args.anonymize, pseudonym_key=pseudonym_key() if args.anonymize else b"")
 
 
 def _print_metrics(metrics, out: Path) -> None:

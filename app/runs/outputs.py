@@ -238,9 +238,13 @@ def _identity(stat: os.stat_result) -> tuple[int, int]:
 
 
 def finished_earlier(report: Path, spec: ModelSpec, inputs: Sequence[InputFile], *, out_dir: Path,
-                     save: Sequence[str]) -> dict[str, list[str]]:
+                     save: Sequence[str], exports: Sequence[str] | None = None) -> dict[str, list[str]]:
     """--resume: report rows of `inputs` an earlier run finished into `out_dir`, keyed by path (read before the
-    report is rewritten); an input whose `save` outputs are not all on disk is run again."""
+    report is rewritten); an input whose `save` outputs (a volume: its `exports`) are not all on disk is run
+    again."""
+    from app.runs.volume_run import volume_columns, volume_outputs
+
+    volumes = {str(item.path): item.volume for item in inputs if item.volume is not None}
     stems = {path_text(item.path): (str(item.path), out_dir / stem)
              for item, stem in zip(inputs, output_stems(list(inputs)), strict=True)}
     # two inputs with the same report text cannot be told apart (`b\xe9` as four characters and as a byte, `=x`
@@ -253,9 +257,11 @@ def finished_earlier(report: Path, spec: ModelSpec, inputs: Sequence[InputFile],
         if text not in stems or text in ambiguous:
             return [Path("/nonexistent/not-an-input")]
         stem = stems[text][1]
+        if stems[text][0] in volumes:
+            return volume_outputs(volumes[stems[text][0]], spec, stem, exports)
         return [stem.with_name(f"{stem.name}_{kind}.png") for kind in wanted]
 
-    rows = finished_rows(report, report_columns(spec), outputs_of)
+    rows = finished_rows(report, report_columns(spec, volume_columns(spec) if volumes else ()), outputs_of)
     return {stems[text][0]: row for text, row in rows.items() if text in stems}  # keyed by the input's str(path)
 
 
@@ -301,7 +307,9 @@ def _read_report(path: Path) -> list[list[str]] | None:
 
 
 def _outputs_complete(paths: list[Path]) -> bool:
-    return all(is_complete_png(path) for path in paths)
+    """Every output there and whole: a PNG decodable to its end, a volume export a non-empty file or folder."""
+    return all(is_complete_png(path) if path.suffix == ".png" else
+               (path.is_dir() or (path.is_file() and path.stat().st_size > 0)) for path in paths)
 
 
 def path_text(path: Path | str) -> str:

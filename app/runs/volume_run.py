@@ -109,6 +109,36 @@ def pseudonym(volume: Volume, key: bytes) -> str:
     return "anon-" + hmac.new(key, ident.encode("utf-8"), hashlib.sha256).hexdigest()[:12]
 
 
+def pseudonym_key() -> bytes:
+    """This workstation's pseudonym key: SEGLENS_PSEUDONYM_KEY when set (a site may give every workstation the
+    same key, so pseudonyms agree across them), else 32 random bytes made once in the user's config folder."""
+    import os
+    import secrets
+
+    from platformdirs import user_config_dir
+
+    shared = os.environ.get("SEGLENS_PSEUDONYM_KEY")
+    if shared:
+        return shared.encode("utf-8")
+    path = Path(user_config_dir("SegLens", appauthor=False)) / "pseudonym.key"
+    try:
+        return bytes.fromhex(path.read_text().strip())
+    except (OSError, ValueError):
+        pass
+    key = secrets.token_bytes(32)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w") as handle:
+            handle.write(key.hex())
+    except FileExistsError:  # another run made it first: use theirs
+        return bytes.fromhex(path.read_text().strip())
+    except OSError as exc:
+        raise SegLensError(f"{path}: cannot keep the pseudonym key ({exc.strerror or exc}); set "
+                           "SEGLENS_PSEUDONYM_KEY instead") from exc
+    return key
+
+
 def patient_text(volume: Volume, options: VolumeOptions) -> str:
     if options.anonymize:
         return pseudonym(volume, options.pseudonym_key)
@@ -211,12 +241,7 @@ class VolumeAssembler:
                                    verdict_of(self.spec, result), dict(result.timings), volume.slice_position_mm(k)))
 
     def _exports(self, volume: Volume) -> tuple[str, ...]:
-        if self.spec.task != "segmentation":
-            return ()
-        chosen = self.options.exports
-        if chosen is None:
-            return DEFAULT_EXPORTS if volume.affine is not None else ()
-        return tuple(chosen)
+        return chosen_exports(self.spec, volume, self.options.exports)
 
     def _export(self, volume: Volume, stem: Path) -> tuple[list[Path], list[str]]:
         from app.runs import volume_exports as ex
@@ -239,6 +264,21 @@ class VolumeAssembler:
                                                       display=self._display.__getitem__, opacity=self.options.opacity,
                                                       algorithm=self.algorithm)
         return written, notices
+
+
+def chosen_exports(spec: ModelSpec, volume: Volume, exports: Sequence[str] | None) -> tuple[str, ...]:
+    """The exports asked for a volume (None: DEFAULT_EXPORTS where it has a geometry); none for a classifier."""
+    if spec.task != "segmentation":
+        return ()
+    if exports is None:
+        return DEFAULT_EXPORTS if volume.affine is not None else ()
+    return tuple(exports)
+
+
+def volume_outputs(volume: Volume, spec: ModelSpec, stem: Path, exports: Sequence[str] | None) -> list[Path]:
+    """The files a finished volume has under its output stem (what --resume checks): the exports that apply."""
+    kinds = [k for k in chosen_exports(spec, volume, exports) if export_problem(k, volume) is None]
+    return export_paths(kinds, stem)
 
 
 def export_problem(kind: str, volume: Volume) -> str | None:
