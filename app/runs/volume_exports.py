@@ -7,13 +7,19 @@ PACS that cannot show SEG). Each file is written whole or not at all (a temporar
 
 from __future__ import annotations
 
+import gzip
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
+from app.errors import OutputError
+from app.io.files import atomic_write
+from app.io.render import Colored, class_colors
 from app.io.volumes import Volume
+from app.runs import dicom_seg, secondary_capture
+from app.runs.dicom_sources import require_dicom, save_dataset
 
 EXPORTS = ("dicom-seg", "nifti", "sc")
 
@@ -37,19 +43,96 @@ class Algorithm:
     software_version: str  # SegLens's version
 
 
+def segments_of(classes: Sequence[Colored]) -> tuple[Segment, ...]:
+    """The model's classes (app.inference.spec.ClassInfo: name, colour or None) as segments: every label value
+    >= 1 (0 is the background), each in the colour the viewer paints it (app.io.render.class_colors)."""
+    colors, _painted = class_colors(classes)
+    return tuple(
+        Segment(value=value, name=getattr(info, "name", f"class {value}"), color=tuple(int(c) for c in colors[value]))
+        for value, info in enumerate(classes[:256]) if value >= 1
+    )
+
+
 def write_dicom_seg(volume: Volume, labels: np.ndarray, segments: Sequence[Segment], out_path: Path, *,
                     algorithm: Algorithm) -> Path:
-    """One binary DICOM SEG for a DICOM volume, referencing its source instances per frame."""
-    raise NotImplementedError
+    """One binary DICOM SEG for a DICOM volume, referencing its source instances per frame.
+
+    Every segment (value >= 1) is described, an empty one too, so a reader sees every class; frames empty in
+    every segment are omitted (highdicom's default). Raises OutputError for a NIfTI volume.
+    """
+    require_dicom(volume, "DICOM SEG")
+    _check_labels(volume, labels)
+    seg = dicom_seg.build_segmentation(volume, labels, segments, algorithm=algorithm)
+    return save_dataset(seg, out_path)
 
 
 def write_nifti_labels(volume: Volume, labels: np.ndarray, out_path: Path) -> Path:
-    """A uint8 label volume with exactly the source's affine and shape (NIfTI input) or the DICOM geometry."""
-    raise NotImplementedError
+    """A uint8 label volume with exactly the source's affine and shape (NIfTI input) or the DICOM geometry.
+
+    `.nii.gz` is compressed, anything else is written as plain `.nii`. Raises OutputError without geometry.
+    """
+    if volume.affine is None:
+        raise OutputError(f"{volume.source}: no geometry in the source, so no NIfTI label volume can be written")
+    _check_labels(volume, labels)
+    data = nifti_data(labels, time_points=volume.time_points)
+    image = _like_source(volume, data) if volume.kind == "nifti" else _scanner_image(volume, data)
+    image.set_data_dtype(np.uint8)
+    image.header.set_slope_inter(1.0, 0.0)  # labels are stored as they are, never scaled
+    image.header["cal_min"], image.header["cal_max"] = 0, 0
+    payload = image.to_bytes()
+    if out_path.name.lower().endswith(".gz"):
+        payload = gzip.compress(payload, compresslevel=6, mtime=0)
+    atomic_write(out_path, payload)
+    return out_path
+
+
+def nifti_data(labels: np.ndarray, *, time_points: int = 1) -> np.ndarray:
+    """`labels[k, row, col]` (k t-major for 4D) as NIfTI data `[col, row, k(, t)]` (app.io.volumes conventions)."""
+    if time_points <= 1:
+        return np.ascontiguousarray(labels.transpose(2, 1, 0), np.uint8)
+    depth, rows, columns = labels.shape
+    stacked = labels.reshape(time_points, depth // time_points, rows, columns)
+    return np.ascontiguousarray(stacked.transpose(3, 2, 1, 0), np.uint8)
+
+
+def _like_source(volume: Volume, data: np.ndarray):
+    import nibabel as nib
+
+    try:
+        source = nib.load(str(volume.source))
+    except Exception as exc:  # nibabel raises several types for a damaged or vanished file
+        raise OutputError(f"{volume.source}: cannot read the source NIfTI header ({exc})") from exc
+    if data.size != int(np.prod(source.shape)):
+        raise OutputError(f"{volume.source}: the labels ({data.shape}) do not fit the source's shape {source.shape}")
+    # No affine given: the header's qform and sform are kept as stored, so the affine is the source's bit for bit.
+    return nib.Nifti1Image(data.reshape(source.shape), None, header=source.header.copy())
+
+
+def _scanner_image(volume: Volume, data: np.ndarray):
+    import nibabel as nib
+
+    image = nib.Nifti1Image(data, volume.affine)
+    image.header.set_qform(volume.affine, code=1)  # 1 = scanner coordinates: DICOM's patient space, in RAS
+    image.header.set_sform(volume.affine, code=1)
+    image.header.set_xyzt_units(xyz="mm")
+    return image
 
 
 def write_secondary_capture(volume: Volume, labels: np.ndarray, segments: Sequence[Segment], out_dir: Path, *,
                             display: Callable[[int], np.ndarray], opacity: float,
                             algorithm: Algorithm) -> list[Path]:
-    """One Secondary Capture image per slice, overlay burned in, "NOT FOR DIAGNOSIS" banner, in a new series."""
-    raise NotImplementedError
+    """One Secondary Capture image per slice, overlay burned in, "NOT FOR DIAGNOSIS" banner, in a new series.
+
+    `display(k)` is slice k as shown (uint8 gray or RGB, windowed). The files are `<out_dir>/sc_0001.dcm` …;
+    `out_dir` is replaced as a whole, or left as it was when writing fails.
+    """
+    require_dicom(volume, "Secondary Capture")
+    _check_labels(volume, labels)
+    return secondary_capture.write_series(volume, labels, segments, out_dir, display=display, opacity=opacity,
+                                          algorithm=algorithm)
+
+
+def _check_labels(volume: Volume, labels: np.ndarray) -> None:
+    expected = (volume.depth, volume.rows, volume.columns)
+    if labels.dtype != np.uint8 or labels.shape != expected:
+        raise ValueError(f"labels must be uint8 {expected}, got {labels.dtype} {labels.shape}")

@@ -1,0 +1,50 @@
+"""What the DICOM exports share: the source datasets of a volume's slices, in the volume's order, and a dataset
+written as one file, whole or not at all."""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+
+from app.errors import ImageError, OutputError
+from app.io.files import atomic_write
+from app.io.volumes import Volume
+
+DICOM_KINDS = ("dicom", "dicom-multiframe")
+
+
+def require_dicom(volume: Volume, what: str) -> None:
+    """Refuse, in one line, a volume without a DICOM source (NIfTI has no patient, study or instances)."""
+    if volume.kind not in DICOM_KINDS:
+        raise OutputError(f"{what} needs a DICOM source ({volume.source} is NIfTI)")
+
+
+def source_datasets(volume: Volume) -> list:
+    """The header of each slice's source file, in the volume's order (a multi-frame file is read once).
+
+    Pixel data is not read: highdicom takes the geometry and UIDs from the headers only.
+    """
+    import pydicom
+
+    read: dict[Path, object] = {}
+    for ref in volume.slices:
+        if ref.path not in read:
+            try:
+                read[ref.path] = pydicom.dcmread(ref.path, stop_before_pixels=True)
+            except Exception as exc:  # pydicom raises many types for a damaged file
+                raise ImageError(f"{ref.path}: cannot read the source DICOM ({exc})") from exc
+    return [read[ref.path] for ref in volume.slices]
+
+
+def save_dataset(dataset, path: Path) -> Path:
+    """Write a DICOM dataset (with its file meta) to `path` atomically; returns `path`."""
+    buffer = io.BytesIO()
+    dataset.save_as(buffer, enforce_file_format=True)
+    atomic_write(path, buffer.getvalue())
+    return path
+
+
+def source_series_number(datasets: list) -> int:
+    """The source's SeriesNumber (0 when absent): derived series are numbered after it."""
+    value = datasets[0].get("SeriesNumber") if datasets else None
+    return int(value) if value not in (None, "") else 0
