@@ -248,7 +248,7 @@ class VolumeAssembler:
 
         written: list[Path] = []
         notices: list[str] = []
-        segments = segments_of(self.spec)
+        segments = ex.segments_of(self.spec.classes)
         for kind in self._exports(volume):
             problem = export_problem(kind, volume)
             if problem:
@@ -302,15 +302,6 @@ def slice_path(volume: Volume, k: int) -> str:
     """How a slice is named in the report: its own file, or `<file>#<slice>` when one file holds them all."""
     ref = volume.slices[k]
     return str(ref.path) if volume.kind == "dicom" else f"{ref.path}#{k + 1}"
-
-
-def segments_of(spec: ModelSpec) -> list[Segment]:
-    """Every class after the background as a segment, in the viewer's colours (app.io.render.class_colors)."""
-    from app.io.render import class_colors
-
-    colors, _ = class_colors(spec.classes)
-    return [Segment(value, info.name, tuple(int(c) for c in colors[value]))
-            for value, info in enumerate(spec.classes) if value >= 1]
 
 
 def algorithm_of(model_path: Path) -> Algorithm:
