@@ -24,7 +24,7 @@ from app.inference.verdict import Verdict, image_score, verdict_of
 from app.io.images import DecodedImage
 from app.io.volumes import Volume
 from app.runs.outputs import ReportWriter, unique_names, write_result_images
-from app.runs.volume_exports import EXPORTS, Algorithm, Segment
+from app.runs.volume_exports import EXPORTS, Algorithm
 
 DEFAULT_EXPORTS = ("nifti",)  # a volume's "mask", when no --export is given and the volume has a geometry
 
