@@ -279,6 +279,13 @@ def batchable(model: ModelSession) -> bool:
     return bool(shape) and not isinstance(shape[0], int)
 
 
+def batch_row(outputs: np.ndarray | tuple[np.ndarray, ...], i: int) -> np.ndarray | tuple[np.ndarray, ...]:
+    """Image i of a batched run: of each output when the model returns several (an anomaly model)."""
+    if isinstance(outputs, tuple):
+        return tuple(o[i: i + 1] for o in outputs)
+    return outputs[i: i + 1]
+
+
 def tile_batch(model: ModelSession, requested: int | None = None) -> int:
     """Tiles per session run: `requested` (--batch) when above 1, else the sidecar's tile.batch; 1 when the
     model's batch axis is fixed."""

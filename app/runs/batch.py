@@ -322,16 +322,9 @@ def _infer(model: ModelSession, group: list[_Work], tiles: _TileRun) -> list[_Wo
         started = time.perf_counter()
         outputs = model.run(np.concatenate([w.prepared.tensor for w in group]))
         share = (time.perf_counter() - started) * 1000 / len(group)
-        return [_with_output(w, _batch_row(outputs, i), share) for i, w in enumerate(group)]
+        return [_with_output(w, pipeline.batch_row(outputs, i), share) for i, w in enumerate(group)]
     except SegLensError as exc:
         return [replace(w, prepared=None, error=error_line(w.input.path, exc)) for w in group]
-
-
-def _batch_row(outputs: np.ndarray | tuple[np.ndarray, ...], i: int) -> np.ndarray | tuple[np.ndarray, ...]:
-    """Image i of a batched run: of each output when the model returns several (an anomaly model)."""
-    if isinstance(outputs, tuple):
-        return tuple(o[i: i + 1] for o in outputs)
-    return outputs[i: i + 1]
 
 
 def _with_output(work: _Work, output: np.ndarray, ms: float) -> _Work:

@@ -49,6 +49,14 @@ def _badge(text: str, color: QColor, *, stale: bool) -> QIcon:
     return QIcon(pixmap)
 
 
+def item_text(item) -> str:
+    """How an input is listed: its relative path; a volume by its folder and label (a series' UID says nothing)."""
+    if item.volume is None:
+        return item.rel.as_posix()
+    folder = item.rel.parent.as_posix() if item.volume.kind == "dicom" else item.rel.as_posix()
+    return f"{item.volume.label}  [{folder}]" if folder not in ("", ".") else item.volume.label
+
+
 class FileList(QListWidget):
     current_path_changed = Signal(str)
 
@@ -76,13 +84,20 @@ class FileList(QListWidget):
         self._rows.clear()
         self._inputs = list(inputs)
         for row, item in enumerate(inputs):
-            entry = QListWidgetItem(self._icons["pending"], item.rel.as_posix())
+            entry = QListWidgetItem(self._icons["pending"], item_text(item))
             entry.setData(PATH_ROLE, str(item.path))
             entry.setData(STATUS_ROLE, "pending")
             entry.setToolTip(str(item.path))
+            if item.volume is not None and item.volume.warnings:
+                entry.setForeground(QColor(255, 159, 10))  # amber: the slice bar says what is wrong
             self.addItem(entry)
             self._rows[str(item.path)] = row
         self.blockSignals(False)
+
+    def volume(self, path: str | None):
+        """The app.io.volumes.Volume listed under `path` (a series, a multi-frame file, a NIfTI file), else None."""
+        row = self._rows.get(path) if path else None
+        return None if row is None else self._inputs[row].volume
 
     def inputs(self) -> list:
         """The InputFiles shown, in order (they carry the relative paths that name exported files)."""
@@ -159,7 +174,7 @@ class FileList(QListWidget):
             return
         entry = self.item(row)
         entry.setData(REVIEW_ROLE, state)
-        entry.setText(self._inputs[row].rel.as_posix() + REVIEW_MARKS.get(state, ""))
+        entry.setText(item_text(self._inputs[row]) + REVIEW_MARKS.get(state, ""))
         self._apply_filter(row)
 
     def review(self, path: str) -> str | None:

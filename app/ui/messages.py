@@ -72,6 +72,7 @@ class ViewRequest:
     key: ViewKey
     generation: int = 0
     tuning: Tuning = Tuning()
+    volume: object | None = None  # app.io.volumes.Volume when `key` is a volume's slice (key.frame = the slice)
 
 
 @dataclass(frozen=True)

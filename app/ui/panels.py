@@ -117,13 +117,15 @@ class Legend(QGroupBox):
         self._grid.setColumnStretch(2, 1)
         self._boxes: list[QCheckBox] = []
         self._counts: list[QLabel] = []
+        self._volumes: list[QLabel] = []  # mL over the whole volume (volumes only)
+        self._volume_note = QLabel()
 
     def set_classes(self, classes) -> None:
         while self._grid.count():
             widget = self._grid.takeAt(0).widget()
             if widget:
                 widget.deleteLater()
-        self._boxes, self._counts = [], []
+        self._boxes, self._counts, self._volumes = [], [], []
         for index, info in enumerate(classes):
             box = QCheckBox()
             box.setChecked(info.color is not None)
@@ -134,15 +136,43 @@ class Legend(QGroupBox):
             swatch.setPixmap(_swatch(info.color))
             count = QLabel("–")
             count.setAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
-            for column, widget in enumerate((box, swatch, _plain_label(info.name), count)):
+            volume = QLabel()
+            volume.setAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
+            volume.setToolTip("Volume of this class over the whole series (voxels × voxel size)")
+            volume.hide()
+            for column, widget in enumerate((box, swatch, _plain_label(info.name), count, volume)):
                 self._grid.addWidget(widget, index, column)
             self._boxes.append(box)
             self._counts.append(count)
+            self._volumes.append(volume)
+        self._volume_note = QLabel()
+        self._volume_note.setWordWrap(True)
+        self._volume_note.hide()
+        self._grid.addWidget(self._volume_note, len(classes), 0, 1, 5)
 
     def set_counts(self, counts, total: int) -> None:
         for index, label in enumerate(self._counts):
             pixels = int(counts[index]) if index < len(counts) else 0
             label.setText(f"{pixels:,} px  {100.0 * pixels / max(total, 1):.2f} %")
+
+    def set_volume(self, millilitres, done: int, total: int, voxels=None) -> None:
+        """Per-class volume over the whole series (`millilitres` per label value; None: the files carry no
+        spacing, so voxels are shown), `done` of `total` slices counted so far."""
+        for index, label in enumerate(self._volumes):
+            if millilitres is not None:
+                label.setText(f"{float(millilitres[index]):,.2f} mL" if index < len(millilitres) else "–")
+            else:
+                label.setText(f"{int(voxels[index]):,} vox" if voxels is not None and index < len(voxels) else "–")
+            label.show()
+        counting = f"counting… {done} / {total} slices" if done < total else f"all {total} slices"
+        self._volume_note.setText(f"Whole volume: {counting}" +
+                                  ("" if millilitres is not None else " (no voxel size in the files: voxels)"))
+        self._volume_note.show()
+
+    def clear_volume(self) -> None:
+        for label in self._volumes:
+            label.hide()
+        self._volume_note.hide()
 
     def clear_counts(self) -> None:
         for label in self._counts:
@@ -197,6 +227,7 @@ class ImageInfo(QGroupBox):
         layout.addWidget(self.frame_label)
         layout.addWidget(self.frame)
         self.frame.valueChanged.connect(self._on_frame)
+        self.external_slices = False  # a volume: the slice bar under the image moves through it, not this slider
         self.hide()
 
     def show_info(self, info: dict | None, window: tuple | None, frame: int, frames: int) -> None:
@@ -209,10 +240,11 @@ class ImageInfo(QGroupBox):
         self.frame.setRange(0, max(0, frames - 1))
         self.frame.setValue(frame)
         self.frame.blockSignals(False)
-        self.frame.setVisible(frames > 1)
-        self.frame_label.setVisible(frames > 1)
+        slider = frames > 1 and not self.external_slices
+        self.frame.setVisible(slider)
+        self.frame_label.setVisible(slider)
         self.frame_label.setText(f"Frame {frame + 1} of {frames}")
-        self.setVisible(bool(fields) or frames > 1)
+        self.setVisible(bool(fields) or slider)
 
     def _on_frame(self, value: int) -> None:
         self.frame_label.setText(f"Frame {value + 1} of {self.frame.maximum() + 1}")

@@ -34,6 +34,7 @@ class ImageViewer(QGraphicsView):
     edit_moved = Signal(float, float)
     edit_released = Signal()
     brush_wheel = Signal(int)  # +1 / −1 per wheel notch
+    slice_wheel = Signal(int)  # Ctrl + wheel outside edit mode: +1 / −1 slice of a volume
 
     def __init__(self, parent=None) -> None:
         super().__init__(parent)
@@ -369,14 +370,47 @@ class ImageViewer(QGraphicsView):
 
     def wheelEvent(self, event) -> None:
         steps = event.angleDelta().y() / 120.0
-        if self.editing and event.modifiers() & Qt.KeyboardModifier.ControlModifier:
-            if steps:
-                self.brush_wheel.emit(1 if steps > 0 else -1)
+        if event.modifiers() & Qt.KeyboardModifier.ControlModifier:
+            if steps:  # brush size in edit mode, else through a volume's slices (wheel down = next slice)
+                (self.brush_wheel if self.editing else self.slice_wheel).emit(
+                    (1 if steps > 0 else -1) * (1 if self.editing else -1))
             event.accept()
             return
         if steps:
             self.zoom_by(ZOOM_STEP**steps)  # AnchorUnderMouse keeps the point under the cursor still
         event.accept()
+
+    def set_orientation(self, labels: dict[str, str] | None) -> None:
+        """Patient directions at the screen's edges ({"left": "R", "right": "L", "top": "A", "bottom": "P"}),
+        painted over the picture; None for pictures without a geometry."""
+        self._orientation = labels
+        # the letters sit on the viewport: a scroll that moved the old pixels would smear them
+        self.setViewportUpdateMode(QGraphicsView.ViewportUpdateMode.FullViewportUpdate if labels else
+                                   QGraphicsView.ViewportUpdateMode.SmartViewportUpdate)
+        self.viewport().update()
+
+    def drawForeground(self, painter: QPainter, rect) -> None:
+        super().drawForeground(painter, rect)
+        labels = getattr(self, "_orientation", None)
+        if not labels:
+            return
+        painter.save()
+        painter.resetTransform()  # viewport coordinates: the letters stay at the edges whatever the zoom
+        font = painter.font()
+        font.setPixelSize(16)
+        font.setBold(True)
+        painter.setFont(font)
+        box = self.viewport().rect().adjusted(8, 6, -8, -6)
+        places = {"left": Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignVCenter,
+                  "right": Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter,
+                  "top": Qt.AlignmentFlag.AlignTop | Qt.AlignmentFlag.AlignHCenter,
+                  "bottom": Qt.AlignmentFlag.AlignBottom | Qt.AlignmentFlag.AlignHCenter}
+        for edge, align in places.items():
+            text = labels.get(edge, "")
+            for offset, color in (((1, 1), Qt.GlobalColor.black), ((0, 0), QColor(255, 214, 10))):
+                painter.setPen(color)
+                painter.drawText(box.translated(*offset), align, text)
+        painter.restore()
 
     def resizeEvent(self, event) -> None:
         super().resizeEvent(event)

@@ -16,7 +16,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from PySide6.QtCore import QObject, Signal, Slot
+from PySide6.QtCore import QObject, QTimer, Signal, Slot
 
 from app.ui.view_state import LatestRequest
 from app.ui.views import decided, display_mask, view_result
@@ -44,6 +44,8 @@ class InferenceWorker(QObject):
     model_b_failed = Signal(str)
     agreement_ready = Signal(str, float, int, int)  # path, B's mean IoU against A, done, total (compare_all)
     compare_finished = Signal(bool, str)  # completed?, a one-line summary or why it stopped
+    volume_counted = Signal(str, int, int, object, object)  # path, slices counted, slices in all, voxels per
+    # label value (numpy), mL per label value (None without spacing): the whole-volume legend (fill_volume)
 
     def __init__(self, *, latest: LatestRequest | None = None, latest_tune: LatestRequest | None = None) -> None:
         """`latest`, `latest_tune`: the window's holders of the newest view and retune ids (ViewState), shared so
@@ -60,6 +62,8 @@ class InferenceWorker(QObject):
         self.session_threads: list[int] = []  # ident of the thread each session was created on (tests, logs)
         self._references: dict = {}  # reference folder -> its ReferenceIndex (walked once)
         self._model_b = None  # the second model of Model ▸ Compare with another model
+        self._fill = None  # app.runs.volume_fill.VolumeFill of the volume shown, counted between requests
+        self._fill_key: tuple | None = None  # (path, threshold) it counts for
 
     # -- read on the GUI thread (tests, dialogs): plain attribute reads, safe under the GIL --------------
 
@@ -100,6 +104,7 @@ class InferenceWorker(QObject):
         from app.ui.messages import ModelSummary
 
         self._model = self._batch_model = None  # the old sessions are released before the new one takes memory
+        self._fill = self._fill_key = None
         if self._model_b is not None:  # a comparison was with the old model
             self._model_b = None
             self.model_b_ready.emit(None)
@@ -219,7 +224,7 @@ class InferenceWorker(QObject):
     def _view(self, request: ViewRequest) -> ViewResult:
         from app.inference import pipeline
 
-        image, decode_ms = pipeline.decode(request.key.path, frame=request.key.frame)
+        image, decode_ms = _decode(request)
         model, min_confidence = self._tuned(request.tuning.threshold)
         path = request.key.path
         result = pipeline.run_image(model, image, decode_ms=decode_ms,
@@ -231,7 +236,51 @@ class InferenceWorker(QObject):
                               model.spec)
         if self._model_b is not None:
             view = self._disagreement(self._with_model_b(view, image))
+        if request.volume is not None and result.mask is not None and \
+                self._fill_key == (path, request.tuning.threshold):
+            self._fill.add(request.key.frame, result.mask)  # the fill need not run this slice again
         return view
+
+    # -- the whole volume, counted between the reader's requests ------------------------------------------
+
+    @Slot(str, object, object)
+    def fill_volume(self, path: str, volume, threshold: float | None) -> None:
+        """Count every slice of `volume` (per-class voxels and mL for the legend) a few slices at a time; a
+        request for a picture that arrives meanwhile is served first (each step is queued behind it)."""
+        if self._model is None or volume is None:
+            return
+        key = (path, threshold)
+        if self._fill_key != key:
+            from app.runs.volume_fill import VolumeFill
+
+            model, min_confidence = self._tuned(threshold)
+            self._fill, self._fill_key = VolumeFill(model, volume, min_confidence=min_confidence), key
+        self._emit_counts()
+        if not self._fill.complete:
+            QTimer.singleShot(0, self._fill_step)
+
+    def stop_fill(self) -> None:
+        """Called from the GUI thread: the reader left the volume (a plain attribute write)."""
+        self._fill_key = None
+
+    def _fill_step(self) -> None:
+        fill = self._fill
+        if fill is None or self._fill_key is None or fill.complete:
+            return
+        try:
+            fill.step()
+        except Exception as exc:  # the model failed on a slice: the legend keeps what was counted
+            log.warning("counting the volume stopped: %s", exc)
+            self._fill_key = None
+            return
+        if self._fill is fill and self._fill_key is not None:
+            self._emit_counts()
+            if not fill.complete:
+                QTimer.singleShot(0, self._fill_step)
+
+    def _emit_counts(self) -> None:
+        fill = self._fill
+        self.volume_counted.emit(self._fill_key[0], fill.done, fill.total, fill.totals(), fill.millilitres())
 
     def _with_model_b(self, view: ViewResult, image) -> ViewResult:
         """The second model on the same decoded image: its mask, and its agreement with the first."""
@@ -413,6 +462,21 @@ class InferenceWorker(QObject):
                 return model
             self.session_threads.append(threading.get_ident())
         return self._batch_model
+
+
+def _decode(request: ViewRequest):
+    """The picture a request names: a volume's slice (app.io.volumes), or a file's frame; and its decode time."""
+    from app.inference import pipeline
+
+    if request.volume is None:
+        return pipeline.decode(request.key.path, frame=request.key.frame)
+    import time
+
+    from app.io.volumes import read_slice
+
+    started = time.perf_counter()
+    image = read_slice(request.volume, request.key.frame)
+    return image, (time.perf_counter() - started) * 1000
 
 
 def _one_line(path: Path, exc: Exception) -> str:
