@@ -72,7 +72,12 @@ def discover(paths: list[str | Path], *, exclude: list[str | Path] = ()) -> list
         from app.io.series import scan_dicom
 
         for first, item in scan_dicom(list(explicit_dicom), explicit=True):
-            slots[explicit_dicom[first]].append(_dicom_input(first, Path(first.name), item))
+            base = first.parent  # a DICOMDIR's files are named relative to its folder
+
+            def relative(path: Path, base: Path = base) -> Path:
+                return path.relative_to(base) if base in path.parents else Path(path.name)
+
+            slots[explicit_dicom[first]].append(_dicom_input(item, relative))
     return [item for slot in slots for item in slot]
 
 
@@ -119,20 +124,17 @@ def _scan_folder_dicom(root: Path, paths: list[Path]) -> list[tuple[tuple, Input
     """Series, multi-frame volumes and single images, each placed where its first file sorts."""
     from app.io.series import scan_dicom
 
-    found = []
-    for first, item in scan_dicom(paths):
-        rel = first.relative_to(root)
-        found.append((natural_key(rel.as_posix()), _dicom_input(first, rel, item)))
-    return found
+    return [(natural_key(first.relative_to(root).as_posix()), _dicom_input(item, lambda p: p.relative_to(root)))
+            for first, item in scan_dicom(paths)]
 
 
-def _dicom_input(first: Path, rel: Path, item) -> InputFile:
-    """A plain DICOM file, a multi-frame volume (the file), or a series (`<folder>/<SeriesInstanceUID>`)."""
+def _dicom_input(item, relative) -> InputFile:
+    """A plain DICOM file, a multi-frame volume (the file), or a series (`<folder>/<SeriesInstanceUID>`, the folder
+    of its first file); `relative` gives a path's `rel`."""
     if isinstance(item, Path):
-        return InputFile(item, rel)
-    if item.kind == "dicom":
-        return InputFile(first.parent / item.key, rel.parent / item.key, volume=item)
-    return InputFile(first, rel, volume=item)
+        return InputFile(item, relative(item))
+    path = item.source / item.key if item.kind == "dicom" else item.source
+    return InputFile(path, relative(path), volume=item)
 
 
 def _nifti_input(path: Path, rel: Path) -> InputFile:

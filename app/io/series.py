@@ -74,7 +74,7 @@ def _headers(paths: Sequence[Path], *, explicit: bool):
     """(index of the path given, file, header or None when unreadable); an explicit DICOMDIR gives its files."""
     for index, path in enumerate(paths):
         ds = _read_header(path)
-        if explicit and ds is not None and str(ds.get("SOPClassUID", "")) == DICOMDIR_CLASS:
+        if explicit and ds is not None and _sop_class(ds) == DICOMDIR_CLASS:
             referenced = [(ref, _read_header(ref)) for ref in dicomdir_files(path)]
             referenced = [(ref, rds) for ref, rds in referenced if rds is not None and _is_image(rds)]
             yield from ((index, ref, rds) for ref, rds in referenced)
@@ -148,20 +148,21 @@ def _series_items(uid: str, members: list[tuple[int, object]]) -> list[tuple[int
     for group in groups.values():
         if len(group) == 1:
             items.append((group[0][0], Path(group[0][1].filename)))
-        else:
-            items.append((min(i for i, _ in group), _series_volume(uid, [ds for _, ds in group], warnings)))
+        else:  # the parts of a split series need distinct keys: they name the inputs and their outputs
+            key = uid if not any(isinstance(item, Volume) for _, item in items) else f"{uid}_{len(items) + 1}"
+            items.append((min(i for i, _ in group), _series_volume(uid, key, [ds for _, ds in group], warnings)))
     return items
 
 
-def _series_volume(uid: str, headers: list, warnings: tuple[str, ...]) -> Volume:
+def _series_volume(uid: str, key: str, headers: list, warnings: tuple[str, ...]) -> Volume:
     from app.io.discover import natural_key
 
-    headers = sorted(headers, key=lambda ds: natural_key(Path(ds.filename).name))
+    headers = sorted(headers, key=lambda ds: natural_key(str(ds.filename)))
     entries = [_Slice(Path(ds.filename), 0, _floats(ds.get("ImagePositionPatient"), 3),
                       _int(ds.get("InstanceNumber")), _text(ds.get("SOPInstanceUID"))) for ds in headers]
     orientations = [_floats(ds.get("ImageOrientationPatient"), 6) for ds in headers]
     orientation = orientations[0] if all(o is not None for o in orientations) else None
-    return _build("dicom", Path(headers[0].filename).parent, uid, headers, entries, orientation,
+    return _build("dicom", Path(headers[0].filename).parent, key, headers, entries, orientation,
                   _floats(headers[0].get("PixelSpacing"), 2), list(warnings))
 
 
@@ -257,13 +258,19 @@ def _read_header(path: Path):
                              force=path.suffix.lower() in (".dcm", ".dicom"))
     except Exception:  # pydicom raises many kinds on damaged files; the decoder's error row says which
         return None
-    if "SOPClassUID" not in ds and "Rows" not in ds:  # a forced read of something that is not DICOM
+    if not _sop_class(ds) and "Rows" not in ds:  # a forced read of something that is not DICOM
         return None
     return ds
 
 
+def _sop_class(ds) -> str:
+    """The SOP class; a DICOMDIR names it only in its file meta information."""
+    meta = getattr(ds, "file_meta", None)
+    return str(ds.get("SOPClassUID") or (meta.get("MediaStorageSOPClassUID") if meta is not None else "") or "")
+
+
 def _is_image(ds) -> bool:
-    sop_class = str(ds.get("SOPClassUID", ""))
+    sop_class = _sop_class(ds)
     if any(sop_class.startswith(prefix) for prefix in _NOT_IMAGES):
         return False
     return "Rows" in ds and "Columns" in ds

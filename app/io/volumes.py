@@ -33,7 +33,8 @@ class SliceRef:
 class Volume:
     kind: str  # "dicom" (one file per slice), "dicom-multiframe", "nifti"
     source: Path  # the series' folder / the multi-frame file / the .nii(.gz) file
-    key: str  # identity: SeriesInstanceUID (DICOM), the file's stem without .nii(.gz) (NIfTI)
+    key: str  # identity: SeriesInstanceUID (DICOM; "<uid>_2"… for further parts of a split series), the file's
+    # stem without .nii(.gz) (NIfTI)
     label: str  # one line for lists: "CT · CHEST · Axial 2.5 mm (120 slices)" (no patient name or ID)
     slices: tuple[SliceRef, ...]  # along the slice normal
     rows: int
