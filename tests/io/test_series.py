@@ -214,3 +214,15 @@ def write_multiframe(path: Path, *, frames: int) -> Path:
     ds.PixelData = np.stack([np.full((8, 10), f, np.uint16) for f in range(frames)]).tobytes()
     ds.save_as(path, enforce_file_format=True)
     return path
+
+
+def test_listing_a_folder_of_photos_imports_no_numpy_nor_pydicom(tmp_path):
+    import subprocess
+    import sys
+
+    Image.new("L", (8, 8)).save(tmp_path / "a.png")
+    (tmp_path / "notes").write_text("no DICOM here")
+    code = ("import sys; from app.io.discover import discover; items = discover([sys.argv[1]]); "
+            "print(len(items), any(m in sys.modules for m in ('numpy', 'pydicom', 'nibabel')))")
+    result = subprocess.run([sys.executable, "-c", code, str(tmp_path)], capture_output=True, text=True, check=True)
+    assert result.stdout.split() == ["1", "False"]
