@@ -1,7 +1,9 @@
 """Turn the paths a user gives (files and folders) into an ordered list of inputs.
 
-Folders are walked recursively (symlinked folders followed once, loops cut), keeping image extensions only,
-in natural order (img2 before img10). Files named explicitly are kept whatever their extension: the user
+Folders are walked recursively (symlinked folders followed once, loops cut), keeping image extensions, DICOM
+files (by content: `IM0001`, `.IMA` and UID-named files too) and NIfTI files, in natural order (img2 before img10).
+DICOM files are grouped into series volumes and NIfTI files read as volumes (app.io.series, app.io.nifti, imported
+only when such a file is found). Files named explicitly are kept whatever their extension: the user
 asked for them, so a wrong one gets an error row rather than silence.
 """
 
@@ -42,32 +44,60 @@ def natural_key(text: str) -> tuple:
 def discover(paths: list[str | Path], *, exclude: list[str | Path] = ()) -> list[InputFile]:
     """Expand files and folders into inputs, each file once, in the order given then natural order.
 
+    DICOM files (recognised by content, whatever their extension) are grouped into series volumes, and NIfTI files
+    become volumes (app.io.volumes); several DICOM files of one series named together make one volume.
     Folders in `exclude` (an output folder inside an input folder) are not walked, so a rerun does not feed
     on its own masks.
     """
-    found: list[InputFile] = []
+    slots: list[list[InputFile]] = []
     seen: set[str] = set()
+    explicit_dicom: dict[Path, int] = {}  # DICOM files named explicitly → their slot, scanned together below
     skipped = {os.path.realpath(p) for p in exclude}
     for raw in paths:
         root = Path(raw)
-        items = _walk(root, skipped) if root.is_dir() else [InputFile(root, Path(root.name))]
+        if not root.is_dir() and root.is_file() and _looks_like_dicom(root):
+            key = os.path.realpath(root)
+            if key not in seen:
+                seen.add(key)
+                explicit_dicom[root] = len(slots)
+                slots.append([])
+            continue
+        items = _walk(root, skipped) if root.is_dir() else [_explicit_file(root)]
         for item in items:
             key = os.path.realpath(item.path) if item.path.exists() else str(item.path)
             if key not in seen:
                 seen.add(key)
-                found.append(item)
-    return found
+                slots.append([item])
+    if explicit_dicom:
+        from app.io.series import scan_dicom
+
+        for first, item in scan_dicom(list(explicit_dicom), explicit=True):
+            base = first.parent  # a DICOMDIR's files are named relative to its folder
+
+            def relative(path: Path, base: Path = base) -> Path:
+                return path.relative_to(base) if base in path.parents else Path(path.name)
+
+            slots[explicit_dicom[first]].append(_dicom_input(item, relative))
+    return [item for slot in slots for item in slot]
+
+
+def _explicit_file(path: Path) -> InputFile:
+    if _is_nifti_name(path) and path.is_file():
+        return _nifti_input(path, Path(path.name))
+    return InputFile(path, Path(path.name))
 
 
 def _walk(root: Path, skipped: set[str]) -> list[InputFile]:
-    files: list[InputFile] = []
+    files: list[tuple[tuple, InputFile]] = []
+    dicom: list[Path] = []
     visited: set[str] = set()
 
     def unreadable(error: OSError) -> None:  # os.walk skips such a folder silently: say so in the report instead
         folder = Path(error.filename or root)
         rel = folder.relative_to(root) if folder != root and root in folder.parents else Path(folder.name)
         reason = error.strerror or type(error).__name__
-        files.append(InputFile(folder, rel, f"cannot list this folder ({reason}): the images in it were not read"))
+        problem = f"cannot list this folder ({reason}): the images in it were not read"
+        files.append((natural_key(rel.as_posix()), InputFile(folder, rel, problem)))
 
     for folder, dirs, names in os.walk(root, followlinks=True, onerror=unreadable):
         real = os.path.realpath(folder)
@@ -78,9 +108,65 @@ def _walk(root: Path, skipped: set[str]) -> list[InputFile]:
         dirs.sort(key=natural_key)
         for name in sorted(names, key=natural_key):
             path = Path(folder) / name
-            if is_image_path(path):
-                files.append(InputFile(path, path.relative_to(root)))
-    return sorted(files, key=lambda f: natural_key(f.rel.as_posix()))
+            rel = path.relative_to(root)
+            if _is_nifti_name(path):
+                files.append((natural_key(rel.as_posix()), _nifti_input(path, rel)))
+            elif is_image_path(path) and path.suffix.lower() not in _DICOM_EXTENSIONS:
+                files.append((natural_key(rel.as_posix()), InputFile(path, rel)))
+            elif _looks_like_dicom(path):
+                dicom.append(path)
+    if dicom:
+        files.extend(_scan_folder_dicom(root, sorted(dicom, key=lambda p: natural_key(p.relative_to(root).as_posix()))))
+    return [item for _, item in sorted(files, key=lambda pair: pair[0])]
+
+
+def _scan_folder_dicom(root: Path, paths: list[Path]) -> list[tuple[tuple, InputFile]]:
+    """Series, multi-frame volumes and single images, each placed where its first file sorts."""
+    from app.io.series import scan_dicom
+
+    return [(natural_key(first.relative_to(root).as_posix()), _dicom_input(item, lambda p: p.relative_to(root)))
+            for first, item in scan_dicom(paths)]
+
+
+def _dicom_input(item, relative) -> InputFile:
+    """A plain DICOM file, a multi-frame volume (the file), or a series (`<folder>/<SeriesInstanceUID>`, the folder
+    of its first file); `relative` gives a path's `rel`."""
+    if isinstance(item, Path):
+        return InputFile(item, relative(item))
+    path = item.source / item.key if item.kind == "dicom" else item.source
+    return InputFile(path, relative(path), volume=item)
+
+
+def _nifti_input(path: Path, rel: Path) -> InputFile:
+    from app.errors import ImageError
+    from app.io.nifti import nifti_volume
+
+    try:
+        return InputFile(path, rel, volume=nifti_volume(path))
+    except ImageError as exc:
+        return InputFile(path, rel, problem=str(exc))
+
+
+_DICOM_EXTENSIONS = (".dcm", ".dicom")
+
+
+def _is_nifti_name(path: Path) -> bool:
+    name = path.name.lower()
+    return name.endswith(".nii") or name.endswith(".nii.gz")
+
+
+def _looks_like_dicom(path: Path) -> bool:
+    """A DICOM extension, or 'DICM' after the 128-byte preamble (what app.io.dicom.is_dicom checks, without
+    importing numpy)."""
+    if path.suffix.lower() in _DICOM_EXTENSIONS:
+        return True
+    if is_image_path(path):
+        return False
+    try:
+        with open(path, "rb") as handle:
+            return handle.read(132)[128:132] == b"DICM"
+    except OSError:
+        return False
 
 
 NAME_MAX = 255  # bytes in one file name on Linux, macOS and Windows alike

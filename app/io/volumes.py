@@ -33,7 +33,8 @@ class SliceRef:
 class Volume:
     kind: str  # "dicom" (one file per slice), "dicom-multiframe", "nifti"
     source: Path  # the series' folder / the multi-frame file / the .nii(.gz) file
-    key: str  # identity: SeriesInstanceUID (DICOM), the file's stem without .nii(.gz) (NIfTI)
+    key: str  # identity: SeriesInstanceUID (DICOM; "<uid>_2"… for further parts of a split series), the file's
+    # stem without .nii(.gz) (NIfTI)
     label: str  # one line for lists: "CT · CHEST · Axial 2.5 mm (120 slices)" (no patient name or ID)
     slices: tuple[SliceRef, ...]  # along the slice normal
     rows: int
@@ -59,14 +60,26 @@ class Volume:
 
     def slice_position_mm(self, index: int) -> float | None:
         """Slice `index`'s position along the normal in mm (what the viewer shows beside the slice number)."""
-        raise NotImplementedError
+        from app.io.geometry import position_along
+
+        if self.affine is None or not 0 <= index < self.depth:
+            return None
+        position = self.slices[index].position
+        if position is not None:  # DICOM: ImagePositionPatient · normal (LPS → RAS keeps the dot product)
+            point = np.asarray(position, float) * np.array([-1.0, -1.0, 1.0])
+        else:  # NIfTI: the k-th voxel centre; 4D slices are (t, k) pairs, t-major
+            k = index % max(1, self.depth // max(1, self.time_points))
+            point = (self.affine @ np.array([0.0, 0.0, float(k), 1.0]))[:3]
+        return position_along(point, self.affine[:3, 2])
 
     def orientation_labels(self) -> dict[str, str] | None:
         """The patient directions at the screen's edges for a slice shown as rows × columns:
         {"left": "R", "right": "L", "top": "A", "bottom": "P"} for a standard axial DICOM slice (radiological
         convention: the patient's right on the screen's left). Oblique: the two strongest letters ("LP").
         None without geometry."""
-        raise NotImplementedError
+        from app.io.geometry import edge_labels
+
+        return None if self.affine is None else edge_labels(self.affine)
 
 
 def is_volume_file(path: Path) -> bool:
@@ -78,4 +91,22 @@ def is_volume_file(path: Path) -> bool:
 def read_slice(volume: Volume, index: int, *, max_pixels: int | None = None):
     """Slice `index` as an app.io.images.DecodedImage (pixels for the model, raw real units, the volume's shared
     window, info with "Slice" and "Position"). Raises ImageError in one line naming the file and the problem."""
-    raise NotImplementedError
+    from app.errors import ImageError
+    from app.io.images import pixel_limit
+
+    if not 0 <= index < volume.depth:
+        raise ImageError(f"{volume.source}: slice {index + 1} does not exist (the volume has {volume.depth})")
+    max_pixels = max_pixels or pixel_limit()
+    if volume.kind == "nifti":
+        from app.io.nifti import read_nifti_slice
+
+        image = read_nifti_slice(volume, index, max_pixels=max_pixels)
+    else:
+        from app.io.series import read_dicom_slice
+
+        image = read_dicom_slice(volume, index, max_pixels=max_pixels)
+    position = volume.slice_position_mm(index)
+    image.info["Slice"] = f"{index + 1} / {volume.depth}"
+    if position is not None:
+        image.info["Position"] = f"{position:.1f} mm"
+    return image

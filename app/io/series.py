@@ -1,0 +1,305 @@
+"""DICOM series: headers read without pixels, grouped by SeriesInstanceUID, split where slices differ in size or
+orientation, ordered along the slice normal, checked for gaps and duplicates; multi-frame files and DICOMDIRs.
+
+A single-frame series of one slice stays a plain image, as does a file whose header cannot be read (its error row
+comes later, from the decoder). During a folder walk, files that hold no image (DICOMDIR, SEG, RT structures and
+plans, SR, presentation states) are left out; named explicitly they stay inputs and get an error row.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from app.errors import ImageError
+from app.io.dicom import INFO_FIELDS, _file_window, _header_text, read_dicom
+from app.io.geometry import dicom_affine, plane_normal
+from app.io.volumes import SliceRef, Volume
+from app.io.window import apply_window, auto_window
+
+DICOMDIR_CLASS = "1.2.840.10008.1.3.10"
+_NOT_IMAGES = ("1.2.840.10008.5.1.4.1.1.66.",  # segmentation, registration, fiducials…
+               "1.2.840.10008.5.1.4.1.1.481.3", "1.2.840.10008.5.1.4.1.1.481.5", "1.2.840.10008.5.1.4.1.1.481.8",
+               "1.2.840.10008.5.1.4.1.1.88.", "1.2.840.10008.5.1.4.1.1.11.", DICOMDIR_CLASS)
+_TAGS = ["SOPClassUID", "SOPInstanceUID", "StudyInstanceUID", "SeriesInstanceUID", "FrameOfReferenceUID",
+         "SeriesNumber", "InstanceNumber", "Rows", "Columns", "NumberOfFrames", "ImagePositionPatient",
+         "ImageOrientationPatient", "PixelSpacing", "SliceThickness", "WindowCenter", "WindowWidth",
+         "PerFrameFunctionalGroupsSequence", "SharedFunctionalGroupsSequence", *INFO_FIELDS]
+_GAP = 1.5  # a step this many times the median step: a slice is probably missing
+_SAME = 1e-3  # mm: two slices this close are one position
+_windows: dict[tuple, tuple[float, float]] = {}
+_lock = threading.Lock()
+
+
+@dataclass(frozen=True)
+class _Slice:
+    path: Path
+    frame: int
+    position: tuple[float, float, float] | None
+    instance_number: int | None
+    sop_instance_uid: str | None
+
+    @property
+    def name(self) -> str:
+        return self.path.name if self.frame == 0 else f"{self.path.name} frame {self.frame + 1}"
+
+
+def scan_dicom(paths: Sequence[Path], *, explicit: bool = False) -> list[tuple[Path, Volume | Path]]:
+    """Group DICOM files into inputs: (the first of its files in the order given, a Volume or a plain file path),
+    in that order. `explicit`: the user named the files, so non-images stay (as paths) and a DICOMDIR expands to
+    the files it references."""
+    found: list[tuple[int, Volume | Path]] = []
+    series: dict[str, list[tuple[int, object]]] = {}
+    for index, path, ds in _headers(paths, explicit=explicit):
+        if ds is None or not _is_image(ds):
+            if ds is None or explicit:
+                found.append((index, path))
+        elif _int(ds.get("NumberOfFrames")) and _int(ds.get("NumberOfFrames")) > 1:
+            found.append((index, _multiframe_volume(path, ds)))
+        elif not ds.get("SeriesInstanceUID"):
+            found.append((index, path))
+        else:
+            series.setdefault(str(ds.SeriesInstanceUID), []).append((index, ds))
+    for uid, members in series.items():
+        found.extend(_series_items(uid, members))
+    origins = list(paths)
+    return [(origins[index], item) for index, item in sorted(found, key=lambda pair: pair[0])]
+
+
+def _headers(paths: Sequence[Path], *, explicit: bool):
+    """(index of the path given, file, header or None when unreadable); an explicit DICOMDIR gives its files."""
+    for index, path in enumerate(paths):
+        ds = _read_header(path)
+        if explicit and ds is not None and _sop_class(ds) == DICOMDIR_CLASS:
+            referenced = [(ref, _read_header(ref)) for ref in dicomdir_files(path)]
+            referenced = [(ref, rds) for ref, rds in referenced if rds is not None and _is_image(rds)]
+            yield from ((index, ref, rds) for ref, rds in referenced)
+            if referenced:
+                continue
+        yield index, path, ds
+
+
+def dicomdir_files(path: Path) -> list[Path]:
+    """The files a DICOMDIR references (ReferencedFileID relative to its folder), existing ones, in its order."""
+    import pydicom
+
+    try:
+        ds = pydicom.dcmread(str(path))
+    except Exception:  # an unreadable DICOMDIR references nothing; the file itself gets the error row
+        return []
+    files = []
+    for record in ds.get("DirectoryRecordSequence", []):
+        parts = record.get("ReferencedFileID")
+        if parts:
+            parts = [parts] if isinstance(parts, str) else list(parts)
+            candidate = path.parent.joinpath(*[str(p) for p in parts])
+            if candidate.is_file() and candidate not in files:
+                files.append(candidate)
+    return files
+
+
+def read_dicom_slice(volume: Volume, index: int, *, max_pixels: int):
+    """Slice `index` of a DICOM volume as a DecodedImage, displayed through the volume's shared window."""
+    from app.io.images import DecodedImage
+
+    ref = volume.slices[index]
+    if not ref.path.is_file():
+        raise ImageError(f"{ref.path}: file not found (slice {index + 1} of the series; moved or deleted?)")
+    pixels, raw, _, invert, info, _ = read_dicom(ref.path, frame=ref.frame, max_pixels=max_pixels)
+    if raw is None:  # colour: no window to share
+        return DecodedImage(ref.path, pixels, "DICOM", None, None, False, info, 1)
+    window = volume.window or _auto_window(volume, max_pixels=max_pixels)
+    info["Window"] = f"C {window[0]:g} / W {window[1]:g}" + (" (from the file)" if volume.window else " (auto)")
+    info["Slices"] = str(volume.depth)
+    return DecodedImage(ref.path, apply_window(raw, *window, invert=invert), "DICOM", raw, window, invert, info,
+                        1)
+
+
+def _auto_window(volume: Volume, *, max_pixels: int) -> tuple[float, float]:
+    """The middle slice's automatic window, computed once per volume."""
+    key = (volume.kind, str(volume.source), volume.key, volume.slices[0].path, volume.depth)
+    with _lock:
+        if key in _windows:
+            return _windows[key]
+    middle = volume.slices[volume.depth // 2]
+    _, raw, window, *_ = read_dicom(middle.path, frame=middle.frame, max_pixels=max_pixels)
+    window = auto_window(raw) if raw is not None else window
+    with _lock:
+        _windows[key] = window
+    return window
+
+
+def _series_items(uid: str, members: list[tuple[int, object]]) -> list[tuple[int, Volume | Path]]:
+    groups: dict[tuple, list[tuple[int, object]]] = {}
+    for index, ds in members:
+        orientation = _floats(ds.get("ImageOrientationPatient"), 6)
+        shape_key = (_int(ds.get("Rows")), _int(ds.get("Columns")),
+                     None if orientation is None else tuple(round(v, 3) for v in orientation))
+        groups.setdefault(shape_key, []).append((index, ds))
+    warnings = ()
+    if len(groups) > 1:
+        warnings = (f"series {uid} has slices of {len(groups)} sizes/orientations: split into {len(groups)} "
+                    f"volumes",)
+    items = []
+    for group in groups.values():
+        if len(group) == 1:
+            items.append((group[0][0], Path(group[0][1].filename)))
+        else:  # the parts of a split series need distinct keys: they name the inputs and their outputs
+            key = uid if not any(isinstance(item, Volume) for _, item in items) else f"{uid}_{len(items) + 1}"
+            items.append((min(i for i, _ in group), _series_volume(uid, key, [ds for _, ds in group], warnings)))
+    return items
+
+
+def _series_volume(uid: str, key: str, headers: list, warnings: tuple[str, ...]) -> Volume:
+    from app.io.discover import natural_key
+
+    headers = sorted(headers, key=lambda ds: natural_key(str(ds.filename)))
+    entries = [_Slice(Path(ds.filename), 0, _floats(ds.get("ImagePositionPatient"), 3),
+                      _int(ds.get("InstanceNumber")), _text(ds.get("SOPInstanceUID"))) for ds in headers]
+    orientations = [_floats(ds.get("ImageOrientationPatient"), 6) for ds in headers]
+    orientation = orientations[0] if all(o is not None for o in orientations) else None
+    return _build("dicom", Path(headers[0].filename).parent, key, headers, entries, orientation,
+                  _floats(headers[0].get("PixelSpacing"), 2), list(warnings))
+
+
+def _multiframe_volume(path: Path, ds) -> Volume:
+    frames = _int(ds.get("NumberOfFrames"))
+    shared = _first_item(ds, "SharedFunctionalGroupsSequence")
+    per_frame = list(ds.get("PerFrameFunctionalGroupsSequence", []) or [])
+    orientation = _floats(_nested(shared, "PlaneOrientationSequence", "ImageOrientationPatient")
+                          or _nested(per_frame[0] if per_frame else None, "PlaneOrientationSequence",
+                                     "ImageOrientationPatient"), 6)
+    spacing = _floats(_nested(shared, "PixelMeasuresSequence", "PixelSpacing")
+                      or _nested(per_frame[0] if per_frame else None, "PixelMeasuresSequence", "PixelSpacing"), 2)
+    positions = [_floats(_nested(item, "PlanePositionSequence", "ImagePositionPatient"), 3) for item in per_frame]
+    if len(positions) != frames or any(p is None for p in positions):
+        positions = [None] * frames
+    uid = _text(ds.get("SOPInstanceUID"))
+    entries = [_Slice(path, f, positions[f], None, uid) for f in range(frames)]
+    key = _text(ds.get("SeriesInstanceUID")) or uid or path.name
+    return _build("dicom-multiframe", path, key, [ds], entries, orientation, spacing, [])
+
+
+def _build(kind: str, source: Path, key: str, headers: list, entries: list[_Slice], orientation, pixel_spacing,
+           warnings: list[str]) -> Volume:
+    entries, ordered_by = _order(kind, entries, orientation, warnings)
+    step = None
+    if ordered_by == "position":
+        entries, step = _check_steps(entries, plane_normal(orientation), warnings)
+    by_path = {str(ds.filename): ds for ds in headers}
+    middle = by_path.get(str(entries[len(entries) // 2].path), headers[0])
+    geometry = step is not None and pixel_spacing is not None
+    affine = dicom_affine(orientation, entries[0].position, step=step, pixel_spacing=pixel_spacing) \
+        if geometry else None
+    return Volume(
+        kind=kind, source=source, key=key, label=_label(middle, len(entries)),
+        slices=tuple(SliceRef(e.path, e.frame, e.position, e.sop_instance_uid, e.instance_number) for e in entries),
+        rows=_int(middle.get("Rows")) or 0, columns=_int(middle.get("Columns")) or 0,
+        spacing=(step, pixel_spacing[0], pixel_spacing[1]) if geometry else None, affine=affine,
+        window=_file_window(middle),
+        info={label: _header_text(middle.get(tag)) for tag, label in INFO_FIELDS.items()
+              if middle.get(tag) not in (None, "")} | {"Slices": str(len(entries))},
+        series={tag: _text(middle.get(tag)) for tag in ("StudyInstanceUID", "SeriesInstanceUID",
+                                                          "FrameOfReferenceUID", "Modality", "SeriesNumber",
+                                                          "SeriesDescription")},
+        warnings=tuple(warnings), ordered_by=ordered_by,
+    )
+
+
+def _order(kind: str, entries: list[_Slice], orientation, warnings: list[str]) -> tuple[list[_Slice], str]:
+    """Along the normal when every slice has a position; else by InstanceNumber; else as the files come."""
+    if orientation is not None and all(e.position is not None for e in entries):
+        normal = plane_normal(orientation)
+        return sorted(entries, key=lambda e: float(np.dot(e.position, normal))), "position"
+    if kind == "dicom-multiframe":
+        return entries, "file"
+    if all(e.instance_number is not None for e in entries):
+        warnings.append("ordered by InstanceNumber: the files carry no ImagePositionPatient")
+        return sorted(entries, key=lambda e: e.instance_number), "instance number"
+    warnings.append("ordered by file name: the files carry neither ImagePositionPatient nor InstanceNumber")
+    return entries, "file name"
+
+
+def _check_steps(entries: list[_Slice], normal: np.ndarray, warnings: list[str]) -> tuple[list[_Slice], float]:
+    """Drop slices at an already-seen position, warn about gaps; returns the kept slices and the median step."""
+    kept = [entries[0]]
+    for entry in entries[1:]:
+        if abs(float(np.dot(np.subtract(entry.position, kept[-1].position), normal))) < _SAME:
+            warnings.append(f"{entry.name} is at the same position as {kept[-1].name}: skipped as a duplicate")
+        else:
+            kept.append(entry)
+    places = np.array([float(np.dot(e.position, normal)) for e in kept])
+    steps = np.diff(places)
+    if steps.size == 0:
+        return kept, 1.0
+    median = float(np.median(steps))
+    for i, step in enumerate(steps):
+        if step > _GAP * median:
+            warnings.append(f"gap between slices {i + 1} and {i + 2}: {step:.1f} mm where the series steps "
+                            f"{median:.1f} mm (a slice may be missing)")
+    return kept, median
+
+
+def _label(ds, count: int) -> str:
+    parts = [_header_text(ds.get(tag)) for tag in ("Modality", "StudyDescription", "SeriesDescription")]
+    noun = "slice" if count == 1 else "slices"
+    return " · ".join(p for p in parts if p.strip()) + f" ({count} {noun})"
+
+
+def _read_header(path: Path):
+    import pydicom
+
+    try:
+        ds = pydicom.dcmread(str(path), stop_before_pixels=True, specific_tags=_TAGS,
+                             force=path.suffix.lower() in (".dcm", ".dicom"))
+    except Exception:  # pydicom raises many kinds on damaged files; the decoder's error row says which
+        return None
+    if not _sop_class(ds) and "Rows" not in ds:  # a forced read of something that is not DICOM
+        return None
+    return ds
+
+
+def _sop_class(ds) -> str:
+    """The SOP class; a DICOMDIR names it only in its file meta information."""
+    meta = getattr(ds, "file_meta", None)
+    return str(ds.get("SOPClassUID") or (meta.get("MediaStorageSOPClassUID") if meta is not None else "") or "")
+
+
+def _is_image(ds) -> bool:
+    sop_class = _sop_class(ds)
+    if any(sop_class.startswith(prefix) for prefix in _NOT_IMAGES):
+        return False
+    return "Rows" in ds and "Columns" in ds
+
+
+def _first_item(ds, keyword: str):
+    sequence = ds.get(keyword) if ds is not None else None
+    return sequence[0] if sequence else None
+
+
+def _nested(item, sequence: str, keyword: str):
+    inner = _first_item(item, sequence)
+    return None if inner is None else inner.get(keyword)
+
+
+def _floats(value, count: int) -> tuple[float, ...] | None:
+    try:
+        numbers = tuple(float(v) for v in value)
+    except (TypeError, ValueError):
+        return None
+    return numbers if len(numbers) == count and all(np.isfinite(numbers)) else None
+
+
+def _int(value) -> int | None:
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        return None
+
+
+def _text(value) -> str | None:
+    return None if value in (None, "") else _header_text(value)
