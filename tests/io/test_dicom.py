@@ -87,8 +87,22 @@ def test_multiframe_frames_are_selectable(tmp_path):
         read_image(path, frame=7)
 
 
-def test_compressed_dicom_decodes_or_names_the_missing_decoder(tmp_path):
-    assert read_image(get_testdata_file("JPEG2000.dcm")).pixels.shape == (1024, 256)  # Pillow decodes JPEG 2000
+def test_compressed_dicom_decodes_through_the_installed_codecs():
+    """pylibjpeg (the dicom-codecs extra, installed in dev) decodes the lossless syntaxes to the very pixels of the
+    uncompressed file; Pillow decodes JPEG 2000."""
+    plain = read_image(get_testdata_file("MR_small.dcm")).raw
+    for name in ("MR_small_jpeg_ls_lossless.dcm", "MR_small_jp2klossless.dcm", "MR_small_RLE.dcm"):
+        np.testing.assert_array_equal(read_image(get_testdata_file(name)).raw, plain, err_msg=name)
+    assert read_image(get_testdata_file("JPEG2000.dcm")).pixels.shape == (1024, 256)
+
+
+def test_compressed_dicom_without_its_decoder_names_the_package(tmp_path, monkeypatch):
+    import pydicom.dataset
+
+    def no_plugin(self):
+        raise RuntimeError("Unable to decode the pixel data as none of the plugins are available")
+
+    monkeypatch.setattr(pydicom.dataset.Dataset, "pixel_array", property(no_plugin))
     path = write_dicom(tmp_path / "jls.dcm", np.zeros((4, 4), np.int16), syntax=JPEGLSLossless,
                        raw_bytes=b"\xfe\xff\x00\xe0\x00\x00\x00\x00" + b"\x00" * 8)
     with pytest.raises(ImageError) as err:

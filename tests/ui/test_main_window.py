@@ -427,9 +427,9 @@ def test_another_frame_keeps_the_readers_window_a_new_image_its_own(qtbot, make_
     with qtbot.waitSignal(win.window_shown, timeout=TIMEOUT):
         win.presenter.set_window((300.0, 200.0))
     with qtbot.waitSignal(win.window_shown, timeout=TIMEOUT, check_params_cb=lambda shown: shown == (300.0, 200.0)):
-        win.panel.image_info.frame.setValue(2)
+        win.slices.slider.setValue(2)  # a multi-frame file is a volume: the slice bar under the image steps it
     assert win.state.on_screen.frame == 2 and win.display_window == (300.0, 200.0)
-    assert "Frame 3 of 3" in win.panel.image_info.frame_label.text()
+    assert "Slice 3 / 3" in win.slices.label.text() and not win.panel.image_info.frame.isVisible()
     other = write_multiframe_dicom(tmp_path / "other.dcm", np.stack([ramp]), (400, 800))
     with qtbot.waitSignal(win.overlay_shown, timeout=TIMEOUT):
         win.add_paths([other])
