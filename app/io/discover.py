@@ -195,7 +195,7 @@ def output_stems(inputs: list[InputFile]) -> list[Path]:
     taken: set[str] = set()
     stems: list[Path] = []
     for item in inputs:
-        stem = item.rel.name[:-7] if item.rel.name.lower().endswith(".nii.gz") else item.rel.stem
+        stem = _stem(item)
         base = Path(*(safe_name(part) for part in item.rel.parent.parts), safe_name(stem))
         candidate, n = base, 1
         while candidate.as_posix().lower() in taken:
@@ -205,3 +205,12 @@ def output_stems(inputs: list[InputFile]) -> list[Path]:
         taken.add(candidate.as_posix().lower())
         stems.append(candidate)
     return stems
+
+
+def _stem(item: InputFile) -> str:
+    """The name an input's outputs start with: a series' UID whole (its dots are not an extension), a NIfTI
+    file's name without `.nii.gz`, else the name without its extension."""
+    volume = item.volume
+    if volume is not None and getattr(volume, "kind", "") == "dicom":
+        return item.rel.name
+    return item.rel.name[:-7] if item.rel.name.lower().endswith(".nii.gz") else item.rel.stem

@@ -1,0 +1,133 @@
+"""seglens-cli run on volumes, end to end: a DICOM series (shuffled, no extensions) and a NIfTI file through a 2D
+model, exported as DICOM SEG, NIfTI and Secondary Capture, read back with highdicom, pydicom and nibabel."""
+
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from app.cli import main
+from tests.dicom_factory import disc_slice, write_nifti, write_series
+
+pytest.importorskip("highdicom")
+
+
+@pytest.fixture
+def ct_model(models):
+    """binary_logits on CT windowed 40/400: the +60 HU disc (0.55 of the window) is foreground, air is not."""
+    path = models("binary_logits", "ct_disc")
+    path.with_suffix(".yaml").write_text("input:\n  window: [40, 400]\nclasses:\n  - background\n  - {name: disc, "
+                                         "color: '#ff0000'}\n")
+    return path
+
+
+def _rows(report: Path) -> list[dict]:
+    with open(report, newline="", encoding="utf-8") as handle:
+        return list(csv.DictReader(handle))
+
+
+def _discs(slices: int, rows: int = 32, columns: int = 32) -> np.ndarray:
+    return np.stack([disc_slice(k, rows, columns) > 0 for k in range(slices)]).astype(np.uint8)
+
+
+def test_a_series_and_a_nifti_volume_are_exported_and_read_back(ct_model, tmp_path, capsys):
+    import highdicom as hd
+    import nibabel as nib
+    import pydicom
+
+    paths = write_series(tmp_path / "in" / "ct", slices=6, shuffle=True, suffix="")  # files as PACS exports them
+    data = write_nifti(tmp_path / "in" / "brain.nii.gz")
+    out = tmp_path / "out"
+    code = main(["run", str(ct_model), str(tmp_path / "in"), "--out", str(out), "--export", "dicom-seg,nifti,sc",
+                 "--per-slice"])
+    assert code == 0
+    uid = str(pydicom.dcmread(paths[0]).SeriesInstanceUID)
+    expected = _discs(6)
+
+    rows = _rows(out / "seglens_report.csv")
+    series_row = next(r for r in rows if r["path"].endswith(uid))
+    assert series_row["status"] == "ok" and series_row["slices"] == "6" and series_row["series"] == uid
+    assert int(series_row["pixels_disc"]) == int(expected.sum())
+    assert float(series_row["ml_disc"]) == pytest.approx(expected.sum() * 2.5 * 0.7 * 0.8 / 1000, abs=1e-3)
+    slice_rows = [r for r in rows if r["slice"]]
+    assert [r["path"] for r in slice_rows if r["series"] == uid] == [str(p) for p in paths]  # in position order
+    assert [int(r["pixels_disc"]) for r in slice_rows if r["series"] == uid] == [int(m.sum()) for m in expected]
+
+    nifti = nib.load(out / "ct" / f"{uid}_mask.nii.gz")
+    assert nifti.get_data_dtype() == np.uint8 and nifti.shape == (32, 32, 6)
+    first = np.array(pydicom.dcmread(paths[0]).ImagePositionPatient, float)
+    np.testing.assert_allclose(nifti.affine @ [0, 0, 0, 1], [-first[0], -first[1], first[2], 1], atol=1e-6)
+    np.testing.assert_array_equal(np.asarray(nifti.dataobj).transpose(2, 1, 0), expected)
+
+    seg = hd.seg.segread(out / "ct" / f"{uid}_seg.dcm")
+    sources = [str(pydicom.dcmread(p).SOPInstanceUID) for p in paths]
+    planes = seg.get_pixels_by_source_instance(source_sop_instance_uids=sources, segment_numbers=[1])
+    np.testing.assert_array_equal(planes[..., 0].astype(np.uint8), expected)
+    assert seg.FrameOfReferenceUID == pydicom.dcmread(paths[0]).FrameOfReferenceUID
+    assert seg.SegmentSequence[0].SegmentLabel == "disc"
+
+    sc = sorted((out / "ct" / f"{uid}_sc").glob("*.dcm"))
+    assert len(sc) == 6 and pydicom.dcmread(sc[0]).SourceImageSequence[0].ReferencedSOPInstanceUID == sources[0]
+
+    brain = nib.load(out / "brain_mask.nii.gz")
+    source = nib.load(tmp_path / "in" / "brain.nii.gz")
+    assert brain.shape == source.shape and np.array_equal(brain.affine, source.affine)
+    assert np.array_equal(np.asarray(brain.dataobj) > 0, data > 50)  # 100 windowed automatically: foreground
+    err = capsys.readouterr().err
+    assert "brain.nii.gz: no dicom-seg export" in err and "Doe^Jane" not in err and "PID-0042" not in err
+
+
+def test_anonymize_puts_a_stable_pseudonym_in_the_report(ct_model, tmp_path, monkeypatch):
+    monkeypatch.setenv("SEGLENS_PSEUDONYM_KEY", "site-key")
+    write_series(tmp_path / "a", slices=3)
+    write_series(tmp_path / "b", slices=3, patient=("Roe^Rick", "PID-7"))
+    for out in ("o1", "o2"):
+        assert main(["run", str(ct_model), str(tmp_path / "a"), str(tmp_path / "b"), "--out", str(tmp_path / out),
+                     "--anonymize", "--per-slice"]) == 0
+    text = (tmp_path / "o1" / "seglens_report.csv").read_text()
+    assert "Doe" not in text and "PID-0042" not in text and "Roe" not in text
+    first, second = (sorted({r["patient"] for r in _rows(tmp_path / o / "seglens_report.csv")}) for o in ("o1", "o2"))
+    assert first == second and len(first) == 2 and all(p.startswith("anon-") for p in first)
+    assert main(["run", str(ct_model), str(tmp_path / "a"), "--out", str(tmp_path / "o3")]) == 0
+    assert {r["patient"] for r in _rows(tmp_path / "o3" / "seglens_report.csv")} == {"Doe^Jane (PID-0042)"}
+
+
+def test_a_damaged_slice_fails_its_volume_only_and_nothing_is_half_written(ct_model, tmp_path, capsys):
+    paths = write_series(tmp_path / "in" / "bad", slices=5)
+    write_series(tmp_path / "in" / "good", slices=4)
+    data = paths[2].read_bytes()
+    paths[2].write_bytes(data[: len(data) - 600])  # pixel data cut short after the folder was exported
+    out = tmp_path / "out"
+    assert main(["run", str(ct_model), str(tmp_path / "in"), "--out", str(out), "--export", "nifti,dicom-seg"]) == 1
+    rows = _rows(out / "seglens_report.csv")
+    bad = next(r for r in rows if "/bad/" in r["path"])
+    assert bad["status"] == "error" and paths[2].name in bad["error"]
+    assert next(r for r in rows if "/good/" in r["path"])["status"] == "ok"
+    assert not list((out / "bad").glob("*")) and len(list((out / "good").glob("*"))) == 2
+    assert paths[2].name in capsys.readouterr().err
+
+
+def test_resume_carries_a_finished_volume_and_redoes_one_whose_export_is_missing(ct_model, tmp_path, model_runs):
+    write_series(tmp_path / "in" / "a", slices=3)
+    write_series(tmp_path / "in" / "b", slices=4)
+    out = tmp_path / "out"
+    assert main(["run", str(ct_model), str(tmp_path / "in"), "--out", str(out)]) == 0
+    slices = [shape for shape in model_runs if shape[-2:] == (32, 32)]  # not the warm-up run
+    assert len(slices) == 7
+    next((out / "b").glob("*_mask.nii.gz")).unlink()
+    assert main(["run", str(ct_model), str(tmp_path / "in"), "--out", str(out), "--resume"]) == 0
+    assert len([shape for shape in model_runs if shape[-2:] == (32, 32)]) == 7 + 4  # only b again
+    rows = _rows(out / "seglens_report.csv")
+    assert [r["status"] for r in rows] == ["ok", "ok"] and len(list(out.rglob("*_mask.nii.gz"))) == 2
+
+
+def test_a_classifier_gets_a_row_per_slice_and_no_exports(models, tmp_path):
+    model = models("classifier")
+    write_series(tmp_path / "in", slices=3)
+    assert main(["run", str(model), str(tmp_path / "in"), "--out", str(tmp_path / "out")]) == 0
+    rows = _rows(tmp_path / "out" / "seglens_report.csv")
+    assert len(rows) == 4 and rows[0]["slices"] == "3" and [r["slice"] for r in rows[1:]] == ["1", "2", "3"]
+    assert all(r["top1"] for r in rows[1:]) and not list((tmp_path / "out").rglob("*.nii.gz"))
