@@ -1,0 +1,59 @@
+"""Volumes in the viewer: a series is one list item, PgUp/PgDn and the slice bar step its slices under the reader's
+window, orientation letters follow the geometry, and the legend fills in each class's volume in mL."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from PySide6.QtCore import Qt
+
+from tests.dicom_factory import CORONAL, disc_slice, write_series
+
+TIMEOUT = 20_000
+
+
+@pytest.fixture
+def ct_model(models):
+    path = models("binary_logits", "ct_disc")
+    path.with_suffix(".yaml").write_text("input:\n  window: [40, 400]\nclasses:\n  - background\n  - {name: disc, "
+                                         "color: '#ff0000'}\n")
+    return path
+
+
+def test_a_series_is_one_item_stepped_by_slice_with_its_volume_in_ml(qtbot, make_main_window, ct_model, tmp_path):
+    write_series(tmp_path / "ct", slices=6, shuffle=True, suffix="")
+    write_series(tmp_path / "ct", slices=3, orientation=CORONAL, description="Coronal")
+    win = make_main_window(ct_model)
+    with qtbot.waitSignal(win.overlay_shown, timeout=TIMEOUT):
+        win.add_paths([tmp_path / "ct"])
+    assert win.files.count() == 2  # two series, not nine files
+    texts = sorted(win.files.item(row).text() for row in range(win.files.count()))
+    assert texts[0].startswith("CT · CHEST · Axial 2.5 mm (6 slices)") and "Coronal" in texts[1]
+    win.files.select_path(next(p for p in win.files.paths() if win.files.volume(p).depth == 6))
+    qtbot.waitUntil(lambda: win.state.on_screen is not None and win.state.on_screen.frame == 0
+                    and win.files.volume(str(win.state.on_screen.path)).depth == 6, timeout=TIMEOUT)
+    assert win.slices.isVisible() and "Slice 1 / 6" in win.slices.label.text() and "30.0 mm" in win.slices.label.text()
+    assert win.viewer._orientation == {"left": "R", "right": "L", "top": "A", "bottom": "P"}
+    assert int((win.state.on_screen.result.mask > 0).sum()) == int((disc_slice(0, 32, 32) > 0).sum())
+
+    with qtbot.waitSignal(win.overlay_shown, timeout=TIMEOUT):
+        qtbot.keyClick(win.viewer, Qt.Key.Key_PageDown)  # the next slice, not the next series
+    assert win.state.on_screen.frame == 1 and win.files.currentRow() == win.files.paths().index(
+        str(win.state.on_screen.path))
+    assert int((win.state.on_screen.result.mask > 0).sum()) == int((disc_slice(1, 32, 32) > 0).sum())
+    voxels = sum(int((disc_slice(k, 32, 32) > 0).sum()) for k in range(6))
+    qtbot.waitUntil(lambda: "all 6 slices" in win.panel.legend._volume_note.text(), timeout=TIMEOUT)
+    assert win.panel.legend._volumes[1].text() == f"{voxels * 2.5 * 0.7 * 0.8 / 1000:,.2f} mL"
+
+    win.slices.slider.setValue(5)
+    qtbot.waitUntil(lambda: win.state.on_screen.frame == 5, timeout=TIMEOUT)
+    assert "Slice 6 / 6" in win.slices.label.text()
+
+
+def test_a_gap_is_shown_with_the_volume(qtbot, make_main_window, ct_model, tmp_path):
+    write_series(tmp_path / "gap", slices=5, gap_after=1)
+    win = make_main_window(ct_model)
+    with qtbot.waitSignal(win.overlay_shown, timeout=TIMEOUT):
+        win.add_paths([tmp_path / "gap"])
+    assert win.slices.warnings.isVisible() and "gap between slices 2 and 3" in win.slices.warnings.text()
+    assert np.isclose(win.files.volume(win.files.paths()[0]).spacing[0], 2.5)
