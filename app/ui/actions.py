@@ -157,8 +157,18 @@ def open_model_dialog(window: MainWindow) -> None:
 
 def run_all_dialog(window: MainWindow) -> None:
     folder = QFileDialog.getExistingDirectory(window, "Export masks, overlays and report to")
-    if folder:
-        window.run_all(folder)
+    if not folder:
+        return
+    volumes = sum(item.volume is not None for item in window.files.inputs())
+    options = None
+    if volumes:
+        from app.ui.volume_export import VolumeExportDialog
+
+        dialog = VolumeExportDialog(volumes, window.state.overlay.opacity, window)
+        if not dialog.exec():
+            return
+        options = dialog.options()
+    window.run_all(folder, volumes=options)
 
 
 def _natural(path: str):

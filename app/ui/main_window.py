@@ -408,9 +408,11 @@ class MainWindow(QMainWindow):
         root, rel = self.files.root_and_rel(path)
         return review_folder(root), rel, root
 
-    def run_all(self, out_dir: str | Path, save: tuple[str, ...] = ("mask", "overlay")) -> None:
-        """Run on all listed images, exporting into `out_dir`; run_all_finished tells when it is done."""
-        self.runner.start(out_dir, save)
+    def run_all(self, out_dir: str | Path, save: tuple[str, ...] = ("mask", "overlay"), *,
+                volumes: dict | None = None) -> None:
+        """Run on all listed images, exporting into `out_dir` (volumes as `volumes` says: VolumeOptions' fields);
+        run_all_finished tells when it is done."""
+        self.runner.start(out_dir, save, volumes=volumes)
 
     # -- drag and drop, close --------------------------------------------------------------------------
 

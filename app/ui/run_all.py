@@ -20,7 +20,8 @@ log = logging.getLogger(__name__)
 
 
 class RunOnAll(QObject):
-    requested = Signal(list, str, list, object)  # InputFiles, output folder, what to save, Tuning: to run_all
+    requested = Signal(list, str, list, object, object)  # InputFiles, output folder, what to save, Tuning, volume
+    # export options (VolumeOptions' fields, None: the defaults): to the worker's run_all
     finished = Signal(object, str)  # RunSummary, report path or error
     refused = Signal(str)  # why the chosen output folder cannot take the outputs (nothing was started)
 
@@ -34,7 +35,8 @@ class RunOnAll(QObject):
         self._status = status
         self._worker = worker
 
-    def start(self, out_dir: str | Path, save: tuple[str, ...] = ("mask", "overlay")) -> None:
+    def start(self, out_dir: str | Path, save: tuple[str, ...] = ("mask", "overlay"), *,
+              volumes: dict | None = None) -> None:
         from app.runs.safety import output_folder_problem
 
         inputs = self._files.inputs()
@@ -49,7 +51,7 @@ class RunOnAll(QObject):
             return
         self._status.start_run(len(inputs))
         self._tuning = self._state.tuning  # the reader's threshold and score limit, as --threshold would
-        self.requested.emit(inputs, str(out_dir), list(save), self._tuning)
+        self.requested.emit(inputs, str(out_dir), list(save), self._tuning, volumes)
 
     def cancel(self) -> None:
         self._worker.cancel_batch()  # read by the worker between images: no signal, it is busy running

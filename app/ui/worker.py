@@ -357,8 +357,9 @@ class InferenceWorker(QObject):
         model.spec = spec
         return model, min_confidence
 
-    @Slot(list, str, list, object)
-    def run_all(self, inputs: list, out_dir: str, save: list, tuning: Tuning | None = None) -> None:
+    @Slot(list, str, list, object, object)
+    def run_all(self, inputs: list, out_dir: str, save: list, tuning: Tuning | None = None,
+                volumes: dict | None = None) -> None:
         """Process every input, exporting masks/overlays and the CSV report with the CLI's own writer, at the
         reader's threshold and score limit (`tuning`) as the CLI's --threshold would."""
         from app.errors import SegLensError
@@ -383,7 +384,8 @@ class InferenceWorker(QObject):
                 self.batch_progress.emit(outcome, copy.copy(summary), judged)
 
             scorer = _scorer(tuning, spec, inputs)
-            columns = scorer.columns if scorer is not None else ()
+            options = _volume_options(inputs, volumes)
+            columns = [*(_volume_columns(spec) if options else ()), *(scorer.columns if scorer is not None else ())]
             with OutputLock(Path(out_dir)), ReportWriter(report_path, spec, extra_columns=columns) as report:
                 identity = RunIdentity.of(spec, threshold=threshold, min_confidence=min_confidence,
                                           session=model.info)
@@ -393,7 +395,7 @@ class InferenceWorker(QObject):
                 summary = run_inputs(model, inputs, out_dir=Path(out_dir), save=tuple(save), report=report,
                                      png_texts=identity.png_texts(spec), progress=progress,
                                      should_stop=self._cancel.is_set, min_confidence=min_confidence,
-                                     reference=scorer)
+                                     reference=scorer, volumes=options)
             if scorer is not None:
                 scorer.summary.write(Path(out_dir))
         except SegLensError as exc:
@@ -462,6 +464,22 @@ class InferenceWorker(QObject):
                 return model
             self.session_threads.append(threading.get_ident())
         return self._batch_model
+
+
+def _volume_options(inputs: list, volumes: dict | None):
+    """VolumeOptions for a run whose inputs hold volumes (the dialog's choices, else the CLI's defaults)."""
+    if not any(item.volume is not None for item in inputs):
+        return None
+    from app.runs.volume_run import VolumeOptions, pseudonym_key
+
+    options = VolumeOptions(**(volumes or {}))
+    return replace(options, pseudonym_key=pseudonym_key()) if options.anonymize else options
+
+
+def _volume_columns(spec) -> list[str]:
+    from app.runs.volume_run import volume_columns
+
+    return volume_columns(spec)
 
 
 def _decode(request: ViewRequest):

@@ -57,3 +57,25 @@ def test_a_gap_is_shown_with_the_volume(qtbot, make_main_window, ct_model, tmp_p
         win.add_paths([tmp_path / "gap"])
     assert win.slices.warnings.isVisible() and "gap between slices 2 and 3" in win.slices.warnings.text()
     assert np.isclose(win.files.volume(win.files.paths()[0]).spacing[0], 2.5)
+
+
+def test_run_on_all_exports_the_volumes_as_chosen(qtbot, make_main_window, ct_model, tmp_path):
+    import csv
+
+    import pydicom
+
+    paths = write_series(tmp_path / "in" / "ct", slices=4)
+    win = make_main_window(ct_model)
+    with qtbot.waitSignal(win.overlay_shown, timeout=TIMEOUT):
+        win.add_paths([tmp_path / "in"])
+    with qtbot.waitSignal(win.run_all_finished, timeout=TIMEOUT) as done:
+        win.run_all(tmp_path / "out", volumes={"exports": ("dicom-seg", "nifti"), "per_slice": True,
+                                                "opacity": 0.5, "anonymize": False})
+    summary, report = done.args
+    assert summary.ok == 1 and summary.failed == 0
+    uid = str(pydicom.dcmread(paths[0]).SeriesInstanceUID)
+    assert (tmp_path / "out" / "ct" / f"{uid}_seg.dcm").is_file()
+    assert (tmp_path / "out" / "ct" / f"{uid}_mask.nii.gz").is_file()
+    with open(report, newline="") as handle:
+        rows = list(csv.DictReader(handle))
+    assert rows[0]["slices"] == "4" and [r["slice"] for r in rows[1:]] == ["1", "2", "3", "4"]
