@@ -70,7 +70,8 @@ def cmd_run(args: argparse.Namespace) -> int:
             summary = run_inputs(model, inputs, out_dir=args.out, save=args.save, report=report,
                                  progress=progress.update, batch_size=args.batch, done=done,
                                  min_confidence=min_confidence, png_texts=identity.png_texts(model.spec),
-                                 reference=scorer, tile_progress=progress.tiles, volumes=volume_options)
+                                 reference=scorer, tile_progress=progress.tiles, volumes=volume_options,
+                                 slice_progress=progress.slices)
         progress.close()
     for notice in dict.fromkeys(summary.notices):
         print(f"note: {_shown(notice)}", file=sys.stderr)
@@ -187,6 +188,12 @@ class _Progress:
         """A tiled image's progress, on the same line (the bar comes back when the image is done)."""
         if self.enabled:
             sys.stderr.write(f"\r\x1b[K  tiles {done}/{total}")
+            sys.stderr.flush()
+
+    def slices(self, done: int, total: int) -> None:
+        """A volume's progress in slices, on the same line (the bar comes back when the volume is done)."""
+        if self.enabled:
+            sys.stderr.write(f"\r\x1b[K  slices {done}/{total}")
             sys.stderr.flush()
 
     def _clear(self) -> None:

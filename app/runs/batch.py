@@ -133,6 +133,7 @@ def run_inputs(
     reference: ReferenceScorer | None = None,
     tile_progress: Callable[[int, int], None] | None = None,
     volumes: VolumeOptions | None = None,
+    slice_progress: Callable[[int, int], None] | None = None,
 ) -> RunSummary:
     """Run `model` on every input; call from the thread that owns the session.
 
@@ -147,8 +148,8 @@ def run_inputs(
     session run, `tile_progress(done, total)` after each; `should_stop` is also asked between its tile batches,
     and an image stopped there has no outputs and is listed as not processed.
     A volume (`InputFile.volume`) runs slice by slice (batched like images), is assembled on the writer thread and
-    written as `volumes` says (exports, per-slice rows; app.runs.volume_run); `slice_progress(done, total)`
-    reports its slices through `tile_progress`. A volume stopped part-way has no outputs and is not processed.
+    written as `volumes` says (exports, per-slice rows; app.runs.volume_run), `slice_progress(done, total)` after
+    each slice. A volume stopped part-way has no outputs and is listed as not processed.
     """
     summary = RunSummary(total=len(inputs))
     stems = output_stems(list(inputs))
@@ -159,7 +160,7 @@ def run_inputs(
         writer.volumes = VolumeAssembler(model.spec, volumes or VolumeOptions(), texts=png_texts,
                                          algorithm=algorithm_of(model.spec.path))
         writer.volume_options = volumes or VolumeOptions()
-        writer.slice_progress = tile_progress
+        writer.slice_progress = slice_progress
     writer.start()
     stopped_at, why = len(inputs), "the run was cancelled"
     current = 0

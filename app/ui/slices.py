@@ -60,4 +60,20 @@ class SliceBar(QWidget):
             parts.append(f"{position:.1f} mm")
         if volume.spacing is not None:
             parts.append(f"step {volume.spacing[0]:.2g} mm")
+        convention = view_convention(volume.orientation_labels())
+        if convention:
+            parts.append(convention)
         self.label.setText("  ·  ".join(parts))
+
+
+def view_convention(labels: dict[str, str] | None) -> str:
+    """How the slice is shown, said in words: the patient's right on the screen's left is the radiological
+    convention (axial DICOM as stored); the other way round, the neurological one (common in NIfTI)."""
+    if not labels:
+        return ""
+    left = labels.get("left", "")[:1]
+    if left == "R":
+        return "radiological view (patient's right on the left)"
+    if left == "L":
+        return "neurological view (patient's right on the right)"
+    return ""

@@ -270,7 +270,9 @@ class InferenceWorker(QObject):
         try:
             fill.step()
         except Exception as exc:  # the model failed on a slice: the legend keeps what was counted
-            log.warning("counting the volume stopped: %s", exc)
+            from app.logs import private
+
+            private(log, logging.WARNING, self._fill_key[0], f"counting {self._fill_key[0]} stopped: {exc}")
             self._fill_key = None
             return
         if self._fill is fill and self._fill_key is not None:

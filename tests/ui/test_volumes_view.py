@@ -79,3 +79,21 @@ def test_run_on_all_exports_the_volumes_as_chosen(qtbot, make_main_window, ct_mo
     with open(report, newline="") as handle:
         rows = list(csv.DictReader(handle))
     assert rows[0]["slices"] == "4" and [r["slice"] for r in rows[1:]] == ["1", "2", "3", "4"]
+
+
+def test_patient_fields_stay_out_of_the_log_file(qtbot, make_main_window, ct_model, tmp_path):
+    import logging
+
+    from app.logs import log_file, setup_file_logging
+
+    setup_file_logging(logging.INFO)  # as the app does (INFO unless SEGLENS_LOG_LEVEL=DEBUG)
+    write_series(tmp_path / "ct", slices=4, patient=("Secret^Patient", "MRN-991"))
+    win = make_main_window(ct_model)
+    with qtbot.waitSignal(win.overlay_shown, timeout=TIMEOUT):
+        win.add_paths([tmp_path / "ct"])
+    qtbot.waitUntil(lambda: "all 4 slices" in win.panel.legend._volume_note.text(), timeout=TIMEOUT)
+    assert "Secret" in win.panel.image_info.text.text()  # shown to the reader on screen …
+    for handler in logging.getLogger().handlers:
+        handler.flush()
+    text = log_file().read_text(encoding="utf-8")
+    assert "Secret" not in text and "MRN-991" not in text  # … never written to the log
