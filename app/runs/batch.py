@@ -13,106 +13,29 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import os
-import queue
-import sys
-import threading
 import time
 from collections import deque
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
 
 from app.errors import SegLensError, error_line, unexpected_error_line
 from app.inference import pipeline
-from app.inference.pipeline import Prepared, Result
 from app.inference.session import ModelSession
-from app.inference.verdict import Verdict, verdict_of
 from app.io.discover import InputFile, output_stems
-from app.runs.metrics_report import ReferenceScorer, Scored
-from app.runs.outputs import ReportWriter, write_result_images
-from app.runs.safety import OutputGuard, planned_outputs
-from app.runs.volume_run import (
-    VolumeAssembler,
-    VolumeOptions,
-    VolumeResult,
-    algorithm_of,
-    write_volume_rows,
-)
+from app.runs.metrics_report import ReferenceScorer
+from app.runs.outputs import ReportWriter
+from app.runs.safety import OutputGuard
+from app.runs.volume_run import VolumeAssembler, VolumeOptions, algorithm_of
+from app.runs.writer import HELPER_NICENESS, Outcome, ProgressFn, RunSummary, Writer, lower_thread_priority
+from app.runs.writer import Work as _Work
+
+__all__ = ["HELPER_NICENESS", "Outcome", "RunStopped", "RunSummary", "lower_thread_priority", "run_inputs"]
 
 log = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class Outcome:
-    """What happened to one input: a result, or the one-line error."""
-
-    index: int
-    input: InputFile
-    result: Result | None
-    error: str | None
-    resumed: bool = False  # done by an earlier run (--resume): its report row was carried over
-    verdict: Verdict | None = None  # OK/NG under the sidecar's rules; None without a `verdict` section
-    scored: Scored | None = None  # against the ground truth (`--reference`): metrics, or the notice why none
-    volume: VolumeResult | None = None  # a volume's assembled result (app.runs.volume_run), `result` None
-
-
-@dataclass
-class RunSummary:
-    total: int = 0
-    ok: int = 0
-    failed: int = 0
-    cancelled: bool = False
-    resumed: int = 0
-    passed: int = 0  # results judged OK by the sidecar's verdict rules (resumed rows included)
-    rejected: int = 0  # results judged NG: a result, not a failure (`failed` does not count them)
-    notices: list[str] = field(default_factory=list)  # one line each: an export that did not apply to a volume
-
-    def verdict_line(self) -> str | None:
-        """`verdict: 7 OK, 2 NG` when any result was judged, else None (the model has no verdict rules)."""
-        if not self.passed and not self.rejected:
-            return None
-        return f"verdict: {self.passed} OK, {self.rejected} NG"
-
-
-@dataclass(frozen=True)
-class _Work:
-    """An input on its way to the writer: prepared (or failed), then with the model's output."""
-
-    index: int
-    input: InputFile
-    prepared: Prepared | None = None
-    output: np.ndarray | None = None
-    inference_ms: float = 0.0
-    error: str | None = None
-    carried: list[str] | None = None  # the report row of an earlier run, for an input already done
-    slice: int | None = None  # a volume's slice (app.io.volumes): the writer assembles them into the volume
-
-
-ProgressFn = Callable[[Outcome, RunSummary], None]
-_DONE = object()
-
-# The prefetch and writer threads run at this niceness (Linux: per thread; elsewhere unchanged). ONNX Runtime's
-# intra-op threads (and the calling thread, which takes part in them) keep normal priority: when every core is
-# busy, a preempted intra-op thread stalls the whole operator at its barrier, so the helpers should mostly use
-# the CPU that inference leaves idle (with `allow_spinning` off, the default). Niceness 10 still gives them ~10 %
-# of a busy core, so a run slows down rather than stalls when other programs load the machine; SCHED_IDLE
-# would starve them. Measured: benchmarks/helper_priority.py, docs/PERFORMANCE.md.
-HELPER_NICENESS = 10
-
-
-def lower_thread_priority(niceness: int) -> None:
-    """Raise the calling thread's niceness by `niceness` (no-op where threads have no niceness of their own)."""
-    if niceness <= 0 or not sys.platform.startswith("linux"):
-        return
-    try:
-        tid = threading.get_native_id()
-        os.setpriority(os.PRIO_PROCESS, tid, min(19, os.getpriority(os.PRIO_PROCESS, tid) + niceness))
-    except OSError:  # not permitted in some sandboxes: priority is an optimisation only
-        pass
 
 
 def run_inputs(
@@ -153,7 +76,7 @@ def run_inputs(
     """
     summary = RunSummary(total=len(inputs))
     stems = output_stems(list(inputs))
-    writer = _Writer(model, out_dir, stems, save, report, summary, progress, helper_niceness)
+    writer = Writer(model, out_dir, stems, save, report, summary, progress, helper_niceness)
     writer.min_confidence, writer.png_texts, writer.reference = min_confidence, png_texts, reference
     writer.guard = OutputGuard(out_dir, inputs) if out_dir is not None else None
     if any(item.volume is not None for item in inputs):
@@ -201,7 +124,7 @@ class RunStopped(SegLensError):
     """A stage of the run failed for good (the report's disk is full, a writer bug): the run ends here."""
 
 
-def _stop_for_writer(writer: _Writer, inputs: Sequence[InputFile], summary: RunSummary,
+def _stop_for_writer(writer: Writer, inputs: Sequence[InputFile], summary: RunSummary,
                      report: ReportWriter | None) -> None:
     """The writer died: inputs it recorded keep their rows, the rest are listed as skipped where the report can
     still be written (it may be what failed), and the run ends with one line."""
@@ -330,185 +253,3 @@ def _infer(model: ModelSession, group: list[_Work], tiles: _TileRun) -> list[_Wo
 
 def _with_output(work: _Work, output: np.ndarray, ms: float) -> _Work:
     return replace(work, output=output, inference_ms=ms)
-
-
-class _Writer:
-    """The writer stage: postprocess, PNGs and the report row, in order, on its own thread."""
-
-    def __init__(self, model, out_dir, stems, save, report, summary, progress, niceness: int = 0) -> None:
-        self.model, self.out_dir, self.stems, self.save = model, out_dir, stems, tuple(save)
-        self.report, self.summary, self.progress = report, summary, progress
-        self.niceness = niceness
-        self._queue: queue.Queue = queue.Queue(maxsize=4)  # back-pressure on the inference loop
-        self._thread = threading.Thread(target=self._loop, name="writer", daemon=True)
-        self.failure: BaseException | None = None
-        self.recorded = 0  # inputs whose outcome is recorded (report row written, progress told), in order
-        self.guard: OutputGuard | None = None
-        self.min_confidence: float | None = None
-        self.png_texts: Mapping[str, Mapping[str, str]] | None = None
-        self.reference: ReferenceScorer | None = None
-        self.volumes: VolumeAssembler | None = None
-        self.volume_options = VolumeOptions()
-        self.slice_progress: Callable[[int, int], None] | None = None
-
-    def start(self) -> None:
-        self._thread.start()
-
-    def put(self, work: _Work) -> None:
-        while self._thread.is_alive():
-            try:
-                self._queue.put(work, timeout=0.2)
-                return
-            except queue.Full:
-                continue
-        raise self.failure or RuntimeError("the writer stopped")
-
-    def close(self) -> None:
-        """Let the writer finish what it holds, then join it. Never blocks on a writer that died: its queue may
-        be full with nobody left to drain it (the hang this loop replaces)."""
-        while self._thread.is_alive():
-            try:
-                self._queue.put(_DONE, timeout=0.2)
-                break
-            except queue.Full:
-                continue
-        self._thread.join()
-
-    def _loop(self) -> None:
-        lower_thread_priority(self.niceness)
-        try:
-            while (work := self._queue.get()) is not _DONE:
-                outcome = self._finish(work) if work.slice is None else self._finish_slice(work)
-                if outcome is not None:
-                    self._record(outcome, work.carried)
-        except BaseException as exc:  # e.g. the report's disk is full: stop the run, say so
-            self.failure = exc
-
-    def _finish(self, work: _Work) -> Outcome:
-        if work.carried is not None:
-            return Outcome(work.index, work.input, None, None, resumed=True)
-        if work.error is not None:
-            return Outcome(work.index, work.input, None, work.error)
-        try:
-            result = pipeline.to_result(self.model, work.prepared, work.output, work.inference_ms)
-            if self.min_confidence is not None:
-                result = pipeline.relabel(result, spec=self.model.spec, min_confidence=self.min_confidence)
-            if self.out_dir is not None:
-                stem = self.out_dir / self.stems[work.index]
-                refused = self._refused(stem) if result.mask is not None else None
-                if refused:
-                    return Outcome(work.index, work.input, None, f"{work.input.path}: {refused}")
-                write_result_images(result, self.model.spec, stem, self.save, work.prepared.image.pixels,
-                                    texts=self.png_texts)
-            # Decided here, in the writer stage, not in ReportWriter: the summary's OK/NG counts and the progress
-            # callback (the viewer's Run on all) need it as well as the report, which is optional; it is one
-            # pure function of the kept result, off the inference thread, once per input.
-            scored = self.reference.score(work.input, result.mask) \
-                if self.reference is not None and result.mask is not None else None
-            return Outcome(work.index, work.input, result, None, verdict=verdict_of(self.model.spec, result),
-                           scored=scored)
-        except SegLensError as exc:
-            return Outcome(work.index, work.input, None, error_line(work.input.path, exc))
-        except Exception as exc:
-            log.debug("unexpected error finishing %s", work.input.path, exc_info=True)
-            return Outcome(work.index, work.input, None, unexpected_error_line(work.input.path, exc))
-
-    def _finish_slice(self, work: _Work) -> Outcome | None:
-        """A volume's slice: kept by the assembler; the volume's outcome once its last slice is in."""
-        volume, k, result, error = work.input.volume, work.slice, None, work.error
-        stem = self.out_dir / self.stems[work.index] if self.out_dir is not None else None
-        try:
-            if error is None:
-                result = pipeline.to_result(self.model, work.prepared, work.output, work.inference_ms)
-                if self.min_confidence is not None:
-                    result = pipeline.relabel(result, spec=self.model.spec, min_confidence=self.min_confidence)
-            per_slice = stem is not None and (self.volume_options.per_slice or volume.affine is None)
-            last = self.volumes.add(work.index, volume, k, result, error,
-                                    image=work.prepared.image if work.prepared is not None else None,
-                                    slice_stem=stem / f"slice_{k + 1:04d}" if per_slice else None, save=self.save)
-        except SegLensError as exc:
-            last = self.volumes.add(work.index, volume, k, None, error_line(work.input.path, exc))
-        if self.slice_progress is not None:
-            self.slice_progress(k + 1, volume.depth)
-        if not last:
-            return None
-        try:
-            vr = self.volumes.finish(volume, stem, self.model.info.provider)
-        except SegLensError as exc:
-            return Outcome(work.index, work.input, None, error_line(work.input.path, exc))
-        except Exception as exc:  # an export library's bug must not end the run: this volume's error row
-            log.debug("unexpected error finishing %s", work.input.path, exc_info=True)
-            return Outcome(work.index, work.input, None, unexpected_error_line(work.input.path, exc))
-        self.summary.notices.extend(vr.notices)
-        return Outcome(work.index, work.input, None, None, verdict=vr.verdict, volume=vr)
-
-    def _refused(self, stem: Path) -> str | None:
-        if self.guard is None:
-            return None
-        return next(filter(None, (self.guard.problem(path) for path in planned_outputs(stem, self.save))), None)
-
-    def _record(self, outcome: Outcome, carried: list[str] | None) -> None:
-        summary, report = self.summary, self.report
-        if outcome.resumed:
-            summary.ok += 1
-            summary.resumed += 1
-            self._count(_carried_verdict(carried, report))
-            if report:
-                report.add_row(carried)
-        elif outcome.result is not None or outcome.volume is not None:
-            try:
-                extra = self._extra_cells(outcome)
-                if report and outcome.volume is not None:
-                    write_volume_rows(report, self.model.spec, outcome.input.path, outcome.volume,
-                                      self.volume_options, extra_after=extra)
-                elif report:
-                    report.add_result(outcome.input.path, outcome.result, verdict=outcome.verdict,
-                                      extra=self._volume_blanks(outcome) + extra)
-                if self.reference is not None:
-                    self.reference.summary.add(str(outcome.input.path), outcome.scored)
-                summary.ok += 1
-                self._count("" if outcome.verdict is None else "ok" if outcome.verdict.ok else "ng")
-            except OSError:
-                raise  # the report itself cannot be written: the run stops and says so
-            except Exception as exc:  # a result the report cannot describe is that input's error
-                log.debug("report row for %s failed", outcome.input.path, exc_info=True)
-                outcome = Outcome(outcome.index, outcome.input, None, unexpected_error_line(outcome.input.path, exc))
-                summary.failed += 1
-                if report:
-                    report.add_error(outcome.input.path, outcome.error, provider=self.model.info.provider)
-        else:
-            summary.failed += 1
-            if report:
-                report.add_error(outcome.input.path, outcome.error or "", provider=self.model.info.provider)
-        if self.progress:
-            self.progress(outcome, summary)
-        self.recorded += 1
-
-    def _extra_cells(self, outcome: Outcome) -> list:
-        """The reference columns' cells (blank for a volume: it has no 2D reference)."""
-        if self.reference is None:
-            return []
-        return [""] * len(self.reference.columns) if outcome.volume is not None else \
-            list(self.reference.cells(outcome.scored))
-
-    def _volume_blanks(self, outcome: Outcome) -> list:
-        """An image's cells in the volume columns of a run that also has volumes: empty."""
-        if self.volumes is None:
-            return []
-        from app.runs.volume_run import volume_columns
-
-        return [""] * len(volume_columns(self.model.spec))
-
-    def _count(self, verdict: str) -> None:
-        if verdict == "ok":
-            self.summary.passed += 1
-        elif verdict == "ng":
-            self.summary.rejected += 1
-
-
-def _carried_verdict(row: list[str] | None, report: ReportWriter | None) -> str:
-    """The `verdict` cell of a row carried over by --resume (its columns are this report's: finished_rows)."""
-    if row is None or report is None or "verdict" not in report.columns:
-        return ""
-    index = report.columns.index("verdict")
-    return row[index] if index < len(row) else ""
