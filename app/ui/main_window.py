@@ -30,6 +30,7 @@ from app.ui.threads import start_worker_thread, stop_thread
 from app.ui.tuner import Tuner
 from app.ui.view_state import ViewState
 from app.ui.viewer import ImageViewer
+from app.ui.volume_view import VolumeView
 from app.ui.windowing import WindowingWorker
 from app.ui.worker import InferenceWorker
 
@@ -55,7 +56,6 @@ class MainWindow(QMainWindow):
     compare_all_requested = Signal(list)  # paths, to the worker's compare_all
     compare_finished = Signal(bool, str)
     report_finished = Signal(bool, str)  # written?, the review report's path or the error
-    volume_fill_requested = Signal(str, object, object)  # path, Volume, threshold: count the whole volume
 
     def __init__(self, *, settings: QSettings, model_path: Path | None = None, device: str | None = None) -> None:
         super().__init__()
@@ -64,7 +64,6 @@ class MainWindow(QMainWindow):
         self.setWindowTitle("SegLens")
         self.setAcceptDrops(True)
         self.state = ViewState()
-        self._counted_path: str | None = None  # the volume whose whole-volume counts the legend shows
         self._build_widgets()
         self._start_threads()
         remembered.restore(self, settings)
@@ -129,9 +128,6 @@ class MainWindow(QMainWindow):
         self.panel.legend.visibility_changed.connect(lambda hidden: self.presenter.restyle(hidden=hidden))
         self.panel.image_info.frame_changed.connect(lambda frame: self.show_path(self.files.current_path(), frame))
         self.viewer.window_dragged.connect(self.presenter.drag_window)
-        self.slices.slice_changed.connect(lambda k: self.show_path(self.files.current_path(), k))
-        self.viewer.slice_wheel.connect(self.step_slice)
-        self.presenter.overlay_shown.connect(self._count_volume)
 
     def _start_threads(self) -> None:
         """Bound methods only for what comes back: a lambda would run on the sending thread, not on this one."""
@@ -146,8 +142,10 @@ class MainWindow(QMainWindow):
         self.worker.failed.connect(self._on_failed)
         self.worker.skipped.connect(self._on_skipped)
         self.worker.tile_progress.connect(self._on_tile_progress)
-        self.volume_fill_requested.connect(self.worker.fill_volume)
-        self.worker.volume_counted.connect(self._on_volume_counted)
+        self.volumes = VolumeView(self.state, files=self.files, viewer=self.viewer, slices=self.slices,
+                                  panel=self.panel, worker=self.worker, parent=self)
+        self.volumes.slice_wanted.connect(self.show_path)
+        self.presenter.overlay_shown.connect(self.volumes.count)
         self.runner = RunOnAll(self.state, files=self.files, status=self.status, worker=self.worker,
                                tuner=self.tuner, parent=self)
         self.runner.requested.connect(self.worker.run_all)
@@ -243,7 +241,7 @@ class MainWindow(QMainWindow):
         from app.ui.messages import ViewKey  # loaded once a picture is asked for: not before the window shows
 
         key = ViewKey(path, frame)
-        volume = self._show_volume(path, frame)
+        volume = self.volumes.show(path, frame)
         cached = self.state.select(key)
         if cached is not None:
             if self.tuner.ensure_tuned(cached):  # else shown once decided at the current threshold
@@ -258,46 +256,8 @@ class MainWindow(QMainWindow):
         self.files.set_status(path, "running")
         self.view_requested.emit(request)
 
-    # -- volumes ---------------------------------------------------------------------------------------
-
     def step_slice(self, delta: int) -> None:
-        """PgUp / PgDn and Ctrl + wheel: the previous / next slice of a volume; in a plain image, the previous /
-        next image (as PgUp / PgDn always did)."""
-        path = self.files.current_path()
-        volume = self.files.volume(path)
-        if volume is None:
-            self.files.step(delta)
-            return
-        wanted = self.state.wanted.frame if self.state.wanted is not None and self.state.wanted.path == path else 0
-        target = min(max(wanted + delta, 0), volume.depth - 1)
-        if target != wanted:
-            self.show_path(path, target)
-
-    def _show_volume(self, path: str, frame: int):
-        """The slice bar, orientation letters and legend for `path` at `frame`; its Volume, or None."""
-        volume = self.files.volume(path)
-        self.slices.show_volume(volume, frame)
-        self.viewer.set_orientation(volume.orientation_labels() if volume is not None else None)
-        self.panel.image_info.external_slices = volume is not None
-        if volume is None or self._counted_path != path:
-            self.panel.legend.clear_volume()
-            self.worker.stop_fill()
-            self._counted_path = None
-        return volume
-
-    def _count_volume(self, path: str) -> None:
-        """A volume's slice is on screen: count the rest of the volume in the background (legend in mL)."""
-        volume = self.files.volume(path)
-        shown = self.state.shown
-        if volume is None or shown is None or str(shown.path) != path or self.state.model is None \
-                or self.state.model.spec.task != "segmentation":
-            return
-        self._counted_path = path
-        self.volume_fill_requested.emit(path, volume, shown.tuning.threshold)
-
-    def _on_volume_counted(self, path: str, done: int, total: int, voxels, millilitres) -> None:
-        if path == self.files.current_path() and path == self._counted_path:
-            self.panel.legend.set_volume(millilitres, done, total, voxels)
+        self.volumes.step(delta)
 
     def cached_view(self, path: str | Path, frame: int = 0) -> ViewResult | None:
         from app.ui.messages import ViewKey

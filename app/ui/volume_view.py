@@ -1,0 +1,72 @@
+"""A volume in the viewer: the slice bar, the orientation letters and the legend's whole-volume mL, kept in step
+with the picture shown; slice steps go back to the window as `slice_wanted`."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from PySide6.QtCore import QObject, Signal
+
+if TYPE_CHECKING:
+    from app.ui.file_list import FileList
+    from app.ui.panels import SidePanel
+    from app.ui.slices import SliceBar
+    from app.ui.view_state import ViewState
+    from app.ui.viewer import ImageViewer
+    from app.ui.worker import InferenceWorker
+
+
+class VolumeView(QObject):
+    slice_wanted = Signal(str, int)  # path, slice: the window shows it (show_path)
+    fill_requested = Signal(str, object, object)  # path, Volume, threshold: the worker counts the whole volume
+
+    def __init__(self, state: ViewState, *, files: FileList, viewer: ImageViewer, slices: SliceBar,
+                 panel: SidePanel, worker: InferenceWorker, parent: QObject | None = None) -> None:
+        super().__init__(parent)
+        self._state, self._files, self._viewer, self._slices = state, files, viewer, slices
+        self._panel, self._worker = panel, worker
+        self._counted: str | None = None  # the volume whose whole-volume counts the legend shows
+        slices.slice_changed.connect(lambda k: self.slice_wanted.emit(files.current_path() or "", k))
+        viewer.slice_wheel.connect(self.step)
+        self.fill_requested.connect(worker.fill_volume)
+        worker.volume_counted.connect(self._on_counted)
+
+    def step(self, delta: int) -> None:
+        """PgUp / PgDn and Ctrl + wheel: the previous / next slice of a volume; in a plain image, the previous /
+        next image (as PgUp / PgDn always did)."""
+        path = self._files.current_path()
+        volume = self._files.volume(path)
+        if volume is None:
+            self._files.step(delta)
+            return
+        wanted = self._state.wanted
+        current = wanted.frame if wanted is not None and wanted.path == path else 0
+        target = min(max(current + delta, 0), volume.depth - 1)
+        if target != current:
+            self.slice_wanted.emit(path, target)
+
+    def show(self, path: str, frame: int):
+        """The slice bar, orientation letters and legend for `path` at `frame`; its Volume, or None."""
+        volume = self._files.volume(path)
+        self._slices.show_volume(volume, frame)
+        self._viewer.set_orientation(volume.orientation_labels() if volume is not None else None)
+        self._panel.image_info.external_slices = volume is not None
+        if volume is None or self._counted != path:
+            self._panel.legend.clear_volume()
+            self._worker.stop_fill()
+            self._counted = None
+        return volume
+
+    def count(self, path: str) -> None:
+        """A volume's slice is on screen: count the rest of the volume in the background (legend in mL)."""
+        volume = self._files.volume(path)
+        shown, model = self._state.shown, self._state.model
+        if volume is None or shown is None or str(shown.path) != path or model is None \
+                or model.spec.task != "segmentation":
+            return
+        self._counted = path
+        self.fill_requested.emit(path, volume, shown.tuning.threshold)
+
+    def _on_counted(self, path: str, done: int, total: int, voxels, millilitres) -> None:
+        if path == self._files.current_path() and path == self._counted:
+            self._panel.legend.set_volume(millilitres, done, total, voxels)
