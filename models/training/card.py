@@ -36,6 +36,11 @@ def block(name: str, res: dict) -> str:
         rows.append(("Held-out top-1 accuracy", f"**{r['accuracy']:.3f}**; {r['eval_images']} crops, "
                      f"seed {r['eval_seed']}"))
         rows.append(("Confusion (rows truth OK/scratch/pit/stain)", " / ".join(" ".join(map(str, x)) for x in c)))
+    if name == "ct_demo" and "iou" in r:
+        iou = r["iou"]
+        rows.append(("Held-out IoU (lung, bone)",
+                     f"**lung {iou['lung']:.3f}**, bone {iou['bone']:.3f} (mean {r['mean_iou']:.3f}); "
+                     f"{r['eval_volumes']} phantom volumes x 32 slices, seed {r['eval_seed']}"))
     if name == "surface_anomaly" and "auroc" in r:
         rows.append(("Held-out image AUROC (defective vs clean)",
                      f"**{r['auroc']:.3f}**; {r['eval_defective']} defective + {r['eval_clean']} clean frames, "
@@ -53,7 +58,9 @@ def block(name: str, res: dict) -> str:
                      f"{r['image_threshold']} (highest clean score {r['calib_clean_score_max']} + 0.01)"))
     if "eval_backend" in r:
         rows.append(("Evaluated through", "the app pipeline (`app.inference`)" if r["eval_backend"] == "app"
-                     else "ONNX Runtime directly (sidecar preprocessing re-implemented in models/training)"))
+                     else "ONNX Runtime directly, slices windowed by the app's `apply_window` (HU arrays, no decode)"
+                     if name == "ct_demo" else
+                     "ONNX Runtime directly (sidecar preprocessing re-implemented in models/training)"))
     if "latency_ms_median" in r:
         rows.append((f"CPU latency, median of {r['latency_runs']} ({r['latency_image']} image)",
                      f"**{r['latency_ms_median']} ms** inference, {r['latency_total_ms_median']} ms with pre/post "
@@ -77,7 +84,7 @@ def update() -> None:
         return
     res = common.load_results()
     text = README.read_text()
-    for name in ("surface_defects", "nuclei", "nuclei_fp16", "defect_type", "surface_anomaly"):
+    for name in ("surface_defects", "nuclei", "nuclei_fp16", "defect_type", "surface_anomaly", "ct_demo"):
         pat = re.compile(rf"(<!-- results:{name} -->\n).*?(\n<!-- /results:{name} -->)", re.S)
         text = pat.sub(lambda m, n=name: m.group(1) + block(n, res) + m.group(2), text)
     README.write_text(text)

@@ -116,6 +116,25 @@ SIDECARS["surface_anomaly"] = {
     "classes": [{"name": "ok"}, {"name": "anomaly", "color": "#ff2d55"}],
     "postprocess": {"min_area": 0, "close_kernel": 0, "top_k": 5},
 }
+# CT demo: axial slices in HU, windowed by the app (input.window) to uint8 before scale/mean/std; trained on the
+# synthetic chest phantom (phantom.py). Fully convolutional (dynamic H/W, multiple of 8); 256x256 working size.
+SIDECARS["ct_demo"] = {
+    "name": "CT lungs & bone (demo, synthetic)",
+    "task": "segmentation",
+    "input": {
+        "size": [256, 256],
+        "resize": "stretch",
+        "size_divisor": 8,
+        "color": "gray",
+        "window": [-300, 1800],  # center, width (HU): lung-friendly wide window, bone still above soft tissue
+        "scale": 1 / 255,
+        "mean": [0.4],
+        "std": [0.3],
+    },
+    "output": {"activation": "softmax", "threshold": 0.5},
+    "classes": [{"name": "background"}, {"name": "lung", "color": "#4aa3ff"}, {"name": "bone", "color": "#ffd60a"}],
+    "postprocess": {"min_area": 20, "close_kernel": 0, "top_k": 3},
+}
 SIDECARS["nuclei_fp16"] = json.loads(json.dumps(SIDECARS["nuclei"]))
 SIDECARS["nuclei_fp16"]["name"] = "Nuclei (demo, fluorescence, float16)"
 

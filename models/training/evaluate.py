@@ -11,6 +11,8 @@ at the image's own resolution and accumulated over the whole set (sum of interse
 * nuclei: foreground IoU (>= 0.85), 60 fields of 256-768 px; nuclei_fp16: the same, plus agreement of its
   masks with the float32 model's masks (IoU >= 0.98)
 * defect_type: top-1 accuracy (>= 0.95) on 400 crops, 100 per class, and the confusion matrix
+* ct_demo: IoU of lung and bone (target: lung >= 0.90) over 10 synthetic chest phantoms x 32 slices, through
+  ONNX Runtime with the app's window function (the app pipeline takes decoded images, not HU arrays)
 * surface_anomaly: image-level AUROC of the image score, defective vs clean frames (>= 0.95), 40 + 40 frames
   mostly 1920x1080; the verdict (score >= image threshold) on both; pixel IoU of the thresholded map (map >=
   output.threshold) vs the union of the defect masks, over the defective frames
@@ -31,7 +33,7 @@ from . import card, common
 from .pipeline import open_model
 
 TARGETS = {"surface_defects": 0.80, "nuclei": 0.85, "nuclei_fp16_agreement": 0.98, "defect_type": 0.95,
-           "surface_anomaly": 0.95}
+           "surface_anomaly": 0.95, "ct_demo": 0.90}
 
 
 def _iou(inter, union):
@@ -134,6 +136,31 @@ def eval_anomaly(n: int, backend: str) -> dict:
     return {"surface_anomaly": res}
 
 
+def eval_ct(n: int, backend: str) -> dict:
+    """Held-out phantom volumes (32 slices each, head to feet): each slice windowed with the app's own
+    apply_window (input.window) and run through ONNX Runtime at 256x256 (the slices are already the working
+    size, so the app's resize is the identity); IoU per class over all slices."""
+    from . import export, phantom
+
+    sess = export.ort_session(common.MODELS_DIR / "ct_demo.onnx")
+    inp = common.SIDECARS["ct_demo"]["input"]
+    inter, union = np.zeros(3), np.zeros(3)
+    for i in range(n):
+        hu, lab = phantom.volume(common.EVAL_SEED, i)
+        x = np.stack([common.normalize(w, inp) for w in phantom.windowed(hu)])
+        mask = sess.run(None, {sess.get_inputs()[0].name: x})[0].argmax(1)
+        for k in range(1, 3):
+            a, b = mask == k, lab == k
+            inter[k] += np.logical_and(a, b).sum()
+            union[k] += np.logical_or(a, b).sum()
+    per = {c: round(_iou(inter[k], union[k]), 4) for k, c in enumerate(common.class_names("ct_demo")) if k}
+    res = {"eval_volumes": n, "eval_slices": 32 * n, "iou": per,
+           "mean_iou": round(float(np.mean(list(per.values()))), 4), "eval_backend": "ort",
+           "eval_seed": common.EVAL_SEED}
+    print(f"ct_demo: IoU {per}, mean {res['mean_iou']:.4f} (ort)")
+    return {"ct_demo": res}
+
+
 def check_targets(res: dict) -> list[str]:
     fails = []
     if "surface_defects" in res and res["surface_defects"].get("mean_iou", 0) < TARGETS["surface_defects"]:
@@ -146,18 +173,21 @@ def check_targets(res: dict) -> list[str]:
         fails.append(f"defect_type accuracy {res['defect_type']['accuracy']} < 0.95")
     if "surface_anomaly" in res and res["surface_anomaly"].get("auroc", 0) < TARGETS["surface_anomaly"]:
         fails.append(f"surface_anomaly AUROC {res['surface_anomaly']['auroc']} < 0.95")
+    if "ct_demo" in res and res["ct_demo"].get("iou", {}).get("lung", 0) < TARGETS["ct_demo"]:
+        fails.append(f"ct_demo lung IoU {res['ct_demo']['iou']['lung']} < 0.90")
     return fails
 
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("names", nargs="*", help="surface_defects, nuclei, defect_type, surface_anomaly (default: all)")
+    ap.add_argument("names", nargs="*",
+                    help="surface_defects, nuclei, defect_type, surface_anomaly, ct_demo (default: all)")
     ap.add_argument("--backend", choices=["auto", "app", "ort"], default="auto")
     ap.add_argument("--n", type=int, default=None, help="number of held-out images (default per model)")
     ap.add_argument("--no-card", action="store_true", help="do not write results.json / README.md")
     args = ap.parse_args(argv)
     fns = {"surface_defects": (eval_surface, 40), "nuclei": (eval_nuclei, 60), "defect_type": (eval_defect_type, 400),
-           "surface_anomaly": (eval_anomaly, 40)}
+           "surface_anomaly": (eval_anomaly, 40), "ct_demo": (eval_ct, 10)}
     res = {}
     names = args.names or list(fns)
     unknown = set(names) - set(fns)

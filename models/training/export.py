@@ -160,6 +160,13 @@ def parity_inputs(name: str, n_random: int = 1) -> list[np.ndarray]:
                                  common.SIDECARS[name]["input"])[None]
         rnd = [rng.uniform(0, 1, (2, 3, 128, 224)).astype(np.float32) for _ in range(n_random)]
         return [x, small, *rnd, rng.uniform(0, 1, (1, 3, 64, 64)).astype(np.float32)]
+    if name == "ct_demo":
+        from . import phantom
+
+        hu, _ = phantom.volume(common.PARITY_SEED, 0, n_slices=3)
+        x = np.stack([common.normalize(w, common.SIDECARS[name]["input"]) for w in phantom.windowed(hu)])
+        return [x, x[1:2, :, :128, :192], *(rng.standard_normal((2, 1, 96, 160)).astype(np.float32)
+                                              for _ in range(n_random))]
     xs = [common.preprocess(common.crop_item(common.PARITY_SEED, i)[0], name) for i in range(4)]
     return [np.stack(xs[:1]), np.stack(xs), *(rng.standard_normal((3, 3, 224, 224)).astype(np.float32)
                                               for _ in range(n_random))]
@@ -194,9 +201,9 @@ def export_named(name: str, model: torch.nn.Module, out_dir: Path = common.MODEL
     sc = common.SIDECARS[name]
     classes = common.class_names(name)
     in_ch = 1 if sc["input"]["color"] == "gray" else 3
-    seg_dynamic = name in ("surface_defects", "surface_anomaly")
+    seg_dynamic = name in ("surface_defects", "surface_anomaly", "ct_demo")
     hw = (64, 96) if seg_dynamic else tuple(sc["input"]["size"])
-    out_name = {"surface_defects": "logits", "nuclei": "probability", "defect_type": "logits",
+    out_name = {"surface_defects": "logits", "ct_demo": "logits", "nuclei": "probability", "defect_type": "logits",
                 "surface_anomaly": ["anomaly_map", "pred_score"]}[name]
     written = []
     if name == "surface_anomaly":  # the map scale (in the graph) and the sidecar thresholds
@@ -279,7 +286,8 @@ def load_checkpoint(name: str) -> torch.nn.Module:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("names", nargs="+", choices=["surface_defects", "nuclei", "defect_type", "surface_anomaly"])
+    ap.add_argument("names", nargs="+",
+                    choices=["surface_defects", "nuclei", "defect_type", "surface_anomaly", "ct_demo"])
     ap.add_argument("--out", type=Path, default=common.MODELS_DIR)
     args = ap.parse_args(argv)
     torch.set_num_threads(2)

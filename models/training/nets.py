@@ -153,6 +153,7 @@ ARCHS = {
     "surface_defects": ("unet", {"in_ch": 3, "n_out": 4, "channels": (8, 16, 32, 64, 128)}),
     "nuclei": ("unet", {"in_ch": 1, "n_out": 1, "channels": (8, 16, 32, 64), "sigmoid": True}),
     "defect_type": ("classifier", {"in_ch": 3, "n_classes": 4, "widths": (16, 32, 64, 96, 128)}),
+    "ct_demo": ("unet", {"in_ch": 1, "n_out": 3, "channels": (8, 16, 32, 64)}),
     "surface_anomaly": ("autoencoder", {"in_ch": 3, "widths": (16, 32, 48, 64), "latent": 8, "smooth": 7}),
 }
 
