@@ -38,7 +38,9 @@ def bare_env(tmp_path) -> dict:
 
 def test_frozen_folder_is_small_and_has_no_cuda_provider(frozen):
     size = sum(p.stat().st_size for p in frozen.rglob("*") if p.is_file() and not p.is_symlink())
-    assert size <= 450 * 2**20, f"cpu flavor is {size / 2**20:.0f} MB"
+    # 480: 450 until issue 17, + highdicom's tables of the DICOM standard (22 MB of JSON it reads to write SEG and
+    # Secondary Capture) and nibabel; CharLS is left out (packaging/seglens.spec)
+    assert size <= 480 * 2**20, f"cpu flavor is {size / 2**20:.0f} MB"
     assert (frozen / "SegLens").is_file() and (frozen / "seglens-cli").is_file()
     assert not list(frozen.rglob("libonnxruntime_providers_cuda*"))
     assert (frozen / "_internal" / "FLAVOR").read_text().strip() == "cpu"
@@ -53,6 +55,13 @@ def test_frozen_cli_runs_the_bundled_samples(frozen, tmp_path):
     assert done.returncode == 0, done.stderr
     assert "Traceback" not in done.stderr and "provider CPU" in done.stdout
     assert list(out.rglob("*_mask.png")) and (out / "seglens_report.csv").is_file()
+    ct = tmp_path / "ct"  # the clinical path: the sample CT series through the CT demo model, every export
+    done = subprocess.run([str(frozen / "seglens-cli"), "run", str(models / "ct_demo.onnx"), str(samples / "ct"),
+                           "--out", str(ct), "--export", "dicom-seg,nifti,sc"], env=bare_env(tmp_path),
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr
+    assert len(list(ct.glob("*_seg.dcm"))) == 1 and len(list(ct.glob("*_mask.nii.gz"))) == 1
+    assert len(list(ct.glob("*_sc/*.dcm"))) == 32
     doctor = subprocess.run([str(frozen / "seglens-cli"), "doctor"], env=bare_env(tmp_path), capture_output=True,
                             text=True, timeout=120)
     assert doctor.returncode == 0 and "CPU build of SegLens" in doctor.stdout
