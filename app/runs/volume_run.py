@@ -208,8 +208,10 @@ class VolumeAssembler:
         try:
             if self._error is not None:
                 raise SegLensError(self._error)
-            counts = np.bincount(self._labels.ravel(), minlength=256) if self._labels is not None \
-                else np.zeros(256, np.int64)
+            # the slices' own counts, summed: a bincount of the whole label volume would widen it to int64 first
+            # (400 MB for 200 slices of 512²: docs/PERFORMANCE.md, "Volumes")
+            counts = np.sum([row.counts for row in self._rows if row.counts.size], axis=0) \
+                if self._labels is not None else np.zeros(256, np.int64)
             exports, notices = self._export(volume, stem) if stem is not None else ((), ())
             return VolumeResult(volume, self.spec.task, provider, counts, tuple(self._rows), tuple(exports),
                                 tuple(notices), self._labels)
