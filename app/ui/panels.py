@@ -117,7 +117,8 @@ class Legend(QGroupBox):
         self._grid.setColumnStretch(2, 1)
         self._boxes: list[QCheckBox] = []
         self._counts: list[QLabel] = []
-        self._volumes: list[QLabel] = []  # mL over the whole volume (volumes only)
+        self._volumes: list[QLabel] = []  # per class: its mL over the whole volume (volumes only)
+        self._volume_rows: list[QLabel] = []
         self._volume_note = QLabel()
 
     def set_classes(self, classes) -> None:
@@ -136,19 +137,30 @@ class Legend(QGroupBox):
             swatch.setPixmap(_swatch(info.color))
             count = QLabel("–")
             count.setAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
-            volume = QLabel()
-            volume.setAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
-            volume.setToolTip("Volume of this class over the whole series (voxels × voxel size)")
-            volume.hide()
-            for column, widget in enumerate((box, swatch, _plain_label(info.name), count, volume)):
+            for column, widget in enumerate((box, swatch, _plain_label(info.name), count)):
                 self._grid.addWidget(widget, index, column)
             self._boxes.append(box)
             self._counts.append(count)
-            self._volumes.append(volume)
+        # a volume's classes in mL, under the image's counts (a fifth column would not fit the panel)
         self._volume_note = QLabel()
         self._volume_note.setWordWrap(True)
         self._volume_note.hide()
-        self._grid.addWidget(self._volume_note, len(classes), 0, 1, 5)
+        self._grid.addWidget(self._volume_note, len(classes), 0, 1, 4)
+        self._volume_rows: list[QLabel] = []
+        for info in classes:
+            volume = QLabel()
+            volume.setAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
+            volume.setToolTip("Volume of this class over the whole series (voxels × slice step × pixel spacing)")
+            self._volumes.append(volume)
+            if info.color is None:  # the background's "volume" is mostly air: not shown
+                continue
+            swatch, name = QLabel(), _plain_label(info.name)
+            swatch.setPixmap(_swatch(info.color))
+            row = len(classes) + 1 + len(self._volume_rows) // 3
+            for column, widget in ((1, swatch), (2, name), (3, volume)):
+                self._grid.addWidget(widget, row, column)
+                widget.hide()
+                self._volume_rows.append(widget)
 
     def set_counts(self, counts, total: int) -> None:
         for index, label in enumerate(self._counts):
@@ -163,15 +175,16 @@ class Legend(QGroupBox):
                 label.setText(f"{float(millilitres[index]):,.2f} mL" if index < len(millilitres) else "–")
             else:
                 label.setText(f"{int(voxels[index]):,} vox" if voxels is not None and index < len(voxels) else "–")
-            label.show()
+        for widget in self._volume_rows:
+            widget.show()
         counting = f"counting… {done} / {total} slices" if done < total else f"all {total} slices"
         self._volume_note.setText(f"Whole volume: {counting}" +
                                   ("" if millilitres is not None else " (no voxel size in the files: voxels)"))
         self._volume_note.show()
 
     def clear_volume(self) -> None:
-        for label in self._volumes:
-            label.hide()
+        for widget in self._volume_rows:
+            widget.hide()
         self._volume_note.hide()
 
     def clear_counts(self) -> None:
