@@ -255,7 +255,7 @@ class InferenceWorker(QObject):
 
             model, min_confidence = self._tuned(threshold)
             self._fill, self._fill_key = VolumeFill(model, volume, min_confidence=min_confidence), key
-        self._emit_counts()
+        self._emit_counts(path)
         if not self._fill.complete:
             QTimer.singleShot(0, self._fill_step)
 
@@ -264,25 +264,26 @@ class InferenceWorker(QObject):
         self._fill_key = None
 
     def _fill_step(self) -> None:
-        fill = self._fill
-        if fill is None or self._fill_key is None or fill.complete:
+        # the key is read once: the GUI thread may drop it (stop_fill) at any moment
+        fill, key = self._fill, self._fill_key
+        if fill is None or key is None or fill.complete:
             return
         try:
             fill.step()
         except Exception as exc:  # the model failed on a slice: the legend keeps what was counted
             from app.logs import private
 
-            private(log, logging.WARNING, self._fill_key[0], f"counting {self._fill_key[0]} stopped: {exc}")
+            private(log, logging.WARNING, key[0], f"counting {key[0]} stopped: {exc}")
             self._fill_key = None
             return
-        if self._fill is fill and self._fill_key is not None:
-            self._emit_counts()
+        if self._fill is fill and self._fill_key == key:
+            self._emit_counts(key[0])
             if not fill.complete:
                 QTimer.singleShot(0, self._fill_step)
 
-    def _emit_counts(self) -> None:
+    def _emit_counts(self, path: str) -> None:
         fill = self._fill
-        self.volume_counted.emit(self._fill_key[0], fill.done, fill.total, fill.totals(), fill.millilitres())
+        self.volume_counted.emit(path, fill.done, fill.total, fill.totals(), fill.millilitres())
 
     def _with_model_b(self, view: ViewResult, image) -> ViewResult:
         """The second model on the same decoded image: its mask, and its agreement with the first."""
