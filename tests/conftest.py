@@ -73,3 +73,10 @@ def model_runs(monkeypatch):
     return calls
 
 
+@pytest.fixture
+def ct_model(models):
+    """binary_logits on CT windowed 40/400: the +60 HU disc (0.55 of the window) is foreground, air is not."""
+    path = models("binary_logits", "ct_disc")
+    path.with_suffix(".yaml").write_text("input:\n  window: [40, 400]\nclasses:\n  - background\n  - {name: disc, "
+                                         "color: '#ff0000'}\n")
+    return path

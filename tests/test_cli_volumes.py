@@ -15,15 +15,6 @@ from tests.dicom_factory import disc_slice, write_nifti, write_series
 pytest.importorskip("highdicom")
 
 
-@pytest.fixture
-def ct_model(models):
-    """binary_logits on CT windowed 40/400: the +60 HU disc (0.55 of the window) is foreground, air is not."""
-    path = models("binary_logits", "ct_disc")
-    path.with_suffix(".yaml").write_text("input:\n  window: [40, 400]\nclasses:\n  - background\n  - {name: disc, "
-                                         "color: '#ff0000'}\n")
-    return path
-
-
 def _rows(report: Path) -> list[dict]:
     with open(report, newline="", encoding="utf-8") as handle:
         return list(csv.DictReader(handle))

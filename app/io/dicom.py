@@ -23,13 +23,9 @@ _HANDLERS = {"JPEG-LS": "pylibjpeg pylibjpeg-libjpeg", "JPEG Lossless": "pylibjp
 
 def is_dicom(path: Path) -> bool:
     """DICOM by extension, or by the 'DICM' marker after the 128-byte preamble."""
-    if path.suffix.lower() in (".dcm", ".dicom"):
-        return True
-    try:
-        with open(path, "rb") as handle:
-            return handle.read(132)[128:132] == b"DICM"
-    except OSError:
-        return False
+    from app.io.discover import has_dicom_marker
+
+    return path.suffix.lower() in (".dcm", ".dicom") or has_dicom_marker(path)
 
 
 def read_dicom(path: Path, *, frame: int = 0, max_pixels: int):

@@ -160,8 +160,11 @@ def _looks_like_dicom(path: Path) -> bool:
     importing numpy)."""
     if path.suffix.lower() in _DICOM_EXTENSIONS:
         return True
-    if is_image_path(path):
-        return False
+    return not is_image_path(path) and has_dicom_marker(path)
+
+
+def has_dicom_marker(path: Path) -> bool:
+    """'DICM' after the 128-byte preamble: a DICOM file whatever its name."""
     try:
         with open(path, "rb") as handle:
             return handle.read(132)[128:132] == b"DICM"

@@ -4,20 +4,11 @@ window, orientation letters follow the geometry, and the legend fills in each cl
 from __future__ import annotations
 
 import numpy as np
-import pytest
 from PySide6.QtCore import Qt
 
 from tests.dicom_factory import CORONAL, disc_slice, write_series
 
 TIMEOUT = 20_000
-
-
-@pytest.fixture
-def ct_model(models):
-    path = models("binary_logits", "ct_disc")
-    path.with_suffix(".yaml").write_text("input:\n  window: [40, 400]\nclasses:\n  - background\n  - {name: disc, "
-                                         "color: '#ff0000'}\n")
-    return path
 
 
 def test_a_series_is_one_item_stepped_by_slice_with_its_volume_in_ml(qtbot, make_main_window, ct_model, tmp_path):
