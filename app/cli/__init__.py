@@ -106,6 +106,15 @@ def build_parser() -> argparse.ArgumentParser:
     volumes.add_argument("--anonymize", action="store_true",
                          help="patients appear in the report as a stable pseudonym (keyed per workstation), not by "
                               "name and ID")
+    cluster = run.add_argument_group("Ray cluster (pip install 'seglens[ray]')")
+    cluster.add_argument("--ray", nargs="?", const="local", metavar="ADDRESS",
+                         help="run on Ray: local (a Ray instance on this machine, the default), auto (the cluster "
+                              "this machine belongs to), ray://HOST:10001 or HOST:PORT; --out must be a folder every "
+                              "node can write")
+    cluster.add_argument("--ray-actors", type=_positive, metavar="N",
+                         help="actors, each with one warmed session (default: one per GPU, else CPUs / threads)")
+    cluster.add_argument("--ray-gpus-per-actor", type=_gpu_share, metavar="G",
+                         help="GPUs per actor, fractional allowed (0.5: two actors share a GPU; default 1)")
     run.add_argument("--no-progress", action="store_true", help="no progress bar even on a terminal")
     run.set_defaults(handler=cmd_run)
 
@@ -132,6 +141,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     doctor = commands.add_parser("doctor", help="check the GPU setup for real and say what to fix")
     doctor.add_argument("--json", action="store_true", help="machine-readable output")
+    doctor.add_argument("--ray", metavar="ADDRESS", help="check every node of this Ray cluster (auto, ray://…)")
     doctor.set_defaults(handler=cmd_doctor)
     return parser
 
@@ -218,6 +228,16 @@ def _export_kinds(text: str) -> tuple[str, ...]:
     return tuple(dict.fromkeys(kinds))
 
 
+def _gpu_share(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not 0.0 < value <= 64.0:
+        raise argparse.ArgumentTypeError(f"must be a number of GPUs above 0 (e.g. 0.5 or 1), got {text!r}")
+    return value
+
+
 def _fraction(text: str) -> float:
     try:
         value = float(text)
@@ -292,6 +312,10 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
 
 def cmd_doctor(args: argparse.Namespace) -> int:
+    if args.ray:
+        from app.cli.cluster import doctor_on_cluster
+
+        return doctor_on_cluster(args)
     from app.inference import doctor
 
     facts = doctor.gather()

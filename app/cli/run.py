@@ -47,6 +47,10 @@ def cmd_run(args: argparse.Namespace) -> int:
               "run again without --resume", file=sys.stderr)
         return EXIT_USAGE
     volume_options = _announce_volumes(inputs, args)
+    if args.ray:
+        from app.cli.cluster import run_on_cluster
+
+        return run_on_cluster(args, spec, min_confidence, inputs, volume_options, started=started)
     scorer = ReferenceScorer(args.reference, spec, inputs) if args.reference else None
     model = open_session(spec, args.device, runtime=_runtime(args))
     _announce_session(model.info, spec)

@@ -57,6 +57,7 @@ def run_inputs(
     tile_progress: Callable[[int, int], None] | None = None,
     volumes: VolumeOptions | None = None,
     slice_progress: Callable[[int, int], None] | None = None,
+    stems: Sequence[Path] | None = None,
 ) -> RunSummary:
     """Run `model` on every input; call from the thread that owns the session.
 
@@ -73,9 +74,11 @@ def run_inputs(
     A volume (`InputFile.volume`) runs slice by slice (batched like images), is assembled on the writer thread and
     written as `volumes` says (exports, per-slice rows; app.runs.volume_run), `slice_progress(done, total)` after
     each slice. A volume stopped part-way has no outputs and is listed as not processed.
+    `stems`: the inputs' output stems when they are part of a larger run (app.runs.ray_run sends chunks of one
+    folder's inputs: a name's de-duplication must be the whole run's), else computed here.
     """
     summary = RunSummary(total=len(inputs))
-    stems = output_stems(list(inputs))
+    stems = list(stems) if stems is not None else output_stems(list(inputs))
     writer = Writer(model, out_dir, stems, save, report, summary, progress, helper_niceness)
     writer.min_confidence, writer.png_texts, writer.reference = min_confidence, png_texts, reference
     writer.guard = OutputGuard(out_dir, inputs) if out_dir is not None else None

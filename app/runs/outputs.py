@@ -206,6 +206,26 @@ class ReportWriter:
         self.close(complete=exc_type is None)
 
 
+class RowsReport(ReportWriter):
+    """The report's rows kept in memory, each cell as the CSV would write it: a Ray actor's chunk (app.runs.ray_run),
+    whose rows the driver writes into the real report in input order."""
+
+    def __init__(self, spec: ModelSpec, *, extra_columns: Sequence[str] = ()) -> None:  # no file: no super()
+        self.path, self.spec = None, spec
+        self._class_columns, self._topk_columns = _task_columns(spec)
+        self._extra = len(extra_columns)
+        self._columns = report_columns(spec, extra_columns)
+        self.rows: list[list[str]] = []
+
+    def _row(self, values: list) -> None:
+        if len(values) != len(self._columns):
+            raise ValueError(f"a report row of {len(values)} values for {len(self._columns)} columns")
+        self.rows.append([_cell(v) if isinstance(v, str) else "" if v is None else str(v) for v in values])
+
+    def close(self, *, complete: bool = True) -> None:
+        pass
+
+
 def _open_partial(partial: Path) -> tuple:
     """The report's `.partial`, new and ours: (text file open for appending, its identity).
 
@@ -238,10 +258,12 @@ def _identity(stat: os.stat_result) -> tuple[int, int]:
 
 
 def finished_earlier(report: Path, spec: ModelSpec, inputs: Sequence[InputFile], *, out_dir: Path,
-                     save: Sequence[str], exports: Sequence[str] | None = None) -> dict[str, list[str]]:
+                     save: Sequence[str], exports: Sequence[str] | None = None,
+                     extra_columns: Sequence[str] | None = None) -> dict[str, list[str]]:
     """--resume: report rows of `inputs` an earlier run finished into `out_dir`, keyed by path (read before the
     report is rewritten); an input whose `save` outputs (a volume: its `exports`) are not all on disk is run
-    again."""
+    again. `extra_columns`: the report's extra columns when they are not the volume columns alone (a Ray run's
+    `node`)."""
     from app.runs.volume_run import volume_columns, volume_outputs
 
     volumes = {str(item.path): item.volume for item in inputs if item.volume is not None}
@@ -261,7 +283,9 @@ def finished_earlier(report: Path, spec: ModelSpec, inputs: Sequence[InputFile],
             return volume_outputs(volumes[stems[text][0]], spec, stem, exports)
         return [stem.with_name(f"{stem.name}_{kind}.png") for kind in wanted]
 
-    rows = finished_rows(report, report_columns(spec, volume_columns(spec) if volumes else ()), outputs_of)
+    if extra_columns is None:
+        extra_columns = volume_columns(spec) if volumes else ()
+    rows = finished_rows(report, report_columns(spec, extra_columns), outputs_of)
     return {stems[text][0]: row for text, row in rows.items() if text in stems}  # keyed by the input's str(path)
 
 

@@ -1,0 +1,478 @@
+"""Folder runs on a Ray cluster (`seglens-cli run --ray local|ADDRESS`): the same pipeline, outputs, report and
+`--resume` as a local run, spread over actors that each own one warmed-up ModelSession.
+
+Plain actors, not Ray Data's `map_batches`, because of what the report promises:
+- every input exactly once, in input order, rows written as they finish (so Ctrl+C and `--resume` behave as
+  locally). The driver must know which inputs a result covers and re-submit exactly those when an actor dies;
+  an actor task per chunk gives that directly. Ray Data retries inside its streaming executor and emits blocks in
+  completion order unless `preserve_order`, which stalls the stream behind its slowest block;
+- inside an actor a chunk runs through the local pipeline itself (app.runs.batch: prefetch threads, batched
+  session runs, the writer thread), so decode, inference and writing overlap there exactly as on a workstation,
+  and there is one pipeline to prove;
+- Ray Data would add pyarrow and pandas to the extra for no gain here. (Measured: docs/PERFORMANCE.md, "Ray".)
+
+Flow: the driver lists the inputs (natural order, as locally), carries the rows `--resume` found, cuts the rest
+into chunks and keeps at most `in_flight` chunks per actor submitted: back-pressure, so the driver holds the
+results of a bounded number of chunks however many inputs there are. A finished chunk's rows wait in a reorder
+buffer until every earlier chunk is written. When an actor dies (killed, its node lost), the driver puts a new one
+in its place (a fresh warmed session, wherever Ray places it) and re-submits the chunks the dead one held
+(`retries` times, then their inputs become error rows): a row is written only once, when its chunk comes back.
+Actors write outputs straight into `--out`, which every node must reach (checked at start with a probe file); the
+model's bytes travel through the object store, so nodes need no shared model path.
+
+Only this module imports Ray (the core, the viewer and the frozen build never do: pyproject's import contracts).
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+import uuid
+from collections import deque
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from app.errors import SegLensError
+from app.io.discover import InputFile, output_stems
+from app.runs.outputs import ReportWriter
+from app.runs.safety import OutputGuard, planned_outputs
+from app.runs.volume_run import VolumeOptions
+from app.runs.writer import RunSummary
+
+NODE_COLUMN = "node"
+
+
+@dataclass(frozen=True)
+class RayOptions:
+    """Where and how wide: `address` "local" (a Ray instance on this machine), "auto" (the cluster this machine is
+    part of), "ray://host:10001" (Ray Client) or a GCS "host:port"; `actors` None = one per GPU, else one per
+    `cpus / threads`; `gpus_per_actor` (fractional allowed) None = 1 when the cluster has GPUs and the device is
+    not "cpu"."""
+
+    address: str = "local"
+    actors: int | None = None
+    gpus_per_actor: float | None = None
+    chunk: int = 8  # inputs per actor task: large enough to batch and overlap, small enough to rebalance
+    in_flight: int = 2  # chunks per actor submitted at once: one running, one queued behind it
+    retries: int = 3  # re-submissions of a chunk whose actor died, before its inputs become error rows
+
+
+@dataclass(frozen=True)
+class Job:
+    """What every actor needs to build the same session as a local run (sent once, by value)."""
+
+    model_name: str
+    model: object  # ObjectRef of the model's bytes (the object store carries them to every node)
+    sidecar: bytes | None  # the sidecar YAML's bytes (--config or <model>.yaml), None without one
+    device: str
+    runtime: Mapping[str, str]
+    threshold: float | None
+    tile: bool | None
+    out_dir: str
+    save: tuple[str, ...]
+    batch: int
+    volumes: VolumeOptions | None
+    extra_columns: tuple[str, ...]  # the report's extra columns before `node` (volume columns)
+    probe: str  # a file the driver made in out_dir: an actor that cannot see it is on a node that cannot write there
+
+
+@dataclass
+class _Chunk:
+    number: int
+    items: list[tuple[int, InputFile, Path]]  # (index in the run, input, output stem)
+    tries: int = 0
+    rows: list[list[str]] | None = None
+    node: str = ""
+
+
+@dataclass
+class RayProgress:
+    """One finished input, for the progress line: its error (None when ok) and the running summary."""
+
+    error: str | None
+    summary: RunSummary
+    scored: object = None
+    notices: list[str] = field(default_factory=list)
+
+
+def connect(address: str, *, num_cpus: int | None = None) -> None:
+    """Join or start Ray once per process (a test's own instance is reused). Ray's `uv run` hook, which would
+    repackage this folder for every worker, is switched off: workers use this environment (local) or SegLens as
+    installed on the node (a cluster)."""
+    os.environ.setdefault("RAY_ENABLE_UV_RUN_RUNTIME_ENV", "0")
+    import ray
+
+    if ray.is_initialized():
+        return
+    kwargs = {"include_dashboard": False, "log_to_driver": False}
+    try:
+        if address == "local":
+            ray.init(num_cpus=num_cpus, **kwargs)
+        else:
+            ray.init(address=address, **kwargs)
+    except (ConnectionError, RuntimeError, ValueError) as exc:
+        raise SegLensError(f"--ray {address}: cannot reach the Ray cluster ({' '.join(str(exc).split())[:200]})") \
+            from exc
+
+
+def actor_plan(options: RayOptions, *, device: str, threads: int | None) -> tuple[int, float, float]:
+    """(actors, CPUs per actor, GPUs per actor) from the cluster's resources: one actor per GPU (or per
+    `1 / gpus_per_actor` of one), else one per `threads` CPUs (default: 1 thread per actor on a 2-core machine)."""
+    import ray
+
+    resources = ray.cluster_resources()
+    gpus, cpus = float(resources.get("GPU", 0)), float(resources.get("CPU", 1))
+    if gpus and device != "cpu":
+        per = options.gpus_per_actor or 1.0
+        return options.actors or max(1, int(gpus / per)), 1.0, per
+    per_cpu = float(threads or 1)
+    return options.actors or max(1, int(cpus // per_cpu)), per_cpu, 0.0
+
+
+class ActorFactory:
+    """Makes the run's actors. An actor that dies is replaced by the driver with a new one (a fresh warmed session,
+    wherever Ray places it: another node when its node was lost), rather than by Ray's `max_restarts`, whose
+    restart would need the constructor's arguments kept alive in the object store by Ray itself."""
+
+    def __init__(self, job: Job, *, cpus: float, gpus: float) -> None:
+        import ray
+
+        self.job, self.cpus, self.gpus = job, cpus, gpus
+        self._class = ray.remote(max_restarts=0, max_task_retries=0)(SegLensActor)
+
+    def make(self):
+        return self._class.options(num_cpus=self.cpus, num_gpus=self.gpus).remote(self.job)
+
+
+def start_actors(factory: ActorFactory, count: int) -> list:
+    """`count` actors, each with its session built and warmed (and the output folder checked) before this returns."""
+    import ray
+
+    actors = [factory.make() for _ in range(count)]
+    try:
+        infos = ray.get([a.info.remote() for a in actors])  # waits for every session to be built
+    except ray.exceptions.RayActorError as exc:  # the constructor raised on a node: its last line says why
+        cause = next((line.strip() for line in reversed(str(exc).splitlines()) if line.strip()), str(exc))
+        raise SegLensError(f"the Ray actors could not build their sessions: {cause[:300]}") from exc
+    for info in infos:
+        if info["problem"]:
+            raise SegLensError(info["problem"])
+    return actors
+
+
+class SegLensActor:
+    """One warmed session on one node, running chunks of inputs through the local pipeline (app.runs.batch)."""
+
+    def __init__(self, job: Job) -> None:
+        import ray
+
+        self.job, self.problem = job, None
+        self.node = f"{ray.util.get_node_ip_address()} ({ray.get_runtime_context().get_node_id()[:8]})"
+        if not Path(job.probe).is_file():
+            self.problem = (f"--out {job.out_dir} is not reachable from node {self.node}: every node writes its "
+                            "outputs there, so it must be a folder they share (NFS, a mounted volume)")
+            return
+        self.model, self.min_confidence = self._session(job)
+
+    def _session(self, job: Job):
+        from app.inference.session import open_session
+        from app.inference.spec import load_spec
+        from app.inference.tiling import with_tiling
+        from app.inference.tuning import with_threshold
+
+        folder = Path(tempfile.mkdtemp(prefix="seglens-model-"))
+        model = folder / job.model_name  # the same file name: provenance and the SEG's algorithm name match
+        model.write_bytes(_bytes(job.model))
+        sidecar = None
+        if job.sidecar is not None:
+            sidecar = model.with_suffix(".yaml")
+            sidecar.write_bytes(job.sidecar)
+        spec, min_confidence = with_threshold(with_tiling(load_spec(model, sidecar), job.tile), job.threshold)
+        return open_session(spec, job.device, runtime=dict(job.runtime)), min_confidence
+
+    def info(self) -> dict:
+        """Where this actor runs and what its session really got (the honest provider, with the cause)."""
+        if self.problem:
+            return {"node": self.node, "problem": self.problem}
+        info = self.model.info
+        return {"node": self.node, "problem": None, "provider": info.provider, "requested": info.requested,
+                "fallback_reason": info.fallback_reason}
+
+    def run(self, items: list[tuple[int, InputFile, Path]], png_texts: Mapping | None = None,
+            ) -> tuple[list[list[str]], str, list[str]]:
+        """The report rows of `items` (as the CSV writes them, without the node column), this node, notices;
+        `png_texts`: the run's provenance for the PNGs (app.runs.provenance.RunIdentity.png_texts)."""
+        from app.runs.batch import run_inputs
+        from app.runs.outputs import RowsReport
+
+        job = self.job
+        report = RowsReport(self.model.spec, extra_columns=job.extra_columns)
+        summary = run_inputs(self.model, [item for _, item, _ in items], out_dir=Path(job.out_dir), save=job.save,
+                             report=report, batch_size=job.batch, min_confidence=self.min_confidence,
+                             png_texts=png_texts, volumes=job.volumes, stems=[stem for _, _, stem in items])
+        return report.rows, self.node, summary.notices
+
+
+def actor_info(actor) -> dict:
+    """An actor's node and its session's provider, requested device and fallback reason."""
+    import ray
+
+    return ray.get(actor.info.remote())
+
+
+def node_doctors() -> list[dict]:
+    """`doctor` run on every alive node ({"node", "text", "json"}): what a session there really gets."""
+    import ray
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+    def check() -> dict:
+        from app.inference import doctor
+
+        facts = doctor.gather()
+        verdict = doctor.decide(facts)
+        node = f"{ray.util.get_node_ip_address()} ({ray.get_runtime_context().get_node_id()[:8]})"
+        return {"node": node, "text": doctor.report(facts, verdict), "json": doctor.as_json(facts, verdict)}
+
+    remote = ray.remote(num_cpus=0)(check)
+    refs = [remote.options(scheduling_strategy=NodeAffinitySchedulingStrategy(node["NodeID"], soft=False)).remote()
+            for node in ray.nodes() if node.get("Alive")]
+    return ray.get(refs)
+
+
+def _bytes(value) -> bytes:
+    """The model's bytes: Ray resolves a top-level ObjectRef argument, not one inside a dataclass."""
+    import ray
+
+    return ray.get(value) if isinstance(value, ray.ObjectRef) else value
+
+
+def make_job(model_path: Path, sidecar: Path | None, **settings) -> Job:
+    """The job description, the model's bytes put into the object store once."""
+    import ray
+
+    blob = ray.put(model_path.read_bytes())
+    side = sidecar if sidecar is not None else model_path.with_suffix(".yaml")
+    side_bytes = side.read_bytes() if side.is_file() else None
+    return Job(model_name=model_path.name, model=blob, sidecar=side_bytes, **settings)
+
+
+def make_probe(out_dir: Path) -> Path:
+    """A small file in `out_dir` every actor must see (removed by the caller when the run ends)."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    probe = out_dir / f".seglens-ray-probe-{uuid.uuid4().hex[:12]}"
+    probe.write_text("SegLens: this folder must be reachable from every Ray node\n")
+    return probe
+
+
+def run_on_ray(actors: list, factory: ActorFactory, inputs: Sequence[InputFile], *, report: ReportWriter,
+               options: RayOptions,
+               save: Sequence[str], out_dir: Path, extra_columns: Sequence[str] = (),
+               done: Mapping[str, list[str]] | None = None,
+               progress: Callable[[RayProgress], None] | None = None,
+               png_texts: Mapping[str, Mapping[str, str]] | None = None,
+               on_chunk: Callable[[int], None] | None = None) -> RunSummary:
+    """Run `inputs` on `actors` (start_actors; `factory` replaces one that dies), writing the report in input
+    order; returns the summary.
+
+    `report` has the columns of `extra_columns` (the actors' rows) then `node`.
+    `done`: rows of inputs an earlier run finished (--resume), carried in their place. `on_chunk(n)` is called
+    after the n-th finished chunk (tests kill an actor there). Ctrl+C (KeyboardInterrupt) stops submitting: every
+    finished row is kept in order and the rest are listed as skipped, then it is raised again.
+    """
+    summary = RunSummary(total=len(inputs))
+    driver = _Driver(actors, report, summary, options, progress, on_chunk)
+    driver.factory = factory
+    driver.extra_columns, driver.png_texts = tuple(extra_columns), png_texts
+    chunks = _chunks(inputs, options.chunk, done or {}, out_dir, save, driver)
+    try:
+        driver.drive(chunks)
+    except KeyboardInterrupt:
+        driver.cancel(chunks)
+        summary.cancelled = True
+        raise
+    return summary
+
+
+def _chunks(inputs: Sequence[InputFile], size: int, done: Mapping[str, list[str]], out_dir: Path,
+            save: Sequence[str], driver: _Driver) -> Iterator[_Chunk | list[str] | tuple[InputFile, str]]:
+    """In input order: a carried row (list), an input refused before it is sent (input, error), or a chunk of
+    inputs to run; lazily, so a million inputs are never all in flight."""
+    guard = OutputGuard(out_dir, inputs)
+    stems = output_stems(list(inputs))
+    batch: list[tuple[int, InputFile, Path]] = []
+    number = 0
+    for index, (item, stem) in enumerate(zip(inputs, stems, strict=True)):
+        carried = done.get(str(item.path))
+        refused = None if carried is not None else next(
+            filter(None, (guard.problem(p) for p in planned_outputs(out_dir / stem, save))), None)
+        if carried is None and refused is None:
+            batch.append((index, item, stem))
+            if len(batch) < size:
+                continue
+        if batch:
+            yield _Chunk(number, batch)
+            number, batch = number + 1, []
+        if carried is not None:
+            yield carried
+        elif refused is not None:
+            yield item, f"{item.path}: {refused}"
+    if batch:
+        yield _Chunk(number, batch)
+
+
+class _Driver:
+    """Submits chunks with bounded work in flight and writes what comes back in input order."""
+
+    def __init__(self, actors, report, summary, options, progress, on_chunk) -> None:
+        self.actors, self.report, self.summary, self.options = actors, report, summary, options
+        self.progress, self.on_chunk = progress, on_chunk
+        self.order: deque = deque()  # everything not yet written, in input order (chunks, carried rows, refusals)
+        self.running: dict = {}  # ObjectRef → (chunk, actor)
+        self.finished = 0
+        self._next_actor = 0
+        self.extra_columns: tuple[str, ...] = ()
+        self.png_texts: Mapping | None = None
+        self.factory: ActorFactory | None = None
+        self.replaced = 0  # actors that died and were replaced
+
+    def drive(self, source: Iterator) -> None:
+        import ray
+
+        limit = max(1, len(self.actors) * self.options.in_flight)
+        source = iter(source)
+        exhausted = False
+        while not exhausted or self.order:
+            while not exhausted and len(self.running) < limit:
+                entry = next(source, None)
+                if entry is None:
+                    exhausted = True
+                    break
+                self.order.append(entry)
+                if isinstance(entry, _Chunk):
+                    self._submit(entry)
+                else:  # a carried row or a refusal: written at once when nothing before it is pending, so a
+                    self._write_ready()  # resume of a million finished inputs never queues them all
+            self._write_ready()
+            if self.running:
+                ready, _ = ray.wait(list(self.running), num_returns=1)
+                self._collect(ready[0])
+
+    def _submit(self, chunk: _Chunk) -> None:
+        actor = self.actors[self._next_actor % len(self.actors)]
+        self._next_actor += 1
+        chunk.tries += 1
+        self.running[actor.run.remote(chunk.items, self.png_texts)] = (chunk, actor)
+
+    def _collect(self, ref) -> None:
+        import ray
+
+        chunk, actor = self.running.pop(ref)
+        try:
+            chunk.rows, chunk.node, notices = ray.get(ref)
+            self.summary.notices.extend(notices)
+        except (ray.exceptions.RayActorError, ray.exceptions.ActorUnavailableError) as exc:
+            self._replace(actor)
+            if chunk.tries <= self.options.retries:
+                self._submit(chunk)  # on whichever actor is next: the replacement queues it behind its warm-up
+                return
+            chunk.rows = self._error_rows(chunk, f"failed on the cluster after {chunk.tries} tries: {_one_line(exc)}")
+        except ray.exceptions.RayTaskError as exc:  # a bug in the actor's code: these inputs' error rows
+            chunk.rows = self._error_rows(chunk, f"failed on the cluster: {_one_line(exc)}")
+        self.finished += 1
+        if self.on_chunk is not None:
+            self.on_chunk(self.finished)
+
+    def _replace(self, dead) -> None:
+        """A new actor in the dead one's place (once: its other chunks fail the same way and find it replaced)."""
+        if self.factory is None or dead not in self.actors:
+            return
+        self.actors[self.actors.index(dead)] = self.factory.make()
+        self.replaced += 1
+
+    def _write_ready(self) -> None:
+        while self.order:
+            entry = self.order[0]
+            if isinstance(entry, _Chunk):
+                if entry.rows is None:
+                    return
+                for row in entry.rows:
+                    self._row(row, entry.node)
+            elif isinstance(entry, tuple):
+                self._error(*entry)
+            else:
+                self._carried(entry)
+            self.order.popleft()
+
+    def cancel(self, source: Iterator) -> None:
+        """Ctrl+C: finished rows in order, everything else (running, queued, not yet listed) as skipped."""
+        why = "not processed: the run was cancelled"
+        self.running.clear()
+        for entry in [*self.order, *source]:
+            if isinstance(entry, _Chunk) and entry.rows is not None:
+                for row in entry.rows:
+                    self._row(row, entry.node)
+            elif isinstance(entry, _Chunk):
+                for _, item, _ in entry.items:
+                    self.report.add_error(item.path, why, status="skipped")
+            elif isinstance(entry, tuple):
+                self.report.add_error(entry[0].path, why, status="skipped")
+            else:
+                self._carried(entry)
+        self.order.clear()
+
+    def _row(self, row: list[str], node: str) -> None:
+        columns = self.report.columns
+        self.report.add_row(_with_node(row, node))
+        if "slice" in columns and row[columns.index("slice")]:  # a volume's per-slice row: not an input
+            return
+        status, error = row[1], row[-1]
+        if status == "ok":
+            self.summary.ok += 1
+            self._count_verdict(row)
+        else:
+            self.summary.failed += 1
+        self._told(error if status != "ok" else None)
+
+    def _carried(self, row: list[str]) -> None:
+        self.report.add_row(row)
+        self.summary.ok += 1
+        self.summary.resumed += 1
+        self._count_verdict(row)
+        self._told(None)
+
+    def _error(self, item: InputFile, message: str) -> None:
+        self.report.add_error(item.path, message)
+        self.summary.failed += 1
+        self._told(message)
+
+    def _count_verdict(self, row: list[str]) -> None:
+        columns = self.report.columns
+        verdict = row[columns.index("verdict")] if "verdict" in columns else ""
+        self.summary.passed += verdict == "ok"
+        self.summary.rejected += verdict == "ng"
+
+    def _told(self, error: str | None) -> None:
+        if self.progress is not None:
+            self.progress(RayProgress(error, self.summary))
+
+    def _error_rows(self, chunk: _Chunk, message: str) -> list[list[str]]:
+        from app.runs.outputs import RowsReport
+
+        rows = RowsReport(self.report.spec, extra_columns=self.extra_columns)
+        for _, item, _ in chunk.items:
+            rows.add_error(item.path, f"{item.path}: {message}")
+        return rows.rows
+
+
+def _with_node(row: list[str], node: str) -> list[str]:
+    """The actor's row with the node column put in its place: after the extra columns, before the timings."""
+    from app.inference.pipeline import STAGES
+
+    cut = len(row) - len(STAGES) - 1
+    return [*row[:cut], node, *row[cut:]]
+
+
+def _one_line(exc: BaseException) -> str:
+    return " ".join(str(exc).split())[:200]
+
