@@ -73,7 +73,8 @@ def run_on_cluster(args: argparse.Namespace, spec, min_confidence, inputs, volum
     for notice in dict.fromkeys(summary.notices):
         print(f"note: {_shown(notice)}", file=sys.stderr)
     nodes = sorted({info["node"] for info in infos})
-    _print_summary(summary, SimpleNamespace(provider_label=f"{infos[0]['provider']} on {len(actors)} Ray actor(s), "
+    labels = ", ".join(sorted({info["provider_label"] for info in infos}))
+    _print_summary(summary, SimpleNamespace(provider_label=f"{labels} on {len(actors)} Ray actor(s), "
                                                            f"{len(nodes)} node(s)"), args.out, report_path)
     print(_shown(identity.summary_line(report_path)))
     return EXIT_OK if summary.failed == 0 else EXIT_SOME_FAILED

@@ -105,7 +105,11 @@ def connect(address: str, *, num_cpus: int | None = None) -> None:
 
     if ray.is_initialized():
         return
-    kwargs = {"include_dashboard": False, "log_to_driver": False}
+    import logging
+
+    quiet = not logging.getLogger().isEnabledFor(logging.DEBUG)  # -v shows Ray's own messages too
+    kwargs = {"include_dashboard": False, "log_to_driver": not quiet,
+              "logging_level": logging.ERROR if quiet else logging.INFO}
     try:
         if address == "local":
             ray.init(num_cpus=num_cpus, **kwargs)
@@ -197,7 +201,7 @@ class SegLensActor:
             return {"node": self.node, "problem": self.problem}
         info = self.model.info
         return {"node": self.node, "problem": None, "provider": info.provider, "requested": info.requested,
-                "fallback_reason": info.fallback_reason}
+                "fallback_reason": info.fallback_reason, "provider_label": info.provider_label}
 
     def run(self, items: list[tuple[int, InputFile, Path]], png_texts: Mapping | None = None,
             ) -> tuple[list[list[str]], str, list[str]]:
