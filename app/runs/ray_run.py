@@ -101,7 +101,11 @@ def connect(address: str, *, num_cpus: int | None = None) -> None:
     repackage this folder for every worker, is switched off: workers use this environment (local) or SegLens as
     installed on the node (a cluster)."""
     os.environ.setdefault("RAY_ENABLE_UV_RUN_RUNTIME_ENV", "0")
-    import ray
+    try:
+        import ray
+    except ImportError as exc:
+        raise SegLensError("--ray needs Ray: pip install 'seglens[ray]' (the frozen workstation build does not "
+                           "include it; run the cluster driver from a Python install)") from exc
 
     if ray.is_initialized():
         return
