@@ -42,6 +42,7 @@ def run_on_cluster(args: argparse.Namespace, spec, min_confidence, inputs, volum
             job = ray_run.make_job(args.model, args.config, device=str(args.device), runtime=runtime,
                                    threshold=args.threshold, tile=args.tile, out_dir=str(args.out.resolve()),
                                    save=tuple(args.save), batch=args.batch, volumes=volume_options,
+                                   decoders=max(2, int(cpus)),
                                    extra_columns=extra, probe=str(probe.resolve()))
             factory = ray_run.ActorFactory(job, cpus=cpus, gpus=gpus)
             actors = ray_run.start_actors(factory, count)

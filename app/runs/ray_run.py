@@ -9,7 +9,8 @@ Plain actors, not Ray Data's `map_batches`, because of what the report promises:
 - inside an actor a chunk runs through the local pipeline itself (app.runs.batch: prefetch threads, batched
   session runs, the writer thread), so decode, inference and writing overlap there exactly as on a workstation,
   and there is one pipeline to prove;
-- Ray Data would add pyarrow and pandas to the extra for no gain here. (Measured: docs/PERFORMANCE.md, "Ray".)
+- Ray Data would add pyarrow and pandas to the extra for no gain here. Ray Data itself was not benchmarked; what
+  Ray costs this way (≤ ~5 ms per image against a local run) is in docs/PERFORMANCE.md, "Ray".
 
 Flow: the driver lists the inputs (natural order, as locally), carries the rows `--resume` found, cuts the rest
 into chunks and keeps at most `in_flight` chunks per actor submitted: back-pressure, so the driver holds the
@@ -73,6 +74,7 @@ class Job:
     save: tuple[str, ...]
     batch: int
     volumes: VolumeOptions | None
+    decoders: int  # prefetch threads per actor: the CPUs Ray gives it (at least 2, as locally)
     extra_columns: tuple[str, ...]  # the report's extra columns before `node` (volume columns)
     probe: str  # a file the driver made in out_dir: an actor that cannot see it is on a node that cannot write there
 
@@ -126,14 +128,17 @@ def connect(address: str, *, num_cpus: int | None = None) -> None:
 
 def actor_plan(options: RayOptions, *, device: str, threads: int | None) -> tuple[int, float, float]:
     """(actors, CPUs per actor, GPUs per actor) from the cluster's resources: one actor per GPU (or per
-    `1 / gpus_per_actor` of one), else one per `threads` CPUs (default: 1 thread per actor on a 2-core machine)."""
+    `1 / gpus_per_actor` of one), each with its share of the CPUs to decode for it (a GPU eats images faster than
+    two threads decode them: docs/PERFORMANCE.md, "Ray"); else one per `threads` CPUs (default: 1 thread per actor
+    on a 2-core machine)."""
     import ray
 
     resources = ray.cluster_resources()
     gpus, cpus = float(resources.get("GPU", 0)), float(resources.get("CPU", 1))
     if gpus and device != "cpu":
         per = options.gpus_per_actor or 1.0
-        return options.actors or max(1, int(gpus / per)), 1.0, per
+        count = options.actors or max(1, int(gpus / per))
+        return count, max(1.0, float(int(cpus // count))), per
     per_cpu = float(threads or 1)
     return options.actors or max(1, int(cpus // per_cpu)), per_cpu, 0.0
 
@@ -218,7 +223,8 @@ class SegLensActor:
         report = RowsReport(self.model.spec, extra_columns=job.extra_columns)
         summary = run_inputs(self.model, [item for _, item, _ in items], out_dir=Path(job.out_dir), save=job.save,
                              report=report, batch_size=job.batch, min_confidence=self.min_confidence,
-                             png_texts=png_texts, volumes=job.volumes, stems=[stem for _, _, stem in items])
+                             png_texts=png_texts, volumes=job.volumes, stems=[stem for _, _, stem in items],
+                             prefetch_workers=job.decoders)
         return report.rows, self.node, summary.notices
 
 

@@ -83,7 +83,7 @@ def test_an_actor_killed_mid_run_still_gives_every_input_once(cluster, models, t
     model = models("rgb_classes")
     probe = ray_run.make_probe(out)
     job = ray_run.make_job(model, None, device="cpu", runtime={"intra_op_threads": 1}, threshold=None, tile=None,
-                           out_dir=str(out), save=("mask",), batch=1, volumes=None, extra_columns=(),
+                           out_dir=str(out), save=("mask",), batch=1, volumes=None, decoders=2, extra_columns=(),
                            probe=str(probe))
     factory = ray_run.ActorFactory(job, cpus=1, gpus=0)
     actors = ray_run.start_actors(factory, 2)
@@ -133,7 +133,7 @@ def _job(model: Path, out: Path, probe: Path):
     from app.runs import ray_run
 
     return ray_run.make_job(model, None, device="cpu", runtime={"intra_op_threads": 1}, threshold=None, tile=None,
-                            out_dir=str(out), save=("mask",), batch=1, volumes=None, extra_columns=(),
+                            out_dir=str(out), save=("mask",), batch=1, volumes=None, decoders=2, extra_columns=(),
                             probe=str(probe))
 
 
