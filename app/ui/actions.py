@@ -38,6 +38,7 @@ def build_menus(window: MainWindow) -> None:
 def _file_menu(window: MainWindow, menu: QMenu) -> None:
     _add(window, menu, "Open images…", lambda: open_files_dialog(window), QKeySequence.StandardKey.Open)
     _add(window, menu, "Open folder…", lambda: open_folder_dialog(window), "Ctrl+Shift+O")
+    _recent_menu(menu.addMenu("Open recent"), window.recent_inputs, lambda path: window.add_paths([path]))
     menu.addSeparator()
     _add(window, menu, "Run on all and export…", lambda: run_all_dialog(window), "Ctrl+E")
     _add(window, menu, "Compare with reference masks…", lambda: reference_dialog(window))
@@ -59,6 +60,9 @@ def _view_menu(window: MainWindow, menu: QMenu) -> None:
          lambda: files.reorder(window.state.worst_first(files.paths(), by="agreements")))
     _add(window, menu, "Sort by name", lambda: files.reorder(sorted(files.paths(), key=_natural)))
     menu.addSeparator()
+    toolbar = window.toolbar.toggleViewAction()
+    toolbar.setText("Toolbar")
+    menu.addAction(toolbar)
     _add(window, menu, "Fit to window", viewer.fit_to_window, "F")
     _add(window, menu, "Actual pixels (1:1)", viewer.actual_size, "1")
     _add(window, menu, "Zoom in", lambda: viewer.zoom_by(1.25), QKeySequence.StandardKey.ZoomIn, "+", "=")
@@ -83,6 +87,7 @@ def _view_menu(window: MainWindow, menu: QMenu) -> None:
 
 def _model_menu(window: MainWindow, menu: QMenu) -> None:
     _add(window, menu, "Open model…", lambda: open_model_dialog(window), "Ctrl+M")
+    _recent_menu(menu.addMenu("Recent models"), window.recent_models, window.open_model)
     _add(window, menu, "Compare with another model…", lambda: compare_model_dialog(window))
     _add(window, menu, "Compare all listed images with model B", window.compare_all)
     _add(window, menu, "Stop comparing", lambda: window.open_model_b(None))
@@ -107,6 +112,13 @@ def _review_menu(window: MainWindow, menu: QMenu) -> None:
     edit = window.panel.edit
     _add(window, menu, "Brush larger", lambda: edit.set_radius(edit.radius() + max(1, edit.radius() // 8)), "Ctrl+]")
     _add(window, menu, "Brush smaller", lambda: edit.set_radius(edit.radius() - max(1, edit.radius() // 8)), "Ctrl+[")
+
+
+def _recent_menu(menu: QMenu, recent, open_path: Callable[[str], object]) -> None:
+    """A recent-items submenu, filled as it opens (so a path deleted meanwhile shows as missing)."""
+    from app.ui.recent import fill_menu
+
+    menu.aboutToShow.connect(lambda: fill_menu(menu, recent, open_path))
 
 
 def _add(window: MainWindow, menu: QMenu, text: str, slot: Callable[[], object], *keys) -> QAction:

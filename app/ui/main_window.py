@@ -22,11 +22,13 @@ from app.ui.editor import Editor
 from app.ui.file_list import FILTERS, FileList
 from app.ui.panels import SidePanel
 from app.ui.presenter import Presenter
+from app.ui.recent import RecentList
 from app.ui.reviewer import Reviewer
 from app.ui.run_all import RunOnAll
 from app.ui.slices import SliceBar
 from app.ui.status import StatusBar
 from app.ui.threads import start_worker_thread, stop_thread
+from app.ui.toolbar import build_toolbar
 from app.ui.tuner import Tuner
 from app.ui.view_state import ViewState
 from app.ui.viewer import ImageViewer
@@ -69,6 +71,11 @@ class MainWindow(QMainWindow):
         remembered.restore(self, settings)
         self.model_path = model_path or remembered.model(settings)
         self.device = device or remembered.device(settings)
+        self.recent_inputs = RecentList(settings, "recent/inputs", writable=lambda: self.persist_settings)
+        self.recent_models = RecentList(settings, "recent/models", writable=lambda: self.persist_settings)
+        self.toolbar = build_toolbar(self)
+        self.addToolBar(self.toolbar)
+        self.toolbar.setVisible(settings.value("toolbar", True, bool))
         actions.build_menus(self)
         self._peek = actions.PeekFilter(self)
         self.overlay_shown.connect(self._peek.arm)  # nothing to peek under before the first overlay
@@ -187,6 +194,7 @@ class MainWindow(QMainWindow):
         if not self.state.model_ready(generation, summary):
             return
         spec = summary.spec
+        self.recent_models.add(self.model_path)  # loaded: worth offering again (a file that failed is not)
         self.status.show_session(summary.info, spec.name)
         self.panel.show_model(spec)
         self.tuner.model_ready(str(self.model_path), spec)
@@ -222,7 +230,10 @@ class MainWindow(QMainWindow):
         models = [Path(p) for p in paths if str(p).lower().endswith(".onnx")]
         if models:
             self.open_model(models[0])
-        inputs = discover([Path(p) for p in paths if not str(p).lower().endswith(".onnx")])
+        opened = [Path(p) for p in paths if not str(p).lower().endswith(".onnx")]
+        for path in reversed(opened):  # the first opened ends up on top
+            self.recent_inputs.add(path)
+        inputs = discover(opened)
         if not inputs:
             if not models:
                 self.status.showMessage("No images found in what was opened", 8000)

@@ -42,6 +42,7 @@ def save(window: MainWindow, settings: QSettings) -> None:
     settings.setValue("opacity", overlay.opacity)
     settings.setValue("contour", overlay.mode is DisplayMode.CONTOUR)  # the key predates other modes
     settings.setValue("device", window.device)
+    settings.setValue("toolbar", window.toolbar.toggleViewAction().isChecked())
     if window.model_path:
         settings.setValue("model", str(window.model_path))
     settings.sync()
