@@ -34,3 +34,13 @@ def default_samples() -> Path:
     """The sample folder the viewer opens with: the default model's own samples, else all of them."""
     own = samples_dir() / "surface"
     return own if own.is_dir() else samples_dir()
+
+
+def icons_dir() -> Path:
+    """The app icon rendered at several sizes (seglens-<n>.png), from resources/icons/seglens.svg."""
+    return install_root() / "resources" / "icons"
+
+
+def icon_files() -> list[Path]:
+    """The window icon's PNG files, smallest first (empty when the icons were not installed)."""
+    return sorted(icons_dir().glob("seglens-*.png"), key=lambda p: int(p.stem.rsplit("-", 1)[-1]))

@@ -65,6 +65,56 @@ def environment(flavor: str) -> Path:
     return python
 
 
+MIME_TYPES = ("image/png", "image/jpeg", "image/tiff", "application/dicom")
+
+
+def _desktop_exec_arg(path: Path) -> str:
+    """One Exec= argument, quoted as the Desktop Entry spec asks when it holds a reserved character."""
+    text = str(path)
+    if not any(c in text for c in ' \t\n"\'\\><~|&;$*?#()`'):
+        return text
+    escaped = "".join("\\" + c if c in '"`$\\' else c for c in text)
+    return f'"{escaped}"'.replace("\\", "\\\\")  # then the string-value escape of the whole key
+
+
+def desktop_entry(folder: Path) -> str:
+    """The freedesktop.org .desktop entry for the SegLens folder at `folder` (absolute Exec= and Icon= paths)."""
+    folder = Path(folder).absolute()
+    return "\n".join([
+        "[Desktop Entry]",
+        "Type=Application",
+        "Version=1.5",
+        "Name=SegLens",
+        "GenericName=Image model viewer",
+        "Comment=Run segmentation and detection models on images and view the results over them",
+        f"TryExec={folder / 'SegLens'}",
+        f"Exec={_desktop_exec_arg(folder / 'SegLens')} %F",
+        f"Icon={folder / 'seglens.png'}",
+        "Terminal=false",
+        "Categories=Graphics;Science;MedicalSoftware;",
+        f"MimeType={';'.join(MIME_TYPES)};",
+        "StartupWMClass=SegLens",
+        "StartupNotify=true",
+        "",
+    ])
+
+
+def add_desktop_files(target: Path) -> None:
+    """Beside the executables: the icon, and the desktop integration of the platform (Linux: seglens.desktop for
+    the folder where it was built and install-desktop-entry.sh, which rewrites it for wherever the folder is
+    unpacked; Windows: windows_shortcut.ps1, a per-user Start-menu shortcut)."""
+    resources = ROOT / "resources"
+    if os.name == "nt":
+        shutil.copy2(resources / "seglens.ico", target / "seglens.ico")
+        shutil.copy2(ROOT / "packaging" / "windows_shortcut.ps1", target / "windows_shortcut.ps1")
+        return
+    shutil.copy2(resources / "seglens.png", target / "seglens.png")
+    (target / "seglens.desktop").write_text(desktop_entry(target), encoding="utf-8")
+    script = target / "install-desktop-entry.sh"
+    shutil.copy2(ROOT / "packaging" / "install_desktop_entry.sh", script)
+    script.chmod(0o755)
+
+
 def folder_report(dist: Path) -> str:
     files = [p for p in dist.rglob("*") if p.is_file() and not p.is_symlink()]
     total = sum(p.stat().st_size for p in files)
@@ -88,6 +138,7 @@ def main() -> int:
     run([str(python), "-m", "PyInstaller", str(ROOT / "packaging" / "seglens.spec"), "--noconfirm", "--clean",
          "--distpath", str(args.dist), "--workpath", str(ROOT / "build" / f"pyinstaller-{args.flavor}")],
         env={**os.environ, "SEGLENS_FLAVOR": args.flavor})
+    add_desktop_files(target)
     total_s = time.perf_counter() - started
     print(folder_report(target))
     print(f"flavor {args.flavor}: environment {env_s:.0f} s, total {total_s:.0f} s")

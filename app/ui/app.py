@@ -38,6 +38,7 @@ def main(argv: list[str] | None = None) -> int:
     app = QApplication.instance() or QApplication(sys.argv[:1])
     app.setApplicationName("SegLens")
     app.setOrganizationName("SegLens")
+    set_app_identity(app)
     _install_error_handlers(log_path)
     settings = QSettings(str(args.settings), QSettings.Format.IniFormat) if args.settings else QSettings()
     window = _create_window(args, settings)
@@ -51,6 +52,21 @@ def main(argv: list[str] | None = None) -> int:
     # (A/B in docs/PERFORMANCE.md): painting the window needs the GIL too (Python event filters and overrides).
     QTimer.singleShot(0, lambda: _load_initial(window, args))
     return self_test.run() if self_test is not None else app.exec()
+
+
+def set_app_identity(app) -> None:
+    """The name and icon docks and task bars show; the desktop file name matches packaging's seglens.desktop."""
+    from PySide6.QtGui import QIcon
+
+    from app.paths import icon_files
+
+    app.setApplicationDisplayName("SegLens")
+    app.setDesktopFileName("seglens")
+    icon = QIcon()
+    for path in icon_files():
+        icon.addFile(str(path))
+    if not icon.isNull():
+        app.setWindowIcon(icon)
 
 
 def _create_window(args: argparse.Namespace, settings):

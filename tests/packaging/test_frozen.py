@@ -46,6 +46,14 @@ def test_frozen_folder_is_small_and_has_no_cuda_provider(frozen):
     assert (frozen / "_internal" / "FLAVOR").read_text().strip() == "cpu"
 
 
+def test_frozen_folder_has_icon_and_desktop_entry(frozen):
+    assert (frozen / "seglens.png").is_file() and (frozen / "install-desktop-entry.sh").is_file()
+    entry = (frozen / "seglens.desktop").read_text()
+    assert f"Exec={frozen}/SegLens %F" in entry and f"Icon={frozen}/seglens.png" in entry
+    icons = frozen / "_internal" / "resources" / "icons"
+    assert (icons / "seglens-256.png").is_file() and (icons / "seglens-16.png").is_file()  # the window icon
+
+
 def test_frozen_cli_runs_the_bundled_samples(frozen, tmp_path):
     models, samples = frozen / "_internal" / "models", frozen / "_internal" / "resources" / "samples"
     out = tmp_path / "out"
