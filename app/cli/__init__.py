@@ -1,6 +1,8 @@
 """seglens-cli: the headless pipeline. A thin layer over app.inference and app.runs; never imports Qt.
 
-This module: the parser, info, bench and doctor; `run` and `compare` (folder runs) live in app/cli/run.py.
+This module: the parser, info, models, bench and doctor; `run` and `compare` (folder runs) live in app/cli/run.py.
+Every MODEL argument is a path or a bundled model's name (`surface_defects`), resolved inside the command so an
+unknown one is the usual one-line `error: …` and exit 2.
 
 Exit codes: 0 every input succeeded, 1 some inputs failed (the rest were written), 2 usage or model error.
 """
@@ -24,6 +26,13 @@ def _shown(text: object) -> str:
 
     return shown(text)
 DEFAULT_REPORT_NAME = "seglens_report.csv"
+
+
+def resolved_model(text: Path) -> Path:
+    """A MODEL argument as a file: an existing path, else a bundled model's name (app.inference.bundled)."""
+    from app.inference.bundled import resolve_model
+
+    return resolve_model(text)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -60,14 +69,15 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
 
     info = commands.add_parser("info", help="show what SegLens understands of a model (or what made an output PNG)")
-    info.add_argument("model", type=Path, help="the .onnx file, or a PNG SegLens wrote: its provenance")
+    info.add_argument("model", type=Path, help="the .onnx file, a bundled model's name (seglens-cli models), or a "
+                                                "PNG SegLens wrote: its provenance")
     _add_model_options(info)
     info.add_argument("--json", action="store_true", help="machine-readable output")
     info.add_argument("--no-session", action="store_true", help="do not open a session (spec only)")
     info.set_defaults(handler=cmd_info)
 
     run = commands.add_parser("run", help="run a model on image files and folders")
-    run.add_argument("model", type=Path, help="the .onnx file")
+    run.add_argument("model", type=Path, help="the .onnx file, or a bundled model's name (seglens-cli models)")
     run.add_argument("paths", nargs="+", type=Path, metavar="PATH", help="image files or folders (recursive)")
     run.add_argument("--out", required=True, type=Path, metavar="DIR", help="folder for masks and overlays")
     _add_model_options(run)
@@ -119,16 +129,21 @@ def build_parser() -> argparse.ArgumentParser:
     run.set_defaults(handler=cmd_run)
 
     compare = commands.add_parser("compare", help="model A vs model B: per-image agreement and disagreement pictures")
-    compare.add_argument("model_a", type=Path, metavar="MODEL_A", help="the reference model (.onnx)")
-    compare.add_argument("model_b", type=Path, metavar="MODEL_B", help="the model measured against A (.onnx)")
+    compare.add_argument("model_a", type=Path, metavar="MODEL_A", help="the reference model (.onnx or a bundled name)")
+    compare.add_argument("model_b", type=Path, metavar="MODEL_B",
+                         help="the model measured against A (.onnx or a bundled name)")
     compare.add_argument("paths", nargs="+", type=Path, metavar="PATH", help="image files or folders (recursive)")
     compare.add_argument("--out", required=True, type=Path, metavar="DIR", help="folder for pictures and reports")
     compare.add_argument("--device", default="auto", type=_device, help="auto | cpu | cuda | cuda:N (default auto)")
     compare.add_argument("--no-progress", action="store_true", help="no progress bar even on a terminal")
     compare.set_defaults(handler=cmd_compare)
 
+    models = commands.add_parser("models", help="list the bundled models (usable by name wherever MODEL is asked)")
+    models.add_argument("--json", action="store_true", help="machine-readable output")
+    models.set_defaults(handler=cmd_models)
+
     bench = commands.add_parser("bench", help="raw model speed vs the full pipeline, warm-up excluded")
-    bench.add_argument("model", type=Path, help="the .onnx file")
+    bench.add_argument("model", type=Path, help="the .onnx file, or a bundled model's name (seglens-cli models)")
     source = bench.add_mutually_exclusive_group()
     source.add_argument("--images", type=Path, metavar="DIR", help="benchmark on these images")
     source.add_argument("--size", type=_hw, metavar="HxW", help="generated images of this size (default 1080x1920)")
@@ -259,7 +274,7 @@ def cmd_info(args: argparse.Namespace) -> int:
     if args.model.suffix.lower() == ".png":
         print(_shown(json.dumps(png_provenance(args.model), indent=2, ensure_ascii=False)))
         return EXIT_OK
-    spec = load_spec(args.model, args.config)
+    spec = load_spec(resolved_model(args.model), args.config)
     session_info = None
     if not args.no_session:
         model = open_session(spec, args.device, runtime=_runtime(args), warm_up=False)
@@ -268,6 +283,24 @@ def cmd_info(args: argparse.Namespace) -> int:
         print(json.dumps(spec_dict(spec, session_info), indent=2))
     else:
         print(_shown(spec_text(spec, session_info)))
+    return EXIT_OK
+
+
+# --- models ------------------------------------------------------------------------------------------
+
+def cmd_models(args: argparse.Namespace) -> int:
+    """The bundled models from their specs alone (no ONNX Runtime session): fast."""
+    from app.inference.bundled import bundled_models, bundled_summary
+    from app.paths import models_dir
+
+    rows = [bundled_summary(path) for path in bundled_models()]
+    if args.json:
+        print(json.dumps([row.as_dict() for row in rows], indent=2, ensure_ascii=False))
+        return EXIT_OK
+    print(_shown(f"{len(rows)} bundled models in {models_dir()} (use a name wherever MODEL is asked):"))
+    width = max((len(row.name) for row in rows), default=0)
+    for row in rows:
+        print(_shown(row.line(name_width=width)))
     return EXIT_OK
 
 
@@ -282,7 +315,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
     from app.io.discover import discover
     from app.runs.bench import bench, format_report, raw_limit, synthetic_images
 
-    spec = load_spec(args.model, args.config)
+    spec = load_spec(resolved_model(args.model), args.config)
     device_index = args.device.device_id if args.device.kind == "cuda" else 0
     vram_before = gpu_memory(device_index)
     model = open_session(spec, args.device, runtime=_runtime(args))

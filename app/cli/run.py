@@ -9,7 +9,7 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
-from app.cli import DEFAULT_REPORT_NAME, EXIT_OK, EXIT_SOME_FAILED, EXIT_USAGE, _runtime, _shown, _tiled
+from app.cli import DEFAULT_REPORT_NAME, EXIT_OK, EXIT_SOME_FAILED, EXIT_USAGE, _runtime, _shown, _tiled, resolved_model
 
 # --- run ---------------------------------------------------------------------------------------------
 
@@ -29,6 +29,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     if args.max_megapixels:
         os.environ["SEGLENS_MAX_MEGAPIXELS"] = str(args.max_megapixels)  # read by the decoding threads
+    args.model = resolved_model(args.model)  # a bundled name becomes its file (the Ray job is given the file too)
     spec, min_confidence = with_threshold(_tiled(load_spec(args.model, args.config), args.tile), args.threshold)
     refused = reference_problem(args.reference, spec, resume=args.resume)
     if refused:
@@ -96,7 +97,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
     from app.runs.lock import OutputLock
     from app.runs.safety import output_folder_problem
 
-    spec_a, spec_b = load_spec(args.model_a), load_spec(args.model_b)
+    spec_a, spec_b = load_spec(resolved_model(args.model_a)), load_spec(resolved_model(args.model_b))
     refused = compare_problem(spec_a, spec_b)
     inputs = discover(args.paths, exclude=[args.out]) if not refused else []
     if not refused and not inputs:

@@ -19,7 +19,8 @@ log = logging.getLogger("app.ui")
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="seglens", description="SegLens viewer: model results over images.")
     parser.add_argument("paths", nargs="*", type=Path, metavar="PATH", help="images or folders to open")
-    parser.add_argument("--model", type=Path, help="ONNX model (default: the last one used, else the demo model)")
+    parser.add_argument("--model", type=Path, help="ONNX model or a bundled model's name (default: the last one used, "
+                                                   "else the demo model)")
     parser.add_argument("--device", help="auto | cpu | cuda | cuda:N (default: the last one used, else auto)")
     parser.add_argument("--self-test", action="store_true",
                         help="open the window, run the default model on the first sample, print JSON and exit")
@@ -29,6 +30,15 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    if args.model is not None:  # before any window: an unknown name is one line and exit 2, like seglens-cli
+        from app.errors import ModelError, shown
+        from app.inference.bundled import resolve_model
+
+        try:
+            args.model = resolve_model(args.model)
+        except ModelError as exc:
+            print(f"error: {shown(exc)}", file=sys.stderr)
+            return 2
     from app.logs import setup_file_logging
 
     log_path = setup_file_logging()

@@ -75,6 +75,23 @@ def test_frozen_cli_runs_the_bundled_samples(frozen, tmp_path):
     assert doctor.returncode == 0 and "CPU build of SegLens" in doctor.stdout
 
 
+def test_frozen_cli_knows_the_bundled_models_by_name(frozen, tmp_path):
+    listed = subprocess.run([str(frozen / "seglens-cli"), "models"], env=bare_env(tmp_path), capture_output=True,
+                            text=True, timeout=120)
+    assert listed.returncode == 0 and "Traceback" not in listed.stderr, listed.stderr
+    assert str(frozen / "_internal" / "models") in listed.stdout
+    assert any(line.startswith("surface_defects ") for line in listed.stdout.splitlines())
+    sample = sorted((frozen / "_internal" / "resources" / "samples" / "surface").iterdir())[0]
+    out = tmp_path / "by_name"
+    done = subprocess.run([str(frozen / "seglens-cli"), "run", "surface_defects", str(sample), "--out", str(out)],
+                          env=bare_env(tmp_path), cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr
+    assert (out / f"{sample.stem}_mask.png").is_file()
+    unknown = subprocess.run([str(frozen / "seglens-cli"), "info", "xyz"], env=bare_env(tmp_path), cwd=tmp_path,
+                             capture_output=True, text=True, timeout=120)
+    assert unknown.returncode == 2 and unknown.stderr.startswith("error: unknown model 'xyz'"), unknown.stderr
+
+
 def test_frozen_gui_self_test(frozen, tmp_path):
     done = subprocess.run([str(frozen / "SegLens"), "--self-test"], env=bare_env(tmp_path), capture_output=True,
                           text=True, timeout=300)
