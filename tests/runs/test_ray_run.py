@@ -160,8 +160,8 @@ def test_ctrl_c_keeps_finished_rows_in_order_and_lists_the_rest_as_skipped(clust
     rows = _rows(out / "r.csv.partial")  # interrupted: the report keeps its .partial name, for --resume
     statuses = [r["status"] for r in rows]
     assert len(rows) == 24 and len({r["path"] for r in rows}) == 24
-    assert statuses[:3] == ["ok"] * 3 and "skipped" in statuses  # the first chunk came back before the stop
-    assert set(statuses) == {"ok", "skipped"}
+    assert statuses.count("ok") == 6 and statuses.count("skipped") == 18  # two chunks of 3 came back first
+    # (whichever two: actors finish in any order; the rows still stand in input order)
     assert [r["path"] for r in rows] == [str(folder / f"img{i}.png") for i in range(24)]  # input order, once each
     assert all(r["error"] == "not processed: the run was cancelled" for r in rows if r["status"] == "skipped")
 
