@@ -271,3 +271,31 @@ def fixed_rgb_classes(path: Path, size: int = 64) -> Path:
     nodes = [helper.make_node("Identity", ["image"], ["scores"])]
     return save(path, nodes,
                 [tensor("image", FLOAT, ["N", 3, size, size])], [tensor("scores", FLOAT, ["N", 3, size, size])])
+
+
+def wide_classifier(path: Path, classes: int = 1000) -> Path:
+    """[N,3,32,32] → [N,classes] logits −10·|(classes − 1)·r − k|, r the mean red (0–1): the top class of a uniform
+    image of red value v (0–255) is round((classes − 1)·v / 255)."""
+    nodes = [helper.make_node("GlobalAveragePool", ["image"], ["pooled"]),
+             helper.make_node("Flatten", ["pooled"], ["flat"], axis=1),
+             helper.make_node("MatMul", ["flat", "red"], ["position"]),
+             helper.make_node("Sub", ["position", "ks"], ["offset"]),
+             helper.make_node("Abs", ["offset"], ["distance"]),
+             helper.make_node("Mul", ["distance", "gain"], ["logits"])]
+    red = np.zeros((3, 1), np.float32)
+    red[0, 0] = classes - 1
+    return save(path, nodes, [tensor("image", FLOAT, ["N", 3, 32, 32])], [tensor("logits", FLOAT, ["N", classes])],
+                [const("red", red), const("ks", np.arange(classes, dtype=np.float32)),
+                 const("gain", np.float32(-10.0))])
+
+
+def constant_classifier(path: Path, scores: tuple[float, ...] = (0.625, 0.25, 0.125)) -> Path:
+    """[N,3,32,32] → [N,K] = `scores` whatever the image (0·pixels + scores): with `output.activation: none` the
+    probabilities are exactly these (pick binary fractions such as 0.625 to test limits at equality)."""
+    nodes = [helper.make_node("GlobalAveragePool", ["image"], ["pooled"]),
+             helper.make_node("Flatten", ["pooled"], ["flat"], axis=1),
+             helper.make_node("MatMul", ["flat", "zeros"], ["nothing"]),
+             helper.make_node("Add", ["nothing", "scores"], ["logits"])]
+    k = len(scores)
+    return save(path, nodes, [tensor("image", FLOAT, ["N", 3, 32, 32])], [tensor("logits", FLOAT, ["N", k])],
+                [const("zeros", np.zeros((3, k), np.float32)), const("scores", np.asarray(scores, np.float32))])

@@ -3,6 +3,7 @@ the spec with where it came from, and the session's truth (provider, why not the
 
 from __future__ import annotations
 
+from app.inference.labels import display_name
 from app.inference.session import SessionInfo
 from app.inference.spec import ModelSpec
 
@@ -21,7 +22,10 @@ def spec_dict(spec: ModelSpec, info: SessionInfo | None) -> dict:
                   **({"tile": vars(inp.tile).copy()} if inp.resize == "tile" else {})},
         "output": {"name": out.name, "kind": out.kind, "activation": out.activation, "threshold": out.threshold,
                    **({"score": out.score_name, "mask": out.mask_name, "image_threshold": out.image_threshold}
-                      if out.kind == "anomaly" else {})},
+                      if out.kind == "anomaly" else {}),
+                   **({"min_confidence": out.min_confidence, "min_margin": out.min_margin}
+                      if spec.task == "classification" else {})},
+        "classes_file": str(spec.classes_file) if spec.classes_file else None,
         "classes": [{"index": i, "name": c.name, "color": hex_color(c.color)} for i, c in enumerate(spec.classes)],
         "postprocess": vars(spec.postprocess).copy(),
         "verdict": None if spec.verdict is None else {"fail_if": [rule.as_dict() for rule in spec.verdict]},
@@ -93,10 +97,12 @@ def spec_text(spec: ModelSpec, info: SessionInfo | None) -> str:
                          "output.image_threshold"))
     elif out.kind == "binary":
         lines.append(row("threshold", out.threshold, "output.threshold"))
-    lines.append(f"classes  [{src.get('classes', '')}]")
-    for i, c in enumerate(spec.classes):
-        color = hex_color(c.color) or ("-" if spec.task == "classification" else "not painted")
-        lines.append(f"  {i:>3}  {c.name:<24}{color if spec.task != 'classification' else ''}".rstrip())
+    if spec.task == "classification":
+        lines.append(row("min_confidence ", f"{out.min_confidence:g} (uncertain where top-1 < it)",
+                         "output.min_confidence"))
+        lines.append(row("min_margin", f"{out.min_margin:g} (uncertain where top-1 − top-2 < it)",
+                         "output.min_margin"))
+    lines += _class_lines(spec)
     post = spec.postprocess
     lines.append("postprocess")
     if spec.task == "classification":
@@ -110,6 +116,20 @@ def spec_text(spec: ModelSpec, info: SessionInfo | None) -> str:
     if info is not None:
         lines += ["session", *(f"  {line}" for line in session_lines(info))]
     return "\n".join(lines)
+
+
+def _class_lines(spec: ModelSpec) -> list[str]:
+    """`classes [sidecar]` and one line per class; a classifier's long names (`n01440764 tench, Tinca tinca`) as
+    the viewer shows them, then whole."""
+    where = spec.sources.get("classes", "")
+    lines = [f"classes  [{where}: {spec.classes_file}]" if spec.classes_file else f"classes  [{where}]"]
+    for i, c in enumerate(spec.classes):
+        if spec.task == "classification":
+            short = display_name(c.name)
+            lines.append(f"  {i:>3}  {short:<24}{c.name if short != c.name else ''}".rstrip())
+        else:
+            lines.append(f"  {i:>3}  {c.name:<24}{hex_color(c.color) or 'not painted'}")
+    return lines
 
 
 def _tensor(spec: ModelSpec, name: str | None):

@@ -12,6 +12,7 @@ from typing import Any
 import yaml
 
 from app.errors import SidecarError
+from app.inference.labels import read_labels
 from app.inference.runtime import RUNTIME_KEYS
 from app.inference.tiling import BLENDS
 from app.inference.validators import Check, choice, kind, number, shown, whole
@@ -52,7 +53,21 @@ def load_sidecar(path: Path) -> dict[str, Any]:
         return {}
     if not isinstance(data, dict):
         raise SidecarError(f"{path}: the sidecar must be a mapping of keys (name, task, input, ...)")
-    return _validate(data, _SCHEMA, prefix="", path=path)
+    return _with_classes_file(_validate(data, _SCHEMA, prefix="", path=path), path)
+
+
+def _with_classes_file(values: dict[str, Any], path: Path) -> dict[str, Any]:
+    """`classes_file:` read (relative to the sidecar) into `classes`, its resolved path kept under its own key."""
+    if "classes_file" not in values:
+        return values
+    if "classes" in values:
+        raise SidecarError(f"{path}: 'classes_file' and 'classes' both given: use one")
+    labels = path.parent / values["classes_file"]
+    try:
+        names = read_labels(labels)
+    except ValueError as exc:
+        raise SidecarError(f"{path}: 'classes_file' {exc}") from None
+    return {**values, "classes_file": labels, "classes": tuple((name, _UNSET) for name in names)}
 
 
 def _read_text(path: Path) -> str:
@@ -320,8 +335,11 @@ _SCHEMA: dict[str, Any] = {
         "activation": choice("auto", "softmax", "sigmoid", "none"),
         "threshold": _fraction,
         "image_threshold": _fraction,  # anomaly models: NG when the image score is at or above it
+        "min_confidence": _fraction,  # classification: uncertain when top-1 < it (app.inference.verdict)
+        "min_margin": _fraction,  # classification: uncertain when top-1 − top-2 < it
     },
     "classes": _classes,
+    "classes_file": nonempty_text,  # a labels file beside the sidecar (app.inference.labels)
     "runtime": RUNTIME_KEYS,
     "postprocess": {
         "min_area": whole(0, 2**31 - 1),

@@ -13,11 +13,12 @@ Every value records where it came from: "detected", "metadata", "sidecar" or "de
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from app.errors import ModelError, SidecarError
+from app.inference.labels import MAX_LABELS
 from app.inference.metadata import parse_name_list
 from app.inference.onnx_graph import GraphInfo, TensorInfo, read_graph
 from app.inference.shapes import anomaly_outputs, channel_axis, image_layout
@@ -31,7 +32,7 @@ _INPUT_DTYPES = (*_FLOAT_INPUTS, "uint8")
 MAX_MASK_CLASSES = 256  # a segmentation mask is uint8: one value per class
 # A class name is made per class; ImageNet-21k has ~22k. A declared [1, 1000000000] output (a 121-byte file) is
 # hostile or broken, and must be refused before anything is allocated per class.
-MAX_CLASSIFICATION_CLASSES = 100_000
+MAX_CLASSIFICATION_CLASSES = MAX_LABELS  # 100 000
 _INT_DTYPES = ("int64", "int32", "uint8", "int8", "int16", "uint16", "uint32", "uint64")
 
 
@@ -82,6 +83,9 @@ class OutputSpec:
     score_name: str | None = None
     mask_name: str | None = None
     image_threshold: float | None = None
+    # classification only: a result is uncertain when top-1 < min_confidence or top-1 − top-2 < min_margin (0: off)
+    min_confidence: float = 0.0
+    min_margin: float = 0.0
 
     @property
     def fetched(self) -> tuple[str, ...]:
@@ -115,6 +119,7 @@ class ModelSpec:
     opset: int | None = None
     producer: str = ""
     verdict: tuple[Rule, ...] | None = None  # the sidecar's `verdict.fail_if`; None: no verdict section
+    classes_file: Path | None = None  # the sidecar's `classes_file:`, resolved; the names are in `classes`
 
     @property
     def class_names(self) -> tuple[str, ...]:
@@ -172,11 +177,15 @@ class _Builder:
             output = _shortened(self._tensor(out.name).describe(), 120)
             raise self.sidecar_error("task", f"is {task}, but the model's output {output} is a {out.kind} output")
         classes = self._classes(out)
+        out = self._uncertainty(out, task)
         post = PostprocessSpec(
             min_area=self.pick("postprocess.min_area", 0, "default"),
             close_kernel=self.pick("postprocess.close_kernel", 0, "default"),
             top_k=self.pick("postprocess.top_k", 5, "default"),
         )
+        if out.min_margin > 0 and post.top_k < 2:
+            raise self.sidecar_error("output.min_margin", "needs postprocess.top_k of at least 2 (the margin is "
+                                                          "top-1 − top-2)")
         name = self.pick("name", *self._default_name())
         return ModelSpec(
             path=self.path, sidecar=self.sidecar, name=name, task=task, input=inp, output=out,
@@ -184,7 +193,19 @@ class _Builder:
             runtime={k.removeprefix("runtime."): v for k, v in self.overrides.items() if k.startswith("runtime.")},
             sources=self.sources, metadata=self.graph.metadata, opset=self.graph.opset,
             producer=self.graph.producer, verdict=self._verdict(task, classes),
+            classes_file=self.overrides.get("classes_file"),
         )
+
+    def _uncertainty(self, out: OutputSpec, task: str) -> OutputSpec:
+        """The output with a classifier's `min_confidence` / `min_margin`, refused for any other task."""
+        keys = ("output.min_confidence", "output.min_margin")
+        given = next((key for key in keys if key in self.overrides), None)
+        if given and task != "classification":
+            raise self.sidecar_error(given, f"applies to classification models, but this model's task is {task}")
+        if task != "classification":
+            return out
+        return replace(out, min_confidence=self.pick(keys[0], 0.0, "default"),
+                       min_margin=self.pick(keys[1], 0.0, "default"))
 
     def _verdict(self, task: str, classes: tuple[ClassInfo, ...]) -> tuple[Rule, ...] | None:
         """The sidecar's verdict rules with class names resolved to label values, refused when a rule does not
@@ -347,8 +368,7 @@ class _Builder:
             if out.kind in ("binary", "anomaly") and len(names) == 1:
                 names = (("background", UNSET_COLOR), *names)
             if count is not None and len(names) != count:
-                raise self.sidecar_error("classes", f"lists {len(names)} classes, but the model's output has "
-                                                    f"{count}")
+                raise self._count_error(len(names), count)
         elif out.kind == "anomaly":
             self.sources["classes"] = "default"
             names = (("background", UNSET_COLOR), ("anomaly", UNSET_COLOR))
@@ -359,6 +379,13 @@ class _Builder:
             ClassInfo(name, _default_color(i, paint_background) if color is UNSET_COLOR else color)
             for i, (name, color) in enumerate(names)
         )
+
+    def _count_error(self, listed: int, count: int) -> SidecarError:
+        labels = self.overrides.get("classes_file")
+        if labels is None:
+            return self.sidecar_error("classes", f"lists {listed} classes, but the model's output has {count}")
+        return self.sidecar_error("classes_file", f"{labels} lists {listed} labels, but the model's output has "
+                                                  f"{count} classes")
 
     def _class_count(self, out: OutputSpec) -> int | None:
         """The declared number of classes, refused when absurd: names are then made one per class."""

@@ -11,11 +11,16 @@ rule list and a Result, so a verdict is never a new model run.
   (`result.image_score`, e.g. an anomaly score) or, for a classifier, the top-1 probability. A result without
   a score never fires this rule (a segmentation model without an image score: the rule is inert);
 - `top1_in`: a classifier's top-1 class is one of these.
+
+A classifier whose output sets `min_confidence` / `min_margin` is also judged *uncertain* when its top-1
+probability is below the first, or top-1 − top-2 below the second (strictly: equal is not uncertain). When no rule
+fired, an uncertain result is NG (`uncertain: top-1 0.41 < min_confidence 0.50`), never passed as OK; a model
+without a verdict section has no verdict, and the report gives the uncertainty as its reason.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -90,6 +95,54 @@ class Verdict:
     reason: str = ""  # the first rule that fired; empty when OK
 
 
+@dataclass(frozen=True)
+class Uncertain:
+    """Why a classification result is uncertain: its top-1 probability (measure "top-1") or its top-1 − top-2
+    margin ("margin") is below the spec's limit (key "min_confidence" or "min_margin")."""
+
+    measure: str
+    value: float
+    key: str
+    limit: float
+
+    @property
+    def reason(self) -> str:
+        """`uncertain: top-1 0.41 < min_confidence 0.50`, the report's verdict_reason."""
+        value, limit = _two(self.value, self.limit)
+        return f"uncertain: {self.measure} {value} < {self.key} {limit}"
+
+    @property
+    def short(self) -> str:
+        """`Uncertain: top-1 0.41 < 0.50`, the viewer's line."""
+        value, limit = _two(self.value, self.limit)
+        return f"Uncertain: {self.measure} {value} < {limit}"
+
+
+def uncertainty(predictions: Sequence, spec: ModelSpec) -> Uncertain | None:
+    """Whether best-first `predictions` (name, score) are uncertain under the spec's `output.min_confidence` and
+    `output.min_margin`; None when they are not, or the model is not a classifier. Confidence is checked first."""
+    if spec is None or spec.task != "classification" or not predictions:  # None: rules judged without a model
+        return None
+    out = spec.output
+    top1 = float(predictions[0].score)
+    if top1 < out.min_confidence:
+        return Uncertain("top-1", top1, "min_confidence", out.min_confidence)
+    if len(predictions) > 1 and top1 - float(predictions[1].score) < out.min_margin:
+        return Uncertain("margin", top1 - float(predictions[1].score), "min_margin", out.min_margin)
+    return None
+
+
+def _two(value: float, limit: float) -> tuple[str, str]:
+    """Both numbers with 2 decimals, or as many as the limit needs (0.625 < 0.626), more when that would show them
+    equal (0.4999 < 0.5 is not `0.50 < 0.50`)."""
+    digits = 2
+    while digits < 6 and float(f"{limit:.{digits}f}") != limit:
+        digits += 1
+    while digits < 8 and f"{value:.{digits}f}" == f"{limit:.{digits}f}":
+        digits += 1
+    return f"{value:.{digits}f}", f"{limit:.{digits}f}"
+
+
 def resolve_rules(raw: tuple[dict[str, Any], ...], task: str, class_names: tuple[str, ...],
                   refuse: Callable[[str, str], Exception]) -> tuple[Rule, ...]:
     """The sidecar's parsed rules (app.inference.sidecar) as Rule records, class names resolved to label values;
@@ -139,12 +192,14 @@ def verdict_of(spec: ModelSpec, result: Result) -> Verdict | None:
 
 
 def decide(rules: tuple[Rule, ...], result: Result, spec: ModelSpec) -> Verdict:
-    """OK unless a rule holds; the reason names the first that did (`scratch component 412 px >= 50`)."""
+    """OK unless a rule holds; the reason names the first that did (`scratch component 412 px >= 50`). A classifier's
+    uncertain result is NG when no rule fired (`uncertain: top-1 0.41 < min_confidence 0.50`)."""
     for rule in rules:
         reason = _fired(rule, result, spec)
         if reason:
             return Verdict(False, reason)
-    return Verdict(True)
+    doubt = uncertainty(result.predictions, spec)
+    return Verdict(True) if doubt is None else Verdict(False, doubt.reason)
 
 
 def _fired(rule: Rule, result: Result, spec: ModelSpec) -> str:

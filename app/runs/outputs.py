@@ -30,7 +30,7 @@ import numpy as np
 from app.errors import OutputError
 from app.inference.pipeline import STAGES, Result, probability_at_image_size
 from app.inference.spec import ModelSpec
-from app.inference.verdict import Verdict, image_score, verdict_of
+from app.inference.verdict import Verdict, image_score, uncertainty, verdict_of
 from app.io.discover import InputFile, output_stems
 from app.io.files import atomic_write, create_temporary, encode_png, is_complete_png, png_with_text
 from app.io.render import blend_overlay, heatmap
@@ -130,21 +130,24 @@ class ReportWriter:
     def add_result(self, path: Path, result: Result, *, verdict: Verdict | None = None,
                    extra: Sequence[str] = ()) -> None:
         """A result's row; `verdict` as the run decided it (decided here from the spec when not given); `extra`
-        the values of the extra columns (empty when not given)."""
+        the values of the extra columns (empty when not given). Without a verdict, an uncertain classification is
+        still said so in `verdict_reason`."""
         if verdict is None:
             verdict = verdict_of(self.spec, result)
+        doubt = uncertainty(result.predictions, self.spec) if verdict is None else None
         self.add_counts(path, task=result.task, provider=result.provider, hw=result.image_hw,
                         score=image_score(result), verdict=verdict, values=self._task_values(result),
-                        extra=extra, timings=result.timings)
+                        extra=extra, timings=result.timings, reason=doubt.reason if doubt else "")
 
     def add_counts(self, path: Path | str, *, task: str, provider: str, hw: tuple[int, int], score: float | None,
                    verdict: Verdict | None, values: Sequence, extra: Sequence[str], timings: Mapping[str, float],
-                   ) -> None:
+                   reason: str = "") -> None:
         """A row from its parts: a result's (add_result), a volume's or one of its slices' (app.runs.volume_run,
-        `values` from `count_values`)."""
+        `values` from `count_values`); `reason`: the verdict_reason of a row without a verdict."""
         extra = list(extra) or [""] * self._extra
         judged = ["" if score is None else f"{score:.6f}",
-                  "" if verdict is None else ("ok" if verdict.ok else "ng"), "" if verdict is None else verdict.reason]
+                  "" if verdict is None else ("ok" if verdict.ok else "ng"),
+                  reason if verdict is None else verdict.reason]
         self._row([path_text(path), "ok", task, provider, hw[1], hw[0], *judged, *values, *extra,
                    *(f"{timings.get(stage, 0.0):.2f}" for stage in STAGES), ""])
 

@@ -19,6 +19,8 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from app.inference.labels import display_name
+from app.inference.verdict import uncertainty
 from app.ui.decision import DecisionControls, FolderScores
 from app.ui.edit_panel import EditPanel
 from app.ui.review_panel import ReviewPanel
@@ -26,6 +28,7 @@ from app.ui.view_state import DisplayMode
 
 MODES = (DisplayMode.FILLED, DisplayMode.CONTOUR)  # the order of the Mode box, and of C's cycle
 MODE_NAMES = {DisplayMode.FILLED: "Filled", DisplayMode.CONTOUR: "Contour"}
+UNCERTAIN_COLOR = "#ff9f0a"  # amber: neither the OK green nor the NG red
 
 
 def _plain(value: object) -> str:
@@ -202,25 +205,33 @@ class Legend(QGroupBox):
 
 
 class TopK(QGroupBox):
-    """Classification: the best classes with their scores as bars."""
+    """Classification: the best classes (short names, the whole name as tooltip) with their scores as bars, and an
+    amber line when the result is uncertain (`Uncertain: top-1 0.41 < 0.50`)."""
 
     def __init__(self, parent=None) -> None:
         super().__init__("Top classes", parent)
         self._layout = QGridLayout(self)
 
-    def set_predictions(self, predictions) -> None:
+    def set_predictions(self, predictions, uncertain: str = "") -> None:
+        """Show best-first `predictions` (name, score); `uncertain`: the line saying why they are uncertain."""
         while self._layout.count():
             widget = self._layout.takeAt(0).widget()
             if widget:
                 widget.deleteLater()
         for row, p in enumerate(predictions):
-            name = _plain_label(p.name)
+            name = _plain_label(display_name(p.name))
+            name.setToolTip(f"<qt>{_plain(p.name)}</qt>")  # rich text, escaped: a name is shown as typed
             bar = QProgressBar()
             bar.setRange(0, 1000)
             bar.setValue(round(p.score * 1000))
             bar.setFormat(f"{p.score:.1%}")
             self._layout.addWidget(name, row, 0)
             self._layout.addWidget(bar, row, 1)
+        if uncertain:
+            line = _plain_label(uncertain)
+            line.setObjectName("uncertain")
+            line.setStyleSheet(f"color: {UNCERTAIN_COLOR}; font-weight: bold")
+            self._layout.addWidget(line, len(predictions), 0, 1, 2)
 
 
 class ImageInfo(QGroupBox):
@@ -277,6 +288,7 @@ class SidePanel(QWidget):
         self.legend = Legend()
         self.image_info = ImageInfo()
         self._top_k = TopK()
+        self._spec = None  # the model shown: its thresholds say whether a classification is uncertain
         self._model_label = QLabel("No model")
         self._model_label.setWordWrap(True)
         self._model_label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
@@ -304,6 +316,7 @@ class SidePanel(QWidget):
         self.controls.setVisible(not classification)
         self._top_k.setVisible(classification)
         self.legend.set_classes(spec.classes)
+        self._spec = spec
         self._top_k.set_predictions(())
         self.decision.set_model(spec, None)
         self.folder.hide()
@@ -317,7 +330,8 @@ class SidePanel(QWidget):
             height, width = result.image_hw
             self.legend.set_counts(result.class_pixels(), width * height)
         else:
-            self._top_k.set_predictions(result.predictions)
+            doubt = uncertainty(result.predictions, self._spec) if self._spec is not None else None
+            self._top_k.set_predictions(result.predictions, doubt.short if doubt else "")
 
     def show_mask_counts(self, mask) -> None:
         """Pixel counts of a mask being edited."""
