@@ -101,6 +101,9 @@ def effective_thresholds(spec: ModelSpec, min_confidence: float | None = None) -
         found["image_threshold"] = out.image_threshold
     if min_confidence is not None:
         found["min_confidence"] = min_confidence
+    if spec.task == "classification":  # an uncertain result (app.inference.verdict.uncertainty), when set
+        found.update({f"classification_{k}": v for k in ("min_confidence", "min_margin")
+                      if (v := getattr(out, k, 0.0))})
     return found
 
 

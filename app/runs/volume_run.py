@@ -20,7 +20,7 @@ from app import __version__
 from app.errors import SegLensError
 from app.inference.pipeline import STAGES, Result
 from app.inference.spec import ModelSpec
-from app.inference.verdict import Verdict, image_score, verdict_of
+from app.inference.verdict import Verdict, image_score, uncertainty, verdict_of
 from app.io.images import DecodedImage
 from app.io.volumes import Volume
 from app.runs.outputs import ReportWriter, unique_names, write_result_images
@@ -173,8 +173,9 @@ def write_volume_rows(report: ReportWriter, spec: ModelSpec, path: Path, vr: Vol
     for row in vr.slices:
         values = report.count_values(row.counts) if spec.task == "segmentation" \
             else report.prediction_values(row.predictions)
+        uncertain = uncertainty(row.predictions, spec)  # a classifier's slice without verdict rules
         report.add_counts(row.path, task=vr.task, provider=vr.provider, hw=hw, score=row.score,
-                          verdict=row.verdict, values=values,
+                          verdict=row.verdict, values=values, reason=uncertain.reason if uncertain else "",
                           extra=[*volume_cells(spec, vr, options, row), *extra_after], timings=row.timings)
 
 
