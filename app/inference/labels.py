@@ -15,6 +15,8 @@ import json
 import re
 from pathlib import Path
 
+from app.inference.validators import read_at_most
+
 MAX_LABELS_BYTES = 10 << 20  # ImageNet-21k's ~22k synset lines take about 1 MB
 MAX_LABELS = 100_000  # app.inference.spec.MAX_CLASSIFICATION_CLASSES: a model has no more classes than this
 _WNID = re.compile(r"n\d{8}\s+(?=\S)")  # a WordNet synset id in front of a name: `n01440764 tench, ...`
@@ -33,11 +35,10 @@ def read_labels(path: Path) -> tuple[str, ...]:
     """The class names in a labels file, index order; ValueError("<problem>") naming the file when it cannot be
     read or is not a list of names."""
     try:
-        with open(path, "rb") as handle:
-            data = handle.read(MAX_LABELS_BYTES + 1)
+        data = read_at_most(path, MAX_LABELS_BYTES)
     except OSError as exc:
         raise ValueError(f"{path}: cannot read ({exc.strerror or exc})") from None
-    if len(data) > MAX_LABELS_BYTES:
+    if data is None:
         raise ValueError(f"{path}: too large (over {MAX_LABELS_BYTES >> 20} MiB)")
     try:
         text = data.decode("utf-8-sig")

@@ -15,7 +15,7 @@ from app.errors import SidecarError
 from app.inference.labels import read_labels
 from app.inference.runtime import RUNTIME_KEYS
 from app.inference.tiling import BLENDS
-from app.inference.validators import Check, choice, kind, number, shown, whole
+from app.inference.validators import Check, choice, kind, number, read_at_most, shown, whole
 from app.inference.validators import text as nonempty_text
 
 MAX_SIDE = 16384  # a working size beyond this is a typo, and would ask for tens of GB
@@ -74,11 +74,10 @@ def _read_text(path: Path) -> str:
     """The sidecar's text, refused when it is too large (read at most one byte past the limit), not UTF-8 or
     binary."""
     try:
-        with open(path, "rb") as handle:
-            data = handle.read(MAX_SIDECAR_BYTES + 1)
+        data = read_at_most(path, MAX_SIDECAR_BYTES)
     except OSError as exc:
         raise SidecarError(f"{path}: cannot read sidecar ({exc.strerror or exc})") from exc
-    if len(data) > MAX_SIDECAR_BYTES:
+    if data is None:
         raise SidecarError(f"{path}: sidecar too large (over {MAX_SIDECAR_BYTES >> 20} MiB; a sidecar is a "
                            "short YAML file)")
     try:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 import reprlib
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 Check = Callable[[Any], Any]
@@ -66,3 +67,11 @@ def boolean(value: Any) -> bool:
     if isinstance(value, str) and value.lower() in ("1", "true", "yes", "on", "0", "false", "no", "off"):
         return value.lower() in ("1", "true", "yes", "on")
     raise ValueError(f"must be true or false, got {shown(value)}")
+
+
+def read_at_most(path: Path, limit: int) -> bytes | None:
+    """The file's bytes, or None when it holds more than `limit` (never reads more than one byte past it: a
+    sidecar or label file named by a model must not be able to fill memory). OSError as open() raises it."""
+    with open(path, "rb") as handle:
+        data = handle.read(limit + 1)
+    return None if len(data) > limit else data
