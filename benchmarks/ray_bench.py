@@ -101,7 +101,7 @@ def ray_run_once(model_path: Path, folder: Path, out: Path, *, actors: int, thre
     """(start-up seconds, images/s) of one Ray run: `actors` actors × `threads` CPUs and intra-op threads each."""
     import ray
 
-    from app.runs import ray_run
+    from app.runs import ray_driver, ray_run
 
     spec = load_spec(model_path)
     started = time.perf_counter()
@@ -115,7 +115,7 @@ def ray_run_once(model_path: Path, folder: Path, out: Path, *, actors: int, thre
     inputs = discover([folder])
     started = time.perf_counter()
     with ReportWriter(out / "seglens_report.csv", spec, extra_columns=[ray_run.NODE_COLUMN]) as report:
-        summary = ray_run.run_on_ray(pool, factory, inputs, report=report, options=ray_run.RayOptions(chunk=chunk),
+        summary = ray_driver.run_on_ray(pool, factory, inputs, report=report, options=ray_run.RayOptions(chunk=chunk),
                                      save=("mask",), out_dir=out)
     seconds = time.perf_counter() - started
     probe.unlink(missing_ok=True)

@@ -16,7 +16,7 @@ from app.cli import DEFAULT_REPORT_NAME, EXIT_OK, EXIT_SOME_FAILED, EXIT_USAGE, 
 def run_on_cluster(args: argparse.Namespace, spec, min_confidence, inputs, volume_options, *, started: float) -> int:
     """The run of `cmd_run` on Ray: the same checks, report, provenance and exit codes as a local run."""
     from app.cli.run import _print_summary, _Progress, _remove_stale_temporaries
-    from app.runs import ray_run
+    from app.runs import ray_driver, ray_run
     from app.runs.lock import OutputLock
     from app.runs.outputs import ReportWriter, finished_earlier
     from app.runs.provenance import RunIdentity, record_run, resume_problem
@@ -64,7 +64,7 @@ def run_on_cluster(args: argparse.Namespace, spec, min_confidence, inputs, volum
             progress = _Progress(len(inputs), enabled=sys.stderr.isatty() and not args.no_progress)
             with ReportWriter(report_path, spec, extra_columns=columns) as report:
                 record_run(report_path, identity)
-                summary = ray_run.run_on_ray(actors, factory, inputs, report=report, options=options, save=args.save,
+                summary = ray_driver.run_on_ray(actors, factory, inputs, report=report, options=options, save=args.save,
                                              out_dir=args.out, extra_columns=extra, done=done,
                                              progress=lambda p: progress.update(p, p.summary),
                                              png_texts=job_texts)

@@ -21,7 +21,8 @@ in its place (a fresh warmed session, wherever Ray places it) and re-submits the
 Actors write outputs straight into `--out`, which every node must reach (checked at start with a probe file); the
 model's bytes travel through the object store, so nodes need no shared model path.
 
-Only this module imports Ray (the core, the viewer and the frozen build never do: pyproject's import contracts).
+Only this module and its driver (ray_driver.py) import Ray (the core, the viewer and the frozen build never do:
+pyproject's import contracts).
 """
 
 from __future__ import annotations
@@ -29,17 +30,13 @@ from __future__ import annotations
 import os
 import tempfile
 import uuid
-from collections import deque
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 
 from app.errors import SegLensError
-from app.io.discover import InputFile, output_stems
-from app.runs.outputs import ReportWriter
-from app.runs.safety import OutputGuard, planned_outputs
+from app.io.discover import InputFile
 from app.runs.volume_run import VolumeOptions
-from app.runs.writer import RunSummary
 
 NODE_COLUMN = "node"
 
@@ -77,25 +74,6 @@ class Job:
     decoders: int  # prefetch threads per actor: the CPUs Ray gives it (at least 2, as locally)
     extra_columns: tuple[str, ...]  # the report's extra columns before `node` (volume columns)
     probe: str  # a file the driver made in out_dir: an actor that cannot see it is on a node that cannot write there
-
-
-@dataclass
-class _Chunk:
-    number: int
-    items: list[tuple[int, InputFile, Path]]  # (index in the run, input, output stem)
-    tries: int = 0
-    rows: list[list[str]] | None = None
-    node: str = ""
-
-
-@dataclass
-class RayProgress:
-    """One finished input, for the progress line: its error (None when ok) and the running summary."""
-
-    error: str | None
-    summary: RunSummary
-    scored: object = None
-    notices: list[str] = field(default_factory=list)
 
 
 def connect(address: str, *, num_cpus: int | None = None) -> None:
@@ -277,216 +255,3 @@ def make_probe(out_dir: Path) -> Path:
     probe = out_dir / f".seglens-ray-probe-{uuid.uuid4().hex[:12]}"
     probe.write_text("SegLens: this folder must be reachable from every Ray node\n")
     return probe
-
-
-def run_on_ray(actors: list, factory: ActorFactory, inputs: Sequence[InputFile], *, report: ReportWriter,
-               options: RayOptions,
-               save: Sequence[str], out_dir: Path, extra_columns: Sequence[str] = (),
-               done: Mapping[str, list[str]] | None = None,
-               progress: Callable[[RayProgress], None] | None = None,
-               png_texts: Mapping[str, Mapping[str, str]] | None = None,
-               on_chunk: Callable[[int], None] | None = None) -> RunSummary:
-    """Run `inputs` on `actors` (start_actors; `factory` replaces one that dies), writing the report in input
-    order; returns the summary.
-
-    `report` has the columns of `extra_columns` (the actors' rows) then `node`.
-    `done`: rows of inputs an earlier run finished (--resume), carried in their place. `on_chunk(n)` is called
-    after the n-th finished chunk (tests kill an actor there). Ctrl+C (KeyboardInterrupt) stops submitting: every
-    finished row is kept in order and the rest are listed as skipped, then it is raised again.
-    """
-    summary = RunSummary(total=len(inputs))
-    driver = _Driver(actors, report, summary, options, progress, on_chunk)
-    driver.factory = factory
-    driver.extra_columns, driver.png_texts = tuple(extra_columns), png_texts
-    chunks = _chunks(inputs, options.chunk, done or {}, out_dir, save, driver)
-    try:
-        driver.drive(chunks)
-    except KeyboardInterrupt:
-        driver.cancel(chunks)
-        summary.cancelled = True
-        raise
-    return summary
-
-
-def _chunks(inputs: Sequence[InputFile], size: int, done: Mapping[str, list[str]], out_dir: Path,
-            save: Sequence[str], driver: _Driver) -> Iterator[_Chunk | list[str] | tuple[InputFile, str]]:
-    """In input order: a carried row (list), an input refused before it is sent (input, error), or a chunk of
-    inputs to run; lazily, so a million inputs are never all in flight."""
-    guard = OutputGuard(out_dir, inputs)
-    stems = output_stems(list(inputs))
-    batch: list[tuple[int, InputFile, Path]] = []
-    number = 0
-    for index, (item, stem) in enumerate(zip(inputs, stems, strict=True)):
-        carried = done.get(str(item.path))
-        refused = None if carried is not None else next(
-            filter(None, (guard.problem(p) for p in planned_outputs(out_dir / stem, save))), None)
-        if carried is None and refused is None:
-            batch.append((index, item, stem))
-            if len(batch) < size:
-                continue
-        if batch:
-            yield _Chunk(number, batch)
-            number, batch = number + 1, []
-        if carried is not None:
-            yield carried
-        elif refused is not None:
-            yield item, f"{item.path}: {refused}"
-    if batch:
-        yield _Chunk(number, batch)
-
-
-class _Driver:
-    """Submits chunks with bounded work in flight and writes what comes back in input order."""
-
-    def __init__(self, actors, report, summary, options, progress, on_chunk) -> None:
-        self.actors, self.report, self.summary, self.options = actors, report, summary, options
-        self.progress, self.on_chunk = progress, on_chunk
-        self.order: deque = deque()  # everything not yet written, in input order (chunks, carried rows, refusals)
-        self.running: dict = {}  # ObjectRef → (chunk, actor)
-        self.finished = 0
-        self._next_actor = 0
-        self.extra_columns: tuple[str, ...] = ()
-        self.png_texts: Mapping | None = None
-        self.factory: ActorFactory | None = None
-        self.replaced = 0  # actors that died and were replaced
-
-    def drive(self, source: Iterator) -> None:
-        import ray
-
-        limit = max(1, len(self.actors) * self.options.in_flight)
-        source = iter(source)
-        exhausted = False
-        while not exhausted or self.order:
-            while not exhausted and len(self.running) < limit:
-                entry = next(source, None)
-                if entry is None:
-                    exhausted = True
-                    break
-                self.order.append(entry)
-                if isinstance(entry, _Chunk):
-                    self._submit(entry)
-                else:  # a carried row or a refusal: written at once when nothing before it is pending, so a
-                    self._write_ready()  # resume of a million finished inputs never queues them all
-            self._write_ready()
-            if self.running:
-                ready, _ = ray.wait(list(self.running), num_returns=1)
-                self._collect(ready[0])
-
-    def _submit(self, chunk: _Chunk) -> None:
-        actor = self.actors[self._next_actor % len(self.actors)]
-        self._next_actor += 1
-        chunk.tries += 1
-        self.running[actor.run.remote(chunk.items, self.png_texts)] = (chunk, actor)
-
-    def _collect(self, ref) -> None:
-        import ray
-
-        chunk, actor = self.running.pop(ref)
-        try:
-            chunk.rows, chunk.node, notices = ray.get(ref)
-            self.summary.notices.extend(notices)
-        except (ray.exceptions.RayActorError, ray.exceptions.ActorUnavailableError) as exc:
-            self._replace(actor)
-            if chunk.tries <= self.options.retries:
-                self._submit(chunk)  # on whichever actor is next: the replacement queues it behind its warm-up
-                return
-            chunk.rows = self._error_rows(chunk, f"failed on the cluster after {chunk.tries} tries: {_one_line(exc)}")
-        except ray.exceptions.RayTaskError as exc:  # a bug in the actor's code: these inputs' error rows
-            chunk.rows = self._error_rows(chunk, f"failed on the cluster: {_one_line(exc)}")
-        self.finished += 1
-        if self.on_chunk is not None:
-            self.on_chunk(self.finished)
-
-    def _replace(self, dead) -> None:
-        """A new actor in the dead one's place (once: its other chunks fail the same way and find it replaced)."""
-        if self.factory is None or dead not in self.actors:
-            return
-        self.actors[self.actors.index(dead)] = self.factory.make()
-        self.replaced += 1
-
-    def _write_ready(self) -> None:
-        while self.order:
-            entry = self.order[0]
-            if isinstance(entry, _Chunk):
-                if entry.rows is None:
-                    return
-                for row in entry.rows:
-                    self._row(row, entry.node)
-            elif isinstance(entry, tuple):
-                self._error(*entry)
-            else:
-                self._carried(entry)
-            self.order.popleft()
-
-    def cancel(self, source: Iterator) -> None:
-        """Ctrl+C: finished rows in order, everything else (running, queued, not yet listed) as skipped."""
-        why = "not processed: the run was cancelled"
-        self.running.clear()
-        for entry in [*self.order, *source]:
-            if isinstance(entry, _Chunk) and entry.rows is not None:
-                for row in entry.rows:
-                    self._row(row, entry.node)
-            elif isinstance(entry, _Chunk):
-                for _, item, _ in entry.items:
-                    self.report.add_error(item.path, why, status="skipped")
-            elif isinstance(entry, tuple):
-                self.report.add_error(entry[0].path, why, status="skipped")
-            else:
-                self._carried(entry)
-        self.order.clear()
-
-    def _row(self, row: list[str], node: str) -> None:
-        columns = self.report.columns
-        self.report.add_row(_with_node(row, node))
-        if "slice" in columns and row[columns.index("slice")]:  # a volume's per-slice row: not an input
-            return
-        status, error = row[1], row[-1]
-        if status == "ok":
-            self.summary.ok += 1
-            self._count_verdict(row)
-        else:
-            self.summary.failed += 1
-        self._told(error if status != "ok" else None)
-
-    def _carried(self, row: list[str]) -> None:
-        self.report.add_row(row)
-        self.summary.ok += 1
-        self.summary.resumed += 1
-        self._count_verdict(row)
-        self._told(None)
-
-    def _error(self, item: InputFile, message: str) -> None:
-        self.report.add_error(item.path, message)
-        self.summary.failed += 1
-        self._told(message)
-
-    def _count_verdict(self, row: list[str]) -> None:
-        columns = self.report.columns
-        verdict = row[columns.index("verdict")] if "verdict" in columns else ""
-        self.summary.passed += verdict == "ok"
-        self.summary.rejected += verdict == "ng"
-
-    def _told(self, error: str | None) -> None:
-        if self.progress is not None:
-            self.progress(RayProgress(error, self.summary))
-
-    def _error_rows(self, chunk: _Chunk, message: str) -> list[list[str]]:
-        from app.runs.outputs import RowsReport
-
-        rows = RowsReport(self.report.spec, extra_columns=self.extra_columns)
-        for _, item, _ in chunk.items:
-            rows.add_error(item.path, f"{item.path}: {message}")
-        return rows.rows
-
-
-def _with_node(row: list[str], node: str) -> list[str]:
-    """The actor's row with the node column put in its place: after the extra columns, before the timings."""
-    from app.inference.pipeline import STAGES
-
-    cut = len(row) - len(STAGES) - 1
-    return [*row[:cut], node, *row[cut:]]
-
-
-def _one_line(exc: BaseException) -> str:
-    return " ".join(str(exc).split())[:200]
-

@@ -75,7 +75,7 @@ def test_ray_local_gives_the_local_run_byte_for_byte(cluster, models, tmp_path):
 def test_an_actor_killed_mid_run_still_gives_every_input_once(cluster, models, tmp_path):
     from app.inference.spec import load_spec
     from app.io.discover import discover
-    from app.runs import ray_run
+    from app.runs import ray_driver, ray_run
     from app.runs.outputs import ReportWriter
 
     folder, out = tmp_path / "in", tmp_path / "out"
@@ -94,7 +94,7 @@ def test_an_actor_killed_mid_run_still_gives_every_input_once(cluster, models, t
             ray.kill(first)  # its queued chunk fails and goes to a replacement
 
     with ReportWriter(out / "report.csv", load_spec(model), extra_columns=[ray_run.NODE_COLUMN]) as report:
-        summary = ray_run.run_on_ray(actors, factory, discover([folder]), report=report,
+        summary = ray_driver.run_on_ray(actors, factory, discover([folder]), report=report,
                                      options=ray_run.RayOptions(chunk=2), save=("mask",), out_dir=out,
                                      on_chunk=kill_one)
     rows = _rows(out / "report.csv")
@@ -140,7 +140,7 @@ def _job(model: Path, out: Path, probe: Path):
 def test_ctrl_c_keeps_finished_rows_in_order_and_lists_the_rest_as_skipped(cluster, models, tmp_path):
     from app.inference.spec import load_spec
     from app.io.discover import discover
-    from app.runs import ray_run
+    from app.runs import ray_driver, ray_run
     from app.runs.outputs import ReportWriter
 
     folder, out = tmp_path / "in", tmp_path / "out"
@@ -155,7 +155,7 @@ def test_ctrl_c_keeps_finished_rows_in_order_and_lists_the_rest_as_skipped(clust
 
     with pytest.raises(KeyboardInterrupt), ReportWriter(out / "r.csv", load_spec(model),
                                                         extra_columns=[ray_run.NODE_COLUMN]) as report:
-        ray_run.run_on_ray(actors, factory, discover([folder]), report=report, options=ray_run.RayOptions(chunk=3),
+        ray_driver.run_on_ray(actors, factory, discover([folder]), report=report, options=ray_run.RayOptions(chunk=3),
                            save=("mask",), out_dir=out, on_chunk=interrupt)
     rows = _rows(out / "r.csv.partial")  # interrupted: the report keeps its .partial name, for --resume
     statuses = [r["status"] for r in rows]
