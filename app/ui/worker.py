@@ -16,20 +16,25 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from PySide6.QtCore import QObject, QTimer, Signal, Slot
+from PySide6.QtCore import QObject, Signal, Slot
 
 from app.ui.view_state import LatestRequest
 from app.ui.views import decided, display_mask, view_result
+from app.ui.worker_batch import BatchSlots, failure_line
+from app.ui.worker_volumes import VolumeFillSlots, decode_request
 
 if TYPE_CHECKING:  # messages loads in the slots, after the window shows (its dataclasses cost ~4 ms)
     from app.inference.session import SessionInfo
-    from app.ui.messages import RetuneRequest, Tuning, ViewRequest, ViewResult
+    from app.ui.messages import RetuneRequest, ViewRequest, ViewResult
 
 log = logging.getLogger(__name__)
 
 
 
-class InferenceWorker(QObject):
+class InferenceWorker(VolumeFillSlots, BatchSlots, QObject):
+    """The sessions and every slot that runs them; Run on all and the review report (worker_batch.py) and the
+    whole-volume count (worker_volumes.py) are mixins, run on this same thread."""
+
     model_ready = Signal(int, object)  # generation, ModelSummary
     model_failed = Signal(int, str)  # generation, message
     result_ready = Signal(int, object)  # request id, ViewResult
@@ -193,7 +198,7 @@ class InferenceWorker(QObject):
                 mask_b = pipeline.run_image(self._model_b, image).mask
             except Exception as exc:
                 failed += 1
-                log.warning("compare: %s", _one_line(Path(path), exc))
+                log.warning("compare: %s", failure_line(Path(path), exc))
                 continue
             self.agreement_ready.emit(path, image_metrics(mask_b, mask_a, classes).iou, done, len(paths))
         self.compare_finished.emit(True, f"{len(paths) - failed} images compared" +
@@ -217,14 +222,14 @@ class InferenceWorker(QObject):
             self.skipped.emit(request.request_id, path)
             return
         except Exception as exc:
-            self.failed.emit(request.request_id, path, _one_line(Path(path), exc))
+            self.failed.emit(request.request_id, path, failure_line(Path(path), exc))
             return
         self.result_ready.emit(request.request_id, view)
 
     def _view(self, request: ViewRequest) -> ViewResult:
         from app.inference import pipeline
 
-        image, decode_ms = _decode(request)
+        image, decode_ms = decode_request(request)
         model, min_confidence = self._tuned(request.tuning.threshold)
         path = request.key.path
         result = pipeline.run_image(model, image, decode_ms=decode_ms,
@@ -240,50 +245,6 @@ class InferenceWorker(QObject):
                 self._fill_key == (path, request.tuning.threshold):
             self._fill.add(request.key.frame, result.mask)  # the fill need not run this slice again
         return view
-
-    # -- the whole volume, counted between the reader's requests ------------------------------------------
-
-    @Slot(str, object, object)
-    def fill_volume(self, path: str, volume, threshold: float | None) -> None:
-        """Count every slice of `volume` (per-class voxels and mL for the legend) a few slices at a time; a
-        request for a picture that arrives meanwhile is served first (each step is queued behind it)."""
-        if self._model is None or volume is None:
-            return
-        key = (path, threshold)
-        if self._fill_key != key:
-            from app.runs.volume_fill import VolumeFill
-
-            model, min_confidence = self._tuned(threshold)
-            self._fill, self._fill_key = VolumeFill(model, volume, min_confidence=min_confidence), key
-        self._emit_counts(path)
-        if not self._fill.complete:
-            QTimer.singleShot(0, self._fill_step)
-
-    def stop_fill(self) -> None:
-        """Called from the GUI thread: the reader left the volume (a plain attribute write)."""
-        self._fill_key = None
-
-    def _fill_step(self) -> None:
-        # the key is read once: the GUI thread may drop it (stop_fill) at any moment
-        fill, key = self._fill, self._fill_key
-        if fill is None or key is None or fill.complete:
-            return
-        try:
-            fill.step()
-        except Exception as exc:  # the model failed on a slice: the legend keeps what was counted
-            from app.logs import private
-
-            private(log, logging.WARNING, key[0], f"counting {key[0]} stopped: {exc}")
-            self._fill_key = None
-            return
-        if self._fill is fill and self._fill_key == key:
-            self._emit_counts(key[0])
-            if not fill.complete:
-                QTimer.singleShot(0, self._fill_step)
-
-    def _emit_counts(self, path: str) -> None:
-        fill = self._fill
-        self.volume_counted.emit(path, fill.done, fill.total, fill.totals(), fill.millilitres())
 
     def _with_model_b(self, view: ViewResult, image) -> ViewResult:
         """The second model on the same decoded image: its mask, and its agreement with the first."""
@@ -318,7 +279,7 @@ class InferenceWorker(QObject):
                                                                  max(len(model.spec.classes), 2)))
             view = self._compared(decided(view, tuning, model.spec), model.spec)
         except Exception as exc:
-            self.failed.emit(request.request_id, view.key.path, _one_line(view.path, exc))
+            self.failed.emit(request.request_id, view.key.path, failure_line(view.path, exc))
             return
         self.retuned.emit(request.request_id, view)
 
@@ -359,165 +320,3 @@ class InferenceWorker(QObject):
         model = copy.copy(self._model)
         model.spec = spec
         return model, min_confidence
-
-    @Slot(list, str, list, object, object)
-    def run_all(self, inputs: list, out_dir: str, save: list, tuning: Tuning | None = None,
-                volumes: dict | None = None) -> None:
-        """Process every input, exporting masks/overlays and the CSV report with the CLI's own writer, at the
-        reader's threshold and score limit (`tuning`) as the CLI's --threshold would."""
-        from app.errors import SegLensError
-        from app.inference.tuning import judge, with_score_limit
-        from app.runs.batch import RunSummary, run_inputs
-        from app.runs.lock import OutputLock
-        from app.runs.outputs import ReportWriter
-        from app.runs.provenance import RunIdentity, record_run
-
-        self._cancel.clear()
-        if self._model is None:
-            self.batch_finished.emit(RunSummary(), "no model is loaded")
-            return
-        report_path = Path(out_dir) / "seglens_report.csv"
-        threshold = tuning.threshold if tuning is not None else None
-        try:
-            model, min_confidence = self._tuned_for_batch(threshold)
-            model.spec = spec = with_score_limit(model.spec, tuning.score_limit if tuning is not None else None)
-
-            def progress(outcome, summary):
-                judged = judge(spec, outcome.result) if outcome.result is not None else None
-                self.batch_progress.emit(outcome, copy.copy(summary), judged)
-
-            scorer = _scorer(tuning, spec, inputs)
-            options = _volume_options(inputs, volumes)
-            columns = [*(_volume_columns(spec) if options else ()), *(scorer.columns if scorer is not None else ())]
-            with OutputLock(Path(out_dir)), ReportWriter(report_path, spec, extra_columns=columns) as report:
-                identity = RunIdentity.of(spec, threshold=threshold, min_confidence=min_confidence,
-                                          session=model.info)
-                if scorer is not None:
-                    identity = replace(identity, reference=str(scorer.root))
-                record_run(report_path, identity)
-                summary = run_inputs(model, inputs, out_dir=Path(out_dir), save=tuple(save), report=report,
-                                     png_texts=identity.png_texts(spec), progress=progress,
-                                     should_stop=self._cancel.is_set, min_confidence=min_confidence,
-                                     reference=scorer, volumes=options)
-            if scorer is not None:
-                scorer.summary.write(Path(out_dir))
-        except SegLensError as exc:
-            self.batch_finished.emit(RunSummary(total=len(inputs)), str(exc))
-            return
-        except Exception as exc:  # whatever is raised, the window hears the run ended (no progress bar for ever)
-            from app.errors import unexpected_error_line
-
-            log.exception("run on all into %s failed", out_dir)
-            self.batch_finished.emit(RunSummary(total=len(inputs)), unexpected_error_line(Path(out_dir), exc))
-            return
-        self.batch_finished.emit(summary, str(report_path))
-
-    @Slot(list, str, object, object, object)
-    def export_report(self, entries: list, report_path: str, tuning: Tuning, reviews: dict, identity: dict) -> None:
-        """The HTML review report of `entries` [(path, rel)], written atomically to `report_path`."""
-        from app.runs.review_report import write_review_report
-        from app.ui.report_export import report_items
-
-        self._cancel.clear()
-        if self._model is None:
-            self.report_finished.emit(False, "no model is loaded")
-            return
-        try:
-            model, min_confidence = self._tuned(tuning.threshold)
-            items = report_items(model, entries, tuning, reviews, references=self._references,
-                                 min_confidence=min_confidence, should_stop=self._cancel.is_set)
-            write_review_report(Path(report_path), items, **identity)
-        except Exception as exc:  # the window hears that it ended, with the one line
-            log.exception("review report %s failed", report_path)
-            self.report_finished.emit(False, _one_line(Path(report_path), exc))
-            return
-        self.report_finished.emit(True, report_path)
-
-    def _tuned_for_batch(self, threshold: float | None):
-        """(a copy of the batch session with the reader's threshold in its spec, min_confidence): a copy, so the
-        score limit set on it does not reach the interactive session."""
-        from app.inference.tuning import with_threshold
-
-        batch = self._for_batch()
-        spec, min_confidence = with_threshold(batch.spec, threshold)
-        model = copy.copy(batch)
-        model.spec = spec
-        return model, min_confidence
-
-    def _for_batch(self):
-        """The session for Run on all. On the CPU, ONNX Runtime's intra-op threads take every core for each
-        `session.run`, and the window's thread then waits for a core: event-loop stalls of 50-70 ms. A second
-        session with one thread fewer leaves a core to the window and to the decode/write threads, at about the
-        same folder throughput (the freed core does their work); docs/PERFORMANCE.md. Kept for later runs."""
-        import os
-
-        from app.inference.session import open_session
-
-        model = self._model
-        threads = (os.cpu_count() or 1) - 1
-        if model.info.on_gpu or (self._options or {}).get("intra_op_threads") or threads < 1:
-            return model  # on a GPU, or threads chosen by the user, or a single core: nothing to leave free
-        if self._batch_model is None:
-            try:
-                options = {**(self._options or {}), "intra_op_threads": threads}
-                self._batch_model = open_session(model.spec, "cpu", runtime=options, warm_up=False)
-                self._batch_threads = threads
-            except Exception:  # the interactive session works: use it rather than fail the run
-                log.warning("a separate session for Run on all could not be created", exc_info=True)
-                return model
-            self.session_threads.append(threading.get_ident())
-        return self._batch_model
-
-
-def _volume_options(inputs: list, volumes: dict | None):
-    """VolumeOptions for a run whose inputs hold volumes (the dialog's choices, else the CLI's defaults)."""
-    if not any(item.volume is not None for item in inputs):
-        return None
-    from app.runs.volume_run import VolumeOptions, pseudonym_key
-
-    options = VolumeOptions(**(volumes or {}))
-    return replace(options, pseudonym_key=pseudonym_key()) if options.anonymize else options
-
-
-def _volume_columns(spec) -> list[str]:
-    from app.runs.volume_run import volume_columns
-
-    return volume_columns(spec)
-
-
-def _decode(request: ViewRequest):
-    """The picture a request names: a volume's slice (app.io.volumes), or a file's frame; and its decode time."""
-    from app.inference import pipeline
-
-    if request.volume is None:
-        return pipeline.decode(request.key.path, frame=request.key.frame)
-    import time
-
-    from app.io.volumes import read_slice
-
-    started = time.perf_counter()
-    image = read_slice(request.volume, request.key.frame)
-    return image, (time.perf_counter() - started) * 1000
-
-
-def _one_line(path: Path, exc: Exception) -> str:
-    """The message the file list and the status bar show; an unexpected error also goes to the log in full."""
-    from app.errors import SegLensError, error_line, unexpected_error_line
-
-    if isinstance(exc, SegLensError):
-        return error_line(path, exc)
-    from app.logs import file_ref
-
-    log.error("processing %s failed", file_ref(path), exc_info=exc)
-    log.debug("%s is %s", file_ref(path), path)
-    return unexpected_error_line(path, exc)
-
-
-def _scorer(tuning: Tuning | None, spec, inputs: list):
-    """Run on all against the reference folder the reader chose (File ▸ Compare with reference masks), as
-    `run --reference`: metric columns in the report, seglens_metrics.csv at the end. None without one."""
-    if tuning is None or not tuning.reference_root:
-        return None
-    from app.runs.metrics_report import ReferenceScorer
-
-    return ReferenceScorer(Path(tuning.reference_root), spec, inputs)

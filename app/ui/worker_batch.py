@@ -1,0 +1,172 @@
+"""The inference worker's Run on all and review report (a mixin of app.ui.worker.InferenceWorker, on its
+thread): every listed input through the CLI's folder run and writer, with the reader's threshold."""
+
+from __future__ import annotations
+
+import copy
+import logging
+import threading
+from dataclasses import replace
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from PySide6.QtCore import Slot
+
+if TYPE_CHECKING:
+    from app.ui.messages import Tuning
+
+log = logging.getLogger("app.ui.worker")
+
+
+class BatchSlots:
+    """Slots of InferenceWorker (its sessions, `_tuned`, `_cancel` and batch signals); run on the worker thread."""
+
+    @Slot(list, str, list, object, object)
+    def run_all(self, inputs: list, out_dir: str, save: list, tuning: Tuning | None = None,
+                volumes: dict | None = None) -> None:
+        """Process every input, exporting masks/overlays and the CSV report with the CLI's own writer, at the
+        reader's threshold and score limit (`tuning`) as the CLI's --threshold would."""
+        from app.errors import SegLensError
+        from app.inference.tuning import judge, with_score_limit
+        from app.runs.batch import RunSummary, run_inputs
+        from app.runs.lock import OutputLock
+        from app.runs.outputs import ReportWriter
+        from app.runs.provenance import RunIdentity, record_run
+
+        self._cancel.clear()
+        if self._model is None:
+            self.batch_finished.emit(RunSummary(), "no model is loaded")
+            return
+        report_path = Path(out_dir) / "seglens_report.csv"
+        threshold = tuning.threshold if tuning is not None else None
+        try:
+            model, min_confidence = self._tuned_for_batch(threshold)
+            model.spec = spec = with_score_limit(model.spec, tuning.score_limit if tuning is not None else None)
+
+            def progress(outcome, summary):
+                judged = judge(spec, outcome.result) if outcome.result is not None else None
+                self.batch_progress.emit(outcome, copy.copy(summary), judged)
+
+            scorer = _scorer(tuning, spec, inputs)
+            options = _volume_options(inputs, volumes)
+            columns = [*(_volume_columns(spec) if options else ()), *(scorer.columns if scorer is not None else ())]
+            with OutputLock(Path(out_dir)), ReportWriter(report_path, spec, extra_columns=columns) as report:
+                identity = RunIdentity.of(spec, threshold=threshold, min_confidence=min_confidence,
+                                          session=model.info)
+                if scorer is not None:
+                    identity = replace(identity, reference=str(scorer.root))
+                record_run(report_path, identity)
+                summary = run_inputs(model, inputs, out_dir=Path(out_dir), save=tuple(save), report=report,
+                                     png_texts=identity.png_texts(spec), progress=progress,
+                                     should_stop=self._cancel.is_set, min_confidence=min_confidence,
+                                     reference=scorer, volumes=options)
+            if scorer is not None:
+                scorer.summary.write(Path(out_dir))
+        except SegLensError as exc:
+            self.batch_finished.emit(RunSummary(total=len(inputs)), str(exc))
+            return
+        except Exception as exc:  # whatever is raised, the window hears the run ended (no progress bar for ever)
+            from app.errors import unexpected_error_line
+
+            log.exception("run on all into %s failed", out_dir)
+            self.batch_finished.emit(RunSummary(total=len(inputs)), unexpected_error_line(Path(out_dir), exc))
+            return
+        self.batch_finished.emit(summary, str(report_path))
+
+    @Slot(list, str, object, object, object)
+    def export_report(self, entries: list, report_path: str, tuning: Tuning, reviews: dict, identity: dict) -> None:
+        """The HTML review report of `entries` [(path, rel)], written atomically to `report_path`."""
+        from app.runs.review_report import write_review_report
+        from app.ui.report_export import report_items
+
+        self._cancel.clear()
+        if self._model is None:
+            self.report_finished.emit(False, "no model is loaded")
+            return
+        try:
+            model, min_confidence = self._tuned(tuning.threshold)
+            items = report_items(model, entries, tuning, reviews, references=self._references,
+                                 min_confidence=min_confidence, should_stop=self._cancel.is_set)
+            write_review_report(Path(report_path), items, **identity)
+        except Exception as exc:  # the window hears that it ended, with the one line
+            log.exception("review report %s failed", report_path)
+            self.report_finished.emit(False, failure_line(Path(report_path), exc))
+            return
+        self.report_finished.emit(True, report_path)
+
+    def _tuned_for_batch(self, threshold: float | None):
+        """(a copy of the batch session with the reader's threshold in its spec, min_confidence): a copy, so the
+        score limit set on it does not reach the interactive session."""
+        from app.inference.tuning import with_threshold
+
+        batch = self._for_batch()
+        spec, min_confidence = with_threshold(batch.spec, threshold)
+        model = copy.copy(batch)
+        model.spec = spec
+        return model, min_confidence
+
+    def _for_batch(self):
+        """The session for Run on all. On the CPU, ONNX Runtime's intra-op threads take every core for each
+        `session.run`, and the window's thread then waits for a core: event-loop stalls of 50-70 ms. A second
+        session with one thread fewer leaves a core to the window and to the decode/write threads, at about the
+        same folder throughput (the freed core does their work); docs/PERFORMANCE.md. Kept for later runs."""
+        import os
+
+        from app.inference.session import open_session
+
+        model = self._model
+        threads = (os.cpu_count() or 1) - 1
+        if model.info.on_gpu or (self._options or {}).get("intra_op_threads") or threads < 1:
+            return model  # on a GPU, or threads chosen by the user, or a single core: nothing to leave free
+        if self._batch_model is None:
+            try:
+                options = {**(self._options or {}), "intra_op_threads": threads}
+                self._batch_model = open_session(model.spec, "cpu", runtime=options, warm_up=False)
+                self._batch_threads = threads
+            except Exception:  # the interactive session works: use it rather than fail the run
+                log.warning("a separate session for Run on all could not be created", exc_info=True)
+                return model
+            self.session_threads.append(threading.get_ident())
+        return self._batch_model
+
+
+
+def _volume_options(inputs: list, volumes: dict | None):
+    """VolumeOptions for a run whose inputs hold volumes (the dialog's choices, else the CLI's defaults)."""
+    if not any(item.volume is not None for item in inputs):
+        return None
+    from app.runs.volume_run import VolumeOptions, pseudonym_key
+
+    options = VolumeOptions(**(volumes or {}))
+    return replace(options, pseudonym_key=pseudonym_key()) if options.anonymize else options
+
+
+def _volume_columns(spec) -> list[str]:
+    from app.runs.volume_run import volume_columns
+
+    return volume_columns(spec)
+
+
+
+
+def _scorer(tuning: Tuning | None, spec, inputs: list):
+    """Run on all against the reference folder the reader chose (File ▸ Compare with reference masks), as
+    `run --reference`: metric columns in the report, seglens_metrics.csv at the end. None without one."""
+    if tuning is None or not tuning.reference_root:
+        return None
+    from app.runs.metrics_report import ReferenceScorer
+
+    return ReferenceScorer(Path(tuning.reference_root), spec, inputs)
+
+
+def failure_line(path: Path, exc: Exception) -> str:
+    """The message the file list and the status bar show; an unexpected error also goes to the log in full."""
+    from app.errors import SegLensError, error_line, unexpected_error_line
+
+    if isinstance(exc, SegLensError):
+        return error_line(path, exc)
+    from app.logs import file_ref
+
+    log.error("processing %s failed", file_ref(path), exc_info=exc)
+    log.debug("%s is %s", file_ref(path), path)
+    return unexpected_error_line(path, exc)
