@@ -64,6 +64,9 @@ def main(argv: list[str] | None = None) -> int:
     return self_test.run() if self_test is not None else app.exec()
 
 
+WINDOW_ICON_MAX = 64
+
+
 def set_app_identity(app) -> None:
     """The name and icon docks and task bars show; the desktop file name matches packaging's seglens.desktop."""
     from PySide6.QtGui import QIcon
@@ -73,8 +76,11 @@ def set_app_identity(app) -> None:
     app.setApplicationDisplayName("SegLens")
     app.setDesktopFileName("seglens")
     icon = QIcon()
+    # up to 64 px: X11 copies every size into the window's _NET_WM_ICON as it is shown, and the 128–512 px ones
+    # cost ~10 ms of start-up there (measured); docks and menus take the large icon from seglens.desktop
     for path in icon_files():
-        icon.addFile(str(path))
+        if int(path.stem.rsplit("-", 1)[-1]) <= WINDOW_ICON_MAX:
+            icon.addFile(str(path))
     if not icon.isNull():
         app.setWindowIcon(icon)
 

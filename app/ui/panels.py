@@ -19,8 +19,6 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app.inference.labels import display_name
-from app.inference.verdict import uncertainty
 from app.ui.decision import DecisionControls, FolderScores
 from app.ui.edit_panel import EditPanel
 from app.ui.review_panel import ReviewPanel
@@ -214,6 +212,8 @@ class TopK(QGroupBox):
 
     def set_predictions(self, predictions, uncertain: str = "") -> None:
         """Show best-first `predictions` (name, score); `uncertain`: the line saying why they are uncertain."""
+        from app.inference.labels import display_name  # here: the window shows before any classifier result
+
         while self._layout.count():
             widget = self._layout.takeAt(0).widget()
             if widget:
@@ -330,6 +330,8 @@ class SidePanel(QWidget):
             height, width = result.image_hw
             self.legend.set_counts(result.class_pixels(), width * height)
         else:
+            from app.inference.verdict import uncertainty  # here, not at import: it pulls in OpenCV (~80 ms)
+
             doubt = uncertainty(result.predictions, self._spec) if self._spec is not None else None
             self._top_k.set_predictions(result.predictions, doubt.short if doubt else "")
 
