@@ -58,6 +58,14 @@ class Volume:
         """One voxel's volume in millilitres (mm³ / 1000), None without geometry."""
         return None if self.spacing is None else float(np.prod(self.spacing)) / 1000.0
 
+    def millilitres(self, voxels: np.ndarray, *, whole: bool = True) -> np.ndarray | None:
+        """mL of voxel counts (per label value): of the whole volume (`whole`: a 4D NIfTI's are the mean per time
+        point), or of one slice; None without geometry."""
+        ml = self.voxel_ml
+        if ml is None:
+            return None
+        return np.asarray(voxels, np.float64) * (ml / (max(1, self.time_points) if whole else 1))
+
     def slice_position_mm(self, index: int) -> float | None:
         """Slice `index`'s position along the normal in mm (what the viewer shows beside the slice number)."""
         from app.io.geometry import position_along

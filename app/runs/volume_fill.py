@@ -68,8 +68,7 @@ class VolumeFill:
 
     def millilitres(self) -> np.ndarray | None:
         """mL per label value over the slices counted so far (mean per time point for 4D), None without spacing."""
-        ml = self.volume.voxel_ml
-        return None if ml is None else self.totals() * (ml / max(1, self.volume.time_points))
+        return self.volume.millilitres(self.totals())
 
     def _groups(self, prepared: list) -> list[list]:
         """Slices that can share one session run: same tensor shape, model with a dynamic batch axis."""

@@ -11,7 +11,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -64,7 +64,6 @@ class VolumeResult:
     slices: tuple[SliceRow, ...]
     exports: tuple[Path, ...]
     notices: tuple[str, ...]  # an export that does not apply to this volume, one line each
-    labels: np.ndarray | None = field(default=None, repr=False)  # (depth, rows, columns) uint8; None: classifier
 
     @property
     def timings(self) -> dict[str, float]:
@@ -84,11 +83,6 @@ class VolumeResult:
             return None
         bad = next(((n, v) for n, v in verdicts if not v.ok), None)
         return Verdict(True) if bad is None else Verdict(False, f"slice {bad[0]}: {bad[1].reason}")
-
-    def millilitres(self) -> np.ndarray | None:
-        """mL per label value over the whole volume (mean per time point for 4D NIfTI), None without spacing."""
-        ml = self.volume.voxel_ml
-        return None if ml is None else self.counts * (ml / max(1, self.volume.time_points))
 
 
 def volume_columns(spec: ModelSpec) -> list[str]:
@@ -148,14 +142,11 @@ def patient_text(volume: Volume, options: VolumeOptions) -> str:
 
 def volume_cells(spec: ModelSpec, vr: VolumeResult, options: VolumeOptions, row: SliceRow | None = None) -> list:
     """The volume columns' values for the volume's row (`row` None) or one slice's row."""
-    ml = vr.volume.voxel_ml
-    counts = vr.counts if row is None else row.counts
     per_class = []
-    if spec.task == "segmentation":
+    if spec.task == "segmentation":  # counts hold all 256 label values (class_pixel_counts)
         n = len(spec.class_names)
-        divisor = max(1, vr.volume.time_points) if row is None else 1
-        per_class = ["" if ml is None else f"{float(c) * ml / divisor:.3f}" for c in list(counts[:n]) +
-                     [0] * (n - min(n, len(counts)))]
+        ml = vr.volume.millilitres((vr.counts if row is None else row.counts)[:n], whole=row is None)
+        per_class = [""] * n if ml is None else [f"{v:.3f}" for v in ml]
     position = "" if row is None or row.position_mm is None else f"{row.position_mm:.2f}"
     return [vr.volume.depth if row is None else "", "" if row is None else row.number, position,
             vr.volume.key, patient_text(vr.volume, options), *per_class]
@@ -215,7 +206,7 @@ class VolumeAssembler:
                 if self._labels is not None else np.zeros(256, np.int64)
             exports, notices = self._export(volume, stem) if stem is not None else ((), ())
             return VolumeResult(volume, self.spec.task, provider, counts, tuple(self._rows), tuple(exports),
-                                tuple(notices), self._labels)
+                                tuple(notices))
         finally:
             self._index, self._labels, self._display, self._rows = None, None, [], []
 
