@@ -122,3 +122,14 @@ def test_a_classifier_gets_a_row_per_slice_and_no_exports(models, tmp_path):
     rows = _rows(tmp_path / "out" / "seglens_report.csv")
     assert len(rows) == 4 and rows[0]["slices"] == "3" and [r["slice"] for r in rows[1:]] == ["1", "2", "3"]
     assert all(r["top1"] for r in rows[1:]) and not list((tmp_path / "out").rglob("*.nii.gz"))
+
+
+def test_volume_options_without_a_volume_are_said_not_ignored(models, tmp_path, capsys):
+    from PIL import Image
+
+    (tmp_path / "in").mkdir()
+    Image.fromarray(np.zeros((8, 8), np.uint8)).save(tmp_path / "in" / "a.png")
+    assert main(["run", str(models("binary_logits")), str(tmp_path / "in"), "--out", str(tmp_path / "out"),
+                 "--export", "dicom-seg", "--per-slice"]) == 0
+    assert "note: --export, --per-slice apply to volumes" in capsys.readouterr().err
+    assert (tmp_path / "out" / "a_mask.png").is_file()

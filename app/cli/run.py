@@ -124,6 +124,11 @@ def _announce_volumes(inputs, args: argparse.Namespace):
     series, an order by InstanceNumber) printed once, before the run."""
     volumes = [item for item in inputs if item.volume is not None]
     if not volumes:
+        unused = [flag for flag, on in (("--export", args.export is not None), ("--per-slice", args.per_slice),
+                                        ("--anonymize", args.anonymize)) if on]
+        if unused:  # said, not silently ignored: the reader expected a series or a NIfTI file among the inputs
+            print(f"note: {', '.join(unused)} apply to volumes (DICOM series, multi-frame DICOM, NIfTI); there is "
+                  "none among the inputs", file=sys.stderr)
         return None
     from app.runs.volume_run import VolumeOptions, pseudonym_key
 
