@@ -89,6 +89,8 @@ def connect(address: str, *, num_cpus: int | None = None) -> None:
 
     if ray.is_initialized():
         return
+    if address not in ("local", "auto"):
+        _check_reachable(address)
     import logging
 
     quiet = not logging.getLogger().isEnabledFor(logging.DEBUG)  # -v shows Ray's own messages too
@@ -102,6 +104,24 @@ def connect(address: str, *, num_cpus: int | None = None) -> None:
     except (ConnectionError, RuntimeError, ValueError) as exc:
         raise SegLensError(f"--ray {address}: cannot reach the Ray cluster ({' '.join(str(exc).split())[:200]})") \
             from exc
+
+
+def _check_reachable(address: str, *, timeout: float = 5.0) -> None:
+    """A TCP connection to the cluster's address, first: Ray itself keeps retrying a dead address for minutes,
+    printing C++ warnings, before it gives up."""
+    import socket
+
+    host, _, port = address.removeprefix("ray://").rpartition(":")
+    try:
+        number = int(port)
+    except ValueError:
+        raise SegLensError(f"--ray {address}: expected local, auto, ray://HOST:PORT or HOST:PORT") from None
+    try:
+        socket.create_connection((host or "127.0.0.1", number), timeout=timeout).close()
+    except OSError as exc:
+        reason = exc.strerror or type(exc).__name__
+        raise SegLensError(f"--ray {address}: nothing answers at {host}:{number} ({reason}); start the cluster "
+                           "(`ray start --head`) or check the address") from None
 
 
 def actor_plan(options: RayOptions, *, device: str, threads: int | None) -> tuple[int, float, float]:

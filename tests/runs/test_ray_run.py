@@ -182,3 +182,18 @@ def test_doctor_reports_every_node(cluster, capsys):
     assert main(["doctor", "--ray", cluster]) == 0
     text = capsys.readouterr().out
     assert text.startswith("== node ") and "CUDA" in text
+
+
+def test_an_address_where_nothing_answers_is_one_line_at_once():
+    import socket
+
+    with socket.socket() as free:  # a port nobody listens on
+        free.bind(("127.0.0.1", 0))
+        port = free.getsockname()[1]
+    from app.runs import ray_run
+
+    with pytest.raises(Exception) as err:
+        ray_run._check_reachable(f"127.0.0.1:{port}", timeout=2)
+    assert f"nothing answers at 127.0.0.1:{port}" in str(err.value) and "ray start --head" in str(err.value)
+    with pytest.raises(Exception, match="expected local, auto"):
+        ray_run._check_reachable("somewhere")
