@@ -133,3 +133,31 @@ def test_volume_options_without_a_volume_are_said_not_ignored(models, tmp_path, 
                  "--export", "dicom-seg", "--per-slice"]) == 0
     assert "note: --export, --per-slice apply to volumes" in capsys.readouterr().err
     assert (tmp_path / "out" / "a_mask.png").is_file()
+
+
+def test_damaged_volumes_get_one_clean_line_each(models, tmp_path, capsys):
+    """A 5D NIfTI, a truncated .nii.gz and a file with the DICM marker but no image each get an error row whose
+    message names the file once; a NaN voxel is black, not an invalid cast; pydicom's own warnings stay quiet."""
+    import warnings
+
+    import nibabel as nib
+
+    folder = tmp_path / "in"
+    folder.mkdir()
+    nib.save(nib.Nifti1Image(np.zeros((8, 8, 3, 2, 2), np.float32), np.eye(4)), str(folder / "five.nii.gz"))
+    values = np.random.default_rng(1).random((16, 16, 4)).astype(np.float32)
+    values[0, 0, :] = np.nan
+    nib.save(nib.Nifti1Image(values, np.eye(4)), str(folder / "nan.nii.gz"))
+    (folder / "trunc.nii.gz").write_bytes((folder / "nan.nii.gz").read_bytes()[:200])
+    (folder / "IM0001").write_bytes(b"\0" * 128 + b"DICM" + b"\x02\x00" * 10)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)  # the NaN cast used to warn
+        code = main(["run", str(models("binary_logits")), str(folder), "--out", str(tmp_path / "out")])
+    assert code == 1
+    rows = {Path(r["path"]).name: r for r in _rows(tmp_path / "out" / "seglens_report.csv")}
+    assert {name: r["status"] for name, r in rows.items()} == {"five.nii.gz": "error", "IM0001": "error",
+                                                               "nan.nii.gz": "ok", "trunc.nii.gz": "error"}
+    for name in ("five.nii.gz", "IM0001", "trunc.nii.gz"):
+        assert rows[name]["error"].count(name) == 1 + ("trunc" in name), rows[name]["error"]
+    err = capsys.readouterr().err
+    assert "UserWarning" not in err and "Invalid value for VR" not in err

@@ -6,6 +6,7 @@ pydicom itself RLE); otherwise the error names the transfer syntax and what to i
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
 import numpy as np
@@ -21,6 +22,15 @@ _HANDLERS = {"JPEG-LS": "pylibjpeg pylibjpeg-libjpeg", "JPEG Lossless": "pylibjp
              "High-Throughput JPEG 2000": "pylibjpeg pylibjpeg-openjpeg", "Deflated": "(a newer pydicom)"}
 
 
+def quiet_pydicom() -> None:
+    """pydicom warns (and logs) about every odd value of a damaged file, on stderr: SegLens says what is wrong in
+    the file's one error line instead. A filter, not `catch_warnings`: the decoding threads share it."""
+    import warnings
+
+    warnings.filterwarnings("ignore", category=UserWarning, module=r"pydicom(\.|$)")
+    logging.getLogger("pydicom").setLevel(logging.ERROR)
+
+
 def is_dicom(path: Path) -> bool:
     """DICOM by extension, or by the 'DICM' marker after the 128-byte preamble."""
     from app.io.discover import has_dicom_marker
@@ -33,6 +43,7 @@ def read_dicom(path: Path, *, frame: int = 0, max_pixels: int):
     import pydicom
     from pydicom.errors import InvalidDicomError
 
+    quiet_pydicom()
     try:
         ds = pydicom.dcmread(str(path), force=False)
     except InvalidDicomError as exc:

@@ -143,8 +143,9 @@ def _nifti_input(path: Path, rel: Path) -> InputFile:
 
     try:
         return InputFile(path, rel, volume=nifti_volume(path))
-    except ImageError as exc:
-        return InputFile(path, rel, problem=str(exc))
+    except ImageError as exc:  # `problem` is said after the path (as for a folder that cannot be listed)
+        message = str(exc)
+        return InputFile(path, rel, problem=message.removeprefix(f"{path}: "))
 
 
 _DICOM_EXTENSIONS = (".dcm", ".dicom")

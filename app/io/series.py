@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 
 from app.errors import ImageError
-from app.io.dicom import INFO_FIELDS, _file_window, _header_text, read_dicom
+from app.io.dicom import INFO_FIELDS, _file_window, _header_text, quiet_pydicom, read_dicom
 from app.io.geometry import dicom_affine, plane_normal
 from app.io.volumes import SliceRef, Volume
 from app.io.window import apply_window, auto_window
@@ -56,7 +56,7 @@ def scan_dicom(paths: Sequence[Path], *, explicit: bool = False) -> list[tuple[P
     series: dict[str, list[tuple[int, object]]] = {}
     for index, path, ds in _headers(paths, explicit=explicit):
         if ds is None or not _is_image(ds):
-            if ds is None or explicit:
+            if ds is None or explicit or not _known_non_image(ds):  # a damaged file gets its error row
                 found.append((index, path))
         elif _int(ds.get("NumberOfFrames")) and _int(ds.get("NumberOfFrames")) > 1:
             found.append((index, _multiframe_volume(path, ds)))
@@ -253,6 +253,7 @@ def _label(ds, count: int) -> str:
 def _read_header(path: Path):
     import pydicom
 
+    quiet_pydicom()
     try:
         ds = pydicom.dcmread(str(path), stop_before_pixels=True, specific_tags=_TAGS,
                              force=path.suffix.lower() in (".dcm", ".dicom"))
@@ -269,11 +270,13 @@ def _sop_class(ds) -> str:
     return str(ds.get("SOPClassUID") or (meta.get("MediaStorageSOPClassUID") if meta is not None else "") or "")
 
 
+def _known_non_image(ds) -> bool:
+    """A SEG, RT plan/structures, SR, presentation state or DICOMDIR: left out of a folder's images, silently."""
+    return any(_sop_class(ds).startswith(prefix) for prefix in _NOT_IMAGES)
+
+
 def _is_image(ds) -> bool:
-    sop_class = _sop_class(ds)
-    if any(sop_class.startswith(prefix) for prefix in _NOT_IMAGES):
-        return False
-    return "Rows" in ds and "Columns" in ds
+    return not _known_non_image(ds) and "Rows" in ds and "Columns" in ds
 
 
 def _first_item(ds, keyword: str):

@@ -15,7 +15,9 @@ def apply_window(values: np.ndarray, center: float, width: float, *, invert: boo
     width = max(float(width), 1.0)
     low = center - 0.5 - (width - 1) / 2
     scaled = (values.astype(np.float32) - low) * (255.0 / (width - 1 if width > 1 else 1.0))
-    levels = np.clip(scaled, 0, 255).astype(np.uint8)
+    np.clip(scaled, 0, 255, out=scaled)
+    np.nan_to_num(scaled, copy=False, nan=0.0)  # NaN voxels (NIfTI, float TIFF) black, not an invalid cast
+    levels = scaled.astype(np.uint8)
     return 255 - levels if invert else levels
 
 
