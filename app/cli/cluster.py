@@ -60,14 +60,13 @@ def run_on_cluster(args: argparse.Namespace, spec, min_confidence, inputs, volum
             done = finished_earlier(report_path, spec, inputs, out_dir=args.out, save=args.save,
                                     exports=volume_options.exports if volume_options else None,
                                     extra_columns=columns) if args.resume else {}
-            job_texts = identity.png_texts(spec)
             progress = _Progress(len(inputs), enabled=sys.stderr.isatty() and not args.no_progress)
             with ReportWriter(report_path, spec, extra_columns=columns) as report:
                 record_run(report_path, identity)
-                summary = ray_driver.run_on_ray(actors, factory, inputs, report=report, options=options, save=args.save,
-                                             out_dir=args.out, extra_columns=extra, done=done,
-                                             progress=lambda p: progress.update(p, p.summary),
-                                             png_texts=job_texts)
+                summary = ray_driver.run_on_ray(actors, factory, inputs, report=report, options=options,
+                                                save=args.save, out_dir=args.out, extra_columns=extra, done=done,
+                                                progress=lambda p: progress.update(p, p.summary),
+                                                png_texts=identity.png_texts(spec))
             progress.close()
         finally:
             probe.unlink(missing_ok=True)
@@ -82,11 +81,15 @@ def run_on_cluster(args: argparse.Namespace, spec, min_confidence, inputs, volum
 
 
 def _announce_actors(infos: list[dict], spec) -> None:
-    """Each actor's session as it really runs: a GPU asked for and not used is said, with the cause, per node."""
-    for info in infos:
-        if info["fallback_reason"] and info["requested"].startswith("cuda"):
-            print(f"warning: on node {_shown(info['node'])}, CUDA was requested but {_shown(spec.path.name)} runs on "
-                  f"the CPU: {_shown(info['fallback_reason'])}", file=sys.stderr)
+    """Each actor's session as it really runs: a GPU asked for (or `auto`) and not used is said, with the cause, per
+    node, as a local run says it."""
+    for node, requested, reason in sorted({(i["node"], i["requested"], i["fallback_reason"]) for i in infos
+                                           if i["fallback_reason"]}):
+        if requested.startswith("cuda"):
+            print(f"warning: on node {_shown(node)}, CUDA was requested but {_shown(spec.path.name)} runs on the CPU: "
+                  f"{_shown(reason)}", file=sys.stderr)
+        else:
+            print(f"note: on node {_shown(node)}, running on the CPU ({_shown(reason)})", file=sys.stderr)
     nodes = {info["node"] for info in infos}
     providers = sorted({info["provider"] for info in infos})
     print(f"ray: {len(infos)} actor(s) on {len(nodes)} node(s), provider {', '.join(providers)}", file=sys.stderr)
