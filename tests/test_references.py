@@ -80,3 +80,33 @@ def test_bad_references_are_one_line_naming_the_file(tmp_path):
         read_reference(tmp_path / "d.png", 3)
     with pytest.raises(ImageError, match="value 7"):
         check_labels(Path("e.png"), np.array([[0, 7]], np.uint8), 2)
+
+
+def test_x_jpg_is_never_scored_against_the_reference_of_x_png(tmp_path):
+    ref = tmp_path / "ref"
+    save(ref / "a" / "x.png", MASK)  # a stem both inputs share: whose is it?
+    index = ReferenceIndex(ref, [Path("a/x.png"), Path("a/x.jpg")])
+    for rel in (Path("a/x.png"), Path("a/x.jpg")):
+        path, why = index.find(rel)
+        assert path is None and "\n" not in why
+        assert why == (f"ambiguous reference {ref / 'a' / 'x.png'}: inputs a/x.jpg and a/x.png share the stem x "
+                       f"(name it {rel.name}_mask.png)")
+    exact = save(ref / "a" / "x.jpg_mask.png", MASK)  # named with the extension, as the review folder names it
+    assert index.find(Path("a/x.jpg")) == (exact, None)
+    assert index.find(Path("a/x.png"))[0] is None  # a/x.png stays ambiguous
+    flat = tmp_path / "flat"
+    save(flat / "x.jpg_mask.png", MASK)
+    assert ReferenceIndex(flat, [Path("a/x.png"), Path("a/x.jpg")]).find(Path("a/x.jpg"))[0] == flat / "x.jpg_mask.png"
+
+
+def test_the_viewer_sees_the_ambiguity_on_disk(tmp_path):
+    images = tmp_path / "images"
+    save(images / "x.png", MASK)
+    save(images / "x.jpg", MASK)
+    save(images / "x_mask.png", MASK)  # masks beside images, no list of inputs (the viewer's index)
+    index = ReferenceIndex(images)
+    for name in ("x.jpg", "x.png"):
+        path, why = index.find(Path(name), images / name)
+        assert path is None and why.startswith(f"ambiguous reference {images}/x")
+        assert why.endswith(f"inputs x.jpg and x.png share the stem x (name it {name}_mask.png)")
+    assert index.find(Path("y.png"), images / "y.png")[0] is None

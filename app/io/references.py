@@ -1,8 +1,10 @@
 """Ground-truth masks for `seglens-cli run --reference DIR`: find the one that belongs to an input, read it.
 
 Matching (first hit wins), for an input found as `a/b/x.jpg` (its path relative to the folder it was found in):
-  1. by relative path: `REF/a/b/x.png`, `REF/a/b/x_mask.png`, `REF/a/b/x.tif`, `REF/a/b/x.tiff`,
-     `REF/a/b/x_mask.tif` (in that order);
+  1. by relative path, the name with its extension first: `REF/a/b/x.jpg_mask.png` (as the review folder names a
+     correction), `REF/a/b/x.jpg.png`…, then the stem: `REF/a/b/x.png`, `REF/a/b/x_mask.png`, `REF/a/b/x.tif`,
+     `REF/a/b/x.tiff`, `REF/a/b/x_mask.tif` (in that order) — a stem match only when no other input beside it
+     shares the stem (`a/b/x.png` and `a/b/x.jpg`: which one is `x_mask.png` for?), else a one-line notice;
   2. by stem anywhere under REF (a flat folder of masks): the one file named `x.png` / `x_mask.png` / `x.tif`…
      — only when exactly one reference has that stem *and* exactly one input has it, since otherwise the
      pairing would be a guess. Several candidates are a notice naming them, never a silent pick.
@@ -40,22 +42,63 @@ class ReferenceIndex:
                 if key is not None:
                     self._by_stem[key.lower()].append(Path(folder) / name)
         self._input_stems: dict[str, int] = defaultdict(int)
+        self._input_names: dict[str, int] = defaultdict(int)
+        self._siblings: dict[tuple[str, str], list[str]] = defaultdict(list)  # (folder, stem) → its inputs' names
         for rel in input_rels:
             self._input_stems[rel.stem.lower()] += 1
+            self._input_names[rel.name.lower()] += 1
+            self._siblings[(rel.parent.as_posix(), rel.stem.lower())].append(rel.name)
 
     def find(self, rel: Path, input_path: Path | None = None) -> tuple[Path | None, str | None]:
         """(the reference of the input found as `rel`, None) or (None, why there is none: one line)."""
-        for suffix in SUFFIXES:
-            candidate = self.root / rel.parent / (rel.stem + suffix)
-            if candidate.is_file() and not _same_file(candidate, input_path):
-                return candidate, None
-        found = [p for p in self._by_stem.get(rel.stem.lower(), []) if not _same_file(p, input_path)]
+        for name in (rel.name, rel.stem):  # `x.jpg_mask.png` is x.jpg's alone; `x_mask.png` may be x.png's too
+            for suffix in SUFFIXES:
+                candidate = self.root / rel.parent / (name + suffix)
+                if candidate.is_file() and not _same_file(candidate, input_path):
+                    shared = self._stem_shared(rel, input_path) if name != rel.name else []
+                    return (None, _ambiguous(candidate, rel, shared)) if shared else (candidate, None)
+        exact = self._flat(rel.name, self._input_names, input_path)
+        if exact:
+            return exact[0], None
+        found = self._flat(rel.stem, self._input_stems, input_path, unique=False)
         if len(found) == 1 and self._input_stems.get(rel.stem.lower(), 1) == 1:
             return found[0], None
         if len(found) > 1 or (found and self._input_stems.get(rel.stem.lower(), 1) > 1):
             names = ", ".join(str(p.relative_to(self.root)) for p in sorted(found)[:3])
             return None, f"no unambiguous reference under {self.root} (stem shared: {names})"
         return None, f"no reference under {self.root} ({(rel.parent / (rel.stem + '.png')).as_posix()} or alike)"
+
+    def _flat(self, key: str, inputs: dict[str, int], input_path: Path | None, *, unique: bool = True) -> list[Path]:
+        """References named `key` + a suffix anywhere under the root; with `unique`, only one for one input."""
+        found = [p for p in self._by_stem.get(key.lower(), []) if not _same_file(p, input_path)]
+        if unique and (len(found) != 1 or inputs.get(key.lower(), 1) != 1):
+            return []
+        return found
+
+    def _stem_shared(self, rel: Path, input_path: Path | None) -> list[str]:
+        """The names of the inputs beside `rel` with its stem (`x.png`, `x.jpg`), itself included; [] when it is
+        alone. The inputs given, else (the viewer) the image files beside `input_path` on disk."""
+        names = set(self._siblings.get((rel.parent.as_posix(), rel.stem.lower()), []))
+        if not names and input_path is not None:
+            names = _same_stem_on_disk(Path(input_path))
+        names.add(rel.name)
+        return sorted(names) if len(names) > 1 else []
+
+
+def _same_stem_on_disk(path: Path) -> set[str]:
+    from app.io.discover import is_image_path
+
+    try:
+        with os.scandir(path.parent) as entries:
+            return {e.name for e in entries if Path(e.name).stem.lower() == path.stem.lower()
+                    and is_image_path(Path(e.name))}
+    except OSError:
+        return set()
+
+
+def _ambiguous(candidate: Path, rel: Path, shared: list[str]) -> str:
+    names = " and ".join((rel.parent / name).as_posix() for name in shared)
+    return f"ambiguous reference {candidate}: inputs {names} share the stem {rel.stem} (name it {rel.name}_mask.png)"
 
 
 def _stem_key(name: str) -> str | None:

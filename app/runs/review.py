@@ -22,6 +22,7 @@ from pathlib import Path, PurePosixPath
 import numpy as np
 
 from app.errors import SegLensError
+from app.io.discover import safe_name
 from app.io.files import atomic_write, encode_png, png_text, png_with_text
 from app.runs.outputs import path_text
 
@@ -216,20 +217,54 @@ def _review_of(path: Path, line: int, record: list[str]) -> Review:
 
 
 def corrected_mask_path(folder: Path, rel: str) -> Path:
-    """folder / <rel's parent> / "<stem>_mask.png" """
+    """folder / <rel's parent> / "<name>_mask.png", the name *with* its extension (`x.jpg_mask.png`): `x.png` and
+    `x.jpg` in one folder each keep their own correction (made safe as output names are: app.io.discover)."""
+    relative = PurePosixPath(rel)
+    return Path(folder, *relative.parent.parts, f"{safe_name(relative.name)}_mask.png")
+
+
+def _legacy_mask_path(folder: Path, rel: str) -> Path:
+    """Where SegLens before 0.9 put the correction: `<stem>_mask.png`, shared by `x.png` and `x.jpg`."""
     relative = PurePosixPath(rel)
     return Path(folder, *relative.parent.parts, f"{relative.stem}_mask.png")
+
+
+def find_corrected_mask(folder: Path, rel: str) -> Path | None:
+    """The correction saved for `rel` in the review folder, None when there is none. The current name first; else
+    a review folder's older `<stem>_mask.png`, only when the rel its PNG text names is `rel` (that file may have
+    been saved for `x.png` or for `x.jpg`, and only the mark says which)."""
+    current = corrected_mask_path(folder, rel)
+    if current.is_file():
+        return current
+    legacy = _legacy_mask_path(folder, rel)
+    return legacy if _is_legacy_of(legacy, rel) else None
 
 
 def save_corrected_mask(folder: Path, rel: str, mask: np.ndarray, *, input_root: Path | None = None) -> Path:
     """Write `mask` (2-D labels 0..255) as a uint8 PNG at `corrected_mask_path`, atomically, marked as a SegLens
     corrected mask. Refuses (ReviewError) a path outside `folder` or inside `input_root`, and any existing file
-    that is not a corrected mask SegLens wrote (an input image that happens to have that name)."""
+    that is not a corrected mask SegLens wrote (an input image that happens to have that name). An older
+    `<stem>_mask.png` saved for this same rel is removed once the new file is written (migrated)."""
     target = corrected_mask_path(folder, rel)
     _check_mask_target(Path(folder), rel, target, input_root)
     pixels = _label_pixels(mask, target)
     atomic_write(target, png_with_text(encode_png(pixels), {MASK_MARK: rel}))
+    legacy = _legacy_mask_path(folder, rel)
+    if legacy != target and _is_legacy_of(legacy, rel):
+        legacy.unlink(missing_ok=True)  # else it would come back as this image's correction if the new one went
     return target
+
+
+def _is_legacy_of(path: Path, rel: str) -> bool:
+    return path.is_file() and not path.is_symlink() and _mask_rel(path) == rel
+
+
+def _mask_rel(path: Path) -> str | None:
+    """The rel a corrected mask SegLens wrote was saved for (its PNG text), None for any other file."""
+    try:
+        return png_text(path).get(MASK_MARK)
+    except (OSError, ValueError, UnicodeDecodeError):
+        return None
 
 
 def _check_mask_target(folder: Path, rel: str, target: Path, input_root: Path | None) -> None:

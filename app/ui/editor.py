@@ -3,11 +3,11 @@ corrected mask in the review folder.
 
 The mask is edited as numpy (app.ui.mask_edit.MaskEdit); each brush segment copies only the rectangle it changed
 into the overlay's indexed image, and the viewer converts that image once (~1.5 ms at 1080p). Saving writes
-`<stem>_mask.png` into the review folder (app.runs.review: never over an input or the model's outputs; atomic)
-and marks the image "corrected" in the review log. The overlay keeps showing what the *model* said; the saved
-correction is the image's reference from then on (metrics and the difference layer show what was corrected), and
-editing again starts from it. Leaving the
-image or edit mode with unsaved changes saves them: a correction is never dropped silently.
+`<name>_mask.png` (`x.jpg_mask.png`) into the review folder (app.runs.review: never over an input or the model's
+outputs; atomic) and marks the image "corrected" in the review log. The overlay keeps showing what the *model*
+said; the saved correction is the image's reference from then on (metrics and the difference layer show what was
+corrected), and editing again starts from it. Leaving the image or edit mode with unsaved changes saves them: a
+correction is never dropped silently.
 """
 
 from __future__ import annotations
@@ -160,12 +160,12 @@ class Editor(QObject):
         if self.destination is None:
             return view.result.mask
         from app.io.references import read_reference
-        from app.runs.review import corrected_mask_path
+        from app.runs.review import find_corrected_mask
 
         folder, rel, _ = self.destination(str(view.path))
-        path = corrected_mask_path(folder, rel)
+        path = find_corrected_mask(folder, rel)
         try:
-            earlier = read_reference(path, max(len(self._state.model.spec.classes), 2)) if path.is_file() else None
+            earlier = read_reference(path, max(len(self._state.model.spec.classes), 2)) if path else None
         except Exception:  # an unreadable earlier correction: start from the model's mask, say so
             log.warning("earlier correction %s unreadable", path.name, exc_info=True)
             earlier = None

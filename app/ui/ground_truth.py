@@ -16,7 +16,7 @@ from app.errors import SegLensError
 from app.inference.metrics import image_metrics
 from app.io.references import ReferenceIndex, read_reference
 from app.runs.metrics_report import Scored
-from app.runs.review import corrected_mask_path, review_folder
+from app.runs.review import find_corrected_mask, review_folder
 
 
 def compare(path: str, mask: np.ndarray, tuning, spec, indexes: dict[str, ReferenceIndex]
@@ -27,8 +27,8 @@ def compare(path: str, mask: np.ndarray, tuning, spec, indexes: dict[str, Refere
         rel = Path(path).relative_to(tuning.input_root)
     except ValueError:
         return None, None
-    corrected = corrected_mask_path(review_folder(Path(tuning.input_root)), rel.as_posix())
-    if corrected.is_file():
+    corrected = find_corrected_mask(review_folder(Path(tuning.input_root)), rel.as_posix())
+    if corrected is not None:
         found = corrected
     elif tuning.reference_root:
         index = indexes.get(tuning.reference_root)

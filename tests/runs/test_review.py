@@ -20,6 +20,7 @@ from app.runs.review import (
     STATES,
     ReviewLog,
     corrected_mask_path,
+    find_corrected_mask,
     review_folder,
     save_corrected_mask,
 )
@@ -212,8 +213,44 @@ def test_an_empty_file_is_an_empty_log(tmp_path: Path):
 
 
 def test_corrected_mask_path_mirrors_the_rel(tmp_path: Path):
-    assert corrected_mask_path(tmp_path, "line 2/part.jpg") == tmp_path / "line 2" / "part_mask.png"
-    assert corrected_mask_path(tmp_path, "a.b.png") == tmp_path / "a.b_mask.png"
+    assert corrected_mask_path(tmp_path, "line 2/part.jpg") == tmp_path / "line 2" / "part.jpg_mask.png"
+    assert corrected_mask_path(tmp_path, "a.b.png") == tmp_path / "a.b.png_mask.png"
+
+
+def test_x_png_and_x_jpg_keep_their_own_corrected_masks(tmp_path: Path):
+    folder = tmp_path / "in_review"
+    png = save_corrected_mask(folder, "sub/x.png", np.full((4, 4), 1, np.uint8))
+    jpg = save_corrected_mask(folder, "sub/x.jpg", np.full((4, 4), 2, np.uint8))
+    assert png != jpg  # one name for both: saving one silently replaced the other's
+    assert find_corrected_mask(folder, "sub/x.png") == png and find_corrected_mask(folder, "sub/x.jpg") == jpg
+    assert cv2.imread(str(png), cv2.IMREAD_UNCHANGED).max() == 1
+    assert cv2.imread(str(jpg), cv2.IMREAD_UNCHANGED).max() == 2
+    assert find_corrected_mask(folder, "sub/y.png") is None
+
+
+def _old_style_mask(folder: Path, rel: str, value: int) -> Path:
+    """A corrected mask as SegLens wrote it before names kept the extension: `<stem>_mask.png`, marked with the
+    rel it was saved for."""
+    from app.io.files import encode_png, png_with_text
+
+    path = folder / Path(rel).parent / f"{Path(rel).stem}_mask.png"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(png_with_text(encode_png(np.full((4, 4), value, np.uint8)), {review_module.MASK_MARK: rel}))
+    return path
+
+
+def test_an_old_review_folder_mask_belongs_only_to_the_image_it_was_saved_for(tmp_path: Path):
+    folder = tmp_path / "in_review"
+    old = _old_style_mask(folder, "sub/x.jpg", 3)
+    assert find_corrected_mask(folder, "sub/x.jpg") == old  # an existing review folder keeps its corrections
+    assert find_corrected_mask(folder, "sub/x.png") is None  # never x.png's reference
+    new = save_corrected_mask(folder, "sub/x.png", np.full((4, 4), 1, np.uint8))
+    assert old.is_file() and find_corrected_mask(folder, "sub/x.jpg") == old  # x.png's save leaves x.jpg's alone
+    moved = save_corrected_mask(folder, "sub/x.jpg", np.full((4, 4), 2, np.uint8))
+    assert moved == folder / "sub" / "x.jpg_mask.png" and not old.exists()  # migrated on its next save
+    assert find_corrected_mask(folder, "sub/x.jpg") == moved and find_corrected_mask(folder, "sub/x.png") == new
+    (folder / "sub" / "z_mask.png").write_bytes((folder / "sub" / "x.png_mask.png").read_bytes())  # marked x.png
+    assert find_corrected_mask(folder, "sub/z.png") is None
 
 
 def test_a_corrected_mask_is_saved_as_a_uint8_label_png_and_may_be_replaced(tmp_path: Path, monkeypatch):
@@ -221,7 +258,7 @@ def test_a_corrected_mask_is_saved_as_a_uint8_label_png_and_may_be_replaced(tmp_
     mask = np.zeros((40, 60), np.uint8)
     mask[5:20, 10:30] = 2
     path = save_corrected_mask(folder, "sub/part.jpg", mask)
-    assert path == folder / "sub" / "part_mask.png"
+    assert path == folder / "sub" / "part.jpg_mask.png"
     read = cv2.imread(str(path), cv2.IMREAD_UNCHANGED)
     assert read.dtype == np.uint8 and np.array_equal(read, mask)
     written = []
@@ -234,7 +271,7 @@ def test_a_corrected_mask_is_saved_as_a_uint8_label_png_and_may_be_replaced(tmp_
 def test_a_corrected_mask_never_replaces_an_input_or_leaves_the_folder(tmp_path: Path):
     inputs = tmp_path / "inputs"
     inputs.mkdir()
-    cv2.imwrite(str(inputs / "part_mask.png"), np.full((8, 8), 200, np.uint8))  # a user's own file by that name
+    cv2.imwrite(str(inputs / "part.png_mask.png"), np.full((8, 8), 200, np.uint8))  # a user's own file by that name
     mask = np.ones((8, 8), np.uint8)
     with pytest.raises(SegLensError, match="not a SegLens corrected mask"):
         save_corrected_mask(inputs, "part.png", mask)  # the review folder given by mistake as the inputs
@@ -243,10 +280,10 @@ def test_a_corrected_mask_never_replaces_an_input_or_leaves_the_folder(tmp_path:
     with pytest.raises(SegLensError, match="outside the review folder"):
         save_corrected_mask(tmp_path / "inputs_review", "../inputs/x.png", mask)
     (tmp_path / "inputs_review").mkdir()
-    (tmp_path / "inputs_review" / "y_mask.png").symlink_to(inputs / "part_mask.png")
+    (tmp_path / "inputs_review" / "y.png_mask.png").symlink_to(inputs / "part.png_mask.png")
     with pytest.raises(SegLensError):
         save_corrected_mask(tmp_path / "inputs_review", "y.png", mask)
-    assert cv2.imread(str(inputs / "part_mask.png"), cv2.IMREAD_UNCHANGED).max() == 200  # untouched
+    assert cv2.imread(str(inputs / "part.png_mask.png"), cv2.IMREAD_UNCHANGED).max() == 200  # untouched
     with pytest.raises(ValueError, match="2-D"):
         save_corrected_mask(tmp_path / "inputs_review", "z.png", np.zeros((4, 4, 3), np.uint8))
     with pytest.raises(ValueError, match="0..255"):

@@ -106,7 +106,7 @@ def test_brush_stroke_with_the_mouse_undo_and_atomic_save(qtbot, corrected_windo
             qtbot.waitSignal(editor.saved, timeout=TIMEOUT) as saved:  # then compared with its new reference
         editor.save()
     written = saved.args[1]
-    assert written.endswith("cases_review/sub/case1_mask.png")
+    assert written.endswith("cases_review/sub/case1.png_mask.png")
     np.testing.assert_array_equal(np.asarray(Image.open(written)), editor.mask)
     assert not list((root.parent / "cases_review").rglob(".seglens-tmp-*"))  # nothing half-written left
     editor.stop()
@@ -115,6 +115,6 @@ def test_brush_stroke_with_the_mouse_undo_and_atomic_save(qtbot, corrected_windo
     np.testing.assert_array_equal(view.result.mask, before)
     assert view.scored.reference == written
     assert (view.scored.metrics.of(1).fn, view.scored.metrics.of(1).fp) == (113, 0)
-    assert "case1_mask.png: IoU" in window.panel.decision.comparison_text()
+    assert "case1.png_mask.png: IoU" in window.panel.decision.comparison_text()
     assert editor.start() and (editor.mask != before).sum() == 113  # editing again goes on from the correction
     editor.stop()

@@ -71,7 +71,7 @@ def test_a_saved_correction_marks_the_image_corrected(qtbot, make_main_window, m
     window.editor.stop()  # unsaved changes are saved on the way out
     first = window.files.paths()[0]
     assert window.files.review(first) == "corrected"
-    saved = np.asarray(Image.open(folder.parent / "batch_review" / "c1_mask.png"))
+    saved = np.asarray(Image.open(folder.parent / "batch_review" / "c1.png_mask.png"))
     assert saved[5, 5] == 0 and saved[5, 10] == 1 and (saved == 0).sum() == 29  # a disc of radius 3
 
 
