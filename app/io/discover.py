@@ -131,8 +131,12 @@ def _scan_folder_dicom(root: Path, paths: list[Path]) -> list[tuple[tuple, Input
 def _dicom_input(item, relative) -> InputFile:
     """A plain DICOM file, a multi-frame volume (the file), or a series (`<folder>/<SeriesInstanceUID>`, the folder
     of its first file); `relative` gives a path's `rel`."""
+    from app.io.series import Refused
+
     if isinstance(item, Path):
         return InputFile(item, relative(item))
+    if isinstance(item, Refused):  # a DICOMDIR leading out of its folder: its row says so, nothing is read there
+        return InputFile(item.path, relative(item.path), problem=item.problem)
     path = item.source / item.key if item.kind == "dicom" else item.source
     return InputFile(path, relative(path), volume=item)
 

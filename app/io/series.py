@@ -48,11 +48,11 @@ class _Slice:
         return self.path.name if self.frame == 0 else f"{self.path.name} frame {self.frame + 1}"
 
 
-def scan_dicom(paths: Sequence[Path], *, explicit: bool = False) -> list[tuple[Path, Volume | Path]]:
+def scan_dicom(paths: Sequence[Path], *, explicit: bool = False) -> list[tuple[Path, Volume | Path | Refused]]:
     """Group DICOM files into inputs: (the first of its files in the order given, a Volume or a plain file path),
     in that order. `explicit`: the user named the files, so non-images stay (as paths) and a DICOMDIR expands to
-    the files it references."""
-    found: list[tuple[int, Volume | Path]] = []
+    the files it references under its folder (a Refused for any leading out)."""
+    found: list[tuple[int, Volume | Path | Refused]] = []
     series: dict[str, list[tuple[int, object]]] = {}
     for index, path, ds in _headers(paths, explicit=explicit):
         if ds is None or not _is_image(ds):
@@ -70,36 +70,60 @@ def scan_dicom(paths: Sequence[Path], *, explicit: bool = False) -> list[tuple[P
     return [(origins[index], item) for index, item in sorted(found, key=lambda pair: pair[0])]
 
 
+@dataclass(frozen=True)
+class Refused:
+    """A DICOM file named explicitly that is not read, and why (one line, said after its path)."""
+
+    path: Path
+    problem: str
+
+
 def _headers(paths: Sequence[Path], *, explicit: bool):
-    """(index of the path given, file, header or None when unreadable); an explicit DICOMDIR gives its files."""
+    """(index of the path given, file, header or None when unreadable); an explicit DICOMDIR gives its files, and
+    a Refused for the references that lead out of its folder."""
     for index, path in enumerate(paths):
         ds = _read_header(path)
         if explicit and ds is not None and _sop_class(ds) == DICOMDIR_CLASS:
-            referenced = [(ref, _read_header(ref)) for ref in dicomdir_files(path)]
+            inside, outside = dicomdir_references(path)
+            referenced = [(ref, _read_header(ref)) for ref in inside]
             referenced = [(ref, rds) for ref, rds in referenced if rds is not None and _is_image(rds)]
             yield from ((index, ref, rds) for ref, rds in referenced)
-            if referenced:
+            if outside:
+                yield index, Refused(path, f"references files outside its folder (a '..', absolute or linked "
+                                           f"path): {outside} not read"), None
+            if referenced or outside:
                 continue
         yield index, path, ds
 
 
 def dicomdir_files(path: Path) -> list[Path]:
-    """The files a DICOMDIR references (ReferencedFileID relative to its folder), existing ones, in its order."""
+    """The files a DICOMDIR references under its own folder (dicomdir_references), existing ones, in its order."""
+    return dicomdir_references(path)[0]
+
+
+def dicomdir_references(path: Path) -> tuple[list[Path], int]:
+    """(the files a DICOMDIR references — ReferencedFileID relative to its folder —, existing ones, in its order;
+    how many references lead out of that folder). A `..` or absolute component, or a link that resolves outside
+    the folder, would run another folder's series (another patient's): such a reference is counted, never read."""
     import pydicom
 
     try:
         ds = pydicom.dcmread(str(path))
     except Exception:  # an unreadable DICOMDIR references nothing; the file itself gets the error row
-        return []
-    files = []
+        return [], 0
+    base = path.parent.resolve()
+    files: list[Path] = []
+    outside: set[Path] = set()
     for record in ds.get("DirectoryRecordSequence", []):
         parts = record.get("ReferencedFileID")
         if parts:
             parts = [parts] if isinstance(parts, str) else list(parts)
             candidate = path.parent.joinpath(*[str(p) for p in parts])
-            if candidate.is_file() and candidate not in files:
+            if not candidate.resolve().is_relative_to(base):
+                outside.add(candidate)
+            elif candidate.is_file() and candidate not in files:
                 files.append(candidate)
-    return files
+    return files, len(outside)
 
 
 def read_dicom_slice(volume: Volume, index: int, *, max_pixels: int):

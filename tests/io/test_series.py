@@ -226,3 +226,35 @@ def test_listing_a_folder_of_photos_imports_no_numpy_nor_pydicom(tmp_path):
             "print(len(items), any(m in sys.modules for m in ('numpy', 'pydicom', 'nibabel')))")
     result = subprocess.run([sys.executable, "-c", code, str(tmp_path)], capture_output=True, text=True, check=True)
     assert result.stdout.split() == ["1", "False"]
+
+
+def _point_records_at(dicomdir: Path, targets: list) -> None:
+    """Rewrite the IMAGE records of `dicomdir` to reference `targets` (ReferencedFileID components), in turn."""
+    ds = pydicom.dcmread(dicomdir)
+    images = [r for r in ds.DirectoryRecordSequence if r.DirectoryRecordType == "IMAGE"]
+    for record, target in zip(images, targets):  # the rest stay in the folder
+        record.ReferencedFileID = target
+    ds.save_as(dicomdir)
+
+
+@pytest.mark.parametrize("escape", ["dotdot", "absolute", "symlink"])
+def test_a_dicomdir_never_leads_out_of_its_folder(tmp_path, escape):
+    other = write_series(tmp_path / "other_patient", slices=3, patient=("Other^Patient", "PID-OTHER"))
+    folder = shutil.copytree(PYDICOM_FILES / "dicomdirtests", tmp_path / "dirtests")
+    if escape == "symlink":  # a link inside the folder to a file outside it
+        (folder / "link").symlink_to(other[0].parent, target_is_directory=True)
+        targets = [["link", p.name] for p in other]
+    elif escape == "absolute":
+        targets = [[str(p)] for p in other]
+    else:
+        targets = [["..", "other_patient", p.name] for p in other]
+    _point_records_at(folder / "DICOMDIR", targets)
+    items = discover([folder / "DICOMDIR"])
+    read = {s.path.resolve() for item in items if item.volume for s in item.volume.slices}
+    assert read and not read & {p.resolve() for p in other}  # another patient's series is never run
+    assert all(p.resolve().is_relative_to(folder.resolve()) for p in read)
+    (refused,) = [item for item in items if item.problem]
+    assert refused.path == folder / "DICOMDIR" and refused.volume is None
+    assert refused.problem == ("references files outside its folder (a '..', absolute or linked path): "
+                               f"{len(targets)} not read")
+    assert "other_patient" not in refused.problem and "\n" not in refused.problem
