@@ -299,3 +299,52 @@ def constant_classifier(path: Path, scores: tuple[float, ...] = (0.625, 0.25, 0.
     k = len(scores)
     return save(path, nodes, [tensor("image", FLOAT, ["N", 3, 32, 32])], [tensor("logits", FLOAT, ["N", k])],
                 [const("zeros", np.zeros((3, k), np.float32)), const("scores", np.asarray(scores, np.float32))])
+
+
+def constant_map(path: Path, values: tuple[float, ...] = (0.0,), *, size: int | str = "H") -> Path:
+    """[N,3,H,W] → [N,C,H,W] = `values[c]` at every pixel whatever the image (0·mean + value): a broken
+    segmentation model when a value is NaN or ±inf (C = 1: binary logits). `size` an int: fixed (tile-sized)."""
+    width = size if isinstance(size, int) else "W"
+    k = len(values)
+    nodes = [helper.make_node("ReduceMean", ["image"], ["gray"], axes=[1], keepdims=1),
+             helper.make_node("Mul", ["gray", "zero"], ["nothing"]),
+             helper.make_node("Add", ["nothing", "values"], ["scores"])]
+    return save(path, nodes, [tensor("image", FLOAT, ["N", 3, size, width])],
+                [tensor("scores", FLOAT, ["N", k, size, width])],
+                [const("zero", np.float32(0.0)), const("values", np.asarray(values, np.float32).reshape(1, k, 1, 1))])
+
+
+def nan_where_dark(path: Path) -> Path:
+    """[N,1,H,W] gray → logits sqrt(x − 0.25)·20 − 5: NaN where a pixel is darker than a quarter, finite elsewhere
+    (a model that breaks on some pixels only)."""
+    nodes = [helper.make_node("Sub", ["image", "quarter"], ["shifted"]),
+             helper.make_node("Sqrt", ["shifted"], ["root"]),
+             helper.make_node("Mul", ["root", "gain"], ["scaled"]),
+             helper.make_node("Sub", ["scaled", "five"], ["logits"])]
+    return save(path, nodes, [tensor("image", FLOAT, ["N", 1, "H", "W"])],
+                [tensor("logits", FLOAT, ["N", 1, "H", "W"])],
+                [const("quarter", np.float32(0.25)), const("gain", np.float32(20.0)), const("five", np.float32(5.0))])
+
+
+def nan_when_dark_classifier(path: Path) -> Path:
+    """[N,3,32,32] → [N,3] logits 10·sqrt(mean colour − 0.25): finite for a bright image, NaN in a channel whose
+    mean is below a quarter (a classifier that breaks on some inputs only)."""
+    nodes = [helper.make_node("GlobalAveragePool", ["image"], ["pooled"]),
+             helper.make_node("Flatten", ["pooled"], ["flat"], axis=1),
+             helper.make_node("Sub", ["flat", "quarter"], ["shifted"]),
+             helper.make_node("Sqrt", ["shifted"], ["root"]),
+             helper.make_node("Mul", ["root", "ten"], ["logits"])]
+    return save(path, nodes, [tensor("image", FLOAT, ["N", 3, 32, 32])], [tensor("logits", FLOAT, ["N", 3])],
+                [const("quarter", np.float32(0.25)), const("ten", np.float32(10.0))])
+
+
+def constant_anomaly(path: Path, *, score: float = 0.0, level: float = 0.0) -> Path:
+    """An anomalib-style export ([N,1,H,W] gray) whose map is `level` everywhere and whose score is `score`,
+    whatever the image: NaN or ±inf in either is a broken model."""
+    nodes = [helper.make_node("Mul", ["image", "zero"], ["nothing"]),
+             helper.make_node("Add", ["nothing", "level"], ["anomaly_map"]),
+             helper.make_node("ReduceMax", ["nothing"], ["flat"], axes=[1, 2, 3], keepdims=0),
+             helper.make_node("Add", ["flat", "score"], ["pred_score"])]
+    return save(path, nodes, [tensor("image", FLOAT, ["N", 1, "H", "W"])],
+                [tensor("pred_score", FLOAT, ["N"]), tensor("anomaly_map", FLOAT, ["N", 1, "H", "W"])],
+                [const("zero", np.float32(0.0)), const("level", np.float32(level)), const("score", np.float32(score))])

@@ -17,6 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from app.inference import postprocess, tiling
+from app.inference.finite import check_finite
 from app.inference.postprocess import Prediction, class_pixel_counts, segmentation_mask, top_k
 from app.inference.preprocess import Geometry, convert_color, pad_bottom_right, preprocess, to_tensor
 from app.inference.session import ModelSession
@@ -189,6 +190,7 @@ def _tile_tensor(inp, crop: np.ndarray, tile_hw: tuple[int, int]) -> np.ndarray:
 def _tile_probabilities(spec: ModelSpec, output: np.ndarray, crop_hw: tuple[int, int],
                         tile_hw: tuple[int, int]) -> np.ndarray:
     """A tile's activated scores (C, h, w) float32 on the crop's pixels (padding cut, a strided output mapped)."""
+    check_finite(spec.path.name, spec.output.fetched, output)  # one broken tile: the whole image is an error
     d = spec.input.size_divisor
     geometry = Geometry(crop_hw, crop_hw, (-(-tile_hw[0] // d) * d, -(-tile_hw[1] // d) * d))
     scores, geometry = postprocess.probabilities(spec, output, geometry)
@@ -201,9 +203,12 @@ def to_result(model: ModelSession, prepared: Prepared, output: np.ndarray | tupl
               inference_ms: float) -> Result:
     """The postprocess stage: the model's output → label mask at the image's size (or top-k) and the timings.
     An anomaly model's outputs (map, score[, mask]): the map clipped to 0..1 is kept as its scores, the score
-    output is the image score, the mask is map >= `output.threshold` (or the model's own pred_mask)."""
+    output is the image score, the mask is map >= `output.threshold` (or the model's own pred_mask).
+    An output with NaN or ±inf raises InferenceError (app.inference.finite): an error row, never OK."""
     spec = model.spec
     started = time.perf_counter()
+    if not isinstance(output, TiledOutput):  # tiles were checked one by one in infer_tiles
+        check_finite(spec.path.name, spec.output.fetched, output)  # NaN/inf: an error, never a decision
     if isinstance(output, TiledOutput):
         return _tiled_result(model, prepared, output, inference_ms, started)
     geometry, scores, score = prepared.geometry, None, None

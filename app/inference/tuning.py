@@ -8,6 +8,7 @@ verdict of its other rules (`Judgement`), which a run records once.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -68,6 +69,8 @@ class Judgement:
         """The verdict with the score rule at `limit` (None: as judged)."""
         if self.verdict is None or rule is None or limit is None:
             return self.verdict
+        if self.score is not None and not math.isfinite(self.score):  # NaN passes every comparison: never OK
+            return Verdict(False, f"image score {self.score} is not finite")
         if self.score is not None and (self.score >= limit if rule.inclusive else self.score > limit):
             return Verdict(False, f"score {self.score:.4g} {rule.sign} {limit:g}")
         return Verdict(False, self.other_reason) if self.other_reason else Verdict(True)

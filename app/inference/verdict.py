@@ -20,6 +20,7 @@ without a verdict section has no verdict, and the report gives the uncertainty a
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -125,9 +126,10 @@ def uncertainty(predictions: Sequence, spec: ModelSpec) -> Uncertain | None:
         return None
     out = spec.output
     top1 = float(predictions[0].score)
-    if top1 < out.min_confidence:
+    # `not >=` rather than `<`: a NaN is below every limit (uncertain), never passed as sure
+    if not top1 >= out.min_confidence:
         return Uncertain("top-1", top1, "min_confidence", out.min_confidence)
-    if len(predictions) > 1 and top1 - float(predictions[1].score) < out.min_margin:
+    if len(predictions) > 1 and not top1 - float(predictions[1].score) >= out.min_margin:
         return Uncertain("margin", top1 - float(predictions[1].score), "min_margin", out.min_margin)
     return None
 
@@ -193,13 +195,28 @@ def verdict_of(spec: ModelSpec, result: Result) -> Verdict | None:
 
 def decide(rules: tuple[Rule, ...], result: Result, spec: ModelSpec) -> Verdict:
     """OK unless a rule holds; the reason names the first that did (`scratch component 412 px >= 50`). A classifier's
-    uncertain result is NG when no rule fired (`uncertain: top-1 0.41 < min_confidence 0.50`)."""
+    uncertain result is NG when no rule fired (`uncertain: top-1 0.41 < min_confidence 0.50`). A non-finite score
+    is NG whatever the rules (`image score nan is not finite`): a comparison with NaN is False, so it would pass
+    every rule. The pipeline already makes such an output an error (app.inference.finite); this is for a Result
+    made anywhere else."""
+    broken = not_finite(result)
+    if broken:
+        return Verdict(False, broken)
     for rule in rules:
         reason = _fired(rule, result, spec)
         if reason:
             return Verdict(False, reason)
     doubt = uncertainty(result.predictions, spec)
     return Verdict(True) if doubt is None else Verdict(False, doubt.reason)
+
+
+def not_finite(result: Result) -> str:
+    """Why `result`'s image score or a prediction's score is NaN or ±inf (`image score nan is not finite`), or ""."""
+    score = image_score(result)
+    if score is not None and not math.isfinite(score):
+        return f"image score {score} is not finite"
+    bad = next((p for p in result.predictions if not math.isfinite(p.score)), None)
+    return "" if bad is None else f"score {bad.score} of {bad.name} is not finite"
 
 
 def _fired(rule: Rule, result: Result, spec: ModelSpec) -> str:
