@@ -17,11 +17,17 @@ from app.ui.charts import NG_COLOR, OK_COLOR, ColourBar, ScoreHistogram
 LAYERS = (("mask", "Mask"), ("probability", "Probability"), ("uncertainty", "Uncertainty"),
           ("difference", "Difference vs reference"), ("disagreement", "Disagreement A vs B"))
 SPLITS = ((None, "Off"), ("raw", "Raw ◀▶ overlay"), ("ab", "Model A ◀▶ model B"))
-DISAGREEMENT_KEY = ("<span style='color:#ff00ff'>■</span> only A &nbsp; <span style='color:#00ffff'>■</span> only B "
-                    "&nbsp; <span style='color:#ffff00'>■</span> different classes")
-DIFFERENCE_KEY = ("<span style='color:#34c759'>■</span> agrees &nbsp; <span style='color:#ff3b30'>■</span> "
-                  "false positive &nbsp; <span style='color:#0a84ff'>■</span> missed &nbsp; "
-                  "<span style='color:#ffcc00'>■</span> other class")
+
+
+def _key(*entries: tuple[str, str]) -> str:
+    """A colour key whose entries stay whole (non-breaking inside) and wrap between them in the narrow panel."""
+    return " &nbsp; ".join(f"<span style='color:{color}'>■</span>&nbsp;{name.replace(' ', '&nbsp;')}"
+                           for color, name in entries)
+
+
+DISAGREEMENT_KEY = _key(("#ff00ff", "only A"), ("#00ffff", "only B"), ("#ffff00", "different classes"))
+DIFFERENCE_KEY = _key(("#34c759", "agrees"), ("#ff3b30", "false positive"), ("#0a84ff", "missed"),
+                      ("#ffcc00", "other class"))
 STEPS = 1000  # the threshold slider's resolution: 0.001
 
 
@@ -56,6 +62,7 @@ class DecisionControls(QGroupBox):
         line.setColumnStretch(0, 1)
         self._scale = ColourBar()
         self._scale_label = QLabel()
+        self._scale_label.setWordWrap(True)
         self._verdict = QLabel()
         self._verdict.setWordWrap(True)
         self._verdict.setTextFormat(Qt.TextFormat.PlainText)
@@ -63,6 +70,7 @@ class DecisionControls(QGroupBox):
         self._comparison.setWordWrap(True)
         self._comparison.setTextFormat(Qt.TextFormat.PlainText)
         self._key = QLabel(DIFFERENCE_KEY)
+        self._key.setWordWrap(True)  # the colour key breaks between its entries in the narrow panel
         self._split = QComboBox()
         for _, name in SPLITS:
             self._split.addItem(name)

@@ -33,8 +33,8 @@ class EditPanel(QGroupBox):
         grid.setContentsMargins(0, 0, 0, 0)
         self._undo, self._redo = QPushButton("Undo"), QPushButton("Redo")
         self._save, self._done = QPushButton("Save"), QPushButton("Done")
-        for column, button in enumerate((self._undo, self._redo, self._save, self._done)):
-            grid.addWidget(button, 0, column)
+        for index, button in enumerate((self._undo, self._redo, self._save, self._done)):
+            grid.addWidget(button, index // 2, index % 2)  # two by two: four in a row do not fit the panel
         hint = QLabel(HINT)
         hint.setWordWrap(True)
         form = QFormLayout(self)

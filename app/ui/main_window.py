@@ -13,14 +13,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from PySide6.QtCore import QSettings, Qt, Signal
-from PySide6.QtWidgets import QMainWindow, QScrollArea, QSplitter, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QMainWindow, QSplitter, QVBoxLayout, QWidget
 
 from app.logs import private
 from app.ui import actions
 from app.ui import settings as remembered
 from app.ui.editor import Editor
 from app.ui.file_list import FILTERS, FileList
-from app.ui.panels import SidePanel
+from app.ui.panels import PanelArea, SidePanel
 from app.ui.presenter import Presenter
 from app.ui.recent import RecentList
 from app.ui.reviewer import Reviewer
@@ -93,12 +93,7 @@ class MainWindow(QMainWindow):
         column.setContentsMargins(0, 0, 0, 0)
         column.addWidget(self.files.filter_box)
         column.addWidget(self.files)
-        side = QScrollArea()  # the panel's groups scroll on a short screen instead of being squeezed
-        side.setWidget(self.panel)
-        side.setWidgetResizable(True)
-        side.setFrameShape(QScrollArea.Shape.NoFrame)
-        side.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
-        side.setMinimumWidth(self.panel.minimumSizeHint().width() + side.verticalScrollBar().sizeHint().width())
+        side = PanelArea(self.panel)  # as wide as the panel needs, scrolling on a short screen
         image_side = QWidget()  # the picture, with the slice bar under it for volumes
         image_column = QVBoxLayout(image_side)
         image_column.setContentsMargins(0, 0, 0, 0)

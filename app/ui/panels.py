@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import html
+import re
 
-from PySide6.QtCore import Qt, Signal
+from PySide6.QtCore import QEvent, QSize, Qt, Signal
 from PySide6.QtGui import QColor, QPixmap
 from PySide6.QtWidgets import (
     QCheckBox,
@@ -14,6 +15,7 @@ from PySide6.QtWidgets import (
     QGroupBox,
     QLabel,
     QProgressBar,
+    QScrollArea,
     QSlider,
     QVBoxLayout,
     QWidget,
@@ -33,6 +35,12 @@ def _plain(value: object) -> str:
     """Text from a file (DICOM fields, a model's name, a path) as text inside our rich-text labels: `<img>` or a
     link in a patient field is shown as typed, never rendered or fetched."""
     return html.escape(str(value))
+
+
+def _breakable(text: str) -> str:
+    """`text` (escaped) with a zero-width space after each `_`, `-`, `.` and `/`: a long file name can wrap in the
+    narrow panel instead of widening it."""
+    return re.sub(r"([_./-])", "\\1\u200b", _plain(text))
 
 
 def _plain_label(text: str) -> QLabel:
@@ -57,7 +65,8 @@ class OverlayControls(QGroupBox):
 
     def __init__(self, parent=None) -> None:
         super().__init__("Overlay", parent)
-        self._visible = QCheckBox("Show overlay  (O; hold Space to peek)")
+        self._visible = QCheckBox("Show overlay (O)")
+        self._visible.setToolTip("O shows or hides the overlay; hold Space to peek under it")
         self._visible.setChecked(True)
         self._opacity = QSlider(Qt.Orientation.Horizontal)
         self._opacity.setRange(0, 100)
@@ -306,11 +315,11 @@ class SidePanel(QWidget):
         self._top_k.hide()
 
     def show_model_loading(self, file_name: str, device: str) -> None:
-        self._model_label.setText(f"Loading {_plain(file_name)} on {_plain(device)}…")
+        self._model_label.setText(f"Loading {_breakable(file_name)} on {_plain(device)}…")
 
     def show_model(self, spec) -> None:
         """A model is ready: its name and task, its classes in the legend (segmentation) or top-k (classification)."""
-        self._model_label.setText(f"<b>{_plain(spec.name)}</b><br>{spec.task} · {_plain(spec.path.name)}")
+        self._model_label.setText(f"<b>{_breakable(spec.name)}</b><br>{spec.task} · {_breakable(spec.path.name)}")
         classification = spec.task == "classification"
         self.legend.setVisible(not classification)
         self.controls.setVisible(not classification)
@@ -344,3 +353,31 @@ class SidePanel(QWidget):
     def clear_result(self) -> None:
         self.legend.clear_counts()
         self.decision.show_verdict(None)
+
+
+class PanelArea(QScrollArea):
+    """The side panel in a scroll area whose minimum width is the panel's own, kept up to date: when a group
+    appears (edit mode, the review, a colour key) the splitter makes room for it instead of cutting the panel
+    off on the right. A horizontal scroll bar is the last resort, should the window be narrower still."""
+
+    def __init__(self, panel: QWidget, parent=None) -> None:
+        super().__init__(parent)
+        self.setWidget(panel)
+        self.setWidgetResizable(True)  # the panel's groups scroll on a short screen instead of being squeezed
+        self.setFrameShape(QScrollArea.Shape.NoFrame)
+        self.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAsNeeded)
+        panel.installEventFilter(self)
+
+    def minimumSizeHint(self) -> QSize:
+        hint = super().minimumSizeHint()
+        width = self.widget().minimumSizeHint().width() + self.verticalScrollBar().sizeHint().width() + \
+            2 * self.frameWidth()
+        return QSize(width, hint.height())
+
+    def sizeHint(self) -> QSize:
+        return super().sizeHint().expandedTo(self.minimumSizeHint())
+
+    def eventFilter(self, watched, event) -> bool:
+        if watched is self.widget() and event.type() == QEvent.Type.LayoutRequest:
+            self.updateGeometry()  # the panel's minimum may have changed: the splitter asks again
+        return super().eventFilter(watched, event)

@@ -39,6 +39,7 @@ class Presenter(QObject):
         self._heat = None  # app.ui.overlay.HeatmapImage of the probability/uncertainty layer on screen
         self._editing = None  # the OverlayImage of the mask being edited (edit mode), shown filled
         self._overlay_b = None  # the OverlayImage of model B's mask (comparing two models)
+        self._joint = False  # the layer on screen is the disagreement of A and B
         self.split: str | None = None  # the split view: None, "raw" (raw | overlay) or "ab" (model A | model B)
 
     # -- pictures --------------------------------------------------------------------------------------
@@ -88,7 +89,8 @@ class Presenter(QObject):
         self._panel.decision.show_comparison(view.scored, [info.name for info in classes], view.agreement)
         self._overlay = None if view.display_mask is None else OverlayImage(view.display_mask, classes)
         self._overlay_b = None if view.display_mask_b is None else OverlayImage(view.display_mask_b, classes)
-        colors = disagreement_colors() if view.tuning.layer == "disagreement" else None
+        self._joint = view.tuning.layer == "disagreement"  # one picture of A and B: both sides of a split show it
+        colors = disagreement_colors() if self._joint else None
         self._heat = HeatmapImage(view.display_levels) if view.display_levels is not None else \
             DifferenceImage(view.display_codes, *([colors] if colors else [])) \
             if view.display_codes is not None else None
@@ -171,7 +173,10 @@ class Presenter(QObject):
         contour = style.mode is DisplayMode.CONTOUR
         split_b = None
         if self.split == "ab" and self._overlay_b is not None and self._editing is None:
-            split_b = self._overlay_b.image(hidden=style.hidden, contour=contour)
+            # in the disagreement layer B's side shows the same codes, not B's mask: a class colour there was
+            # read as the key's "only B" where both models agree
+            split_b = self._heat.image() if self._joint and self._heat is not None else \
+                self._overlay_b.image(hidden=style.hidden, contour=contour)
         mode = None if self._editing is not None or (self.split == "ab" and split_b is None) else self.split
         model = self._state.model.spec.path.name if self._state.model else ""
         names = {"raw": ("raw image", "overlay"), "ab": (f"A · {model}", f"B · {self._panel.decision.model_b}")}

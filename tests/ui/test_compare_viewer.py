@@ -92,3 +92,28 @@ def test_compare_all_gives_every_image_an_agreement_for_the_sort(qtbot, compared
     assert names["u.png"] == 1.0 and names["s.png"] == 0.0 and names["t.png"] == 0.0 and "v.png" not in names
     window.files.reorder(window.state.worst_first(window.files.paths(), by="agreements"))
     assert [p.rsplit("/", 1)[1] for p in window.files.paths()] == ["s.png", "t.png", "u.png", "v.png"]
+
+
+def test_split_view_of_the_disagreement_layer_paints_nothing_where_the_models_agree(qtbot, make_main_window, models,
+                                                                                    tmp_path):
+    """Identical A and B (IoU 1.000): the disagreement layer is empty on both sides of the divider; B's side used
+    to show B's mask in its class colours (orange and sky blue), read as the key's "only B"."""
+    folder = tmp_path / "same"
+    folder.mkdir()
+    Image.fromarray(stripes(40, 60)).save(folder / "s.png")
+    window = make_main_window(models("rgb_classes"))
+    with qtbot.waitSignal(window.overlay_shown, timeout=TIMEOUT):
+        window.add_paths([folder])
+    with qtbot.waitSignal(window.overlay_shown, timeout=TIMEOUT), \
+            qtbot.waitSignal(window.model_b_changed, timeout=TIMEOUT):
+        window.open_model_b(models("permuted_classes", "same_classes", order=(0, 1, 2)))
+    assert window.state.shown.agreement.iou == 1.0
+    window.panel.decision.set_split("ab")
+    with qtbot.waitSignal(window.tuner.retuned_shown, timeout=TIMEOUT):
+        window.panel.decision.set_layer("disagreement")
+    assert window.viewer.split == "ab" and not window.state.shown.display_codes.any()
+    raw = stripes(40, 60)
+    for share in (0.25, 0.75):  # dividers at x 15 and 45
+        window.viewer.set_split_at(share)
+        for x in (5, 30, 50):
+            assert pixel(window, x, 32) == tuple(int(v) for v in raw[32, x]), (share, x)
