@@ -1,5 +1,6 @@
-"""Secondary Capture: the overlay burned into each slice's picture, with a "NOT FOR DIAGNOSIS" banner, as a new
-series in the source's study (for a PACS that cannot show DICOM SEG). The folder appears whole or not at all."""
+"""Secondary Capture: the overlay burned into each slice's picture, with a "NOT FOR DIAGNOSIS" banner in a margin
+added above it, as a new series in the source's study (for a PACS that cannot show DICOM SEG). The source's patient
+and study modules and its laterality are carried over. The folder appears whole or not at all."""
 
 from __future__ import annotations
 
@@ -23,6 +24,8 @@ if TYPE_CHECKING:
     from app.runs.volume_exports import Algorithm, Segment
 
 SC_SERIES_OFFSET = 2000  # the SC series' SeriesNumber: the source's + 2000 (the SEG takes + 1000)
+_FONT = cv2.FONT_HERSHEY_SIMPLEX
+_MIN_SCALE = 0.35  # Hershey simplex at 0.35: capitals ~8 px high, about the smallest that stays legible
 
 
 @dataclass(frozen=True)
@@ -36,19 +39,65 @@ def banner_text(algorithm: Algorithm) -> str:
     return f"NOT FOR DIAGNOSIS - SegLens {name}"
 
 
+@dataclass(frozen=True)
+class _Banner:
+    scale: float  # Hershey font scale
+    lines: tuple[str, ...]
+    line_rows: int  # rows per line of text
+
+
+def banner_height(columns: int, text: str) -> int:
+    """The rows of the banner margin above an image `columns` wide."""
+    banner = _layout(columns, text)
+    return banner.line_rows * len(banner.lines)
+
+
 def burn_banner(rgb: np.ndarray, text: str) -> np.ndarray:
-    """`rgb` with a dark strip across its top holding `text` in white, scaled to fit the width."""
-    out = rgb.copy()
-    rows, columns = out.shape[:2]
-    font, thickness = cv2.FONT_HERSHEY_SIMPLEX, 1
-    (width, height), _ = cv2.getTextSize(text, font, 1.0, thickness)
-    scale = min(0.95 * columns / width, 2.0)
-    strip = min(rows, max(4, int(height * scale * 1.8)))
-    out[:strip] = (out[:strip] * 0.15).astype(np.uint8)
-    baseline_y = int(strip / 2 + height * scale / 2)
-    cv2.putText(out, text, (max(1, int(columns * 0.025)), baseline_y), font, scale, (255, 255, 255), thickness,
-                cv2.LINE_AA)
+    """`rgb` below a dark margin holding `text` in white: the picture grows by the margin's rows, so every row of
+    the image stays visible (the banner used to be painted over the top rows: a quarter of a small image)."""
+    rows, columns = rgb.shape[:2]
+    banner = _layout(columns, text)
+    strip = banner.line_rows * len(banner.lines)
+    out = np.empty((strip + rows, columns, 3), np.uint8)
+    out[:strip] = 24  # near black: the white text stands out, and the margin is plainly not part of the image
+    out[strip:] = rgb
+    margin = out[:strip]  # drawn in a view of the margin alone: no glyph can reach the image rows
+    (_, height), _ = cv2.getTextSize(text, _FONT, banner.scale, 1)
+    for index, line in enumerate(banner.lines):
+        baseline = int(banner.line_rows * (index + 0.5) + height / 2)
+        cv2.putText(margin, line, (max(1, int(columns * 0.025)), baseline), _FONT, banner.scale, (255, 255, 255),
+                    1, cv2.LINE_AA)
     return out
+
+
+def _layout(columns: int, text: str) -> _Banner:
+    """One line fitting 95 % of the width (at most twice the font's normal size); on a narrow image, where that
+    line would be too small to read, the smallest legible size over as many lines as it takes."""
+    room = 0.95 * columns
+    (width, height), _ = cv2.getTextSize(text, _FONT, 1.0, 1)
+    scale = min(room / width, 2.0)
+    lines: tuple[str, ...] = (text,)
+    if scale < _MIN_SCALE:
+        scale, lines = _MIN_SCALE, _wrapped(text, room / _MIN_SCALE)
+    return _Banner(scale=scale, lines=lines, line_rows=max(6, int(height * scale * 1.8)))
+
+
+def _wrapped(text: str, room: float) -> tuple[str, ...]:
+    """`text` in lines at most `room` wide at font scale 1, by words; a word wider than that by characters."""
+    def fits(candidate: str) -> bool:
+        return cv2.getTextSize(candidate, _FONT, 1.0, 1)[0][0] <= room
+
+    lines: list[str] = []
+    for word in text.split():
+        if lines and fits(f"{lines[-1]} {word}"):
+            lines[-1] = f"{lines[-1]} {word}"
+            continue
+        while len(word) > 1 and not fits(word):
+            cut = next((n for n in range(len(word) - 1, 1, -1) if fits(word[:n])), 1)
+            lines.append(word[:cut])
+            word = word[cut:]
+        lines.append(word)
+    return tuple(lines) or ("",)
 
 
 def burned_slice(display: np.ndarray, mask: np.ndarray, segments: Sequence[Segment], *, opacity: float,
@@ -118,17 +167,51 @@ def _sc_image(source, ref, rgb: np.ndarray, *, series_uid: str, series_number: i
         patient_orientation=patient_orientation(source.get("ImageOrientationPatient")),
         series_description=f"SegLens {algorithm.name} (NOT FOR DIAGNOSIS)"[:64],
     )
-    # from_ref_dataset copies patient and study but references nothing: name the source instance (and frame).
+    # from_ref_dataset copies only the attributes the SC constructor asks for (name, ID, birth date, sex, study
+    # UID, date, time, accession, ID, referring physician): the rest of the source's Patient and Study modules
+    # (StudyDescription, PatientAge, PatientWeight, PatientIdentityRemoved …) as highdicom's SEG copies them.
+    with contextlib.suppress(KeyError):  # a SOP class highdicom's tables lack: what the constructor copied stays
+        image.copy_patient_and_study_information(source)
+    _carry_laterality(source, image)
+    # It references nothing either: name the source instance (and frame). The banner margin moves every pixel down,
+    # so the spatial locations are not preserved.
     item = Dataset()
     item.ReferencedSOPClassUID, item.ReferencedSOPInstanceUID = source.SOPClassUID, source.SOPInstanceUID
     if "NumberOfFrames" in source:
         item.ReferencedFrameNumber = ref.frame + 1
+    item.SpatialLocationsPreserved = "NO"
     image.SourceImageSequence = [item]
     image.BurnedInAnnotation = "YES"
     image.ImageComments = f"{banner_text(algorithm)}; model sha256 {algorithm.sha256}"
     image.DerivationDescription = "Segmentation overlay burned in"
     image.SoftwareVersions = algorithm.software_version
     return image
+
+
+# Body Part Examined defined terms of unpaired structures (PS3.16 Annex L; the terms dciodvfy also treats as
+# unpaired): for these no laterality is needed. Any other term, or none, may be a paired structure.
+UNPAIRED_BODY_PARTS = frozenset((
+    "ABDOMEN", "ABDOMENPELVIS", "BACK", "BLADDER", "BRAIN", "CERVIX", "CHEST", "CHESTABDOMEN", "CHESTABDPELVIS",
+    "COCCYX", "COLON", "CSPINE", "ESOPHAGUS", "FACE", "GALLBLADDER", "HEAD", "HEADNECK", "HEART", "JAW", "LARYNX",
+    "LIVER", "LSPINE", "MAXILLA", "MEDIASTINUM", "MOUTH", "NECK", "NOSE", "PANCREAS", "PELVIS", "PENIS", "PHARYNX",
+    "PROSTATE", "RECTUM", "SKULL", "SPINE", "SPLEEN", "SSPINE", "STERNUM", "STOMACH", "THYROID", "TSPINE", "URETER",
+    "URETHRA", "UTERUS", "WHOLEBODY",
+))
+
+
+def _carry_laterality(source, image) -> None:
+    """The General Series' Laterality (Type 2C: required for a paired body part unless Image Laterality is sent),
+    and the source's Image Laterality and Body Part Examined, which say whether it is needed.
+
+    The source's values when it has them; else, for a body part that may be paired, Laterality empty, which is
+    the standard's "unknown" (dciodvfy: missing it is an error, an empty one a warning that it is unknown)."""
+    for keyword in ("BodyPartExamined", "Laterality", "ImageLaterality"):
+        if str(source.get(keyword) or "").strip():  # an empty one is the source's "unknown": decided below
+            setattr(image, keyword, source.data_element(keyword).value)
+    if "Laterality" in image or "ImageLaterality" in image:
+        return
+    if str(image.get("BodyPartExamined") or "").strip().upper() not in UNPAIRED_BODY_PARTS:
+        image.Laterality = ""
 
 
 _LETTERS = (("L", "R"), ("P", "A"), ("H", "F"))  # DICOM LPS: the letter of each axis' + and - direction
