@@ -13,7 +13,7 @@ from conftest import REPO, stripes
 from PIL import Image
 
 from app.cli import main
-from app.inference.doctor import Facts, ProviderCheck, decide
+from app.inference.doctor import Facts, ProviderCheck, decide, install_kind
 from app.inference.providers import CPU as CPU_EP
 from app.inference.providers import CUDA as CUDA_EP
 
@@ -25,7 +25,8 @@ def facts(**changes) -> Facts:
                  provider_checks=[ProviderCheck(CUDA_EP, False, "the CUDA provider could not be loaded: ..."),
                                   ProviderCheck(CPU_EP, True, "ran")],
                  driver_version="580.65", gpus=["GPU 0: NVIDIA L4, 22.5 GB, 0.3 GB used"],
-                 cuda_libraries={"libcudart.so.13": "/usr/lib", "libcublasLt.so.13": "/usr/lib"})
+                 cuda_libraries={"libcudart.so.13": "/usr/lib", "libcublasLt.so.13": "/usr/lib"},
+                 nvidia_gpu="/proc/driver/nvidia/version", install="installed")
     for key, value in changes.items():
         setattr(base, key, value)
     return base
@@ -83,6 +84,41 @@ def test_no_driver():
     assert "R580+" in verdict.fix
 
 
+def test_no_gpu_at_all_is_no_fault_and_needs_no_fix_here():
+    verdict = decide(facts(driver_version=None, gpus=[], nvml_error="NVML Shared Library Not Found",
+                           cuda_libraries=MISSING_LIBS, nvidia_gpu=None, install="checkout"))
+    assert verdict.summary.startswith("No NVIDIA GPU on this machine: models run on the CPU (expected")
+    assert "libcublasLt" not in verdict.summary and verdict.fix.startswith("nothing to fix here; on a machine with")
+    assert verdict.fix.endswith("and uv sync --extra cuda")
+
+
+def test_cuda_working_where_the_probe_saw_no_gpu_is_said():
+    verdict = decide(facts(provider_checks=[ProviderCheck(CUDA_EP, True, "ran on CUDA")], nvidia_gpu=None))
+    assert verdict.gpu_ready and "`--device auto` did not detect the GPU" in verdict.summary
+    assert verdict.fix == "pass --device cuda"
+
+
+@pytest.mark.parametrize(("install", "command"), [
+    ("checkout", "uv sync --extra cuda (NVIDIA's CUDA and cuDNN wheels)"),
+    ("installed", "pip install 'seglens[cuda]' (NVIDIA's CUDA and cuDNN wheels)"),
+    ("frozen", "use the complete cuda13 build of SegLens (it bundles them)")])
+def test_the_fix_for_missing_libraries_fits_the_install(install, command):
+    verdict = decide(facts(cuda_libraries=MISSING_LIBS, install=install))
+    assert verdict.fix.startswith(command)
+    assert ("pip" in verdict.fix) == (install == "installed")
+
+
+def test_cpu_only_onnxruntime_in_a_checkout_is_fixed_with_uv():
+    assert decide(facts(built_providers=[CPU_EP], provider_checks=[], install="checkout")).fix == \
+        "uv sync --extra cuda"
+
+
+def test_install_kind(monkeypatch):
+    assert (REPO / "uv.lock").is_file() and install_kind() == "checkout"  # the tests run from a clone
+    monkeypatch.setattr(sys, "frozen", True, raising=False)
+    assert install_kind() == "frozen"
+
+
 def test_no_driver_but_every_library_bundled():
     verdict = decide(facts(driver_version=None, gpus=[], nvml_error="NVML Shared Library Not Found"))
     assert "all present" in verdict.summary and "nothing else is missing" in verdict.fix
@@ -110,6 +146,7 @@ def test_doctor_on_this_machine(capsys):
     assert {"versions", "built_providers", "provider_checks", "driver_version", "cuda_libraries", "ort_packages",
             "gpus"} <= set(data["facts"])
     checks = {c["provider"]: c for c in data["facts"]["provider_checks"]}
+    assert data["facts"]["install"] == "checkout"
     assert checks[CPU_EP]["ok"]
     verdict = data["verdict"]
     assert main(["doctor"]) == 0

@@ -84,7 +84,7 @@ def _announce_actors(infos: list[dict], spec) -> None:
     """Each actor's session as it really runs: a GPU asked for (or `auto`) and not used is said, with the cause, per
     node, as a local run says it."""
     for node, requested, reason in sorted({(i["node"], i["requested"], i["fallback_reason"]) for i in infos
-                                           if i["fallback_reason"]}):
+                                           if i["fallback_reason"] and i.get("fallback_warns", True)}):
         if requested.startswith("cuda"):
             print(f"warning: on node {_shown(node)}, CUDA was requested but {_shown(spec.path.name)} runs on the CPU: "
                   f"{_shown(reason)}", file=sys.stderr)

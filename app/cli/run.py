@@ -167,7 +167,7 @@ def _announce_session(info, spec) -> None:
     if info.fallback_reason and info.requested.startswith("cuda"):
         print(f"warning: CUDA was requested but {_shown(spec.path.name)} runs on the CPU: {info.fallback_reason}",
               file=sys.stderr)
-    elif info.fallback_reason:
+    elif info.fallback_warns:  # a GPU is there but unusable; without one the CPU is no news (provider says so)
         print(f"note: running on the CPU ({info.fallback_reason})", file=sys.stderr)
 
 

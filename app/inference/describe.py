@@ -38,7 +38,7 @@ def spec_dict(spec: ModelSpec, info: SessionInfo | None) -> dict:
 
 def session_dict(info: SessionInfo) -> dict:
     return {"requested": info.requested, "provider": info.provider, "providers": list(info.providers),
-            "fallback_reason": info.fallback_reason, "device_id": info.device_id,
+            "fallback_reason": info.fallback_reason, "device_id": info.device_id, "gpu_present": info.gpu_present,
             "load_ms": round(info.load_ms, 2), "first_run_ms": round(info.first_run_ms, 2),
             "warm_run_ms": round(info.warm_run_ms, 2), "onnxruntime": info.ort_version}
 

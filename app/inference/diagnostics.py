@@ -45,9 +45,10 @@ def versions() -> dict[str, str | None]:
 
 
 def gpu_facts() -> dict[str, str]:
-    from app.inference import telemetry
+    from app.inference import providers, telemetry
 
-    facts = {"NVIDIA driver": telemetry.driver_version() or f"not found ({telemetry.nvml_error() or 'no NVML'})"}
+    facts = {"NVIDIA GPU": providers.detect_nvidia_gpu() or "none found (the CPU is used)",
+             "NVIDIA driver": telemetry.driver_version() or f"not found ({telemetry.nvml_error() or 'no NVML'})"}
     for index in range(telemetry.gpu_count()):
         memory = telemetry.gpu_memory(index)
         if memory:

@@ -13,7 +13,7 @@ import sys
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from app.inference import diagnostics
+from app.inference import diagnostics, providers
 from app.inference.providers import (
     CPU,
     CUDA,
@@ -54,6 +54,8 @@ class Facts:
     gpus: list = field(default_factory=list)  # "NVIDIA H100, 80.0 GB"
     cuda_libraries: dict = field(default_factory=dict)  # file name -> where it loaded from, or None
     flavor: str = "source"
+    install: str = "installed"  # "checkout" (a clone run through uv), "installed" (pip) or "frozen"
+    nvidia_gpu: str | None = None  # what shows an NVIDIA GPU is present (providers.detect_nvidia_gpu), or None
 
 
 @dataclass
@@ -67,7 +69,7 @@ def gather() -> Facts:
     from app.inference import telemetry
 
     facts = Facts(versions=diagnostics.versions(), ort_packages=installed_ort_packages(),
-                  flavor=_flavor())
+                  flavor=_flavor(), install=install_kind(), nvidia_gpu=providers.detect_nvidia_gpu())
     try:
         import onnxruntime as ort
 
@@ -134,22 +136,31 @@ def decide(facts: Facts) -> Verdict:
     cuda = next((c for c in facts.provider_checks if c.provider == CUDA), None)
     if cuda is not None and cuda.ok:
         where = f" on {facts.gpus[0].split(': ', 1)[1]}" if facts.gpus else ""
+        if facts.nvidia_gpu is None:  # CUDA works, yet the cheap probe `auto` relies on saw no GPU: never hide that
+            return Verdict(True, f"GPU ready: models run with CUDA{where}, but `--device auto` did not detect the "
+                                 "GPU and runs on the CPU.", "pass --device cuda")
         return Verdict(True, f"GPU ready: models run with CUDA{where}.", None)
     if CUDA not in facts.built_providers:
         if facts.flavor == "cpu":
             return Verdict(False, "This is the CPU build of SegLens: models run on the CPU.",
                            "for an NVIDIA GPU, use the cuda13 (driver R580+) or cuda12 build")
+        reinstall = cuda_extra_command(facts.install)
         return Verdict(False, "This onnxruntime build has no CUDA provider: models run on the CPU.",
-                       "pip uninstall -y onnxruntime && pip install 'seglens[cuda]'")
+                       reinstall if facts.install == "checkout" else f"pip uninstall -y onnxruntime && {reinstall}")
     major = facts.build_cuda or "13"
     missing = [name for name, where in facts.cuda_libraries.items() if where is None]
     if facts.driver_version is None and not facts.gpus:
         driver = f"install the NVIDIA driver (R{MIN_DRIVER.get(major, 580)}+ for CUDA {major})"
+        if facts.nvidia_gpu is None:  # nothing to fix: a machine without one runs on the CPU, as it should
+            needs = f" and {cuda_extra_command(facts.install)}" if missing else ""
+            return Verdict(False, "No NVIDIA GPU on this machine: models run on the CPU (expected; `--device auto` "
+                                  "does not try CUDA here).",
+                           f"nothing to fix here; on a machine with an NVIDIA GPU, {driver}{needs}")
         if missing:
             return Verdict(False, "CUDA unavailable: no NVIDIA driver was found "
                                   f"({facts.nvml_error or 'NVML not found'}), so models run on the CPU. The CUDA "
                                   f"{major} libraries are missing too ({', '.join(missing[:3])}).",
-                           f"on a machine with an NVIDIA GPU, {driver} and `pip install 'seglens[cuda]'`")
+                           f"on a machine with an NVIDIA GPU, {driver} and {cuda_extra_command(facts.install)}")
         return Verdict(False, "CUDA unavailable: no NVIDIA driver was found "
                               f"({facts.nvml_error or 'NVML not found'}), so models run on the CPU. The CUDA "
                               f"{major} and cuDNN libraries are all present.",
@@ -161,19 +172,24 @@ def decide(facts: Facts) -> Verdict:
                        f"update the driver to R{MIN_DRIVER[major]}+, or use the cuda12 build "
                        "(onnxruntime-gpu 1.26.x) that works with R525+")
     if missing:
+        if facts.install == "frozen":
+            return Verdict(False, f"CUDA {major} libraries not found ({', '.join(missing)}): models run on the "
+                                  "CPU.", f"use the complete cuda{major} build of SegLens (it bundles them), or "
+                                          f"install CUDA {major} + cuDNN 9 and put their lib folders on PATH")
         return Verdict(False, f"CUDA {major} libraries not found ({', '.join(missing)}): models run on the CPU.",
-                       "pip install 'seglens[cuda]' (NVIDIA's CUDA and cuDNN wheels), or install CUDA "
+                       f"{cuda_extra_command(facts.install)} (NVIDIA's CUDA and cuDNN wheels), or install CUDA "
                        f"{major} + cuDNN 9 and put their lib folders on LD_LIBRARY_PATH / PATH")
     reason = cuda.detail if cuda else "the CUDA provider was not tried"
     return Verdict(False, f"CUDA provider failed: {reason}", "run `seglens-cli -v doctor` and see the log lines")
 
 
 def report(facts: Facts, verdict: Verdict) -> str:
-    lines = ["SegLens doctor", "", f"  {'build flavor':<34}{facts.flavor}"]
+    lines = ["SegLens doctor", "", f"  {'build flavor':<34}{facts.flavor}", f"  {'installed as':<34}{facts.install}"]
     lines += [f"  {k:<34}{v}" for k, v in facts.versions.items()]
     lines += ["", "Providers (really tried, not just compiled in):"]
     lines += [f"  {c.provider:<34}{'OK' if c.ok else 'FAILED'}: {c.detail}" for c in facts.provider_checks]
     lines += ["", "NVIDIA:"]
+    lines.append(f"  {'GPU present':<34}{'yes (' + facts.nvidia_gpu + ')' if facts.nvidia_gpu else _NO_GPU_SIGN}")
     lines.append(f"  {'driver':<34}{facts.driver_version or 'not found (' + (facts.nvml_error or '') + ')'}")
     lines += [f"  {g}" for g in facts.gpus]
     if facts.cuda_libraries:
@@ -213,6 +229,25 @@ def _driver_major(version: str | None) -> int | None:
 
 def _wants_trt() -> bool:
     return os.environ.get("SEGLENS_DOCTOR_TENSORRT", "") == "1"
+
+
+_NO_GPU_SIGN = "no (no /proc/driver/nvidia, /dev/nvidia0, /dev/dxg, nvcuda.dll or nvidia-smi)"
+
+
+def install_kind() -> str:
+    """How this SegLens was installed, for the command that adds CUDA: "frozen" (a packaged build), "checkout" (a
+    source clone with uv.lock beside pyproject.toml, where `uv sync` manages the environment) or "installed"."""
+    if getattr(sys, "frozen", False):
+        return "frozen"
+    root = Path(__file__).resolve().parents[2]  # app/inference/doctor.py → the folder holding `app`
+    return "checkout" if (root / "uv.lock").is_file() and (root / "pyproject.toml").is_file() else "installed"
+
+
+def cuda_extra_command(install: str) -> str:
+    """How this kind of install gets NVIDIA's CUDA and cuDNN wheels (a frozen build cannot install packages)."""
+    if install == "frozen":
+        return "the cuda13 (driver R580+) or cuda12 build of SegLens"
+    return "uv sync --extra cuda" if install == "checkout" else "pip install 'seglens[cuda]'"
 
 
 def _flavor() -> str:

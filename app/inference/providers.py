@@ -16,6 +16,7 @@ import io
 import logging
 import os
 import re
+import shutil
 import site
 import sys
 import tempfile
@@ -30,6 +31,37 @@ CPU, CUDA, TENSORRT = "CPUExecutionProvider", "CUDAExecutionProvider", "Tensorrt
 ORT_DISTRIBUTIONS = ("onnxruntime", "onnxruntime-gpu", "onnxruntime-directml", "onnxruntime-openvino",
                      "ort-nightly-gpu")
 _stderr_lock = threading.Lock()
+
+
+# --- is there an NVIDIA GPU at all ----------------------------------------------------------------------------
+
+# What an installed NVIDIA driver leaves behind, whatever CUDA libraries are (or are not) installed: the kernel
+# module's /proc entry and device nodes (native Linux, containers given the GPU), WSL2's GPU node and its libcuda.
+_LINUX_SIGNS = ("/proc/driver/nvidia/version", "/dev/nvidia0", "/dev/nvidiactl", "/dev/dxg",
+                "/usr/lib/wsl/lib/libcuda.so.1")
+_WINDOWS_SIGNS = ("nvcuda", "nvml")  # nvcuda.dll / nvml.dll, which the driver puts into System32
+
+
+def detect_nvidia_gpu() -> str | None:
+    """What shows that this machine has an NVIDIA GPU with a driver (a path, or `nvidia-smi on PATH`), else None.
+
+    File checks only (no subprocess, no CUDA library loaded): cheap enough for every session that is opened.
+    `auto` does not try the CUDA provider without one, so a laptop without NVIDIA hardware is calmly on the CPU
+    instead of warning about CUDA libraries it has no use for. Callers look it up on this module at call time
+    (`providers.detect_nvidia_gpu()`), so a test can play a machine with or without one."""
+    if sys.platform == "win32":
+        import ctypes.util
+
+        found = next((name for name in _WINDOWS_SIGNS if ctypes.util.find_library(name)), None)
+        return f"{found}.dll" if found else _nvidia_smi()
+    for sign in _LINUX_SIGNS:
+        if os.path.exists(sign):
+            return sign
+    return _nvidia_smi()
+
+
+def _nvidia_smi() -> str | None:
+    return "nvidia-smi on PATH" if shutil.which("nvidia-smi") else None
 
 
 # --- loading the CUDA libraries ------------------------------------------------------------------------------

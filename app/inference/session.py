@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from app.errors import InferenceError, ModelError
+from app.inference import providers as provider_facts
 from app.inference.providers import (
     CPU,
     CUDA,
@@ -34,6 +35,7 @@ from app.inference.spec import ModelSpec
 
 log = logging.getLogger(__name__)
 
+NO_GPU = "no NVIDIA GPU"  # the reason `auto` runs on the CPU on a machine without one: expected, not a fault
 _NUMPY_DTYPES = {"float32": np.float32, "float16": np.float16, "uint8": np.uint8}
 
 
@@ -67,6 +69,7 @@ class SessionInfo:
     providers: tuple[str, ...]
     fallback_reason: str | None = None  # set when a GPU was requested (or auto) but not obtained
     device_id: int | None = None
+    gpu_present: bool | None = None  # whether an NVIDIA GPU was found (None: not looked for, as for `cpu`)
     load_ms: float = 0.0
     first_run_ms: float = 0.0
     warm_run_ms: float = 0.0
@@ -82,7 +85,17 @@ class SessionInfo:
         """'CUDA (GPU 0)', 'TensorRT (GPU 0)' or 'CPU' — what a status bar shows."""
         if self.provider in (CUDA, TENSORRT):
             return f"{'CUDA' if self.provider == CUDA else 'TensorRT'} (GPU {self.device_id or 0})"
-        return self.provider.removesuffix("ExecutionProvider")
+        label = self.provider.removesuffix("ExecutionProvider")
+        return f"{label} ({NO_GPU})" if self.gpu_present is False else label
+
+    @property
+    def fallback_warns(self) -> bool:
+        """Whether not being on the GPU is news worth a warning: a GPU that is there but unusable, or CUDA asked
+        for by name. `auto` on a machine without an NVIDIA GPU runs on the CPU as expected; its reason is still
+        kept (`info`, the run record, doctor), just not raised as a warning."""
+        if not self.fallback_reason:
+            return False
+        return self.requested.startswith("cuda") or self.gpu_present is not False
 
 
 class ModelSession:
@@ -165,18 +178,22 @@ def open_session(
     options = runtime if isinstance(runtime, RuntimeOptions) else RuntimeOptions().merged(spec.runtime).merged(
         runtime or {})
     available = ort.get_available_providers()
-    wants_gpu = request.kind in ("cuda", "auto") and CUDA in available
+    gpu_present = None
+    if request.kind != "cpu" and CUDA in available:
+        gpu_present = provider_facts.detect_nvidia_gpu() is not None
+    # `auto` without an NVIDIA GPU does not try CUDA (nor load its libraries); `cuda` asked by name always tries
+    wants_gpu = CUDA in available and (request.kind == "cuda" or (request.kind == "auto" and gpu_present is True))
     preload_notes = preload_cuda_libraries(ort) if wants_gpu else []
     providers = options.providers(gpu=wants_gpu, device_id=request.device_id, available=available,
                                   model_path=spec.path)
     session, spec, load_ms, log_lines = _create_with_argmax(ort, spec, providers, options)
     active = tuple(session.get_providers())
     on_gpu = active[0] != CPU
-    reason = _fallback_reason(request, available, on_gpu=on_gpu, wants_gpu=wants_gpu,
+    reason = _fallback_reason(request, available, on_gpu=on_gpu, wants_gpu=wants_gpu, gpu_present=gpu_present,
                               lines=list(log_lines) + preload_notes)
     info = SessionInfo(
         requested=str(request), provider=active[0], providers=active, fallback_reason=reason,
-        device_id=request.device_id if on_gpu else None, load_ms=load_ms,
+        device_id=request.device_id if on_gpu else None, gpu_present=gpu_present, load_ms=load_ms,
         ort_version=ort.__version__, log_lines=log_lines,
     )
     if reason and request.kind == "cuda":
@@ -209,12 +226,15 @@ def _create_with_argmax(ort: Any, spec: ModelSpec, providers: list, options: Run
 
 
 def _fallback_reason(request: DeviceRequest, available: list[str], *, on_gpu: bool, wants_gpu: bool,
-                     lines: list[str]) -> str | None:
+                     gpu_present: bool | None, lines: list[str]) -> str | None:
     """Why the session is not on the GPU that `auto` or `cuda` asked for (None when it is, or for `cpu`)."""
     if request.kind == "cuda" and CUDA not in available:
         return f"this onnxruntime build has no CUDA provider (installed: {ort_packages_text()})"
+    if request.kind == "auto" and gpu_present is False:
+        return NO_GPU
     if wants_gpu and not on_gpu:
-        return explain_cuda_failure(lines)
+        cause = explain_cuda_failure(lines)
+        return f"{NO_GPU} on this machine (and {cause})" if gpu_present is False else cause
     return None
 
 

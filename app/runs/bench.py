@@ -124,7 +124,7 @@ def format_report(report: BenchReport, gpu_speedup: float | None = None) -> str:
 
     lines = [f"{report.model} on {report.provider}; {report.images} image(s) {report.image_size}; "
              f"{report.raw.runs} runs each; outputs written: {', '.join(report.saved) or 'none'}"]
-    if report.fallback_reason:
+    if report.fallback_reason and report.fallback_reason not in report.provider:  # "CPU (no NVIDIA GPU)" says it
         lines.append(f"  (not on GPU: {report.fallback_reason})")
     lines += [f"  first run (warm-up, excluded) {report.first_run_ms:.1f} ms",
               f"  {'':<10}{'p50 ms':>9}{'p95 ms':>9}{'mean ms':>9}{'images/s':>10}",

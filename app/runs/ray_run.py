@@ -208,7 +208,8 @@ class SegLensActor:
             return {"node": self.node, "problem": self.problem}
         info = self.model.info
         return {"node": self.node, "problem": None, "provider": info.provider, "requested": info.requested,
-                "fallback_reason": info.fallback_reason, "provider_label": info.provider_label}
+                "fallback_reason": info.fallback_reason, "fallback_warns": info.fallback_warns,
+                "provider_label": info.provider_label}
 
     def run(self, items: list[tuple[int, InputFile, Path]], png_texts: Mapping | None = None,
             ) -> tuple[list[list[str]], str, list[str]]:

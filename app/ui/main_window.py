@@ -311,7 +311,7 @@ class MainWindow(QMainWindow):
         self.state.invalidate_views()  # every picture again, with (or without) model B
         if summary is not None:
             info = summary.info
-            where = info.provider_label + (f" (fell back: {info.fallback_reason})" if info.fallback_reason else "")
+            where = info.provider_label + (f" (fell back: {info.fallback_reason})" if info.fallback_warns else "")
             self.status.showMessage(f"Comparing with {summary.spec.path.name} on {where}", 15000)
         self.model_b_changed.emit(summary)
         if self.files.current_path():

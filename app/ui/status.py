@@ -72,10 +72,15 @@ class StatusBar(QStatusBar):
             self.provider.setText(f"⚠ CPU — CUDA requested but unavailable: {_short(info.fallback_reason)}")
             self.provider.setStyleSheet(WARNING_STYLE)
             self.provider.setToolTip(f"CUDA was requested; the session runs on the CPU.\n{info.fallback_reason}")
-        elif info.fallback_reason:
-            self.provider.setText(f"CPU — GPU unavailable: {_short(info.fallback_reason)}")
+        elif info.fallback_reason and not info.fallback_warns:  # `auto`, no NVIDIA GPU here: the CPU is expected
+            self.provider.setText(info.provider_label)
             self.provider.setStyleSheet(CPU_STYLE)
-            self.provider.setToolTip(info.fallback_reason)
+            self.provider.setToolTip("No NVIDIA GPU was found on this machine: the model runs on the CPU.")
+        elif info.fallback_reason:  # a GPU is there but CUDA cannot use it: say so, with the cause
+            self.provider.setText(f"⚠ CPU — GPU unavailable: {_short(info.fallback_reason)}")
+            self.provider.setStyleSheet(WARNING_STYLE)
+            self.provider.setToolTip(f"An NVIDIA GPU is present but the session runs on the CPU.\n"
+                                     f"{info.fallback_reason}")
         else:
             self.provider.setText("CPU")
             self.provider.setStyleSheet(CPU_STYLE)

@@ -44,7 +44,8 @@ def test_cuda_request_without_gpu_falls_back_and_says_why(models):
     assert info.fallback_reason and "\n" not in info.fallback_reason
     if CUDA in ort.get_available_providers():  # onnxruntime-gpu: the captured C++ log names the library
         assert "could not be loaded" in info.fallback_reason and ".so" in info.fallback_reason
-    assert info.provider_label == "CPU"
+    # "CPU (no NVIDIA GPU)" where the probe finds none (tests/inference/test_gpu_presence.py plays both machines)
+    assert info.provider_label.startswith("CPU")
 
 
 @pytest.mark.skipif(CUDA_WORKS, reason="this machine has an NVIDIA driver")
