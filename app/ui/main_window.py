@@ -182,6 +182,7 @@ class MainWindow(QMainWindow):
         generation = self.state.begin_model()
         self.status.show_loading(self.model_path.stem)
         self.panel.show_model_loading(self.model_path.name, self.device)
+        self.presenter.model_switching(f"Loading {self.model_path.name}…")  # no old overlay under the new title
         runtime = self.settings.value("runtime", "", str)  # "tensorrt=true;gpu_mem_limit_mb=4096", as --runtime
         self.load_requested.emit(generation, str(self.model_path), self.device, runtime)
 
@@ -192,6 +193,7 @@ class MainWindow(QMainWindow):
         self.recent_models.add(self.model_path)  # loaded: worth offering again (a file that failed is not)
         self.status.show_session(summary.info, spec.name)
         self.panel.show_model(spec)
+        self.panel.show_busy(f"Running {spec.name}…" if self.files.current_path() else None)
         self.tuner.model_ready(str(self.model_path), spec)
         self.reviewer.model_path = self.model_path
         self.reviewer.open()

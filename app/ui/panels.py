@@ -307,6 +307,13 @@ class SidePanel(QWidget):
         layout.addWidget(self.edit)
         layout.addWidget(self.review)
         layout.addWidget(self.decision)
+        self._busy = QLabel()  # "Running <model>…" between a model switch and its first result
+        self._busy.setObjectName("busy")
+        self._busy.setWordWrap(True)
+        self._busy.setTextFormat(Qt.TextFormat.PlainText)
+        self._busy.setStyleSheet(f"color: {UNCERTAIN_COLOR}; font-style: italic")
+        self._busy.hide()
+        layout.addWidget(self._busy)
         layout.addWidget(self.legend)
         layout.addWidget(self._top_k)
         layout.addWidget(self.image_info)
@@ -332,6 +339,15 @@ class SidePanel(QWidget):
 
     def show_model_error(self, message: str) -> None:
         self._model_label.setText(f"<b>Model error</b><br>{_plain(message)}")
+        self.show_busy(None)
+
+    def show_busy(self, text: str | None) -> None:
+        """A line over the legend while the picture has no result of the current model (None: it has one)."""
+        self._busy.setText(text or "")
+        self._busy.setVisible(bool(text))
+
+    def busy_text(self) -> str:
+        return self._busy.text() if not self._busy.isHidden() else ""
 
     def show_result(self, result) -> None:
         """Pixel counts per class (segmentation) or the top classes (classification) of a pipeline Result."""

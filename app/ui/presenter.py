@@ -62,6 +62,17 @@ class Presenter(QObject):
         self._viewer.clear()
         self._status.showMessage(f"Error: {message}", 15000)
         self._panel.clear_result()
+        self._panel.show_busy(None)
+
+    def model_switching(self, text: str) -> None:
+        """Another model was asked for: the old model's overlay, counts and verdict leave the screen (the picture
+        stays) and the panel says `text` until the new model's result is shown."""
+        self._overlay = self._overlay_b = self._heat = None
+        self._viewer.clear_overlay()
+        self._viewer.set_split(None)
+        self._viewer.set_detail(None, None, 1.0)  # a big image's full-resolution tiles carry the old mask too
+        self._panel.clear_result()
+        self._panel.show_busy(text)
 
     def _present(self, view: ViewResult, image: QImage, window: Window | None) -> None:
 
@@ -83,6 +94,7 @@ class Presenter(QObject):
     def _show_decision(self, view: ViewResult) -> None:
         from app.ui.overlay import DifferenceImage, HeatmapImage, OverlayImage, disagreement_colors
 
+        self._panel.show_busy(None)
         self._panel.show_result(view.result)
         self._panel.decision.show_verdict(view.judgement)
         classes = self._state.model.spec.classes if self._state.model else ()
