@@ -9,6 +9,11 @@ import sys
 
 __version__ = "0.1.0"
 
+# OpenCV's own warnings ("[ WARN:0@0.09] global grfmt_png.cpp … PNG input buffer is incomplete") would reach the
+# terminal before the one line SegLens prints for a damaged file; the level is read when cv2 is first imported,
+# here for every process that imports `app` (Ray's workers inherit it). A user's own setting wins.
+os.environ.setdefault("OPENCV_LOG_LEVEL", "ERROR")
+
 # Run from a source tree (uv's editable install), SegLens's own modules get no .pyc at install time — uv's
 # compile-bytecode covers site-packages only — and where PYTHONDONTWRITEBYTECODE is set (these machines) they
 # would be compiled from source at every launch: ~40 ms, most of it before the window and the first overlay

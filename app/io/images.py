@@ -218,9 +218,12 @@ def _decode_fast(path: Path, img, png: bytes | None) -> np.ndarray | None:
         return None  # truncated (libjpeg would pad it with grey without a word): Pillow reports it
     import cv2
 
+    from app.io.native import quiet_native_stderr
+
     rgb_flag = getattr(cv2, "IMREAD_COLOR_RGB", None)  # OpenCV >= 4.10 decodes to RGB directly
     color = cv2.IMREAD_GRAYSCALE if img.mode == "L" else cv2.IMREAD_COLOR if rgb_flag is None else rgb_flag
-    pixels = cv2.imdecode(data, color | cv2.IMREAD_IGNORE_ORIENTATION)
+    with quiet_native_stderr():  # libjpeg prints its warnings itself (app.io.native)
+        pixels = cv2.imdecode(data, color | cv2.IMREAD_IGNORE_ORIENTATION)
     if pixels is None or pixels.shape != ((img.height, img.width) if img.mode == "L" else (img.height, img.width, 3)):
         return None
     if img.mode == "RGB" and rgb_flag is None:

@@ -67,9 +67,12 @@ def decode_png(data: bytes, *, mode: str, size: tuple[int, int]) -> np.ndarray |
 def _opencv(data: bytes, mode: str, expected: tuple) -> np.ndarray | None:
     import cv2
 
+    from app.io.native import quiet_native_stderr
+
     rgb_flag = getattr(cv2, "IMREAD_COLOR_RGB", None)  # OpenCV >= 4.10 decodes to RGB directly
     color = cv2.IMREAD_GRAYSCALE if mode == "L" else cv2.IMREAD_COLOR if rgb_flag is None else rgb_flag
-    pixels = cv2.imdecode(np.frombuffer(data, np.uint8), color | cv2.IMREAD_IGNORE_ORIENTATION)
+    with quiet_native_stderr():  # libpng's own warnings (app.io.native)
+        pixels = cv2.imdecode(np.frombuffer(data, np.uint8), color | cv2.IMREAD_IGNORE_ORIENTATION)
     if pixels is None or (pixels.shape, pixels.dtype) != expected:
         return None
     if mode == "RGB" and rgb_flag is None:

@@ -1,0 +1,75 @@
+"""Native decoders' own messages kept off the terminal: a damaged file is the one line SegLens prints for it.
+
+libjpeg (inside OpenCV) prints its warnings ("Corrupt JPEG data: 61 extraneous bytes before marker 0xd9") with
+`fprintf(stderr, …)`, which no OpenCV log level reaches; OpenCV's own `[ WARN:0@…]` lines are silenced by
+`OPENCV_LOG_LEVEL=ERROR`, set where `app` is imported (app/__init__.py). `quiet_native_stderr` points file
+descriptor 2 at a temporary file while a decoder runs and hands back everything written there meanwhile except
+the decoders' known warning lines: another thread's output is delayed, never lost. Decoders on several threads
+share one redirection (the first in opens it, the last out restores it), so decoding is never serialised.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+import tempfile
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
+
+# what libjpeg and libpng write on their own: warnings about a file SegLens reports itself, or decodes as Pillow does
+_NATIVE = re.compile(rb"^(Corrupt JPEG data|Premature end of JPEG file|Invalid SOS parameters|Unsupported marker|"
+                     rb"Warning: unknown JFIF|libpng warning|\[ WARN:)")
+_lock = threading.Lock()
+_users = 0
+_saved: int | None = None
+_capture = None
+
+
+@contextmanager
+def quiet_native_stderr() -> Iterator[None]:
+    """Run the body with native writes to stderr captured; the decoders' warnings are dropped, the rest written
+    out when the last decoder leaves. Where file descriptor 2 cannot be redirected (none open: a windowed app),
+    the body runs as it is."""
+    entered = _enter()
+    try:
+        yield
+    finally:
+        if entered:
+            _leave()
+
+
+def _enter() -> bool:
+    global _users, _saved, _capture
+    with _lock:
+        if _users == 0:
+            try:
+                sys.stderr.flush()
+                capture = tempfile.TemporaryFile()  # noqa: SIM115 (closed in _leave, by the last decoder out)
+                saved = os.dup(2)
+                os.dup2(capture.fileno(), 2)
+            except (OSError, ValueError, AttributeError):
+                return False
+            _saved, _capture = saved, capture
+        _users += 1
+        return True
+
+
+def _leave() -> None:
+    global _users, _saved, _capture
+    with _lock:
+        _users -= 1
+        if _users:
+            return
+        with suppress(OSError, ValueError, AttributeError):
+            sys.stderr.flush()  # Python's own buffered stderr, written meanwhile, goes out with the rest
+        os.dup2(_saved, 2)
+        os.close(_saved)
+        _capture.seek(0)
+        kept = b"".join(line for line in _capture.read().splitlines(keepends=True) if not _NATIVE.match(line))
+        _capture.close()
+        _saved = _capture = None
+    if kept:
+        with suppress(OSError):
+            os.write(2, kept)
