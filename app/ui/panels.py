@@ -367,8 +367,10 @@ class SidePanel(QWidget):
         self.legend.set_counts(class_pixel_counts(mask), mask.size)
 
     def clear_result(self) -> None:
+        """No result for the picture wanted (it failed): no counts, no verdict, no top classes of the one before."""
         self.legend.clear_counts()
         self.decision.show_verdict(None)
+        self._top_k.set_predictions(())
 
 
 class PanelArea(QScrollArea):
