@@ -40,7 +40,7 @@ def _file_menu(window: MainWindow, menu: QMenu) -> None:
     _add(window, menu, "Open folder…", lambda: open_folder_dialog(window), "Ctrl+Shift+O")
     _recent_menu(menu.addMenu("Open recent"), window.recent_inputs, lambda path: window.add_paths([path]))
     menu.addSeparator()
-    _add(window, menu, "Run on all and export…", lambda: run_all_dialog(window), "Ctrl+E")
+    _add(window, menu, "Run on all…", lambda: run_all_dialog(window), "Ctrl+E")
     _add(window, menu, "Compare with reference masks…", lambda: reference_dialog(window))
     _add(window, menu, "Export review report…", lambda: report_dialog(window))
     menu.addSeparator()
@@ -168,6 +168,13 @@ def open_model_dialog(window: MainWindow) -> None:
 
 
 def run_all_dialog(window: MainWindow) -> None:
+    """Run on all: export into a folder the reader picks, or only score the folder (nothing written)."""
+    choice = _run_all_choice(window)
+    if choice is None:
+        return
+    if choice == "scores":
+        window.run_all(None)
+        return
     folder = QFileDialog.getExistingDirectory(window, "Export masks, overlays and report to")
     if not folder:
         return
@@ -181,6 +188,23 @@ def run_all_dialog(window: MainWindow) -> None:
             return
         options = dialog.options()
     window.run_all(folder, volumes=options)
+
+
+def _run_all_choice(window: MainWindow) -> str | None:
+    """"export", "scores" (the folder's histogram and verdicts, nothing written) or None (cancelled)."""
+    from PySide6.QtWidgets import QMessageBox
+
+    box = QMessageBox(QMessageBox.Icon.Question, "Run on all",
+                      "Run the model on every listed image.\n\nExport writes masks, overlays and the CSV report "
+                      "into a folder you choose; Scores only fills the folder's score histogram and verdicts and "
+                      "writes nothing.", parent=window)
+    export = box.addButton("Export to a folder…", QMessageBox.ButtonRole.AcceptRole)
+    scores = box.addButton("Scores only", QMessageBox.ButtonRole.ActionRole)
+    box.addButton(QMessageBox.StandardButton.Cancel)
+    box.setDefaultButton(export)
+    box.exec()
+    clicked = box.clickedButton()
+    return "export" if clicked == export else "scores" if clicked == scores else None
 
 
 def _natural(path: str):

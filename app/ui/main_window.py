@@ -355,7 +355,7 @@ class MainWindow(QMainWindow):
 
     def _on_report(self, ok: bool, message: str) -> None:
         self.status.showMessage(f"Review report written: {message}" if ok else f"Review report not written: "
-                                f"{message}", 20000)
+                                f"{message}", 20000, folder=Path(message).parent if ok else None)
         self.report_finished.emit(ok, message)
 
     def set_reference_folder(self, folder: str | Path | None) -> None:
@@ -365,7 +365,7 @@ class MainWindow(QMainWindow):
                                 "No reference folder: corrected masks only", 8000)
 
     def _on_corrected(self, path: str, written: str) -> None:
-        self.status.showMessage(f"Corrected mask saved: {written}", 8000)
+        self.status.showMessage(f"Corrected mask saved: {written}", 8000, folder=Path(written).parent)
         self.reviewer.mark("corrected", path)
         self.tuner.tune(references=self.state.tuning.references + 1)  # the image has a new reference
 
@@ -376,10 +376,10 @@ class MainWindow(QMainWindow):
         root, rel = self.files.root_and_rel(path)
         return review_folder(root), rel, root
 
-    def run_all(self, out_dir: str | Path, save: tuple[str, ...] = ("mask", "overlay"), *,
+    def run_all(self, out_dir: str | Path | None, save: tuple[str, ...] = ("mask", "overlay"), *,
                 volumes: dict | None = None) -> None:
-        """Run on all listed images, exporting into `out_dir` (volumes as `volumes` says: VolumeOptions' fields);
-        run_all_finished tells when it is done."""
+        """Run on all listed images, exporting into `out_dir` (None: scores and verdicts only, nothing written;
+        volumes as `volumes` says: VolumeOptions' fields); run_all_finished tells when it is done."""
         self.runner.start(out_dir, save, volumes=volumes)
 
     # -- drag and drop, close --------------------------------------------------------------------------

@@ -35,15 +35,16 @@ class RunOnAll(QObject):
         self._status = status
         self._worker = worker
 
-    def start(self, out_dir: str | Path, save: tuple[str, ...] = ("mask", "overlay"), *,
+    def start(self, out_dir: str | Path | None, save: tuple[str, ...] = ("mask", "overlay"), *,
               volumes: dict | None = None) -> None:
+        """Run on all, exporting into `out_dir` (None: the folder's scores and verdicts only, nothing written)."""
         from app.runs.safety import output_folder_problem
 
         inputs = self._files.inputs()
         if not inputs or self._state.model is None:
             self._status.showMessage("Nothing to run: open images and wait for the model", 8000)
             return
-        refused = output_folder_problem(Path(out_dir), inputs, inside_ok=False)
+        refused = output_folder_problem(Path(out_dir), inputs, inside_ok=False) if out_dir else None
         if refused:
             log.warning("run on all refused: %s", refused)
             self._status.showMessage(f"Run on all not started: {refused}", 20000)
@@ -51,7 +52,8 @@ class RunOnAll(QObject):
             return
         self._status.start_run(len(inputs))
         self._tuning = self._state.tuning  # the reader's threshold and score limit, as --threshold would
-        self.requested.emit(inputs, str(out_dir), list(save), self._tuning, volumes)
+        self.requested.emit(inputs, str(out_dir) if out_dir else "", list(save) if out_dir else [], self._tuning,
+                            volumes)
 
     def cancel(self) -> None:
         self._worker.cancel_batch()  # read by the worker between images: no signal, it is busy running
@@ -70,7 +72,10 @@ class RunOnAll(QObject):
     def on_finished(self, summary, report: str) -> None:
         self._status.end_run()
         state = "cancelled" if summary.cancelled else "done"
-        self._status.showMessage(f"Run on all {state}: {summary.ok} ok, {summary.failed} failed — {report}", 20000)
+        written = Path(report).name == "seglens_report.csv"  # else `report` says why the run did not start
+        where = report or "scores only, nothing written"
+        self._status.showMessage(f"Run on all {state}: {summary.ok} ok, {summary.failed} failed — {where}", 20000,
+                                 folder=Path(report).parent if written else None)
         log.info("run on all %s: %s ok, %s failed, report %s", state, summary.ok, summary.failed, report)
         self._tuner.show_folder()
         self.finished.emit(summary, report)

@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from PySide6.QtCore import QTimer, Signal
 from PySide6.QtWidgets import QLabel, QProgressBar, QPushButton, QStatusBar
+
+from app.ui.notice import Notice
 
 WARNING_STYLE = "QLabel { color: #1c1c1e; background: #ffcc00; padding: 1px 6px; border-radius: 3px; }"
 GPU_STYLE = "QLabel { color: white; background: #248a3d; padding: 1px 6px; border-radius: 3px; }"
@@ -29,12 +33,25 @@ class StatusBar(QStatusBar):
             widget.hide()
         for widget in (self.provider, self.latency, self.gpu_memory, self.image_size, self.model):
             self.addPermanentWidget(widget)
+        self.notice = Notice()  # the messages: whole (elided, with a tooltip), never under the widgets above
+        self.addWidget(self.notice, 1)
         self.addWidget(self._progress)
         self.addWidget(self._cancel)
         self._device_id: int | None = None
         self._timer = QTimer(self)
         self._timer.setInterval(2000)
         self._timer.timeout.connect(self.refresh_gpu_memory)
+
+    def showMessage(self, text: str, timeout: int = 0, *, folder: str | Path | None = None) -> None:
+        """QStatusBar's message, shown in the notice area instead; `folder`: offer "Open folder" for it."""
+        self.notice.show_message(text, timeout, folder=folder)
+        self.messageChanged.emit(text)
+
+    def currentMessage(self) -> str:
+        return self.notice.text()
+
+    def clearMessage(self) -> None:
+        self.showMessage("")
 
     def start_run(self, total: int) -> None:
         """A "Run on all" of `total` images starts: progress bar and Cancel button."""

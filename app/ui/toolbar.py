@@ -41,7 +41,8 @@ def build_toolbar(window: MainWindow) -> QToolBar:
     bar.addWidget(_opacity_slider(window))
     bar.addSeparator()
     run = bar.addAction(icon(QStyle.StandardPixmap.SP_MediaPlay), "Run on all…")
-    run.setToolTip("Run the model on every listed image and export masks, overlays and the report (Ctrl+E)")
+    run.setToolTip("Run the model on every listed image: export masks, overlays and the report, or the scores "
+                   "only (Ctrl+E)")
     run.triggered.connect(lambda _checked=False: actions.run_all_dialog(window))
     return bar
 

@@ -37,6 +37,9 @@ class BatchSlots:
         if self._model is None:
             self.batch_finished.emit(RunSummary(), "no model is loaded")
             return
+        if not out_dir:
+            self._score_all(inputs, tuning)
+            return
         report_path = Path(out_dir) / "seglens_report.csv"
         threshold = tuning.threshold if tuning is not None else None
         try:
@@ -72,6 +75,31 @@ class BatchSlots:
             self.batch_finished.emit(RunSummary(total=len(inputs)), unexpected_error_line(Path(out_dir), exc))
             return
         self.batch_finished.emit(summary, str(report_path))
+
+    def _score_all(self, inputs: list, tuning: Tuning | None) -> None:
+        """Run on all for the folder's scores and verdicts only: nothing is written (no folder was chosen)."""
+        from app.inference.tuning import judge, with_score_limit
+        from app.runs.batch import RunSummary, run_inputs
+        from app.runs.volume_run import VolumeOptions
+
+        try:
+            model, min_confidence = self._tuned_for_batch(tuning.threshold if tuning is not None else None)
+            model.spec = spec = with_score_limit(model.spec, tuning.score_limit if tuning is not None else None)
+
+            def progress(outcome, summary):
+                judged = judge(spec, outcome.result) if outcome.result is not None else None
+                self.batch_progress.emit(outcome, copy.copy(summary), judged)
+
+            volumes = VolumeOptions(exports=()) if any(item.volume is not None for item in inputs) else None
+            summary = run_inputs(model, inputs, out_dir=None, save=(), progress=progress,
+                                 should_stop=self._cancel.is_set, min_confidence=min_confidence, volumes=volumes)
+        except Exception as exc:  # the window hears the run ended, with the one line
+            from app.errors import unexpected_error_line
+
+            log.exception("run on all (scores only) failed")
+            self.batch_finished.emit(RunSummary(total=len(inputs)), unexpected_error_line(Path("run on all"), exc))
+            return
+        self.batch_finished.emit(summary, "")
 
     @Slot(list, str, object, object, object)
     def export_report(self, entries: list, report_path: str, tuning: Tuning, reviews: dict, identity: dict) -> None:

@@ -1,0 +1,88 @@
+"""The status bar's message area: the whole message, elided in the middle to the room the permanent widgets leave
+(the full text in its tooltip), and an "Open folder" button when the message is about files written to a folder.
+
+QStatusBar's own temporary message is painted under the permanent widgets and simply cut off
+(`Run on all done: 8 ok, 0 failed — /ho`); this one is a normal widget, so the layout gives it what is left.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from PySide6.QtCore import Qt, QTimer, QUrl
+from PySide6.QtGui import QDesktopServices
+from PySide6.QtWidgets import QHBoxLayout, QLabel, QPushButton, QSizePolicy, QWidget
+
+
+class _ElidedLabel(QLabel):
+    """One line of text, elided in the middle (the start says what happened, the end names the file)."""
+
+    def __init__(self, parent=None) -> None:
+        super().__init__(parent)
+        self._full = ""
+        self.setTextFormat(Qt.TextFormat.PlainText)
+        self.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)  # takes what is left
+        self.setMinimumWidth(60)
+
+    def set_full_text(self, text: str) -> None:
+        self._full = text
+        self.setToolTip(text)
+        self._elide()
+
+    def full_text(self) -> str:
+        return self._full
+
+    def resizeEvent(self, event) -> None:
+        super().resizeEvent(event)
+        self._elide()
+
+    def _elide(self) -> None:
+        line = " ".join(self._full.split())  # one line: a message may carry a newline from an error
+        self.setText(self.fontMetrics().elidedText(line, Qt.TextElideMode.ElideMiddle, max(0, self.width())))
+
+
+class Notice(QWidget):
+    """`show_message(text, timeout_ms, folder=…)`; a message with a folder stays until the next one."""
+
+    def __init__(self, parent=None) -> None:
+        super().__init__(parent)
+        self.label = _ElidedLabel()
+        self.open_button = QPushButton("Open folder")
+        self.open_button.setFlat(True)
+        self.open_button.setCursor(Qt.CursorShape.PointingHandCursor)
+        self.open_button.hide()
+        self.open_button.clicked.connect(self.open_folder)
+        layout = QHBoxLayout(self)
+        layout.setContentsMargins(0, 0, 0, 0)
+        layout.addWidget(self.label, 1)
+        layout.addWidget(self.open_button)
+        self.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
+        self._folder: Path | None = None
+        self._timer = QTimer(self)
+        self._timer.setSingleShot(True)
+        self._timer.timeout.connect(self.clear)
+
+    def show_message(self, text: str, timeout_ms: int = 0, *, folder: str | Path | None = None) -> None:
+        """Show `text` for `timeout_ms` (0: until the next message); `folder`: the folder "Open folder" opens."""
+        self.label.set_full_text(text)
+        self._folder = Path(folder) if folder else None
+        self.open_button.setVisible(self._folder is not None)
+        self.open_button.setToolTip(f"Open {self._folder} in the file manager" if self._folder else "")
+        self._timer.stop()
+        if timeout_ms > 0 and self._folder is None and text:
+            self._timer.start(timeout_ms)
+
+    def text(self) -> str:
+        return self.label.full_text()
+
+    def clear(self) -> None:
+        self.show_message("")
+
+    def folder_url(self) -> QUrl | None:
+        """The URL "Open folder" opens (a file: URL), None when the message names no folder."""
+        return QUrl.fromLocalFile(str(self._folder)) if self._folder is not None else None
+
+    def open_folder(self) -> None:
+        url = self.folder_url()
+        if url is not None:
+            QDesktopServices.openUrl(url)  # the desktop's file manager
