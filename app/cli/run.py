@@ -77,12 +77,13 @@ def cmd_run(args: argparse.Namespace) -> int:
                                  min_confidence=min_confidence, png_texts=identity.png_texts(model.spec),
                                  reference=scorer, tile_progress=progress.tiles, volumes=volume_options,
                                  slice_progress=progress.slices)
+        written = scorer.summary.write(args.out) if scorer else []  # under the lock, as every other output
         progress.close()
     for notice in dict.fromkeys(summary.notices):
         print(f"note: {_shown(notice)}", file=sys.stderr)
     _print_summary(summary, model.info, args.out, report_path)
     if scorer:
-        _print_metrics(scorer.summary, args.out)
+        _print_metrics(scorer.summary, written)
     print(_shown(identity.summary_line(report_path)))
     return EXIT_OK if summary.failed == 0 else EXIT_SOME_FAILED
 
@@ -90,11 +91,13 @@ def cmd_run(args: argparse.Namespace) -> int:
 # --- compare -----------------------------------------------------------------------------------------
 
 def cmd_compare(args: argparse.Namespace) -> int:
+    started = time.time()
     from app.inference.session import open_session
     from app.inference.spec import load_spec
     from app.io.discover import discover
-    from app.runs.compare import compare_inputs, compare_problem
+    from app.runs.compare import REPORT_NAME, compare_inputs, compare_problem
     from app.runs.lock import OutputLock
+    from app.runs.provenance import RunIdentity, compare_summary_line, record_compare
     from app.runs.safety import output_folder_problem
 
     spec_a, spec_b = load_spec(resolved_model(args.model_a)), load_spec(resolved_model(args.model_b))
@@ -110,12 +113,17 @@ def cmd_compare(args: argparse.Namespace) -> int:
     for model, spec in zip(models, (spec_a, spec_b), strict=True):
         _announce_session(model.info, spec)
     progress = _Progress(len(inputs), enabled=sys.stderr.isatty() and not args.no_progress)
-    with OutputLock(args.out):
+    identities = [RunIdentity.of(model.spec, session=model.info) for model in models]
+    with OutputLock(args.out):  # everything compare writes, its metrics and record included, under the lock
+        _remove_stale_temporaries(args.out, started)
+        record_compare(args.out / REPORT_NAME, *identities)
         summary, metrics, report = compare_inputs(*models, inputs, out_dir=args.out, progress=progress.update)
+        written = metrics.write(args.out)
     progress.close()
     print(f"{summary.total} inputs: {summary.ok} ok, {summary.failed} failed; B = {_shown(spec_b.path.name)} "
           f"measured against A = {_shown(spec_a.path.name)}; pictures in {_shown(args.out)}, report {_shown(report)}")
-    _print_metrics(metrics, args.out)
+    _print_metrics(metrics, written)
+    print(_shown(compare_summary_line(report, *identities)))
     return EXIT_OK if summary.failed == 0 else EXIT_SOME_FAILED
 
 
@@ -139,10 +147,10 @@ def _announce_volumes(inputs, args: argparse.Namespace):
                          anonymize=args.anonymize, pseudonym_key=pseudonym_key() if args.anonymize else b"")
 
 
-def _print_metrics(metrics, out: Path) -> None:
+def _print_metrics(metrics, written: list[Path]) -> None:
+    """The metrics summary and the files `metrics.write` wrote (inside the run's lock, before this)."""
     for line in metrics.lines():
         print(_shown(line))
-    written = metrics.write(out)
     print("metrics: " + ", ".join(_shown(p) for p in written))
 
 

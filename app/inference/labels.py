@@ -1,11 +1,14 @@
 """Class names from a labels file (the sidecar's `classes_file:`) and their short form for display.
 
 A labels file is one of three formats, told apart by its content:
-- a JSON list of strings (`["tench", "goldfish", ...]`);
+- a JSON list of strings (`["tench", "goldfish", ...]`): only when the whole file is one valid JSON list, so a
+  lines file whose first label is `[unlabelled]` stays a lines file;
 - CSV `index,name` rows (indices 0..N-1 in any order, each once; an optional `index,name` header row);
 - otherwise one label per line, as written (trailing whitespace stripped, blank lines at the end ignored).
 A name keeps everything it holds (`n01440764 tench, Tinca tinca`): reports show it whole, the viewer shortens it
-with `display_name`.
+with `display_name`. A control character in a name is refused (names reach CSV cells, column names, DICOM labels
+and the terminal); lines end at `\n` (or `\r\n`) only, so a stray `\r` or `\x1c` is found, not taken for a
+line break.
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ import json
 import re
 from pathlib import Path
 
-from app.inference.validators import read_at_most
+from app.inference.validators import control_character, read_at_most, visible
 
 MAX_LABELS_BYTES = 10 << 20  # ImageNet-21k's ~22k synset lines take about 1 MB
 MAX_LABELS = 100_000  # app.inference.spec.MAX_CLASSIFICATION_CLASSES: a model has no more classes than this
@@ -51,25 +54,38 @@ def read_labels(path: Path) -> tuple[str, ...]:
         raise ValueError(f"{path}: holds no labels")
     if len(names) > MAX_LABELS:
         raise ValueError(f"{path}: {len(names)} labels; a model has at most {MAX_LABELS} classes")
+    for number, name in enumerate(names, start=1):
+        bad = control_character(name)
+        if bad is not None:
+            raise ValueError(f"{path}: label {number} holds a control character ({bad} in "
+                             f"'{visible(name)[:60]}'); names go into reports and file names")
     return names
 
 
 def _parse(text: str, path: Path) -> tuple[str, ...]:
-    if text.lstrip().startswith("["):
-        return _json_names(text, path)
-    lines = text.rstrip().splitlines()
+    listed = _json_list(text)
+    if listed is not None:
+        return _json_names(listed, path)
+    lines = [line.removesuffix("\r") for line in text.rstrip().split("\n")] if text.strip() else []
     body = lines[1:] if lines and _is_header(lines[0]) else lines
     if body and _INDEX.fullmatch(body[0].split(",", 1)[0]) and "," in body[0]:
         return _csv_names(body, path, first_line=len(lines) - len(body) + 1)
     return _line_names(lines, path)
 
 
-def _json_names(text: str, path: Path) -> tuple[str, ...]:
+def _json_list(text: str) -> list | None:
+    """The file as a JSON list when the whole of it is one; None otherwise (then it is read as lines)."""
+    if not text.lstrip().startswith("["):
+        return None
     try:
         value = json.loads(text)
-    except (ValueError, RecursionError) as exc:
-        raise ValueError(f"{path}: not a JSON list of names ({str(exc).splitlines()[0][:80]})") from None
-    if not isinstance(value, list) or not all(isinstance(v, str) and v.strip() for v in value):
+    except (ValueError, RecursionError):
+        return None
+    return value if isinstance(value, list) else None
+
+
+def _json_names(value: list, path: Path) -> tuple[str, ...]:
+    if not all(isinstance(v, str) and v.strip() for v in value):
         raise ValueError(f"{path}: a JSON labels file must be a list of non-empty strings")
     return tuple(v.strip() for v in value)
 

@@ -6,6 +6,8 @@ import ast
 import json
 from typing import Any
 
+from app.inference.validators import visible
+
 MAX_NAMES_METADATA_CHARS = 1 << 20  # class names in metadata: 100000 names of ~10 characters
 
 
@@ -28,5 +30,5 @@ def parse_name_list(raw: str) -> list[str] | None:
         except Exception:
             return None
     if isinstance(value, list) and value and all(isinstance(v, str) and v.strip() for v in value):
-        return [v.strip() for v in value]
+        return [visible(v.strip()) for v in value]  # a control character would reach CSV cells and names raw
     return None

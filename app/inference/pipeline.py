@@ -16,6 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
+from app.errors import InferenceError
 from app.inference import postprocess, tiling
 from app.inference.finite import check_finite
 from app.inference.postprocess import Prediction, class_pixel_counts, segmentation_mask, top_k
@@ -131,7 +132,10 @@ def infer_tiles(model: ModelSession, pixels: np.ndarray, *, batch: int = 1, prog
     spec, inp = model.spec, model.spec.input
     image_hw = (int(pixels.shape[0]), int(pixels.shape[1]))
     tile_hw = tiling.tile_size(inp.model_hw, inp.tile)
-    total = len(tiling.grid(image_hw, tile_hw, inp.tile.overlap))
+    refused = tiling.too_many_tiles(image_hw, tile_hw, inp.tile.overlap)
+    if refused:  # before the grid is made: a 1-px tile size would make a list of millions of origins
+        raise InferenceError(refused)
+    total = tiling.tile_count(image_hw, tile_hw, inp.tile.overlap)
     decide = (tiling.binary_decider(spec.output.threshold) if spec.output.kind == "binary"
               else postprocess.argmax_planes)
     accumulator, done = None, 0

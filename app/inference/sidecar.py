@@ -14,8 +14,8 @@ import yaml
 from app.errors import SidecarError
 from app.inference.labels import read_labels
 from app.inference.runtime import RUNTIME_KEYS
-from app.inference.tiling import BLENDS
-from app.inference.validators import Check, choice, kind, number, read_at_most, shown, whole
+from app.inference.tiling import BLENDS, MAX_OVERLAP
+from app.inference.validators import Check, choice, class_name, kind, number, read_at_most, shown, whole
 from app.inference.validators import text as nonempty_text
 
 MAX_SIDE = 16384  # a working size beyond this is a typo, and would ask for tens of GB
@@ -24,10 +24,11 @@ _MAX_KEY_SHOWN = 60
 
 
 def find_sidecar(model_path: Path) -> Path | None:
-    """`<model>.yaml` (or `.yml`) beside the model, when present."""
+    """`<model>.yaml` (or `.yml`) beside the model, when present. Present but not a regular file (a FIFO, a
+    folder) it is still returned: reading it then refuses it in one line, rather than running without it."""
     for suffix in (".yaml", ".yml"):
         candidate = model_path.with_suffix(suffix)
-        if candidate.is_file():
+        if candidate.exists():
             return candidate
     return None
 
@@ -62,12 +63,25 @@ def _with_classes_file(values: dict[str, Any], path: Path) -> dict[str, Any]:
         return values
     if "classes" in values:
         raise SidecarError(f"{path}: 'classes_file' and 'classes' both given: use one")
-    labels = path.parent / values["classes_file"]
+    labels = _beside(path, values["classes_file"])
     try:
         names = read_labels(labels)
     except ValueError as exc:
         raise SidecarError(f"{path}: 'classes_file' {exc}") from None
     return {**values, "classes_file": labels, "classes": tuple((name, _UNSET) for name in names)}
+
+
+def _beside(path: Path, name: str) -> Path:
+    """`classes_file` as a file in the sidecar's folder or below, as documented: a relative path without `..`
+    whose target, symlinks followed, stays inside the folder (a model must not read the user's other files)."""
+    relative = Path(name)
+    if relative.anchor or ".." in relative.parts:
+        raise SidecarError(f"{path}: 'classes_file' must name a file beside the sidecar (in its folder or below, "
+                           f"without '..'), got {shown(name)}")
+    labels = path.parent / relative
+    if not labels.resolve().is_relative_to(path.parent.resolve()):
+        raise SidecarError(f"{path}: 'classes_file' {labels} leads outside the sidecar's folder (a symbolic link)")
+    return labels
 
 
 def _read_text(path: Path) -> str:
@@ -164,9 +178,9 @@ def _size(value: Any) -> tuple[int, int] | None:
 
 def _overlap(value: Any) -> float:
     share = number(value)
-    if not 0.0 <= share < 1.0:
-        raise ValueError(f"must be at least 0 and below 1 (the share of a tile overlapping its neighbour), "
-                         f"got {shown(value)}")
+    if not 0.0 <= share <= MAX_OVERLAP:
+        raise ValueError(f"must be at least 0 and at most {MAX_OVERLAP} (the share of a tile overlapping its "
+                         f"neighbour; nearer 1 the stride shrinks to a pixel), got {shown(value)}")
     return share
 
 
@@ -238,7 +252,7 @@ def _classes(value: Any) -> tuple[tuple[str, Any], ...]:
         unknown = sorted(str(k) for k in set(item) - {"name", "color"})
         if unknown:
             raise ValueError(f"[{index}] has unknown key '{_short_key(unknown[0])}' (expected name, color)")
-        parsed.append((_field(index, "name", nonempty_text, item.get("name")),
+        parsed.append((_field(index, "name", class_name, item.get("name")),
                        _field(index, "color", parse_color, item["color"]) if "color" in item else _UNSET))
     return tuple(parsed)
 

@@ -27,6 +27,12 @@ BLENDS = ("gaussian", "linear", "constant")
 KEPT_PIXELS = 4096 * 4096  # kept scores above this many pixels per class are reduced by a whole factor
 _GAUSSIAN_SIGMA = 0.125  # of the tile side, as MONAI's sliding_window_inference
 _MIN_WEIGHT = 1e-3  # relative: a pixel seen only by a tile's edge still counts (every pixel is covered)
+# MONAI's sliding window takes any overlap below 1 and nnU-Net any step above 0, so neither bounds the work: at
+# 0.99 a 600² image took a stride of 1 px, 288,369 tiles. 0.9 (a step of a tenth of the tile; nnU-Net's default
+# is 0.5) keeps at most ~100 tiles over any pixel; a 16384² image in 128² tiles at 0.5 overlap needs 65,025
+# tiles, so MAX_TILES stops only a tile size that is a typo.
+MAX_OVERLAP = 0.9
+MAX_TILES = 65_536
 
 
 @dataclass(frozen=True)
@@ -91,6 +97,20 @@ def starts(length: int, tile: int, overlap: float) -> list[int]:
     stride = max(1, tile - round(tile * overlap))
     count = math.ceil((length - tile) / stride) + 1
     return sorted({min(i * stride, length - tile) for i in range(count)})
+
+
+def tile_count(image_hw: tuple[int, int], tile_hw: tuple[int, int], overlap: float) -> int:
+    """How many tiles `grid` makes, without making it (one side's starts at a time)."""
+    return len(starts(image_hw[0], tile_hw[0], overlap)) * len(starts(image_hw[1], tile_hw[1], overlap))
+
+
+def too_many_tiles(image_hw: tuple[int, int], tile_hw: tuple[int, int], overlap: float) -> str | None:
+    """Why this image must not be tiled so (one line naming the sidecar keys), or None."""
+    count = tile_count(image_hw, tile_hw, overlap)
+    if count <= MAX_TILES:
+        return None
+    return (f"{image_hw[1]}×{image_hw[0]} image needs {count} tiles of {tile_hw[1]}×{tile_hw[0]} at overlap "
+            f"{overlap:g}; the limit is {MAX_TILES} (raise input.tile.size or lower input.tile.overlap)")
 
 
 def grid(image_hw: tuple[int, int], tile_hw: tuple[int, int], overlap: float) -> list[tuple[int, int]]:

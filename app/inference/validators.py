@@ -4,10 +4,13 @@ ValueError("must be …, got …"), which the caller prefixes with the file and 
 from __future__ import annotations
 
 import math
+import re
 import reprlib
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+from app.io.regular import open_regular
 
 Check = Callable[[Any], Any]
 
@@ -69,9 +72,42 @@ def boolean(value: Any) -> bool:
     raise ValueError(f"must be true or false, got {shown(value)}")
 
 
+# C0 and C1 controls (tab and newline included: a name is one line) and the bidirectional overrides that make
+# `exe.png` read as `gnp.exe`: class names reach CSV cells, column names, DICOM labels and the terminal.
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+
+
+def control_character(name: str) -> str | None:
+    """The first control character in `name`, spelt visibly (`\\x1b`, `\\u202e`), or None when there is none."""
+    found = _CONTROL.search(name)
+    return None if found is None else _escape(found)
+
+
+def visible(name: str) -> str:
+    """`name` with every control character spelt out (`\\x1b`): for names SegLens must accept (model
+    metadata) but must not pass on raw."""
+    return _CONTROL.sub(_escape, name)
+
+
+def _escape(found: re.Match) -> str:
+    code = ord(found.group())
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+
+
+def class_name(value: Any) -> str:
+    """A class name: non-empty text without control characters (see `control_character`)."""
+    name = text(value)
+    bad = control_character(name)
+    if bad is not None:
+        raise ValueError(f"must not hold a control character, got {bad} in {shown(visible(name))}")
+    return name
+
+
 def read_at_most(path: Path, limit: int) -> bytes | None:
     """The file's bytes, or None when it holds more than `limit` (never reads more than one byte past it: a
-    sidecar or label file named by a model must not be able to fill memory). OSError as open() raises it."""
-    with open(path, "rb") as handle:
+    sidecar or label file named by a model must not be able to fill memory). Only a regular file is opened, and
+    without waiting (a FIFO would block open() until a writer came): app.io.regular.NotRegularFile otherwise,
+    and OSError as open() raises it."""
+    with open_regular(path) as handle:
         data = handle.read(limit + 1)
     return None if len(data) > limit else data

@@ -302,12 +302,28 @@ def finished_rows(report: Path, columns: list[str], outputs_of) -> dict[str, lis
     done: dict[str, list[str]] = {}
     for candidate in (report.with_name(report.name + ".partial"), report):
         rows = _read_report(candidate)
-        if not rows or rows[0] != [_cell(c) for c in columns]:
+        plan = _carry_plan(rows[0], columns) if rows else None
+        if plan is None:
             continue
         for row in rows[1:]:
-            if len(row) == len(columns) and row[1] == "ok" and _outputs_complete(outputs_of(Path(row[0]))):
-                done[row[0]] = row
+            if len(row) == len(rows[0]) and row[1] == "ok" and _outputs_complete(outputs_of(Path(row[0]))):
+                done[row[0]] = [row[i] if i is not None else "" for i in plan]  # in this report's columns
     return done
+
+
+# Columns that say where and how fast a row was made, never what it says: a `--ray` report has `node`, a local one
+# has not. --resume carries a row whichever of these its report had (a missing one is left empty).
+INFORMATIONAL_COLUMNS = frozenset({"node", *(f"{stage}_ms" for stage in STAGES)})
+
+
+def _carry_plan(header: list[str], columns: list[str]) -> list[int | None] | None:
+    """For each of `columns`, where it is in an earlier report's `header` (None: an informational column that
+    report lacks); None when the two differ in anything else (another model, other metric columns)."""
+    wanted = [_cell(c) for c in columns]
+    if [c for c in header if c not in INFORMATIONAL_COLUMNS] != [c for c in wanted if c not in INFORMATIONAL_COLUMNS]:
+        return None
+    where = {name: i for i, name in enumerate(header)}
+    return [where.get(name) for name in wanted]
 
 
 def _read_report(path: Path) -> list[list[str]] | None:

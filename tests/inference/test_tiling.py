@@ -142,8 +142,8 @@ def test_should_stop_between_tile_batches_ends_the_image(models):
 # --- the sidecar --------------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("tile, key, words", [
-    ("{overlap: 1.0}", "input.tile.overlap", "below 1"),
-    ("{overlap: -0.1}", "input.tile.overlap", "below 1"),
+    ("{overlap: 1.0}", "input.tile.overlap", "at most 0.9"),
+    ("{overlap: -0.1}", "input.tile.overlap", "at most 0.9"),
     ("{blend: cubic}", "input.tile.blend", "gaussian | linear | constant"),
     ("{stride: 3}", "input.tile.stride", "unknown key"),
     ("{batch: 0}", "input.tile.batch", "whole number"),
