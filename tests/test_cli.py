@@ -398,3 +398,46 @@ def test_anomaly_model_run_fills_score_and_verdict(models, tmp_path, batch):
     mask = np.asarray(Image.open(out / "bad_mask.png"))
     assert mask.shape == (8, 8) and np.count_nonzero(mask) == 4
     assert not np.asarray(Image.open(out / "good_mask.png")).any()
+
+
+def _with_node_column(report: Path) -> None:
+    """The report as a `--ray` run writes it: a `node` column after the per-task ones, before the timings."""
+    with open(report, newline="", encoding="utf-8") as handle:
+        rows = list(csv.reader(handle))
+    at = rows[0].index("decode_ms")
+    for n, row in enumerate(rows):
+        row.insert(at, "node" if n == 0 else "10.0.0.7")
+    with open(report, "w", newline="", encoding="utf-8") as handle:
+        csv.writer(handle).writerows(rows)
+
+
+def test_a_local_resume_carries_the_rows_of_a_ray_report_with_its_node_column(models, tmp_path):
+    folder = tmp_path / "in"
+    folder.mkdir()
+    for name in ("a.png", "b.png"):
+        Image.fromarray(stripes()).save(folder / name)
+    model, out = models("rgb_classes"), tmp_path / "out"
+    assert main(["run", str(model), str(folder), "--out", str(out), "--save", "mask"]) == 0
+    before = read_report(out / "seglens_report.csv")
+    _with_node_column(out / "seglens_report.csv")
+    masks = {p.name: p.stat().st_mtime_ns for p in out.glob("*_mask.png")}
+    done = cli("run", model, folder, "--out", out, "--save", "mask", "--resume")
+    assert done.returncode == 0 and "(2 done by an earlier run)" in done.stdout, done.stdout + done.stderr
+    assert {p.name: p.stat().st_mtime_ns for p in out.glob("*_mask.png")} == masks  # nothing run again
+    assert read_report(out / "seglens_report.csv") == before  # this report's columns: no node, same cells
+
+
+def test_a_ray_resume_carries_a_local_report_leaving_node_empty(models, tmp_path):
+    from app.inference.spec import load_spec
+    from app.runs.outputs import finished_rows, report_columns
+
+    spec = load_spec(models("rgb_classes"))
+    local = report_columns(spec)
+    row = ["a.png", "ok", *[str(n) for n in range(len(local) - 2)]]
+    with open(tmp_path / "r.csv", "w", newline="") as handle:
+        csv.writer(handle).writerows([local, row])
+    ray = report_columns(spec, ["node"])
+    carried = finished_rows(tmp_path / "r.csv", ray, lambda p: [])["a.png"]
+    assert dict(zip(ray, carried, strict=True)) == {**dict(zip(local, row, strict=True)), "node": ""}
+    other = report_columns(load_spec(models("binary_logits")))  # other class columns: never carried
+    assert finished_rows(tmp_path / "r.csv", other, lambda p: []) == {}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 
 import numpy as np
@@ -141,3 +142,54 @@ def test_compare_exit_codes(models, tmp_path, capsys):
     with pytest.raises(SystemExit) as usage:
         main(["compare", str(a), str(images)])  # --out missing
     assert usage.value.code == 2
+
+
+@pytest.fixture
+def lock_seen(monkeypatch):
+    """Whether `<out>/.seglens-run.lock` was held each time the metrics files were written."""
+    from app.runs.lock import LOCK_NAME
+    from app.runs.metrics_report import MetricsSummary
+
+    seen, real_write = [], MetricsSummary.write
+
+    def write(self, folder):
+        seen.append((folder / LOCK_NAME).exists())
+        return real_write(self, folder)
+
+    monkeypatch.setattr(MetricsSummary, "write", write)
+    return seen
+
+
+def test_compare_writes_its_metrics_and_run_record_inside_the_lock(models, tmp_path, capsys, lock_seen):
+    images, out = tmp_path / "images", tmp_path / "out"
+    save(images / "x.png", stripes())
+    a, b = models("rgb_classes"), models("permuted_classes")
+    assert main(["compare", str(a), str(b), str(images), "--out", str(out), "--device", "cpu"]) == 0
+    assert lock_seen == [True]  # written after the lock was released: another run could be writing there
+    record = json.loads((out / "seglens_compare.csv.run.json").read_text())
+    assert record["command"] == "compare"
+    for key, model in (("model_a", a), ("model_b", b)):
+        assert record[key]["model"] == model.name and record[key]["provider"] == "CPUExecutionProvider"
+        assert record[key]["model_sha256"] == hashlib.sha256(model.read_bytes()).hexdigest()
+    assert "seglens_compare.csv.run.json" in capsys.readouterr().out
+
+
+def test_run_with_reference_writes_its_metrics_inside_the_lock(models, reviewed, tmp_path, lock_seen):
+    images, ref = reviewed
+    main(["run", str(models("rgb_classes")), str(images), "--out", str(tmp_path / "out"), "--reference", str(ref),
+          "--device", "cpu", "--no-progress"])
+    assert lock_seen == [True]
+
+
+def test_compare_on_a_dicom_series_says_volumes_are_not_supported(models, tmp_path, capsys):
+    from tests.dicom_factory import write_series
+
+    write_series(tmp_path / "ct", slices=3)
+    a = models("rgb_classes")
+    assert main(["compare", str(a), str(a), str(tmp_path / "ct"), "--out", str(tmp_path / "out"),
+                 "--device", "cpu", "--no-progress"]) == 1
+    (row,) = read_report(tmp_path / "out" / "seglens_compare.csv")
+    assert row["status"] == "error" and "file not found" not in row["error"]
+    assert row["error"].endswith(": volumes are not supported by compare (a DICOM series, multi-frame DICOM or "
+                                 "NIfTI file); run each model on it with `seglens-cli run`")
+    assert capsys.readouterr().err.count("volumes are not supported by compare") == 1

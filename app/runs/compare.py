@@ -92,6 +92,9 @@ def _compare_one(model_a: ModelSession, model_b: ModelSession, item: InputFile, 
     try:
         if item.problem:
             raise SegLensError(f"{item.path}: {item.problem}")
+        if item.volume is not None:  # a series' path names no file: decoding it would say "file not found"
+            raise SegLensError(f"{item.path}: volumes are not supported by compare (a DICOM series, multi-frame "
+                               "DICOM or NIfTI file); run each model on it with `seglens-cli run`")
         image, decode_ms = pipeline.decode(item.path)
         a = pipeline.run_image(model_a, image, decode_ms=decode_ms).mask
         b = pipeline.run_image(model_b, image).mask

@@ -133,6 +133,19 @@ def record_run(report: Path, identity: RunIdentity) -> None:
     atomic_write(record_path(report), json.dumps(asdict(identity), indent=2).encode("utf-8"))
 
 
+def record_compare(report: Path, a: RunIdentity, b: RunIdentity) -> None:
+    """`seglens-cli compare`'s record beside its report: both models as `record_run` records one (A is the
+    reference B is measured against), written before any row."""
+    record = {"command": "compare", "seglens": __version__, "model_a": asdict(a), "model_b": asdict(b)}
+    atomic_write(record_path(report), json.dumps(record, indent=2).encode("utf-8"))
+
+
+def compare_summary_line(report: Path, a: RunIdentity, b: RunIdentity) -> str:
+    """One line for the terminal: the two models compared, and where the full record is."""
+    return (f"provenance: A {a.model} sha256 {a.model_sha256[:SHORT]}, B {b.model} sha256 {b.model_sha256[:SHORT]}, "
+            f"SegLens {a.seglens}, provider {a.provider}; full record {record_path(report).name}")
+
+
 def resume_problem(report: Path, identity: RunIdentity) -> str | None:
     """Why the rows of the earlier run at `report` must not be carried into this one (one line), or None."""
     path = record_path(report)
