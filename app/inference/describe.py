@@ -3,6 +3,7 @@ the spec with where it came from, and the session's truth (provider, why not the
 
 from __future__ import annotations
 
+from app.inference.codes import ClassCode
 from app.inference.labels import display_name
 from app.inference.session import SessionInfo
 from app.inference.spec import ModelSpec
@@ -26,7 +27,8 @@ def spec_dict(spec: ModelSpec, info: SessionInfo | None) -> dict:
                    **({"min_confidence": out.min_confidence, "min_margin": out.min_margin}
                       if spec.task == "classification" else {})},
         "classes_file": str(spec.classes_file) if spec.classes_file else None,
-        "classes": [{"index": i, "name": c.name, "color": hex_color(c.color)} for i, c in enumerate(spec.classes)],
+        "classes": [{"index": i, "name": c.name, "color": hex_color(c.color), **_code_dict(c.code)}
+                    for i, c in enumerate(spec.classes)],
         "postprocess": vars(spec.postprocess).copy(),
         "verdict": None if spec.verdict is None else {"fail_if": [rule.as_dict() for rule in spec.verdict]},
         "sources": dict(spec.sources),
@@ -41,6 +43,14 @@ def session_dict(info: SessionInfo) -> dict:
             "fallback_reason": info.fallback_reason, "device_id": info.device_id, "gpu_present": info.gpu_present,
             "load_ms": round(info.load_ms, 2), "first_run_ms": round(info.first_run_ms, 2),
             "warm_run_ms": round(info.warm_run_ms, 2), "onnxruntime": info.ort_version}
+
+
+def _code_dict(code: ClassCode | None) -> dict:
+    """A class's sidecar `code:` as JSON: {"code": {"category": [scheme, value, meaning], "type": [...]}}."""
+    if code is None:
+        return {}
+    return {"code": {part: [c.scheme, c.value, c.meaning] for part, c in (("category", code.category),
+                                                                          ("type", code.type))}}
 
 
 def hex_color(color) -> str | None:
@@ -128,7 +138,8 @@ def _class_lines(spec: ModelSpec) -> list[str]:
             short = display_name(c.name)
             lines.append(f"  {i:>3}  {short:<24}{c.name if short != c.name else ''}".rstrip())
         else:
-            lines.append(f"  {i:>3}  {c.name:<24}{hex_color(c.color) or 'not painted'}")
+            coded = f"  {c.code.text()}" if c.code else ""
+            lines.append(f"  {i:>3}  {c.name:<24}{hex_color(c.color) or 'not painted':<12}{coded}".rstrip())
     return lines
 
 

@@ -12,6 +12,7 @@ from typing import Any
 import yaml
 
 from app.errors import SidecarError
+from app.inference.codes import ClassCode, CodeError, parse_class_code
 from app.inference.labels import read_labels
 from app.inference.runtime import RUNTIME_KEYS
 from app.inference.tiling import BLENDS, MAX_OVERLAP
@@ -68,7 +69,7 @@ def _with_classes_file(values: dict[str, Any], path: Path) -> dict[str, Any]:
         names = read_labels(labels)
     except ValueError as exc:
         raise SidecarError(f"{path}: 'classes_file' {exc}") from None
-    return {**values, "classes_file": labels, "classes": tuple((name, _UNSET) for name in names)}
+    return {**values, "classes_file": labels, "classes": tuple((name, _UNSET, None) for name in names)}
 
 
 def _beside(path: Path, name: str) -> Path:
@@ -239,8 +240,9 @@ def parse_color(value: Any) -> tuple[int, int, int] | None:
 _UNSET = object()
 
 
-def _classes(value: Any) -> tuple[tuple[str, Any], ...]:
-    """A list of `{name, color}` mappings (or plain names). Color `_UNSET` = use the default palette."""
+def _classes(value: Any) -> tuple[tuple[str, Any, ClassCode | None], ...]:
+    """A list of `{name, color, code}` mappings (or plain names) as (name, color, code). Color `_UNSET` = use the
+    default palette; code None = app.inference.codes.DEFAULT_CODE."""
     if not isinstance(value, list) or not value:
         raise ValueError(f"must be a non-empty list of {{name: ..., color: ...}}, got {kind(value)}")
     parsed = []
@@ -249,12 +251,22 @@ def _classes(value: Any) -> tuple[tuple[str, Any], ...]:
             item = {"name": item}
         if not isinstance(item, dict):
             raise ValueError(f"[{index}] must be a name or {{name: ..., color: ...}}, got {kind(item)}")
-        unknown = sorted(str(k) for k in set(item) - {"name", "color"})
+        unknown = sorted(str(k) for k in set(item) - {"name", "color", "code"})
         if unknown:
-            raise ValueError(f"[{index}] has unknown key '{_short_key(unknown[0])}' (expected name, color)")
+            raise ValueError(f"[{index}] has unknown key '{_short_key(unknown[0])}' (expected name, color, code)")
         parsed.append((_field(index, "name", class_name, item.get("name")),
-                       _field(index, "color", parse_color, item["color"]) if "color" in item else _UNSET))
+                       _field(index, "color", parse_color, item["color"]) if "color" in item else _UNSET,
+                       _class_code(index, item["code"]) if "code" in item else None))
     return tuple(parsed)
+
+
+def _class_code(index: int, value: Any) -> ClassCode:
+    try:
+        return parse_class_code(value)
+    except CodeError as exc:  # `classes[1].code.type` in the message
+        raise KeyedValueError(f"[{index}].code.{exc.part}", str(exc)) from exc
+    except ValueError as exc:
+        raise KeyedValueError(f"[{index}].code", str(exc)) from exc
 
 
 def _field(index: int, field: str, check: Check, value: Any) -> Any:

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from app.errors import ModelError, SidecarError
+from app.inference.codes import ClassCode
 from app.inference.labels import MAX_LABELS
 from app.inference.metadata import parse_name_list
 from app.inference.onnx_graph import GraphInfo, TensorInfo, read_graph
@@ -40,6 +41,7 @@ _INT_DTYPES = ("int64", "int32", "uint8", "int8", "int16", "uint16", "uint32", "
 class ClassInfo:
     name: str
     color: tuple[int, int, int] | None  # None: not painted (background)
+    code: ClassCode | None = None  # the sidecar's `code:` (DICOM SEG category/type); None: codes.DEFAULT_CODE
 
 
 @dataclass(frozen=True)
@@ -376,8 +378,8 @@ class _Builder:
             names = self._metadata_classes(count)
         paint_background = out.kind != "classification"
         return tuple(
-            ClassInfo(name, _default_color(i, paint_background) if color is UNSET_COLOR else color)
-            for i, (name, color) in enumerate(names)
+            ClassInfo(name, _default_color(i, paint_background) if color is UNSET_COLOR else color, code)
+            for i, (name, color, code) in enumerate((*entry, None)[:3] for entry in names)  # detected: no code
         )
 
     def _count_error(self, listed: int, count: int) -> SidecarError:

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from app.errors import OutputError
+from app.inference.codes import DEFAULT_CODE, Coded
 from app.io.volumes import Volume
 from app.runs.dicom_sources import source_datasets, source_series_number
 
@@ -75,14 +76,22 @@ def _descriptions(kept: Sequence[Segment], algorithm: Algorithm) -> list:
         name=algorithm.name, version=algorithm.version, family=codes.cid7162.ArtificialIntelligence,
         parameters={"model_sha256": algorithm.sha256},
     )
-    # SegLens does not know what a class means (a model's class names are free text), so every segment gets the
-    # generic SNOMED CT "Tissue" (85756007) as both category and type; its label carries the class name.
+    # A class's category and type are the sidecar's `code:`; without one SegLens cannot tell what a free-text
+    # class name means, so the segment gets the generic SNOMED CT "Tissue" (85756007) as both (codes.DEFAULT_CODE)
+    # and its label carries the class name.
     return [
         hd.seg.SegmentDescription(
             segment_number=number, segment_label=segment.name[:64] or f"class {segment.value}",
-            segmented_property_category=codes.SCT.Tissue, segmented_property_type=codes.SCT.Tissue,
+            segmented_property_category=_concept((segment.code or DEFAULT_CODE).category),
+            segmented_property_type=_concept((segment.code or DEFAULT_CODE).type),
             algorithm_type=hd.seg.SegmentAlgorithmTypeValues.AUTOMATIC, algorithm_identification=identification,
             display_color=hd.color.CIELabColor.from_rgb(*segment.color),
         )
         for number, segment in enumerate(kept, start=1)
     ]
+
+
+def _concept(coded: Coded):
+    import highdicom as hd
+
+    return hd.sr.CodedConcept(value=coded.value, scheme_designator=coded.scheme, meaning=coded.meaning)

@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 
 from app.errors import OutputError
+from app.inference.codes import ClassCode
 from app.io.files import atomic_write
 from app.io.render import Colored, class_colors
 from app.io.volumes import Volume
@@ -26,11 +27,13 @@ EXPORTS = ("dicom-seg", "nifti", "sc")
 
 @dataclass(frozen=True)
 class Segment:
-    """One class of the model as a segment: its label value in `labels`, name and display colour (RGB)."""
+    """One class of the model as a segment: its label value in `labels`, name, display colour (RGB) and what it is
+    (the sidecar's `code:`; None: app.inference.codes.DEFAULT_CODE)."""
 
     value: int
     name: str
     color: tuple[int, int, int]
+    code: ClassCode | None = None
 
 
 @dataclass(frozen=True)
@@ -48,7 +51,8 @@ def segments_of(classes: Sequence[Colored]) -> tuple[Segment, ...]:
     >= 1 (0 is the background), each in the colour the viewer paints it (app.io.render.class_colors)."""
     colors, _painted = class_colors(classes)
     return tuple(
-        Segment(value=value, name=getattr(info, "name", f"class {value}"), color=tuple(int(c) for c in colors[value]))
+        Segment(value=value, name=getattr(info, "name", f"class {value}"), color=tuple(int(c) for c in colors[value]),
+                code=getattr(info, "code", None))
         for value, info in enumerate(classes[:256]) if value >= 1
     )
 

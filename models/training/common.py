@@ -132,7 +132,15 @@ SIDECARS["ct_demo"] = {
         "std": [0.3],
     },
     "output": {"activation": "softmax", "threshold": 0.5},
-    "classes": [{"name": "background"}, {"name": "lung", "color": "#4aa3ff"}, {"name": "bone", "color": "#ffd60a"}],
+    # what each class is, for the DICOM SEG a PACS reads (SNOMED CT, as in pydicom's codes.SCT and CID 7150);
+    # each its own list: a shared one would be dumped as a YAML alias, which the sidecar loader refuses
+    "classes": [{"name": "background"},
+                {"name": "lung", "color": "#4aa3ff",
+                 "code": {"category": ["SCT", "91723000", "Anatomical Structure"],
+                          "type": ["SCT", "39607008", "Lung"]}},
+                {"name": "bone", "color": "#ffd60a",
+                 "code": {"category": ["SCT", "91723000", "Anatomical Structure"],
+                          "type": ["SCT", "272673000", "Bone"]}}],
     "postprocess": {"min_area": 20, "close_kernel": 0, "top_k": 3},
 }
 SIDECARS["nuclei_fp16"] = json.loads(json.dumps(SIDECARS["nuclei"]))
