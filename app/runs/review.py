@@ -1,4 +1,5 @@
-"""The review log: one verdict of a person per image (accepted / rejected / corrected), kept next to the inputs.
+"""The review log: a person's judgement of the model's result per image (accepted = the result is correct,
+rejected = it is wrong, corrected = the mask was corrected), kept next to the inputs.
 
 `seglens_review.csv` lives in the review folder (`<inputs>_review`, a sibling of the input folder) and is rewritten
 whole and atomically (temp file + rename, app.io.files.atomic_write) after every change: a crash loses at most the
@@ -27,6 +28,10 @@ from app.io.files import atomic_write, encode_png, png_text, png_with_text
 from app.runs.outputs import path_text
 
 STATES = ("unreviewed", "accepted", "rejected", "corrected")
+# what a state says to a reader: the reviewer judges the model's result, not the part ("accepted" beside "NG" read
+# as a part let through); the stored values stay, so older logs read the same
+STATE_NAMES = {"unreviewed": "not reviewed", "accepted": "result correct", "rejected": "result wrong",
+               "corrected": "mask corrected"}
 REVIEW_FILE = "seglens_review.csv"
 COLUMNS = ("file", "state", "note", "who", "when", "model_sha256")
 MASK_MARK = "SegLens-corrected-mask"  # PNG text key: this file is a corrected mask SegLens wrote (may be replaced)
@@ -38,11 +43,40 @@ class ReviewError(SegLensError):
 
 def review_folder(input_root: Path) -> Path:
     """Where reviews and corrected masks of the images under `input_root` go: a sibling folder
-    `<input_root.name>_review` (never inside the inputs, never the outputs folder). Not created here."""
+    `<input_root.name>_review` (never inside the inputs, never the outputs folder); for inputs inside SegLens's
+    own install (the bundled samples) or beside which nothing can be written, a folder in the user's data folder
+    instead (user_review_folder). Not created here."""
     root = Path(os.path.abspath(input_root))  # "." has no name; abspath keeps a symlinked root's own name
     if not root.name:
         raise ReviewError(f"{root}: a review folder needs an input folder with a name, not a file-system root")
-    return root.parent / f"{root.name}_review"
+    beside = root.parent / f"{root.name}_review"
+    if _inside_install(root) or not os.access(beside if beside.is_dir() else root.parent, os.W_OK):
+        return user_review_folder(root)
+    return beside
+
+
+def user_review_folder(root: Path) -> Path:
+    """`<user data>/SegLens/reviews/<name>_<8 hex of the folder's path>_review`: one per input folder, so two
+    folders of the same name keep their reviews apart."""
+    import hashlib
+
+    from platformdirs import user_data_dir
+
+    digest = hashlib.sha256(os.fsencode(root)).hexdigest()[:8]
+    return Path(user_data_dir("SegLens", appauthor=False)) / "reviews" / f"{root.name}_{digest}_review"
+
+
+def _inside_install(root: Path) -> bool:
+    """Whether `root` lies in what SegLens installs (the frozen bundle; a clone's resources/ and models/):
+    reviewing the bundled samples must not write into the program's folder (read-only for a user, replaced by the
+    next install, and in a clone a change to tracked files)."""
+    import sys
+
+    from app.paths import install_root, models_dir
+
+    installed = [install_root()] if getattr(sys, "_MEIPASS", None) else [install_root() / "resources", models_dir()]
+    real = Path(os.path.realpath(root))
+    return any(real.is_relative_to(os.path.realpath(folder)) for folder in installed)
 
 
 @dataclass(frozen=True)

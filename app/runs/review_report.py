@@ -21,7 +21,7 @@ import cv2
 import numpy as np
 
 from app.io.files import atomic_write
-from app.runs.review import STATES, Review
+from app.runs.review import STATE_NAMES, STATES, Review
 
 THUMBNAIL_SIDE = 320  # px, the long side of an embedded overlay
 _JPEG_QUALITY = 82
@@ -90,7 +90,7 @@ def _totals(items: list[ReportItem], reviews: list[Review | None]) -> str:
     states = Counter(review.state if review else "unreviewed" for review in reviews)
     verdicts = Counter(item.verdict.lower() for item in items)
     cells = [("images", len(items), "total")]
-    cells += [(state, states[state], f"s-{state}") for state in STATES[1:] + STATES[:1]]
+    cells += [(STATE_NAMES[state], states[state], f"s-{state}") for state in STATES[1:] + STATES[:1]]
     cells += [("OK", verdicts["ok"], "v-ok"), ("NG", verdicts["ng"], "v-ng")]
     boxes = "".join(f'<div class="count {kind}"><b>{count}</b><span>{name}</span></div>'
                     for name, count, kind in cells)
@@ -98,7 +98,7 @@ def _totals(items: list[ReportItem], reviews: list[Review | None]) -> str:
 
 
 def _filter_bar() -> str:
-    choices = [("all", "All")] + [(state, state.capitalize()) for state in STATES]
+    choices = [("all", "All")] + [(state, STATE_NAMES[state].capitalize()) for state in STATES]
     inputs = "".join(f'<input type="radio" name="f" id="f-{key}"{" checked" if key == "all" else ""}>'
                      for key, _label in choices)
     labels = "".join(f'<label for="f-{key}">{label}</label>' for key, label in choices)
@@ -106,8 +106,8 @@ def _filter_bar() -> str:
 
 
 def _table(items: list[ReportItem], reviews: list[Review | None]) -> str:
-    head = "".join(f"<th>{name}</th>" for name in ("Overlay", "File", "Review", "Note", "Who / when", "Verdict",
-                                                    "Metrics"))
+    head = "".join(f"<th>{name}</th>" for name in ("Overlay", "File", "Review of the result", "Note", "Who / when",
+                                                    "Verdict", "Metrics"))
     rows = "".join(_row(item, review) for item, review in zip(items, reviews, strict=True))
     empty = '<tr><td colspan="7" class="none">No images.</td></tr>' if not items else ""
     return f"<table class=\"items\"><thead><tr>{head}</tr></thead><tbody>{rows}{empty}</tbody></table>"
@@ -118,7 +118,7 @@ def _row(item: ReportItem, review: Review | None) -> str:
     when = review.when.replace("T", " ") if review else ""  # 2026-12-01 02:28:53Z: readable, and one line
     who = f"{_e(review.who or '—')}<br><small>{_e(when)}</small>" if review else "—"
     cells = (_thumbnail(item.overlay_png), f'<td class="file">{_breakable(item.rel)}</td>',
-             f'<td><span class="pill s-{state}">{state}</span></td>',
+             f'<td><span class="pill s-{state}">{STATE_NAMES.get(state, state)}</span></td>',
              f'<td class="note">{_e(review.note) if review and review.note else ""}</td>',
              f'<td class="who">{who}</td>', _verdict(item), _metrics(item.metrics))
     return f'<tr class="s-{state}">{"".join(cells)}</tr>'

@@ -101,8 +101,8 @@ def _model_menu(window: MainWindow, menu: QMenu) -> None:
 
 def _review_menu(window: MainWindow, menu: QMenu) -> None:
     editor, reviewer = window.editor, window.reviewer
-    _add(window, menu, "Accept (then next unreviewed)", lambda: reviewer.mark("accepted"), "A")
-    _add(window, menu, "Reject (then next unreviewed)", lambda: reviewer.mark("rejected"), "R")
+    _add(window, menu, "Result correct (then next unreviewed)", lambda: reviewer.mark("accepted"), "A")
+    _add(window, menu, "Result wrong (then next unreviewed)", lambda: reviewer.mark("rejected"), "R")
     _add(window, menu, "Next unreviewed", reviewer.next_unreviewed, "U")
     menu.addSeparator()
     _add(window, menu, "Edit mask (brush)", editor.toggle, "E")

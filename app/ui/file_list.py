@@ -70,8 +70,8 @@ class FileList(QListWidget):
                                                  stale=stale) for verdict in ("ok", "ng") for stale in (False, True)}
         self._filter = "all"
         self.filter_box = QComboBox()  # placed above the list by the window
-        self.filter_box.addItems(["All files", "NG only", "OK only", "Unreviewed", "Accepted", "Rejected",
-                                  "Corrected"])
+        self.filter_box.addItems(["All files", "NG only", "OK only", "Not reviewed", "Result correct",
+                                  "Result wrong", "Mask corrected"])
         self.filter_box.setToolTip("Show only the files judged NG or OK, or in one review state")
         self._rows: dict[str, int] = {}
         self._inputs: list = []
@@ -168,7 +168,7 @@ class FileList(QListWidget):
         return [self.item(row).data(PATH_ROLE) for row in range(self.count()) if not self.isRowHidden(row)]
 
     def set_review(self, path: str, state: str) -> None:
-        """The image's review state: a mark after its name (✓ accepted, ✗ rejected, ✎ corrected)."""
+        """The image's review state: a mark after its name (✓ result correct, ✗ result wrong, ✎ mask corrected)."""
         row = self._rows.get(path)
         if row is None:
             return

@@ -1,5 +1,5 @@
-"""Review and sign-off in the viewer: accept (A), reject (R) or correct (E) each image, a note, the next
-unreviewed image (U), the state in the file list with a filter, and the HTML review report.
+"""Review and sign-off in the viewer: the model's result is correct (A), wrong (R) or corrected (E) for each image,
+a note, the next unreviewed image (U), the state in the file list with a filter, and the HTML review report.
 
 The log is `seglens_review.csv` in the inputs' review folder (app.runs.review), written atomically after every
 change and opened again with the folder; it carries the model's SHA-256, so a review made with another model is
@@ -9,6 +9,7 @@ never shown as this one's (the panel says how many such rows are kept aside).
 from __future__ import annotations
 
 import logging
+import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -57,11 +58,14 @@ class Reviewer(QObject):
 
         root, _ = self._files.root_and_rel(paths[0])
         try:
-            self._log = ReviewLog.open(review_folder(root), file_sha256(self.model_path))
+            folder = review_folder(root)
+            self._log = ReviewLog.open(folder, file_sha256(self.model_path))
         except (SegLensError, OSError) as exc:
             self._status.showMessage(f"Review log not opened: {exc}", 20000)
             self._panel.show_review(None, 0)
             return
+        beside = folder.parent == Path(os.path.abspath(root)).parent
+        self._panel.show_location(None if beside else folder)  # the bundled samples: the user's data folder
         for path in paths:
             self._files.set_review(path, self._state_of(path))
         self._show_current(self._files.current_path() or "")

@@ -305,3 +305,32 @@ def test_two_windows_on_one_folder_keep_each_others_reviews(tmp_path: Path):
 def test_an_empty_rel_is_refused(tmp_path: Path):
     with pytest.raises(ValueError, match="relative path"):
         ReviewLog.open(tmp_path, SHA_A).set("", "accepted")
+
+
+def test_the_bundled_samples_are_reviewed_into_the_user_data_folder(tmp_path: Path, monkeypatch):
+    """Reviewing resources/samples/anomaly wrote resources/samples/anomaly_review/ into the install."""
+    from app.paths import samples_dir
+
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
+    samples = samples_dir() / "anomaly"
+    folder = review_folder(samples)
+    assert folder.parent == tmp_path / "data" / "SegLens" / "reviews"
+    assert folder.name.startswith("anomaly_") and folder.name.endswith("_review")
+    assert review_folder(samples_dir() / "surface") != folder  # one per input folder
+    assert review_folder(tmp_path / "parts") == tmp_path / "parts_review"  # elsewhere: beside the inputs
+
+
+def test_a_read_only_parent_puts_the_review_folder_in_the_user_data_folder(tmp_path: Path, monkeypatch):
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
+    if os.geteuid() == 0:  # root writes into a chmod'ed folder anyway: /proc/sys is read-only even for root
+        if os.access("/proc/sys", os.W_OK) or not os.path.isdir("/proc/sys/kernel"):
+            pytest.skip("no read-only folder for root here")
+        assert review_folder(Path("/proc/sys/kernel")).parent == tmp_path / "data" / "SegLens" / "reviews"
+        return
+    shared = tmp_path / "share"
+    (shared / "parts").mkdir(parents=True)
+    shared.chmod(0o555)
+    try:
+        assert review_folder(shared / "parts").parent == tmp_path / "data" / "SegLens" / "reviews"
+    finally:
+        shared.chmod(0o755)

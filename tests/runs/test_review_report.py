@@ -106,7 +106,9 @@ def test_totals_per_state_and_verdict(tmp_path: Path):
     page = write(tmp_path, items)
     totals = dict((name, int(count)) for count, name in
                   re.findall(r'<div class="count [^"]+"><b>(\d+)</b><span>([^<]+)</span>', page))
-    assert totals == {"images": 6, "accepted": 2, "rejected": 1, "corrected": 1, "unreviewed": 2, "OK": 2, "NG": 3}
+    assert totals == {"images": 6, "result correct": 2, "result wrong": 1, "mask corrected": 1, "not reviewed": 2,
+                      "OK": 2, "NG": 3}  # the reviewer judged the model's result, not the part
+    assert '<span class="pill s-accepted">result correct</span>' in page and "Review of the result" in page
     assert page.count('<tr class="s-accepted">') == 2 and page.count('<tr class="s-unreviewed">') == 2
 
 

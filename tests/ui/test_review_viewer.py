@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 from PIL import Image
 from PySide6.QtCore import Qt
+from PySide6.QtWidgets import QPushButton
 
 from app.runs.review import REVIEW_FILE, ReviewLog
 
@@ -53,7 +54,7 @@ def test_accept_reject_move_on_and_are_kept_for_the_next_session(qtbot, make_mai
     again = make_main_window(model, settings="review.ini")
     open_folder(qtbot, again, folder)
     assert [again.files.review(p) for p in again.files.paths()] == ["accepted", "rejected", "unreviewed"]
-    assert "accepted" in again.panel.review.state_text()  # c1 is shown first
+    assert "result correct" in again.panel.review.state_text()  # c1 is shown first
     other = make_main_window(models("binary_logits", name="retrained"), settings="other.ini")
     open_folder(qtbot, other, folder)
     assert [other.files.review(p) for p in other.files.paths()] == ["unreviewed"] * 3  # another model's file
@@ -106,3 +107,29 @@ def test_a_review_that_cannot_be_written_says_so_in_one_line(qtbot, make_main_wi
     message = window.status.currentMessage()
     assert message.startswith("Review not saved:") and "No space left on device" in message and "\n" not in message
     assert window.files.review(first) == "unreviewed" and window.files.current_path() == first
+
+
+def test_reviewing_the_bundled_samples_writes_into_the_user_data_folder(qtbot, make_main_window, models, tmp_path,
+                                                                       monkeypatch):
+    """It wrote resources/samples/anomaly_review/ into the install; the panel now says where the reviews go, and
+    the buttons say what is judged: the model's result, not the part."""
+    from app.paths import samples_dir
+
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
+    samples = samples_dir() / "anomaly"
+    before = sorted(p.name for p in samples_dir().iterdir())
+    window = make_main_window(models("rgb_classes"))
+    with qtbot.waitSignal(window.overlay_shown, timeout=TIMEOUT):
+        window.add_paths([samples])
+    window.reviewer.mark("accepted")
+    assert sorted(p.name for p in samples_dir().iterdir()) == before  # nothing written into the install
+    folder = window.reviewer.log.folder
+    assert folder.parent == tmp_path / "data" / "SegLens" / "reviews" and (folder / REVIEW_FILE).is_file()
+    where = window.panel.review.location_text()
+    assert where.startswith("Saved in your user data folder, not beside the images")
+    assert where.replace("\u200b", "").endswith(str(folder))
+    assert window.panel.review.state_text() == "<b style='color:#8e8e93'>not reviewed</b>"  # on to the next one
+    window.files.select_path(window.files.paths()[0])
+    assert "result correct" in window.panel.review.state_text()
+    buttons = [b.text() for b in window.panel.review.findChildren(QPushButton)]
+    assert buttons == ["Result correct (A)", "Result wrong (R)", "Next unreviewed (U)"]
