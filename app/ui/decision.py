@@ -35,7 +35,6 @@ class DecisionControls(QGroupBox):
     layer_changed = Signal(str)
     class_changed = Signal(object)  # class index, None = the winning class
     threshold_changed = Signal(object)  # float, None = the model's own
-    score_limit_changed = Signal(object)  # float, None = the model's own
     split_changed = Signal(object)  # None, "raw" or "ab"
 
     def __init__(self, parent=None) -> None:
@@ -252,8 +251,7 @@ class DecisionControls(QGroupBox):
     def _on_reset(self) -> None:
         self.set_threshold(None)
         self._show_rows()
-        self.threshold_changed.emit(None)
-        self.score_limit_changed.emit(None)
+        self.threshold_changed.emit(None)  # the folder's score limit has a Reset of its own
 
     def _show_value(self, threshold: float | None) -> None:
         value = self._model_value if threshold is None else threshold
@@ -263,19 +261,40 @@ class DecisionControls(QGroupBox):
 
 class FolderScores(QGroupBox):
     """After Run on all: the histogram of the folder's image scores, the verdict's score limit as a draggable
-    line, and the OK/NG counts."""
+    line with its value ("(model)" when it is the model's own) and a Reset, and the OK/NG counts."""
 
     limit_moved = Signal(float)
+    limit_reset = Signal()  # back to the model's own limit
 
     def __init__(self, parent=None) -> None:
         super().__init__("Folder scores", parent)
         self.histogram = ScoreHistogram()
         self._counts = QLabel()
+        self._limit = QLabel()
+        self._reset = QPushButton("Reset")
+        self._reset.setToolTip("Back to the model's own score limit (its sidecar)")
+        self._limit_row = QWidget()  # as the threshold's row: the value, then Reset
+        line = QGridLayout(self._limit_row)
+        line.setContentsMargins(0, 0, 0, 0)
+        line.addWidget(self._limit, 0, 0)
+        line.addWidget(self._reset, 0, 1)
+        line.setColumnStretch(0, 1)
         form = QFormLayout(self)
         form.addRow(self.histogram)
+        form.addRow(self._limit_row)
         form.addRow(self._counts)
         self.histogram.limit_moved.connect(self.limit_moved)
+        self._reset.clicked.connect(self.limit_reset)
         self.hide()
+
+    def show_limit(self, limit: float | None, *, own: bool) -> None:
+        """The score limit in force (None: the model has no score rule) and whether it is the model's own."""
+        self._limit_row.setVisible(limit is not None)
+        self._limit.setText("" if limit is None else f"Score limit {limit:.3g}" + (" (model)" if own else ""))
+        self._reset.setEnabled(limit is not None and not own)
+
+    def limit_text(self) -> str:
+        return self._limit.text()
 
     def show_scores(self, scores: list[float], limit: float | None, inclusive: bool, passed: int,
                     rejected: int) -> None:
@@ -287,7 +306,7 @@ class FolderScores(QGroupBox):
     def show_counts(self, passed: int, rejected: int, limit: float | None) -> None:
         text = f"{passed} OK · {rejected} NG" if passed or rejected else "no verdict rules"
         if limit is not None:
-            text += f"   (score limit {limit:.3g}: drag the line)"
+            text += "   (drag the line to move the limit)"
         self._counts.setText(text)
 
     def counts_text(self) -> str:

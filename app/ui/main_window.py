@@ -194,8 +194,8 @@ class MainWindow(QMainWindow):
         self.status.show_session(summary.info, spec.name)
         self.panel.show_model(spec)
         self.panel.show_busy(f"Running {spec.name}…" if self.files.current_path() else None)
-        self.tuner.model_ready(str(self.model_path), spec)
-        self.reviewer.model_path = self.model_path
+        self.tuner.model_ready(summary.sha256, spec)  # remembered by the model's content, not its path
+        self.reviewer.model_path, self.reviewer.model_sha256 = self.model_path, summary.sha256
         self.reviewer.open()
         self.setWindowTitle(f"SegLens — {spec.name}")
         self.model_changed.emit(summary)

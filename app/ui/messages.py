@@ -90,6 +90,7 @@ class ModelSummary:
 
     spec: ModelSpec
     info: SessionInfo
+    sha256: str = ""  # of the model file, hashed on the worker: what the reader's settings and reviews are kept by
 
 
 @dataclass(frozen=True)

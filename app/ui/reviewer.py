@@ -36,6 +36,8 @@ class Reviewer(QObject):
         self._status = status
         self._log = None  # app.runs.review.ReviewLog of the current inputs and model
         self.model_path: Path | None = None
+        # the loaded model's, hashed on the worker (ModelSummary.sha256): hashing here stalls the GUI on a big model
+        self.model_sha256 = ""
         panel.state_requested.connect(self.mark)
         panel.note_changed.connect(self.note)
         panel.next_requested.connect(self.next_unreviewed)
@@ -59,7 +61,7 @@ class Reviewer(QObject):
         root, _ = self._files.root_and_rel(paths[0])
         try:
             folder = review_folder(root)
-            self._log = ReviewLog.open(folder, file_sha256(self.model_path))
+            self._log = ReviewLog.open(folder, self.model_sha256 or file_sha256(self.model_path))
         except (SegLensError, OSError) as exc:
             self._status.showMessage(f"Review log not opened: {exc}", 20000)
             self._panel.show_review(None, 0)

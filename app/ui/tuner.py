@@ -2,10 +2,11 @@
 limit, the layer shown — and the OK/NG badges of the file list in step with them.
 
 A change asks the worker to decide and draw the picture shown again from its kept scores (`retune_requested`, no
-model run); the answer comes back through `on_retuned`. The threshold is remembered per model file and starts at
-the model's own value otherwise. Badges come from the views the reader looked at and from Run on all; a new score
-limit re-judges all of them at once from their scores, a new pixel threshold marks the others out of date until
-they are decided again (an outline badge).
+model run); the answer comes back through `on_retuned`. The threshold and the score limit are remembered per model
+(its SHA-256, app.ui.settings) and start at the model's own values otherwise; each has a Reset back to them.
+Badges come from the views the reader looked at and from Run on all; a new score limit re-judges all of them at
+once from their scores, a new pixel threshold marks the others out of date until they are decided again (an
+outline badge).
 """
 
 from __future__ import annotations
@@ -38,19 +39,21 @@ class Tuner(QObject):
         self._panel = panel
         self._files = files
         self._settings = settings
-        self.model_path: str | None = None
+        self.model_sha256 = ""  # of the model loaded: the key of what is remembered for it
         decision = panel.decision
         decision.threshold_changed.connect(self._on_threshold)
-        decision.score_limit_changed.connect(lambda limit: self.tune(score_limit=limit))
         decision.layer_changed.connect(lambda layer: self.tune(layer=layer))
         decision.class_changed.connect(lambda index: self.tune(class_index=index))
-        panel.folder.limit_moved.connect(self._on_limit_dragged)
+        panel.folder.limit_moved.connect(self._on_limit)
+        panel.folder.limit_reset.connect(lambda: self._on_limit(None))
 
-    def model_ready(self, model_path: str, spec) -> None:
-        """A new model: its remembered threshold (or its own), the mask layer, no badges."""
-        self.model_path = model_path
-        threshold = remembered.threshold(self._settings, model_path)
-        self._state.set_tuning(threshold=threshold, score_limit=None, layer="mask", class_index=None)
+    def model_ready(self, model_sha256: str, spec) -> None:
+        """A new model (its file's SHA-256): its remembered threshold and score limit (or its own), the mask layer,
+        no badges."""
+        self.model_sha256 = model_sha256
+        threshold = remembered.threshold(self._settings, model_sha256)
+        limit = remembered.score_limit(self._settings, model_sha256)
+        self._state.set_tuning(threshold=threshold, score_limit=limit, layer="mask", class_index=None)
         self._panel.decision.set_model(spec, threshold)
 
     def tune(self, **changes) -> None:
@@ -106,13 +109,15 @@ class Tuner(QObject):
         passed, rejected = self._counts()
         self._panel.folder.show_scores(self._state.folder_scores(), limit, rule.inclusive if rule else True,
                                        passed, rejected)
+        self._panel.folder.show_limit(limit, own=self._state.tuning.score_limit is None)
 
     def _on_threshold(self, threshold: float | None) -> None:
-        if self.model_path:
-            remembered.save_threshold(self._settings, self.model_path, threshold)
+        remembered.save_threshold(self._settings, self.model_sha256, threshold)
         self.tune(threshold=threshold)
 
-    def _on_limit_dragged(self, limit: float) -> None:
+    def _on_limit(self, limit: float | None) -> None:
+        """The histogram's line dragged to `limit`, or Reset (None: the model's own)."""
+        remembered.save_score_limit(self._settings, self.model_sha256, limit)
         self.tune(score_limit=limit)
 
     def _limit(self, rule) -> float | None:
@@ -136,3 +141,4 @@ class Tuner(QObject):
             rule = score_rule(self._state.model.spec) if self._state.model else None
             self._panel.folder.histogram.set_limit(self._limit(rule))
             self._panel.folder.show_counts(*self._counts(), self._limit(rule))
+            self._panel.folder.show_limit(self._limit(rule), own=self._state.tuning.score_limit is None)

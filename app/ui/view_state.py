@@ -335,8 +335,11 @@ class ViewState:
         from app.inference.tuning import score_rule
 
         judgement, threshold = entry
-        verdict = judgement.at_limit(score_rule(self.model.spec), self.tuning.score_limit)
-        return verdict, threshold != self.tuning.threshold
+        rule = score_rule(self.model.spec)
+        # no limit of the reader's: the model's own, not the one the file happened to be judged at (a Run on all
+        # made at a dragged limit, then Reset)
+        limit = self.tuning.score_limit if self.tuning.score_limit is not None or rule is None else rule.score_above
+        return judgement.at_limit(rule, limit), threshold != self.tuning.threshold
 
     def judged_paths(self) -> list[str]:
         return list(self._judged)

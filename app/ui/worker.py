@@ -137,7 +137,8 @@ class InferenceWorker(VolumeFillSlots, BatchSlots, QObject):
         self.session_threads.append(threading.get_ident())
         log.info("model %s on %s (requested %s)%s", spec.path.name, model.info.provider, model.info.requested,
                  f": {model.info.fallback_reason}" if model.info.fallback_reason else "")
-        self.model_ready.emit(generation, ModelSummary(model.spec, model.info))  # as the session runs it
+        # as the session runs it; hashed here, not on the GUI thread (a model is hundreds of MB)
+        self.model_ready.emit(generation, ModelSummary(model.spec, model.info, _content_sha256(spec.path)))
 
     @Slot(str, str, str)
     def load_model_b(self, model_path: str, device: str, runtime: str) -> None:
@@ -320,3 +321,13 @@ class InferenceWorker(VolumeFillSlots, BatchSlots, QObject):
         model = copy.copy(self._model)
         model.spec = spec
         return model, min_confidence
+
+
+def _content_sha256(path: Path) -> str:
+    """The model file's SHA-256, or "" when it cannot be read again (then nothing is remembered for it)."""
+    from app.io.files import file_sha256
+
+    try:
+        return file_sha256(Path(path))
+    except OSError:
+        return ""
