@@ -129,3 +129,18 @@ def test_a_finite_anomaly_model_still_decides(models, tmp_path):
     model = models("constant_anomaly", score=0.9, level=0.1)
     code, rows = run(model, [image(tmp_path / "part.png", rgb=False)], tmp_path)
     assert code == 0 and rows[0]["verdict"] == "ng"
+
+
+def test_a_volume_with_a_nan_slice_is_an_error_row_and_exports_nothing(models, tmp_path):
+    pytest.importorskip("nibabel")
+    from tests.dicom_factory import write_nifti
+
+    folder = tmp_path / "in"
+    folder.mkdir()
+    write_nifti(folder / "ct.nii.gz")  # discs of 100 on 0: the dark background gives NaN logits
+    model = models("nan_where_dark")
+    model.with_suffix(".yaml").write_text("classes: [background, lesion]\n")
+    code, rows = run(model, [folder], tmp_path, "--export", "nifti")
+    assert code == EXIT_SOME_FAILED
+    assert_error_row(rows[0], "ct.nii.gz")
+    assert not [p.name for p in (tmp_path / "out").rglob("*.nii*")]

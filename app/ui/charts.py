@@ -7,6 +7,8 @@ verdict's score limit as a line the reader drags: files at or beyond it are NG (
 
 from __future__ import annotations
 
+import math
+
 from PySide6.QtCore import QPointF, QRectF, Qt, Signal
 from PySide6.QtGui import QColor, QImage, QPainter, QPen, QPolygonF
 from PySide6.QtWidgets import QSizePolicy, QWidget
@@ -84,7 +86,7 @@ class ScoreHistogram(QWidget):
 
     def set_scores(self, scores: list[float], limit: float | None, *, inclusive: bool = True,
                    draggable: bool = False) -> None:
-        self._scores = list(scores)
+        self._scores = [s for s in scores if math.isfinite(s)]  # a NaN has no bin (int(nan) raises in paint)
         self._limit, self._inclusive, self._draggable = limit, inclusive, draggable and limit is not None
         low = min([0.0, *self._scores])
         high = max([1.0, *self._scores])

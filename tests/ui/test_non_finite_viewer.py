@@ -78,3 +78,14 @@ def test_the_review_report_gives_a_nan_image_no_verdict(models, tmp_path):
                         seglens_version="test")
     html = page.read_text(encoding="utf-8")
     assert html.count('class="pill v-ok"') == 1  # the bright part only
+
+
+def test_the_folder_histogram_leaves_out_a_score_that_is_not_finite(qtbot):
+    from app.ui.charts import ScoreHistogram
+
+    histogram = ScoreHistogram()
+    qtbot.addWidget(histogram)
+    histogram.resize(200, 90)
+    histogram.set_scores([0.2, float("nan"), float("inf"), 0.9], 0.5)
+    assert sum(histogram.counts()) == 2
+    assert not histogram.grab().isNull()  # painted without raising
