@@ -106,7 +106,7 @@ def test_run_by_name(tmp_path, monkeypatch, capsys):
     out = tmp_path / "out"
     assert main(["run", "surface_defects", str(SAMPLE), "--out", str(out), "--device", "cpu"]) == 0
     assert (out / "surface_01_scratches_mask.png").is_file()
-    assert "1 inputs: 1 ok" in capsys.readouterr().out
+    assert "1 input: 1 ok" in capsys.readouterr().out
 
 
 def test_info_by_name(tmp_path, monkeypatch, capsys):

@@ -48,6 +48,10 @@ def cmd_run(args: argparse.Namespace) -> int:
               "run again without --resume", file=sys.stderr)
         return EXIT_USAGE
     volume_options = _announce_volumes(inputs, args)
+    refused = _anonymize_problem(args, volume_options)
+    if refused:
+        print(f"error: {refused}", file=sys.stderr)
+        return EXIT_USAGE
     if args.ray:
         from app.cli.cluster import run_on_cluster
 
@@ -81,6 +85,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         progress.close()
     for notice in dict.fromkeys(summary.notices):
         print(f"note: {_shown(notice)}", file=sys.stderr)
+    progress.print_misfits()
     _print_summary(summary, model.info, args.out, report_path)
     if scorer:
         _print_metrics(scorer.summary, written)
@@ -120,8 +125,9 @@ def cmd_compare(args: argparse.Namespace) -> int:
         summary, metrics, report = compare_inputs(*models, inputs, out_dir=args.out, progress=progress.update)
         written = metrics.write(args.out)
     progress.close()
-    print(f"{summary.total} inputs: {summary.ok} ok, {summary.failed} failed; B = {_shown(spec_b.path.name)} "
-          f"measured against A = {_shown(spec_a.path.name)}; pictures in {_shown(args.out)}, report {_shown(report)}")
+    print(f"{_counted(summary.total, 'input')}: {summary.ok} ok, {summary.failed} failed; "
+          f"B = {_shown(spec_b.path.name)} measured against A = {_shown(spec_a.path.name)}; pictures in "
+          f"{_shown(args.out)}, report {_shown(report)}")
     _print_metrics(metrics, written)
     print(_shown(compare_summary_line(report, *identities)))
     return EXIT_OK if summary.failed == 0 else EXIT_SOME_FAILED
@@ -135,7 +141,8 @@ def _announce_volumes(inputs, args: argparse.Namespace):
         unused = [flag for flag, on in (("--export", args.export is not None), ("--per-slice", args.per_slice),
                                         ("--anonymize", args.anonymize)) if on]
         if unused:  # said, not silently ignored: the reader expected a series or a NIfTI file among the inputs
-            print(f"note: {', '.join(unused)} apply to volumes (DICOM series, multi-frame DICOM, NIfTI); there is "
+            verb = "applies" if len(unused) == 1 else "apply"
+            print(f"note: {', '.join(unused)} {verb} to volumes (DICOM series, multi-frame DICOM, NIfTI); there is "
                   "none among the inputs", file=sys.stderr)
         return None
     from app.runs.volume_run import VolumeOptions, pseudonym_key
@@ -156,10 +163,25 @@ def _print_metrics(metrics, written: list[Path]) -> None:
 
 def _print_summary(summary, info, out: Path, report_path: Path) -> None:
     resumed = f" ({summary.resumed} done by an earlier run)" if summary.resumed else ""
-    print(f"{summary.total} inputs: {summary.ok} ok{resumed}, {summary.failed} failed; provider "
+    print(f"{_counted(summary.total, 'input')}: {summary.ok} ok{resumed}, {summary.failed} failed; provider "
           f"{info.provider_label}; outputs in {_shown(out)}, report {_shown(report_path)}")
     if summary.verdict_line():
         print(summary.verdict_line())
+
+
+def _counted(count: int, noun: str) -> str:
+    """`1 input`, `2 inputs`: the summary lines read as sentences."""
+    return f"{count} {noun}{'' if count == 1 else 's'}"
+
+
+def _anonymize_problem(args: argparse.Namespace, options) -> str | None:
+    """Why the --anonymize / --export source combination cannot run (one line), None when it can."""
+    if args.export and "source" in args.export and not args.anonymize:
+        return "--export source writes the source series de-identified: it needs --anonymize"
+    if options is not None and options.anonymize and args.ray:
+        return ("--anonymize with --ray is not supported yet (the cluster's names and report rows are not "
+                "pseudonymised); run it without --ray")
+    return None
 
 
 def _remove_stale_temporaries(out: Path, started: float) -> None:
@@ -185,6 +207,7 @@ class _Progress:
     def __init__(self, total: int, *, enabled: bool) -> None:
         self.total, self.enabled = total, enabled
         self.started = time.perf_counter()
+        self.misfits: dict[str, list] = {}  # why an image does not fit the model → [inputs, the first one's name]
 
     def update(self, outcome, summary) -> None:
         if outcome.error:
@@ -193,6 +216,7 @@ class _Progress:
         elif getattr(outcome, "scored", None) is not None and outcome.scored.notice:
             self._clear()
             print(f"note: {_shown(outcome.scored.notice)}", file=sys.stderr)
+        self._keep_misfits(outcome)
         if not self.enabled:
             return
         done = summary.ok + summary.failed
@@ -213,6 +237,19 @@ class _Progress:
         if self.enabled:
             sys.stderr.write(f"\r\x1b[K  slices {done}/{total}")
             sys.stderr.flush()
+
+    def _keep_misfits(self, outcome) -> None:
+        """An image that does not fit the model (app.inference.fit): counted here, said once per reason at the
+        end (a folder of photos into a CT model would otherwise print a line per photo)."""
+        kept = getattr(outcome, "result", None) or getattr(outcome, "volume", None)
+        for reason in getattr(kept, "warnings", ()):
+            self.misfits.setdefault(reason, [0, outcome.input.path.name])[0] += 1
+
+    def print_misfits(self) -> None:
+        for reason, (count, first) in self.misfits.items():
+            fit = "does not fit" if count == 1 else "do not fit"
+            print(f"note: {_counted(count, 'input')} {fit} the model (e.g. {_shown(first)}; the report's warning "
+                  f"column): {_shown(reason)}", file=sys.stderr)
 
     def _clear(self) -> None:
         if self.enabled:

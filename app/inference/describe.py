@@ -19,7 +19,8 @@ def spec_dict(spec: ModelSpec, info: SessionInfo | None) -> dict:
         "input": {"name": inp.name, "layout": inp.layout, "channels": inp.channels, "dtype": inp.dtype,
                   "size": list(inp.size) if inp.size else None, "resize": inp.resize,
                   "size_divisor": inp.size_divisor, "color": inp.color, "scale": inp.scale,
-                  "mean": list(inp.mean), "std": list(inp.std),
+                  "mean": list(inp.mean), "std": list(inp.std), "modality": list(inp.modality),
+                  "color_matters": inp.color_matters,
                   **({"tile": vars(inp.tile).copy()} if inp.resize == "tile" else {})},
         "output": {"name": out.name, "kind": out.kind, "activation": out.activation, "threshold": out.threshold,
                    **({"score": out.score_name, "mask": out.mask_name, "image_threshold": out.image_threshold}
@@ -94,6 +95,9 @@ def spec_text(spec: ModelSpec, info: SessionInfo | None) -> str:
         row("scale", f"{inp.scale:.8g}", "input.scale"),
         row("mean", ", ".join(f"{v:g}" for v in inp.mean), "input.mean"),
         row("std", ", ".join(f"{v:g}" for v in inp.std), "input.std"),
+        *([row("modality", f"{', '.join(inp.modality)} (other images are warned)", "input.modality")]
+          if inp.modality else []),
+        *([row("color_matters", "yes (gray images are warned)", "input.color_matters")] if inp.color_matters else []),
         "output",
         row("tensor", f"{_tensor(spec, out.name).describe()}: {_KIND_TEXT[out.kind]}"),
         row("activation", out.activation, "output.activation"),

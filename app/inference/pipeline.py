@@ -19,6 +19,7 @@ import numpy as np
 from app.errors import InferenceError
 from app.inference import postprocess, tiling
 from app.inference.finite import check_finite
+from app.inference.fit import image_fit
 from app.inference.postprocess import Prediction, class_pixel_counts, segmentation_mask, top_k
 from app.inference.preprocess import Geometry, convert_color, pad_bottom_right, preprocess, to_tensor
 from app.inference.session import ModelSession
@@ -76,6 +77,7 @@ class Result:
     geometry: Geometry | None = None  # of the kept scores (their own grid), None without scores
     image_score: float | None = None  # binary: max foreground probability; classification: top-1; anomaly: the
     # model's score output; else None
+    warnings: tuple[str, ...] = ()  # why the image does not fit the model (app.inference.fit), one line each
 
     def class_pixels(self) -> np.ndarray:
         """Pixel count per label value 0..255 (segmentation), empty for classification."""
@@ -233,7 +235,8 @@ def to_result(model: ModelSession, prepared: Prepared, output: np.ndarray | tupl
             score = postprocess.image_score(scores, geometry) if spec.output.kind == "binary" else None
     timings = {**prepared.timings, "inference": inference_ms, "postprocess": _ms(started)}
     return Result(prepared.image.path, spec.task, geometry.image_hw, mask, predictions, timings,
-                  model.info.provider, scores, geometry if scores is not None else None, score)
+                  model.info.provider, scores, geometry if scores is not None else None, score,
+                  image_fit(spec, prepared.image))
 
 
 def _tiled_result(model: ModelSession, prepared: Prepared, output: TiledOutput, inference_ms: float,
@@ -247,7 +250,7 @@ def _tiled_result(model: ModelSession, prepared: Prepared, output: TiledOutput, 
     score = output.highest if spec.output.kind == "binary" else None
     timings = {**prepared.timings, "inference": inference_ms, "postprocess": _ms(started)}
     return Result(prepared.image.path, spec.task, hw, mask, (), timings, model.info.provider, output.scores,
-                  Geometry(hw, hw, hw), score)
+                  Geometry(hw, hw, hw), score, image_fit(spec, prepared.image))
 
 
 def probability_at_image_size(result: Result, class_index: int | None = None) -> np.ndarray | None:

@@ -12,6 +12,7 @@ from typing import Any
 import yaml
 
 from app.errors import SidecarError
+from app.inference import validators
 from app.inference.codes import ClassCode, CodeError, parse_class_code
 from app.inference.labels import read_labels
 from app.inference.runtime import RUNTIME_KEYS
@@ -348,6 +349,8 @@ _SCHEMA: dict[str, Any] = {
         "std": _numbers(nonzero=True),
         "window": _pair("[center, width]", positive_second=True),
         "range": _pair("[low, high]", increasing=True),
+        "modality": validators.modality_codes,  # trained on these: other images are warned (app.inference.fit)
+        "color_matters": validators.boolean,  # 3 channels that tell classes apart by colour: gray is warned
         "tile": {  # resize: tile (app.inference.tiling)
             "overlap": _overlap,
             "blend": choice(*BLENDS),

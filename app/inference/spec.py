@@ -61,6 +61,8 @@ class InputSpec:
     window: tuple[float, float] | None = None  # (center, width) applied to high-range values (HU) for the model
     value_range: tuple[float, float] | None = None  # (low, high) mapped to 0..255 for the model
     tile: TileSpec = field(default_factory=TileSpec)  # the sidecar's input.tile (used when resize is "tile")
+    modality: tuple[str, ...] = ()  # input.modality: DICOM Modality codes the model expects (app.inference.fit)
+    color_matters: bool = False  # input.color_matters: a gray image into this 3-channel model is a misfit
 
     @property
     def dynamic_hw(self) -> bool:
@@ -241,7 +243,15 @@ class _Builder:
             color=color, scale=scale, mean=_per_channel(mean, channels), std=_per_channel(std, channels),
             window=self._window_or_range("input.window"), value_range=self._window_or_range("input.range"),
             tile=tile_spec_from(self.overrides),
+            modality=self.pick("input.modality", (), "default"), color_matters=self._color_matters(channels),
         )
+
+    def _color_matters(self, channels: int) -> bool:
+        matters = self.pick("input.color_matters", False, "default")
+        if matters and channels != 3:
+            raise self.sidecar_error("input.color_matters", f"is true, but the model's input has {channels} "
+                                                            "channel (a gray model never sees colour)")
+        return matters
 
     def _image_input(self) -> tuple[TensorInfo, str, int, tuple[int | None, int | None]]:
         """The one 4-D image input: (tensor, layout, channels, model H×W with None for dynamic sides)."""

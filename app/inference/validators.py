@@ -64,6 +64,24 @@ def whole(minimum: int, maximum: int) -> Check:
 
     return check
 
+MAX_MODALITIES = 16
+
+
+def modality_codes(value: Any) -> tuple[str, ...]:
+    """DICOM Modality codes (`CT`, or a list `[CT, PT]`), upper-cased: letters and digits, 1 to 16 each."""
+    items = value if isinstance(value, list) else [value]
+    if not items or len(items) > MAX_MODALITIES:
+        raise ValueError(f"must be a DICOM modality code (CT, MR, CR, DX, US, ...) or a list of 1 to "
+                         f"{MAX_MODALITIES}, got {shown(value)}")
+    codes = []
+    for item in items:
+        if not isinstance(item, str) or not re.fullmatch(r"[A-Za-z0-9]{1,16}", item.strip()):
+            raise ValueError(f"must be a DICOM modality code (CT, MR, CR, DX, US, ...) or a list of them, "
+                             f"got {shown(value)}")
+        codes.append(item.strip().upper())
+    return tuple(dict.fromkeys(codes))
+
+
 def boolean(value: Any) -> bool:
     if isinstance(value, bool):
         return value

@@ -97,7 +97,7 @@ def report_columns(spec: ModelSpec, extra: Sequence[str] = ()) -> list[str]:
     classes, top = _task_columns(spec)
     per_task = top if spec.task == "classification" else [*classes, "pixels_other"]
     return ["path", "status", "task", "provider", "width", "height", *VERDICT_COLUMNS, *per_task, *extra,
-            *(f"{stage}_ms" for stage in STAGES), "error"]
+            *(f"{stage}_ms" for stage in STAGES), "warning", "error"]
 
 
 
@@ -137,24 +137,27 @@ class ReportWriter:
         doubt = uncertainty(result.predictions, self.spec) if verdict is None else None
         self.add_counts(path, task=result.task, provider=result.provider, hw=result.image_hw,
                         score=image_score(result), verdict=verdict, values=self._task_values(result),
-                        extra=extra, timings=result.timings, reason=doubt.reason if doubt else "")
+                        extra=extra, timings=result.timings, reason=doubt.reason if doubt else "",
+                        warning="; ".join(result.warnings))
 
     def add_counts(self, path: Path | str, *, task: str, provider: str, hw: tuple[int, int], score: float | None,
                    verdict: Verdict | None, values: Sequence, extra: Sequence[str], timings: Mapping[str, float],
-                   reason: str = "") -> None:
+                   reason: str = "", warning: str = "") -> None:
         """A row from its parts: a result's (add_result), a volume's or one of its slices' (app.runs.volume_run,
-        `values` from `count_values`); `reason`: the verdict_reason of a row without a verdict."""
+        `values` from `count_values`); `reason`: the verdict_reason of a row without a verdict; `warning`: why
+        the image does not fit the model (app.inference.fit), the run goes on."""
         extra = list(extra) or [""] * self._extra
         judged = ["" if score is None else f"{score:.6f}",
                   "" if verdict is None else ("ok" if verdict.ok else "ng"),
                   reason if verdict is None else verdict.reason]
         self._row([path_text(path), "ok", task, provider, hw[1], hw[0], *judged, *values, *extra,
-                   *(f"{timings.get(stage, 0.0):.2f}" for stage in STAGES), ""])
+                   *(f"{timings.get(stage, 0.0):.2f}" for stage in STAGES), warning, ""])
 
     def add_error(self, path: Path, message: str, *, provider: str = "", status: str = "error") -> None:
         """An input without a result: no size, score, verdict, counts or timings; the message last."""
-        blanks = [""] * (len(self._columns) - 7 - len(STAGES))  # verdict, task and extra columns, after `height`
-        self._row([path_text(path), status, self.spec.task, provider, "", "", *blanks, *[""] * len(STAGES), message])
+        blanks = [""] * (len(self._columns) - 8 - len(STAGES))  # verdict, task and extra columns, after `height`
+        self._row([path_text(path), status, self.spec.task, provider, "", "", *blanks, *[""] * len(STAGES), "",
+                   message])
 
     def _task_values(self, result: Result) -> list:
         """Exactly one value per task column, whatever the model returned: a model may give more scores than

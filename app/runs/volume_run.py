@@ -53,6 +53,7 @@ class SliceRow:
     verdict: Verdict | None
     timings: Mapping[str, float]
     position_mm: float | None
+    warnings: tuple[str, ...] = ()  # why the slice does not fit the model (app.inference.fit)
 
 
 @dataclass(frozen=True)
@@ -74,6 +75,11 @@ class VolumeResult:
         """The highest slice score (binary: the most certain foreground anywhere), None without scores."""
         scores = [s.score for s in self.slices if s.score is not None]
         return max(scores) if scores else None
+
+    @property
+    def warnings(self) -> tuple[str, ...]:
+        """Why the volume's slices do not fit the model (app.inference.fit), each reason once."""
+        return tuple(dict.fromkeys(w for s in self.slices for w in s.warnings))
 
     @property
     def verdict(self) -> Verdict | None:
@@ -158,7 +164,8 @@ def write_volume_rows(report: ReportWriter, spec: ModelSpec, path: Path, vr: Vol
     hw = (vr.volume.rows, vr.volume.columns)
     values = report.count_values(vr.counts) if spec.task == "segmentation" else report.prediction_values(())
     report.add_counts(path, task=vr.task, provider=vr.provider, hw=hw, score=vr.score, verdict=vr.verdict,
-                      values=values, extra=[*volume_cells(spec, vr, options), *extra_after], timings=vr.timings)
+                      values=values, extra=[*volume_cells(spec, vr, options), *extra_after], timings=vr.timings,
+                      warning="; ".join(vr.warnings))
     if not (options.per_slice or spec.task != "segmentation"):
         return
     for row in vr.slices:
@@ -167,7 +174,8 @@ def write_volume_rows(report: ReportWriter, spec: ModelSpec, path: Path, vr: Vol
         uncertain = uncertainty(row.predictions, spec)  # a classifier's slice without verdict rules
         report.add_counts(row.path, task=vr.task, provider=vr.provider, hw=hw, score=row.score,
                           verdict=row.verdict, values=values, reason=uncertain.reason if uncertain else "",
-                          extra=[*volume_cells(spec, vr, options, row), *extra_after], timings=row.timings)
+                          extra=[*volume_cells(spec, vr, options, row), *extra_after], timings=row.timings,
+                          warning="; ".join(row.warnings))
 
 
 class VolumeAssembler:
@@ -232,7 +240,8 @@ class VolumeAssembler:
                                 texts=self.texts)
         self._rows.append(SliceRow(k + 1, slice_path(volume, k), result.class_pixels(), result.predictions,
                                    image_score(result),
-                                   verdict_of(self.spec, result), dict(result.timings), volume.slice_position_mm(k)))
+                                   verdict_of(self.spec, result), dict(result.timings), volume.slice_position_mm(k),
+                                   result.warnings))
 
     def _exports(self, volume: Volume) -> tuple[str, ...]:
         return chosen_exports(self.spec, volume, self.options.exports)

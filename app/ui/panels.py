@@ -314,6 +314,13 @@ class SidePanel(QWidget):
         self._busy.setStyleSheet(f"color: {UNCERTAIN_COLOR}; font-style: italic")
         self._busy.hide()
         layout.addWidget(self._busy)
+        self._misfit = QLabel()  # why the image does not fit the model (app.inference.fit), an amber line each
+        self._misfit.setObjectName("misfit")
+        self._misfit.setWordWrap(True)
+        self._misfit.setTextFormat(Qt.TextFormat.PlainText)
+        self._misfit.setStyleSheet(f"color: {UNCERTAIN_COLOR}")
+        self._misfit.hide()
+        layout.addWidget(self._misfit)
         layout.addWidget(self.legend)
         layout.addWidget(self._top_k)
         layout.addWidget(self.image_info)
@@ -366,11 +373,20 @@ class SidePanel(QWidget):
 
         self.legend.set_counts(class_pixel_counts(mask), mask.size)
 
+    def show_misfit(self, reasons) -> None:
+        """A line per reason the image does not fit the model (a colour photo into a CT model); none: hidden."""
+        self._misfit.setText("\n".join(f"⚠ {reason}" for reason in reasons))
+        self._misfit.setVisible(bool(reasons))
+
+    def misfit_text(self) -> str:
+        return self._misfit.text() if not self._misfit.isHidden() else ""
+
     def clear_result(self) -> None:
         """No result for the picture wanted (it failed): no counts, no verdict, no top classes of the one before."""
         self.legend.clear_counts()
         self.decision.show_verdict(None)
         self._top_k.set_predictions(())
+        self.show_misfit(())
 
 
 class PanelArea(QScrollArea):

@@ -95,6 +95,7 @@ class Presenter(QObject):
         from app.ui.overlay import DifferenceImage, HeatmapImage, OverlayImage, disagreement_colors
 
         self._panel.show_busy(None)
+        self._panel.show_misfit(view.result.warnings)
         self._panel.show_result(view.result)
         self._panel.decision.show_verdict(view.judgement)
         classes = self._state.model.spec.classes if self._state.model else ()

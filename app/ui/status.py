@@ -73,6 +73,7 @@ class StatusBar(QStatusBar):
         return not self._progress.isHidden()
 
     def show_loading(self, model_name: str) -> None:
+        self.latency.setText("")  # the old model's timings are not the new one's
         self.provider.setText("loading model…")
         self.provider.setStyleSheet(CPU_STYLE)
         self.provider.setToolTip("")

@@ -22,12 +22,13 @@ def test_the_old_overlay_is_gone_and_the_panel_says_busy_until_the_new_result(qt
 
     when_sent = []  # the screen at the moment the new model's request goes to the worker
     window.view_requested.connect(lambda _request: when_sent.append(
-        (overlay.pixmap().isNull(), window.panel.busy_text(), window.panel.legend._counts[1].text())))
+        (overlay.pixmap().isNull(), window.panel.busy_text(), window.panel.legend._counts[1].text(),
+         window.status.latency.text())))
     window.open_model(models("permuted_classes", "other_model"))
     assert overlay.pixmap().isNull(), "the old model's overlay is still on screen while the new one loads"
     assert window.panel.busy_text() == "Loading other_model.onnx…"
     with qtbot.waitSignal(window.overlay_shown, timeout=TIMEOUT):
         pass  # the new model loads, the picture is asked for again and shown
-    assert when_sent == [(True, "Running other model…", "–")]
+    assert when_sent == [(True, "Running other model…", "–", "")]  # no old counts or timings either
     assert not overlay.pixmap().isNull() and not window.panel.busy_text()
     assert window.state.on_screen.result.mask[5, 5] == 1  # permuted_classes: red is class 1 (rgb_classes: 0)
