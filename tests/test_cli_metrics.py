@@ -110,6 +110,8 @@ def test_compare_writes_agreement_and_disagreement_pictures(models, tmp_path, ca
     a, b = models("rgb_classes"), models("permuted_classes")
     assert main(["compare", str(a), str(a), str(images), "--out", str(tmp_path / "same"), "--device", "cpu"]) == 0
     same = read_report(tmp_path / "same" / "seglens_compare.csv")[0]
+    said = capsys.readouterr().out
+    assert "  all identical (IoU 1.000)" in said and "worst IoU" not in said  # was "worst IoU: a/x.png 1.000"
     assert same["iou"] == "1.000000" and same["only_a_pixels"] == same["different_pixels"] == "0"
     assert main(["compare", str(a), str(b), str(images), "--out", str(out), "--device", "cpu"]) == 0
     # A: red 0, green 1, blue 2; B: red 1, green 2, blue 0 → red only B, green different, blue only A

@@ -88,6 +88,15 @@ def test_disagreement_map_codes():
     np.testing.assert_array_equal(disagreement_map(a, b), m([[AGREE, AGREE, ONLY_B, ONLY_A, BOTH_DIFFERENT, AGREE]]))
 
 
+def test_summary_of_identical_masks_lists_no_worst():
+    from app.runs.metrics_report import MetricsSummary, Scored
+
+    summary = MetricsSummary(["a"], against="model A")
+    for name in ("f0.png", "f1.png"):
+        summary.add(name, Scored("r", image_metrics(np.ones(4, np.uint8), np.ones(4, np.uint8), 2)))
+    assert summary.lines()[-1] == "  all identical (IoU 1.000 for each image)"
+
+
 def test_summary_mean_median_and_worst_files(tmp_path):
     from app.runs.metrics_report import IMAGES_NAME, METRICS_NAME, MetricsSummary, Scored
 
@@ -100,7 +109,7 @@ def test_summary_mean_median_and_worst_files(tmp_path):
     head, per_class, worst = summary.lines()
     assert per_class == "  IoU per class: a 0.583 (6 images)"
     assert "6 image(s) scored, 1 without metrics" in head and "IoU mean 0.583 median 0.625" in head
-    assert worst == "  worst IoU: f4.png 0.000, f1.png 0.250, f3.png 0.500, f2.png 0.750, f0.png 1.000"
+    assert worst == "  worst IoU: f4.png 0.000, f1.png 0.250, f3.png 0.500, f2.png 0.750"  # f0, f5: perfect
     summary.write(tmp_path)
     lines = (tmp_path / METRICS_NAME).read_text().splitlines()
     # Dice = 2k/(k+4): 1, 0.4, 6/7, 2/3, 0, 1 → mean 0.653968, median (2/3 + 6/7)/2 = 0.761905; pooled recall 14/24

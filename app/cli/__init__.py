@@ -142,7 +142,8 @@ def build_parser() -> argparse.ArgumentParser:
     models.add_argument("--json", action="store_true", help="machine-readable output")
     models.set_defaults(handler=cmd_models)
 
-    bench = commands.add_parser("bench", help="raw model speed vs the full pipeline, warm-up excluded")
+    bench = commands.add_parser("bench", help="latency (ms per image) and throughput (images/s) of the model alone "
+                                              "and of the full pipeline, warm-up excluded")
     bench.add_argument("model", type=Path, help="the .onnx file, or a bundled model's name (seglens-cli models)")
     source = bench.add_mutually_exclusive_group()
     source.add_argument("--images", type=Path, metavar="DIR", help="benchmark on these images")

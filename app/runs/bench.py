@@ -120,16 +120,24 @@ def bench(model: ModelSession, inputs: list[InputFile], *, runs: int, save: tupl
 
 def format_report(report: BenchReport, gpu_speedup: float | None = None) -> str:
     def row(name: str, s: Stats) -> str:
-        return f"  {name:<10}{s.p50_ms:>9.1f}{s.p95_ms:>9.1f}{s.mean_ms:>9.1f}{s.images_per_s:>10.2f}"
+        return f"  {name:<10}{s.p50_ms:>9.1f}{s.p95_ms:>9.1f}{s.mean_ms:>9.1f}   │{s.images_per_s:>11.2f}"
 
     lines = [f"{report.model} on {report.provider}; {report.images} image(s) {report.image_size}; "
              f"{report.raw.runs} runs each; outputs written: {', '.join(report.saved) or 'none'}"]
     if report.fallback_reason and report.fallback_reason not in report.provider:  # "CPU (no NVIDIA GPU)" says it
         lines.append(f"  (not on GPU: {report.fallback_reason})")
     lines += [f"  first run (warm-up, excluded) {report.first_run_ms:.1f} ms",
-              f"  {'':<10}{'p50 ms':>9}{'p95 ms':>9}{'mean ms':>9}{'images/s':>10}",
+              f"  {'':<10}{'latency: ms per image':^27}   │{'throughput':>11}",
+              f"  {'':<10}{'p50':>9}{'p95':>9}{'mean':>9}   │{'images/s':>11}",
               row("raw", report.raw), row("pipeline", report.pipeline),
               f"  pipeline ÷ raw throughput: {report.ratio:.2f}"]
     if gpu_speedup is not None:
-        lines.append(f"  GPU ÷ CPU raw speed-up: {gpu_speedup:.1f}×")
-    return "\n".join(lines)
+        lines.append(f"  GPU ÷ CPU raw speed-up: {gpu_speedup:.1f}× (raw throughput)")
+    return "\n".join(lines + list(BENCH_LEGEND))
+
+
+BENCH_LEGEND = (
+    "  latency: one image's time (raw: session.run alone on a tensor prepared beforehand, the model's limit;",
+    "           pipeline: its decode, preprocess, inference and postprocess added up)",
+    "  throughput: images ÷ wall-clock time (pipeline: the stages overlapped and the outputs written, as in a "
+    "folder run)")

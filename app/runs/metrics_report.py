@@ -96,8 +96,10 @@ class MetricsSummary:
             self.class_names, self._class_rows(), strict=False) if row[1]]
         if per_class:
             lines.append("  IoU per class: " + ", ".join(per_class))
-        ranked = sorted(self.images, key=lambda item: item[1].iou)[:worst]
-        lines.append("  worst IoU: " + ", ".join(f"{path} {m.iou:.3f}" for path, m in ranked))
+        # a perfect image is nobody's worst: listed only when some differ, and then only those that do
+        ranked = sorted((item for item in self.images if item[1].iou < 1.0), key=lambda item: item[1].iou)[:worst]
+        lines.append("  worst IoU: " + ", ".join(f"{path} {m.iou:.3f}" for path, m in ranked) if ranked
+                     else f"  all identical (IoU 1.000{'' if len(self.images) == 1 else ' for each image'})")
         return lines
 
     def _class_rows(self) -> list[list]:
