@@ -144,3 +144,15 @@ def test_a_volume_with_a_nan_slice_is_an_error_row_and_exports_nothing(models, t
     assert code == EXIT_SOME_FAILED
     assert_error_row(rows[0], "ct.nii.gz")
     assert not [p.name for p in (tmp_path / "out").rglob("*.nii*")]
+
+
+def test_compare_with_a_nan_model_b_is_an_error_row_not_agreement(models, tmp_path):
+    a = models("constant_map", "a", values=(0.0, 1.0, 0.0))  # everything class 1
+    b = models("constant_map", "b", values=(NAN, 1.0, 0.0))
+    for model in (a, b):
+        model.with_suffix(".yaml").write_text(CLASSES)
+    out = tmp_path / "cmp"
+    code = main(["compare", str(a), str(b), str(image(tmp_path / "part.png")), "--out", str(out), "--device", "cpu"])
+    rows = report_rows(out / "seglens_compare.csv")
+    assert code == EXIT_SOME_FAILED
+    assert rows[0]["status"] == "error" and "non-finite model output" in rows[0]["error"]
