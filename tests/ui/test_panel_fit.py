@@ -135,3 +135,17 @@ def test_classifier_top_k_fits(qtbot, make_main_window, models, tmp_path):
     window = shown(qtbot, make_main_window, model, tmp_path / "red.png")
     qtbot.waitUntil(lambda: window.panel.findChild(QLabel, "uncertain") is not None, timeout=TIMEOUT)
     fits_at_every_size(window)
+
+
+def test_folder_scores_after_run_on_all_fit(qtbot, make_main_window, models, tmp_path):
+    images = tmp_path / "parts"
+    images.mkdir()
+    for k, level in enumerate((40, 120, 200, 250)):
+        image = np.full((30, 40), level, np.uint8)
+        Image.fromarray(image).save(images / f"part_with_a_long_name_{k}.png")
+    window = shown(qtbot, make_main_window, models("anomaly_named"), images)
+    with qtbot.waitSignal(window.run_all_finished, timeout=TIMEOUT):
+        window.run_all(None)  # scores only
+    qtbot.waitUntil(lambda: window.panel.folder.isVisible(), timeout=TIMEOUT)
+    assert "drag the line" in window.panel.folder.counts_text()
+    fits_at_every_size(window)
