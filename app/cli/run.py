@@ -125,6 +125,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
         summary, metrics, report = compare_inputs(*models, inputs, out_dir=args.out, progress=progress.update)
         written = metrics.write(args.out)
     progress.close()
+    progress.print_misfits()
     print(f"{_counted(summary.total, 'input')}: {summary.ok} ok, {summary.failed} failed; "
           f"B = {_shown(spec_b.path.name)} measured against A = {_shown(spec_a.path.name)}; pictures in "
           f"{_shown(args.out)}, report {_shown(report)}")
@@ -241,7 +242,7 @@ class _Progress:
     def _keep_misfits(self, outcome) -> None:
         """An image that does not fit the model (app.inference.fit): counted here, said once per reason at the
         end (a folder of photos into a CT model would otherwise print a line per photo)."""
-        kept = getattr(outcome, "result", None) or getattr(outcome, "volume", None)
+        kept = getattr(outcome, "result", None) or getattr(outcome, "volume", None) or outcome  # compare: itself
         for reason in getattr(kept, "warnings", ()):
             self.misfits.setdefault(reason, [0, outcome.input.path.name])[0] += 1
 

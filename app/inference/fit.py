@@ -47,10 +47,10 @@ def fit_problems(spec: ModelSpec, facts: ImageFacts) -> tuple[str, ...]:
                         "(input.color_matters)")
     expected = " or ".join(inp.modality)
     if inp.modality and facts.modality is not None and facts.modality not in inp.modality:
-        problems.append(f"{name} expects {expected} (input.modality); this {facts.kind} is {facts.modality}")
+        problems.append(f"{name} expects {expected} (input.modality) but this {facts.kind} is {facts.modality}")
     elif inp.modality and facts.modality is None and facts.kind not in ("DICOM", "NIfTI") and not facts.high_range:
         # a DICOM without the tag, a NIfTI or a 16-bit scan cannot be told apart: only an 8-bit picture can
-        problems.append(f"{name} expects {expected} (input.modality); this is an 8-bit {facts.kind} "
+        problems.append(f"{name} expects {expected} (input.modality) but this is an 8-bit {facts.kind} "
                         f"{'photo' if facts.colour else 'picture'}, not a {expected} scan")
     return tuple(problems)
 

@@ -45,6 +45,7 @@ class Compared:
     row: list
     scored: Scored | None = None
     error: str | None = None
+    warnings: tuple[str, ...] = ()  # why the image does not fit model A or B (app.inference.fit)
 
 
 def compare_problem(a: ModelSpec, b: ModelSpec) -> str | None:
@@ -59,7 +60,7 @@ def compare_problem(a: ModelSpec, b: ModelSpec) -> str | None:
 
 
 def compare_columns(spec: ModelSpec) -> list[str]:
-    return ["path", "status", "width", "height", *metric_columns(spec, lead=_COUNTS), "error"]
+    return ["path", "status", "width", "height", *metric_columns(spec, lead=_COUNTS), "warning", "error"]
 
 
 def compare_inputs(model_a: ModelSession, model_b: ModelSession, inputs: Sequence[InputFile], *, out_dir: Path,
@@ -96,8 +97,10 @@ def _compare_one(model_a: ModelSession, model_b: ModelSession, item: InputFile, 
             raise SegLensError(f"{item.path}: volumes are not supported by compare (a DICOM series, multi-frame "
                                "DICOM or NIfTI file); run each model on it with `seglens-cli run`")
         image, decode_ms = pipeline.decode(item.path)
-        a = pipeline.run_image(model_a, image, decode_ms=decode_ms).mask
-        b = pipeline.run_image(model_b, image).mask
+        result_a = pipeline.run_image(model_a, image, decode_ms=decode_ms)
+        result_b = pipeline.run_image(model_b, image)
+        a, b = result_a.mask, result_b.mask
+        warnings = tuple(dict.fromkeys((*result_a.warnings, *result_b.warnings)))
         picture = stem.with_name(stem.name + PICTURE_SUFFIX)
         refused = guard.problem(picture)
         if refused:
@@ -107,14 +110,14 @@ def _compare_one(model_a: ModelSession, model_b: ModelSession, item: InputFile, 
         metrics = image_metrics(b, a, max(len(model_a.spec.classes), 2))
         counts = [int(c) for c in np.bincount(codes.ravel(), minlength=4)[1:4]]
         row = [path_text(item.path), "ok", a.shape[1], a.shape[0], *counts, *metric_cells(metrics, n_foreground),
-               ""]
-        return Compared(item, row, Scored(str(model_a.spec.path), metrics))  # A is the reference
+               "; ".join(warnings), ""]
+        return Compared(item, row, Scored(str(model_a.spec.path), metrics), warnings=warnings)  # A: the reference
     except SegLensError as exc:
         message = error_line(item.path, exc)
     except Exception as exc:  # a bug on one input must not end the comparison
         log.debug("unexpected error comparing %s", item.path, exc_info=True)
         message = unexpected_error_line(item.path, exc)
-    return Compared(item, [path_text(item.path), "error", "", "", *blank, message], error=message)
+    return Compared(item, [path_text(item.path), "error", "", "", *blank, "", message], error=message)
 
 
 def _write_rows(path: Path, header: list[str], rows: list[list]) -> None:

@@ -41,13 +41,13 @@ def test_the_bundled_ct_sidecar_says_ct(ct_spec):
 def test_a_colour_photo_into_the_ct_demo(ct_spec, tmp_path):
     Image.fromarray(photo()).save(tmp_path / "photo.png")
     assert image_fit(ct_spec, read_image(tmp_path / "photo.png")) == (
-        COLOUR_MISFIT, "ct_demo.onnx expects CT (input.modality); this is an 8-bit PNG photo, not a CT scan")
+        COLOUR_MISFIT, "ct_demo.onnx expects CT (input.modality) but this is an 8-bit PNG photo, not a CT scan")
 
 
 def test_a_gray_picture_into_the_ct_demo(ct_spec, tmp_path):
     Image.fromarray(photo()[..., 0]).save(tmp_path / "gray.jpg")
     assert image_fit(ct_spec, read_image(tmp_path / "gray.jpg")) == (
-        "ct_demo.onnx expects CT (input.modality); this is an 8-bit JPEG picture, not a CT scan",)
+        "ct_demo.onnx expects CT (input.modality) but this is an 8-bit JPEG picture, not a CT scan",)
 
 
 def test_a_ct_slice_fits_the_ct_demo(ct_spec):
@@ -60,7 +60,7 @@ def test_an_mr_slice_does_not(ct_spec, tmp_path):
     ds = pydicom.dcmread(path)
     ds.Modality = "MR"
     ds.save_as(path)
-    assert image_fit(ct_spec, read_image(path)) == ("ct_demo.onnx expects CT (input.modality); this DICOM is MR",)
+    assert image_fit(ct_spec, read_image(path)) == ("ct_demo.onnx expects CT (input.modality) but this DICOM is MR",)
 
 
 @pytest.mark.parametrize("facts", [ImageFacts("NIfTI", False, None, True), ImageFacts("DICOM", False, None, True),
@@ -111,7 +111,7 @@ def test_modality_is_upper_cased_and_a_list(models):
     path = models("rgb_classes")
     path.with_suffix(".yaml").write_text("input:\n  modality: [ct, MR, ct]\n")
     assert load_spec(path).input.modality == ("CT", "MR")
-    assert "expects CT or MR (input.modality); this DICOM is US" in fit_problems(
+    assert "expects CT or MR (input.modality) but this DICOM is US" in fit_problems(
         load_spec(path), ImageFacts("DICOM", False, "US", True))[0]
 
 
@@ -149,5 +149,17 @@ def test_cli_an_mr_series_into_the_ct_demo_is_warned_on_its_volume_row(tmp_path,
                  "--export", "none"]) == 0
     with open(tmp_path / "o" / "seglens_report.csv", newline="") as handle:
         (row,) = list(csv.DictReader(handle))
-    assert row["status"] == "ok" and row["warning"] == "ct_demo.onnx expects CT (input.modality); this DICOM is MR"
+    assert row["status"] == "ok" and row["warning"] == "ct_demo.onnx expects CT (input.modality) but this DICOM is MR"
     assert "this DICOM is MR" in capsys.readouterr().err
+
+
+def test_compare_reports_a_misfit_of_either_model(tmp_path, capsys):
+    Image.fromarray(photo()).save(tmp_path / "photo.png")
+    assert main(["compare", "ct_demo", "ct_demo", str(tmp_path / "photo.png"), "--out", str(tmp_path / "o"),
+                 "--device", "cpu"]) == 0
+    with open(tmp_path / "o" / "seglens_compare.csv", newline="") as handle:
+        (row,) = list(csv.DictReader(handle))
+    assert row["status"] == "ok" and row["warning"].split("; ") == [  # each reason once, though both models saw it
+        COLOUR_MISFIT, "ct_demo.onnx expects CT (input.modality) but this is an 8-bit PNG photo, not a CT scan"]
+    assert f"note: 1 input does not fit the model (e.g. photo.png; the report's warning column): {COLOUR_MISFIT}" \
+        in capsys.readouterr().err
