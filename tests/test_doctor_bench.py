@@ -60,6 +60,13 @@ def test_an_onnxruntime_shadowed_by_an_earlier_folder_is_no_conflict(tmp_path, m
     assert diagnostics.versions()["onnxruntime packages (shadowed, not used)"].endswith("1.30.0")
 
 
+def test_the_fix_for_two_onnxruntime_packages_fits_the_install():
+    both = {"onnxruntime": "1.31.1", "onnxruntime-gpu": "1.31.1"}
+    assert decide(facts(ort_packages=both, install="checkout")).fix == "uv sync --reinstall-package onnxruntime-gpu"
+    assert decide(facts(built_providers=[], install="checkout")).fix == "uv sync --reinstall-package onnxruntime-gpu"
+    assert decide(facts(built_providers=[], install="installed")).fix.startswith("reinstall seglens (pip install")
+
+
 def test_two_onnxruntime_packages_in_one_folder_are_a_conflict(tmp_path):
     (tmp_path / "onnxruntime").mkdir()
     (tmp_path / "onnxruntime" / "__init__.py").write_text("")  # found first, never imported by the check

@@ -129,10 +129,9 @@ def decide(facts: Facts) -> Verdict:
     if len(facts.ort_packages) > 1:
         names = " and ".join(facts.ort_packages)
         return Verdict(False, f"Broken install: {names} are both installed and overwrite each other's files.",
-                       "pip uninstall -y " + " ".join(facts.ort_packages) + " && pip install onnxruntime-gpu")
+                       _reinstall_command(facts.install, " ".join(facts.ort_packages)))
     if not facts.built_providers:
-        return Verdict(False, "onnxruntime cannot be imported.", "reinstall seglens (pip install --force-reinstall "
-                                                                  "onnxruntime-gpu)")
+        return Verdict(False, "onnxruntime cannot be imported.", _reinstall_command(facts.install))
     cuda = next((c for c in facts.provider_checks if c.provider == CUDA), None)
     if cuda is not None and cuda.ok:
         where = f" on {facts.gpus[0].split(': ', 1)[1]}" if facts.gpus else ""
@@ -248,6 +247,18 @@ def cuda_extra_command(install: str) -> str:
     if install == "frozen":
         return "the cuda13 (driver R580+) or cuda12 build of SegLens"
     return "uv sync --extra cuda" if install == "checkout" else "pip install 'seglens[cuda]'"
+
+
+def _reinstall_command(install: str, remove: str = "") -> str:
+    """How this kind of install gets onnxruntime-gpu back whole (`remove`: the distributions to take out first).
+    `uv sync` removes what the lock file does not list, so in a clone it takes the CPU build out by itself."""
+    if install == "checkout":
+        return "uv sync --reinstall-package onnxruntime-gpu"
+    if install == "frozen":
+        return "reinstall SegLens from its download (the build's files are damaged)"
+    if remove:
+        return f"pip uninstall -y {remove} && pip install onnxruntime-gpu"
+    return "reinstall seglens (pip install --force-reinstall onnxruntime-gpu)"
 
 
 def _flavor() -> str:
