@@ -14,6 +14,23 @@ def install_root() -> Path:
     return Path(__file__).resolve().parent.parent
 
 
+def install_kind() -> str:
+    """How SegLens was installed, for the commands messages give: "frozen" (a packaged build), "checkout" (a clone
+    with uv.lock beside pyproject.toml, where `uv sync` manages the environment) or "installed" (pip)."""
+    if getattr(sys, "frozen", False):
+        return "frozen"
+    root = Path(__file__).resolve().parent.parent
+    return "checkout" if (root / "uv.lock").is_file() and (root / "pyproject.toml").is_file() else "installed"
+
+
+def extra_command(extra: str) -> str | None:
+    """The command that adds one of SegLens's optional extras here (None in a frozen build: nothing to install)."""
+    kind = install_kind()
+    if kind == "frozen":
+        return None
+    return f"uv sync --extra {extra}" if kind == "checkout" else f"pip install 'seglens[{extra}]'"
+
+
 def models_dir() -> Path:
     return install_root() / "models"
 

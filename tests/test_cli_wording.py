@@ -48,3 +48,13 @@ def test_compare_of_identical_models_says_so(models, tmp_path, capsys):
     out = capsys.readouterr().out
     assert out.startswith("1 input: 1 ok, 0 failed; B = rgb_classes.onnx")
     assert "  all identical (IoU 1.000)\n" in out and "worst IoU" not in out
+
+
+def test_extras_are_installed_the_way_this_copy_was(monkeypatch):
+    import app.paths
+
+    assert app.paths.install_kind() == "checkout" and app.paths.extra_command("ray") == "uv sync --extra ray"
+    monkeypatch.setattr(app.paths, "install_kind", lambda: "installed")
+    assert app.paths.extra_command("ray") == "pip install 'seglens[ray]'"
+    monkeypatch.setattr(app.paths, "install_kind", lambda: "frozen")
+    assert app.paths.extra_command("ray") is None

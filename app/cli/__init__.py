@@ -116,7 +116,9 @@ def build_parser() -> argparse.ArgumentParser:
     volumes.add_argument("--anonymize", action="store_true",
                          help="patients appear in the report as a stable pseudonym (keyed per workstation), not by "
                               "name and ID")
-    cluster = run.add_argument_group("Ray cluster (pip install 'seglens[ray]')")
+    from app.paths import extra_command
+
+    cluster = run.add_argument_group(f"Ray cluster ({extra_command('ray') or 'not in this build'})")
     cluster.add_argument("--ray", nargs="?", const="local", metavar="ADDRESS",
                          help="run on Ray: local (a Ray instance on this machine, the default), auto (the cluster "
                               "this machine belongs to), ray://HOST:10001 or HOST:PORT; --out must be a folder every "

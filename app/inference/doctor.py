@@ -24,6 +24,7 @@ from app.inference.providers import (
     nvidia_wheel_dirs,
     preload_cuda_libraries,
 )
+from app.paths import install_kind
 
 # The libraries onnxruntime-gpu's CUDA provider needs, per CUDA major version it was built for.
 CUDA_LIBRARIES = {
@@ -233,17 +234,9 @@ def _wants_trt() -> bool:
 _NO_GPU_SIGN = "no (no /proc/driver/nvidia, /dev/nvidia0, /dev/dxg, nvcuda.dll or nvidia-smi)"
 
 
-def install_kind() -> str:
-    """How this SegLens was installed, for the command that adds CUDA: "frozen" (a packaged build), "checkout" (a
-    source clone with uv.lock beside pyproject.toml, where `uv sync` manages the environment) or "installed"."""
-    if getattr(sys, "frozen", False):
-        return "frozen"
-    root = Path(__file__).resolve().parents[2]  # app/inference/doctor.py → the folder holding `app`
-    return "checkout" if (root / "uv.lock").is_file() and (root / "pyproject.toml").is_file() else "installed"
-
-
 def cuda_extra_command(install: str) -> str:
-    """How this kind of install gets NVIDIA's CUDA and cuDNN wheels (a frozen build cannot install packages)."""
+    """How this kind of install (app.paths.install_kind) gets NVIDIA's CUDA and cuDNN wheels (a frozen build
+    cannot install packages)."""
     if install == "frozen":
         return "the cuda13 (driver R580+) or cuda12 build of SegLens"
     return "uv sync --extra cuda" if install == "checkout" else "pip install 'seglens[cuda]'"

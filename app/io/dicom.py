@@ -19,7 +19,7 @@ INFO_FIELDS = {"PatientName": "Patient", "PatientID": "Patient ID", "StudyDate":
                "InstitutionName": "Institution", "BodyPartExamined": "Body part"}
 _HANDLERS = {"JPEG-LS": "pylibjpeg pylibjpeg-libjpeg", "JPEG Lossless": "pylibjpeg pylibjpeg-libjpeg",
              "JPEG Extended": "pylibjpeg pylibjpeg-libjpeg", "JPEG 2000": "pylibjpeg pylibjpeg-openjpeg",
-             "High-Throughput JPEG 2000": "pylibjpeg pylibjpeg-openjpeg", "Deflated": "(a newer pydicom)"}
+             "High-Throughput JPEG 2000": "pylibjpeg pylibjpeg-openjpeg", "Deflated": ""}  # "": a newer pydicom
 
 
 def quiet_pydicom() -> None:
@@ -88,15 +88,27 @@ def _geometry(ds, path: Path) -> tuple[int, int, int]:
     return rows, columns, frames
 
 
+def _decoder_fix(packages: str) -> str:
+    """What installs `packages` (pylibjpeg plugins) here: the dicom-codecs extra in a clone, pip elsewhere."""
+    from app.paths import install_kind
+
+    if not packages:
+        return "a newer pydicom: pip install -U pydicom"
+    kind = install_kind()
+    if kind == "checkout":
+        return f"uv sync --extra dicom-codecs, which brings {packages.replace(' ', ', ')}"
+    return f"pip install {packages}" if kind == "installed" else f"{packages}, not in this build"
+
+
 def _pixel_array(ds, path: Path) -> np.ndarray:
     try:
         return ds.pixel_array
     except (NotImplementedError, RuntimeError) as exc:
         syntax = ds.file_meta.get("TransferSyntaxUID")
         name = getattr(syntax, "name", str(syntax))
-        install = next((v for k, v in _HANDLERS.items() if k.lower() in name.lower()), "pylibjpeg")
+        packages = next((v for k, v in _HANDLERS.items() if k.lower() in name.lower()), "pylibjpeg")
         raise ImageError(f"{path}: compressed DICOM ({name}) needs a decoder that is not installed "
-                         f"(pip install {install})") from exc
+                         f"({_decoder_fix(packages)})") from exc
     except Exception as exc:  # truncated pixel data and friends
         raise ImageError(f"{path}: cannot decode the DICOM pixel data ({_one_line(exc)})") from exc
 

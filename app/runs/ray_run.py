@@ -84,8 +84,10 @@ def connect(address: str, *, num_cpus: int | None = None) -> None:
     try:
         import ray
     except ImportError as exc:
-        raise SegLensError("--ray needs Ray: pip install 'seglens[ray]' (the frozen workstation build does not "
-                           "include it; run the cluster driver from a Python install)") from exc
+        from app.paths import extra_command
+
+        raise SegLensError(f"--ray needs Ray: {extra_command('ray') or 'not in this build'} (the frozen workstation "
+                           "build does not include it; run the cluster driver from a Python install)") from exc
 
     if ray.is_initialized():
         return
