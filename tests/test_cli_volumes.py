@@ -72,7 +72,7 @@ def test_a_series_and_a_nifti_volume_are_exported_and_read_back(ct_model, tmp_pa
 
 
 def test_anonymize_puts_a_stable_pseudonym_in_the_report(ct_model, tmp_path, monkeypatch):
-    monkeypatch.setenv("SEGLENS_PSEUDONYM_KEY", "site-key")
+    monkeypatch.setenv("SEGLENS_PSEUDONYM_KEY", "site-key-0123456789")
     write_series(tmp_path / "a", slices=3)
     write_series(tmp_path / "b", slices=3, patient=("Roe^Rick", "PID-7"))
     for out in ("o1", "o2"):

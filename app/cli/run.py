@@ -71,7 +71,8 @@ def cmd_run(args: argparse.Namespace) -> int:
                   "input, or choose a new --out", file=sys.stderr)
             return EXIT_USAGE
         done = finished_earlier(report_path, model.spec, inputs, out_dir=args.out, save=args.save,
-                                exports=volume_options.exports if volume_options else None) if args.resume else {}
+                                exports=volume_options.exports if volume_options else None,
+                                names=_anonymized_names(inputs, volume_options)) if args.resume else {}
         progress = _Progress(len(inputs), enabled=sys.stderr.isatty() and not args.no_progress)
         extra = [*(volume_columns(model.spec) if volume_options else ()), *(scorer.columns if scorer else ())]
         with ReportWriter(report_path, model.spec, extra_columns=extra) as report:
@@ -173,6 +174,16 @@ def _print_summary(summary, info, out: Path, report_path: Path) -> None:
 def _counted(count: int, noun: str) -> str:
     """`1 input`, `2 inputs`: the summary lines read as sentences."""
     return f"{count} {noun}{'' if count == 1 else 's'}"
+
+
+def _anonymized_names(inputs, options):
+    """(output stems, report paths) of the inputs under --anonymize (app.runs.private_names), else None."""
+    if options is None or not options.anonymize:
+        return None
+    from app.runs.private_names import anonymized_stems
+
+    stems = anonymized_stems(inputs, options.pseudonym_key)
+    return stems, [stem.as_posix() for stem in stems]
 
 
 def _anonymize_problem(args: argparse.Namespace, options) -> str | None:

@@ -28,6 +28,7 @@ from app.inference.session import ModelSession
 from app.io.discover import InputFile, output_stems
 from app.runs.metrics_report import ReferenceScorer
 from app.runs.outputs import ReportWriter
+from app.runs.private_names import anonymized_stems
 from app.runs.safety import OutputGuard
 from app.runs.volume_run import VolumeAssembler, VolumeOptions, algorithm_of
 from app.runs.writer import HELPER_NICENESS, Outcome, ProgressFn, RunSummary, Writer, lower_thread_priority
@@ -78,13 +79,17 @@ def run_inputs(
     folder's inputs: a name's de-duplication must be the whole run's), else computed here.
     """
     summary = RunSummary(total=len(inputs))
-    stems = list(stems) if stems is not None else output_stems(list(inputs))
+    anonymize = volumes is not None and volumes.anonymize
+    if stems is None:
+        stems = anonymized_stems(inputs, volumes.pseudonym_key) if anonymize else output_stems(list(inputs))
+    stems = list(stems)
     writer = Writer(model, out_dir, stems, save, report, summary, progress, helper_niceness)
+    writer.names = [stem.as_posix() for stem in stems] if anonymize else None  # no input path in the report
     writer.min_confidence, writer.png_texts, writer.reference = min_confidence, png_texts, reference
     writer.guard = OutputGuard(out_dir, inputs) if out_dir is not None else None
     if any(item.volume is not None for item in inputs):
         writer.volumes = VolumeAssembler(model.spec, volumes or VolumeOptions(), texts=png_texts,
-                                         algorithm=algorithm_of(model.spec.path))
+                                         algorithm=algorithm_of(model.spec.path), out_dir=out_dir)
         writer.volume_options = volumes or VolumeOptions()
         writer.slice_progress = slice_progress
     writer.start()
@@ -119,7 +124,7 @@ def run_inputs(
     if writer.failure is not None:
         _stop_for_writer(writer, inputs, summary, report)
     if stopped_at < len(inputs):
-        _list_unprocessed(inputs[stopped_at:], why, summary, report)
+        _list_unprocessed(inputs[stopped_at:], why, summary, report, writer.names and writer.names[stopped_at:])
     return summary
 
 
@@ -134,7 +139,7 @@ def _stop_for_writer(writer: Writer, inputs: Sequence[InputFile], summary: RunSu
     done = writer.recorded
     why = f"the run stopped: {_one_line(writer.failure)}"
     with contextlib.suppress(Exception):
-        _list_unprocessed(inputs[done:], why, summary, report)
+        _list_unprocessed(inputs[done:], why, summary, report, writer.names and writer.names[done:])
     raise RunStopped(f"{why} ({done} of {len(inputs)} inputs finished and reported; the rest not processed)") \
         from writer.failure
 
@@ -144,12 +149,14 @@ def _one_line(exc: BaseException) -> str:
     return text if isinstance(exc, SegLensError) else f"{type(exc).__name__}: {text}"
 
 
-def _list_unprocessed(rest: Sequence[InputFile], why: str, summary: RunSummary, report: ReportWriter | None) -> None:
-    """Cancelled or stopped: the report still lists every input, saying which were never processed."""
+def _list_unprocessed(rest: Sequence[InputFile], why: str, summary: RunSummary, report: ReportWriter | None,
+                      names: Sequence[str] | None = None) -> None:
+    """Cancelled or stopped: the report still lists every input, saying which were never processed (`names`:
+    their report paths under --anonymize)."""
     summary.cancelled = why.startswith("the run was cancelled")
     if report:
-        for item in rest:
-            report.add_error(item.path, f"not processed: {why}", status="skipped")
+        for n, item in enumerate(rest):
+            report.add_error(item.path if names is None else names[n], f"not processed: {why}", status="skipped")
 
 
 def _prefetch(pool: ThreadPoolExecutor, model: ModelSession, inputs: Sequence[InputFile],

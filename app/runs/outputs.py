@@ -265,19 +265,20 @@ def _identity(stat: os.stat_result) -> tuple[int, int]:
 
 def finished_earlier(report: Path, spec: ModelSpec, inputs: Sequence[InputFile], *, out_dir: Path,
                      save: Sequence[str], exports: Sequence[str] | None = None,
-                     extra_columns: Sequence[str] | None = None) -> dict[str, list[str]]:
+                     extra_columns: Sequence[str] | None = None,
+                     names: tuple[Sequence[Path], Sequence[str]] | None = None) -> dict[str, list[str]]:
     """--resume: report rows of `inputs` an earlier run finished into `out_dir`, keyed by path (read before the
     report is rewritten); an input whose `save` outputs (a volume: its `exports`) are not all on disk is run
     again. `extra_columns`: the report's extra columns when they are not the volume columns alone (a Ray run's
-    `node`)."""
+    `node`). `names`: the inputs' (output stems, report paths) when they are not their own (--anonymize)."""
     from app.runs.volume_run import volume_columns, volume_outputs
 
     volumes = {str(item.path): item.volume for item in inputs if item.volume is not None}
-    stems = {path_text(item.path): (str(item.path), out_dir / stem)
-             for item, stem in zip(inputs, output_stems(list(inputs)), strict=True)}
+    run_stems, shown = names or (output_stems(list(inputs)), [path_text(item.path) for item in inputs])
+    stems = {text: (str(item.path), out_dir / stem) for item, stem, text in zip(inputs, run_stems, shown, strict=True)}
     # two inputs with the same report text cannot be told apart (`b\xe9` as four characters and as a byte, `=x`
     # and `'=x`): both are run again
-    ambiguous = {text for text, n in Counter(path_text(item.path) for item in inputs).items() if n > 1}
+    ambiguous = {text for text, n in Counter(shown).items() if n > 1}
     wanted = [kind for kind in save if spec.task == "segmentation"]
 
     def outputs_of(path: Path) -> list[Path]:

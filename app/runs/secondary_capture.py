@@ -113,8 +113,10 @@ def burned_slice(display: np.ndarray, mask: np.ndarray, segments: Sequence[Segme
 
 
 def write_series(volume: Volume, labels: np.ndarray, segments: Sequence[Segment], out_dir: Path, *,
-                 display: Callable[[int], np.ndarray], opacity: float, algorithm: Algorithm) -> list[Path]:
-    """Write `<out_dir>/sc_<k+1:04d>.dcm` for every slice k into a partial folder, then swap it into place."""
+                 display: Callable[[int], np.ndarray], opacity: float, algorithm: Algorithm,
+                 prepare: Callable[[object], None] | None = None) -> list[Path]:
+    """Write `<out_dir>/sc_<k+1:04d>.dcm` for every slice k into a partial folder, then swap it into place.
+    `prepare(image)` right before each is saved (app.runs.deidentify.VolumePrivacy.finish_derived)."""
     import highdicom as hd
 
     datasets = source_datasets(volume)
@@ -127,6 +129,8 @@ def write_series(volume: Volume, labels: np.ndarray, segments: Sequence[Segment]
             rgb = burned_slice(display(k), labels[k], segments, opacity=opacity, text=banner_text(algorithm))
             image = _sc_image(source, volume.slices[k], rgb, series_uid=series_uid, series_number=number,
                               instance_number=k + 1, algorithm=algorithm)
+            if prepare is not None:
+                prepare(image)
             names.append(save_dataset(image, partial / f"sc_{k + 1:04d}.dcm").name)
         _swap_in(partial, out_dir)
     except OSError as exc:

@@ -20,9 +20,10 @@ from app.io.files import atomic_write
 from app.io.render import Colored, class_colors
 from app.io.volumes import Volume
 from app.runs import dicom_seg, secondary_capture
+from app.runs.deidentify import VolumePrivacy, scrub_nifti_header
 from app.runs.dicom_sources import require_dicom, save_dataset
 
-EXPORTS = ("dicom-seg", "nifti", "sc")
+EXPORTS = ("dicom-seg", "nifti", "sc", "source")  # source: the de-identified source series (--anonymize only)
 
 
 @dataclass(frozen=True)
@@ -58,7 +59,7 @@ def segments_of(classes: Sequence[Colored]) -> tuple[Segment, ...]:
 
 
 def write_dicom_seg(volume: Volume, labels: np.ndarray, segments: Sequence[Segment], out_path: Path, *,
-                    algorithm: Algorithm) -> Path:
+                    algorithm: Algorithm, privacy: VolumePrivacy | None = None) -> Path:
     """One binary DICOM SEG for a DICOM volume, referencing its source instances per frame.
 
     Every segment (value >= 1) is described, an empty one too, so a reader sees every class; frames empty in
@@ -67,10 +68,12 @@ def write_dicom_seg(volume: Volume, labels: np.ndarray, segments: Sequence[Segme
     require_dicom(volume, "DICOM SEG")
     _check_labels(volume, labels)
     seg = dicom_seg.build_segmentation(volume, labels, segments, algorithm=algorithm)
+    if privacy is not None:  # --anonymize: de-identified right before it is saved (app.runs.deidentify)
+        privacy.finish_derived(seg)
     return save_dataset(seg, out_path)
 
 
-def write_nifti_labels(volume: Volume, labels: np.ndarray, out_path: Path) -> Path:
+def write_nifti_labels(volume: Volume, labels: np.ndarray, out_path: Path, *, scrub: bool = False) -> Path:
     """A uint8 label volume with exactly the source's affine and shape (NIfTI input) or the DICOM geometry.
 
     `.nii.gz` is compressed, anything else is written as plain `.nii`. Raises OutputError without geometry.
@@ -83,6 +86,8 @@ def write_nifti_labels(volume: Volume, labels: np.ndarray, out_path: Path) -> Pa
     image.set_data_dtype(np.uint8)
     image.header.set_slope_inter(1.0, 0.0)  # labels are stored as they are, never scaled
     image.header["cal_min"], image.header["cal_max"] = 0, 0
+    if scrub:  # --anonymize: no free text or extension of a source NIfTI's header
+        scrub_nifti_header(image.header)
     payload = image.to_bytes()
     if out_path.name.lower().endswith(".gz"):
         # level 1: a label volume compresses ~50:1 even so, three times faster than 6 (200×512²: 0.11 s, 1 MB)
@@ -129,7 +134,7 @@ def _scanner_image(volume: Volume, data: np.ndarray):
 
 def write_secondary_capture(volume: Volume, labels: np.ndarray, segments: Sequence[Segment], out_dir: Path, *,
                             display: Callable[[int], np.ndarray], opacity: float,
-                            algorithm: Algorithm) -> list[Path]:
+                            algorithm: Algorithm, privacy: VolumePrivacy | None = None) -> list[Path]:
     """One Secondary Capture image per slice, overlay burned in, "NOT FOR DIAGNOSIS" banner, in a new series.
 
     `display(k)` is slice k as shown (uint8 gray or RGB, windowed). The files are `<out_dir>/sc_0001.dcm` …;
@@ -138,7 +143,18 @@ def write_secondary_capture(volume: Volume, labels: np.ndarray, segments: Sequen
     require_dicom(volume, "Secondary Capture")
     _check_labels(volume, labels)
     return secondary_capture.write_series(volume, labels, segments, out_dir, display=display, opacity=opacity,
-                                          algorithm=algorithm)
+                                          algorithm=algorithm,
+                                          prepare=privacy.finish_derived if privacy is not None else None)
+
+
+def write_source_copy(volume: Volume, out_dir: Path, *, privacy: VolumePrivacy | None) -> list[Path]:
+    """The source series de-identified (`--export source`, --anonymize only): `<out_dir>/source_0001.dcm` …"""
+    from app.runs import source_copy
+
+    require_dicom(volume, "A de-identified copy of the source")
+    if privacy is None or privacy.deidentifier is None:
+        raise OutputError(f"{volume.source}: the source series is written only de-identified (--anonymize)")
+    return source_copy.write_copy(volume, out_dir, privacy=privacy)
 
 
 def _check_labels(volume: Volume, labels: np.ndarray) -> None:

@@ -9,7 +9,6 @@ slice, and nothing is exported for it (a half-filled label volume would look lik
 from __future__ import annotations
 
 import hashlib
-import hmac
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,6 +23,7 @@ from app.inference.verdict import Verdict, image_score, uncertainty, verdict_of
 from app.io.images import DecodedImage
 from app.io.volumes import Volume
 from app.runs.outputs import ReportWriter, unique_names, write_result_images
+from app.runs.pseudonyms import pseudonym_key, pseudonym_of  # noqa: F401 (pseudonym_key: the faces import it here)
 from app.runs.volume_exports import EXPORTS, Algorithm
 
 DEFAULT_EXPORTS = ("nifti",)  # a volume's "mask", when no --export is given and the volume has a geometry
@@ -101,42 +101,9 @@ def volume_columns(spec: ModelSpec) -> list[str]:
 
 def pseudonym(volume: Volume, key: bytes) -> str:
     """A stable pseudonym for the volume's patient: HMAC-SHA-256 of PatientID (+ name) under this installation's
-    key (app.runs.volume_run's caller keeps it in the user's config folder), so the same patient gets the same
-    pseudonym in every report from this workstation, and nobody without the key can test a guess."""
-    ident = f"{volume.info.get('Patient ID', '')}\x00{volume.info.get('Patient', '')}"
-    if ident == "\x00":
-        return ""
-    return "anon-" + hmac.new(key, ident.encode("utf-8"), hashlib.sha256).hexdigest()[:12]
-
-
-def pseudonym_key() -> bytes:
-    """This workstation's pseudonym key: SEGLENS_PSEUDONYM_KEY when set (a site may give every workstation the
-    same key, so pseudonyms agree across them), else 32 random bytes made once in the user's config folder."""
-    import os
-    import secrets
-
-    from platformdirs import user_config_dir
-
-    shared = os.environ.get("SEGLENS_PSEUDONYM_KEY")
-    if shared:
-        return shared.encode("utf-8")
-    path = Path(user_config_dir("SegLens", appauthor=False)) / "pseudonym.key"
-    try:
-        return bytes.fromhex(path.read_text().strip())
-    except (OSError, ValueError):
-        pass
-    key = secrets.token_bytes(32)
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        with os.fdopen(fd, "w") as handle:
-            handle.write(key.hex())
-    except FileExistsError:  # another run made it first: use theirs
-        return bytes.fromhex(path.read_text().strip())
-    except OSError as exc:
-        raise SegLensError(f"{path}: cannot keep the pseudonym key ({exc.strerror or exc}); set "
-                           "SEGLENS_PSEUDONYM_KEY instead") from exc
-    return key
+    key (app.runs.pseudonyms), so the same patient gets the same pseudonym in every report from this
+    workstation, and nobody without the key can test a guess."""
+    return pseudonym_of(volume.info, key)
 
 
 def patient_text(volume: Volume, options: VolumeOptions) -> str:
@@ -144,6 +111,16 @@ def patient_text(volume: Volume, options: VolumeOptions) -> str:
         return pseudonym(volume, options.pseudonym_key)
     name, ident = volume.info.get("Patient", ""), volume.info.get("Patient ID", "")
     return f"{name} ({ident})" if name and ident else name or ident
+
+
+def series_text(volume: Volume, options: VolumeOptions) -> str:
+    """The report's `series`: the SeriesInstanceUID (a NIfTI file's name), under --anonymize the de-identified UID
+    its outputs carry (app.runs.private_names)."""
+    if not options.anonymize:
+        return volume.key
+    from app.runs.private_names import series_id
+
+    return series_id(volume, options.pseudonym_key)
 
 
 def volume_cells(spec: ModelSpec, vr: VolumeResult, options: VolumeOptions, row: SliceRow | None = None) -> list:
@@ -155,7 +132,7 @@ def volume_cells(spec: ModelSpec, vr: VolumeResult, options: VolumeOptions, row:
         per_class = [""] * n if ml is None else [f"{v:.3f}" for v in ml]
     position = "" if row is None or row.position_mm is None else f"{row.position_mm:.2f}"
     return [vr.volume.depth if row is None else "", "" if row is None else row.number, position,
-            vr.volume.key, patient_text(vr.volume, options), *per_class]
+            series_text(vr.volume, options), patient_text(vr.volume, options), *per_class]
 
 
 def write_volume_rows(report: ReportWriter, spec: ModelSpec, path: Path, vr: VolumeResult,
@@ -172,7 +149,8 @@ def write_volume_rows(report: ReportWriter, spec: ModelSpec, path: Path, vr: Vol
         values = report.count_values(row.counts) if spec.task == "segmentation" \
             else report.prediction_values(row.predictions)
         uncertain = uncertainty(row.predictions, spec)  # a classifier's slice without verdict rules
-        report.add_counts(row.path, task=vr.task, provider=vr.provider, hw=hw, score=row.score,
+        shown = f"{path}#{row.number}" if options.anonymize else row.path  # no source file name under --anonymize
+        report.add_counts(shown, task=vr.task, provider=vr.provider, hw=hw, score=row.score,
                           verdict=row.verdict, values=values, reason=uncertain.reason if uncertain else "",
                           extra=[*volume_cells(spec, vr, options, row), *extra_after], timings=row.timings,
                           warning="; ".join(row.warnings))
@@ -182,8 +160,11 @@ class VolumeAssembler:
     """Collects a volume's slices as the writer stage finishes them, in order, and finishes the volume."""
 
     def __init__(self, spec: ModelSpec, options: VolumeOptions, *, algorithm: Algorithm,
-                 texts: Mapping[str, Mapping[str, str]] | None = None) -> None:
+                 texts: Mapping[str, Mapping[str, str]] | None = None, out_dir: Path | None = None) -> None:
         self.spec, self.options, self.algorithm, self.texts = spec, options, algorithm, texts
+        self.out_dir = out_dir  # what the last check of --anonymize names files relative to
+        self._privacy = None  # app.runs.deidentify.VolumePrivacy of the volume being exported (DICOM)
+        self._written: list[Path] = []  # per-slice PNGs of the volume
         self._index: int | None = None
         self._labels: np.ndarray | None = None
         self._display: list[np.ndarray | None] = []
@@ -213,14 +194,32 @@ class VolumeAssembler:
             counts = np.sum([row.counts for row in self._rows if row.counts.size], axis=0) \
                 if self._labels is not None else np.zeros(256, np.int64)
             exports, notices = self._export(volume, stem) if stem is not None else ((), ())
-            return VolumeResult(volume, self.spec.task, provider, counts, tuple(self._rows), tuple(exports),
-                                tuple(notices))
+            result = VolumeResult(volume, self.spec.task, provider, counts, tuple(self._rows), tuple(exports),
+                                  tuple(notices))
+            if self.options.anonymize and stem is not None:
+                self._last_check(result, stem)
+            return result
         finally:
             self._index, self._labels, self._display, self._rows = None, None, [], []
+            self._privacy, self._written = None, []
+
+    def _last_check(self, vr: VolumeResult, stem: Path) -> None:
+        """--anonymize: nothing of the source's identity in any file, name or report cell of the volume, or its
+        files are removed and the volume is an error (app.runs.privacy_check)."""
+        from app.runs.privacy_check import remove_outputs, volume_leak
+
+        rows = [None, *vr.slices] if self.options.per_slice or self.spec.task != "segmentation" else [None]
+        cells = [str(cell) for row in rows for cell in volume_cells(self.spec, vr, self.options, row)]
+        files = [*vr.exports, *self._written]
+        found = volume_leak(files, facts=self._privacy.facts if self._privacy else None, info=vr.volume.info,
+                            root=self.out_dir or stem.parent, cells=[*cells, stem.as_posix()])
+        if found:
+            remove_outputs(files)
+            raise SegLensError(f"de-identification check failed: {found}; the volume's outputs were removed")
 
     def _start(self, index: int, volume: Volume) -> None:
         self._index, self._error, self._rows = index, None, []
-        self._labels = None
+        self._labels, self._privacy, self._written = None, None, []
         self._display = [None] * volume.depth if "sc" in self._exports(volume) else []
 
     def _keep(self, volume: Volume, k: int, result: Result, image: DecodedImage | None, slice_stem: Path | None,
@@ -236,8 +235,8 @@ class VolumeAssembler:
             if self._display and image is not None:
                 self._display[k] = image.display()
         if slice_stem is not None and save:
-            write_result_images(result, self.spec, slice_stem, save, None if image is None else image.pixels,
-                                texts=self.texts)
+            self._written += write_result_images(result, self.spec, slice_stem, save,
+                                                 None if image is None else image.pixels, texts=self.texts)
         self._rows.append(SliceRow(k + 1, slice_path(volume, k), result.class_pixels(), result.predictions,
                                    image_score(result),
                                    verdict_of(self.spec, result), dict(result.timings), volume.slice_position_mm(k),
@@ -252,21 +251,38 @@ class VolumeAssembler:
         written: list[Path] = []
         notices: list[str] = []
         segments = ex.segments_of(self.spec.classes)
-        for kind in self._exports(volume):
-            problem = export_problem(kind, volume)
+        kinds = self._exports(volume)
+        privacy = self._privacy = self._volume_privacy(volume, kinds)
+        for kind in kinds:
+            problem = export_problem(kind, volume) or (
+                "the source series is written only de-identified (--anonymize)"
+                if kind == "source" and not self.options.anonymize else None)
             if problem:
                 notices.append(f"{volume.source}: no {kind} export ({problem})")
                 continue
             if kind == "nifti":
-                written.append(ex.write_nifti_labels(volume, self._labels, stem.with_name(stem.name + "_mask.nii.gz")))
+                written.append(ex.write_nifti_labels(volume, self._labels, stem.with_name(stem.name + "_mask.nii.gz"),
+                                                     scrub=self.options.anonymize))
             elif kind == "dicom-seg":
                 written.append(ex.write_dicom_seg(volume, self._labels, segments,
-                                                  stem.with_name(stem.name + "_seg.dcm"), algorithm=self.algorithm))
+                                                  stem.with_name(stem.name + "_seg.dcm"), algorithm=self.algorithm,
+                                                  privacy=privacy))
             elif kind == "sc":
                 written += ex.write_secondary_capture(volume, self._labels, segments, stem.with_name(stem.name + "_sc"),
                                                       display=self._display.__getitem__, opacity=self.options.opacity,
-                                                      algorithm=self.algorithm)
+                                                      algorithm=self.algorithm, privacy=privacy)
+            elif kind == "source":
+                written += ex.write_source_copy(volume, stem.with_name(stem.name + "_source"), privacy=privacy)
         return written, notices
+
+    def _volume_privacy(self, volume: Volume, kinds: Sequence[str]):
+        """The volume's VolumePrivacy (its source headers read once): under --anonymize, or to carry an already
+        de-identified source's status into its SEG and Secondary Capture."""
+        from app.runs.deidentify import volume_privacy
+
+        if not (self.options.anonymize or {"dicom-seg", "sc"} & set(kinds)):
+            return None
+        return volume_privacy(volume, anonymize=self.options.anonymize, key=self.options.pseudonym_key)
 
 
 def chosen_exports(spec: ModelSpec, volume: Volume, exports: Sequence[str] | None) -> tuple[str, ...]:
@@ -290,6 +306,8 @@ def export_problem(kind: str, volume: Volume) -> str | None:
         return f"unknown export {kind!r}"
     if kind in ("dicom-seg", "sc") and not volume.kind.startswith("dicom"):
         return "DICOM SEG and Secondary Capture need a DICOM source; this is NIfTI"
+    if kind == "source" and not volume.kind.startswith("dicom"):
+        return "a source copy is of a DICOM source; this is NIfTI"
     if kind in ("nifti", "dicom-seg") and volume.affine is None:
         return "the files carry no geometry (ImagePositionPatient / ImageOrientationPatient)"
     return None
@@ -297,7 +315,7 @@ def export_problem(kind: str, volume: Volume) -> str | None:
 
 def export_paths(kinds: Sequence[str], stem: Path) -> list[Path]:
     """Where each export of a volume with output stem `stem` goes (what --resume checks)."""
-    names = {"nifti": "_mask.nii.gz", "dicom-seg": "_seg.dcm", "sc": "_sc"}
+    names = {"nifti": "_mask.nii.gz", "dicom-seg": "_seg.dcm", "sc": "_sc", "source": "_source"}
     return [stem.with_name(stem.name + names[k]) for k in kinds if k in names]
 
 

@@ -12,7 +12,7 @@ import os
 import queue
 import sys
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -118,6 +118,7 @@ class Writer:
         self.volumes: VolumeAssembler | None = None
         self.volume_options = VolumeOptions()
         self.slice_progress: Callable[[int, int], None] | None = None
+        self.names: Sequence[str] | None = None  # --anonymize: each input's report path (app.runs.private_names)
 
     def start(self) -> None:
         self._thread.start()
@@ -227,10 +228,10 @@ class Writer:
             try:
                 extra = self._extra_cells(outcome)
                 if report and outcome.volume is not None:
-                    write_volume_rows(report, self.model.spec, outcome.input.path, outcome.volume,
+                    write_volume_rows(report, self.model.spec, self._path(outcome), outcome.volume,
                                       self.volume_options, extra_after=extra)
                 elif report:
-                    report.add_result(outcome.input.path, outcome.result, verdict=outcome.verdict,
+                    report.add_result(self._path(outcome), outcome.result, verdict=outcome.verdict,
                                       extra=self._volume_blanks(outcome) + extra)
                 if self.reference is not None:
                     self.reference.summary.add(str(outcome.input.path), outcome.scored)
@@ -243,14 +244,27 @@ class Writer:
                 outcome = Outcome(outcome.index, outcome.input, None, unexpected_error_line(outcome.input.path, exc))
                 summary.failed += 1
                 if report:
-                    report.add_error(outcome.input.path, outcome.error, provider=self.model.info.provider)
+                    report.add_error(self._path(outcome), self._message(outcome), provider=self.model.info.provider)
         else:
             summary.failed += 1
             if report:
-                report.add_error(outcome.input.path, outcome.error or "", provider=self.model.info.provider)
+                report.add_error(self._path(outcome), self._message(outcome), provider=self.model.info.provider)
         if self.progress:
             self.progress(outcome, summary)
         self.recorded += 1
+
+    def _path(self, outcome: Outcome) -> Path | str:
+        """The input as the report names it: its path, or under --anonymize its pseudonymous name."""
+        return outcome.input.path if self.names is None else self.names[outcome.index]
+
+    def _message(self, outcome: Outcome) -> str:
+        """The error cell: under --anonymize without the input's paths (app.runs.private_names.redact)."""
+        message = outcome.error or ""
+        if self.names is None:
+            return message
+        from app.runs.private_names import redact
+
+        return redact(message, outcome.input, self.names[outcome.index], out_dir=self.out_dir)
 
     def _extra_cells(self, outcome: Outcome) -> list:
         """The reference columns' cells (blank for a volume: it has no 2D reference)."""

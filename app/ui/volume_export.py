@@ -7,7 +7,8 @@ from PySide6.QtWidgets import QCheckBox, QDialog, QDialogButtonBox, QLabel, QVBo
 
 CHOICES = (("dicom-seg", "DICOM SEG (referencing the series; for PACS and viewers that read SEG)", False),
            ("nifti", "NIfTI label volume (.nii.gz, the source's geometry; for research pipelines)", True),
-           ("sc", "Secondary Capture series (overlay burned in, \"not for diagnosis\")", False))
+           ("sc", "Secondary Capture series (overlay burned in, \"not for diagnosis\")", False),
+           ("source", "The source series, de-identified, beside them (with De-identify only)", False))
 
 
 class VolumeExportDialog(QDialog):
@@ -24,9 +25,16 @@ class VolumeExportDialog(QDialog):
             layout.addWidget(box)
             self.boxes[kind] = box
         self.per_slice = QCheckBox("A report row and the mask PNGs for every slice")
-        self.anonymize = QCheckBox("Patients as a pseudonym in the report (not name and ID)")
+        self.anonymize = QCheckBox("De-identify every output (as seglens-cli run --anonymize)")
+        self.anonymize.setToolTip("DICOM PS3.15 Basic Profile in the SEG, Secondary Capture and source copy; a keyed "
+                                  "pseudonym for the patient; pseudonymous folders and report paths; a volume whose "
+                                  "files still hold a patient value becomes an error (docs/SECURITY.md)")
         layout.addWidget(self.per_slice)
         layout.addWidget(self.anonymize)
+        said = QLabel("De-identify: PS3.15 profile in every DICOM, keyed patient pseudonym, pseudonymous folders and "
+                      "report paths, and a last check of each volume's files.")
+        said.setWordWrap(True)
+        layout.addWidget(said)
         note = QLabel(f"Secondary Capture uses the overlay's opacity now set ({opacity:.0%}). DICOM SEG and "
                       "Secondary Capture need a DICOM source: NIfTI volumes get a NIfTI mask only.")
         note.setWordWrap(True)

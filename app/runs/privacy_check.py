@@ -1,0 +1,184 @@
+"""The last check of --anonymize before a volume counts as done: every file written for it (DICOM tags with their
+nested sequences and file meta, a NIfTI header with its extensions, PNG text chunks), every file and folder name
+and the report cells are searched for the source's identifying values (app.runs.ps315.IDENTIFYING, read from its
+headers by app.runs.deidentify.source_facts) and its instance UIDs. A find names the kind of value and where,
+never the value; the caller removes the volume's files and makes its row an error.
+
+Values are compared case-insensitively as substrings; a person's name also by its components (family, given…).
+Values shorter than 3 characters, and numbers shorter than 6 digits, are not looked for: they would be found by
+chance everywhere (a PatientID "7" in every number). SegLens's own pseudonyms are left out of the search (their
+hex digits could spell a short name by chance).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from app.runs.ps315 import NAME_KINDS
+
+_OWN = re.compile(r"anon-[0-9a-f]{12}|(?:vol|img|series|study)-[0-9a-f]{16}", re.IGNORECASE)
+_PIXELS = {0x7FE00010, 0x7FE00008, 0x7FE00009}
+
+
+@dataclass(frozen=True)
+class Identifying:
+    """What must not appear: (kind, lower-case text) pairs and the source's instance UIDs."""
+
+    texts: tuple[tuple[str, str], ...]
+    uids: frozenset[str]
+
+    @classmethod
+    def of(cls, values: Iterable[tuple[str, str]], uids: Iterable[str] = ()) -> Identifying:
+        found: dict[tuple[str, str], None] = {}
+        for kind, value in values:
+            parts = [value, *re.split(r"[\^=]", value)] if kind in NAME_KINDS else [value]
+            for part in (p.strip().lower() for p in parts):
+                if _worth_looking_for(part):
+                    found[(kind, part)] = None
+        return cls(tuple(found), frozenset(uids))
+
+    def in_text(self, text: str) -> str | None:
+        """The kind of the first identifying value in `text`, None when there is none."""
+        text = _OWN.sub(" ", text).lower()
+        return next((kind for kind, value in self.texts if value in text), None)
+
+
+def _worth_looking_for(text: str) -> bool:
+    stripped = text.replace("^", "").replace(" ", "")
+    if len(stripped) < 3:
+        return False
+    return not (stripped.replace("-", "").replace(".", "").isdigit() and len(stripped) < 6)
+
+
+def leak(paths: Sequence[Path], identifying: Identifying, *, root: Path, cells: Sequence[str] = ()) -> str | None:
+    """Where an identifying value remains in the volume's `paths` (files or folders under `root`), their names
+    or the report `cells`: "a patient name in the DICOM tags of x_seg.dcm"; None when nowhere."""
+    for path in _files(paths):
+        rel = _relative(path, root)
+        kind = identifying.in_text(rel)
+        if kind:
+            return f"a {kind} in the output names ({_shown(rel, identifying)})"
+        found = _in_file(path, identifying)
+        if found:
+            return f"a {found[0]} in {found[1]} of {_shown(rel, identifying)}"
+    kind = next(filter(None, (identifying.in_text(str(cell)) for cell in cells)), None)
+    return f"a {kind} in the report row" if kind else None
+
+
+def _files(paths: Sequence[Path]) -> list[Path]:
+    files: list[Path] = []
+    for path in paths:
+        files.append(path)
+        if path.is_dir():
+            files += sorted(p for p in path.rglob("*"))
+    return files
+
+
+def _relative(path: Path, root: Path) -> str:
+    try:
+        return path.relative_to(root).as_posix()
+    except ValueError:
+        return path.name
+
+
+def _shown(rel: str, identifying: Identifying) -> str:
+    return rel if identifying.in_text(rel) is None else "an output"
+
+
+def _in_file(path: Path, identifying: Identifying) -> tuple[str, str] | None:
+    if path.is_dir():
+        return None
+    name = path.name.lower()
+    if name.endswith(".dcm"):
+        return _in_dicom(path, identifying)
+    if name.endswith((".nii", ".nii.gz")):
+        kind = identifying.in_text(_nifti_header_text(path))
+        return (kind, "the NIfTI header") if kind else None
+    if name.endswith(".png"):
+        from app.io.files import png_text
+
+        items = png_text(path)
+        kind = identifying.in_text(" ".join(f"{k} {v}" for k, v in items.items()))
+        return (kind, "a PNG text chunk") if kind else None
+    kind = identifying.in_text(path.read_bytes().decode("latin-1"))
+    return (kind, "the contents") if kind else None
+
+
+def _in_dicom(path: Path, identifying: Identifying) -> tuple[str, str] | None:
+    import pydicom
+
+    dataset = pydicom.dcmread(path, force=True)
+    datasets = [getattr(dataset, "file_meta", None) or pydicom.Dataset(), dataset]
+    for top in datasets:
+        for element in _elements(top):
+            if element.tag in _PIXELS:
+                continue
+            if element.VR == "UI":
+                values = element.value if isinstance(element.value, (list, tuple)) or \
+                    type(element.value).__name__ == "MultiValue" else [element.value]
+                if any(str(v) in identifying.uids for v in values):
+                    return "source UID", "the DICOM tags"
+                continue
+            kind = identifying.in_text(_element_text(element))
+            if kind:
+                return kind, "the DICOM tags"
+    return None
+
+
+def _elements(dataset):
+    for element in list(dataset.values()):
+        element = dataset[element.tag]
+        yield element
+        if element.VR == "SQ":
+            for item in element.value or ():
+                yield from _elements(item)
+
+
+def _element_text(element) -> str:
+    value = element.value
+    if value is None or element.VR == "SQ":
+        return ""
+    if isinstance(value, (bytes, bytearray)):
+        return bytes(value).decode("latin-1")
+    if isinstance(value, (list, tuple)) or type(value).__name__ == "MultiValue":
+        return "\\".join(str(v) for v in value)
+    return str(value)
+
+
+def _nifti_header_text(path: Path) -> str:
+    """The header and extensions of a NIfTI file (everything before its voxels), as text."""
+    import gzip
+
+    import nibabel as nib
+
+    offset = int(nib.load(str(path)).header.get_data_offset()) or 352
+    opener = gzip.open if path.name.lower().endswith(".gz") else open
+    with opener(path, "rb") as handle:
+        return handle.read(min(offset, 1 << 20)).decode("latin-1")
+
+
+def volume_leak(files: Sequence[Path], *, facts, info: dict, root: Path, cells: Sequence[str]) -> str | None:
+    """`leak` for one volume: its source facts (app.runs.deidentify.SourceFacts, None for NIfTI) and the
+    patient the reader found (`info`)."""
+    values = [*(facts.values if facts is not None else ()), ("patient name", str(info.get("Patient", ""))),
+              ("patient ID", str(info.get("Patient ID", "")))]
+    return leak(files, Identifying.of(values, facts.uids if facts is not None else ()), root=root, cells=cells)
+
+
+def remove_outputs(paths: Sequence[Path]) -> None:
+    """Remove a volume's files and folders (a failed check leaves nothing that claims to be de-identified)."""
+    import contextlib
+    import shutil
+
+    for path in paths:
+        if path.is_dir() and not path.is_symlink():
+            shutil.rmtree(path, ignore_errors=True)
+        else:
+            with contextlib.suppress(OSError):
+                path.unlink()
+    for folder in sorted({p.parent for p in paths}, key=lambda p: len(p.parts), reverse=True):
+        with contextlib.suppress(OSError):
+            folder.rmdir()  # only when empty: a per-slice folder left with nothing in it
