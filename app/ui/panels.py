@@ -406,7 +406,10 @@ class PanelArea(QScrollArea):
         hint = super().minimumSizeHint()
         width = self.widget().minimumSizeHint().width() + self.verticalScrollBar().sizeHint().width() + \
             2 * self.frameWidth()
-        return QSize(width, hint.height())
+        # only ever wider: a panel that narrows again (shorter counts on the next image, edit mode ended) would
+        # move the splitter and refit the picture at every step
+        self._widest = max(getattr(self, "_widest", 0), width)
+        return QSize(self._widest, hint.height())
 
     def sizeHint(self) -> QSize:
         return super().sizeHint().expandedTo(self.minimumSizeHint())
