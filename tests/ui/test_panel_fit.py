@@ -149,3 +149,26 @@ def test_folder_scores_after_run_on_all_fit(qtbot, make_main_window, models, tmp
     qtbot.waitUntil(lambda: window.panel.folder.isVisible(), timeout=TIMEOUT)
     assert "drag the line" in window.panel.folder.counts_text()
     fits_at_every_size(window)
+
+
+def test_the_panel_does_not_narrow_again_and_move_the_picture(qtbot, make_main_window, models, tmp_path):
+    """Wide counts (a big image) widen the panel; the next model's empty counts must not narrow it again: the
+    splitter would move and the picture be refitted at every step."""
+    images = tmp_path / "big"
+    images.mkdir()
+    image = np.zeros((3000, 4000), np.uint8)
+    image[:, 1000:] = 255
+    Image.fromarray(image).save(images / "big.png")
+    window = make_main_window(models("binary_logits"))
+    window.resize(1280, 720)
+    with qtbot.waitSignal(window.overlay_shown, timeout=TIMEOUT):
+        window.add_paths([images])
+    settle()
+    area = window.panel.parentWidget().parentWidget()
+    wide = area.width()
+    assert window.panel.legend._counts[1].text() == "9,000,000 px  75.00 %"
+    with qtbot.waitSignal(window.model_changed, timeout=TIMEOUT):
+        window.open_model(models("binary_logits", "second"))
+    settle()
+    assert window.panel.legend._counts[1].text() == "–"
+    assert area.width() == wide
