@@ -3,11 +3,15 @@
 - On Windows, NVIDIA's CUDA/cuDNN wheels keep their DLLs in nvidia/<package>/bin: put those folders on the DLL
   search path so onnxruntime's CUDA provider finds them (Linux needs nothing: preload_dlls loads by full path).
 - A windowed app has no console: sys.stdout/stderr may be None, and a print() must not crash it.
+- highdicom's big tables of the DICOM standard ship gzipped (seglens.spec): pkgutil.get_data falls back to the
+  `.gz` beside a missing highdicom `.json`.
 """
 
 import contextlib
 import glob
+import gzip
 import os
+import pkgutil
 import sys
 
 base = getattr(sys, "_MEIPASS", os.path.dirname(sys.executable))
@@ -25,3 +29,19 @@ if sys.platform.startswith("linux") and not any(
 for name in ("stdout", "stderr"):
     if getattr(sys, name) is None:
         setattr(sys, name, open(os.devnull, "w", encoding="utf-8"))  # noqa: SIM115 (lives with the process)
+
+
+_get_data = pkgutil.get_data
+
+
+def _get_data_or_gzipped(package, resource):
+    try:
+        return _get_data(package, resource)
+    except OSError:
+        if package != "highdicom" or not resource.endswith(".json"):
+            raise
+        packed = _get_data(package, resource + ".gz")
+        return None if packed is None else gzip.decompress(packed)
+
+
+pkgutil.get_data = _get_data_or_gzipped
