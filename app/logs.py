@@ -56,9 +56,40 @@ def file_ref(path: object) -> str:
 
 
 def private(logger: logging.Logger, level: int, path: object, message: str) -> None:
-    """Log `message` (which may name `path`) with the path replaced by its reference, and in full at DEBUG."""
-    logger.log(level, "%s", str(message).replace(str(path), file_ref(path)))
+    """Log `message` (which may name `path`) with the path replaced by its reference, and in full at DEBUG. The
+    path's folder goes too (a series' message names one of its slice files, a sibling of `path`), and so do
+    the forms a message may spell them in (a non-UTF-8 byte as \\xNN, app.errors.shown)."""
+    from app.errors import shown
+
+    text = str(message)
+    for spelt in (str, shown):
+        text = text.replace(spelt(path), file_ref(path))
+        folder = Path(str(path)).parent
+        if len(folder.parts) > 1:  # not "/" or "."
+            text = text.replace(spelt(folder), f"folder of {file_ref(path)}")
+    logger.log(level, "%s", text)
     logger.debug("%s is %s", file_ref(path), path)
+
+
+def log_exception(logger: logging.Logger, level: int, message: str, exc: BaseException) -> None:
+    """`message` (which must name no path) with the exception's type and where it was raised, at `level`; the
+    exception's own text — which often names an input (KeyError('/data/DOE^JANE/x.png'), an ImageError's line) —
+    and the whole traceback only at DEBUG, as any path (`private`)."""
+    logger.log(level, "%s: %s (its message is logged at DEBUG)\n%s", message, type(exc).__name__, _frames(exc))
+    logger.debug("%s: %s", message, exc, exc_info=exc)
+
+
+def _frames(exc: BaseException) -> str:
+    """Where `exc` and the exceptions it came from were raised: file, line and code of each frame (SegLens's own
+    source), their types — never their messages."""
+    import traceback
+
+    parts, seen = [], set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        parts.append(f"{type(exc).__name__} raised at:\n" + "".join(traceback.format_tb(exc.__traceback__)))
+        exc = exc.__cause__ or (None if exc.__suppress_context__ else exc.__context__)
+    return "".join(parts).rstrip("\n")
 
 
 class RotatingFile(logging.FileHandler):

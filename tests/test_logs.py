@@ -52,3 +52,51 @@ def test_input_paths_reach_the_log_file_only_at_debug(tmp_path):
     text = (tmp_path / "seglens.log").read_text()
     assert "DOE^JANE" not in text and f"{file_ref(path)}: damaged or truncated image" in text
     assert file_ref(path) == file_ref(str(path)) != file_ref(tmp_path / "other.dcm")
+
+
+def test_an_exception_reaches_the_log_without_its_message_above_debug(tmp_path):
+    """An uncaught KeyError('/data/DOE^JANE/x.png') logged its path at CRITICAL."""
+    from app.logs import log_exception
+
+    handler = RotatingFile(tmp_path / "seglens.log")
+    handler.setLevel(logging.INFO)
+    handler.setFormatter(logging.Formatter("%(levelname)s %(message)s"))
+    logger = _logger(handler)
+    logger.setLevel(logging.DEBUG)
+    secret = "/data/DOE^JANE 1961-02-03/x.png"
+    try:
+        try:
+            {}[secret]
+        except KeyError as inner:
+            raise RuntimeError(f"opening {secret} failed") from inner
+    except RuntimeError as exc:
+        log_exception(logger, logging.CRITICAL, "uncaught exception", exc)
+    handler.close()
+    text = (tmp_path / "seglens.log").read_text()
+    assert "DOE^JANE" not in text
+    assert "CRITICAL" in text and "uncaught exception: RuntimeError" in text
+    assert "KeyError raised at:" in text and "test_logs.py" in text  # where it happened, for a bug report
+
+
+def test_a_cli_run_logs_no_input_path_at_info(models, tmp_path, caplog):
+    """A folder under a patient-named path through `seglens-cli run`: the log (INFO and above) names no file."""
+    import numpy as np
+    from conftest import stripes
+    from PIL import Image
+
+    from app.cli import main
+    from tests.dicom_factory import write_series
+
+    root = tmp_path / "DOE^JANE_PID-0042" / "ACC88123X"
+    root.mkdir(parents=True)
+    Image.fromarray(stripes()).save(root / "good.png")
+    (root / "broken.png").write_bytes(b"\x89PNG\r\n\x1a\n garbage")
+    Image.fromarray(np.zeros((4, 4), np.uint8)).save(root / "tiny.png")
+    write_series(root / "ct", slices=3)
+    caplog.set_level(logging.DEBUG)  # everything is captured; only INFO and above must name no file
+    assert main(["run", str(models("rgb_classes")), str(root), "--out", str(tmp_path / "out"), "--device", "cpu",
+                 "--no-progress"]) == 1
+    formatter = logging.Formatter("%(levelname)s %(name)s %(message)s")
+    text = "\n".join(formatter.format(r) for r in caplog.records if r.levelno >= logging.INFO)
+    for secret in ("DOE^JANE", "ACC88123X", "good.png", "broken.png", str(tmp_path)):
+        assert secret not in text, (secret, text)

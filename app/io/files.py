@@ -149,7 +149,9 @@ def _text_chunk(key: str, value: str) -> bytes:
     try:
         kind, data = b"tEXt", keyword + b"\0" + value.encode("latin-1")
     except UnicodeEncodeError:  # flag 0 (uncompressed), method 0, empty language tag, empty translated keyword
-        kind, data = b"iTXt", keyword + b"\0\0\0\0\0" + value.encode("utf-8")
+        # a lone surrogate (a file name's non-UTF-8 byte) as `\udce9`: the text stays UTF-8, and inside JSON (the
+        # provenance) that is JSON's own escape, read back as the name it was
+        kind, data = b"iTXt", keyword + b"\0\0\0\0\0" + value.encode("utf-8", "backslashreplace")
     return len(data).to_bytes(4, "big") + kind + data + zlib.crc32(kind + data).to_bytes(4, "big")
 
 

@@ -116,7 +116,9 @@ def run_inputs(
                         writer.put(work)
     except Exception as exc:  # the model or device failed for good: what is left is listed, not dropped
         if writer.failure is None:
-            log.error("the run stopped at input %d: %s", current, exc, exc_info=log.isEnabledFor(logging.DEBUG))
+            from app.logs import log_exception
+
+            log_exception(log, logging.ERROR, f"the run stopped at input {current}", exc)  # its text at DEBUG
             stopped_at, why = current, f"the run stopped: {_one_line(exc)}"
             summary.failed += len(inputs) - current
     finally:

@@ -124,7 +124,7 @@ class ReviewLog:
 
     def get(self, rel: str) -> Review | None:
         """This model's review of `rel`, None when it has none."""
-        return self._rows.get((rel, self._model))
+        return self._rows.get((_valid(rel), self._model))
 
     def reviews(self) -> list[Review]:
         """This model's reviews, in file order."""
@@ -140,11 +140,11 @@ class ReviewLog:
         if not rel:
             raise ValueError("a review needs the image's relative path")
         rows = {**self._rows, **_read_rows(self.path)}  # another window's reviews since we read are kept
-        earlier = rows.get((rel, self._model))
+        earlier = rows.get((_valid(rel), self._model))
         if note is None:
             note = earlier.note if earlier else ""
         review = Review(rel, state, note, _user(), _now(), self._model)
-        rows[(rel, self._model)] = review
+        rows[(_valid(rel), self._model)] = review
         try:
             atomic_write(self.path, _csv_bytes(rows.values()))
         except SegLensError as exc:  # the log keeps showing what is on disk
@@ -203,8 +203,24 @@ def _is_formula(text: str) -> bool:
     return path_text(text) != text
 
 
+def _valid(text: str) -> str:
+    """`text` as valid UTF-8, the report's form (app.runs.outputs.path_text): a file name's bytes that are not UTF-8
+    (b'caf\\xe9.png', which Python spells 'caf\\udce9.png') become `\\xNN`. Rows are keyed by this form, so a
+    review of such a file is found again when the log is read back (it was lost on reopen)."""
+    try:
+        text.encode("utf-8")
+        return text
+    except UnicodeEncodeError:
+        pass
+    try:
+        return text.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+    except UnicodeEncodeError:  # a lone surrogate that is no escaped byte
+        return text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
 def _to_cell(text: str) -> str:
     """`text` never a live formula: `=x` → `'=x`, and `'=x` → `''=x` so that reading back strips exactly one."""
+    text = _valid(text)
     if text.lstrip("'") != text and _is_formula(text.lstrip("'")):
         return "'" + text
     return path_text(text)
@@ -282,7 +298,7 @@ def save_corrected_mask(folder: Path, rel: str, mask: np.ndarray, *, input_root:
     target = corrected_mask_path(folder, rel)
     _check_mask_target(Path(folder), rel, target, input_root)
     pixels = _label_pixels(mask, target)
-    atomic_write(target, png_with_text(encode_png(pixels), {MASK_MARK: rel}))
+    atomic_write(target, png_with_text(encode_png(pixels), {MASK_MARK: _valid(rel)}))
     legacy = _legacy_mask_path(folder, rel)
     if legacy != target and _is_legacy_of(legacy, rel):
         legacy.unlink(missing_ok=True)  # else it would come back as this image's correction if the new one went
@@ -290,7 +306,7 @@ def save_corrected_mask(folder: Path, rel: str, mask: np.ndarray, *, input_root:
 
 
 def _is_legacy_of(path: Path, rel: str) -> bool:
-    return path.is_file() and not path.is_symlink() and _mask_rel(path) == rel
+    return path.is_file() and not path.is_symlink() and _mask_rel(path) == _valid(rel)
 
 
 def _mask_rel(path: Path) -> str | None:

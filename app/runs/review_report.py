@@ -20,6 +20,7 @@ from pathlib import Path
 import cv2
 import numpy as np
 
+from app.errors import shown
 from app.io.files import atomic_write
 from app.runs.review import STATE_NAMES, STATES, Review
 
@@ -68,7 +69,9 @@ def _own_review(review: Review | None, model: str) -> Review | None:
 
 
 def _e(text: object) -> str:
-    return html.escape(str(text), quote=True)
+    # shown: a file name's non-UTF-8 bytes as \xNN (they made the page's UTF-8 encoding fail), control characters
+    # spelt out (HTML has no place for them)
+    return html.escape(shown(text), quote=True)
 
 
 def _header(title: str, model_name: str, model: str, version: str) -> str:

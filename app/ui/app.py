@@ -9,7 +9,6 @@ import argparse
 import logging
 import sys
 import time
-import traceback
 from pathlib import Path
 
 STARTED = time.perf_counter()
@@ -163,7 +162,10 @@ def _install_error_handlers(log_path: Path | None) -> None:
     from PySide6.QtCore import QtMsgType, qInstallMessageHandler
 
     def excepthook(kind, value, tb) -> None:
-        log.critical("uncaught exception:\n%s", "".join(traceback.format_exception(kind, value, tb)))
+        from app.logs import log_exception
+
+        # the type and the frames at CRITICAL, the message (a KeyError of a patient-named path) at DEBUG only
+        log_exception(log, logging.CRITICAL, "uncaught exception", value.with_traceback(tb))
         try:
             from PySide6.QtWidgets import QApplication, QMessageBox
 

@@ -30,9 +30,9 @@ MAX_RADIUS = 200
 
 
 class Editor(QObject):
-    started = Signal(str)  # path
-    stopped = Signal(str)  # path
-    saved = Signal(str, str)  # image path, corrected mask file
+    started = Signal(object)  # path (str; object: a QString drops a file name's non-UTF-8 bytes)
+    stopped = Signal(object)  # path
+    saved = Signal(object, object)  # image path, corrected mask file
     refused = Signal(str)  # why edit mode could not start, or a save failed (one line)
     mask_changed = Signal(object)  # the edited mask (numpy), after a stroke, a fill, an undo or a redo
 
@@ -166,8 +166,11 @@ class Editor(QObject):
         path = find_corrected_mask(folder, rel)
         try:
             earlier = read_reference(path, max(len(self._state.model.spec.classes), 2)) if path else None
-        except Exception:  # an unreadable earlier correction: start from the model's mask, say so
-            log.warning("earlier correction %s unreadable", path.name, exc_info=True)
+        except Exception as exc:  # an unreadable earlier correction: start from the model's mask, say so
+            from app.logs import file_ref, log_exception
+
+            log_exception(log, logging.WARNING, f"the earlier correction {file_ref(path)} is unreadable", exc)
+            log.debug("%s is %s", file_ref(path), path)
             earlier = None
         return earlier if earlier is not None and earlier.shape == view.result.mask.shape else view.result.mask
 
@@ -188,7 +191,10 @@ class Editor(QObject):
             self.refused.emit(f"{view.path.name}: the corrected mask was not saved: {exc}")
             return None
         self._edit.changed = False
-        log.info("corrected mask saved: %s", written.name)
+        from app.logs import file_ref
+
+        log.info("corrected mask saved: %s", file_ref(written))  # the name is the image's: patients' names
+        log.debug("%s is %s", file_ref(written), written)
         self.saved.emit(str(view.path), str(written))
         return str(written)
 

@@ -6,6 +6,8 @@ from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QColor, QIcon, QPainter, QPixmap
 from PySide6.QtWidgets import QAbstractItemView, QComboBox, QListWidget, QListWidgetItem
 
+from app.errors import shown
+
 PATH_ROLE = Qt.ItemDataRole.UserRole
 STATUS_ROLE = Qt.ItemDataRole.UserRole + 1
 VERDICT_ROLE = Qt.ItemDataRole.UserRole + 2  # "ok", "ng" or None (+1: whether it is out of date)
@@ -52,13 +54,13 @@ def _badge(text: str, color: QColor, *, stale: bool) -> QIcon:
 def item_text(item) -> str:
     """How an input is listed: its relative path; a volume by its folder and label (a series' UID says nothing)."""
     if item.volume is None:
-        return item.rel.as_posix()
+        return shown(item.rel.as_posix())  # a name's non-UTF-8 bytes as \xNN (a QString would drop them)
     folder = item.rel.parent.as_posix() if item.volume.kind == "dicom" else item.rel.as_posix()
     return f"{item.volume.label}  [{folder}]" if folder not in ("", ".") else item.volume.label
 
 
 class FileList(QListWidget):
-    current_path_changed = Signal(str)
+    current_path_changed = Signal(object)  # str: a path, never through a QString (see _path)
 
     def __init__(self, parent=None) -> None:
         super().__init__(parent)
@@ -85,9 +87,8 @@ class FileList(QListWidget):
         self._inputs = list(inputs)
         for row, item in enumerate(inputs):
             entry = QListWidgetItem(self._icons["pending"], item_text(item))
-            entry.setData(PATH_ROLE, str(item.path))
             entry.setData(STATUS_ROLE, "pending")
-            entry.setToolTip(str(item.path))
+            entry.setToolTip(shown(item.path))
             if item.volume is not None and item.volume.warnings:
                 entry.setForeground(QColor(255, 159, 10))  # amber: the slice bar says what is wrong
             self.addItem(entry)
@@ -114,11 +115,16 @@ class FileList(QListWidget):
         return root, item.rel.as_posix()
 
     def paths(self) -> list[str]:
-        return [self.item(row).data(PATH_ROLE) for row in range(self.count())]
+        return [self._path(row) for row in range(self.count())]
+
+    def _path(self, row: int) -> str:
+        # the path as Python has it, never as it comes back out of Qt: a QString cannot hold the lone surrogates
+        # that spell a file name's non-UTF-8 bytes (b'caf\xe9.png' → 'caf\udce9.png' came back 'caf.png')
+        return str(self._inputs[row].path)
 
     def current_path(self) -> str | None:
-        item = self.currentItem()
-        return item.data(PATH_ROLE) if item else None
+        row = self.currentRow()
+        return self._path(row) if 0 <= row < len(self._inputs) else None
 
     def status(self, path: str) -> str | None:
         row = self._rows.get(path)
@@ -134,7 +140,7 @@ class FileList(QListWidget):
             entry.setData(VERDICT_ROLE, None)
         verdict = entry.data(VERDICT_ROLE)
         entry.setIcon(self._icons[status] if verdict is None else self._badges[verdict, entry.data(VERDICT_ROLE + 1)])
-        entry.setToolTip(f"{path}\n{message}" if message else path)
+        entry.setToolTip(f"{shown(path)}\n{message}" if message else shown(path))
         self._apply_filter(row)
 
     def set_verdict(self, path: str, verdict, *, stale: bool = False) -> None:
@@ -151,7 +157,7 @@ class FileList(QListWidget):
         reason = "" if verdict is None else "OK" if verdict.ok else f"NG: {verdict.reason}"
         if reason and stale:
             reason += " (decided at another threshold)"
-        entry.setToolTip(f"{path}\n{reason}" if reason else path)
+        entry.setToolTip(f"{shown(path)}\n{reason}" if reason else shown(path))
         self._apply_filter(row)
 
     def verdict(self, path: str) -> str | None:
@@ -165,7 +171,7 @@ class FileList(QListWidget):
             self._apply_filter(row)
 
     def visible_paths(self) -> list[str]:
-        return [self.item(row).data(PATH_ROLE) for row in range(self.count()) if not self.isRowHidden(row)]
+        return [self._path(row) for row in range(self.count()) if not self.isRowHidden(row)]
 
     def set_review(self, path: str, state: str) -> None:
         """The image's review state: a mark after its name (✓ result correct, ✗ result wrong, ✎ mask corrected)."""
@@ -190,7 +196,7 @@ class FileList(QListWidget):
         self._inputs = [self._inputs[row] for row in order]
         for row, old in enumerate(order):
             self.addItem(items[old])
-            self._rows[items[old].data(PATH_ROLE)] = row
+            self._rows[self._path(row)] = row
             self._apply_filter(row)
         self.blockSignals(False)
         if current is not None:
@@ -225,4 +231,4 @@ class FileList(QListWidget):
 
     def _emit_current(self, row: int) -> None:
         if row >= 0:
-            self.current_path_changed.emit(self.item(row).data(PATH_ROLE))
+            self.current_path_changed.emit(self._path(row))

@@ -45,9 +45,10 @@ log = logging.getLogger(__name__)
 class MainWindow(QMainWindow):
     load_requested = Signal(int, str, str, str)  # generation, model path, device, runtime options
     view_requested = Signal(object)  # messages.ViewRequest, to the inference worker
-    overlay_shown = Signal(str)  # path, once its overlay (or top-k) is on screen
+    # paths travel as `object`: a QString drops a file name's non-UTF-8 bytes (file_list._path)
+    overlay_shown = Signal(object)  # path, once its overlay (or top-k) is on screen
     window_shown = Signal(object)  # (center, width): pixels through this display window are on screen
-    image_failed = Signal(str, str)  # path, message
+    image_failed = Signal(object, str)  # path, message
     model_changed = Signal(object)  # ModelSummary
     model_failed = Signal(str)  # message
     run_all_finished = Signal(object, str)  # RunSummary, report path or error

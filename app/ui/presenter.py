@@ -24,7 +24,7 @@ if TYPE_CHECKING:
 
 
 class Presenter(QObject):
-    overlay_shown = Signal(str)  # path, once its overlay (or top-k) is on screen
+    overlay_shown = Signal(object)  # path (str), once its overlay (or top-k) is on screen
     window_shown = Signal(object)  # (center, width): pixels through this display window are on screen
     window_requested = Signal(object)  # messages.WindowRequest, for the display thread
 

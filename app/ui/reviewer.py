@@ -25,7 +25,7 @@ log = logging.getLogger(__name__)
 
 
 class Reviewer(QObject):
-    reviewed = Signal(str, str)  # path, state
+    reviewed = Signal(object, str)  # path (str; object: a QString drops a name's non-UTF-8 bytes), state
 
     def __init__(self, state: ViewState, *, files: FileList, panel: ReviewPanel, status: StatusBar,
                  parent: QObject | None = None) -> None:
@@ -106,7 +106,8 @@ class Reviewer(QObject):
         try:
             return write()
         except (SegLensError, OSError) as exc:
-            log.warning("review not saved: %s", exc)
+            log.warning("review not saved (%s; the message names the review folder: at DEBUG)", type(exc).__name__)
+            log.debug("review not saved: %s", exc)
             self._status.showMessage(f"Review not saved: {exc}", 20000)
             return None
 

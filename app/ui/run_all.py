@@ -46,7 +46,8 @@ class RunOnAll(QObject):
             return
         refused = output_folder_problem(Path(out_dir), inputs, inside_ok=False) if out_dir else None
         if refused:
-            log.warning("run on all refused: %s", refused)
+            log.warning("run on all refused: the output folder cannot take the outputs")  # the why names folders
+            log.debug("run on all refused: %s", refused)
             self._status.showMessage(f"Run on all not started: {refused}", 20000)
             self.refused.emit(refused)
             return
@@ -76,6 +77,8 @@ class RunOnAll(QObject):
         where = report or "scores only, nothing written"
         self._status.showMessage(f"Run on all {state}: {summary.ok} ok, {summary.failed} failed — {where}", 20000,
                                  folder=Path(report).parent if written else None)
-        log.info("run on all %s: %s ok, %s failed, report %s", state, summary.ok, summary.failed, report)
+        log.info("run on all %s: %s ok, %s failed%s", state, summary.ok, summary.failed,
+                 ", report written" if written else "")  # its path (or why not) names folders: at DEBUG
+        log.debug("run on all report: %s", report)
         self._tuner.show_folder()
         self.finished.emit(summary, report)

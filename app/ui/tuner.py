@@ -29,7 +29,7 @@ if TYPE_CHECKING:
 
 class Tuner(QObject):
     retune_requested = Signal(object)  # messages.RetuneRequest, to the inference worker
-    retuned_shown = Signal(str)  # path, once a retuned overlay is on screen
+    retuned_shown = Signal(object)  # path (str), once a retuned overlay is on screen
 
     def __init__(self, state: ViewState, *, presenter: Presenter, panel: SidePanel, files: FileList,
                  settings: QSettings, parent: QObject | None = None) -> None:

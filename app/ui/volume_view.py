@@ -17,8 +17,8 @@ if TYPE_CHECKING:
 
 
 class VolumeView(QObject):
-    slice_wanted = Signal(str, int)  # path, slice: the window shows it (show_path)
-    fill_requested = Signal(str, object, object)  # path, Volume, threshold: the worker counts the whole volume
+    slice_wanted = Signal(object, int)  # path (str; never a QString), slice: the window shows it (show_path)
+    fill_requested = Signal(object, object, object)  # path, Volume, threshold: the worker counts the whole volume
 
     def __init__(self, state: ViewState, *, files: FileList, viewer: ImageViewer, slices: SliceBar,
                  panel: SidePanel, worker: InferenceWorker, parent: QObject | None = None) -> None:

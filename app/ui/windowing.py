@@ -37,7 +37,10 @@ class WindowingWorker(QObject):
         try:
             windowed = window_image(request)
         except Exception as exc:
-            log.exception("window/level for %s failed", request.key.path)
+            from app.logs import file_ref, log_exception
+
+            log_exception(log, logging.ERROR, f"window/level for {file_ref(request.key.path)} failed", exc)
+            log.debug("%s is %s", file_ref(request.key.path), request.key.path)
             self.failed.emit(request.request_id, f"window/level failed: {exc}")
             return
         self.rendered.emit(windowed)

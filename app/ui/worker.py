@@ -39,17 +39,17 @@ class InferenceWorker(VolumeFillSlots, BatchSlots, QObject):
     model_failed = Signal(int, str)  # generation, message
     result_ready = Signal(int, object)  # request id, ViewResult
     retuned = Signal(int, object)  # retune id, ViewResult decided and drawn again from its kept scores
-    failed = Signal(int, str, str)  # request id, path, message
-    skipped = Signal(int, str)  # request id, path: dropped unprocessed, the window had moved on
-    tile_progress = Signal(str, int, int)  # path, tiles done, tiles in all (a tiled image, input.resize: tile)
+    failed = Signal(int, object, str)  # request id, path (str: never a QString, see file_list._path), message
+    skipped = Signal(int, object)  # request id, path: dropped unprocessed, the window had moved on
+    tile_progress = Signal(object, int, int)  # path, tiles done, tiles in all (a tiled image, input.resize: tile)
     batch_progress = Signal(object, object, object)  # batch.Outcome, batch.RunSummary (a copy), tuning.Judgement
     batch_finished = Signal(object, str)  # batch.RunSummary, report path or error message
     report_finished = Signal(bool, str)  # written?, the report's path or the error
     model_b_ready = Signal(object)  # ModelSummary of the second model (None: comparing ended)
     model_b_failed = Signal(str)
-    agreement_ready = Signal(str, float, int, int)  # path, B's mean IoU against A, done, total (compare_all)
+    agreement_ready = Signal(object, float, int, int)  # path, B's mean IoU against A, done, total (compare_all)
     compare_finished = Signal(bool, str)  # completed?, a one-line summary or why it stopped
-    volume_counted = Signal(str, int, int, object, object)  # path, slices counted, slices in all, voxels per
+    volume_counted = Signal(object, int, int, object, object)  # path, slices counted, slices in all, voxels per
     # label value (numpy), mL per label value (None without spacing): the whole-volume legend (fill_volume)
 
     def __init__(self, *, latest: LatestRequest | None = None, latest_tune: LatestRequest | None = None) -> None:
@@ -129,8 +129,9 @@ class InferenceWorker(VolumeFillSlots, BatchSlots, QObject):
             return
         except Exception as exc:
             from app.errors import unexpected_error_line
+            from app.logs import log_exception
 
-            log.exception("loading %s failed", model_path)
+            log_exception(log, logging.ERROR, f"loading the model {Path(model_path).name} failed", exc)
             self.model_failed.emit(generation, unexpected_error_line(Path(model_path), exc))
             return
         self._model, self._options = model, options
@@ -170,8 +171,9 @@ class InferenceWorker(VolumeFillSlots, BatchSlots, QObject):
             return
         except Exception as exc:
             from app.errors import unexpected_error_line
+            from app.logs import log_exception
 
-            log.exception("loading %s failed", model_path)
+            log_exception(log, logging.ERROR, f"loading model B {Path(model_path).name} failed", exc)
             self.model_b_failed.emit(unexpected_error_line(Path(model_path), exc))
             return
         self.session_threads.append(threading.get_ident())
@@ -199,7 +201,9 @@ class InferenceWorker(VolumeFillSlots, BatchSlots, QObject):
                 mask_b = pipeline.run_image(self._model_b, image).mask
             except Exception as exc:
                 failed += 1
-                log.warning("compare: %s", failure_line(Path(path), exc))
+                from app.logs import private
+
+                private(log, logging.WARNING, path, f"compare: {failure_line(Path(path), exc)}")
                 continue
             self.agreement_ready.emit(path, image_metrics(mask_b, mask_a, classes).iou, done, len(paths))
         self.compare_finished.emit(True, f"{len(paths) - failed} images compared" +

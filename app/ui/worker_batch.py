@@ -70,8 +70,9 @@ class BatchSlots:
             return
         except Exception as exc:  # whatever is raised, the window hears the run ended (no progress bar for ever)
             from app.errors import unexpected_error_line
+            from app.logs import log_exception
 
-            log.exception("run on all into %s failed", out_dir)
+            log_exception(log, logging.ERROR, "run on all failed", exc)  # no folder: paths only at DEBUG
             self.batch_finished.emit(RunSummary(total=len(inputs)), unexpected_error_line(Path(out_dir), exc))
             return
         self.batch_finished.emit(summary, str(report_path))
@@ -95,8 +96,9 @@ class BatchSlots:
                                  should_stop=self._cancel.is_set, min_confidence=min_confidence, volumes=volumes)
         except Exception as exc:  # the window hears the run ended, with the one line
             from app.errors import unexpected_error_line
+            from app.logs import log_exception
 
-            log.exception("run on all (scores only) failed")
+            log_exception(log, logging.ERROR, "run on all (scores only) failed", exc)
             self.batch_finished.emit(RunSummary(total=len(inputs)), unexpected_error_line(Path("run on all"), exc))
             return
         self.batch_finished.emit(summary, "")
@@ -117,7 +119,9 @@ class BatchSlots:
                                  min_confidence=min_confidence, should_stop=self._cancel.is_set)
             write_review_report(Path(report_path), items, **identity)
         except Exception as exc:  # the window hears that it ended, with the one line
-            log.exception("review report %s failed", report_path)
+            from app.logs import log_exception
+
+            log_exception(log, logging.ERROR, "the review report failed", exc)
             self.report_finished.emit(False, failure_line(Path(report_path), exc))
             return
         self.report_finished.emit(True, report_path)
@@ -193,8 +197,8 @@ def failure_line(path: Path, exc: Exception) -> str:
 
     if isinstance(exc, SegLensError):
         return error_line(path, exc)
-    from app.logs import file_ref
+    from app.logs import file_ref, log_exception
 
-    log.error("processing %s failed", file_ref(path), exc_info=exc)
+    log_exception(log, logging.ERROR, f"processing {file_ref(path)} failed", exc)
     log.debug("%s is %s", file_ref(path), path)
     return unexpected_error_line(path, exc)

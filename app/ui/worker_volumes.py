@@ -17,7 +17,7 @@ log = logging.getLogger("app.ui.worker")
 class VolumeFillSlots:
     """Slots of InferenceWorker (its `_model`, `_tuned`, `volume_counted` signal); run on the worker thread."""
 
-    @Slot(str, object, object)
+    @Slot(object, object, object)
     def fill_volume(self, path: str, volume, threshold: float | None) -> None:
         """Count every slice of `volume` (per-class voxels and mL for the legend) a few slices at a time; a
         request for a picture that arrives meanwhile is served first (each step is queued behind it)."""

@@ -334,3 +334,25 @@ def test_a_read_only_parent_puts_the_review_folder_in_the_user_data_folder(tmp_p
         assert review_folder(shared / "parts").parent == tmp_path / "data" / "SegLens" / "reviews"
     finally:
         shared.chmod(0o755)
+
+
+UNDECODABLE = os.fsdecode(b"sub/caf\xe9.png")  # Latin-1 bytes in a Linux file name: Python spells them \udce9
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="file names are bytes on Linux only")
+def test_a_review_of_a_file_whose_name_is_not_utf8_survives_a_reopen(tmp_path: Path):
+    ReviewLog.open(tmp_path, SHA_A).set(UNDECODABLE, "rejected", note="burr")
+    text = (tmp_path / REVIEW_FILE).read_bytes().decode("utf-8")  # still UTF-8 text
+    assert "sub/caf\\xe9.png,rejected,burr" in text
+    again = ReviewLog.open(tmp_path, SHA_A)
+    assert again.state_of(UNDECODABLE) == "rejected" and again.get(UNDECODABLE).note == "burr"  # was lost
+    again.set(UNDECODABLE, "accepted")
+    assert len(ReviewLog.open(tmp_path, SHA_A).reviews()) == 1  # the same row, not a second one
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="file names are bytes on Linux only")
+def test_a_corrected_mask_of_a_file_whose_name_is_not_utf8(tmp_path: Path):
+    path = save_corrected_mask(tmp_path, UNDECODABLE, np.ones((4, 4), np.uint8))
+    assert os.fsencode(path.name) == b"caf\xe9.png_mask.png"  # beside its image's name, byte for byte
+    assert find_corrected_mask(tmp_path, UNDECODABLE) == path
+    save_corrected_mask(tmp_path, UNDECODABLE, np.zeros((4, 4), np.uint8))  # ours: may be replaced
