@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 
 from app.errors import ImageError
+from app.io.limits import check_decoded, check_slices, image_bytes_limit
 from app.io.window import apply_window, auto_window
 
 INFO_FIELDS = {"PatientName": "Patient", "PatientID": "Patient ID", "StudyDate": "Study date",
@@ -59,6 +60,10 @@ def read_dicom(path: Path, *, frame: int = 0, max_pixels: int):
     if frames * rows * columns > max_pixels:
         raise ImageError(f"{path}: image too large ({frames} frames of {columns}×{rows} = "
                          f"{frames * rows * columns / 1e6:.0f} megapixels; the limit is {max_pixels / 1e6:.0f})")
+    check_slices(path, frames)
+    samples, bits = _int_tag(ds, "SamplesPerPixel", 1), _int_tag(ds, "BitsAllocated", 8)
+    check_decoded(path, (frames, rows, columns, samples), max(1, (bits + 7) // 8), image_bytes_limit(max_pixels),
+                  dtype=f"{bits}-bit")  # samples per pixel and wide pixels count too
     values = _pixel_array(ds, path)
     if frames > 1:
         values = values[frame]
@@ -86,6 +91,13 @@ def _geometry(ds, path: Path) -> tuple[int, int, int]:
     if rows < 1 or columns < 1 or frames < 1:
         raise ImageError(f"{path}: damaged DICOM header ({frames} frames of {columns}×{rows} pixels)")
     return rows, columns, frames
+
+
+def _int_tag(ds, keyword: str, default: int) -> int:
+    try:
+        return max(1, int(ds.get(keyword, default) or default))
+    except (TypeError, ValueError):
+        return default
 
 
 def _decoder_fix(packages: str) -> str:

@@ -169,9 +169,12 @@ def _looks_like_dicom(path: Path) -> bool:
 
 
 def has_dicom_marker(path: Path) -> bool:
-    """'DICM' after the 128-byte preamble: a DICOM file whatever its name."""
+    """'DICM' after the 128-byte preamble: a DICOM file whatever its name. A FIFO or device is never opened for
+    reading (a FIFO in an input folder hung the folder walk): it is no DICOM."""
+    from app.io.regular import open_regular
+
     try:
-        with open(path, "rb") as handle:
+        with open_regular(path) as handle:
             return handle.read(132)[128:132] == b"DICM"
     except OSError:
         return False

@@ -8,6 +8,8 @@ Every failure becomes an ImageError naming the file and the problem in one line.
 from __future__ import annotations
 
 import os
+import threading
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -15,7 +17,9 @@ import numpy as np
 from PIL import Image, ImageOps, UnidentifiedImageError
 
 from app.errors import ImageError
+from app.io.limits import check_decoded, image_bytes_limit
 from app.io.png import decode_png, metadata_after_pixels
+from app.io.regular import kind_of
 from app.io.tiff import is_tiff, open_tiff
 from app.io.window import apply_window, auto_window
 
@@ -54,6 +58,28 @@ class DecodedImage:
         return self.pixels.ndim == 2
 
 
+_guard_lock = threading.Lock()
+# Pillow warns (on stderr) above MAX_IMAGE_PIXELS, refusing only above twice it; every caller here checks the size
+# itself right after opening and refuses in one line, so the warning would only come before that line.
+warnings.filterwarnings("ignore", category=Image.DecompressionBombWarning)
+
+
+def pillow_guard(max_pixels: int) -> None:
+    """Keep Pillow's decompression-bomb guard for the whole process (it was switched off with None, which left
+    every other Pillow caller without a limit), raised only as far as this call's `max_pixels` needs: Pillow
+    then refuses above twice it while opening, and the caller checks the size from the header against its own
+    limit (`check_size`) before decoding."""
+    with _guard_lock:
+        current = Image.MAX_IMAGE_PIXELS
+        if current is None or current < max_pixels:
+            Image.MAX_IMAGE_PIXELS = max_pixels
+
+
+def check_size(path: Path, size: tuple[int, int], max_pixels: int) -> None:
+    """Refuse an image of `size` (width, height), read from its header, over `max_pixels`: one line."""
+    _check_size(path, size, max_pixels)
+
+
 def pixel_limit() -> int:
     """The largest image decoded: SEGLENS_MAX_MEGAPIXELS (set by `--max-megapixels`), else 250 megapixels."""
     try:
@@ -77,7 +103,7 @@ def read_image(path: str | Path, *, max_pixels: int | None = None, frame: int = 
         decoded = _read_tiff(path, frame, max_pixels)
         if decoded is not None:
             return decoded
-    Image.MAX_IMAGE_PIXELS = None  # our own limit (below) replaces Pillow's decompression-bomb guard
+    pillow_guard(max_pixels)
     try:
         with Image.open(path) as img:
             _check_size(path, img.size, max_pixels)
@@ -105,7 +131,8 @@ def read_image(path: str | Path, *, max_pixels: int | None = None, frame: int = 
     except UnidentifiedImageError as exc:
         raise ImageError(f"{path}: not an image, or a format that cannot be read") from exc
     except Image.DecompressionBombError as exc:
-        raise ImageError(f"{path}: image too large to decode safely") from exc
+        raise ImageError(f"{path}: image too large (over twice the limit of {max_pixels / 1e6:.0f} "
+                         f"megapixels)") from exc
     except MemoryError as exc:
         raise ImageError(f"{path}: not enough memory to decode this image") from exc
     except (OSError, ValueError, SyntaxError, EOFError) as exc:
@@ -130,6 +157,9 @@ def _read_tiff(path: Path, frame: int, max_pixels: int) -> DecodedImage | None:
     if not 0 <= frame < plane.frames:
         raise ImageError(f"{path}: frame {frame} does not exist (the file has {plane.frames})")
     _check_size(path, plane.sizes[frame], max_pixels, frame=frame)
+    if plane.shapes:  # every axis (a volumetric page's depth, samples per pixel) × the element's bytes
+        check_decoded(path, plane.shapes[frame], plane.itemsizes[frame], image_bytes_limit(max_pixels),
+                      dtype=f"{plane.itemsizes[frame] * 8}-bit")
     try:
         read = plane.read(frame)
     except MemoryError as exc:
@@ -160,8 +190,9 @@ def _check_file(path: Path) -> None:
         raise ImageError(f"{path}: file not found") from exc
     except OSError as exc:
         raise ImageError(f"{path}: cannot read ({exc.strerror or exc})") from exc
-    if not path.is_file():
-        raise ImageError(f"{path}: not a file")
+    what = kind_of(stat.st_mode)
+    if what is not None:  # a folder, FIFO or device: never opened (a FIFO would wait for a writer)
+        raise ImageError(f"{path}: not a regular file: {what}")
     if stat.st_size == 0:
         raise ImageError(f"{path}: empty file (0 bytes)")
     if not os.access(path, os.R_OK):

@@ -1,8 +1,13 @@
 """NIfTI volumes through nibabel: the header into a Volume, slices out of a small cache of loaded arrays.
 
 Slice k is `data[:, :, k].T` (rows = the j axis, columns = the i axis); a 4D file's slice s is (t, k) with
-t = s // K, k = s % K. A `.nii.gz` cannot be read one slice at a time without decompressing what precedes it, so
-the last two volumes read are kept whole in memory.
+t = s // K, k = s % K. Every declared size is checked from the header before anything is allocated
+(app.io.limits): the slice count, the slice's pixels, the whole volume in bytes of the type it decodes to (float64
+when the header scales the values), and for a `.nii` that the file holds the bytes its header declares.
+
+A `.nii` is read one slice at a time (nibabel's array proxy seeks to it). A `.nii.gz` cannot be read one slice
+at a time without decompressing what precedes it, so the last two volumes read are kept whole, in their stored
+type (int16 stays int16), and each slice is scaled on its own: never the whole volume as float64.
 """
 
 from __future__ import annotations
@@ -14,15 +19,16 @@ from pathlib import Path
 import numpy as np
 
 from app.errors import ImageError
+from app.io.limits import check_decoded, check_slices, size_text, volume_bytes_limit
+from app.io.regular import open_regular, regular_problem
 from app.io.volumes import SliceRef, Volume
 from app.io.window import apply_window, auto_window
 
 _CACHED_VOLUMES = 2
-_cache: OrderedDict[tuple, np.ndarray] = OrderedDict()
+_cache: OrderedDict[tuple, _Source] = OrderedDict()
 _windows: dict[tuple, tuple[float, float]] = {}
 _lock = threading.Lock()  # the worker thread and a prefetch thread may read slices at once
 _UNIT_TO_MM = {"meter": 1000.0, "mm": 1.0, "micron": 0.001}  # "unknown": assume mm
-_VOLUME_FACTOR = 4  # a whole volume may hold this many times the per-image pixel limit
 
 
 def nifti_stem(path: Path) -> str:
@@ -34,12 +40,14 @@ def nifti_stem(path: Path) -> str:
     return path.stem
 
 
-def nifti_volume(path: Path) -> Volume:
-    """A Volume from the NIfTI header (no voxel data is read). Raises ImageError naming the file."""
+def nifti_volume(path: Path, *, max_pixels: int | None = None) -> Volume:
+    """A Volume from the NIfTI header (no voxel data is read), its declared sizes checked against `max_pixels`
+    (default: app.io.images.pixel_limit) before a slice record is made. Raises ImageError naming the file."""
     img = _load(path)
     shape = tuple(int(n) for n in img.shape)
     if not 2 <= len(shape) <= 4 or min(shape) < 1:
         raise ImageError(f"{path}: unsupported NIfTI shape {shape} (2D, 3D or 4D expected)")
+    _check_declared(path, img, shape, max_pixels=max_pixels or _pixel_limit())
     depth = shape[2] if len(shape) > 2 else 1
     times = shape[3] if len(shape) > 3 else 1
     zooms = [float(z) for z in img.header.get_zooms()[:3]] + [1.0] * (3 - min(3, len(shape)))
@@ -64,34 +72,82 @@ def read_nifti_slice(volume: Volume, index: int, *, max_pixels: int):
     if volume.rows * volume.columns > max_pixels:
         raise ImageError(f"{path}: slice too large ({volume.columns}×{volume.rows}; the limit is "
                          f"{max_pixels / 1e6:.0f} megapixels)")
-    data, stamp = _data(path, max_pixels=max_pixels)
-    k_count = data.shape[2] if data.ndim > 2 else 1
-    t, k = divmod(index, k_count)
-    plane = data if data.ndim == 2 else data[:, :, k] if data.ndim == 3 else data[:, :, k, t]
-    raw = np.ascontiguousarray(np.asarray(plane, dtype=np.float32).T)
-    window = volume.window or _shared_window(volume, data, stamp)
+    source = _source(path, max_pixels=max_pixels)
+    raw = source.plane(index)
+    window = volume.window or _shared_window(source)
     info = dict(volume.info)
     info["Window"] = f"C {window[0]:g} / W {window[1]:g} (auto)"
     if volume.time_points > 1:
-        info["Time point"] = f"{t + 1} / {volume.time_points}"
+        info["Time point"] = f"{index // source.k_count + 1} / {volume.time_points}"
     return DecodedImage(path, apply_window(raw, *window), "NIfTI", raw, window, False, info, 1)
 
 
-def _shared_window(volume: Volume, data: np.ndarray, stamp: tuple) -> tuple[float, float]:
+def _shared_window(source: _Source) -> tuple[float, float]:
     """Automatic window over the middle slice, computed once per file version."""
     with _lock:
-        if stamp in _windows:
-            return _windows[stamp]
-    k_count = data.shape[2] if data.ndim > 2 else 1
-    middle = data if data.ndim == 2 else data[:, :, k_count // 2] if data.ndim == 3 else data[:, :, k_count // 2, 0]
-    window = auto_window(np.asarray(middle, dtype=np.float32))
+        if source.stamp in _windows:
+            return _windows[source.stamp]
+    window = auto_window(source.plane(source.depth // 2))
     with _lock:
-        _windows[stamp] = window
+        _windows[source.stamp] = window
     return window
 
 
-def _data(path: Path, *, max_pixels: int) -> tuple[np.ndarray, tuple]:
-    """The whole voxel array (cached: 2 volumes, keyed by path and modification time) and its cache key."""
+class _Source:
+    """One version of a NIfTI file, read a slice at a time: slice s as float32 rows × columns."""
+
+    def __init__(self, path: Path, img, stamp: tuple) -> None:
+        self.path, self.img, self.stamp = path, img, stamp
+        shape = img.shape
+        self.k_count = int(shape[2]) if len(shape) > 2 else 1
+        self.depth = self.k_count * (int(shape[3]) if len(shape) > 3 else 1)
+        self._stored: np.ndarray | None = None  # .nii.gz: the whole volume in its stored type, read once
+
+    def plane(self, index: int) -> np.ndarray:
+        t, k = divmod(index, self.k_count)
+        where = (slice(None), slice(None), k, t)[:len(self.img.shape)]
+        try:
+            values = self._gzip_plane(where) if _compressed(self.path) else self.img.dataobj[where]
+        except MemoryError as exc:
+            raise ImageError(f"{self.path}: not enough memory to read this volume") from exc
+        except Exception as exc:  # truncated gzip, short file, bad scaling: nibabel raises many kinds
+            raise ImageError(f"{self.path}: damaged NIfTI data ({_one_line(exc)})") from exc
+        return np.ascontiguousarray(np.asarray(values, dtype=np.float32).T)
+
+    def _gzip_plane(self, where: tuple) -> np.ndarray:
+        with _lock:
+            stored = self._stored
+        if stored is None:
+            stored = _read_stored(self.path, self.img.dataobj)
+            with _lock:
+                self._stored = stored
+        slope, inter = _scaling(self.img)
+        plane = stored[where]
+        if (slope, inter) == (1.0, 0.0):
+            return plane
+        return plane * slope + inter  # float64 for one slice only, as nibabel scales it
+
+
+def _read_stored(path: Path, proxy) -> np.ndarray:
+    """A `.nii.gz`'s voxels in their stored type, decompressed straight into one array (nibabel's own read holds
+    the decompressed bytes and the array at once: twice the volume)."""
+    import gzip
+
+    values = np.empty(int(np.prod(proxy.shape, dtype=np.int64)), dtype=proxy.dtype)
+    buffer, done = memoryview(values.view(np.uint8)), 0
+    with open_regular(path) as raw, gzip.GzipFile(fileobj=raw) as stream:
+        stream.seek(int(proxy.offset))  # forward: decompresses the header and extensions, nothing kept
+        while done < len(buffer):
+            got = stream.readinto(buffer[done:done + (16 << 20)])
+            if not got:
+                raise ImageError(f"{path}: damaged NIfTI data (the file ends after {size_text(done)} of "
+                                 f"{size_text(len(buffer))} of voxels)")
+            done += got
+    return values.reshape(proxy.shape, order=proxy.order)
+
+
+def _source(path: Path, *, max_pixels: int) -> _Source:
+    """The file's current version (cached: 2, keyed by path, modification time and size), its sizes checked."""
     try:
         stat = path.stat()
     except OSError as exc:
@@ -100,30 +156,61 @@ def _data(path: Path, *, max_pixels: int) -> tuple[np.ndarray, tuple]:
     with _lock:
         if stamp in _cache:
             _cache.move_to_end(stamp)
-            return _cache[stamp], stamp
+            return _cache[stamp]
     img = _load(path)
-    voxels = int(np.prod(img.shape))
-    if voxels > _VOLUME_FACTOR * max_pixels:
-        raise ImageError(f"{path}: volume too large ({voxels / 1e6:.0f} megavoxels; the limit is "
-                         f"{_VOLUME_FACTOR * max_pixels / 1e6:.0f})")
-    try:
-        data = np.asanyarray(img.dataobj)
-    except Exception as exc:  # truncated gzip, short file, bad scaling: nibabel raises many kinds
-        raise ImageError(f"{path}: damaged NIfTI data ({_one_line(exc)})") from exc
-    if data.dtype == np.float64:
-        data = data.astype(np.float32)  # scaled ints come back as float64: half the memory, same display
+    _check_declared(path, img, tuple(int(n) for n in img.shape), max_pixels=max_pixels)
+    source = _Source(path, img, stamp)
     with _lock:
-        _cache[stamp] = data
+        _cache[stamp] = source
         while len(_cache) > _CACHED_VOLUMES:
             _cache.popitem(last=False)
-    return data, stamp
+    return source
+
+
+def _check_declared(path: Path, img, shape: tuple[int, ...], *, max_pixels: int) -> None:
+    """Every size the header declares, before anything is allocated: the slice count, one slice's pixels, the
+    volume in bytes of the type it decodes to (float64 when scaled), and a `.nii`'s bytes against the file's."""
+    depth = shape[2] if len(shape) > 2 else 1
+    times = shape[3] if len(shape) > 3 else 1
+    check_slices(path, depth * times)
+    rows, columns = (shape[1] if len(shape) > 1 else 1), shape[0]
+    if rows * columns > max_pixels:
+        raise ImageError(f"{path}: slice too large ({columns}×{rows}; the limit is "
+                         f"{max_pixels / 1e6:.0f} megapixels)")
+    stored = np.dtype(img.get_data_dtype())
+    decoded = stored if _scaling(img) == (1.0, 0.0) else np.dtype(np.float64)
+    check_decoded(path, shape, decoded.itemsize, volume_bytes_limit(max_pixels), dtype=decoded.name,
+                  what="volume")
+    if not _compressed(path):
+        declared = int(img.dataobj.offset) + stored.itemsize * int(np.prod(shape, dtype=np.int64))
+        held = path.stat().st_size
+        if held < declared:
+            raise ImageError(f"{path}: damaged NIfTI data (the header declares {size_text(declared)} of voxels, "
+                             f"the file holds {size_text(held)})")
+
+
+def _scaling(img) -> tuple[float, float]:
+    """(slope, intercept) the values are scaled by; (1, 0) when they are not (NaN or 0 slope means none)."""
+    slope, inter = float(img.dataobj.slope), float(img.dataobj.inter)
+    return (1.0 if not np.isfinite(slope) or slope == 0 else slope, 0.0 if not np.isfinite(inter) else inter)
+
+
+def _compressed(path: Path) -> bool:
+    return path.name.lower().endswith(".gz")
+
+
+def _pixel_limit() -> int:
+    from app.io.images import pixel_limit
+
+    return pixel_limit()
 
 
 def _load(path: Path):
     import nibabel as nib
 
-    if not path.exists():
-        raise ImageError(f"{path}: file not found")
+    problem = regular_problem(path)  # nibabel would wait for ever on a FIFO
+    if problem is not None:
+        raise ImageError(f"{path}: {problem}")
     try:
         return nib.load(str(path))
     except Exception as exc:  # ImageFileError, HeaderDataError, EOFError, zlib/gzip errors…

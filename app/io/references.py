@@ -26,6 +26,8 @@ import numpy as np
 from PIL import Image, UnidentifiedImageError
 
 from app.errors import ImageError
+from app.io.images import check_size, pillow_guard, pixel_limit
+from app.io.regular import NotRegularFile, open_regular
 
 SUFFIXES = (".png", "_mask.png", ".tif", ".tiff", "_mask.tif")
 
@@ -119,13 +121,23 @@ def _same_file(path: Path, other: Path | None) -> bool:
         return False
 
 
-def read_reference(path: Path, n_classes: int) -> np.ndarray:
-    """The reference at `path` as a uint8 label map; ImageError (one line, naming the file) if it is not one."""
+def read_reference(path: Path, n_classes: int, *, max_pixels: int | None = None) -> np.ndarray:
+    """The reference at `path` as a uint8 label map; ImageError (one line, naming the file) if it is not one.
+    As for an input image: only a regular file is opened (a FIFO never blocks), and its size is read from the
+    header and checked against `max_pixels` (default: --max-megapixels) before a pixel is decoded."""
+    max_pixels = max_pixels or pixel_limit()
+    pillow_guard(max_pixels)
     try:
-        with Image.open(path) as img:
+        with open_regular(path) as handle, Image.open(handle) as img:
+            check_size(path, img.size, max_pixels)
             values = _label_values(path, img)
     except ImageError:
         raise
+    except NotRegularFile as exc:
+        raise ImageError(f"{path}: cannot read the reference mask ({exc.strerror})") from exc
+    except Image.DecompressionBombError as exc:
+        raise ImageError(f"{path}: image too large (over twice the limit of {max_pixels / 1e6:.0f} "
+                         f"megapixels)") from exc
     except (UnidentifiedImageError, OSError, ValueError, SyntaxError, EOFError) as exc:
         raise ImageError(f"{path}: cannot read the reference mask ({type(exc).__name__})") from exc
     return check_labels(path, values, n_classes)

@@ -18,6 +18,7 @@ import numpy as np
 from app.errors import ImageError
 from app.io.dicom import INFO_FIELDS, _file_window, _header_text, quiet_pydicom, read_dicom
 from app.io.geometry import dicom_affine, plane_normal
+from app.io.limits import MAX_SLICES
 from app.io.volumes import SliceRef, Volume
 from app.io.window import apply_window, auto_window
 
@@ -58,6 +59,8 @@ def scan_dicom(paths: Sequence[Path], *, explicit: bool = False) -> list[tuple[P
         if ds is None or not _is_image(ds):
             if ds is None or explicit or not _known_non_image(ds):  # a damaged file gets its error row
                 found.append((index, path))
+        elif (_int(ds.get("NumberOfFrames")) or 0) > MAX_SLICES:
+            found.append((index, path))  # before a record per frame is made: the decoder's error row says why
         elif _int(ds.get("NumberOfFrames")) and _int(ds.get("NumberOfFrames")) > 1:
             found.append((index, _multiframe_volume(path, ds)))
         elif not ds.get("SeriesInstanceUID"):
@@ -278,6 +281,8 @@ def _read_header(path: Path):
     import pydicom
 
     quiet_pydicom()
+    if not path.is_file():  # a FIFO named `x.dcm` would block pydicom's open; its error row comes from the decoder
+        return None
     try:
         ds = pydicom.dcmread(str(path), stop_before_pixels=True, specific_tags=_TAGS,
                              force=path.suffix.lower() in (".dcm", ".dicom"))

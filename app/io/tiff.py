@@ -1,11 +1,12 @@
 """TIFF through tifffile (issue 16): BigTIFF, tiled, the full-resolution level of a pyramidal or OME-TIFF,
 8/16-bit and float, and a multi-page file's pages (or an OME-TIFF's planes) as frames.
 
-`open_tiff` reads the header only: the plane's size (the whole level, whatever its tiles) and the frame count,
-so `read_image` can refuse an image over `--max-megapixels` before a pixel is decoded. `TiffPlane.read` decodes
-one frame. Whatever tifffile cannot take (a damaged file, a compression whose codec is missing — imagecodecs, the
-fast-decode extra, brings LZW, JPEG, ... — CMYK, a volumetric page) returns None, and Pillow decodes the file as
-before and reports what is wrong with it.
+`open_tiff` reads the header only: the plane's size (the whole level, whatever its tiles), its whole declared
+shape (depth and samples per pixel included) and element type, and the frame count, so `read_image` can refuse an
+image over `--max-megapixels`, or one whose decoded bytes are over the budget, before a pixel is decoded.
+`TiffPlane.read` decodes one frame. Whatever tifffile cannot take (a damaged file, a compression whose codec is
+missing — imagecodecs, the fast-decode extra, brings LZW, JPEG, ... — CMYK, a volumetric page within the limit)
+returns None, and Pillow decodes the file as before and reports what is wrong with it.
 """
 
 from __future__ import annotations
@@ -30,6 +31,8 @@ def is_tiff(path: Path) -> bool:
 class TiffPlanes:
     path: Path
     sizes: tuple[tuple[int, int], ...]  # (width, height) of each frame, from the header
+    shapes: tuple[tuple[int, ...], ...] = ()  # each frame's whole decoded shape (depth, samples: every axis)
+    itemsizes: tuple[int, ...] = ()  # bytes per element of each frame's decoded type
 
     @property
     def frames(self) -> int:
@@ -62,9 +65,18 @@ def open_tiff(path: Path) -> TiffPlanes | None:
         with tifffile.TiffFile(path) as tif:
             pages = _frames(tif)
             sizes = tuple((int(p.keyframe.imagewidth), int(p.keyframe.imagelength)) for p in pages)
+            shapes = tuple(tuple(int(n) for n in p.keyframe.shape) for p in pages)
+            itemsizes = tuple(_itemsize(p.keyframe) for p in pages)
     except Exception:
         return None
-    return TiffPlanes(path, sizes) if sizes else None
+    return TiffPlanes(path, sizes, shapes, itemsizes) if sizes else None
+
+
+def _itemsize(page) -> int:
+    """Bytes per decoded element: the page's dtype, or a byte per sample when tifffile does not know it (a
+    bit depth it leaves to Pillow, which decodes to at least a byte)."""
+    dtype = page.dtype
+    return 1 if dtype is None else int(np.dtype(dtype).itemsize)
 
 
 def _frames(tif) -> list:
