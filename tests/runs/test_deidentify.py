@@ -298,3 +298,29 @@ def test_secondary_capture_through_the_export_function_is_de_identified(tmp_path
         assert ds.PatientIdentityRemoved == "YES" and str(ds.PatientName).startswith("anon-")
         assert ds.SourceImageSequence[0].ReferencedSOPInstanceUID.startswith("2.")
         assert ds.ImageComments.startswith("NOT FOR DIAGNOSIS")  # SegLens's own banner text is kept
+
+
+def test_a_nifti_volume_under_anonymize_gets_a_keyed_name_and_a_clean_header(tmp_path, ct_model, monkeypatch):
+    import gzip
+
+    import nibabel as nib
+
+    from tests.dicom_factory import write_nifti
+
+    monkeypatch.setenv(pseudonyms.ENV, "0123456789abcdef0123")
+    source = tmp_path / "in" / "DOE^JANE" / "DOE_JANE_brain.nii.gz"
+    source.parent.mkdir(parents=True)
+    write_nifti(source)
+    image = nib.load(source)
+    image.header["descrip"], image.header["aux_file"] = b"DOE^JANE 19631117", b"PID-0042"
+    image.header.extensions.append(nib.nifti1.Nifti1Extension(6, b"patient DOE JANE"))  # a comment extension
+    nib.save(image, source)
+    out = tmp_path / "out"
+    assert main(["run", str(ct_model), str(tmp_path / "in"), "--out", str(out), "--anonymize"]) == 0
+    (mask,) = out.rglob("*_mask.nii.gz")
+    assert mask.relative_to(out).parts[0] == "nifti" and mask.name.startswith("vol-")
+    header = gzip.decompress(mask.read_bytes())[: int(nib.load(mask).header.get_data_offset())].lower()
+    assert b"doe" not in header and b"jane" not in header and b"pid-0042" not in header
+    assert not nib.load(mask).header.extensions
+    text = (out / "seglens_report.csv").read_text(encoding="utf-8").lower()
+    assert "doe" not in text and "jane" not in text
