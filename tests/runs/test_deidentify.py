@@ -324,3 +324,20 @@ def test_a_nifti_volume_under_anonymize_gets_a_keyed_name_and_a_clean_header(tmp
     assert not nib.load(mask).header.extensions
     text = (out / "seglens_report.csv").read_text(encoding="utf-8").lower()
     assert "doe" not in text and "jane" not in text
+
+
+def test_resume_under_anonymize_matches_rows_by_their_pseudonymous_names(tmp_path, ct_model, model_runs,
+                                                                          monkeypatch):
+    monkeypatch.setenv(pseudonyms.ENV, "0123456789abcdef0123")
+    write_series(tmp_path / "in" / "a", slices=3, patient=("DOE^JANE", "PID-0042"))
+    write_series(tmp_path / "in" / "b", slices=4, patient=("ROE^RICK", "PID-7"))
+    out = tmp_path / "out"
+    args = ["run", str(ct_model), str(tmp_path / "in"), "--out", str(out), "--anonymize", "--export", "dicom-seg"]
+    assert main(args) == 0
+    assert len([s for s in model_runs if s[-2:] == (32, 32)]) == 7
+    min(out.rglob("*_seg.dcm"), key=lambda p: p.stat().st_size).unlink()  # a's (3 slices) is the smaller
+    assert main([*args, "--resume"]) == 0
+    assert len([s for s in model_runs if s[-2:] == (32, 32)]) == 7 + 3  # only a again
+    with open(out / "seglens_report.csv", newline="", encoding="utf-8") as handle:
+        rows = list(csv.DictReader(handle))
+    assert [r["status"] for r in rows] == ["ok", "ok"] and len(list(out.rglob("*_seg.dcm"))) == 2
