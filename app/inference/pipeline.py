@@ -20,7 +20,8 @@ from app.errors import InferenceError
 from app.inference import postprocess, tiling
 from app.inference.finite import check_finite
 from app.inference.fit import image_fit
-from app.inference.postprocess import Prediction, class_pixel_counts, segmentation_mask, top_k
+from app.inference.labelmap import LabelMap, exported_labels, relabelled, segmentation_labels
+from app.inference.postprocess import Prediction, class_pixel_counts, top_k
 from app.inference.preprocess import Geometry, convert_color, pad_bottom_right, preprocess, to_tensor
 from app.inference.session import ModelSession
 from app.inference.spec import ModelSpec
@@ -67,7 +68,9 @@ class Result:
     path: Path | None
     task: str
     image_hw: tuple[int, int]
-    mask: np.ndarray | None  # uint8 label map at the image's size (segmentation)
+    # segmentation: the labels, kept at the model's working size and made at the image's size on use (`mask`,
+    # `labels.at_size`, `labels.region`); a uint8 mask at the image's size may be given instead (wrapped)
+    labels: LabelMap | None
     predictions: tuple[Prediction, ...]  # top-k, best first (classification)
     timings: dict[str, float]  # ms per stage (STAGES)
     provider: str
@@ -78,6 +81,16 @@ class Result:
     image_score: float | None = None  # binary: max foreground probability; classification: top-1; anomaly: the
     # model's score output; else None
     warnings: tuple[str, ...] = ()  # why the image does not fit the model (app.inference.fit), one line each
+
+    def __post_init__(self) -> None:
+        if isinstance(self.labels, np.ndarray):
+            object.__setattr__(self, "labels", LabelMap.of_array(self.labels))
+
+    @property
+    def mask(self) -> np.ndarray | None:
+        """uint8 label map at the image's size (segmentation), made on first use: the image-sized work of a big
+        image is done only by what needs every pixel (writing, metrics, area rules, the editor)."""
+        return self.labels.full() if self.labels is not None else None
 
     def class_pixels(self) -> np.ndarray:
         """Pixel count per label value 0..255 (segmentation), empty for classification."""
@@ -207,7 +220,8 @@ def _tile_probabilities(spec: ModelSpec, output: np.ndarray, crop_hw: tuple[int,
 
 def to_result(model: ModelSession, prepared: Prepared, output: np.ndarray | tuple[np.ndarray, ...],
               inference_ms: float) -> Result:
-    """The postprocess stage: the model's output → label mask at the image's size (or top-k) and the timings.
+    """The postprocess stage: the model's output → labels (kept at the working size, `Result.labels`) or top-k,
+    and the timings; the mask at the image's size is made when first used (`Result.mask`).
     An anomaly model's outputs (map, score[, mask]): the map clipped to 0..1 is kept as its scores, the score
     output is the image score, the mask is map >= `output.threshold` (or the model's own pred_mask).
     An output with NaN or ±inf raises InferenceError (app.inference.finite): an error row, never OK."""
@@ -220,15 +234,15 @@ def to_result(model: ModelSession, prepared: Prepared, output: np.ndarray | tupl
     geometry, scores, score = prepared.geometry, None, None
     if spec.output.kind == "anomaly":
         anomaly_map, score, own_mask = postprocess.anomaly_outputs(spec, output)
-        mask = (segmentation_mask(spec, anomaly_map, geometry) if own_mask is None
-                else postprocess.exported_mask(spec, own_mask, geometry))
+        mask = (segmentation_labels(spec, anomaly_map, geometry) if own_mask is None
+                else exported_labels(spec, own_mask, geometry))
         predictions = ()
         scores, geometry = postprocess.probabilities(spec, anomaly_map, geometry)
     elif spec.task == "classification":
         mask, predictions = None, top_k(spec, output)
         score = predictions[0].score if predictions else None
     else:
-        mask, predictions = segmentation_mask(spec, output, geometry), ()
+        mask, predictions = segmentation_labels(spec, output, geometry), ()
         kept = postprocess.probabilities(spec, output, geometry)
         if kept is not None:
             scores, geometry = kept
@@ -245,7 +259,7 @@ def _tiled_result(model: ModelSession, prepared: Prepared, output: TiledOutput, 
     (Geometry image = content = tensor), reduced by a whole factor on very large images, which the warp in
     `probability_at_image_size` / `relabel` maps back exactly as it does a strided output."""
     spec = model.spec
-    mask = postprocess.clean_mask(output.mask, spec.postprocess)
+    mask = LabelMap.of_array(postprocess.clean_mask(output.mask, spec.postprocess), spec.postprocess)
     hw = prepared.geometry.image_hw
     score = output.highest if spec.output.kind == "binary" else None
     timings = {**prepared.timings, "inference": inference_ms, "postprocess": _ms(started)}
@@ -267,9 +281,8 @@ def relabel(result: Result, *, spec: ModelSpec, threshold: float | None = None,
     threshold or minimum confidence without running the model again. Unchanged when there are no scores."""
     if result.scores is None or result.geometry is None:
         return result
-    mask = postprocess.relabel_scores(result.scores, result.geometry, spec, threshold=threshold,
-                                      min_confidence=min_confidence)
-    return replace(result, mask=mask)
+    labels = relabelled(result.scores, result.geometry, spec, threshold=threshold, min_confidence=min_confidence)
+    return replace(result, labels=labels)
 
 
 def run_image(model: ModelSession, image: np.ndarray | DecodedImage, *, decode_ms: float = 0.0,

@@ -28,24 +28,12 @@ class Prediction:
 
 
 def segmentation_mask(spec: ModelSpec, output: np.ndarray, geometry: Geometry) -> np.ndarray:
-    """Label mask (uint8, pixel = class index) at `geometry.image_hw` from one model output (batch of 1)."""
-    out = spec.output
-    planes = _planes(spec, np.asarray(output))
-    strided = planes.shape[1:] != geometry.tensor_hw
-    if out.kind == "labels":
-        labels = np.clip(planes[0], 0, 255).astype(np.uint8)
-        mask = (_warp_to_image(labels, geometry, cv2.INTER_NEAREST) if strided
-                else _resize_nearest(_crop(labels[None], geometry)[0], geometry.image_hw))
-    elif out.kind in ("binary", "anomaly"):
-        plane = planes[0].astype(np.float32, copy=False)
-        plane = _warp_to_image(plane, geometry, cv2.INTER_LINEAR) if strided else _crop(plane[None], geometry)[0]
-        mask = _binary_to_mask(plane, geometry.image_hw, out)
-    elif strided:
-        mask = argmax_planes(np.stack([_warp_to_image(p, geometry, cv2.INTER_LINEAR)
-                                       for p in planes.astype(np.float32, copy=False)]))
-    else:
-        mask = _scores_to_mask(_crop(planes, geometry), geometry.image_hw)
-    return clean_mask(mask, spec.postprocess)
+    """Label mask (uint8, pixel = class index) at `geometry.image_hw` from one model output (batch of 1).
+
+    The pipeline keeps the decision instead (labelmap.segmentation_labels) and makes this mask when it is used."""
+    from app.inference.labelmap import segmentation_labels  # it builds on this module's helpers
+
+    return segmentation_labels(spec, output, geometry).full()
 
 
 def top_k(spec: ModelSpec, output: np.ndarray) -> tuple[Prediction, ...]:
@@ -205,16 +193,6 @@ def _refine_edges(mask: np.ndarray, edges: np.ndarray, planes: np.ndarray) -> No
     mask[ys, xs] = mixed.argmax(axis=0).astype(np.uint8)
 
 
-def _binary_to_mask(plane: np.ndarray, image_hw: tuple[int, int], out: OutputSpec) -> np.ndarray:
-    plane = plane.astype(np.float32, copy=False)
-    if plane.shape != image_hw:
-        plane = cv2.resize(plane, (image_hw[1], image_hw[0]), interpolation=cv2.INTER_LINEAR)
-    if out.kind == "anomaly":  # an anomaly map is anomalous at its threshold too (map >= threshold)
-        return (plane >= out.threshold).view(np.uint8)
-    cut = _threshold_in_output_units(out)
-    return (plane > cut).view(np.uint8)
-
-
 def _threshold_in_output_units(out: OutputSpec) -> float:
     """sigmoid(x) > t  ⇔  x > logit(t): thresholding logits spares a sigmoid over every pixel."""
     if out.activation != "sigmoid":
@@ -306,19 +284,9 @@ def relabel_scores(scores: np.ndarray, geometry: Geometry, spec: ModelSpec, *, t
     Interpolation is of probabilities rather than logits, so on an output smaller than the image an edge pixel
     can differ from the pipeline's own mask; at the working size the labels are the same up to float16.
     """
-    if spec.output.kind in ("binary", "anomaly"):  # as the pipeline: binary p > threshold, anomaly map >= threshold
-        cut = spec.output.threshold if threshold is None else threshold
-        probability = probability_at_image_size(scores, geometry)
-        mask = (probability >= cut if spec.output.kind == "anomaly" else probability > cut).view(np.uint8)
-    else:
-        planes = scores.astype(np.float32)
-        if planes.shape[1:] != geometry.tensor_hw:  # strided output: as segmentation_mask does
-            mask = argmax_planes(np.stack([_warp_to_image(p, geometry, cv2.INTER_LINEAR) for p in planes]))
-        else:
-            mask = _scores_to_mask(_crop(planes, geometry), geometry.image_hw)
-        if min_confidence is not None:
-            mask[probability_at_image_size(scores, geometry) < min_confidence] = 0
-    return clean_mask(mask, spec.postprocess)
+    from app.inference.labelmap import relabelled
+
+    return relabelled(scores, geometry, spec, threshold=threshold, min_confidence=min_confidence).full()
 
 
 def anomaly_outputs(spec: ModelSpec, outputs: tuple[np.ndarray, ...]) -> tuple[np.ndarray, float, np.ndarray | None]:
@@ -335,12 +303,9 @@ def anomaly_outputs(spec: ModelSpec, outputs: tuple[np.ndarray, ...]) -> tuple[n
 
 def exported_mask(spec: ModelSpec, mask: np.ndarray, geometry: Geometry) -> np.ndarray:
     """An anomaly model's own [1,1,h,w] mask (pred_mask) as a 0/1 label mask at the image's size."""
-    planes = _planes(spec, mask)
-    labels = (planes[0] > 0).astype(np.uint8)
-    strided = planes.shape[1:] != geometry.tensor_hw
-    mask = (_warp_to_image(labels, geometry, cv2.INTER_NEAREST) if strided
-            else _resize_nearest(_crop(labels[None], geometry)[0], geometry.image_hw))
-    return clean_mask(mask, spec.postprocess)
+    from app.inference.labelmap import exported_labels
+
+    return exported_labels(spec, mask, geometry).full()
 
 
 def _winning(scores: np.ndarray) -> np.ndarray:

@@ -84,8 +84,10 @@ def judge(spec: ModelSpec, result: Result) -> Judgement:
     return Judgement(image_score(result), decide(spec.verdict, result, spec), decide(others, result, spec).reason)
 
 
-def plane(result: Result, spec: ModelSpec, layer: str, class_index: int | None = None) -> np.ndarray | None:
-    """A float32 0–1 picture at the image's size from the kept scores, None when the result kept none.
+def plane(result: Result, spec: ModelSpec, layer: str, class_index: int | None = None, *,
+          hw: tuple[int, int] | None = None) -> np.ndarray | None:
+    """A float32 0–1 picture at the image's size (or at `hw`: the viewer's downscaled display, sampled there
+    rather than made at the image's size and brought down) from the kept scores, None when the result kept none.
 
     - "probability": the foreground of a binary model, the anomaly map of an anomaly model, class `class_index`
       of a multi-class one (None: the winning class's probability);
@@ -95,6 +97,8 @@ def plane(result: Result, spec: ModelSpec, layer: str, class_index: int | None =
     scores, geometry = result.scores, result.geometry
     if scores is None or geometry is None:
         return None
+    if hw is not None and hw != geometry.image_hw:
+        geometry = replace(geometry, image_hw=hw)
     if layer == "probability":
         return postprocess.probability_at_image_size(scores, geometry, class_index)
     if layer != "uncertainty" or spec.output.kind == "anomaly":

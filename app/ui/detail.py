@@ -11,11 +11,15 @@ colour table, so a class toggle or the opacity slider applies here as well.
 from __future__ import annotations
 
 from collections import OrderedDict
+from typing import TYPE_CHECKING
 
 import numpy as np
 from PySide6.QtCore import QRectF
 from PySide6.QtGui import QImage
 from PySide6.QtWidgets import QGraphicsItem, QStyleOptionGraphicsItem
+
+if TYPE_CHECKING:
+    from app.inference.labelmap import LabelMap
 
 TILE = 512
 CACHE_TILES = 96  # ~75 MB of RGB tiles at most
@@ -27,7 +31,7 @@ class DetailItem(QGraphicsItem):
         self.setFlag(QGraphicsItem.GraphicsItemFlag.ItemUsesExtendedStyleOption, True)  # exposedRect
         self.setZValue(1.5)  # over the overview image and its overlay, under the divider and the brush
         self._pixels: np.ndarray | None = None
-        self._mask: np.ndarray | None = None
+        self._mask: np.ndarray | LabelMap | None = None  # a LabelMap makes each tile's labels on demand
         self._scale = 1.0  # full-resolution pixels per overview pixel: detail is drawn above zoom 1/scale
         self._table: list[int] = []
         self._mask_opacity = 0.5
@@ -35,8 +39,10 @@ class DetailItem(QGraphicsItem):
         self._tiles: OrderedDict[tuple[str, int, int], QImage] = OrderedDict()
         self.painted_tiles = 0  # tiles drawn by the last paint (tests, benchmark)
 
-    def set_source(self, pixels: np.ndarray | None, mask: np.ndarray | None, overview_scale: float) -> None:
-        """The full-resolution pixels (uint8 gray or RGB) and label mask; None: nothing to add (small images).
+    def set_source(self, pixels: np.ndarray | None, mask: np.ndarray | LabelMap | None,
+                   overview_scale: float) -> None:
+        """The full-resolution pixels (uint8 gray or RGB) and label mask — an array, or a result's LabelMap whose
+        full-resolution labels are made tile by tile (`region`); None: nothing to add (small images).
         The same arrays again keep the tiles made so far."""
         if pixels is self._pixels and mask is self._mask and overview_scale == self._scale:
             return
@@ -94,7 +100,10 @@ class DetailItem(QGraphicsItem):
         from app.ui.overlay import image_to_qimage, indexed_qimage
 
         source = self._pixels if kind == "pixels" else self._mask
-        block = np.ascontiguousarray(source[ty * TILE : (ty + 1) * TILE, tx * TILE : (tx + 1) * TILE])
+        if isinstance(source, np.ndarray):
+            block = np.ascontiguousarray(source[ty * TILE : (ty + 1) * TILE, tx * TILE : (tx + 1) * TILE])
+        else:
+            block = np.ascontiguousarray(source.region(ty * TILE, (ty + 1) * TILE, tx * TILE, (tx + 1) * TILE))
         image = image_to_qimage(block) if kind == "pixels" else indexed_qimage(block, self._table)
         self._tiles[key] = image
         while len(self._tiles) > CACHE_TILES:

@@ -202,7 +202,7 @@ class Editor(QObject):
 def _cannot_edit(view) -> str | None:
     if view is None:
         return "Nothing to edit: no picture is shown"
-    if view.display_mask is None or view.result.mask is None:
+    if view.display_mask is None or view.result.labels is None:
         return "Only a segmentation mask can be edited"
     if view.display_scale != 1.0:
         return f"{view.path.name} is shown downscaled: editing needs the full-resolution display"

@@ -22,7 +22,8 @@ from app.runs.review import find_corrected_mask, review_folder
 def compare(path: str, mask: np.ndarray, tuning, spec, indexes: dict[str, ReferenceIndex]
             ) -> tuple[Scored | None, np.ndarray | None]:
     """(the mask measured against the image's reference, the reference labels) — (None, None) when there is no
-    reference to look for; (a Scored with its notice, None) when one was looked for and not usable."""
+    reference to look for; (a Scored with its notice, None) when one was looked for and not usable. `mask` may
+    be a result's LabelMap: its image-sized mask is made only when there is a reference to measure it against."""
     try:
         rel = Path(path).relative_to(tuning.input_root)
     except ValueError:
@@ -44,6 +45,8 @@ def compare(path: str, mask: np.ndarray, tuning, spec, indexes: dict[str, Refere
         reference = read_reference(found, n_classes)
     except SegLensError as exc:
         return Scored(str(found), None, str(exc)), None
+    if not isinstance(mask, np.ndarray):
+        mask = mask.full()
     if reference.shape != mask.shape:
         h, w = reference.shape
         return Scored(str(found), None, f"reference {found.name} is {w}×{h}, the image "

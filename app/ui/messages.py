@@ -119,14 +119,17 @@ class ViewResult:
     display_mask_b: np.ndarray | None = None
     agreement: object | None = None
     full_pixels: np.ndarray | None = None  # big images: the full-resolution pixels for the detail tiles
+    # pixels per label value 0..255 at the image's size (the legend): exact, or estimated from `display_mask` when
+    # the display is downscaled and the image-sized mask was not made (views.display_labels)
+    class_counts: np.ndarray | None = None
 
     @property
     def nbytes(self) -> int:
         """Memory the cached result holds (its arrays), for the cache's byte budget."""
         arrays = (self.display_pixels, self.display_mask, self.display_raw, self.display_levels, self.display_codes,
-                  self.display_mask_b, self.full_pixels, self.result.mask, self.result.scores,
-                  self.result_b.mask if self.result_b is not None else None)
-        return sum(a.nbytes for a in arrays if a is not None)
+                  self.display_mask_b, self.full_pixels, self.result.scores, self.class_counts)
+        labels = (self.result.labels, self.result_b.labels if self.result_b is not None else None)
+        return sum(a.nbytes for a in arrays if a is not None) + sum(m.nbytes for m in labels if m is not None)
 
     @property
     def path(self) -> Path:

@@ -356,9 +356,10 @@ class SidePanel(QWidget):
     def busy_text(self) -> str:
         return self._busy.text() if not self._busy.isHidden() else ""
 
-    def show_result(self, result) -> None:
-        """Pixel counts per class (segmentation) or the top classes (classification) of a pipeline Result."""
-        if result.mask is not None:
+    def show_result(self, result, counts=None) -> None:
+        """Pixel counts per class (segmentation: `counts`, the view's, else the result's own) or the top classes
+        (classification) of a pipeline Result."""
+        if result.labels is not None:
             height, width = result.image_hw
             self.legend.set_counts(result.class_pixels(), width * height)
         else:

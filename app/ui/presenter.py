@@ -96,7 +96,7 @@ class Presenter(QObject):
 
         self._panel.show_busy(None)
         self._panel.show_misfit(view.result.warnings)
-        self._panel.show_result(view.result)
+        self._panel.show_result(view.result, view.class_counts)
         self._panel.decision.show_verdict(view.judgement)
         classes = self._state.model.spec.classes if self._state.model else ()
         self._panel.decision.show_comparison(view.scored, [info.name for info in classes], view.agreement)
@@ -168,7 +168,7 @@ class Presenter(QObject):
             self._viewer.set_detail(None, None, 1.0)
             return
         table = self._overlay.color_table(self._state.overlay.hidden) if self._overlay is not None else None
-        self._viewer.set_detail(view.full_pixels, view.result.mask, view.display_scale, table)
+        self._viewer.set_detail(view.full_pixels, view.result.labels, view.display_scale, table)
 
     def set_split(self, mode: str | None) -> None:
         self.split = mode

@@ -12,6 +12,28 @@ if TYPE_CHECKING:
 MAX_DISPLAY_SIDE = 8192  # larger images get a downscaled display copy; results stay at full resolution
 
 
+def display_labels(result, view: ViewResult):
+    """(labels at the display size of `view`, pixel counts per label value at the image's size) of `result`'s
+    segmentation; (None, None) for classification. See `_labels_at`."""
+    height, width = view.display_pixels.shape[:2]
+    return _labels_at(result, (height, width), view.display_scale)
+
+
+def _labels_at(result, hw: tuple[int, int], scale: float):
+    """A downscaled display gets labels decided at its own size (labelmap.LabelMap.at_size): the image-sized mask
+    is not made for the overview. Its counts are then the display's, each pixel standing for the image pixels it
+    covers (labelmap.estimated_counts); exact once the full mask exists (made for an area rule, a reference…)."""
+    if result.labels is None:
+        return None, None
+    if scale == 1.0:
+        return result.mask, result.class_pixels()
+    from app.inference.labelmap import estimated_counts
+
+    mask = result.labels.at_size(hw)
+    counts = result.class_pixels() if result.labels.ready else estimated_counts(mask, result.image_hw)
+    return mask, counts
+
+
 def display_mask(mask, view: ViewResult):
     """`mask` at the display size of `view` (the mask itself unless the display copy is downscaled)."""
     if mask is None or view.display_scale == 1.0:
@@ -29,13 +51,13 @@ def decided(view: ViewResult, tuning: Tuning, spec) -> ViewResult:
 
     levels = None
     if tuning.layer != "mask":
-        picture = plane(view.result, spec, tuning.layer, tuning.class_index)
+        height, width = view.display_pixels.shape[:2]
+        picture = plane(view.result, spec, tuning.layer, tuning.class_index, hw=(height, width))
         if picture is not None:
             import cv2
 
             from app.io.render import probability_levels
 
-            height, width = view.display_pixels.shape[:2]
             if picture.shape != (height, width):
                 picture = cv2.resize(picture, (width, height), interpolation=cv2.INTER_AREA)
             levels = probability_levels(picture)
@@ -55,9 +77,11 @@ def view_result(request: ViewRequest, result, image) -> ViewResult:
              "frame_count": image.frame_count, "generation": request.generation}
     scale = max(height, width) / MAX_DISPLAY_SIDE
     if scale <= 1.0:
-        return ViewResult(request.key, result, pixels, result.mask, 1.0, image.raw, **extra)
+        mask, counts = _labels_at(result, (height, width), 1.0)
+        return ViewResult(request.key, result, pixels, mask, 1.0, image.raw, class_counts=counts, **extra)
     size = (max(1, round(width / scale)), max(1, round(height / scale)))
     display = cv2.resize(pixels, size, interpolation=cv2.INTER_AREA)
-    mask = None if result.mask is None else cv2.resize(result.mask, size, interpolation=cv2.INTER_NEAREST)
+    mask, counts = _labels_at(result, (size[1], size[0]), width / size[0])
     raw = None if image.raw is None else cv2.resize(image.raw, size, interpolation=cv2.INTER_AREA)
-    return ViewResult(request.key, result, display, mask, width / size[0], raw, full_pixels=pixels, **extra)
+    return ViewResult(request.key, result, display, mask, width / size[0], raw, full_pixels=pixels,
+                      class_counts=counts, **extra)

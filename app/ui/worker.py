@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 from PySide6.QtCore import QObject, Signal, Slot
 
 from app.ui.view_state import LatestRequest
-from app.ui.views import decided, display_mask, view_result
+from app.ui.views import decided, display_labels, display_mask, view_result
 from app.ui.worker_batch import BatchSlots, failure_line
 from app.ui.worker_volumes import VolumeFillSlots, decode_request
 
@@ -246,7 +246,7 @@ class InferenceWorker(VolumeFillSlots, BatchSlots, QObject):
                               model.spec)
         if self._model_b is not None:
             view = self._disagreement(self._with_model_b(view, image))
-        if request.volume is not None and result.mask is not None and \
+        if request.volume is not None and result.labels is not None and \
                 self._fill_key == (path, request.tuning.threshold):
             self._fill.add(request.key.frame, result.mask)  # the fill need not run this slice again
         return view
@@ -257,7 +257,7 @@ class InferenceWorker(VolumeFillSlots, BatchSlots, QObject):
         from app.inference.metrics import image_metrics
 
         result_b = pipeline.run_image(self._model_b, image)
-        if result_b.mask is None or view.result.mask is None:
+        if result_b.labels is None or view.result.labels is None:
             return view
         agreement = image_metrics(result_b.mask, view.result.mask, max(len(self._model.spec.classes), 2))
         return replace(view, result_b=result_b, display_mask_b=display_mask(result_b.mask, view),
@@ -276,8 +276,9 @@ class InferenceWorker(VolumeFillSlots, BatchSlots, QObject):
                 from app.inference import pipeline
 
                 result = pipeline.relabel(view.result, spec=model.spec, min_confidence=min_confidence)
-                view = replace(view, result=result, display_mask=display_mask(result.mask, view))
-                if view.result_b is not None and result.mask is not None:
+                mask, counts = display_labels(result, view)
+                view = replace(view, result=result, display_mask=mask, class_counts=counts)
+                if view.result_b is not None and result.labels is not None:
                     from app.inference.metrics import image_metrics
 
                     view = replace(view, agreement=image_metrics(view.result_b.mask, result.mask,
@@ -294,9 +295,9 @@ class InferenceWorker(VolumeFillSlots, BatchSlots, QObject):
         model B's codes)."""
         from app.ui.ground_truth import compare
 
-        if view.result.mask is None or view.tuning.input_root is None:
+        if view.result.labels is None or view.tuning.input_root is None:
             return self._disagreement(view)
-        scored, reference = compare(view.key.path, view.result.mask, view.tuning, spec, self._references)
+        scored, reference = compare(view.key.path, view.result.labels, view.tuning, spec, self._references)
         codes = None
         if reference is not None and view.tuning.layer == "difference":
             from app.inference.metrics import difference_map
@@ -306,7 +307,7 @@ class InferenceWorker(VolumeFillSlots, BatchSlots, QObject):
 
     def _disagreement(self, view: ViewResult) -> ViewResult:
         """The "disagreement" layer: where model B differs from A (metrics.disagreement_map codes)."""
-        if view.tuning.layer != "disagreement" or view.result_b is None or view.result.mask is None:
+        if view.tuning.layer != "disagreement" or view.result_b is None or view.result.labels is None:
             return view
         from app.inference.metrics import disagreement_map
 
