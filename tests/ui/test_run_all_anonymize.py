@@ -25,6 +25,8 @@ def test_run_on_all_de_identifies_names_report_and_dicom(qtbot, make_main_window
     summary, report = done.args
     assert summary.ok == 1 and summary.failed == 0
     out = tmp_path / "out"
+    rows = (out / "seglens_report.csv").read_text(encoding="utf-8").splitlines()[1:]
+    assert report == str(out / "seglens_report.csv") and all(row.startswith("anon-") for row in rows)
     for path in out.rglob("*"):
         assert "doe" not in path.relative_to(out).as_posix().lower()
         if path.is_file():
