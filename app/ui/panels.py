@@ -361,7 +361,7 @@ class SidePanel(QWidget):
         (classification) of a pipeline Result."""
         if result.labels is not None:
             height, width = result.image_hw
-            self.legend.set_counts(result.class_pixels(), width * height)
+            self.legend.set_counts(result.class_pixels() if counts is None else counts, width * height)
         else:
             from app.inference.verdict import uncertainty  # here, not at import: it pulls in OpenCV (~80 ms)
 
