@@ -39,6 +39,7 @@ def test_recent_lists_persist_across_a_settings_reload_and_missing_entries_are_g
     assert inputs.items() == [str(folder), str(gone)] and models_list.items() == [str(model)]
     menu, opened = QMenu(), []
     fill_menu(menu, inputs, opened.append)
+    qtbot.waitUntil(lambda: not menu.actions()[1].isEnabled(), timeout=TIMEOUT)  # answered off the GUI thread
     texts = _menu_texts(menu)
     assert texts[0] == (f"imgs  —  {tmp_path}", True) and texts[1] == (f"gone  —  {tmp_path}  (missing)", False)
     assert ("Remove missing entries", True) in texts
