@@ -58,17 +58,27 @@ def file_ref(path: object) -> str:
 def private(logger: logging.Logger, level: int, path: object, message: str) -> None:
     """Log `message` (which may name `path`) with the path replaced by its reference, and in full at DEBUG. The
     path's folder goes too (a series' message names one of its slice files, a sibling of `path`), and so do
-    the forms a message may spell them in (a non-UTF-8 byte as \\xNN, app.errors.shown)."""
-    from app.errors import shown
-
+    the forms a message may spell them in (a non-UTF-8 byte as \\xNN, as app.errors.shown does)."""
     text = str(message)
-    for spelt in (str, shown):
+    for spelt in (str, _escaped):
         text = text.replace(spelt(path), file_ref(path))
         folder = Path(str(path)).parent
         if len(folder.parts) > 1:  # not "/" or "."
             text = text.replace(spelt(folder), f"folder of {file_ref(path)}")
     logger.log(level, "%s", text)
     logger.debug("%s is %s", file_ref(path), path)
+
+
+def _escaped(text: object) -> str:
+    """`text` as app.errors.shown prints it (not imported: the log sits below every layer): non-UTF-8 bytes and
+    control characters as \\xNN."""
+    import re
+
+    try:
+        readable = str(text).encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+    except UnicodeEncodeError:  # a lone surrogate that is no escaped byte
+        readable = str(text).encode("utf-8", "backslashreplace").decode("utf-8")
+    return re.sub(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]", lambda found: f"\\x{ord(found.group()):02x}", readable)
 
 
 def log_exception(logger: logging.Logger, level: int, message: str, exc: BaseException) -> None:

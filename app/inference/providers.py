@@ -20,17 +20,18 @@ import shutil
 import site
 import sys
 import tempfile
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+
+from app.io.native import FD2_LOCK
 
 log = logging.getLogger(__name__)
 
 CPU, CUDA, TENSORRT = "CPUExecutionProvider", "CUDAExecutionProvider", "TensorrtExecutionProvider"
 ORT_DISTRIBUTIONS = ("onnxruntime", "onnxruntime-gpu", "onnxruntime-directml", "onnxruntime-openvino",
                      "ort-nightly-gpu")
-_stderr_lock = threading.Lock()
+_stderr_lock = FD2_LOCK  # one owner of file descriptor 2 at a time, the image decoders included
 
 
 # --- is there an NVIDIA GPU at all ----------------------------------------------------------------------------

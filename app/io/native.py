@@ -6,6 +6,8 @@ libjpeg (inside OpenCV) prints its warnings ("Corrupt JPEG data: 61 extraneous b
 descriptor 2 at a temporary file while a decoder runs and hands back everything written there meanwhile except
 the decoders' known warning lines: another thread's output is delayed, never lost. Decoders on several threads
 share one redirection (the first in opens it, the last out restores it), so decoding is never serialised.
+Whoever else points file descriptor 2 elsewhere (ONNX Runtime's log capture, app.inference.providers) takes
+`FD2_LOCK` too: two redirections that overlap would restore each other's temporary file as stderr for good.
 """
 
 from __future__ import annotations
@@ -21,7 +23,8 @@ from contextlib import contextmanager, suppress
 # what libjpeg and libpng write on their own: warnings about a file SegLens reports itself, or decodes as Pillow does
 _NATIVE = re.compile(rb"^(Corrupt JPEG data|Premature end of JPEG file|Invalid SOS parameters|Unsupported marker|"
                      rb"Warning: unknown JFIF|libpng warning|\[ WARN:)")
-_lock = threading.Lock()
+FD2_LOCK = threading.Lock()  # held while fd 2 points elsewhere: by the decoders together, or by one other capture
+_lock = threading.Lock()  # guards the count below
 _users = 0
 _saved: int | None = None
 _capture = None
@@ -44,12 +47,15 @@ def _enter() -> bool:
     global _users, _saved, _capture
     with _lock:
         if _users == 0:
+            FD2_LOCK.acquire()  # released by the last decoder out, whichever thread that is
             try:
-                sys.stderr.flush()
+                with suppress(OSError, ValueError, AttributeError):
+                    sys.stderr.flush()
                 capture = tempfile.TemporaryFile()  # noqa: SIM115 (closed in _leave, by the last decoder out)
                 saved = os.dup(2)
                 os.dup2(capture.fileno(), 2)
-            except (OSError, ValueError, AttributeError):
+            except OSError:
+                FD2_LOCK.release()
                 return False
             _saved, _capture = saved, capture
         _users += 1
@@ -70,6 +76,7 @@ def _leave() -> None:
         kept = b"".join(line for line in _capture.read().splitlines(keepends=True) if not _NATIVE.match(line))
         _capture.close()
         _saved = _capture = None
+        FD2_LOCK.release()
     if kept:
         with suppress(OSError):
             os.write(2, kept)

@@ -77,3 +77,28 @@ def test_only_the_decoders_warnings_are_dropped_the_rest_comes_out(capfd):
     release.set()
     worker.join(10)
     assert capfd.readouterr().err == "progress: 3 of 9\n"
+
+
+def test_the_decoders_and_onnx_runtimes_capture_never_overlap(capfd):
+    """Both point file descriptor 2 elsewhere: interleaved, the later restore put a closed capture back as stderr."""
+    import threading
+
+    from app.inference.providers import capture_native_stderr
+    from app.io.native import quiet_native_stderr
+
+    decoding, done = threading.Event(), threading.Event()
+
+    def decoder():
+        with quiet_native_stderr():
+            decoding.set()
+            done.wait(0.2)
+
+    worker = threading.Thread(target=decoder)
+    worker.start()
+    decoding.wait(10)
+    with capture_native_stderr() as captured:  # waits for the decoder to give fd 2 back
+        os.write(2, b"ort: EP error\n")
+    done.set()
+    worker.join(10)
+    os.write(2, b"after\n")
+    assert captured.text == "ort: EP error\n" and capfd.readouterr().err == "after\n"
