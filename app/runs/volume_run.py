@@ -193,7 +193,7 @@ class VolumeAssembler:
             # (400 MB for 200 slices of 512²: docs/PERFORMANCE.md, "Volumes")
             counts = np.sum([row.counts for row in self._rows if row.counts.size], axis=0) \
                 if self._labels is not None else np.zeros(256, np.int64)
-            exports, notices = self._export(volume, stem) if stem is not None else ((), ())
+            exports, notices = self._export_whole(volume, stem) if stem is not None else ((), ())
             result = VolumeResult(volume, self.spec.task, provider, counts, tuple(self._rows), tuple(exports),
                                   tuple(notices))
             if self.options.anonymize and stem is not None:
@@ -274,6 +274,20 @@ class VolumeAssembler:
             elif kind == "source":
                 written += ex.write_source_copy(volume, stem.with_name(stem.name + "_source"), privacy=privacy)
         return written, notices
+
+    def _export_whole(self, volume: Volume, stem: Path) -> tuple[list[Path], list[str]]:
+        """The exports; under --anonymize one that fails takes those written before it along (a SEG must not
+        stay behind claiming to be de-identified when its Secondary Capture was refused)."""
+        if not self.options.anonymize:
+            return self._export(volume, stem)
+        from app.runs.privacy_check import remove_outputs
+
+        try:
+            return self._export(volume, stem)
+        except BaseException:
+            planned = export_paths(self._exports(volume), stem)
+            remove_outputs([*(p for p in planned if p.exists()), *self._written])
+            raise
 
     def _volume_privacy(self, volume: Volume, kinds: Sequence[str]):
         """The volume's VolumePrivacy (its source headers read once): under --anonymize, or to carry an already

@@ -341,3 +341,21 @@ def test_resume_under_anonymize_matches_rows_by_their_pseudonymous_names(tmp_pat
     with open(out / "seglens_report.csv", newline="", encoding="utf-8") as handle:
         rows = list(csv.DictReader(handle))
     assert [r["status"] for r in rows] == ["ok", "ok"] and len(list(out.rglob("*_seg.dcm"))) == 2
+
+
+def test_a_source_with_burned_in_annotation_leaves_no_de_identified_output_behind(tmp_path, ct_model, monkeypatch):
+    import pydicom
+
+    monkeypatch.setenv(pseudonyms.ENV, "0123456789abcdef0123")
+    for path in write_series(tmp_path / "in", slices=3, patient=("DOE^JANE", "PID-0042")):
+        ds = pydicom.dcmread(path)
+        ds.BurnedInAnnotation = "YES"
+        ds.save_as(path)
+    out = tmp_path / "out"
+    assert main(["run", str(ct_model), str(tmp_path / "in"), "--out", str(out), "--anonymize", "--export",
+                 "dicom-seg,sc,nifti"]) == 1
+    with open(out / "seglens_report.csv", newline="", encoding="utf-8") as handle:
+        (row,) = csv.DictReader(handle)
+    assert row["status"] == "error" and "burned-in annotation (BurnedInAnnotation YES)" in row["error"]
+    assert sorted(p.name for p in out.rglob("*") if p.is_file()) == ["seglens_report.csv",
+                                                                      "seglens_report.csv.run.json"]
