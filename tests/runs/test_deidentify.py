@@ -359,3 +359,28 @@ def test_a_source_with_burned_in_annotation_leaves_no_de_identified_output_behin
     assert row["status"] == "error" and "burned-in annotation (BurnedInAnnotation YES)" in row["error"]
     assert sorted(p.name for p in out.rglob("*") if p.is_file()) == ["seglens_report.csv",
                                                                       "seglens_report.csv.run.json"]
+
+
+def test_a_multiframe_source_and_its_seg_stay_a_pair_when_de_identified(tmp_path):
+    from dataclasses import replace
+
+    import highdicom as hd
+    import numpy as np
+    import pydicom
+    from test_volume_exports import multiframe_volume
+
+    from app.runs.deidentify import volume_privacy
+    from app.runs.volume_exports import write_dicom_seg, write_source_copy
+
+    volume = replace(multiframe_volume(tmp_path), info={"Patient": "Doe^Jane", "Patient ID": "PID-0042"})
+    privacy = volume_privacy(volume, anonymize=True, key=KEY)
+    labels = known_labels(depth=4)
+    seg = hd.seg.segread(write_dicom_seg(volume, labels, SEGMENTS[:2], tmp_path / "seg.dcm", algorithm=ALGORITHM,
+                                         privacy=privacy))
+    (copy,) = write_source_copy(volume, tmp_path / "source", privacy=privacy)
+    copy = pydicom.dcmread(copy)
+    assert copy.SOPInstanceUID != volume.slices[0].sop_instance_uid and copy.PatientIdentityRemoved == "YES"
+    for k, ref in enumerate(volume.slices):
+        pixels = seg.get_pixels_by_source_frame(source_sop_instance_uid=copy.SOPInstanceUID,
+                                                source_frame_numbers=[ref.frame + 1], segment_numbers=[1])
+        np.testing.assert_array_equal(pixels[0, ..., 0].astype(bool), labels[k] == 1)
