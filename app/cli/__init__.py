@@ -142,6 +142,10 @@ def build_parser() -> argparse.ArgumentParser:
     compare.add_argument("--no-progress", action="store_true", help="no progress bar even on a terminal")
     compare.set_defaults(handler=cmd_compare)
 
+    from app.cli.report import add_report_command
+
+    add_report_command(commands)
+
     models = commands.add_parser("models", help="list the bundled models (usable by name wherever MODEL is asked)")
     models.add_argument("--json", action="store_true", help="machine-readable output")
     models.set_defaults(handler=cmd_models)

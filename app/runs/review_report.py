@@ -4,6 +4,8 @@ Everything is inline: the CSS, and the overlays as `data:` thumbnails (320 px on
 hundreds of images stays a file that mails and opens quickly). There is no script, font or URL to fetch; the
 state filter is CSS-only (radio buttons). Every piece of user data (file names, notes, user names, class and
 metric names) is HTML-escaped. A review made with another model than the one named in the header is not shown.
+The header says what made the results (model and sidecar with their hashes, thresholds, provider: the run's
+app.runs.provenance.RunIdentity); long names wrap inside their column instead of pushing the others off the page.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from collections import Counter
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import cv2
 import numpy as np
@@ -23,6 +26,9 @@ import numpy as np
 from app.errors import shown
 from app.io.files import atomic_write
 from app.runs.review import STATE_NAMES, STATES, Review
+
+if TYPE_CHECKING:
+    from app.runs.provenance import RunIdentity
 
 THUMBNAIL_SIDE = 320  # px, the long side of an embedded overlay
 _JPEG_QUALITY = 82
@@ -37,11 +43,14 @@ class ReportItem:
     verdict_reason: str = ""
     metrics: dict[str, float] | None = None  # e.g. {"iou": .8, "dice": .9}
     review: Review | None = None
+    figures: tuple[tuple[str, str], ...] = ()  # a volume's (name, value) lines: slices, the slice shown, mL
 
 
 def write_review_report(path: Path, items: list[ReportItem], *, model_name: str, model_sha256: str,
-                        seglens_version: str, title: str = "SegLens review") -> Path:
-    """Write the report for `items` (in their order) to `path` atomically and return `path`."""
+                        seglens_version: str, title: str = "SegLens review", run: RunIdentity | None = None,
+                        inputs: str | None = None) -> Path:
+    """Write the report for `items` (in their order) to `path` atomically and return `path`. `run`: what made the
+    results, for the header; `inputs`: the input folder as the reader should see it (relative), if at all."""
     model = model_sha256.lower()
     reviews = [_own_review(item.review, model) for item in items]
     page = "\n".join([
@@ -50,7 +59,7 @@ def write_review_report(path: Path, items: list[ReportItem], *, model_name: str,
         '<meta name="viewport" content="width=device-width, initial-scale=1">',
         f"<title>{_e(title)}</title>",
         f"<style>{_CSS}</style></head><body>",
-        _header(title, model_name, model, seglens_version),
+        _header(title, model_name, model, seglens_version, run, inputs),
         _totals(items, reviews),
         _filter_bar(),
         _table(items, reviews),
@@ -74,12 +83,35 @@ def _e(text: object) -> str:
     return html.escape(shown(text), quote=True)
 
 
-def _header(title: str, model_name: str, model: str, version: str) -> str:
+def _header(title: str, model_name: str, model: str, version: str, run: RunIdentity | None,
+            inputs: str | None) -> str:
     generated = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M:%SZ")
-    facts = (("Model", f"{_e(model_name)} <code title=\"{_e(model)}\">sha256 {_e(model[:_SHORT_SHA])}</code>"),
-             ("SegLens", _e(version)), ("Generated", f"{generated} UTC"), ("By", _e(_user() or "unknown")))
+    facts = [("Model", f"{_e(model_name)} {_hash(model)}"), *_run_facts(run),
+             *([("Inputs", f'<span class="path">{_breakable(inputs)}</span>')] if inputs else []),
+             ("SegLens", _e(version)), ("Generated", f"{generated} UTC"), ("By", _e(_user() or "unknown"))]
     items = "".join(f"<div><dt>{name}</dt><dd>{value}</dd></div>" for name, value in facts)
     return f"<header><h1>{_e(title)}</h1><dl>{items}</dl></header>"
+
+
+def _hash(sha256: str) -> str:
+    return f'<code title="{_e(sha256)}">sha256 {_e(sha256[:_SHORT_SHA])}</code>'
+
+
+def _run_facts(run: RunIdentity | None) -> list[tuple[str, str]]:
+    """Sidecar, thresholds, verdict rules, settings and provider of the run (app.runs.provenance)."""
+    if run is None:
+        return []
+    sidecar = f"{_e(run.sidecar)} {_hash(run.sidecar_sha256)}" if run.sidecar and run.sidecar_sha256 else "none"
+    thresholds = ", ".join(f"{_e(name)} {value:g}" for name, value in run.thresholds.items()) or "the model's own"
+    facts = [("Sidecar", sidecar), ("Thresholds", thresholds)]
+    if run.verdict_rules:
+        facts.append(("Verdict", "; ".join(f"fail if {_e(rule)}" for rule in run.verdict_rules)))
+    if run.settings_sha256:
+        facts.append(("Settings", _hash(run.settings_sha256)))
+    if run.provider:
+        fallback = f" ({_e(run.fallback_reason)})" if run.fallback_reason else ""
+        facts.append(("Provider", f"{_e(run.provider)}{fallback}"))
+    return facts
 
 
 def _user() -> str:
@@ -123,7 +155,7 @@ def _row(item: ReportItem, review: Review | None) -> str:
     cells = (_thumbnail(item.overlay_png), f'<td class="file">{_breakable(item.rel)}</td>',
              f'<td><span class="pill s-{state}">{STATE_NAMES.get(state, state)}</span></td>',
              f'<td class="note">{_e(review.note) if review and review.note else ""}</td>',
-             f'<td class="who">{who}</td>', _verdict(item), _metrics(item.metrics))
+             f'<td class="who">{who}</td>', _verdict(item), _metrics(item.metrics, item.figures))
     return f'<tr class="s-{state}">{"".join(cells)}</tr>'
 
 
@@ -163,10 +195,12 @@ def _verdict(item: ReportItem) -> str:
     return f'<td class="verdict">{pill or "—"}{reason}</td>'
 
 
-def _metrics(metrics: dict[str, float] | None) -> str:
-    if not metrics:
+def _metrics(metrics: dict[str, float] | None, figures: tuple[tuple[str, str], ...] = ()) -> str:
+    if not metrics and not figures:
         return "<td>—</td>"
-    lines = "".join(f"<tr><th>{_e(name)}</th><td>{_number(value)}</td></tr>" for name, value in metrics.items())
+    lines = "".join(f"<tr><th>{_e(name)}</th><td>{_e(value)}</td></tr>" for name, value in figures)
+    lines += "".join(f"<tr><th>{_e(name)}</th><td>{_number(value)}</td></tr>"
+                     for name, value in (metrics or {}).items())
     return f'<td><table class="metrics">{lines}</table></td>'
 
 
@@ -190,7 +224,8 @@ _CSS = (
     "background:#f6f8fa}"
     "header{display:flex;flex-wrap:wrap;align-items:baseline;gap:8px 32px;margin-bottom:16px}"
     "h1{font-size:22px;margin:0}"
-    "dl{display:flex;flex-wrap:wrap;gap:4px 24px;margin:0}dl div{display:flex;gap:6px}dt{color:#59636e}dd{margin:0}"
+    "dl{display:flex;flex-wrap:wrap;gap:4px 24px;margin:0}dl div{display:flex;gap:6px;min-width:0}"
+    "dt{color:#59636e;white-space:nowrap}dd{margin:0;min-width:0;overflow-wrap:anywhere}"
     "code{font:12px ui-monospace,Menlo,Consolas,monospace;background:#eaeef2;padding:1px 5px;border-radius:4px}"
     ".totals{display:flex;flex-wrap:wrap;gap:10px;margin-bottom:14px}"
     ".count{background:#fff;border:1px solid #d1d9e0;border-radius:8px;padding:8px 14px;min-width:96px;"
@@ -209,13 +244,18 @@ _CSS = (
     ".thumb{width:336px}.thumb img{display:block;max-width:320px;max-height:320px;border-radius:4px}"
     ".missing{width:320px;height:120px;display:flex;align-items:center;justify-content:center;color:#8c959f;"
     "background:#eef1f4;border-radius:4px}"
-    ".file{overflow-wrap:break-word;font-family:ui-monospace,Menlo,Consolas,monospace;font-size:13px;"
-    "min-width:180px}.verdict{min-width:150px}.who small{white-space:nowrap}"
-    ".note{white-space:pre-wrap;min-width:200px;overflow-wrap:break-word}.who small,td small{color:#59636e}"
-    ".pill{display:inline-block;padding:1px 10px;border-radius:10px;font-weight:600;font-size:12px}"
+    # anywhere, not break-word: only `anywhere` lets a long unbroken name shrink its column's minimum width, so a
+    # deep path wraps in its cell instead of pushing the other columns off the page
+    ".file,.path{overflow-wrap:anywhere;font-family:ui-monospace,Menlo,Consolas,monospace;font-size:13px}"
+    ".verdict small{overflow-wrap:anywhere}"
+    ".file{min-width:18ch}.verdict{min-width:110px}.who small{white-space:nowrap}"
+    ".note{white-space:pre-wrap;min-width:160px;overflow-wrap:anywhere}.who small,td small{color:#59636e}"
+    ".pill{display:inline-block;white-space:nowrap;overflow-wrap:normal;padding:1px 10px;border-radius:10px;"
+    "font-weight:600;font-size:12px}"
     + "".join(f".pill.{prefix}{key}{{background:{bg};color:{fg}}}" for key, (bg, fg) in _PILL_COLORS.items()
               for prefix in (("v-",) if key in ("ok", "ng") else ("s-",))) +
-    ".metrics{border:0;width:auto}.metrics th,.metrics td{border:0;padding:0 8px 0 0;font-weight:400;background:none}"
+    ".metrics{border:0;width:auto;min-width:140px}"
+    ".metrics th,.metrics td{border:0;padding:0 8px 0 0;font-weight:400;background:none}"
     ".metrics th{color:#59636e;white-space:nowrap}.metrics td{text-align:right}.none{color:#8c959f;text-align:center}"
     "@media print{body{background:#fff;margin:0}.filter,input{display:none}thead th{position:static}"
     "tr{break-inside:avoid}}"

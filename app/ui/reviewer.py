@@ -125,15 +125,15 @@ class Reviewer(QObject):
         self._files.select_path(paths[rels.index(found)])
 
     def report_request(self, report_path: str | Path) -> tuple | None:
-        """What the worker's export_report needs: [(path, rel)] of the listed images, their reviews, the model's
-        identity; None (and a message) without a log."""
+        """What the worker's export_report needs: [(path, rel, volume)] of the listed inputs (volume None for an
+        image), their reviews, the model's identity; None (and a message) without a log."""
         if self._log is None:
             self._status.showMessage("No review log: open images and wait for the model", 8000)
             return None
         from app import __version__
 
-        entries = [(p, self._files.root_and_rel(p)[1]) for p in self._files.paths()]
-        reviews = {rel: self._log.get(rel) for _, rel in entries}
+        entries = [(p, self._files.root_and_rel(p)[1], self._files.volume(p)) for p in self._files.paths()]
+        reviews = {rel: self._log.get(rel) for _, rel, _volume in entries}
         identity = {"model_name": self.model_path.name, "model_sha256": self._log.model_sha256,
                     "seglens_version": __version__, "title": f"SegLens review — {self.model_path.name}"}
         return entries, str(report_path), reviews, identity

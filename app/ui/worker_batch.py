@@ -106,6 +106,7 @@ class BatchSlots:
     @Slot(list, str, object, object, object)
     def export_report(self, entries: list, report_path: str, tuning: Tuning, reviews: dict, identity: dict) -> None:
         """The HTML review report of `entries` [(path, rel)], written atomically to `report_path`."""
+        from app.runs.provenance import RunIdentity
         from app.runs.review_report import write_review_report
         from app.ui.report_export import report_items
 
@@ -117,7 +118,9 @@ class BatchSlots:
             model, min_confidence = self._tuned(tuning.threshold)
             items = report_items(model, entries, tuning, reviews, references=self._references,
                                  min_confidence=min_confidence, should_stop=self._cancel.is_set)
-            write_review_report(Path(report_path), items, **identity)
+            run = RunIdentity.of(model.spec, threshold=tuning.threshold, min_confidence=min_confidence,
+                                 session=model.info)  # the header says what made the results, as the CLI's does
+            write_review_report(Path(report_path), items, **identity, run=run)
         except Exception as exc:  # the window hears that it ended, with the one line
             from app.logs import log_exception
 

@@ -1,0 +1,257 @@
+"""The HTML review report's rows, for the viewer (File ▸ Export review report) and `seglens-cli report`: every input
+once more through the model, drawn as a small overlay beside its verdict, its metrics and its review.
+
+An image is its own row. A volume (a DICOM series, a multi-frame DICOM or a NIfTI file) is one row too: every
+slice is run, the slice with the most foreground is the picture, and the volume's figures (slices, mL per class)
+stand beside it; before issue 24 a series had only "not processed: …/<SeriesUID>: file not found".
+
+A row names its input by the path relative to the folder it was found in, never an absolute path; with
+`anonymize` by its pseudonymous name (app.runs.private_names), and an error line is redacted the same way.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from app.errors import SegLensError, error_line, unexpected_error_line
+from app.inference import pipeline
+from app.inference.postprocess import class_pixel_counts
+from app.inference.spec import ModelSpec
+from app.inference.tuning import judge
+from app.io.discover import InputFile
+from app.io.images import DecodedImage
+from app.io.volumes import Volume, read_slice
+from app.runs.review import Review
+from app.runs.review_report import ReportItem
+
+OVERLAY_SIDE = 640  # the overlay is drawn at most this big; the report shrinks it further
+
+
+@dataclass(frozen=True)
+class Naming:
+    """How rows name their inputs: relative to `input_root`, or (anonymize) by a keyed pseudonym."""
+
+    input_root: Path
+    anonymize: bool = False
+    key: bytes = b""
+
+    def name(self, item: InputFile) -> str:
+        if not self.anonymize:
+            return item.rel.as_posix()
+        from app.runs.private_names import pseudonymous_name
+
+        return pseudonymous_name(item, self.key)
+
+    def problem(self, item: InputFile, exc: BaseException) -> str:
+        """The error's one line without an absolute path (and under anonymize without the input's names)."""
+        line = error_line(item.path, exc) if isinstance(exc, SegLensError) else unexpected_error_line(item.path, exc)
+        if self.anonymize:
+            from app.runs.private_names import redact
+
+            return redact(line, item, self.name(item))
+        root = os.fspath(self.input_root)
+        return line.replace(root.rstrip(os.sep) + os.sep, "").replace(root, ".")
+
+
+MetricsFn = Callable[[InputFile, np.ndarray], "dict[str, float] | None"]
+
+
+def report_items(model, inputs: Sequence[InputFile], *, spec: ModelSpec, reviews: Mapping[str, Review | None],
+                 naming: Naming, min_confidence: float | None = None, metrics: MetricsFn | None = None,
+                 should_stop: Callable[[], bool] = lambda: False) -> list[ReportItem]:
+    """A ReportItem per input, in order; an input that cannot be read or run still gets its row (no picture).
+    `spec`: the model's spec as tuned (its verdict rules decide OK/NG); `reviews` by relative path;
+    `metrics(item, mask)` the mask measured against the image's reference (None: none)."""
+    items = []
+    for item in inputs:
+        if should_stop():
+            break
+        review = reviews.get(item.rel.as_posix())
+        try:
+            if item.problem:
+                raise SegLensError(f"{item.path}: {item.problem}")
+            if item.volume is not None:
+                items.append(volume_item(model, item.volume, spec=spec, name=naming.name(item), review=review,
+                                         min_confidence=min_confidence, should_stop=should_stop))
+            else:
+                items.append(image_item(model, item, spec=spec, name=naming.name(item), review=review,
+                                        min_confidence=min_confidence, metrics=metrics))
+        except pipeline.Stopped:
+            break
+        except Exception as exc:  # the row says why; the report goes on
+            items.append(ReportItem(naming.name(item), None, "", f"not processed: {naming.problem(item, exc)}",
+                                    None, review))
+    return items
+
+
+def image_item(model, item: InputFile, *, spec: ModelSpec, name: str, review: Review | None,
+               min_confidence: float | None = None, metrics: MetricsFn | None = None) -> ReportItem:
+    """One image's row: its overlay, verdict and metrics."""
+    image, _ = pipeline.decode(item.path)
+    result = _run(model, image, spec, min_confidence)
+    verdict = judge(spec, result).verdict
+    scored = metrics(item, result.mask) if metrics is not None and result.mask is not None else None
+    return ReportItem(name, overlay_png(image.display(), result.mask, spec.classes),
+                      "" if verdict is None else "ok" if verdict.ok else "ng",
+                      "" if verdict is None else verdict.reason, scored, review)
+
+
+def volume_item(model, volume: Volume, *, spec: ModelSpec, name: str, review: Review | None,
+                min_confidence: float | None = None,
+                should_stop: Callable[[], bool] = lambda: False) -> ReportItem:
+    """One volume's row: every slice run; the picture is the slice with the most foreground (the middle one when
+    none has any, or for a classifier); NG when any slice is NG (the first says why); figures: slices, the slice
+    shown, mL (else voxels) per class."""
+    counts = np.zeros(256, np.int64)
+    shown = _Shown(-1, -1, None, None)
+    bad: tuple[int, str] | None = None
+    judged = False
+    for k in range(volume.depth):
+        if should_stop():
+            raise pipeline.Stopped()
+        image = read_slice(volume, k)
+        result = _run(model, image, spec, min_confidence)
+        verdict = judge(spec, result).verdict
+        judged = judged or verdict is not None
+        if verdict is not None and not verdict.ok and bad is None:
+            bad = (k + 1, verdict.reason)
+        here = class_pixel_counts(result.mask) if result.mask is not None else None
+        if here is not None:
+            counts += here
+        foreground = int(here[1:].sum()) if here is not None else 0
+        if foreground > shown.foreground or (k == volume.depth // 2 and shown.foreground <= 0):
+            shown = _Shown(k, foreground, image, result.mask)
+    verdict, reason = ("", "") if not judged else ("ok", "") if bad is None else ("ng", f"slice {bad[0]}: {bad[1]}")
+    picture = overlay_png(shown.image.display(), shown.mask, spec.classes) if shown.image is not None else None
+    return ReportItem(name, picture, verdict, reason, None, review,
+                      figures=volume_figures(volume, spec, counts, shown.index, shown.foreground))
+
+
+@dataclass(frozen=True)
+class _Shown:
+    index: int
+    foreground: int
+    image: DecodedImage | None
+    mask: np.ndarray | None
+
+
+def volume_figures(volume: Volume, spec: ModelSpec, counts: np.ndarray, shown: int,
+                   foreground: int) -> tuple[tuple[str, str], ...]:
+    """(name, value) lines: slices, the slice shown, and per foreground class its mL (voxels without geometry)."""
+    why = "most foreground" if foreground > 0 else "middle"
+    figures = [("slices", str(volume.depth)), ("shown", f"slice {shown + 1} ({why})")]
+    if spec.task == "segmentation":
+        names = spec.class_names
+        ml = volume.millilitres(counts[:len(names)])
+        for value, class_name in enumerate(names):
+            if value == 0:
+                continue
+            figures.append((f"mL {class_name}", f"{ml[value]:.2f}") if ml is not None
+                           else (f"voxels {class_name}", str(int(counts[value]))))
+    return tuple(figures)
+
+
+def _run(model, image: DecodedImage, spec: ModelSpec, min_confidence: float | None):
+    result = pipeline.run_image(model, image)
+    return pipeline.relabel(result, spec=spec, min_confidence=min_confidence) if min_confidence is not None \
+        else result
+
+
+def overlay_png(pixels: np.ndarray, mask: np.ndarray | None, classes) -> bytes:
+    """The picture (at most OVERLAY_SIDE on its long side) with the mask blended in the classes' colours."""
+    import cv2
+
+    from app.io.files import encode_png
+    from app.io.render import blend_overlay
+
+    scale = OVERLAY_SIDE / max(pixels.shape[:2])
+    if scale < 1:
+        size = (max(1, round(pixels.shape[1] * scale)), max(1, round(pixels.shape[0] * scale)))
+        pixels = cv2.resize(pixels, size, interpolation=cv2.INTER_AREA)
+        mask = None if mask is None else cv2.resize(mask, size, interpolation=cv2.INTER_NEAREST)
+    rgb = cv2.cvtColor(pixels, cv2.COLOR_GRAY2RGB) if pixels.ndim == 2 else pixels
+    return encode_png(rgb if mask is None else blend_overlay(rgb, mask, classes))
+
+
+# --- a review folder's report (seglens-cli report) ------------------------------------------------------------------
+
+REPORT_NAME = "seglens_review_report.html"  # the default name, in the review folder (as the viewer writes it)
+
+
+@dataclass(frozen=True)
+class FolderReport:
+    path: Path
+    rows: int
+    reviewed: int
+    not_processed: int
+
+
+def inputs_of(review_dir: Path, inputs: Path | None = None) -> Path:
+    """The input folder a review folder belongs to: `inputs` when given, else the sibling `<name>` of
+    `<name>_review` (app.runs.review.review_folder); raises ReviewError in one line otherwise."""
+    from app.runs.review import ReviewError
+
+    if inputs is not None:
+        if not inputs.is_dir():
+            raise ReviewError(f"{inputs}: --inputs must be the folder the review is of")
+        return inputs
+    name = review_dir.name
+    sibling = review_dir.parent / name[: -len("_review")] if name.endswith("_review") else None
+    if sibling is None or not sibling.is_dir():
+        raise ReviewError(f"{review_dir}: not a review folder beside its inputs (<inputs>_review); give the input "
+                          "folder with --inputs")
+    return sibling
+
+
+def corrected_metrics(review_dir: Path, spec: ModelSpec) -> MetricsFn:
+    """IoU and Dice of a mask against the corrected mask saved for its image in `review_dir` (what a person signed
+    off), None when there is none or it does not fit."""
+    from app.inference.metrics import image_metrics
+    from app.io.references import read_reference
+    from app.runs.review import find_corrected_mask
+
+    n_classes = max(len(spec.classes), 2)
+
+    def measure(item: InputFile, mask: np.ndarray) -> dict[str, float] | None:
+        found = find_corrected_mask(review_dir, item.rel.as_posix())
+        if found is None:
+            return None
+        try:
+            reference = read_reference(found, n_classes)
+        except SegLensError:
+            return None
+        if reference.shape != mask.shape:
+            return None
+        scored = image_metrics(mask, reference, n_classes)
+        return {"iou": scored.iou, "dice": scored.dice}
+
+    return measure
+
+
+def folder_report(model, review_dir: Path, out: Path, *, input_root: Path, identity, spec: ModelSpec,
+                  min_confidence: float | None = None, naming: Naming | None = None,
+                  should_stop: Callable[[], bool] = lambda: False) -> FolderReport:
+    """The HTML review report of every input under `input_root` (as `run` finds them) with the reviews of this
+    model in `review_dir`, written atomically to `out`. `identity` (app.runs.provenance.RunIdentity) goes into the
+    header: model, sidecar and their hashes, the thresholds and the provider."""
+    from app.io.discover import discover
+    from app.runs.review import ReviewLog
+    from app.runs.review_report import write_review_report
+
+    inputs = discover([input_root], exclude=[review_dir])
+    log = ReviewLog.open(review_dir, identity.model_sha256)
+    reviews = {item.rel.as_posix(): log.get(item.rel.as_posix()) for item in inputs}
+    naming = naming or Naming(input_root)
+    items = report_items(model, inputs, spec=spec, reviews=reviews, naming=naming, min_confidence=min_confidence,
+                         metrics=corrected_metrics(review_dir, spec), should_stop=should_stop)
+    where = None if naming.anonymize else os.path.relpath(input_root, out.parent)
+    write_review_report(out, items, model_name=identity.model, model_sha256=identity.model_sha256,
+                        seglens_version=identity.seglens, title=f"SegLens review — {identity.model}", run=identity,
+                        inputs=where)
+    return FolderReport(out, len(items), sum(review is not None for review in reviews.values()),
+                        sum(item.verdict_reason.startswith("not processed:") for item in items))
