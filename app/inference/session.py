@@ -15,6 +15,7 @@ import re
 import time
 import warnings
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -217,7 +218,7 @@ def _create_with_argmax(ort: Any, spec: ModelSpec, providers: list, options: Run
         source, spec = _device_argmax(spec)
         session, load_ms, log_lines = _create(ort, spec, source, providers, options)
         return session, spec, load_ms, log_lines
-    session, load_ms, log_lines = _create(ort, spec, str(spec.path), providers, options)
+    session, load_ms, log_lines = _create(ort, spec, _model_source(spec.path), providers, options)
     on_gpu = session.get_providers()[0] != CPU
     if on_gpu and options.wants_device_argmax(on_gpu=True, fixed_shape=fixed, scores=scores):
         source, spec = _device_argmax(spec)
@@ -265,6 +266,18 @@ def _device_argmax(spec: ModelSpec) -> tuple[bytes, ModelSpec]:
     out = spec.output
     labels = replace(out, name=DEVICE_LABELS_NAME, kind="labels", activation="none")
     return with_device_argmax(spec.path, out.channel_axis), replace(spec, output=labels)
+
+
+def _model_source(path: Path) -> str | bytes:
+    """What InferenceSession is given: the path, or the file's bytes where the path is not valid UTF-8 (Linux file
+    names are bytes; ONNX Runtime takes a UTF-8 string and refused such a path with a pybind11 error). Such a
+    model's external data files, if it has any, are not found from memory: it says so in its one line."""
+    text = str(path)
+    try:
+        text.encode("utf-8")
+        return text
+    except UnicodeEncodeError:
+        return Path(path).read_bytes()
 
 
 def _first_line(exc: BaseException) -> str:

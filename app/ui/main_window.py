@@ -43,7 +43,7 @@ log = logging.getLogger(__name__)
 
 
 class MainWindow(QMainWindow):
-    load_requested = Signal(int, str, str, str)  # generation, model path, device, runtime options
+    load_requested = Signal(int, object, str, str)  # generation, model path (str), device, runtime options
     view_requested = Signal(object)  # messages.ViewRequest, to the inference worker
     # paths travel as `object`: a QString drops a file name's non-UTF-8 bytes (file_list._path)
     overlay_shown = Signal(object)  # path, once its overlay (or top-k) is on screen
@@ -53,7 +53,7 @@ class MainWindow(QMainWindow):
     model_failed = Signal(str)  # message
     run_all_finished = Signal(object, str)  # RunSummary, report path or error
     report_requested = Signal(list, str, object, object, object)  # to the worker's export_report
-    model_b_requested = Signal(str, str, str)  # path ("" = stop comparing), device, runtime options
+    model_b_requested = Signal(object, str, str)  # path (str, "" = stop comparing), device, runtime options
     model_b_changed = Signal(object)  # ModelSummary of model B, None when comparing ended
     model_b_failed = Signal(str)
     compare_all_requested = Signal(list)  # paths, to the worker's compare_all

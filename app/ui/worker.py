@@ -95,7 +95,7 @@ class InferenceWorker(VolumeFillSlots, BatchSlots, QObject):
 
     # -- slots: run on the worker thread ---------------------------------------------------------------
 
-    @Slot(int, str, str, str)
+    @Slot(int, object, str, str)
     def load_model(self, generation: int, model_path: str, device: str, runtime: str) -> None:
         """Build the session here, on the worker thread. `runtime`: "KEY=VALUE;KEY=VALUE" (as --runtime)."""
         from app.errors import SegLensError
@@ -141,7 +141,7 @@ class InferenceWorker(VolumeFillSlots, BatchSlots, QObject):
         # as the session runs it; hashed here, not on the GUI thread (a model is hundreds of MB)
         self.model_ready.emit(generation, ModelSummary(model.spec, model.info, _content_sha256(spec.path)))
 
-    @Slot(str, str, str)
+    @Slot(object, str, str)
     def load_model_b(self, model_path: str, device: str, runtime: str) -> None:
         """Open (and warm) a second session on this thread, for comparing with the first; "" ends comparing.
         Both sessions stay loaded: on a GPU both on the device when its memory allows (else the second one's

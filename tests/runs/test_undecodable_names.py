@@ -31,3 +31,21 @@ def test_png_text_holds_a_name_that_is_not_utf8(tmp_path):
     png = png_with_text(encode_png(np.zeros((2, 2), np.uint8)), {"SegLens": json.dumps({"model": NAME},
                                                                                        ensure_ascii=False)})
     assert json.loads(png_text(png)["SegLens"])["model"] == NAME  # JSON's \\udce9: the name it was
+
+
+def test_the_cli_runs_a_model_and_an_image_whose_paths_are_not_utf8(models, tmp_path, capsys):
+    from conftest import stripes
+    from PIL import Image
+
+    from app.cli import main
+
+    folder = tmp_path / os.fsdecode(b"lot \xe9")
+    folder.mkdir()
+    model = folder / "m.onnx"
+    model.write_bytes(models("rgb_classes").read_bytes())  # ONNX Runtime refused the path (not UTF-8)
+    Image.fromarray(stripes()).save(folder / os.fsdecode(b"caf\xe9.png"))
+    assert main(["run", str(model), str(folder), "--out", str(tmp_path / "out"), "--device", "cpu",
+                 "--no-progress"]) == 0
+    report = (tmp_path / "out" / "seglens_report.csv").read_bytes().decode("utf-8")
+    assert "lot \\xe9/caf\\xe9.png,ok" in report
+    assert (tmp_path / "out" / os.fsdecode(b"caf\xe9_mask.png")).is_file()

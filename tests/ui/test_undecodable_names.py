@@ -120,3 +120,15 @@ def test_the_viewer_log_at_info_names_no_input_path(qtbot, make_main_window, mod
     assert "INFO" in text  # the log was written
     for secret in (PATIENT, "ACC88123X", "good.png", "broken.png", "caf"):
         assert secret not in text, (secret, text)
+
+
+def test_a_model_whose_path_is_not_utf8_loads(qtbot, make_main_window, models, folder, tmp_path):
+    source = models("binary_logits")
+    odd = tmp_path / os.fsdecode(b"mod\xe8le")
+    odd.mkdir()
+    model = odd / source.name
+    model.write_bytes(source.read_bytes())
+    window = make_main_window(model, settings="odd-model.ini")
+    with qtbot.waitSignal(window.overlay_shown, timeout=TIMEOUT):  # was "file not found": the path lost its byte
+        window.add_paths([folder])
+    assert window.state.model is not None and str(window.state.model.spec.path) == str(model)
