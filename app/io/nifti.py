@@ -102,12 +102,15 @@ class _Source:
         self.k_count = int(shape[2]) if len(shape) > 2 else 1
         self.depth = self.k_count * (int(shape[3]) if len(shape) > 3 else 1)
         self._stored: np.ndarray | None = None  # .nii.gz: the whole volume in its stored type, read once
+        self._reading = threading.Lock()  # two threads asking at once decompress it once
 
     def plane(self, index: int) -> np.ndarray:
         t, k = divmod(index, self.k_count)
         where = (slice(None), slice(None), k, t)[:len(self.img.shape)]
         try:
             values = self._gzip_plane(where) if _compressed(self.path) else self.img.dataobj[where]
+        except ImageError:
+            raise
         except MemoryError as exc:
             raise ImageError(f"{self.path}: not enough memory to read this volume") from exc
         except Exception as exc:  # truncated gzip, short file, bad scaling: nibabel raises many kinds
@@ -115,12 +118,10 @@ class _Source:
         return np.ascontiguousarray(np.asarray(values, dtype=np.float32).T)
 
     def _gzip_plane(self, where: tuple) -> np.ndarray:
-        with _lock:
+        with self._reading:
+            if self._stored is None:
+                self._stored = _read_stored(self.path, self.img.dataobj)
             stored = self._stored
-        if stored is None:
-            stored = _read_stored(self.path, self.img.dataobj)
-            with _lock:
-                self._stored = stored
         slope, inter = _scaling(self.img)
         plane = stored[where]
         if (slope, inter) == (1.0, 0.0):

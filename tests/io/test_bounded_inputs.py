@@ -275,3 +275,13 @@ except ImageError as exc:
     assert listed == "1 True"  # one plain input (no volume), whose decoder says why
     assert message == f"{folder / 'frames.dcm'}: 10000000 slices declared; the limit is {MAX_SLICES}"
 
+
+
+def test_a_truncated_compressed_nifti_is_one_line_when_its_slice_is_read(tmp_path):
+    path = tmp_path / "cut.nii.gz"
+    whole = gzip.compress(nifti_header((64, 64, 10)) + bytes(64 * 64 * 10 * 2))
+    path.write_bytes(whole[: len(whole) // 2])
+    volume = nifti_volume(path)  # the header is whole: listed as a volume
+    with pytest.raises(ImageError) as caught:
+        read_slice(volume, 0)
+    assert str(caught.value).startswith(f"{path}: damaged NIfTI data (") and str(caught.value).count(str(path)) == 1
