@@ -141,8 +141,12 @@ def test_the_same_key_gives_the_same_names_and_uids_and_another_key_others(tmp_p
     assert names[0] == names[1] and names[2] != names[0]
 
 
-def test_export_source_needs_anonymize_and_anonymize_refuses_ray(tmp_path, capsys):
+def test_export_source_needs_anonymize_and_anonymize_refuses_ray(tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("SEGLENS_PSEUDONYM_KEY", KEY)
     source, _ = identified_series(tmp_path / "in")
     assert main(["run", "ct_demo", str(source), "--out", str(tmp_path / "o"), "--export", "source"]) == 2
     assert "--export source writes the source series de-identified: it needs --anonymize" in capsys.readouterr().err
+    assert not (tmp_path / "o").exists()
+    assert main(["run", "ct_demo", str(source), "--out", str(tmp_path / "o"), "--anonymize", "--ray"]) == 2
+    assert "error: --anonymize with --ray is not supported yet" in capsys.readouterr().err
     assert not (tmp_path / "o").exists()
