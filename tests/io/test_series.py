@@ -232,7 +232,7 @@ def _point_records_at(dicomdir: Path, targets: list) -> None:
     """Rewrite the IMAGE records of `dicomdir` to reference `targets` (ReferencedFileID components), in turn."""
     ds = pydicom.dcmread(dicomdir)
     images = [r for r in ds.DirectoryRecordSequence if r.DirectoryRecordType == "IMAGE"]
-    for record, target in zip(images, targets):  # the rest stay in the folder
+    for record, target in zip(images, targets, strict=False):  # the rest stay in the folder
         record.ReferencedFileID = target
     ds.save_as(dicomdir)
 
