@@ -322,7 +322,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
     from app.inference.spec import load_spec
     from app.inference.telemetry import gpu_memory
     from app.io.discover import discover
-    from app.runs.bench import bench, format_report, raw_limit, synthetic_images
+    from app.runs.bench import bench, format_report, image_inputs, raw_limit, synthetic_images
 
     spec = load_spec(resolved_model(args.model), args.config)
     device_index = args.device.device_id if args.device.kind == "cuda" else 0
@@ -330,6 +330,10 @@ def cmd_bench(args: argparse.Namespace) -> int:
     model = open_session(spec, args.device, runtime=_runtime(args))
     with tempfile.TemporaryDirectory(prefix="seglens-bench-images-") as scratch:
         inputs = discover([args.images]) if args.images else synthetic_images(Path(scratch), args.size or (1080, 1920))
+        inputs, left_out = image_inputs(inputs)
+        if left_out:
+            print(f"note: {left_out} NIfTI or multi-frame volume(s) left out: bench times one picture at a time "
+                  "(run --per-slice times a volume's slices)", file=sys.stderr)
         if not inputs:
             print(f"error: no images found in {_shown(args.images)}", file=sys.stderr)
             return EXIT_USAGE

@@ -75,6 +75,23 @@ def synthetic_images(folder: Path, size: tuple[int, int], count: int = 8, seed: 
     return files
 
 
+def image_inputs(inputs: list[InputFile]) -> tuple[list[InputFile], int]:
+    """(the inputs bench times one picture at a time, how many were left out): images as they are, a DICOM series
+    as its slice files (each one a DICOM image; handed over whole, the series' `<folder>/<SeriesInstanceUID>` was
+    "file not found"); a NIfTI or multi-frame volume has no file per slice and is left out."""
+    images: list[InputFile] = []
+    left_out = 0
+    for item in inputs:
+        volume = item.volume
+        if volume is None:
+            images.append(item)
+        elif volume.kind == "dicom":
+            images.extend(InputFile(ref.path, item.rel.parent / ref.path.name) for ref in volume.slices)
+        else:
+            left_out += 1
+    return images, left_out
+
+
 def raw_limit(model: ModelSession, inputs: list[InputFile], runs: int) -> Stats:
     """session.run on prepared tensors, cycling through the inputs `runs` times in all (a tiled image: all its
     tile batches, one image)."""
