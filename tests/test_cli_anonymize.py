@@ -29,7 +29,7 @@ IDENTITY = {
     "PatientComments": "prefers Dr Wilson", "StudyDescription": "CT CHEST Elsewhere",
 }
 # what must not be found: every value above, each part of the names, and the folders the series lies in
-NEEDLES = {*IDENTITY.values(), "DOE", "JANE", "HOUSE", "GREGORY", "RATCHED", "MILDRED", "Wilson", "pacs_export",
+NEEDLES = {*IDENTITY.values(), "ELSEWHERE_CT7", "DOE", "JANE", "HOUSE", "GREGORY", "RATCHED", "MILDRED", "Wilson", "pacs_export",
            "PID-0042"}
 
 
@@ -43,6 +43,7 @@ def identified_series(root: Path) -> tuple[Path, list[Path]]:
         ds = pydicom.dcmread(path)
         for keyword, value in IDENTITY.items():
             setattr(ds, keyword, value)
+        ds.file_meta.SourceApplicationEntityTitle = "ELSEWHERE_CT7"
         block = ds.private_block(0x0019, "ACME PACS", create=True)
         block.add_new(0x10, "LO", "DOE JANE 19631117")
         ds.save_as(path)

@@ -116,6 +116,7 @@ class Deidentifier:
         from dicognito.anonymizer import Anonymizer
 
         _unshare_items(dataset)
+        _clean_file_meta(dataset)
         dataset.remove_private_tags()
         _drop_overlays(dataset)
         _empty_unreadable_dates(dataset)
@@ -232,6 +233,18 @@ def _unshare_items(dataset) -> None:
                 visit(item)
 
     visit(dataset)
+
+
+_FILE_META_KEPT = frozenset(range(0x00020000, 0x00020014))  # group length … implementation version name
+
+
+def _clean_file_meta(dataset) -> None:
+    """The file meta's AE titles, presentation addresses and private information (a source file's may name the
+    sending station or site) go; SOP class and instance, transfer syntax and implementation stay."""
+    meta = getattr(dataset, "file_meta", None)
+    if meta is not None:
+        for tag in [element.tag for element in meta if int(element.tag) not in _FILE_META_KEPT]:
+            del meta[tag]
 
 
 def _drop_overlays(dataset) -> None:
