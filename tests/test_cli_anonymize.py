@@ -29,8 +29,8 @@ IDENTITY = {
     "PatientComments": "prefers Dr Wilson", "StudyDescription": "CT CHEST Elsewhere",
 }
 # what must not be found: every value above, each part of the names, and the folders the series lies in
-NEEDLES = {*IDENTITY.values(), "ELSEWHERE_CT7", "DOE", "JANE", "HOUSE", "GREGORY", "RATCHED", "MILDRED", "Wilson", "pacs_export",
-           "PID-0042"}
+NEEDLES = {*IDENTITY.values(), "ELSEWHERE_CT7", "DOE", "JANE", "HOUSE", "GREGORY", "RATCHED", "MILDRED", "Wilson",
+           "pacs_export", "PID-0042"}
 
 
 def identified_series(root: Path) -> tuple[Path, list[Path]]:
