@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
@@ -61,3 +62,27 @@ def icons_dir() -> Path:
 def icon_files() -> list[Path]:
     """The window icon's PNG files, smallest first (empty when the icons were not installed)."""
     return sorted(icons_dir().glob("seglens-*.png"), key=lambda p: int(p.stem.rsplit("-", 1)[-1]))
+
+
+_BYTES = "fs-bytes:"  # no absolute path starts so
+
+
+def setting_text(path: str | Path) -> str:
+    """`path` as a settings value: itself, or — where it is not valid UTF-8 (Linux file names are bytes, and a
+    QString drops those that do not decode) — `fs-bytes:` and the name's bytes in hex; `setting_path` reverses it."""
+    text = str(path)
+    try:
+        text.encode("utf-8")
+        return text
+    except UnicodeEncodeError:
+        return _BYTES + os.fsencode(text).hex()
+
+
+def setting_path(text: str) -> str:
+    """The path a settings value (`setting_text`) stands for."""
+    if text.startswith(_BYTES):
+        try:
+            return os.fsdecode(bytes.fromhex(text[len(_BYTES):]))
+        except ValueError:  # edited by hand: taken as it is
+            return text
+    return text

@@ -16,6 +16,8 @@ from typing import TYPE_CHECKING
 
 from PySide6.QtCore import QObject, Signal
 
+from app.paths import setting_path, setting_text
+
 if TYPE_CHECKING:
     from PySide6.QtCore import QSettings
     from PySide6.QtGui import QAction
@@ -34,7 +36,7 @@ class RecentList:
 
     def items(self) -> list[str]:
         value = self.settings.value(self.key, [], list)
-        return [str(v) for v in value if str(v)][:MAX_RECENT]
+        return [setting_path(str(v)) for v in value if str(v)][:MAX_RECENT]
 
     def add(self, path: str | Path) -> None:
         text = os.path.abspath(str(path))
@@ -54,7 +56,7 @@ class RecentList:
     def _save(self, paths: list[str]) -> None:
         if not self.writable():
             return
-        self.settings.setValue(self.key, paths[:MAX_RECENT])
+        self.settings.setValue(self.key, [setting_text(p) for p in paths[:MAX_RECENT]])  # a QString drops bytes
         self.settings.sync()
 
 

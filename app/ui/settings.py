@@ -8,6 +8,7 @@ import math
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from app.paths import setting_path, setting_text
 from app.ui.view_state import DisplayMode
 
 if TYPE_CHECKING:
@@ -34,7 +35,7 @@ def restore(window: MainWindow, settings: QSettings) -> None:
 
 def model(settings: QSettings) -> Path | None:
     value = settings.value("model", "", str)
-    return Path(value) if value else None
+    return Path(setting_path(value)) if value else None
 
 
 def device(settings: QSettings) -> str:
@@ -49,7 +50,7 @@ def save(window: MainWindow, settings: QSettings) -> None:
     settings.setValue("device", window.device)
     settings.setValue("toolbar", window.toolbar.toggleViewAction().isChecked())
     if window.model_path:
-        settings.setValue("model", str(window.model_path))
+        settings.setValue("model", setting_text(window.model_path))  # a path that is not UTF-8 kept whole
     settings.sync()
 
 

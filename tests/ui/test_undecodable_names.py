@@ -132,3 +132,31 @@ def test_a_model_whose_path_is_not_utf8_loads(qtbot, make_main_window, models, f
     with qtbot.waitSignal(window.overlay_shown, timeout=TIMEOUT):  # was "file not found": the path lost its byte
         window.add_paths([folder])
     assert window.state.model is not None and str(window.state.model.spec.path) == str(model)
+
+
+def test_recent_lists_and_the_last_model_keep_a_path_that_is_not_utf8(tmp_path):
+    from PySide6.QtCore import QSettings
+
+    from app.ui.recent import RecentList
+
+    settings = QSettings(str(tmp_path / "recent.ini"), QSettings.Format.IniFormat)
+    odd = str(tmp_path / NAME)
+    recent = RecentList(settings, "recent/inputs")
+    recent.add(odd)
+    recent.add(tmp_path / "plain.png")
+    again = RecentList(QSettings(str(tmp_path / "recent.ini"), QSettings.Format.IniFormat), "recent/inputs")
+    assert again.items() == [str(tmp_path / "plain.png"), odd]  # the byte was dropped: a path that is not there
+
+
+def test_the_last_model_is_remembered_whole_when_its_path_is_not_utf8(tmp_path):
+    from types import SimpleNamespace
+
+    from PySide6.QtCore import QSettings
+
+    from app.ui import settings as window_settings
+
+    store = QSettings(str(tmp_path / "model.ini"), QSettings.Format.IniFormat)
+    odd = tmp_path / NAME.replace(".png", ".onnx")
+    store.setValue("model", window_settings.setting_text(odd))
+    assert window_settings.model(QSettings(str(tmp_path / "model.ini"), QSettings.Format.IniFormat)) == odd
+    assert window_settings.model(SimpleNamespace(value=lambda *a: "/models/plain.onnx")) == Path("/models/plain.onnx")
