@@ -160,3 +160,27 @@ def test_the_last_model_is_remembered_whole_when_its_path_is_not_utf8(tmp_path):
     store.setValue("model", window_settings.setting_text(odd))
     assert window_settings.model(QSettings(str(tmp_path / "model.ini"), QSettings.Format.IniFormat)) == odd
     assert window_settings.model(SimpleNamespace(value=lambda *a: "/models/plain.onnx")) == Path("/models/plain.onnx")
+
+
+def test_the_uncaught_exception_hook_logs_no_path_above_debug(qtbot, caplog, monkeypatch):
+    """The viewer's KeyError on such a folder went to the log, path and all, at CRITICAL."""
+    import logging
+
+    from PySide6.QtCore import qInstallMessageHandler
+
+    from app.ui import app as ui_app
+
+    monkeypatch.setattr(sys, "excepthook", sys.excepthook)  # put back after the test
+    ui_app._install_error_handlers(None)
+    secret = "/data/DOE^JANE_PID-0042/caf.png"
+    caplog.set_level(logging.DEBUG)
+    try:
+        {}[secret]
+    except KeyError as exc:
+        sys.excepthook(KeyError, exc, exc.__traceback__)
+    finally:
+        qInstallMessageHandler(None)  # Qt's own handler again for the tests after this one
+    above = [r for r in caplog.records if r.levelno > logging.DEBUG]
+    assert [r.levelname for r in above] == ["CRITICAL"] and "KeyError" in above[0].getMessage()
+    assert all(secret not in r.getMessage() and not r.exc_info for r in above)
+    assert any(secret in r.getMessage() for r in caplog.records if r.levelno == logging.DEBUG)  # kept for DEBUG
