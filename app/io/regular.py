@@ -27,6 +27,9 @@ class NotRegularFile(OSError):
     def __init__(self, path: str | os.PathLike, what: str) -> None:
         super().__init__(errno.EINVAL, f"not a regular file: {what}", os.fspath(path))
 
+    def __str__(self) -> str:  # what a message quotes: the problem, not `[Errno 22] … '<path>'`
+        return str(self.strerror)
+
 
 def kind_of(mode: int) -> str | None:
     """What a stat mode is when it is not a regular file ("a named pipe (FIFO)"), None for a regular file."""
@@ -49,6 +52,13 @@ def open_regular(path: str | os.PathLike) -> BinaryIO:
     except BaseException:
         os.close(fd)
         raise
+
+
+def read_regular(path: str | os.PathLike) -> bytes:
+    """The whole of a regular file (`open_regular`'s rules): for SegLens's own state files (a run record, a lock,
+    a review log), which a FIFO planted under their name must not turn into a hang."""
+    with open_regular(path) as handle:
+        return handle.read()
 
 
 def regular_problem(path: Path) -> str | None:

@@ -17,6 +17,7 @@ import time
 from pathlib import Path
 
 from app.errors import OutputError
+from app.io.regular import read_regular
 
 LOCK_NAME = ".seglens-run.lock"
 
@@ -70,7 +71,7 @@ class OutputLock:
 
     def _owner(self) -> dict | None:
         try:
-            owner = json.loads(self.path.read_text(encoding="utf-8"))
+            owner = json.loads(read_regular(self.path).decode("utf-8"))  # a FIFO there: stale, not a hang
         except (OSError, ValueError):
             return None  # unreadable or half-written by a run that died at once: stale
         return owner if isinstance(owner, dict) else None

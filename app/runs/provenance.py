@@ -22,6 +22,7 @@ from app.inference.describe import spec_dict
 from app.inference.session import SessionInfo
 from app.inference.spec import ModelSpec
 from app.io.files import atomic_write, file_sha256, png_text
+from app.io.regular import read_regular
 
 SHORT = 12  # hex digits of a hash in messages and PNG text chunks
 PNG_KEY = "SegLens"  # the PNG text keyword holding a run's provenance (compact JSON)
@@ -150,7 +151,7 @@ def resume_problem(report: Path, identity: RunIdentity) -> str | None:
     """Why the rows of the earlier run at `report` must not be carried into this one (one line), or None."""
     path = record_path(report)
     try:
-        earlier = json.loads(path.read_text(encoding="utf-8"))
+        earlier = json.loads(read_regular(path).decode("utf-8"))
     except FileNotFoundError:
         return (f"{path.name} is missing: nothing says which model made the earlier rows (an older SegLens, or "
                 "no earlier run)") if _has_rows(report) else None

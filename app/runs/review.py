@@ -25,6 +25,7 @@ import numpy as np
 from app.errors import SegLensError
 from app.io.discover import safe_name
 from app.io.files import atomic_write, encode_png, png_text, png_with_text
+from app.io.regular import read_regular
 from app.runs.outputs import path_text
 
 STATES = ("unreviewed", "accepted", "rejected", "corrected")
@@ -232,7 +233,7 @@ def _from_cell(cell: str) -> str:
 
 def _read_rows(path: Path) -> dict[tuple[str, str], Review]:
     try:
-        text = path.read_bytes().decode("utf-8-sig")
+        text = read_regular(path).decode("utf-8-sig")
     except FileNotFoundError:
         return {}
     except UnicodeDecodeError as exc:

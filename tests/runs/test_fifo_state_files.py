@@ -1,0 +1,59 @@
+"""State files SegLens reads back from an output or review folder (the run record `--resume` checks, the run lock's
+owner, the review log) are opened only as regular files, without blocking (issue 24, §3): a FIFO planted under
+one of those names waited for a writer for ever."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+from conftest import REPO
+
+pytestmark = pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="named pipes are POSIX")
+
+
+def child(code: str) -> str:
+    done = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=30)
+    assert done.returncode == 0, done.stderr
+    return done.stdout.strip()
+
+
+def test_a_fifo_run_record_is_one_line_for_resume(tmp_path):
+    report = tmp_path / "seglens_report.csv"
+    os.mkfifo(tmp_path / "seglens_report.csv.run.json")
+    out = child(f"""
+from pathlib import Path
+from app.runs.provenance import resume_problem
+print(resume_problem(Path({str(report)!r}), None))
+""")  # before: read_text() waited for a writer
+    assert out == f"{tmp_path / 'seglens_report.csv.run.json'}: unreadable (not a regular file: a named pipe (FIFO))"
+
+
+def test_a_fifo_under_the_lock_name_is_taken_for_a_stale_lock(tmp_path):
+    from app.runs.lock import LOCK_NAME
+
+    os.mkfifo(tmp_path / LOCK_NAME)
+    out = child(f"""
+from pathlib import Path
+from app.runs.lock import OutputLock
+lock = OutputLock(Path({str(tmp_path)!r}))
+print(lock._owner())
+""")
+    assert out == "None"
+
+
+def test_a_fifo_review_log_is_one_line(tmp_path):
+    from app.runs.review import REVIEW_FILE
+
+    os.mkfifo(tmp_path / REVIEW_FILE)
+    out = child(f"""
+from pathlib import Path
+from app.runs.review import ReviewLog, ReviewError
+try:
+    ReviewLog.open(Path({str(tmp_path)!r}), "0" * 64)
+except ReviewError as exc:
+    print(exc)
+""")
+    assert out == f"{tmp_path / REVIEW_FILE}: cannot read (not a regular file: a named pipe (FIFO))"
