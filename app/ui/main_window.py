@@ -208,7 +208,7 @@ class MainWindow(QMainWindow):
     def _on_model_failed(self, generation: int, message: str) -> None:
         if not self.state.model_failed(generation):
             return
-        log.error("model failed: %s", message)
+        private(log, logging.ERROR, self.model_path, f"model failed: {message}")  # its folder only at DEBUG
         self.status.show_failure(message)
         self.status.showMessage(f"Model error: {message}", 15000)
         self.panel.show_model_error(message)
