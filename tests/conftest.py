@@ -10,6 +10,8 @@ import pytest
 
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 os.environ.setdefault("SEGLENS_LOG_DIR", tempfile.mkdtemp(prefix="seglens-test-logs-"))  # not the user's folder
+# nor the user's config folder: an --anonymize test without SEGLENS_PSEUDONYM_KEY makes its pseudonym.key here
+os.environ["XDG_CONFIG_HOME"] = tempfile.mkdtemp(prefix="seglens-test-config-")
 sys.path.insert(0, str(Path(__file__).parent))  # tests/onnx_factory.py (models built on the fly)
 
 import onnx_factory

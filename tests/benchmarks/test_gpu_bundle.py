@@ -92,6 +92,7 @@ def test_every_printed_call_stays_under_the_device_limit():
     assert sum(c["timeout_s"] for c in sequence) < 15 * 60  # the whole lease
 
 
+@pytest.mark.slow  # re-packs and pip-installs onnxruntime into a scratch site: ~35 s
 def test_parts_reassemble_into_an_importable_gpu_onnxruntime(offline_wheels, tmp_path, monkeypatch):
     bundle, stage, site = tmp_path / "bundle", tmp_path / "stage", tmp_path / "site"
     bundle.mkdir()

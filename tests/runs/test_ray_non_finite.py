@@ -13,6 +13,7 @@ from PIL import Image
 from app.cli import main
 
 ray = pytest.importorskip("ray")
+pytestmark = pytest.mark.slow  # a local Ray instance per module: seconds to start, ~40 s in all
 
 
 @pytest.fixture(scope="module")

@@ -20,6 +20,7 @@ from PIL import Image
 from app.cli import main
 
 ray = pytest.importorskip("ray")
+pytestmark = pytest.mark.slow  # a local Ray instance per module: seconds to start, ~40 s in all
 REPO = Path(__file__).resolve().parents[2]
 
 
