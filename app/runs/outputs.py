@@ -97,7 +97,11 @@ def report_columns(spec: ModelSpec, extra: Sequence[str] = ()) -> list[str]:
     classes, top = _task_columns(spec)
     per_task = top if spec.task == "classification" else [*classes, "pixels_other"]
     return ["path", "status", "task", "provider", "width", "height", *VERDICT_COLUMNS, *per_task, *extra,
-            *(f"{stage}_ms" for stage in STAGES), "warning", "error"]
+            *(f"{stage}_ms" for stage in STAGES), *TRAILING_COLUMNS]
+
+
+# the last columns of every report row, after the timings (a Ray run puts its `node` column before the timings)
+TRAILING_COLUMNS = ("warning", "error")
 
 
 

@@ -238,8 +238,9 @@ class _Driver:
 def _with_node(row: list[str], node: str) -> list[str]:
     """The actor's row with the node column put in its place: after the extra columns, before the timings."""
     from app.inference.pipeline import STAGES
+    from app.runs.outputs import TRAILING_COLUMNS
 
-    cut = len(row) - len(STAGES) - 1
+    cut = len(row) - len(STAGES) - len(TRAILING_COLUMNS)
     return [*row[:cut], node, *row[cut:]]
 
 
