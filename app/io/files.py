@@ -18,6 +18,7 @@ import cv2
 import numpy as np
 
 from app.errors import OutputError
+from app.io.regular import read_regular
 
 
 def atomic_write(path: Path, data: bytes) -> None:
@@ -158,7 +159,7 @@ def _text_chunk(key: str, value: str) -> bytes:
 def png_text(source: bytes | Path) -> dict[str, str]:
     """The `tEXt`, `zTXt` and `iTXt` items of a PNG (bytes or a file), in file order; chunks whose CRC does
     not match are skipped. What tests and tools read SegLens's provenance back with."""
-    data = source if isinstance(source, bytes) else Path(source).read_bytes()
+    data = source if isinstance(source, bytes) else read_regular(source)  # a FIFO: NotRegularFile, never a wait
     if data[:8] != _PNG_SIGNATURE:
         raise ValueError("not a PNG")
     items, at = {}, 8

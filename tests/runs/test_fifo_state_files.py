@@ -57,3 +57,21 @@ except ReviewError as exc:
     print(exc)
 """)
     assert out == f"{tmp_path / REVIEW_FILE}: cannot read (not a regular file: a named pipe (FIFO))"
+
+
+def test_a_fifo_where_a_corrected_mask_goes_is_refused_not_read(tmp_path):
+    from app.runs.review import corrected_mask_path
+
+    target = corrected_mask_path(tmp_path, "x.png")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    os.mkfifo(target)
+    out = child(f"""
+from pathlib import Path
+import numpy as np
+from app.runs.review import ReviewError, save_corrected_mask
+try:
+    save_corrected_mask(Path({str(tmp_path)!r}), "x.png", np.zeros((4, 4), np.uint8))
+except ReviewError as exc:
+    print(exc)
+""")  # before: its PNG text was read to see whether SegLens wrote it, which waited for a writer
+    assert out == f"{target}: refusing to replace a file that is not a SegLens corrected mask"
