@@ -135,7 +135,7 @@ def load_spec(model_path: str | Path, sidecar: str | Path | None = None) -> Mode
     path = Path(model_path)
     if sidecar is not None:
         sidecar_path: Path | None = Path(sidecar)
-        if not sidecar_path.is_file():
+        if not sidecar_path.exists():  # a FIFO or folder goes on to be refused by name (not "not found")
             raise SidecarError(f"{sidecar_path}: sidecar file not found")
     else:
         sidecar_path = find_sidecar(path)

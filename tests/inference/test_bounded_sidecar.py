@@ -63,6 +63,17 @@ def test_a_fifo_sidecar_is_refused_not_skipped(models):
     assert message.startswith(str(model.with_suffix(".yaml"))) and "not a regular file: a named pipe" in message
 
 
+@needs_fifo
+def test_a_fifo_or_folder_given_as_the_sidecar_is_named_for_what_it_is(models, tmp_path):
+    model = models("classifier")
+    os.mkfifo(tmp_path / "side.yaml")
+    (tmp_path / "dir.yaml").mkdir()
+    for name, what in (("side.yaml", "a named pipe (FIFO)"), ("dir.yaml", "a folder")):
+        with pytest.raises(SidecarError) as caught:  # before: "sidecar file not found"
+            load_spec(model, tmp_path / name)
+        assert str(caught.value) == f"{tmp_path / name}: cannot read sidecar (not a regular file: {what})"
+
+
 def test_read_at_most_refuses_a_device_without_reading_it():
     with pytest.raises(NotRegularFile, match="a character device"):
         read_at_most("/dev/zero", 10)  # type: ignore[arg-type]
