@@ -8,6 +8,7 @@ once from the list alone; an entry is greyed when its answer comes (or at once, 
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
 from collections.abc import Callable, Iterable
@@ -92,7 +93,8 @@ class ExistenceChecker(QObject):
             there = True
         with self._lock:
             self._pending.discard(path)
-        self.checked.emit(path, there)  # queued to the checker's thread
+        with contextlib.suppress(RuntimeError):  # the menu (and this checker) went while the stat hung
+            self.checked.emit(path, there)  # queued to the checker's thread
 
     def _answered(self, path: str, there: bool) -> None:
         self.known[path] = there
