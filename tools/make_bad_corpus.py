@@ -4,7 +4,8 @@
 
 Writes good images in odd forms (wrong extension, CMYK, palette, RGBA, 16-bit, EXIF-rotated, non-ASCII names,
 multi-page, tiny) and bad files (empty, truncated, text or random bytes with image extensions, a huge header,
-broken DICOMs, a dangling symlink, a symlink loop). Returns {file name: expected problem or None}.
+broken DICOMs, a NIfTI header declaring 9 M slices in 368 bytes, named pipes, a dangling symlink, a symlink
+loop). Returns {file name: expected problem or None}.
 """
 
 from __future__ import annotations
@@ -33,6 +34,19 @@ def _huge_png_header(width: int, height: int) -> bytes:
     ihdr = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)
     chunk = struct.pack(">I", len(ihdr)) + b"IHDR" + ihdr + struct.pack(">I", zlib.crc32(b"IHDR" + ihdr))
     return b"\x89PNG\r\n\x1a\n" + chunk + b"\x00\x00\x00\x00IEND\xaeB`\x82"
+
+
+def _nifti_header(*shape: int) -> bytes:
+    """A NIfTI-1 header (348 bytes + the 4-byte extension flag) declaring int16 voxels of `shape`, from offset 352."""
+    dims = [len(shape), *shape] + [1] * (7 - len(shape))
+    header = bytearray(348)
+    struct.pack_into("<i", header, 0, 348)
+    struct.pack_into("<8h", header, 40, *dims)
+    struct.pack_into("<hh", header, 70, 4, 16)  # datatype int16, 16 bits per voxel
+    struct.pack_into("<8f", header, 76, 1.0, *([1.0] * 7))  # pixdim
+    struct.pack_into("<f", header, 108, 352.0)  # vox_offset
+    header[344:348] = b"n+1\0"
+    return bytes(header) + b"\0" * 4
 
 
 def make_corpus(out: Path) -> dict[str, str | None]:
@@ -96,6 +110,11 @@ def make_corpus(out: Path) -> dict[str, str | None]:
     bad("zeros.dcm", b"\x00" * 300, "not a valid DICOM")
     bad("preamble_only.dcm", b"\x00" * 128 + b"DICM", "DICOM")
     bad("bmp_bad_header.bmp", b"BM" + b"\xff" * 60, "image")
+    bad("declares_9M_slices.nii", _nifti_header(1, 1, 3000, 3000) + b"\0" * 16, "9000000 slices declared")
+    if hasattr(os, "mkfifo"):  # a named pipe: opened for reading, it waits for a writer for ever
+        os.mkfifo(out / "named_pipe.png")
+        expected["named_pipe.png"] = "not a regular file: a named pipe (FIFO)"
+        os.mkfifo(out / "named_pipe")  # no extension: looked at for a DICOM marker, never opened to block
     (out / "folder.png").mkdir(exist_ok=True)  # a folder with an image extension: walked, not read
     good("folder.png/inside.png", png)
     try:
