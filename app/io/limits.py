@@ -29,7 +29,9 @@ def image_bytes_limit(max_pixels: int) -> int:
 
 
 def size_text(n_bytes: int) -> str:
-    """`315 MB`, `1.2 GB`: a size for an error line."""
+    """`452 bytes`, `2.9 MB`, `315 MB`, `1.2 GB`: a size for an error line."""
+    if n_bytes < 100_000:
+        return f"{n_bytes} bytes"
     if n_bytes >= 1e9:
         return f"{n_bytes / 1e9:.1f} GB"
     return f"{n_bytes / 1e6:.0f} MB" if n_bytes >= 1e7 else f"{n_bytes / 1e6:.1f} MB"

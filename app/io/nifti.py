@@ -183,11 +183,11 @@ def _check_declared(path: Path, img, shape: tuple[int, ...], *, max_pixels: int)
     check_decoded(path, shape, decoded.itemsize, volume_bytes_limit(max_pixels), dtype=decoded.name,
                   what="volume")
     if not _compressed(path):
-        declared = int(img.dataobj.offset) + stored.itemsize * int(np.prod(shape, dtype=np.int64))
+        offset, voxels = int(img.dataobj.offset), stored.itemsize * int(np.prod(shape, dtype=np.int64))
         held = path.stat().st_size
-        if held < declared:
-            raise ImageError(f"{path}: damaged NIfTI data (the header declares {size_text(declared)} of voxels, "
-                             f"the file holds {size_text(held)})")
+        if held < offset + voxels:
+            raise ImageError(f"{path}: damaged NIfTI data (the header declares {size_text(voxels)} of voxels from "
+                             f"byte {offset}; the file holds {size_text(held)})")
 
 
 def _scaling(img) -> tuple[float, float]:
