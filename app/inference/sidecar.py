@@ -337,7 +337,7 @@ def _verdict_rule(index: int, item: Any) -> dict[str, Any]:
 
 
 _SCHEMA: dict[str, Any] = {
-    "name": nonempty_text,
+    "name": class_name,  # the model's name reaches DICOM descriptions and the terminal as class names do
     "task": choice("segmentation", "classification"),
     "input": {
         "size": _size,

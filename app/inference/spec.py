@@ -25,6 +25,7 @@ from app.inference.onnx_graph import GraphInfo, TensorInfo, read_graph
 from app.inference.shapes import anomaly_outputs, channel_axis, image_layout
 from app.inference.sidecar import MAX_SIDE, UNSET_COLOR, find_sidecar, load_sidecar
 from app.inference.tiling import TileSpec, tile_spec_from, untileable
+from app.inference.validators import visible
 from app.inference.verdict import Rule, ScoreRule, resolve_rules
 from app.io.render import PALETTE
 
@@ -225,8 +226,8 @@ class _Builder:
 
     def _default_name(self) -> tuple[str, str]:
         for key in ("name", "model_name", "title"):
-            if self.graph.metadata.get(key, "").strip():
-                return self.graph.metadata[key].strip(), "metadata"
+            if self.graph.metadata.get(key, "").strip():  # untrusted: a control character is spelt out
+                return visible(self.graph.metadata[key].strip()), "metadata"
         return self.path.stem.replace("_", " "), "default"
 
     def _input(self) -> InputSpec:

@@ -140,6 +140,14 @@ def test_control_characters_in_metadata_names_are_made_visible(models):
     assert names == ("red", "gr\\x1been", "blue")
 
 
+def test_control_characters_in_the_model_name_are_refused_or_spelt_out(models):
+    model = models("rgb_classes", metadata={"name": "seg\x1b[31mmodel"})
+    assert load_spec(model).name == "seg\\x1b[31mmodel"  # metadata: spelt out
+    model.with_suffix(".yaml").write_text('name: "seg\\x07model"\n')
+    message = load_error(model)  # the sidecar: refused, naming the key
+    assert "'name'" in message and "control character" in message
+
+
 def test_a_first_line_in_brackets_is_a_label_not_json(tmp_path):
     path = tmp_path / "labels.txt"
     path.write_text("[unlabelled]\ncat\ndog\n")
