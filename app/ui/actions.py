@@ -228,8 +228,13 @@ def report_dialog(window: MainWindow) -> None:
     folder = window.reviewer.log.folder
     path, _ = QFileDialog.getSaveFileName(window, "Export review report", str(folder / default_report_name(folder)),
                                           "HTML (*.html)")
-    if path:
-        window.export_review_report(path)
+    if not path:
+        return
+    from app.ui.report_options import ReportOptionsDialog
+
+    options = ReportOptionsDialog(volumes=window.reviewer.listed_volumes(), parent=window)
+    if options.exec():
+        window.export_review_report(path, **options.options())
 
 
 def reference_dialog(window: MainWindow) -> None:

@@ -52,7 +52,7 @@ class MainWindow(QMainWindow):
     model_changed = Signal(object)  # ModelSummary
     model_failed = Signal(str)  # message
     run_all_finished = Signal(object, str)  # RunSummary, report path or error
-    report_requested = Signal(list, str, object, object, object)  # to the worker's export_report
+    report_requested = Signal(object)  # a ReportRequest, to the worker's export_report
     model_b_requested = Signal(object, str, str)  # path (str, "" = stop comparing), device, runtime options
     model_b_changed = Signal(object)  # ModelSummary of model B, None when comparing ended
     model_b_failed = Signal(str)
@@ -340,8 +340,9 @@ class MainWindow(QMainWindow):
         self.status.showMessage(f"Not comparing: {message}", 20000)
         self.model_b_failed.emit(message)
 
-    def export_review_report(self, path: str | Path | None = None) -> None:
-        """Write the HTML review report of the listed images (default: beside the review log); report_finished."""
+    def export_review_report(self, path: str | Path | None = None, *, anonymize: bool | None = None) -> None:
+        """Write the HTML review report of the listed images (default: beside the review log); report_finished.
+        `anonymize`: rows by their pseudonyms, no patient or folder name (None: on when a volume is listed)."""
         log_ = self.reviewer.log
         if log_ is None:
             self.status.showMessage("No review log: open images and wait for the model", 8000)
@@ -349,10 +350,11 @@ class MainWindow(QMainWindow):
         from app.ui.report_export import default_report_name
 
         target = Path(path) if path else log_.folder / default_report_name(log_.folder)
-        request = self.reviewer.report_request(target)
+        request = self.reviewer.report_request(target, self.state.tuning, anonymize=anonymize)
         if request is not None:
-            self.status.showMessage(f"Writing the review report of {len(request[0])} image(s)…")
-            self.report_requested.emit(request[0], request[1], self.state.tuning, request[2], request[3])
+            de_identified = ", de-identified" if request.anonymize else ""
+            self.status.showMessage(f"Writing the review report of {len(request.entries)} image(s){de_identified}…")
+            self.report_requested.emit(request)
 
     def _on_report(self, ok: bool, message: str) -> None:
         self.status.showMessage(f"Review report written: {message}" if ok else f"Review report not written: "

@@ -20,7 +20,9 @@ if TYPE_CHECKING:
     from app.inference.spec import ModelSpec
     from app.inference.tuning import Judgement
     from app.inference.verdict import Verdict
+    from app.io.volumes import Volume
     from app.runs.metrics_report import Scored
+    from app.runs.review import Review
 
 Window = tuple[float, float]  # display window (center, width) in the image's real values (HU, 16-bit counts)
 
@@ -168,3 +170,29 @@ class WindowedImage:
     key: ViewKey
     window: Window
     image: QImage
+
+
+@dataclass(frozen=True)
+class ReportEntry:
+    """One listed input of File ▸ Export review report: its path, its name relative to the input folder (what
+    its review is kept by) and, for a DICOM series or NIfTI file, its volume."""
+
+    path: str
+    rel: str
+    volume: Volume | None = None
+
+
+@dataclass(frozen=True)
+class ReportRequest:
+    """The window asks the worker for the HTML review report of `entries`, written to `report_path`, with the
+    reader's tuning, the reviews by relative name and the model's identity for the header. `anonymize`: rows
+    named by their pseudonyms, with no patient, folder or file name (as `seglens-cli report --anonymize`)."""
+
+    entries: tuple[ReportEntry, ...]
+    report_path: str
+    tuning: Tuning
+    reviews: dict[str, Review | None]
+    model_name: str
+    model_sha256: str
+    seglens_version: str
+    anonymize: bool = False

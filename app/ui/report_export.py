@@ -4,7 +4,7 @@ references, and app.runs.review_report writes the self-contained HTML file."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from app.inference.tuning import with_score_limit
@@ -12,18 +12,19 @@ from app.io.discover import InputFile
 from app.runs.review_items import Naming
 from app.runs.review_items import report_items as review_rows
 from app.runs.review_report import ReportItem
+from app.ui.messages import ReportEntry
 
 
-def report_items(model, entries: list[tuple], tuning, reviews: dict, *, references: dict,
-                 min_confidence: float | None = None,
-                 should_stop: Callable[[], bool] = lambda: False) -> list[ReportItem]:
-    """A ReportItem per entry (path, rel) or (path, rel, volume); an input that cannot be read or run still gets its
-    row (no picture), named relative to the input folder."""
+def report_items(model, entries: Sequence[ReportEntry | tuple], tuning, reviews: dict, *, references: dict,
+                 min_confidence: float | None = None, should_stop: Callable[[], bool] = lambda: False,
+                 anonymize: bool = False) -> list[ReportItem]:
+    """A ReportItem per entry (a ReportEntry, or (path, rel[, volume])); an input that cannot be read or run still
+    gets its row (no picture), named relative to the input folder, or under `anonymize` by its pseudonym
+    (app.runs.private_names, the workstation's key: the names Run on all and `run --anonymize` give it)."""
     from app.ui.ground_truth import compare
 
     spec = with_score_limit(model.spec, tuning.score_limit)
-    inputs = [InputFile(Path(entry[0]), Path(entry[1]), volume=entry[2] if len(entry) > 2 else None)
-              for entry in entries]
+    inputs = [_input(entry) for entry in entries]
 
     def metrics(item: InputFile, mask) -> dict[str, float] | None:
         scored, _ = compare(str(item.path), mask, tuning, spec, references)
@@ -31,9 +32,22 @@ def report_items(model, entries: list[tuple], tuning, reviews: dict, *, referenc
             return None
         return {"iou": scored.metrics.iou, "dice": scored.metrics.dice}
 
-    naming = Naming(Path(tuning.input_root) if tuning.input_root else Path("."))
+    root = Path(tuning.input_root) if tuning.input_root else Path(".")
+    naming = Naming(root, anonymize=anonymize, key=_pseudonym_key() if anonymize else b"")
     return review_rows(model, inputs, spec=spec, reviews=reviews, naming=naming, min_confidence=min_confidence,
                        metrics=metrics, should_stop=should_stop)
+
+
+def _input(entry: ReportEntry | tuple) -> InputFile:
+    if isinstance(entry, tuple):
+        entry = ReportEntry(*entry)
+    return InputFile(Path(entry.path), Path(entry.rel), volume=entry.volume)
+
+
+def _pseudonym_key() -> bytes:
+    from app.runs.volume_run import pseudonym_key
+
+    return pseudonym_key()
 
 
 def default_report_name(_folder: Path) -> str:

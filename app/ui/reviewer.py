@@ -17,6 +17,7 @@ from PySide6.QtCore import QObject, Signal
 
 if TYPE_CHECKING:
     from app.ui.file_list import FileList
+    from app.ui.messages import ReportRequest, Tuning
     from app.ui.review_panel import ReviewPanel
     from app.ui.status import StatusBar
     from app.ui.view_state import ViewState
@@ -124,19 +125,32 @@ class Reviewer(QObject):
             return
         self._files.select_path(paths[rels.index(found)])
 
-    def report_request(self, report_path: str | Path) -> tuple | None:
-        """What the worker's export_report needs: [(path, rel, volume)] of the listed inputs (volume None for an
-        image), their reviews, the model's identity; None (and a message) without a log."""
+    def report_request(self, report_path: str | Path, tuning: Tuning, *,
+                       anonymize: bool | None = None) -> ReportRequest | None:
+        """What the worker's export_report needs: the listed inputs (with their volumes), their reviews, the
+        model's identity; None (and a message) without a log. `anonymize` None: on when the list holds a volume
+        (`anonymize_by_default`)."""
         if self._log is None:
             self._status.showMessage("No review log: open images and wait for the model", 8000)
             return None
         from app import __version__
+        from app.ui.messages import ReportEntry, ReportRequest
 
-        entries = [(p, self._files.root_and_rel(p)[1], self._files.volume(p)) for p in self._files.paths()]
-        reviews = {rel: self._log.get(rel) for _, rel, _volume in entries}
-        identity = {"model_name": self.model_path.name, "model_sha256": self._log.model_sha256,
-                    "seglens_version": __version__, "title": f"SegLens review — {self.model_path.name}"}
-        return entries, str(report_path), reviews, identity
+        entries = tuple(ReportEntry(p, self._files.root_and_rel(p)[1], self._files.volume(p))
+                        for p in self._files.paths())
+        return ReportRequest(entries, str(report_path), tuning, {entry.rel: self._log.get(entry.rel)
+                                                                for entry in entries},
+                             self.model_path.name, self._log.model_sha256, __version__,
+                             anonymize=self.anonymize_by_default() if anonymize is None else anonymize)
+
+    def listed_volumes(self) -> int:
+        """How many listed inputs are volumes (DICOM series, multi-frame DICOM, NIfTI)."""
+        return sum(self._files.volume(p) is not None for p in self._files.paths())
+
+    def anonymize_by_default(self) -> bool:
+        """De-identify the review report unless told otherwise when a volume is listed: its patient fields and
+        PACS-style folders (name, ID, accession) are where identity sits; a folder of photos has none."""
+        return self.listed_volumes() > 0
 
     def _state_of(self, path: str) -> str:
         review = self._log.get(self._files.root_and_rel(path)[1]) if self._log is not None else None

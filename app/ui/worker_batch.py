@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 from PySide6.QtCore import Slot
 
 if TYPE_CHECKING:
-    from app.ui.messages import Tuning
+    from app.ui.messages import ReportRequest, Tuning
 
 log = logging.getLogger("app.ui.worker")
 
@@ -103,31 +103,37 @@ class BatchSlots:
             return
         self.batch_finished.emit(summary, "")
 
-    @Slot(list, str, object, object, object)
-    def export_report(self, entries: list, report_path: str, tuning: Tuning, reviews: dict, identity: dict) -> None:
-        """The HTML review report of `entries` [(path, rel)], written atomically to `report_path`."""
+    @Slot(object)
+    def export_report(self, request: ReportRequest) -> None:
+        """The HTML review report of the request's entries, written atomically to its `report_path`; under
+        `anonymize` the rows go by their pseudonyms (the workstation's pseudonym key, as `report --anonymize`)."""
         from app.runs.provenance import RunIdentity
         from app.runs.review_report import write_review_report
         from app.ui.report_export import report_items
 
         self._cancel.clear()
+        path = Path(request.report_path)
         if self._model is None:
             self.report_finished.emit(False, "no model is loaded")
             return
         try:
+            tuning = request.tuning
             model, min_confidence = self._tuned(tuning.threshold)
-            items = report_items(model, entries, tuning, reviews, references=self._references,
-                                 min_confidence=min_confidence, should_stop=self._cancel.is_set)
+            items = report_items(model, request.entries, tuning, request.reviews, references=self._references,
+                                 min_confidence=min_confidence, should_stop=self._cancel.is_set,
+                                 anonymize=request.anonymize)
             run = RunIdentity.of(model.spec, threshold=tuning.threshold, min_confidence=min_confidence,
                                  session=model.info)  # the header says what made the results, as the CLI's does
-            write_review_report(Path(report_path), items, **identity, run=run)
+            write_review_report(path, items, model_name=request.model_name, model_sha256=request.model_sha256,
+                                seglens_version=request.seglens_version,
+                                title=f"SegLens review — {request.model_name}", run=run)
         except Exception as exc:  # the window hears that it ended, with the one line
             from app.logs import log_exception
 
             log_exception(log, logging.ERROR, "the review report failed", exc)
-            self.report_finished.emit(False, failure_line(Path(report_path), exc))
+            self.report_finished.emit(False, failure_line(path, exc))
             return
-        self.report_finished.emit(True, report_path)
+        self.report_finished.emit(True, request.report_path)
 
     def _tuned_for_batch(self, threshold: float | None):
         """(a copy of the batch session with the reader's threshold in its spec, min_confidence): a copy, so the
