@@ -183,6 +183,7 @@ class _Builder:
             raise self.sidecar_error("task", f"is {task}, but the model's output {output} is a {out.kind} output")
         classes = self._classes(out)
         out = self._uncertainty(out, task)
+        self._image_threshold_used(out)
         post = PostprocessSpec(
             min_area=self.pick("postprocess.min_area", 0, "default"),
             close_kernel=self.pick("postprocess.close_kernel", 0, "default"),
@@ -212,6 +213,21 @@ class _Builder:
         return replace(out, min_confidence=self.pick(keys[0], 0.0, "default"),
                        min_margin=self.pick(keys[1], 0.0, "default"))
 
+    def _image_threshold_used(self, out: OutputSpec) -> None:
+        """`output.image_threshold` is the anomaly default rule's limit: given where that rule does not exist (another
+        kind of model, or a verdict section replacing it) it would silently decide nothing, so it is refused."""
+        key = "output.image_threshold"
+        if key not in self.overrides:
+            return
+        if out.kind != "anomaly":
+            raise self.sidecar_error(key, f"applies to anomaly models (their default rule: NG when the image score is "
+                                          f">= it), but this model's output is a {out.kind} output: it would never "
+                                          "be used")
+        if self.overrides.get("verdict.fail_if") is not None:
+            raise self.sidecar_error(key, "is not used when the sidecar has a verdict section (its rules replace the "
+                                          "default rule score >= image_threshold): remove it, or give the limit in "
+                                          "verdict.fail_if as {score_above: ...}")
+
     def _verdict(self, task: str, classes: tuple[ClassInfo, ...]) -> tuple[Rule, ...] | None:
         """The sidecar's verdict rules with class names resolved to label values, refused when a rule does not
         fit the task (areas need a mask, top-1 needs a classifier) or names a class the model does not have."""
@@ -222,7 +238,8 @@ class _Builder:
         if raw is None:
             return None
         self.sources["verdict"] = "sidecar"
-        return resolve_rules(raw, task, tuple(c.name for c in classes), self.sidecar_error)
+        return resolve_rules(raw, task, tuple(c.name for c in classes), self.sidecar_error,
+                             output_kind=self.output_kind)
 
     def _default_name(self) -> tuple[str, str]:
         for key in ("name", "model_name", "title"):

@@ -8,7 +8,6 @@ verdict of its other rules (`Judgement`), which a run records once.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -16,7 +15,7 @@ import numpy as np
 from app.inference import postprocess
 from app.inference.pipeline import Result
 from app.inference.spec import ModelSpec
-from app.inference.verdict import ScoreRule, Verdict, decide, image_score
+from app.inference.verdict import ScoreRule, Verdict, decide, image_score, score_fired
 
 LAYERS = ("probability", "uncertainty")  # the pictures a result with kept scores can give besides its mask
 
@@ -69,10 +68,10 @@ class Judgement:
         """The verdict with the score rule at `limit` (None: as judged)."""
         if self.verdict is None or rule is None or limit is None:
             return self.verdict
-        if self.score is not None and not math.isfinite(self.score):  # NaN passes every comparison: never OK
-            return Verdict(False, f"image score {self.score} is not finite")
-        if self.score is not None and (self.score >= limit if rule.inclusive else self.score > limit):
-            return Verdict(False, f"score {self.score:.4g} {rule.sign} {limit:g}")
+        # no score, a NaN score or a NaN limit fires (NaN passes every comparison): never OK
+        fired = score_fired(self.score, rule, limit)
+        if fired:
+            return Verdict(False, fired)
         return Verdict(False, self.other_reason) if self.other_reason else Verdict(True)
 
 

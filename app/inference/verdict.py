@@ -8,9 +8,14 @@ rule list and a Result, so a verdict is never a new model run.
   `connectedComponentsWithStats`) of at least this many pixels of the label mask at the image's size;
 - `min_total_fraction`: the class covers at least this share of the image (all its pixels, connected or not);
 - `score_above`: the image score is strictly above the limit. The image score is the model's own
-  (`result.image_score`, e.g. an anomaly score) or, for a classifier, the top-1 probability. A result without
-  a score never fires this rule (a segmentation model without an image score: the rule is inert);
+  (`result.image_score`: an anomaly score, a binary model's highest foreground probability) or, for a classifier,
+  the top-1 probability. A model without an image score (multi-class scores, a label map) has the rule refused
+  when the sidecar is loaded, as is a limit a probability can never pass (>= 1) or always passes (< 0);
 - `top1_in`: a classifier's top-1 class is one of these.
+
+Fail closed: a rule that meets a result without what it measures (no image score, no mask, no top-1 class: a
+Result made elsewhere than the pipeline) makes the image NG (`no mask to judge … by`), never OK, and so does a
+non-finite score.
 
 A classifier whose output sets `min_confidence` / `min_margin` is also judged *uncertain* when its top-1
 probability is below the first, or top-1 − top-2 below the second (strictly: equal is not uncertain). When no rule
@@ -145,11 +150,18 @@ def _two(value: float, limit: float) -> tuple[str, str]:
     return f"{value:.{digits}f}", f"{limit:.{digits}f}"
 
 
+# output kinds (app.inference.spec.OutputSpec.kind) whose results carry an image score, and those where it is a
+# probability (0..1: a binary model's highest foreground probability, a classifier's top-1)
+SCORED_KINDS = ("binary", "anomaly", "classification")
+PROBABILITY_KINDS = ("binary", "classification")
+
+
 def resolve_rules(raw: tuple[dict[str, Any], ...], task: str, class_names: tuple[str, ...],
-                  refuse: Callable[[str, str], Exception]) -> tuple[Rule, ...]:
+                  refuse: Callable[[str, str], Exception], *, output_kind: str) -> tuple[Rule, ...]:
     """The sidecar's parsed rules (app.inference.sidecar) as Rule records, class names resolved to label values;
     `refuse(key, problem)` makes the error for a rule that does not fit the task (areas need a mask, top-1 needs
-    a classifier) or names a class the model does not have."""
+    a classifier), names a class the model does not have, or could never fire (`score_above` on an `output_kind`
+    without an image score, or at a limit its probability can never pass)."""
 
     def labels(key: str, name: str) -> tuple[int, ...]:
         found = tuple(i for i, known in enumerate(class_names) if known == name)
@@ -163,7 +175,7 @@ def resolve_rules(raw: tuple[dict[str, Any], ...], task: str, class_names: tuple
     def rule(key: str, item: dict[str, Any]) -> Rule:
         kind = item["kind"]
         if kind == "score_above":
-            return ScoreRule(item["limit"])
+            return ScoreRule(score_limit(f"{key}.score_above", item["limit"], output_kind, refuse))
         needs = "classification" if kind == "top1_in" else "segmentation"
         if task != needs:
             raise refuse(f"{key}.{kind}", f"applies to {needs} models, but this model's task is {task}")
@@ -176,6 +188,21 @@ def resolve_rules(raw: tuple[dict[str, Any], ...], task: str, class_names: tuple
         return FractionRule(item["class"], found, item["limit"])
 
     return tuple(rule(f"verdict.fail_if[{i}]", item) for i, item in enumerate(raw))
+
+
+def score_limit(key: str, limit: float, output_kind: str, refuse: Callable[[str, str], Exception]) -> float:
+    """`limit` of a `score_above` rule, refused where the rule could never fire (or would fire on every image)."""
+    if output_kind not in SCORED_KINDS:
+        what = {"scores": "a scores output", "labels": "a labels output"}.get(output_kind, f"a {output_kind} output")
+        raise refuse(key, f"applies to models with an image score (binary segmentation, anomaly, classification), "
+                          f"but this model's output is {what}, which has none: the rule could never fire")
+    if output_kind in PROBABILITY_KINDS and limit >= 1:
+        raise refuse(key, f"is {limit:g}, but this model's image score is a probability (0 to 1) and the rule "
+                          "fires only above the limit: it could never fire; give a limit from 0 to below 1")
+    if output_kind in PROBABILITY_KINDS and limit < 0:
+        raise refuse(key, f"is {limit:g}, but this model's image score is a probability (0 to 1): every image "
+                          "would be NG; give a limit from 0 to below 1")
+    return limit
 
 
 def image_score(result: Result) -> float | None:
@@ -206,6 +233,8 @@ def decide(rules: tuple[Rule, ...], result: Result, spec: ModelSpec) -> Verdict:
         reason = _fired(rule, result, spec)
         if reason:
             return Verdict(False, reason)
+    if spec is not None and spec.task == "classification" and not result.predictions:
+        return Verdict(False, "no class scores to judge")  # uncertainty() has nothing to measure: never sure
     doubt = uncertainty(result.predictions, spec)
     return Verdict(True) if doubt is None else Verdict(False, doubt.reason)
 
@@ -220,18 +249,20 @@ def not_finite(result: Result) -> str:
 
 
 def _fired(rule: Rule, result: Result, spec: ModelSpec) -> str:
+    """Why `rule` holds for `result` ("" when it does not). What the rule measures missing from the result is a
+    reason too (`no image score to judge image score > 0.7 by`): a rule that cannot be judged never passes."""
     if isinstance(rule, ScoreRule):
-        score = image_score(result)
-        if score is None or not (score >= rule.score_above if rule.inclusive else score > rule.score_above):
-            return ""
-        return f"score {score:.4g} {rule.sign} {rule.score_above:g}"
+        return score_fired(image_score(result), rule, rule.score_above)
     if isinstance(rule, Top1Rule):
-        if not result.predictions or result.predictions[0].index not in rule.indices:
+        if not result.predictions:
+            return f"no top-1 class to judge {rule.describe()} by"
+        if result.predictions[0].index not in rule.indices:
             return ""
         return f"top-1 {result.predictions[0].name} is in [{', '.join(rule.class_names)}]"
-    if result.mask is None or result.mask.size == 0:
-        return ""
-    pixels = np.isin(result.mask, rule.labels)
+    mask = result.mask
+    if mask is None or mask.size == 0:
+        return f"no mask to judge {rule.describe()} by"
+    pixels = np.isin(mask, rule.labels)
     if isinstance(rule, FractionRule):
         fraction = int(np.count_nonzero(pixels)) / pixels.size
         if fraction < rule.min_total_fraction:
@@ -239,6 +270,20 @@ def _fired(rule: Rule, result: Result, spec: ModelSpec) -> str:
         return (f"{rule.class_name} covers {_percent(fraction)} % >= {_percent(rule.min_total_fraction)} %")
     largest = largest_component(pixels)
     return f"{rule.class_name} component {largest} px >= {rule.min_area_px}" if largest >= rule.min_area_px else ""
+
+
+def score_fired(score: float | None, rule: ScoreRule, limit: float) -> str:
+    """Why a score rule at `limit` holds for `score` (`score 0.82 > 0.7`), or "". Written so that anything not
+    comparable fires: no score, a NaN score, a NaN limit (every comparison with NaN is False)."""
+    shown = ScoreRule(limit, rule.inclusive).describe()
+    if score is None:
+        return f"no image score to judge {shown} by"
+    if not math.isfinite(limit):
+        return f"score limit {limit} is not finite"
+    if not math.isfinite(score):
+        return f"image score {score} is not finite"
+    below = score < limit if rule.inclusive else score <= limit
+    return "" if below else f"score {score:.4g} {rule.sign} {limit:g}"
 
 
 def largest_component(pixels: np.ndarray) -> int:

@@ -31,8 +31,7 @@ verdict:
   fail_if:
     - {class: scratch, min_area_px: 50}
     - {class: stain, min_total_fraction: 0.01}
-    - {score_above: 0.7}
-"""
+"""  # no score_above: a multi-class model has no image score, so it is refused (test_rules_that_cannot_fire)
 
 
 def seg_spec(models, verdict: str = SEG_SIDECAR):
@@ -68,7 +67,7 @@ class ScoredResult:  # a Result with the kept image score of a later merge (read
 
 def test_rules_are_parsed_onto_the_spec_with_class_names_resolved(models):
     spec = seg_spec(models)
-    assert spec.verdict == (AreaRule("scratch", (1,), 50), FractionRule("stain", (2,), 0.01), ScoreRule(0.7))
+    assert spec.verdict == (AreaRule("scratch", (1,), 50), FractionRule("stain", (2,), 0.01))
     assert spec.sources["verdict"] == "sidecar"
 
 
@@ -100,7 +99,7 @@ def test_classifier_rules_resolve_top1_names(models):
 ])
 def test_a_wrong_rule_is_refused_in_one_line_naming_the_key(models, rule, key, says):
     with pytest.raises(SidecarError) as caught:
-        seg_spec(models, f"classes: [bg, scratch, stain]\nverdict:\n  fail_if:\n    - {{score_above: 0.1}}\n"
+        seg_spec(models, "classes: [bg, scratch, stain]\nverdict:\n  fail_if:\n    - {class: scratch, min_area_px: 1}\n"
                          f"    - {rule}\n".replace("[0]", "[1]"))
     message = str(caught.value)
     assert f"'{key.replace('[0]', '[1]')}'" in message and says in message and "\n" not in message
@@ -127,10 +126,11 @@ def test_info_shows_the_rules(models):
     spec = seg_spec(models)
     text = spec_text(spec, None)
     assert "a scratch component of >= 50 px" in text and "stain covers >= 1 % of the image" in text
-    assert "image score > 0.7" in text
     assert spec_dict(spec, None)["verdict"] == {"fail_if": [
-        {"class": "scratch", "min_area_px": 50}, {"class": "stain", "min_total_fraction": 0.01},
-        {"score_above": 0.7}]}
+        {"class": "scratch", "min_area_px": 50}, {"class": "stain", "min_total_fraction": 0.01}]}
+    classifier = cls_spec(models)
+    assert "image score > 0.7" in spec_text(classifier, None)
+    assert spec_dict(classifier, None)["verdict"]["fail_if"][1] == {"score_above": 0.7}
 
 
 # -- evaluation at each boundary -------------------------------------------------------------------------
@@ -179,9 +179,11 @@ def test_a_score_equal_to_the_limit_does_not_fire_strictly_above_does():
     assert decide(rules, ScoredResult("segmentation", None, (), 0.82), None) == Verdict(False, "score 0.82 > 0.7")
 
 
-def test_a_result_without_a_score_never_fires_the_score_rule():
+def test_a_result_without_a_score_is_ng_under_a_score_rule():
+    """Was: the rule never fired, so a model without an image score passed every image as OK (issue 24)."""
     assert image_score(seg_result(square(3))) is None
-    assert decide((ScoreRule(-1.0),), seg_result(square(3)), None).ok
+    assert decide((ScoreRule(-1.0),), seg_result(square(3)), None) == \
+        Verdict(False, "no image score to judge image score > -1 by")
 
 
 def test_a_classifier_score_is_its_top1_probability():
@@ -195,7 +197,7 @@ def test_top1_in_fires_on_the_top1_class_only():
     assert decide(rules, cls_result((2, "pit", 0.6), (0, "ok", 0.4)), None) == \
         Verdict(False, "top-1 pit is in [scratch, pit]")
     assert decide(rules, cls_result((0, "ok", 0.6), (2, "pit", 0.4)), None).ok
-    assert decide(rules, cls_result(), None).ok
+    assert decide(rules, cls_result(), None).reason.startswith("no top-1 class")  # nothing to judge: never OK
 
 
 def test_the_reason_is_the_first_rule_that_fired(models):
