@@ -56,7 +56,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         from app.cli.cluster import run_on_cluster
 
         return run_on_cluster(args, spec, min_confidence, inputs, volume_options, started=started)
-    scorer = ReferenceScorer(args.reference, spec, inputs) if args.reference else None
+    private = volume_options.pseudonym_key if volume_options is not None and volume_options.anonymize else b""
+    scorer = ReferenceScorer(args.reference, spec, inputs, key=private) if args.reference else None
     model = open_session(spec, args.device, runtime=_runtime(args))
     _announce_session(model.info, spec)
     report_path = args.report or args.out / DEFAULT_REPORT_NAME
@@ -64,7 +65,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         _remove_stale_temporaries(args.out, started)
         # the spec as loaded (a device-side argmax changes the session's), --threshold and where it runs
         identity = RunIdentity.of(spec, threshold=args.threshold, min_confidence=min_confidence, session=model.info)
-        identity = replace(identity, reference=str(args.reference)) if args.reference else identity
+        identity = replace(identity, reference=scorer.recorded) if scorer else identity
         stale = resume_problem(report_path, identity) if args.resume else None
         if stale:
             print(f"error: --resume into {_shown(args.out)}: {_shown(stale)}; run without --resume to redo every "

@@ -166,30 +166,80 @@ def reference_problem(reference: Path | None, spec: ModelSpec, *, resume: bool =
 
 
 class ReferenceScorer:
-    """`run --reference`: finds, reads and checks each input's reference and measures the mask against it."""
+    """`run --reference`: finds, reads and checks each input's reference and measures the mask against it.
 
-    def __init__(self, root: Path, spec: ModelSpec, inputs: Sequence[InputFile]) -> None:
+    `key` (--anonymize, the pseudonym key): the report's reference cells, notices, the metrics files and the run
+    record carry no input or reference path: an input goes by the name the report gives it, a reference file by a
+    keyed name (`reference/ref-<keyed id>`), the folder by `reference-folder-<keyed id>`."""
+
+    def __init__(self, root: Path, spec: ModelSpec, inputs: Sequence[InputFile], *, key: bytes = b"") -> None:
         self.root, self.n_classes = Path(root), max(len(spec.classes), 2)
         self.index = ReferenceIndex(self.root, [item.rel for item in inputs])
         self.columns = metric_columns(spec)
-        self.summary = MetricsSummary(foreground_names(spec), against=str(root))
+        self.key = key
+        self.summary = MetricsSummary(foreground_names(spec), against=self.recorded)
 
-    def score(self, item: InputFile, mask: np.ndarray) -> Scored:
-        """The mask against the input's reference, or a notice (missing, unreadable, wrong size or values)."""
+    @property
+    def recorded(self) -> str:
+        """The reference folder as the run record and the summary name it."""
+        if not self.key:
+            return str(self.root)
+        from app.runs.pseudonyms import keyed_hex
+
+        return f"reference-folder-{keyed_hex(self.key, 'reference-folder', str(self.root))[:_KEYED_DIGITS]}"
+
+    def score(self, item: InputFile, mask: np.ndarray, *, name: str | None = None) -> Scored:
+        """The mask against the input's reference, or a notice (missing, unreadable, wrong size or values).
+        `name`: the input as the report names it (under `key`; default its pseudonymous name)."""
         path, why = self.index.find(item.rel, item.path)
+        shown = self._name(item, name)
         if path is None:
-            return Scored("", None, f"{item.path}: {why}; no metrics")
+            return Scored("", None, f"{shown}: {self._private(why or '', path)}; no metrics")
         try:
             reference = read_reference(path, self.n_classes)
         except SegLensError as exc:
-            return Scored(str(path), None, f"{item.path}: {exc}; no metrics")
+            return Scored(self._reference(path), None, f"{shown}: {self._private(str(exc), path)}; no metrics")
         if reference.shape != mask.shape:
             h, w = reference.shape
-            return Scored(str(path), None, f"{item.path}: reference {path} is {w}×{h}, the image "
-                                           f"{mask.shape[1]}×{mask.shape[0]}; no metrics")
-        return Scored(str(path), image_metrics(mask, reference, self.n_classes))
+            return Scored(self._reference(path), None, f"{shown}: reference {self._reference(path)} is {w}×{h}, "
+                                                       f"the image {mask.shape[1]}×{mask.shape[0]}; no metrics")
+        return Scored(self._reference(path), image_metrics(mask, reference, self.n_classes))
 
     def cells(self, scored: Scored | None) -> list[str]:
         """The report's metric cells for one input (all empty for an input without a result)."""
         reference = "" if scored is None else (scored.notice or scored.reference)
         return [reference, *metric_cells(scored and scored.metrics, len(self.columns) // 2 - 1)]
+
+    def _name(self, item: InputFile, name: str | None) -> str:
+        if not self.key:
+            return str(item.path)
+        if name is not None:
+            return name
+        from app.runs.private_names import pseudonymous_name
+
+        return pseudonymous_name(item, self.key)
+
+    def _reference(self, path: Path) -> str:
+        if not self.key:
+            return str(path)
+        from app.runs.pseudonyms import keyed_hex
+
+        rel = path.relative_to(self.root).as_posix() if path.is_relative_to(self.root) else str(path)
+        return f"reference/ref-{keyed_hex(self.key, 'reference-name', rel)[:_KEYED_DIGITS]}"
+
+    def _private(self, why: str, path: Path | None) -> str:
+        """Why there are no metrics; under `key` without a name: the kind of problem only (the reference index
+        and reader name the reference's path, and a folder of references mirrors the inputs' patient folders)."""
+        if not self.key:
+            return why
+        if path is not None:  # read_reference's `<path>: <what is wrong>`: what is wrong names no file
+            what = why.removeprefix(f"{path}: ")
+            return what if str(self.root) not in what and path.name not in what else "the reference mask is unusable"
+        if why.startswith("ambiguous"):
+            return "ambiguous reference (inputs beside it share its stem)"
+        if why.startswith("no unambiguous"):
+            return "no unambiguous reference (several share its stem)"
+        return "no reference found"
+
+
+_KEYED_DIGITS = 16  # hex digits of a keyed name (as app.runs.private_names' output names)

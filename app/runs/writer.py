@@ -172,7 +172,7 @@ class Writer:
             # Decided here, in the writer stage, not in ReportWriter: the summary's OK/NG counts and the progress
             # callback (the viewer's Run on all) need it as well as the report, which is optional; it is one
             # pure function of the kept result, off the inference thread, once per input.
-            scored = self.reference.score(work.input, result.mask) \
+            scored = self.reference.score(work.input, result.mask, name=self.names and self.names[work.index]) \
                 if self.reference is not None and result.mask is not None else None
             return Outcome(work.index, work.input, result, None, verdict=verdict_of(self.model.spec, result),
                            scored=scored)
@@ -234,7 +234,7 @@ class Writer:
                     report.add_result(self._path(outcome), outcome.result, verdict=outcome.verdict,
                                       extra=self._volume_blanks(outcome) + extra)
                 if self.reference is not None:
-                    self.reference.summary.add(str(outcome.input.path), outcome.scored)
+                    self.reference.summary.add(str(self._path(outcome)), outcome.scored)
                 summary.ok += 1
                 self._count("" if outcome.verdict is None else "ok" if outcome.verdict.ok else "ng")
             except OSError:

@@ -50,14 +50,14 @@ class BatchSlots:
                 judged = judge(spec, outcome.result) if outcome.result is not None else None
                 self.batch_progress.emit(outcome, copy.copy(summary), judged)
 
-            scorer = _scorer(tuning, spec, inputs)
             options = _volume_options(inputs, volumes)
+            scorer = _scorer(tuning, spec, inputs, key=options.pseudonym_key if options is not None else b"")
             columns = [*(_volume_columns(spec) if options else ()), *(scorer.columns if scorer is not None else ())]
             with OutputLock(Path(out_dir)), ReportWriter(report_path, spec, extra_columns=columns) as report:
                 identity = RunIdentity.of(spec, threshold=threshold, min_confidence=min_confidence,
                                           session=model.info)
                 if scorer is not None:
-                    identity = replace(identity, reference=str(scorer.root))
+                    identity = replace(identity, reference=scorer.recorded)  # a keyed id under De-identify
                 record_run(report_path, identity)
                 summary = run_inputs(model, inputs, out_dir=Path(out_dir), save=tuple(save), report=report,
                                      png_texts=identity.png_texts(spec), progress=progress,
@@ -190,14 +190,15 @@ def _volume_columns(spec) -> list[str]:
 
 
 
-def _scorer(tuning: Tuning | None, spec, inputs: list):
+def _scorer(tuning: Tuning | None, spec, inputs: list, *, key: bytes = b""):
     """Run on all against the reference folder the reader chose (File ▸ Compare with reference masks), as
-    `run --reference`: metric columns in the report, seglens_metrics.csv at the end. None without one."""
+    `run --reference`: metric columns in the report, seglens_metrics.csv at the end. None without one. `key`:
+    De-identify's pseudonym key (the reference's names kept out, as under --anonymize)."""
     if tuning is None or not tuning.reference_root:
         return None
     from app.runs.metrics_report import ReferenceScorer
 
-    return ReferenceScorer(Path(tuning.reference_root), spec, inputs)
+    return ReferenceScorer(Path(tuning.reference_root), spec, inputs, key=key)
 
 
 def failure_line(path: Path, exc: Exception) -> str:
