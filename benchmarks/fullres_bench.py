@@ -11,8 +11,9 @@ The image is frame 3 of `benchmarks/bench_frames.py` (the surface generator, 192
 - viewer: the inference worker's `_view` (decode → preprocess → inference → postprocess → `view`: the display copy,
   its mask, the verdict and the legend's counts), then `overlay` (the window's indexed QImage of the display mask and
   one 512-px detail tile at full resolution);
-- CLI: the same pipeline stages, then `write` (the `_mask.png` and `_overlay.png` a `run --save mask,overlay` writes,
-  encoded in memory).
+- CLI: the same pipeline stages as the batch writer runs them (the image-sized mask made in the postprocess
+  stage: the report counts every pixel), then `write` (the `_mask.png` and `_overlay.png` a
+  `run --save mask,overlay` writes, encoded in memory).
 """
 
 from __future__ import annotations
@@ -98,6 +99,8 @@ def cli_path(model_path: Path, image: Path, runs: int) -> dict[str, float]:
         prepared = pipeline.prepare(model.spec, decoded, decode_ms=decode_ms)
         output, inference_ms = pipeline.infer(model, prepared)
         result = pipeline.to_result(model, prepared, output, inference_ms)
+        if hasattr(pipeline, "with_mask"):  # as the batch writer: the mask it writes and counts, timed as postprocess
+            result = pipeline.with_mask(result)
         for name in PIPELINE:
             stages.setdefault(name, []).append(result.timings[name])
         started = time.perf_counter()

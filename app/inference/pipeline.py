@@ -285,6 +285,17 @@ def relabel(result: Result, *, spec: ModelSpec, threshold: float | None = None,
     return replace(result, labels=labels)
 
 
+def with_mask(result: Result) -> Result:
+    """`result` with its image-sized mask made now and the time counted in its postprocess stage: a folder run
+    writes and counts every pixel of every result, so its report's `postprocess_ms` says what that costs (the
+    viewer, which shows an overview, makes the mask only where something needs it)."""
+    if result.labels is None or result.labels.ready:
+        return result
+    started = time.perf_counter()
+    result.labels.full()
+    return replace(result, timings={**result.timings, "postprocess": result.timings["postprocess"] + _ms(started)})
+
+
 def run_image(model: ModelSession, image: np.ndarray | DecodedImage, *, decode_ms: float = 0.0,
               batch: int | None = None, progress: ProgressFn | None = None,
               should_stop: Callable[[], bool] | None = None) -> Result:

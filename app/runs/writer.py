@@ -162,6 +162,7 @@ class Writer:
             result = pipeline.to_result(self.model, work.prepared, work.output, work.inference_ms)
             if self.min_confidence is not None:
                 result = pipeline.relabel(result, spec=self.model.spec, min_confidence=self.min_confidence)
+            result = pipeline.with_mask(result)  # written and counted: made here, timed as postprocessing
             if self.out_dir is not None:
                 stem = self.out_dir / self.stems[work.index]
                 refused = self._refused(stem) if result.mask is not None else None
@@ -191,6 +192,7 @@ class Writer:
                 result = pipeline.to_result(self.model, work.prepared, work.output, work.inference_ms)
                 if self.min_confidence is not None:
                     result = pipeline.relabel(result, spec=self.model.spec, min_confidence=self.min_confidence)
+                result = pipeline.with_mask(result)
             per_slice = stem is not None and (self.volume_options.per_slice or volume.affine is None)
             last = self.volumes.add(work.index, volume, k, result, error,
                                     image=work.prepared.image if work.prepared is not None else None,

@@ -149,3 +149,15 @@ def test_scaled_post_keeps_a_component_s_share_of_the_image():
     assert scaled_post(post, (9000, 12000), (4500, 6000)) == PostprocessSpec(min_area=15, close_kernel=5)
     assert scaled_post(post, (9000, 12000), (900, 1200)) == PostprocessSpec(min_area=1, close_kernel=0)
     assert scaled_post(PostprocessSpec(), (10, 10), (5, 5)) == PostprocessSpec()
+
+
+def test_a_folder_run_makes_the_image_sized_mask_in_its_postprocess_stage(models):
+    """The batch writer writes and counts every pixel: it makes the mask at once (pipeline.with_mask), its time
+    added to the postprocess stage (the report's postprocess_ms)."""
+    model = session(models, "fixed_rgb_classes", SIDECARS["stretch_clean"])
+    result = pipeline.run_image(model, blobs(600, 800))
+    assert not result.labels.ready
+    made = pipeline.with_mask(result)
+    assert made.labels.ready and made.mask is result.mask  # the same labels, made once
+    assert set(made.timings) == set(result.timings) and made.timings["inference"] == result.timings["inference"]
+    assert pipeline.with_mask(made) is made  # nothing left to make
