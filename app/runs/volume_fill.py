@@ -4,6 +4,10 @@
 Qt-free and stepwise: the worker calls `step()` between the reader's requests (a slice the reader asks for is
 never queued behind a whole volume), hands in slices it has already run (`add`), and drops the fill when the
 volume, the model or the threshold changes.
+
+All or nothing, as a volume's row in a run (app.runs.volume_run): a slice that cannot be read or run (a model
+output with NaN in it) fails the count, naming that slice and why (`failure_line`), and nothing more is run. The
+slices counted before it are not the volume's figure and must not be shown as if they were.
 """
 
 from __future__ import annotations
@@ -25,7 +29,7 @@ class VolumeFill:
         self.model, self.volume, self.min_confidence = model, volume, min_confidence
         self.chunk = max(1, chunk)
         self._counts: dict[int, np.ndarray] = {}
-        self.errors: dict[int, str] = {}  # slice → why it has no count (the legend says the total is partial)
+        self.errors: dict[int, str] = {}  # slice → why it has no count: any one fails the whole count
 
     @property
     def total(self) -> int:
@@ -37,7 +41,24 @@ class VolumeFill:
 
     @property
     def complete(self) -> bool:
-        return self.done >= self.total
+        """Nothing more to run: every slice counted, or the count failed."""
+        return self.done >= self.total or bool(self.errors)
+
+    @property
+    def failure(self) -> tuple[int, str] | None:
+        """(slice index, why) of the first slice that could not be read or run; None while none failed."""
+        return min(self.errors.items()) if self.errors else None
+
+    def failure_line(self) -> str:
+        """`slice 3 of 40 failed: model.onnx: non-finite model output …` (1-based, as the slice bar), or ""."""
+        if self.failure is None:
+            return ""
+        k, why = self.failure
+        return f"slice {k + 1} of {self.total} failed: {why}"
+
+    def fail(self, k: int, exc: BaseException) -> None:
+        """Slice `k` could not be read or run: the count has failed (the worker's own errors come here too)."""
+        self.errors[k] = _one_line(exc)
 
     def add(self, k: int, mask: np.ndarray) -> None:
         """A slice already run (the one the reader looks at): counted without running it again."""
@@ -47,19 +68,24 @@ class VolumeFill:
         return [k for k in range(self.total) if k not in self._counts and k not in self.errors]
 
     def step(self) -> int:
-        """Run up to `chunk` missing slices; how many were counted (0 once complete)."""
+        """Run up to `chunk` missing slices; how many were tried (0 once complete or failed). A slice that fails
+        is recorded (`failure`), never raised: the caller shows why the count failed."""
+        if self.complete:
+            return 0
         todo = self.missing()[: self.chunk]
         prepared = []
         for k in todo:
             try:
                 image = read_slice(self.volume, k)
                 prepared.append((k, pipeline.prepare(self.model.spec, image)))
-            except Exception as exc:  # one unreadable slice leaves the rest of the volume to count
-                self.errors[k] = " ".join(str(exc).split())[:200]
+            except Exception as exc:  # the count fails; the slices already read are still run, then it stops
+                self.fail(k, exc)
         for group in self._groups(prepared):
-            for k, result in zip([k for k, _ in group], self._run(group), strict=True):
-                if result.mask is not None:
-                    self.add(k, result.mask)
+            for k, outcome in self._run(group):
+                if isinstance(outcome, BaseException):
+                    self.fail(k, outcome)
+                elif outcome.mask is not None:
+                    self.add(k, outcome.mask)
         return len(todo)
 
     def totals(self) -> np.ndarray:
@@ -84,16 +110,32 @@ class VolumeFill:
                 groups.append([item])
         return groups
 
-    def _run(self, group: list) -> list:
+    def _run(self, group: list) -> list[tuple[int, object]]:
+        """(slice, Result or the exception that slice raised) for each slice of `group`: a batch row's own
+        failure (a non-finite output, checked in to_result) is that slice's, a failed session run the first's."""
         model = self.model
-        if len(group) == 1:
-            output, ms = pipeline.infer(model, group[0][1])
-            outputs = [output]
-        else:
-            batched = model.run(np.concatenate([p.tensor for _, p in group]))
-            outputs = [pipeline.batch_row(batched, i) for i in range(len(group))]
-            ms = 0.0
-        results = [pipeline.to_result(model, p, out, ms) for (_, p), out in zip(group, outputs, strict=True)]
-        if self.min_confidence is not None:
-            results = [pipeline.relabel(r, spec=model.spec, min_confidence=self.min_confidence) for r in results]
-        return results
+        try:
+            if len(group) == 1:
+                output, ms = pipeline.infer(model, group[0][1])
+                outputs = [output]
+            else:
+                batched = model.run(np.concatenate([p.tensor for _, p in group]))
+                outputs = [pipeline.batch_row(batched, i) for i in range(len(group))]
+                ms = 0.0
+        except Exception as exc:
+            return [(group[0][0], exc)]
+        done: list[tuple[int, object]] = []
+        for (k, prepared), out in zip(group, outputs, strict=True):
+            try:
+                result = pipeline.to_result(model, prepared, out, ms)
+                if self.min_confidence is not None:
+                    result = pipeline.relabel(result, spec=model.spec, min_confidence=self.min_confidence)
+            except Exception as exc:
+                result = exc
+            done.append((k, result))
+        return done
+
+
+def _one_line(exc: BaseException) -> str:
+    """An exception's message on one line, capped (the legend wraps it; a model's message may be long)."""
+    return " ".join(str(exc).split())[:300] or type(exc).__name__

@@ -192,6 +192,16 @@ class Legend(QGroupBox):
                                   ("" if millilitres is not None else " (no voxel size in the files: voxels)"))
         self._volume_note.show()
 
+    def set_volume_failed(self, why: str) -> None:
+        """The whole-volume count failed (`why`: `slice 3 of 40 failed: …`): said instead of any figure, since
+        the slices counted before it are not the volume's."""
+        for label in self._volumes:
+            label.setText("–")
+        for widget in self._volume_rows:
+            widget.hide()
+        self._volume_note.setText(f"Whole volume: not counted — {why}")
+        self._volume_note.show()
+
     def clear_volume(self) -> None:
         for widget in self._volume_rows:
             widget.hide()

@@ -30,6 +30,7 @@ class VolumeView(QObject):
         viewer.slice_wheel.connect(self.step)
         self.fill_requested.connect(worker.fill_volume)
         worker.volume_counted.connect(self._on_counted)
+        worker.volume_count_failed.connect(self._on_count_failed)
 
     def step(self, delta: int) -> None:
         """PgUp / PgDn and Ctrl + wheel: the previous / next slice of a volume; in a plain image, the previous /
@@ -70,3 +71,7 @@ class VolumeView(QObject):
     def _on_counted(self, path: str, done: int, total: int, voxels, millilitres) -> None:
         if path == self._files.current_path() and path == self._counted:
             self._panel.legend.set_volume(millilitres, done, total, voxels)
+
+    def _on_count_failed(self, path: str, why: str) -> None:
+        if path == self._files.current_path() and path == self._counted:
+            self._panel.legend.set_volume_failed(why)

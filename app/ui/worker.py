@@ -51,6 +51,7 @@ class InferenceWorker(VolumeFillSlots, BatchSlots, QObject):
     compare_finished = Signal(bool, str)  # completed?, a one-line summary or why it stopped
     volume_counted = Signal(object, int, int, object, object)  # path, slices counted, slices in all, voxels per
     # label value (numpy), mL per label value (None without spacing): the whole-volume legend (fill_volume)
+    volume_count_failed = Signal(object, str)  # path, `slice 3 of 40 failed: why` (VolumeFill.failure_line)
 
     def __init__(self, *, latest: LatestRequest | None = None, latest_tune: LatestRequest | None = None) -> None:
         """`latest`, `latest_tune`: the window's holders of the newest view and retune ids (ViewState), shared so

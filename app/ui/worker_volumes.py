@@ -43,20 +43,25 @@ class VolumeFillSlots:
         if fill is None or key is None or fill.complete:
             return
         try:
-            fill.step()
-        except Exception as exc:  # the model failed on a slice: the legend keeps what was counted
+            fill.step()  # a slice that cannot be read or run is recorded there (fill.failure), not raised
+        except Exception as exc:  # anything else stops the count as well, and says so: never a partial figure
+            missing = fill.missing()
+            fill.fail(missing[0] if missing else 0, exc)
+        if fill.failure is not None:
             from app.logs import private
 
-            private(log, logging.WARNING, key[0], f"counting {key[0]} stopped: {exc}")
-            self._fill_key = None
-            return
+            private(log, logging.WARNING, key[0], f"counting {key[0]} failed: {fill.failure_line()}")
         if self._fill is fill and self._fill_key == key:
             self._emit_counts(key[0])
             if not fill.complete:
                 QTimer.singleShot(0, self._fill_step)
 
     def _emit_counts(self, path: str) -> None:
+        """The legend's counts so far, or, once a slice failed, why the count failed (no partial figures)."""
         fill = self._fill
+        if fill.failure is not None:
+            self.volume_count_failed.emit(path, fill.failure_line())
+            return
         self.volume_counted.emit(path, fill.done, fill.total, fill.totals(), fill.millilitres())
 
 
