@@ -85,30 +85,35 @@ class LabelMap:
         return held + (self.decision.nbytes if self.decision is not None else 0)
 
     def full(self) -> np.ndarray:
-        """The mask at the image's size, cleaned as the pipeline cleans (made on first call, then kept)."""
+        """The mask at the image's size, cleaned as the pipeline cleans (made on first call, then kept; the
+        decision is let go then: everything else is made from the mask, and its planes may be a view into a
+        batch's whole output)."""
         if self._mask is None:
             with self._lock:
                 if self._mask is None:
                     self._mask = pp.clean_mask(decide(self.decision, self.image_hw), self.post)
+                    self.decision = None  # after the mask: a reader that saw no mask still has the decision
         return self._mask
 
     def at_size(self, hw: tuple[int, int]) -> np.ndarray:
         """The labels at `hw` (height, width): the full mask brought down (nearest) once it exists, else the
         decision taken at that size with `min_area` / `close_kernel` scaled by the pixels' area / side."""
         hw = (int(hw[0]), int(hw[1]))
+        decision = self.decision  # before the mask (see full)
         if hw == self.image_hw:
             return self.full()
         if self._mask is not None:
             return cv2.resize(self._mask, (hw[1], hw[0]), interpolation=cv2.INTER_NEAREST)
-        return pp.clean_mask(decide(self.decision, hw), scaled_post(self.post, self.image_hw, hw))
+        return pp.clean_mask(decide(decision, hw), scaled_post(self.post, self.image_hw, hw))
 
     def region(self, y0: int, y1: int, x0: int, x1: int) -> np.ndarray:
         """Rows y0:y1, columns x0:x1 of the full mask (clipped to the image), without making all of it."""
         h, w = self.image_hw
         y0, y1, x0, x1 = max(0, y0), min(h, y1), max(0, x0), min(w, x1)
+        decision = self.decision  # before the mask (see full): the GUI thread asks while the worker may make it
         if self._mask is not None:
             return self._mask[y0:y1, x0:x1]
-        return _clean_window(self.decision, self.post, self.image_hw, (y0, y1, x0, x1))
+        return _clean_window(decision, self.post, self.image_hw, (y0, y1, x0, x1))
 
     def __getstate__(self) -> dict:  # a lock does not pickle (a Result sent between processes)
         return {k: v for k, v in self.__dict__.items() if k != "_lock"}

@@ -48,6 +48,7 @@ def test_the_postprocess_stage_keeps_the_working_size_and_makes_the_mask_on_use(
     mask = result.mask
     assert mask.shape == (1000, 1400) and mask.dtype == np.uint8 and result.labels.ready
     assert result.mask is mask  # made once
+    assert result.labels.decision is None and result.labels.nbytes == mask.nbytes  # the planes let go
 
 
 @pytest.mark.parametrize("name", SIDECARS)
