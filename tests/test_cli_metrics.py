@@ -183,15 +183,15 @@ def test_run_with_reference_writes_its_metrics_inside_the_lock(models, reviewed,
     assert lock_seen == [True]
 
 
-def test_compare_on_a_dicom_series_says_volumes_are_not_supported(models, tmp_path, capsys):
+def test_compare_on_a_dicom_series_compares_it_as_a_volume(models, tmp_path, capsys):
+    """Was 'file not found', then 'volumes are not supported by compare': now one row measured over every voxel
+    (tests/test_compare_volumes.py has the figures)."""
     from tests.dicom_factory import write_series
 
     write_series(tmp_path / "ct", slices=3)
     a = models("rgb_classes")
     assert main(["compare", str(a), str(a), str(tmp_path / "ct"), "--out", str(tmp_path / "out"),
-                 "--device", "cpu", "--no-progress"]) == 1
+                 "--device", "cpu", "--no-progress"]) == 0
     (row,) = read_report(tmp_path / "out" / "seglens_compare.csv")
-    assert row["status"] == "error" and "file not found" not in row["error"]
-    assert row["error"].endswith(": volumes are not supported by compare (a DICOM series, multi-frame DICOM or "
-                                 "NIfTI file); run each model on it with `seglens-cli run`")
-    assert capsys.readouterr().err.count("volumes are not supported by compare") == 1
+    assert row["status"] == "ok" and row["error"] == "" and row["iou"] == "1.000000"
+    assert "not supported" not in capsys.readouterr().err

@@ -76,7 +76,24 @@ def class_metrics(matrix: np.ndarray, index: int) -> ClassMetrics:
 
 def image_metrics(pred: np.ndarray, ref: np.ndarray, n_classes: int) -> ImageMetrics:
     """IoU, Dice, precision, recall and FP/FN pixels of every foreground class 1..n_classes-1, and the means."""
-    matrix = confusion(pred, ref, n_classes)
+    return confusion_metrics(confusion(pred, ref, n_classes), n_classes)
+
+
+def add_confusion(total: np.ndarray | None, matrix: np.ndarray) -> np.ndarray:
+    """`total + matrix`, the smaller grown to the larger's size (a slice may hold a label value the others
+    do not): a volume's confusion is the sum of its slices'."""
+    if total is None:
+        return matrix.astype(np.int64)
+    n = max(total.shape[0], matrix.shape[0])
+    grown = np.zeros((n, n), np.int64)
+    grown[: total.shape[0], : total.shape[1]] += total
+    grown[: matrix.shape[0], : matrix.shape[1]] += matrix
+    return grown
+
+
+def confusion_metrics(matrix: np.ndarray, n_classes: int) -> ImageMetrics:
+    """`image_metrics` of a confusion matrix (rows reference, columns prediction): of one image, or of a whole
+    volume from the sum of its slices' matrices (IoU and Dice over every voxel, not a mean of slices)."""
     classes = tuple(class_metrics(matrix, i) for i in range(1, max(int(n_classes), 2)))
     present = [c for c in classes if c.present]
     if not present:

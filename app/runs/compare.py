@@ -4,6 +4,8 @@ Each input is decoded once and run through both models; B's mask is measured aga
 (app.inference.metrics: IoU/Dice per class, A's class names), and `<stem>_disagreement.png` shows where they
 differ (app.io.render.disagreement_overlay: agreement dimmed, only A magenta, only B cyan, both but different
 classes yellow). One row per input in `seglens_compare.csv`; a failing input is an error row and the run goes on.
+A volume (DICOM series, multi-frame DICOM, NIfTI) is one row too: every slice through both models, measured over
+every voxel, its picture the slice where they disagree most.
 Sequential on purpose: two sessions on one device, and a comparison is a review tool, not a throughput path.
 """
 
@@ -20,15 +22,24 @@ import numpy as np
 
 from app.errors import SegLensError, error_line, unexpected_error_line
 from app.inference import pipeline
-from app.inference.metrics import disagreement_map, image_metrics
+from app.inference.metrics import (
+    ImageMetrics,
+    add_confusion,
+    confusion,
+    confusion_metrics,
+    disagreement_map,
+    image_metrics,
+)
 from app.inference.session import ModelSession
 from app.inference.spec import ModelSpec
 from app.io.discover import InputFile, output_stems
 from app.io.files import atomic_write, encode_png
 from app.io.render import disagreement_overlay
+from app.io.volumes import Volume, read_slice
 from app.runs.batch import RunSummary
 from app.runs.metrics_report import MetricsSummary, Scored, foreground_names, metric_cells, metric_columns
 from app.runs.outputs import path_text
+from app.runs.private_names import anonymized_stems
 from app.runs.safety import OutputGuard
 
 log = logging.getLogger(__name__)
@@ -64,20 +75,24 @@ def compare_columns(spec: ModelSpec) -> list[str]:
 
 
 def compare_inputs(model_a: ModelSession, model_b: ModelSession, inputs: Sequence[InputFile], *, out_dir: Path,
-                   progress: Callable[[Compared, RunSummary], None] | None = None
+                   progress: Callable[[Compared, RunSummary], None] | None = None, key: bytes = b""
                    ) -> tuple[RunSummary, MetricsSummary, Path]:
     """Compare on every input, write the pictures and `seglens_compare.csv` into `out_dir`:
-    (counts, the metrics summary of B against A, the report's path)."""
+    (counts, the metrics summary of B against A, the report's path). `key` (--anonymize, the pseudonym key):
+    rows, pictures and the summary name each input by its pseudonym (app.runs.private_names), error cells leave
+    its paths out."""
     summary = RunSummary(total=len(inputs))
     metrics = MetricsSummary(foreground_names(model_a.spec), against=f"{model_a.spec.path.name} (model A)")
     guard = OutputGuard(out_dir, inputs)
+    stems = anonymized_stems(inputs, key) if key else output_stems(list(inputs))
     rows = []
-    for item, stem in zip(inputs, output_stems(list(inputs)), strict=True):
-        done = _compare_one(model_a, model_b, item, out_dir / stem, guard)
+    for item, stem in zip(inputs, stems, strict=True):
+        name = stem.as_posix() if key else None
+        done = _compare_one(model_a, model_b, item, out_dir / stem, guard, name=name, out_dir=out_dir)
         summary.failed += done.error is not None
         summary.ok += done.error is None
         if done.error is None:
-            metrics.add(str(item.path), done.scored)
+            metrics.add(name or str(item.path), done.scored)
         rows.append(done.row)
         if progress:
             progress(done, summary)
@@ -87,37 +102,93 @@ def compare_inputs(model_a: ModelSession, model_b: ModelSession, inputs: Sequenc
 
 
 def _compare_one(model_a: ModelSession, model_b: ModelSession, item: InputFile, stem: Path,
-                 guard: OutputGuard) -> Compared:
+                 guard: OutputGuard, *, name: str | None = None, out_dir: Path | None = None) -> Compared:
     n_foreground = len(foreground_names(model_a.spec))
     blank = [""] * (len(_COUNTS) + 2 + 2 * n_foreground)
+    shown = name or path_text(item.path)
     try:
         if item.problem:
             raise SegLensError(f"{item.path}: {item.problem}")
-        if item.volume is not None:  # a series' path names no file: decoding it would say "file not found"
-            raise SegLensError(f"{item.path}: volumes are not supported by compare (a DICOM series, multi-frame "
-                               "DICOM or NIfTI file); run each model on it with `seglens-cli run`")
-        image, decode_ms = pipeline.decode(item.path)
-        result_a = pipeline.run_image(model_a, image, decode_ms=decode_ms)
-        result_b = pipeline.run_image(model_b, image)
-        a, b = result_a.mask, result_b.mask
-        warnings = tuple(dict.fromkeys((*result_a.warnings, *result_b.warnings)))
         picture = stem.with_name(stem.name + PICTURE_SUFFIX)
         refused = guard.problem(picture)
         if refused:
             raise SegLensError(f"{item.path}: {refused}")
-        codes = disagreement_map(a, b)
-        atomic_write(picture, encode_png(disagreement_overlay(image.display(), codes)))
-        metrics = image_metrics(b, a, max(len(model_a.spec.classes), 2))
-        counts = [int(c) for c in np.bincount(codes.ravel(), minlength=4)[1:4]]
-        row = [path_text(item.path), "ok", a.shape[1], a.shape[0], *counts, *metric_cells(metrics, n_foreground),
-               "; ".join(warnings), ""]
-        return Compared(item, row, Scored(str(model_a.spec.path), metrics), warnings=warnings)  # A: the reference
+        agreement = volume_agreement(model_a, model_b, item.volume) if item.volume is not None else \
+            image_agreement(model_a, model_b, item)
+        atomic_write(picture, encode_png(disagreement_overlay(agreement.pixels, agreement.codes)))
+        metrics = agreement.metrics
+        height, width = agreement.shape
+        row = [shown, "ok", width, height, *agreement.counts, *metric_cells(metrics, n_foreground),
+               "; ".join(agreement.warnings), ""]
+        return Compared(item, row, Scored(str(model_a.spec.path), metrics), warnings=agreement.warnings)  # A: ref
     except SegLensError as exc:
         message = error_line(item.path, exc)
     except Exception as exc:  # a bug on one input must not end the comparison
         log.debug("unexpected error comparing %s", item.path, exc_info=True)
         message = unexpected_error_line(item.path, exc)
-    return Compared(item, [path_text(item.path), "error", "", "", *blank, "", message], error=message)
+    if name is not None:
+        from app.runs.private_names import redact
+
+        message = redact(message, item, name, out_dir=out_dir)
+    return Compared(item, [shown, "error", "", "", *blank, "", message], error=message)
+
+
+@dataclass(frozen=True)
+class Agreement:
+    """B measured against A on one input: the metrics (over every pixel, or every voxel of a volume), the
+    disagreement counts (only A, only B, both but different classes), a slice's or the image's size, and the
+    picture drawn: the image, or the volume's slice where they disagree most (`shown`; the middle one when they
+    agree everywhere)."""
+
+    metrics: ImageMetrics
+    counts: tuple[int, int, int]
+    shape: tuple[int, int]  # (height, width)
+    pixels: np.ndarray  # display pixels of the picture
+    codes: np.ndarray  # its disagreement map (app.inference.metrics.disagreement_map)
+    warnings: tuple[str, ...] = ()
+    shown: int = 0
+
+
+def image_agreement(model_a: ModelSession, model_b: ModelSession, item: InputFile) -> Agreement:
+    image, decode_ms = pipeline.decode(item.path)
+    result_a = pipeline.run_image(model_a, image, decode_ms=decode_ms)
+    result_b = pipeline.run_image(model_b, image)
+    a, b = result_a.mask, result_b.mask
+    codes = disagreement_map(a, b)
+    return Agreement(image_metrics(b, a, max(len(model_a.spec.classes), 2)), _counts(codes), a.shape,
+                     image.display(), codes, tuple(dict.fromkeys((*result_a.warnings, *result_b.warnings))))
+
+
+def volume_agreement(model_a: ModelSession, model_b: ModelSession, volume: Volume, *,
+                     should_stop: Callable[[], bool] = lambda: False) -> Agreement:
+    """Both models on every slice of `volume`, measured as one volume: the slices' confusion matrices summed, so
+    IoU and Dice count every voxel (a mean of per-slice IoUs would weigh a slice with 3 voxels like one with
+    3000). One slice is held at a time. Raises pipeline.Stopped when `should_stop()` says so."""
+    n_classes = max(len(model_a.spec.classes), 2)
+    total, counts, warnings = None, np.zeros(3, np.int64), {}
+    shown: tuple[int, int, np.ndarray, np.ndarray] | None = None  # (disagreeing voxels, slice, pixels, codes)
+    for k in range(volume.depth):
+        if should_stop():
+            raise pipeline.Stopped()
+        image = read_slice(volume, k)
+        result_a, result_b = pipeline.run_image(model_a, image), pipeline.run_image(model_b, image)
+        a, b = result_a.mask, result_b.mask
+        warnings.update(dict.fromkeys((*result_a.warnings, *result_b.warnings)))
+        total = add_confusion(total, confusion(b, a, n_classes))
+        codes = disagreement_map(a, b)
+        here = np.asarray(_counts(codes))
+        counts += here
+        if shown is None or here.sum() > shown[0] or (k == volume.depth // 2 and shown[0] == 0):
+            shown = (int(here.sum()), k, image.display(), codes)
+    if total is None or shown is None:
+        raise SegLensError(f"{volume.source}: the volume has no slices")
+    return Agreement(confusion_metrics(total, n_classes), tuple(int(c) for c in counts), shown[3].shape,
+                     shown[2], shown[3], tuple(warnings), shown=shown[1])
+
+
+def _counts(codes: np.ndarray) -> tuple[int, int, int]:
+    only_a, only_b, different = (int(c) for c in np.bincount(codes.ravel(), minlength=4)[1:4])
+    return only_a, only_b, different
 
 
 def _write_rows(path: Path, header: list[str], rows: list[list]) -> None:

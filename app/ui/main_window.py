@@ -56,7 +56,7 @@ class MainWindow(QMainWindow):
     model_b_requested = Signal(object, str, str)  # path (str, "" = stop comparing), device, runtime options
     model_b_changed = Signal(object)  # ModelSummary of model B, None when comparing ended
     model_b_failed = Signal(str)
-    compare_all_requested = Signal(list)  # paths, to the worker's compare_all
+    compare_all_requested = Signal(list)  # [ListedInput], to the worker's compare_all
     compare_finished = Signal(bool, str)
     report_finished = Signal(bool, str)  # written?, the review report's path or the error
 
@@ -321,11 +321,14 @@ class MainWindow(QMainWindow):
             self.show_path(self.files.current_path())
 
     def compare_all(self) -> None:
-        """Both models on every listed image (View ▸ Sort by agreement then covers the whole folder)."""
+        """Both models on every listed image and volume (View ▸ Sort by agreement then covers the whole folder)."""
+        from app.ui.messages import ListedInput
+
         paths = self.files.paths()
         if paths:
             self.status.start_run(len(paths))
-            self.compare_all_requested.emit(paths)
+            self.compare_all_requested.emit([ListedInput(p, self.files.root_and_rel(p)[1], self.files.volume(p))
+                                             for p in paths])
 
     def _on_agreement(self, path: str, iou: float, done: int, _total: int) -> None:
         self.state.agreements[path] = iou

@@ -173,9 +173,10 @@ class WindowedImage:
 
 
 @dataclass(frozen=True)
-class ReportEntry:
-    """One listed input of File ▸ Export review report: its path, its name relative to the input folder (what
-    its review is kept by) and, for a DICOM series or NIfTI file, its volume."""
+class ListedInput:
+    """One input of the file list, for work over the whole list (Export review report, Compare all): its path,
+    its name relative to the input folder (what its review is kept by) and, for a DICOM series, multi-frame DICOM
+    or NIfTI file, its volume."""
 
     path: str
     rel: str
@@ -188,7 +189,7 @@ class ReportRequest:
     reader's tuning, the reviews by relative name and the model's identity for the header. `anonymize`: rows
     named by their pseudonyms, with no patient, folder or file name (as `seglens-cli report --anonymize`)."""
 
-    entries: tuple[ReportEntry, ...]
+    entries: tuple[ListedInput, ...]
     report_path: str
     tuning: Tuning
     reviews: dict[str, Review | None]

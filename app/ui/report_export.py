@@ -12,13 +12,13 @@ from app.io.discover import InputFile
 from app.runs.review_items import Naming
 from app.runs.review_items import report_items as review_rows
 from app.runs.review_report import ReportItem
-from app.ui.messages import ReportEntry
+from app.ui.messages import ListedInput
 
 
-def report_items(model, entries: Sequence[ReportEntry | tuple], tuning, reviews: dict, *, references: dict,
+def report_items(model, entries: Sequence[ListedInput | tuple], tuning, reviews: dict, *, references: dict,
                  min_confidence: float | None = None, should_stop: Callable[[], bool] = lambda: False,
                  anonymize: bool = False) -> list[ReportItem]:
-    """A ReportItem per entry (a ReportEntry, or (path, rel[, volume])); an input that cannot be read or run still
+    """A ReportItem per entry (a ListedInput, or (path, rel[, volume])); an input that cannot be read or run still
     gets its row (no picture), named relative to the input folder, or under `anonymize` by its pseudonym
     (app.runs.private_names, the workstation's key: the names Run on all and `run --anonymize` give it)."""
     from app.ui.ground_truth import compare
@@ -38,9 +38,9 @@ def report_items(model, entries: Sequence[ReportEntry | tuple], tuning, reviews:
                        metrics=metrics, should_stop=should_stop)
 
 
-def _input(entry: ReportEntry | tuple) -> InputFile:
+def _input(entry: ListedInput | tuple) -> InputFile:
     if isinstance(entry, tuple):
-        entry = ReportEntry(*entry)
+        entry = ListedInput(*entry)
     return InputFile(Path(entry.path), Path(entry.rel), volume=entry.volume)
 
 

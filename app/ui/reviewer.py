@@ -134,9 +134,9 @@ class Reviewer(QObject):
             self._status.showMessage("No review log: open images and wait for the model", 8000)
             return None
         from app import __version__
-        from app.ui.messages import ReportEntry, ReportRequest
+        from app.ui.messages import ListedInput, ReportRequest
 
-        entries = tuple(ReportEntry(p, self._files.root_and_rel(p)[1], self._files.volume(p))
+        entries = tuple(ListedInput(p, self._files.root_and_rel(p)[1], self._files.volume(p))
                         for p in self._files.paths())
         return ReportRequest(entries, str(report_path), tuning, {entry.rel: self._log.get(entry.rel)
                                                                 for entry in entries},

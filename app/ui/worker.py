@@ -25,7 +25,7 @@ from app.ui.worker_volumes import VolumeFillSlots, decode_request
 
 if TYPE_CHECKING:  # messages loads in the slots, after the window shows (its dataclasses cost ~4 ms)
     from app.inference.session import SessionInfo
-    from app.ui.messages import RetuneRequest, ViewRequest, ViewResult
+    from app.ui.messages import ListedInput, RetuneRequest, ViewRequest, ViewResult
 
 log = logging.getLogger(__name__)
 
@@ -181,33 +181,38 @@ class InferenceWorker(VolumeFillSlots, BatchSlots, QObject):
         self.model_b_ready.emit(ModelSummary(spec, self._model_b.info))
 
     @Slot(list)
-    def compare_all(self, paths: list) -> None:
-        """Both models on every listed image, for the list's agreement column and sort; Cancel stops it
-        between images. An image that cannot be read is skipped and counted."""
-        from app.inference import pipeline
-        from app.inference.metrics import image_metrics
+    def compare_all(self, entries: list[ListedInput]) -> None:
+        """Both models on every listed input, for the list's agreement column and sort (a volume measured over
+        every voxel, as `seglens-cli compare`: app.runs.compare); Cancel stops it between images and slices. An
+        input that cannot be read is skipped and counted."""
+        from app.inference.pipeline import Stopped
+        from app.io.discover import InputFile
+        from app.runs.compare import image_agreement, volume_agreement
 
         self._cancel.clear()
         if self._model is None or self._model_b is None:
             self.compare_finished.emit(False, "load model B first (Model ▸ Compare with another model…)")
             return
-        classes, failed = max(len(self._model.spec.classes), 2), 0
-        for done, path in enumerate(paths, 1):
+        failed = 0
+        for done, entry in enumerate(entries, 1):
             if self._cancel.is_set():
-                self.compare_finished.emit(False, f"cancelled after {done - 1} of {len(paths)} images")
+                self.compare_finished.emit(False, f"cancelled after {done - 1} of {len(entries)} images")
                 return
             try:
-                image, _ = pipeline.decode(path)
-                mask_a = pipeline.run_image(self._model, image).mask
-                mask_b = pipeline.run_image(self._model_b, image).mask
+                agreement = volume_agreement(self._model, self._model_b, entry.volume,
+                                             should_stop=self._cancel.is_set) if entry.volume is not None else \
+                    image_agreement(self._model, self._model_b, InputFile(Path(entry.path), Path(entry.rel)))
+            except Stopped:  # Cancel inside a volume
+                self.compare_finished.emit(False, f"cancelled after {done - 1} of {len(entries)} images")
+                return
             except Exception as exc:
                 failed += 1
                 from app.logs import private
 
-                private(log, logging.WARNING, path, f"compare: {failure_line(Path(path), exc)}")
+                private(log, logging.WARNING, entry.path, f"compare: {failure_line(Path(entry.path), exc)}")
                 continue
-            self.agreement_ready.emit(path, image_metrics(mask_b, mask_a, classes).iou, done, len(paths))
-        self.compare_finished.emit(True, f"{len(paths) - failed} images compared" +
+            self.agreement_ready.emit(entry.path, agreement.metrics.iou, done, len(entries))
+        self.compare_finished.emit(True, f"{len(entries) - failed} images compared" +
                                    (f", {failed} could not be read" if failed else ""))
 
     @Slot(object)
