@@ -80,3 +80,30 @@ def test_run_with_reference_without_anonymize_names_the_reference(tmp_path, monk
     assert record["reference"] == str(reference)
     rows = read_report(out / "seglens_report.csv")
     assert any(row["reference"].endswith("DOE^JANE_PID-0042/key_image_jane.png") for row in rows)
+
+
+def test_compare_under_anonymize_names_rows_and_pictures_by_their_pseudonyms(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("SEGLENS_PSEUDONYM_KEY", KEY)
+    source, _ = pacs_export_with_images(tmp_path)
+    (source / "DOE^JANE_PID-0042" / "broken_jane.png").write_bytes(b"\x89PNG\r\n\x1a\n garbage")
+    out = tmp_path / "OUT"
+    assert main(["compare", "ct_demo", "ct_demo", str(source), "--out", str(out), "--anonymize",
+                 "--no-progress"]) == 1  # the broken image
+    assert leaks(out, tmp_path) == []
+    rows = read_report(out / "seglens_compare.csv")
+    assert sorted(row["status"] for row in rows) == ["error", "ok", "ok", "ok"]
+    assert sum(row["path"].startswith("images/img-") for row in rows) == 3
+    assert sum(row["path"].startswith("anon-") for row in rows) == 1  # the series, measured as a volume
+    assert len(list(out.rglob("*_disagreement.png"))) == 3
+    said = capsys.readouterr()
+    assert "jane" not in said.out.lower() and "broken_jane" not in said.err
+
+
+def test_compare_under_anonymize_with_an_unusable_key_is_one_error(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("SEGLENS_PSEUDONYM_KEY", "short")
+    source, _ = pacs_export_with_images(tmp_path)
+    assert main(["compare", "ct_demo", "ct_demo", str(source), "--out", str(tmp_path / "OUT"), "--anonymize",
+                 "--no-progress"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "SEGLENS_PSEUDONYM_KEY is not a usable key" in err[0]
+    assert not (tmp_path / "OUT" / "seglens_compare.csv").exists()

@@ -139,6 +139,9 @@ def build_parser() -> argparse.ArgumentParser:
     compare.add_argument("paths", nargs="+", type=Path, metavar="PATH", help="image files or folders (recursive)")
     compare.add_argument("--out", required=True, type=Path, metavar="DIR", help="folder for pictures and reports")
     compare.add_argument("--device", default="auto", type=_device, help="auto | cpu | cuda | cuda:N (default auto)")
+    compare.add_argument("--anonymize", action="store_true",
+                         help="rows, pictures and the summary name each input by its pseudonym (as run --anonymize "
+                              "names them), error cells without its paths: no patient, folder or file name")
     compare.add_argument("--no-progress", action="store_true", help="no progress bar even on a terminal")
     compare.set_defaults(handler=cmd_compare)
 

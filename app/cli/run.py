@@ -116,6 +116,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
     if refused:
         print(f"error: {_shown(refused)}", file=sys.stderr)
         return EXIT_USAGE
+    key = _compare_key(args)  # an unusable key is one error before anything runs
     models = [open_session(spec, args.device) for spec in (spec_a, spec_b)]
     for model, spec in zip(models, (spec_a, spec_b), strict=True):
         _announce_session(model.info, spec)
@@ -124,7 +125,8 @@ def cmd_compare(args: argparse.Namespace) -> int:
     with OutputLock(args.out):  # everything compare writes, its metrics and record included, under the lock
         _remove_stale_temporaries(args.out, started)
         record_compare(args.out / REPORT_NAME, *identities)
-        summary, metrics, report = compare_inputs(*models, inputs, out_dir=args.out, progress=progress.update)
+        summary, metrics, report = compare_inputs(*models, inputs, out_dir=args.out, progress=progress.update,
+                                                  key=key)
         written = metrics.write(args.out)
     progress.close()
     progress.print_misfits()
@@ -134,6 +136,15 @@ def cmd_compare(args: argparse.Namespace) -> int:
     _print_metrics(metrics, written)
     print(_shown(compare_summary_line(report, *identities)))
     return EXIT_OK if summary.failed == 0 else EXIT_SOME_FAILED
+
+
+def _compare_key(args: argparse.Namespace) -> bytes:
+    """compare --anonymize: the pseudonym key its names are made with (app.runs.private_names), else none."""
+    if not args.anonymize:
+        return b""
+    from app.runs.volume_run import pseudonym_key
+
+    return pseudonym_key()
 
 
 def _announce_volumes(inputs, args: argparse.Namespace):
