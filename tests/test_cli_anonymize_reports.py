@@ -107,3 +107,19 @@ def test_compare_under_anonymize_with_an_unusable_key_is_one_error(tmp_path, mon
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "SEGLENS_PSEUDONYM_KEY is not a usable key" in err[0]
     assert not (tmp_path / "OUT" / "seglens_compare.csv").exists()
+
+
+def test_an_image_only_run_under_anonymize_names_its_images_by_pseudonyms(tmp_path, monkeypatch, capsys):
+    """A PACS export of key images (no series among them): --anonymize was a note ('applies to volumes') and the
+    report carried every image's absolute path, patient folders included."""
+    monkeypatch.setenv("SEGLENS_PSEUDONYM_KEY", KEY)
+    _, reference = pacs_export_with_images(tmp_path)
+    images = tmp_path / "in" / "pacs_export" / "DOE^JANE_PID-0042"
+    out = tmp_path / "OUT"
+    assert main(["run", "ct_demo", str(images / "key_image_jane.png"), str(images / "orphan_jane.png"), "--out",
+                 str(out), "--anonymize", "--save", "mask", "--reference", str(reference), "--no-progress"]) == 0
+    assert leaks(out, tmp_path) == []
+    rows = read_report(out / "seglens_report.csv")
+    assert len(rows) == 2 and all(row["path"].startswith("images/img-") for row in rows)
+    assert len(list(out.rglob("*_mask.png"))) == 2
+    assert "applies to volumes" not in capsys.readouterr().err

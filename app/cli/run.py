@@ -75,7 +75,8 @@ def cmd_run(args: argparse.Namespace) -> int:
                                 exports=volume_options.exports if volume_options else None,
                                 names=_anonymized_names(inputs, volume_options)) if args.resume else {}
         progress = _Progress(len(inputs), enabled=sys.stderr.isatty() and not args.no_progress)
-        extra = [*(volume_columns(model.spec) if volume_options else ()), *(scorer.columns if scorer else ())]
+        has_volumes = any(item.volume is not None for item in inputs)  # options alone: an image-only --anonymize
+        extra = [*(volume_columns(model.spec) if has_volumes else ()), *(scorer.columns if scorer else ())]
         with ReportWriter(report_path, model.spec, extra_columns=extra) as report:
             record_run(report_path, identity)
             summary = run_inputs(model, inputs, out_dir=args.out, save=args.save, report=report,
@@ -148,18 +149,20 @@ def _compare_key(args: argparse.Namespace) -> bytes:
 
 
 def _announce_volumes(inputs, args: argparse.Namespace):
-    """The run's VolumeOptions when it has volumes (None otherwise); each volume's warnings (a gap, a split
-    series, an order by InstanceNumber) printed once, before the run."""
+    """The run's VolumeOptions when it has volumes or --anonymize (None otherwise: an image-only run under
+    --anonymize still names its images by their pseudonyms); each volume's warnings (a gap, a split series, an
+    order by InstanceNumber) printed once, before the run."""
+    from app.runs.volume_run import VolumeOptions, pseudonym_key
+
     volumes = [item for item in inputs if item.volume is not None]
     if not volumes:
-        unused = [flag for flag, on in (("--export", args.export is not None), ("--per-slice", args.per_slice),
-                                        ("--anonymize", args.anonymize)) if on]
+        unused = [flag for flag, on in (("--export", args.export is not None), ("--per-slice", args.per_slice))
+                  if on]
         if unused:  # said, not silently ignored: the reader expected a series or a NIfTI file among the inputs
             verb = "applies" if len(unused) == 1 else "apply"
             print(f"note: {', '.join(unused)} {verb} to volumes (DICOM series, multi-frame DICOM, NIfTI); there is "
                   "none among the inputs", file=sys.stderr)
-        return None
-    from app.runs.volume_run import VolumeOptions, pseudonym_key
+        return VolumeOptions(anonymize=True, pseudonym_key=pseudonym_key()) if args.anonymize else None
 
     for item in volumes:
         for warning in item.volume.warnings:
