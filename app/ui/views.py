@@ -34,6 +34,17 @@ def _labels_at(result, hw: tuple[int, int], scale: float):
     return mask, counts
 
 
+def settled(view: ViewResult) -> ViewResult:
+    """`view` with its display labels and counts taken from the image-sized mask when something on the way made it
+    (a reference, an area rule, model B's agreement): exact counts, and the display copy of what was measured —
+    the same, nearest, as model B's beside it."""
+    labels = view.result.labels
+    if labels is None or view.display_scale == 1.0 or not labels.ready:
+        return view
+    mask, counts = display_labels(view.result, view)
+    return replace(view, display_mask=mask, class_counts=counts)
+
+
 def display_mask(mask, view: ViewResult):
     """`mask` at the display size of `view` (the mask itself unless the display copy is downscaled)."""
     if mask is None or view.display_scale == 1.0:

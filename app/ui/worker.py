@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 from PySide6.QtCore import QObject, Signal, Slot
 
 from app.ui.view_state import LatestRequest
-from app.ui.views import decided, display_labels, display_mask, view_result
+from app.ui.views import decided, display_labels, display_mask, settled, view_result
 from app.ui.worker_batch import BatchSlots, failure_line
 from app.ui.worker_volumes import VolumeFillSlots, decode_request
 
@@ -256,6 +256,7 @@ class InferenceWorker(VolumeFillSlots, BatchSlots, QObject):
                 self._fill_key == (path, request.tuning.threshold):
             self._fill.add(request.key.frame, result.mask)  # the fill need not run this slice again
         return view
+        view = settled(view)
 
     def _with_model_b(self, view: ViewResult, image) -> ViewResult:
         """The second model on the same decoded image: its mask, and its agreement with the first."""
@@ -266,7 +267,7 @@ class InferenceWorker(VolumeFillSlots, BatchSlots, QObject):
         if result_b.labels is None or view.result.labels is None:
             return view
         agreement = image_metrics(result_b.mask, view.result.mask, max(len(self._model.spec.classes), 2))
-        return replace(view, result_b=result_b, display_mask_b=display_mask(result_b.mask, view),
+        return replace(view, result_b=result_b, display_mask_b=display_labels(result_b, view)[0],
                        agreement=agreement)
 
     @Slot(object)
@@ -289,7 +290,7 @@ class InferenceWorker(VolumeFillSlots, BatchSlots, QObject):
 
                     view = replace(view, agreement=image_metrics(view.result_b.mask, result.mask,
                                                                  max(len(model.spec.classes), 2)))
-            view = self._compared(decided(view, tuning, model.spec), model.spec)
+            view = settled(self._compared(decided(view, tuning, model.spec), model.spec))
         except Exception as exc:
             self.failed.emit(request.request_id, view.key.path, failure_line(view.path, exc))
             return
