@@ -190,13 +190,17 @@ class DecisionControls(QGroupBox):
     def set_split(self, mode: str | None) -> None:
         self._split.setCurrentIndex([key for key, _ in SPLITS].index(mode))
 
-    def show_comparison(self, scored, class_names, agreement=None) -> None:
+    def show_comparison(self, scored, class_names, agreement=None, error_b: str = "") -> None:
         """The picture against its reference: mean IoU/Dice, per class, FP/FN pixels, or why there is none; and
-        model B's agreement with A."""
+        model B's agreement with A, or what happened to B (`error_b`: B's error line)."""
         self._show_reference(scored, class_names)
-        if agreement is not None:
-            text = self._comparison.text()
+        line = ""
+        if error_b:
+            line = f"model B {self._model_b or ''} failed on this image: {error_b}"
+        elif agreement is not None:
             line = f"model B {self._model_b or ''} vs A: IoU {agreement.iou:.3f} · Dice {agreement.dice:.3f}"
+        if line:
+            text = self._comparison.text()
             self._comparison.setText(f"{text}\n{line}" if text else line)
         self._comparison.setVisible(bool(self._comparison.text()))
 

@@ -120,6 +120,7 @@ class ViewResult:
     result_b: Result | None = None
     display_mask_b: np.ndarray | None = None
     agreement: object | None = None
+    error_b: str = ""  # model B failed on this picture (a NaN output): B's one line; A's result is still shown
     full_pixels: np.ndarray | None = None  # big images: the full-resolution pixels for the detail tiles
     # pixels per label value 0..255 at the image's size (the legend): exact, or estimated from `display_mask` when
     # the display is downscaled and the image-sized mask was not made (views.display_labels)

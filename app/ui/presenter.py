@@ -99,7 +99,8 @@ class Presenter(QObject):
         self._panel.show_result(view.result, view.class_counts)
         self._panel.decision.show_verdict(view.judgement)
         classes = self._state.model.spec.classes if self._state.model else ()
-        self._panel.decision.show_comparison(view.scored, [info.name for info in classes], view.agreement)
+        self._panel.decision.show_comparison(view.scored, [info.name for info in classes], view.agreement,
+                                             view.error_b)
         self._overlay = None if view.display_mask is None else OverlayImage(view.display_mask, classes)
         self._overlay_b = None if view.display_mask_b is None else OverlayImage(view.display_mask_b, classes)
         self._joint = view.tuning.layer == "disagreement"  # one picture of A and B: both sides of a split show it

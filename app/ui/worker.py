@@ -193,7 +193,7 @@ class InferenceWorker(VolumeFillSlots, BatchSlots, QObject):
         if self._model is None or self._model_b is None:
             self.compare_finished.emit(False, "load model B first (Model ▸ Compare with another model…)")
             return
-        failed = 0
+        failed, unreadable, first = 0, 0, ""
         for done, entry in enumerate(entries, 1):
             if self._cancel.is_set():
                 self.compare_finished.emit(False, f"cancelled after {done - 1} of {len(entries)} images")
@@ -206,14 +206,18 @@ class InferenceWorker(VolumeFillSlots, BatchSlots, QObject):
                 self.compare_finished.emit(False, f"cancelled after {done - 1} of {len(entries)} images")
                 return
             except Exception as exc:
-                failed += 1
+                from app.errors import ImageError
                 from app.logs import private
 
-                private(log, logging.WARNING, entry.path, f"compare: {failure_line(Path(entry.path), exc)}")
+                line = failure_line(Path(entry.path), exc)
+                private(log, logging.WARNING, entry.path, f"compare: {line}")
+                if isinstance(exc, ImageError):  # the input itself: not something either model did
+                    unreadable += 1
+                else:  # a model failed on it (B's NaN output): said with its line, not as "could not be read"
+                    failed, first = failed + 1, first or line
                 continue
             self.agreement_ready.emit(entry.path, agreement.metrics.iou, done, len(entries))
-        self.compare_finished.emit(True, f"{len(entries) - failed} images compared" +
-                                   (f", {failed} could not be read" if failed else ""))
+        self.compare_finished.emit(True, compare_summary(len(entries), unreadable, failed, first))
 
     @Slot(object)
     def process_view(self, request: ViewRequest) -> None:
@@ -263,7 +267,10 @@ class InferenceWorker(VolumeFillSlots, BatchSlots, QObject):
         from app.inference import pipeline
         from app.inference.metrics import image_metrics
 
-        result_b = pipeline.run_image(self._model_b, image)
+        try:
+            result_b = pipeline.run_image(self._model_b, image)
+        except Exception as exc:  # B's failure (a NaN output) is B's: A's result stays, the panel says what happened
+            return replace(view, error_b=model_b_error_line(self._model_b.spec.path, exc))
         if result_b.labels is None or view.result.labels is None:
             return view
         agreement = image_metrics(result_b.mask, view.result.mask, max(len(self._model.spec.classes), 2))
@@ -343,3 +350,25 @@ def _content_sha256(path: Path) -> str:
         return file_sha256(Path(path))
     except OSError:
         return ""
+
+def model_b_error_line(model_path: Path, exc: Exception) -> str:
+    """Model B's failure on a picture as B's one line (`b.onnx: non-finite model output …`): a model's own errors
+    name the model, not the image; an unexpected one goes to the log in full."""
+    from app.errors import SegLensError
+
+    if isinstance(exc, SegLensError):
+        return " ".join(str(exc).split())
+    from app.logs import log_exception
+
+    log_exception(log, logging.ERROR, f"model B {model_path.name} failed", exc)
+    return f"{model_path.name}: unexpected error ({type(exc).__name__}: {' '.join(str(exc).split())[:300]})"
+
+
+def compare_summary(total: int, unreadable: int, failed: int, first: str) -> str:
+    """`3 images compared, 1 could not be read, 1 failed: <the first failure's line>` (Compare all's last word)."""
+    text = f"{total - unreadable - failed} images compared"
+    if unreadable:
+        text += f", {unreadable} could not be read"
+    if failed:
+        text += f", {failed} failed: {first}" if failed == 1 else f", {failed} failed (the first: {first})"
+    return text
