@@ -256,11 +256,11 @@ class InferenceWorker(VolumeFillSlots, BatchSlots, QObject):
                               model.spec)
         if self._model_b is not None:
             view = self._disagreement(self._with_model_b(view, image))
+        view = settled(view)
         if request.volume is not None and result.labels is not None and \
                 self._fill_key == (path, request.tuning.threshold):
             self._fill.add(request.key.frame, result.mask)  # the fill need not run this slice again
         return view
-        view = settled(view)
 
     def _with_model_b(self, view: ViewResult, image) -> ViewResult:
         """The second model on the same decoded image: its mask, and its agreement with the first."""
