@@ -162,3 +162,17 @@ def test_a_folder_run_makes_the_image_sized_mask_in_its_postprocess_stage(models
     assert made.labels.ready and made.mask is result.mask  # the same labels, made once
     assert set(made.timings) == set(result.timings) and made.timings["inference"] == result.timings["inference"]
     assert pipeline.with_mask(made) is made  # nothing left to make
+
+
+def test_a_probability_layer_for_a_downscaled_display_is_sampled_at_its_size(models):
+    """The viewer's heatmap of a big image: the kept scores brought to the display size directly (before: to the
+    image's size — a float32 plane of every pixel — and then down)."""
+    from app.inference.tuning import plane
+
+    model = session(models, "fixed_rgb_classes", SIDECARS["stretch"])
+    result = pipeline.run_image(model, blobs(900, 1200))
+    small = plane(result, model.spec, "probability", hw=(450, 600))
+    full = plane(result, model.spec, "probability")
+    assert small.shape == (450, 600) and full.shape == (900, 1200)
+    brought_down = cv2.resize(full, (600, 450), interpolation=cv2.INTER_AREA)
+    assert np.abs(small - brought_down).max() < 0.05 and np.abs(small - brought_down).mean() < 0.005
