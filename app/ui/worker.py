@@ -351,6 +351,7 @@ def _content_sha256(path: Path) -> str:
     except OSError:
         return ""
 
+
 def model_b_error_line(model_path: Path, exc: Exception) -> str:
     """Model B's failure on a picture as B's one line (`b.onnx: non-finite model output …`): a model's own errors
     name the model, not the image; an unexpected one goes to the log in full."""
