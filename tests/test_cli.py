@@ -40,10 +40,10 @@ def test_run_writes_masks_overlays_and_report(models, folder, tmp_path, capsys):
     out = tmp_path / "out"
     code = main(["run", str(model), str(folder), "--out", str(out), "--save", "mask,overlay", "--device", "cpu"])
     assert code == 1  # one input failed, the others were written
-    mask = np.asarray(Image.open(out / "one_mask.png"))
+    mask = np.asarray(Image.open(out / "one.png_mask.png"))
     np.testing.assert_array_equal(mask, expected_stripes())
-    assert np.asarray(Image.open(out / "sub" / "two_mask.png")).shape == (40, 60)
-    overlay = np.asarray(Image.open(out / "one_overlay.png"))
+    assert np.asarray(Image.open(out / "sub" / "two.png_mask.png")).shape == (40, 60)
+    overlay = np.asarray(Image.open(out / "one.png_overlay.png"))
     assert overlay.shape == (37, 53, 3) and not np.array_equal(overlay, stripes())
     np.testing.assert_array_equal(overlay[:, :10], stripes()[:, :10])  # background is not painted
     rows = read_report(out / "seglens_report.csv")
@@ -205,9 +205,9 @@ def test_sigkill_then_resume_finishes_with_every_output_complete_once(models, tm
     assert sorted(r["path"] for r in rows) == sorted(str(p) for p in folder.glob("*.png"))  # each exactly once
     assert all(r["status"] == "ok" for r in rows)
     for i in range(60):
-        mask = np.asarray(Image.open(out / f"frame_{i:02d}_mask.png"))  # complete, decodable
+        mask = np.asarray(Image.open(out / f"frame_{i:02d}.png_mask.png"))  # complete, decodable
         assert mask.shape == (600, 800) and (mask[:, : 10 + i * 10] == 0).all()
-        Image.open(out / f"frame_{i:02d}_overlay.png").load()
+        Image.open(out / f"frame_{i:02d}.png_overlay.png").load()
     assert not list(out.rglob("*.tmp")) and not list(out.glob("*.partial"))
 
 
@@ -221,8 +221,8 @@ def test_run_on_real_dicom_files(models, tmp_path):
     model = models("binary_logits")
     model.with_suffix(".yaml").write_text("input:\n  window: [40, 400]\n")
     assert main(["run", str(model), str(folder), "--out", str(tmp_path / "o")]) == 0
-    assert np.asarray(Image.open(tmp_path / "o" / "CT_small_mask.png")).shape == (128, 128)
-    assert np.asarray(Image.open(tmp_path / "o" / "MR_small_mask.png")).shape == (64, 64)
+    assert np.asarray(Image.open(tmp_path / "o" / "CT_small.dcm_mask.png")).shape == (128, 128)
+    assert np.asarray(Image.open(tmp_path / "o" / "MR_small.dcm_mask.png")).shape == (64, 64)
 
 
 def _tree(root: Path) -> set[str]:
@@ -230,20 +230,20 @@ def _tree(root: Path) -> set[str]:
 
 
 def _image_beside_a_user_mask(tmp_path: Path) -> tuple[Path, bytes]:
-    """`imgs/a.png` and the user's own `imgs/a_mask.png` (exactly where a's mask would go); its bytes."""
+    """`imgs/a.png` and the user's own `imgs/a.png_mask.png` (exactly where a's mask would go); its bytes."""
     imgs = tmp_path / "imgs"
     imgs.mkdir()
     Image.fromarray(stripes()).save(imgs / "a.png")
-    Image.fromarray(np.full((8, 8), 7, np.uint8)).save(imgs / "a_mask.png")
-    return imgs, (imgs / "a_mask.png").read_bytes()
+    Image.fromarray(np.full((8, 8), 7, np.uint8)).save(imgs / "a.png_mask.png")
+    return imgs, (imgs / "a.png_mask.png").read_bytes()
 
 
 def test_files_named_one_by_one_with_out_their_folder_are_refused_and_nothing_is_replaced(models, tmp_path):
-    """The audit's repro: `run M imgs/*.png --out imgs` with a user's own `a_mask.png` beside `a.png`."""
+    """The audit's repro: `run M imgs/*.png --out imgs` with a user's own `a.png_mask.png` beside `a.png`."""
     imgs, before = _image_beside_a_user_mask(tmp_path)
-    done = cli("run", models("rgb_classes"), imgs / "a.png", imgs / "a_mask.png", "--out", imgs)
+    done = cli("run", models("rgb_classes"), imgs / "a.png", imgs / "a.png_mask.png", "--out", imgs)
     assert done.returncode == 2 and done.stderr.startswith("error: --out ") and "is the input folder" in done.stderr
-    assert (imgs / "a_mask.png").read_bytes() == before and _tree(imgs) == {"a.png", "a_mask.png"}
+    assert (imgs / "a.png_mask.png").read_bytes() == before and _tree(imgs) == {"a.png", "a.png_mask.png"}
 
 
 def test_an_output_that_would_replace_an_input_is_an_error_row_not_a_write(models, tmp_path):
@@ -256,11 +256,11 @@ def test_an_output_that_would_replace_an_input_is_an_error_row_not_a_write(model
     imgs, before = _image_beside_a_user_mask(tmp_path)
     model = open_session(load_spec(models("rgb_classes")), "cpu")
     outcomes = []
-    run_inputs(model, discover([imgs / "a.png", imgs / "a_mask.png"]), out_dir=imgs, save=("mask",),
+    run_inputs(model, discover([imgs / "a.png", imgs / "a.png_mask.png"]), out_dir=imgs, save=("mask",),
                progress=lambda outcome, _summary: outcomes.append(outcome))
-    assert (imgs / "a_mask.png").read_bytes() == before
+    assert (imgs / "a.png_mask.png").read_bytes() == before
     assert outcomes[0].error and "is one of the inputs, and would be replaced" in outcomes[0].error
-    assert outcomes[1].error is None and (imgs / "a_mask_mask.png").is_file()
+    assert outcomes[1].error is None and (imgs / "a.png_mask.png_mask.png").is_file()
 
 
 def test_every_output_stays_inside_out_whatever_the_file_names(models, tmp_path):
@@ -278,7 +278,7 @@ def test_every_output_stays_inside_out_whatever_the_file_names(models, tmp_path)
     rows = read_report(out / "seglens_report.csv")
     assert [Path(r["path"]).name for r in rows] == names and {r["status"] for r in rows} == {"ok"}
     masks = sorted(p.name for p in out.glob("*_mask.png"))
-    assert len(masks) == 5 and "dot_mask.png" in masks and all(len(m.encode()) <= 255 for m in masks)
+    assert len(masks) == 5 and "..png_mask.png" in masks and all(len(m.encode()) <= 255 for m in masks)
 
 
 def test_control_characters_in_file_names_reach_the_terminal_escaped(models, tmp_path):
@@ -331,7 +331,7 @@ def test_a_file_name_that_is_not_utf8_gets_its_row_and_the_run_goes_on(models, t
     rows = read_report(out / "seglens_report.csv")
     assert [r["path"] for r in rows] == [f"{folder}/a.png", f"{folder}/b\\xe9.png", f"{folder}/c.png"]
     assert all(r["status"] == "ok" for r in rows)
-    assert os.path.isfile(os.fsencode(out) + b"/b\xe9_mask.png")
+    assert os.path.isfile(os.fsencode(out) + b"/b\xe9.png_mask.png")
     again = cli("run", model, folder, "--out", out, "--device", "cpu", "--resume")
     assert again.returncode == 0 and "(3 done by an earlier run)" in again.stdout, again.stdout + again.stderr
     assert read_report(out / "seglens_report.csv") == rows
@@ -356,10 +356,10 @@ def test_resume_reruns_an_input_whose_mask_was_truncated(models, tmp_path):
         Image.fromarray(stripes()).save(folder / name)
     model, out = models("rgb_classes"), tmp_path / "out"
     assert main(["run", str(model), str(folder), "--out", str(out)]) == 0
-    (out / "b_mask.png").write_bytes((out / "b_mask.png").read_bytes()[:20])
+    (out / "b.png_mask.png").write_bytes((out / "b.png_mask.png").read_bytes()[:20])
     done = cli("run", model, folder, "--out", out, "--resume")
     assert done.returncode == 0 and "(1 done by an earlier run)" in done.stdout, done.stdout + done.stderr
-    np.testing.assert_array_equal(np.asarray(Image.open(out / "b_mask.png")), expected_stripes())
+    np.testing.assert_array_equal(np.asarray(Image.open(out / "b.png_mask.png")), expected_stripes())
 
 
 def test_ng_images_are_a_result_not_an_error(models, tmp_path):
@@ -395,9 +395,9 @@ def test_anomaly_model_run_fills_score_and_verdict(models, tmp_path, batch):
     assert (rows["good.png"]["verdict"], rows["bad.png"]["verdict"]) == ("ok", "ng")
     assert float(rows["bad.png"]["score"]) == pytest.approx(200 / 256, abs=1e-6)
     assert rows["bad.png"]["verdict_reason"] == "score 0.7812 >= 0.5"
-    mask = np.asarray(Image.open(out / "bad_mask.png"))
+    mask = np.asarray(Image.open(out / "bad.png_mask.png"))
     assert mask.shape == (8, 8) and np.count_nonzero(mask) == 4
-    assert not np.asarray(Image.open(out / "good_mask.png")).any()
+    assert not np.asarray(Image.open(out / "good.png_mask.png")).any()
 
 
 def _with_node_column(report: Path) -> None:

@@ -118,7 +118,7 @@ def test_compare_writes_agreement_and_disagreement_pictures(models, tmp_path, ca
     row = read_report(out / "seglens_compare.csv")[0]
     assert (row["only_a_pixels"], row["only_b_pixels"], row["different_pixels"]) == ("666", "629", "666")
     assert row["iou"] == "0.000000" and row["iou:class 1"] == "0.000000"
-    picture = np.asarray(Image.open(out / "a" / "x_disagreement.png"))
+    picture = np.asarray(Image.open(out / "a" / "x.png_disagreement.png"))
     assert tuple(picture[0, 0]) == DISAGREEMENT_COLORS[2]  # red stripe: only B
     assert tuple(picture[0, 20]) == DISAGREEMENT_COLORS[3]  # green: both, different classes
     assert tuple(picture[0, 50]) == DISAGREEMENT_COLORS[1]  # blue: only A

@@ -105,7 +105,7 @@ def test_run_by_name(tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
     out = tmp_path / "out"
     assert main(["run", "surface_defects", str(SAMPLE), "--out", str(out), "--device", "cpu"]) == 0
-    assert (out / "surface_01_scratches_mask.png").is_file()
+    assert (out / "surface_01_scratches.jpg_mask.png").is_file()
     assert "1 input: 1 ok" in capsys.readouterr().out
 
 
@@ -158,7 +158,7 @@ def test_info_still_reads_a_png_provenance(tmp_path, capsys):
     assert main(["run", "nuclei", str(REPO / "resources" / "samples" / "nuclei" / "nuclei_01.png"), "--out", str(out),
                  "--device", "cpu"]) == 0
     capsys.readouterr()
-    assert main(["info", str(out / "nuclei_01_mask.png")]) == 0
+    assert main(["info", str(out / "nuclei_01.png_mask.png")]) == 0
     assert "nuclei" in capsys.readouterr().out
 
 

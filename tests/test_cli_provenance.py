@@ -39,13 +39,13 @@ def test_every_png_carries_the_short_model_sha_and_the_threshold_used(models, im
     short = hashlib.sha256(model.read_bytes()).hexdigest()[:12]
     record = json.loads((out / "seglens_report.csv.run.json").read_text())
     for kind in KINDS:
-        image = Image.open(out / f"a0_{kind}.png")
+        image = Image.open(out / f"a0.png_{kind}.png")
         assert image.text["Software"].startswith("SegLens ")
         chunk = json.loads(image.text["SegLens"])
         assert chunk["model_sha256"] == short and chunk["thresholds"] == {"threshold": threshold}
         assert chunk["provider"] == "CPUExecutionProvider" and chunk["settings_sha256"] == record[
             "settings_sha256"][:12]
-    assert _chunk(out / "a0_mask.png")["classes"] == ["background", "class 1"]
+    assert _chunk(out / "a0.png_mask.png")["classes"] == ["background", "class 1"]
     assert record["provider"] == "CPUExecutionProvider" and record["requested_device"] == "cpu"
     assert record["thresholds"] == {"threshold": threshold} and record["fallback_reason"] is None
     said = capsys.readouterr().out
@@ -56,7 +56,7 @@ def test_every_png_carries_the_short_model_sha_and_the_threshold_used(models, im
 def test_a_multi_class_threshold_is_recorded_as_the_minimum_confidence(models, images, tmp_path):
     model, out = models("rgb_classes"), tmp_path / "out"
     assert _run(model, images, out, "--threshold", "0.6") == 0
-    assert _chunk(out / "a0_mask.png")["thresholds"] == {"min_confidence": 0.6}
+    assert _chunk(out / "a0.png_mask.png")["thresholds"] == {"min_confidence": 0.6}
     record = json.loads((out / "seglens_report.csv.run.json").read_text())
     assert record["thresholds"] == {"min_confidence": 0.6} and record["threshold"] == 0.6
 
@@ -88,7 +88,7 @@ def test_info_on_an_output_png_shows_its_provenance(models, images, tmp_path, ca
     model, out = models("binary_logits"), tmp_path / "out"
     assert _run(model, images, out, "--threshold", "0.3") == 0
     capsys.readouterr()
-    assert main(["info", str(out / "a0_mask.png")]) == 0
+    assert main(["info", str(out / "a0.png_mask.png")]) == 0
     shown = json.loads(capsys.readouterr().out)
     assert shown["SegLens"]["thresholds"] == {"threshold": 0.3} and shown["SegLens"]["model"] == model.name
     assert main(["info", str(images / "a0.png")]) == 0  # a PNG SegLens did not write: says so

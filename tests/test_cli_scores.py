@@ -33,15 +33,15 @@ def test_binary_threshold_heatmap_and_scores(models, tmp_path):
     assert main(["run", str(model), str(tmp_path / "in"), "--out", str(out), "--threshold", "0.9",
                  "--save", "mask,heatmap,scores", "--device", "cpu"]) == 0
     # p(155) = 0.896, p(156) = 0.903: the default 0.5 would start at 128
-    np.testing.assert_array_equal(decoded(out / "ramp_mask.png"), (image >= 156).astype(np.uint8))
-    scores = decoded(out / "ramp_scores.png")
+    np.testing.assert_array_equal(decoded(out / "ramp.png_mask.png"), (image >= 156).astype(np.uint8))
+    scores = decoded(out / "ramp.png_scores.png")
     assert scores.dtype == np.uint16 and scores.shape == (4, 256)
     probability = 1 / (1 + np.exp(-20 * (image / 255 - 0.5)))
     # float16 keeps ~11 significant bits: within 2^-11 of p, plus the 16-bit rounding
     assert np.all(np.abs(scores / 65535 - probability) <= probability * 2.0 ** -11 + 2 / 65535)
     kept = run_image(open_session(load_spec(model), "cpu"), image).scores[0].astype(np.float64)
     assert np.abs(scores.astype(np.float64) - np.rint(kept * 65535)).max() <= 2  # exactly the kept scores
-    heat = decoded(out / "ramp_heatmap.png")
+    heat = decoded(out / "ramp.png_heatmap.png")
     assert heat.shape == (4, 256, 3)
     np.testing.assert_array_equal(heat, HEATMAP_LUT[np.rint(kept * 255).astype(int)])
 
@@ -56,13 +56,13 @@ def test_multiclass_threshold_is_a_minimum_confidence(models, tmp_path):
     out = tmp_path / "out"
     args = ["run", str(models("rgb_classes")), str(folder), "--save", "mask,heatmap", "--device", "cpu"]
     assert main([*args, "--out", str(out)]) == 0
-    assert (decoded(out / "two_mask.png") == 1).all()
+    assert (decoded(out / "two.png_mask.png") == 1).all()
     assert main([*args, "--out", str(tmp_path / "sure"), "--threshold", "0.45"]) == 0
     expected = np.zeros((6, 8), np.uint8)
     expected[:, :4] = 1
-    np.testing.assert_array_equal(decoded(tmp_path / "sure" / "two_mask.png"), expected)
+    np.testing.assert_array_equal(decoded(tmp_path / "sure" / "two.png_mask.png"), expected)
     winning = np.exp(200 / 255) / (np.exp(200 / 255) + 2)
-    heat = decoded(out / "two_heatmap.png")  # the winning class's probability, not rescaled
+    heat = decoded(out / "two.png_heatmap.png")  # the winning class's probability, not rescaled
     assert heat[0, 0].tolist() == HEATMAP_LUT[round(winning * 255)].tolist()
 
 
@@ -72,7 +72,7 @@ def test_models_without_scores_write_no_heatmap_or_scores(models, tmp_path):
     for kind in ("embedded_argmax", "classifier"):
         assert main(["run", str(models(kind)), str(tmp_path / "in"), "--out", str(out / kind),
                      "--save", "mask,heatmap,scores", "--device", "cpu"]) == 0
-    assert (out / "embedded_argmax" / "ramp_mask.png").exists()
+    assert (out / "embedded_argmax" / "ramp.png_mask.png").exists()
     assert not list(out.rglob("*_heatmap.png")) and not list(out.rglob("*_scores.png"))
 
 
@@ -89,7 +89,7 @@ def test_both_still_means_mask_and_overlay(models, tmp_path):
     ramp(tmp_path / "in")
     assert main(["run", str(models("binary_logits")), str(tmp_path / "in"), "--out", str(tmp_path / "out"),
                  "--save", "both", "--device", "cpu"]) == 0
-    assert sorted(p.name for p in (tmp_path / "out").glob("*.png")) == ["ramp_mask.png", "ramp_overlay.png"]
+    assert sorted(p.name for p in (tmp_path / "out").glob("*.png")) == ["ramp.png_mask.png", "ramp.png_overlay.png"]
 
 
 def test_resume_refuses_rows_made_with_another_threshold(models, tmp_path):

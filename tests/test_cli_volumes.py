@@ -63,7 +63,7 @@ def test_a_series_and_a_nifti_volume_are_exported_and_read_back(ct_model, tmp_pa
     sc = sorted((out / "ct" / f"{uid}_sc").glob("*.dcm"))
     assert len(sc) == 6 and pydicom.dcmread(sc[0]).SourceImageSequence[0].ReferencedSOPInstanceUID == sources[0]
 
-    brain = nib.load(out / "brain_mask.nii.gz")
+    brain = nib.load(out / "brain.nii.gz_mask.nii.gz")
     source = nib.load(tmp_path / "in" / "brain.nii.gz")
     assert brain.shape == source.shape and np.array_equal(brain.affine, source.affine)
     assert np.array_equal(np.asarray(brain.dataobj) > 0, data > 50)  # 100 windowed automatically: foreground
@@ -132,7 +132,7 @@ def test_volume_options_without_a_volume_are_said_not_ignored(models, tmp_path, 
     assert main(["run", str(models("binary_logits")), str(tmp_path / "in"), "--out", str(tmp_path / "out"),
                  "--export", "dicom-seg", "--per-slice"]) == 0
     assert "note: --export, --per-slice apply to volumes" in capsys.readouterr().err
-    assert (tmp_path / "out" / "a_mask.png").is_file()
+    assert (tmp_path / "out" / "a.png_mask.png").is_file()
 
 
 def test_damaged_volumes_get_one_clean_line_each(models, tmp_path, capsys):

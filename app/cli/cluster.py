@@ -18,7 +18,7 @@ def run_on_cluster(args: argparse.Namespace, spec, min_confidence, inputs, volum
     from app.cli.run import _print_summary, _Progress, _remove_stale_temporaries
     from app.runs import ray_driver, ray_run
     from app.runs.lock import OutputLock
-    from app.runs.outputs import ReportWriter, finished_earlier
+    from app.runs.outputs import ReportWriter, finished_earlier, rows_of_others
     from app.runs.provenance import RunIdentity, record_run, resume_problem
     from app.runs.volume_run import volume_columns
 
@@ -60,6 +60,7 @@ def run_on_cluster(args: argparse.Namespace, spec, min_confidence, inputs, volum
             done = finished_earlier(report_path, spec, inputs, out_dir=args.out, save=args.save,
                                     exports=volume_options.exports if volume_options else None,
                                     extra_columns=columns) if args.resume else {}
+            others = rows_of_others(report_path, spec, inputs, extra_columns=columns) if args.resume else []
             progress = _Progress(len(inputs), enabled=sys.stderr.isatty() and not args.no_progress)
             with ReportWriter(report_path, spec, extra_columns=columns) as report:
                 record_run(report_path, identity)
@@ -67,6 +68,10 @@ def run_on_cluster(args: argparse.Namespace, spec, min_confidence, inputs, volum
                                                 save=args.save, out_dir=args.out, extra_columns=extra, done=done,
                                                 progress=lambda p: progress.update(p, p.summary),
                                                 png_texts=identity.png_texts(spec))
+                for row in others:  # finished rows are never lost to a run of part of the inputs
+                    report.add_row(row)
+            if others:
+                summary.notices.append(f"{len(others)} row(s) of inputs not in this run kept from the earlier report")
             progress.close()
         finally:
             probe.unlink(missing_ok=True)

@@ -18,11 +18,11 @@ def cmd_run(args: argparse.Namespace) -> int:
     from app.inference.session import open_session
     from app.inference.spec import load_spec
     from app.inference.tuning import with_threshold
-    from app.io.discover import discover
+    from app.io.discover import discover, refuse_clashes
     from app.runs.batch import run_inputs
     from app.runs.lock import OutputLock
     from app.runs.metrics_report import ReferenceScorer, reference_problem
-    from app.runs.outputs import ReportWriter, finished_earlier
+    from app.runs.outputs import ReportWriter, finished_earlier, rows_of_others
     from app.runs.provenance import RunIdentity, record_run, resume_problem
     from app.runs.safety import output_folder_problem
     from app.runs.volume_run import volume_columns
@@ -53,6 +53,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         print(f"error: {refused}", file=sys.stderr)
         return EXIT_USAGE
     if args.ray:
+    if volume_options is None or not volume_options.anonymize:  # pseudonymous names are distinct by themselves
+        inputs = refuse_clashes(inputs)
         from app.cli.cluster import run_on_cluster
 
         return run_on_cluster(args, spec, min_confidence, inputs, volume_options, started=started)
@@ -72,12 +74,15 @@ def cmd_run(args: argparse.Namespace) -> int:
                   "input, or choose a new --out", file=sys.stderr)
             return EXIT_USAGE
         done = finished_earlier(report_path, model.spec, inputs, out_dir=args.out, save=args.save,
+        names = _anonymized_names(inputs, volume_options)
                                 exports=volume_options.exports if volume_options else None,
-                                names=_anonymized_names(inputs, volume_options)) if args.resume else {}
+                                names=names) if args.resume else {}
         progress = _Progress(len(inputs), enabled=sys.stderr.isatty() and not args.no_progress)
         has_volumes = any(item.volume is not None for item in inputs)  # options alone: an image-only --anonymize
         extra = [*(volume_columns(model.spec) if has_volumes else ()), *(scorer.columns if scorer else ())]
         with ReportWriter(report_path, model.spec, extra_columns=extra) as report:
+        others = rows_of_others(report_path, model.spec, inputs, extra_columns=extra,
+                                names=names and names[1]) if args.resume else []
             record_run(report_path, identity)
             summary = run_inputs(model, inputs, out_dir=args.out, save=args.save, report=report,
                                  progress=progress.update, batch_size=args.batch, done=done,
@@ -85,6 +90,10 @@ def cmd_run(args: argparse.Namespace) -> int:
                                  reference=scorer, tile_progress=progress.tiles, volumes=volume_options,
                                  slice_progress=progress.slices)
         written = scorer.summary.write(args.out) if scorer else []  # under the lock, as every other output
+            for row in others:  # finished rows are never lost to a run of part of the inputs
+                report.add_row(row)
+        if others:
+            summary.notices.append(f"{len(others)} row(s) of inputs not in this run kept from the earlier report")
         progress.close()
     for notice in dict.fromkeys(summary.notices):
         print(f"note: {_shown(notice)}", file=sys.stderr)
@@ -102,7 +111,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
     started = time.time()
     from app.inference.session import open_session
     from app.inference.spec import load_spec
-    from app.io.discover import discover
+    from app.io.discover import discover, refuse_clashes
     from app.runs.compare import REPORT_NAME, compare_inputs, compare_problem
     from app.runs.lock import OutputLock
     from app.runs.provenance import RunIdentity, compare_summary_line, record_compare
@@ -112,6 +121,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
     refused = compare_problem(spec_a, spec_b)
     inputs = discover(args.paths, exclude=[args.out]) if not refused else []
     if not refused and not inputs:
+    inputs = inputs if args.anonymize else refuse_clashes(inputs)  # pseudonymous names are distinct by themselves
         refused = "no images found in: " + ", ".join(_shown(p) for p in args.paths)
     refused = refused or output_folder_problem(args.out, inputs, inside_ok=True)
     if refused:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import hashlib
 import os
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 # No numpy or Pillow here: the viewer lists a dropped folder on its GUI thread, which must not pay ~0.5 s of
@@ -181,15 +181,14 @@ def has_dicom_marker(path: Path) -> bool:
 
 
 NAME_MAX = 255  # bytes in one file name on Linux, macOS and Windows alike
-# room after a stem: the longest output suffix, a de-duplication suffix, and what the temporary file an output is
-# written through adds to its name (a prefix and a random part: io/files.py)
-_SUFFIX_ROOM = len("_overlay.png") + len("_jpeg_999") + 40
+# room after a stem: the longest output suffix and what the temporary file an output is written through adds to
+# its name (a prefix and a random part: io/files.py)
+_SUFFIX_ROOM = len("_disagreement.png") + 40
 
 
 def safe_name(name: str) -> str:
-    """`name` as one output file name part that stays where it is put: `.`/`..` (the stem of `..png` is `.`)
-    and empty names are spelt out, and a name too long for an output suffix is cut, keeping it distinct with
-    a hash of the whole."""
+    """`name` as one output file name part that stays where it is put: `.`/`..` and empty names are spelt out,
+    and a name too long for an output suffix is cut, keeping it distinct with a hash of the whole."""
     if name in ("", ".", ".."):
         return {"": "unnamed", ".": "dot", "..": "dotdot"}[name]
     encoded = os.fsencode(name)
@@ -201,27 +200,33 @@ def safe_name(name: str) -> str:
 
 
 def output_stems(inputs: list[InputFile]) -> list[Path]:
-    """A distinct relative output stem per input: `sub/name`, then `sub/name_jpg`, `sub/name_jpg_2`…; every
-    part made safe (`safe_name`), so `<out>/<stem>_mask.png` is always inside `<out>`."""
-    taken: set[str] = set()
-    stems: list[Path] = []
+    """Each input's relative output stem (`output_stem`), in order."""
+    return [output_stem(item) for item in inputs]
+
+
+def output_stem(item: InputFile) -> Path:
+    """Where an input's outputs go under `--out`, a function of the input alone: its relative folder and its whole
+    name, extension kept (`sub/x.png` → `sub/x.png`, so `sub/x.png_mask.png`; a series `<folder>/<SeriesUID>`).
+
+    Never of its siblings: a name made unique against the other inputs of a run (`x_png` for x.png beside x.jpg)
+    is another input's name in a run without them, and --resume then took that input's outputs for this one's.
+    Every part made safe (`safe_name`), so `<out>/<stem>_mask.png` is always inside `<out>`.
+    """
+    return Path(*(safe_name(part) for part in item.rel.parent.parts), safe_name(item.rel.name))
+
+
+def refuse_clashes(inputs: list[InputFile]) -> list[InputFile]:
+    """`inputs`, where one's outputs would be named as an earlier one's (`a/x.png` and `b/x.png` named one by one,
+    or two folders' `x.png`: both `x.png_…`) given a problem, so it is an error row rather than written over the
+    first's outputs or renamed after whichever sibling came first. Compared without case (a macOS or Windows
+    `--out` folds it)."""
+    first: dict[str, InputFile] = {}
+    kept: list[InputFile] = []
     for item in inputs:
-        stem = _stem(item)
-        base = Path(*(safe_name(part) for part in item.rel.parent.parts), safe_name(stem))
-        candidate, n = base, 1
-        while candidate.as_posix().lower() in taken:
-            suffix = item.rel.suffix.lstrip(".").lower() or "file"
-            candidate = base.with_name(f"{base.name}_{suffix}" + (f"_{n}" if n > 1 else ""))
-            n += 1
-        taken.add(candidate.as_posix().lower())
-        stems.append(candidate)
-    return stems
-
-
-def _stem(item: InputFile) -> str:
-    """The name an input's outputs start with: a series' UID whole (its dots are not an extension), a NIfTI
-    file's name without `.nii.gz`, else the name without its extension."""
-    volume = item.volume
-    if volume is not None and getattr(volume, "kind", "") == "dicom":
-        return item.rel.name
-    return item.rel.name[:-7] if item.rel.name.lower().endswith(".nii.gz") else item.rel.stem
+        key = output_stem(item).as_posix().lower()
+        other = first.setdefault(key, item)
+        if other is not item and not item.problem:
+            item = replace(item, problem=f"its outputs would be named as those of {other.path} "
+                                         f"({output_stem(item).name}_…): run it into another --out")
+        kept.append(item)
+    return kept

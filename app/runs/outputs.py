@@ -43,7 +43,8 @@ _NUMBER = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?")
 def write_result_images(result: Result, spec: ModelSpec, out_stem: Path, save: Sequence[str],
                         image: np.ndarray | None = None,
                         texts: Mapping[str, Mapping[str, str]] | None = None) -> list[Path]:
-    """Write `<stem>_mask.png`, `_overlay.png`, `_heatmap.png` and/or `_scores.png` for a segmentation result.
+    """Write `<stem>_mask.png` (`x.png_mask.png`: app.io.discover.output_stem), `_overlay.png`, `_heatmap.png`
+    and/or `_scores.png` for a segmentation result.
 
     The heatmap and scores show the foreground probability (binary) or the winning class's (multi-class); a
     result without scores (a label-map output) simply has neither. `texts[kind]`: PNG text items for that kind
@@ -298,6 +299,25 @@ def finished_earlier(report: Path, spec: ModelSpec, inputs: Sequence[InputFile],
         extra_columns = volume_columns(spec) if volumes else ()
     rows = finished_rows(report, report_columns(spec, extra_columns), outputs_of)
     return {stems[text][0]: row for text, row in rows.items() if text in stems}  # keyed by the input's str(path)
+
+
+def rows_of_others(report: Path, spec: ModelSpec, inputs: Sequence[InputFile], *,
+                   extra_columns: Sequence[str] = (), names: Sequence[str] | None = None) -> list[list[str]]:
+    """--resume of a subset: the earlier report's rows of inputs not in this run, in its order and this report's
+    columns, to be written after this run's (a run of one file of the folder kept that file's row alone, and the
+    others' finished rows were lost). `names`: the inputs' report paths when they are not their own."""
+    shown = set(names if names is not None else (path_text(item.path) for item in inputs))
+    columns = report_columns(spec, extra_columns)
+    kept: dict[str, list[str]] = {}
+    for candidate in (report.with_name(report.name + ".partial"), report):  # the report's row wins, as above
+        rows = _read_report(candidate)
+        plan = _carry_plan(rows[0], columns) if rows else None
+        if plan is None:
+            continue
+        for row in rows[1:]:
+            if len(row) == len(rows[0]) and row[0] not in shown:
+                kept[row[0]] = [row[i] if i is not None else "" for i in plan]
+    return list(kept.values())
 
 
 def finished_rows(report: Path, columns: list[str], outputs_of) -> dict[str, list[str]]:

@@ -2,7 +2,7 @@
 
 Checked twice: the output folder as a whole before a run starts (the CLI refuses it, the viewer's Run on all
 too), then every output file before it is written (an input given by name can sit where an output would go:
-`a.png` and a user's own `a_mask.png`, both passed with `--out` their folder).
+`a.png` and a user's own `a.png_mask.png`, both passed with `--out` their folder).
 """
 
 from __future__ import annotations

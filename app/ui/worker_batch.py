@@ -51,6 +51,10 @@ class BatchSlots:
                 self.batch_progress.emit(outcome, copy.copy(summary), judged)
 
             options = _volume_options(inputs, volumes)
+            if options is None or not options.anonymize:  # two listed x.png would write one x.png_mask.png
+                from app.io.discover import refuse_clashes
+
+                inputs = refuse_clashes(inputs)
             scorer = _scorer(tuning, spec, inputs, key=options.pseudonym_key if options is not None else b"")
             columns = [*(_volume_columns(spec) if options else ()), *(scorer.columns if scorer is not None else ())]
             with OutputLock(Path(out_dir)), ReportWriter(report_path, spec, extra_columns=columns) as report:

@@ -30,7 +30,7 @@ def test_symlink_loop_does_not_hang(tmp_path):
 
 def test_output_stems_are_distinct():
     inputs = [InputFile(Path(p), Path(p)) for p in ("a.png", "a.jpg", "A.tif", "sub/a.png")]
-    assert [s.as_posix() for s in output_stems(inputs)] == ["a", "a_jpg", "A_tif", "sub/a"]
+    assert [s.as_posix() for s in output_stems(inputs)] == ["a.png", "a.jpg", "A.tif", "sub/a.png"]
 
 
 def test_a_folder_that_cannot_be_listed_is_an_input_with_its_problem(tmp_path, monkeypatch):

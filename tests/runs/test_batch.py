@@ -52,7 +52,7 @@ def test_report_is_in_input_order_with_error_rows_in_place(models, tmp_path):
     assert [r["status"] for r in table] == ["error" if i % 4 == 2 else "ok" for i in range(12)]
     assert (summary.ok, summary.failed, summary.cancelled) == (9, 3, False)
     for i in (0, 5, 11):
-        mask = np.asarray(Image.open(tmp_path / "out" / f"img{i}_mask.png"))
+        mask = np.asarray(Image.open(tmp_path / "out" / f"img{i}.png_mask.png"))
         np.testing.assert_array_equal(mask, expected_stripes(37 + i, 53 + 2 * i))
 
 
@@ -67,8 +67,8 @@ def test_batching_same_shape_images_gives_the_same_masks(models, tmp_path):
     summary, _ = run(models("rgb_classes"), folder, tmp_path / "four", batch_size=4)
     assert summary.ok == 7
     for i in range(7):
-        a = np.asarray(Image.open(tmp_path / "one" / f"s{i}_mask.png"))
-        b = np.asarray(Image.open(tmp_path / "four" / f"s{i}_mask.png"))
+        a = np.asarray(Image.open(tmp_path / "one" / f"s{i}.png_mask.png"))
+        b = np.asarray(Image.open(tmp_path / "four" / f"s{i}.png_mask.png"))
         np.testing.assert_array_equal(a, b)
 
 

@@ -38,13 +38,13 @@ def test_tile_and_no_tile_override_the_sidecar_for_one_run(models, tmp_path):
     model = models("fixed_bright_spots")
     count = spots_image(tmp_path / "a.png")
     assert main(["run", str(model), str(tmp_path / "a.png"), "--out", str(tmp_path / "plain"), "--device", "cpu"]) == 0
-    assert components(tmp_path / "plain" / "a_mask.png") == 0  # stretched to 256²: the spots vanish
+    assert components(tmp_path / "plain" / "a.png_mask.png") == 0  # stretched to 256²: the spots vanish
     assert main(["run", str(model), str(tmp_path / "a.png"), "--out", str(tmp_path / "tiled"), "--tile",
                  "--batch", "3"]) == 0
-    assert components(tmp_path / "tiled" / "a_mask.png") == count
+    assert components(tmp_path / "tiled" / "a.png_mask.png") == count
     model.with_suffix(".yaml").write_text("input:\n  resize: tile\n")
     assert main(["run", str(model), str(tmp_path / "a.png"), "--out", str(tmp_path / "off"), "--no-tile"]) == 0
-    assert components(tmp_path / "off" / "a_mask.png") == 0
+    assert components(tmp_path / "off" / "a.png_mask.png") == 0
 
 
 def test_tile_refused_for_a_model_that_cannot_be_tiled(models, tmp_path, capsys):
@@ -72,7 +72,7 @@ def test_stopping_mid_image_writes_nothing_for_it_and_lists_it(models, tmp_path)
         summary = run_inputs(model, discover([folder]), out_dir=out, report=report, should_stop=stop,
                              tile_progress=lambda done, total: tiles_seen.append((done, total)))
     assert summary.cancelled and summary.ok == 1
-    assert sorted(p.name for p in out.iterdir()) == ["a_mask.png", "report.csv"]  # no b_mask, no temporaries
+    assert sorted(p.name for p in out.iterdir()) == ["a.png_mask.png", "report.csv"]  # no b_mask, no temporaries
     assert [r["status"] for r in rows(out / "report.csv")] == ["ok", "skipped", "skipped"]
     assert tiles_seen[:16][-1] == (16, 16) and tiles_seen[-1][0] < 16  # 4 × 4 tiles of 700², stopped in b
 

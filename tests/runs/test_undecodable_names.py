@@ -48,4 +48,4 @@ def test_the_cli_runs_a_model_and_an_image_whose_paths_are_not_utf8(models, tmp_
                  "--no-progress"]) == 0
     report = (tmp_path / "out" / "seglens_report.csv").read_bytes().decode("utf-8")
     assert "lot \\xe9/caf\\xe9.png,ok" in report
-    assert (tmp_path / "out" / os.fsdecode(b"caf\xe9_mask.png")).is_file()
+    assert (tmp_path / "out" / os.fsdecode(b"caf\xe9.png_mask.png")).is_file()

@@ -157,8 +157,8 @@ def test_run_on_all_exports_with_the_cli_writer(qtbot, window, images, tmp_path)
     out = tmp_path / "export"
     with qtbot.waitSignal(window.run_all_finished, timeout=TIMEOUT):
         window.run_all(out)
-    assert (out / "a1_mask.png").is_file() and (out / "nested" / "b_overlay.png").is_file()
-    provenance = json.loads(Image.open(out / "a1_mask.png").text["SegLens"])  # the CLI's provenance too
+    assert (out / "a1.png_mask.png").is_file() and (out / "nested" / "b.png_overlay.png").is_file()
+    provenance = json.loads(Image.open(out / "a1.png_mask.png").text["SegLens"])  # the CLI's provenance too
     record = json.loads((out / "seglens_report.csv.run.json").read_text())
     assert provenance["model_sha256"] == record["model_sha256"][:12] and record["provider"] == provenance["provider"]
     report = (out / "seglens_report.csv").read_text().splitlines()
@@ -203,7 +203,7 @@ def test_run_on_all_leaves_a_core_to_the_window(qtbot, window, images, tmp_path)
         with qtbot.waitSignal(window.run_all_finished, timeout=TIMEOUT):
             window.run_all(tmp_path / f"export{run}")
     assert window.worker.session_info is interactive
-    assert (tmp_path / "export1" / "a1_mask.png").is_file()
+    assert (tmp_path / "export1" / "a1.png_mask.png").is_file()
     threads = window.worker.session_threads
     if (os.cpu_count() or 1) < 2:
         assert window.worker.batch_session_threads is None and len(threads) == 1  # no core to leave free
