@@ -52,9 +52,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     if refused:
         print(f"error: {refused}", file=sys.stderr)
         return EXIT_USAGE
-    if args.ray:
     if volume_options is None or not volume_options.anonymize:  # pseudonymous names are distinct by themselves
         inputs = refuse_clashes(inputs)
+    if args.ray:
         from app.cli.cluster import run_on_cluster
 
         return run_on_cluster(args, spec, min_confidence, inputs, volume_options, started=started)
@@ -73,27 +73,27 @@ def cmd_run(args: argparse.Namespace) -> int:
             print(f"error: --resume into {_shown(args.out)}: {_shown(stale)}; run without --resume to redo every "
                   "input, or choose a new --out", file=sys.stderr)
             return EXIT_USAGE
-        done = finished_earlier(report_path, model.spec, inputs, out_dir=args.out, save=args.save,
         names = _anonymized_names(inputs, volume_options)
+        done = finished_earlier(report_path, model.spec, inputs, out_dir=args.out, save=args.save,
                                 exports=volume_options.exports if volume_options else None,
                                 names=names) if args.resume else {}
         progress = _Progress(len(inputs), enabled=sys.stderr.isatty() and not args.no_progress)
         has_volumes = any(item.volume is not None for item in inputs)  # options alone: an image-only --anonymize
         extra = [*(volume_columns(model.spec) if has_volumes else ()), *(scorer.columns if scorer else ())]
-        with ReportWriter(report_path, model.spec, extra_columns=extra) as report:
         others = rows_of_others(report_path, model.spec, inputs, extra_columns=extra,
                                 names=names and names[1]) if args.resume else []
+        with ReportWriter(report_path, model.spec, extra_columns=extra) as report:
             record_run(report_path, identity)
             summary = run_inputs(model, inputs, out_dir=args.out, save=args.save, report=report,
                                  progress=progress.update, batch_size=args.batch, done=done,
                                  min_confidence=min_confidence, png_texts=identity.png_texts(model.spec),
                                  reference=scorer, tile_progress=progress.tiles, volumes=volume_options,
                                  slice_progress=progress.slices)
-        written = scorer.summary.write(args.out) if scorer else []  # under the lock, as every other output
             for row in others:  # finished rows are never lost to a run of part of the inputs
                 report.add_row(row)
         if others:
             summary.notices.append(f"{len(others)} row(s) of inputs not in this run kept from the earlier report")
+        written = scorer.summary.write(args.out) if scorer else []  # under the lock, as every other output
         progress.close()
     for notice in dict.fromkeys(summary.notices):
         print(f"note: {_shown(notice)}", file=sys.stderr)
@@ -120,8 +120,8 @@ def cmd_compare(args: argparse.Namespace) -> int:
     spec_a, spec_b = load_spec(resolved_model(args.model_a)), load_spec(resolved_model(args.model_b))
     refused = compare_problem(spec_a, spec_b)
     inputs = discover(args.paths, exclude=[args.out]) if not refused else []
-    if not refused and not inputs:
     inputs = inputs if args.anonymize else refuse_clashes(inputs)  # pseudonymous names are distinct by themselves
+    if not refused and not inputs:
         refused = "no images found in: " + ", ".join(_shown(p) for p in args.paths)
     refused = refused or output_folder_problem(args.out, inputs, inside_ok=True)
     if refused:
