@@ -43,7 +43,40 @@ def setup_file_logging(level: int | None = None) -> Path | None:
         return None
     handler.setFormatter(logging.Formatter(_FORMAT))
     root.addHandler(handler)
+    quiet_libraries()
     return path
+
+
+# Libraries whose log lines and warnings quote what they are given (highdicom: "copy Patient-related attributes
+# from dataset <source SOP UID>" at INFO, 'The string "SMITHSON" is unlikely…'; Pillow: a file's EXIF trouble).
+LIBRARIES = ("highdicom", "pydicom", "dicognito", "PIL", "nibabel", "tifffile", "py.warnings")
+_LIBRARY_LOG = "app.libraries"
+
+
+def quiet_libraries() -> None:
+    """Keep the libraries' chatter off the terminal and out of the log file above DEBUG: their loggers at
+    WARNING (nothing at INFO is made), and what they log at WARNING+, with every `warnings.warn` (routed to
+    logging by captureWarnings, not ignored), re-logged at DEBUG by `app.libraries`. SegLens says each problem
+    once, in its own one line (app.errors); the library's wording, which may hold a patient's name or a path, is
+    in the debug log. Idempotent; called by the CLI and by setup_file_logging (the viewer)."""
+    logging.captureWarnings(True)
+    for name in LIBRARIES:
+        library = logging.getLogger(name)
+        library.setLevel(logging.WARNING)
+        library.propagate = False
+        if not any(isinstance(h, _AtDebug) for h in library.handlers):
+            library.addHandler(_AtDebug())
+
+
+class _AtDebug(logging.Handler):
+    """A library's record re-logged at DEBUG by `app.libraries` (its level and logger named in the text)."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            message = record.getMessage()
+        except (TypeError, ValueError):  # a library's bad format string must not raise in its caller
+            message = str(record.msg)
+        logging.getLogger(_LIBRARY_LOG).debug("%s %s: %s", record.name, record.levelname, message.strip())
 
 
 def file_ref(path: object) -> str:

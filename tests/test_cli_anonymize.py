@@ -84,7 +84,7 @@ def test_nothing_of_the_source_identity_is_anywhere_under_out(tmp_path, monkeypa
         ds = pydicom.dcmread(path)
         assert ds.PatientIdentityRemoved == "YES"
         assert "113100" in [item.CodeValue for item in ds.DeidentificationMethodCodeSequence]
-        assert str(ds.PatientName) == ds.PatientID and ds.PatientID.startswith("anon-")
+        assert str(ds.PatientName) == f"{ds.PatientID}^" and ds.PatientID.startswith("anon-")  # a PN: family only
 
 
 def test_the_report_has_relative_pseudonymous_paths_and_the_seg_fits_the_source_copy(tmp_path, monkeypatch):

@@ -40,9 +40,20 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.WARNING,
                         format="%(levelname)s: %(message)s")
+    from app.logs import quiet_libraries
+
+    quiet_libraries()  # highdicom's, pydicom's and Pillow's warnings at DEBUG: one line per problem, ours
     if not getattr(args, "command", None):
         parser.print_help(sys.stderr)
         return EXIT_USAGE
+    from app.cli.console import Terminal
+
+    with Terminal() as args.terminal:  # a run under --anonymize redacts every line from here (app.cli.console)
+        return _handled(args)
+
+
+def _handled(args: argparse.Namespace) -> int:
+    """The command's exit code; a SegLensError or a bug ends in one line."""
     from app.errors import SegLensError
 
     try:

@@ -47,6 +47,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         print("error: --per-slice with --resume is not supported: a carried volume would lose its slice rows; "
               "run again without --resume", file=sys.stderr)
         return EXIT_USAGE
+    _anonymize_terminal(args, inputs)
     volume_options = _announce_volumes(inputs, args)
     refused = _anonymize_problem(args, volume_options)
     if refused:
@@ -128,6 +129,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
         print(f"error: {_shown(refused)}", file=sys.stderr)
         return EXIT_USAGE
     key = _compare_key(args)  # an unusable key is one error before anything runs
+    _anonymize_terminal(args, inputs)
     models = [open_session(spec, args.device) for spec in (spec_a, spec_b)]
     for model, spec in zip(models, (spec_a, spec_b), strict=True):
         _announce_session(model.info, spec)
@@ -147,6 +149,18 @@ def cmd_compare(args: argparse.Namespace) -> int:
     _print_metrics(metrics, written)
     print(_shown(compare_summary_line(report, *identities)))
     return EXIT_OK if summary.failed == 0 else EXIT_SOME_FAILED
+
+
+def _anonymize_terminal(args: argparse.Namespace, inputs) -> None:
+    """--anonymize: from here on every line printed names each input by its pseudonymous name, whoever built it
+    (app.cli.console.Terminal, app.runs.private_names.LineRedactor)."""
+    terminal = getattr(args, "terminal", None)
+    if not args.anonymize or terminal is None:
+        return
+    from app.runs.private_names import line_redactor
+    from app.runs.volume_run import pseudonym_key
+
+    terminal.anonymize(line_redactor(inputs, pseudonym_key()))
 
 
 def _compare_key(args: argparse.Namespace) -> bytes:
@@ -280,7 +294,8 @@ class _Progress:
         end (a folder of photos into a CT model would otherwise print a line per photo)."""
         kept = getattr(outcome, "result", None) or getattr(outcome, "volume", None) or outcome  # compare: itself
         for reason in getattr(kept, "warnings", ()):
-            self.misfits.setdefault(reason, [0, outcome.input.path.name])[0] += 1
+            first = getattr(outcome, "name", None) or outcome.input.path.name  # a pseudonym under --anonymize
+            self.misfits.setdefault(reason, [0, first])[0] += 1
 
     def print_misfits(self) -> None:
         for reason, (count, first) in self.misfits.items():

@@ -151,6 +151,13 @@ def deidentifier(info: dict, key: bytes, facts: SourceFacts) -> Deidentifier:
     return Deidentifier(pseudonym_of(info, key), uid_seed(info, key), facts)
 
 
+def person_name(pseudonym: str) -> str:
+    """The pseudonym as a PatientName: a family name alone, `anon-…^` (PS3.5 6.2.1.2; dciodvfy calls a name
+    without a component delimiter a "Retired Person Name form", and highdicom warns of it). PatientID, the report
+    and the folder names keep `anon-…`."""
+    return f"{pseudonym}^" if pseudonym else ""
+
+
 def uid_seed(info: dict, key: bytes) -> str:
     """dicognito's seed for a patient: an HMAC under the pseudonym key, one per patient, so one patient's dates
     and UIDs cannot be lined up with another's by a shared offset."""
@@ -180,7 +187,9 @@ class _Policy:
 
     def __call__(self, dataset, element) -> bool:
         keyword = element.keyword
-        if keyword in ("PatientName", "PatientID"):
+        if keyword == "PatientName":
+            element.value = person_name(self.pseudonym)
+        elif keyword == "PatientID":
             element.value = self.pseudonym
         elif keyword in self.keep and dataset is self.top:
             pass  # SegLens's own text in a derived object: not dicognito's to change
@@ -349,6 +358,15 @@ class VolumePrivacy:
             self.deidentifier.apply(dataset, derived=True)
         else:
             carry_status(dataset, self.facts.status)
+
+    def writer_sources(self, datasets: list) -> list:
+        """The source headers the DICOM writer is given: under --anonymize copies with no identifying value
+        (app.runs.dicom_sources.blinded), else `datasets` themselves."""
+        if self.deidentifier is None:
+            return datasets
+        from app.runs.dicom_sources import blinded
+
+        return blinded(datasets, self.deidentifier.pseudonym)
 
     def finish_source(self, dataset) -> None:
         """A copy of a source file (written under --anonymize only)."""

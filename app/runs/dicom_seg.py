@@ -14,19 +14,23 @@ from app.io.volumes import Volume
 from app.runs.dicom_sources import source_datasets, source_series_number
 
 if TYPE_CHECKING:
+    from app.runs.deidentify import VolumePrivacy
     from app.runs.volume_exports import Algorithm, Segment
 
 SEG_SERIES_OFFSET = 1000  # the SEG's SeriesNumber: the source's + 1000, so a PACS lists it beside its source
 
 
-def build_segmentation(volume: Volume, labels: np.ndarray, segments: Sequence[Segment], *, algorithm: Algorithm):
-    """The highdicom Segmentation of `labels` (uint8, the volume's slice order) for `segments` (value >= 1)."""
+def build_segmentation(volume: Volume, labels: np.ndarray, segments: Sequence[Segment], *, algorithm: Algorithm,
+                       privacy: VolumePrivacy | None = None):
+    """The highdicom Segmentation of `labels` (uint8, the volume's slice order) for `segments` (value >= 1);
+    under --anonymize (`privacy`) made from source headers with no identifying value (writer_sources)."""
     import highdicom as hd
 
     kept = [segment for segment in segments if segment.value >= 1]
     if not kept:
         raise OutputError(f"{volume.source}: no class to write as a DICOM SEG segment")
     datasets = source_datasets(volume)
+    datasets = privacy.writer_sources(datasets) if privacy is not None else datasets
     sources, frames = _source_order(volume, datasets, _segment_numbers(labels, kept))
     try:
         seg = hd.seg.Segmentation(

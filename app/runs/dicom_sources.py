@@ -36,6 +36,31 @@ def source_datasets(volume: Volume) -> list:
     return [read[ref.path] for ref in volume.slices]
 
 
+def blinded(datasets: list, pseudonym: str) -> list:
+    """Copies of a volume's source headers for the DICOM writer under --anonymize: PatientName and PatientID the
+    keyed pseudonym, every other identifying attribute (app.runs.ps315.IDENTIFYING) emptied. highdicom copies the
+    patient and study modules from the headers it is given and quotes them in its warnings and log lines ('The
+    string "SMITHSON" is unlikely…'): given these, nothing identifying ever enters it. The profile proper
+    (app.runs.deidentify) then runs on what it built, as before. One copy per file (a multi-frame file's slices
+    share it)."""
+    import copy
+
+    from app.runs.deidentify import person_name
+    from app.runs.ps315 import IDENTIFYING
+
+    copies: dict[int, object] = {}
+    for dataset in datasets:
+        if id(dataset) in copies:
+            continue
+        blind = copy.deepcopy(dataset)
+        for keyword in (k for keywords in IDENTIFYING.values() for k in keywords):
+            if keyword in blind:
+                setattr(blind, keyword, "")  # Type 2 where the writer copies it: present, empty
+        blind.PatientName, blind.PatientID = person_name(pseudonym), pseudonym
+        copies[id(dataset)] = blind
+    return [copies[id(dataset)] for dataset in datasets]
+
+
 def save_dataset(dataset, path: Path) -> Path:
     """Write a DICOM dataset (with its file meta) to `path` atomically; returns `path`."""
     buffer = io.BytesIO()

@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 from app.io.discover import InputFile
@@ -120,3 +121,55 @@ def _identifying_parts(item: InputFile) -> set[str]:
 # words of a folder or file name that say nothing about a patient and appear in ordinary error lines
 _COMMON = frozenset({"dcm", "dicom", "nii", "png", "jpg", "jpeg", "tif", "tiff", "bmp", "slice", "series", "image",
                      "images", "the", "and", "file", "files"})
+
+
+_WITHHELD = "[withheld]"
+
+
+@dataclass(frozen=True)
+class LineRedactor:
+    """The last pass over every line the CLI prints during a run under --anonymize (app.cli.console.Terminal):
+    each input's paths (its files, its folder, the folders above it up to where it was found) become its
+    pseudonymous name, --out's own path stays as typed, and any word left of an input's relative path or of its
+    patient's name and ID (3+ letters or digits, as `redact` looks for; whole words) is replaced by `[withheld]`,
+    outside the pseudonymous names (their hex digits may spell a short word by chance)."""
+
+    paths: tuple[tuple[str, str], ...]  # (path text, pseudonymous name), the longest path first
+    names: tuple[str, ...]
+    words: re.Pattern | None
+
+    def line(self, text: str) -> str:
+        """`text` with no input path and no identifying word left (see the class docstring)."""
+        for path, name in self.paths:
+            if path in text:
+                text = text.replace(path, name)
+        if self.words is None:
+            return text
+        if not self.names:
+            return self.words.sub(_WITHHELD, text)
+        pieces = re.split("(" + "|".join(map(re.escape, self.names)) + ")", text)
+        return "".join(piece if index % 2 else self.words.sub(_WITHHELD, piece)
+                       for index, piece in enumerate(pieces))
+
+
+def line_redactor(inputs: Sequence[InputFile], key: bytes) -> LineRedactor:
+    """The LineRedactor of a run's inputs under pseudonym key `key` (their names as `anonymized_stems` makes)."""
+    from app.errors import shown
+
+    stems = anonymized_stems(inputs, key)
+    pairs: dict[str, str] = {}
+    words: set[str] = set()
+    for item, stem in zip(inputs, stems, strict=True):
+        root = str(Path(*item.path.parts[:len(item.path.parts) - len(item.rel.parts)]))
+        for path in _paths_of(item) - {root}:  # the folder the user named is theirs: it stays as typed
+            for spelt in {path, shown(path)}:  # as the line has it, raw or as app.errors.shown escapes it
+                # a folder that holds more than one input is no one input's name
+                pairs[spelt] = stem.as_posix() if pairs.get(spelt, stem.as_posix()) == stem.as_posix() \
+                    else "[an input folder]"
+        words |= _identifying_parts(item)
+    names = tuple(sorted({stem.as_posix() for stem in stems}, key=len, reverse=True))
+    # whole words only (no letter or digit either side, an underscore does not join): "doe" is withheld in
+    # DOE_JANE, not in "does not fit"
+    alternatives = "|".join(map(re.escape, sorted(words, key=len, reverse=True)))
+    pattern = re.compile(rf"(?<![^\W_])(?:{alternatives})(?![^\W_])", re.IGNORECASE) if words else None
+    return LineRedactor(tuple(sorted(pairs.items(), key=lambda pair: len(pair[0]), reverse=True)), names, pattern)

@@ -114,12 +114,14 @@ def burned_slice(display: np.ndarray, mask: np.ndarray, segments: Sequence[Segme
 
 def write_series(volume: Volume, labels: np.ndarray, segments: Sequence[Segment], out_dir: Path, *,
                  display: Callable[[int], np.ndarray], opacity: float, algorithm: Algorithm,
-                 prepare: Callable[[object], None] | None = None) -> list[Path]:
+                 prepare: Callable[[object], None] | None = None,
+                 sources: Callable[[list], list] | None = None) -> list[Path]:
     """Write `<out_dir>/sc_<k+1:04d>.dcm` for every slice k into a partial folder, then swap it into place.
-    `prepare(image)` right before each is saved (app.runs.deidentify.VolumePrivacy.finish_derived)."""
+    `prepare(image)` right before each is saved (app.runs.deidentify.VolumePrivacy.finish_derived);
+    `sources(headers)`: the source headers highdicom is given (VolumePrivacy.writer_sources)."""
     import highdicom as hd
 
-    datasets = source_datasets(volume)
+    datasets = source_datasets(volume) if sources is None else sources(source_datasets(volume))
     series_uid, number = hd.UID(), source_series_number(datasets) + SC_SERIES_OFFSET
     partial = out_dir.with_name(f"{out_dir.name}.partial-{secrets.token_hex(4)}")
     try:

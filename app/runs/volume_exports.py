@@ -67,7 +67,7 @@ def write_dicom_seg(volume: Volume, labels: np.ndarray, segments: Sequence[Segme
     """
     require_dicom(volume, "DICOM SEG")
     _check_labels(volume, labels)
-    seg = dicom_seg.build_segmentation(volume, labels, segments, algorithm=algorithm)
+    seg = dicom_seg.build_segmentation(volume, labels, segments, algorithm=algorithm, privacy=privacy)
     if privacy is not None:  # --anonymize: de-identified right before it is saved (app.runs.deidentify)
         privacy.finish_derived(seg)
     return save_dataset(seg, out_path)
@@ -144,7 +144,8 @@ def write_secondary_capture(volume: Volume, labels: np.ndarray, segments: Sequen
     _check_labels(volume, labels)
     return secondary_capture.write_series(volume, labels, segments, out_dir, display=display, opacity=opacity,
                                           algorithm=algorithm,
-                                          prepare=privacy.finish_derived if privacy is not None else None)
+                                          prepare=privacy.finish_derived if privacy is not None else None,
+                                          sources=privacy.writer_sources if privacy is not None else None)
 
 
 def write_source_copy(volume: Volume, out_dir: Path, *, privacy: VolumePrivacy | None) -> list[Path]:

@@ -13,7 +13,7 @@ import queue
 import sys
 import threading
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -43,6 +43,7 @@ class Outcome:
     verdict: Verdict | None = None  # OK/NG under the sidecar's rules; None without a `verdict` section
     scored: Scored | None = None  # against the ground truth (`--reference`): metrics, or the notice why none
     volume: VolumeResult | None = None  # a volume's assembled result (app.runs.volume_run), `result` None
+    name: str | None = None  # --anonymize: the input's pseudonymous name, what every line about it calls it
 
 
 @dataclass
@@ -210,7 +211,8 @@ class Writer:
         except Exception as exc:  # an export library's bug must not end the run: this volume's error row
             log.debug("unexpected error finishing %s", work.input.path, exc_info=True)
             return Outcome(work.index, work.input, None, unexpected_error_line(work.input.path, exc))
-        self.summary.notices.extend(vr.notices)
+        self.summary.notices.extend(vr.notices if self.names is None else
+                                    (self._redacted(notice, work.index, work.input) for notice in vr.notices))
         return Outcome(work.index, work.input, None, None, verdict=vr.verdict, volume=vr)
 
     def _refused(self, stem: Path) -> str | None:
@@ -220,6 +222,9 @@ class Writer:
 
     def _record(self, outcome: Outcome, carried: list[str] | None) -> None:
         summary, report = self.summary, self.report
+        if self.names is not None:  # --anonymize: what the progress callback prints or shows names no input path
+            outcome = replace(outcome, name=self.names[outcome.index],
+                              error=self._message(outcome) if outcome.error else None)
         if outcome.resumed:
             summary.ok += 1
             summary.resumed += 1
@@ -267,6 +272,12 @@ class Writer:
         from app.runs.private_names import redact
 
         return redact(message, outcome.input, self.names[outcome.index], out_dir=self.out_dir)
+
+    def _redacted(self, line: str, index: int, item) -> str:
+        """A line about input `index` under --anonymize, its paths replaced by its pseudonymous name."""
+        from app.runs.private_names import redact
+
+        return redact(line, item, self.names[index], out_dir=self.out_dir)
 
     def _extra_cells(self, outcome: Outcome) -> list:
         """The reference columns' cells (blank for a volume: it has no 2D reference)."""

@@ -134,7 +134,8 @@ def test_the_profile_replaces_removes_shifts_and_declares(tmp_path):
     info = {"Patient": "DOE^JANE", "Patient ID": "PID-0042"}
     d = deidentifier(info, KEY, source_facts([ds]))
     d.apply(ds, derived=False)
-    assert str(ds.PatientName) == ds.PatientID == d.pseudonym and d.pseudonym.startswith("anon-")
+    assert str(ds.PatientName) == f"{d.pseudonym}^" and ds.PatientID == d.pseudonym  # the name: a family name
+    assert d.pseudonym.startswith("anon-")
     assert ds.PatientBirthDate == "" and ds.AccessionNumber == "" and ds.StudyID == ""
     for gone in ("InstitutionName", "OperatorsName", "StudyDescription", "SeriesDescription"):
         assert gone not in ds, gone
