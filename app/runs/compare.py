@@ -105,7 +105,7 @@ def _compare_one(model_a: ModelSession, model_b: ModelSession, item: InputFile, 
                  guard: OutputGuard, *, name: str | None = None, out_dir: Path | None = None) -> Compared:
     n_foreground = len(foreground_names(model_a.spec))
     blank = [""] * (len(_COUNTS) + 2 + 2 * n_foreground)
-    shown = name or path_text(item.path)
+    shown = name or str(item.path)  # spelt once, as the row is written
     try:
         if item.problem:
             raise SegLensError(f"{item.path}: {item.problem}")

@@ -5,8 +5,9 @@ Every file appears whole or not at all (app.io.files.atomic_write); the report i
 complete. Every row has exactly one value per column.
 
 The report is UTF-8. A file name is bytes on POSIX and need not be valid UTF-8: its undecodable bytes are
-written as backslash escapes (`b\\xe9.png` for the byte 0xE9), so the report never fails on a name and still
-says which file a row is about; --resume matches rows by the same text.
+written as backslash escapes (`b\\xe9.png` for the byte 0xE9; a file literally named `b\\xe9.png` is written
+`b\\\\xe9.png`, so the two never share a row), control characters too (`\\x09` for a TAB), so the report never
+fails on a name and still says which file a row is about; --resume matches rows by the same text.
 
 A text cell (path, error, class name, header) that starts with `=`, `+`, `-`, `@`, a tab or a carriage return
 would run as a formula in Excel or LibreOffice (a file named `=HYPERLINK(…).png`, a class named `=cmd|…`):
@@ -27,7 +28,7 @@ from pathlib import Path
 
 import numpy as np
 
-from app.errors import OutputError
+from app.errors import OutputError, spelt
 from app.inference.pipeline import STAGES, Result, probability_at_image_size
 from app.inference.spec import ModelSpec
 from app.inference.verdict import Verdict, image_score, uncertainty, verdict_of
@@ -155,13 +156,13 @@ class ReportWriter:
         judged = ["" if score is None else f"{score:.6f}",
                   "" if verdict is None else ("ok" if verdict.ok else "ng"),
                   reason if verdict is None else verdict.reason]
-        self._row([path_text(path), "ok", task, provider, hw[1], hw[0], *judged, *values, *extra,
+        self._row([str(path), "ok", task, provider, hw[1], hw[0], *judged, *values, *extra,
                    *(f"{timings.get(stage, 0.0):.2f}" for stage in STAGES), warning, ""])
 
     def add_error(self, path: Path, message: str, *, provider: str = "", status: str = "error") -> None:
         """An input without a result: no size, score, verdict, counts or timings; the message last."""
         blanks = [""] * (len(self._columns) - 8 - len(STAGES))  # verdict, task and extra columns, after `height`
-        self._row([path_text(path), status, self.spec.task, provider, "", "", *blanks, *[""] * len(STAGES), "",
+        self._row([str(path), status, self.spec.task, provider, "", "", *blanks, *[""] * len(STAGES), "",
                    message])
 
     def _task_values(self, result: Result) -> list:
@@ -185,13 +186,14 @@ class ReportWriter:
         return [*per_class, *[0] * (known - len(per_class)), int(counts[known:].sum())]
 
     def add_row(self, values: list) -> None:
-        """A row as it stands (carried over from an earlier report by --resume)."""
-        self._row(values)
+        """A row of cells as they stand (carried over from an earlier report by --resume, or a Ray node's): not
+        spelt again (`_text` is one-to-one, so it cannot leave its own output unchanged)."""
+        self._row(values, cells=True)
 
-    def _row(self, values: list) -> None:
+    def _row(self, values: list, *, cells: bool = False) -> None:
         if len(values) != len(self._columns):  # a shifted row would put every later value under the wrong name
             raise ValueError(f"a report row of {len(values)} values for {len(self._columns)} columns")
-        self._csv.writerow([_cell(v) if isinstance(v, str) else v for v in values])
+        self._csv.writerow(values if cells else [_cell(v) if isinstance(v, str) else v for v in values])
         self._file.flush()
 
     def close(self, *, complete: bool = True) -> None:
@@ -228,10 +230,11 @@ class RowsReport(ReportWriter):
         self._columns = report_columns(spec, extra_columns)
         self.rows: list[list[str]] = []
 
-    def _row(self, values: list) -> None:
+    def _row(self, values: list, *, cells: bool = False) -> None:
         if len(values) != len(self._columns):
             raise ValueError(f"a report row of {len(values)} values for {len(self._columns)} columns")
-        self.rows.append([_cell(v) if isinstance(v, str) else "" if v is None else str(v) for v in values])
+        self.rows.append([v if cells and isinstance(v, str) else _cell(v) if isinstance(v, str) else
+                          "" if v is None else str(v) for v in values])
 
     def close(self, *, complete: bool = True) -> None:
         pass
@@ -389,26 +392,24 @@ def path_text(path: Path | str) -> str:
 
 
 def _cell(text: str) -> str:
-    """A text cell as written: valid UTF-8, never a live spreadsheet formula (idempotent: a row carried over by
-    --resume is written unchanged)."""
-    text = _text(text)
+    """A text cell as written: valid UTF-8 without raw control characters (`_text`), never a live spreadsheet
+    formula. Made once per value: a cell read back is written as it stands."""
+    return formula_safe(_text(text))
+
+
+def formula_safe(text: str) -> str:
+    """`text` (already spelt) never a live spreadsheet formula: a leading `'` where it would run as one."""
     if text.startswith(_FORMULA_STARTS) and not _NUMBER.fullmatch(text):
         return "'" + text
     return text
 
 
 def _text(text: str) -> str:
-    """`text` made valid UTF-8 without losing anything: bytes a file name could not decode (surrogate escapes)
-    become `\\xNN`, any other lone surrogate `\\udNNN`."""
-    try:
-        text.encode("utf-8")
-        return text
-    except UnicodeEncodeError:
-        pass
-    try:
-        return text.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
-    except UnicodeEncodeError:
-        return text.encode("utf-8", "backslashreplace").decode("utf-8")
+    """`text` made valid UTF-8 without losing anything and one-to-one (app.errors.spelt): bytes a file name could
+    not decode become `\\xNN`, a control character (a TAB or ESC in a file name) `\\xNN` / `\\uNNNN` — a cell
+    holds none raw —, and a backslash that would read as an escape `\\\\`. Spelt once: a cell read back from a
+    report is written as it stands (`ReportWriter.add_row`)."""
+    return spelt(text, controls=True)
 
 
 def unique_names(names: list[str], *, reserved: set[str]) -> list[str]:

@@ -22,11 +22,11 @@ from pathlib import Path, PurePosixPath
 
 import numpy as np
 
-from app.errors import SegLensError
+from app.errors import SegLensError, spelt
 from app.io.discover import safe_name
 from app.io.files import atomic_write, encode_png, png_text, png_with_text
 from app.io.regular import read_regular
-from app.runs.outputs import path_text
+from app.runs.outputs import formula_safe
 
 STATES = ("unreviewed", "accepted", "rejected", "corrected")
 # what a state says to a reader: the reviewer judges the model's result, not the part ("accepted" beside "NG" read
@@ -144,8 +144,8 @@ class ReviewLog:
         earlier = rows.get((_valid(rel), self._model))
         if note is None:
             note = earlier.note if earlier else ""
-        review = Review(rel, state, note, _user(), _now(), self._model)
-        rows[(_valid(rel), self._model)] = review
+        review = Review(_valid(rel), state, note, _user(), _now(), self._model)  # as it is read back
+        rows[(review.rel, self._model)] = review
         try:
             atomic_write(self.path, _csv_bytes(rows.values()))
         except SegLensError as exc:  # the log keeps showing what is on disk
@@ -196,18 +196,26 @@ def _csv_bytes(reviews) -> bytes:
     writer = csv.writer(buffer, lineterminator="\r\n")
     writer.writerow(COLUMNS)
     for r in reviews:
-        writer.writerow([_to_cell(r.rel), r.state, _to_cell(r.note), _to_cell(r.who), r.when, r.model_sha256])
+        writer.writerow([_to_cell(r.rel), r.state, _to_cell(_utf8(r.note)), _to_cell(_utf8(r.who)), r.when,
+                         r.model_sha256])
     return buffer.getvalue().encode("utf-8")
 
 
 def _is_formula(text: str) -> bool:
-    return path_text(text) != text
+    return formula_safe(text) != text
 
 
 def _valid(text: str) -> str:
-    """`text` as valid UTF-8, the report's form (app.runs.outputs.path_text): a file name's bytes that are not UTF-8
-    (b'caf\\xe9.png', which Python spells 'caf\\udce9.png') become `\\xNN`. Rows are keyed by this form, so a
-    review of such a file is found again when the log is read back (it was lost on reopen)."""
+    """A rel as the log keys and writes it, the report's spelling (app.errors.spelt, as app.runs.outputs.path_text
+    without the formula rule): a file name's bytes that are not UTF-8 (b'caf\\xe9.png', which Python spells
+    'caf\\udce9.png') become `\\xNN`, so a review of such a file is found again when the log is read back (it was
+    lost on reopen); one-to-one, so a file literally named `caf\\xe9.png` keeps a review of its own. Applied once
+    (to a rel given, never to one read back)."""
+    return spelt(text, controls=True)
+
+
+def _utf8(text: str) -> str:
+    """A note or a user name as valid UTF-8, unchanged when it is (written and read back as it stands)."""
     try:
         text.encode("utf-8")
         return text
@@ -220,11 +228,11 @@ def _valid(text: str) -> str:
 
 
 def _to_cell(text: str) -> str:
-    """`text` never a live formula: `=x` → `'=x`, and `'=x` → `''=x` so that reading back strips exactly one."""
-    text = _valid(text)
+    """`text` (valid UTF-8 already) never a live formula: `=x` → `'=x`, and `'=x` → `''=x` so that reading back
+    strips exactly one."""
     if text.lstrip("'") != text and _is_formula(text.lstrip("'")):
         return "'" + text
-    return path_text(text)
+    return formula_safe(text)
 
 
 def _from_cell(cell: str) -> str:
