@@ -103,6 +103,11 @@ def _paths_of(item: InputFile) -> set[str]:
     return paths
 
 
+def identifying_words(item: InputFile) -> frozenset[str]:
+    """The words of an input that name it or its patient (what `redact` withholds a line for): lower case."""
+    return frozenset(_identifying_parts(item))
+
+
 _WORD = re.compile(r"[^\W_]{3,}")
 _SHORT_NUMBER = re.compile(r"\d{1,5}")
 

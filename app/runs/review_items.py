@@ -13,8 +13,9 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -28,6 +29,9 @@ from app.io.images import DecodedImage
 from app.io.volumes import Volume, read_slice
 from app.runs.review import Review
 from app.runs.review_report import ReportItem
+
+if TYPE_CHECKING:
+    from app.runs.privacy_check import Identifying
 
 OVERLAY_SIDE = 640  # the overlay is drawn at most this big; the report shrinks it further
 
@@ -57,6 +61,46 @@ class Naming:
         root = os.fspath(self.input_root)
         return line.replace(root.rstrip(os.sep) + os.sep, "").replace(root, ".")
 
+    def identifying(self, item: InputFile) -> Identifying | None:
+        """Under anonymize, the values the report must not hold for `item`: the words of its path (folder and file
+        names) and, for a DICOM volume, its source's identifying values and instance UIDs (app.runs.privacy_check,
+        as the last check of a run); None otherwise."""
+        if not self.anonymize:
+            return None
+        from app.runs.privacy_check import Identifying
+        from app.runs.private_names import identifying_words
+
+        values = [("input name", word) for word in identifying_words(item)]
+        uids: frozenset[str] = frozenset()
+        volume = item.volume
+        if volume is not None and volume.kind.startswith("dicom"):
+            from app.runs.deidentify import source_facts
+            from app.runs.dicom_sources import source_datasets
+
+            values += [("patient name", str(volume.info.get("Patient", ""))),
+                       ("patient ID", str(volume.info.get("Patient ID", "")))]
+            try:
+                facts = source_facts(source_datasets(volume))
+            except SegLensError:  # an unreadable header: its row says so; the names above are still looked for
+                facts = None
+            if facts is not None:
+                values += list(facts.values)
+                uids = facts.uids
+        return Identifying.of(values, uids)
+
+
+NOTE_WITHHELD = "[note withheld: contains patient identity]"
+
+
+def private_review(review: Review | None, identifying: Identifying | None) -> Review | None:
+    """`review` as an anonymized report shows it: a note holding one of the input's identifying values (a patient's
+    name typed by the reviewer: "lung wrong for DOE JANE") replaced by NOTE_WITHHELD, the state, who and when
+    kept. The note is withheld, not the report refused: the note is the reviewer's free text, not the output
+    being de-identified, and the rest of the report (every other row, this row's verdict) stays worth sharing."""
+    if review is None or identifying is None or not review.note or identifying.in_text(review.note) is None:
+        return review
+    return replace(review, note=NOTE_WITHHELD)
+
 
 MetricsFn = Callable[[InputFile, np.ndarray], "dict[str, float] | None"]
 
@@ -71,21 +115,22 @@ def report_items(model, inputs: Sequence[InputFile], *, spec: ModelSpec, reviews
     for item in inputs:
         if should_stop():
             break
-        review = reviews.get(item.rel.as_posix())
+        identifying = naming.identifying(item)
+        review = private_review(reviews.get(item.rel.as_posix()), identifying)
         try:
             if item.problem:
                 raise SegLensError(f"{item.path}: {item.problem}")
             if item.volume is not None:
-                items.append(volume_item(model, item.volume, spec=spec, name=naming.name(item), review=review,
-                                         min_confidence=min_confidence, should_stop=should_stop))
+                row = volume_item(model, item.volume, spec=spec, name=naming.name(item), review=review,
+                                  min_confidence=min_confidence, should_stop=should_stop)
             else:
-                items.append(image_item(model, item, spec=spec, name=naming.name(item), review=review,
-                                        min_confidence=min_confidence, metrics=metrics))
+                row = image_item(model, item, spec=spec, name=naming.name(item), review=review,
+                                 min_confidence=min_confidence, metrics=metrics)
         except pipeline.Stopped:
             break
         except Exception as exc:  # the row says why; the report goes on
-            items.append(ReportItem(naming.name(item), None, "", f"not processed: {naming.problem(item, exc)}",
-                                    None, review))
+            row = ReportItem(naming.name(item), None, "", f"not processed: {naming.problem(item, exc)}", None, review)
+        items.append(replace(row, identifying=identifying))  # the finished page is checked for them (anonymize)
     return items
 
 

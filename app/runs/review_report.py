@@ -14,6 +14,7 @@ import base64
 import getpass
 import html
 import math
+import re
 from collections import Counter
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -28,6 +29,7 @@ from app.io.files import atomic_write
 from app.runs.review import STATE_NAMES, STATES, Review
 
 if TYPE_CHECKING:
+    from app.runs.privacy_check import Identifying
     from app.runs.provenance import RunIdentity
 
 THUMBNAIL_SIDE = 320  # px, the long side of an embedded overlay
@@ -44,6 +46,7 @@ class ReportItem:
     metrics: dict[str, float] | None = None  # e.g. {"iou": .8, "dice": .9}
     review: Review | None = None
     figures: tuple[tuple[str, str], ...] = ()  # a volume's (name, value) lines: slices, the slice shown, mL
+    identifying: Identifying | None = None  # --anonymize: what the finished page must not hold (its input's values)
 
 
 def write_review_report(path: Path, items: list[ReportItem], *, model_name: str, model_sha256: str,
@@ -66,8 +69,34 @@ def write_review_report(path: Path, items: list[ReportItem], *, model_name: str,
         "</body></html>",
         "",
     ])
+    _last_check(path, page, items, reviews)
     atomic_write(Path(path), page.encode("utf-8"))
     return Path(path)
+
+
+def _last_check(path: Path, page: str, items: list[ReportItem], reviews: list[Review | None]) -> None:
+    """--anonymize: the finished page searched for every input's identifying values (app.runs.privacy_check, as
+    the last check of a run's files), before anything is written; one found refuses the report in one line naming
+    its kind, never the value. Left out of the search: the words of input names (see below), the embedded
+    pictures (base64, where any three letters turn up by chance) and the reviewers' user names (staff, not
+    patients: a login "jdoe" is not patient DOE)."""
+    held = [item.identifying for item in items if item.identifying is not None]
+    if not held:
+        return
+    from app.errors import OutputError
+    from app.runs.privacy_check import Identifying
+
+    searched = html.unescape(re.sub(r"data:image/[a-z]+;base64,[A-Za-z0-9+/=]+", " ", page.replace("<wbr>", "")))
+    for staff in {_user(), *(review.who for review in reviews if review is not None)} - {""}:
+        searched = searched.replace(html.unescape(_e(staff)), " ")
+    # the words of input names are not searched for here (a file "lung_01.png" and the class "lung"): the rows
+    # name inputs by pseudonyms by construction, and a note holding such a word was withheld (review_items)
+    texts = tuple(text for one in held for text in one.texts if text[0] != "input name")
+    identifying = Identifying(texts, frozenset().union(*(one.uids for one in held)))
+    kind = identifying.in_text(searched) or ("source UID" if any(u in searched for u in identifying.uids) else None)
+    if kind:
+        raise OutputError(f"{path}: the review report is not written: a {kind} of an input is still in it (the last "
+                          "check of --anonymize)")
 
 
 def _own_review(review: Review | None, model: str) -> Review | None:
