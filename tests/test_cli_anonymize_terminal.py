@@ -111,3 +111,18 @@ def test_a_verbose_run_and_the_log_file_carry_no_library_info_line(tmp_path, mon
     assert not [uid for uid in uids if uid in text], text
     assert "highdicom" not in text and "smithson" not in text.lower(), text
     assert not _leaks(capsys.readouterr().err)
+
+
+def test_compare_under_anonymize_names_inputs_by_their_pseudonyms_on_the_terminal(tmp_path, monkeypatch, capsys):
+    """compare's error lines, misfit note and summary: the same redaction as run's (app.cli.console)."""
+    monkeypatch.setenv("SEGLENS_PSEUDONYM_KEY", KEY)
+    folder = tmp_path / "in" / "DOE^JANE_PID-0042"
+    folder.mkdir(parents=True)
+    (folder / "DOE_broken.png").write_bytes(b"\x89PNG\r\n\x1a\nbroken")
+    Image.fromarray(np.full((40, 40, 3), 120, np.uint8)).save(folder / "DOE_JANE_photo.png")
+    code = main(["compare", "ct_demo", "ct_demo", str(tmp_path / "in"), "--out", str(tmp_path / "o"),
+                 "--anonymize", "--no-progress"])
+    said = capsys.readouterr()
+    assert code == 1
+    assert not _leaks(said.out + said.err), said
+    assert "error: images/img-" in said.err and "(e.g. images/img-" in said.err, said.err

@@ -57,6 +57,7 @@ class Compared:
     scored: Scored | None = None
     error: str | None = None
     warnings: tuple[str, ...] = ()  # why the image does not fit model A or B (app.inference.fit)
+    name: str | None = None  # --anonymize: the input's pseudonymous name, what every line about it calls it
 
 
 def compare_problem(a: ModelSpec, b: ModelSpec) -> str | None:
@@ -120,7 +121,8 @@ def _compare_one(model_a: ModelSession, model_b: ModelSession, item: InputFile, 
         height, width = agreement.shape
         row = [shown, "ok", width, height, *agreement.counts, *metric_cells(metrics, n_foreground),
                "; ".join(agreement.warnings), ""]
-        return Compared(item, row, Scored(str(model_a.spec.path), metrics), warnings=agreement.warnings)  # A: ref
+        return Compared(item, row, Scored(str(model_a.spec.path), metrics), warnings=agreement.warnings,
+                        name=name)  # A: the reference
     except SegLensError as exc:
         message = error_line(item.path, exc)
     except Exception as exc:  # a bug on one input must not end the comparison
@@ -130,7 +132,7 @@ def _compare_one(model_a: ModelSession, model_b: ModelSession, item: InputFile, 
         from app.runs.private_names import redact
 
         message = redact(message, item, name, out_dir=out_dir)
-    return Compared(item, [shown, "error", "", "", *blank, "", message], error=message)
+    return Compared(item, [shown, "error", "", "", *blank, "", message], error=message, name=name)
 
 
 @dataclass(frozen=True)
