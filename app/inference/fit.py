@@ -1,5 +1,7 @@
 """Does the image fit the model? A colour photo into a gray CT model, or an MR series into it, runs and gives
-numbers ("lung 77.57 %") that mean nothing: say so beside the result, never refuse to run.
+numbers ("lung 77.57 %") that mean nothing: say so beside the result, never refuse to run. The other way too: a
+photo model (3 channels and no `input.modality`, or only photo modalities such as `[XC, OT]`) on a scan (a CT or
+MR DICOM, a NIfTI volume, a gray image of more than 8 bits).
 
 Pure: the spec and a few facts about the image (`ImageFacts`, read from a DecodedImage without touching more than
 a small sample of its pixels) → the reasons it does not fit, one line each; empty when it fits. The CLI writes
@@ -46,13 +48,46 @@ def fit_problems(spec: ModelSpec, facts: ImageFacts) -> tuple[str, ...]:
         problems.append(f"a gray image into {name}, a colour model whose sidecar says colour matters "
                         "(input.color_matters)")
     expected = " or ".join(inp.modality)
+    photo_model = _photo_model(spec)
     if inp.modality and facts.modality is not None and facts.modality not in inp.modality:
         problems.append(f"{name} expects {expected} (input.modality) but this {facts.kind} is {facts.modality}")
-    elif inp.modality and facts.modality is None and facts.kind not in ("DICOM", "NIfTI") and not facts.high_range:
+    elif photo_model and _scan(facts):
+        why = (f"expects {expected} (input.modality)" if inp.modality else "takes 3-channel pictures and its "
+               "sidecar names no input.modality (a scan model names its modality, e.g. input.modality: CT)")
+        problems.append(f"a photo model on {_scan(facts)}: {name} {why}")
+    elif inp.modality and not photo_model and facts.modality is None and facts.kind not in ("DICOM", "NIfTI") \
+            and not facts.high_range:
         # a DICOM without the tag, a NIfTI or a 16-bit scan cannot be told apart: only an 8-bit picture can
         problems.append(f"{name} expects {expected} (input.modality) but this is an 8-bit {facts.kind} "
                         f"{'photo' if facts.colour else 'picture'}, not a {expected} scan")
     return tuple(problems)
+
+
+# DICOM modalities whose images are pictures (a camera, a microscope, a scope, a screen capture), not scans
+PHOTO_MODALITIES = frozenset({"XC", "GM", "SM", "ES", "OT", "SC"})
+
+
+def _photo_model(spec: ModelSpec) -> bool:
+    """A model for photos: its sidecar names only photo modalities (`input.modality: [XC, OT]`), or it takes three
+    channels and names none (a 3-channel scan model — three CT windows stacked — names its modality)."""
+    if spec.input.modality:
+        return set(spec.input.modality) <= PHOTO_MODALITIES
+    return spec.input.channels == 3
+
+
+def _scan(facts: ImageFacts) -> str | None:
+    """What makes the image a scan rather than a picture, in words (`a CT DICOM`), or None: a DICOM of a
+    non-photo modality, a NIfTI volume, or one channel of more than 8 bits (a photo is 8-bit, a scan's HU and
+    counts are not)."""
+    if facts.modality is not None:
+        if facts.modality in PHOTO_MODALITIES:
+            return None
+        return f"{'an' if facts.modality[0] in 'AEFHILMNORSX' else 'a'} {facts.modality} {facts.kind}"
+    if facts.kind == "NIfTI":
+        return "a NIfTI volume"
+    if facts.high_range and not facts.colour:
+        return f"a gray {facts.kind} with values beyond 8 bits"
+    return None
 
 
 def image_fit(spec: ModelSpec, image: DecodedImage) -> tuple[str, ...]:

@@ -163,3 +163,55 @@ def test_compare_reports_a_misfit_of_either_model(tmp_path, capsys):
         COLOUR_MISFIT, "ct_demo.onnx expects CT (input.modality) but this is an 8-bit PNG photo, not a CT scan"]
     assert f"note: 1 input does not fit the model (e.g. photo.png; the report's warning column): {COLOUR_MISFIT}" \
         in capsys.readouterr().err
+
+
+# --- the other way: a photo model on a scan ------------------------------------------------------------------
+
+PHOTO_ON_CT = ("a photo model on a CT DICOM: rgb_classes.onnx takes 3-channel pictures and its sidecar names no "
+               "input.modality (a scan model names its modality, e.g. input.modality: CT)")
+
+
+@pytest.mark.parametrize(("facts", "scan"), [
+    (ImageFacts("DICOM", False, "CT", True), "a CT DICOM"), (ImageFacts("DICOM", False, "MR", True), "an MR DICOM"),
+    (ImageFacts("NIfTI", False, None, True), "a NIfTI volume"),
+    (ImageFacts("TIFF", False, None, True), "a gray TIFF with values beyond 8 bits"),
+    (ImageFacts("DICOM", False, None, True), "a gray DICOM with values beyond 8 bits")])
+def test_a_three_channel_model_without_a_modality_on_a_scan_is_warned(models, facts, scan):
+    (problem,) = fit_problems(load_spec(models("rgb_classes")), facts)
+    assert problem == PHOTO_ON_CT.replace("a CT DICOM", scan)
+
+
+@pytest.mark.parametrize("facts", [ImageFacts("PNG", True, None, False), ImageFacts("JPEG", False, None, False),
+                                   ImageFacts("DICOM", True, "XC", False), ImageFacts("DICOM", True, None, False)])
+def test_a_photo_or_a_photo_dicom_fits_a_three_channel_model(models, facts):
+    assert fit_problems(load_spec(models("rgb_classes")), facts) == ()
+
+
+def test_a_three_channel_scan_model_that_names_its_modality_is_not_warned(models):
+    path = models("rgb_classes")
+    path.with_suffix(".yaml").write_text("input:\n  modality: CT\n")  # three CT windows stacked, say
+    assert fit_problems(load_spec(path), ImageFacts("DICOM", False, "CT", True)) == ()
+
+
+def test_a_sidecar_naming_photo_modalities_fits_photos_and_warns_scans(models):
+    path = models("rgb_classes")
+    path.with_suffix(".yaml").write_text("input:\n  modality: [XC, OT]\n")
+    spec = load_spec(path)
+    assert fit_problems(spec, ImageFacts("PNG", True, None, False)) == ()  # was 'not a XC or OT scan'
+    assert fit_problems(spec, ImageFacts("NIfTI", False, None, True)) == (
+        "a photo model on a NIfTI volume: rgb_classes.onnx expects XC or OT (input.modality)",)
+    assert fit_problems(spec, ImageFacts("DICOM", False, "CT", True)) == (
+        "rgb_classes.onnx expects XC or OT (input.modality) but this DICOM is CT",)
+
+
+@pytest.mark.parametrize("model", ["surface_defects", "defect_type"])
+def test_the_bundled_photo_models_on_the_ct_sample_are_warned(model):
+    (problem,) = image_fit(load_spec(REPO / "models" / f"{model}.onnx"), read_image(CT_SAMPLE))
+    assert problem.startswith(f"a photo model on a CT DICOM: {model}.onnx takes 3-channel pictures")
+
+
+def test_a_sixteen_bit_gray_png_into_a_photo_model(models, tmp_path):
+    Image.fromarray(np.arange(64 * 64, dtype=np.uint16).reshape(64, 64) * 16).save(tmp_path / "scan.png")
+    image = read_image(tmp_path / "scan.png")
+    assert image_fit(load_spec(models("rgb_classes")), image) == (
+        PHOTO_ON_CT.replace("a CT DICOM", "a gray PNG with values beyond 8 bits"),)
