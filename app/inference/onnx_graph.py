@@ -9,8 +9,10 @@ sits on the viewer's path to its first overlay: `import onnx` + `onnx.load` take
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from app.errors import ModelError
 
@@ -86,7 +88,7 @@ def read_graph(path: Path) -> GraphInfo:
     )
 
 
-def _final_op(name: str, producers: dict) -> str:
+def _final_op(name: str, producers: Mapping[str, _Node]) -> str:
     node = producers.get(name)
     seen = 0
     while node is not None and node.op_type in _PASS_THROUGH and node.inputs and seen < 32:
@@ -95,7 +97,7 @@ def _final_op(name: str, producers: dict) -> str:
     return node.op_type if node is not None else "Input"
 
 
-def _argmax_channels(path: Path, outputs, final_ops) -> dict[str, int]:
+def _argmax_channels(path: Path, outputs: Sequence[TensorInfo], final_ops: Mapping[str, str]) -> dict[str, int]:
     """For outputs made by ArgMax, the size of the reduced axis (= number of classes) via shape inference."""
     wanted = [o.name for o in outputs if final_ops.get(o.name) == "ArgMax"]
     if not wanted:
@@ -119,17 +121,21 @@ def _argmax_channels(path: Path, outputs, final_ops) -> dict[str, int]:
             continue
         axis = next((a.i for a in node.attribute if a.name == "axis"), 0)
         shape = shapes.get(node.input[0])
-        if shape and -len(shape) <= axis < len(shape) and isinstance(shape[axis], int):
-            found[name] = shape[axis]
+        size = shape[axis] if shape and -len(shape) <= axis < len(shape) else None
+        if isinstance(size, int):
+            found[name] = size
     return found
 
 
-def _onnx_tensor_shape(value) -> tuple[Dim, ...] | None:
+def _onnx_tensor_shape(value: Any) -> tuple[Dim, ...] | None:  # an onnx ValueInfoProto
     ttype = value.type.tensor_type
     if not ttype.HasField("shape"):
         return None
     return tuple(int(d.dim_value) if d.HasField("dim_value") and d.dim_value > 0 else None for d in ttype.shape.dim)
 
+
+Span = tuple[int, int]  # (start, end) of a LEN field's bytes
+Value = int | Span  # a field's value: a number, or where its bytes are
 
 # -- protobuf wire format ------------------------------------------------------------------------------
 # Field numbers from onnx/onnx.proto (stable since IR version 3). Only what GraphInfo needs is decoded.
@@ -148,12 +154,13 @@ class _Node:
     outputs: tuple[str, ...]
 
 
-def _fields(buf: memoryview, start: int = 0, end: int | None = None):
+def _fields(buf: memoryview, start: int = 0, end: int | None = None) -> Iterator[tuple[int, int, Value]]:
     """Yield (field number, wire type, value) of one message; value: int, or (start, end) of a LEN field."""
     pos, end = start, len(buf) if end is None else end
     while pos < end:
         key, pos = _varint(buf, pos, end)
         field, wire = key >> 3, key & 7
+        value: Value
         if field == 0:
             raise _WireError(f"field number 0 at byte {pos}")
         if wire == _VARINT:
@@ -186,7 +193,7 @@ def _varint(buf: memoryview, pos: int, end: int) -> tuple[int, int]:
         shift += 7
 
 
-def _str(buf: memoryview, span) -> str:
+def _str(buf: memoryview, span: Value) -> str:
     if not isinstance(span, tuple):
         raise _WireError("a text field has the wrong wire type")
     try:
@@ -195,14 +202,14 @@ def _str(buf: memoryview, span) -> str:
         raise _WireError(f"a text field is not UTF-8 at byte {span[0] + exc.start}") from None
 
 
-def _sub(buf: memoryview, span, what: str):
+def _sub(buf: memoryview, span: Value, what: str) -> Iterator[tuple[int, int, Value]]:
     if not isinstance(span, tuple):
         raise _WireError(f"{what} has the wrong wire type")
     return _fields(buf, *span)
 
 
-def _parse_model(buf: memoryview) -> dict:
-    model = {"graph": None, "metadata": {}, "opset": None, "producer_name": "", "producer_version": ""}
+def _parse_model(buf: memoryview) -> dict[str, Any]:
+    model: dict[str, Any] = {"graph": None, "metadata": {}, "opset": None, "producer_name": "", "producer_version": ""}
     for field, _wire, value in _fields(buf):
         if field == 7:  # graph
             model["graph"] = _parse_graph(buf, value)
@@ -226,8 +233,8 @@ def _parse_model(buf: memoryview) -> dict:
     return model
 
 
-def _parse_graph(buf: memoryview, span) -> dict:
-    graph: dict = {"nodes": [], "initializers": set(), "inputs": [], "outputs": []}
+def _parse_graph(buf: memoryview, span: Value) -> dict[str, Any]:
+    graph: dict[str, Any] = {"nodes": [], "initializers": set(), "inputs": [], "outputs": []}
     for field, _wire, value in _sub(buf, span, "graph"):
         if field == 1:  # node
             graph["nodes"].append(_parse_node(buf, value))
@@ -238,7 +245,7 @@ def _parse_graph(buf: memoryview, span) -> dict:
     return graph
 
 
-def _initializer_name(buf: memoryview, span, sparse: bool) -> str:
+def _initializer_name(buf: memoryview, span: Value, sparse: bool) -> str:
     for f, _w, v in _sub(buf, span, "initializer"):
         if sparse and f == 1:
             return _initializer_name(buf, v, sparse=False)
@@ -247,8 +254,10 @@ def _initializer_name(buf: memoryview, span, sparse: bool) -> str:
     return ""
 
 
-def _parse_node(buf: memoryview, span) -> _Node:
-    inputs, outputs, op_type = [], [], ""
+def _parse_node(buf: memoryview, span: Value) -> _Node:
+    inputs: list[str] = []
+    outputs: list[str] = []
+    op_type = ""
     for f, _w, v in _sub(buf, span, "node"):
         if f == 1:
             inputs.append(_str(buf, v))
@@ -259,9 +268,10 @@ def _parse_node(buf: memoryview, span) -> _Node:
     return _Node(op_type, tuple(inputs), tuple(outputs))
 
 
-def _parse_value_info(buf: memoryview, span) -> TensorInfo:
+def _parse_value_info(buf: memoryview, span: Value) -> TensorInfo:
     """ValueInfoProto {name = 1, type = 2: TypeProto {tensor_type = 1: {elem_type = 1, shape = 2}}}."""
-    name, elem_type, shape, is_tensor = "", 0, None, False
+    name, elem_type, is_tensor = "", 0, False
+    shape: tuple[Dim, ...] | None = None
     for f, _w, v in _sub(buf, span, "value_info"):
         if f == 1:
             name = _str(buf, v)
@@ -274,8 +284,9 @@ def _parse_value_info(buf: memoryview, span) -> TensorInfo:
     return TensorInfo(name, shape if is_tensor else None, dtype)
 
 
-def _parse_tensor_type(buf: memoryview, span) -> tuple[int, tuple[Dim, ...] | None]:
-    elem_type, shape = 0, None
+def _parse_tensor_type(buf: memoryview, span: Value) -> tuple[int, tuple[Dim, ...] | None]:
+    elem_type = 0
+    shape: tuple[Dim, ...] | None = None
     for f, _w, v in _sub(buf, span, "tensor_type"):
         if f == 1 and isinstance(v, int):
             elem_type = v

@@ -8,12 +8,19 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from app.errors import ImageError
 from app.io.limits import check_decoded, check_slices, image_bytes_limit
 from app.io.window import apply_window, auto_window
+
+if TYPE_CHECKING:
+    from pydicom import Dataset
+
+# read_dicom's (pixels, raw real units, (center, width), invert, info, frames)
+DicomRead = tuple[np.ndarray, np.ndarray | None, tuple[float, float] | None, bool, dict[str, str], int]
 
 INFO_FIELDS = {"PatientName": "Patient", "PatientID": "Patient ID", "StudyDate": "Study date",
                "StudyDescription": "Study", "SeriesDescription": "Series", "Modality": "Modality",
@@ -39,7 +46,7 @@ def is_dicom(path: Path) -> bool:
     return path.suffix.lower() in (".dcm", ".dicom") or has_dicom_marker(path)
 
 
-def read_dicom(path: Path, *, frame: int = 0, max_pixels: int):
+def read_dicom(path: Path, *, frame: int = 0, max_pixels: int) -> DicomRead:
     """(pixels uint8 for the model by default, raw real-unit values, (center, width), invert, info, frames)."""
     import pydicom
     from pydicom.errors import InvalidDicomError
@@ -80,7 +87,7 @@ def read_dicom(path: Path, *, frame: int = 0, max_pixels: int):
     return apply_window(real, *window, invert=invert), real, window, invert, info, frames
 
 
-def _geometry(ds, path: Path) -> tuple[int, int, int]:
+def _geometry(ds: Dataset, path: Path) -> tuple[int, int, int]:
     """(rows, columns, frames) as the header declares them, before any pixel is decoded."""
     try:
         rows, columns = int(ds.get("Rows", 0) or 0), int(ds.get("Columns", 0) or 0)
@@ -93,7 +100,7 @@ def _geometry(ds, path: Path) -> tuple[int, int, int]:
     return rows, columns, frames
 
 
-def _int_tag(ds, keyword: str, default: int) -> int:
+def _int_tag(ds: Dataset, keyword: str, default: int) -> int:
     try:
         return max(1, int(ds.get(keyword, default) or default))
     except (TypeError, ValueError):
@@ -112,9 +119,10 @@ def _decoder_fix(packages: str) -> str:
     return f"pip install {packages}" if kind == "installed" else f"{packages}, not in this build"
 
 
-def _pixel_array(ds, path: Path) -> np.ndarray:
+def _pixel_array(ds: Dataset, path: Path) -> np.ndarray:
     try:
-        return ds.pixel_array
+        pixels: np.ndarray = ds.pixel_array
+        return pixels
     except (NotImplementedError, RuntimeError) as exc:
         syntax = ds.file_meta.get("TransferSyntaxUID")
         name = getattr(syntax, "name", str(syntax))
@@ -125,14 +133,15 @@ def _pixel_array(ds, path: Path) -> np.ndarray:
         raise ImageError(f"{path}: cannot decode the DICOM pixel data ({_one_line(exc)})") from exc
 
 
-def _rescale(ds, values: np.ndarray) -> np.ndarray:
+def _rescale(ds: Dataset, values: np.ndarray) -> np.ndarray:
     """Stored values → real units: value × RescaleSlope + RescaleIntercept (HU for CT)."""
     slope = float(ds.get("RescaleSlope", 1) or 1)
     intercept = float(ds.get("RescaleIntercept", 0) or 0)
-    return values.astype(np.float32) * np.float32(slope) + np.float32(intercept)
+    real: np.ndarray = values.astype(np.float32) * np.float32(slope) + np.float32(intercept)
+    return real
 
 
-def _file_window(ds) -> tuple[float, float] | None:
+def _file_window(ds: Dataset) -> tuple[float, float] | None:
     center, width = ds.get("WindowCenter"), ds.get("WindowWidth")
     if center is None or width is None:
         return None
@@ -142,14 +151,14 @@ def _file_window(ds) -> tuple[float, float] | None:
         return None
 
 
-def _first(value) -> float:
+def _first(value: Any) -> float:
     """A window value may be multi-valued (several windows): the first is the default."""
     return float(value[0]) if hasattr(value, "__len__") and not isinstance(value, str) else float(value)
 
 
-def _to_rgb(ds, values: np.ndarray, photometric: str) -> np.ndarray:
+def _to_rgb(ds: Dataset, values: np.ndarray, photometric: str) -> np.ndarray:
     if photometric.startswith("YBR") and ds.file_meta.TransferSyntaxUID.is_compressed is False:
-        from pydicom.pixels import convert_color_space
+        from pydicom.pixels.processing import convert_color_space  # where pydicom.pixels re-exports it from
 
         values = convert_color_space(values, photometric, "RGB")
     if values.dtype != np.uint8:
@@ -157,7 +166,7 @@ def _to_rgb(ds, values: np.ndarray, photometric: str) -> np.ndarray:
     return np.ascontiguousarray(values.astype(np.uint8)[..., :3])
 
 
-def _header_text(value, *, most: int = 200) -> str:
+def _header_text(value: Any, *, most: int = 200) -> str:
     """A header field as one line for the info panel and reports: the standard caps these at 64 characters, a
     file may hold any length (or raw bytes, when pydicom could not decode it)."""
     text = value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)

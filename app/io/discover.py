@@ -12,8 +12,14 @@ from __future__ import annotations
 import hashlib
 import os
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # for the type checker only: importing them would bring numpy (see below)
+    from app.io.series import Refused
+    from app.io.volumes import Volume
 
 # No numpy or Pillow here: the viewer lists a dropped folder on its GUI thread, which must not pay ~0.5 s of
 # imports (nor hold the GIL and the import lock while the worker loads the model).
@@ -34,14 +40,14 @@ class InputFile:
     problem: str | None = None  # a folder that could not be listed: listed as an input so that it gets a row
     # A DICOM series, multi-frame DICOM or NIfTI file run slice by slice (app.io.volumes). For a series of files,
     # `path` is `<folder>/<SeriesInstanceUID>` (not a file: it names the series in reports) and `rel` likewise.
-    volume: object | None = None  # app.io.volumes.Volume (not imported here: see above)
+    volume: Volume | None = None  # app.io.volumes.Volume (imported for the type checker only: see above)
 
 
-def natural_key(text: str) -> tuple:
+def natural_key(text: str) -> tuple[int | str, ...]:
     return tuple(int(part) if part.isdigit() else part.lower() for part in re.split(r"(\d+)", text))
 
 
-def discover(paths: list[str | Path], *, exclude: list[str | Path] = ()) -> list[InputFile]:
+def discover(paths: list[str | Path], *, exclude: list[str | Path] | tuple[()] = ()) -> list[InputFile]:
     """Expand files and folders into inputs, each file once, in the order given then natural order.
 
     DICOM files (recognised by content, whatever their extension) are grouped into series volumes, and NIfTI files
@@ -71,13 +77,13 @@ def discover(paths: list[str | Path], *, exclude: list[str | Path] = ()) -> list
     if explicit_dicom:
         from app.io.series import scan_dicom
 
-        for first, item in scan_dicom(list(explicit_dicom), explicit=True):
+        for first, found in scan_dicom(list(explicit_dicom), explicit=True):
             base = first.parent  # a DICOMDIR's files are named relative to its folder
 
             def relative(path: Path, base: Path = base) -> Path:
                 return path.relative_to(base) if base in path.parents else Path(path.name)
 
-            slots[explicit_dicom[first]].append(_dicom_input(item, relative))
+            slots[explicit_dicom[first]].append(_dicom_input(found, relative))
     return [item for slot in slots for item in slot]
 
 
@@ -88,7 +94,7 @@ def _explicit_file(path: Path) -> InputFile:
 
 
 def _walk(root: Path, skipped: set[str]) -> list[InputFile]:
-    files: list[tuple[tuple, InputFile]] = []
+    files: list[tuple[tuple[Any, ...], InputFile]] = []
     dicom: list[Path] = []
     visited: set[str] = set()
 
@@ -120,7 +126,7 @@ def _walk(root: Path, skipped: set[str]) -> list[InputFile]:
     return [item for _, item in sorted(files, key=lambda pair: pair[0])]
 
 
-def _scan_folder_dicom(root: Path, paths: list[Path]) -> list[tuple[tuple, InputFile]]:
+def _scan_folder_dicom(root: Path, paths: list[Path]) -> list[tuple[tuple[Any, ...], InputFile]]:
     """Series, multi-frame volumes and single images, each placed where its first file sorts."""
     from app.io.series import scan_dicom
 
@@ -128,7 +134,7 @@ def _scan_folder_dicom(root: Path, paths: list[Path]) -> list[tuple[tuple, Input
             for first, item in scan_dicom(paths)]
 
 
-def _dicom_input(item, relative) -> InputFile:
+def _dicom_input(item: Volume | Path | Refused, relative: Callable[[Path], Path]) -> InputFile:
     """A plain DICOM file, a multi-frame volume (the file), or a series (`<folder>/<SeriesInstanceUID>`, the folder
     of its first file); `relative` gives a path's `rel`."""
     from app.io.series import Refused

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
-from PIL import Image, ImageOps, UnidentifiedImageError
+from PIL import Image, ImageFile, ImageOps, UnidentifiedImageError
 
 from app.errors import ImageError
 from app.io.limits import check_decoded, image_bytes_limit
@@ -35,7 +35,7 @@ class DecodedImage:
     raw: np.ndarray | None = None  # high-dynamic-range values (HU for CT, 16-bit counts) as float32, H×W
     window: tuple[float, float] | None = None  # (center, width) to display `raw`: the file's, or automatic
     invert: bool = False  # MONOCHROME1: high values are dark
-    info: dict = field(default_factory=dict)  # patient / study fields, frames, window
+    info: dict[str, str] = field(default_factory=dict)  # patient / study fields, frames, window
     frame_count: int = 1
 
     def display(self, window: tuple[float, float] | None = None) -> np.ndarray:
@@ -122,10 +122,9 @@ def read_image(path: str | Path, *, max_pixels: int | None = None, frame: int = 
             if fast is not None:  # 16-bit gray PNG: the values kept, as Pillow's path below keeps them
                 raw, pixels = fast.astype(np.float32), _wide_to_uint8(fast, mode)
             else:
-                if not oriented:
-                    img = ImageOps.exif_transpose(img) or img
-                raw = np.asarray(img).astype(np.float32) if mode in _WIDE_MODES else None
-                pixels = _to_array(img)
+                upright: Image.Image = img if oriented else ImageOps.exif_transpose(img) or img
+                raw = np.asarray(upright).astype(np.float32) if mode in _WIDE_MODES else None
+                pixels = _to_array(upright)
     except ImageError:
         raise
     except UnidentifiedImageError as exc:
@@ -208,19 +207,21 @@ def _check_size(path: Path, size: tuple[int, int], max_pixels: int, *, frame: in
                          f"megapixels; the limit is {max_pixels / 1e6:.0f})")
 
 
-def _orientation(img, png: bytes | None = None) -> int | None:
+def _orientation(img: Image.Image, png: bytes | None = None) -> int | None:
     """The EXIF orientation tag (1 = as stored), read without decoding the pixels. Pillow's `getexif` on a PNG
     decodes the whole image first, in case EXIF follows the pixels; when the chunk walk finds none there, what
     Pillow read on opening is all there is, and the base method reads it from that."""
     try:
         if png is not None and not metadata_after_pixels(png):
-            return Image.Image.getexif(img).get(0x0112)
-        return img.getexif().get(0x0112)
+            tag: int | None = Image.Image.getexif(img).get(0x0112)
+            return tag
+        tag = img.getexif().get(0x0112)
+        return tag
     except Exception:  # a damaged EXIF block: let exif_transpose decide (it ignores what it cannot read)
         return 0
 
 
-def _png_bytes(path: Path, img) -> bytes | None:
+def _png_bytes(path: Path, img: Image.Image) -> bytes | None:
     """The file's bytes when it is a PNG (read once: the chunk walk and the decoder both use them)."""
     if img.format != "PNG":
         return None
@@ -230,7 +231,7 @@ def _png_bytes(path: Path, img) -> bytes | None:
         return None
 
 
-def _decode_fast(path: Path, img, png: bytes | None) -> np.ndarray | None:
+def _decode_fast(path: Path, img: ImageFile.ImageFile, png: bytes | None) -> np.ndarray | None:
     """Plain 8-bit RGB/gray JPEGs and PNGs, and 16-bit gray PNGs, decoded straight into an array (the same pixels
     as Pillow, in about half the time: Pillow's array export copies the image through `tobytes`). None when the
     file is anything else, or when the decoder declines it; Pillow then decodes it and reports what is wrong."""
@@ -262,7 +263,7 @@ def _decode_fast(path: Path, img, png: bytes | None) -> np.ndarray | None:
     return pixels
 
 
-def _to_array(img) -> np.ndarray:
+def _to_array(img: Image.Image) -> np.ndarray:
     """Pillow image of any mode → uint8 gray or RGB array."""
     mode = img.mode
     if mode in _WIDE_MODES:

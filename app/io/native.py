@@ -70,6 +70,7 @@ def _leave() -> None:
             return
         with suppress(OSError, ValueError, AttributeError):
             sys.stderr.flush()  # Python's own buffered stderr, written meanwhile, goes out with the rest
+        assert _saved is not None and _capture is not None  # set by the first _enter, cleared only here
         os.dup2(_saved, 2)
         os.close(_saved)
         _capture.seek(0)

@@ -15,6 +15,7 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -24,9 +25,16 @@ from app.io.regular import open_regular, regular_problem
 from app.io.volumes import SliceRef, Volume
 from app.io.window import apply_window, auto_window
 
+if TYPE_CHECKING:
+    from app.io.images import DecodedImage
+
+# A NIfTI image as nibabel loads it: `Any`, for nibabel's own types leave `dataobj` (an array proxy) untyped.
+NiftiImage = Any
+_Stamp = tuple[str, int, int]  # (path, modification time in ns, size): one version of a file
+
 _CACHED_VOLUMES = 2
-_cache: OrderedDict[tuple, _Source] = OrderedDict()
-_windows: dict[tuple, tuple[float, float]] = {}
+_cache: OrderedDict[_Stamp, _Source] = OrderedDict()
+_windows: dict[_Stamp, tuple[float, float]] = {}
 _lock = threading.Lock()  # the worker thread and a prefetch thread may read slices at once
 _UNIT_TO_MM = {"meter": 1000.0, "mm": 1.0, "micron": 0.001}  # "unknown": assume mm
 
@@ -64,7 +72,7 @@ def nifti_volume(path: Path, *, max_pixels: int | None = None) -> Volume:
     )
 
 
-def read_nifti_slice(volume: Volume, index: int, *, max_pixels: int):
+def read_nifti_slice(volume: Volume, index: int, *, max_pixels: int) -> DecodedImage:
     """Slice `index` of a NIfTI volume as a DecodedImage: raw float32 values, the volume's window, uint8 pixels."""
     from app.io.images import DecodedImage
 
@@ -96,7 +104,7 @@ def _shared_window(source: _Source) -> tuple[float, float]:
 class _Source:
     """One version of a NIfTI file, read a slice at a time: slice s as float32 rows × columns."""
 
-    def __init__(self, path: Path, img, stamp: tuple) -> None:
+    def __init__(self, path: Path, img: NiftiImage, stamp: _Stamp) -> None:
         self.path, self.img, self.stamp = path, img, stamp
         shape = img.shape
         self.k_count = int(shape[2]) if len(shape) > 2 else 1
@@ -117,25 +125,26 @@ class _Source:
             raise ImageError(f"{self.path}: damaged NIfTI data ({_one_line(exc)})") from exc
         return np.ascontiguousarray(np.asarray(values, dtype=np.float32).T)
 
-    def _gzip_plane(self, where: tuple) -> np.ndarray:
+    def _gzip_plane(self, where: tuple[slice | int, ...]) -> np.ndarray:
         with self._reading:
             if self._stored is None:
                 self._stored = _read_stored(self.path, self.img.dataobj)
             stored = self._stored
         slope, inter = _scaling(self.img)
-        plane = stored[where]
+        plane: np.ndarray = stored[where]
         if (slope, inter) == (1.0, 0.0):
             return plane
-        return plane * slope + inter  # float64 for one slice only, as nibabel scales it
+        scaled: np.ndarray = plane * slope + inter  # float64 for one slice only, as nibabel scales it
+        return scaled
 
 
-def _read_stored(path: Path, proxy) -> np.ndarray:
+def _read_stored(path: Path, proxy: Any) -> np.ndarray:  # proxy: nibabel's ArrayProxy
     """A `.nii.gz`'s voxels in their stored type, decompressed straight into one array (nibabel's own read holds
     the decompressed bytes and the array at once: twice the volume)."""
     import gzip
 
     values = np.empty(int(np.prod(proxy.shape, dtype=np.int64)), dtype=proxy.dtype)
-    buffer, done = memoryview(values.view(np.uint8)), 0
+    buffer, done = values.view(np.uint8).data, 0  # a memoryview over the array's bytes
     with open_regular(path) as raw, gzip.GzipFile(fileobj=raw) as stream:
         stream.seek(int(proxy.offset))  # forward: decompresses the header and extensions, nothing kept
         while done < len(buffer):
@@ -144,7 +153,8 @@ def _read_stored(path: Path, proxy) -> np.ndarray:
                 raise ImageError(f"{path}: damaged NIfTI data (the file ends after {size_text(done)} of "
                                  f"{size_text(len(buffer))} of voxels)")
             done += got
-    return values.reshape(proxy.shape, order=proxy.order)
+    shaped: np.ndarray = values.reshape(proxy.shape, order=proxy.order)
+    return shaped
 
 
 def _source(path: Path, *, max_pixels: int) -> _Source:
@@ -168,7 +178,7 @@ def _source(path: Path, *, max_pixels: int) -> _Source:
     return source
 
 
-def _check_declared(path: Path, img, shape: tuple[int, ...], *, max_pixels: int) -> None:
+def _check_declared(path: Path, img: NiftiImage, shape: tuple[int, ...], *, max_pixels: int) -> None:
     """Every size the header declares, before anything is allocated: the slice count, one slice's pixels, the
     volume in bytes of the type it decodes to (float64 when scaled), and a `.nii`'s bytes against the file's."""
     depth = shape[2] if len(shape) > 2 else 1
@@ -190,7 +200,7 @@ def _check_declared(path: Path, img, shape: tuple[int, ...], *, max_pixels: int)
                              f"byte {offset}; the file holds {size_text(held)})")
 
 
-def _scaling(img) -> tuple[float, float]:
+def _scaling(img: NiftiImage) -> tuple[float, float]:
     """(slope, intercept) the values are scaled by; (1, 0) when they are not (NaN or 0 slope means none)."""
     slope, inter = float(img.dataobj.slope), float(img.dataobj.inter)
     return (1.0 if not np.isfinite(slope) or slope == 0 else slope, 0.0 if not np.isfinite(inter) else inter)
@@ -206,7 +216,7 @@ def _pixel_limit() -> int:
     return pixel_limit()
 
 
-def _load(path: Path):
+def _load(path: Path) -> NiftiImage:
     import nibabel as nib
 
     problem = regular_problem(path)  # nibabel would wait for ever on a FIFO

@@ -13,6 +13,8 @@ from __future__ import annotations
 import functools
 import logging
 import struct
+from types import ModuleType
+from typing import Any
 
 import numpy as np
 
@@ -48,11 +50,12 @@ def decode_png(data: bytes, *, mode: str, size: tuple[int, int]) -> np.ndarray |
     """Pixels of a plain PNG whose Pillow `mode` is "RGB" or "L" (8-bit) or "I;16" (16-bit gray), or None when
     no decoder gives the expected shape and type (then Pillow decodes it and says what is wrong)."""
     width, height = size
-    expected = ((height, width, 3), np.uint8) if mode == "RGB" else ((height, width), np.uint8 if mode == "L"
-                                                                       else np.uint16)
+    dtype = np.dtype(np.uint8 if mode in ("RGB", "L") else np.uint16)
+    expected: tuple[tuple[int, ...], np.dtype[Any]] = ((height, width, 3) if mode == "RGB" else (height, width), dtype)
     codecs = _imagecodecs()
     interlaced = len(data) > 28 and data[28] == 1  # IHDR's last byte: Adam7 (libpng logs a warning each time)
     if codecs is not None and not interlaced:
+        pixels: np.ndarray | None
         try:
             pixels = codecs.png_decode(data)
         except Exception:  # a damaged file, or one libpng reads differently: try the next decoder
@@ -64,7 +67,7 @@ def decode_png(data: bytes, *, mode: str, size: tuple[int, int]) -> np.ndarray |
     return _opencv(data, mode, expected)
 
 
-def _opencv(data: bytes, mode: str, expected: tuple) -> np.ndarray | None:
+def _opencv(data: bytes, mode: str, expected: tuple[tuple[int, ...], np.dtype[Any]]) -> np.ndarray | None:
     import cv2
 
     from app.io.native import quiet_native_stderr
@@ -81,7 +84,7 @@ def _opencv(data: bytes, mode: str, expected: tuple) -> np.ndarray | None:
 
 
 @functools.cache
-def _imagecodecs():
+def _imagecodecs() -> ModuleType | None:
     try:
         import imagecodecs
     except ImportError:  # the optional `fast-decode` extra is not installed: OpenCV decodes

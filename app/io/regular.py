@@ -24,7 +24,7 @@ class NotRegularFile(OSError):
     """The path names something other than a regular file; `strerror` says what (`not a regular file: a named
     pipe (FIFO)`), so callers that print `exc.strerror` say it in their one line."""
 
-    def __init__(self, path: str | os.PathLike, what: str) -> None:
+    def __init__(self, path: str | os.PathLike[str], what: str) -> None:
         super().__init__(errno.EINVAL, f"not a regular file: {what}", os.fspath(path))
 
     def __str__(self) -> str:  # what a message quotes: the problem, not `[Errno 22] … '<path>'`
@@ -38,7 +38,7 @@ def kind_of(mode: int) -> str | None:
     return next((what for test, what in _KINDS if test(mode)), "not a regular file")
 
 
-def open_regular(path: str | os.PathLike) -> BinaryIO:
+def open_regular(path: str | os.PathLike[str]) -> BinaryIO:
     """`path` open for binary reading when it is a regular file (symlinks followed); NotRegularFile (an OSError)
     for a FIFO, device, socket or folder, and OSError as `open()` raises it otherwise. Never blocks."""
     fd = os.open(path, _FLAGS)
@@ -54,7 +54,7 @@ def open_regular(path: str | os.PathLike) -> BinaryIO:
         raise
 
 
-def read_regular(path: str | os.PathLike) -> bytes:
+def read_regular(path: str | os.PathLike[str]) -> bytes:
     """The whole of a regular file (`open_regular`'s rules): for SegLens's own state files (a run record, a lock,
     a review log), which a FIFO planted under their name must not turn into a hang."""
     with open_regular(path) as handle:

@@ -57,7 +57,7 @@ def blend_overlay(
         paint = cv2.bitwise_and(paint, cv2.compare(cv2.dilate(mask, _KERNEL), cv2.erode(mask, _KERNEL), cv2.CMP_NE))
     color_image = cv2.LUT(cv2.merge([mask, mask, mask]), colors.reshape(256, 1, 3))
     blended = cv2.addWeighted(rgb, 1.0 - alpha, color_image, alpha, 0.0)
-    out = rgb.copy()
+    out: np.ndarray = rgb.copy()
     cv2.copyTo(blended, paint, out)
     return out
 
@@ -98,7 +98,8 @@ def heatmap(probability: np.ndarray) -> np.ndarray:
 def probability_levels(probability: np.ndarray) -> np.ndarray:
     """Float probabilities as uint8 levels round(p·255), clipped to 0–255."""
     scaled = np.clip(np.asarray(probability, np.float32) * 255.0, 0.0, 255.0)
-    return np.rint(scaled).astype(np.uint8)
+    levels: np.ndarray = np.rint(scaled).astype(np.uint8)
+    return levels
 
 
 # `seglens-cli compare`: the colour of each app.inference.metrics.disagreement_map code (RGB); 0 = agree, unpainted

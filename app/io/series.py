@@ -9,9 +9,10 @@ plans, SR, presentation states) are left out; named explicitly they stay inputs 
 from __future__ import annotations
 
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 
@@ -21,6 +22,11 @@ from app.io.geometry import dicom_affine, plane_normal
 from app.io.limits import MAX_SLICES
 from app.io.volumes import SliceRef, Volume
 from app.io.window import apply_window, auto_window
+
+if TYPE_CHECKING:
+    from pydicom import Dataset
+
+    from app.io.images import DecodedImage
 
 DICOMDIR_CLASS = "1.2.840.10008.1.3.10"
 _NOT_IMAGES = ("1.2.840.10008.5.1.4.1.1.66.",  # segmentation, registration, fiducials…
@@ -32,7 +38,7 @@ _TAGS = ["SOPClassUID", "SOPInstanceUID", "StudyInstanceUID", "SeriesInstanceUID
          "PerFrameFunctionalGroupsSequence", "SharedFunctionalGroupsSequence", *INFO_FIELDS]
 _GAP = 1.5  # a step this many times the median step: a slice is probably missing
 _SAME = 1e-3  # mm: two slices this close are one position
-_windows: dict[tuple, tuple[float, float]] = {}
+_windows: dict[tuple[Any, ...], tuple[float, float] | None] = {}
 _lock = threading.Lock()
 
 
@@ -54,15 +60,15 @@ def scan_dicom(paths: Sequence[Path], *, explicit: bool = False) -> list[tuple[P
     in that order. `explicit`: the user named the files, so non-images stay (as paths) and a DICOMDIR expands to
     the files it references under its folder (a Refused for any leading out)."""
     found: list[tuple[int, Volume | Path | Refused]] = []
-    series: dict[str, list[tuple[int, object]]] = {}
+    series: dict[str, list[tuple[int, Dataset]]] = {}
     for index, path, ds in _headers(paths, explicit=explicit):
         if ds is None or not _is_image(ds):
             if ds is None or explicit or not _known_non_image(ds):  # a damaged file gets its error row
                 found.append((index, path))
         elif (_int(ds.get("NumberOfFrames")) or 0) > MAX_SLICES:
             found.append((index, path))  # before a record per frame is made: the decoder's error row says why
-        elif _int(ds.get("NumberOfFrames")) and _int(ds.get("NumberOfFrames")) > 1:
-            found.append((index, _multiframe_volume(path, ds)))
+        elif (_int(ds.get("NumberOfFrames")) or 0) > 1:
+            found.append((index, _multiframe_volume(cast(Path, path), ds)))  # a Refused comes without a header
         elif not ds.get("SeriesInstanceUID"):
             found.append((index, path))
         else:
@@ -81,7 +87,7 @@ class Refused:
     problem: str
 
 
-def _headers(paths: Sequence[Path], *, explicit: bool):
+def _headers(paths: Sequence[Path], *, explicit: bool) -> Iterator[tuple[int, Path | Refused, Dataset | None]]:
     """(index of the path given, file, header or None when unreadable); an explicit DICOMDIR gives its files, and
     a Refused for the references that lead out of its folder."""
     for index, path in enumerate(paths):
@@ -129,7 +135,7 @@ def dicomdir_references(path: Path) -> tuple[list[Path], int]:
     return files, len(outside)
 
 
-def read_dicom_slice(volume: Volume, index: int, *, max_pixels: int):
+def read_dicom_slice(volume: Volume, index: int, *, max_pixels: int) -> DecodedImage:
     """Slice `index` of a DICOM volume as a DecodedImage, displayed through the volume's shared window."""
     from app.io.images import DecodedImage
 
@@ -140,14 +146,16 @@ def read_dicom_slice(volume: Volume, index: int, *, max_pixels: int):
     if raw is None:  # colour: no window to share
         return DecodedImage(ref.path, pixels, "DICOM", None, None, False, info, 1)
     window = volume.window or _auto_window(volume, max_pixels=max_pixels)
+    if window is None:  # the middle slice is colour and this one is not: no shared window, this slice's own
+        window = auto_window(raw)
     info["Window"] = f"C {window[0]:g} / W {window[1]:g}" + (" (from the file)" if volume.window else " (auto)")
     info["Slices"] = str(volume.depth)
     return DecodedImage(ref.path, apply_window(raw, *window, invert=invert), "DICOM", raw, window, invert, info,
                         1)
 
 
-def _auto_window(volume: Volume, *, max_pixels: int) -> tuple[float, float]:
-    """The middle slice's automatic window, computed once per volume."""
+def _auto_window(volume: Volume, *, max_pixels: int) -> tuple[float, float] | None:
+    """The middle slice's automatic window, computed once per volume (None when that slice is colour)."""
     key = (volume.kind, str(volume.source), volume.key, volume.slices[0].path, volume.depth)
     with _lock:
         if key in _windows:
@@ -160,18 +168,18 @@ def _auto_window(volume: Volume, *, max_pixels: int) -> tuple[float, float]:
     return window
 
 
-def _series_items(uid: str, members: list[tuple[int, object]]) -> list[tuple[int, Volume | Path]]:
-    groups: dict[tuple, list[tuple[int, object]]] = {}
+def _series_items(uid: str, members: list[tuple[int, Dataset]]) -> list[tuple[int, Volume | Path]]:
+    groups: dict[tuple[Any, ...], list[tuple[int, Dataset]]] = {}
     for index, ds in members:
         orientation = _floats(ds.get("ImageOrientationPatient"), 6)
         shape_key = (_int(ds.get("Rows")), _int(ds.get("Columns")),
                      None if orientation is None else tuple(round(v, 3) for v in orientation))
         groups.setdefault(shape_key, []).append((index, ds))
-    warnings = ()
+    warnings: tuple[str, ...] = ()
     if len(groups) > 1:
         warnings = (f"series {uid} has slices of {len(groups)} sizes/orientations: split into {len(groups)} "
                     f"volumes",)
-    items = []
+    items: list[tuple[int, Volume | Path]] = []
     for group in groups.values():
         if len(group) == 1:
             items.append((group[0][0], Path(group[0][1].filename)))
@@ -181,11 +189,11 @@ def _series_items(uid: str, members: list[tuple[int, object]]) -> list[tuple[int
     return items
 
 
-def _series_volume(uid: str, key: str, headers: list, warnings: tuple[str, ...]) -> Volume:
+def _series_volume(uid: str, key: str, headers: list[Dataset], warnings: tuple[str, ...]) -> Volume:
     from app.io.discover import natural_key
 
     headers = sorted(headers, key=lambda ds: natural_key(str(ds.filename)))
-    entries = [_Slice(Path(ds.filename), 0, _floats(ds.get("ImagePositionPatient"), 3),
+    entries = [_Slice(Path(ds.filename), 0, _point(ds.get("ImagePositionPatient")),
                       _int(ds.get("InstanceNumber")), _text(ds.get("SOPInstanceUID"))) for ds in headers]
     orientations = [_floats(ds.get("ImageOrientationPatient"), 6) for ds in headers]
     orientation = orientations[0] if all(o is not None for o in orientations) else None
@@ -193,8 +201,8 @@ def _series_volume(uid: str, key: str, headers: list, warnings: tuple[str, ...])
                   _floats(headers[0].get("PixelSpacing"), 2), list(warnings))
 
 
-def _multiframe_volume(path: Path, ds) -> Volume:
-    frames = _int(ds.get("NumberOfFrames"))
+def _multiframe_volume(path: Path, ds: Dataset) -> Volume:
+    frames = _int(ds.get("NumberOfFrames")) or 0  # more than one: scan_dicom's test
     shared = _first_item(ds, "SharedFunctionalGroupsSequence")
     per_frame = list(ds.get("PerFrameFunctionalGroupsSequence", []) or [])
     orientation = _floats(_nested(shared, "PlaneOrientationSequence", "ImageOrientationPatient")
@@ -202,7 +210,8 @@ def _multiframe_volume(path: Path, ds) -> Volume:
                                      "ImageOrientationPatient"), 6)
     spacing = _floats(_nested(shared, "PixelMeasuresSequence", "PixelSpacing")
                       or _nested(per_frame[0] if per_frame else None, "PixelMeasuresSequence", "PixelSpacing"), 2)
-    positions = [_floats(_nested(item, "PlanePositionSequence", "ImagePositionPatient"), 3) for item in per_frame]
+    positions: list[tuple[float, float, float] | None] = [
+        _point(_nested(item, "PlanePositionSequence", "ImagePositionPatient")) for item in per_frame]
     if len(positions) != frames or any(p is None for p in positions):
         positions = [None] * frames
     uid = _text(ds.get("SOPInstanceUID"))
@@ -211,22 +220,26 @@ def _multiframe_volume(path: Path, ds) -> Volume:
     return _build("dicom-multiframe", path, key, [ds], entries, orientation, spacing, [])
 
 
-def _build(kind: str, source: Path, key: str, headers: list, entries: list[_Slice], orientation, pixel_spacing,
+def _build(kind: str, source: Path, key: str, headers: list[Dataset], entries: list[_Slice],
+           orientation: tuple[float, ...] | None, pixel_spacing: tuple[float, ...] | None,
            warnings: list[str]) -> Volume:
     entries, ordered_by = _order(kind, entries, orientation, warnings)
     step = None
     if ordered_by == "position":
+        assert orientation is not None  # _order orders by position only with an orientation
         entries, step = _check_steps(entries, plane_normal(orientation), warnings)
     by_path = {str(ds.filename): ds for ds in headers}
     middle = by_path.get(str(entries[len(entries) // 2].path), headers[0])
-    geometry = step is not None and pixel_spacing is not None
-    affine = dicom_affine(orientation, entries[0].position, step=step, pixel_spacing=pixel_spacing) \
-        if geometry else None
+    affine = spacing = None
+    if step is not None and pixel_spacing is not None:  # ordered by position: orientation and positions known
+        assert orientation is not None and entries[0].position is not None
+        affine = dicom_affine(orientation, entries[0].position, step=step, pixel_spacing=pixel_spacing)
+        spacing = (step, pixel_spacing[0], pixel_spacing[1])
     return Volume(
         kind=kind, source=source, key=key, label=_label(middle, len(entries)),
         slices=tuple(SliceRef(e.path, e.frame, e.position, e.sop_instance_uid, e.instance_number) for e in entries),
         rows=_int(middle.get("Rows")) or 0, columns=_int(middle.get("Columns")) or 0,
-        spacing=(step, pixel_spacing[0], pixel_spacing[1]) if geometry else None, affine=affine,
+        spacing=spacing, affine=affine,
         window=_file_window(middle),
         info={label: _header_text(middle.get(tag)) for tag, label in INFO_FIELDS.items()
               if middle.get(tag) not in (None, "")} | {"Slices": str(len(entries))},
@@ -237,16 +250,17 @@ def _build(kind: str, source: Path, key: str, headers: list, entries: list[_Slic
     )
 
 
-def _order(kind: str, entries: list[_Slice], orientation, warnings: list[str]) -> tuple[list[_Slice], str]:
+def _order(kind: str, entries: list[_Slice], orientation: tuple[float, ...] | None,
+           warnings: list[str]) -> tuple[list[_Slice], str]:
     """Along the normal when every slice has a position; else by InstanceNumber; else as the files come."""
     if orientation is not None and all(e.position is not None for e in entries):
         normal = plane_normal(orientation)
-        return sorted(entries, key=lambda e: float(np.dot(e.position, normal))), "position"
+        return sorted(entries, key=lambda e: float(np.dot(_known(e.position), normal))), "position"
     if kind == "dicom-multiframe":
         return entries, "file"
     if all(e.instance_number is not None for e in entries):
         warnings.append("ordered by InstanceNumber: the files carry no ImagePositionPatient")
-        return sorted(entries, key=lambda e: e.instance_number), "instance number"
+        return sorted(entries, key=lambda e: e.instance_number or 0), "instance number"  # none is None here
     warnings.append("ordered by file name: the files carry neither ImagePositionPatient nor InstanceNumber")
     return entries, "file name"
 
@@ -255,11 +269,11 @@ def _check_steps(entries: list[_Slice], normal: np.ndarray, warnings: list[str])
     """Drop slices at an already-seen position, warn about gaps; returns the kept slices and the median step."""
     kept = [entries[0]]
     for entry in entries[1:]:
-        if abs(float(np.dot(np.subtract(entry.position, kept[-1].position), normal))) < _SAME:
+        if abs(float(np.dot(np.subtract(_known(entry.position), _known(kept[-1].position)), normal))) < _SAME:
             warnings.append(f"{entry.name} is at the same position as {kept[-1].name}: skipped as a duplicate")
         else:
             kept.append(entry)
-    places = np.array([float(np.dot(e.position, normal)) for e in kept])
+    places = np.array([float(np.dot(_known(e.position), normal)) for e in kept])
     steps = np.diff(places)
     if steps.size == 0:
         return kept, 1.0
@@ -271,13 +285,13 @@ def _check_steps(entries: list[_Slice], normal: np.ndarray, warnings: list[str])
     return kept, median
 
 
-def _label(ds, count: int) -> str:
+def _label(ds: Dataset, count: int) -> str:
     parts = [_header_text(ds.get(tag)) for tag in ("Modality", "StudyDescription", "SeriesDescription")]
     noun = "slice" if count == 1 else "slices"
     return " · ".join(p for p in parts if p.strip()) + f" ({count} {noun})"
 
 
-def _read_header(path: Path):
+def _read_header(path: Path) -> Dataset | None:
     import pydicom
 
     quiet_pydicom()
@@ -293,32 +307,44 @@ def _read_header(path: Path):
     return ds
 
 
-def _sop_class(ds) -> str:
+def _sop_class(ds: Dataset) -> str:
     """The SOP class; a DICOMDIR names it only in its file meta information."""
     meta = getattr(ds, "file_meta", None)
     return str(ds.get("SOPClassUID") or (meta.get("MediaStorageSOPClassUID") if meta is not None else "") or "")
 
 
-def _known_non_image(ds) -> bool:
+def _known_non_image(ds: Dataset) -> bool:
     """A SEG, RT plan/structures, SR, presentation state or DICOMDIR: left out of a folder's images, silently."""
     return any(_sop_class(ds).startswith(prefix) for prefix in _NOT_IMAGES)
 
 
-def _is_image(ds) -> bool:
+def _is_image(ds: Dataset) -> bool:
     return not _known_non_image(ds) and "Rows" in ds and "Columns" in ds
 
 
-def _first_item(ds, keyword: str):
+def _first_item(ds: Any, keyword: str) -> Any:  # a Dataset or a sequence item (a Dataset too), or None
     sequence = ds.get(keyword) if ds is not None else None
     return sequence[0] if sequence else None
 
 
-def _nested(item, sequence: str, keyword: str):
+def _nested(item: Any, sequence: str, keyword: str) -> Any:
     inner = _first_item(item, sequence)
     return None if inner is None else inner.get(keyword)
 
 
-def _floats(value, count: int) -> tuple[float, ...] | None:
+def _point(value: Any) -> tuple[float, float, float] | None:
+    """A position (x, y, z) in mm, None unless three finite numbers."""
+    numbers = _floats(value, 3)
+    return None if numbers is None else (numbers[0], numbers[1], numbers[2])
+
+
+def _known(position: tuple[float, float, float] | None) -> tuple[float, float, float]:
+    """A slice position its caller has checked is there (ordered by position)."""
+    assert position is not None
+    return position
+
+
+def _floats(value: Any, count: int) -> tuple[float, ...] | None:
     try:
         numbers = tuple(float(v) for v in value)
     except (TypeError, ValueError):
@@ -326,12 +352,12 @@ def _floats(value, count: int) -> tuple[float, ...] | None:
     return numbers if len(numbers) == count and all(np.isfinite(numbers)) else None
 
 
-def _int(value) -> int | None:
+def _int(value: Any) -> int | None:
     try:
         return int(value)
     except (TypeError, ValueError):
         return None
 
 
-def _text(value) -> str | None:
+def _text(value: Any) -> str | None:
     return None if value in (None, "") else _header_text(value)

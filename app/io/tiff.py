@@ -13,8 +13,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from tifffile import TiffFile
 
 _MAGIC = (b"II*\x00", b"MM\x00*", b"II+\x00", b"MM\x00+")  # classic TIFF and BigTIFF, both byte orders
 
@@ -72,21 +76,21 @@ def open_tiff(path: Path) -> TiffPlanes | None:
     return TiffPlanes(path, sizes, shapes, itemsizes) if sizes else None
 
 
-def _itemsize(page) -> int:
+def _itemsize(page: Any) -> int:  # a TiffPage's keyframe
     """Bytes per decoded element: the page's dtype, or a byte per sample when tifffile does not know it (a
     bit depth it leaves to Pillow, which decodes to at least a byte)."""
     dtype = page.dtype
     return 1 if dtype is None else int(np.dtype(dtype).itemsize)
 
 
-def _frames(tif) -> list:
+def _frames(tif: TiffFile) -> list[Any]:  # TiffPage or TiffFrame (tifffile types a page's attributes loosely)
     """The pages shown as frames. A pyramid (SubIFDs, OME, or levels in the main chain) or a shaped/OME/ImageJ
     stack: the first series' full-resolution pages. Pages of different sizes (several series): every page
     that is not a reduced-resolution copy, as Pillow counts them."""
     series = tif.series[0]
     if len(tif.series) == 1 or series.is_pyramidal:
         return [page for page in series.levels[0].pages if page is not None]
-    return [page for page in tif.pages if not page.is_reduced]
+    return [page for page in tif.pages if not page.is_reduced]  # type: ignore[union-attr]  # pages, not frames
 
 
 _MINISWHITE, _MINISBLACK, _RGB, _PALETTE, _YCBCR, _JPEG = 0, 1, 2, 3, 6, 7
@@ -103,7 +107,8 @@ def _orient(values: np.ndarray, orientation: int, axes: str) -> np.ndarray:
     return np.ascontiguousarray(_ORIENT[orientation](values))
 
 
-def _normalise(values: np.ndarray, axes: str, photometric: int, colormap) -> tuple[np.ndarray, str] | None:
+def _normalise(values: np.ndarray, axes: str, photometric: int,
+               colormap: np.ndarray | None) -> tuple[np.ndarray, str] | None:
     if set(axes) - set("YXS") or values.ndim != len(axes):
         return None  # a volumetric page (depth), or axes we do not understand
     if "S" in axes:

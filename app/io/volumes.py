@@ -14,8 +14,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from app.io.images import DecodedImage
 
 
 @dataclass(frozen=True)
@@ -42,8 +46,9 @@ class Volume:
     spacing: tuple[float, float, float] | None  # mm between slices, rows, columns; None: no geometry in the files
     affine: np.ndarray | None  # 4×4 float64, (i, j, k) → RAS+ mm; None without geometry
     window: tuple[float, float] | None = None  # (center, width) shared by every slice: the file's, else automatic
-    info: dict = field(default_factory=dict)  # patient / study / series fields for the info panel (not for logs)
-    series: dict = field(default_factory=dict)  # DICOM identity: StudyInstanceUID, SeriesInstanceUID,
+    info: dict[str, str] = field(default_factory=dict)  # patient / study / series fields for the info panel
+    # (not for logs)
+    series: dict[str, str | None] = field(default_factory=dict)  # DICOM identity: StudyInstanceUID, SeriesInstanceUID,
     # FrameOfReferenceUID, Modality, SeriesNumber, SeriesDescription
     warnings: tuple[str, ...] = ()  # one line each: a gap, ordered by InstanceNumber, a split series
     ordered_by: str = "position"  # "position" | "instance number" | "file name" | "file" (NIfTI, multi-frame)
@@ -96,7 +101,7 @@ def is_volume_file(path: Path) -> bool:
     return name.endswith(".nii") or name.endswith(".nii.gz")
 
 
-def read_slice(volume: Volume, index: int, *, max_pixels: int | None = None):
+def read_slice(volume: Volume, index: int, *, max_pixels: int | None = None) -> DecodedImage:
     """Slice `index` as an app.io.images.DecodedImage (pixels for the model, raw real units, the volume's shared
     window, info with "Slice" and "Position"). Raises ImageError in one line naming the file and the problem."""
     from app.errors import ImageError

@@ -24,7 +24,8 @@ def apply_window(values: np.ndarray, center: float, width: float, *, invert: boo
 def range_to_uint8(values: np.ndarray, low: float, high: float) -> np.ndarray:
     """uint8 levels with `low` → 0 and `high` → 255 (clipped): the sidecar's `input.range`."""
     span = max(float(high) - float(low), 1e-6)
-    return np.clip(np.rint((values.astype(np.float32) - low) * (255.0 / span)), 0, 255).astype(np.uint8)
+    levels: np.ndarray = np.clip(np.rint((values.astype(np.float32) - low) * (255.0 / span)), 0, 255).astype(np.uint8)
+    return levels
 
 
 def auto_window(values: np.ndarray) -> tuple[float, float]:
