@@ -33,6 +33,7 @@ def setup_file_logging(level: int | None = None) -> Path | None:
     level = level if isinstance(level, int) else logging.INFO
     root = logging.getLogger()
     root.setLevel(min(root.level or level, level))
+    quiet_libraries()  # with or without a log file: the libraries' chatter stays off the terminal
     path = log_file()
     if any(getattr(h, "baseFilename", None) == str(path) for h in root.handlers):
         return path
@@ -43,7 +44,6 @@ def setup_file_logging(level: int | None = None) -> Path | None:
         return None
     handler.setFormatter(logging.Formatter(_FORMAT))
     root.addHandler(handler)
-    quiet_libraries()
     return path
 
 
