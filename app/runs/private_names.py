@@ -129,32 +129,40 @@ _COMMON = frozenset({"dcm", "dicom", "nii", "png", "jpg", "jpeg", "tif", "tiff",
 
 
 _WITHHELD = "[withheld]"
+_TOKEN = re.compile(r"[^\W_]+")  # a word as `_identifying_parts` splits names: an underscore does not join
+# SegLens's own names (`pseudonymous_name`): their hex digits may spell a short word by chance, never withheld
+_OWN_NAME = re.compile(r"(?:anon-[0-9a-f]{12}|no-patient)/(?:[0-9.]+|study-[0-9a-f]{16})/"
+                       r"(?:[0-9.]+|series-[0-9a-f]{16})(?:_[0-9]+)?|(?:images/img|nifti/vol)-[0-9a-f]{16}(?:_[0-9]+)?")
 
 
 @dataclass(frozen=True)
 class LineRedactor:
     """The last pass over every line the CLI prints during a run under --anonymize (app.cli.console.Terminal):
     each input's paths (its files, its folder, the folders above it up to where it was found) become its
-    pseudonymous name, --out's own path stays as typed, and any word left of an input's relative path or of its
-    patient's name and ID (3+ letters or digits, as `redact` looks for; whole words) is replaced by `[withheld]`,
-    outside the pseudonymous names (their hex digits may spell a short word by chance)."""
+    pseudonymous name, the folders typed and --out stay as typed, and any word left of an input's relative path or
+    of its patient's name and ID (3+ letters or digits, as `redact` looks for; whole words) is replaced by
+    `[withheld]`, outside SegLens's own pseudonymous names. A line without a path costs one scan of its words."""
 
-    paths: tuple[tuple[str, str], ...]  # (path text, pseudonymous name), the longest path first
-    names: tuple[str, ...]
-    words: re.Pattern | None
+    roots: tuple[tuple[tuple[str, ...], tuple[tuple[str, str], ...]], ...]  # (root spellings, (path, name)…)
+    words: frozenset[str]
 
     def line(self, text: str) -> str:
         """`text` with no input path and no identifying word left (see the class docstring)."""
-        for path, name in self.paths:
-            if path in text:
-                text = text.replace(path, name)
-        if self.words is None:
+        for spellings, pairs in self.roots:
+            if any(root in text for root in spellings):
+                for path, name in pairs:  # the longest path first: a file before its folder
+                    if path in text:
+                        text = text.replace(path, name)
+        if not self.words:
             return text
-        if not self.names:
-            return self.words.sub(_WITHHELD, text)
-        pieces = re.split("(" + "|".join(map(re.escape, self.names)) + ")", text)
-        return "".join(piece if index % 2 else self.words.sub(_WITHHELD, piece)
-                       for index, piece in enumerate(pieces))
+        own = [match.span() for match in _OWN_NAME.finditer(text)]
+
+        def withheld(word: re.Match) -> str:
+            if word.group().lower() not in self.words or any(a <= word.start() < b for a, b in own):
+                return word.group()
+            return _WITHHELD
+
+        return _TOKEN.sub(withheld, text)
 
 
 def line_redactor(inputs: Sequence[InputFile], key: bytes) -> LineRedactor:
@@ -162,19 +170,17 @@ def line_redactor(inputs: Sequence[InputFile], key: bytes) -> LineRedactor:
     from app.errors import shown
 
     stems = anonymized_stems(inputs, key)
-    pairs: dict[str, str] = {}
+    by_root: dict[str, dict[str, str]] = {}
     words: set[str] = set()
     for item, stem in zip(inputs, stems, strict=True):
         root = str(Path(*item.path.parts[:len(item.path.parts) - len(item.rel.parts)]))
+        pairs = by_root.setdefault(root, {})
+        name = stem.as_posix()
         for path in _paths_of(item) - {root}:  # the folder the user named is theirs: it stays as typed
             for spelt in {path, shown(path)}:  # as the line has it, raw or as app.errors.shown escapes it
                 # a folder that holds more than one input is no one input's name
-                pairs[spelt] = stem.as_posix() if pairs.get(spelt, stem.as_posix()) == stem.as_posix() \
-                    else "[an input folder]"
+                pairs[spelt] = name if pairs.get(spelt, name) == name else "[an input folder]"
         words |= _identifying_parts(item)
-    names = tuple(sorted({stem.as_posix() for stem in stems}, key=len, reverse=True))
-    # whole words only (no letter or digit either side, an underscore does not join): "doe" is withheld in
-    # DOE_JANE, not in "does not fit"
-    alternatives = "|".join(map(re.escape, sorted(words, key=len, reverse=True)))
-    pattern = re.compile(rf"(?<![^\W_])(?:{alternatives})(?![^\W_])", re.IGNORECASE) if words else None
-    return LineRedactor(tuple(sorted(pairs.items(), key=lambda pair: len(pair[0]), reverse=True)), names, pattern)
+    roots = tuple(((root, shown(root)), tuple(sorted(pairs.items(), key=lambda pair: len(pair[0]), reverse=True)))
+                  for root, pairs in by_root.items())
+    return LineRedactor(roots, frozenset(words))
