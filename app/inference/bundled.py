@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
 
 from app.errors import ModelError
 from app.paths import models_dir
@@ -78,7 +79,7 @@ class BundledModel:
     title: str = ""  # the spec's display name (sidecar `name:`)
     error: str | None = None  # the spec could not be read: the one-line reason
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> dict[str, Any]:
         """The JSON object of `seglens-cli models --json`."""
         return asdict(self)
 

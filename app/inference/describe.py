@@ -3,13 +3,16 @@ the spec with where it came from, and the session's truth (provider, why not the
 
 from __future__ import annotations
 
+from typing import Any
+
 from app.inference.codes import ClassCode
 from app.inference.labels import display_name
+from app.inference.onnx_graph import TensorInfo
 from app.inference.session import SessionInfo
-from app.inference.spec import ModelSpec
+from app.inference.spec import InputSpec, ModelSpec
 
 
-def spec_dict(spec: ModelSpec, info: SessionInfo | None) -> dict:
+def spec_dict(spec: ModelSpec, info: SessionInfo | None) -> dict[str, Any]:
     inp, out = spec.input, spec.output
     data = {
         "model": str(spec.path), "sidecar": str(spec.sidecar) if spec.sidecar else None, "name": spec.name,
@@ -39,14 +42,14 @@ def spec_dict(spec: ModelSpec, info: SessionInfo | None) -> dict:
     return data
 
 
-def session_dict(info: SessionInfo) -> dict:
+def session_dict(info: SessionInfo) -> dict[str, Any]:
     return {"requested": info.requested, "provider": info.provider, "providers": list(info.providers),
             "fallback_reason": info.fallback_reason, "device_id": info.device_id, "gpu_present": info.gpu_present,
             "load_ms": round(info.load_ms, 2), "first_run_ms": round(info.first_run_ms, 2),
             "warm_run_ms": round(info.warm_run_ms, 2), "onnxruntime": info.ort_version}
 
 
-def _code_dict(code: ClassCode | None) -> dict:
+def _code_dict(code: ClassCode | None) -> dict[str, Any]:
     """A class's sidecar `code:` as JSON: {"code": {"category": [scheme, value, meaning], "type": [...]}}."""
     if code is None:
         return {}
@@ -54,7 +57,7 @@ def _code_dict(code: ClassCode | None) -> dict:
                                                                           ("type", code.type))}}
 
 
-def hex_color(color) -> str | None:
+def hex_color(color: tuple[int, int, int] | None) -> str | None:
     return None if color is None else "#{:02x}{:02x}{:02x}".format(*color)
 
 
@@ -63,7 +66,7 @@ _KIND_TEXT = {"scores": "per-class scores (argmax)", "binary": "binary mask (thr
               "anomaly": "anomaly map (pixel threshold)"}
 
 
-def tile_text(inp) -> str:
+def tile_text(inp: InputSpec) -> str:
     """`256×256 tiles, overlap 0.25, gaussian, batch 1` (dynamic models: and above how many pixels)."""
     t = inp.tile
     hw = (inp.model_hw if None not in inp.model_hw else t.size)
@@ -147,7 +150,7 @@ def _class_lines(spec: ModelSpec) -> list[str]:
     return lines
 
 
-def _tensor(spec: ModelSpec, name: str | None):
+def _tensor(spec: ModelSpec, name: str | None) -> TensorInfo:
     return next((t for t in spec.outputs if t.name == name), spec.outputs[0])
 
 

@@ -67,7 +67,8 @@ def _module_version(module: str) -> str | None:
 def _qt_version() -> str | None:
     """The Qt runtime's version, read from the QtCore the viewer already loaded: the core never imports Qt."""
     try:
-        return sys.modules["PySide6.QtCore"].qVersion()
+        version: str = sys.modules["PySide6.QtCore"].qVersion()
+        return version
     except Exception:
         return None
 

@@ -12,6 +12,7 @@ import os
 import sys
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Any
 
 from app.inference import diagnostics, providers
 from app.inference.providers import (
@@ -45,15 +46,15 @@ class ProviderCheck:
 
 @dataclass
 class Facts:
-    versions: dict = field(default_factory=dict)
-    ort_packages: dict = field(default_factory=dict)
-    built_providers: list = field(default_factory=list)
+    versions: dict[str, str | None] = field(default_factory=dict)
+    ort_packages: dict[str, str] = field(default_factory=dict)
+    built_providers: list[str] = field(default_factory=list)
     build_cuda: str | None = None  # CUDA major version onnxruntime was built for ("13")
-    provider_checks: list = field(default_factory=list)
+    provider_checks: list[ProviderCheck] = field(default_factory=list)
     driver_version: str | None = None
     nvml_error: str | None = None
-    gpus: list = field(default_factory=list)  # "NVIDIA H100, 80.0 GB"
-    cuda_libraries: dict = field(default_factory=dict)  # file name -> where it loaded from, or None
+    gpus: list[str] = field(default_factory=list)  # "NVIDIA H100, 80.0 GB"
+    cuda_libraries: dict[str, str | None] = field(default_factory=dict)  # file name -> where it loaded from, or None
     flavor: str = "source"
     install: str = "installed"  # "checkout" (a clone run through uv), "installed" (pip) or "frozen"
     nvidia_gpu: str | None = None  # what shows an NVIDIA GPU is present (providers.detect_nvidia_gpu), or None
@@ -201,7 +202,7 @@ def report(facts: Facts, verdict: Verdict) -> str:
     return "\n".join(lines)
 
 
-def as_json(facts: Facts, verdict: Verdict) -> dict:
+def as_json(facts: Facts, verdict: Verdict) -> dict[str, Any]:
     return {"facts": asdict(facts), "verdict": asdict(verdict)}
 
 
@@ -213,7 +214,8 @@ def _tiny_model() -> bytes:
                               [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4])])
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
     model.ir_version = 8
-    return model.SerializeToString()
+    serialized: bytes = model.SerializeToString()
+    return serialized
 
 
 def _first_error(lines: list[str]) -> str:

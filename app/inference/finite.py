@@ -17,7 +17,7 @@ import numpy as np
 from app.errors import InferenceError
 
 
-def check_finite(model_name: str, names: tuple[str, ...], outputs: np.ndarray | tuple) -> None:
+def check_finite(model_name: str, names: tuple[str, ...], outputs: np.ndarray | tuple[np.ndarray, ...]) -> None:
     """Raise InferenceError (`model.onnx: non-finite model output 'logits': 12 NaN of 4096 values; …`) when any
     floating-point output holds NaN or ±inf. `names`: the outputs' names, in the order of `outputs`."""
     arrays = outputs if isinstance(outputs, tuple) else (outputs,)

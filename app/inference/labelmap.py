@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass, replace
+from typing import Any, cast
 
 import cv2
 import numpy as np
@@ -91,7 +92,8 @@ class LabelMap:
         if self._mask is None:
             with self._lock:
                 if self._mask is None:
-                    self._mask = pp.clean_mask(decide(self.decision, self.image_hw), self.post)
+                    # no mask yet: the decision is still held (it is let go only once the mask is made)
+                    self._mask = pp.clean_mask(decide(cast(Decision, self.decision), self.image_hw), self.post)
                     self.decision = None  # after the mask: a reader that saw no mask still has the decision
         return self._mask
 
@@ -104,7 +106,8 @@ class LabelMap:
             return self.full()
         if self._mask is not None:
             return cv2.resize(self._mask, (hw[1], hw[0]), interpolation=cv2.INTER_NEAREST)
-        return pp.clean_mask(decide(decision, hw), scaled_post(self.post, self.image_hw, hw))
+        # read before the mask was seen missing: the decision had not been let go
+        return pp.clean_mask(decide(cast(Decision, decision), hw), scaled_post(self.post, self.image_hw, hw))
 
     def region(self, y0: int, y1: int, x0: int, x1: int) -> np.ndarray:
         """Rows y0:y1, columns x0:x1 of the full mask (clipped to the image), without making all of it."""
@@ -113,12 +116,12 @@ class LabelMap:
         decision = self.decision  # before the mask (see full): the GUI thread asks while the worker may make it
         if self._mask is not None:
             return self._mask[y0:y1, x0:x1]
-        return _clean_window(decision, self.post, self.image_hw, (y0, y1, x0, x1))
+        return _clean_window(cast(Decision, decision), self.post, self.image_hw, (y0, y1, x0, x1))  # as at_size
 
-    def __getstate__(self) -> dict:  # a lock does not pickle (a Result sent between processes)
+    def __getstate__(self) -> dict[str, Any]:  # a lock does not pickle (a Result sent between processes)
         return {k: v for k, v in self.__dict__.items() if k != "_lock"}
 
-    def __setstate__(self, state: dict) -> None:
+    def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)
         self._lock = threading.Lock()
 
@@ -217,7 +220,7 @@ def decide(decision: Decision, hw: tuple[int, int]) -> np.ndarray:
     else:
         mask = pp._scores_to_mask(pp._crop(planes, geometry), hw)
     if decision.floor is not None:
-        mask[pp._plane_to_image(decision.floor_plane, geometry) < decision.floor] = 0
+        mask[pp._plane_to_image(cast(np.ndarray, decision.floor_plane), geometry) < decision.floor] = 0  # with floor
     return mask
 
 
@@ -233,7 +236,8 @@ def decide_window(decision: Decision, window: tuple[int, int, int, int]) -> np.n
     if decision.rule == "labels" and on_tensor_grid:  # as cv2.resize's nearest: floor(x · src/dst)
         rows = _nearest_index(y0, y1, g.content_hw[0], g.image_hw[0])
         cols = _nearest_index(x0, x1, g.content_hw[1], g.image_hw[1])
-        return planes[0][np.ix_(rows, cols)]
+        labels: np.ndarray = planes[0][np.ix_(rows, cols)]
+        return labels
     interpolation = cv2.INTER_NEAREST if decision.rule == "labels" else cv2.INTER_LINEAR
 
     def warp(plane: np.ndarray) -> np.ndarray:
@@ -246,13 +250,14 @@ def decide_window(decision: Decision, window: tuple[int, int, int, int]) -> np.n
         return (plane >= decision.cut if decision.rule == "at_least" else plane > decision.cut).view(np.uint8)
     mask = pp.argmax_planes(np.stack([warp(p) for p in planes]))
     if decision.floor is not None:
-        mask[warp(decision.floor_plane) < decision.floor] = 0
+        mask[warp(cast(np.ndarray, decision.floor_plane)) < decision.floor] = 0  # set with floor
     return mask
 
 
 def _nearest_index(start: int, stop: int, source: int, target: int) -> np.ndarray:
     step = 1.0 / (target / source)  # as OpenCV computes it (ifx = 1 / inv_scale_x)
-    return np.minimum(np.floor(np.arange(start, stop) * step).astype(np.intp), source - 1)
+    index: np.ndarray = np.minimum(np.floor(np.arange(start, stop) * step).astype(np.intp), source - 1)
+    return index
 
 
 def _warp_window(plane: np.ndarray, g: Geometry, window: tuple[int, int, int, int], interpolation: int) -> np.ndarray:
@@ -263,8 +268,9 @@ def _warp_window(plane: np.ndarray, g: Geometry, window: tuple[int, int, int, in
     ay = (h / g.tensor_hw[0]) * (g.content_hw[0] / g.image_hw[0])
     ax = (w / g.tensor_hw[1]) * (g.content_hw[1] / g.image_hw[1])
     matrix = np.array([[ax, 0.0, (x0 + 0.5) * ax - 0.5], [0.0, ay, (y0 + 0.5) * ay - 0.5]], np.float64)
-    return cv2.warpAffine(np.ascontiguousarray(plane), matrix, (x1 - x0, y1 - y0),
-                          flags=interpolation | cv2.WARP_INVERSE_MAP, borderMode=cv2.BORDER_REPLICATE)
+    warped: np.ndarray = cv2.warpAffine(np.ascontiguousarray(plane), matrix, (x1 - x0, y1 - y0),
+                                        flags=interpolation | cv2.WARP_INVERSE_MAP, borderMode=cv2.BORDER_REPLICATE)
+    return warped
 
 
 def _clean_window(decision: Decision, post: PostprocessSpec, image_hw: tuple[int, int],
@@ -290,10 +296,9 @@ def _clean_window(decision: Decision, post: PostprocessSpec, image_hw: tuple[int
         oy, ox = wide[0] - decided[0], wide[2] - decided[2]
         labels = labels[oy: oy + wide[1] - wide[0], ox: ox + wide[3] - wide[2]]
     if area:
-        pad = [area if cut else 0 for cut in (wide[0] > 0, wide[1] < h, wide[2] > 0, wide[3] < w)]
-        padded = cv2.copyMakeBorder(np.ascontiguousarray(labels), *pad, cv2.BORDER_REPLICATE)
-        labels = pp.drop_small_components(padded, area)[pad[0]: pad[0] + labels.shape[0],
-                                                           pad[2]: pad[2] + labels.shape[1]]
+        top, bottom, left, right = (area if cut else 0 for cut in (wide[0] > 0, wide[1] < h, wide[2] > 0, wide[3] < w))
+        padded = cv2.copyMakeBorder(np.ascontiguousarray(labels), top, bottom, left, right, cv2.BORDER_REPLICATE)
+        labels = pp.drop_small_components(padded, area)[top: top + labels.shape[0], left: left + labels.shape[1]]
     oy, ox = y0 - wide[0], x0 - wide[2]
     return np.ascontiguousarray(labels[oy: oy + y1 - y0, ox: ox + x1 - x0])
 

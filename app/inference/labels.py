@@ -17,6 +17,7 @@ import csv
 import json
 import re
 from pathlib import Path
+from typing import Any
 
 from app.inference.validators import control_character, read_at_most, visible
 
@@ -29,7 +30,7 @@ _INDEX = re.compile(r"\s*\d+\s*")
 def display_name(name: str) -> str:
     """The short name shown in the viewer: without a leading WordNet id, the first comma-separated synonym
     (`n01440764 tench, Tinca tinca` → `tench`); the name as it is when that would leave nothing."""
-    rest = name[_WNID.match(name).end():] if _WNID.match(name) else name
+    rest = name[found.end():] if (found := _WNID.match(name)) else name
     first = rest.split(",", 1)[0].strip()
     return first or name
 
@@ -73,7 +74,7 @@ def _parse(text: str, path: Path) -> tuple[str, ...]:
     return _line_names(lines, path)
 
 
-def _json_list(text: str) -> list | None:
+def _json_list(text: str) -> list[Any] | None:
     """The file as a JSON list when the whole of it is one; None otherwise (then it is read as lines)."""
     if not text.lstrip().startswith("["):
         return None
@@ -84,7 +85,7 @@ def _json_list(text: str) -> list | None:
     return value if isinstance(value, list) else None
 
 
-def _json_names(value: list, path: Path) -> tuple[str, ...]:
+def _json_names(value: list[Any], path: Path) -> tuple[str, ...]:
     if not all(isinstance(v, str) and v.strip() for v in value):
         raise ValueError(f"{path}: a JSON labels file must be a list of non-empty strings")
     return tuple(v.strip() for v in value)

@@ -9,10 +9,11 @@ Every stage returns plain data and its time in milliseconds.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import cast
 
 import numpy as np
 
@@ -24,9 +25,12 @@ from app.inference.labelmap import LabelMap, exported_labels, relabelled, segmen
 from app.inference.postprocess import Prediction, class_pixel_counts, top_k
 from app.inference.preprocess import Geometry, convert_color, pad_bottom_right, preprocess, to_tensor
 from app.inference.session import ModelSession
-from app.inference.spec import ModelSpec
+from app.inference.spec import InputSpec, ModelSpec
 from app.io.images import DecodedImage, from_array, read_image
 from app.io.window import apply_window, range_to_uint8
+
+Output = np.ndarray | tuple[np.ndarray, ...]  # a session run: the output, or an anomaly model's outputs
+TileBatch = tuple[list[tuple[int, int]], list[np.ndarray], np.ndarray]  # (origins, crops, tensor) of one run
 
 STAGES = ("decode", "preprocess", "inference", "postprocess")
 
@@ -128,14 +132,16 @@ def model_pixels(spec: ModelSpec, image: DecodedImage) -> np.ndarray:
 
 
 def infer(model: ModelSession, prepared: Prepared, *, batch: int = 1, progress: ProgressFn | None = None,
-          should_stop: Callable[[], bool] | None = None) -> tuple[np.ndarray | tuple | TiledOutput, float]:
+          should_stop: Callable[[], bool] | None = None) -> tuple[Output | TiledOutput, float]:
     """The model's output and its time. A tiled image is run tile by tile here (on the thread that owns the
     session), `batch` tiles per run, `progress(done, total)` after each run; `should_stop()` is asked before
     each run and ends the image with `Stopped`."""
     started = time.perf_counter()
-    if prepared.tiled:
+    output: Output | TiledOutput
+    if prepared.pixels is not None:  # prepared.tiled
         output = infer_tiles(model, prepared.pixels, batch=batch, progress=progress, should_stop=should_stop)
     else:
+        assert prepared.tensor is not None  # an image that is not tiled has its tensor
         output = model.run(prepared.tensor)
     return output, _ms(started)
 
@@ -153,12 +159,14 @@ def infer_tiles(model: ModelSession, pixels: np.ndarray, *, batch: int = 1, prog
     total = tiling.tile_count(image_hw, tile_hw, inp.tile.overlap)
     decide = (tiling.binary_decider(spec.output.threshold) if spec.output.kind == "binary"
               else postprocess.argmax_planes)
-    accumulator, done = None, 0
+    accumulator: tiling.Accumulator | None = None
+    done = 0
 
-    def fold(chunk, crops, output) -> None:  # on the helper thread, in submission order
+    def fold(chunk: list[tuple[int, int]], crops: list[np.ndarray], output: np.ndarray) -> None:
+        """On the helper thread, in submission order."""
         nonlocal accumulator
         for i, (origin, crop) in enumerate(zip(chunk, crops, strict=True)):
-            planes = _tile_probabilities(spec, output[i: i + 1], crop.shape[:2], tile_hw)
+            planes = _tile_probabilities(spec, output[i: i + 1], (int(crop.shape[0]), int(crop.shape[1])), tile_hw)
             if accumulator is None:
                 accumulator = tiling.Accumulator(image_hw, tile_hw, len(planes), blend=inp.tile.blend,
                                                  decide=decide)
@@ -168,13 +176,14 @@ def infer_tiles(model: ModelSession, pixels: np.ndarray, *, batch: int = 1, prog
     # blends the previous batch's scores (as a folder run overlaps decoding with inference)
     with ThreadPoolExecutor(1, thread_name_prefix="seglens-tiles") as helper:
         batches = tile_batches(inp, pixels, batch)
-        pending, folded = helper.submit(next, batches, None), None
+        pending: Future[TileBatch | None] = helper.submit(next, batches, None)
+        folded: Future[None] | None = None
         while (item := pending.result()) is not None:
             if should_stop is not None and should_stop():
                 raise Stopped(f"stopped after {done} of {total} tiles")
             pending = helper.submit(next, batches, None)
             chunk, crops, tensor = item
-            output = model.run(tensor)
+            output = cast(np.ndarray, model.run(tensor))  # a tiled model has one output (tiling.untileable)
             if folded is not None:
                 folded.result()  # the previous blend (it ran beside this run), and any error in it
             folded = helper.submit(fold, chunk, crops, output)
@@ -183,11 +192,13 @@ def infer_tiles(model: ModelSession, pixels: np.ndarray, *, batch: int = 1, prog
                 progress(done, total)
         if folded is not None:
             folded.result()  # the last blend
+    if accumulator is None:  # tiling.grid always gives a tile: this is for the type checker
+        raise InferenceError("no tiles were run")
     mask, scores = accumulator.finish()
     return TiledOutput(mask, scores, accumulator.highest)
 
 
-def tile_batches(inp, pixels: np.ndarray, batch: int = 1):
+def tile_batches(inp: InputSpec, pixels: np.ndarray, batch: int = 1) -> Iterator[TileBatch]:
     """(origins, crops, tensor) per session run, `batch` tiles each, in grid order; made one run at a time
     (a 16384² image has thousands of tiles)."""
     tile_hw = tiling.tile_size(inp.model_hw, inp.tile)
@@ -198,7 +209,7 @@ def tile_batches(inp, pixels: np.ndarray, batch: int = 1):
         yield chunk, crops, np.concatenate([_tile_tensor(inp, crop, tile_hw) for crop in crops])
 
 
-def _tile_tensor(inp, crop: np.ndarray, tile_hw: tuple[int, int]) -> np.ndarray:
+def _tile_tensor(inp: InputSpec, crop: np.ndarray, tile_hw: tuple[int, int]) -> np.ndarray:
     """One tile as a batch-of-one tensor: colour, zero padding to the tile (a side shorter than the tile) and
     the size divisor, normalisation."""
     pixels = convert_color(np.ascontiguousarray(crop), inp.color)
@@ -212,13 +223,14 @@ def _tile_probabilities(spec: ModelSpec, output: np.ndarray, crop_hw: tuple[int,
     check_finite(spec.path.name, spec.output.fetched, output)  # one broken tile: the whole image is an error
     d = spec.input.size_divisor
     geometry = Geometry(crop_hw, crop_hw, (-(-tile_hw[0] // d) * d, -(-tile_hw[1] // d) * d))
-    scores, geometry = postprocess.probabilities(spec, output, geometry)
+    # binary or scores (tiling.untileable): probabilities are never None here
+    scores, geometry = cast(tuple[np.ndarray, Geometry], postprocess.probabilities(spec, output, geometry))
     if scores.shape[1:] == crop_hw:
         return scores.astype(np.float32)
     return np.stack([postprocess.probability_at_image_size(scores, geometry, c) for c in range(len(scores))])
 
 
-def to_result(model: ModelSession, prepared: Prepared, output: np.ndarray | tuple[np.ndarray, ...],
+def to_result(model: ModelSession, prepared: Prepared, output: Output | TiledOutput,
               inference_ms: float) -> Result:
     """The postprocess stage: the model's output → labels (kept at the working size, `Result.labels`) or top-k,
     and the timings; the mask at the image's size is made when first used (`Result.mask`).
@@ -231,19 +243,25 @@ def to_result(model: ModelSession, prepared: Prepared, output: np.ndarray | tupl
         check_finite(spec.path.name, spec.output.fetched, output)  # NaN/inf: an error, never a decision
     if isinstance(output, TiledOutput):
         return _tiled_result(model, prepared, output, inference_ms, started)
-    geometry, scores, score = prepared.geometry, None, None
+    geometry = prepared.geometry
+    scores: np.ndarray | None = None
+    score: float | None = None
+    mask: LabelMap | None
+    predictions: tuple[Prediction, ...]
+    single = cast(np.ndarray, output)  # one output unless the model is an anomaly model (ModelSession.run)
     if spec.output.kind == "anomaly":
         anomaly_map, score, own_mask = postprocess.anomaly_outputs(spec, output)
         mask = (segmentation_labels(spec, anomaly_map, geometry) if own_mask is None
                 else exported_labels(spec, own_mask, geometry))
         predictions = ()
-        scores, geometry = postprocess.probabilities(spec, anomaly_map, geometry)
+        # an anomaly map always has probabilities (postprocess.probabilities)
+        scores, geometry = cast(tuple[np.ndarray, Geometry], postprocess.probabilities(spec, anomaly_map, geometry))
     elif spec.task == "classification":
-        mask, predictions = None, top_k(spec, output)
+        mask, predictions = None, top_k(spec, single)
         score = predictions[0].score if predictions else None
     else:
-        mask, predictions = segmentation_labels(spec, output, geometry), ()
-        kept = postprocess.probabilities(spec, output, geometry)
+        mask, predictions = segmentation_labels(spec, single, geometry), ()
+        kept = postprocess.probabilities(spec, single, geometry)
         if kept is not None:
             scores, geometry = kept
             score = postprocess.image_score(scores, geometry) if spec.output.kind == "binary" else None
@@ -312,7 +330,7 @@ def run_image(model: ModelSession, image: np.ndarray | DecodedImage, *, decode_m
 def batchable(model: ModelSession) -> bool:
     """The model's input has a dynamic batch axis: several images (or tiles) can go in one run."""
     shape = model.spec.inputs[0].shape
-    return bool(shape) and not isinstance(shape[0], int)
+    return shape is not None and len(shape) > 0 and not isinstance(shape[0], int)
 
 
 def batch_row(outputs: np.ndarray | tuple[np.ndarray, ...], i: int) -> np.ndarray | tuple[np.ndarray, ...]:

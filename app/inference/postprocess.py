@@ -71,7 +71,7 @@ def clean_mask(mask: np.ndarray, post: PostprocessSpec) -> np.ndarray:
 def close_classes(mask: np.ndarray, kernel_size: int) -> np.ndarray:
     """Morphological closing per class; closing only fills background, never another class."""
     kernel = cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (kernel_size, kernel_size))
-    result = mask.copy()
+    result: np.ndarray = mask.copy()
     for label in _labels_present(mask):
         closed = cv2.morphologyEx((mask == label).view(np.uint8), cv2.MORPH_CLOSE, kernel)
         result[(closed > 0) & (result == 0)] = label
@@ -84,7 +84,7 @@ def drop_small_components(mask: np.ndarray, min_area: int) -> np.ndarray:
     Each class is labelled only inside its bounding box: defects usually cover a small part of the image, and
     labelling a full 1080p plane costs ~10 ms per class where the box is often a few thousand pixels.
     """
-    result = mask.copy()
+    result: np.ndarray = mask.copy()
     for label in _labels_present(mask):
         x, y, w, h = cv2.boundingRect((mask == label).view(np.uint8))
         box = (mask[y : y + h, x : x + w] == label).view(np.uint8)
@@ -161,7 +161,7 @@ def _scores_to_mask(planes: np.ndarray, image_hw: tuple[int, int]) -> np.ndarray
 def argmax_planes(planes: np.ndarray) -> np.ndarray:
     """Argmax over axis 0 of (C, h, w) as uint8, first maximum wins (as numpy), with OpenCV's SIMD ops."""
     best = np.ascontiguousarray(planes[0])
-    labels = np.zeros(best.shape, np.uint8)
+    labels: np.ndarray = np.zeros(best.shape, np.uint8)
     for c in range(1, min(len(planes), 256)):
         plane = np.ascontiguousarray(planes[c])
         greater = cv2.compare(plane, best, cv2.CMP_GT)
@@ -250,7 +250,9 @@ def _activated(planes: np.ndarray, activation: str) -> np.ndarray:
     elif activation == "sigmoid":
         for c, plane in enumerate(planes):
             # exp(-x) = inf for a very negative logit: 1 / (1 + inf) = 0, as it should be
-            denominator = cv2.add(cv2.exp(cv2.multiply(np.ascontiguousarray(plane), -1.0)), 1.0)
+            # OpenCV takes a scalar as the second operand; its stubs only say arrays
+            denominator = cv2.add(cv2.exp(cv2.multiply(np.ascontiguousarray(plane), -1.0)),  # type: ignore[call-overload]
+                                  1.0)
             kept[c] = cv2.divide(1.0, denominator, dtype=cv2.CV_16F)
     else:  # the graph already ends in its activation (or the model says "none"): values are probabilities
         kept[:] = np.clip(planes, 0.0, 1.0)
@@ -289,7 +291,8 @@ def relabel_scores(scores: np.ndarray, geometry: Geometry, spec: ModelSpec, *, t
     return relabelled(scores, geometry, spec, threshold=threshold, min_confidence=min_confidence).full()
 
 
-def anomaly_outputs(spec: ModelSpec, outputs: tuple[np.ndarray, ...]) -> tuple[np.ndarray, float, np.ndarray | None]:
+def anomaly_outputs(spec: ModelSpec, outputs: np.ndarray | tuple[np.ndarray, ...],
+                    ) -> tuple[np.ndarray, float, np.ndarray | None]:
     """An anomaly model's run (map, score[, mask]) as (map, image score, exported mask or None), checked."""
     if not isinstance(outputs, tuple) or len(outputs) != len(spec.output.fetched):
         raise InferenceError(f"{spec.path.name}: expected the outputs {', '.join(spec.output.fetched)}")
@@ -309,7 +312,8 @@ def exported_mask(spec: ModelSpec, mask: np.ndarray, geometry: Geometry) -> np.n
 
 
 def _winning(scores: np.ndarray) -> np.ndarray:
-    return scores[0] if len(scores) == 1 else scores.max(axis=0)
+    winning: np.ndarray = scores[0] if len(scores) == 1 else scores.max(axis=0)
+    return winning
 
 
 def _plane_to_image(plane: np.ndarray, geometry: Geometry) -> np.ndarray:

@@ -108,7 +108,8 @@ def _lookup_table(scale: float, mean: tuple[float, ...], std: tuple[float, ...])
     """(256, 1, C) float32: the normalised value of every uint8 level for each channel."""
     levels = np.arange(256, dtype=np.float64)[:, None]
     table = (levels * scale - np.asarray(mean)[None, :]) / np.asarray(std)[None, :]
-    return table.astype(np.float32)[:, None, :]
+    levels_table: np.ndarray = table.astype(np.float32)[:, None, :]
+    return levels_table
 
 
 def _round_up(value: int, divisor: int) -> int:

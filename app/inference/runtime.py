@@ -25,7 +25,8 @@ def _switch(value: Any) -> str:
     """auto | on | off — YAML reads a bare on/off as a boolean, so booleans are accepted too."""
     if isinstance(value, bool):
         return "on" if value else "off"
-    return choice("auto", "on", "off")(value)
+    switch: str = choice("auto", "on", "off")(value)
+    return switch
 
 
 # key -> check; the sidecar's `runtime:` section and `--runtime KEY=VALUE` share it.
@@ -148,7 +149,8 @@ def with_device_argmax(model_path: Path, channel_axis: int) -> bytes:
 
     try:
         model = onnx.load(str(model_path))
-        return _append_argmax(model, channel_axis).SerializeToString()
+        serialized: bytes = _append_argmax(model, channel_axis).SerializeToString()
+        return serialized
     # onnx raises its own types here (checker.ValidationError for missing external weights, protobuf's
     # DecodeError, ValueError past protobuf's 2 GB limit): each is a broken or unsupported model file
     except Exception as exc:

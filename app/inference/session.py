@@ -16,7 +16,7 @@ import time
 import warnings
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -122,23 +122,25 @@ class ModelSession:
         """Run the model on one input tensor; returns the first output, or for an anomaly model the tuple of
         the outputs its spec names (map, score[, mask])."""
         try:
+            outputs: list[np.ndarray]
             if self._binding_device is not None:
-                outputs = self._run_bound(tensor)
+                outputs = self._run_bound(tensor, self._binding_device)
             else:
                 outputs = self._session.run(self._output_names, {self._input_name: tensor})
             return outputs[0] if len(outputs) == 1 else tuple(outputs)
         except Exception as exc:  # ORT raises its own Fail/InvalidArgument types
             raise InferenceError(f"{self.spec.path.name}: inference failed: {_first_line(exc)}") from exc
 
-    def _run_bound(self, tensor: np.ndarray) -> list[np.ndarray]:
+    def _run_bound(self, tensor: np.ndarray, where: tuple[str, int]) -> list[np.ndarray]:
         """IOBinding: the outputs are allocated on the device and copied back once, after the graph ran."""
         binding = self._session.io_binding()
         binding.bind_cpu_input(self._input_name, tensor)
-        device, device_id = self._binding_device
+        device, device_id = where
         for name in self._output_names:
             binding.bind_output(name, device, device_id)
         self._session.run_with_iobinding(binding)
-        return binding.copy_outputs_to_cpu()
+        outputs: list[np.ndarray] = binding.copy_outputs_to_cpu()
+        return outputs
 
     def warm_up(self, *, measure_warm: bool = False) -> SessionInfo:
         """One run on a zero tensor of the working shape (records first-run latency); with `measure_warm`, a
@@ -209,7 +211,8 @@ def open_session(
     return model
 
 
-def _create_with_argmax(ort: Any, spec: ModelSpec, providers: list, options: RuntimeOptions):
+def _create_with_argmax(ort: Any, spec: ModelSpec, providers: list[Any], options: RuntimeOptions,
+                        ) -> tuple[Any, ModelSpec, float, tuple[str, ...]]:
     """The session, with the in-graph ArgMax where wanted: `on` always; `auto` once the session is known to run
     on a GPU (then it is created a second time). Returns (session, spec it answers to, load ms, log lines)."""
     fixed = not spec.input.dynamic_hw
@@ -239,7 +242,8 @@ def _fallback_reason(request: DeviceRequest, available: list[str], *, on_gpu: bo
     return None
 
 
-def _create(ort: Any, spec: ModelSpec, source: str | bytes, providers: list, options: RuntimeOptions):
+def _create(ort: Any, spec: ModelSpec, source: str | bytes, providers: list[Any], options: RuntimeOptions,
+            ) -> tuple[Any, float, tuple[str, ...]]:
     """InferenceSession with ORT's native log captured: (session, load ms, log lines)."""
     session_options = ort.SessionOptions()
     session_options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
@@ -265,7 +269,8 @@ def _device_argmax(spec: ModelSpec) -> tuple[bytes, ModelSpec]:
     """The model with an in-graph ArgMax, and the spec that reads its uint8 label output."""
     out = spec.output
     labels = replace(out, name=DEVICE_LABELS_NAME, kind="labels", activation="none")
-    return with_device_argmax(spec.path, out.channel_axis), replace(spec, output=labels)
+    # asked for only for a scores output (wants_device_argmax), which has its channel axis
+    return with_device_argmax(spec.path, cast(int, out.channel_axis)), replace(spec, output=labels)
 
 
 def _model_source(path: Path) -> str | bytes:

@@ -3,10 +3,15 @@ and which outputs of a model are an anomaly map and an image score."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from app.inference.onnx_graph import TensorInfo
 
+# A tensor shape's dims are int | str | None (onnx_graph.Dim); these functions compare them with ints
+Shape = tuple[Any, ...]
 
-def image_layout(shape: tuple) -> tuple[str | None, int]:
+
+def image_layout(shape: Shape) -> tuple[str | None, int]:
     """("NCHW" | "NHWC", channels) when axis 1 or 3 holds 1 or 3 channels, else (None, 0)."""
     if shape[1] in (1, 3):
         return "NCHW", shape[1]
@@ -15,7 +20,7 @@ def image_layout(shape: tuple) -> tuple[str | None, int]:
     return None, 0
 
 
-def channel_axis(out_shape: tuple, in_layout: str, in_hw: tuple) -> int:
+def channel_axis(out_shape: Shape, in_layout: str, in_hw: tuple[int | None, int | None]) -> int:
     """Axis 1 or 3 of a rank-4 output: the only fixed one; else the one leaving spatial dims shaped like the
     input's H/W (a fixed [1,21,16,16] head of a 64×64 model is NCHW); else the input's layout."""
     fixed = [axis for axis in (1, 3) if isinstance(out_shape[axis], int)]
@@ -29,11 +34,11 @@ def channel_axis(out_shape: tuple, in_layout: str, in_hw: tuple) -> int:
     return preferred
 
 
-def spatial(shape: tuple, channel_axis: int) -> tuple:
+def spatial(shape: Shape, channel_axis: int) -> Shape:
     return (shape[2], shape[3]) if channel_axis == 1 else (shape[1], shape[2])
 
 
-def same_aspect(hw: tuple, reference: tuple) -> bool:
+def same_aspect(hw: Shape, reference: Shape) -> bool:
     h, w = hw
     return isinstance(h, int) and isinstance(w, int) and h * reference[1] == w * reference[0] and h <= reference[0]
 

@@ -6,8 +6,9 @@ Only the keys a user wrote come back (as a flat dict `"input.size" -> value`), s
 
 from __future__ import annotations
 
+from collections.abc import Hashable
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import yaml
 
@@ -116,13 +117,13 @@ class _StrictLoader(yaml.SafeLoader):
     a few hundred bytes of nested aliases expand to billions of items ("billion laughs") in anything that walks
     the value, such as an error message; a sidecar has no use for them."""
 
-    def compose_node(self, parent, index):
-        event = self.peek_event()
+    def compose_node(self, parent: yaml.Node | None, index: int) -> yaml.Node | None:
+        event = self.peek_event()  # type: ignore[no-untyped-call]  # the stubs leave Parser.peek_event untyped
         if isinstance(event, yaml.AliasEvent) or getattr(event, "anchor", None) is not None:
             raise _AliasRefused(event.start_mark.line)
         return super().compose_node(parent, index)
 
-    def construct_mapping(self, node, deep=False):
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Hashable, Any]:
         seen: set[str] = set()
         for key_node, _ in node.value:
             key = self.construct_object(key_node, deep=deep)
@@ -134,7 +135,7 @@ class _StrictLoader(yaml.SafeLoader):
         return super().construct_mapping(node, deep=deep)
 
 
-def _validate(data: dict, schema: dict, *, prefix: str, path: Path) -> dict[str, Any]:
+def _validate(data: dict[Any, Any], schema: dict[str, Any], *, prefix: str, path: Path) -> dict[str, Any]:
     values: dict[str, Any] = {}
     for key, raw in data.items():
         full = f"{prefix}{key}"
@@ -325,7 +326,7 @@ def _verdict_rule(index: int, item: Any) -> dict[str, Any]:
                 raise ValueError(f"must be a list of 1 to 1000 class names, got {shown(names)}")
             rule["classes"] = tuple(nonempty_text(n) for n in names)
         else:
-            rule["limit"] = check(item[rule_kind])
+            rule["limit"] = cast(Check, check)(item[rule_kind])  # only top1_in has no limit check
     except ValueError as exc:
         raise KeyedValueError(f"{where}.{rule_kind}", str(exc)) from exc
     if "class" in keys:

@@ -15,13 +15,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from app.errors import ModelError, SidecarError
 from app.inference.codes import ClassCode
 from app.inference.labels import MAX_LABELS
 from app.inference.metadata import parse_name_list
-from app.inference.onnx_graph import GraphInfo, TensorInfo, read_graph
+from app.inference.onnx_graph import Dim, GraphInfo, TensorInfo, read_graph
 from app.inference.shapes import anomaly_outputs, channel_axis, image_layout
 from app.inference.sidecar import MAX_SIDE, UNSET_COLOR, find_sidecar, load_sidecar
 from app.inference.tiling import TileSpec, tile_spec_from, untileable
@@ -134,8 +134,9 @@ class ModelSpec:
 def load_spec(model_path: str | Path, sidecar: str | Path | None = None) -> ModelSpec:
     """Build the spec of the model at `model_path`; `sidecar` overrides the `<model>.yaml` found beside it."""
     path = Path(model_path)
+    sidecar_path: Path | None
     if sidecar is not None:
-        sidecar_path: Path | None = Path(sidecar)
+        sidecar_path = Path(sidecar)
         if not sidecar_path.exists():  # a FIFO or folder goes on to be refused by name (not "not found")
             raise SidecarError(f"{sidecar_path}: sidecar file not found")
     else:
@@ -151,8 +152,10 @@ class _Builder:
     def __init__(self, path: Path, sidecar: Path | None, graph: GraphInfo, overrides: dict[str, Any]):
         self.path, self.sidecar, self.graph, self.overrides = path, sidecar, graph, overrides
         self.sources: dict[str, str] = {}
-        self.input_layout, self.input_hw = "NCHW", (None, None)
-        self.output_kind, self.image_threshold = "", None
+        self.input_layout = "NCHW"
+        self.input_hw: tuple[int | None, int | None] = (None, None)
+        self.output_kind = ""
+        self.image_threshold: float | None = None
 
     def pick(self, key: str, detected: Any, source: str = "detected") -> Any:
         if key in self.overrides:
@@ -234,6 +237,7 @@ class _Builder:
         raw = self.overrides.get("verdict.fail_if")
         if raw is None and self.output_kind == "anomaly":  # NG when the image score reaches the image threshold
             self.sources["verdict"] = "default"
+            assert self.image_threshold is not None  # _output set it: an anomaly output has one
             return (ScoreRule(self.image_threshold, inclusive=True),)
         if raw is None:
             return None
@@ -265,7 +269,7 @@ class _Builder:
         )
 
     def _color_matters(self, channels: int) -> bool:
-        matters = self.pick("input.color_matters", False, "default")
+        matters: bool = self.pick("input.color_matters", False, "default")
         if matters and channels != 3:
             raise self.sidecar_error("input.color_matters", f"is true, but the model's input has {channels} "
                                                             "channel (a gray model never sees colour)")
@@ -287,7 +291,7 @@ class _Builder:
             raise self.fail(f"the model's batch size is fixed at {t.shape[0]}; SegLens runs one image at a time "
                             "(export with batch 1 or a dynamic batch axis)")
         hw = (t.shape[2], t.shape[3]) if layout == "NCHW" else (t.shape[1], t.shape[2])
-        model_hw = tuple(d if isinstance(d, int) else None for d in hw)
+        model_hw = cast(tuple[int | None, int | None], tuple(d if isinstance(d, int) else None for d in hw))
         if any(d is not None and not 0 < d <= MAX_SIDE for d in model_hw):  # the warm-up allocates this size
             sides = "×".join("?" if d is None else str(d) for d in model_hw)
             raise self.fail(f"the model's input is fixed at {sides} pixels; SegLens handles sides from 1 to "
@@ -295,7 +299,7 @@ class _Builder:
         self.input_layout, self.input_hw = layout, model_hw
         return t, layout, channels, model_hw
 
-    def _input_size(self, model_hw: tuple) -> tuple[tuple[int, int] | None, int]:
+    def _input_size(self, model_hw: tuple[int | None, int | None]) -> tuple[tuple[int, int] | None, int]:
         """(working size, size divisor), checked against the sides the model fixes."""
         fixed = None not in model_hw
         size = self.pick("input.size", model_hw if fixed else None)
@@ -317,7 +321,7 @@ class _Builder:
                                                            f"{list(size)} is not a multiple of it")
         return size, divisor
 
-    def _normalisation(self, is_float: bool, channels: int) -> tuple[float, tuple, tuple, str]:
+    def _normalisation(self, is_float: bool, channels: int) -> tuple[float, tuple[float, ...], tuple[float, ...], str]:
         """(scale, mean, std, colour order) of the input, checked against its channels and dtype."""
         scale = self.pick("input.scale", 1 / 255 if is_float else 1.0, "default")
         mean = self.pick("input.mean", (0.0,) * channels, "default")
@@ -337,7 +341,8 @@ class _Builder:
     def _window_or_range(self, key: str) -> tuple[float, float] | None:
         if "input.window" in self.overrides and "input.range" in self.overrides:
             raise self.sidecar_error("input.range", "and 'input.window' both given: use one")
-        return self.pick(key, None, "default")
+        window: tuple[float, float] | None = self.pick(key, None, "default")
+        return window
 
     def _tensor(self, name: str) -> TensorInfo:
         return next(t for t in self.graph.outputs if t.name == name)
@@ -357,12 +362,13 @@ class _Builder:
                               image_threshold=self.pick("output.image_threshold", 0.5, "default"))
         t = self.graph.outputs[0]
         final = self.graph.final_ops.get(t.name, "")
-        rank = len(t.shape) if t.shape is not None else -1
+        shape: tuple[Dim, ...] = t.shape if t.shape is not None else ()
+        rank = len(shape) if t.shape is not None else -1
         threshold = self.pick("output.threshold", 0.5, "default")
         is_labels = t.dtype in _INT_DTYPES or final == "ArgMax"
         if rank == 4:
-            axis = channel_axis(t.shape, self.input_layout, self.input_hw)
-            channels = t.shape[axis]
+            axis = channel_axis(shape, self.input_layout, self.input_hw)
+            channels = shape[axis]
             if channels == 1 and is_labels:  # ArgMax with keepdims=1: a label map with a channel axis
                 return OutputSpec(t.name, "labels", axis, self._activation(final, None, "none"), threshold)
             if isinstance(channels, int) and channels > MAX_MASK_CLASSES:
@@ -379,7 +385,7 @@ class _Builder:
                 return OutputSpec(t.name, "labels", None, self._activation(final, None, "none"), threshold)
             return OutputSpec(t.name, "binary", None, self._activation(final, "Sigmoid", "sigmoid"), threshold)
         elif rank == 2 and t.dtype in (*_FLOAT_INPUTS, "float64"):
-            kind_activation = "sigmoid" if t.shape[1] == 1 else "softmax"
+            kind_activation = "sigmoid" if shape[1] == 1 else "softmax"
             return OutputSpec(t.name, "classification", None,
                               self._activation(final, kind_activation.capitalize(), kind_activation), threshold)
         raise self.fail("not an image model SegLens understands: the first output must be [N,C,H,W] scores, "
@@ -428,12 +434,14 @@ class _Builder:
 
     def _declared_class_count(self, out: OutputSpec) -> int | None:
         t = self.graph.outputs[0]
-        if out.kind in ("binary", "anomaly") or (out.kind == "classification" and t.shape[1] == 1):
+        shape = cast(tuple[Dim, ...], t.shape)  # an output of a kind SegLens understands has a rank
+        if out.kind in ("binary", "anomaly") or (out.kind == "classification" and shape[1] == 1):
             return 2
-        if out.kind == "scores":
-            return t.shape[out.channel_axis]
+        if out.kind == "scores":  # its channel axis holds a fixed size (_output_by_kind)
+            channels = shape[cast(int, out.channel_axis)]
+            return channels if isinstance(channels, int) else None
         if out.kind == "classification":
-            return t.shape[1] if isinstance(t.shape[1], int) else None
+            return shape[1] if isinstance(shape[1], int) else None
         return self.graph.argmax_channels.get(t.name)
 
     def _metadata_classes(self, count: int | None) -> tuple[tuple[str, Any], ...]:

@@ -9,9 +9,10 @@ import contextlib
 import os
 import threading
 from dataclasses import dataclass
+from typing import Any
 
 _lock = threading.Lock()
-_nvml_state: dict[str, object] = {}
+_nvml_state: dict[str, Any] = {}  # "module": pynvml or None (it ships no types), "error": why not
 
 
 @dataclass(frozen=True)
@@ -27,7 +28,7 @@ class GpuMemory:
         return f"GPU {self.index} mem {self.used_mb / 1024:.1f}/{self.total_mb / 1024:.1f} GB{own}"
 
 
-def _nvml():
+def _nvml() -> Any:
     """The initialised pynvml module, or None (no package, no driver, no GPU); tried once per process."""
     with _lock:
         if "module" not in _nvml_state:
@@ -45,7 +46,8 @@ def _nvml():
 def nvml_error() -> str | None:
     """Why NVML is unavailable ('NVMLError_LibraryNotFound: NVML Shared Library Not Found'), if it is."""
     _nvml()
-    return _nvml_state.get("error")  # type: ignore[return-value]
+    error: str | None = _nvml_state.get("error")
+    return error
 
 
 def driver_version() -> str | None:
@@ -83,11 +85,11 @@ def gpu_memory(index: int = 0) -> GpuMemory | None:
         return None
 
 
-def _process_mb(nvml, handle) -> float | None:
+def _process_mb(nvml: Any, handle: Any) -> float | None:  # pynvml and its device handle
     with contextlib.suppress(Exception):
         for proc in nvml.nvmlDeviceGetComputeRunningProcesses(handle):
             if proc.pid == os.getpid() and proc.usedGpuMemory is not None:
-                return proc.usedGpuMemory / 2**20
+                return float(proc.usedGpuMemory / 2**20)
     return None
 
 

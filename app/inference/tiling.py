@@ -18,10 +18,17 @@ This module knows numpy and OpenCV only; pipeline.py runs the tiles through the 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any
 
 import cv2
 import numpy as np
+
+if TYPE_CHECKING:
+    from app.inference.spec import ModelSpec
+
+Decide = Callable[[np.ndarray], np.ndarray]  # normalised (C, h, w) float32 probabilities → uint8 labels
 
 BLENDS = ("gaussian", "linear", "constant")
 KEPT_PIXELS = 4096 * 4096  # kept scores above this many pixels per class are reduced by a whole factor
@@ -46,7 +53,7 @@ class TileSpec:
     batch: int = 1  # tiles per session.run (models with a dynamic batch axis)
 
 
-def tile_spec_from(values: dict) -> TileSpec:
+def tile_spec_from(values: dict[str, Any]) -> TileSpec:
     """The TileSpec of a validated sidecar's flat values (`input.tile.overlap` …), defaults for the rest."""
     prefix = "input.tile."
     return TileSpec(**{k.removeprefix(prefix): v for k, v in values.items() if k.startswith(prefix)})
@@ -60,7 +67,7 @@ def untileable(output_kind: str) -> str | None:
             "([N,C,H,W] scores or a [N,1,H,W] binary map)")
 
 
-def with_tiling(spec, tile: bool | None):
+def with_tiling(spec: ModelSpec, tile: bool | None) -> ModelSpec:
     """The ModelSpec with tiling switched on (`--tile`) or off (`--no-tile`; back to stretch), or as it is for
     None. Raises ValueError when the model cannot be tiled."""
     if tile is None:
@@ -79,7 +86,8 @@ def with_tiling(spec, tile: bool | None):
 
 def tile_size(model_hw: tuple[int | None, int | None], tile: TileSpec) -> tuple[int, int]:
     """A fixed model's tile is its input size; a dynamic model's is `tile.size`."""
-    return (model_hw[0], model_hw[1]) if None not in model_hw else tile.size
+    height, width = model_hw
+    return (height, width) if height is not None and width is not None else tile.size
 
 
 def is_tiled(resize: str, model_hw: tuple[int | None, int | None], tile: TileSpec,
@@ -131,7 +139,8 @@ def weights_1d(length: int, blend: str) -> np.ndarray:
         w = np.ones(length)
     else:
         raise ValueError(f"blend must be one of {' | '.join(BLENDS)}, got {blend!r}")
-    return np.maximum(w / w.max(), _MIN_WEIGHT).astype(np.float32)
+    weights: np.ndarray = np.maximum(w / w.max(), _MIN_WEIGHT).astype(np.float32)
+    return weights
 
 
 def blend_weights(tile_hw: tuple[int, int], blend: str) -> np.ndarray:
@@ -152,7 +161,7 @@ class Accumulator:
     """
 
     def __init__(self, image_hw: tuple[int, int], tile_hw: tuple[int, int], channels: int, *, blend: str,
-                 decide, kept_limit: int = KEPT_PIXELS) -> None:
+                 decide: Decide, kept_limit: int = KEPT_PIXELS) -> None:
         self.image_hw, self.tile_hw, self.decide = image_hw, tile_hw, decide
         self.weights = blend_weights(tile_hw, blend)
         h, w = image_hw
@@ -222,11 +231,12 @@ class Accumulator:
         self._kept_rows = start + out_h
 
 
-def binary_decider(threshold: float):
+def binary_decider(threshold: float) -> Decide:
     """Foreground where the blended probability is above `threshold`."""
     return lambda planes: (planes[0] > threshold).view(np.uint8)
 
 
 def argmax_decider(planes: np.ndarray) -> np.ndarray:
     """The class with the highest blended probability (first wins on ties, as numpy)."""
-    return planes.argmax(axis=0).astype(np.uint8)
+    labels: np.ndarray = planes.argmax(axis=0).astype(np.uint8)
+    return labels

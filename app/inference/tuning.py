@@ -51,7 +51,7 @@ def with_score_limit(spec: ModelSpec, limit: float | None) -> ModelSpec:
     rule = score_rule(spec)
     if limit is None or rule is None:
         return spec
-    rules = tuple(replace(r, score_above=limit) if r is rule else r for r in spec.verdict)
+    rules = tuple(replace(r, score_above=limit) if r is rule else r for r in spec.verdict or ())  # rule is in it
     return replace(spec, verdict=rules)
 
 

@@ -43,7 +43,8 @@ def choice(*options: str) -> Check:
     def check(value: Any) -> str:
         if value not in options:
             raise ValueError(f"must be one of {' | '.join(options)}, got {shown(value)}")
-        return value
+        chosen: str = value
+        return chosen
 
     return check
 
@@ -107,7 +108,7 @@ def visible(name: str) -> str:
     return _CONTROL.sub(_escape, name)
 
 
-def _escape(found: re.Match) -> str:
+def _escape(found: re.Match[str]) -> str:
     code = ord(found.group())
     return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
 

@@ -35,6 +35,7 @@ import numpy as np
 
 if TYPE_CHECKING:  # the pipeline imports the spec, which imports these rules: types only, no cycle
     from app.inference.pipeline import Result
+    from app.inference.postprocess import Prediction
     from app.inference.spec import ModelSpec
 
 
@@ -47,7 +48,7 @@ class AreaRule:
     def describe(self) -> str:
         return f"a {self.class_name} component of >= {self.min_area_px} px"
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> dict[str, Any]:
         return {"class": self.class_name, "min_area_px": self.min_area_px}
 
 
@@ -60,7 +61,7 @@ class FractionRule:
     def describe(self) -> str:
         return f"{self.class_name} covers >= {_percent(self.min_total_fraction)} % of the image"
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> dict[str, Any]:
         return {"class": self.class_name, "min_total_fraction": self.min_total_fraction}
 
 
@@ -76,7 +77,7 @@ class ScoreRule:
     def describe(self) -> str:
         return f"image score {self.sign} {self.score_above:g}"
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> dict[str, Any]:
         return {"score_at_least" if self.inclusive else "score_above": self.score_above}
 
 
@@ -88,7 +89,7 @@ class Top1Rule:
     def describe(self) -> str:
         return f"top-1 class in [{', '.join(self.class_names)}]"
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> dict[str, Any]:
         return {"top1_in": list(self.class_names)}
 
 
@@ -124,7 +125,7 @@ class Uncertain:
         return f"Uncertain: {self.measure} {value} < {limit}"
 
 
-def uncertainty(predictions: Sequence, spec: ModelSpec) -> Uncertain | None:
+def uncertainty(predictions: Sequence[Prediction], spec: ModelSpec) -> Uncertain | None:
     """Whether best-first `predictions` (name, score) are uncertain under the spec's `output.min_confidence` and
     `output.min_margin`; None when they are not, or the model is not a classifier. Confidence is checked first."""
     if spec is None or spec.task != "classification" or not predictions:  # None: rules judged without a model
