@@ -118,7 +118,8 @@ def class_name(value: Any) -> str:
     name = text(value)
     bad = control_character(name)
     if bad is not None:
-        raise ValueError(f"must not hold a control character, got {bad} in {shown(visible(name))}")
+        # the name as visible() spells it, quoted but not through repr (which doubled its backslash: lu\\x1bng)
+        raise ValueError(f"must not hold a control character, got {bad} in '{visible(name)[:MAX_SHOWN]}'")
     return name
 
 

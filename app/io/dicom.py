@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from app.errors import ImageError
-from app.io.limits import check_decoded, check_slices, image_bytes_limit
+from app.io.limits import check_decoded, check_slices, image_bytes_limit, megapixels
 from app.io.window import apply_window, auto_window
 
 if TYPE_CHECKING:
@@ -66,7 +66,8 @@ def read_dicom(path: Path, *, frame: int = 0, max_pixels: int) -> DicomRead:
     # pydicom decodes every frame to give one, so the whole volume counts against the limit
     if frames * rows * columns > max_pixels:
         raise ImageError(f"{path}: image too large ({frames} frames of {columns}×{rows} = "
-                         f"{frames * rows * columns / 1e6:.0f} megapixels; the limit is {max_pixels / 1e6:.0f})")
+                         f"{megapixels(frames * rows * columns, beside=max_pixels)} megapixels; the limit is "
+                         f"{megapixels(max_pixels)})")
     check_slices(path, frames)
     samples, bits = _int_tag(ds, "SamplesPerPixel", 1), _int_tag(ds, "BitsAllocated", 8)
     check_decoded(path, (frames, rows, columns, samples), max(1, (bits + 7) // 8), image_bytes_limit(max_pixels),

@@ -121,6 +121,8 @@ def _walk(root: Path, skipped: set[str]) -> list[InputFile]:
                 files.append((natural_key(rel.as_posix()), InputFile(path, rel)))
             elif _looks_like_dicom(path):
                 dicom.append(path)
+            elif name.upper() == "DICOMDIR":  # named as a DICOM index: said when it is none (a FIFO, a text)
+                files.append((natural_key(rel.as_posix()), InputFile(path, rel, problem=_not_a_dicomdir(path))))
     if dicom:
         files.extend(_scan_folder_dicom(root, sorted(dicom, key=lambda p: natural_key(p.relative_to(root).as_posix()))))
     return [item for _, item in sorted(files, key=lambda pair: pair[0])]
@@ -172,6 +174,12 @@ def _looks_like_dicom(path: Path) -> bool:
     if path.suffix.lower() in _DICOM_EXTENSIONS:
         return True
     return not is_image_path(path) and has_dicom_marker(path)
+
+
+def _not_a_dicomdir(path: Path) -> str:
+    from app.io.regular import regular_problem
+
+    return regular_problem(path) or "not a DICOM file (no DICM marker), so no DICOMDIR"
 
 
 def has_dicom_marker(path: Path) -> bool:

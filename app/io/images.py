@@ -17,7 +17,7 @@ import numpy as np
 from PIL import Image, ImageFile, ImageOps, UnidentifiedImageError
 
 from app.errors import ImageError
-from app.io.limits import check_decoded, image_bytes_limit
+from app.io.limits import check_decoded, image_bytes_limit, megapixels
 from app.io.png import decode_png, metadata_after_pixels
 from app.io.regular import kind_of
 from app.io.tiff import is_tiff, open_tiff
@@ -94,6 +94,13 @@ def read_image(path: str | Path, *, max_pixels: int | None = None, frame: int = 
     path = Path(path)
     max_pixels = max_pixels or pixel_limit()
     _check_file(path)
+    from app.io.volumes import is_volume_file
+
+    if is_volume_file(path):  # a NIfTI by its path (a listed file the viewer decodes, bench): slice `frame`, or
+        from app.io.nifti import nifti_volume  # its header's own problem, not "not an image"
+        from app.io.volumes import read_slice
+
+        return read_slice(nifti_volume(path), frame, max_pixels=max_pixels)
     from app.io.dicom import is_dicom, read_dicom
 
     if is_dicom(path):
@@ -130,7 +137,7 @@ def read_image(path: str | Path, *, max_pixels: int | None = None, frame: int = 
     except UnidentifiedImageError as exc:
         raise ImageError(f"{path}: not an image, or a format that cannot be read") from exc
     except Image.DecompressionBombError as exc:
-        raise ImageError(f"{path}: image too large (over twice the limit of {max_pixels / 1e6:.0f} "
+        raise ImageError(f"{path}: image too large (over twice the limit of {megapixels(max_pixels)} "
                          f"megapixels)") from exc
     except MemoryError as exc:
         raise ImageError(f"{path}: not enough memory to decode this image") from exc
@@ -203,8 +210,9 @@ def _check_size(path: Path, size: tuple[int, int], max_pixels: int, *, frame: in
     width, height = size
     if width * height > max_pixels:
         which = f"frame {frame} " if frame else ""
-        raise ImageError(f"{path}: image too large ({which}{width}×{height} = {width * height / 1e6:.0f} "
-                         f"megapixels; the limit is {max_pixels / 1e6:.0f})")
+        raise ImageError(f"{path}: image too large ({which}{width}×{height} = "
+                         f"{megapixels(width * height, beside=max_pixels)} megapixels; the limit is "
+                         f"{megapixels(max_pixels)})")
 
 
 def _orientation(img: Image.Image, png: bytes | None = None) -> int | None:

@@ -37,6 +37,19 @@ def size_text(n_bytes: int) -> str:
     return f"{n_bytes / 1e6:.0f} MB" if n_bytes >= 1e7 else f"{n_bytes / 1e6:.1f} MB"
 
 
+def megapixels(pixels: float, *, beside: float | None = None) -> str:
+    """`pixels` in megapixels for an error line: whole from 10 up, else one decimal, trailing zeros dropped, and
+    more decimals where that rounding would read as `beside` (pixels too): 1024×1024 beside a limit of 1 is
+    `1.05`, not `1` (which read as within it)."""
+    value = pixels / 1e6
+    decimals = 0 if value >= 10 else 1
+    while decimals < 6 and ((value > 0 and round(value, decimals) == 0)
+                            or (beside is not None and round(value, decimals) == round(beside / 1e6, decimals))):
+        decimals += 1
+    text = f"{value:.{decimals}f}"
+    return text.rstrip("0").rstrip(".") if "." in text else text
+
+
 def shape_text(shape: Sequence[int]) -> str:
     return "×".join(str(int(n)) for n in shape)
 

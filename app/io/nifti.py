@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from app.errors import ImageError
-from app.io.limits import check_decoded, check_slices, size_text, volume_bytes_limit
+from app.io.limits import check_decoded, check_slices, megapixels, size_text, volume_bytes_limit
 from app.io.regular import open_regular, regular_problem
 from app.io.volumes import SliceRef, Volume
 from app.io.window import apply_window, auto_window
@@ -79,7 +79,7 @@ def read_nifti_slice(volume: Volume, index: int, *, max_pixels: int) -> DecodedI
     path = volume.source
     if volume.rows * volume.columns > max_pixels:
         raise ImageError(f"{path}: slice too large ({volume.columns}×{volume.rows}; the limit is "
-                         f"{max_pixels / 1e6:.0f} megapixels)")
+                         f"{megapixels(max_pixels)} megapixels)")
     source = _source(path, max_pixels=max_pixels)
     raw = source.plane(index)
     window = volume.window or _shared_window(source)
@@ -187,7 +187,7 @@ def _check_declared(path: Path, img: NiftiImage, shape: tuple[int, ...], *, max_
     rows, columns = (shape[1] if len(shape) > 1 else 1), shape[0]
     if rows * columns > max_pixels:
         raise ImageError(f"{path}: slice too large ({columns}×{rows}; the limit is "
-                         f"{max_pixels / 1e6:.0f} megapixels)")
+                         f"{megapixels(max_pixels)} megapixels)")
     stored = np.dtype(img.get_data_dtype())
     decoded = stored if _scaling(img) == (1.0, 0.0) else np.dtype(np.float64)
     check_decoded(path, shape, decoded.itemsize, volume_bytes_limit(max_pixels), dtype=decoded.name,

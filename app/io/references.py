@@ -27,6 +27,7 @@ from PIL import Image, UnidentifiedImageError
 
 from app.errors import ImageError
 from app.io.images import check_size, pillow_guard, pixel_limit
+from app.io.limits import megapixels
 from app.io.regular import NotRegularFile, open_regular
 
 SUFFIXES = (".png", "_mask.png", ".tif", ".tiff", "_mask.tif")
@@ -136,7 +137,7 @@ def read_reference(path: Path, n_classes: int, *, max_pixels: int | None = None)
     except NotRegularFile as exc:
         raise ImageError(f"{path}: cannot read the reference mask ({exc.strerror})") from exc
     except Image.DecompressionBombError as exc:
-        raise ImageError(f"{path}: image too large (over twice the limit of {max_pixels / 1e6:.0f} "
+        raise ImageError(f"{path}: image too large (over twice the limit of {megapixels(max_pixels)} "
                          f"megapixels)") from exc
     except (UnidentifiedImageError, OSError, ValueError, SyntaxError, EOFError) as exc:
         raise ImageError(f"{path}: cannot read the reference mask ({type(exc).__name__})") from exc

@@ -60,12 +60,17 @@ def leak(paths: Sequence[Path], identifying: Identifying, *, root: Path, cells: 
         rel = _relative(path, root)
         kind = identifying.in_text(rel)
         if kind:
-            return f"a {kind} in the output names ({_shown(rel, identifying)})"
+            return f"{with_article(kind)} in the output names ({_shown(rel, identifying)})"
         found = _in_file(path, identifying)
         if found:
-            return f"a {found[0]} in {found[1]} of {_shown(rel, identifying)}"
+            return f"{with_article(found[0])} in {found[1]} of {_shown(rel, identifying)}"
     kind = next(filter(None, (identifying.in_text(str(cell)) for cell in cells)), None)
-    return f"a {kind} in the report row" if kind else None
+    return f"{with_article(kind)} in the report row" if kind else None
+
+
+def with_article(kind: str) -> str:
+    """`a patient name`, `an accession number`, `an institution name`: the kind of value a find names."""
+    return f"{'an' if kind[:1].lower() in 'aeiou' else 'a'} {kind}"
 
 
 def _files(paths: Sequence[Path]) -> list[Path]:

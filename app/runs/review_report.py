@@ -84,7 +84,7 @@ def _last_check(path: Path, page: str, items: list[ReportItem], reviews: list[Re
     if not held:
         return
     from app.errors import OutputError
-    from app.runs.privacy_check import Identifying
+    from app.runs.privacy_check import Identifying, with_article
 
     searched = html.unescape(re.sub(r"data:image/[a-z]+;base64,[A-Za-z0-9+/=]+", " ", page.replace("<wbr>", "")))
     for staff in {_user(), *(review.who for review in reviews if review is not None)} - {""}:
@@ -95,8 +95,8 @@ def _last_check(path: Path, page: str, items: list[ReportItem], reviews: list[Re
     identifying = Identifying(texts, frozenset().union(*(one.uids for one in held)))
     kind = identifying.in_text(searched) or ("source UID" if any(u in searched for u in identifying.uids) else None)
     if kind:
-        raise OutputError(f"{path}: the review report is not written: a {kind} of an input is still in it (the last "
-                          "check of --anonymize)")
+        raise OutputError(f"{path}: the review report is not written: {with_article(kind)} of an input is still "
+                          "in it (the last check of --anonymize)")
 
 
 def _own_review(review: Review | None, model: str) -> Review | None:

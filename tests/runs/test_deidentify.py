@@ -237,7 +237,7 @@ def test_the_check_looks_into_nested_sequences_file_meta_nifti_headers_and_png_t
     image.header["descrip"] = b"ACC88123X"
     nib.save(image, tmp_path / "m.nii.gz")
     assert leak([tmp_path / "m.nii.gz"], identifying, root=tmp_path) == \
-        "an accession number in the NIfTI header of m.nii.gz".replace("an accession", "a accession")
+        "an accession number in the NIfTI header of m.nii.gz"
     (tmp_path / "p.png").write_bytes(png_with_text(encode_png(np.zeros((2, 2), np.uint8)), {"Comment": "Doe"}))
     assert leak([tmp_path / "p.png"], identifying, root=tmp_path) == "a patient name in a PNG text chunk of p.png"
     (tmp_path / "DOE_scan").mkdir()
