@@ -16,7 +16,6 @@ from typing import Any
 
 from app.errors import ModelError
 from app.io.regular import read_regular, regular_problem
-from app.io.regular import read_regular, regular_problem
 
 # Ops that don't change what an output *means*; we look through them to find the op that made it.
 _PASS_THROUGH = {"Identity", "Cast", "Reshape", "Squeeze", "Unsqueeze", "Transpose", "Flatten", "Resize",
