@@ -67,3 +67,21 @@ def test_two_inputs_with_one_output_name_the_second_is_an_error_row(models, tmp_
     assert rows[1]["error"] == (f"{b / 'x.png'}: its outputs would be named as those of {a / 'x.png'} "
                                 "(x.png_…): run it into another --out")
     assert sorted(p.name for p in out.glob("*.png")) == ["x.png_mask.png"]
+
+
+def test_resume_of_the_images_of_a_run_with_a_volume_keeps_the_volumes_row(models, tmp_path):
+    """The earlier report has the volume columns; a run of its image alone had not, so the whole earlier report
+    was set aside (its columns differ) and rewritten with the image's row only."""
+    import nibabel as nib
+    import numpy as np
+
+    folder = _folder(tmp_path / "in", ("a.png",))
+    nib.save(nib.Nifti1Image(np.zeros((8, 8, 2), np.int16), np.eye(4)), str(folder / "v.nii.gz"))
+    model, out = models("binary_logits"), tmp_path / "o"
+    assert main(["run", str(model), str(folder), "--out", str(out), "--save", "mask"]) == 0
+    before = {row["path"]: row for row in _report(out / "seglens_report.csv")}
+    assert set(before) == {str(folder / "a.png"), str(folder / "v.nii.gz")}
+    (out / "a.png_mask.png").unlink()
+    assert main(["run", str(model), str(folder / "a.png"), "--out", str(out), "--save", "mask", "--resume"]) == 0
+    after = {row["path"]: row for row in _report(out / "seglens_report.csv")}
+    assert after[str(folder / "v.nii.gz")] == before[str(folder / "v.nii.gz")] and (out / "a.png_mask.png").is_file()

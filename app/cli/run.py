@@ -22,7 +22,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     from app.runs.batch import run_inputs
     from app.runs.lock import OutputLock
     from app.runs.metrics_report import ReferenceScorer, reference_problem
-    from app.runs.outputs import ReportWriter, finished_earlier, rows_of_others
+    from app.runs.outputs import ReportWriter, finished_earlier, has_columns, rows_of_others
     from app.runs.provenance import RunIdentity, record_run, resume_problem
     from app.runs.safety import output_folder_problem
     from app.runs.volume_run import volume_columns
@@ -75,12 +75,13 @@ def cmd_run(args: argparse.Namespace) -> int:
                   "input, or choose a new --out", file=sys.stderr)
             return EXIT_USAGE
         names = _anonymized_names(inputs, volume_options)
+        has_volumes = any(item.volume is not None for item in inputs) or (  # options alone: image-only --anonymize
+            args.resume and has_columns(report_path, volume_columns(model.spec)))  # the earlier run's volumes stay
+        extra = [*(volume_columns(model.spec) if has_volumes else ()), *(scorer.columns if scorer else ())]
         done = finished_earlier(report_path, model.spec, inputs, out_dir=args.out, save=args.save,
-                                exports=volume_options.exports if volume_options else None,
+                                exports=volume_options.exports if volume_options else None, extra_columns=extra,
                                 names=names) if args.resume else {}
         progress = _Progress(len(inputs), enabled=sys.stderr.isatty() and not args.no_progress)
-        has_volumes = any(item.volume is not None for item in inputs)  # options alone: an image-only --anonymize
-        extra = [*(volume_columns(model.spec) if has_volumes else ()), *(scorer.columns if scorer else ())]
         others = rows_of_others(report_path, model.spec, inputs, extra_columns=extra,
                                 names=names and names[1]) if args.resume else []
         with ReportWriter(report_path, model.spec, extra_columns=extra) as report:

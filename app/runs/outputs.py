@@ -323,6 +323,17 @@ def rows_of_others(report: Path, spec: ModelSpec, inputs: Sequence[InputFile], *
     return list(kept.values())
 
 
+def has_columns(report: Path, columns: Sequence[str]) -> bool:
+    """Whether the earlier report (or its `.partial`) has every one of `columns`: a --resume of only the images of
+    a run that had volumes keeps the volume columns, so the volumes' rows can stay (`rows_of_others`)."""
+    wanted = {_cell(c) for c in columns}
+    for candidate in (report.with_name(report.name + ".partial"), report):
+        rows = _read_report(candidate)
+        if rows and wanted <= set(rows[0]):
+            return True
+    return False
+
+
 def finished_rows(report: Path, columns: list[str], outputs_of) -> dict[str, list[str]]:
     """Rows of inputs an earlier run finished (status ok, outputs on disk), from its report or `.partial`.
 
