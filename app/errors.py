@@ -92,15 +92,15 @@ def spelt(text: str, *, controls: str | bool = True) -> str:
     return "".join(out)
 
 
-def _would_read_as_escape(text: str, at: int, escaped: re.Pattern) -> bool:
+def _would_read_as_escape(text: str, at: int, escaped: re.Pattern[str]) -> bool:
     return at < len(text) and (text[at] == "\\" or bool(escaped.match(text[at]))
                                or bool(_LOOKS_ESCAPED.match(text, at)))
 
 
-_CLASSES: dict[str, re.Pattern] = {}
+_CLASSES: dict[str, re.Pattern[str]] = {}
 
 
-def _escaped_class(controls: str | bool) -> re.Pattern:
+def _escaped_class(controls: str | bool) -> re.Pattern[str]:
     """What `spelt` escapes besides backslashes: surrogates and the control characters `controls` names."""
     chosen = _ALL_CONTROLS if controls is True else "" if controls is False else controls
     if chosen not in _CLASSES:

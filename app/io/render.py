@@ -22,7 +22,8 @@ PALETTE: tuple[tuple[int, int, int], ...] = (
 class Colored(Protocol):
     """What painting needs of a class (app.inference.spec.ClassInfo): its colour, None = not painted."""
 
-    color: tuple[int, int, int] | None
+    @property
+    def color(self) -> tuple[int, int, int] | None: ...  # read-only: ClassInfo is frozen
 
 
 def class_colors(classes: Sequence[Colored]) -> tuple[np.ndarray, np.ndarray]:

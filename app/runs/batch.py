@@ -15,10 +15,11 @@ import contextlib
 import logging
 import time
 from collections import deque
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Generator, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import TYPE_CHECKING, cast
 
 import numpy as np
 
@@ -33,6 +34,10 @@ from app.runs.safety import OutputGuard
 from app.runs.volume_run import VolumeAssembler, VolumeOptions, algorithm_of
 from app.runs.writer import HELPER_NICENESS, Outcome, ProgressFn, RunSummary, Writer, lower_thread_priority
 from app.runs.writer import Work as _Work
+
+if TYPE_CHECKING:
+    from app.io.images import DecodedImage
+    from app.io.volumes import Volume
 
 __all__ = ["HELPER_NICENESS", "Outcome", "RunStopped", "RunSummary", "lower_thread_priority", "run_inputs"]
 
@@ -81,7 +86,8 @@ def run_inputs(
     summary = RunSummary(total=len(inputs))
     anonymize = volumes is not None and volumes.anonymize
     if stems is None:
-        stems = anonymized_stems(inputs, volumes.pseudonym_key) if anonymize else output_stems(list(inputs))
+        stems = anonymized_stems(inputs, volumes.pseudonym_key) if volumes is not None and anonymize \
+            else output_stems(list(inputs))
     stems = list(stems)
     writer = Writer(model, out_dir, stems, save, report, summary, progress, helper_niceness)
     writer.names = [stem.as_posix() for stem in stems] if anonymize else None  # no input path in the report
@@ -139,7 +145,7 @@ def _stop_for_writer(writer: Writer, inputs: Sequence[InputFile], summary: RunSu
     """The writer died: inputs it recorded keep their rows, the rest are listed as skipped where the report can
     still be written (it may be what failed), and the run ends with one line."""
     done = writer.recorded
-    why = f"the run stopped: {_one_line(writer.failure)}"
+    why = f"the run stopped: {_one_line(cast(BaseException, writer.failure))}"  # called once the writer failed
     with contextlib.suppress(Exception):
         _list_unprocessed(inputs[done:], why, summary, report, writer.names and writer.names[done:])
     raise RunStopped(f"{why} ({done} of {len(inputs)} inputs finished and reported; the rest not processed)") \
@@ -162,9 +168,9 @@ def _list_unprocessed(rest: Sequence[InputFile], why: str, summary: RunSummary, 
 
 
 def _prefetch(pool: ThreadPoolExecutor, model: ModelSession, inputs: Sequence[InputFile],
-              *, depth: int, done: Mapping[str, list[str]]) -> Iterator[_Work]:
+              *, depth: int, done: Mapping[str, list[str]]) -> Generator[_Work, None, None]:
     """Prepared inputs in order, with at most `depth` decoded ahead of the consumer."""
-    pending: deque[Future] = deque()
+    pending: deque[Future[_Work]] = deque()
     items = _units(inputs, done)
     for unit in items:
         pending.append(pool.submit(_prepare, model, *unit, done))
@@ -198,7 +204,7 @@ def _prepare(model: ModelSession, index: int, item: InputFile, k: int | None, do
         return _Work(index, item, error=f"{item.path}: {item.problem}")
     try:
         if k is not None:
-            image, decode_ms = _read_slice(item.volume, k)
+            image, decode_ms = _read_slice(cast("Volume", item.volume), k)  # a slice is of a volume input
             return _Work(index, item, prepared=pipeline.prepare(model.spec, image, decode_ms=decode_ms), slice=k)
         image, decode_ms = pipeline.decode(item.path)
         return _Work(index, item, prepared=pipeline.prepare(model.spec, image, decode_ms=decode_ms))
@@ -209,7 +215,7 @@ def _prepare(model: ModelSession, index: int, item: InputFile, k: int | None, do
         return _Work(index, item, error=unexpected_error_line(item.path, exc), slice=k)
 
 
-def _read_slice(volume, k: int):
+def _read_slice(volume: Volume, k: int) -> tuple[DecodedImage, float]:
     from app.io.volumes import read_slice
 
     started = time.perf_counter()
@@ -236,7 +242,7 @@ def _groups(works: Iterator[_Work], size: int) -> Iterator[list[_Work]]:
                 group = []
             yield [work]
             continue
-        if group and (group[0].prepared.tiled or group[0].prepared.tensor.shape != work.prepared.tensor.shape):
+        if group and (_prepared(group[0]).tiled or _tensor(group[0]).shape != _tensor(work).shape):
             yield group
             group = []
         group.append(work)
@@ -256,12 +262,22 @@ def _infer(model: ModelSession, group: list[_Work], tiles: _TileRun) -> list[_Wo
                                         should_stop=tiles.should_stop)
             return [_with_output(group[0], output, ms)]
         started = time.perf_counter()
-        outputs = model.run(np.concatenate([w.prepared.tensor for w in group]))
+        outputs = model.run(np.concatenate([_tensor(w) for w in group]))
         share = (time.perf_counter() - started) * 1000 / len(group)
         return [_with_output(w, pipeline.batch_row(outputs, i), share) for i, w in enumerate(group)]
     except SegLensError as exc:
         return [replace(w, prepared=None, error=error_line(w.input.path, exc)) for w in group]
 
 
-def _with_output(work: _Work, output: np.ndarray, ms: float) -> _Work:
+def _with_output(work: _Work, output: pipeline.Output | pipeline.TiledOutput, ms: float) -> _Work:
     return replace(work, output=output, inference_ms=ms)
+
+
+def _prepared(work: _Work) -> pipeline.Prepared:
+    """A work in a group of several (_groups): prepared, not tiled."""
+    return cast(pipeline.Prepared, work.prepared)
+
+
+def _tensor(work: _Work) -> np.ndarray:
+    """Its tensor: an image that is not tiled has one."""
+    return cast(np.ndarray, _prepared(work).tensor)

@@ -17,6 +17,7 @@ import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, cast
 
 import numpy as np
 
@@ -53,7 +54,7 @@ class Compared:
     """One input: its report row, and the metrics or the error (the CLI's progress line reads `error`)."""
 
     input: InputFile
-    row: list
+    row: list[Any]
     scored: Scored | None = None
     error: str | None = None
     warnings: tuple[str, ...] = ()  # why the image does not fit model A or B (app.inference.fit)
@@ -155,7 +156,7 @@ def image_agreement(model_a: ModelSession, model_b: ModelSession, item: InputFil
     image, decode_ms = pipeline.decode(item.path)
     result_a = pipeline.run_image(model_a, image, decode_ms=decode_ms)
     result_b = pipeline.run_image(model_b, image)
-    a, b = result_a.mask, result_b.mask
+    a, b = _mask(result_a), _mask(result_b)
     codes = disagreement_map(a, b)
     return Agreement(image_metrics(b, a, max(len(model_a.spec.classes), 2)), _counts(codes), a.shape,
                      image.display(), codes, tuple(dict.fromkeys((*result_a.warnings, *result_b.warnings))))
@@ -167,14 +168,16 @@ def volume_agreement(model_a: ModelSession, model_b: ModelSession, volume: Volum
     IoU and Dice count every voxel (a mean of per-slice IoUs would weigh a slice with 3 voxels like one with
     3000). One slice is held at a time. Raises pipeline.Stopped when `should_stop()` says so."""
     n_classes = max(len(model_a.spec.classes), 2)
-    total, counts, warnings = None, np.zeros(3, np.int64), {}
+    total: np.ndarray | None = None
+    counts = np.zeros(3, np.int64)
+    warnings: dict[str, None] = {}
     shown: tuple[int, int, np.ndarray, np.ndarray] | None = None  # (disagreeing voxels, slice, pixels, codes)
     for k in range(volume.depth):
         if should_stop():
             raise pipeline.Stopped()
         image = read_slice(volume, k)
         result_a, result_b = pipeline.run_image(model_a, image), pipeline.run_image(model_b, image)
-        a, b = result_a.mask, result_b.mask
+        a, b = _mask(result_a), _mask(result_b)
         warnings.update(dict.fromkeys((*result_a.warnings, *result_b.warnings)))
         total = add_confusion(total, confusion(b, a, n_classes))
         codes = disagreement_map(a, b)
@@ -184,8 +187,14 @@ def volume_agreement(model_a: ModelSession, model_b: ModelSession, volume: Volum
             shown = (int(here.sum()), k, image.display(), codes)
     if total is None or shown is None:
         raise SegLensError(f"{volume.source}: the volume has no slices")
-    return Agreement(confusion_metrics(total, n_classes), tuple(int(c) for c in counts), shown[3].shape,
+    return Agreement(confusion_metrics(total, n_classes), (int(counts[0]), int(counts[1]), int(counts[2])),
+                     shown[3].shape,
                      shown[2], shown[3], tuple(warnings), shown=shown[1])
+
+
+def _mask(result: pipeline.Result) -> np.ndarray:
+    """A segmentation result's mask: compare takes segmentation models only (checked before it runs)."""
+    return cast(np.ndarray, result.mask)
 
 
 def _counts(codes: np.ndarray) -> tuple[int, int, int]:
@@ -193,7 +202,7 @@ def _counts(codes: np.ndarray) -> tuple[int, int, int]:
     return only_a, only_b, different
 
 
-def _write_rows(path: Path, header: list[str], rows: list[list]) -> None:
+def _write_rows(path: Path, header: list[str], rows: list[list[Any]]) -> None:
     buffer = io.StringIO(newline="")
     writer = csv.writer(buffer)
     writer.writerow([path_text(c) for c in header])

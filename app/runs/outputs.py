@@ -133,7 +133,7 @@ class ReportWriter:
     def extra_count(self) -> int:
         return self._extra
 
-    def add_result(self, path: Path, result: Result, *, verdict: Verdict | None = None,
+    def add_result(self, path: Path | str, result: Result, *, verdict: Verdict | None = None,
                    extra: Sequence[str] = ()) -> None:
         """A result's row; `verdict` as the run decided it (decided here from the spec when not given); `extra`
         the values of the extra columns (empty when not given). Without a verdict, an uncertain classification is
@@ -159,7 +159,7 @@ class ReportWriter:
         self._row([str(path), "ok", task, provider, hw[1], hw[0], *judged, *values, *extra,
                    *(f"{timings.get(stage, 0.0):.2f}" for stage in STAGES), warning, ""])
 
-    def add_error(self, path: Path, message: str, *, provider: str = "", status: str = "error") -> None:
+    def add_error(self, path: Path | str, message: str, *, provider: str = "", status: str = "error") -> None:
         """An input without a result: no size, score, verdict, counts or timings; the message last."""
         blanks = [""] * (len(self._columns) - 8 - len(STAGES))  # verdict, task and extra columns, after `height`
         self._row([str(path), status, self.spec.task, provider, "", "", *blanks, *[""] * len(STAGES), "",

@@ -15,6 +15,7 @@ import hashlib
 import json
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Any
 
 from app import __version__
 from app.errors import OutputError
@@ -53,8 +54,9 @@ class RunIdentity:
         sidecar = spec.sidecar
         return cls(spec.path.name, file_sha256(spec.path), sidecar.name if sidecar else None,
                    file_sha256(sidecar) if sidecar else None, __version__, threshold,
-                   settings_hash(spec, min_confidence), session and session.provider,
-                   session and session.requested, session and session.fallback_reason,
+                   settings_hash(spec, min_confidence), None if session is None else session.provider,
+                   None if session is None else session.requested,
+                   None if session is None else session.fallback_reason,
                    effective_thresholds(spec, min_confidence), tuple(r.describe() for r in spec.verdict or ()))
 
     def png_texts(self, spec: ModelSpec) -> dict[str, dict[str, str]]:
@@ -65,7 +67,8 @@ class RunIdentity:
                  "settings_sha256": self.settings_sha256 and self.settings_sha256[:SHORT], "seglens": self.seglens,
                  "provider": self.provider, "thresholds": self.thresholds,
                  **({"verdict": list(self.verdict_rules)} if self.verdict_rules else {})}
-        extra = {"mask": {"classes": list(spec.class_names[:256])}, "scores": {"pixel": "round(p * 65535)"}}
+        extra: dict[str, dict[str, Any]] = {"mask": {"classes": list(spec.class_names[:256])},
+                                            "scores": {"pixel": "round(p * 65535)"}}
         software = f"SegLens {self.seglens}"
         return {kind: {PNG_KEY: _compact({**short, **extra.get(kind, {})}), "Software": software}
                 for kind in ("mask", "overlay", "heatmap", "scores")}
@@ -79,10 +82,10 @@ class RunIdentity:
                 f"thresholds {thresholds}; full record {record_path(report).name}, PNG text key {PNG_KEY}")
 
 
-def png_provenance(path: Path) -> dict:
+def png_provenance(path: Path) -> dict[str, Any]:
     """The text items of a PNG, the `SegLens` one parsed (`seglens-cli info x_mask.png`)."""
     try:
-        items: dict = png_text(path)
+        items: dict[str, Any] = png_text(path)
     except (OSError, ValueError) as exc:
         raise OutputError(f"{path}: not a readable PNG ({getattr(exc, 'strerror', None) or exc})") from exc
     if PNG_KEY in items:
@@ -121,7 +124,7 @@ def settings_hash(spec: ModelSpec, min_confidence: float | None = None) -> str:
     return hashlib.sha256(canonical.encode("ascii")).hexdigest()
 
 
-def _compact(value: dict) -> str:
+def _compact(value: dict[str, Any]) -> str:
     return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
 
 

@@ -8,10 +8,11 @@ from collections import deque
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from app.io.discover import InputFile, output_stems
 from app.runs.outputs import ReportWriter
-from app.runs.ray_run import ActorFactory, RayOptions
+from app.runs.ray_run import Actor, ActorFactory, RayOptions
 from app.runs.safety import OutputGuard, planned_outputs
 from app.runs.writer import RunSummary
 
@@ -25,6 +26,10 @@ class _Chunk:
     node: str = ""
 
 
+# What the driver writes in input order: a chunk to run, a carried row (--resume), an input refused before it is sent
+_Entry = _Chunk | list[str] | tuple[InputFile, str]
+
+
 @dataclass
 class RayProgress:
     """One finished input, for the progress line: its error (None when ok) and the running summary."""
@@ -35,7 +40,7 @@ class RayProgress:
     notices: list[str] = field(default_factory=list)
 
 
-def run_on_ray(actors: list, factory: ActorFactory, inputs: Sequence[InputFile], *, report: ReportWriter,
+def run_on_ray(actors: list[Actor], factory: ActorFactory, inputs: Sequence[InputFile], *, report: ReportWriter,
                options: RayOptions,
                save: Sequence[str], out_dir: Path, extra_columns: Sequence[str] = (),
                done: Mapping[str, list[str]] | None = None,
@@ -65,7 +70,7 @@ def run_on_ray(actors: list, factory: ActorFactory, inputs: Sequence[InputFile],
 
 
 def _chunks(inputs: Sequence[InputFile], size: int, done: Mapping[str, list[str]], out_dir: Path,
-            save: Sequence[str], driver: _Driver) -> Iterator[_Chunk | list[str] | tuple[InputFile, str]]:
+            save: Sequence[str], driver: _Driver) -> Iterator[_Entry]:
     """In input order: a carried row (list), an input refused before it is sent (input, error), or a chunk of
     inputs to run; lazily, so a million inputs are never all in flight."""
     guard = OutputGuard(out_dir, inputs)
@@ -94,19 +99,21 @@ def _chunks(inputs: Sequence[InputFile], size: int, done: Mapping[str, list[str]
 class _Driver:
     """Submits chunks with bounded work in flight and writes what comes back in input order."""
 
-    def __init__(self, actors, report, summary, options, progress, on_chunk) -> None:
+    def __init__(self, actors: list[Actor], report: ReportWriter, summary: RunSummary, options: RayOptions,
+                 progress: Callable[[RayProgress], None] | None, on_chunk: Callable[[int], None] | None) -> None:
         self.actors, self.report, self.summary, self.options = actors, report, summary, options
         self.progress, self.on_chunk = progress, on_chunk
-        self.order: deque = deque()  # everything not yet written, in input order (chunks, carried rows, refusals)
-        self.running: dict = {}  # ObjectRef → (chunk, actor)
+        # everything not yet written, in input order (chunks, carried rows, refusals)
+        self.order: deque[_Entry] = deque()
+        self.running: dict[Any, tuple[_Chunk, Actor]] = {}  # ObjectRef → (chunk, actor)
         self.finished = 0
         self._next_actor = 0
         self.extra_columns: tuple[str, ...] = ()
-        self.png_texts: Mapping | None = None
+        self.png_texts: Mapping[str, Mapping[str, str]] | None = None
         self.factory: ActorFactory | None = None
         self.replaced = 0  # actors that died and were replaced
 
-    def drive(self, source: Iterator) -> None:
+    def drive(self, source: Iterator[_Entry]) -> None:
         import ray
 
         limit = max(1, len(self.actors) * self.options.in_flight)
@@ -134,7 +141,7 @@ class _Driver:
         chunk.tries += 1
         self.running[actor.run.remote(chunk.items, self.png_texts)] = (chunk, actor)
 
-    def _collect(self, ref) -> None:
+    def _collect(self, ref: Any) -> None:  # a Ray ObjectRef
         import ray
 
         chunk, actor = self.running.pop(ref)
@@ -153,7 +160,7 @@ class _Driver:
         if self.on_chunk is not None:
             self.on_chunk(self.finished)
 
-    def _replace(self, dead) -> None:
+    def _replace(self, dead: Actor) -> None:
         """A new actor in the dead one's place (once: its other chunks fail the same way and find it replaced)."""
         if self.factory is None or dead not in self.actors:
             return
@@ -174,7 +181,7 @@ class _Driver:
                 self._carried(entry)
             self.order.popleft()
 
-    def cancel(self, source: Iterator) -> None:
+    def cancel(self, source: Iterator[_Entry]) -> None:
         """Ctrl+C: finished rows in order, everything else (running, queued, not yet listed) as skipped."""
         why = "not processed: the run was cancelled"
         self.running.clear()

@@ -33,10 +33,16 @@ import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING, Any, cast
 
 from app.errors import SegLensError
 from app.io.discover import InputFile
 from app.runs.volume_run import VolumeOptions
+
+if TYPE_CHECKING:
+    from app.inference.session import ModelSession
+
+Actor = Any  # a Ray actor handle of SegLensActor (its methods are called as `.remote()`)
 
 NODE_COLUMN = "node"
 
@@ -96,7 +102,7 @@ def connect(address: str, *, num_cpus: int | None = None) -> None:
     import logging
 
     quiet = not logging.getLogger().isEnabledFor(logging.DEBUG)  # -v shows Ray's own messages too
-    kwargs = {"include_dashboard": False, "log_to_driver": not quiet,
+    kwargs: dict[str, Any] = {"include_dashboard": False, "log_to_driver": not quiet,
               "logging_level": logging.ERROR if quiet else logging.INFO}
     try:
         if address == "local":
@@ -154,11 +160,11 @@ class ActorFactory:
         self.job, self.cpus, self.gpus = job, cpus, gpus
         self._class = ray.remote(max_restarts=0, max_task_retries=0)(SegLensActor)
 
-    def make(self):
+    def make(self) -> Actor:
         return self._class.options(num_cpus=self.cpus, num_gpus=self.gpus).remote(self.job)
 
 
-def start_actors(factory: ActorFactory, count: int) -> list:
+def start_actors(factory: ActorFactory, count: int) -> list[Actor]:
     """`count` actors, each with its session built and warmed (and the output folder checked) before this returns."""
     import ray
 
@@ -180,7 +186,8 @@ class SegLensActor:
     def __init__(self, job: Job) -> None:
         import ray
 
-        self.job, self.problem = job, None
+        self.job = job
+        self.problem: str | None = None
         self.node = f"{ray.util.get_node_ip_address()} ({ray.get_runtime_context().get_node_id()[:8]})"
         if not Path(job.probe).is_file():
             self.problem = (f"--out {job.out_dir} is not reachable from node {self.node}: every node writes its "
@@ -188,7 +195,7 @@ class SegLensActor:
             return
         self.model, self.min_confidence = self._session(job)
 
-    def _session(self, job: Job):
+    def _session(self, job: Job) -> tuple[ModelSession, float | None]:
         from app.inference.session import open_session
         from app.inference.spec import load_spec
         from app.inference.tiling import with_tiling
@@ -204,7 +211,7 @@ class SegLensActor:
         spec, min_confidence = with_threshold(with_tiling(load_spec(model, sidecar), job.tile), job.threshold)
         return open_session(spec, job.device, runtime=dict(job.runtime)), min_confidence
 
-    def info(self) -> dict:
+    def info(self) -> dict[str, Any]:
         """Where this actor runs and what its session really got (the honest provider, with the cause)."""
         if self.problem:
             return {"node": self.node, "problem": self.problem}
@@ -213,7 +220,7 @@ class SegLensActor:
                 "fallback_reason": info.fallback_reason, "fallback_warns": info.fallback_warns,
                 "provider_label": info.provider_label}
 
-    def run(self, items: list[tuple[int, InputFile, Path]], png_texts: Mapping | None = None,
+    def run(self, items: list[tuple[int, InputFile, Path]], png_texts: Mapping[str, Mapping[str, str]] | None = None,
             ) -> tuple[list[list[str]], str, list[str]]:
         """The report rows of `items` (as the CSV writes them, without the node column), this node, notices;
         `png_texts`: the run's provenance for the PNGs (app.runs.provenance.RunIdentity.png_texts)."""
@@ -229,19 +236,20 @@ class SegLensActor:
         return report.rows, self.node, summary.notices
 
 
-def actor_info(actor) -> dict:
+def actor_info(actor: Actor) -> dict[str, Any]:
     """An actor's node and its session's provider, requested device and fallback reason."""
     import ray
 
-    return ray.get(actor.info.remote())
+    info: dict[str, Any] = ray.get(actor.info.remote())
+    return info
 
 
-def node_doctors() -> list[dict]:
+def node_doctors() -> list[dict[str, Any]]:
     """`doctor` run on every alive node ({"node", "text", "json"}): what a session there really gets."""
     import ray
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-    def check() -> dict:
+    def check() -> dict[str, Any]:
         from app.inference import doctor
 
         facts = doctor.gather()
@@ -252,17 +260,19 @@ def node_doctors() -> list[dict]:
     remote = ray.remote(num_cpus=0)(check)
     refs = [remote.options(scheduling_strategy=NodeAffinitySchedulingStrategy(node["NodeID"], soft=False)).remote()
             for node in ray.nodes() if node.get("Alive")]
-    return ray.get(refs)
+    doctors: list[dict[str, Any]] = ray.get(refs)
+    return doctors
 
 
-def _bytes(value) -> bytes:
+def _bytes(value: object) -> bytes:
     """The model's bytes: Ray resolves a top-level ObjectRef argument, not one inside a dataclass."""
     import ray
 
-    return ray.get(value) if isinstance(value, ray.ObjectRef) else value
+    # Job.model: the ObjectRef of the model's bytes, or those bytes
+    return cast(bytes, ray.get(value) if isinstance(value, ray.ObjectRef) else value)
 
 
-def make_job(model_path: Path, sidecar: Path | None, **settings) -> Job:
+def make_job(model_path: Path, sidecar: Path | None, **settings: Any) -> Job:
     """The job description, the model's bytes put into the object store once."""
     import ray
 

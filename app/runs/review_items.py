@@ -31,7 +31,11 @@ from app.runs.review import Review
 from app.runs.review_report import ReportItem
 
 if TYPE_CHECKING:
+    from app.inference.pipeline import Result
+    from app.inference.session import ModelSession
+    from app.inference.spec import ClassInfo
     from app.runs.privacy_check import Identifying
+    from app.runs.provenance import RunIdentity
 
 OVERLAY_SIDE = 640  # the overlay is drawn at most this big; the report shrinks it further
 
@@ -105,13 +109,14 @@ def private_review(review: Review | None, identifying: Identifying | None) -> Re
 MetricsFn = Callable[[InputFile, np.ndarray], "dict[str, float] | None"]
 
 
-def report_items(model, inputs: Sequence[InputFile], *, spec: ModelSpec, reviews: Mapping[str, Review | None],
-                 naming: Naming, min_confidence: float | None = None, metrics: MetricsFn | None = None,
+def report_items(model: ModelSession, inputs: Sequence[InputFile], *, spec: ModelSpec,
+                 reviews: Mapping[str, Review | None], naming: Naming, min_confidence: float | None = None,
+                 metrics: MetricsFn | None = None,
                  should_stop: Callable[[], bool] = lambda: False) -> list[ReportItem]:
     """A ReportItem per input, in order; an input that cannot be read or run still gets its row (no picture).
     `spec`: the model's spec as tuned (its verdict rules decide OK/NG); `reviews` by relative path;
     `metrics(item, mask)` the mask measured against the image's reference (None: none)."""
-    items = []
+    items: list[ReportItem] = []
     for item in inputs:
         if should_stop():
             break
@@ -134,7 +139,7 @@ def report_items(model, inputs: Sequence[InputFile], *, spec: ModelSpec, reviews
     return items
 
 
-def image_item(model, item: InputFile, *, spec: ModelSpec, name: str, review: Review | None,
+def image_item(model: ModelSession, item: InputFile, *, spec: ModelSpec, name: str, review: Review | None,
                min_confidence: float | None = None, metrics: MetricsFn | None = None) -> ReportItem:
     """One image's row: its overlay, verdict and metrics."""
     image, _ = pipeline.decode(item.path)
@@ -146,7 +151,7 @@ def image_item(model, item: InputFile, *, spec: ModelSpec, name: str, review: Re
                       "" if verdict is None else verdict.reason, scored, review)
 
 
-def volume_item(model, volume: Volume, *, spec: ModelSpec, name: str, review: Review | None,
+def volume_item(model: ModelSession, volume: Volume, *, spec: ModelSpec, name: str, review: Review | None,
                 min_confidence: float | None = None,
                 should_stop: Callable[[], bool] = lambda: False) -> ReportItem:
     """One volume's row: every slice run; the picture is the slice with the most foreground (the middle one when
@@ -171,9 +176,9 @@ def volume_item(model, volume: Volume, *, spec: ModelSpec, name: str, review: Re
         foreground = int(here[1:].sum()) if here is not None else 0
         if foreground > shown.foreground or (k == volume.depth // 2 and shown.foreground <= 0):
             shown = _Shown(k, foreground, image, result.mask)
-    verdict, reason = ("", "") if not judged else ("ok", "") if bad is None else ("ng", f"slice {bad[0]}: {bad[1]}")
+    said, reason = ("", "") if not judged else ("ok", "") if bad is None else ("ng", f"slice {bad[0]}: {bad[1]}")
     picture = overlay_png(shown.image.display(), shown.mask, spec.classes) if shown.image is not None else None
-    return ReportItem(name, picture, verdict, reason, None, review,
+    return ReportItem(name, picture, said, reason, None, review,
                       figures=volume_figures(volume, spec, counts, shown.index, shown.foreground))
 
 
@@ -201,13 +206,13 @@ def volume_figures(volume: Volume, spec: ModelSpec, counts: np.ndarray, shown: i
     return tuple(figures)
 
 
-def _run(model, image: DecodedImage, spec: ModelSpec, min_confidence: float | None):
+def _run(model: ModelSession, image: DecodedImage, spec: ModelSpec, min_confidence: float | None) -> Result:
     result = pipeline.run_image(model, image)
     return pipeline.relabel(result, spec=spec, min_confidence=min_confidence) if min_confidence is not None \
         else result
 
 
-def overlay_png(pixels: np.ndarray, mask: np.ndarray | None, classes) -> bytes:
+def overlay_png(pixels: np.ndarray, mask: np.ndarray | None, classes: Sequence[ClassInfo]) -> bytes:
     """The picture (at most OVERLAY_SIDE on its long side) with the mask blended in the classes' colours."""
     import cv2
 
@@ -278,7 +283,8 @@ def corrected_metrics(review_dir: Path, spec: ModelSpec) -> MetricsFn:
     return measure
 
 
-def folder_report(model, review_dir: Path, out: Path, *, input_root: Path, identity, spec: ModelSpec,
+def folder_report(model: ModelSession, review_dir: Path, out: Path, *, input_root: Path, identity: RunIdentity,
+                  spec: ModelSpec,
                   min_confidence: float | None = None, naming: Naming | None = None,
                   should_stop: Callable[[], bool] = lambda: False) -> FolderReport:
     """The HTML review report of every input under `input_root` (as `run` finds them) with the reviews of this

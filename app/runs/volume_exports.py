@@ -11,6 +11,7 @@ import gzip
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -52,7 +53,8 @@ def segments_of(classes: Sequence[Colored]) -> tuple[Segment, ...]:
     >= 1 (0 is the background), each in the colour the viewer paints it (app.io.render.class_colors)."""
     colors, _painted = class_colors(classes)
     return tuple(
-        Segment(value=value, name=getattr(info, "name", f"class {value}"), color=tuple(int(c) for c in colors[value]),
+        Segment(value=value, name=getattr(info, "name", f"class {value}"),
+                color=(int(colors[value][0]), int(colors[value][1]), int(colors[value][2])),
                 code=getattr(info, "code", None))
         for value, info in enumerate(classes[:256]) if value >= 1
     )
@@ -104,16 +106,16 @@ def nifti_data(labels: np.ndarray, *, time_points: int = 1) -> np.ndarray:
     then transposed back, took ~1 s of the 1.1 s export of 200 × 512²)."""
     labels = np.asarray(labels, np.uint8)
     if time_points <= 1:
-        return labels.transpose(2, 1, 0)
+        return np.asarray(labels.transpose(2, 1, 0))
     depth, rows, columns = labels.shape
-    return labels.reshape(time_points, depth // time_points, rows, columns).transpose(3, 2, 1, 0)
+    return np.asarray(labels.reshape(time_points, depth // time_points, rows, columns).transpose(3, 2, 1, 0))
 
 
-def _like_source(volume: Volume, data: np.ndarray):
+def _like_source(volume: Volume, data: np.ndarray) -> Any:  # a nibabel Nifti1Image
     import nibabel as nib
 
     try:
-        source = nib.load(str(volume.source))
+        source: Any = nib.load(str(volume.source))  # a Nifti1Image (nib.load is typed as any image)
     except Exception as exc:  # nibabel raises several types for a damaged or vanished file
         raise OutputError(f"{volume.source}: cannot read the source NIfTI header ({exc})") from exc
     if data.size != int(np.prod(source.shape)):
@@ -122,7 +124,7 @@ def _like_source(volume: Volume, data: np.ndarray):
     return nib.Nifti1Image(data.reshape(source.shape), None, header=source.header.copy())
 
 
-def _scanner_image(volume: Volume, data: np.ndarray):
+def _scanner_image(volume: Volume, data: np.ndarray) -> Any:  # a nibabel Nifti1Image
     import nibabel as nib
 
     image = nib.Nifti1Image(data, volume.affine)

@@ -12,6 +12,8 @@ slices counted before it are not the volume's figure and must not be shown as if
 
 from __future__ import annotations
 
+from typing import cast
+
 import numpy as np
 
 from app.inference import pipeline
@@ -73,7 +75,7 @@ class VolumeFill:
         if self.complete:
             return 0
         todo = self.missing()[: self.chunk]
-        prepared = []
+        prepared: list[_Slice] = []
         for k in todo:
             try:
                 image = read_slice(self.volume, k)
@@ -96,36 +98,38 @@ class VolumeFill:
         """mL per label value over the slices counted so far (mean per time point for 4D), None without spacing."""
         return self.volume.millilitres(self.totals())
 
-    def _groups(self, prepared: list) -> list[list]:
+    def _groups(self, prepared: list[_Slice]) -> list[list[_Slice]]:
         """Slices that can share one session run: same tensor shape, model with a dynamic batch axis."""
         if not pipeline.batchable(self.model):
             return [[p] for p in prepared]
-        groups: list[list] = []
+        groups: list[list[_Slice]] = []
         for item in prepared:
             tiled = item[1].tiled
             if groups and not tiled and not groups[-1][0][1].tiled and \
-                    groups[-1][0][1].tensor.shape == item[1].tensor.shape:
+                    _tensor(groups[-1][0][1]).shape == _tensor(item[1]).shape:
                 groups[-1].append(item)
             else:
                 groups.append([item])
         return groups
 
-    def _run(self, group: list) -> list[tuple[int, object]]:
+    def _run(self, group: list[_Slice]) -> list[tuple[int, pipeline.Result | Exception]]:
         """(slice, Result or the exception that slice raised) for each slice of `group`: a batch row's own
         failure (a non-finite output, checked in to_result) is that slice's, a failed session run the first's."""
         model = self.model
         try:
+            outputs: list[pipeline.Output | pipeline.TiledOutput]
             if len(group) == 1:
                 output, ms = pipeline.infer(model, group[0][1])
                 outputs = [output]
             else:
-                batched = model.run(np.concatenate([p.tensor for _, p in group]))
+                batched = model.run(np.concatenate([_tensor(p) for _, p in group]))
                 outputs = [pipeline.batch_row(batched, i) for i in range(len(group))]
                 ms = 0.0
         except Exception as exc:
             return [(group[0][0], exc)]
-        done: list[tuple[int, object]] = []
+        done: list[tuple[int, pipeline.Result | Exception]] = []
         for (k, prepared), out in zip(group, outputs, strict=True):
+            result: pipeline.Result | Exception
             try:
                 result = pipeline.to_result(model, prepared, out, ms)
                 if self.min_confidence is not None:
@@ -134,6 +138,14 @@ class VolumeFill:
                 result = exc
             done.append((k, result))
         return done
+
+
+_Slice = tuple[int, pipeline.Prepared]  # (slice index, its prepared image)
+
+
+def _tensor(prepared: pipeline.Prepared) -> np.ndarray:
+    """The tensor of a slice batched with others: those are not tiled, so they have one."""
+    return cast(np.ndarray, prepared.tensor)
 
 
 def _one_line(exc: BaseException) -> str:

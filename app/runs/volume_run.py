@@ -135,7 +135,7 @@ def volume_cells(spec: ModelSpec, vr: VolumeResult, options: VolumeOptions, row:
             series_text(vr.volume, options), patient_text(vr.volume, options), *per_class]
 
 
-def write_volume_rows(report: ReportWriter, spec: ModelSpec, path: Path, vr: VolumeResult,
+def write_volume_rows(report: ReportWriter, spec: ModelSpec, path: Path | str, vr: VolumeResult,
                       options: VolumeOptions, extra_after: Sequence[str] = ()) -> None:
     """The volume's row, then (per_slice, or always for a classifier) one row per slice."""
     hw = (vr.volume.rows, vr.volume.columns)

@@ -15,8 +15,7 @@ import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-
-import numpy as np
+from typing import TYPE_CHECKING, cast
 
 from app.errors import SegLensError, error_line, unexpected_error_line
 from app.inference import pipeline
@@ -27,6 +26,11 @@ from app.runs.metrics_report import ReferenceScorer, Scored
 from app.runs.outputs import ReportWriter, write_result_images
 from app.runs.safety import OutputGuard, planned_outputs
 from app.runs.volume_run import VolumeAssembler, VolumeOptions, VolumeResult, write_volume_rows
+
+if TYPE_CHECKING:
+    from app.inference.pipeline import Output, TiledOutput
+    from app.inference.session import ModelSession
+    from app.io.volumes import Volume
 
 log = logging.getLogger("app.runs.batch")
 
@@ -71,7 +75,7 @@ class Work:
     index: int
     input: InputFile
     prepared: Prepared | None = None
-    output: np.ndarray | None = None
+    output: Output | TiledOutput | None = None
     inference_ms: float = 0.0
     error: str | None = None
     carried: list[str] | None = None  # the report row of an earlier run, for an input already done
@@ -104,11 +108,13 @@ def lower_thread_priority(niceness: int) -> None:
 class Writer:
     """The writer stage: postprocess, PNGs and the report row, in order, on its own thread."""
 
-    def __init__(self, model, out_dir, stems, save, report, summary, progress, niceness: int = 0) -> None:
+    def __init__(self, model: ModelSession, out_dir: Path | None, stems: Sequence[Path], save: Sequence[str],
+                 report: ReportWriter | None, summary: RunSummary, progress: ProgressFn | None,
+                 niceness: int = 0) -> None:
         self.model, self.out_dir, self.stems, self.save = model, out_dir, stems, tuple(save)
         self.report, self.summary, self.progress = report, summary, progress
         self.niceness = niceness
-        self._queue: queue.Queue = queue.Queue(maxsize=4)  # back-pressure on the inference loop
+        self._queue: queue.Queue[Work | object] = queue.Queue(maxsize=4)  # back-pressure on the inference loop
         self._thread = threading.Thread(target=self._loop, name="writer", daemon=True)
         self.failure: BaseException | None = None
         self.recorded = 0  # inputs whose outcome is recorded (report row written, progress told), in order
@@ -147,7 +153,8 @@ class Writer:
     def _loop(self) -> None:
         lower_thread_priority(self.niceness)
         try:
-            while (work := self._queue.get()) is not _DONE:
+            while (item := self._queue.get()) is not _DONE:
+                work = cast(Work, item)  # everything but _DONE in the queue is a Work
                 outcome = self._finish(work) if work.slice is None else self._finish_slice(work)
                 if outcome is not None:
                     self._record(outcome, work.carried)
@@ -159,8 +166,9 @@ class Writer:
             return Outcome(work.index, work.input, None, None, resumed=True)
         if work.error is not None:
             return Outcome(work.index, work.input, None, work.error)
+        prepared, output = _ran(work)
         try:
-            result = pipeline.to_result(self.model, work.prepared, work.output, work.inference_ms)
+            result = pipeline.to_result(self.model, prepared, output, work.inference_ms)
             if self.min_confidence is not None:
                 result = pipeline.relabel(result, spec=self.model.spec, min_confidence=self.min_confidence)
             result = pipeline.with_mask(result)  # written and counted: made here, timed as postprocessing
@@ -169,12 +177,13 @@ class Writer:
                 refused = self._refused(stem) if result.mask is not None else None
                 if refused:
                     return Outcome(work.index, work.input, None, f"{work.input.path}: {refused}")
-                write_result_images(result, self.model.spec, stem, self.save, work.prepared.image.pixels,
+                write_result_images(result, self.model.spec, stem, self.save, prepared.image.pixels,
                                     texts=self.png_texts)
             # Decided here, in the writer stage, not in ReportWriter: the summary's OK/NG counts and the progress
             # callback (the viewer's Run on all) need it as well as the report, which is optional; it is one
             # pure function of the kept result, off the inference thread, once per input.
-            scored = self.reference.score(work.input, result.mask, name=self.names and self.names[work.index]) \
+            name = None if self.names is None else self.names[work.index]
+            scored = self.reference.score(work.input, result.mask, name=name) \
                 if self.reference is not None and result.mask is not None else None
             return Outcome(work.index, work.input, result, None, verdict=verdict_of(self.model.spec, result),
                            scored=scored)
@@ -186,26 +195,31 @@ class Writer:
 
     def _finish_slice(self, work: Work) -> Outcome | None:
         """A volume's slice: kept by the assembler; the volume's outcome once its last slice is in."""
-        volume, k, result, error = work.input.volume, work.slice, None, work.error
+        # a slice's work: of a volume input, with its slice number, in a run that assembles volumes
+        volume, k = cast("Volume", work.input.volume), cast(int, work.slice)
+        volumes = cast(VolumeAssembler, self.volumes)
+        result: Result | None = None
+        error = work.error
         stem = self.out_dir / self.stems[work.index] if self.out_dir is not None else None
         try:
             if error is None:
-                result = pipeline.to_result(self.model, work.prepared, work.output, work.inference_ms)
+                result = pipeline.to_result(self.model, *_ran(work), work.inference_ms)
                 if self.min_confidence is not None:
                     result = pipeline.relabel(result, spec=self.model.spec, min_confidence=self.min_confidence)
                 result = pipeline.with_mask(result)
             per_slice = stem is not None and (self.volume_options.per_slice or volume.affine is None)
-            last = self.volumes.add(work.index, volume, k, result, error,
-                                    image=work.prepared.image if work.prepared is not None else None,
-                                    slice_stem=stem / f"slice_{k + 1:04d}" if per_slice else None, save=self.save)
+            last = volumes.add(work.index, volume, k, result, error,
+                               image=work.prepared.image if work.prepared is not None else None,
+                               slice_stem=stem / f"slice_{k + 1:04d}" if stem is not None and per_slice else None,
+                               save=self.save)
         except SegLensError as exc:
-            last = self.volumes.add(work.index, volume, k, None, error_line(work.input.path, exc))
+            last = volumes.add(work.index, volume, k, None, error_line(work.input.path, exc))
         if self.slice_progress is not None:
             self.slice_progress(k + 1, volume.depth)
         if not last:
             return None
         try:
-            vr = self.volumes.finish(volume, stem, self.model.info.provider)
+            vr = volumes.finish(volume, stem, self.model.info.provider)
         except SegLensError as exc:
             return Outcome(work.index, work.input, None, error_line(work.input.path, exc))
         except Exception as exc:  # an export library's bug must not end the run: this volume's error row
@@ -230,7 +244,7 @@ class Writer:
             summary.resumed += 1
             self._count(_carried_verdict(carried, report))
             if report:
-                report.add_row(carried)
+                report.add_row(cast("list[str]", carried))  # a resumed outcome has its carried row
         elif outcome.result is not None or outcome.volume is not None:
             try:
                 extra = self._extra_cells(outcome)
@@ -238,7 +252,7 @@ class Writer:
                     write_volume_rows(report, self.model.spec, self._path(outcome), outcome.volume,
                                       self.volume_options, extra_after=extra)
                 elif report:
-                    report.add_result(self._path(outcome), outcome.result, verdict=outcome.verdict,
+                    report.add_result(self._path(outcome), cast(Result, outcome.result), verdict=outcome.verdict,
                                       extra=self._volume_blanks(outcome) + extra)
                 if self.reference is not None:
                     self.reference.summary.add(str(self._path(outcome)), outcome.scored)
@@ -273,20 +287,21 @@ class Writer:
 
         return redact(message, outcome.input, self.names[outcome.index], out_dir=self.out_dir)
 
-    def _redacted(self, line: str, index: int, item) -> str:
+    def _redacted(self, line: str, index: int, item: InputFile) -> str:
         """A line about input `index` under --anonymize, its paths replaced by its pseudonymous name."""
         from app.runs.private_names import redact
 
+        assert self.names is not None  # called under --anonymize only
         return redact(line, item, self.names[index], out_dir=self.out_dir)
 
-    def _extra_cells(self, outcome: Outcome) -> list:
+    def _extra_cells(self, outcome: Outcome) -> list[str]:
         """The reference columns' cells (blank for a volume: it has no 2D reference)."""
         if self.reference is None:
             return []
         return [""] * len(self.reference.columns) if outcome.volume is not None else \
             list(self.reference.cells(outcome.scored))
 
-    def _volume_blanks(self, outcome: Outcome) -> list:
+    def _volume_blanks(self, outcome: Outcome) -> list[str]:
         """An image's cells in the volume columns of a run that also has volumes: empty."""
         if self.volumes is None:
             return []
@@ -299,6 +314,11 @@ class Writer:
             self.summary.passed += 1
         elif verdict == "ng":
             self.summary.rejected += 1
+
+
+def _ran(work: Work) -> tuple[Prepared, Output | TiledOutput]:
+    """A work that reached the writer without an error or a carried row: it was prepared and run."""
+    return cast(Prepared, work.prepared), cast("Output | TiledOutput", work.output)
 
 
 def _carried_verdict(row: list[str] | None, report: ReportWriter | None) -> str:
