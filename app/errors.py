@@ -49,6 +49,16 @@ def unexpected_error_line(path: Path, exc: BaseException) -> str:
     return f"{path}: unexpected error ({type(exc).__name__}: {' '.join(str(exc).split())[:300]})"
 
 
+def with_article(noun: str) -> str:
+    """`noun` after `a` or `an` as it is said: `an accession number`, `a patient name`, `an MR` (an acronym by
+    the names of its letters: em-ar), `a US`, `an 8-bit PNG`."""
+    word = noun.split(" ", 1)[0]
+    acronym = word.isupper() and len(word) <= 5
+    first = noun[:1].upper()
+    vowel = first in ("AEFHILMNORSX" if acronym else "AEIOU") or first == "8"
+    return f"{'an' if vowel else 'a'} {noun}"
+
+
 def shown(text: object) -> str:
     """`text` safe to print to a terminal: control characters but tab and newline (an ESC sequence in a file name
     would retitle or clear the user's terminal) and file-name bytes that are not UTF-8 become visible escapes

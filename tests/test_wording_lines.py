@@ -124,3 +124,24 @@ def test_a_good_nifti_read_by_its_path_gives_its_slice(tmp_path):
 
 if sys.platform == "win32":  # pragma: no cover - names with TAB/ESC and FIFOs are POSIX matters
     pytestmark = pytest.mark.skip("POSIX file names")
+
+
+@pytest.mark.parametrize(("noun", "said"), [
+    ("accession number", "an accession number"), ("patient name", "a patient name"), ("MR", "an MR"), ("CT", "a CT"),
+    ("US", "a US"), ("anomaly output", "an anomaly output"), ("8-bit PNG", "an 8-bit PNG"),
+    ("scores output", "a scores output")])
+def test_with_article(noun, said):
+    from app.errors import with_article
+
+    assert with_article(noun) == said
+
+
+def test_an_mr_scan_and_an_anomaly_component_take_an(models):
+    from app.inference.fit import ImageFacts, fit_problems
+    from app.inference.verdict import AreaRule
+
+    path = models("rgb_classes")
+    path.with_suffix(".yaml").write_text("input:\n  modality: MR\n")
+    (problem,) = fit_problems(load_spec(path), ImageFacts("PNG", True, None, False))
+    assert problem.endswith("not an MR scan")
+    assert AreaRule("anomaly", (1,), 50).describe() == "an anomaly component of >= 50 px"

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from app.errors import with_article
 from app.inference.spec import ModelSpec
 from app.io.images import DecodedImage
 
@@ -59,7 +60,7 @@ def fit_problems(spec: ModelSpec, facts: ImageFacts) -> tuple[str, ...]:
             and not facts.high_range:
         # a DICOM without the tag, a NIfTI or a 16-bit scan cannot be told apart: only an 8-bit picture can
         problems.append(f"{name} expects {expected} (input.modality) but this is an 8-bit {facts.kind} "
-                        f"{'photo' if facts.colour else 'picture'}, not a {expected} scan")
+                        f"{'photo' if facts.colour else 'picture'}, not {with_article(expected)} scan")
     return tuple(problems)
 
 
@@ -82,7 +83,7 @@ def _scan(facts: ImageFacts) -> str | None:
     if facts.modality is not None:
         if facts.modality in PHOTO_MODALITIES:
             return None
-        return f"{'an' if facts.modality[0] in 'AEFHILMNORSX' else 'a'} {facts.modality} {facts.kind}"
+        return with_article(f"{facts.modality} {facts.kind}")
     if facts.kind == "NIfTI":
         return "a NIfTI volume"
     if facts.high_range and not facts.colour:

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, cast
 
-from app.errors import ModelError, SidecarError
+from app.errors import ModelError, SidecarError, with_article
 from app.inference.codes import ClassCode
 from app.inference.labels import MAX_LABELS
 from app.inference.metadata import parse_name_list
@@ -183,7 +183,8 @@ class _Builder:
             raise self.sidecar_error("input.resize", f"is tile, but {untileable(out.kind)}")
         if (task == "classification") != (out.kind == "classification"):
             output = _shortened(self._tensor(out.name).describe(), 120)
-            raise self.sidecar_error("task", f"is {task}, but the model's output {output} is a {out.kind} output")
+            raise self.sidecar_error("task", f"is {task}, but the model's output {output} is "
+                                     f"{with_article(out.kind)} output")
         classes = self._classes(out)
         out = self._uncertainty(out, task)
         self._image_threshold_used(out)

@@ -25,6 +25,8 @@ from typing import TYPE_CHECKING, Any
 import cv2
 import numpy as np
 
+from app.errors import with_article
+
 if TYPE_CHECKING:
     from app.inference.spec import ModelSpec
 
@@ -63,7 +65,7 @@ def untileable(output_kind: str) -> str | None:
     """Why a model with this output kind cannot be tiled, or None: tiles blend per-pixel scores."""
     if output_kind in ("binary", "scores"):
         return None
-    return (f"the model's output is a {output_kind} output; tiled inference blends per-pixel scores "
+    return (f"the model's output is {with_article(output_kind)} output; tiled inference blends per-pixel scores "
             "([N,C,H,W] scores or a [N,1,H,W] binary map)")
 
 

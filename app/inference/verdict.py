@@ -33,6 +33,8 @@ from typing import TYPE_CHECKING, Any
 import cv2
 import numpy as np
 
+from app.errors import with_article
+
 if TYPE_CHECKING:  # the pipeline imports the spec, which imports these rules: types only, no cycle
     from app.inference.pipeline import Result
     from app.inference.postprocess import Prediction
@@ -46,7 +48,7 @@ class AreaRule:
     min_area_px: int
 
     def describe(self) -> str:
-        return f"a {self.class_name} component of >= {self.min_area_px} px"
+        return f"{with_article(self.class_name)} component of >= {self.min_area_px} px"
 
     def as_dict(self) -> dict[str, Any]:
         return {"class": self.class_name, "min_area_px": self.min_area_px}

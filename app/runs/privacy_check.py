@@ -17,6 +17,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from app.errors import with_article
 from app.runs.ps315 import NAME_KINDS
 
 _OWN = re.compile(r"anon-[0-9a-f]{12}|(?:vol|img|series|study)-[0-9a-f]{16}", re.IGNORECASE)
@@ -68,9 +69,9 @@ def leak(paths: Sequence[Path], identifying: Identifying, *, root: Path, cells: 
     return f"{with_article(kind)} in the report row" if kind else None
 
 
-def with_article(kind: str) -> str:
-    """`a patient name`, `an accession number`, `an institution name`: the kind of value a find names."""
-    return f"{'an' if kind[:1].lower() in 'aeiou' else 'a'} {kind}"
+# with_article (app.errors): `a patient name`, `an accession number`, the kind of value a find names; the review
+# report takes it from here with Identifying
+__all__ = ["Identifying", "leak", "with_article"]
 
 
 def _files(paths: Sequence[Path]) -> list[Path]:
