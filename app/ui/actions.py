@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from PySide6.QtCore import QEvent, QObject, Qt, QUrl
-from PySide6.QtGui import QAction, QActionGroup, QDesktopServices, QKeySequence
-from PySide6.QtWidgets import QApplication, QFileDialog
+from PySide6.QtCore import QEvent, QObject, Qt
+from PySide6.QtGui import QAction, QActionGroup, QKeySequence
+from PySide6.QtWidgets import QApplication
 
 from app.io.presets import CT_PRESETS
 
@@ -148,20 +148,27 @@ def shortcut(action: QAction, *keys) -> QAction:
 
 # -- dialogs ---------------------------------------------------------------------------------------------------
 
+def _file_dialog():
+    """QFileDialog, when a dialog opens: its Qt type and enums cost ~1 ms before the window shows."""
+    from PySide6.QtWidgets import QFileDialog
+
+    return QFileDialog
+
+
 def open_files_dialog(window: MainWindow) -> None:
-    files, _ = QFileDialog.getOpenFileNames(window, "Open images")
+    files, _ = _file_dialog().getOpenFileNames(window, "Open images")
     if files:
         window.add_paths(files)
 
 
 def open_folder_dialog(window: MainWindow) -> None:
-    folder = QFileDialog.getExistingDirectory(window, "Open folder")
+    folder = _file_dialog().getExistingDirectory(window, "Open folder")
     if folder:
         window.add_paths([folder])
 
 
 def open_model_dialog(window: MainWindow) -> None:
-    path, _ = QFileDialog.getOpenFileName(window, "Open ONNX model", str(window.model_path or ""),
+    path, _ = _file_dialog().getOpenFileName(window, "Open ONNX model", str(window.model_path or ""),
                                           "ONNX models (*.onnx)")
     if path:
         window.open_model(path)
@@ -175,7 +182,7 @@ def run_all_dialog(window: MainWindow) -> None:
     if choice == "scores":
         window.run_all(None)
         return
-    folder = QFileDialog.getExistingDirectory(window, "Export masks, overlays and report to")
+    folder = _file_dialog().getExistingDirectory(window, "Export masks, overlays and report to")
     if not folder:
         return
     volumes = sum(item.volume is not None for item in window.files.inputs())
@@ -214,7 +221,7 @@ def _natural(path: str):
 
 
 def compare_model_dialog(window: MainWindow) -> None:
-    path, _ = QFileDialog.getOpenFileName(window, "Model B to compare with", "", "ONNX models (*.onnx)")
+    path, _ = _file_dialog().getOpenFileName(window, "Model B to compare with", "", "ONNX models (*.onnx)")
     if path:
         window.open_model_b(path)
 
@@ -226,7 +233,7 @@ def report_dialog(window: MainWindow) -> None:
     from app.ui.report_export import default_report_name
 
     folder = window.reviewer.log.folder
-    path, _ = QFileDialog.getSaveFileName(window, "Export review report", str(folder / default_report_name(folder)),
+    path, _ = _file_dialog().getSaveFileName(window, "Export review report", str(folder / default_report_name(folder)),
                                           "HTML (*.html)")
     if not path:
         return
@@ -238,7 +245,7 @@ def report_dialog(window: MainWindow) -> None:
 
 
 def reference_dialog(window: MainWindow) -> None:
-    folder = QFileDialog.getExistingDirectory(window, "Reference masks (ground truth) for the listed images")
+    folder = _file_dialog().getExistingDirectory(window, "Reference masks (ground truth) for the listed images")
     if folder:
         window.set_reference_folder(folder)
 
@@ -255,6 +262,9 @@ def _open_log_folder() -> None:
 
     folder = log_dir()
     folder.mkdir(parents=True, exist_ok=True)
+    from PySide6.QtCore import QUrl
+    from PySide6.QtGui import QDesktopServices
+
     QDesktopServices.openUrl(QUrl.fromLocalFile(str(folder)))
 
 

@@ -6,6 +6,8 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
+import gc
 import logging
 import sys
 import time
@@ -38,10 +40,26 @@ def main(argv: list[str] | None = None) -> int:
         except ModelError as exc:
             print(f"error: {shown(exc)}", file=sys.stderr)
             return 2
+    with _collection_paused():
+        app, window = _show_window(args)
+    shown_ms = (time.perf_counter() - STARTED) * 1000
+    log.info("window shown after %.0f ms", shown_ms)
+    self_test = SelfTest(app, window, shown_ms) if args.self_test else None  # listening before anything is asked
+    # The model is asked for once the window is painted: asked for before it, the worker's imports (numpy,
+    # onnxruntime, OpenCV, ~150 ms holding the GIL) delay the paint — on X the window stayed black ~130 ms after
+    # it was mapped — and the first overlay comes no sooner (docs/PERFORMANCE.md): painting needs the GIL too.
+    from app.ui.first_paint import after_first_paint
+
+    after_first_paint(window, lambda: _load_initial(window, args))
+    return self_test.run() if self_test is not None else app.exec()
+
+
+def _show_window(args: argparse.Namespace):
+    """Logging, the application, its icon and the window, shown: (QApplication, MainWindow)."""
     from app.logs import setup_file_logging
 
     log_path = setup_file_logging()
-    from PySide6.QtCore import QSettings, QTimer
+    from PySide6.QtCore import QSettings
     from PySide6.QtWidgets import QApplication
 
     app = QApplication.instance() or QApplication(sys.argv[:1])
@@ -53,14 +71,26 @@ def main(argv: list[str] | None = None) -> int:
     window = _create_window(args, settings)
     window.persist_settings = not args.self_test
     window.show()
-    shown_ms = (time.perf_counter() - STARTED) * 1000
-    log.info("window shown after %.0f ms", shown_ms)
-    self_test = SelfTest(app, window, shown_ms) if args.self_test else None  # listening before anything is asked
-    # The model is asked for after the first paint: asked for before it, the worker's imports (numpy,
-    # onnxruntime, OpenCV, ~150 ms holding the GIL) delay the paint by ~45 ms and the first overlay comes no sooner
-    # (A/B in docs/PERFORMANCE.md): painting the window needs the GIL too (Python event filters and overrides).
-    QTimer.singleShot(0, lambda: _load_initial(window, args))
-    return self_test.run() if self_test is not None else app.exec()
+    return app, window
+
+
+@contextlib.contextmanager
+def _collection_paused():
+    """No cyclic garbage collection until the window shows: start-up makes ~100 k objects that live as long as the
+    app (modules, classes, Qt types and enums, widgets), and the collector scanned them ~60 times (~5 ms before the
+    window). Once shown they are frozen — left out of later collections, as they would survive them — and the
+    collector runs as usual. On a failure nothing is frozen (tests call main() in their own process)."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    except BaseException:
+        if enabled:
+            gc.enable()
+        raise
+    gc.freeze()
+    if enabled:
+        gc.enable()
 
 
 WINDOW_ICON_MAX = 64

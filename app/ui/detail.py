@@ -13,12 +13,14 @@ from __future__ import annotations
 from collections import OrderedDict
 from typing import TYPE_CHECKING
 
-import numpy as np
 from PySide6.QtCore import QRectF
 from PySide6.QtGui import QImage
 from PySide6.QtWidgets import QGraphicsItem, QStyleOptionGraphicsItem
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # numpy is imported by the first tile: built with the window, this item would load it (~60–90
+    # ms) before the window shows (tests/ui/test_startup_imports.py)
+    import numpy as np
+
     from app.inference.labelmap import LabelMap
 
 TILE = 512
@@ -97,6 +99,8 @@ class DetailItem(QGraphicsItem):
         if image is not None:
             self._tiles.move_to_end(key)
             return image
+        import numpy as np
+
         from app.ui.overlay import image_to_qimage, indexed_qimage
 
         source = self._pixels if kind == "pixels" else self._mask

@@ -258,7 +258,7 @@ class MainWindow(QMainWindow):
             return
         request = self.state.request(key)
         if request is None:
-            self.worker.note_image_waiting()
+            self.worker.note_image_waiting(key if volume is None else None)
             return  # shown once the model is ready
         if volume is not None:
             request = replace(request, volume=volume)

@@ -8,10 +8,13 @@ QStatusBar's own temporary message is painted under the permanent widgets and si
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from PySide6.QtCore import Qt, QTimer, QUrl
-from PySide6.QtGui import QDesktopServices
+from PySide6.QtCore import Qt, QTimer
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QPushButton, QSizePolicy, QWidget
+
+if TYPE_CHECKING:
+    from PySide6.QtCore import QUrl
 
 
 class _ElidedLabel(QLabel):
@@ -80,9 +83,13 @@ class Notice(QWidget):
 
     def folder_url(self) -> QUrl | None:
         """The URL "Open folder" opens (a file: URL), None when the message names no folder."""
+        from PySide6.QtCore import QUrl  # when asked: these two Qt types cost ~1 ms before the window shows
+
         return QUrl.fromLocalFile(str(self._folder)) if self._folder is not None else None
 
     def open_folder(self) -> None:
         url = self.folder_url()
         if url is not None:
+            from PySide6.QtGui import QDesktopServices
+
             QDesktopServices.openUrl(url)  # the desktop's file manager

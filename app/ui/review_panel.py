@@ -59,6 +59,11 @@ class ReviewPanel(QGroupBox):
     def show_review(self, review, foreign: int, counts: dict | None = None) -> None:
         """The current image's review (None: unreviewed, or no log), the rows of other models kept aside, totals."""
         self.setVisible(counts is not None)
+        if counts is None:  # no review log (no model yet, or none opened): hidden, and nothing to name — the
+            # review module would load OpenCV and the inference stack on the GUI thread while the model loads
+            for line in (self._state, self._who, self._note, self._counts):
+                line.setText("")
+            return
         from app.runs.review import STATE_NAMES
 
         state = review.state if review is not None else "unreviewed"

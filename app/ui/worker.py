@@ -64,6 +64,8 @@ class InferenceWorker(VolumeFillSlots, BatchSlots, QObject):
         self._latest = latest if latest is not None else LatestRequest()
         self._latest_tune = latest_tune if latest_tune is not None else LatestRequest()
         self._image_waiting = False
+        self._waiting_key = None  # messages.ViewKey of the file picture waiting for the model, decoded once it's built
+        self._decoded = None  # (ViewKey, DecodedImage, decode ms) of that picture, taken by the next process_view
         self._cancel = threading.Event()
         self.session_threads: list[int] = []  # ident of the thread each session was created on (tests, logs)
         self._references: dict = {}  # reference folder -> its ReferenceIndex (walked once)
@@ -86,10 +88,13 @@ class InferenceWorker(VolumeFillSlots, BatchSlots, QObject):
 
     # -- called from the GUI thread --------------------------------------------------------------------
 
-    def note_image_waiting(self) -> None:
+    def note_image_waiting(self, key=None) -> None:
         """An image is waiting for the model being loaded: its own run will warm the session up (one run sooner
-        to the first overlay than a run on zeros followed by the image's)."""
+        to the first overlay than a run on zeros followed by the image's). `key`: that picture, when it is a
+        file's (messages.ViewKey; None for a volume's slice) — decoded here as soon as the session is built,
+        while the window answers `model_ready` with its request, instead of after it."""
         self._image_waiting = True
+        self._waiting_key = key
 
     def cancel_batch(self) -> None:
         self._cancel.set()
@@ -123,6 +128,7 @@ class InferenceWorker(VolumeFillSlots, BatchSlots, QObject):
                 options["device_argmax"] = "off"
             model = open_session(spec, device, runtime=options, warm_up=False)
             waiting, self._image_waiting = self._image_waiting, False
+            waiting_key, self._waiting_key, self._decoded = self._waiting_key, None, None
             if not waiting:
                 model.warm_up()
         except (SegLensError, ValueError) as exc:
@@ -141,6 +147,21 @@ class InferenceWorker(VolumeFillSlots, BatchSlots, QObject):
                  f": {model.info.fallback_reason}" if model.info.fallback_reason else "")
         # as the session runs it; hashed here, not on the GUI thread (a model is hundreds of MB)
         self.model_ready.emit(generation, ModelSummary(model.spec, model.info, _content_sha256(spec.path)))
+        if waiting_key is not None:
+            self._decode_ahead(waiting_key)
+
+    def _decode_ahead(self, key) -> None:
+        """Decode the picture that waited for the model while the window turns `model_ready` into its request
+        (~30 ms of GUI work at start-up; the decode releases the GIL). Only a head start: if it fails, the
+        request decodes again and reports the failure as it always does."""
+        from app.inference import pipeline
+
+        try:
+            image, decode_ms = pipeline.decode(key.path, frame=key.frame)
+        except Exception as exc:  # said once, by the request's own decode
+            log.debug("decoding ahead failed (%s); the request decodes again", type(exc).__name__)
+            return
+        self._decoded = (key, image, decode_ms)
 
     @Slot(object, str, str)
     def load_model_b(self, model_path: str, device: str, runtime: str) -> None:
@@ -223,6 +244,7 @@ class InferenceWorker(VolumeFillSlots, BatchSlots, QObject):
     def process_view(self, request: ViewRequest) -> None:
         """Decode, run and prepare one picture for display, unless the window no longer wants it."""
         path = request.key.path
+        decoded, self._decoded = self._decoded, None  # decoded ahead for this first request only
         if not self._latest.is_latest(request.request_id):
             self.skipped.emit(request.request_id, path)  # don't spend a second on an image nobody looks at
             return
@@ -232,7 +254,7 @@ class InferenceWorker(VolumeFillSlots, BatchSlots, QObject):
         from app.inference.pipeline import Stopped
 
         try:
-            view = self._view(request)
+            view = self._view(request, decoded)
         except Stopped:  # a tiled image the reader moved away from: its remaining tiles are not run
             self.skipped.emit(request.request_id, path)
             return
@@ -241,10 +263,13 @@ class InferenceWorker(VolumeFillSlots, BatchSlots, QObject):
             return
         self.result_ready.emit(request.request_id, view)
 
-    def _view(self, request: ViewRequest) -> ViewResult:
+    def _view(self, request: ViewRequest, decoded: tuple | None = None) -> ViewResult:
         from app.inference import pipeline
 
-        image, decode_ms = decode_request(request)
+        if decoded is not None and request.volume is None and decoded[0] == request.key:
+            _, image, decode_ms = decoded
+        else:
+            image, decode_ms = decode_request(request)
         model, min_confidence = self._tuned(request.tuning.threshold)
         path = request.key.path
         result = pipeline.run_image(model, image, decode_ms=decode_ms,

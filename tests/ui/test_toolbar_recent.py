@@ -84,13 +84,14 @@ def test_the_toolbar_drives_the_overlay_and_its_hidden_state_is_remembered(qtbot
 def test_the_window_module_loads_without_opencv_or_the_heavy_readers():
     """What the window imports before it shows stays light: OpenCV (~80 ms), ONNX Runtime, pydicom, nibabel,
     highdicom and Ray load later, on the worker thread or for a result (a top-k panel once imported the verdict
-    module, and with it OpenCV)."""
+    module, and with it OpenCV); so do numpy (~60–90 ms: the detail tiles imported it), Pillow, YAML, dicognito
+    and the de-identification module (tests/ui/test_startup_imports.py follows the whole launch)."""
     import subprocess
     import sys
 
     code = ("import sys; from PySide6.QtWidgets import QApplication; app = QApplication(sys.argv[:1]); "
             "import app.ui.main_window; print(sorted(m for m in ('cv2', 'onnxruntime', 'pydicom', 'nibabel', "
-            "'highdicom', 'ray') "
+            "'highdicom', 'ray', 'numpy', 'PIL', 'yaml', 'dicognito', 'app.runs.deidentify') "
             "if m in sys.modules))")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
                           env={**__import__("os").environ, "QT_QPA_PLATFORM": "offscreen"})
