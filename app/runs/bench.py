@@ -12,6 +12,7 @@ import tempfile
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 
@@ -19,6 +20,9 @@ from app.inference import pipeline
 from app.inference.session import ModelSession
 from app.io.discover import InputFile
 from app.runs.batch import run_inputs
+
+if TYPE_CHECKING:
+    from app.runs.writer import Outcome, RunSummary
 
 
 @dataclass(frozen=True)
@@ -54,7 +58,7 @@ class BenchReport:
         """Pipeline throughput ÷ raw throughput (1.0 = the pipeline costs nothing on top of the model)."""
         return self.pipeline.images_per_s / self.raw.images_per_s if self.raw.images_per_s else 0.0
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> dict[str, Any]:
         return {**asdict(self), "pipeline_over_raw": round(self.ratio, 3)}
 
 
@@ -97,8 +101,9 @@ def raw_limit(model: ModelSession, inputs: list[InputFile], runs: int) -> Stats:
     tile batches, one image)."""
     prepared = [pipeline.prepare(model.spec, pipeline.decode(i.path)[0]) for i in inputs]
     batch = pipeline.tile_batch(model)
-    tensors = [[p.tensor] if not p.tiled else [t for *_, t in pipeline.tile_batches(model.spec.input, p.pixels, batch)]
-               for p in prepared]
+    # an image that is not tiled has its tensor, a tiled one its pixels
+    tensors = [[cast(np.ndarray, p.tensor)] if p.pixels is None else
+               [t for *_, t in pipeline.tile_batches(model.spec.input, p.pixels, batch)] for p in prepared]
     latencies = []
     started = time.perf_counter()
     for k in range(runs):
@@ -115,7 +120,7 @@ def pipeline_throughput(model: ModelSession, inputs: list[InputFile], runs: int,
               for k in range(runs)]
     latencies: list[float] = []
 
-    def progress(outcome, _summary) -> None:
+    def progress(outcome: Outcome, _summary: RunSummary) -> None:
         if outcome.result is not None:
             latencies.append(sum(outcome.result.timings.values()))
 

@@ -14,6 +14,9 @@ from app.io.volumes import Volume
 from app.runs.dicom_sources import source_datasets, source_series_number
 
 if TYPE_CHECKING:
+    import highdicom as hd
+    from pydicom import Dataset
+
     from app.runs.deidentify import VolumePrivacy
     from app.runs.volume_exports import Algorithm, Segment
 
@@ -21,7 +24,7 @@ SEG_SERIES_OFFSET = 1000  # the SEG's SeriesNumber: the source's + 1000, so a PA
 
 
 def build_segmentation(volume: Volume, labels: np.ndarray, segments: Sequence[Segment], *, algorithm: Algorithm,
-                       privacy: VolumePrivacy | None = None):
+                       privacy: VolumePrivacy | None = None) -> hd.seg.Segmentation:
     """The highdicom Segmentation of `labels` (uint8, the volume's slice order) for `segments` (value >= 1);
     under --anonymize (`privacy`) made from source headers with no identifying value (writer_sources)."""
     import highdicom as hd
@@ -55,10 +58,11 @@ def _segment_numbers(labels: np.ndarray, kept: Sequence[Segment]) -> np.ndarray:
     lut = np.zeros(256, np.uint8)
     for number, segment in enumerate(kept, start=1):
         lut[segment.value] = number
-    return lut[labels]
+    numbers: np.ndarray = lut[labels]
+    return numbers
 
 
-def _source_order(volume: Volume, datasets: list, frames: np.ndarray) -> tuple[list, np.ndarray]:
+def _source_order(volume: Volume, datasets: list[Dataset], frames: np.ndarray) -> tuple[list[Dataset], np.ndarray]:
     """(source_images, frames) as highdicom pairs them: one dataset per slice, or the multi-frame file once with
     its frames in the file's order."""
     if volume.kind != "dicom-multiframe":
@@ -72,7 +76,7 @@ def _source_order(volume: Volume, datasets: list, frames: np.ndarray) -> tuple[l
     return [datasets[0]], in_file
 
 
-def _descriptions(kept: Sequence[Segment], algorithm: Algorithm) -> list:
+def _descriptions(kept: Sequence[Segment], algorithm: Algorithm) -> list[hd.seg.SegmentDescription]:
     import highdicom as hd
     from pydicom.sr.codedict import codes
 
@@ -95,7 +99,7 @@ def _descriptions(kept: Sequence[Segment], algorithm: Algorithm) -> list:
     ]
 
 
-def _concept(coded: Coded):
+def _concept(coded: Coded) -> hd.sr.CodedConcept:
     import highdicom as hd
 
     return hd.sr.CodedConcept(value=coded.value, scheme_designator=coded.scheme, meaning=coded.meaning)

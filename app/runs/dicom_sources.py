@@ -5,10 +5,14 @@ from __future__ import annotations
 
 import io
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from app.errors import ImageError, OutputError
 from app.io.files import atomic_write
 from app.io.volumes import Volume
+
+if TYPE_CHECKING:
+    from pydicom import Dataset
 
 DICOM_KINDS = ("dicom", "dicom-multiframe")
 
@@ -19,14 +23,14 @@ def require_dicom(volume: Volume, what: str) -> None:
         raise OutputError(f"{what} needs a DICOM source ({volume.source} is NIfTI)")
 
 
-def source_datasets(volume: Volume) -> list:
+def source_datasets(volume: Volume) -> list[Dataset]:
     """The header of each slice's source file, in the volume's order (a multi-frame file is read once).
 
     Pixel data is not read: highdicom takes the geometry and UIDs from the headers only.
     """
     import pydicom
 
-    read: dict[Path, object] = {}
+    read: dict[Path, Dataset] = {}
     for ref in volume.slices:
         if ref.path not in read:
             try:
@@ -36,7 +40,7 @@ def source_datasets(volume: Volume) -> list:
     return [read[ref.path] for ref in volume.slices]
 
 
-def blinded(datasets: list, pseudonym: str) -> list:
+def blinded(datasets: list[Dataset], pseudonym: str) -> list[Dataset]:
     """Copies of a volume's source headers for the DICOM writer under --anonymize: PatientName and PatientID the
     keyed pseudonym, every other identifying attribute (app.runs.ps315.IDENTIFYING) emptied. highdicom copies the
     patient and study modules from the headers it is given and quotes them in its warnings and log lines ('The
@@ -48,7 +52,7 @@ def blinded(datasets: list, pseudonym: str) -> list:
     from app.runs.deidentify import person_name
     from app.runs.ps315 import IDENTIFYING
 
-    copies: dict[int, object] = {}
+    copies: dict[int, Dataset] = {}
     for dataset in datasets:
         if id(dataset) in copies:
             continue
@@ -61,7 +65,7 @@ def blinded(datasets: list, pseudonym: str) -> list:
     return [copies[id(dataset)] for dataset in datasets]
 
 
-def save_dataset(dataset, path: Path) -> Path:
+def save_dataset(dataset: Dataset, path: Path) -> Path:
     """Write a DICOM dataset (with its file meta) to `path` atomically; returns `path`."""
     buffer = io.BytesIO()
     dataset.save_as(buffer, enforce_file_format=True)
@@ -69,7 +73,7 @@ def save_dataset(dataset, path: Path) -> Path:
     return path
 
 
-def source_series_number(datasets: list) -> int:
+def source_series_number(datasets: list[Dataset]) -> int:
     """The source's SeriesNumber (0 when absent): derived series are numbered after it."""
     value = datasets[0].get("SeriesNumber") if datasets else None
     return int(value) if value not in (None, "") else 0

@@ -15,6 +15,7 @@ import os
 import platform
 import time
 from pathlib import Path
+from typing import Any
 
 from app.errors import OutputError
 from app.io.regular import read_regular
@@ -31,7 +32,7 @@ class OutputLock:
         self.acquire()
         return self
 
-    def __exit__(self, *_exc) -> None:
+    def __exit__(self, *_exc: object) -> None:
         self.release()
 
     def acquire(self) -> None:
@@ -69,7 +70,7 @@ class OutputLock:
             json.dump(record, handle)
         return True
 
-    def _owner(self) -> dict | None:
+    def _owner(self) -> dict[str, Any] | None:
         try:
             owner = json.loads(read_regular(self.path).decode("utf-8"))  # a FIFO there: stale, not a hang
         except (OSError, ValueError):
@@ -86,7 +87,7 @@ class OutputLock:
                 from exc
 
 
-def _alive(owner: dict) -> bool:
+def _alive(owner: dict[str, Any]) -> bool:
     """Whether the run that wrote the lock may still be running (another machine's: assume it is)."""
     if owner.get("host") != platform.node():
         return True
@@ -105,7 +106,7 @@ def _alive(owner: dict) -> bool:
     return True
 
 
-def _busy_message(path: Path, owner: dict) -> str:
+def _busy_message(path: Path, owner: dict[str, Any]) -> str:
     where = "this machine" if owner.get("host") == platform.node() else owner.get("host", "another machine")
     return (f"{path.parent}: another SegLens run is writing here (process {owner.get('pid')} on {where}, since "
             f"{owner.get('started', '?')}); wait for it, choose another folder, or remove {path.name} if that run "

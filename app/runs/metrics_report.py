@@ -15,6 +15,7 @@ import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -102,7 +103,7 @@ class MetricsSummary:
                      else f"  all identical (IoU 1.000{'' if len(self.images) == 1 else ' for each image'})")
         return lines
 
-    def _class_rows(self) -> list[list]:
+    def _class_rows(self) -> list[list[Any]]:
         return [_summary_row(name, [m.of(i + 1) for _, m in self.images])
                 for i, name in enumerate(self.class_names)]
 
@@ -117,7 +118,7 @@ class MetricsSummary:
                 _write_csv(folder / IMAGES_NAME, _IMAGE_COLUMNS, details)]
 
 
-def _summary_row(name: str, classes: list[ClassMetrics], images: list[ImageMetrics] | None = None) -> list:
+def _summary_row(name: str, classes: list[ClassMetrics], images: list[ImageMetrics] | None = None) -> list[Any]:
     """One row of seglens_metrics.csv: IoU/Dice over the images where the class is present (or, for the
     `(all classes)` row, each image's mean), precision and recall pooled over pixels."""
     present = [c for c in classes if c.present]
@@ -138,12 +139,12 @@ def _ratio(a: int, b: int) -> str:
     return f"{a / b:.6f}" if b else ""
 
 
-def _class_cells(c: ClassMetrics) -> list:
+def _class_cells(c: ClassMetrics) -> list[Any]:
     return [f"{c.iou:.6f}", f"{c.dice:.6f}", "" if c.precision is None else f"{c.precision:.6f}",
             "" if c.recall is None else f"{c.recall:.6f}", c.tp, c.fp, c.fn]
 
 
-def _write_csv(path: Path, header: Sequence[str], rows: list[list]) -> Path:
+def _write_csv(path: Path, header: Sequence[str], rows: list[list[Any]]) -> Path:
     buffer = io.StringIO(newline="")
     writer = csv.writer(buffer)
     for row in [list(header), *rows]:
@@ -208,7 +209,7 @@ class ReferenceScorer:
     def cells(self, scored: Scored | None) -> list[str]:
         """The report's metric cells for one input (all empty for an input without a result)."""
         reference = "" if scored is None else (scored.notice or scored.reference)
-        return [reference, *metric_cells(scored and scored.metrics, len(self.columns) // 2 - 1)]
+        return [reference, *metric_cells(None if scored is None else scored.metrics, len(self.columns) // 2 - 1)]
 
     def _name(self, item: InputFile, name: str | None) -> str:
         if not self.key:

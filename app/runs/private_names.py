@@ -16,9 +16,13 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from app.io.discover import InputFile
 from app.runs.pseudonyms import keyed_hex, pseudonym_of
+
+if TYPE_CHECKING:
+    from app.io.volumes import Volume
 
 NO_PATIENT = "no-patient"  # the folder of a DICOM volume whose files name no patient
 _ID_DIGITS = 16
@@ -59,7 +63,7 @@ def pseudonymous_path(rel: str | Path, key: bytes) -> str:
     return pseudonymous_name(InputFile(Path(rel), Path(rel)), key)
 
 
-def series_id(volume, key: bytes) -> str:
+def series_id(volume: Volume, key: bytes) -> str:
     """The volume's SeriesInstanceUID as its de-identified files carry it (a split series' `_2`… kept)."""
     uid = str(volume.series.get("SeriesInstanceUID") or "")
     if uid and volume.key.startswith(uid):
@@ -67,12 +71,12 @@ def series_id(volume, key: bytes) -> str:
     return f"series-{keyed_hex(key, 'series', volume.key)[:_ID_DIGITS]}"
 
 
-def study_id(volume, key: bytes) -> str:
+def study_id(volume: Volume, key: bytes) -> str:
     uid = str(volume.series.get("StudyInstanceUID") or "")
     return _mapped(volume, key, uid) if uid else f"study-{keyed_hex(key, 'study', str(volume.source))[:_ID_DIGITS]}"
 
 
-def _mapped(volume, key: bytes, uid: str) -> str:
+def _mapped(volume: Volume, key: bytes, uid: str) -> str:
     from app.runs.deidentify import mapped_uid, uid_seed
 
     return mapped_uid(uid_seed(volume.info, key), uid)
@@ -157,7 +161,7 @@ class LineRedactor:
             return text
         own = [match.span() for match in _OWN_NAME.finditer(text)]
 
-        def withheld(word: re.Match) -> str:
+        def withheld(word: re.Match[str]) -> str:
             if word.group().lower() not in self.words or any(a <= word.start() < b for a, b in own):
                 return word.group()
             return _WITHHELD

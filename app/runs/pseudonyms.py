@@ -19,6 +19,7 @@ import os
 import re
 import secrets
 import stat
+from collections.abc import Mapping
 from pathlib import Path
 
 from app.errors import SegLensError
@@ -42,12 +43,12 @@ def keyed_hex(key: bytes, purpose: str, text: str) -> str:
     return hmac.new(key, f"{purpose}\x00{text}".encode("utf-8", "surrogateescape"), hashlib.sha256).hexdigest()
 
 
-def patient_identity(info: dict) -> str:
+def patient_identity(info: Mapping[str, str]) -> str:
     """The text a patient's pseudonym is made from: PatientID and the name, as the reader shows them."""
     return f"{info.get('Patient ID', '')}\x00{info.get('Patient', '')}"
 
 
-def pseudonym_of(info: dict, key: bytes) -> str:
+def pseudonym_of(info: Mapping[str, str], key: bytes) -> str:
     """`anon-` and 12 hex digits of the HMAC of the patient's ID and name ("" when the volume names no patient).
     The same patient gets the same pseudonym in every report made with this key; nobody without it can test a
     guess. (Kept as before issue 24, so earlier reports' pseudonyms still match.)"""

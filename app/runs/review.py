@@ -16,6 +16,7 @@ import csv
 import getpass
 import io
 import os
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path, PurePosixPath
@@ -165,7 +166,7 @@ class ReviewLog:
         review = self.get(rel)
         return review.state if review else "unreviewed"
 
-    def filter(self, rels: list[str], states: set[str] | frozenset[str] | tuple[str, ...]) -> list[str]:
+    def filter(self, rels: list[str], states: Collection[str]) -> list[str]:  # a set, frozenset or tuple
         """The rels (in list order) whose state is one of `states`."""
         return [rel for rel in rels if self.state_of(rel) in states]
 
@@ -191,7 +192,7 @@ def _now() -> str:
     return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def _csv_bytes(reviews) -> bytes:
+def _csv_bytes(reviews: Iterable[Review]) -> bytes:
     buffer = io.StringIO(newline="")
     writer = csv.writer(buffer, lineterminator="\r\n")
     writer.writerow(COLUMNS)

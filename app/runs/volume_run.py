@@ -9,9 +9,10 @@ slice, and nothing is exported for it (a half-filled label volume would look lik
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 
@@ -25,6 +26,10 @@ from app.io.volumes import Volume
 from app.runs.outputs import ReportWriter, unique_names, write_result_images
 from app.runs.pseudonyms import pseudonym_key, pseudonym_of  # noqa: F401 (pseudonym_key: the faces import it here)
 from app.runs.volume_exports import EXPORTS, Algorithm
+
+if TYPE_CHECKING:
+    from app.inference.postprocess import Prediction
+    from app.runs.deidentify import VolumePrivacy
 
 DEFAULT_EXPORTS = ("nifti",)  # a volume's "mask", when no --export is given and the volume has a geometry
 
@@ -48,7 +53,7 @@ class SliceRow:
     number: int  # 1-based
     path: str
     counts: np.ndarray  # pixels per label value (segmentation)
-    predictions: tuple  # top-k (classification)
+    predictions: tuple[Prediction, ...]  # top-k (classification)
     score: float | None
     verdict: Verdict | None
     timings: Mapping[str, float]
@@ -123,7 +128,8 @@ def series_text(volume: Volume, options: VolumeOptions) -> str:
     return series_id(volume, options.pseudonym_key)
 
 
-def volume_cells(spec: ModelSpec, vr: VolumeResult, options: VolumeOptions, row: SliceRow | None = None) -> list:
+def volume_cells(spec: ModelSpec, vr: VolumeResult, options: VolumeOptions,
+                 row: SliceRow | None = None) -> list[Any]:
     """The volume columns' values for the volume's row (`row` None) or one slice's row."""
     per_class = []
     if spec.task == "segmentation":  # counts hold all 256 label values (class_pixel_counts)
@@ -163,7 +169,7 @@ class VolumeAssembler:
                  texts: Mapping[str, Mapping[str, str]] | None = None, out_dir: Path | None = None) -> None:
         self.spec, self.options, self.algorithm, self.texts = spec, options, algorithm, texts
         self.out_dir = out_dir  # what the last check of --anonymize names files relative to
-        self._privacy = None  # app.runs.deidentify.VolumePrivacy of the volume being exported (DICOM)
+        self._privacy: VolumePrivacy | None = None  # of the volume being exported (DICOM)
         self._written: list[Path] = []  # per-slice PNGs of the volume
         self._index: int | None = None
         self._labels: np.ndarray | None = None
@@ -253,6 +259,8 @@ class VolumeAssembler:
         segments = ex.segments_of(self.spec.classes)
         kinds = self._exports(volume)
         privacy = self._privacy = self._volume_privacy(volume, kinds)
+        labels = cast(np.ndarray, self._labels)  # exports are chosen for a segmentation volume: it has labels
+        display = cast(Callable[[int], np.ndarray], self._display.__getitem__)  # "sc" kept every slice's
         for kind in kinds:
             problem = export_problem(kind, volume) or (
                 "the source series is written only de-identified (--anonymize)"
@@ -261,15 +269,15 @@ class VolumeAssembler:
                 notices.append(f"{volume.source}: no {kind} export ({problem})")
                 continue
             if kind == "nifti":
-                written.append(ex.write_nifti_labels(volume, self._labels, stem.with_name(stem.name + "_mask.nii.gz"),
+                written.append(ex.write_nifti_labels(volume, labels, stem.with_name(stem.name + "_mask.nii.gz"),
                                                      scrub=self.options.anonymize))
             elif kind == "dicom-seg":
-                written.append(ex.write_dicom_seg(volume, self._labels, segments,
+                written.append(ex.write_dicom_seg(volume, labels, segments,
                                                   stem.with_name(stem.name + "_seg.dcm"), algorithm=self.algorithm,
                                                   privacy=privacy))
             elif kind == "sc":
-                written += ex.write_secondary_capture(volume, self._labels, segments, stem.with_name(stem.name + "_sc"),
-                                                      display=self._display.__getitem__, opacity=self.options.opacity,
+                written += ex.write_secondary_capture(volume, labels, segments, stem.with_name(stem.name + "_sc"),
+                                                      display=display, opacity=self.options.opacity,
                                                       algorithm=self.algorithm, privacy=privacy)
             elif kind == "source":
                 written += ex.write_source_copy(volume, stem.with_name(stem.name + "_source"), privacy=privacy)
@@ -289,7 +297,7 @@ class VolumeAssembler:
             remove_outputs([*(p for p in planned if p.exists()), *self._written])
             raise
 
-    def _volume_privacy(self, volume: Volume, kinds: Sequence[str]):
+    def _volume_privacy(self, volume: Volume, kinds: Sequence[str]) -> VolumePrivacy | None:
         """The volume's VolumePrivacy (its source headers read once): under --anonymize, or to carry an already
         de-identified source's status into its SEG and Secondary Capture."""
         from app.runs.deidentify import volume_privacy
