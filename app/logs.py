@@ -127,11 +127,13 @@ def _frames(exc: BaseException) -> str:
     source), their types — never their messages."""
     import traceback
 
-    parts, seen = [], set()
-    while exc is not None and id(exc) not in seen:
-        seen.add(id(exc))
-        parts.append(f"{type(exc).__name__} raised at:\n" + "".join(traceback.format_tb(exc.__traceback__)))
-        exc = exc.__cause__ or (None if exc.__suppress_context__ else exc.__context__)
+    parts: list[str] = []
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        parts.append(f"{type(current).__name__} raised at:\n" + "".join(traceback.format_tb(current.__traceback__)))
+        current = current.__cause__ or (None if current.__suppress_context__ else current.__context__)
     return "".join(parts).rstrip("\n")
 
 

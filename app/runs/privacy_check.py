@@ -13,12 +13,18 @@ hex digits could spell a short name by chance).
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from app.errors import with_article
 from app.runs.ps315 import NAME_KINDS
+
+if TYPE_CHECKING:
+    from pydicom import DataElement, Dataset
+
+    from app.runs.deidentify import SourceFacts
 
 _OWN = re.compile(r"anon-[0-9a-f]{12}|(?:vol|img|series|study)-[0-9a-f]{16}", re.IGNORECASE)
 _PIXELS = {0x7FE00010, 0x7FE00008, 0x7FE00009}
@@ -134,7 +140,7 @@ def _in_dicom(path: Path, identifying: Identifying) -> tuple[str, str] | None:
     return None
 
 
-def _elements(dataset):
+def _elements(dataset: Dataset) -> Iterator[DataElement]:
     for element in list(dataset.values()):
         element = dataset[element.tag]
         yield element
@@ -143,7 +149,7 @@ def _elements(dataset):
                 yield from _elements(item)
 
 
-def _element_text(element) -> str:
+def _element_text(element: DataElement) -> str:
     value = element.value
     if value is None or element.VR == "SQ":
         return ""
@@ -160,13 +166,15 @@ def _nifti_header_text(path: Path) -> str:
 
     import nibabel as nib
 
-    offset = int(nib.load(str(path)).header.get_data_offset()) or 352
+    header: Any = nib.load(str(path)).header  # a Nifti1Header (nib.load is typed as any image)
+    offset = int(header.get_data_offset()) or 352
     opener = gzip.open if path.name.lower().endswith(".gz") else open
     with opener(path, "rb") as handle:
         return handle.read(min(offset, 1 << 20)).decode("latin-1")
 
 
-def volume_leak(files: Sequence[Path], *, facts, info: dict, root: Path, cells: Sequence[str]) -> str | None:
+def volume_leak(files: Sequence[Path], *, facts: SourceFacts | None, info: Mapping[str, str], root: Path,
+                cells: Sequence[str]) -> str | None:
     """`leak` for one volume: its source facts (app.runs.deidentify.SourceFacts, None for NIfTI) and the
     patient the reader found (`info`)."""
     values = [*(facts.values if facts is not None else ()), ("patient name", str(info.get("Patient", ""))),

@@ -19,7 +19,7 @@ from collections import Counter
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import cv2
 import numpy as np
@@ -233,7 +233,7 @@ def _metrics(metrics: dict[str, float] | None, figures: tuple[tuple[str, str], .
     return f'<td><table class="metrics">{lines}</table></td>'
 
 
-def _number(value: object) -> str:
+def _number(value: Any) -> str:  # a number, or anything else (shown as text)
     try:
         number = float(value)
     except (TypeError, ValueError):

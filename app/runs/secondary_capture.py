@@ -10,7 +10,7 @@ import shutil
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, cast
 
 import cv2
 import numpy as np
@@ -21,6 +21,10 @@ from app.io.volumes import Volume
 from app.runs.dicom_sources import save_dataset, source_datasets, source_series_number
 
 if TYPE_CHECKING:
+    import highdicom as hd
+    from pydicom import DataElement, Dataset
+
+    from app.io.volumes import SliceRef
     from app.runs.volume_exports import Algorithm, Segment
 
 SC_SERIES_OFFSET = 2000  # the SC series' SeriesNumber: the source's + 2000 (the SEG takes + 1000)
@@ -106,7 +110,7 @@ def burned_slice(display: np.ndarray, mask: np.ndarray, segments: Sequence[Segme
     paints = [_Paint(None)] * 256
     for segment in segments:
         if segment.value >= 1:
-            paints[segment.value] = _Paint(tuple(segment.color))
+            paints[segment.value] = _Paint(segment.color)
     rgb = blend_overlay(np.ascontiguousarray(display, np.uint8), np.ascontiguousarray(mask, np.uint8), paints,
                         alpha=opacity)
     return burn_banner(rgb, text)
@@ -115,7 +119,7 @@ def burned_slice(display: np.ndarray, mask: np.ndarray, segments: Sequence[Segme
 def write_series(volume: Volume, labels: np.ndarray, segments: Sequence[Segment], out_dir: Path, *,
                  display: Callable[[int], np.ndarray], opacity: float, algorithm: Algorithm,
                  prepare: Callable[[object], None] | None = None,
-                 sources: Callable[[list], list] | None = None) -> list[Path]:
+                 sources: Callable[[list[Dataset]], list[Dataset]] | None = None) -> list[Path]:
     """Write `<out_dir>/sc_<k+1:04d>.dcm` for every slice k into a partial folder, then swap it into place.
     `prepare(image)` right before each is saved (app.runs.deidentify.VolumePrivacy.finish_derived);
     `sources(headers)`: the source headers highdicom is given (VolumePrivacy.writer_sources)."""
@@ -159,8 +163,8 @@ def _swap_in(partial: Path, out_dir: Path) -> None:
         shutil.rmtree(old, ignore_errors=True)
 
 
-def _sc_image(source, ref, rgb: np.ndarray, *, series_uid: str, series_number: int, instance_number: int,
-              algorithm: Algorithm):
+def _sc_image(source: Dataset, ref: SliceRef, rgb: np.ndarray, *, series_uid: str, series_number: int,
+              instance_number: int, algorithm: Algorithm) -> hd.sc.SCImage:
     import highdicom as hd
     from pydicom.dataset import Dataset
 
@@ -169,7 +173,8 @@ def _sc_image(source, ref, rgb: np.ndarray, *, series_uid: str, series_number: i
         ref_dataset=source, pixel_array=rgb, photometric_interpretation=hd.PhotometricInterpretationValues.RGB,
         bits_allocated=8, coordinate_system=hd.CoordinateSystemNames.PATIENT, series_instance_uid=series_uid,
         series_number=series_number, sop_instance_uid=hd.UID(), instance_number=instance_number,
-        manufacturer="SegLens", pixel_spacing=tuple(float(v) for v in spacing) if spacing else None,
+        manufacturer="SegLens",
+        pixel_spacing=tuple(float(v) for v in spacing) if spacing else None,  # type: ignore[arg-type]  # mm, not int
         patient_orientation=patient_orientation(source.get("ImageOrientationPatient")),
         series_description=f"SegLens {algorithm.name} (NOT FOR DIAGNOSIS)"[:64],
     )
@@ -205,7 +210,7 @@ UNPAIRED_BODY_PARTS = frozenset((
 ))
 
 
-def _carry_laterality(source, image) -> None:
+def _carry_laterality(source: Dataset, image: Dataset) -> None:
     """The General Series' Laterality (Type 2C: required for a paired body part unless Image Laterality is sent),
     and the source's Image Laterality and Body Part Examined, which say whether it is needed.
 
@@ -213,7 +218,7 @@ def _carry_laterality(source, image) -> None:
     the standard's "unknown" (dciodvfy: missing it is an error, an empty one a warning that it is unknown)."""
     for keyword in ("BodyPartExamined", "Laterality", "ImageLaterality"):
         if str(source.get(keyword) or "").strip():  # an empty one is the source's "unknown": decided below
-            setattr(image, keyword, source.data_element(keyword).value)
+            setattr(image, keyword, cast("DataElement", source.data_element(keyword)).value)  # there: tested above
     if "Laterality" in image or "ImageLaterality" in image:
         return
     if str(image.get("BodyPartExamined") or "").strip().upper() not in UNPAIRED_BODY_PARTS:
@@ -223,12 +228,12 @@ def _carry_laterality(source, image) -> None:
 _LETTERS = (("L", "R"), ("P", "A"), ("H", "F"))  # DICOM LPS: the letter of each axis' + and - direction
 
 
-def patient_orientation(orientation) -> tuple[str, str]:
+def patient_orientation(orientation: Any) -> tuple[str, str]:  # ImageOrientationPatient's six values, or None
     """PatientOrientation (row direction, column direction) from ImageOrientationPatient: each direction's
     strongest axis. One letter each: highdicom accepts no combined letters ("LP") for an oblique slice."""
     if orientation is None or len(orientation) != 6:
         return ("L", "P")  # SC in the PATIENT coordinate system needs one; an axial slice's is the likeliest
-    return tuple(_direction(np.asarray(orientation[i:i + 3], float)) for i in (0, 3))
+    return _direction(np.asarray(orientation[0:3], float)), _direction(np.asarray(orientation[3:6], float))
 
 
 def _direction(vector: np.ndarray) -> str:
