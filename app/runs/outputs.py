@@ -23,13 +23,15 @@ import os
 import re
 import stat
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
+from typing import IO, Any
 
 import numpy as np
 
 from app.errors import OutputError, spelt
 from app.inference.pipeline import STAGES, Result, probability_at_image_size
+from app.inference.postprocess import Prediction
 from app.inference.spec import ModelSpec
 from app.inference.verdict import Verdict, image_score, uncertainty, verdict_of
 from app.io.discover import InputFile, output_stems
@@ -74,7 +76,8 @@ def write_result_images(result: Result, spec: ModelSpec, out_stem: Path, save: S
 
 def scores_uint16(probability: np.ndarray) -> np.ndarray:
     """The `_scores.png` pixel values: round(p × 65535), p clipped to 0–1."""
-    return np.rint(np.clip(probability, 0.0, 1.0) * 65535.0).astype(np.uint16)
+    levels: np.ndarray = np.rint(np.clip(probability, 0.0, 1.0) * 65535.0).astype(np.uint16)
+    return levels
 
 
 def _write(out_stem: Path, suffix: str, data: bytes) -> Path:
@@ -147,7 +150,7 @@ class ReportWriter:
                         warning="; ".join(result.warnings))
 
     def add_counts(self, path: Path | str, *, task: str, provider: str, hw: tuple[int, int], score: float | None,
-                   verdict: Verdict | None, values: Sequence, extra: Sequence[str], timings: Mapping[str, float],
+                   verdict: Verdict | None, values: Sequence[Any], extra: Sequence[str], timings: Mapping[str, float],
                    reason: str = "", warning: str = "") -> None:
         """A row from its parts: a result's (add_result), a volume's or one of its slices' (app.runs.volume_run,
         `values` from `count_values`); `reason`: the verdict_reason of a row without a verdict; `warning`: why
@@ -165,32 +168,32 @@ class ReportWriter:
         self._row([str(path), status, self.spec.task, provider, "", "", *blanks, *[""] * len(STAGES), "",
                    message])
 
-    def _task_values(self, result: Result) -> list:
+    def _task_values(self, result: Result) -> list[Any]:
         """Exactly one value per task column, whatever the model returned: a model may give more scores than
         there are top-k columns, and a mask counts at most 256 label values however many classes there are."""
         if self.spec.task == "classification":
             return self.prediction_values(result.predictions)
         return self.count_values(result.class_pixels())
 
-    def prediction_values(self, predictions: Sequence) -> list:
+    def prediction_values(self, predictions: Sequence[Prediction]) -> list[Any]:
         """The top-k columns' values: name and score of each prediction, best first, blanks after."""
-        values: list = []
+        values: list[Any] = []
         for p in predictions[: len(self._topk_columns) // 2]:
             values += [p.name, f"{p.score:.6f}"]
         return values + [""] * (len(self._topk_columns) - len(values))
 
-    def count_values(self, counts: np.ndarray) -> list:
+    def count_values(self, counts: np.ndarray) -> list[Any]:
         """The per-class columns' values from pixel (or voxel) counts per label value."""
         known = len(self._class_columns)
         per_class = [int(c) for c in counts[:known]]
         return [*per_class, *[0] * (known - len(per_class)), int(counts[known:].sum())]
 
-    def add_row(self, values: list) -> None:
+    def add_row(self, values: list[Any]) -> None:
         """A row of cells as they stand (carried over from an earlier report by --resume, or a Ray node's): not
         spelt again (`_text` is one-to-one, so it cannot leave its own output unchanged)."""
         self._row(values, cells=True)
 
-    def _row(self, values: list, *, cells: bool = False) -> None:
+    def _row(self, values: list[Any], *, cells: bool = False) -> None:
         if len(values) != len(self._columns):  # a shifted row would put every later value under the wrong name
             raise ValueError(f"a report row of {len(values)} values for {len(self._columns)} columns")
         self._csv.writerow(values if cells else [_cell(v) if isinstance(v, str) else v for v in values])
@@ -215,7 +218,7 @@ class ReportWriter:
     def __enter__(self) -> ReportWriter:
         return self
 
-    def __exit__(self, exc_type, *exc) -> None:
+    def __exit__(self, exc_type: type[BaseException] | None, *exc: object) -> None:
         self.close(complete=exc_type is None)
 
 
@@ -224,13 +227,13 @@ class RowsReport(ReportWriter):
     whose rows the driver writes into the real report in input order."""
 
     def __init__(self, spec: ModelSpec, *, extra_columns: Sequence[str] = ()) -> None:  # no file: no super()
-        self.path, self.spec = None, spec
+        self.path, self.spec = None, spec  # type: ignore[assignment]  # no file: nothing here reads it
         self._class_columns, self._topk_columns = _task_columns(spec)
         self._extra = len(extra_columns)
         self._columns = report_columns(spec, extra_columns)
         self.rows: list[list[str]] = []
 
-    def _row(self, values: list, *, cells: bool = False) -> None:
+    def _row(self, values: list[Any], *, cells: bool = False) -> None:
         if len(values) != len(self._columns):
             raise ValueError(f"a report row of {len(values)} values for {len(self._columns)} columns")
         self.rows.append([v if cells and isinstance(v, str) else _cell(v) if isinstance(v, str) else
@@ -240,7 +243,7 @@ class RowsReport(ReportWriter):
         pass
 
 
-def _open_partial(partial: Path) -> tuple:
+def _open_partial(partial: Path) -> tuple[IO[str], tuple[int, int]]:
     """The report's `.partial`, new and ours: (text file open for appending, its identity).
 
     Opening `.partial` by name would write through whatever is there (a planted symlink to another file, or to
@@ -314,8 +317,7 @@ def rows_of_others(report: Path, spec: ModelSpec, inputs: Sequence[InputFile], *
     kept: dict[str, list[str]] = {}
     for candidate in (report.with_name(report.name + ".partial"), report):  # the report's row wins, as above
         rows = _read_report(candidate)
-        plan = _carry_plan(rows[0], columns) if rows else None
-        if plan is None:
+        if not rows or (plan := _carry_plan(rows[0], columns)) is None:
             continue
         for row in rows[1:]:
             if len(row) == len(rows[0]) and row[0] not in shown:
@@ -334,7 +336,7 @@ def has_columns(report: Path, columns: Sequence[str]) -> bool:
     return False
 
 
-def finished_rows(report: Path, columns: list[str], outputs_of) -> dict[str, list[str]]:
+def finished_rows(report: Path, columns: list[str], outputs_of: Callable[[Path], list[Path]]) -> dict[str, list[str]]:
     """Rows of inputs an earlier run finished (status ok, outputs on disk), from its report or `.partial`.
 
     `outputs_of(path)` lists the PNGs an input must have; a row whose files are missing, empty or cut short
@@ -344,8 +346,7 @@ def finished_rows(report: Path, columns: list[str], outputs_of) -> dict[str, lis
     done: dict[str, list[str]] = {}
     for candidate in (report.with_name(report.name + ".partial"), report):
         rows = _read_report(candidate)
-        plan = _carry_plan(rows[0], columns) if rows else None
-        if plan is None:
+        if not rows or (plan := _carry_plan(rows[0], columns)) is None:
             continue
         for row in rows[1:]:
             if len(row) == len(rows[0]) and row[1] == "ok" and _outputs_complete(outputs_of(Path(row[0]))):
