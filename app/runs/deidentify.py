@@ -23,12 +23,19 @@ from __future__ import annotations
 
 import datetime as dt
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, cast
 
 from app.errors import OutputError
 from app.runs.ps315 import DICOM_ROOT, EMPTY, IDENTIFYING, OWN_IN_DERIVED, REMOVE
 from app.runs.pseudonyms import keyed_hex, patient_identity, pseudonym_of
+
+if TYPE_CHECKING:  # dicognito and pydicom are imported where they are used (lazily)
+    from dicognito.element_anonymizer import ElementAnonymizer
+    from pydicom import DataElement, Dataset
+
+    from app.io.volumes import Volume
 
 METHOD = "SegLens: DICOM PS3.15 Basic Profile (dicognito {version})"
 PROFILE_CODES = (("113100", "DCM", "Basic Application Confidentiality Profile"),
@@ -57,7 +64,7 @@ class SourceFacts:
     status: DeidStatus | None
 
 
-def source_facts(datasets: Sequence) -> SourceFacts:
+def source_facts(datasets: Sequence[Dataset]) -> SourceFacts:
     """The facts of a volume's source headers (app.runs.dicom_sources.source_datasets)."""
     values: dict[tuple[str, str], None] = {}
     uids: set[str] = set()
@@ -79,7 +86,7 @@ def _class_uid(keyword: str) -> bool:
     return keyword.endswith("ClassUID") or keyword == "TransferSyntaxUID"
 
 
-def _status(datasets: Sequence) -> DeidStatus | None:
+def _status(datasets: Sequence[Dataset]) -> DeidStatus | None:
     if not datasets or any(str(d.get("PatientIdentityRemoved", "")).upper() != "YES" for d in datasets):
         return None  # one file that does not say it is de-identified: the series is not said to be
     first = datasets[0]
@@ -89,7 +96,7 @@ def _status(datasets: Sequence) -> DeidStatus | None:
     return DeidStatus(tuple(_texts(first.get("DeidentificationMethod"))), codes, str(dates) if dates else None)
 
 
-def carry_status(dataset, status: DeidStatus | None) -> None:
+def carry_status(dataset: Dataset, status: DeidStatus | None) -> None:
     """A derived object of an already de-identified source says so too (highdicom's constructors drop it)."""
     if status is None:
         return
@@ -107,7 +114,7 @@ class Deidentifier:
     seed: str
     facts: SourceFacts
 
-    def apply(self, dataset, *, derived: bool) -> None:
+    def apply(self, dataset: Dataset, *, derived: bool) -> None:
         """De-identify `dataset` in place. `derived`: a SEG or Secondary Capture SegLens made (its own series
         description, banner and model hash are kept); else a copy of a source file."""
         if self.facts.burned_in and "PixelData" in dataset and str(dataset.get("SOPClassUID")) != SEG_SOP_CLASS:
@@ -121,7 +128,8 @@ class Deidentifier:
         _drop_overlays(dataset)
         _empty_unreadable_dates(dataset)
         anonymizer = Anonymizer(seed=self.seed)
-        anonymizer.add_element_handler(_Policy(self.pseudonym, OWN_IN_DERIVED if derived else frozenset(), dataset))
+        policy = _Policy(self.pseudonym, OWN_IN_DERIVED if derived else frozenset(), dataset)
+        anonymizer.add_element_handler(cast("ElementAnonymizer", policy))  # its protocol, duck-typed
         try:
             anonymizer.anonymize(dataset)
         except (ValueError, TypeError, OverflowError, KeyError) as exc:  # no value in the message: it may be one
@@ -132,7 +140,7 @@ class Deidentifier:
         """The de-identified form of a source UID (what `apply` writes in its place)."""
         return mapped_uid(self.seed, uid)
 
-    def _declare(self, dataset, *, derived: bool) -> None:
+    def _declare(self, dataset: Dataset, *, derived: bool) -> None:
         import dicognito
 
         earlier = self.facts.status
@@ -146,7 +154,7 @@ class Deidentifier:
             dataset.BurnedInAnnotation = "NO"
 
 
-def deidentifier(info: dict, key: bytes, facts: SourceFacts) -> Deidentifier:
+def deidentifier(info: Mapping[str, str], key: bytes, facts: SourceFacts) -> Deidentifier:
     """The Deidentifier of a volume whose reader info is `info` (the patient) under pseudonym key `key`."""
     return Deidentifier(pseudonym_of(info, key), uid_seed(info, key), facts)
 
@@ -158,7 +166,7 @@ def person_name(pseudonym: str) -> str:
     return f"{pseudonym}^" if pseudonym else ""
 
 
-def uid_seed(info: dict, key: bytes) -> str:
+def uid_seed(info: Mapping[str, str], key: bytes) -> str:
     """dicognito's seed for a patient: an HMAC under the pseudonym key, one per patient, so one patient's dates
     and UIDs cannot be lined up with another's by a shared offset."""
     return keyed_hex(key, "dicom-uids", patient_identity(info))
@@ -180,12 +188,12 @@ def mapped_uid(seed: str, uid: str) -> str:
 class _Policy:
     """SegLens's choices, asked before dicognito's own handlers (dicognito's ElementAnonymizer protocol)."""
 
-    def __init__(self, pseudonym: str, keep: frozenset[str], top) -> None:
+    def __init__(self, pseudonym: str, keep: frozenset[str], top: Dataset) -> None:
         # `keep` holds at the top level only: a SEG's ContributingEquipmentSequence names the source's scanner
         self.pseudonym, self.keep, self.top = pseudonym, keep, top
         self.remove = frozenset(REMOVE)
 
-    def __call__(self, dataset, element) -> bool:
+    def __call__(self, dataset: Dataset, element: DataElement) -> bool:
         keyword = element.keyword
         if keyword == "PatientName":
             element.value = person_name(self.pseudonym)
@@ -203,17 +211,17 @@ class _Policy:
             return False
         return True
 
-    def describe_actions(self):
+    def describe_actions(self) -> Iterator[str]:
         yield "Replace PatientName and PatientID with the keyed pseudonym"
         yield "Remove the PS3.15 Basic Profile attributes dicognito keeps (app.runs.ps315.REMOVE)"
         yield "Empty other person names, AccessionNumber, StudyID and PatientBirthDate"
 
 
-def _declare_methods(dataset, methods: Sequence[str], codes: Sequence[tuple[str, str, str]]) -> None:
+def _declare_methods(dataset: Dataset, methods: Sequence[str], codes: Sequence[tuple[str, str, str]]) -> None:
     from pydicom.dataset import Dataset
 
     dataset.DeidentificationMethod = list(dict.fromkeys(m[:64] for m in methods if m))
-    items = []
+    items: list[Dataset] = []
     for value, scheme, meaning in dict.fromkeys(codes):
         if value and scheme and value not in {item.CodeValue for item in items}:
             item = Dataset()
@@ -222,7 +230,7 @@ def _declare_methods(dataset, methods: Sequence[str], codes: Sequence[tuple[str,
     dataset.DeidentificationMethodCodeSequence = items
 
 
-def _unshare_items(dataset) -> None:
+def _unshare_items(dataset: Dataset) -> None:
     """A sequence item that appears twice (highdicom puts one source reference item both in the SEG's
     ReferencedSeriesSequence and its per-frame functional groups) becomes two copies: walked twice, its UIDs
     would be remapped twice and its dates shifted twice, and the SEG would no longer fit its source copy."""
@@ -230,7 +238,7 @@ def _unshare_items(dataset) -> None:
 
     seen: set[int] = set()
 
-    def visit(ds) -> None:
+    def visit(ds: Dataset) -> None:
         for element in list(ds.values()):
             element = ds[element.tag]
             if element.VR != "SQ":
@@ -247,7 +255,7 @@ def _unshare_items(dataset) -> None:
 _FILE_META_KEPT = frozenset(range(0x00020000, 0x00020014))  # group length … implementation version name
 
 
-def _clean_file_meta(dataset) -> None:
+def _clean_file_meta(dataset: Dataset) -> None:
     """The file meta's AE titles, presentation addresses and private information (a source file's may name the
     sending station or site) go; SOP class and instance, transfer syntax and implementation stay."""
     meta = getattr(dataset, "file_meta", None)
@@ -256,7 +264,7 @@ def _clean_file_meta(dataset) -> None:
             del meta[tag]
 
 
-def _drop_overlays(dataset) -> None:
+def _drop_overlays(dataset: Dataset) -> None:
     """Overlay and curve groups (60xx, 50xx): the profile removes them (an overlay may hold burned-in text)."""
     for tag in [e.tag for e in dataset if 0x5000 <= e.tag.group <= 0x50FF or 0x6000 <= e.tag.group <= 0x60FF]:
         del dataset[tag]
@@ -267,7 +275,7 @@ _TIME = re.compile(r"\d{2}(\d{2}(\d{2}(\.\d{1,6})?)?)?")
 _DATETIME = re.compile(r"(\d{4})(\d{2}(\d{2}(\d{2}(\d{2}(\d{2}(\.\d{1,6})?)?)?)?)?)?([+-]\d{4})?")
 
 
-def _empty_unreadable_dates(dataset) -> None:
+def _empty_unreadable_dates(dataset: Dataset) -> None:
     """A DA, DT or (date-paired) TM value dicognito could not parse is emptied (the profile's Z) beforehand:
     a malformed date must neither fail the run nor survive unshifted."""
     for ds, element in _walk_with_parent(dataset):
@@ -283,7 +291,7 @@ def _empty_unreadable_dates(dataset) -> None:
             element.value = ""
 
 
-def _as_text(value):
+def _as_text(value: Any) -> str | list[Any]:  # a DA/DT/TM value as DICOM text (a list for several)
     if isinstance(value, (list, tuple)) or type(value).__name__ == "MultiValue":
         return [_as_text(v) for v in value]
     if isinstance(value, str):
@@ -315,12 +323,12 @@ def _readable(vr: str) -> Callable[[str], bool]:
     return check
 
 
-def _walk(dataset):
+def _walk(dataset: Dataset) -> Iterator[DataElement]:
     for _ds, element in _walk_with_parent(dataset):
         yield element
 
 
-def _walk_with_parent(dataset):
+def _walk_with_parent(dataset: Dataset) -> Iterator[tuple[Dataset, DataElement]]:
     """(dataset, element) for every element, nested sequence items and the file meta included."""
     meta = getattr(dataset, "file_meta", None)
     if meta is not None:
@@ -328,7 +336,7 @@ def _walk_with_parent(dataset):
     yield from _elements(dataset)
 
 
-def _elements(dataset):
+def _elements(dataset: Dataset) -> Iterator[tuple[Dataset, DataElement]]:
     for element in list(dataset.values()):
         element = dataset[element.tag]  # a RawDataElement becomes a DataElement
         yield dataset, element
@@ -337,7 +345,7 @@ def _elements(dataset):
                 yield from _elements(item)
 
 
-def _texts(value) -> list[str]:
+def _texts(value: Any) -> list[str]:
     """The non-empty text values of an element's value (multi-valued, a PersonName, or plain)."""
     if value is None or isinstance(value, (bytes, bytearray)):
         return []
@@ -352,14 +360,14 @@ class VolumePrivacy:
     facts: SourceFacts
     deidentifier: Deidentifier | None  # None: not --anonymize (a de-identified source's status is still carried)
 
-    def finish_derived(self, dataset) -> None:
+    def finish_derived(self, dataset: Dataset) -> None:
         """A SEG or Secondary Capture image: de-identified under --anonymize, else the source's status carried."""
         if self.deidentifier is not None:
             self.deidentifier.apply(dataset, derived=True)
         else:
             carry_status(dataset, self.facts.status)
 
-    def writer_sources(self, datasets: list) -> list:
+    def writer_sources(self, datasets: list[Dataset]) -> list[Dataset]:
         """The source headers the DICOM writer is given: under --anonymize copies with no identifying value
         (app.runs.dicom_sources.blinded), else `datasets` themselves."""
         if self.deidentifier is None:
@@ -368,14 +376,14 @@ class VolumePrivacy:
 
         return blinded(datasets, self.deidentifier.pseudonym)
 
-    def finish_source(self, dataset) -> None:
+    def finish_source(self, dataset: Dataset) -> None:
         """A copy of a source file (written under --anonymize only)."""
         if self.deidentifier is None:
             raise OutputError("a copy of the source is written de-identified only (--anonymize)")
         self.deidentifier.apply(dataset, derived=False)
 
 
-def volume_privacy(volume, *, anonymize: bool, key: bytes) -> VolumePrivacy | None:
+def volume_privacy(volume: Volume, *, anonymize: bool, key: bytes) -> VolumePrivacy | None:
     """The VolumePrivacy of a DICOM volume (its source headers read once), None for NIfTI."""
     from app.runs.dicom_sources import DICOM_KINDS, source_datasets
 
@@ -385,7 +393,7 @@ def volume_privacy(volume, *, anonymize: bool, key: bytes) -> VolumePrivacy | No
     return VolumePrivacy(facts, deidentifier(volume.info, key, facts) if anonymize else None)
 
 
-def scrub_nifti_header(header) -> None:
+def scrub_nifti_header(header: Any) -> None:  # a nibabel Nifti1Header
     """A NIfTI label volume's free-text fields and extensions emptied (a source NIfTI's header is copied whole,
     and its description or an extension may name the patient)."""
     for field in ("descrip", "aux_file", "intent_name", "db_name"):
