@@ -46,8 +46,8 @@ def main(argv: list[str] | None = None) -> int:
     log.info("window shown after %.0f ms", shown_ms)
     self_test = SelfTest(app, window, shown_ms) if args.self_test else None  # listening before anything is asked
     # The model is asked for once the window is painted: asked for before it, the worker's imports (numpy,
-    # onnxruntime, OpenCV, ~150 ms holding the GIL) delay the paint — on X the window stayed black ~130 ms after
-    # it was mapped — and the first overlay comes no sooner (docs/PERFORMANCE.md): painting needs the GIL too.
+    # onnxruntime, OpenCV, ~150 ms holding the GIL) delay the paint — on X the window stayed black ~0.1 s after it
+    # was mapped — and the first overlay comes no sooner (docs/PERFORMANCE.md): painting needs the GIL too.
     from app.ui.first_paint import after_first_paint
 
     after_first_paint(window, lambda: _load_initial(window, args))

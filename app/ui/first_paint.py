@@ -1,5 +1,5 @@
 """Work that waits for the window's first paint: at start-up the model's load (the worker's imports hold the GIL
-~150 ms, and painting needs it too — on X the window stayed black ~130 ms after it was mapped)."""
+~150 ms, and painting needs it too — on X the window stayed black ~0.1 s after it was mapped)."""
 
 from __future__ import annotations
 

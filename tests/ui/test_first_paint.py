@@ -1,5 +1,5 @@
 """Start-up asks for the model once the window is painted (app.ui.first_paint): a timer posted right after show()
-ran before the X server's expose arrived, and the worker's imports then kept the window black ~130 ms."""
+ran before the X server's expose arrived, and the worker's imports then kept the window black ~0.1 s."""
 
 from __future__ import annotations
 
