@@ -14,8 +14,13 @@ import json
 import logging
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from app import __version__
+
+if TYPE_CHECKING:
+    from app.inference.session import DeviceRequest
+    from app.inference.spec import ModelSpec
 
 EXIT_OK, EXIT_SOME_FAILED, EXIT_USAGE = 0, 1, 2
 
@@ -57,7 +62,8 @@ def _handled(args: argparse.Namespace) -> int:
     from app.errors import SegLensError
 
     try:
-        return args.handler(args)
+        code: int = args.handler(args)  # each command's cmd_* returns its exit code
+        return code
     except SegLensError as exc:
         print(f"error: {_shown(exc)}", file=sys.stderr)
         return EXIT_USAGE
@@ -192,7 +198,7 @@ def _add_model_options(parser: argparse.ArgumentParser) -> None:
                              "use_tf32=false, cudnn_conv_algo_search=EXHAUSTIVE, intra_op_threads=2, device_argmax=off")
 
 
-def _runtime(args: argparse.Namespace) -> dict:
+def _runtime(args: argparse.Namespace) -> dict[str, Any]:
     from app.errors import SegLensError
     from app.inference.runtime import parse_runtime_arguments
 
@@ -202,7 +208,7 @@ def _runtime(args: argparse.Namespace) -> dict:
         raise SegLensError(str(exc)) from exc
 
 
-def _tiled(spec, tile: bool | None):
+def _tiled(spec: ModelSpec, tile: bool | None) -> ModelSpec:
     from app.errors import ModelError
     from app.inference.tiling import with_tiling
 
@@ -212,7 +218,7 @@ def _tiled(spec, tile: bool | None):
         raise ModelError(f"--tile: {exc}") from exc
 
 
-def _device(text: str):
+def _device(text: str) -> DeviceRequest:
     from app.inference.session import DeviceRequest
 
     try:

@@ -9,11 +9,19 @@ import argparse
 import json
 import sys
 from types import SimpleNamespace
+from typing import TYPE_CHECKING, Any, cast
 
 from app.cli import DEFAULT_REPORT_NAME, EXIT_OK, EXIT_SOME_FAILED, EXIT_USAGE, _runtime, _shown
 
+if TYPE_CHECKING:
+    from app.inference.session import SessionInfo
+    from app.inference.spec import ModelSpec
+    from app.io.discover import InputFile
+    from app.runs.volume_run import VolumeOptions
 
-def run_on_cluster(args: argparse.Namespace, spec, min_confidence, inputs, volume_options, *, started: float) -> int:
+
+def run_on_cluster(args: argparse.Namespace, spec: ModelSpec, min_confidence: float | None,
+                   inputs: list[InputFile], volume_options: VolumeOptions | None, *, started: float) -> int:
     """The run of `cmd_run` on Ray: the same checks, report, provenance and exit codes as a local run."""
     from app.cli.run import _print_summary, _Progress, _remove_stale_temporaries
     from app.runs import ray_driver, ray_run
@@ -49,8 +57,9 @@ def run_on_cluster(args: argparse.Namespace, spec, min_confidence, inputs, volum
             infos = [ray_run.actor_info(actor) for actor in actors]
             _announce_actors(infos, spec)
             identity = RunIdentity.of(spec, threshold=args.threshold, min_confidence=min_confidence,
-                                      session=SimpleNamespace(**{k: infos[0][k] for k in
-                                                                 ("provider", "requested", "fallback_reason")}))
+                                      # the three fields RunIdentity.of reads, as the first actor's session has them
+                                      session=cast("SessionInfo", SimpleNamespace(**{k: infos[0][k] for k in (
+                                          "provider", "requested", "fallback_reason")})))
             stale = resume_problem(report_path, identity) if args.resume else None
             if stale:
                 print(f"error: --resume into {_shown(args.out)}: {_shown(stale)}; run without "
@@ -79,13 +88,13 @@ def run_on_cluster(args: argparse.Namespace, spec, min_confidence, inputs, volum
         print(f"note: {_shown(notice)}", file=sys.stderr)
     nodes = sorted({info["node"] for info in infos})
     labels = ", ".join(sorted({info["provider_label"] for info in infos}))
-    _print_summary(summary, SimpleNamespace(provider_label=f"{labels} on {len(actors)} Ray actor(s), "
-                                                           f"{len(nodes)} node(s)"), args.out, report_path)
+    cluster = SimpleNamespace(provider_label=f"{labels} on {len(actors)} Ray actor(s), {len(nodes)} node(s)")
+    _print_summary(summary, cast("SessionInfo", cluster), args.out, report_path)  # it reads provider_label
     print(_shown(identity.summary_line(report_path)))
     return EXIT_OK if summary.failed == 0 else EXIT_SOME_FAILED
 
 
-def _announce_actors(infos: list[dict], spec) -> None:
+def _announce_actors(infos: list[dict[str, Any]], spec: ModelSpec) -> None:
     """Each actor's session as it really runs: a GPU asked for (or `auto`) and not used is said, with the cause, per
     node, as a local run says it."""
     for node, requested, reason in sorted({(i["node"], i["requested"], i["fallback_reason"]) for i in infos

@@ -10,7 +10,7 @@ from pathlib import Path
 from app.cli import EXIT_OK, EXIT_SOME_FAILED, _runtime, _shown, resolved_model
 
 
-def add_report_command(commands) -> None:
+def add_report_command(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Register `report` on the subcommand parser."""
     from app.cli import _add_model_options, _fraction
 

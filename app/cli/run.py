@@ -6,12 +6,25 @@ import argparse
 import os
 import sys
 import time
+from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
+from typing import TYPE_CHECKING, Any, cast
 
 from app.cli import DEFAULT_REPORT_NAME, EXIT_OK, EXIT_SOME_FAILED, EXIT_USAGE, _runtime, _shown, _tiled, resolved_model
 
 # --- run ---------------------------------------------------------------------------------------------
+
+if TYPE_CHECKING:
+    from app.inference.session import SessionInfo
+    from app.inference.spec import ModelSpec
+    from app.io.discover import InputFile
+    from app.runs.compare import Compared
+    from app.runs.metrics_report import MetricsSummary
+    from app.runs.ray_driver import RayProgress
+    from app.runs.volume_run import VolumeOptions
+    from app.runs.writer import Outcome, RunSummary
+
 
 def cmd_run(args: argparse.Namespace) -> int:
     started = time.time()  # temporaries older than this run are a killed run's; newer ones are nobody's to take
@@ -139,8 +152,8 @@ def cmd_compare(args: argparse.Namespace) -> int:
     with OutputLock(args.out):  # everything compare writes, its metrics and record included, under the lock
         _remove_stale_temporaries(args.out, started)
         record_compare(args.out / REPORT_NAME, *identities)
-        summary, metrics, report = compare_inputs(*models, inputs, out_dir=args.out, progress=progress.update,
-                                                  key=key)
+        summary, metrics, report = compare_inputs(models[0], models[1], inputs, out_dir=args.out,
+                                                  progress=progress.update, key=key)
         written = metrics.write(args.out)
     progress.close()
     progress.print_misfits()
@@ -152,7 +165,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
     return EXIT_OK if summary.failed == 0 else EXIT_SOME_FAILED
 
 
-def _anonymize_terminal(args: argparse.Namespace, inputs) -> None:
+def _anonymize_terminal(args: argparse.Namespace, inputs: Sequence[InputFile]) -> None:
     """--anonymize: from here on every line printed names each input by its pseudonymous name, whoever built it
     (app.cli.console.Terminal, app.runs.private_names.LineRedactor)."""
     terminal = getattr(args, "terminal", None)
@@ -173,7 +186,7 @@ def _compare_key(args: argparse.Namespace) -> bytes:
     return pseudonym_key()
 
 
-def _announce_volumes(inputs, args: argparse.Namespace):
+def _announce_volumes(inputs: Sequence[InputFile], args: argparse.Namespace) -> VolumeOptions | None:
     """The run's VolumeOptions when it has volumes or --anonymize (None otherwise: an image-only run under
     --anonymize still names its images by their pseudonyms); each volume's warnings (a gap, a split series, an
     order by InstanceNumber) printed once, before the run."""
@@ -190,20 +203,20 @@ def _announce_volumes(inputs, args: argparse.Namespace):
         return VolumeOptions(anonymize=True, pseudonym_key=pseudonym_key()) if args.anonymize else None
 
     for item in volumes:
-        for warning in item.volume.warnings:
+        for warning in item.volume.warnings if item.volume is not None else ():  # every one is a volume
             print(f"warning: {_shown(item.path)}: {_shown(warning)}", file=sys.stderr)
     return VolumeOptions(exports=args.export, per_slice=args.per_slice, opacity=args.opacity,
                          anonymize=args.anonymize, pseudonym_key=pseudonym_key() if args.anonymize else b"")
 
 
-def _print_metrics(metrics, written: list[Path]) -> None:
+def _print_metrics(metrics: MetricsSummary, written: list[Path]) -> None:
     """The metrics summary and the files `metrics.write` wrote (inside the run's lock, before this)."""
     for line in metrics.lines():
         print(_shown(line))
     print("metrics: " + ", ".join(_shown(p) for p in written))
 
 
-def _print_summary(summary, info, out: Path, report_path: Path) -> None:
+def _print_summary(summary: RunSummary, info: SessionInfo, out: Path, report_path: Path) -> None:
     resumed = f" ({summary.resumed} done by an earlier run)" if summary.resumed else ""
     print(f"{_counted(summary.total, 'input')}: {summary.ok} ok{resumed}, {summary.failed} failed; provider "
           f"{info.provider_label}; outputs in {_shown(out)}, report {_shown(report_path)}")
@@ -216,7 +229,8 @@ def _counted(count: int, noun: str) -> str:
     return f"{count} {noun}{'' if count == 1 else 's'}"
 
 
-def _anonymized_names(inputs, options):
+def _anonymized_names(inputs: Sequence[InputFile],
+                      options: VolumeOptions | None) -> tuple[list[Path], list[str]] | None:
     """(output stems, report paths) of the inputs under --anonymize (app.runs.private_names), else None."""
     if options is None or not options.anonymize:
         return None
@@ -226,7 +240,7 @@ def _anonymized_names(inputs, options):
     return stems, [stem.as_posix() for stem in stems]
 
 
-def _anonymize_problem(args: argparse.Namespace, options) -> str | None:
+def _anonymize_problem(args: argparse.Namespace, options: VolumeOptions | None) -> str | None:
     """Why the --anonymize / --export source combination cannot run (one line), None when it can."""
     if args.export and "source" in args.export and not args.anonymize:
         return "--export source writes the source series de-identified: it needs --anonymize"
@@ -245,7 +259,7 @@ def _remove_stale_temporaries(out: Path, started: float) -> None:
               file=sys.stderr)
 
 
-def _announce_session(info, spec) -> None:
+def _announce_session(info: SessionInfo, spec: ModelSpec) -> None:
     if info.fallback_reason and info.requested.startswith("cuda"):
         print(f"warning: CUDA was requested but {_shown(spec.path.name)} runs on the CPU: {info.fallback_reason}",
               file=sys.stderr)
@@ -259,15 +273,15 @@ class _Progress:
     def __init__(self, total: int, *, enabled: bool) -> None:
         self.total, self.enabled = total, enabled
         self.started = time.perf_counter()
-        self.misfits: dict[str, list] = {}  # why an image does not fit the model → [inputs, the first one's name]
+        self.misfits: dict[str, list[Any]] = {}  # why an image does not fit the model → [inputs, the first one's name]
 
-    def update(self, outcome, summary) -> None:
+    def update(self, outcome: Outcome | Compared | RayProgress, summary: RunSummary) -> None:
         if outcome.error:
             self._clear()
             print(f"error: {_shown(outcome.error)}", file=sys.stderr)
-        elif getattr(outcome, "scored", None) is not None and outcome.scored.notice:
+        elif (scored := getattr(outcome, "scored", None)) is not None and scored.notice:
             self._clear()
-            print(f"note: {_shown(outcome.scored.notice)}", file=sys.stderr)
+            print(f"note: {_shown(scored.notice)}", file=sys.stderr)
         self._keep_misfits(outcome)
         if not self.enabled:
             return
@@ -290,12 +304,13 @@ class _Progress:
             sys.stderr.write(f"\r\x1b[K  slices {done}/{total}")
             sys.stderr.flush()
 
-    def _keep_misfits(self, outcome) -> None:
+    def _keep_misfits(self, outcome: Outcome | Compared | RayProgress) -> None:
         """An image that does not fit the model (app.inference.fit): counted here, said once per reason at the
         end (a folder of photos into a CT model would otherwise print a line per photo)."""
         kept = getattr(outcome, "result", None) or getattr(outcome, "volume", None) or outcome  # compare: itself
         for reason in getattr(kept, "warnings", ()):
-            first = getattr(outcome, "name", None) or outcome.input.path.name  # a pseudonym under --anonymize
+            # a pseudonym under --anonymize; a RayProgress has no warnings, so never comes here
+            first = getattr(outcome, "name", None) or cast("Outcome | Compared", outcome).input.path.name
             self.misfits.setdefault(reason, [0, first])[0] += 1
 
     def print_misfits(self) -> None:

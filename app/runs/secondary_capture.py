@@ -118,7 +118,7 @@ def burned_slice(display: np.ndarray, mask: np.ndarray, segments: Sequence[Segme
 
 def write_series(volume: Volume, labels: np.ndarray, segments: Sequence[Segment], out_dir: Path, *,
                  display: Callable[[int], np.ndarray], opacity: float, algorithm: Algorithm,
-                 prepare: Callable[[object], None] | None = None,
+                 prepare: Callable[[Dataset], None] | None = None,
                  sources: Callable[[list[Dataset]], list[Dataset]] | None = None) -> list[Path]:
     """Write `<out_dir>/sc_<k+1:04d>.dcm` for every slice k into a partial folder, then swap it into place.
     `prepare(image)` right before each is saved (app.runs.deidentify.VolumePrivacy.finish_derived);

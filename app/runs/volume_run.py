@@ -24,7 +24,8 @@ from app.inference.verdict import Verdict, image_score, uncertainty, verdict_of
 from app.io.images import DecodedImage
 from app.io.volumes import Volume
 from app.runs.outputs import ReportWriter, unique_names, write_result_images
-from app.runs.pseudonyms import pseudonym_key, pseudonym_of  # noqa: F401 (pseudonym_key: the faces import it here)
+from app.runs.pseudonyms import pseudonym_key as pseudonym_key  # re-exported: the faces import it from here
+from app.runs.pseudonyms import pseudonym_of
 from app.runs.volume_exports import EXPORTS, Algorithm
 
 if TYPE_CHECKING:
