@@ -44,9 +44,19 @@ def error_line(path: Path, exc: BaseException) -> str:
     return message if message.startswith(str(path)) else f"{path}: {message}"
 
 
-def unexpected_error_line(path: Path, exc: BaseException) -> str:
+def unexpected_error_line(path: Path | str, exc: BaseException) -> str:
     """One line for an error nobody planned for: the file, the exception type, its first 300 characters."""
-    return f"{path}: unexpected error ({type(exc).__name__}: {' '.join(str(exc).split())[:300]})"
+    return f"{path}: unexpected error ({one_line(exc, most=300, typed=True)})"
+
+
+def one_line(exc: BaseException, *, most: int = 200, typed: bool = False) -> str:
+    """`exc`'s message on one line and at most `most` characters (a library's message may be long), or its type's
+    name where the message says nothing. `typed` puts the type first for an error nobody planned for
+    (`KeyError: 'x'`: the message alone would not say what went wrong); a SegLensError is already such a line."""
+    text = " ".join(str(exc).split())[:most]
+    if typed and not isinstance(exc, SegLensError):
+        return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+    return text or type(exc).__name__
 
 
 def with_article(noun: str) -> str:

@@ -59,7 +59,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def _handled(args: argparse.Namespace) -> int:
     """The command's exit code; a SegLensError or a bug ends in one line."""
-    from app.errors import SegLensError
+    from app.errors import SegLensError, one_line
 
     try:
         code: int = args.handler(args)  # each command's cmd_* returns its exit code
@@ -72,7 +72,7 @@ def _handled(args: argparse.Namespace) -> int:
         return 130
     except Exception as exc:  # a bug must still end in one line; -v shows the traceback
         logging.getLogger("app.cli").debug("unexpected error", exc_info=True)
-        print(f"error: unexpected {type(exc).__name__}: {_shown(' '.join(str(exc).split())[:300])} "
+        print(f"error: unexpected {_shown(one_line(exc, most=300, typed=True))} "
               "(run with -v for details)", file=sys.stderr)
         return EXIT_USAGE
 

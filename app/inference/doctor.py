@@ -14,6 +14,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from app.errors import one_line
 from app.inference import diagnostics, providers
 from app.inference.providers import (
     CPU,
@@ -104,7 +105,7 @@ def check_provider(provider: str) -> ProviderCheck:
             session = ort.InferenceSession(_tiny_model(), providers=providers)
             active = session.get_providers()[0]
         except Exception as exc:
-            return ProviderCheck(provider, False, " ".join(str(exc).split())[:300])
+            return ProviderCheck(provider, False, one_line(exc, most=300))
     if active == provider:
         return ProviderCheck(provider, True, f"ran on {provider}")
     lines = captured.lines + notes

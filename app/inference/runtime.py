@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from app.errors import ModelError
+from app.errors import ModelError, one_line
 from app.inference.providers import CPU, CUDA, TENSORRT
 from app.inference.validators import boolean, choice, whole
 from app.io.files import file_sha256
@@ -154,7 +154,7 @@ def with_device_argmax(model_path: Path, channel_axis: int) -> bytes:
     # onnx raises its own types here (checker.ValidationError for missing external weights, protobuf's
     # DecodeError, ValueError past protobuf's 2 GB limit): each is a broken or unsupported model file
     except Exception as exc:
-        reason = " ".join(str(exc).split())[:300] or type(exc).__name__
+        reason = one_line(exc, most=300)
         raise ModelError(f"{model_path}: cannot add the on-device ArgMax ({reason}); "
                          "try --runtime device_argmax=off") from exc
 

@@ -130,6 +130,12 @@ class ModelSpec:
     def class_names(self) -> tuple[str, ...]:
         return tuple(c.name for c in self.classes)
 
+    @property
+    def label_count(self) -> int:
+        """How many label values a mask of this model can hold: its classes, and at least 2 (background and
+        foreground) for a model of one class or none, whose mask is still a two-valued one."""
+        return max(len(self.classes), 2)
+
 
 def load_spec(model_path: str | Path, sidecar: str | Path | None = None) -> ModelSpec:
     """Build the spec of the model at `model_path`; `sidecar` overrides the `<model>.yaml` found beside it."""

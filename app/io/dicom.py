@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from app.errors import ImageError
+from app.errors import ImageError, one_line
 from app.io.limits import check_decoded, check_slices, image_bytes_limit, megapixels
 from app.io.window import apply_window, auto_window
 
@@ -55,9 +55,9 @@ def read_dicom(path: Path, *, frame: int = 0, max_pixels: int) -> DicomRead:
     try:
         ds = pydicom.dcmread(str(path), force=False)
     except InvalidDicomError as exc:
-        raise ImageError(f"{path}: not a valid DICOM file ({_one_line(exc)})") from exc
+        raise ImageError(f"{path}: not a valid DICOM file ({one_line(exc)})") from exc
     except (OSError, EOFError, ValueError, KeyError, TypeError, AttributeError) as exc:
-        raise ImageError(f"{path}: damaged or truncated DICOM file ({_one_line(exc)})") from exc
+        raise ImageError(f"{path}: damaged or truncated DICOM file ({one_line(exc)})") from exc
     if "PixelData" not in ds:
         raise ImageError(f"{path}: DICOM file without an image (no Pixel Data), e.g. a structured report")
     rows, columns, frames = _geometry(ds, path)
@@ -95,7 +95,7 @@ def _geometry(ds: Dataset, path: Path) -> tuple[int, int, int]:
         frames = int(ds.get("NumberOfFrames", 1) or 1)
     except (TypeError, ValueError) as exc:
         raise ImageError(f"{path}: damaged DICOM header (Rows, Columns or Number of Frames: "
-                         f"{_one_line(exc)})") from exc
+                         f"{one_line(exc)})") from exc
     if rows < 1 or columns < 1 or frames < 1:
         raise ImageError(f"{path}: damaged DICOM header ({frames} frames of {columns}×{rows} pixels)")
     return rows, columns, frames
@@ -131,7 +131,7 @@ def _pixel_array(ds: Dataset, path: Path) -> np.ndarray:
         raise ImageError(f"{path}: compressed DICOM ({name}) needs a decoder that is not installed "
                          f"({_decoder_fix(packages)})") from exc
     except Exception as exc:  # truncated pixel data and friends
-        raise ImageError(f"{path}: cannot decode the DICOM pixel data ({_one_line(exc)})") from exc
+        raise ImageError(f"{path}: cannot decode the DICOM pixel data ({one_line(exc)})") from exc
 
 
 def _rescale(ds: Dataset, values: np.ndarray) -> np.ndarray:
@@ -174,6 +174,3 @@ def _header_text(value: Any, *, most: int = 200) -> str:
     text = " ".join(text.split())
     return text if len(text) <= most else text[:most - 3] + "..."
 
-
-def _one_line(exc: BaseException) -> str:
-    return " ".join(str(exc).split())[:200] or type(exc).__name__

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from app.errors import ImageError
+from app.errors import ImageError, one_line
 from app.io.limits import check_decoded, check_slices, megapixels, size_text, volume_bytes_limit
 from app.io.regular import open_regular, regular_problem
 from app.io.volumes import SliceRef, Volume
@@ -122,7 +122,7 @@ class _Source:
         except MemoryError as exc:
             raise ImageError(f"{self.path}: not enough memory to read this volume") from exc
         except Exception as exc:  # truncated gzip, short file, bad scaling: nibabel raises many kinds
-            raise ImageError(f"{self.path}: damaged NIfTI data ({_one_line(exc)})") from exc
+            raise ImageError(f"{self.path}: damaged NIfTI data ({one_line(exc)})") from exc
         return np.ascontiguousarray(np.asarray(values, dtype=np.float32).T)
 
     def _gzip_plane(self, where: tuple[slice | int, ...]) -> np.ndarray:
@@ -225,8 +225,5 @@ def _load(path: Path) -> NiftiImage:
     try:
         return nib.load(str(path))
     except Exception as exc:  # ImageFileError, HeaderDataError, EOFError, zlib/gzip errors…
-        raise ImageError(f"{path}: damaged NIfTI header ({_one_line(exc)})") from exc
+        raise ImageError(f"{path}: damaged NIfTI header ({one_line(exc)})") from exc
 
-
-def _one_line(exc: BaseException) -> str:
-    return " ".join(str(exc).split())[:200] or type(exc).__name__

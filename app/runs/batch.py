@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, cast
 
 import numpy as np
 
-from app.errors import SegLensError, error_line, unexpected_error_line
+from app.errors import SegLensError, error_line, one_line, unexpected_error_line
 from app.inference import pipeline
 from app.inference.session import ModelSession
 from app.io.discover import InputFile, output_stems
@@ -125,7 +125,7 @@ def run_inputs(
             from app.logs import log_exception
 
             log_exception(log, logging.ERROR, f"the run stopped at input {current}", exc)  # its text at DEBUG
-            stopped_at, why = current, f"the run stopped: {_one_line(exc)}"
+            stopped_at, why = current, f"the run stopped: {one_line(exc, typed=True)}"
             summary.failed += len(inputs) - current
     finally:
         writer.close()
@@ -145,16 +145,12 @@ def _stop_for_writer(writer: Writer, inputs: Sequence[InputFile], summary: RunSu
     """The writer died: inputs it recorded keep their rows, the rest are listed as skipped where the report can
     still be written (it may be what failed), and the run ends with one line."""
     done = writer.recorded
-    why = f"the run stopped: {_one_line(cast(BaseException, writer.failure))}"  # called once the writer failed
+    why = f"the run stopped: {one_line(cast(BaseException, writer.failure), typed=True)}"  # the writer failed
     with contextlib.suppress(Exception):
         _list_unprocessed(inputs[done:], why, summary, report, writer.names and writer.names[done:])
     raise RunStopped(f"{why} ({done} of {len(inputs)} inputs finished and reported; the rest not processed)") \
         from writer.failure
 
-
-def _one_line(exc: BaseException) -> str:
-    text = " ".join(str(exc).split())[:200]
-    return text if isinstance(exc, SegLensError) else f"{type(exc).__name__}: {text}"
 
 
 def _list_unprocessed(rest: Sequence[InputFile], why: str, summary: RunSummary, report: ReportWriter | None,

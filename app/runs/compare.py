@@ -158,7 +158,7 @@ def image_agreement(model_a: ModelSession, model_b: ModelSession, item: InputFil
     result_b = pipeline.run_image(model_b, image)
     a, b = _mask(result_a), _mask(result_b)
     codes = disagreement_map(a, b)
-    return Agreement(image_metrics(b, a, max(len(model_a.spec.classes), 2)), _counts(codes), a.shape,
+    return Agreement(image_metrics(b, a, model_a.spec.label_count), _counts(codes), a.shape,
                      image.display(), codes, tuple(dict.fromkeys((*result_a.warnings, *result_b.warnings))))
 
 
@@ -167,7 +167,7 @@ def volume_agreement(model_a: ModelSession, model_b: ModelSession, volume: Volum
     """Both models on every slice of `volume`, measured as one volume: the slices' confusion matrices summed, so
     IoU and Dice count every voxel (a mean of per-slice IoUs would weigh a slice with 3 voxels like one with
     3000). One slice is held at a time. Raises pipeline.Stopped when `should_stop()` says so."""
-    n_classes = max(len(model_a.spec.classes), 2)
+    n_classes = model_a.spec.label_count
     total: np.ndarray | None = None
     counts = np.zeros(3, np.int64)
     warnings: dict[str, None] = {}

@@ -174,7 +174,7 @@ class ReferenceScorer:
     keyed name (`reference/ref-<keyed id>`), the folder by `reference-folder-<keyed id>`."""
 
     def __init__(self, root: Path, spec: ModelSpec, inputs: Sequence[InputFile], *, key: bytes = b"") -> None:
-        self.root, self.n_classes = Path(root), max(len(spec.classes), 2)
+        self.root, self.n_classes = Path(root), spec.label_count
         self.index = ReferenceIndex(self.root, [item.rel for item in inputs])
         self.columns = metric_columns(spec)
         self.key = key

@@ -89,7 +89,7 @@ def _write(out_stem: Path, suffix: str, data: bytes) -> Path:
 def _task_columns(spec: ModelSpec) -> tuple[list[str], list[str]]:
     """(pixels per class, top-k) column names: one pixel column per class, no more top-k than classes."""
     classes = unique_names([f"pixels_{name}" for name in spec.class_names], reserved={"pixels_other"})
-    k = min(spec.postprocess.top_k, max(len(spec.classes), 2))
+    k = min(spec.postprocess.top_k, spec.label_count)
     return classes, [c for i in range(1, k + 1) for c in (f"top{i}", f"top{i}_score")]
 
 

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from app.errors import one_line
 from app.io.discover import InputFile, output_stems
 from app.runs.outputs import ReportWriter
 from app.runs.ray_run import Actor, ActorFactory, RayOptions
@@ -153,9 +154,9 @@ class _Driver:
             if chunk.tries <= self.options.retries:
                 self._submit(chunk)  # on whichever actor is next: the replacement queues it behind its warm-up
                 return
-            chunk.rows = self._error_rows(chunk, f"failed on the cluster after {chunk.tries} tries: {_one_line(exc)}")
+            chunk.rows = self._error_rows(chunk, f"failed on the cluster after {chunk.tries} tries: {one_line(exc)}")
         except ray.exceptions.RayTaskError as exc:  # a bug in the actor's code: these inputs' error rows
-            chunk.rows = self._error_rows(chunk, f"failed on the cluster: {_one_line(exc)}")
+            chunk.rows = self._error_rows(chunk, f"failed on the cluster: {one_line(exc)}")
         self.finished += 1
         if self.on_chunk is not None:
             self.on_chunk(self.finished)
@@ -250,6 +251,3 @@ def _with_node(row: list[str], node: str) -> list[str]:
     cut = len(row) - len(STAGES) - len(TRAILING_COLUMNS)
     return [*row[:cut], node, *row[cut:]]
 
-
-def _one_line(exc: BaseException) -> str:
-    return " ".join(str(exc).split())[:200]

@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
-from app.errors import SegLensError
+from app.errors import SegLensError, one_line
 from app.io.discover import InputFile
 from app.runs.volume_run import VolumeOptions
 
@@ -110,7 +110,7 @@ def connect(address: str, *, num_cpus: int | None = None) -> None:
         else:
             ray.init(address=address, **kwargs)
     except (ConnectionError, RuntimeError, ValueError) as exc:
-        raise SegLensError(f"--ray {address}: cannot reach the Ray cluster ({' '.join(str(exc).split())[:200]})") \
+        raise SegLensError(f"--ray {address}: cannot reach the Ray cluster ({one_line(exc)})") \
             from exc
 
 

@@ -265,7 +265,7 @@ def corrected_metrics(review_dir: Path, spec: ModelSpec) -> MetricsFn:
     from app.io.references import read_reference
     from app.runs.review import find_corrected_mask
 
-    n_classes = max(len(spec.classes), 2)
+    n_classes = spec.label_count
 
     def measure(item: InputFile, mask: np.ndarray) -> dict[str, float] | None:
         found = find_corrected_mask(review_dir, item.rel.as_posix())

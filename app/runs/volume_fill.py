@@ -16,6 +16,7 @@ from typing import cast
 
 import numpy as np
 
+from app.errors import one_line
 from app.inference import pipeline
 from app.inference.session import ModelSession
 from app.io.volumes import Volume, read_slice
@@ -60,7 +61,7 @@ class VolumeFill:
 
     def fail(self, k: int, exc: BaseException) -> None:
         """Slice `k` could not be read or run: the count has failed (the worker's own errors come here too)."""
-        self.errors[k] = _one_line(exc)
+        self.errors[k] = one_line(exc, most=300)
 
     def add(self, k: int, mask: np.ndarray) -> None:
         """A slice already run (the one the reader looks at): counted without running it again."""
@@ -147,7 +148,3 @@ def _tensor(prepared: pipeline.Prepared) -> np.ndarray:
     """The tensor of a slice batched with others: those are not tiled, so they have one."""
     return cast(np.ndarray, prepared.tensor)
 
-
-def _one_line(exc: BaseException) -> str:
-    """An exception's message on one line, capped (the legend wraps it; a model's message may be long)."""
-    return " ".join(str(exc).split())[:300] or type(exc).__name__

@@ -165,7 +165,7 @@ class Editor(QObject):
         folder, rel, _ = self.destination(str(view.path))
         path = find_corrected_mask(folder, rel)
         try:
-            earlier = read_reference(path, max(len(self._state.model.spec.classes), 2)) if path else None
+            earlier = read_reference(path, self._state.model.spec.label_count) if path else None
         except Exception as exc:  # an unreadable earlier correction: start from the model's mask, say so
             from app.logs import file_ref, log_exception
 

@@ -40,7 +40,7 @@ def compare(path: str, mask: np.ndarray, tuning, spec, indexes: dict[str, Refere
             return Scored("", None, f"{Path(path).name}: {why}"), None
     else:
         return None, None
-    n_classes = max(len(spec.classes), 2)
+    n_classes = spec.label_count
     try:
         reference = read_reference(found, n_classes)
     except SegLensError as exc:

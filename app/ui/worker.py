@@ -298,7 +298,7 @@ class InferenceWorker(VolumeFillSlots, BatchSlots, QObject):
             return replace(view, error_b=model_b_error_line(self._model_b.spec.path, exc))
         if result_b.labels is None or view.result.labels is None:
             return view
-        agreement = image_metrics(result_b.mask, view.result.mask, max(len(self._model.spec.classes), 2))
+        agreement = image_metrics(result_b.mask, view.result.mask, self._model.spec.label_count)
         return replace(view, result_b=result_b, display_mask_b=display_labels(result_b, view)[0],
                        agreement=agreement)
 
@@ -321,7 +321,7 @@ class InferenceWorker(VolumeFillSlots, BatchSlots, QObject):
                     from app.inference.metrics import image_metrics
 
                     view = replace(view, agreement=image_metrics(view.result_b.mask, result.mask,
-                                                                 max(len(model.spec.classes), 2)))
+                                                                 model.spec.label_count))
             view = settled(self._compared(decided(view, tuning, model.spec), model.spec))
         except Exception as exc:
             self.failed.emit(request.request_id, view.key.path, failure_line(view.path, exc))
@@ -380,14 +380,14 @@ def _content_sha256(path: Path) -> str:
 def model_b_error_line(model_path: Path, exc: Exception) -> str:
     """Model B's failure on a picture as B's one line (`b.onnx: non-finite model output …`): a model's own errors
     name the model, not the image; an unexpected one goes to the log in full."""
-    from app.errors import SegLensError
+    from app.errors import SegLensError, unexpected_error_line
 
     if isinstance(exc, SegLensError):
-        return " ".join(str(exc).split())
+        return str(exc)  # already one line
     from app.logs import log_exception
 
     log_exception(log, logging.ERROR, f"model B {model_path.name} failed", exc)
-    return f"{model_path.name}: unexpected error ({type(exc).__name__}: {' '.join(str(exc).split())[:300]})"
+    return unexpected_error_line(model_path.name, exc)
 
 
 def compare_summary(total: int, unreadable: int, failed: int, first: str) -> str:

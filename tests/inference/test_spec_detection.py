@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 from onnx_factory import class_metadata
 
@@ -98,3 +100,10 @@ def test_corrupt_file_is_refused(tmp_path):
 def test_missing_file_is_refused(tmp_path):
     with pytest.raises(ModelError, match="missing.onnx: model file not found"):
         load_spec(tmp_path / "missing.onnx")
+
+
+def test_label_count_is_the_classes_and_at_least_two(models):
+    spec = load_spec(models("rgb_classes"))
+    assert spec.label_count == 3
+    assert replace(spec, classes=spec.classes[:1]).label_count == 2  # one class: its mask still holds 0 and 1
+    assert replace(spec, classes=()).label_count == 2
