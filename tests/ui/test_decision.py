@@ -164,7 +164,8 @@ def test_run_on_all_uses_the_readers_threshold_and_records_it(qtbot, make_main_w
     assert np.flatnonzero(mask.any(axis=0)).tolist() == list(range(156, 256))  # p > 0.9, as on screen
     record = json.loads((out / "seglens_report.csv.run.json").read_text())
     assert record["threshold"] == pytest.approx(0.9) and record["thresholds"]["threshold"] == pytest.approx(0.9)
-    assert json.loads(png_text(out / "a_gradient.png_mask.png")["SegLens"])["thresholds"]["threshold"] == pytest.approx(0.9)
+    stamped = json.loads(png_text(out / "a_gradient.png_mask.png")["SegLens"])
+    assert stamped["thresholds"]["threshold"] == pytest.approx(0.9)
     assert window.state.badge(str(folder / "a_gradient.png"))[1] is False  # decided at the threshold now set
 
 
