@@ -9,6 +9,7 @@ are no class) is a one-line notice in the result, never an exception.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -18,8 +19,11 @@ from app.io.references import ReferenceIndex, read_reference
 from app.runs.metrics_report import Scored
 from app.runs.review import find_corrected_mask, review_folder
 
+if TYPE_CHECKING:
+    from app.inference.labelmap import LabelMap
 
-def compare(path: str, mask: np.ndarray, tuning, spec, indexes: dict[str, ReferenceIndex]
+
+def compare(path: str, mask: np.ndarray | LabelMap, tuning, spec, indexes: dict[str, ReferenceIndex]
             ) -> tuple[Scored | None, np.ndarray | None]:
     """(the mask measured against the image's reference, the reference labels) — (None, None) when there is no
     reference to look for; (a Scored with its notice, None) when one was looked for and not usable. `mask` may
@@ -29,6 +33,7 @@ def compare(path: str, mask: np.ndarray, tuning, spec, indexes: dict[str, Refere
     except ValueError:
         return None, None
     corrected = find_corrected_mask(review_folder(Path(tuning.input_root)), rel.as_posix())
+    found: Path | None
     if corrected is not None:
         found = corrected
     elif tuning.reference_root:

@@ -15,6 +15,7 @@ if TYPE_CHECKING:
     import numpy as np
     from PySide6.QtGui import QImage
 
+    from app.inference.metrics import ImageMetrics
     from app.inference.pipeline import Result
     from app.inference.session import SessionInfo
     from app.inference.spec import ModelSpec
@@ -74,7 +75,7 @@ class ViewRequest:
     key: ViewKey
     generation: int = 0
     tuning: Tuning = Tuning()
-    volume: object | None = None  # app.io.volumes.Volume when `key` is a volume's slice (key.frame = the slice)
+    volume: Volume | None = None  # when `key` is a volume's slice (key.frame = the slice)
 
 
 @dataclass(frozen=True)
@@ -119,7 +120,7 @@ class ViewResult:
     # (B measured against A as the reference: app.inference.metrics.ImageMetrics)
     result_b: Result | None = None
     display_mask_b: np.ndarray | None = None
-    agreement: object | None = None
+    agreement: ImageMetrics | None = None
     error_b: str = ""  # model B failed on this picture (a NaN output): B's one line; A's result is still shown
     full_pixels: np.ndarray | None = None  # big images: the full-resolution pixels for the detail tiles
     # pixels per label value 0..255 at the image's size (the legend): exact, or estimated from `display_mask` when

@@ -10,6 +10,7 @@ thread after a mask's first conversion (Qt still turns the indexed image into a 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from collections.abc import Set as AbstractSet
 
 import numpy as np
 from PySide6.QtGui import QImage, qRgba
@@ -54,7 +55,7 @@ class OverlayImage:
         target[y0:y1, x0:x1] = self._mask[y0:y1, x0:x1]
         return image
 
-    def color_table(self, hidden: set[int]) -> list[int]:
+    def color_table(self, hidden: AbstractSet[int]) -> list[int]:
         table = []
         for label in range(256):
             r, g, b = (int(v) for v in self._colors[label])

@@ -157,7 +157,7 @@ class Legend(QGroupBox):
         self._volume_note.setWordWrap(True)
         self._volume_note.hide()
         self._grid.addWidget(self._volume_note, len(classes), 0, 1, 4)
-        self._volume_rows: list[QLabel] = []
+        self._volume_rows = []
         for info in classes:
             volume = QLabel()
             volume.setAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 from PySide6.QtCore import QObject, Signal
 
 if TYPE_CHECKING:
+    from app.runs.review import ReviewLog
     from app.ui.file_list import FileList
     from app.ui.messages import ReportRequest, Tuning
     from app.ui.review_panel import ReviewPanel
@@ -35,7 +36,7 @@ class Reviewer(QObject):
         self._files = files
         self._panel = panel
         self._status = status
-        self._log = None  # app.runs.review.ReviewLog of the current inputs and model
+        self._log: ReviewLog | None = None  # of the current inputs and model
         self.model_path: Path | None = None
         # the loaded model's, hashed on the worker (ModelSummary.sha256): hashing here stalls the GUI on a big model
         self.model_sha256 = ""

@@ -11,6 +11,7 @@ from PySide6.QtCore import QObject, Signal
 
 if TYPE_CHECKING:
     from app.ui.file_list import FileList
+    from app.ui.messages import Tuning
     from app.ui.status import StatusBar
     from app.ui.tuner import Tuner
     from app.ui.view_state import ViewState
@@ -29,7 +30,7 @@ class RunOnAll(QObject):
                  tuner: Tuner, parent: QObject | None = None) -> None:
         super().__init__(parent)
         self._tuner = tuner
-        self._tuning = None  # the Tuning the run was started with
+        self._tuning: Tuning | None = None  # the Tuning the run was started with
         self._state = state
         self._files = files
         self._status = status

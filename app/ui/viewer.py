@@ -236,9 +236,10 @@ class ImageViewer(QGraphicsView):
         self._clip_b.setVisible(self._split == "ab")
         self._divider.setLine(x, 0, x, height)
         self._divider.setVisible(self._split is not None and width > 0)
-        left, right = self._labels
-        left.setPos(max(0.0, x - 8 / max(self.zoom(), 1e-6) - left.boundingRect().width() / max(self.zoom(), 1e-6)), 0)
-        right.setPos(x + 8 / max(self.zoom(), 1e-6), 0)
+        left_label, right_label = self._labels
+        left_label.setPos(max(0.0, x - 8 / max(self.zoom(), 1e-6)
+                              - left_label.boundingRect().width() / max(self.zoom(), 1e-6)), 0)
+        right_label.setPos(x + 8 / max(self.zoom(), 1e-6), 0)
         for label in self._labels:
             label.setVisible(self._split is not None and width > 0 and bool(label.text()))
 
