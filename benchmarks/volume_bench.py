@@ -50,7 +50,7 @@ from app.inference import pipeline  # noqa: E402
 from app.inference.session import open_session  # noqa: E402
 from app.inference.spec import load_spec  # noqa: E402
 from app.io.discover import discover  # noqa: E402
-from app.io.volumes import read_slice  # noqa: E402
+from app.io.images import read_slice  # noqa: E402
 from app.runs.batch import run_inputs  # noqa: E402
 from app.runs.outputs import ReportWriter  # noqa: E402
 from app.runs.volume_run import VolumeOptions, volume_columns  # noqa: E402
@@ -172,7 +172,7 @@ def write_pngs(series: Path, folder: Path) -> None:
     """The series' slices as 8-bit PNGs (the model's window applied), for the 2D contrast run."""
     from PIL import Image
 
-    from app.io.images import apply_window
+    from app.io.window import apply_window
 
     folder.mkdir(exist_ok=True)
     volume = discover([series])[0].volume

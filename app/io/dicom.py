@@ -10,17 +10,18 @@ import logging
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
 from app.errors import ImageError, one_line
 from app.io.limits import check_decoded, check_slices, image_bytes_limit, megapixels
-from app.io.window import apply_window, auto_window
+from app.io.regular import open_regular
 
+# No numpy at import (it and pydicom are imported where pixels are decoded): discovery asks `has_dicom_marker`
+# of every file without an image extension on the viewer's GUI thread, which must not pay numpy's import.
 if TYPE_CHECKING:
+    import numpy as np
     from pydicom import Dataset
 
-# read_dicom's (pixels, raw real units, (center, width), invert, info, frames)
-DicomRead = tuple[np.ndarray, np.ndarray | None, tuple[float, float] | None, bool, dict[str, str], int]
+    # read_dicom's (pixels, raw real units, (center, width), invert, info, frames)
+    DicomRead = tuple[np.ndarray, np.ndarray | None, tuple[float, float] | None, bool, dict[str, str], int]
 
 INFO_FIELDS = {"PatientName": "Patient", "PatientID": "Patient ID", "StudyDate": "Study date",
                "StudyDescription": "Study", "SeriesDescription": "Series", "Modality": "Modality",
@@ -41,9 +42,20 @@ def quiet_pydicom() -> None:
 
 def is_dicom(path: Path) -> bool:
     """DICOM by extension, or by the 'DICM' marker after the 128-byte preamble."""
-    from app.io.discover import has_dicom_marker
+    return path.suffix.lower() in DICOM_EXTENSIONS or has_dicom_marker(path)
 
-    return path.suffix.lower() in (".dcm", ".dicom") or has_dicom_marker(path)
+
+DICOM_EXTENSIONS = (".dcm", ".dicom")
+
+
+def has_dicom_marker(path: Path) -> bool:
+    """'DICM' after the 128-byte preamble: a DICOM file whatever its name. A FIFO or device is never opened for
+    reading (a FIFO in an input folder hung the folder walk): it is no DICOM."""
+    try:
+        with open_regular(path) as handle:
+            return handle.read(132)[128:132] == b"DICM"
+    except OSError:
+        return False
 
 
 def read_dicom(path: Path, *, frame: int = 0, max_pixels: int) -> DicomRead:
@@ -76,15 +88,17 @@ def read_dicom(path: Path, *, frame: int = 0, max_pixels: int) -> DicomRead:
     if frames > 1:
         values = values[frame]
     photometric = str(ds.get("PhotometricInterpretation", "MONOCHROME2"))
-    info = {label: _header_text(ds.get(key)) for key, label in INFO_FIELDS.items() if ds.get(key) not in (None, "")}
+    info = {label: header_text(ds.get(key)) for key, label in INFO_FIELDS.items() if ds.get(key) not in (None, "")}
     info["Frames"] = str(frames)
     if values.ndim == 3:  # colour DICOM (ultrasound, secondary capture): RGB as it is
         rgb = _to_rgb(ds, values, photometric)
         return rgb, None, None, False, info, frames
+    from app.io.window import apply_window, auto_window
+
     real = _rescale(ds, values)
-    window = _file_window(ds) or auto_window(real)
+    window = file_window(ds) or auto_window(real)
     invert = photometric == "MONOCHROME1"
-    info["Window"] = f"C {window[0]:g} / W {window[1]:g}" + (" (from the file)" if _file_window(ds) else " (auto)")
+    info["Window"] = f"C {window[0]:g} / W {window[1]:g}" + (" (from the file)" if file_window(ds) else " (auto)")
     return apply_window(real, *window, invert=invert), real, window, invert, info, frames
 
 
@@ -136,13 +150,16 @@ def _pixel_array(ds: Dataset, path: Path) -> np.ndarray:
 
 def _rescale(ds: Dataset, values: np.ndarray) -> np.ndarray:
     """Stored values → real units: value × RescaleSlope + RescaleIntercept (HU for CT)."""
+    import numpy as np
+
     slope = float(ds.get("RescaleSlope", 1) or 1)
     intercept = float(ds.get("RescaleIntercept", 0) or 0)
     real: np.ndarray = values.astype(np.float32) * np.float32(slope) + np.float32(intercept)
     return real
 
 
-def _file_window(ds: Dataset) -> tuple[float, float] | None:
+def file_window(ds: Dataset) -> tuple[float, float] | None:
+    """The file's own (center, width), None where it has none or a damaged one."""
     center, width = ds.get("WindowCenter"), ds.get("WindowWidth")
     if center is None or width is None:
         return None
@@ -158,6 +175,8 @@ def _first(value: Any) -> float:
 
 
 def _to_rgb(ds: Dataset, values: np.ndarray, photometric: str) -> np.ndarray:
+    import numpy as np
+
     if photometric.startswith("YBR") and ds.file_meta.TransferSyntaxUID.is_compressed is False:
         from pydicom.pixels.processing import convert_color_space  # where pydicom.pixels re-exports it from
 
@@ -167,7 +186,7 @@ def _to_rgb(ds: Dataset, values: np.ndarray, photometric: str) -> np.ndarray:
     return np.ascontiguousarray(values.astype(np.uint8)[..., :3])
 
 
-def _header_text(value: Any, *, most: int = 200) -> str:
+def header_text(value: Any, *, most: int = 200) -> str:
     """A header field as one line for the info panel and reports: the standard caps these at 64 characters, a
     file may hold any length (or raw bytes, when pydicom could not decode it)."""
     text = value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)

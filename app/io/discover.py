@@ -11,11 +11,13 @@ from __future__ import annotations
 
 import hashlib
 import os
-import re
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+from app.io.dicom import DICOM_EXTENSIONS, has_dicom_marker
+from app.io.order import natural_key as natural_key  # the viewer's file list sorts with it too
 
 if TYPE_CHECKING:  # for the type checker only: importing them would bring numpy (see below)
     from app.io.series import Refused
@@ -41,10 +43,6 @@ class InputFile:
     # A DICOM series, multi-frame DICOM or NIfTI file run slice by slice (app.io.volumes). For a series of files,
     # `path` is `<folder>/<SeriesInstanceUID>` (not a file: it names the series in reports) and `rel` likewise.
     volume: Volume | None = None  # app.io.volumes.Volume (imported for the type checker only: see above)
-
-
-def natural_key(text: str) -> tuple[int | str, ...]:
-    return tuple(int(part) if part.isdigit() else part.lower() for part in re.split(r"(\d+)", text))
 
 
 def discover(paths: list[str | Path], *, exclude: list[str | Path] | tuple[()] = ()) -> list[InputFile]:
@@ -117,7 +115,7 @@ def _walk(root: Path, skipped: set[str]) -> list[InputFile]:
             rel = path.relative_to(root)
             if _is_nifti_name(path):
                 files.append((natural_key(rel.as_posix()), _nifti_input(path, rel)))
-            elif is_image_path(path) and path.suffix.lower() not in _DICOM_EXTENSIONS:
+            elif is_image_path(path) and path.suffix.lower() not in DICOM_EXTENSIONS:
                 files.append((natural_key(rel.as_posix()), InputFile(path, rel)))
             elif _looks_like_dicom(path):
                 dicom.append(path)
@@ -160,7 +158,6 @@ def _nifti_input(path: Path, rel: Path) -> InputFile:
         return InputFile(path, rel, problem=message.removeprefix(f"{path}: "))
 
 
-_DICOM_EXTENSIONS = (".dcm", ".dicom")
 
 
 def _is_nifti_name(path: Path) -> bool:
@@ -169,9 +166,9 @@ def _is_nifti_name(path: Path) -> bool:
 
 
 def _looks_like_dicom(path: Path) -> bool:
-    """A DICOM extension, or 'DICM' after the 128-byte preamble (what app.io.dicom.is_dicom checks, without
-    importing numpy)."""
-    if path.suffix.lower() in _DICOM_EXTENSIONS:
+    """A DICOM extension, or 'DICM' after the 128-byte preamble in a file without an image extension (a photo
+    is not opened to look)."""
+    if path.suffix.lower() in DICOM_EXTENSIONS:
         return True
     return not is_image_path(path) and has_dicom_marker(path)
 
@@ -180,18 +177,6 @@ def _not_a_dicomdir(path: Path) -> str:
     from app.io.regular import regular_problem
 
     return regular_problem(path) or "not a DICOM file (no DICM marker), so no DICOMDIR"
-
-
-def has_dicom_marker(path: Path) -> bool:
-    """'DICM' after the 128-byte preamble: a DICOM file whatever its name. A FIFO or device is never opened for
-    reading (a FIFO in an input folder hung the folder walk): it is no DICOM."""
-    from app.io.regular import open_regular
-
-    try:
-        with open_regular(path) as handle:
-            return handle.read(132)[128:132] == b"DICM"
-    except OSError:
-        return False
 
 
 NAME_MAX = 255  # bytes in one file name on Linux, macOS and Windows alike

@@ -10,52 +10,26 @@ from __future__ import annotations
 import os
 import threading
 import warnings
-from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 from PIL import Image, ImageFile, ImageOps, UnidentifiedImageError
 
 from app.errors import ImageError
+from app.io.decoded import DEFAULT_MAX_PIXELS as DEFAULT_MAX_PIXELS  # re-exported: a caller reads a picture here
+from app.io.decoded import DecodedImage as DecodedImage
+from app.io.decoded import pixel_limit as pixel_limit
 from app.io.limits import check_decoded, image_bytes_limit, megapixels
 from app.io.png import decode_png, metadata_after_pixels
 from app.io.regular import kind_of
 from app.io.tiff import is_tiff, open_tiff
-from app.io.window import apply_window, auto_window
+from app.io.window import auto_window
 
-DEFAULT_MAX_PIXELS = 250_000_000  # ~ 16k × 16k; beyond that a decode would need GBs of memory
+if TYPE_CHECKING:
+    from app.io.volumes import Volume
+
 _WIDE_MODES = ("I;16", "I;16B", "I;16L", "I;16N", "I", "F")  # decoded with their values kept (`raw`)
-
-
-@dataclass(frozen=True)
-class DecodedImage:
-    path: Path | None
-    pixels: np.ndarray  # uint8 H×W (gray) or H×W×3 (RGB): what the model gets unless its sidecar windows `raw`
-    source_mode: str  # Pillow's mode before conversion ("RGB", "I;16", "P"), or "DICOM"
-    raw: np.ndarray | None = None  # high-dynamic-range values (HU for CT, 16-bit counts) as float32, H×W
-    window: tuple[float, float] | None = None  # (center, width) to display `raw`: the file's, or automatic
-    invert: bool = False  # MONOCHROME1: high values are dark
-    info: dict[str, str] = field(default_factory=dict)  # patient / study fields, frames, window
-    frame_count: int = 1
-
-    def display(self, window: tuple[float, float] | None = None) -> np.ndarray:
-        """uint8 pixels for the screen: `raw` through `window` (default: the image's own), else `pixels`."""
-        if self.raw is None:
-            return self.pixels
-        center, width = window or self.window or auto_window(self.raw)
-        return apply_window(self.raw, center, width, invert=self.invert)
-
-    @property
-    def height(self) -> int:
-        return int(self.pixels.shape[0])
-
-    @property
-    def width(self) -> int:
-        return int(self.pixels.shape[1])
-
-    @property
-    def is_gray(self) -> bool:
-        return self.pixels.ndim == 2
 
 
 _guard_lock = threading.Lock()
@@ -80,13 +54,25 @@ def check_size(path: Path, size: tuple[int, int], max_pixels: int) -> None:
     _check_size(path, size, max_pixels)
 
 
-def pixel_limit() -> int:
-    """The largest image decoded: SEGLENS_MAX_MEGAPIXELS (set by `--max-megapixels`), else 250 megapixels."""
-    try:
-        limit = int(float(os.environ["SEGLENS_MAX_MEGAPIXELS"]) * 1e6)
-    except (KeyError, ValueError, OverflowError):  # unset, not a number, or ±inf
-        return DEFAULT_MAX_PIXELS
-    return limit if limit > 0 else DEFAULT_MAX_PIXELS  # 0 or below would refuse every image
+def read_slice(volume: Volume, index: int, *, max_pixels: int | None = None) -> DecodedImage:
+    """Slice `index` of a volume as a DecodedImage (pixels for the model, raw real units, the volume's shared
+    window, info with "Slice" and "Position"). Raises ImageError in one line naming the file and the problem."""
+    if not 0 <= index < volume.depth:
+        raise ImageError(f"{volume.source}: slice {index + 1} does not exist (the volume has {volume.depth})")
+    max_pixels = max_pixels or pixel_limit()
+    if volume.kind == "nifti":
+        from app.io.nifti import read_nifti_slice  # nibabel, only for a NIfTI
+
+        image = read_nifti_slice(volume, index, max_pixels=max_pixels)
+    else:
+        from app.io.series import read_dicom_slice  # pydicom, only for DICOM
+
+        image = read_dicom_slice(volume, index, max_pixels=max_pixels)
+    position = volume.slice_position_mm(index)
+    image.info["Slice"] = f"{index + 1} / {volume.depth}"
+    if position is not None:
+        image.info["Position"] = f"{position:.1f} mm"
+    return image
 
 
 def read_image(path: str | Path, *, max_pixels: int | None = None, frame: int = 0) -> DecodedImage:
@@ -98,7 +84,6 @@ def read_image(path: str | Path, *, max_pixels: int | None = None, frame: int = 
 
     if is_volume_file(path):  # a NIfTI by its path (a listed file the viewer decodes, bench): slice `frame`, or
         from app.io.nifti import nifti_volume  # its header's own problem, not "not an image"
-        from app.io.volumes import read_slice
 
         return read_slice(nifti_volume(path), frame, max_pixels=max_pixels)
     from app.io.dicom import is_dicom, read_dicom

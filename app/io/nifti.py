@@ -15,18 +15,16 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
 from app.errors import ImageError, one_line
+from app.io.decoded import DecodedImage, pixel_limit
 from app.io.limits import check_decoded, check_slices, megapixels, size_text, volume_bytes_limit
 from app.io.regular import open_regular, regular_problem
 from app.io.volumes import SliceRef, Volume
 from app.io.window import apply_window, auto_window
-
-if TYPE_CHECKING:
-    from app.io.images import DecodedImage
 
 # A NIfTI image as nibabel loads it: `Any`, for nibabel's own types leave `dataobj` (an array proxy) untyped.
 NiftiImage = Any
@@ -50,12 +48,12 @@ def nifti_stem(path: Path) -> str:
 
 def nifti_volume(path: Path, *, max_pixels: int | None = None) -> Volume:
     """A Volume from the NIfTI header (no voxel data is read), its declared sizes checked against `max_pixels`
-    (default: app.io.images.pixel_limit) before a slice record is made. Raises ImageError naming the file."""
+    (default: app.io.decoded.pixel_limit) before a slice record is made. Raises ImageError naming the file."""
     img = _load(path)
     shape = tuple(int(n) for n in img.shape)
     if not 2 <= len(shape) <= 4 or min(shape) < 1:
         raise ImageError(f"{path}: unsupported NIfTI shape {shape} (2D, 3D or 4D expected)")
-    _check_declared(path, img, shape, max_pixels=max_pixels or _pixel_limit())
+    _check_declared(path, img, shape, max_pixels=max_pixels or pixel_limit())
     depth = shape[2] if len(shape) > 2 else 1
     times = shape[3] if len(shape) > 3 else 1
     zooms = [float(z) for z in img.header.get_zooms()[:3]] + [1.0] * (3 - min(3, len(shape)))
@@ -74,7 +72,6 @@ def nifti_volume(path: Path, *, max_pixels: int | None = None) -> Volume:
 
 def read_nifti_slice(volume: Volume, index: int, *, max_pixels: int) -> DecodedImage:
     """Slice `index` of a NIfTI volume as a DecodedImage: raw float32 values, the volume's window, uint8 pixels."""
-    from app.io.images import DecodedImage
 
     path = volume.source
     if volume.rows * volume.columns > max_pixels:
@@ -208,12 +205,6 @@ def _scaling(img: NiftiImage) -> tuple[float, float]:
 
 def _compressed(path: Path) -> bool:
     return path.name.lower().endswith(".gz")
-
-
-def _pixel_limit() -> int:
-    from app.io.images import pixel_limit
-
-    return pixel_limit()
 
 
 def _load(path: Path) -> NiftiImage:

@@ -17,16 +17,16 @@ from typing import TYPE_CHECKING, Any, cast
 import numpy as np
 
 from app.errors import ImageError
-from app.io.dicom import INFO_FIELDS, _file_window, _header_text, quiet_pydicom, read_dicom
+from app.io.decoded import DecodedImage
+from app.io.dicom import INFO_FIELDS, file_window, header_text, quiet_pydicom, read_dicom
 from app.io.geometry import dicom_affine, plane_normal
 from app.io.limits import MAX_SLICES
+from app.io.order import natural_key
 from app.io.volumes import SliceRef, Volume
 from app.io.window import apply_window, auto_window
 
 if TYPE_CHECKING:
     from pydicom import Dataset
-
-    from app.io.images import DecodedImage
 
 DICOMDIR_CLASS = "1.2.840.10008.1.3.10"
 _NOT_IMAGES = ("1.2.840.10008.5.1.4.1.1.66.",  # segmentation, registration, fiducials…
@@ -137,7 +137,6 @@ def dicomdir_references(path: Path) -> tuple[list[Path], int]:
 
 def read_dicom_slice(volume: Volume, index: int, *, max_pixels: int) -> DecodedImage:
     """Slice `index` of a DICOM volume as a DecodedImage, displayed through the volume's shared window."""
-    from app.io.images import DecodedImage
 
     ref = volume.slices[index]
     if not ref.path.is_file():
@@ -190,8 +189,6 @@ def _series_items(uid: str, members: list[tuple[int, Dataset]]) -> list[tuple[in
 
 
 def _series_volume(uid: str, key: str, headers: list[Dataset], warnings: tuple[str, ...]) -> Volume:
-    from app.io.discover import natural_key
-
     headers = sorted(headers, key=lambda ds: natural_key(str(ds.filename)))
     entries = [_Slice(Path(ds.filename), 0, _point(ds.get("ImagePositionPatient")),
                       _int(ds.get("InstanceNumber")), _text(ds.get("SOPInstanceUID"))) for ds in headers]
@@ -240,8 +237,8 @@ def _build(kind: str, source: Path, key: str, headers: list[Dataset], entries: l
         slices=tuple(SliceRef(e.path, e.frame, e.position, e.sop_instance_uid, e.instance_number) for e in entries),
         rows=_int(middle.get("Rows")) or 0, columns=_int(middle.get("Columns")) or 0,
         spacing=spacing, affine=affine,
-        window=_file_window(middle),
-        info={label: _header_text(middle.get(tag)) for tag, label in INFO_FIELDS.items()
+        window=file_window(middle),
+        info={label: header_text(middle.get(tag)) for tag, label in INFO_FIELDS.items()
               if middle.get(tag) not in (None, "")} | {"Slices": str(len(entries))},
         series={tag: _text(middle.get(tag)) for tag in ("StudyInstanceUID", "SeriesInstanceUID",
                                                           "FrameOfReferenceUID", "Modality", "SeriesNumber",
@@ -286,7 +283,7 @@ def _check_steps(entries: list[_Slice], normal: np.ndarray, warnings: list[str])
 
 
 def _label(ds: Dataset, count: int) -> str:
-    parts = [_header_text(ds.get(tag)) for tag in ("Modality", "StudyDescription", "SeriesDescription")]
+    parts = [header_text(ds.get(tag)) for tag in ("Modality", "StudyDescription", "SeriesDescription")]
     noun = "slice" if count == 1 else "slices"
     return " · ".join(p for p in parts if p.strip()) + f" ({count} {noun})"
 
@@ -360,4 +357,4 @@ def _int(value: Any) -> int | None:
 
 
 def _text(value: Any) -> str | None:
-    return None if value in (None, "") else _header_text(value)
+    return None if value in (None, "") else header_text(value)

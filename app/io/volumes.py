@@ -14,12 +14,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import numpy as np
-
-if TYPE_CHECKING:
-    from app.io.images import DecodedImage
 
 
 @dataclass(frozen=True)
@@ -99,27 +95,3 @@ def is_volume_file(path: Path) -> bool:
     """`.nii` / `.nii.gz` by name (a DICOM file is recognised by content: app.io.dicom.is_dicom)."""
     name = path.name.lower()
     return name.endswith(".nii") or name.endswith(".nii.gz")
-
-
-def read_slice(volume: Volume, index: int, *, max_pixels: int | None = None) -> DecodedImage:
-    """Slice `index` as an app.io.images.DecodedImage (pixels for the model, raw real units, the volume's shared
-    window, info with "Slice" and "Position"). Raises ImageError in one line naming the file and the problem."""
-    from app.errors import ImageError
-    from app.io.images import pixel_limit
-
-    if not 0 <= index < volume.depth:
-        raise ImageError(f"{volume.source}: slice {index + 1} does not exist (the volume has {volume.depth})")
-    max_pixels = max_pixels or pixel_limit()
-    if volume.kind == "nifti":
-        from app.io.nifti import read_nifti_slice
-
-        image = read_nifti_slice(volume, index, max_pixels=max_pixels)
-    else:
-        from app.io.series import read_dicom_slice
-
-        image = read_dicom_slice(volume, index, max_pixels=max_pixels)
-    position = volume.slice_position_mm(index)
-    image.info["Slice"] = f"{index + 1} / {volume.depth}"
-    if position is not None:
-        image.info["Position"] = f"{position:.1f} mm"
-    return image

@@ -212,7 +212,7 @@ def _prepare(model: ModelSession, index: int, item: InputFile, k: int | None, do
 
 
 def _read_slice(volume: Volume, k: int) -> tuple[DecodedImage, float]:
-    from app.io.volumes import read_slice
+    from app.io.images import read_slice
 
     started = time.perf_counter()
     image = read_slice(volume, k)

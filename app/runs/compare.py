@@ -35,8 +35,9 @@ from app.inference.session import ModelSession
 from app.inference.spec import ModelSpec
 from app.io.discover import InputFile, output_stems
 from app.io.files import atomic_write, encode_png
+from app.io.images import read_slice
 from app.io.render import disagreement_overlay
-from app.io.volumes import Volume, read_slice
+from app.io.volumes import Volume
 from app.runs.batch import RunSummary
 from app.runs.metrics_report import MetricsSummary, Scored, foreground_names, metric_cells, metric_columns
 from app.runs.outputs import path_text

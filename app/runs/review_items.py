@@ -25,8 +25,8 @@ from app.inference.postprocess import class_pixel_counts
 from app.inference.spec import ModelSpec
 from app.inference.tuning import judge
 from app.io.discover import InputFile
-from app.io.images import DecodedImage
-from app.io.volumes import Volume, read_slice
+from app.io.images import DecodedImage, read_slice
+from app.io.volumes import Volume
 from app.runs.review import Review
 from app.runs.review_report import ReportItem
 

@@ -19,7 +19,8 @@ import numpy as np
 from app.errors import one_line
 from app.inference import pipeline
 from app.inference.session import ModelSession
-from app.io.volumes import Volume, read_slice
+from app.io.images import read_slice
+from app.io.volumes import Volume
 
 CHUNK = 8  # slices per step: about a quarter of a second of work on two CPU cores for a small 512² model
 

@@ -74,7 +74,7 @@ def decode_request(request: ViewRequest):
         return pipeline.decode(request.key.path, frame=request.key.frame)
     import time
 
-    from app.io.volumes import read_slice
+    from app.io.images import read_slice
 
     started = time.perf_counter()
     image = read_slice(request.volume, request.key.frame)

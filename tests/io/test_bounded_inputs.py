@@ -21,11 +21,10 @@ from conftest import REPO
 from PIL import Image
 
 from app.errors import ImageError
-from app.io.images import read_image
+from app.io.images import read_image, read_slice
 from app.io.limits import MAX_SLICES
 from app.io.nifti import nifti_volume
 from app.io.references import read_reference
-from app.io.volumes import read_slice
 
 needs_fifo = pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="named pipes are POSIX")
 
@@ -95,7 +94,7 @@ def test_a_nifti_is_read_a_slice_at_a_time_not_as_a_whole_float64_volume(tmp_pat
 from pathlib import Path
 import nibabel, numpy
 from app.io.nifti import nifti_volume
-from app.io.volumes import read_slice
+from app.io.images import read_slice
 
 def peak_kb():
     with open("/proc/self/status") as status:

@@ -12,7 +12,7 @@ from PIL import Image
 
 from app.errors import ImageError
 from app.io.discover import discover
-from app.io.volumes import read_slice
+from app.io.images import read_slice
 from tests.dicom_factory import AXIAL, CORONAL, SAGITTAL, disc_slice, oblique, write_series
 
 PYDICOM_FILES = Path(pydicom.__file__).parent / "data" / "test_files"  # local: get_testdata_files may download

@@ -12,7 +12,7 @@ import app.io.nifti as nifti
 from app.errors import ImageError
 from app.io.discover import discover
 from app.io.geometry import dicom_affine, direction_letters
-from app.io.volumes import read_slice
+from app.io.images import read_slice
 from tests.dicom_factory import write_nifti
 
 NIBABEL_DATA = Path(nib.__file__).parent / "tests" / "data"
