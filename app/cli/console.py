@@ -1,16 +1,31 @@
 """The one way seglens-cli's lines reach the terminal during a run under --anonymize: stdout and stderr wrapped,
 every write passed through the run's LineRedactor (app.runs.private_names), so an error, a note, a warning, the
 progress line or a summary built anywhere — by SegLens or a library writing to sys.stderr — names each input by
-its pseudonymous name and carries no word of its path or its patient."""
+its pseudonymous name and carries no word of its path or its patient.
+
+And what seglens-cli prints about a folder run (run, run --ray, compare): the progress line (Progress), the
+session's announcement, the summary and the metrics (print_run)."""
 
 from __future__ import annotations
 
 import io
 import sys
-from typing import TYPE_CHECKING, TextIO
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TextIO, cast
+
+from app.errors import shown
+from app.runs.folder_run import Progress as RunProgress
 
 if TYPE_CHECKING:
+    from app.inference.session import SessionInfo
+    from app.inference.spec import ModelSpec
+    from app.runs.compare import Compared
+    from app.runs.folder_run import FolderRun
+    from app.runs.metrics_report import MetricsSummary
     from app.runs.private_names import LineRedactor
+    from app.runs.ray_driver import RayProgress
+    from app.runs.writer import Outcome, RunSummary
 
 
 class Terminal:
@@ -58,3 +73,122 @@ class _Redacting(io.TextIOBase):
     @property
     def encoding(self) -> str:  # type: ignore[override]  # read-only: the wrapped stream's
         return getattr(self._stream, "encoding", "utf-8")
+
+
+# --- a folder run on the terminal -----------------------------------------------------------------------------
+
+
+def say(line: str) -> None:
+    """A note or a warning about the run, on stderr (the line as the run composed it)."""
+    print(line, file=sys.stderr)
+
+
+def counted(count: int, noun: str) -> str:
+    """`1 input`, `2 inputs`: the summary lines read as sentences."""
+    return f"{count} {noun}{'' if count == 1 else 's'}"
+
+
+def announce_session(info: SessionInfo, spec: ModelSpec) -> None:
+    """A session that does not run where it was asked to: said before the run (no GPU is no news: `provider`)."""
+    if info.fallback_reason and info.requested.startswith("cuda"):
+        print(f"warning: CUDA was requested but {shown(spec.path.name)} runs on the CPU: {info.fallback_reason}",
+              file=sys.stderr)
+    elif info.fallback_warns:  # a GPU is there but unusable; without one the CPU is no news (provider says so)
+        print(f"note: running on the CPU ({info.fallback_reason})", file=sys.stderr)
+
+
+def print_run(run: FolderRun, progress: Progress, *, provider_label: str, out: Path) -> None:
+    """After a run: its notices, the inputs that do not fit the model, the summary, the reference's metrics and
+    the provenance line."""
+    summary = run.summary
+    for notice in dict.fromkeys(summary.notices):
+        print(f"note: {shown(notice)}", file=sys.stderr)
+    progress.print_misfits()
+    resumed = f" ({summary.resumed} done by an earlier run)" if summary.resumed else ""
+    print(f"{counted(summary.total, 'input')}: {summary.ok} ok{resumed}, {summary.failed} failed; provider "
+          f"{provider_label}; outputs in {shown(out)}, report {shown(run.report)}")
+    if summary.verdict_line():
+        print(summary.verdict_line())
+    if run.metrics is not None:
+        print_metrics(run.metrics, list(run.written))
+    if run.identity is not None and run.report is not None:
+        print(shown(run.identity.summary_line(run.report)))
+
+
+def print_metrics(metrics: MetricsSummary, written: list[Path]) -> None:
+    """The metrics summary and the files `metrics.write` wrote (inside the run's lock, before this)."""
+    for line in metrics.lines():
+        print(shown(line))
+    print("metrics: " + ", ".join(shown(p) for p in written))
+
+
+class Progress(RunProgress):
+    """A one-line progress bar on stderr (terminals only); error lines are printed above it."""
+
+    def __init__(self, total: int, *, enabled: bool) -> None:
+        self.total, self.enabled = total, enabled
+        self.started = time.perf_counter()
+        self.misfits: dict[str, list[Any]] = {}  # why an image does not fit the model → [inputs, the first one's name]
+
+    def outcome(self, outcome: Outcome | Compared | RayProgress, summary: RunSummary) -> None:
+        """An input is done: its error or reference notice above the bar, the bar moved on."""
+        if outcome.error:
+            self._clear()
+            print(f"error: {shown(outcome.error)}", file=sys.stderr)
+        elif (scored := getattr(outcome, "scored", None)) is not None and scored.notice:
+            self._clear()
+            print(f"note: {shown(scored.notice)}", file=sys.stderr)
+        self._keep_misfits(outcome)
+        if not self.enabled:
+            return
+        done = summary.ok + summary.failed
+        rate = done / max(time.perf_counter() - self.started, 1e-9)
+        filled = int(30 * done / max(self.total, 1))
+        bar = "#" * filled + "-" * (30 - filled)
+        sys.stderr.write(f"\r[{bar}] {done}/{self.total}  {rate:.1f} img/s  {summary.failed} failed")
+        sys.stderr.flush()
+
+    update = outcome  # compare's progress callback
+
+    def tiles(self, done: int, total: int) -> None:
+        """A tiled image's progress, on the same line (the bar comes back when the image is done)."""
+        if self.enabled:
+            sys.stderr.write(f"\r\x1b[K  tiles {done}/{total}")
+            sys.stderr.flush()
+
+    def slices(self, done: int, total: int) -> None:
+        """A volume's progress in slices, on the same line (the bar comes back when the volume is done)."""
+        if self.enabled:
+            sys.stderr.write(f"\r\x1b[K  slices {done}/{total}")
+            sys.stderr.flush()
+
+    def note(self, line: str) -> None:
+        """A line about the run (a killed run's temporaries removed), above the bar."""
+        self._clear()
+        print(line, file=sys.stderr)
+
+    def _keep_misfits(self, outcome: Outcome | Compared | RayProgress) -> None:
+        """An image that does not fit the model (app.inference.fit): counted here, said once per reason at the
+        end (a folder of photos into a CT model would otherwise print a line per photo)."""
+        kept = getattr(outcome, "result", None) or getattr(outcome, "volume", None) or outcome  # compare: itself
+        for reason in getattr(kept, "warnings", ()):
+            # a pseudonym under --anonymize; a RayProgress has no warnings, so never comes here
+            first = getattr(outcome, "name", None) or cast("Outcome | Compared", outcome).input.path.name
+            self.misfits.setdefault(reason, [0, first])[0] += 1
+
+    def print_misfits(self) -> None:
+        """Each reason inputs did not fit the model, once, with how many and the first one."""
+        for reason, (count, first) in self.misfits.items():
+            fit = "does not fit" if count == 1 else "do not fit"
+            print(f"note: {counted(count, 'input')} {fit} the model (e.g. {shown(first)}; the report's warning "
+                  f"column): {shown(reason)}", file=sys.stderr)
+
+    def _clear(self) -> None:
+        if self.enabled:
+            sys.stderr.write("\r\x1b[K")
+
+    def close(self) -> None:
+        """The bar's line ended (terminals only)."""
+        if self.enabled:
+            sys.stderr.write("\n")
+            sys.stderr.flush()

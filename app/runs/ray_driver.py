@@ -1,21 +1,29 @@
 """The driver of a Ray run (app/runs/ray_run.py builds the actors): chunks submitted with bounded work in flight,
 rows written to the report in input order as chunks come back, a dead actor replaced and its chunks re-sent,
-Ctrl+C keeping what finished. Exactly once: a row is written only when its chunk comes back."""
+Ctrl+C keeping what finished. Exactly once: a row is written only when its chunk comes back. RayRunner: the
+folder run's Runner on Ray (app.runs.folder_run.run_folder drives it as it drives a local run)."""
 
 from __future__ import annotations
 
+import contextlib
 from collections import deque
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from app.errors import one_line
 from app.io.discover import InputFile, output_stems
 from app.runs.outputs import ReportWriter
-from app.runs.ray_run import Actor, ActorFactory, RayOptions
+from app.runs.ray_run import NODE_COLUMN, Actor, ActorFactory, RayOptions
 from app.runs.safety import OutputGuard, planned_outputs
 from app.runs.writer import RunSummary
+
+if TYPE_CHECKING:
+    from app.inference.session import SessionInfo
+    from app.inference.spec import ModelSpec
+    from app.runs.folder_run import Progress, RunPlan
+    from app.runs.metrics_report import ReferenceScorer
 
 
 @dataclass
@@ -251,3 +259,60 @@ def _with_node(row: list[str], node: str) -> list[str]:
     cut = len(row) - len(STAGES) - len(TRAILING_COLUMNS)
     return [*row[:cut], node, *row[cut:]]
 
+
+
+class RayRunner:
+    """A folder run's Runner on Ray (app.runs.folder_run): actors started inside the output lock, after the probe
+    file every node must see; the rows in input order, with the node each ran on."""
+
+    columns: tuple[str, ...] = (NODE_COLUMN,)
+
+    def __init__(self, spec: ModelSpec, *, options: RayOptions, job: Mapping[str, Any], cpus: float, gpus: float,
+                 count: int, announce: Callable[[list[dict[str, Any]], ModelSpec], None]) -> None:
+        """`job`: the settings of ray_run.make_job other than those the plan gives (model, config, device,
+        runtime, tile); `count` actors of `cpus` and `gpus` each (ray_run.actor_plan); `announce` is told each
+        actor's session once they are up."""
+        self.spec, self.options, self.job = spec, options, dict(job)
+        self.cpus, self.gpus, self.count, self.announce = cpus, gpus, count, announce
+        self.actors: list[Actor] = []
+        self.infos: list[dict[str, Any]] = []
+        self.factory: ActorFactory | None = None
+
+    @contextlib.contextmanager
+    def session(self, plan: RunPlan, extra_columns: Sequence[str]) -> Iterator[SessionInfo]:
+        """The actors up, each with its warmed session; the first one's facts for the run record."""
+        from app.inference.session import SessionInfo
+        from app.runs import ray_run
+
+        assert plan.out is not None  # a Ray run writes into a folder every node reaches
+        probe = ray_run.make_probe(plan.out)
+        try:
+            job = ray_run.make_job(**self.job, threshold=plan.threshold, out_dir=str(plan.out.resolve()),
+                                   save=plan.save, batch=plan.batch, volumes=plan.volumes,
+                                   decoders=max(2, int(self.cpus)), extra_columns=tuple(extra_columns),
+                                   probe=str(probe.resolve()))
+            self.factory = ray_run.ActorFactory(job, cpus=self.cpus, gpus=self.gpus)
+            self.actors = ray_run.start_actors(self.factory, self.count)
+            self.infos = [ray_run.actor_info(actor) for actor in self.actors]
+            self.announce(self.infos, self.spec)
+            first = self.infos[0]
+            yield SessionInfo(requested=first["requested"], provider=first["provider"],
+                              providers=(first["provider"],), fallback_reason=first["fallback_reason"])
+        finally:
+            probe.unlink(missing_ok=True)
+
+    def run(self, plan: RunPlan, *, report: ReportWriter | None, done: Mapping[str, list[str]],
+            reference: ReferenceScorer | None, png_texts: Mapping[str, Mapping[str, str]] | None,
+            progress: Progress, should_stop: Callable[[], bool]) -> RunSummary:
+        """run_on_ray with the plan's inputs (the report's columns before `node` are the actors' own)."""
+        assert report is not None and plan.out is not None and self.factory is not None  # inside session()
+        return run_on_ray(self.actors, self.factory, plan.inputs, report=report, options=self.options,
+                          save=plan.save, out_dir=plan.out, extra_columns=self.factory.job.extra_columns, done=done,
+                          progress=lambda p: progress.outcome(p, p.summary), png_texts=png_texts)
+
+    @property
+    def provider_label(self) -> str:
+        """The actors' providers, how many actors on how many nodes."""
+        nodes = {info["node"] for info in self.infos}
+        labels = ", ".join(sorted({info["provider_label"] for info in self.infos}))
+        return f"{labels} on {len(self.actors)} Ray actor(s), {len(nodes)} node(s)"

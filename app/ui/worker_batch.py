@@ -1,5 +1,6 @@
 """The inference worker's Run on all and review report (a mixin of app.ui.worker.InferenceWorker, on its
-thread): every listed input through the CLI's folder run and writer, with the reader's threshold."""
+thread): every listed input through the CLI's folder run (app.runs.folder_run.run_folder), with the reader's
+threshold."""
 
 from __future__ import annotations
 
@@ -11,6 +12,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from PySide6.QtCore import Slot
+
+from app.runs.folder_run import Progress
 
 if TYPE_CHECKING:
     from app.ui.messages import ReportRequest, Tuning
@@ -24,51 +27,22 @@ class BatchSlots:
     @Slot(list, str, list, object, object)
     def run_all(self, inputs: list, out_dir: str, save: list, tuning: Tuning | None = None,
                 volumes: dict | None = None) -> None:
-        """Process every input, exporting masks/overlays and the CSV report with the CLI's own writer, at the
-        reader's threshold and score limit (`tuning`) as the CLI's --threshold would."""
+        """Process every input, exporting masks/overlays and the CSV report through the CLI's own folder run
+        (app.runs.folder_run), at the reader's threshold and score limit (`tuning`) as the CLI's --threshold
+        would; without a folder, the scores and verdicts only (nothing written)."""
         from app.errors import SegLensError
-        from app.inference.tuning import judge, with_score_limit
-        from app.runs.batch import RunSummary, run_inputs
-        from app.runs.lock import OutputLock
-        from app.runs.outputs import ReportWriter
-        from app.runs.provenance import RunIdentity, record_run
+        from app.runs.batch import RunSummary
+        from app.runs.folder_run import LocalRunner, run_folder
 
         self._cancel.clear()
         if self._model is None:
             self.batch_finished.emit(RunSummary(), "no model is loaded")
             return
-        if not out_dir:
-            self._score_all(inputs, tuning)
-            return
-        report_path = Path(out_dir) / "seglens_report.csv"
-        threshold = tuning.threshold if tuning is not None else None
         try:
-            model, min_confidence = self._tuned_for_batch(threshold)
-            model.spec = spec = with_score_limit(model.spec, tuning.score_limit if tuning is not None else None)
-
-            def progress(outcome, summary):
-                judged = judge(spec, outcome.result) if outcome.result is not None else None
-                self.batch_progress.emit(outcome, copy.copy(summary), judged)
-
-            options = _volume_options(inputs, volumes)
-            if options is None or not options.anonymize:  # two listed x.png would write one x.png_mask.png
-                from app.io.discover import refuse_clashes
-
-                inputs = refuse_clashes(inputs)
-            scorer = _scorer(tuning, spec, inputs, key=options.pseudonym_key if options is not None else b"")
-            columns = [*(_volume_columns(spec) if options else ()), *(scorer.columns if scorer is not None else ())]
-            with OutputLock(Path(out_dir)), ReportWriter(report_path, spec, extra_columns=columns) as report:
-                identity = RunIdentity.of(spec, threshold=threshold, min_confidence=min_confidence,
-                                          session=model.info)
-                if scorer is not None:
-                    identity = replace(identity, reference=scorer.recorded)  # a keyed id under De-identify
-                record_run(report_path, identity)
-                summary = run_inputs(model, inputs, out_dir=Path(out_dir), save=tuple(save), report=report,
-                                     png_texts=identity.png_texts(spec), progress=progress,
-                                     should_stop=self._cancel.is_set, min_confidence=min_confidence,
-                                     reference=scorer, volumes=options)
-            if scorer is not None:
-                scorer.summary.write(Path(out_dir))
+            model, min_confidence = self._tuned_for_batch(tuning.threshold if tuning is not None else None)
+            plan = _plan(model, inputs, out_dir, save, tuning, volumes, min_confidence=min_confidence)
+            run = run_folder(plan, LocalRunner(model), progress=_Progress(self, model.spec),
+                             should_stop=self._cancel.is_set)
         except SegLensError as exc:
             self.batch_finished.emit(RunSummary(total=len(inputs)), str(exc))
             return
@@ -77,35 +51,10 @@ class BatchSlots:
             from app.logs import log_exception
 
             log_exception(log, logging.ERROR, "run on all failed", exc)  # no folder: paths only at DEBUG
-            self.batch_finished.emit(RunSummary(total=len(inputs)), unexpected_error_line(Path(out_dir), exc))
+            self.batch_finished.emit(RunSummary(total=len(inputs)),
+                                     unexpected_error_line(Path(out_dir or "run on all"), exc))
             return
-        self.batch_finished.emit(summary, str(report_path))
-
-    def _score_all(self, inputs: list, tuning: Tuning | None) -> None:
-        """Run on all for the folder's scores and verdicts only: nothing is written (no folder was chosen)."""
-        from app.inference.tuning import judge, with_score_limit
-        from app.runs.batch import RunSummary, run_inputs
-        from app.runs.volume_run import VolumeOptions
-
-        try:
-            model, min_confidence = self._tuned_for_batch(tuning.threshold if tuning is not None else None)
-            model.spec = spec = with_score_limit(model.spec, tuning.score_limit if tuning is not None else None)
-
-            def progress(outcome, summary):
-                judged = judge(spec, outcome.result) if outcome.result is not None else None
-                self.batch_progress.emit(outcome, copy.copy(summary), judged)
-
-            volumes = VolumeOptions(exports=()) if any(item.volume is not None for item in inputs) else None
-            summary = run_inputs(model, inputs, out_dir=None, save=(), progress=progress,
-                                 should_stop=self._cancel.is_set, min_confidence=min_confidence, volumes=volumes)
-        except Exception as exc:  # the window hears the run ended, with the one line
-            from app.errors import unexpected_error_line
-            from app.logs import log_exception
-
-            log_exception(log, logging.ERROR, "run on all (scores only) failed", exc)
-            self.batch_finished.emit(RunSummary(total=len(inputs)), unexpected_error_line(Path("run on all"), exc))
-            return
-        self.batch_finished.emit(summary, "")
+        self.batch_finished.emit(run.summary, str(run.report or ""))
 
     @Slot(object)
     def export_report(self, request: ReportRequest) -> None:
@@ -176,33 +125,44 @@ class BatchSlots:
 
 
 
-def _volume_options(inputs: list, volumes: dict | None):
-    """VolumeOptions for a run whose inputs hold volumes (the dialog's choices, else the CLI's defaults)."""
-    if not any(item.volume is not None for item in inputs):
-        return None
+def _plan(model, inputs: list, out_dir: str, save: list, tuning: Tuning | None, volumes: dict | None, *,
+          min_confidence: float | None):
+    """The RunPlan of Run on all: the listed inputs (two named alike an error row unless De-identify names them),
+    the dialog's volume choices (else the CLI's defaults), the reader's reference folder (as `run --reference`);
+    no folder: nothing written, no volume exports."""
+    from app.inference.tuning import with_score_limit
+    from app.runs.folder_run import RunPlan
     from app.runs.volume_run import VolumeOptions, pseudonym_key
 
-    options = VolumeOptions(**(volumes or {}))
-    return replace(options, pseudonym_key=pseudonym_key()) if options.anonymize else options
+    model.spec = spec = with_score_limit(model.spec, tuning.score_limit if tuning is not None else None)
+    threshold = tuning.threshold if tuning is not None else None
+    has_volumes = any(item.volume is not None for item in inputs)
+    if not out_dir:
+        return RunPlan(spec=spec, inputs=tuple(inputs), out=None, save=(), min_confidence=min_confidence,
+                       threshold=threshold, volumes=VolumeOptions(exports=()) if has_volumes else None)
+    options = VolumeOptions(**(volumes or {})) if has_volumes else None
+    if options is not None and options.anonymize:
+        options = replace(options, pseudonym_key=pseudonym_key())
+    else:  # two listed x.png would write one x.png_mask.png
+        from app.io.discover import refuse_clashes
+
+        inputs = refuse_clashes(inputs)
+    reference = Path(tuning.reference_root) if tuning is not None and tuning.reference_root else None
+    return RunPlan(spec=spec, inputs=tuple(inputs), out=Path(out_dir), save=tuple(save), threshold=threshold,
+                   min_confidence=min_confidence, volumes=options, reference=reference)
 
 
-def _volume_columns(spec) -> list[str]:
-    from app.runs.volume_run import volume_columns
+class _Progress(Progress):
+    """Each finished input to the window (batch_progress), with the reader's decision on its result."""
 
-    return volume_columns(spec)
+    def __init__(self, worker, spec) -> None:
+        self.worker, self.spec = worker, spec
 
+    def outcome(self, outcome, summary) -> None:
+        from app.inference.tuning import judge
 
-
-
-def _scorer(tuning: Tuning | None, spec, inputs: list, *, key: bytes = b""):
-    """Run on all against the reference folder the reader chose (File ▸ Compare with reference masks), as
-    `run --reference`: metric columns in the report, seglens_metrics.csv at the end. None without one. `key`:
-    De-identify's pseudonym key (the reference's names kept out, as under --anonymize)."""
-    if tuning is None or not tuning.reference_root:
-        return None
-    from app.runs.metrics_report import ReferenceScorer
-
-    return ReferenceScorer(Path(tuning.reference_root), spec, inputs, key=key)
+        judged = judge(self.spec, outcome.result) if outcome.result is not None else None
+        self.worker.batch_progress.emit(outcome, copy.copy(summary), judged)
 
 
 def failure_line(path: Path, exc: Exception) -> str:

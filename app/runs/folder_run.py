@@ -1,0 +1,359 @@
+"""The one folder run: a RunPlan (what to run, validated once) and `run_folder` (the output lock, --resume's
+read-back, the report, the run record, the run itself, the reference's metrics), called by seglens-cli run, its
+--ray driver (app.runs.ray_driver.RayRunner) and the viewer's Run on all (app.ui.worker_batch).
+
+A Runner is where the inputs run: LocalRunner (one session on this thread, app.runs.batch) or RayRunner (actors).
+A Progress is what the face is told as it goes: each finished input, a tiled image's tiles, a volume's slices, and
+notes (one line each). Everything else a face does is parse, show and print the FolderRun it gets back.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
+
+from app.errors import SegLensError, shown
+
+if TYPE_CHECKING:  # and imported where used: app.cli.console imports this module for every command
+    from app.inference.session import ModelSession, SessionInfo
+    from app.inference.spec import ModelSpec
+    from app.io.discover import InputFile
+    from app.runs.metrics_report import MetricsSummary, ReferenceScorer
+    from app.runs.outputs import ReportWriter
+    from app.runs.private_names import LineRedactor
+    from app.runs.provenance import RunIdentity
+    from app.runs.volume_run import VolumeOptions
+    from app.runs.writer import RunSummary
+
+
+class PlanRefused(SegLensError):
+    """A run that cannot go ahead as asked: its one line (seglens-cli prints `error: <line>`, exit code 2)."""
+
+
+@dataclass(frozen=True)
+class RunPlan:
+    """Everything a folder run is asked to do. `spec`: the model as loaded (--config, --tile and --threshold
+    applied; `min_confidence` the multi-class minimum --threshold gave). `out` None: scores and verdicts only,
+    nothing written (the viewer's Run on all without a folder). `volumes`: how volumes are written, and under
+    `anonymize` the pseudonym key (None: a run without volumes or --anonymize). `reference`: the ground-truth
+    folder (metric columns, seglens_metrics.csv). `started`: temporaries in `out` older than this are a killed
+    run's and are removed (None: left alone)."""
+
+    spec: ModelSpec
+    inputs: tuple[InputFile, ...]
+    out: Path | None
+    report_path: Path | None = None  # None: `out`/seglens_report.csv
+    save: tuple[str, ...] = ("mask",)
+    threshold: float | None = None
+    min_confidence: float | None = None
+    volumes: VolumeOptions | None = None
+    reference: Path | None = None
+    resume: bool = False
+    batch: int = 1
+    started: float | None = None
+
+    def __post_init__(self) -> None:
+        # (the viewer may ask for the source copy without De-identify: the volume's notice says it is not written)
+        refused = option_problem(resume=self.resume, per_slice=self.volumes is not None and self.volumes.per_slice,
+                                 exports=None, anonymize=self.anonymize)
+        if refused:
+            raise PlanRefused(refused)
+
+    @property
+    def anonymize(self) -> bool:
+        """--anonymize (the viewer's De-identify): every output names an input by its pseudonymous name."""
+        return self.volumes is not None and self.volumes.anonymize
+
+    @property
+    def key(self) -> bytes:
+        """The pseudonym key under --anonymize, else none (app.runs.private_names)."""
+        return self.volumes.pseudonym_key if self.volumes is not None and self.anonymize else b""
+
+    @property
+    def report(self) -> Path | None:
+        """Where the report goes (None: nothing is written)."""
+        if self.out is None:
+            return None
+        return self.report_path or self.out / DEFAULT_REPORT_NAME
+
+
+DEFAULT_REPORT_NAME = "seglens_report.csv"
+
+
+def option_problem(*, resume: bool, per_slice: bool, exports: Sequence[str] | None, anonymize: bool) -> str | None:
+    """Why these options cannot go together (one line), None when they can."""
+    if per_slice and resume:
+        return ("--per-slice with --resume is not supported: a carried volume would lose its slice rows; run again "
+                "without --resume")
+    if exports and "source" in exports and not anonymize:
+        return "--export source writes the source series de-identified: it needs --anonymize"
+    return None
+
+
+def plan_run(spec: ModelSpec, paths: Sequence[Path], *, out: Path, report: Path | None = None,
+             save: Sequence[str] = ("mask",), threshold: float | None = None, min_confidence: float | None = None,
+             reference: Path | None = None, resume: bool = False, exports: tuple[str, ...] | None = None,
+             per_slice: bool = False, opacity: float = 0.5, anonymize: bool = False, ray: bool = False,
+             batch: int = 1, started: float | None = None, say: Callable[[str], None] = lambda _: None,
+             redact: Callable[[LineRedactor], None] | None = None) -> RunPlan:
+    """seglens-cli run's plan from its options: the inputs found under `paths`, every check made once, in the
+    order the CLI has always made them (PlanRefused with the line it prints). `say` is told each note and warning
+    about the inputs (a volume's gap, an option no input uses), after `redact` was given the run's LineRedactor
+    under --anonymize (the terminal names each input by its pseudonym from then on)."""
+    from app.io.discover import discover, refuse_clashes
+    from app.runs.metrics_report import reference_problem
+    from app.runs.safety import output_folder_problem
+
+    refused = reference_problem(reference, spec, resume=resume)
+    if refused:
+        raise PlanRefused(f"--reference {refused}")
+    inputs = discover(list(paths), exclude=[out, *([reference] if reference else [])])
+    if not inputs:
+        raise PlanRefused("no images found in: " + ", ".join(shown(p) for p in paths))
+    refused = output_folder_problem(out, inputs, inside_ok=True)
+    if refused:
+        raise PlanRefused(f"--out {refused}")
+    refused = option_problem(resume=resume, per_slice=per_slice, exports=None, anonymize=anonymize)
+    if refused:
+        raise PlanRefused(refused)
+    key = _key() if anonymize else b""
+    if anonymize and redact is not None:
+        from app.runs.private_names import line_redactor
+
+        redact(line_redactor(inputs, key))
+    volumes = _volume_options(inputs, exports=exports, per_slice=per_slice, opacity=opacity, key=key, say=say,
+                              anonymize=anonymize)
+    refused = option_problem(resume=False, per_slice=False, exports=exports, anonymize=anonymize)
+    if ray and not refused:
+        refused = _ray_problem(anonymize=anonymize, reference=reference)
+    if refused:
+        raise PlanRefused(refused)
+    if not anonymize:  # pseudonymous names are distinct by themselves
+        inputs = refuse_clashes(inputs)
+    return RunPlan(spec=spec, inputs=tuple(inputs), out=out, report_path=report, save=tuple(save),
+                   threshold=threshold, min_confidence=min_confidence, volumes=volumes, reference=reference,
+                   resume=resume, batch=batch, started=started)
+
+
+def _key() -> bytes:
+    from app.runs.volume_run import pseudonym_key
+
+    return pseudonym_key()
+
+
+def _ray_problem(*, anonymize: bool, reference: Path | None) -> str | None:
+    """What --ray cannot do yet, in one line."""
+    if anonymize:
+        return ("--anonymize with --ray is not supported yet (the cluster's names and report rows are not "
+                "pseudonymised); run it without --ray")
+    if reference:
+        return ("--reference with --ray is not supported: score the cluster's masks afterwards with "
+                "`seglens-cli compare` or a local run")
+    return None
+
+
+def _volume_options(inputs: Sequence[InputFile], *, exports: tuple[str, ...] | None, per_slice: bool, opacity: float,
+                    key: bytes, anonymize: bool, say: Callable[[str], None]) -> VolumeOptions | None:
+    """The run's VolumeOptions when it has volumes or --anonymize (None otherwise: an image-only run under
+    --anonymize still names its images by their pseudonyms); each volume's warnings (a gap, a split series, an
+    order by InstanceNumber) said once, before the run; an option for volumes without one said, not ignored."""
+    from app.runs.volume_run import VolumeOptions
+
+    volumes = [item for item in inputs if item.volume is not None]
+    if not volumes:
+        unused = [flag for flag, on in (("--export", exports is not None), ("--per-slice", per_slice)) if on]
+        if unused:  # the reader expected a series or a NIfTI file among the inputs
+            verb = "applies" if len(unused) == 1 else "apply"
+            say(f"note: {', '.join(unused)} {verb} to volumes (DICOM series, multi-frame DICOM, NIfTI); there is "
+                "none among the inputs")
+        return VolumeOptions(anonymize=True, pseudonym_key=key) if anonymize else None
+    for item in volumes:
+        for warning in item.volume.warnings if item.volume is not None else ():
+            say(f"warning: {shown(item.path)}: {shown(warning)}")
+    return VolumeOptions(exports=exports, per_slice=per_slice, opacity=opacity, anonymize=anonymize,
+                         pseudonym_key=key)
+
+
+# --- the run --------------------------------------------------------------------------------------------------
+
+
+class Progress:
+    """What a run tells its face as it goes; each method says nothing unless a face overrides it. `outcome` gets
+    a finished input (app.runs.writer.Outcome, or a Ray run's RayProgress) and the running summary."""
+
+    def outcome(self, outcome: Any, summary: RunSummary) -> None:
+        """An input finished (or failed)."""
+
+    def tiles(self, done: int, total: int) -> None:
+        """A tiled image's progress in tiles."""
+
+    def slices(self, done: int, total: int) -> None:
+        """A volume's progress in slices."""
+
+    def note(self, line: str) -> None:
+        """One line worth saying now (a killed run's temporaries removed)."""
+
+
+class Runner(Protocol):
+    """Where a plan's inputs run. `spec`: the session's spec, which the report's columns follow (a device-side
+    argmax changes it); `columns`: the runner's own report columns after the run's (Ray's `node`)."""
+
+    spec: ModelSpec
+    columns: tuple[str, ...]
+
+    def session(self, plan: RunPlan, extra_columns: Sequence[str]) -> contextlib.AbstractContextManager[SessionInfo]:
+        """Ready to run (inside the output lock): where the model really runs, for the run record."""
+
+    def run(self, plan: RunPlan, *, report: ReportWriter | None, done: Mapping[str, list[str]],
+            reference: ReferenceScorer | None, png_texts: Mapping[str, Mapping[str, str]] | None,
+            progress: Progress, should_stop: Callable[[], bool]) -> RunSummary:
+        """Every input of the plan through the model, rows into `report` in input order."""
+
+    @property
+    def provider_label(self) -> str:
+        """What the summary says the run ran on."""
+
+
+class LocalRunner:
+    """The inputs through `model` on the calling thread (the session's own): app.runs.batch."""
+
+    columns: tuple[str, ...] = ()
+
+    def __init__(self, model: ModelSession) -> None:
+        self.model, self.spec = model, model.spec
+
+    @contextlib.contextmanager
+    def session(self, plan: RunPlan, extra_columns: Sequence[str]) -> Iterator[SessionInfo]:
+        """The open session's facts."""
+        yield self.model.info
+
+    def run(self, plan: RunPlan, *, report: ReportWriter | None, done: Mapping[str, list[str]],
+            reference: ReferenceScorer | None, png_texts: Mapping[str, Mapping[str, str]] | None,
+            progress: Progress, should_stop: Callable[[], bool]) -> RunSummary:
+        """app.runs.batch.run_inputs with the plan's options."""
+        from app.runs import batch  # looked up when run: a test puts a failing run_inputs in its place
+
+        return batch.run_inputs(self.model, plan.inputs, out_dir=plan.out, save=plan.save, report=report,
+                                progress=progress.outcome, should_stop=should_stop, batch_size=plan.batch,
+                                done=done, min_confidence=plan.min_confidence, png_texts=png_texts,
+                                reference=reference, tile_progress=progress.tiles, volumes=plan.volumes,
+                                slice_progress=progress.slices)
+
+    @property
+    def provider_label(self) -> str:
+        """The session's provider ('CUDA (GPU 0)', 'CPU')."""
+        return self.model.info.provider_label
+
+
+@dataclass(frozen=True)
+class FolderRun:
+    """What a run did: its summary (notices included), the run record, where the report went, the reference's
+    metrics and the files they were written to."""
+
+    summary: RunSummary
+    identity: RunIdentity | None = None  # None: nothing written
+    report: Path | None = None
+    metrics: MetricsSummary | None = None
+    written: tuple[Path, ...] = ()
+
+
+def run_folder(plan: RunPlan, runner: Runner, *, progress: Progress | None = None,
+               should_stop: Callable[[], bool] = lambda: False) -> FolderRun:
+    """Run `plan` on `runner`: under the output folder's lock (a second run into it is refused while this one
+    writes), a killed run's temporaries removed, --resume's finished rows carried (and the rows of inputs not in
+    this run kept), the report and the run record written, the reference's metrics written last. PlanRefused when
+    --resume finds a report made otherwise. `should_stop` is asked between inputs (the viewer's Cancel)."""
+    from app.runs.lock import OutputLock
+    from app.runs.metrics_report import ReferenceScorer
+
+    progress = progress or Progress()
+    scorer = ReferenceScorer(plan.reference, plan.spec, plan.inputs, key=plan.key) if plan.reference else None
+    if plan.out is None:  # scores only: no lock, report or record
+        summary = runner.run(plan, report=None, done={}, reference=scorer, png_texts=None, progress=progress,
+                             should_stop=should_stop)
+        return FolderRun(summary)
+    with OutputLock(plan.out):
+        if plan.started is not None:
+            remove_stale_temporaries(plan.out, plan.started, note=progress.note)
+        run = _locked(plan, runner, scorer, progress, should_stop)
+        written = scorer.summary.write(plan.out) if scorer else []  # under the lock, as every other output
+    return replace(run, written=tuple(written))
+
+
+def _locked(plan: RunPlan, runner: Runner, scorer: ReferenceScorer | None, progress: Progress,
+            should_stop: Callable[[], bool]) -> FolderRun:
+    """The run inside the lock: the runner's session, the --resume check, the report and the rows."""
+    from app.runs.outputs import ReportWriter
+    from app.runs.provenance import RunIdentity, record_run, resume_problem
+
+    report_path = plan.report
+    assert report_path is not None and plan.out is not None  # a run that writes
+    extra = _extra_columns(plan, runner.spec, report_path, scorer)
+    with runner.session(plan, extra) as info:
+        # the spec as loaded (a device-side argmax changes the session's), --threshold and where it runs
+        identity = RunIdentity.of(plan.spec, threshold=plan.threshold, min_confidence=plan.min_confidence,
+                                  session=info)
+        identity = replace(identity, reference=scorer.recorded) if scorer else identity
+        stale = resume_problem(report_path, identity) if plan.resume else None
+        if stale:
+            raise PlanRefused(f"--resume into {shown(plan.out)}: {shown(stale)}; run without --resume to redo every "
+                              "input, or choose a new --out")
+        columns = [*extra, *runner.columns]
+        done, others = _carried(plan, runner.spec, report_path, columns)
+        with ReportWriter(report_path, runner.spec, extra_columns=columns) as report:
+            record_run(report_path, identity)
+            summary = runner.run(plan, report=report, done=done, reference=scorer,
+                                 png_texts=identity.png_texts(runner.spec), progress=progress, should_stop=should_stop)
+            for row in others:  # finished rows are never lost to a run of part of the inputs
+                report.add_row(row)
+    if others:
+        summary.notices.append(f"{len(others)} row(s) of inputs not in this run kept from the earlier report")
+    return FolderRun(summary, identity, report_path, scorer.summary if scorer else None)
+
+
+def _extra_columns(plan: RunPlan, spec: ModelSpec, report: Path, scorer: ReferenceScorer | None) -> list[str]:
+    """The report's columns after the model's: the volume columns when the run has volumes (or --anonymize, or
+    --resume of a report that had them: the earlier run's volumes stay), then the reference's metrics."""
+    from app.runs.outputs import has_columns
+    from app.runs.volume_run import volume_columns
+
+    has_volumes = any(item.volume is not None for item in plan.inputs) or (
+        plan.resume and has_columns(report, volume_columns(spec)))
+    return [*(volume_columns(spec) if has_volumes else ()), *(scorer.columns if scorer else ())]
+
+
+def _carried(plan: RunPlan, spec: ModelSpec, report: Path,
+             columns: Sequence[str]) -> tuple[dict[str, list[str]], list[list[str]]]:
+    """--resume: (the finished rows of this run's inputs, the earlier report's rows of inputs not in it)."""
+    from app.runs.outputs import finished_earlier, rows_of_others
+
+    if not plan.resume or plan.out is None:
+        return {}, []
+    names = _anonymized_names(plan)
+    done = finished_earlier(report, spec, plan.inputs, out_dir=plan.out, save=plan.save,
+                            exports=plan.volumes.exports if plan.volumes else None, extra_columns=columns,
+                            names=names)
+    others = rows_of_others(report, spec, plan.inputs, extra_columns=columns, names=names and names[1])
+    return done, others
+
+
+def _anonymized_names(plan: RunPlan) -> tuple[list[Path], list[str]] | None:
+    """(output stems, report paths) of the inputs under --anonymize (app.runs.private_names), else None."""
+    if not plan.anonymize:
+        return None
+    from app.runs.private_names import anonymized_stems
+
+    stems = anonymized_stems(plan.inputs, plan.key)
+    return stems, [stem.as_posix() for stem in stems]
+
+
+def remove_stale_temporaries(out: Path, started: float, *, note: Callable[[str], None]) -> None:
+    """The temporaries a killed run left in `out` (older than this run's start) removed, and said."""
+    from app.io.files import remove_stale_temporaries as remove
+
+    removed = remove(out, older_than=started)
+    if removed:
+        note(f"note: removed {removed} unfinished temporary file(s) left in {shown(out)} by an interrupted run")
