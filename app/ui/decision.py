@@ -8,11 +8,15 @@ through intents; the window decides, the worker recomputes from the kept scores.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING, cast
 
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import QComboBox, QFormLayout, QGridLayout, QGroupBox, QLabel, QPushButton, QSlider, QWidget
 
 from app.ui.charts import NG_COLOR, OK_COLOR, ColourBar, ScoreHistogram
+
+if TYPE_CHECKING:
+    from PySide6.QtGui import QStandardItem, QStandardItemModel
 
 LAYERS = (("mask", "Mask"), ("probability", "Probability"), ("uncertainty", "Uncertainty"),
           ("difference", "Difference vs reference"), ("disagreement", "Disagreement A vs B"))
@@ -74,7 +78,7 @@ class DecisionControls(QGroupBox):
         for _, name in SPLITS:
             self._split.addItem(name)
         self._split.setToolTip("A divider you drag across the image: the raw image or model B on the other side")
-        self._split.model().item(2).setEnabled(False)
+        _item(self._split, 2).setEnabled(False)
         self._form = QFormLayout(self)
         self._form.addRow("Show", self._layer)
         self._form.addRow("Split", self._split)
@@ -106,15 +110,15 @@ class DecisionControls(QGroupBox):
         self._kind = tunable(spec)
         self._anomaly = spec.output.kind == "anomaly"
         self._model_value = spec.output.threshold if self._kind == "threshold" else 0.0
-        self._form.setRowVisible(self._slider.parentWidget(), self._kind is not None)
-        label = self._form.labelForField(self._slider.parentWidget())
+        self._form.setRowVisible(self._slider_row(), self._kind is not None)
+        label = cast(QLabel, self._form.labelForField(self._slider_row()))  # addRow("Threshold", …) made it
         label.setText("Min. confidence" if self._kind == "min_confidence" else "Threshold")
         self._slider.setToolTip("Pixels whose winning probability is below this become background"
                                 if self._kind == "min_confidence" else
                                 "Foreground where the probability is above this (anomaly map: at or above)")
-        self._layer.model().item(1).setEnabled(self._kind is not None)  # kept scores are needed
+        _item(self._layer, 1).setEnabled(self._kind is not None)  # kept scores are needed
         self.set_model_b(None)
-        self._layer.model().item(2).setEnabled(self._kind is not None and not self._anomaly)  # a map is no probability
+        _item(self._layer, 2).setEnabled(self._kind is not None and not self._anomaly)  # a map is no probability
         self._class.blockSignals(True)
         self._class.clear()
         self._class.addItem("Winning class")
@@ -150,7 +154,7 @@ class DecisionControls(QGroupBox):
         """The next layer this model can show (H key)."""
         for offset in range(1, len(LAYERS) + 1):
             index = (self._layer.currentIndex() + offset) % len(LAYERS)
-            if self._layer.model().item(index).isEnabled():
+            if _item(self._layer, index).isEnabled():
                 self._layer.setCurrentIndex(index)
                 return
 
@@ -173,11 +177,15 @@ class DecisionControls(QGroupBox):
     def verdict_text(self) -> str:
         return self._verdict.text()
 
+    def _slider_row(self) -> QWidget:
+        """The threshold slider's row in the form: the widget holding the slider and its value."""
+        return cast(QWidget, self._slider.parentWidget())
+
     def set_model_b(self, name: str | None) -> None:
         """A second model to compare with (None: none): the A ◀▶ B split and the disagreement layer."""
         self._model_b = name
-        self._split.model().item(2).setEnabled(name is not None)
-        self._layer.model().item(4).setEnabled(name is not None)
+        _item(self._split, 2).setEnabled(name is not None)
+        _item(self._layer, 4).setEnabled(name is not None)
         if name is None and self._split.currentIndex() == 2:
             self._split.setCurrentIndex(0)
         if name is None and self.layer() == "disagreement":
@@ -233,7 +241,7 @@ class DecisionControls(QGroupBox):
                                if layer == "difference" else "Whose probability is shown")
         self._form.setRowVisible(self._key, layer in ("difference", "disagreement"))
         self._key.setText(DIFFERENCE_KEY if layer == "difference" else DISAGREEMENT_KEY)
-        self._form.setRowVisible(self._slider.parentWidget(), self._kind is not None)
+        self._form.setRowVisible(self._slider_row(), self._kind is not None)
         heat = layer in ("probability", "uncertainty")
         self._scale.setVisible(heat)
         self._scale_label.setVisible(heat)
@@ -315,3 +323,8 @@ class FolderScores(QGroupBox):
 
     def counts_text(self) -> str:
         return self._counts.text()
+
+
+def _item(combo: QComboBox, row: int) -> QStandardItem:
+    """Row `row` of a combo box's list (a QComboBox's own model is a QStandardItemModel with every row set)."""
+    return cast("QStandardItemModel", combo.model()).item(row)

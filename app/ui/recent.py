@@ -13,7 +13,7 @@ import os
 import threading
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 from PySide6.QtCore import QObject, Signal
 
@@ -36,7 +36,7 @@ class RecentList:
         self.settings, self.key, self.writable = settings, key, writable
 
     def items(self) -> list[str]:
-        value = self.settings.value(self.key, [], list)
+        value = cast(list[object], self.settings.value(self.key, [], list))  # QSettings converts to a list
         return [setting_path(str(v)) for v in value if str(v)][:MAX_RECENT]
 
     def add(self, path: str | Path) -> None:
@@ -72,7 +72,8 @@ class ExistenceChecker(QObject):
         super().__init__(parent)
         self.known: dict[str, bool] = {}
         self.view: _MenuView | None = None  # the menu's latest entries, greyed as the answers come
-        self._exists, self._pending, self._lock = exists, set(), threading.Lock()
+        self._pending: set[str] = set()
+        self._exists, self._lock = exists, threading.Lock()
         self.checked.connect(self._answered)
 
     def check(self, paths: Iterable[str]) -> None:

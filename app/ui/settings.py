@@ -6,7 +6,7 @@ from __future__ import annotations
 import logging
 import math
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 from app.paths import setting_path, setting_text
 from app.ui.view_state import DisplayMode
@@ -28,18 +28,18 @@ def restore(window: MainWindow, settings: QSettings) -> None:
         window.restoreGeometry(geometry)
     else:
         window.resize(*DEFAULT_SIZE)
-    window.panel.controls.set_opacity(float(settings.value("opacity", 0.5)))
+    window.panel.controls.set_opacity(float(cast(float, settings.value("opacity", 0.5))))  # a number, or its text
     contour = settings.value("contour", False, bool)
     window.panel.controls.set_mode(DisplayMode.CONTOUR if contour else DisplayMode.FILLED)
 
 
 def model(settings: QSettings) -> Path | None:
-    value = settings.value("model", "", str)
+    value = cast(str, settings.value("model", "", str))  # QSettings converts to the type asked for
     return Path(setting_path(value)) if value else None
 
 
 def device(settings: QSettings) -> str:
-    return settings.value("device", "auto", str)
+    return cast(str, settings.value("device", "auto", str))
 
 
 def save(window: MainWindow, settings: QSettings) -> None:
@@ -85,7 +85,7 @@ def _remembered(settings: QSettings, group: str, model_sha256: str, what: str, *
     file edited by hand or by an older version must not set a NaN threshold, which would pass every pixel."""
     if not model_sha256:
         return None
-    stored = settings.value(f"{group}/{model_sha256}", "", str)
+    stored = cast(str, settings.value(f"{group}/{model_sha256}", "", str))
     if not stored:
         return None
     try:

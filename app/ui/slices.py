@@ -3,8 +3,13 @@ and its position along the normal in mm, the spacing, and what is wrong with the
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QSlider, QVBoxLayout, QWidget
+
+if TYPE_CHECKING:
+    from app.io.volumes import Volume
 
 
 class SliceBar(QWidget):
@@ -26,7 +31,7 @@ class SliceBar(QWidget):
         column.setContentsMargins(6, 2, 6, 2)
         column.addLayout(row)
         column.addWidget(self.warnings)
-        self._volume = None
+        self._volume: Volume | None = None
         self.slider.valueChanged.connect(self._on_value)
         self.hide()
 
@@ -54,6 +59,8 @@ class SliceBar(QWidget):
 
     def _describe(self, index: int) -> None:
         volume = self._volume
+        if volume is None:  # hidden: no volume shown (a value set while hidden has nothing to describe)
+            return
         parts = [f"Slice {index + 1} / {volume.depth}"]
         position = volume.slice_position_mm(index)
         if position is not None:

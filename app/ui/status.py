@@ -31,8 +31,8 @@ class StatusBar(QStatusBar):
         self._cancel.clicked.connect(self.cancel_requested.emit)
         for widget in (self._progress, self._cancel):
             widget.hide()
-        for widget in (self.provider, self.latency, self.gpu_memory, self.image_size, self.model):
-            self.addPermanentWidget(widget)
+        for label in (self.provider, self.latency, self.gpu_memory, self.image_size, self.model):
+            self.addPermanentWidget(label)
         self.notice = Notice()  # the messages: whole (elided, with a tooltip), never under the widgets above
         self.addWidget(self.notice, 1)
         self.addWidget(self._progress)
@@ -42,9 +42,9 @@ class StatusBar(QStatusBar):
         self._timer.setInterval(2000)
         self._timer.timeout.connect(self.refresh_gpu_memory)
 
-    def showMessage(self, text: str, timeout: int = 0, *, folder: str | Path | None = None) -> None:
+    def showMessage(self, text: str, timeout: int | None = 0, *, folder: str | Path | None = None) -> None:
         """QStatusBar's message, shown in the notice area instead; `folder`: offer "Open folder" for it."""
-        self.notice.show_message(text, timeout, folder=folder)
+        self.notice.show_message(text, timeout or 0, folder=folder)  # None (QStatusBar's type allows it): 0
         self.messageChanged.emit(text)
 
     def currentMessage(self) -> str:
