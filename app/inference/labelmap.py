@@ -28,8 +28,6 @@ from app.inference import postprocess as pp
 from app.inference.preprocess import Geometry
 from app.inference.spec import ModelSpec, PostprocessSpec
 
-RULES = ("labels", "above", "at_least", "argmax")
-
 
 @dataclass(frozen=True, eq=False)
 class Decision:

@@ -304,13 +304,6 @@ def anomaly_outputs(spec: ModelSpec, outputs: np.ndarray | tuple[np.ndarray, ...
                                                                    else None)
 
 
-def exported_mask(spec: ModelSpec, mask: np.ndarray, geometry: Geometry) -> np.ndarray:
-    """An anomaly model's own [1,1,h,w] mask (pred_mask) as a 0/1 label mask at the image's size."""
-    from app.inference.labelmap import exported_labels
-
-    return exported_labels(spec, mask, geometry).full()
-
-
 def _winning(scores: np.ndarray) -> np.ndarray:
     winning: np.ndarray = scores[0] if len(scores) == 1 else scores.max(axis=0)
     return winning

@@ -105,11 +105,6 @@ def _headers(paths: Sequence[Path], *, explicit: bool) -> Iterator[tuple[int, Pa
         yield index, path, ds
 
 
-def dicomdir_files(path: Path) -> list[Path]:
-    """The files a DICOMDIR references under its own folder (dicomdir_references), existing ones, in its order."""
-    return dicomdir_references(path)[0]
-
-
 def dicomdir_references(path: Path) -> tuple[list[Path], int]:
     """(the files a DICOMDIR references — ReferencedFileID relative to its folder —, existing ones, in its order;
     how many references lead out of that folder). A `..` or absolute component, or a link that resolves outside

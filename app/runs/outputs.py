@@ -132,10 +132,6 @@ class ReportWriter:
     def columns(self) -> list[str]:
         return list(self._columns)
 
-    @property
-    def extra_count(self) -> int:
-        return self._extra
-
     def add_result(self, path: Path | str, result: Result, *, verdict: Verdict | None = None,
                    extra: Sequence[str] = ()) -> None:
         """A result's row; `verdict` as the run decided it (decided here from the spec when not given); `extra`

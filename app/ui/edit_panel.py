@@ -64,9 +64,6 @@ class EditPanel(QGroupBox):
     def label(self) -> int:
         return max(0, self._class.currentIndex())
 
-    def set_label(self, label: int) -> None:
-        self._class.setCurrentIndex(label)
-
     def tool(self) -> str:
         return TOOLS[self._tool.currentIndex()][0]
 

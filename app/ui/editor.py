@@ -26,8 +26,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-MAX_RADIUS = 200
-
 
 class Editor(QObject):
     started = Signal(object)  # path (str; object: a QString drops a file name's non-UTF-8 bytes)

@@ -62,10 +62,6 @@ class Tuning:
     reference_root: str | None = None
     references: int = 0
 
-    def decides_like(self, other: Tuning) -> bool:
-        """Same mask and verdict (the picture may differ)."""
-        return (self.threshold, self.score_limit) == (other.threshold, other.score_limit)
-
 
 @dataclass(frozen=True)
 class ViewRequest:
