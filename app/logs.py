@@ -59,6 +59,11 @@ def quiet_libraries() -> None:
     logging by captureWarnings, not ignored), re-logged at DEBUG by `app.libraries`. SegLens says each problem
     once, in its own one line (app.errors); the library's wording, which may hold a patient's name or a path, is
     in the debug log. Idempotent; called by the CLI and by setup_file_logging (the viewer)."""
+    # OpenCV's own warnings ("[ WARN:0@0.09] global grfmt_png.cpp … PNG input buffer is incomplete") would reach
+    # the terminal before the one line SegLens prints for a damaged file. OpenCV reads the level once, at its first
+    # message: the entry points call this before anything is decoded (a local Ray cluster's workers, started
+    # later, inherit it). A user's own setting wins.
+    os.environ.setdefault("OPENCV_LOG_LEVEL", "ERROR")
     logging.captureWarnings(True)
     for name in LIBRARIES:
         library = logging.getLogger(name)

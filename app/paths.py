@@ -7,6 +7,16 @@ import sys
 from pathlib import Path
 
 
+def cache_own_bytecode() -> None:
+    """Write .pyc files for SegLens's own modules from here on, run from a writable source tree (an entry point
+    calls this first). uv's editable install compiles site-packages only, and where PYTHONDONTWRITEBYTECODE is set
+    (these machines) SegLens's modules would be compiled from source at every launch: ~40 ms, most of it before
+    the window and the first overlay (docs/PERFORMANCE.md). Caching them beside the source is what an installer
+    does at install time; the libraries already have theirs. Frozen builds and read-only installs are untouched."""
+    if not getattr(sys, "frozen", False) and os.access(Path(__file__).parent, os.W_OK):
+        sys.dont_write_bytecode = False
+
+
 def install_root() -> Path:
     """The folder holding `models/` and `resources/`: the repo root, or the frozen bundle's data folder."""
     frozen_root = getattr(sys, "_MEIPASS", None)

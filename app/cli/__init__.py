@@ -41,13 +41,15 @@ def resolved_model(text: Path) -> Path:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from app.logs import quiet_libraries
+    from app.paths import cache_own_bytecode
+
+    cache_own_bytecode()
+    quiet_libraries()  # OpenCV's, highdicom's, pydicom's and Pillow's chatter off the terminal: one line per problem
     parser = build_parser()
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.WARNING,
                         format="%(levelname)s: %(message)s")
-    from app.logs import quiet_libraries
-
-    quiet_libraries()  # highdicom's, pydicom's and Pillow's warnings at DEBUG: one line per problem, ours
     if not getattr(args, "command", None):
         parser.print_help(sys.stderr)
         return EXIT_USAGE

@@ -2,7 +2,7 @@
 
 libjpeg (inside OpenCV) prints its warnings ("Corrupt JPEG data: 61 extraneous bytes before marker 0xd9") with
 `fprintf(stderr, …)`, which no OpenCV log level reaches; OpenCV's own `[ WARN:0@…]` lines are silenced by
-`OPENCV_LOG_LEVEL=ERROR`, set where `app` is imported (app/__init__.py). `quiet_native_stderr` points file
+`OPENCV_LOG_LEVEL=ERROR`, set by the entry points (app.logs.quiet_libraries). `quiet_native_stderr` points file
 descriptor 2 at a temporary file while a decoder runs and hands back everything written there meanwhile except
 the decoders' known warning lines: another thread's output is delayed, never lost. Decoders on several threads
 share one redirection (the first in opens it, the last out restores it), so decoding is never serialised.

@@ -30,6 +30,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from app.paths import cache_own_bytecode
+
+    cache_own_bytecode()  # before the viewer's own modules load
     args = parse_args(argv)
     if args.model is not None:  # before any window: an unknown name is one line and exit 2, like seglens-cli
         from app.errors import ModelError, shown
