@@ -6,6 +6,7 @@ imports this module (not the reverse), so there is no import circle.
 
 from __future__ import annotations
 
+import functools
 from typing import TYPE_CHECKING
 
 from PySide6.QtCore import QEvent, QObject, Qt
@@ -82,7 +83,7 @@ def _view_menu(window: MainWindow, menu: QMenu) -> None:
     window_menu.addSeparator()
     for name, preset in CT_PRESETS.items():
         _add(window, window_menu, f"{name}  (L {preset[0]:g} / W {preset[1]:g})",
-             lambda p=preset: presenter.set_window(p))
+             functools.partial(presenter.set_window, preset))
 
 
 def _model_menu(window: MainWindow, menu: QMenu) -> None:
@@ -294,7 +295,9 @@ class PeekFilter(QObject):
     def arm(self, *_args) -> None:
         if not self._armed:
             self._armed = True
-            QApplication.instance().installEventFilter(self)
+            application = QApplication.instance()
+            assert application is not None  # armed while the viewer runs
+            application.installEventFilter(self)
 
     def remove(self) -> None:
         app = QApplication.instance()

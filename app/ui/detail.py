@@ -11,7 +11,7 @@ colour table, so a class toggle or the opacity slider applies here as well.
 from __future__ import annotations
 
 from collections import OrderedDict
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 from PySide6.QtCore import QRectF
 from PySide6.QtGui import QImage
@@ -107,7 +107,8 @@ class DetailItem(QGraphicsItem):
         if isinstance(source, np.ndarray):
             block = np.ascontiguousarray(source[ty * TILE : (ty + 1) * TILE, tx * TILE : (tx + 1) * TILE])
         else:
-            block = np.ascontiguousarray(source.region(ty * TILE, (ty + 1) * TILE, tx * TILE, (tx + 1) * TILE))
+            labels = cast("LabelMap", source)  # a mask tile is asked for only with a mask shown
+            block = np.ascontiguousarray(labels.region(ty * TILE, (ty + 1) * TILE, tx * TILE, (tx + 1) * TILE))
         image = image_to_qimage(block) if kind == "pixels" else indexed_qimage(block, self._table)
         self._tiles[key] = image
         while len(self._tiles) > CACHE_TILES:

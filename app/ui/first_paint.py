@@ -4,9 +4,13 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import TYPE_CHECKING, cast
 
 from PySide6.QtCore import QEvent, QObject, QTimer
 from PySide6.QtWidgets import QWidget
+
+if TYPE_CHECKING:
+    from PySide6.QtGui import QWindow
 
 FIRST_PAINT_WAIT_MS = 500  # at most: a window never exposed (started minimised, a platform without expose events)
 
@@ -39,7 +43,7 @@ class _FirstExpose(QObject):
         self._then = then
 
     def eventFilter(self, watched: QObject, event: QEvent) -> bool:
-        if event.type() == QEvent.Type.Expose and watched.isExposed():
+        if event.type() == QEvent.Type.Expose and cast("QWindow", watched).isExposed():  # only a QWindow is exposed
             watched.removeEventFilter(self)
             QTimer.singleShot(0, self._then)
         return False

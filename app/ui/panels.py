@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from typing import TYPE_CHECKING, cast
 
 from PySide6.QtCore import QEvent, QSize, Qt, Signal
 from PySide6.QtGui import QColor, QPixmap
@@ -24,6 +25,9 @@ from app.ui.decision import DecisionControls, FolderScores
 from app.ui.edit_panel import EditPanel
 from app.ui.review_panel import ReviewPanel
 from app.ui.view_state import DisplayMode
+
+if TYPE_CHECKING:
+    from PySide6.QtWidgets import QLayoutItem
 
 MODES = (DisplayMode.FILLED, DisplayMode.CONTOUR)  # the order of the Mode box, and of C's cycle
 MODE_NAMES = {DisplayMode.FILLED: "Filled", DisplayMode.CONTOUR: "Contour"}
@@ -134,7 +138,7 @@ class Legend(QGroupBox):
 
     def set_classes(self, classes) -> None:
         while self._grid.count():
-            widget = self._grid.takeAt(0).widget()
+            widget = cast("QLayoutItem", self._grid.takeAt(0)).widget()  # there: count() > 0
             if widget:
                 widget.deleteLater()
         self._boxes, self._counts, self._volumes = [], [], []
@@ -235,7 +239,7 @@ class TopK(QGroupBox):
         from app.inference.labels import display_name  # here: the window shows before any classifier result
 
         while self._layout.count():
-            widget = self._layout.takeAt(0).widget()
+            widget = cast("QLayoutItem", self._layout.takeAt(0)).widget()  # there: count() > 0
             if widget:
                 widget.deleteLater()
         for row, p in enumerate(predictions):
@@ -416,7 +420,7 @@ class PanelArea(QScrollArea):
 
     def minimumSizeHint(self) -> QSize:
         hint = super().minimumSizeHint()
-        width = self.widget().minimumSizeHint().width() + self.verticalScrollBar().sizeHint().width() + \
+        width = cast(QWidget, self.widget()).minimumSizeHint().width() + self.verticalScrollBar().sizeHint().width() + \
             2 * self.frameWidth()
         # only ever wider: a panel that narrows again (shorter counts on the next image, edit mode ended) would
         # move the splitter and refit the picture at every step

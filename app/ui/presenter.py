@@ -7,7 +7,7 @@ and level go to the display thread as WindowRequests; masks become QImages once,
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 from PySide6.QtCore import QObject, Signal
 
@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     from PySide6.QtGui import QImage
 
     from app.ui.messages import ViewResult, Window, WindowedImage, WindowRequest
+    from app.ui.overlay import DifferenceImage, HeatmapImage, OverlayImage
     from app.ui.panels import SidePanel
     from app.ui.status import StatusBar
     from app.ui.view_state import ViewState
@@ -35,10 +36,10 @@ class Presenter(QObject):
         self._viewer = viewer
         self._panel = panel
         self._status = status
-        self._overlay = None  # app.ui.overlay.OverlayImage of the mask on screen (numpy: loaded after the window)
-        self._heat = None  # app.ui.overlay.HeatmapImage of the probability/uncertainty layer on screen
-        self._editing = None  # the OverlayImage of the mask being edited (edit mode), shown filled
-        self._overlay_b = None  # the OverlayImage of model B's mask (comparing two models)
+        self._overlay: OverlayImage | None = None  # the mask on screen (app.ui.overlay: numpy, loaded after the window)
+        self._heat: HeatmapImage | DifferenceImage | None = None  # the probability/uncertainty/difference layer
+        self._editing: OverlayImage | None = None  # the mask being edited (edit mode), shown filled
+        self._overlay_b: OverlayImage | None = None  # model B's mask (comparing two models)
         self._joint = False  # the layer on screen is the disagreement of A and B
         self.split: str | None = None  # the split view: None, "raw" (raw | overlay) or "ab" (model A | model B)
 
@@ -134,7 +135,7 @@ class Presenter(QObject):
     def on_windowed(self, windowed: WindowedImage) -> None:
         if not self._state.accept_windowed(windowed):
             return  # another picture's, or older than the pixels drawn
-        view = self._state.shown
+        view = cast("ViewResult", self._state.shown)  # accept_windowed: it is of the picture shown
         if self._state.on_screen is view:
             self._viewer.replace_image(windowed.image)  # keeps zoom, pan and overlay
             self._show_facts(view, windowed.window)
@@ -193,7 +194,8 @@ class Presenter(QObject):
                 self._overlay_b.image(hidden=style.hidden, contour=contour)
         mode = None if self._editing is not None or (self.split == "ab" and split_b is None) else self.split
         model = self._state.model.spec.path.name if self._state.model else ""
-        names = {"raw": ("raw image", "overlay"), "ab": (f"A · {model}", f"B · {self._panel.decision.model_b}")}
+        names: dict[str | None, tuple[str, str]] = {
+            "raw": ("raw image", "overlay"), "ab": (f"A · {model}", f"B · {self._panel.decision.model_b}")}
         self._viewer.set_split(mode, split_b, names.get(mode, ("", "")))
         self._show_detail(mode, contour)
         if self._editing is not None:

@@ -103,7 +103,7 @@ class ExistenceChecker(QObject):
             self.view.show(path)
 
 
-def fill_menu(menu: QMenu, recent: RecentList, open_path: Callable[[str], None],
+def fill_menu(menu: QMenu, recent: RecentList, open_path: Callable[[str], object],
               checker: ExistenceChecker | None = None) -> None:
     """The menu's entries as the list stands now (called as the menu opens), built without touching the file
     system; each path's existence is then asked in the background (`checker`, by default one kept by the menu)

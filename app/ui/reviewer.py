@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 from PySide6.QtCore import QObject, Signal
 
@@ -141,7 +141,8 @@ class Reviewer(QObject):
                         for p in self._files.paths())
         return ReportRequest(entries, str(report_path), tuning, {entry.rel: self._log.get(entry.rel)
                                                                 for entry in entries},
-                             self.model_path.name, self._log.model_sha256, __version__,
+                             cast(Path, self.model_path).name,  # a log is opened only with a model
+                             self._log.model_sha256, __version__,
                              anonymize=self.anonymize_by_default() if anonymize is None else anonymize)
 
     def listed_volumes(self) -> int:

@@ -15,9 +15,11 @@ import threading
 from collections import OrderedDict
 from dataclasses import dataclass, replace
 from enum import Enum
-from typing import TYPE_CHECKING, Generic, TypeVar
+from typing import TYPE_CHECKING, Generic, TypeVar, cast
 
 if TYPE_CHECKING:  # messages loads when first used: its dataclasses cost ~4 ms before the window could show
+    import numpy as np
+
     from app.inference.tuning import Judgement
     from app.inference.verdict import Verdict
     from app.ui.messages import (
@@ -239,7 +241,8 @@ class ViewState:
     def first_window_request(self) -> WindowRequest | None:
         """For a picture just shown: work for the display thread when the reader's window is not the picture's
         own (the worker rendered that one already), else None."""
-        if not self.windowing_applies or self.display_window == self.shown.window:
+        # windowing_applies: a picture is shown
+        if not self.windowing_applies or self.display_window == cast("ViewResult", self.shown).window:
             return None
         return self._window_request(self.display_window)
 
@@ -254,7 +257,7 @@ class ViewState:
         """Right-drag by (dx, dy) screen pixels, from the last window asked for (not the last one drawn)."""
         if not self.windowing_applies:
             return None
-        return self.set_window(dragged_window(self.display_window, dx, dy))
+        return self.set_window(dragged_window(cast("Window", self.display_window), dx, dy))  # applies: it has one
 
     def auto_window(self) -> WindowRequest | None:
         """An automatic window (percentiles): the display thread chooses it and reports it with the pixels."""
@@ -277,8 +280,9 @@ class ViewState:
     def _window_request(self, window: Window | None) -> WindowRequest:
         from app.ui.messages import WindowRequest
 
-        view = self.shown
-        return WindowRequest(self.latest_window.issue(), view.key, view.display_raw, window, view.invert)
+        view = cast("ViewResult", self.shown)  # its callers checked: a picture with real values is shown
+        return WindowRequest(self.latest_window.issue(), view.key, cast("np.ndarray", view.display_raw), window,
+                             view.invert)
 
     # -- overlay ---------------------------------------------------------------------------------------
 
