@@ -9,9 +9,11 @@ from __future__ import annotations
 import contextlib
 import os
 import secrets
+import shutil
 import stat
 import time
 import zlib
+from collections.abc import Iterator
 from pathlib import Path
 
 import cv2
@@ -39,6 +41,37 @@ def atomic_write(path: Path, data: bytes) -> None:
     except OSError as exc:
         _remove_quietly(tmp)
         raise OutputError(f"{path}: cannot write ({exc.strerror or exc})") from exc
+
+
+@contextlib.contextmanager
+def whole_folder(out_dir: Path) -> Iterator[Path]:
+    """A folder that appears whole or not at all (a DICOM series export): the block writes into a partial folder
+    beside `out_dir` (yielded), which takes `out_dir`'s place once the block ends without an exception. An earlier
+    `out_dir` is moved aside, not deleted first: a failed rename leaves it where it was. The partial folder is
+    gone either way. Raises OSError."""
+    partial = out_dir.with_name(f"{out_dir.name}.partial-{secrets.token_hex(4)}")
+    try:
+        partial.mkdir(parents=True)
+        yield partial
+        _swap_in(partial, out_dir)
+    finally:
+        shutil.rmtree(partial, ignore_errors=True)  # gone after the swap; the leftovers of a failure otherwise
+
+
+def _swap_in(partial: Path, out_dir: Path) -> None:
+    old = None
+    if out_dir.exists():
+        old = out_dir.with_name(f"{out_dir.name}.old-{secrets.token_hex(4)}")
+        out_dir.rename(old)
+    try:
+        partial.rename(out_dir)
+    except OSError:
+        if old is not None:
+            with contextlib.suppress(OSError):
+                old.rename(out_dir)
+        raise
+    if old is not None:
+        shutil.rmtree(old, ignore_errors=True)
 
 
 TEMPORARY_PREFIX = ".seglens-tmp-"

@@ -5,8 +5,6 @@ and study modules and its laterality are carried over. The folder appears whole 
 from __future__ import annotations
 
 import contextlib
-import secrets
-import shutil
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,6 +14,7 @@ import cv2
 import numpy as np
 
 from app.errors import OutputError
+from app.io.files import whole_folder
 from app.io.render import blend_overlay
 from app.io.volumes import Volume
 from app.runs.dicom_sources import save_dataset, source_datasets, source_series_number
@@ -127,40 +126,19 @@ def write_series(volume: Volume, labels: np.ndarray, segments: Sequence[Segment]
 
     datasets = source_datasets(volume) if sources is None else sources(source_datasets(volume))
     series_uid, number = hd.UID(), source_series_number(datasets) + SC_SERIES_OFFSET
-    partial = out_dir.with_name(f"{out_dir.name}.partial-{secrets.token_hex(4)}")
+    names = []
     try:
-        partial.mkdir(parents=True)
-        names = []
-        for k, source in enumerate(datasets):
-            rgb = burned_slice(display(k), labels[k], segments, opacity=opacity, text=banner_text(algorithm))
-            image = _sc_image(source, volume.slices[k], rgb, series_uid=series_uid, series_number=number,
-                              instance_number=k + 1, algorithm=algorithm)
-            if prepare is not None:
-                prepare(image)
-            names.append(save_dataset(image, partial / f"sc_{k + 1:04d}.dcm").name)
-        _swap_in(partial, out_dir)
+        with whole_folder(out_dir) as partial:
+            for k, source in enumerate(datasets):
+                rgb = burned_slice(display(k), labels[k], segments, opacity=opacity, text=banner_text(algorithm))
+                image = _sc_image(source, volume.slices[k], rgb, series_uid=series_uid, series_number=number,
+                                  instance_number=k + 1, algorithm=algorithm)
+                if prepare is not None:
+                    prepare(image)
+                names.append(save_dataset(image, partial / f"sc_{k + 1:04d}.dcm").name)
     except OSError as exc:
         raise OutputError(f"{out_dir}: cannot write the Secondary Capture series ({exc.strerror or exc})") from exc
-    finally:
-        shutil.rmtree(partial, ignore_errors=True)  # gone after the swap; the leftovers of a failure otherwise
     return [out_dir / name for name in names]
-
-
-def _swap_in(partial: Path, out_dir: Path) -> None:
-    # An earlier export is moved aside, not deleted first: a failed rename leaves the old series where it was.
-    old = None
-    if out_dir.exists():
-        old = out_dir.with_name(f"{out_dir.name}.old-{secrets.token_hex(4)}")
-        out_dir.rename(old)
-    try:
-        partial.rename(out_dir)
-    except OSError:
-        if old is not None:
-            with contextlib.suppress(OSError):
-                old.rename(out_dir)
-        raise
-    if old is not None:
-        shutil.rmtree(old, ignore_errors=True)
 
 
 def _sc_image(source: Dataset, ref: SliceRef, rgb: np.ndarray, *, series_uid: str, series_number: int,

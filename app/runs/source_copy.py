@@ -6,12 +6,10 @@ not at all."""
 
 from __future__ import annotations
 
-import contextlib
-import secrets
-import shutil
 from pathlib import Path
 
 from app.errors import ImageError, OutputError
+from app.io.files import whole_folder
 from app.io.volumes import Volume
 from app.runs.deidentify import VolumePrivacy
 from app.runs.dicom_sources import save_dataset
@@ -22,37 +20,16 @@ def write_copy(volume: Volume, out_dir: Path, *, privacy: VolumePrivacy) -> list
     import pydicom
 
     files = list(dict.fromkeys(ref.path for ref in volume.slices))
-    partial = out_dir.with_name(f"{out_dir.name}.partial-{secrets.token_hex(4)}")
+    names = []
     try:
-        partial.mkdir(parents=True)
-        names = []
-        for number, path in enumerate(files, start=1):
-            try:
-                dataset = pydicom.dcmread(path)
-            except Exception as exc:  # pydicom raises many types for a damaged file
-                raise ImageError(f"{path}: cannot read the source DICOM ({type(exc).__name__})") from exc
-            privacy.finish_source(dataset)
-            names.append(save_dataset(dataset, partial / f"source_{number:04d}.dcm").name)
-        _swap_in(partial, out_dir)
+        with whole_folder(out_dir) as partial:
+            for number, path in enumerate(files, start=1):
+                try:
+                    dataset = pydicom.dcmread(path)
+                except Exception as exc:  # pydicom raises many types for a damaged file
+                    raise ImageError(f"{path}: cannot read the source DICOM ({type(exc).__name__})") from exc
+                privacy.finish_source(dataset)
+                names.append(save_dataset(dataset, partial / f"source_{number:04d}.dcm").name)
     except OSError as exc:
         raise OutputError(f"{out_dir}: cannot write the de-identified source series ({exc.strerror or exc})") from exc
-    finally:
-        shutil.rmtree(partial, ignore_errors=True)
     return [out_dir / name for name in names]
-
-
-def _swap_in(partial: Path, out_dir: Path) -> None:
-    # as app.runs.secondary_capture's: an earlier copy is moved aside, not deleted first
-    old = None
-    if out_dir.exists():
-        old = out_dir.with_name(f"{out_dir.name}.old-{secrets.token_hex(4)}")
-        out_dir.rename(old)
-    try:
-        partial.rename(out_dir)
-    except OSError:
-        if old is not None:
-            with contextlib.suppress(OSError):
-                old.rename(out_dir)
-        raise
-    if old is not None:
-        shutil.rmtree(old, ignore_errors=True)

@@ -17,6 +17,7 @@ from app.io.files import (
     encode_png,
     is_complete_png,
     remove_stale_temporaries,
+    whole_folder,
 )
 
 
@@ -130,3 +131,19 @@ def test_text_chunks_keep_a_png_complete_and_refuse_bad_input(tmp_path):
     corrupt = bytearray(png_with_text(encode_png(np.zeros((2, 2), np.uint8)), {"k": "v"}))
     corrupt[41] ^= 1  # a byte of the text chunk's data: its CRC no longer matches, the item is not trusted
     assert png_text(bytes(corrupt)) == {}
+
+
+def test_a_whole_folder_replaces_the_earlier_one_only_once_written(tmp_path):
+    out = tmp_path / "series_sc"
+    out.mkdir()
+    (out / "old.dcm").write_bytes(b"old")
+    with pytest.raises(RuntimeError), whole_folder(out) as partial:
+        (partial / "sc_0001.dcm").write_bytes(b"new")
+        raise RuntimeError("the second slice failed")
+    assert [p.name for p in tmp_path.iterdir()] == ["series_sc"]  # no partial folder left, the old one kept
+    assert [p.name for p in out.iterdir()] == ["old.dcm"]
+    with whole_folder(out) as partial:
+        (partial / "sc_0001.dcm").write_bytes(b"new")
+        assert not (out / "sc_0001.dcm").exists()  # nothing half-written shows under the name meanwhile
+    assert [p.name for p in tmp_path.iterdir()] == ["series_sc"]
+    assert [(p.name, p.read_bytes()) for p in out.iterdir()] == [("sc_0001.dcm", b"new")]
