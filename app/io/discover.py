@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -45,7 +45,7 @@ class InputFile:
     volume: Volume | None = None  # app.io.volumes.Volume (imported for the type checker only: see above)
 
 
-def discover(paths: list[str | Path], *, exclude: list[str | Path] | tuple[()] = ()) -> list[InputFile]:
+def discover(paths: Sequence[str | Path], *, exclude: Sequence[str | Path] = ()) -> list[InputFile]:
     """Expand files and folders into inputs, each file once, in the order given then natural order.
 
     DICOM files (recognised by content, whatever their extension) are grouped into series volumes, and NIfTI files

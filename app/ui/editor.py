@@ -13,13 +13,17 @@ correction is never dropped silently.
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, cast
 
 from PySide6.QtCore import QObject, Qt, Signal
 
 if TYPE_CHECKING:
     from app.ui.edit_panel import EditPanel
-    from app.ui.messages import ViewResult
+    from app.ui.mask_edit import MaskEdit
+    from app.ui.messages import ModelSummary, ViewResult
+    from app.ui.overlay import OverlayImage
     from app.ui.presenter import Presenter
     from app.ui.view_state import ViewState
     from app.ui.viewer import ImageViewer
@@ -41,11 +45,12 @@ class Editor(QObject):
         self._viewer = viewer
         self._presenter = presenter
         self._panel = panel
-        self._edit = None  # app.ui.mask_edit.MaskEdit of the picture being edited
+        self._edit: MaskEdit | None = None  # of the picture being edited
         self._view: ViewResult | None = None
-        self._overlay = None
+        self._overlay: OverlayImage | None = None
         self._last: tuple[float, float] | None = None
-        self.destination = None  # callable(path) -> (review folder, rel, input root): set by the window
+        # path -> (review folder, rel, input root): set by the window
+        self.destination: Callable[[str], tuple[Path, str, Path]] | None = None
         viewer.edit_pressed.connect(self._pressed)
         viewer.edit_moved.connect(self._moved)
         viewer.edit_released.connect(self._released)
@@ -74,30 +79,33 @@ class Editor(QObject):
 
         view = self._state.on_screen
         problem = _cannot_edit(view)
-        if problem:
-            self.refused.emit(problem)
+        if problem or view is None:  # no picture: a problem said
+            self.refused.emit(problem or "")
             return False
-        self._view, self._edit = view, MaskEdit(self._starting_mask(view))
-        self._overlay = OverlayImage(self._edit.mask, self._state.model.spec.classes)
-        self._panel.set_classes(self._state.model.spec.classes)
+        model = cast("ModelSummary", self._state.model)  # a picture is shown: a model made it
+        edit = MaskEdit(self._starting_mask(view))
+        self._view, self._edit = view, edit
+        self._overlay = overlay = OverlayImage(edit.mask, model.spec.classes)
+        self._panel.set_classes(model.spec.classes)
         self._panel.show()
         self._viewer.set_editing(self._panel.radius())
-        self._presenter.edit_overlay(self._overlay)
+        self._presenter.edit_overlay(overlay)
         self.started.emit(str(view.path))
         return True
 
     def stop(self) -> None:
         """Leave edit mode (saving unsaved changes first)."""
-        if not self.active:
+        edit, shown = self._edit, self._view  # set together by start
+        if edit is None or shown is None:
             return
-        path = str(self._view.path)
-        if self._edit.changed:
+        path = str(shown.path)
+        if edit.changed:
             self.save()
         self._edit = self._overlay = None
         self._viewer.set_editing(None)
         self._panel.hide()
         self._presenter.edit_overlay(None)
-        view, self._view = self._state.cache.peek(self._view.key) or self._view, None
+        view, self._view = self._state.cache.peek(shown.key) or shown, None
         if self._state.on_screen is not None and self._state.on_screen.key == view.key:
             self._presenter.update_decision(view)
         self.stopped.emit(path)
@@ -105,18 +113,19 @@ class Editor(QObject):
     # -- painting --------------------------------------------------------------------------------------
 
     def _pressed(self, x: float, y: float, modifiers) -> None:
-        if not self.active:
+        edit = self._edit
+        if edit is None:  # not active
             return
         label = 0 if modifiers & Qt.KeyboardModifier.ShiftModifier or self._panel.tool() == "eraser" \
             else self._panel.label()
         if modifiers & Qt.KeyboardModifier.ControlModifier or self._panel.tool() == "fill":
-            self._repaint(self._edit.fill((x, y), label))
+            self._repaint(edit.fill((x, y), label))
             self._last = None
             self._changed()
             return
-        self._edit.begin_stroke(label, self._panel.radius())
+        edit.begin_stroke(label, self._panel.radius())
         self._last = (x, y)
-        self._repaint(self._edit.segment((x, y), (x, y)))
+        self._repaint(edit.segment((x, y), (x, y)))
 
     def _moved(self, x: float, y: float) -> None:
         if self._edit is None or self._last is None:
@@ -141,8 +150,9 @@ class Editor(QObject):
             self._changed()
 
     def _changed(self) -> None:
-        self._panel.set_history(self._edit.can_undo, self._edit.can_redo)
-        self.mask_changed.emit(self._edit.mask)
+        edit = cast("MaskEdit", self._edit)  # after a stroke, fill, undo or redo of the edit
+        self._panel.set_history(edit.can_undo, edit.can_redo)
+        self.mask_changed.emit(edit.mask)
 
     def _repaint(self, box) -> None:
         if box is not None and self._overlay is not None:
@@ -181,7 +191,7 @@ class Editor(QObject):
         from app.errors import SegLensError
         from app.runs.review import save_corrected_mask
 
-        view = self._view
+        view = cast("ViewResult", self._view)  # set with the edit
         try:
             folder, rel, root = self.destination(str(view.path))
             written = save_corrected_mask(folder, rel, self._edit.mask, input_root=root)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 from PySide6.QtCore import QSettings, Qt, Signal
 from PySide6.QtWidgets import QMainWindow, QSplitter, QVBoxLayout, QWidget
@@ -76,7 +76,7 @@ class MainWindow(QMainWindow):
         self.recent_models = RecentList(settings, "recent/models", writable=lambda: self.persist_settings)
         self.toolbar = build_toolbar(self)
         self.addToolBar(self.toolbar)
-        self.toolbar.setVisible(settings.value("toolbar", True, bool))
+        self.toolbar.setVisible(cast(bool, settings.value("toolbar", True, bool)))  # converted to the type asked
         actions.build_menus(self)
         self._peek = actions.PeekFilter(self)
         self.overlay_shown.connect(self._peek.arm)  # nothing to peek under before the first overlay
@@ -191,7 +191,7 @@ class MainWindow(QMainWindow):
         if not self.state.model_ready(generation, summary):
             return
         spec = summary.spec
-        self.recent_models.add(self.model_path)  # loaded: worth offering again (a file that failed is not)
+        self.recent_models.add(cast(Path, self.model_path))  # loaded from it: worth offering again (a failed one: not)
         self.status.show_session(summary.info, spec.name)
         self.panel.show_model(spec)
         self.panel.show_busy(f"Running {spec.name}…" if self.files.current_path() else None)
@@ -243,7 +243,7 @@ class MainWindow(QMainWindow):
         self.files.setCurrentRow(0)
         self.status.showMessage(f"{len(inputs)} image(s)", 5000)
 
-    def show_path(self, path: str, frame: int = 0) -> None:
+    def show_path(self, path: str | None, frame: int = 0) -> None:
         if not path:
             return
         self.editor.stop()  # another picture: a correction in progress is saved first
