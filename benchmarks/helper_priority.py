@@ -26,6 +26,7 @@ from app.inference.spec import load_spec  # noqa: E402
 from app.io.discover import InputFile, discover  # noqa: E402
 from app.runs import batch  # noqa: E402
 from app.runs.bench import raw_limit  # noqa: E402
+from app.runs.plan import RunPlan  # noqa: E402
 
 VARIANTS = {  # name: niceness of the prefetch and writer threads
     "helpers niceness 0": 0,
@@ -39,7 +40,8 @@ def piped(model, inputs: list[InputFile], runs: int, save: tuple[str, ...], nice
               for k in range(runs)]
     with tempfile.TemporaryDirectory(prefix="seglens-ab-") as scratch:
         started = time.perf_counter()
-        batch.run_inputs(model, cycled, out_dir=Path(scratch), save=save, helper_niceness=niceness)
+        plan = RunPlan(spec=model.spec, inputs=tuple(cycled), out=Path(scratch), save=tuple(save))
+        batch.run_inputs(model, plan, helper_niceness=niceness)
         return runs / (time.perf_counter() - started)
 
 

@@ -50,6 +50,7 @@ from app.inference.spec import load_spec  # noqa: E402
 from app.io.discover import discover  # noqa: E402
 from app.runs.batch import run_inputs  # noqa: E402
 from app.runs.outputs import ReportWriter  # noqa: E402
+from app.runs.plan import RunPlan  # noqa: E402
 
 SIDECAR = "classes: [background, object]\n"
 
@@ -90,7 +91,8 @@ def local_run(model_path: Path, folder: Path, out: Path, batch: int, images: int
     inputs = discover([folder])
     started = time.perf_counter()
     with ReportWriter(out / "seglens_report.csv", session.spec) as report:
-        summary = run_inputs(session, inputs, out_dir=out, save=("mask",), report=report, batch_size=batch)
+        summary = run_inputs(session, RunPlan(spec=session.spec, inputs=tuple(inputs), out=out, batch=batch),
+                             report=report)
     seconds = time.perf_counter() - started
     check(out, out / "seglens_report.csv", images, summary)
     return images / seconds, session
@@ -158,7 +160,8 @@ def paper_inputs(work: Path, model_path: Path) -> dict[str, float]:
         decode.append((time.perf_counter() - t) * 1000)
     session = open_session(load_spec(model_path), "cpu", runtime={"intra_op_threads": 2})
     out = work / "hd_out"
-    run_inputs(session, discover([folder]), out_dir=out, save=("mask", "overlay"), prefetch_workers=1)
+    run_inputs(session, RunPlan(spec=session.spec, inputs=tuple(discover([folder])), out=out, save=("mask", "overlay")),
+               prefetch_workers=1)
     masks = [p.stat().st_size for p in out.glob("*_mask.png")]
     overlays = [p.stat().st_size for p in out.glob("*_overlay.png")]
     # A report row: what the driver does per image (RowsReport keeps rows in memory; the CSV writer's cost is the

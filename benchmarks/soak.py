@@ -22,6 +22,7 @@ from app.inference.telemetry import process_rss_mb
 from app.io.discover import InputFile
 from app.runs.batch import run_inputs
 from app.runs.bench import synthetic_images
+from app.runs.plan import Callbacks, RunPlan
 
 
 def pipeline_soak(model_path: Path, count: int, folder: Path) -> list[tuple[int, float]]:
@@ -35,7 +36,8 @@ def pipeline_soak(model_path: Path, count: int, folder: Path) -> list[tuple[int,
         if done % max(1, count // 20) == 0:
             samples.append((done, process_rss_mb() or 0.0))
 
-    run_inputs(model, inputs, out_dir=folder / "out", save=("mask", "overlay"), progress=progress)
+    run_inputs(model, RunPlan(spec=model.spec, inputs=tuple(inputs), out=folder / "out", save=("mask", "overlay")),
+               progress=Callbacks(outcome=progress))
     return samples
 
 

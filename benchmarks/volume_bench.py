@@ -53,6 +53,7 @@ from app.io.discover import discover  # noqa: E402
 from app.io.images import read_slice  # noqa: E402
 from app.runs.batch import run_inputs  # noqa: E402
 from app.runs.outputs import ReportWriter  # noqa: E402
+from app.runs.plan import RunPlan  # noqa: E402
 from app.runs.volume_run import VolumeOptions, volume_columns  # noqa: E402
 
 SIDECAR = "input:\n  window: [40, 400]\nclasses: [background, tissue]\n"
@@ -93,8 +94,8 @@ def pipeline_rate(model, series: Path, out: Path, batch: int, depth: int) -> tup
     the process's threads: prefetch, inference, writer)."""
     inputs = discover([series])
     cpu, started = time.process_time(), time.perf_counter()
-    summary = run_inputs(model, inputs, out_dir=out, save=("mask",), batch_size=batch,
-                         volumes=VolumeOptions(exports=("nifti",)))
+    summary = run_inputs(model, RunPlan(spec=model.spec, inputs=tuple(inputs), out=out, batch=batch,
+                                        volumes=VolumeOptions(exports=("nifti",))))
     seconds, cpu = time.perf_counter() - started, time.process_time() - cpu
     if summary.ok != 1 or not list(out.glob("*_mask.nii.gz")):
         raise SystemExit(f"the pipeline run did not finish the volume: {summary}")
@@ -107,8 +108,8 @@ def stage_breakdown(model, series: Path, out: Path, batch: int) -> dict[str, flo
     report_path = out / "report.csv"
     started = time.perf_counter()
     with ReportWriter(report_path, model.spec, extra_columns=volume_columns(model.spec)) as report:
-        run_inputs(model, inputs, out_dir=out, save=("mask",), report=report, batch_size=batch,
-                   volumes=VolumeOptions(exports=("nifti",), per_slice=True))
+        run_inputs(model, RunPlan(spec=model.spec, inputs=tuple(inputs), out=out, batch=batch,
+                                  volumes=VolumeOptions(exports=("nifti",), per_slice=True)), report=report)
     run_s = time.perf_counter() - started
     with report_path.open(newline="") as f:
         rows = [r for r in csv.DictReader(f) if r.get("slice")]

@@ -252,12 +252,13 @@ def test_an_output_that_would_replace_an_input_is_an_error_row_not_a_write(model
     from app.inference.spec import load_spec
     from app.io.discover import discover
     from app.runs.batch import run_inputs
+    from app.runs.plan import Callbacks, RunPlan
 
     imgs, before = _image_beside_a_user_mask(tmp_path)
     model = open_session(load_spec(models("rgb_classes")), "cpu")
     outcomes = []
-    run_inputs(model, discover([imgs / "a.png", imgs / "a.png_mask.png"]), out_dir=imgs, save=("mask",),
-               progress=lambda outcome, _summary: outcomes.append(outcome))
+    plan = RunPlan(spec=model.spec, inputs=tuple(discover([imgs / "a.png", imgs / "a.png_mask.png"])), out=imgs)
+    run_inputs(model, plan, progress=Callbacks(outcome=lambda outcome, _summary: outcomes.append(outcome)))
     assert (imgs / "a.png_mask.png").read_bytes() == before
     assert outcomes[0].error and "is one of the inputs, and would be replaced" in outcomes[0].error
     assert outcomes[1].error is None and (imgs / "a.png_mask.png_mask.png").is_file()

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO, cast
 
 from app.errors import shown
-from app.runs.folder_run import Progress as RunProgress
+from app.runs.plan import Progress as RunProgress
 
 if TYPE_CHECKING:
     from app.inference.session import SessionInfo

@@ -29,10 +29,11 @@ from app.inference.session import ModelSession
 from app.io.discover import InputFile, output_stems
 from app.runs.metrics_report import ReferenceScorer
 from app.runs.outputs import ReportWriter
+from app.runs.plan import Progress, RunPlan
 from app.runs.private_names import anonymized_stems
 from app.runs.safety import OutputGuard
 from app.runs.volume_run import VolumeAssembler, VolumeOptions, algorithm_of
-from app.runs.writer import HELPER_NICENESS, Outcome, ProgressFn, RunSummary, Writer, lower_thread_priority
+from app.runs.writer import HELPER_NICENESS, Outcome, RunSummary, Writer, WriteSetup, lower_thread_priority
 from app.runs.writer import Work as _Work
 
 if TYPE_CHECKING:
@@ -46,58 +47,42 @@ log = logging.getLogger(__name__)
 
 def run_inputs(
     model: ModelSession,
-    inputs: Sequence[InputFile],
+    plan: RunPlan,
     *,
-    out_dir: Path | None,
-    save: Sequence[str] = ("mask",),
     report: ReportWriter | None = None,
-    progress: ProgressFn | None = None,
+    progress: Progress | None = None,
     should_stop: Callable[[], bool] = lambda: False,
-    batch_size: int = 1,
-    prefetch_workers: int = 2,
     done: Mapping[str, list[str]] | None = None,
-    helper_niceness: int = HELPER_NICENESS,
-    min_confidence: float | None = None,
     png_texts: Mapping[str, Mapping[str, str]] | None = None,
     reference: ReferenceScorer | None = None,
-    tile_progress: Callable[[int, int], None] | None = None,
-    volumes: VolumeOptions | None = None,
-    slice_progress: Callable[[int, int], None] | None = None,
     stems: Sequence[Path] | None = None,
+    prefetch_workers: int = 2,
+    helper_niceness: int = HELPER_NICENESS,
 ) -> RunSummary:
-    """Run `model` on every input; call from the thread that owns the session.
+    """Run `model` on every input of `plan` into `plan.out` (None: nothing written), `plan.batch` inputs per
+    session run where they batch; call from the thread that owns the session.
 
     `done` maps input paths finished by an earlier run (`--resume`) to their report rows: those are not run
     again, their rows are carried into this report in their place. `helper_niceness`: see HELPER_NICENESS.
-    `min_confidence` (multi-class): pixels whose winning probability is below it become background
+    `plan.min_confidence` (multi-class): pixels whose winning probability is below it become background
     (pipeline.relabel on the kept scores, no second model run). `png_texts`: text chunks per output kind (the
     run's provenance: app.runs.provenance.RunIdentity.png_texts). `reference`: each mask is measured against
     its ground truth on the writer thread, the cells go into the report (made with `reference.columns`) and the
     images into `reference.summary` (rows carried by `done` are not re-measured: the CLI refuses the two together).
-    A tiled image (`input.resize: tile`) runs here as tiles, `batch_size` (else the sidecar's tile.batch) per
-    session run, `tile_progress(done, total)` after each; `should_stop` is also asked between its tile batches,
+    A tiled image (`input.resize: tile`) runs here as tiles, `plan.batch` (else the sidecar's tile.batch) per
+    session run, `progress.tiles(done, total)` after each; `should_stop` is also asked between its tile batches,
     and an image stopped there has no outputs and is listed as not processed.
     A volume (`InputFile.volume`) runs slice by slice (batched like images), is assembled on the writer thread and
-    written as `volumes` says (exports, per-slice rows; app.runs.volume_run), `slice_progress(done, total)` after
-    each slice. A volume stopped part-way has no outputs and is listed as not processed.
+    written as `plan.volumes` says (exports, per-slice rows; app.runs.volume_run), `progress.slices(done, total)`
+    after each slice. A volume stopped part-way has no outputs and is listed as not processed.
     `stems`: the inputs' output stems when they are part of a larger run (app.runs.ray_run sends chunks of one
     folder's inputs: a name's de-duplication must be the whole run's), else computed here.
     """
+    inputs, batch_size, progress = plan.inputs, plan.batch, progress or Progress()
     summary = RunSummary(total=len(inputs))
-    anonymize = volumes is not None and volumes.anonymize
-    if stems is None:
-        stems = anonymized_stems(inputs, volumes.pseudonym_key) if volumes is not None and anonymize \
-            else output_stems(list(inputs))
-    stems = list(stems)
-    writer = Writer(model, out_dir, stems, save, report, summary, progress, helper_niceness)
-    writer.names = [stem.as_posix() for stem in stems] if anonymize else None  # no input path in the report
-    writer.min_confidence, writer.png_texts, writer.reference = min_confidence, png_texts, reference
-    writer.guard = OutputGuard(out_dir, inputs) if out_dir is not None else None
-    if any(item.volume is not None for item in inputs):
-        writer.volumes = VolumeAssembler(model.spec, volumes or VolumeOptions(), texts=png_texts,
-                                         algorithm=algorithm_of(model.spec.path), out_dir=out_dir)
-        writer.volume_options = volumes or VolumeOptions()
-        writer.slice_progress = slice_progress
+    setup = _write_setup(model, plan, stems, png_texts=png_texts, reference=reference, progress=progress)
+    writer = Writer(model, setup, report, summary, progress.outcome, helper_niceness)
+    tile_progress = progress.tiles
     writer.start()
     stopped_at, why = len(inputs), "the run was cancelled"
     current = 0
@@ -134,6 +119,25 @@ def run_inputs(
     if stopped_at < len(inputs):
         _list_unprocessed(inputs[stopped_at:], why, summary, report, writer.names and writer.names[stopped_at:])
     return summary
+
+
+def _write_setup(model: ModelSession, plan: RunPlan, stems: Sequence[Path] | None, *,
+                 png_texts: Mapping[str, Mapping[str, str]] | None, reference: ReferenceScorer | None,
+                 progress: Progress) -> WriteSetup:
+    """What the writer writes: the output stems (under --anonymize the pseudonymous ones, and the report names
+    them so: no input path in the report), the guard against writing over an input, the volume assembler."""
+    inputs, volumes = plan.inputs, plan.volumes
+    if stems is None:
+        stems = anonymized_stems(inputs, plan.key) if plan.anonymize else output_stems(list(inputs))
+    stems = list(stems)
+    assembler = None
+    if any(item.volume is not None for item in inputs):
+        assembler = VolumeAssembler(model.spec, volumes or VolumeOptions(), texts=png_texts,
+                                    algorithm=algorithm_of(model.spec.path), out_dir=plan.out)
+    return WriteSetup(plan.out, stems, plan.save, names=[stem.as_posix() for stem in stems] if plan.anonymize else None,
+                      min_confidence=plan.min_confidence, png_texts=png_texts, reference=reference,
+                      guard=OutputGuard(plan.out, inputs) if plan.out is not None else None, volumes=assembler,
+                      volume_options=volumes or VolumeOptions(), slice_progress=progress.slices)
 
 
 class RunStopped(SegLensError):

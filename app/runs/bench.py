@@ -20,6 +20,7 @@ from app.inference import pipeline
 from app.inference.session import ModelSession
 from app.io.discover import InputFile
 from app.runs.batch import run_inputs
+from app.runs.plan import Callbacks, RunPlan
 
 if TYPE_CHECKING:
     from app.runs.writer import Outcome, RunSummary
@@ -126,7 +127,8 @@ def pipeline_throughput(model: ModelSession, inputs: list[InputFile], runs: int,
 
     with tempfile.TemporaryDirectory(prefix="seglens-bench-") as scratch:
         started = time.perf_counter()
-        run_inputs(model, cycled, out_dir=Path(scratch) if save else None, save=save, progress=progress)
+        plan = RunPlan(spec=model.spec, inputs=tuple(cycled), out=Path(scratch) if save else None, save=save)
+        run_inputs(model, plan, progress=Callbacks(outcome=progress))
         wall = time.perf_counter() - started
     return Stats.of(latencies or [0.0], wall)
 

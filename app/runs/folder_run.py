@@ -13,11 +13,15 @@ import contextlib
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Protocol
 
-from app.errors import SegLensError, shown
+from app.errors import shown
+from app.runs.plan import DEFAULT_REPORT_NAME, PlanRefused, Progress, RunPlan, option_problem
 
-if TYPE_CHECKING:  # and imported where used: app.cli.console imports this module for every command
+__all__ = ["DEFAULT_REPORT_NAME", "FolderRun", "LocalRunner", "PlanRefused", "Progress", "RunPlan", "Runner",
+           "option_problem", "plan_run", "run_folder"]
+
+if TYPE_CHECKING:  # and imported where used: a plan and a run need no model loaded
     from app.inference.session import ModelSession, SessionInfo
     from app.inference.spec import ModelSpec
     from app.io.discover import InputFile
@@ -27,70 +31,6 @@ if TYPE_CHECKING:  # and imported where used: app.cli.console imports this modul
     from app.runs.provenance import RunIdentity
     from app.runs.volume_run import VolumeOptions
     from app.runs.writer import RunSummary
-
-
-class PlanRefused(SegLensError):
-    """A run that cannot go ahead as asked: its one line (seglens-cli prints `error: <line>`, exit code 2)."""
-
-
-@dataclass(frozen=True)
-class RunPlan:
-    """Everything a folder run is asked to do. `spec`: the model as loaded (--config, --tile and --threshold
-    applied; `min_confidence` the multi-class minimum --threshold gave). `out` None: scores and verdicts only,
-    nothing written (the viewer's Run on all without a folder). `volumes`: how volumes are written, and under
-    `anonymize` the pseudonym key (None: a run without volumes or --anonymize). `reference`: the ground-truth
-    folder (metric columns, seglens_metrics.csv). `started`: temporaries in `out` older than this are a killed
-    run's and are removed (None: left alone)."""
-
-    spec: ModelSpec
-    inputs: tuple[InputFile, ...]
-    out: Path | None
-    report_path: Path | None = None  # None: `out`/seglens_report.csv
-    save: tuple[str, ...] = ("mask",)
-    threshold: float | None = None
-    min_confidence: float | None = None
-    volumes: VolumeOptions | None = None
-    reference: Path | None = None
-    resume: bool = False
-    batch: int = 1
-    started: float | None = None
-
-    def __post_init__(self) -> None:
-        # (the viewer may ask for the source copy without De-identify: the volume's notice says it is not written)
-        refused = option_problem(resume=self.resume, per_slice=self.volumes is not None and self.volumes.per_slice,
-                                 exports=None, anonymize=self.anonymize)
-        if refused:
-            raise PlanRefused(refused)
-
-    @property
-    def anonymize(self) -> bool:
-        """--anonymize (the viewer's De-identify): every output names an input by its pseudonymous name."""
-        return self.volumes is not None and self.volumes.anonymize
-
-    @property
-    def key(self) -> bytes:
-        """The pseudonym key under --anonymize, else none (app.runs.private_names)."""
-        return self.volumes.pseudonym_key if self.volumes is not None and self.anonymize else b""
-
-    @property
-    def report(self) -> Path | None:
-        """Where the report goes (None: nothing is written)."""
-        if self.out is None:
-            return None
-        return self.report_path or self.out / DEFAULT_REPORT_NAME
-
-
-DEFAULT_REPORT_NAME = "seglens_report.csv"
-
-
-def option_problem(*, resume: bool, per_slice: bool, exports: Sequence[str] | None, anonymize: bool) -> str | None:
-    """Why these options cannot go together (one line), None when they can."""
-    if per_slice and resume:
-        return ("--per-slice with --resume is not supported: a carried volume would lose its slice rows; run again "
-                "without --resume")
-    if exports and "source" in exports and not anonymize:
-        return "--export source writes the source series de-identified: it needs --anonymize"
-    return None
 
 
 def plan_run(spec: ModelSpec, paths: Sequence[Path], *, out: Path, report: Path | None = None,
@@ -180,23 +120,6 @@ def _volume_options(inputs: Sequence[InputFile], *, exports: tuple[str, ...] | N
 # --- the run --------------------------------------------------------------------------------------------------
 
 
-class Progress:
-    """What a run tells its face as it goes; each method says nothing unless a face overrides it. `outcome` gets
-    a finished input (app.runs.writer.Outcome, or a Ray run's RayProgress) and the running summary."""
-
-    def outcome(self, outcome: Any, summary: RunSummary) -> None:
-        """An input finished (or failed)."""
-
-    def tiles(self, done: int, total: int) -> None:
-        """A tiled image's progress in tiles."""
-
-    def slices(self, done: int, total: int) -> None:
-        """A volume's progress in slices."""
-
-    def note(self, line: str) -> None:
-        """One line worth saying now (a killed run's temporaries removed)."""
-
-
 class Runner(Protocol):
     """Where a plan's inputs run. `spec`: the session's spec, which the report's columns follow (a device-side
     argmax changes it); `columns`: the runner's own report columns after the run's (Ray's `node`)."""
@@ -236,11 +159,8 @@ class LocalRunner:
         """app.runs.batch.run_inputs with the plan's options."""
         from app.runs import batch  # looked up when run: a test puts a failing run_inputs in its place
 
-        return batch.run_inputs(self.model, plan.inputs, out_dir=plan.out, save=plan.save, report=report,
-                                progress=progress.outcome, should_stop=should_stop, batch_size=plan.batch,
-                                done=done, min_confidence=plan.min_confidence, png_texts=png_texts,
-                                reference=reference, tile_progress=progress.tiles, volumes=plan.volumes,
-                                slice_progress=progress.slices)
+        return batch.run_inputs(self.model, plan, report=report, progress=progress, should_stop=should_stop,
+                                done=done, png_texts=png_texts, reference=reference)
 
     @property
     def provider_label(self) -> str:

@@ -22,8 +22,8 @@ from app.runs.writer import RunSummary
 if TYPE_CHECKING:
     from app.inference.session import SessionInfo
     from app.inference.spec import ModelSpec
-    from app.runs.folder_run import Progress, RunPlan
     from app.runs.metrics_report import ReferenceScorer
+    from app.runs.plan import Progress, RunPlan
 
 
 @dataclass

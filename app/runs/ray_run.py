@@ -226,13 +226,14 @@ class SegLensActor:
         `png_texts`: the run's provenance for the PNGs (app.runs.provenance.RunIdentity.png_texts)."""
         from app.runs.batch import run_inputs
         from app.runs.outputs import RowsReport
+        from app.runs.plan import RunPlan
 
         job = self.job
         report = RowsReport(self.model.spec, extra_columns=job.extra_columns)
-        summary = run_inputs(self.model, [item for _, item, _ in items], out_dir=Path(job.out_dir), save=job.save,
-                             report=report, batch_size=job.batch, min_confidence=self.min_confidence,
-                             png_texts=png_texts, volumes=job.volumes, stems=[stem for _, _, stem in items],
-                             prefetch_workers=job.decoders)
+        plan = RunPlan(spec=self.model.spec, inputs=tuple(item for _, item, _ in items), out=Path(job.out_dir),
+                       save=job.save, batch=job.batch, min_confidence=self.min_confidence, volumes=job.volumes)
+        summary = run_inputs(self.model, plan, report=report, png_texts=png_texts,
+                             stems=[stem for _, _, stem in items], prefetch_workers=job.decoders)
         return report.rows, self.node, summary.notices
 
 

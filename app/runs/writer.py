@@ -105,27 +105,45 @@ def lower_thread_priority(niceness: int) -> None:
         pass
 
 
+@dataclass(frozen=True)
+class WriteSetup:
+    """What the writer stage writes and how, decided once before the run (app.runs.batch.run_plan).
+
+    `stems`: each input's output stem under `out_dir` (None: nothing written); `names`: each input's report path
+    under --anonymize; `min_confidence`: the multi-class minimum (pipeline.relabel); `png_texts`: the PNGs' text
+    chunks per output kind; `reference`: each mask scored against its ground truth; `guard`: refuses to write over
+    an input; `volumes`: assembles a volume's slices (None: no volume among the inputs), written as
+    `volume_options` says, `slice_progress(done, total)` told after each slice."""
+
+    out_dir: Path | None
+    stems: Sequence[Path]
+    save: tuple[str, ...]
+    names: Sequence[str] | None = None
+    min_confidence: float | None = None
+    png_texts: Mapping[str, Mapping[str, str]] | None = None
+    reference: ReferenceScorer | None = None
+    guard: OutputGuard | None = None
+    volumes: VolumeAssembler | None = None
+    volume_options: VolumeOptions = field(default_factory=VolumeOptions)
+    slice_progress: Callable[[int, int], None] | None = None
+
+
 class Writer:
     """The writer stage: postprocess, PNGs and the report row, in order, on its own thread."""
 
-    def __init__(self, model: ModelSession, out_dir: Path | None, stems: Sequence[Path], save: Sequence[str],
-                 report: ReportWriter | None, summary: RunSummary, progress: ProgressFn | None,
-                 niceness: int = 0) -> None:
-        self.model, self.out_dir, self.stems, self.save = model, out_dir, stems, tuple(save)
-        self.report, self.summary, self.progress = report, summary, progress
+    def __init__(self, model: ModelSession, setup: WriteSetup, report: ReportWriter | None, summary: RunSummary,
+                 progress: ProgressFn | None, niceness: int = 0) -> None:
+        self.model, self.setup, self.report, self.summary, self.progress = model, setup, report, summary, progress
         self.niceness = niceness
         self._queue: queue.Queue[Work | object] = queue.Queue(maxsize=4)  # back-pressure on the inference loop
         self._thread = threading.Thread(target=self._loop, name="writer", daemon=True)
         self.failure: BaseException | None = None
         self.recorded = 0  # inputs whose outcome is recorded (report row written, progress told), in order
-        self.guard: OutputGuard | None = None
-        self.min_confidence: float | None = None
-        self.png_texts: Mapping[str, Mapping[str, str]] | None = None
-        self.reference: ReferenceScorer | None = None
-        self.volumes: VolumeAssembler | None = None
-        self.volume_options = VolumeOptions()
-        self.slice_progress: Callable[[int, int], None] | None = None
-        self.names: Sequence[str] | None = None  # --anonymize: each input's report path (app.runs.private_names)
+
+    @property
+    def names(self) -> Sequence[str] | None:
+        """--anonymize: each input's report path (app.runs.private_names), else None."""
+        return self.setup.names
 
     def start(self) -> None:
         self._thread.start()
@@ -169,22 +187,22 @@ class Writer:
         prepared, output = _ran(work)
         try:
             result = pipeline.to_result(self.model, prepared, output, work.inference_ms)
-            if self.min_confidence is not None:
-                result = pipeline.relabel(result, spec=self.model.spec, min_confidence=self.min_confidence)
+            if self.setup.min_confidence is not None:
+                result = pipeline.relabel(result, spec=self.model.spec, min_confidence=self.setup.min_confidence)
             result = pipeline.with_mask(result)  # written and counted: made here, timed as postprocessing
-            if self.out_dir is not None:
-                stem = self.out_dir / self.stems[work.index]
+            if self.setup.out_dir is not None:
+                stem = self.setup.out_dir / self.setup.stems[work.index]
                 refused = self._refused(stem) if result.mask is not None else None
                 if refused:
                     return Outcome(work.index, work.input, None, f"{work.input.path}: {refused}")
-                write_result_images(result, self.model.spec, stem, self.save, prepared.image.pixels,
-                                    texts=self.png_texts)
+                write_result_images(result, self.model.spec, stem, self.setup.save, prepared.image.pixels,
+                                    texts=self.setup.png_texts)
             # Decided here, in the writer stage, not in ReportWriter: the summary's OK/NG counts and the progress
             # callback (the viewer's Run on all) need it as well as the report, which is optional; it is one
             # pure function of the kept result, off the inference thread, once per input.
             name = None if self.names is None else self.names[work.index]
-            scored = self.reference.score(work.input, result.mask, name=name) \
-                if self.reference is not None and result.mask is not None else None
+            scored = self.setup.reference.score(work.input, result.mask, name=name) \
+                if self.setup.reference is not None and result.mask is not None else None
             return Outcome(work.index, work.input, result, None, verdict=verdict_of(self.model.spec, result),
                            scored=scored)
         except SegLensError as exc:
@@ -197,25 +215,25 @@ class Writer:
         """A volume's slice: kept by the assembler; the volume's outcome once its last slice is in."""
         # a slice's work: of a volume input, with its slice number, in a run that assembles volumes
         volume, k = cast("Volume", work.input.volume), cast(int, work.slice)
-        volumes = cast(VolumeAssembler, self.volumes)
+        volumes = cast(VolumeAssembler, self.setup.volumes)
         result: Result | None = None
         error = work.error
-        stem = self.out_dir / self.stems[work.index] if self.out_dir is not None else None
+        stem = self.setup.out_dir / self.setup.stems[work.index] if self.setup.out_dir is not None else None
         try:
             if error is None:
                 result = pipeline.to_result(self.model, *_ran(work), work.inference_ms)
-                if self.min_confidence is not None:
-                    result = pipeline.relabel(result, spec=self.model.spec, min_confidence=self.min_confidence)
+                if self.setup.min_confidence is not None:
+                    result = pipeline.relabel(result, spec=self.model.spec, min_confidence=self.setup.min_confidence)
                 result = pipeline.with_mask(result)
-            per_slice = stem is not None and (self.volume_options.per_slice or volume.affine is None)
+            per_slice = stem is not None and (self.setup.volume_options.per_slice or volume.affine is None)
             last = volumes.add(work.index, volume, k, result, error,
                                image=work.prepared.image if work.prepared is not None else None,
                                slice_stem=stem / f"slice_{k + 1:04d}" if stem is not None and per_slice else None,
-                               save=self.save)
+                               save=self.setup.save)
         except SegLensError as exc:
             last = volumes.add(work.index, volume, k, None, error_line(work.input.path, exc))
-        if self.slice_progress is not None:
-            self.slice_progress(k + 1, volume.depth)
+        if self.setup.slice_progress is not None:
+            self.setup.slice_progress(k + 1, volume.depth)
         if not last:
             return None
         try:
@@ -230,9 +248,10 @@ class Writer:
         return Outcome(work.index, work.input, None, None, verdict=vr.verdict, volume=vr)
 
     def _refused(self, stem: Path) -> str | None:
-        if self.guard is None:
+        guard = self.setup.guard
+        if guard is None:
             return None
-        return next(filter(None, (self.guard.problem(path) for path in planned_outputs(stem, self.save))), None)
+        return next(filter(None, (guard.problem(path) for path in planned_outputs(stem, self.setup.save))), None)
 
     def _record(self, outcome: Outcome, carried: list[str] | None) -> None:
         summary, report = self.summary, self.report
@@ -250,12 +269,12 @@ class Writer:
                 extra = self._extra_cells(outcome)
                 if report and outcome.volume is not None:
                     write_volume_rows(report, self.model.spec, self._path(outcome), outcome.volume,
-                                      self.volume_options, extra_after=extra)
+                                      self.setup.volume_options, extra_after=extra)
                 elif report:
                     report.add_result(self._path(outcome), cast(Result, outcome.result), verdict=outcome.verdict,
                                       extra=self._volume_blanks(outcome) + extra)
-                if self.reference is not None:
-                    self.reference.summary.add(str(self._path(outcome)), outcome.scored)
+                if self.setup.reference is not None:
+                    self.setup.reference.summary.add(str(self._path(outcome)), outcome.scored)
                 summary.ok += 1
                 self._count("" if outcome.verdict is None else "ok" if outcome.verdict.ok else "ng")
             except OSError:
@@ -285,25 +304,25 @@ class Writer:
             return message
         from app.runs.private_names import redact
 
-        return redact(message, outcome.input, self.names[outcome.index], out_dir=self.out_dir)
+        return redact(message, outcome.input, self.names[outcome.index], out_dir=self.setup.out_dir)
 
     def _redacted(self, line: str, index: int, item: InputFile) -> str:
         """A line about input `index` under --anonymize, its paths replaced by its pseudonymous name."""
         from app.runs.private_names import redact
 
         assert self.names is not None  # called under --anonymize only
-        return redact(line, item, self.names[index], out_dir=self.out_dir)
+        return redact(line, item, self.names[index], out_dir=self.setup.out_dir)
 
     def _extra_cells(self, outcome: Outcome) -> list[str]:
         """The reference columns' cells (blank for a volume: it has no 2D reference)."""
-        if self.reference is None:
+        if self.setup.reference is None:
             return []
-        return [""] * len(self.reference.columns) if outcome.volume is not None else \
-            list(self.reference.cells(outcome.scored))
+        return [""] * len(self.setup.reference.columns) if outcome.volume is not None else \
+            list(self.setup.reference.cells(outcome.scored))
 
     def _volume_blanks(self, outcome: Outcome) -> list[str]:
         """An image's cells in the volume columns of a run that also has volumes: empty."""
-        if self.volumes is None:
+        if self.setup.volumes is None:
             return []
         from app.runs.volume_run import volume_columns
 

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 from PySide6.QtCore import Slot
 
-from app.runs.folder_run import Progress
+from app.runs.plan import Progress
 
 if TYPE_CHECKING:
     from app.ui.messages import ReportRequest, Tuning

@@ -19,6 +19,7 @@ from app.inference.spec import load_spec
 from app.io.discover import discover
 from app.runs.batch import run_inputs
 from app.runs.outputs import ReportWriter
+from app.runs.plan import Callbacks, RunPlan
 
 
 def make_folder(root, count=12, bad_every=4):
@@ -36,12 +37,18 @@ def rows(path):
         return list(csv.DictReader(handle))
 
 
-def run(model_path, folder, out, **kwargs):
+def run(model_path, folder, out, *, batch_size=1, progress=None, **kwargs):
     model = open_session(load_spec(model_path), "cpu")
     inputs = discover([folder])
+    plan = RunPlan(spec=model.spec, inputs=tuple(inputs), out=out, batch=batch_size)
     with ReportWriter(out / "report.csv", model.spec) as report:
-        summary = run_inputs(model, inputs, out_dir=out, report=report, **kwargs)
+        summary = run_inputs(model, plan, report=report, progress=Callbacks(outcome=progress), **kwargs)
     return summary, inputs
+
+
+def plan_of(model, inputs, out):
+    """The plan of a run of `inputs` into `out` with the defaults (masks saved)."""
+    return RunPlan(spec=model.spec, inputs=tuple(inputs), out=out)
 
 
 def test_report_is_in_input_order_with_error_rows_in_place(models, tmp_path):
@@ -111,7 +118,7 @@ def test_a_model_that_dies_mid_run_leaves_the_rest_listed_as_not_processed(model
     model.run = dying_run
     inputs = discover([folder])
     with ReportWriter(tmp_path / "out" / "report.csv", model.spec) as report:
-        summary = run_inputs(model, inputs, out_dir=tmp_path / "out", report=report)
+        summary = run_inputs(model, plan_of(model, inputs, tmp_path / "out"), report=report)
     table = rows(tmp_path / "out" / "report.csv")
     assert [r["path"] for r in table] == [str(i.path) for i in inputs]  # nobody dropped
     skipped = [r for r in table if r["status"] == "skipped"]
@@ -182,7 +189,7 @@ def test_a_writer_that_dies_with_a_full_queue_ends_the_run_in_one_line(models, t
 
     def go() -> None:
         try:
-            run_inputs(model, inputs, out_dir=tmp_path / "out", report=report)
+            run_inputs(model, plan_of(model, inputs, tmp_path / "out"), report=report)
         except BaseException as exc:
             outcome["error"] = exc
 
@@ -207,7 +214,8 @@ def test_a_folder_that_could_not_be_listed_gets_an_error_row(models, tmp_path):
                        "cannot list this folder (Permission denied): the images in it were not read")
     model = open_session(load_spec(models("rgb_classes")), "cpu")
     with ReportWriter(tmp_path / "out" / "report.csv", model.spec) as report:
-        summary = run_inputs(model, [*discover([tmp_path / "a.png"]), locked], out_dir=tmp_path / "out", report=report)
+        summary = run_inputs(model, plan_of(model, [*discover([tmp_path / "a.png"]), locked], tmp_path / "out"),
+                             report=report)
     table = rows(tmp_path / "out" / "report.csv")
     assert (summary.ok, summary.failed) == (1, 1)
     assert table[1]["status"] == "error" and "cannot list this folder (Permission denied)" in table[1]["error"]

@@ -14,6 +14,7 @@ from app.inference.spec import load_spec
 from app.io.discover import discover
 from app.runs.batch import run_inputs
 from app.runs.outputs import ReportWriter
+from app.runs.plan import Callbacks, RunPlan
 
 
 def spots_image(path, size=1024, count=20):
@@ -69,8 +70,9 @@ def test_stopping_mid_image_writes_nothing_for_it_and_lists_it(models, tmp_path)
 
     out = tmp_path / "out"
     with ReportWriter(out / "report.csv", model.spec) as report:
-        summary = run_inputs(model, discover([folder]), out_dir=out, report=report, should_stop=stop,
-                             tile_progress=lambda done, total: tiles_seen.append((done, total)))
+        plan = RunPlan(spec=model.spec, inputs=tuple(discover([folder])), out=out)
+        summary = run_inputs(model, plan, report=report, should_stop=stop,
+                             progress=Callbacks(tiles=lambda done, total: tiles_seen.append((done, total))))
     assert summary.cancelled and summary.ok == 1
     assert sorted(p.name for p in out.iterdir()) == ["a.png_mask.png", "report.csv"]  # no b_mask, no temporaries
     assert [r["status"] for r in rows(out / "report.csv")] == ["ok", "skipped", "skipped"]

@@ -15,6 +15,7 @@ from app.inference.spec import load_spec
 from app.io.discover import discover
 from app.runs.batch import RunSummary, run_inputs
 from app.runs.outputs import ReportWriter, finished_rows, report_columns
+from app.runs.plan import RunPlan
 
 VERDICT = "verdict:\n  fail_if:\n    - {class: green, min_area_px: 50}\n"
 
@@ -98,14 +99,15 @@ def test_a_run_counts_ok_and_ng_and_counts_resumed_rows_again(models, tmp_path):
     for name, side in (("a_ok", 7), ("b_ng", 8), ("c_ng", 20)):  # 49 px: OK; 64 and 400 px: NG
         picture(folder / f"{name}.png", side)
     inputs = discover([folder])
+    plan = RunPlan(spec=model.spec, inputs=tuple(inputs), out=tmp_path / "out")
     with ReportWriter(tmp_path / "r.csv", model.spec) as report:
-        summary = run_inputs(model, inputs, out_dir=tmp_path / "out", report=report)
+        summary = run_inputs(model, plan, report=report)
     assert (summary.ok, summary.failed, summary.passed, summary.rejected) == (3, 0, 1, 2)
     assert summary.verdict_line() == "verdict: 1 OK, 2 NG"
     _, *written = rows(tmp_path / "r.csv")
     done = {row[0]: row for row in written}
     with ReportWriter(tmp_path / "r2.csv", model.spec) as report:
-        again = run_inputs(model, inputs, out_dir=tmp_path / "out", report=report, done=done)
+        again = run_inputs(model, plan, report=report, done=done)
     assert (again.resumed, again.passed, again.rejected) == (3, 1, 2)
 
 
