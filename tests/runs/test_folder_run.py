@@ -1,0 +1,109 @@
+"""The one folder-run seam (issue 25): RunPlan checked once with the CLI's one-line refusals, run_folder giving
+what `seglens-cli run` gives, the viewer's scores-only run writing nothing, and no circle inside app.cli."""
+
+from __future__ import annotations
+
+import ast
+import csv
+import json
+from dataclasses import asdict
+from pathlib import Path
+
+import pytest
+from conftest import stripes
+from PIL import Image
+
+from app.cli import main
+from app.inference.session import open_session
+from app.inference.spec import load_spec
+from app.runs.folder_run import LocalRunner, PlanRefused, RunPlan, plan_run, run_folder
+from app.runs.plan import Callbacks
+from app.runs.volume_run import VolumeOptions
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def folder_of(root: Path, count: int = 3) -> Path:
+    root.mkdir()
+    for i in range(count):
+        Image.fromarray(stripes(30 + i, 40 + i)).save(root / f"img{i}.png")
+    (root / "broken.png").write_bytes(b"not a png")
+    return root
+
+
+def without_timings(report: Path) -> list[dict[str, str]]:
+    with report.open(newline="") as handle:
+        return [{k: v for k, v in row.items() if not k.endswith("_ms")} for row in csv.DictReader(handle)]
+
+
+def test_run_folder_gives_what_the_cli_gives(models, tmp_path, capsys):
+    model, folder = models("rgb_classes"), folder_of(tmp_path / "in")
+    assert main(["run", str(model), str(folder), "--out", str(tmp_path / "cli"), "--device", "cpu"]) == 1
+    capsys.readouterr()
+    spec = load_spec(model)
+    plan = plan_run(spec, [folder], out=tmp_path / "seam")
+    run = run_folder(plan, LocalRunner(open_session(spec, "cpu")))
+    assert (run.summary.ok, run.summary.failed) == (3, 1)
+    assert run.report == tmp_path / "seam" / "seglens_report.csv"
+    assert without_timings(run.report) == without_timings(tmp_path / "cli" / "seglens_report.csv")
+    assert sorted(p.name for p in (tmp_path / "seam").glob("*.png")) == \
+        sorted(p.name for p in (tmp_path / "cli").glob("*.png"))
+    from app.runs.provenance import record_path
+
+    record = json.loads(record_path(run.report).read_text())
+    assert run.identity is not None and record == json.loads(json.dumps(asdict(run.identity)))
+    assert record == json.loads(record_path(tmp_path / "cli" / "seglens_report.csv").read_text())
+
+
+def test_a_plan_without_a_folder_scores_and_writes_nothing(models, tmp_path):
+    model, folder = models("rgb_classes"), folder_of(tmp_path / "in")
+    spec = load_spec(model)
+    from app.io.discover import discover
+
+    seen = []
+    plan = RunPlan(spec=spec, inputs=tuple(discover([folder])), out=None, save=())
+    run = run_folder(plan, LocalRunner(open_session(spec, "cpu")),
+                     progress=Callbacks(outcome=lambda outcome, _summary: seen.append(outcome.error is None)))
+    assert (run.summary.ok, run.summary.failed) == (3, 1) and seen == [False, True, True, True]
+    assert run.report is None and run.identity is None
+    assert sorted(p.name for p in folder.iterdir()) == ["broken.png", "img0.png", "img1.png", "img2.png"]
+
+
+def test_per_slice_with_resume_is_refused_in_the_cli_s_words(models, tmp_path):
+    spec = load_spec(models("rgb_classes"))
+    with pytest.raises(PlanRefused) as refused:
+        RunPlan(spec=spec, inputs=(), out=tmp_path, resume=True, volumes=VolumeOptions(per_slice=True))
+    assert str(refused.value) == ("--per-slice with --resume is not supported: a carried volume would lose its slice "
+                                  "rows; run again without --resume")
+
+
+@pytest.mark.parametrize(("options", "line"), [
+    ({}, "no images found in: "),
+    ({"ray": True, "reference": "refs"}, "--reference with --ray is not supported"),
+    ({"exports": ("source",)}, "--export source writes the source series de-identified: it needs --anonymize"),
+])
+def test_plan_run_refuses_in_one_line(models, tmp_path, options, line):
+    spec = load_spec(models("rgb_classes"))
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    paths = [empty] if not options else [folder_of(tmp_path / "in")]
+    if "reference" in options:
+        (tmp_path / "refs").mkdir()
+        options = {**options, "reference": tmp_path / "refs"}
+    with pytest.raises(PlanRefused) as refused:
+        plan_run(spec, paths, out=tmp_path / "out", **options)
+    assert str(refused.value).startswith(line) and "\n" not in str(refused.value)
+    assert not (tmp_path / "out").exists()  # nothing written before the plan holds
+
+
+def test_the_cli_has_no_import_circle():
+    """cli/cluster.py once imported cli/run.py's private helpers while cli/run.py imported it: progress and
+    summaries live in cli/console.py, which imports no other cli module."""
+    def cli_imports(name: str) -> set[str]:
+        tree = ast.parse((REPO / "app" / "cli" / f"{name}.py").read_text())
+        found = {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.module}
+        return {module for module in found if module.startswith("app.cli.")}
+
+    assert cli_imports("cluster") == set()
+    assert cli_imports("console") == set()
+    assert cli_imports("run") <= {"app.cli.console", "app.cli.cluster"}
