@@ -86,7 +86,7 @@ def test_frozen_cli_knows_the_bundled_models_by_name(frozen, tmp_path):
     done = subprocess.run([str(frozen / "seglens-cli"), "run", "surface_defects", str(sample), "--out", str(out)],
                           env=bare_env(tmp_path), cwd=tmp_path, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr
-    assert (out / f"{sample.stem}_mask.png").is_file()
+    assert (out / f"{sample.name}_mask.png").is_file()
     unknown = subprocess.run([str(frozen / "seglens-cli"), "info", "xyz"], env=bare_env(tmp_path), cwd=tmp_path,
                              capture_output=True, text=True, timeout=120)
     assert unknown.returncode == 2 and unknown.stderr.startswith("error: unknown model 'xyz'"), unknown.stderr
