@@ -126,7 +126,9 @@ class ReviewLog:
 
     def get(self, rel: str) -> Review | None:
         """This model's review of `rel`, None when it has none."""
-        return self._rows.get((_valid(rel), self._model))
+        # rels are keyed as the log writes them, the report's spelling (app.errors.spelt): a name's bytes that
+        # are not UTF-8 become `\xNN`, one-to-one, so such a file's review is found again when the log is reopened
+        return self._rows.get((spelt(rel), self._model))
 
     def reviews(self) -> list[Review]:
         """This model's reviews, in file order."""
@@ -142,10 +144,10 @@ class ReviewLog:
         if not rel:
             raise ValueError("a review needs the image's relative path")
         rows = {**self._rows, **_read_rows(self.path)}  # another window's reviews since we read are kept
-        earlier = rows.get((_valid(rel), self._model))
+        earlier = rows.get((spelt(rel), self._model))
         if note is None:
             note = earlier.note if earlier else ""
-        review = Review(_valid(rel), state, note, _user(), _now(), self._model)  # as it is read back
+        review = Review(spelt(rel), state, note, _user(), _now(), self._model)  # as it is read back
         rows[(review.rel, self._model)] = review
         try:
             atomic_write(self.path, _csv_bytes(rows.values()))
@@ -204,15 +206,6 @@ def _csv_bytes(reviews: Iterable[Review]) -> bytes:
 
 def _is_formula(text: str) -> bool:
     return formula_safe(text) != text
-
-
-def _valid(text: str) -> str:
-    """A rel as the log keys and writes it, the report's spelling (app.errors.spelt, as app.runs.outputs.path_text
-    without the formula rule): a file name's bytes that are not UTF-8 (b'caf\\xe9.png', which Python spells
-    'caf\\udce9.png') become `\\xNN`, so a review of such a file is found again when the log is read back (it was
-    lost on reopen); one-to-one, so a file literally named `caf\\xe9.png` keeps a review of its own. Applied once
-    (to a rel given, never to one read back)."""
-    return spelt(text, controls=True)
 
 
 def _utf8(text: str) -> str:
@@ -308,7 +301,7 @@ def save_corrected_mask(folder: Path, rel: str, mask: np.ndarray, *, input_root:
     target = corrected_mask_path(folder, rel)
     _check_mask_target(Path(folder), rel, target, input_root)
     pixels = _label_pixels(mask, target)
-    atomic_write(target, png_with_text(encode_png(pixels), {MASK_MARK: _valid(rel)}))
+    atomic_write(target, png_with_text(encode_png(pixels), {MASK_MARK: spelt(rel)}))
     legacy = _legacy_mask_path(folder, rel)
     if legacy != target and _is_legacy_of(legacy, rel):
         legacy.unlink(missing_ok=True)  # else it would come back as this image's correction if the new one went
@@ -316,7 +309,7 @@ def save_corrected_mask(folder: Path, rel: str, mask: np.ndarray, *, input_root:
 
 
 def _is_legacy_of(path: Path, rel: str) -> bool:
-    return path.is_file() and not path.is_symlink() and _mask_rel(path) == _valid(rel)
+    return path.is_file() and not path.is_symlink() and _mask_rel(path) == spelt(rel)
 
 
 def _mask_rel(path: Path) -> str | None:
