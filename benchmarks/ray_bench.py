@@ -49,8 +49,8 @@ from app.inference.session import open_session  # noqa: E402
 from app.inference.spec import load_spec  # noqa: E402
 from app.io.discover import discover  # noqa: E402
 from app.runs.batch import run_inputs  # noqa: E402
-from app.runs.outputs import ReportWriter  # noqa: E402
 from app.runs.plan import RunPlan  # noqa: E402
+from app.runs.report import ReportWriter  # noqa: E402
 
 SIDECAR = "classes: [background, object]\n"
 
@@ -144,7 +144,7 @@ def paper_inputs(work: Path, model_path: Path) -> dict[str, float]:
     from PIL import Image
 
     from app.io.images import read_image
-    from app.runs.outputs import RowsReport
+    from app.runs.report import RowsReport
 
     folder = work / "hd"
     folder.mkdir(exist_ok=True)

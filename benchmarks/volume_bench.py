@@ -52,8 +52,8 @@ from app.inference.spec import load_spec  # noqa: E402
 from app.io.discover import discover  # noqa: E402
 from app.io.images import read_slice  # noqa: E402
 from app.runs.batch import run_inputs  # noqa: E402
-from app.runs.outputs import ReportWriter  # noqa: E402
 from app.runs.plan import RunPlan  # noqa: E402
+from app.runs.report import ReportWriter  # noqa: E402
 from app.runs.volume_run import VolumeOptions, volume_columns  # noqa: E402
 
 SIDECAR = "input:\n  window: [40, 400]\nclasses: [background, tissue]\n"

@@ -430,7 +430,8 @@ def test_a_local_resume_carries_the_rows_of_a_ray_report_with_its_node_column(mo
 
 def test_a_ray_resume_carries_a_local_report_leaving_node_empty(models, tmp_path):
     from app.inference.spec import load_spec
-    from app.runs.outputs import finished_rows, report_columns
+    from app.runs.report import report_columns
+    from app.runs.resume import finished_rows
 
     spec = load_spec(models("rgb_classes"))
     local = report_columns(spec)

@@ -12,7 +12,7 @@ from PIL import Image
 
 from app.cli import main
 from app.errors import shown
-from app.runs.outputs import path_text
+from app.runs.report import path_text
 from app.runs.review import STATES, ReviewLog
 
 BYTE = os.fsdecode(b"caf\xe9.png")  # Python spells the byte \udce9

@@ -28,9 +28,9 @@ from app.inference import pipeline
 from app.inference.session import ModelSession
 from app.io.discover import InputFile, output_stems
 from app.runs.metrics_report import ReferenceScorer
-from app.runs.outputs import ReportWriter
 from app.runs.plan import Progress, RunPlan
 from app.runs.private_names import anonymized_stems
+from app.runs.report import ReportWriter
 from app.runs.safety import OutputGuard
 from app.runs.volume_run import VolumeAssembler, VolumeOptions, algorithm_of
 from app.runs.writer import HELPER_NICENESS, Outcome, RunSummary, Writer, WriteSetup, lower_thread_priority

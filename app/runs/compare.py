@@ -40,8 +40,8 @@ from app.io.render import disagreement_overlay
 from app.io.volumes import Volume
 from app.runs.batch import RunSummary
 from app.runs.metrics_report import MetricsSummary, Scored, foreground_names, metric_cells, metric_columns
-from app.runs.outputs import path_text
 from app.runs.private_names import anonymized_stems
+from app.runs.report import path_text
 from app.runs.safety import OutputGuard
 
 log = logging.getLogger(__name__)

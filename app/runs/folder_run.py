@@ -26,9 +26,9 @@ if TYPE_CHECKING:  # and imported where used: a plan and a run need no model loa
     from app.inference.spec import ModelSpec
     from app.io.discover import InputFile
     from app.runs.metrics_report import MetricsSummary, ReferenceScorer
-    from app.runs.outputs import ReportWriter
     from app.runs.private_names import LineRedactor
     from app.runs.provenance import RunIdentity
+    from app.runs.report import ReportWriter
     from app.runs.volume_run import VolumeOptions
     from app.runs.writer import RunSummary
 
@@ -206,8 +206,8 @@ def run_folder(plan: RunPlan, runner: Runner, *, progress: Progress | None = Non
 def _locked(plan: RunPlan, runner: Runner, scorer: ReferenceScorer | None, progress: Progress,
             should_stop: Callable[[], bool]) -> FolderRun:
     """The run inside the lock: the runner's session, the --resume check, the report and the rows."""
-    from app.runs.outputs import ReportWriter
     from app.runs.provenance import RunIdentity, record_run, resume_problem
+    from app.runs.report import ReportWriter
 
     report_path = plan.report
     assert report_path is not None and plan.out is not None  # a run that writes
@@ -237,7 +237,7 @@ def _locked(plan: RunPlan, runner: Runner, scorer: ReferenceScorer | None, progr
 def _extra_columns(plan: RunPlan, spec: ModelSpec, report: Path, scorer: ReferenceScorer | None) -> list[str]:
     """The report's columns after the model's: the volume columns when the run has volumes (or --anonymize, or
     --resume of a report that had them: the earlier run's volumes stay), then the reference's metrics."""
-    from app.runs.outputs import has_columns
+    from app.runs.resume import has_columns
     from app.runs.volume_run import volume_columns
 
     has_volumes = any(item.volume is not None for item in plan.inputs) or (
@@ -248,7 +248,7 @@ def _extra_columns(plan: RunPlan, spec: ModelSpec, report: Path, scorer: Referen
 def _carried(plan: RunPlan, spec: ModelSpec, report: Path,
              columns: Sequence[str]) -> tuple[dict[str, list[str]], list[list[str]]]:
     """--resume: (the finished rows of this run's inputs, the earlier report's rows of inputs not in it)."""
-    from app.runs.outputs import finished_earlier, rows_of_others
+    from app.runs.resume import finished_earlier, rows_of_others
 
     if not plan.resume or plan.out is None:
         return {}, []

@@ -25,7 +25,7 @@ from app.inference.spec import ModelSpec
 from app.io.discover import InputFile
 from app.io.files import atomic_write
 from app.io.references import ReferenceIndex, read_reference
-from app.runs.outputs import path_text  # the report's cell rule: no live formulas, valid UTF-8
+from app.runs.report import path_text  # the report's cell rule: no live formulas, valid UTF-8
 
 METRICS_NAME = "seglens_metrics.csv"
 IMAGES_NAME = "seglens_metrics_images.csv"

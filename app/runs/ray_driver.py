@@ -14,8 +14,8 @@ from typing import TYPE_CHECKING, Any
 
 from app.errors import one_line
 from app.io.discover import InputFile, output_stems
-from app.runs.outputs import ReportWriter
 from app.runs.ray_run import NODE_COLUMN, Actor, ActorFactory, RayOptions
+from app.runs.report import ReportWriter
 from app.runs.safety import OutputGuard, planned_outputs
 from app.runs.writer import RunSummary
 
@@ -243,7 +243,7 @@ class _Driver:
             self.progress(RayProgress(error, self.summary))
 
     def _error_rows(self, chunk: _Chunk, message: str) -> list[list[str]]:
-        from app.runs.outputs import RowsReport
+        from app.runs.report import RowsReport
 
         rows = RowsReport(self.report.spec, extra_columns=self.extra_columns)
         for _, item, _ in chunk.items:
@@ -254,7 +254,7 @@ class _Driver:
 def _with_node(row: list[str], node: str) -> list[str]:
     """The actor's row with the node column put in its place: after the extra columns, before the timings."""
     from app.inference.pipeline import STAGES
-    from app.runs.outputs import TRAILING_COLUMNS
+    from app.runs.report import TRAILING_COLUMNS
 
     cut = len(row) - len(STAGES) - len(TRAILING_COLUMNS)
     return [*row[:cut], node, *row[cut:]]

@@ -225,8 +225,8 @@ class SegLensActor:
         """The report rows of `items` (as the CSV writes them, without the node column), this node, notices;
         `png_texts`: the run's provenance for the PNGs (app.runs.provenance.RunIdentity.png_texts)."""
         from app.runs.batch import run_inputs
-        from app.runs.outputs import RowsReport
         from app.runs.plan import RunPlan
+        from app.runs.report import RowsReport
 
         job = self.job
         report = RowsReport(self.model.spec, extra_columns=job.extra_columns)

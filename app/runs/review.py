@@ -6,7 +6,7 @@ whole and atomically (temp file + rename, app.io.files.atomic_write) after every
 change in flight, never the file. Every row carries the SHA-256 of the model whose output was reviewed; rows of
 another model are kept in the file (a rewrite never drops them) but never shown as this model's review.
 
-Text cells that a spreadsheet would run as a formula are written with a leading `'` (app.runs.outputs' rule),
+Text cells that a spreadsheet would run as a formula are written with a leading `'` (app.runs.report's rule),
 reversibly: a cell read back is the text that was set, whatever quotes it started with.
 """
 
@@ -27,7 +27,7 @@ from app.errors import SegLensError, spelt
 from app.io.discover import safe_name
 from app.io.files import atomic_write, encode_png, png_text, png_with_text
 from app.io.regular import read_regular
-from app.runs.outputs import formula_safe
+from app.runs.report import formula_safe
 
 STATES = ("unreviewed", "accepted", "rejected", "corrected")
 # what a state says to a reader: the reviewer judges the model's result, not the part ("accepted" beside "NG" read

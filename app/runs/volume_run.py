@@ -23,9 +23,10 @@ from app.inference.spec import ModelSpec
 from app.inference.verdict import Verdict, image_score, uncertainty, verdict_of
 from app.io.images import DecodedImage
 from app.io.volumes import Volume
-from app.runs.outputs import ReportWriter, unique_names, write_result_images
+from app.runs.outputs import write_result_images
 from app.runs.pseudonyms import pseudonym_key as pseudonym_key  # re-exported: the faces import it from here
 from app.runs.pseudonyms import pseudonym_of
+from app.runs.report import ReportWriter, unique_names
 from app.runs.volume_exports import EXPORTS, Algorithm
 
 if TYPE_CHECKING:

@@ -23,7 +23,8 @@ from app.inference.pipeline import Prepared, Result
 from app.inference.verdict import Verdict, verdict_of
 from app.io.discover import InputFile
 from app.runs.metrics_report import ReferenceScorer, Scored
-from app.runs.outputs import ReportWriter, write_result_images
+from app.runs.outputs import write_result_images
+from app.runs.report import ReportWriter
 from app.runs.safety import OutputGuard, planned_outputs
 from app.runs.volume_run import VolumeAssembler, VolumeOptions, VolumeResult, write_volume_rows
 

@@ -18,8 +18,8 @@ from app.inference.session import open_session
 from app.inference.spec import load_spec
 from app.io.discover import discover
 from app.runs.batch import run_inputs
-from app.runs.outputs import ReportWriter
 from app.runs.plan import Callbacks, RunPlan
+from app.runs.report import ReportWriter
 
 
 def make_folder(root, count=12, bad_every=4):

@@ -14,7 +14,8 @@ from app.inference.pipeline import STAGES, Result
 from app.inference.postprocess import Prediction
 from app.inference.spec import ClassInfo, load_spec
 from app.io.files import encode_png
-from app.runs.outputs import ReportWriter, finished_rows, report_columns
+from app.runs.report import ReportWriter, report_columns
+from app.runs.resume import finished_rows
 
 
 def read_rows(path: Path) -> list[list[str]]:

@@ -77,7 +77,7 @@ def test_an_actor_killed_mid_run_still_gives_every_input_once(cluster, models, t
     from app.inference.spec import load_spec
     from app.io.discover import discover
     from app.runs import ray_driver, ray_run
-    from app.runs.outputs import ReportWriter
+    from app.runs.report import ReportWriter
 
     folder, out = tmp_path / "in", tmp_path / "out"
     paths = _images(folder, 30)
@@ -142,7 +142,7 @@ def test_ctrl_c_keeps_finished_rows_in_order_and_lists_the_rest_as_skipped(clust
     from app.inference.spec import load_spec
     from app.io.discover import discover
     from app.runs import ray_driver, ray_run
-    from app.runs.outputs import ReportWriter
+    from app.runs.report import ReportWriter
 
     folder, out = tmp_path / "in", tmp_path / "out"
     _images(folder, 24)

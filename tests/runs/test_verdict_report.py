@@ -14,8 +14,9 @@ from app.inference.session import open_session
 from app.inference.spec import load_spec
 from app.io.discover import discover
 from app.runs.batch import RunSummary, run_inputs
-from app.runs.outputs import ReportWriter, finished_rows, report_columns
 from app.runs.plan import RunPlan
+from app.runs.report import ReportWriter, report_columns
+from app.runs.resume import finished_rows
 
 VERDICT = "verdict:\n  fail_if:\n    - {class: green, min_area_px: 50}\n"
 

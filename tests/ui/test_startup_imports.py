@@ -14,7 +14,8 @@ from pathlib import Path
 
 # pushed out of the window's start-up; numpy, Pillow and YAML load on the worker with the model
 HEAVY = ("numpy", "cv2", "onnxruntime", "PIL", "yaml", "pydicom", "nibabel", "highdicom", "ray", "dicognito",
-         "app.inference.pipeline", "app.runs.review", "app.runs.outputs", "app.runs.deidentify")
+         "app.inference.pipeline", "app.runs.review", "app.runs.outputs",
+         "app.runs.report", "app.runs.deidentify")
 
 
 def _loaded_in_fresh_process(code: str, tmp_path: Path) -> list[str]:
