@@ -254,9 +254,11 @@ def test_secondary_capture_series(volume: Volume, tmp_path: Path):
         rgb = rgb[strip:]
         outside = labels[k] == 0
         np.testing.assert_array_equal(rgb[outside], np.stack([gray[outside]] * 3, axis=-1))
-        inside = labels[k] == 1
-        if inside.any():
-            assert (rgb[inside][:, 0] >= gray[inside]).all() and (rgb[inside] != gray[inside, None]).any()
+        for value, color, slices in ((1, (255, 0, 0), (0, 1, 4, 5)), (2, (0, 255, 0), (1, 2, 5))):  # known_labels
+            inside = labels[k] == value
+            assert inside.sum() == (36 if k in slices else 0)
+            blended = 0.5 * gray[inside][:, None] + 0.5 * np.array(color)  # the class colour at opacity 0.5
+            assert np.abs(rgb[inside] - blended).max(initial=0) <= 0.5  # rounded either way at .5
     assert len(series_uids) == 1 and volume.series["SeriesInstanceUID"] not in series_uids
 
 
