@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 from app.errors import OutputError
 from app.runs.ps315 import DICOM_ROOT, EMPTY, IDENTIFYING, OWN_IN_DERIVED, REMOVE
-from app.runs.pseudonyms import keyed_hex, patient_identity, pseudonym_of
+from app.runs.pseudonyms import keyed_hex, patient_identity, person_name, pseudonym_of
 
 if TYPE_CHECKING:  # dicognito and pydicom are imported where they are used (lazily)
     from dicognito.element_anonymizer import ElementAnonymizer
@@ -157,13 +157,6 @@ class Deidentifier:
 def deidentifier(info: Mapping[str, str], key: bytes, facts: SourceFacts) -> Deidentifier:
     """The Deidentifier of a volume whose reader info is `info` (the patient) under pseudonym key `key`."""
     return Deidentifier(pseudonym_of(info, key), uid_seed(info, key), facts)
-
-
-def person_name(pseudonym: str) -> str:
-    """The pseudonym as a PatientName: a family name alone, `anon-…^` (PS3.5 6.2.1.2; dciodvfy calls a name
-    without a component delimiter a "Retired Person Name form", and highdicom warns of it). PatientID, the report
-    and the folder names keep `anon-…`."""
-    return f"{pseudonym}^" if pseudonym else ""
 
 
 def uid_seed(info: Mapping[str, str], key: bytes) -> str:

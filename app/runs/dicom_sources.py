@@ -49,8 +49,8 @@ def blinded(datasets: list[Dataset], pseudonym: str) -> list[Dataset]:
     share it)."""
     import copy
 
-    from app.runs.deidentify import person_name
     from app.runs.ps315 import IDENTIFYING
+    from app.runs.pseudonyms import person_name
 
     copies: dict[int, Dataset] = {}
     for dataset in datasets:

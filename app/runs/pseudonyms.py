@@ -58,6 +58,13 @@ def pseudonym_of(info: Mapping[str, str], key: bytes) -> str:
     return "anon-" + hmac.new(key, ident.encode("utf-8"), hashlib.sha256).hexdigest()[:12]
 
 
+def person_name(pseudonym: str) -> str:
+    """The pseudonym as a PatientName: a family name alone, `anon-…^` (PS3.5 6.2.1.2; dciodvfy calls a name
+    without a component delimiter a "Retired Person Name form", and highdicom warns of it). PatientID, the report
+    and the folder names keep `anon-…`."""
+    return f"{pseudonym}^" if pseudonym else ""
+
+
 def pseudonym_key(folder: Path | None = None) -> bytes:
     """This workstation's pseudonym key: SEGLENS_PSEUDONYM_KEY when set, else the key file in `folder` (default:
     the user's config folder), created atomically on first use. PseudonymKeyError when either is unusable."""
