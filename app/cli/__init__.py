@@ -14,30 +14,19 @@ import json
 import logging
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
 
 from app import __version__
-
-if TYPE_CHECKING:
-    from app.inference.session import DeviceRequest
-    from app.inference.spec import ModelSpec
-
-EXIT_OK, EXIT_SOME_FAILED, EXIT_USAGE = 0, 1, 2
-
-
-def _shown(text: object) -> str:
-    """What a terminal may be sent (app.errors.shown: control characters and stray bytes escaped)."""
-    from app.errors import shown
-
-    return shown(text)
-DEFAULT_REPORT_NAME = "seglens_report.csv"
-
-
-def resolved_model(text: Path) -> Path:
-    """A MODEL argument as a file: an existing path, else a bundled model's name (app.inference.bundled)."""
-    from app.inference.bundled import resolve_model
-
-    return resolve_model(text)
+from app.cli.options import (  # the commands' shared options and helpers, one way: app.cli → app.cli.options
+    DEFAULT_REPORT_NAME,
+    EXIT_OK,
+    EXIT_USAGE,
+    resolved_model,
+)
+from app.cli.options import add_model_options as _add_model_options
+from app.cli.options import device as _device
+from app.cli.options import fraction as _fraction
+from app.cli.options import runtime_options as _runtime
+from app.cli.options import shown as _shown
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -80,7 +69,7 @@ def _handled(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from app.cli.run import cmd_compare, cmd_run  # here: app.cli.run imports this module's helpers
+    from app.cli.run import cmd_compare, cmd_run  # here: the folder runs' modules load with their command
 
     parser = argparse.ArgumentParser(prog="seglens-cli", description="Run ONNX image models on images, headless.")
     parser.add_argument("--version", action="version", version=f"seglens {__version__}")
@@ -192,43 +181,6 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _add_model_options(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--config", type=Path, metavar="SIDECAR", help="sidecar YAML (default: <model>.yaml)")
-    parser.add_argument("--device", default="auto", type=_device, help="auto | cpu | cuda | cuda:N (default auto)")
-    parser.add_argument("--runtime", action="append", default=[], metavar="KEY=VALUE",
-                        help="ONNX Runtime option, repeatable: tensorrt=true, gpu_mem_limit_mb=4096, prefer_nhwc=true, "
-                             "use_tf32=false, cudnn_conv_algo_search=EXHAUSTIVE, intra_op_threads=2, device_argmax=off")
-
-
-def _runtime(args: argparse.Namespace) -> dict[str, Any]:
-    from app.errors import SegLensError
-    from app.inference.runtime import parse_runtime_arguments
-
-    try:
-        return parse_runtime_arguments(args.runtime)
-    except ValueError as exc:
-        raise SegLensError(str(exc)) from exc
-
-
-def _tiled(spec: ModelSpec, tile: bool | None) -> ModelSpec:
-    from app.errors import ModelError
-    from app.inference.tiling import with_tiling
-
-    try:
-        return with_tiling(spec, tile)
-    except ValueError as exc:
-        raise ModelError(f"--tile: {exc}") from exc
-
-
-def _device(text: str) -> DeviceRequest:
-    from app.inference.session import DeviceRequest
-
-    try:
-        return DeviceRequest.parse(text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from exc
-
-
 def _positive(text: str) -> int:
     try:
         value = int(text)
@@ -281,16 +233,6 @@ def _gpu_share(text: str) -> float:
         value = float("nan")
     if not 0.0 < value <= 64.0:
         raise argparse.ArgumentTypeError(f"must be a number of GPUs above 0 (e.g. 0.5 or 1), got {text!r}")
-    return value
-
-
-def _fraction(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        value = float("nan")
-    if not 0.0 < value < 1.0:  # NaN fails this too
-        raise argparse.ArgumentTypeError(f"must be a number between 0 and 1 (exclusive), got {text!r}")
     return value
 
 

@@ -10,7 +10,8 @@ import json
 import sys
 from typing import TYPE_CHECKING, Any
 
-from app.cli import EXIT_OK, _runtime, _shown
+from app.cli.options import EXIT_OK, runtime_options
+from app.cli.options import shown as _shown
 
 if TYPE_CHECKING:
     from app.inference.spec import ModelSpec
@@ -25,7 +26,7 @@ def ray_runner(args: argparse.Namespace, plan: RunPlan) -> Runner:
 
     options = ray_run.RayOptions(address=args.ray, actors=args.ray_actors, gpus_per_actor=args.ray_gpus_per_actor)
     ray_run.connect(options.address)
-    runtime = _runtime(args)
+    runtime = runtime_options(args)
     threads = runtime.get("intra_op_threads")
     count, cpus, gpus = ray_run.actor_plan(options, device=str(args.device), threads=int(threads) if threads else None)
     if not gpus and "intra_op_threads" not in runtime:  # each actor's session uses the CPUs Ray gives it

@@ -7,12 +7,14 @@ import argparse
 import sys
 from pathlib import Path
 
-from app.cli import EXIT_OK, EXIT_SOME_FAILED, _runtime, _shown, resolved_model
+from app.cli.options import EXIT_OK, EXIT_SOME_FAILED, resolved_model, runtime_options
+from app.cli.options import shown as _shown
 
 
 def add_report_command(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Register `report` on the subcommand parser."""
-    from app.cli import _add_model_options, _fraction
+    from app.cli.options import add_model_options as _add_model_options
+    from app.cli.options import fraction as _fraction
 
     report = commands.add_parser("report", help="the HTML review report of a review folder (<inputs>_review): every "
                                                 "input through the model, beside its review")
@@ -45,7 +47,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     input_root = inputs_of(review_dir, args.inputs)
     spec, min_confidence = with_threshold(load_spec(resolved_model(args.model), args.config), args.threshold)
     naming = Naming(input_root, anonymize=args.anonymize, key=pseudonym_key() if args.anonymize else b"")
-    model = open_session(spec, args.device, runtime=_runtime(args))
+    model = open_session(spec, args.device, runtime=runtime_options(args))
     identity = RunIdentity.of(spec, threshold=args.threshold, min_confidence=min_confidence, session=model.info)
     out = args.out or review_dir / REPORT_NAME
     done = folder_report(model, review_dir, out, input_root=input_root, identity=identity, spec=model.spec,

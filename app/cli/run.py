@@ -10,7 +10,8 @@ import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from app.cli import EXIT_OK, EXIT_SOME_FAILED, EXIT_USAGE, _runtime, _shown, _tiled, resolved_model
+from app.cli.options import EXIT_OK, EXIT_SOME_FAILED, EXIT_USAGE, resolved_model, runtime_options, tiled
+from app.cli.options import shown as _shown
 
 if TYPE_CHECKING:
     from app.io.discover import InputFile
@@ -22,7 +23,7 @@ if TYPE_CHECKING:
 def cmd_run(args: argparse.Namespace) -> int:
     """seglens-cli run: the plan from the options, run_folder on this machine or on Ray, the summary."""
     started = time.time()  # temporaries older than this run are a killed run's; newer ones are nobody's to take
-    from app.cli import console
+    import app.cli.console as console
     from app.runs.folder_run import run_folder
 
     plan = _plan(args, started=started)
@@ -47,7 +48,7 @@ def _plan(args: argparse.Namespace, *, started: float) -> RunPlan:
     if args.max_megapixels:
         os.environ["SEGLENS_MAX_MEGAPIXELS"] = str(args.max_megapixels)  # read by the decoding threads
     args.model = resolved_model(args.model)  # a bundled name becomes its file (the Ray job is given the file too)
-    spec, min_confidence = with_threshold(_tiled(load_spec(args.model, args.config), args.tile), args.threshold)
+    spec, min_confidence = with_threshold(tiled(load_spec(args.model, args.config), args.tile), args.threshold)
     terminal = getattr(args, "terminal", None)
     return plan_run(spec, args.paths, out=args.out, report=args.report, save=args.save, threshold=args.threshold,
                     min_confidence=min_confidence, reference=args.reference, resume=args.resume,
@@ -66,7 +67,7 @@ def _runner(args: argparse.Namespace, plan: RunPlan) -> Runner:
     from app.inference.session import open_session
     from app.runs.folder_run import LocalRunner
 
-    model = open_session(plan.spec, args.device, runtime=_runtime(args))
+    model = open_session(plan.spec, args.device, runtime=runtime_options(args))
     announce_session(model.info, plan.spec)
     return LocalRunner(model)
 
@@ -75,7 +76,7 @@ def _runner(args: argparse.Namespace, plan: RunPlan) -> Runner:
 
 def cmd_compare(args: argparse.Namespace) -> int:
     started = time.time()
-    from app.cli import console
+    import app.cli.console as console
     from app.inference.session import open_session
     from app.inference.spec import load_spec
     from app.io.discover import discover, refuse_clashes

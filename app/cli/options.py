@@ -1,0 +1,83 @@
+"""What seglens-cli's commands share: exit codes, how a MODEL argument and the session's options are read, and
+what a terminal may be sent. Below every command module (app.cli, run, cluster, report import it; it imports none
+of them), so the cli package has no import circle."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from app.runs.plan import DEFAULT_REPORT_NAME as DEFAULT_REPORT_NAME  # the folder run's own default
+
+if TYPE_CHECKING:
+    from app.inference.session import DeviceRequest
+    from app.inference.spec import ModelSpec
+
+EXIT_OK, EXIT_SOME_FAILED, EXIT_USAGE = 0, 1, 2
+
+
+def shown(text: object) -> str:
+    """What a terminal may be sent (app.errors.shown: control characters and stray bytes escaped)."""
+    from app.errors import shown as escaped
+
+    return escaped(text)
+
+
+def resolved_model(text: Path) -> Path:
+    """A MODEL argument as a file: an existing path, else a bundled model's name (app.inference.bundled)."""
+    from app.inference.bundled import resolve_model
+
+    return resolve_model(text)
+
+
+def add_model_options(parser: argparse.ArgumentParser) -> None:
+    """--config, --device and --runtime, as every command that opens a session takes them."""
+    parser.add_argument("--config", type=Path, metavar="SIDECAR", help="sidecar YAML (default: <model>.yaml)")
+    parser.add_argument("--device", default="auto", type=device, help="auto | cpu | cuda | cuda:N (default auto)")
+    parser.add_argument("--runtime", action="append", default=[], metavar="KEY=VALUE",
+                        help="ONNX Runtime option, repeatable: tensorrt=true, gpu_mem_limit_mb=4096, prefer_nhwc=true, "
+                             "use_tf32=false, cudnn_conv_algo_search=EXHAUSTIVE, intra_op_threads=2, device_argmax=off")
+
+
+def runtime_options(args: argparse.Namespace) -> dict[str, Any]:
+    """The --runtime KEY=VALUE options (app.inference.runtime), a bad one a one-line error."""
+    from app.errors import SegLensError
+    from app.inference.runtime import parse_runtime_arguments
+
+    try:
+        return parse_runtime_arguments(args.runtime)
+    except ValueError as exc:
+        raise SegLensError(str(exc)) from exc
+
+
+def tiled(spec: ModelSpec, tile: bool | None) -> ModelSpec:
+    """`spec` with --tile / --no-tile applied, a model that cannot be tiled a one-line error."""
+    from app.errors import ModelError
+    from app.inference.tiling import with_tiling
+
+    try:
+        return with_tiling(spec, tile)
+    except ValueError as exc:
+        raise ModelError(f"--tile: {exc}") from exc
+
+
+def device(text: str) -> DeviceRequest:
+    """--device as a DeviceRequest (argparse says what is wrong with it)."""
+    from app.inference.session import DeviceRequest
+
+    try:
+        return DeviceRequest.parse(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from exc
+
+
+def fraction(text: str) -> float:
+    """A number strictly between 0 and 1 (--threshold, --opacity)."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not 0.0 < value < 1.0:  # NaN fails this too
+        raise argparse.ArgumentTypeError(f"must be a number between 0 and 1 (exclusive), got {text!r}")
+    return value
