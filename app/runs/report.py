@@ -139,7 +139,7 @@ class ReportWriter:
 
     def add_row(self, values: list[Any]) -> None:
         """A row of cells as they stand (carried over from an earlier report by --resume, or a Ray node's): not
-        spelt again (`_text` is one-to-one, so it cannot leave its own output unchanged)."""
+        spelt again (`spelt` is one-to-one, so it cannot leave its own output unchanged)."""
         self._row(values, cells=True)
 
     def _row(self, values: list[Any], *, cells: bool = False) -> None:
@@ -229,9 +229,11 @@ def path_text(path: Path | str) -> str:
 
 
 def cell(text: str) -> str:
-    """A text cell as written: valid UTF-8 without raw control characters (`_text`), never a live spreadsheet
-    formula. Made once per value: a cell read back is written as it stands."""
-    return formula_safe(_text(text))
+    """A text cell as written: valid UTF-8 without losing anything and one-to-one (app.errors.spelt: bytes a file
+    name could not decode become `\\xNN`, a control character (a TAB or ESC in a file name) `\\xNN` / `\\uNNNN` —
+    a cell holds none raw —, a backslash that would read as an escape `\\\\`), never a live spreadsheet formula.
+    Made once per value: a cell read back from a report is written as it stands (`ReportWriter.add_row`)."""
+    return formula_safe(spelt(text))
 
 
 def formula_safe(text: str) -> str:
@@ -239,14 +241,6 @@ def formula_safe(text: str) -> str:
     if text.startswith(_FORMULA_STARTS) and not _NUMBER.fullmatch(text):
         return "'" + text
     return text
-
-
-def _text(text: str) -> str:
-    """`text` made valid UTF-8 without losing anything and one-to-one (app.errors.spelt): bytes a file name could
-    not decode become `\\xNN`, a control character (a TAB or ESC in a file name) `\\xNN` / `\\uNNNN` — a cell
-    holds none raw —, and a backslash that would read as an escape `\\\\`. Spelt once: a cell read back from a
-    report is written as it stands (`ReportWriter.add_row`)."""
-    return spelt(text, controls=True)
 
 
 def unique_names(names: list[str], *, reserved: set[str]) -> list[str]:
