@@ -11,8 +11,6 @@ Sequential on purpose: two sessions on one device, and a comparison is a review 
 
 from __future__ import annotations
 
-import csv
-import io
 import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -41,7 +39,7 @@ from app.io.volumes import Volume
 from app.runs.batch import RunSummary
 from app.runs.metrics_report import MetricsSummary, Scored, foreground_names, metric_cells, metric_columns
 from app.runs.private_names import anonymized_stems
-from app.runs.report import path_text
+from app.runs.report import write_table
 from app.runs.safety import OutputGuard
 
 log = logging.getLogger(__name__)
@@ -100,7 +98,7 @@ def compare_inputs(model_a: ModelSession, model_b: ModelSession, inputs: Sequenc
         if progress:
             progress(done, summary)
     report = out_dir / REPORT_NAME
-    _write_rows(report, compare_columns(model_a.spec), rows)
+    write_table(report, compare_columns(model_a.spec), rows)
     return summary, metrics, report
 
 
@@ -201,12 +199,3 @@ def _mask(result: pipeline.Result) -> np.ndarray:
 def _counts(codes: np.ndarray) -> tuple[int, int, int]:
     only_a, only_b, different = (int(c) for c in np.bincount(codes.ravel(), minlength=4)[1:4])
     return only_a, only_b, different
-
-
-def _write_rows(path: Path, header: list[str], rows: list[list[Any]]) -> None:
-    buffer = io.StringIO(newline="")
-    writer = csv.writer(buffer)
-    writer.writerow([path_text(c) for c in header])
-    for row in rows:
-        writer.writerow([path_text(v) if isinstance(v, str) else v for v in row])
-    atomic_write(path, buffer.getvalue().encode("utf-8"))

@@ -9,8 +9,6 @@ with IoU, Dice, precision, recall and TP/FP/FN pixels.
 
 from __future__ import annotations
 
-import csv
-import io
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -23,9 +21,8 @@ from app.errors import SegLensError
 from app.inference.metrics import ClassMetrics, ImageMetrics, image_metrics
 from app.inference.spec import ModelSpec
 from app.io.discover import InputFile
-from app.io.files import atomic_write
 from app.io.references import ReferenceIndex, read_reference
-from app.runs.report import path_text  # the report's cell rule: no live formulas, valid UTF-8
+from app.runs.report import write_table  # the report's cell rule: no live formulas, valid UTF-8
 
 METRICS_NAME = "seglens_metrics.csv"
 IMAGES_NAME = "seglens_metrics_images.csv"
@@ -114,8 +111,8 @@ class MetricsSummary:
         rows = [overall, *self._class_rows()]
         details = [[path, name, *_class_cells(m.of(i + 1))] for path, m in self.images
                    for i, name in enumerate(self.class_names) if m.of(i + 1).present]
-        return [_write_csv(folder / METRICS_NAME, _SUMMARY_COLUMNS, rows),
-                _write_csv(folder / IMAGES_NAME, _IMAGE_COLUMNS, details)]
+        return [write_table(folder / METRICS_NAME, _SUMMARY_COLUMNS, rows),
+                write_table(folder / IMAGES_NAME, _IMAGE_COLUMNS, details)]
 
 
 def _summary_row(name: str, classes: list[ClassMetrics], images: list[ImageMetrics] | None = None) -> list[Any]:
@@ -142,15 +139,6 @@ def _ratio(a: int, b: int) -> str:
 def _class_cells(c: ClassMetrics) -> list[Any]:
     return [f"{c.iou:.6f}", f"{c.dice:.6f}", "" if c.precision is None else f"{c.precision:.6f}",
             "" if c.recall is None else f"{c.recall:.6f}", c.tp, c.fp, c.fn]
-
-
-def _write_csv(path: Path, header: Sequence[str], rows: list[list[Any]]) -> Path:
-    buffer = io.StringIO(newline="")
-    writer = csv.writer(buffer)
-    for row in [list(header), *rows]:
-        writer.writerow([path_text(v) if isinstance(v, str) else v for v in row])
-    atomic_write(path, buffer.getvalue().encode("utf-8"))
-    return path
 
 
 def reference_problem(reference: Path | None, spec: ModelSpec, *, resume: bool = False) -> str | None:

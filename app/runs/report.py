@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import csv
+import io
 import os
 import re
 from collections.abc import Mapping, Sequence
@@ -33,7 +34,7 @@ from app.inference.pipeline import STAGES, Result
 from app.inference.postprocess import Prediction
 from app.inference.spec import ModelSpec
 from app.inference.verdict import Verdict, image_score, uncertainty, verdict_of
-from app.io.files import create_temporary
+from app.io.files import atomic_write, create_temporary
 
 _FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
 _NUMBER = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?")
@@ -221,6 +222,17 @@ def _open_partial(partial: Path) -> tuple[IO[str], tuple[int, int]]:
 
 def _identity(stat: os.stat_result) -> tuple[int, int]:
     return stat.st_dev, stat.st_ino
+
+
+def write_table(path: Path, header: Sequence[str], rows: Sequence[Sequence[Any]]) -> Path:
+    """A whole CSV written at once (atomically) with the report's cell rule: compare's seglens_compare.csv and
+    --reference's seglens_metrics*.csv. The report itself is written as it goes (ReportWriter)."""
+    buffer = io.StringIO(newline="")
+    writer = csv.writer(buffer)
+    for row in [list(header), *rows]:
+        writer.writerow([path_text(v) if isinstance(v, str) else v for v in row])
+    atomic_write(path, buffer.getvalue().encode("utf-8"))
+    return path
 
 
 def path_text(path: Path | str) -> str:
