@@ -49,11 +49,15 @@ def unexpected_error_line(path: Path | str, exc: BaseException) -> str:
     return f"{path}: unexpected error ({one_line(exc, most=300, typed=True)})"
 
 
-def one_line(exc: BaseException, *, most: int = 200, typed: bool = False) -> str:
+def one_line(exc: BaseException, *, most: int = 200, typed: bool = False, first: bool = False) -> str:
     """`exc`'s message on one line and at most `most` characters (a library's message may be long), or its type's
     name where the message says nothing. `typed` puts the type first for an error nobody planned for
-    (`KeyError: 'x'`: the message alone would not say what went wrong); a SegLensError is already such a line."""
-    text = " ".join(str(exc).split())[:most]
+    (`KeyError: 'x'`: the message alone would not say what went wrong); a SegLensError is already such a line.
+    `first`: the message's first line only (ONNX Runtime and Pillow put what went wrong there, detail after it)."""
+    text = str(exc).strip()
+    if first:
+        text = text.splitlines()[0] if text else ""
+    text = " ".join(text.split())[:most]
     if typed and not isinstance(exc, SegLensError):
         return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
     return text or type(exc).__name__

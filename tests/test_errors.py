@@ -31,3 +31,10 @@ def test_the_error_lines_name_the_file_once():
         == "a.png: unexpected error (OSError: [Errno 5] Input/output error)"
     long = unexpected_error_line("b.onnx", ValueError("y" * 400))
     assert long == f"b.onnx: unexpected error (ValueError: {'y' * 300})"
+
+
+def test_first_keeps_the_first_line_where_a_library_puts_what_went_wrong():
+    detail = RuntimeError("[ONNXRuntimeError] : 2 : INVALID_ARGUMENT : bad input\n  at  frame 1\n  at frame 2")
+    assert one_line(detail, first=True) == "[ONNXRuntimeError] : 2 : INVALID_ARGUMENT : bad input"
+    assert one_line(OSError("\n  truncated   data \nmore"), first=True) == "truncated data"
+    assert one_line(OSError("  "), first=True) == "OSError"

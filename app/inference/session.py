@@ -20,7 +20,7 @@ from typing import Any, cast
 
 import numpy as np
 
-from app.errors import InferenceError, ModelError
+from app.errors import InferenceError, ModelError, one_line
 from app.inference import providers as provider_facts
 from app.inference.providers import (
     CPU,
@@ -129,7 +129,8 @@ class ModelSession:
                 outputs = self._session.run(self._output_names, {self._input_name: tensor})
             return outputs[0] if len(outputs) == 1 else tuple(outputs)
         except Exception as exc:  # ORT raises its own Fail/InvalidArgument types
-            raise InferenceError(f"{self.spec.path.name}: inference failed: {_first_line(exc)}") from exc
+            why = one_line(exc, most=500, first=True)
+            raise InferenceError(f"{self.spec.path.name}: inference failed: {why}") from exc
 
     def _run_bound(self, tensor: np.ndarray, where: tuple[str, int]) -> list[np.ndarray]:
         """IOBinding: the outputs are allocated on the device and copied back once, after the graph ran."""
@@ -257,7 +258,8 @@ def _create(ort: Any, spec: ModelSpec, source: str | bytes, providers: list[Any]
         try:
             session = ort.InferenceSession(source, sess_options=session_options, providers=providers)
         except Exception as exc:
-            raise ModelError(f"{spec.path}: ONNX Runtime cannot load the model: {_first_line(exc)}") from exc
+            why = one_line(exc, most=500, first=True)
+            raise ModelError(f"{spec.path}: ONNX Runtime cannot load the model: {why}") from exc
     load_ms = (time.perf_counter() - started) * 1000
     log_lines = tuple(captured.lines) + tuple(str(w.message) for w in caught)
     for line in log_lines:
@@ -283,8 +285,3 @@ def _model_source(path: Path) -> str | bytes:
         return text
     except UnicodeEncodeError:
         return Path(path).read_bytes()
-
-
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip() or type(exc).__name__
-    return text.splitlines()[0][:500]

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 from PIL import Image, ImageFile, ImageOps, UnidentifiedImageError
 
-from app.errors import ImageError
+from app.errors import ImageError, one_line
 from app.io.decoded import DEFAULT_MAX_PIXELS as DEFAULT_MAX_PIXELS  # re-exported: a caller reads a picture here
 from app.io.decoded import DecodedImage as DecodedImage
 from app.io.decoded import pixel_limit as pixel_limit
@@ -127,7 +127,7 @@ def read_image(path: str | Path, *, max_pixels: int | None = None, frame: int = 
     except MemoryError as exc:
         raise ImageError(f"{path}: not enough memory to decode this image") from exc
     except (OSError, ValueError, SyntaxError, EOFError) as exc:
-        raise ImageError(f"{path}: damaged or truncated image ({_reason(exc)})") from exc
+        raise ImageError(f"{path}: damaged or truncated image ({one_line(exc, first=True)})") from exc
     return _decoded(path, pixels, mode, raw, frames)
 
 
@@ -285,8 +285,3 @@ def _wide_to_uint8(values: np.ndarray, mode: str) -> np.ndarray:
     span = hi - lo or 1.0
     scaled = (np.nan_to_num(values.astype(np.float64), nan=lo, posinf=hi, neginf=lo) - lo) * (255.0 / span)
     return np.clip(np.rint(scaled), 0, 255).astype(np.uint8)
-
-
-def _reason(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-    return text[:200]
