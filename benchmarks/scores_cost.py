@@ -17,7 +17,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from app.inference import postprocess
+from app.inference import labelmap, postprocess
 from app.inference.preprocess import Geometry
 from app.inference.spec import ModelSpec, OutputSpec, PostprocessSpec
 from benchmarks.timing import median_ms
@@ -40,7 +40,7 @@ def main() -> None:
     for kind, activation, classes in cases:
         spec = spec_for(kind, activation)
         output = rng.normal(0, 3, (1, classes, *GEOMETRY.tensor_hw)).astype(np.float32)
-        mask_ms = median_ms(lambda: postprocess.segmentation_mask(spec, output, GEOMETRY), runs)  # noqa: B023
+        mask_ms = median_ms(lambda: labelmap.segmentation_mask(spec, output, GEOMETRY), runs)  # noqa: B023
         kept_ms = median_ms(lambda: postprocess.probabilities(spec, output, GEOMETRY), runs)  # noqa: B023
         scores, _ = postprocess.probabilities(spec, output, GEOMETRY)
         print(f"{classes} class(es) {activation}: mask {mask_ms:.1f} ms, keeping scores +{kept_ms:.1f} ms, "

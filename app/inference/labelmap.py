@@ -170,9 +170,28 @@ def exported_labels(spec: ModelSpec, mask: np.ndarray, geometry: Geometry) -> La
     return _labels(Decision("labels", (planes[:1] > 0).astype(np.uint8), geometry), spec.postprocess)
 
 
+def segmentation_mask(spec: ModelSpec, output: np.ndarray, geometry: Geometry) -> np.ndarray:
+    """Label mask (uint8, pixel = class index) at `geometry.image_hw` from one model output (batch of 1).
+
+    The pipeline keeps the decision instead (segmentation_labels) and makes this mask when it is used."""
+    return segmentation_labels(spec, output, geometry).full()
+
+
+def relabel_scores(scores: np.ndarray, geometry: Geometry, spec: ModelSpec, *, threshold: float | None = None,
+                   min_confidence: float | None = None) -> np.ndarray:
+    """A new label mask from kept probabilities: binary → foreground where p > `threshold` (default: the
+    spec's; an anomaly map: ≥); multi-class → argmax, and background where the winner's probability is below
+    `min_confidence`; then the same `clean_mask` as the pipeline.
+
+    Interpolation is of probabilities rather than logits, so on an output smaller than the image an edge pixel
+    can differ from the pipeline's own mask; at the working size the labels are the same up to float16.
+    """
+    return relabelled(scores, geometry, spec, threshold=threshold, min_confidence=min_confidence).full()
+
+
 def relabelled(scores: np.ndarray, geometry: Geometry, spec: ModelSpec, *, threshold: float | None = None,
                min_confidence: float | None = None) -> LabelMap:
-    """Labels decided anew from kept probabilities (postprocess.relabel_scores says how)."""
+    """Labels decided anew from kept probabilities (relabel_scores says how)."""
     if spec.output.kind in ("binary", "anomaly"):
         cut = spec.output.threshold if threshold is None else threshold
         rule = "at_least" if spec.output.kind == "anomaly" else "above"

@@ -295,7 +295,7 @@ def probability_at_image_size(result: Result, class_index: int | None = None) ->
 
 def relabel(result: Result, *, spec: ModelSpec, threshold: float | None = None,
             min_confidence: float | None = None) -> Result:
-    """The result with a mask decided anew from its kept scores (postprocess.relabel_scores): a different
+    """The result with a mask decided anew from its kept scores (labelmap.relabel_scores): a different
     threshold or minimum confidence without running the model again. Unchanged when there are no scores."""
     if result.scores is None or result.geometry is None:
         return result

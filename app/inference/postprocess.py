@@ -27,15 +27,6 @@ class Prediction:
     score: float
 
 
-def segmentation_mask(spec: ModelSpec, output: np.ndarray, geometry: Geometry) -> np.ndarray:
-    """Label mask (uint8, pixel = class index) at `geometry.image_hw` from one model output (batch of 1).
-
-    The pipeline keeps the decision instead (labelmap.segmentation_labels) and makes this mask when it is used."""
-    from app.inference.labelmap import segmentation_labels  # it builds on this module's helpers
-
-    return segmentation_labels(spec, output, geometry).full()
-
-
 def top_k(spec: ModelSpec, output: np.ndarray) -> tuple[Prediction, ...]:
     """The `postprocess.top_k` best classes with their scores, best first."""
     array = np.asarray(output)
@@ -275,20 +266,6 @@ def probability_at_image_size(scores: np.ndarray, geometry: Geometry, class_inde
     """
     plane = _winning(scores) if class_index is None else scores[class_index]
     return _plane_to_image(plane.astype(np.float32), geometry)
-
-
-def relabel_scores(scores: np.ndarray, geometry: Geometry, spec: ModelSpec, *, threshold: float | None = None,
-                   min_confidence: float | None = None) -> np.ndarray:
-    """A new label mask from kept probabilities: binary → foreground where p > `threshold` (default: the
-    spec's; an anomaly map: ≥); multi-class → argmax, and background where the winner's probability is below
-    `min_confidence`; then the same `clean_mask` as the pipeline.
-
-    Interpolation is of probabilities rather than logits, so on an output smaller than the image an edge pixel
-    can differ from the pipeline's own mask; at the working size the labels are the same up to float16.
-    """
-    from app.inference.labelmap import relabelled
-
-    return relabelled(scores, geometry, spec, threshold=threshold, min_confidence=min_confidence).full()
 
 
 def anomaly_outputs(spec: ModelSpec, outputs: np.ndarray | tuple[np.ndarray, ...],

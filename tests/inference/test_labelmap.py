@@ -123,7 +123,7 @@ def test_relabelled_labels_stay_lazy_and_exact(models):
     result = pipeline.run_image(model, blobs(800, 1000))
     tuned = pipeline.relabel(result, spec=model.spec, min_confidence=0.6)
     assert not tuned.labels.ready and not result.labels.ready
-    from app.inference.postprocess import relabel_scores
+    from app.inference.labelmap import relabel_scores
 
     expected = relabel_scores(result.scores, result.geometry, model.spec, min_confidence=0.6)
     np.testing.assert_array_equal(tuned.mask, expected)

@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from app.errors import SidecarError
-from app.inference.postprocess import segmentation_mask
+from app.inference.labelmap import segmentation_mask
 from app.inference.preprocess import preprocess
 from app.inference.sidecar import load_sidecar
 from app.inference.spec import ClassInfo, InputSpec, ModelSpec, OutputSpec, PostprocessSpec
