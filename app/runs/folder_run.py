@@ -52,7 +52,7 @@ def plan_run(spec: ModelSpec, paths: Sequence[Path], *, out: Path, report: Path 
         raise PlanRefused(f"--reference {refused}")
     inputs = discover(list(paths), exclude=[out, *([reference] if reference else [])])
     if not inputs:
-        raise PlanRefused("no images found in: " + ", ".join(shown(p) for p in paths))
+        raise PlanRefused("no images found in: " + ", ".join(str(p) for p in paths))  # escaped where printed
     refused = output_folder_problem(out, inputs, inside_ok=True)
     if refused:
         raise PlanRefused(f"--out {refused}")
@@ -219,8 +219,8 @@ def _locked(plan: RunPlan, runner: Runner, scorer: ReferenceScorer | None, progr
         identity = replace(identity, reference=scorer.recorded) if scorer else identity
         stale = resume_problem(report_path, identity) if plan.resume else None
         if stale:
-            raise PlanRefused(f"--resume into {shown(plan.out)}: {shown(stale)}; run without --resume to redo every "
-                              "input, or choose a new --out")
+            raise PlanRefused(f"--resume into {plan.out}: {stale}; run without --resume to redo every input, or "
+                              "choose a new --out")  # escaped where printed (app.errors.shown)
         columns = [*extra, *runner.columns]
         done, others = _carried(plan, runner.spec, report_path, columns)
         with ReportWriter(report_path, runner.spec, extra_columns=columns) as report:

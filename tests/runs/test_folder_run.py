@@ -125,3 +125,15 @@ def test_the_cli_has_no_import_circle():
 
     assert [(a, b) for a in sorted(graph) for b in sorted(graph[a]) if reaches(b, a)] == []
     assert graph["app.cli.cluster"] == {"app.cli.options"}
+
+
+def test_a_refusal_naming_an_undecodable_folder_is_escaped_once(models, tmp_path, capsys):
+    """A folder name with a byte that is not UTF-8 reads `caf\\xe9` on the terminal, as everywhere: the plan's
+    refusal is escaped where it is printed, not before as well (that printed `caf\\\\xe9`)."""
+    import os
+
+    empty = Path(os.fsdecode(os.fsencode(tmp_path) + b"/caf\xe9"))
+    empty.mkdir()
+    assert main(["run", str(models("rgb_classes")), str(empty), "--out", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err
+    assert err == f"error: no images found in: {tmp_path}/caf\\xe9\n"
