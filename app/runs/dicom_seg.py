@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     from pydicom import Dataset
 
     from app.runs.deidentify import VolumePrivacy
-    from app.runs.volume_exports import Algorithm, Segment
+    from app.runs.segments import Algorithm, Segment
 
 SEG_SERIES_OFFSET = 1000  # the SEG's SeriesNumber: the source's + 1000, so a PACS lists it beside its source
 

@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from pydicom import DataElement, Dataset
 
     from app.io.volumes import SliceRef
-    from app.runs.volume_exports import Algorithm, Segment
+    from app.runs.segments import Algorithm, Segment
 
 SC_SERIES_OFFSET = 2000  # the SC series' SeriesNumber: the source's + 2000 (the SEG takes + 1000)
 _FONT = cv2.FONT_HERSHEY_SIMPLEX

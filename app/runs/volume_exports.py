@@ -9,55 +9,22 @@ from __future__ import annotations
 
 import gzip
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from app.errors import OutputError
-from app.inference.codes import ClassCode
 from app.io.files import atomic_write
-from app.io.render import Colored, class_colors
 from app.io.volumes import Volume
 from app.runs import dicom_seg, secondary_capture
 from app.runs.deidentify import VolumePrivacy, scrub_nifti_header
 from app.runs.dicom_sources import require_dicom, save_dataset
+from app.runs.segments import Algorithm as Algorithm  # re-exported: what the exports take
+from app.runs.segments import Segment as Segment
+from app.runs.segments import segments_of as segments_of
 
 EXPORTS = ("dicom-seg", "nifti", "sc", "source")  # source: the de-identified source series (--anonymize only)
-
-
-@dataclass(frozen=True)
-class Segment:
-    """One class of the model as a segment: its label value in `labels`, name, display colour (RGB) and what it is
-    (the sidecar's `code:`; None: app.inference.codes.DEFAULT_CODE)."""
-
-    value: int
-    name: str
-    color: tuple[int, int, int]
-    code: ClassCode | None = None
-
-
-@dataclass(frozen=True)
-class Algorithm:
-    """What produced the segmentation (DICOM SEG's algorithm identification)."""
-
-    name: str  # the model file's stem
-    version: str  # the model's SHA-256 (first 16 hex digits)
-    sha256: str
-    software_version: str  # SegLens's version
-
-
-def segments_of(classes: Sequence[Colored]) -> tuple[Segment, ...]:
-    """The model's classes (app.inference.spec.ClassInfo: name, colour or None) as segments: every label value
-    >= 1 (0 is the background), each in the colour the viewer paints it (app.io.render.class_colors)."""
-    colors, _painted = class_colors(classes)
-    return tuple(
-        Segment(value=value, name=getattr(info, "name", f"class {value}"),
-                color=(int(colors[value][0]), int(colors[value][1]), int(colors[value][2])),
-                code=getattr(info, "code", None))
-        for value, info in enumerate(classes[:256]) if value >= 1
-    )
 
 
 def write_dicom_seg(volume: Volume, labels: np.ndarray, segments: Sequence[Segment], out_path: Path, *,

@@ -1,0 +1,45 @@
+"""What a volume export says the segmentation is: the model's classes as segments and the algorithm that made
+them. Records below the writers (app.runs.dicom_seg, secondary_capture) and app.runs.volume_exports, which calls
+them: none of the writers imports the module that calls it, not even for a type.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from app.inference.codes import ClassCode
+from app.io.render import Colored, class_colors
+
+
+@dataclass(frozen=True)
+class Segment:
+    """One class of the model as a segment: its label value in `labels`, name, display colour (RGB) and what it is
+    (the sidecar's `code:`; None: app.inference.codes.DEFAULT_CODE)."""
+
+    value: int
+    name: str
+    color: tuple[int, int, int]
+    code: ClassCode | None = None
+
+
+@dataclass(frozen=True)
+class Algorithm:
+    """What produced the segmentation (DICOM SEG's algorithm identification)."""
+
+    name: str  # the model file's stem
+    version: str  # the model's SHA-256 (first 16 hex digits)
+    sha256: str
+    software_version: str  # SegLens's version
+
+
+def segments_of(classes: Sequence[Colored]) -> tuple[Segment, ...]:
+    """The model's classes (app.inference.spec.ClassInfo: name, colour or None) as segments: every label value
+    >= 1 (0 is the background), each in the colour the viewer paints it (app.io.render.class_colors)."""
+    colors, _painted = class_colors(classes)
+    return tuple(
+        Segment(value=value, name=getattr(info, "name", f"class {value}"),
+                color=(int(colors[value][0]), int(colors[value][1]), int(colors[value][2])),
+                code=getattr(info, "code", None))
+        for value, info in enumerate(classes[:256]) if value >= 1
+    )
