@@ -148,8 +148,6 @@ class Progress(RunProgress):
         sys.stderr.write(f"\r[{bar}] {done}/{self.total}  {rate:.1f} img/s  {summary.failed} failed")
         sys.stderr.flush()
 
-    update = outcome  # compare's progress callback
-
     def tiles(self, done: int, total: int) -> None:
         """A tiled image's progress, on the same line (the bar comes back when the image is done)."""
         if self.enabled:
