@@ -43,19 +43,9 @@ def plan_run(spec: ModelSpec, paths: Sequence[Path], *, out: Path, report: Path 
     order the CLI has always made them (PlanRefused with the line it prints). `say` is told each note and warning
     about the inputs (a volume's gap, an option no input uses), after `redact` was given the run's LineRedactor
     under --anonymize (the terminal names each input by its pseudonym from then on)."""
-    from app.io.discover import discover, refuse_clashes
-    from app.runs.metrics_report import reference_problem
-    from app.runs.safety import output_folder_problem
+    from app.io.discover import refuse_clashes
 
-    refused = reference_problem(reference, spec, resume=resume)
-    if refused:
-        raise PlanRefused(f"--reference {refused}")
-    inputs = discover(list(paths), exclude=[out, *([reference] if reference else [])])
-    if not inputs:
-        raise PlanRefused("no images found in: " + ", ".join(str(p) for p in paths))  # escaped where printed
-    refused = output_folder_problem(out, inputs, inside_ok=True)
-    if refused:
-        raise PlanRefused(f"--out {refused}")
+    inputs = _inputs(spec, paths, out=out, reference=reference, resume=resume)
     refused = option_problem(resume=resume, per_slice=per_slice, exports=None, anonymize=anonymize)
     if refused:
         raise PlanRefused(refused)
@@ -76,6 +66,26 @@ def plan_run(spec: ModelSpec, paths: Sequence[Path], *, out: Path, report: Path 
     return RunPlan(spec=spec, inputs=tuple(inputs), out=out, report_path=report, save=tuple(save),
                    threshold=threshold, min_confidence=min_confidence, volumes=volumes, reference=reference,
                    resume=resume, batch=batch, started=started)
+
+
+def _inputs(spec: ModelSpec, paths: Sequence[Path], *, out: Path, reference: Path | None,
+            resume: bool) -> list[InputFile]:
+    """The inputs under `paths` (not `out`'s or the reference's files), refused in one line when there are none,
+    when `out` would take an input's place, or when the reference folder cannot be used."""
+    from app.io.discover import discover
+    from app.runs.metrics_report import reference_problem
+    from app.runs.safety import output_folder_problem
+
+    refused = reference_problem(reference, spec, resume=resume)
+    if refused:
+        raise PlanRefused(f"--reference {refused}")
+    inputs = discover(list(paths), exclude=[out, *([reference] if reference else [])])
+    if not inputs:
+        raise PlanRefused("no images found in: " + ", ".join(str(p) for p in paths))  # escaped where printed
+    refused = output_folder_problem(out, inputs, inside_ok=True)
+    if refused:
+        raise PlanRefused(f"--out {refused}")
+    return inputs
 
 
 def _key() -> bytes:
