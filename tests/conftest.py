@@ -13,6 +13,9 @@ os.environ.setdefault("SEGLENS_LOG_DIR", tempfile.mkdtemp(prefix="seglens-test-l
 # nor the user's config folder: an --anonymize test without SEGLENS_PSEUDONYM_KEY makes its pseudonym.key here
 os.environ["XDG_CONFIG_HOME"] = tempfile.mkdtemp(prefix="seglens-test-config-")
 sys.path.insert(0, str(Path(__file__).parent))  # tests/onnx_factory.py (models built on the fly)
+# tests/cli's end-to-end modules lend helpers to other folders (test_cli.read_report, test_compare_volumes' series,
+# test_cli_anonymize_reports' PACS export): importable from any test, even one run alone
+sys.path.insert(1, str(Path(__file__).parent / "cli"))
 
 import onnx_factory
 
