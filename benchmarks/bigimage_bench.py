@@ -1,5 +1,5 @@
 """Big images in the viewer, measured (not asserted): one pan or zoom frame at 1:1 on a SIDE×SIDE image — the
-viewport repainted with the full-resolution tiles (app/ui/detail.py) — in the real window (offscreen).
+viewport repainted with the full-resolution tiles (app/ui/widgets/detail.py) — in the real window (offscreen).
 
     QT_QPA_PLATFORM=offscreen uv run python benchmarks/bigimage_bench.py [--side 20000] [--frames 40]
 

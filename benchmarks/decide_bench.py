@@ -42,8 +42,8 @@ def measure(model: Path, image: Path, steps: int, settings: Path) -> dict[str, f
 
     from app.inference import pipeline
     from app.inference.session import ModelSession
-    from app.ui import worker as worker_module
     from app.ui.main_window import MainWindow
+    from app.ui.workers import worker as worker_module
 
     runs, worker_ms = [], []
     originals = ModelSession.run, worker_module.decided, pipeline.relabel

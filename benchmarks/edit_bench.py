@@ -36,7 +36,7 @@ def main() -> int:
     from PySide6.QtWidgets import QApplication
 
     from app.ui.main_window import MainWindow
-    from app.ui.mask_edit import MaskEdit
+    from app.ui.state.mask_edit import MaskEdit
 
     app = QApplication(sys.argv[:1])
     with tempfile.TemporaryDirectory() as tmp:

@@ -40,8 +40,8 @@ def worker(model_path: str, image: str, device: str = "cuda", timeout_s: float =
     signals to the worker's thread), results received on this thread as the window receives them."""
     from PySide6.QtCore import QCoreApplication, QThread, QTimer
 
-    from app.ui.view_state import LatestRequest
-    from app.ui.worker import InferenceWorker
+    from app.ui.state.view_state import LatestRequest
+    from app.ui.workers.worker import InferenceWorker
 
     app = QCoreApplication.instance() or QCoreApplication([])
     latest = LatestRequest()  # the window's ViewState shares one of these with its worker
@@ -72,7 +72,7 @@ def _receiver(work, latest, image: str, app):
     from PySide6.QtCore import QObject, Signal, Slot
 
     from app.inference.telemetry import gpu_memory
-    from app.ui.messages import ViewKey, ViewRequest
+    from app.ui.state.messages import ViewKey, ViewRequest
 
     class Receiver(QObject):
         load = Signal(int, str, str, str)

@@ -201,7 +201,7 @@ def overlay_paint_cost(runs: int) -> dict[str, float]:
 
     from app.inference.spec import ClassInfo
     from app.ui.main_window import MainWindow
-    from app.ui.overlay import OverlayImage, image_to_qimage
+    from app.ui.widgets.overlay import OverlayImage, image_to_qimage
 
     app = QApplication.instance() or QApplication([])
     with tempfile.TemporaryDirectory() as tmp:

@@ -10,8 +10,8 @@ import threading
 import pytest
 from conftest import REPO
 
-from app.ui.messages import ModelSummary, ViewKey, ViewRequest, ViewResult, WindowedImage
-from app.ui.view_state import (
+from app.ui.state.messages import ModelSummary, ViewKey, ViewRequest, ViewResult, WindowedImage
+from app.ui.state.view_state import (
     CACHE_SIZE,
     DisplayMode,
     LatestRequest,
@@ -258,7 +258,7 @@ def test_view_state_and_messages_import_without_qt_or_numpy():
         "        if name.split('.')[0] in ('PySide6', 'shiboken6', 'numpy'):\n"
         "            raise ImportError('blocked: ' + name)\n"
         "sys.meta_path.insert(0, Block())\n"
-        "import app.ui.view_state, app.ui.messages\n"
+        "import app.ui.state.view_state, app.ui.state.messages\n"
         "print('ok')\n"
     )
     done = subprocess.run([sys.executable, "-c", probe], cwd=REPO, capture_output=True, text=True, timeout=60)

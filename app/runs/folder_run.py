@@ -1,6 +1,6 @@
 """The one folder run: a RunPlan (what to run, validated once) and `run_folder` (the output lock, --resume's
 read-back, the report, the run record, the run itself, the reference's metrics), called by seglens-cli run, its
---ray driver (app.runs.ray_driver.RayRunner) and the viewer's Run on all (app.ui.worker_batch).
+--ray driver (app.runs.ray_driver.RayRunner) and the viewer's Run on all (app.ui.workers.worker_batch).
 
 A Runner is where the inputs run: LocalRunner (one session on this thread, app.runs.batch) or RayRunner (actors).
 A Progress is what the face is told as it goes: each finished input, a tiled image's tiles, a volume's slices, and

@@ -189,7 +189,7 @@ def run_all_dialog(window: MainWindow) -> None:
     volumes = sum(item.volume is not None for item in window.files.inputs())
     options = None
     if volumes:
-        from app.ui.volume_export import VolumeExportDialog
+        from app.ui.widgets.volume_export import VolumeExportDialog
 
         dialog = VolumeExportDialog(volumes, window.state.overlay.opacity, window)
         if not dialog.exec():
@@ -231,14 +231,14 @@ def report_dialog(window: MainWindow) -> None:
     if window.reviewer.log is None:
         window.export_review_report()  # says why not
         return
-    from app.ui.report_export import default_report_name
+    from app.ui.workers.report_export import default_report_name
 
     folder = window.reviewer.log.folder
     path, _ = _file_dialog().getSaveFileName(window, "Export review report", str(folder / default_report_name(folder)),
                                           "HTML (*.html)")
     if not path:
         return
-    from app.ui.report_options import ReportOptionsDialog
+    from app.ui.widgets.report_options import ReportOptionsDialog
 
     options = ReportOptionsDialog(volumes=window.reviewer.listed_volumes(), parent=window)
     if options.exec():
@@ -270,7 +270,7 @@ def _open_log_folder() -> None:
 
 
 def _show_diagnostics(window: MainWindow) -> None:
-    from app.ui.dialogs import DiagnosticsDialog
+    from app.ui.widgets.dialogs import DiagnosticsDialog
 
     DiagnosticsDialog(window.summary, window).show()
 

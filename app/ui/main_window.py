@@ -18,26 +18,26 @@ from PySide6.QtWidgets import QMainWindow, QSplitter, QVBoxLayout, QWidget
 from app.logs import private
 from app.ui import actions
 from app.ui import settings as remembered
-from app.ui.editor import Editor
-from app.ui.file_list import FILTERS, FileList
-from app.ui.panels import PanelArea, SidePanel
-from app.ui.presenter import Presenter
+from app.ui.controllers.editor import Editor
+from app.ui.controllers.presenter import Presenter
+from app.ui.controllers.reviewer import Reviewer
+from app.ui.controllers.run_all import RunOnAll
+from app.ui.controllers.tuner import Tuner
+from app.ui.controllers.volume_view import VolumeView
 from app.ui.recent import RecentList
-from app.ui.reviewer import Reviewer
-from app.ui.run_all import RunOnAll
-from app.ui.slices import SliceBar
-from app.ui.status import StatusBar
-from app.ui.threads import start_worker_thread, stop_thread
+from app.ui.state.view_state import ViewState
 from app.ui.toolbar import build_toolbar
-from app.ui.tuner import Tuner
-from app.ui.view_state import ViewState
-from app.ui.viewer import ImageViewer
-from app.ui.volume_view import VolumeView
-from app.ui.windowing import WindowingWorker
-from app.ui.worker import InferenceWorker
+from app.ui.widgets.file_list import FILTERS, FileList
+from app.ui.widgets.panels import PanelArea, SidePanel
+from app.ui.widgets.slices import SliceBar
+from app.ui.widgets.status import StatusBar
+from app.ui.widgets.viewer import ImageViewer
+from app.ui.workers.threads import start_worker_thread, stop_thread
+from app.ui.workers.windowing import WindowingWorker
+from app.ui.workers.worker import InferenceWorker
 
 if TYPE_CHECKING:
-    from app.ui.messages import ViewResult, Window
+    from app.ui.state.messages import ViewResult, Window
 
 log = logging.getLogger(__name__)
 
@@ -247,7 +247,7 @@ class MainWindow(QMainWindow):
         if not path:
             return
         self.editor.stop()  # another picture: a correction in progress is saved first
-        from app.ui.messages import ViewKey  # loaded once a picture is asked for: not before the window shows
+        from app.ui.state.messages import ViewKey  # loaded once a picture is asked for: not before the window shows
 
         key = ViewKey(path, frame)
         volume = self.volumes.show(path, frame)
@@ -269,7 +269,7 @@ class MainWindow(QMainWindow):
         self.volumes.step(delta)
 
     def cached_view(self, path: str | Path, frame: int = 0) -> ViewResult | None:
-        from app.ui.messages import ViewKey
+        from app.ui.state.messages import ViewKey
 
         return self.state.cache.peek(ViewKey(str(path), frame))
 
@@ -322,7 +322,7 @@ class MainWindow(QMainWindow):
 
     def compare_all(self) -> None:
         """Both models on every listed image and volume (View ▸ Sort by agreement then covers the whole folder)."""
-        from app.ui.messages import ListedInput
+        from app.ui.state.messages import ListedInput
 
         paths = self.files.paths()
         if paths:
@@ -350,7 +350,7 @@ class MainWindow(QMainWindow):
         if log_ is None:
             self.status.showMessage("No review log: open images and wait for the model", 8000)
             return
-        from app.ui.report_export import default_report_name
+        from app.ui.workers.report_export import default_report_name
 
         target = Path(path) if path else log_.folder / default_report_name(log_.folder)
         request = self.reviewer.report_request(target, self.state.tuning, anonymize=anonymize)

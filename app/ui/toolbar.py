@@ -10,7 +10,7 @@ from PySide6.QtCore import Qt
 from PySide6.QtGui import QAction
 from PySide6.QtWidgets import QLabel, QSlider, QStyle, QToolBar
 
-from app.ui.view_state import DisplayMode
+from app.ui.state.view_state import DisplayMode
 
 if TYPE_CHECKING:
     from app.ui.main_window import MainWindow

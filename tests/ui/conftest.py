@@ -8,7 +8,7 @@ import pytest
 from PySide6.QtCore import QSettings, QThread
 
 from app.ui.main_window import MainWindow
-from app.ui.threads import stop_thread
+from app.ui.workers.threads import stop_thread
 
 TIMEOUT = 20_000  # ms: model loads and first results on a slow CI machine
 

@@ -9,7 +9,7 @@ from PIL import Image
 from PySide6.QtCore import QPointF, Qt
 from PySide6.QtTest import QTest
 
-from app.ui.mask_edit import MaskEdit
+from app.ui.state.mask_edit import MaskEdit
 
 TIMEOUT = 20_000
 

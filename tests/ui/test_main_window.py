@@ -14,7 +14,7 @@ from PySide6.QtCore import QMimeData, QPointF, QSettings, Qt, QUrl
 from PySide6.QtGui import QDragEnterEvent, QDropEvent
 from PySide6.QtWidgets import QApplication
 
-from app.ui.view_state import DisplayMode
+from app.ui.state.view_state import DisplayMode
 
 TIMEOUT = 20_000
 GREEN_CLASS = (0, 200, 0)  # sidecar colours, easy to check in pixels

@@ -8,7 +8,7 @@ import numpy as np
 from PIL import Image
 
 from app.runs.review_report import write_review_report
-from app.ui.messages import Tuning
+from app.ui.state.messages import Tuning
 
 TIMEOUT = 20_000
 CLASSES = "classes: [good, scratch, pit]\n"
@@ -62,7 +62,7 @@ def test_nan_segmentation_logits_are_an_error_not_a_clean_part(qtbot, make_main_
 def test_the_review_report_gives_a_nan_image_no_verdict(models, tmp_path):
     from app.inference.session import open_session
     from app.inference.spec import load_spec
-    from app.ui.report_export import report_items
+    from app.ui.workers.report_export import report_items
 
     model = models("nan_when_dark_classifier")
     model.with_suffix(".yaml").write_text(CLASSES + "verdict:\n  fail_if:\n    - {score_above: 0.9}\n")
@@ -81,7 +81,7 @@ def test_the_review_report_gives_a_nan_image_no_verdict(models, tmp_path):
 
 
 def test_the_folder_histogram_leaves_out_a_score_that_is_not_finite(qtbot):
-    from app.ui.charts import ScoreHistogram
+    from app.ui.widgets.charts import ScoreHistogram
 
     histogram = ScoreHistogram()
     qtbot.addWidget(histogram)

@@ -7,8 +7,8 @@ import numpy as np
 from PySide6.QtGui import QImage, qAlpha
 
 from app.inference.spec import ClassInfo
-from app.ui.overlay import OverlayImage
-from app.ui.viewer import ImageViewer
+from app.ui.widgets.overlay import OverlayImage
+from app.ui.widgets.viewer import ImageViewer
 
 CLASSES = [ClassInfo("background", None), ClassInfo("a", (255, 0, 0)), ClassInfo("b", (0, 0, 255))]
 

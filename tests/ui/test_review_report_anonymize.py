@@ -75,7 +75,7 @@ def test_de_identify_is_the_default_when_the_list_holds_a_volume(qtbot, make_mai
 
 
 def test_the_dialog_says_what_de_identify_does_and_why_it_is_on(qtbot):
-    from app.ui.report_options import ReportOptionsDialog
+    from app.ui.widgets.report_options import ReportOptionsDialog
 
     with_volumes = ReportOptionsDialog(volumes=2)
     qtbot.addWidget(with_volumes)

@@ -38,7 +38,7 @@ def test_run_on_all_de_identifies_names_report_and_dicom(qtbot, make_main_window
 
 
 def test_the_dialog_says_what_de_identify_does(qtbot):
-    from app.ui.volume_export import VolumeExportDialog
+    from app.ui.widgets.volume_export import VolumeExportDialog
 
     dialog = VolumeExportDialog(2, 0.5)
     qtbot.addWidget(dialog)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from app.ui.slices import SliceBar
+from app.ui.widgets.slices import SliceBar
 
 
 def test_a_slider_value_set_while_no_volume_is_shown_is_passed_on_without_describing_a_slice(qtbot):

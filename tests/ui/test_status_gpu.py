@@ -10,7 +10,7 @@ from app.inference import providers
 from app.inference.providers import CUDA
 from app.inference.session import open_session
 from app.inference.spec import load_spec
-from app.ui.status import CPU_STYLE, WARNING_STYLE, StatusBar
+from app.ui.widgets.status import CPU_STYLE, WARNING_STYLE, StatusBar
 
 TIMEOUT = 20_000
 pytestmark = pytest.mark.skipif(CUDA not in ort.get_available_providers() or providers.detect_nvidia_gpu(),

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from app.ui.status import StatusBar
+from app.ui.widgets.status import StatusBar
 
 
 def test_show_message_with_timeout_none_shows_the_message_until_the_next(qtbot):

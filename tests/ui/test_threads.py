@@ -7,7 +7,7 @@ import time
 
 from PySide6.QtCore import QObject, Signal, Slot
 
-from app.ui.threads import start_worker_thread, stop_thread
+from app.ui.workers.threads import start_worker_thread, stop_thread
 
 
 class _SlowLoader(QObject):
@@ -29,7 +29,7 @@ def test_a_slot_longer_than_the_wait_is_waited_for_and_said_so(qtbot, caplog):
     driver.go.connect(loader.load)
     with qtbot.waitSignal(loader.started, timeout=5000):
         driver.go.emit()
-    with caplog.at_level(logging.WARNING, logger="app.ui.threads"):
+    with caplog.at_level(logging.WARNING, logger="app.ui.workers.threads"):
         assert stop_thread(thread, timeout_ms=100)
     assert not thread.isRunning()
     assert "still waiting for the inference thread" in caplog.text

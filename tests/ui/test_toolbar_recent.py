@@ -8,7 +8,7 @@ from PIL import Image
 from PySide6.QtCore import QSettings
 
 from app.ui.recent import MAX_RECENT, RecentList, fill_menu
-from app.ui.view_state import DisplayMode
+from app.ui.state.view_state import DisplayMode
 
 TIMEOUT = 20_000
 

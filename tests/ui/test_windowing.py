@@ -10,10 +10,10 @@ from PySide6.QtCore import QObject, Signal, Slot
 from PySide6.QtGui import QImage
 
 from app.io.window import apply_window, auto_window
-from app.ui.messages import ViewKey, WindowRequest
-from app.ui.threads import start_worker_thread, stop_thread
-from app.ui.view_state import LatestRequest
-from app.ui.windowing import WindowingWorker
+from app.ui.state.messages import ViewKey, WindowRequest
+from app.ui.state.view_state import LatestRequest
+from app.ui.workers.threads import start_worker_thread, stop_thread
+from app.ui.workers.windowing import WindowingWorker
 
 KEY = ViewKey("big.dcm")
 

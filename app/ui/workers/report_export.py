@@ -12,7 +12,7 @@ from app.io.discover import InputFile
 from app.runs.review_items import Naming
 from app.runs.review_items import report_items as review_rows
 from app.runs.review_report import ReportItem
-from app.ui.messages import ListedInput
+from app.ui.state.messages import ListedInput
 
 
 def report_items(model, entries: Sequence[ListedInput | tuple], tuning, reviews: dict, *, references: dict,
@@ -21,7 +21,7 @@ def report_items(model, entries: Sequence[ListedInput | tuple], tuning, reviews:
     """A ReportItem per entry (a ListedInput, or (path, rel[, volume])); an input that cannot be read or run still
     gets its row (no picture), named relative to the input folder, or under `anonymize` by its pseudonym
     (app.runs.private_names, the workstation's key: the names Run on all and `run --anonymize` give it)."""
-    from app.ui.ground_truth import compare
+    from app.ui.workers.ground_truth import compare
 
     spec = with_score_limit(model.spec, tuning.score_limit)
     inputs = [_input(entry) for entry in entries]

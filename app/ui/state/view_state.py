@@ -22,7 +22,7 @@ if TYPE_CHECKING:  # messages loads when first used: its dataclasses cost ~4 ms 
 
     from app.inference.tuning import Judgement
     from app.inference.verdict import Verdict
-    from app.ui.messages import (
+    from app.ui.state.messages import (
         ModelSummary,
         RetuneRequest,
         Tuning,
@@ -198,7 +198,7 @@ class ViewState:
         """A request for `key`, or None while no model is ready (the window asks again when one is)."""
         if self.model is None:
             return None
-        from app.ui.messages import ViewRequest
+        from app.ui.state.messages import ViewRequest
 
         return ViewRequest(self.latest.value, key, self.generation, self.tuning)
 
@@ -278,7 +278,7 @@ class ViewState:
         return True
 
     def _window_request(self, window: Window | None) -> WindowRequest:
-        from app.ui.messages import WindowRequest
+        from app.ui.state.messages import WindowRequest
 
         view = cast("ViewResult", self.shown)  # its callers checked: a picture with real values is shown
         return WindowRequest(self.latest_window.issue(), view.key, cast("np.ndarray", view.display_raw), window,
@@ -298,7 +298,7 @@ class ViewState:
     @property
     def tuning(self) -> Tuning:
         if self._tuning is None:
-            from app.ui.messages import Tuning
+            from app.ui.state.messages import Tuning
 
             self._tuning = Tuning()
         return self._tuning
@@ -317,7 +317,7 @@ class ViewState:
         Earlier retunes become stale."""
         if self.is_tuned(view):
             return None
-        from app.ui.messages import RetuneRequest
+        from app.ui.state.messages import RetuneRequest
 
         return RetuneRequest(self.latest_tune.issue(), view, self.tuning)
 

@@ -18,14 +18,14 @@ from typing import TYPE_CHECKING
 
 from PySide6.QtCore import QObject, Signal, Slot
 
-from app.ui.view_state import LatestRequest
-from app.ui.views import decided, display_labels, display_mask, settled, view_result
-from app.ui.worker_batch import BatchSlots, failure_line
-from app.ui.worker_volumes import VolumeFillSlots, decode_request
+from app.ui.state.view_state import LatestRequest
+from app.ui.workers.views import decided, display_labels, display_mask, settled, view_result
+from app.ui.workers.worker_batch import BatchSlots, failure_line
+from app.ui.workers.worker_volumes import VolumeFillSlots, decode_request
 
 if TYPE_CHECKING:  # messages loads in the slots, after the window shows (its dataclasses cost ~4 ms)
     from app.inference.session import SessionInfo
-    from app.ui.messages import ListedInput, RetuneRequest, ViewRequest, ViewResult
+    from app.ui.state.messages import ListedInput, RetuneRequest, ViewRequest, ViewResult
 
 log = logging.getLogger(__name__)
 
@@ -112,7 +112,7 @@ class InferenceWorker(VolumeFillSlots, BatchSlots, QObject):
         from app.inference.runtime import parse_runtime_arguments
         from app.inference.session import open_session
         from app.inference.spec import load_spec
-        from app.ui.messages import ModelSummary
+        from app.ui.state.messages import ModelSummary
 
         self._model = self._batch_model = None  # the old sessions are released before the new one takes memory
         self._fill = self._fill_key = None
@@ -173,7 +173,7 @@ class InferenceWorker(VolumeFillSlots, BatchSlots, QObject):
         from app.inference.session import open_session
         from app.inference.spec import load_spec
         from app.runs.compare import compare_problem
-        from app.ui.messages import ModelSummary
+        from app.ui.state.messages import ModelSummary
 
         self._model_b = None
         if not model_path:
@@ -332,7 +332,7 @@ class InferenceWorker(VolumeFillSlots, BatchSlots, QObject):
         """`view` measured against its reference (a corrected mask in the review folder first, else the reference
         folder's), and in the difference layer the TP/FP/FN codes at the display size (in the disagreement layer,
         model B's codes)."""
-        from app.ui.ground_truth import compare
+        from app.ui.workers.ground_truth import compare
 
         if view.result.labels is None or view.tuning.input_root is None:
             return self._disagreement(view)

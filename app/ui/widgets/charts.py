@@ -40,7 +40,7 @@ class ColourBar(QWidget):
 
     def _lut_image(self) -> QImage:
         if self._gradient is None:
-            from app.ui.overlay import heatmap_table
+            from app.ui.widgets.overlay import heatmap_table
 
             image = QImage(256, 1, QImage.Format.Format_RGB32)
             for x, rgba in enumerate(heatmap_table()):

@@ -101,7 +101,7 @@ class DetailItem(QGraphicsItem):
             return image
         import numpy as np
 
-        from app.ui.overlay import image_to_qimage, indexed_qimage
+        from app.ui.widgets.overlay import image_to_qimage, indexed_qimage
 
         source = self._pixels if kind == "pixels" else self._mask
         if isinstance(source, np.ndarray):

@@ -3,7 +3,7 @@ limit, the layer shown — and the OK/NG badges of the file list in step with th
 
 A change asks the worker to decide and draw the picture shown again from its kept scores (`retune_requested`, no
 model run); the answer comes back through `on_retuned`. The threshold and the score limit are remembered per model
-(its SHA-256, app.ui.settings) and start at the model's own values otherwise; each has a Reset back to them.
+(its SHA-256, app.ui.state.remembered) and start at the model's own values otherwise; each has a Reset back to them.
 Badges come from the views the reader looked at and from Run on all; a new score limit re-judges all of them at
 once from their scores, a new pixel threshold marks the others out of date until they are decided again (an
 outline badge).
@@ -15,16 +15,16 @@ from typing import TYPE_CHECKING
 
 from PySide6.QtCore import QObject, Signal
 
-from app.ui import settings as remembered
+from app.ui.state import remembered
 
 if TYPE_CHECKING:
     from PySide6.QtCore import QSettings
 
-    from app.ui.file_list import FileList
-    from app.ui.messages import ViewResult
-    from app.ui.panels import SidePanel
-    from app.ui.presenter import Presenter
-    from app.ui.view_state import ViewState
+    from app.ui.controllers.presenter import Presenter
+    from app.ui.state.messages import ViewResult
+    from app.ui.state.view_state import ViewState
+    from app.ui.widgets.file_list import FileList
+    from app.ui.widgets.panels import SidePanel
 
 
 class Tuner(QObject):

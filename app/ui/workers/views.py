@@ -7,7 +7,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from app.ui.messages import Tuning, ViewRequest, ViewResult
+    from app.ui.state.messages import Tuning, ViewRequest, ViewResult
 
 MAX_DISPLAY_SIDE = 8192  # larger images get a downscaled display copy; results stay at full resolution
 
@@ -80,7 +80,7 @@ def view_result(request: ViewRequest, result, image) -> ViewResult:
     """The result with display-sized copies: images longer than MAX_DISPLAY_SIDE are downscaled for the screen."""
     import cv2
 
-    from app.ui.messages import ViewResult
+    from app.ui.state.messages import ViewResult
 
     pixels = image.display()
     height, width = pixels.shape[:2]

@@ -1,4 +1,4 @@
-"""The inference worker's Run on all and review report (a mixin of app.ui.worker.InferenceWorker, on its
+"""The inference worker's Run on all and review report (a mixin of app.ui.workers.worker.InferenceWorker, on its
 thread): every listed input through the CLI's folder run (app.runs.folder_run.run_folder), with the reader's
 threshold."""
 
@@ -16,9 +16,9 @@ from PySide6.QtCore import Slot
 from app.runs.plan import Progress
 
 if TYPE_CHECKING:
-    from app.ui.messages import ReportRequest, Tuning
+    from app.ui.state.messages import ReportRequest, Tuning
 
-log = logging.getLogger("app.ui.worker")
+log = logging.getLogger("app.ui.workers.worker")
 
 
 class BatchSlots:
@@ -62,7 +62,7 @@ class BatchSlots:
         `anonymize` the rows go by their pseudonyms (the workstation's pseudonym key, as `report --anonymize`)."""
         from app.runs.provenance import RunIdentity
         from app.runs.review_report import write_review_report
-        from app.ui.report_export import report_items
+        from app.ui.workers.report_export import report_items
 
         self._cancel.clear()
         path = Path(request.report_path)

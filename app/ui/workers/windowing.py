@@ -14,10 +14,10 @@ from typing import TYPE_CHECKING
 
 from PySide6.QtCore import QObject, Signal, Slot
 
-from app.ui.view_state import LatestRequest
+from app.ui.state.view_state import LatestRequest
 
 if TYPE_CHECKING:
-    from app.ui.messages import WindowedImage, WindowRequest
+    from app.ui.state.messages import WindowedImage, WindowRequest
 
 log = logging.getLogger(__name__)
 
@@ -49,8 +49,8 @@ class WindowingWorker(QObject):
 def window_image(request: WindowRequest) -> WindowedImage:
     """The raw values through the requested window (or an automatic one), as a QImage that owns its pixels."""
     from app.io.window import apply_window, auto_window
-    from app.ui.messages import WindowedImage
-    from app.ui.overlay import image_to_qimage
+    from app.ui.state.messages import WindowedImage
+    from app.ui.widgets.overlay import image_to_qimage
 
     window = request.window or auto_window(request.raw)
     pixels = apply_window(request.raw, *window, invert=request.invert)

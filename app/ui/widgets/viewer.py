@@ -20,7 +20,7 @@ from PySide6.QtWidgets import (
     QGraphicsView,
 )
 
-from app.ui.detail import DetailItem
+from app.ui.widgets.detail import DetailItem
 
 ZOOM_STEP = 1.25
 MIN_ZOOM, MAX_ZOOM = 0.02, 64.0

@@ -21,10 +21,10 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app.ui.decision import DecisionControls, FolderScores
-from app.ui.edit_panel import EditPanel
-from app.ui.review_panel import ReviewPanel
-from app.ui.view_state import DisplayMode
+from app.ui.state.view_state import DisplayMode
+from app.ui.widgets.decision import DecisionControls, FolderScores
+from app.ui.widgets.edit_panel import EditPanel
+from app.ui.widgets.review_panel import ReviewPanel
 
 if TYPE_CHECKING:
     from PySide6.QtWidgets import QLayoutItem

@@ -1,7 +1,7 @@
 """Edit mode: correct the shown mask with a brush, an eraser and flood fill, undo/redo, and save it as the image's
 corrected mask in the review folder.
 
-The mask is edited as numpy (app.ui.mask_edit.MaskEdit); each brush segment copies only the rectangle it changed
+The mask is edited as numpy (app.ui.state.mask_edit.MaskEdit); each brush segment copies only the rectangle it changed
 into the overlay's indexed image, and the viewer converts that image once (~1.5 ms at 1080p). Saving writes
 `<name>_mask.png` (`x.jpg_mask.png`) into the review folder (app.runs.review: never over an input or the model's
 outputs; atomic) and marks the image "corrected" in the review log. The overlay keeps showing what the *model*
@@ -20,13 +20,13 @@ from typing import TYPE_CHECKING, cast
 from PySide6.QtCore import QObject, Qt, Signal
 
 if TYPE_CHECKING:
-    from app.ui.edit_panel import EditPanel
-    from app.ui.mask_edit import MaskEdit
-    from app.ui.messages import ModelSummary, ViewResult
-    from app.ui.overlay import OverlayImage
-    from app.ui.presenter import Presenter
-    from app.ui.view_state import ViewState
-    from app.ui.viewer import ImageViewer
+    from app.ui.controllers.presenter import Presenter
+    from app.ui.state.mask_edit import MaskEdit
+    from app.ui.state.messages import ModelSummary, ViewResult
+    from app.ui.state.view_state import ViewState
+    from app.ui.widgets.edit_panel import EditPanel
+    from app.ui.widgets.overlay import OverlayImage
+    from app.ui.widgets.viewer import ImageViewer
 
 log = logging.getLogger(__name__)
 
@@ -74,8 +74,8 @@ class Editor(QObject):
         self.stop() if self.active else self.start()
 
     def start(self) -> bool:
-        from app.ui.mask_edit import MaskEdit
-        from app.ui.overlay import OverlayImage
+        from app.ui.state.mask_edit import MaskEdit
+        from app.ui.widgets.overlay import OverlayImage
 
         view = self._state.on_screen
         problem = _cannot_edit(view)

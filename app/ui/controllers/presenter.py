@@ -11,17 +11,17 @@ from typing import TYPE_CHECKING, cast
 
 from PySide6.QtCore import QObject, Signal
 
-from app.ui.view_state import DisplayMode
+from app.ui.state.view_state import DisplayMode
 
 if TYPE_CHECKING:
     from PySide6.QtGui import QImage
 
-    from app.ui.messages import ViewResult, Window, WindowedImage, WindowRequest
-    from app.ui.overlay import DifferenceImage, HeatmapImage, OverlayImage
-    from app.ui.panels import SidePanel
-    from app.ui.status import StatusBar
-    from app.ui.view_state import ViewState
-    from app.ui.viewer import ImageViewer
+    from app.ui.state.messages import ViewResult, Window, WindowedImage, WindowRequest
+    from app.ui.state.view_state import ViewState
+    from app.ui.widgets.overlay import DifferenceImage, HeatmapImage, OverlayImage
+    from app.ui.widgets.panels import SidePanel
+    from app.ui.widgets.status import StatusBar
+    from app.ui.widgets.viewer import ImageViewer
 
 
 class Presenter(QObject):
@@ -36,7 +36,7 @@ class Presenter(QObject):
         self._viewer = viewer
         self._panel = panel
         self._status = status
-        self._overlay: OverlayImage | None = None  # the mask on screen (app.ui.overlay: numpy, loaded after the window)
+        self._overlay: OverlayImage | None = None  # the mask on screen (widgets/overlay: numpy, loaded late)
         self._heat: HeatmapImage | DifferenceImage | None = None  # the probability/uncertainty/difference layer
         self._editing: OverlayImage | None = None  # the mask being edited (edit mode), shown filled
         self._overlay_b: OverlayImage | None = None  # model B's mask (comparing two models)
@@ -52,7 +52,7 @@ class Presenter(QObject):
         if request is not None:
             self.window_requested.emit(request)  # put on screen when its pixels come back (on_windowed)
             return
-        from app.ui.overlay import image_to_qimage  # numpy: loaded after the window shows
+        from app.ui.widgets.overlay import image_to_qimage  # numpy: loaded after the window shows
 
         self._present(view, image_to_qimage(view.display_pixels), view.window)
 
@@ -93,7 +93,7 @@ class Presenter(QObject):
         self._show_decision(view)
 
     def _show_decision(self, view: ViewResult) -> None:
-        from app.ui.overlay import DifferenceImage, HeatmapImage, OverlayImage, disagreement_colors
+        from app.ui.widgets.overlay import DifferenceImage, HeatmapImage, OverlayImage, disagreement_colors
 
         self._panel.show_busy(None)
         self._panel.show_misfit(view.result.warnings)

@@ -10,12 +10,12 @@ from typing import TYPE_CHECKING
 from PySide6.QtCore import QObject, Signal
 
 if TYPE_CHECKING:
-    from app.ui.file_list import FileList
-    from app.ui.messages import Tuning
-    from app.ui.status import StatusBar
-    from app.ui.tuner import Tuner
-    from app.ui.view_state import ViewState
-    from app.ui.worker import InferenceWorker
+    from app.ui.controllers.tuner import Tuner
+    from app.ui.state.messages import Tuning
+    from app.ui.state.view_state import ViewState
+    from app.ui.widgets.file_list import FileList
+    from app.ui.widgets.status import StatusBar
+    from app.ui.workers.worker import InferenceWorker
 
 log = logging.getLogger(__name__)
 

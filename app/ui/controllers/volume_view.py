@@ -8,12 +8,12 @@ from typing import TYPE_CHECKING
 from PySide6.QtCore import QObject, Signal
 
 if TYPE_CHECKING:
-    from app.ui.file_list import FileList
-    from app.ui.panels import SidePanel
-    from app.ui.slices import SliceBar
-    from app.ui.view_state import ViewState
-    from app.ui.viewer import ImageViewer
-    from app.ui.worker import InferenceWorker
+    from app.ui.state.view_state import ViewState
+    from app.ui.widgets.file_list import FileList
+    from app.ui.widgets.panels import SidePanel
+    from app.ui.widgets.slices import SliceBar
+    from app.ui.widgets.viewer import ImageViewer
+    from app.ui.workers.worker import InferenceWorker
 
 
 class VolumeView(QObject):

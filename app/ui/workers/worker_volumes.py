@@ -1,5 +1,5 @@
-"""The inference worker's whole-volume count (a mixin of app.ui.worker.InferenceWorker, on its thread): the rest of
-a volume's slices counted a few at a time between the reader's requests, for the legend's mL."""
+"""The inference worker's whole-volume count (a mixin of app.ui.workers.worker.InferenceWorker, on its thread): the
+rest of a volume's slices counted a few at a time between the reader's requests, for the legend's mL."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ from typing import TYPE_CHECKING
 from PySide6.QtCore import QTimer, Slot
 
 if TYPE_CHECKING:
-    from app.ui.messages import ViewRequest
+    from app.ui.state.messages import ViewRequest
 
-log = logging.getLogger("app.ui.worker")
+log = logging.getLogger("app.ui.workers.worker")
 
 
 class VolumeFillSlots:

@@ -17,11 +17,11 @@ from PySide6.QtCore import QObject, Signal
 
 if TYPE_CHECKING:
     from app.runs.review import ReviewLog
-    from app.ui.file_list import FileList
-    from app.ui.messages import ReportRequest, Tuning
-    from app.ui.review_panel import ReviewPanel
-    from app.ui.status import StatusBar
-    from app.ui.view_state import ViewState
+    from app.ui.state.messages import ReportRequest, Tuning
+    from app.ui.state.view_state import ViewState
+    from app.ui.widgets.file_list import FileList
+    from app.ui.widgets.review_panel import ReviewPanel
+    from app.ui.widgets.status import StatusBar
 
 log = logging.getLogger(__name__)
 
@@ -135,7 +135,7 @@ class Reviewer(QObject):
             self._status.showMessage("No review log: open images and wait for the model", 8000)
             return None
         from app import __version__
-        from app.ui.messages import ListedInput, ReportRequest
+        from app.ui.state.messages import ListedInput, ReportRequest
 
         entries = tuple(ListedInput(p, self._files.root_and_rel(p)[1], self._files.volume(p))
                         for p in self._files.paths())

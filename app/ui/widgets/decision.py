@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, cast
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import QComboBox, QFormLayout, QGridLayout, QGroupBox, QLabel, QPushButton, QSlider, QWidget
 
-from app.ui.charts import NG_COLOR, OK_COLOR, ColourBar, ScoreHistogram
+from app.ui.widgets.charts import NG_COLOR, OK_COLOR, ColourBar, ScoreHistogram
 
 if TYPE_CHECKING:
     from PySide6.QtGui import QStandardItem, QStandardItemModel
