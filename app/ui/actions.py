@@ -192,9 +192,11 @@ def run_all_dialog(window: MainWindow) -> None:
         from app.ui.widgets.volume_export import VolumeExportDialog
 
         dialog = VolumeExportDialog(volumes, window.state.overlay.opacity, window)
-        if not dialog.exec():
-            return
+        accepted = dialog.exec()
         options = dialog.options()
+        dialog.deleteLater()  # parented to the window: it would otherwise stay, hidden, until the window goes
+        if not accepted:
+            return
     window.run_all(folder, volumes=options)
 
 
@@ -212,6 +214,7 @@ def _run_all_choice(window: MainWindow) -> str | None:
     box.setDefaultButton(export)
     box.exec()
     clicked = box.clickedButton()
+    box.deleteLater()  # as every dialog here: asked once, then gone, not kept hidden under the window
     return "export" if clicked == export else "scores" if clicked == scores else None
 
 
@@ -241,8 +244,10 @@ def report_dialog(window: MainWindow) -> None:
     from app.ui.widgets.report_options import ReportOptionsDialog
 
     options = ReportOptionsDialog(volumes=window.reviewer.listed_volumes(), parent=window)
-    if options.exec():
-        window.export_review_report(path, **options.options())
+    accepted, chosen = options.exec(), options.options()
+    options.deleteLater()
+    if accepted:
+        window.export_review_report(path, **chosen)
 
 
 def reference_dialog(window: MainWindow) -> None:
@@ -272,7 +277,9 @@ def _open_log_folder() -> None:
 def _show_diagnostics(window: MainWindow) -> None:
     from app.ui.widgets.dialogs import DiagnosticsDialog
 
-    DiagnosticsDialog(window.summary, window).show()
+    dialog = DiagnosticsDialog(window.summary, window)
+    dialog.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)  # each About opens a new one: the closed one goes
+    dialog.show()
 
 
 # -- hold Space to peek ----------------------------------------------------------------------------------------

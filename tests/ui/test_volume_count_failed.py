@@ -31,4 +31,4 @@ def test_a_nan_slice_makes_the_legend_say_the_count_failed(qtbot, make_main_wind
     assert not note.isHidden()
     legend = win.panel.legend
     assert all(widget.isHidden() for widget in legend._volume_rows)  # no mL of part of the volume on screen
-    assert all(label.text() in ("", "–") for label in legend._volumes)
+    assert all(label.text() in ("", "–") for label in legend._volumes.values())

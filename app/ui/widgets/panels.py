@@ -132,16 +132,18 @@ class Legend(QGroupBox):
         self._grid.setColumnStretch(2, 1)
         self._boxes: list[QCheckBox] = []
         self._counts: list[QLabel] = []
-        self._volumes: list[QLabel] = []  # per class: its mL over the whole volume (volumes only)
+        self._volumes: dict[int, QLabel] = {}  # per painted class: its mL over the whole volume (volumes only)
         self._volume_rows: list[QLabel] = []
-        self._volume_note = QLabel()
+        self._volume_note = QLabel(self)  # a child until set_classes puts one in the grid: never a top-level window
+        self._volume_note.hide()
 
     def set_classes(self, classes) -> None:
         while self._grid.count():
             widget = cast("QLayoutItem", self._grid.takeAt(0)).widget()  # there: count() > 0
             if widget:
                 widget.deleteLater()
-        self._boxes, self._counts, self._volumes = [], [], []
+        self._volume_note.deleteLater()  # the one from before: in the grid (deleted above) or __init__'s
+        self._boxes, self._counts, self._volumes = [], [], {}
         for index, info in enumerate(classes):
             box = QCheckBox()
             box.setChecked(info.color is not None)
@@ -162,13 +164,13 @@ class Legend(QGroupBox):
         self._volume_note.hide()
         self._grid.addWidget(self._volume_note, len(classes), 0, 1, 4)
         self._volume_rows = []
-        for info in classes:
+        for index, info in enumerate(classes):
+            if info.color is None:  # the background's "volume" is mostly air: not shown, so no label is made
+                continue
             volume = QLabel()
             volume.setAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
             volume.setToolTip("Volume of this class over the whole series (voxels × slice step × pixel spacing)")
-            self._volumes.append(volume)
-            if info.color is None:  # the background's "volume" is mostly air: not shown
-                continue
+            self._volumes[index] = volume
             swatch, name = QLabel(), _plain_label(info.name)
             swatch.setPixmap(_swatch(info.color))
             row = len(classes) + 1 + len(self._volume_rows) // 3
@@ -185,7 +187,7 @@ class Legend(QGroupBox):
     def set_volume(self, millilitres, done: int, total: int, voxels=None) -> None:
         """Per-class volume over the whole series (`millilitres` per label value; None: the files carry no
         spacing, so voxels are shown), `done` of `total` slices counted so far."""
-        for index, label in enumerate(self._volumes):
+        for index, label in self._volumes.items():
             if millilitres is not None:
                 label.setText(f"{float(millilitres[index]):,.2f} mL" if index < len(millilitres) else "–")
             else:
@@ -200,7 +202,7 @@ class Legend(QGroupBox):
     def set_volume_failed(self, why: str) -> None:
         """The whole-volume count failed (`why`: `slice 3 of 40 failed: …`): said instead of any figure, since
         the slices counted before it are not the volume's."""
-        for label in self._volumes:
+        for label in self._volumes.values():
             label.setText("–")
         for widget in self._volume_rows:
             widget.hide()
