@@ -1,5 +1,5 @@
 """The bad-input corpus (tools/make_bad_corpus.py) mixed with good images, through the viewer (the CLI's half is
-tests/test_bad_inputs.py, which needs no Qt)."""
+tests/cli/test_bad_inputs.py, which needs no Qt)."""
 
 from __future__ import annotations
 

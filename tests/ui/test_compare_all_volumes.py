@@ -1,5 +1,5 @@
 """The viewer's Compare all with a DICOM series in the list (issue 24 §5): the series is measured as one volume,
-as `seglens-cli compare` does (tests/test_compare_volumes.py); it was counted as "could not be read"."""
+as `seglens-cli compare` does (tests/cli/test_compare_volumes.py); it was counted as "could not be read"."""
 
 from __future__ import annotations
 

@@ -2,7 +2,7 @@
 
 Frozen, so a record handed to another thread cannot change under its reader. Qt-free and numpy-free at run time:
 the core's types (and QImage) are named for the type checker only, so importing this costs the window's start-up
-nothing and `tests/test_view_state.py` needs no Qt.
+nothing and `tests/ui/test_view_state.py` needs no Qt.
 """
 
 from __future__ import annotations

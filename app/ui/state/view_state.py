@@ -1,4 +1,4 @@
-"""What the viewer shows, as plain Python: no Qt, no numpy, testable without a window (tests/test_view_state.py).
+"""What the viewer shows, as plain Python: no Qt, no numpy, testable without a window (tests/ui/test_view_state.py).
 
 The window tells a ViewState what happened (a picture was selected, a result or a model arrived, the reader dragged
 the window/level) and asks it what to do; widgets only draw. It is the one source of truth for request ids: its

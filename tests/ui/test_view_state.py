@@ -1,5 +1,6 @@
 """ViewState without Qt: request ids and the stale-result filter, the LRU cache, model generations, the display-window
-rule, window/level work from the display thread, and the overlay style. No PySide6 here (a no-Qt run keeps it)."""
+rule, window/level work from the display thread, and the overlay style. No PySide6 imported here: the state room
+is Qt-free."""
 
 from __future__ import annotations
 
