@@ -18,8 +18,11 @@ from PySide6.QtWidgets import QMainWindow, QSplitter, QVBoxLayout, QWidget
 from app.logs import private
 from app.ui import actions
 from app.ui import settings as remembered
+from app.ui.controllers.comparer import Comparer
 from app.ui.controllers.editor import Editor
 from app.ui.controllers.presenter import Presenter
+from app.ui.controllers.references import References
+from app.ui.controllers.reporter import ReportExporter
 from app.ui.controllers.reviewer import Reviewer
 from app.ui.controllers.run_all import RunOnAll
 from app.ui.controllers.tuner import Tuner
@@ -52,13 +55,6 @@ class MainWindow(QMainWindow):
     model_changed = Signal(object)  # ModelSummary
     model_failed = Signal(str)  # message
     run_all_finished = Signal(object, str)  # RunSummary, report path or error
-    report_requested = Signal(object)  # a ReportRequest, to the worker's export_report
-    model_b_requested = Signal(object, str, str)  # path (str, "" = stop comparing), device, runtime options
-    model_b_changed = Signal(object)  # ModelSummary of model B, None when comparing ended
-    model_b_failed = Signal(str)
-    compare_all_requested = Signal(list)  # [ListedInput], to the worker's compare_all
-    compare_finished = Signal(bool, str)
-    report_finished = Signal(bool, str)  # written?, the review report's path or the error
 
     def __init__(self, *, settings: QSettings, model_path: Path | None = None, device: str | None = None) -> None:
         super().__init__()
@@ -117,10 +113,12 @@ class MainWindow(QMainWindow):
                            settings=self.settings, parent=self)
         self.editor = Editor(self.state, viewer=self.viewer, presenter=self.presenter, panel=self.panel.edit,
                              parent=self)
-        self.editor.destination = self._review_destination
         self.reviewer = Reviewer(self.state, files=self.files, panel=self.panel.review, status=self.status,
                                  parent=self)
-        self.editor.saved.connect(self._on_corrected)
+        self.references = References(self.state, files=self.files, status=self.status, tuner=self.tuner,
+                                     reviewer=self.reviewer, parent=self)
+        self.editor.destination = self.references.destination
+        self.editor.saved.connect(self.references.on_corrected)
         self.editor.refused.connect(lambda message: self.status.showMessage(message, 15000))
         self.editor.mask_changed.connect(self.panel.show_mask_counts)
         self.panel.decision.split_changed.connect(self.presenter.set_split)
@@ -156,14 +154,11 @@ class MainWindow(QMainWindow):
         self.status.cancel_requested.connect(self.runner.cancel)
         self.worker.batch_progress.connect(self.runner.on_progress)
         self.worker.batch_finished.connect(self.runner.on_finished)
-        self.report_requested.connect(self.worker.export_report)
-        self.model_b_requested.connect(self.worker.load_model_b)
-        self.worker.model_b_ready.connect(self._on_model_b)
-        self.worker.model_b_failed.connect(self._on_model_b_failed)
-        self.compare_all_requested.connect(self.worker.compare_all)
-        self.worker.agreement_ready.connect(self._on_agreement)
-        self.worker.compare_finished.connect(self._on_compared)
-        self.worker.report_finished.connect(self._on_report)
+        self.comparer = Comparer(self.state, files=self.files, status=self.status, decision=self.panel.decision,
+                                 worker=self.worker, refresh=lambda: self.show_path(self.files.current_path()),
+                                 parent=self)
+        self.reporter = ReportExporter(self.state, reviewer=self.reviewer, status=self.status, worker=self.worker,
+                                       parent=self)
         self.windowing = WindowingWorker(latest=self.state.latest_window)
         self.presenter.window_requested.connect(self.windowing.render)
         self.windowing.rendered.connect(self.presenter.on_windowed)
@@ -184,8 +179,11 @@ class MainWindow(QMainWindow):
         self.status.show_loading(self.model_path.stem)
         self.panel.show_model_loading(self.model_path.name, self.device)
         self.presenter.model_switching(f"Loading {self.model_path.name}…")  # no old overlay under the new title
-        runtime = self.settings.value("runtime", "", str)  # "tensorrt=true;gpu_mem_limit_mb=4096", as --runtime
-        self.load_requested.emit(generation, str(self.model_path), self.device, runtime)
+        self.load_requested.emit(generation, str(self.model_path), self.device, self._runtime())
+
+    def _runtime(self) -> str:
+        """The runtime options: "tensorrt=true;gpu_mem_limit_mb=4096", as --runtime."""
+        return cast(str, self.settings.value("runtime", "", str))  # converted to the type asked
 
     def _on_model_ready(self, generation: int, summary) -> None:
         if not self.state.model_ready(generation, summary):
@@ -304,83 +302,16 @@ class MainWindow(QMainWindow):
 
     def open_model_b(self, path: str | Path | None) -> None:
         """Compare with a second model (None: stop comparing): it runs on the same worker, on the same images."""
-        if path:
-            self.status.showMessage(f"Loading {Path(path).name} to compare with…")
-        runtime = self.settings.value("runtime", "", str)
-        self.model_b_requested.emit(str(path) if path else "", self.device, runtime)
-
-    def _on_model_b(self, summary) -> None:
-        self.panel.decision.set_model_b(summary.spec.path.name if summary else None)
-        self.state.invalidate_views()  # every picture again, with (or without) model B
-        if summary is not None:
-            info = summary.info
-            where = info.provider_label + (f" (fell back: {info.fallback_reason})" if info.fallback_warns else "")
-            self.status.showMessage(f"Comparing with {summary.spec.path.name} on {where}", 15000)
-        self.model_b_changed.emit(summary)
-        if self.files.current_path():
-            self.show_path(self.files.current_path())
+        self.comparer.open(path, device=self.device, runtime=self._runtime())
 
     def compare_all(self) -> None:
-        """Both models on every listed image and volume (View ▸ Sort by agreement then covers the whole folder)."""
-        from app.ui.state.messages import ListedInput
-
-        paths = self.files.paths()
-        if paths:
-            self.status.start_run(len(paths))
-            self.compare_all_requested.emit([ListedInput(p, self.files.root_and_rel(p)[1], self.files.volume(p))
-                                             for p in paths])
-
-    def _on_agreement(self, path: str, iou: float, done: int, _total: int) -> None:
-        self.state.agreements[path] = iou
-        self.status.run_progress(done)
-
-    def _on_compared(self, completed: bool, message: str) -> None:
-        self.status.end_run()
-        self.status.showMessage(f"Compare on all: {message}", 15000)
-        self.compare_finished.emit(completed, message)
-
-    def _on_model_b_failed(self, message: str) -> None:
-        self.status.showMessage(f"Not comparing: {message}", 20000)
-        self.model_b_failed.emit(message)
+        self.comparer.compare_all()
 
     def export_review_report(self, path: str | Path | None = None, *, anonymize: bool | None = None) -> None:
-        """Write the HTML review report of the listed images (default: beside the review log); report_finished.
-        `anonymize`: rows by their pseudonyms, no patient or folder name (None: on when a volume is listed)."""
-        log_ = self.reviewer.log
-        if log_ is None:
-            self.status.showMessage("No review log: open images and wait for the model", 8000)
-            return
-        from app.ui.workers.report_export import default_report_name
-
-        target = Path(path) if path else log_.folder / default_report_name(log_.folder)
-        request = self.reviewer.report_request(target, self.state.tuning, anonymize=anonymize)
-        if request is not None:
-            de_identified = ", de-identified" if request.anonymize else ""
-            self.status.showMessage(f"Writing the review report of {len(request.entries)} image(s){de_identified}…")
-            self.report_requested.emit(request)
-
-    def _on_report(self, ok: bool, message: str) -> None:
-        self.status.showMessage(f"Review report written: {message}" if ok else f"Review report not written: "
-                                f"{message}", 20000, folder=Path(message).parent if ok else None)
-        self.report_finished.emit(ok, message)
+        self.reporter.export(path, anonymize=anonymize)
 
     def set_reference_folder(self, folder: str | Path | None) -> None:
-        """Compare every image with its reference mask under `folder` (None: only saved corrections)."""
-        self.tuner.tune(reference_root=str(folder) if folder else None)
-        self.status.showMessage(f"Comparing with the reference masks in {folder}" if folder else
-                                "No reference folder: corrected masks only", 8000)
-
-    def _on_corrected(self, path: str, written: str) -> None:
-        self.status.showMessage(f"Corrected mask saved: {written}", 8000, folder=Path(written).parent)
-        self.reviewer.mark("corrected", path)
-        self.tuner.tune(references=self.state.tuning.references + 1)  # the image has a new reference
-
-    def _review_destination(self, path: str) -> tuple[Path, str, Path]:
-        """(the review folder of the inputs `path` was opened with, its relative path there, their folder)."""
-        from app.runs.review import review_folder
-
-        root, rel = self.files.root_and_rel(path)
-        return review_folder(root), rel, root
+        self.references.set_folder(folder)
 
     def run_all(self, out_dir: str | Path | None, save: tuple[str, ...] = ("mask", "overlay"), *,
                 volumes: dict | None = None) -> None:

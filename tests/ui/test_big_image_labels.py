@@ -56,7 +56,7 @@ def test_a_big_image_compared_with_itself_shows_the_same_labels_on_both_sides(qt
     with qtbot.waitSignal(window.overlay_shown, timeout=TIMEOUT):
         window.add_paths([path])
     with qtbot.waitSignal(window.overlay_shown, timeout=TIMEOUT), \
-            qtbot.waitSignal(window.model_b_changed, timeout=TIMEOUT):
+            qtbot.waitSignal(window.comparer.model_b_changed, timeout=TIMEOUT):
         window.open_model_b(model)
     view = window.state.shown
     assert view.display_scale > 1 and view.agreement.iou == pytest.approx(1.0)

@@ -17,9 +17,9 @@ def test_the_viewers_compare_all_measures_a_series(qtbot, make_main_window, ct_m
     window = make_main_window(ct_model)
     with qtbot.waitSignal(window.overlay_shown, timeout=20_000):
         window.add_paths([tmp_path / "in"])
-    with qtbot.waitSignal(window.model_b_changed, timeout=20_000):
+    with qtbot.waitSignal(window.comparer.model_b_changed, timeout=20_000):
         window.open_model_b(ct_blind)
-    with qtbot.waitSignal(window.compare_finished, timeout=20_000) as finished:
+    with qtbot.waitSignal(window.comparer.compare_finished, timeout=20_000) as finished:
         window.compare_all()
     assert finished.args == [True, "2 images compared"]  # the series was "could not be read"
     series = next(p for p in window.files.paths() if window.files.volume(p) is not None)

@@ -24,7 +24,7 @@ def compared(qtbot, make_main_window, models, tmp_path):
     with qtbot.waitSignal(window.overlay_shown, timeout=TIMEOUT):
         window.add_paths([folder])
     with qtbot.waitSignal(window.overlay_shown, timeout=TIMEOUT), \
-            qtbot.waitSignal(window.model_b_changed, timeout=TIMEOUT):
+            qtbot.waitSignal(window.comparer.model_b_changed, timeout=TIMEOUT):
         window.open_model_b(models("permuted_classes"))
     return window
 
@@ -68,7 +68,7 @@ def test_split_view_shows_a_left_and_b_right_of_a_draggable_divider(qtbot, compa
     window.panel.decision.set_split("raw")  # raw image left, the overlay right
     assert pixel(window, 5, 32) == (200, 0, 0)
     with qtbot.waitSignal(window.overlay_shown, timeout=TIMEOUT), \
-            qtbot.waitSignal(window.model_b_changed, timeout=TIMEOUT):
+            qtbot.waitSignal(window.comparer.model_b_changed, timeout=TIMEOUT):
         window.open_model_b(None)
     assert window.panel.decision._split.model().item(2).isEnabled() is False
     assert window.state.shown.result_b is None and viewer.split == "raw"  # shown again, without model B
@@ -85,7 +85,7 @@ def test_compare_all_gives_every_image_an_agreement_for_the_sort(qtbot, compared
     Image.fromarray(empty).save(folder / "u.png")
     (folder / "v.png").write_bytes(b"not an image")
     window.add_paths([folder])
-    with qtbot.waitSignal(window.compare_finished, timeout=TIMEOUT) as finished:
+    with qtbot.waitSignal(window.comparer.compare_finished, timeout=TIMEOUT) as finished:
         window.compare_all()
     assert finished.args == [True, "3 images compared, 1 could not be read"]
     names = {p.rsplit("/", 1)[1]: v for p, v in window.state.agreements.items()}
@@ -105,7 +105,7 @@ def test_split_view_of_the_disagreement_layer_paints_nothing_where_the_models_ag
     with qtbot.waitSignal(window.overlay_shown, timeout=TIMEOUT):
         window.add_paths([folder])
     with qtbot.waitSignal(window.overlay_shown, timeout=TIMEOUT), \
-            qtbot.waitSignal(window.model_b_changed, timeout=TIMEOUT):
+            qtbot.waitSignal(window.comparer.model_b_changed, timeout=TIMEOUT):
         window.open_model_b(models("permuted_classes", "same_classes", order=(0, 1, 2)))
     assert window.state.shown.agreement.iou == 1.0
     window.panel.decision.set_split("ab")

@@ -24,7 +24,7 @@ def test_a_nan_model_b_is_named_with_its_error_and_a_stays_on_screen(qtbot, make
     with qtbot.waitSignal(window.overlay_shown, timeout=TIMEOUT):
         window.add_paths([folder])
     with qtbot.waitSignal(window.overlay_shown, timeout=TIMEOUT), \
-            qtbot.waitSignal(window.model_b_changed, timeout=TIMEOUT):
+            qtbot.waitSignal(window.comparer.model_b_changed, timeout=TIMEOUT):
         window.open_model_b(b)
     view = window.state.shown
     assert view.result_b is None and view.agreement is None and int((view.result.mask == 1).sum()) == 40 * 60
@@ -47,9 +47,9 @@ def test_compare_all_says_what_happened_to_model_b(qtbot, make_main_window, mode
     window = make_main_window(a)
     with qtbot.waitSignal(window.overlay_shown, timeout=TIMEOUT):
         window.add_paths([folder])
-    with qtbot.waitSignal(window.model_b_changed, timeout=TIMEOUT):
+    with qtbot.waitSignal(window.comparer.model_b_changed, timeout=TIMEOUT):
         window.open_model_b(b)
-    with qtbot.waitSignal(window.compare_finished, timeout=TIMEOUT) as finished:
+    with qtbot.waitSignal(window.comparer.compare_finished, timeout=TIMEOUT) as finished:
         window.compare_all()
     completed, message = finished.args
     assert completed and message.startswith("0 images compared, 1 could not be read, 1 failed: ")

@@ -108,7 +108,7 @@ def test_split_view_with_model_b_fits(qtbot, make_main_window, models, tmp_path)
     Image.fromarray(stripes(40, 60)).save(images / "s.png")
     window = shown(qtbot, make_main_window, models("rgb_classes"), images)
     with qtbot.waitSignal(window.overlay_shown, timeout=TIMEOUT), \
-            qtbot.waitSignal(window.model_b_changed, timeout=TIMEOUT):
+            qtbot.waitSignal(window.comparer.model_b_changed, timeout=TIMEOUT):
         window.open_model_b(models("permuted_classes"))
     window.panel.decision.set_split("ab")
     with qtbot.waitSignal(window.tuner.retuned_shown, timeout=TIMEOUT):

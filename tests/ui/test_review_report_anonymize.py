@@ -25,7 +25,7 @@ def _patient_folder(tmp_path: Path) -> Path:
 
 
 def _report(qtbot, window, **options) -> str:
-    with qtbot.waitSignal(window.report_finished, timeout=TIMEOUT) as done:
+    with qtbot.waitSignal(window.reporter.report_finished, timeout=TIMEOUT) as done:
         window.export_review_report(**options)
     ok, path = done.args
     assert ok, path

@@ -26,7 +26,7 @@ def _noted_window(qtbot, make_main_window, ct_model, tmp_path: Path):
 
 
 def _report(qtbot, window, *, anonymize: bool) -> str:
-    with qtbot.waitSignal(window.report_finished, timeout=TIMEOUT) as done:
+    with qtbot.waitSignal(window.reporter.report_finished, timeout=TIMEOUT) as done:
         window.export_review_report(anonymize=anonymize)  # beside the review log
     ok, path = done.args
     assert ok, path

@@ -21,7 +21,7 @@ def test_a_series_in_the_viewers_report_has_its_overlay_and_figures(qtbot, make_
     window = make_main_window(ct_model)
     with qtbot.waitSignal(window.overlay_shown, timeout=TIMEOUT):
         window.add_paths([root])
-    with qtbot.waitSignal(window.report_finished, timeout=TIMEOUT) as done:
+    with qtbot.waitSignal(window.reporter.report_finished, timeout=TIMEOUT) as done:
         window.export_review_report()
     ok, path = done.args
     assert ok, path

@@ -83,7 +83,7 @@ def test_export_review_report_from_the_window(qtbot, make_main_window, models, f
     window.panel.review._note.setText("<script>alert(1)</script>")
     window.panel.review._note.editingFinished.emit()
     (folder / "c3.png").write_bytes(b"broken now")  # a file that fails on the way gets its row, says why
-    with qtbot.waitSignal(window.report_finished, timeout=TIMEOUT) as done:
+    with qtbot.waitSignal(window.reporter.report_finished, timeout=TIMEOUT) as done:
         window.export_review_report()
     ok, path = done.args
     assert ok and path.endswith("batch_review/seglens_review_report.html")

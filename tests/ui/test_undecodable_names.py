@@ -51,7 +51,7 @@ def test_export_review_report_of_such_a_folder(qtbot, make_main_window, models, 
         window.add_paths([folder])
     odd = next(p for p in window.files.paths() if os.path.basename(p) == NAME)
     window.reviewer.mark("rejected", odd)
-    with qtbot.waitSignal(window.report_finished, timeout=TIMEOUT) as done:
+    with qtbot.waitSignal(window.reporter.report_finished, timeout=TIMEOUT) as done:
         window.export_review_report()
     ok, path = done.args
     assert ok, path  # was: UnicodeEncodeError
@@ -113,7 +113,7 @@ def test_the_viewer_log_at_info_names_no_input_path(qtbot, make_main_window, mod
     window.editor.stop()
     with qtbot.waitSignal(window.run_all_finished, timeout=60_000):
         window.run_all(tmp_path / "export")
-    with qtbot.waitSignal(window.report_finished, timeout=TIMEOUT):
+    with qtbot.waitSignal(window.reporter.report_finished, timeout=TIMEOUT):
         window.export_review_report()
     window.close()
     text = log_at_info.read_text(encoding="utf-8")
