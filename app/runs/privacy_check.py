@@ -5,9 +5,11 @@ headers by app.runs.deidentify.source_facts) and its instance UIDs. A find names
 never the value; the caller removes the volume's files and makes its row an error.
 
 Values are compared case-insensitively as substrings; a person's name also by its components (family, given…).
-Values shorter than 3 characters, and numbers shorter than 6 digits, are not looked for: they would be found by
-chance everywhere (a PatientID "7" in every number). SegLens's own pseudonyms are left out of the search (their
-hex digits could spell a short name by chance).
+Values shorter than 3 characters are not looked for: they would be found by chance everywhere (a PatientID "7" in
+every number). A number of 3 to 5 digits (a short PatientID "48151") is looked for as a whole word in the DICOM
+text attributes only (not inside a longer number, a decimal, a UID or a digest, nor in numeric attributes, names
+or cells, where SegLens's own figures would match it by chance). SegLens's own pseudonyms are left out of the
+search (their hex digits could spell a short name by chance).
 """
 
 from __future__ import annotations
@@ -28,6 +30,8 @@ if TYPE_CHECKING:
 
 _OWN = re.compile(r"anon-[0-9a-f]{12}|(?:vol|img|series|study)-[0-9a-f]{16}", re.IGNORECASE)
 _PIXELS = {0x7FE00010, 0x7FE00008, 0x7FE00009}
+# DICOM's text VRs, where an ID copied from the patient module would stand as a word
+_TEXT_VRS = frozenset({"AE", "CS", "LO", "LT", "PN", "SH", "ST", "UC", "UT"})
 
 
 @dataclass(frozen=True)
@@ -36,16 +40,30 @@ class Identifying:
 
     texts: tuple[tuple[str, str], ...]
     uids: frozenset[str]
+    words: tuple[tuple[str, re.Pattern[str]], ...] = ()  # short numbers, as whole words in DICOM text
+
 
     @classmethod
     def of(cls, values: Iterable[tuple[str, str]], uids: Iterable[str] = ()) -> Identifying:
         found: dict[tuple[str, str], None] = {}
+        words: dict[tuple[str, str], None] = {}
         for kind, value in values:
             parts = [value, *re.split(r"[\^=]", value)] if kind in NAME_KINDS else [value]
             for part in (p.strip().lower() for p in parts):
                 if _worth_looking_for(part):
                     found[(kind, part)] = None
-        return cls(tuple(found), frozenset(uids))
+                elif part.isdigit() and 3 <= len(part) < 6:
+                    words[(kind, part)] = None
+        return cls(tuple(found), frozenset(uids),
+                   tuple((kind, re.compile(rf"(?<!\w)(?<!\d\.){word}(?!\w|\.\d)")) for kind, word in words))
+
+    def in_dicom_text(self, text: str) -> str | None:
+        """`in_text`, and a short number as a whole word (what a DICOM text attribute is searched for)."""
+        found = self.in_text(text)
+        if found or not self.words:
+            return found
+        text = _OWN.sub(" ", text)
+        return next((kind for kind, word in self.words if word.search(text)), None)
 
     def in_text(self, text: str) -> str | None:
         """The kind of the first identifying value in `text`, None when there is none."""
@@ -134,7 +152,8 @@ def _in_dicom(path: Path, identifying: Identifying) -> tuple[str, str] | None:
                 if any(str(v) in identifying.uids for v in values):
                     return "source UID", "the DICOM tags"
                 continue
-            kind = identifying.in_text(_element_text(element))
+            text = _element_text(element)
+            kind = identifying.in_dicom_text(text) if element.VR in _TEXT_VRS else identifying.in_text(text)
             if kind:
                 return kind, "the DICOM tags"
     return None

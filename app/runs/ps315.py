@@ -53,6 +53,20 @@ REMOVE = (
     "TextComments", "TextString", "TopicAuthor", "TopicKeywords", "TopicSubject", "TopicTitle",
     "VerifyingObserverIdentificationCodeSequence", "VerifyingObserverName", "VerifyingObserverSequence",
     "VerifyingOrganization", "VisitComments",
+    # Clinical Trial Subject, Study and Series modules, issuers, stations and detectors: the Patient and Study
+    # modules highdicom copies into a SEG or SC carry the first (a subject ID identifies the patient to the trial)
+    "CassetteID", "ClinicalTrialCoordinatingCenterName", "ClinicalTrialProtocolEthicsCommitteeApprovalNumber",
+    "ClinicalTrialProtocolEthicsCommitteeName", "ClinicalTrialProtocolID", "ClinicalTrialProtocolName",
+    "ClinicalTrialSeriesDescription", "ClinicalTrialSeriesID", "ClinicalTrialSiteID", "ClinicalTrialSiteName",
+    "ClinicalTrialSponsorName", "ClinicalTrialSubjectID", "ClinicalTrialSubjectReadingID",
+    "ClinicalTrialTimePointDescription", "ClinicalTrialTimePointID", "ConsultingPhysicianIdentificationSequence",
+    "ContentCreatorIdentificationCodeSequence", "DetectorID", "DeviceLabel", "IssuerOfAccessionNumberSequence",
+    "IssuerOfTheContainerIdentifierSequence", "LongDeviceDescription", "PatientTransportArrangements",
+    "PerformedStationAETitle", "PerformedStationGeographicLocationCodeSequence", "PerformedStationName",
+    "PerformedStationNameCodeSequence", "PlateID", "ReasonForVisit", "ReasonForVisitCodeSequence",
+    "RequestingPhysicianIdentificationSequence", "ScheduledStationAETitle",
+    "ScheduledStationGeographicLocationCodeSequence", "ScheduledStationNameCodeSequence", "SourceSerialNumber",
+    "SpecimenAccessionNumber", "XRayDetectorID", "XRaySourceID",
 )
 
 # Z (zero length) attributes of Type 2 that dicognito would fill with made-up values: emptied instead, so the
@@ -70,7 +84,8 @@ OWN_IN_DERIVED = frozenset({"SeriesDescription", "ImageComments", "DerivationDes
 # the value.
 IDENTIFYING = {
     "patient name": ("PatientName", "OtherPatientNames", "PatientBirthName", "PatientMotherBirthName"),
-    "patient ID": ("PatientID", "OtherPatientIDs", "IssuerOfPatientID", "MedicalRecordLocator"),
+    "patient ID": ("PatientID", "OtherPatientIDs", "IssuerOfPatientID", "MedicalRecordLocator",
+                   "ClinicalTrialSubjectID", "ClinicalTrialSubjectReadingID"),
     "birth date": ("PatientBirthDate",),
     "accession number": ("AccessionNumber",),
     "institution": ("InstitutionName", "InstitutionAddress", "InstitutionalDepartmentName"),
