@@ -100,3 +100,35 @@ def test_a_cli_run_logs_no_input_path_at_info(models, tmp_path, caplog):
     text = "\n".join(formatter.format(r) for r in caplog.records if r.levelno >= logging.INFO)
     for secret in ("DOE^JANE", "ACC88123X", "good.png", "broken.png", str(tmp_path)):
         assert secret not in text, (secret, text)
+
+
+# a literal backslash before `x41`, a C1 control, a byte that is not UTF-8, a doubled backslash, an ESC and a tab
+_AWKWARD = ("DOE\\x41NNA", "DOE\x85JANE", "DOE\udce9JANE", "DOE\\\\JANE", "DOE\x1b[2JJANE", "DOE\tJANE")
+
+
+def test_the_log_spells_a_path_as_the_terminal_and_the_report_do():
+    """`private` finds a path in a message however app.errors spelt it (shown: the terminal's, spelt: a report
+    cell's); logs cannot import app.errors (one layer), so its copy of the spelling is held to it here."""
+    from app.errors import shown, spelt
+    from app.logs import _escaped
+
+    for name in _AWKWARD:
+        assert _escaped(name) == shown(name), repr(name)
+        assert _escaped(name, controls=True) == spelt(name), repr(name)
+
+
+def test_a_path_the_terminal_spelt_is_replaced_in_the_log(tmp_path):
+    from app.errors import shown, spelt
+    from app.logs import file_ref, private
+
+    for name in _AWKWARD:
+        path = tmp_path / name / "ct_0001.dcm"
+        handler = RotatingFile(tmp_path / "seglens.log")
+        handler.setLevel(logging.INFO)
+        logger = _logger(handler)
+        logger.setLevel(logging.DEBUG)
+        private(logger, logging.WARNING, path, f"{shown(path)}: damaged; cell {spelt(str(path))}")
+        handler.close()
+        text = (tmp_path / "seglens.log").read_text(errors="surrogateescape")
+        (tmp_path / "seglens.log").unlink()
+        assert "DOE" not in text and f"{file_ref(path)}: damaged; cell {file_ref(path)}" in text, repr(name)
