@@ -8,7 +8,6 @@ here: this file connects those and passes records between them.
 from __future__ import annotations
 
 import logging
-from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, cast
 
@@ -20,6 +19,7 @@ from app.ui import actions
 from app.ui import settings as remembered
 from app.ui.controllers.comparer import Comparer
 from app.ui.controllers.editor import Editor
+from app.ui.controllers.pictures import Pictures
 from app.ui.controllers.presenter import Presenter
 from app.ui.controllers.references import References
 from app.ui.controllers.reporter import ReportExporter
@@ -47,7 +47,6 @@ log = logging.getLogger(__name__)
 
 class MainWindow(QMainWindow):
     load_requested = Signal(int, object, str, str)  # generation, model path (str), device, runtime options
-    view_requested = Signal(object)  # messages.ViewRequest, to the inference worker
     # paths travel as `object`: a QString drops a file name's non-UTF-8 bytes (file_list._path)
     overlay_shown = Signal(object)  # path, once its overlay (or top-k) is on screen
     window_shown = Signal(object)  # (center, width): pixels through this display window are on screen
@@ -134,17 +133,17 @@ class MainWindow(QMainWindow):
         """Bound methods only for what comes back: a lambda would run on the sending thread, not on this one."""
         self.worker = InferenceWorker(latest=self.state.latest, latest_tune=self.state.latest_tune)
         self.load_requested.connect(self.worker.load_model)
-        self.view_requested.connect(self.worker.process_view)
         self.tuner.retune_requested.connect(self.worker.retune)
         self.worker.retuned.connect(self.tuner.on_retuned)
         self.worker.model_ready.connect(self._on_model_ready)
         self.worker.model_failed.connect(self._on_model_failed)
-        self.worker.result_ready.connect(self._on_result)
-        self.worker.failed.connect(self._on_failed)
-        self.worker.skipped.connect(self._on_skipped)
-        self.worker.tile_progress.connect(self._on_tile_progress)
         self.volumes = VolumeView(self.state, files=self.files, viewer=self.viewer, slices=self.slices,
                                   panel=self.panel, worker=self.worker, parent=self)
+        self.pictures = Pictures(self.state, files=self.files, status=self.status, presenter=self.presenter,
+                                 tuner=self.tuner, reviewer=self.reviewer, editor=self.editor, volumes=self.volumes,
+                                 worker=self.worker, open_model=self.open_model,
+                                 remember=lambda path: self.recent_inputs.add(path), parent=self)
+        self.pictures.image_failed.connect(self.image_failed)
         self.volumes.slice_wanted.connect(self.show_path)
         self.presenter.overlay_shown.connect(self.volumes.count)
         self.runner = RunOnAll(self.state, files=self.files, status=self.status, worker=self.worker,
@@ -221,78 +220,16 @@ class MainWindow(QMainWindow):
 
     def add_paths(self, paths: list[str | Path]) -> None:
         """Load files and folders into the list (replacing it) and show the first."""
-        from app.io.discover import discover
-
-        models = [Path(p) for p in paths if str(p).lower().endswith(".onnx")]
-        if models:
-            self.open_model(models[0])
-        opened = [Path(p) for p in paths if not str(p).lower().endswith(".onnx")]
-        for path in reversed(opened):  # the first opened ends up on top
-            self.recent_inputs.add(path)
-        inputs = discover(opened)
-        if not inputs:
-            if not models:
-                self.status.showMessage("No images found in what was opened", 8000)
-            return
-        self.state.cache.clear()
-        self.files.set_inputs(inputs)
-        self.tuner.tune(input_root=str(self.files.root_and_rel(str(inputs[0].path))[0]))
-        self.reviewer.open()
-        self.files.setCurrentRow(0)
-        self.status.showMessage(f"{len(inputs)} image(s)", 5000)
+        self.pictures.add_paths(paths)
 
     def show_path(self, path: str | None, frame: int = 0) -> None:
-        if not path:
-            return
-        self.editor.stop()  # another picture: a correction in progress is saved first
-        from app.ui.state.messages import ViewKey  # loaded once a picture is asked for: not before the window shows
-
-        key = ViewKey(path, frame)
-        volume = self.volumes.show(path, frame)
-        cached = self.state.select(key)
-        if cached is not None:
-            if self.tuner.ensure_tuned(cached):  # else shown once decided at the current threshold
-                self.presenter.display(cached)
-            return
-        request = self.state.request(key)
-        if request is None:
-            self.worker.note_image_waiting(key if volume is None else None)
-            return  # shown once the model is ready
-        if volume is not None:
-            request = replace(request, volume=volume)
-        self.files.set_status(path, "running")
-        self.view_requested.emit(request)
+        self.pictures.show(path, frame)
 
     def step_slice(self, delta: int) -> None:
         self.volumes.step(delta)
 
     def cached_view(self, path: str | Path, frame: int = 0) -> ViewResult | None:
-        from app.ui.state.messages import ViewKey
-
-        return self.state.cache.peek(ViewKey(str(path), frame))
-
-    def _on_result(self, request_id: int, view: ViewResult) -> None:
-        if not self.state.keep(view):
-            return  # made by a model that has since been replaced
-        self.files.set_status(str(view.path), "done")
-        self.tuner.judged(view)
-        if self.state.should_show(request_id, view) and self.tuner.ensure_tuned(view):
-            self.presenter.display(view)
-
-    def _on_tile_progress(self, path: str, done: int, total: int) -> None:
-        if self.state.is_wanted_path(path):  # stepping to another image stops the rest of the tiles
-            self.status.showMessage(f"{Path(path).name}: tile {done} of {total}" if done < total else "", 0)
-
-    def _on_skipped(self, _request_id: int, path: str) -> None:
-        if not self.state.is_wanted_path(path) and self.files.status(path) == "running":
-            self.files.set_status(path, "pending")  # passed over unprocessed: the reader moved on
-
-    def _on_failed(self, _request_id: int, path: str, message: str) -> None:
-        private(log, logging.WARNING, path, message)
-        self.files.set_status(path, "error", message)
-        if self.state.is_wanted_path(path):
-            self.presenter.clear(message)
-        self.image_failed.emit(path, message)
+        return self.pictures.cached_view(path, frame)
 
     @property
     def display_window(self) -> Window | None:

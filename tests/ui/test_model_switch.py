@@ -21,7 +21,7 @@ def test_the_old_overlay_is_gone_and_the_panel_says_busy_until_the_new_result(qt
     assert not overlay.pixmap().isNull() and not window.panel.busy_text()
 
     when_sent = []  # the screen at the moment the new model's request goes to the worker
-    window.view_requested.connect(lambda _request: when_sent.append(
+    window.pictures.view_requested.connect(lambda _request: when_sent.append(
         (overlay.pixmap().isNull(), window.panel.busy_text(), window.panel.legend._counts[1].text(),
          window.status.latency.text())))
     window.open_model(models("permuted_classes", "other_model"))
