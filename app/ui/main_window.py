@@ -7,18 +7,17 @@ here: this file connects those and passes records between them.
 
 from __future__ import annotations
 
-import logging
 from pathlib import Path
 from typing import TYPE_CHECKING, cast
 
 from PySide6.QtCore import QSettings, Qt, Signal
 from PySide6.QtWidgets import QMainWindow, QSplitter, QVBoxLayout, QWidget
 
-from app.logs import private
 from app.ui import actions
 from app.ui import settings as remembered
 from app.ui.controllers.comparer import Comparer
 from app.ui.controllers.editor import Editor
+from app.ui.controllers.loader import ModelLoader
 from app.ui.controllers.pictures import Pictures
 from app.ui.controllers.presenter import Presenter
 from app.ui.controllers.references import References
@@ -42,11 +41,7 @@ from app.ui.workers.worker import InferenceWorker
 if TYPE_CHECKING:
     from app.ui.state.messages import ViewResult, Window
 
-log = logging.getLogger(__name__)
-
-
 class MainWindow(QMainWindow):
-    load_requested = Signal(int, object, str, str)  # generation, model path (str), device, runtime options
     # paths travel as `object`: a QString drops a file name's non-UTF-8 bytes (file_list._path)
     overlay_shown = Signal(object)  # path, once its overlay (or top-k) is on screen
     window_shown = Signal(object)  # (center, width): pixels through this display window are on screen
@@ -65,8 +60,8 @@ class MainWindow(QMainWindow):
         self._build_widgets()
         self._start_threads()
         remembered.restore(self, settings)
-        self.model_path = model_path or remembered.model(settings)
-        self.device = device or remembered.device(settings)
+        self.loader.path = model_path or remembered.model(settings)
+        self.loader.device = device or remembered.device(settings)
         self.recent_inputs = RecentList(settings, "recent/inputs", writable=lambda: self.persist_settings)
         self.recent_models = RecentList(settings, "recent/models", writable=lambda: self.persist_settings)
         self.toolbar = build_toolbar(self)
@@ -132,11 +127,8 @@ class MainWindow(QMainWindow):
     def _start_threads(self) -> None:
         """Bound methods only for what comes back: a lambda would run on the sending thread, not on this one."""
         self.worker = InferenceWorker(latest=self.state.latest, latest_tune=self.state.latest_tune)
-        self.load_requested.connect(self.worker.load_model)
         self.tuner.retune_requested.connect(self.worker.retune)
         self.worker.retuned.connect(self.tuner.on_retuned)
-        self.worker.model_ready.connect(self._on_model_ready)
-        self.worker.model_failed.connect(self._on_model_failed)
         self.volumes = VolumeView(self.state, files=self.files, viewer=self.viewer, slices=self.slices,
                                   panel=self.panel, worker=self.worker, parent=self)
         self.pictures = Pictures(self.state, files=self.files, status=self.status, presenter=self.presenter,
@@ -144,6 +136,13 @@ class MainWindow(QMainWindow):
                                  worker=self.worker, open_model=self.open_model,
                                  remember=lambda path: self.recent_inputs.add(path), parent=self)
         self.pictures.image_failed.connect(self.image_failed)
+        self.loader = ModelLoader(self.state, files=self.files, status=self.status, panel=self.panel,
+                                  presenter=self.presenter, editor=self.editor, tuner=self.tuner,
+                                  reviewer=self.reviewer, worker=self.worker, runtime=self._runtime,
+                                  loaded=self._loaded, refresh=lambda: self.show_path(self.files.current_path()),
+                                  parent=self)
+        self.loader.model_changed.connect(self.model_changed)
+        self.loader.model_failed.connect(self.model_failed)
         self.volumes.slice_wanted.connect(self.show_path)
         self.presenter.overlay_shown.connect(self.volumes.count)
         self.runner = RunOnAll(self.state, files=self.files, status=self.status, worker=self.worker,
@@ -169,47 +168,23 @@ class MainWindow(QMainWindow):
 
     def open_model(self, path: str | Path | None = None, device: str | None = None) -> None:
         """(Re)build the session on the worker for `path` on `device` (either defaults to the current one)."""
-        self.model_path = Path(path) if path else self.model_path
-        self.device = device or self.device
-        if not self.model_path:
-            return
-        self.editor.stop()
-        generation = self.state.begin_model()
-        self.status.show_loading(self.model_path.stem)
-        self.panel.show_model_loading(self.model_path.name, self.device)
-        self.presenter.model_switching(f"Loading {self.model_path.name}…")  # no old overlay under the new title
-        self.load_requested.emit(generation, str(self.model_path), self.device, self._runtime())
+        self.loader.open(path, device)
+
+    @property
+    def model_path(self) -> Path | None:
+        return self.loader.path
+
+    @property
+    def device(self) -> str:
+        return self.loader.device
 
     def _runtime(self) -> str:
         """The runtime options: "tensorrt=true;gpu_mem_limit_mb=4096", as --runtime."""
         return cast(str, self.settings.value("runtime", "", str))  # converted to the type asked
 
-    def _on_model_ready(self, generation: int, summary) -> None:
-        if not self.state.model_ready(generation, summary):
-            return
-        spec = summary.spec
-        self.recent_models.add(cast(Path, self.model_path))  # loaded from it: worth offering again (a failed one: not)
-        self.status.show_session(summary.info, spec.name)
-        self.panel.show_model(spec)
-        self.panel.show_busy(f"Running {spec.name}…" if self.files.current_path() else None)
-        self.tuner.model_ready(summary.sha256, spec)  # remembered by the model's content, not its path
-        self.reviewer.model_path, self.reviewer.model_sha256 = self.model_path, summary.sha256
-        self.reviewer.open()
-        self.setWindowTitle(f"SegLens — {spec.name}")
-        self.model_changed.emit(summary)
-        for path in self.files.paths():
-            self.files.set_status(path, "pending")
-        if self.files.current_path():
-            self.show_path(self.files.current_path())
-
-    def _on_model_failed(self, generation: int, message: str) -> None:
-        if not self.state.model_failed(generation):
-            return
-        private(log, logging.ERROR, self.model_path, f"model failed: {message}")  # its folder only at DEBUG
-        self.status.show_failure(message)
-        self.status.showMessage(f"Model error: {message}", 15000)
-        self.panel.show_model_error(message)
-        self.model_failed.emit(message)
+    def _loaded(self, path: Path, name: str) -> None:
+        self.recent_models.add(path)
+        self.setWindowTitle(f"SegLens — {name}")
 
     @property
     def summary(self):

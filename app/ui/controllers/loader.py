@@ -1,0 +1,87 @@
+"""The model: (re)building its session on the worker for a path and a device, and what the window shows once it is
+ready (the session, the panel, the tuning remembered for it, the review log) or why it failed."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from PySide6.QtCore import QObject, Signal
+
+from app.logs import private
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from app.ui.controllers.editor import Editor
+    from app.ui.controllers.presenter import Presenter
+    from app.ui.controllers.reviewer import Reviewer
+    from app.ui.controllers.tuner import Tuner
+    from app.ui.state.view_state import ViewState
+    from app.ui.widgets.file_list import FileList
+    from app.ui.widgets.panels import SidePanel
+    from app.ui.widgets.status import StatusBar
+    from app.ui.workers.worker import InferenceWorker
+
+log = logging.getLogger(__name__)
+
+
+class ModelLoader(QObject):
+    load_requested = Signal(int, object, str, str)  # generation, model path (str), device, runtime options
+    model_changed = Signal(object)  # ModelSummary
+    model_failed = Signal(str)  # message
+
+    def __init__(self, state: ViewState, *, files: FileList, status: StatusBar, panel: SidePanel,
+                 presenter: Presenter, editor: Editor, tuner: Tuner, reviewer: Reviewer, worker: InferenceWorker,
+                 runtime: Callable[[], str], loaded: Callable[[Path, str], None], refresh: Callable[[], None],
+                 parent: QObject | None = None) -> None:
+        """`runtime`: the runtime options now set; `loaded(path, name)`: a model loaded from `path` (the window
+        titles itself and offers it again); `refresh`: show the current picture again."""
+        super().__init__(parent)
+        self._state, self._files, self._status, self._panel = state, files, status, panel
+        self._presenter, self._editor, self._tuner, self._reviewer = presenter, editor, tuner, reviewer
+        self._runtime, self._loaded, self._refresh = runtime, loaded, refresh
+        self.path: Path | None = None
+        self.device = "cpu"
+        self.load_requested.connect(worker.load_model)
+        worker.model_ready.connect(self._on_model_ready)  # bound methods: run on this thread, not the worker's
+        worker.model_failed.connect(self._on_model_failed)
+
+    def open(self, path: str | Path | None = None, device: str | None = None) -> None:
+        """(Re)build the session on the worker for `path` on `device` (either defaults to the current one)."""
+        self.path = Path(path) if path else self.path
+        self.device = device or self.device
+        if not self.path:
+            return
+        self._editor.stop()
+        generation = self._state.begin_model()
+        self._status.show_loading(self.path.stem)
+        self._panel.show_model_loading(self.path.name, self.device)
+        self._presenter.model_switching(f"Loading {self.path.name}…")  # no old overlay under the new title
+        self.load_requested.emit(generation, str(self.path), self.device, self._runtime())
+
+    def _on_model_ready(self, generation: int, summary) -> None:
+        if not self._state.model_ready(generation, summary) or self.path is None:
+            return
+        spec = summary.spec
+        self._loaded(self.path, spec.name)  # loaded from it: worth offering again (a failed one: not)
+        self._status.show_session(summary.info, spec.name)
+        self._panel.show_model(spec)
+        self._panel.show_busy(f"Running {spec.name}…" if self._files.current_path() else None)
+        self._tuner.model_ready(summary.sha256, spec)  # remembered by the model's content, not its path
+        self._reviewer.model_path, self._reviewer.model_sha256 = self.path, summary.sha256
+        self._reviewer.open()
+        self.model_changed.emit(summary)
+        for path in self._files.paths():
+            self._files.set_status(path, "pending")
+        self._refresh()
+
+    def _on_model_failed(self, generation: int, message: str) -> None:
+        if not self._state.model_failed(generation):
+            return
+        private(log, logging.ERROR, self.path, f"model failed: {message}")  # its folder only at DEBUG
+        self._status.show_failure(message)
+        self._status.showMessage(f"Model error: {message}", 15000)
+        self._panel.show_model_error(message)
+        self.model_failed.emit(message)
