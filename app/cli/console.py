@@ -9,6 +9,7 @@ session's announcement, the summary and the metrics (print_run)."""
 from __future__ import annotations
 
 import io
+import logging
 import sys
 import time
 from pathlib import Path
@@ -34,20 +35,39 @@ class Terminal:
 
     def __init__(self) -> None:
         self._saved = (sys.stdout, sys.stderr)
+        self._handlers: list[tuple[logging.StreamHandler[Any], Any]] = []
 
     def __enter__(self) -> Terminal:
         self._saved = (sys.stdout, sys.stderr)
         return self
 
     def anonymize(self, redactor: LineRedactor) -> None:
-        """Every later write to stdout and stderr goes through `redactor.line`."""
-        sys.stdout, sys.stderr = (_Redacting(stream, redactor) for stream in self._saved)
+        """Every later write to stdout and stderr goes through `redactor.line`, a logging handler's too (main's
+        basicConfig handler holds the stderr it found, and `-v` sends it every DEBUG line: a library's wording,
+        a path)."""
+        redacting = {id(stream): _Redacting(stream, redactor) for stream in self._saved}
+        sys.stdout, sys.stderr = (redacting[id(stream)] for stream in self._saved)
+        for handler in _stream_handlers():
+            if id(handler.stream) in redacting:
+                self._handlers.append((handler, handler.stream))
+                handler.setStream(redacting[id(handler.stream)])
 
     def __exit__(self, *exc: object) -> None:
         for stream in (sys.stdout, sys.stderr):
             if isinstance(stream, _Redacting):
                 stream.flush()
+        for handler, stream in self._handlers:
+            handler.setStream(stream)
+        self._handlers.clear()
         sys.stdout, sys.stderr = self._saved
+
+
+def _stream_handlers() -> list[logging.StreamHandler[Any]]:
+    """The handlers of every logger that write to a stream (a file handler is not the terminal's)."""
+    loggers = [logging.getLogger(), *(logger for logger in list(logging.root.manager.loggerDict.values())
+                                      if isinstance(logger, logging.Logger))]  # not a PlaceHolder
+    return [handler for logger in loggers for handler in logger.handlers
+            if isinstance(handler, logging.StreamHandler) and not isinstance(handler, logging.FileHandler)]
 
 
 class _Redacting(io.TextIOBase):
