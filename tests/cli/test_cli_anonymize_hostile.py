@@ -2,8 +2,9 @@
 de-identifier is easiest to miss — sequences (OtherPatientIDsSequence, RequestAttributesSequence,
 ReferencedPatientSequence, a nested item's dates), the issuer, department, operator and performing physician,
 telephone numbers, the station and device, UIDs of other instances in nested references (Referenced Image,
-Source Image, Referenced Frame of Reference), a short numeric patient ID. Every byte under --out and everything
-printed is searched for each value."""
+Source Image, Referenced Frame of Reference), a short numeric patient ID. Every byte under --out (the run's
+outputs and the HTML review report; gzip and PNG text decompressed) and everything printed is searched for each
+value."""
 
 from __future__ import annotations
 
@@ -71,6 +72,7 @@ def hostile_series(root: Path) -> tuple[Path, set[str]]:
         ds.ReferencedPatientSequence = [patient]
         image = Dataset()
         image.ReferencedSOPClassUID, image.ReferencedSOPInstanceUID = ds.SOPClassUID, OTHER_UIDS[1]
+        image.ContentDate, image.ContentTime = "19631117", "101500"  # a date in an item the profile keeps
         ds.ReferencedImageSequence = [image]
         source = Dataset()
         source.ReferencedSOPClassUID, source.ReferencedSOPInstanceUID = ds.SOPClassUID, OTHER_UIDS[2]
@@ -98,8 +100,12 @@ def test_no_value_of_a_hostile_source_survives_anywhere(tmp_path, monkeypatch, c
     out = tmp_path / "OUT"
     code = main(["run", "ct_demo", str(source), "--out", str(out), "--export", "dicom-seg,sc,nifti,source",
                  "--anonymize", "--per-slice", "--save", "mask,overlay"])
+    review = source.with_name(f"{source.name}_review")
+    review.mkdir()
+    code |= main(["report", str(review), "--model", "ct_demo", "--anonymize", "--out", str(out / "review.html")])
     printed = capsys.readouterr()
     assert code == 0, printed.err
+    assert (out / "review.html").stat().st_size > 0
     files = [p for p in out.rglob("*") if p.is_file()]
     assert sum(p.suffix == ".dcm" for p in files) == 1 + 4 + 4  # SEG, SC, source copy
     terminal = (printed.out + printed.err).lower()
