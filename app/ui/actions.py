@@ -53,8 +53,8 @@ def _view_menu(window: MainWindow, menu: QMenu) -> None:
     viewer, files, controls = window.viewer, window.files, window.panel.controls
     _add(window, menu, "Next image", lambda: files.step(1), "Right", "N")
     _add(window, menu, "Previous image", lambda: files.step(-1), "Left", "P")
-    _add(window, menu, "Next slice (volumes; else next image)", lambda: window.step_slice(1), "PgDown")
-    _add(window, menu, "Previous slice (volumes; else previous image)", lambda: window.step_slice(-1), "PgUp")
+    _add(window, menu, "Next slice (volumes; else next image)", lambda: window.volumes.step(1), "PgDown")
+    _add(window, menu, "Previous slice (volumes; else previous image)", lambda: window.volumes.step(-1), "PgUp")
     _add(window, menu, "Sort by IoU vs reference (worst first)",
          lambda: files.reorder(window.state.worst_first(files.paths())))
     _add(window, menu, "Sort by agreement of model B (worst first)",

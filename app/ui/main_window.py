@@ -29,7 +29,7 @@ from app.ui.controllers.volume_view import VolumeView
 from app.ui.recent import RecentList
 from app.ui.state.view_state import ViewState
 from app.ui.toolbar import build_toolbar
-from app.ui.widgets.file_list import FILTERS, FileList
+from app.ui.widgets.file_list import FileList
 from app.ui.widgets.panels import PanelArea, SidePanel
 from app.ui.widgets.slices import SliceBar
 from app.ui.widgets.status import StatusBar
@@ -71,8 +71,6 @@ class MainWindow(QMainWindow):
         self._peek = actions.PeekFilter(self)
         self.overlay_shown.connect(self._peek.arm)  # nothing to peek under before the first overlay
 
-    # -- construction ----------------------------------------------------------------------------------
-
     def _build_widgets(self) -> None:
         self.files = FileList()
         self.viewer = ImageViewer()
@@ -96,7 +94,6 @@ class MainWindow(QMainWindow):
             self.splitter.setStretchFactor(self.splitter.count() - 1, stretch)
         self.splitter.setSizes([240, 1000, 280])
         self.setCentralWidget(self.splitter)
-        self.files.filter_box.currentIndexChanged.connect(lambda i: self.files.set_filter(FILTERS[i]))
         self.status = StatusBar()
         self.setStatusBar(self.status)
         self.presenter = Presenter(self.state, viewer=self.viewer, panel=self.panel, status=self.status, parent=self)
@@ -147,11 +144,7 @@ class MainWindow(QMainWindow):
         self.presenter.overlay_shown.connect(self.volumes.count)
         self.runner = RunOnAll(self.state, files=self.files, status=self.status, worker=self.worker,
                                tuner=self.tuner, parent=self)
-        self.runner.requested.connect(self.worker.run_all)
         self.runner.finished.connect(self.run_all_finished)
-        self.status.cancel_requested.connect(self.runner.cancel)
-        self.worker.batch_progress.connect(self.runner.on_progress)
-        self.worker.batch_finished.connect(self.runner.on_finished)
         self.comparer = Comparer(self.state, files=self.files, status=self.status, decision=self.panel.decision,
                                  worker=self.worker, refresh=lambda: self.show_path(self.files.current_path()),
                                  parent=self)
@@ -200,16 +193,12 @@ class MainWindow(QMainWindow):
     def show_path(self, path: str | None, frame: int = 0) -> None:
         self.pictures.show(path, frame)
 
-    def step_slice(self, delta: int) -> None:
-        self.volumes.step(delta)
-
     def cached_view(self, path: str | Path, frame: int = 0) -> ViewResult | None:
         return self.pictures.cached_view(path, frame)
 
     @property
     def display_window(self) -> Window | None:
-        """The display window (center, width) last asked for (the presenter's set_window, auto_window or a
-        right-drag); None for an 8-bit picture."""
+        """The display window (center, width) last asked for; None for an 8-bit picture."""
         return self.state.display_window
 
     def open_model_b(self, path: str | Path | None) -> None:

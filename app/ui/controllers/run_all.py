@@ -35,6 +35,10 @@ class RunOnAll(QObject):
         self._files = files
         self._status = status
         self._worker = worker
+        self.requested.connect(worker.run_all)
+        status.cancel_requested.connect(self.cancel)
+        worker.batch_progress.connect(self.on_progress)  # bound methods: run on this thread, not the worker's
+        worker.batch_finished.connect(self.on_finished)
 
     def start(self, out_dir: str | Path | None, save: tuple[str, ...] = ("mask", "overlay"), *,
               volumes: dict | None = None) -> None:

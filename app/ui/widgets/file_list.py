@@ -75,6 +75,7 @@ class FileList(QListWidget):
         self.filter_box.addItems(["All files", "NG only", "OK only", "Not reviewed", "Result correct",
                                   "Result wrong", "Mask corrected"])
         self.filter_box.setToolTip("Show only the files judged NG or OK, or in one review state")
+        self.filter_box.currentIndexChanged.connect(lambda i: self.set_filter(FILTERS[i]))
         self._rows: dict[str, int] = {}
         self._inputs: list = []
         self.currentRowChanged.connect(self._emit_current)
