@@ -19,7 +19,7 @@ NO_GPU_EXIT = 3
 
 def probe(model_path: str) -> int:
     from app.inference.session import open_session
-    from app.inference.spec import load_spec
+    from app.inference.spec_builder import load_spec
     from app.inference.telemetry import gpu_memory, nvml_error
 
     model = open_session(load_spec(model_path), "cuda", warm_up=False)

@@ -22,7 +22,7 @@ sys.path.insert(0, str(REPO))
 
 from app.inference.runtime import parse_runtime_arguments  # noqa: E402
 from app.inference.session import open_session  # noqa: E402
-from app.inference.spec import load_spec  # noqa: E402
+from app.inference.spec_builder import load_spec  # noqa: E402
 from app.io.discover import InputFile, discover  # noqa: E402
 from app.runs import batch  # noqa: E402
 from app.runs.bench import raw_limit  # noqa: E402

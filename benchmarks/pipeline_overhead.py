@@ -25,7 +25,7 @@ from unet_onnx import build_unet
 
 from app.inference import pipeline
 from app.inference.session import open_session
-from app.inference.spec import load_spec
+from app.inference.spec_builder import load_spec
 
 
 def sample_image(rng: np.random.Generator) -> np.ndarray:

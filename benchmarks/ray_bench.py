@@ -46,7 +46,7 @@ sys.path.insert(0, str(REPO / "benchmarks"))
 from unet_onnx import build_unet  # noqa: E402
 
 from app.inference.session import open_session  # noqa: E402
-from app.inference.spec import load_spec  # noqa: E402
+from app.inference.spec_builder import load_spec  # noqa: E402
 from app.io.discover import discover  # noqa: E402
 from app.runs.batch import run_inputs  # noqa: E402
 from app.runs.plan import RunPlan  # noqa: E402

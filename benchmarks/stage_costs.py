@@ -25,7 +25,7 @@ sys.path.insert(0, str(REPO / "benchmarks"))
 
 from app.inference import pipeline  # noqa: E402
 from app.inference.session import open_session  # noqa: E402
-from app.inference.spec import load_spec  # noqa: E402
+from app.inference.spec_builder import load_spec  # noqa: E402
 from app.io.files import encode_png  # noqa: E402
 from app.io.render import blend_overlay  # noqa: E402
 

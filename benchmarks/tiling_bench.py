@@ -31,7 +31,7 @@ sys.path.insert(0, str(REPO))
 
 from app.inference import pipeline, tiling  # noqa: E402
 from app.inference.session import open_session  # noqa: E402
-from app.inference.spec import load_spec  # noqa: E402
+from app.inference.spec_builder import load_spec  # noqa: E402
 
 MODEL = REPO / "models" / "nuclei.onnx"
 

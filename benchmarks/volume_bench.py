@@ -48,7 +48,7 @@ from unet_onnx import build_unet  # noqa: E402
 
 from app.inference import pipeline  # noqa: E402
 from app.inference.session import open_session  # noqa: E402
-from app.inference.spec import load_spec  # noqa: E402
+from app.inference.spec_builder import load_spec  # noqa: E402
 from app.io.discover import discover  # noqa: E402
 from app.io.images import read_slice  # noqa: E402
 from app.runs.batch import run_inputs  # noqa: E402

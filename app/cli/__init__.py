@@ -241,7 +241,7 @@ def _gpu_share(text: str) -> float:
 def cmd_info(args: argparse.Namespace) -> int:
     from app.inference.describe import spec_dict, spec_text
     from app.inference.session import open_session
-    from app.inference.spec import load_spec
+    from app.inference.spec_builder import load_spec
     from app.runs.provenance import png_provenance
 
     if args.model.suffix.lower() == ".png":
@@ -283,7 +283,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
     import tempfile
 
     from app.inference.session import open_session
-    from app.inference.spec import load_spec
+    from app.inference.spec_builder import load_spec
     from app.inference.telemetry import gpu_memory
     from app.io.discover import discover
     from app.runs.bench import bench, format_report, image_inputs, raw_limit, synthetic_images

@@ -37,7 +37,7 @@ def add_report_command(commands: argparse._SubParsersAction[argparse.ArgumentPar
 
 def cmd_report(args: argparse.Namespace) -> int:
     from app.inference.session import open_session
-    from app.inference.spec import load_spec
+    from app.inference.spec_builder import load_spec
     from app.inference.tuning import with_threshold
     from app.runs.provenance import RunIdentity
     from app.runs.review_items import REPORT_NAME, Naming, folder_report, inputs_of

@@ -41,7 +41,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 def _plan(args: argparse.Namespace, *, started: float) -> RunPlan:
     """The RunPlan of `seglens-cli run`'s options (app.runs.folder_run.plan_run makes every check)."""
     from app.cli.console import say
-    from app.inference.spec import load_spec
+    from app.inference.spec_builder import load_spec
     from app.inference.tuning import with_threshold
     from app.runs.folder_run import plan_run
 
@@ -78,7 +78,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
     started = time.time()
     import app.cli.console as console
     from app.inference.session import open_session
-    from app.inference.spec import load_spec
+    from app.inference.spec_builder import load_spec
     from app.io.discover import discover, refuse_clashes
     from app.runs.compare import REPORT_NAME, compare_inputs, compare_problem
     from app.runs.folder_run import remove_stale_temporaries

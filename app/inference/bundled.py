@@ -101,7 +101,7 @@ def bundled_summary(path: Path) -> BundledModel:
     """`path`'s BundledModel from its spec alone (ONNX graph + metadata + sidecar); a broken model is a row with
     its error, never an exception, so one bad file does not hide the others."""
     from app.errors import SegLensError
-    from app.inference.spec import load_spec
+    from app.inference.spec_builder import load_spec
 
     size_mb = round(path.stat().st_size / 2**20, 2)
     try:

@@ -22,7 +22,7 @@ from typing import Any
 from app.inference.validators import control_character, read_at_most, visible
 
 MAX_LABELS_BYTES = 10 << 20  # ImageNet-21k's ~22k synset lines take about 1 MB
-MAX_LABELS = 100_000  # app.inference.spec.MAX_CLASSIFICATION_CLASSES: a model has no more classes than this
+MAX_LABELS = 100_000  # app.inference.spec_builder.MAX_CLASSIFICATION_CLASSES: a model has no more classes than this
 _WNID = re.compile(r"n\d{8}\s+(?=\S)")  # a WordNet synset id in front of a name: `n01440764 tench, ...`
 _INDEX = re.compile(r"\s*\d+\s*")
 

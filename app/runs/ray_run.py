@@ -197,7 +197,7 @@ class SegLensActor:
 
     def _session(self, job: Job) -> tuple[ModelSession, float | None]:
         from app.inference.session import open_session
-        from app.inference.spec import load_spec
+        from app.inference.spec_builder import load_spec
         from app.inference.tiling import with_tiling
         from app.inference.tuning import with_threshold
 

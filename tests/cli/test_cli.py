@@ -249,7 +249,7 @@ def test_files_named_one_by_one_with_out_their_folder_are_refused_and_nothing_is
 def test_an_output_that_would_replace_an_input_is_an_error_row_not_a_write(models, tmp_path):
     """Below the CLI's folder check: the writer itself never writes over one of its inputs."""
     from app.inference.session import open_session
-    from app.inference.spec import load_spec
+    from app.inference.spec_builder import load_spec
     from app.io.discover import discover
     from app.runs.batch import run_inputs
     from app.runs.plan import Callbacks, RunPlan
@@ -429,7 +429,7 @@ def test_a_local_resume_carries_the_rows_of_a_ray_report_with_its_node_column(mo
 
 
 def test_a_ray_resume_carries_a_local_report_leaving_node_empty(models, tmp_path):
-    from app.inference.spec import load_spec
+    from app.inference.spec_builder import load_spec
     from app.runs.report import report_columns
     from app.runs.resume import finished_rows
 

@@ -10,7 +10,7 @@ from test_cli import cli
 from app.cli import main
 from app.inference.pipeline import run_image
 from app.inference.session import open_session
-from app.inference.spec import load_spec
+from app.inference.spec_builder import load_spec
 from app.io.render import HEATMAP_LUT
 
 

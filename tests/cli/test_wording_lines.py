@@ -15,7 +15,7 @@ from PIL import Image
 
 from app.cli import main
 from app.errors import ImageError, ModelError, SidecarError
-from app.inference.spec import load_spec
+from app.inference.spec_builder import load_spec
 
 fifo_only = pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="named pipes are POSIX")
 

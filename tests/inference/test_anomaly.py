@@ -11,7 +11,7 @@ from app.errors import SidecarError
 from app.inference.describe import spec_dict, spec_text
 from app.inference.pipeline import run_image
 from app.inference.session import open_session
-from app.inference.spec import load_spec
+from app.inference.spec_builder import load_spec
 from app.inference.verdict import verdict_of
 
 # 1/256: a pixel of 128 is exactly 0.5 on the map, 127 just below

@@ -18,7 +18,7 @@ from app.errors import InferenceError, SidecarError
 from app.inference import pipeline, tiling
 from app.inference.labels import read_labels
 from app.inference.session import open_session
-from app.inference.spec import load_spec
+from app.inference.spec_builder import load_spec
 from app.inference.validators import read_at_most
 from app.io.regular import NotRegularFile
 

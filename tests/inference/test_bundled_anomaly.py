@@ -14,7 +14,7 @@ import yaml
 
 from app.inference.pipeline import run_image
 from app.inference.session import open_session
-from app.inference.spec import load_spec
+from app.inference.spec_builder import load_spec
 from app.inference.verdict import verdict_of
 from app.io.images import read_image
 

@@ -15,7 +15,7 @@ import pytest
 
 from app.inference.pipeline import run_image
 from app.inference.session import open_session
-from app.inference.spec import load_spec
+from app.inference.spec_builder import load_spec
 from app.io.images import read_image
 
 REPO = Path(__file__).resolve().parents[2]

@@ -15,7 +15,7 @@ from app.errors import SidecarError
 from app.inference.describe import spec_dict, spec_text
 from app.inference.labels import display_name, read_labels
 from app.inference.postprocess import Prediction
-from app.inference.spec import load_spec
+from app.inference.spec_builder import load_spec
 from app.inference.verdict import uncertainty
 
 SYNSET = "".join(f"n{k:08d} name{k}, synonym\n" for k in range(1000))

@@ -13,7 +13,7 @@ from app.errors import InferenceError
 from app.inference.finite import check_finite, non_finite
 from app.inference.pipeline import STAGES, Result
 from app.inference.postprocess import Prediction
-from app.inference.spec import load_spec
+from app.inference.spec_builder import load_spec
 from app.inference.tuning import judge, score_rule
 from app.inference.verdict import decide, uncertainty
 

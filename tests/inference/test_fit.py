@@ -15,7 +15,7 @@ from PIL import Image
 from app.cli import main
 from app.errors import SidecarError
 from app.inference.fit import ImageFacts, fit_problems, image_facts, image_fit
-from app.inference.spec import load_spec
+from app.inference.spec_builder import load_spec
 from app.io.images import read_image
 
 REPO = Path(__file__).resolve().parents[2]

@@ -17,7 +17,7 @@ from app.cli import main
 from app.inference import providers
 from app.inference.providers import CUDA
 from app.inference.session import NO_GPU, open_session
-from app.inference.spec import load_spec
+from app.inference.spec_builder import load_spec
 
 CUDA_TRIED_AND_FAILS = CUDA in ort.get_available_providers() and providers.detect_nvidia_gpu() is None
 needs_failing_cuda = pytest.mark.skipif(not CUDA_TRIED_AND_FAILS,

@@ -14,7 +14,8 @@ from app.inference import pipeline
 from app.inference.labelmap import LabelMap, estimated_counts, scaled_post
 from app.inference.postprocess import class_pixel_counts
 from app.inference.session import open_session
-from app.inference.spec import PostprocessSpec, load_spec
+from app.inference.spec import PostprocessSpec
+from app.inference.spec_builder import load_spec
 
 
 def blobs(height: int, width: int, seed: int = 3) -> np.ndarray:

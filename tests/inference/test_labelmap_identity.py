@@ -11,7 +11,7 @@ import pytest
 from app.inference import pipeline
 from app.inference import postprocess as pp
 from app.inference.session import open_session
-from app.inference.spec import load_spec
+from app.inference.spec_builder import load_spec
 from app.io.images import from_array
 
 

@@ -10,7 +10,7 @@ from conftest import expected_stripes, stripes
 from app.errors import InferenceError, ModelError, SidecarError
 from app.inference.pipeline import run_image
 from app.inference.session import open_session
-from app.inference.spec import load_spec
+from app.inference.spec_builder import load_spec
 
 
 def run(path, image):

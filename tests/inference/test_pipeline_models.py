@@ -10,7 +10,7 @@ from onnx_factory import class_metadata
 from app.errors import InferenceError
 from app.inference.pipeline import run_image
 from app.inference.session import open_session
-from app.inference.spec import load_spec
+from app.inference.spec_builder import load_spec
 
 
 def run(path, image, sidecar_text: str | None = None):

@@ -13,7 +13,7 @@ import pytest
 from app.errors import SidecarError
 from app.inference.pipeline import STAGES, Result
 from app.inference.postprocess import Prediction
-from app.inference.spec import load_spec
+from app.inference.spec_builder import load_spec
 from app.inference.tuning import Judgement
 from app.inference.verdict import AreaRule, FractionRule, ScoreRule, Top1Rule, Verdict, decide
 

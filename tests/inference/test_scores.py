@@ -8,7 +8,7 @@ from conftest import expected_stripes, stripes
 
 from app.inference.pipeline import probability_at_image_size, relabel, run_image
 from app.inference.session import open_session
-from app.inference.spec import load_spec
+from app.inference.spec_builder import load_spec
 
 
 def gradient(height: int = 4, width: int = 256) -> np.ndarray:

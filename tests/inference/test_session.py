@@ -8,7 +8,7 @@ import pytest
 from app.inference.providers import CUDA, TENSORRT, explain_cuda_failure
 from app.inference.runtime import RuntimeOptions, parse_runtime_arguments
 from app.inference.session import DeviceRequest, open_session
-from app.inference.spec import load_spec
+from app.inference.spec_builder import load_spec
 
 CUDA_WORKS = False
 try:  # a GPU machine: the fallback tests below do not apply there
@@ -120,7 +120,7 @@ def test_device_argmax_and_io_binding_give_the_same_masks(models):
 def test_intra_op_spinning_is_off_unless_asked_for(models):
     from app.inference.runtime import parse_runtime_arguments
     from app.inference.session import open_session
-    from app.inference.spec import load_spec
+    from app.inference.spec_builder import load_spec
 
     spec = load_spec(models("rgb_classes"))
 

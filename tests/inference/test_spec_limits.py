@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from app.errors import ModelError
-from app.inference.spec import MAX_CLASSIFICATION_CLASSES, load_spec
+from app.inference.spec_builder import MAX_CLASSIFICATION_CLASSES, load_spec
 
 INT64 = 7
 

@@ -10,7 +10,7 @@ from conftest import expected_stripes, stripes
 from app.errors import SidecarError
 from app.inference import pipeline, tiling
 from app.inference.session import open_session
-from app.inference.spec import load_spec
+from app.inference.spec_builder import load_spec
 
 
 def session(path, sidecar: str | None = None):

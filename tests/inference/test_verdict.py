@@ -12,7 +12,7 @@ from app.errors import SidecarError
 from app.inference.describe import spec_dict, spec_text
 from app.inference.pipeline import STAGES, Result
 from app.inference.postprocess import Prediction
-from app.inference.spec import load_spec
+from app.inference.spec_builder import load_spec
 from app.inference.verdict import (
     AreaRule,
     FractionRule,

@@ -13,7 +13,7 @@ from pydicom.uid import ExplicitVRLittleEndian, JPEGLSLossless, SecondaryCapture
 
 from app.errors import ImageError
 from app.inference.pipeline import model_pixels
-from app.inference.spec import load_spec
+from app.inference.spec_builder import load_spec
 from app.io import dicom
 from app.io.images import read_image
 from app.io.window import apply_window

@@ -15,7 +15,7 @@ from conftest import expected_stripes, stripes
 from PIL import Image
 
 from app.inference.session import open_session
-from app.inference.spec import load_spec
+from app.inference.spec_builder import load_spec
 from app.io.discover import discover
 from app.runs.batch import run_inputs
 from app.runs.plan import Callbacks, RunPlan

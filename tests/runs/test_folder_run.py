@@ -15,7 +15,7 @@ from PIL import Image
 
 from app.cli import main
 from app.inference.session import open_session
-from app.inference.spec import load_spec
+from app.inference.spec_builder import load_spec
 from app.runs.folder_run import LocalRunner, PlanRefused, RunPlan, plan_run, run_folder
 from app.runs.plan import Callbacks
 from app.runs.volume_run import VolumeOptions

@@ -12,7 +12,8 @@ import pytest
 
 from app.inference.pipeline import STAGES, Result
 from app.inference.postprocess import Prediction
-from app.inference.spec import ClassInfo, load_spec
+from app.inference.spec import ClassInfo
+from app.inference.spec_builder import load_spec
 from app.io.files import encode_png
 from app.runs.report import ReportWriter, report_columns
 from app.runs.resume import finished_rows

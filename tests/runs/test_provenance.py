@@ -9,7 +9,7 @@ from dataclasses import asdict, replace
 import pytest
 
 from app.inference.session import SessionInfo
-from app.inference.spec import load_spec
+from app.inference.spec_builder import load_spec
 from app.runs.provenance import (
     PNG_KEY,
     RunIdentity,

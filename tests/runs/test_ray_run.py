@@ -74,7 +74,7 @@ def test_ray_local_gives_the_local_run_byte_for_byte(cluster, models, tmp_path):
 
 
 def test_an_actor_killed_mid_run_still_gives_every_input_once(cluster, models, tmp_path):
-    from app.inference.spec import load_spec
+    from app.inference.spec_builder import load_spec
     from app.io.discover import discover
     from app.runs import ray_driver, ray_run
     from app.runs.report import ReportWriter
@@ -139,7 +139,7 @@ def _job(model: Path, out: Path, probe: Path):
 
 
 def test_ctrl_c_keeps_finished_rows_in_order_and_lists_the_rest_as_skipped(cluster, models, tmp_path):
-    from app.inference.spec import load_spec
+    from app.inference.spec_builder import load_spec
     from app.io.discover import discover
     from app.runs import ray_driver, ray_run
     from app.runs.report import ReportWriter

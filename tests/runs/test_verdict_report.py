@@ -11,7 +11,7 @@ from PIL import Image
 from app.inference.pipeline import STAGES, Result
 from app.inference.postprocess import Prediction
 from app.inference.session import open_session
-from app.inference.spec import load_spec
+from app.inference.spec_builder import load_spec
 from app.io.discover import discover
 from app.runs.batch import RunSummary, run_inputs
 from app.runs.plan import RunPlan

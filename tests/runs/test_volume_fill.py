@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from app.inference.session import open_session
-from app.inference.spec import load_spec
+from app.inference.spec_builder import load_spec
 from app.io.discover import discover
 from app.runs.volume_fill import VolumeFill
 from tests.dicom_factory import disc_slice, write_series

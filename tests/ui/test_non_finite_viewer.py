@@ -61,7 +61,7 @@ def test_nan_segmentation_logits_are_an_error_not_a_clean_part(qtbot, make_main_
 
 def test_the_review_report_gives_a_nan_image_no_verdict(models, tmp_path):
     from app.inference.session import open_session
-    from app.inference.spec import load_spec
+    from app.inference.spec_builder import load_spec
     from app.ui.workers.report_export import report_items
 
     model = models("nan_when_dark_classifier")

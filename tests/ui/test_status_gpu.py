@@ -9,7 +9,7 @@ import pytest
 from app.inference import providers
 from app.inference.providers import CUDA
 from app.inference.session import open_session
-from app.inference.spec import load_spec
+from app.inference.spec_builder import load_spec
 from app.ui.widgets.status import CPU_STYLE, WARNING_STYLE, StatusBar
 
 TIMEOUT = 20_000

@@ -111,7 +111,7 @@ class InferenceWorker(VolumeFillSlots, BatchSlots, QObject):
         from app.inference import pipeline  # noqa: F401
         from app.inference.runtime import parse_runtime_arguments
         from app.inference.session import open_session
-        from app.inference.spec import load_spec
+        from app.inference.spec_builder import load_spec
         from app.ui.state.messages import ModelSummary
 
         self._model = self._batch_model = None  # the old sessions are released before the new one takes memory
@@ -171,7 +171,7 @@ class InferenceWorker(VolumeFillSlots, BatchSlots, QObject):
         from app.errors import SegLensError
         from app.inference.runtime import parse_runtime_arguments
         from app.inference.session import open_session
-        from app.inference.spec import load_spec
+        from app.inference.spec_builder import load_spec
         from app.runs.compare import compare_problem
         from app.ui.state.messages import ModelSummary
 
