@@ -8,7 +8,7 @@ import pytest
 from PIL import Image
 from PySide6.QtWidgets import QLabel
 
-from app.ui.widgets.panels import TopK
+from app.ui.widgets.legend import TopK
 
 TIMEOUT = 20_000
 SYNSET = "".join(f"n{k:08d} name{k}, synonym\n" for k in range(1000))

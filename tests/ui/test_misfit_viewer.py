@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 from PIL import Image
 
-from app.ui.widgets.panels import UNCERTAIN_COLOR
+from app.ui.widgets.legend import UNCERTAIN_COLOR
 
 REPO = Path(__file__).resolve().parents[2]
 TIMEOUT = 20_000
