@@ -1,4 +1,5 @@
-"""ImageViewer: a QGraphicsView with the image and a separate overlay item; zoom, fit, 1:1 and pan.
+"""ImageViewer: a QGraphicsView with the image and a separate overlay item; zoom, fit, 1:1, pan, the split view's
+divider and edit mode's brush (the items it draws over the picture: viewer_items.py).
 
 Scene coordinates are full-resolution image pixels even when the display copy is downscaled (the items are
 scaled up), so zoom levels and the 1:1 view mean the same thing for every image.
@@ -7,20 +8,15 @@ scaled up), so zoom levels and the 1:1 view mean the same thing for every image.
 from __future__ import annotations
 
 from PySide6.QtCore import QRectF, Qt, Signal
-from PySide6.QtGui import QColor, QImage, QPainter, QPen, QPixmap
+from PySide6.QtGui import QColor, QImage, QPainter, QPixmap
 from PySide6.QtWidgets import (
-    QGraphicsDropShadowEffect,
-    QGraphicsEllipseItem,
-    QGraphicsItem,
-    QGraphicsLineItem,
     QGraphicsPixmapItem,
-    QGraphicsRectItem,
     QGraphicsScene,
-    QGraphicsSimpleTextItem,
     QGraphicsView,
 )
 
 from app.ui.widgets.detail import DetailItem
+from app.ui.widgets.viewer_items import brush_items, clip_frame, paint_orientation, split_items
 
 ZOOM_STEP = 1.25
 MIN_ZOOM, MAX_ZOOM = 0.02, 64.0
@@ -52,67 +48,23 @@ class ImageViewer(QGraphicsView):
         self._detail = DetailItem()  # big images: full-resolution tiles once zoomed in past the overview copy
         self.scene().addItem(self._detail)
         # overlays sit in clipping frames: the whole image, or one side of the split view's divider each
-        self._clip_a, self._clip_b = self._clip_frame(), self._clip_frame()
+        self._clip_a, self._clip_b = clip_frame(self.scene()), clip_frame(self.scene())
         self._overlay_item = QGraphicsPixmapItem(self._clip_a)
         self._outline_item = QGraphicsPixmapItem(self._clip_a)  # the mask's outlines over a heatmap, always opaque
         self._outline_item.setZValue(1)
         self._overlay_b_item = QGraphicsPixmapItem(self._clip_b)  # split view: the second model's overlay
         for item in (self._overlay_item, self._outline_item, self._overlay_b_item):
             item.setTransformationMode(Qt.TransformationMode.FastTransformation)  # crisp class edges
-        self._divider, self._labels = self._split_items()
+        self._divider, self._labels = split_items(self.scene())
         self._split: str | None = None  # None, "raw" (raw | overlay) or "ab" (model A | model B)
         self._split_at = 0.5  # the divider, as a share of the image's width
         self._dragging_divider = False
         self._full_size: tuple[int, int] | None = None
         self._fit_mode = True
         self._right_drag: tuple[float, float] | None = None
-        self._brush, self._brush_dark = self._brush_items()
+        self._brush, self._brush_dark = brush_items(self.scene())
         self._brush_radius = 0
         self._painting = False
-
-    def _split_items(self) -> tuple[QGraphicsLineItem, list[QGraphicsSimpleTextItem]]:
-        """The split view's divider and its two side names (white on a shadow, unscaled by the zoom)."""
-        divider = QGraphicsLineItem()
-        divider_pen = QPen(QColor(255, 255, 255), 2)
-        divider_pen.setCosmetic(True)
-        divider.setPen(divider_pen)
-        divider.setZValue(4)
-        divider.hide()
-        self.scene().addItem(divider)
-        labels = []
-        for _ in range(2):
-            label = QGraphicsSimpleTextItem()
-            label.setBrush(QColor(255, 255, 255))
-            font = label.font()
-            font.setBold(True)
-            font.setPixelSize(13)
-            label.setFont(font)
-            shadow = QGraphicsDropShadowEffect()  # readable on bright images too
-            shadow.setBlurRadius(4)
-            shadow.setOffset(1, 1)
-            shadow.setColor(QColor(0, 0, 0))
-            label.setGraphicsEffect(shadow)
-            label.setFlag(QGraphicsItem.GraphicsItemFlag.ItemIgnoresTransformations, True)
-            label.setZValue(5)
-            label.hide()
-            self.scene().addItem(label)
-            labels.append(label)
-        return divider, labels
-
-    def _brush_items(self) -> tuple[QGraphicsEllipseItem, QGraphicsEllipseItem]:
-        """The brush ring at image scale: a light ring with a dark dash over it, seen on any image."""
-        brush = QGraphicsEllipseItem()
-        brush.setZValue(3)
-        pen = QPen(QColor(255, 255, 255), 1.5)
-        pen.setCosmetic(True)
-        brush.setPen(pen)
-        dark_ring = QGraphicsEllipseItem(brush)
-        dark = QPen(QColor(0, 0, 0), 1.5, Qt.PenStyle.DashLine)
-        dark.setCosmetic(True)
-        dark_ring.setPen(dark)
-        brush.hide()
-        self.scene().addItem(brush)
-        return brush, dark_ring
 
     # -- content ---------------------------------------------------------------------------------------
 
@@ -193,14 +145,6 @@ class ImageViewer(QGraphicsView):
         return target
 
     # -- split view ------------------------------------------------------------------------------------
-
-    def _clip_frame(self) -> QGraphicsRectItem:
-        frame = QGraphicsRectItem()
-        frame.setFlag(QGraphicsItem.GraphicsItemFlag.ItemClipsChildrenToShape, True)
-        frame.setPen(QPen(Qt.PenStyle.NoPen))
-        frame.setZValue(1)
-        self.scene().addItem(frame)
-        return frame
 
     @property
     def split(self) -> str | None:
@@ -393,25 +337,8 @@ class ImageViewer(QGraphicsView):
     def drawForeground(self, painter: QPainter, rect) -> None:
         super().drawForeground(painter, rect)
         labels = getattr(self, "_orientation", None)
-        if not labels:
-            return
-        painter.save()
-        painter.resetTransform()  # viewport coordinates: the letters stay at the edges whatever the zoom
-        font = painter.font()
-        font.setPixelSize(16)
-        font.setBold(True)
-        painter.setFont(font)
-        box = self.viewport().rect().adjusted(8, 6, -8, -6)
-        places = {"left": Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignVCenter,
-                  "right": Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter,
-                  "top": Qt.AlignmentFlag.AlignTop | Qt.AlignmentFlag.AlignHCenter,
-                  "bottom": Qt.AlignmentFlag.AlignBottom | Qt.AlignmentFlag.AlignHCenter}
-        for edge, align in places.items():
-            text = labels.get(edge, "")
-            for offset, color in (((1, 1), Qt.GlobalColor.black), ((0, 0), QColor(255, 214, 10))):
-                painter.setPen(color)
-                painter.drawText(box.translated(*offset), align, text)
-        painter.restore()
+        if labels:
+            paint_orientation(painter, self.viewport().rect(), labels)
 
     def resizeEvent(self, event) -> None:
         super().resizeEvent(event)
