@@ -27,9 +27,14 @@ CLASSES = ["background", "scratch", "pit", "stain"]
 
 @pytest.fixture(autouse=True)
 def _torch_setup():
+    threads = torch.get_num_threads()
     torch.manual_seed(0)
     torch.set_num_threads(2)
     torch.set_flush_denormal(True)
+    yield
+    # flush-to-zero is process-wide CPU state: left on, it broke hypothesis' float strategies in tests collected later
+    torch.set_flush_denormal(False)
+    torch.set_num_threads(threads)
 
 
 def _surface_batch(n=4, h=64, w=96):
