@@ -9,31 +9,31 @@ they never end the thread.
 
 from __future__ import annotations
 
-import copy
 import logging
 import threading
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from PySide6.QtCore import QObject, Signal, Slot
 
 from app.ui.state.view_state import LatestRequest
 from app.ui.workers.views import decided, display_labels, display_mask, settled, view_result
-from app.ui.workers.worker_batch import BatchSlots, failure_line
-from app.ui.workers.worker_volumes import VolumeFillSlots, decode_request
+from app.ui.workers.worker_batch import BatchJobs, BatchSignals, failure_line, tuned
+from app.ui.workers.worker_volumes import VolumeCounter, decode_request
 
 if TYPE_CHECKING:  # messages loads in the slots, after the window shows (its dataclasses cost ~4 ms)
-    from app.inference.session import SessionInfo
-    from app.ui.state.messages import ListedInput, RetuneRequest, ViewRequest, ViewResult
+    from app.inference.session import ModelSession, SessionInfo
+    from app.ui.state.messages import ListedInput, ReportRequest, RetuneRequest, Tuning, ViewRequest, ViewResult
 
 log = logging.getLogger(__name__)
 
 
 
-class InferenceWorker(VolumeFillSlots, BatchSlots, QObject):
-    """The sessions and every slot that runs them; Run on all and the review report (worker_batch.py) and the
-    whole-volume count (worker_volumes.py) are mixins, run on this same thread."""
+class InferenceWorker(QObject):
+    """The sessions and every slot that runs them; Run on all, the review report and Compare all
+    (worker_batch.BatchJobs) and the whole-volume count (worker_volumes.VolumeCounter) are collaborators it
+    calls from its slots, on this same thread, answering on its signals."""
 
     model_ready = Signal(int, object)  # generation, ModelSummary
     model_failed = Signal(int, str)  # generation, message
@@ -57,21 +57,24 @@ class InferenceWorker(VolumeFillSlots, BatchSlots, QObject):
         """`latest`, `latest_tune`: the window's holders of the newest view and retune ids (ViewState), shared so
         that a request the window no longer wants is skipped here; a driver without a window passes its own."""
         super().__init__()
-        self._model = None
-        self._batch_model = None  # CPU: the session "Run on all" uses, one intra-op thread short (see _for_batch)
-        self._batch_threads: int | None = None
-        self._options = None
+        self._model: ModelSession | None = None
+        self._options: dict[str, Any] | None = None
         self._latest = latest if latest is not None else LatestRequest()
         self._latest_tune = latest_tune if latest_tune is not None else LatestRequest()
         self._image_waiting = False
         self._waiting_key = None  # messages.ViewKey of the file picture waiting for the model, decoded once it's built
-        self._decoded = None  # (ViewKey, DecodedImage, decode ms) of that picture, taken by the next process_view
+        # (ViewKey, DecodedImage, decode ms) of that picture, taken by the next process_view
+        self._decoded: tuple[Any, Any, float] | None = None
         self._cancel = threading.Event()
         self.session_threads: list[int] = []  # ident of the thread each session was created on (tests, logs)
-        self._references: dict = {}  # reference folder -> its ReferenceIndex (walked once)
-        self._model_b = None  # the second model of Model ▸ Compare with another model
-        self._fill = None  # app.runs.volume_fill.VolumeFill of the volume shown, counted between requests
-        self._fill_key: tuple | None = None  # (path, threshold) it counts for
+        self._references: dict[Any, Any] = {}  # reference folder -> its ReferenceIndex (walked once)
+        self._model_b: ModelSession | None = None  # the second model of Model ▸ Compare with another model
+        # plain objects (no thread affinity): they run where the slots calling them run, on this worker's thread
+        self._jobs = BatchJobs(BatchSignals(self.batch_progress, self.batch_finished, self.report_finished,
+                                            self.agreement_ready, self.compare_finished),
+                               cancel=self._cancel, session_threads=self.session_threads,
+                               references=self._references)
+        self._volumes = VolumeCounter(self._tuned, counted=self.volume_counted, failed=self.volume_count_failed)
 
     # -- read on the GUI thread (tests, dialogs): plain attribute reads, safe under the GIL --------------
 
@@ -84,7 +87,7 @@ class InferenceWorker(VolumeFillSlots, BatchSlots, QObject):
     def batch_session_threads(self) -> int | None:
         """Intra-op threads of the separate session Run on all uses on the CPU; None while it uses the
         interactive one (on a GPU, threads chosen by the user, a single core, or before the first run)."""
-        return self._batch_threads if self._batch_model is not None else None
+        return self._jobs.session_threads_in_use
 
     # -- called from the GUI thread --------------------------------------------------------------------
 
@@ -98,6 +101,10 @@ class InferenceWorker(VolumeFillSlots, BatchSlots, QObject):
 
     def cancel_batch(self) -> None:
         self._cancel.set()
+
+    def stop_fill(self) -> None:
+        """The reader left the volume: its count stops (a plain attribute write)."""
+        self._volumes.stop()
 
     # -- slots: run on the worker thread ---------------------------------------------------------------
 
@@ -114,8 +121,9 @@ class InferenceWorker(VolumeFillSlots, BatchSlots, QObject):
         from app.inference.spec_builder import load_spec
         from app.ui.state.messages import ModelSummary
 
-        self._model = self._batch_model = None  # the old sessions are released before the new one takes memory
-        self._fill = self._fill_key = None
+        self._model = None  # the old sessions are released before the new one takes memory
+        self._jobs.forget_session()
+        self._volumes.reset()
         if self._model_b is not None:  # a comparison was with the old model
             self._model_b = None
             self.model_b_ready.emit(None)
@@ -201,44 +209,27 @@ class InferenceWorker(VolumeFillSlots, BatchSlots, QObject):
         self.session_threads.append(threading.get_ident())
         self.model_b_ready.emit(ModelSummary(spec, self._model_b.info))
 
+    @Slot(list, str, list, object, object)
+    def run_all(self, inputs: list[Any], out_dir: str, save: list[str], tuning: Tuning | None = None,
+                volumes: dict[str, Any] | None = None) -> None:
+        """Run on all (worker_batch.BatchJobs.run_all)."""
+        self._jobs.run_all(self._model, self._options, inputs, out_dir, save, tuning, volumes)
+
+    @Slot(object)
+    def export_report(self, request: ReportRequest) -> None:
+        """The review report (worker_batch.BatchJobs.export_report)."""
+        self._jobs.export_report(self._model, request)
+
     @Slot(list)
     def compare_all(self, entries: list[ListedInput]) -> None:
-        """Both models on every listed input, for the list's agreement column and sort (a volume measured over
-        every voxel, as `seglens-cli compare`: app.runs.compare); Cancel stops it between images and slices. An
-        input that cannot be read is skipped and counted."""
-        from app.inference.pipeline import Stopped
-        from app.io.discover import InputFile
-        from app.runs.compare import image_agreement, volume_agreement
+        """Both models on every listed input (worker_batch.BatchJobs.compare_all)."""
+        self._jobs.compare_all(self._model, self._model_b, entries)
 
-        self._cancel.clear()
-        if self._model is None or self._model_b is None:
-            self.compare_finished.emit(False, "load model B first (Model ▸ Compare with another model…)")
-            return
-        failed, unreadable, first = 0, 0, ""
-        for done, entry in enumerate(entries, 1):
-            if self._cancel.is_set():
-                self.compare_finished.emit(False, f"cancelled after {done - 1} of {len(entries)} images")
-                return
-            try:
-                agreement = volume_agreement(self._model, self._model_b, entry.volume,
-                                             should_stop=self._cancel.is_set) if entry.volume is not None else \
-                    image_agreement(self._model, self._model_b, InputFile(Path(entry.path), Path(entry.rel)))
-            except Stopped:  # Cancel inside a volume
-                self.compare_finished.emit(False, f"cancelled after {done - 1} of {len(entries)} images")
-                return
-            except Exception as exc:
-                from app.errors import ImageError
-                from app.logs import private
-
-                line = failure_line(Path(entry.path), exc)
-                private(log, logging.WARNING, entry.path, f"compare: {line}")
-                if isinstance(exc, ImageError):  # the input itself: not something either model did
-                    unreadable += 1
-                else:  # a model failed on it (B's NaN output): said with its line, not as "could not be read"
-                    failed, first = failed + 1, first or line
-                continue
-            self.agreement_ready.emit(entry.path, agreement.metrics.iou, done, len(entries))
-        self.compare_finished.emit(True, compare_summary(len(entries), unreadable, failed, first))
+    @Slot(object, object, object)
+    def fill_volume(self, path: str, volume: Any, threshold: float | None) -> None:
+        """Count every slice of the volume shown, between requests (worker_volumes.VolumeCounter.fill)."""
+        if self._model is not None and volume is not None:
+            self._volumes.fill(path, volume, threshold)
 
     @Slot(object)
     def process_view(self, request: ViewRequest) -> None:
@@ -282,9 +273,8 @@ class InferenceWorker(VolumeFillSlots, BatchSlots, QObject):
         if self._model_b is not None:
             view = self._disagreement(self._with_model_b(view, image))
         view = settled(view)
-        if request.volume is not None and result.labels is not None and \
-                self._fill_key == (path, request.tuning.threshold):
-            self._fill.add(request.key.frame, result.mask)  # the fill need not run this slice again
+        if request.volume is not None and result.labels is not None:
+            self._volumes.add(path, request.tuning.threshold, request.key.frame, result)
         return view
 
     def _with_model_b(self, view: ViewResult, image) -> ViewResult:
@@ -292,13 +282,17 @@ class InferenceWorker(VolumeFillSlots, BatchSlots, QObject):
         from app.inference import pipeline
         from app.inference.metrics import image_metrics
 
-        try:
-            result_b = pipeline.run_image(self._model_b, image)
-        except Exception as exc:  # B's failure (a NaN output) is B's: A's result stays, the panel says what happened
-            return replace(view, error_b=model_b_error_line(self._model_b.spec.path, exc))
-        if result_b.labels is None or view.result.labels is None:
+        model, model_b = self._model, self._model_b
+        if model is None or model_b is None:
             return view
-        agreement = image_metrics(result_b.mask, view.result.mask, self._model.spec.label_count)
+        try:
+            result_b = pipeline.run_image(model_b, image)
+        except Exception as exc:  # B's failure (a NaN output) is B's: A's result stays, the panel says what happened
+            return replace(view, error_b=model_b_error_line(model_b.spec.path, exc))
+        mask_b, mask = result_b.mask, view.result.mask  # None: not a segmentation result (no labels)
+        if mask_b is None or mask is None:
+            return view
+        agreement = image_metrics(mask_b, mask, model.spec.label_count)
         return replace(view, result_b=result_b, display_mask_b=display_labels(result_b, view)[0],
                        agreement=agreement)
 
@@ -317,11 +311,11 @@ class InferenceWorker(VolumeFillSlots, BatchSlots, QObject):
                 result = pipeline.relabel(view.result, spec=model.spec, min_confidence=min_confidence)
                 mask, counts = display_labels(result, view)
                 view = replace(view, result=result, display_mask=mask, class_counts=counts)
-                if view.result_b is not None and result.labels is not None:
+                mask_b = view.result_b.mask if view.result_b is not None and result.labels is not None else None
+                if mask_b is not None and (mask_a := result.mask) is not None:
                     from app.inference.metrics import image_metrics
 
-                    view = replace(view, agreement=image_metrics(view.result_b.mask, result.mask,
-                                                                 model.spec.label_count))
+                    view = replace(view, agreement=image_metrics(mask_b, mask_a, model.spec.label_count))
             view = settled(self._compared(decided(view, tuning, model.spec), model.spec))
         except Exception as exc:
             self.failed.emit(request.request_id, view.key.path, failure_line(view.path, exc))
@@ -338,33 +332,29 @@ class InferenceWorker(VolumeFillSlots, BatchSlots, QObject):
             return self._disagreement(view)
         scored, reference = compare(view.key.path, view.result.labels, view.tuning, spec, self._references)
         codes = None
-        if reference is not None and view.tuning.layer == "difference":
+        mask = view.result.mask if reference is not None and view.tuning.layer == "difference" else None
+        if mask is not None and reference is not None:
             from app.inference.metrics import difference_map
 
-            codes = display_mask(difference_map(view.result.mask, reference, view.tuning.class_index), view)
+            codes = display_mask(difference_map(mask, reference, view.tuning.class_index), view)
         return self._disagreement(replace(view, scored=scored, display_codes=codes))
 
     def _disagreement(self, view: ViewResult) -> ViewResult:
         """The "disagreement" layer: where model B differs from A (metrics.disagreement_map codes)."""
         if view.tuning.layer != "disagreement" or view.result_b is None or view.result.labels is None:
             return view
+        mask, mask_b = view.result.mask, view.result_b.mask
+        if mask is None or mask_b is None:
+            return view
         from app.inference.metrics import disagreement_map
 
-        return replace(view, display_codes=display_mask(disagreement_map(view.result.mask, view.result_b.mask),
-                                                         view))
+        return replace(view, display_codes=display_mask(disagreement_map(mask, mask_b), view))
 
-    def _tuned(self, threshold: float | None):
-        """(session, min_confidence) for the reader's threshold: a binary or anomaly model's copy with that pixel
-        threshold in its spec (it shares the ONNX Runtime session), or the session and a multi-class model's
-        minimum confidence (app.inference.tuning.with_threshold)."""
-        from app.inference.tuning import with_threshold
-
-        spec, min_confidence = with_threshold(self._model.spec, threshold)
-        if spec is self._model.spec:
-            return self._model, min_confidence
-        model = copy.copy(self._model)
-        model.spec = spec
-        return model, min_confidence
+    def _tuned(self, threshold: float | None) -> tuple[ModelSession, float | None]:
+        """(session, min_confidence) for the reader's threshold (worker_batch.tuned); only with a model loaded."""
+        if self._model is None:
+            raise RuntimeError("no model is loaded")
+        return tuned(self._model, threshold)
 
 
 def _content_sha256(path: Path) -> str:
@@ -388,13 +378,3 @@ def model_b_error_line(model_path: Path, exc: Exception) -> str:
 
     log_exception(log, logging.ERROR, f"model B {model_path.name} failed", exc)
     return unexpected_error_line(model_path.name, exc)
-
-
-def compare_summary(total: int, unreadable: int, failed: int, first: str) -> str:
-    """`3 images compared, 1 could not be read, 1 failed: <the first failure's line>` (Compare all's last word)."""
-    text = f"{total - unreadable - failed} images compared"
-    if unreadable:
-        text += f", {unreadable} could not be read"
-    if failed:
-        text += f", {failed} failed: {first}" if failed == 1 else f", {failed} failed (the first: {first})"
-    return text

@@ -1,32 +1,80 @@
-"""The inference worker's Run on all and review report (a mixin of app.ui.workers.worker.InferenceWorker, on its
-thread): every listed input through the CLI's folder run (app.runs.folder_run.run_folder), with the reader's
-threshold."""
+"""The inference worker's Run on all, review report and Compare all (BatchJobs, a collaborator that
+app.ui.workers.worker.InferenceWorker composes and calls from its slots, on its thread): every listed input through
+the CLI's folder run (app.runs.folder_run.run_folder), with the reader's threshold."""
 
 from __future__ import annotations
 
 import copy
 import logging
 import threading
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING
-
-from PySide6.QtCore import Slot
+from typing import TYPE_CHECKING, Any
 
 from app.runs.plan import Progress
 
 if TYPE_CHECKING:
-    from app.ui.state.messages import ReportRequest, Tuning
+    from PySide6.QtCore import SignalInstance
 
-log = logging.getLogger("app.ui.workers.worker")
+    from app.inference.session import ModelSession
+    from app.inference.spec import ModelSpec
+    from app.runs.folder_run import RunPlan
+    from app.ui.state.messages import ListedInput, ReportRequest, Tuning
+
+log = logging.getLogger(__name__)
 
 
-class BatchSlots:
-    """Slots of InferenceWorker (its sessions, `_tuned`, `_cancel` and batch signals); run on the worker thread."""
+@dataclass(frozen=True)
+class BatchSignals:
+    """The worker's signals the jobs answer on (the window connects to the worker's, so they stay its)."""
 
-    @Slot(list, str, list, object, object)
-    def run_all(self, inputs: list, out_dir: str, save: list, tuning: Tuning | None = None,
-                volumes: dict | None = None) -> None:
+    progress: SignalInstance  # batch_progress
+    finished: SignalInstance  # batch_finished
+    report_finished: SignalInstance
+    agreement: SignalInstance  # agreement_ready
+    compare_finished: SignalInstance
+
+
+def tuned(model: ModelSession, threshold: float | None) -> tuple[ModelSession, float | None]:
+    """(session, min_confidence) for the reader's threshold: a binary or anomaly model's copy with that pixel
+    threshold in its spec (it shares the ONNX Runtime session), or the session and a multi-class model's
+    minimum confidence (app.inference.tuning.with_threshold)."""
+    from app.inference.tuning import with_threshold
+
+    spec, min_confidence = with_threshold(model.spec, threshold)
+    if spec is model.spec:
+        return model, min_confidence
+    tuned_model = copy.copy(model)
+    tuned_model.spec = spec
+    return tuned_model, min_confidence
+
+
+class BatchJobs:
+    """Run on all, the review report and Compare all; the worker passes its sessions with each call and runs
+    these on its own thread. Keeps the CPU session Run on all uses (see _for_batch)."""
+
+    def __init__(self, signals: BatchSignals, *, cancel: threading.Event, session_threads: list[int],
+                 references: dict[Any, Any]) -> None:
+        """`cancel`: the worker's Cancel (set from the GUI thread); `session_threads`: its list of the threads
+        sessions were created on; `references`: its reference folders' indexes (walked once)."""
+        self._signals = signals
+        self._cancel = cancel
+        self._session_threads = session_threads
+        self._references = references
+        self._batch_model: ModelSession | None = None  # CPU: one intra-op thread short (see _for_batch)
+        self.batch_threads: int | None = None
+
+    def forget_session(self) -> None:
+        """A new model: its batch session is opened afresh on the next run."""
+        self._batch_model = None
+
+    @property
+    def session_threads_in_use(self) -> int | None:
+        """Intra-op threads of the separate batch session, None while Run on all uses the interactive one."""
+        return self.batch_threads if self._batch_model is not None else None
+
+    def run_all(self, model: ModelSession | None, options: dict[str, Any] | None, inputs: list[Any], out_dir: str,
+                save: list[str], tuning: Tuning | None = None, volumes: dict[str, Any] | None = None) -> None:
         """Process every input, exporting masks/overlays and the CSV report through the CLI's own folder run
         (app.runs.folder_run), at the reader's threshold and score limit (`tuning`) as the CLI's --threshold
         would; without a folder, the scores and verdicts only (nothing written)."""
@@ -35,29 +83,29 @@ class BatchSlots:
         from app.runs.folder_run import LocalRunner, run_folder
 
         self._cancel.clear()
-        if self._model is None:
-            self.batch_finished.emit(RunSummary(), "no model is loaded")
+        if model is None:
+            self._signals.finished.emit(RunSummary(), "no model is loaded")
             return
         try:
-            model, min_confidence = self._tuned_for_batch(tuning.threshold if tuning is not None else None)
-            plan = _plan(model, inputs, out_dir, save, tuning, volumes, min_confidence=min_confidence)
-            run = run_folder(plan, LocalRunner(model), progress=_Progress(self, model.spec),
+            batch, min_confidence = self._tuned_for_batch(model, options,
+                                                          tuning.threshold if tuning is not None else None)
+            plan = _plan(batch, inputs, out_dir, save, tuning, volumes, min_confidence=min_confidence)
+            run = run_folder(plan, LocalRunner(batch), progress=_Progress(self._signals.progress, batch.spec),
                              should_stop=self._cancel.is_set)
         except SegLensError as exc:
-            self.batch_finished.emit(RunSummary(total=len(inputs)), str(exc))
+            self._signals.finished.emit(RunSummary(total=len(inputs)), str(exc))
             return
         except Exception as exc:  # whatever is raised, the window hears the run ended (no progress bar for ever)
             from app.errors import unexpected_error_line
             from app.logs import log_exception
 
             log_exception(log, logging.ERROR, "run on all failed", exc)  # no folder: paths only at DEBUG
-            self.batch_finished.emit(RunSummary(total=len(inputs)),
-                                     unexpected_error_line(Path(out_dir or "run on all"), exc))
+            self._signals.finished.emit(RunSummary(total=len(inputs)),
+                                        unexpected_error_line(Path(out_dir or "run on all"), exc))
             return
-        self.batch_finished.emit(run.summary, str(run.report or ""))
+        self._signals.finished.emit(run.summary, str(run.report or ""))
 
-    @Slot(object)
-    def export_report(self, request: ReportRequest) -> None:
+    def export_report(self, model: ModelSession | None, request: ReportRequest) -> None:
         """The HTML review report of the request's entries, written atomically to its `report_path`; under
         `anonymize` the rows go by their pseudonyms (the workstation's pseudonym key, as `report --anonymize`)."""
         from app.runs.provenance import RunIdentity
@@ -66,12 +114,12 @@ class BatchSlots:
 
         self._cancel.clear()
         path = Path(request.report_path)
-        if self._model is None:
-            self.report_finished.emit(False, "no model is loaded")
+        if model is None:
+            self._signals.report_finished.emit(False, "no model is loaded")
             return
         try:
             tuning = request.tuning
-            model, min_confidence = self._tuned(tuning.threshold)
+            model, min_confidence = tuned(model, tuning.threshold)
             items = report_items(model, request.entries, tuning, request.reviews, references=self._references,
                                  min_confidence=min_confidence, should_stop=self._cancel.is_set,
                                  anonymize=request.anonymize)
@@ -84,22 +132,23 @@ class BatchSlots:
             from app.logs import log_exception
 
             log_exception(log, logging.ERROR, "the review report failed", exc)
-            self.report_finished.emit(False, failure_line(path, exc))
+            self._signals.report_finished.emit(False, failure_line(path, exc))
             return
-        self.report_finished.emit(True, request.report_path)
+        self._signals.report_finished.emit(True, request.report_path)
 
-    def _tuned_for_batch(self, threshold: float | None):
+    def _tuned_for_batch(self, model: ModelSession, options: dict[str, Any] | None,
+                         threshold: float | None) -> tuple[ModelSession, float | None]:
         """(a copy of the batch session with the reader's threshold in its spec, min_confidence): a copy, so the
         score limit set on it does not reach the interactive session."""
         from app.inference.tuning import with_threshold
 
-        batch = self._for_batch()
+        batch = self._for_batch(model, options)
         spec, min_confidence = with_threshold(batch.spec, threshold)
-        model = copy.copy(batch)
-        model.spec = spec
-        return model, min_confidence
+        tuned_batch = copy.copy(batch)
+        tuned_batch.spec = spec
+        return tuned_batch, min_confidence
 
-    def _for_batch(self):
+    def _for_batch(self, model: ModelSession, options: dict[str, Any] | None) -> ModelSession:
         """The session for Run on all. On the CPU, ONNX Runtime's intra-op threads take every core for each
         `session.run`, and the window's thread then waits for a core: event-loop stalls of 50-70 ms. A second
         session with one thread fewer leaves a core to the window and to the decode/write threads, at about the
@@ -108,25 +157,65 @@ class BatchSlots:
 
         from app.inference.session import open_session
 
-        model = self._model
         threads = (os.cpu_count() or 1) - 1
-        if model.info.on_gpu or (self._options or {}).get("intra_op_threads") or threads < 1:
+        if model.info.on_gpu or (options or {}).get("intra_op_threads") or threads < 1:
             return model  # on a GPU, or threads chosen by the user, or a single core: nothing to leave free
         if self._batch_model is None:
             try:
-                options = {**(self._options or {}), "intra_op_threads": threads}
-                self._batch_model = open_session(model.spec, "cpu", runtime=options, warm_up=False)
-                self._batch_threads = threads
+                runtime = {**(options or {}), "intra_op_threads": threads}
+                self._batch_model = open_session(model.spec, "cpu", runtime=runtime, warm_up=False)
+                self.batch_threads = threads
             except Exception:  # the interactive session works: use it rather than fail the run
                 log.warning("a separate session for Run on all could not be created", exc_info=True)
                 return model
-            self.session_threads.append(threading.get_ident())
+            self._session_threads.append(threading.get_ident())
         return self._batch_model
 
+    def compare_all(self, model: ModelSession | None, model_b: ModelSession | None,
+                    entries: list[ListedInput]) -> None:
+        """Both models on every listed input, for the list's agreement column and sort (a volume measured over
+        every voxel, as `seglens-cli compare`: app.runs.compare); Cancel stops it between images and slices. An
+        input that cannot be read is skipped and counted."""
+        from app.inference.pipeline import Stopped
+        from app.io.discover import InputFile
+        from app.runs.compare import image_agreement, volume_agreement
+
+        self._cancel.clear()
+        finished = self._signals.compare_finished
+        if model is None or model_b is None:
+            finished.emit(False, "load model B first (Model ▸ Compare with another model…)")
+            return
+        failed, unreadable, first = 0, 0, ""
+        for done, entry in enumerate(entries, 1):
+            if self._cancel.is_set():
+                finished.emit(False, f"cancelled after {done - 1} of {len(entries)} images")
+                return
+            try:
+                agreement = volume_agreement(model, model_b, entry.volume, should_stop=self._cancel.is_set) \
+                    if entry.volume is not None else \
+                    image_agreement(model, model_b, InputFile(Path(entry.path), Path(entry.rel)))
+            except Stopped:  # Cancel inside a volume
+                finished.emit(False, f"cancelled after {done - 1} of {len(entries)} images")
+                return
+            except Exception as exc:
+                from app.errors import ImageError
+                from app.logs import private
+
+                line = failure_line(Path(entry.path), exc)
+                private(log, logging.WARNING, entry.path, f"compare: {line}")
+                if isinstance(exc, ImageError):  # the input itself: not something either model did
+                    unreadable += 1
+                else:  # a model failed on it (B's NaN output): said with its line, not as "could not be read"
+                    failed, first = failed + 1, first or line
+                continue
+            self._signals.agreement.emit(entry.path, agreement.metrics.iou, done, len(entries))
+        finished.emit(True, compare_summary(len(entries), unreadable, failed, first))
 
 
-def _plan(model, inputs: list, out_dir: str, save: list, tuning: Tuning | None, volumes: dict | None, *,
-          min_confidence: float | None):
+
+
+def _plan(model: ModelSession, inputs: list[Any], out_dir: str, save: list[str], tuning: Tuning | None,
+          volumes: dict[str, Any] | None, *, min_confidence: float | None) -> RunPlan:
     """The RunPlan of Run on all: the listed inputs (two named alike an error row unless De-identify names them),
     the dialog's volume choices (else the CLI's defaults), the reader's reference folder (as `run --reference`);
     no folder: nothing written, no volume exports."""
@@ -155,14 +244,14 @@ def _plan(model, inputs: list, out_dir: str, save: list, tuning: Tuning | None, 
 class _Progress(Progress):
     """Each finished input to the window (batch_progress), with the reader's decision on its result."""
 
-    def __init__(self, worker, spec) -> None:
-        self.worker, self.spec = worker, spec
+    def __init__(self, signal: SignalInstance, spec: ModelSpec) -> None:
+        self.signal, self.spec = signal, spec
 
-    def outcome(self, outcome, summary) -> None:
+    def outcome(self, outcome: Any, summary: Any) -> None:
         from app.inference.tuning import judge
 
         judged = judge(self.spec, outcome.result) if outcome.result is not None else None
-        self.worker.batch_progress.emit(outcome, copy.copy(summary), judged)
+        self.signal.emit(outcome, copy.copy(summary), judged)
 
 
 def failure_line(path: Path, exc: Exception) -> str:
@@ -176,3 +265,13 @@ def failure_line(path: Path, exc: Exception) -> str:
     log_exception(log, logging.ERROR, f"processing {file_ref(path)} failed", exc)
     log.debug("%s is %s", file_ref(path), path)
     return unexpected_error_line(path, exc)
+
+
+def compare_summary(total: int, unreadable: int, failed: int, first: str) -> str:
+    """`3 images compared, 1 could not be read, 1 failed: <the first failure's line>` (Compare all's last word)."""
+    text = f"{total - unreadable - failed} images compared"
+    if unreadable:
+        text += f", {unreadable} could not be read"
+    if failed:
+        text += f", {failed} failed: {first}" if failed == 1 else f", {failed} failed (the first: {first})"
+    return text

@@ -1,45 +1,71 @@
-"""The inference worker's whole-volume count (a mixin of app.ui.workers.worker.InferenceWorker, on its thread): the
-rest of a volume's slices counted a few at a time between the reader's requests, for the legend's mL."""
+"""The inference worker's whole-volume count (VolumeCounter, a collaborator that
+app.ui.workers.worker.InferenceWorker composes and calls from its slots, on its thread): the rest of a volume's
+slices counted a few at a time between the reader's requests, for the legend's mL."""
 
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
-from PySide6.QtCore import QTimer, Slot
+from PySide6.QtCore import QTimer
 
 if TYPE_CHECKING:
+    from PySide6.QtCore import SignalInstance
+
+    from app.inference.pipeline import Result
+    from app.inference.session import ModelSession
+    from app.runs.volume_fill import VolumeFill
     from app.ui.state.messages import ViewRequest
 
-log = logging.getLogger("app.ui.workers.worker")
+log = logging.getLogger(__name__)
 
 
-class VolumeFillSlots:
-    """Slots of InferenceWorker (its `_model`, `_tuned`, `volume_counted` signal); run on the worker thread."""
+class VolumeCounter:
+    """The count of the volume shown; its steps are queued on the thread that calls `fill` (the worker's)."""
 
-    @Slot(object, object, object)
-    def fill_volume(self, path: str, volume, threshold: float | None) -> None:
+    def __init__(self, tuned: Callable[[float | None], tuple[ModelSession, float | None]], *,
+                 counted: SignalInstance, failed: SignalInstance) -> None:
+        """`tuned`: the worker's session for a threshold; `counted`, `failed`: its volume_counted and
+        volume_count_failed signals (the window connects to the worker's)."""
+        self._tuned = tuned
+        self._counted, self._failed = counted, failed
+        self._fill: VolumeFill | None = None  # of the volume shown, counted between requests
+        self._key: tuple[str, float | None] | None = None  # (path, threshold) it counts for
+
+    def reset(self) -> None:
+        """A new model: nothing counted with the old one is kept."""
+        self._fill = self._key = None
+
+    def fill(self, path: str, volume: Any, threshold: float | None) -> None:
         """Count every slice of `volume` (per-class voxels and mL for the legend) a few slices at a time; a
         request for a picture that arrives meanwhile is served first (each step is queued behind it)."""
-        if self._model is None or volume is None:
-            return
         key = (path, threshold)
-        if self._fill_key != key:
+        fill = self._fill
+        if fill is None or self._key != key:
             from app.runs.volume_fill import VolumeFill
 
             model, min_confidence = self._tuned(threshold)
-            self._fill, self._fill_key = VolumeFill(model, volume, min_confidence=min_confidence), key
-        self._emit_counts(path)
-        if not self._fill.complete:
-            QTimer.singleShot(0, self._fill_step)
+            self._fill = fill = VolumeFill(model, volume, min_confidence=min_confidence)
+            self._key = key
+        self._emit_counts(fill, path)
+        if not fill.complete:
+            QTimer.singleShot(0, self._step)
 
-    def stop_fill(self) -> None:
+    def stop(self) -> None:
         """Called from the GUI thread: the reader left the volume (a plain attribute write)."""
-        self._fill_key = None
+        self._key = None
 
-    def _fill_step(self) -> None:
-        # the key is read once: the GUI thread may drop it (stop_fill) at any moment
-        fill, key = self._fill, self._fill_key
+    def add(self, path: str, threshold: float | None, frame: int, result: Result) -> None:
+        """A slice the reader's request ran: the count need not run it again (when it counts that volume; the
+        full-size mask is made only then)."""
+        fill = self._fill
+        if fill is not None and self._key == (path, threshold) and (mask := result.mask) is not None:
+            fill.add(frame, mask)
+
+    def _step(self) -> None:
+        # the key is read once: the GUI thread may drop it (stop) at any moment
+        fill, key = self._fill, self._key
         if fill is None or key is None or fill.complete:
             return
         try:
@@ -51,19 +77,17 @@ class VolumeFillSlots:
             from app.logs import private
 
             private(log, logging.WARNING, key[0], f"counting {key[0]} failed: {fill.failure_line()}")
-        if self._fill is fill and self._fill_key == key:
-            self._emit_counts(key[0])
+        if self._fill is fill and self._key == key:
+            self._emit_counts(fill, key[0])
             if not fill.complete:
-                QTimer.singleShot(0, self._fill_step)
+                QTimer.singleShot(0, self._step)
 
-    def _emit_counts(self, path: str) -> None:
+    def _emit_counts(self, fill: VolumeFill, path: str) -> None:
         """The legend's counts so far, or, once a slice failed, why the count failed (no partial figures)."""
-        fill = self._fill
         if fill.failure is not None:
-            self.volume_count_failed.emit(path, fill.failure_line())
+            self._failed.emit(path, fill.failure_line())
             return
-        self.volume_counted.emit(path, fill.done, fill.total, fill.totals(), fill.millilitres())
-
+        self._counted.emit(path, fill.done, fill.total, fill.totals(), fill.millilitres())
 
 
 def decode_request(request: ViewRequest):
