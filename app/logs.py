@@ -6,6 +6,8 @@ import logging
 import os
 from pathlib import Path
 
+from app.spelling import shown, spelt
+
 APP_NAME = "SegLens"
 _FORMAT = "%(asctime)s %(levelname)-7s %(threadName)s %(name)s: %(message)s"
 
@@ -100,52 +102,12 @@ def private(logger: logging.Logger, level: int, path: object, message: str) -> N
     cell's: a non-UTF-8 byte as \\xNN, a backslash that would read as an escape doubled)."""
     text = str(message)
     folder = Path(str(path)).parent
-    for controls in (_ALL_CONTROLS, _TERMINAL_CONTROLS, None):  # the escaped forms first: raw may be inside one
-        text = text.replace(_spelt(path, controls), file_ref(path))
+    for spelling in (spelt, shown, str):  # escaped forms first: raw may be inside one
+        text = text.replace(spelling(str(path)), file_ref(path))
         if len(folder.parts) > 1:  # not "/" or "."
-            text = text.replace(_spelt(folder, controls), f"folder of {file_ref(path)}")
+            text = text.replace(spelling(str(folder)), f"folder of {file_ref(path)}")
     logger.log(level, "%s", text)
     logger.debug("%s is %s", file_ref(path), path)
-
-
-# A copy of app.errors.spelt (the log sits in errors's layer and may not import it; tests/test_logs.py holds the
-# two to one spelling): a file name's byte that is not UTF-8 → \xNN, another lone surrogate and a C1 control →
-# \uNNNN, a C0 control `controls` names → \xNN, a backslash that would read as such an escape → \\ (not on
-# Windows, where it is the separator).
-_ALL_CONTROLS = "[\x00-\x1f\x7f-\x9f]"
-_TERMINAL_CONTROLS = "[\x00-\x08\x0b-\x1f\x7f-\x9f]"  # what app.errors.shown escapes: all but tab and newline
-_LOOKS_ESCAPED = r"x[0-9a-f]{2}|u[0-9a-f]{4}"
-
-
-def _escaped(text: object, *, controls: bool = False) -> str:
-    """`text` as app.errors.shown prints it (`controls=True`: as app.errors.spelt writes a report cell)."""
-    return _spelt(text, _ALL_CONTROLS if controls else _TERMINAL_CONTROLS)
-
-
-def _spelt(text: object, controls: str | None) -> str:
-    import re
-
-    text = str(text)
-    if controls is None:
-        return text
-    escaped = re.compile("[\ud800-\udfff]|" + controls)
-    looks_escaped = re.compile(_LOOKS_ESCAPED)
-    doubled = os.sep == "/"
-    out = []
-    for i, char in enumerate(text):
-        code = ord(char)
-        if 0xDC80 <= code <= 0xDCFF:
-            out.append(f"\\x{code - 0xDC00:02x}")
-        elif 0xD800 <= code <= 0xDFFF or (0x80 <= code <= 0x9F and escaped.match(char)):
-            out.append(f"\\u{code:04x}")
-        elif escaped.match(char):
-            out.append(f"\\x{code:02x}")
-        elif char == "\\" and doubled and i + 1 < len(text) and (
-                text[i + 1] == "\\" or escaped.match(text[i + 1]) or looks_escaped.match(text, i + 1)):
-            out.append("\\\\")
-        else:
-            out.append(char)
-    return "".join(out)
 
 
 def log_exception(logger: logging.Logger, level: int, message: str, exc: BaseException) -> None:
