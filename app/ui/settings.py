@@ -23,10 +23,29 @@ def restore(window: MainWindow, settings: QSettings) -> None:
     if geometry is not None:
         window.restoreGeometry(geometry)
     else:
-        window.resize(*DEFAULT_SIZE)
+        window.resize(*first_size(_available(window)))
     window.panel.controls.set_opacity(float(cast(float, settings.value("opacity", 0.5))))  # a number, or its text
     contour = settings.value("contour", False, bool)
     window.panel.controls.set_mode(DisplayMode.CONTOUR if contour else DisplayMode.FILLED)
+
+
+def first_size(available: tuple[int, int] | None) -> tuple[int, int]:
+    """The window's size on a first start: the default, shrunk to the screen's free area where that is smaller (on a
+    1280×720 laptop the 1500×900 default put the side panel off the screen)."""
+    if available is None:
+        return DEFAULT_SIZE
+    return min(DEFAULT_SIZE[0], available[0]), min(DEFAULT_SIZE[1], available[1])
+
+
+def _available(window: MainWindow) -> tuple[int, int] | None:
+    from PySide6.QtGui import QGuiApplication
+
+    screen = window.screen() or QGuiApplication.primaryScreen()
+    if screen is None:
+        return None
+    free = screen.availableGeometry()
+    frame = window.frameGeometry().size() - window.geometry().size()  # title bar and borders, once shown
+    return free.width() - max(frame.width(), 0), free.height() - max(frame.height(), 40)
 
 
 def model(settings: QSettings) -> Path | None:
