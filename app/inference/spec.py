@@ -84,6 +84,47 @@ class PostprocessSpec:
 
 
 @dataclass(frozen=True)
+class Normalize3D:
+    """How a 3D model's input voxels are normalised (the sidecar's input.normalize)."""
+
+    kind: str  # "ct" | "zscore" | "scale"
+    clip: tuple[float, float] | None = None  # ct: clip to [lo, hi] (HU) before (x - mean) / std
+    mean: float = 0.0  # ct: the training set's mean; scale: see below
+    std: float = 1.0
+    nonzero: bool = False  # zscore: statistics over non-zero voxels only (nnU-Net's use_mask_for_norm), else all
+    scale: float = 1.0  # "scale": the existing input.scale/mean/std: (x * scale - mean) / std
+
+
+@dataclass(frozen=True)
+class Tile3D:
+    """The 3D sliding window's options (the sidecar's input.tile on a 3D model)."""
+
+    overlap: float = 0.5  # step = patch × (1 − overlap), the last window shifted inside (MONAI's rule)
+    blend: str = "gaussian"  # "gaussian" (σ = sigma_scale × patch, MONAI's compute_importance_map) | "constant"
+    batch: int = 1  # patches per session.run (needs a dynamic batch axis for > 1)
+    sigma_scale: float = 0.125
+
+
+@dataclass(frozen=True)
+class VolumeInputSpec:
+    """What a 3D model needs of a volume: its patch, spacing, axes, normalisation, tiling and TTA."""
+
+    patch: tuple[int, int, int]  # D, H, W of one patch: the fixed input's, else the sidecar's input.patch
+    spacing: tuple[float, float, float] | None  # mm along the tensor's D, H, W; None: the volume's own (no resampling)
+    # "native" (the volume as stored: [slice, row, column] — SimpleITK's and nnU-Net's array order) or a 3-letter
+    # code like "RAS", "LPS", "SPL": letter n is the patient direction tensor axis n (D, H, W) increases toward
+    axes: str
+    normalize: Normalize3D
+    tile: Tile3D
+    # mirrored spatial axes (0 = D, 1 = H, 2 = W) for test-time augmentation, every combination of them averaged
+    # (8 passes for all three); () = off
+    tta: tuple[int, ...] = ()
+    # True: the whole (resampled, padded to the divisor) volume in one run (dynamic models only; the CLI's --no-tile)
+    whole: bool = False
+    size_divisor: int = 1  # input.size_divisor: a whole-volume run pads each side to a multiple
+
+
+@dataclass(frozen=True)
 class ModelSpec:
     path: Path
     sidecar: Path | None
@@ -102,6 +143,12 @@ class ModelSpec:
     producer: str = ""
     verdict: tuple[Rule, ...] | None = None  # the sidecar's `verdict.fail_if`; None: no verdict section
     classes_file: Path | None = None  # the sidecar's `classes_file:`, resolved; the names are in `classes`
+    volume: VolumeInputSpec | None = None  # a 3D model's volume input (layout "NCDHW"); None for every 2D model
+
+    @property
+    def is_3d(self) -> bool:
+        """True for a 3D (volumetric, 5-D input) model."""
+        return self.volume is not None
 
     @property
     def class_names(self) -> tuple[str, ...]:
