@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from PySide6.QtCore import QObject
 
-from app.ui.state.messages import ReportRequest
+from app.ui.state.messages import FillRequest, ReportRequest
 from app.ui.workers.worker import InferenceWorker
 
 
@@ -25,5 +25,5 @@ def test_without_a_model_each_job_answers_on_the_workers_signals(qtbot):
     assert run.args[1] == "no model is loaded" and report.args == [False, "no model is loaded"]
     assert compared.args == [False, "load model B first (Model ▸ Compare with another model…)"]
     assert worker.batch_session_threads is None
-    worker.fill_volume("a.nii", object(), None)  # no model: nothing is counted, and nothing is raised
+    worker.fill_volume(FillRequest("a.nii", object(), None))  # no model: nothing is counted, and nothing is raised
     worker.stop_fill()

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 from PySide6.QtCore import QObject, Signal
 
 if TYPE_CHECKING:
+    from app.ui.state.messages import VolumeCount, VolumeCountFailed
     from app.ui.state.view_state import ViewState
     from app.ui.widgets.file_list import FileList
     from app.ui.widgets.panels import SidePanel
@@ -18,7 +19,7 @@ if TYPE_CHECKING:
 
 class VolumeView(QObject):
     slice_wanted = Signal(object, int)  # path (str; never a QString), slice: the window shows it (show_path)
-    fill_requested = Signal(object, object, object)  # path, Volume, threshold: the worker counts the whole volume
+    fill_requested = Signal(object)  # messages.FillRequest: the worker counts the whole volume
 
     def __init__(self, state: ViewState, *, files: FileList, viewer: ImageViewer, slices: SliceBar,
                  panel: SidePanel, worker: InferenceWorker, parent: QObject | None = None) -> None:
@@ -66,12 +67,14 @@ class VolumeView(QObject):
                 or model.spec.task != "segmentation":
             return
         self._counted = path
-        self.fill_requested.emit(path, volume, shown.tuning.threshold)
+        from app.ui.state.messages import FillRequest
 
-    def _on_counted(self, path: str, done: int, total: int, voxels, millilitres) -> None:
-        if path == self._files.current_path() and path == self._counted:
-            self._panel.legend.set_volume(millilitres, done, total, voxels)
+        self.fill_requested.emit(FillRequest(path, volume, shown.tuning.threshold))
 
-    def _on_count_failed(self, path: str, why: str) -> None:
-        if path == self._files.current_path() and path == self._counted:
-            self._panel.legend.set_volume_failed(why)
+    def _on_counted(self, count: VolumeCount) -> None:
+        if count.path == self._files.current_path() and count.path == self._counted:
+            self._panel.legend.set_volume(count.millilitres, count.done, count.total, count.voxels)
+
+    def _on_count_failed(self, failed: VolumeCountFailed) -> None:
+        if failed.path == self._files.current_path() and failed.path == self._counted:
+            self._panel.legend.set_volume_failed(failed.why)

@@ -195,3 +195,33 @@ class ReportRequest:
     model_sha256: str
     seglens_version: str
     anonymize: bool = False
+
+
+@dataclass(frozen=True)
+class FillRequest:
+    """The window asks the worker to count every slice of the volume shown (the legend's whole-volume mL), at
+    the reader's `threshold` (None = the model's own)."""
+
+    path: str
+    volume: Volume
+    threshold: float | None = None
+
+
+@dataclass(frozen=True)
+class VolumeCount:
+    """The worker's whole-volume count so far: `done` of `total` slices, the voxels per label value and their
+    mL (None: the files carry no voxel size)."""
+
+    path: str
+    done: int
+    total: int
+    voxels: np.ndarray
+    millilitres: np.ndarray | None = None
+
+
+@dataclass(frozen=True)
+class VolumeCountFailed:
+    """The whole-volume count stopped at a slice that failed: `why` is `slice 3 of 40 failed: …`."""
+
+    path: str
+    why: str

@@ -24,7 +24,15 @@ from app.ui.workers.worker_volumes import VolumeCounter, decode_request
 
 if TYPE_CHECKING:  # messages loads in the slots, after the window shows (its dataclasses cost ~4 ms)
     from app.inference.session import ModelSession, SessionInfo
-    from app.ui.state.messages import ListedInput, ReportRequest, RetuneRequest, Tuning, ViewRequest, ViewResult
+    from app.ui.state.messages import (
+        FillRequest,
+        ListedInput,
+        ReportRequest,
+        RetuneRequest,
+        Tuning,
+        ViewRequest,
+        ViewResult,
+    )
 
 log = logging.getLogger(__name__)
 
@@ -49,9 +57,8 @@ class InferenceWorker(QObject):
     model_b_failed = Signal(str)
     agreement_ready = Signal(object, float, int, int)  # path, B's mean IoU against A, done, total (compare_all)
     compare_finished = Signal(bool, str)  # completed?, a one-line summary or why it stopped
-    volume_counted = Signal(object, int, int, object, object)  # path, slices counted, slices in all, voxels per
-    # label value (numpy), mL per label value (None without spacing): the whole-volume legend (fill_volume)
-    volume_count_failed = Signal(object, str)  # path, `slice 3 of 40 failed: why` (VolumeFill.failure_line)
+    volume_counted = Signal(object)  # messages.VolumeCount: the whole-volume legend so far (fill_volume)
+    volume_count_failed = Signal(object)  # messages.VolumeCountFailed: the slice that failed, and why
 
     def __init__(self, *, latest: LatestRequest | None = None, latest_tune: LatestRequest | None = None) -> None:
         """`latest`, `latest_tune`: the window's holders of the newest view and retune ids (ViewState), shared so
@@ -225,11 +232,11 @@ class InferenceWorker(QObject):
         """Both models on every listed input (worker_batch.BatchJobs.compare_all)."""
         self._jobs.compare_all(self._model, self._model_b, entries)
 
-    @Slot(object, object, object)
-    def fill_volume(self, path: str, volume: Any, threshold: float | None) -> None:
+    @Slot(object)
+    def fill_volume(self, request: FillRequest) -> None:
         """Count every slice of the volume shown, between requests (worker_volumes.VolumeCounter.fill)."""
-        if self._model is not None and volume is not None:
-            self._volumes.fill(path, volume, threshold)
+        if self._model is not None:
+            self._volumes.fill(request)
 
     @Slot(object)
     def process_view(self, request: ViewRequest) -> None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from PySide6.QtCore import QTimer
 
@@ -16,7 +16,7 @@ if TYPE_CHECKING:
     from app.inference.pipeline import Result
     from app.inference.session import ModelSession
     from app.runs.volume_fill import VolumeFill
-    from app.ui.state.messages import ViewRequest
+    from app.ui.state.messages import FillRequest, ViewRequest
 
 log = logging.getLogger(__name__)
 
@@ -37,9 +37,10 @@ class VolumeCounter:
         """A new model: nothing counted with the old one is kept."""
         self._fill = self._key = None
 
-    def fill(self, path: str, volume: Any, threshold: float | None) -> None:
-        """Count every slice of `volume` (per-class voxels and mL for the legend) a few slices at a time; a
-        request for a picture that arrives meanwhile is served first (each step is queued behind it)."""
+    def fill(self, request: FillRequest) -> None:
+        """Count every slice of the request's volume (per-class voxels and mL for the legend) a few slices at a
+        time; a request for a picture that arrives meanwhile is served first (each step is queued behind it)."""
+        path, volume, threshold = request.path, request.volume, request.threshold
         key = (path, threshold)
         fill = self._fill
         if fill is None or self._key != key:
@@ -84,10 +85,12 @@ class VolumeCounter:
 
     def _emit_counts(self, fill: VolumeFill, path: str) -> None:
         """The legend's counts so far, or, once a slice failed, why the count failed (no partial figures)."""
+        from app.ui.state.messages import VolumeCount, VolumeCountFailed
+
         if fill.failure is not None:
-            self._failed.emit(path, fill.failure_line())
+            self._failed.emit(VolumeCountFailed(path, fill.failure_line()))
             return
-        self._counted.emit(path, fill.done, fill.total, fill.totals(), fill.millilitres())
+        self._counted.emit(VolumeCount(path, fill.done, fill.total, fill.totals(), fill.millilitres()))
 
 
 def decode_request(request: ViewRequest):
