@@ -100,8 +100,8 @@ class MainWindow(QMainWindow):
         self.presenter.overlay_shown.connect(self.overlay_shown)
         self.presenter.window_shown.connect(self.window_shown)
         self.files.current_path_changed.connect(self.show_path)
-        self.tuner = Tuner(self.state, presenter=self.presenter, panel=self.panel, files=self.files,
-                           settings=self.settings, parent=self)
+        self.tuner = Tuner(self.state, presenter=self.presenter, decision=self.panel.decision, folder=self.panel.folder,
+                           files=self.files, settings=self.settings, parent=self)
         self.editor = Editor(self.state, viewer=self.viewer, presenter=self.presenter, panel=self.panel.edit,
                              parent=self)
         self.reviewer = Reviewer(self.state, files=self.files, panel=self.panel.review, status=self.status,
@@ -112,13 +112,12 @@ class MainWindow(QMainWindow):
         self.editor.saved.connect(self.references.on_corrected)
         self.editor.refused.connect(lambda message: self.status.showMessage(message, 15000))
         self.editor.mask_changed.connect(self.panel.show_mask_counts)
-        self.panel.decision.split_changed.connect(self.presenter.set_split)
-        controls = self.panel.controls
-        controls.opacity_changed.connect(self.presenter.set_opacity)
-        controls.visible_changed.connect(self.presenter.set_overlay_visible)
-        controls.mode_changed.connect(lambda mode: self.presenter.restyle(mode=mode))
-        self.panel.legend.visibility_changed.connect(lambda hidden: self.presenter.restyle(hidden=hidden))
-        self.panel.image_info.frame_changed.connect(lambda frame: self.show_path(self.files.current_path(), frame))
+        self.panel.split_changed.connect(self.presenter.set_split)
+        self.panel.opacity_changed.connect(self.presenter.set_opacity)
+        self.panel.visible_changed.connect(self.presenter.set_overlay_visible)
+        self.panel.mode_changed.connect(lambda mode: self.presenter.restyle(mode=mode))
+        self.panel.hidden_changed.connect(lambda hidden: self.presenter.restyle(hidden=hidden))
+        self.panel.frame_changed.connect(lambda frame: self.show_path(self.files.current_path(), frame))
         self.viewer.window_dragged.connect(self.presenter.drag_window)
 
     def _start_threads(self) -> None:
@@ -148,6 +147,7 @@ class MainWindow(QMainWindow):
         self.comparer = Comparer(self.state, files=self.files, status=self.status, decision=self.panel.decision,
                                  worker=self.worker, refresh=lambda: self.show_path(self.files.current_path()),
                                  parent=self)
+        self.comparer.model_b_changed.connect(self.presenter.set_model_b)  # B's name on its side of the split
         self.reporter = ReportExporter(self.state, reviewer=self.reviewer, status=self.status, worker=self.worker,
                                        parent=self)
         self.windowing = WindowingWorker(latest=self.state.latest_window)

@@ -42,6 +42,7 @@ class Presenter(QObject):
         self._overlay_b: OverlayImage | None = None  # model B's mask (comparing two models)
         self._joint = False  # the layer on screen is the disagreement of A and B
         self.split: str | None = None  # the split view: None, "raw" (raw | overlay) or "ab" (model A | model B)
+        self._model_b = ""  # model B's file name (comparing two models), for its side of the A ◀▶ B split
 
     # -- pictures --------------------------------------------------------------------------------------
 
@@ -98,10 +99,9 @@ class Presenter(QObject):
         self._panel.show_busy(None)
         self._panel.show_misfit(view.result.warnings)
         self._panel.show_result(view.result, view.class_counts)
-        self._panel.decision.show_verdict(view.judgement)
+        self._panel.show_verdict(view.judgement)
         classes = self._state.model.spec.classes if self._state.model else ()
-        self._panel.decision.show_comparison(view.scored, [info.name for info in classes], view.agreement,
-                                             view.error_b)
+        self._panel.show_comparison(view.scored, [info.name for info in classes], view.agreement, view.error_b)
         self._overlay = None if view.display_mask is None else OverlayImage(view.display_mask, classes)
         self._overlay_b = None if view.display_mask_b is None else OverlayImage(view.display_mask_b, classes)
         self._joint = view.tuning.layer == "disagreement"  # one picture of A and B: both sides of a split show it
@@ -115,7 +115,7 @@ class Presenter(QObject):
         window = window if view.high_range else None
         height, width = view.result.image_hw
         self._status.show_image_size(width, height, window)
-        self._panel.image_info.show_info(view.info, window, view.frame, view.frame_count)
+        self._panel.show_image_info(view.info, window, view.frame, view.frame_count)
 
     # -- window / level --------------------------------------------------------------------------------
 
@@ -172,6 +172,10 @@ class Presenter(QObject):
         table = self._overlay.color_table(self._state.overlay.hidden) if self._overlay is not None else None
         self._viewer.set_detail(view.full_pixels, view.result.labels, view.display_scale, table)
 
+    def set_model_b(self, summary) -> None:
+        """Model B's ModelSummary (None: not comparing), whose name labels B's side of the split."""
+        self._model_b = summary.spec.path.name if summary is not None else ""
+
     def set_split(self, mode: str | None) -> None:
         self.split = mode
         self.repaint_overlay()
@@ -195,7 +199,7 @@ class Presenter(QObject):
         mode = None if self._editing is not None or (self.split == "ab" and split_b is None) else self.split
         model = self._state.model.spec.path.name if self._state.model else ""
         names: dict[str | None, tuple[str, str]] = {
-            "raw": ("raw image", "overlay"), "ab": (f"A · {model}", f"B · {self._panel.decision.model_b}")}
+            "raw": ("raw image", "overlay"), "ab": (f"A · {model}", f"B · {self._model_b}")}
         self._viewer.set_split(mode, split_b, names.get(mode, ("", "")))
         self._show_detail(mode, contour)
         if self._editing is not None:

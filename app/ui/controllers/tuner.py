@@ -23,29 +23,30 @@ if TYPE_CHECKING:
     from app.ui.controllers.presenter import Presenter
     from app.ui.state.messages import ViewResult
     from app.ui.state.view_state import ViewState
+    from app.ui.widgets.decision import DecisionControls, FolderScores
     from app.ui.widgets.file_list import FileList
-    from app.ui.widgets.panels import SidePanel
 
 
 class Tuner(QObject):
     retune_requested = Signal(object)  # messages.RetuneRequest, to the inference worker
     retuned_shown = Signal(object)  # path (str), once a retuned overlay is on screen
 
-    def __init__(self, state: ViewState, *, presenter: Presenter, panel: SidePanel, files: FileList,
-                 settings: QSettings, parent: QObject | None = None) -> None:
+    def __init__(self, state: ViewState, *, presenter: Presenter, decision: DecisionControls, folder: FolderScores,
+                 files: FileList, settings: QSettings, parent: QObject | None = None) -> None:
+        """`decision`: the panel's threshold, layer and verdict; `folder`: its histogram after Run on all."""
         super().__init__(parent)
         self._state = state
         self._presenter = presenter
-        self._panel = panel
+        self._decision = decision
+        self._folder = folder
         self._files = files
         self._settings = settings
         self.model_sha256 = ""  # of the model loaded: the key of what is remembered for it
-        decision = panel.decision
         decision.threshold_changed.connect(self._on_threshold)
         decision.layer_changed.connect(lambda layer: self.tune(layer=layer))
         decision.class_changed.connect(lambda index: self.tune(class_index=index))
-        panel.folder.limit_moved.connect(self._on_limit)
-        panel.folder.limit_reset.connect(lambda: self._on_limit(None))
+        folder.limit_moved.connect(self._on_limit)
+        folder.limit_reset.connect(lambda: self._on_limit(None))
 
     def model_ready(self, model_sha256: str, spec) -> None:
         """A new model (its file's SHA-256): its remembered threshold and score limit (or its own), the mask layer,
@@ -54,7 +55,7 @@ class Tuner(QObject):
         threshold = remembered.threshold(self._settings, model_sha256)
         limit = remembered.score_limit(self._settings, model_sha256)
         self._state.set_tuning(threshold=threshold, score_limit=limit, layer="mask", class_index=None)
-        self._panel.decision.set_model(spec, threshold)
+        self._decision.set_model(spec, threshold)
 
     def tune(self, **changes) -> None:
         request = self._state.set_tuning(**changes)
@@ -107,9 +108,9 @@ class Tuner(QObject):
         rule = score_rule(spec) if spec is not None else None
         limit = self._limit(rule)
         passed, rejected = self._counts()
-        self._panel.folder.show_scores(self._state.folder_scores(), limit, rule.inclusive if rule else True,
-                                       passed, rejected)
-        self._panel.folder.show_limit(limit, own=self._state.tuning.score_limit is None)
+        self._folder.show_scores(self._state.folder_scores(), limit, rule.inclusive if rule else True, passed,
+                                 rejected)
+        self._folder.show_limit(limit, own=self._state.tuning.score_limit is None)
 
     def _on_threshold(self, threshold: float | None) -> None:
         remembered.save_threshold(self._settings, self.model_sha256, threshold)
@@ -135,10 +136,7 @@ class Tuner(QObject):
         return sum(1 for v in judged if v.ok), sum(1 for v in judged if not v.ok)
 
     def _show_counts(self) -> None:
-        if self._panel.folder.isVisible():
-            from app.inference.tuning import score_rule
+        from app.inference.tuning import score_rule
 
-            rule = score_rule(self._state.model.spec) if self._state.model else None
-            self._panel.folder.histogram.set_limit(self._limit(rule))
-            self._panel.folder.show_counts(*self._counts(), self._limit(rule))
-            self._panel.folder.show_limit(self._limit(rule), own=self._state.tuning.score_limit is None)
+        rule = score_rule(self._state.model.spec) if self._state.model else None
+        self._folder.follow_limit(self._limit(rule), *self._counts(), own=self._state.tuning.score_limit is None)

@@ -315,6 +315,15 @@ class FolderScores(QGroupBox):
         self.show_counts(passed, rejected, limit)
         self.setVisible(bool(scores) or bool(passed or rejected))
 
+    def follow_limit(self, limit: float | None, passed: int, rejected: int, *, own: bool) -> None:
+        """A new score limit (and the OK/NG counts it makes) on the histogram shown; hidden (no Run on all yet):
+        nothing to follow."""
+        if self.isHidden():
+            return
+        self.histogram.set_limit(limit)
+        self.show_counts(passed, rejected, limit)
+        self.show_limit(limit, own=own)
+
     def show_counts(self, passed: int, rejected: int, limit: float | None) -> None:
         text = f"{passed} OK · {rejected} NG" if passed or rejected else "no verdict rules"
         if limit is not None:

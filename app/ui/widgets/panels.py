@@ -136,7 +136,18 @@ class ImageInfo(QGroupBox):
 
 
 class SidePanel(QWidget):
-    """The model, the overlay controls, the legend or top-k, and the image's facts; shown through intents."""
+    """The model, the overlay controls, the legend or top-k, and the image's facts; shown through intents.
+
+    What the reader asks for in any of its groups comes out as the panel's own signals, so the window wires the
+    panel, not its children. The groups a controller drives as a whole (decision, folder scores, edit, review) are
+    handed to that controller by the window."""
+
+    split_changed = Signal(object)  # None, "raw" or "ab" (the decision group's Split box)
+    opacity_changed = Signal(float)
+    visible_changed = Signal(bool)  # the overlay shown or hidden
+    mode_changed = Signal(object)  # DisplayMode
+    hidden_changed = Signal(object)  # frozenset of the class indices the legend hides
+    frame_changed = Signal(int)  # a multi-frame file's frame slider
 
     def __init__(self, parent=None) -> None:
         super().__init__(parent)
@@ -178,6 +189,12 @@ class SidePanel(QWidget):
         layout.addWidget(self.folder)
         layout.addStretch(1)
         self._top_k.hide()
+        self.decision.split_changed.connect(self.split_changed)
+        self.controls.opacity_changed.connect(self.opacity_changed)
+        self.controls.visible_changed.connect(self.visible_changed)
+        self.controls.mode_changed.connect(self.mode_changed)
+        self.legend.visibility_changed.connect(self.hidden_changed)
+        self.image_info.frame_changed.connect(self.frame_changed)
 
     def show_model_loading(self, file_name: str, device: str) -> None:
         self._model_label.setText(f"Loading {_breakable(file_name)} on {plain(device)}…")
@@ -218,6 +235,18 @@ class SidePanel(QWidget):
 
             doubt = uncertainty(result.predictions, self._spec) if self._spec is not None else None
             self._top_k.set_predictions(result.predictions, doubt.short if doubt else "")
+
+    def show_verdict(self, judgement) -> None:
+        """The verdict of the picture shown, its reason and image score (None: clear)."""
+        self.decision.show_verdict(judgement)
+
+    def show_comparison(self, scored, class_names, agreement=None, error_b: str = "") -> None:
+        """The picture against its reference, and model B's agreement with A (DecisionControls.show_comparison)."""
+        self.decision.show_comparison(scored, class_names, agreement, error_b)
+
+    def show_image_info(self, info: dict | None, window: tuple | None, frame: int, frames: int) -> None:
+        """The image's DICOM/16-bit facts, the display window and, for a multi-frame file, its frame."""
+        self.image_info.show_info(info, window, frame, frames)
 
     def show_mask_counts(self, mask) -> None:
         """Pixel counts of a mask being edited."""
