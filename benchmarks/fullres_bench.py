@@ -56,13 +56,13 @@ def viewer_path(model_path: Path, image: Path, runs: int) -> dict[str, float]:
     """The worker's `_view` on this thread (as it runs on its own), then the window's overlay image and a tile."""
     import numpy as np
 
-    from app.ui.state.messages import ViewKey, ViewRequest
+    from app.ui.state.messages import LoadRequest, ViewKey, ViewRequest
     from app.ui.widgets.detail import TILE
     from app.ui.widgets.overlay import OverlayImage, indexed_qimage
     from app.ui.workers.worker import InferenceWorker
 
     worker = InferenceWorker()
-    worker.load_model(0, str(model_path), "cpu", "")
+    worker.load_model(LoadRequest(0, str(model_path), "cpu", ""))
     stages: dict[str, list[float]] = {}
     for _ in range(runs):
         request = ViewRequest(worker._latest.issue(), ViewKey(str(image)))

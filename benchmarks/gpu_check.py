@@ -50,7 +50,9 @@ def worker(model_path: str, image: str, device: str = "cuda", timeout_s: float =
     receiver = _receiver(work, latest, image, app)
     thread.start()
     work.note_image_waiting()  # as the window does when an image is open before the model is ready
-    receiver.load.emit(1, model_path, device, "")
+    from app.ui.state.messages import LoadRequest
+
+    receiver.load.emit(LoadRequest(1, model_path, device, ""))
     QTimer.singleShot(int(float(timeout_s) * 1000), lambda: receiver.fail(f"no result in {timeout_s} s"))
     app.exec()
     thread.quit()
@@ -75,7 +77,7 @@ def _receiver(work, latest, image: str, app):
     from app.ui.state.messages import ViewKey, ViewRequest
 
     class Receiver(QObject):
-        load = Signal(int, str, str, str)
+        load = Signal(object)  # LoadRequest
         process = Signal(object)  # ViewRequest
 
         def __init__(self) -> None:
@@ -83,14 +85,14 @@ def _receiver(work, latest, image: str, app):
             self.facts: dict = {}
             self.started = time.perf_counter()
 
-        @Slot(int, object)
-        def on_model(self, _generation: int, summary) -> None:
+        @Slot(object)
+        def on_model(self, summary) -> None:
             self.facts.update(provider=summary.info.provider, fallback_reason=summary.info.fallback_reason,
                               model_ready_ms=round((time.perf_counter() - self.started) * 1000, 1))
             self.process.emit(ViewRequest(latest.issue(), ViewKey(image, 0)))
 
-        @Slot(int, object)
-        def on_result(self, _request: int, view) -> None:
+        @Slot(object)
+        def on_result(self, view) -> None:
             memory = gpu_memory(0)
             mask = view.display_mask
             self.facts.update(
@@ -102,13 +104,13 @@ def _receiver(work, latest, image: str, app):
                 and threading.get_ident() not in work.session_threads)
             app.quit()
 
-        @Slot(int, str)
-        def on_model_failed(self, _generation: int, message: str) -> None:
-            self.fail(message)
+        @Slot(object)
+        def on_model_failed(self, failed) -> None:  # ModelFailed
+            self.fail(failed.message)
 
-        @Slot(int, str, str)
-        def on_failed(self, _request: int, _path: str, message: str) -> None:
-            self.fail(message)
+        @Slot(object)
+        def on_failed(self, failed) -> None:  # ViewFailed
+            self.fail(failed.message)
 
         def fail(self, message: str) -> None:
             self.facts.setdefault("error", message)

@@ -10,6 +10,13 @@ import pytest
 from PySide6.QtCore import QObject, Signal
 
 from app.ui.controllers.comparer import Comparer
+from app.ui.state.messages import (
+    AgreementMeasured,
+    CompareAllRequest,
+    CompareFinished,
+    ModelBFailed,
+    ModelBRequest,
+)
 from app.ui.state.view_state import ViewState
 from app.ui.widgets.decision import DecisionControls
 from app.ui.widgets.file_list import FileList
@@ -20,20 +27,20 @@ class FakeWorker(QObject):
     """The InferenceWorker's model-B face: its four answers as signals, its two slots recording what was asked."""
 
     model_b_ready = Signal(object)
-    model_b_failed = Signal(str)
-    agreement_ready = Signal(object, float, int, int)
-    compare_finished = Signal(bool, str)
+    model_b_failed = Signal(object)  # ModelBFailed
+    agreement_ready = Signal(object)  # AgreementMeasured
+    compare_finished = Signal(object)  # CompareFinished
 
     def __init__(self) -> None:
         super().__init__()
-        self.loads: list[tuple[str, str, str]] = []
-        self.compared: list[list] = []
+        self.loads: list[ModelBRequest] = []
+        self.compared: list[CompareAllRequest] = []
 
-    def load_model_b(self, path: str, device: str, runtime: str) -> None:
-        self.loads.append((path, device, runtime))
+    def load_model_b(self, request: ModelBRequest) -> None:
+        self.loads.append(request)
 
-    def compare_all(self, entries: list) -> None:
-        self.compared.append(entries)
+    def compare_all(self, request: CompareAllRequest) -> None:
+        self.compared.append(request)
 
 
 @pytest.fixture
@@ -52,7 +59,8 @@ def rig(qtbot):
 def test_open_asks_the_worker_for_model_b_on_the_device_and_runtime(rig):
     rig.comparer.open(Path("models") / "b.onnx", device="cuda", runtime="tensorrt=true")
     rig.comparer.open(None, device="cpu", runtime="")
-    assert rig.worker.loads == [(str(Path("models") / "b.onnx"), "cuda", "tensorrt=true"), ("", "cpu", "")]
+    assert rig.worker.loads == [ModelBRequest(str(Path("models") / "b.onnx"), "cuda", "tensorrt=true"),
+                                ModelBRequest("", "cpu", "")]
     assert rig.messages == ["Loading b.onnx to compare with…"]  # stopping says nothing until the worker answers
 
 
@@ -73,16 +81,16 @@ def test_model_b_ready_enables_b_in_the_panel_says_where_it_runs_and_shows_again
 def test_compare_all_records_agreements_and_says_how_it_ended(qtbot, rig):
     rig.comparer.compare_all()
     assert rig.worker.compared == []  # nothing listed: nothing asked
-    rig.worker.agreement_ready.emit("/data/a.png", 0.75, 1, 2)
+    rig.worker.agreement_ready.emit(AgreementMeasured("/data/a.png", 0.75, 1, 2))
     assert rig.state.agreements == {"/data/a.png": 0.75}
     with qtbot.waitSignal(rig.comparer.compare_finished) as finished:
-        rig.worker.compare_finished.emit(True, "2 compared, mean IoU 0.750")
+        rig.worker.compare_finished.emit(CompareFinished(True, "2 compared, mean IoU 0.750"))
     assert finished.args == [True, "2 compared, mean IoU 0.750"]
     assert rig.messages == ["Compare on all: 2 compared, mean IoU 0.750"]
 
 
 def test_model_b_failure_is_said_in_one_line(qtbot, rig):
     with qtbot.waitSignal(rig.comparer.model_b_failed) as failed:
-        rig.worker.model_b_failed.emit("b.onnx: not an ONNX model")
+        rig.worker.model_b_failed.emit(ModelBFailed("b.onnx: not an ONNX model"))
     assert failed.args == ["b.onnx: not an ONNX model"]
     assert rig.messages == ["Not comparing: b.onnx: not an ONNX model"]

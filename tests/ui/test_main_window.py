@@ -476,7 +476,7 @@ def test_a_tiled_model_reports_tile_progress_and_gives_a_full_size_mask(qtbot, m
     Image.fromarray(image).save(tmp_path / "big.png")
     window = make_main_window(model)
     ticks = []
-    window.worker.tile_progress.connect(lambda _path, done, total: ticks.append((done, total)))
+    window.worker.tile_progress.connect(lambda tiles: ticks.append((tiles.done, tiles.total)))
     with qtbot.waitSignal(window.overlay_shown, timeout=TIMEOUT):
         window.add_paths([tmp_path / "big.png"])
     assert ticks and ticks[-1][0] == ticks[-1][1] > 1  # every tile, reported as it went

@@ -10,7 +10,7 @@ from PySide6.QtCore import QObject, Signal, Slot
 from PySide6.QtGui import QImage
 
 from app.io.window import apply_window, auto_window
-from app.ui.state.messages import ViewKey, WindowRequest
+from app.ui.state.messages import ViewKey, WindowFailed, WindowRequest
 from app.ui.state.view_state import LatestRequest
 from app.ui.workers.threads import start_worker_thread, stop_thread
 from app.ui.workers.windowing import WindowingWorker
@@ -35,9 +35,9 @@ class Window(QObject):
         self.rendered.append(windowed)
         self.threads.add(threading.get_ident())
 
-    @Slot(int, str)
-    def on_failed(self, request_id: int, message: str) -> None:
-        self.failed.append((request_id, message))
+    @Slot(object)
+    def on_failed(self, failed: WindowFailed) -> None:
+        self.failed.append((failed.request_id, failed.message))
 
 
 @pytest.fixture

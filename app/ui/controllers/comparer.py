@@ -11,6 +11,7 @@ from PySide6.QtCore import QObject, Signal
 if TYPE_CHECKING:
     from collections.abc import Callable
 
+    from app.ui.state.messages import AgreementMeasured, CompareFinished, ModelBFailed
     from app.ui.state.view_state import ViewState
     from app.ui.widgets.decision import DecisionControls
     from app.ui.widgets.file_list import FileList
@@ -19,10 +20,10 @@ if TYPE_CHECKING:
 
 
 class Comparer(QObject):
-    model_b_requested = Signal(object, str, str)  # path (str, "" = stop comparing), device, runtime options
+    model_b_requested = Signal(object)  # messages.ModelBRequest, to the worker's load_model_b
     model_b_changed = Signal(object)  # ModelSummary of model B, None when comparing ended
     model_b_failed = Signal(str)
-    compare_all_requested = Signal(list)  # [ListedInput], to the worker's compare_all
+    compare_all_requested = Signal(object)  # messages.CompareAllRequest, to the worker's compare_all
     compare_finished = Signal(bool, str)  # completed?, a one-line summary or why it stopped
 
     def __init__(self, state: ViewState, *, files: FileList, status: StatusBar, decision: DecisionControls,
@@ -46,17 +47,19 @@ class Comparer(QObject):
         """Compare with the model at `path` on `device` (None: stop comparing)."""
         if path:
             self._status.showMessage(f"Loading {Path(path).name} to compare with…")
-        self.model_b_requested.emit(str(path) if path else "", device, runtime)
+        from app.ui.state.messages import ModelBRequest
+
+        self.model_b_requested.emit(ModelBRequest(str(path) if path else "", device, runtime))
 
     def compare_all(self) -> None:
         """Both models on every listed image and volume (View ▸ Sort by agreement then covers the whole folder)."""
-        from app.ui.state.messages import ListedInput
+        from app.ui.state.messages import CompareAllRequest, ListedInput
 
         paths = self._files.paths()
         if paths:
             self._status.start_run(len(paths))
-            self.compare_all_requested.emit([ListedInput(p, self._files.root_and_rel(p)[1], self._files.volume(p))
-                                             for p in paths])
+            self.compare_all_requested.emit(CompareAllRequest(tuple(
+                ListedInput(p, self._files.root_and_rel(p)[1], self._files.volume(p)) for p in paths)))
 
     def _on_model_b(self, summary) -> None:
         self._decision.set_model_b(summary.spec.path.name if summary else None)
@@ -68,15 +71,17 @@ class Comparer(QObject):
         self.model_b_changed.emit(summary)
         self._refresh()
 
-    def _on_model_b_failed(self, message: str) -> None:
+    def _on_model_b_failed(self, failed: ModelBFailed) -> None:
+        message = failed.message
         self._status.showMessage(f"Not comparing: {message}", 20000)
         self.model_b_failed.emit(message)
 
-    def _on_agreement(self, path: str, iou: float, done: int, _total: int) -> None:
-        self._state.agreements[path] = iou
-        self._status.run_progress(done)
+    def _on_agreement(self, measured: AgreementMeasured) -> None:
+        self._state.agreements[measured.path] = measured.iou
+        self._status.run_progress(measured.done)
 
-    def _on_compared(self, completed: bool, message: str) -> None:
+    def _on_compared(self, finished: CompareFinished) -> None:
+        completed, message = finished.completed, finished.message
         self._status.end_run()
         self._status.showMessage(f"Compare on all: {message}", 15000)
         self.compare_finished.emit(completed, message)

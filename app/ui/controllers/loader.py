@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from app.ui.controllers.presenter import Presenter
     from app.ui.controllers.reviewer import Reviewer
     from app.ui.controllers.tuner import Tuner
+    from app.ui.state.messages import ModelFailed, ModelSummary
     from app.ui.state.view_state import ViewState
     from app.ui.widgets.file_list import FileList
     from app.ui.widgets.panels import SidePanel
@@ -28,7 +29,7 @@ log = logging.getLogger(__name__)
 
 
 class ModelLoader(QObject):
-    load_requested = Signal(int, object, str, str)  # generation, model path (str), device, runtime options
+    load_requested = Signal(object)  # messages.LoadRequest, to the worker's load_model
     model_changed = Signal(object)  # ModelSummary
     model_failed = Signal(str)  # message
 
@@ -59,10 +60,12 @@ class ModelLoader(QObject):
         self._status.show_loading(self.path.stem)
         self._panel.show_model_loading(self.path.name, self.device)
         self._presenter.model_switching(f"Loading {self.path.name}…")  # no old overlay under the new title
-        self.load_requested.emit(generation, str(self.path), self.device, self._runtime())
+        from app.ui.state.messages import LoadRequest
 
-    def _on_model_ready(self, generation: int, summary) -> None:
-        if not self._state.model_ready(generation, summary) or self.path is None:
+        self.load_requested.emit(LoadRequest(generation, str(self.path), self.device, self._runtime()))
+
+    def _on_model_ready(self, summary: ModelSummary) -> None:
+        if not self._state.model_ready(summary.generation, summary) or self.path is None:
             return
         spec = summary.spec
         self._loaded(self.path, spec.name)  # loaded from it: worth offering again (a failed one: not)
@@ -77,9 +80,10 @@ class ModelLoader(QObject):
             self._files.set_status(path, "pending")
         self._refresh()
 
-    def _on_model_failed(self, generation: int, message: str) -> None:
-        if not self._state.model_failed(generation):
+    def _on_model_failed(self, failed: ModelFailed) -> None:
+        if not self._state.model_failed(failed.generation):
             return
+        message = failed.message
         private(log, logging.ERROR, self.path, f"model failed: {message}")  # its folder only at DEBUG
         self._status.show_failure(message)
         self._status.showMessage(f"Model error: {message}", 15000)

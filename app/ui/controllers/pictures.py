@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from app.ui.controllers.reviewer import Reviewer
     from app.ui.controllers.tuner import Tuner
     from app.ui.controllers.volume_view import VolumeView
-    from app.ui.state.messages import ViewResult
+    from app.ui.state.messages import TileProgress, ViewFailed, ViewResult, ViewSkipped
     from app.ui.state.view_state import ViewState
     from app.ui.widgets.file_list import FileList
     from app.ui.widgets.status import StatusBar
@@ -102,23 +102,26 @@ class Pictures(QObject):
 
         return self._state.cache.peek(ViewKey(str(path), frame))
 
-    def _on_result(self, request_id: int, view: ViewResult) -> None:
+    def _on_result(self, view: ViewResult) -> None:
         if not self._state.keep(view):
             return  # made by a model that has since been replaced
         self._files.set_status(str(view.path), "done")
         self._tuner.judged(view)
-        if self._state.should_show(request_id, view) and self._tuner.ensure_tuned(view):
+        if self._state.should_show(view.request_id, view) and self._tuner.ensure_tuned(view):
             self._presenter.display(view)
 
-    def _on_tile_progress(self, path: str, done: int, total: int) -> None:
+    def _on_tile_progress(self, tiles: TileProgress) -> None:
+        path, done, total = tiles.path, tiles.done, tiles.total
         if self._state.is_wanted_path(path):  # stepping to another image stops the rest of the tiles
             self._status.showMessage(f"{Path(path).name}: tile {done} of {total}" if done < total else "", 0)
 
-    def _on_skipped(self, _request_id: int, path: str) -> None:
+    def _on_skipped(self, skipped: ViewSkipped) -> None:
+        path = skipped.path
         if not self._state.is_wanted_path(path) and self._files.status(path) == "running":
             self._files.set_status(path, "pending")  # passed over unprocessed: the reader moved on
 
-    def _on_failed(self, _request_id: int, path: str, message: str) -> None:
+    def _on_failed(self, failed: ViewFailed) -> None:
+        path, message = failed.path, failed.message
         private(log, logging.WARNING, path, message)
         self._files.set_status(path, "error", message)
         if self._state.is_wanted_path(path):

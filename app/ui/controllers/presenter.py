@@ -16,7 +16,7 @@ from app.ui.state.view_state import DisplayMode
 if TYPE_CHECKING:
     from PySide6.QtGui import QImage
 
-    from app.ui.state.messages import ViewResult, Window, WindowedImage, WindowRequest
+    from app.ui.state.messages import ViewResult, Window, WindowedImage, WindowFailed, WindowRequest
     from app.ui.state.view_state import ViewState
     from app.ui.widgets.overlay import DifferenceImage, HeatmapImage, OverlayImage
     from app.ui.widgets.panels import SidePanel
@@ -143,8 +143,8 @@ class Presenter(QObject):
             self._present(view, windowed.image, windowed.window)
         self.window_shown.emit(windowed.window)
 
-    def on_window_failed(self, _request_id: int, message: str) -> None:
-        self._status.showMessage(f"Error: {message}", 15000)
+    def on_window_failed(self, failed: WindowFailed) -> None:
+        self._status.showMessage(f"Error: {failed.message}", 15000)
 
     # -- overlay style ---------------------------------------------------------------------------------
 

@@ -10,6 +10,7 @@ from PySide6.QtCore import QObject, Signal
 
 if TYPE_CHECKING:
     from app.ui.controllers.reviewer import Reviewer
+    from app.ui.state.messages import ReportFinished
     from app.ui.state.view_state import ViewState
     from app.ui.widgets.status import StatusBar
     from app.ui.workers.worker import InferenceWorker
@@ -44,7 +45,8 @@ class ReportExporter(QObject):
             self._status.showMessage(f"Writing the review report of {len(request.entries)} image(s){de_identified}…")
             self.report_requested.emit(request)
 
-    def _on_report(self, ok: bool, message: str) -> None:
+    def _on_report(self, finished: ReportFinished) -> None:
+        ok, message = finished.written, finished.report_path or finished.error
         self._status.showMessage(f"Review report written: {message}" if ok else f"Review report not written: "
                                  f"{message}", 20000, folder=Path(message).parent if ok else None)
         self.report_finished.emit(ok, message)

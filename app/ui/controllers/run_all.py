@@ -11,7 +11,7 @@ from PySide6.QtCore import QObject, Signal
 
 if TYPE_CHECKING:
     from app.ui.controllers.tuner import Tuner
-    from app.ui.state.messages import Tuning
+    from app.ui.state.messages import BatchFinished, BatchProgress, Tuning
     from app.ui.state.view_state import ViewState
     from app.ui.widgets.file_list import FileList
     from app.ui.widgets.status import StatusBar
@@ -21,8 +21,7 @@ log = logging.getLogger(__name__)
 
 
 class RunOnAll(QObject):
-    requested = Signal(list, str, list, object, object)  # InputFiles, output folder, what to save, Tuning, volume
-    # export options (VolumeOptions' fields, None: the defaults): to the worker's run_all
+    requested = Signal(object)  # messages.RunAllRequest, to the worker's run_all
     finished = Signal(object, str)  # RunSummary, report path or error
     refused = Signal(str)  # why the chosen output folder cannot take the outputs (nothing was started)
 
@@ -58,14 +57,19 @@ class RunOnAll(QObject):
             return
         self._status.start_run(len(inputs))
         self._tuning = self._state.tuning  # the reader's threshold and score limit, as --threshold would
-        self.requested.emit(inputs, str(out_dir) if out_dir else "", list(save) if out_dir else [], self._tuning,
-                            volumes)
+        from app.runs.volume_run import VolumeOptions
+        from app.ui.state.messages import RunAllRequest
+
+        self.requested.emit(RunAllRequest(tuple(inputs), str(out_dir) if out_dir else "",
+                                          tuple(save) if out_dir else (), self._tuning,
+                                          VolumeOptions(**volumes) if volumes else None))
 
     def cancel(self) -> None:
         self._worker.cancel_batch()  # read by the worker between images: no signal, it is busy running
         self._status.showMessage("Cancelling after the current image…", 5000)
 
-    def on_progress(self, outcome, summary, judgement=None) -> None:
+    def on_progress(self, progress: BatchProgress) -> None:
+        outcome, summary, judgement = progress.outcome, progress.summary, progress.judgement
         path = str(outcome.input.path)
         self._files.set_status(path, "done" if outcome.error is None else "error", outcome.error or "")
         if judgement is not None:
@@ -75,10 +79,11 @@ class RunOnAll(QObject):
             self._state.ious[path] = scored.metrics.iou
         self._status.run_progress(summary.ok + summary.failed)
 
-    def on_finished(self, summary, report: str) -> None:
+    def on_finished(self, finished: BatchFinished) -> None:
+        summary, report = finished.summary, finished.report_path or finished.error
         self._status.end_run()
         state = "cancelled" if summary.cancelled else "done"
-        written = Path(report).name == "seglens_report.csv"  # else `report` says why the run did not start
+        written = bool(finished.report_path)
         where = report or "scores only, nothing written"
         self._status.showMessage(f"Run on all {state}: {summary.ok} ok, {summary.failed} failed — {where}", 20000,
                                  folder=Path(report).parent if written else None)

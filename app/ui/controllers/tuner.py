@@ -72,11 +72,11 @@ class Tuner(QObject):
         self.retune_requested.emit(request)
         return False
 
-    def on_retuned(self, request_id: int, view: ViewResult) -> None:
+    def on_retuned(self, view: ViewResult) -> None:
         if not self._state.keep(view):
             return
         self.judged(view)
-        if not self._state.should_show_retuned(request_id, view):
+        if not self._state.should_show_retuned(view.request_id, view):
             return
         on_screen = self._state.on_screen
         if on_screen is not None and on_screen.key == view.key:

@@ -21,9 +21,12 @@ if TYPE_CHECKING:
     from app.inference.spec import ModelSpec
     from app.inference.tuning import Judgement
     from app.inference.verdict import Verdict
+    from app.io.discover import InputFile
     from app.io.volumes import Volume
     from app.runs.metrics_report import Scored
     from app.runs.review import Review
+    from app.runs.volume_run import VolumeOptions
+    from app.runs.writer import Outcome, RunSummary
 
 Window = tuple[float, float]  # display window (center, width) in the image's real values (HU, 16-bit counts)
 
@@ -90,6 +93,7 @@ class ModelSummary:
     spec: ModelSpec
     info: SessionInfo
     sha256: str = ""  # of the model file, hashed on the worker: what the reader's settings and reviews are kept by
+    generation: int = 0  # the LoadRequest's it answers (model B: 0)
 
 
 @dataclass(frozen=True)
@@ -122,6 +126,7 @@ class ViewResult:
     # pixels per label value 0..255 at the image's size (the legend): exact, or estimated from `display_mask` when
     # the display is downscaled and the image-sized mask was not made (views.display_labels)
     class_counts: np.ndarray | None = None
+    request_id: int = 0  # the ViewRequest (or RetuneRequest) it answers
 
     @property
     def nbytes(self) -> int:
@@ -225,3 +230,152 @@ class VolumeCountFailed:
 
     path: str
     why: str
+
+
+# -- the model: loading it (and model B) ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class LoadRequest:
+    """The window asks the worker to build the session for the model at `model_path` on `device`; `runtime`:
+    "KEY=VALUE;KEY=VALUE" (as --runtime). `generation` is the request's id: the answer (a ModelSummary or a
+    ModelFailed) carries it, and the window ignores an answer for a model it has since replaced."""
+
+    generation: int
+    model_path: str
+    device: str
+    runtime: str = ""
+
+
+@dataclass(frozen=True)
+class ModelFailed:
+    """The model of `generation` could not be loaded: the one-line `message`."""
+
+    generation: int
+    message: str
+
+
+@dataclass(frozen=True)
+class ModelBRequest:
+    """Compare with a second model (Model ▸ Compare with another model): its path ("" = stop comparing)."""
+
+    model_path: str
+    device: str
+    runtime: str = ""
+
+
+@dataclass(frozen=True)
+class ModelBFailed:
+    """Model B could not be loaded, or cannot be compared with A: the one-line `message`."""
+
+    message: str
+
+
+# -- a picture's failure or skip, and a tiled image's progress -----------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ViewFailed:
+    """A ViewRequest or RetuneRequest failed: the path (a str, never a QString) and the one-line message."""
+
+    request_id: int
+    path: str
+    message: str
+
+
+@dataclass(frozen=True)
+class ViewSkipped:
+    """A ViewRequest dropped unprocessed: the window had moved on to another picture."""
+
+    request_id: int
+    path: str
+
+
+@dataclass(frozen=True)
+class TileProgress:
+    """A tiled image (input.resize: tile): `done` of its `total` tiles run."""
+
+    path: str
+    done: int
+    total: int
+
+
+@dataclass(frozen=True)
+class WindowFailed:
+    """The display thread could not window a WindowRequest's pixels: the one-line message."""
+
+    request_id: int
+    message: str
+
+
+# -- work over the whole list: Run on all, the review report, Compare all ------------------------------------------
+
+
+@dataclass(frozen=True)
+class RunAllRequest:
+    """Run on all: every listed input through the CLI's folder run at the reader's `tuning`, exporting `save`
+    ("mask", "overlay", …) into `out_dir` ("" = the scores and verdicts only, nothing written); `volumes`: the
+    dialog's volume exports (None: the CLI's defaults)."""
+
+    inputs: tuple[InputFile, ...]
+    out_dir: str = ""
+    save: tuple[str, ...] = ()
+    tuning: Tuning | None = None
+    volumes: VolumeOptions | None = None
+
+
+@dataclass(frozen=True)
+class BatchProgress:
+    """One input of Run on all finished: its outcome, the run's summary so far (a copy) and the reader's
+    decision on its result (None: it failed)."""
+
+    outcome: Outcome
+    summary: RunSummary
+    judgement: Judgement | None = None
+
+
+@dataclass(frozen=True)
+class BatchFinished:
+    """Run on all ended: its summary, and the CSV report written (`report_path`, "" when nothing was written) or
+    why the run could not start or stopped (`error`)."""
+
+    summary: RunSummary
+    report_path: str = ""
+    error: str = ""
+
+
+@dataclass(frozen=True)
+class ReportFinished:
+    """The review report was written to `report_path`, or not, and `error` says why."""
+
+    report_path: str = ""
+    error: str = ""
+
+    @property
+    def written(self) -> bool:
+        return not self.error
+
+
+@dataclass(frozen=True)
+class CompareAllRequest:
+    """Compare on all: both models on every listed input (a volume over every voxel)."""
+
+    entries: tuple[ListedInput, ...]
+
+
+@dataclass(frozen=True)
+class AgreementMeasured:
+    """Compare on all measured one input: model B's mean IoU against A, `done` of `total`."""
+
+    path: str
+    iou: float
+    done: int
+    total: int
+
+
+@dataclass(frozen=True)
+class CompareFinished:
+    """Compare on all ended (`completed`: not cancelled nor refused), with its one-line summary or why it stopped."""
+
+    completed: bool
+    message: str

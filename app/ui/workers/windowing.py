@@ -23,8 +23,8 @@ log = logging.getLogger(__name__)
 
 
 class WindowingWorker(QObject):
-    rendered = Signal(object)  # WindowedImage
-    failed = Signal(int, str)  # request id, message
+    rendered = Signal(object)  # messages.WindowedImage
+    failed = Signal(object)  # messages.WindowFailed
 
     def __init__(self, *, latest: LatestRequest) -> None:
         super().__init__()
@@ -40,8 +40,10 @@ class WindowingWorker(QObject):
             from app.logs import file_ref, log_exception
 
             log_exception(log, logging.ERROR, f"window/level for {file_ref(request.key.path)} failed", exc)
+            from app.ui.state.messages import WindowFailed
+
             log.debug("%s is %s", file_ref(request.key.path), request.key.path)
-            self.failed.emit(request.request_id, f"window/level failed: {exc}")
+            self.failed.emit(WindowFailed(request.request_id, f"window/level failed: {exc}"))
             return
         self.rendered.emit(windowed)
 

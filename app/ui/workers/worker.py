@@ -24,15 +24,21 @@ from app.ui.workers.worker_volumes import VolumeCounter, decode_request
 
 if TYPE_CHECKING:  # messages loads in the slots, after the window shows (its dataclasses cost ~4 ms)
     from app.inference.session import ModelSession, SessionInfo
+    from app.io.decoded import DecodedImage
+    from app.io.references import ReferenceIndex
     from app.ui.state.messages import (
+        CompareAllRequest,
         FillRequest,
-        ListedInput,
+        LoadRequest,
+        ModelBRequest,
         ReportRequest,
         RetuneRequest,
-        Tuning,
+        RunAllRequest,
+        ViewKey,
         ViewRequest,
         ViewResult,
     )
+
 
 log = logging.getLogger(__name__)
 
@@ -43,20 +49,21 @@ class InferenceWorker(QObject):
     (worker_batch.BatchJobs) and the whole-volume count (worker_volumes.VolumeCounter) are collaborators it
     calls from its slots, on this same thread, answering on its signals."""
 
-    model_ready = Signal(int, object)  # generation, ModelSummary
-    model_failed = Signal(int, str)  # generation, message
-    result_ready = Signal(int, object)  # request id, ViewResult
-    retuned = Signal(int, object)  # retune id, ViewResult decided and drawn again from its kept scores
-    failed = Signal(int, object, str)  # request id, path (str: never a QString, see file_list._path), message
-    skipped = Signal(int, object)  # request id, path: dropped unprocessed, the window had moved on
-    tile_progress = Signal(object, int, int)  # path, tiles done, tiles in all (a tiled image, input.resize: tile)
-    batch_progress = Signal(object, object, object)  # batch.Outcome, batch.RunSummary (a copy), tuning.Judgement
-    batch_finished = Signal(object, str)  # batch.RunSummary, report path or error message
-    report_finished = Signal(bool, str)  # written?, the report's path or the error
+    # each signal carries one typed frozen record of app.ui.state.messages (its request id inside, where it has one)
+    model_ready = Signal(object)  # ModelSummary (its generation: the LoadRequest's)
+    model_failed = Signal(object)  # ModelFailed
+    result_ready = Signal(object)  # ViewResult (its request_id: the ViewRequest's)
+    retuned = Signal(object)  # ViewResult decided and drawn again from its kept scores (request_id: the retune's)
+    failed = Signal(object)  # ViewFailed
+    skipped = Signal(object)  # ViewSkipped: dropped unprocessed, the window had moved on
+    tile_progress = Signal(object)  # TileProgress (a tiled image, input.resize: tile)
+    batch_progress = Signal(object)  # BatchProgress
+    batch_finished = Signal(object)  # BatchFinished
+    report_finished = Signal(object)  # ReportFinished
     model_b_ready = Signal(object)  # ModelSummary of the second model (None: comparing ended)
-    model_b_failed = Signal(str)
-    agreement_ready = Signal(object, float, int, int)  # path, B's mean IoU against A, done, total (compare_all)
-    compare_finished = Signal(bool, str)  # completed?, a one-line summary or why it stopped
+    model_b_failed = Signal(object)  # ModelBFailed
+    agreement_ready = Signal(object)  # AgreementMeasured (compare_all)
+    compare_finished = Signal(object)  # CompareFinished
     volume_counted = Signal(object)  # messages.VolumeCount: the whole-volume legend so far (fill_volume)
     volume_count_failed = Signal(object)  # messages.VolumeCountFailed: the slice that failed, and why
 
@@ -69,12 +76,12 @@ class InferenceWorker(QObject):
         self._latest = latest if latest is not None else LatestRequest()
         self._latest_tune = latest_tune if latest_tune is not None else LatestRequest()
         self._image_waiting = False
-        self._waiting_key = None  # messages.ViewKey of the file picture waiting for the model, decoded once it's built
+        self._waiting_key: ViewKey | None = None  # the file picture waiting for the model, decoded once it's built
         # (ViewKey, DecodedImage, decode ms) of that picture, taken by the next process_view
-        self._decoded: tuple[Any, Any, float] | None = None
+        self._decoded: tuple[ViewKey, DecodedImage, float] | None = None
         self._cancel = threading.Event()
         self.session_threads: list[int] = []  # ident of the thread each session was created on (tests, logs)
-        self._references: dict[Any, Any] = {}  # reference folder -> its ReferenceIndex (walked once)
+        self._references: dict[str, ReferenceIndex] = {}  # reference folder -> its index (walked once)
         self._model_b: ModelSession | None = None  # the second model of Model ▸ Compare with another model
         # plain objects (no thread affinity): they run where the slots calling them run, on this worker's thread
         self._jobs = BatchJobs(BatchSignals(self.batch_progress, self.batch_finished, self.report_finished,
@@ -98,7 +105,7 @@ class InferenceWorker(QObject):
 
     # -- called from the GUI thread --------------------------------------------------------------------
 
-    def note_image_waiting(self, key=None) -> None:
+    def note_image_waiting(self, key: ViewKey | None = None) -> None:
         """An image is waiting for the model being loaded: its own run will warm the session up (one run sooner
         to the first overlay than a run on zeros followed by the image's). `key`: that picture, when it is a
         file's (messages.ViewKey; None for a volume's slice) — decoded here as soon as the session is built,
@@ -115,9 +122,9 @@ class InferenceWorker(QObject):
 
     # -- slots: run on the worker thread ---------------------------------------------------------------
 
-    @Slot(int, object, str, str)
-    def load_model(self, generation: int, model_path: str, device: str, runtime: str) -> None:
-        """Build the session here, on the worker thread. `runtime`: "KEY=VALUE;KEY=VALUE" (as --runtime)."""
+    @Slot(object)
+    def load_model(self, request: LoadRequest) -> None:
+        """Build the session here, on the worker thread."""
         from app.errors import SegLensError
 
         # OpenCV and Pillow too: an extension module's import holds the GIL (and so stalls the GUI) throughout;
@@ -126,8 +133,9 @@ class InferenceWorker(QObject):
         from app.inference.runtime import parse_runtime_arguments
         from app.inference.session import open_session
         from app.inference.spec_builder import load_spec
-        from app.ui.state.messages import ModelSummary
+        from app.ui.state.messages import ModelFailed, ModelSummary
 
+        generation, model_path = request.generation, request.model_path
         self._model = None  # the old sessions are released before the new one takes memory
         self._jobs.forget_session()
         self._volumes.reset()
@@ -135,37 +143,37 @@ class InferenceWorker(QObject):
             self._model_b = None
             self.model_b_ready.emit(None)
         try:
-            options = parse_runtime_arguments([p for p in runtime.split(";") if p.strip()])
+            options = parse_runtime_arguments([p for p in request.runtime.split(";") if p.strip()])
             spec = load_spec(model_path)
             if "device_argmax" not in options and "device_argmax" not in (spec.runtime or {}):
                 # the viewer decides again from kept scores (threshold slider, heatmap): an argmax on the GPU
                 # would leave none. Asked for by the user or the sidecar, it is kept, and the panel says so.
                 options["device_argmax"] = "off"
-            model = open_session(spec, device, runtime=options, warm_up=False)
+            model = open_session(spec, request.device, runtime=options, warm_up=False)
             waiting, self._image_waiting = self._image_waiting, False
             waiting_key, self._waiting_key, self._decoded = self._waiting_key, None, None
             if not waiting:
                 model.warm_up()
         except (SegLensError, ValueError) as exc:
-            self.model_failed.emit(generation, str(exc))
+            self.model_failed.emit(ModelFailed(generation, str(exc)))
             return
         except Exception as exc:
             from app.errors import unexpected_error_line
             from app.logs import log_exception
 
             log_exception(log, logging.ERROR, f"loading the model {Path(model_path).name} failed", exc)
-            self.model_failed.emit(generation, unexpected_error_line(Path(model_path), exc))
+            self.model_failed.emit(ModelFailed(generation, unexpected_error_line(Path(model_path), exc)))
             return
         self._model, self._options = model, options
         self.session_threads.append(threading.get_ident())
         log.info("model %s on %s (requested %s)%s", spec.path.name, model.info.provider, model.info.requested,
                  f": {model.info.fallback_reason}" if model.info.fallback_reason else "")
         # as the session runs it; hashed here, not on the GUI thread (a model is hundreds of MB)
-        self.model_ready.emit(generation, ModelSummary(model.spec, model.info, _content_sha256(spec.path)))
+        self.model_ready.emit(ModelSummary(model.spec, model.info, _content_sha256(spec.path), generation))
         if waiting_key is not None:
             self._decode_ahead(waiting_key)
 
-    def _decode_ahead(self, key) -> None:
+    def _decode_ahead(self, key: ViewKey) -> None:
         """Decode the picture that waited for the model while the window turns `model_ready` into its request
         (~30 ms of GUI work at start-up; the decode releases the GIL). Only a head start: if it fails, the
         request decodes again and reports the failure as it always does."""
@@ -178,9 +186,9 @@ class InferenceWorker(QObject):
             return
         self._decoded = (key, image, decode_ms)
 
-    @Slot(object, str, str)
-    def load_model_b(self, model_path: str, device: str, runtime: str) -> None:
-        """Open (and warm) a second session on this thread, for comparing with the first; "" ends comparing.
+    @Slot(object)
+    def load_model_b(self, request: ModelBRequest) -> None:
+        """Open (and warm) a second session on this thread, for comparing with the first; a path "" ends comparing.
         Both sessions stay loaded: on a GPU both on the device when its memory allows (else the second one's
         SessionInfo says where it runs and why)."""
         from app.errors import SegLensError
@@ -188,9 +196,10 @@ class InferenceWorker(QObject):
         from app.inference.session import open_session
         from app.inference.spec_builder import load_spec
         from app.runs.compare import compare_problem
-        from app.ui.state.messages import ModelSummary
+        from app.ui.state.messages import ModelBFailed, ModelSummary
 
         self._model_b = None
+        model_path = request.model_path
         if not model_path:
             self.model_b_ready.emit(None)
             return
@@ -198,39 +207,38 @@ class InferenceWorker(QObject):
             spec = load_spec(model_path)
             refused = compare_problem(self._model.spec, spec) if self._model is not None else "no model is loaded"
             if refused:
-                self.model_b_failed.emit(refused)
+                self.model_b_failed.emit(ModelBFailed(refused))
                 return
-            options = parse_runtime_arguments([p for p in runtime.split(";") if p.strip()])
+            options = parse_runtime_arguments([p for p in request.runtime.split(";") if p.strip()])
             options.setdefault("device_argmax", "off")  # as for model A: its mask is compared, its scores kept
-            self._model_b = open_session(spec, device, runtime=options)
+            self._model_b = open_session(spec, request.device, runtime=options)
         except (SegLensError, ValueError) as exc:
-            self.model_b_failed.emit(str(exc))
+            self.model_b_failed.emit(ModelBFailed(str(exc)))
             return
         except Exception as exc:
             from app.errors import unexpected_error_line
             from app.logs import log_exception
 
             log_exception(log, logging.ERROR, f"loading model B {Path(model_path).name} failed", exc)
-            self.model_b_failed.emit(unexpected_error_line(Path(model_path), exc))
+            self.model_b_failed.emit(ModelBFailed(unexpected_error_line(Path(model_path), exc)))
             return
         self.session_threads.append(threading.get_ident())
         self.model_b_ready.emit(ModelSummary(spec, self._model_b.info))
 
-    @Slot(list, str, list, object, object)
-    def run_all(self, inputs: list[Any], out_dir: str, save: list[str], tuning: Tuning | None = None,
-                volumes: dict[str, Any] | None = None) -> None:
+    @Slot(object)
+    def run_all(self, request: RunAllRequest) -> None:
         """Run on all (worker_batch.BatchJobs.run_all)."""
-        self._jobs.run_all(self._model, self._options, inputs, out_dir, save, tuning, volumes)
+        self._jobs.run_all(self._model, self._options, request)
 
     @Slot(object)
     def export_report(self, request: ReportRequest) -> None:
         """The review report (worker_batch.BatchJobs.export_report)."""
         self._jobs.export_report(self._model, request)
 
-    @Slot(list)
-    def compare_all(self, entries: list[ListedInput]) -> None:
+    @Slot(object)
+    def compare_all(self, request: CompareAllRequest) -> None:
         """Both models on every listed input (worker_batch.BatchJobs.compare_all)."""
-        self._jobs.compare_all(self._model, self._model_b, entries)
+        self._jobs.compare_all(self._model, self._model_b, request.entries)
 
     @Slot(object)
     def fill_volume(self, request: FillRequest) -> None:
@@ -241,28 +249,31 @@ class InferenceWorker(QObject):
     @Slot(object)
     def process_view(self, request: ViewRequest) -> None:
         """Decode, run and prepare one picture for display, unless the window no longer wants it."""
+        from app.ui.state.messages import ViewFailed, ViewSkipped
+
         path = request.key.path
         decoded, self._decoded = self._decoded, None  # decoded ahead for this first request only
         if not self._latest.is_latest(request.request_id):
-            self.skipped.emit(request.request_id, path)  # don't spend a second on an image nobody looks at
+            self.skipped.emit(ViewSkipped(request.request_id, path))  # don't spend a second on an unseen image
             return
         if self._model is None:
-            self.failed.emit(request.request_id, path, "no model is loaded")
+            self.failed.emit(ViewFailed(request.request_id, path, "no model is loaded"))
             return
         from app.inference.pipeline import Stopped
 
         try:
             view = self._view(request, decoded)
         except Stopped:  # a tiled image the reader moved away from: its remaining tiles are not run
-            self.skipped.emit(request.request_id, path)
+            self.skipped.emit(ViewSkipped(request.request_id, path))
             return
         except Exception as exc:
-            self.failed.emit(request.request_id, path, failure_line(Path(path), exc))
+            self.failed.emit(ViewFailed(request.request_id, path, failure_line(Path(path), exc)))
             return
-        self.result_ready.emit(request.request_id, view)
+        self.result_ready.emit(replace(view, request_id=request.request_id))
 
-    def _view(self, request: ViewRequest, decoded: tuple | None = None) -> ViewResult:
+    def _view(self, request: ViewRequest, decoded: tuple[ViewKey, DecodedImage, float] | None = None) -> ViewResult:
         from app.inference import pipeline
+        from app.ui.state.messages import TileProgress
 
         if decoded is not None and request.volume is None and decoded[0] == request.key:
             _, image, decode_ms = decoded
@@ -271,7 +282,8 @@ class InferenceWorker(QObject):
         model, min_confidence = self._tuned(request.tuning.threshold)
         path = request.key.path
         result = pipeline.run_image(model, image, decode_ms=decode_ms,
-                                    progress=lambda done, total: self.tile_progress.emit(path, done, total),
+                                    progress=lambda done, total: self.tile_progress.emit(TileProgress(path, done,
+                                                                                                      total)),
                                     should_stop=lambda: not self._latest.is_latest(request.request_id))
         if min_confidence is not None:
             result = pipeline.relabel(result, spec=model.spec, min_confidence=min_confidence)
@@ -325,9 +337,11 @@ class InferenceWorker(QObject):
                     view = replace(view, agreement=image_metrics(mask_b, mask_a, model.spec.label_count))
             view = settled(self._compared(decided(view, tuning, model.spec), model.spec))
         except Exception as exc:
-            self.failed.emit(request.request_id, view.key.path, failure_line(view.path, exc))
+            from app.ui.state.messages import ViewFailed
+
+            self.failed.emit(ViewFailed(request.request_id, view.key.path, failure_line(view.path, exc)))
             return
-        self.retuned.emit(request.request_id, view)
+        self.retuned.emit(replace(view, request_id=request.request_id))
 
     def _compared(self, view: ViewResult, spec) -> ViewResult:
         """`view` measured against its reference (a corrected mask in the review folder first, else the reference

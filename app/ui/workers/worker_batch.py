@@ -18,8 +18,10 @@ if TYPE_CHECKING:
 
     from app.inference.session import ModelSession
     from app.inference.spec import ModelSpec
+    from app.io.references import ReferenceIndex
     from app.runs.folder_run import RunPlan
-    from app.ui.state.messages import ListedInput, ReportRequest, Tuning
+    from app.runs.writer import RunSummary
+    from app.ui.state.messages import ListedInput, ReportRequest, RunAllRequest
 
 log = logging.getLogger(__name__)
 
@@ -54,7 +56,7 @@ class BatchJobs:
     these on its own thread. Keeps the CPU session Run on all uses (see _for_batch)."""
 
     def __init__(self, signals: BatchSignals, *, cancel: threading.Event, session_threads: list[int],
-                 references: dict[Any, Any]) -> None:
+                 references: dict[str, ReferenceIndex]) -> None:
         """`cancel`: the worker's Cancel (set from the GUI thread); `session_threads`: its list of the threads
         sessions were created on; `references`: its reference folders' indexes (walked once)."""
         self._signals = signals
@@ -73,49 +75,51 @@ class BatchJobs:
         """Intra-op threads of the separate batch session, None while Run on all uses the interactive one."""
         return self.batch_threads if self._batch_model is not None else None
 
-    def run_all(self, model: ModelSession | None, options: dict[str, Any] | None, inputs: list[Any], out_dir: str,
-                save: list[str], tuning: Tuning | None = None, volumes: dict[str, Any] | None = None) -> None:
+    def run_all(self, model: ModelSession | None, options: dict[str, Any] | None, request: RunAllRequest) -> None:
         """Process every input, exporting masks/overlays and the CSV report through the CLI's own folder run
-        (app.runs.folder_run), at the reader's threshold and score limit (`tuning`) as the CLI's --threshold
-        would; without a folder, the scores and verdicts only (nothing written)."""
+        (app.runs.folder_run), at the reader's threshold and score limit (`request.tuning`) as the CLI's
+        --threshold would; without a folder, the scores and verdicts only (nothing written)."""
         from app.errors import SegLensError
         from app.runs.batch import RunSummary
         from app.runs.folder_run import LocalRunner, run_folder
+        from app.ui.state.messages import BatchFinished
 
         self._cancel.clear()
         if model is None:
-            self._signals.finished.emit(RunSummary(), "no model is loaded")
+            self._signals.finished.emit(BatchFinished(RunSummary(), error="no model is loaded"))
             return
+        tuning = request.tuning
         try:
             batch, min_confidence = self._tuned_for_batch(model, options,
                                                           tuning.threshold if tuning is not None else None)
-            plan = _plan(batch, inputs, out_dir, save, tuning, volumes, min_confidence=min_confidence)
+            plan = _plan(batch, request, min_confidence=min_confidence)
             run = run_folder(plan, LocalRunner(batch), progress=_Progress(self._signals.progress, batch.spec),
                              should_stop=self._cancel.is_set)
         except SegLensError as exc:
-            self._signals.finished.emit(RunSummary(total=len(inputs)), str(exc))
+            self._signals.finished.emit(BatchFinished(RunSummary(total=len(request.inputs)), error=str(exc)))
             return
         except Exception as exc:  # whatever is raised, the window hears the run ended (no progress bar for ever)
             from app.errors import unexpected_error_line
             from app.logs import log_exception
 
             log_exception(log, logging.ERROR, "run on all failed", exc)  # no folder: paths only at DEBUG
-            self._signals.finished.emit(RunSummary(total=len(inputs)),
-                                        unexpected_error_line(Path(out_dir or "run on all"), exc))
+            line = unexpected_error_line(Path(request.out_dir or "run on all"), exc)
+            self._signals.finished.emit(BatchFinished(RunSummary(total=len(request.inputs)), error=line))
             return
-        self._signals.finished.emit(run.summary, str(run.report or ""))
+        self._signals.finished.emit(BatchFinished(run.summary, report_path=str(run.report or "")))
 
     def export_report(self, model: ModelSession | None, request: ReportRequest) -> None:
         """The HTML review report of the request's entries, written atomically to its `report_path`; under
         `anonymize` the rows go by their pseudonyms (the workstation's pseudonym key, as `report --anonymize`)."""
         from app.runs.provenance import RunIdentity
         from app.runs.review_report import write_review_report
+        from app.ui.state.messages import ReportFinished
         from app.ui.workers.report_export import report_items
 
         self._cancel.clear()
         path = Path(request.report_path)
         if model is None:
-            self._signals.report_finished.emit(False, "no model is loaded")
+            self._signals.report_finished.emit(ReportFinished(error="no model is loaded"))
             return
         try:
             tuning = request.tuning
@@ -132,9 +136,9 @@ class BatchJobs:
             from app.logs import log_exception
 
             log_exception(log, logging.ERROR, "the review report failed", exc)
-            self._signals.report_finished.emit(False, failure_line(path, exc))
+            self._signals.report_finished.emit(ReportFinished(error=failure_line(path, exc)))
             return
-        self._signals.report_finished.emit(True, request.report_path)
+        self._signals.report_finished.emit(ReportFinished(report_path=request.report_path))
 
     def _tuned_for_batch(self, model: ModelSession, options: dict[str, Any] | None,
                          threshold: float | None) -> tuple[ModelSession, float | None]:
@@ -172,30 +176,34 @@ class BatchJobs:
         return self._batch_model
 
     def compare_all(self, model: ModelSession | None, model_b: ModelSession | None,
-                    entries: list[ListedInput]) -> None:
+                    entries: tuple[ListedInput, ...]) -> None:
         """Both models on every listed input, for the list's agreement column and sort (a volume measured over
         every voxel, as `seglens-cli compare`: app.runs.compare); Cancel stops it between images and slices. An
         input that cannot be read is skipped and counted."""
         from app.inference.pipeline import Stopped
         from app.io.discover import InputFile
         from app.runs.compare import image_agreement, volume_agreement
+        from app.ui.state.messages import AgreementMeasured, CompareFinished
 
         self._cancel.clear()
-        finished = self._signals.compare_finished
+
+        def finished(completed: bool, message: str) -> None:
+            self._signals.compare_finished.emit(CompareFinished(completed, message))
+
         if model is None or model_b is None:
-            finished.emit(False, "load model B first (Model ▸ Compare with another model…)")
+            finished(False, "load model B first (Model ▸ Compare with another model…)")
             return
         failed, unreadable, first = 0, 0, ""
         for done, entry in enumerate(entries, 1):
             if self._cancel.is_set():
-                finished.emit(False, f"cancelled after {done - 1} of {len(entries)} images")
+                finished(False, f"cancelled after {done - 1} of {len(entries)} images")
                 return
             try:
                 agreement = volume_agreement(model, model_b, entry.volume, should_stop=self._cancel.is_set) \
                     if entry.volume is not None else \
                     image_agreement(model, model_b, InputFile(Path(entry.path), Path(entry.rel)))
             except Stopped:  # Cancel inside a volume
-                finished.emit(False, f"cancelled after {done - 1} of {len(entries)} images")
+                finished(False, f"cancelled after {done - 1} of {len(entries)} images")
                 return
             except Exception as exc:
                 from app.errors import ImageError
@@ -208,14 +216,13 @@ class BatchJobs:
                 else:  # a model failed on it (B's NaN output): said with its line, not as "could not be read"
                     failed, first = failed + 1, first or line
                 continue
-            self._signals.agreement.emit(entry.path, agreement.metrics.iou, done, len(entries))
-        finished.emit(True, compare_summary(len(entries), unreadable, failed, first))
+            self._signals.agreement.emit(AgreementMeasured(entry.path, agreement.metrics.iou, done, len(entries)))
+        finished(True, compare_summary(len(entries), unreadable, failed, first))
 
 
 
 
-def _plan(model: ModelSession, inputs: list[Any], out_dir: str, save: list[str], tuning: Tuning | None,
-          volumes: dict[str, Any] | None, *, min_confidence: float | None) -> RunPlan:
+def _plan(model: ModelSession, request: RunAllRequest, *, min_confidence: float | None) -> RunPlan:
     """The RunPlan of Run on all: the listed inputs (two named alike an error row unless De-identify names them),
     the dialog's volume choices (else the CLI's defaults), the reader's reference folder (as `run --reference`);
     no folder: nothing written, no volume exports."""
@@ -223,21 +230,22 @@ def _plan(model: ModelSession, inputs: list[Any], out_dir: str, save: list[str],
     from app.runs.folder_run import RunPlan
     from app.runs.volume_run import VolumeOptions, pseudonym_key
 
+    inputs, out_dir, save, tuning = request.inputs, request.out_dir, request.save, request.tuning
     model.spec = spec = with_score_limit(model.spec, tuning.score_limit if tuning is not None else None)
     threshold = tuning.threshold if tuning is not None else None
     has_volumes = any(item.volume is not None for item in inputs)
     if not out_dir:
-        return RunPlan(spec=spec, inputs=tuple(inputs), out=None, save=(), min_confidence=min_confidence,
+        return RunPlan(spec=spec, inputs=inputs, out=None, save=(), min_confidence=min_confidence,
                        threshold=threshold, volumes=VolumeOptions(exports=()) if has_volumes else None)
-    options = VolumeOptions(**(volumes or {})) if has_volumes else None
+    options = (request.volumes or VolumeOptions()) if has_volumes else None
     if options is not None and options.anonymize:
         options = replace(options, pseudonym_key=pseudonym_key())
     else:  # two listed x.png would write one x.png_mask.png
         from app.io.discover import refuse_clashes
 
-        inputs = refuse_clashes(inputs)
+        inputs = tuple(refuse_clashes(list(inputs)))
     reference = Path(tuning.reference_root) if tuning is not None and tuning.reference_root else None
-    return RunPlan(spec=spec, inputs=tuple(inputs), out=Path(out_dir), save=tuple(save), threshold=threshold,
+    return RunPlan(spec=spec, inputs=inputs, out=Path(out_dir), save=save, threshold=threshold,
                    min_confidence=min_confidence, volumes=options, reference=reference)
 
 
@@ -247,11 +255,12 @@ class _Progress(Progress):
     def __init__(self, signal: SignalInstance, spec: ModelSpec) -> None:
         self.signal, self.spec = signal, spec
 
-    def outcome(self, outcome: Any, summary: Any) -> None:
+    def outcome(self, outcome: Any, summary: RunSummary) -> None:  # a local run's Outcome (writer.Outcome)
         from app.inference.tuning import judge
+        from app.ui.state.messages import BatchProgress
 
         judged = judge(self.spec, outcome.result) if outcome.result is not None else None
-        self.signal.emit(outcome, copy.copy(summary), judged)
+        self.signal.emit(BatchProgress(outcome, copy.copy(summary), judged))
 
 
 def failure_line(path: Path, exc: Exception) -> str:
