@@ -140,6 +140,8 @@ class FakeFiles(Fake):
         self.root = root
         self.current: str | None = self._paths[0] if self._paths else None
         self.shown_paths: list[str] | None = None  # the filter's rows; None: all
+        self.statuses: dict[str, str] = {}  # path -> the row's status dot ("running", "done", …)
+        self.listed: list = []  # the InputFiles set_inputs was given
 
     def paths(self) -> list[str]:
         return list(self._paths)
@@ -166,6 +168,21 @@ class FakeFiles(Fake):
 
     def set_status(self, path: str, status: str, message: str = "") -> None:
         self.record("set_status", path, status, message)
+        self.statuses[path] = status
+
+    def status(self, path: str) -> str | None:
+        return self.statuses.get(path)
+
+    def set_inputs(self, inputs: list) -> None:
+        self.record("set_inputs", [str(item.path) for item in inputs])
+        self.listed = list(inputs)
+        self._paths = [str(item.path) for item in inputs]
+
+    def inputs(self) -> list:
+        return list(self.listed)
+
+    def setCurrentRow(self, row: int) -> None:
+        self.record("setCurrentRow", row)
 
     def set_verdict(self, path: str, verdict, *, stale: bool = False) -> None:
         self.record("set_verdict", path, verdict, stale)
