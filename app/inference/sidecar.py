@@ -286,10 +286,18 @@ class KeyedValueError(ValueError):
         self.subkey = subkey
 
 
+def _millilitres(value: Any) -> float:
+    ml = number(value)
+    if ml <= 0:
+        raise ValueError(f"must be more than 0 (mL), got {shown(value)}")
+    return ml
+
+
 MAX_VERDICT_RULES = 64
 _RULE_KEYS = {  # rule kind: (its keys, the check of its limit)
     "min_area_px": ({"class", "min_area_px"}, whole(1, 2**31 - 1)),
     "min_total_fraction": ({"class", "min_total_fraction"}, _fraction),
+    "min_component_ml": ({"class", "min_component_ml"}, _millilitres),  # volumes only; class optional
     "score_above": ({"score_above"}, number),
     "top1_in": ({"top1_in"}, None),
 }
@@ -308,7 +316,8 @@ def _verdict_rule(index: int, item: Any) -> dict[str, Any]:
     kinds = [k for k in _RULE_KEYS if isinstance(item, dict) and k in item]
     if len(kinds) != 1:
         raise KeyedValueError(where, f"must be one rule: {{class: ..., min_area_px: ...}}, {{class: ..., "
-                                     f"min_total_fraction: ...}}, {{score_above: ...}} or {{top1_in: [...]}}, "
+                                     f"min_total_fraction: ...}}, {{min_component_ml: ...}}, {{score_above: ...}} or "
+                                     f"{{top1_in: [...]}}, "
                                      f"got {shown(item)}")
     rule_kind = kinds[0]
     keys, check = _RULE_KEYS[rule_kind]
@@ -316,7 +325,7 @@ def _verdict_rule(index: int, item: Any) -> dict[str, Any]:
     if unknown:
         raise KeyedValueError(where, f"has unknown key '{_short_key(unknown[0])}' (a {rule_kind} rule takes "
                                      f"{', '.join(sorted(keys))})")
-    if "class" in keys and "class" not in item:
+    if "class" in keys and "class" not in item and rule_kind != "min_component_ml":
         raise KeyedValueError(where, f"needs 'class' (the class the {rule_kind} rule measures)")
     rule: dict[str, Any] = {"kind": rule_kind}
     try:
@@ -329,7 +338,7 @@ def _verdict_rule(index: int, item: Any) -> dict[str, Any]:
             rule["limit"] = cast(Check, check)(item[rule_kind])  # only top1_in has no limit check
     except ValueError as exc:
         raise KeyedValueError(f"{where}.{rule_kind}", str(exc)) from exc
-    if "class" in keys:
+    if "class" in keys and "class" in item:
         try:
             rule["class"] = nonempty_text(item["class"])
         except ValueError as exc:

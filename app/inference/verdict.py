@@ -11,7 +11,13 @@ rule list and a Result, so a verdict is never a new model run.
   (`result.image_score`: an anomaly score, a binary model's highest foreground probability) or, for a classifier,
   the top-1 probability. A model without an image score (multi-class scores, a label map) has the rule refused
   when the sidecar is loaded, as is a limit a probability can never pass (>= 1) or always passes (< 0);
-- `top1_in`: a classifier's top-1 class is one of these.
+- `top1_in`: a classifier's top-1 class is one of these;
+- `min_component_ml`: a volume's 3D connected component (26-connectivity: faces, edges and corners touch;
+  app.inference.lesions) of the class (`class` optional: without it any class but the background, label 0) of at
+  least this many mL. It judges a volume's assembled label volume (app.runs.volume_run: a 2D model run slice by
+  slice, and 3D models), never one slice: a slice of a volume is judged by the other rules. A plain 2D image has no
+  voxel volume, so the rule cannot be judged there and makes it NG (`no volume to judge …`), like a missing mask;
+  so does a volume without a voxel size (no spacing in its files) that has a component of the class.
 
 Fail closed: a rule that meets a result without what it measures (no image score, no mask, no top-1 class: a
 Result made elsewhere than the pipeline) makes the image NG (`no mask to judge … by`), never OK, and so does a
@@ -36,6 +42,7 @@ import numpy as np
 from app.errors import with_article
 
 if TYPE_CHECKING:  # the pipeline imports the spec, which imports these rules: types only, no cycle
+    from app.inference.lesions import Lesion
     from app.inference.pipeline import Result
     from app.inference.postprocess import Prediction
     from app.inference.spec import ModelSpec
@@ -95,7 +102,28 @@ class Top1Rule:
         return {"top1_in": list(self.class_names)}
 
 
-Rule = AreaRule | FractionRule | ScoreRule | Top1Rule
+# the connectivity of the components a volume rule judges and the report counts (stated in every reason and column)
+VOLUME_CONNECTIVITY = 26
+
+
+@dataclass(frozen=True)
+class ComponentRule:
+    class_name: str | None  # None: any class but the background
+    labels: tuple[int, ...]
+    names: tuple[str, ...]  # each label's class name, for the reason
+    min_component_ml: float
+
+    def describe(self) -> str:
+        what = f"{with_article(self.class_name)} component" if self.class_name else \
+            "a component of any class but the background"
+        return f"{what} of >= {self.min_component_ml:g} mL ({VOLUME_CONNECTIVITY}-connected, in 3D)"
+
+    def as_dict(self) -> dict[str, Any]:
+        return {**({} if self.class_name is None else {"class": self.class_name}),
+                "min_component_ml": self.min_component_ml}
+
+
+Rule = AreaRule | FractionRule | ScoreRule | Top1Rule | ComponentRule
 
 
 @dataclass(frozen=True)
@@ -185,12 +213,66 @@ def resolve_rules(raw: tuple[dict[str, Any], ...], task: str, class_names: tuple
         if kind == "top1_in":
             names = item["classes"]
             return Top1Rule(names, frozenset(i for n in names for i in labels(f"{key}.top1_in", n)))
+        if kind == "min_component_ml":
+            return component_rule(item, class_names, labels(f"{key}.class", item["class"]) if "class" in item
+                                  else tuple(range(1, max(2, len(class_names)))))
         found = labels(f"{key}.class", item["class"])
         if kind == "min_area_px":
             return AreaRule(item["class"], found, item["limit"])
         return FractionRule(item["class"], found, item["limit"])
 
     return tuple(rule(f"verdict.fail_if[{i}]", item) for i, item in enumerate(raw))
+
+
+def component_rule(item: dict[str, Any], class_names: tuple[str, ...], found: tuple[int, ...]) -> ComponentRule:
+    """A `min_component_ml` rule of the labels `found` (its class's, or every label but the background's)."""
+    names = tuple(class_names[i] if i < len(class_names) else f"class {i}" for i in found)
+    return ComponentRule(item.get("class"), found, names, item["limit"])
+
+
+def plane_rules(rules: tuple[Rule, ...]) -> tuple[Rule, ...]:
+    """The rules that judge one image or slice: all but the volume rules (ComponentRule)."""
+    return tuple(rule for rule in rules if not isinstance(rule, ComponentRule))
+
+
+def slice_verdict(spec: ModelSpec, result: Result) -> Verdict | None:
+    """The verdict of one slice of a volume: by the rules but the volume rules, which judge the whole volume
+    (`volume_verdict`); None without a verdict section, or when every rule is a volume rule."""
+    if spec.verdict is None:
+        return None
+    rules = plane_rules(spec.verdict)
+    return decide(rules, result, spec) if rules else None
+
+
+def volume_verdict(rules: tuple[Rule, ...], found: Sequence[Lesion] | None, *, why_not: str = "") -> Verdict | None:
+    """The volume rules (ComponentRule) on a volume's components (`found`: app.inference.lesions at
+    VOLUME_CONNECTIVITY; None: none could be found, `why_not` says why): NG with the first that fired
+    (`lesion component 1.23 mL >= 0.5 mL (26-connected)`), OK when none did; None without volume rules."""
+    mine = [rule for rule in rules if isinstance(rule, ComponentRule)]
+    if not mine:
+        return None
+    for rule in mine:
+        reason = component_fired(rule, found, why_not)
+        if reason:
+            return Verdict(False, reason)
+    return Verdict(True)
+
+
+def component_fired(rule: ComponentRule, found: Sequence[Lesion] | None, why_not: str = "") -> str:
+    """Why `rule` holds for a volume's components, or "". Fails closed: no components found (`why_not`), or a
+    component of the class without a voxel size to measure it by, fires."""
+    if found is None:
+        return f"no volume to judge {rule.describe()} by" + (f" ({why_not})" if why_not else "")
+    largest = max((x for x in found if x.label in rule.labels), key=lambda x: x.voxels, default=None)
+    if largest is None:
+        return ""
+    if largest.ml is None:
+        return f"no voxel size to judge {rule.describe()} by (the files give no spacing)"
+    if largest.ml < rule.min_component_ml:
+        return ""
+    name = rule.names[rule.labels.index(largest.label)]
+    return (f"{name} component {largest.ml:.3g} mL >= {rule.min_component_ml:g} mL "
+            f"({VOLUME_CONNECTIVITY}-connected, {largest.voxels} voxels)")
 
 
 def score_limit(key: str, limit: float, output_kind: str, refuse: Callable[[str, str], Exception]) -> float:
@@ -256,6 +338,8 @@ def _fired(rule: Rule, result: Result, spec: ModelSpec) -> str:
     reason too (`no image score to judge image score > 0.7 by`): a rule that cannot be judged never passes."""
     if isinstance(rule, ScoreRule):
         return score_fired(image_score(result), rule, rule.score_above)
+    if isinstance(rule, ComponentRule):  # a volume rule: a slice of a volume is never judged by it (slice_verdict)
+        return f"no volume to judge {rule.describe()} by (this is a 2D image)"
     if isinstance(rule, Top1Rule):
         if not result.predictions:
             return f"no top-1 class to judge {rule.describe()} by"
