@@ -206,6 +206,9 @@ class FakePresenter(Fake):
     def clear(self, message: str) -> None:
         self.record("clear", message)
 
+    def model_switching(self, text: str) -> None:
+        self.record("model_switching", text)
+
 
 def ready_state(spec, *, sha256: str = "") -> ViewState:
     """A ViewState with `spec`'s model loaded (generation 1)."""
