@@ -3,13 +3,16 @@ the spec with where it came from, and the session's truth (provider, why not the
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import asdict
 from typing import Any
 
 from app.inference.codes import ClassCode
 from app.inference.labels import display_name
 from app.inference.onnx_graph import TensorInfo
 from app.inference.session import SessionInfo
-from app.inference.spec import InputSpec, ModelSpec
+from app.inference.spec import InputSpec, ModelSpec, VolumeInputSpec
+from app.inference.spec3d_text import volume_lines
 
 
 def spec_dict(spec: ModelSpec, info: SessionInfo | None) -> dict[str, Any]:
@@ -37,9 +40,17 @@ def spec_dict(spec: ModelSpec, info: SessionInfo | None) -> dict[str, Any]:
         "verdict": None if spec.verdict is None else {"fail_if": [rule.as_dict() for rule in spec.verdict]},
         "sources": dict(spec.sources),
     }
+    if spec.volume is not None:
+        data["volume"] = _volume_dict(spec.volume)
     if info is not None:
         data["session"] = session_dict(info)
     return data
+
+
+def _volume_dict(volume: VolumeInputSpec) -> dict[str, Any]:
+    """A 3D model's patch, spacing, axes, normalisation, tiling and TTA as JSON values."""
+    data = asdict(volume)
+    return {key: list(value) if isinstance(value, tuple) else value for key, value in data.items()}
 
 
 def session_dict(info: SessionInfo) -> dict[str, Any]:
@@ -82,6 +93,8 @@ def spec_text(spec: ModelSpec, info: SessionInfo | None) -> str:
         origin = f"  [{src.get(key, '')}]" if key and src.get(key) else ""
         return f"  {label:<14}{value}{origin}"
 
+    if spec.volume is not None:
+        return _volume_text(spec, info)
     hw = "dynamic H/W" if inp.dynamic_hw else f"fixed {inp.model_hw[0]}×{inp.model_hw[1]}"
     lines = [
         f"{spec.name}  ({spec.path})",
@@ -120,19 +133,44 @@ def spec_text(spec: ModelSpec, info: SessionInfo | None) -> str:
         lines.append(row("min_margin", f"{out.min_margin:g} (uncertain where top-1 − top-2 < it)",
                          "output.min_margin"))
     lines += _class_lines(spec)
+    lines += _postprocess_lines(spec, row)
+    lines += _verdict_lines(spec)
+    if info is not None:
+        lines += ["session", *(f"  {line}" for line in session_lines(info))]
+    return "\n".join(lines)
+
+
+def _volume_text(spec: ModelSpec, info: SessionInfo | None) -> str:
+    """`info` of a 3D model: its volume input (patch, spacing, axes, normalisation, tiling, TTA), output, classes."""
+    lines = [
+        f"{spec.name}  ({spec.path})",
+        f"  sidecar       {spec.sidecar or 'none'}",
+        f"  ONNX          opset {spec.opset}, {spec.producer or 'unknown producer'}",
+        *volume_lines(spec, _tensor(spec, spec.output.name)),
+    ]
+    lines += _class_lines(spec)
+    lines += _verdict_lines(spec)
+    if info is not None:
+        lines += ["session", *(f"  {line}" for line in session_lines(info))]
+    return "\n".join(lines)
+
+
+def _postprocess_lines(spec: ModelSpec, row: Callable[[str, object, str], str]) -> list[str]:
     post = spec.postprocess
-    lines.append("postprocess")
+    lines = ["postprocess"]
     if spec.task == "classification":
         lines.append(row("top_k", post.top_k, "postprocess.top_k"))
     else:
         lines.append(row("min_area", post.min_area, "postprocess.min_area"))
         lines.append(row("close_kernel", post.close_kernel, "postprocess.close_kernel"))
-    if spec.verdict is not None:
-        lines.append(f"verdict  [{src.get('verdict', '')}]  NG when any rule holds, OK otherwise")
-        lines += [f"  fail if {rule.describe()}" for rule in spec.verdict]
-    if info is not None:
-        lines += ["session", *(f"  {line}" for line in session_lines(info))]
-    return "\n".join(lines)
+    return lines
+
+
+def _verdict_lines(spec: ModelSpec) -> list[str]:
+    if spec.verdict is None:
+        return []
+    lines = [f"verdict  [{spec.sources.get('verdict', '')}]  NG when any rule holds, OK otherwise"]
+    return lines + [f"  fail if {rule.describe()}" for rule in spec.verdict]
 
 
 def _class_lines(spec: ModelSpec) -> list[str]:

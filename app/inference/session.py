@@ -120,7 +120,13 @@ class ModelSession:
 
     def run(self, tensor: np.ndarray) -> np.ndarray | tuple[np.ndarray, ...]:
         """Run the model on one input tensor; returns the first output, or for an anomaly model the tuple of
-        the outputs its spec names (map, score[, mask])."""
+        the outputs its spec names (map, score[, mask]). A 3D model takes 5-D [N, C, D, H, W] tensors, any other
+        model 4-D ones: a tensor of the other rank is refused in one line (a 2D path given a 3D model)."""
+        rank = 5 if self.spec.is_3d else 4
+        if tensor.ndim != rank:
+            what = "a 3D model (volumes, in patches)" if self.spec.is_3d else "a 2D image model"
+            raise InferenceError(f"{self.spec.path.name}: {what} takes {rank}-D tensors, got {tensor.ndim}-D "
+                                 f"{list(tensor.shape)}")
         try:
             outputs: list[np.ndarray]
             if self._binding_device is not None:
@@ -159,7 +165,10 @@ class ModelSession:
         return self.info
 
     def warmup_tensor(self) -> np.ndarray:
+        """Zeros of the working shape: one patch [1, C, D, H, W] for a 3D model, else [1, C, H, W] (or NHWC)."""
         spec = self.spec.input
+        if self.spec.volume is not None:
+            return np.zeros((1, spec.channels, *self.spec.volume.patch), dtype=_NUMPY_DTYPES[spec.dtype])
         h, w = spec.warmup_hw()
         shape = (1, spec.channels, h, w) if spec.layout == "NCHW" else (1, h, w, spec.channels)
         return np.zeros(shape, dtype=_NUMPY_DTYPES[spec.dtype])
@@ -217,7 +226,8 @@ def _create_with_argmax(ort: Any, spec: ModelSpec, providers: list[Any], options
     """The session, with the in-graph ArgMax where wanted: `on` always; `auto` once the session is known to run
     on a GPU (then it is created a second time). Returns (session, spec it answers to, load ms, log lines)."""
     fixed = not spec.input.dynamic_hw
-    scores = spec.output.kind == "scores" and spec.input.resize != "tile"  # tiles blend scores, not labels
+    # tiles (2D) and patches (3D) blend scores, not labels
+    scores = spec.output.kind == "scores" and spec.input.resize != "tile" and not spec.is_3d
     if options.wants_device_argmax(on_gpu=False, fixed_shape=fixed, scores=scores):  # "on": even on the CPU
         source, spec = _device_argmax(spec)
         session, load_ms, log_lines = _create(ort, spec, source, providers, options)

@@ -1,5 +1,5 @@
 """Pure shape reasoning: which axis of a rank-4 image tensor holds the channels (of an input and of an output),
-and which outputs of a model are an anomaly map and an image score."""
+which outputs of a model are an anomaly map and an image score, and how dims are spelt in messages."""
 
 from __future__ import annotations
 
@@ -9,6 +9,18 @@ from app.inference.onnx_graph import TensorInfo
 
 # A tensor shape's dims are int | str | None (onnx_graph.Dim); these functions compare them with ints
 Shape = tuple[Any, ...]
+FLOAT_INPUTS = ("float32", "float16")
+INT_DTYPES = ("int64", "int32", "uint8", "int8", "int16", "uint16", "uint32", "uint64")
+
+
+def fixed_dims(dims: Shape) -> tuple[int | None, ...]:
+    """Each dim as its int, None where it is dynamic (a name or unknown)."""
+    return tuple(d if isinstance(d, int) else None for d in dims)
+
+
+def dims_text(dims: Shape) -> str:
+    """`64×?×?`: fixed dims as numbers, dynamic ones as ?."""
+    return "×".join(str(d) if isinstance(d, int) else "?" for d in dims)
 
 
 def image_layout(shape: Shape) -> tuple[str | None, int]:

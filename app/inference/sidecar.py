@@ -17,6 +17,7 @@ from app.inference import validators
 from app.inference.codes import ClassCode, CodeError, parse_class_code
 from app.inference.labels import read_labels
 from app.inference.runtime import RUNTIME_KEYS
+from app.inference.sidecar_volume import NORMALIZE_KEYS, axes_code, patch_size, spacing_mm, tta_axes
 from app.inference.tiling import BLENDS, MAX_OVERLAP
 from app.inference.validators import Check, choice, class_name, kind, number, read_at_most, shown, whole
 from app.inference.validators import text as nonempty_text
@@ -179,7 +180,8 @@ def _size(value: Any) -> tuple[int, int] | None:
     return int(value[0]), int(value[1])
 
 
-def _overlap(value: Any) -> float:
+def overlap_2d(value: Any) -> float:
+    """A 2D tile overlap, 0 to MAX_OVERLAP (a 3D model's patches take any below 1: app.inference.spec3d)."""
     share = number(value)
     if not 0.0 <= share <= MAX_OVERLAP:
         raise ValueError(f"must be at least 0 and at most {MAX_OVERLAP} (the share of a tile overlapping its "
@@ -361,8 +363,13 @@ _SCHEMA: dict[str, Any] = {
         "range": _pair("[low, high]", increasing=True),
         "modality": validators.modality_codes,  # trained on these: other images are warned (app.inference.fit)
         "color_matters": validators.boolean,  # 3 channels that tell classes apart by colour: gray is warned
-        "tile": {  # resize: tile (app.inference.tiling)
-            "overlap": _overlap,
+        "patch": patch_size,  # 3D models: [D, H, W] of one patch (app.inference.spec3d)
+        "spacing": spacing_mm,  # 3D: the model's target spacing in mm along the tensor's D, H, W
+        "axes": axes_code,  # 3D: native or an orientation code
+        "normalize": NORMALIZE_KEYS,  # 3D: ct (clip, then the training set's mean/std) or zscore (each volume's)
+        "tta": tta_axes,  # 3D: mirroring test-time augmentation
+        "tile": {  # resize: tile (app.inference.tiling); a 3D model's patches (overlap, blend, batch)
+            "overlap": number,  # its range is the model's: 2D tiles overlap_2d, 3D patches [0, 1) (spec3d)
             "blend": choice(*BLENDS),
             "size": _tile_size,
             "max_pixels": whole(1, MAX_SIDE * MAX_SIDE * 16),

@@ -17,25 +17,27 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, cast
 
-from app.errors import ModelError, SidecarError, with_article
+from app.errors import SidecarError, with_article
 from app.inference.labels import MAX_LABELS
 from app.inference.metadata import parse_name_list
 from app.inference.onnx_graph import Dim, GraphInfo, TensorInfo, read_graph
-from app.inference.shapes import anomaly_outputs, channel_axis, image_layout
-from app.inference.sidecar import MAX_SIDE, UNSET_COLOR, find_sidecar, load_sidecar
-from app.inference.spec import ClassInfo, InputSpec, ModelSpec, OutputSpec, PostprocessSpec
+from app.inference.shapes import FLOAT_INPUTS, INT_DTYPES, anomaly_outputs, channel_axis, image_layout
+from app.inference.sidecar import MAX_SIDE, UNSET_COLOR, find_sidecar, load_sidecar, overlap_2d
+from app.inference.spec import ClassInfo, InputSpec, ModelSpec, OutputSpec, PostprocessSpec, VolumeInputSpec
+from app.inference.spec3d import is_volume_model, refuse_3d_keys, volume_parts
+from app.inference.spec_resolver import Resolver, shortened
 from app.inference.tiling import tile_spec_from, untileable
 from app.inference.validators import visible
 from app.inference.verdict import Rule, ScoreRule, resolve_rules
 from app.io.render import PALETTE
 
-_FLOAT_INPUTS = ("float32", "float16")
+_FLOAT_INPUTS = FLOAT_INPUTS
 _INPUT_DTYPES = (*_FLOAT_INPUTS, "uint8")
 MAX_MASK_CLASSES = 256  # a segmentation mask is uint8: one value per class
 # A class name is made per class; ImageNet-21k has ~22k. A declared [1, 1000000000] output (a 121-byte file) is
 # hostile or broken, and must be refused before anything is allocated per class.
 MAX_CLASSIFICATION_CLASSES = MAX_LABELS  # 100 000
-_INT_DTYPES = ("int64", "int32", "uint8", "int8", "int16", "uint16", "uint32", "uint64")
+_INT_DTYPES = INT_DTYPES
 
 
 
@@ -54,43 +56,33 @@ def load_spec(model_path: str | Path, sidecar: str | Path | None = None) -> Mode
     return _Builder(path, sidecar_path, graph, overrides).build()
 
 
-class _Builder:
-    """Resolves each value from sidecar > metadata > detection > default, recording the source."""
+class _Builder(Resolver):
+    """A model's spec: its input and output (2D here, 3D in app.inference.spec3d), classes, verdict and the rest."""
 
     def __init__(self, path: Path, sidecar: Path | None, graph: GraphInfo, overrides: dict[str, Any]):
-        self.path, self.sidecar, self.graph, self.overrides = path, sidecar, graph, overrides
-        self.sources: dict[str, str] = {}
+        super().__init__(path, sidecar, graph, overrides)
         self.input_layout = "NCHW"
         self.input_hw: tuple[int | None, int | None] = (None, None)
         self.output_kind = ""
+        self.binary = False  # a 2D [N,1,H,W] map or a 3D [N,1,D,H,W] one: two classes from one channel
         self.image_threshold: float | None = None
-
-    def pick(self, key: str, detected: Any, source: str = "detected") -> Any:
-        if key in self.overrides:
-            self.sources[key] = "sidecar"
-            return self.overrides[key]
-        self.sources[key] = source
-        return detected
-
-    def fail(self, problem: str) -> ModelError:
-        return ModelError(f"{self.path}: {problem} ({self._io()})")
-
-    def sidecar_error(self, key: str, problem: str) -> SidecarError:
-        return SidecarError(f"{self.sidecar}: '{key}' {problem}")
-
-    def _io(self) -> str:
-        return f"inputs: {_described(self.graph.inputs)}; outputs: {_described(self.graph.outputs)}"
 
     # -- build ---------------------------------------------------------------------------------------
 
     def build(self) -> ModelSpec:
-        inp = self._input()
-        out = self._output()
+        volume: VolumeInputSpec | None = None
+        if is_volume_model(self.graph):
+            inp, out, volume = volume_parts(self, max_classes=MAX_MASK_CLASSES)
+            self.output_kind = out.kind
+            self.binary = out.kind == "scores" and cast(tuple[Dim, ...], self._tensor(out.name).shape)[1] == 1
+        else:
+            refuse_3d_keys(self)
+            inp, out = self._input(), self._output()
         task = self.pick("task", "classification" if out.kind == "classification" else "segmentation")
-        if inp.resize == "tile" and untileable(out.kind):
+        if inp.resize == "tile" and volume is None and untileable(out.kind):
             raise self.sidecar_error("input.resize", f"is tile, but {untileable(out.kind)}")
         if (task == "classification") != (out.kind == "classification"):
-            output = _shortened(self._tensor(out.name).describe(), 120)
+            output = shortened(self._tensor(out.name).describe(), 120)
             raise self.sidecar_error("task", f"is {task}, but the model's output {output} is "
                                      f"{with_article(out.kind)} output")
         classes = self._classes(out)
@@ -111,7 +103,7 @@ class _Builder:
             runtime={k.removeprefix("runtime."): v for k, v in self.overrides.items() if k.startswith("runtime.")},
             sources=self.sources, metadata=self.graph.metadata, opset=self.graph.opset,
             producer=self.graph.producer, verdict=self._verdict(task, classes),
-            classes_file=self.overrides.get("classes_file"),
+            classes_file=self.overrides.get("classes_file"), volume=volume,
         )
 
     def _uncertainty(self, out: OutputSpec, task: str) -> OutputSpec:
@@ -165,6 +157,11 @@ class _Builder:
         size, divisor = self._input_size(model_hw)
         scale, mean, std, color = self._normalisation(t.dtype in _FLOAT_INPUTS, channels)
         resize = self.pick("input.resize", "stretch", "default")
+        if "input.tile.overlap" in self.overrides:  # the sidecar reads any number: 2D tiles overlap at most 0.9
+            try:
+                overlap_2d(self.overrides["input.tile.overlap"])
+            except ValueError as exc:
+                raise self.sidecar_error("input.tile.overlap", str(exc)) from None
         if resize == "tile" and None in model_hw and (size is not None or model_hw != (None, None)):
             raise self.sidecar_error("input.size", "must be null with resize: tile on a dynamic model (the tile "
                                                    "size is input.tile.size)")
@@ -258,7 +255,7 @@ class _Builder:
 
     def _output(self) -> OutputSpec:
         out = self._output_by_kind()
-        self.output_kind, self.image_threshold = out.kind, out.image_threshold
+        self.output_kind, self.image_threshold, self.binary = out.kind, out.image_threshold, out.kind == "binary"
         return out
 
     def _output_by_kind(self) -> OutputSpec:
@@ -279,38 +276,33 @@ class _Builder:
             axis = channel_axis(shape, self.input_layout, self.input_hw)
             channels = shape[axis]
             if channels == 1 and is_labels:  # ArgMax with keepdims=1: a label map with a channel axis
-                return OutputSpec(t.name, "labels", axis, self._activation(final, None, "none"), threshold)
+                return OutputSpec(t.name, "labels", axis, self.activation(final, None, "none"), threshold)
             if isinstance(channels, int) and channels > MAX_MASK_CLASSES:
                 raise self.fail(f"the output has {channels} classes; SegLens masks hold at most "
                                 f"{MAX_MASK_CLASSES}")
             if channels == 1:
-                return OutputSpec(t.name, "binary", axis, self._activation(final, "Sigmoid", "sigmoid"),
+                return OutputSpec(t.name, "binary", axis, self.activation(final, "Sigmoid", "sigmoid"),
                                   threshold)
             if isinstance(channels, int):
-                return OutputSpec(t.name, "scores", axis, self._activation(final, "Softmax", "softmax"),
+                return OutputSpec(t.name, "scores", axis, self.activation(final, "Softmax", "softmax"),
                                   threshold)
         elif rank == 3:
             if is_labels:
-                return OutputSpec(t.name, "labels", None, self._activation(final, None, "none"), threshold)
-            return OutputSpec(t.name, "binary", None, self._activation(final, "Sigmoid", "sigmoid"), threshold)
+                return OutputSpec(t.name, "labels", None, self.activation(final, None, "none"), threshold)
+            return OutputSpec(t.name, "binary", None, self.activation(final, "Sigmoid", "sigmoid"), threshold)
         elif rank == 2 and t.dtype in (*_FLOAT_INPUTS, "float64"):
             kind_activation = "sigmoid" if shape[1] == 1 else "softmax"
             return OutputSpec(t.name, "classification", None,
-                              self._activation(final, kind_activation.capitalize(), kind_activation), threshold)
+                              self.activation(final, kind_activation.capitalize(), kind_activation), threshold)
         raise self.fail("not an image model SegLens understands: the first output must be [N,C,H,W] scores, "
                         "[N,1,H,W] or [N,H,W] masks, or [N,K] class scores")
-
-    def _activation(self, final_op: str, applied_op: str | None, otherwise: str) -> str:
-        detected = "none" if applied_op is None or final_op == applied_op else otherwise
-        chosen = self.pick("output.activation", detected)
-        return detected if chosen == "auto" else chosen
 
     def _classes(self, out: OutputSpec) -> tuple[ClassInfo, ...]:
         count = self._class_count(out)
         names = self.overrides.get("classes")
         if names is not None:
             self.sources["classes"] = "sidecar"
-            if out.kind in ("binary", "anomaly") and len(names) == 1:
+            if (self.binary or out.kind == "anomaly") and len(names) == 1:
                 names = (("background", UNSET_COLOR), *names)
             if count is not None and len(names) != count:
                 raise self._count_error(len(names), count)
@@ -344,7 +336,7 @@ class _Builder:
     def _declared_class_count(self, out: OutputSpec) -> int | None:
         t = self.graph.outputs[0]
         shape = cast(tuple[Dim, ...], t.shape)  # an output of a kind SegLens understands has a rank
-        if out.kind in ("binary", "anomaly") or (out.kind == "classification" and shape[1] == 1):
+        if self.binary or out.kind == "anomaly" or (out.kind == "classification" and shape[1] == 1):
             return 2
         if out.kind == "scores":  # its channel axis holds a fixed size (_output_by_kind)
             channels = shape[cast(int, out.channel_axis)]
@@ -367,17 +359,6 @@ class _Builder:
         if is_classification:
             return tuple((f"class {i}", UNSET_COLOR) for i in range(count))
         return (("background", UNSET_COLOR), *((f"class {i}", UNSET_COLOR) for i in range(1, count)))
-
-
-def _described(tensors: tuple[TensorInfo, ...], *, most: int = 4, width: int = 120) -> str:
-    """Tensors for an error message: their names and number are the model file's to choose, so both are capped."""
-    shown = [_shortened(t.describe(), width) for t in tensors[:most]]
-    more = f" (+{len(tensors) - most} more)" if len(tensors) > most else ""
-    return (", ".join(shown) or "none") + more
-
-
-def _shortened(text: str, width: int) -> str:
-    return text if len(text) <= width else text[:width - 3] + "..."
 
 
 def _per_channel(values: tuple[float, ...], channels: int) -> tuple[float, ...]:
