@@ -20,7 +20,7 @@ from app import __version__
 from app.errors import SegLensError
 from app.inference.pipeline import STAGES, Result
 from app.inference.spec import ModelSpec
-from app.inference.verdict import Verdict, image_score, uncertainty, verdict_of
+from app.inference.verdict import Verdict, image_score, slice_verdict, uncertainty
 from app.io.images import DecodedImage
 from app.io.volumes import Volume
 from app.runs.outputs import write_result_images
@@ -28,8 +28,10 @@ from app.runs.pseudonyms import pseudonym_key as pseudonym_key  # re-exported: t
 from app.runs.pseudonyms import pseudonym_of
 from app.runs.report import ReportWriter, unique_names
 from app.runs.volume_exports import EXPORTS, Algorithm
+from app.runs.volume_lesions import component_cells, component_columns, components_verdict, volume_components
 
 if TYPE_CHECKING:
+    from app.inference.lesions import Lesion
     from app.inference.postprocess import Prediction
     from app.runs.deidentify import VolumePrivacy
 
@@ -72,6 +74,9 @@ class VolumeResult:
     slices: tuple[SliceRow, ...]
     exports: tuple[Path, ...]
     notices: tuple[str, ...]  # an export that does not apply to this volume, one line each
+    components: tuple[Lesion, ...] | None = None  # the label volume's 3D components (app.runs.volume_lesions);
+    # None: not counted (a classifier, a 4D NIfTI)
+    components_verdict: Verdict | None = None  # the volume rules (min_component_ml) on them; None: no such rules
 
     @property
     def timings(self) -> dict[str, float]:
@@ -90,20 +95,25 @@ class VolumeResult:
 
     @property
     def verdict(self) -> Verdict | None:
-        """NG when any slice is NG (the first one says why), OK when all are OK, None without rules."""
+        """NG when any slice is NG (the first one says why), else when a volume rule fired on the volume's
+        components (its reason), OK when all are OK, None without rules."""
         verdicts = [(s.number, s.verdict) for s in self.slices if s.verdict is not None]
-        if not verdicts:
+        whole = self.components_verdict
+        if not verdicts and whole is None:
             return None
         bad = next(((n, v) for n, v in verdicts if not v.ok), None)
-        return Verdict(True) if bad is None else Verdict(False, f"slice {bad[0]}: {bad[1].reason}")
+        if bad is not None:
+            return Verdict(False, f"slice {bad[0]}: {bad[1].reason}")
+        return Verdict(True) if whole is None else whole
 
 
 def volume_columns(spec: ModelSpec) -> list[str]:
     """The report's volume columns (only when a run has volumes): slices, the slice a row is about, where it
-    lies, the series, the patient (or pseudonym), and mL per class."""
+    lies, the series, the patient (or pseudonym), mL per class, and the classes' 3D components
+    (app.runs.volume_lesions: the connectivity, the count and the largest's mL per class)."""
     ml = unique_names([f"ml_{name}" for name in spec.class_names], reserved={"ml_other"}) \
         if spec.task == "segmentation" else []
-    return ["slices", "slice", "position_mm", "series", "patient", *ml]
+    return ["slices", "slice", "position_mm", "series", "patient", *ml, *component_columns(spec)]
 
 
 def pseudonym(volume: Volume, key: bytes) -> str:
@@ -140,7 +150,8 @@ def volume_cells(spec: ModelSpec, vr: VolumeResult, options: VolumeOptions,
         per_class = [""] * n if ml is None else [f"{v:.3f}" for v in ml]
     position = "" if row is None or row.position_mm is None else f"{row.position_mm:.2f}"
     return [vr.volume.depth if row is None else "", "" if row is None else row.number, position,
-            series_text(vr.volume, options), patient_text(vr.volume, options), *per_class]
+            series_text(vr.volume, options), patient_text(vr.volume, options), *per_class,
+            *component_cells(spec, vr.components, volume_row=row is None)]
 
 
 def write_volume_rows(report: ReportWriter, spec: ModelSpec, path: Path | str, vr: VolumeResult,
@@ -201,9 +212,11 @@ class VolumeAssembler:
             # (400 MB for 200 slices of 512²: docs/PERFORMANCE.md, "Volumes")
             counts = np.sum([row.counts for row in self._rows if row.counts.size], axis=0) \
                 if self._labels is not None else np.zeros(256, np.int64)
+            found, why_not = volume_components(volume, self._labels) if self.spec.task == "segmentation" \
+                else (None, "")
             exports, notices = self._export_whole(volume, stem) if stem is not None else ((), ())
             result = VolumeResult(volume, self.spec.task, provider, counts, tuple(self._rows), tuple(exports),
-                                  tuple(notices))
+                                  tuple(notices), found, components_verdict(self.spec, found, why_not))
             if self.options.anonymize and stem is not None:
                 self._last_check(result, stem)
             return result
@@ -247,7 +260,8 @@ class VolumeAssembler:
                                                  None if image is None else image.pixels, texts=self.texts)
         self._rows.append(SliceRow(k + 1, slice_path(volume, k), result.class_pixels(), result.predictions,
                                    image_score(result),
-                                   verdict_of(self.spec, result), dict(result.timings), volume.slice_position_mm(k),
+                                   slice_verdict(self.spec, result), dict(result.timings),
+                                   volume.slice_position_mm(k),
                                    result.warnings))
 
     def _exports(self, volume: Volume) -> tuple[str, ...]:
