@@ -55,6 +55,8 @@ def _view_menu(window: MainWindow, menu: QMenu) -> None:
     _add(window, menu, "Previous image", lambda: files.step(-1), "Left", "P")
     _add(window, menu, "Next slice (volumes; else next image)", lambda: window.volumes.step(1), "PgDown")
     _add(window, menu, "Previous slice (volumes; else previous image)", lambda: window.volumes.step(-1), "PgUp")
+    window.volumes.bind_toggle(_add(window, menu, "Three planes (axial, coronal, sagittal)",
+                                    window.volumes.toggle_planes, "T"))
     _add(window, menu, "Sort by IoU vs reference (worst first)",
          lambda: files.reorder(window.state.worst_first(files.paths())))
     _add(window, menu, "Sort by agreement of model B (worst first)",
@@ -234,10 +236,10 @@ def report_dialog(window: MainWindow) -> None:
     if window.reviewer.log is None:
         window.export_review_report()  # says why not
         return
-    from app.ui.workers.report_export import default_report_name
+    from app.runs.review_items import REPORT_NAME
 
     folder = window.reviewer.log.folder
-    path, _ = _file_dialog().getSaveFileName(window, "Export review report", str(folder / default_report_name(folder)),
+    path, _ = _file_dialog().getSaveFileName(window, "Export review report", str(folder / REPORT_NAME),
                                           "HTML (*.html)")
     if not path:
         return

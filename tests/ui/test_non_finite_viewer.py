@@ -23,7 +23,7 @@ def parts(tmp_path):
 
 
 def top_k_rows(window) -> int:
-    return window.panel._top_k._layout.count()
+    return len(window.panel.top_classes())
 
 
 def test_a_nan_classification_clears_the_verdict_and_the_top_k(qtbot, make_main_window, models, tmp_path):
@@ -35,7 +35,7 @@ def test_a_nan_classification_clears_the_verdict_and_the_top_k(qtbot, make_main_
         window.add_paths([root])
     bright, dark = window.files.paths()
     assert window.panel.decision.verdict_text().startswith("OK") and window.files.verdict(bright) == "ok"
-    assert top_k_rows(window) == 6  # three classes, a name and a bar each
+    assert top_k_rows(window) == 3  # three classes
     with qtbot.waitSignal(window.image_failed, timeout=TIMEOUT) as failed:
         window.files.setCurrentRow(1)
     path, message = failed.args
@@ -62,14 +62,17 @@ def test_nan_segmentation_logits_are_an_error_not_a_clean_part(qtbot, make_main_
 def test_the_review_report_gives_a_nan_image_no_verdict(models, tmp_path):
     from app.inference.session import open_session
     from app.inference.spec_builder import load_spec
-    from app.ui.workers.report_export import report_items
+    from app.runs.ground_truth import References
+    from app.ui.state.messages import ListedInput, ReportRequest
+    from app.ui.workers.worker_batch import report_items
 
     model = models("nan_when_dark_classifier")
     model.with_suffix(".yaml").write_text(CLASSES + "verdict:\n  fail_if:\n    - {score_above: 0.9}\n")
     root = parts(tmp_path)
     session = open_session(load_spec(model), "cpu")
-    entries = [(str(root / "a_bright.png"), "a_bright.png"), (str(root / "b_dark.png"), "b_dark.png")]
-    bright, dark = report_items(session, entries, Tuning(), {}, references={})
+    entries = tuple(ListedInput(str(root / name), name) for name in ("a_bright.png", "b_dark.png"))
+    request = ReportRequest(entries, str(tmp_path / "r.html"), Tuning(), {}, "m", "", "0")
+    bright, dark = report_items(session, request, References())
     assert bright.verdict == "ok"
     assert dark.verdict == "" and dark.overlay_png is None
     assert "not processed" in dark.verdict_reason and "non-finite model output" in dark.verdict_reason

@@ -17,15 +17,15 @@ from typing import TYPE_CHECKING, Any
 
 from PySide6.QtCore import QObject, Signal, Slot
 
+from app.runs.ground_truth import References
 from app.ui.state.view_state import LatestRequest
 from app.ui.workers.views import decided, display_labels, display_mask, settled, view_result
-from app.ui.workers.worker_batch import BatchJobs, BatchSignals, failure_line, tuned
+from app.ui.workers.worker_batch import BatchJobs, BatchSignals, failure_line, ground_truth, tuned
 from app.ui.workers.worker_volumes import VolumeCounter, decode_request
 
 if TYPE_CHECKING:  # messages loads in the slots, after the window shows (its dataclasses cost ~4 ms)
     from app.inference.session import ModelSession, SessionInfo
     from app.io.decoded import DecodedImage
-    from app.io.references import ReferenceIndex
     from app.ui.state.messages import (
         CompareAllRequest,
         FillRequest,
@@ -81,7 +81,7 @@ class InferenceWorker(QObject):
         self._decoded: tuple[ViewKey, DecodedImage, float] | None = None
         self._cancel = threading.Event()
         self.session_threads: list[int] = []  # ident of the thread each session was created on (tests, logs)
-        self._references: dict[str, ReferenceIndex] = {}  # reference folder -> its index (walked once)
+        self._references = References()  # each image's reference, each reference folder walked once
         self._model_b: ModelSession | None = None  # the second model of Model ▸ Compare with another model
         # plain objects (no thread affinity): they run where the slots calling them run, on this worker's thread
         self._jobs = BatchJobs(BatchSignals(self.batch_progress, self.batch_finished, self.report_finished,
@@ -347,11 +347,10 @@ class InferenceWorker(QObject):
         """`view` measured against its reference (a corrected mask in the review folder first, else the reference
         folder's), and in the difference layer the TP/FP/FN codes at the display size (in the disagreement layer,
         model B's codes)."""
-        from app.ui.workers.ground_truth import compare
-
         if view.result.labels is None or view.tuning.input_root is None:
             return self._disagreement(view)
-        scored, reference = compare(view.key.path, view.result.labels, view.tuning, spec, self._references)
+        scored, reference = self._references.compare(view.key.path, view.result.labels, spec,
+                                                     ground_truth(view.tuning))
         codes = None
         mask = view.result.mask if reference is not None and view.tuning.layer == "difference" else None
         if mask is not None and reference is not None:

@@ -14,14 +14,17 @@ from typing import TYPE_CHECKING, Any
 from app.runs.plan import Progress
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from PySide6.QtCore import SignalInstance
 
     from app.inference.session import ModelSession
     from app.inference.spec import ModelSpec
-    from app.io.references import ReferenceIndex
     from app.runs.folder_run import RunPlan
+    from app.runs.ground_truth import GroundTruth, References
+    from app.runs.review_report import ReportItem
     from app.runs.writer import RunSummary
-    from app.ui.state.messages import ListedInput, ReportRequest, RunAllRequest
+    from app.ui.state.messages import ListedInput, ReportRequest, RunAllRequest, Tuning
 
 log = logging.getLogger(__name__)
 
@@ -56,9 +59,9 @@ class BatchJobs:
     these on its own thread. Keeps the CPU session Run on all uses (see _for_batch)."""
 
     def __init__(self, signals: BatchSignals, *, cancel: threading.Event, session_threads: list[int],
-                 references: dict[str, ReferenceIndex]) -> None:
+                 references: References) -> None:
         """`cancel`: the worker's Cancel (set from the GUI thread); `session_threads`: its list of the threads
-        sessions were created on; `references`: its reference folders' indexes (walked once)."""
+        sessions were created on; `references`: its images' references (each folder walked once)."""
         self._signals = signals
         self._cancel = cancel
         self._session_threads = session_threads
@@ -114,7 +117,6 @@ class BatchJobs:
         from app.runs.provenance import RunIdentity
         from app.runs.review_report import write_review_report
         from app.ui.state.messages import ReportFinished
-        from app.ui.workers.report_export import report_items
 
         self._cancel.clear()
         path = Path(request.report_path)
@@ -124,9 +126,8 @@ class BatchJobs:
         try:
             tuning = request.tuning
             model, min_confidence = tuned(model, tuning.threshold)
-            items = report_items(model, request.entries, tuning, request.reviews, references=self._references,
-                                 min_confidence=min_confidence, should_stop=self._cancel.is_set,
-                                 anonymize=request.anonymize)
+            items = report_items(model, request, self._references, min_confidence=min_confidence,
+                                 should_stop=self._cancel.is_set)
             run = RunIdentity.of(model.spec, threshold=tuning.threshold, min_confidence=min_confidence,
                                  session=model.info)  # the header says what made the results, as the CLI's does
             write_review_report(path, items, model_name=request.model_name, model_sha256=request.model_sha256,
@@ -177,49 +178,52 @@ class BatchJobs:
 
     def compare_all(self, model: ModelSession | None, model_b: ModelSession | None,
                     entries: tuple[ListedInput, ...]) -> None:
-        """Both models on every listed input, for the list's agreement column and sort (a volume measured over
-        every voxel, as `seglens-cli compare`: app.runs.compare); Cancel stops it between images and slices. An
-        input that cannot be read is skipped and counted."""
-        from app.inference.pipeline import Stopped
+        """Both models on every listed input, for the list's agreement column and sort (app.runs.compare_all);
+        Cancel stops it between images and slices."""
         from app.io.discover import InputFile
-        from app.runs.compare import image_agreement, volume_agreement
+        from app.runs.compare_all import compare_all
         from app.ui.state.messages import AgreementMeasured, CompareFinished
 
         self._cancel.clear()
-
-        def finished(completed: bool, message: str) -> None:
-            self._signals.compare_finished.emit(CompareFinished(completed, message))
-
         if model is None or model_b is None:
-            finished(False, "load model B first (Model ▸ Compare with another model…)")
+            self._signals.compare_finished.emit(CompareFinished(False, "load model B first (Model ▸ Compare with "
+                                                                       "another model…)"))
             return
-        failed, unreadable, first = 0, 0, ""
-        for done, entry in enumerate(entries, 1):
-            if self._cancel.is_set():
-                finished(False, f"cancelled after {done - 1} of {len(entries)} images")
-                return
-            try:
-                agreement = volume_agreement(model, model_b, entry.volume, should_stop=self._cancel.is_set) \
-                    if entry.volume is not None else \
-                    image_agreement(model, model_b, InputFile(Path(entry.path), Path(entry.rel)))
-            except Stopped:  # Cancel inside a volume
-                finished(False, f"cancelled after {done - 1} of {len(entries)} images")
-                return
-            except Exception as exc:
-                from app.errors import ImageError
-                from app.logs import private
-
-                line = failure_line(Path(entry.path), exc)
-                private(log, logging.WARNING, entry.path, f"compare: {line}")
-                if isinstance(exc, ImageError):  # the input itself: not something either model did
-                    unreadable += 1
-                else:  # a model failed on it (B's NaN output): said with its line, not as "could not be read"
-                    failed, first = failed + 1, first or line
-                continue
-            self._signals.agreement.emit(AgreementMeasured(entry.path, agreement.metrics.iou, done, len(entries)))
-        finished(True, compare_summary(len(entries), unreadable, failed, first))
+        inputs = [InputFile(Path(e.path), Path(e.rel), volume=e.volume) for e in entries]
+        outcome = compare_all(model, model_b, inputs, should_stop=self._cancel.is_set,
+                              measured=lambda item, iou, done: self._signals.agreement.emit(
+                                  AgreementMeasured(str(item.path), iou, done, len(inputs))))
+        self._signals.compare_finished.emit(CompareFinished(outcome.completed, outcome.message))
 
 
+def ground_truth(tuning: Tuning) -> GroundTruth:
+    """Where the reader's tuning says an image's reference is looked for (app.runs.ground_truth)."""
+    from app.runs.ground_truth import GroundTruth
+
+    return GroundTruth(Path(tuning.input_root) if tuning.input_root is not None else None,
+                       Path(tuning.reference_root) if tuning.reference_root else None)
+
+
+def report_items(model: ModelSession, request: ReportRequest, references: References, *,
+                 min_confidence: float | None = None,
+                 should_stop: Callable[[], bool] = lambda: False) -> list[ReportItem]:
+    """The review report's rows (app.runs.review_items, which `seglens-cli report` shares), measured against the
+    viewer's references; under `request.anonymize` named by their pseudonyms (app.runs.private_names, the
+    workstation's key: the names Run on all and `run --anonymize` give them)."""
+    from app.inference.tuning import with_score_limit
+    from app.io.discover import InputFile
+    from app.runs.review_items import Naming
+    from app.runs.review_items import report_items as review_rows
+    from app.runs.volume_run import pseudonym_key
+
+    tuning = request.tuning
+    spec = with_score_limit(model.spec, tuning.score_limit)
+    inputs = [InputFile(Path(e.path), Path(e.rel), volume=e.volume) for e in request.entries]
+    root = Path(tuning.input_root) if tuning.input_root else Path(".")
+    naming = Naming(root, anonymize=request.anonymize, key=pseudonym_key() if request.anonymize else b"")
+    return review_rows(model, inputs, spec=spec, reviews=request.reviews, naming=naming,
+                       min_confidence=min_confidence, metrics=references.metrics(spec, ground_truth(tuning)),
+                       should_stop=should_stop)
 
 
 def _plan(model: ModelSession, request: RunAllRequest, *, min_confidence: float | None) -> RunPlan:
@@ -274,13 +278,3 @@ def failure_line(path: Path, exc: Exception) -> str:
     log_exception(log, logging.ERROR, f"processing {file_ref(path)} failed", exc)
     log.debug("%s is %s", file_ref(path), path)
     return unexpected_error_line(path, exc)
-
-
-def compare_summary(total: int, unreadable: int, failed: int, first: str) -> str:
-    """`3 images compared, 1 could not be read, 1 failed: <the first failure's line>` (Compare all's last word)."""
-    text = f"{total - unreadable - failed} images compared"
-    if unreadable:
-        text += f", {unreadable} could not be read"
-    if failed:
-        text += f", {failed} failed: {first}" if failed == 1 else f", {failed} failed (the first: {first})"
-    return text
