@@ -35,7 +35,7 @@ def test_a_big_image_is_shown_from_labels_kept_at_the_model_s_size(qtbot, make_m
     exact = view.result.class_pixels()  # the image-sized mask, made now
     assert view.class_counts.sum() == exact.sum() == 9000 * 360
     assert np.abs(view.class_counts - exact).max() <= 0.001 * exact.sum()  # the legend's estimate
-    tile = window.viewer.detail._tile("mask", 1, 0)
+    tile = window.viewer.detail.tile("mask", 1, 0)
     assert (tile.width(), tile.height()) == (512, 360)
     block = np.frombuffer(tile.constBits(), np.uint8).reshape(360, tile.bytesPerLine())[:, :512]
     assert (block != view.result.mask[:, 512:1024]).mean() < 0.002  # the tile is the full mask there

@@ -7,10 +7,16 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from PIL import Image
+from PySide6.QtWidgets import QPushButton
 
 from app.io.render import HEATMAP_LUT, probability_levels
 
 TIMEOUT = 20_000
+
+
+def reset_button(group) -> QPushButton:
+    """The group's Reset button (the threshold's or the score limit's), as the reader clicks it."""
+    return group.findChild(QPushButton, "threshold_reset") or group.findChild(QPushButton, "limit_reset")
 
 
 def gradient(height: int = 64) -> np.ndarray:
@@ -65,8 +71,8 @@ def test_threshold_slider_repaints_from_kept_scores_without_a_model_run(qtbot, m
     assert window.state.tuning.threshold == pytest.approx(0.9)
     assert foreground_columns(window) == 100  # p > 0.9 ⇔ 20·(col/255 − 0.5) > ln 9 ⇔ col > 155.5
     assert len(model_runs) == runs, "a threshold change must not run the model"
-    assert "(model)" not in window.panel.decision._value.text()
-    retune(qtbot, window, window.panel.decision._reset.click)  # Reset: the model's own value
+    assert "(model)" not in window.panel.decision.threshold_text()
+    retune(qtbot, window, reset_button(window.panel.decision).click)  # Reset: the model's own value
     assert foreground_columns(window) == 128 and len(model_runs) == runs
 
 
@@ -82,8 +88,7 @@ def test_probability_layer_is_the_fixed_lut_of_the_probability(qtbot, make_main_
     for x in (0, 120, 128, 140, 255):
         color = overlay.pixelColor(x, 10)
         assert (color.red(), color.green(), color.blue()) == tuple(HEATMAP_LUT[view.display_levels[10, x]])
-    assert window.panel.decision._scale.isVisibleTo(window.panel)
-    assert window.panel.decision._scale.marker() == pytest.approx(0.5)
+    assert window.panel.decision.scale_marker() == pytest.approx(0.5)
     retune(qtbot, window, lambda: window.panel.decision.set_layer("uncertainty"))
     levels = window.state.shown.display_levels[10]
     assert levels[0] == 0 and levels[255] == 0 and levels[127] > 120  # sure at both ends, unsure in the middle
@@ -119,7 +124,7 @@ def test_threshold_is_remembered_per_model_file_and_reset(qtbot, make_main_windo
     assert again.panel.decision.threshold() == pytest.approx(0.3)
     other = make_main_window(models("binary_logits", name="other"), settings="kept.ini")
     assert other.state.tuning.threshold is None  # another model file starts at its own value
-    again.panel.decision._reset.click()
+    reset_button(again.panel.decision).click()
     assert again.state.tuning.threshold is None
     third = make_main_window(binary, settings="kept.ini")
     assert third.state.tuning.threshold is None
@@ -174,10 +179,10 @@ def test_an_argmax_on_the_device_leaves_no_scores_and_the_panel_says_so(qtbot, m
     nothing to decide again from, and the threshold and probability layers are not offered."""
     model = models("rgb_classes")
     window = make_main_window(model)
-    assert window.summary.spec.output.kind == "scores" and window.panel.decision._kind == "min_confidence"
+    assert window.summary.spec.output.kind == "scores" and window.panel.decision.threshold_kind() == "min_confidence"
     window.settings.setValue("runtime", "device_argmax=on")
     with qtbot.waitSignal(window.model_changed, timeout=TIMEOUT):
         window.open_model()
     assert window.summary.spec.output.kind == "labels"
     decision = window.panel.decision
-    assert decision._kind is None and not decision._layer.model().item(1).isEnabled()
+    assert decision.threshold_kind() is None and "probability" not in decision.offered_layers()

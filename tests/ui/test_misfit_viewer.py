@@ -7,6 +7,7 @@ from pathlib import Path
 
 import numpy as np
 from PIL import Image
+from PySide6.QtWidgets import QLabel
 
 from app.ui.widgets.legend import UNCERTAIN_COLOR
 
@@ -25,7 +26,7 @@ def test_a_photo_under_the_ct_demo_gets_an_amber_line(qtbot, make_main_window, t
     assert text.splitlines() == [
         "⚠ a colour image into ct_demo.onnx, a gray (1-channel) model: its colours are lost",
         "⚠ ct_demo.onnx expects CT (input.modality) but this is an 8-bit PNG photo, not a CT scan"]
-    assert UNCERTAIN_COLOR in window.panel.findChild(type(window.panel._misfit), "misfit").styleSheet()
+    assert UNCERTAIN_COLOR in window.panel.findChild(QLabel, "misfit").styleSheet()
     with qtbot.waitSignal(window.overlay_shown, timeout=TIMEOUT):
         window.add_paths([REPO / "resources" / "samples" / "ct" / "IM0016"])
     assert window.panel.misfit_text() == ""

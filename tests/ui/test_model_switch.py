@@ -22,7 +22,7 @@ def test_the_old_overlay_is_gone_and_the_panel_says_busy_until_the_new_result(qt
 
     when_sent = []  # the screen at the moment the new model's request goes to the worker
     window.pictures.view_requested.connect(lambda _request: when_sent.append(
-        (overlay.pixmap().isNull(), window.panel.busy_text(), window.panel.legend._counts[1].text(),
+        (overlay.pixmap().isNull(), window.panel.busy_text(), window.panel.legend.count_text(1),
          window.status.latency.text())))
     window.open_model(models("permuted_classes", "other_model"))
     assert overlay.pixmap().isNull(), "the old model's overlay is still on screen while the new one loads"

@@ -119,7 +119,7 @@ def test_split_view_with_model_b_fits(qtbot, make_main_window, models, tmp_path)
 def test_volume_with_its_slice_bar_fits(qtbot, make_main_window, ct_model, tmp_path):
     write_series(tmp_path / "ct", slices=4)
     window = shown(qtbot, make_main_window, ct_model, tmp_path / "ct")
-    qtbot.waitUntil(lambda: "all 4 slices" in window.panel.legend._volume_note.text(), timeout=TIMEOUT)
+    qtbot.waitUntil(lambda: "all 4 slices" in window.panel.legend.volume_text(), timeout=TIMEOUT)
     assert window.slices.isVisible() and window.panel.image_info.isVisible()
     fits_at_every_size(window)
 
@@ -166,9 +166,9 @@ def test_the_panel_does_not_narrow_again_and_move_the_picture(qtbot, make_main_w
     settle()
     area = window.panel.parentWidget().parentWidget()
     wide = area.width()
-    assert window.panel.legend._counts[1].text() == "9,000,000 px  75.00 %"
+    assert window.panel.legend.count_text(1) == "9,000,000 px  75.00 %"
     with qtbot.waitSignal(window.model_changed, timeout=TIMEOUT):
         window.open_model(models("binary_logits", "second"))
     settle()
-    assert window.panel.legend._counts[1].text() == "–"
+    assert window.panel.legend.count_text(1) == "–"
     assert area.width() == wide

@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 from PIL import Image
 from PySide6.QtCore import QSettings
+from PySide6.QtWidgets import QPushButton
 
 TIMEOUT = 20_000
 BINARY = ("classes:\n  - {name: background}\n  - {name: defect, color: '#ff0000'}\n"
@@ -42,6 +43,11 @@ def parts(tmp_path):
     for name, level in (("p1", 40), ("p2", 100), ("p3", 150), ("p4", 230)):
         Image.fromarray(np.full((32, 32), level, np.uint8)).save(root / f"{name}.png")
     return root
+
+
+def reset_button(group) -> QPushButton:
+    """The group's Reset button (the threshold's or the score limit's), as the reader clicks it."""
+    return group.findChild(QPushButton, "threshold_reset") or group.findChild(QPushButton, "limit_reset")
 
 
 def sha(path) -> str:
@@ -76,7 +82,7 @@ def test_a_model_copied_over_the_file_starts_at_its_own_threshold(qtbot, make_ma
     shutil.copyfile(retrained, binary)  # the retrained model replaces the old file, same path, same sidecar
     again = make_main_window(binary, settings="kept.ini")
     assert again.state.tuning.threshold is None
-    assert again.panel.decision._value.text() == "0.500 (model)"
+    assert again.panel.decision.threshold_text() == "0.500 (model)"
     open_folder(qtbot, again, folder)
     record = run_all(qtbot, again, tmp_path / "out")
     assert record["threshold"] is None and record["thresholds"]["threshold"] == pytest.approx(0.5)  # not 0.3
@@ -93,7 +99,7 @@ def test_the_same_model_at_another_path_keeps_the_threshold(qtbot, make_main_win
     shutil.copyfile(binary.with_suffix(".yaml"), moved.with_suffix(".yaml"))
     again = make_main_window(moved, settings="kept.ini")
     assert again.state.tuning.threshold == pytest.approx(0.3)
-    assert again.panel.decision._value.text() == "0.300"
+    assert again.panel.decision.threshold_text() == "0.300"
     settings = QSettings(str(tmp_path / "kept.ini"), QSettings.Format.IniFormat)
     assert settings.value(f"thresholds/{sha(binary)}") == "0.3"  # the key carries no path
 
@@ -107,7 +113,7 @@ def test_a_stored_threshold_that_is_not_in_range_is_ignored(qtbot, make_main_win
     with caplog.at_level(logging.WARNING):
         window = make_main_window(binary, settings="odd.ini")
     assert window.state.tuning.threshold is None
-    assert window.panel.decision._value.text() == "0.500 (model)"
+    assert window.panel.decision.threshold_text() == "0.500 (model)"
     assert any("remembered threshold" in r.getMessage() and "ignored" in r.getMessage() for r in caplog.records)
     assert not any(str(binary.parent) in r.getMessage() for r in caplog.records if r.levelno >= logging.INFO)
 
@@ -120,9 +126,9 @@ def test_the_score_limit_is_remembered_marked_and_reset(qtbot, make_main_window,
     open_folder(qtbot, window, parts)
     run_all(qtbot, window, tmp_path / "out1")
     folder = window.panel.folder
-    assert folder.limit_text() == "Score limit 0.5 (model)" and not folder._reset.isEnabled()
+    assert folder.limit_text() == "Score limit 0.5 (model)" and not reset_button(folder).isEnabled()
     folder.histogram.limit_moved.emit(0.35)  # what a drag emits
-    assert folder.limit_text() == "Score limit 0.35" and folder._reset.isEnabled()
+    assert folder.limit_text() == "Score limit 0.35" and reset_button(folder).isEnabled()
     window.close()
 
     again = make_main_window(model, settings="kept.ini")  # a restart
@@ -133,7 +139,7 @@ def test_the_score_limit_is_remembered_marked_and_reset(qtbot, make_main_window,
     assert [again.files.verdict(p) for p in paths] == ["ok", "ng", "ng", "ng"]  # judged at 0.35 from the start
     assert record["verdict_rules"] == ["image score >= 0.35"]
     assert again.panel.folder.limit_text() == "Score limit 0.35"
-    again.panel.folder._reset.click()  # back to the model's own limit
+    reset_button(again.panel.folder).click()  # back to the model's own limit
     assert again.state.tuning.score_limit is None
     assert again.panel.folder.limit_text() == "Score limit 0.5 (model)"
     assert [again.files.verdict(p) for p in paths] == ["ok", "ok", "ng", "ng"]
@@ -150,7 +156,7 @@ def test_the_threshold_reset_leaves_the_score_limit(qtbot, make_main_window, mod
     window.panel.folder.histogram.limit_moved.emit(0.35)
     nudge(qtbot, window, 100)
     with qtbot.waitSignal(window.tuner.retuned_shown, timeout=TIMEOUT):
-        window.panel.decision._reset.click()
+        reset_button(window.panel.decision).click()
     assert window.state.tuning.threshold is None and window.state.tuning.score_limit == pytest.approx(0.35)
 
 

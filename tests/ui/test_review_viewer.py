@@ -10,11 +10,18 @@ import numpy as np
 import pytest
 from PIL import Image
 from PySide6.QtCore import Qt
-from PySide6.QtWidgets import QPushButton
+from PySide6.QtWidgets import QLineEdit, QPushButton
 
 from app.runs.review import REVIEW_FILE, ReviewLog
 
 TIMEOUT = 20_000
+
+
+def type_note(window, text: str) -> None:
+    """Type `text` into the review panel's note and press Enter."""
+    note = window.panel.review.findChild(QLineEdit, "note")
+    note.setText(text)
+    note.editingFinished.emit()
 
 
 @pytest.fixture
@@ -41,8 +48,7 @@ def test_accept_reject_move_on_and_are_kept_for_the_next_session(qtbot, make_mai
     assert window.files.item(0).text().endswith("✓")
     window.reviewer.mark("rejected")
     assert window.files.current_path() == c3
-    window.panel.review._note.setText("edge, <b>check</b>")
-    window.panel.review._note.editingFinished.emit()
+    type_note(window, "edge, <b>check</b>")
     window.files.set_filter("rejected")
     assert window.files.visible_paths() == [c2]
     window.files.set_filter("unreviewed")
@@ -80,8 +86,7 @@ def test_export_review_report_from_the_window(qtbot, make_main_window, models, f
     window = make_main_window(models("binary_logits"))
     open_folder(qtbot, window, folder)
     window.reviewer.mark("rejected")
-    window.panel.review._note.setText("<script>alert(1)</script>")
-    window.panel.review._note.editingFinished.emit()
+    type_note(window, "<script>alert(1)</script>")
     (folder / "c3.png").write_bytes(b"broken now")  # a file that fails on the way gets its row, says why
     with qtbot.waitSignal(window.reporter.report_finished, timeout=TIMEOUT) as done:
         window.export_review_report()

@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 from PIL import Image
 from PySide6.QtCore import QSettings
+from PySide6.QtWidgets import QSlider
 
 from app.ui.recent import MAX_RECENT, RecentList, fill_menu
 from app.ui.state.view_state import DisplayMode
@@ -71,7 +72,7 @@ def test_the_toolbar_drives_the_overlay_and_its_hidden_state_is_remembered(qtbot
     win.panel.controls.toggle_mode()  # the C key
     assert not contour.isChecked()
     win.panel.controls.set_opacity(0.8)
-    slider = next(w for w in win.toolbar.findChildren(type(win.panel.controls._opacity)))
+    slider = next(w for w in win.toolbar.findChildren(QSlider))
     assert slider.value() == 80
     slider.setValue(30)
     assert abs(win.state.overlay.opacity - 0.3) < 1e-6

@@ -33,8 +33,8 @@ def test_a_series_is_one_item_stepped_by_slice_with_its_volume_in_ml(qtbot, make
         str(win.state.on_screen.path))
     assert int((win.state.on_screen.result.mask > 0).sum()) == int((disc_slice(1, 32, 32) > 0).sum())
     voxels = sum(int((disc_slice(k, 32, 32) > 0).sum()) for k in range(6))
-    qtbot.waitUntil(lambda: "all 6 slices" in win.panel.legend._volume_note.text(), timeout=TIMEOUT)
-    assert win.panel.legend._volumes[1].text() == f"{voxels * 2.5 * 0.7 * 0.8 / 1000:,.2f} mL"
+    qtbot.waitUntil(lambda: "all 6 slices" in win.panel.legend.volume_text(), timeout=TIMEOUT)
+    assert win.panel.legend.volume_figures()[1] == f"{voxels * 2.5 * 0.7 * 0.8 / 1000:,.2f} mL"
 
     win.slices.slider.setValue(5)
     qtbot.waitUntil(lambda: win.state.on_screen.frame == 5, timeout=TIMEOUT)
@@ -82,7 +82,7 @@ def test_patient_fields_stay_out_of_the_log_file(qtbot, make_main_window, ct_mod
     win = make_main_window(ct_model)
     with qtbot.waitSignal(win.overlay_shown, timeout=TIMEOUT):
         win.add_paths([tmp_path / "ct"])
-    qtbot.waitUntil(lambda: "all 4 slices" in win.panel.legend._volume_note.text(), timeout=TIMEOUT)
+    qtbot.waitUntil(lambda: "all 4 slices" in win.panel.legend.volume_text(), timeout=TIMEOUT)
     assert "Secret" in win.panel.image_info.text.text()  # shown to the reader on screen …
     for handler in logging.getLogger().handlers:
         handler.flush()

@@ -55,6 +55,7 @@ class DecisionControls(QGroupBox):
         self._slider.setPageStep(25)
         self._value = QLabel()
         self._reset = QPushButton("Reset")
+        self._reset.setObjectName("threshold_reset")
         self._reset.setToolTip("Back to the model's own value (its sidecar)")
         row = QWidget()  # the slider above its value and Reset: the panel is narrow
         line = QGridLayout(row)
@@ -143,6 +144,26 @@ class DecisionControls(QGroupBox):
     def threshold(self) -> float | None:
         value = self._slider.value() / STEPS
         return None if abs(value - self._model_value) < 0.5 / STEPS else value
+
+    def threshold_text(self) -> str:
+        """The threshold's value as shown: `0.300`, or `0.500 (model)` at the model's own."""
+        return self._value.text()
+
+    def threshold_kind(self) -> str | None:
+        """What the slider sets for this model: "threshold", "min_confidence", or None (no kept scores)."""
+        return self._kind
+
+    def offered_layers(self) -> list[str]:
+        """The layers this model (and model B, if any) can show now."""
+        return [key for row, (key, _) in enumerate(LAYERS) if _item(self._layer, row).isEnabled()]
+
+    def offered_splits(self) -> list[str | None]:
+        """The split views offered now (None: off; "ab" only while comparing with model B)."""
+        return [key for row, (key, _) in enumerate(SPLITS) if _item(self._split, row).isEnabled()]
+
+    def scale_marker(self) -> float | None:
+        """The threshold marked on the probability colour bar; None while the bar is hidden or unmarked."""
+        return None if self._scale.isHidden() else self._scale.marker()
 
     def set_layer(self, layer: str) -> None:
         self._layer.setCurrentIndex([key for key, _ in LAYERS].index(layer))
@@ -284,6 +305,7 @@ class FolderScores(QGroupBox):
         self._counts = QLabel()
         self._limit = QLabel()
         self._reset = QPushButton("Reset")
+        self._reset.setObjectName("limit_reset")
         self._reset.setToolTip("Back to the model's own score limit (its sidecar)")
         self._limit_row = QWidget()  # as the threshold's row: the value, then Reset
         line = QGridLayout(self._limit_row)

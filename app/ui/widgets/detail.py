@@ -86,14 +86,16 @@ class DetailItem(QGraphicsItem):
         for ty in rows:
             for tx in cols:
                 target = QRectF(tx * TILE, ty * TILE, min(TILE, width - tx * TILE), min(TILE, height - ty * TILE))
-                painter.drawImage(target, self._tile("pixels", tx, ty))
+                painter.drawImage(target, self.tile("pixels", tx, ty))
                 if self._mask_shown and self._mask is not None:
                     painter.setOpacity(self._mask_opacity)
-                    painter.drawImage(target, self._tile("mask", tx, ty))
+                    painter.drawImage(target, self.tile("mask", tx, ty))
                     painter.setOpacity(1.0)
                 self.painted_tiles += 1
 
-    def _tile(self, kind: str, tx: int, ty: int) -> QImage:
+    def tile(self, kind: str, tx: int, ty: int) -> QImage:
+        """Tile (`tx`, `ty`) of the full-resolution "pixels" or "mask", made on first use and kept (the newest
+        CACHE_TILES)."""
         key = (kind, tx, ty)
         image = self._tiles.get(key)
         if image is not None:

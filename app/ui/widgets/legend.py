@@ -133,6 +133,20 @@ class Legend(QGroupBox):
         for label in self._counts:
             label.setText("–")
 
+    def count_text(self, index: int) -> str:
+        """Class `index`'s pixels and share as shown (`1,234 px  5.00 %`, `–` without a result)."""
+        return self._counts[index].text()
+
+    def volume_text(self) -> str:
+        """The whole-volume line (`Whole volume: all 40 slices`, or why it was not counted); "" while hidden."""
+        return "" if self._volume_note.isHidden() else self._volume_note.text()
+
+    def volume_figures(self) -> dict[int, str]:
+        """Each painted class's whole-volume figure on screen (`12.50 mL`); empty while none is shown."""
+        if not self._volume_rows or self._volume_rows[0].isHidden():
+            return {}
+        return {index: label.text() for index, label in self._volumes.items()}
+
     def hidden(self) -> frozenset[int]:
         return frozenset(i for i, box in enumerate(self._boxes) if box.isEnabled() and not box.isChecked())
 
@@ -150,6 +164,11 @@ class TopK(QGroupBox):
     def __init__(self, parent=None) -> None:
         super().__init__("Top classes", parent)
         self._layout = QGridLayout(self)
+        self._rows: list[tuple[str, str]] = []
+
+    def rows(self) -> list[tuple[str, str]]:
+        """The classes shown, best first: (short name, score as its bar says it)."""
+        return list(self._rows)
 
     def set_predictions(self, predictions, uncertain: str = "") -> None:
         """Show best-first `predictions` (name, score); `uncertain`: the line saying why they are uncertain."""
@@ -168,6 +187,7 @@ class TopK(QGroupBox):
             bar.setFormat(f"{p.score:.1%}")
             self._layout.addWidget(name, row, 0)
             self._layout.addWidget(bar, row, 1)
+        self._rows = [(display_name(p.name), f"{p.score:.1%}") for p in predictions]
         if uncertain:
             line = plain_label(uncertain)
             line.setObjectName("uncertain")

@@ -19,10 +19,7 @@ from PySide6.QtWidgets import (
 )
 
 from app.ui.state.view_state import DisplayMode
-from app.ui.widgets.decision import DecisionControls, FolderScores
-from app.ui.widgets.edit_panel import EditPanel
 from app.ui.widgets.legend import UNCERTAIN_COLOR, Legend, TopK, plain
-from app.ui.widgets.review_panel import ReviewPanel
 
 MODES = (DisplayMode.FILLED, DisplayMode.CONTOUR)  # the order of the Mode box, and of C's cycle
 MODE_NAMES = {DisplayMode.FILLED: "Filled", DisplayMode.CONTOUR: "Contour"}
@@ -149,13 +146,9 @@ class SidePanel(QWidget):
     hidden_changed = Signal(object)  # frozenset of the class indices the legend hides
     frame_changed = Signal(int)  # a multi-frame file's frame slider
 
-    def __init__(self, parent=None) -> None:
+    def __init__(self, parent=None, *, groups_later: bool = False) -> None:
         super().__init__(parent)
         self.controls = OverlayControls()
-        self.decision = DecisionControls()
-        self.edit = EditPanel()
-        self.review = ReviewPanel()
-        self.folder = FolderScores()
         self.legend = Legend()
         self.image_info = ImageInfo()
         self._top_k = TopK()
@@ -166,9 +159,6 @@ class SidePanel(QWidget):
         layout = QVBoxLayout(self)
         layout.addWidget(self._model_label)
         layout.addWidget(self.controls)
-        layout.addWidget(self.edit)
-        layout.addWidget(self.review)
-        layout.addWidget(self.decision)
         self._busy = QLabel()  # "Running <model>…" between a model switch and its first result
         self._busy.setObjectName("busy")
         self._busy.setWordWrap(True)
@@ -186,15 +176,33 @@ class SidePanel(QWidget):
         layout.addWidget(self.legend)
         layout.addWidget(self._top_k)
         layout.addWidget(self.image_info)
-        layout.addWidget(self.folder)
         layout.addStretch(1)
         self._top_k.hide()
-        self.decision.split_changed.connect(self.split_changed)
         self.controls.opacity_changed.connect(self.opacity_changed)
         self.controls.visible_changed.connect(self.visible_changed)
         self.controls.mode_changed.connect(self.mode_changed)
         self.legend.visibility_changed.connect(self.hidden_changed)
         self.image_info.frame_changed.connect(self.frame_changed)
+        if not groups_later:
+            self.add_hidden_groups()
+
+    def add_hidden_groups(self) -> None:
+        """The groups hidden until a model, a mode or a folder asks for them (edit, review, decision, folder scores),
+        each in its place. At launch they come after the first paint (MainWindow.finish): not part of it, their
+        modules (the charts among them) need not load before it."""
+        from app.ui.widgets.decision import DecisionControls, FolderScores
+        from app.ui.widgets.edit_panel import EditPanel
+        from app.ui.widgets.review_panel import ReviewPanel
+
+        self.edit = EditPanel()
+        self.review = ReviewPanel()
+        self.decision = DecisionControls()
+        self.folder = FolderScores()
+        layout = cast(QVBoxLayout, self.layout())
+        for offset, group in enumerate((self.edit, self.review, self.decision)):
+            layout.insertWidget(layout.indexOf(self.controls) + 1 + offset, group)
+        layout.insertWidget(layout.indexOf(self.image_info) + 1, self.folder)
+        self.decision.split_changed.connect(self.split_changed)
 
     def show_model_loading(self, file_name: str, device: str) -> None:
         self._model_label.setText(f"Loading {_breakable(file_name)} on {plain(device)}…")
@@ -258,6 +266,10 @@ class SidePanel(QWidget):
         """A line per reason the image does not fit the model (a colour photo into a CT model); none: hidden."""
         self._misfit.setText("\n".join(f"⚠ {reason}" for reason in reasons))
         self._misfit.setVisible(bool(reasons))
+
+    def top_classes(self) -> list[tuple[str, str]]:
+        """A classification's classes shown, best first: (short name, score); none for a segmentation."""
+        return self._top_k.rows()
 
     def misfit_text(self) -> str:
         return self._misfit.text() if not self._misfit.isHidden() else ""

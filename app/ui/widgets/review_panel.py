@@ -27,6 +27,7 @@ class ReviewPanel(QGroupBox):
         self._who = QLabel()
         self._who.setTextFormat(Qt.TextFormat.PlainText)
         self._note = QLineEdit()
+        self._note.setObjectName("note")
         self._note.setPlaceholderText("note (Enter to keep)")
         self._counts = QLabel()
         self._counts.setWordWrap(True)
