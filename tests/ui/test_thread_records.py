@@ -73,7 +73,7 @@ def test_what_the_worker_sends_back_is_a_frozen_messages_record(qtbot, make_main
         win.open_model()
     with qtbot.waitSignal(win.overlay_shown, timeout=TIMEOUT):
         win.add_paths([tmp_path / "ct"])
-    qtbot.waitUntil(lambda: "all 4 slices" in win.panel.legend._volume_note.text(), timeout=TIMEOUT)
+    qtbot.waitUntil(lambda: "all 4 slices" in win.panel.legend.volume_text(), timeout=TIMEOUT)
     with qtbot.waitSignal(win.run_all_finished, timeout=TIMEOUT):
         win.run_all(None)
     names = {name for name, _ in sent}
