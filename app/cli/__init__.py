@@ -14,6 +14,7 @@ import json
 import logging
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from app import __version__
 from app.cli.options import (  # the commands' shared options and helpers, one way: app.cli → app.cli.options
@@ -27,6 +28,9 @@ from app.cli.options import device as _device
 from app.cli.options import fraction as _fraction
 from app.cli.options import runtime_options as _runtime
 from app.cli.options import shown as _shown
+
+if TYPE_CHECKING:  # the heavy modules are imported by the commands that use them (--version answers without)
+    from app.inference.session import ModelSession
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -292,6 +296,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
     device_index = args.device.device_id if args.device.kind == "cuda" else 0
     vram_before = gpu_memory(device_index)
     model = open_session(spec, args.device, runtime=_runtime(args))
+    if spec.is_3d:
+        return _bench_volume_model(args, model)
     with tempfile.TemporaryDirectory(prefix="seglens-bench-images-") as scratch:
         inputs = discover([args.images]) if args.images else synthetic_images(Path(scratch), args.size or (1080, 1920))
         inputs, left_out = image_inputs(inputs)
@@ -318,6 +324,27 @@ def cmd_bench(args: argparse.Namespace) -> int:
         if vram_after:
             print(f"  GPU memory used: {vram['gpu_mem_used_before_mb']} MB before the session, "
                   f"{vram['gpu_mem_used_after_mb']} MB after the benchmark")
+    return EXIT_OK
+
+
+def _bench_volume_model(args: argparse.Namespace, model: ModelSession) -> int:
+    """bench on a 3D model: the raw session.run time per patch, and a synthetic volume through the 3D pipeline."""
+    from app.inference.session import open_session
+    from app.runs.bench3d import bench3d, format_report3d, raw_patches
+
+    if args.images:
+        print("error: --images applies to 2D models; a 3D model is benched on synthetic patches and a synthetic "
+              "volume", file=sys.stderr)
+        return EXIT_USAGE
+    report = bench3d(model, runs=args.runs)
+    speedup = None
+    if model.info.on_gpu:  # the same raw loop on the CPU, for the GPU ÷ CPU figure
+        cpu = open_session(model.spec, "cpu", runtime=_runtime(args))
+        speedup = report.raw.images_per_s / max(raw_patches(cpu, max(5, args.runs // 5)).images_per_s, 1e-9)
+    if args.json:
+        print(json.dumps({**report.as_dict(), "gpu_over_cpu": speedup}, indent=2))
+    else:
+        print(_shown(format_report3d(report, speedup)))
     return EXIT_OK
 
 
