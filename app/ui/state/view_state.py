@@ -15,7 +15,7 @@ import threading
 from collections import OrderedDict
 from dataclasses import dataclass, replace
 from enum import Enum
-from typing import TYPE_CHECKING, Generic, TypeVar, cast
+from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast
 
 if TYPE_CHECKING:  # messages loads when first used: its dataclasses cost ~4 ms before the window could show
     import numpy as np
@@ -286,7 +286,7 @@ class ViewState:
 
     # -- overlay ---------------------------------------------------------------------------------------
 
-    def set_overlay(self, **changes) -> OverlayStyle:
+    def set_overlay(self, **changes: Any) -> OverlayStyle:
         """Change some of mode, opacity, visible, hidden; returns the new style."""
         if "hidden" in changes:
             changes["hidden"] = frozenset(changes["hidden"])
@@ -303,7 +303,7 @@ class ViewState:
             self._tuning = Tuning()
         return self._tuning
 
-    def set_tuning(self, **changes) -> RetuneRequest | None:
+    def set_tuning(self, **changes: Any) -> RetuneRequest | None:
         """Change some of threshold, score_limit, layer, class_index; the retune of the picture shown, if any."""
         self._tuning = replace(self.tuning, **changes)
         return self.retune(self.shown) if self.shown is not None else None

@@ -7,19 +7,26 @@ from dataclasses import replace
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    import numpy as np
+
+    from app.inference.pipeline import Result
+    from app.inference.spec import ModelSpec
+    from app.io.decoded import DecodedImage
     from app.ui.state.messages import Tuning, ViewRequest, ViewResult
+
+    Labels = tuple[np.ndarray | None, np.ndarray | None]  # (labels at a display size, pixels per label value)
 
 MAX_DISPLAY_SIDE = 8192  # larger images get a downscaled display copy; results stay at full resolution
 
 
-def display_labels(result, view: ViewResult):
+def display_labels(result: Result, view: ViewResult) -> Labels:
     """(labels at the display size of `view`, pixel counts per label value at the image's size) of `result`'s
     segmentation; (None, None) for classification. See `_labels_at`."""
     height, width = view.display_pixels.shape[:2]
     return _labels_at(result, (height, width), view.display_scale)
 
 
-def _labels_at(result, hw: tuple[int, int], scale: float):
+def _labels_at(result: Result, hw: tuple[int, int], scale: float) -> Labels:
     """A downscaled display gets labels decided at its own size (labelmap.LabelMap.at_size): the image-sized mask
     is not made for the overview. Its counts are then the display's, each pixel standing for the image pixels it
     covers (labelmap.estimated_counts); exact once the full mask exists (made for an area rule, a reference…)."""
@@ -45,7 +52,7 @@ def settled(view: ViewResult) -> ViewResult:
     return replace(view, display_mask=mask, class_counts=counts)
 
 
-def display_mask(mask, view: ViewResult):
+def display_mask(mask: np.ndarray | None, view: ViewResult) -> np.ndarray | None:
     """`mask` at the display size of `view` (the mask itself unless the display copy is downscaled)."""
     if mask is None or view.display_scale == 1.0:
         return mask
@@ -55,7 +62,7 @@ def display_mask(mask, view: ViewResult):
     return cv2.resize(mask, (width, height), interpolation=cv2.INTER_NEAREST)
 
 
-def decided(view: ViewResult, tuning: Tuning, spec) -> ViewResult:
+def decided(view: ViewResult, tuning: Tuning, spec: ModelSpec) -> ViewResult:
     """`view` with its verdict at the tuning's score limit and, in a probability/uncertainty layer, that picture
     as 0–255 levels at the display size."""
     from app.inference.tuning import judge, plane, with_score_limit
@@ -76,7 +83,7 @@ def decided(view: ViewResult, tuning: Tuning, spec) -> ViewResult:
     return replace(view, tuning=tuning, display_levels=levels, judgement=judgement, display_codes=None)
 
 
-def view_result(request: ViewRequest, result, image) -> ViewResult:
+def view_result(request: ViewRequest, result: Result, image: DecodedImage) -> ViewResult:
     """The result with display-sized copies: images longer than MAX_DISPLAY_SIDE are downscaled for the screen."""
     import cv2
 
@@ -84,15 +91,16 @@ def view_result(request: ViewRequest, result, image) -> ViewResult:
 
     pixels = image.display()
     height, width = pixels.shape[:2]
-    extra = {"window": image.window, "invert": image.invert, "info": dict(image.info),
-             "frame_count": image.frame_count, "generation": request.generation}
+    display, raw, full, hw = pixels, image.raw, None, (height, width)
     scale = max(height, width) / MAX_DISPLAY_SIDE
-    if scale <= 1.0:
-        mask, counts = _labels_at(result, (height, width), 1.0)
-        return ViewResult(request.key, result, pixels, mask, 1.0, image.raw, class_counts=counts, **extra)
-    size = (max(1, round(width / scale)), max(1, round(height / scale)))
-    display = cv2.resize(pixels, size, interpolation=cv2.INTER_AREA)
-    mask, counts = _labels_at(result, (size[1], size[0]), width / size[0])
-    raw = None if image.raw is None else cv2.resize(image.raw, size, interpolation=cv2.INTER_AREA)
-    return ViewResult(request.key, result, display, mask, width / size[0], raw, full_pixels=pixels,
-                      class_counts=counts, **extra)
+    if scale > 1.0:
+        size = (max(1, round(width / scale)), max(1, round(height / scale)))
+        display = cv2.resize(pixels, size, interpolation=cv2.INTER_AREA)
+        raw = None if image.raw is None else cv2.resize(image.raw, size, interpolation=cv2.INTER_AREA)
+        full, hw = pixels, (size[1], size[0])
+    display_scale = width / hw[1]  # 1.0 unless downscaled
+    mask, counts = _labels_at(result, hw, display_scale)
+    return ViewResult(request.key, result, display, mask, display_scale, raw, window=image.window,
+                      invert=image.invert, info=dict(image.info), frame_count=image.frame_count,
+                      generation=request.generation, full_pixels=full, class_counts=counts,
+                      request_id=request.request_id)

@@ -25,6 +25,7 @@ from app.ui.workers.worker_volumes import VolumeCounter, decode_request
 
 if TYPE_CHECKING:  # messages loads in the slots, after the window shows (its dataclasses cost ~4 ms)
     from app.inference.session import ModelSession, SessionInfo
+    from app.inference.spec import ModelSpec
     from app.io.decoded import DecodedImage
     from app.ui.state.messages import (
         CompareAllRequest,
@@ -269,7 +270,7 @@ class InferenceWorker(QObject):
         except Exception as exc:
             self.failed.emit(ViewFailed(request.request_id, path, failure_line(Path(path), exc)))
             return
-        self.result_ready.emit(replace(view, request_id=request.request_id))
+        self.result_ready.emit(view)  # its request_id: the request's (views.view_result)
 
     def _view(self, request: ViewRequest, decoded: tuple[ViewKey, DecodedImage, float] | None = None) -> ViewResult:
         from app.inference import pipeline
@@ -296,7 +297,7 @@ class InferenceWorker(QObject):
             self._volumes.add(path, request.tuning.threshold, request.key.frame, result)
         return view
 
-    def _with_model_b(self, view: ViewResult, image) -> ViewResult:
+    def _with_model_b(self, view: ViewResult, image: DecodedImage) -> ViewResult:
         """The second model on the same decoded image: its mask, and its agreement with the first."""
         from app.inference import pipeline
         from app.inference.metrics import image_metrics
@@ -343,7 +344,7 @@ class InferenceWorker(QObject):
             return
         self.retuned.emit(replace(view, request_id=request.request_id))
 
-    def _compared(self, view: ViewResult, spec) -> ViewResult:
+    def _compared(self, view: ViewResult, spec: ModelSpec) -> ViewResult:
         """`view` measured against its reference (a corrected mask in the review folder first, else the reference
         folder's), and in the difference layer the TP/FP/FN codes at the display size (in the disagreement layer,
         model B's codes)."""

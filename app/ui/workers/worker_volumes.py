@@ -15,6 +15,7 @@ if TYPE_CHECKING:
 
     from app.inference.pipeline import Result
     from app.inference.session import ModelSession
+    from app.io.decoded import DecodedImage
     from app.runs.volume_fill import VolumeFill
     from app.ui.state.messages import FillRequest, ViewRequest
 
@@ -93,7 +94,7 @@ class VolumeCounter:
         self._counted.emit(VolumeCount(path, fill.done, fill.total, fill.totals(), fill.millilitres()))
 
 
-def decode_request(request: ViewRequest):
+def decode_request(request: ViewRequest) -> tuple[DecodedImage, float]:
     """The picture a request names: a volume's slice (app.io.volumes), or a file's frame; and its decode time."""
     from app.inference import pipeline
 
