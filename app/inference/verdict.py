@@ -339,7 +339,7 @@ def _fired(rule: Rule, result: Result, spec: ModelSpec) -> str:
     if isinstance(rule, ScoreRule):
         return score_fired(image_score(result), rule, rule.score_above)
     if isinstance(rule, ComponentRule):  # a volume rule: a slice of a volume is never judged by it (slice_verdict)
-        return f"no volume to judge {rule.describe()} by (this is a 2D image)"
+        return f"no volume to judge {rule.describe()} by (one 2D image or slice)"
     if isinstance(rule, Top1Rule):
         if not result.predictions:
             return f"no top-1 class to judge {rule.describe()} by"

@@ -24,11 +24,13 @@ from app.inference import pipeline
 from app.inference.postprocess import class_pixel_counts
 from app.inference.spec import ModelSpec
 from app.inference.tuning import judge
+from app.inference.verdict import Verdict, plane_rules, slice_verdict
 from app.io.discover import InputFile
 from app.io.images import DecodedImage, read_slice
 from app.io.volumes import Volume
 from app.runs.review import Review
 from app.runs.review_report import ReportItem
+from app.runs.volume_lesions import components_verdict, volume_components
 
 if TYPE_CHECKING:
     from app.inference.pipeline import Result
@@ -155,19 +157,23 @@ def volume_item(model: ModelSession, volume: Volume, *, spec: ModelSpec, name: s
                 min_confidence: float | None = None,
                 should_stop: Callable[[], bool] = lambda: False) -> ReportItem:
     """One volume's row: every slice run; the picture is the slice with the most foreground (the middle one when
-    none has any, or for a classifier); NG when any slice is NG (the first says why); figures: slices, the slice
-    shown, mL (else voxels) per class."""
+    none has any, or for a classifier); NG when any slice is NG (the first says why), else when a volume rule fires
+    on the volume's 3D components (as the CLI's report); figures: slices, the slice shown, mL (else voxels) per
+    class."""
     counts = np.zeros(256, np.int64)
     shown = _Shown(-1, -1, None, None)
     bad: tuple[int, str] | None = None
     judged = False
+    labels = _LabelVolume(volume) if spec.verdict is not None and plane_rules(spec.verdict) != spec.verdict else None
     for k in range(volume.depth):
         if should_stop():
             raise pipeline.Stopped()
         image = read_slice(volume, k)
         result = _run(model, image, spec, min_confidence)
-        verdict = judge(spec, result).verdict
+        verdict = slice_verdict(spec, result)  # a volume rule judges the whole volume, below
         judged = judged or verdict is not None
+        if labels is not None:
+            labels.add(k, result.mask)
         if verdict is not None and not verdict.ok and bad is None:
             bad = (k + 1, verdict.reason)
         here = class_pixel_counts(result.mask) if result.mask is not None else None
@@ -176,10 +182,42 @@ def volume_item(model: ModelSession, volume: Volume, *, spec: ModelSpec, name: s
         foreground = int(here[1:].sum()) if here is not None else 0
         if foreground > shown.foreground or (k == volume.depth // 2 and shown.foreground <= 0):
             shown = _Shown(k, foreground, image, result.mask)
-    said, reason = ("", "") if not judged else ("ok", "") if bad is None else ("ng", f"slice {bad[0]}: {bad[1]}")
+    said, reason = _said(judged, bad, labels.verdict(spec) if labels is not None else None)
     picture = overlay_png(shown.image.display(), shown.mask, spec.classes) if shown.image is not None else None
     return ReportItem(name, picture, said, reason, None, review,
                       figures=volume_figures(volume, spec, counts, shown.index, shown.foreground))
+
+
+def _said(judged: bool, bad: tuple[int, str] | None, whole: Verdict | None) -> tuple[str, str]:
+    """A volume row's verdict and reason: the first NG slice, else the volume rules' NG, else OK; nothing when
+    no rule judged it."""
+    if bad is not None:
+        return "ng", f"slice {bad[0]}: {bad[1]}"
+    if whole is not None and not whole.ok:
+        return "ng", whole.reason
+    return ("ok", "") if judged or whole is not None else ("", "")
+
+
+class _LabelVolume:
+    """A volume's slices' masks stacked into its label volume, for the volume rules (min_component_ml)."""
+
+    def __init__(self, volume: Volume) -> None:
+        self.volume = volume
+        self.labels: np.ndarray | None = None  # None until a slice has a mask
+
+    def add(self, k: int, mask: np.ndarray | None) -> None:
+        if mask is None:
+            return
+        if self.labels is None:
+            self.labels = np.zeros((self.volume.depth, *mask.shape), np.uint8)
+        if mask.shape != self.labels.shape[1:]:
+            raise SegLensError(f"{self.volume.slices[k].path}: slice {k + 1} is {mask.shape[1]}×{mask.shape[0]}, "
+                               f"the volume's first slice {self.labels.shape[2]}×{self.labels.shape[1]}")
+        self.labels[k] = mask
+
+    def verdict(self, spec: ModelSpec) -> Verdict | None:
+        found, why_not = volume_components(self.volume, self.labels)
+        return components_verdict(spec, found, why_not)
 
 
 @dataclass(frozen=True)

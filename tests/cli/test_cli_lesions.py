@@ -70,7 +70,7 @@ def test_component_columns_and_the_volume_rule_in_the_report(ct_model, tmp_path)
 
     plain = next(r for r in rows if r["path"].endswith("plain.png"))
     assert (plain["verdict"], plain["verdict_reason"]) == (
-        "ng", "no volume to judge a disc component of >= 0.5 mL (26-connected, in 3D) by (this is a 2D image)")
+        "ng", "no volume to judge a disc component of >= 0.5 mL (26-connected, in 3D) by (one 2D image or slice)")
     assert plain["connectivity"] == plain["components_disc"] == ""
 
 

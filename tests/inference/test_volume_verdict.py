@@ -126,7 +126,7 @@ def test_a_plain_2d_image_is_ng_it_has_no_volume_to_judge(models):
     spec = seg_spec(models, "    - {class: scratch, min_component_ml: 0.5}\n")
     verdict = verdict_of(spec, seg_result(np.zeros((8, 8), np.uint8)))
     assert verdict == Verdict(False, "no volume to judge a scratch component of >= 0.5 mL (26-connected, in 3D) "
-                                     "by (this is a 2D image)")
+                                     "by (one 2D image or slice)")
 
 
 def test_a_slice_of_a_volume_is_judged_by_the_other_rules_only(models):
