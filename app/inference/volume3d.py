@@ -35,8 +35,8 @@ from app.inference.volume_window import (
     window_starts,
 )
 
-__all__ = ["VolumePrediction", "estimate_bytes", "gaussian_importance", "model_grid", "predict_volume",
-           "resample_linear", "sliding_window", "window_starts"]
+__all__ = ["VolumePrediction", "estimate_bytes", "gaussian_importance", "model_grid", "model_input",
+           "native_outputs", "predict_volume", "resample_linear", "sliding_window", "window_starts"]
 
 Shape3 = tuple[int, int, int]
 RawRun = Callable[[np.ndarray], np.ndarray | tuple[np.ndarray, ...]]
@@ -72,7 +72,8 @@ def predict_volume(image: np.ndarray, *, spacing: tuple[float, float, float] | N
     its raw output. Raises SegLensError (one line) for a volume that cannot fit in `memory_limit` bytes (None:
     the memory available now), `pipeline.Stopped` when `should_stop()` answers True between session runs."""
     native = image[None] if image.ndim == 3 else image
-    plan = _plan(native, spacing, affine, spec, memory_limit)
+    plan = _plan(native.shape, spacing, affine, spec)
+    _check_memory(plan, native.shape[0], memory_limit)
     started = time.perf_counter()
     model_image = _prepare(native, plan)
     prepared = time.perf_counter()
@@ -111,23 +112,42 @@ def output_classes(spec: ModelSpec) -> int:
     return 1 if spec.output.kind == "binary" else max(len(spec.classes), 1)
 
 
-def _plan(native: np.ndarray, spacing: tuple[float, float, float] | None, affine: np.ndarray | None,
-          spec: ModelSpec, memory_limit: int | None) -> _Plan:
+def model_input(image: np.ndarray, *, spacing: tuple[float, float, float] | None, affine: np.ndarray | None,
+                spec: ModelSpec) -> np.ndarray:
+    """What the 3D model sees of `image`: [C, d, h, w] float32 on its grid, in its axes, normalised (the input
+    a reference sliding window, MONAI's in benchmarks/volume3d_bench.py, is given)."""
+    native = image[None] if image.ndim == 3 else image
+    return _prepare(native, _plan(native.shape, spacing, affine, spec))
+
+
+def native_outputs(blended: np.ndarray, *, native_shape: Shape3, spacing: tuple[float, float, float] | None,
+                   affine: np.ndarray | None, spec: ModelSpec) -> tuple[np.ndarray, np.ndarray]:
+    """Blended probabilities on the model's grid ([K, d, h, w], its axes) as predict_volume keeps them: float16 on
+    the native grid, and the uint8 labels decided from them."""
+    plan = _plan((spec.input.channels, *native_shape), spacing, affine, spec)
+    return _to_native(blended, plan, threshold=spec.output.threshold)
+
+
+def _plan(shape: tuple[int, ...], spacing: tuple[float, float, float] | None, affine: np.ndarray | None,
+          spec: ModelSpec) -> _Plan:
+    """Where the model runs for a native [C, D, H, W] volume of `shape`."""
     volume = spec.volume
     if volume is None:
         raise ModelError(f"{spec.path.name}: not a 3D model (its input is not [N, C, D, H, W])")
-    if native.ndim != 4 or native.shape[0] != spec.input.channels:
+    if len(shape) != 4 or shape[0] != spec.input.channels:
         raise SegLensError(f"the 3D model wants {spec.input.channels} channel(s) of [D, H, W] voxels; the volume "
-                           f"has shape {list(native.shape)}")
-    native_shape = (native.shape[1], native.shape[2], native.shape[3])
+                           f"has shape {list(shape)}")
+    native_shape = (shape[1], shape[2], shape[3])
     orient = orientation(volume.axes, affine)
-    model_shape = model_grid(native_shape, spacing, volume, orient)
-    classes = output_classes(spec)
-    patch = _whole_shape(model_shape, volume) if volume.whole else volume.patch
-    needed = estimate_bytes(native_shape, model_shape, classes, channels=native.shape[0], patch=patch,
+    return _Plan(volume, orient, native_shape, model_grid(native_shape, spacing, volume, orient), output_classes(spec))
+
+
+def _check_memory(plan: _Plan, channels: int, memory_limit: int | None) -> None:
+    volume = plan.volume
+    patch = _whole_shape(plan.model_shape, volume) if volume.whole else volume.patch
+    needed = estimate_bytes(plan.native_shape, plan.model_shape, plan.classes, channels=channels, patch=patch,
                             batch=1 if volume.whole else volume.tile.batch)
-    check_memory(needed, memory_limit, model_shape=model_shape, classes=classes)
-    return _Plan(volume, orient, native_shape, model_shape, classes)
+    check_memory(needed, memory_limit, model_shape=plan.model_shape, classes=plan.classes)
 
 
 def _prepare(native: np.ndarray, plan: _Plan) -> np.ndarray:

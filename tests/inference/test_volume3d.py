@@ -188,3 +188,26 @@ def test_a_large_ct_fits_in_a_few_gigabytes():
     """512 × 512 × 300 with 3 classes on its own grid, 128³ patches, batch 2: float32 accumulators, float16 kept."""
     needed = estimate_bytes((300, 512, 512), (300, 512, 512), 3, patch=(128, 128, 128), batch=2)
     assert 1.0 * 1024**3 < needed < 2.5 * 1024**3
+
+
+def test_a_sidecar_described_model_through_its_session(tmp_path):
+    """The real chain: load_spec reads the 3D keys of the sidecar, open_session runs 5-D patches, predict_volume
+    orients an LPS series to the model's RAS grid, windows it in batches with TTA, and back. The model is pointwise
+    (sigmoid(8x − 4)), so the answer on the native grid is known voxel by voxel."""
+    from app.inference.session import open_session
+    from app.inference.spec_builder import load_spec
+
+    path = conv3d(tmp_path / "point.onnx", np.full((1, 1, 1, 1, 1), 8.0), bias=np.array([-4.0]), activation="sigmoid")
+    (tmp_path / "point.yaml").write_text(
+        "input:\n  patch: [8, 12, 12]\n  spacing: [0.7, 0.7, 2.5]\n  axes: RAS\n"
+        "  tile: {overlap: 0.5, blend: gaussian, batch: 2}\n  tta: {mirror: [0]}\n")
+    spec = load_spec(path)
+    assert spec.is_3d and spec.volume is not None and spec.volume.tta == (0,)
+    model = open_session(spec, "cpu")
+    image = smooth_volume((9, 20, 22), seed=12)
+    prediction = predict_volume(image, spacing=(2.5, 0.7, 0.7), affine=LPS_DICOM, spec=spec, run_raw=model.run)
+    assert prediction.model_shape == (22, 20, 9)  # R from the columns, A from the rows, S from the slices
+    assert prediction.runs == -(-prediction.patches // 2 // 2) * 2  # batches of 2, two TTA passes each
+    expected = 1 / (1 + np.exp(-(8 * image - 4)))
+    np.testing.assert_allclose(prediction.probabilities[0].astype(np.float32), expected, atol=1e-3)
+    np.testing.assert_array_equal(prediction.labels, expected > 0.5)

@@ -79,3 +79,25 @@ def test_predict_volume_probabilities_equal_monai_on_the_model_grid(monai_slidin
     reference = monai_blend(monai_sliding, sess, image[None], patch=(8, 16, 16), overlap=0.5, batch=1)
     np.testing.assert_allclose(prediction.probabilities.astype(np.float32), reference, atol=5e-4, rtol=0)
     np.testing.assert_array_equal(prediction.labels, reference.argmax(axis=0))
+
+
+def test_predict_volume_equals_monai_between_the_same_resampling(monai_sliding, box, tmp_path):
+    """With resampling and reorientation (an LPS series into a RAS model at another spacing): MONAI's window over
+    SegLens's model input, mapped back by SegLens, gives the kept probabilities and labels of predict_volume."""
+    from test_volume3d_resample import LPS_DICOM
+
+    from app.inference.volume3d import model_input, native_outputs
+
+    path, sess = box
+    spec = volume_spec(path, patch=(8, 12, 12), classes=2, spacing=(1.0, 1.2, 2.0), axes="RAS",
+                       tile=Tile3D(overlap=0.5, batch=2))
+    image = smooth_volume((9, 26, 30), seed=13)
+    geometry = {"spacing": (2.5, 0.8, 0.8), "affine": LPS_DICOM}
+    prediction = predict_volume(image, **geometry, spec=spec, run_raw=runner(sess))
+    tensor = model_input(image, **geometry, spec=spec)
+    assert tensor.shape == (1, *prediction.model_shape) == (1, 24, 17, 11)
+    blended = monai_blend(monai_sliding, sess, tensor, patch=(8, 12, 12), overlap=0.5, batch=2)
+    probabilities, labels = native_outputs(blended, native_shape=image.shape, **geometry, spec=spec)
+    np.testing.assert_allclose(prediction.probabilities.astype(np.float32), probabilities.astype(np.float32),
+                               atol=1e-3, rtol=0)  # both float16
+    assert np.mean(prediction.labels == labels) > 0.999
