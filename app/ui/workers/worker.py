@@ -20,7 +20,7 @@ from PySide6.QtCore import QObject, Signal, Slot
 from app.runs.ground_truth import References
 from app.ui.state.view_state import LatestRequest
 from app.ui.workers.views import decided, display_labels, display_mask, settled, view_result
-from app.ui.workers.worker_batch import BatchJobs, BatchSignals, failure_line, ground_truth, tuned
+from app.ui.workers.worker_batch import BatchJobs, BatchSignals, failure_line, ground_truth, model_b_error_line, tuned
 from app.ui.workers.worker_volumes import VolumeCounter, decode_request
 
 if TYPE_CHECKING:  # messages loads in the slots, after the window shows (its dataclasses cost ~4 ms)
@@ -42,7 +42,6 @@ if TYPE_CHECKING:  # messages loads in the slots, after the window shows (its da
 
 
 log = logging.getLogger(__name__)
-
 
 
 class InferenceWorker(QObject):
@@ -387,15 +386,3 @@ def _content_sha256(path: Path) -> str:
     except OSError:
         return ""
 
-
-def model_b_error_line(model_path: Path, exc: Exception) -> str:
-    """Model B's failure on a picture as B's one line (`b.onnx: non-finite model output …`): a model's own errors
-    name the model, not the image; an unexpected one goes to the log in full."""
-    from app.errors import SegLensError, unexpected_error_line
-
-    if isinstance(exc, SegLensError):
-        return str(exc)  # already one line
-    from app.logs import log_exception
-
-    log_exception(log, logging.ERROR, f"model B {model_path.name} failed", exc)
-    return unexpected_error_line(model_path.name, exc)

@@ -267,6 +267,19 @@ class _Progress(Progress):
         self.signal.emit(BatchProgress(outcome, copy.copy(summary), judged))
 
 
+def model_b_error_line(model_path: Path, exc: Exception) -> str:
+    """Model B's failure on a picture as B's one line (`b.onnx: non-finite model output …`): a model's own errors
+    name the model, not the image; an unexpected one goes to the log in full."""
+    from app.errors import SegLensError, unexpected_error_line
+
+    if isinstance(exc, SegLensError):
+        return str(exc)  # already one line
+    from app.logs import log_exception
+
+    log_exception(log, logging.ERROR, f"model B {model_path.name} failed", exc)
+    return unexpected_error_line(model_path.name, exc)
+
+
 def failure_line(path: Path, exc: Exception) -> str:
     """The message the file list and the status bar show; an unexpected error also goes to the log in full."""
     from app.errors import SegLensError, error_line, unexpected_error_line
