@@ -8,6 +8,9 @@ volume, the model or the threshold changes.
 All or nothing, as a volume's row in a run (app.runs.volume_run): a slice that cannot be read or run (a model
 output with NaN in it) fails the count, naming that slice and why (`failure_line`), and nothing more is run. The
 slices counted before it are not the volume's figure and must not be shown as if they were.
+
+The masks themselves are kept too (one uint8 per voxel): once every slice is counted, `labels()` is the whole
+label volume the three-plane view shows.
 """
 
 from __future__ import annotations
@@ -33,6 +36,8 @@ class VolumeFill:
         self.model, self.volume, self.min_confidence = model, volume, min_confidence
         self.chunk = max(1, chunk)
         self._counts: dict[int, np.ndarray] = {}
+        self._masks: dict[int, np.ndarray] = {}  # slice → its labels, for the whole label volume (`labels`)
+        self._stacked: np.ndarray | None = None  # `labels()` made once: the viewer asks on every count it shows
         self.errors: dict[int, str] = {}  # slice → why it has no count: any one fails the whole count
 
     @property
@@ -67,6 +72,22 @@ class VolumeFill:
     def add(self, k: int, mask: np.ndarray) -> None:
         """A slice already run (the one the reader looks at): counted without running it again."""
         self._counts[k] = np.bincount(mask.ravel(), minlength=256)
+        if k not in self._masks:  # a slice shown again: the same model and threshold, the same mask
+            self._masks[k] = mask
+            self._stacked = None
+
+    def labels(self) -> np.ndarray | None:
+        """The label volume `[D, H, W]` uint8 (`labels[k, row, col]`) once every slice is counted; None before,
+        after a failure, or when the slices' sizes differ (no one volume holds them)."""
+        if self.failure is not None or len(self._masks) < self.total:
+            return None
+        if self._stacked is None:
+            masks = [self._masks[k] for k in range(self.total)]
+            if any(mask.shape != masks[0].shape or mask.ndim != 2 for mask in masks):
+                return None
+            self._stacked = np.stack(masks).astype(np.uint8, copy=False)
+            self._masks = {k: self._stacked[k] for k in range(self.total)}  # views: the masks held once
+        return self._stacked
 
     def missing(self) -> list[int]:
         return [k for k in range(self.total) if k not in self._counts and k not in self.errors]

@@ -126,7 +126,7 @@ class MainWindow(QMainWindow):
         self.tuner.retune_requested.connect(self.worker.retune)
         self.worker.retuned.connect(self.tuner.on_retuned)
         self.volumes = VolumeView(self.state, files=self.files, viewer=self.viewer, slices=self.slices,
-                                  panel=self.panel, worker=self.worker, parent=self)
+            panel=self.panel, worker=self.worker, status=self.status, presenter=self.presenter, parent=self)
         self.pictures = Pictures(self.state, files=self.files, status=self.status, presenter=self.presenter,
                                  tuner=self.tuner, reviewer=self.reviewer, editor=self.editor, volumes=self.volumes,
                                  worker=self.worker, open_model=self.open_model,

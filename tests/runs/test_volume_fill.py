@@ -86,3 +86,19 @@ def test_a_volume_without_failures_has_no_failure_line(models, tmp_path):
     while not fill.complete:
         fill.step()
     assert fill.failure is None and fill.failure_line() == "" and int(fill.totals()[1]) == 3 * 32 * 32
+
+
+def test_the_whole_label_volume_once_every_slice_is_counted(models, tmp_path):
+    """The three-plane view shows the fill's masks as one label volume [D, H, W]: none before the last slice,
+    the slice the viewer ran in its place, each slice's disc at its k."""
+    volume, session, _ = _volume_and_model(models, tmp_path, 5)
+    fill = VolumeFill(session, volume, chunk=2)
+    fill.add(3, (disc_slice(3, 32, 32) > 0).astype(np.uint8))
+    fill.step()
+    assert fill.labels() is None  # 3 of 5 slices: not the volume yet
+    while not fill.complete:
+        fill.step()
+    labels = fill.labels()
+    assert labels is not None and labels.shape == (5, 32, 32) and labels.dtype == np.uint8
+    for k in range(5):
+        assert np.array_equal(labels[k], (disc_slice(k, 32, 32) > 0).astype(np.uint8))

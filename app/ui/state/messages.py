@@ -222,6 +222,8 @@ class VolumeCount:
     total: int
     voxels: np.ndarray
     millilitres: np.ndarray | None = None
+    labels: np.ndarray | None = None  # the whole label volume [D, H, W] uint8 once every slice is counted (the
+    # three-plane view's mask); the worker no longer writes to it
 
 
 @dataclass(frozen=True)

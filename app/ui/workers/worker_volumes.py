@@ -91,7 +91,8 @@ class VolumeCounter:
         if fill.failure is not None:
             self._failed.emit(VolumeCountFailed(path, fill.failure_line()))
             return
-        self._counted.emit(VolumeCount(path, fill.done, fill.total, fill.totals(), fill.millilitres()))
+        self._counted.emit(VolumeCount(path, fill.done, fill.total, fill.totals(), fill.millilitres(),
+                                       labels=fill.labels() if fill.complete else None))
 
 
 def decode_request(request: ViewRequest) -> tuple[DecodedImage, float]:

@@ -1,0 +1,40 @@
+"""A volume's image as one native array for the three-plane view (app.runs.volume_stack): the slices as the volume
+decode reads them, at their k; a volume over the limit refused in one line before anything is allocated."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from app.errors import ImageError
+from app.io.discover import discover
+from app.io.images import read_slice
+from app.runs.volume_stack import VolumeStack
+from tests.dicom_factory import disc_slice, write_series
+
+
+def _series(tmp_path, slices: int = 5):
+    write_series(tmp_path / "ct", slices=slices, shuffle=True)
+    (item,) = discover([tmp_path / "ct"])
+    return item.volume
+
+
+def test_steps_stack_every_slice_in_real_units_at_its_position(tmp_path):
+    volume = _series(tmp_path)
+    stack = VolumeStack(volume, chunk=2)
+    assert stack.step() == 2 and not stack.complete and stack.done == 2
+    while not stack.complete:
+        stack.step()
+    assert stack.array.shape == (5, 32, 32) and stack.array.dtype == np.float32
+    for k in range(5):
+        assert np.array_equal(stack.array[k], disc_slice(k, 32, 32))  # HU, ordered along the normal
+        assert np.array_equal(stack.array[k], read_slice(volume, k).raw)
+    assert stack.step() == 0
+
+
+def test_a_volume_over_the_limit_is_refused_in_one_line_before_allocating(tmp_path):
+    volume = _series(tmp_path)
+    with pytest.raises(ImageError) as refused:
+        VolumeStack(volume, max_pixels=1000)  # 5 × 32 × 32 float32 = 20 KB over a 16 KB volume budget
+    assert str(refused.value) == (f"{volume.source}: volume too large (5×32×32 float32 = 20480 bytes decoded; the "
+                                  "limit is 16000 bytes, from --max-megapixels)")
