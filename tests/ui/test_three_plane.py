@@ -25,7 +25,7 @@ def _open_planes(qtbot, make_main_window, ct_model, tmp_path, slices: int = 6):
     win.resize(1400, 800)
     with qtbot.waitSignal(win.overlay_shown, timeout=TIMEOUT):
         win.add_paths([tmp_path / "ct"])
-    qtbot.waitUntil(lambda: f"all {slices} slices" in win.panel.legend._volume_note.text(), timeout=TIMEOUT)
+    qtbot.waitUntil(lambda: f"all {slices} slices" in win.panel.legend.volume_text(), timeout=TIMEOUT)
     toggle = _toggle(win)
     qtbot.waitUntil(toggle.isEnabled, timeout=TIMEOUT)  # the whole label volume is known
     with qtbot.waitSignal(win.volumes.planes_shown, timeout=TIMEOUT):
