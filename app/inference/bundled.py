@@ -112,6 +112,8 @@ def bundled_summary(path: Path) -> BundledModel:
     inp = spec.input
     hw = inp.size or (None if inp.dynamic_hw else inp.model_hw)
     shape = "dynamic" if hw is None or None in hw else f"{hw[0]}×{hw[1]}"
+    if spec.volume is not None:  # a 3D model's size is its patch (input.size holds the patch's H×W alone)
+        shape = "3D " + "×".join(map(str, spec.volume.patch))
     return BundledModel(name=path.stem, task=spec.task, input=f"{inp.color} {shape}", classes=list(spec.class_names),
                         size_mb=size_mb, sidecar=spec.sidecar.name if spec.sidecar else None, path=str(path),
                         title=spec.name)

@@ -1,5 +1,6 @@
 """A 3D (volumetric) model's spec: a 5-D float input [N, C, D, H, W] with an output [N, K, D, H, W] (scores or
-logits; K == 1 a binary model) or an [N, D, H, W] label volume is a 3D segmentation model.
+logits, kind "scores"; K == 1: kind "binary", as a 2D [N,1,H,W] map) or an [N, D, H, W] label volume is a 3D
+segmentation model.
 
 Its input, output and VolumeInputSpec (app.inference.spec) are resolved here from the graph and the sidecar's
 3D keys (`input.patch`, `spacing`, `axes`, `normalize`, `tile`, `tta`), each value with its source; the 2D-only
@@ -224,8 +225,9 @@ def _volume_output(r: Resolver, dims: tuple[int | None, ...], *, max_classes: in
                      "classes fixed")
     if not 1 <= classes <= max_classes:
         raise r.fail(f"the output has {classes} classes; SegLens masks hold at most {max_classes}")
-    applied, otherwise = ("Sigmoid", "sigmoid") if classes == 1 else ("Softmax", "softmax")
-    return OutputSpec(t.name, "scores", 1, r.activation(final, applied, otherwise), threshold)
+    if classes == 1:  # as 2D's [N,1,H,W]: the threshold tuning, provenance and score rules key on "binary"
+        return OutputSpec(t.name, "binary", 1, r.activation(final, "Sigmoid", "sigmoid"), threshold)
+    return OutputSpec(t.name, "scores", 1, r.activation(final, "Softmax", "softmax"), threshold)
 
 
 def _same_grid(r: Resolver, out_dims: tuple[Any, ...], in_dims: tuple[int | None, ...]) -> None:

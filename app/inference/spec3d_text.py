@@ -37,7 +37,7 @@ def volume_lines(spec: ModelSpec, output: TensorInfo) -> list[str]:
         _line("tensor", f"{output.describe()}: {_output_text(spec, output)}"),
         _line("activation", out.activation, src.get("output.activation")),
     ]
-    if _binary(output) and out.kind == "scores":
+    if out.kind == "binary":
         lines.append(_line("threshold", f"{out.threshold:g} (foreground where the probability >= it)",
                            src.get("output.threshold")))
     return lines
@@ -83,13 +83,9 @@ def _axes_text(axes: str) -> str:
 def _output_text(spec: ModelSpec, output: TensorInfo) -> str:
     if spec.output.kind == "labels":
         return "label volume (argmax inside the graph)"
-    if _binary(output):
+    if spec.output.kind == "binary":
         return "binary probability per voxel (threshold)"
     return "per-class probabilities per voxel (argmax)"
-
-
-def _binary(output: TensorInfo) -> bool:
-    return output.shape is not None and len(output.shape) == 5 and output.shape[1] == 1
 
 
 def _combined(spec: ModelSpec, keys: tuple[str, ...]) -> str | None:

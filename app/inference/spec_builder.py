@@ -7,7 +7,8 @@ Detection rules (when no sidecar says otherwise):
 - output `[N,C,H,W]` with C > 1: per-class scores (argmax); `[N,1,H,W]`: binary (sigmoid unless the graph
   already ends in Sigmoid); `[N,H,W]` integers: a label map already argmaxed in the graph; `[N,K]`:
   classification (softmax unless the graph ends in Softmax);
-- several outputs, one an anomaly map and one an image score: an anomaly model (`shapes.anomaly_outputs`).
+- several outputs, one an anomaly map and one an image score: an anomaly model (`shapes.anomaly_outputs`);
+- a 5-D input `[N,C,D,H,W]`: a 3D segmentation model, its input, output and volume spec from app.inference.spec3d.
 Every value records where it came from: "detected", "metadata", "sidecar" or "default".
 """
 
@@ -64,7 +65,6 @@ class _Builder(Resolver):
         self.input_layout = "NCHW"
         self.input_hw: tuple[int | None, int | None] = (None, None)
         self.output_kind = ""
-        self.binary = False  # a 2D [N,1,H,W] map or a 3D [N,1,D,H,W] one: two classes from one channel
         self.image_threshold: float | None = None
 
     # -- build ---------------------------------------------------------------------------------------
@@ -74,7 +74,6 @@ class _Builder(Resolver):
         if is_volume_model(self.graph):
             inp, out, volume = volume_parts(self, max_classes=MAX_MASK_CLASSES)
             self.output_kind = out.kind
-            self.binary = out.kind == "scores" and cast(tuple[Dim, ...], self._tensor(out.name).shape)[1] == 1
         else:
             refuse_3d_keys(self)
             inp, out = self._input(), self._output()
@@ -255,7 +254,7 @@ class _Builder(Resolver):
 
     def _output(self) -> OutputSpec:
         out = self._output_by_kind()
-        self.output_kind, self.image_threshold, self.binary = out.kind, out.image_threshold, out.kind == "binary"
+        self.output_kind, self.image_threshold = out.kind, out.image_threshold
         return out
 
     def _output_by_kind(self) -> OutputSpec:
@@ -302,7 +301,7 @@ class _Builder(Resolver):
         names = self.overrides.get("classes")
         if names is not None:
             self.sources["classes"] = "sidecar"
-            if (self.binary or out.kind == "anomaly") and len(names) == 1:
+            if out.kind in ("binary", "anomaly") and len(names) == 1:
                 names = (("background", UNSET_COLOR), *names)
             if count is not None and len(names) != count:
                 raise self._count_error(len(names), count)
@@ -336,7 +335,7 @@ class _Builder(Resolver):
     def _declared_class_count(self, out: OutputSpec) -> int | None:
         t = self.graph.outputs[0]
         shape = cast(tuple[Dim, ...], t.shape)  # an output of a kind SegLens understands has a rank
-        if self.binary or out.kind == "anomaly" or (out.kind == "classification" and shape[1] == 1):
+        if out.kind in ("binary", "anomaly") or (out.kind == "classification" and shape[1] == 1):
             return 2
         if out.kind == "scores":  # its channel axis holds a fixed size (_output_by_kind)
             channels = shape[cast(int, out.channel_axis)]

@@ -1,78 +1,29 @@
 """3D models: a 5-D [N, C, D, H, W] input with [N, K, D, H, W] scores or an [N, D, H, W] label volume is a 3D
-segmentation model (app.inference.spec3d); its sidecar keys are validated naming the key; `info` shows it; its
-session warms up on one patch and runs 5-D tensors."""
+segmentation model (app.inference.spec3d); its sidecar keys are validated, each refusal one line naming the key.
+`info` on it: test_info3d.py; its session: test_session3d.py."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-import numpy as np
 import pytest
-from onnx import helper
-from onnx_factory import FLOAT, INT64, UINT8, const, save, tensor
+from onnx_factory import UINT8
+from spec3d_models import (
+    DYNAMIC,
+    FIXED,
+    classifier3d,
+    identity5d,
+    labels3d,
+    scores3d,
+    sigmoid3d,
+    with_sidecar,
+)
 
-from app.cli import main
-from app.errors import InferenceError, ModelError, SidecarError
-from app.inference.describe import spec_dict, spec_text
-from app.inference.session import open_session
+from app.errors import ModelError, SidecarError
 from app.inference.spec import Normalize3D, Tile3D
 from app.inference.spec_builder import load_spec
-
-DYNAMIC = ["N", 1, "D", "H", "W"]
-FIXED = [1, 1, 16, 32, 32]
-
-
-# --- factory 3D models ---------------------------------------------------------------------------------------
-
-def scores3d(path: Path, *, shape: list = DYNAMIC, classes: int = 2, out_shape: list | None = None) -> Path:
-    """[N,1,D,H,W] → [N,K,D,H,W]: class k's score = k·x + (0.5 if k == 0 else 0), so the argmax is 1 where
-    x > 0.5 (and the highest class for larger x)."""
-    weight = np.arange(classes, dtype=np.float32).reshape(classes, 1, 1, 1, 1)
-    bias = np.array([0.5] + [0.0] * (classes - 1), np.float32)
-    out = out_shape or [shape[0], classes, *shape[2:]]
-    return save(path, [helper.make_node("Conv", ["volume", "w", "b"], ["scores"])],
-                [tensor("volume", FLOAT, shape)], [tensor("scores", FLOAT, out)],
-                [const("w", weight), const("b", bias)])
-
-
-def labels3d(path: Path, *, shape: list = DYNAMIC, classes: int = 3) -> Path:
-    """scores3d followed by ArgMax over the class axis: an [N,D,H,W] int64 label volume."""
-    weight = np.arange(classes, dtype=np.float32).reshape(classes, 1, 1, 1, 1)
-    bias = np.array([0.5] + [0.0] * (classes - 1), np.float32)
-    nodes = [helper.make_node("Conv", ["volume", "w", "b"], ["scores"]),
-             helper.make_node("ArgMax", ["scores"], ["labels"], axis=1, keepdims=0)]
-    return save(path, nodes, [tensor("volume", FLOAT, shape)],
-                [tensor("labels", INT64, [shape[0], *shape[2:]])], [const("w", weight), const("b", bias)])
-
-
-def sigmoid3d(path: Path, *, shape: list = DYNAMIC, end_with_sigmoid: bool = True) -> Path:
-    """[N,1,D,H,W] → [N,1,D,H,W]: sigmoid(20·(x − 0.5)) (or the logit alone): a binary 3D model."""
-    nodes = [helper.make_node("Sub", ["volume", "half"], ["centred"]),
-             helper.make_node("Mul", ["centred", "gain"], ["logit" if end_with_sigmoid else "prob"])]
-    if end_with_sigmoid:
-        nodes.append(helper.make_node("Sigmoid", ["logit"], ["prob"]))
-    return save(path, nodes, [tensor("volume", FLOAT, shape)], [tensor("prob", FLOAT, shape)],
-                [const("half", np.float32(0.5)), const("gain", np.float32(20.0))])
-
-
-def identity5d(path: Path, *, shape: list, out_shape: list, elem: int = FLOAT, op: str = "Identity") -> Path:
-    """A 5-D input passed through one op: for shapes SegLens must refuse."""
-    kwargs = {"kernel_shape": [2, 2, 2], "strides": [2, 2, 2]} if op == "MaxPool" else {}
-    return save(path, [helper.make_node(op, ["volume"], ["out"], **kwargs)],
-                [tensor("volume", elem, shape)], [tensor("out", elem, out_shape)])
-
-
-def classifier3d(path: Path) -> Path:
-    """[N,1,D,H,W] → GlobalAveragePool → Flatten → [N,1]: a volume classifier (not segmentation)."""
-    nodes = [helper.make_node("GlobalAveragePool", ["volume"], ["pooled"]),
-             helper.make_node("Flatten", ["pooled"], ["score"])]
-    return save(path, nodes, [tensor("volume", FLOAT, DYNAMIC)], [tensor("score", FLOAT, ["N", 1])])
-
-
-def with_sidecar(model: Path, text: str) -> Path:
-    model.with_suffix(".yaml").write_text(text)
-    return model
-
+from app.inference.tuning import tunable, with_threshold
+from app.runs.provenance import effective_thresholds
 
 # --- detection ------------------------------------------------------------------------------------------------
 
@@ -147,8 +98,15 @@ def test_a_label_volume_output(tmp_path):
 @pytest.mark.parametrize("ends_in_sigmoid, activation", [(True, "none"), (False, "sigmoid")])
 def test_a_one_channel_output_is_a_binary_3d_model(tmp_path, ends_in_sigmoid, activation):
     spec = load_spec(sigmoid3d(tmp_path / "binary.onnx", end_with_sigmoid=ends_in_sigmoid, shape=FIXED))
-    assert (spec.output.kind, spec.output.activation, spec.output.threshold) == ("scores", activation, 0.5)
-    assert spec.class_names == ("background", "class 1")
+    assert (spec.output.kind, spec.output.activation, spec.output.threshold) == ("binary", activation, 0.5)
+    assert spec.output.channel_axis == 1 and spec.class_names == ("background", "class 1")
+
+
+def test_a_binary_3d_models_threshold_is_tuned_like_a_2d_ones(tmp_path):
+    spec = load_spec(sigmoid3d(tmp_path / "binary.onnx", shape=FIXED))
+    tuned, min_confidence = with_threshold(spec, 0.3)  # --threshold, the viewer's slider
+    assert (tunable(spec), tuned.output.threshold, min_confidence) == ("threshold", 0.3, None)
+    assert effective_thresholds(tuned) == {"threshold": 0.3}  # what the run record says made the mask
 
 
 def test_a_binary_3d_models_one_class_name_gets_a_background(tmp_path):
@@ -308,93 +266,3 @@ def test_a_2d_tile_overlap_keeps_its_cap(models):
     model = with_sidecar(models("fixed_bright_spots"), "input:\n  resize: tile\n  tile: {overlap: 0.95}\n")
     with pytest.raises(SidecarError, match=r"'input.tile.overlap' must be at least 0 and at most 0.9 "):
         load_spec(model)
-
-
-# --- info -----------------------------------------------------------------------------------------------------
-
-def test_info_shows_a_3d_model_with_the_source_of_each_value(tmp_path, capsys):
-    model = with_sidecar(sigmoid3d(tmp_path / "lesions.onnx"), """\
-input:
-  patch: [16, 32, 32]
-  spacing: [2.5, 0.7, 0.7]
-  normalize: {kind: ct, clip: [-100, 300], mean: 80, std: 60}
-  tile: {overlap: 0.25}
-  tta: {mirror: [1, 2]}
-classes: [lesion]
-""")
-    assert main(["info", str(model), "--no-session"]) == 0
-    text = capsys.readouterr().out
-    expected = [
-        "  task          segmentation (3D: a volume, in patches)  [detected]",
-        "  tensor        volume[N,1,D,H,W] float32 (NCDHW, 1 channel(s), dynamic D×H×W ?×?×?)",
-        "  patch         16×32×32 (D×H×W)  [sidecar]",
-        "  spacing       2.5 × 0.7 × 0.7 mm (D×H×W; volumes are resampled to it)  [sidecar]",
-        "  axes          native (the volume's array as stored: slice, row, column)  [default]",
-        "  normalize     ct: clip to [-100, 300], then (x − 80) / 60 (the training set's statistics)  [sidecar]",
-        "  tiling        patches of 16×32×32, overlap 0.25, gaussian (σ 0.125 × patch), batch 1  [sidecar]",
-        "  tta           mirror over H, W (4 passes averaged)  [sidecar]",
-        "  size_divisor  16 (a whole-volume run pads each side to a multiple)  [detected]",
-        "  tensor        prob[N,1,D,H,W] float32: binary probability per voxel (threshold)",
-        "  activation    none  [detected]",
-        "  threshold     0.5 (foreground where the probability >= it)  [default]",
-        "classes  [sidecar]",
-        "    1  lesion",
-    ]
-    lines = text.splitlines()
-    for line in expected:
-        assert any(shown.startswith(line) for shown in lines), line
-    assert "resize" not in text and "postprocess" not in text
-
-
-def test_info_json_has_the_volume(tmp_path):
-    spec = load_spec(scores3d(tmp_path / "f.onnx", shape=FIXED))
-    volume = spec_dict(spec, None)["volume"]
-    assert volume == {"patch": [16, 32, 32], "spacing": None, "axes": "native",
-                      "normalize": {"kind": "scale", "clip": None, "mean": 0.0, "std": 1.0, "nonzero": False,
-                                    "scale": 1.0},
-                      "tile": {"overlap": 0.5, "blend": "gaussian", "batch": 1, "sigma_scale": 0.125},
-                      "tta": [], "whole": False, "size_divisor": 1}
-    assert "labels volume" not in spec_text(spec, None)
-
-
-# --- the session ----------------------------------------------------------------------------------------------
-
-@pytest.mark.parametrize("fixed", [True, False])
-def test_a_3d_session_warms_up_on_one_patch_and_runs_5d_tensors(tmp_path, fixed):
-    path = scores3d(tmp_path / "run.onnx", shape=FIXED if fixed else DYNAMIC)
-    if not fixed:
-        with_sidecar(path, "input:\n  patch: [8, 16, 24]\n")
-    model = open_session(load_spec(path), "cpu")
-    patch = (16, 32, 32) if fixed else (8, 16, 24)
-    assert model.warmup_tensor().shape == (1, 1, *patch) and model.info.first_run_ms > 0
-    volume = np.random.default_rng(0).random((1, 1, *patch), dtype=np.float32)
-    scores = model.run(volume)
-    assert isinstance(scores, np.ndarray) and scores.shape == (1, 2, *patch)
-    np.testing.assert_allclose(scores[0, 0], 0.5)
-    np.testing.assert_allclose(scores[0, 1], volume[0, 0], rtol=1e-6)
-
-
-def test_a_3d_session_refuses_a_4d_tensor_in_one_line(tmp_path):
-    model = open_session(load_spec(scores3d(tmp_path / "r.onnx", shape=FIXED)), "cpu")
-    with pytest.raises(InferenceError) as caught:
-        model.run(np.zeros((1, 1, 32, 32), np.float32))
-    assert str(caught.value) == "r.onnx: a 3D model (volumes, in patches) takes 5-D tensors, got 4-D [1, 1, 32, 32]"
-
-
-def test_device_argmax_and_io_binding_leave_a_3d_models_scores_to_blend(tmp_path):
-    path = scores3d(tmp_path / "io.onnx", shape=FIXED)
-    model = open_session(load_spec(path), "cpu", runtime={"device_argmax": "on", "io_binding": "on"})
-    assert model.spec.output.kind == "scores" and model.uses_io_binding  # patches blend scores: no fused ArgMax
-    volume = np.full((1, 1, 16, 32, 32), 0.75, np.float32)
-    scores = model.run(volume)
-    assert isinstance(scores, np.ndarray) and scores.shape == (1, 2, 16, 32, 32)
-    np.testing.assert_allclose(scores[0, 1], 0.75)
-
-
-def test_a_label_volume_model_runs(tmp_path):
-    model = open_session(load_spec(labels3d(tmp_path / "l.onnx", shape=FIXED, classes=3)), "cpu")
-    volume = np.zeros((1, 1, 16, 32, 32), np.float32)
-    volume[0, 0, :8] = 1.0  # class 2 scores 2·x = 2 > class 1's x = 1 > 0.5
-    labels = model.run(volume)
-    assert isinstance(labels, np.ndarray) and labels.shape == (1, 16, 32, 32)
-    assert (labels[0, :8] == 2).all() and (labels[0, 8:] == 0).all()
