@@ -14,9 +14,10 @@ FIXED = [1, 1, 16, 32, 32]
 
 
 def scores3d(path: Path, *, shape: list = DYNAMIC, classes: int = 2, out_shape: list | None = None) -> Path:
-    """[N,1,D,H,W] → [N,K,D,H,W]: class k's score = k·x + (0.5 if k == 0 else 0), so the argmax is 1 where
-    x > 0.5 (and the highest class for larger x)."""
-    weight = np.arange(classes, dtype=np.float32).reshape(classes, 1, 1, 1, 1)
+    """[N,C,D,H,W] → [N,K,D,H,W]: class k's score = k·x + (0.5 if k == 0 else 0), x the channels' mean, so the
+    argmax is 1 where x > 0.5 (and the highest class for larger x)."""
+    channels = shape[1]
+    weight = np.repeat(np.arange(classes, dtype=np.float32).reshape(classes, 1, 1, 1, 1) / channels, channels, 1)
     bias = np.array([0.5] + [0.0] * (classes - 1), np.float32)
     out = out_shape or [shape[0], classes, *shape[2:]]
     return save(path, [helper.make_node("Conv", ["volume", "w", "b"], ["scores"])],

@@ -88,6 +88,18 @@ def test_plain_scale_mean_std_become_a_scale_normalisation(tmp_path):
     assert spec.sources["input.normalize"] == "sidecar"
 
 
+def test_a_multi_channel_and_a_partly_fixed_input(tmp_path):
+    spec = load_spec(with_sidecar(scores3d(tmp_path / "mr.onnx", shape=["N", 4, 20, "H", "W"]),
+                                  "input:\n  patch: [20, 64, 64]\n  mean: 10\n"))
+    assert spec.input.channels == 4 and spec.input.mean == (10.0,) * 4 and spec.volume is not None
+    assert spec.volume.patch == (20, 64, 64) and spec.volume.size_divisor == 4  # dynamic H/W: 20 = 4 × 5
+    model = with_sidecar(tmp_path / "mr.onnx", "input:\n  patch: [24, 64, 64]\n")
+    with pytest.raises(SidecarError) as caught:
+        load_spec(model)
+    assert str(caught.value) == (f"{model.with_suffix('.yaml')}: 'input.patch' is [24, 64, 64], but the model's "
+                                 "input is fixed at 20×?×? (D×H×W)")
+
+
 def test_a_label_volume_output(tmp_path):
     spec = load_spec(labels3d(tmp_path / "labels.onnx", shape=FIXED, classes=3))
     assert spec.is_3d and (spec.output.kind, spec.output.channel_axis, spec.output.activation) == ("labels", None,
