@@ -20,6 +20,7 @@ import numpy as np
 
 from app.errors import InferenceError, ModelError, SegLensError
 from app.inference.finite import check_finite
+from app.inference.postprocess import argmax_planes
 from app.inference.spec import ModelSpec, Tile3D, VolumeInputSpec
 from app.inference.volume_memory import check_memory, estimate_bytes
 from app.inference.volume_normalize import intensity
@@ -195,7 +196,7 @@ def _to_native(blended: np.ndarray, plan: _Plan, *, threshold: float) -> tuple[n
     labels = np.empty(plan.native_shape, np.uint8)
     for d, block in resampled_slices(lambda k: view[:, k], view.shape[1], plan.native_shape):
         probabilities[:, d] = block
-        labels[d] = (block[0] > threshold) if classes == 1 else block.argmax(axis=0)
+        labels[d] = (block[0] > threshold) if classes == 1 else argmax_planes(block)
     return probabilities, labels
 
 
@@ -246,7 +247,10 @@ def activate(raw: np.ndarray, activation: str) -> np.ndarray:
         out += np.float32(1.0)
         out *= np.float32(0.5)
         return out
-    clipped: np.ndarray = np.clip(raw, 0.0, 1.0)
+    # the graph's own probabilities: clipped in place when the array is no view of another array (ONNX Runtime's
+    # outputs own their buffer through a capsule), else into a copy
+    own = raw.flags.writeable and not isinstance(raw.base, np.ndarray)
+    clipped: np.ndarray = np.clip(raw, 0.0, 1.0, out=raw if own else None)
     return clipped
 
 

@@ -21,6 +21,7 @@ import itertools
 import math
 from collections.abc import Callable, Iterator
 
+import cv2
 import numpy as np
 
 from app.errors import InferenceError
@@ -174,6 +175,11 @@ class _Counter:
 def _mirrored(run: RunFn, tensor: np.ndarray, passes: list[tuple[int, ...]], patch: Patch,
               counter: _Counter) -> np.ndarray:
     """The batch's probabilities averaged over the TTA passes: each flipped input's prediction flipped back."""
+    if passes == [()]:  # no TTA: the run's output as it is, not copied
+        counter.before_run()
+        out = np.asarray(_checked(run(tensor), len(tensor), patch), np.float32)
+        counter.after_run(len(tensor))
+        return out
     total: np.ndarray | None = None
     for flips in passes:
         axes = tuple(axis + 2 for axis in flips)
@@ -184,8 +190,7 @@ def _mirrored(run: RunFn, tensor: np.ndarray, passes: list[tuple[int, ...]], pat
         total = out.astype(np.float32, copy=True) if total is None else np.add(total, out, out=total)
         counter.after_run(len(tensor))
     assert total is not None
-    if len(passes) > 1:
-        total *= np.float32(1.0 / len(passes))
+    total *= np.float32(1.0 / len(passes))
     return total
 
 
@@ -200,28 +205,32 @@ def _checked(out: np.ndarray, batch: int, patch: Patch) -> np.ndarray:
 
 
 class _Blender:
-    """Probabilities × weights summed in a float32 accumulator, normalised by the summed weights at the end."""
+    """Probabilities × weights summed in a float32 accumulator, normalised by the summed weights at the end.
+
+    The sums go plane by plane through OpenCV's accumulate / accumulateProduct, straight into the accumulator's
+    strided window (one pass, SIMD): numpy's multiply-then-add took 3-4 times as long per patch."""
 
     def __init__(self, shape: tuple[int, int, int], patch: Patch, weights: np.ndarray, grid: list[Start]) -> None:
         self._shape, self._patch, self._weights = shape, patch, weights
         self._count = np.zeros(shape, np.float32)
         for start in grid:  # all windows' weights first, in window order, as MONAI sums its count map
-            self._count[_window(start, patch)] += weights
+            region = self._count[_window(start, patch)]
+            for d in range(patch[0]):
+                cv2.accumulate(weights[d], region[d])
         self._sum: np.ndarray | None = None
-        self._scratch: np.ndarray | None = None
 
     def add(self, starts: list[Start], probabilities: np.ndarray) -> None:
         if self._sum is None:  # K is known from the first output
-            classes = probabilities.shape[1]
-            self._sum = np.zeros((classes, *self._shape), np.float32)
-            self._scratch = np.empty((classes, *self._patch), np.float32)
+            self._sum = np.zeros((probabilities.shape[1], *self._shape), np.float32)
         if probabilities.shape[1] != self._sum.shape[0]:
             raise InferenceError(f"the 3D model's output changed from {self._sum.shape[0]} to "
                                  f"{probabilities.shape[1]} channels between patches")
-        assert self._scratch is not None
         for start, patch_probabilities in zip(starts, probabilities, strict=True):
-            np.multiply(patch_probabilities, self._weights, out=self._scratch)
-            self._sum[_all_channels(_window(start, self._patch))] += self._scratch
+            region = self._sum[_all_channels(_window(start, self._patch))]
+            planes = np.ascontiguousarray(patch_probabilities)
+            for c in range(planes.shape[0]):
+                for d in range(self._patch[0]):
+                    cv2.accumulateProduct(planes[c, d], self._weights[d], region[c, d])
 
     def finish(self) -> np.ndarray:
         assert self._sum is not None, "no patch was run"
