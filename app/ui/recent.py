@@ -24,6 +24,8 @@ if TYPE_CHECKING:
     from PySide6.QtGui import QAction
     from PySide6.QtWidgets import QMenu
 
+    from app.ui.state.messages import PathChecked
+
 MAX_RECENT = 10
 
 
@@ -63,10 +65,10 @@ class RecentList:
 
 class ExistenceChecker(QObject):
     """Whether paths exist, asked on short-lived threads (one per path, so one dead share does not hold up the
-    others, and never two at once for one path); each answer comes back as `checked(path, exists)` on the thread
+    others, and never two at once for one path); each answer comes back as `checked(PathChecked)` on the thread
     the checker lives on (the GUI's) and is remembered in `known`."""
 
-    checked = Signal(str, bool)
+    checked = Signal(object)  # messages.PathChecked (a str path through a QString would lose non-UTF-8 bytes)
 
     def __init__(self, parent: QObject | None = None, *, exists: Callable[[str], bool] | None = None) -> None:
         super().__init__(parent)
@@ -95,12 +97,14 @@ class ExistenceChecker(QObject):
         with self._lock:
             self._pending.discard(path)
         with contextlib.suppress(RuntimeError):  # the menu (and this checker) went while the stat hung
-            self.checked.emit(path, there)  # queued to the checker's thread
+            from app.ui.state.messages import PathChecked  # here: not a cost of the window's start-up
 
-    def _answered(self, path: str, there: bool) -> None:
-        self.known[path] = there
+            self.checked.emit(PathChecked(path, there))  # queued to the checker's thread
+
+    def _answered(self, answer: PathChecked) -> None:
+        self.known[answer.path] = answer.exists
         if self.view is not None:
-            self.view.show(path)
+            self.view.show(answer.path)
 
 
 def fill_menu(menu: QMenu, recent: RecentList, open_path: Callable[[str], object],

@@ -176,6 +176,14 @@ class WindowedImage:
 
 
 @dataclass(frozen=True)
+class PathChecked:
+    """File ▸ Open recent: whether a listed path exists, asked off the GUI thread (a dead share may never answer)."""
+
+    path: str
+    exists: bool
+
+
+@dataclass(frozen=True)
 class ListedInput:
     """One input of the file list, for work over the whole list (Export review report, Compare all): its path,
     its name relative to the input folder (what its review is kept by) and, for a DICOM series, multi-frame DICOM
