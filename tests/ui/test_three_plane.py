@@ -118,13 +118,18 @@ def test_keys_and_the_wheel_step_the_slice_of_the_pane_under_the_mouse(qtbot, ma
     assert planes.panes["coronal"].zoom() == zooms["coronal"]
 
 
-def test_leaving_opens_the_one_pane_view_at_the_crosshairs_slice(qtbot, make_main_window, ct_model, tmp_path):
+def test_the_one_pane_view_follows_the_axial_slice_and_opens_there(qtbot, make_main_window, ct_model, tmp_path):
+    """The legend's and image panel's per-slice figures are of the crosshair's slice, once it rests; leaving the
+    three planes shows that slice."""
     win, planes = _open_planes(qtbot, make_main_window, ct_model, tmp_path)
     planes.set_point(4, 10, 10)
-    with qtbot.waitSignal(win.overlay_shown, timeout=TIMEOUT):
-        _toggle(win).trigger()
+    qtbot.waitUntil(lambda: win.state.on_screen.frame == 4, timeout=TIMEOUT)
+    assert planes.isVisible() and not win.viewer.isVisible() and not win.slices.isVisible()
+    assert int((win.state.on_screen.result.mask > 0).sum()) == int((disc_slice(4, 32, 32) > 0).sum())
+    _toggle(win).trigger()
     assert not planes.isVisible() and win.viewer.isVisible() and win.slices.isVisible()
-    assert win.state.on_screen.frame == 4 and not _toggle(win).isChecked()
+    assert win.state.on_screen.frame == 4 and "Slice 5 / 6" in win.slices.label.text()
+    assert not _toggle(win).isChecked()
 
 
 def test_three_planes_are_for_a_counted_volume(qtbot, make_main_window, ct_model, tmp_path):

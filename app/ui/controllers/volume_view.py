@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from app.ui.workers.worker import InferenceWorker
 
 NOTE_MS = 8000
+FOLLOW_MS = 250  # a crosshair dragged through the volume runs the model once it rests, not on every slice
 
 
 class VolumeView(QObject):
@@ -106,7 +107,7 @@ class VolumeView(QObject):
         if count.path == self._files.current_path() and count.path == self._counted:
             self._panel.legend.set_volume(count.millilitres, count.done, count.total, count.voxels)
             labels = getattr(count, "labels", None)
-            if labels is not None:
+            if labels is not None and (self._labels is None or self._labels[1] is not labels):
                 self._labels = (count.path, labels)
                 self._update_toggle()
                 if self.planes is not None and self._planes_path == count.path:
@@ -215,7 +216,7 @@ class VolumeView(QObject):
         planes.show()
         planes.panes["axial"].setFocus()
         self._check(True)
-        self._say("Three planes: click to move the crosshair; wheel or PgUp / PgDn steps the pane under the mouse")
+        self._say("Three planes: a click moves the crosshair; the wheel steps the pane under the mouse")
         self.planes_shown.emit(True)
 
     def _leave_planes(self) -> None:
@@ -243,6 +244,11 @@ class VolumeView(QObject):
         column = cast(QBoxLayout, cast(QWidget, self._viewer.parentWidget()).layout())
         column.insertWidget(column.indexOf(self._viewer), planes, 1)
         planes.hide()
+        self._follow = QTimer(self)  # the one-pane view (hidden) follows the axial slice, once the crosshair rests
+        self._follow.setSingleShot(True)
+        self._follow.setInterval(FOLLOW_MS)
+        self._follow.timeout.connect(self._follow_slice)
+        planes.point_changed.connect(lambda *_point: self._follow.start())
         if self._presenter is not None:  # window/level is the one-pane view's: dragged here, shown in both
             planes.window_dragged.connect(self._presenter.drag_window)
             self._presenter.window_shown.connect(self._on_window)
@@ -250,6 +256,14 @@ class VolumeView(QObject):
                        self._panel.hidden_changed):
             signal.connect(self._restyle)
         return planes
+
+    def _follow_slice(self) -> None:
+        """The slice under the axial crosshair becomes the one-pane view's: the legend's and the image panel's
+        per-slice figures are of the slice the reader looks at, and leaving opens there."""
+        path = self._planes_path
+        if self.planes is not None and path is not None and path == self._files.current_path() \
+                and self.planes.point[0] != self._frame(path):
+            self.slice_wanted.emit(path, self.planes.point[0])
 
     def _on_window(self, window) -> None:
         if self.planes is not None and self._planes_path is not None and self.planes.display_window is not None:

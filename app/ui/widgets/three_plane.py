@@ -16,8 +16,8 @@ from dataclasses import dataclass
 
 import numpy as np
 from PySide6.QtCore import Qt, Signal
-from PySide6.QtGui import qRgba
-from PySide6.QtWidgets import QButtonGroup, QHBoxLayout, QLabel, QToolButton, QVBoxLayout, QWidget
+from PySide6.QtGui import QColor, QPalette, qRgba
+from PySide6.QtWidgets import QButtonGroup, QHBoxLayout, QLabel, QSizePolicy, QToolButton, QVBoxLayout, QWidget
 
 from app.io.window import apply_window
 from app.ui.widgets.overlay import image_to_qimage, indexed_qimage
@@ -25,8 +25,11 @@ from app.ui.widgets.three_plane_axes import PLANES, PlaneAxes, plane_axes
 from app.ui.widgets.three_plane_pane import PlanePane
 
 Point = tuple[int, int, int]  # (k, row, col) in the native volume
-HINT = "click: crosshair · wheel / ↑↓ / PgUp PgDn: slice · Ctrl+wheel: zoom · Shift- or middle-drag: pan · " \
-       "right-drag: window · double-click: one pane"
+HINT = "Click: crosshair · wheel: slice · Ctrl+wheel: zoom · right-drag: window (hover for more)"
+TIP = ("Click or drag with the left button: move the crosshair (the other panes follow)\n"
+       "Wheel, ↑ ↓ ← →, PgUp / PgDn: the slice of the pane under the mouse\n"
+       "Ctrl + wheel: zoom this pane · Shift + drag or the middle button: pan\n"
+       "Right-drag: window / level (shared by the panes) · double-click: this pane alone, or all three again")
 
 
 @dataclass(frozen=True)
@@ -96,6 +99,10 @@ class ThreePlaneView(QWidget):
             row.addWidget(button)
         hint = QLabel(HINT)
         hint.setStyleSheet("color: #9a9a9a;")
+        hint.setToolTip(TIP)
+        # the hint never widens the view: on a small screen it is cut, the side panel is not pushed off
+        hint.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
+        hint.setMinimumWidth(0)
         row.addWidget(hint, 1)
         return row
 
@@ -104,12 +111,19 @@ class ThreePlaneView(QWidget):
         column.setContentsMargins(0, 0, 0, 0)
         column.setSpacing(0)
         column.addLayout(buttons)
-        panes = QHBoxLayout()
-        panes.setSpacing(2)  # a thin dark seam tells the panes apart
+        box = QWidget()  # a thin dark seam between the panes, not a bright line beside dark pictures
+        box.setAutoFillBackground(True)
+        palette = box.palette()
+        palette.setColor(QPalette.ColorRole.Window, QColor(60, 62, 66))
+        box.setPalette(palette)
+        panes = QHBoxLayout(box)
+        panes.setContentsMargins(0, 0, 0, 0)
+        panes.setSpacing(2)
         for pane in self.panes.values():
             panes.addWidget(pane, 1)
-        column.addLayout(panes, 1)
+        column.addWidget(box, 1)
         self.info.setContentsMargins(8, 2, 8, 2)
+        self.info.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
         column.addWidget(self.info)
 
     # -- content ---------------------------------------------------------------------------------------

@@ -233,8 +233,9 @@ class PlanePane(QGraphicsView):
                 painter.drawText(box.translated(*offset), Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignTop,
                                  self._title)
         painter.restore()
-        if self._letters:
-            paint_orientation(painter, self.viewport().rect(), self._letters)
+        if self._letters:  # the top letter below the title: in a narrow pane they would overlap
+            paint_orientation(painter, self.viewport().rect().adjusted(0, 18 if self._title else 0, 0, 0),
+                              self._letters)
 
 
 def _slice_key(event) -> int | None:
