@@ -47,6 +47,8 @@ def lesions(labels: np.ndarray, *, voxel_ml: float | None, connectivity: int = 2
     largest first (equal sizes: by the bounding box's start, k0, r0, c0). `classes` None: every value present but
     0 (the background). `voxel_ml`: one voxel's volume in mL (Volume.voxel_ml), None: `ml` None."""
     volume = _checked(labels, connectivity)
+    if volume.size == 0:
+        return ()
     present = _present_per_slice(volume)
     anywhere = np.asarray(present.any(axis=0))
     wanted = np.flatnonzero(anywhere[1:]) + 1 if classes is None else np.asarray(classes, int)

@@ -66,6 +66,7 @@ def test_two_balls_touching_only_at_a_corner_are_one_lesion_at_26_and_two_at_6()
 def test_an_empty_volume_has_no_lesions():
     assert lesions(np.zeros((4, 5, 6), np.uint8), voxel_ml=1.0) == ()
     assert lesions(np.zeros((0, 5, 6), np.uint8), voxel_ml=1.0) == ()
+    assert lesions(np.zeros((3, 0, 6), np.uint8), voxel_ml=1.0) == ()
 
 
 def test_one_voxel_is_one_lesion_with_its_box_centroid_and_millilitres():
