@@ -1,4 +1,4 @@
-"""Menus, actions, keyboard shortcuts and file dialogs of the main window, and the hold-Space peek.
+"""Menus, actions, keyboard shortcuts and file dialogs of the main window, files dropped on it, the hold-Space peek.
 
 The window is only a type hint here: actions call its public methods and its widgets' intents, and the window
 imports this module (not the reverse), so there is no import circle.
@@ -26,13 +26,21 @@ DEVICES = ("auto", "cpu", "cuda")
 OPACITY_STEP = 10  # percent per [ or ]
 
 
-def build_menus(window: MainWindow) -> None:
-    bar = window.menuBar()
-    _file_menu(window, bar.addMenu("&File"))
-    _view_menu(window, bar.addMenu("&View"))
-    _model_menu(window, bar.addMenu("&Model"))
-    _review_menu(window, bar.addMenu("&Review"))
-    help_menu = bar.addMenu("&Help")
+MENU_TITLES = ("&File", "&View", "&Model", "&Review", "&Help")
+
+
+def menu_bar(window: MainWindow) -> list[QMenu]:
+    """The menu bar's menus, still empty: their titles are part of the window's first paint, their actions not."""
+    return [window.menuBar().addMenu(title) for title in MENU_TITLES]
+
+
+def build_menus(window: MainWindow, menus: list[QMenu] | None = None) -> None:
+    """The menus' actions and shortcuts, into `menus` (menu_bar's, at launch after the first paint) or new ones."""
+    file_menu, view_menu, model_menu, review_menu, help_menu = menus or menu_bar(window)
+    _file_menu(window, file_menu)
+    _view_menu(window, view_menu)
+    _model_menu(window, model_menu)
+    _review_menu(window, review_menu)
     _add(window, help_menu, "About / Diagnostics…", lambda: _show_diagnostics(window))
 
 
@@ -282,6 +290,30 @@ def _show_diagnostics(window: MainWindow) -> None:
     dialog = DiagnosticsDialog(window.summary, window)
     dialog.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)  # each About opens a new one: the closed one goes
     dialog.show()
+
+
+# -- files dropped on the window -------------------------------------------------------------------------------
+
+class FileDrops(QObject):
+    """Files and folders dragged onto the window open in it (local ones only; a drag of anything else is refused).
+    Installed on the window once it is finished (MainWindow.finish): a drop needs its controllers."""
+
+    def __init__(self, window: MainWindow) -> None:
+        super().__init__(window)
+        self._window = window
+        window.installEventFilter(self)
+
+    def eventFilter(self, watched, event) -> bool:
+        kind = event.type()
+        if kind not in (QEvent.Type.DragEnter, QEvent.Type.Drop):
+            return False
+        paths = [url.toLocalFile() for url in event.mimeData().urls() if url.isLocalFile()]
+        if not paths:
+            return False  # the window's own handling: refused
+        event.acceptProposedAction()
+        if kind == QEvent.Type.Drop:
+            self._window.add_paths(paths)
+        return True
 
 
 # -- hold Space to peek ----------------------------------------------------------------------------------------

@@ -35,8 +35,6 @@ from app.ui.widgets.slices import SliceBar
 from app.ui.widgets.status import StatusBar
 from app.ui.widgets.viewer import ImageViewer
 from app.ui.workers.threads import start_worker_thread, stop_thread
-from app.ui.workers.windowing import WindowingWorker
-from app.ui.workers.worker import InferenceWorker
 
 if TYPE_CHECKING:
     from app.ui.state.messages import ViewResult, Window
@@ -50,7 +48,8 @@ class MainWindow(QMainWindow):
     model_failed = Signal(str)  # message
     run_all_finished = Signal(object, str)  # RunSummary, report path or error
 
-    def __init__(self, *, settings: QSettings, model_path: Path | None = None, device: str | None = None) -> None:
+    def __init__(self, *, settings: QSettings, model_path: Path | None = None, device: str | None = None,
+                 finish_later: bool = False) -> None:
         super().__init__()
         self.settings = settings
         self.persist_settings = True  # a self-test must not change the user's settings
@@ -58,24 +57,35 @@ class MainWindow(QMainWindow):
         self.setAcceptDrops(True)
         self.state = ViewState()
         self._build_widgets()
-        self._start_threads()
         remembered.restore(self, settings)
-        self.loader.path = model_path or remembered.model(settings)
-        self.loader.device = device or remembered.device(settings)
+        self._wanted = model_path or remembered.model(settings), device or remembered.device(settings)
         self.recent_inputs = RecentList(settings, "recent/inputs", writable=lambda: self.persist_settings)
         self.recent_models = RecentList(settings, "recent/models", writable=lambda: self.persist_settings)
         self.toolbar = build_toolbar(self)
         self.addToolBar(self.toolbar)
         self.toolbar.setVisible(cast(bool, settings.value("toolbar", True, bool)))  # converted to the type asked
-        actions.build_menus(self)
-        self._peek = actions.PeekFilter(self)
+        self._menus, self._finished = actions.menu_bar(self), False
+        if not finish_later:
+            self.finish()
+
+    def finish(self) -> None:
+        """The parts the first paint does not need: the groups hidden at start, the controllers, the worker threads,
+        the menus' actions. `seglens` builds them once the window is painted (app/ui/first_paint.py); once only."""
+        if self._finished:
+            return
+        self._finished = True
+        self.panel.add_hidden_groups()
+        self._start_threads()
+        self.loader.path, self.loader.device = self._wanted
+        actions.build_menus(self, self._menus)
+        self._peek, self._drops = actions.PeekFilter(self), actions.FileDrops(self)  # files dropped on it open
         self.overlay_shown.connect(self._peek.arm)  # nothing to peek under before the first overlay
 
     def _build_widgets(self) -> None:
         self.files = FileList()
         self.viewer = ImageViewer()
         self.slices = SliceBar()
-        self.panel = SidePanel()
+        self.panel = SidePanel(groups_later=True)  # MainWindow.finish adds them
         self.splitter = QSplitter(Qt.Orientation.Horizontal)
         file_side = QWidget()
         column = QVBoxLayout(file_side)
@@ -100,6 +110,18 @@ class MainWindow(QMainWindow):
         self.presenter.overlay_shown.connect(self.overlay_shown)
         self.presenter.window_shown.connect(self.window_shown)
         self.files.current_path_changed.connect(self.show_path)
+        self.panel.split_changed.connect(self.presenter.set_split)
+        self.panel.opacity_changed.connect(self.presenter.set_opacity)
+        self.panel.visible_changed.connect(self.presenter.set_overlay_visible)
+        self.panel.mode_changed.connect(lambda mode: self.presenter.restyle(mode=mode))
+        self.panel.hidden_changed.connect(lambda hidden: self.presenter.restyle(hidden=hidden))
+        self.panel.frame_changed.connect(lambda frame: self.show_path(self.files.current_path(), frame))
+        self.viewer.window_dragged.connect(self.presenter.drag_window)
+
+    def _start_threads(self) -> None:
+        """Bound methods only for what comes back: a lambda would run on the sending thread, not on this one."""
+        from app.ui.workers.windowing import WindowingWorker  # the workers' modules load after the first paint
+        from app.ui.workers.worker import InferenceWorker
         self.tuner = Tuner(self.state, presenter=self.presenter, decision=self.panel.decision, folder=self.panel.folder,
                            files=self.files, settings=self.settings, parent=self)
         self.editor = Editor(self.state, viewer=self.viewer, presenter=self.presenter, panel=self.panel.edit,
@@ -112,16 +134,6 @@ class MainWindow(QMainWindow):
         self.editor.saved.connect(self.references.on_corrected)
         self.editor.refused.connect(lambda message: self.status.showMessage(message, 15000))
         self.editor.mask_changed.connect(self.panel.show_mask_counts)
-        self.panel.split_changed.connect(self.presenter.set_split)
-        self.panel.opacity_changed.connect(self.presenter.set_opacity)
-        self.panel.visible_changed.connect(self.presenter.set_overlay_visible)
-        self.panel.mode_changed.connect(lambda mode: self.presenter.restyle(mode=mode))
-        self.panel.hidden_changed.connect(lambda hidden: self.presenter.restyle(hidden=hidden))
-        self.panel.frame_changed.connect(lambda frame: self.show_path(self.files.current_path(), frame))
-        self.viewer.window_dragged.connect(self.presenter.drag_window)
-
-    def _start_threads(self) -> None:
-        """Bound methods only for what comes back: a lambda would run on the sending thread, not on this one."""
         self.worker = InferenceWorker(latest=self.state.latest, latest_tune=self.state.latest_tune)
         self.tuner.retune_requested.connect(self.worker.retune)
         self.worker.retuned.connect(self.tuner.on_retuned)
@@ -134,9 +146,9 @@ class MainWindow(QMainWindow):
         self.pictures.image_failed.connect(self.image_failed)
         self.loader = ModelLoader(self.state, files=self.files, status=self.status, panel=self.panel,
                                   presenter=self.presenter, editor=self.editor, tuner=self.tuner,
-                                  reviewer=self.reviewer, worker=self.worker, runtime=self._runtime,
-                                  loaded=self._loaded, refresh=lambda: self.show_path(self.files.current_path()),
-                                  parent=self)
+                                  reviewer=self.reviewer, worker=self.worker, loaded=self._loaded,
+                                  runtime=lambda: remembered.runtime(self.settings),
+                                  refresh=lambda: self.show_path(self.files.current_path()), parent=self)
         self.loader.model_changed.connect(self.model_changed)
         self.loader.model_failed.connect(self.model_failed)
         self.volumes.slice_wanted.connect(self.show_path)
@@ -171,10 +183,6 @@ class MainWindow(QMainWindow):
     def device(self) -> str:
         return self.loader.device
 
-    def _runtime(self) -> str:
-        """The runtime options: "tensorrt=true;gpu_mem_limit_mb=4096", as --runtime."""
-        return cast(str, self.settings.value("runtime", "", str))  # converted to the type asked
-
     def _loaded(self, path: Path, name: str) -> None:
         self.recent_models.add(path)
         self.setWindowTitle(f"SegLens — {name}")
@@ -203,7 +211,7 @@ class MainWindow(QMainWindow):
 
     def open_model_b(self, path: str | Path | None) -> None:
         """Compare with a second model (None: stop comparing): it runs on the same worker, on the same images."""
-        self.comparer.open(path, device=self.device, runtime=self._runtime())
+        self.comparer.open(path, device=self.device, runtime=remembered.runtime(self.settings))
 
     def compare_all(self) -> None:
         self.comparer.compare_all()
@@ -220,19 +228,10 @@ class MainWindow(QMainWindow):
         volumes as `volumes` says: VolumeOptions' fields); run_all_finished tells when it is done."""
         self.runner.start(out_dir, save, volumes=volumes)
 
-    # -- drag and drop, close --------------------------------------------------------------------------
-
-    def dragEnterEvent(self, event) -> None:
-        if any(url.isLocalFile() for url in event.mimeData().urls()):
-            event.acceptProposedAction()
-
-    def dropEvent(self, event) -> None:
-        paths = [url.toLocalFile() for url in event.mimeData().urls() if url.isLocalFile()]
-        if paths:
-            event.acceptProposedAction()
-            self.add_paths(paths)
+    # -- close ---------------------------------------------------------------------------------------
 
     def closeEvent(self, event) -> None:
+        self.finish()  # closed before its first paint was done: its threads start and stop as ever
         if self.persist_settings:
             self.save_settings()
         self.shutdown()

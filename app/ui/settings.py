@@ -57,6 +57,11 @@ def device(settings: QSettings) -> str:
     return cast(str, settings.value("device", "auto", str))
 
 
+def runtime(settings: QSettings) -> str:
+    """The runtime options: "tensorrt=true;gpu_mem_limit_mb=4096", as --runtime."""
+    return cast(str, settings.value("runtime", "", str))  # converted to the type asked
+
+
 def save(window: MainWindow, settings: QSettings) -> None:
     overlay = window.state.overlay
     settings.setValue("geometry", window.saveGeometry())

@@ -16,30 +16,56 @@ from pathlib import Path
 HEAVY = ("numpy", "cv2", "onnxruntime", "PIL", "yaml", "pydicom", "nibabel", "highdicom", "ray", "dicognito",
          "app.inference.pipeline", "app.runs.review", "app.runs.outputs",
          "app.runs.report", "app.runs.deidentify")
+# what the first paint does not need ("Start-up after issue 25"): seglens builds it after that paint
+LATE = ("app.ui.workers.worker", "app.ui.workers.worker_batch", "app.ui.workers.worker_volumes",
+        "app.ui.workers.windowing", "app.runs.plan", "app.ui.widgets.decision", "app.ui.widgets.charts",
+        "app.ui.widgets.edit_panel", "app.ui.widgets.review_panel", "app.ui.widgets.three_plane")
 
 
-def _loaded_in_fresh_process(code: str, tmp_path: Path) -> list[str]:
-    probe = f"import json, sys\n{code}\nprint(json.dumps(sorted(m for m in {HEAVY!r} if m in sys.modules)))\n"
-    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120,
+def _run_fresh(args: list[str], tmp_path: Path) -> str:
+    done = subprocess.run([sys.executable, *args], capture_output=True, text=True, timeout=120,
                           cwd=Path(__file__).resolve().parents[2],
                           env={**os.environ, "QT_QPA_PLATFORM": "offscreen", "SEGLENS_LOG_DIR": str(tmp_path)})
     assert done.returncode == 0, done.stderr
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    return done.stdout.strip().splitlines()[-1]
 
 
-def test_the_viewer_shows_its_window_before_any_heavy_module(tmp_path: Path) -> None:
-    """`seglens` as launched, up to the window's show(): logging set up, the icon, settings, every widget built."""
-    code = f"""
+def _loaded_in_fresh_process(code: str, tmp_path: Path, modules: tuple[str, ...] = HEAVY) -> list[str]:
+    probe = f"import json, sys\n{code}\nprint(json.dumps(sorted(m for m in {modules!r} if m in sys.modules)))\n"
+    return json.loads(_run_fresh(["-c", probe], tmp_path))
+
+
+def _launched_up_to_show(tmp_path: Path) -> str:
+    """`seglens` as launched, up to the window's show(): logging set up, the icon, settings, the window built."""
+    return f"""
 from app.ui import app as viewer
 from app.ui.main_window import MainWindow
 def shown(window):
-    print(json.dumps(sorted(m for m in {HEAVY!r} if m in sys.modules)), flush=True)
+    print(json.dumps(sorted(m for m in {HEAVY + LATE!r} if m in sys.modules)), flush=True)
     import os
-    os._exit(0)  # at once: the window's threads are running
+    os._exit(0)  # at once
 MainWindow.show = shown
 viewer.main(["--settings", {str(tmp_path / "s.ini")!r}])
 """
-    assert _loaded_in_fresh_process(code, tmp_path) == []
+
+
+def test_the_viewer_shows_its_window_before_any_heavy_module(tmp_path: Path) -> None:
+    assert [m for m in _loaded_in_fresh_process(_launched_up_to_show(tmp_path), tmp_path) if m in HEAVY] == []
+
+
+def test_the_viewer_shows_its_window_before_the_parts_its_first_paint_does_not_need(tmp_path: Path) -> None:
+    """The groups hidden at start, the worker and the three-plane view: built after the first paint
+    (MainWindow.finish), so their modules are not imported before show() either."""
+    assert _loaded_in_fresh_process(_launched_up_to_show(tmp_path), tmp_path) == []
+
+
+def test_the_self_test_shows_the_first_overlay_through_the_parts_built_after_the_first_paint(tmp_path: Path) -> None:
+    """`seglens --self-test` end to end: window, first paint, the rest of the window, the model, the first sample's
+    overlay painted."""
+    outcome = json.loads(_run_fresh(["-m", "app", "--self-test", "--settings", str(tmp_path / "s.ini")], tmp_path))
+    assert outcome["ok"] is True, outcome
+    assert outcome["overlay_painted"] is True
+    assert outcome["image"].endswith("surface_01_scratches.jpg")
 
 
 def test_listing_a_folder_before_the_model_is_ready_imports_nothing_heavy(tmp_path: Path) -> None:
@@ -60,3 +86,54 @@ assert window.files.current_path(), "the first sample is selected"
 window.close()
 """
     assert _loaded_in_fresh_process(code, tmp_path) == []
+
+
+def _described(window) -> dict:
+    """What a reader can see and reach in a window: the side panel's groups in order and which are hidden, the menus'
+    actions with their shortcuts and check marks, the toolbar, the threads running."""
+    from PySide6.QtCore import QThread
+
+    def menu(actions) -> list:
+        return [(a.text(), [k.toString() for k in a.shortcuts()], a.isCheckable() and a.isChecked(),
+                 menu(a.menu().actions()) if a.menu() is not None else None) for a in actions]
+
+    layout = window.panel.layout()
+    panel = [(type(item.widget()).__name__, item.widget().isHidden()) if item.widget() else "stretch"
+             for item in (layout.itemAt(i) for i in range(layout.count()))]
+    return {"panel": panel, "menus": menu(window.menuBar().actions()),
+            "toolbar": [a.text() for a in window.toolbar.actions()],
+            "threads": sorted(t.objectName() for t in window.findChildren(QThread) if t.isRunning()),
+            "size": (window.width(), window.height()), "opacity": window.state.overlay.opacity}
+
+
+def _built(qtbot, tmp_path: Path, *, finish_later: bool) -> dict:
+    from PySide6.QtCore import QSettings
+    from PySide6.QtWidgets import QWidget
+
+    from app.ui.first_paint import after_first_paint
+    from app.ui.main_window import MainWindow
+
+    settings = QSettings(str(tmp_path / f"{finish_later}.ini"), QSettings.Format.IniFormat)
+    settings.setValue("opacity", 0.7)
+    window = MainWindow(settings=settings, device="cpu", finish_later=finish_later)
+    window.persist_settings = False
+    try:
+        window.show()
+        if finish_later:
+            assert "EditPanel" not in [type(w).__name__ for w in window.panel.findChildren(QWidget)]
+            finished: list[bool] = []
+            after_first_paint(window, lambda: (window.finish(), finished.append(True)))
+            qtbot.waitUntil(lambda: bool(finished), timeout=5_000)
+        return _described(window)
+    finally:
+        window.close()
+        window.deleteLater()
+
+
+def test_a_window_finished_after_its_first_paint_is_the_window_built_at_once(qtbot, tmp_path: Path) -> None:
+    at_once = _built(qtbot, tmp_path, finish_later=False)
+    assert _built(qtbot, tmp_path, finish_later=True) == at_once
+    assert at_once["threads"] == ["display", "inference"]
+    assert at_once["opacity"] == 0.7
+    assert [name for name, _hidden in at_once["panel"][:5]] == ["QLabel", "OverlayControls", "EditPanel",
+                                                                "ReviewPanel", "DecisionControls"]
