@@ -12,6 +12,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
+
     import numpy as np
     from PySide6.QtGui import QImage
 
@@ -203,7 +205,7 @@ class ReportRequest:
     entries: tuple[ListedInput, ...]
     report_path: str
     tuning: Tuning
-    reviews: dict[str, Review | None]
+    reviews: Mapping[str, Review | None]  # read only: the worker reads it while the window reviews on
     model_name: str
     model_sha256: str
     seglens_version: str
