@@ -25,7 +25,7 @@ from app.inference.spec import ModelSpec, Tile3D, VolumeInputSpec
 from app.inference.volume_memory import check_memory, estimate_bytes
 from app.inference.volume_normalize import intensity
 from app.inference.volume_orient import Orientation, orientation
-from app.inference.volume_resample import resample_into, resample_linear, resampled_slices, spacing_shape
+from app.inference.volume_resample import resample_into, resample_linear, resampled_slices, spacing_shape, store
 from app.inference.volume_window import (
     ProgressFn,
     StopFn,
@@ -195,7 +195,7 @@ def _to_native(blended: np.ndarray, plan: _Plan, *, threshold: float) -> tuple[n
     probabilities = np.empty((classes, *plan.native_shape), np.float16)
     labels = np.empty(plan.native_shape, np.uint8)
     for d, block in resampled_slices(lambda k: view[:, k], view.shape[1], plan.native_shape):
-        probabilities[:, d] = block
+        store(probabilities[:, d], block)
         labels[d] = (block[0] > threshold) if classes == 1 else argmax_planes(block)
     return probabilities, labels
 

@@ -59,10 +59,21 @@ def resampled_slices(source: SliceSource, depth: int, shape: Shape3) -> Iterator
 
 
 def resample_into(source: SliceSource, depth: int, out: np.ndarray) -> None:
-    """Fill `out` ([C, d, h, w], any float dtype, possibly a strided view) with the resampled volume."""
+    """Fill `out` ([C, d, h, w], float32 or float16, possibly a strided view) with the resampled volume."""
     shape = (out.shape[1], out.shape[2], out.shape[3])
     for d, block in resampled_slices(source, depth, shape):
-        out[:, d] = block
+        store(out[:, d], block)
+
+
+def store(target: np.ndarray, block: np.ndarray) -> None:
+    """Write float32 planes [C, h, w] into `target`; float16 through OpenCV: numpy's cast is 45 times slower on
+    values below float16's normal range (1e-9 probabilities: 114 ms against 0.3 ms for three 512² planes)."""
+    if target.dtype != np.float16:
+        target[...] = block
+        return
+    for c in range(block.shape[0]):
+        # OpenCV takes a scalar as the second operand; its stubs only say arrays
+        target[c] = cv2.multiply(np.ascontiguousarray(block[c]), 1.0, dtype=cv2.CV_16F)  # type: ignore[call-overload]
 
 
 def resample_linear(array: np.ndarray, shape: Shape3, *, dtype: type[np.floating] = np.float32) -> np.ndarray:

@@ -20,6 +20,7 @@ from __future__ import annotations
 import itertools
 import math
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 
 import cv2
 import numpy as np
@@ -119,21 +120,29 @@ def sliding_window(image: np.ndarray, run: RunFn, *, patch: Patch, tile: Tile3D,
     """Blend `run`'s activated probabilities over windows of `image` ([C, D, H, W] float32, already resampled,
     oriented and normalised) into [K, D, H, W] float32, normalised by the summed weights.
 
-    `run` maps a batch [B, C, pd, ph, pw] to [B, K, pd, ph, pw] probabilities. `progress(done, total)` counts
+    `run` maps a batch [B, C, pd, ph, pw] to [B, K, pd, ph, pw] probabilities, a new array each call (it is
+    blended while the next call runs; session.run's outputs are). `progress(done, total)` counts
     patch evaluations (TTA passes included); `should_stop()` is asked before every session run, and a True
     answer raises `Stopped`.
+
+    One thread blends batch n while `run` works on batch n + 1 (ONNX Runtime and OpenCV release the GIL), so the
+    blend costs little beyond the runs; the adds keep their order, so the sums are those of a single thread.
     """
     pads = padding((image.shape[1], image.shape[2], image.shape[3]), patch)
     padded = np.pad(image, ((0, 0), *pads)) if any(any(p) for p in pads) else image
     shape = (padded.shape[1], padded.shape[2], padded.shape[3])
     grid = window_grid(shape, patch, tile.overlap)
-    weights = importance(patch, tile)
     passes = mirror_passes(mirror_axes)
-    blender = _Blender(shape, patch, weights, grid)
+    blender = _Blender(shape, patch, importance(patch, tile))
     counter = _Counter(len(grid) * len(passes), progress, should_stop)
-    for batch in _batches(grid, max(1, tile.batch)):
-        tensor = np.stack([padded[_all_channels(_window(start, patch))] for start in batch])
-        blender.add(batch, _mirrored(run, tensor, passes, patch, counter))
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="blend3d") as blending:
+        pending = blending.submit(blender.count, grid)
+        for batch in _batches(grid, max(1, tile.batch)):
+            tensor = np.stack([padded[_all_channels(_window(start, patch))] for start in batch])
+            probabilities = _mirrored(run, tensor, passes, patch, counter)
+            pending.result()  # at most one batch waits to be blended: memory stays that of one batch
+            pending = blending.submit(blender.add, batch, probabilities)
+        pending.result()
     blended = blender.finish()
     if padded is image:
         return blended
@@ -210,14 +219,17 @@ class _Blender:
     The sums go plane by plane through OpenCV's accumulate / accumulateProduct, straight into the accumulator's
     strided window (one pass, SIMD): numpy's multiply-then-add took 3-4 times as long per patch."""
 
-    def __init__(self, shape: tuple[int, int, int], patch: Patch, weights: np.ndarray, grid: list[Start]) -> None:
+    def __init__(self, shape: tuple[int, int, int], patch: Patch, weights: np.ndarray) -> None:
         self._shape, self._patch, self._weights = shape, patch, weights
         self._count = np.zeros(shape, np.float32)
-        for start in grid:  # all windows' weights first, in window order, as MONAI sums its count map
-            region = self._count[_window(start, patch)]
-            for d in range(patch[0]):
-                cv2.accumulate(weights[d], region[d])
         self._sum: np.ndarray | None = None
+
+    def count(self, grid: list[Start]) -> None:
+        """All windows' weights summed first, in window order, as MONAI sums its count map."""
+        for start in grid:
+            region = self._count[_window(start, self._patch)]
+            for d in range(self._patch[0]):
+                cv2.accumulate(self._weights[d], region[d])
 
     def add(self, starts: list[Start], probabilities: np.ndarray) -> None:
         if self._sum is None:  # K is known from the first output
