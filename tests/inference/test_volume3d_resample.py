@@ -112,3 +112,15 @@ def test_orientation_needs_geometry_and_a_code():
         with pytest.raises(SegLensError, match="input.axes"):
             check_axes_code(bad)
     assert check_axes_code("lps") == "LPS"
+
+
+def test_float16_through_opencv_has_numpys_bits():
+    """app.inference.half writes kept probabilities as float16 with OpenCV (numpy's cast is slow below float16's
+    normal range); the bits must be numpy's, subnormals, zeros and ones included."""
+    from app.inference.half import half_planes, to_half
+
+    rng = np.random.default_rng(5)
+    values = np.concatenate([rng.random(5000), 10.0 ** rng.uniform(-12, 0, 5000), [0.0, 1.0, 6.1e-5, 5.96e-8, 3e-8]])
+    planes = values.astype(np.float32).reshape(1, 1, -1)
+    np.testing.assert_array_equal(half_planes(planes).view(np.uint16), planes.astype(np.float16).view(np.uint16))
+    assert to_half(planes[0]).dtype == np.float16
