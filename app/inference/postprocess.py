@@ -14,6 +14,7 @@ import cv2
 import numpy as np
 
 from app.errors import InferenceError
+from app.inference.half import write_half
 from app.inference.preprocess import Geometry
 from app.inference.spec import ModelSpec, OutputSpec, PostprocessSpec
 
@@ -246,7 +247,7 @@ def _activated(planes: np.ndarray, activation: str) -> np.ndarray:
                                   1.0)
             kept[c] = cv2.divide(1.0, denominator, dtype=cv2.CV_16F)
     else:  # the graph already ends in its activation (or the model says "none"): values are probabilities
-        kept[:] = np.clip(planes, 0.0, 1.0)
+        write_half(kept, np.clip(planes, 0.0, 1.0))  # not numpy's cast: slow below float16's normal range
     return kept
 
 
