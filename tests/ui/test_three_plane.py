@@ -5,6 +5,7 @@ patient's letters and proportions, and one crosshair the panes share (a click, t
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from PySide6.QtCore import QPoint, QPointF, Qt
 from PySide6.QtGui import QWheelEvent
 from PySide6.QtWidgets import QApplication
@@ -184,3 +185,21 @@ def _wheel(pane, delta: int, modifiers=Qt.KeyboardModifier.NoModifier) -> None:
     event = QWheelEvent(at, pane.viewport().mapToGlobal(at), QPoint(), QPoint(0, delta), Qt.MouseButton.NoButton,
                         modifiers, Qt.ScrollPhase.NoScrollPhase, False)
     QApplication.sendEvent(pane.viewport(), event)
+
+
+def test_another_threshold_recounts_the_mask_and_says_so_meanwhile(qtbot, make_main_window, ct_model, tmp_path):
+    """The panes never pass the previous threshold's mask off as the current one: a note says whose it is until
+    the volume is counted again, then the new mask replaces it."""
+    win, planes = _open_planes(qtbot, make_main_window, ct_model, tmp_path)
+    before = planes.volume.labels
+    notes, asked = [], []
+    note = planes.set_note
+    planes.set_note = lambda text: (notes.append(text), note(text))  # every note the panes showed, in order
+    win.volumes.fill_requested.connect(asked.append)
+    win.panel.decision.nudge(400)  # 0.5 → 0.9: the volume is counted again (was: only at the next slice step)
+    qtbot.waitUntil(lambda: planes.volume.labels is not before, timeout=TIMEOUT)
+    assert [request.threshold for request in asked] == [pytest.approx(0.9)]  # the legend's mL follow too
+    assert notes[0].startswith("The mask shown is at the previous threshold; the volume is being counted at the "
+                               "new one (0 / 6 slices)"), notes
+    assert planes.note.text() == "" and not planes.note.isVisible()
+    assert planes.volume.labels.shape == before.shape

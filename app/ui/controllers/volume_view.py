@@ -16,7 +16,7 @@ if TYPE_CHECKING:
     from app.io.volumes import Volume
     from app.runs.volume_stack import VolumeStack
     from app.ui.controllers.presenter import Presenter
-    from app.ui.state.messages import VolumeCount, VolumeCountFailed
+    from app.ui.state.messages import ViewResult, VolumeCount, VolumeCountFailed
     from app.ui.state.view_state import ViewState
     from app.ui.widgets.file_list import FileList
     from app.ui.widgets.panels import SidePanel
@@ -42,7 +42,8 @@ class VolumeView(QObject):
         self._state, self._files, self._viewer, self._slices = state, files, viewer, slices
         self._panel, self._worker, self._status, self._presenter = panel, worker, status, presenter
         self._counted: str | None = None  # the volume whose whole-volume counts the legend shows
-        self._labels: tuple[str, np.ndarray] | None = None  # (path, label volume) of the volume counted
+        self._labels: tuple[str, np.ndarray, tuple] | None = None  # (path, label volume, (model, threshold))
+        self._requested: tuple = (None, None)  # the (model, threshold) the count was last asked for
         self._image: tuple[str, np.ndarray, bool] | None = None  # (path, image volume, inverted) read for it
         self._stack: tuple[str, VolumeStack] | None = None  # the image volume being read
         self.planes: ThreePlaneView | None = None  # made on first use: not at start-up
@@ -53,6 +54,10 @@ class VolumeView(QObject):
         self.fill_requested.connect(worker.fill_volume)
         worker.volume_counted.connect(self._on_counted)
         worker.volume_count_failed.connect(self._on_count_failed)
+        # a new threshold retunes the slice shown without a new overlay_shown: the whole volume is counted at it
+        # too (the legend's mL, the three planes' mask), as a step to another slice would; after the tuner, which
+        # connected first and puts the retuned view in the state
+        worker.retuned.connect(self._on_retuned)
 
     def step(self, delta: int) -> None:
         """PgUp / PgDn and Ctrl + wheel: the previous / next slice of a volume (in the three-plane view, of the
@@ -99,23 +104,50 @@ class VolumeView(QObject):
                 or model.spec.task != "segmentation":
             return
         self._counted = path
+        self._requested = (model, shown.tuning.threshold)
         from app.ui.state.messages import FillRequest
 
         self.fill_requested.emit(FillRequest(path, volume, shown.tuning.threshold))
 
+    def _on_retuned(self, view: ViewResult) -> None:
+        shown = self._state.shown
+        if shown is view and self._counted == str(view.path) and self._requested[1] != view.tuning.threshold:
+            self.count(str(view.path))
+
     def _on_counted(self, count: VolumeCount) -> None:
         if count.path == self._files.current_path() and count.path == self._counted:
             self._panel.legend.set_volume(count.millilitres, count.done, count.total, count.voxels)
-            labels = getattr(count, "labels", None)
+            labels = count.labels
             if labels is not None and (self._labels is None or self._labels[1] is not labels):
-                self._labels = (count.path, labels)
+                self._labels = (count.path, labels, self._requested)  # the worker counts the latest request only
                 self._update_toggle()
                 if self.planes is not None and self._planes_path == count.path:
                     self.planes.set_labels(self._first_time_point(labels))
+            if self.planes is not None and self._planes_path == count.path:
+                self._note_recount(count)
 
     def _on_count_failed(self, failed: VolumeCountFailed) -> None:
         if failed.path == self._files.current_path() and failed.path == self._counted:
             self._panel.legend.set_volume_failed(failed.why)
+            if self.planes is not None and self._planes_path == failed.path:
+                self.planes.set_labels(None)  # no whole-volume mask to show: never a partial one
+                self.planes.set_note(f"No mask: the whole-volume count failed ({failed.why})")
+
+    def _note_recount(self, count: VolumeCount) -> None:
+        """While the volume is counted again (another threshold, another model), the panes say whose mask they
+        show: the previous threshold's, or none for another model (its mask would be read as this one's)."""
+        assert self.planes is not None and self._labels is not None
+        shown_for = self._labels[2]
+        if count.labels is not None or shown_for == self._requested:
+            self.planes.set_note("")
+            return
+        progress = f"{count.done} / {count.total} slices"
+        if shown_for[0] is not self._requested[0]:
+            self.planes.set_labels(None)
+            self.planes.set_note(f"No mask yet: the volume is being counted with the new model ({progress})")
+        else:
+            self.planes.set_note(f"The mask shown is at the previous threshold; the volume is being counted at "
+                                 f"the new one ({progress})")
 
     # -- the three-plane view ----------------------------------------------------------------------------
 
@@ -151,7 +183,7 @@ class VolumeView(QObject):
         volume = self._files.volume(path)
         if volume is None:
             return "Three planes: for a volume (a DICOM series or a NIfTI file)"
-        if self._labels is None or self._labels[0] != path:
+        if self._labels is None or self._labels[0] != path or self._labels[2][0] is not self._state.model:
             if self._state.model is None or self._state.model.spec.task != "segmentation":
                 return "Three planes: open a segmentation model first"
             return "Three planes: once the whole volume is counted (the legend's mL)"

@@ -75,6 +75,10 @@ class ThreePlaneView(QWidget):
         self._only: str | None = None
         self.info = QLabel()
         self.info.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.note = QLabel()  # why the mask shown is not (yet) the current one
+        self.note.setStyleSheet("color: #ff9f0a;")
+        self.note.setWordWrap(True)
+        self.note.hide()
         self._layout(self._mode_buttons())
         for name, pane in self.panes.items():
             pane.clicked.connect(lambda x, y, n=name: self._on_click(n, x, y))
@@ -122,6 +126,8 @@ class ThreePlaneView(QWidget):
         for pane in self.panes.values():
             panes.addWidget(pane, 1)
         column.addWidget(box, 1)
+        self.note.setContentsMargins(8, 2, 8, 0)
+        column.addWidget(self.note)
         self.info.setContentsMargins(8, 2, 8, 2)
         self.info.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
         column.addWidget(self.info)
@@ -153,6 +159,11 @@ class ThreePlaneView(QWidget):
             self._volume = replace(self._volume, labels=labels)
             self._drawn.clear()
             self._refresh()
+
+    def set_note(self, text: str) -> None:
+        """An amber line over the read-out ("" to clear): the mask is being made again, say."""
+        self.note.setText(text)
+        self.note.setVisible(bool(text))
 
     @property
     def volume(self) -> PlaneVolume | None:
