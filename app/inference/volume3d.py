@@ -136,8 +136,9 @@ def _plan(shape: tuple[int, ...], spacing: tuple[float, float, float] | None, af
     if volume is None:
         raise ModelError(f"{spec.path.name}: not a 3D model (its input is not [N, C, D, H, W])")
     if len(shape) != 4 or shape[0] != spec.input.channels:
+        has = f"{shape[0]} channel(s) of {list(shape[1:])}" if len(shape) == 4 else f"shape {list(shape)}"
         raise SegLensError(f"the 3D model wants {spec.input.channels} channel(s) of [D, H, W] voxels; the volume "
-                           f"has shape {list(shape)}")
+                           f"has {has}")
     native_shape = (shape[1], shape[2], shape[3])
     orient = orientation(volume.axes, affine)
     return _Plan(volume, orient, native_shape, model_grid(native_shape, spacing, volume, orient), output_classes(spec))

@@ -211,3 +211,30 @@ def test_a_sidecar_described_model_through_its_session(tmp_path):
     expected = 1 / (1 + np.exp(-(8 * image - 4)))
     np.testing.assert_allclose(prediction.probabilities[0].astype(np.float32), expected, atol=1e-3)
     np.testing.assert_array_equal(prediction.labels, expected > 0.5)
+
+
+def test_whole_volume_run_pads_to_the_divisor_and_crops(identity):
+    path, sess = identity
+    image = ramp((10, 13, 7))
+    seen: list = []
+    spec = volume_spec(path, patch=(8, 8, 8), whole=True, size_divisor=4, tta=(1,))
+    prediction = predict_volume(image, spacing=None, affine=None, spec=spec, run_raw=recording(sess, seen))
+    assert [t.shape for t in seen] == [(1, 1, 12, 16, 8)] * 2  # one run and its H-mirrored pass
+    assert np.all(seen[0][0, 0, 10:] == 0) and np.all(seen[0][0, 0, :, 13:] == 0)  # zeros after the volume
+    assert prediction.patches == 2 and prediction.model_shape == (10, 13, 7)
+    np.testing.assert_allclose(prediction.probabilities[0].astype(np.float32), image, atol=1e-3)
+
+
+def test_two_channel_input_is_normalised_per_channel(tmp_path):
+    """out = x₀ − x₁ after a zscore of each channel over its own voxels (two modalities, as nnU-Net's)."""
+    path = conv3d(tmp_path / "diff.onnx", np.array([1.0, -1.0], np.float32).reshape(1, 2, 1, 1, 1), channels=2)
+    rng = np.random.default_rng(4)
+    image = np.stack([rng.normal(100, 10, (6, 8, 8)), rng.normal(-5, 2, (6, 8, 8))]).astype(np.float32)
+    seen: list = []
+    spec = volume_spec(path, patch=(6, 8, 8), channels=2, normalize=Normalize3D(kind="zscore"))
+    predict_volume(image, spacing=None, affine=None, spec=spec, run_raw=recording(session(path), seen))
+    for c in range(2):
+        channel = image[c].astype(np.float64)
+        np.testing.assert_allclose(seen[0][0, c], (channel - channel.mean()) / channel.std(), atol=1e-4)
+    with pytest.raises(SegLensError, match=r"wants 2 channel\(s\) .* has 1 channel\(s\) of \[6, 8, 8\]$"):
+        predict_volume(image[0], spacing=None, affine=None, spec=spec, run_raw=runner(session(path)))
