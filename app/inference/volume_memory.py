@@ -27,7 +27,9 @@ def estimate_bytes(native_shape: Shape3, model_shape: Shape3, classes: int, *, c
     native = int(np.prod(native_shape, dtype=np.int64))
     padded = int(np.prod([max(m, p) for m, p in zip(model_shape, patch, strict=True)], dtype=np.int64))
     voxels = int(np.prod(patch, dtype=np.int64))
-    sliding = padded * 4 * (channels + classes + 1)  # image, accumulator, weight sum (float32)
+    model = int(np.prod(model_shape, dtype=np.int64))
+    image = channels * 4 * (model + (padded if padded != model else 0))  # a volume below the patch: a padded copy
+    sliding = image + padded * 4 * (classes + 1)  # image(s), accumulator, weight sum (float32)
     back = padded * 4 * classes + native * (2 * classes + 1)  # accumulator, float16 probabilities, uint8 labels
     # per batch: the patches, a flipped copy, the raw output, its activation and the TTA sum (float32)
     patches = max(1, batch) * voxels * 4 * (2 * channels + 3 * classes) + voxels * 4 * classes
