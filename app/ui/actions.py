@@ -354,4 +354,5 @@ class PeekFilter(QObject):
         if not event.isAutoRepeat():
             wanted = self._window.panel.controls.overlay_wanted()
             self._window.viewer.set_overlay_visible(wanted and kind == QEvent.Type.KeyRelease)
+            self._window.volumes.peek(wanted and kind == QEvent.Type.KeyRelease)  # the three planes' too
         return True

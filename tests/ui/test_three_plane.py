@@ -203,3 +203,34 @@ def test_another_threshold_recounts_the_mask_and_says_so_meanwhile(qtbot, make_m
                                "new one (0 / 6 slices)"), notes
     assert planes.note.text() == "" and not planes.note.isVisible()
     assert planes.volume.labels.shape == before.shape
+
+
+def test_another_model_clears_the_mask_until_it_has_counted_the_volume(qtbot, make_main_window, ct_model, models,
+                                                                      tmp_path):
+    """A mask of the previous model would be read as the new one's: none is shown, and a note says why, until the
+    new model has counted the whole volume; then its mask is shown."""
+    win, planes = _open_planes(qtbot, make_main_window, ct_model, tmp_path)
+    notes = []
+    note = planes.set_note
+    planes.set_note = lambda text: (notes.append(text), note(text))
+    other = models("binary_logits", "other")
+    other.with_suffix(".yaml").write_text("input:\n  window: [500, 400]\n")  # the disc (+60 HU) is below: empty
+    with qtbot.waitSignal(win.model_changed, timeout=TIMEOUT):
+        win.open_model(other)
+    before = planes.volume.labels
+    qtbot.waitUntil(lambda: bool(notes), timeout=TIMEOUT)
+    assert notes[0].startswith("No mask yet: the volume is being counted with the new model"), notes
+    qtbot.waitUntil(lambda: planes.volume.labels is not None and planes.volume.labels is not before
+                    and not planes.note.isVisible(), timeout=TIMEOUT)
+    assert planes.isVisible() and int(planes.volume.labels.max()) == 0  # the new model's (empty) mask
+
+
+def test_holding_space_hides_the_panes_overlay(qtbot, make_main_window, ct_model, tmp_path):
+    win, planes = _open_planes(qtbot, make_main_window, ct_model, tmp_path)
+    win.activateWindow()
+    qtbot.waitUntil(win.isActiveWindow, timeout=TIMEOUT)
+    axial = planes.panes["axial"]
+    qtbot.keyPress(axial, Qt.Key.Key_Space)
+    assert not any(pane._overlay_item.isVisible() for pane in planes.panes.values())
+    qtbot.keyRelease(axial, Qt.Key.Key_Space)
+    assert all(pane._overlay_item.isVisible() for pane in planes.panes.values())

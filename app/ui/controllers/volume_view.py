@@ -289,6 +289,11 @@ class VolumeView(QObject):
             signal.connect(self._restyle)
         return planes
 
+    def peek(self, visible: bool) -> None:
+        """Hold Space: the three planes' overlay hidden while it is held, as the one-pane view's."""
+        if self.planes is not None:
+            self.planes.peek(visible)
+
     def _follow_slice(self) -> None:
         """The slice under the axial crosshair becomes the one-pane view's: the legend's and the image panel's
         per-slice figures are of the slice the reader looks at, and leaving opens there."""

@@ -216,6 +216,11 @@ class ThreePlaneView(QWidget):
             self._contour, self._table = contour, table
             self._refresh()
 
+    def peek(self, visible: bool) -> None:
+        """The overlay hidden for a moment (Space held) or back as the style says, which is kept."""
+        for pane in self.panes.values():
+            pane.set_overlay_visible(visible and self._overlay_visible)
+
     def show_only(self, plane: str | None) -> None:
         """One pane alone, as large as the view (None: all three side by side)."""
         self._only = plane
