@@ -234,3 +234,24 @@ def test_holding_space_hides_the_panes_overlay(qtbot, make_main_window, ct_model
     assert not any(pane._overlay_item.isVisible() for pane in planes.panes.values())
     qtbot.keyRelease(axial, Qt.Key.Key_Space)
     assert all(pane._overlay_item.isVisible() for pane in planes.panes.values())
+
+
+def test_a_right_drag_in_a_pane_sets_the_window_of_every_pane_and_the_one_pane_view(qtbot, make_main_window,
+                                                                                   ct_model, tmp_path):
+    win, planes = _open_planes(qtbot, make_main_window, ct_model, tmp_path)
+    assert planes.display_window == (40.0, 400.0)  # the series' own window
+    sagittal = planes.panes["sagittal"].viewport()
+    start = sagittal.rect().center()
+    qtbot.mousePress(sagittal, Qt.MouseButton.RightButton, pos=start)
+    with qtbot.waitSignal(win.window_shown, timeout=TIMEOUT):
+        qtbot.mouseMove(sagittal, start + QPoint(40, 0))  # right: a wider window
+    qtbot.mouseRelease(sagittal, Qt.MouseButton.RightButton, pos=start + QPoint(40, 0))
+    assert planes.display_window == win.display_window and planes.display_window[1] > 400
+    from app.io.window import apply_window
+
+    win.panel.controls.set_overlay_visible(False)  # the disc's own grey level, through the dragged window
+    QApplication.processEvents()
+    axial = planes.panes["axial"]
+    grey = int(apply_window(np.array([60.0]), *planes.display_window)[0])
+    assert grey != int(apply_window(np.array([60.0]), 40, 400)[0])
+    assert _pixel(axial, axial.position_of(18, 14)) == (grey, grey, grey)  # +60 HU, off the crosshair's lines
