@@ -18,10 +18,11 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from app.errors import InferenceError, ModelError, SegLensError
+from app.errors import ModelError, SegLensError
 from app.inference.finite import check_finite
 from app.inference.postprocess import argmax_planes
 from app.inference.spec import ModelSpec, Tile3D, VolumeInputSpec
+from app.inference.volume_activate import activate, one_hot
 from app.inference.volume_memory import check_memory, estimate_bytes
 from app.inference.volume_normalize import intensity
 from app.inference.volume_orient import Orientation, orientation
@@ -219,40 +220,10 @@ class _Runner:
         self.runs += 1
         self.patches += len(batch)
         output = np.asarray(raw[0] if isinstance(raw, tuple) else raw)
-        check_finite(self._spec.path.name, (self._spec.output.name,), output)
+        check_finite(self._spec.path.name, (self._spec.output.name,), output)  # before an activation hides it
         if self._spec.output.kind == "labels":
-            return self._one_hot(output)
-        return activate(np.asarray(output, np.float32), self._spec.output.activation)
-
-    def _one_hot(self, labels: np.ndarray) -> np.ndarray:
-        if labels.ndim == 5 and labels.shape[1] == 1:
-            labels = labels[:, 0]
-        if labels.size and (labels.min() < 0 or labels.max() >= self._classes):
-            raise InferenceError(f"{self._spec.path.name}: the 3D model's labels run from {labels.min()} to "
-                                 f"{labels.max()}; it has {self._classes} classes (0 to {self._classes - 1})")
-        codes = np.arange(self._classes, dtype=labels.dtype).reshape(1, -1, 1, 1, 1)
-        votes: np.ndarray = (labels[:, None] == codes).astype(np.float32)
-        return votes
-
-
-def activate(raw: np.ndarray, activation: str) -> np.ndarray:
-    """[B, K, …] float32 raw output → probabilities: softmax over K, sigmoid, or clipped to [0, 1] as they are."""
-    if activation == "softmax" and raw.shape[1] > 1:
-        shifted: np.ndarray = raw - raw.max(axis=1, keepdims=True)
-        np.exp(shifted, out=shifted)
-        shifted /= shifted.sum(axis=1, keepdims=True)
-        return shifted
-    if activation == "sigmoid":
-        # 0.5 (1 + tanh(x / 2)) is the logistic without exp's overflow for very negative logits
-        out: np.ndarray = np.tanh(raw * np.float32(0.5))
-        out += np.float32(1.0)
-        out *= np.float32(0.5)
-        return out
-    # the graph's own probabilities: clipped in place when the array is no view of another array (ONNX Runtime's
-    # outputs own their buffer through a capsule), else into a copy
-    own = raw.flags.writeable and not isinstance(raw.base, np.ndarray)
-    clipped: np.ndarray = np.clip(raw, 0.0, 1.0, out=raw if own else None)
-    return clipped
+            return one_hot(output, self._classes, model_name=self._spec.path.name)
+        return activate(output, self._spec.output.activation)
 
 
 def with_tta(spec: ModelSpec, axes: tuple[int, ...]) -> ModelSpec:

@@ -238,3 +238,34 @@ def test_two_channel_input_is_normalised_per_channel(tmp_path):
         np.testing.assert_allclose(seen[0][0, c], (channel - channel.mean()) / channel.std(), atol=1e-4)
     with pytest.raises(SegLensError, match=r"wants 2 channel\(s\) .* has 1 channel\(s\) of \[6, 8, 8\]$"):
         predict_volume(image[0], spacing=None, affine=None, spec=spec, run_raw=runner(session(path)))
+
+
+def test_activations():
+    from app.inference.volume_activate import activate
+
+    rng = np.random.default_rng(6)
+    raw = (rng.standard_normal((2, 3, 4, 5, 6)) * 30).astype(np.float32)
+    raw[0, 0, 0, 0, :2] = (-200.0, 200.0)  # exp under- and overflow territory
+    shifted = np.exp(raw.astype(np.float64) - raw.max(axis=1, keepdims=True))
+    np.testing.assert_allclose(activate(raw, "softmax"), shifted / shifted.sum(axis=1, keepdims=True), atol=1e-6)
+    np.testing.assert_allclose(activate(raw[:, :1], "sigmoid"), 1 / (1 + np.exp(-raw[:, :1].astype(np.float64))),
+                               atol=1e-6)
+    given = raw.copy()
+    np.testing.assert_array_equal(activate(given[:, :, :2], "none"), np.clip(raw[:, :, :2], 0, 1))  # a view: copied
+    np.testing.assert_array_equal(given, raw)
+
+
+def test_a_non_finite_patch_output_is_an_error(identity):
+    from app.errors import InferenceError
+
+    path, sess = identity
+    spec = volume_spec(path, patch=(4, 4, 4), activation="sigmoid")
+    run = runner(sess)
+
+    def broken(tensor):
+        out = run(tensor)
+        out[0, 0, 1, 2, 3] = np.nan
+        return out
+
+    with pytest.raises(InferenceError, match=r"^identity.onnx: non-finite model output 'scores': 1 NaN of 64 values"):
+        predict_volume(ramp((4, 4, 4)), spacing=None, affine=None, spec=spec, run_raw=broken)
