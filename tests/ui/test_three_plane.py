@@ -56,6 +56,8 @@ def test_panes_show_the_label_colour_at_the_crosshair_with_letters_and_true_prop
     assert planes.panes["sagittal"].letters == SAGITTAL_LETTERS
     k, row, col = planes.point
     assert k == 0 and win.volumes.planes.volume.labels[k, row, col] == 1  # starts on the reader's slice, on the disc
+    assert planes.info.text().endswith("·   60 HU   ·   disc") and planes.info.text().startswith(
+        f"Slice 1 · row {row + 1} · column {col + 1}   ·   ")  # the voxel, its position, value and class
     win.panel.controls.set_opacity(1.0)  # the side panel's opacity reaches the panes: the pure class colour
     planes.set_point(3, 16, 16)
     QApplication.processEvents()
@@ -255,3 +257,41 @@ def test_a_right_drag_in_a_pane_sets_the_window_of_every_pane_and_the_one_pane_v
     grey = int(apply_window(np.array([60.0]), *planes.display_window)[0])
     assert grey != int(apply_window(np.array([60.0]), 40, 400)[0])
     assert _pixel(axial, axial.position_of(18, 14)) == (grey, grey, grey)  # +60 HU, off the crosshair's lines
+
+
+@pytest.mark.parametrize("acquired", ["axial", "coronal", "sagittal", "oblique"])
+def test_every_acquisition_plane_gets_the_standard_panes(acquired):
+    """Whatever plane a series was acquired in, each pane shows its patient plane the standard way: a voxel at the
+    patient's left shows right of the axial pane's centre, one superior shows above the coronal pane's centre."""
+    from app.io.geometry import dicom_affine
+    from app.ui.widgets.three_plane_axes import plane_axes
+    from tests.dicom_factory import AXIAL, CORONAL, SAGITTAL, oblique
+
+    orientation = {"axial": AXIAL, "coronal": CORONAL, "sagittal": SAGITTAL, "oblique": oblique(20)}[acquired]
+    affine = dicom_affine(orientation, (0.0, 0.0, 0.0), step=2.0, pixel_spacing=(1.0, 1.0))
+    shape = (9, 9, 9)
+    panes = plane_axes(affine)
+    assert panes["axial"].letters(affine)["left"][0] == "R" and panes["axial"].letters(affine)["top"][0] == "A"
+    assert panes["coronal"].letters(affine)["top"][0] == "S" and panes["sagittal"].letters(affine)["left"][0] == "A"
+    assert len({pane.normal for pane in panes.values()}) == 3  # three distinct planes, even when oblique
+
+    def voxel_toward(ras) -> tuple[int, int, int]:
+        """The native voxel (k, row, col) 4 voxels from the centre toward RAS direction `ras`."""
+        to_native = np.linalg.inv(affine)
+        centre = affine @ np.array([4.0, 4.0, 4.0, 1.0])
+        i, j, k = (to_native @ (centre + np.array([*ras, 0.0]) * 4 * np.array([1.0, 1.0, 1.0, 0])))[:3]
+        return round(k), round(j), round(i)
+
+    for pane_name, direction, axis, sign in (("axial", (-1, 0, 0), 0, +1), ("coronal", (0, 0, 1), 1, -1),
+                                             ("sagittal", (0, -1, 0), 0, +1)):
+        volume = np.zeros(shape, np.uint8)
+        point = voxel_toward(direction)  # the patient's left / superior / posterior of the centre
+        volume[point] = 1
+        pane = panes[pane_name]
+        picture = pane.view(volume, point[pane.normal])
+        assert picture.base is not None  # a view into the volume, not a copy
+        y, x = np.argwhere(picture == 1)[0]
+        offset = (x - 4) if axis == 0 else (y - 4)
+        assert offset * sign > 0, (pane_name, (y, x))
+        assert pane.to_screen(point, shape) == (x, y)
+        assert pane.from_screen((4, 4, 4), int(x), int(y), shape)[pane.across] == point[pane.across]

@@ -237,8 +237,9 @@ class VolumeView(QObject):
             self._check(False)
             return
         planes = self.planes or self._make_planes()
+        unit = "HU" if volume.series.get("Modality") == "CT" else ""  # a CT series' values are rescaled to HU
         data = PlaneVolume(image, labels, volume.spacing, volume.affine, self._window(volume, image),
-                           self._colors(), self._names(), invert)
+                           self._colors(), self._names(), invert, unit)
         planes.set_volume(data, _start_point(labels, self._frame(path)))
         planes.set_style(opacity=self._state.overlay.opacity, visible=self._state.overlay.visible,
                          contour=self._contour())

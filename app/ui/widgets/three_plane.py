@@ -44,6 +44,7 @@ class PlaneVolume:
     colors: np.ndarray  # [256, 4] uint8 RGBA per label value, alpha 0 for those not painted
     names: tuple[str, ...] = ()  # class names by label value, for the point's read-out
     invert: bool = False  # MONOCHROME1: high values dark
+    unit: str = ""  # of `image`'s values, for the read-out ("HU" for CT)
 
 
 def label_colors(classes: Sequence, hidden: frozenset[int] = frozenset()) -> np.ndarray:
@@ -289,7 +290,8 @@ class ThreePlaneView(QWidget):
             ras = (volume.affine @ np.array([col, row, k, 1.0]))[:3]
             parts.append("  ".join(f"{(plus if v >= 0 else minus)} {abs(v):.1f}"
                                    for v, plus, minus in zip(ras, "RAS", "LPI", strict=True)) + " mm")
-        parts.append(f"value {float(volume.image[k, row, col]):g}")
+        parts.append(f"{float(volume.image[k, row, col]):g} {volume.unit}".rstrip() if volume.unit
+                     else f"value {float(volume.image[k, row, col]):g}")
         if volume.labels is not None:
             label = int(volume.labels[k, row, col])
             name = volume.names[label] if label < len(volume.names) else f"class {label}"
