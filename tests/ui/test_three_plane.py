@@ -295,3 +295,22 @@ def test_every_acquisition_plane_gets_the_standard_panes(acquired):
         assert offset * sign > 0, (pane_name, (y, x))
         assert pane.to_screen(point, shape) == (x, y)
         assert pane.from_screen((4, 4, 4), int(x), int(y), shape)[pane.across] == point[pane.across]
+
+
+def test_a_volume_without_geometry_claims_no_anatomy(qtbot):
+    """No affine (a series without positions): no letters, square voxels, and the panes named for how they cut
+    the stored slices, not Axial / Coronal / Sagittal."""
+    from app.ui.widgets.three_plane import PlaneVolume, ThreePlaneView, label_colors
+
+    view = ThreePlaneView()
+    qtbot.addWidget(view)
+    view.resize(900, 400)
+    view.show()
+    image = np.zeros((4, 10, 12), np.uint8)
+    view.set_volume(PlaneVolume(image, None, None, None, None, label_colors(())), point=(1, 2, 3))
+    assert [pane.letters for pane in view.panes.values()] == [None, None, None]
+    assert [pane.title for pane in view.panes.values()] == ["Slices as stored  2 / 4", "Across rows  3 / 10",
+                                                             "Across columns  4 / 12"]
+    rect = view.panes["coronal"].picture_rect()
+    assert abs(rect.height() / rect.width() - 4 / 12) < 0.02
+    assert "mm" not in view.info.text() and view.info.text().startswith("Slice 2 · row 3 · column 4")

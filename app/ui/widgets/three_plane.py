@@ -32,6 +32,10 @@ TIP = ("Click or drag with the left button: move the crosshair (the other panes 
        "Right-drag: window / level (shared by the panes) · double-click: this pane alone, or all three again")
 
 
+# without geometry the panes are the stored slices and the two reslices across them: no anatomy is claimed
+_UNPLACED = {"axial": "Slices as stored", "coronal": "Across rows", "sagittal": "Across columns"}
+
+
 @dataclass(frozen=True)
 class PlaneVolume:
     """What the view shows, as plain arrays."""
@@ -260,7 +264,8 @@ class ThreePlaneView(QWidget):
                 self._drawn[name] = drawn
                 pane.set_picture(self._picture(axes, index), self._overlay(axes, index))
             x, y = axes.to_screen(self._point, shape)
-            pane.set_cross(x, y, f"{name.capitalize()}  {index + 1} / {shape[axes.normal]}")
+            plane = name.capitalize() if volume.affine is not None else _UNPLACED[name]
+            pane.set_cross(x, y, f"{plane}  {index + 1} / {shape[axes.normal]}")
         self.info.setText(self._read_out())
 
     def _picture(self, axes: PlaneAxes, index: int):
