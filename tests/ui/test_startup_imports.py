@@ -137,3 +137,32 @@ def test_a_window_finished_after_its_first_paint_is_the_window_built_at_once(qtb
     assert at_once["opacity"] == 0.7
     assert [name for name, _hidden in at_once["panel"][:5]] == ["QLabel", "OverlayControls", "EditPanel",
                                                                 "ReviewPanel", "DecisionControls"]
+
+
+def _first_frame(qtbot, tmp_path: Path, *, finish_later: bool):
+    """The window's pixels as its first paint left them (before finish(), for a window finished later)."""
+    from PySide6.QtCore import QSettings
+
+    from app.ui.first_paint import after_first_paint
+    from app.ui.main_window import MainWindow
+
+    settings = QSettings(str(tmp_path / f"frame-{finish_later}.ini"), QSettings.Format.IniFormat)
+    window = MainWindow(settings=settings, device="cpu", finish_later=finish_later)
+    window.persist_settings = False
+    try:
+        window.show()
+        frames: list = []
+        after_first_paint(window, lambda: frames.append(window.grab().toImage()))
+        qtbot.waitUntil(lambda: bool(frames), timeout=5_000)
+        return frames[0]
+    finally:
+        window.finish()
+        window.close()
+        window.deleteLater()
+
+
+def test_the_first_paint_of_a_window_finished_later_is_that_of_one_built_at_once(qtbot, tmp_path: Path) -> None:
+    later = _first_frame(qtbot, tmp_path, finish_later=True)
+    at_once = _first_frame(qtbot, tmp_path, finish_later=False)
+    assert later.size() == at_once.size()
+    assert later == at_once  # every pixel: menu titles, toolbar, the panel's visible groups, the status bar
