@@ -110,9 +110,14 @@ def build_parser() -> argparse.ArgumentParser:
                      help="run N same-sized images at once (models with a dynamic batch axis; default 1)")
     tiling = run.add_mutually_exclusive_group()
     tiling.add_argument("--tile", dest="tile", action="store_const", const=True,
-                        help="cover each image with overlapping tiles at its native scale (input.resize: tile)")
+                        help="cover each image with overlapping tiles at its native scale (input.resize: tile); "
+                             "a 3D model: its sliding window over the volume (the default)")
     tiling.add_argument("--no-tile", dest="tile", action="store_const", const=False,
-                        help="do not tile, whatever the sidecar says (fixed models: stretch)")
+                        help="do not tile, whatever the sidecar says (fixed models: stretch); a 3D model: the "
+                             "whole volume in one run (models dynamic along D×H×W only)")
+    run.add_argument("--tta", action="store_true",
+                     help="3D models: mirroring test-time augmentation over the sidecar's input.tta axes, else all "
+                          "three (up to 8 passes per patch, averaged)")
     run.add_argument("--reference", type=Path, metavar="DIR",
                      help="ground-truth masks (value = class index) matched by relative path and stem: IoU/Dice "
                           "columns in the report, a summary and seglens_metrics.csv")

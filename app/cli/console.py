@@ -180,6 +180,12 @@ class Progress(RunProgress):
             sys.stderr.write(f"\r\x1b[K  slices {done}/{total}")
             sys.stderr.flush()
 
+    def patches(self, done: int, total: int) -> None:
+        """A 3D model's progress through a volume, on the same line (the bar comes back when the volume is done)."""
+        if self.enabled:
+            sys.stderr.write(f"\r\x1b[K  patch {done} of {total}")
+            sys.stderr.flush()
+
     def note(self, line: str) -> None:
         """A line about the run (a killed run's temporaries removed), above the bar."""
         self._clear()

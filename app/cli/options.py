@@ -51,11 +51,22 @@ def runtime_options(args: argparse.Namespace) -> dict[str, Any]:
         raise SegLensError(str(exc)) from exc
 
 
-def tiled(spec: ModelSpec, tile: bool | None) -> ModelSpec:
-    """`spec` with --tile / --no-tile applied, a model that cannot be tiled a one-line error."""
+def tiled(spec: ModelSpec, tile: bool | None, *, tta: bool = False, batch: int = 1) -> ModelSpec:
+    """`spec` with --tile / --no-tile applied, a model that cannot be tiled a one-line error. A 3D model: --tile
+    is its sliding window, --no-tile the whole volume in one run, --tta mirroring and --batch patches per run
+    (app.runs.volume3d_run.with_volume_options); --tta on a 2D model a one-line error."""
     from app.errors import ModelError
     from app.inference.tiling import with_tiling
 
+    if spec.is_3d:
+        from app.runs.volume3d_run import with_volume_options
+
+        try:
+            return with_volume_options(spec, tile=tile, tta=tta, batch=batch)
+        except ValueError as exc:
+            raise ModelError(str(exc)) from exc
+    if tta:
+        raise ModelError(f"--tta mirrors a 3D model's patches; {spec.path.name} is a 2D model")
     try:
         return with_tiling(spec, tile)
     except ValueError as exc:

@@ -48,7 +48,8 @@ def _plan(args: argparse.Namespace, *, started: float) -> RunPlan:
     if args.max_megapixels:
         os.environ["SEGLENS_MAX_MEGAPIXELS"] = str(args.max_megapixels)  # read by the decoding threads
     args.model = resolved_model(args.model)  # a bundled name becomes its file (the Ray job is given the file too)
-    spec, min_confidence = with_threshold(tiled(load_spec(args.model, args.config), args.tile), args.threshold)
+    spec = tiled(load_spec(args.model, args.config), args.tile, tta=args.tta, batch=args.batch)
+    spec, min_confidence = with_threshold(spec, args.threshold)
     terminal = getattr(args, "terminal", None)
     return plan_run(spec, args.paths, out=args.out, report=args.report, save=args.save, threshold=args.threshold,
                     min_confidence=min_confidence, reference=args.reference, resume=args.resume,

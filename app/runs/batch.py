@@ -27,6 +27,7 @@ from app.errors import SegLensError, error_line, one_line, unexpected_error_line
 from app.inference import pipeline
 from app.inference.session import ModelSession
 from app.io.discover import InputFile, output_stems
+from app.runs import volume3d_run
 from app.runs.metrics_report import ReferenceScorer
 from app.runs.plan import Progress, RunPlan
 from app.runs.private_names import anonymized_stems
@@ -89,10 +90,12 @@ def run_inputs(
     try:
         with ThreadPoolExecutor(max(1, prefetch_workers), thread_name_prefix="prefetch",
                                 initializer=lower_thread_priority, initargs=(helper_niceness,)) as pool:
-            prepared = _prefetch(pool, model, inputs, depth=2 * max(1, prefetch_workers) + batch_size,
-                                 done=done or {})
+            # a 3D model's unit is a whole volume: one read ahead of the one running, not a handful
+            depth = 1 if model.spec.is_3d else 2 * max(1, prefetch_workers) + batch_size
+            prepared = _prefetch(pool, model, inputs, depth=depth, done=done or {})
             with contextlib.closing(prepared):  # on a break, cancel what is still queued for decoding
-                tiles = _TileRun(pipeline.tile_batch(model, batch_size), tile_progress, should_stop)
+                tiles = _TileRun(pipeline.tile_batch(model, batch_size), tile_progress, should_stop,
+                                 progress.patches)
                 for group in _groups(prepared, batch_size if pipeline.batchable(model) else 1):
                     current = group[0].index
                     if should_stop():
@@ -171,7 +174,7 @@ def _prefetch(pool: ThreadPoolExecutor, model: ModelSession, inputs: Sequence[In
               *, depth: int, done: Mapping[str, list[str]]) -> Generator[_Work, None, None]:
     """Prepared inputs in order, with at most `depth` decoded ahead of the consumer."""
     pending: deque[Future[_Work]] = deque()
-    items = _units(inputs, done)
+    items = _units(inputs, done, whole=model.spec.is_3d)
     for unit in items:
         pending.append(pool.submit(_prepare, model, *unit, done))
         if len(pending) >= depth:
@@ -188,10 +191,12 @@ def _prefetch(pool: ThreadPoolExecutor, model: ModelSession, inputs: Sequence[In
             future.cancel()
 
 
-def _units(inputs: Sequence[InputFile], done: Mapping[str, list[str]]) -> Iterator[tuple[int, InputFile, int | None]]:
-    """(index, input, slice) in order: an image once (slice None), a volume once per slice."""
+def _units(inputs: Sequence[InputFile], done: Mapping[str, list[str]], *,
+           whole: bool = False) -> Iterator[tuple[int, InputFile, int | None]]:
+    """(index, input, slice) in order: an image once (slice None), a volume once per slice (`whole`, a 3D
+    model: once)."""
     for index, item in enumerate(inputs):
-        if item.volume is None or item.problem or str(item.path) in done:
+        if whole or item.volume is None or item.problem or str(item.path) in done:
             yield index, item, None
         else:
             yield from ((index, item, k) for k in range(item.volume.depth))
@@ -203,6 +208,9 @@ def _prepare(model: ModelSession, index: int, item: InputFile, k: int | None, do
     if item.problem:
         return _Work(index, item, error=f"{item.path}: {item.problem}")
     try:
+        if model.spec.is_3d:  # the volume whole, or why this input is none (a 2D image: its one line)
+            return _Work(index, item, volume_image=volume3d_run.read_volume(model.spec, item.volume)) \
+                if item.volume is not None else _Work(index, item, error=f"{item.path}: {volume3d_run.NEEDS_VOLUME}")
         if k is not None:
             image, decode_ms = _read_slice(cast("Volume", item.volume), k)  # a slice is of a volume input
             return _Work(index, item, prepared=pipeline.prepare(model.spec, image, decode_ms=decode_ms), slice=k)
@@ -230,6 +238,7 @@ class _TileRun:
     batch: int
     progress: Callable[[int, int], None] | None
     should_stop: Callable[[], bool]
+    patches: Callable[[int, int], None] | None = None  # a 3D model's volume: patch k of n
 
 
 def _groups(works: Iterator[_Work], size: int) -> Iterator[list[_Work]]:
@@ -254,6 +263,8 @@ def _groups(works: Iterator[_Work], size: int) -> Iterator[list[_Work]]:
 
 
 def _infer(model: ModelSession, group: list[_Work], tiles: _TileRun) -> list[_Work]:
+    if group[0].volume_image is not None:
+        return [_infer_volume(model, group[0], tiles)]
     if group[0].prepared is None:
         return group  # a failed prepare passes straight to the writer, keeping its place in the order
     try:
@@ -267,6 +278,16 @@ def _infer(model: ModelSession, group: list[_Work], tiles: _TileRun) -> list[_Wo
         return [_with_output(w, pipeline.batch_row(outputs, i), share) for i, w in enumerate(group)]
     except SegLensError as exc:
         return [replace(w, prepared=None, error=error_line(w.input.path, exc)) for w in group]
+
+
+def _infer_volume(model: ModelSession, work: _Work, tiles: _TileRun) -> _Work:
+    """A 3D model on a whole volume (pipeline.Stopped passes up: the volume is then not processed)."""
+    volume, image = cast("Volume", work.input.volume), cast(volume3d_run.VolumeImage, work.volume_image)
+    try:
+        output = volume3d_run.predict(model, volume, image, progress=tiles.patches, should_stop=tiles.should_stop)
+    except SegLensError as exc:
+        return replace(work, volume_image=None, error=error_line(work.input.path, exc))
+    return replace(work, volume_image=None, volume_output=output)  # the image is not needed past the model
 
 
 def _with_output(work: _Work, output: pipeline.Output | pipeline.TiledOutput, ms: float) -> _Work:

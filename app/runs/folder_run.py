@@ -58,7 +58,7 @@ def plan_run(spec: ModelSpec, paths: Sequence[Path], *, out: Path, report: Path 
                               anonymize=anonymize)
     refused = option_problem(resume=False, per_slice=False, exports=exports, anonymize=anonymize)
     if ray and not refused:
-        refused = _ray_problem(anonymize=anonymize, reference=reference)
+        refused = _ray_problem(spec, anonymize=anonymize, reference=reference)
     if refused:
         raise PlanRefused(refused)
     if not anonymize:  # pseudonymous names are distinct by themselves
@@ -94,8 +94,11 @@ def _key() -> bytes:
     return pseudonym_key()
 
 
-def _ray_problem(*, anonymize: bool, reference: Path | None) -> str | None:
+def _ray_problem(spec: ModelSpec, *, anonymize: bool, reference: Path | None) -> str | None:
     """What --ray cannot do yet, in one line."""
+    if spec.is_3d:  # Ray's actors are fed slices and images in chunks; a 3D model's unit is a whole volume
+        return ("--ray with a 3D model is not supported yet (its unit is a whole volume, the cluster runs slices "
+                "and images); run it without --ray")
     if anonymize:
         return ("--anonymize with --ray is not supported yet (the cluster's names and report rows are not "
                 "pseudonymised); run it without --ray")

@@ -95,6 +95,9 @@ class Progress:
     def slices(self, done: int, total: int) -> None:
         """A volume's progress in slices."""
 
+    def patches(self, done: int, total: int) -> None:
+        """A 3D model's progress through a volume, in patches (TTA passes included)."""
+
     def note(self, line: str) -> None:
         """One line worth saying now (a killed run's temporaries removed)."""
 
@@ -104,8 +107,9 @@ class Callbacks(Progress):
 
     def __init__(self, *, outcome: Callable[[Any, RunSummary], None] | None = None,
                  tiles: Callable[[int, int], None] | None = None,
-                 slices: Callable[[int, int], None] | None = None) -> None:
-        self._outcome, self._tiles, self._slices = outcome, tiles, slices
+                 slices: Callable[[int, int], None] | None = None,
+                 patches: Callable[[int, int], None] | None = None) -> None:
+        self._outcome, self._tiles, self._slices, self._patches = outcome, tiles, slices, patches
 
     def outcome(self, outcome: Any, summary: RunSummary) -> None:
         """Told to the `outcome` function."""
@@ -121,3 +125,8 @@ class Callbacks(Progress):
         """Told to the `slices` function."""
         if self._slices is not None:
             self._slices(done, total)
+
+    def patches(self, done: int, total: int) -> None:
+        """Told to the `patches` function."""
+        if self._patches is not None:
+            self._patches(done, total)

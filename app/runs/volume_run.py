@@ -9,7 +9,7 @@ slice, and nothing is exported for it (a half-filled label volume would look lik
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
@@ -189,6 +189,7 @@ class VolumeAssembler:
         self._display: list[np.ndarray | None] = []
         self._rows: list[SliceRow] = []
         self._error: str | None = None
+        self._scores: np.ndarray | None = None  # a 3D model's kept probabilities, for --save scores (NIfTI)
 
     def add(self, index: int, volume: Volume, k: int, result: Result | None, error: str | None, *,
             image: DecodedImage | None = None, slice_stem: Path | None = None, save: Sequence[str] = ()) -> bool:
@@ -201,6 +202,16 @@ class VolumeAssembler:
         if self._error is None and result is not None:
             self._keep(volume, k, result, image, slice_stem, save)
         return k == volume.depth - 1
+
+    def add_volume(self, index: int, volume: Volume, results: Iterable[Result], *, scores: np.ndarray | None = None,
+                   image: Callable[[int], DecodedImage | None] = lambda _: None,
+                   slice_stem: Callable[[int], Path | None] = lambda _: None, save: Sequence[str] = ()) -> None:
+        """A 3D model's volume at once: one Result per slice (app.runs.volume3d_run.slice_results), in order;
+        `scores` the kept probabilities [K, D, H, W] to export as NIfTI (None: not asked for)."""
+        self._start(index, volume)
+        for k, result in enumerate(results):
+            self._keep(volume, k, result, image(k), slice_stem(k), save)
+        self._scores = scores
 
     def finish(self, volume: Volume, stem: Path | None, provider: str) -> VolumeResult:
         """The assembled volume, exported under `stem` (None: no outputs). Raises SegLensError with the first
@@ -222,7 +233,7 @@ class VolumeAssembler:
             return result
         finally:
             self._index, self._labels, self._display, self._rows = None, None, [], []
-            self._privacy, self._written = None, []
+            self._privacy, self._written, self._scores = None, [], None
 
     def _last_check(self, vr: VolumeResult, stem: Path) -> None:
         """--anonymize: nothing of the source's identity in any file, name or report cell of the volume, or its
@@ -297,7 +308,18 @@ class VolumeAssembler:
                                                       algorithm=self.algorithm, privacy=privacy)
             elif kind == "source":
                 written += ex.write_source_copy(volume, stem.with_name(stem.name + "_source"), privacy=privacy)
+        if self._scores is not None:  # a 3D model's --save scores
+            written += self._export_scores(volume, stem, notices)
         return written, notices
+
+    def _export_scores(self, volume: Volume, stem: Path, notices: list[str]) -> list[Path]:
+        from app.runs.volume3d_run import SCORES_SUFFIX, write_nifti_scores
+
+        if volume.affine is None:
+            notices.append(f"{volume.source}: no scores NIfTI (the files carry no geometry)")
+            return []
+        return [write_nifti_scores(volume, cast(np.ndarray, self._scores), stem.with_name(stem.name + SCORES_SUFFIX),
+                                   scrub=self.options.anonymize)]
 
     def _export_whole(self, volume: Volume, stem: Path) -> tuple[list[Path], list[str]]:
         """The exports; under --anonymize one that fails takes those written before it along (a SEG must not

@@ -31,7 +31,9 @@ from app.runs.volume_run import VolumeAssembler, VolumeOptions, VolumeResult, wr
 if TYPE_CHECKING:
     from app.inference.pipeline import Output, TiledOutput
     from app.inference.session import ModelSession
+    from app.io.images import DecodedImage
     from app.io.volumes import Volume
+    from app.runs.volume3d_run import VolumeImage, VolumeOutput
 
 log = logging.getLogger("app.runs.batch")
 
@@ -81,6 +83,8 @@ class Work:
     error: str | None = None
     carried: list[str] | None = None  # the report row of an earlier run, for an input already done
     slice: int | None = None  # a volume's slice (app.io.volumes): the writer assembles them into the volume
+    volume_image: VolumeImage | None = None  # a 3D model's volume, read whole (app.runs.volume3d_run)
+    volume_output: VolumeOutput | None = None  # … and its prediction: the writer assembles it at once
 
 
 ProgressFn = Callable[[Outcome, RunSummary], None]
@@ -174,7 +178,8 @@ class Writer:
         try:
             while (item := self._queue.get()) is not _DONE:
                 work = cast(Work, item)  # everything but _DONE in the queue is a Work
-                outcome = self._finish(work) if work.slice is None else self._finish_slice(work)
+                outcome = self._finish_volume3d(work) if work.volume_output is not None else \
+                    self._finish(work) if work.slice is None else self._finish_slice(work)
                 if outcome is not None:
                     self._record(outcome, work.carried)
         except BaseException as exc:  # e.g. the report's disk is full: stop the run, say so
@@ -247,6 +252,44 @@ class Writer:
         self.summary.notices.extend(vr.notices if self.names is None else
                                     (self._redacted(notice, work.index, work.input) for notice in vr.notices))
         return Outcome(work.index, work.input, None, None, verdict=vr.verdict, volume=vr)
+
+    def _finish_volume3d(self, work: Work) -> Outcome:
+        """A 3D model's volume: its label volume and kept probabilities handed to the assembler at once, then
+        finished as a 2D model's volume is (exports, the volume's row, --per-slice rows and PNGs)."""
+        from app.runs.volume3d_run import slice_results
+
+        volume, output = cast("Volume", work.input.volume), cast("VolumeOutput", work.volume_output)
+        volumes = cast(VolumeAssembler, self.setup.volumes)
+        stem = self.setup.out_dir / self.setup.stems[work.index] if self.setup.out_dir is not None else None
+        per_slice = stem is not None and (self.setup.volume_options.per_slice or volume.affine is None)
+        keeps = self.model.spec.output.kind in ("binary", "scores")
+        scores = output.prediction.probabilities if stem is not None and "scores" in self.setup.save and keeps \
+            else None
+        try:
+            results = slice_results(self.model.spec, output, provider=self.model.info.provider,
+                                    min_confidence=self.setup.min_confidence)
+            volumes.add_volume(work.index, volume, results, scores=scores, image=self._slice_image(volume, per_slice),
+                               slice_stem=lambda k: cast(Path, stem) / f"slice_{k + 1:04d}" if per_slice else None,
+                               save=self.setup.save if per_slice else ())
+            vr = volumes.finish(volume, stem, self.model.info.provider)
+        except SegLensError as exc:
+            return Outcome(work.index, work.input, None, error_line(work.input.path, exc))
+        except Exception as exc:  # an export library's bug must not end the run: this volume's error row
+            log.debug("unexpected error finishing %s", work.input.path, exc_info=True)
+            return Outcome(work.index, work.input, None, unexpected_error_line(work.input.path, exc))
+        self.summary.notices.extend(vr.notices if self.names is None else
+                                    (self._redacted(notice, work.index, work.input) for notice in vr.notices))
+        return Outcome(work.index, work.input, None, None, verdict=vr.verdict, volume=vr)
+
+    def _slice_image(self, volume: Volume, per_slice: bool) -> Callable[[int], DecodedImage | None]:
+        """Slice k as decoded, read again only where something draws on it: the Secondary Capture, per-slice
+        overlays (the 3D model ran on the volume's real units, not on a decoded slice)."""
+        from app.io.images import read_slice
+        from app.runs.volume_run import chosen_exports
+
+        wanted = "sc" in chosen_exports(self.model.spec, volume, self.setup.volume_options.exports) or (
+            per_slice and "overlay" in self.setup.save)
+        return (lambda k: read_slice(volume, k)) if wanted else (lambda _: None)
 
     def _refused(self, stem: Path) -> str | None:
         guard = self.setup.guard
