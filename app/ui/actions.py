@@ -74,7 +74,7 @@ def _view_menu(window: MainWindow, menu: QMenu) -> None:
     toolbar = window.toolbar.toggleViewAction()
     toolbar.setText("Toolbar")
     menu.addAction(toolbar)
-    _add(window, menu, "Fit to window", viewer.fit_to_window, "F")
+    _add(window, menu, "Fit to window", window.volumes.fit_to_window, "F")  # the three planes' panes when shown
     _add(window, menu, "Actual pixels (1:1)", viewer.actual_size, "1")
     _add(window, menu, "Zoom in", lambda: viewer.zoom_by(1.25), QKeySequence.StandardKey.ZoomIn, "+", "=")
     _add(window, menu, "Zoom out", lambda: viewer.zoom_by(0.8), QKeySequence.StandardKey.ZoomOut, "-")

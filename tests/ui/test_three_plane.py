@@ -119,6 +119,8 @@ def test_keys_and_the_wheel_step_the_slice_of_the_pane_under_the_mouse(qtbot, ma
     _wheel(axial, 120, Qt.KeyboardModifier.ControlModifier)  # Ctrl + wheel zooms that pane only, no slice step
     assert abs(axial.zoom() / zooms["axial"] - 1.25) < 1e-6 and planes.point == (2, 16, 18)
     assert planes.panes["coronal"].zoom() == zooms["coronal"]
+    qtbot.keyClick(axial, Qt.Key.Key_F)  # View ▸ Fit to window: the panes, not the hidden one-pane view
+    assert abs(axial.zoom() - zooms["axial"]) < 1e-6
 
 
 def test_the_one_pane_view_follows_the_axial_slice_and_opens_there(qtbot, make_main_window, ct_model, tmp_path):

@@ -290,6 +290,13 @@ class VolumeView(QObject):
             signal.connect(self._restyle)
         return planes
 
+    def fit_to_window(self) -> None:
+        """View ▸ Fit to window (F): every pane of the three planes when they are shown, else the picture."""
+        if self.planes is not None and self._planes_path is not None:
+            self.planes.fit()
+        else:
+            self._viewer.fit_to_window()
+
     def peek(self, visible: bool) -> None:
         """Hold Space: the three planes' overlay hidden while it is held, as the one-pane view's."""
         if self.planes is not None:

@@ -221,6 +221,11 @@ class ThreePlaneView(QWidget):
             self._contour, self._table = contour, table
             self._refresh()
 
+    def fit(self) -> None:
+        """Every pane back to its whole picture (after a zoom or a pan)."""
+        for pane in self.panes.values():
+            pane.fit()
+
     def peek(self, visible: bool) -> None:
         """The overlay hidden for a moment (Space held) or back as the style says, which is kept."""
         for pane in self.panes.values():
