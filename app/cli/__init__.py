@@ -174,7 +174,8 @@ def build_parser() -> argparse.ArgumentParser:
                                               "and of the full pipeline, warm-up excluded")
     bench.add_argument("model", type=Path, help="the .onnx file, or a bundled model's name (seglens-cli models)")
     source = bench.add_mutually_exclusive_group()
-    source.add_argument("--images", type=Path, metavar="DIR", help="benchmark on these images")
+    source.add_argument("--images", type=Path, metavar="DIR",
+                        help="benchmark on these images (a 3D model: the pipeline on the first volume found there)")
     source.add_argument("--size", type=_hw, metavar="HxW", help="generated images of this size (default 1080x1920)")
     _add_model_options(bench)
     bench.add_argument("--runs", type=_positive, default=50, help="inferences per measurement (default 50)")
@@ -337,11 +338,16 @@ def _bench_volume_model(args: argparse.Namespace, model: ModelSession) -> int:
     from app.inference.session import open_session
     from app.runs.bench3d import bench3d, format_report3d, raw_patches
 
-    if args.images:
-        print("error: --images applies to 2D models; a 3D model is benched on synthetic patches and a synthetic "
-              "volume", file=sys.stderr)
-        return EXIT_USAGE
-    report = bench3d(model, runs=args.runs)
+    given = None
+    if args.images:  # the pipeline on a real volume: the first one found (its raw patches stay synthetic)
+        from app.io.discover import discover
+
+        given = next((item.volume for item in discover([args.images]) if item.volume is not None), None)
+        if given is None:
+            print(f"error: no volume (a DICOM series or NIfTI) in {_shown(args.images)}: a 3D model is benched on "
+                  "a volume", file=sys.stderr)
+            return EXIT_USAGE
+    report = bench3d(model, runs=args.runs, given=given)
     speedup = None
     if model.info.on_gpu:  # the same raw loop on the CPU, for the GPU ÷ CPU figure
         cpu = open_session(model.spec, "cpu", runtime=_runtime(args))

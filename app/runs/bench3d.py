@@ -3,8 +3,9 @@ the 3D pipeline (app.inference.volume3d) beside the sum of the raw runs it made.
 
 (a) raw: `session.run` in a loop on patch tensors prepared beforehand ([batch, C, D, H, W], the sidecar's
     input.tile.batch) — the model's limit, given per patch;
-(b) pipeline: `predict_volume` on a synthetic volume (resampling, orientation, normalisation, the sliding window,
-    the probabilities back on the native grid), its wall time beside the `session.run` time inside it.
+(b) pipeline: `predict_volume` on a synthetic volume, or a given one (`--images`: the first volume there)
+    (resampling, orientation, normalisation, the sliding window, the probabilities back on the native grid), its
+    wall time beside the `session.run` time inside it.
 Warm-up is excluded from both (the session is warmed when opened; first-run latency is reported apart).
 """
 
@@ -18,6 +19,7 @@ import numpy as np
 
 from app.inference.session import ModelSession
 from app.inference.volume3d import predict_volume
+from app.io.volumes import Volume
 from app.runs.bench import Stats
 
 _DTYPES = {"float32": np.float32, "float16": np.float16}
@@ -113,6 +115,21 @@ def whole_volume(model: ModelSession, shape: tuple[int, int, int]) -> VolumeBenc
     volume = model.spec.volume
     assert volume is not None
     image = synthetic_volume(shape, model.spec.input.channels)
+    return timed_volume(model, image, spacing=volume.spacing, affine=model_affine(volume.axes, volume.spacing))
+
+
+def given_volume(model: ModelSession, volume: Volume) -> VolumeBench:
+    """A real volume (a DICOM series, a NIfTI: `bench --images`) through predict_volume as `run` gives it: its
+    image read whole first (not timed), then resampled and reoriented from its own spacing and affine."""
+    from app.runs.volume3d_run import read_volume
+
+    image = read_volume(model.spec, volume).array
+    return timed_volume(model, image, spacing=volume.spacing, affine=volume.affine)
+
+
+def timed_volume(model: ModelSession, image: np.ndarray, *, spacing: tuple[float, float, float] | None,
+                 affine: np.ndarray | None) -> VolumeBench:
+    """`image` ([C, D, H, W] or [D, H, W]) through predict_volume: its wall time beside the session.run inside it."""
     session_s = 0.0
     runs = 0
 
@@ -125,10 +142,10 @@ def whole_volume(model: ModelSession, shape: tuple[int, int, int]) -> VolumeBenc
         return output
 
     started = time.perf_counter()
-    prediction = predict_volume(image, spacing=volume.spacing, affine=model_affine(volume.axes, volume.spacing),
-                                spec=model.spec, run_raw=timed)
+    prediction = predict_volume(image, spacing=spacing, affine=affine, spec=model.spec, run_raw=timed)
     wall_ms = (time.perf_counter() - started) * 1000
-    return VolumeBench(shape, prediction.patches, runs, wall_ms, session_s * 1000)
+    shape = prediction.labels.shape
+    return VolumeBench((shape[0], shape[1], shape[2]), prediction.patches, runs, wall_ms, session_s * 1000)
 
 
 def default_volume_shape(model: ModelSession) -> tuple[int, int, int]:
@@ -139,12 +156,15 @@ def default_volume_shape(model: ModelSession) -> tuple[int, int, int]:
     return 2 * d, 2 * h, 2 * w
 
 
-def bench3d(model: ModelSession, *, runs: int, shape: tuple[int, int, int] | None = None) -> PatchBenchReport:
-    """The raw per-patch time and one whole volume through the pipeline, on a warmed 3D session."""
+def bench3d(model: ModelSession, *, runs: int, shape: tuple[int, int, int] | None = None,
+            given: Volume | None = None) -> PatchBenchReport:
+    """The raw per-patch time and one whole volume through the pipeline, on a warmed 3D session: `given` (a real
+    volume), else a synthetic one of `shape`."""
     volume = model.spec.volume
     assert volume is not None  # the CLI calls it for 3D models only
     raw = raw_patches(model, runs)
-    whole = whole_volume(model, shape or default_volume_shape(model))
+    whole = given_volume(model, given) if given is not None else \
+        whole_volume(model, shape or default_volume_shape(model))
     return PatchBenchReport(model.spec.path.name, model.info.provider_label, model.info.fallback_reason,
                             volume.patch, model.spec.input.channels, volume.tile.batch, model.info.first_run_ms,
                             raw, whole)

@@ -46,7 +46,22 @@ def test_cli_bench_on_a_3d_model(tmp_path, capsys):
     assert data["patch"] == [8, 16, 16] and data["raw"]["runs"] == 2 and data["volume"]["patches"] == 27
     assert data["volume"]["runs"] == 27 and data["gpu_over_cpu"] is None
     assert main(["bench", str(path), "--images", str(tmp_path), "--device", "cpu"]) == 2
-    assert "--images applies to 2D models" in capsys.readouterr().err
+    assert capsys.readouterr().err == f"error: no volume (a DICOM series or NIfTI) in {tmp_path}: a 3D model is " \
+                                      "benched on a volume\n"
+
+
+def test_cli_bench_on_a_given_volume(tmp_path, capsys):
+    import nibabel as nib
+
+    path = scores3d(tmp_path / "m.onnx")
+    (tmp_path / "in").mkdir()
+    nib.save(nib.Nifti1Image(np.zeros((20, 18, 9), np.float32), np.diag([0.8, 0.8, 3.0, 1.0])),
+             str(tmp_path / "in" / "v.nii.gz"))
+    assert main(["bench", str(path), "--images", str(tmp_path / "in"), "--runs", "2", "--device", "cpu",
+                 "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    # the volume's own D × H × W (9 slices of 18 rows × 20 columns): windows at 0, 1 (D), 0, 2 (H), 0, 4 (W)
+    assert data["volume"]["shape"] == [9, 18, 20] and data["volume"]["patches"] == 8 == data["volume"]["runs"]
 
 
 @pytest.mark.parametrize("axes", ["RAS", "LPS", "SPL", "IRA"])
