@@ -124,3 +124,23 @@ def test_the_terminal_shows_patch_k_of_n(monkeypatch):
     monkeypatch.setattr("sys.stderr", err)
     Progress(1, enabled=True).patches(3, 27)
     assert err.getvalue() == "\r\x1b[K  patch 3 of 27"
+
+
+def test_anonymize_and_resume_with_a_3d_model(tmp_path, capsys):
+    write_series(tmp_path / "in" / "ct", slices=6)  # the patient is Doe^Jane, PID-0042
+    model, out = ct3d(tmp_path / "m.onnx"), tmp_path / "out"
+    args = ["run", str(model), str(tmp_path / "in"), "--out", str(out), "--export", "dicom-seg,nifti", "--save",
+            "scores", "--anonymize", "--device", "cpu"]
+    assert main(args) == 0
+    files = [p for p in out.rglob("*") if p.is_file()]
+    assert sorted(p.name.split("_", 1)[-1] for p in files if p.suffix != ".csv" and not p.name.endswith(".json")) \
+        == ["mask.nii.gz", "scores.nii.gz", "seg.dcm"]
+    import gzip
+
+    for path in files:
+        data = path.read_bytes()
+        data = gzip.decompress(data) if path.name.endswith(".gz") else data
+        assert b"Doe" not in data and b"PID-0042" not in data, path.name
+    capsys.readouterr()
+    assert main([*args, "--resume"]) == 0
+    assert "1 input: 1 ok (1 done by an earlier run), 0 failed" in capsys.readouterr().out
