@@ -160,3 +160,17 @@ def test_tta_mirrors_every_patch_over_all_axes(tmp_path):
     labels = np.asarray(nib.load(str(tmp_path / "out" / "ct.nii.gz_mask.nii.gz")).dataobj).transpose(2, 1, 0)
     np.testing.assert_array_equal(labels, predict_volume(native, spacing=SPACING, affine=AFFINE, spec=spec,
                                                          run_raw=runner(session(spec.path))).labels)
+
+
+def test_a_multi_class_threshold_is_a_minimum_confidence_on_the_kept_probabilities(tmp_path):
+    nifti(tmp_path / "in" / "ct.nii.gz")
+    spec, _ = run(model_3d(tmp_path / "m.onnx", kind="scores"), [tmp_path / "in"], tmp_path / "out",
+                  save=("scores",))
+    probabilities = np.asarray(nib.load(str(tmp_path / "out" / "ct.nii.gz_scores.nii.gz")).dataobj)
+    plain = np.asarray(nib.load(str(tmp_path / "out" / "ct.nii.gz_mask.nii.gz")).dataobj)
+    plan = plan_run(spec, [tmp_path / "in"], out=tmp_path / "sure", threshold=0.6, min_confidence=0.6)
+    run_folder(plan, LocalRunner(open_session(spec, "cpu")))
+    labels = np.asarray(nib.load(str(tmp_path / "sure" / "ct.nii.gz_mask.nii.gz")).dataobj)
+    unsure = probabilities.max(axis=3) < 0.6
+    assert 0 < unsure.sum() < unsure.size
+    np.testing.assert_array_equal(labels, np.where(unsure, 0, plain))
