@@ -76,13 +76,18 @@ def run_inputs(
     A volume (`InputFile.volume`) runs slice by slice (batched like images), is assembled on the writer thread and
     written as `plan.volumes` says (exports, per-slice rows; app.runs.volume_run), `progress.slices(done, total)`
     after each slice. A volume stopped part-way has no outputs and is listed as not processed.
+    A 3D model (`model.spec.is_3d`) runs each volume once, whole (app.runs.volume3d_run): its memory estimate checked
+    and its image read on the prefetch pool (one volume ahead), predict_volume here with `progress.patches(done,
+    total)`, `should_stop` asked between patch batches (stopped: not processed, as above), the label volume
+    assembled at once on the writer thread; a plain 2D image is that input's one-line error.
     `stems`: the inputs' output stems when they are part of a larger run (app.runs.ray_run sends chunks of one
     folder's inputs: a name's de-duplication must be the whole run's), else computed here.
     """
     inputs, batch_size, progress = plan.inputs, plan.batch, progress or Progress()
     summary = RunSummary(total=len(inputs))
     setup = _write_setup(model, plan, stems, png_texts=png_texts, reference=reference, progress=progress)
-    writer = Writer(model, setup, report, summary, progress.outcome, helper_niceness)
+    writer = Writer(model, setup, report, summary, progress.outcome, helper_niceness,
+                    depth=1 if model.spec.is_3d else 4)  # a 3D model's works hold whole volumes
     tile_progress = progress.tiles
     writer.start()
     stopped_at, why = len(inputs), "the run was cancelled"

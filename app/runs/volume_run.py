@@ -2,6 +2,9 @@
 allows), the slices' masks assembled here, in order, into one label volume; then the exports (app.runs.
 volume_exports), one report row for the volume (voxels and mL per class) and, with `per_slice`, one per slice.
 
+A 3D model's volume (app.runs.volume3d_run) is handed over whole instead (VolumeAssembler.add_volume: each slice's
+Result and the kept probabilities at once), written the same way, plus the probabilities under --save scores.
+
 A volume is all or nothing: a slice that cannot be read or run makes the volume's row an error naming that
 slice, and nothing is exported for it (a half-filled label volume would look like a real result).
 """

@@ -2,7 +2,8 @@
 input order, on its own thread; and the records a run reports with (Outcome, RunSummary).
 
 A volume's slices arrive one by one and are assembled by app.runs.volume_run.VolumeAssembler; the volume's
-outcome is recorded when its last slice is in.
+outcome is recorded when its last slice is in. A 3D model's volume arrives whole (its VolumePrediction) and is
+handed to the assembler at once.
 """
 
 from __future__ import annotations
@@ -137,10 +138,11 @@ class Writer:
     """The writer stage: postprocess, PNGs and the report row, in order, on its own thread."""
 
     def __init__(self, model: ModelSession, setup: WriteSetup, report: ReportWriter | None, summary: RunSummary,
-                 progress: ProgressFn | None, niceness: int = 0) -> None:
+                 progress: ProgressFn | None, niceness: int = 0, depth: int = 4) -> None:
         self.model, self.setup, self.report, self.summary, self.progress = model, setup, report, summary, progress
         self.niceness = niceness
-        self._queue: queue.Queue[Work | object] = queue.Queue(maxsize=4)  # back-pressure on the inference loop
+        # back-pressure on the inference loop: `depth` works waiting (a 3D model's are whole volumes: 1)
+        self._queue: queue.Queue[Work | object] = queue.Queue(maxsize=depth)
         self._thread = threading.Thread(target=self._loop, name="writer", daemon=True)
         self.failure: BaseException | None = None
         self.recorded = 0  # inputs whose outcome is recorded (report row written, progress told), in order
