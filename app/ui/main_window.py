@@ -25,6 +25,7 @@ from app.ui.controllers.reporter import ReportExporter
 from app.ui.controllers.reviewer import Reviewer
 from app.ui.controllers.run_all import RunOnAll
 from app.ui.controllers.tuner import Tuner
+from app.ui.controllers.volume3d import Volume3D
 from app.ui.controllers.volume_view import VolumeView
 from app.ui.recent import RecentList
 from app.ui.state.view_state import ViewState
@@ -126,8 +127,7 @@ class MainWindow(QMainWindow):
                            files=self.files, settings=self.settings, parent=self)
         self.editor = Editor(self.state, viewer=self.viewer, presenter=self.presenter, panel=self.panel.edit,
                              parent=self)
-        self.reviewer = Reviewer(self.state, files=self.files, panel=self.panel.review, status=self.status,
-                                 parent=self)
+        self.reviewer = Reviewer(self.state, files=self.files, panel=self.panel.review, status=self.status, parent=self)
         self.references = References(self.state, files=self.files, status=self.status, tuner=self.tuner,
                                      reviewer=self.reviewer, parent=self)
         self.editor.destination = self.references.destination
@@ -140,9 +140,8 @@ class MainWindow(QMainWindow):
         self.volumes = VolumeView(self.state, files=self.files, viewer=self.viewer, slices=self.slices,
             panel=self.panel, worker=self.worker, status=self.status, presenter=self.presenter, parent=self)
         self.pictures = Pictures(self.state, files=self.files, status=self.status, presenter=self.presenter,
-                                 tuner=self.tuner, reviewer=self.reviewer, editor=self.editor, volumes=self.volumes,
-                                 worker=self.worker, open_model=self.open_model,
-                                 remember=lambda path: self.recent_inputs.add(path), parent=self)
+            tuner=self.tuner, reviewer=self.reviewer, editor=self.editor, volumes=self.volumes, worker=self.worker,
+            open_model=self.open_model, remember=lambda path: self.recent_inputs.add(path), parent=self)
         self.pictures.image_failed.connect(self.image_failed)
         self.loader = ModelLoader(self.state, files=self.files, status=self.status, panel=self.panel,
                                   presenter=self.presenter, editor=self.editor, tuner=self.tuner,
@@ -156,6 +155,8 @@ class MainWindow(QMainWindow):
         self.runner = RunOnAll(self.state, files=self.files, status=self.status, worker=self.worker,
                                tuner=self.tuner, parent=self)
         self.runner.finished.connect(self.run_all_finished)
+        self.volume3d = Volume3D(self.state, files=self.files, status=self.status, panel=self.panel, viewer=self.viewer,
+            worker=self.worker, volumes=self.volumes, loader=self.loader, show_slice=self.show_path, parent=self)
         self.comparer = Comparer(self.state, files=self.files, status=self.status, decision=self.panel.decision,
                                  worker=self.worker, refresh=lambda: self.show_path(self.files.current_path()),
                                  parent=self)

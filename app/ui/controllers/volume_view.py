@@ -28,6 +28,7 @@ if TYPE_CHECKING:
 class VolumeView(QObject):
     slice_wanted = Signal(object, int)  # path (str; never a QString), slice: the window shows it (show_path)
     fill_requested = Signal(object)  # messages.FillRequest: the worker counts the whole volume
+    showing = Signal(object)  # path (str): about to be shown, before its picture is asked for (a 3D model's run)
 
     def __init__(self, state: ViewState, *, files: FileList, viewer: ImageViewer, slices: SliceBar,
                  panel: SidePanel, worker: InferenceWorker, status: StatusBar | None = None,
@@ -69,6 +70,7 @@ class VolumeView(QObject):
 
     def show(self, path: str, frame: int):
         """The slice bar, orientation letters and legend for `path` at `frame`; its Volume, or None."""
+        self.showing.emit(path)
         volume = self._files.volume(path)
         self.three.showing(path)
         self._slices.show_volume(volume, frame)

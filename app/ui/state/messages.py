@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     import numpy as np
     from PySide6.QtGui import QImage
 
+    from app.inference.lesions import Lesion
     from app.inference.metrics import ImageMetrics
     from app.inference.pipeline import Result
     from app.inference.session import SessionInfo
@@ -35,11 +36,8 @@ Window = tuple[float, float]  # display window (center, width) in the image's re
 
 @dataclass(frozen=True)
 class ViewKey:
-    """Which picture is meant: a file and, in a multi-frame file, a frame.
-
-    A slice of a volume or a tile of a big image will be one more field here; the cache, the stale-result filter
-    and the window rule work on whole keys and on `image`, so they need no change then.
-    """
+    """Which picture is meant: a file and, in a multi-frame file or a volume, a frame (slice). The cache, the
+    stale-result filter and the window rule work on whole keys and on `image`."""
 
     path: str
     frame: int = 0
@@ -215,7 +213,7 @@ class ReportRequest:
 @dataclass(frozen=True)
 class FillRequest:
     """The window asks the worker to count every slice of the volume shown (the legend's whole-volume mL), at
-    the reader's `threshold` (None = the model's own)."""
+    the reader's `threshold` (None = the model's own); a 3D model runs over it once first (VolumeProgress)."""
 
     path: str
     volume: Volume
@@ -234,6 +232,20 @@ class VolumeCount:
     millilitres: np.ndarray | None = None
     labels: np.ndarray | None = None  # the whole label volume [D, H, W] uint8 once every slice is counted (the
     # three-plane view's mask); the worker no longer writes to it
+    lesions: tuple[Lesion, ...] | None = None  # its 3D components (VOLUME_CONNECTIVITY), once it is whole
+    lesions_why: str = ""  # why there are none to list (a 4D NIfTI), "" otherwise
+
+
+@dataclass(frozen=True)
+class VolumeProgress:
+    """A 3D model's run over the volume `path` (a FillRequest's): `done` of `total` slices read (`stage`
+    "reading") or patches run ("patches"); its end: "done" (in `seconds`) or "stopped" (it has no result)."""
+
+    path: str
+    stage: str
+    done: int = 0
+    total: int = 0
+    seconds: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -245,8 +257,6 @@ class VolumeCountFailed:
 
 
 # -- the model: loading it (and model B) ---------------------------------------------------------------------------
-
-
 @dataclass(frozen=True)
 class LoadRequest:
     """The window asks the worker to build the session for the model at `model_path` on `device`; `runtime`:
@@ -284,8 +294,6 @@ class ModelBFailed:
 
 
 # -- a picture's failure or skip, and a tiled image's progress -----------------------------------------------------
-
-
 @dataclass(frozen=True)
 class ViewFailed:
     """A ViewRequest or RetuneRequest failed: the path (a str, never a QString) and the one-line message."""
@@ -321,8 +329,6 @@ class WindowFailed:
 
 
 # -- work over the whole list: Run on all, the review report, Compare all ------------------------------------------
-
-
 @dataclass(frozen=True)
 class RunAllRequest:
     """Run on all: every listed input through the CLI's folder run at the reader's `tuning`, exporting `save`

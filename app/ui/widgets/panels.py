@@ -178,6 +178,7 @@ class SidePanel(QWidget):
         layout.addWidget(self.image_info)
         layout.addStretch(1)
         self._top_k.hide()
+        self._lesions = None  # the lesion list: made when a volume's components first arrive (lesion_list)
         self.controls.opacity_changed.connect(self.opacity_changed)
         self.controls.visible_changed.connect(self.visible_changed)
         self.controls.mode_changed.connect(self.mode_changed)
@@ -203,6 +204,29 @@ class SidePanel(QWidget):
             layout.insertWidget(layout.indexOf(self.controls) + 1 + offset, group)
         layout.insertWidget(layout.indexOf(self.image_info) + 1, self.folder)
         self.decision.split_changed.connect(self.split_changed)
+
+    def lesion_list(self):
+        """The volume's 3D components (widgets/lesion_list.LesionList), under the legend; made on first use."""
+        if self._lesions is None:
+            from app.ui.widgets.lesion_list import LesionList
+
+            self._lesions = LesionList()
+            layout = cast(QVBoxLayout, self.layout())
+            layout.insertWidget(layout.indexOf(self.legend) + 1, self._lesions)
+        return self._lesions
+
+    def reveal(self, group: QWidget) -> None:
+        """Scroll the panel (in its PanelArea, on a short screen) until `group` is in view."""
+        parent = self.parentWidget()
+        while parent is not None and not isinstance(parent, QScrollArea):
+            parent = parent.parentWidget()
+        if parent is not None:
+            parent.ensureWidgetVisible(group)
+
+    def hide_lesions(self) -> None:
+        """No volume's components to list (another picture, another model)."""
+        if self._lesions is not None:
+            self._lesions.hide()
 
     def show_model_loading(self, file_name: str, device: str) -> None:
         self._model_label.setText(f"Loading {_breakable(file_name)} on {plain(device)}…")

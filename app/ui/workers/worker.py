@@ -21,6 +21,7 @@ from app.runs.ground_truth import References
 from app.ui.state.view_state import LatestRequest
 from app.ui.workers.views import decided, display_labels, display_mask, settled, view_result
 from app.ui.workers.worker_batch import BatchJobs, BatchSignals, failure_line, ground_truth, model_b_error_line, tuned
+from app.ui.workers.worker_volume3d import Volume3DRunner
 from app.ui.workers.worker_volumes import VolumeCounter, decode_request
 
 if TYPE_CHECKING:  # messages loads in the slots, after the window shows (its dataclasses cost ~4 ms)
@@ -66,6 +67,7 @@ class InferenceWorker(QObject):
     compare_finished = Signal(object)  # CompareFinished
     volume_counted = Signal(object)  # messages.VolumeCount: the whole-volume legend so far (fill_volume)
     volume_count_failed = Signal(object)  # messages.VolumeCountFailed: the slice that failed, and why
+    volume_progress = Signal(object)  # messages.VolumeProgress: a 3D model's run over the volume (fill_volume)
 
     def __init__(self, *, latest: LatestRequest | None = None, latest_tune: LatestRequest | None = None) -> None:
         """`latest`, `latest_tune`: the window's holders of the newest view and retune ids (ViewState), shared so
@@ -89,6 +91,8 @@ class InferenceWorker(QObject):
                                cancel=self._cancel, session_threads=self.session_threads,
                                references=self._references)
         self._volumes = VolumeCounter(self._tuned, counted=self.volume_counted, failed=self.volume_count_failed)
+        self._volumes3d = Volume3DRunner(progress=self.volume_progress, counted=self.volume_counted,
+                                         failed=self.volume_count_failed)
 
     # -- read on the GUI thread (tests, dialogs): plain attribute reads, safe under the GIL --------------
 
@@ -114,11 +118,17 @@ class InferenceWorker(QObject):
         self._waiting_key = key
 
     def cancel_batch(self) -> None:
+        """Cancel: Run on all, the review report, Compare all — and a 3D model's run (closing the window)."""
         self._cancel.set()
+        self._volumes3d.want(None)
 
     def stop_fill(self) -> None:
         """The reader left the volume: its count stops (a plain attribute write)."""
         self._volumes.stop()
+
+    def want_volume(self, path: str | None) -> None:
+        """The volume shown (None: none, or its 3D run cancelled): a 3D run for any other stops between batches."""
+        self._volumes3d.want(path)
 
     # -- slots: run on the worker thread ---------------------------------------------------------------
 
@@ -134,11 +144,13 @@ class InferenceWorker(QObject):
         from app.inference.session import open_session
         from app.inference.spec_builder import load_spec
         from app.ui.state.messages import ModelFailed, ModelSummary
+        from app.ui.workers.worker_batch import content_sha256
 
         generation, model_path = request.generation, request.model_path
         self._model = None  # the old sessions are released before the new one takes memory
         self._jobs.forget_session()
         self._volumes.reset()
+        self._volumes3d.reset()
         if self._model_b is not None:  # a comparison was with the old model
             self._model_b = None
             self.model_b_ready.emit(None)
@@ -169,7 +181,7 @@ class InferenceWorker(QObject):
         log.info("model %s on %s (requested %s)%s", spec.path.name, model.info.provider, model.info.requested,
                  f": {model.info.fallback_reason}" if model.info.fallback_reason else "")
         # as the session runs it; hashed here, not on the GUI thread (a model is hundreds of MB)
-        self.model_ready.emit(ModelSummary(model.spec, model.info, _content_sha256(spec.path), generation))
+        self.model_ready.emit(ModelSummary(model.spec, model.info, content_sha256(spec.path), generation))
         if waiting_key is not None:
             self._decode_ahead(waiting_key)
 
@@ -242,8 +254,11 @@ class InferenceWorker(QObject):
 
     @Slot(object)
     def fill_volume(self, request: FillRequest) -> None:
-        """Count every slice of the volume shown, between requests (worker_volumes.VolumeCounter.fill)."""
-        if self._model is not None:
+        """Count every slice of the volume shown, between requests (worker_volumes.VolumeCounter.fill); a 3D model
+        runs over it once (worker_volume3d.Volume3DRunner.fill)."""
+        if self._model is not None and self._model.spec.is_3d:
+            self._volumes3d.fill(request, self._model, *self._tuned(request.threshold))
+        elif self._model is not None:
             self._volumes.fill(request)
 
     @Slot(object)
@@ -281,11 +296,14 @@ class InferenceWorker(QObject):
             image, decode_ms = decode_request(request)
         model, min_confidence = self._tuned(request.tuning.threshold)
         path = request.key.path
-        result = pipeline.run_image(model, image, decode_ms=decode_ms,
-                                    progress=lambda done, total: self.tile_progress.emit(TileProgress(path, done,
-                                                                                                      total)),
-                                    should_stop=lambda: not self._latest.is_latest(request.request_id))
-        if min_confidence is not None:
+        if model.spec.is_3d:  # from the volume's kept 3D result (its run: fill_volume)
+            result = self._volumes3d.slice_result(request, model, min_confidence, decode_ms)
+        else:
+            result = pipeline.run_image(model, image, decode_ms=decode_ms,
+                                        progress=lambda done, total: self.tile_progress.emit(
+                                            TileProgress(path, done, total)),
+                                        should_stop=lambda: not self._latest.is_latest(request.request_id))
+        if min_confidence is not None and not model.spec.is_3d:
             result = pipeline.relabel(result, spec=model.spec, min_confidence=min_confidence)
         view = self._compared(decided(view_result(request, result, image), request.tuning, model.spec),
                               model.spec)
@@ -375,14 +393,3 @@ class InferenceWorker(QObject):
         if self._model is None:
             raise RuntimeError("no model is loaded")
         return tuned(self._model, threshold)
-
-
-def _content_sha256(path: Path) -> str:
-    """The model file's SHA-256, or "" when it cannot be read again (then nothing is remembered for it)."""
-    from app.io.files import file_sha256
-
-    try:
-        return file_sha256(Path(path))
-    except OSError:
-        return ""
-

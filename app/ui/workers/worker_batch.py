@@ -291,3 +291,13 @@ def failure_line(path: Path, exc: Exception) -> str:
     log_exception(log, logging.ERROR, f"processing {file_ref(path)} failed", exc)
     log.debug("%s is %s", file_ref(path), path)
     return unexpected_error_line(path, exc)
+
+
+def content_sha256(path: Path) -> str:
+    """The model file's SHA-256, or "" when it cannot be read again (then nothing is remembered for it)."""
+    from app.io.files import file_sha256
+
+    try:
+        return file_sha256(Path(path))
+    except OSError:
+        return ""

@@ -11,8 +11,10 @@ from typing import TYPE_CHECKING
 from PySide6.QtCore import QTimer
 
 if TYPE_CHECKING:
+    import numpy as np
     from PySide6.QtCore import SignalInstance
 
+    from app.inference.lesions import Lesion
     from app.inference.pipeline import Result
     from app.inference.session import ModelSession
     from app.io.decoded import DecodedImage
@@ -33,10 +35,12 @@ class VolumeCounter:
         self._counted, self._failed = counted, failed
         self._fill: VolumeFill | None = None  # of the volume shown, counted between requests
         self._key: tuple[str, float | None] | None = None  # (path, threshold) it counts for
+        # (label volume, its components, why none) of the last whole count
+        self._components: tuple[np.ndarray, tuple[Lesion, ...] | None, str] | None = None
 
     def reset(self) -> None:
         """A new model: nothing counted with the old one is kept."""
-        self._fill = self._key = None
+        self._fill = self._key = self._components = None
 
     def fill(self, request: FillRequest) -> None:
         """Count every slice of the request's volume (per-class voxels and mL for the legend) a few slices at a
@@ -91,8 +95,20 @@ class VolumeCounter:
         if fill.failure is not None:
             self._failed.emit(VolumeCountFailed(path, fill.failure_line()))
             return
+        labels = fill.labels() if fill.complete else None
+        found, why = self._lesions(fill, labels)
         self._counted.emit(VolumeCount(path, fill.done, fill.total, fill.totals(), fill.millilitres(),
-                                       labels=fill.labels() if fill.complete else None))
+                                       labels=labels, lesions=found, lesions_why=why))
+
+    def _lesions(self, fill: VolumeFill, labels: np.ndarray | None) -> tuple[tuple[Lesion, ...] | None, str]:
+        """The whole label volume's 3D components (the lesion list), found once per label volume."""
+        if labels is None:
+            return None, ""
+        if self._components is None or self._components[0] is not labels:
+            from app.runs.volume_lesions import volume_components
+
+            self._components = (labels, *volume_components(fill.volume, labels))
+        return self._components[1], self._components[2]
 
 
 def decode_request(request: ViewRequest) -> tuple[DecodedImage, float]:
