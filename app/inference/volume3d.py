@@ -1,11 +1,13 @@
 """A 3D model on a whole volume: the native array → the model's axes and spacing, normalised → the sliding window
 (app.inference.volume_window, MONAI's) → the blended probabilities back on the native grid → labels.
 
-    native [C, D, H, W] ──orient (view)──▶ resample (linear) + normalise ──▶ sliding window (activated, blended)
+    native [C, D, H, W] ──orient (view)──▶ normalise + resample (linear) ──▶ sliding window (activated, blended)
         ◀── labels (argmax / threshold) ◀── probabilities, resampled back (linear) ◀── un-orient (view) ◀──┘
 
-The probabilities are resampled back *before* the decision, never the labels (a nearest-neighbour label volume
-would staircase); a label-output model's patches are one-hot encoded first, so overlapping patches vote.
+Each native slice is normalised before it is resampled (nnU-Net's order: a CT's clip acts on measured HU, not on
+interpolated ones). The probabilities are resampled back *before* the decision, never the labels (a nearest-
+neighbour label volume would staircase); a label-output model's patches are one-hot encoded first, so overlapping
+patches vote.
 Memory is estimated before anything is allocated (app.inference.volume_memory) and a volume that cannot fit is
 refused in one line.
 """
@@ -47,6 +49,8 @@ _DTYPES = {"float32": np.float32, "float16": np.float16, "uint8": np.uint8}
 
 @dataclass(frozen=True)
 class VolumePrediction:
+    """A 3D model's answer on the native grid, kept so a threshold, heatmap or verdict needs no new run."""
+
     probabilities: np.ndarray  # [K, D, H, W] float16 on the native grid (K = 1 for a binary model), activated
     labels: np.ndarray  # [D, H, W] uint8 on the native grid (argmax / threshold of the probabilities)
     patches: int  # patch evaluations (windows × TTA passes); one per session run at batch 1
