@@ -191,8 +191,8 @@ def test_the_lesion_list_names_each_component_and_a_click_goes_to_its_centre(qtb
 
     def row(lesion, name):
         (k0, k1), (r0, r1), (c0, c1) = lesion.bbox
-        size = " × ".join(f"{mm:.1f}" if mm < 10 else f"{mm:.0f}" for mm in
-                          ((k1 - k0) * SPACING[0], (r1 - r0) * SPACING[1], (c1 - c0) * SPACING[2]))
+        longest = max((k1 - k0) * SPACING[0], (r1 - r0) * SPACING[1], (c1 - c0) * SPACING[2])
+        size = f"{longest:.1f} mm" if longest < 10 else f"{longest:.0f} mm"
         return name, f"{lesion.ml:.2f}", f"{k0 + 1}–{k1}", size
 
     assert group.rows() == [row(large, "lesion 1"), row(small, "lesion 2")]

@@ -49,6 +49,7 @@ class Volume3D(QObject):
         self._listed: str | None = None  # the volume whose components the lesion list shows
         self._stage = ""  # of the run shown: "reading" or "patches"
         self._labels: np.ndarray | None = None  # the label volume whose components are listed
+        self._lesions: tuple[Lesion, ...] | None = None  # those components
         self._list_wired = False
         self.fill_requested.connect(worker.fill_volume)
         volumes.showing.connect(self.showing)  # before the picture is asked for: the run is queued first
@@ -179,8 +180,10 @@ class Volume3D(QObject):
             return
         from app.inference.verdict import VOLUME_CONNECTIVITY
 
-        group = self._panel.lesion_list()
         first = self._listed != count.path
+        if not first and count.labels is self._labels and count.lesions == self._lesions:
+            return  # the same volume counted again (the next slice shown): the list and its chosen row stay
+        group = self._panel.lesion_list()
         if not self._list_wired:
             self._list_wired = True
             group.chosen.connect(self.go_to)
@@ -191,7 +194,7 @@ class Volume3D(QObject):
             group.set_lesions(count.lesions, classes=model.spec.classes,
                               spacing=volume.spacing if volume is not None else None,
                               connectivity=VOLUME_CONNECTIVITY)
-        self._listed, self._labels = count.path, count.labels
+        self._listed, self._labels, self._lesions = count.path, count.labels, count.lesions
         if first:
             self._panel.reveal(group)  # a short screen: the list is under the legend, below the fold
 

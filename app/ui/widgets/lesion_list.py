@@ -1,6 +1,7 @@
 """The lesion list: the volume's 3D connected components per class (app.inference.lesions), each with its volume in
-mL, the slices it spans and its size in mm, the connectivity stated; clicking a row asks to go to the component's
-centroid (`chosen`). Made on first use (SidePanel.lesion_list), never before the window's first paint."""
+mL, the slices it spans and its extent in mm (its box in the tooltip), the connectivity stated; clicking a row asks
+to go to the component's centroid (`chosen`). Made on first use (SidePanel.lesion_list), never before the window's
+first paint."""
 
 from __future__ import annotations
 
@@ -8,14 +9,14 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from PySide6.QtCore import Qt, Signal
-from PySide6.QtGui import QColor, QPixmap
+from PySide6.QtGui import QColor, QPalette, QPixmap
 from PySide6.QtWidgets import QAbstractItemView, QGroupBox, QLabel, QTreeWidget, QTreeWidgetItem, QVBoxLayout
 
 if TYPE_CHECKING:
     from app.inference.lesions import Lesion
 
 MAX_ROWS = 200  # the largest components; a noisy mask's thousands of specks would only bury them
-COLUMNS = ("Component", "mL", "Slices", "Size (mm)")
+COLUMNS = ("Component", "mL", "Slices", "Extent")
 _LESION = Qt.ItemDataRole.UserRole
 
 
@@ -25,13 +26,16 @@ def _swatch(color) -> QPixmap:
     return pixmap
 
 
-def size_mm(lesion: Lesion, spacing: tuple[float, float, float] | None) -> str:
-    """The component's box in mm along the slices, rows and columns (`18 × 21 × 7.5`: a tenth of a mm below
-    10 mm); in voxels without spacing (`6 × 24 × 22 vox`)."""
-    sides = [end - start for start, end in lesion.bbox]
-    if spacing is None:
-        return " × ".join(str(n) for n in sides) + " vox"
-    return " × ".join(_mm(n * step) for n, step in zip(sides, spacing, strict=True))
+def box_sides(lesion: Lesion, spacing: tuple[float, float, float] | None) -> list[float]:
+    """The component's box sides along the slices, rows and columns: in mm, or in voxels without spacing."""
+    sides = [float(end - start) for start, end in lesion.bbox]
+    return sides if spacing is None else [n * step for n, step in zip(sides, spacing, strict=True)]
+
+
+def box_text(lesion: Lesion, spacing: tuple[float, float, float] | None) -> str:
+    """The box as `18 × 21 × 7.5 mm` (slices × rows × columns; a tenth of a mm below 10 mm), or in voxels."""
+    sides = box_sides(lesion, spacing)
+    return " × ".join(_mm(side) for side in sides) + (" mm" if spacing is not None else " voxels")
 
 
 def _mm(value: float) -> str:
@@ -57,6 +61,10 @@ class LesionList(QGroupBox):
         self._tree.setToolTip("Click a component: the crosshair and the slice go to its centre")
         self._tree.setMinimumHeight(120)
         self._tree.setMaximumHeight(240)
+        palette = self._tree.palette()  # the row chosen stays marked while the reader looks at the panes
+        for role in (QPalette.ColorRole.Highlight, QPalette.ColorRole.HighlightedText):
+            palette.setColor(QPalette.ColorGroup.Inactive, role, palette.color(QPalette.ColorGroup.Active, role))
+        self._tree.setPalette(palette)
         layout = QVBoxLayout(self)
         layout.addWidget(self._summary)
         layout.addWidget(self._tree)
@@ -106,19 +114,23 @@ class LesionList(QGroupBox):
         item = self._tree.topLevelItem(row)
         if item is not None:
             self._tree.setCurrentItem(item)
+            item.setSelected(True)
             self._on_clicked(item)
 
     def _row(self, lesion: Lesion, names: list[str], colors: list, spacing) -> QTreeWidgetItem:
         (k0, k1), (r0, r1), (c0, c1) = lesion.bbox
         ml = f"{lesion.ml:.2f}" if lesion.ml is not None else f"{lesion.voxels} vox"
         slices = f"{k0 + 1}–{k1}" if k1 - k0 > 1 else f"{k0 + 1}"
-        item = QTreeWidgetItem([f"{_name(names, lesion.label)} {lesion.index}", ml, slices, size_mm(lesion, spacing)])
+        extent = _mm(max(box_sides(lesion, spacing))) + (" mm" if spacing is not None else " vox")
+        item = QTreeWidgetItem([f"{_name(names, lesion.label)} {lesion.index}", ml, slices, extent])
         color = colors[lesion.label] if lesion.label < len(colors) else None
         item.setIcon(0, _swatch(color))
-        for column in (1, 2):
+        for column in (1, 2, 3):
             item.setTextAlignment(column, Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
-        item.setToolTip(0, f"{lesion.voxels:,} voxels; slices {k0 + 1}–{k1}, rows {r0 + 1}–{r1}, "
-                           f"columns {c0 + 1}–{c1} (1-based, as the slice bar)")
+        tip = (f"{lesion.voxels:,} voxels; its box {box_text(lesion, spacing)} (slices × rows × columns), slices "
+               f"{k0 + 1}–{k1}, rows {r0 + 1}–{r1}, columns {c0 + 1}–{c1} (1-based). Extent: the box's longest side")
+        for column in range(len(COLUMNS)):
+            item.setToolTip(column, tip)
         item.setData(0, _LESION, lesion)
         return item
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from typing import cast
 
-from PySide6.QtCore import QEvent, QSize, Qt, Signal
+from PySide6.QtCore import QEvent, QSize, Qt, QTimer, Signal
 from PySide6.QtWidgets import (
     QCheckBox,
     QComboBox,
@@ -23,6 +23,7 @@ from app.ui.widgets.legend import UNCERTAIN_COLOR, Legend, TopK, plain
 
 MODES = (DisplayMode.FILLED, DisplayMode.CONTOUR)  # the order of the Mode box, and of C's cycle
 MODE_NAMES = {DisplayMode.FILLED: "Filled", DisplayMode.CONTOUR: "Contour"}
+REVEAL_MS = 100  # a group just shown is placed by the layout after the next events
 
 
 def _breakable(text: str) -> str:
@@ -216,12 +217,15 @@ class SidePanel(QWidget):
         return self._lesions
 
     def reveal(self, group: QWidget) -> None:
-        """Scroll the panel (in its PanelArea, on a short screen) until `group` is in view."""
+        """Scroll the panel (in its PanelArea, on a short screen) until `group` is in view, once the layout has
+        placed a group just shown."""
         parent = self.parentWidget()
         while parent is not None and not isinstance(parent, QScrollArea):
             parent = parent.parentWidget()
         if parent is not None:
-            parent.ensureWidgetVisible(group)
+            area = parent
+            # the group as the context: no call once it (with the window) is gone
+            QTimer.singleShot(REVEAL_MS, group, lambda: area.ensureWidgetVisible(group, 0, 0))
 
     def hide_lesions(self) -> None:
         """No volume's components to list (another picture, another model)."""

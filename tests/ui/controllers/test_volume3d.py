@@ -187,6 +187,7 @@ def test_the_lesion_list_shows_the_volumes_components_and_a_row_goes_there():
     p.worker.volume_counted.emit(VolumeCount(CT, 5, 12, np.zeros(256, np.int64)))  # counting: nothing yet
     assert not p.panel.group.calls
     p.worker.volume_counted.emit(count(labels=labels))
+    p.worker.volume_counted.emit(count(labels=labels))  # the next slice shown counts again: the list stays
     assert p.panel.group.called("set_lesions") == [((LESION,), VOLUME.spacing, 26)]
     assert p.panel.called("reveal") == [(p.panel.group,)]
     p.panel.group.chosen.emit(LESION)  # one pane: the slice through its centre
