@@ -14,6 +14,7 @@ from app.cli.options import EXIT_OK, EXIT_SOME_FAILED, EXIT_USAGE, resolved_mode
 from app.cli.options import shown as _shown
 
 if TYPE_CHECKING:
+    from app.inference.spec import ModelSpec
     from app.io.discover import InputFile
     from app.runs.folder_run import Runner, RunPlan
 
@@ -88,7 +89,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
     from app.runs.safety import output_folder_problem
 
     spec_a, spec_b = load_spec(resolved_model(args.model_a)), load_spec(resolved_model(args.model_b))
-    refused = compare_problem(spec_a, spec_b)
+    refused = compare_problem(spec_a, spec_b) or _compare_3d_problem(spec_a, spec_b)
     inputs = discover(args.paths, exclude=[args.out]) if not refused else []
     inputs = inputs if args.anonymize else refuse_clashes(inputs)  # pseudonymous names are distinct by themselves
     if not refused and not inputs:
@@ -118,6 +119,15 @@ def cmd_compare(args: argparse.Namespace) -> int:
     console.print_metrics(metrics, written)
     print(_shown(compare_summary_line(report, *identities)))
     return EXIT_OK if summary.failed == 0 else EXIT_SOME_FAILED
+
+
+def _compare_3d_problem(*specs: ModelSpec) -> str | None:
+    """compare runs both models image by image (a volume slice by slice): a 3D model is refused in one line."""
+    three = next((spec for spec in specs if spec.is_3d), None)
+    if three is None:
+        return None
+    return (f"compare runs two models image by image and slice by slice; {three.path.name} is a 3D model (it runs "
+            "on whole volumes): run each with `seglens-cli run` and compare their label volumes")
 
 
 def _anonymize_terminal(args: argparse.Namespace, inputs: Sequence[InputFile]) -> None:

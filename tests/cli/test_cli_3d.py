@@ -144,3 +144,14 @@ def test_anonymize_and_resume_with_a_3d_model(tmp_path, capsys):
     capsys.readouterr()
     assert main([*args, "--resume"]) == 0
     assert "1 input: 1 ok (1 done by an earlier run), 0 failed" in capsys.readouterr().out
+
+
+def test_compare_with_a_3d_model_is_one_line(ct_model, tmp_path, capsys):
+    write_series(tmp_path / "in" / "ct", slices=3)
+    model = ct3d(tmp_path / "m.onnx")
+    assert main(["compare", str(ct_model), str(model), str(tmp_path / "in"), "--out", str(tmp_path / "out"),
+                 "--device", "cpu"]) == 2
+    assert capsys.readouterr().err == (  # was one error row per volume: 'takes 5-D tensors, got 4-D'
+        "error: compare runs two models image by image and slice by slice; m.onnx is a 3D model (it runs on whole "
+        "volumes): run each with `seglens-cli run` and compare their label volumes\n")
+    assert not (tmp_path / "out" / "seglens_compare.csv").exists()
