@@ -10,7 +10,15 @@ from typing import TYPE_CHECKING
 
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QColor, QPalette, QPixmap
-from PySide6.QtWidgets import QAbstractItemView, QGroupBox, QLabel, QTreeWidget, QTreeWidgetItem, QVBoxLayout
+from PySide6.QtWidgets import (
+    QAbstractItemView,
+    QComboBox,
+    QGroupBox,
+    QLabel,
+    QTreeWidget,
+    QTreeWidgetItem,
+    QVBoxLayout,
+)
 
 if TYPE_CHECKING:
     from app.inference.lesions import Lesion
@@ -52,6 +60,9 @@ class LesionList(QGroupBox):
         self._summary = QLabel()
         self._summary.setWordWrap(True)
         self._summary.setTextFormat(Qt.TextFormat.PlainText)
+        self._show = QComboBox()  # one class's components only (the lesions under the anatomy's), or all
+        self._show.setToolTip("List the components of one class, or of all")
+        self._show.currentIndexChanged.connect(self._filter)
         self._tree = QTreeWidget()
         self._tree.setColumnCount(len(COLUMNS))
         self._tree.setHeaderLabels(list(COLUMNS))
@@ -67,6 +78,7 @@ class LesionList(QGroupBox):
         self._tree.setPalette(palette)
         layout = QVBoxLayout(self)
         layout.addWidget(self._summary)
+        layout.addWidget(self._show)
         layout.addWidget(self._tree)
         self._tree.itemClicked.connect(self._on_clicked)
         self._tree.itemActivated.connect(self._on_clicked)  # Enter on a row chosen with the arrow keys
@@ -86,6 +98,7 @@ class LesionList(QGroupBox):
             self._tree.addTopLevelItem(self._row(lesion, names, colors, spacing))
         for column in range(len(COLUMNS)):
             self._tree.resizeColumnToContents(column)
+        self._offer_classes(names)
         counts = {value: sum(1 for x in self._lesions if x.label == value) for value in
                   sorted({x.label for x in self._lesions})}
         per_class = " · ".join(f"{_name(names, value)}: {n}" for value, n in counts.items()) or "none"
@@ -94,24 +107,53 @@ class LesionList(QGroupBox):
         self._summary.setText(f"{per_class}\n{connectivity_text(connectivity)}{more}")
         self.show()
 
+    def _offer_classes(self, names: list[str]) -> None:
+        """The class box: all classes, then each class with components; the reader's class kept when present."""
+        wanted = self._show.currentData()
+        self._show.blockSignals(True)
+        self._show.clear()
+        self._show.addItem("All classes", None)
+        for value in sorted({x.label for x in self._lesions}):
+            self._show.addItem(_name(names, value), value)
+        index = self._show.findData(wanted) if wanted is not None else 0
+        self._show.setCurrentIndex(max(0, index))
+        self._show.blockSignals(False)
+        self._show.setVisible(self._show.count() > 2)  # one class: nothing to choose
+        self._filter()
+
+    def show_class(self, value: int | None) -> None:
+        """List only class `value`'s components (None: all), as the class box does."""
+        self._show.setCurrentIndex(max(0, self._show.findData(value)) if value is not None else 0)
+
+    def _filter(self, _index: int = 0) -> None:
+        wanted = self._show.currentData()
+        for i in range(self._tree.topLevelItemCount()):
+            item = self._tree.topLevelItem(i)
+            if item is not None:
+                item.setHidden(wanted is not None and item.data(0, _LESION).label != wanted)
+
     def set_unavailable(self, why: str) -> None:
         """No components to list, and why (a 4D NIfTI)."""
         self._lesions = ()
         self._tree.clear()
+        self._show.hide()
         self._summary.setText(why)
         self.show()
 
     def rows(self) -> list[tuple[str, ...]]:
         """The rows as shown (tests, screenshots): one tuple of the columns' texts per component."""
         items = [self._tree.topLevelItem(i) for i in range(self._tree.topLevelItemCount())]
-        return [tuple(item.text(c) for c in range(len(COLUMNS))) for item in items if item is not None]
+        return [tuple(item.text(c) for c in range(len(COLUMNS))) for item in items
+                if item is not None and not item.isHidden()]
 
     def summary_text(self) -> str:
         return self._summary.text()
 
     def click_row(self, row: int) -> None:
-        """Choose row `row` as a click would."""
-        item = self._tree.topLevelItem(row)
+        """Choose row `row` of those shown as a click would."""
+        items = [self._tree.topLevelItem(i) for i in range(self._tree.topLevelItemCount())]
+        shown = [item for item in items if item is not None and not item.isHidden()]
+        item = shown[row] if 0 <= row < len(shown) else None
         if item is not None:
             self._tree.setCurrentItem(item)
             item.setSelected(True)
