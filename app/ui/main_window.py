@@ -15,18 +15,7 @@ from PySide6.QtWidgets import QMainWindow, QSplitter, QVBoxLayout, QWidget
 
 from app.ui import actions
 from app.ui import settings as remembered
-from app.ui.controllers.comparer import Comparer
-from app.ui.controllers.editor import Editor
-from app.ui.controllers.loader import ModelLoader
-from app.ui.controllers.pictures import Pictures
 from app.ui.controllers.presenter import Presenter
-from app.ui.controllers.references import References
-from app.ui.controllers.reporter import ReportExporter
-from app.ui.controllers.reviewer import Reviewer
-from app.ui.controllers.run_all import RunOnAll
-from app.ui.controllers.tuner import Tuner
-from app.ui.controllers.volume3d import Volume3D
-from app.ui.controllers.volume_view import VolumeView
 from app.ui.recent import RecentList
 from app.ui.state.view_state import ViewState
 from app.ui.toolbar import build_toolbar
@@ -121,7 +110,18 @@ class MainWindow(QMainWindow):
 
     def _start_threads(self) -> None:
         """Bound methods only for what comes back: a lambda would run on the sending thread, not on this one."""
-        from app.ui.workers.windowing import WindowingWorker  # the workers' modules load after the first paint
+        from app.ui.controllers.comparer import Comparer  # these modules load after the first paint (finish)
+        from app.ui.controllers.editor import Editor
+        from app.ui.controllers.loader import ModelLoader
+        from app.ui.controllers.pictures import Pictures
+        from app.ui.controllers.references import References
+        from app.ui.controllers.reporter import ReportExporter
+        from app.ui.controllers.reviewer import Reviewer
+        from app.ui.controllers.run_all import RunOnAll
+        from app.ui.controllers.tuner import Tuner
+        from app.ui.controllers.volume3d import Volume3D
+        from app.ui.controllers.volume_view import VolumeView
+        from app.ui.workers.windowing import WindowingWorker
         from app.ui.workers.worker import InferenceWorker
         self.tuner = Tuner(self.state, presenter=self.presenter, decision=self.panel.decision, folder=self.panel.folder,
                            files=self.files, settings=self.settings, parent=self)

@@ -19,7 +19,10 @@ HEAVY = ("numpy", "cv2", "onnxruntime", "PIL", "yaml", "pydicom", "nibabel", "hi
 # what the first paint does not need ("Start-up after issue 25"): seglens builds it after that paint
 LATE = ("app.ui.workers.worker", "app.ui.workers.worker_batch", "app.ui.workers.worker_volumes",
         "app.ui.workers.windowing", "app.runs.plan", "app.ui.widgets.decision", "app.ui.widgets.charts",
-        "app.ui.widgets.edit_panel", "app.ui.widgets.review_panel", "app.ui.widgets.three_plane")
+        "app.ui.widgets.edit_panel", "app.ui.widgets.review_panel", "app.ui.widgets.three_plane",
+        *(f"app.ui.controllers.{name}" for name in ("comparer", "editor", "loader", "pictures", "references",
+                                                     "reporter", "reviewer", "run_all", "tuner", "volume3d",
+                                                     "volume_view")))
 
 
 def _run_fresh(args: list[str], tmp_path: Path) -> str:
@@ -54,8 +57,8 @@ def test_the_viewer_shows_its_window_before_any_heavy_module(tmp_path: Path) -> 
 
 
 def test_the_viewer_shows_its_window_before_the_parts_its_first_paint_does_not_need(tmp_path: Path) -> None:
-    """The groups hidden at start, the worker and the three-plane view: built after the first paint
-    (MainWindow.finish), so their modules are not imported before show() either."""
+    """The groups hidden at start, the controllers, the worker and the three-plane view: built after the first
+    paint (MainWindow.finish), so their modules are not imported before show() either."""
     assert _loaded_in_fresh_process(_launched_up_to_show(tmp_path), tmp_path) == []
 
 
