@@ -1,0 +1,267 @@
+"""PACS nodes: the settings' named nodes, a node given as a URL on the command line, and its secret (keyring).
+
+A node's password or token is never in the settings file nor in a log: it lives in the operating system's keyring
+under the service "seglens-pacs" and the node's name, or, for scripts and CI, in the environment variable
+SEGLENS_PACS_SECRET (which wins).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, fields
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+from app.io.pacs.client import PacsError
+
+KEYRING_SERVICE = "seglens-pacs"
+SECRET_ENV = "SEGLENS_PACS_SECRET"
+SETTINGS_ENV = "SEGLENS_SETTINGS"  # another settings file (tests, scripts)
+_AE = re.compile(r"^[\x20-\x5b\x5d-\x7e]{1,16}$")  # AE title: 1-16 printable characters, no backslash
+_TRUE = {"1", "true", "yes", "on"}
+_FALSE = {"0", "false", "no", "off", ""}
+
+
+@dataclass(frozen=True)
+class PacsNode:
+    """One PACS node: where it is, how to speak to it, and whether research results may go to it."""
+
+    name: str  # the settings' name, or the URL itself for a node given on the command line
+    kind: str  # "dimse" | "dicomweb"
+    host: str
+    port: int
+    called_ae: str = ""  # dimse: the server's AE title
+    calling_ae: str = "SEGLENS"  # dimse: ours
+    url: str = ""  # dicomweb: the service root, e.g. https://host/dicom-web
+    tls: bool = False  # dicomweb+https, or dimse with TLS
+    ca_bundle: Path | None = None  # TLS: the CA bundle; certificate errors are one line, never ignored
+    auth: str = "none"  # "none" | "basic" | "bearer" (dicomweb)
+    username: str = ""  # basic auth; the password / token is in the keyring, never here
+    research: bool = False  # a research node: pseudonymised (--anonymize) results may be sent to it
+    timeout_s: float = 30.0
+    store_port: int = 0  # dimse C-MOVE: the port of our Storage SCP (0: C-GET, no SCP)
+
+
+def default_settings_file() -> Path:
+    """The settings file holding the `pacs:` section: $SEGLENS_SETTINGS, else settings.yaml in the user config
+    folder (beside the pseudonym key)."""
+    if os.environ.get(SETTINGS_ENV):
+        return Path(os.environ[SETTINGS_ENV])
+    from platformdirs import user_config_dir
+
+    return Path(user_config_dir("SegLens", appauthor=False)) / "settings.yaml"
+
+
+def parse_node(text: str, nodes: Mapping[str, PacsNode] | None = None) -> PacsNode:
+    """A node from `text`: the name of one of `nodes`, "dicomweb+https://host/dicom-web", "dicomweb+http://…", or
+    "dimse://CALLED_AE@host:104" with optional "?calling=SEGLENS&research=1&ca=/path&tls=1&timeout=30&store_port=N"
+    (dicomweb takes "?auth=basic&user=NAME&research=1&ca=…&timeout=…"). Bad text → PacsError naming the part."""
+    text = text.strip()
+    if nodes and text in nodes:
+        return nodes[text]
+    scheme = text.split("://", 1)[0].lower() if "://" in text else ""
+    if scheme == "dimse":
+        return _dimse_node(text, name=text)
+    if scheme in ("dicomweb+http", "dicomweb+https"):
+        return _dicomweb_node(text, name=text)
+    known = f" (known nodes: {', '.join(sorted(nodes))})" if nodes else ""
+    raise PacsError(
+        f"pacs node {text!r}: not a node name{known} nor a URL (dicomweb+https://host/dicom-web or dimse://AE@host:104)"
+    )
+
+
+def _query(text: str, query: str) -> dict[str, str]:
+    options = {k: v[-1] for k, v in parse_qs(query, keep_blank_values=True).items()}
+    allowed = {"calling", "research", "ca", "tls", "timeout", "store_port", "auth", "user"}
+    unknown = sorted(set(options) - allowed)
+    if unknown:
+        raise PacsError(f"pacs node {text!r}: unknown option {unknown[0]!r} (known: {', '.join(sorted(allowed))})")
+    return options
+
+
+def _flag(text: str, key: str, value: str) -> bool:
+    if value.lower() in _TRUE:
+        return True
+    if value.lower() in _FALSE:
+        return False
+    raise PacsError(f"pacs node {text!r}: {key}={value!r} is not 1 or 0")
+
+
+def _number(text: str, key: str, value: str, *, integer: bool) -> float:
+    try:
+        number = int(value) if integer else float(value)
+    except ValueError:
+        raise PacsError(f"pacs node {text!r}: {key}={value!r} is not a number") from None
+    if number < 0 or (key == "port" and not 0 < number < 65536) or (key == "timeout" and number == 0):
+        raise PacsError(f"pacs node {text!r}: {key}={value!r} is out of range")
+    return number
+
+
+def _port(text: str, raw: str, default: int) -> int:
+    return default if not raw else int(_number(text, "port", raw, integer=True))
+
+
+def _split_host(text: str, netloc: str, default_port: int) -> tuple[str, int]:
+    host, _, raw_port = netloc.rpartition(":") if ":" in netloc.lstrip("[").split("]")[-1] else (netloc, "", "")
+    host = host.strip("[]")
+    if not host:
+        raise PacsError(f"pacs node {text!r}: no host")
+    return host, _port(text, raw_port, default_port)
+
+
+def _dimse_node(text: str, *, name: str) -> PacsNode:
+    parts = urlsplit(text)
+    if "@" not in parts.netloc:
+        raise PacsError(f"pacs node {text!r}: no called AE title (dimse://CALLED_AE@host:104)")
+    called, _, hostport = parts.netloc.rpartition("@")
+    if not _AE.match(called) or called.strip() != called:
+        raise PacsError(f"pacs node {text!r}: called AE title {called!r} is not 1-16 printable characters")
+    if parts.path not in ("", "/"):
+        raise PacsError(f"pacs node {text!r}: a DIMSE node has no path ({parts.path!r})")
+    host, port = _split_host(text, hostport, 104)
+    options = _query(text, parts.query)
+    calling = options.get("calling", "SEGLENS")
+    if not _AE.match(calling) or calling.strip() != calling:
+        raise PacsError(f"pacs node {text!r}: calling AE title {calling!r} is not 1-16 printable characters")
+    ca = options.get("ca", "")
+    return PacsNode(
+        name=name,
+        kind="dimse",
+        host=host,
+        port=port,
+        called_ae=called,
+        calling_ae=calling,
+        tls=_flag(text, "tls", options.get("tls", "1" if ca else "0")),
+        ca_bundle=Path(ca) if ca else None,
+        research=_flag(text, "research", options.get("research", "0")),
+        timeout_s=_number(text, "timeout", options.get("timeout", "30"), integer=False),
+        store_port=int(_number(text, "store_port", options.get("store_port", "0"), integer=True)),
+    )
+
+
+def _dicomweb_node(text: str, *, name: str) -> PacsNode:
+    parts = urlsplit(text)
+    tls = parts.scheme.lower() == "dicomweb+https"
+    if "@" in parts.netloc:
+        raise PacsError(f"pacs node {text!r}: no user or password in the URL (use ?user=NAME and the keyring)")
+    host, port = _split_host(text, parts.netloc, 443 if tls else 80)
+    options = _query(text, parts.query)
+    auth = options.get("auth", "basic" if options.get("user") else "none")
+    if auth not in ("none", "basic", "bearer"):
+        raise PacsError(f"pacs node {text!r}: auth={auth!r} is not none, basic or bearer")
+    ca = options.get("ca", "")
+    scheme = "https" if tls else "http"
+    return PacsNode(
+        name=name,
+        kind="dicomweb",
+        host=host,
+        port=port,
+        url=f"{scheme}://{parts.netloc}{parts.path.rstrip('/')}",
+        tls=tls,
+        ca_bundle=Path(ca) if ca else None,
+        auth=auth,
+        username=options.get("user", ""),
+        research=_flag(text, "research", options.get("research", "0")),
+        timeout_s=_number(text, "timeout", options.get("timeout", "30"), integer=False),
+    )
+
+
+def load_nodes(settings_file: Path) -> dict[str, PacsNode]:
+    """The named nodes of the settings file's `pacs:` section (YAML or JSON); none when the file is absent.
+
+    Each entry is a node name with `url:` (a parse_node URL) and optional fields overriding it (calling_ae,
+    research, ca_bundle, timeout_s, store_port, auth, username), e.g.
+    `pacs: {ORTHANC: {url: "dimse://ORTHANC@pacs:4242", calling_ae: SEGLENS}}`. A password or token here is
+    refused: secrets belong in the keyring."""
+    if not settings_file.is_file():
+        return {}
+    section = _pacs_section(settings_file)
+    return {str(name): _settings_node(settings_file, str(name), entry) for name, entry in section.items()}
+
+
+def _pacs_section(settings_file: Path) -> dict[Any, Any]:
+    try:
+        text = settings_file.read_text(encoding="utf-8")
+        if settings_file.suffix.lower() == ".json":
+            data = json.loads(text)
+        else:
+            import yaml
+
+            data = yaml.safe_load(text)
+    except (OSError, UnicodeDecodeError, ValueError) as e:
+        raise PacsError(f"{settings_file}: cannot read the settings ({type(e).__name__})") from e
+    except Exception as e:  # yaml.YAMLError: PyYAML is imported above only for YAML files
+        raise PacsError(f"{settings_file}: not valid YAML ({type(e).__name__})") from e
+    section = data.get("pacs", {}) if isinstance(data, dict) else None
+    if not isinstance(section, dict):
+        raise PacsError(f"{settings_file}: the pacs section is not a mapping of node names")
+    return section
+
+
+_FIELDS = {f.name for f in fields(PacsNode)} - {"name", "kind", "host", "port", "url"}
+_SECRET_KEYS = {"password", "token", "secret"}
+
+
+def _settings_node(settings_file: Path, name: str, entry: object) -> PacsNode:
+    where = f"{settings_file}: pacs.{name}"
+    if not isinstance(entry, dict) or not isinstance(entry.get("url"), str):
+        raise PacsError(f"{where}: needs a url (dicomweb+https://… or dimse://AE@host:port)")
+    secret = sorted(_SECRET_KEYS & set(entry))
+    if secret:
+        raise PacsError(f"{where}: {secret[0]} does not belong in the settings (keep it in the keyring)")
+    unknown = sorted(set(entry) - _FIELDS - {"url"})
+    if unknown:
+        raise PacsError(f"{where}: unknown key {unknown[0]!r}")
+    url = entry["url"]
+    node = _dimse_node(url, name=name) if url.lower().startswith("dimse://") else None
+    if node is None:
+        if not url.lower().startswith(("dicomweb+http://", "dicomweb+https://")):
+            raise PacsError(f"{where}: url {url!r} is not dicomweb+https://… nor dimse://AE@host:port")
+        node = _dicomweb_node(url, name=name)
+    return _override(where, node, {k: v for k, v in entry.items() if k != "url"})
+
+
+def _override(where: str, node: PacsNode, values: dict[str, Any]) -> PacsNode:
+    from dataclasses import replace
+
+    changes: dict[str, Any] = {}
+    for key, value in values.items():
+        default = getattr(node, key)
+        if key == "ca_bundle":
+            changes[key] = Path(str(value)) if value else None
+        elif isinstance(default, bool):
+            if not isinstance(value, bool):
+                raise PacsError(f"{where}: {key} is not true or false")
+            changes[key] = value
+        elif isinstance(default, (int, float)):
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
+                raise PacsError(f"{where}: {key} is not a number ≥ 0")
+            changes[key] = type(default)(value)
+        else:
+            changes[key] = str(value)
+    if changes.get("auth", node.auth) not in ("none", "basic", "bearer"):
+        raise PacsError(f"{where}: auth is not none, basic or bearer")
+    return replace(node, **changes)
+
+
+def node_secret(node: PacsNode) -> str | None:
+    """The node's password or token: $SEGLENS_PACS_SECRET, else the keyring's "seglens-pacs" entry for the node's
+    name, else None. A missing or failing keyring backend is one PacsError line. Never logged."""
+    env = os.environ.get(SECRET_ENV)
+    if env:
+        return env
+    try:
+        import keyring
+        import keyring.errors
+
+        return keyring.get_password(KEYRING_SERVICE, node.name)
+    except ImportError as e:
+        raise PacsError(f"pacs {node.name}: the keyring package is missing (set {SECRET_ENV} instead)") from e
+    except Exception as e:  # keyring.errors.KeyringError, or a backend's own failure (D-Bus gone, locked)
+        raise PacsError(
+            f"pacs {node.name}: no usable keyring ({type(e).__name__}); set {SECRET_ENV} or install a keyring backend"
+        ) from e
