@@ -21,7 +21,7 @@ def _eval_rows(r: dict, label: str) -> list[tuple[str, str]]:
          ", ".join(f"{'**' if k == 'lesion' else ''}{k} {d[k]:.3f}{'**' if k == 'lesion' else ''}" for k in fg)
          + " (worst volume: " + ", ".join(f"{k} {lo[k]:.3f}" for k in fg) + f"); seed {r['eval_seed']}"),
         (f"Lesion volumes vs 4/3·π·r³ ({label})",
-         f"**max |error| {r['lesion_volume_error_max']:.1%}**, mean error {r['lesion_volume_error_mean']:+.1%}; "
+         f"**max absolute error {r['lesion_volume_error_max']:.1%}**, mean error {r['lesion_volume_error_mean']:+.1%}; "
          f"{r['lesions']} lesions of radius {r['lesion_radius_mm'][0]:.1f}–{r['lesion_radius_mm'][1]:.1f} mm, "
          f"{r['lesions_missed']} missed, {r['lesion_false_components']} extra components"),
     ]
@@ -34,6 +34,12 @@ def block(res: dict) -> str:
         rows += _eval_rows(r["eval"], "the recipe's ORT sliding window")
     if "eval_app" in r:
         rows += _eval_rows(r["eval_app"], "SegLens's `predict_volume`")
+    if "lesion_logit_offset" in r:
+        rows.append(("Lesion calibration (`calibrate3d.py`)",
+                     f"lesion logit offset {r['lesion_logit_offset']} fitted on {r['calib_volumes']} calibration "
+                     f"volumes (seed {r['calib_seed']}, {r['calib_lesions']} lesions): mean volume error "
+                     f"{r['calib_volume_error_mean_before']:+.1%} before, {r['calib_volume_error_mean_after']:+.1%} "
+                     "after"))
     if "train_minutes" in r:
         rows.append(("Training from scratch (data + training + export)",
                      f"**{r['train_minutes']} min** wall, {r['train_cpu_minutes']} CPU-min ({r['train_threads']} "

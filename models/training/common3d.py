@@ -77,12 +77,13 @@ def normalize(hu: np.ndarray, mean: float, std: float) -> np.ndarray:
 
 
 def model_item(seed: int, index: int) -> tuple[np.ndarray, np.ndarray, phantom3d.Phantom]:
-    """(HU float32 on the model grid, soft targets uint8 [4, D', H', W'] in eighths, the phantom) of phantom
-    ``index`` of data set ``seed``: the image resampled as the app resamples it, the targets exact coverages."""
+    """(HU float32 on the model grid, soft targets uint8 [4, D', H', W'] in 1/255, the phantom) of phantom
+    ``index`` of data set ``seed``: the image resampled as the app resamples it, the targets from the analytic
+    anatomy (``phantom3d.targets``)."""
     ph = phantom3d.phantom(seed, index)
     shape = phantom3d.model_grid(ph.hu.shape, ph.spacing, TARGET_SPACING)
     hu = resample_linear(ph.hu.astype(np.float32), shape)
-    cov = np.rint(phantom3d.coverage(ph, shape, sub=2) * 8).astype(np.uint8)
+    cov = np.rint(phantom3d.targets(ph, shape) * 255).astype(np.uint8)
     return hu, cov, ph
 
 

@@ -58,8 +58,10 @@ def softmax(x: np.ndarray, axis: int = 1) -> np.ndarray:
     return e / e.sum(axis=axis, keepdims=True)
 
 
-def sliding_window_ort(sess, image: np.ndarray, patch, overlap: float = 0.5, pad_value: float = 0.0) -> np.ndarray:
-    """[K, D, H, W] blended softmax probabilities of a normalised [D, H, W] image (padded to the patch)."""
+def sliding_window_ort(sess, image: np.ndarray, patch, overlap: float = 0.5, pad_value: float = 0.0,
+                       logit_offset: np.ndarray | None = None) -> np.ndarray:
+    """[K, D, H, W] blended softmax probabilities of a normalised [D, H, W] image (padded to the patch);
+    ``logit_offset`` [K] is subtracted from each patch's logits first (calibrate3d's search)."""
     shape = image.shape
     padded = np.pad(image, [(0, max(0, p - n)) for n, p in zip(shape, patch)], constant_values=pad_value)
     weight = gaussian_importance(patch)
@@ -69,7 +71,10 @@ def sliding_window_ort(sess, image: np.ndarray, patch, overlap: float = 0.5, pad
         for h in window_starts(padded.shape[1], patch[1], overlap):
             for w in window_starts(padded.shape[2], patch[2], overlap):
                 win = (slice(d, d + patch[0]), slice(h, h + patch[1]), slice(w, w + patch[2]))
-                prob = softmax(sess.run(None, {name: padded[win][None, None]})[0])[0]
+                logits = sess.run(None, {name: padded[win][None, None]})[0]
+                if logit_offset is not None:
+                    logits = logits - logit_offset.reshape(1, -1, 1, 1, 1)
+                prob = softmax(logits)[0]
                 if acc is None:
                     acc = np.zeros((prob.shape[0], *padded.shape), np.float32)
                 acc[(slice(None), *win)] += prob * weight
@@ -78,13 +83,23 @@ def sliding_window_ort(sess, image: np.ndarray, patch, overlap: float = 0.5, pad
     return out[:, : shape[0], : shape[1], : shape[2]]
 
 
-def predict_ort(sess, hu: np.ndarray, spacing) -> np.ndarray:
+def ort_session(path):
+    """A one-thread CPU ONNX Runtime session (the machine is shared; the figures are not latencies)."""
+    import onnxruntime as ort
+
+    so = ort.SessionOptions()
+    so.intra_op_num_threads, so.log_severity_level = 1, 3
+    return ort.InferenceSession(str(path), so, providers=["CPUExecutionProvider"])
+
+
+def predict_ort(sess, hu: np.ndarray, spacing, logit_offset: np.ndarray | None = None) -> np.ndarray:
     """Native labels [D, H, W] uint8 of a native HU volume: resample, normalise, slide, resample back, argmax."""
     norm = common3d.SIDECAR["input"]["normalize"]
     shape = phantom3d.model_grid(hu.shape, spacing, common3d.TARGET_SPACING)
     x = common3d.normalize(common3d.resample_linear(hu.astype(np.float32), shape), norm["mean"], norm["std"])
     air = (common3d.CLIP[0] - norm["mean"]) / norm["std"]
-    prob = sliding_window_ort(sess, x, common3d.PATCH, common3d.SIDECAR["input"]["tile"]["overlap"], air)
+    prob = sliding_window_ort(sess, x, common3d.PATCH, common3d.SIDECAR["input"]["tile"]["overlap"], air,
+                              logit_offset)
     return np.argmax(common3d.resample_linear(prob, hu.shape), axis=0).astype(np.uint8)
 
 
@@ -130,11 +145,7 @@ def lesion_volumes(pred: np.ndarray, ph: phantom3d.Phantom) -> list[dict]:
 def evaluate(backend: str, n: int = common3d.N_EVAL, models_dir=common.MODELS_DIR) -> dict:
     model = models_dir / f"{common3d.NAME}.onnx"
     if backend == "ort":
-        import onnxruntime as ort
-
-        so = ort.SessionOptions()
-        so.intra_op_num_threads, so.log_severity_level = 1, 3
-        sess = ort.InferenceSession(str(model), so, providers=["CPUExecutionProvider"])
+        sess = ort_session(model)
         sess_opts_note = "ORT CPU"
         predict = lambda hu, sp: predict_ort(sess, hu, sp)  # noqa: E731
     else:

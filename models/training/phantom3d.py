@@ -246,22 +246,62 @@ def model_grid(native_shape, native_spacing, target_spacing) -> tuple[int, int, 
     return tuple(max(1, int(round(n * s / t))) for n, s, t in zip(native_shape, native_spacing, target_spacing))
 
 
+def _model_axes(ph: Phantom, shape, offset: float = 0.0) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[float]]:
+    """(x, y, z) of the centres (shifted by ``offset`` voxels) of a grid of ``shape`` over the native field, mapped
+    as a half-pixel linear resampling maps it (voxel m of M sits at native index (m + 0.5) * N / M - 0.5), and
+    its voxel size in mm along D, H, W."""
+    native = ph.hu.shape
+    step = [n / m * s for n, m, s in zip(native, shape, ph.spacing)]
+    first = [(0.5 * n / m - 0.5) * s for n, m, s in zip(native, shape, ph.spacing)]  # mm from voxel 0 centre
+    z = ph.origin[2] + first[0] + (np.arange(shape[0]) + offset) * step[0]
+    y = ph.origin[1] + first[1] + (np.arange(shape[1]) + offset) * step[1]
+    x = ph.origin[0] + first[2] + (np.arange(shape[2]) + offset) * step[2]
+    return x[None, None, :], y[None, :, None], z[:, None, None], step
+
+
+def lesion_ramp(ph: Phantom, shape: tuple[int, int, int]) -> np.ndarray:
+    """The lesion target [D', H', W'] on the model grid: 0.5 + (r' - d) / (2 g) clipped to [0, 1] (d the distance
+    to the lesion's centre, g the voxel size), a ramp one voxel wide on each side of the surface.
+
+    Why not the coverage: SegLens interpolates the probabilities linearly back to the native grid and takes the
+    argmax, so the surface is where the interpolated target crosses 0.5. A ramp in d is linear across the surface
+    (two neighbours straddling it are both on the ramp), so it crosses 0.5 on the sphere; the coverage is not, and
+    its 0.5 level sits inside a convex surface (-2 to -4 % of a lesion's volume). Linear interpolation of the convex
+    d still overestimates it by g²/(6r) on average (g²/12 times the curvature 1/r, in two tangent directions), so
+    r' = r + g²/(6r); with it, the ideal model's lesions are within the native grid's own ~2 % of 4/3·π·r³."""
+    x, y, z, step = _model_axes(ph, shape)
+    g = float(np.mean(step))
+    out = np.zeros(shape, np.float32)
+    for les in ph.lesions:
+        (lx, ly, lz), r = les.center, les.radius
+        d = np.sqrt((x - lx) ** 2 + (y - ly) ** 2 + (z - lz) ** 2)
+        out = np.maximum(out, np.clip(0.5 + (r + g * g / (6 * r) - d) / (2 * g), 0, 1))
+    return out
+
+
+def targets(ph: Phantom, shape: tuple[int, int, int]) -> np.ndarray:
+    """Soft targets [4, D', H', W'] float32 on the model grid: the coverage of background, lung and bone, the lesion
+    ramp (``lesion_ramp``) taken from the lung around it (a lesion lies 2 mm inside a lung, so within its ramp
+    lung + lesion = 1)."""
+    cov = coverage(ph, shape)
+    ramp = lesion_ramp(ph, shape)
+    cov[1] = np.clip(cov[1] + cov[3] - ramp, 0, 1)
+    cov[3] = ramp
+    return cov / cov.sum(0, keepdims=True)
+
+
 def coverage(ph: Phantom, shape: tuple[int, int, int], sub: int = 2) -> np.ndarray:
     """Soft targets [4, D', H', W'] float32 on a grid of ``shape`` over the same field as the native grid, mapped
     as a half-pixel linear resampling maps it (voxel m of M covers native index (m + 0.5) * N / M - 0.5): the
     fraction of each voxel covered by each class, from ``sub``³ points per voxel."""
-    native = ph.hu.shape
-    step = [n / m * s for n, m, s in zip(native, shape, ph.spacing)]  # mm per model voxel along D, H, W
-    first = [(0.5 * n / m - 0.5) * s for n, m, s in zip(native, shape, ph.spacing)]  # mm from voxel 0 centre
     counts = np.zeros((len(CLASSES), *shape), np.float32)
-    offsets = (np.arange(sub) + 0.5) / sub - 0.5
-    for oz in offsets:
-        for oy in offsets:
-            for ox in offsets:
-                z = ph.origin[2] + first[0] + (np.arange(shape[0]) + oz) * step[0]
-                y = ph.origin[1] + first[1] + (np.arange(shape[1]) + oy) * step[1]
-                x = ph.origin[0] + first[2] + (np.arange(shape[2]) + ox) * step[2]
-                lab = labels_at(ph.params, x[None, None, :], y[None, :, None], z[:, None, None])
+    for oz in (np.arange(sub) + 0.5) / sub - 0.5:
+        for oy in (np.arange(sub) + 0.5) / sub - 0.5:
+            for ox in (np.arange(sub) + 0.5) / sub - 0.5:
+                x, _, _, _ = _model_axes(ph, shape, ox)
+                _, y, _, _ = _model_axes(ph, shape, oy)
+                _, _, z, _ = _model_axes(ph, shape, oz)
+                lab = labels_at(ph.params, x, y, z)
                 for c in range(len(CLASSES)):
                     counts[c] += lab == c
     return counts / sub**3

@@ -5,11 +5,13 @@
 
 Data: N_TRAIN phantom volumes of TRAIN_SEED (``phantom3d``: native 2.5-3 mm slices x 0.7-0.9 mm pixels), each
 resampled linearly to the model's 1.5 mm grid as the app resamples it; the targets are the exact fraction of each
-model voxel covered by each class (so the network learns partial volume, and its probabilities interpolated back
-to the native grid put the boundaries between model voxels where they belong). Random 48³ crops, a third centred
+model voxel covered by each class, and for the lesions a distance ramp (``phantom3d.lesion_ramp``), so the network
+learns partial volume and its probabilities, interpolated back to the native grid, put each boundary between
+model voxels where it belongs. Random 48³ crops, a third centred
 near a lesion; flips along every axis and H/W transposes (the model is told ``axes: native``, so it must not
 depend on how a file orders its axes). Loss: soft-target cross-entropy + soft Dice over lung, bone and lesion.
-The checkpoint goes to models/training/runs/ct3d_demo.pt (git-ignored), the ONNX file and sidecar to models/.
+The checkpoint goes to models/training/runs/ct3d_demo.pt (git-ignored, uncalibrated); then ``calibrate3d`` fits the
+lesion logit's offset on held-out calibration phantoms and the calibrated ONNX file and sidecar go to models/.
 """
 
 from __future__ import annotations
@@ -33,14 +35,14 @@ LR = 5e-3
 
 
 def load_data(n: int, seed: int = common.TRAIN_SEED):
-    """The training volumes on the model grid: HU float32 and soft targets (uint8 eighths), and each one's lesion
+    """The training volumes on the model grid: HU float32 and soft targets (uint8, 1/255), and each one's lesion
     voxels (crop centres)."""
     hus, covs, lesion_at = [], [], []
     for i in range(n):
         hu, cov, _ = common3d.model_item(seed, i)
         hus.append(hu)
         covs.append(cov)
-        lesion_at.append(np.argwhere(cov[3] >= 4))
+        lesion_at.append(np.argwhere(cov[3] >= 128))
     return hus, covs, lesion_at
 
 
@@ -72,7 +74,7 @@ def batches(hus, covs, lesion_at, mean: float, std: float, seed: int):
             d, h, w = _crop_start(rng, hus[i].shape, centre)
             win = (slice(d, d + CROP), slice(h, h + CROP), slice(w, w + CROP))
             x = _pad(common3d.normalize(hus[i][win], mean, std), (common3d.CLIP[0] - mean) / std)
-            y = covs[i][(slice(None), *win)].astype(np.float32) / 8
+            y = covs[i][(slice(None), *win)].astype(np.float32) / 255
             y = _pad(y, 0.0)
             y[0] += 1.0 - y.sum(0)  # padding is background (air)
             for axis in range(3):
@@ -102,7 +104,7 @@ def train_ct3d(steps: int, seed: int, n_volumes: int = common3d.N_TRAIN):
     hus, covs, lesion_at = load_data(n_volumes)
     mean, std = common3d.dataset_stats(hus)
     common3d.SIDECAR["input"]["normalize"].update(mean=mean, std=std)
-    frac = np.mean([c.reshape(4, -1).mean(1) / 8 for c in covs], axis=0)
+    frac = np.mean([c.reshape(4, -1).mean(1) / 255 for c in covs], axis=0)
     print(f"ct3d_demo: {len(hus)} training volumes in {time.time() - t:.0f} s; HU mean {mean}, std {std}; "
           f"class fractions {np.round(frac, 4)}", flush=True)
     model = nets3d.UNet3D()
@@ -131,7 +133,10 @@ def main(argv=None) -> int:
     torch.save({"state": model.state_dict(), "mean": mean, "std": std}, common.RUNS_DIR / "ct3d_demo.pt")
     if not args.no_export:
         try:
-            export3d.export_ct3d(model, args.out)
+            from . import calibrate3d
+
+            # the lesion logit's offset, then the export (a smoke run calibrates on 2 volumes)
+            calibrate3d.calibrate_and_export(model, args.out, 8 if args.steps == STEPS else 2)
         except export3d.ParityError as e:
             print(f"ERROR: {e}", file=sys.stderr)
             return 1
