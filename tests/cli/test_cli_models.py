@@ -59,7 +59,7 @@ def test_an_unknown_name_is_one_line_with_the_bundled_names(tmp_path, monkeypatc
 @pytest.mark.parametrize("text", ["xyz/m.onnx", "m.onnx", "./surface_defects"])
 def test_a_missing_path_is_file_not_found(text, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    with pytest.raises(ModelError, match=r"file not found \(bundled models: ct_demo, "):
+    with pytest.raises(ModelError, match=r"file not found \(bundled models: ct3d_demo, ct_demo, "):
         resolve_model(text)
 
 
@@ -149,7 +149,8 @@ def test_an_unknown_name_exits_2_with_the_list(command, tmp_path, monkeypatch, c
     argv = [*command[:1], "xyz", *command[1:]] if command[0] != "compare" else [*command[:2], "xyz", *command[2:]]
     assert main(argv) == 2
     err = capsys.readouterr().err
-    assert err.startswith("error: unknown model 'xyz': not a file, and not a bundled model (ct_demo, defect_type")
+    assert err.startswith("error: unknown model 'xyz': not a file, and not a bundled model "
+                          "(ct3d_demo, ct_demo, defect_type")
     assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
 
 
