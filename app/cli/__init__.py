@@ -125,16 +125,17 @@ def build_parser() -> argparse.ArgumentParser:
     volumes.add_argument("--export", type=_export_kinds, metavar="KINDS",
                          help="what to write per volume, comma-separated: dicom-seg (DICOM SEG referencing the "
                               "series), nifti (uint8 label volume, the source's affine), sc (Secondary Capture series, "
-                              "overlay burned in), source (the source series de-identified, beside them: with "
+                              "overlay burned in), rtstruct (RT Structure Set: a contoured ROI per class, for "
+                              "planning systems), source (the source series de-identified, beside them: with "
                               "--anonymize only); none (default: nifti)")
     volumes.add_argument("--per-slice", action="store_true",
                          help="also a report row and the --save PNGs for every slice (DIR/<series>/slice_0001_…)")
     volumes.add_argument("--opacity", type=_fraction, default=0.5, metavar="A",
                          help="the overlay's opacity in Secondary Capture images (default 0.5)")
     volumes.add_argument("--anonymize", action="store_true",
-                         help="de-identify every output (DICOM PS3.15 Basic Profile in SEG, SC and the source copy; "
-                              "keyed pseudonym for the patient; pseudonymous output folders and report paths; a "
-                              "final check of each volume's files): docs/SECURITY.md")
+                         help="de-identify every output (DICOM PS3.15 Basic Profile in SEG, SC, RTSTRUCT and the "
+                              "source copy; keyed pseudonym for the patient; pseudonymous output folders and report "
+                              "paths; a final check of each volume's files): docs/SECURITY.md")
     from app.paths import extra_command
 
     cluster = run.add_argument_group(f"Ray cluster ({extra_command('ray') or 'not in this build'})")

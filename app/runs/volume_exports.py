@@ -1,6 +1,7 @@
 """A volume's result in the formats clinical and research systems read: DICOM SEG (the standard, via highdicom),
-a NIfTI label volume (research pipelines), and a Secondary Capture series with the overlay burned in (for a
-PACS that cannot show SEG). Each file is written whole or not at all (a temporary name, then renamed).
+a NIfTI label volume (research pipelines), a Secondary Capture series with the overlay burned in (for a PACS that
+cannot show SEG) and an RT Structure Set (radiotherapy planning systems). Each file is written whole or not at
+all (a temporary name, then renamed).
 
 `labels` is always uint8 (depth, rows, columns) in the volume's slice order (app.io.volumes conventions).
 """
@@ -24,7 +25,8 @@ from app.runs.segments import Algorithm as Algorithm  # re-exported: what the ex
 from app.runs.segments import Segment as Segment
 from app.runs.segments import segments_of as segments_of
 
-EXPORTS = ("dicom-seg", "nifti", "sc", "source")  # source: the de-identified source series (--anonymize only)
+# source: the de-identified source series (--anonymize only); rtstruct: app.runs.rtstruct
+EXPORTS = ("dicom-seg", "nifti", "sc", "source", "rtstruct")
 
 
 def write_dicom_seg(volume: Volume, labels: np.ndarray, segments: Sequence[Segment], out_path: Path, *,
@@ -40,6 +42,16 @@ def write_dicom_seg(volume: Volume, labels: np.ndarray, segments: Sequence[Segme
     if privacy is not None:  # --anonymize: de-identified right before it is saved (app.runs.deidentify)
         privacy.finish_derived(seg)
     return save_dataset(seg, out_path)
+
+
+def write_rtstruct(volume: Volume, labels: np.ndarray, segments: Sequence[Segment], out_path: Path, *,
+                   algorithm: Algorithm, privacy: VolumePrivacy | None = None) -> Path:
+    """One RT Structure Set for a DICOM volume (app.runs.rtstruct): an ROI per class, outer contours and holes per
+    slice in patient coordinates, each referencing its source instance. Raises OutputError for a NIfTI volume."""
+    from app.runs import rtstruct
+
+    _check_labels(volume, labels)
+    return rtstruct.write_rtstruct(volume, labels, segments, out_path, algorithm=algorithm, privacy=privacy)
 
 
 def write_nifti_labels(volume: Volume, labels: np.ndarray, out_path: Path, *, scrub: bool = False) -> Path:

@@ -301,10 +301,10 @@ class VolumeAssembler:
             if kind == "nifti":
                 written.append(ex.write_nifti_labels(volume, labels, stem.with_name(stem.name + "_mask.nii.gz"),
                                                      scrub=self.options.anonymize))
-            elif kind == "dicom-seg":
-                written.append(ex.write_dicom_seg(volume, labels, segments,
-                                                  stem.with_name(stem.name + "_seg.dcm"), algorithm=self.algorithm,
-                                                  privacy=privacy))
+            elif kind in ("dicom-seg", "rtstruct"):  # the same arguments, one file each
+                write = ex.write_dicom_seg if kind == "dicom-seg" else ex.write_rtstruct
+                written.append(write(volume, labels, segments, export_paths([kind], stem)[0], algorithm=self.algorithm,
+                                     privacy=privacy))
             elif kind == "sc":
                 written += ex.write_secondary_capture(volume, labels, segments, stem.with_name(stem.name + "_sc"),
                                                       display=display, opacity=self.options.opacity,
@@ -343,7 +343,7 @@ class VolumeAssembler:
         de-identified source's status into its SEG and Secondary Capture."""
         from app.runs.deidentify import volume_privacy
 
-        if not (self.options.anonymize or {"dicom-seg", "sc"} & set(kinds)):
+        if not (self.options.anonymize or {"dicom-seg", "sc", "rtstruct"} & set(kinds)):
             return None
         return volume_privacy(volume, anonymize=self.options.anonymize, key=self.options.pseudonym_key)
 
@@ -367,18 +367,19 @@ def export_problem(kind: str, volume: Volume) -> str | None:
     """Why `kind` cannot be written for `volume` (one line), None when it can."""
     if kind not in EXPORTS:
         return f"unknown export {kind!r}"
-    if kind in ("dicom-seg", "sc") and not volume.kind.startswith("dicom"):
-        return "DICOM SEG and Secondary Capture need a DICOM source; this is NIfTI"
+    if kind in ("dicom-seg", "sc", "rtstruct") and not volume.kind.startswith("dicom"):
+        return "DICOM SEG, Secondary Capture and RTSTRUCT need a DICOM source; this is NIfTI"
     if kind == "source" and not volume.kind.startswith("dicom"):
         return "a source copy is of a DICOM source; this is NIfTI"
-    if kind in ("nifti", "dicom-seg") and volume.affine is None:
+    if kind in ("nifti", "dicom-seg", "rtstruct") and volume.affine is None:
         return "the files carry no geometry (ImagePositionPatient / ImageOrientationPatient)"
     return None
 
 
 def export_paths(kinds: Sequence[str], stem: Path) -> list[Path]:
     """Where each export of a volume with output stem `stem` goes (what --resume checks)."""
-    names = {"nifti": "_mask.nii.gz", "dicom-seg": "_seg.dcm", "sc": "_sc", "source": "_source"}
+    names = {"nifti": "_mask.nii.gz", "dicom-seg": "_seg.dcm", "sc": "_sc", "source": "_source",
+             "rtstruct": "_rtstruct.dcm"}
     return [stem.with_name(stem.name + names[k]) for k in kinds if k in names]
 
 

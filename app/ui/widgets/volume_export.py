@@ -8,6 +8,7 @@ from PySide6.QtWidgets import QCheckBox, QDialog, QDialogButtonBox, QLabel, QVBo
 CHOICES = (("dicom-seg", "DICOM SEG (referencing the series; for PACS and viewers that read SEG)", False),
            ("nifti", "NIfTI label volume (.nii.gz, the source's geometry; for research pipelines)", True),
            ("sc", "Secondary Capture series (overlay burned in, \"not for diagnosis\")", False),
+           ("rtstruct", "RT Structure Set (a contoured ROI per class; for radiotherapy planning systems)", False),
            ("source", "The source series, de-identified, beside them (with De-identify only)", False))
 
 
@@ -35,8 +36,8 @@ class VolumeExportDialog(QDialog):
                       "report paths, and a last check of each volume's files.")
         said.setWordWrap(True)
         layout.addWidget(said)
-        note = QLabel(f"Secondary Capture uses the overlay's opacity now set ({opacity:.0%}). DICOM SEG and "
-                      "Secondary Capture need a DICOM source: NIfTI volumes get a NIfTI mask only.")
+        note = QLabel(f"Secondary Capture uses the overlay's opacity now set ({opacity:.0%}). DICOM SEG, "
+                      "Secondary Capture and RTSTRUCT need a DICOM source: NIfTI volumes get a NIfTI mask only.")
         note.setWordWrap(True)
         layout.addWidget(note)
         buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Ok | QDialogButtonBox.StandardButton.Cancel)
