@@ -1,0 +1,213 @@
+"""A real PACS on loopback for the tests: Orthanc (Debian's `orthanc` + `orthanc-dicomweb`), own config, own ports.
+
+`Orthanc.launch(folder)` writes a configuration (random free HTTP and DICOM ports, the DICOMweb plugin, basic auth
+with a known user and password, a known AE table: SEGLENS at 127.0.0.1 on the port of the tests' Storage SCP,
+storage in `folder`) and starts `Orthanc config.json`; `.stop()` kills it (the "server went away" of a test),
+`.start()` brings it back on the same ports and storage. Outside CI a machine without Orthanc skips; in CI (`CI`
+set, as .ci/run does) it fails, so the PACS tests cannot silently stop running.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import shutil
+import socket
+import subprocess
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+INSTALL = "apt-get install orthanc orthanc-dicomweb"
+PLUGIN_DIRS = (Path("/usr/share/orthanc/plugins"), Path("/usr/lib/orthanc"))  # where Debian puts the plugin
+
+
+def require() -> str:
+    """The Orthanc executable; skips (fails in CI) where it, or its DICOMweb plugin, is not installed."""
+    found = shutil.which("Orthanc") or next((p for p in ("/usr/sbin/Orthanc",) if os.access(p, os.X_OK)), None)
+    if found and dicomweb_plugin():
+        return found
+    message = f"Orthanc with its DICOMweb plugin is not installed: {INSTALL}"
+    if os.environ.get("CI"):
+        pytest.fail(f"{message} (CI must test against a real PACS)")
+    pytest.skip(message)
+
+
+def dicomweb_plugin() -> Path | None:
+    """The DICOMweb plugin's shared library (`dpkg -L orthanc-dicomweb` lists it)."""
+    for folder in PLUGIN_DIRS:
+        for candidate in sorted(folder.glob("libOrthancDicomWeb.so*")) if folder.is_dir() else []:
+            return candidate
+    return None
+
+
+def free_port() -> int:
+    """A TCP port free on loopback now (the kernel's choice)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@dataclass
+class Orthanc:
+    """One running Orthanc; see the module docstring."""
+
+    folder: Path
+    executable: str
+    http_port: int = field(default_factory=free_port)
+    dicom_port: int = field(default_factory=free_port)
+    scp_port: int = field(default_factory=free_port)  # our Storage SCP's port, for C-MOVE (in the AE table)
+    aet: str = "ORTHANC"
+    calling_aet: str = "SEGLENS"  # the AE table's name for us
+    user: str = "seglens"
+    password: str = "pacs-test-secret"
+    process: subprocess.Popen[bytes] | None = None
+
+    @classmethod
+    def launch(cls, folder: Path) -> Orthanc:
+        """Write the configuration into `folder` and start the server (ready when this returns)."""
+        server = cls(folder=folder, executable=require())
+        server.write_config()
+        server.start()
+        return server
+
+    @property
+    def http_url(self) -> str:
+        return f"http://127.0.0.1:{self.http_port}"
+
+    @property
+    def dicomweb_url(self) -> str:
+        return f"{self.http_url}/dicom-web"
+
+    @property
+    def dimse_url(self) -> str:
+        """The server as a SegLens node URL (C-GET)."""
+        return f"dimse://{self.aet}@127.0.0.1:{self.dicom_port}?calling={self.calling_aet}"
+
+    @property
+    def config_file(self) -> Path:
+        return self.folder / "config.json"
+
+    def write_config(self) -> None:
+        storage = self.folder / "storage"
+        storage.mkdir(parents=True, exist_ok=True)
+        config: dict[str, Any] = {
+            "Name": "SegLensTests",
+            "StorageDirectory": str(storage),
+            "IndexDirectory": str(storage),
+            "HttpPort": self.http_port,
+            "HttpServerEnabled": True,
+            "RemoteAccessAllowed": False,  # loopback only
+            "AuthenticationEnabled": True,
+            "RegisteredUsers": {self.user: self.password},
+            "DicomServerEnabled": True,
+            "DicomAet": self.aet,
+            "DicomPort": self.dicom_port,
+            "DicomCheckCalledAet": True,  # a wrong called AE title is refused at the association
+            "DicomCheckModalityHost": True,
+            "DicomAlwaysAllowEcho": True,
+            "DicomAlwaysAllowStore": True,
+            "DicomModalities": {"seglens": [self.calling_aet, "127.0.0.1", self.scp_port]},
+            "DicomModalitiesInDatabase": False,
+            "DicomScuTimeout": 10,
+            "DicomScpTimeout": 30,
+            "UnknownSopClassAccepted": False,
+            "OverwriteInstances": True,
+            "SaveJobs": False,
+            "StableAge": 1,
+            "Plugins": [str(dicomweb_plugin())],
+            "DicomWeb": {"Enable": True, "Root": "/dicom-web/", "EnableWado": True, "Ssl": False},
+        }
+        self.config_file.write_text(json.dumps(config, indent=2), encoding="utf-8")
+
+    def start(self, *, wait_s: float = 30.0) -> None:
+        """Start the server (again) on the same ports and storage; returns once it answers over HTTP."""
+        if self.running:
+            return
+        log = (self.folder / "orthanc.log").open("ab")
+        self.process = subprocess.Popen([self.executable, str(self.config_file)], cwd=self.folder,
+                                        stdout=log, stderr=subprocess.STDOUT)
+        log.close()
+        deadline = time.monotonic() + wait_s
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                code = self.process.returncode
+                raise RuntimeError(f"Orthanc exited at start ({code}): see {self.folder}/orthanc.log")
+            try:
+                self.request("GET", "/system")
+                if self._dicom_listening():
+                    return
+            except (OSError, urllib.error.URLError):
+                pass
+            time.sleep(0.1)
+        self.stop()
+        raise RuntimeError(f"Orthanc did not answer within {wait_s:.0f} s: see {self.folder}/orthanc.log")
+
+    def _dicom_listening(self) -> bool:
+        with socket.socket() as s:
+            s.settimeout(0.5)
+            return s.connect_ex(("127.0.0.1", self.dicom_port)) == 0
+
+    @property
+    def running(self) -> bool:
+        return self.process is not None and self.process.poll() is None
+
+    def stop(self, *, graceful: bool = False) -> None:
+        """Stop the server: killed at once (a server going away mid-transfer), or `graceful` (SIGTERM) at the end."""
+        if self.process is None:
+            return
+        if self.process.poll() is None:
+            if graceful:
+                self.process.terminate()
+                try:
+                    self.process.wait(timeout=15)
+                except subprocess.TimeoutExpired:
+                    self.process.kill()
+            else:
+                self.process.kill()
+            self.process.wait(timeout=15)
+        self.process = None
+
+    def request(self, method: str, path: str, body: bytes | None = None, *,
+                content_type: str = "application/dicom", auth: tuple[str, str] | None = None) -> Any:
+        """One REST call with basic auth (the fixture's user unless `auth`); the decoded JSON answer."""
+        user, password = auth or (self.user, self.password)
+        token = base64.b64encode(f"{user}:{password}".encode()).decode()
+        headers = {"Authorization": f"Basic {token}"}
+        if body is not None:
+            headers["Content-Type"] = content_type
+        req = urllib.request.Request(self.http_url + path, data=body, method=method, headers=headers)
+        with urllib.request.urlopen(req, timeout=30) as answer:
+            data = answer.read()
+        return json.loads(data) if data else None
+
+    def upload(self, paths: Iterable[Path]) -> list[str]:
+        """Store DICOM files through the REST API; the Orthanc IDs of the instances."""
+        return [self.request("POST", "/instances", Path(p).read_bytes())["ID"] for p in paths]
+
+    def clear(self) -> None:
+        """Delete every patient (and so every study, series, instance) the server holds."""
+        for patient in self.request("GET", "/patients"):
+            self.request("DELETE", f"/patients/{patient}")
+
+    def series_instances(self, series_uid: str) -> list[bytes]:
+        """The stored files of one series (by SeriesInstanceUID), as the server keeps them."""
+        found = self.request("POST", "/tools/lookup", series_uid.encode(), content_type="text/plain")
+        ids = [item["ID"] for item in found if item["Type"] == "Series"]
+        if not ids:
+            return []
+        instances = self.request("GET", f"/series/{ids[0]}/instances")
+        return [self._raw(f"/instances/{item['ID']}/file") for item in instances]
+
+    def _raw(self, path: str) -> bytes:
+        token = base64.b64encode(f"{self.user}:{self.password}".encode()).decode()
+        req = urllib.request.Request(self.http_url + path, headers={"Authorization": f"Basic {token}"})
+        with urllib.request.urlopen(req, timeout=30) as answer:
+            return bytes(answer.read())
