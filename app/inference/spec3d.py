@@ -36,6 +36,8 @@ _2D_ONLY = {  # key: why it does not apply to a 3D model
     "input.color_matters": "a 3D model's input is a volume's intensities, not colours",
 }
 
+_2D_CLEANING = {"postprocess.min_area": 0, "postprocess.close_kernel": 1}  # key: its value that does nothing
+
 
 def is_volume_model(graph: GraphInfo) -> bool:
     """Whether the model takes one 5-D input (then it is a 3D model, or refused as one)."""
@@ -77,6 +79,11 @@ def _refuse_2d_keys(r: Resolver) -> None:
     for key, why in _2D_ONLY.items():
         if key in r.overrides:
             raise r.sidecar_error(key, f"applies to 2D models: {why}")
+    for key, off in _2D_CLEANING.items():  # 0 (off) is harmless; a cleaning that would do nothing is refused
+        if r.overrides.get(key, off) > off:
+            raise r.sidecar_error(key, f"is {r.overrides[key]}, but it cleans a 2D mask in pixels and a 3D model's "
+                                       "labels are not cleaned: judge its 3D components with a verdict rule, "
+                                       "fail_if: {min_component_ml: …}")
     resize = r.overrides.get("input.resize", "tile")
     if resize != "tile":
         raise r.sidecar_error("input.resize", f"is {resize}, but a 3D model runs on patches of the volume "

@@ -251,6 +251,12 @@ BAD_KEYS = [  # (model: fixed or dynamic, sidecar, the message after "<sidecar>:
                                                "set by input.normalize: {kind: ct, clip: [lo, hi], mean, std}"),
     ("fixed", "input:\n  color: rgb\n", "'input.color' applies to 2D models: a 3D model's input is a volume's "
                                         "intensities, not colours"),
+    ("fixed", "postprocess:\n  min_area: 20\n", "'postprocess.min_area' is 20, but it cleans a 2D mask in pixels "
+     "and a 3D model's labels are not cleaned: judge its 3D components with a verdict rule, "
+     "fail_if: {min_component_ml: …}"),
+    ("dynamic", "input:\n  patch: [16, 32, 32]\npostprocess:\n  close_kernel: 3\n", "'postprocess.close_kernel' "
+     "is 3, but it cleans a 2D mask in pixels and a 3D model's labels are not cleaned: judge its 3D components "
+     "with a verdict rule, fail_if: {min_component_ml: …}"),
 ]
 
 
