@@ -82,5 +82,6 @@ def check_memory(needed: int, limit: int | None, *, model_shape: Shape3, classes
     if limit is None or needed <= limit:
         return
     grid = "×".join(map(str, model_shape))
+    kinds = "1 class" if classes == 1 else f"{classes} classes"
     raise SegLensError(f"the 3D model needs about {size_text(needed)} for this volume ({grid} voxels on the model's "
-                       f"grid, {classes} classes), more than the {size_text(limit)} available")
+                       f"grid, {kinds}), more than the {size_text(limit)} available")

@@ -179,7 +179,8 @@ def test_a_volume_too_big_is_refused_in_one_line_before_running(identity):
         predict_volume(np.zeros((20, 64, 64), np.float32), spacing=(1.0, 1.0, 1.0), affine=None, spec=spec,
                        run_raw=recording(sess, runs), memory_limit=5 * 1024**2)
     message = str(caught.value)
-    assert message.startswith("the 3D model needs about ") and "40×128×128 voxels" in message
+    assert message.startswith("the 3D model needs about ")
+    assert "(40×128×128 voxels on the model's grid, 1 class)" in message
     assert message.endswith("more than the 5 MB available") and "\n" not in message
     assert runs == []
 

@@ -141,7 +141,7 @@ def test_a_volume_too_big_for_memory_is_refused_before_it_is_read(tmp_path):
     error = report["ct.nii.gz"]["error"]
     assert report["ct.nii.gz"]["status"] == "error" and "\n" not in error
     assert error.startswith(f"{tmp_path / 'in' / 'ct.nii.gz'}: the 3D model needs about ")
-    assert " GB for this volume (3600×1980×1980 voxels on the model's grid, 1 classes), more than the " in error
+    assert " GB for this volume (3600×1980×1980 voxels on the model's grid, 1 class), more than the " in error
     assert error.endswith(" available")
     assert not (tmp_path / "out" / "ct.nii.gz_mask.nii.gz").exists()
 

@@ -64,7 +64,7 @@ def test_slices_and_the_volume_come_from_the_one_run(model, volume, model_runs):
 def test_refusals_are_one_line_before_anything_is_read(model, volume):
     with pytest.raises(SegLensError, match="^a 4D NIfTI of 2 time points: a 3D model runs on one 3D volume"):
         predict_kept(model, dataclasses.replace(volume, time_points=2))
-    refused = r"^the 3D model needs about .* \(8×24×20 voxels on the model's grid, 1 classes\), more than the .*"
+    refused = r"^the 3D model needs about .* \(8×24×20 voxels on the model's grid, 1 class\), more than the .*"
     with pytest.raises(SegLensError, match=refused):
         predict_kept(model, volume, memory_limit=1024)
     assert needs_volume_line(model.spec) == ("blob3d.onnx is a 3D model: open a volume — a DICOM series or a "
