@@ -90,7 +90,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     run = commands.add_parser("run", help="run a model on image files and folders")
     run.add_argument("model", type=Path, help="the .onnx file, or a bundled model's name (seglens-cli models)")
-    run.add_argument("paths", nargs="+", type=Path, metavar="PATH", help="image files or folders (recursive)")
+    run.add_argument("paths", nargs="*", type=Path, metavar="PATH",
+                     help="image files or folders (recursive); none with --from")
     run.add_argument("--out", required=True, type=Path, metavar="DIR", help="folder for masks and overlays")
     _add_model_options(run)
     run.add_argument("--save", default="mask", type=_save_kinds, metavar="KINDS",
@@ -147,6 +148,9 @@ def build_parser() -> argparse.ArgumentParser:
                          help="actors, each with one warmed session (default: one per GPU, else CPUs / threads)")
     cluster.add_argument("--ray-gpus-per-actor", type=_gpu_share, metavar="G",
                          help="GPUs per actor, fractional allowed (0.5: two actors share a GPU; default 1)")
+    from app.cli.pacs import add_run_pacs_options
+
+    add_run_pacs_options(run)
     run.add_argument("--no-progress", action="store_true", help="no progress bar even on a terminal")
     run.set_defaults(handler=cmd_run)
 
@@ -166,6 +170,10 @@ def build_parser() -> argparse.ArgumentParser:
     from app.cli.report import add_report_command
 
     add_report_command(commands)
+
+    from app.cli.pacs import add_pacs_command
+
+    add_pacs_command(commands)
 
     models = commands.add_parser("models", help="list the bundled models (usable by name wherever MODEL is asked)")
     models.add_argument("--json", action="store_true", help="machine-readable output")

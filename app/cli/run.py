@@ -25,18 +25,27 @@ def cmd_run(args: argparse.Namespace) -> int:
     """seglens-cli run: the plan from the options, run_folder on this machine or on Ray, the summary."""
     started = time.time()  # temporaries older than this run are a killed run's; newer ones are nobody's to take
     import app.cli.console as console
+    from app.cli.pacs import retrieved_paths, run_pacs_plan, send_written
     from app.runs.folder_run import run_folder
 
+    pacs = run_pacs_plan(args)  # --from / --send refused here, before anything connects or runs
+    tty = sys.stderr.isatty() and not args.no_progress
+    if pacs.source is not None:
+        from app.inference.spec_builder import load_spec
+
+        load_spec(resolved_model(args.model), args.config)  # a model error before the retrieve, not after it
+        args.paths = retrieved_paths(pacs, progress=tty)
     plan = _plan(args, started=started)
     runner = _runner(args, plan)
-    progress = console.Progress(len(plan.inputs), enabled=sys.stderr.isatty() and not args.no_progress)
+    progress = console.Progress(len(plan.inputs), enabled=tty)
     try:
         run = run_folder(plan, runner, progress=progress)
     finally:
         progress.close()
     assert plan.out is not None  # a CLI run always writes
     console.print_run(run, progress, provider_label=runner.provider_label, out=plan.out)
-    return EXIT_OK if run.summary.failed == 0 else EXIT_SOME_FAILED
+    sent = send_written(pacs, plan, progress=tty) if pacs.send is not None else True
+    return EXIT_OK if run.summary.failed == 0 and sent else EXIT_SOME_FAILED
 
 
 def _plan(args: argparse.Namespace, *, started: float) -> RunPlan:

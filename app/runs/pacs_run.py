@@ -1,0 +1,218 @@
+"""A folder run whose inputs come from a PACS and whose DICOM exports go back to one: `seglens-cli run MODEL --from
+NODE --study UID [--series UID] [--send NODE]`.
+
+Three steps around the one seam (app.runs.folder_run.plan_run / run_folder): `plan_pacs` checks the PACS options
+before anything runs (a pseudonymised result is never sent to a node not marked research); `retrieve` brings the
+study's image series complete into the cache (app.io.pacs.cache) and hands their folders to plan_run as any folder;
+`send_exports` stores what --export wrote (DICOM SEG, Secondary Capture, RTSTRUCT — never PNGs, CSVs or NIfTI)
+and verifies by a series-level query that the server has every series written, instance for instance.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from app.runs.plan import PlanRefused
+
+if TYPE_CHECKING:
+    from app.inference.spec import ModelSpec
+    from app.io.discover import InputFile
+    from app.io.pacs.cache import SeriesCache
+    from app.io.pacs.client import PacsClient, Retrieved, SeriesRecord
+    from app.io.pacs.nodes import PacsNode
+
+SENT_EXPORTS = ("dicom-seg", "sc", "rtstruct")  # the exports a PACS stores; nifti, PNGs and the report stay local
+# series a model does not run on: a study that was sent results before has them beside its images
+NOT_IMAGES = frozenset({"SEG", "SR", "RTSTRUCT", "RTPLAN", "RTDOSE", "RTRECORD", "PR", "KO", "REG", "DOC", "OT"})
+
+
+@dataclass(frozen=True)
+class PacsPlan:
+    """The PACS side of a run: where the inputs come from (`source`, `study_uid`, `series_uid` or every image
+    series of the study) and where the exports go (`send`, None: nowhere)."""
+
+    source: PacsNode | None = None
+    study_uid: str = ""
+    series_uid: str = ""
+    send: PacsNode | None = None
+
+
+def plan_pacs(*, source: PacsNode | None, study_uid: str, series_uid: str, send: PacsNode | None,
+              paths: Sequence[Path], exports: Sequence[str] | None, anonymize: bool) -> PacsPlan:
+    """The PACS options checked before anything runs or connects (PlanRefused with the line seglens-cli prints)."""
+    refused = _source_problem(source, study_uid, series_uid, paths) or _send_problem(send, exports, anonymize)
+    if refused:
+        raise PlanRefused(refused)
+    return PacsPlan(source=source, study_uid=study_uid, series_uid=series_uid, send=send)
+
+
+def _source_problem(source: PacsNode | None, study_uid: str, series_uid: str, paths: Sequence[Path]) -> str | None:
+    if source is None:
+        if study_uid or series_uid:
+            return "--study and --series name what to retrieve --from a PACS node: add --from NODE"
+        return None if paths else "no inputs: give PATH... or --from NODE --study UID"
+    if paths:
+        return "--from NODE runs on the study it retrieves: give no PATH beside it"
+    return None if study_uid else "--from NODE needs --study UID (the StudyInstanceUID; `seglens-cli pacs find`)"
+
+
+def _send_problem(send: PacsNode | None, exports: Sequence[str] | None, anonymize: bool) -> str | None:
+    if send is None:
+        return None
+    if not any(kind in SENT_EXPORTS for kind in exports or ()):
+        return ("--send stores the DICOM files --export writes: add --export with dicom-seg, sc or rtstruct "
+                "(nifti, PNGs and reports stay local)")
+    if anonymize and not send.research:
+        return (f"--anonymize with --send {send.name}: a pseudonymised result must not be stored beside the "
+                "identified study; send it to a node marked research (research: true), or run without --anonymize")
+    return None
+
+
+def client_of(node: PacsNode) -> PacsClient:
+    """A client of `node`, its password or token from the keyring (or SEGLENS_PACS_SECRET) where it has one."""
+    from app.io.pacs.client import connect
+    from app.io.pacs.nodes import node_secret
+
+    return connect(node, secret=node_secret(node) if node.auth != "none" else None)
+
+
+def image_series(client: PacsClient, study_uid: str, series_uid: str = "") -> list[SeriesRecord]:
+    """The series to run on: `series_uid` alone, else every image series of the study (not its SEG, SR,
+    RTSTRUCT… series). PacsError when the study or the series is not on the server."""
+    from app.io.pacs.client import PacsError
+
+    found = client.find_series(study_uid)
+    name = client.node.name
+    if series_uid:
+        chosen = [record for record in found if record.series_uid == series_uid]
+        if not chosen:
+            raise PacsError(f"pacs {name}: series {series_uid} not found in study {study_uid}")
+        return chosen
+    chosen = [record for record in found if record.modality.upper() not in NOT_IMAGES]
+    if not chosen:
+        raise PacsError(f"pacs {name}: study {study_uid} has no image series"
+                        + ("" if found else " (no series at all: is the StudyInstanceUID right?)"))
+    return chosen
+
+
+def retrieve(plan: PacsPlan, *, cache: SeriesCache | None = None,
+             progress: Callable[[int, int, int, int | None], None] | None = None,
+             should_stop: Callable[[], bool] | None = None) -> list[Retrieved]:
+    """The plan's series retrieved complete into the cache (a series already there is not fetched again).
+    `progress(series_done, series_total, instances, instances_expected)`."""
+    from app.io.pacs.cache import SeriesCache
+
+    assert plan.source is not None  # a run --from a node
+    cache = cache or SeriesCache()
+    client = client_of(plan.source)
+    series = image_series(client, plan.study_uid, plan.series_uid)
+    retrieved = []
+    for n, record in enumerate(series):
+        def told(done: int, total: int | None, n: int = n) -> None:
+            if progress is not None:
+                progress(n, len(series), done, total)
+
+        retrieved.append(client.retrieve(plan.study_uid, record.series_uid, cache, progress=told,
+                                         should_stop=should_stop))
+    return retrieved
+
+
+# --- sending --------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SentSeries:
+    """One series written by the run and sent: its UIDs, modality, files stored and the instances a query found
+    on the server afterwards (None: the query did not find the series)."""
+
+    series_uid: str
+    study_uid: str
+    modality: str
+    files: int
+    found: int | None
+
+
+@dataclass(frozen=True)
+class Sent:
+    """What `send_exports` did: the node, files stored of those written, and each series as the query found it."""
+
+    node: str
+    files: int
+    stored: int
+    series: tuple[SentSeries, ...]
+
+    @property
+    def complete(self) -> bool:
+        """Every file stored and every series found with all its instances."""
+        return self.stored == self.files and all(s.found is not None and s.found >= s.files for s in self.series)
+
+    def line(self) -> str:
+        """The summary's line: what was stored and what the query found."""
+        kinds = ", ".join(f"{s.modality} ({s.files} file{'s' if s.files != 1 else ''})" for s in self.series)
+        found = sum(1 for s in self.series if s.found is not None and s.found >= s.files)
+        return (f"sent to {self.node}: {self.stored} of {self.files} file(s) stored ({kinds or 'nothing written'}); "
+                f"a query found {found} of {len(self.series)} series complete")
+
+
+def written_exports(spec: ModelSpec, inputs: Sequence[InputFile], *, out: Path, exports: Sequence[str] | None,
+                    key: bytes = b"") -> list[Path]:
+    """The DICOM files --export wrote for the run's volumes (SEG, SC, RTSTRUCT), those that exist, in input order.
+    The output stems are the writer's (app.runs.batch: pseudonymous under --anonymize)."""
+    from app.io.discover import output_stems
+    from app.runs.private_names import anonymized_stems
+    from app.runs.volume_exports import EXPORTS
+    from app.runs.volume_run import chosen_exports, export_paths, export_problem
+
+    stems = anonymized_stems(inputs, key) if key else output_stems(list(inputs))
+    files: list[Path] = []
+    for item, stem in zip(inputs, stems, strict=True):
+        volume = item.volume
+        if volume is None:
+            continue
+        kinds = [k for k in chosen_exports(spec, volume, exports)
+                 if k in SENT_EXPORTS and k in EXPORTS and export_problem(k, volume) is None]
+        for path in export_paths(kinds, out / stem):
+            files.extend(sorted(p for p in path.iterdir() if p.is_file()) if path.is_dir() else
+                         [path] if path.is_file() else [])
+    return files
+
+
+def send_exports(node: PacsNode, files: Sequence[Path], *,
+                 progress: Callable[[int, int], None] | None = None) -> Sent:
+    """`files` stored to `node`, then each of their series looked for by a series-level query of its study."""
+    groups = _series_of(files)
+    client = client_of(node)
+    stored = client.store(list(files), progress=progress) if files else 0
+    found: dict[str, int | None] = {}
+    for study_uid in dict.fromkeys(study for study, _ in groups):
+        for record in client.find_series(study_uid):
+            found[record.series_uid] = record.instances if record.instances is not None else -1
+    series = tuple(SentSeries(series_uid=uid, study_uid=study, modality=modality, files=count,
+                              found=_instances(found, uid, count))
+                   for (study, uid), (modality, count) in groups.items())
+    return Sent(node=node.name, files=len(files), stored=stored, series=series)
+
+
+def _instances(found: dict[str, int | None], uid: str, count: int) -> int | None:
+    """The instances the query said the series has; a server that does not count them (-1) is taken at `count`."""
+    if uid not in found:
+        return None
+    value = found[uid]
+    return count if value is None or value < 0 else value
+
+
+def _series_of(files: Sequence[Path]) -> dict[tuple[str, str], tuple[str, int]]:
+    """(StudyInstanceUID, SeriesInstanceUID) → (Modality, files), read from the files' headers."""
+    import pydicom
+
+    groups: dict[tuple[str, str], tuple[str, int]] = {}
+    for path in files:
+        ds = pydicom.dcmread(path, stop_before_pixels=True,
+                             specific_tags=["StudyInstanceUID", "SeriesInstanceUID", "Modality"])
+        key = (str(ds.get("StudyInstanceUID", "")), str(ds.get("SeriesInstanceUID", "")))
+        modality = str(ds.get("Modality", "")) or "DICOM"
+        groups[key] = (modality, groups.get(key, (modality, 0))[1] + 1)
+    return groups
