@@ -28,6 +28,7 @@ def finished_earlier(report: Path, spec: ModelSpec, inputs: Sequence[InputFile],
     report is rewritten); an input whose `save` outputs (a volume: its `exports`) are not all on disk is run
     again. `extra_columns`: the report's extra columns when they are not the volume columns alone (a Ray run's
     `node`). `names`: the inputs' (output stems, report paths) when they are not their own (--anonymize)."""
+    from app.runs.volume3d_run import SCORES_SUFFIX
     from app.runs.volume_run import volume_columns, volume_outputs
 
     volumes = {str(item.path): item.volume for item in inputs if item.volume is not None}
@@ -44,7 +45,10 @@ def finished_earlier(report: Path, spec: ModelSpec, inputs: Sequence[InputFile],
             return [Path("/nonexistent/not-an-input")]
         stem = stems[text][1]
         if stems[text][0] in volumes:
-            return volume_outputs(volumes[stems[text][0]], spec, stem, exports)
+            volume = volumes[stems[text][0]]
+            scores = [stem.with_name(stem.name + SCORES_SUFFIX)] if spec.is_3d and "scores" in save and \
+                volume.affine is not None else []  # a 3D model's --save scores NIfTI (app.runs.volume_run)
+            return [*volume_outputs(volume, spec, stem, exports), *scores]
         return [stem.with_name(f"{stem.name}_{kind}.png") for kind in wanted]
 
     if extra_columns is None:

@@ -146,6 +146,25 @@ def test_anonymize_and_resume_with_a_3d_model(tmp_path, capsys):
     assert "1 input: 1 ok (1 done by an earlier run), 0 failed" in capsys.readouterr().out
 
 
+def test_resume_runs_a_volume_again_whose_scores_nifti_is_gone(tmp_path, capsys):
+    nifti = tmp_path / "in" / "ct.nii.gz"
+    nifti.parent.mkdir()
+    hu = np.full((6, 24, 20), -1000.0, np.float32)
+    hu[:, 6:18, 5:15] = 60.0
+    nib.save(nib.Nifti1Image(hu.transpose(2, 1, 0), np.diag([0.8, 0.8, 2.5, 1.0])), str(nifti))
+    model, out = ct3d(tmp_path / "m.onnx"), tmp_path / "out"
+    args = ["run", str(model), str(nifti), "--out", str(out), "--export", "nifti", "--save", "scores",
+            "--device", "cpu"]
+    assert main(args) == 0
+    scores = out / "ct.nii.gz_scores.nii.gz"
+    kept = scores.read_bytes()
+    scores.unlink()
+    capsys.readouterr()
+    assert main([*args, "--resume"]) == 0
+    assert "1 input: 1 ok, 0 failed" in capsys.readouterr().out  # was: 1 done by an earlier run, no scores
+    assert scores.read_bytes() == kept
+
+
 def test_compare_with_a_3d_model_is_one_line(ct_model, tmp_path, capsys):
     write_series(tmp_path / "in" / "ct", slices=3)
     model = ct3d(tmp_path / "m.onnx")
