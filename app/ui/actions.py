@@ -26,7 +26,7 @@ DEVICES = ("auto", "cpu", "cuda")
 OPACITY_STEP = 10  # percent per [ or ]
 
 
-MENU_TITLES = ("&File", "&View", "&Model", "&Review", "&Help")
+MENU_TITLES = ("&File", "&View", "&Model", "&Review", "&Results", "&Help")
 
 
 def menu_bar(window: MainWindow) -> list[QMenu]:
@@ -36,11 +36,12 @@ def menu_bar(window: MainWindow) -> list[QMenu]:
 
 def build_menus(window: MainWindow, menus: list[QMenu] | None = None) -> None:
     """The menus' actions and shortcuts, into `menus` (menu_bar's, at launch after the first paint) or new ones."""
-    file_menu, view_menu, model_menu, review_menu, help_menu = menus or menu_bar(window)
+    file_menu, view_menu, model_menu, review_menu, results_menu, help_menu = menus or menu_bar(window)
     _file_menu(window, file_menu)
     _view_menu(window, view_menu)
     _model_menu(window, model_menu)
     _review_menu(window, review_menu)
+    _add(window, results_menu, "Send to PACS…", lambda: pacs_controller(window).open_send_dialog())
     _add(window, help_menu, "About / Diagnostics…", lambda: _show_diagnostics(window))
 
 
@@ -48,6 +49,7 @@ def _file_menu(window: MainWindow, menu: QMenu) -> None:
     _add(window, menu, "Open images…", lambda: open_files_dialog(window), QKeySequence.StandardKey.Open)
     _add(window, menu, "Open folder…", lambda: open_folder_dialog(window), "Ctrl+Shift+O")
     _recent_menu(menu.addMenu("Open recent"), window.recent_inputs, lambda path: window.add_paths([path]))
+    _add(window, menu, "Open from PACS…", lambda: pacs_controller(window).open_dialog(), "Ctrl+Shift+P")
     menu.addSeparator()
     _add(window, menu, "Run on all…", lambda: run_all_dialog(window), "Ctrl+E")
     _add(window, menu, "Compare with reference masks…", lambda: reference_dialog(window))
@@ -150,6 +152,18 @@ def device_actions(window: MainWindow, menu: QMenu) -> QActionGroup:
         group.addAction(action)
         menu.addAction(action)
     return group
+
+
+def pacs_controller(window: MainWindow):
+    """The PACS controller, made on first use: no PACS thread or networking library before the reader asks."""
+    from app.ui.controllers.pacs import PacsController
+
+    found = window.findChild(PacsController)
+    if found is not None:
+        return found
+    return PacsController(window.state, files=window.files, status=window.status, worker=window.worker,
+                          open_paths=window.add_paths, recount=window.volumes.count,
+                          model_path=lambda: window.model_path, closing=window, parent=window)
 
 
 def shortcut(action: QAction, *keys) -> QAction:

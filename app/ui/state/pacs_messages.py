@@ -1,0 +1,130 @@
+"""Typed frozen records between the window and its PACS worker (File ▸ Open from PACS…, Results ▸ Send to PACS…).
+
+Beside app.ui.state.messages (the inference and display workers' records) and by the same rules: one frozen
+record per signal, the request's id inside, Qt-free and numpy-free at run time (the core's types are named for the
+type checker only). A module of its own because messages.py is at the house's 400-line limit.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from app.inference.spec import ClassInfo
+    from app.io.pacs.client import SeriesRecord, StudyQuery, StudyRecord
+    from app.io.pacs.nodes import PacsNode
+    from app.io.volumes import Volume
+
+
+@dataclass(frozen=True)
+class PacsTarget:
+    """The node a request goes to, and the password or token typed in the dialog ("": the keyring's, or
+    $SEGLENS_PACS_SECRET). Never logged, never kept past the dialog."""
+
+    node: PacsNode
+    secret: str = field(default="", repr=False)
+
+
+@dataclass(frozen=True)
+class PacsSearch:
+    """Search the node's studies."""
+
+    request_id: int
+    target: PacsTarget
+    query: StudyQuery
+
+
+@dataclass(frozen=True)
+class PacsStudies:
+    """The studies a PacsSearch found."""
+
+    request_id: int
+    studies: tuple[StudyRecord, ...]
+
+
+@dataclass(frozen=True)
+class PacsSeriesAsk:
+    """List one study's series."""
+
+    request_id: int
+    target: PacsTarget
+    study_uid: str
+
+
+@dataclass(frozen=True)
+class PacsSeriesFound:
+    """The series of a PacsSeriesAsk's study."""
+
+    request_id: int
+    study_uid: str
+    series: tuple[SeriesRecord, ...]
+
+
+@dataclass(frozen=True)
+class PacsRetrieve:
+    """Bring series into the local cache, one after the other (each complete, or not there at all)."""
+
+    request_id: int
+    target: PacsTarget
+    series: tuple[SeriesRecord, ...]
+
+
+@dataclass(frozen=True)
+class PacsProgress:
+    """A retrieve (or a send) going on: series `index` (1-based) of `total`, `received` of `expected` files
+    (None: the server did not say)."""
+
+    request_id: int
+    index: int
+    total: int
+    received: int
+    expected: int | None
+
+
+@dataclass(frozen=True)
+class PacsRetrieved:
+    """A retrieve's end: the complete series' cache folders (in the order asked), and, when it stopped early
+    (Cancel, a failure), `stopped` with the one line why."""
+
+    request_id: int
+    folders: tuple[Path, ...]
+    files: int = 0
+    stopped: str = ""
+
+
+@dataclass(frozen=True)
+class PacsSend:
+    """Write the volume's result (`kinds`: "dicom-seg", "sc") to a temporary folder with the exports' code, store
+    it to the node and find it there again. `labels` is the whole label volume [D, H, W] uint8 (the count's)."""
+
+    request_id: int
+    target: PacsTarget
+    volume: Volume
+    labels: np.ndarray
+    classes: tuple[ClassInfo, ...]
+    model_path: Path
+    kinds: tuple[str, ...] = ("dicom-seg",)
+    anonymize: bool = False
+    opacity: float = 0.5
+
+
+@dataclass(frozen=True)
+class PacsSent:
+    """A send's end: how many files were stored and found again by a query, and the one line that says so."""
+
+    request_id: int
+    stored: int
+    verified: int
+    line: str
+
+
+@dataclass(frozen=True)
+class PacsFailed:
+    """A request failed: one line naming the node ("pacs ORTHANC: …")."""
+
+    request_id: int
+    message: str

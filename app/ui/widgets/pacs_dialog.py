@@ -1,0 +1,287 @@
+"""File ▸ Open from PACS…: pick a node, search its studies, see a study's series, retrieve the chosen ones.
+
+A widget only: it shows what it is given and says what the reader wants (its signals); the PACS controller
+(app/ui/controllers/pacs.py) asks the worker and sets the answers here. Made on first use, never at start-up."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from PySide6.QtCore import QDate, Qt, Signal
+from PySide6.QtWidgets import (
+    QAbstractItemView,
+    QCheckBox,
+    QComboBox,
+    QDateEdit,
+    QDialog,
+    QGridLayout,
+    QHBoxLayout,
+    QHeaderView,
+    QLabel,
+    QLineEdit,
+    QProgressBar,
+    QPushButton,
+    QSplitter,
+    QTableWidget,
+    QTableWidgetItem,
+    QVBoxLayout,
+    QWidget,
+)
+
+if TYPE_CHECKING:
+    from app.io.pacs.client import SeriesRecord, StudyQuery, StudyRecord
+
+MODALITIES = ("", "CT", "MR", "PT", "CR", "DX", "US", "NM", "MG", "XA", "SEG", "RTSTRUCT")
+STUDY_COLUMNS = ("Patient name", "Patient ID", "Study date", "Description", "Modalities", "Accession", "Series")
+SERIES_COLUMNS = ("#", "Description", "Modality", "Slices")
+ERROR_STYLE = "color: #b00020;"
+
+
+def person_name(value: str) -> str:
+    """A DICOM person name as people write it: "DOE^JANE^M" → "DOE, JANE M" (the alphabetic group only)."""
+    family, _, rest = value.split("=", 1)[0].partition("^")
+    given = " ".join(part for part in rest.split("^") if part)
+    return f"{family}, {given}" if family and given else family or given
+
+
+def study_date(value: str) -> str:
+    """YYYYMMDD as YYYY-MM-DD (anything else as it came)."""
+    return f"{value[:4]}-{value[4:6]}-{value[6:8]}" if len(value) == 8 and value.isdigit() else value
+
+
+class PacsDialog(QDialog):
+    search_requested = Signal()  # the form: query(), node_text(), secret()
+    study_chosen = Signal(str)  # a study's UID: list its series
+    retrieve_requested = Signal(object)  # tuple[SeriesRecord, ...]: retrieve them and open them
+    cancel_requested = Signal()  # stop the retrieve going on
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setWindowTitle("Open from PACS")
+        self.resize(1100, 620)
+        self._studies: list[StudyRecord] = []
+        self._series: list[SeriesRecord] = []
+        layout = QVBoxLayout(self)
+        layout.addLayout(self._node_row())
+        layout.addLayout(self._search_form())
+        splitter = QSplitter(Qt.Orientation.Vertical)
+        self.studies = _table(STUDY_COLUMNS, QAbstractItemView.SelectionMode.SingleSelection)
+        self.series = _table(SERIES_COLUMNS, QAbstractItemView.SelectionMode.ExtendedSelection)
+        splitter.addWidget(_titled("Studies", self.studies))
+        splitter.addWidget(_titled("Series of the chosen study (select one or more)", self.series))
+        splitter.setSizes([300, 220])
+        layout.addWidget(splitter, 1)
+        layout.addLayout(self._bottom_row())
+        self.studies.itemSelectionChanged.connect(self._on_study_selected)
+        self.series.itemSelectionChanged.connect(self._update_buttons)
+        self.series.itemDoubleClicked.connect(lambda _item: self._retrieve())
+        self._update_buttons()
+
+    # -- the layout ---------------------------------------------------------------------------------------
+
+    def _node_row(self) -> QHBoxLayout:
+        row = QHBoxLayout()
+        self.node = QComboBox()
+        self.node.setEditable(True)  # a node's name from the settings, or a URL typed in
+        self.node.setMinimumWidth(420)
+        typed = self.node.lineEdit()
+        assert typed is not None  # an editable combo box has one
+        typed.setPlaceholderText("a node from the settings, or dicomweb+https://host/dicom-web, "
+                                                "dimse://AE@host:104")
+        self.password = QLineEdit()
+        self.password.setEchoMode(QLineEdit.EchoMode.Password)
+        self.password.setPlaceholderText("password / token (empty: the keyring's)")
+        self.password.setMaximumWidth(260)
+        row.addWidget(QLabel("Node"))
+        row.addWidget(self.node, 1)
+        row.addWidget(QLabel("Password"))
+        row.addWidget(self.password)
+        return row
+
+    def _search_form(self) -> QGridLayout:
+        grid = QGridLayout()
+        self.patient_id, self.patient_name, self.accession = QLineEdit(), QLineEdit(), QLineEdit()
+        self.patient_name.setPlaceholderText("DOE^JANE, or DOE* (wildcards)")
+        self.modality = QComboBox()
+        for code in MODALITIES:
+            self.modality.addItem(code or "Any", code)
+        self.use_dates = QCheckBox("Study date from")
+        today = QDate.currentDate()
+        self.date_from, self.date_to = _date_edit(today.addMonths(-1)), _date_edit(today)
+        self.use_dates.toggled.connect(self._dates_enabled)
+        self._dates_enabled(False)
+        self.search_button = QPushButton("Search")
+        self.search_button.setDefault(True)
+        self.search_button.clicked.connect(self.search_requested)
+        for edit in (self.patient_id, self.patient_name, self.accession):
+            edit.returnPressed.connect(self.search_requested)
+        cells = (("Patient ID", self.patient_id, 0, 0), ("Patient name", self.patient_name, 0, 2),
+                 ("Accession", self.accession, 0, 4), ("Modality", self.modality, 1, 4))
+        for text, widget, row, column in cells:
+            grid.addWidget(QLabel(text), row, column)
+            grid.addWidget(widget, row, column + 1)
+        dates = QHBoxLayout()
+        for part in (self.use_dates, self.date_from, QLabel("to"), self.date_to):
+            dates.addWidget(part)
+        dates.addStretch(1)
+        grid.addLayout(dates, 1, 0, 1, 4)
+        grid.addWidget(self.search_button, 0, 6, 2, 1)
+        grid.setColumnStretch(1, 1)
+        grid.setColumnStretch(3, 2)
+        return grid
+
+    def _bottom_row(self) -> QHBoxLayout:
+        row = QHBoxLayout()
+        self.message = QLabel("")
+        self.message.setWordWrap(False)
+        self.message.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.progress = QProgressBar()
+        self.progress.setMaximumWidth(220)
+        self.progress.setVisible(False)
+        self.retrieve_button = QPushButton("Retrieve and open")
+        self.retrieve_button.clicked.connect(self._retrieve)
+        self.cancel_button = QPushButton("Cancel retrieve")
+        self.cancel_button.clicked.connect(self.cancel_requested)
+        self.close_button = QPushButton("Close")
+        self.close_button.clicked.connect(self.close)
+        row.addWidget(self.message, 1)
+        for widget in (self.progress, self.retrieve_button, self.cancel_button, self.close_button):
+            row.addWidget(widget)
+        self._retrieving = False
+        return row
+
+    def _dates_enabled(self, on: bool) -> None:
+        self.date_from.setEnabled(on)
+        self.date_to.setEnabled(on)
+
+    # -- what the reader asked for ------------------------------------------------------------------------
+
+    def node_text(self) -> str:
+        return self.node.currentText().strip()
+
+    def secret(self) -> str:
+        return self.password.text()
+
+    def query(self) -> StudyQuery:
+        """The search form as a study query (empty fields match anything)."""
+        from app.io.pacs.client import StudyQuery
+
+        dates = None
+        if self.use_dates.isChecked():
+            dates = (self.date_from.date().toString("yyyyMMdd"), self.date_to.date().toString("yyyyMMdd"))
+        return StudyQuery(patient_id=self.patient_id.text().strip(), patient_name=self.patient_name.text().strip(),
+                          study_date=dates, modality=str(self.modality.currentData() or ""),
+                          accession=self.accession.text().strip())
+
+    def selected_series(self) -> tuple[SeriesRecord, ...]:
+        rows = sorted({index.row() for index in self.series.selectionModel().selectedRows()})
+        return tuple(self._series[row] for row in rows if row < len(self._series))
+
+    def _retrieve(self) -> None:
+        chosen = self.selected_series()
+        if chosen and not self._retrieving:
+            self.retrieve_requested.emit(chosen)
+
+    def _on_study_selected(self) -> None:
+        rows = self.studies.selectionModel().selectedRows()
+        self.set_series("", [])
+        if rows and rows[0].row() < len(self._studies):
+            self.study_chosen.emit(self._studies[rows[0].row()].study_uid)
+
+    # -- what the controller sets -------------------------------------------------------------------------
+
+    def set_nodes(self, names: list[str], current: str = "") -> None:
+        self.node.clear()
+        self.node.addItems(names)
+        if current:
+            self.node.setCurrentText(current)
+
+    def set_studies(self, studies: list[StudyRecord]) -> None:
+        self._studies = list(studies)
+        _fill(self.studies, [[person_name(s.patient_name), s.patient_id, study_date(s.study_date), s.description,
+                              "/".join(s.modalities), s.accession, _count(s.series_count)] for s in self._studies])
+        self.set_series("", [])
+        if len(self._studies) == 1:
+            self.studies.selectRow(0)
+
+    def set_series(self, study_uid: str, series: list[SeriesRecord]) -> None:
+        self._series = sorted(series, key=lambda s: (s.number is None, s.number or 0, s.description))
+        _fill(self.series, [[_count(s.number), s.description, s.modality, _count(s.instances)]
+                            for s in self._series])
+        self._update_buttons()
+
+    def chosen_study(self) -> str:
+        rows = self.studies.selectionModel().selectedRows()
+        return self._studies[rows[0].row()].study_uid if rows and rows[0].row() < len(self._studies) else ""
+
+    def say(self, line: str, *, error: bool = False) -> None:
+        """One line under the tables: what happened, or what went wrong (in red)."""
+        self.message.setStyleSheet(ERROR_STYLE if error else "")
+        self.message.setText(line)
+        self.message.setToolTip(line)
+
+    def set_busy(self, busy: bool) -> None:
+        self.search_button.setEnabled(not busy)
+
+    def set_retrieving(self, on: bool) -> None:
+        self._retrieving = on
+        self.progress.setVisible(on)
+        if on:
+            self.progress.setRange(0, 0)
+        self._update_buttons()
+
+    def set_progress(self, index: int, total: int, received: int, expected: int | None) -> None:
+        """Series `index` of `total`: `received` of `expected` files (a busy bar when the server did not say)."""
+        self.progress.setRange(0, expected or 0)
+        self.progress.setValue(received)
+        of = f" of {expected}" if expected else ""
+        self.say(f"Retrieving series {index} of {total}: {received}{of} files")
+
+    def _update_buttons(self) -> None:
+        self.retrieve_button.setEnabled(bool(self.selected_series()) and not self._retrieving)
+        self.cancel_button.setEnabled(self._retrieving)
+
+
+def _table(columns: tuple[str, ...], mode: QAbstractItemView.SelectionMode) -> QTableWidget:
+    table = QTableWidget(0, len(columns))
+    table.setHorizontalHeaderLabels(list(columns))
+    table.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
+    table.setSelectionMode(mode)
+    table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
+    table.verticalHeader().setVisible(False)
+    table.setAlternatingRowColors(True)
+    header = table.horizontalHeader()
+    header.setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
+    header.setStretchLastSection(True)
+    return table
+
+
+def _fill(table: QTableWidget, rows: list[list[str]]) -> None:
+    table.setRowCount(0)
+    table.setRowCount(len(rows))
+    for r, cells in enumerate(rows):
+        for c, text in enumerate(cells):
+            item = QTableWidgetItem(text)
+            if text.isdigit():
+                item.setTextAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
+            table.setItem(r, c, item)
+
+
+def _titled(title: str, widget: QWidget) -> QWidget:
+    box = QWidget()
+    column = QVBoxLayout(box)
+    column.setContentsMargins(0, 4, 0, 0)
+    column.addWidget(QLabel(f"<b>{title}</b>"))
+    column.addWidget(widget)
+    return box
+
+
+def _date_edit(date: QDate) -> QDateEdit:
+    edit = QDateEdit(date)
+    edit.setCalendarPopup(True)
+    edit.setDisplayFormat("yyyy-MM-dd")
+    return edit
+
+
+def _count(value: int | None) -> str:
+    return "" if value is None else str(value)

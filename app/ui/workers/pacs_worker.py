@@ -1,0 +1,139 @@
+"""The PACS worker: searches, series lists, retrieves and sends on its own QThread, so a slow or silent server never
+freezes the window (the worker pattern: a parentless QObject moved onto a long-lived thread; one record in, one
+record out, with the request's id; a failure is a `failed` record with one line, never a dead thread).
+
+A retrieve is cancelled between files: `cancel()` is called from the GUI thread (a plain attribute write) and the
+client's `should_stop` reads it; the series being received is then dropped by the cache, never left half there."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from PySide6.QtCore import QObject, Signal, Slot
+
+if TYPE_CHECKING:
+    from app.io.pacs.cache import SeriesCache
+    from app.io.pacs.client import PacsClient
+    from app.io.pacs.nodes import PacsNode
+    from app.ui.state.pacs_messages import PacsRetrieve, PacsSearch, PacsSend, PacsSeriesAsk, PacsTarget
+
+log = logging.getLogger(__name__)
+
+Connect = Callable[..., "PacsClient"]  # app.io.pacs.client.connect(node, *, secret=…), or a test's fake
+
+
+class PacsWorker(QObject):
+    studies_found = Signal(object)  # PacsStudies
+    series_found = Signal(object)  # PacsSeriesFound
+    progress = Signal(object)  # PacsProgress
+    retrieved = Signal(object)  # PacsRetrieved
+    sent = Signal(object)  # PacsSent
+    failed = Signal(object)  # PacsFailed
+
+    def __init__(self, *, connect: Connect | None = None, cache: Callable[[], SeriesCache] | None = None) -> None:
+        """`connect`: how a node becomes a client (default app.io.pacs.client.connect); `cache`: the series cache,
+        made on first use on this thread (default: the user cache folder's)."""
+        super().__init__()
+        self._connect, self._make_cache = connect, cache
+        self._cache: SeriesCache | None = None
+        self._stopped = 0  # the request id Cancel was pressed for (0: none)
+
+    def cancel(self, request_id: int) -> None:
+        """Called from the GUI thread: stop that retrieve (or send) after the file being received."""
+        self._stopped = request_id
+
+    @Slot(object)
+    def search(self, request: PacsSearch) -> None:
+        from app.ui.state.pacs_messages import PacsStudies
+
+        self._guarded(request.request_id, lambda: self.studies_found.emit(PacsStudies(
+            request.request_id, tuple(self._client(request.target).find_studies(request.query)))))
+
+    @Slot(object)
+    def list_series(self, request: PacsSeriesAsk) -> None:
+        from app.ui.state.pacs_messages import PacsSeriesFound
+
+        self._guarded(request.request_id, lambda: self.series_found.emit(PacsSeriesFound(
+            request.request_id, request.study_uid, tuple(self._client(request.target).find_series(request.study_uid)))))
+
+    @Slot(object)
+    def retrieve(self, request: PacsRetrieve) -> None:
+        self._guarded(request.request_id, lambda: self._retrieve(request))
+
+    @Slot(object)
+    def send(self, request: PacsSend) -> None:
+        from app.ui.state.pacs_messages import PacsProgress
+        from app.ui.workers.pacs_send import send_volume
+
+        def progress(done: int, total: int) -> None:
+            self.progress.emit(PacsProgress(request.request_id, 1, 1, done, total))
+
+        self._guarded(request.request_id, lambda: self.sent.emit(
+            send_volume(request, self._client(request.target), progress=progress)))
+
+    def _retrieve(self, request: PacsRetrieve) -> None:
+        """Each series in turn into the cache; a failure or Cancel ends it with the complete ones kept."""
+        from app.errors import one_line
+        from app.io.pacs.client import PacsError
+        from app.ui.state.pacs_messages import PacsProgress, PacsRetrieved
+
+        client, cache, rid = self._client(request.target), self._series_cache(), request.request_id
+        folders: list[Path] = []
+        files, total = 0, len(request.series)
+        for index, series in enumerate(request.series, start=1):
+            def progress(received: int, expected: int | None, index: int = index) -> None:
+                self.progress.emit(PacsProgress(rid, index, total, received, expected))
+
+            if self._stopped == rid:
+                self.retrieved.emit(PacsRetrieved(rid, tuple(folders), files, "Cancelled"))
+                return
+            try:
+                got = client.retrieve(series.study_uid, series.series_uid, cache, progress=progress,
+                                      should_stop=lambda: self._stopped == rid)
+            except PacsError as exc:
+                why = "Cancelled" if self._stopped == rid else one_line(exc)
+                self.retrieved.emit(PacsRetrieved(rid, tuple(folders), files, why))
+                return
+            folders.append(got.folder)
+            files += got.files
+        self.retrieved.emit(PacsRetrieved(rid, tuple(folders), files))
+
+    def _client(self, target: PacsTarget) -> PacsClient:
+        secret = target.secret or self._secret(target.node)
+        if self._connect is not None:
+            return self._connect(target.node, secret=secret)
+        from app.io.pacs.client import connect
+
+        return connect(target.node, secret=secret)
+
+    @staticmethod
+    def _secret(node: PacsNode) -> str | None:
+        if node.kind != "dicomweb" or node.auth == "none":
+            return None  # DIMSE has no password: its AE titles are its identity
+        from app.io.pacs.nodes import node_secret
+
+        return node_secret(node)
+
+    def _series_cache(self) -> SeriesCache:
+        if self._cache is None:
+            if self._make_cache is not None:
+                self._cache = self._make_cache()
+            else:
+                from app.io.pacs.cache import SeriesCache
+
+                self._cache = SeriesCache()
+        return self._cache
+
+    def _guarded(self, request_id: int, job: Callable[[], None]) -> None:
+        """Run `job`; any failure becomes one `failed` line (the thread lives on)."""
+        from app.errors import one_line
+        from app.ui.state.pacs_messages import PacsFailed
+
+        try:
+            job()
+        except Exception as exc:  # a PacsError, and anything a library raises: one line in the dialog
+            log.debug("pacs request %d failed", request_id, exc_info=True)
+            self.failed.emit(PacsFailed(request_id, one_line(exc, typed=True)))
