@@ -51,7 +51,10 @@ def setup_file_logging(level: int | None = None) -> Path | None:
 
 # Libraries whose log lines and warnings quote what they are given (highdicom: "copy Patient-related attributes
 # from dataset <source SOP UID>" at INFO, 'The string "SMITHSON" is unlikely…'; Pillow: a file's EXIF trouble).
-LIBRARIES = ("highdicom", "pydicom", "dicognito", "PIL", "nibabel", "tifffile", "py.warnings")
+# the PACS libraries too: dicomweb-client and urllib3 log each request's URL (a QIDO-RS query's PatientID and
+# PatientName in it) and pynetdicom each C-FIND identifier at DEBUG and INFO; nothing of a patient reaches a log
+LIBRARIES = ("highdicom", "pydicom", "dicognito", "PIL", "nibabel", "tifffile", "py.warnings", "dicomweb_client",
+             "urllib3", "requests", "pynetdicom")
 _LIBRARY_LOG = "app.libraries"
 
 
