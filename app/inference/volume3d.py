@@ -183,10 +183,12 @@ def _blend(model_image: np.ndarray, runner: _Runner, plan: _Plan, progress: Prog
     if not volume.whole:
         return sliding_window(model_image, runner, patch=volume.patch, tile=volume.tile, mirror_axes=volume.tta,
                               progress=progress, should_stop=should_stop)
-    # one window of the padded volume: padded at the end (zeros), cropped after; TTA still applies
+    # one window of the padded volume: padded at the end by repeating the last voxels, cropped after; TTA still
+    # applies. Not zeros: after a CT normalisation zero is the training set's mean HU (-655 for the demo model), a
+    # band of tissue-like voxels the model labels (the demo called the border's air lung: 504 mL against 290)
     whole = _whole_shape(plan.model_shape, volume)
     pads = [(0, w - n) for w, n in zip(whole, plan.model_shape, strict=True)]
-    padded = np.pad(model_image, ((0, 0), *pads)) if any(after for _, after in pads) else model_image
+    padded = np.pad(model_image, ((0, 0), *pads), mode="edge") if any(a for _, a in pads) else model_image
     blended = sliding_window(padded, runner, patch=whole, tile=Tile3D(overlap=0.0, blend="constant"),
                              mirror_axes=volume.tta, progress=progress, should_stop=should_stop)
     d, h, w = plan.model_shape

@@ -221,7 +221,9 @@ def test_whole_volume_run_pads_to_the_divisor_and_crops(identity):
     spec = volume_spec(path, patch=(8, 8, 8), whole=True, size_divisor=4, tta=(1,))
     prediction = predict_volume(image, spacing=None, affine=None, spec=spec, run_raw=recording(sess, seen))
     assert [t.shape for t in seen] == [(1, 1, 12, 16, 8)] * 2  # one run and its H-mirrored pass
-    assert np.all(seen[0][0, 0, 10:] == 0) and np.all(seen[0][0, 0, :, 13:] == 0)  # zeros after the volume
+    sent = seen[0][0, 0]  # the last voxels repeated after the volume (zeros would be a mean-HU band)
+    assert np.array_equal(sent[10:], np.repeat(sent[9:10], 2, 0))
+    assert np.array_equal(sent[:, 13:], np.repeat(sent[:, 12:13], 3, 1))
     assert prediction.patches == 2 and prediction.model_shape == (10, 13, 7)
     np.testing.assert_allclose(prediction.probabilities[0].astype(np.float32), image, atol=1e-3)
 
@@ -270,3 +272,27 @@ def test_a_non_finite_patch_output_is_an_error(identity):
 
     with pytest.raises(InferenceError, match=r"^identity.onnx: non-finite model output 'scores': 1 NaN of 64 values"):
         predict_volume(ramp((4, 4, 4)), spacing=None, affine=None, spec=spec, run_raw=broken)
+
+
+def test_a_whole_volume_run_of_the_demo_model_labels_what_its_sliding_window_does():
+    """--no-tile pads the model grid to the size divisor by repeating its last voxels: zeros there are the
+    training set's mean HU after a CT normalisation (-655 HU for the demo model), a band the model took for lung
+    (was: 504 mL of lung against the sliding window's 290, every border voxel of air)."""
+    from dataclasses import replace
+    from pathlib import Path
+
+    from app.inference.spec_builder import load_spec
+    from app.io.nifti import nifti_volume, read_nifti_slice
+
+    repo = Path(__file__).resolve().parents[2]
+    spec = load_spec(repo / "models" / "ct3d_demo.onnx")
+    volume = nifti_volume(repo / "resources" / "samples" / "ct3d" / "ct3d_sample.nii.gz")
+    image = np.stack([read_nifti_slice(volume, k, max_pixels=10_000_000).raw for k in range(volume.depth)])
+    run = runner(session(spec.path))
+    assert spec.volume is not None
+    whole = replace(spec, volume=replace(spec.volume, whole=True))
+    labels = [predict_volume(image.astype(np.float32), spacing=volume.spacing, affine=volume.affine, spec=s,
+                             run_raw=run).labels for s in (spec, whole)]
+    counts = [np.bincount(found.ravel(), minlength=4) for found in labels]
+    np.testing.assert_allclose(counts[1], counts[0], rtol=0.01)
+    assert (labels[0] != labels[1]).mean() < 0.001
