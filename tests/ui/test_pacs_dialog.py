@@ -223,3 +223,97 @@ def test_the_menus_open_the_dialogs_made_on_first_use(qtbot, pacs):
     assert controller._dialog is not None and controller._dialog.isVisible()
     menu_action(win, "Results", "Send to PACS…").trigger()
     assert win.status.currentMessage().startswith("Send to PACS: show a DICOM series first")
+
+
+# -- against a real PACS: Orthanc on loopback ---------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def orthanc_server(tmp_path_factory):
+    from tests.pacs.orthanc import Orthanc
+
+    server = Orthanc.launch(tmp_path_factory.mktemp("orthanc"))  # skips locally without Orthanc; fails when CI=true
+    try:
+        yield server
+    finally:
+        server.stop(graceful=True)
+
+
+@pytest.fixture
+def real_pacs(orthanc_server, make_main_window, tmp_path, monkeypatch):
+    """(window, controller, the server, its uploaded study's patient ID) with the window's real PACS worker, the
+    node in the settings as both DICOMweb and DIMSE, and the series cache in the test's folder."""
+    from app.io.pacs.cache import SeriesCache
+
+    orthanc_server.start()
+    orthanc_server.clear()
+    uploaded = write_series(tmp_path / "upload", slices=5, rows=48, columns=48, description="Synthetic CT 2.5 mm",
+                            patient=("SYNTHETIC^PHANTOM", "SYN-E2E-1"))
+    orthanc_server.upload(uploaded)
+    settings = tmp_path / "settings.yaml"
+    web = orthanc_server.dicomweb_url.replace("http://", "dicomweb+http://")
+    settings.write_text(f"pacs:\n  WEB:\n    url: \"{web}?auth=basic&user={orthanc_server.user}\"\n"
+                        f"  DIMSE:\n    url: \"{orthanc_server.dimse_url}\"\n")
+    monkeypatch.setenv("SEGLENS_PACS_SECRET", orthanc_server.password)
+
+    def make(model=None):
+        win = make_main_window(model, load=model is not None)
+        controller = PacsController(win.state, files=win.files, status=win.status, worker=win.worker,
+                                    open_paths=win.add_paths, recount=win.volumes.count,
+                                    model_path=lambda: win.model_path, closing=win,
+                                    pacs_worker=PacsWorker(cache=lambda: SeriesCache(tmp_path / "cache")),
+                                    settings_file=settings, parent=win)
+        return win, controller
+
+    return make
+
+
+@pytest.mark.parametrize("node", ["WEB", "DIMSE"])
+def test_search_retrieve_and_open_from_a_real_orthanc(qtbot, real_pacs, node):
+    win, controller = real_pacs()
+    dialog = controller.open_dialog()
+    dialog.node.setCurrentText(node)
+    dialog.patient_id.setText("SYN-E2E-1")
+    dialog.search_button.click()
+    qtbot.waitUntil(lambda: dialog.series.rowCount() == 1 or "b00020" in dialog.message.styleSheet(), timeout=TIMEOUT)
+    assert dialog.series.rowCount() == 1, dialog.message.text()
+    assert dialog.studies.item(0, 0).text() == "SYNTHETIC, PHANTOM"
+    assert [dialog.series.item(0, c).text() for c in (1, 2, 3)] == ["Synthetic CT 2.5 mm", "CT", "5"]
+    dialog.series.selectRow(0)
+    dialog.retrieve_button.click()
+    qtbot.waitUntil(lambda: not dialog.cancel_button.isEnabled(), timeout=TIMEOUT)
+    assert dialog.message.text() == "1 series (5 files) retrieved and opened"
+    volume = win.files.volume(win.files.current_path())
+    assert volume is not None and (volume.depth, volume.rows, volume.columns) == (5, 48, 48)
+
+
+def test_a_wrong_password_against_a_real_orthanc_is_one_line(qtbot, real_pacs, monkeypatch):
+    _win, controller = real_pacs()
+    dialog = controller.open_dialog()
+    dialog.node.setCurrentText("WEB")
+    dialog.password.setText("not-the-password")
+    dialog.search_button.click()
+    qtbot.waitUntil(lambda: "b00020" in dialog.message.styleSheet(), timeout=TIMEOUT)
+    line = dialog.message.text()
+    assert line.startswith("pacs WEB: ") and "\n" not in line and "not-the-password" not in line, line
+    assert dialog.studies.rowCount() == 0 and dialog.search_button.isEnabled()
+
+
+def test_send_a_seg_to_a_real_orthanc_and_find_it_there(qtbot, real_pacs, orthanc_server, ct_model):
+    win, controller = real_pacs(ct_model)
+    dialog = controller.open_dialog()
+    dialog.node.setCurrentText("WEB")
+    dialog.patient_id.setText("SYN-E2E-1")
+    dialog.search_button.click()
+    qtbot.waitUntil(lambda: dialog.series.rowCount() == 1, timeout=TIMEOUT)
+    dialog.series.selectRow(0)
+    dialog.retrieve_button.click()
+    qtbot.waitUntil(lambda: "all 5 slices" in win.panel.legend.volume_text(), timeout=TIMEOUT)
+    send = controller.open_send_dialog()
+    send.node.setCurrentText("WEB")
+    send.send_button.click()
+    qtbot.waitUntil(lambda: send.message.text().startswith(("Sent", "pacs")), timeout=TIMEOUT)
+    assert send.message.text() == "Sent to WEB: DICOM SEG (1 file); found again by a query (1 of 1 series)"
+    studies = orthanc_server.request("GET", "/studies?expand")
+    modalities = {s["MainDicomTags"].get("Modality") for study in studies
+                  for s in (orthanc_server.request("GET", f"/series/{i}") for i in study["Series"])}
+    assert modalities == {"CT", "SEG"}
