@@ -1,0 +1,268 @@
+"""DIMSE transfers of app.io.pacs.dimse: a series retrieved by C-GET or by C-MOVE to a Storage SCP we run for the
+retrieve's duration, and files sent by C-STORE.
+
+A retrieve first asks the server (C-FIND at image level) which instances the series has, so it knows what must
+arrive: fewer instances, a failed sub-operation, a stop, or a server going away is one PacsError line and the
+cache's temporary folder is deleted, so nothing half-retrieved ever looks complete.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from pydicom.dataset import Dataset
+
+from app.io.pacs.cache import instance_name
+from app.io.pacs.client import PacsError, Retrieved, pacs_error
+
+if TYPE_CHECKING:
+    from pynetdicom.association import Association
+    from pynetdicom.events import Event
+
+    from app.io.pacs.cache import SeriesCache
+    from app.io.pacs.dimse import DimseClient
+
+log = logging.getLogger(__name__)
+
+# Every transfer syntax pydicom (with pylibjpeg) decodes: a C-GET takes instances as the server keeps them
+TRANSFER_SYNTAXES = (
+    "1.2.840.10008.1.2.1",  # Explicit VR Little Endian
+    "1.2.840.10008.1.2",  # Implicit VR Little Endian
+    "1.2.840.10008.1.2.5",  # RLE Lossless
+    "1.2.840.10008.1.2.4.70",  # JPEG Lossless SV1
+    "1.2.840.10008.1.2.4.57",  # JPEG Lossless
+    "1.2.840.10008.1.2.4.50",  # JPEG Baseline
+    "1.2.840.10008.1.2.4.51",  # JPEG Extended
+    "1.2.840.10008.1.2.4.80",  # JPEG-LS Lossless
+    "1.2.840.10008.1.2.4.81",  # JPEG-LS Near Lossless
+    "1.2.840.10008.1.2.4.90",  # JPEG 2000 Lossless
+    "1.2.840.10008.1.2.4.91",  # JPEG 2000
+    "1.2.840.10008.1.2.1.99",  # Deflated Explicit VR Little Endian
+    "1.2.840.10008.1.2.2",  # Explicit VR Big Endian (retired, still sent by old modalities)
+)
+_MAX_CONTEXTS = 127  # 128 per association, one of them the retrieve's own
+_PENDING = (0xFF00, 0xFF01)
+_STORED = (0x0000, 0xB000, 0xB006, 0xB007)  # success, or stored with a coercion/elements warning
+_HINTS = {0xA801: "the server's AE table has no move destination {calling!r}"}
+
+
+class _Receiver:
+    """The EVT_C_STORE handler: writes each expected instance into the cache's temporary folder as it came (no
+    decoding), counts it, reports progress; refuses everything once stopped. Runs on pynetdicom's threads."""
+
+    def __init__(self, folder: Path, expected: dict[str, str], *, progress: Callable[[int, int | None], None] | None,
+                 should_stop: Callable[[], bool] | None) -> None:
+        self.folder, self.expected = folder, expected
+        self.progress, self.should_stop = progress, should_stop
+        self.received: set[str] = set()
+        self.write_error: OSError | None = None
+        self.stopped = False
+        self._lock = threading.Lock()
+
+    def __call__(self, event: Event) -> int:
+        if self.stopped or (self.should_stop is not None and self.should_stop()):
+            self.stopped = True
+            return 0xA700  # Refused: out of resources (the server moves on; the retrieve is abandoned)
+        sop = str(getattr(event.request, "AffectedSOPInstanceUID", ""))  # a C-STORE request: always there
+        if sop not in self.expected:
+            return 0x0000  # not of this series (another retrieve's straggler): not kept
+        try:
+            (self.folder / instance_name(sop)).write_bytes(event.encoded_dataset())
+        except OSError as e:
+            self.write_error = e
+            return 0xA700
+        with self._lock:
+            self.received.add(sop)
+            count = len(self.received)
+        if self.progress is not None:
+            self.progress(count, len(self.expected))
+        return 0x0000
+
+
+def retrieve_series(client: DimseClient, study_uid: str, series_uid: str, cache: SeriesCache, *,
+                    progress: Callable[[int, int | None], None] | None = None,
+                    should_stop: Callable[[], bool] | None = None) -> Retrieved:
+    """One complete series into `cache` by C-GET, or by C-MOVE when the node has a store_port."""
+    node = client.node
+    expected = client.find_instances(study_uid, series_uid)
+    if not expected:
+        raise pacs_error(node, "the series is not on the server (C-FIND found no instances)")
+    try:
+        with cache.receiving(series_uid, expected=len(expected)) as folder:
+            receiver = _Receiver(folder, expected, progress=progress, should_stop=should_stop)
+            if node.store_port:
+                _move(client, study_uid, series_uid, receiver)
+            else:
+                _get(client, study_uid, series_uid, receiver)
+            _check_received(client, receiver)
+    except PacsError as e:
+        raise e if str(e).startswith(f"pacs {node.name}:") else pacs_error(node, str(e)) from e
+    record = cache.retrieved(series_uid)
+    if record is None:  # evicted at once (a bound smaller than the series) or the cache is unwritable
+        raise pacs_error(node, "the series was received but the cache could not keep it")
+    log.debug("pacs %s: series retrieved (%d files, %d bytes)", node.name, record.files, record.bytes)
+    return record
+
+
+def _check_received(client: DimseClient, receiver: _Receiver) -> None:
+    node, total = client.node, len(receiver.expected)
+    if receiver.write_error is not None:
+        problem = receiver.write_error.strerror or type(receiver.write_error).__name__
+        raise pacs_error(node, f"cannot write the series into the cache ({problem}); nothing kept")
+    if receiver.stopped:
+        raise pacs_error(node, f"retrieve stopped after {len(receiver.received)} of {total} instances; nothing kept")
+    if len(receiver.received) < total:
+        raise pacs_error(node, f"partial retrieve: {len(receiver.received)} of {total} instances received "
+                               "(fewer than C-FIND listed); nothing kept")
+
+
+def _series_identifier(study_uid: str, series_uid: str) -> Dataset:
+    ds = Dataset()
+    ds.QueryRetrieveLevel = "SERIES"
+    ds.StudyInstanceUID, ds.SeriesInstanceUID = study_uid, series_uid
+    return ds
+
+
+def _storage_contexts(classes: set[str]) -> list[tuple[str, list[str]]]:
+    """One context per (SOP class, transfer syntax) so the server sends each file in its own syntax; one context
+    per class with every syntax where that would pass the association's limit."""
+    if len(classes) * len(TRANSFER_SYNTAXES) <= _MAX_CONTEXTS:
+        return [(uid, [ts]) for uid in sorted(classes) for ts in TRANSFER_SYNTAXES]
+    return [(uid, list(TRANSFER_SYNTAXES)) for uid in sorted(classes)[:_MAX_CONTEXTS]]
+
+
+def _get(client: DimseClient, study_uid: str, series_uid: str, receiver: _Receiver) -> None:
+    from pynetdicom import build_role, evt
+
+    from app.io.pacs.dimse import GET_MODEL as get_model
+
+    classes = {c for c in receiver.expected.values() if c}
+    ae = client.application_entity()
+    ae.add_requested_context(get_model)
+    for uid, syntaxes in _storage_contexts(classes):
+        ae.add_requested_context(uid, syntaxes)
+    roles = [build_role(uid, scp_role=True) for uid in sorted(classes)]
+    with client.association(ae, ext_neg=roles, handlers=[(evt.EVT_C_STORE, receiver)]) as assoc:
+        _follow(client, assoc.send_c_get(_series_identifier(study_uid, series_uid), get_model), receiver, "C-GET",
+                assoc)
+
+
+def _move(client: DimseClient, study_uid: str, series_uid: str, receiver: _Receiver) -> None:
+    from app.io.pacs.dimse import MOVE_MODEL as move_model
+
+    node = client.node
+    with _storage_scp(client, receiver):
+        ae = client.application_entity()
+        ae.add_requested_context(move_model)
+        with client.association(ae) as assoc:
+            answers = assoc.send_c_move(_series_identifier(study_uid, series_uid), node.calling_ae, move_model)
+            _follow(client, answers, receiver, "C-MOVE", assoc)
+
+
+@contextmanager
+def _storage_scp(client: DimseClient, receiver: _Receiver) -> Iterator[None]:
+    """Our Storage SCP on node.store_port (every interface: the PACS connects back) while the C-MOVE runs."""
+    from pynetdicom import evt
+
+    node = client.node
+    ae = client.application_entity()
+    for uid in sorted({c for c in receiver.expected.values() if c}):
+        ae.add_supported_context(uid, list(TRANSFER_SYNTAXES))
+    try:
+        server = ae.start_server(("", node.store_port), block=False, evt_handlers=[(evt.EVT_C_STORE, receiver)],
+                                 ssl_context=_server_ssl(client))
+    except OSError as e:
+        raise pacs_error(node, f"cannot listen on port {node.store_port} for C-MOVE ({e.strerror or e})") from e
+    if server is None:  # block=False always returns the server; None is for a blocking one
+        raise pacs_error(node, "the Storage SCP for C-MOVE did not start")
+    try:
+        yield
+    finally:
+        server.shutdown()
+
+
+def _server_ssl(client: DimseClient) -> Any:
+    # A TLS node sends C-MOVE sub-operations over TLS too, but our SCP would need a certificate of its own:
+    # not configured, so C-MOVE over TLS is refused in one line rather than listening in the clear.
+    if client.node.tls:
+        raise pacs_error(client.node, "C-MOVE over TLS needs a certificate for our Storage SCP: use C-GET "
+                                      "(store_port 0)")
+    return None
+
+
+def _follow(client: DimseClient, answers: Iterator[tuple[Dataset, Dataset | None]], receiver: _Receiver, what: str,
+            assoc: Association) -> None:
+    """Read a C-GET/C-MOVE's responses to the final one: a stop aborts the association; none (aborted,
+    timed out, the server gone) or a failed/partial final status is a PacsError."""
+    node, total = client.node, len(receiver.expected)
+    for status, _ in answers:
+        if receiver.stopped or (receiver.should_stop is not None and receiver.should_stop()):
+            receiver.stopped = True
+            assoc.abort()
+            return
+        if (not status or status.get("Status") is None) and not receiver.received:
+            raise pacs_error(node, client.no_answer(what) + "; nothing kept")
+        if not status or status.get("Status") is None:
+            raise pacs_error(node, f"{what}: the server went away mid-retrieve after {len(receiver.received)} of "
+                                   f"{total} instances; nothing kept")
+        code = int(status.Status)
+        if code in _PENDING:
+            continue
+        failed = int(status.get("NumberOfFailedSuboperations") or 0)
+        if code == 0x0000 and not failed:
+            return
+        if receiver.stopped or receiver.write_error is not None:
+            return  # said by _check_received
+        if code == 0xB000 or (code == 0x0000 and failed):
+            raise pacs_error(node, f"{what}: {failed} of {total} sub-operations failed; nothing kept")
+        from app.io.pacs.dimse import describe_status
+
+        hint = _HINTS.get(code, "").format(calling=node.calling_ae)
+        raise pacs_error(node, f"{what} failed after {len(receiver.received)} of {total} instances: "
+                               f"{describe_status(code, status)}" + (f" ({hint})" if hint else "") + "; nothing kept")
+    raise pacs_error(node, f"{what}: no final response from the server; nothing kept")
+
+
+def store_files(client: DimseClient, files: Sequence[Path], *,
+                progress: Callable[[int, int], None] | None = None) -> int:
+    """C-STORE every file (its own SOP class and transfer syntax proposed); the number stored. A refused file,
+    an unreadable one or the server going away is one PacsError line."""
+    node = client.node
+    headers = [(Path(path), _header(client, Path(path))) for path in files]
+    contexts = sorted({header for _, header in headers})
+    if len(contexts) > _MAX_CONTEXTS + 1:
+        raise pacs_error(node, f"C-STORE: {len(contexts)} kinds of file (SOP class and transfer syntax) in one "
+                               "send; at most 128")
+    ae = client.application_entity()
+    for uid, syntax in contexts:
+        ae.add_requested_context(uid, [syntax])
+    stored = 0
+    with client.association(ae) as assoc:
+        accepted = {(cx.abstract_syntax, cx.transfer_syntax[0]) for cx in assoc.accepted_contexts}
+        for done, (path, header) in enumerate(headers, 1):
+            if header not in accepted:
+                raise pacs_error(node, f"C-STORE: the server does not take {path.name}'s kind of file "
+                                       f"(SOP class {header[0]}, transfer syntax {header[1]})")
+            status = assoc.send_c_store(path)
+            code = client.check(status, f"C-STORE of {path.name}", allow=lambda c: c in _STORED)
+            stored += code in _STORED
+            if progress is not None:
+                progress(done, len(headers))
+    return stored
+
+
+def _header(client: DimseClient, path: Path) -> tuple[str, str]:
+    """A file's (SOP class, transfer syntax), read without its pixels; PacsError naming the file."""
+    from pydicom import dcmread
+    from pydicom.errors import InvalidDicomError
+
+    try:
+        ds = dcmread(path, stop_before_pixels=True)
+        return str(ds.file_meta.MediaStorageSOPClassUID or ds.SOPClassUID), str(ds.file_meta.TransferSyntaxUID)
+    except (OSError, InvalidDicomError, AttributeError, ValueError) as e:
+        raise PacsError(f"{path}: not a DICOM file that can be sent ({type(e).__name__})") from e
