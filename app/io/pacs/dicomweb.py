@@ -2,9 +2,9 @@
 
 One requests Session per client carries the node's authentication (HTTP basic: the user name and the secret;
 bearer: the secret as the token), its TLS trust (node.ca_bundle as requests' `verify`, never switched off) and its
-timeout (node.timeout_s). Every failure is one PacsError line naming the node; the library's own text, which may
-quote a URL whose query holds a patient ID, stays in the chained exception. dicomweb-client and requests are
-imported when a client is made, never at start-up.
+timeout (node.timeout_s). Every failure is one PacsError line naming the node; requests' own text, which quotes the
+URL (a QIDO-RS query holds the patient ID searched for), is not chained into it, so no traceback in a log shows it.
+dicomweb-client and requests are imported when a client is made, never at start-up.
 """
 
 from __future__ import annotations
@@ -42,6 +42,7 @@ STUDY_FIELDS = ("StudyDate", "StudyDescription", "ModalitiesInStudy", "Accession
 SERIES_FIELDS = ("Modality", "SeriesDescription", "SeriesNumber", "NumberOfSeriesRelatedInstances")
 # STOW-RS: a batch is one HTTP request held in memory by dicomweb-client; bounded by count and by bytes.
 BATCH_FILES = 50
+_UNCOMPRESSED = ("1.2.840.10008.1.2", "1.2.840.10008.1.2.1", "1.2.840.10008.1.2.2")
 BATCH_BYTES = 64 * 2**20
 # PS3.4 C.4.2.1.4 / PS3.18 table I.2-1: the failure reasons a STOW-RS server reports, in words.
 REASONS = {
@@ -140,6 +141,8 @@ class DicomWebClient:
                 instances = self._web.iter_series(study_uid, series_uid)
                 try:
                     for dataset in instances:
+                        if truncated(dataset):
+                            raise pacs_error(self.node, f"partial retrieve: an instance cut short ({counted()})")
                         size += _write_instance(dataset, folder)
                         received += 1
                         if progress is not None:
@@ -200,7 +203,10 @@ class DicomWebClient:
         except PacsError:
             raise
         except requests.exceptions.RequestException as e:
-            raise pacs_error(self.node, request_problem(self.node, e, doing() if callable(doing) else doing)) from e
+            # not chained: requests' text quotes the URL, whose query may hold the patient ID searched for
+            problem = request_problem(self.node, e, doing() if callable(doing) else doing)
+            log.debug("pacs %s: %s (%s)", self.node.name, problem, type(e).__name__)
+            raise pacs_error(self.node, problem) from None
         except (ValueError, KeyError, InvalidDicomError) as e:  # not DICOM JSON, not multipart, not DICOM
             what = doing() if callable(doing) else doing
             raise pacs_error(
@@ -392,6 +398,21 @@ def _write_instance(dataset: Dataset, folder: Path) -> int:
     path = folder / instance_name(uid)
     dataset.save_as(path, enforce_file_format=True)
     return path.stat().st_size
+
+
+def truncated(dataset: Dataset) -> bool:
+    """Whether an uncompressed instance holds fewer pixel bytes than its rows, columns, samples, bits and frames
+    need. dicomweb-client hands on the last part of a multipart answer cut off by a server going away as if it
+    were whole; counted, it could make a series look complete."""
+    if "PixelData" not in dataset or dataset.file_meta.get("TransferSyntaxUID", "") not in _UNCOMPRESSED:
+        return False
+    try:
+        frames = int(dataset.get("NumberOfFrames", 1) or 1)
+        need = int(dataset.Rows) * int(dataset.Columns) * int(dataset.get("SamplesPerPixel", 1)) * frames
+        need = need * int(dataset.BitsAllocated) // 8
+    except (AttributeError, TypeError, ValueError):
+        return False  # the reader of the series says what is wrong with it
+    return len(dataset.PixelData) < need
 
 
 def _read_instances(paths: Sequence[Path]) -> tuple[list[Dataset], list[str]]:
