@@ -7,8 +7,9 @@ Phantom ``SAMPLE_INDEX`` of ``common.SAMPLE_SEED`` (never trained on), 60 axial 
 stores the same voxels as the series (int16, its affine the series' geometry in RAS+: voxel (i, j, k) =
 (column, row, slice) as SegLens reads both); the series is RLE Lossless, unsigned 16-bit with RescaleIntercept
 -1024, files IM0001.. with no extension. Deterministic: pixels and UIDs derive from the seed. The patient is fake
-("Phantom^Demo3D", DEMO-0002). ``lesions.json`` next to them: the lesions' centres (voxel
-k, row, column) and radii, for checking a result by eye or in a test.
+("Quenby^Thaddeus", QT-58213: no word of it in the model's name or the tags, where --anonymize's check would find
+it). ``lesions.json`` next to them: the lesions' centres (voxel k, row, column) and radii, for checking a result by
+eye or in a test.
 """
 
 from __future__ import annotations
@@ -87,7 +88,7 @@ def _slice_dataset(ph: phantom3d.Phantom, k: int, uids: dict):
     ds.AccessionNumber, ds.ReferringPhysicianName = "", ""
     ds.Modality, ds.Manufacturer = "CT", "SegLens (synthetic phantom)"
     ds.StudyDescription, ds.SeriesDescription = "SegLens demo 3D", f"Synthetic chest phantom {sz:g} mm"
-    ds.PatientName, ds.PatientID = "Phantom^Demo3D", "DEMO-0002"
+    ds.PatientName, ds.PatientID = "Quenby^Thaddeus", "QT-58213"
     ds.PatientBirthDate, ds.PatientSex = "", "O"
     ds.BodyPartExamined = "CHEST"
     ds.SliceThickness = sz

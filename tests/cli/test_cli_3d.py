@@ -12,6 +12,7 @@ import cv2
 import dciodvfy
 import nibabel as nib
 import numpy as np
+import pydicom
 import pytest
 
 from app.cli import main
@@ -174,3 +175,16 @@ def test_compare_with_a_3d_model_is_one_line(ct_model, tmp_path, capsys):
         "error: compare runs two models image by image and slice by slice; m.onnx is a 3D model (it runs on whole "
         "volumes): run each with `seglens-cli run` and compare their label volumes\n")
     assert not (tmp_path / "out" / "seglens_compare.csv").exists()
+
+
+def test_the_bundled_3d_model_on_its_dicom_sample_under_anonymize(tmp_path, capsys):
+    """The sample's fake patient must not share a word with the model's name or the sample's own tags: it was
+    "Phantom^Demo3D" beside Manufacturer "SegLens (synthetic phantom)" and model ct3d_demo, so the de-identified
+    SEG failed its check ('a patient name in the DICOM tags') and the bundled pipeline could not run anonymised."""
+    repo = Path(__file__).resolve().parents[2]
+    out, series = tmp_path / "out", repo / "resources" / "samples" / "ct3d" / "series"
+    assert main(["run", str(repo / "models" / "ct3d_demo.onnx"), str(series),
+                 "--out", str(out), "--export", "dicom-seg,nifti", "--anonymize", "--device", "cpu"]) == 0
+    assert "1 input: 1 ok, 0 failed" in capsys.readouterr().out
+    [seg] = out.rglob("*_seg.dcm")
+    assert "ct3d_demo" in pydicom.dcmread(seg, stop_before_pixels=True).SeriesDescription
