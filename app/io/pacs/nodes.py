@@ -74,9 +74,12 @@ def parse_node(text: str, nodes: Mapping[str, PacsNode] | None = None) -> PacsNo
     )
 
 
-def _query(text: str, query: str) -> dict[str, str]:
+_DIMSE_OPTIONS = frozenset({"calling", "research", "ca", "tls", "timeout", "store_port"})
+_DICOMWEB_OPTIONS = frozenset({"auth", "user", "research", "ca", "timeout"})
+
+
+def _query(text: str, query: str, allowed: frozenset[str]) -> dict[str, str]:
     options = {k: v[-1] for k, v in parse_qs(query, keep_blank_values=True).items()}
-    allowed = {"calling", "research", "ca", "tls", "timeout", "store_port", "auth", "user"}
     unknown = sorted(set(options) - allowed)
     if unknown:
         raise PacsError(f"pacs node {text!r}: unknown option {unknown[0]!r} (known: {', '.join(sorted(allowed))})")
@@ -123,7 +126,7 @@ def _dimse_node(text: str, *, name: str) -> PacsNode:
     if parts.path not in ("", "/"):
         raise PacsError(f"pacs node {text!r}: a DIMSE node has no path ({parts.path!r})")
     host, port = _split_host(text, hostport, 104)
-    options = _query(text, parts.query)
+    options = _query(text, parts.query, _DIMSE_OPTIONS)
     calling = options.get("calling", "SEGLENS")
     if not _AE.match(calling) or calling.strip() != calling:
         raise PacsError(f"pacs node {text!r}: calling AE title {calling!r} is not 1-16 printable characters")
@@ -149,7 +152,7 @@ def _dicomweb_node(text: str, *, name: str) -> PacsNode:
     if "@" in parts.netloc:
         raise PacsError(f"pacs node {text!r}: no user or password in the URL (use ?user=NAME and the keyring)")
     host, port = _split_host(text, parts.netloc, 443 if tls else 80)
-    options = _query(text, parts.query)
+    options = _query(text, parts.query, _DICOMWEB_OPTIONS)
     auth = options.get("auth", "basic" if options.get("user") else "none")
     if auth not in ("none", "basic", "bearer"):
         raise PacsError(f"pacs node {text!r}: auth={auth!r} is not none, basic or bearer")

@@ -1,0 +1,156 @@
+"""PACS nodes: the URL forms, one-line errors naming the bad part, the settings' pacs section, secrets."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import keyring
+import keyring.backend
+import keyring.backends.fail
+import pytest
+
+from app.io.pacs.client import PacsError
+from app.io.pacs.nodes import PacsNode, load_nodes, node_secret, parse_node
+
+
+def test_a_dimse_url() -> None:
+    node = parse_node("dimse://ORTHANC@pacs.example:4242?calling=VIEWER&research=1&timeout=5&store_port=11112")
+    assert node == PacsNode(name="dimse://ORTHANC@pacs.example:4242?calling=VIEWER&research=1&timeout=5&store_port=11112",
+                            kind="dimse", host="pacs.example", port=4242, called_ae="ORTHANC", calling_ae="VIEWER",
+                            research=True, timeout_s=5.0, store_port=11112)
+    assert parse_node("dimse://PACS@10.0.0.2").port == 104
+    tls = parse_node("dimse://PACS@host:2762?ca=/etc/ca.pem")
+    assert tls.tls and tls.ca_bundle == Path("/etc/ca.pem")
+
+
+def test_dicomweb_urls() -> None:
+    node = parse_node("dicomweb+https://pacs.example/dicom-web/?user=alice")
+    assert (node.kind, node.host, node.port, node.url, node.tls, node.auth, node.username) == (
+        "dicomweb", "pacs.example", 443, "https://pacs.example/dicom-web", True, "basic", "alice")
+    plain = parse_node("dicomweb+http://127.0.0.1:8042/dicom-web")
+    assert (plain.url, plain.port, plain.tls, plain.auth) == ("http://127.0.0.1:8042/dicom-web", 8042, False, "none")
+    assert parse_node("dicomweb+https://h/dw?auth=bearer").auth == "bearer"
+
+
+@pytest.mark.parametrize(("text", "problem"), [
+    ("pacs.example:104", "not a node name nor a URL (dicomweb+https://host/dicom-web or dimse://AE@host:104)"),
+    ("dimse://pacs.example:104", "no called AE title (dimse://CALLED_AE@host:104)"),
+    ("dimse://A_TITLE_LONGER_THAN_16@h:104",
+     "called AE title 'A_TITLE_LONGER_THAN_16' is not 1-16 printable characters"),
+    ("dimse://PACS@h:104?calling=", "calling AE title '' is not 1-16 printable characters"),
+    ("dimse://PACS@h:99999", "port='99999' is out of range"),
+    ("dimse://PACS@h:abc", "port='abc' is not a number"),
+    ("dimse://PACS@:104", "no host"),
+    ("dimse://PACS@h:104?colour=red",
+     "unknown option 'colour' (known: ca, calling, research, store_port, timeout, tls)"),
+    ("dicomweb+https://h/dw?calling=X", "unknown option 'calling' (known: auth, ca, research, timeout, user)"),
+    ("dimse://PACS@h:104?research=maybe", "research='maybe' is not 1 or 0"),
+    ("dimse://PACS@h:104?timeout=0", "timeout='0' is out of range"),
+    ("dimse://PACS@h:104/path", "a DIMSE node has no path ('/path')"),
+    ("dicomweb+https://bob:pw@h/dicom-web", "no user or password in the URL (use ?user=NAME and the keyring)"),
+    ("dicomweb+https://h/dw?auth=magic", "auth='magic' is not none, basic or bearer"),
+])
+def test_bad_text_is_one_line_naming_the_part(text: str, problem: str) -> None:
+    with pytest.raises(PacsError) as err:
+        parse_node(text)
+    assert str(err.value) == f"pacs node {text!r}: {problem}"
+
+
+def test_a_name_from_the_settings(tmp_path: Path) -> None:
+    settings = tmp_path / "settings.yaml"
+    settings.write_text("other: 1\npacs:\n  ORTHANC:\n    url: dimse://ORTHANC@pacs:4242\n    calling_ae: SEG1\n"
+                        "    store_port: 11112\n  RESEARCH:\n    url: dicomweb+https://research/dicom-web\n"
+                        "    auth: bearer\n    research: true\n    ca_bundle: /etc/ca.pem\n", encoding="utf-8")
+    nodes = load_nodes(settings)
+    assert sorted(nodes) == ["ORTHANC", "RESEARCH"]
+    assert parse_node("ORTHANC", nodes) == PacsNode(name="ORTHANC", kind="dimse", host="pacs", port=4242,
+                                                    called_ae="ORTHANC", calling_ae="SEG1", store_port=11112)
+    research = nodes["RESEARCH"]
+    assert (research.auth, research.research, research.ca_bundle, research.tls) == (
+        "bearer", True, Path("/etc/ca.pem"), True)
+    with pytest.raises(PacsError, match=r"^pacs node 'NOPE': not a node name \(known nodes: ORTHANC, RESEARCH\)"):
+        parse_node("NOPE", nodes)
+
+
+def test_json_settings_and_none(tmp_path: Path) -> None:
+    settings = tmp_path / "settings.json"
+    settings.write_text('{"pacs": {"W": {"url": "dicomweb+http://h:8042/dicom-web"}}}', encoding="utf-8")
+    assert load_nodes(settings)["W"].url == "http://h:8042/dicom-web"
+    assert load_nodes(tmp_path / "absent.yaml") == {}
+
+
+@pytest.mark.parametrize(("text", "problem"), [
+    ("pacs:\n  A:\n    url: dimse://A@h:1\n    password: hunter2\n",
+     "pacs.A: password does not belong in the settings (keep it in the keyring)"),
+    ("pacs:\n  A:\n    host: h\n", "pacs.A: needs a url (dicomweb+https://… or dimse://AE@host:port)"),
+    ("pacs:\n  A:\n    url: ftp://h\n", "pacs.A: url 'ftp://h' is not dicomweb+https://… nor dimse://AE@host:port"),
+    ("pacs:\n  A:\n    url: dimse://A@h:1\n    colour: red\n", "pacs.A: unknown key 'colour'"),
+    ("pacs:\n  A:\n    url: dimse://A@h:1\n    research: yes please\n", "pacs.A: research is not true or false"),
+    ("pacs:\n  A:\n    url: dimse://A@h:1\n    timeout_s: soon\n", "pacs.A: timeout_s is not a number ≥ 0"),
+    ("pacs: [1, 2]\n", "the pacs section is not a mapping of node names"),
+    ("pacs: {\n", "not valid YAML (ParserError)"),
+])
+def test_bad_settings_are_one_line(tmp_path: Path, text: str, problem: str) -> None:
+    settings = tmp_path / "settings.yaml"
+    settings.write_text(text, encoding="utf-8")
+    with pytest.raises(PacsError) as err:
+        load_nodes(settings)
+    assert str(err.value) == f"{settings}: {problem}"
+    assert "hunter2" not in str(err.value)
+
+
+class _MemoryKeyring(keyring.backend.KeyringBackend):
+    """A keyring backend in memory (keyring's own plug-in interface), standing in for the OS keyring."""
+
+    priority = 1  # type: ignore[assignment]
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.secrets: dict[tuple[str, str], str] = {}
+
+    def get_password(self, service: str, username: str) -> str | None:
+        return self.secrets.get((service, username))
+
+    def set_password(self, service: str, username: str, password: str) -> None:
+        self.secrets[(service, username)] = password
+
+    def delete_password(self, service: str, username: str) -> None:
+        self.secrets.pop((service, username), None)
+
+
+@pytest.fixture
+def backend(monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.delenv("SEGLENS_PACS_SECRET", raising=False)
+    before = keyring.get_keyring()
+
+    def use(chosen: keyring.backend.KeyringBackend) -> keyring.backend.KeyringBackend:
+        keyring.set_keyring(chosen)
+        return chosen
+
+    yield use
+    keyring.set_keyring(before)
+
+
+NODE = PacsNode(name="ORTHANC", kind="dicomweb", host="h", port=443, url="https://h/dicom-web", auth="basic",
+                username="alice")
+
+
+def test_the_secret_from_the_keyring_and_the_environment_wins(backend, monkeypatch: pytest.MonkeyPatch,
+                                                              caplog: pytest.LogCaptureFixture) -> None:
+    store = backend(_MemoryKeyring())
+    assert node_secret(NODE) is None
+    store.set_password("seglens-pacs", "ORTHANC", "s3cret-from-keyring")
+    with caplog.at_level(logging.DEBUG):
+        assert node_secret(NODE) == "s3cret-from-keyring"
+    monkeypatch.setenv("SEGLENS_PACS_SECRET", "s3cret-from-env")
+    assert node_secret(NODE) == "s3cret-from-env"
+    assert "s3cret" not in caplog.text
+
+
+def test_no_usable_keyring_is_one_line(backend) -> None:
+    backend(keyring.backends.fail.Keyring())
+    with pytest.raises(PacsError) as err:
+        node_secret(NODE)
+    assert str(err.value) == ("pacs ORTHANC: no usable keyring (NoKeyringError); set SEGLENS_PACS_SECRET or install "
+                              "a keyring backend")
