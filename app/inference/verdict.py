@@ -214,8 +214,13 @@ def resolve_rules(raw: tuple[dict[str, Any], ...], task: str, class_names: tuple
             names = item["classes"]
             return Top1Rule(names, frozenset(i for n in names for i in labels(f"{key}.top1_in", n)))
         if kind == "min_component_ml":
-            return component_rule(item, class_names, labels(f"{key}.class", item["class"]) if "class" in item
-                                  else tuple(range(1, max(2, len(class_names)))))
+            every = tuple(range(1, max(2, len(class_names))))
+            found = labels(f"{key}.class", item["class"]) if "class" in item else every
+            if 0 in found:  # the volume's components are counted for every class but the background
+                raise refuse(f"{key}.class", f"is '{item['class']}', the background (label 0), whose components are "
+                                             "not counted: name a class, or leave class out for any class but the "
+                                             "background")
+            return component_rule(item, class_names, found)
         found = labels(f"{key}.class", item["class"])
         if kind == "min_area_px":
             return AreaRule(item["class"], found, item["limit"])

@@ -64,6 +64,9 @@ def test_the_rule_is_parsed_with_its_class_or_every_class_but_the_background(mod
     ("{class: stain, min_component_ml: .inf}", "verdict.fail_if[0].min_component_ml", "finite"),
     ("{class: stian, min_component_ml: 1}", "verdict.fail_if[0].class", "classes: bg, scratch, stain"),
     ("{min_component_ml: 1, connectivity: 6}", "verdict.fail_if[0]", "unknown key 'connectivity'"),
+    # the background's components are never counted: the rule would pass every volume (it did, silently)
+    ("{class: bg, min_component_ml: 1}", "verdict.fail_if[0].class", "is 'bg', the background (label 0), whose "
+     "components are not counted: name a class, or leave class out for any class but the background"),
 ])
 def test_a_wrong_rule_is_refused_in_one_line_naming_the_key(models, rule, key, says):
     with pytest.raises(SidecarError) as caught:
