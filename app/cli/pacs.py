@@ -337,8 +337,9 @@ def run_pacs_plan(args: argparse.Namespace) -> PacsPlan:
     return plan
 
 
-def retrieved_paths(plan: PacsPlan, *, progress: bool) -> list[Path]:
-    """The plan's series retrieved into the cache (app.runs.pacs_run.retrieve): their folders, each said."""
+def retrieved_paths(plan: PacsPlan, *, progress: bool, anonymize: bool = False) -> list[Path]:
+    """The plan's series retrieved into the cache (app.runs.pacs_run.retrieve): their folders, each said (under
+    --anonymize by its count alone: the source's UIDs are not printed beside the pseudonymous results)."""
     from app.runs.pacs_run import retrieve
 
     line = Line(enabled=progress)
@@ -347,8 +348,9 @@ def retrieved_paths(plan: PacsPlan, *, progress: bool) -> list[Path]:
     finally:
         line.close()
     name = plan.source.name if plan.source is not None else ""
-    for item in got:
-        print(f"retrieved series {_shown(item.series_uid)} from {_shown(name)}: {item.files} file(s), "
+    for n, item in enumerate(got):
+        series = f"{n + 1} of {len(got)}" if anonymize else _shown(item.series_uid)
+        print(f"retrieved series {series} from {_shown(name)}: {item.files} file(s), "
               f"{item.bytes / 2**20:.1f} MB", file=sys.stderr)
     return [item.folder for item in got]
 

@@ -34,7 +34,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         from app.inference.spec_builder import load_spec
 
         load_spec(resolved_model(args.model), args.config)  # a model error before the retrieve, not after it
-        args.paths = retrieved_paths(pacs, progress=tty)
+        args.paths = retrieved_paths(pacs, progress=tty, anonymize=args.anonymize)
     plan = _plan(args, started=started)
     runner = _runner(args, plan)
     progress = console.Progress(len(plan.inputs), enabled=tty)

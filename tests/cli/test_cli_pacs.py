@@ -161,6 +161,8 @@ def test_pacs_send_stores_files_and_folders(nodes, server, tmp_path, capsys):
     for ds in map(pydicom.dcmread, files):  # as sent (the server writes its own file meta: who sent it, when)
         assert np.array_equal(stored.pop(ds.SOPInstanceUID).pixel_array, ds.pixel_array)
     assert not stored
+    server.clear()  # the CT sample alone again, as the other tests expect
+    server.upload(CT_FILES)
     assert main(["pacs", "send", "WEB", str(tmp_path / "series" / "notes.txt")]) == 2
     err = capsys.readouterr().err.splitlines()
     assert err == [f"error: {tmp_path / 'series' / 'notes.txt'}: not a DICOM file (no DICM preamble)",
@@ -192,3 +194,42 @@ def test_anonymize_send_to_a_node_not_marked_research_is_refused_before_anything
         "error: --anonymize with --send ORTHANC: a pseudonymised result must not be stored beside the identified "
         "study; send it to a node marked research (research: true), or run without --anonymize")
     assert not out.exists() and not nodes.exists()  # nothing retrieved, nothing written
+
+
+@pytest.mark.parametrize(("dates", "found"), [("20251201-20260131", 1), ("20260101", 1), ("-20251231", 0),
+                                              ("20260102-", 0)])
+def test_find_by_study_date_range(nodes, dates, found, capsys):
+    assert main(["pacs", "find", "ORTHANC", "--study-date", dates, "--json"]) == 0
+    assert [s["study_uid"] for s in json.loads(capsys.readouterr().out)] == [STUDY] * found
+
+
+@pytest.mark.parametrize("dates", ["2026-01-01", "20261301", "20260201-20260101", "-", "2026"])
+def test_a_bad_study_date_is_a_usage_error(dates, capsys):
+    with pytest.raises(SystemExit) as exited:
+        main(["pacs", "find", "WEB", "--study-date", dates])
+    assert exited.value.code == 2
+    assert "argument --study-date: " in capsys.readouterr().err
+
+
+def test_anonymize_send_to_a_research_node_names_no_source_uid_nor_patient(nodes, server, tmp_path, monkeypatch,
+                                                                           capsys):
+    from tests.dicom_factory import write_series
+
+    monkeypatch.setenv("SEGLENS_PSEUDONYM_KEY", "b1" * 32)
+    files = write_series(tmp_path / "in", slices=6, rows=64, columns=64)  # Doe^Jane, PID-0042
+    header = pydicom.dcmread(files[0], stop_before_pixels=True)
+    server.upload(files)
+    try:
+        code = main(["run", "models/ct_demo.onnx", "--from", "WEB", "--study", str(header.StudyInstanceUID),
+                     "--out", str(tmp_path / "out"), "--export", "dicom-seg", "--anonymize", "--send", "RESEARCH",
+                     "--device", "cpu", "--no-progress"])
+        captured = capsys.readouterr()
+        assert code == 0, captured.err
+        assert "retrieved series 1 of 1 from WEB: 6 file(s)" in captured.err
+        assert "sent to RESEARCH: 1 of 1 file(s) stored (SEG (1 file)); a query found 1 of 1 series complete" \
+               in captured.out
+        for private in (str(header.StudyInstanceUID), str(header.SeriesInstanceUID), "Doe", "PID-0042"):
+            assert private not in captured.out + captured.err
+    finally:
+        server.clear()
+        server.upload(CT_FILES)
