@@ -330,7 +330,7 @@ def run_pacs_plan(args: argparse.Namespace) -> PacsPlan:
 
     plan = plan_pacs(source=node_of(args.source) if args.source else None, study_uid=args.study,
                      series_uid=args.series, send=node_of(args.send) if args.send else None, paths=args.paths,
-                     exports=args.export, anonymize=args.anonymize)
+                     exports=args.export, anonymize=args.anonymize, ray=args.ray)
     refused = option_problem(resume=False, per_slice=False, exports=args.export, anonymize=args.anonymize)
     if refused and plan.source is not None:  # said before the retrieve, not after it
         raise PlanRefused(refused)

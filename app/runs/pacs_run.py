@@ -41,9 +41,14 @@ class PacsPlan:
 
 
 def plan_pacs(*, source: PacsNode | None, study_uid: str, series_uid: str, send: PacsNode | None,
-              paths: Sequence[Path], exports: Sequence[str] | None, anonymize: bool) -> PacsPlan:
-    """The PACS options checked before anything runs or connects (PlanRefused with the line seglens-cli prints)."""
+              paths: Sequence[Path], exports: Sequence[str] | None, anonymize: bool,
+              ray: str | None = None) -> PacsPlan:
+    """The PACS options checked before anything runs or connects (PlanRefused with the line seglens-cli prints).
+    `ray`: --ray's address (a cluster's nodes cannot read this machine's cache; a local Ray instance can)."""
     refused = _source_problem(source, study_uid, series_uid, paths) or _send_problem(send, exports, anonymize)
+    if not refused and source is not None and ray not in (None, "local"):
+        refused = (f"--from with --ray {ray}: the study is retrieved into this machine's cache, which the cluster's "
+                   "nodes cannot read; `seglens-cli pacs get` it to a folder every node can read and run on that")
     if refused:
         raise PlanRefused(refused)
     return PacsPlan(source=source, study_uid=study_uid, series_uid=series_uid, send=send)

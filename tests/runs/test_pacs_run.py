@@ -53,6 +53,9 @@ RESEARCH = parse_node("dicomweb+http://127.0.0.1:1/dicom-web?research=1")
     ({"study_uid": "1.2", "paths": [Path("x")]},
      "--study and --series name what to retrieve --from a PACS node: add --from NODE"),
     ({"paths": []}, "no inputs: give PATH... or --from NODE --study UID"),
+    ({"source": WEB, "paths": [], "study_uid": "1.2", "ray": "auto"},
+     "--from with --ray auto: the study is retrieved into this machine's cache, which the cluster's nodes cannot "
+     "read; `seglens-cli pacs get` it to a folder every node can read and run on that"),
 ])
 def test_the_plan_refuses_in_one_line(options, line):
     asked = {"source": None, "study_uid": "", "series_uid": "", "send": None, "paths": [Path("in")], "exports": None,
@@ -64,7 +67,7 @@ def test_the_plan_refuses_in_one_line(options, line):
 
 def test_a_pseudonymised_result_may_go_to_a_research_node():
     plan = plan_pacs(source=WEB, study_uid=STUDY, series_uid="", send=RESEARCH, paths=[],
-                     exports=("dicom-seg", "nifti"), anonymize=True)
+                     exports=("dicom-seg", "nifti"), anonymize=True, ray="local")
     assert plan == PacsPlan(source=WEB, study_uid=STUDY, send=RESEARCH)
 
 
