@@ -8,6 +8,7 @@ relay in front of Orthanc, as a hospital's reverse proxy would be.
 
 from __future__ import annotations
 
+import json
 import shutil
 import socket
 import ssl
@@ -26,9 +27,28 @@ from orthanc import Orthanc, free_port
 from app.io.pacs import dicomweb
 from app.io.pacs.cache import SeriesCache
 from app.io.pacs.client import PacsError, StudyQuery, connect
-from app.io.pacs.dicomweb import DicomWebClient, series_record, study_filters, study_record, truncated
+from app.io.pacs.dicomweb import DicomWebClient, truncated
+from app.io.pacs.dicomweb_json import series_record, study_filters, study_record
 from app.io.pacs.nodes import parse_node
 from tests.dicom_factory import write_series
+
+PREFIX = "DW-"  # this module's patients, deleted after each test: the session's server is shared with other tests
+
+
+@pytest.fixture(autouse=True)
+def _own_patients_deleted(request: pytest.FixtureRequest) -> Iterator[None]:
+    yield
+    if "orthanc" not in request.fixturenames:  # the tests of pure functions need no server
+        return
+    orthanc_server: Orthanc = request.getfixturevalue("orthanc_server")
+    orthanc_server.start()  # again, where the test stopped it
+    query = json.dumps({"Level": "Patient", "Query": {"PatientID": f"{PREFIX}*"}}).encode()
+    for patient in orthanc_server.request("POST", "/tools/find", query, content_type="application/json"):
+        orthanc_server.request("DELETE", f"/patients/{patient}")
+
+
+def patient() -> str:
+    return f"{PREFIX}{uuid.uuid4().hex[:8]}"
 
 
 def client(orthanc: Orthanc, *, url: str = "", password: str = "", options: str = "") -> DicomWebClient:
@@ -40,7 +60,7 @@ def client(orthanc: Orthanc, *, url: str = "", password: str = "", options: str 
 
 def uploaded(orthanc: Orthanc, folder: Path, **options: object) -> tuple[str, list[Path]]:
     """A factory series stored on the server under a patient ID of its own; (patient ID, files)."""
-    patient_id = f"PID-{uuid.uuid4().hex[:8]}"
+    patient_id = patient()
     paths = write_series(folder, patient=("Doe^Jane", patient_id), **options)  # type: ignore[arg-type]
     orthanc.upload(paths)
     return patient_id, paths
@@ -85,7 +105,7 @@ def test_find_by_patient_and_date_then_retrieve_over_wado(orthanc: Orthanc, cach
 
 def test_store_in_batches_then_found_by_qido(orthanc: Orthanc, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     monkeypatch.setattr(dicomweb, "BATCH_FILES", 2)  # five files: three STOW-RS requests
-    patient_id = f"PID-{uuid.uuid4().hex[:8]}"
+    patient_id = patient()
     paths = write_series(tmp_path / "new", slices=5, patient=("Roe^Rick", patient_id), description="stowed")
     web = client(orthanc)
     seen: list[tuple[int, int]] = []
@@ -97,7 +117,7 @@ def test_store_in_batches_then_found_by_qido(orthanc: Orthanc, tmp_path: Path, m
 
 
 def test_instances_the_server_refuses_are_one_line_and_the_rest_stored(orthanc: Orthanc, tmp_path: Path):
-    patient_id = f"PID-{uuid.uuid4().hex[:8]}"
+    patient_id = patient()
     paths = write_series(tmp_path / "mixed", slices=5, patient=("Roe^Rick", patient_id))
     for path in paths[3:]:  # Orthanc cannot index an instance without its series
         ds = pydicom.dcmread(path)

@@ -20,6 +20,16 @@ from typing import TYPE_CHECKING, Any
 from app.errors import one_line
 from app.io.pacs.cache import instance_name
 from app.io.pacs.client import PacsError, Retrieved, SeriesRecord, StudyQuery, StudyRecord, pacs_error
+from app.io.pacs.dicomweb_json import (
+    SERIES_FIELDS,
+    STUDY_FIELDS,
+    is_stow_answer,
+    items,
+    series_record,
+    stow_outcome,
+    study_filters,
+    study_record,
+)
 from app.io.pacs.nodes import SECRET_ENV, node_secret
 
 if TYPE_CHECKING:
@@ -32,31 +42,10 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-# DICOM JSON keys (PS3.18 F.2): the attributes a search asks for and reads back.
-STUDY_UID, SERIES_UID, SOP_UID = "0020000D", "0020000E", "00081155"
-PATIENT_ID, PATIENT_NAME, STUDY_DATE = "00100020", "00100010", "00080020"
-STUDY_DESCRIPTION, MODALITIES, ACCESSION, STUDY_SERIES = "00081030", "00080061", "00080050", "00201206"
-MODALITY, SERIES_DESCRIPTION, SERIES_NUMBER, SERIES_INSTANCES = "00080060", "0008103E", "00200011", "00201209"
-FAILED_SOPS, REFERENCED_SOPS, FAILURE_REASON = "00081198", "00081199", "00081197"
-STUDY_FIELDS = ("StudyDate", "StudyDescription", "ModalitiesInStudy", "AccessionNumber", "NumberOfStudyRelatedSeries")
-SERIES_FIELDS = ("Modality", "SeriesDescription", "SeriesNumber", "NumberOfSeriesRelatedInstances")
 # STOW-RS: a batch is one HTTP request held in memory by dicomweb-client; bounded by count and by bytes.
 BATCH_FILES = 50
 _UNCOMPRESSED = ("1.2.840.10008.1.2", "1.2.840.10008.1.2.1", "1.2.840.10008.1.2.2")
 BATCH_BYTES = 64 * 2**20
-# PS3.4 C.4.2.1.4 / PS3.18 table I.2-1: the failure reasons a STOW-RS server reports, in words.
-REASONS = {
-    0xA700: "out of resources",
-    0xA900: "data set does not match SOP class",
-    0xC000: "cannot understand",
-    0x0110: "processing failure",
-    0x0111: "duplicate SOP instance",
-    0x0122: "SOP class not supported",
-    0x0124: "not authorized",
-    0xC122: "referenced SOP instance is in another study",
-}
-
-
 class DicomWebClient:
     """A PacsClient for a DICOMweb node (node.kind == "dicomweb")."""
 
@@ -97,7 +86,7 @@ class DicomWebClient:
         """The studies matching `query` (QIDO-RS /studies)."""
         with self._failures("searching for studies"):
             answer = self._web.search_for_studies(fields=list(STUDY_FIELDS), search_filters=study_filters(query))
-        studies = [study_record(item) for item in _items(answer)]
+        studies = [study_record(item) for item in items(answer)]
         log.info("pacs %s: %d studies found", self.node.name, len(studies))
         return [s for s in studies if s.study_uid]
 
@@ -108,7 +97,7 @@ class DicomWebClient:
     def _series(self, study_uid: str, filters: dict[str, Any]) -> list[SeriesRecord]:
         with self._failures("searching for series"):
             answer = self._web.search_for_series(study_uid, fields=list(SERIES_FIELDS), search_filters=filters)
-        return [s for s in (series_record(item, study_uid) for item in _items(answer)) if s.series_uid]
+        return [s for s in (series_record(item, study_uid) for item in items(answer)) if s.series_uid]
 
     def retrieve(
         self,
@@ -136,6 +125,8 @@ class DicomWebClient:
 
         if progress is not None:
             progress(0, expected)
+        if should_stop is not None and should_stop():  # cancelled while the series was looked up
+            raise pacs_error(self.node, f"retrieve stopped ({counted()})")
         try:
             with cache.receiving(series_uid, expected=expected) as folder, self._failures(doing):
                 instances = self._web.iter_series(study_uid, series_uid)
@@ -156,7 +147,9 @@ class DicomWebClient:
                 if expected is not None and received < expected:
                     raise pacs_error(self.node, f"partial retrieve: {counted()}")
         except PacsError as e:  # the cache's own refusal (e.g. two instances with one SOPInstanceUID) named too
-            raise e if str(e).startswith(f"pacs {self.node.name}:") else pacs_error(self.node, str(e)) from e
+            if str(e).startswith(f"pacs {self.node.name}:"):
+                raise
+            raise pacs_error(self.node, str(e)) from e
         log.info("pacs %s: %d instances retrieved (%d bytes)", self.node.name, received, size)
         return cache.retrieved(series_uid) or Retrieved(series_uid, folder, received, size)
 
@@ -186,11 +179,7 @@ class DicomWebClient:
                 answer = _stow_answer(e.response)  # 400/409: the per-instance failures are in the body
                 if not answer:
                     raise
-        failed = [_reason(item) for item in _values(answer, FAILED_SOPS) if isinstance(item, dict)]
-        ok = len(_values(answer, REFERENCED_SOPS))
-        if not failed and ok < len(datasets):  # a server that answers neither: count what it confirmed
-            failed = ["not confirmed by the server"] * (len(datasets) - ok)
-        return ok, failed
+        return stow_outcome(answer, sent=len(datasets))
 
     @contextmanager
     def _failures(self, doing: str | Callable[[], str]) -> Iterator[None]:
@@ -311,78 +300,6 @@ def _find(e: BaseException, kind: type[BaseException] | tuple[type[BaseException
     return None
 
 
-def study_filters(query: StudyQuery) -> dict[str, str]:
-    """QIDO-RS search keys for `query` (empty fields left out; a date range as "FROM-TO", open ends allowed)."""
-    filters = {
-        "PatientID": query.patient_id,
-        "PatientName": query.patient_name,
-        "ModalitiesInStudy": query.modality,
-        "AccessionNumber": query.accession,
-        "StudyInstanceUID": query.study_uid,
-    }
-    if query.study_date is not None:
-        first, last = query.study_date
-        filters["StudyDate"] = first if first and first == last else f"{first}-{last}"
-    return {key: value for key, value in filters.items() if value and value != "-"}
-
-
-def study_record(item: Mapping[str, Any]) -> StudyRecord:
-    """A StudyRecord from one QIDO-RS study result (missing attributes empty or None)."""
-    return StudyRecord(
-        study_uid=_text(item, STUDY_UID),
-        patient_id=_text(item, PATIENT_ID),
-        patient_name=_text(item, PATIENT_NAME),
-        study_date=_text(item, STUDY_DATE),
-        description=_text(item, STUDY_DESCRIPTION),
-        modalities=_texts(item, MODALITIES),
-        accession=_text(item, ACCESSION),
-        series_count=_int(item, STUDY_SERIES),
-    )
-
-
-def series_record(item: Mapping[str, Any], study_uid: str) -> SeriesRecord:
-    """A SeriesRecord from one QIDO-RS series result (missing attributes empty or None)."""
-    return SeriesRecord(
-        series_uid=_text(item, SERIES_UID),
-        study_uid=_text(item, STUDY_UID) or study_uid,
-        modality=_text(item, MODALITY),
-        description=_text(item, SERIES_DESCRIPTION),
-        number=_int(item, SERIES_NUMBER),
-        instances=_int(item, SERIES_INSTANCES),
-    )
-
-
-def _items(answer: object) -> list[Mapping[str, Any]]:
-    return [item for item in answer if isinstance(item, dict)] if isinstance(answer, list) else []
-
-
-def _values(item: Mapping[str, Any], tag: str) -> list[Any]:
-    element = item.get(tag)
-    values = element.get("Value") if isinstance(element, dict) else None
-    return values if isinstance(values, list) else []
-
-
-def _text(item: Mapping[str, Any], tag: str) -> str:
-    values = _values(item, tag)
-    first = values[0] if values else None
-    if isinstance(first, dict):  # a person name: {"Alphabetic": "Doe^Jane"}
-        first = first.get("Alphabetic")
-    return "" if first is None else str(first)
-
-
-def _texts(item: Mapping[str, Any], tag: str) -> tuple[str, ...]:
-    # some servers send "CT\\SEG" as one value rather than two
-    words = (part for value in _values(item, tag) if value is not None for part in str(value).split("\\"))
-    return tuple(word for word in words if word)
-
-
-def _int(item: Mapping[str, Any], tag: str) -> int | None:
-    try:
-        return int(_values(item, tag)[0])
-    except (IndexError, TypeError, ValueError):
-        return None
-
-
 def _close(instances: object) -> None:
     close = getattr(instances, "close", None)
     if callable(close):
@@ -448,11 +365,4 @@ def _stow_answer(response: requests.Response | None) -> dict[str, Any]:
         answer = response.json() if response is not None and response.content else {}
     except ValueError:
         return {}
-    return answer if isinstance(answer, dict) and (FAILED_SOPS in answer or REFERENCED_SOPS in answer) else {}
-
-
-def _reason(item: Mapping[str, Any]) -> str:
-    code = _int(item, FAILURE_REASON)
-    if code is None:
-        return "no reason given"
-    return f"{REASONS.get(code, 'refused')} (0x{code:04X})"
+    return answer if isinstance(answer, dict) and is_stow_answer(answer) else {}
