@@ -247,3 +247,22 @@ def test_anonymize_send_to_a_research_node_names_no_source_uid_nor_patient(nodes
     finally:
         server.clear()
         server.upload(CT_FILES)
+
+
+def test_get_with_a_series_the_server_lacks_says_it_in_one_line_and_gets_the_rest(nodes, tmp_path, capsys):
+    target = tmp_path / "got"
+    assert main(["pacs", "get", "ORTHANC", STUDY, "--series", "1.2.3.4.5", "--series", SERIES,
+                 "--to", str(target)]) == 1
+    captured = capsys.readouterr()
+    assert one_error(captured.err).startswith("error: pacs ORTHANC: ")
+    assert captured.out.endswith("1 of 2 series retrieved from ORTHANC\n")
+    assert [p.name for p in target.iterdir()] == [SERIES] and len(list((target / SERIES).iterdir())) == 32
+
+
+@pytest.mark.parametrize("url", ["dimse://ORTHANC@127.0.0.1:{port}", "dicomweb+http://127.0.0.1:{port}/dicom-web"])
+def test_a_node_nobody_listens_on_is_one_line(nodes, url, capsys):
+    from tests.pacs.orthanc import free_port
+
+    node = url.format(port=free_port())
+    assert main(["pacs", "echo", node]) == 2
+    assert one_error(capsys.readouterr().err).startswith(f"error: pacs {node}: ")
