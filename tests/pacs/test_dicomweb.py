@@ -8,6 +8,7 @@ relay in front of Orthanc, as a hospital's reverse proxy would be.
 
 from __future__ import annotations
 
+import http.server
 import json
 import shutil
 import socket
@@ -160,6 +161,45 @@ def test_a_token_the_server_does_not_know_is_one_line(orthanc: Orthanc):
     web = connect(parse_node(f"dicomweb+{orthanc.dicomweb_url}?auth=bearer"), secret="some-token")
     with pytest.raises(PacsError, match=r": the token not accepted \(HTTP 401 Unauthorized\)$"):
         web.find_studies(StudyQuery(patient_id="PID-0042"))
+
+
+def test_no_password_anywhere_is_one_line(orthanc: Orthanc, monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.delenv("SEGLENS_PACS_SECRET", raising=False)
+    monkeypatch.setenv("PYTHON_KEYRING_BACKEND", "keyring.backends.null.Keyring")  # a keyring that holds nothing
+    node = parse_node(f"dicomweb+{orthanc.dicomweb_url}?user={orthanc.user}")
+    with pytest.raises(PacsError) as failed:
+        connect(node)
+    assert str(failed.value) == f"pacs {node.name}: no password for basic auth (keyring or SEGLENS_PACS_SECRET)"
+
+
+class _TokenDesk(http.server.BaseHTTPRequestHandler):
+    """A QIDO-RS study search answered with no studies to the one bearer token it knows, 401 to anything else."""
+
+    def do_GET(self) -> None:
+        known = self.headers.get("Authorization") == "Bearer the-token"
+        body = b"[]" if known else b""
+        self.send_response(200 if known else 401)
+        self.send_header("Content-Type", "application/dicom+json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args: object) -> None:  # quiet
+        pass
+
+
+def test_a_bearer_token_goes_in_the_authorization_header():
+    # Orthanc checks only basic auth: a small HTTP server of the test's own stands for a token-checking gateway
+    with http.server.ThreadingHTTPServer(("127.0.0.1", 0), _TokenDesk) as desk:
+        threading.Thread(target=desk.serve_forever, daemon=True).start()
+        try:
+            url = f"dicomweb+http://127.0.0.1:{desk.server_address[1]}/dicom-web?auth=bearer"
+            connect(parse_node(url), secret="the-token").echo()
+            assert connect(parse_node(url), secret="the-token").find_studies(StudyQuery(patient_id="P")) == []
+            with pytest.raises(PacsError, match=r": the token not accepted \(HTTP 401 Unauthorized\)$"):
+                connect(parse_node(url), secret="another-token").echo()
+        finally:
+            desk.shutdown()
 
 
 def test_wrong_service_root_is_one_line(orthanc: Orthanc):
