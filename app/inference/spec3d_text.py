@@ -47,11 +47,16 @@ def normalize_text(norm: Normalize3D) -> str:
     """`ct: clip to [-1000, 1000] HU, then (x − 100) / 300` and the like."""
     if norm.kind == "ct":
         clip = f"clip to [{norm.clip[0]:g}, {norm.clip[1]:g}], then " if norm.clip else ""
-        return f"ct: {clip}(x − {norm.mean:g}) / {norm.std:g} (the training set's statistics)"
+        return f"ct: {clip}(x {_minus(norm.mean)}) / {norm.std:g} (the training set's statistics)"
     if norm.kind == "zscore":
         over = "non-zero voxels" if norm.nonzero else "all voxels"
         return f"zscore: (x − mean) / std of each volume, over {over}"
-    return f"(x × {norm.scale:.8g} − {norm.mean:g}) / {norm.std:g}"
+    return f"(x × {norm.scale:.8g} {_minus(norm.mean)}) / {norm.std:g}"
+
+
+def _minus(mean: float) -> str:
+    """`− 100`, or `+ 655.39` for a negative mean (a CT's, mostly air), never `− -655.39`."""
+    return f"+ {-mean:g}" if mean < 0 else f"− {mean:g}"
 
 
 def tiling_text(volume: VolumeInputSpec) -> str:

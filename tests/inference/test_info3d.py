@@ -61,3 +61,12 @@ def test_info_json_has_the_volume(tmp_path):
 def test_models_lists_a_3d_model_by_its_patch(tmp_path):
     row = bundled_summary(scores3d(tmp_path / "organs.onnx", shape=FIXED, classes=3))
     assert (row.task, row.input, row.error) == ("segmentation", "gray 3D 16×32×32", None)
+
+
+def test_info_writes_a_negative_ct_mean_as_a_plus(tmp_path, capsys):
+    """The bundled CT model's mean is -655.39 HU (mostly air): was `(x − -655.39) / 501.95`."""
+    model = with_sidecar(sigmoid3d(tmp_path / "ct.onnx"), "input:\n  patch: [16, 32, 32]\n  normalize: {kind: ct, "
+                                                          "clip: [-1000, 1000], mean: -655.39, std: 501.95}\n")
+    assert main(["info", str(model), "--no-session"]) == 0
+    assert ("  normalize     ct: clip to [-1000, 1000], then (x + 655.39) / 501.95 (the training set's statistics)"
+            "  [sidecar]") in capsys.readouterr().out.splitlines()
