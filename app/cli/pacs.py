@@ -258,6 +258,9 @@ def copy_series(cached: Path, target: Path) -> int:
     except OSError as exc:
         shutil.rmtree(temporary, ignore_errors=True)
         raise OutputError(f"{target}: cannot write the series ({exc.strerror or type(exc).__name__})") from exc
+    except BaseException:  # Ctrl+C mid-copy: no partial folder left behind either
+        shutil.rmtree(temporary, ignore_errors=True)
+        raise
     return len(files)
 
 

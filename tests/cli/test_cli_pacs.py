@@ -266,3 +266,12 @@ def test_a_node_nobody_listens_on_is_one_line(nodes, url, capsys):
     node = url.format(port=free_port())
     assert main(["pacs", "echo", node]) == 2
     assert one_error(capsys.readouterr().err).startswith(f"error: pacs {node}: ")
+
+
+def test_get_into_a_folder_that_cannot_be_written_is_one_line_and_leaves_nothing(nodes, tmp_path, capsys):
+    blocker = tmp_path / "a_file"
+    blocker.write_text("in the way")
+    assert main(["pacs", "get", "WEB", STUDY, "--to", str(blocker)]) == 2
+    assert one_error(capsys.readouterr().err) == (f"error: {blocker / SERIES}: cannot write the series "
+                                                  "(Not a directory)")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a_file", "cache", "settings.yaml"]
