@@ -251,6 +251,26 @@ def test_server_stopped_mid_retrieve_leaves_no_series(orthanc: Orthanc, cache: S
     nothing_complete(cache, series.series_uid)
 
 
+def test_a_series_deleted_after_it_was_found_is_one_line(orthanc: Orthanc, cache: SeriesCache, tmp_path: Path):
+    patient_id, _ = uploaded(orthanc, tmp_path / "s", slices=3)
+    web = client(orthanc)
+    [study] = web.find_studies(StudyQuery(patient_id=patient_id))
+    [series] = web.find_series(study.study_uid)
+
+    def delete_once_counted(k: int, n: int | None) -> None:  # progress(0, n) comes after the QIDO-RS count
+        if k == 0:
+            found = orthanc.request("POST", "/tools/lookup", patient_id.encode(), content_type="text/plain")
+            for patient in (item["ID"] for item in found if item["Type"] == "Patient"):
+                orthanc.request("DELETE", f"/patients/{patient}")
+
+    with pytest.raises(PacsError) as failed:
+        web.retrieve(study.study_uid, series.series_uid, cache, progress=delete_once_counted)
+    assert str(failed.value) == (
+        f"pacs {web.node.name}: not found (HTTP 404 Not Found) while retrieving the series (0 of 3 instances received)"
+    )
+    nothing_complete(cache, series.series_uid)
+
+
 def test_stop_between_instances_leaves_no_series(orthanc: Orthanc, cache: SeriesCache, tmp_path: Path):
     patient_id, _ = uploaded(orthanc, tmp_path / "s", slices=6)
     web = client(orthanc)

@@ -44,8 +44,12 @@ log = logging.getLogger(__name__)
 
 # STOW-RS: a batch is one HTTP request held in memory by dicomweb-client; bounded by count and by bytes.
 BATCH_FILES = 50
-_UNCOMPRESSED = ("1.2.840.10008.1.2", "1.2.840.10008.1.2.1", "1.2.840.10008.1.2.2")
 BATCH_BYTES = 64 * 2**20
+# WADO-RS asks for Explicit VR Little Endian (dicomweb-client's default): the server decompresses, every reader
+# of the series can decode it, and a cut-off instance can be told by its pixel bytes.
+_UNCOMPRESSED = ("1.2.840.10008.1.2", "1.2.840.10008.1.2.1", "1.2.840.10008.1.2.2")
+
+
 class DicomWebClient:
     """A PacsClient for a DICOMweb node (node.kind == "dicomweb")."""
 
@@ -278,6 +282,8 @@ def http_problem(node: PacsNode, response: requests.Response | None, doing: str)
         return f"{who} not accepted ({status})"
     if code == 403:
         return f"access denied ({status}) while {doing}"
+    if code == 404 and doing.startswith("retrieving"):  # the search just found it: gone from the server since
+        return f"not found ({status}) while {doing}"
     if code == 404:
         return f"not found ({status}) while {doing}: is {node.url} the DICOMweb service root?"
     if code >= 500:
@@ -321,7 +327,8 @@ def truncated(dataset: Dataset) -> bool:
     """Whether an uncompressed instance holds fewer pixel bytes than its rows, columns, samples, bits and frames
     need. dicomweb-client hands on the last part of a multipart answer cut off by a server going away as if it
     were whole; counted, it could make a series look complete."""
-    if "PixelData" not in dataset or dataset.file_meta.get("TransferSyntaxUID", "") not in _UNCOMPRESSED:
+    meta = getattr(dataset, "file_meta", None)
+    if "PixelData" not in dataset or meta is None or meta.get("TransferSyntaxUID", "") not in _UNCOMPRESSED:
         return False
     try:
         frames = int(dataset.get("NumberOfFrames", 1) or 1)
