@@ -69,6 +69,9 @@ class Orthanc:
     user: str = "seglens"
     password: str = "pacs-test-secret"
     process: subprocess.Popen[bytes] | None = None
+    # DCMTK (Orthanc's DICOM layer) leaves Nagle's algorithm on unless TCP_NODELAY=1 is in its environment: each
+    # C-GET sub-operation then waits ~50 ms for a delayed ACK (docs/PERFORMANCE.md). On, as a tuned PACS runs.
+    nodelay: bool = True
 
     @classmethod
     def launch(cls, folder: Path) -> Orthanc:
@@ -132,8 +135,9 @@ class Orthanc:
         if self.running:
             return
         log = (self.folder / "orthanc.log").open("ab")
+        env = {**os.environ, "TCP_NODELAY": "1" if self.nodelay else "0"}
         self.process = subprocess.Popen([self.executable, str(self.config_file)], cwd=self.folder,
-                                        stdout=log, stderr=subprocess.STDOUT)
+                                        stdout=log, stderr=subprocess.STDOUT, env=env)
         log.close()
         deadline = time.monotonic() + wait_s
         while time.monotonic() < deadline:

@@ -174,7 +174,8 @@ def _storage_scp(client: DimseClient, receiver: _Receiver) -> Iterator[None]:
     for uid in sorted({c for c in receiver.expected.values() if c}):
         ae.add_supported_context(uid, list(TRANSFER_SYNTAXES))
     try:
-        server = ae.start_server(("", node.store_port), block=False, evt_handlers=[(evt.EVT_C_STORE, receiver)],
+        handlers: list[Any] = [(evt.EVT_C_STORE, receiver), (evt.EVT_CONN_OPEN, _no_delay_handler)]
+        server = ae.start_server(("", node.store_port), block=False, evt_handlers=handlers,
                                  ssl_context=_server_ssl(client))
     except OSError as e:
         raise pacs_error(node, f"cannot listen on port {node.store_port} for C-MOVE ({e.strerror or e})") from e
@@ -184,6 +185,12 @@ def _storage_scp(client: DimseClient, receiver: _Receiver) -> Iterator[None]:
         yield
     finally:
         server.shutdown()
+
+
+def _no_delay_handler(event: Event) -> None:
+    from app.io.pacs.dimse import no_delay
+
+    no_delay(event.assoc)
 
 
 def _server_ssl(client: DimseClient) -> Any:
