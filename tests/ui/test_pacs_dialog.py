@@ -286,6 +286,24 @@ def test_search_retrieve_and_open_from_a_real_orthanc(qtbot, real_pacs, node):
     assert volume is not None and (volume.depth, volume.rows, volume.columns) == (5, 48, 48)
 
 
+def test_clear_local_cache_deletes_the_retrieved_series(qtbot, real_pacs, tmp_path):
+    win, controller = real_pacs()
+    dialog = controller.open_dialog()
+    dialog.node.setCurrentText("DIMSE")
+    dialog.patient_id.setText("SYN-E2E-1")
+    dialog.search_button.click()
+    qtbot.waitUntil(lambda: dialog.series.rowCount() == 1, timeout=TIMEOUT)
+    dialog.series.selectRow(0)
+    dialog.retrieve_button.click()
+    qtbot.waitUntil(lambda: len(win.files.inputs()) == 1, timeout=TIMEOUT)
+    held = [p for p in (tmp_path / "cache").rglob("*") if p.is_file() and p.suffix != ".json"]
+    assert len(held) >= 5
+    dialog.clear_button.click()
+    qtbot.waitUntil(lambda: dialog.message.text().startswith("Local cache cleared"), timeout=TIMEOUT)
+    assert dialog.message.text() == "Local cache cleared: 1 series deleted from this computer"
+    assert not any(p.exists() for p in held)
+
+
 def test_a_wrong_password_against_a_real_orthanc_is_one_line(qtbot, real_pacs, monkeypatch):
     _win, controller = real_pacs()
     dialog = controller.open_dialog()

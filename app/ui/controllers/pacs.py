@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from app.io.pacs.nodes import PacsNode
     from app.ui.state.messages import VolumeCount
     from app.ui.state.pacs_messages import (
+        PacsCacheCleared,
         PacsFailed,
         PacsProgress,
         PacsRetrieved,
@@ -44,6 +45,7 @@ class PacsController(QObject):
     series_requested = Signal(object)  # PacsSeriesAsk
     retrieve_requested = Signal(object)  # PacsRetrieve
     send_requested = Signal(object)  # PacsSend
+    clear_requested = Signal(object)  # PacsClearCache
 
     def __init__(self, state: ViewState, *, files: FileList, status, worker: QObject,
                  open_paths: Callable[[list[str | Path]], None], recount: Callable[[str], None],
@@ -70,7 +72,8 @@ class PacsController(QObject):
         self.worker = pacs_worker or PacsWorker()
         for signal, slot in ((self.search_requested, self.worker.search),
                              (self.series_requested, self.worker.list_series),
-                             (self.retrieve_requested, self.worker.retrieve), (self.send_requested, self.worker.send)):
+                             (self.retrieve_requested, self.worker.retrieve), (self.send_requested, self.worker.send),
+                             (self.clear_requested, self.worker.clear_cache)):
             signal.connect(slot)
         # bound methods only for what comes back: a lambda would run on the worker's thread
         self.worker.studies_found.connect(self._on_studies)
@@ -78,6 +81,7 @@ class PacsController(QObject):
         self.worker.progress.connect(self._on_progress)
         self.worker.retrieved.connect(self._on_retrieved)
         self.worker.sent.connect(self._on_sent)
+        self.worker.cache_cleared.connect(self._on_cache_cleared)
         self.worker.failed.connect(self._on_failed)
         worker.volume_counted.connect(self._on_counted)  # type: ignore[attr-defined]
         self.pacs_thread = start_worker_thread(self.worker, name="pacs", parent=self)
@@ -97,6 +101,7 @@ class PacsController(QObject):
             dialog.study_chosen.connect(self.list_series)
             dialog.retrieve_requested.connect(self.retrieve)
             dialog.cancel_requested.connect(self.cancel)
+            dialog.clear_cache_requested.connect(self.clear_cache)
             names, problem = self._node_names()
             dialog.set_nodes(names)
             if problem:
@@ -147,6 +152,19 @@ class PacsController(QObject):
         if self._retrieve_id:
             self.worker.cancel(self._retrieve_id)
 
+    def clear_cache(self) -> None:
+        """Delete the series retrieved to this computer (never while a retrieve runs: the dialog says so)."""
+        from app.ui.state.pacs_messages import PacsClearCache
+
+        if self._retrieve_id:
+            return
+        self._search_id = next(self._ids)  # its answer, or its failure, is the dialog's line
+        self.clear_requested.emit(PacsClearCache(self._search_id))
+
+    def _on_cache_cleared(self, cleared: PacsCacheCleared) -> None:
+        if self._dialog is not None and cleared.request_id == self._search_id:
+            self._dialog.say(f"Local cache cleared: {cleared.series} series deleted from this computer")
+
     def _on_studies(self, found: PacsStudies) -> None:
         if found.request_id != self._search_id or self._dialog is None:
             return
@@ -160,6 +178,9 @@ class PacsController(QObject):
             return
         if found.study_uid == self._dialog.chosen_study():
             self._dialog.set_series(found.study_uid, list(found.series))
+            n = len(found.series)
+            self._dialog.say(f"{n} series in the study: select one or more, then Retrieve and open" if n
+                             else "The study has no series on the node")
 
     def _on_progress(self, progress: PacsProgress) -> None:
         if progress.request_id == self._retrieve_id and self._dialog is not None:

@@ -123,6 +123,21 @@ class PacsSent:
 
 
 @dataclass(frozen=True)
+class PacsClearCache:
+    """Delete every series the local cache holds (they hold patient data: cleared on request)."""
+
+    request_id: int
+
+
+@dataclass(frozen=True)
+class PacsCacheCleared:
+    """The cache is empty: `series` were deleted."""
+
+    request_id: int
+    series: int
+
+
+@dataclass(frozen=True)
 class PacsFailed:
     """A request failed: one line naming the node ("pacs ORTHANC: …")."""
 

@@ -54,6 +54,7 @@ class PacsDialog(QDialog):
     study_chosen = Signal(str)  # a study's UID: list its series
     retrieve_requested = Signal(object)  # tuple[SeriesRecord, ...]: retrieve them and open them
     cancel_requested = Signal()  # stop the retrieve going on
+    clear_cache_requested = Signal()  # delete the local cache's series (patient data)
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -65,8 +66,10 @@ class PacsDialog(QDialog):
         layout.addLayout(self._node_row())
         layout.addLayout(self._search_form())
         splitter = QSplitter(Qt.Orientation.Vertical)
-        self.studies = _table(STUDY_COLUMNS, QAbstractItemView.SelectionMode.SingleSelection)
-        self.series = _table(SERIES_COLUMNS, QAbstractItemView.SelectionMode.ExtendedSelection)
+        self.studies = _table(STUDY_COLUMNS, QAbstractItemView.SelectionMode.SingleSelection,
+                              stretch=STUDY_COLUMNS.index("Description"))
+        self.series = _table(SERIES_COLUMNS, QAbstractItemView.SelectionMode.ExtendedSelection,
+                             stretch=SERIES_COLUMNS.index("Description"))
         splitter.addWidget(_titled("Studies", self.studies))
         splitter.addWidget(_titled("Series of the chosen study (select one or more)", self.series))
         splitter.setSizes([300, 220])
@@ -90,8 +93,10 @@ class PacsDialog(QDialog):
                                                 "dimse://AE@host:104")
         self.password = QLineEdit()
         self.password.setEchoMode(QLineEdit.EchoMode.Password)
-        self.password.setPlaceholderText("password / token (empty: the keyring's)")
-        self.password.setMaximumWidth(260)
+        self.password.setPlaceholderText("from the keyring")
+        self.password.setToolTip("The node's password or token for this session only; empty: the one kept in the "
+                                 "system keyring (service seglens-pacs, the node's name). DIMSE needs none.")
+        self.password.setMaximumWidth(220)
         row.addWidget(QLabel("Node"))
         row.addWidget(self.node, 1)
         row.addWidget(QLabel("Password"))
@@ -142,10 +147,14 @@ class PacsDialog(QDialog):
         self.retrieve_button.clicked.connect(self._retrieve)
         self.cancel_button = QPushButton("Cancel retrieve")
         self.cancel_button.clicked.connect(self.cancel_requested)
+        self.clear_button = QPushButton("Clear local cache")
+        self.clear_button.setToolTip("Delete every series retrieved to this computer (they hold patient data)")
+        self.clear_button.clicked.connect(self.clear_cache_requested)
         self.close_button = QPushButton("Close")
         self.close_button.clicked.connect(self.close)
         row.addWidget(self.message, 1)
-        for widget in (self.progress, self.retrieve_button, self.cancel_button, self.close_button):
+        for widget in (self.progress, self.clear_button, self.retrieve_button, self.cancel_button,
+                       self.close_button):
             row.addWidget(widget)
         self._retrieving = False
         return row
@@ -240,9 +249,12 @@ class PacsDialog(QDialog):
     def _update_buttons(self) -> None:
         self.retrieve_button.setEnabled(bool(self.selected_series()) and not self._retrieving)
         self.cancel_button.setEnabled(self._retrieving)
+        self.clear_button.setEnabled(not self._retrieving)
 
 
-def _table(columns: tuple[str, ...], mode: QAbstractItemView.SelectionMode) -> QTableWidget:
+def _table(columns: tuple[str, ...], mode: QAbstractItemView.SelectionMode, *, stretch: int) -> QTableWidget:
+    """A read-only table of whole rows; column `stretch` (the description) takes the width left, the others fit
+    their contents (a count pushed to the far right edge was hard to read against its row)."""
     table = QTableWidget(0, len(columns))
     table.setHorizontalHeaderLabels(list(columns))
     table.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
@@ -252,7 +264,7 @@ def _table(columns: tuple[str, ...], mode: QAbstractItemView.SelectionMode) -> Q
     table.setAlternatingRowColors(True)
     header = table.horizontalHeader()
     header.setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
-    header.setStretchLastSection(True)
+    header.setSectionResizeMode(stretch, QHeaderView.ResizeMode.Stretch)
     return table
 
 

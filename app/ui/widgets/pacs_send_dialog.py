@@ -42,7 +42,7 @@ class PacsSendDialog(QDialog):
         self.node.setEditable(True)
         self.password = QLineEdit()
         self.password.setEchoMode(QLineEdit.EchoMode.Password)
-        self.password.setPlaceholderText("password / token (empty: the keyring's)")
+        self.password.setPlaceholderText("from the keyring")
         grid.addWidget(QLabel("Node"), 0, 0)
         grid.addWidget(self.node, 0, 1)
         grid.addWidget(QLabel("Password"), 1, 0)

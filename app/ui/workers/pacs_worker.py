@@ -18,7 +18,14 @@ if TYPE_CHECKING:
     from app.io.pacs.cache import SeriesCache
     from app.io.pacs.client import PacsClient
     from app.io.pacs.nodes import PacsNode
-    from app.ui.state.pacs_messages import PacsRetrieve, PacsSearch, PacsSend, PacsSeriesAsk, PacsTarget
+    from app.ui.state.pacs_messages import (
+        PacsClearCache,
+        PacsRetrieve,
+        PacsSearch,
+        PacsSend,
+        PacsSeriesAsk,
+        PacsTarget,
+    )
 
 log = logging.getLogger(__name__)
 
@@ -31,6 +38,7 @@ class PacsWorker(QObject):
     progress = Signal(object)  # PacsProgress
     retrieved = Signal(object)  # PacsRetrieved
     sent = Signal(object)  # PacsSent
+    cache_cleared = Signal(object)  # PacsCacheCleared
     failed = Signal(object)  # PacsFailed
 
     def __init__(self, *, connect: Connect | None = None, cache: Callable[[], SeriesCache] | None = None) -> None:
@@ -73,6 +81,18 @@ class PacsWorker(QObject):
 
         self._guarded(request.request_id, lambda: self.sent.emit(
             send_volume(request, self._client(request.target), progress=progress)))
+
+    @Slot(object)
+    def clear_cache(self, request: PacsClearCache) -> None:
+        from app.ui.state.pacs_messages import PacsCacheCleared
+
+        def clear() -> None:
+            cache = self._series_cache()
+            held = len(cache.series())
+            cache.clear()
+            self.cache_cleared.emit(PacsCacheCleared(request.request_id, held))
+
+        self._guarded(request.request_id, clear)
 
     def _retrieve(self, request: PacsRetrieve) -> None:
         """Each series in turn into the cache; a failure or Cancel ends it with the complete ones kept."""
