@@ -55,12 +55,17 @@ class Contour:
 def slice_outlines(mask: np.ndarray) -> list[np.ndarray]:
     """The outer boundaries and holes of a 2D boolean mask as (column, row) vertex arrays, in pixel coordinates
     (pixel centres at integers), each vertex 3/8 of a pixel from its voxel's centre towards the edge."""
-    if not mask.any():
+    rows, columns = np.flatnonzero(mask.any(axis=1)), np.flatnonzero(mask.any(axis=0))
+    if not rows.size:
         return []
-    up = cv2.resize(mask.astype(np.uint8), None, fx=UPSAMPLE, fy=UPSAMPLE, interpolation=cv2.INTER_NEAREST)
+    # only the class's bounding box is upsampled (UPSAMPLE² bytes per pixel of it, not of the whole slice)
+    box = mask[rows[0]:rows[-1] + 1, columns[0]:columns[-1] + 1].astype(np.uint8)
+    up = cv2.resize(box, None, fx=UPSAMPLE, fy=UPSAMPLE, interpolation=cv2.INTER_NEAREST)
     found, _hierarchy = cv2.findContours(up, cv2.RETR_CCOMP, cv2.CHAIN_APPROX_SIMPLE)
-    # upsampled pixel u lies at original coordinate (u - (UPSAMPLE - 1) / 2) / UPSAMPLE
-    return [(c.reshape(-1, 2).astype(np.float64) - (UPSAMPLE - 1) / 2) / UPSAMPLE for c in found if len(c) >= 3]
+    # upsampled pixel u lies at original coordinate (u - (UPSAMPLE - 1) / 2) / UPSAMPLE, then the box's offset
+    offset = np.array([columns[0], rows[0]], np.float64)
+    return [(c.reshape(-1, 2).astype(np.float64) - (UPSAMPLE - 1) / 2) / UPSAMPLE + offset
+            for c in found if len(c) >= 3]
 
 
 def class_contours(labels: np.ndarray, value: int) -> Iterator[Contour]:

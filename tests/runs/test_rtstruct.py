@@ -167,7 +167,7 @@ def dicompyler(monkeypatch):
     return dicomparser, dvhcalc
 
 
-def read_back(dicompyler, path: Path, volume: Volume) -> dict[str, np.ndarray]:
+def read_back(dicompyler, path: Path, volume: Volume, segments=SEGMENTS) -> dict[str, np.ndarray]:
     """Each ROI of the RTSTRUCT at `path` rasterised by dicompyler-core onto the volume's (axial) slices: its
     planes by z, each contour a matplotlib path tested at the pixel centres (dvhcalc.get_contour_mask), a slice's
     contours combined by XOR as dvhcalc.calculate_plane_histogram does (holes)."""
@@ -191,7 +191,7 @@ def read_back(dicompyler, path: Path, volume: Volume) -> dict[str, np.ndarray]:
             for contour in plane:
                 mask[k] ^= dvhcalc.get_contour_mask(dd, number, points, [c[0:2] for c in contour["data"]])
         masks[structure["name"]] = mask
-        assert tuple(int(v) for v in structure["color"]) == next(s.color for s in SEGMENTS
+        assert tuple(int(v) for v in structure["color"]) == next(s.color for s in segments
                                                                  if s.name == structure["name"])
     return masks
 
@@ -273,3 +273,43 @@ def test_the_last_privacy_check_reads_the_rtstruct(tmp_path: Path):
     written = write_rtstruct(volume, labels, SEGMENTS, tmp_path / "out" / "anon_rtstruct.dcm", algorithm=ALGORITHM,
                              privacy=private)
     assert volume_leak([written], facts=private.facts, info=volume.info, root=tmp_path / "out", cells=()) is None
+
+
+# --- through the folder run, and a multi-frame source ------------------------------------------------------------
+
+def test_a_run_exports_the_rtstruct_of_a_series_and_a_note_for_a_nifti(ct_model, tmp_path: Path, capsys,
+                                                                        dicompyler):
+    from app.cli import main
+
+    dicom_factory.write_series(tmp_path / "in" / "ct", slices=6, shuffle=True)
+    dicom_factory.write_nifti(tmp_path / "in" / "brain.nii.gz")
+    out = tmp_path / "out"
+    assert main(["run", str(ct_model), str(tmp_path / "in"), "--out", str(out), "--export", "rtstruct"]) == 0
+    (path,) = out.rglob("*_rtstruct.dcm")
+    volume = series(tmp_path / "in" / "ct")
+    expected = np.stack([dicom_factory.disc_slice(k, 32, 32) > 0 for k in range(6)])
+    masks = read_back(dicompyler, path, volume, segments=(Segment(1, "disc", (255, 0, 0)),))
+    assert dice(masks["disc"], expected) >= 0.98
+    assert "brain.nii.gz: no rtstruct export (DICOM SEG, Secondary Capture and RTSTRUCT need a DICOM source; " \
+           "this is NIfTI)" in capsys.readouterr().err
+    assert not list(out.rglob("brain*rtstruct*"))
+
+
+def test_a_multiframe_source_is_referenced_frame_by_frame(tmp_path: Path):
+    import pydicom
+    from test_volume_exports import multiframe_volume
+
+    volume = multiframe_volume(tmp_path)
+    labels = phantom(4, 32, 32)
+    ds = pydicom.dcmread(write_rtstruct(volume, labels, SEGMENTS, tmp_path / "rt.dcm", algorithm=ALGORITHM))
+    referenced = ds.ReferencedFrameOfReferenceSequence[0].RTReferencedStudySequence[0]
+    images = referenced.RTReferencedSeriesSequence[0].ContourImageSequence
+    assert [i.ReferencedFrameNumber for i in images] == [ref.frame + 1 for ref in volume.slices]
+    by_frame = {ref.frame + 1: ref for ref in volume.slices}
+    for roi in ds.ROIContourSequence:
+        for contour in roi.get("ContourSequence", []):
+            ref = by_frame[contour.ContourImageSequence[0].ReferencedFrameNumber]
+            points = np.asarray(contour.ContourData, float).reshape(-1, 3)
+            assert np.allclose(points[:, 2], ref.position[2], atol=1e-3)  # axial: on the frame's plane
+    dciodvfy.require()
+    assert dciodvfy.verify(tmp_path / "rt.dcm").errors == ()
