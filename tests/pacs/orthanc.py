@@ -55,6 +55,50 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+@dataclass(frozen=True)
+class TlsFiles:
+    """A test CA and a server certificate it signed (for 127.0.0.1 and localhost), PEM files."""
+
+    ca: Path
+    certificate: Path
+    key: Path
+
+
+def make_tls(folder: Path, *, ca_name: str = "SegLens test CA") -> TlsFiles:
+    """A fresh CA and server certificate (cryptography, which keyring's Linux backend already brings)."""
+    import datetime
+    import ipaddress
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    folder.mkdir(parents=True, exist_ok=True)
+    now = datetime.datetime.now(datetime.timezone.utc)
+
+    def build(subject: str, issuer: x509.Name | None, signer: Any, public: Any, *, ca: bool) -> x509.Certificate:
+        name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, subject)])
+        builder = (x509.CertificateBuilder().subject_name(name).issuer_name(issuer or name).public_key(public)
+                   .serial_number(x509.random_serial_number()).not_valid_before(now - datetime.timedelta(hours=1))
+                   .not_valid_after(now + datetime.timedelta(days=2))
+                   .add_extension(x509.BasicConstraints(ca=ca, path_length=None), critical=True))
+        if not ca:
+            builder = builder.add_extension(x509.SubjectAlternativeName(
+                [x509.IPAddress(ipaddress.ip_address("127.0.0.1")), x509.DNSName("localhost")]), critical=False)
+        return builder.sign(signer, hashes.SHA256())
+
+    ca_key, key = ec.generate_private_key(ec.SECP256R1()), ec.generate_private_key(ec.SECP256R1())
+    ca_cert = build(ca_name, None, ca_key, ca_key.public_key(), ca=True)
+    cert = build("127.0.0.1", ca_cert.subject, ca_key, key.public_key(), ca=False)
+    files = TlsFiles(folder / "ca.pem", folder / "server.pem", folder / "server.key")
+    files.ca.write_bytes(ca_cert.public_bytes(serialization.Encoding.PEM))
+    files.certificate.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    files.key.write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.TraditionalOpenSSL,
+                                            serialization.NoEncryption()))
+    return files
+
+
 @dataclass
 class Orthanc:
     """One running Orthanc; see the module docstring."""
@@ -72,11 +116,12 @@ class Orthanc:
     # DCMTK (Orthanc's DICOM layer) leaves Nagle's algorithm on unless TCP_NODELAY=1 is in its environment: each
     # C-GET sub-operation then waits ~50 ms for a delayed ACK (docs/PERFORMANCE.md). On, as a tuned PACS runs.
     nodelay: bool = True
+    tls: TlsFiles | None = None  # DICOM TLS on the DICOM port (tests of certificates)
 
     @classmethod
-    def launch(cls, folder: Path) -> Orthanc:
+    def launch(cls, folder: Path, *, tls: TlsFiles | None = None) -> Orthanc:
         """Write the configuration into `folder` and start the server (ready when this returns)."""
-        server = cls(folder=folder, executable=require())
+        server = cls(folder=folder, executable=require(), tls=tls)
         server.write_config()
         server.start()
         return server
@@ -128,6 +173,10 @@ class Orthanc:
             "Plugins": [str(dicomweb_plugin())],
             "DicomWeb": {"Enable": True, "Root": "/dicom-web/", "EnableWado": True, "Ssl": False},
         }
+        if self.tls is not None:
+            config.update({"DicomTlsEnabled": True, "DicomTlsCertificate": str(self.tls.certificate),
+                           "DicomTlsPrivateKey": str(self.tls.key), "DicomTlsTrustedCertificates": str(self.tls.ca),
+                           "DicomTlsRemoteCertificateRequired": False})
         self.config_file.write_text(json.dumps(config, indent=2), encoding="utf-8")
 
     def start(self, *, wait_s: float = 30.0) -> None:
