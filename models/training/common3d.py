@@ -24,7 +24,7 @@ SIDECAR: dict = {
         "modality": "CT",
         "patch": list(PATCH),
         "spacing": list(TARGET_SPACING),
-        "axes": "native",
+        "axes": "SPL",  # the phantom arrays: [slice toward S, row toward P, column toward L]
         "normalize": {"kind": "ct", "clip": list(CLIP), "mean": None, "std": None},  # filled by train3d
         "tile": {"overlap": 0.5, "blend": "gaussian"},
         "size_divisor": SIZE_DIVISOR,

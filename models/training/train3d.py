@@ -8,8 +8,8 @@ resampled linearly to the model's 1.5 mm grid as the app resamples it; the targe
 model voxel covered by each class, and for the lesions a distance ramp (``phantom3d.lesion_ramp``), so the network
 learns partial volume and its probabilities, interpolated back to the native grid, put each boundary between
 model voxels where it belongs. Random 48³ crops, a third centred
-near a lesion; flips along every axis and H/W transposes (the model is told ``axes: native``, so it must not
-depend on how a file orders its axes). Loss: soft-target cross-entropy + soft Dice over lung, bone and lesion.
+near a lesion; flips along every axis and H/W transposes (robustness: the sidecar says ``axes: SPL``, so SegLens
+reorients every volume to the phantoms' order). Loss: soft-target cross-entropy + soft Dice over lung, bone and lesion.
 The checkpoint goes to models/training/runs/ct3d_demo.pt (git-ignored, uncalibrated); then ``calibrate3d`` fits the
 lesion logit's offset on held-out calibration phantoms and the calibrated ONNX file and sidecar go to models/.
 """
