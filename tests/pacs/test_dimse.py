@@ -4,6 +4,7 @@ C-STORE, and each failure as one line with nothing in the cache that looks compl
 from __future__ import annotations
 
 import io
+import logging
 import socket
 import subprocess
 import sys
@@ -275,3 +276,18 @@ def test_a_series_the_server_does_not_have(orthanc: Orthanc, cache: SeriesCache)
 def _orthanc_series(orthanc: Orthanc, series_uid: str) -> str:
     found = orthanc.request("POST", "/tools/lookup", series_uid.encode(), content_type="text/plain")
     return str(next(item["ID"] for item in found if item["Type"] == "Series"))
+
+
+def test_no_patient_field_reaches_the_log(orthanc: Orthanc, series: tuple[str, str, list[Path]],
+                                          cache: SeriesCache, caplog: pytest.LogCaptureFixture) -> None:
+    """pynetdicom dumps each C-FIND identifier at DEBUG: its logger stays at WARNING, ours name no patient."""
+    study_uid, series_uid, paths = series
+    patient = str(pydicom.dcmread(paths[0]).PatientID)
+    with caplog.at_level(logging.DEBUG):
+        client = connect(node_of(orthanc))
+        assert client.find_studies(StudyQuery(patient_id=patient))
+        client.retrieve(study_uid, series_uid, cache)
+        with pytest.raises(PacsError):
+            connect(node_of(orthanc, called_ae="WRONG")).find_studies(StudyQuery(patient_id=patient))
+    assert caplog.records  # something was logged (our DEBUG line at least)
+    assert patient not in caplog.text and "Doe^Jane" not in caplog.text
