@@ -29,7 +29,7 @@ from app.io.pacs import dicomweb
 from app.io.pacs.cache import SeriesCache
 from app.io.pacs.client import PacsError, StudyQuery, connect
 from app.io.pacs.dicomweb import DicomWebClient, truncated
-from app.io.pacs.dicomweb_json import series_record, study_filters, study_record
+from app.io.pacs.dicomweb_json import matches, sendable, series_record, study_filters, study_record, wanted
 from app.io.pacs.nodes import parse_node
 from tests.dicom_factory import write_series
 
@@ -87,9 +87,16 @@ def test_find_by_patient_and_date_then_retrieve_over_wado(orthanc: Orthanc, cach
     assert (study.description, study.modalities, study.accession, study.series_count) == ("CHEST", ("CT",), "A1", 1)
     assert web.find_studies(StudyQuery(patient_id=patient_id, study_date=("20260102", ""))) == []
     assert web.find_studies(StudyQuery(patient_id=patient_id, modality="MR")) == []
-    assert [s.study_uid for s in web.find_studies(StudyQuery(patient_id=patient_id, accession="A1"))] == [
-        study.study_uid
-    ]
+    for found_by in (StudyQuery(patient_id=patient_id, accession="A1"), StudyQuery(study_uid=study.study_uid),
+                     StudyQuery(patient_id=patient_id, patient_name="Doe^Jane", modality="CT")):
+        assert [s.study_uid for s in web.find_studies(found_by)] == [study.study_uid]
+    assert web.find_studies(StudyQuery(patient_id=patient_id, accession="A2")) == []
+    # Orthanc 1.10 matches the raw query text: "Doe%5EJane" found nobody, "Doe%2A" no wildcard (failed before)
+    for name in ("Doe^Jane", "doe^jane", "Doe*", "D?e^J*"):
+        by_name = StudyQuery(patient_id=patient_id, patient_name=name)
+        assert [s.study_uid for s in web.find_studies(by_name)] == [study.study_uid], name
+    for name in ("Doe^John", "Doe Jane", "Jane*"):
+        assert web.find_studies(StudyQuery(patient_id=patient_id, patient_name=name)) == [], name
     [series] = web.find_series(study.study_uid)
     assert (series.modality, series.description, series.number, series.instances) == ("CT", "Axial 2.5 mm", 3, 6)
 
@@ -200,6 +207,44 @@ def test_a_bearer_token_goes_in_the_authorization_header():
                 connect(parse_node(url), secret="another-token").echo()
         finally:
             desk.shutdown()
+
+
+class _Broken(http.server.BaseHTTPRequestHandler):
+    """/down/…: HTTP 503; /page/…: a 200 web page where DICOM JSON belongs (a service root pointing at a portal)."""
+
+    def do_GET(self) -> None:
+        down = self.path.startswith("/down/")
+        body = b"" if down else b"<html><body>Welcome to the portal</body></html>"
+        self.send_response(503 if down else 200)
+        self.send_header("Content-Type", "text/html")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args: object) -> None:  # quiet
+        pass
+
+
+def test_a_server_error_and_a_web_page_are_one_line_each():
+    with http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Broken) as broken:
+        threading.Thread(target=broken.serve_forever, daemon=True).start()
+        try:
+            root = f"http://127.0.0.1:{broken.server_address[1]}"
+            down = connect(parse_node(f"dicomweb+{root}/down"))
+            with pytest.raises(PacsError) as failed:
+                down.find_studies(StudyQuery(patient_id="P"))
+            assert str(failed.value) == (
+                f"pacs {down.node.name}: server error (HTTP 503 Service Unavailable) while searching for studies"
+            )
+            page = connect(parse_node(f"dicomweb+{root}/page"))
+            with pytest.raises(PacsError) as failed:
+                page.echo()
+            assert str(failed.value) == (
+                f"pacs {page.node.name}: not a DICOMweb answer while checking the service (not DICOM JSON): "
+                f"is {root}/page the DICOMweb service root?"
+            )
+        finally:
+            broken.shutdown()
 
 
 def test_wrong_service_root_is_one_line(orthanc: Orthanc):
@@ -389,6 +434,16 @@ def test_missing_attributes_are_empty_or_none():
     assert (series.series_uid, series.study_uid, series.number, series.instances) == ("1.2.3.4", "1.2.3", None, None)
     both = study_record({"00080061": {"vr": "CS", "Value": ["CT\\SEG"]}})
     assert both.modalities == ("CT", "SEG")
+
+
+def test_values_a_server_might_not_decode_are_widened_then_matched_here():
+    assert sendable("Doe^Jane") == "Doe?Jane" and sendable("PID 42*") == "PID?42*" and sendable("A-1.x") == "A-1.x"
+    assert study_filters(StudyQuery(patient_name="Doe^J*")) == {"PatientName": "Doe?J*"}
+    found = study_record({"00100010": {"vr": "PN", "Value": [{"Alphabetic": "DoeXJane"}]},
+                          "00100020": {"vr": "LO", "Value": ["PID 42"]}})
+    assert not wanted(found, StudyQuery(patient_name="Doe^Jane"))  # the server's "Doe?Jane" matched it too
+    assert wanted(found, StudyQuery(patient_name="doexjane")) and wanted(found, StudyQuery(patient_id="PID 42"))
+    assert matches("D?e^*", "Doe^Jane") and not matches("D?e^*", "Dooe^Jane") and matches("a[b]", "a[b]")
 
 
 def test_study_date_ranges_as_qido_keys():

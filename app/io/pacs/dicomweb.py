@@ -29,6 +29,7 @@ from app.io.pacs.dicomweb_json import (
     stow_outcome,
     study_filters,
     study_record,
+    wanted,
 )
 from app.io.pacs.nodes import SECRET_ENV, node_secret
 
@@ -90,9 +91,9 @@ class DicomWebClient:
         """The studies matching `query` (QIDO-RS /studies)."""
         with self._failures("searching for studies"):
             answer = self._web.search_for_studies(fields=list(STUDY_FIELDS), search_filters=study_filters(query))
-        studies = [study_record(item) for item in items(answer)]
+        studies = [s for s in (study_record(item) for item in items(answer)) if s.study_uid and wanted(s, query)]
         log.info("pacs %s: %d studies found", self.node.name, len(studies))
-        return [s for s in studies if s.study_uid]
+        return studies
 
     def find_series(self, study_uid: str) -> list[SeriesRecord]:
         """The series of one study (QIDO-RS /studies/{uid}/series)."""
@@ -200,11 +201,9 @@ class DicomWebClient:
             problem = request_problem(self.node, e, doing() if callable(doing) else doing)
             log.debug("pacs %s: %s (%s)", self.node.name, problem, type(e).__name__)
             raise pacs_error(self.node, problem) from None
-        except (ValueError, KeyError, InvalidDicomError) as e:  # not DICOM JSON, not multipart, not DICOM
+        except (ValueError, KeyError, InvalidDicomError) as e:  # not multipart, not DICOM
             what = doing() if callable(doing) else doing
-            raise pacs_error(
-                self.node, f"not a DICOMweb answer while {what} ({type(e).__name__}): is {self.node.url} the root?"
-            ) from e
+            raise pacs_error(self.node, not_dicomweb(self.node, what, type(e).__name__)) from e
 
 
 def _secret_word(node: PacsNode) -> str:
@@ -224,11 +223,25 @@ def _session(node: PacsNode, secret: str) -> requests.Session:
     session.trust_env = False
     session.proxies.update(requests.utils.get_environ_proxies(node.url))
     session.verify = str(node.ca_bundle) if node.ca_bundle is not None else True
-    if node.auth == "basic":
-        session.auth = HTTPBasicAuth(node.username, secret)
-    elif node.auth == "bearer":
+    session.auth = _RawWildcards(HTTPBasicAuth(node.username, secret) if node.auth == "basic" else None)
+    if node.auth == "bearer":
         session.headers["Authorization"] = f"Bearer {secret}"
     return session
+
+
+class _RawWildcards:
+    """requests' auth hook, run once the URL is built: the QIDO-RS wildcards "*" and "?" back from the %2A and %3F
+    dicomweb-client encodes them to (both are legal in a query as they are; Orthanc 1.10 decodes neither)."""
+
+    def __init__(self, inner: Callable[[requests.PreparedRequest], requests.PreparedRequest] | None) -> None:
+        self.inner = inner
+
+    def __call__(self, request: requests.PreparedRequest) -> requests.PreparedRequest:
+        request = self.inner(request) if self.inner is not None else request
+        base, mark, query = (request.url or "").partition("?")
+        if mark:
+            request.url = f"{base}?{query.replace('%2A', '*').replace('%3F', '?')}"
+        return request
 
 
 def request_problem(node: PacsNode, e: Exception, doing: str) -> str:
@@ -240,6 +253,8 @@ def request_problem(node: PacsNode, e: Exception, doing: str) -> str:
         return tls_problem(node, e)
     if isinstance(e, requests.exceptions.HTTPError):
         return http_problem(node, e.response, doing)
+    if isinstance(e, requests.exceptions.InvalidJSONError):  # a web page, say, where DICOM JSON belongs
+        return not_dicomweb(node, doing, "not DICOM JSON")
     if isinstance(e, requests.exceptions.ConnectTimeout):
         return f"no connection to {where} within {node.timeout_s:g} s"
     if isinstance(e, requests.exceptions.Timeout):
@@ -255,6 +270,11 @@ def request_problem(node: PacsNode, e: Exception, doing: str) -> str:
             return f"the server went away while {doing}"
         return f"cannot connect to {where} ({type(_find(e, OSError) or e).__name__})"
     return f"{type(e).__name__} while {doing}"
+
+
+def not_dicomweb(node: PacsNode, doing: str, what: str) -> str:
+    """An answer that is not what a DICOMweb service sends, in one line."""
+    return f"not a DICOMweb answer while {doing} ({what}): is {node.url} the DICOMweb service root?"
 
 
 def tls_problem(node: PacsNode, e: Exception) -> str:

@@ -3,6 +3,8 @@ and results, and STOW-RS store answers. Pure functions over plain dicts: no netw
 
 from __future__ import annotations
 
+import re
+import string
 from collections.abc import Mapping
 from typing import Any
 
@@ -29,13 +31,47 @@ REASONS = {
 }
 
 
+# Characters a QIDO-RS value can carry without percent-encoding (RFC 3986 unreserved) and the two wildcards.
+# Orthanc 1.10's DICOMweb plugin matches the query's raw text, never decoded: "Doe%5EJane" finds nobody.
+_PLAIN = frozenset(string.ascii_letters + string.digits + "-._~*?")
+
+
+def sendable(value: str) -> str:
+    """`value` with each character a server might not decode (the name's "^", a space, …) as the one-character
+    wildcard "?": the server's answer is a superset, `wanted` keeps what `value` itself matches."""
+    return "".join(c if c in _PLAIN else "?" for c in value)
+
+
+def matches(pattern: str, value: str, *, fold: bool = False) -> bool:
+    """DICOM wildcard matching (PS3.4 C.2.2.2.4): "*" any run, "?" one character; `fold` ignores case (names)."""
+    parts = (".*" if c == "*" else "." if c == "?" else re.escape(c) for c in pattern)
+    return re.fullmatch("".join(parts), value, flags=re.IGNORECASE | re.DOTALL if fold else re.DOTALL) is not None
+
+
+def wanted(study: StudyRecord, query: StudyQuery) -> bool:
+    """Whether a study the server found matches `query`'s own values where `sendable` had to widen them (a
+    server that reports no modalities is taken at its word)."""
+    checks = [
+        (query.patient_id, (study.patient_id,), False),
+        (query.patient_name, (study.patient_name,), True),
+        (query.accession, (study.accession,), False),
+        (query.modality, study.modalities, False),
+    ]
+    for pattern, values, fold in checks:
+        widened = pattern and sendable(pattern) != pattern
+        if widened and values and not any(matches(pattern, value, fold=fold) for value in values):
+            return False
+    return True
+
+
 def study_filters(query: StudyQuery) -> dict[str, str]:
-    """QIDO-RS search keys for `query` (empty fields left out; a date range as "FROM-TO", open ends allowed)."""
+    """QIDO-RS search keys for `query` (empty fields left out; a date range as "FROM-TO", open ends allowed;
+    characters a server might not decode sent as "?")."""
     filters = {
-        "PatientID": query.patient_id,
-        "PatientName": query.patient_name,
-        "ModalitiesInStudy": query.modality,
-        "AccessionNumber": query.accession,
+        "PatientID": sendable(query.patient_id),
+        "PatientName": sendable(query.patient_name),
+        "ModalitiesInStudy": sendable(query.modality),
+        "AccessionNumber": sendable(query.accession),
         "StudyInstanceUID": query.study_uid,
     }
     if query.study_date is not None:
