@@ -160,6 +160,7 @@ def _check_memory(plan: _Plan, channels: int, memory_limit: int | None) -> None:
 def _prepare(native: np.ndarray, plan: _Plan) -> np.ndarray:
     """The model's input volume [C, d, h, w] float32: each native slice normalised, resampled to the model's
     grid and written through a view in the native axes (no reoriented copy)."""
+    _check_voxels(native)
     model_image = np.empty((native.shape[0], *plan.model_shape), np.float32)
     mappings = [intensity(plan.volume.normalize, native[c]) for c in range(native.shape[0])]
 
@@ -168,6 +169,18 @@ def _prepare(native: np.ndarray, plan: _Plan) -> np.ndarray:
 
     resample_into(source, native.shape[1], plan.orient.to_native(model_image))
     return model_image
+
+
+def _check_voxels(native: np.ndarray) -> None:
+    """SegLensError (one line) for a volume with NaN or infinite voxels: they would spread through the
+    normalisation into every patch and read as a broken model. Slice by slice: no mask of the whole volume."""
+    bad = [int(np.count_nonzero(~np.isfinite(native[:, k]))) for k in range(native.shape[1])]
+    total = sum(bad)
+    if total:
+        first = next(k for k, n in enumerate(bad) if n)
+        voxels = "1 voxel that is" if total == 1 else f"{total} voxels that are"
+        raise SegLensError(f"the volume has {voxels} not a number (NaN or infinite), the first in slice {first + 1} "
+                           f"of {native.shape[1]}: a 3D model cannot run on {'it' if total == 1 else 'them'}")
 
 
 def _whole_shape(model_shape: Shape3, volume: VolumeInputSpec) -> Shape3:

@@ -274,6 +274,22 @@ def test_a_non_finite_patch_output_is_an_error(identity):
         predict_volume(ramp((4, 4, 4)), spacing=None, affine=None, spec=spec, run_raw=broken)
 
 
+@pytest.mark.parametrize("bad", [np.nan, np.inf])
+def test_non_finite_voxels_are_the_volumes_problem_not_the_models(identity, bad):
+    """A NaN voxel (outside a mask in processed MR, say) went through the normalisation into every patch, and the
+    run ended 'non-finite model output …: the model is broken'."""
+    path, sess = identity
+    image = ramp((6, 8, 8))
+    image[3, 2, 5] = bad
+    runs: list = []
+    spec = volume_spec(path, patch=(4, 4, 4), normalize=Normalize3D(kind="zscore"))
+    with pytest.raises(SegLensError) as caught:
+        predict_volume(image, spacing=None, affine=None, spec=spec, run_raw=recording(sess, runs))
+    assert str(caught.value) == ("the volume has 1 voxel that is not a number (NaN or infinite), the first in slice "
+                                 "4 of 6: a 3D model cannot run on it")
+    assert runs == []
+
+
 def test_a_whole_volume_run_of_the_demo_model_labels_what_its_sliding_window_does():
     """--no-tile pads the model grid to the size divisor by repeating its last voxels: zeros there are the
     training set's mean HU after a CT normalisation (-655 HU for the demo model), a band the model took for lung
