@@ -39,8 +39,12 @@ def bare_env(tmp_path) -> dict:
 def test_frozen_folder_is_small_and_has_no_cuda_provider(frozen):
     size = sum(p.stat().st_size for p in frozen.rglob("*") if p.is_file() and not p.is_symlink())
     # 450 as asked when the build was made: highdicom's big tables of the DICOM standard ship gzipped (22 → 0.6 MB,
-    # read through rthook_seglens.py) and CharLS is left out (packaging/seglens.spec); 446 MB measured
-    assert size <= 450 * 2**20, f"cpu flavor is {size / 2**20:.0f} MB"
+    # read through rthook_seglens.py) and CharLS is left out (packaging/seglens.spec); 446 MB measured.
+    # 466 since issue 27, 465.2 MB measured: the PACS dependencies cost 15.6 MB, 13.8 of them cryptography's one
+    # library, which the OS keyring's Linux backend (SecretStorage: the Secret Service session is encrypted) needs
+    # for secrets to stay out of the settings file; pynetdicom, dicomweb-client, requests and keyring ~1.8 MB of
+    # bytecode in the two executables' archives. The bundled ct3d_demo model and samples added 3.5 MB.
+    assert size <= 466 * 2**20, f"cpu flavor is {size / 2**20:.0f} MB"
     assert (frozen / "SegLens").is_file() and (frozen / "seglens-cli").is_file()
     assert not list(frozen.rglob("libonnxruntime_providers_cuda*"))
     assert (frozen / "_internal" / "FLAVOR").read_text().strip() == "cpu"
