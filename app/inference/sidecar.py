@@ -374,6 +374,7 @@ _SCHEMA: dict[str, Any] = {
             "size": _tile_size,
             "max_pixels": whole(1, MAX_SIDE * MAX_SIDE * 16),
             "batch": whole(1, 256),
+            "pad": choice("zeros", "edge"),  # 3D: how a volume smaller than the patch is padded (spec3d)
         },
     },
     "output": {

@@ -103,6 +103,7 @@ class Tile3D:
     blend: str = "gaussian"  # "gaussian" (σ = sigma_scale × patch, MONAI's compute_importance_map) | "constant"
     batch: int = 1  # patches per session.run (needs a dynamic batch axis for > 1)
     sigma_scale: float = 0.125
+    pad: str = "zeros"  # a volume below the patch: "zeros" (MONAI's and nnU-Net's) | "edge" (border voxels repeated)
 
 
 @dataclass(frozen=True)

@@ -25,7 +25,7 @@ _MAX_DETECTED_DIVISOR = 32
 _BLENDS_3D = ("gaussian", "constant")
 _NORMALIZE = "input.normalize."
 _PLAIN_NORMALIZE = ("input.scale", "input.mean", "input.std")
-_3D_ONLY = ("input.patch", "input.spacing", "input.axes", "input.tta")
+_3D_ONLY = ("input.patch", "input.spacing", "input.axes", "input.tta", "input.tile.pad")
 _2D_ONLY = {  # key: why it does not apply to a 3D model
     "input.size": "a 3D model's patch is input.patch: [D, H, W]",
     "input.tile.size": "a 3D model's patch is input.patch: [D, H, W]",
@@ -204,7 +204,8 @@ def _tile(r: Resolver, t: TensorInfo) -> Tile3D:
     if batch > 1 and isinstance(fixed, int):
         raise r.sidecar_error("input.tile.batch", f"is {batch}, but the model's batch axis is fixed at {fixed} "
                                                   "(export it with a dynamic batch axis to run patches in batches)")
-    return Tile3D(overlap=overlap, blend=blend, batch=batch)
+    pad: str = r.pick("input.tile.pad", "zeros", "default")  # the sidecar's schema allows zeros | edge
+    return Tile3D(overlap=overlap, blend=blend, batch=batch, pad=pad)
 
 
 def _volume_output(r: Resolver, dims: tuple[int | None, ...], *, max_classes: int) -> OutputSpec:

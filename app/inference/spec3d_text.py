@@ -8,7 +8,7 @@ from app.inference.shapes import dims_text
 from app.inference.spec import ModelSpec, Normalize3D, VolumeInputSpec
 
 _AXIS_NAMES = ("D", "H", "W")
-_TILE_KEYS = ("input.tile.overlap", "input.tile.blend", "input.tile.batch")
+_TILE_KEYS = ("input.tile.overlap", "input.tile.blend", "input.tile.batch", "input.tile.pad")
 
 
 def volume_lines(spec: ModelSpec, output: TensorInfo) -> list[str]:
@@ -64,7 +64,8 @@ def tiling_text(volume: VolumeInputSpec) -> str:
     tile = volume.tile
     blend = f"gaussian (σ {tile.sigma_scale:g} × patch)" if tile.blend == "gaussian" else tile.blend
     whole = "the whole volume in one run" if volume.whole else f"patches of {dims_text(volume.patch)}"
-    return f"{whole}, overlap {tile.overlap:g}, {blend}, batch {tile.batch}"
+    pad = ", a volume below the patch padded by repeating its border" if tile.pad == "edge" else ""
+    return f"{whole}, overlap {tile.overlap:g}, {blend}, batch {tile.batch}{pad}"
 
 
 def tta_text(axes: tuple[int, ...]) -> str:

@@ -4,8 +4,9 @@ patches, mirroring test-time augmentation, progress and cancellation between ses
 Everything here matches MONAI's `sliding_window_inference` (monai/inferers/utils.py) and its helpers
 `_get_scan_interval`, `dense_patch_slices` and `compute_importance_map` (monai/data/utils.py), so that SegLens's
 blended probabilities equal MONAI's on the same model (tests/inference/test_volume3d_monai.py):
-- a volume smaller than the patch along an axis is padded with zeros, half before (floor) and the rest after, and
-  the result cropped back;
+- a volume smaller than the patch along an axis is padded with zeros (MONAI's default; `tile.pad` "edge": its
+  border voxels repeated, MONAI's padding_mode "replicate"), half before (floor) and the rest after, and the
+  result cropped back;
 - the step is int(patch × (1 − overlap)) (at least 1; the patch itself where it equals the volume), and the last
   window is shifted inside the volume;
 - windows are visited D first, then H, then W (numpy's meshgrid "ij"), in batches of `tile.batch`;
@@ -129,7 +130,7 @@ def sliding_window(image: np.ndarray, run: RunFn, *, patch: Patch, tile: Tile3D,
     blend costs little beyond the runs; the adds keep their order, so the sums are those of a single thread.
     """
     pads = padding((image.shape[1], image.shape[2], image.shape[3]), patch)
-    padded = np.pad(image, ((0, 0), *pads)) if any(any(p) for p in pads) else image
+    padded = _padded(image, pads, edge=tile.pad == "edge") if any(any(p) for p in pads) else image
     shape = (padded.shape[1], padded.shape[2], padded.shape[3])
     grid = window_grid(shape, patch, tile.overlap)
     passes = mirror_passes(mirror_axes)
@@ -148,6 +149,12 @@ def sliding_window(image: np.ndarray, run: RunFn, *, patch: Patch, tile: Tile3D,
         return blended
     crop = tuple(slice(before, before + size) for (before, _), size in zip(pads, image.shape[1:], strict=True))
     return np.ascontiguousarray(blended[_all_channels(crop)])
+
+
+def _padded(image: np.ndarray, pads: tuple[tuple[int, int], ...], *, edge: bool) -> np.ndarray:
+    """`image` [C, D, H, W] padded along D, H, W: zeros, or (edge) its border voxels repeated."""
+    widths = ((0, 0), *pads)
+    return np.pad(image, widths, mode="edge") if edge else np.pad(image, widths)
 
 
 def _window(start: Start, patch: Patch) -> tuple[slice, slice, slice]:

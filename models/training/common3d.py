@@ -26,7 +26,7 @@ SIDECAR: dict = {
         "spacing": list(TARGET_SPACING),
         "axes": "SPL",  # the phantom arrays: [slice toward S, row toward P, column toward L]
         "normalize": {"kind": "ct", "clip": list(CLIP), "mean": None, "std": None},  # filled by train3d
-        "tile": {"overlap": 0.5, "blend": "gaussian"},
+        "tile": {"overlap": 0.5, "blend": "gaussian", "pad": "edge"},  # trained on crops inside the phantoms
         "size_divisor": SIZE_DIVISOR,
     },
     "output": {"activation": "softmax"},

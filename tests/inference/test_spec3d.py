@@ -56,7 +56,7 @@ input:
   spacing: [3.0, 0.8, 0.8]
   axes: lps
   normalize: {kind: ct, clip: [-1000, 400], mean: -200.5, std: 310}
-  tile: {overlap: 0.25, blend: constant, batch: 4}
+  tile: {overlap: 0.25, blend: constant, batch: 4, pad: edge}
   tta: {mirror: [2, 0]}
 """)
     spec = load_spec(model)
@@ -64,12 +64,12 @@ input:
     assert volume is not None
     assert (volume.patch, volume.spacing, volume.axes, volume.tta) == ((24, 64, 48), (3.0, 0.8, 0.8), "LPS", (0, 2))
     assert volume.normalize == Normalize3D("ct", clip=(-1000.0, 400.0), mean=-200.5, std=310.0)
-    assert volume.tile == Tile3D(overlap=0.25, blend="constant", batch=4)
+    assert volume.tile == Tile3D(overlap=0.25, blend="constant", batch=4, pad="edge")
     assert volume.size_divisor == 8 and spec.sources["input.size_divisor"] == "detected"  # 24 = 8 × 3
     assert spec.input.model_hw == (64, 48)
     assert all(spec.sources[k] == "sidecar" for k in ("input.patch", "input.spacing", "input.axes", "input.normalize",
                                                       "input.tile.overlap", "input.tile.blend", "input.tile.batch",
-                                                      "input.tta"))
+                                                      "input.tile.pad", "input.tta"))
     assert spec.class_names == ("background", "class 1", "class 2")
 
 
@@ -251,6 +251,7 @@ BAD_KEYS = [  # (model: fixed or dynamic, sidecar, the message after "<sidecar>:
                                                "set by input.normalize: {kind: ct, clip: [lo, hi], mean, std}"),
     ("fixed", "input:\n  color: rgb\n", "'input.color' applies to 2D models: a 3D model's input is a volume's "
                                         "intensities, not colours"),
+    ("fixed", "input:\n  tile: {pad: reflect}\n", "'input.tile.pad' must be one of zeros | edge, got 'reflect'"),
     ("fixed", "postprocess:\n  min_area: 20\n", "'postprocess.min_area' is 20, but it cleans a 2D mask in pixels "
      "and a 3D model's labels are not cleaned: judge its 3D components with a verdict rule, "
      "fail_if: {min_component_ml: …}"),
@@ -271,6 +272,7 @@ def test_a_bad_3d_sidecar_key_is_refused_in_one_line_naming_it(tmp_path, kind, t
 @pytest.mark.parametrize("text, key", [("input:\n  patch: [16, 32, 32]\n", "input.patch"),
                                        ("input:\n  spacing: [1, 1, 1]\n", "input.spacing"),
                                        ("input:\n  tta: mirror\n", "input.tta"),
+                                       ("input:\n  tile: {pad: edge}\n", "input.tile.pad"),
                                        ("input:\n  normalize: {kind: zscore}\n", "input.normalize.kind")])
 def test_a_3d_key_on_a_2d_model_is_refused(models, text, key):
     model = with_sidecar(models("rgb_classes"), text)

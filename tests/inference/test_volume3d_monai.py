@@ -29,7 +29,8 @@ def box(tmp_path_factory):
     return path, session(path)
 
 
-def monai_blend(sliding, sess, image: np.ndarray, *, patch, overlap, batch, mode="gaussian") -> np.ndarray:
+def monai_blend(sliding, sess, image: np.ndarray, *, patch, overlap, batch, mode="gaussian",
+                padding_mode="constant") -> np.ndarray:
     """MONAI's blend of the same ORT session: the predictor wraps session.run, as a MONAI user would."""
     import torch
 
@@ -40,7 +41,7 @@ def monai_blend(sliding, sess, image: np.ndarray, *, patch, overlap, batch, mode
 
     with torch.no_grad():
         out = sliding(torch.from_numpy(image[None]), roi_size=patch, sw_batch_size=batch, predictor=predictor,
-                      overlap=overlap, mode=mode, sigma_scale=0.125)
+                      overlap=overlap, mode=mode, sigma_scale=0.125, padding_mode=padding_mode)
     return out[0].numpy()
 
 
@@ -59,6 +60,18 @@ def test_blend_equals_monai_sliding_window_inference(monai_sliding, box, shape, 
     assert ours.shape == reference.shape == (2, *shape)
     np.testing.assert_allclose(ours, reference, atol=1e-4, rtol=0)
     assert np.abs(ours - reference).max() < 1e-5  # in practice float32 rounding apart
+
+
+def test_edge_padding_of_a_small_volume_equals_monais_replicate(monai_sliding, box):
+    """`input.tile.pad: edge`: a volume below the patch padded by repeating its border (MONAI's "replicate")."""
+    image = smooth_volume((5, 40, 9), seed=3)[None]
+    tile = Tile3D(overlap=0.5, batch=2, pad="edge")
+    ours = sliding_window(image, runner(box[1]), patch=(8, 16, 16), tile=tile)
+    reference = monai_blend(monai_sliding, box[1], image, patch=(8, 16, 16), overlap=0.5, batch=2,
+                            padding_mode="replicate")
+    np.testing.assert_allclose(ours, reference, atol=1e-4, rtol=0)
+    zeros = sliding_window(image, runner(box[1]), patch=(8, 16, 16), tile=Tile3D(overlap=0.5, batch=2))
+    assert np.abs(zeros - ours).max() > 1e-3  # the box filter sees the padding near the border
 
 
 def test_constant_blend_equals_monai(monai_sliding, box):
