@@ -9,11 +9,12 @@ from __future__ import annotations
 import functools
 from typing import TYPE_CHECKING
 
-from PySide6.QtCore import QEvent, QObject, Qt
+from PySide6.QtCore import QEvent, QObject
 from PySide6.QtGui import QAction, QActionGroup, QKeySequence
 from PySide6.QtWidgets import QApplication
 
 from app.io.presets import CT_PRESETS
+from app.ui.widgets.lazy_qt import Qt
 
 if TYPE_CHECKING:
     from collections.abc import Callable

@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, cast
 
-from PySide6.QtCore import QSettings, Qt, Signal
+from PySide6.QtCore import QSettings, Signal
 from PySide6.QtWidgets import QMainWindow, QSplitter, QVBoxLayout, QWidget
 
 from app.ui import actions
@@ -18,7 +18,7 @@ from app.ui import settings as remembered
 from app.ui.controllers.presenter import Presenter
 from app.ui.recent import RecentList
 from app.ui.state.view_state import ViewState
-from app.ui.toolbar import build_toolbar
+from app.ui.toolbar import build_toolbar, show_icons
 from app.ui.widgets.file_list import FileList
 from app.ui.widgets.panels import PanelArea, SidePanel
 from app.ui.widgets.slices import SliceBar
@@ -51,8 +51,7 @@ class MainWindow(QMainWindow):
         self._wanted = model_path or remembered.model(settings), device or remembered.device(settings)
         self.recent_inputs = RecentList(settings, "recent/inputs", writable=lambda: self.persist_settings)
         self.recent_models = RecentList(settings, "recent/models", writable=lambda: self.persist_settings)
-        self.toolbar = build_toolbar(self)
-        self.addToolBar(self.toolbar)
+        self.toolbar = build_toolbar(self)  # added to the window; its icons come with finish()
         self.toolbar.setVisible(cast(bool, settings.value("toolbar", True, bool)))  # converted to the type asked
         self._menus, self._finished = actions.menu_bar(self), False
         if not finish_later:
@@ -68,6 +67,7 @@ class MainWindow(QMainWindow):
         self._start_threads()
         self.loader.path, self.loader.device = self._wanted
         actions.build_menus(self, self._menus)
+        show_icons(self.toolbar)
         self._peek, self._drops = actions.PeekFilter(self), actions.FileDrops(self)  # files dropped on it open
         self.overlay_shown.connect(self._peek.arm)  # nothing to peek under before the first overlay
 
@@ -76,7 +76,7 @@ class MainWindow(QMainWindow):
         self.viewer = ImageViewer()
         self.slices = SliceBar()
         self.panel = SidePanel(groups_later=True)  # MainWindow.finish adds them
-        self.splitter = QSplitter(Qt.Orientation.Horizontal)
+        self.splitter = QSplitter()  # horizontal
         file_side = QWidget()
         column = QVBoxLayout(file_side)
         column.setContentsMargins(0, 0, 0, 0)

@@ -1,16 +1,22 @@
 """The toolbar for the mouse-first reader: open folder, open model, previous / next, filled ⇄ contour, opacity and
 Run on all, with the platform's standard icons and their names beside them. View ▸ Toolbar hides it; the choice
-is remembered (app/ui/settings.py)."""
+is remembered (app/ui/settings.py).
+
+The icons come one frame late: built with the window, each button holds a blank icon, which lays it out as the icon
+will (a tool button sizes itself by the toolbar's icon size for any non-null icon); `show_icons`, called by
+MainWindow.finish after the first paint, puts the style's standard icons in. Before the window shows, the QStyle type
+(~4 ms of enums) and the icon theme's first lookup (~4.5 ms) were a sixth of SegLens's start-up over a bare window.
+"""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from PySide6.QtCore import Qt
-from PySide6.QtGui import QAction
-from PySide6.QtWidgets import QLabel, QSlider, QStyle, QToolBar
+from PySide6.QtGui import QAction, QColor, QIcon, QPixmap
+from PySide6.QtWidgets import QLabel, QSlider, QToolBar
 
 from app.ui.state.view_state import DisplayMode
+from app.ui.widgets.lazy_qt import set_enum
 
 if TYPE_CHECKING:
     from app.ui.main_window import MainWindow
@@ -22,17 +28,15 @@ def build_toolbar(window: MainWindow) -> QToolBar:
     bar = QToolBar("Toolbar", window)
     bar.setObjectName("main_toolbar")
     bar.setMovable(False)
-    bar.setToolButtonStyle(Qt.ToolButtonStyle.ToolButtonTextBesideIcon)
-    style = window.style()
-    icon = style.standardIcon
-    for text, standard, slot, tip in (
-            ("Open folder", QStyle.StandardPixmap.SP_DirOpenIcon, lambda: actions.open_folder_dialog(window),
+    set_enum(bar, "toolButtonStyle", "ToolButtonTextBesideIcon")
+    blank = _blank_icon()
+    for text, slot, tip in (
+            ("Open folder", lambda: actions.open_folder_dialog(window),
              "Open a folder of images or a DICOM series (Ctrl+Shift+O)"),
-            ("Open model", QStyle.StandardPixmap.SP_FileIcon, lambda: actions.open_model_dialog(window),
-             "Open an ONNX model (Ctrl+M)"),
-            ("Previous", QStyle.StandardPixmap.SP_ArrowBack, lambda: window.files.step(-1), "Previous image (←)"),
-            ("Next", QStyle.StandardPixmap.SP_ArrowForward, lambda: window.files.step(1), "Next image (→)")):
-        action = bar.addAction(icon(standard), text)
+            ("Open model", lambda: actions.open_model_dialog(window), "Open an ONNX model (Ctrl+M)"),
+            ("Previous", lambda: window.files.step(-1), "Previous image (←)"),
+            ("Next", lambda: window.files.step(1), "Next image (→)")):
+        action = bar.addAction(blank, text)
         action.setToolTip(tip)
         action.triggered.connect(lambda _checked=False, s=slot: s())
     bar.addSeparator()
@@ -40,11 +44,36 @@ def build_toolbar(window: MainWindow) -> QToolBar:
     bar.addWidget(QLabel(" Opacity "))
     bar.addWidget(_opacity_slider(window))
     bar.addSeparator()
-    run = bar.addAction(icon(QStyle.StandardPixmap.SP_MediaPlay), "Run on all…")
+    run = bar.addAction(blank, "Run on all…")
     run.setToolTip("Run the model on every listed image: export masks, overlays and the report, or the scores "
                    "only (Ctrl+E)")
     run.triggered.connect(lambda _checked=False: actions.run_all_dialog(window))
+    window.addToolBar(bar)
     return bar
+
+
+# the buttons that have an icon, by their text, and the style's standard icon each shows
+STANDARD_ICONS = {"Open folder": "SP_DirOpenIcon", "Open model": "SP_FileIcon", "Previous": "SP_ArrowBack",
+                  "Next": "SP_ArrowForward", "Run on all…": "SP_MediaPlay"}
+
+
+def show_icons(bar: QToolBar) -> None:
+    """The style's standard icons on the buttons that hold a blank one (after the first paint: module docstring)."""
+    from PySide6.QtWidgets import QStyle
+
+    style = bar.style()
+    for action in bar.actions():
+        name = STANDARD_ICONS.get(action.text())
+        if name is not None:
+            action.setIcon(style.standardIcon(getattr(QStyle.StandardPixmap, name)))
+
+
+def _blank_icon() -> QIcon:
+    """A transparent icon, not null, so the button is laid out with room for the icon to come; larger than any
+    toolbar's icon size, as the text beside it is placed after the pixmap drawn (an icon is scaled down, not up)."""
+    pixmap = QPixmap(128, 128)
+    pixmap.fill(QColor(0, 0, 0, 0))
+    return QIcon(pixmap)
 
 
 def _contour_action(window: MainWindow, bar: QToolBar) -> QAction:
@@ -68,7 +97,8 @@ def _contour_action(window: MainWindow, bar: QToolBar) -> QAction:
 def _opacity_slider(window: MainWindow) -> QSlider:
     """The overlay's opacity, in step with the panel's slider (and the [ ] keys) both ways."""
     controls = window.panel.controls
-    slider = QSlider(Qt.Orientation.Horizontal)
+    slider = QSlider()
+    set_enum(slider, "orientation", "Horizontal")
     slider.setRange(0, 100)
     slider.setFixedWidth(110)
     slider.setValue(round(window.state.overlay.opacity * 100))

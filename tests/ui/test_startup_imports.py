@@ -38,13 +38,17 @@ def _loaded_in_fresh_process(code: str, tmp_path: Path, modules: tuple[str, ...]
     return json.loads(_run_fresh(["-c", probe], tmp_path))
 
 
-def _launched_up_to_show(tmp_path: Path) -> str:
-    """`seglens` as launched, up to the window's show(): logging set up, the icon, settings, the window built."""
+LOADED = f"sorted(m for m in {HEAVY + LATE!r} if m in sys.modules)"
+
+
+def _launched_up_to_show(tmp_path: Path, shows: str = LOADED) -> str:
+    """`seglens` as launched, up to the window's show(): logging set up, the icon, settings, the window built; then
+    prints `shows` (what is loaded, by default) as JSON."""
     return f"""
 from app.ui import app as viewer
 from app.ui.main_window import MainWindow
 def shown(window):
-    print(json.dumps(sorted(m for m in {HEAVY + LATE!r} if m in sys.modules)), flush=True)
+    print(json.dumps({shows}), flush=True)
     import os
     os._exit(0)  # at once
 MainWindow.show = shown
@@ -60,6 +64,15 @@ def test_the_viewer_shows_its_window_before_the_parts_its_first_paint_does_not_n
     """The groups hidden at start, the controllers, the worker and the three-plane view: built after the first
     paint (MainWindow.finish), so their modules are not imported before show() either."""
     assert _loaded_in_fresh_process(_launched_up_to_show(tmp_path), tmp_path) == []
+
+
+def test_the_viewer_shows_its_window_before_making_the_qt_namespace_or_qstyle(tmp_path: Path) -> None:
+    """PySide6 makes a Python type with all its enums on a Qt class's first use: the `Qt` namespace (~93 enum types,
+    ~10 ms) and QStyle (~4 ms), which a bare window never makes, waited for the first paint
+    (app/ui/widgets/lazy_qt.py; the toolbar's standard icons come with MainWindow.finish)."""
+    made = ("[n for n in ('Qt', 'QStyle')"
+            " if any(n in vars(sys.modules[f'PySide6.{m}']) for m in ('QtCore', 'QtWidgets'))]")
+    assert json.loads(_run_fresh(["-c", f"import json, sys\n{_launched_up_to_show(tmp_path, made)}"], tmp_path)) == []
 
 
 def test_the_self_test_shows_the_first_overlay_through_the_parts_built_after_the_first_paint(tmp_path: Path) -> None:
@@ -142,12 +155,14 @@ def test_a_window_finished_after_its_first_paint_is_the_window_built_at_once(qtb
                                                                 "ReviewPanel", "DecisionControls"]
 
 
-def _first_frame(qtbot, tmp_path: Path, *, finish_later: bool):
-    """The window's pixels as its first paint left them (before finish(), for a window finished later)."""
+def _frames(qtbot, tmp_path: Path, *, finish_later: bool):
+    """The window's pixels as its first paint left them (before finish(), for a window finished later), the same
+    after finish(), and where the toolbar's buttons with an icon are (window coordinates: x, y, width, height)."""
     from PySide6.QtCore import QSettings
 
     from app.ui.first_paint import after_first_paint
     from app.ui.main_window import MainWindow
+    from app.ui.toolbar import STANDARD_ICONS
 
     settings = QSettings(str(tmp_path / f"frame-{finish_later}.ini"), QSettings.Format.IniFormat)
     window = MainWindow(settings=settings, device="cpu", finish_later=finish_later)
@@ -157,15 +172,39 @@ def _first_frame(qtbot, tmp_path: Path, *, finish_later: bool):
         frames: list = []
         after_first_paint(window, lambda: frames.append(window.grab().toImage()))
         qtbot.waitUntil(lambda: bool(frames), timeout=5_000)
-        return frames[0]
-    finally:
         window.finish()
+        qtbot.wait(50)  # the panel's groups added by finish() laid out
+        buttons = [window.toolbar.widgetForAction(a) for a in window.toolbar.actions() if a.text() in STANDARD_ICONS]
+        boxes = [(b.mapTo(window, b.rect().topLeft()).x(), b.mapTo(window, b.rect().topLeft()).y(), b.width(),
+                  b.height()) for b in buttons]
+        return frames[0], window.grab().toImage(), boxes
+    finally:
         window.close()
         window.deleteLater()
 
 
-def test_the_first_paint_of_a_window_finished_later_is_that_of_one_built_at_once(qtbot, tmp_path: Path) -> None:
-    later = _first_frame(qtbot, tmp_path, finish_later=True)
-    at_once = _first_frame(qtbot, tmp_path, finish_later=False)
-    assert later.size() == at_once.size()
-    assert later == at_once  # every pixel: menu titles, toolbar, the panel's visible groups, the status bar
+def _pixels(image):
+    import numpy as np
+    from PySide6.QtGui import QImage
+
+    image = image.convertToFormat(QImage.Format.Format_ARGB32)
+    return np.frombuffer(image.constBits(), np.uint8).reshape(image.height(), image.bytesPerLine())[
+        :, :image.width() * 4].reshape(image.height(), image.width(), 4).copy()  # a copy: the image goes
+
+
+def test_the_first_paint_of_a_window_finished_later_is_that_of_one_built_at_once_but_the_icons(qtbot,
+                                                                                              tmp_path: Path) -> None:
+    """Finished, every pixel is that of a window built at once; in the first frame, only the toolbar's five icons
+    are still blank (app/ui/toolbar.py): the buttons, their text and everything else are in place."""
+    import numpy as np
+
+    first, finished, boxes = _frames(qtbot, tmp_path, finish_later=True)
+    at_once, _same, at_once_boxes = _frames(qtbot, tmp_path, finish_later=False)
+    assert finished.size() == first.size() == at_once.size()
+    assert finished == at_once  # every pixel: menu titles, toolbar, the panel's visible groups, the status bar
+    assert boxes == at_once_boxes and len(boxes) == 5
+    changed = np.any(_pixels(first) != _pixels(at_once), axis=2)
+    for x, y, width, height in boxes:
+        assert changed[y:y + height, x:x + width].any()  # the icon, drawn one frame later
+        changed[y:y + height, x:x + width] = False
+    assert not changed.any()  # nothing else

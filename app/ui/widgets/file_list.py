@@ -4,16 +4,18 @@ from __future__ import annotations
 
 from functools import cached_property
 
-from PySide6.QtCore import Qt, Signal
+from PySide6.QtCore import Signal
 from PySide6.QtGui import QColor, QIcon, QPainter, QPixmap
 from PySide6.QtWidgets import QAbstractItemView, QComboBox, QListWidget, QListWidgetItem
 
 from app.errors import shown
+from app.ui.widgets.lazy_qt import Qt
 
-PATH_ROLE = Qt.ItemDataRole.UserRole
-STATUS_ROLE = Qt.ItemDataRole.UserRole + 1
-VERDICT_ROLE = Qt.ItemDataRole.UserRole + 2  # "ok", "ng" or None (+1: whether it is out of date)
-REVIEW_ROLE = Qt.ItemDataRole.UserRole + 4  # review state: "unreviewed", "accepted", "rejected", "corrected"
+USER_ROLE = 0x0100  # Qt.ItemDataRole.UserRole: roles are ints to Qt, and the enum's type is made on first use (lazy_qt)
+PATH_ROLE = USER_ROLE
+STATUS_ROLE = USER_ROLE + 1
+VERDICT_ROLE = USER_ROLE + 2  # "ok", "ng" or None (+1: whether it is out of date)
+REVIEW_ROLE = USER_ROLE + 4  # review state: "unreviewed", "accepted", "rejected", "corrected"
 FILTERS = ("all", "ng", "ok", "unreviewed", "accepted", "rejected", "corrected")
 REVIEW_MARKS = {"accepted": "  ✓", "rejected": "  ✗", "corrected": "  ✎", "unreviewed": ""}
 STATUS_COLORS = {"pending": QColor(140, 140, 140), "done": QColor(52, 199, 89), "error": QColor(255, 69, 58),

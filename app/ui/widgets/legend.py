@@ -5,9 +5,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, cast
 
-from PySide6.QtCore import Qt, Signal
+from PySide6.QtCore import Signal
 from PySide6.QtGui import QColor, QPixmap
 from PySide6.QtWidgets import QCheckBox, QGridLayout, QGroupBox, QLabel, QProgressBar
+
+from app.ui.widgets.lazy_qt import Qt
 
 if TYPE_CHECKING:
     from PySide6.QtWidgets import QLayoutItem

@@ -10,8 +10,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from PySide6.QtCore import Qt, QTimer
+from PySide6.QtCore import QTimer
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QPushButton, QSizePolicy, QWidget
+
+from app.ui.widgets.lazy_qt import Qt, set_enum
 
 if TYPE_CHECKING:
     from PySide6.QtCore import QUrl
@@ -23,7 +25,7 @@ class _ElidedLabel(QLabel):
     def __init__(self, parent=None) -> None:
         super().__init__(parent)
         self._full = ""
-        self.setTextFormat(Qt.TextFormat.PlainText)
+        set_enum(self, "textFormat", "PlainText")
         self.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)  # takes what is left
         self.setMinimumWidth(60)
 
@@ -41,6 +43,9 @@ class _ElidedLabel(QLabel):
 
     def _elide(self) -> None:
         line = " ".join(self._full.split())  # one line: a message may carry a newline from an error
+        if not line:  # as the window first shows: Qt.TextElideMode would make the Qt namespace's enums (lazy_qt)
+            self.setText("")
+            return
         self.setText(self.fontMetrics().elidedText(line, Qt.TextElideMode.ElideMiddle, max(0, self.width())))
 
 
@@ -52,8 +57,7 @@ class Notice(QWidget):
         self.label = _ElidedLabel()
         self.open_button = QPushButton("Open folder")
         self.open_button.setFlat(True)
-        self.open_button.setCursor(Qt.CursorShape.PointingHandCursor)
-        self.open_button.hide()
+        self.open_button.hide()  # its pointing-hand cursor is set when it first shows (a Qt enum, lazy_qt)
         self.open_button.clicked.connect(self.open_folder)
         layout = QHBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
@@ -69,6 +73,8 @@ class Notice(QWidget):
         """Show `text` for `timeout_ms` (0: until the next message); `folder`: the folder "Open folder" opens."""
         self.label.set_full_text(text)
         self._folder = Path(folder) if folder else None
+        if self._folder is not None and self.open_button.cursor().shape() != Qt.CursorShape.PointingHandCursor:
+            self.open_button.setCursor(Qt.CursorShape.PointingHandCursor)
         self.open_button.setVisible(self._folder is not None)
         self.open_button.setToolTip(f"Open {self._folder} in the file manager" if self._folder else "")
         self._timer.stop()

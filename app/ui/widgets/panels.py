@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from typing import cast
 
-from PySide6.QtCore import QEvent, QSize, Qt, QTimer, Signal
+from PySide6.QtCore import QEvent, QSize, QTimer, Signal
 from PySide6.QtWidgets import (
     QCheckBox,
     QComboBox,
@@ -19,6 +19,7 @@ from PySide6.QtWidgets import (
 )
 
 from app.ui.state.view_state import DisplayMode
+from app.ui.widgets.lazy_qt import set_enum
 from app.ui.widgets.legend import UNCERTAIN_COLOR, Legend, TopK, plain
 
 MODES = (DisplayMode.FILLED, DisplayMode.CONTOUR)  # the order of the Mode box, and of C's cycle
@@ -44,7 +45,8 @@ class OverlayControls(QGroupBox):
         self._visible = QCheckBox("Show overlay (O)")
         self._visible.setToolTip("O shows or hides the overlay; hold Space to peek under it")
         self._visible.setChecked(True)
-        self._opacity = QSlider(Qt.Orientation.Horizontal)
+        self._opacity = QSlider()
+        set_enum(self._opacity, "orientation", "Horizontal")
         self._opacity.setRange(0, 100)
         self._opacity.setPageStep(10)
         self._opacity.setToolTip("Opacity ([ and ] keys)")
@@ -101,8 +103,9 @@ class ImageInfo(QGroupBox):
         super().__init__("Image", parent)
         self.text = QLabel()
         self.text.setWordWrap(True)
-        self.text.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
-        self.frame = QSlider(Qt.Orientation.Horizontal)
+        set_enum(self.text, "textInteractionFlags", "TextSelectableByMouse")
+        self.frame = QSlider()
+        set_enum(self.frame, "orientation", "Horizontal")
         self.frame_label = QLabel()
         layout = QVBoxLayout(self)
         layout.addWidget(self.text)
@@ -156,21 +159,21 @@ class SidePanel(QWidget):
         self._spec = None  # the model shown: its thresholds say whether a classification is uncertain
         self._model_label = QLabel("No model")
         self._model_label.setWordWrap(True)
-        self._model_label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        set_enum(self._model_label, "textInteractionFlags", "TextSelectableByMouse")
         layout = QVBoxLayout(self)
         layout.addWidget(self._model_label)
         layout.addWidget(self.controls)
         self._busy = QLabel()  # "Running <model>…" between a model switch and its first result
         self._busy.setObjectName("busy")
         self._busy.setWordWrap(True)
-        self._busy.setTextFormat(Qt.TextFormat.PlainText)
+        set_enum(self._busy, "textFormat", "PlainText")
         self._busy.setStyleSheet(f"color: {UNCERTAIN_COLOR}; font-style: italic")
         self._busy.hide()
         layout.addWidget(self._busy)
         self._misfit = QLabel()  # why the image does not fit the model (app.inference.fit), an amber line each
         self._misfit.setObjectName("misfit")
         self._misfit.setWordWrap(True)
-        self._misfit.setTextFormat(Qt.TextFormat.PlainText)
+        set_enum(self._misfit, "textFormat", "PlainText")
         self._misfit.setStyleSheet(f"color: {UNCERTAIN_COLOR}")
         self._misfit.hide()
         layout.addWidget(self._misfit)
@@ -320,7 +323,7 @@ class PanelArea(QScrollArea):
         self.setWidget(panel)
         self.setWidgetResizable(True)  # the panel's groups scroll on a short screen instead of being squeezed
         self.setFrameShape(QScrollArea.Shape.NoFrame)
-        self.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAsNeeded)
+        set_enum(self, "horizontalScrollBarPolicy", "ScrollBarAsNeeded")
         panel.installEventFilter(self)
 
     def minimumSizeHint(self) -> QSize:

@@ -5,8 +5,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from PySide6.QtCore import Qt, Signal
+from PySide6.QtCore import Signal
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QSlider, QVBoxLayout, QWidget
+
+from app.ui.widgets.lazy_qt import set_enum
 
 if TYPE_CHECKING:
     from app.io.volumes import Volume
@@ -17,7 +19,8 @@ class SliceBar(QWidget):
 
     def __init__(self, parent=None) -> None:
         super().__init__(parent)
-        self.slider = QSlider(Qt.Orientation.Horizontal)
+        self.slider = QSlider()
+        set_enum(self.slider, "orientation", "Horizontal")
         self.slider.setToolTip("Slice (PgUp / PgDn, or Ctrl + mouse wheel)")
         self.label = QLabel()
         self.label.setMinimumWidth(220)

@@ -7,15 +7,21 @@ scaled up), so zoom levels and the 1:1 view mean the same thing for every image.
 
 from __future__ import annotations
 
-from PySide6.QtCore import QRectF, Qt, Signal
+from functools import cached_property
+
+from PySide6.QtCore import QRectF, Signal
 from PySide6.QtGui import QColor, QImage, QPainter, QPixmap
 from PySide6.QtWidgets import (
+    QGraphicsEllipseItem,
+    QGraphicsLineItem,
     QGraphicsPixmapItem,
     QGraphicsScene,
+    QGraphicsSimpleTextItem,
     QGraphicsView,
 )
 
 from app.ui.widgets.detail import DetailItem
+from app.ui.widgets.lazy_qt import Qt
 from app.ui.widgets.viewer_items import brush_items, clip_frame, paint_orientation, split_items
 
 ZOOM_STEP = 1.25
@@ -35,15 +41,16 @@ class ImageViewer(QGraphicsView):
     def __init__(self, parent=None) -> None:
         super().__init__(parent)
         self.setScene(QGraphicsScene(self))
-        self.setBackgroundBrush(QColor(32, 33, 36))
+        # as a property: setBackgroundBrush(QColor) makes the Qt namespace's enums before the window shows (lazy_qt)
+        self.setProperty("backgroundBrush", QColor(32, 33, 36))
         self.setDragMode(QGraphicsView.DragMode.ScrollHandDrag)
         self.setTransformationAnchor(QGraphicsView.ViewportAnchor.AnchorUnderMouse)
         self.setResizeAnchor(QGraphicsView.ViewportAnchor.AnchorViewCenter)
         self.setViewportUpdateMode(QGraphicsView.ViewportUpdateMode.SmartViewportUpdate)
         self.setOptimizationFlag(QGraphicsView.OptimizationFlag.DontSavePainterState, True)
         self.setFrameShape(QGraphicsView.Shape.NoFrame)
-        self._image_item = QGraphicsPixmapItem()
-        self._image_item.setTransformationMode(Qt.TransformationMode.SmoothTransformation)
+        self._image_item = QGraphicsPixmapItem()  # smooth from its first picture on (set_image)
+        self._smoothing_set = False
         self.scene().addItem(self._image_item)
         self._detail = DetailItem()  # big images: full-resolution tiles once zoomed in past the overview copy
         self.scene().addItem(self._detail)
@@ -53,18 +60,41 @@ class ImageViewer(QGraphicsView):
         self._outline_item = QGraphicsPixmapItem(self._clip_a)  # the mask's outlines over a heatmap, always opaque
         self._outline_item.setZValue(1)
         self._overlay_b_item = QGraphicsPixmapItem(self._clip_b)  # split view: the second model's overlay
-        for item in (self._overlay_item, self._outline_item, self._overlay_b_item):
-            item.setTransformationMode(Qt.TransformationMode.FastTransformation)  # crisp class edges
-        self._divider, self._labels = split_items(self.scene())
+        # the overlays keep Qt's default FastTransformation: crisp class edges
         self._split: str | None = None  # None, "raw" (raw | overlay) or "ab" (model A | model B)
         self._split_at = 0.5  # the divider, as a share of the image's width
         self._dragging_divider = False
         self._full_size: tuple[int, int] | None = None
         self._fit_mode = True
         self._right_drag: tuple[float, float] | None = None
-        self._brush, self._brush_dark = brush_items(self.scene())
         self._brush_radius = 0
         self._painting = False
+
+    # the split view's divider and names and edit mode's brush ring, hidden until used, are made then: their pens'
+    # and brushes' calls would make the Qt namespace's enums before the window shows (~10 ms, lazy_qt)
+    @cached_property
+    def _split_parts(self) -> tuple[QGraphicsLineItem, list[QGraphicsSimpleTextItem]]:
+        return split_items(self.scene())
+
+    @cached_property
+    def _brush_parts(self) -> tuple[QGraphicsEllipseItem, QGraphicsEllipseItem]:
+        return brush_items(self.scene())
+
+    @property
+    def _divider(self) -> QGraphicsLineItem:
+        return self._split_parts[0]
+
+    @property
+    def _labels(self) -> list[QGraphicsSimpleTextItem]:
+        return self._split_parts[1]
+
+    @property
+    def _brush(self) -> QGraphicsEllipseItem:
+        return self._brush_parts[0]
+
+    @property
+    def _brush_dark(self) -> QGraphicsEllipseItem:
+        return self._brush_parts[1]
 
     # -- content ---------------------------------------------------------------------------------------
 
@@ -72,6 +102,9 @@ class ImageViewer(QGraphicsView):
         """Show `image` (possibly a downscaled copy) as an image of `full_size` = (width, height)."""
         size_changed = full_size != self._full_size
         self._full_size = full_size
+        if not self._smoothing_set:  # here, not in __init__: a Qt enum before the window shows costs ~10 ms (lazy_qt)
+            self._smoothing_set = True
+            self._image_item.setTransformationMode(Qt.TransformationMode.SmoothTransformation)
         self._image_item.setPixmap(QPixmap.fromImage(image))
         self._image_item.setScale(full_size[0] / max(1, image.width()))
         self.clear_overlay()
@@ -348,6 +381,7 @@ class ImageViewer(QGraphicsView):
     def _update_smoothing(self) -> None:
         """Smooth when zoomed out; show real pixels when zoomed in (what a reader wants to inspect)."""
         smooth = self.zoom() < 1.0
+        self._smoothing_set = True
         self.setRenderHint(QPainter.RenderHint.SmoothPixmapTransform, smooth)
         mode = Qt.TransformationMode.SmoothTransformation if smooth else Qt.TransformationMode.FastTransformation
         self._image_item.setTransformationMode(mode)

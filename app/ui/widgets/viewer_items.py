@@ -4,7 +4,7 @@ at the viewport's edges. ImageViewer (viewer.py) places and shows them; nothing 
 
 from __future__ import annotations
 
-from PySide6.QtCore import QRect, Qt
+from PySide6.QtCore import QRect
 from PySide6.QtGui import QColor, QPainter, QPen
 from PySide6.QtWidgets import (
     QGraphicsDropShadowEffect,
@@ -16,12 +16,16 @@ from PySide6.QtWidgets import (
     QGraphicsSimpleTextItem,
 )
 
+from app.ui.widgets.lazy_qt import Qt
+
 
 def clip_frame(scene: QGraphicsScene) -> QGraphicsRectItem:
     """A frame that clips its children (an overlay) to its rectangle: the whole image, or one side of the divider."""
     frame = QGraphicsRectItem()
     frame.setFlag(QGraphicsItem.GraphicsItemFlag.ItemClipsChildrenToShape, True)
-    frame.setPen(QPen(Qt.PenStyle.NoPen))
+    # a simple text item's pen is Qt.NoPen: QPen(Qt.PenStyle.NoPen) would make the Qt namespace's enums before the
+    # window shows (~10 ms, app/ui/widgets/lazy_qt.py)
+    frame.setPen(QGraphicsSimpleTextItem().pen())
     frame.setZValue(1)
     scene.addItem(frame)
     return frame
