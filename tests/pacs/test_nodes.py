@@ -88,6 +88,8 @@ def test_json_settings_and_none(tmp_path: Path) -> None:
     ("pacs:\n  A:\n    url: dimse://A@h:1\n    colour: red\n", "pacs.A: unknown key 'colour'"),
     ("pacs:\n  A:\n    url: dimse://A@h:1\n    research: yes please\n", "pacs.A: research is not true or false"),
     ("pacs:\n  A:\n    url: dimse://A@h:1\n    timeout_s: soon\n", "pacs.A: timeout_s is not a number ≥ 0"),
+    ("pacs:\n  A:\n    url: dimse://A@h:1\n    calling_ae: A_TITLE_LONGER_THAN_16\n",
+     "pacs.A: calling_ae 'A_TITLE_LONGER_THAN_16' is not 1-16 printable characters"),
     ("pacs: [1, 2]\n", "the pacs section is not a mapping of node names"),
     ("pacs: {\n", "not valid YAML (ParserError)"),
 ])

@@ -86,6 +86,10 @@ def _query(text: str, query: str, allowed: frozenset[str]) -> dict[str, str]:
     return options
 
 
+def _is_ae(title: str) -> bool:
+    return bool(_AE.match(title)) and title.strip() == title
+
+
 def _flag(text: str, key: str, value: str) -> bool:
     if value.lower() in _TRUE:
         return True
@@ -121,14 +125,14 @@ def _dimse_node(text: str, *, name: str) -> PacsNode:
     if "@" not in parts.netloc:
         raise PacsError(f"pacs node {text!r}: no called AE title (dimse://CALLED_AE@host:104)")
     called, _, hostport = parts.netloc.rpartition("@")
-    if not _AE.match(called) or called.strip() != called:
+    if not _is_ae(called):
         raise PacsError(f"pacs node {text!r}: called AE title {called!r} is not 1-16 printable characters")
     if parts.path not in ("", "/"):
         raise PacsError(f"pacs node {text!r}: a DIMSE node has no path ({parts.path!r})")
     host, port = _split_host(text, hostport, 104)
     options = _query(text, parts.query, _DIMSE_OPTIONS)
     calling = options.get("calling", "SEGLENS")
-    if not _AE.match(calling) or calling.strip() != calling:
+    if not _is_ae(calling):
         raise PacsError(f"pacs node {text!r}: calling AE title {calling!r} is not 1-16 printable characters")
     ca = options.get("ca", "")
     return PacsNode(
@@ -246,6 +250,8 @@ def _override(where: str, node: PacsNode, values: dict[str, Any]) -> PacsNode:
             changes[key] = type(default)(value)
         else:
             changes[key] = str(value)
+            if key in ("called_ae", "calling_ae") and not _is_ae(changes[key]):
+                raise PacsError(f"{where}: {key} {changes[key]!r} is not 1-16 printable characters")
     if changes.get("auth", node.auth) not in ("none", "basic", "bearer"):
         raise PacsError(f"{where}: auth is not none, basic or bearer")
     return replace(node, **changes)
