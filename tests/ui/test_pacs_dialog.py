@@ -41,7 +41,7 @@ class FakeClient:
         if self.fail:
             raise PacsError(self.fail)
         self.query = query
-        return [StudyRecord("1.2.3", "SYN-0001", "SYNTHETIC^TEST", "20240102", "CT chest", ("CT",), "ACC1", 2)]
+        return [StudyRecord("1.2.3", "SYN-0001", "SYNTHETIC^QUINN", "20240102", "CT chest", ("CT",), "ACC1", 2)]
 
     def find_series(self, study_uid):
         sent = [SeriesRecord(uid, study, "SEG", "", None, 1) for uid, study in self.sent_series.items()]
@@ -58,7 +58,7 @@ class FakeClient:
             if progress is not None:
                 progress(k, 4)
         write_series(folder, slices=4, series_uid=series_uid, study_uid=study_uid,
-                     patient=("SYNTHETIC^TEST", "SYN-0001"))
+                     patient=("SYNTHETIC^QUINN", "SYN-0001"))
         return Retrieved(series_uid, folder, 4, sum(p.stat().st_size for p in folder.iterdir()))
 
     def store(self, files, *, progress=None):
@@ -68,7 +68,9 @@ class FakeClient:
             header = pydicom.dcmread(path, stop_before_pixels=True)
             self.sent_series[str(header.SeriesInstanceUID)] = str(header.StudyInstanceUID)
             self.stored.append(Path(path))
-        self.modalities = sorted({pydicom.dcmread(p, stop_before_pixels=True).Modality for p in files})
+        headers = [pydicom.dcmread(p, stop_before_pixels=True) for p in files]
+        self.modalities = sorted({h.Modality for h in headers})
+        self.patients = sorted({(str(h.PatientName), str(h.PatientID)) for h in headers})
         return len(files)
 
 
@@ -114,7 +116,7 @@ def test_search_lists_studies_then_series_and_a_retrieved_series_opens_as_a_volu
     qtbot.waitUntil(lambda: dialog.series.rowCount() == 2, timeout=TIMEOUT)  # one study: chosen at once
     assert clients[0].query.patient_id == "SYN-0001"
     assert [dialog.studies.item(0, c).text() for c in range(dialog.studies.columnCount())] == \
-           ["SYNTHETIC, TEST", "SYN-0001", "2024-01-02", "CT chest", "CT", "ACC1", "2"]
+           ["SYNTHETIC, QUINN", "SYN-0001", "2024-01-02", "CT chest", "CT", "ACC1", "2"]
     rows = [[dialog.series.item(r, c).text() for c in range(4)] for r in range(2)]
     assert rows == [["1", "Scout", "CT", "1"], ["2", "Axial 2.5 mm", "CT", "4"]]  # by series number
     dialog.series.selectRow(1)
@@ -158,7 +160,7 @@ def test_cancel_stops_the_retrieve_and_opens_nothing(qtbot, pacs):
 
 
 def _counted_volume(qtbot, win, folder):
-    write_series(folder, slices=4, patient=("SYNTHETIC^TEST", "SYN-0001"))
+    write_series(folder, slices=4, patient=("SYNTHETIC^QUINN", "SYN-0001"))
     with qtbot.waitSignal(win.overlay_shown, timeout=TIMEOUT):
         win.add_paths([folder])
     qtbot.waitUntil(lambda: "all 4 slices" in win.panel.legend.volume_text(), timeout=TIMEOUT)
@@ -171,11 +173,13 @@ def test_send_stores_the_volumes_seg_and_finds_it_again(qtbot, pacs, ct_model, t
     assert dialog is not None and dialog.kinds() == ("dicom-seg",)
     dialog.node.setCurrentText("FAKE")
     dialog.boxes["sc"].setChecked(True)
+    dialog.boxes["rtstruct"].setChecked(True)
     dialog.send_button.click()
     qtbot.waitUntil(lambda: dialog.message.text().startswith("Sent to FAKE"), timeout=TIMEOUT)
-    assert dialog.message.text() == ("Sent to FAKE: DICOM SEG (1 file), Secondary Capture (4 files); found again by "
-                                     "a query (2 of 2 series)")
-    assert clients[-1].modalities == ["OT", "SEG"] and len(clients[-1].stored) == 5
+    assert dialog.message.text() == ("Sent to FAKE: DICOM SEG (1 file), Secondary Capture (4 files), RTSTRUCT "
+                                     "(1 file); found again by a query (3 of 3 series)")
+    assert clients[-1].modalities == ["OT", "RTSTRUCT", "SEG"] and len(clients[-1].stored) == 6
+    assert clients[-1].patients == [("SYNTHETIC^QUINN", "SYN-0001")]  # identified: beside the identified study
     assert win.status.currentMessage() == dialog.message.text()
 
 
@@ -189,6 +193,21 @@ def test_a_de_identified_send_is_refused_unless_the_node_is_research(qtbot, pacs
     assert dialog.message.text().startswith("pacs FAKE: a de-identified (pseudonymised) result is sent only to a "
                                             "research node")
     assert clients == [] and dialog.send_button.isEnabled()
+
+
+def test_a_de_identified_send_to_a_research_node_carries_no_patient_identity(qtbot, pacs, ct_model, tmp_path,
+                                                                             monkeypatch):
+    monkeypatch.setenv("SEGLENS_PSEUDONYM_KEY", "00" * 32)
+    win, controller, clients = pacs(ct_model)
+    _counted_volume(qtbot, win, tmp_path / "ct")
+    dialog = controller.open_send_dialog()
+    dialog.node.setCurrentText("LAB")
+    dialog.anonymize.setChecked(True)
+    dialog.send_button.click()
+    qtbot.waitUntil(lambda: dialog.message.text().startswith(("Sent", "pacs", "de-")), timeout=TIMEOUT)
+    assert dialog.message.text() == "Sent to LAB: DICOM SEG (1 file); found again by a query (1 of 1 series)"
+    ((name, patient_id),) = clients[-1].patients
+    assert "SYNTHETIC" not in name and "SYN-0001" not in patient_id and patient_id
 
 
 def test_send_without_a_volume_says_why_in_the_status_bar(qtbot, pacs):
@@ -328,10 +347,43 @@ def test_send_a_seg_to_a_real_orthanc_and_find_it_there(qtbot, real_pacs, orthan
     qtbot.waitUntil(lambda: "all 5 slices" in win.panel.legend.volume_text(), timeout=TIMEOUT)
     send = controller.open_send_dialog()
     send.node.setCurrentText("WEB")
+    send.boxes["sc"].setChecked(True)
+    send.boxes["rtstruct"].setChecked(True)
     send.send_button.click()
     qtbot.waitUntil(lambda: send.message.text().startswith(("Sent", "pacs")), timeout=TIMEOUT)
-    assert send.message.text() == "Sent to WEB: DICOM SEG (1 file); found again by a query (1 of 1 series)"
+    assert send.message.text() == ("Sent to WEB: DICOM SEG (1 file), Secondary Capture (5 files), RTSTRUCT (1 file); "
+                                   "found again by a query (3 of 3 series)")
     studies = orthanc_server.request("GET", "/studies?expand")
     modalities = {s["MainDicomTags"].get("Modality") for study in studies
                   for s in (orthanc_server.request("GET", f"/series/{i}") for i in study["Series"])}
-    assert modalities == {"CT", "SEG"}
+    assert modalities == {"CT", "SEG", "OT", "RTSTRUCT"}
+
+
+@pytest.mark.parametrize("scheme", ["dimse://NOBODY@127.0.0.1:{port}", "dicomweb+http://127.0.0.1:{port}/dicom-web"])
+def test_a_node_nobody_listens_on_is_one_line_and_the_dialog_stays_usable(qtbot, pacs, scheme):
+    from app.io.pacs.client import connect
+    from tests.pacs.orthanc import free_port
+
+    win, _controller, _clients = pacs()
+    controller = pacs_controller(win)
+    controller.worker._connect = connect  # the real clients, against a closed port
+    dialog = controller.open_dialog()
+    url = scheme.format(port=free_port())
+    dialog.node.setCurrentText(url)
+    dialog.search_button.click()
+    qtbot.waitUntil(lambda: "b00020" in dialog.message.styleSheet(), timeout=TIMEOUT)
+    line = dialog.message.text()
+    assert line.startswith(f"pacs {url}: ") and "\n" not in line and len(line) < 300, line
+    assert dialog.search_button.isEnabled()
+
+
+def test_closing_the_window_during_a_retrieve_stops_it_and_joins_the_pacs_thread(qtbot, pacs):
+    gate = threading.Event()
+    win, controller, _clients = pacs(gate=gate)
+    dialog = _search(qtbot, controller)
+    qtbot.waitUntil(lambda: dialog.series.rowCount() == 2, timeout=TIMEOUT)
+    dialog.series.selectRow(1)
+    dialog.retrieve_button.click()
+    threading.Timer(0.2, gate.set).start()  # the server answers the next file after the window began to close
+    win.close()
+    assert not controller.pacs_thread.isRunning() and win.files.inputs() == []

@@ -17,6 +17,7 @@ if TYPE_CHECKING:
 
     from app.io.pacs.client import PacsClient
     from app.io.pacs.nodes import PacsNode
+    from app.runs.deidentify import VolumePrivacy
     from app.ui.state.pacs_messages import PacsSend, PacsSent
 
 KIND_NAMES = {"dicom-seg": "DICOM SEG", "sc": "Secondary Capture", "rtstruct": "RTSTRUCT"}
@@ -71,10 +72,24 @@ def write_exports(request: PacsSend, folder: Path) -> list[tuple[str, list[Path]
             written.append((kind, ex.write_secondary_capture(
                 volume, labels, segments, folder / "sc", display=_display(request), opacity=request.opacity,
                 algorithm=algorithm, privacy=privacy)))
-        elif kind == "rtstruct" and hasattr(ex, "write_rtstruct"):  # RTSTRUCT, where the exports have it
+        elif kind == "rtstruct":
             written.append((kind, [ex.write_rtstruct(volume, labels, segments, folder / "rtstruct.dcm",
                                                      algorithm=algorithm, privacy=privacy)]))
+    if request.anonymize:
+        _last_check(request, [path for _kind, paths in written for path in paths], folder, privacy)
     return written
+
+
+def _last_check(request: PacsSend, files: list[Path], folder: Path, privacy: VolumePrivacy | None) -> None:
+    """A de-identified send: nothing of the source's identity in any file, as before a run's volume counts as done
+    (app.runs.privacy_check); else nothing is sent."""
+    from app.errors import SegLensError
+    from app.runs.privacy_check import volume_leak
+
+    found = volume_leak(files, facts=privacy.facts if privacy is not None else None, info=request.volume.info,
+                        root=folder, cells=[])
+    if found:
+        raise SegLensError(f"de-identification check failed: {found}; nothing was sent")
 
 
 def _key(anonymize: bool) -> bytes:
