@@ -221,6 +221,33 @@ def open_session(
     return model
 
 
+def open_onnx_session(path: Path, device: str | DeviceRequest = "auto", *,
+                      runtime: dict[str, Any] | RuntimeOptions | None = None) -> tuple[Any, SessionInfo]:
+    """A plain ONNX Runtime session for a file that is not an image model's ModelSpec (a prompt model's encoder
+    or decoder): the same providers and the same truth about where it runs (a CPU fallback's reason kept in
+    `SessionInfo.fallback_reason`, as `open_session` keeps it). Returns (the InferenceSession, its info)."""
+    import onnxruntime as ort
+
+    request = device if isinstance(device, DeviceRequest) else DeviceRequest.parse(device)
+    options = runtime if isinstance(runtime, RuntimeOptions) else RuntimeOptions().merged(runtime or {})
+    available = ort.get_available_providers()
+    gpu_present = None
+    if request.kind != "cpu" and CUDA in available:
+        gpu_present = provider_facts.detect_nvidia_gpu() is not None
+    wants_gpu = CUDA in available and (request.kind == "cuda" or (request.kind == "auto" and gpu_present is True))
+    preload_notes = preload_cuda_libraries(ort) if wants_gpu else []
+    providers = options.providers(gpu=wants_gpu, device_id=request.device_id, available=available, model_path=path)
+    session, load_ms, log_lines = _create(ort, path, _model_source(path), providers, options)
+    active = tuple(session.get_providers())
+    on_gpu = active[0] != CPU
+    reason = _fallback_reason(request, available, on_gpu=on_gpu, wants_gpu=wants_gpu, gpu_present=gpu_present,
+                              lines=list(log_lines) + preload_notes)
+    info = SessionInfo(requested=str(request), provider=active[0], providers=active, fallback_reason=reason,
+                       device_id=request.device_id if on_gpu else None, gpu_present=gpu_present, load_ms=load_ms,
+                       ort_version=ort.__version__, log_lines=log_lines)
+    return session, info
+
+
 def _create_with_argmax(ort: Any, spec: ModelSpec, providers: list[Any], options: RuntimeOptions,
                         ) -> tuple[Any, ModelSpec, float, tuple[str, ...]]:
     """The session, with the in-graph ArgMax where wanted: `on` always; `auto` once the session is known to run
@@ -230,13 +257,13 @@ def _create_with_argmax(ort: Any, spec: ModelSpec, providers: list[Any], options
     scores = spec.output.kind == "scores" and spec.input.resize != "tile" and not spec.is_3d
     if options.wants_device_argmax(on_gpu=False, fixed_shape=fixed, scores=scores):  # "on": even on the CPU
         source, spec = _device_argmax(spec)
-        session, load_ms, log_lines = _create(ort, spec, source, providers, options)
+        session, load_ms, log_lines = _create(ort, spec.path, source, providers, options)
         return session, spec, load_ms, log_lines
-    session, load_ms, log_lines = _create(ort, spec, _model_source(spec.path), providers, options)
+    session, load_ms, log_lines = _create(ort, spec.path, _model_source(spec.path), providers, options)
     on_gpu = session.get_providers()[0] != CPU
     if on_gpu and options.wants_device_argmax(on_gpu=True, fixed_shape=fixed, scores=scores):
         source, spec = _device_argmax(spec)
-        session, load_ms, log_lines = _create(ort, spec, source, providers, options)
+        session, load_ms, log_lines = _create(ort, spec.path, source, providers, options)
     return session, spec, load_ms, log_lines
 
 
@@ -253,7 +280,7 @@ def _fallback_reason(request: DeviceRequest, available: list[str], *, on_gpu: bo
     return None
 
 
-def _create(ort: Any, spec: ModelSpec, source: str | bytes, providers: list[Any], options: RuntimeOptions,
+def _create(ort: Any, path: Path, source: str | bytes, providers: list[Any], options: RuntimeOptions,
             ) -> tuple[Any, float, tuple[str, ...]]:
     """InferenceSession with ORT's native log captured: (session, load ms, log lines)."""
     session_options = ort.SessionOptions()
@@ -269,7 +296,7 @@ def _create(ort: Any, spec: ModelSpec, source: str | bytes, providers: list[Any]
             session = ort.InferenceSession(source, sess_options=session_options, providers=providers)
         except Exception as exc:
             why = one_line(exc, most=500, first=True)
-            raise ModelError(f"{spec.path}: ONNX Runtime cannot load the model: {why}") from exc
+            raise ModelError(f"{path}: ONNX Runtime cannot load the model: {why}") from exc
     load_ms = (time.perf_counter() - started) * 1000
     log_lines = tuple(captured.lines) + tuple(str(w.message) for w in caught)
     for line in log_lines:

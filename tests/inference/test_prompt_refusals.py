@@ -1,0 +1,144 @@
+"""A prompt model that does not fit, and prompts that cannot be used, are refused in one line naming what."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+from onnx import TensorProto
+from prompt_pairs import SAM2_EMBEDS, SAM_EMBEDS, encoder, sam2_decoder, sam2_pair, sam_decoder, sidecar
+
+from app.errors import ModelError, SidecarError
+from app.inference.prompt import Box, Point, PromptError, load_prompt_spec, open_prompt_session
+
+
+def _yaml(folder: Path, body: str) -> Path:
+    return sidecar(folder, "pair", "prompt:\n" + body)
+
+
+def test_a_decoder_without_its_encoder(tmp_path: Path) -> None:
+    sam2_decoder(tmp_path / "dec.onnx")
+    with pytest.raises(SidecarError) as caught:
+        load_prompt_spec(_yaml(tmp_path, "  decoder: dec.onnx\n"))
+    assert str(caught.value) == (f"{tmp_path / 'pair.yaml'}: 'prompt.encoder' is missing: the decoder dec.onnx "
+                                 "needs its encoder (the ONNX file that makes the image embeddings)")
+
+
+def test_an_encoder_file_that_is_not_there(tmp_path: Path) -> None:
+    sam2_decoder(tmp_path / "dec.onnx")
+    with pytest.raises(ModelError) as caught:
+        load_prompt_spec(_yaml(tmp_path, "  encoder: gone.onnx\n  decoder: dec.onnx\n"))
+    assert str(caught.value) == f"{tmp_path / 'gone.onnx'}: model file not found"
+
+
+def test_mismatched_embedding_shapes_between_the_pair(tmp_path: Path) -> None:
+    encoder(tmp_path / "enc.onnx", {**SAM2_EMBEDS, "image_embed": [1, 256, 32, 32]})
+    sam2_decoder(tmp_path / "dec.onnx")
+    with pytest.raises(ModelError) as caught:
+        load_prompt_spec(_yaml(tmp_path, "  encoder: enc.onnx\n  decoder: dec.onnx\n"))
+    assert str(caught.value) == (f"{tmp_path / 'dec.onnx'}: decoder input 'image_embed' is [1,256,64,64] but the "
+                                 "encoder enc.onnx makes [1,256,32,32]")
+
+
+def test_an_embedding_of_the_wrong_dtype(tmp_path: Path) -> None:
+    encoder(tmp_path / "enc.onnx", SAM2_EMBEDS, dtype=TensorProto.FLOAT16)
+    sam2_decoder(tmp_path / "dec.onnx")
+    with pytest.raises(ModelError) as caught:
+        load_prompt_spec(_yaml(tmp_path, "  encoder: enc.onnx\n  decoder: dec.onnx\n"))
+    assert str(caught.value) == (f"{tmp_path / 'dec.onnx'}: decoder input 'high_res_feats_0' is float32 but the "
+                                 "encoder enc.onnx makes float16")
+
+
+def test_prompt_coordinates_of_the_wrong_dtype(tmp_path: Path) -> None:
+    encoder(tmp_path / "enc.onnx", SAM2_EMBEDS)
+    sam2_decoder(tmp_path / "dec.onnx", coords_dtype=TensorProto.INT64)
+    with pytest.raises(ModelError) as caught:
+        load_prompt_spec(_yaml(tmp_path, "  encoder: enc.onnx\n  decoder: dec.onnx\n"))
+    assert str(caught.value) == f"{tmp_path / 'dec.onnx'}: decoder input 'point_coords' is int64, expected float32"
+
+
+def test_a_sam_decoder_paired_with_a_sam2_encoder(tmp_path: Path) -> None:
+    encoder(tmp_path / "enc.onnx", SAM2_EMBEDS)
+    sam_decoder(tmp_path / "dec.onnx")
+    with pytest.raises(ModelError) as caught:
+        load_prompt_spec(_yaml(tmp_path, "  encoder: enc.onnx\n  decoder: dec.onnx\n"))
+    assert str(caught.value) == (f"{tmp_path / 'enc.onnx'}: not the sam decoder's encoder: it has no output "
+                                 "'image_embeddings' (outputs: high_res_feats_0, high_res_feats_1, image_embed)")
+
+
+def test_encoder_and_decoder_swapped(tmp_path: Path) -> None:
+    encoder(tmp_path / "enc.onnx", SAM_EMBEDS)
+    sam_decoder(tmp_path / "dec.onnx")
+    with pytest.raises(ModelError) as caught:
+        load_prompt_spec(_yaml(tmp_path, "  encoder: dec.onnx\n  decoder: enc.onnx\n"))
+    assert str(caught.value) == (f"{tmp_path / 'enc.onnx'}: not a SAM or SAM2 decoder: no input 'image_embeddings' "
+                                 "(inputs: image)")
+
+
+def test_a_layout_the_decoder_does_not_have(tmp_path: Path) -> None:
+    encoder(tmp_path / "enc.onnx", SAM2_EMBEDS)
+    sam2_decoder(tmp_path / "dec.onnx")
+    with pytest.raises(ModelError) as caught:
+        load_prompt_spec(_yaml(tmp_path, "  encoder: enc.onnx\n  decoder: dec.onnx\n  layout: sam\n"))
+    assert str(caught.value).startswith(f"{tmp_path / 'dec.onnx'}: not a sam decoder: it has no input "
+                                        "'image_embeddings' (inputs: ")
+
+
+@pytest.mark.parametrize(("body", "message"), [
+    ("  encoder: e.onnx\n  decoder: d.onnx\n  resize: crop\n",
+     "'prompt.resize' must be one of longest | stretch, got 'crop'"),
+    ("  encoder: e.onnx\n  decoder: d.onnx\n  mean: [1, 2]\n",
+     "'prompt.mean' must be a list of 3 numbers (R, G, B), got [1, 2]"),
+    ("  encoder: e.onnx\n  decoder: d.onnx\n  std: [1, 0, 1]\n",
+     "'prompt.std' must be 3 numbers above 0, got [1, 0, 1]"),
+    ("  encoder: e.onnx\n  decoder: d.onnx\n  threshold: 0.5\n",
+     "unknown key 'prompt.threshold' (expected one of: encoder, decoder, layout, input_size, resize, mean, std, "
+     "mask_threshold)"),
+])
+def test_sidecar_values_refused_naming_the_key(tmp_path: Path, body: str, message: str) -> None:
+    with pytest.raises(SidecarError) as caught:
+        load_prompt_spec(_yaml(tmp_path, body))
+    assert str(caught.value) == f"{tmp_path / 'pair.yaml'}: {message}"
+
+
+def test_input_size_that_is_not_the_encoders(tmp_path: Path) -> None:
+    path = sam2_pair(tmp_path, extra="  input_size: 512\n")
+    with pytest.raises(SidecarError) as caught:
+        load_prompt_spec(path)
+    assert str(caught.value) == f"{path}: 'prompt.input_size' is 512 but the encoder's input is 1024×1024"
+
+
+def test_mean_std_on_0_to_1_read_as_such(tmp_path: Path) -> None:
+    spec = load_prompt_spec(sam2_pair(tmp_path, extra="  mean: [0.485, 0.456, 0.406]\n  std: [0.229, 0.224, 0.225]\n"))
+    np.testing.assert_allclose(spec.mean, (123.675, 116.28, 103.53))
+    np.testing.assert_allclose(spec.std, (58.395, 57.12, 57.375))
+    assert spec.sources["mean"] == "sidecar (on 0..1, ×255)"
+
+
+@pytest.fixture(scope="module")
+def session(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def]
+    return open_prompt_session(load_prompt_spec(sam2_pair(tmp_path_factory.mktemp("pair"))), "cpu")
+
+
+@pytest.mark.parametrize(("points", "box", "message"), [
+    ((), None, "no prompt: give at least one point or a box"),
+    ((Point(200, 10),), None, "point (200, 10) is outside the image (200×100 pixels: x from 0 to 199, y from 0 to 99)"),
+    ((Point(-1, 10),), None, "point (-1, 10) is outside the image (200×100 pixels: x from 0 to 199, y from 0 to 99)"),
+    ((Point(5, 5, 2),), None, "point (5, 5) has label 2: a point's label is 1 (positive) or 0 (negative)"),
+    ((), Box(10, 10, 10, 50), "box (10, 10, 10, 50) has zero area: x1 must be above x0 and y1 above y0"),
+    ((), Box(10, 60, 50, 20), "box (10, 60, 50, 20) has zero area: x1 must be above x0 and y1 above y0"),
+    ((), Box(300, 10, 400, 50), "box (300, 10, 400, 50) lies outside the image (200×100 pixels)"),
+    ((Point(float("nan"), 1),), None, "point (nan, 1) is not a number"),
+])
+def test_prompts_that_cannot_be_used(session, points, box, message) -> None:  # type: ignore[no-untyped-def]
+    embedding = session.embed(np.zeros((100, 200), np.uint8))
+    with pytest.raises(PromptError) as caught:
+        session.decode(embedding, points, box=box)
+    assert str(caught.value) == message
+
+
+def test_a_box_overhanging_the_image_is_clipped(session) -> None:  # type: ignore[no-untyped-def]
+    embedding = session.embed(np.zeros((100, 200), np.uint8))
+    session.decode(embedding, box=Box(-5, 10, 250, 90))
+    np.testing.assert_allclose(session.last_feed["point_coords"][0], [[0, 51.2], [1024, 460.8]], rtol=1e-5)
