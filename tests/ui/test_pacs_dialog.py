@@ -387,3 +387,16 @@ def test_closing_the_window_during_a_retrieve_stops_it_and_joins_the_pacs_thread
     threading.Timer(0.2, gate.set).start()  # the server answers the next file after the window began to close
     win.close()
     assert not controller.pacs_thread.isRunning() and win.files.inputs() == []
+
+
+def test_a_failure_is_logged_without_the_patient_the_search_named(qtbot, pacs, caplog):
+    import logging
+
+    caplog.set_level(logging.DEBUG)
+    _win, controller, _clients = pacs(fail="")
+    controller.worker._connect = lambda node, *, secret=None: (_ for _ in ()).throw(
+        RuntimeError("401 Client Error for url: http://pacs/dicom-web/studies?PatientID=SYN-0001"))
+    dialog = _search(qtbot, controller)
+    qtbot.waitUntil(lambda: "b00020" in dialog.message.styleSheet(), timeout=TIMEOUT)
+    assert dialog.message.text().startswith("RuntimeError: 401 Client Error")  # the reader sees what went wrong
+    assert [r for r in caplog.records if "SYN-0001" in r.getMessage() or (r.exc_text or "").count("SYN-0001")] == []

@@ -155,5 +155,6 @@ class PacsWorker(QObject):
         try:
             job()
         except Exception as exc:  # a PacsError, and anything a library raises: one line in the dialog
-            log.debug("pacs request %d failed", request_id, exc_info=True)
+            # the type only: a library's message or traceback may hold a query URL with the patient's ID in it
+            log.debug("pacs request %d failed: %s", request_id, type(exc).__name__)
             self.failed.emit(PacsFailed(request_id, one_line(exc, typed=True)))
