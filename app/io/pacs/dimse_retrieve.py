@@ -101,7 +101,9 @@ def retrieve_series(client: DimseClient, study_uid: str, series_uid: str, cache:
                 _get(client, study_uid, series_uid, receiver)
             _check_received(client, receiver)
     except PacsError as e:
-        raise e if str(e).startswith(f"pacs {node.name}:") else pacs_error(node, str(e)) from e
+        if str(e).startswith(f"pacs {node.name}:"):
+            raise  # its own cause kept
+        raise pacs_error(node, str(e)) from e  # the cache's line ("partial retrieve: …"), named by the node
     record = cache.retrieved(series_uid)
     if record is None:  # evicted at once (a bound smaller than the series) or the cache is unwritable
         raise pacs_error(node, "the series was received but the cache could not keep it")
