@@ -11,6 +11,7 @@ A 2D image given to a 3D model is that input's one-line error; the run goes on.
 from __future__ import annotations
 
 import gzip
+import logging
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
@@ -26,12 +27,20 @@ from app.inference.postprocess import image_score
 from app.inference.preprocess import Geometry
 from app.inference.session import ModelSession
 from app.inference.spec import ModelSpec
-from app.inference.volume3d import VolumePrediction, model_grid, output_classes, predict_volume, with_tta
+from app.inference.volume3d import (
+    VolumePrediction,
+    model_grid,
+    output_classes,
+    planned_patches,
+    predict_volume,
+    with_tta,
+)
 from app.inference.volume_memory import check_memory, estimate_bytes
 from app.inference.volume_orient import orientation
 from app.io.files import atomic_write
 from app.io.volumes import Volume
 
+log = logging.getLogger(__name__)
 NEEDS_VOLUME = "a 3D model needs a volume: a DICOM series or NIfTI"
 ALL_AXES = (0, 1, 2)
 SCORES_SUFFIX = "_scores.nii.gz"
@@ -96,10 +105,28 @@ def read_volume(spec: ModelSpec, volume: Volume) -> VolumeImage:
 
 def predict(model: ModelSession, volume: Volume, image: VolumeImage, *,
             progress: Callable[[int, int], None] | None, should_stop: Callable[[], bool]) -> VolumeOutput:
-    """predict_volume on the calling thread (the session's own); `pipeline.Stopped` between batches."""
+    """predict_volume on the calling thread (the session's own); `pipeline.Stopped` between batches. The run's
+    size (patches, the model's grid) is logged first: a small input.spacing makes a small volume a long run."""
+    log.info("%s", run_size(model.spec, volume))
     prediction = predict_volume(image.array, spacing=volume.spacing, affine=volume.affine, spec=model.spec,
                                 run_raw=model.run, progress=progress, should_stop=should_stop)
     return VolumeOutput(prediction, image.decode_ms)
+
+
+def run_size(spec: ModelSpec, volume: Volume) -> str:
+    """`3D model m.onnx: 150 patches of 8×16×16 voxels on its 24×48×44 grid at 0.5 × 0.5 × 0.5 mm (the volume:
+    …)`, said before the run (no file name: it may be the patient's)."""
+    inp = spec.volume
+    if inp is None:
+        return f"{spec.path.name}: not a 3D model"
+    native = (volume.depth, volume.rows, volume.columns)
+    grid = model_grid(native, volume.spacing, inp, orientation(inp.axes, volume.affine))
+    at = f" at {' × '.join(f'{s:g}' for s in inp.spacing)} mm" if inp.spacing else ""
+    own = f" at {' × '.join(f'{s:.4g}' for s in volume.spacing)} mm" if volume.spacing else ""
+    patch = "the whole grid in one run" if inp.whole else f"{planned_patches(grid, inp)} patches of " \
+        f"{'×'.join(map(str, inp.patch))} voxels"
+    return (f"3D model {spec.path.name}: {patch} on its {'×'.join(map(str, grid))} grid{at} "
+            f"(the volume: {'×'.join(map(str, native))} voxels{own})")
 
 
 def slice_results(spec: ModelSpec, output: VolumeOutput, *, provider: str,

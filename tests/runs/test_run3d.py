@@ -174,3 +174,19 @@ def test_a_multi_class_threshold_is_a_minimum_confidence_on_the_kept_probabiliti
     unsure = probabilities.max(axis=3) < 0.6
     assert 0 < unsure.sum() < unsure.size
     np.testing.assert_array_equal(labels, np.where(unsure, 0, plain))
+
+
+def test_the_patch_count_and_the_model_grid_are_logged_before_the_run(tmp_path, caplog):
+    """A small `input.spacing` makes a small volume a large grid (a sidecar's typo ran for minutes): the run's
+    size is in the log before the first patch, without the file's name."""
+    import logging
+
+    nifti(tmp_path / "in" / "ct.nii.gz")
+    model = model_3d(tmp_path / "m.onnx", "input:\n  patch: [8, 16, 16]\n  spacing: [0.5, 0.5, 0.5]\n")
+    with caplog.at_level(logging.INFO, logger="app.runs.volume3d_run"):
+        run(model, [tmp_path / "in"], tmp_path / "out")
+    [line] = [r.getMessage() for r in caplog.records if r.name == "app.runs.volume3d_run"]
+    # 12 × 3 / 0.5 = 72, 18 × 1.1 / 0.5 → 40, 22 × 0.9 / 0.5 → 40; windows 17 × 4 × 4 at half-patch steps
+    assert line == ("3D model m.onnx: 272 patches of 8×16×16 voxels on its 72×40×40 grid at 0.5 × 0.5 × 0.5 mm "
+                    "(the volume: 12×18×22 voxels at 3 × 1.1 × 0.9 mm)")
+    assert "ct.nii" not in line
