@@ -171,6 +171,7 @@ def test_send_stores_the_volumes_seg_and_finds_it_again(qtbot, pacs, ct_model, t
     _counted_volume(qtbot, win, tmp_path / "ct")
     dialog = controller.open_send_dialog()
     assert dialog is not None and dialog.kinds() == ("dicom-seg",)
+    assert dialog.subject.text().endswith("SYNTHETIC, QUINN · SYN-0001 · 2026-01-01 · Axial 2.5 mm")
     dialog.node.setCurrentText("FAKE")
     dialog.boxes["sc"].setChecked(True)
     dialog.boxes["rtstruct"].setChecked(True)
@@ -361,7 +362,7 @@ def test_send_a_seg_to_a_real_orthanc_and_find_it_there(qtbot, real_pacs, orthan
 
 @pytest.mark.parametrize("scheme", ["dimse://NOBODY@127.0.0.1:{port}", "dicomweb+http://127.0.0.1:{port}/dicom-web"])
 def test_a_node_nobody_listens_on_is_one_line_and_the_dialog_stays_usable(qtbot, pacs, scheme):
-    from app.io.pacs.client import connect
+    from app.io.pacs.connect import connect
     from tests.pacs.orthanc import free_port
 
     win, _controller, _clients = pacs()

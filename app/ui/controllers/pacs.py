@@ -225,8 +225,7 @@ class PacsController(QObject):
         model = self._state.model
         volume = self._files.volume(path)
         assert model is not None and volume is not None
-        self._send_dialog.set_subject(f"The result of {model.spec.name} on the volume shown ({volume.depth} slices), "
-                                      "as the overlay shows it now.")
+        self._send_dialog.set_subject(_subject(model.spec.name, volume.info, volume.depth))
         self._send_dialog.show()
         self._send_dialog.raise_()
         self._recount(str(path))  # a complete count answers at once with its label volume
@@ -369,3 +368,13 @@ class PacsController(QObject):
             if dialog is not None:
                 dialog.close()
         stop_thread(self.pacs_thread, timeout_ms=10_000)
+
+
+def _subject(model: str, info: dict[str, str], depth: int) -> str:
+    """What is about to be sent, on screen (never logged): whose series, so the reader sends to the right study."""
+    from app.ui.widgets.pacs_dialog import person_name, study_date
+
+    who = " · ".join(part for part in (person_name(info.get("Patient", "")), info.get("Patient ID", ""),
+                                       study_date(info.get("Study date", "")), info.get("Series", "")) if part)
+    return (f"The result of {model} on the volume shown ({depth} slices), as the overlay shows it now"
+            + (f":\n{who}" if who else "."))
