@@ -175,6 +175,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_pacs_command(commands)
 
+    from app.cli.prompt import add_prompt_command
+
+    add_prompt_command(commands)
+
     models = commands.add_parser("models", help="list the bundled models (usable by name wherever MODEL is asked)")
     models.add_argument("--json", action="store_true", help="machine-readable output")
     models.set_defaults(handler=cmd_models)
@@ -266,6 +270,12 @@ def cmd_info(args: argparse.Namespace) -> int:
     if args.model.suffix.lower() == ".png":
         print(_shown(json.dumps(png_provenance(args.model), indent=2, ensure_ascii=False)))
         return EXIT_OK
+    from app.inference.prompt_spec import is_prompt_sidecar
+
+    if is_prompt_sidecar(args.model):  # a prompt model's pair, by its sidecar (app/cli/prompt.py)
+        from app.cli.prompt import cmd_prompt_info
+
+        return cmd_prompt_info(args)
     spec = load_spec(resolved_model(args.model), args.config)
     session_info = None
     if not args.no_session:

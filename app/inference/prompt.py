@@ -12,11 +12,12 @@ ONNX Runtime session here. The maths between image and frame is in prompt_frame,
 from __future__ import annotations
 
 from collections.abc import Hashable, Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from app.errors import InferenceError, one_line
+from app.errors import InferenceError, ModelError, one_line
 from app.inference.prompt_cache import Embedding, EmbeddingCache, image_identity
 from app.inference.prompt_frame import MASK_GRID, encoder_tensor, frame_geometry, frame_points, low_res_to_image
 from app.inference.prompt_input import (
@@ -26,13 +27,15 @@ from app.inference.prompt_input import (
     Box,
     Point,
     PromptError,
+    PromptModel,
     Proposal,
     check_prompt,
 )
 from app.inference.prompt_spec import SAM, PromptSpec, load_prompt_spec
 from app.inference.session import DeviceRequest, SessionInfo, open_onnx_session
 
-__all__ = ["Box", "Point", "PromptError", "PromptSession", "Proposal", "load_prompt_spec", "open_prompt_session"]
+__all__ = ["Box", "Point", "PromptError", "PromptModel", "PromptSession", "Proposal", "load_prompt_model",
+           "load_prompt_spec", "open_prompt_session"]
 
 
 class PromptSession:
@@ -140,6 +143,21 @@ class PromptSession:
     def _encoder_input(self) -> str:
         name: str = self._encoder.get_inputs()[0].name
         return name
+
+
+def load_prompt_model(text: str | Path, device: str | DeviceRequest = "auto", *,
+                      cache: EmbeddingCache | None = None) -> PromptModel:
+    """PROMPT_MODEL as the CLI and settings name it: `grabcut` (the model-free fallback for boxes), or the
+    sidecar YAML of an encoder/decoder pair."""
+    if str(text).strip().lower() == "grabcut":
+        from app.inference.prompt_grabcut import GrabCutSession
+
+        return GrabCutSession()
+    path = Path(text)
+    if path.suffix.lower() not in (".yaml", ".yml"):
+        raise ModelError(f"{path}: a prompt model is named by its sidecar (.yaml with a prompt: section) or "
+                         "'grabcut'")
+    return open_prompt_session(load_prompt_spec(path), device, cache=cache)
 
 
 def open_prompt_session(spec: PromptSpec, device: str | DeviceRequest = "auto", *,

@@ -47,7 +47,7 @@ def encoder_tensor(image: np.ndarray, geometry: FrameGeometry, *, mean: tuple[fl
     """An HxW or HxWx3 (RGB) image → float32 [1, 3, frame, frame]: resized, normalised (0..255 mean/std), padded
     with zeros bottom/right (SAM pads the normalised image)."""
     rgb = image if image.ndim == 3 else np.repeat(image[:, :, None], 3, axis=2)
-    rgb = _as_8bit(rgb[:, :, :3])
+    rgb = as_8bit(rgb[:, :, :3])
     nh, nw = geometry.resized_hw
     # INTER_LINEAR as SAM's PIL bilinear resize; INTER_AREA would be better when shrinking but differs from SAM
     resized = cv2.resize(rgb, (nw, nh), interpolation=cv2.INTER_LINEAR).astype(np.float32)
@@ -57,7 +57,7 @@ def encoder_tensor(image: np.ndarray, geometry: FrameGeometry, *, mean: tuple[fl
     return tensor
 
 
-def _as_8bit(image: np.ndarray) -> np.ndarray:
+def as_8bit(image: np.ndarray) -> np.ndarray:
     """uint8 as is; other dtypes stretched min..max to 0..255 (a 16-bit or float image, as the viewer shows it)."""
     if image.dtype == np.uint8:
         return image

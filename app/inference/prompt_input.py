@@ -4,12 +4,14 @@ and the result a prompt model proposes."""
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 import numpy as np
 
 from app.errors import InferenceError
+from app.inference.prompt_cache import Embedding
 
 POSITIVE, NEGATIVE = 1, 0
 BOX_TOP_LEFT, BOX_BOTTOM_RIGHT, PADDING = 2, 3, -1  # SAM's point labels for box corners and "not a point"
@@ -44,6 +46,15 @@ class Proposal:
     mask: np.ndarray  # bool [H, W]
     iou: float
     low_res: np.ndarray  # float32 [256, 256]
+
+
+class PromptModel(Protocol):
+    """What the editor, the CLI and the folder run need of a prompt model: a PromptSession or grabCut."""
+
+    def embed(self, image: np.ndarray, *, key: Hashable | None = None) -> Embedding: ...
+
+    def decode(self, embedding: Embedding, points: Sequence[Point] = (), box: Box | None = None,
+               mask_input: np.ndarray | None = None) -> Proposal: ...
 
 
 def check_prompt(points: Sequence[Point], box: Box | None, image_hw: tuple[int, int]) -> Box | None:

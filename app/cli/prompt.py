@@ -1,0 +1,153 @@
+"""seglens-cli prompt: a click or a box → a mask with a prompt model (a SAM/SAM2 pair by its sidecar, or grabcut);
+`--boxes boxes.csv` turns a detector's boxes into masks for a whole folder (the loop is app.runs.prompt_run).
+`seglens-cli info PAIR.yaml` shows the pair (cmd_prompt_info). Masks: PNG, value = the class (1 for a single mask).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from app.cli.options import EXIT_OK, EXIT_SOME_FAILED, EXIT_USAGE, device
+from app.cli.options import shown as _shown
+
+if TYPE_CHECKING:
+    from app.inference.prompt_input import PromptModel
+
+MODEL_HELP = "the prompt model: its sidecar (.yaml with a prompt: section naming the encoder and decoder), or grabcut"
+
+
+def add_prompt_command(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Register `prompt` on the subcommand parser."""
+    prompt = commands.add_parser("prompt", help="points or a box → a mask with a SAM-family model (or grabcut); "
+                                                "--boxes: a detector's boxes → masks for a folder")
+    prompt.add_argument("model", metavar="PROMPT_MODEL", help=MODEL_HELP)
+    prompt.add_argument("image", type=Path, metavar="IMAGE",
+                        help="the image; with --boxes, the folder the CSV's file names are relative to")
+    prompt.add_argument("--point", action="append", default=[], type=_point, metavar="X,Y[,LABEL]",
+                        help="a click in image pixels, label 1 positive (default) or 0 negative; repeatable")
+    prompt.add_argument("--box", type=_box, metavar="X0,Y0,X1,Y1", help="a box in image pixels (x0 ≤ x < x1)")
+    prompt.add_argument("--boxes", type=Path, metavar="BOXES.csv",
+                        help="rows file,x0,y0,x1,y1[,class] (a header optional): one mask per file under --out")
+    prompt.add_argument("--out", required=True, type=Path, metavar="MASK.png | DIR",
+                        help="the mask PNG (0 background, 1 the object); with --boxes a folder: <stem>_mask.png, "
+                             "value = the row's class")
+    prompt.add_argument("--device", default="auto", type=device, help="auto | cpu | cuda | cuda:N (default auto)")
+    prompt.add_argument("--json", action="store_true", help="machine-readable summary")
+    prompt.set_defaults(handler=cmd_prompt)
+
+
+def _numbers(text: str, count: tuple[int, ...], what: str) -> list[float]:
+    parts = [p.strip() for p in text.split(",")]
+    try:
+        values = [float(p) for p in parts]
+    except ValueError:
+        values = []
+    if len(values) not in count or len(parts) != len(values):
+        raise argparse.ArgumentTypeError(f"expected {what}, got {text!r}")
+    return values
+
+
+def _point(text: str) -> tuple[float, float, int]:
+    values = _numbers(text, (2, 3), "X,Y or X,Y,LABEL (label 1 or 0)")
+    label = 1 if len(values) == 2 else values[2]
+    if label not in (0, 1):
+        raise argparse.ArgumentTypeError(f"a point's label is 1 (positive) or 0 (negative), got {text!r}")
+    return values[0], values[1], int(label)
+
+
+def _box(text: str) -> tuple[float, float, float, float]:
+    x0, y0, x1, y1 = _numbers(text, (4,), "X0,Y0,X1,Y1")
+    return x0, y0, x1, y1
+
+
+def cmd_prompt(args: argparse.Namespace) -> int:
+    from app.inference.prompt import load_prompt_model
+
+    if args.boxes is not None and (args.point or args.box):
+        print("error: --boxes takes its boxes from the CSV: give it without --point and --box", file=sys.stderr)
+        return EXIT_USAGE
+    if args.boxes is None and not (args.point or args.box):
+        print("error: no prompt: give --point X,Y (repeatable), --box X0,Y0,X1,Y1 or --boxes BOXES.csv",
+              file=sys.stderr)
+        return EXIT_USAGE
+    model = load_prompt_model(args.model, args.device)
+    _note_device(model)
+    return _folder(args, model) if args.boxes is not None else _single(args, model)
+
+
+def _note_device(model: PromptModel) -> None:
+    info = getattr(model, "info", None)
+    if info is not None and info.fallback_reason and (info.requested.startswith("cuda") or info.fallback_warns):
+        print(f"note: the prompt model runs on the CPU ({info.fallback_reason})", file=sys.stderr)
+
+
+def _single(args: argparse.Namespace, model: PromptModel) -> int:
+    from app.inference.prompt import Box, Point
+    from app.io.files import atomic_write, encode_png
+    from app.io.images import read_image
+
+    pixels = read_image(args.image).display()
+    points = [Point(x, y, label) for x, y, label in args.point]
+    box = Box(*args.box) if args.box else None
+    proposal = model.decode(model.embed(pixels), points, box=box)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write(args.out, encode_png(proposal.mask.astype("uint8")))
+    area = int(proposal.mask.sum())
+    h, w = proposal.mask.shape
+    summary = {"out": str(args.out), "pixels": area, "image_size": [w, h],
+               "iou_predicted": None if proposal.iou != proposal.iou else round(proposal.iou, 4)}
+    if args.json:
+        print(json.dumps(summary, indent=2))
+    else:
+        iou = "no predicted IoU (grabcut)" if summary["iou_predicted"] is None else \
+            f"predicted IoU {summary['iou_predicted']:.3f}"
+        print(_shown(f"{args.out}: {area} pixels ({100 * area / (h * w):.1f} % of {w}×{h}), {iou}"))
+    return EXIT_OK
+
+
+def _folder(args: argparse.Namespace, model: PromptModel) -> int:
+    from app.runs.prompt_run import run_boxes
+
+    if not args.image.is_dir():
+        print(f"error: {_shown(args.image)}: with --boxes, IMAGE is the folder the CSV's file names are relative "
+              "to", file=sys.stderr)
+        return EXIT_USAGE
+    result = run_boxes(model, args.boxes, args.image, args.out,
+                       on_line=None if args.json else lambda line: print(f"error: {_shown(line)}", file=sys.stderr))
+    if args.json:
+        print(json.dumps({"written": [str(p) for p in result.written], "boxes": result.boxes_done,
+                          "problems": list(result.problems), "classes": result.class_names}, indent=2))
+    else:
+        names = ", ".join(f"{value} {name}" for name, value in result.class_names.items())
+        print(_shown(f"{len(result.written)} mask(s) from {result.boxes_done} box(es) in {args.out}"
+                     + (f"; {len(result.problems)} problem(s)" if result.problems else "")
+                     + (f"; classes: {names}" if names else "")))
+    return EXIT_SOME_FAILED if result.problems else EXIT_OK
+
+
+def cmd_prompt_info(args: argparse.Namespace) -> int:
+    """`seglens-cli info PAIR.yaml`: the pair, each value with its source; the sessions unless --no-session."""
+    from app.inference.prompt import load_prompt_spec, open_prompt_session
+
+    spec = load_prompt_spec(args.model)
+    lines = [spec.describe()]
+    where = {}
+    if not args.no_session:
+        session = open_prompt_session(spec, args.device)
+        for half, info in (("encoder", session.info), ("decoder", session.decoder_info)):
+            where[half] = {"provider": info.provider_label, "fallback_reason": info.fallback_reason,
+                           "load_ms": round(info.load_ms, 1)}
+            reason = f" ({info.fallback_reason})" if info.fallback_reason else ""
+            lines.append(f"  {half + ' runs':<15} {info.provider_label}{reason}, loaded in {info.load_ms:.0f} ms")
+    if args.json:
+        print(json.dumps({"prompt_model": spec.name, "layout": spec.layout, "encoder": str(spec.encoder),
+                          "decoder": str(spec.decoder), "input_size": spec.input_size, "resize": spec.resize,
+                          "mean": spec.mean, "std": spec.std, "mask_threshold": spec.mask_threshold,
+                          "sources": spec.sources, "sessions": where}, indent=2))
+    else:
+        print(_shown("\n".join(lines)))
+    return EXIT_OK

@@ -1,0 +1,171 @@
+"""A detector's boxes into masks for a whole folder: `boxes.csv` (file,x0,y0,x1,y1[,class]) through a prompt
+model (or grabCut), one label PNG per image, each image encoded once however many boxes it has.
+
+A bad row is one line naming the CSV's row and what is wrong with it; the other rows go on. Each mask is written
+atomically (a temporary file renamed into place): an interrupted run leaves no half-written PNG.
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from app.errors import SegLensError, error_line, one_line
+from app.inference.prompt_input import Box, PromptModel
+from app.io.files import atomic_write, encode_png
+
+MAX_ROWS = 1_000_000  # a boxes file beyond this is not a detector's output for one folder
+MASK_SUFFIX = "_mask.png"
+_HEADER = ("file", "x0", "y0", "x1", "y1")
+
+
+@dataclass(frozen=True)
+class BoxRow:
+    """One row of boxes.csv: its line number, the image (relative to the folder), the box, its class value."""
+
+    line: int
+    file: str
+    box: Box
+    value: int  # the mask value painted for this box (its class)
+
+
+@dataclass(frozen=True)
+class BoxesFile:
+    rows: tuple[BoxRow, ...]
+    problems: tuple[str, ...]  # one line per bad row
+    class_names: dict[str, int]  # class names as written -> their mask value (numbered in order of appearance)
+
+
+@dataclass(frozen=True)
+class PromptRunResult:
+    written: tuple[Path, ...]
+    problems: tuple[str, ...]
+    boxes_done: int
+    class_names: dict[str, int]
+
+
+def read_boxes(path: Path) -> BoxesFile:
+    """Parse boxes.csv; a header row (file,x0,…) is optional. A class is a number 1-255 (the mask value) or a
+    name (numbered after the largest such number, in order of first appearance); none means 1."""
+    try:
+        with path.open(encoding="utf-8-sig", newline="") as handle:
+            raw = [(n, row) for n, row in enumerate(csv.reader(handle), start=1) if any(c.strip() for c in row)]
+    except (OSError, UnicodeDecodeError, csv.Error) as exc:
+        raise SegLensError(f"{path}: cannot read the boxes file ({one_line(exc)})") from exc
+    if len(raw) > MAX_ROWS:
+        raise SegLensError(f"{path}: over {MAX_ROWS} rows: split the boxes file")
+    if raw and tuple(c.strip().lower() for c in raw[0][1][:5]) == _HEADER:
+        raw = raw[1:]
+    numbers = [int(row[5]) for _, row in raw if len(row) > 5 and row[5].strip().isdigit()]
+    names: dict[str, int] = {}
+    rows, problems = [], []
+    for line, row in raw:
+        try:
+            rows.append(_row(line, row, names, first_name=max(numbers, default=1) + 1))
+        except ValueError as exc:
+            problems.append(f"{path}: row {line}: {exc}")
+    return BoxesFile(tuple(rows), tuple(problems), names)
+
+
+def _row(line: int, row: list[str], names: dict[str, int], *, first_name: int) -> BoxRow:
+    cells = [c.strip() for c in row]
+    if len(cells) not in (5, 6):
+        raise ValueError(f"expected file,x0,y0,x1,y1[,class], got {len(cells)} column{'s' * (len(cells) != 1)}")
+    file = cells[0]
+    relative = Path(file)
+    if not file or relative.anchor or ".." in relative.parts:
+        raise ValueError(f"the file {file!r} must be a path inside the folder (relative, without '..')")
+    corners = []
+    for name, cell in zip(("x0", "y0", "x1", "y1"), cells[1:5], strict=True):
+        try:
+            value = float(cell)
+        except ValueError:
+            value = math.nan
+        if not math.isfinite(value):
+            raise ValueError(f"{name} {cell!r} is not a number")
+        corners.append(value)
+    return BoxRow(line, file, Box(*corners), _class_value(cells[5] if len(cells) == 6 else "", names, first_name))
+
+
+def _class_value(text: str, names: dict[str, int], first_name: int) -> int:
+    if not text:
+        return 1
+    if text.isdigit():
+        if not 1 <= int(text) <= 255:
+            raise ValueError(f"class {text} is not a mask value from 1 to 255")
+        return int(text)
+    if text not in names:
+        if first_name + len(names) > 255:
+            raise ValueError(f"class {text!r} would be the 256th: a mask PNG holds classes 1 to 255")
+        names[text] = first_name + len(names)
+    return names[text]
+
+
+def mask_path(out: Path, file: str) -> Path:
+    """Where an image's mask goes: its relative path under `out`, `<stem>_mask.png` (never the image itself)."""
+    relative = Path(file)
+    return out / relative.parent / f"{relative.stem}{MASK_SUFFIX}"
+
+
+def run_boxes(model: PromptModel, boxes: Path, folder: Path, out: Path, *,
+              on_line: Callable[[str], None] | None = None) -> PromptRunResult:
+    """Every image named in `boxes` (relative to `folder`) → a label mask under `out`: each box's mask painted
+    with its class value, later rows over earlier ones. `on_line` hears each problem as it happens."""
+    from app.io.images import read_image
+
+    parsed = read_boxes(boxes)
+    problems = list(parsed.problems)
+    say = on_line or (lambda _line: None)
+    for line in problems:
+        say(line)
+    by_file: dict[str, list[BoxRow]] = {}
+    for row in parsed.rows:
+        by_file.setdefault(row.file, []).append(row)
+    written: list[Path] = []
+    done = 0
+    for file, rows in by_file.items():
+        image_path = folder / file
+        try:
+            pixels = read_image(image_path).display()
+        except SegLensError as exc:
+            lines = ", ".join(str(r.line) for r in rows)
+            problems.append(f"{boxes}: row{'s' * (len(rows) > 1)} {lines}: {error_line(image_path, exc)}")
+            say(problems[-1])
+            continue
+        label, painted = _paint(model, pixels, rows, boxes, problems, say)
+        done += painted
+        if painted:
+            target = mask_path(out, file)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            atomic_write(target, encode_png(label))
+            written.append(target)
+    return PromptRunResult(tuple(written), tuple(problems), done, parsed.class_names)
+
+
+def _paint(model: PromptModel, pixels: np.ndarray, rows: list[BoxRow], boxes: Path, problems: list[str],
+           say: Callable[[str], None]) -> tuple[np.ndarray, int]:
+    """The image's label mask and how many of its boxes made it (the image encoded once for all of them)."""
+    label = np.zeros(pixels.shape[:2], np.uint8)
+    try:
+        embedding = model.embed(pixels)
+    except SegLensError as exc:
+        lines = ", ".join(str(r.line) for r in rows)
+        problems.append(f"{boxes}: row{'s' * (len(rows) > 1)} {lines}: {rows[0].file}: {exc}")
+        say(problems[-1])
+        return label, 0
+    painted = 0
+    for row in rows:
+        try:
+            proposal = model.decode(embedding, box=row.box)
+        except SegLensError as exc:
+            problems.append(f"{boxes}: row {row.line}: {row.file}: {exc}")
+            say(problems[-1])
+            continue
+        label[proposal.mask] = row.value
+        painted += 1
+    return label, painted
