@@ -35,7 +35,7 @@ from orthanc import Orthanc, require  # noqa: E402
 
 from app.io.discover import discover  # noqa: E402
 from app.io.pacs.cache import SeriesCache  # noqa: E402
-from app.io.pacs.client import connect  # noqa: E402
+from app.io.pacs.connect import connect  # noqa: E402
 from app.io.pacs.nodes import parse_node  # noqa: E402
 from app.io.series import read_dicom_slice  # noqa: E402
 

@@ -78,7 +78,7 @@ def _send_problem(send: PacsNode | None, exports: Sequence[str] | None, anonymiz
 
 def client_of(node: PacsNode) -> PacsClient:
     """A client of `node`, its password or token from the keyring (or SEGLENS_PACS_SECRET) where it has one."""
-    from app.io.pacs.client import connect
+    from app.io.pacs.connect import connect
     from app.io.pacs.nodes import node_secret
 
     return connect(node, secret=node_secret(node) if node.auth != "none" else None)

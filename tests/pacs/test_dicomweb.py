@@ -27,7 +27,8 @@ from orthanc import Orthanc, free_port
 
 from app.io.pacs import dicomweb
 from app.io.pacs.cache import SeriesCache
-from app.io.pacs.client import PacsError, StudyQuery, connect
+from app.io.pacs.client import PacsError, StudyQuery
+from app.io.pacs.connect import connect
 from app.io.pacs.dicomweb import DicomWebClient, truncated
 from app.io.pacs.dicomweb_json import matches, sendable, series_record, study_filters, study_record, wanted
 from app.io.pacs.nodes import parse_node

@@ -16,7 +16,8 @@ import pytest
 from orthanc import Orthanc, free_port
 
 from app.io.pacs.cache import SeriesCache
-from app.io.pacs.client import PacsError, StudyQuery, connect
+from app.io.pacs.client import PacsError, StudyQuery
+from app.io.pacs.connect import connect
 from app.io.pacs.dimse import DimseClient
 from app.io.pacs.nodes import PacsNode, parse_node
 

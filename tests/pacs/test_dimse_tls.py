@@ -11,7 +11,8 @@ import pytest
 from orthanc import Orthanc, TlsFiles, make_tls
 
 from app.io.pacs.cache import SeriesCache
-from app.io.pacs.client import PacsError, StudyQuery, connect
+from app.io.pacs.client import PacsError, StudyQuery
+from app.io.pacs.connect import connect
 from app.io.pacs.nodes import parse_node
 
 

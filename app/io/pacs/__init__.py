@@ -10,7 +10,7 @@ from app.io.pacs.client import (
     SeriesRecord,
     StudyQuery,
     StudyRecord,
-    connect,
 )
+from app.io.pacs.connect import connect
 
 __all__ = ["PacsClient", "PacsError", "Retrieved", "SeriesRecord", "StudyQuery", "StudyRecord", "connect"]

@@ -20,10 +20,11 @@ import time
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from app.io.pacs.client import PacsError, Retrieved
+from app.io.pacs.errors import PacsError
 
 log = logging.getLogger(__name__)
 
@@ -48,6 +49,16 @@ def series_key(series_uid: str) -> str:
 def instance_name(sop_uid: str) -> str:
     """A file name for one received instance (a hash of its SOPInstanceUID: unique, safe on every file system)."""
     return hashlib.sha256(sop_uid.strip().encode("ascii", "replace")).hexdigest()[:32] + ".dcm"
+
+
+@dataclass(frozen=True)
+class Retrieved:
+    """A COMPLETE series in the cache: its folder, how many files and bytes."""
+
+    series_uid: str
+    folder: Path
+    files: int
+    bytes: int
 
 
 class SeriesCache:

@@ -12,21 +12,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
-from app.errors import SegLensError
+from app.io.pacs.cache import Retrieved
+from app.io.pacs.errors import PacsError, pacs_error
 
 if TYPE_CHECKING:
     from app.io.pacs.cache import SeriesCache
     from app.io.pacs.nodes import PacsNode
-
-
-class PacsError(SegLensError):
-    """A PACS operation failed: one line naming the node, e.g.
-    "pacs ORTHANC: association rejected: called AE title not recognised"."""
-
-
-def pacs_error(node: PacsNode, problem: str) -> PacsError:
-    """The one-line error for `problem` on `node` ("pacs NAME: problem")."""
-    return PacsError(f"pacs {node.name}: {problem}")
 
 
 @dataclass(frozen=True)
@@ -67,16 +58,6 @@ class SeriesRecord:
     instances: int | None
 
 
-@dataclass(frozen=True)
-class Retrieved:
-    """A COMPLETE series in the cache: its folder, how many files and bytes."""
-
-    series_uid: str
-    folder: Path
-    files: int
-    bytes: int
-
-
 class PacsClient(Protocol):
     """A connection to one PACS node (DIMSE or DICOMweb)."""
 
@@ -107,15 +88,4 @@ class PacsClient(Protocol):
         """Send `files` to the node; the number stored. `progress(done, total)`."""
 
 
-def connect(node: PacsNode, *, secret: str | None = None) -> PacsClient:
-    """A client for `node`: DimseClient for "dimse", DicomWebClient for "dicomweb". `secret` is the password or
-    token (dicomweb); the networking library is imported here, not before."""
-    if node.kind == "dimse":
-        from app.io.pacs.dimse import DimseClient
-
-        return DimseClient(node)
-    if node.kind == "dicomweb":
-        from app.io.pacs.dicomweb import DicomWebClient
-
-        return DicomWebClient(node, secret=secret)
-    raise pacs_error(node, f"unknown kind {node.kind!r} (dimse or dicomweb)")
+__all__ = ["PacsClient", "PacsError", "Retrieved", "SeriesRecord", "StudyQuery", "StudyRecord", "pacs_error"]

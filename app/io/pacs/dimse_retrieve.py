@@ -11,9 +11,9 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from pydicom.dataset import Dataset
 
@@ -21,11 +21,29 @@ from app.io.pacs.cache import instance_name
 from app.io.pacs.client import PacsError, Retrieved, pacs_error
 
 if TYPE_CHECKING:
+    from pynetdicom import AE
     from pynetdicom.association import Association
     from pynetdicom.events import Event
 
     from app.io.pacs.cache import SeriesCache
-    from app.io.pacs.dimse import DimseClient
+    from app.io.pacs.nodes import PacsNode
+
+
+class DimseClient(Protocol):
+    """What a transfer needs of app.io.pacs.dimse.DimseClient (named here, not imported: dimse imports this)."""
+
+    node: PacsNode
+
+    def application_entity(self) -> AE: ...
+
+    def association(self, ae: AE, *, ext_neg: list[Any] | None = None,
+                    handlers: list[Any] | None = None) -> AbstractContextManager[Association]: ...
+
+    def check(self, status: Dataset, what: str, *, allow: Callable[[int], bool] | None = None) -> int: ...
+
+    def no_answer(self, what: str) -> str: ...
+
+    def find_instances(self, study_uid: str, series_uid: str) -> dict[str, str]: ...
 
 log = logging.getLogger(__name__)
 
@@ -141,7 +159,7 @@ def _storage_contexts(classes: set[str]) -> list[tuple[str, list[str]]]:
 def _get(client: DimseClient, study_uid: str, series_uid: str, receiver: _Receiver) -> None:
     from pynetdicom import build_role, evt
 
-    from app.io.pacs.dimse import GET_MODEL as get_model
+    from app.io.pacs.dimse_common import GET_MODEL as get_model
 
     classes = {c for c in receiver.expected.values() if c}
     ae = client.application_entity()
@@ -155,7 +173,7 @@ def _get(client: DimseClient, study_uid: str, series_uid: str, receiver: _Receiv
 
 
 def _move(client: DimseClient, study_uid: str, series_uid: str, receiver: _Receiver) -> None:
-    from app.io.pacs.dimse import MOVE_MODEL as move_model
+    from app.io.pacs.dimse_common import MOVE_MODEL as move_model
 
     node = client.node
     with _storage_scp(client, receiver):
@@ -190,7 +208,7 @@ def _storage_scp(client: DimseClient, receiver: _Receiver) -> Iterator[None]:
 
 
 def _no_delay_handler(event: Event) -> None:
-    from app.io.pacs.dimse import no_delay
+    from app.io.pacs.dimse_common import no_delay
 
     no_delay(event.assoc)
 
@@ -229,7 +247,7 @@ def _follow(client: DimseClient, answers: Iterator[tuple[Dataset, Dataset | None
             return  # said by _check_received
         if code == 0xB000 or (code == 0x0000 and failed):
             raise pacs_error(node, f"{what}: {failed} of {total} sub-operations failed; nothing kept")
-        from app.io.pacs.dimse import describe_status
+        from app.io.pacs.dimse_common import describe_status
 
         hint = _HINTS.get(code, "").format(calling=node.calling_ae)
         raise pacs_error(node, f"{what} failed after {len(receiver.received)} of {total} instances: "

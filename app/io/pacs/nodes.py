@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
-from app.io.pacs.client import PacsError
+from app.io.pacs.errors import PacsError
 
 KEYRING_SERVICE = "seglens-pacs"
 SECRET_ENV = "SEGLENS_PACS_SECRET"

@@ -29,7 +29,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-Connect = Callable[..., "PacsClient"]  # app.io.pacs.client.connect(node, *, secret=…), or a test's fake
+Connect = Callable[..., "PacsClient"]  # app.io.pacs.connect.connect(node, *, secret=…), or a test's fake
 
 
 class PacsWorker(QObject):
@@ -42,7 +42,7 @@ class PacsWorker(QObject):
     failed = Signal(object)  # PacsFailed
 
     def __init__(self, *, connect: Connect | None = None, cache: Callable[[], SeriesCache] | None = None) -> None:
-        """`connect`: how a node becomes a client (default app.io.pacs.client.connect); `cache`: the series cache,
+        """`connect`: how a node becomes a client (default app.io.pacs.connect.connect); `cache`: the series cache,
         made on first use on this thread (default: the user cache folder's)."""
         super().__init__()
         self._connect, self._make_cache = connect, cache
@@ -125,7 +125,7 @@ class PacsWorker(QObject):
         secret = target.secret or self._secret(target.node)
         if self._connect is not None:
             return self._connect(target.node, secret=secret)
-        from app.io.pacs.client import connect
+        from app.io.pacs.connect import connect
 
         return connect(target.node, secret=secret)
 

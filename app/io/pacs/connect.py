@@ -1,0 +1,27 @@
+"""`connect`: a PacsNode → its client (app.io.pacs.dimse.DimseClient or app.io.pacs.dicomweb.DicomWebClient),
+apart from the records in app.io.pacs.client so the clients import those and this imports the clients (no circle).
+The networking libraries load here, on the first connection, not at import."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from app.io.pacs.client import pacs_error
+
+if TYPE_CHECKING:
+    from app.io.pacs.client import PacsClient
+    from app.io.pacs.nodes import PacsNode
+
+
+def connect(node: PacsNode, *, secret: str | None = None) -> PacsClient:
+    """A client for `node`: DimseClient for "dimse", DicomWebClient for "dicomweb". `secret` is the password or
+    token (dicomweb); the networking library is imported here, not before."""
+    if node.kind == "dimse":
+        from app.io.pacs.dimse import DimseClient
+
+        return DimseClient(node)
+    if node.kind == "dicomweb":
+        from app.io.pacs.dicomweb import DicomWebClient
+
+        return DicomWebClient(node, secret=secret)
+    raise pacs_error(node, f"unknown kind {node.kind!r} (dimse or dicomweb)")
