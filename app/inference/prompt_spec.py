@@ -102,6 +102,9 @@ def load_prompt_spec(sidecar: Path) -> PromptSpec:
     layout = _layout(decoder_path, decoder, section.get("layout"))
     size = _input_size(encoder_path, encoder)
     check_pair(encoder_path, encoder, decoder_path, decoder, layout)
+    if layout == SAM and section.get("resize") == "stretch":
+        raise SidecarError(f"{sidecar}: 'prompt.resize' stretch does not fit a sam decoder (SamOnnxModel crops its "
+                           "masks to the longest-side resize: use longest)")
     sources = {"encoder": "sidecar", "decoder": "sidecar"}
     values = {
         "layout": Valued(layout, "sidecar" if "layout" in section else "graph"),
@@ -134,7 +137,12 @@ def _valued_stat(section: dict[str, Any], key: str, default: tuple[float, ...]) 
     return Valued(values, "sidecar (on 0..1, ×255)" if on_01 else "sidecar")
 
 
-def _valued_size(sidecar: Path, given: int | None, read: int) -> Valued:
+def _valued_size(sidecar: Path, given: int | None, read: int | None) -> Valued:
+    if read is None:  # a symbolic H and W: the sidecar says the frame
+        if given is None:
+            raise SidecarError(f"{sidecar}: the encoder's input size is not fixed in its graph: give "
+                               "'prompt.input_size' (1024 for SAM and SAM2)")
+        return Valued(given, "sidecar")
     if given is not None and given != read:
         raise SidecarError(f"{sidecar}: 'prompt.input_size' is {given} but the encoder's input is {read}×{read}")
     return Valued(read, "sidecar" if given is not None else "graph")
@@ -160,19 +168,23 @@ def _layout(path: Path, decoder: GraphInfo, given: str | None) -> str:
     raise ModelError(f"{path}: not a SAM or SAM2 decoder: no input '{absent}' (inputs: {', '.join(sorted(names))})")
 
 
-def _input_size(path: Path, encoder: GraphInfo) -> int:
-    """The encoder's square frame from its one image input, NCHW [1, 3, S, S] float32."""
+def _input_size(path: Path, encoder: GraphInfo) -> int | None:
+    """The encoder's square frame from its one image input, NCHW [1, 3, S, S] float32 (None: S is symbolic)."""
     images = list(encoder.inputs)
     if len(images) != 1:
         raise ModelError(f"{path}: a prompt encoder takes one image input, this one has {len(images)} "
                          f"({', '.join(t.name for t in images)})")
     image = images[0]
     shape = image.shape or ()
-    if len(shape) != 4 or shape[1] != 3 or not isinstance(shape[2], int) or shape[2] != shape[3]:
+    if len(shape) == 4 and shape[1] == 3 and not isinstance(shape[2], int) and not isinstance(shape[3], int):
+        size = None
+    elif len(shape) != 4 or shape[1] != 3 or shape[2] != shape[3] or not isinstance(shape[2], int):
         raise ModelError(f"{path}: encoder input {image.describe()} is not a [1,3,S,S] image (SAM's 1×3×1024×1024)")
+    else:
+        size = int(shape[2])
     if image.dtype != "float32":
         raise ModelError(f"{path}: encoder input '{image.name}' is {image.dtype}, expected float32")
-    return int(shape[2])
+    return size
 
 
 def check_pair(encoder_path: Path, encoder: GraphInfo, decoder_path: Path, decoder: GraphInfo, layout: str) -> None:

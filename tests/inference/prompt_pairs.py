@@ -37,7 +37,8 @@ def _save(path: Path, nodes: list[onnx.NodeProto], inputs: list[onnx.ValueInfoPr
     return path
 
 
-def encoder(path: Path, embeds: dict[str, list[int]], *, frame: int = 1024, dtype: int = F) -> Path:
+def encoder(path: Path, embeds: dict[str, list[int]], *, frame: int = 1024, dtype: int = F,
+            image_shape: list[int | str] | None = None) -> Path:
     """image [1,3,frame,frame] float32 → each embedding, zeros of its shape (0 × the image's mean)."""
     nodes = [helper.make_node("ReduceMean", ["image"], ["mean"], keepdims=1),
              _const("zero", np.array(0.0, np.float32)), helper.make_node("Mul", ["mean", "zero"], ["nothing"])]
@@ -47,7 +48,7 @@ def encoder(path: Path, embeds: dict[str, list[int]], *, frame: int = 1024, dtyp
                   helper.make_node("Expand", ["nothing", f"{name}_shape"], [f"{name}_f"]),
                   helper.make_node("Cast", [f"{name}_f"], [name], to=dtype)]
         outputs.append(helper.make_tensor_value_info(name, dtype, shape))
-    image = helper.make_tensor_value_info("image", F, [1, 3, frame, frame])
+    image = helper.make_tensor_value_info("image", F, image_shape or [1, 3, frame, frame])
     return _save(path, nodes, [image], outputs)
 
 

@@ -170,3 +170,30 @@ def test_cache_keyed_by_model_too(pairs: dict[str, Path]) -> None:
 def test_a_cpu_session_says_where_it_runs(sessions: dict[str, PromptSession]) -> None:
     info = sessions["sam2"].info
     assert info.provider == "CPUExecutionProvider" and info.requested == "cpu" and info.fallback_reason is None
+
+
+def test_stretch_as_samexporters_sam2_inference(tmp_path: Path) -> None:
+    """resize: stretch — the image to 1024×1024 whatever its aspect, points × 1024 / side, masks back the same."""
+    session = open_prompt_session(load_prompt_spec(sam2_pair(tmp_path, extra="  resize: stretch\n")), "cpu")
+    embedding = session.embed(np.zeros((256, 512), np.uint8))
+    proposal = session.decode(embedding, [Point(300, 100)])
+    np.testing.assert_allclose(session.last_feed["point_coords"][0, 0], [600, 400])
+    ys, xs = np.nonzero(proposal.mask)
+    assert abs(xs.mean() - 300) <= 0.5 and abs(ys.mean() - 100) <= 0.5
+    assert abs((xs.max() - xs.min() + 1) - 2 * RADIUS / 2) <= 2 and abs((ys.max() - ys.min() + 1) - 2 * RADIUS / 4) <= 2
+
+
+def test_grabcut_segments_the_object_in_the_box_and_takes_points_as_seeds() -> None:
+    from app.inference.prompt_grabcut import GrabCutSession
+
+    image = np.full((120, 160, 3), 40, np.uint8)
+    image[30:90, 50:110] = (230, 200, 60)
+    truth = np.zeros((120, 160), bool)
+    truth[30:90, 50:110] = True
+    grabcut = GrabCutSession()
+    embedding = grabcut.embed(image)
+    proposal = grabcut.decode(embedding, box=Box(40, 20, 120, 100))
+    assert (proposal.mask & truth).sum() / (proposal.mask | truth).sum() >= 0.95
+    assert np.isnan(proposal.iou) and proposal.low_res.shape == (256, 256)
+    seeded = grabcut.decode(embedding, [Point(80, 60, 0)], box=Box(40, 20, 120, 100))
+    assert not seeded.mask[60, 80]  # a negative point is sure background

@@ -109,6 +109,38 @@ def test_input_size_that_is_not_the_encoders(tmp_path: Path) -> None:
     assert str(caught.value) == f"{path}: 'prompt.input_size' is 512 but the encoder's input is 1024×1024"
 
 
+def test_stretch_refused_for_a_sam_decoder(tmp_path: Path) -> None:
+    encoder(tmp_path / "enc.onnx", SAM_EMBEDS)
+    sam_decoder(tmp_path / "dec.onnx")
+    path = _yaml(tmp_path, "  encoder: enc.onnx\n  decoder: dec.onnx\n  resize: stretch\n")
+    with pytest.raises(SidecarError) as caught:
+        load_prompt_spec(path)
+    assert str(caught.value) == (f"{path}: 'prompt.resize' stretch does not fit a sam decoder (SamOnnxModel crops "
+                                 "its masks to the longest-side resize: use longest)")
+
+
+def test_an_encoder_taking_an_hwc_image_is_refused(tmp_path: Path) -> None:
+    encoder(tmp_path / "enc.onnx", SAM_EMBEDS, image_shape=[684, 1024, 3])  # samexporter's SAM encoder input
+    sam_decoder(tmp_path / "dec.onnx")
+    with pytest.raises(ModelError) as caught:
+        load_prompt_spec(_yaml(tmp_path, "  encoder: enc.onnx\n  decoder: dec.onnx\n"))
+    assert str(caught.value) == (f"{tmp_path / 'enc.onnx'}: encoder input image[684,1024,3] float32 is not a "
+                                 "[1,3,S,S] image (SAM's 1×3×1024×1024)")
+
+
+def test_a_symbolic_frame_needs_input_size(tmp_path: Path) -> None:
+    encoder(tmp_path / "enc.onnx", SAM2_EMBEDS, image_shape=[1, 3, "h", "w"])
+    sam2_decoder(tmp_path / "dec.onnx")
+    path = _yaml(tmp_path, "  encoder: enc.onnx\n  decoder: dec.onnx\n")
+    with pytest.raises(SidecarError) as caught:
+        load_prompt_spec(path)
+    assert str(caught.value) == (f"{path}: the encoder's input size is not fixed in its graph: give "
+                                 "'prompt.input_size' (1024 for SAM and SAM2)")
+    path.write_text(path.read_text() + "  input_size: 1024\n")
+    spec = load_prompt_spec(path)
+    assert (spec.input_size, spec.sources["input_size"]) == (1024, "sidecar")
+
+
 def test_mean_std_on_0_to_1_read_as_such(tmp_path: Path) -> None:
     spec = load_prompt_spec(sam2_pair(tmp_path, extra="  mean: [0.485, 0.456, 0.406]\n  std: [0.229, 0.224, 0.225]\n"))
     np.testing.assert_allclose(spec.mean, (123.675, 116.28, 103.53))
