@@ -129,10 +129,12 @@ def _beside(sidecar: Path, key: str, name: str) -> Path:
 
 
 def _valued_stat(section: dict[str, Any], key: str, default: tuple[float, ...]) -> Valued:
-    """mean/std as 0..255 values: given on 0..1 (every mean ≤ 1, as SAM2's ImageNet numbers) they are scaled."""
+    """mean/std as 0..255 values. Given on 0..1 (every mean ≤ 1, as SAM2's ImageNet numbers; without a mean,
+    every std below 1) they are scaled: the pair's scale is the mean's, so `std: [1, 1, 1]` beside a 0..255 mean
+    stays 1."""
     if key not in section:
         return Valued(default, "default")
-    on_01 = all(v <= 1.0 for v in section.get("mean", section[key]))
+    on_01 = all(v <= 1.0 for v in section["mean"]) if "mean" in section else all(v < 1.0 for v in section[key])
     values = tuple(float(v) * (255.0 if on_01 else 1.0) for v in section[key])
     return Valued(values, "sidecar (on 0..1, ×255)" if on_01 else "sidecar")
 

@@ -174,3 +174,15 @@ def test_a_box_overhanging_the_image_is_clipped(session) -> None:  # type: ignor
     embedding = session.embed(np.zeros((100, 200), np.uint8))
     session.decode(embedding, box=Box(-5, 10, 250, 90))
     np.testing.assert_allclose(session.last_feed["point_coords"][0], [[0, 51.2], [1024, 460.8]], rtol=1e-5)
+
+
+@pytest.mark.parametrize(("extra", "mean", "std"), [
+    ("  mean: [100, 100, 100]\n  std: [1, 1, 1]\n", (100, 100, 100), (1, 1, 1)),  # the mean's scale: 0..255
+    ("  std: [0.229, 0.224, 0.225]\n", (123.675, 116.28, 103.53), (58.395, 57.12, 57.375)),
+    ("  std: [1, 1, 1]\n", (123.675, 116.28, 103.53), (1, 1, 1)),
+])
+def test_mean_and_std_share_one_scale(tmp_path: Path, extra: str, mean: tuple[float, ...],
+                                      std: tuple[float, ...]) -> None:
+    spec = load_prompt_spec(sam2_pair(tmp_path, extra=extra))
+    np.testing.assert_allclose(spec.mean, mean)
+    np.testing.assert_allclose(spec.std, std)
