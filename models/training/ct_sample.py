@@ -6,7 +6,9 @@ Phantom ``SAMPLE_INDEX`` of the data set ``common.SAMPLE_SEED`` (never trained o
 evaluation EVAL_SEED): 32 axial slices of 256x256 pixels, 1.2 x 1.2 mm, 5 mm apart, stored as unsigned 16-bit
 with RescaleIntercept -1024 / slope 1 (HU), RLE Lossless, files named IM0001.. with no extension as PACS exports
 are. Deterministic: the pixels and all UIDs derive from the seed, so a rerun writes the same series (only the
-file meta's implementation version may change with pydicom). The patient is fake ("Phantom^Demo", DEMO-0001).
+file meta's implementation version may change with pydicom). The patient is fake ("Ostrander^Wilhelmina",
+OW-40712; no part of it may appear in the model's name, the manufacturer or a description, or --anonymize's last
+check would rightly find it there).
 """
 
 from __future__ import annotations
@@ -69,7 +71,7 @@ def write_series(out: Path = OUT) -> list[Path]:
         ds.AccessionNumber, ds.ReferringPhysicianName = "", ""
         ds.Modality, ds.Manufacturer = "CT", "SegLens (synthetic phantom)"
         ds.StudyDescription, ds.SeriesDescription = "SegLens demo", "Synthetic chest phantom 5 mm"
-        ds.PatientName, ds.PatientID = "Phantom^Demo", "DEMO-0001"
+        ds.PatientName, ds.PatientID = "Ostrander^Wilhelmina", "OW-40712"
         ds.PatientBirthDate, ds.PatientSex = "", "O"
         ds.BodyPartExamined = "CHEST"
         ds.SliceThickness = SPACING_MM

@@ -151,3 +151,17 @@ def test_export_source_needs_anonymize_and_anonymize_refuses_ray(tmp_path, capsy
     assert main(["run", "ct_demo", str(source), "--out", str(tmp_path / "o"), "--anonymize", "--ray"]) == 2
     assert "error: --anonymize with --ray is not supported yet" in capsys.readouterr().err
     assert not (tmp_path / "o").exists()
+
+
+def test_the_bundled_ct_model_on_its_own_sample_under_anonymize(tmp_path, capsys, monkeypatch):
+    """The CT sample's fake patient was "Phantom^Demo" beside the model ct_demo: the de-identified SEG names its
+    algorithm after the model, so --anonymize's last check found "Demo" and the bundled pipeline could not run
+    anonymised at all. The patient shares no word with the model, the manufacturer or the descriptions now."""
+    monkeypatch.setenv("SEGLENS_PSEUDONYM_KEY", "b1" * 32)
+    repo, out = Path(__file__).resolve().parents[2], tmp_path / "out"
+    assert main(["run", str(repo / "models" / "ct_demo.onnx"), str(repo / "resources" / "samples" / "ct"),
+                 "--out", str(out), "--export", "dicom-seg,sc", "--anonymize", "--device", "cpu"]) == 0
+    assert "1 input: 1 ok, 0 failed" in capsys.readouterr().out
+    [seg] = out.rglob("*_seg.dcm")
+    data = seg.read_bytes()
+    assert b"Ostrander" not in data and b"Wilhelmina" not in data and b"OW-40712" not in data

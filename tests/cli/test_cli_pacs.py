@@ -25,7 +25,7 @@ from tests.pacs.orthanc import Orthanc
 
 CT = Path(__file__).resolve().parents[2] / "resources" / "samples" / "ct"
 CT_FILES = sorted(CT.glob("IM[0-9][0-9][0-9][0-9]"))
-PATIENT_ID, PATIENT_NAME = "DEMO-0001", "Phantom^Demo"
+PATIENT_ID, PATIENT_NAME = "OW-40712", "Ostrander^Wilhelmina"
 STUDY = str(pydicom.dcmread(CT_FILES[0], stop_before_pixels=True).StudyInstanceUID)
 SERIES = str(pydicom.dcmread(CT_FILES[0], stop_before_pixels=True).SeriesInstanceUID)
 

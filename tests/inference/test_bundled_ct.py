@@ -48,7 +48,7 @@ def test_the_sample_is_one_axial_ct_series_in_hu():
         assert (ds.Modality, ds.SOPClassUID, ds.InstanceNumber) == ("CT", pydicom.uid.CTImageStorage, k + 1)
         assert (ds.Rows, ds.Columns, [float(v) for v in ds.PixelSpacing]) == (256, 256, [1.2, 1.2])
         assert [float(v) for v in ds.ImageOrientationPatient] == [1, 0, 0, 0, 1, 0]
-        assert (str(ds.PatientName), ds.PatientID) == ("Phantom^Demo", "DEMO-0001")
+        assert (str(ds.PatientName), ds.PatientID) == ("Ostrander^Wilhelmina", "OW-40712")
         uids.add((ds.StudyInstanceUID, ds.SeriesInstanceUID, ds.FrameOfReferenceUID))
         z.append(float(ds.ImagePositionPatient[2]))
         if k in (0, 15):

@@ -139,7 +139,7 @@ def test_c_store_an_rle_sample_in_its_own_syntax_and_storescu_agrees(orthanc: Or
     client = connect(node_of(orthanc))
     assert client.store(CT_SAMPLE[:2]) == 2
     findscu = subprocess.run(["findscu", "-S", "-aet", "SEGLENS", "-aec", orthanc.aet, "-k", "QueryRetrieveLevel=STUDY",
-                              "-k", "PatientID=DEMO-0001", "-k", "StudyInstanceUID", "127.0.0.1",
+                              "-k", "PatientID=OW-40712", "-k", "StudyInstanceUID", "127.0.0.1",
                               str(orthanc.dicom_port)], capture_output=True, text=True, timeout=60)
     if findscu.returncode == 127:
         pytest.skip("dcmtk is not installed")

@@ -132,8 +132,6 @@ def test_retrieve_run_send_and_find(study, tmp_path):
 
 
 def test_anonymized_results_are_found_under_their_pseudonyms_and_go_to_a_research_node(study, tmp_path, monkeypatch):
-    # (a series of tests/dicom_factory: the CT sample's fake patient "Phantom^Demo" shares "demo" with the model's
-    # name, which the de-identification check refuses to see in the SEG's algorithm name; noted in the report)
     monkeypatch.setenv("SEGLENS_PSEUDONYM_KEY", "a0" * 32)
     files = write_series(tmp_path / "in", slices=6, rows=64, columns=64)
     study.upload(files)
