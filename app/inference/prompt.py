@@ -155,8 +155,13 @@ def load_prompt_model(text: str | Path, device: str | DeviceRequest = "auto", *,
         return GrabCutSession()
     path = Path(text)
     if path.suffix.lower() not in (".yaml", ".yml"):
-        raise ModelError(f"{path}: a prompt model is named by its sidecar (.yaml with a prompt: section) or "
-                         "'grabcut'")
+        from app.paths import models_dir
+
+        bundled = models_dir() / f"{path.name}.yaml"  # a bundled pair by its name: `prompt_demo`
+        if path.name != str(path) or not path.name or not bundled.is_file():
+            raise ModelError(f"{path}: a prompt model is named by its sidecar (.yaml with a prompt: section), "
+                             "a bundled pair's name or 'grabcut'")
+        path = bundled
     return open_prompt_session(load_prompt_spec(path), device, cache=cache)
 
 

@@ -136,3 +136,14 @@ def test_info_shows_the_pair_with_each_values_source(tmp_path: Path, capsys: pyt
     assert main(["info", str(sidecar), "--json", "--no-session"]) == 0
     facts = json.loads(capsys.readouterr().out)
     assert facts["layout"] == "sam" and facts["sources"]["input_size"] == "graph" and facts["sessions"] == {}
+
+
+def test_an_unknown_prompt_model_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    image = _image(tmp_path / "photo.png", (30, 50))
+    assert main(["prompt", "no_such_pair", str(image), "--point", "1,1", "--out", str(tmp_path / "m.png")]) == 2
+    assert capsys.readouterr().err == ("error: no_such_pair: a prompt model is named by its sidecar (.yaml with a "
+                                       "prompt: section), a bundled pair's name or 'grabcut'\n")
+    assert main(["prompt", str(tmp_path / "gone.yaml"), str(image), "--point", "1,1",
+                 "--out", str(tmp_path / "m.png")]) == 2
+    assert capsys.readouterr().err.startswith(f"error: {tmp_path / 'gone.yaml'}: cannot read the prompt model's "
+                                              "sidecar (")
