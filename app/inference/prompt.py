@@ -73,6 +73,10 @@ class PromptSession:
         self.cache.put(embedding)
         return embedding
 
+    def cached(self, key: Hashable) -> bool:
+        """Whether the image under `key` is encoded already (a prefetch of the next image skips it)."""
+        return (key, *self._model_key) in self.cache
+
     def decode(self, embedding: Embedding, points: Sequence[Point] = (), box: Box | None = None,
                mask_input: np.ndarray | None = None) -> Proposal:
         """The decoder on one prompt: points (image pixels, label 1/0), a box, and optionally the low-res logits

@@ -128,6 +128,7 @@ def run_boxes(model: PromptModel, boxes: Path, folder: Path, out: Path, *,
         by_file.setdefault(row.file, []).append(row)
     written: list[Path] = []
     done = 0
+    inputs = {(folder / file).resolve() for file in by_file}
     for file, rows in by_file.items():
         image_path = folder / file
         try:
@@ -137,10 +138,15 @@ def run_boxes(model: PromptModel, boxes: Path, folder: Path, out: Path, *,
             problems.append(f"{boxes}: row{'s' * (len(rows) > 1)} {lines}: {error_line(image_path, exc)}")
             say(problems[-1])
             continue
+        target = mask_path(out, file)
+        if target.resolve() in inputs:  # `a.png` and `a_mask.png` both listed, --out the images' folder
+            problems.append(f"{boxes}: row {rows[0].line}: {target} would overwrite an input image: choose "
+                            "another --out")
+            say(problems[-1])
+            continue
         label, painted = _paint(model, pixels, rows, boxes, problems, say)
         done += painted
         if painted:
-            target = mask_path(out, file)
             target.parent.mkdir(parents=True, exist_ok=True)
             atomic_write(target, encode_png(label))
             written.append(target)

@@ -147,3 +147,15 @@ def test_an_unknown_prompt_model_is_one_line(tmp_path: Path, capsys: pytest.Capt
                  "--out", str(tmp_path / "m.png")]) == 2
     assert capsys.readouterr().err.startswith(f"error: {tmp_path / 'gone.yaml'}: cannot read the prompt model's "
                                               "sidecar (")
+
+
+def test_boxes_never_overwrite_an_input(pair: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    _image(tmp_path / "a.png", (60, 80))
+    original = _image(tmp_path / "a_mask.png", (60, 80)).read_bytes()  # an input named like a.png's mask
+    boxes = tmp_path / "boxes.csv"
+    boxes.write_text("a.png,10,10,30,30\na_mask.png,10,10,30,30\n", encoding="utf-8")
+    code = main(["prompt", str(pair), str(tmp_path), "--boxes", str(boxes), "--out", str(tmp_path), "--device", "cpu"])
+    assert code == 1
+    assert capsys.readouterr().err == (f"error: {boxes}: row 1: {tmp_path / 'a_mask.png'} would overwrite an input "
+                                       "image: choose another --out\n")
+    assert (tmp_path / "a_mask.png").read_bytes() == original and (tmp_path / "a_mask_mask.png").is_file()

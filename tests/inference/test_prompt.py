@@ -165,6 +165,7 @@ def test_cache_keyed_by_model_too(pairs: dict[str, Path]) -> None:
     one.embed(image, key="slide-1")
     two.embed(image, key="slide-1")
     assert (one.encoder_runs, two.encoder_runs, len(shared)) == (1, 1, 2)
+    assert one.cached("slide-1") and not one.cached("slide-2")  # what a prefetch of the next image asks
 
 
 def test_a_cpu_session_says_where_it_runs(sessions: dict[str, PromptSession]) -> None:
