@@ -198,3 +198,22 @@ def test_grabcut_segments_the_object_in_the_box_and_takes_points_as_seeds() -> N
     assert np.isnan(proposal.iou) and proposal.low_res.shape == (256, 256)
     seeded = grabcut.decode(embedding, [Point(80, 60, 0)], box=Box(40, 20, 120, 100))
     assert not seeded.mask[60, 80]  # a negative point is sure background
+
+
+def test_grabcut_works_around_the_box_and_refuses_a_box_over_the_whole_image() -> None:
+    from app.inference.prompt_grabcut import GrabCutSession
+    from app.inference.prompt_input import PromptError
+
+    image = np.full((1500, 2000, 3), 40, np.uint8)
+    image[1000:1060, 1500:1560] = (230, 200, 60)
+    image[100:400, 100:400] = (230, 200, 60)  # a look-alike far from the box: outside its margin, never found
+    grabcut = GrabCutSession()
+    embedding = grabcut.embed(image)
+    proposal = grabcut.decode(embedding, box=Box(1490, 990, 1570, 1070))
+    assert proposal.mask.shape == (1500, 2000) and proposal.mask[1000:1060, 1500:1560].mean() >= 0.95
+    assert proposal.mask.sum() <= 60 * 60 * 1.1 and not proposal.mask[100:400, 100:400].any()
+    small = grabcut.embed(image[:50, :60])
+    with pytest.raises(PromptError) as caught:
+        grabcut.decode(small, box=Box(0, 0, 60, 50))
+    assert str(caught.value) == ("grabcut: the box (0, 0, 60, 50) leaves no background to learn from (it covers the "
+                                 "whole image)")
