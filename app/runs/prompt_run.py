@@ -8,6 +8,7 @@ atomically (a temporary file renamed into place): an interrupted run leaves no h
 from __future__ import annotations
 
 import csv
+import io
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -18,8 +19,10 @@ import numpy as np
 from app.errors import SegLensError, error_line, one_line
 from app.inference.prompt_input import Box, PromptModel
 from app.io.files import atomic_write, encode_png
+from app.io.regular import read_regular, regular_problem
 
 MAX_ROWS = 1_000_000  # a boxes file beyond this is not a detector's output for one folder
+MAX_BYTES = 256 << 20  # read whole: checked before
 MASK_SUFFIX = "_mask.png"
 _HEADER = ("file", "x0", "y0", "x1", "y1")
 
@@ -52,9 +55,15 @@ class PromptRunResult:
 def read_boxes(path: Path) -> BoxesFile:
     """Parse boxes.csv; a header row (file,x0,…) is optional. A class is a number 1-255 (the mask value) or a
     name (numbered after the largest such number, in order of first appearance); none means 1."""
+    problem = regular_problem(path)  # a FIFO would block the read; a folder is no CSV
+    if problem is not None:
+        raise SegLensError(f"{path}: {'boxes file not found' if problem == 'file not found' else problem}")
+    if path.stat().st_size > MAX_BYTES:
+        raise SegLensError(f"{path}: the boxes file is over {MAX_BYTES >> 20} MiB: split it")
     try:
-        with path.open(encoding="utf-8-sig", newline="") as handle:
-            raw = [(n, row) for n, row in enumerate(csv.reader(handle), start=1) if any(c.strip() for c in row)]
+        text = read_regular(path).decode("utf-8-sig")
+        raw = [(n, row) for n, row in enumerate(csv.reader(io.StringIO(text, newline="")), start=1)
+               if any(c.strip() for c in row)]
     except (OSError, UnicodeDecodeError, csv.Error) as exc:
         raise SegLensError(f"{path}: cannot read the boxes file ({one_line(exc)})") from exc
     if len(raw) > MAX_ROWS:

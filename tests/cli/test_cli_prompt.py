@@ -159,3 +159,14 @@ def test_boxes_never_overwrite_an_input(pair: Path, tmp_path: Path, capsys: pyte
     assert capsys.readouterr().err == (f"error: {boxes}: row 1: {tmp_path / 'a_mask.png'} would overwrite an input "
                                        "image: choose another --out\n")
     assert (tmp_path / "a_mask.png").read_bytes() == original and (tmp_path / "a_mask_mask.png").is_file()
+
+
+def test_a_boxes_file_that_is_missing_or_not_a_file(pair: Path, tmp_path: Path,
+                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    for boxes, problem in ((tmp_path / "gone.csv", "boxes file not found"), (tmp_path, "not a regular file")):
+        code = main(["prompt", str(pair), str(tmp_path), "--boxes", str(boxes), "--out", str(tmp_path / "o"),
+                     "--device", "cpu"])
+        assert code == 2
+        err = capsys.readouterr().err
+        assert err.startswith(f"error: {boxes}: {problem}") and err.count("\n") == 1
+    assert not (tmp_path / "o").exists()
