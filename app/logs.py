@@ -31,10 +31,8 @@ def setup_file_logging(level: int | None = None) -> Path | None:
 
     The log file is best-effort: a read-only or full home folder must not stop the app from starting.
     """
-    level = level or logging.getLevelName(os.environ.get("SEGLENS_LOG_LEVEL", "INFO").upper())
-    level = level if isinstance(level, int) else logging.INFO
+    level = _root_level(level)
     root = logging.getLogger()
-    root.setLevel(min(root.level or level, level))
     quiet_libraries()  # with or without a log file: the libraries' chatter stays off the terminal
     path = log_file()
     if any(getattr(h, "baseFilename", None) == str(path) for h in root.handlers):
@@ -47,6 +45,61 @@ def setup_file_logging(level: int | None = None) -> Path | None:
     handler.setFormatter(logging.Formatter(_FORMAT))
     root.addHandler(handler)
     return path
+
+
+def _root_level(level: int | None) -> int:
+    """The level asked for (SEGLENS_LOG_LEVEL, else INFO), the root logger let down to it."""
+    level = level or logging.getLevelName(os.environ.get("SEGLENS_LOG_LEVEL", "INFO").upper())
+    level = level if isinstance(level, int) else logging.INFO
+    root = logging.getLogger()
+    root.setLevel(min(root.level or level, level))
+    return level
+
+
+def hold_records(level: int | None = None) -> HeldRecords:
+    """The viewer's start: setup_file_logging's levels and quiet libraries now, its file when `open_file()` is called
+    (after the window's first paint): naming the log folder (platformdirs imports tempfile, random and shutil) and
+    opening the file cost ~3–6 ms before the window could show. What is logged until then is held, and written first."""
+    held = HeldRecords(_root_level(level))
+    quiet_libraries()
+    logging.getLogger().addHandler(held)
+    return held
+
+
+class HeldRecords(logging.Handler):
+    """The root logger's records kept in memory until the log file is open (hold_records); at exit, if never
+    released, they are written then (logging.shutdown closes every handler)."""
+
+    LIMIT = 10_000  # a burst before the first paint cannot grow without bound
+
+    def __init__(self, level: int) -> None:
+        super().__init__()
+        self._wanted, self._released = level, False
+        self._records: list[logging.LogRecord] = []
+        self.path: Path | None = None
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if len(self._records) < self.LIMIT:
+            self._records.append(record)
+
+    def open_file(self) -> Path | None:  # not `release`: a Handler's lock is released by that name
+        """Open the log file (setup_file_logging) and write what was held into it, in order; once. The file, or
+        None when it can't be written."""
+        if not self._released:
+            self._released = True
+            root = logging.getLogger()
+            root.removeHandler(self)
+            self.path = setup_file_logging(self._wanted)
+            for record in self._records:
+                for handler in root.handlers:
+                    if record.levelno >= handler.level:
+                        handler.handle(record)
+            self._records.clear()
+        return self.path
+
+    def close(self) -> None:
+        self.open_file()
+        super().close()
 
 
 # Libraries whose log lines and warnings quote what they are given (highdicom: "copy Patient-related attributes

@@ -11,6 +11,7 @@ import gc
 import logging
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 STARTED = time.perf_counter()
@@ -44,7 +45,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"error: {shown(exc)}", file=sys.stderr)
             return 2
     with _collection_paused():
-        app, window = _show_window(args)
+        app, window, held = _show_window(args)
     shown_ms = (time.perf_counter() - STARTED) * 1000
     log.info("window shown after %.0f ms", shown_ms)
     self_test = SelfTest(app, window, shown_ms) if args.self_test else None  # listening before anything is asked
@@ -53,15 +54,16 @@ def main(argv: list[str] | None = None) -> int:
     # was mapped — and the first overlay comes no sooner (docs/PERFORMANCE.md): painting needs the GIL too.
     from app.ui.first_paint import after_first_paint
 
-    after_first_paint(window, lambda: _load_initial(window, args))
+    after_first_paint(window, lambda: _load_initial(window, args, held))
     return self_test.run() if self_test is not None else app.exec()
 
 
 def _show_window(args: argparse.Namespace):
-    """Logging, the application, its icon and the window, shown: (QApplication, MainWindow)."""
-    from app.logs import setup_file_logging
+    """Logging, the application, its icon and the window, shown: (QApplication, MainWindow, the log's HeldRecords:
+    the file opens after the first paint, what is logged before it is held)."""
+    from app.logs import hold_records
 
-    log_path = setup_file_logging()
+    held = hold_records()
     from PySide6.QtCore import QSettings
     from PySide6.QtWidgets import QApplication
 
@@ -69,12 +71,12 @@ def _show_window(args: argparse.Namespace):
     app.setApplicationName("SegLens")
     app.setOrganizationName("SegLens")
     set_app_identity(app)
-    _install_error_handlers(log_path)
+    _install_error_handlers(held.open_file)  # an uncaught exception opens the log file first
     settings = QSettings(str(args.settings), QSettings.Format.IniFormat) if args.settings else QSettings()
     window = _create_window(args, settings)
     window.persist_settings = not args.self_test
     window.show()
-    return app, window
+    return app, window, held
 
 
 @contextlib.contextmanager
@@ -131,9 +133,10 @@ def _create_window(args: argparse.Namespace, settings):
     return MainWindow(settings=settings, model_path=model, device=device, finish_later=True)
 
 
-def _load_initial(window, args: argparse.Namespace) -> None:
+def _load_initial(window, args: argparse.Namespace, held) -> None:
     from app.paths import default_samples
 
+    held.open_file()  # the log file opened, what was logged before the first paint written into it
     window.finish()  # the groups hidden at start, the controllers, the worker threads, the menus' actions
     window.open_model()
     window.add_paths(args.paths or [default_samples()])
@@ -192,13 +195,15 @@ class SelfTest:
         self.app.quit()
 
 
-def _install_error_handlers(log_path: Path | None) -> None:
-    """Uncaught exceptions go to the log and a dialog with the log path, instead of vanishing."""
+def _install_error_handlers(log_at: Path | Callable[[], Path | None] | None) -> None:
+    """Uncaught exceptions go to the log and a dialog with the log path, instead of vanishing. `log_at`: the log file,
+    or what opens it (HeldRecords.open_file, before the first paint) and says where it is."""
     from PySide6.QtCore import QtMsgType, qInstallMessageHandler
 
     def excepthook(kind, value, tb) -> None:
         from app.logs import log_exception
 
+        log_path = log_at() if callable(log_at) else log_at
         # the type and the frames at CRITICAL, the message (a KeyError of a patient-named path) at DEBUG only
         log_exception(log, logging.CRITICAL, "uncaught exception", value.with_traceback(tb))
         try:

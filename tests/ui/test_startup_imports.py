@@ -75,6 +75,62 @@ def test_the_viewer_shows_its_window_before_making_the_qt_namespace_or_qstyle(tm
     assert json.loads(_run_fresh(["-c", f"import json, sys\n{_launched_up_to_show(tmp_path, made)}"], tmp_path)) == []
 
 
+def test_the_viewer_shows_its_window_before_naming_or_opening_its_log_file(tmp_path: Path) -> None:
+    """platformdirs (it imports tempfile, random and shutil) names the log folder after the first paint, and the
+    file is opened then (app.logs.hold_records): nothing of it before show()."""
+    state = tmp_path / "state"
+    made = "['platformdirs' in sys.modules, __import__('os').path.exists(" + repr(str(state)) + ")]"
+    done = subprocess.run([sys.executable, "-c", f"import json, sys\n{_launched_up_to_show(tmp_path, made)}"],
+                          capture_output=True, text=True, timeout=120, cwd=Path(__file__).resolve().parents[2],
+                          env={**{k: v for k, v in os.environ.items() if k != "SEGLENS_LOG_DIR"},
+                               "QT_QPA_PLATFORM": "offscreen", "XDG_STATE_HOME": str(state)})
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout.strip().splitlines()[-1]) == [False, False]
+
+
+def test_what_is_logged_before_the_first_paint_reaches_the_log_file_in_order(tmp_path: Path) -> None:
+    """The records held until the file opens are written into it, first: the window's start-up line among them."""
+    outcome = json.loads(_run_fresh(["-m", "app", "--self-test", "--settings", str(tmp_path / "s.ini")], tmp_path))
+    assert outcome["ok"] is True, outcome
+    lines = (tmp_path / "seglens.log").read_text(encoding="utf-8").splitlines()
+    shown = [i for i, line in enumerate(lines) if "app.ui: window shown after" in line]
+    model = [i for i, line in enumerate(lines) if "app.ui.workers.worker: model surface_defects.onnx on" in line]
+    assert len(shown) == 1 and len(model) == 1, lines
+    assert shown[0] < model[0], lines  # held before the first paint, written before what came after it
+
+
+def test_an_uncaught_exception_before_the_first_paint_opens_the_log_file_and_writes_what_was_held(
+        tmp_path: Path, monkeypatch, capfd) -> None:
+    import logging
+
+    from PySide6.QtCore import qInstallMessageHandler
+
+    from app import logs
+    from app.ui import app as ui_app
+
+    monkeypatch.setenv("SEGLENS_LOG_DIR", str(tmp_path))
+    monkeypatch.setattr(sys, "excepthook", sys.excepthook)
+    root = logging.getLogger()
+    before = list(root.handlers)
+    held = logs.hold_records(logging.INFO)
+    try:
+        logging.getLogger("app.ui").info("held line")
+        assert not (tmp_path / "seglens.log").exists()  # not yet opened
+        ui_app._install_error_handlers(held.open_file)
+        try:
+            raise RuntimeError("boom")
+        except RuntimeError as exc:
+            sys.excepthook(RuntimeError, exc, exc.__traceback__)
+        text = (tmp_path / "seglens.log").read_text(encoding="utf-8")
+        assert text.index("held line") < text.index("uncaught exception: RuntimeError")
+        assert f"(log: {tmp_path / 'seglens.log'})" in capfd.readouterr().err  # sys.__stderr__
+    finally:
+        qInstallMessageHandler(None)
+        for handler in [h for h in root.handlers if h not in before]:
+            root.removeHandler(handler)
+            handler.close()
+
+
 def test_the_self_test_shows_the_first_overlay_through_the_parts_built_after_the_first_paint(tmp_path: Path) -> None:
     """`seglens --self-test` end to end: window, first paint, the rest of the window, the model, the first sample's
     overlay painted."""
