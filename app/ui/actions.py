@@ -10,7 +10,7 @@ import functools
 from typing import TYPE_CHECKING
 
 from PySide6.QtCore import QEvent, QObject
-from PySide6.QtGui import QAction, QActionGroup, QKeySequence
+from PySide6.QtGui import QAction  # QKeySequence, QActionGroup with the menus (~0.6 ms, after the first paint)
 from PySide6.QtWidgets import QApplication
 
 from app.io.presets import CT_PRESETS
@@ -19,6 +19,7 @@ from app.ui.widgets.lazy_qt import Qt
 if TYPE_CHECKING:
     from collections.abc import Callable
 
+    from PySide6.QtGui import QActionGroup
     from PySide6.QtWidgets import QMenu
 
     from app.ui.main_window import MainWindow
@@ -47,6 +48,8 @@ def build_menus(window: MainWindow, menus: list[QMenu] | None = None) -> None:
 
 
 def _file_menu(window: MainWindow, menu: QMenu) -> None:
+    from PySide6.QtGui import QKeySequence
+
     _add(window, menu, "Open images…", lambda: open_files_dialog(window), QKeySequence.StandardKey.Open)
     _add(window, menu, "Open folder…", lambda: open_folder_dialog(window), "Ctrl+Shift+O")
     _recent_menu(menu.addMenu("Open recent"), window.recent_inputs, lambda path: window.add_paths([path]))
@@ -61,6 +64,8 @@ def _file_menu(window: MainWindow, menu: QMenu) -> None:
 
 
 def _view_menu(window: MainWindow, menu: QMenu) -> None:
+    from PySide6.QtGui import QKeySequence
+
     viewer, files, controls = window.viewer, window.files, window.panel.controls
     _add(window, menu, "Next image", lambda: files.step(1), "Right", "N")
     _add(window, menu, "Previous image", lambda: files.step(-1), "Left", "P")
@@ -114,6 +119,8 @@ def _model_menu(window: MainWindow, menu: QMenu) -> None:
 
 
 def _review_menu(window: MainWindow, menu: QMenu) -> None:
+    from PySide6.QtGui import QKeySequence
+
     editor, reviewer = window.editor, window.reviewer
     _add(window, menu, "Result correct (then next unreviewed)", lambda: reviewer.mark("accepted"), "A")
     _add(window, menu, "Result wrong (then next unreviewed)", lambda: reviewer.mark("rejected"), "R")
@@ -144,6 +151,8 @@ def _add(window: MainWindow, menu: QMenu, text: str, slot: Callable[[], object],
 
 def device_actions(window: MainWindow, menu: QMenu) -> QActionGroup:
     """One checkable action per device; choosing one rebuilds the session on that device."""
+    from PySide6.QtGui import QActionGroup
+
     group = QActionGroup(window)
     for device in DEVICES:
         action = QAction(device.upper() if device != "auto" else "Auto (GPU if it works)", window, checkable=True)
@@ -168,6 +177,8 @@ def pacs_controller(window: MainWindow):
 
 
 def shortcut(action: QAction, *keys) -> QAction:
+    from PySide6.QtGui import QKeySequence
+
     action.setShortcuts([QKeySequence(k) for k in keys])
     return action
 
