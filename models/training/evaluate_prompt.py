@@ -12,6 +12,7 @@ clicks given together, no ``mask_input``. Also the tight box alone. Targets: med
 
 from __future__ import annotations
 
+import re
 import sys
 import time
 
@@ -111,9 +112,39 @@ def evaluate(n: int = 20) -> dict:
     return out
 
 
+def card_block(r: dict) -> str:
+    """The measured table of the model card (between the results:prompt_demo markers of models/README.md)."""
+    e = r["eval"]
+    rows = [
+        ("Held-out median IoU, 1 click (farthest interior point)", f"**{e['iou_1_click']:.3f}** (target 0.85; mean "
+         f"{e['iou_1_click_mean']:.3f}, worst {e['iou_1_click_min']:.3f})"),
+        ("… 2 clicks / 3 clicks (at the largest error region)", f"{e['iou_2_clicks']:.3f} / **{e['iou_3_clicks']:.3f}**"
+         f" (target 0.92; 3-click mean {e['iou_3_clicks_mean']:.3f}, worst {e['iou_3_clicks_min']:.3f})"),
+        ("… the object's tight box alone", f"{e['iou_box']:.3f}"),
+        ("Predicted IoU vs reached, 1 click", f"mean absolute error {e['predicted_iou_abs_error_1_click']:.3f}"),
+        ("Objects", f"{e['eval_objects']} (seed {e['eval_seed']}; {', '.join(e['kinds'])}), one per scene"),
+        ("Evaluated through", "ONNX Runtime (CPU), SAM's pre/post-processing in evaluate_prompt.py"),
+        ("Decoder, median per prompt (eval run, 2 threads)", f"{e['decoder_ms_median']} ms"),
+        ("Training from scratch", f"**{r['train_minutes']} min** wall (1 thread, {r['train_steps']} steps, "
+         f"{r['train_scenes']} scenes)"),
+        ("Files", f"`prompt_demo_encoder.onnx` {r['encoder_mb']} MB + `prompt_demo_decoder.onnx` {r['decoder_mb']} MB"
+         f" + `prompt_demo.yaml`; parity ORT vs torch {r['parity_max_abs_diff']:.1e}"),
+    ]
+    return "| | |\n|---|---|\n" + "\n".join(f"| {a} | {b} |" for a, b in rows)
+
+
+def update_card() -> None:
+    readme = common.MODELS_DIR / "README.md"
+    text = readme.read_text("utf-8")
+    pat = re.compile(rf"(<!-- results:{NAME} -->\n).*?(\n<!-- /results:{NAME} -->)", re.S)
+    block = card_block(common.load_results()[NAME])
+    readme.write_text(pat.sub(lambda m: m.group(1) + block + m.group(2), text), "utf-8")
+
+
 def main() -> None:
     res = evaluate()
     common.save_results({NAME: {"eval": res}})
+    update_card()
     for r in res["objects"]:
         print(f"{r['kind']:8s} area {r['area']:6d}  clicks 1/2/3 {r['iou']}  box {r['iou_box']}")
     print(f"median IoU: 1 click {res['iou_1_click']}, 2 clicks {res['iou_2_clicks']}, 3 clicks {res['iou_3_clicks']}, "

@@ -45,8 +45,10 @@ prompt:
 
 
 def load() -> tuple[Encoder, Decoder]:
-    ck = torch.load(common.RUNS_DIR / f"{NAME}.pt", map_location="cpu")
-    enc, dec = Encoder(), Decoder()
+    from .train_prompt import CKPT
+
+    ck = torch.load(CKPT, map_location="cpu")
+    enc, dec = Encoder(), Decoder(proto=bool(ck.get("proto", False)))
     enc.load_state_dict(ck["encoder"])
     dec.load_state_dict(ck["decoder"])
     return enc.eval(), dec.eval()

@@ -93,24 +93,35 @@ def box_map(c: torch.Tensor, labels: torch.Tensor, grid: int, stride: float) -> 
     return iy[:, :, None] * ix[:, None, :] * has[:, None, None]
 
 
+def similarity(feat: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
+    """Cosine of each pixel's feature to the weighted mean feature under ``weight`` (the clicks' Gaussians);
+    0 where there is no such click. An inductive bias that the object is what looks like its clicked pixels."""
+    f = F.normalize(feat, dim=1, eps=1e-6)
+    total = weight.sum((2, 3), keepdim=True)
+    proto = F.normalize((f * weight).sum((2, 3), keepdim=True) / (total + 1e-6), dim=1, eps=1e-6)
+    return (f * proto).sum(1, keepdim=True) * (total > 1e-3).to(torch.float32)
+
+
 class Decoder(nn.Module):
     """(image features, prompts) -> (3 mask logits @256, 3 IoU predictions)."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, proto: bool = True) -> None:
         super().__init__()
+        self.proto = proto  # the "like the clicked pixels" maps (cosine to the clicks' mean feature)
+        extra = 2 if proto else 0
         self.w2 = nn.Conv2d(48, 32, 1, bias=False)
         self.w3 = nn.Conv2d(96, 32, 1, bias=False)
         self.pbn = nn.Sequential(nn.BatchNorm2d(32), nn.ReLU(inplace=True))
         self.p1 = nn.Conv2d(32, 16, 1)
         self.p0 = nn.Conv2d(16, 8, 1)
-        self.inp = cbr(32 + 7, 32)
+        self.inp = cbr(32 + 7 + extra, 32)
         self.c64 = cbr(32, 32)
         self.d32 = nn.Sequential(cbr(32, 64, stride=2), cbr(64, 64, dil=2))
         self.d16 = nn.Sequential(cbr(64, 64, stride=2), cbr(64, 64, dil=2), cbr(64, 64, dil=4))
         self.u32 = cbr(128, 64)
         self.u64 = cbr(96, 32)
         self.u128 = sep(32 + 16, 16)
-        self.u256 = sep(16 + 8 + 3, 8)
+        self.u256 = sep(16 + 8 + 3 + extra // 2, 8)
         self.head = nn.Conv2d(8, 3, 1)
         self.iou = nn.Linear(64 + 32, 3)
 
@@ -130,13 +141,18 @@ class Decoder(nn.Module):
         m64 = torch.clamp(F.avg_pool2d(mask_input, 4), -20.0, 20.0) / 10.0 * hm
         p64 = point_maps(coords, labels, n64, STRIDE64, (12.0, 48.0))
         p256 = point_maps(coords, labels, n256, STRIDE256, (6.0,))
-        x64 = self.c64(self.inp(torch.cat([e, p64, m64, hm.expand(-1, 1, n64, n64)], 1)))
+        parts64 = [e, p64, m64, hm.expand(-1, 1, n64, n64)]
+        parts256 = [g0, p256]
+        if self.proto:
+            parts64 += [similarity(e, p64[:, 0:1]), similarity(e, p64[:, 1:2])]
+            parts256.append(similarity(g0, p256[:, 0:1]))
+        x64 = self.c64(self.inp(torch.cat(parts64, 1)))
         x32 = self.d32(x64)
         x16 = self.d16(x32)
         y32 = self.u32(torch.cat([x32, up2(x16)], 1))
         y64 = self.u64(torch.cat([x64, up2(y32)], 1))
         y128 = self.u128(torch.cat([up2(y64), g1], 1))
-        y256 = self.u256(torch.cat([up2(y128), g0, p256], 1))
+        y256 = self.u256(torch.cat([up2(y128), *parts256], 1))
         masks = torch.clamp(self.head(y256), -32.0, 32.0)
         iou = torch.sigmoid(self.iou(torch.cat([x16.mean((2, 3)), y64.mean((2, 3))], 1)))
         return masks, iou

@@ -11,6 +11,7 @@ reached. One CPU thread, AdamW, one-cycle schedule. Then ``export_prompt`` write
 from __future__ import annotations
 
 import argparse
+import os
 import time
 
 import numpy as np
@@ -21,7 +22,7 @@ from . import common, prompt_data
 from .prompt_data import GRID
 from .prompt_nets import Decoder, Encoder, up2
 
-CKPT = common.RUNS_DIR / "prompt_demo.pt"
+CKPT = common.RUNS_DIR / os.environ.get("PROMPT_DEMO_CKPT", "prompt_demo.pt")
 MEAN = np.array(common.IMAGENET_MEAN_01, np.float32)
 STD = np.array(common.IMAGENET_STD_01, np.float32)
 BATCH = 8
@@ -166,8 +167,9 @@ def step_loss(enc, dec, pool, rng) -> tuple[torch.Tensor, float]:
     return losses(masks, iou, t), iou_now
 
 
-def train(steps: int, n_scenes: int) -> dict:
-    """Train from scratch; save the checkpoint; return the training facts for results.json."""
+def train(steps: int, n_scenes: int, *, max_lr: float = 3e-3, resume: bool = False) -> dict:
+    """Train from scratch (or go on from the checkpoint: ``resume``); save the checkpoint; return the training
+    facts for results.json."""
     torch.set_num_threads(1)
     torch.manual_seed(common.TRAIN_SEED)
     t0 = time.time()
@@ -175,10 +177,14 @@ def train(steps: int, n_scenes: int) -> dict:
     print(f"pool: {len(pool)} scenes, {sum(len(s.objects) for s in pool)} objects, {time.time() - t0:.0f} s",
           flush=True)
     enc, dec = Encoder(), Decoder()
+    if resume:
+        ck = torch.load(CKPT, map_location="cpu")
+        enc.load_state_dict(ck["encoder"])
+        dec.load_state_dict(ck["decoder"])
     params = list(enc.parameters()) + list(dec.parameters())
-    opt = torch.optim.AdamW(params, lr=3e-3, weight_decay=1e-4)
-    sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=3e-3, total_steps=steps, pct_start=0.1)
-    rng = np.random.default_rng(common.TRAIN_SEED)
+    opt = torch.optim.AdamW(params, lr=max_lr, weight_decay=1e-4)
+    sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=max_lr, total_steps=steps, pct_start=0.1)
+    rng = np.random.default_rng(common.TRAIN_SEED + (1000 if resume else 0))
     run_loss, run_iou = 0.0, 0.0
     for s in range(1, steps + 1):
         loss, iou_now = step_loss(enc, dec, pool, rng)
@@ -197,15 +203,17 @@ def train(steps: int, n_scenes: int) -> dict:
 
 def save(enc: Encoder, dec: Decoder) -> None:
     CKPT.parent.mkdir(parents=True, exist_ok=True)
-    torch.save({"encoder": enc.state_dict(), "decoder": dec.state_dict()}, CKPT)
+    torch.save({"encoder": enc.state_dict(), "decoder": dec.state_dict(), "proto": dec.proto}, CKPT)
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--steps", type=int, default=2800)
     ap.add_argument("--scenes", type=int, default=300, help="scenes per domain")
+    ap.add_argument("--resume", action="store_true", help="go on from the checkpoint (a second schedule)")
+    ap.add_argument("--max-lr", type=float, default=3e-3)
     args = ap.parse_args()
-    facts = train(args.steps, args.scenes)
+    facts = train(args.steps, args.scenes, max_lr=args.max_lr, resume=args.resume)
     common.save_results({"prompt_demo": facts})
     from . import export_prompt
 
