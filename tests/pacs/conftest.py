@@ -3,17 +3,13 @@ each test's own SeriesCache."""
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).parent))  # orthanc.py, importable from any PACS test
-
-from orthanc import Orthanc
-
 from app.io.pacs.cache import SeriesCache
+from tests.pacs.orthanc import Orthanc
 
 
 @pytest.fixture(scope="session")

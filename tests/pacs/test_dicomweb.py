@@ -23,7 +23,6 @@ import numpy as np
 import pydicom
 import pytest
 import requests
-from orthanc import Orthanc, free_port
 
 from app.io.pacs import dicomweb
 from app.io.pacs.cache import SeriesCache
@@ -33,6 +32,7 @@ from app.io.pacs.dicomweb import DicomWebClient, truncated
 from app.io.pacs.dicomweb_json import matches, sendable, series_record, study_filters, study_record, wanted
 from app.io.pacs.nodes import parse_node
 from tests.dicom_factory import write_series
+from tests.pacs.orthanc import Orthanc, free_port
 
 PREFIX = "DW-"  # this module's patients, deleted after each test: the session's server is shared with other tests
 

@@ -13,13 +13,13 @@ from pathlib import Path
 
 import pydicom
 import pytest
-from orthanc import Orthanc, free_port
 
 from app.io.pacs.cache import SeriesCache
 from app.io.pacs.client import PacsError, StudyQuery
 from app.io.pacs.connect import connect
 from app.io.pacs.dimse import DimseClient
 from app.io.pacs.nodes import PacsNode, parse_node
+from tests.pacs.orthanc import Orthanc, free_port
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # tests/dicom_factory.py
 import dicom_factory

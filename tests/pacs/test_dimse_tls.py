@@ -8,12 +8,12 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from orthanc import Orthanc, TlsFiles, make_tls
 
 from app.io.pacs.cache import SeriesCache
 from app.io.pacs.client import PacsError, StudyQuery
 from app.io.pacs.connect import connect
 from app.io.pacs.nodes import parse_node
+from tests.pacs.orthanc import Orthanc, TlsFiles, make_tls
 
 
 @pytest.fixture(scope="module")
