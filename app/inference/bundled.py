@@ -23,7 +23,25 @@ def bundled_models() -> list[Path]:
     folder = models_dir()
     if not folder.is_dir():
         return []
-    return sorted((p for p in folder.glob("*.onnx") if p.is_file()), key=lambda p: p.name)
+    pairs = _prompt_pair_files(folder)
+    return sorted((p for p in folder.glob("*.onnx") if p.is_file() and p.name not in pairs), key=lambda p: p.name)
+
+
+def _prompt_pair_files(folder: Path) -> set[str]:
+    """The .onnx files a prompt sidecar in `folder` names (`prompt.encoder`, `prompt.decoder`): halves of a prompt
+    model, not image models of their own (the decoder alone is no image model at all)."""
+    import yaml  # here, not at module level: the viewer resolves --model before Qt starts
+
+    names: set[str] = set()
+    for sidecar in folder.glob("*.yaml"):
+        try:
+            data = yaml.safe_load(sidecar.read_text("utf-8"))
+        except (OSError, UnicodeDecodeError, yaml.YAMLError):
+            continue  # not a prompt sidecar this listing can read: the spec loader says what is wrong with it
+        prompt = data.get("prompt") if isinstance(data, dict) else None
+        if isinstance(prompt, dict):
+            names |= {str(prompt[k]) for k in ("encoder", "decoder") if isinstance(prompt.get(k), str)}
+    return names
 
 
 def bundled_names() -> list[str]:

@@ -208,7 +208,7 @@ def save(enc: Encoder, dec: Decoder) -> None:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--steps", type=int, default=2800)
+    ap.add_argument("--steps", type=int, default=2400)
     ap.add_argument("--scenes", type=int, default=300, help="scenes per domain")
     ap.add_argument("--resume", action="store_true", help="go on from the checkpoint (a second schedule)")
     ap.add_argument("--max-lr", type=float, default=3e-3)

@@ -13,7 +13,9 @@ from app.cli import main
 from app.errors import ModelError
 from app.inference.bundled import bundled_models, bundled_names, resolve_model
 
-BUNDLED = sorted(p.stem for p in (REPO / "models").glob("*.onnx"))
+# the prompt pair's two halves (named by models/prompt_demo.yaml's prompt: section) are no image models of their own
+PROMPT_PAIR = {"prompt_demo_encoder", "prompt_demo_decoder"}
+BUNDLED = sorted(p.stem for p in (REPO / "models").glob("*.onnx") if p.stem not in PROMPT_PAIR)
 SAMPLE = REPO / "resources" / "samples" / "surface" / "surface_01_scratches.jpg"
 
 
