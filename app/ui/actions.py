@@ -293,10 +293,9 @@ def reference_dialog(window: MainWindow) -> None:
 
 
 def _bundled_models():
-    from app.paths import models_dir
+    from app.inference.bundled import bundled_models  # the CLI's list: a prompt pair's encoder/decoder left out
 
-    folder = models_dir()
-    return sorted(folder.glob("*.onnx")) if folder.is_dir() else []
+    return bundled_models()
 
 
 def _open_log_folder() -> None:

@@ -482,3 +482,14 @@ def test_a_tiled_model_reports_tile_progress_and_gives_a_full_size_mask(qtbot, m
     assert ticks and ticks[-1][0] == ticks[-1][1] > 1  # every tile, reported as it went
     mask = window.state.shown.result.mask
     assert mask.shape == (600, 700) and mask[301, 501] > 0 and mask[:200, :200].max() == 0
+
+
+def test_the_bundled_models_menu_lists_models_not_the_halves_of_a_prompt_pair(make_main_window):
+    """models/ holds the demo prompt pair (prompt_demo_encoder/decoder.onnx, issue 28): they are not image models
+    and were listed in Model ▸ Bundled models beside them (the CLI's `models` already left them out)."""
+    window = make_main_window(load=False)
+    menus = {action.text().replace("&", ""): action.menu() for action in window.menuBar().actions()}
+    [bundled] = [a.menu() for a in menus["Model"].actions() if a.menu() is not None and "Bundled" in a.text()]
+    names = [a.text() for a in bundled.actions()]
+    assert "ct_demo" in names and "ct3d_demo" in names
+    assert not [n for n in names if n.startswith("prompt_demo")], names
