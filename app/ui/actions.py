@@ -111,10 +111,9 @@ def _model_menu(window: MainWindow, menu: QMenu) -> None:
     _add(window, menu, "Compare all listed images with model B", window.compare_all)
     _add(window, menu, "Stop comparing", lambda: window.open_model_b(None))
     bundled = menu.addMenu("Bundled models")
-    for path in _bundled_models():
-        action = QAction(path.stem, window)
-        action.triggered.connect(lambda _checked=False, p=path: window.open_model(p))
-        bundled.addAction(action)
+    # filled when first opened: telling a prompt pair's halves from models reads the sidecars (PyYAML), which the
+    # window must not pay for before the reader needs the list (tests/ui/test_startup_imports.py)
+    bundled.aboutToShow.connect(lambda: _fill_bundled(window, bundled))
     device_actions(window, menu.addMenu("Device"))
 
 
@@ -290,6 +289,15 @@ def reference_dialog(window: MainWindow) -> None:
     folder = _file_dialog().getExistingDirectory(window, "Reference masks (ground truth) for the listed images")
     if folder:
         window.set_reference_folder(folder)
+
+
+def _fill_bundled(window: MainWindow, bundled: QMenu) -> None:
+    if bundled.actions():
+        return
+    for path in _bundled_models():
+        action = QAction(path.stem, window)
+        action.triggered.connect(lambda _checked=False, p=path: window.open_model(p))
+        bundled.addAction(action)
 
 
 def _bundled_models():

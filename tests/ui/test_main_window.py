@@ -490,6 +490,7 @@ def test_the_bundled_models_menu_lists_models_not_the_halves_of_a_prompt_pair(ma
     window = make_main_window(load=False)
     menus = {action.text().replace("&", ""): action.menu() for action in window.menuBar().actions()}
     [bundled] = [a.menu() for a in menus["Model"].actions() if a.menu() is not None and "Bundled" in a.text()]
+    bundled.aboutToShow.emit()  # filled when first opened
     names = [a.text() for a in bundled.actions()]
     assert "ct_demo" in names and "ct3d_demo" in names
     assert not [n for n in names if n.startswith("prompt_demo")], names
