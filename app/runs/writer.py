@@ -244,16 +244,7 @@ class Writer:
             self.setup.slice_progress(k + 1, volume.depth)
         if not last:
             return None
-        try:
-            vr = volumes.finish(volume, stem, self.model.info.provider)
-        except SegLensError as exc:
-            return Outcome(work.index, work.input, None, error_line(work.input.path, exc))
-        except Exception as exc:  # an export library's bug must not end the run: this volume's error row
-            log.debug("unexpected error finishing %s", work.input.path, exc_info=True)
-            return Outcome(work.index, work.input, None, unexpected_error_line(work.input.path, exc))
-        self.summary.notices.extend(vr.notices if self.names is None else
-                                    (self._redacted(notice, work.index, work.input) for notice in vr.notices))
-        return Outcome(work.index, work.input, None, None, verdict=vr.verdict, volume=vr)
+        return self._volume_outcome(work, lambda: volumes.finish(volume, stem, self.model.info.provider))
 
     def _finish_volume3d(self, work: Work) -> Outcome:
         """A 3D model's volume: its label volume and kept probabilities handed to the assembler at once, then
@@ -267,13 +258,22 @@ class Writer:
         keeps = self.model.spec.output.kind in ("binary", "scores")
         scores = output.prediction.probabilities if stem is not None and "scores" in self.setup.save and keeps \
             else None
-        try:
+
+        def finish() -> VolumeResult:
             results = slice_results(self.model.spec, output, provider=self.model.info.provider,
                                     min_confidence=self.setup.min_confidence)
             volumes.add_volume(work.index, volume, results, scores=scores, image=self._slice_image(volume, per_slice),
                                slice_stem=lambda k: cast(Path, stem) / f"slice_{k + 1:04d}" if per_slice else None,
                                save=self.setup.save if per_slice else ())
-            vr = volumes.finish(volume, stem, self.model.info.provider)
+            return volumes.finish(volume, stem, self.model.info.provider)
+
+        return self._volume_outcome(work, finish)
+
+    def _volume_outcome(self, work: Work, finish: Callable[[], VolumeResult]) -> Outcome:
+        """The volume's Outcome from `finish` (its exports and rows): an error row when it fails, its notices kept
+        (redacted under --anonymize)."""
+        try:
+            vr = finish()
         except SegLensError as exc:
             return Outcome(work.index, work.input, None, error_line(work.input.path, exc))
         except Exception as exc:  # an export library's bug must not end the run: this volume's error row
