@@ -67,8 +67,15 @@ def export_onnx(model: torch.nn.Module, path: Path, *, in_ch: int, example_hw: t
             input_names=["input"], output_names=[output_name] if isinstance(output_name, str) else list(output_name),
             dynamic_shapes={"x": dims}, verbose=False,
         )
+    return finish_export(path, {0: "batch", 2: "height", 3: "width"} if dynamic_hw else {0: "batch"},
+                         classes=classes, title=title)
+
+
+def finish_export(path: Path, dims: dict[int, str], *, classes: list[str], title: str) -> Path:
+    """The exported file at `path` made a bundled model: dynamic axes named (`dims`), class names and title in
+    its metadata, the opset checked, one self-contained file within the 5 MB budget (the 2D and 3D recipes)."""
     m = onnx.load(str(path))
-    _rename_dims(m, {0: "batch", 2: "height", 3: "width"} if dynamic_hw else {0: "batch"})
+    _rename_dims(m, dims)
     del m.metadata_props[:]
     for k, v in {"classes": json.dumps(classes), "name": title, "source": "seglens models/training"}.items():
         p = m.metadata_props.add()

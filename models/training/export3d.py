@@ -12,18 +12,16 @@ sizes, else ParityError (exit code 1).
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import warnings
 from pathlib import Path
 
 import numpy as np
-import onnx
 import torch
 import yaml
 
 from . import common, common3d, nets3d
-from .export import FP32_TOL, MAX_BYTES, OPSET, ParityError, _SidecarDumper, ort_session
+from .export import FP32_TOL, OPSET, ParityError, _SidecarDumper, finish_export, ort_session
 
 __all__ = ["ParityError", "export_ct3d", "export_onnx3d"]
 
@@ -39,32 +37,7 @@ def export_onnx3d(model: torch.nn.Module, path: Path, *, classes: list[str], tit
         torch.onnx.export(model, (x,), str(path), opset_version=OPSET, dynamo=True, external_data=False,
                           input_names=["input"], output_names=["logits"],
                           dynamic_shapes={"x": {0: dyn, 2: dyn, 3: dyn, 4: dyn}}, verbose=False)
-    m = onnx.load(str(path))
-    names = {0: "batch", 2: "depth", 3: "height", 4: "width"}
-    mapping = {}
-    for vi in list(m.graph.input) + list(m.graph.output):
-        for i, d in enumerate(vi.type.tensor_type.shape.dim):
-            if d.dim_param and i in names:
-                mapping.setdefault(d.dim_param, names[i])
-    for vi in list(m.graph.input) + list(m.graph.output) + list(m.graph.value_info):
-        for d in vi.type.tensor_type.shape.dim:
-            if d.dim_param in mapping:
-                d.dim_param = mapping[d.dim_param]
-    del m.metadata_props[:]
-    for k, v in {"classes": json.dumps(classes), "name": title, "source": "seglens models/training"}.items():
-        p = m.metadata_props.add()
-        p.key, p.value = k, v
-    m.doc_string = f"{title}; trained on synthetic data by seglens models/training (see models/README.md)"
-    opset = {o.domain: o.version for o in m.opset_import}.get("", None)
-    if opset != OPSET:
-        raise RuntimeError(f"{path.name}: exported with opset {opset}, expected {OPSET}")
-    onnx.checker.check_model(m)
-    onnx.save(m, str(path))
-    if path.with_name(path.name + ".data").exists():
-        raise RuntimeError(f"the exporter wrote external data next to {path.name}; expected one file")
-    if path.stat().st_size > MAX_BYTES:
-        raise RuntimeError(f"{path.name} is {path.stat().st_size / 1e6:.1f} MB, over the 5 MB budget")
-    return path
+    return finish_export(path, {0: "batch", 2: "depth", 3: "height", 4: "width"}, classes=classes, title=title)
 
 
 def parity_inputs(mean: float, std: float) -> list[np.ndarray]:
