@@ -1,4 +1,5 @@
-"""Correcting a mask by hand, as plain numpy (no Qt): brush and eraser strokes, flood fill, undo and redo.
+"""Correcting a mask by hand, as plain numpy (no Qt): brush and eraser strokes, flood fill, a prompt model's
+proposal painted in (paint_mask), undo and redo.
 
 A stroke paints round brush segments into the label mask (a disc stamped at every pixel step) and reports the
 rectangle it changed, so the window copies only that into its overlay image. Undo keeps
@@ -9,12 +10,15 @@ changed nothing leaves no step. At most `max_steps` steps are kept (the oldest g
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
+from typing import Any
 
 import cv2
 import numpy as np
 
 Box = tuple[int, int, int, int]  # x0, y0, x1, y1: columns x0..x1-1, rows y0..y1-1
+Rect = tuple[float, float, float, float] | Any  # a box's edges x0, y0, x1, y1, or a record with those fields
 
 
 @dataclass(frozen=True)
@@ -84,7 +88,7 @@ class MaskEdit:
         self._before, self._box, self._stroke = None, None, None
         if before is None or box is None:
             return None
-        return self._record(before, box)
+        return self._record(before[box[1] : box[3], box[0] : box[2]], box)
 
     def fill(self, point: tuple[float, float], label: int) -> Box | None:
         """Flood fill the 4-connected region of equal labels under `point` with `label`; one undo step."""
@@ -96,7 +100,33 @@ class MaskEdit:
         flood = np.zeros((height + 2, width + 2), np.uint8)
         _, _, _, rect = cv2.floodFill(self.mask, flood, (x, y), int(label), 0, 0, 4)
         rx, ry, rw, rh = rect
-        return self._record(before, (rx, ry, rx + rw, ry + rh))
+        return self._record(before[ry : ry + rh, rx : rx + rw], (rx, ry, rx + rw, ry + rh))
+
+    def paint_mask(self, mask: np.ndarray, label: int, *, replace_in: Rect | None = None) -> Box | None:
+        """A proposal accepted as one undo step: the pixels of `mask` (bool, the mask's size) become `label`; with
+        `replace_in` (x0, y0, x1, y1: a box, or a Box record with those fields) the pixels of `label` inside it that
+        are not in `mask` become 0 first ("replace that class inside the box"). The rectangle changed (None:
+        nothing changed, no step)."""
+        mask = np.asarray(mask, bool)
+        if mask.shape != self.mask.shape:
+            raise ValueError(f"a {mask.shape[1]}×{mask.shape[0]} proposal for a "
+                             f"{self.mask.shape[1]}×{self.mask.shape[0]} mask")
+        rows, cols = np.nonzero(mask.any(axis=1))[0], np.nonzero(mask.any(axis=0))[0]
+        area = (int(cols[0]), int(rows[0]), int(cols[-1]) + 1, int(rows[-1]) + 1) if rows.size else None
+        inside = self._rect(replace_in) if replace_in is not None else None
+        box = area if inside is None else inside if area is None else _union(area, inside)
+        if box is None:
+            return None
+        x0, y0, x1, y1 = box
+        window = self.mask[y0:y1, x0:x1]
+        before = window.copy()
+        if inside is not None:  # only inside the box: the class elsewhere stays
+            ix0, iy0, ix1, iy1 = inside
+            part = window[iy0 - y0 : iy1 - y0, ix0 - x0 : ix1 - x0]
+            part[(part == label) & ~mask[iy0:iy1, ix0:ix1]] = 0
+        window[mask[y0:y1, x0:x1]] = label
+        changed = self._record(before, box)
+        return None if changed is None else self._changed_box(before, box)
 
     # -- undo / redo -----------------------------------------------------------------------------------
 
@@ -131,9 +161,10 @@ class MaskEdit:
 
     # -- inside ----------------------------------------------------------------------------------------
 
-    def _record(self, before: np.ndarray, box: Box) -> Box | None:
+    def _record(self, window_before: np.ndarray, box: Box) -> Box | None:
+        """One step from the labels `window_before` had inside `box` (before the change) to the mask's now."""
         x0, y0, x1, y1 = box
-        window_before, window_after = before[y0:y1, x0:x1], self.mask[y0:y1, x0:x1]
+        window_after = self.mask[y0:y1, x0:x1]
         rows, cols = np.nonzero(window_before != window_after)
         if rows.size == 0:
             return None
@@ -143,6 +174,16 @@ class MaskEdit:
         self._redo.clear()
         self.changed = True
         return box
+
+    def _changed_box(self, window_before: np.ndarray, box: Box) -> Box:
+        rows, cols = np.nonzero(window_before != self.mask[box[1] : box[3], box[0] : box[2]])
+        return (box[0] + int(cols.min()), box[1] + int(rows.min()), box[0] + int(cols.max()) + 1,
+                box[1] + int(rows.max()) + 1)
+
+    def _rect(self, rect: Rect) -> Box | None:
+        """A box in image pixels (edges may be fractional) → the whole pixels it covers, clipped to the mask."""
+        x0, y0, x1, y1 = (rect.x0, rect.y0, rect.x1, rect.y1) if not isinstance(rect, tuple) else rect
+        return self._clip((math.floor(x0), math.floor(y0), math.ceil(x1), math.ceil(y1)))
 
     def _clip(self, box: Box) -> Box | None:
         height, width = self.mask.shape
