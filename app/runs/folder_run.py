@@ -45,6 +45,9 @@ def plan_run(spec: ModelSpec, paths: Sequence[Path], *, out: Path, report: Path 
     under --anonymize (the terminal names each input by its pseudonym from then on)."""
     from app.io.discover import refuse_clashes
 
+    refused = honoured_problem(spec, threshold=threshold if threshold is not None else min_confidence)
+    if refused:
+        raise PlanRefused(refused)
     inputs = _inputs(spec, paths, out=out, reference=reference, resume=resume)
     refused = option_problem(resume=resume, per_slice=per_slice, exports=None, anonymize=anonymize)
     if refused:
@@ -63,9 +66,39 @@ def plan_run(spec: ModelSpec, paths: Sequence[Path], *, out: Path, report: Path 
         raise PlanRefused(refused)
     if not anonymize:  # pseudonymous names are distinct by themselves
         inputs = refuse_clashes(inputs)
-    return RunPlan(spec=spec, inputs=tuple(inputs), out=out, report_path=report, save=tuple(save),
+    return RunPlan(spec=spec, inputs=tuple(inputs), out=out, report_path=report, save=_saved_kinds(spec, save, say),
                    threshold=threshold, min_confidence=min_confidence, volumes=volumes, reference=reference,
                    resume=resume, batch=batch, started=started)
+
+
+def honoured_problem(spec: ModelSpec, *, threshold: float | None) -> str | None:
+    """--threshold on a model that keeps no per-pixel scores (a label map, 2D or 3D, or a classifier), in one
+    line: refused, not silently dropped (it once ran ignored while the provenance recorded it)."""
+    what = _without_scores(spec)
+    if threshold is None or what is None:
+        return None
+    if spec.task != "segmentation":
+        return f"--threshold: {what}; --threshold is a segmentation model's pixel threshold; run it without --threshold"
+    return f"--threshold: {what}, so no scores are kept to threshold; run it without --threshold"
+
+
+def _saved_kinds(spec: ModelSpec, save: Sequence[str], say: Callable[[str], None]) -> tuple[str, ...]:
+    """`save` without the score pictures a model without scores cannot give, said once (a script's
+    `--save mask,heatmap` over several models keeps working, and nobody waits for heatmaps that never come)."""
+    what = _without_scores(spec)
+    dropped = [kind for kind in save if kind in ("scores", "heatmap")] if what is not None else []
+    if dropped:
+        say(f"note: --save {','.join(dropped)}: {what}, with no per-pixel scores: "
+            f"{' and '.join(dropped)} are not written")
+    return tuple(kind for kind in save if kind not in dropped)
+
+
+def _without_scores(spec: ModelSpec) -> str | None:
+    from app.inference.tuning import tunable
+
+    if spec.task != "segmentation":
+        return f"{spec.path.name} is a classification model"
+    return f"{spec.path.name} outputs a label map" if tunable(spec) is None else None
 
 
 def _inputs(spec: ModelSpec, paths: Sequence[Path], *, out: Path, reference: Path | None,

@@ -66,12 +66,14 @@ def test_multiclass_threshold_is_a_minimum_confidence(models, tmp_path):
     assert heat[0, 0].tolist() == HEATMAP_LUT[round(winning * 255)].tolist()
 
 
-def test_models_without_scores_write_no_heatmap_or_scores(models, tmp_path):
+def test_models_without_scores_write_no_heatmap_or_scores_and_say_so(models, tmp_path, capsys):
     ramp(tmp_path / "in")
     out = tmp_path / "out"
-    for kind in ("embedded_argmax", "classifier"):
+    for kind, what in (("embedded_argmax", "outputs a label map"), ("classifier", "is a classification model")):
         assert main(["run", str(models(kind)), str(tmp_path / "in"), "--out", str(out / kind),
                      "--save", "mask,heatmap,scores", "--device", "cpu"]) == 0
+        assert (f"note: --save heatmap,scores: {kind}.onnx {what}, with no per-pixel scores: heatmap and scores "
+                "are not written") in capsys.readouterr().err  # said, not silently skipped
     assert (out / "embedded_argmax" / "ramp.png_mask.png").exists()
     assert not list(out.rglob("*_heatmap.png")) and not list(out.rglob("*_scores.png"))
 

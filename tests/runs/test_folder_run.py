@@ -137,3 +137,30 @@ def test_a_refusal_naming_an_undecodable_folder_is_escaped_once(models, tmp_path
     assert main(["run", str(models("rgb_classes")), str(empty), "--out", str(tmp_path / "out")]) == 2
     err = capsys.readouterr().err
     assert err == f"error: no images found in: {tmp_path}/caf\\xe9\n"
+
+
+@pytest.mark.parametrize(("kind", "options", "line"), [
+    ("embedded_argmax", {"threshold": 0.5, "min_confidence": 0.5},
+     "--threshold: embedded_argmax.onnx outputs a label map, so no scores are kept to threshold; run it without "
+     "--threshold"),
+    ("classifier", {"threshold": 0.5},
+     "--threshold: classifier.onnx is a classification model; --threshold is a segmentation model's pixel "
+     "threshold; run it without --threshold"),
+])
+def test_an_option_the_model_cannot_honour_is_refused_not_ignored(models, tmp_path, kind, options, line):
+    """A label-map model (2D or 3D) once ran with --threshold silently ignored, and the provenance even claimed
+    "min_confidence 0.5": a threshold the model cannot honour is refused in one line."""
+    spec = load_spec(models(kind))
+    with pytest.raises(PlanRefused) as refused:
+        plan_run(spec, [folder_of(tmp_path / "in")], out=tmp_path / "out", **options)
+    assert str(refused.value) == line
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_3d_label_volume_model_refuses_threshold(tmp_path):
+    from inference.spec3d_models import FIXED, labels3d
+
+    spec = load_spec(labels3d(tmp_path / "labels3d.onnx", shape=FIXED))
+    with pytest.raises(PlanRefused) as refused:
+        plan_run(spec, [folder_of(tmp_path / "in")], out=tmp_path / "out", threshold=0.6, min_confidence=0.6)
+    assert str(refused.value).startswith("--threshold: labels3d.onnx outputs a label map")
