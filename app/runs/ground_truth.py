@@ -41,11 +41,13 @@ class References:
     def __init__(self) -> None:
         self._indexes: dict[Path, ReferenceIndex] = {}
 
-    def compare(self, path: str | Path, mask: np.ndarray | LabelMap, spec: ModelSpec, truth: GroundTruth
-                ) -> tuple[Scored | None, np.ndarray | None]:
+    def compare(self, path: str | Path, mask: np.ndarray | LabelMap, spec: ModelSpec, truth: GroundTruth, *,
+                frame: int | None = None) -> tuple[Scored | None, np.ndarray | None]:
         """(the mask measured against the image's reference, the reference labels) — (None, None) when there is
         no reference to look for; (a Scored with its notice, None) when one was looked for and not usable.
-        `mask` may be a result's LabelMap: its image-sized mask is made only when there is a reference."""
+        `mask` may be a result's LabelMap: its image-sized mask is made only when there is a reference. `frame`:
+        the mask is slice `frame` of a volume (app.runs.review.picture_frame; None: a one-frame picture), measured
+        against that slice's own correction; a reference folder holds one mask per image, which is no slice's."""
         from app.runs.metrics_report import Scored
         from app.runs.review import find_corrected_mask, review_folder
 
@@ -55,8 +57,8 @@ class References:
             rel = Path(path).relative_to(truth.input_root)
         except ValueError:
             return None, None
-        found = find_corrected_mask(review_folder(truth.input_root), rel.as_posix())
-        if found is None and truth.reference_root is not None:
+        found = find_corrected_mask(review_folder(truth.input_root), rel.as_posix(), frame)
+        if found is None and truth.reference_root is not None and frame is None:
             found, why = self._index(truth.reference_root).find(rel, Path(path))
             if found is None:
                 return Scored("", None, f"{Path(path).name}: {why}"), None

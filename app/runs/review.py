@@ -37,6 +37,7 @@ STATE_NAMES = {"unreviewed": "not reviewed", "accepted": "result correct", "reje
 REVIEW_FILE = "seglens_review.csv"
 COLUMNS = ("file", "state", "note", "who", "when", "model_sha256")
 MASK_MARK = "SegLens-corrected-mask"  # PNG text key: this file is a corrected mask SegLens wrote (may be replaced)
+MASK_FRAME = "SegLens-corrected-slice"  # PNG text key: the slice (1-based) of a volume the correction is of
 
 
 class ReviewError(SegLensError):
@@ -269,11 +270,43 @@ def _review_of(path: Path, line: int, record: list[str]) -> Review:
     return Review(_from_cell(rel), state, _from_cell(note), _from_cell(who), when, model.lower())
 
 
-def corrected_mask_path(folder: Path, rel: str) -> Path:
+def corrected_mask_path(folder: Path, rel: str, frame: int | None = None) -> Path:
     """folder / <rel's parent> / "<name>_mask.png", the name *with* its extension (`x.jpg_mask.png`): `x.png` and
-    `x.jpg` in one folder each keep their own correction (made safe as output names are: app.io.discover)."""
+    `x.jpg` in one folder each keep their own correction (made safe as output names are: app.io.discover).
+    `frame`: slice `frame` (0-based) of a volume or multi-frame file has its own, numbered as the viewer shows it
+    (`<name>_slice0007_mask.png` for frame 6); None (a one-frame picture) keeps the plain name."""
     relative = PurePosixPath(rel)
-    return Path(folder, *relative.parent.parts, f"{safe_name(relative.name)}_mask.png")
+    name = safe_name(relative.name) + ("" if frame is None else f"_slice{frame + 1:04d}")
+    return Path(folder, *relative.parent.parts, f"{name}_mask.png")
+
+
+def picture_frame(frame: int, frame_count: int) -> int | None:
+    """The `frame` a picture's correction is kept under: None for a one-frame picture (its plain name), else the
+    frame (each slice of a volume has its own)."""
+    return None if frame_count <= 1 else frame
+
+
+@dataclass(frozen=True)
+class Correction:
+    """Where one picture's corrected mask lives: the review folder, the rel it is keyed by, the inputs' folder
+    (never written into) and the frame (None: a one-frame picture)."""
+
+    folder: Path
+    rel: str
+    input_root: Path | None = None
+    frame: int | None = None
+
+    @property
+    def path(self) -> Path:
+        return corrected_mask_path(self.folder, self.rel, self.frame)
+
+    def find(self) -> Path | None:
+        """The correction saved for this picture, None when there is none (find_corrected_mask)."""
+        return find_corrected_mask(self.folder, self.rel, self.frame)
+
+    def save(self, mask: np.ndarray) -> Path:
+        """Write `mask` as this picture's correction (save_corrected_mask)."""
+        return save_corrected_mask(self.folder, self.rel, mask, input_root=self.input_root, frame=self.frame)
 
 
 def _legacy_mask_path(folder: Path, rel: str) -> Path:
@@ -282,28 +315,35 @@ def _legacy_mask_path(folder: Path, rel: str) -> Path:
     return Path(folder, *relative.parent.parts, f"{relative.stem}_mask.png")
 
 
-def find_corrected_mask(folder: Path, rel: str) -> Path | None:
-    """The correction saved for `rel` in the review folder, None when there is none. The current name first; else
-    a review folder's older `<stem>_mask.png`, only when the rel its PNG text names is `rel` (that file may have
-    been saved for `x.png` or for `x.jpg`, and only the mark says which)."""
-    current = corrected_mask_path(folder, rel)
+def find_corrected_mask(folder: Path, rel: str, frame: int | None = None) -> Path | None:
+    """The correction saved for `rel` (its slice `frame`; None: a one-frame picture) in the review folder, None
+    when there is none. The current name first; else a review folder's older `<stem>_mask.png`, only when the rel
+    its PNG text names is `rel` (that file may have been saved for `x.png` or for `x.jpg`, and only the mark says
+    which). A slice has no older name: before issue 28 every slice of a volume was saved under the volume's one
+    `<name>_mask.png`, and nothing says which slice that file was drawn on, so it is no slice's reference."""
+    current = corrected_mask_path(folder, rel, frame)
     if current.is_file():
         return current
+    if frame is not None:
+        return None
     legacy = _legacy_mask_path(folder, rel)
     return legacy if _is_legacy_of(legacy, rel) else None
 
 
-def save_corrected_mask(folder: Path, rel: str, mask: np.ndarray, *, input_root: Path | None = None) -> Path:
-    """Write `mask` (2-D labels 0..255) as a uint8 PNG at `corrected_mask_path`, atomically, marked as a SegLens
-    corrected mask. Refuses (ReviewError) a path outside `folder` or inside `input_root`, and any existing file
-    that is not a corrected mask SegLens wrote (an input image that happens to have that name). An older
-    `<stem>_mask.png` saved for this same rel is removed once the new file is written (migrated)."""
-    target = corrected_mask_path(folder, rel)
+def save_corrected_mask(folder: Path, rel: str, mask: np.ndarray, *, input_root: Path | None = None,
+                        frame: int | None = None) -> Path:
+    """Write `mask` (2-D labels 0..255) as a uint8 PNG at `corrected_mask_path` (of slice `frame`, None: a
+    one-frame picture), atomically, marked as a SegLens corrected mask. Refuses (ReviewError) a path outside
+    `folder` or inside `input_root`, and any existing file that is not a corrected mask SegLens wrote (an input
+    image that happens to have that name). An older `<stem>_mask.png` saved for this same rel is removed once the
+    new file is written (migrated)."""
+    target = corrected_mask_path(folder, rel, frame)
     _check_mask_target(Path(folder), rel, target, input_root)
     pixels = _label_pixels(mask, target)
-    atomic_write(target, png_with_text(encode_png(pixels), {MASK_MARK: spelt(rel)}))
+    text = {MASK_MARK: spelt(rel)} | ({} if frame is None else {MASK_FRAME: str(frame + 1)})
+    atomic_write(target, png_with_text(encode_png(pixels), text))
     legacy = _legacy_mask_path(folder, rel)
-    if legacy != target and _is_legacy_of(legacy, rel):
+    if frame is None and legacy != target and _is_legacy_of(legacy, rel):
         legacy.unlink(missing_ok=True)  # else it would come back as this image's correction if the new one went
     return target
 

@@ -14,12 +14,12 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from pathlib import Path
 from typing import TYPE_CHECKING, cast
 
 from PySide6.QtCore import QObject, Qt, Signal
 
 if TYPE_CHECKING:
+    from app.runs.review import Correction
     from app.ui.controllers.presenter import Presenter
     from app.ui.state.mask_edit import MaskEdit
     from app.ui.state.messages import ModelSummary, ViewResult
@@ -49,8 +49,8 @@ class Editor(QObject):
         self._view: ViewResult | None = None
         self._overlay: OverlayImage | None = None
         self._last: tuple[float, float] | None = None
-        # path -> (review folder, rel, input root): set by the window
-        self.destination: Callable[[str], tuple[Path, str, Path]] | None = None
+        # (path, frame: None for a one-frame picture) -> where its correction goes: set by the window
+        self.destination: Callable[[str, int | None], Correction] | None = None
         viewer.edit_pressed.connect(self._pressed)
         viewer.edit_moved.connect(self._moved)
         viewer.edit_released.connect(self._released)
@@ -168,10 +168,8 @@ class Editor(QObject):
         if self.destination is None:
             return view.result.mask
         from app.io.references import read_reference
-        from app.runs.review import find_corrected_mask
 
-        folder, rel, _ = self.destination(str(view.path))
-        path = find_corrected_mask(folder, rel)
+        path = self.destination(str(view.path), _frame(view)).find()  # a slice's own: never another slice's
         try:
             earlier = read_reference(path, self._state.model.spec.label_count) if path else None
         except Exception as exc:  # an unreadable earlier correction: start from the model's mask, say so
@@ -189,12 +187,10 @@ class Editor(QObject):
         if self._edit is None or self.destination is None:
             return None
         from app.errors import SegLensError
-        from app.runs.review import save_corrected_mask
 
         view = cast("ViewResult", self._view)  # set with the edit
         try:
-            folder, rel, root = self.destination(str(view.path))
-            written = save_corrected_mask(folder, rel, self._edit.mask, input_root=root)
+            written = self.destination(str(view.path), _frame(view)).save(self._edit.mask)
         except (SegLensError, OSError) as exc:
             self.refused.emit(f"{view.path.name}: the corrected mask was not saved: {exc}")
             return None
@@ -205,6 +201,13 @@ class Editor(QObject):
         log.debug("%s is %s", file_ref(written), written)
         self.saved.emit(str(view.path), str(written))
         return str(written)
+
+
+def _frame(view: ViewResult) -> int | None:
+    """The frame a picture's correction is kept under (a volume's slice has its own; None: a one-frame picture)."""
+    from app.runs.review import picture_frame
+
+    return picture_frame(view.frame, view.frame_count)
 
 
 def _cannot_edit(view) -> str | None:

@@ -367,8 +367,11 @@ class InferenceWorker(QObject):
         model B's codes)."""
         if view.result.labels is None or view.tuning.input_root is None:
             return self._disagreement(view)
+        from app.runs.review import picture_frame
+
         scored, reference = self._references.compare(view.key.path, view.result.labels, spec,
-                                                     ground_truth(view.tuning))
+                                                     ground_truth(view.tuning),
+                                                     frame=picture_frame(view.frame, view.frame_count))
         codes = None
         mask = view.result.mask if reference is not None and view.tuning.layer == "difference" else None
         if mask is not None and reference is not None:

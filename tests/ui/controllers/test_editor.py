@@ -14,6 +14,7 @@ from PIL import Image
 from PySide6.QtCore import Qt, Signal
 
 from app.inference.spec import ClassInfo
+from app.runs.review import Correction
 from app.ui.controllers.editor import Editor
 from ui.controllers.fakes import Fake, FakePresenter, FakeViewer, on_screen, ready_state, seg_view
 
@@ -146,7 +147,7 @@ def test_the_wheel_grows_the_brush_by_an_eighth_and_the_viewer_follows_in_edit_m
 
 def test_leaving_edit_mode_saves_the_correction_and_shows_the_models_decision_again(qtbot, rig, tmp_path):
     root = tmp_path / "data"
-    rig.editor.destination = lambda path: (tmp_path / "data_review", Path(path).name, root)
+    rig.editor.destination = lambda path, frame: Correction(tmp_path / "data_review", Path(path).name, root, frame)
     view = on_screen(rig.state, seg_view())
     rig.editor.start()
     rig.viewer.edit_pressed.emit(0.0, 0.0, Qt.KeyboardModifier.ControlModifier)
@@ -162,7 +163,7 @@ def test_leaving_edit_mode_saves_the_correction_and_shows_the_models_decision_ag
 
 def test_a_save_refused_is_said_in_one_line(rig, tmp_path):
     root = tmp_path / "data"
-    rig.editor.destination = lambda path: (root, Path(path).name, root)  # inside the inputs: refused
+    rig.editor.destination = lambda path, frame: Correction(root, Path(path).name, root)  # inside the inputs: refused
     on_screen(rig.state, seg_view())
     rig.editor.start()
     rig.viewer.edit_pressed.emit(0.0, 0.0, Qt.KeyboardModifier.ControlModifier)

@@ -9,7 +9,7 @@ from types import SimpleNamespace
 import pytest
 from PySide6.QtCore import Signal
 
-from app.runs.review import review_folder
+from app.runs.review import Correction, review_folder
 from app.ui.controllers.references import References
 from app.ui.controllers.reporter import ReportExporter
 from app.ui.state.messages import ReportFinished
@@ -72,8 +72,10 @@ def test_a_saved_correction_marks_the_image_corrected_and_makes_it_a_new_referen
 
 
 def test_corrections_go_to_the_review_folder_of_the_inputs_the_image_was_opened_with(refs):
-    assert refs.references.destination(str(refs.root / "sub" / "a.png")) == (review_folder(refs.root), "sub/a.png",
-                                                                              refs.root)
+    assert refs.references.destination(str(refs.root / "sub" / "a.png")) == Correction(review_folder(refs.root),
+                                                                                        "sub/a.png", refs.root)
+    slice_7 = refs.references.destination(str(refs.root / "sub" / "a.png"), 6)
+    assert slice_7.frame == 6 and slice_7.path.name == "a.png_slice0007_mask.png"
 
 
 @pytest.fixture
