@@ -54,9 +54,11 @@ class PromptSession:
         self._decoder = decoder
         self._model_key: tuple[Hashable, ...] = (str(spec.encoder), spec.input_size, spec.resize, spec.mean, spec.std)
 
-    def embed(self, image: np.ndarray, *, key: Hashable | None = None) -> Embedding:
+    def embed(self, image: np.ndarray, *, key: Hashable | None = None, run_options: Any | None = None) -> Embedding:
         """The image's embedding: from the cache when this image (by `key`, else its pixels) was encoded by this
-        model before, else one encoder run. `image`: HxW or HxWx3 RGB."""
+        model before, else one encoder run. `image`: HxW or HxWx3 RGB. `run_options`: an onnxruntime RunOptions
+        whose `terminate` another thread may set to cancel the run (the viewer's prefetch of the next image): it
+        then raises InferenceError and nothing is cached."""
         if image.ndim not in (2, 3) or min(image.shape[:2]) < 1:
             raise PromptError(f"a prompt model takes an HxW or HxWx3 image, got shape {list(image.shape)}")
         full_key = (key if key is not None else image_identity(image), *self._model_key)
@@ -67,7 +69,8 @@ class PromptSession:
                                   resize=self.spec.resize)
         tensor = encoder_tensor(image, geometry, mean=self.spec.mean, std=self.spec.std)
         names = list(self.spec.embed_outputs)
-        outputs = self._run(self._encoder, self.spec.encoder.name, names, {self._encoder_input(): tensor})
+        outputs = self._run(self._encoder, self.spec.encoder.name, names, {self._encoder_input(): tensor},
+                            run_options)
         self.encoder_runs += 1
         embedding = Embedding(full_key, dict(zip(names, outputs, strict=True)), geometry)
         self.cache.put(embedding)
@@ -137,9 +140,12 @@ class PromptSession:
             low_res, logits = logits, low_res_to_image(logits, geometry)
         return Proposal(mask=logits > self.spec.mask_threshold, iou=float(iou[best]), low_res=low_res)
 
-    def _run(self, session: Any, name: str, outputs: list[str], feed: dict[str, np.ndarray]) -> list[np.ndarray]:
+    def _run(self, session: Any, name: str, outputs: list[str], feed: dict[str, np.ndarray],
+             run_options: Any | None = None) -> list[np.ndarray]:
         try:
-            result: list[np.ndarray] = session.run(outputs, feed)
+            # run_options only when given: a session-like wrapper (a test's counter) may take two arguments
+            result: list[np.ndarray] = session.run(outputs, feed) if run_options is None else \
+                session.run(outputs, feed, run_options)
         except Exception as exc:  # ORT raises its own Fail/InvalidArgument types
             raise InferenceError(f"{name}: inference failed: {one_line(exc, most=500, first=True)}") from exc
         return result

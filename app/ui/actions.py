@@ -126,6 +126,7 @@ def _review_menu(window: MainWindow, menu: QMenu) -> None:
     _add(window, menu, "Next unreviewed", reviewer.next_unreviewed, "U")
     menu.addSeparator()
     _add(window, menu, "Edit mask (brush)", editor.toggle, "E")
+    _add(window, menu, "Smart tool (click or box → mask)", editor.smart_tool, "S")
     _add(window, menu, "Undo edit", editor.undo, QKeySequence.StandardKey.Undo)
     _add(window, menu, "Redo edit", editor.redo, "Ctrl+Shift+Z", QKeySequence.StandardKey.Redo)
     _add(window, menu, "Save corrected mask", editor.save, QKeySequence.StandardKey.Save)

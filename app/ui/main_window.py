@@ -58,8 +58,7 @@ class MainWindow(QMainWindow):
             self.finish()
 
     def finish(self) -> None:
-        """The parts the first paint does not need: the groups hidden at start, the controllers, the worker threads,
-        the menus' actions. `seglens` builds them once the window is painted (app/ui/first_paint.py); once only."""
+        """What the first paint does not need (hidden groups, controllers, threads, menus): app/ui/first_paint.py."""
         if self._finished:
             return
         self._finished = True
@@ -126,7 +125,7 @@ class MainWindow(QMainWindow):
         self.tuner = Tuner(self.state, presenter=self.presenter, decision=self.panel.decision, folder=self.panel.folder,
                            files=self.files, settings=self.settings, parent=self)
         self.editor = Editor(self.state, viewer=self.viewer, presenter=self.presenter, panel=self.panel.edit,
-                             parent=self)
+                             files=self.files, parent=self)
         self.reviewer = Reviewer(self.state, files=self.files, panel=self.panel.review, status=self.status, parent=self)
         self.references = References(self.state, files=self.files, status=self.status, tuner=self.tuner,
                                      reviewer=self.reviewer, parent=self)
@@ -242,9 +241,10 @@ class MainWindow(QMainWindow):
         remembered.save(self, self.settings)
 
     def shutdown(self) -> None:
-        """Stop both worker threads and wait for them (a running inference or model load finishes first)."""
+        """Stop the worker threads and wait for them (a running inference or model load finishes first)."""
         self.hide()  # gone at once, even while a long model load (a TensorRT build) is waited for
         self._peek.remove()
         self.worker.cancel_batch()
         stop_thread(self.worker_thread, timeout_ms=30_000)
+        self.editor.shutdown()  # the Smart tool's prompt thread, when it made one
         stop_thread(self.display_thread, timeout_ms=10_000)

@@ -19,12 +19,16 @@ from typing import TYPE_CHECKING, cast
 from PySide6.QtCore import QObject, Qt, Signal
 
 if TYPE_CHECKING:
+    import numpy as np
+
     from app.runs.review import Correction
     from app.ui.controllers.presenter import Presenter
+    from app.ui.controllers.smart import Smart
     from app.ui.state.mask_edit import MaskEdit
     from app.ui.state.messages import ModelSummary, ViewResult
     from app.ui.state.view_state import ViewState
     from app.ui.widgets.edit_panel import EditPanel
+    from app.ui.widgets.file_list import FileList
     from app.ui.widgets.overlay import OverlayImage
     from app.ui.widgets.viewer import ImageViewer
 
@@ -39,7 +43,7 @@ class Editor(QObject):
     mask_changed = Signal(object)  # the edited mask (numpy), after a stroke, a fill, an undo or a redo
 
     def __init__(self, state: ViewState, *, viewer: ImageViewer, presenter: Presenter, panel: EditPanel,
-                 parent: QObject | None = None) -> None:
+                 files: FileList | None = None, parent: QObject | None = None) -> None:
         super().__init__(parent)
         self._state = state
         self._viewer = viewer
@@ -49,11 +53,15 @@ class Editor(QObject):
         self._view: ViewResult | None = None
         self._overlay: OverlayImage | None = None
         self._last: tuple[float, float] | None = None
+        self._files = files
+        self._smart: Smart | None = None  # the Smart tool (controllers/smart.py), made when first chosen
         # (path, frame: None for a one-frame picture) -> where its correction goes: set by the window
         self.destination: Callable[[str, int | None], Correction] | None = None
         viewer.edit_pressed.connect(self._pressed)
         viewer.edit_moved.connect(self._moved)
         viewer.edit_released.connect(self._released)
+        viewer.edit_right_pressed.connect(lambda x, y: self._pressed(x, y, None, negative=True))
+        panel.tool_changed.connect(self._on_tool)
         viewer.brush_wheel.connect(lambda step: panel.set_radius(panel.radius() + step * max(1, panel.radius() // 8)))
         panel.radius_changed.connect(self._on_radius)
         panel.undo_requested.connect(self.undo)
@@ -90,6 +98,8 @@ class Editor(QObject):
         self._panel.show()
         self._viewer.set_editing(self._panel.radius())
         self._presenter.edit_overlay(overlay)
+        if self._panel.tool() == "smart":
+            self.smart.begin(view)
         self.started.emit(str(view.path))
         return True
 
@@ -99,6 +109,8 @@ class Editor(QObject):
         if edit is None or shown is None:
             return
         path = str(shown.path)
+        if self._smart is not None:
+            self._smart.end()
         if edit.changed:
             self.save()
         self._edit = self._overlay = None
@@ -112,9 +124,14 @@ class Editor(QObject):
 
     # -- painting --------------------------------------------------------------------------------------
 
-    def _pressed(self, x: float, y: float, modifiers) -> None:
+    def _pressed(self, x: float, y: float, modifiers, *, negative: bool = False) -> None:
         edit = self._edit
         if edit is None:  # not active
+            return
+        if self._panel.tool() == "smart":
+            self.smart.pressed(x, y, modifiers, negative=negative)
+            return
+        if negative:  # the right button is window/level's outside the Smart tool
             return
         label = 0 if modifiers & Qt.KeyboardModifier.ShiftModifier or self._panel.tool() == "eraser" \
             else self._panel.label()
@@ -128,16 +145,76 @@ class Editor(QObject):
         self._repaint(edit.segment((x, y), (x, y)))
 
     def _moved(self, x: float, y: float) -> None:
+        if self._smart is not None and self._panel.tool() == "smart":
+            self._smart.moved(x, y)
+            return
         if self._edit is None or self._last is None:
             return
         self._repaint(self._edit.segment(self._last, (x, y)))
         self._last = (x, y)
 
     def _released(self) -> None:
+        if self._smart is not None and self._panel.tool() == "smart":
+            self._smart.released()
+            return
         if self._edit is not None and self._last is not None:
             self._edit.end_stroke()
             self._last = None
             self._changed()
+
+    # -- the Smart tool ----------------------------------------------------------------------------------
+
+    @property
+    def smart(self) -> Smart:
+        """The Smart tool's controller (its prompt thread starts with it)."""
+        if self._smart is None:
+            from PySide6.QtWidgets import QWidget
+
+            from app.ui.controllers.smart import Smart
+
+            window = self.parent()
+            self._smart = Smart(self._state, editor=self, viewer=self._viewer, panel=self._panel, files=self._files,
+                                keys=window if isinstance(window, QWidget) else None, parent=self)
+            self._smart.message.connect(self.refused)
+        return self._smart
+
+    def smart_tool(self) -> None:
+        """S: the Smart tool (edit mode starts when it is not on)."""
+        self._panel.set_tool("smart")
+        if not self.active:
+            self.start()
+
+    def apply_proposal(self, mask, *, replace_in=None) -> bool:
+        """An accepted proposal into the chosen class, as one undo step (replacing the class inside `replace_in`);
+        whether the mask changed."""
+        if self._edit is None:
+            return False
+        box = self._edit.paint_mask(mask, self._panel.label(), replace_in=replace_in)
+        self._repaint(box)
+        if box is not None:
+            self._changed()
+        return box is not None
+
+    def class_rgb(self) -> tuple[int, int, int]:
+        """The chosen class's overlay colour (the proposal is previewed in it)."""
+        from app.io.render import class_colors
+
+        model = self._state.model
+        colors, _ = class_colors(model.spec.classes if model is not None else ())
+        return cast("tuple[int, int, int]", tuple(int(v) for v in colors[self._panel.label()]))
+
+    def shutdown(self) -> None:
+        """On close: the prompt thread stops (when the Smart tool made one)."""
+        if self._smart is not None:
+            self._smart.shutdown()
+
+    def _on_tool(self, tool: str) -> None:
+        if self._edit is None or self._view is None:
+            return
+        if tool == "smart":
+            self.smart.begin(self._view)
+        elif self._smart is not None:
+            self._smart.end()
 
     def undo(self) -> None:
         if self._edit is not None:
@@ -165,20 +242,41 @@ class Editor(QObject):
 
     def _starting_mask(self, view):
         """The image's earlier correction when there is one (a correction goes on), else the model's mask."""
+        earlier = self.earlier_correction(str(view.path), view.frame, view.frame_count, view.result.mask.shape)
+        return earlier if earlier is not None else view.result.mask
+
+    def correction(self, path: str, frame: int, frame_count: int) -> Correction:
+        """Where the correction of `path`'s `frame` goes (a slice's own: never another slice's)."""
+        from app.runs.review import picture_frame
+
+        destination = cast("Callable[[str, int | None], Correction]", self.destination)  # set by the window
+        return destination(path, picture_frame(frame, frame_count))
+
+    def earlier_correction(self, path: str, frame: int, frame_count: int, shape) -> np.ndarray | None:
+        """The correction saved earlier for that picture (of `shape`, when given), None when there is none usable."""
         if self.destination is None:
-            return view.result.mask
+            return None
         from app.io.references import read_reference
 
-        path = self.destination(str(view.path), _frame(view)).find()  # a slice's own: never another slice's
+        found = self.correction(path, frame, frame_count).find()
         try:
-            earlier = read_reference(path, self._state.model.spec.label_count) if path else None
+            model = cast("ModelSummary", self._state.model)  # editing: a model made the mask
+            earlier = read_reference(found, model.spec.label_count) if found else None
         except Exception as exc:  # an unreadable earlier correction: start from the model's mask, say so
             from app.logs import file_ref, log_exception
 
-            log_exception(log, logging.WARNING, f"the earlier correction {file_ref(path)} is unreadable", exc)
-            log.debug("%s is %s", file_ref(path), path)
+            log_exception(log, logging.WARNING, f"the earlier correction {file_ref(found)} is unreadable", exc)
+            log.debug("%s is %s", file_ref(found), found)
             earlier = None
-        return earlier if earlier is not None and earlier.shape == view.result.mask.shape else view.result.mask
+        return earlier if earlier is not None and (shape is None or earlier.shape == shape) else None
+
+    def label(self) -> int:
+        """The class chosen in the panel."""
+        return self._panel.label()
+
+    @property
+    def presenter(self) -> Presenter:
+        return self._presenter
 
     # -- saving ----------------------------------------------------------------------------------------
 
@@ -190,7 +288,7 @@ class Editor(QObject):
 
         view = cast("ViewResult", self._view)  # set with the edit
         try:
-            written = self.destination(str(view.path), _frame(view)).save(self._edit.mask)
+            written = self.correction(str(view.path), view.frame, view.frame_count).save(self._edit.mask)
         except (SegLensError, OSError) as exc:
             self.refused.emit(f"{view.path.name}: the corrected mask was not saved: {exc}")
             return None
@@ -201,13 +299,6 @@ class Editor(QObject):
         log.debug("%s is %s", file_ref(written), written)
         self.saved.emit(str(view.path), str(written))
         return str(written)
-
-
-def _frame(view: ViewResult) -> int | None:
-    """The frame a picture's correction is kept under (a volume's slice has its own; None: a one-frame picture)."""
-    from app.runs.review import picture_frame
-
-    return picture_frame(view.frame, view.frame_count)
 
 
 def _cannot_edit(view) -> str | None:

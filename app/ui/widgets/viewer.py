@@ -35,6 +35,7 @@ class ImageViewer(QGraphicsView):
     edit_pressed = Signal(float, float, object)  # x, y, Qt.KeyboardModifiers
     edit_moved = Signal(float, float)
     edit_released = Signal()
+    edit_right_pressed = Signal(float, float)  # the Smart tool's negative point (right_edits: window/level's else)
     brush_wheel = Signal(int)  # +1 / −1 per wheel notch
     slice_wheel = Signal(int)  # Ctrl + wheel outside edit mode: +1 / −1 slice of a volume
 
@@ -69,6 +70,7 @@ class ImageViewer(QGraphicsView):
         self._right_drag: tuple[float, float] | None = None
         self._brush_radius = 0
         self._painting = False
+        self.right_edits = False  # edit mode's right click goes to edit_right_pressed (the Smart tool)
 
     # the split view's divider and names and edit mode's brush ring, hidden until used, are made then: their pens'
     # and brushes' calls would make the Qt namespace's enums before the window shows (~10 ms, lazy_qt)
@@ -273,12 +275,15 @@ class ImageViewer(QGraphicsView):
         x, y = point.x() - 0.5, point.y() - 0.5  # scene pixel centres are at +0.5
         if kind == "move":
             self._place_brush(round(x), round(y))
-            self._brush.setVisible(True)
+            self._brush.setVisible(not self.right_edits)  # the Smart tool has no brush
             if self._painting:
                 self.edit_moved.emit(x, y)
             return self._painting
         if event.button() != Qt.MouseButton.LeftButton:
-            return False
+            taken = self.right_edits and kind == "press" and event.button() == Qt.MouseButton.RightButton
+            if taken:
+                self.edit_right_pressed.emit(x, y)
+            return taken
         if kind == "press":
             self._painting = True
             self.edit_pressed.emit(x, y, event.modifiers())

@@ -39,6 +39,7 @@ class FakeViewer(Fake):
     edit_pressed = Signal(float, float, object)
     edit_moved = Signal(float, float)
     edit_released = Signal()
+    edit_right_pressed = Signal(float, float)
     brush_wheel = Signal(int)
     slice_wheel = Signal(int)
 

@@ -31,6 +31,7 @@ class FakeEditPanel(Fake):
     redo_requested = Signal()
     save_requested = Signal()
     done_requested = Signal()
+    tool_changed = Signal(str)
 
     def __init__(self) -> None:
         super().__init__()

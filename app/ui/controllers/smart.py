@@ -1,0 +1,412 @@
+"""The Smart tool of edit mode: a click or a box → a prompt model's proposal, previewed, then added to the class.
+
+Left click adds a positive point, right click (or Alt+click) a negative one, a left drag draws a box (the press's
+point is taken back once the mouse has moved a few screen pixels). Each change of the prompt asks the prompt worker
+(app.ui.workers.prompt_worker, its own thread) for a proposal: newest wins; the encoder runs only when the picture
+is not cached; the next pictures are encoded ahead once the proposal is shown. Enter adds the proposal to the chosen
+class, Shift+Enter replaces that class inside the box (MaskEdit.paint_mask: one undo step, saved as brush edits
+are), Esc discards, Backspace takes back the last point. A refused prompt is one line in the status bar.
+
+`proposal_shown(request_id, ms)`: the time from the mouse press to the preview's update (the latency benchmark).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import TYPE_CHECKING, Any, cast
+
+from PySide6.QtCore import QObject, Qt, Signal
+
+from app.ui.state.view_state import LatestRequest
+
+if TYPE_CHECKING:
+    from PySide6.QtWidgets import QWidget
+
+    from app.inference.prompt_input import Box, Point
+    from app.ui.controllers.editor import Editor
+    from app.ui.controllers.smart_propagation import Propagation
+    from app.ui.state.messages import ViewResult
+    from app.ui.state.prompt_messages import (
+        Prefetched,
+        PrefetchImage,
+        PromptFailed,
+        PromptImage,
+        PromptReady,
+        ProposalFailed,
+        ProposalReady,
+    )
+    from app.ui.state.view_state import ViewState
+    from app.ui.widgets.edit_panel import EditPanel
+    from app.ui.widgets.file_list import FileList
+    from app.ui.widgets.prompt_items import PromptItems
+    from app.ui.widgets.viewer import ImageViewer
+    from app.ui.workers.prompt_worker import PromptWorker
+
+log = logging.getLogger(__name__)
+DRAG_PX = 5  # screen pixels the mouse moves before a press becomes a box
+PREFETCH_FILES = 1  # next files encoded ahead (and, in a volume, the next and previous slice)
+NEEDS_BOX = "no prompt model: a point needs a model — draw a box (grabCut), or choose a prompt model"
+
+
+class Smart(QObject):
+    proposal_shown = Signal(int, float)  # request id, ms from the press to the preview's update
+    message = Signal(str)  # one line for the status bar
+    load_requested = Signal(object)  # prompt_messages.PromptLoad
+    decode_requested = Signal(object)  # DecodeRequest
+    prefetch_requested = Signal(object)  # PrefetchRequest
+    propagate_requested = Signal(object)  # PropagateRequest
+
+    def __init__(self, state: ViewState, *, editor: Editor, viewer: ImageViewer, panel: EditPanel,
+                 files: FileList | None, keys: QWidget | None, parent: QObject | None = None) -> None:
+        super().__init__(parent)
+        from app.ui.widgets.prompt_items import PromptItems
+
+        self._state, self._editor, self._viewer, self._panel, self._files = state, editor, viewer, panel, files
+        self.preview: PromptItems = PromptItems(viewer.scene())
+        self.latest, self.latest_prefetch, self._loads = LatestRequest(), LatestRequest(), LatestRequest()
+        self.worker: PromptWorker | None = None
+        self._thread: Any = None
+        self.model_ready: PromptReady | None = None
+        self._view: ViewResult | None = None
+        self._image: PromptImage | None = None
+        self._points: list[Point] = []
+        self._box: Box | None = None
+        self._press: tuple[float, float, float] | None = None  # x, y, perf_counter of a left press
+        self._press_point = False  # the press added a point (taken back if it becomes a drag)
+        self._dragging = False
+        self._drag_end = (0.0, 0.0)
+        self.proposal: ProposalReady | None = None
+        self.accepted: ProposalReady | None = None  # the last proposal added to the mask (propagation starts from it)
+        self._actions = _key_actions(self, keys) if keys is not None else []
+        panel.prompt_model_chosen.connect(self.load)
+        self._propagation: Propagation | None = None  # made on first use (controllers/smart_propagation.py)
+        panel.propagate_requested.connect(self.propagate)
+        panel.stop_requested.connect(self.stop_propagation)
+
+    # -- the worker ------------------------------------------------------------------------------------
+
+    def start_worker(self) -> PromptWorker:
+        """The prompt thread and its worker, made on first use (no prompt machinery before the Smart tool)."""
+        if self.worker is not None:
+            return self.worker
+        from app.ui.workers.prompt_worker import PromptWorker
+        from app.ui.workers.threads import start_worker_thread
+
+        self.worker = worker = PromptWorker(latest=self.latest, latest_prefetch=self.latest_prefetch)
+        self.load_requested.connect(worker.load)
+        self.decode_requested.connect(worker.decode)
+        self.prefetch_requested.connect(worker.prefetch)
+        self.propagate_requested.connect(worker.propagate)
+        worker.ready.connect(self._on_ready)
+        worker.failed.connect(self._on_load_failed)
+        worker.proposal.connect(self._on_proposal)
+        worker.proposal_failed.connect(self._on_proposal_failed)
+        worker.prefetched.connect(self._on_prefetched)
+        self._thread = start_worker_thread(worker, name="prompt", parent=self)
+        self.load(self._panel.prompt_model())
+        return worker
+
+    def load(self, model: str) -> None:
+        """Open `model` ("prompt_demo", a sidecar path, "grabcut") on the prompt worker; a prompt in progress goes."""
+        from app.ui.state.prompt_messages import PromptLoad
+
+        self.start_worker()
+        self.model_ready = None
+        self.discard()
+        self._panel.show_prompt_model(f"loading {model}…", "")
+        self.load_requested.emit(PromptLoad(self._loads.issue(), model, "cpu"))
+
+    def shutdown(self) -> None:
+        """Stop the prompt thread (on close): the encoder run in flight ends first (a prefetch's is cancelled)."""
+        if self._thread is None:
+            return
+        from app.ui.workers.threads import stop_thread
+
+        self.latest.issue()
+        self.latest_prefetch.issue()
+        if self.worker is not None:
+            self.worker.cancel_prefetch()
+            self.worker.stop_propagation()
+        stop_thread(self._thread, timeout_ms=10_000)
+        self._thread = None
+
+    # -- edit mode -------------------------------------------------------------------------------------
+
+    def begin(self, view: ViewResult) -> None:
+        """The Smart tool on `view` (edit mode started with it, or chosen while editing): its picture encoded now,
+        before the first click, and the next ones after it."""
+        self.start_worker()
+        self.discard()
+        self._viewer.right_edits = True
+        self._view, self._image = view, shown_image(view, self._state.display_window)
+        self._prefetch()
+
+    def end(self) -> None:
+        """Another tool, or edit mode left: the prompt goes (what was accepted stays in the mask)."""
+        self.discard()
+        self._viewer.right_edits = False
+        self._view = self._image = None
+        self.accepted = None
+        self._panel.show_propagation(False)
+        self.enable_keys()
+
+    @property
+    def view(self) -> ViewResult | None:
+        """The picture the Smart tool works on."""
+        return self._view
+
+    @property
+    def prompting(self) -> bool:
+        return bool(self._points or self._box is not None or self.proposal is not None)
+
+    # -- the mouse -------------------------------------------------------------------------------------
+
+    def pressed(self, x: float, y: float, modifiers: Any, *, negative: bool = False) -> None:
+        """A press in the viewer (image coordinates; a pixel's centre is a whole number)."""
+        if self._image is None:
+            return
+        now = time.perf_counter()
+        negative = negative or bool(modifiers & Qt.KeyboardModifier.AltModifier)
+        self._press, self._dragging = (None if negative else (x, y, now)), False
+        self._press_point = self._add_point(round(x), round(y), 0 if negative else 1, now)
+
+    def moved(self, x: float, y: float) -> None:
+        press = self._press
+        if press is None:
+            return
+        zoom = max(self._viewer.zoom(), 1e-6)
+        if not self._dragging and max(abs(x - press[0]), abs(y - press[1])) * zoom < DRAG_PX:
+            return
+        if not self._dragging and self._press_point:  # a drag, not a click: its point goes
+            self._points.pop()
+            self._show_points()
+        self._dragging = True
+        self.preview.set_box(_box_edges(press[0], press[1], x, y))
+        self._drag_end = (x, y)
+
+    def released(self) -> None:
+        press, dragging = self._press, self._dragging
+        self._press, self._dragging = None, False
+        if press is None or not dragging:
+            return
+        from app.inference.prompt_input import Box
+
+        self._box = Box(*_box_edges(press[0], press[1], *self._drag_end))
+        self._request(time.perf_counter())
+
+    # -- the keys --------------------------------------------------------------------------------------
+
+    def accept(self, *, replace: bool = False) -> bool:
+        """Enter: the proposal into the chosen class (Shift+Enter: replacing that class inside the box)."""
+        proposal = self.proposal
+        if proposal is None:
+            self.message.emit("Nothing to add: click the object or draw a box first")
+            return False
+        if replace and self._box is None:
+            self.message.emit("Shift+Enter replaces the class inside a box: draw one (Enter adds the proposal)")
+            return False
+        box = self._box if replace else None
+        changed = self._editor.apply_proposal(proposal.mask, replace_in=box)
+        self.accepted = proposal if changed else self.accepted
+        self.discard()
+        self._panel.show_propagation(changed and self.volume() is not None)
+        return changed
+
+    def discard(self) -> None:
+        """Esc: the points, the box and the proposal go (a propagation in progress stops)."""
+        if self._propagation is not None and self._propagation.running:
+            self.stop_propagation()
+            return
+        self.latest.issue()  # a proposal on its way is not wanted
+        self._points, self._box, self.proposal, self._press = [], None, None, None
+        self.preview.clear()
+        self._panel.show_iou(None)
+        self.enable_keys()
+
+    def remove_last_point(self) -> None:
+        """Backspace: the last point goes; the proposal follows what is left."""
+        if not self._points:
+            if self._box is not None:
+                self._box = None
+                self.preview.set_box(None)
+            self._reprompt()
+            return
+        self._points.pop()
+        self._show_points()
+        self._reprompt()
+
+    # -- propagation (a volume) ------------------------------------------------------------------------
+
+    def propagate(self, step: int) -> None:
+        from app.ui.controllers.smart_propagation import Propagation
+
+        if self._propagation is None:
+            self._propagation = Propagation(self, self._state, self._editor, self._panel, self._editor.presenter)
+        self._propagation.start(step)
+
+    @property
+    def propagation(self) -> Propagation | None:
+        return self._propagation
+
+    def stop_propagation(self) -> None:
+        if self._propagation is not None:
+            self._propagation.stop()
+
+    # -- inside ----------------------------------------------------------------------------------------
+
+    def _add_point(self, x: int, y: int, label: int, pressed: float) -> bool:
+        from app.errors import SegLensError
+        from app.inference.prompt_input import Point, check_prompt
+
+        image = cast("PromptImage", self._image)
+        point = Point(float(x), float(y), label)
+        try:
+            check_prompt([point], None, image.pixels.shape[:2])
+        except SegLensError as exc:
+            self.message.emit(str(exc))
+            return False
+        if self.model_ready is not None and not self.model_ready.points and self._box is None:
+            self.message.emit(NEEDS_BOX)
+            return False
+        self._points.append(point)
+        self._show_points()
+        self._request(pressed)
+        return True
+
+    def _reprompt(self) -> None:
+        if self._points or self._box is not None:
+            self._request(time.perf_counter())
+            return
+        self.latest.issue()
+        self.proposal = None
+        self.preview.set_proposal(None)
+        self._panel.show_iou(None)
+        self.enable_keys()
+
+    def _request(self, pressed: float) -> None:
+        """Ask for the proposal of the prompt as it is now; a prefetch in flight for another picture stops."""
+        from app.ui.state.prompt_messages import DecodeRequest
+
+        image = cast("PromptImage", self._image)
+        worker = self.start_worker()
+        self.latest_prefetch.issue()  # prefetches queued are replaced by the one made after this proposal
+        worker.cancel_prefetch(keep=image.key)
+        self.enable_keys()
+        self.decode_requested.emit(DecodeRequest(self.latest.issue(), image, tuple(self._points), self._box,
+                                                 pressed))
+
+    def _show_points(self) -> None:
+        self.preview.set_points([(p.x, p.y, p.label == 1) for p in self._points])
+
+    def _on_proposal(self, ready: ProposalReady) -> None:
+        if not self.latest.is_latest(ready.request_id) or self._image is None or ready.key != self._image.key:
+            return
+        self.proposal = ready
+        self.preview.set_proposal(ready.mask, self._editor.class_rgb())
+        self._panel.show_iou(ready.iou)
+        self.enable_keys()
+        ms = (time.perf_counter() - ready.pressed) * 1000 if ready.pressed else 0.0
+        log.debug("proposal %d shown %.1f ms after the press (encoder %.1f ms, decoder %.1f ms)",
+                  ready.request_id, ms, ready.encode_ms, ready.decode_ms)
+        self.proposal_shown.emit(ready.request_id, ms)
+        self._prefetch()
+
+    def _on_proposal_failed(self, failed: ProposalFailed) -> None:
+        if self.latest.is_latest(failed.request_id):
+            self.message.emit(failed.message)
+
+    def _on_ready(self, ready: PromptReady) -> None:
+        if ready.request_id != self._loads.value:
+            return
+        self.model_ready = ready
+        self._panel.show_prompt_model(ready.name, ready.note)
+        if self._image is not None:
+            self._prefetch()
+
+    def _on_load_failed(self, failed: PromptFailed) -> None:
+        if failed.request_id == self._loads.value:
+            self.message.emit(failed.message)
+
+    def _on_prefetched(self, prefetched: Prefetched) -> None:
+        if prefetched.message and prefetched.message != "cancelled":
+            log.debug("prefetch: %s", prefetched.message)
+
+    def _prefetch(self) -> None:
+        """Encode the picture edited (when not yet) and then the next ones, at low priority."""
+        from app.ui.state.prompt_messages import PrefetchRequest
+
+        if self._image is None or self.worker is None:
+            return
+        images = self._neighbours()
+        self.prefetch_requested.emit(PrefetchRequest(self.latest_prefetch.issue(), images, first=self._image))
+
+    def _neighbours(self) -> tuple[PrefetchImage, ...]:
+        """The next and previous slice of a volume (through the reader's window), else the next listed files."""
+        from app.ui.state.prompt_messages import PrefetchImage
+
+        view = cast("ViewResult", self._view)
+        volume = self.volume()
+        if volume is not None:
+            window = self._state.display_window if view.high_range else None
+            return tuple(PrefetchImage(str(view.path), k, volume, window, own_window=False)
+                         for k in (view.frame + 1, view.frame - 1) if 0 <= k < volume.depth)
+        if self._files is None:
+            return ()
+        paths = self._files.visible_paths()
+        here = paths.index(str(view.path)) if str(view.path) in paths else len(paths)
+        after = [p for p in paths[here + 1:] if self._files.volume(p) is None]
+        return tuple(PrefetchImage(p) for p in after[:PREFETCH_FILES])
+
+    def volume(self) -> Any:
+        if self._files is None or self._view is None:
+            return None
+        return self._files.volume(str(self._view.path))
+
+    def enable_keys(self) -> None:
+        """The keys work only while they have something to do: the other widgets keep them otherwise."""
+        running = self._propagation is not None and self._propagation.running
+        can_propagate = self.accepted is not None and self.volume() is not None and not running
+        for action in self._actions:
+            name = action.objectName()
+            action.setEnabled(can_propagate if name.startswith("smart-propagate") else
+                              self.prompting or (running and name == "smart-discard"))
+
+
+def shown_image(view: ViewResult, window: tuple[float, float] | None) -> PromptImage:
+    """The picture as the reader sees it now: its key (path, frame, the display window of real values) and pixels."""
+    from app.ui.state.prompt_messages import PromptImage, PromptKey
+
+    window = window if view.high_range else None
+    return PromptImage(PromptKey(str(view.path), view.frame, window), view.display_pixels, view.display_raw,
+                       view.invert)
+
+
+def _box_edges(ax: float, ay: float, bx: float, by: float) -> tuple[float, float, float, float]:
+    """The pixels between two pressed pixels (centres at whole numbers), as edges x0 ≤ x < x1."""
+    x0, x1 = sorted((round(ax), round(bx)))
+    y0, y1 = sorted((round(ay), round(by)))
+    return float(x0), float(y0), float(x1 + 1), float(y1 + 1)
+
+
+def _key_actions(smart: Smart, keys: QWidget) -> list:
+    """Enter / Shift+Enter / Esc / Backspace (and Alt+PgUp / Alt+PgDn: propagate) on the window, enabled only while
+    they have something to do: the keys stay the other widgets' otherwise (no shortcut of the menus uses them)."""
+    from PySide6.QtGui import QAction, QKeySequence
+
+    made = []
+    for name, slot, shortcuts in (
+            ("smart-accept", lambda: smart.accept(), ("Return", "Enter")),
+            ("smart-replace", lambda: smart.accept(replace=True), ("Shift+Return", "Shift+Enter")),
+            ("smart-discard", smart.discard, ("Escape",)),
+            ("smart-undo-point", smart.remove_last_point, ("Backspace",)),
+            ("smart-propagate-up", lambda: smart.propagate(-1), ("Alt+PgUp",)),
+            ("smart-propagate-down", lambda: smart.propagate(1), ("Alt+PgDown",))):
+        action = QAction(name, keys)
+        action.setObjectName(name)
+        action.setShortcuts([QKeySequence(k) for k in shortcuts])
+        action.triggered.connect(lambda _checked=False, slot=slot: slot())
+        action.setEnabled(False)
+        keys.addAction(action)
+        made.append(action)
+    return made

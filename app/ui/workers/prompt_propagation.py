@@ -1,0 +1,43 @@
+"""The prompt worker's propagation through a volume: app.runs.prompt_propagate.propagate fed the slices as the viewer
+displays them (through the reader's window), keyed as the Smart tool keys them, so the embeddings of the slices the
+reader prompted or prefetched are reused and those the propagation encodes serve the reader's later clicks."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from app.inference.prompt_input import PromptModel
+    from app.runs.prompt_propagate import PropagatedSlice, PropagationEnd
+    from app.ui.state.prompt_messages import PromptKey, PropagateRequest
+
+
+def propagation(model: PromptModel, request: PropagateRequest, *,
+                stop: Callable[[], bool]) -> Iterator[PropagatedSlice | PropagationEnd]:
+    """One PropagatedSlice per slice given a mask, then one PropagationEnd (an unreadable slice ends it too)."""
+    from app.errors import SegLensError, one_line
+    from app.io.images import read_slice
+    from app.runs.prompt_propagate import PropagationEnd, propagate
+    from app.ui.state.prompt_messages import PromptImage, PromptKey
+    from app.ui.workers.prompt_worker import encoder_pixels
+
+    high_range = read_slice(request.volume, request.start).raw is not None
+
+    def key(index: int) -> PromptKey:
+        return PromptKey(request.path, index, request.window if high_range else None)
+
+    def pixels(index: int) -> np.ndarray:
+        decoded = read_slice(request.volume, index)
+        return encoder_pixels(PromptImage(key(index), decoded.display(), decoded.raw, decoded.invert))
+
+    last = request.start
+    try:
+        for item in propagate(model, pixels, start=request.start, mask=request.mask, low_res=request.low_res,
+                              step=request.step, count=request.count, key=key, stop=stop):
+            last = getattr(item, "index", last)
+            yield item
+    except (SegLensError, OSError) as exc:  # a slice that cannot be read or run: the slices before it stay
+        yield PropagationEnd(last, one_line(exc, most=300, first=True))
