@@ -16,6 +16,7 @@ from app.cli.options import shown as _shown
 
 if TYPE_CHECKING:
     from app.inference.prompt_input import PromptModel
+    from app.io.volumes import Volume
 
 MODEL_HELP = "the prompt model: its sidecar (.yaml with a prompt: section naming the encoder and decoder), or grabcut"
 
@@ -32,9 +33,16 @@ def add_prompt_command(commands: argparse._SubParsersAction[argparse.ArgumentPar
     prompt.add_argument("--box", type=_box, metavar="X0,Y0,X1,Y1", help="a box in image pixels (x0 ≤ x < x1)")
     prompt.add_argument("--boxes", type=Path, metavar="BOXES.csv",
                         help="rows file,x0,y0,x1,y1[,class] (a header optional): one mask per file under --out")
-    prompt.add_argument("--out", required=True, type=Path, metavar="MASK.png | DIR",
-                        help="the mask PNG (0 background, 1 the object); with --boxes a folder: <stem>_mask.png, "
-                             "value = the row's class")
+    prompt.add_argument("--slice", type=int, metavar="K",
+                        help="a volume's slice to prompt (a DICOM series folder, a multi-frame DICOM or a NIfTI "
+                             "file), 1 to its number of slices as the viewer numbers them")
+    prompt.add_argument("--propagate", choices=("both", "up", "down"),
+                        help="carry the slice's mask to the next slices (down: towards the last, up: towards the "
+                             "first) until the object ends")
+    prompt.add_argument("--out", required=True, type=Path, metavar="MASK.png | MASK.nii.gz | DIR",
+                        help="the mask PNG (0 background, 1 the object); for a volume a NIfTI label volume with its "
+                             "geometry (.nii.gz or .nii); with --boxes a folder: <stem>_mask.png, value = the row's "
+                             "class")
     prompt.add_argument("--device", default="auto", type=device, help="auto | cpu | cuda | cuda:N (default auto)")
     prompt.add_argument("--json", action="store_true", help="machine-readable summary")
     prompt.set_defaults(handler=cmd_prompt)
@@ -74,9 +82,42 @@ def cmd_prompt(args: argparse.Namespace) -> int:
         print("error: no prompt: give --point X,Y (repeatable), --box X0,Y0,X1,Y1 or --boxes BOXES.csv",
               file=sys.stderr)
         return EXIT_USAGE
+    if args.boxes is not None and (args.slice is not None or args.propagate):
+        print("error: --boxes prompts 2-D images: give it without --slice and --propagate", file=sys.stderr)
+        return EXIT_USAGE
+    volume = None if args.boxes is not None else _volume_of(args)
+    if isinstance(volume, str):  # a refusal, said in one line
+        print(f"error: {_shown(volume)}", file=sys.stderr)
+        return EXIT_USAGE
     model = load_prompt_model(args.model, args.device)
     _note_device(model)
+    if volume is not None:
+        from app.cli.prompt_volume import volume_prompt
+
+        return volume_prompt(args, model, volume)
     return _folder(args, model) if args.boxes is not None else _single(args, model)
+
+
+def _volume_of(args: argparse.Namespace) -> Volume | str | None:
+    """IMAGE as a volume (a DICOM series folder, a multi-frame DICOM, a NIfTI file), None for one picture, or the
+    line refusing what was asked of it."""
+    from app.cli.prompt_volume import find_volume
+
+    volume = find_volume(args.image)
+    if isinstance(volume, str):
+        return volume
+    if volume is None:
+        for option, value in (("--slice", args.slice), ("--propagate", args.propagate)):
+            if value is not None:
+                return (f"{args.image}: {option} is for a volume (a DICOM series folder, a multi-frame DICOM or a "
+                        "NIfTI file); IMAGE is one picture")
+        return None
+    if args.slice is None:
+        return f"{args.image}: a volume of {volume.depth} slices: give --slice K (1 to {volume.depth})"
+    if not args.out.name.lower().endswith((".nii", ".nii.gz")):
+        return (f"--out {args.out}: a volume's mask is a label volume with the volume's geometry: name it .nii.gz "
+                "or .nii")
+    return volume
 
 
 def _note_device(model: PromptModel) -> None:
