@@ -246,9 +246,12 @@ class Editor(QObject):
         return earlier if earlier is not None else view.result.mask
 
     def correction(self, path: str, frame: int, frame_count: int) -> Correction:
-        """Where the correction of `path`'s `frame` goes (a slice's own: never another slice's)."""
+        """Where the correction of `path`'s `frame` goes (a slice's own: never another slice's). A volume's slice
+        is a one-frame picture of its own (read_slice): its volume's depth counts."""
         from app.runs.review import picture_frame
 
+        volume = self._files.volume(path) if self._files is not None else None
+        frame_count = max(frame_count, volume.depth if volume is not None else 1)
         destination = cast("Callable[[str, int | None], Correction]", self.destination)  # set by the window
         return destination(path, picture_frame(frame, frame_count))
 

@@ -1,0 +1,90 @@
+"""The Smart tool on a volume (issue 28): a proposal accepted on a slice, then Propagate ▼ (Alt+PgDn) carries it
+through the next slices on the prompt worker; each propagated slice's mask becomes that slice's own correction
+(`<name>_slice0022_mask.png`), which editing that slice starts from; Esc stops a propagation. And the edit panel
+fits at 1280×720 with the Smart tool's rows and the propagation buttons shown."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from PIL import Image
+from PySide6.QtCore import QPointF, Qt
+from PySide6.QtTest import QTest
+
+from ui.test_panel_fit import fits_at_every_size
+
+TIMEOUT = 20_000
+DEPTH, SIDE, CENTRE, RADIUS = 40, 96, 20, 12.0
+
+
+def sphere() -> np.ndarray:
+    zz, yy, xx = np.mgrid[:DEPTH, :SIDE, :SIDE]
+    return (zz - CENTRE) ** 2 + (yy - 48) ** 2 + (xx - 40) ** 2 <= RADIUS**2
+
+
+@pytest.fixture
+def volume_window(qtbot, make_main_window, models, tmp_path):
+    """A NIfTI volume: a dark ball in a bright ground (the binary test model's mask is the ground, class 1)."""
+    import nibabel as nib
+
+    noise = np.random.default_rng(0).normal(0, 6, (DEPTH, SIDE, SIDE))
+    values = np.clip(np.where(sphere(), 20, 200) + noise, 0, 255).astype(np.int16)
+    path = tmp_path / "ball.nii.gz"
+    nib.save(nib.Nifti1Image(values.transpose(2, 1, 0), np.eye(4)), str(path))  # x, y, z
+    window = make_main_window(models("binary_logits"))
+    with qtbot.waitSignal(window.overlay_shown, timeout=TIMEOUT):
+        window.add_paths([path])
+    assert window.files.volume(str(path)).depth == DEPTH
+    with qtbot.waitSignal(window.overlay_shown, timeout=TIMEOUT):
+        window.show_path(str(path), CENTRE)
+    window.viewer.actual_size()
+    return window, str(path)
+
+
+def accept_on_slice(qtbot, window):
+    QTest.keyClick(window, Qt.Key.Key_S)
+    smart = window.editor.smart
+    qtbot.waitUntil(lambda: smart.model_ready is not None, timeout=TIMEOUT)
+    ball = sphere()[CENTRE]
+    y, x = np.argwhere(ball).mean(axis=0).round().astype(int)
+    with qtbot.waitSignal(smart.proposal_shown, timeout=TIMEOUT):
+        QTest.mouseClick(window.viewer.viewport(), Qt.MouseButton.LeftButton, Qt.KeyboardModifier.NoModifier,
+                         window.viewer.mapFromScene(QPointF(x + 0.5, y + 0.5)))
+    assert (smart.proposal.mask & ball).sum() / (smart.proposal.mask | ball).sum() > 0.7
+    QTest.keyClick(window, Qt.Key.Key_Return)
+    assert window.editor.mask[smart.accepted.mask].all() and window.editor.mask[ball].mean() > 0.8
+    return smart
+
+
+def test_propagate_down_gives_the_next_slices_their_own_corrections(qtbot, volume_window):
+    window, path = volume_window
+    smart = accept_on_slice(qtbot, window)
+    assert window.panel.edit._down.isVisible() and window.panel.edit._down.isEnabled()
+    fits_at_every_size(window)
+    with qtbot.waitSignal(smart.worker.propagation_ended, timeout=60_000) as ended:
+        QTest.keyClick(window, Qt.Key.Key_PageDown, Qt.KeyboardModifier.AltModifier)
+    end = ended.args[0].end
+    propagation = smart.propagation
+    given = sorted(frame for _, frame in propagation.pending) + sorted(propagation.saved)
+    assert given[0] == CENTRE + 1 and len(given) >= 5, end.reason
+    assert "slice(s) given the mask" in window.panel.edit._propagation_line.text()
+    assert not propagation.running
+    with qtbot.waitSignal(window.overlay_shown, timeout=TIMEOUT):  # stepping there: merged, saved as its own
+        window.show_path(path, CENTRE + 2)
+    written = propagation.saved[CENTRE + 2]
+    assert written.endswith(f"ball.nii.gz_slice{CENTRE + 3:04d}_mask.png")
+    correction = np.asarray(Image.open(written))
+    ball = sphere()[CENTRE + 2]
+    assert correction[ball].mean() > 0.8 and correction[~ball].mean() > 0.95  # the ground stays the model's
+    assert window.editor.start()  # editing that slice starts from it
+    np.testing.assert_array_equal(window.editor.mask, correction)
+    window.editor.stop()
+
+
+def test_esc_stops_a_propagation(qtbot, volume_window):
+    window, _ = volume_window
+    smart = accept_on_slice(qtbot, window)
+    with qtbot.waitSignal(smart.worker.propagation_ended, timeout=60_000) as ended:
+        window.panel.edit._up.click()
+        QTest.keyClick(window, Qt.Key.Key_Escape)
+    assert ended.args[0].end.reason in ("stopped",) or ended.args[0].end.last < CENTRE - 1
