@@ -70,8 +70,8 @@ class References:
         """IoU and Dice of an input's mask against its reference, for app.runs.review_items (None: none, or
         not usable)."""
 
-        def measure(item: InputFile, mask: np.ndarray) -> dict[str, float] | None:
-            scored, _ = self.compare(item.path, mask, spec, truth)
+        def measure(item: InputFile, mask: np.ndarray, frame: int | None = None) -> dict[str, float] | None:
+            scored, _ = self.compare(item.path, mask, spec, truth, frame=frame)
             if scored is None or scored.metrics is None:
                 return None
             return {"iou": scored.metrics.iou, "dice": scored.metrics.dice}

@@ -15,7 +15,7 @@ import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 
@@ -108,7 +108,11 @@ def private_review(review: Review | None, identifying: Identifying | None) -> Re
     return replace(review, note=NOTE_WITHHELD)
 
 
-MetricsFn = Callable[[InputFile, np.ndarray], "dict[str, float] | None"]
+class MetricsFn(Protocol):
+    """A mask measured against its input's reference: IoU and Dice, None when there is none; `frame`: the mask
+    is that slice of a volume, measured against that slice's own correction (None: a one-frame picture)."""
+
+    def __call__(self, item: InputFile, mask: np.ndarray, frame: int | None = None) -> dict[str, float] | None: ...
 
 
 def report_items(model: ModelSession, inputs: Sequence[InputFile], *, spec: ModelSpec,
@@ -129,7 +133,8 @@ def report_items(model: ModelSession, inputs: Sequence[InputFile], *, spec: Mode
                 raise SegLensError(f"{item.path}: {item.problem}")
             if item.volume is not None:
                 row = volume_item(model, item.volume, spec=spec, name=naming.name(item), review=review,
-                                  min_confidence=min_confidence, should_stop=should_stop)
+                                  min_confidence=min_confidence, should_stop=should_stop,
+                                  corrections=None if metrics is None else (item, metrics))
             else:
                 row = image_item(model, item, spec=spec, name=naming.name(item), review=review,
                                  min_confidence=min_confidence, metrics=metrics)
@@ -155,16 +160,19 @@ def image_item(model: ModelSession, item: InputFile, *, spec: ModelSpec, name: s
 
 def volume_item(model: ModelSession, volume: Volume, *, spec: ModelSpec, name: str, review: Review | None,
                 min_confidence: float | None = None,
-                should_stop: Callable[[], bool] = lambda: False) -> ReportItem:
+                should_stop: Callable[[], bool] = lambda: False,
+                corrections: tuple[InputFile, MetricsFn] | None = None) -> ReportItem:
     """One volume's row: every slice run; the picture is the slice with the most foreground (the middle one when
     none has any, or for a classifier); NG when any slice is NG (the first says why), else when a volume rule fires
     on the volume's 3D components (as the CLI's report); figures: slices, the slice shown, mL (else voxels) per
-    class."""
+    class, and the slices corrected by hand. `corrections`: (the volume's input, its metrics) to measure each slice
+    against its own correction; the row's IoU and Dice are their means over the corrected slices."""
     counts = np.zeros(256, np.int64)
     shown = _Shown(-1, -1, None, None)
     bad: tuple[int, str] | None = None
     judged = False
     labels = _LabelVolume(volume) if spec.verdict is not None and plane_rules(spec.verdict) != spec.verdict else None
+    corrected: dict[int, dict[str, float]] = {}
     for k in range(volume.depth):
         if should_stop():
             raise pipeline.Stopped()
@@ -174,6 +182,10 @@ def volume_item(model: ModelSession, volume: Volume, *, spec: ModelSpec, name: s
         judged = judged or verdict is not None
         if labels is not None:
             labels.add(k, result.mask)
+        if corrections is not None and result.mask is not None:
+            scored = corrections[1](corrections[0], result.mask, k)
+            if scored is not None:
+                corrected[k] = scored
         if verdict is not None and not verdict.ok and bad is None:
             bad = (k + 1, verdict.reason)
         here = class_pixel_counts(result.mask) if result.mask is not None else None
@@ -184,8 +196,23 @@ def volume_item(model: ModelSession, volume: Volume, *, spec: ModelSpec, name: s
             shown = _Shown(k, foreground, image, result.mask)
     said, reason = _said(judged, bad, labels.verdict(spec) if labels is not None else None)
     picture = overlay_png(shown.image.display(), shown.mask, spec.classes) if shown.image is not None else None
-    return ReportItem(name, picture, said, reason, None, review,
-                      figures=volume_figures(volume, spec, counts, shown.index, shown.foreground))
+    figures = volume_figures(volume, spec, counts, shown.index, shown.foreground) + _corrected_figures(corrected)
+    return ReportItem(name, picture, said, reason, _mean_metrics(corrected), review, figures=figures)
+
+
+def _corrected_figures(corrected: dict[int, dict[str, float]]) -> tuple[tuple[str, str], ...]:
+    """("corrected slices", "5, 6") — the slices (1-based) whose correction the row's metrics are measured on."""
+    if not corrected:
+        return ()
+    slices = [str(k + 1) for k in sorted(corrected)]
+    shown = ", ".join(slices[:12]) + (f" … ({len(slices)})" if len(slices) > 12 else "")
+    return (("corrected slices", shown),)
+
+
+def _mean_metrics(corrected: dict[int, dict[str, float]]) -> dict[str, float] | None:
+    if not corrected:
+        return None
+    return {name: float(np.mean([m[name] for m in corrected.values()])) for name in ("iou", "dice")}
 
 
 def _said(judged: bool, bad: tuple[int, str] | None, whole: Verdict | None) -> tuple[str, str]:
@@ -305,8 +332,8 @@ def corrected_metrics(review_dir: Path, spec: ModelSpec) -> MetricsFn:
 
     n_classes = spec.label_count
 
-    def measure(item: InputFile, mask: np.ndarray) -> dict[str, float] | None:
-        found = find_corrected_mask(review_dir, item.rel.as_posix())
+    def measure(item: InputFile, mask: np.ndarray, frame: int | None = None) -> dict[str, float] | None:
+        found = find_corrected_mask(review_dir, item.rel.as_posix(), frame)
         if found is None:
             return None
         try:

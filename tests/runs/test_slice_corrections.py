@@ -83,10 +83,36 @@ def test_a_slice_is_measured_against_its_own_correction(spec, tmp_path):
     fifth = save_corrected_mask(folder, SERIES, _mask(1), input_root=inputs, frame=4)
     save_corrected_mask(folder, SERIES, _mask(4), input_root=inputs, frame=5)
     references, where = References(), GroundTruth(inputs, truth)
-    scored, reference = references.compare(inputs / SERIES, _mask(1), spec, where, frame=4)
+    scored, _ = references.compare(inputs / SERIES, _mask(1), spec, where, frame=4)
     assert scored is not None and scored.reference == str(fifth) and scored.metrics.iou == pytest.approx(1.0)
     scored, reference = references.compare(inputs / SERIES, _mask(1), spec, where, frame=5)
-    assert scored is not None and scored.metrics.iou == pytest.approx(0.25)
+    assert scored is not None and scored.metrics.iou == pytest.approx(0.25) and np.array_equal(reference, _mask(4))
     assert references.compare(inputs / SERIES, _mask(1), spec, where, frame=6) == (None, None)
     scored, _ = references.compare(inputs / SERIES, _mask(1), spec, where)  # a one-frame picture: the folder's
     assert scored is not None and scored.reference == str(truth / "1.2.840.99_mask.png")
+
+
+def test_the_report_row_of_a_volume_measures_its_corrected_slices(ct_model, tmp_path):
+    """The review log marks the volume corrected once (its rel); the HTML report's row names the slices corrected
+    and measures each against its own correction (the mean over them)."""
+    from app.inference import pipeline
+    from app.inference.session import open_session
+    from app.io.discover import discover
+    from app.io.images import read_slice
+    from app.runs.review_items import Naming, corrected_metrics, report_items
+    from tests.dicom_factory import write_series
+
+    write_series(tmp_path / "ct", slices=6)
+    spec = load_spec(ct_model)
+    model = open_session(spec, "cpu")
+    (item,) = [i for i in discover([tmp_path]) if i.volume is not None]
+    masks = [pipeline.run_image(model, read_slice(item.volume, k)).mask for k in (2, 4)]
+    assert all(m is not None and m.any() for m in masks)
+    folder = review_folder(tmp_path)
+    save_corrected_mask(folder, item.rel.as_posix(), masks[0], frame=2)  # slice 3: the model was right
+    save_corrected_mask(folder, item.rel.as_posix(), np.zeros_like(masks[1]), frame=4)  # slice 5: nothing there
+    save_corrected_mask(folder, item.rel.as_posix(), np.ones_like(masks[1]))  # an older single file: no slice's
+    (row,) = report_items(model, [item], spec=spec, reviews={}, naming=Naming(tmp_path),
+                          metrics=corrected_metrics(folder, spec))
+    assert ("corrected slices", "3, 5") in row.figures
+    assert row.metrics is not None and row.metrics["iou"] == pytest.approx((1.0 + 0.0) / 2)
