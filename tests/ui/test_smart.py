@@ -74,6 +74,11 @@ def drag(qtbot, window, a, b):
         QTest.mouseRelease(viewer.viewport(), Qt.MouseButton.LeftButton, NONE, at(viewer, *b))
 
 
+def next_one(prefetched) -> bool:
+    """b.png, the file after a.png, encoded ahead."""
+    return prefetched.key is not None and prefetched.key.path.endswith("b.png") and not prefetched.message
+
+
 def iou(a, b) -> float:
     return (a & b).sum() / max(1, (a | b).sum())
 
@@ -83,7 +88,8 @@ def test_a_click_previews_the_proposal_and_enter_adds_it_to_the_class_undoably(q
     smart, editor = smart_on(qtbot, window), window.editor
     before = editor.mask.copy()
     assert not before[disc()].any()  # the model missed the disc
-    request_id, ms = click(qtbot, window, 50, 60)
+    with qtbot.waitSignal(smart.worker.prefetched, timeout=TIMEOUT, check_params_cb=next_one):
+        request_id, ms = click(qtbot, window, 50, 60)
     assert request_id > 0 and ms > 0
     proposal = smart.proposal.mask
     assert iou(proposal, disc()) > 0.8 and smart.preview.marks == 1
@@ -99,14 +105,15 @@ def test_a_click_previews_the_proposal_and_enter_adds_it_to_the_class_undoably(q
     assert overlay.pixelColor(50, 60).alpha() == 255  # the overlay shows the class there now
     QTest.keyClick(window, Qt.Key.Key_Z, Qt.KeyboardModifier.ControlModifier)  # an ordinary undo step
     np.testing.assert_array_equal(editor.mask, before)
-    assert smart.worker.model.encoder_runs == 1
+    assert smart.worker.model.encoder_runs == 2  # a.png, and b.png ahead
 
 
 def test_right_click_is_negative_backspace_takes_back_a_point_esc_discards(qtbot, smart_window):
     window = smart_window
     smart, editor = smart_on(qtbot, window), window.editor
     before = editor.mask.copy()
-    click(qtbot, window, 50, 60)
+    with qtbot.waitSignal(smart.worker.prefetched, timeout=TIMEOUT, check_params_cb=next_one):
+        click(qtbot, window, 50, 60)
     click(qtbot, window, 58, 60, Qt.MouseButton.RightButton)
     click(qtbot, window, 44, 60, Qt.MouseButton.LeftButton, Qt.KeyboardModifier.AltModifier)
     assert [(p.x, p.y, p.label) for p in smart._points] == [(50, 60, 1), (58, 60, 0), (44, 60, 0)]
@@ -119,14 +126,13 @@ def test_right_click_is_negative_backspace_takes_back_a_point_esc_discards(qtbot
     assert smart.preview.marks == 0 and smart.proposal is None and smart.preview.proposal_area == 0
     np.testing.assert_array_equal(editor.mask, before)
     assert not editor.smart._actions[0].isEnabled()  # Enter is the other widgets' again
-    assert smart.worker.model.encoder_runs == 1  # however many prompts
+    assert smart.worker.model.encoder_runs == 2  # however many prompts: a.png once (and b.png ahead)
 
 
 def test_the_next_picture_is_encoded_ahead_and_going_back_costs_no_encoder_run(qtbot, smart_window):
     window = smart_window
     smart = smart_on(qtbot, window)
-    with qtbot.waitSignal(smart.worker.prefetched, timeout=TIMEOUT,
-                          check_params_cb=lambda p: p.key is not None and p.key.path.endswith("b.png")) as ahead:
+    with qtbot.waitSignal(smart.worker.prefetched, timeout=TIMEOUT, check_params_cb=next_one) as ahead:
         click(qtbot, window, 50, 60)
     assert ahead.args[0].encode_ms > 0 and smart.worker.model.encoder_runs == 2
     with qtbot.waitSignal(window.overlay_shown, timeout=TIMEOUT):
@@ -145,8 +151,8 @@ def test_the_next_picture_is_encoded_ahead_and_going_back_costs_no_encoder_run(q
 def test_grabcut_boxes_without_a_model_and_a_point_is_one_line(qtbot, smart_window):
     window = smart_window
     smart, editor = smart_on(qtbot, window), window.editor
-    with qtbot.waitSignal(smart.worker.ready, timeout=TIMEOUT):
-        window.panel.edit.choose_prompt_model("grabcut")
+    window.panel.edit.choose_prompt_model("grabcut")
+    qtbot.waitUntil(lambda: smart.model_ready is not None, timeout=TIMEOUT)  # the worker's ready, taken
     assert NO_MODEL in window.panel.edit._model_line.text()
     click(qtbot, window, 50, 60, wait=False)
     assert window.status.currentMessage() == ("no prompt model: a point needs a model — draw a box (grabCut), or "

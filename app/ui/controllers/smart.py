@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 from PySide6.QtCore import QObject, Qt, Signal
 
+from app.ui.controllers.smart_input import box_edges, key_actions, shown_image
 from app.ui.state.view_state import LatestRequest
 
 if TYPE_CHECKING:
@@ -78,7 +79,7 @@ class Smart(QObject):
         self._drag_end = (0.0, 0.0)
         self.proposal: ProposalReady | None = None
         self.accepted: ProposalReady | None = None  # the last proposal added to the mask (propagation starts from it)
-        self._actions = _key_actions(self, keys) if keys is not None else []
+        self._actions = key_actions(self, keys) if keys is not None else []
         panel.prompt_model_chosen.connect(self.load)
         self._propagation: Propagation | None = None  # made on first use (controllers/smart_propagation.py)
         panel.propagate_requested.connect(self.propagate)
@@ -182,7 +183,7 @@ class Smart(QObject):
             self._points.pop()
             self._show_points()
         self._dragging = True
-        self.preview.set_box(_box_edges(press[0], press[1], x, y))
+        self.preview.set_box(box_edges(press[0], press[1], x, y))
         self._drag_end = (x, y)
 
     def released(self) -> None:
@@ -192,7 +193,7 @@ class Smart(QObject):
             return
         from app.inference.prompt_input import Box
 
-        self._box = Box(*_box_edges(press[0], press[1], *self._drag_end))
+        self._box = Box(*box_edges(press[0], press[1], *self._drag_end))
         self._request(time.perf_counter())
 
     # -- the keys --------------------------------------------------------------------------------------
@@ -371,42 +372,3 @@ class Smart(QObject):
             name = action.objectName()
             action.setEnabled(can_propagate if name.startswith("smart-propagate") else
                               self.prompting or (running and name == "smart-discard"))
-
-
-def shown_image(view: ViewResult, window: tuple[float, float] | None) -> PromptImage:
-    """The picture as the reader sees it now: its key (path, frame, the display window of real values) and pixels."""
-    from app.ui.state.prompt_messages import PromptImage, PromptKey
-
-    window = window if view.high_range else None
-    return PromptImage(PromptKey(str(view.path), view.frame, window), view.display_pixels, view.display_raw,
-                       view.invert)
-
-
-def _box_edges(ax: float, ay: float, bx: float, by: float) -> tuple[float, float, float, float]:
-    """The pixels between two pressed pixels (centres at whole numbers), as edges x0 ≤ x < x1."""
-    x0, x1 = sorted((round(ax), round(bx)))
-    y0, y1 = sorted((round(ay), round(by)))
-    return float(x0), float(y0), float(x1 + 1), float(y1 + 1)
-
-
-def _key_actions(smart: Smart, keys: QWidget) -> list:
-    """Enter / Shift+Enter / Esc / Backspace (and Alt+PgUp / Alt+PgDn: propagate) on the window, enabled only while
-    they have something to do: the keys stay the other widgets' otherwise (no shortcut of the menus uses them)."""
-    from PySide6.QtGui import QAction, QKeySequence
-
-    made = []
-    for name, slot, shortcuts in (
-            ("smart-accept", lambda: smart.accept(), ("Return", "Enter")),
-            ("smart-replace", lambda: smart.accept(replace=True), ("Shift+Return", "Shift+Enter")),
-            ("smart-discard", smart.discard, ("Escape",)),
-            ("smart-undo-point", smart.remove_last_point, ("Backspace",)),
-            ("smart-propagate-up", lambda: smart.propagate(-1), ("Alt+PgUp",)),
-            ("smart-propagate-down", lambda: smart.propagate(1), ("Alt+PgDown",))):
-        action = QAction(name, keys)
-        action.setObjectName(name)
-        action.setShortcuts([QKeySequence(k) for k in shortcuts])
-        action.triggered.connect(lambda _checked=False, slot=slot: slot())
-        action.setEnabled(False)
-        keys.addAction(action)
-        made.append(action)
-    return made

@@ -67,7 +67,7 @@ class Propagation(QObject):
 
     def stop(self) -> None:
         if self.running and self._smart.worker is not None:
-            self._smart.worker.stop_propagation()
+            self._smart.worker.stop_propagation(self._request_id)
 
     def _on_slice(self, item: SlicePropagated) -> None:
         if item.request_id != self._request_id:

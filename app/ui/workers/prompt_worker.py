@@ -60,7 +60,7 @@ class PromptWorker(QObject):
         self._lock = threading.Lock()
         self._prefetching: tuple[Any, PromptKey] | None = None  # (RunOptions, key) of the encoder run in flight
         self._decoded: dict[tuple[Any, ...], PromptKey] = {}  # prefetch item -> its key, not decoded twice
-        self._stop = threading.Event()
+        self._stopped = 0  # propagations up to this request id are to stop (set from the GUI thread)
 
     # -- read or called from the GUI thread ------------------------------------------------------------
 
@@ -76,8 +76,10 @@ class PromptWorker(QObject):
             if self._prefetching is not None and self._prefetching[1] != keep:
                 self._prefetching[0].terminate = True
 
-    def stop_propagation(self) -> None:
-        self._stop.set()
+    def stop_propagation(self, request_id: int | None = None) -> None:
+        """Stop propagation `request_id` (None: any) after its slice in progress; safe before it has begun."""
+        with self._lock:
+            self._stopped = max(self._stopped, request_id if request_id is not None else 1 << 62)
 
     # -- slots -----------------------------------------------------------------------------------------
 
@@ -153,15 +155,14 @@ class PromptWorker(QObject):
     @Slot(object)
     def propagate(self, request: PropagateRequest) -> None:
         """Carry an accepted mask through the volume's slices (app.runs.prompt_propagate), one signal per slice
-        and one at the end; stop_propagation() ends it after the slice in progress."""
+        and one at the end; stop_propagation(its id) ends it after the slice in progress."""
         from app.runs.prompt_propagate import PropagatedSlice
         from app.ui.state.prompt_messages import PropagationDone, SlicePropagated
         from app.ui.workers.prompt_propagation import propagation
 
-        self._stop.clear()
         if self._model is None:
             return
-        for item in propagation(self._model, request, stop=self._stop.is_set):
+        for item in propagation(self._model, request, stop=lambda: self._stopped >= request.request_id):
             if isinstance(item, PropagatedSlice):
                 self.propagated.emit(SlicePropagated(request.request_id, request.path, item))
             else:
