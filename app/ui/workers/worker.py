@@ -84,6 +84,9 @@ class InferenceWorker(QObject):
         self._cancel = threading.Event()
         self.session_threads: list[int] = []  # ident of the thread each session was created on (tests, logs)
         self._references = References()  # each image's reference, each reference folder walked once
+        # a volume's depth by its path: a slice's view says frame_count 1 (read_slice), yet each slice has its own
+        # correction (app.runs.review.picture_frame); set by _view, read again by a retune of that view
+        self._depths: dict[str, int] = {}
         self._model_b: ModelSession | None = None  # the second model of Model ▸ Compare with another model
         # plain objects (no thread affinity): they run where the slots calling them run, on this worker's thread
         self._jobs = BatchJobs(BatchSignals(self.batch_progress, self.batch_finished, self.report_finished,
@@ -296,6 +299,8 @@ class InferenceWorker(QObject):
             image, decode_ms = decode_request(request)
         model, min_confidence = self._tuned(request.tuning.threshold)
         path = request.key.path
+        if request.volume is not None:
+            self._depths[path] = request.volume.depth
         if model.spec.is_3d:  # from the volume's kept 3D result (its run: fill_volume)
             result = self._volumes3d.slice_result(request, model, min_confidence, decode_ms)
         else:
@@ -369,9 +374,9 @@ class InferenceWorker(QObject):
             return self._disagreement(view)
         from app.runs.review import picture_frame
 
+        frames = max(view.frame_count, self._depths.get(view.key.path, 1))
         scored, reference = self._references.compare(view.key.path, view.result.labels, spec,
-                                                     ground_truth(view.tuning),
-                                                     frame=picture_frame(view.frame, view.frame_count))
+                                                     ground_truth(view.tuning), frame=picture_frame(view.frame, frames))
         codes = None
         mask = view.result.mask if reference is not None and view.tuning.layer == "difference" else None
         if mask is not None and reference is not None:
