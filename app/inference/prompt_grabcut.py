@@ -56,7 +56,7 @@ class GrabCutSession:
         for point in points:
             value = cv2.GC_BGD if point.label == NEGATIVE else cv2.GC_FGD
             cv2.circle(mask, (int(point.x), int(point.y)), _SEED_RADIUS, int(value), -1)
-        crop = np.ascontiguousarray(mask[cy0:cy1, cx0:cx1])
+        crop = mask[cy0:cy1, cx0:cx1].copy()  # a copy even when it is the whole mask: the mask is cleared below
         if not np.any(crop == cv2.GC_BGD):
             raise PromptError(f"grabcut: the box ({x0}, {y0}, {x1}, {y1}) leaves no background to learn from "
                               "(it covers the whole image)")
