@@ -73,20 +73,21 @@ class PropagationEnd:
 def propagate(model: PromptModel, pixels: Callable[[int], np.ndarray], *, start: int, mask: np.ndarray,
               low_res: np.ndarray | None, step: int, count: int, key: Callable[[int], Hashable] | None = None,
               settings: PropagationSettings = PropagationSettings(),
-              stop: Callable[[], bool] = lambda: False) -> Iterator[PropagatedSlice | PropagationEnd]:
+              stop: Callable[[], bool] = lambda: False, first: int = 0) -> Iterator[PropagatedSlice | PropagationEnd]:
     """From slice `start` (whose accepted `mask` and, if known, decoder `low_res` are given) towards `start + step`,
-    `start + 2·step`, … within `count` slices: one PropagatedSlice per slice given a mask, then one PropagationEnd.
-    A PromptError on a slice (an empty or unusable prompt) ends it with that line; other errors propagate."""
+    `start + 2·step`, … within slices `first` (0 unless a 4D NIfTI's time point starts later) to `count - 1`: one
+    PropagatedSlice per slice given a mask, then one PropagationEnd. A PromptError on a slice (an empty or unusable
+    prompt) ends it with that line; other errors propagate."""
     if step not in (1, -1):
         raise ValueError(f"step is 1 (down) or -1 (up), got {step}")
-    if not 0 <= start < count:
-        raise ValueError(f"start slice {start + 1} is outside the volume of {count} slices")
+    if not first <= start < count:
+        raise ValueError(f"start slice {start + 1} is outside the volume's slices {first + 1} to {count}")
     previous = np.asarray(mask, bool)
     previous_low = low_res
     last = start
     level = None if settings.max_level_change is None else mean_level(pixels(start), previous)
     for index in range(start + step, start + step * (settings.max_slices + 1), step):
-        if not 0 <= index < count:
+        if not first <= index < count:
             yield PropagationEnd(last, "reached the last slice" if step > 0 else "reached the first slice")
             return
         if stop():

@@ -62,10 +62,10 @@ def prompt_volume(model: PromptModel, volume: Volume, *, start: int, points: Seq
     base = start - start % per
 
     def pixels(i: int) -> np.ndarray:
-        return read_slice(volume, base + i).display()
+        return read_slice(volume, i).display()
 
     try:
-        proposal = model.decode(model.embed(pixels(start - base), key=start), points, box=box)
+        proposal = model.decode(model.embed(pixels(start), key=start), points, box=box)
     except PromptError as exc:
         raise PromptError(f"{volume.source}: slice {start + 1}: {exc}") from exc
     labels = np.zeros(shape, np.uint8)
@@ -73,14 +73,14 @@ def prompt_volume(model: PromptModel, volume: Volume, *, start: int, points: Seq
     ends = []
     for direction in _directions(propagate_to):
         given: list[int] = []
-        for record in propagate(model, pixels, start=start - base, mask=proposal.mask, low_res=proposal.low_res,
-                                step=STEPS[direction], count=per, key=lambda i: base + i,
-                                settings=settings or PropagationSettings()):
+        for record in propagate(model, pixels, start=start, mask=proposal.mask, low_res=proposal.low_res,
+                                step=STEPS[direction], count=base + per, key=lambda i: i,
+                                settings=settings or PropagationSettings(), first=base):
             if isinstance(record, PropagationEnd):
-                ends.append(DirectionEnd(direction, tuple(given), PropagationEnd(base + record.last, record.reason)))
+                ends.append(DirectionEnd(direction, tuple(given), record))
                 break
-            labels[base + record.index][record.mask] = 1
-            given.append(base + record.index)
+            labels[record.index][record.mask] = 1
+            given.append(record.index)
             if on_slice is not None:
                 on_slice(record)
     return VolumePrompt(labels, start, float(proposal.iou), tuple(ends))

@@ -103,6 +103,26 @@ def test_the_demo_pair_on_the_nifti_keeps_its_header_geometry(tmp_path: Path,
     assert [line.split(":")[0] for line in lines[:2]] == ["down", "up"] and len(lines) == 3
 
 
+def test_a_4d_nifti_propagates_inside_the_slices_time_point(tmp_path: Path,
+                                                             capsys: pytest.CaptureFixture[str]) -> None:
+    zz, yy, xx = np.mgrid[:10, :48, :48]
+    ball = (zz - 5) ** 2 + (yy - 24) ** 2 + (xx - 24) ** 2 <= 7.5**2  # on every slice of each time point
+    noise = np.random.default_rng(0).normal(0, 8, (2, *ball.shape))
+    values = np.clip(np.where(ball, 200, 40) + noise, 0, 255).astype(np.int16)  # [t, z, y, x]
+    source = tmp_path / "two.nii.gz"
+    nib.save(nib.Nifti1Image(values.transpose(3, 2, 1, 0), np.eye(4)), str(source))
+    out = tmp_path / "mask.nii.gz"
+    assert main(["prompt", "grabcut", str(source), "--slice", "16", "--box", "14,14,35,35", "--propagate", "both",
+                 "--out", str(out)]) == 0
+    data = np.asarray(nib.load(str(out)).dataobj)
+    assert data.shape == (48, 48, 10, 2)
+    assert not data[..., 0].any()  # the other time point untouched
+    assert all(data[:, :, k, 1].any() for k in range(10))
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[:2] == ["down: slices 17 to 20 (4 slices), reached the last slice",
+                         "up: slices 15 to 11 (5 slices), reached the first slice"]  # the time point's slices
+
+
 @pytest.mark.parametrize(("args", "message"), [
     (["--slice", "40", "--box", LUNG_BOX], f"{SERIES}: --slice 40 is outside the volume (slices 1 to 32)"),
     (["--slice", "0", "--box", LUNG_BOX], f"{SERIES}: --slice 0 is outside the volume (slices 1 to 32)"),

@@ -240,7 +240,7 @@ def test_bad_start_or_step() -> None:
     model = load_prompt_model("grabcut")
     with pytest.raises(ValueError, match="step is 1 .down. or -1 .up., got 2"):
         next(propagate(model, lambda i: volume[i], start=3, mask=sphere[3], low_res=None, step=2, count=40))
-    with pytest.raises(ValueError, match="start slice 41 is outside the volume of 40 slices"):
+    with pytest.raises(ValueError, match="start slice 41 is outside the volume's slices 1 to 40"):
         next(propagate(model, lambda i: volume[i], start=40, mask=sphere[3], low_res=None, step=1, count=40))
 
 
