@@ -84,9 +84,7 @@ class InferenceWorker(QObject):
         self._cancel = threading.Event()
         self.session_threads: list[int] = []  # ident of the thread each session was created on (tests, logs)
         self._references = References()  # each image's reference, each reference folder walked once
-        # a volume's depth by its path: a slice's view says frame_count 1 (read_slice), yet each slice has its own
-        # correction (app.runs.review.picture_frame); set by _view, read again by a retune of that view
-        self._depths: dict[str, int] = {}
+        self._depths: dict[str, int] = {}  # a volume's depth by path, for its slices' own corrections (_compared)
         self._model_b: ModelSession | None = None  # the second model of Model ▸ Compare with another model
         # plain objects (no thread affinity): they run where the slots calling them run, on this worker's thread
         self._jobs = BatchJobs(BatchSignals(self.batch_progress, self.batch_finished, self.report_finished,
@@ -373,8 +371,7 @@ class InferenceWorker(QObject):
         if view.result.labels is None or view.tuning.input_root is None:
             return self._disagreement(view)
         from app.runs.review import picture_frame
-
-        frames = max(view.frame_count, self._depths.get(view.key.path, 1))
+        frames = max(view.frame_count, self._depths.get(view.key.path, 1))  # a slice's view says 1 (read_slice)
         scored, reference = self._references.compare(view.key.path, view.result.labels, spec,
                                                      ground_truth(view.tuning), frame=picture_frame(view.frame, frames))
         codes = None
