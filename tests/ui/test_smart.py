@@ -180,3 +180,22 @@ def test_refused_prompts_are_one_line_and_the_editor_goes_on(qtbot, smart_window
     assert "\n" not in window.status.currentMessage() and NO_MODEL in window.panel.edit._model_line.text()
     drag(qtbot, window, (28, 38), (72, 82))  # grabCut holds the fort
     assert smart.proposal is not None
+
+
+def test_shift_enter_replaces_the_class_inside_the_box_and_the_correction_is_saved(qtbot, smart_window):
+    window = smart_window
+    smart, editor = smart_on(qtbot, window), window.editor
+    before = editor.mask.copy()
+    drag(qtbot, window, (28, 38), (72, 82))  # the box's edges: x 28..73, y 38..83
+    proposal = smart.proposal.mask
+    QTest.keyClick(window, Qt.Key.Key_Return, Qt.KeyboardModifier.ShiftModifier)
+    inside = np.zeros(before.shape, bool)
+    inside[38:83, 28:73] = True
+    expected = before.copy()
+    expected[inside & ~proposal & (before == 1)] = 0  # the class inside the box: replaced by the proposal
+    expected[proposal] = 1
+    np.testing.assert_array_equal(editor.mask, expected)
+    assert (editor.mask[~inside] == before[~inside]).all() and (editor.mask[inside] == proposal[inside]).all()
+    with qtbot.waitSignal(editor.saved, timeout=TIMEOUT) as saved:  # saved as brush edits are
+        editor.stop()
+    np.testing.assert_array_equal(np.asarray(Image.open(saved.args[1])), expected)

@@ -67,7 +67,8 @@ def test_propagate_down_gives_the_next_slices_their_own_corrections(qtbot, volum
     qtbot.waitUntil(lambda: not propagation.running, timeout=60_000)  # its end, taken on the GUI thread
     given = sorted(frame for _, frame in propagation.pending) + sorted(propagation.saved)
     assert given[0] == CENTRE + 1 and len(given) >= 5
-    assert "slice(s) given the mask" in window.panel.edit._propagation_line.text()
+    assert f"{len(given)} slice(s) given the mask ({len(propagation.pending)} saved once shown" in \
+        window.panel.edit._propagation_line.text()
     with qtbot.waitSignal(window.overlay_shown, timeout=TIMEOUT):  # stepping there: merged, saved as its own
         window.show_path(path, CENTRE + 2)
     written = propagation.saved[CENTRE + 2]

@@ -129,6 +129,8 @@ class Smart(QObject):
         if self.worker is not None:
             self.worker.cancel_prefetch()
             self.worker.stop_propagation()
+        if self._propagation is not None:
+            self._propagation.close()
         stop_thread(self._thread, timeout_ms=10_000)
         self._thread = None
 

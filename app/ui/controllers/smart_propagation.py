@@ -65,6 +65,11 @@ class Propagation(QObject):
                                                         window))
         return True
 
+    def close(self) -> None:
+        """The window closes: propagated slices never shown were not saved, and are said to be lost (in the log)."""
+        if self.pending:
+            log.warning("%d propagated slice mask(s) were never shown and are not saved", len(self.pending))
+
     def stop(self) -> None:
         if self.running and self._smart.worker is not None:
             self._smart.worker.stop_propagation(self._request_id)
@@ -83,7 +88,9 @@ class Propagation(QObject):
             return
         self.running = False
         self._smart.enable_keys()
-        text = f"{self._done} slice(s) given the mask; {done.end.reason}"
+        waiting = sum(1 for path, _ in self.pending if path == done.path)
+        later = f" ({waiting} saved once shown: their model masks are not made yet)" if waiting else ""
+        text = f"{self._done} slice(s) given the mask{later}; {done.end.reason}"
         self._panel.show_propagation(True, text=text)
         self._smart.message.emit(f"Propagation: {text}")
 
