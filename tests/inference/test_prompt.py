@@ -38,7 +38,8 @@ def test_layouts_recognised_from_the_decoder_names(pairs: dict[str, Path]) -> No
 
 
 @pytest.mark.parametrize(("hw", "resized"), [((300, 500), (614, 1024)), ((500, 300), (1024, 614)),
-                                               ((1024, 1024), (1024, 1024)), ((2000, 1000), (1024, 512))])
+                                               ((1024, 1024), (1024, 1024)), ((2000, 1000), (1024, 512)),
+                                               ((333, 1000), (341, 1024))])  # 340.992: rounded half up
 def test_longest_side_to_the_frame_as_resize_longest_side(hw: tuple[int, int], resized: tuple[int, int]) -> None:
     assert frame_geometry(hw, 1024).resized_hw == resized  # int(side · 1024 / longest + 0.5)
 
@@ -62,7 +63,8 @@ def test_encoder_tensor_normalised_and_padded_bottom_right() -> None:
 
 
 @pytest.mark.parametrize("layout", ["sam", "sam2"])
-@pytest.mark.parametrize("hw", [(300, 500), (500, 300)])  # landscape and portrait: the padding on either side
+# landscape and portrait: the padding on either side; 333 → 340.992 frame pixels: the rounding half up matters
+@pytest.mark.parametrize("hw", [(300, 500), (500, 300), (333, 1000)])
 @pytest.mark.parametrize("xy", [(100, 200), (37, 41)])
 def test_a_click_reaches_the_decoder_at_its_frame_coordinate_and_the_mask_comes_back_under_it(
         sessions: dict[str, PromptSession], layout: str, hw: tuple[int, int], xy: tuple[int, int]) -> None:
