@@ -95,6 +95,7 @@ def test_a_click_previews_the_proposal_and_enter_adds_it_to_the_class_undoably(q
     assert iou(proposal, disc()) > 0.8 and smart.preview.marks == 1
     assert smart.preview.proposal_area == proposal.sum()
     assert window.panel.edit._iou.text().startswith("proposal: predicted IoU 0.")
+    assert window.panel.edit._model_line.text() == "Prompt demo (SAM2 layout, synthetic) · CPU"  # the window's
     np.testing.assert_array_equal(editor.mask, before)  # previewed only
     QTest.keyClick(window, Qt.Key.Key_Return)
     expected = before.copy()

@@ -116,7 +116,15 @@ class Smart(QObject):
         self.model_ready = None
         self.discard()
         self._panel.show_prompt_model(f"loading {model}…", "")
-        self.load_requested.emit(PromptLoad(self._loads.issue(), model, "cpu"))
+        self.load_requested.emit(PromptLoad(self._loads.issue(), model, self._device()))
+
+    def _device(self) -> str:
+        """Where the prompt model runs: on the GPU the window's model really runs on, else on the CPU."""
+        model = self._state.model
+        info = model.info if model is not None else None
+        if info is not None and info.on_gpu:
+            return "cuda" if info.device_id is None else f"cuda:{info.device_id}"
+        return "cpu"
 
     def shutdown(self) -> None:
         """Stop the prompt thread (on close): the encoder run in flight ends first (a prefetch's is cancelled)."""
@@ -323,7 +331,7 @@ class Smart(QObject):
         if ready.request_id != self._loads.value:
             return
         self.model_ready = ready
-        self._panel.show_prompt_model(ready.name, ready.note)
+        self._panel.show_prompt_model(f"{ready.name} · {ready.where}" if ready.where else ready.name, ready.note)
         if self._image is not None:
             self._prefetch()
 

@@ -59,6 +59,7 @@ class PromptReady:
     name: str  # shown in the panel
     points: bool  # points work (a model); False: boxes only (grabCut)
     note: str = ""
+    where: str = ""  # the device it really runs on ("CPU", "CUDA (GPU 0)"); "" for grabCut
 
 
 @dataclass(frozen=True)

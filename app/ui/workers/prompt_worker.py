@@ -106,8 +106,10 @@ class PromptWorker(QObject):
             self.ready.emit(PromptReady(request.request_id, request.model, "grabCut", False, NO_MODEL))
             return
         self._model = model
-        name = model.spec.name if isinstance(model, PromptSession) else request.model
-        self.ready.emit(PromptReady(request.request_id, request.model, name, True))
+        name, where, note = request.model, "", ""
+        if isinstance(model, PromptSession):  # a GPU asked for and not obtained: why, in the panel
+            name, where, note = model.spec.name, model.info.provider_label, model.info.fallback_reason or ""
+        self.ready.emit(PromptReady(request.request_id, request.model, name, True, note, where))
 
     @Slot(object)
     def decode(self, request: DecodeRequest) -> None:
