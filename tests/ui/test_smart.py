@@ -10,6 +10,7 @@ import pytest
 from PIL import Image
 from PySide6.QtCore import QPointF, Qt
 from PySide6.QtTest import QTest
+from PySide6.QtWidgets import QLineEdit
 
 from app.ui.workers.prompt_worker import NO_MODEL
 
@@ -123,6 +124,13 @@ def test_right_click_is_negative_backspace_takes_back_a_point_esc_discards(qtbot
     with qtbot.waitSignal(smart.proposal_shown, timeout=TIMEOUT):
         QTest.keyClick(window, Qt.Key.Key_Backspace)
     assert [(p.x, p.y, p.label) for p in smart._points] == [(50, 60, 1), (58, 60, 0)] and smart.preview.marks == 2
+    note = window.panel.review.findChild(QLineEdit, "note")
+    note.setFocus()
+    qtbot.waitUntil(note.hasFocus)
+    QTest.keyClick(note, Qt.Key.Key_Escape)  # typing in a text field: the keys are the field's
+    assert smart.proposal is not None and smart.preview.marks == 2
+    window.viewer.setFocus()
+    qtbot.waitUntil(window.viewer.hasFocus)
     QTest.keyClick(window, Qt.Key.Key_Escape)
     assert smart.preview.marks == 0 and smart.proposal is None and smart.preview.proposal_area == 0
     np.testing.assert_array_equal(editor.mask, before)

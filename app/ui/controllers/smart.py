@@ -374,11 +374,15 @@ class Smart(QObject):
             return None
         return self._files.volume(str(self._view.path))
 
-    def enable_keys(self) -> None:
-        """The keys work only while they have something to do: the other widgets keep them otherwise."""
+    def enable_keys(self, *_focus: object) -> None:
+        """The keys work only while they have something to do, and never while the reader types (Enter keeps a
+        review note): the other widgets keep them otherwise. Also QApplication.focusChanged's slot."""
+        from app.ui.controllers.smart_input import typing
+
         running = self._propagation is not None and self._propagation.running
         can_propagate = self.accepted is not None and self.volume() is not None and not running
+        typed = typing()
         for action in self._actions:
             name = action.objectName()
-            action.setEnabled(can_propagate if name.startswith("smart-propagate") else
-                              self.prompting or (running and name == "smart-discard"))
+            action.setEnabled(not typed and (can_propagate if name.startswith("smart-propagate") else
+                                             self.prompting or (running and name == "smart-discard")))

@@ -49,4 +49,16 @@ def key_actions(smart: Smart, keys: QWidget) -> list:
         action.setEnabled(False)
         keys.addAction(action)
         made.append(action)
+    from PySide6.QtWidgets import QApplication
+
+    app = QApplication.instance()
+    if isinstance(app, QApplication):  # a bound method: disconnected when the Smart tool goes
+        app.focusChanged.connect(smart.enable_keys)
     return made
+
+
+def typing() -> bool:
+    """Whether the keyboard focus is in a text field (the review note, the file filter, a spin box)."""
+    from PySide6.QtWidgets import QAbstractSpinBox, QApplication, QLineEdit, QPlainTextEdit, QTextEdit
+
+    return isinstance(QApplication.focusWidget(), QLineEdit | QTextEdit | QPlainTextEdit | QAbstractSpinBox)
