@@ -70,12 +70,15 @@ def read_boxes(path: Path) -> BoxesFile:
         raise SegLensError(f"{path}: over {MAX_ROWS} rows: split the boxes file")
     if raw and tuple(c.strip().lower() for c in raw[0][1][:5]) == _HEADER:
         raw = raw[1:]
-    numbers = [int(row[5]) for _, row in raw if len(row) > 5 and row[5].strip().isdigit()]
+    if not raw:  # an empty detector output is said, not a silent "0 masks"
+        return BoxesFile((), (f"{path}: no boxes: expected rows file,x0,y0,x1,y1[,class]",), {})
+    numbers = [n for _, row in raw if len(row) > 5 and (n := _class_number(row[5].strip())) is not None]
+    valid = [n for n in numbers if 1 <= n <= 255]  # a bad row's 300 does not push every name past 255
     names: dict[str, int] = {}
     rows, problems = [], []
     for line, row in raw:
         try:
-            rows.append(_row(line, row, names, first_name=max(numbers, default=1) + 1))
+            rows.append(_row(line, row, names, first_name=max(valid, default=1) + 1))
         except ValueError as exc:
             problems.append(f"{path}: row {line}: {exc}")
     return BoxesFile(tuple(rows), tuple(problems), names)
@@ -98,16 +101,30 @@ def _row(line: int, row: list[str], names: dict[str, int], *, first_name: int) -
         if not math.isfinite(value):
             raise ValueError(f"{name} {cell!r} is not a number")
         corners.append(value)
-    return BoxRow(line, file, Box(*corners), _class_value(cells[5] if len(cells) == 6 else "", names, first_name))
+    # one image however its name is spelled ("./a.png", "sub//a.png"): its rows grouped, encoded once
+    return BoxRow(line, relative.as_posix(), Box(*corners),
+                  _class_value(cells[5] if len(cells) == 6 else "", names, first_name))
+
+
+def _class_number(text: str) -> int | None:
+    """A class cell as a number (ASCII digits only: str.isdigit takes '²', which int() refuses; a number of
+    thousands of digits is just too large), None for a name."""
+    if not (text.isascii() and text.isdigit()):
+        return None
+    return int(text) if len(text) <= 9 else 10**9
 
 
 def _class_value(text: str, names: dict[str, int], first_name: int) -> int:
     if not text:
         return 1
-    if text.isdigit():
-        if not 1 <= int(text) <= 255:
-            raise ValueError(f"class {text} is not a mask value from 1 to 255")
-        return int(text)
+    number = _class_number(text)
+    if number is not None:
+        if not 1 <= number <= 255:
+            shown = text if len(text) <= 12 else f"{text[:12]}…"
+            raise ValueError(f"class {shown} is not a mask value from 1 to 255")
+        return number
+    if all(c.isnumeric() for c in text):  # '²', '٣': a number to the eye, none to a mask; no name either
+        raise ValueError(f"class {text!r} is not a mask value from 1 to 255 or a name")
     if text not in names:
         if first_name + len(names) > 255:
             raise ValueError(f"class {text!r} would be the 256th: a mask PNG holds classes 1 to 255")
@@ -138,8 +155,17 @@ def run_boxes(model: PromptModel, boxes: Path, folder: Path, out: Path, *,
     written: list[Path] = []
     done = 0
     inputs = {(folder / file).resolve() for file in by_file}
+    claimed: dict[Path, BoxRow] = {}  # a mask path -> the first row of the image it is for
     for file, rows in by_file.items():
         image_path = folder / file
+        first = claimed.setdefault(mask_path(out, file).resolve(), rows[0])
+        if first.file != file:  # a.png and a.jpg: one <stem>_mask.png, the later would replace the earlier
+            lines = ", ".join(str(r.line) for r in rows)
+            problems.append(f"{boxes}: row{'s' * (len(rows) > 1)} {lines}: {file}: its mask "
+                            f"{mask_path(out, file)} is {first.file}'s (row {first.line}): not written; rename "
+                            "one of the two images")
+            say(problems[-1])
+            continue
         try:
             pixels = read_image(image_path).display()
         except SegLensError as exc:

@@ -1,0 +1,108 @@
+"""app.runs.prompt_run (boxes.csv over a folder): each image encoded once however many boxes, one image however
+its name is spelled, two images never written to the same mask, a class cell that only looks like a number, an
+empty boxes file."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import cv2
+import numpy as np
+import pytest
+
+from app.inference.prompt import PromptSession, load_prompt_spec, open_prompt_session
+from app.runs.prompt_run import read_boxes, run_boxes
+from tests.inference.prompt_pairs import sam2_pair
+
+
+@pytest.fixture(scope="module")
+def pair(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return sam2_pair(tmp_path_factory.mktemp("pair"), radius=20.0)
+
+
+def _session(pair: Path) -> PromptSession:
+    return open_prompt_session(load_prompt_spec(pair), "cpu")
+
+
+def _image(path: Path, hw: tuple[int, int] = (120, 160), value: int = 40) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    cv2.imwrite(str(path), np.full((*hw, 3), value, np.uint8))
+    return path
+
+
+def _read(path: Path) -> np.ndarray:
+    mask = cv2.imread(str(path), cv2.IMREAD_UNCHANGED)
+    assert mask is not None
+    return mask
+
+
+def test_each_image_encoded_once_however_many_boxes(pair: Path, tmp_path: Path) -> None:
+    folder = tmp_path / "images"
+    for k, name in enumerate(("a.png", "b.png", "c.png")):
+        _image(folder / name, value=30 + 20 * k)  # other pixels: the cache (keyed by pixels) does not join them
+    rows = [f"{name},{10 + 12 * k},{10 + 8 * k},{30 + 12 * k},{30 + 8 * k},{k % 3 + 1}"
+            for k in range(8) for name in ("a.png", "b.png", "c.png")]  # interleaved: 8 boxes per image
+    boxes = tmp_path / "boxes.csv"
+    boxes.write_text("\n".join(rows) + "\n", encoding="utf-8")
+    session = _session(pair)
+    result = run_boxes(session, boxes, folder, tmp_path / "out")
+    assert result.problems == () and result.boxes_done == 24 and len(result.written) == 3
+    assert session.encoder_runs == 3 and session.decoder_runs == 24
+
+
+def test_one_image_however_its_name_is_spelled(pair: Path, tmp_path: Path) -> None:
+    folder = tmp_path / "images"
+    _image(folder / "sub" / "a.png")
+    boxes = tmp_path / "boxes.csv"
+    boxes.write_text("sub/a.png,20,20,40,40,1\n./sub/a.png,100,60,120,80,2\nsub//a.png,60,90,80,110,3\n",
+                     encoding="utf-8")
+    session = _session(pair)
+    result = run_boxes(session, boxes, folder, tmp_path / "out")
+    assert result.problems == () and result.boxes_done == 3
+    assert result.written == (tmp_path / "out" / "sub" / "a_mask.png",)
+    assert set(np.unique(_read(result.written[0]))) == {0, 1, 2, 3}  # every row's box in the one mask
+    assert session.encoder_runs == 1
+
+
+def test_two_images_never_written_to_one_mask(pair: Path, tmp_path: Path) -> None:
+    folder = tmp_path / "images"
+    _image(folder / "a.png")
+    _image(folder / "a.jpg")
+    boxes = tmp_path / "boxes.csv"
+    boxes.write_text("a.png,20,20,40,40,1\na.jpg,100,60,120,80,2\n", encoding="utf-8")
+    out = tmp_path / "out"
+    result = run_boxes(_session(pair), boxes, folder, out)
+    assert result.problems == (f"{boxes}: row 2: a.jpg: its mask {out / 'a_mask.png'} is a.png's (row 1): "
+                               "not written; rename one of the two images",)
+    assert result.written == (out / "a_mask.png",) and result.boxes_done == 1
+    assert set(np.unique(_read(out / "a_mask.png"))) == {0, 1}  # a.png's, not overwritten by a.jpg's
+
+
+@pytest.mark.parametrize(("cell", "message"), [
+    ("²", "class '²' is not a mask value from 1 to 255 or a name"),  # str.isdigit is true, int() refuses it
+    ("٣", "class '٣' is not a mask value from 1 to 255 or a name"),
+    ("9" * 5000, f"class {'9' * 12}… is not a mask value from 1 to 255"),  # int() refuses over 4300 digits
+])
+def test_a_class_that_only_looks_like_a_number(tmp_path: Path, cell: str, message: str) -> None:
+    boxes = tmp_path / "boxes.csv"
+    boxes.write_text(f"a.png,1,1,5,5,{cell}\na.png,1,1,5,5,car\n", encoding="utf-8")
+    parsed = read_boxes(boxes)
+    assert parsed.problems == (f"{boxes}: row 1: {message}",)
+    assert [row.value for row in parsed.rows] == [2] and parsed.class_names == {"car": 2}
+
+
+def test_names_numbered_after_the_largest_valid_number(tmp_path: Path) -> None:
+    boxes = tmp_path / "boxes.csv"
+    boxes.write_text("a.png,1,1,5,5,7\na.png,1,1,5,5,300\na.png,1,1,5,5,car\n", encoding="utf-8")
+    parsed = read_boxes(boxes)
+    assert parsed.problems == (f"{boxes}: row 2: class 300 is not a mask value from 1 to 255",)
+    assert [row.value for row in parsed.rows] == [7, 8] and parsed.class_names == {"car": 8}
+
+
+@pytest.mark.parametrize("text", ["", "\n\n", "file,x0,y0,x1,y1,class\n"])
+def test_a_boxes_file_without_boxes_is_one_line(pair: Path, tmp_path: Path, text: str) -> None:
+    boxes = tmp_path / "boxes.csv"
+    boxes.write_text(text, encoding="utf-8")
+    result = run_boxes(_session(pair), boxes, tmp_path, tmp_path / "out")
+    assert result.problems == (f"{boxes}: no boxes: expected rows file,x0,y0,x1,y1[,class]",)
+    assert result.written == () and not (tmp_path / "out").exists()
