@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -85,6 +86,10 @@ def cmd_prompt(args: argparse.Namespace) -> int:
     if args.boxes is not None and (args.slice is not None or args.propagate):
         print("error: --boxes prompts 2-D images: give it without --slice and --propagate", file=sys.stderr)
         return EXIT_USAGE
+    if args.boxes is None and _same_file(args.out, args.image):
+        print(f"error: {_shown(f'--out {args.out} is the input image: it would be replaced; choose another file')}",
+              file=sys.stderr)
+        return EXIT_USAGE
     volume = None if args.boxes is not None else _volume_of(args)
     if isinstance(volume, str):  # a refusal, said in one line
         print(f"error: {_shown(volume)}", file=sys.stderr)
@@ -96,6 +101,14 @@ def cmd_prompt(args: argparse.Namespace) -> int:
 
         return volume_prompt(args, model, volume)
     return _folder(args, model) if args.boxes is not None else _single(args, model)
+
+
+def _same_file(out: Path, image: Path) -> bool:
+    """Whether `--out` names the input itself (by another spelling or a link too): the mask would replace it."""
+    try:
+        return out.exists() and image.exists() and os.path.samefile(out, image)
+    except OSError:
+        return False
 
 
 def _volume_of(args: argparse.Namespace) -> Volume | str | None:

@@ -170,3 +170,20 @@ def test_a_boxes_file_that_is_missing_or_not_a_file(pair: Path, tmp_path: Path,
         err = capsys.readouterr().err
         assert err.startswith(f"error: {boxes}: {problem}") and err.count("\n") == 1
     assert not (tmp_path / "o").exists()
+
+
+def test_out_never_the_input(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    image = _image(tmp_path / "photo.png", (120, 160), square=(50, 30, 110, 90))
+    original = image.read_bytes()
+    for out in (image, tmp_path / "." / "photo.png"):
+        assert main(["prompt", "grabcut", str(image), "--box", "40,20,120,100", "--out", str(out)]) == 2
+        assert capsys.readouterr().err == (f"error: --out {out} is the input image: it would be replaced; choose "
+                                           "another file\n")
+    volume = tmp_path / "volume.nii.gz"
+    volume.write_bytes((Path(__file__).resolve().parents[2] / "resources" / "samples" / "ct3d" /
+                        "ct3d_sample.nii.gz").read_bytes())
+    before = volume.read_bytes()
+    assert main(["prompt", "grabcut", str(volume), "--slice", "30", "--box", "40,40,90,90", "--out", str(volume)]) == 2
+    assert capsys.readouterr().err == (f"error: --out {volume} is the input image: it would be replaced; choose "
+                                       "another file\n")
+    assert image.read_bytes() == original and volume.read_bytes() == before
