@@ -89,3 +89,37 @@ def test_esc_stops_a_propagation(qtbot, volume_window):
     qtbot.waitUntil(lambda: not smart.propagation.running, timeout=60_000)
     line = window.panel.edit._propagation_line.text()
     assert line.endswith("; stopped"), line
+
+
+def test_the_next_and_previous_slices_are_encoded_ahead_through_the_readers_window(qtbot, volume_window):
+    window, path = volume_window
+    QTest.keyClick(window, Qt.Key.Key_S)
+    smart = window.editor.smart
+    qtbot.waitUntil(lambda: smart.model_ready is not None, timeout=TIMEOUT)
+    ahead = []
+    smart.worker.prefetched.connect(lambda done: ahead.append(done))  # the list only: any thread may append
+    ball = sphere()[CENTRE]
+    y, x = np.argwhere(ball).mean(axis=0).round().astype(int)
+    with qtbot.waitSignal(smart.proposal_shown, timeout=TIMEOUT):
+        QTest.mouseClick(window.viewer.viewport(), Qt.MouseButton.LeftButton, Qt.KeyboardModifier.NoModifier,
+                         window.viewer.mapFromScene(QPointF(x + 0.5, y + 0.5)))
+    qtbot.waitUntil(lambda: {d.key.frame for d in ahead if d.key is not None and d.encode_ms > 0}
+                    >= {CENTRE - 1, CENTRE + 1}, timeout=TIMEOUT)
+    window_shown = window.state.display_window
+    assert window_shown is not None and {d.key.window for d in ahead if d.key is not None} == {window_shown}
+    assert smart.worker.model.encoder_runs == 3  # slice 20, 21 and 19 once each
+    for frame in (CENTRE + 1, CENTRE - 1):
+        with qtbot.waitSignal(window.overlay_shown, timeout=TIMEOUT):
+            window.show_path(path, frame)
+        QTest.keyClick(window, Qt.Key.Key_S)
+        with qtbot.waitSignal(smart.proposal_shown, timeout=TIMEOUT):
+            QTest.mouseClick(window.viewer.viewport(), Qt.MouseButton.LeftButton, Qt.KeyboardModifier.NoModifier,
+                             window.viewer.mapFromScene(QPointF(x + 0.5, y + 0.5)))
+        assert smart.proposal.key.frame == frame
+    # every encoder run is a prefetch's (slice 20's too: encoded as the tool began), each slice once: the clicks
+    # on 21 and 19 encoded nothing
+    def encoded() -> list[int]:
+        return [d.key.frame for d in ahead if d.key is not None and d.encode_ms > 0]
+
+    qtbot.waitUntil(lambda: smart.worker.model.encoder_runs == len(encoded()), timeout=TIMEOUT)
+    assert len(set(encoded())) == len(encoded()) and {CENTRE - 1, CENTRE, CENTRE + 1} <= set(encoded())
