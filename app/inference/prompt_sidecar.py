@@ -9,7 +9,7 @@ from typing import Any
 import yaml
 
 from app.errors import SidecarError
-from app.inference.validators import choice, kind, number, read_at_most, shown, text, whole
+from app.inference.validators import choice, control_character, kind, number, read_at_most, shown, text, whole
 
 MAX_BYTES = 1 << 20  # a sidecar is a few hundred bytes
 
@@ -26,8 +26,17 @@ def _three(*, positive: bool) -> Callable[[Any], tuple[float, float, float]]:
     return check
 
 
+def _file_name(value: Any) -> str:
+    """A file name: a NUL made os.stat raise ValueError (a traceback), an escape would reach the terminal."""
+    name = text(value)
+    bad = control_character(name)
+    if bad is not None:
+        raise ValueError(f"must be a file name without control characters, got '{bad}' in it")
+    return name
+
+
 _CHECKS: dict[str, Callable[[Any], Any]] = {
-    "encoder": text, "decoder": text, "layout": choice("sam", "sam2"), "input_size": whole(64, 4096),
+    "encoder": _file_name, "decoder": _file_name, "layout": choice("sam", "sam2"), "input_size": whole(64, 4096),
     "resize": choice("longest", "stretch"), "mean": _three(positive=False), "std": _three(positive=True),
     "mask_threshold": number,
 }

@@ -95,6 +95,11 @@ def test_a_layout_the_decoder_does_not_have(tmp_path: Path) -> None:
     ("  encoder: e.onnx\n  decoder: d.onnx\n  threshold: 0.5\n",
      "unknown key 'prompt.threshold' (expected one of: encoder, decoder, layout, input_size, resize, mean, std, "
      "mask_threshold)"),
+    ('  encoder: "e\\0.onnx"\n  decoder: d.onnx\n',  # a NUL in a path: ValueError from os.stat, a traceback
+     "'prompt.encoder' must be a file name without control characters, got '\\x00' in it"),
+    ('  encoder: e.onnx\n  decoder: "d\\x1b[2J.onnx"\n',
+     "'prompt.decoder' must be a file name without control characters, got '\\x1b' in it"),
+    ("  encoder: e.onnx\n  decoder: d.onnx\n  mean: [a, 1, 2]\n", "'prompt.mean' must be a number, got str"),
 ])
 def test_sidecar_values_refused_naming_the_key(tmp_path: Path, body: str, message: str) -> None:
     with pytest.raises(SidecarError) as caught:
