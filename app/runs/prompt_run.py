@@ -90,6 +90,8 @@ def _row(line: int, row: list[str], names: dict[str, int], *, first_name: int) -
         raise ValueError(f"expected file,x0,y0,x1,y1[,class], got {len(cells)} column{'s' * (len(cells) != 1)}")
     file = cells[0]
     relative = Path(file)
+    if "\x00" in file:  # os.stat raises ValueError on it: no file has such a name
+        raise ValueError(f"the file {file!r} has a NUL in its name: no file has")
     if not file or relative.anchor or ".." in relative.parts:
         raise ValueError(f"the file {file!r} must be a path inside the folder (relative, without '..')")
     corners = []

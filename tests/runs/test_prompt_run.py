@@ -106,3 +106,12 @@ def test_a_boxes_file_without_boxes_is_one_line(pair: Path, tmp_path: Path, text
     result = run_boxes(_session(pair), boxes, tmp_path, tmp_path / "out")
     assert result.problems == (f"{boxes}: no boxes: expected rows file,x0,y0,x1,y1[,class]",)
     assert result.written == () and not (tmp_path / "out").exists()
+
+
+def test_a_file_name_with_a_nul_is_its_rows_line(pair: Path, tmp_path: Path) -> None:
+    _image(tmp_path / "a.png")
+    boxes = tmp_path / "boxes.csv"
+    boxes.write_text("a\x00.png,1,1,5,5\na.png,20,20,40,40\n", encoding="utf-8")  # ValueError from os.stat
+    result = run_boxes(_session(pair), boxes, tmp_path, tmp_path / "out")
+    assert result.problems == (f"{boxes}: row 1: the file 'a\\x00.png' has a NUL in its name: no file has",)
+    assert result.written == (tmp_path / "out" / "a_mask.png",)
