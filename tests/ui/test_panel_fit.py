@@ -172,3 +172,31 @@ def test_the_panel_does_not_narrow_again_and_move_the_picture(qtbot, make_main_w
     settle()
     assert window.panel.legend.count_text(1) == "–"
     assert area.width() == wide
+
+
+def test_a_long_reference_name_does_not_widen_the_panel(qtbot, make_main_window, models, tmp_path):
+    """A DICOM series' per-slice correction is named by its UID (`1.2.826.0.1.3680043…_slice0019_mask.png`): no
+    space to wrap at, so the comparison line once widened the side panel to ~640 px at 1280×720 (the picture
+    squeezed to a third of the window). The name is shortened in the middle; the panel keeps its width."""
+    widths = []
+    for name in ("case1", "1.2.826.0.1.3680043.8.498.83371447267590019624817366194455839" + "_slice0019"):
+        folder = tmp_path / f"in_{len(widths)}"
+        references = tmp_path / f"references_{len(widths)}"
+        folder.mkdir()
+        references.mkdir()
+        Image.fromarray(np.full((60, 80), 128, np.uint8)).save(folder / f"{name}.png")
+        reference = np.zeros((60, 80), np.uint8)
+        reference[:, 30:] = 1
+        Image.fromarray(reference).save(references / f"{name}.png")
+        window = make_main_window(models("binary_logits"), settings=f"s{len(widths)}.ini")
+        window.resize(1280, 720)
+        with qtbot.waitSignal(window.overlay_shown, timeout=TIMEOUT):
+            window.add_paths([folder])
+        with qtbot.waitSignal(window.tuner.retuned_shown, timeout=TIMEOUT):
+            window.set_reference_folder(references)
+        settle()
+        assert "IoU" in window.panel.decision.comparison_text()
+        widths.append(window.panel.parentWidget().parentWidget().width())
+        window.close()
+    assert widths[1] == widths[0]
+    assert "…" in window.panel.decision.comparison_text().splitlines()[0]

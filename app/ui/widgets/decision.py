@@ -239,7 +239,7 @@ class DecisionControls(QGroupBox):
         elif scored.metrics is None:
             self._comparison.setText(f"No metrics: {scored.notice}")
         else:
-            metrics, source = scored.metrics, Path(scored.reference).name
+            metrics, source = scored.metrics, middle_elided(Path(scored.reference).name)
             lines = [f"vs {source}: IoU {metrics.iou:.3f} · Dice {metrics.dice:.3f}"]
             for c in metrics.classes:
                 if c.present:
@@ -359,3 +359,13 @@ class FolderScores(QGroupBox):
 def _item(combo: QComboBox, row: int) -> QStandardItem:
     """Row `row` of a combo box's list (a QComboBox's own model is a QStandardItemModel with every row set)."""
     return cast("QStandardItemModel", combo.model()).item(row)
+
+
+def middle_elided(name: str, most: int = 34) -> str:
+    """`name` within `most` characters, its middle cut (`1.2.826.0.1.36…_slice0019_mask.png`): a file name has no
+    space to wrap at, and a DICOM series' UID-named reference once widened the side panel to half the window."""
+    if len(name) <= most:
+        return name
+    tail = (most - 1) * 3 // 5  # the end says which slice and which kind of file
+    return f"{name[: most - 1 - tail]}…{name[-tail:]}"
+
