@@ -64,8 +64,12 @@ def prompt_volume(model: PromptModel, volume: Volume, *, start: int, points: Seq
     def pixels(i: int) -> np.ndarray:
         return read_slice(volume, i).display()
 
+    def key(i: int) -> tuple[str, str, int]:
+        # the session's cache outlives this call: slice i alone was slice i of any volume the session prompted
+        return str(volume.source), volume.key, i
+
     try:
-        proposal = model.decode(model.embed(pixels(start), key=start), points, box=box)
+        proposal = model.decode(model.embed(pixels(start), key=key(start)), points, box=box)
     except PromptError as exc:
         raise PromptError(f"{volume.source}: slice {start + 1}: {exc}") from exc
     labels = np.zeros(shape, np.uint8)
@@ -74,7 +78,7 @@ def prompt_volume(model: PromptModel, volume: Volume, *, start: int, points: Seq
     for direction in _directions(propagate_to):
         given: list[int] = []
         for record in propagate(model, pixels, start=start, mask=proposal.mask, low_res=proposal.low_res,
-                                step=STEPS[direction], count=base + per, key=lambda i: i,
+                                step=STEPS[direction], count=base + per, key=key,
                                 settings=settings or PropagationSettings(), first=base):
             if isinstance(record, PropagationEnd):
                 ends.append(DirectionEnd(direction, tuple(given), record))

@@ -1,0 +1,30 @@
+"""app.runs.prompt_volume: a session's embeddings cache is shared by everything it prompts, so a volume's slice
+is keyed by the volume as well as the slice (slice 3 of one volume is not slice 3 of another)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import nibabel as nib
+import numpy as np
+
+from app.inference.prompt import Point, load_prompt_spec, open_prompt_session
+from app.io.nifti import nifti_volume
+from app.runs.prompt_volume import prompt_volume
+from tests.inference.prompt_pairs import sam2_pair
+
+
+def _nifti(path: Path, value: int) -> Path:
+    data = np.full((64, 48, 5), 20, np.int16)  # x, y, z: 5 slices of 48 rows × 64 columns
+    data[20:40, 10:30, :] = value
+    nib.save(nib.Nifti1Image(data, np.eye(4)), str(path))
+    return path
+
+
+def test_each_volumes_slice_is_encoded_for_itself(tmp_path: Path) -> None:
+    session = open_prompt_session(load_prompt_spec(sam2_pair(tmp_path, radius=10.0)), "cpu")
+    first = nifti_volume(_nifti(tmp_path / "a.nii.gz", 200))
+    second = nifti_volume(_nifti(tmp_path / "b.nii.gz", 90))
+    for volume in (first, second, first):  # back to the first: its slice from the cache
+        prompt_volume(session, volume, start=2, points=[Point(30, 20)])
+    assert session.encoder_runs == 2
