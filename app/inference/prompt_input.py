@@ -65,7 +65,7 @@ def check_prompt(points: Sequence[Point], box: Box | None, image_hw: tuple[int, 
         raise PromptError("no prompt: give at least one point or a box")
     for point in points:
         if not (math.isfinite(point.x) and math.isfinite(point.y)):
-            raise PromptError(f"point ({point.x}, {point.y}) is not a number")
+            raise PromptError(f"point ({_n(point.x)}, {_n(point.y)}) is not a number")
         if point.label not in (POSITIVE, NEGATIVE):
             raise PromptError(f"point ({_n(point.x)}, {_n(point.y)}) has label {point.label}: a point's label is 1 "
                               "(positive) or 0 (negative)")
@@ -89,4 +89,5 @@ def _checked_box(box: Box, w: int, h: int) -> Box:
 
 
 def _n(value: float) -> str:
-    return str(int(value)) if float(value).is_integer() else f"{value:g}"
+    """A coordinate as a person wrote it: 5, 12.5, nan, 1e+308 (not the 309 digits of int(1e308))."""
+    return str(int(value)) if float(value).is_integer() and abs(value) < 1e15 else f"{value:g}"

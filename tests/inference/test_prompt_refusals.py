@@ -167,6 +167,10 @@ def session(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untype
     ((), Box(10, 60, 50, 20), "box (10, 60, 50, 20) has zero area: x1 must be above x0 and y1 above y0"),
     ((), Box(300, 10, 400, 50), "box (300, 10, 400, 50) lies outside the image (200×100 pixels)"),
     ((Point(float("nan"), 1),), None, "point (nan, 1) is not a number"),
+    ((Point(float("nan"), 5.0),), None, "point (nan, 5) is not a number"),  # as the CLI gives it: floats
+    ((Point(1e308, 5.0),), None, "point (1e+308, 5) is outside the image (200×100 pixels: x from 0 to 199, y from 0 "
+                                 "to 99)"),  # not its 309 digits
+    ((), Box(0, 0, 1e300, -1e20), "box (0, 0, 1e+300, -1e+20) has zero area: x1 must be above x0 and y1 above y0"),
 ])
 def test_prompts_that_cannot_be_used(session, points, box, message) -> None:  # type: ignore[no-untyped-def]
     embedding = session.embed(np.zeros((100, 200), np.uint8))
