@@ -30,6 +30,7 @@ from app.inference.prompt_input import (
     PromptModel,
     Proposal,
     check_prompt,
+    prompt_image_shape,
 )
 from app.inference.prompt_spec import SAM, PromptSpec, load_prompt_spec
 from app.inference.session import DeviceRequest, SessionInfo, open_onnx_session
@@ -59,7 +60,7 @@ class PromptSession:
         model before, else one encoder run. `image`: HxW or HxWx3 RGB. `run_options`: an onnxruntime RunOptions
         whose `terminate` another thread may set to cancel the run (the viewer's prefetch of the next image): it
         then raises InferenceError and nothing is cached."""
-        if image.ndim not in (2, 3) or min(image.shape[:2]) < 1:
+        if not prompt_image_shape(image.shape):
             raise PromptError(f"a prompt model takes an HxW or HxWx3 image, got shape {list(image.shape)}")
         full_key = (key if key is not None else image_identity(image), *self._model_key)
         cached = self.cache.get(full_key)
@@ -106,7 +107,8 @@ class PromptSession:
         if self.spec.layout == SAM and box is None:  # SamOnnxModel has no padding point of its own (SAM2's has)
             frame = np.concatenate([frame, np.zeros((1, 2), np.float32)])
             labels.append(float(PADDING))
-        if mask_input is not None and mask_input.shape[-2:] != (MASK_GRID, MASK_GRID):
+        if mask_input is not None and (mask_input.shape[-2:] != (MASK_GRID, MASK_GRID)
+                                       or mask_input.size != MASK_GRID * MASK_GRID):
             raise PromptError(f"mask_input must be {MASK_GRID}×{MASK_GRID} low-res logits, got shape "
                               f"{list(mask_input.shape)}")
         mask = np.zeros((1, 1, MASK_GRID, MASK_GRID), np.float32) if mask_input is None else \

@@ -46,8 +46,7 @@ def encoder_tensor(image: np.ndarray, geometry: FrameGeometry, *, mean: tuple[fl
                    std: tuple[float, float, float]) -> np.ndarray:
     """An HxW or HxWx3 (RGB) image → float32 [1, 3, frame, frame]: resized, normalised (0..255 mean/std), padded
     with zeros bottom/right (SAM pads the normalised image)."""
-    rgb = image if image.ndim == 3 else np.repeat(image[:, :, None], 3, axis=2)
-    rgb = as_8bit(rgb[:, :, :3])
+    rgb = as_rgb8(image)
     nh, nw = geometry.resized_hw
     # INTER_LINEAR as SAM's PIL bilinear resize; INTER_AREA would be better when shrinking but differs from SAM
     resized = cv2.resize(rgb, (nw, nh), interpolation=cv2.INTER_LINEAR).astype(np.float32)
@@ -55,6 +54,13 @@ def encoder_tensor(image: np.ndarray, geometry: FrameGeometry, *, mean: tuple[fl
     tensor = np.zeros((1, 3, geometry.frame, geometry.frame), np.float32)
     tensor[0, :, :nh, :nw] = normalised.transpose(2, 0, 1)
     return tensor
+
+
+def as_rgb8(image: np.ndarray) -> np.ndarray:
+    """HxW, HxWx1 (gray), HxWx3 or HxWx4 (alpha dropped) → HxWx3 8-bit (as_8bit)."""
+    rgb = image[:, :, :3] if image.ndim == 3 and image.shape[2] >= 3 else \
+        np.repeat(image.reshape(*image.shape[:2], 1), 3, axis=2)
+    return as_8bit(rgb)
 
 
 def as_8bit(image: np.ndarray) -> np.ndarray:

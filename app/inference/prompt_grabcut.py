@@ -12,8 +12,8 @@ import cv2
 import numpy as np
 
 from app.inference.prompt_cache import Embedding, image_identity
-from app.inference.prompt_frame import as_8bit, frame_geometry, image_to_low_res
-from app.inference.prompt_input import NEGATIVE, Box, Point, PromptError, Proposal, check_prompt
+from app.inference.prompt_frame import as_rgb8, frame_geometry, image_to_low_res
+from app.inference.prompt_input import NEGATIVE, Box, Point, PromptError, Proposal, check_prompt, prompt_image_shape
 
 ITERATIONS = 5  # grabCut's own examples use 5; more changes little on a box
 _SEED_RADIUS = 3  # pixels around a point marked sure foreground / background
@@ -31,10 +31,9 @@ class GrabCutSession:
 
     def embed(self, image: np.ndarray, *, key: Hashable | None = None) -> Embedding:
         """The image as grabCut takes it (8-bit, 3 channels); no model runs."""
-        if image.ndim not in (2, 3) or min(image.shape[:2]) < 1:
+        if not prompt_image_shape(image.shape):
             raise PromptError(f"grabcut takes an HxW or HxWx3 image, got shape {list(image.shape)}")
-        rgb = image if image.ndim == 3 else np.repeat(image[:, :, None], 3, axis=2)
-        rgb = np.ascontiguousarray(as_8bit(rgb[:, :, :3]))
+        rgb = np.ascontiguousarray(as_rgb8(image))
         hw = (int(image.shape[0]), int(image.shape[1]))
         return Embedding((key if key is not None else image_identity(image), "grabcut"), {"image": rgb},
                          frame_geometry(hw, 1024))

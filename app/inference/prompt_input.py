@@ -57,6 +57,12 @@ class PromptModel(Protocol):
                mask_input: np.ndarray | None = None) -> Proposal: ...
 
 
+def prompt_image_shape(shape: tuple[int, ...]) -> bool:
+    """Whether an image of `shape` can be encoded: HxW, or HxWx1/3/4 (gray, RGB, RGBA whose alpha is dropped); two
+    channels or five have no RGB reading."""
+    return len(shape) in (2, 3) and min(shape[:2]) >= 1 and (len(shape) == 2 or shape[2] in (1, 3, 4))
+
+
 def check_prompt(points: Sequence[Point], box: Box | None, image_hw: tuple[int, int]) -> Box | None:
     """Refuse, in one line, a prompt that cannot be used on an image of `image_hw`; returns the box clipped to
     the image (a detector's box may overhang it by a pixel)."""

@@ -195,3 +195,27 @@ def test_mean_and_std_share_one_scale(tmp_path: Path, extra: str, mean: tuple[fl
     spec = load_prompt_spec(sam2_pair(tmp_path, extra=extra))
     np.testing.assert_allclose(spec.mean, mean)
     np.testing.assert_allclose(spec.std, std)
+
+
+@pytest.mark.parametrize(("shape", "message"), [
+    ((40, 60, 2), "a prompt model takes an HxW or HxWx3 image, got shape [40, 60, 2]"),  # broadcast ValueError
+    ((40, 60, 5), "a prompt model takes an HxW or HxWx3 image, got shape [40, 60, 5]"),
+])
+def test_images_a_prompt_model_cannot_take(session, shape, message) -> None:  # type: ignore[no-untyped-def]
+    with pytest.raises(PromptError) as caught:
+        session.embed(np.zeros(shape, np.uint8))
+    assert str(caught.value) == message
+
+
+def test_a_one_channel_image_is_gray(session) -> None:  # type: ignore[no-untyped-def]
+    gray = np.random.default_rng(1).integers(0, 255, (40, 60), np.uint8)
+    one = session.embed(gray[:, :, None], key="one channel")  # HxWx1: a broadcast ValueError before
+    two = session.embed(gray, key="gray")
+    np.testing.assert_array_equal(session.decode(one, [Point(5, 5)]).mask, session.decode(two, [Point(5, 5)]).mask)
+
+
+def test_a_mask_input_of_another_size_is_one_line(session) -> None:  # type: ignore[no-untyped-def]
+    embedding = session.embed(np.zeros((100, 200), np.uint8))
+    with pytest.raises(PromptError) as caught:  # [2, 256, 256]: reshape's ValueError before
+        session.decode(embedding, [Point(5, 5)], mask_input=np.zeros((2, 256, 256), np.float32))
+    assert str(caught.value) == "mask_input must be 256×256 low-res logits, got shape [2, 256, 256]"
