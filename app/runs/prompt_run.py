@@ -144,8 +144,6 @@ def run_boxes(model: PromptModel, boxes: Path, folder: Path, out: Path, *,
               on_line: Callable[[str], None] | None = None) -> PromptRunResult:
     """Every image named in `boxes` (relative to `folder`) → a label mask under `out`: each box's mask painted
     with its class value, later rows over earlier ones. `on_line` hears each problem as it happens."""
-    from app.io.images import read_image
-
     parsed = read_boxes(boxes)
     problems = list(parsed.problems)
     say = on_line or (lambda _line: None)
@@ -169,10 +167,15 @@ def run_boxes(model: PromptModel, boxes: Path, folder: Path, out: Path, *,
             say(problems[-1])
             continue
         try:
-            pixels = read_image(image_path).display()
+            pixels = _picture(image_path, file)
         except SegLensError as exc:
             lines = ", ".join(str(r.line) for r in rows)
             problems.append(f"{boxes}: row{'s' * (len(rows) > 1)} {lines}: {error_line(image_path, exc)}")
+            say(problems[-1])
+            continue
+        if isinstance(pixels, str):
+            lines = ", ".join(str(r.line) for r in rows)
+            problems.append(f"{boxes}: row{'s' * (len(rows) > 1)} {lines}: {pixels}")
             say(problems[-1])
             continue
         target = mask_path(out, file)
@@ -188,6 +191,26 @@ def run_boxes(model: PromptModel, boxes: Path, folder: Path, out: Path, *,
             atomic_write(target, encode_png(label))
             written.append(target)
     return PromptRunResult(tuple(written), tuple(problems), done, parsed.class_names)
+
+
+def _picture(path: Path, file: str) -> np.ndarray | str:
+    """The image's pixels as the viewer shows them, or why a box cannot be drawn on it: a volume or a multi-frame
+    file (read_image gives its first slice, which a detector's box may not be of)."""
+    from app.io.images import read_image
+    from app.io.volumes import is_volume_file
+
+    if is_volume_file(path):
+        from app.io.nifti import nifti_volume
+
+        depth = nifti_volume(path).depth
+        if depth > 1:
+            return (f"{file} is a volume of {depth} slices: a boxes file prompts 2-D images (a volume's slice: "
+                    "seglens-cli prompt MODEL VOLUME --slice K --box …)")
+    image = read_image(path)
+    if image.frame_count > 1:
+        return (f"{file} has {image.frame_count} frames: a boxes file prompts 2-D images (a volume's slice: "
+                "seglens-cli prompt MODEL VOLUME --slice K --box …)")
+    return image.display()
 
 
 def _paint(model: PromptModel, pixels: np.ndarray, rows: list[BoxRow], boxes: Path, problems: list[str],

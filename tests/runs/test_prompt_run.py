@@ -115,3 +115,16 @@ def test_a_file_name_with_a_nul_is_its_rows_line(pair: Path, tmp_path: Path) -> 
     result = run_boxes(_session(pair), boxes, tmp_path, tmp_path / "out")
     assert result.problems == (f"{boxes}: row 1: the file 'a\\x00.png' has a NUL in its name: no file has",)
     assert result.written == (tmp_path / "out" / "a_mask.png",)
+
+
+def test_a_volume_in_the_boxes_file_is_its_rows_line(pair: Path, tmp_path: Path) -> None:
+    import nibabel as nib
+
+    _image(tmp_path / "a.png")
+    nib.save(nib.Nifti1Image(np.full((64, 48, 5), 20, np.int16), np.eye(4)), str(tmp_path / "v.nii.gz"))
+    boxes = tmp_path / "boxes.csv"
+    boxes.write_text("v.nii.gz,1,1,5,5\nv.nii.gz,2,2,9,9\na.png,20,20,40,40\n", encoding="utf-8")
+    result = run_boxes(_session(pair), boxes, tmp_path, tmp_path / "out")  # it was slice 1's mask, silently
+    assert result.problems == (f"{boxes}: rows 1, 2: v.nii.gz is a volume of 5 slices: a boxes file prompts 2-D "
+                               "images (a volume's slice: seglens-cli prompt MODEL VOLUME --slice K --box …)",)
+    assert result.written == (tmp_path / "out" / "a_mask.png",)
