@@ -28,3 +28,12 @@ def test_each_volumes_slice_is_encoded_for_itself(tmp_path: Path) -> None:
     for volume in (first, second, first):  # back to the first: its slice from the cache
         prompt_volume(session, volume, start=2, points=[Point(30, 20)])
     assert session.encoder_runs == 2
+
+
+def test_propagating_both_ways_encodes_each_slice_once(tmp_path: Path) -> None:
+    # 160 frame pixels: a disc of 10 image pixels on a 64-column slice (16 frame pixels each)
+    session = open_prompt_session(load_prompt_spec(sam2_pair(tmp_path, radius=160.0)), "cpu")
+    volume = nifti_volume(_nifti(tmp_path / "a.nii.gz", 200))
+    result = prompt_volume(session, volume, start=2, points=[Point(30, 20)], propagate_to="both")
+    assert result.slices == (0, 1, 2, 3, 4)  # the test decoder's disc under the point, on every slice
+    assert session.encoder_runs == 5  # the start slice once for both directions
