@@ -123,3 +123,21 @@ def test_the_next_and_previous_slices_are_encoded_ahead_through_the_readers_wind
 
     qtbot.waitUntil(lambda: smart.worker.model.encoder_runs == len(encoded()), timeout=TIMEOUT)
     assert len(set(encoded())) == len(encoded()) and {CENTRE - 1, CENTRE, CENTRE + 1} <= set(encoded())
+
+
+def test_a_proposal_the_mask_has_already_can_still_be_propagated(qtbot, volume_window):
+    """Accepting a proposal the model's mask already holds (the object is right on this slice) changed nothing
+    and so accepted nothing: Propagate then said "accept one first". The reader chose the object: it is kept."""
+    window, _ = volume_window
+    QTest.keyClick(window, Qt.Key.Key_S)
+    smart = window.editor.smart
+    qtbot.waitUntil(lambda: smart.model_ready is not None, timeout=TIMEOUT)
+    with qtbot.waitSignal(smart.proposal_shown, timeout=TIMEOUT):  # the ground, class 1 in the model's mask
+        QTest.mouseClick(window.viewer.viewport(), Qt.MouseButton.LeftButton, Qt.KeyboardModifier.NoModifier,
+                         window.viewer.mapFromScene(QPointF(85.5, 85.5)))
+    proposal = smart.proposal
+    assert window.editor.mask[proposal.mask].min() == window.editor.label()  # nothing for Enter to change
+    with qtbot.waitSignal(smart.message, timeout=TIMEOUT) as said:
+        QTest.keyClick(window, Qt.Key.Key_Return)
+    assert said.args == ["The proposal is in the class already: nothing changed on this slice"]
+    assert smart.accepted is proposal and window.panel.edit._down.isVisible()

@@ -219,9 +219,11 @@ class Smart(QObject):
             return False
         box = self._box if replace else None
         changed = self._editor.apply_proposal(proposal.mask, replace_in=box)
-        self.accepted = proposal if changed else self.accepted
+        if not changed:  # still the object the reader chose: Propagate carries it (the model had it right here)
+            self.message.emit("The proposal is in the class already: nothing changed on this slice")
+        self.accepted = proposal
         self.discard()
-        self._panel.show_propagation(changed and self.volume() is not None)
+        self._panel.show_propagation(self.volume() is not None)
         return changed
 
     def discard(self) -> None:
