@@ -91,6 +91,8 @@ def cmd_prompt(args: argparse.Namespace) -> int:
               file=sys.stderr)
         return EXIT_USAGE
     volume = None if args.boxes is not None else _volume_of(args)
+    if volume is None and args.boxes is None and args.out.suffix.lower() != ".png":  # PNG bytes under any name
+        volume = f"--out {args.out}: the mask of a picture is a PNG (0 background, 1 the object): name it .png"
     if isinstance(volume, str):  # a refusal, said in one line
         print(f"error: {_shown(volume)}", file=sys.stderr)
         return EXIT_USAGE

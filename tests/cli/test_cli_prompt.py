@@ -187,3 +187,14 @@ def test_out_never_the_input(tmp_path: Path, capsys: pytest.CaptureFixture[str])
     assert capsys.readouterr().err == (f"error: --out {volume} is the input image: it would be replaced; choose "
                                        "another file\n")
     assert image.read_bytes() == original and volume.read_bytes() == before
+
+
+@pytest.mark.parametrize("name", ["mask.nii.gz", "mask.jpg", "mask"])
+def test_a_picture_mask_is_a_png(tmp_path: Path, name: str, capsys: pytest.CaptureFixture[str]) -> None:
+    image = _image(tmp_path / "photo.png", (120, 160), square=(50, 30, 110, 90))
+    out = tmp_path / name  # PNG bytes were written under any name: a .nii.gz that was no NIfTI
+    assert main(["prompt", "grabcut", str(image), "--box", "40,20,120,100", "--out", str(out)]) == 2
+    assert capsys.readouterr().err == (f"error: --out {out}: the mask of a picture is a PNG (0 background, 1 the "
+                                       "object): name it .png\n")
+    assert not out.exists()
+    assert main(["prompt", "grabcut", str(image), "--box", "40,20,120,100", "--out", str(tmp_path / "m.PNG")]) == 0
