@@ -38,6 +38,7 @@ ENCODER_OUTPUTS = {SAM: ("image_embeddings",), SAM2: ("high_res_feats_0", "high_
 _FLOAT_INPUTS = ("point_coords", "point_labels", "mask_input", "has_mask_input", "orig_im_size")
 _PROMPT_KEYS = ("encoder", "decoder", "layout", "input_size", "resize", "mean", "std", "mask_threshold")
 _TOP_KEYS = ("name", "description", "prompt")
+_SIDECAR_BYTES = 1 << 20  # prompt_sidecar.MAX_BYTES: the most a sidecar may hold
 
 
 @dataclass(frozen=True)
@@ -78,12 +79,16 @@ class PromptSpec:
 
 def is_prompt_sidecar(path: Path) -> bool:
     """Whether `path` is a YAML file with a top-level `prompt:` section (cheap: used by `info` to choose)."""
+    from app.io.regular import open_regular  # not prompt_sidecar: it imports PyYAML
+
     if path.suffix.lower() not in (".yaml", ".yml") or not path.is_file():
         return False
-    try:
-        return any(line.startswith("prompt:") for line in path.read_text("utf-8", errors="replace").splitlines())
+    try:  # a sidecar's size at most (a model's big YAML is not read whole): a longer one is refused when read
+        with open_regular(path) as handle:
+            head = handle.read(_SIDECAR_BYTES + 1)
     except OSError:
         return False
+    return any(line.startswith(b"prompt:") for line in head.splitlines())
 
 
 def load_prompt_spec(sidecar: Path) -> PromptSpec:

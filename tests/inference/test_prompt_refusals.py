@@ -219,3 +219,23 @@ def test_a_mask_input_of_another_size_is_one_line(session) -> None:  # type: ign
     with pytest.raises(PromptError) as caught:  # [2, 256, 256]: reshape's ValueError before
         session.decode(embedding, [Point(5, 5)], mask_input=np.zeros((2, 256, 256), np.float32))
     assert str(caught.value) == "mask_input must be 256×256 low-res logits, got shape [2, 256, 256]"
+
+
+def test_telling_a_prompt_sidecar_reads_at_most_a_sidecars_size(tmp_path: Path) -> None:
+    import tracemalloc
+
+    from app.inference.prompt_spec import is_prompt_sidecar
+
+    big = tmp_path / "big.yaml"
+    with big.open("wb") as handle:  # sparse: 200 MiB that read_text held whole, several times over
+        handle.write(b"name: x\n")
+        handle.truncate(200 << 20)
+    tracemalloc.start()
+    try:
+        assert not is_prompt_sidecar(big)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 8 << 20
+    (tmp_path / "pair.yaml").write_text("name: p\nprompt:\n  encoder: e.onnx\n", encoding="utf-8")
+    assert is_prompt_sidecar(tmp_path / "pair.yaml")
