@@ -68,7 +68,7 @@ def read_boxes(path: Path) -> BoxesFile:
         raise SegLensError(f"{path}: cannot read the boxes file ({one_line(exc)})") from exc
     if len(raw) > MAX_ROWS:
         raise SegLensError(f"{path}: over {MAX_ROWS} rows: split the boxes file")
-    if raw and tuple(c.strip().lower() for c in raw[0][1][:5]) == _HEADER:
+    if raw and _is_header(raw[0][1]):
         raw = raw[1:]
     if not raw:  # an empty detector output is said, not a silent "0 masks"
         return BoxesFile((), (f"{path}: no boxes: expected rows file,x0,y0,x1,y1[,class]",), {})
@@ -82,6 +82,23 @@ def read_boxes(path: Path) -> BoxesFile:
         except ValueError as exc:
             problems.append(f"{path}: row {line}: {exc}")
     return BoxesFile(tuple(rows), tuple(problems), names)
+
+
+def _is_header(row: list[str]) -> bool:
+    """`file,x0,y0,x1,y1` or a detector's own words (`filename,xmin,ymin,xmax,ymax`): four coordinate cells that
+    are all words, none a number (one bad number among numbers is a bad row, said)."""
+    cells = [c.strip() for c in row]
+    if tuple(c.lower() for c in cells[:5]) == _HEADER:
+        return True
+    return len(cells) in (5, 6) and all(c and not _is_number(c) for c in cells[1:5])
+
+
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
 
 
 def _row(line: int, row: list[str], names: dict[str, int], *, first_name: int) -> BoxRow:

@@ -128,3 +128,18 @@ def test_a_volume_in_the_boxes_file_is_its_rows_line(pair: Path, tmp_path: Path)
     assert result.problems == (f"{boxes}: rows 1, 2: v.nii.gz is a volume of 5 slices: a boxes file prompts 2-D "
                                "images (a volume's slice: seglens-cli prompt MODEL VOLUME --slice K --box …)",)
     assert result.written == (tmp_path / "out" / "a_mask.png",)
+
+
+@pytest.mark.parametrize("header", ["file,x0,y0,x1,y1", "filename,xmin,ymin,xmax,ymax,label",
+                                    " Image , X1 , Y1 , X2 , Y2 "])
+def test_a_header_row_by_its_words(tmp_path: Path, header: str) -> None:
+    boxes = tmp_path / "boxes.csv"
+    boxes.write_text(f"{header}\na.png,1,1,5,5\n", encoding="utf-8")  # a detector's own header was "row 1: x0 …"
+    parsed = read_boxes(boxes)
+    assert parsed.problems == () and [row.line for row in parsed.rows] == [2]
+
+
+def test_a_first_row_with_one_bad_number_is_no_header(tmp_path: Path) -> None:
+    boxes = tmp_path / "boxes.csv"
+    boxes.write_text("a.png,1,x,5,5\na.png,1,1,5,5\n", encoding="utf-8")
+    assert read_boxes(boxes).problems == (f"{boxes}: row 1: y0 'x' is not a number",)
