@@ -39,7 +39,8 @@ def frame_geometry(image_hw: tuple[int, int], frame: int, *, resize: str = "long
     if resize == "stretch":
         return FrameGeometry(image_hw, frame, (frame, frame))
     scale = frame / max(h, w)
-    return FrameGeometry(image_hw, frame, (int(h * scale + 0.5), int(w * scale + 0.5)))
+    # at least one row: a 1×5000 image's 0.2048 rounds to none (SAM's own rounding; cv2.resize refuses a 0 side)
+    return FrameGeometry(image_hw, frame, (max(1, int(h * scale + 0.5)), max(1, int(w * scale + 0.5))))
 
 
 def encoder_tensor(image: np.ndarray, geometry: FrameGeometry, *, mean: tuple[float, float, float],

@@ -219,3 +219,19 @@ def test_grabcut_works_around_the_box_and_refuses_a_box_over_the_whole_image() -
         grabcut.decode(small, box=Box(0, 0, 60, 50))
     assert str(caught.value) == ("grabcut: the box (0, 0, 60, 50) leaves no background to learn from (it covers the "
                                  "whole image)")
+
+
+@pytest.mark.parametrize("layout", ["sam", "sam2"])
+def test_a_one_pixel_thin_image_keeps_a_row_in_the_frame(sessions: dict[str, PromptSession], layout: str) -> None:
+    assert frame_geometry((1, 5000), 1024).resized_hw == (1, 1024)  # int(0.2048 + 0.5) = 0: cv2.resize's assertion
+    session = sessions[layout]
+    proposal = session.decode(session.embed(np.full((1, 5000), 90, np.uint8)), [Point(2500, 0)])
+    assert proposal.mask.shape == (1, 5000) and proposal.mask[0, 2500]
+
+
+def test_grabcut_on_a_one_pixel_thin_image() -> None:
+    from app.inference.prompt_grabcut import GrabCutSession
+
+    grabcut = GrabCutSession()
+    proposal = grabcut.decode(grabcut.embed(np.full((1, 5000), 90, np.uint8)), box=Box(100, 0, 400, 1))
+    assert proposal.mask.shape == (1, 5000) and proposal.low_res.shape == (256, 256)
