@@ -132,6 +132,10 @@ def _volume_of(args: argparse.Namespace) -> Volume | str | None:
     if not args.out.name.lower().endswith((".nii", ".nii.gz")):
         return (f"--out {args.out}: a volume's mask is a label volume with the volume's geometry: name it .nii.gz "
                 "or .nii")
+    folder = Path(os.path.realpath(volume.source))
+    if volume.kind == "dicom" and folder in Path(os.path.realpath(args.out)).parents:
+        return (f"--out {args.out} is inside the series' folder {volume.source}: the next time it is opened it "
+                "would hold two volumes; choose a file outside it")
     return volume
 
 

@@ -198,3 +198,19 @@ def test_a_picture_mask_is_a_png(tmp_path: Path, name: str, capsys: pytest.Captu
                                        "object): name it .png\n")
     assert not out.exists()
     assert main(["prompt", "grabcut", str(image), "--box", "40,20,120,100", "--out", str(tmp_path / "m.PNG")]) == 0
+
+
+def test_a_series_label_volume_never_inside_the_series_folder(tmp_path: Path,
+                                                             capsys: pytest.CaptureFixture[str]) -> None:
+    import shutil
+
+    series = tmp_path / "series"
+    shutil.copytree(Path(__file__).resolve().parents[2] / "resources" / "samples" / "ct", series)
+    for out in (series / "lung.nii.gz", series / "sub" / "lung.nii.gz"):  # the folder then held 2 volumes
+        assert main(["prompt", "grabcut", str(series), "--slice", "17", "--box", "61,65,128,166",
+                     "--out", str(out)]) == 2
+        assert capsys.readouterr().err == (f"error: --out {out} is inside the series' folder {series}: the next "
+                                           "time it is opened it would hold two volumes; choose a file outside it\n")
+        assert not out.exists()
+    assert main(["prompt", "grabcut", str(series), "--slice", "17", "--box", "61,65,128,166",
+                 "--out", str(tmp_path / "lung.nii.gz")]) == 0
