@@ -201,7 +201,9 @@ def cmd_prompt_info(args: argparse.Namespace) -> int:
         for half, info in (("encoder", session.info), ("decoder", session.decoder_info)):
             where[half] = {"provider": info.provider_label, "fallback_reason": info.fallback_reason,
                            "load_ms": round(info.load_ms, 1)}
-            reason = f" ({info.fallback_reason})" if info.fallback_reason else ""
+            # the label says "CPU (no NVIDIA GPU)" itself: the reason once
+            said = info.fallback_reason and info.fallback_reason not in info.provider_label
+            reason = f" ({info.fallback_reason})" if said else ""
             lines.append(f"  {half + ' runs':<15} {info.provider_label}{reason}, loaded in {info.load_ms:.0f} ms")
     if args.json:
         print(json.dumps({"prompt_model": spec.name, "layout": spec.layout, "encoder": str(spec.encoder),

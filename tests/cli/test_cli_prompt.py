@@ -214,3 +214,11 @@ def test_a_series_label_volume_never_inside_the_series_folder(tmp_path: Path,
         assert not out.exists()
     assert main(["prompt", "grabcut", str(series), "--slice", "17", "--box", "61,65,128,166",
                  "--out", str(tmp_path / "lung.nii.gz")]) == 0
+
+
+def test_info_says_why_a_half_runs_on_the_cpu_once(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from app.inference.session import NO_GPU
+
+    assert main(["info", str(sam_pair(tmp_path))]) == 0  # auto: "CPU (no NVIDIA GPU) (no NVIDIA GPU)" before
+    for line in capsys.readouterr().out.splitlines()[-2:]:
+        assert line.count(NO_GPU) <= 1 and line.count("(") == line.count(")")
