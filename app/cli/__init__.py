@@ -270,11 +270,13 @@ def cmd_info(args: argparse.Namespace) -> int:
     if args.model.suffix.lower() == ".png":
         print(_shown(json.dumps(png_provenance(args.model), indent=2, ensure_ascii=False)))
         return EXIT_OK
-    from app.inference.prompt_spec import is_prompt_sidecar
+    from app.inference.prompt_spec import prompt_sidecar_of
 
-    if is_prompt_sidecar(args.model):  # a prompt model's pair, by its sidecar (app/cli/prompt.py)
+    pair = prompt_sidecar_of(args.model)  # a prompt model's pair, by its sidecar or bundled name (app/cli/prompt.py)
+    if pair is not None:
         from app.cli.prompt import cmd_prompt_info
 
+        args.model = pair
         return cmd_prompt_info(args)
     spec = load_spec(resolved_model(args.model), args.config)
     session_info = None

@@ -91,6 +91,19 @@ def is_prompt_sidecar(path: Path) -> bool:
     return any(line.startswith(b"prompt:") for line in head.splitlines())
 
 
+def prompt_sidecar_of(model: Path) -> Path | None:
+    """MODEL as `info` takes it, when it is a prompt pair: its sidecar, or a bundled pair's by its bare name
+    (`prompt_demo`, as `seglens-cli prompt` takes it); None for anything else."""
+    if is_prompt_sidecar(model):
+        return model
+    if model.suffix or model.name != str(model) or model.exists():
+        return None
+    from app.paths import models_dir
+
+    bundled = models_dir() / f"{model.name}.yaml"
+    return bundled if is_prompt_sidecar(bundled) else None
+
+
 def load_prompt_spec(sidecar: Path) -> PromptSpec:
     """The sidecar's `prompt:` section, checked against the two graphs; SidecarError or ModelError in one line."""
     from app.inference.prompt_sidecar import read_prompt_section

@@ -222,3 +222,8 @@ def test_info_says_why_a_half_runs_on_the_cpu_once(tmp_path: Path, capsys: pytes
     assert main(["info", str(sam_pair(tmp_path))]) == 0  # auto: "CPU (no NVIDIA GPU) (no NVIDIA GPU)" before
     for line in capsys.readouterr().out.splitlines()[-2:]:
         assert line.count(NO_GPU) <= 1 and line.count("(") == line.count(")")
+
+
+def test_info_on_the_bundled_pair_by_its_name(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["info", "prompt_demo", "--no-session"]) == 0  # prompt takes the name; info said "unknown model"
+    assert capsys.readouterr().out.splitlines()[1] == "  layout          sam2  (sidecar)"
