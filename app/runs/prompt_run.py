@@ -60,19 +60,23 @@ def read_boxes(path: Path) -> BoxesFile:
         raise SegLensError(f"{path}: {'boxes file not found' if problem == 'file not found' else problem}")
     if path.stat().st_size > MAX_BYTES:
         raise SegLensError(f"{path}: the boxes file is over {MAX_BYTES >> 20} MiB: split it")
+    raw: list[tuple[int, list[str]]] = []
     try:
         text = read_regular(path).decode("utf-8-sig")
-        raw = [(n, row) for n, row in enumerate(csv.reader(io.StringIO(text, newline="")), start=1)
-               if any(c.strip() for c in row)]
+        for n, row in enumerate(csv.reader(io.StringIO(text, newline="")), start=1):
+            if any(c.strip() for c in row):
+                raw.append((n, row))
+            if len(raw) > MAX_ROWS + 1:  # + a header; refused before every row is held (GBs of lists)
+                raise SegLensError(f"{path}: over {MAX_ROWS} rows: split the boxes file")
     except (OSError, UnicodeDecodeError, csv.Error) as exc:
         raise SegLensError(f"{path}: cannot read the boxes file ({one_line(exc)})") from exc
-    if len(raw) > MAX_ROWS:
-        raise SegLensError(f"{path}: over {MAX_ROWS} rows: split the boxes file")
     if raw and _is_header(raw[0][1]):
         raw = raw[1:]
+    if len(raw) > MAX_ROWS:
+        raise SegLensError(f"{path}: over {MAX_ROWS} rows: split the boxes file")
     if not raw:  # an empty detector output is said, not a silent "0 masks"
         return BoxesFile((), (f"{path}: no boxes: expected rows file,x0,y0,x1,y1[,class]",), {})
-    numbers = [n for _, row in raw if len(row) > 5 and (n := _class_number(row[5].strip())) is not None]
+    numbers = [v for _, row in raw if len(row) > 5 and (v := _class_number(row[5].strip())) is not None]
     valid = [n for n in numbers if 1 <= n <= 255]  # a bad row's 300 does not push every name past 255
     names: dict[str, int] = {}
     rows, problems = [], []

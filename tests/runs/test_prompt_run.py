@@ -143,3 +143,24 @@ def test_a_first_row_with_one_bad_number_is_no_header(tmp_path: Path) -> None:
     boxes = tmp_path / "boxes.csv"
     boxes.write_text("a.png,1,x,5,5\na.png,1,1,5,5\n", encoding="utf-8")
     assert read_boxes(boxes).problems == (f"{boxes}: row 1: y0 'x' is not a number",)
+
+
+def test_rows_over_the_limit_refused_before_they_are_all_held(tmp_path: Path,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    import tracemalloc
+
+    from app.errors import SegLensError
+    from app.runs import prompt_run
+
+    monkeypatch.setattr(prompt_run, "MAX_ROWS", 1000)  # the real limit's 1e6 rows, a thousandth of the time
+    boxes = tmp_path / "boxes.csv"
+    boxes.write_text("a,1,1,2,2\n" * 100_000, encoding="utf-8")  # 1 MB of text: every row parsed was ~40 MB
+    tracemalloc.start()
+    try:
+        with pytest.raises(SegLensError) as caught:
+            read_boxes(boxes)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert str(caught.value) == f"{boxes}: over 1000 rows: split the boxes file"
+    assert peak < 8 << 20
