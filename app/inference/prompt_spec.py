@@ -88,7 +88,8 @@ def is_prompt_sidecar(path: Path) -> bool:
             head = handle.read(_SIDECAR_BYTES + 1)
     except OSError:
         return False
-    return any(line.startswith(b"prompt:") for line in head.splitlines())
+    # a BOM (Windows editors) before the first key: PyYAML reads past it, so must this
+    return any(line.startswith(b"prompt:") for line in head.removeprefix(b"\xef\xbb\xbf").splitlines())
 
 
 def prompt_sidecar_of(model: Path) -> Path | None:

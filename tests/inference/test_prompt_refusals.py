@@ -239,3 +239,5 @@ def test_telling_a_prompt_sidecar_reads_at_most_a_sidecars_size(tmp_path: Path) 
     assert peak < 8 << 20
     (tmp_path / "pair.yaml").write_text("name: p\nprompt:\n  encoder: e.onnx\n", encoding="utf-8")
     assert is_prompt_sidecar(tmp_path / "pair.yaml")
+    (tmp_path / "bom.yaml").write_text("prompt:\n  encoder: e.onnx\n", encoding="utf-8-sig")  # Notepad's BOM
+    assert is_prompt_sidecar(tmp_path / "bom.yaml")
