@@ -176,6 +176,10 @@ def _folder(args: argparse.Namespace, model: PromptModel) -> int:
         print(f"error: {_shown(args.image)}: with --boxes, IMAGE is the folder the CSV's file names are relative "
               "to", file=sys.stderr)
         return EXIT_USAGE
+    if os.path.lexists(args.out) and not args.out.is_dir():
+        print(f"error: --out {_shown(args.out)}: with --boxes, --out is a folder (the masks go in it), and this is "
+              "a file", file=sys.stderr)
+        return EXIT_USAGE
     result = run_boxes(model, args.boxes, args.image, args.out,
                        on_line=None if args.json else lambda line: print(f"error: {_shown(line)}", file=sys.stderr))
     if args.json:

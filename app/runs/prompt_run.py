@@ -206,11 +206,15 @@ def run_boxes(model: PromptModel, boxes: Path, folder: Path, out: Path, *,
             say(problems[-1])
             continue
         label, painted = _paint(model, pixels, rows, boxes, problems, say)
-        done += painted
         if painted:
-            target.parent.mkdir(parents=True, exist_ok=True)
-            atomic_write(target, encode_png(label))
+            try:  # atomic_write makes the folder, an OSError its one line (a file where the folder goes)
+                atomic_write(target, encode_png(label))
+            except SegLensError as exc:
+                problems.append(f"{boxes}: row{'s' * (len(rows) > 1)} {', '.join(str(r.line) for r in rows)}: {exc}")
+                say(problems[-1])
+                continue
             written.append(target)
+            done += painted  # boxes in a written mask
     return PromptRunResult(tuple(written), tuple(problems), done, parsed.class_names)
 
 

@@ -227,3 +227,15 @@ def test_info_says_why_a_half_runs_on_the_cpu_once(tmp_path: Path, capsys: pytes
 def test_info_on_the_bundled_pair_by_its_name(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["info", "prompt_demo", "--no-session"]) == 0  # prompt takes the name; info said "unknown model"
     assert capsys.readouterr().out.splitlines()[1] == "  layout          sam2  (sidecar)"
+
+
+def test_boxes_out_that_is_a_file(pair: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    _image(tmp_path / "a.png", (60, 80))
+    boxes = tmp_path / "boxes.csv"
+    boxes.write_text("a.png,10,10,30,30\n", encoding="utf-8")
+    out = tmp_path / "out.txt"
+    out.write_text("mine", encoding="utf-8")
+    code = main(["prompt", str(pair), str(tmp_path), "--boxes", str(boxes), "--out", str(out), "--device", "cpu"])
+    assert code == 2 and out.read_text(encoding="utf-8") == "mine"  # "unexpected FileExistsError" before
+    assert capsys.readouterr().err == (f"error: --out {out}: with --boxes, --out is a folder (the masks go in it), "
+                                       "and this is a file\n")

@@ -164,3 +164,18 @@ def test_rows_over_the_limit_refused_before_they_are_all_held(tmp_path: Path,
         tracemalloc.stop()
     assert str(caught.value) == f"{boxes}: over 1000 rows: split the boxes file"
     assert peak < 8 << 20
+
+
+def test_a_mask_that_cannot_be_written_is_its_rows_line(pair: Path, tmp_path: Path) -> None:
+    folder = tmp_path / "images"
+    _image(folder / "sub" / "a.png")
+    _image(folder / "b.png", value=90)
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "sub").write_bytes(b"")  # a file where the folder of sub/a.png's mask goes
+    boxes = tmp_path / "boxes.csv"
+    boxes.write_text("sub/a.png,20,20,40,40\nb.png,20,20,40,40\n", encoding="utf-8")
+    result = run_boxes(_session(pair), boxes, folder, out)  # FileExistsError ended the run before
+    assert len(result.problems) == 1
+    assert result.problems[0].startswith(f"{boxes}: row 1: {out / 'sub' / 'a_mask.png'}: cannot write (")
+    assert result.written == (out / "b_mask.png",) and result.boxes_done == 1
