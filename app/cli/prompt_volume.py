@@ -52,8 +52,7 @@ def volume_prompt(args: argparse.Namespace, model: PromptModel, volume: Volume) 
     points = [Point(x, y, label) for x, y, label in args.point]
     box = Box(*args.box) if args.box else None
     result = prompt_volume(model, volume, start=args.slice - 1, points=points, box=box, propagate_to=args.propagate)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    write_nifti_labels(volume, result.labels, args.out)
+    write_nifti_labels(volume, result.labels, args.out)  # atomic_write: its folder made, an OSError one line
     if args.json:
         print(json.dumps(_summary(args.out, volume, result), indent=2))
         return EXIT_OK

@@ -239,3 +239,14 @@ def test_boxes_out_that_is_a_file(pair: Path, tmp_path: Path, capsys: pytest.Cap
     assert code == 2 and out.read_text(encoding="utf-8") == "mine"  # "unexpected FileExistsError" before
     assert capsys.readouterr().err == (f"error: --out {out}: with --boxes, --out is a folder (the masks go in it), "
                                        "and this is a file\n")
+
+
+def test_an_out_under_a_file_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    image = _image(tmp_path / "photo.png", (120, 160), square=(50, 30, 110, 90))
+    (tmp_path / "afile").write_text("mine", encoding="utf-8")
+    volume = Path(__file__).resolve().parents[2] / "resources" / "samples" / "ct3d" / "ct3d_sample.nii.gz"
+    for source, extra, name in ((image, [], "m.png"), (volume, ["--slice", "30"], "m.nii.gz")):
+        out = tmp_path / "afile" / name  # "unexpected FileExistsError" before
+        assert main(["prompt", "grabcut", str(source), *extra, "--box", "40,20,120,100", "--out", str(out)]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith(f"error: {out}: cannot write (") and err.count("\n") == 1
