@@ -124,8 +124,9 @@ class MainWindow(QMainWindow):
         from app.ui.workers.worker import InferenceWorker
         self.tuner = Tuner(self.state, presenter=self.presenter, decision=self.panel.decision, folder=self.panel.folder,
                            files=self.files, settings=self.settings, parent=self)
+        self.worker = InferenceWorker(latest=self.state.latest, latest_tune=self.state.latest_tune)
         self.editor = Editor(self.state, viewer=self.viewer, presenter=self.presenter, panel=self.panel.edit,
-                             files=self.files, parent=self)
+                             files=self.files, slice_masks=self.worker.slice_masks, parent=self)
         self.reviewer = Reviewer(self.state, files=self.files, panel=self.panel.review, status=self.status, parent=self)
         self.references = References(self.state, files=self.files, status=self.status, tuner=self.tuner,
                                      reviewer=self.reviewer, parent=self)
@@ -133,7 +134,6 @@ class MainWindow(QMainWindow):
         self.editor.saved.connect(self.references.on_corrected)
         self.editor.refused.connect(lambda message: self.status.showMessage(message, 15000))
         self.editor.mask_changed.connect(self.panel.show_mask_counts)
-        self.worker = InferenceWorker(latest=self.state.latest, latest_tune=self.state.latest_tune)
         self.tuner.retune_requested.connect(self.worker.retune)
         self.worker.retuned.connect(self.tuner.on_retuned)
         self.volumes = VolumeView(self.state, files=self.files, viewer=self.viewer, slices=self.slices,
@@ -245,6 +245,6 @@ class MainWindow(QMainWindow):
         self.hide()  # gone at once, even while a long model load (a TensorRT build) is waited for
         self._peek.remove()
         self.worker.cancel_batch()
+        self.editor.shutdown()  # the Smart tool's prompt thread; its propagated slices saved on the inference one
         stop_thread(self.worker_thread, timeout_ms=30_000)
-        self.editor.shutdown()  # the Smart tool's prompt thread, when it made one
         stop_thread(self.display_thread, timeout_ms=10_000)

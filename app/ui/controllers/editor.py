@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     from app.ui.widgets.file_list import FileList
     from app.ui.widgets.overlay import OverlayImage
     from app.ui.widgets.viewer import ImageViewer
+    from app.ui.workers.worker_slice_masks import SliceMasks
 
 log = logging.getLogger(__name__)
 
@@ -43,8 +44,11 @@ class Editor(QObject):
     mask_changed = Signal(object)  # the edited mask (numpy), after a stroke, a fill, an undo or a redo
 
     def __init__(self, state: ViewState, *, viewer: ImageViewer, presenter: Presenter, panel: EditPanel,
-                 files: FileList | None = None, parent: QObject | None = None) -> None:
+                 files: FileList | None = None, slice_masks: SliceMasks | None = None,
+                 parent: QObject | None = None) -> None:
+        """`slice_masks`: the inference worker's (propagated slices never shown are saved through it)."""
         super().__init__(parent)
+        self.slice_masks = slice_masks
         self._state = state
         self._viewer = viewer
         self._presenter = presenter
@@ -259,9 +263,13 @@ class Editor(QObject):
         """The correction saved earlier for that picture (of `shape`, when given), None when there is none usable."""
         if self.destination is None:
             return None
+        return self.read_earlier(self.correction(path, frame, frame_count), shape)
+
+    def read_earlier(self, correction: Correction, shape) -> np.ndarray | None:
+        """The correction saved earlier at `correction` (of `shape`, when given), None when there is none usable."""
         from app.io.references import read_reference
 
-        found = self.correction(path, frame, frame_count).find()
+        found = correction.find()
         try:
             model = cast("ModelSummary", self._state.model)  # editing: a model made the mask
             earlier = read_reference(found, model.spec.label_count) if found else None
@@ -272,6 +280,10 @@ class Editor(QObject):
             log.debug("%s is %s", file_ref(found), found)
             earlier = None
         return earlier if earlier is not None and (shape is None or earlier.shape == shape) else None
+
+    def listed(self, path: str) -> bool:
+        """`path` is a volume of the files listed now (a saved correction's review-log state goes with the list)."""
+        return self._files is None or self._files.volume(path) is not None
 
     def label(self) -> int:
         """The class chosen in the panel."""

@@ -67,6 +67,7 @@ class Pictures(QObject):
             if not models:
                 self._status.showMessage("No images found in what was opened", 8000)
             return
+        self._editor.stop()  # a correction in progress is saved while its picture is listed (names its review file)
         self._state.cache.clear()
         self._files.set_inputs(inputs)
         self._tuner.tune(input_root=str(self._files.root_and_rel(str(inputs[0].path))[0]))

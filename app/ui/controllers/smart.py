@@ -127,7 +127,8 @@ class Smart(QObject):
         return "cpu"
 
     def shutdown(self) -> None:
-        """Stop the prompt thread (on close): the encoder run in flight ends first (a prefetch's is cancelled)."""
+        """Stop the prompt thread (on close): the encoder run in flight ends first (a prefetch's is cancelled), then
+        the slices a propagation gave are saved (smart_propagation.Propagation.close)."""
         if self._thread is None:
             return
         from app.ui.workers.threads import stop_thread
@@ -137,10 +138,10 @@ class Smart(QObject):
         if self.worker is not None:
             self.worker.cancel_prefetch()
             self.worker.stop_propagation()
-        if self._propagation is not None:
-            self._propagation.close()
         stop_thread(self._thread, timeout_ms=10_000)
         self._thread = None
+        if self._propagation is not None:
+            self._propagation.close()
 
     # -- edit mode -------------------------------------------------------------------------------------
 

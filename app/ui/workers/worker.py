@@ -1,10 +1,9 @@
 """InferenceWorker: one QObject living in one long-lived QThread that owns the ONNX Runtime session.
 
-The session is created, warmed up and run only on that thread (inside slots). Requests come in through queued
-signals as `messages.ViewRequest`s with ids; a request older than the newest one is dropped unprocessed (the newest
-id is the window's, a `LatestRequest` its ViewState shares with this worker), so stepping quickly through a folder
-never builds a backlog. Failures come back as signals with a one-line message — never swallowed, and
-they never end the thread.
+The session is created, warmed up and run only on that thread (inside slots). Requests come in through queued signals
+as `messages.ViewRequest`s with ids; a request older than the newest one is dropped unprocessed (the newest id is the
+window's, a `LatestRequest` its ViewState shares with this worker), so stepping quickly through a folder never builds a
+backlog. Failures come back as signals with a one-line message — never swallowed, never the thread's end.
 """
 
 from __future__ import annotations
@@ -21,6 +20,7 @@ from app.runs.ground_truth import References
 from app.ui.state.view_state import LatestRequest
 from app.ui.workers.views import decided, display_labels, display_mask, settled, view_result
 from app.ui.workers.worker_batch import BatchJobs, BatchSignals, failure_line, ground_truth, model_b_error_line, tuned
+from app.ui.workers.worker_slice_masks import SliceMasks
 from app.ui.workers.worker_volume3d import Volume3DRunner
 from app.ui.workers.worker_volumes import VolumeCounter, decode_request
 
@@ -46,9 +46,9 @@ log = logging.getLogger(__name__)
 
 
 class InferenceWorker(QObject):
-    """The sessions and every slot that runs them; Run on all, the review report and Compare all
-    (worker_batch.BatchJobs) and the whole-volume count (worker_volumes.VolumeCounter) are collaborators it
-    calls from its slots, on this same thread, answering on its signals."""
+    """The sessions and every slot that runs them. Run on all, the review report, Compare all (BatchJobs) and the
+    whole-volume count (VolumeCounter) are collaborators it calls from its slots, on this thread, answering on its
+    signals; `slice_masks` (a propagation's unshown slices, worker_slice_masks) is a child with its own slots."""
 
     # each signal carries one typed frozen record of app.ui.state.messages (its request id inside, where it has one)
     model_ready = Signal(object)  # ModelSummary (its generation: the LoadRequest's)
@@ -94,6 +94,7 @@ class InferenceWorker(QObject):
         self._volumes = VolumeCounter(self._tuned, counted=self.volume_counted, failed=self.volume_count_failed)
         self._volumes3d = Volume3DRunner(progress=self.volume_progress, counted=self.volume_counted,
                                          failed=self.volume_count_failed)
+        self.slice_masks = SliceMasks(self._tuned, counter=self._volumes, volumes3d=self._volumes3d, parent=self)
 
     # -- read on the GUI thread (tests, dialogs): plain attribute reads, safe under the GIL --------------
 
@@ -255,8 +256,7 @@ class InferenceWorker(QObject):
 
     @Slot(object)
     def fill_volume(self, request: FillRequest) -> None:
-        """Count every slice of the volume shown, between requests (worker_volumes.VolumeCounter.fill); a 3D model
-        runs over it once (worker_volume3d.Volume3DRunner.fill)."""
+        """Count every slice of the volume shown, between requests (VolumeCounter.fill); a 3D model runs once."""
         if self._model is not None and self._model.spec.is_3d:
             self._volumes3d.fill(request, self._model, *self._tuned(request.threshold))
         elif self._model is not None:
