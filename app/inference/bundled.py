@@ -27,19 +27,48 @@ def bundled_models() -> list[Path]:
     return sorted((p for p in folder.glob("*.onnx") if p.is_file() and p.name not in pairs), key=lambda p: p.name)
 
 
+def bundled_prompt_sidecars() -> list[Path]:
+    """The bundled prompt models' sidecars (a `prompt:` section naming an encoder and a decoder), by name: what
+    `seglens-cli prompt NAME` and the viewer's Smart tool take."""
+    folder = models_dir()
+    if not folder.is_dir():
+        return []
+    return sorted(p for p in folder.glob("*.yaml") if _prompt_section(p) is not None)
+
+
+def prompt_summary(sidecar: Path) -> BundledModel:
+    """A bundled prompt pair's row of `seglens-cli models` (its spec checked against both graphs; no session)."""
+    from app.errors import SegLensError
+    from app.inference.prompt_spec import load_prompt_spec
+
+    try:
+        spec = load_prompt_spec(sidecar)
+    except SegLensError as exc:
+        return BundledModel(name=sidecar.stem, task="prompt", input="?", classes=[], size_mb=0.0,
+                            sidecar=sidecar.name, path=str(sidecar), error=str(exc))
+    size_mb = round(sum(p.stat().st_size for p in (spec.encoder, spec.decoder)) / 2**20, 2)
+    return BundledModel(name=sidecar.stem, task="prompt", input=f"{spec.layout.upper()} {spec.input_size}²",
+                        classes=[], size_mb=size_mb, sidecar=sidecar.name, path=str(sidecar), title=spec.name)
+
+
+def _prompt_section(sidecar: Path) -> dict[str, Any] | None:
+    import yaml  # here, not at module level: the viewer resolves --model before Qt starts
+
+    try:
+        data = yaml.safe_load(sidecar.read_text("utf-8"))
+    except (OSError, UnicodeDecodeError, yaml.YAMLError):
+        return None  # not a prompt sidecar this listing can read: the spec loader says what is wrong with it
+    prompt = data.get("prompt") if isinstance(data, dict) else None
+    return prompt if isinstance(prompt, dict) else None
+
+
 def _prompt_pair_files(folder: Path) -> set[str]:
     """The .onnx files a prompt sidecar in `folder` names (`prompt.encoder`, `prompt.decoder`): halves of a prompt
     model, not image models of their own (the decoder alone is no image model at all)."""
-    import yaml  # here, not at module level: the viewer resolves --model before Qt starts
-
     names: set[str] = set()
     for sidecar in folder.glob("*.yaml"):
-        try:
-            data = yaml.safe_load(sidecar.read_text("utf-8"))
-        except (OSError, UnicodeDecodeError, yaml.YAMLError):
-            continue  # not a prompt sidecar this listing can read: the spec loader says what is wrong with it
-        prompt = data.get("prompt") if isinstance(data, dict) else None
-        if isinstance(prompt, dict):
+        prompt = _prompt_section(sidecar)
+        if prompt is not None:
             names |= {str(prompt[k]) for k in ("encoder", "decoder") if isinstance(prompt.get(k), str)}
     return names
 
@@ -105,7 +134,8 @@ class BundledModel:
         """`nuclei  segmentation  gray 256×256  3 classes: background, nucleus, …  0.5 MB  nuclei.yaml`."""
         if self.error:
             return f"{self.name:<{name_width}}  unreadable: {self.error}"
-        return (f"{self.name:<{name_width}}  {self.task:<14}  {self.input:<14}  {classes_text(self.classes):<44}  "
+        what = classes_text(self.classes) if self.task != "prompt" else "a click or a box → a mask"
+        return (f"{self.name:<{name_width}}  {self.task:<14}  {self.input:<14}  {what:<44}  "
                 f"{self.size_mb:>5.1f} MB  {self.sidecar or 'no sidecar'}")
 
 

@@ -69,7 +69,7 @@ def test_a_missing_path_is_file_not_found(text, tmp_path, monkeypatch):
 
 def test_models_lists_every_bundled_model(capsys):
     assert main(["models"]) == 0
-    lines = capsys.readouterr().out.splitlines()
+    lines = capsys.readouterr().out.partition("bundled prompt model")[0].splitlines()[:-1]
     assert str(REPO / "models") in lines[0]
     assert [line.split()[0] for line in lines[1:]] == BUNDLED
     nuclei = next(line for line in lines if line.startswith("nuclei "))
@@ -189,3 +189,17 @@ def test_viewer_model_by_name(monkeypatch):
     with pytest.raises(SystemExit):
         viewer.main(["--model", "nuclei_fp16"])
     assert parsed[0].model == REPO / "models" / "nuclei_fp16.onnx"
+
+
+def test_models_lists_the_bundled_prompt_pair_apart(capsys):
+    """`seglens-cli prompt prompt_demo …` and the Smart tool take the bundled pair by name, and `models` did not
+    list it: it is listed apart (not a MODEL for run), with both halves' size."""
+    assert main(["models"]) == 0
+    out = capsys.readouterr().out
+    listing, _, prompts = out.partition("bundled prompt model")
+    assert "prompt_demo" not in listing
+    row = next(line for line in prompts.splitlines() if line.startswith("prompt_demo "))
+    size = sum((REPO / "models" / f"prompt_demo_{half}.onnx").stat().st_size for half in ("encoder", "decoder"))
+    assert "prompt" in row and "SAM2 1024²" in row and f"{round(size / 2**20, 2):.1f} MB" in row
+    assert main(["models", "--json"]) == 0  # the JSON stays the image models (each a MODEL for run)
+    assert [r["name"] for r in json.loads(capsys.readouterr().out)] == BUNDLED
