@@ -36,7 +36,8 @@ def add_prompt_command(commands: argparse._SubParsersAction[argparse.ArgumentPar
                         help="rows file,x0,y0,x1,y1[,class] (a header optional): one mask per file under --out")
     prompt.add_argument("--slice", type=int, metavar="K",
                         help="a volume's slice to prompt (a DICOM series folder, a multi-frame DICOM or a NIfTI "
-                             "file), 1 to its number of slices as the viewer numbers them")
+                             "file), or a multi-page picture's page (a TIFF stack): 1 to their number, as the viewer "
+                             "numbers them")
     prompt.add_argument("--propagate", choices=("both", "up", "down"),
                         help="carry the slice's mask to the next slices (down: towards the last, up: towards the "
                              "first) until the object ends")
@@ -121,8 +122,8 @@ def _volume_of(args: argparse.Namespace) -> Volume | str | None:
     volume = find_volume(args.image)
     if isinstance(volume, str):
         return volume
-    if volume is None:
-        for option, value in (("--slice", args.slice), ("--propagate", args.propagate)):
+    if volume is None:  # --slice of a multi-page picture (a TIFF's pages) is _single's
+        for option, value in (("--propagate", args.propagate),):
             if value is not None:
                 return (f"{args.image}: {option} is for a volume (a DICOM series folder, a multi-frame DICOM or a "
                         "NIfTI file); IMAGE is one picture")
@@ -150,7 +151,17 @@ def _single(args: argparse.Namespace, model: PromptModel) -> int:
     from app.io.files import atomic_write, encode_png
     from app.io.images import read_image
 
-    pixels = read_image(args.image).display()
+    decoded = read_image(args.image)
+    pages = decoded.frame_count
+    if (args.slice is None and pages > 1) or (args.slice is not None and not 1 <= args.slice <= pages):
+        what = f"a picture of {pages} pages: give --slice K (1 to {pages})" if pages > 1 else \
+            "--slice is for a volume (a DICOM series folder, a multi-frame DICOM or a NIfTI file) or a picture's " \
+            "pages; IMAGE is one picture"
+        print(f"error: {_shown(args.image)}: {what}", file=sys.stderr)
+        return EXIT_USAGE
+    if args.slice is not None and args.slice > 1:
+        decoded = read_image(args.image, frame=args.slice - 1)
+    pixels = decoded.display()
     points = [Point(x, y, label) for x, y, label in args.point]
     box = Box(*args.box) if args.box else None
     proposal = model.decode(model.embed(pixels), points, box=box)

@@ -153,9 +153,36 @@ def test_volume_options_on_a_2d_image_are_one_line(option: list[str], tmp_path: 
     cv2.imwrite(str(image), np.full((40, 60, 3), 90, np.uint8))
     out = tmp_path / "mask.png"
     assert main(["prompt", "grabcut", str(image), "--box", "5,5,30,30", *option, "--out", str(out)]) == 2
+    pages = " or a picture's pages" if option[0] == "--slice" else ""
     assert capsys.readouterr().err == (f"error: {image}: {option[0]} is for a volume (a DICOM series folder, a "
-                                       "multi-frame DICOM or a NIfTI file); IMAGE is one picture\n")
+                                       f"multi-frame DICOM or a NIfTI file){pages}; IMAGE is one picture\n")
     assert not out.exists()
+
+
+def test_a_multi_page_tiff_is_prompted_on_the_page_asked(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A multi-page TIFF (a z-stack, a scanner's pages) was prompted on its first page silently: its pages are
+    asked for with --slice as a volume's slices are, and each page is what is prompted."""
+    from PIL import Image
+
+    pages = []
+    for k in range(3):
+        page = np.full((60, 80), 30, np.uint8)
+        page[10 + 10 * k: 30 + 10 * k, 10:40] = 220  # a bright square lower on each page
+        pages.append(Image.fromarray(page))
+    stack = tmp_path / "stack.tif"
+    pages[0].save(stack, save_all=True, append_images=pages[1:])
+    out = tmp_path / "mask.png"
+    assert main(["prompt", "grabcut", str(stack), "--box", "5,5,45,58", "--out", str(out)]) == 2
+    assert capsys.readouterr().err == f"error: {stack}: a picture of 3 pages: give --slice K (1 to 3)\n"
+    assert main(["prompt", "grabcut", str(stack), "--box", "5,5,45,58", "--slice", "4", "--out", str(out)]) == 2
+    assert "a picture of 3 pages: give --slice K (1 to 3)" in capsys.readouterr().err and not out.exists()
+    for k in (1, 3):
+        assert main(["prompt", "grabcut", str(stack), "--box", "5,5,45,58", "--slice", str(k), "--out",
+                     str(out)]) == 0
+        mask = cv2.imread(str(out), cv2.IMREAD_UNCHANGED).astype(bool)
+        truth = np.zeros_like(mask)
+        truth[10 * k: 20 + 10 * k, 10:40] = True
+        assert (mask & truth).sum() / (mask | truth).sum() > 0.9
 
 
 def test_a_folder_of_images_is_no_volume(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
