@@ -118,3 +118,17 @@ def test_brush_stroke_with_the_mouse_undo_and_atomic_save(qtbot, corrected_windo
     assert "case1.png_mask.png: IoU" in window.panel.decision.comparison_text()
     assert editor.start() and (editor.mask != before).sum() == 113  # editing again goes on from the correction
     editor.stop()
+
+
+def test_closing_the_window_while_editing_saves_the_stroke(qtbot, corrected_window):
+    """Leaving the picture or edit mode saves unsaved changes; closing the window leaves it too (was: lost)."""
+    window, root = corrected_window
+    viewer, editor = window.viewer, window.editor
+    assert editor.start()
+    window.panel.edit.set_radius(2)
+    QTest.mousePress(viewer.viewport(), Qt.MouseButton.LeftButton, Qt.KeyboardModifier.NoModifier, _at(viewer, 10, 20))
+    QTest.mouseRelease(viewer.viewport(), Qt.MouseButton.LeftButton, Qt.KeyboardModifier.NoModifier,
+                       _at(viewer, 10, 20))
+    edited = editor.mask.copy()
+    window.close()
+    np.testing.assert_array_equal(np.asarray(Image.open(root.parent / "cases_review/sub/case1.png_mask.png")), edited)

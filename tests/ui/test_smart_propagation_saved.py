@@ -210,3 +210,14 @@ def test_slices_whose_model_masks_cannot_be_made_are_said_by_slice(qtbot, volume
     assert said[0].startswith(f"closing: the propagated masks of slices {slices} are not saved (file "), said
     assert said[0].endswith(": no model is loaded)")
     assert "ball" not in said[0] and held  # the file is named by its reference at WARNING
+
+
+def test_closing_while_editing_saves_the_edit(qtbot, volume_window):
+    """Leaving the picture or edit mode saves an edit in progress; closing the window is leaving it too."""
+    window, path = volume_window
+    smart = accept_on_slice(qtbot, window)
+    accepted, edited = smart.accepted.mask, window.editor.mask.copy()
+    window.close()
+    saved = np.asarray(Image.open(saved_file(path, CENTRE)))
+    np.testing.assert_array_equal(saved, edited)
+    assert saved[accepted].all()

@@ -208,7 +208,9 @@ class Editor(QObject):
         return cast("tuple[int, int, int]", tuple(int(v) for v in colors[self._panel.label()]))
 
     def shutdown(self) -> None:
-        """On close: the prompt thread stops (when the Smart tool made one)."""
+        """On close: an edit in progress is saved (closing leaves the picture, as stepping away does), then the
+        prompt thread stops (when the Smart tool made one)."""
+        self.stop()
         if self._smart is not None:
             self._smart.shutdown()
 
