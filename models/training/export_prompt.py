@@ -48,7 +48,7 @@ def load() -> tuple[Encoder, Decoder]:
     from .train_prompt import CKPT
 
     ck = torch.load(CKPT, map_location="cpu")
-    enc, dec = Encoder(), Decoder(proto=bool(ck.get("proto", False)))
+    enc, dec = Encoder(), Decoder(proto=bool(ck.get("proto", False)), connect=int(ck.get("connect", 0)))
     enc.load_state_dict(ck["encoder"])
     dec.load_state_dict(ck["decoder"])
     return enc.eval(), dec.eval()

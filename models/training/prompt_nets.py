@@ -18,12 +18,31 @@ from torch import nn
 
 STRIDE64 = 16.0  # 1024 frame pixels per cell of the 64x64 embedding grid
 STRIDE256 = 4.0
+CONNECT_STEPS = 128  # keep_connected's dilations: geodesic reach in 256-grid cells (the body ring is ~110)
 
 
 def cbr(cin: int, cout: int, *, stride: int = 1, dil: int = 1) -> nn.Sequential:
     """3x3 conv, BatchNorm, ReLU."""
     return nn.Sequential(nn.Conv2d(cin, cout, 3, stride, dil, dilation=dil, bias=False),
                          nn.BatchNorm2d(cout), nn.ReLU(inplace=True))
+
+
+class Refine(nn.Module):
+    """A residual block (depthwise 3x3 at ``dil``, pointwise, ReLU, pointwise) whose last conv starts at zero: added
+    to a trained network it starts as the identity (a second schedule goes on from the first)."""
+
+    def __init__(self, ch: int, cin: int | None = None, *, dil: int = 1) -> None:
+        super().__init__()
+        cin = cin or ch
+        self.dw = nn.Conv2d(cin, cin, 3, 1, dil, dilation=dil, groups=cin)
+        self.pw = nn.Conv2d(cin, 2 * ch, 1)
+        self.out = nn.Conv2d(2 * ch, ch, 1)
+        nn.init.zeros_(self.out.weight)
+        nn.init.zeros_(self.out.bias)
+
+    def forward(self, x: torch.Tensor, extra: torch.Tensor | None = None) -> torch.Tensor:
+        y = x if extra is None else torch.cat([x, extra], 1)
+        return x + self.out(F.relu(self.pw(self.dw(y))))
 
 
 def sep(cin: int, cout: int) -> nn.Sequential:
@@ -43,10 +62,13 @@ class Encoder(nn.Module):
         self.s1 = nn.Sequential(cbr(16, 32, stride=2), sep(32, 32))
         self.s2 = nn.Sequential(cbr(32, 48, stride=2), cbr(48, 48))
         self.s3 = nn.Sequential(cbr(48, 96, stride=2), cbr(96, 96), cbr(96, 96, dil=2))
+        # fine detail (rib pieces, scratches are 2-4 pixels wide at 256): deeper full-resolution stages
+        self.r0 = nn.Sequential(Refine(16), Refine(16, dil=2))
+        self.r1 = Refine(32, dil=2)
 
     def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
-        f0 = self.s0(x)
-        f1 = self.s1(f0)
+        f0 = self.r0(self.s0(x))
+        f1 = self.r1(self.s1(f0))
         f2 = self.s2(f1)
         return f0, f1, f2, self.s3(f2)
 
@@ -105,9 +127,10 @@ def similarity(feat: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
 class Decoder(nn.Module):
     """(image features, prompts) -> (3 mask logits @256, 3 IoU predictions)."""
 
-    def __init__(self, *, proto: bool = True) -> None:
+    def __init__(self, *, proto: bool = True, connect: int = CONNECT_STEPS) -> None:
         super().__init__()
         self.proto = proto  # the "like the clicked pixels" maps (cosine to the clicks' mean feature)
+        self.connect = connect  # steps of keep_connected on the output (0: off)
         extra = 2 if proto else 0
         self.w2 = nn.Conv2d(48, 32, 1, bias=False)
         self.w3 = nn.Conv2d(96, 32, 1, bias=False)
@@ -122,6 +145,8 @@ class Decoder(nn.Module):
         self.u64 = cbr(96, 32)
         self.u128 = sep(32 + 16, 16)
         self.u256 = sep(16 + 8 + 3 + extra // 2, 8)
+        self.r128 = Refine(16, 16 + 3, dil=2)  # with the 256-grid click maps pooled to 128
+        self.r256 = Refine(8, 8 + 3 + extra // 2, dil=2)
         self.head = nn.Conv2d(8, 3, 1)
         self.iou = nn.Linear(64 + 32, 3)
 
@@ -132,7 +157,9 @@ class Decoder(nn.Module):
         return self.pbn(self.w2(f2) + self.w3(f3up)), self.p1(f1), self.p0(f0)
 
     def prompted(self, ctx: tuple[torch.Tensor, ...], coords: torch.Tensor, labels: torch.Tensor,
-                 mask_input: torch.Tensor, has_mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+                 mask_input: torch.Tensor, has_mask: torch.Tensor, *, raw: bool = False
+                 ) -> tuple[torch.Tensor, torch.Tensor]:
+        """(3 mask logits, 3 predicted IoUs); ``raw``: before keep_connected (the training loss's logits)."""
         e, g1, g0 = ctx
         b = coords.shape[0]
         e, g1, g0 = e.expand(b, -1, -1, -1), g1.expand(b, -1, -1, -1), g0.expand(b, -1, -1, -1)
@@ -152,11 +179,32 @@ class Decoder(nn.Module):
         y32 = self.u32(torch.cat([x32, up2(x16)], 1))
         y64 = self.u64(torch.cat([x64, up2(y32)], 1))
         y128 = self.u128(torch.cat([up2(y64), g1], 1))
+        y128 = self.r128(y128, F.avg_pool2d(p256, 2))
         y256 = self.u256(torch.cat([up2(y128), *parts256], 1))
+        y256 = self.r256(y256, torch.cat(parts256[1:], 1))
         masks = torch.clamp(self.head(y256), -32.0, 32.0)
         iou = torch.sigmoid(self.iou(torch.cat([x16.mean((2, 3)), y64.mean((2, 3))], 1)))
+        if self.connect and not raw:
+            masks = keep_connected(masks, coords, labels, steps=self.connect)
         return masks, iou
 
+
+
+def keep_connected(masks: torch.Tensor, coords: torch.Tensor, labels: torch.Tensor, *, steps: int) -> torch.Tensor:
+    """Only what is connected to a positive click stays positive (an object here is one connected region; the
+    network alone tends to add look-alikes elsewhere: the other rib pieces, a neighbouring pit). A geodesic
+    reconstruction in the graph: from the positive pixels within ~2 cells of a positive click, ``steps`` 3x3
+    dilations inside the union of the three masks; what is not reached gets logit <= -1. Without a positive click
+    (a box alone) nothing is removed."""
+    n = masks.shape[-1]
+    fg = (masks.amax(1, keepdim=True) > 0).to(torch.float32)
+    pos = (labels == 1).to(torch.float32)
+    near = (_gauss(coords + 0.5, n, STRIDE256, 8.0) * pos[..., None, None]).amax(1, keepdim=True)
+    none = (pos.sum(1) == 0).to(torch.float32).reshape(-1, 1, 1, 1)
+    reach = torch.clamp((near > 0.3).to(torch.float32) + none, max=1.0) * fg
+    for _ in range(steps):
+        reach = F.max_pool2d(reach, 3, 1, 1) * fg
+    return torch.where(reach > 0, masks, torch.clamp(masks, max=-1.0))
 
 
 class ExportDecoder(nn.Module):
