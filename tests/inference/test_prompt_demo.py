@@ -45,14 +45,15 @@ def test_held_out_objects_as_the_recipes_evaluation_with_one_encoder_run_per_ima
         session: PromptSession, objects: list[tuple[prompt_data.Scene, int]], monkeypatch: pytest.MonkeyPatch) -> None:
     """The click protocol of evaluate_prompt (click 1 at the farthest interior point, then one correction click
     per round, all clicks given together) through the adapter: every object's IoU after 1, 2 and 3 clicks and
-    with its box equals the recipe's own evaluation of the same files, the encoder run once per image. (Whether
-    the medians reach the card's targets, 0.85 and 0.92, is evaluate_prompt's verdict on the model.)"""
+    with its box equals the recipe's own evaluation of the same files, the encoder run once per image, and the
+    medians reach the issue's targets (0.85 with one click, 0.92 with three) through the adapter too."""
     from models.training import evaluate_prompt
 
     monkeypatch.setattr(evaluate_prompt, "ENCODER", session.spec.encoder)  # the files the sidecar names
     monkeypatch.setattr(evaluate_prompt, "DECODER", session.spec.decoder)
     pair = evaluate_prompt.PromptPair()
     before = session.encoder_runs
+    reached = []
     for scene, k in objects:
         truth = scene.objects[k]
         x, y = prompt_data.farthest_point(truth)
@@ -71,7 +72,11 @@ def test_held_out_objects_as_the_recipes_evaluation_with_one_encoder_run_per_ima
                              box=Box(float(xs.min()), float(ys.min()), float(xs.max()), float(ys.max()))).mask
         theirs = evaluate_prompt.run_object(pair, scene, k)
         np.testing.assert_allclose([*ious, _iou(box, truth)], [*theirs["iou"], theirs["iou_box"]], atol=0.01)
+        reached.append(ious)
     assert session.encoder_runs - before == len(objects)  # 20 images, up to 60 prompts
+    if SIDECAR == REPO / "models" / "prompt_demo.yaml":  # the bundled pair's card says it meets them
+        one, _, three = np.median(reached, axis=0)
+        assert one >= 0.85 and three >= 0.92, f"median IoU {one:.3f} with one click, {three:.3f} with three"
 def test_masks_equal_the_recipes_own_pre_and_post_processing(
         session: PromptSession, objects: list[tuple[prompt_data.Scene, int]], monkeypatch: pytest.MonkeyPatch) -> None:
     from models.training import evaluate_prompt
