@@ -7,7 +7,10 @@ that overlap the previous slice's mask are kept: an object goes on; the look-ali
 not taken in. It goes on until the object ends (area below `min_area_px`), the model doubts its answer (predicted
 IoU below `min_iou`), the area jumps (more than `max_area_ratio` times the previous slice's: a leak into a
 neighbour), the median grey level under the mask moves more than `max_level_change` from the accepted mask's (it
-slid off the object onto its surroundings), the volume ends, `max_slices` were given masks, or `stop()` is true.
+slid off the object onto its surroundings), more than `max_outside` of the mask lies outside the previous slice's
+mask grown by 1 px + twice the growth of its radius (it crept sideways onto a neighbour as bright as the object,
+each step under the area ratio: a cross-section grows around itself), the volume ends, `max_slices` were given
+masks, or `stop()` is true.
 A slice that trips a rule is not given a mask; the one PropagationEnd, always last, says which rule ended it.
 
 On the CT phantom's lung the demo pair follows the labels with a median IoU of 0.95 per slice and ends on the
@@ -54,6 +57,10 @@ class PropagationSettings:
     # the mean grey level (0-255, the encoder's pixels) under the mask moved more than this from the accepted
     # mask's: the mask slid off the object onto its surroundings (None: not checked)
     max_level_change: float | None = 40.0
+    # more than this fraction of the mask lies outside the previous slice's mask grown by a band (1 px + twice the
+    # growth of its equivalent radius: an object's cross-section grows around itself, it does not move sideways):
+    # the mask left the object, creeping onto a neighbour as bright as it under every area ratio (None: not checked)
+    max_outside: float | None = 0.03
 
 
 @dataclass(frozen=True)
@@ -103,7 +110,8 @@ def propagate(model: PromptModel, pixels: Callable[[int], np.ndarray], *, start:
             yield PropagationEnd(last, f"slice {index + 1}: {exc}")
             return
         why = end_reason(found, int(previous.sum()), index, settings) or \
-            level_reason(level, mean_level(image, found.mask), index, settings)
+            level_reason(level, mean_level(image, found.mask), index, settings) or \
+            outside_reason(found.mask, previous, index, settings)
         if why is not None:
             yield PropagationEnd(last, why)
             return
@@ -163,6 +171,35 @@ def level_reason(start_level: float | None, level: float, index: int, settings: 
         return None
     return (f"the mask's grey level moved from {start_level:.0f} to {level:.0f} at slice {index + 1} (more than "
             f"{limit:g} from the accepted mask's)")
+
+
+def outside_reason(mask: np.ndarray, previous: np.ndarray, index: int, settings: PropagationSettings) -> str | None:
+    """Why `mask` (slice `index`) left the object, None when it goes on: more than `max_outside` of it lies further
+    from `previous` than the band an object growing around itself can reach."""
+    limit = settings.max_outside
+    if limit is None or not mask.any() or not previous.any():
+        return None
+    fraction, band = outside_fraction(mask, previous)
+    if not fraction > limit:
+        return None
+    return (f"the mask left the object at slice {index + 1}: {fraction:.0%} of it outside the previous slice's mask "
+            f"grown by {band:.1f} px (more than {limit:.0%})")
+
+
+def outside_fraction(mask: np.ndarray, previous: np.ndarray) -> tuple[float, float]:
+    """(the fraction of `mask` further than the band from `previous`, the band in px). The band is 1 px (the
+    boundary's own jitter) + twice the growth of the equivalent radius √(area/π) from `previous` to `mask`: a
+    cross-section that grows around itself stays inside it, even one side growing twice the average (a lung towards
+    its base), while one that moves sideways onto a neighbour does not. Measured on the demo pair: at most 1.5% on
+    the test sphere, the CT sample's lung and a dark ball, grown or shrunk; 5% where it took in the slab."""
+    growth = math.sqrt(float(mask.sum()) / math.pi) - math.sqrt(float(previous.sum()) / math.pi)
+    band = _BAND_PX + _BAND_GROWTH * max(growth, 0.0)
+    distance = cv2.distanceTransform((~previous).astype(np.uint8), cv2.DIST_L2, 5)
+    return float((mask & (distance > band)).sum()) / float(mask.sum()), band
+
+
+_BAND_PX = 1.0
+_BAND_GROWTH = 2.0
 
 
 def mean_level(image: np.ndarray, mask: np.ndarray) -> float:
