@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from PIL import Image
-from PySide6.QtCore import QPointF, Qt
+from PySide6.QtCore import Qt
 from PySide6.QtTest import QTest
 
 from app.ui.state.mask_edit import MaskEdit
@@ -81,7 +81,9 @@ def corrected_window(qtbot, make_main_window, models, tmp_path):
 
 
 def _at(viewer, x, y):
-    return viewer.mapFromScene(QPointF(x + 0.5, y + 0.5))
+    from ui.test_smart import at  # the screen pixel showing image pixel (x, y)
+
+    return at(viewer, x, y)
 
 
 def test_brush_stroke_with_the_mouse_undo_and_atomic_save(qtbot, corrected_window):

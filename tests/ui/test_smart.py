@@ -5,10 +5,12 @@ picture is encoded ahead (then not again); grabCut boxes without a model; refuse
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 from PIL import Image
-from PySide6.QtCore import QPointF, Qt
+from PySide6.QtCore import QPoint, QPointF, Qt
 from PySide6.QtTest import QTest
 from PySide6.QtWidgets import QLineEdit
 
@@ -53,7 +55,10 @@ def smart_on(qtbot, window):
 
 
 def at(viewer, x, y):
-    return viewer.mapFromScene(QPointF(x + 0.5, y + 0.5))
+    """The screen pixel showing image pixel (x, y) (its centre's; mapFromScene rounds to the pixel's corner, the
+    edge between two screen pixels at 100%)."""
+    p = viewer.viewportTransform().map(QPointF(x + 0.5, y + 0.5))
+    return QPoint(math.floor(p.x()), math.floor(p.y()))
 
 
 def click(qtbot, window, x, y, button=Qt.MouseButton.LeftButton, modifiers=NONE, *, wait=True):

@@ -8,10 +8,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from PIL import Image
-from PySide6.QtCore import QPointF, Qt
+from PySide6.QtCore import Qt
 from PySide6.QtTest import QTest
 
 from ui.test_panel_fit import fits_at_every_size
+from ui.test_smart import at
 
 TIMEOUT = 20_000
 DEPTH, SIDE, CENTRE, RADIUS = 40, 96, 20, 12.0
@@ -49,7 +50,7 @@ def accept_on_slice(qtbot, window):
     y, x = np.argwhere(ball).mean(axis=0).round().astype(int)
     with qtbot.waitSignal(smart.proposal_shown, timeout=TIMEOUT):
         QTest.mouseClick(window.viewer.viewport(), Qt.MouseButton.LeftButton, Qt.KeyboardModifier.NoModifier,
-                         window.viewer.mapFromScene(QPointF(x + 0.5, y + 0.5)))
+                         at(window.viewer, x, y))
     assert (smart.proposal.mask & ball).sum() / (smart.proposal.mask | ball).sum() > 0.7
     QTest.keyClick(window, Qt.Key.Key_Return)
     assert window.editor.mask[smart.accepted.mask].all() and window.editor.mask[ball].mean() > 0.8
@@ -102,7 +103,7 @@ def test_the_next_and_previous_slices_are_encoded_ahead_through_the_readers_wind
     y, x = np.argwhere(ball).mean(axis=0).round().astype(int)
     with qtbot.waitSignal(smart.proposal_shown, timeout=TIMEOUT):
         QTest.mouseClick(window.viewer.viewport(), Qt.MouseButton.LeftButton, Qt.KeyboardModifier.NoModifier,
-                         window.viewer.mapFromScene(QPointF(x + 0.5, y + 0.5)))
+                         at(window.viewer, x, y))
     qtbot.waitUntil(lambda: {d.key.frame for d in ahead if d.key is not None and d.encode_ms > 0}
                     >= {CENTRE - 1, CENTRE + 1}, timeout=TIMEOUT)
     window_shown = window.state.display_window
@@ -114,7 +115,7 @@ def test_the_next_and_previous_slices_are_encoded_ahead_through_the_readers_wind
         QTest.keyClick(window, Qt.Key.Key_S)
         with qtbot.waitSignal(smart.proposal_shown, timeout=TIMEOUT):
             QTest.mouseClick(window.viewer.viewport(), Qt.MouseButton.LeftButton, Qt.KeyboardModifier.NoModifier,
-                             window.viewer.mapFromScene(QPointF(x + 0.5, y + 0.5)))
+                             at(window.viewer, x, y))
         assert smart.proposal.key.frame == frame
     # every encoder run is a prefetch's (slice 20's too: encoded as the tool began), each slice once: the clicks
     # on 21 and 19 encoded nothing
@@ -134,7 +135,7 @@ def test_a_proposal_the_mask_has_already_can_still_be_propagated(qtbot, volume_w
     qtbot.waitUntil(lambda: smart.model_ready is not None, timeout=TIMEOUT)
     with qtbot.waitSignal(smart.proposal_shown, timeout=TIMEOUT):  # the ground, class 1 in the model's mask
         QTest.mouseClick(window.viewer.viewport(), Qt.MouseButton.LeftButton, Qt.KeyboardModifier.NoModifier,
-                         window.viewer.mapFromScene(QPointF(85.5, 85.5)))
+                         at(window.viewer, 85, 85))
     proposal = smart.proposal
     assert window.editor.mask[proposal.mask].min() == window.editor.label()  # nothing for Enter to change
     with qtbot.waitSignal(smart.message, timeout=TIMEOUT) as said:

@@ -7,9 +7,10 @@ scaled up), so zoom levels and the 1:1 view mean the same thing for every image.
 
 from __future__ import annotations
 
+import math
 from functools import cached_property
 
-from PySide6.QtCore import QRectF, Signal
+from PySide6.QtCore import QPointF, QRectF, Signal
 from PySide6.QtGui import QColor, QImage, QPainter, QPixmap
 from PySide6.QtWidgets import (
     QGraphicsEllipseItem,
@@ -271,7 +272,10 @@ class ImageViewer(QGraphicsView):
         """Mouse events in edit mode: the left button paints (pressed / moved / released); True when taken."""
         if not self.editing or self._full_size is None:
             return False
-        point = self.mapToScene(event.position().toPoint())
+        # the centre of the screen pixel under the mouse (its corner, at 100%, is an image pixel's edge: x - 0.5
+        # then lies halfway between two pixels, and rounding half to even sent every odd column to its left)
+        at = event.position()
+        point = self.viewportTransform().inverted()[0].map(QPointF(math.floor(at.x()) + 0.5, math.floor(at.y()) + 0.5))
         x, y = point.x() - 0.5, point.y() - 0.5  # scene pixel centres are at +0.5
         if kind == "move":
             self._place_brush(round(x), round(y))

@@ -1,0 +1,86 @@
+"""The Smart tool and the reader's display window (issue 28): a window changed while the Smart tool is on (a preset,
+W, a drag with another tool) is what the encoder sees at the next click — a new PromptKey, never the embedding of
+the window shown before; and a click at image pixel (x, y) reaches the model at (x, y) at any zoom."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from PySide6.QtCore import QPoint, QPointF, Qt
+from PySide6.QtTest import QTest
+
+from ui import test_smart_volume
+from ui.test_smart import at
+
+volume_window = test_smart_volume.volume_window  # the NIfTI ball (its own window 113/204)
+
+TIMEOUT = 20_000
+
+
+def smart_on(qtbot, window):
+    QTest.keyClick(window, Qt.Key.Key_S)
+    smart = window.editor.smart
+    qtbot.waitUntil(lambda: smart.model_ready is not None, timeout=TIMEOUT)
+    return smart
+
+
+def click(qtbot, window, x, y):
+    viewer, smart = window.viewer, window.editor.smart
+    sent = []
+    smart.decode_requested.connect(sent.append)
+    try:
+        with qtbot.waitSignal(smart.proposal_shown, timeout=TIMEOUT):
+            QTest.mouseClick(viewer.viewport(), Qt.MouseButton.LeftButton, Qt.KeyboardModifier.NoModifier,
+                             at(viewer, x, y))
+    finally:
+        smart.decode_requested.disconnect(sent.append)
+    return sent[-1]
+
+
+def test_a_window_changed_while_the_smart_tool_is_on_is_what_the_encoder_sees(qtbot, volume_window):
+    from app.ui.workers.prompt_worker import encoder_pixels
+
+    window, _path = volume_window
+    smart = smart_on(qtbot, window)
+    first = click(qtbot, window, 40, 48)
+    before = first.image.key.window
+    assert before == window.state.display_window
+    with qtbot.waitSignal(window.presenter.window_shown, timeout=TIMEOUT):
+        window.presenter.set_window((60.0, 80.0))
+    assert window.state.display_window == (60.0, 80.0)
+    QTest.keyClick(window, Qt.Key.Key_Escape)
+    runs = smart.worker.model.encoder_runs
+    second = click(qtbot, window, 40, 48)
+    assert second.image.key.window == (60.0, 80.0)  # a new key: the embedding of the old window is not reused
+    shown = window.viewer._image_item.pixmap().toImage()
+    pixels = encoder_pixels(second.image)
+    assert int(pixels[48, 40]) == shown.pixelColor(40, 48).red()  # the pixels the reader sees
+    assert smart.worker.model.encoder_runs == runs + 1
+
+
+def test_a_click_reaches_the_model_at_the_image_pixel_under_the_mouse_at_any_zoom(qtbot, volume_window):
+    """The pixel under the mouse is the one whose square [x, x+1) holds the centre of the screen pixel clicked;
+    at 100% every screen pixel is one image pixel (half of them went to the pixel on their left: round(x - 0.5)
+    rounds half to even)."""
+    window, _path = volume_window
+    smart, viewer = smart_on(qtbot, window), window.viewer
+    for zoom in (0.37, 1.0, 3.3, 11.0):
+        viewer.resetTransform()
+        viewer.scale(zoom, zoom)
+        viewer.centerOn(QPointF(40, 48))
+        for dx in range(3):
+            QTest.keyClick(window, Qt.Key.Key_Escape)
+            where = at(viewer, 41, 47) + QPoint(dx, dx)
+            centre = QPointF(where) + QPointF(0.5, 0.5)  # the screen pixel's centre
+            scene = viewer.viewportTransform().inverted()[0].map(centre)
+            expected = (float(math.floor(scene.x())), float(math.floor(scene.y())))
+            sent = []
+            smart.decode_requested.connect(sent.append)
+            with qtbot.waitSignal(smart.proposal_shown, timeout=TIMEOUT):
+                QTest.mouseClick(viewer.viewport(), Qt.MouseButton.LeftButton, Qt.KeyboardModifier.NoModifier, where)
+            smart.decode_requested.disconnect(sent.append)
+            assert [(p.x, p.y) for p in sent[-1].points] == [expected], (zoom, dx)
+            mark = smart.preview._marks[0].pos()
+            assert (mark.x(), mark.y()) == (expected[0] + 0.5, expected[1] + 0.5), zoom  # on that pixel's centre
+    assert np.isfinite(smart.proposal.iou)
