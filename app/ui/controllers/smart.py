@@ -302,7 +302,7 @@ class Smart(QObject):
         """Ask for the proposal of the prompt as it is now; a prefetch in flight for another picture stops."""
         from app.ui.state.prompt_messages import DecodeRequest
 
-        image = cast("PromptImage", self._image)
+        image = self._current_image()
         worker = self.start_worker()
         self.latest_prefetch.issue()  # prefetches queued are replaced by the one made after this proposal
         worker.cancel_prefetch(keep=image.key)
@@ -353,7 +353,18 @@ class Smart(QObject):
         if self._image is None or self.worker is None:
             return
         images = self._neighbours()
-        self.prefetch_requested.emit(PrefetchRequest(self.latest_prefetch.issue(), images, first=self._image))
+        self.prefetch_requested.emit(PrefetchRequest(self.latest_prefetch.issue(), images,
+                                                     first=self._current_image()))
+
+    def _current_image(self) -> PromptImage:
+        """The picture edited as shown now: through the reader's window of this moment (a preset or W chosen while
+        the Smart tool is on is what the encoder must see: a new PromptKey, not the embedding of the old window)."""
+        image, view = cast("PromptImage", self._image), self._view
+        if view is not None:
+            fresh = shown_image(view, self._state.display_window)
+            if fresh.key != image.key:
+                self._image = image = fresh
+        return image
 
     def _neighbours(self) -> tuple[PrefetchImage, ...]:
         """The next and previous slice of a volume (through the reader's window), else the next listed files."""
