@@ -44,7 +44,8 @@ def test_frozen_folder_is_small_and_has_no_cuda_provider(frozen):
     # library, which the OS keyring's Linux backend (SecretStorage: the Secret Service session is encrypted) needs
     # for secrets to stay out of the settings file; pynetdicom, dicomweb-client, requests and keyring ~1.8 MB of
     # bytecode in the two executables' archives. The bundled ct3d_demo model and samples added 3.5 MB.
-    assert size <= 466 * 2**20, f"cpu flavor is {size / 2**20:.0f} MB"
+    # 469 since issue 28, 467.6 MB measured: the Smart tool's bundled prompt pair (prompt_demo, 2.7 MB) ships.
+    assert size <= 469 * 2**20, f"cpu flavor is {size / 2**20:.0f} MB"
     assert (frozen / "SegLens").is_file() and (frozen / "seglens-cli").is_file()
     assert not list(frozen.rglob("libonnxruntime_providers_cuda*"))
     assert (frozen / "_internal" / "FLAVOR").read_text().strip() == "cpu"
@@ -91,6 +92,12 @@ def test_frozen_cli_knows_the_bundled_models_by_name(frozen, tmp_path):
                           env=bare_env(tmp_path), cwd=tmp_path, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr
     assert (out / f"{sample.name}_mask.png").is_file()
+    assert any(line.startswith("prompt_demo ") for line in listed.stdout.splitlines())  # the Smart tool's pair
+    mask = tmp_path / "prompted.png"
+    done = subprocess.run([str(frozen / "seglens-cli"), "prompt", "prompt_demo", str(sample), "--point", "480,270",
+                           "--out", str(mask)], env=bare_env(tmp_path), cwd=tmp_path, capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0 and "Traceback" not in done.stderr and mask.is_file(), done.stderr
     unknown = subprocess.run([str(frozen / "seglens-cli"), "info", "xyz"], env=bare_env(tmp_path), cwd=tmp_path,
                              capture_output=True, text=True, timeout=120)
     assert unknown.returncode == 2 and unknown.stderr.startswith("error: unknown model 'xyz'"), unknown.stderr
