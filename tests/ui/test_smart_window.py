@@ -84,3 +84,30 @@ def test_a_click_reaches_the_model_at_the_image_pixel_under_the_mouse_at_any_zoo
             mark = smart.preview._marks[0].pos()
             assert (mark.x(), mark.y()) == (expected[0] + 0.5, expected[1] + 0.5), zoom  # on that pixel's centre
     assert np.isfinite(smart.proposal.iou)
+
+
+def test_a_class_chosen_while_a_proposal_is_shown_recolours_it_and_enter_adds_it_there(qtbot, volume_window):
+    """The proposal is previewed in the colour of the class Enter adds it to: choosing another class while it is
+    shown repaints it (it stayed in the first class's colour, and Enter painted another)."""
+    from PySide6.QtWidgets import QComboBox
+
+    window, _path = volume_window
+    smart = smart_on(qtbot, window)
+    click(qtbot, window, 40, 48)
+    assert _shown(smart) == _near(window.editor.class_rgb())
+    combo = window.panel.edit.findChildren(QComboBox)[0]  # Class
+    combo.setCurrentIndex(0)
+    assert window.panel.edit.label() == 0
+    assert _shown(smart) == _near(window.editor.class_rgb())  # background's colour now
+    assert smart.proposal is not None  # still shown: Enter adds it to the class chosen
+
+
+def _shown(smart):
+    """The preview's colour at the clicked pixel (40, 48), to the nearest 8."""
+    item = smart.preview._proposal
+    colour = item.pixmap().toImage().pixelColor(40 - int(item.pos().x()), 48 - int(item.pos().y()))
+    return _near((colour.red(), colour.green(), colour.blue()))
+
+
+def _near(rgb):
+    return tuple(round(v / 8) for v in rgb)

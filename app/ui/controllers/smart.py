@@ -81,6 +81,7 @@ class Smart(QObject):
         self.accepted: ProposalReady | None = None  # the last proposal added to the mask (propagation starts from it)
         self._actions = key_actions(self, keys) if keys is not None else []
         panel.prompt_model_chosen.connect(self.load)
+        panel.class_changed.connect(self._recolour)
         self._propagation: Propagation | None = None  # made on first use (controllers/smart_propagation.py)
         panel.propagate_requested.connect(self.propagate)
         panel.stop_requested.connect(self.stop_propagation)
@@ -325,6 +326,11 @@ class Smart(QObject):
                   ready.request_id, ms, ready.encode_ms, ready.decode_ms)
         self.proposal_shown.emit(ready.request_id, ms)
         self._prefetch()
+
+    def _recolour(self, _label: int) -> None:
+        """Another class chosen: the proposal shown is previewed in its colour (Enter adds it there)."""
+        if self.proposal is not None:
+            self.preview.set_proposal(self.proposal.mask, self._editor.class_rgb())
 
     def _on_proposal_failed(self, failed: ProposalFailed) -> None:
         if self.latest.is_latest(failed.request_id):

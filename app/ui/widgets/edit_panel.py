@@ -23,6 +23,7 @@ class EditPanel(QGroupBox):
     save_requested = Signal()
     done_requested = Signal()
     tool_changed = Signal(str)
+    class_changed = Signal(int)  # the class to paint (the Smart tool's preview is drawn in its colour)
     prompt_model_chosen = Signal(str)  # "prompt_demo", "grabcut" or a sidecar's path
     propagate_requested = Signal(int)  # +1: the next slices, −1: the previous ones
     stop_requested = Signal()
@@ -56,6 +57,7 @@ class EditPanel(QGroupBox):
         form.addRow(buttons)
         form.addRow(hint)
         self._tool.currentIndexChanged.connect(self._on_tool)
+        self._class.currentIndexChanged.connect(lambda _index: self.class_changed.emit(self.label()))
         self._size.valueChanged.connect(self._on_size)
         self._undo.clicked.connect(self.undo_requested)
         self._redo.clicked.connect(self.redo_requested)
