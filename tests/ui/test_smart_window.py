@@ -111,3 +111,46 @@ def _shown(smart):
 
 def _near(rgb):
     return tuple(round(v / 8) for v in rgb)
+
+
+def test_a_press_that_becomes_a_drag_takes_its_point_s_proposal_back_too(qtbot, volume_window):
+    """While a box is drawn, the proposal of the press's point (taken back: a drag, not a click) is not shown,
+    nor the one still on its way; with an earlier point, that point's proposal is shown again."""
+    window, _path = volume_window
+    smart, viewer = smart_on(qtbot, window), window.viewer
+    with qtbot.waitSignal(smart.proposal_shown, timeout=TIMEOUT):
+        QTest.mousePress(viewer.viewport(), Qt.MouseButton.LeftButton, Qt.KeyboardModifier.NoModifier,
+                         at(viewer, 30, 38))
+    assert smart.preview.proposal_area > 0 and len(smart._points) == 1
+    QTest.mouseMove(viewer.viewport(), at(viewer, 45, 50))
+    QTest.mouseMove(viewer.viewport(), at(viewer, 52, 60))
+    assert smart._points == [] and smart.proposal is None and smart.preview.proposal_area == 0
+    with qtbot.waitSignal(smart.proposal_shown, timeout=TIMEOUT):
+        QTest.mouseRelease(viewer.viewport(), Qt.MouseButton.LeftButton, Qt.KeyboardModifier.NoModifier,
+                           at(viewer, 52, 60))
+    assert smart._box is not None and smart.proposal is not None
+    QTest.keyClick(window, Qt.Key.Key_Escape)
+    first = click(qtbot, window, 40, 48)  # a point, then a press that becomes a drag
+    QTest.mousePress(viewer.viewport(), Qt.MouseButton.LeftButton, Qt.KeyboardModifier.NoModifier,
+                     at(viewer, 30, 38))
+    with qtbot.waitSignal(smart.proposal_shown, timeout=TIMEOUT):
+        QTest.mouseMove(viewer.viewport(), at(viewer, 52, 60))
+    assert [(p.x, p.y) for p in smart._points] == [(40.0, 48.0)]
+    assert [(p.x, p.y) for p in first.points] == [(40.0, 48.0)]
+    QTest.mouseRelease(viewer.viewport(), Qt.MouseButton.LeftButton, Qt.KeyboardModifier.NoModifier,
+                       at(viewer, 52, 60))
+
+
+def test_esc_during_a_drag_ends_the_box(qtbot, volume_window):
+    window, _path = volume_window
+    smart, viewer = smart_on(qtbot, window), window.viewer
+    QTest.mousePress(viewer.viewport(), Qt.MouseButton.LeftButton, Qt.KeyboardModifier.NoModifier, at(viewer, 30, 38))
+    QTest.mouseMove(viewer.viewport(), at(viewer, 45, 50))
+    QTest.mouseMove(viewer.viewport(), at(viewer, 52, 60))
+    assert smart.preview._box.isVisible()
+    QTest.keyClick(window, Qt.Key.Key_Escape)
+    assert not smart.preview._box.isVisible()
+    QTest.mouseMove(viewer.viewport(), at(viewer, 60, 66))
+    QTest.mouseRelease(viewer.viewport(), Qt.MouseButton.LeftButton, Qt.KeyboardModifier.NoModifier,
+                       at(viewer, 60, 66))
+    assert smart._box is None and not smart.prompting and not smart.preview._box.isVisible()

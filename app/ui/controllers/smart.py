@@ -171,7 +171,7 @@ class Smart(QObject):
 
     @property
     def prompting(self) -> bool:
-        return bool(self._points or self._box is not None or self.proposal is not None)
+        return bool(self._points or self._box is not None or self.proposal is not None or self._dragging)
 
     # -- the mouse -------------------------------------------------------------------------------------
 
@@ -191,10 +191,13 @@ class Smart(QObject):
         zoom = max(self._viewer.zoom(), 1e-6)
         if not self._dragging and max(abs(x - press[0]), abs(y - press[1])) * zoom < DRAG_PX:
             return
-        if not self._dragging and self._press_point:  # a drag, not a click: its point goes
+        began, self._dragging = not self._dragging, True  # a box being drawn: Esc ends it (prompting)
+        if began and self._press_point:  # a drag, not a click: its point goes, and its proposal
             self._points.pop()
             self._show_points()
-        self._dragging = True
+            self._reprompt(press[2])  # the points before it, if any
+        elif began:
+            self.enable_keys()
         self.preview.set_box(box_edges(press[0], press[1], x, y))
         self._drag_end = (x, y)
 
@@ -234,7 +237,7 @@ class Smart(QObject):
             self.stop_propagation()
             return
         self.latest.issue()  # a proposal on its way is not wanted
-        self._points, self._box, self.proposal, self._press = [], None, None, None
+        self._points, self._box, self.proposal, self._press, self._dragging = [], None, None, None, False
         self.preview.clear()
         self._panel.show_iou(None)
         self.enable_keys()
@@ -289,9 +292,9 @@ class Smart(QObject):
         self._request(pressed)
         return True
 
-    def _reprompt(self) -> None:
+    def _reprompt(self, pressed: float | None = None) -> None:
         if self._points or self._box is not None:
-            self._request(time.perf_counter())
+            self._request(time.perf_counter() if pressed is None else pressed)
             return
         self.latest.issue()
         self.proposal = None
