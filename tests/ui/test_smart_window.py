@@ -154,3 +154,51 @@ def test_esc_during_a_drag_ends_the_box(qtbot, volume_window):
     QTest.mouseRelease(viewer.viewport(), Qt.MouseButton.LeftButton, Qt.KeyboardModifier.NoModifier,
                        at(viewer, 60, 66))
     assert smart._box is None and not smart.prompting and not smart.preview._box.isVisible()
+
+
+def test_a_proposal_on_its_way_is_not_painted_on_the_next_slice(qtbot, volume_window):
+    window, path = volume_window
+    smart, viewer = smart_on(qtbot, window), window.viewer
+    shown = []
+    smart.proposal_shown.connect(lambda *args: shown.append(args))
+    with qtbot.waitSignal(smart.decode_requested, timeout=TIMEOUT):
+        QTest.mouseClick(viewer.viewport(), Qt.MouseButton.LeftButton, Qt.KeyboardModifier.NoModifier,
+                         at(viewer, 40, 48))
+    with qtbot.waitSignal(window.overlay_shown, timeout=TIMEOUT):
+        window.show_path(path, test_smart_volume.CENTRE + 5)
+    qtbot.wait(300)  # the slice's proposal has come back by now (or not: it must not show either way)
+    assert smart.proposal is None and smart.preview.proposal_area == 0 and smart.preview.marks == 0
+    if window.editor.active and smart.view is not None:
+        assert smart.view.frame == test_smart_volume.CENTRE + 5
+
+
+def test_a_box_drawn_from_outside_the_image_is_no_point_outside_it(qtbot, volume_window):
+    """A box started in the margin (to reach an object at the edge) is a box: no 'point … is outside the image'
+    line for its press; a click there still says it, once the button is up."""
+    window, _path = volume_window
+    smart, viewer = smart_on(qtbot, window), window.viewer
+    window.status.clearMessage()
+    with qtbot.waitSignal(smart.proposal_shown, timeout=TIMEOUT):
+        QTest.mousePress(viewer.viewport(), Qt.MouseButton.LeftButton, Qt.KeyboardModifier.NoModifier,
+                         at(viewer, -4, 30))
+        QTest.mouseMove(viewer.viewport(), at(viewer, 20, 45))
+        QTest.mouseMove(viewer.viewport(), at(viewer, 50, 60))
+        QTest.mouseRelease(viewer.viewport(), Qt.MouseButton.LeftButton, Qt.KeyboardModifier.NoModifier,
+                           at(viewer, 50, 60))
+    assert smart._box is not None and smart.proposal is not None
+    assert "outside the image" not in window.status.currentMessage()
+    QTest.keyClick(window, Qt.Key.Key_Escape)
+    QTest.mouseClick(viewer.viewport(), Qt.MouseButton.LeftButton, Qt.KeyboardModifier.NoModifier, at(viewer, -4, 30))
+    assert window.status.currentMessage() == ("point (-4, 30) is outside the image (96×96 pixels: x from 0 to 95, "
+                                              "y from 0 to 95)")
+    window.panel.edit.choose_prompt_model("grabcut")  # no model: a box's press is no "a point needs a model"
+    qtbot.waitUntil(lambda: smart.model_ready is not None and not smart.model_ready.points, timeout=TIMEOUT)
+    window.status.clearMessage()
+    with qtbot.waitSignal(smart.proposal_shown, timeout=TIMEOUT):
+        QTest.mousePress(viewer.viewport(), Qt.MouseButton.LeftButton, Qt.KeyboardModifier.NoModifier,
+                         at(viewer, 25, 33))
+        QTest.mouseMove(viewer.viewport(), at(viewer, 40, 48))
+        QTest.mouseMove(viewer.viewport(), at(viewer, 56, 64))
+        QTest.mouseRelease(viewer.viewport(), Qt.MouseButton.LeftButton, Qt.KeyboardModifier.NoModifier,
+                           at(viewer, 56, 64))
+    assert window.status.currentMessage() == ""

@@ -77,6 +77,7 @@ class Smart(QObject):
         self._press_point = False  # the press added a point (taken back if it becomes a drag)
         self._dragging = False
         self._drag_end = (0.0, 0.0)
+        self._refusal = ""  # why the press's point was refused: said at the release of a click (not of a drag)
         self.proposal: ProposalReady | None = None
         self.accepted: ProposalReady | None = None  # the last proposal added to the mask (propagation starts from it)
         self._actions = key_actions(self, keys) if keys is not None else []
@@ -182,7 +183,9 @@ class Smart(QObject):
         now = time.perf_counter()
         negative = negative or bool(modifiers & Qt.KeyboardModifier.AltModifier)
         self._press, self._dragging = (None if negative else (x, y, now)), False
-        self._press_point = self._add_point(round(x), round(y), 0 if negative else 1, now)
+        # a left press may become a box: why its point is refused (outside the image, no model for points) is
+        # said only once the button is up without a drag (a box started in the margin is a box)
+        self._press_point = self._add_point(round(x), round(y), 0 if negative else 1, now, defer=not negative)
 
     def moved(self, x: float, y: float) -> None:
         press = self._press
@@ -192,6 +195,7 @@ class Smart(QObject):
         if not self._dragging and max(abs(x - press[0]), abs(y - press[1])) * zoom < DRAG_PX:
             return
         began, self._dragging = not self._dragging, True  # a box being drawn: Esc ends it (prompting)
+        self._refusal = ""
         if began and self._press_point:  # a drag, not a click: its point goes, and its proposal
             self._points.pop()
             self._show_points()
@@ -202,8 +206,10 @@ class Smart(QObject):
         self._drag_end = (x, y)
 
     def released(self) -> None:
-        press, dragging = self._press, self._dragging
-        self._press, self._dragging = None, False
+        press, dragging, refusal = self._press, self._dragging, self._refusal
+        self._press, self._dragging, self._refusal = None, False, ""
+        if refusal and not dragging:
+            self.message.emit(refusal)
         if press is None or not dragging:
             return
         from app.inference.prompt_input import Box
@@ -273,7 +279,7 @@ class Smart(QObject):
 
     # -- inside ----------------------------------------------------------------------------------------
 
-    def _add_point(self, x: int, y: int, label: int, pressed: float) -> bool:
+    def _add_point(self, x: int, y: int, label: int, pressed: float, *, defer: bool = False) -> bool:
         from app.errors import SegLensError
         from app.inference.prompt_input import Point, check_prompt
 
@@ -282,15 +288,21 @@ class Smart(QObject):
         try:
             check_prompt([point], None, image.pixels.shape[:2])
         except SegLensError as exc:
-            self.message.emit(str(exc))
+            self._refuse(str(exc), defer=defer)
             return False
         if self.model_ready is not None and not self.model_ready.points and self._box is None:
-            self.message.emit(NEEDS_BOX)
+            self._refuse(NEEDS_BOX, defer=defer)
             return False
         self._points.append(point)
         self._show_points()
         self._request(pressed)
         return True
+
+    def _refuse(self, line: str, *, defer: bool) -> None:
+        if defer:
+            self._refusal = line
+        else:
+            self.message.emit(line)
 
     def _reprompt(self, pressed: float | None = None) -> None:
         if self._points or self._box is not None:
