@@ -13,6 +13,7 @@ from app.inference.onnx_graph import TensorInfo
 from app.inference.session import SessionInfo
 from app.inference.spec import InputSpec, ModelSpec, VolumeInputSpec
 from app.inference.spec3d_text import volume_lines
+from app.inference.verdict_band import score_band
 
 
 def spec_dict(spec: ModelSpec, info: SessionInfo | None) -> dict[str, Any]:
@@ -37,7 +38,9 @@ def spec_dict(spec: ModelSpec, info: SessionInfo | None) -> dict[str, Any]:
         "classes": [{"index": i, "name": c.name, "color": hex_color(c.color), **_code_dict(c.code)}
                     for i, c in enumerate(spec.classes)],
         "postprocess": vars(spec.postprocess).copy(),
-        "verdict": None if spec.verdict is None else {"fail_if": [rule.as_dict() for rule in spec.verdict]},
+        "verdict": None if spec.verdict is None else {
+            "fail_if": [rule.as_dict() for rule in spec.verdict],
+            **({"review_if": [rule.as_dict() for rule in spec.review]} if spec.review else {})},
         "sources": dict(spec.sources),
     }
     if spec.volume is not None:
@@ -169,8 +172,16 @@ def _postprocess_lines(spec: ModelSpec, row: Callable[[str, object, str], str]) 
 def _verdict_lines(spec: ModelSpec) -> list[str]:
     if spec.verdict is None:
         return []
-    lines = [f"verdict  [{spec.sources.get('verdict', '')}]  NG when any rule holds, OK otherwise"]
-    return lines + [f"  fail if {rule.describe()}" for rule in spec.verdict]
+    where = f"verdict  [{spec.sources.get('verdict', '')}]"
+    if not spec.review:
+        return [f"{where}  NG when any rule holds, OK otherwise", *(f"  fail if {r.describe()}" for r in spec.verdict)]
+    lines = [f"{where}  NG when a fail rule holds, else REVIEW when a review rule holds, else OK",
+             *(f"  fail if {r.describe()}" for r in spec.verdict),
+             *(f"  review if {r.describe()}" for r in spec.review)]
+    band = score_band(spec.verdict, spec.review)
+    if band:
+        lines.append(f"  band: {band}")
+    return lines
 
 
 def _class_lines(spec: ModelSpec) -> list[str]:

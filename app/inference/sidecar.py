@@ -295,6 +295,13 @@ def _millilitres(value: Any) -> float:
     return ml
 
 
+def _calibrated(value: Any) -> dict[str, Any]:
+    """`verdict.calibrated`: seglens-cli calibrate's provenance of the limits (a mapping, kept as written)."""
+    if not isinstance(value, dict):
+        raise ValueError(f"must be a mapping (written by seglens-cli calibrate), got {shown(value)}")
+    return value
+
+
 MAX_VERDICT_RULES = 64
 _RULE_KEYS = {  # rule kind: (its keys, the check of its limit)
     "min_area_px": ({"class", "min_area_px"}, whole(1, 2**31 - 1)),
@@ -306,10 +313,12 @@ _RULE_KEYS = {  # rule kind: (its keys, the check of its limit)
 
 
 def _fail_if(value: Any) -> tuple[dict[str, Any], ...]:
-    """`verdict.fail_if`: a list of rules, each one mapping of a single kind; class names are resolved to the
-    model's classes later, by the spec (which knows them)."""
+    """`verdict.fail_if` (and `verdict.review_if`): a list of rules, each one mapping of a single kind, or one such
+    mapping alone (`{score_above: 0.7}`); class names are resolved to the model's classes later, by the spec."""
+    if isinstance(value, dict):
+        value = [value]
     if not isinstance(value, list) or not value or len(value) > MAX_VERDICT_RULES:
-        raise ValueError(f"must be a list of 1 to {MAX_VERDICT_RULES} rules, got {shown(value)}")
+        raise ValueError(f"must be a rule or a list of 1 to {MAX_VERDICT_RULES} rules, got {shown(value)}")
     return tuple(_verdict_rule(index, item) for index, item in enumerate(value))
 
 
@@ -394,6 +403,8 @@ _SCHEMA: dict[str, Any] = {
     },
     "verdict": {
         "fail_if": _fail_if,
+        "review_if": _fail_if,  # the band: REVIEW when one holds and no fail rule does (app.inference.verdict_band)
+        "calibrated": _calibrated,  # written by seglens-cli calibrate: where the limits came from (not judged)
     },
 }
 

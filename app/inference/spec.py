@@ -143,6 +143,7 @@ class ModelSpec:
     opset: int | None = None
     producer: str = ""
     verdict: tuple[Rule, ...] | None = None  # the sidecar's `verdict.fail_if`; None: no verdict section
+    review: tuple[Rule, ...] = ()  # the sidecar's `verdict.review_if` (app.inference.verdict_band): REVIEW
     classes_file: Path | None = None  # the sidecar's `classes_file:`, resolved; the names are in `classes`
     volume: VolumeInputSpec | None = None  # a 3D model's volume input (layout "NCDHW"); None for every 2D model
 

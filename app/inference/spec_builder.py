@@ -30,6 +30,7 @@ from app.inference.spec_resolver import Resolver, shortened
 from app.inference.tiling import tile_spec_from, untileable
 from app.inference.validators import visible
 from app.inference.verdict import Rule, ScoreRule, resolve_rules
+from app.inference.verdict_band import resolve_review
 from app.io.render import PALETTE
 
 _FLOAT_INPUTS = FLOAT_INPUTS
@@ -101,7 +102,8 @@ class _Builder(Resolver):
             classes=classes, postprocess=post, inputs=self.graph.inputs, outputs=self.graph.outputs,
             runtime={k.removeprefix("runtime."): v for k, v in self.overrides.items() if k.startswith("runtime.")},
             sources=self.sources, metadata=self.graph.metadata, opset=self.graph.opset,
-            producer=self.graph.producer, verdict=self._verdict(task, classes),
+            producer=self.graph.producer, verdict=(verdict := self._verdict(task, classes)),
+            review=self._review(task, classes, verdict),
             classes_file=self.overrides.get("classes_file"), volume=volume,
         )
 
@@ -139,11 +141,23 @@ class _Builder(Resolver):
             self.sources["verdict"] = "default"
             assert self.image_threshold is not None  # _output set it: an anomaly output has one
             return (ScoreRule(self.image_threshold, inclusive=True),)
+        if raw is None and self.overrides.get("verdict.review_if") is not None:
+            self.sources["verdict"] = "sidecar"
+            return ()  # a band without fail rules: OK or REVIEW (fail closed still makes NG)
         if raw is None:
             return None
         self.sources["verdict"] = "sidecar"
         return resolve_rules(raw, task, tuple(c.name for c in classes), self.sidecar_error,
                              output_kind=self.output_kind)
+
+    def _review(self, task: str, classes: tuple[ClassInfo, ...], fail: tuple[Rule, ...] | None) -> tuple[Rule, ...]:
+        """The sidecar's `verdict.review_if` rules, each refused when it cannot make a band with the fail rules."""
+        raw = self.overrides.get("verdict.review_if")
+        if raw is None:
+            return ()
+        fail_key = "verdict.fail_if" if self.overrides.get("verdict.fail_if") is not None else "output.image_threshold"
+        return resolve_review(raw, fail or (), task, tuple(c.name for c in classes), self.sidecar_error,
+                              output_kind=self.output_kind, fail_key=fail_key)
 
     def _default_name(self) -> tuple[str, str]:
         for key in ("name", "model_name", "title"):

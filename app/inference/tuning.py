@@ -15,7 +15,7 @@ import numpy as np
 from app.inference import postprocess
 from app.inference.pipeline import Result
 from app.inference.spec import ModelSpec
-from app.inference.verdict import ScoreRule, Verdict, decide, image_score, score_fired
+from app.inference.verdict import ScoreRule, Verdict, decide, image_score, review_reason, score_fired
 
 LAYERS = ("probability", "uncertainty")  # the pictures a result with kept scores can give besides its mask
 
@@ -63,6 +63,7 @@ class Judgement:
     score: float | None
     verdict: Verdict | None
     other_reason: str = ""
+    review_reason: str = ""  # the first review rule (verdict.review_if) that held: REVIEW when nothing fails
 
     def at_limit(self, rule: ScoreRule | None, limit: float | None) -> Verdict | None:
         """The verdict with the score rule at `limit` (None: as judged)."""
@@ -72,7 +73,9 @@ class Judgement:
         fired = score_fired(self.score, rule, limit)
         if fired:
             return Verdict(False, fired)
-        return Verdict(False, self.other_reason) if self.other_reason else Verdict(True)
+        if self.other_reason:
+            return Verdict(False, self.other_reason)
+        return Verdict(False, self.review_reason, review=True) if self.review_reason else Verdict(True)
 
 
 def judge(spec: ModelSpec, result: Result) -> Judgement:
@@ -80,7 +83,8 @@ def judge(spec: ModelSpec, result: Result) -> Judgement:
     if spec.verdict is None:
         return Judgement(image_score(result), None)
     others = tuple(rule for rule in spec.verdict if not isinstance(rule, ScoreRule))
-    return Judgement(image_score(result), decide(spec.verdict, result, spec), decide(others, result, spec).reason)
+    return Judgement(image_score(result), decide(spec.verdict, result, spec, review=spec.review),
+                     decide(others, result, spec).reason, review_reason(spec.review, result, spec))
 
 
 def plane(result: Result, spec: ModelSpec, layer: str, class_index: int | None = None, *,

@@ -23,6 +23,11 @@ Fail closed: a rule that meets a result without what it measures (no image score
 Result made elsewhere than the pipeline) makes the image NG (`no mask to judge … by`), never OK, and so does a
 non-finite score.
 
+The band (`verdict.review_if`, beside `fail_if`): when no fail rule fired and the result is sure, a review rule
+that holds makes the image REVIEW, not OK (`review_if: {score_above: 0.4}` with `fail_if: {score_above: 0.7}`:
+score <= 0.4 OK, 0.4 < score <= 0.7 REVIEW, above NG). REVIEW never hides an NG: the fail rules, fail closed and
+uncertainty are judged first. A Verdict's `ok` is False for REVIEW, so a reader that knows only OK/NG shows NG.
+
 A classifier whose output sets `min_confidence` / `min_margin` is also judged *uncertain* when its top-1
 probability is below the first, or top-1 − top-2 below the second (strictly: equal is not uncertain). When no rule
 fired, an uncertain result is NG (`uncertain: top-1 0.41 < min_confidence 0.50`), never passed as OK; a model
@@ -126,10 +131,24 @@ class ComponentRule:
 Rule = AreaRule | FractionRule | ScoreRule | Top1Rule | ComponentRule
 
 
+VERDICT_STATES = ("OK", "REVIEW", "NG")  # what a verdict says, on screens, in summaries and on the line
+
+
 @dataclass(frozen=True)
 class Verdict:
     ok: bool
     reason: str = ""  # the first rule that fired; empty when OK
+    review: bool = False  # REVIEW: no fail rule fired but a review rule did (`ok` is False: never passed as OK)
+
+    @property
+    def state(self) -> str:
+        """"OK", "REVIEW" or "NG"."""
+        return "OK" if self.ok else "REVIEW" if self.review else "NG"
+
+    @property
+    def cell(self) -> str:
+        """The report's `verdict` cell: "ok", "review" or "ng"."""
+        return self.state.lower()
 
 
 @dataclass(frozen=True)
@@ -188,7 +207,8 @@ PROBABILITY_KINDS = ("binary", "classification")
 
 
 def resolve_rules(raw: tuple[dict[str, Any], ...], task: str, class_names: tuple[str, ...],
-                  refuse: Callable[[str, str], Exception], *, output_kind: str) -> tuple[Rule, ...]:
+                  refuse: Callable[[str, str], Exception], *, output_kind: str,
+                  section: str = "verdict.fail_if") -> tuple[Rule, ...]:
     """The sidecar's parsed rules (app.inference.sidecar) as Rule records, class names resolved to label values;
     `refuse(key, problem)` makes the error for a rule that does not fit the task (areas need a mask, top-1 needs
     a classifier), names a class the model does not have, or could never fire (`score_above` on an `output_kind`
@@ -226,7 +246,7 @@ def resolve_rules(raw: tuple[dict[str, Any], ...], task: str, class_names: tuple
             return AreaRule(item["class"], found, item["limit"])
         return FractionRule(item["class"], found, item["limit"])
 
-    return tuple(rule(f"verdict.fail_if[{i}]", item) for i, item in enumerate(raw))
+    return tuple(rule(f"{section}[{i}]", item) for i, item in enumerate(raw))
 
 
 def component_rule(item: dict[str, Any], class_names: tuple[str, ...], found: tuple[int, ...]) -> ComponentRule:
@@ -246,7 +266,24 @@ def slice_verdict(spec: ModelSpec, result: Result) -> Verdict | None:
     if spec.verdict is None:
         return None
     rules = plane_rules(spec.verdict)
-    return decide(rules, result, spec) if rules else None
+    return decide(rules, result, spec, review=spec.review) if rules or spec.review else None
+
+
+def combined(slices: Sequence[tuple[int, Verdict]], whole: Verdict | None) -> Verdict | None:
+    """A volume's verdict from its slices' (number, verdict) and the volume rules' (`whole`): the first NG slice,
+    else the volume rules' NG, else the first REVIEW slice, else the volume rules' verdict or OK; None: nothing
+    judged it. REVIEW never hides an NG."""
+    if not slices and whole is None:
+        return None
+    bad = next(((n, v) for n, v in slices if not v.ok and not v.review), None)
+    if bad is not None:
+        return Verdict(False, f"slice {bad[0]}: {bad[1].reason}")
+    if whole is not None and not whole.ok:
+        return whole
+    doubt = next(((n, v) for n, v in slices if v.review), None)
+    if doubt is not None:
+        return Verdict(False, f"slice {doubt[0]}: {doubt[1].reason}", review=True)
+    return Verdict(True) if whole is None else whole
 
 
 def volume_verdict(rules: tuple[Rule, ...], found: Sequence[Lesion] | None, *, why_not: str = "") -> Verdict | None:
@@ -307,12 +344,13 @@ def image_score(result: Result) -> float | None:
 
 def verdict_of(spec: ModelSpec, result: Result) -> Verdict | None:
     """The verdict of `result` under the spec's rules; None when the model has no `verdict` section."""
-    return None if spec.verdict is None else decide(spec.verdict, result, spec)
+    return None if spec.verdict is None else decide(spec.verdict, result, spec, review=spec.review)
 
 
-def decide(rules: tuple[Rule, ...], result: Result, spec: ModelSpec) -> Verdict:
+def decide(rules: tuple[Rule, ...], result: Result, spec: ModelSpec, *, review: tuple[Rule, ...] = ()) -> Verdict:
     """OK unless a rule holds; the reason names the first that did (`scratch component 412 px >= 50`). A classifier's
-    uncertain result is NG when no rule fired (`uncertain: top-1 0.41 < min_confidence 0.50`). A non-finite score
+    uncertain result is NG when no rule fired (`uncertain: top-1 0.41 < min_confidence 0.50`). Only then is a
+    `review` rule judged: the first that holds makes it REVIEW (`review: score 0.55 > 0.4`). A non-finite score
     is NG whatever the rules (`image score nan is not finite`): a comparison with NaN is False, so it would pass
     every rule. The pipeline already makes such an output an error (app.inference.finite); this is for a Result
     made anywhere else."""
@@ -326,7 +364,16 @@ def decide(rules: tuple[Rule, ...], result: Result, spec: ModelSpec) -> Verdict:
     if spec is not None and spec.task == "classification" and not result.predictions:
         return Verdict(False, "no class scores to judge")  # uncertainty() has nothing to measure: never sure
     doubt = uncertainty(result.predictions, spec)
-    return Verdict(True) if doubt is None else Verdict(False, doubt.reason)
+    if doubt is not None:
+        return Verdict(False, doubt.reason)
+    reason = review_reason(review, result, spec)
+    return Verdict(False, reason, review=True) if reason else Verdict(True)
+
+
+def review_reason(review: tuple[Rule, ...], result: Result, spec: ModelSpec) -> str:
+    """Why the first review rule that holds does (`review: score 0.55 > 0.4`), or "". A review rule that cannot be
+    judged (no score) holds too: never OK by default; the fail rules have already made such a result NG."""
+    return next((f"review: {why}" for why in (_fired(rule, result, spec) for rule in review) if why), "")
 
 
 def not_finite(result: Result) -> str:

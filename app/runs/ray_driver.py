@@ -237,6 +237,7 @@ class _Driver:
         verdict = row[columns.index("verdict")] if "verdict" in columns else ""
         self.summary.passed += verdict == "ok"
         self.summary.rejected += verdict == "ng"
+        self.summary.review += verdict == "review"
 
     def _told(self, error: str | None) -> None:
         if self.progress is not None:

@@ -47,7 +47,7 @@ def _task_columns(spec: ModelSpec) -> tuple[list[str], list[str]]:
     return classes, [c for i in range(1, k + 1) for c in (f"top{i}", f"top{i}_score")]
 
 
-# after `height`: the image's score, `ok`/`ng` (empty without a `verdict` section) and the first rule that fired
+# after `height`: the image's score, ok/review/ng (empty without a `verdict` section) and the first rule that fired
 VERDICT_COLUMNS = ("score", "verdict", "verdict_reason")
 
 
@@ -107,7 +107,7 @@ class ReportWriter:
         the image does not fit the model (app.inference.fit), the run goes on."""
         extra = list(extra) or [""] * self._extra
         judged = ["" if score is None else f"{score:.6f}",
-                  "" if verdict is None else ("ok" if verdict.ok else "ng"),
+                  "" if verdict is None else verdict.cell,
                   reason if verdict is None else verdict.reason]
         self._row([str(path), "ok", task, provider, hw[1], hw[0], *judged, *values, *extra,
                    *(f"{timings.get(stage, 0.0):.2f}" for stage in STAGES), warning, ""])

@@ -24,7 +24,7 @@ from app.inference import pipeline
 from app.inference.postprocess import class_pixel_counts
 from app.inference.spec import ModelSpec
 from app.inference.tuning import judge
-from app.inference.verdict import Verdict, plane_rules, slice_verdict
+from app.inference.verdict import Verdict, combined, plane_rules, slice_verdict
 from app.io.discover import InputFile
 from app.io.images import DecodedImage, read_slice
 from app.io.volumes import Volume
@@ -154,7 +154,7 @@ def image_item(model: ModelSession, item: InputFile, *, spec: ModelSpec, name: s
     verdict = judge(spec, result).verdict
     scored = metrics(item, result.mask) if metrics is not None and result.mask is not None else None
     return ReportItem(name, overlay_png(image.display(), result.mask, spec.classes),
-                      "" if verdict is None else "ok" if verdict.ok else "ng",
+                      "" if verdict is None else verdict.cell,
                       "" if verdict is None else verdict.reason, scored, review)
 
 
@@ -169,8 +169,7 @@ def volume_item(model: ModelSession, volume: Volume, *, spec: ModelSpec, name: s
     against its own correction; the row's IoU and Dice are their means over the corrected slices."""
     counts = np.zeros(256, np.int64)
     shown = _Shown(-1, -1, None, None)
-    bad: tuple[int, str] | None = None
-    judged = False
+    judged_slices: list[tuple[int, Verdict]] = []  # the first judged (any rule judged it) and every one not OK
     labels = _LabelVolume(volume) if spec.verdict is not None and plane_rules(spec.verdict) != spec.verdict else None
     corrected: dict[int, dict[str, float]] = {}
     for k in range(volume.depth):
@@ -179,22 +178,21 @@ def volume_item(model: ModelSession, volume: Volume, *, spec: ModelSpec, name: s
         image = read_slice(volume, k)
         result = _run(model, image, spec, min_confidence)
         verdict = slice_verdict(spec, result)  # a volume rule judges the whole volume, below
-        judged = judged or verdict is not None
+        if verdict is not None and (not judged_slices or verdict.ok is False):
+            judged_slices.append((k + 1, verdict))
         if labels is not None:
             labels.add(k, result.mask)
         if corrections is not None and result.mask is not None:
             scored = corrections[1](corrections[0], result.mask, k)
             if scored is not None:
                 corrected[k] = scored
-        if verdict is not None and not verdict.ok and bad is None:
-            bad = (k + 1, verdict.reason)
         here = class_pixel_counts(result.mask) if result.mask is not None else None
         if here is not None:
             counts += here
         foreground = int(here[1:].sum()) if here is not None else 0
         if foreground > shown.foreground or (k == volume.depth // 2 and shown.foreground <= 0):
             shown = _Shown(k, foreground, image, result.mask)
-    said, reason = _said(judged, bad, labels.verdict(spec) if labels is not None else None)
+    said, reason = _said(judged_slices, labels.verdict(spec) if labels is not None else None)
     picture = overlay_png(shown.image.display(), shown.mask, spec.classes) if shown.image is not None else None
     figures = volume_figures(volume, spec, counts, shown.index, shown.foreground) + _corrected_figures(corrected)
     return ReportItem(name, picture, said, reason, _mean_metrics(corrected), review, figures=figures)
@@ -215,14 +213,11 @@ def _mean_metrics(corrected: dict[int, dict[str, float]]) -> dict[str, float] | 
     return {name: float(np.mean([m[name] for m in corrected.values()])) for name in ("iou", "dice")}
 
 
-def _said(judged: bool, bad: tuple[int, str] | None, whole: Verdict | None) -> tuple[str, str]:
-    """A volume row's verdict and reason: the first NG slice, else the volume rules' NG, else OK; nothing when
-    no rule judged it."""
-    if bad is not None:
-        return "ng", f"slice {bad[0]}: {bad[1]}"
-    if whole is not None and not whole.ok:
-        return "ng", whole.reason
-    return ("ok", "") if judged or whole is not None else ("", "")
+def _said(slices: list[tuple[int, Verdict]], whole: Verdict | None) -> tuple[str, str]:
+    """A volume row's verdict and reason: the first NG slice, else the volume rules' NG, else the first REVIEW
+    slice, else OK (app.inference.verdict.combined); nothing when no rule judged it."""
+    verdict = combined(slices, whole)
+    return ("", "") if verdict is None else (verdict.cell, verdict.reason)
 
 
 class _LabelVolume:

@@ -41,7 +41,7 @@ _SHORT_SHA = 12
 class ReportItem:
     rel: str
     overlay_png: bytes | None  # an overlay image (PNG bytes) or None
-    verdict: str = ""  # "ok"/"ng"/""
+    verdict: str = ""  # "ok"/"review"/"ng"/""
     verdict_reason: str = ""
     metrics: dict[str, float] | None = None  # e.g. {"iou": .8, "dice": .9}
     review: Review | None = None
@@ -155,7 +155,8 @@ def _totals(items: list[ReportItem], reviews: list[Review | None]) -> str:
     verdicts = Counter(item.verdict.lower() for item in items)
     cells = [("images", len(items), "total")]
     cells += [(STATE_NAMES[state], states[state], f"s-{state}") for state in STATES[1:] + STATES[:1]]
-    cells += [("OK", verdicts["ok"], "v-ok"), ("NG", verdicts["ng"], "v-ng")]
+    cells += [("OK", verdicts["ok"], "v-ok"), *([("REVIEW", verdicts["review"], "v-review")] if verdicts["review"]
+                                                 else []), ("NG", verdicts["ng"], "v-ng")]
     boxes = "".join(f'<div class="count {kind}"><b>{count}</b><span>{name}</span></div>'
                     for name, count, kind in cells)
     return f'<section class="totals" aria-label="Totals">{boxes}</section>'
@@ -219,7 +220,7 @@ def _thumbnail_jpeg(png: bytes) -> bytes | None:
 
 def _verdict(item: ReportItem) -> str:
     verdict = item.verdict.lower()
-    pill = f'<span class="pill v-{verdict}">{verdict.upper()}</span>' if verdict in ("ok", "ng") else _e(verdict)
+    pill = f'<span class="pill v-{verdict}">{verdict.upper()}</span>' if verdict in _VERDICTS else _e(verdict)
     reason = f"<br><small>{_e(item.verdict_reason)}</small>" if item.verdict_reason else ""
     return f'<td class="verdict">{pill or "—"}{reason}</td>'
 
@@ -245,7 +246,8 @@ def _number(value: Any) -> str:  # a number, or anything else (shown as text)
 
 _PILL_COLORS = {"unreviewed": ("#e4e7eb", "#3e4650"), "accepted": ("#d3f2dc", "#116329"),
                 "rejected": ("#fbd9d6", "#a1261b"), "corrected": ("#fdebc8", "#8a4b00"),
-                "ok": ("#d3f2dc", "#116329"), "ng": ("#fbd9d6", "#a1261b")}
+                "ok": ("#d3f2dc", "#116329"), "review": ("#fdebc8", "#8a4b00"), "ng": ("#fbd9d6", "#a1261b")}
+_VERDICTS = ("ok", "review", "ng")  # the report's verdict cells (app.inference.verdict.Verdict.cell)
 _FILTERS = "".join(f"#f-{state}:checked~table.items>tbody>tr:not(.s-{state}){{display:none}}" for state in STATES)
 _CSS = (
     "*{box-sizing:border-box}"
@@ -261,7 +263,7 @@ _CSS = (
     "border-top:4px solid #8c959f}.count b{display:block;font-size:22px}.count span{color:#59636e}"
     + "".join(f".count.{kind}{{border-top-color:{fg}}}" for kind, (_bg, fg) in
               (("s-" + state, _PILL_COLORS[state]) for state in STATES)) +
-    f".count.v-ok{{border-top-color:{_PILL_COLORS['ok'][1]}}}.count.v-ng{{border-top-color:{_PILL_COLORS['ng'][1]}}}"
+    "".join(f".count.v-{key}{{border-top-color:{_PILL_COLORS[key][1]}}}" for key in _VERDICTS) +
     "input[name=f]{position:absolute;opacity:0}"
     ".filter{margin-bottom:10px;color:#59636e}.filter label{display:inline-block;margin-left:6px;padding:3px 10px;"
     "border:1px solid #d1d9e0;border-radius:14px;background:#fff;cursor:pointer;color:#1f2328}"
@@ -282,7 +284,7 @@ _CSS = (
     ".pill{display:inline-block;white-space:nowrap;overflow-wrap:normal;padding:1px 10px;border-radius:10px;"
     "font-weight:600;font-size:12px}"
     + "".join(f".pill.{prefix}{key}{{background:{bg};color:{fg}}}" for key, (bg, fg) in _PILL_COLORS.items()
-              for prefix in (("v-",) if key in ("ok", "ng") else ("s-",))) +
+              for prefix in (("v-",) if key in _VERDICTS else ("s-",))) +
     ".metrics{border:0;width:auto;min-width:140px}"
     ".metrics th,.metrics td{border:0;padding:0 8px 0 0;font-weight:400;background:none}"
     ".metrics th{color:#59636e;white-space:nowrap}.metrics td{text-align:right}.none{color:#8c959f;text-align:center}"

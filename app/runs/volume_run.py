@@ -23,7 +23,7 @@ from app import __version__
 from app.errors import SegLensError
 from app.inference.pipeline import STAGES, Result
 from app.inference.spec import ModelSpec
-from app.inference.verdict import Verdict, image_score, slice_verdict, uncertainty
+from app.inference.verdict import Verdict, combined, image_score, slice_verdict, uncertainty
 from app.io.images import DecodedImage
 from app.io.volumes import Volume
 from app.runs.outputs import write_result_images
@@ -100,14 +100,8 @@ class VolumeResult:
     def verdict(self) -> Verdict | None:
         """NG when any slice is NG (the first one says why), else when a volume rule fired on the volume's
         components (its reason), OK when all are OK, None without rules."""
-        verdicts = [(s.number, s.verdict) for s in self.slices if s.verdict is not None]
-        whole = self.components_verdict
-        if not verdicts and whole is None:
-            return None
-        bad = next(((n, v) for n, v in verdicts if not v.ok), None)
-        if bad is not None:
-            return Verdict(False, f"slice {bad[0]}: {bad[1].reason}")
-        return Verdict(True) if whole is None else whole
+        return combined([(s.number, s.verdict) for s in self.slices if s.verdict is not None],
+                        self.components_verdict)  # REVIEW slices after every NG (app.inference.verdict.combined)
 
 
 def volume_columns(spec: ModelSpec) -> list[str]:

@@ -48,7 +48,7 @@ class Outcome:
     result: Result | None
     error: str | None
     resumed: bool = False  # done by an earlier run (--resume): its report row was carried over
-    verdict: Verdict | None = None  # OK/NG under the sidecar's rules; None without a `verdict` section
+    verdict: Verdict | None = None  # OK/REVIEW/NG under the sidecar's rules; None without a `verdict` section
     scored: Scored | None = None  # against the ground truth (`--reference`): metrics, or the notice why none
     volume: VolumeResult | None = None  # a volume's assembled result (app.runs.volume_run), `result` None
     name: str | None = None  # --anonymize: the input's pseudonymous name, what every line about it calls it
@@ -63,13 +63,16 @@ class RunSummary:
     resumed: int = 0
     passed: int = 0  # results judged OK by the sidecar's verdict rules (resumed rows included)
     rejected: int = 0  # results judged NG: a result, not a failure (`failed` does not count them)
+    review: int = 0  # results judged REVIEW (the sidecar's verdict.review_if): neither passed nor rejected
     notices: list[str] = field(default_factory=list)  # one line each: an export that did not apply to a volume
 
     def verdict_line(self) -> str | None:
-        """`verdict: 7 OK, 2 NG` when any result was judged, else None (the model has no verdict rules)."""
-        if not self.passed and not self.rejected:
+        """`verdict: 7 OK, 2 NG` (`7 OK, 1 REVIEW, 2 NG` when any was REVIEW) when any result was judged, else None
+        (the model has no verdict rules)."""
+        if not self.passed and not self.rejected and not self.review:
             return None
-        return f"verdict: {self.passed} OK, {self.rejected} NG"
+        middle = f"{self.review} REVIEW, " if self.review else ""
+        return f"verdict: {self.passed} OK, {middle}{self.rejected} NG"
 
 
 @dataclass(frozen=True)
@@ -322,7 +325,7 @@ class Writer:
                 if self.setup.reference is not None:
                     self.setup.reference.summary.add(str(self._path(outcome)), outcome.scored)
                 summary.ok += 1
-                self._count("" if outcome.verdict is None else "ok" if outcome.verdict.ok else "ng")
+                self._count("" if outcome.verdict is None else outcome.verdict.cell)
             except OSError:
                 raise  # the report itself cannot be written: the run stops and says so
             except Exception as exc:  # a result the report cannot describe is that input's error
@@ -379,6 +382,8 @@ class Writer:
             self.summary.passed += 1
         elif verdict == "ng":
             self.summary.rejected += 1
+        elif verdict == "review":
+            self.summary.review += 1
 
 
 def _ran(work: Work) -> tuple[Prepared, Output | TiledOutput]:
