@@ -80,9 +80,12 @@ class Smart(QObject):
         self._refusal = ""  # why the press's point was refused: said at the release of a click (not of a drag)
         self.proposal: ProposalReady | None = None
         self.accepted: ProposalReady | None = None  # the last proposal added to the mask (propagation starts from it)
+        self.accepted_label = 0  # the class it was added to (the propagated slices get that class)
+        self._carried = False  # the mask still holds it (Propagate shown)
         self._actions = key_actions(self, keys) if keys is not None else []
         panel.prompt_model_chosen.connect(self.load)
         panel.class_changed.connect(self._recolour)
+        editor.mask_changed.connect(self._on_mask_changed)
         self._propagation: Propagation | None = None  # made on first use (controllers/smart_propagation.py)
         panel.propagate_requested.connect(self.propagate)
         panel.stop_requested.connect(self.stop_propagation)
@@ -232,7 +235,7 @@ class Smart(QObject):
         changed = self._editor.apply_proposal(proposal.mask, replace_in=box)
         if not changed:  # still the object the reader chose: Propagate carries it (the model had it right here)
             self.message.emit("The proposal is in the class already: nothing changed on this slice")
-        self.accepted = proposal
+        self.accepted, self.accepted_label, self._carried = proposal, self._editor.label(), True
         self.discard()
         self._panel.show_propagation(self.volume() is not None)
         return changed
@@ -268,6 +271,25 @@ class Smart(QObject):
         if self._propagation is None:
             self._propagation = Propagation(self, self._state, self._editor, self._panel, self._editor.presenter)
         self._propagation.start(step)
+
+    @property
+    def carried(self) -> ProposalReady | None:
+        """The accepted proposal Propagate carries, while the mask still holds it in its class (most of its pixels:
+        touched up with the brush it is still the object; undone, it is not — redo brings it back)."""
+        accepted, mask = self.accepted, self._editor.mask
+        if accepted is None or mask is None:
+            return None
+        held = accepted.mask.sum()
+        return accepted if not held or (mask[accepted.mask] == self.accepted_label).sum() * 2 >= held else None
+
+    def _on_mask_changed(self, _mask: object) -> None:
+        if self.accepted is None or (self._propagation is not None and self._propagation.running):
+            return
+        carried = self.carried is not None
+        if carried != self._carried:  # an undo, or its redo (the panel's line of the last propagation stays else)
+            self._carried = carried
+            self._panel.show_propagation(carried and self.volume() is not None)
+        self.enable_keys()
 
     @property
     def propagation(self) -> Propagation | None:
@@ -415,7 +437,7 @@ class Smart(QObject):
         from app.ui.controllers.smart_input import typing
 
         running = self._propagation is not None and self._propagation.running
-        can_propagate = self.accepted is not None and self.volume() is not None and not running
+        can_propagate = not running and self.volume() is not None and self.carried is not None
         typed = typing()
         for action in self._actions:
             name = action.objectName()

@@ -78,14 +78,14 @@ class Propagation(QObject):
         from app.ui.state.prompt_messages import PropagateRequest
 
         smart = self._smart
-        view, accepted, volume = smart.view, smart.accepted, smart.volume()
+        view, accepted, volume = smart.view, smart.carried, smart.volume()  # not one undone since
         if self.running:
             return False
         if view is None or accepted is None or volume is None:
             smart.message.emit("Propagate carries a proposal accepted on a volume's slice: accept one first (Enter)")
             return False
         self._request_id += 1
-        self._done, self._label, self._depth = 0, self._editor.label(), volume.depth
+        self._done, self._label, self._depth = 0, smart.accepted_label, volume.depth  # the class it was added to
         self._volume, self._correction = volume, self._editor.correction(str(view.path), view.frame, volume.depth)
         self.saved, self._given, self._end = {}, set(), None
         window = self._state.display_window if view.high_range else None
