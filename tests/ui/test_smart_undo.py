@@ -11,6 +11,7 @@ from PySide6.QtWidgets import QComboBox
 from ui import test_smart_volume
 
 volume_window = test_smart_volume.volume_window
+TIMEOUT = 20_000
 CTRL = Qt.KeyboardModifier.ControlModifier
 
 
@@ -36,5 +37,25 @@ def test_the_slices_get_the_class_the_proposal_was_accepted_in(qtbot, volume_win
     propagation = smart.propagation
     assert propagation.running and propagation._label == 1
     propagation.stop()
+    qtbot.waitUntil(lambda: not propagation.running, timeout=60_000)
+    qtbot.waitUntil(lambda: not propagation.pending, timeout=60_000)
+
+
+def test_leaving_the_slice_while_propagating_takes_the_prompt_s_marks_with_it(qtbot, volume_window):
+    """end() / begin() / another prompt model discard the prompt even while a propagation runs (Esc then only
+    stops the propagation): the points of the slice left were painted on the next picture."""
+    from ui.test_smart import at
+
+    window, path = volume_window
+    smart = test_smart_volume.accept_on_slice(qtbot, window)
+    QTest.keyClick(window, Qt.Key.Key_PageDown, Qt.KeyboardModifier.AltModifier)
+    propagation = smart.propagation
+    assert propagation.running
+    QTest.mouseClick(window.viewer.viewport(), Qt.MouseButton.LeftButton, Qt.KeyboardModifier.NoModifier,
+                     at(window.viewer, 60, 30))
+    assert smart.preview.marks == 1
+    with qtbot.waitSignal(window.overlay_shown, timeout=TIMEOUT):
+        window.show_path(path, test_smart_volume.CENTRE - 6)
+    assert smart.preview.marks == 0 and not smart._points and smart.proposal is None
     qtbot.waitUntil(lambda: not propagation.running, timeout=60_000)
     qtbot.waitUntil(lambda: not propagation.pending, timeout=60_000)

@@ -202,3 +202,17 @@ def test_a_box_drawn_from_outside_the_image_is_no_point_outside_it(qtbot, volume
         QTest.mouseRelease(viewer.viewport(), Qt.MouseButton.LeftButton, Qt.KeyboardModifier.NoModifier,
                            at(viewer, 56, 64))
     assert window.status.currentMessage() == ""
+
+
+def test_fast_clicks_show_only_newer_proposals_and_end_on_the_last(qtbot, volume_window):
+    window, _path = volume_window
+    smart, viewer = smart_on(qtbot, window), window.viewer
+    shown = []
+    smart.proposal_shown.connect(lambda request_id, _ms: shown.append(request_id))
+    for k in range(15):
+        QTest.mouseClick(viewer.viewport(), Qt.MouseButton.LeftButton, Qt.KeyboardModifier.NoModifier,
+                         at(viewer, 34 + k % 5 * 3, 42 + k // 5 * 3))
+    qtbot.waitUntil(lambda: smart.proposal is not None and smart.proposal.request_id == smart.latest.value,
+                    timeout=TIMEOUT)
+    assert shown == sorted(set(shown)) and shown[-1] == smart.latest.value  # never an older one after a newer
+    assert smart.preview.marks == 15 and len(smart._points) == 15

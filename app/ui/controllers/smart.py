@@ -119,7 +119,7 @@ class Smart(QObject):
 
         self.start_worker()
         self.model_ready = None
-        self.discard()
+        self.clear_prompt()
         self._panel.show_prompt_model(f"loading {model}…", "")
         self.load_requested.emit(PromptLoad(self._loads.issue(), model, self._device()))
 
@@ -154,14 +154,14 @@ class Smart(QObject):
         """The Smart tool on `view` (edit mode started with it, or chosen while editing): its picture encoded now,
         before the first click, and the next ones after it."""
         self.start_worker()
-        self.discard()
+        self.clear_prompt()
         self._viewer.right_edits = True
         self._view, self._image = view, shown_image(view, self._state.display_window)
         self._prefetch()
 
     def end(self) -> None:
         """Another tool, or edit mode left: the prompt goes (what was accepted stays in the mask)."""
-        self.discard()
+        self.clear_prompt()
         self._viewer.right_edits = False
         self._view = self._image = None
         self.accepted = None
@@ -236,15 +236,20 @@ class Smart(QObject):
         if not changed:  # still the object the reader chose: Propagate carries it (the model had it right here)
             self.message.emit("The proposal is in the class already: nothing changed on this slice")
         self.accepted, self.accepted_label, self._carried = proposal, self._editor.label(), True
-        self.discard()
+        self.clear_prompt()
         self._panel.show_propagation(self.volume() is not None)
         return changed
 
     def discard(self) -> None:
-        """Esc: the points, the box and the proposal go (a propagation in progress stops)."""
+        """Esc: the points, the box and the proposal go (a propagation in progress stops: that Esc only)."""
         if self._propagation is not None and self._propagation.running:
             self.stop_propagation()
             return
+        self.clear_prompt()
+
+    def clear_prompt(self) -> None:
+        """The points, the box and the proposal go, whatever runs (the picture is left, the model changed, the
+        proposal accepted): a propagation in progress goes on."""
         self.latest.issue()  # a proposal on its way is not wanted
         self._points, self._box, self.proposal, self._press, self._dragging = [], None, None, None, False
         self.preview.clear()
