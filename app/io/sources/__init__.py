@@ -1,0 +1,108 @@
+"""Where a station's frames come from: one interface for a watch folder now, video, cameras and GenICam later.
+
+A `Source` is iterated: each item is a `Frame` (an id, the time it became complete, and either a file's path or the
+decoded pixels), in the order they became complete. Iteration blocks while nothing new has come and ends when
+`close()` is called (from any thread) or when the source itself ends (a watched folder removed, a stream over);
+`ended` then says why in one line. Nothing here imports Qt or the source packages themselves (watchdog, OpenCV):
+`app.io.sources.watch` and its later siblings do, so a station that does not use a kind never loads it.
+
+Drop policy: a file in a watched folder waits its turn (nothing is dropped: `dropped` stays 0). A live camera cannot
+wait: frames that come while the station is still judging the previous one are dropped, the newest wins, and each
+dropped frame is counted (`dropped`); `NewestWins` is that one-frame mailbox, for the camera sources to use.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Protocol
+
+from app.errors import SegLensError
+
+if TYPE_CHECKING:  # numpy only for the type checker: a watch folder's frames carry paths, not pixels
+    import numpy as np
+    import numpy.typing as npt
+
+
+class SourceError(SegLensError):
+    """A source cannot start (a watched folder that does not exist, a camera that cannot be opened)."""
+
+
+@dataclass(frozen=True)
+class Frame:
+    """One item from a source.
+
+    `id`: a file's path relative to the watched folder (POSIX separators), or a camera's frame number; a journal
+    keys on it. `timestamp`: `time.time()` when the frame became complete (a file: when the source saw its last
+    write or its move into the folder; a camera: its capture). Exactly one of `path` (a file, decoded by the
+    consumer) and `pixels` (a decoded camera frame) is set. `size` and `mtime_ns` are a file's, as they were when
+    it was judged complete: with `id` they say whether it is the same work as before (app.runs.station_journal).
+    """
+
+    id: str
+    timestamp: float
+    path: Path | None = None
+    pixels: npt.NDArray[np.generic] | None = None
+    size: int | None = None
+    mtime_ns: int | None = None
+
+    def __post_init__(self) -> None:
+        if (self.path is None) == (self.pixels is None):
+            raise ValueError("a Frame carries either a path or pixels")
+
+
+class Source(Protocol):
+    """What a station reads frames from (see the module's docstring)."""
+
+    def __iter__(self) -> Iterator[Frame]:
+        """Frames as they become complete; blocks while there is none; ends on `close()` or when the source ends."""
+        ...
+
+    def close(self) -> None:
+        """Stop: a blocked iteration ends soon after. Idempotent, callable from any thread."""
+        ...
+
+    @property
+    def dropped(self) -> int:
+        """Frames discarded by the drop policy so far (newest wins); always 0 for a watch folder."""
+        ...
+
+    @property
+    def ended(self) -> str | None:
+        """Why the source ended by itself, in one line (None while it runs, or when `close()` ended it)."""
+        ...
+
+
+class NewestWins:
+    """A one-frame mailbox between a camera's capture thread and the station: `put` replaces a frame not yet
+    taken (counted in `dropped`), `take` waits for the newest. Thread-safe."""
+
+    def __init__(self) -> None:
+        self._frame: Frame | None = None
+        self._closed = False
+        self._ready = threading.Condition()
+        self.dropped = 0
+
+    def put(self, frame: Frame) -> None:
+        """Offer a frame; the one still waiting, if any, is dropped and counted."""
+        with self._ready:
+            if self._frame is not None:
+                self.dropped += 1
+            self._frame = frame
+            self._ready.notify()
+
+    def take(self, timeout: float | None = None) -> Frame | None:
+        """The newest frame, waiting up to `timeout` s for one; None on timeout or once closed."""
+        with self._ready:
+            self._ready.wait_for(lambda: self._frame is not None or self._closed, timeout)
+            frame, self._frame = self._frame, None
+            return frame
+
+    def close(self) -> None:
+        """Wake a waiting `take` (it returns what is left, then None)."""
+        with self._ready:
+            self._closed = True
+            self._ready.notify_all()
+
