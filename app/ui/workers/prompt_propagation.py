@@ -24,7 +24,11 @@ def propagation(model: PromptModel, request: PropagateRequest, *,
     from app.ui.state.prompt_messages import PromptImage, PromptKey
     from app.ui.workers.prompt_worker import encoder_pixels
 
-    high_range = read_slice(request.volume, request.start).raw is not None
+    try:  # the volume may have changed on disk since it was opened (a file still being copied, truncated)
+        high_range = read_slice(request.volume, request.start).raw is not None
+    except (SegLensError, OSError) as exc:
+        yield PropagationEnd(request.start, one_line(exc, most=300, first=True))
+        return
 
     def key(index: int) -> PromptKey:
         return PromptKey(request.path, index, request.window if high_range else None)

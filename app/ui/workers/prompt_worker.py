@@ -158,17 +158,25 @@ class PromptWorker(QObject):
     def propagate(self, request: PropagateRequest) -> None:
         """Carry an accepted mask through the volume's slices (app.runs.prompt_propagate), one signal per slice
         and one at the end; stop_propagation(its id) ends it after the slice in progress."""
-        from app.runs.prompt_propagate import PropagatedSlice
+        from app.runs.prompt_propagate import PropagatedSlice, PropagationEnd
         from app.ui.state.prompt_messages import PropagationDone, SlicePropagated
         from app.ui.workers.prompt_propagation import propagation
 
         if self._model is None:
+            end = PropagationEnd(request.start, "the prompt model is still loading")
+            self.propagation_ended.emit(PropagationDone(request.request_id, request.path, end))
             return
-        for item in propagation(self._model, request, stop=lambda: self._stopped >= request.request_id):
-            if isinstance(item, PropagatedSlice):
-                self.propagated.emit(SlicePropagated(request.request_id, request.path, item))
-            else:
-                self.propagation_ended.emit(PropagationDone(request.request_id, request.path, item))
+        last = request.start
+        try:
+            for item in propagation(self._model, request, stop=lambda: self._stopped >= request.request_id):
+                if isinstance(item, PropagatedSlice):
+                    last = item.index
+                    self.propagated.emit(SlicePropagated(request.request_id, request.path, item))
+                else:
+                    self.propagation_ended.emit(PropagationDone(request.request_id, request.path, item))
+        except Exception as exc:  # never without its end: the window would say "propagating …" for ever
+            end = PropagationEnd(last, _failure(exc))
+            self.propagation_ended.emit(PropagationDone(request.request_id, request.path, end))
 
     # -- inside ----------------------------------------------------------------------------------------
 
