@@ -1,0 +1,248 @@
+"""A station's journal: which files it has processed, so each is processed exactly once, across restarts too.
+
+`<out>/station-journal.jsonl` holds one JSON line per processed file: its id (the path relative to the watched
+folder), size, mtime_ns, status (the verdict: "OK", "REVIEW", "NG", or why it could not be judged) and the time the
+line was written. Each line is written with one `write` on an append-only descriptor and fsync'd before `record`
+returns, so the line is the commit: a file whose line is there is never processed again; a file whose line is not
+there (the process was killed, even with kill -9, while it was being processed) is processed again at the restart.
+A torn last line (killed in the middle of writing it: no newline) is not a record; it is cut off when the journal is
+opened, so the next line starts clean. A sink that publishes a verdict before its line is written may therefore see
+a file twice after a kill, never zero times; the station writes the line after its sinks.
+
+The same id with another size or mtime_ns is another file that took the old one's name (a part re-inspected, a
+camera restarting its numbering): new work, processed and recorded again; the latest line for an id is what counts.
+
+Bounded: once the file holds more than `max_entries` lines, it is compacted into one line per id (the latest),
+leaving out ids that `keep` says are gone (files no longer in the watched folder: they cannot come back as the
+same work unless moved back unchanged), and written through a temporary file, fsync'd and renamed over the old one,
+so a kill during compaction leaves the old journal or the new one, both whole. The bound is `max_entries` or twice
+the live ids, whichever is larger (a folder that keeps every file needs every id remembered).
+
+One station per output folder: the station holds app.runs.lock's OutputLock; the journal does not lock by itself.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from app.errors import OutputError
+from app.io.files import TEMPORARY_PREFIX, create_temporary
+from app.io.regular import read_regular
+from app.io.sources import Frame
+
+log = logging.getLogger(__name__)
+
+JOURNAL_NAME = "station-journal.jsonl"
+
+
+@dataclass(frozen=True)
+class JournalEntry:
+    """One processed file: its id, its size and mtime_ns when processed, its status and the time of the record."""
+
+    id: str
+    size: int
+    mtime_ns: int
+    status: str
+    time: float
+
+
+@dataclass(frozen=True)
+class JournalRead:
+    """What a journal file holds: its whole records, the byte length they fill, whether a torn last line followed
+    them, and how many damaged lines elsewhere were skipped."""
+
+    entries: list[JournalEntry]
+    whole_bytes: int
+    torn: bool
+    damaged: int
+
+
+def read_journal(path: Path) -> JournalRead:
+    """The records of the journal at `path` (none when there is no file), without changing it. OSError when it
+    cannot be read (a FIFO or a folder under its name: app.io.regular)."""
+    try:
+        data = read_regular(path)
+    except FileNotFoundError:
+        return JournalRead([], 0, False, 0)
+    whole = data.rfind(b"\n") + 1  # a last line without its newline was being written when the process died
+    entries: list[JournalEntry] = []
+    damaged = 0
+    for line in data[:whole].splitlines():
+        entry = _parse(line)
+        if entry is None:
+            damaged += 1
+        else:
+            entries.append(entry)
+    return JournalRead(entries, whole, whole < len(data), damaged)
+
+
+class StationJournal:
+    """The journal in `out_dir` (see the module's docstring), open for appending. Raises OutputError when the folder
+    or the journal cannot be read or written."""
+
+    def __init__(self, out_dir: Path, *, max_entries: int = 100_000,
+                 keep: Callable[[str], bool] | None = None) -> None:
+        self.path = Path(out_dir) / JOURNAL_NAME
+        self.max_entries = max_entries
+        self._keep = keep
+        self._lock = threading.Lock()
+        self._latest: dict[str, JournalEntry] = {}
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            found = read_journal(self.path)
+            self._remove_leftovers()
+            if found.torn:  # cut off so that the next record does not continue the torn line
+                os.truncate(self.path, found.whole_bytes)
+            self._fd = self._open()
+        except OSError as exc:
+            raise OutputError(f"{self.path}: cannot open the station journal ({exc.strerror or exc})") from exc
+        self.torn, self.damaged = found.torn, found.damaged
+        if found.damaged:
+            log.warning("station journal: %d damaged line(s) skipped; their files will be processed again",
+                        found.damaged)
+        for entry in found.entries:
+            self._remember(entry)
+        self._lines = len(found.entries) + found.damaged
+        self._limit = max(max_entries, 2 * len(self._latest))
+
+    def __len__(self) -> int:
+        """How many ids the journal remembers."""
+        return len(self._latest)
+
+    @property
+    def lines(self) -> int:
+        """How many lines the file holds now (records, superseded ones included)."""
+        return self._lines
+
+    def done(self, file_id: str, size: int, mtime_ns: int) -> bool:
+        """Whether this file (this id with this size and mtime_ns) was processed already."""
+        entry = self._latest.get(file_id)
+        return entry is not None and (entry.size, entry.mtime_ns) == (size, mtime_ns)
+
+    def entry(self, file_id: str) -> JournalEntry | None:
+        """The latest record for `file_id`, if any."""
+        return self._latest.get(file_id)
+
+    def record(self, frame: Frame, status: str, *, at: float | None = None) -> JournalEntry:
+        """Commit `frame` as processed with `status`: the line is on disk (fsync'd) when this returns."""
+        if frame.size is None or frame.mtime_ns is None:
+            raise ValueError(f"{frame.id}: a journal records files (with a size and mtime_ns), not camera frames")
+        if not status or "\n" in status or "\r" in status:
+            raise ValueError(f"{frame.id}: a journal status is one non-empty line, not {status!r}")
+        entry = JournalEntry(frame.id, frame.size, frame.mtime_ns, status, time.time() if at is None else at)
+        with self._lock:
+            self._append(_line(entry))
+            self._remember(entry)
+            self._lines += 1
+            if self._lines > self._limit:
+                self._compact()
+        return entry
+
+    def close(self) -> None:
+        """Close the file (every record is on disk already). Idempotent."""
+        with self._lock:
+            if self._fd >= 0:
+                os.close(self._fd)
+                self._fd = -1
+
+    def __enter__(self) -> StationJournal:
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self.close()
+
+    def _remember(self, entry: JournalEntry) -> None:
+        self._latest.pop(entry.id, None)  # re-inserted last: compaction keeps the order of the latest records
+        self._latest[entry.id] = entry
+
+    def _open(self) -> int:
+        created = not self.path.exists()
+        fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | getattr(os, "O_BINARY", 0), 0o644)
+        if created:
+            _sync_folder(self.path.parent)  # the new file's name must survive a crash as its lines do
+        return fd
+
+    def _append(self, data: bytes) -> None:
+        if self._fd < 0:
+            raise OutputError(f"{self.path}: the station journal is closed")
+        start = os.lseek(self._fd, 0, os.SEEK_END)
+        try:
+            written = 0
+            while written < len(data):
+                written += os.write(self._fd, data[written:])
+            os.fsync(self._fd)
+        except OSError as exc:  # a full disk: take back the part written, or the next line would continue it
+            with contextlib.suppress(OSError):
+                os.ftruncate(self._fd, start)
+            raise OutputError(f"{self.path}: cannot write the station journal ({exc.strerror or exc})") from exc
+
+    def _compact(self) -> None:
+        """Rewrite the journal as one line per id still wanted (see the module's docstring)."""
+        kept = [entry for entry in self._latest.values() if self._keep is None or self._keep(entry.id)]
+        data = b"".join(_line(entry) for entry in kept)
+        try:
+            fd, tmp = create_temporary(self.path.parent, self.path.name)
+            try:
+                with os.fdopen(fd, "wb") as handle:
+                    handle.write(data)
+                    handle.flush()
+                    os.fsync(handle.fileno())
+                os.replace(tmp, self.path)
+            except BaseException:
+                with contextlib.suppress(OSError):
+                    os.unlink(tmp)
+                raise
+            _sync_folder(self.path.parent)
+            os.close(self._fd)
+            self._fd = self._open()
+        except OSError as exc:
+            log.warning("station journal: compaction failed (%s); it goes on growing", exc.strerror or exc)
+            self._limit = self._lines * 2  # try again later, not at every record
+            return
+        log.debug("station journal compacted: %d lines → %d", self._lines, len(kept))
+        self._latest = {entry.id: entry for entry in kept}
+        self._lines = len(kept)
+        self._limit = max(self.max_entries, 2 * len(kept))
+
+    def _remove_leftovers(self) -> None:
+        """Temporaries of a compaction that was killed before its rename."""
+        for leftover in self.path.parent.glob(f"{TEMPORARY_PREFIX}{self.path.name}.*.tmp"):
+            with contextlib.suppress(OSError):
+                leftover.unlink()
+
+
+def _line(entry: JournalEntry) -> bytes:
+    # ASCII JSON: a name that is no valid UTF-8 (os.fsdecode's surrogates) and a newline in a name are escaped
+    record = {"id": entry.id, "size": entry.size, "mtime_ns": entry.mtime_ns, "status": entry.status,
+              "time": round(entry.time, 6)}
+    return json.dumps(record, separators=(",", ":")).encode("ascii") + b"\n"
+
+
+def _parse(line: bytes) -> JournalEntry | None:
+    try:
+        record: Any = json.loads(line)
+        entry = JournalEntry(record["id"], record["size"], record["mtime_ns"], record["status"], float(record["time"]))
+    except (ValueError, KeyError, TypeError):
+        return None
+    fields_ok = (isinstance(entry.id, str) and isinstance(entry.status, str) and isinstance(entry.size, int)
+                 and isinstance(entry.mtime_ns, int))
+    return entry if fields_ok else None
+
+
+def _sync_folder(folder: Path) -> None:
+    """fsync a folder, so that a file created or renamed in it is there after a crash (POSIX; Windows cannot)."""
+    with contextlib.suppress(OSError):
+        fd = os.open(folder, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
