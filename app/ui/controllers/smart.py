@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 from PySide6.QtCore import QObject, Qt, Signal
 
+from app.ui.controllers import smart_input
 from app.ui.controllers.smart_input import box_edges, key_actions, shown_image
 from app.ui.state.view_state import LatestRequest
 
@@ -29,8 +30,6 @@ if TYPE_CHECKING:
     from app.ui.controllers.smart_propagation import Propagation
     from app.ui.state.messages import ViewResult
     from app.ui.state.prompt_messages import (
-        Prefetched,
-        PrefetchImage,
         PromptFailed,
         PromptImage,
         PromptReady,
@@ -90,8 +89,6 @@ class Smart(QObject):
         panel.propagate_requested.connect(self.propagate)
         panel.stop_requested.connect(self.stop_propagation)
 
-    # -- the worker ------------------------------------------------------------------------------------
-
     def start_worker(self) -> PromptWorker:
         """The prompt thread and its worker, made on first use (no prompt machinery before the Smart tool)."""
         if self.worker is not None:
@@ -100,15 +97,11 @@ class Smart(QObject):
         from app.ui.workers.threads import start_worker_thread
 
         self.worker = worker = PromptWorker(latest=self.latest, latest_prefetch=self.latest_prefetch)
-        self.load_requested.connect(worker.load)
-        self.decode_requested.connect(worker.decode)
-        self.prefetch_requested.connect(worker.prefetch)
-        self.propagate_requested.connect(worker.propagate)
-        worker.ready.connect(self._on_ready)
-        worker.failed.connect(self._on_load_failed)
-        worker.proposal.connect(self._on_proposal)
-        worker.proposal_failed.connect(self._on_proposal_failed)
-        worker.prefetched.connect(self._on_prefetched)
+        for request, slot in ((self.load_requested, worker.load), (self.decode_requested, worker.decode),
+                              (self.prefetch_requested, worker.prefetch), (self.propagate_requested, worker.propagate),
+                              (worker.ready, self._on_ready), (worker.failed, self._on_load_failed),
+                              (worker.proposal, self._on_proposal), (worker.proposal_failed, self._on_proposal_failed)):
+            request.connect(slot)
         self._thread = start_worker_thread(worker, name="prompt", parent=self)
         self.load(self._panel.prompt_model())
         return worker
@@ -121,15 +114,7 @@ class Smart(QObject):
         self.model_ready = None
         self.clear_prompt()
         self._panel.show_prompt_model(f"loading {model}…", "")
-        self.load_requested.emit(PromptLoad(self._loads.issue(), model, self._device()))
-
-    def _device(self) -> str:
-        """Where the prompt model runs: on the GPU the window's model really runs on, else on the CPU."""
-        model = self._state.model
-        info = model.info if model is not None else None
-        if info is not None and info.on_gpu:
-            return "cuda" if info.device_id is None else f"cuda:{info.device_id}"
-        return "cpu"
+        self.load_requested.emit(PromptLoad(self._loads.issue(), model, smart_input.prompt_device(self._state.model)))
 
     def shutdown(self) -> None:
         """Stop the prompt thread (on close): the encoder run in flight ends first (a prefetch's is cancelled), then
@@ -147,8 +132,6 @@ class Smart(QObject):
         self._thread = None
         if self._propagation is not None:
             self._propagation.close()
-
-    # -- edit mode -------------------------------------------------------------------------------------
 
     def begin(self, view: ViewResult) -> None:
         """The Smart tool on `view` (edit mode started with it, or chosen while editing): its picture encoded now,
@@ -176,8 +159,6 @@ class Smart(QObject):
     @property
     def prompting(self) -> bool:
         return bool(self._points or self._box is not None or self.proposal is not None or self._dragging)
-
-    # -- the mouse -------------------------------------------------------------------------------------
 
     def pressed(self, x: float, y: float, modifiers: Any, *, negative: bool = False) -> None:
         """A press in the viewer (image coordinates; a pixel's centre is a whole number)."""
@@ -219,8 +200,6 @@ class Smart(QObject):
 
         self._box = Box(*box_edges(press[0], press[1], *self._drag_end))
         self._request(time.perf_counter())
-
-    # -- the keys --------------------------------------------------------------------------------------
 
     def accept(self, *, replace: bool = False) -> bool:
         """Enter: the proposal into the chosen class (Shift+Enter: replacing that class inside the box)."""
@@ -268,8 +247,6 @@ class Smart(QObject):
         self._show_points()
         self._reprompt()
 
-    # -- propagation (a volume) ------------------------------------------------------------------------
-
     def propagate(self, step: int) -> None:
         from app.ui.controllers.smart_propagation import Propagation
 
@@ -281,11 +258,7 @@ class Smart(QObject):
     def carried(self) -> ProposalReady | None:
         """The accepted proposal Propagate carries, while the mask still holds it in its class (most of its pixels:
         touched up with the brush it is still the object; undone, it is not — redo brings it back)."""
-        accepted, mask = self.accepted, self._editor.mask
-        if accepted is None or mask is None:
-            return None
-        held = accepted.mask.sum()
-        return accepted if not held or (mask[accepted.mask] == self.accepted_label).sum() * 2 >= held else None
+        return smart_input.held(self.accepted, self.accepted_label, self._editor.mask)
 
     def _on_mask_changed(self, _mask: object) -> None:
         if self.accepted is None or (self._propagation is not None and self._propagation.running):
@@ -303,8 +276,6 @@ class Smart(QObject):
     def stop_propagation(self) -> None:
         if self._propagation is not None:
             self._propagation.stop()
-
-    # -- inside ----------------------------------------------------------------------------------------
 
     def _add_point(self, x: int, y: int, label: int, pressed: float, *, defer: bool = False) -> bool:
         from app.errors import SegLensError
@@ -390,17 +361,14 @@ class Smart(QObject):
         if failed.request_id == self._loads.value:
             self.message.emit(failed.message)
 
-    def _on_prefetched(self, prefetched: Prefetched) -> None:
-        if prefetched.message and prefetched.message != "cancelled":
-            log.debug("prefetch: %s", prefetched.message)
-
     def _prefetch(self) -> None:
         """Encode the picture edited (when not yet) and then the next ones, at low priority."""
         from app.ui.state.prompt_messages import PrefetchRequest
 
         if self._image is None or self.worker is None:
             return
-        images = self._neighbours()
+        images = smart_input.neighbours(cast("ViewResult", self._view), self.volume(), self._state.display_window,
+                                        self._files, files_ahead=PREFETCH_FILES)
         self.prefetch_requested.emit(PrefetchRequest(self.latest_prefetch.issue(), images,
                                                      first=self._current_image()))
 
@@ -414,23 +382,6 @@ class Smart(QObject):
                 self._image = image = fresh
         return image
 
-    def _neighbours(self) -> tuple[PrefetchImage, ...]:
-        """The next and previous slice of a volume (through the reader's window), else the next listed files."""
-        from app.ui.state.prompt_messages import PrefetchImage
-
-        view = cast("ViewResult", self._view)
-        volume = self.volume()
-        if volume is not None:
-            window = self._state.display_window if view.high_range else None
-            return tuple(PrefetchImage(str(view.path), k, volume, window, own_window=False)
-                         for k in (view.frame + 1, view.frame - 1) if 0 <= k < volume.depth)
-        if self._files is None:
-            return ()
-        paths = self._files.visible_paths()
-        here = paths.index(str(view.path)) if str(view.path) in paths else len(paths)
-        after = [p for p in paths[here + 1:] if self._files.volume(p) is None]
-        return tuple(PrefetchImage(p) for p in after[:PREFETCH_FILES])
-
     def volume(self) -> Any:
         if self._files is None or self._view is None:
             return None
@@ -439,12 +390,6 @@ class Smart(QObject):
     def enable_keys(self, *_focus: object) -> None:
         """The keys work only while they have something to do, and never while the reader types (Enter keeps a
         review note): the other widgets keep them otherwise. Also QApplication.focusChanged's slot."""
-        from app.ui.controllers.smart_input import typing
-
         running = self._propagation is not None and self._propagation.running
-        can_propagate = not running and self.volume() is not None and self.carried is not None
-        typed = typing()
-        for action in self._actions:
-            name = action.objectName()
-            action.setEnabled(not typed and (can_propagate if name.startswith("smart-propagate") else
-                                             self.prompting or (running and name == "smart-discard")))
+        smart_input.enable_actions(self._actions, prompting=self.prompting, running=running,
+                                   can_propagate=not running and self.volume() is not None and self.carried is not None)

@@ -3,14 +3,16 @@ pixel edges, and its keys (Enter, Shift+Enter, Esc, Backspace, Alt+PgUp / Alt+Pg
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    import numpy as np
     from PySide6.QtWidgets import QWidget
 
     from app.ui.controllers.smart import Smart
     from app.ui.state.messages import ViewResult
-    from app.ui.state.prompt_messages import PromptImage
+    from app.ui.state.prompt_messages import PrefetchImage, PromptImage, ProposalReady
+    from app.ui.widgets.file_list import FileList
 
 
 def shown_image(view: ViewResult, window: tuple[float, float] | None) -> PromptImage:
@@ -62,3 +64,48 @@ def typing() -> bool:
     from PySide6.QtWidgets import QAbstractSpinBox, QApplication, QLineEdit, QPlainTextEdit, QTextEdit
 
     return isinstance(QApplication.focusWidget(), QLineEdit | QTextEdit | QPlainTextEdit | QAbstractSpinBox)
+
+
+def enable_actions(actions: list, *, prompting: bool, running: bool, can_propagate: bool) -> None:
+    """The keys work only while they have something to do, and never while the reader types (Enter keeps a review
+    note): the other widgets keep them otherwise."""
+    typed = typing()
+    for action in actions:
+        name = action.objectName()
+        action.setEnabled(not typed and (can_propagate if name.startswith("smart-propagate") else
+                                         prompting or (running and name == "smart-discard")))
+
+
+def neighbours(view: ViewResult, volume: Any, window: tuple[float, float] | None, files: FileList | None, *,
+               files_ahead: int) -> tuple[PrefetchImage, ...]:
+    """What to encode ahead: the next and previous slice of a volume (through the reader's window), else the next
+    listed files (their own window: they are shown first through it)."""
+    from app.ui.state.prompt_messages import PrefetchImage
+
+    if volume is not None:
+        window = window if view.high_range else None
+        return tuple(PrefetchImage(str(view.path), k, volume, window, own_window=False)
+                     for k in (view.frame + 1, view.frame - 1) if 0 <= k < volume.depth)
+    if files is None:
+        return ()
+    paths = files.visible_paths()
+    here = paths.index(str(view.path)) if str(view.path) in paths else len(paths)
+    after = [p for p in paths[here + 1:] if files.volume(p) is None]
+    return tuple(PrefetchImage(p) for p in after[:files_ahead])
+
+
+def prompt_device(model: Any) -> str:
+    """Where the prompt model runs: on the GPU the window's model really runs on, else on the CPU."""
+    info = model.info if model is not None else None
+    if info is not None and info.on_gpu:
+        return "cuda" if info.device_id is None else f"cuda:{info.device_id}"
+    return "cpu"
+
+
+def held(accepted: ProposalReady | None, label: int, mask: np.ndarray | None) -> ProposalReady | None:
+    """`accepted` while `mask` still holds it in `label` (most of its pixels: touched up with the brush it is still
+    the object; undone, it is not), else None."""
+    if accepted is None or mask is None:
+        return None
+    area = int(accepted.mask.sum())
+    return accepted if not area or int((mask[accepted.mask] == label).sum()) * 2 >= area else None

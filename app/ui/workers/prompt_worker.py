@@ -194,12 +194,20 @@ class PromptWorker(QObject):
         try:
             image = prefetch_image(item)
         except Exception as exc:  # an unreadable next file: the reader will be told when they open it
-            self.prefetched.emit(Prefetched(request_id, None, 0.0, _failure(exc)))
+            self._given_up(request_id, None, _failure(exc))
             return
         if image is None:
             return
         self._decoded[_item_id(item)] = image.key
         self._encode_ahead(request_id, model, image)
+
+    def _given_up(self, request_id: int, key: PromptKey | None, line: str) -> None:
+        """A picture not encoded ahead: why, at DEBUG (the reader is told when they open it); cancelled: quietly."""
+        from app.ui.state.prompt_messages import Prefetched
+
+        if line != "cancelled":
+            log.debug("prefetch: %s", line)
+        self.prefetched.emit(Prefetched(request_id, key, 0.0, line))
 
     def _encode_ahead(self, request_id: int, model: Any, image: PromptImage) -> None:
         import onnxruntime as ort
@@ -218,8 +226,7 @@ class PromptWorker(QObject):
             started = time.perf_counter()
             model.embed(encoder_pixels(image), key=image.key, run_options=options)
         except Exception as exc:
-            line = "cancelled" if options.terminate else _failure(exc)
-            self.prefetched.emit(Prefetched(request_id, image.key, 0.0, line))
+            self._given_up(request_id, image.key, "cancelled" if options.terminate else _failure(exc))
             return
         finally:
             with self._lock:
