@@ -385,6 +385,10 @@ class PeekFilter(QObject):
         if (kind not in (QEvent.Type.KeyPress, QEvent.Type.KeyRelease) or event.key() != Qt.Key.Key_Space
                 or not self._window.isActiveWindow()):
             return False
+        from app.ui.controllers.smart_input import typing
+
+        if typing():  # a space typed in the review note or the file filter is the field's, not a peek
+            return False
         if not event.isAutoRepeat():
             wanted = self._window.panel.controls.overlay_wanted()
             self._window.viewer.set_overlay_visible(wanted and kind == QEvent.Type.KeyRelease)

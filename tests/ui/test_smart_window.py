@@ -216,3 +216,21 @@ def test_fast_clicks_show_only_newer_proposals_and_end_on_the_last(qtbot, volume
                     timeout=TIMEOUT)
     assert shown == sorted(set(shown)) and shown[-1] == smart.latest.value  # never an older one after a newer
     assert smart.preview.marks == 15 and len(smart._points) == 15
+
+
+def test_enter_in_the_review_note_keeps_the_note_and_accepts_nothing(qtbot, volume_window):
+    from PySide6.QtWidgets import QLineEdit
+
+    window, _path = volume_window
+    smart = smart_on(qtbot, window)
+    before = window.editor.mask.copy()
+    click(qtbot, window, 40, 48)
+    note = window.panel.review.findChild(QLineEdit, "note")
+    note.setFocus()
+    qtbot.waitUntil(note.hasFocus)
+    QTest.keyClicks(note, "rim missed")
+    QTest.keyClick(note, Qt.Key.Key_Return)
+    np.testing.assert_array_equal(window.editor.mask, before)  # not accepted
+    assert smart.proposal is not None and note.text() == "rim missed"
+    QTest.keyClick(note, Qt.Key.Key_Backspace)  # the field's: a letter goes, not the point
+    assert note.text() == "rim misse" and len(smart._points) == 1
