@@ -179,6 +179,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_prompt_command(commands)
 
+    from app.cli.calibrate import add_calibrate_command
+
+    add_calibrate_command(commands)
+
     models = commands.add_parser("models", help="list the bundled models (usable by name wherever MODEL is asked)")
     models.add_argument("--json", action="store_true", help="machine-readable output")
     models.set_defaults(handler=cmd_models)

@@ -45,6 +45,7 @@ class RunIdentity:
     thresholds: dict[str, float] = field(default_factory=dict)  # effective_thresholds
     verdict_rules: tuple[str, ...] = ()  # "fail if …" rules, as `info` shows them
     reference: str | None = None  # issue 15: the ground-truth folder of `--reference` (recorded, not checked)
+    review_rules: tuple[str, ...] = ()  # issue 29: the band's "review if …" rules (verdict.review_if)
 
     @classmethod
     def of(cls, spec: ModelSpec, *, threshold: float | None = None, min_confidence: float | None = None,
@@ -57,7 +58,8 @@ class RunIdentity:
                    settings_hash(spec, min_confidence), None if session is None else session.provider,
                    None if session is None else session.requested,
                    None if session is None else session.fallback_reason,
-                   effective_thresholds(spec, min_confidence), tuple(r.describe() for r in spec.verdict or ()))
+                   effective_thresholds(spec, min_confidence), tuple(r.describe() for r in spec.verdict or ()),
+                   review_rules=tuple(r.describe() for r in spec.review))
 
     def png_texts(self, spec: ModelSpec) -> dict[str, dict[str, str]]:
         """The PNG text items for each output kind: `SegLens` (compact JSON) and `Software`; masks also name
@@ -66,7 +68,8 @@ class RunIdentity:
                  "sidecar_sha256": self.sidecar_sha256 and self.sidecar_sha256[:SHORT],
                  "settings_sha256": self.settings_sha256 and self.settings_sha256[:SHORT], "seglens": self.seglens,
                  "provider": self.provider, "thresholds": self.thresholds,
-                 **({"verdict": list(self.verdict_rules)} if self.verdict_rules else {})}
+                 **({"verdict": list(self.verdict_rules)} if self.verdict_rules else {}),
+                 **({"review": list(self.review_rules)} if self.review_rules else {})}
         extra: dict[str, dict[str, Any]] = {"mask": {"classes": list(spec.class_names[:256])},
                                             "scores": {"pixel": "round(p * 65535)"}}
         software = f"SegLens {self.seglens}"

@@ -133,8 +133,9 @@ def _run_facts(run: RunIdentity | None) -> list[tuple[str, str]]:
     sidecar = f"{_e(run.sidecar)} {_hash(run.sidecar_sha256)}" if run.sidecar and run.sidecar_sha256 else "none"
     thresholds = ", ".join(f"{_e(name)} {value:g}" for name, value in run.thresholds.items()) or "the model's own"
     facts = [("Sidecar", sidecar), ("Thresholds", thresholds)]
-    if run.verdict_rules:
-        facts.append(("Verdict", "; ".join(f"fail if {_e(rule)}" for rule in run.verdict_rules)))
+    if run.verdict_rules or run.review_rules:
+        facts.append(("Verdict", "; ".join([*(f"fail if {_e(rule)}" for rule in run.verdict_rules),
+                                            *(f"review if {_e(rule)}" for rule in run.review_rules)])))
     if run.settings_sha256:
         facts.append(("Settings", _hash(run.settings_sha256)))
     if run.provider:
