@@ -158,10 +158,11 @@ def test_temporary_names_and_other_files_are_ignored_and_a_growing_file_waits(tm
     (root / ".staging").mkdir(parents=True)
     dicom = bytes(128) + b"DICM" + bytes(64)
     consumer = Consumer(WatchSource(root, settle_s=SETTLE_S, recursive=True))
-    for name in (".hidden.png", "a.png.tmp", "a.png.part", "a.png~", "a.png.crdownload", "a.png.partial",
-                 ".staging/b.png", "notes.txt", "IM0001", "empty.png"):
-        (root / name).write_bytes(b"" if name == "empty.png" else b"not complete")
+    for name in (".hidden.png", "a.png.tmp", "A.PNG.TMP", "a.png.part", "a.png~", "a.png.crdownload",
+                 "a.png.partial", ".staging/b.png", "notes.txt", "IM0001", "empty.png", ".IM0003.x1Yz"):
+        (root / name).write_bytes(b"" if name == "empty.png" else dicom if name == ".IM0003.x1Yz" else b"not DICOM")
     (root / "IM0002").write_bytes(dicom)  # no extension, but DICOM: taken
+    (root / "1.2.840.99.5").write_bytes(dicom)  # a UID name: taken as DICOM too
     data = png(7)
     last_write = 0.0
     for start in range(0, len(data), len(data) // 8):  # grows for ~1.6 s, each piece opened and closed again
@@ -169,8 +170,8 @@ def test_temporary_names_and_other_files_are_ignored_and_a_growing_file_waits(tm
             handle.write(data[start:start + len(data) // 8])
         last_write = time.time()
         time.sleep(0.2)
-    consumer.wait_for(lambda ids: {"grow.png", "IM0002"} <= set(ids), linger_s=2 * SETTLE_S)
-    assert sorted(consumer.ids()) == ["IM0002", "grow.png"]
+    consumer.wait_for(lambda ids: {"grow.png", "IM0002", "1.2.840.99.5"} <= set(ids), linger_s=2 * SETTLE_S)
+    assert sorted(consumer.ids()) == ["1.2.840.99.5", "IM0002", "grow.png"]
     by_id = {frame.id: (came, read) for frame, came, read in consumer.got}
     assert by_id["grow.png"][1] == data and by_id["grow.png"][0] > last_write
     assert by_id["IM0002"][1] == dicom

@@ -7,10 +7,11 @@ outside the watched tree, which the file system reports as a new file). So a hal
 provided the writer never pauses longer than `settle_s` in the middle of a file; an empty file is never complete.
 A file changed after it was yielded (a new size or modification time) is yielded again: it is new work.
 
-Taken: the extensions SegLens reads (app.io.discover's images, DICOM, NIfTI) and files without an extension that
-turn out to be DICOM (checked only once complete). Ignored: temporary names (dot-files and anything inside a
-dot-folder, `*.tmp`, `*.part`, `*.partial`, `*.crdownload`, `*.filepart`, `*.swp`, `~` at the end), other
-extensions, sub-folders unless `recursive`, and the folders in `exclude` (an output folder inside the watched one).
+Taken: the extensions SegLens reads (app.io.discover's images, DICOM, NIfTI), and other files that turn out to be
+DICOM (`IM0001`, UID names: 'DICM' after the preamble, as app.io.discover checks; read only once complete).
+Ignored: temporary names (dot-files and anything inside a dot-folder, `*.tmp`, `*.temp`, `*.part`, `*.partial`,
+`*.crdownload`, `*.filepart`, `*.swp`, `~` at the end), other files, sub-folders unless `recursive`, and the
+folders in `exclude` (an output folder inside the watched one).
 Files already there at the start are taken too, by name, once they have settled, unless `already_done` says they
 were (a station journal, app.runs.station_journal).
 
@@ -264,7 +265,7 @@ class WatchSource:
             return None
         self._yielded[rel] = key
         path = self.root / rel
-        if not Path(rel).suffix and not has_dicom_marker(path):  # no extension: taken only if it is DICOM
+        if not _known_name(rel) and not has_dicom_marker(path):  # another name: taken only if it is DICOM
             return None
         if self._already_done is not None and self._already_done(rel, *key):
             log.debug("already done: %s", rel)
@@ -288,7 +289,7 @@ class WatchSource:
             rel = self._wanted(str(path))
             info = self._stat(rel) if rel is not None else None
             if rel is not None and info is not None and rel not in self._pending:
-                done_at = min(wall, max(info.st_mtime, info.st_ctime))  # complete before: its last write or move
+                done_at = min(wall, max(info.st_mtime, _changed_at(info)))  # complete before: last write or move
                 self._pending[rel] = _Pending(info, seen_at=now, wall=done_at, moved=False)
 
     def _listing(self, folder: Path) -> Iterator[Path]:
@@ -301,7 +302,8 @@ class WatchSource:
             yield from (Path(parent, name) for name in names)
 
     def _wanted(self, path: str) -> str | None:
-        """`path`'s id (relative to the root, POSIX) if it is a file this source takes by its name, else None."""
+        """`path`'s id (relative to the root, POSIX) unless its name or folder rules it out (see the module's
+        docstring), else None."""
         try:
             rel = Path(path).relative_to(self.root)
         except ValueError:
@@ -309,12 +311,9 @@ class WatchSource:
         parts = rel.parts
         if not parts or (len(parts) > 1 and not self.recursive) or path.startswith(self._excluded):
             return None
-        if any(part.startswith(".") for part in parts) or parts[-1].endswith(TEMPORARY_SUFFIXES):
+        if any(part.startswith(".") for part in parts) or parts[-1].lower().endswith(TEMPORARY_SUFFIXES):
             return None
-        name = parts[-1].lower()
-        if not rel.suffix or rel.suffix.lower() in IMAGE_EXTENSIONS or name.endswith(VOLUME_SUFFIXES):
-            return rel.as_posix()
-        return None
+        return rel.as_posix()
 
     def _wanted_folder(self, path: str) -> bool:
         try:
@@ -343,3 +342,15 @@ class WatchSource:
             log.warning("the watched folder is gone: the watch-folder source ends")
             log.debug("watched folder gone: %s", self.root)
             self._ended = f"{self.root}: the watched folder is gone (removed, renamed or unmounted): watching ended"
+
+
+def _known_name(rel: str) -> bool:
+    """An image or volume extension SegLens reads (anything else is looked into for DICOM)."""
+    name = rel.rsplit("/", 1)[-1].lower()
+    return os.path.splitext(name)[1] in IMAGE_EXTENSIONS or name.endswith(VOLUME_SUFFIXES)
+
+
+def _changed_at(info: os.stat_result) -> float:
+    """When the file's inode last changed (a rename into the folder sets it on POSIX); Windows' st_ctime is the
+    creation time, no later than the last write."""
+    return info.st_mtime if os.name == "nt" else info.st_ctime
