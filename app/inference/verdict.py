@@ -366,13 +366,27 @@ def decide(rules: tuple[Rule, ...], result: Result, spec: ModelSpec, *, review: 
     doubt = uncertainty(result.predictions, spec)
     if doubt is not None:
         return Verdict(False, doubt.reason)
+    unjudged = next((rule for rule in review if not judgeable(rule, result)), None)
+    if unjudged is not None:  # fail closed: a review rule that cannot be judged makes NG, as a fail rule does
+        return Verdict(False, _fired(unjudged, result, spec))
     reason = review_reason(review, result, spec)
     return Verdict(False, reason, review=True) if reason else Verdict(True)
 
 
+def judgeable(rule: Rule, result: Result) -> bool:
+    """Whether `result` has what `rule` measures (an image score and a finite limit, a mask, a top-1 class)."""
+    if isinstance(rule, ScoreRule):
+        return image_score(result) is not None and math.isfinite(rule.score_above)
+    if isinstance(rule, Top1Rule):
+        return bool(result.predictions)
+    if isinstance(rule, ComponentRule):
+        return False  # a volume rule never judges one image (refused in review_if: app.inference.verdict_band)
+    return result.mask is not None and result.mask.size > 0
+
+
 def review_reason(review: tuple[Rule, ...], result: Result, spec: ModelSpec) -> str:
-    """Why the first review rule that holds does (`review: score 0.55 > 0.4`), or "". A review rule that cannot be
-    judged (no score) holds too: never OK by default; the fail rules have already made such a result NG."""
+    """Why the first review rule that holds does (`review: score 0.55 > 0.4`), or "" (`decide` has made a result
+    that a review rule cannot judge NG before asking)."""
     return next((f"review: {why}" for why in (_fired(rule, result, spec) for rule in review) if why), "")
 
 

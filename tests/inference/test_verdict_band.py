@@ -59,6 +59,12 @@ def test_fail_closed_stays_ng_never_review(models):
     assert verdict_at(spec, None) == Verdict(False, "no image score to judge image score > 0.7 by")
 
 
+def test_a_review_rule_that_cannot_be_judged_makes_ng_not_review(models):
+    spec = spec_with(models, "verdict:\n  review_if: {score_above: 0.4}\n", "binary_logits")  # no fail rules
+    assert spec.verdict == () and verdict_at(spec, 0.5).state == "REVIEW" and verdict_at(spec, 0.3).state == "OK"
+    assert verdict_at(spec, None) == Verdict(False, "no image score to judge image score > 0.4 by")
+
+
 def test_a_band_beside_the_anomaly_default_rule(models):
     spec = spec_with(models, "output:\n  image_threshold: 0.6\nverdict:\n  review_if: {score_above: 0.3}\n")
     assert spec.verdict == (ScoreRule(0.6, inclusive=True),) and spec.review == (ScoreRule(0.3),)
