@@ -147,8 +147,11 @@ class PlanePane(QGraphicsView):
     # -- events ----------------------------------------------------------------------------------------
 
     def voxel_at(self, position: QPointF) -> tuple[int, int]:
-        """The picture's voxel (x, y) under viewport `position` (may lie outside the picture)."""
-        scene = self.mapToScene(position.toPoint())
+        """The picture's voxel (x, y) under viewport `position` (may lie outside the picture): the voxel drawn at
+        the centre of the screen pixel there (its corner named the voxel before it below 100 %, as the viewer's edit
+        mode did; mapToScene takes no QPointF in PySide6: the inverted viewport transform maps it)."""
+        pixel = QPointF(math.floor(position.x()) + 0.5, math.floor(position.y()) + 0.5)
+        scene = self.viewportTransform().inverted()[0].map(pixel)
         return math.floor(scene.x() / self._voxel[0]), math.floor(scene.y() / self._voxel[1])
 
     def mousePressEvent(self, event) -> None:
