@@ -178,7 +178,7 @@ def volume_item(model: ModelSession, volume: Volume, *, spec: ModelSpec, name: s
         image = read_slice(volume, k)
         result = _run(model, image, spec, min_confidence)
         verdict = slice_verdict(spec, result)  # a volume rule judges the whole volume, below
-        if verdict is not None and (not judged_slices or verdict.ok is False):
+        if verdict is not None and (not judged_slices or not verdict.ok):
             judged_slices.append((k + 1, verdict))
         if labels is not None:
             labels.add(k, result.mask)
