@@ -1,0 +1,200 @@
+"""The station's verdict log: an append-only JSONL and CSV file, one line per verdict, rotated by size.
+
+`<folder>/verdicts.jsonl` and `<folder>/verdicts.csv` get one line per verdict (station, id, time as ISO-8601 UTC,
+verdict, score, reason, latency_ms). Each line is one `write` on an unbuffered append-only descriptor, so it is in
+the file (readable by another process) when `publish` returns; `fsync=True` also forces it to the disk. When a line
+would take a file past `max_bytes`, the file is rotated first: `verdicts.jsonl` → `verdicts.1.jsonl` → … →
+`verdicts.<keep>.jsonl` (the oldest removed). Each CSV file starts with its header, once.
+
+Names are spelt as the rest of SegLens spells them (app.spelling: a byte of a file name that is not UTF-8 becomes
+`\\xNN`, valid UTF-8 always); JSON escapes what it must; a CSV cell holds no raw control character and never a live
+spreadsheet formula (app.runs.report.cell). The id is what the source gives (a path relative to the watched folder,
+a frame counter): no patient name is looked up or added.
+
+A failure (disk full, folder gone) never stops the station: the line is lost, counted, and `problem` says so in one
+line; each later verdict tries again (the folder is not re-created: a share unmounted under it would be filled in
+its place).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import csv
+import io
+import json
+import logging
+import os
+import threading
+from datetime import datetime, timezone
+from pathlib import Path
+
+from app.errors import one_line
+from app.runs.report import cell
+from app.runs.sinks import StationVerdict
+from app.spelling import spelt
+
+log = logging.getLogger(__name__)
+
+STEM = "verdicts"
+COLUMNS = ("station", "id", "time", "verdict", "score", "reason", "latency_ms")
+
+
+def iso_utc(epoch_s: float) -> str:
+    """`epoch_s` as ISO-8601 UTC to the millisecond (`2026-12-01T16:24:48.123Z`)."""
+    stamp = datetime.fromtimestamp(epoch_s, tz=timezone.utc).isoformat(timespec="milliseconds")
+    return stamp.replace("+00:00", "Z")
+
+
+def log_record(verdict: StationVerdict) -> dict[str, str | float | None]:
+    """The verdict as the log writes it: names spelt (valid UTF-8), time as ISO-8601 UTC."""
+    return {
+        "station": spelt(verdict.station, controls=False),
+        "id": spelt(verdict.frame_id, controls=False),
+        "time": iso_utc(verdict.time),
+        "verdict": verdict.verdict,
+        "score": verdict.score,
+        "reason": spelt(verdict.reason, controls=False),
+        "latency_ms": round(verdict.latency_ms, 3),
+    }
+
+
+def jsonl_line(verdict: StationVerdict) -> bytes:
+    """One JSON line (newline included; a newline inside a name is escaped by JSON)."""
+    return (json.dumps(log_record(verdict), ensure_ascii=False, allow_nan=False) + "\n").encode()
+
+
+def csv_values(verdict: StationVerdict) -> list[str | float | None]:
+    """The CSV row's values in COLUMNS' order (strings raw: csv_line spells them as cells)."""
+    return [verdict.station, verdict.frame_id, iso_utc(verdict.time), verdict.verdict, verdict.score,
+            verdict.reason, round(verdict.latency_ms, 3)]
+
+
+def csv_line(values: list[str | float | None]) -> bytes:
+    """One CSV row: strings as report cells (no raw control character, no live formula), None empty."""
+    buffer = io.StringIO()
+    csv.writer(buffer, lineterminator="\n").writerow(
+        ["" if v is None else cell(v) if isinstance(v, str) else v for v in values])
+    return buffer.getvalue().encode()
+
+
+CSV_HEADER = csv_line(list(COLUMNS))
+
+
+class _RotatingFile:
+    """One append-only file rotated by size; `header` starts each new file."""
+
+    def __init__(self, path: Path, *, max_bytes: int, keep: int, fsync: bool, header: bytes = b"") -> None:
+        self.path = path
+        self._max_bytes, self._keep, self._fsync, self._header = max_bytes, keep, fsync, header
+        self._fd: int | None = None
+        self._size = 0
+
+    def write(self, line: bytes) -> None:
+        """Append `line` (rotating first when it would pass max_bytes). OSError when it cannot."""
+        if self._fd is not None and not self._still_there():
+            self.close()  # removed or moved away (the folder deleted, an outside logrotate): lines would vanish
+        if self._fd is None:
+            self._open()
+        if self._size > len(self._header) and self._size + len(line) > self._max_bytes:
+            self._rotate()
+        self._write(line)
+
+    def _still_there(self) -> bool:
+        assert self._fd is not None
+        try:
+            return os.path.samestat(os.stat(self.path), os.fstat(self._fd))
+        except OSError:
+            return False
+
+    def _open(self) -> None:
+        self._fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)  # read: a torn end
+        self._size = os.fstat(self._fd).st_size
+        if self._size == 0:
+            self._write(self._header)
+        elif not _ends_with_newline(self._fd, self._size):
+            self._write(b"\n")  # a line torn by a kill: the next line starts clean
+
+    def _write(self, data: bytes) -> None:
+        assert self._fd is not None
+        view = memoryview(data)
+        while view:
+            written = os.write(self._fd, view)
+            view, self._size = view[written:], self._size + written
+        if self._fsync and data:
+            os.fsync(self._fd)
+
+    def _rotate(self) -> None:
+        self.close()
+        stem, suffix = self.path.stem, self.path.suffix
+        names = [self.path] + [self.path.with_name(f"{stem}.{i}{suffix}") for i in range(1, self._keep + 1)]
+        with contextlib.suppress(FileNotFoundError):
+            names[-1].unlink()
+        for older, newer in zip(reversed(names[1:]), reversed(names[:-1]), strict=True):
+            with contextlib.suppress(FileNotFoundError):
+                os.replace(newer, older)
+        self._open()
+
+    def close(self) -> None:
+        if self._fd is not None:
+            fd, self._fd = self._fd, None
+            with contextlib.suppress(OSError):
+                os.close(fd)
+
+
+def _ends_with_newline(fd: int, size: int) -> bool:
+    return os.pread(fd, 1, size - 1) == b"\n"
+
+
+class LogSink:
+    """The JSONL + CSV verdict log in `folder` (module docstring). Thread-safe; `publish` never raises."""
+
+    name = "log"
+
+    def __init__(self, folder: Path, *, max_bytes: int = 16 * 1024 * 1024, keep: int = 5, fsync: bool = False,
+                 write_jsonl: bool = True, write_csv: bool = True) -> None:
+        if max_bytes < 1024 or keep < 0:
+            raise ValueError("the log's max_bytes must be at least 1024 and keep not negative")
+        self._files: list[tuple[_RotatingFile, bool]] = []
+        if write_jsonl:
+            self._files.append((_RotatingFile(folder / f"{STEM}.jsonl", max_bytes=max_bytes, keep=keep,
+                                              fsync=fsync), True))
+        if write_csv:
+            self._files.append((_RotatingFile(folder / f"{STEM}.csv", max_bytes=max_bytes, keep=keep,
+                                              fsync=fsync, header=CSV_HEADER), False))
+        self._lock = threading.Lock()
+        self._problem: str | None = None
+        self.lost = 0  # verdicts that could not be logged (a file missing a line counts once)
+
+    def publish(self, verdict: StationVerdict) -> None:
+        """Append the verdict's line to each file; a failure is counted and said in `problem`, never raised."""
+        with self._lock:
+            failure: str | None = None
+            for file, is_json in self._files:
+                line = jsonl_line(verdict) if is_json else csv_line(csv_values(verdict))
+                try:
+                    file.write(line)
+                except OSError as exc:
+                    file.close()  # reopened by the next write: the folder may come back
+                    failure = f"{file.path.name}: {exc.strerror or one_line(exc)}"  # no path: DEBUG only
+                    log.debug("log sink: %s: %s", file.path, exc)
+            self._note(failure)
+
+    def _note(self, failure: str | None) -> None:
+        if failure is None:
+            if self._problem is not None:
+                log.warning("log sink: writing again (%d verdicts were not logged)", self.lost)
+            self._problem = None
+            return
+        self.lost += 1
+        self._problem = f"log: cannot write {failure} ({self.lost} verdicts not logged)"
+
+    def close(self) -> None:
+        """Close the files (each line is already written)."""
+        with self._lock:
+            for file, _ in self._files:
+                file.close()
+
+    @property
+    def problem(self) -> str | None:
+        """One line while the log cannot be written, else None."""
+        return self._problem

@@ -1,0 +1,128 @@
+"""The station's JSONL + CSV verdict log: a line per verdict, readable while the sink is open, rotated by size."""
+
+from __future__ import annotations
+
+import csv
+import json
+import shutil
+from pathlib import Path
+
+from app.runs.sinks import Sink, StationVerdict
+from app.runs.sinks.log import COLUMNS, LogSink
+
+
+def verdict(i: int, *, frame_id: str | None = None, verdict: str = "OK", reason: str = "") -> StationVerdict:
+    return StationVerdict(station="line-1", frame_id=frame_id or f"part-{i:04d}.png", time=1_764_600_000.0 + i,
+                          verdict=verdict, score=0.25 if verdict != "ERROR" else None, reason=reason,
+                          latency_ms=12.5)
+
+
+def jsonl(path: Path) -> list[dict[str, object]]:
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+
+
+def rows(path: Path) -> list[list[str]]:
+    with path.open(newline="", encoding="utf-8") as file:
+        return list(csv.reader(file))
+
+
+def test_each_line_is_in_the_files_while_the_sink_is_open(tmp_path: Path) -> None:
+    sink: Sink = LogSink(tmp_path)
+    for i in range(3):
+        sink.publish(verdict(i, verdict="NG" if i == 1 else "OK", reason="score > 0.5" if i == 1 else ""))
+        # read back through a new open file: the line is there before close
+        assert len(jsonl(tmp_path / "verdicts.jsonl")) == i + 1
+        assert len(rows(tmp_path / "verdicts.csv")) == i + 2  # the header once, then a row per verdict
+    lines = jsonl(tmp_path / "verdicts.jsonl")
+    assert lines[1] == {"station": "line-1", "id": "part-0001.png", "time": "2025-12-01T14:40:01.000Z",
+                        "verdict": "NG", "score": 0.25, "reason": "score > 0.5", "latency_ms": 12.5}
+    table = rows(tmp_path / "verdicts.csv")
+    assert table[0] == list(COLUMNS)
+    assert table[2] == ["line-1", "part-0001.png", "2025-12-01T14:40:01.000Z", "NG", "0.25", "score > 0.5", "12.5"]
+    assert sink.problem is None
+    sink.close()
+
+
+def test_reopened_the_header_is_not_written_twice_and_a_torn_line_is_ended(tmp_path: Path) -> None:
+    sink = LogSink(tmp_path)
+    sink.publish(verdict(0))
+    sink.close()
+    with (tmp_path / "verdicts.jsonl").open("a") as file:
+        file.write('{"station": "line-1", "id": "torn')  # killed in the middle of a line
+    sink = LogSink(tmp_path)
+    sink.publish(verdict(1))
+    sink.close()
+    assert [r[1] for r in rows(tmp_path / "verdicts.csv")] == ["id", "part-0000.png", "part-0001.png"]
+    text = (tmp_path / "verdicts.jsonl").read_text().splitlines()
+    assert json.loads(text[-1])["id"] == "part-0001.png" and len(text) == 3
+
+
+def test_rotated_by_size_keeping_n_each_csv_with_its_header(tmp_path: Path) -> None:
+    sink = LogSink(tmp_path, max_bytes=1024, keep=2)
+    for i in range(60):
+        sink.publish(verdict(i))
+    sink.close()
+    names = sorted(p.name for p in tmp_path.iterdir())
+    assert names == ["verdicts.1.csv", "verdicts.1.jsonl", "verdicts.2.csv", "verdicts.2.jsonl",
+                     "verdicts.csv", "verdicts.jsonl"]
+    ids: list[str] = []
+    for name in ("verdicts.2.jsonl", "verdicts.1.jsonl", "verdicts.jsonl"):
+        assert (tmp_path / name).stat().st_size <= 1024
+        ids += [str(line["id"]) for line in jsonl(tmp_path / name)]
+    assert ids == [f"part-{i:04d}.png" for i in range(60 - len(ids), 60)]  # the newest, in order, none twice
+    assert len(ids) < 60  # the oldest file was dropped
+    csv_ids: list[str] = []
+    for name in ("verdicts.2.csv", "verdicts.1.csv", "verdicts.csv"):
+        table = rows(tmp_path / name)
+        assert table[0] == list(COLUMNS)  # each file starts with its header, once
+        assert all(row[0] == "line-1" for row in table[1:])
+        csv_ids += [row[1] for row in table[1:]]
+    assert csv_ids == [f"part-{i:04d}.png" for i in range(60 - len(csv_ids), 60)]
+
+
+def test_odd_names_are_escaped_and_read_back_one_line_each(tmp_path: Path) -> None:
+    odd = ['a,b"c\nd.png', "caf\udce9.png", "=HYPERLINK(x).png", "tab\there\x1b[2J.png"]
+    sink = LogSink(tmp_path)
+    for i, name in enumerate(odd):
+        sink.publish(verdict(i, frame_id=name, verdict="ERROR", reason=f"{name}: cannot decode"))
+    sink.close()
+    raw = (tmp_path / "verdicts.jsonl").read_bytes()
+    raw.decode("utf-8")  # valid UTF-8 although a name's byte was not
+    assert [line["id"] for line in jsonl(tmp_path / "verdicts.jsonl")] == [
+        'a,b"c\nd.png', "caf\\xe9.png", "=HYPERLINK(x).png", "tab\there\x1b[2J.png"]
+    assert jsonl(tmp_path / "verdicts.jsonl")[0]["score"] is None
+    table = rows(tmp_path / "verdicts.csv")
+    assert len((tmp_path / "verdicts.csv").read_text().splitlines()) == 5  # one physical line per verdict
+    assert [r[1] for r in table[1:]] == ['a,b"c\\x0ad.png', "caf\\xe9.png", "'=HYPERLINK(x).png",
+                                         "tab\\x09here\\x1b[2J.png"]
+    assert table[1][4] == ""  # no score
+
+
+def test_a_folder_gone_is_one_line_in_problem_and_the_station_goes_on(tmp_path: Path) -> None:
+    folder = tmp_path / "out"
+    folder.mkdir()
+    sink = LogSink(folder)
+    sink.publish(verdict(0))
+    shutil.rmtree(folder)
+    sink.publish(verdict(1))  # does not raise
+    sink.publish(verdict(2))
+    assert sink.problem == "log: cannot write verdicts.csv: No such file or directory (2 verdicts not logged)"
+    assert str(tmp_path) not in sink.problem  # paths only at DEBUG
+    folder.mkdir()  # the share is back
+    sink.publish(verdict(3))
+    assert sink.problem is None and sink.lost == 2
+    assert [line["id"] for line in jsonl(folder / "verdicts.jsonl")] == ["part-0003.png"]
+    sink.close()
+
+
+def test_a_full_disk_is_one_line_in_problem(tmp_path: Path) -> None:
+    full = Path("/dev/full")
+    sink = LogSink(tmp_path, write_csv=False)
+    sink.publish(verdict(0))
+    sink.close()
+    (tmp_path / "verdicts.jsonl").unlink()
+    (tmp_path / "verdicts.jsonl").symlink_to(full)  # every write there fails with ENOSPC
+    sink = LogSink(tmp_path, write_csv=False)
+    sink.publish(verdict(1))
+    assert sink.problem == "log: cannot write verdicts.jsonl: No space left on device (1 verdicts not logged)"
+    sink.close()
