@@ -1,0 +1,182 @@
+"""The output-folder sink: a station's pictures and its copies of the parts it did not pass, with a retention limit.
+
+Under the station's output folder:
+- `results/<id>_mask.png`, `_overlay.png` (and `_heatmap.png`, `_scores.png` when asked), as `seglens-cli run`
+  writes them (app.runs.outputs; the id's parts made safe as run's output stems are);
+- `ng/<id>` and `review/<id>`: a copy of the input of each NG and REVIEW frame, byte for byte (a camera's frame:
+  `<id>.png`), so the parts to look at again are in one place.
+Every file appears whole or not at all (app.io.files.atomic_write). With `keep_files` or `keep_bytes`, the oldest
+files (by modification time, the ones from before a restart too) are removed once the sink holds more: a station that
+runs for a shift does not fill the disk. A write that fails (a full disk) is no exception for the station: the sink
+says so in `problem` and counts the verdict in `lost`; the next success clears the problem.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+from collections import deque
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+from typing import TYPE_CHECKING
+
+from app.errors import SegLensError, one_line
+from app.io.discover import safe_name
+from app.io.files import atomic_write, encode_png
+from app.io.regular import read_regular
+from app.runs.outputs import write_result_images
+from app.runs.sinks import StationVerdict
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from app.inference.pipeline import Result
+    from app.inference.spec import ModelSpec
+
+log = logging.getLogger(__name__)
+
+FOLDERS = ("results", "ng", "review")
+COPIED = {"NG": "ng", "REVIEW": "review"}  # the verdicts whose input is copied, and where to
+
+
+@dataclass(frozen=True)
+class Pictures:
+    """What a judged frame leaves for the folder sink: the input file (or a camera's pixels), the display pixels
+    the overlay is drawn on, and the result (None when the frame could not be judged)."""
+
+    path: Path | None
+    pixels: np.ndarray | None
+    result: Result | None
+
+
+class FolderSink:
+    """Writes a station's pictures and NG/REVIEW copies under `out` (see the module's docstring)."""
+
+    name = "folder"
+
+    def __init__(self, out: Path, spec: ModelSpec, *, save: Sequence[str] = ("mask", "overlay"),
+                 keep_files: int | None = None, keep_bytes: int | None = None) -> None:
+        self.out, self.spec, self.save = Path(out), spec, tuple(save)
+        self.keep_files, self.keep_bytes = keep_files, keep_bytes
+        self.lost = 0
+        self._problem: str | None = None
+        self._kept: deque[tuple[Path, int]] = deque()  # oldest first; only tracked under a limit
+        self._bytes = 0
+        if self._limited:
+            self._seed()
+
+    @property
+    def problem(self) -> str | None:
+        """Why the last write failed, in one line; None once one succeeds again."""
+        return self._problem
+
+    def publish(self, verdict: StationVerdict) -> None:
+        """A verdict without pictures (the Sink interface): nothing to write."""
+
+    def publish_pictures(self, verdict: StationVerdict, pictures: Pictures) -> None:
+        """Write the frame's pictures and, for NG and REVIEW, its copy; never raises for a write that fails."""
+        try:
+            written = self._write(verdict, pictures)
+        except (OSError, SegLensError, ValueError) as exc:  # a full disk, a file gone since it was judged
+            self._fail(verdict, one_line(exc))
+            return
+        except Exception as exc:  # a sink must not stop the station; the problem says what
+            self._fail(verdict, one_line(exc, typed=True))
+            return
+        self._problem = None
+        for path in written:
+            self._keep(path)
+
+    def close(self) -> None:
+        """Nothing is pending: every file is written when publish returns."""
+
+    # -- writing --------------------------------------------------------------------------------------------
+
+    def _write(self, verdict: StationVerdict, pictures: Pictures) -> list[Path]:
+        stem = self.out / "results" / _safe(verdict.frame_id)
+        written: list[Path] = []
+        if pictures.result is not None and self.save:
+            stem.parent.mkdir(parents=True, exist_ok=True)
+            written += write_result_images(pictures.result, self.spec, stem, self.save, pictures.pixels)
+        folder = COPIED.get(verdict.verdict)
+        if folder is not None:
+            written.append(self._copy(self.out / folder / _safe(verdict.frame_id), pictures))
+        return written
+
+    def _copy(self, target: Path, pictures: Pictures) -> Path:
+        if pictures.path is not None:
+            data = read_regular(pictures.path)
+        elif pictures.pixels is not None:
+            data, target = encode_png(pictures.pixels), target.with_name(target.name + ".png")
+        else:
+            raise ValueError("a frame with neither a file nor pixels cannot be copied")
+        target.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write(target, data)
+        return target
+
+    def _fail(self, verdict: StationVerdict, why: str) -> None:
+        self.lost += 1
+        self._problem = f"folder: cannot write the pictures of a frame ({why})"
+        log.warning("%s", self._problem)
+        log.debug("folder sink: frame %s not written", verdict.frame_id)
+
+    # -- retention ------------------------------------------------------------------------------------------
+
+    @property
+    def _limited(self) -> bool:
+        return self.keep_files is not None or self.keep_bytes is not None
+
+    def _seed(self) -> None:
+        """The files an earlier run left, oldest first: they count against the limit too."""
+        found: list[tuple[int, Path, int]] = []
+        for name in FOLDERS:
+            for path in (self.out / name).rglob("*"):
+                with contextlib.suppress(OSError):
+                    info = path.lstat()
+                    if path.is_file() and not path.is_symlink():
+                        found.append((info.st_mtime_ns, path, info.st_size))
+        for _, path, size in sorted(found):
+            self._kept.append((path, size))
+            self._bytes += size
+        self._trim()
+
+    def _keep(self, path: Path) -> None:
+        if not self._limited:
+            return
+        try:
+            size = path.stat().st_size
+        except OSError:
+            return
+        self._kept.append((path, size))
+        self._bytes += size
+        self._trim()
+
+    def _trim(self) -> None:
+        while self._kept and self._over():
+            path, size = self._kept.popleft()
+            self._bytes -= size
+            with contextlib.suppress(OSError):
+                os.unlink(path)
+            _remove_empty(path.parent, self.out)
+
+    def _over(self) -> bool:
+        too_many = self.keep_files is not None and len(self._kept) > self.keep_files
+        return too_many or (self.keep_bytes is not None and self._bytes > self.keep_bytes)
+
+
+def _safe(frame_id: str) -> Path:
+    """The id (`sub/part_17.png`, POSIX separators) as a relative path whose every part is safe."""
+    parts = [safe_name(part) for part in PurePosixPath(frame_id).parts if part not in ("/", "")]
+    return Path(*parts) if parts else Path("unnamed")
+
+
+def _remove_empty(folder: Path, out: Path) -> None:
+    """Remove folders left empty by the retention, up to (not including) the sink's own folders."""
+    while folder.parent != out and out in folder.parents:
+        try:
+            folder.rmdir()
+        except OSError:
+            return
+        folder = folder.parent

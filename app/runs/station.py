@@ -1,0 +1,195 @@
+"""A station: source → model → sinks → journal, frame by frame, until stopped or the source ends.
+
+Each frame from the source (app.io.sources) is decoded and run through the pipeline on the station's warmed session
+(opened as `seglens-cli run` opens it), judged by the sidecar's verdict section (OK / REVIEW / NG, its band
+included: app.inference.verdict), and handed to every sink as a StationVerdict (app.runs.sinks). A frame that cannot
+be decoded or run is an ERROR verdict with its one line, and the station goes on. A sink that raises is a problem
+of that sink (counted, shown in `sink_problems`), never the station's end: the other sinks still get the verdict.
+
+Only after every sink took the verdict is the frame written to the journal (app.runs.station_journal): a crash
+between the two makes the file judged again at the restart (a sink may see it twice), never marked done unheard.
+The station holds the output folder's lock (app.runs.lock) while it runs: one station, or run, per folder.
+
+`stop()` (any thread; Ctrl+C's handler) or the `stop` Event ends the loop after the frame being judged; the sinks
+are closed (each flushes, bounded) and the journal with them. Live numbers: `stats()` from any thread, and the
+`progress` callback after each frame (app.runs.station_stats: bounded windows, memory flat over a shift).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from app.errors import SegLensError, one_line
+from app.inference import pipeline
+from app.inference.verdict import image_score, verdict_of
+from app.io.images import from_array
+from app.runs.lock import OutputLock
+from app.runs.sinks import Sink, StationVerdict
+from app.runs.sinks.folder import FolderSink, Pictures
+from app.runs.station_journal import StationJournal
+from app.runs.station_stats import Meter, StationStats
+
+if TYPE_CHECKING:
+    from app.inference.session import ModelSession
+    from app.io.sources import Frame, Source
+    from app.io.sources.watch import AlreadyDone
+
+log = logging.getLogger(__name__)
+
+OpenSource = Callable[["AlreadyDone | None"], "Source"]  # given the journal's `done`, the source to read
+STOPPED = "stopped"
+
+
+class StationRefused(SegLensError):
+    """A station cannot start with this model (no verdict section, a 3D model)."""
+
+
+def station_problem(model: ModelSession) -> str | None:
+    """Why `model` cannot judge a station's frames, in one line, or None."""
+    spec = model.spec
+    if spec.is_3d:
+        return f"{spec.path.name} is a 3D model (it runs on whole volumes): a station judges one image per frame"
+    if spec.verdict is None:
+        return (f"{spec.path.name} has no verdict section: a station needs one to say OK / REVIEW / NG "
+                "(verdict: fail_if …, or seglens-cli calibrate --write)")
+    return None
+
+
+class Station:
+    """One station (see the module's docstring). `open_source` is called once the journal is open, with the
+    journal's `done` (so a file processed before a restart is not read again)."""
+
+    def __init__(self, *, name: str, model: ModelSession, open_source: OpenSource, sinks: Sequence[Sink],
+                 out: Path, progress: Callable[[StationStats], None] | None = None,
+                 stop: threading.Event | None = None, window: int = 500, stall_after_s: float | None = None) -> None:
+        refused = station_problem(model)
+        if refused:
+            raise StationRefused(refused)
+        self.name, self.model, self.out = name, model, Path(out)
+        self.sinks = tuple(sinks)
+        self._open_source, self._progress = open_source, progress
+        self._stop = stop or threading.Event()
+        self._meter = Meter(window=window, stall_after_s=stall_after_s)
+        self._source: Source | None = None
+        self._raised: dict[str, str] = {}  # sink name → the last exception's line (a sink must not raise)
+        self._ended: str | None = None
+
+    def stop(self) -> None:
+        """End the loop after the frame being judged (any thread, a signal handler too)."""
+        self._stop.set()
+        source = self._source
+        if source is not None:
+            source.close()
+
+    def stats(self) -> StationStats:
+        """The live numbers (any thread)."""
+        source = self._source
+        return self._meter.snapshot(dropped=source.dropped if source is not None else 0,
+                                    sink_problems=self.sink_problems(), ended=self._ended)
+
+    def sink_problems(self) -> tuple[str, ...]:
+        """One line per sink that is failing now, or raised on its last verdict."""
+        lines = []
+        for sink in self.sinks:
+            problem = self._raised.get(sink.name) or sink.problem
+            if problem:
+                lines.append(problem if problem.startswith(f"{sink.name}:") else f"{sink.name}: {problem}")
+        return tuple(lines)
+
+    def run(self) -> StationStats:
+        """Judge frames until stopped or the source ends; the final numbers (`ended` says why it ended)."""
+        with OutputLock(self.out), StationJournal(self.out) as journal:
+            source = self._open_source(journal.done)
+            self._source = source
+            watcher = threading.Thread(target=self._watch_stop, args=(source,), name="station-stop", daemon=True)
+            watcher.start()
+            try:
+                self._loop(source, journal)
+            finally:
+                self._ended = source.ended or STOPPED
+                source.close()
+                self._close_sinks()
+        return self.stats()
+
+    # -- the loop ---------------------------------------------------------------------------------------------
+
+    def _loop(self, source: Source, journal: StationJournal) -> None:
+        for frame in source:
+            if self._stop.is_set():
+                break  # not judged, not journaled: the next start takes it
+            verdict, pictures = self._judge(frame)
+            self._publish(verdict, pictures)
+            if frame.size is not None and frame.mtime_ns is not None:
+                journal.record(frame, verdict.verdict)
+            self._meter.add(verdict)
+            if self._progress is not None:
+                self._progress(self.stats())
+            if self._stop.is_set():
+                break
+
+    def _judge(self, frame: Frame) -> tuple[StationVerdict, Pictures]:
+        """The frame's verdict and what the folder sink writes of it; an ERROR verdict when it cannot be judged."""
+        pixels = None
+        try:
+            if frame.path is not None:
+                image, decode_ms = pipeline.decode(frame.path)
+            else:
+                assert frame.pixels is not None  # a Frame has one or the other
+                image, decode_ms = from_array(frame.pixels), 0.0
+            pixels = image.display()
+            result = pipeline.with_mask(pipeline.run_image(self.model, image, decode_ms=decode_ms))
+            judged = verdict_of(self.model.spec, result)
+            assert judged is not None  # station_problem refused a model without a verdict section
+        except Exception as exc:  # one frame that cannot be judged is an ERROR, not the end
+            reason = _error_reason(frame, exc)
+            log.debug("station: frame %s could not be judged: %s", frame.id, exc, exc_info=True)
+            return self._verdict(frame, "ERROR", None, reason), Pictures(frame.path, pixels, None)
+        score = image_score(result)
+        return self._verdict(frame, judged.state, score, judged.reason), Pictures(frame.path, pixels, result)
+
+    def _verdict(self, frame: Frame, state: str, score: float | None, reason: str) -> StationVerdict:
+        now = time.time()
+        return StationVerdict(station=self.name, frame_id=frame.id, time=now, verdict=state, score=score,
+                              reason=reason, latency_ms=max(0.0, (now - frame.timestamp) * 1000.0))
+
+    def _publish(self, verdict: StationVerdict, pictures: Pictures) -> None:
+        for sink in self.sinks:
+            try:
+                if isinstance(sink, FolderSink):
+                    sink.publish_pictures(verdict, pictures)
+                else:
+                    sink.publish(verdict)
+            except Exception as exc:  # a sink's bug must not cost the other sinks the verdict
+                self._raised[sink.name] = f"{sink.name}: {one_line(exc, typed=True)}"
+                self._meter.lost()
+                log.warning("station: sink %s failed: %s", sink.name, one_line(exc, typed=True))
+            else:
+                self._raised.pop(sink.name, None)
+
+    def _close_sinks(self) -> None:
+        for sink in self.sinks:
+            try:
+                sink.close()
+            except Exception as exc:  # every sink gets closed
+                self._raised[sink.name] = f"{sink.name}: cannot close ({one_line(exc, typed=True)})"
+                log.warning("station: sink %s failed to close: %s", sink.name, one_line(exc, typed=True))
+
+    def _watch_stop(self, source: Source) -> None:
+        """Closes the source when the stop Event is set by someone else (a viewer's Stop, a test)."""
+        while self._ended is None:
+            if self._stop.wait(0.2):
+                source.close()
+                return
+
+
+def _error_reason(frame: Frame, exc: BaseException) -> str:
+    """The error's one line, naming the frame by its id rather than its full path (paths only at DEBUG)."""
+    line = one_line(exc, most=300, typed=True)
+    if frame.path is not None:
+        line = line.replace(str(frame.path), frame.id)
+    return line if line.startswith(frame.id) else f"{frame.id}: {line}"

@@ -1,0 +1,119 @@
+"""From a StationFile (app.runs.station_file) to a running Station: the spec with its limits, the warmed session,
+the sinks, the source. The CLI's `watch` and the viewer's Station view both start stations through here.
+
+The sources and the sinks that need an optional package (OpenCV's capture is always there; watchdog, paho-mqtt)
+are imported only by the station that uses them; one that is not in this build is one line, not a traceback.
+"""
+
+from __future__ import annotations
+
+import importlib
+import tempfile
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import yaml
+
+from app.errors import SegLensError
+from app.runs.station import Station, StationRefused
+from app.runs.station_file import StationFile
+
+if TYPE_CHECKING:
+    from app.inference.session import ModelSession
+    from app.inference.spec import ModelSpec
+    from app.io.sources import Source
+    from app.io.sources.watch import AlreadyDone
+    from app.runs.sinks import Sink
+    from app.runs.station_stats import StationStats
+
+
+def station_spec(station: StationFile) -> ModelSpec:
+    """The model's spec under the station's sidecar, its `verdict:` (when given) in place of the sidecar's."""
+    from app.inference.bundled import resolve_model
+    from app.inference.sidecar import find_sidecar
+    from app.inference.spec_builder import load_spec
+
+    model = resolve_model(station.model)
+    if station.verdict is None:
+        return load_spec(model, station.sidecar)
+    sidecar = station.sidecar or find_sidecar(model)
+    values: dict[str, Any] = {}
+    if sidecar is not None:
+        values = yaml.safe_load(sidecar.read_text(encoding="utf-8-sig")) or {}
+        if "classes_file" in values:
+            raise StationRefused(f"{station.path}: 'verdict' cannot replace the verdict of a sidecar with a "
+                                 "classes_file; give a sidecar with that verdict section ('sidecar')")
+    values["verdict"] = station.verdict
+    if "fail_if" in station.verdict and isinstance(values.get("output"), dict):
+        values["output"].pop("image_threshold", None)  # fail_if replaces the default image-threshold rule
+    with tempfile.TemporaryDirectory(prefix="seglens-station-") as folder:
+        merged = Path(folder) / "station-sidecar.yaml"
+        merged.write_text(yaml.safe_dump(values, sort_keys=False), encoding="utf-8")
+        return load_spec(model, merged)
+
+
+def open_station(station: StationFile, *, model: ModelSession | None = None, runtime: dict[str, Any] | None = None,
+                 progress: Callable[[StationStats], None] | None = None,
+                 stop: threading.Event | None = None) -> Station:
+    """The station, its session opened and warmed (as `seglens-cli run` opens one) unless `model` is given."""
+    if model is None:
+        from app.inference.session import open_session
+
+        model = open_session(station_spec(station), station.device, runtime=runtime)
+    return Station(name=station.name, model=model, open_source=source_opener(station), sinks=make_sinks(station, model),
+                   out=station.out, progress=progress, stop=stop, stall_after_s=station.stall_after_s)
+
+
+def make_sinks(station: StationFile, model: ModelSession) -> list[Sink]:
+    """The station's sinks, in the file's order (a log in the output folder, MQTT, the output-folder sink)."""
+    sinks: list[Sink] = []
+    for name, options in station.sinks.items():
+        if name == "log":
+            from app.runs.sinks.log import LogSink
+
+            sinks.append(LogSink(station.out, max_bytes=options.get("max_bytes", 16 << 20), keep=options.get("keep", 5),
+                                 fsync=options.get("fsync", False), write_jsonl=options.get("jsonl", True),
+                                 write_csv=options.get("csv", True)))
+        elif name == "mqtt":
+            sinks.append(_mqtt_sink(station, options))
+        elif name == "folder":
+            from app.runs.sinks.folder import FolderSink
+
+            sinks.append(FolderSink(station.out, model.spec, save=options.get("save", ("mask", "overlay")),
+                                    keep_files=options.get("keep_files"), keep_bytes=options.get("keep_bytes")))
+    return sinks
+
+
+def _mqtt_sink(station: StationFile, options: dict[str, Any]) -> Sink:
+    module = _optional("app.runs.sinks.mqtt", "the MQTT sink")
+    make: Callable[..., Sink] = module.mqtt_sink_from_options
+    return make(station=station.name, out=station.out, **options)
+
+
+def source_opener(station: StationFile) -> Callable[[AlreadyDone | None], Source]:
+    """A function that opens the station's source once its journal is open (given the journal's `done`)."""
+    spec = station.source
+
+    def open_source(already_done: AlreadyDone | None) -> Source:
+        if spec.kind == "watch":
+            from app.io.sources.watch import WatchSource
+
+            return WatchSource(Path(str(spec.target)), settle_s=spec.settle_s, recursive=spec.recursive,
+                               polling=spec.polling, exclude=[station.out], already_done=already_done)
+        module = _optional("app.io.sources.video", "the video and camera source")
+        source: Source = module.VideoSource(spec.target, realtime=spec.realtime)
+        return source
+
+    return open_source
+
+
+def _optional(name: str, what: str) -> Any:
+    """A module of this build's optional parts, or one line saying it is not available yet."""
+    try:
+        return importlib.import_module(name)
+    except ModuleNotFoundError as exc:
+        if exc.name is not None and (exc.name == name or name.startswith(exc.name + ".")):
+            raise SegLensError(f"{what} is not available yet in this build ({name})") from exc
+        raise SegLensError(f"{what} needs {exc.name}, which is not installed") from exc

@@ -1,0 +1,240 @@
+"""The station loop (app.runs.station) over a watch folder with the bundled anomaly demo model and a REVIEW band, the
+log sink and the output-folder sink: each file judged once as the limits say, NG/REVIEW copies, retention, an ERROR
+line for a broken image, a failing sink that does not stop the others, and no file twice across a restart."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from app.inference.pipeline import run_path
+from app.inference.session import open_session
+from app.inference.verdict import image_score, verdict_of
+from app.runs.sinks import StationVerdict
+from app.runs.station import Station, StationRefused
+from app.runs.station_file import parse_station
+from app.runs.station_setup import open_station, source_opener, station_spec
+
+REPO = Path(__file__).resolve().parents[2]
+SAMPLES = REPO / "resources" / "samples" / "anomaly"
+BAND = {"fail_if": [{"score_above": 0.88}], "review_if": [{"score_above": 0.56}]}
+WAIT_S = 90.0  # generous: a loaded 2-core machine; the test never asserts timing
+
+
+def _station_file(tmp_path: Path, **sinks: dict[str, object]):
+    (tmp_path / "in").mkdir(exist_ok=True)
+    values = {"name": "line-3", "model": str(REPO / "models" / "surface_anomaly.onnx"), "device": "cpu",
+              "verdict": BAND, "source": {"watch": "in", "settle_s": 0.2}, "out": "out",
+              "sinks": sinks or {"log": {}, "folder": {}}}
+    return parse_station(values, path=None, base=tmp_path)
+
+
+@pytest.fixture(scope="module")
+def model(tmp_path_factory):
+    station = _station_file(tmp_path_factory.mktemp("spec"))
+    return open_session(station_spec(station), "cpu")
+
+
+@pytest.fixture(scope="module")
+def expected(model):
+    """Each sample's verdict and score, judged directly by the pipeline under the same band."""
+    found = {}
+    for path in sorted(SAMPLES.glob("*.png")):
+        result = run_path(model, path)
+        found[path.name] = (verdict_of(model.spec, result).state, image_score(result))
+    assert {state for state, _ in found.values()} == {"OK", "REVIEW", "NG"}  # the band splits the samples three ways
+    return found
+
+
+class _Running:
+    """A station on its own thread, stopped and joined at the end."""
+
+    def __init__(self, station: Station) -> None:
+        self.station = station
+        self.result = None
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+
+    def _run(self) -> None:
+        self.result = self.station.run()
+
+    def stop(self):
+        self.station.stop()
+        self.thread.join(WAIT_S)
+        assert not self.thread.is_alive()
+        return self.result
+
+
+def _drop(folder: Path, source: Path, name: str | None = None) -> None:
+    """Written beside, then renamed in (complete at once)."""
+    target = folder / (name or source.name)
+    partial = target.with_name(target.name + ".tmp")
+    shutil.copyfile(source, partial)
+    partial.rename(target)
+
+
+def _lines(out: Path) -> list[dict]:
+    path = out / "verdicts.jsonl"
+    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+
+
+def _wait_for(out: Path, count: int) -> list[dict]:
+    deadline = time.monotonic() + WAIT_S
+    while time.monotonic() < deadline:
+        lines = _lines(out)
+        if len(lines) >= count:
+            return lines
+        time.sleep(0.05)
+    raise AssertionError(f"{len(_lines(out))} of {count} verdicts logged")
+
+
+def test_each_file_judged_once_as_the_limits_say_with_copies_and_pictures(tmp_path, model, expected):
+    station_file = _station_file(tmp_path)
+    running = _Running(open_station(station_file, model=model))
+    for path in sorted(SAMPLES.glob("*.png")):
+        _drop(station_file.source.target, path)
+    lines = _wait_for(station_file.out, len(expected))
+    stats = running.stop()
+
+    assert sorted(line["id"] for line in lines) == sorted(expected)  # each once
+    for line in lines:
+        state, score = expected[line["id"]]
+        assert (line["verdict"], line["station"]) == (state, "line-3")
+        assert line["score"] == pytest.approx(score, abs=1e-6)
+        assert (line["reason"] == "") == (state == "OK")
+        assert line["reason"].startswith("review: score ") == (state == "REVIEW")
+    out = station_file.out
+    for name, (state, _) in expected.items():
+        for folder in ("ng", "review"):
+            copy = out / folder / name
+            assert copy.exists() == (folder == state.lower()), (name, folder)
+            if copy.exists():
+                assert copy.read_bytes() == (SAMPLES / name).read_bytes()
+        assert (out / "results" / f"{name}_mask.png").is_file() and (out / "results" / f"{name}_overlay.png").is_file()
+    counts = {state: sum(s == state for s, _ in expected.values()) for state in ("OK", "REVIEW", "NG")}
+    assert {k: stats.counts[k] for k in counts} == counts and stats.counts["ERROR"] == 0
+    assert stats.frames == len(expected) and stats.ended == "stopped" and stats.sink_problems == ()
+    assert stats.latency_p50_ms is not None and stats.latency_p95_ms >= stats.latency_p50_ms
+    assert [e.id for e in _journal(out)] == [line["id"] for line in lines]  # journaled in the order published
+    assert not (out / ".seglens-run.lock").exists()  # the lock held while running, released at the end
+
+
+def _journal(out: Path):
+    from app.runs.station_journal import JOURNAL_NAME, read_journal
+
+    return read_journal(out / JOURNAL_NAME).entries
+
+
+def test_a_broken_image_is_an_error_line_and_the_station_goes_on(tmp_path, model, expected):
+    station_file = _station_file(tmp_path)
+    folder = station_file.source.target
+    running = _Running(open_station(station_file, model=model))
+    broken = tmp_path / "broken.png"
+    broken.write_bytes(b"\x89PNG\r\n\x1a\n" + b"not really a picture" * 10)
+    _drop(folder, broken)
+    _wait_for(station_file.out, 1)
+    _drop(folder, SAMPLES / "anomaly_05_pits.png")
+    lines = _wait_for(station_file.out, 2)
+    stats = running.stop()
+    assert [line["id"] for line in lines] == ["broken.png", "anomaly_05_pits.png"]
+    assert lines[0]["verdict"] == "ERROR" and lines[0]["score"] is None
+    assert lines[0]["reason"].startswith("broken.png: ") and str(tmp_path) not in lines[0]["reason"]
+    assert lines[1]["verdict"] == expected["anomaly_05_pits.png"][0]
+    assert stats.counts["ERROR"] == 1 and stats.frames == 2
+    assert not (station_file.out / "ng" / "broken.png").exists()  # an ERROR is no NG: nothing to look at again
+
+
+def test_retention_keeps_the_newest_files_by_count(tmp_path, model, expected):
+    station_file = _station_file(tmp_path, log={}, folder={"save": ["mask"], "keep_files": 3})
+    folder, out = station_file.source.target, station_file.out
+    running = _Running(open_station(station_file, model=model))
+    names = sorted(expected)
+    for name in names:
+        _drop(folder, SAMPLES / name)
+        _wait_for(out, names.index(name) + 1)  # one at a time: the order of the files is the order of the drops
+    running.stop()
+    kept = sorted(p.relative_to(out).as_posix() for sub in ("results", "ng", "review") for p in (out / sub).rglob("*")
+                  if p.is_file())
+    assert len(kept) == 3
+    last = names[-1]
+    assert f"results/{last}_mask.png" in kept  # the newest kept, the oldest removed first
+    assert f"results/{names[0]}_mask.png" not in kept
+
+
+class _Broken:
+    """A sink with a bug: it raises on every verdict."""
+
+    name = "broken"
+    problem = None
+
+    def publish(self, verdict: StationVerdict) -> None:
+        raise RuntimeError("publishing is broken")
+
+    def close(self) -> None:
+        pass
+
+
+class _Recorder:
+    name = "recorder"
+    problem = None
+
+    def __init__(self) -> None:
+        self.got: list[StationVerdict] = []
+
+    def publish(self, verdict: StationVerdict) -> None:
+        self.got.append(verdict)
+
+    def close(self) -> None:
+        pass
+
+
+def test_a_sink_that_fails_is_a_problem_and_the_others_still_get_every_verdict(tmp_path, model):
+    station_file = _station_file(tmp_path)
+    recorder = _Recorder()
+    station = Station(name="s", model=model, open_source=source_opener(station_file), sinks=[_Broken(), recorder],
+                      out=station_file.out)
+    running = _Running(station)
+    for name in ("anomaly_04_scratch.png", "anomaly_clean_02_plastic.png"):
+        _drop(station_file.source.target, SAMPLES / name)
+    deadline = time.monotonic() + WAIT_S
+    while len(recorder.got) < 2 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    stats = running.stop()
+    assert sorted(v.frame_id for v in recorder.got) == ["anomaly_04_scratch.png", "anomaly_clean_02_plastic.png"]
+    assert stats.sink_problems == ("broken: RuntimeError: publishing is broken",) and stats.lost == 2
+
+
+def test_a_restart_judges_no_file_twice(tmp_path, model, expected):
+    station_file = _station_file(tmp_path)
+    folder, out = station_file.source.target, station_file.out
+    names = sorted(expected)
+    first = _Running(open_station(station_file, model=model))
+    for name in names[:4]:
+        _drop(folder, SAMPLES / name)
+    _wait_for(out, 4)
+    first.stop()
+    for name in names[4:]:
+        _drop(folder, SAMPLES / name)  # come while no station runs
+    second = _Running(open_station(station_file, model=model))
+    lines = _wait_for(out, len(names))
+    time.sleep(1.0)  # a file judged twice would show as a line more by now
+    stats = second.stop()
+    assert sorted(line["id"] for line in _lines(out)) == names
+    assert stats.frames == len(names) - 4 and len(lines) == len(names)
+
+
+def test_a_model_without_a_verdict_section_is_refused(tmp_path):
+    shutil.copy(REPO / "models" / "nuclei.onnx", tmp_path / "nuclei.onnx")
+    shutil.copy(REPO / "models" / "nuclei.yaml", tmp_path / "nuclei.yaml")
+    spec_model = open_session(station_spec(parse_station(
+        {"model": str(tmp_path / "nuclei.onnx"), "source": {"watch": "."}, "out": "out"}, path=None, base=tmp_path)),
+        "cpu")
+    if spec_model.spec.verdict is not None:
+        pytest.skip("the nuclei model has a verdict section")
+    with pytest.raises(StationRefused, match="has no verdict section: a station needs one"):
+        Station(name="s", model=spec_model, open_source=lambda _: None, sinks=[], out=tmp_path / "out")
