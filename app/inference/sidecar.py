@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Hashable
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 import yaml
 
@@ -17,14 +17,26 @@ from app.inference import validators
 from app.inference.codes import ClassCode, CodeError, parse_class_code
 from app.inference.labels import read_labels
 from app.inference.runtime import RUNTIME_KEYS
+from app.inference.sidecar_verdict import calibrated, rules
 from app.inference.sidecar_volume import NORMALIZE_KEYS, axes_code, patch_size, spacing_mm, tta_axes
 from app.inference.tiling import BLENDS, MAX_OVERLAP
-from app.inference.validators import Check, choice, class_name, kind, number, read_at_most, shown, whole
+from app.inference.validators import (
+    Check,
+    KeyedValueError,
+    choice,
+    class_name,
+    fraction,
+    kind,
+    number,
+    read_at_most,
+    short_key,
+    shown,
+    whole,
+)
 from app.inference.validators import text as nonempty_text
 
 MAX_SIDE = 16384  # a working size beyond this is a typo, and would ask for tens of GB
 MAX_SIDECAR_BYTES = 1 << 20  # real sidecars are a few hundred bytes; a bigger one is not a sidecar
-_MAX_KEY_SHOWN = 60
 
 
 def find_sidecar(model_path: Path) -> Path | None:
@@ -53,7 +65,7 @@ def load_sidecar(path: Path) -> dict[str, Any]:
     except RecursionError as exc:
         raise SidecarError(f"{path}: invalid YAML: nested too deeply") from exc
     except (ValueError, OverflowError) as exc:  # PyYAML's constructors: an int over 4300 digits, a 13th month
-        raise SidecarError(f"{path}: invalid YAML: a value cannot be read ({_short_key(str(exc))})") from exc
+        raise SidecarError(f"{path}: invalid YAML: a value cannot be read ({short_key(str(exc))})") from exc
     if data is None:
         return {}
     if not isinstance(data, dict):
@@ -130,7 +142,7 @@ class _StrictLoader(yaml.SafeLoader):
             key = self.construct_object(key_node, deep=deep)
             if isinstance(key, str):
                 if key in seen:
-                    raise yaml.constructor.ConstructorError(None, None, f"duplicate key '{_short_key(key)}'",
+                    raise yaml.constructor.ConstructorError(None, None, f"duplicate key '{short_key(key)}'",
                                                             key_node.start_mark)
                 seen.add(key)
         return super().construct_mapping(node, deep=deep)
@@ -143,7 +155,7 @@ def _validate(data: dict[Any, Any], schema: dict[str, Any], *, prefix: str, path
         rule = schema.get(key) if isinstance(key, str) else None
         if rule is None:
             known = ", ".join(schema)
-            raise SidecarError(f"{path}: unknown key '{_short_key(full)}' (expected one of: {known})")
+            raise SidecarError(f"{path}: unknown key '{short_key(full)}' (expected one of: {known})")
         if isinstance(rule, dict):
             if raw is None:
                 continue
@@ -158,17 +170,6 @@ def _validate(data: dict[Any, Any], schema: dict[str, Any], *, prefix: str, path
         except (ValueError, TypeError) as exc:
             raise SidecarError(f"{path}: '{full}' {exc}") from exc
     return values
-
-
-def _short_key(key: str) -> str:
-    return key if len(key) <= _MAX_KEY_SHOWN else key[:_MAX_KEY_SHOWN - 3] + "..."
-
-
-def _fraction(value: Any) -> float:
-    fraction = number(value)
-    if not 0.0 <= fraction <= 1.0:
-        raise ValueError(f"must be between 0 and 1, got {shown(value)}")
-    return fraction
 
 
 def _size(value: Any) -> tuple[int, int] | None:
@@ -257,7 +258,7 @@ def _classes(value: Any) -> tuple[tuple[str, Any, ClassCode | None], ...]:
             raise ValueError(f"[{index}] must be a name or {{name: ..., color: ...}}, got {kind(item)}")
         unknown = sorted(str(k) for k in set(item) - {"name", "color", "code"})
         if unknown:
-            raise ValueError(f"[{index}] has unknown key '{_short_key(unknown[0])}' (expected name, color, code)")
+            raise ValueError(f"[{index}] has unknown key '{short_key(unknown[0])}' (expected name, color, code)")
         parsed.append((_field(index, "name", class_name, item.get("name")),
                        _field(index, "color", parse_color, item["color"]) if "color" in item else _UNSET,
                        _class_code(index, item["code"]) if "code" in item else None))
@@ -278,83 +279,6 @@ def _field(index: int, field: str, check: Check, value: Any) -> Any:
         return check(value)
     except ValueError as exc:
         raise ValueError(f"[{index}].{field} {exc}") from exc
-
-
-class KeyedValueError(ValueError):
-    """A refused value inside a list, with the key below the list's (`[2].class`)."""
-
-    def __init__(self, subkey: str, problem: str) -> None:
-        super().__init__(problem)
-        self.subkey = subkey
-
-
-def _millilitres(value: Any) -> float:
-    ml = number(value)
-    if ml <= 0:
-        raise ValueError(f"must be more than 0 (mL), got {shown(value)}")
-    return ml
-
-
-def _calibrated(value: Any) -> dict[str, Any]:
-    """`verdict.calibrated`: seglens-cli calibrate's provenance of the limits (a mapping, kept as written)."""
-    if not isinstance(value, dict):
-        raise ValueError(f"must be a mapping (written by seglens-cli calibrate), got {shown(value)}")
-    return value
-
-
-MAX_VERDICT_RULES = 64
-_RULE_KEYS = {  # rule kind: (its keys, the check of its limit)
-    "min_area_px": ({"class", "min_area_px"}, whole(1, 2**31 - 1)),
-    "min_total_fraction": ({"class", "min_total_fraction"}, _fraction),
-    "min_component_ml": ({"class", "min_component_ml"}, _millilitres),  # volumes only; class optional
-    "score_above": ({"score_above"}, number),
-    "top1_in": ({"top1_in"}, None),
-}
-
-
-def _fail_if(value: Any) -> tuple[dict[str, Any], ...]:
-    """`verdict.fail_if` (and `verdict.review_if`): a list of rules, each one mapping of a single kind, or one such
-    mapping alone (`{score_above: 0.7}`); class names are resolved to the model's classes later, by the spec."""
-    if isinstance(value, dict):
-        value = [value]
-    if not isinstance(value, list) or not value or len(value) > MAX_VERDICT_RULES:
-        raise ValueError(f"must be a rule or a list of 1 to {MAX_VERDICT_RULES} rules, got {shown(value)}")
-    return tuple(_verdict_rule(index, item) for index, item in enumerate(value))
-
-
-def _verdict_rule(index: int, item: Any) -> dict[str, Any]:
-    where = f"[{index}]"
-    kinds = [k for k in _RULE_KEYS if isinstance(item, dict) and k in item]
-    if len(kinds) != 1:
-        raise KeyedValueError(where, f"must be one rule: {{class: ..., min_area_px: ...}}, {{class: ..., "
-                                     f"min_total_fraction: ...}}, {{min_component_ml: ...}}, {{score_above: ...}} or "
-                                     f"{{top1_in: [...]}}, "
-                                     f"got {shown(item)}")
-    rule_kind = kinds[0]
-    keys, check = _RULE_KEYS[rule_kind]
-    unknown = sorted(str(k) for k in set(item) - keys)
-    if unknown:
-        raise KeyedValueError(where, f"has unknown key '{_short_key(unknown[0])}' (a {rule_kind} rule takes "
-                                     f"{', '.join(sorted(keys))})")
-    if "class" in keys and "class" not in item and rule_kind != "min_component_ml":
-        raise KeyedValueError(where, f"needs 'class' (the class the {rule_kind} rule measures)")
-    rule: dict[str, Any] = {"kind": rule_kind}
-    try:
-        if rule_kind == "top1_in":
-            names = item["top1_in"]
-            if not isinstance(names, list) or not names or len(names) > 1000:
-                raise ValueError(f"must be a list of 1 to 1000 class names, got {shown(names)}")
-            rule["classes"] = tuple(nonempty_text(n) for n in names)
-        else:
-            rule["limit"] = cast(Check, check)(item[rule_kind])  # only top1_in has no limit check
-    except ValueError as exc:
-        raise KeyedValueError(f"{where}.{rule_kind}", str(exc)) from exc
-    if "class" in keys and "class" in item:
-        try:
-            rule["class"] = nonempty_text(item["class"])
-        except ValueError as exc:
-            raise KeyedValueError(f"{where}.class", str(exc)) from exc
-    return rule
 
 
 _SCHEMA: dict[str, Any] = {
@@ -388,10 +312,10 @@ _SCHEMA: dict[str, Any] = {
     },
     "output": {
         "activation": choice("auto", "softmax", "sigmoid", "none"),
-        "threshold": _fraction,
-        "image_threshold": _fraction,  # anomaly models: NG when the image score is at or above it
-        "min_confidence": _fraction,  # classification: uncertain when top-1 < it (app.inference.verdict)
-        "min_margin": _fraction,  # classification: uncertain when top-1 − top-2 < it
+        "threshold": fraction,
+        "image_threshold": fraction,  # anomaly models: NG when the image score is at or above it
+        "min_confidence": fraction,  # classification: uncertain when top-1 < it (app.inference.verdict)
+        "min_margin": fraction,  # classification: uncertain when top-1 − top-2 < it
     },
     "classes": _classes,
     "classes_file": nonempty_text,  # a labels file beside the sidecar (app.inference.labels)
@@ -402,9 +326,9 @@ _SCHEMA: dict[str, Any] = {
         "top_k": whole(1, 1000),
     },
     "verdict": {
-        "fail_if": _fail_if,
-        "review_if": _fail_if,  # the band: REVIEW when one holds and no fail rule does (app.inference.verdict_band)
-        "calibrated": _calibrated,  # written by seglens-cli calibrate: where the limits came from (not judged)
+        "fail_if": rules,
+        "review_if": rules,  # the band: REVIEW when one holds and no fail rule does (app.inference.verdict_band)
+        "calibrated": calibrated,  # written by seglens-cli calibrate: where the limits came from (not judged)
     },
 }
 

@@ -15,6 +15,7 @@ from app.io.regular import open_regular
 Check = Callable[[Any], Any]
 
 MAX_SHOWN = 80  # characters of a refused value quoted in an error message
+_MAX_KEY_SHOWN = 60  # characters of a sidecar key quoted
 
 # reprlib stops at a few items per level and a few levels, so showing even a huge or deeply nested value
 # (a sidecar is untrusted input) costs a bounded amount of work and memory; plain `repr` would expand it all.
@@ -131,3 +132,23 @@ def read_at_most(path: Path, limit: int) -> bytes | None:
     with open_regular(path) as handle:
         data = handle.read(limit + 1)
     return None if len(data) > limit else data
+
+
+def short_key(key: str) -> str:
+    """A sidecar key as an error line quotes it: at most 60 characters."""
+    return key if len(key) <= _MAX_KEY_SHOWN else key[:_MAX_KEY_SHOWN - 3] + "..."
+
+
+def fraction(value: Any) -> float:
+    fraction = number(value)
+    if not 0.0 <= fraction <= 1.0:
+        raise ValueError(f"must be between 0 and 1, got {shown(value)}")
+    return fraction
+
+
+class KeyedValueError(ValueError):
+    """A refused value inside a list, with the key below the list's (`[2].class`)."""
+
+    def __init__(self, subkey: str, problem: str) -> None:
+        super().__init__(problem)
+        self.subkey = subkey

@@ -24,7 +24,8 @@ from app.inference import pipeline
 from app.inference.postprocess import class_pixel_counts
 from app.inference.spec import ModelSpec
 from app.inference.tuning import judge
-from app.inference.verdict import Verdict, combined, plane_rules, slice_verdict
+from app.inference.verdict import Verdict
+from app.inference.verdict_volume import combined, plane_rules, slice_verdict
 from app.io.discover import InputFile
 from app.io.images import DecodedImage, read_slice
 from app.io.volumes import Volume
@@ -215,7 +216,7 @@ def _mean_metrics(corrected: dict[int, dict[str, float]]) -> dict[str, float] | 
 
 def _said(slices: list[tuple[int, Verdict]], whole: Verdict | None) -> tuple[str, str]:
     """A volume row's verdict and reason: the first NG slice, else the volume rules' NG, else the first REVIEW
-    slice, else OK (app.inference.verdict.combined); nothing when no rule judged it."""
+    slice, else OK (app.inference.verdict_volume.combined); nothing when no rule judged it."""
     verdict = combined(slices, whole)
     return ("", "") if verdict is None else (verdict.cell, verdict.reason)
 

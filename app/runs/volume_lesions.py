@@ -14,7 +14,8 @@ import numpy as np
 
 from app.inference.lesions import Lesion, lesions
 from app.inference.spec import ModelSpec
-from app.inference.verdict import VOLUME_CONNECTIVITY, Verdict, volume_verdict
+from app.inference.verdict import VOLUME_CONNECTIVITY, Verdict
+from app.inference.verdict_volume import volume_verdict
 from app.io.volumes import Volume
 from app.runs.report import unique_names
 

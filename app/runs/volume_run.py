@@ -23,7 +23,8 @@ from app import __version__
 from app.errors import SegLensError
 from app.inference.pipeline import STAGES, Result
 from app.inference.spec import ModelSpec
-from app.inference.verdict import Verdict, combined, image_score, slice_verdict, uncertainty
+from app.inference.verdict import Verdict, image_score, uncertainty
+from app.inference.verdict_volume import combined, slice_verdict
 from app.io.images import DecodedImage
 from app.io.volumes import Volume
 from app.runs.outputs import write_result_images
@@ -101,7 +102,7 @@ class VolumeResult:
         """NG when any slice is NG (the first one says why), else when a volume rule fired on the volume's
         components (its reason), OK when all are OK, None without rules."""
         return combined([(s.number, s.verdict) for s in self.slices if s.verdict is not None],
-                        self.components_verdict)  # REVIEW slices after every NG (app.inference.verdict.combined)
+                        self.components_verdict)  # REVIEW slices after every NG (app.inference.verdict_volume.combined)
 
 
 def volume_columns(spec: ModelSpec) -> list[str]:

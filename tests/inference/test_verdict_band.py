@@ -11,7 +11,8 @@ from app.errors import SidecarError
 from app.inference.describe import spec_dict, spec_text
 from app.inference.spec_builder import load_spec
 from app.inference.tuning import judge
-from app.inference.verdict import ScoreRule, Verdict, combined, verdict_of
+from app.inference.verdict import ScoreRule, Verdict, verdict_of
+from app.inference.verdict_volume import combined
 
 BAND = "verdict:\n  fail_if: {score_above: 0.7}\n  review_if: {score_above: 0.4}\n"
 

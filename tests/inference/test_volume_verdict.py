@@ -14,15 +14,8 @@ from app.inference.describe import spec_dict, spec_text
 from app.inference.lesions import lesions
 from app.inference.pipeline import STAGES, Result
 from app.inference.spec_builder import load_spec
-from app.inference.verdict import (
-    AreaRule,
-    ComponentRule,
-    Verdict,
-    decide,
-    slice_verdict,
-    verdict_of,
-    volume_verdict,
-)
+from app.inference.verdict import AreaRule, ComponentRule, Verdict, decide, verdict_of
+from app.inference.verdict_volume import slice_verdict, volume_verdict
 
 
 def seg_spec(models, rules: str):
