@@ -180,11 +180,15 @@ def build_parser() -> argparse.ArgumentParser:
     add_prompt_command(commands)
 
     from app.cli.calibrate import add_calibrate_command
+    from app.cli.watch import add_watch_command
 
     add_calibrate_command(commands)
+    add_watch_command(commands)
 
     models = commands.add_parser("models", help="list the bundled models (usable by name wherever MODEL is asked)")
     models.add_argument("--json", action="store_true", help="machine-readable output")
+    from app.cli.models import cmd_models
+
     models.set_defaults(handler=cmd_models)
 
     bench = commands.add_parser("bench", help="latency (ms per image) and throughput (images/s) of the model alone "
@@ -291,30 +295,6 @@ def cmd_info(args: argparse.Namespace) -> int:
         print(json.dumps(spec_dict(spec, session_info), indent=2))
     else:
         print(_shown(spec_text(spec, session_info)))
-    return EXIT_OK
-
-
-# --- models ------------------------------------------------------------------------------------------
-
-def cmd_models(args: argparse.Namespace) -> int:
-    """The bundled models from their specs alone (no ONNX Runtime session): fast."""
-    from app.inference.bundled import bundled_models, bundled_prompt_sidecars, bundled_summary, prompt_summary
-    from app.paths import models_dir
-
-    rows = [bundled_summary(path) for path in bundled_models()]
-    if args.json:  # the image models only: each a MODEL for run, info, bench (a prompt pair is none)
-        print(json.dumps([row.as_dict() for row in rows], indent=2, ensure_ascii=False))
-        return EXIT_OK
-    prompts = [prompt_summary(path) for path in bundled_prompt_sidecars()]
-    print(_shown(f"{len(rows)} bundled models in {models_dir()} (use a name wherever MODEL is asked):"))
-    width = max((len(row.name) for row in rows + prompts), default=0)
-    for row in rows:
-        print(_shown(row.line(name_width=width)))
-    if prompts:
-        print(_shown(f"{len(prompts)} bundled prompt model{'s' if len(prompts) != 1 else ''} (an encoder and a "
-                     "decoder: `seglens-cli prompt NAME …`, the viewer's Smart tool):"))
-        for row in prompts:
-            print(_shown(row.line(name_width=width)))
     return EXIT_OK
 
 

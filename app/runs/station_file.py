@@ -109,7 +109,7 @@ def parse_station(values: Any, *, path: Path | None, base: Path) -> StationFile:
     stall = top.get("stall_after_s")
     return StationFile(
         path=path, name=name, model=_model(base, model), out=base / check.text("out", top["out"]),
-        source=_source(check, top["source"], base), device=check.text("device", top.get("device", "auto")),
+        source=_source(check, top["source"], base), device=_device(check, top.get("device", "auto")),
         sidecar=None if sidecar is None else base / check.text("sidecar", sidecar),
         verdict=None if verdict is None else dict(check.mapping("verdict", verdict, ("fail_if", "review_if"))),
         stall_after_s=None if stall is None else check.number("stall_after_s", stall, positive=True),
@@ -120,6 +120,15 @@ def _model(base: Path, text: str) -> Path | str:
     """A path relative to the station file when it names a file there, else the text (a bundled name)."""
     candidate = base / text
     return candidate if candidate.exists() or text.endswith(".onnx") or "/" in text else text
+
+
+def _device(check: _Checker, raw: Any) -> str:
+    from app.inference.session import DeviceRequest
+
+    try:
+        return str(DeviceRequest.parse(check.text("device", raw)))
+    except ValueError:
+        check.refuse("device", f"must be auto, cpu, cuda or cuda:N, got {_kind(raw)}")
 
 
 def _source(check: _Checker, raw: Any, base: Path) -> SourceSpec:

@@ -1,0 +1,136 @@
+"""seglens-cli watch end to end in a subprocess: start on a watched folder with the anomaly demo model and a REVIEW
+band, drop 5 files, SIGINT → exit 130 with the summary line, nothing half-written; a station file; usage errors."""
+
+from __future__ import annotations
+
+import csv
+import json
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from app.cli import main
+from app.io.files import TEMPORARY_PREFIX, is_complete_png
+
+REPO = Path(__file__).resolve().parents[2]
+SAMPLES = REPO / "resources" / "samples" / "anomaly"
+WAIT_S = 120.0  # generous: a loaded 2-core machine; timing is never asserted
+
+
+@pytest.fixture
+def demo(tmp_path):
+    """The anomaly demo model with a sidecar whose verdict has a REVIEW band."""
+    shutil.copy(REPO / "models" / "surface_anomaly.onnx", tmp_path / "surface_anomaly.onnx")
+    sidecar = yaml.safe_load((REPO / "models" / "surface_anomaly.yaml").read_text())
+    sidecar["output"].pop("image_threshold")
+    sidecar["verdict"] = {"fail_if": [{"score_above": 0.88}], "review_if": [{"score_above": 0.56}]}
+    (tmp_path / "surface_anomaly.yaml").write_text(yaml.safe_dump(sidecar, sort_keys=False))
+    return tmp_path / "surface_anomaly.onnx"
+
+
+def _drop(folder: Path, source: Path) -> None:
+    partial = folder / (source.name + ".tmp")
+    shutil.copyfile(source, partial)
+    partial.rename(folder / source.name)
+
+
+def _wait(condition, what: str) -> None:
+    deadline = time.monotonic() + WAIT_S
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.05)
+
+
+def _logged(out: Path) -> list[dict]:
+    path = out / "verdicts.jsonl"
+    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+
+
+def _start(args: list[str]) -> subprocess.Popen[str]:
+    return subprocess.Popen([sys.executable, "-m", "app.cli", "watch", *args], cwd=REPO, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+
+
+def _stop(process: subprocess.Popen[str]) -> tuple[int, str, str]:
+    process.send_signal(signal.SIGINT)
+    out, err = process.communicate(timeout=WAIT_S)
+    return process.returncode, out, err
+
+
+def test_watch_five_files_then_ctrl_c_ends_with_130_and_the_summary(demo, tmp_path):
+    folder, out = tmp_path / "in", tmp_path / "out"
+    folder.mkdir()
+    process = _start([str(demo), str(folder), "--out", str(out), "--device", "cpu", "--settle", "0.2",
+                      "--name", "line-3"])
+    try:
+        _wait(lambda: (out / "station-journal.jsonl").exists() or process.poll() is not None, "the station")
+        assert process.poll() is None, process.communicate()
+        names = sorted(p.name for p in SAMPLES.glob("*.png"))[:5]
+        for name in names:
+            _drop(folder, SAMPLES / name)
+        _wait(lambda: len(_logged(out)) >= 5, "5 verdicts")
+    finally:
+        code, stdout, stderr = _stop(process)
+    assert code == 130, (stdout, stderr)
+    lines = _logged(out)
+    assert sorted(line["id"] for line in lines) == names
+    counts = {state: sum(line["verdict"] == state for line in lines) for state in ("OK", "REVIEW", "NG", "ERROR")}
+    summary = ", ".join(f"{counts[s]} {s}" for s in ("OK", "REVIEW", "NG", "ERROR"))
+    assert f"watch line-3: stopped; 5 frames: {summary}; " in stdout, stdout
+    assert "; 0 dropped\n" in stdout and "latency p50 " in stdout and "sink problem" not in stdout
+    assert "Traceback" not in stderr
+    # nothing half-written: no temporaries, every picture whole, every log line whole, the lock released
+    assert not [p for p in out.rglob("*") if p.name.startswith(TEMPORARY_PREFIX)]
+    pictures = list((out / "results").rglob("*.png"))
+    assert len(pictures) == 10 and all(is_complete_png(p) for p in pictures)  # mask + overlay each
+    with (out / "verdicts.csv").open(newline="") as handle:
+        rows = list(csv.DictReader(handle))
+    assert [row["id"] for row in rows] == [line["id"] for line in lines]
+    assert not (out / ".seglens-run.lock").exists()
+    for line in lines:
+        copy = out / line["verdict"].lower() / line["id"]
+        assert copy.exists() == (line["verdict"] in ("NG", "REVIEW"))
+
+
+def test_a_station_file_is_run_and_its_bad_key_is_one_line(demo, tmp_path, capsys):
+    (tmp_path / "in").mkdir()
+    station = tmp_path / "STATION.yaml"
+    station.write_text(f"name: cell-7\nmodel: {demo.name}\nsource: {{watch: in, settle_s: soon}}\nout: out\n")
+    assert main(["watch", str(station)]) == 2
+    err = capsys.readouterr().err
+    assert err == f"error: {station}: 'source.settle_s' must be a number >= 0, got 'soon'\n"
+
+    station.write_text(f"name: cell-7\nmodel: {demo.name}\ndevice: cpu\nsource: {{watch: in, settle_s: 0.2}}\n"
+                       "out: out\nsinks: {log: {}, folder: {keep_files: 4}}\n")
+    process = _start([str(station)])
+    try:
+        _wait(lambda: (tmp_path / "out" / "station-journal.jsonl").exists() or process.poll() is not None,
+              "the station")
+        _drop(tmp_path / "in", SAMPLES / "anomaly_05_pits.png")
+        _wait(lambda: len(_logged(tmp_path / "out")) >= 1, "a verdict")
+    finally:
+        code, stdout, stderr = _stop(process)
+    assert code == 130, (stdout, stderr)
+    assert "watch cell-7: stopped; 1 frame: 0 OK, 0 REVIEW, 1 NG, 0 ERROR; " in stdout
+    assert (tmp_path / "out" / "ng" / "anomaly_05_pits.png").is_file()
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["model.onnx"], "model.onnx: give a station file (.yaml), or MODEL SOURCE --out DIR"),
+    (["surface_anomaly", "in"], "watch MODEL SOURCE needs --out DIR"),
+    (["STATION.yaml", "--out", "x"], "--out: a station file says these itself"),
+    (["surface_anomaly", "camera:x", "--out", "o"], "'source.camera' must be a whole number >= 0, got 'x'"),
+])
+def test_usage_errors_are_one_line_and_exit_2(tmp_path, monkeypatch, capsys, args, message):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "in").mkdir()
+    assert main(["watch", *args]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and message in err and err.count("\n") == 1
