@@ -11,10 +11,11 @@ within `open_timeout_s`, a camera that is absent or busy, frames over the pixel 
 checked from the size the capture declares, before a frame is read). A URL's password is never in a message.
 
 Pace and drops. A camera or a stream delivers at its own rate; a file, with `realtime` (the default), is played at
-its own frame rate, as a camera would deliver it. A capture thread reads the frames into the one-slot mailbox of
-app.io.sources (`NewestWins`): a frame the station has not taken when the next one comes is dropped and counted in
-`dropped`; iteration yields the newest. With `realtime=False` a file is read as fast as it is consumed, in the
-iterating thread, every frame in order and none dropped (offline work); `realtime` means nothing to a live source.
+its own frame rate, as a camera would deliver it. A capture thread (app.io.sources.capture) reads the frames into
+the one-slot mailbox of app.io.sources (`NewestWins`): a frame the station has not taken when the next one comes is
+dropped and counted in `dropped`; iteration yields the newest. With `realtime=False` a file is read as fast as it
+is consumed, in the iterating thread, every frame in order and none dropped (offline work); `realtime` means
+nothing to a live source.
 
 Ending. A file ends after its last frame: `ended` says `end of the video (N frames)`. A live source with no new
 frame for `stall_s` seconds ends too, `ended` says it stalled and `stalled` is True: the station shows the alarm
@@ -26,28 +27,22 @@ from __future__ import annotations
 
 import logging
 import re
-import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import cv2
 import numpy as np
 import numpy.typing as npt
 
-from app.errors import one_line
 from app.io.decoded import pixel_limit
 from app.io.limits import megapixels
 from app.io.native import quiet_native_stderr
-from app.io.sources import Frame, NewestWins, SourceError
+from app.io.sources import SourceError
+from app.io.sources.capture import STALL_S, CapturedSource, EndOfSource
 
 log = logging.getLogger(__name__)
 
-STALL_S = 5.0  # a live source with no frame for this long has stalled
 OPEN_TIMEOUT_S = 10.0  # the longest a stream is given to answer
-_WAIT_S = 0.1  # the longest the iterating thread waits between looks at the capture thread (close() wakes it)
-_RETRY_S = 0.01  # a live source's failed read is tried again after this long
-_JOIN_S = 2.0  # close() waits this long for the capture thread
 
 
 def _named(target: str | int | Path) -> tuple[str, str | int, str]:
@@ -60,156 +55,51 @@ def _named(target: str | int | Path) -> tuple[str, str | int, str]:
     return "file", text, text
 
 
-class VideoSource:
+class VideoSource(CapturedSource):
     """A Source (app.io.sources) over a video file, a stream URL or a camera: see the module's docstring.
     Iterate once; close when done (or use as a context manager). Raises SourceError when it cannot be opened."""
 
     def __init__(self, target: str | int | Path, *, realtime: bool = True, stall_s: float = STALL_S,
                  open_timeout_s: float = OPEN_TIMEOUT_S) -> None:
-        self.kind, opened, self.name = _named(target)
-        self.live = self.kind != "file"
-        self.realtime, self.stall_s = realtime, stall_s
-        self._cap = _open(self.kind, opened, self.name, open_timeout_s=open_timeout_s, read_timeout_s=stall_s)
+        kind, opened, name = _named(target)
+        super().__init__(name, kind=kind, live=kind != "file", stall_s=stall_s)
+        self.realtime = realtime
+        self._cap = _open(kind, opened, name, open_timeout_s=open_timeout_s, read_timeout_s=stall_s)
         self.fps = self._cap.get(cv2.CAP_PROP_FPS)
-        self._size_checked = _check_declared_size(self._cap, self.name)
-        self._mailbox = NewestWins()
-        self._closing = threading.Event()
-        self._lock = threading.Lock()
-        self._started = False
-        self._thread: threading.Thread | None = None
-        self._finished = threading.Event()  # the capture thread is done: `_reason` says why
-        self._reason: str | None = None
-        self._ended: str | None = None
-        self._stalled = False
-        self._last_frame = time.monotonic()  # when the capture thread last handed a frame over
-        self._count = 0  # frames read so far
-        log.debug("video source opened: %s (%s, %.3g fps)", self.name, self._cap.getBackendName(), self.fps)
-
-    # --- the Source interface ---
-
-    @property
-    def dropped(self) -> int:
-        """Frames replaced in the mailbox before the station took them (newest wins)."""
-        return self._mailbox.dropped
-
-    @property
-    def ended(self) -> str | None:
-        return self._ended
-
-    @property
-    def stalled(self) -> bool:
-        """True once a live source has ended because no frame came for `stall_s` seconds."""
-        return self._stalled
-
-    def __iter__(self) -> Iterator[Frame]:
-        with self._lock:
-            if self._started or self._closing.is_set():
-                return
-            self._started = True
-        if self.live or self.realtime:
-            yield from self._from_thread()
-        else:
-            yield from self._as_read()
-
-    def close(self) -> None:
-        """Stop; a blocked iteration ends within moments. Idempotent, callable from any thread."""
-        with self._lock:
-            self._closing.set()
-            never_started = not self._started
-        self._mailbox.close()
-        if never_started:
-            self._cap.release()
-        thread = self._thread
-        if thread is not None and thread is not threading.current_thread():
-            thread.join(timeout=_JOIN_S)  # a read blocked in a dead stream is left to its own timeout
+        self._size_checked = _check_declared_size(self._cap, name)
+        self._start: float | None = None  # when a realtime file's first frame was due
+        log.debug("video source opened: %s (%s, %.3g fps)", name, self._cap.getBackendName(), self.fps)
 
     def __enter__(self) -> VideoSource:
         return self
 
-    def __exit__(self, *_exc: object) -> None:
-        self.close()
+    def _threaded(self) -> bool:
+        return self.live or self.realtime
 
-    # --- offline: read in the iterating thread ---
+    def _release(self) -> None:
+        self._cap.release()
 
-    def _as_read(self) -> Iterator[Frame]:
-        try:
-            while not self._closing.is_set():
-                ok, image = self._cap.read()
-                if not ok:
-                    self._ended = self._end_of_file()
-                    return
-                yield self._frame(image)
-        finally:
-            self._cap.release()
-
-    # --- live or realtime: a capture thread, the mailbox, the newest taken ---
-
-    def _from_thread(self) -> Iterator[Frame]:
-        self._last_frame = time.monotonic()
-        self._thread = threading.Thread(target=self._capture, name=f"video source {self.name}", daemon=True)
-        self._thread.start()  # daemon: a consumer that forgets close() must not keep the process alive
-        while True:
-            frame = self._mailbox.take(timeout=_WAIT_S)
-            if frame is not None:
-                yield frame
-            elif self._closing.is_set():
-                return
-            elif self._finished.is_set():  # its last frame may have come after the wait: take it first
-                if (last := self._mailbox.take(timeout=0)) is None:
-                    self._ended = self._reason
-                    return
-                yield last
-            elif self.live and time.monotonic() - self._last_frame >= self.stall_s:
-                self._stall()
-                return
-
-    def _capture(self) -> None:
-        """The capture thread: read, pace a file on its clock, hand over; release the capture when done."""
-        start = time.monotonic()
-        period = 1.0 / self.fps if 0 < self.fps < 1000 else 1.0 / 30  # a file that declares no rate: 30 fps
-        try:
-            while not self._closing.is_set():
-                ok, image = self._cap.read()
-                if not ok:
-                    if not self.live:
-                        self._reason = self._end_of_file()
-                        return
-                    self._closing.wait(_RETRY_S)  # a live source's hiccup; the iterating thread judges a stall
-                    continue
-                if not self.live:
-                    self._closing.wait(max(0.0, start + self._count * period - time.monotonic()))
-                frame = self._frame(image)
-                self._mailbox.put(frame)
-                self._last_frame = time.monotonic()
-        except SourceError as exc:
-            self._reason = str(exc)
-        except Exception as exc:  # the capture thread must end the source in one line, not die
-            log.warning("video capture failed: %s", one_line(exc, typed=True))
-            self._reason = f"{self.name}: capture failed ({one_line(exc, typed=True)})"
-        finally:
-            self._cap.release()
-            self._finished.set()
-            self._mailbox.close()
-
-    # --- frames and ends ---
-
-    def _frame(self, image: cv2.typing.MatLike) -> Frame:
+    def _grab(self) -> npt.NDArray[np.uint8] | None:
+        ok, image = self._cap.read()
+        if not ok:
+            if self.live:
+                return None
+            log.debug("end of the video: %s after %d frames", self.name, self.frames_read)
+            raise EndOfSource(f"{self.name}: end of the video ({self.frames_read} frames)")
         if not self._size_checked:  # the capture declared no size: the first frame is checked instead
             _check_size(self.name, image.shape[1], image.shape[0])
             self._size_checked = True
-        frame = Frame(str(self._count), time.time(), pixels=_rgb(image, self.name))
-        self._count += 1
-        return frame
+        if not self.live and self.realtime:
+            self._pace()
+        return _rgb(image, self.name)
 
-    def _end_of_file(self) -> str:
-        log.debug("end of the video: %s after %d frames", self.name, self._count)
-        return f"{self.name}: end of the video ({self._count} frames)"
-
-    def _stall(self) -> None:
-        self._stalled = True
-        self._ended = f"{self.name}: no frame for {self.stall_s:g} s: the {self.kind} stalled"
-        log.warning("the %s stalled: no frame for %g s", self.kind, self.stall_s)
-        self._closing.set()  # the capture thread stops after its current read, and releases the capture
+    def _pace(self) -> None:
+        """Wait until this frame is due on the file's own clock (close() cuts the wait short)."""
+        period = 1.0 / self.fps if 0 < self.fps < 1000 else 1.0 / 30  # a file that declares no rate: 30 fps
+        now = time.monotonic()
+        if self._start is None:
+            self._start = now
+        self._closing.wait(max(0.0, self._start + self.frames_read * period - now))
 
 
 def _open(kind: str, opened: str | int, name: str, *, open_timeout_s: float,
