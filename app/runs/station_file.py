@@ -11,8 +11,8 @@
     stall_after_s: 30                 # optional: no frame for this long is an alarm
     sinks:
       log: {max_bytes: 16000000, keep: 5, fsync: false, jsonl: true, csv: true}   # in out/ (app.runs.sinks.log)
-      mqtt: {url: mqtt://host:1883, topic_prefix: seglens, username: u, password_env: MQTT_PASSWORD,
-             tls: {ca: ca.pem, cert: c.pem, key: k.pem}, qos: 1}
+      mqtt: {url: mqtts://host:8883, topic_prefix: seglens, username: u, password_env: MQTT_PASSWORD,
+             tls: {ca: ca.pem, cert: c.pem, key: k.pem}, client_id: line-3}   # QoS 1 (app.runs.sinks.mqtt)
       folder: {save: [mask, overlay], keep_files: 5000, keep_bytes: 2000000000}
 
 Paths are relative to the station file. Every key is checked: an unknown key, a wrong type or a bad value is one
@@ -39,8 +39,8 @@ MAX_BYTES = 1 << 20  # a station file is a short YAML file
 NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")  # an MQTT topic level and a file name part
 _TOP = ("name", "model", "sidecar", "verdict", "device", "source", "out", "stall_after_s", "sinks")
 _SOURCE = {"watch": ("settle_s", "recursive", "polling"), "video": ("realtime",), "camera": ()}
-_MQTT = ("url", "topic_prefix", "username", "password_env", "tls", "qos", "client_id")
-_TLS = ("ca", "cert", "key", "insecure")
+_MQTT = ("url", "topic_prefix", "username", "password_env", "tls", "client_id")
+_TLS = ("ca", "cert", "key")
 
 
 class StationFileError(SegLensError):
@@ -173,16 +173,12 @@ def _mqtt(check: _Checker, raw: Any, base: Path) -> dict[str, Any]:
     for key in ("topic_prefix", "username", "password_env", "client_id"):
         if key in values:
             values[key] = check.text(f"sinks.mqtt.{key}", values[key])
-    if ("qos" in values and values["qos"] not in (0, 1, 2)) or isinstance(values.get("qos"), bool):
-        check.refuse("sinks.mqtt.qos", f"must be 0, 1 or 2, got {shown(str(values['qos']))}")
     tls = values.get("tls")
     if tls is not None and not isinstance(tls, bool):
         tls = dict(check.mapping("sinks.mqtt.tls", tls, _TLS))
         for key in ("ca", "cert", "key"):
             if key in tls:
                 tls[key] = base / check.text(f"sinks.mqtt.tls.{key}", tls[key])
-        if "insecure" in tls:
-            tls["insecure"] = check.flag("sinks.mqtt.tls.insecure", tls["insecure"])
         values["tls"] = tls
     return values
 

@@ -8,6 +8,7 @@ are imported only by the station that uses them; one that is not in this build i
 from __future__ import annotations
 
 import importlib
+import os
 import tempfile
 import threading
 from collections.abc import Callable
@@ -87,9 +88,33 @@ def make_sinks(station: StationFile, model: ModelSession) -> list[Sink]:
 
 
 def _mqtt_sink(station: StationFile, options: dict[str, Any]) -> Sink:
+    """The MQTT sink of the file's `sinks.mqtt` (app.runs.sinks.mqtt: QoS 1, retained last, on-disk buffer)."""
     module = _optional("app.runs.sinks.mqtt", "the MQTT sink")
-    make: Callable[..., Sink] = module.mqtt_sink_from_options
-    return make(station=station.name, out=station.out, **options)
+    url: str = options["url"]
+    kwargs: dict[str, Any] = {}
+    if "topic_prefix" in options:
+        kwargs["prefix"] = options["topic_prefix"]
+    for key in ("username", "client_id"):
+        if key in options:
+            kwargs[key] = options[key]
+    if "password_env" in options:
+        variable = options["password_env"]
+        if variable not in os.environ:
+            raise StationRefused(f"{station.path or 'the station'}: 'sinks.mqtt.password_env' names {variable}, "
+                                 "which is not set in the environment")
+        kwargs["password"] = os.environ[variable]
+    if {"username", "password"} & set(kwargs) and "@" in url:  # the file's user wins over the URL's
+        url = url.split("://", 1)[0] + "://" + url.rsplit("@", 1)[1]
+    tls = options.get("tls")
+    if tls:  # TLS asked by the file: the URL's scheme follows (mqtts:// and its port 8883 unless given)
+        url = "mqtts://" + url.split("://", 1)[1]
+    if isinstance(tls, dict):
+        kwargs.update({f"{key}_file": tls[key] for key in ("ca", "cert", "key") if key in tls})
+    try:
+        sink: Sink = module.sink_from_url(station.out, url, **kwargs)
+    except ValueError as exc:
+        raise StationRefused(f"{station.path or 'the station'}: 'sinks.mqtt': {exc}") from exc
+    return sink
 
 
 def source_opener(station: StationFile) -> Callable[[AlreadyDone | None], Source]:

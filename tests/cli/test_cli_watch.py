@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import csv
 import json
+import re
 import shutil
 import signal
 import subprocess
@@ -134,3 +135,24 @@ def test_usage_errors_are_one_line_and_exit_2(tmp_path, monkeypatch, capsys, arg
     assert main(["watch", *args]) == 2
     err = capsys.readouterr().err
     assert err.startswith("error: ") and message in err and err.count("\n") == 1
+
+
+def test_a_video_file_played_to_its_end_exits_0_with_every_frame_judged_or_counted_dropped(demo, tmp_path, capsys):
+    import cv2
+
+    video = tmp_path / "parts.avi"
+    frames = [cv2.imread(str(p)) for p in sorted(SAMPLES.glob("*.png"))[:5]]
+    height, width = frames[0].shape[:2]
+    writer = cv2.VideoWriter(str(video), cv2.VideoWriter_fourcc(*"FFV1"), 5, (width, height))
+    for frame in frames:
+        writer.write(cv2.resize(frame, (width, height)))
+    writer.release()
+    code = main(["watch", str(demo), str(video), "--out", str(tmp_path / "out"), "--device", "cpu",
+                 "--no-progress"])
+    out = capsys.readouterr().out
+    assert code == 0, out
+    judged = len(_logged(tmp_path / "out"))
+    found = re.search(r"^watch station: .*parts.avi: end of the video \(5 frames\); (\d+) frames?: .*; (\d+) dropped$",
+                      out, re.M)
+    assert found, out
+    assert int(found[1]) == judged and judged + int(found[2]) == 5  # newest wins: a frame is judged or counted

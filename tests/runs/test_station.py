@@ -238,3 +238,52 @@ def test_a_model_without_a_verdict_section_is_refused(tmp_path):
         pytest.skip("the nuclei model has a verdict section")
     with pytest.raises(StationRefused, match="has no verdict section: a station needs one"):
         Station(name="s", model=spec_model, open_source=lambda _: None, sinks=[], out=tmp_path / "out")
+
+
+GOOD = "name: line-3\nmodel: m.onnx\nsource: {watch: in}\nout: out\n"
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    ("name: line-3\nsource: {watch: in}\nout: out\n", "'model' is missing"),
+    (GOOD + "colour: red\n", "unknown key 'colour' (expected one of: name, model, sidecar, verdict, device, "),
+    ("name: line 3\nmodel: m.onnx\nsource: {watch: in}\nout: out\n", "'name' must be letters, digits, "),
+    ("model: m.onnx\nsource: {watch: in, video: v.mp4}\nout: out\n", "'source' must name exactly one of "),
+    ("model: m.onnx\nsource: {watch: in, realtime: true}\nout: out\n", "unknown key 'source.realtime'"),
+    ("model: m.onnx\nsource: {watch: in, settle_s: -1}\nout: out\n", "'source.settle_s' must be a number >= 0, got -1"),
+    ("model: m.onnx\nsource: {camera: -1}\nout: out\n", "'source.camera' must be a whole number >= 0, got -1"),
+    ("model: m.onnx\nsource: {watch: in, recursive: yes please}\nout: out\n",
+     "'source.recursive' must be true or false, got 'yes please'"),
+    (GOOD + "device: tpu\n", "'device' must be auto, cpu, cuda or cuda:N, got 'tpu'"),
+    (GOOD + "sinks: {log: {max_bytes: 10}}\n", "'sinks.log.max_bytes' must be a whole number >= 1024, got 10"),
+    (GOOD + "sinks: {mqtt: {topic_prefix: a}}\n", "'sinks.mqtt.url' is missing"),
+    (GOOD + "sinks: {mqtt: {url: 'http://x'}}\n", "'sinks.mqtt.url' must be mqtt://HOST[:PORT] or mqtts://"),
+    (GOOD + "sinks: {mqtt: {url: 'mqtt://x', password: p}}\n", "unknown key 'sinks.mqtt.password'"),
+    (GOOD + "sinks: {folder: {save: [mask, photo]}}\n", "'sinks.folder.save' must be a list of mask, overlay, "),
+    (GOOD + "sinks: {folder: {keep_files: 0}}\n", "'sinks.folder.keep_files' must be a whole number >= 1, got 0"),
+    (GOOD + "stall_after_s: 0\n", "'stall_after_s' must be a number > 0, got 0"),
+    ("[1, 2]\n", "must be a mapping of keys (name, model, "),
+    ("name: [\n", "invalid YAML at line 2"),
+])
+def test_a_station_file_key_that_is_wrong_is_one_line_naming_it(tmp_path, text, message):
+    from app.runs.station_file import StationFileError, read_station_file
+
+    path = tmp_path / "STATION.yaml"
+    path.write_text(text)
+    with pytest.raises(StationFileError) as caught:
+        read_station_file(path)
+    assert str(caught.value).startswith(f"{path}: ") and message in str(caught.value)
+
+
+def test_a_station_file_read_whole(tmp_path):
+    from app.runs.station_file import read_station_file
+
+    path = tmp_path / "STATION.yaml"
+    path.write_text("name: cell-7\nmodel: surface_anomaly\nsource: {video: 'rtsp://cam/1', realtime: false}\n"
+                    "out: out\nstall_after_s: 5\nsinks:\n  mqtt: {url: 'mqtt://broker:1883', topic_prefix: plant,"
+                    " password_env: MQTT_PW, tls: {ca: ca.pem}}\n  folder: {keep_bytes: 1000000}\n")
+    station = read_station_file(path)
+    assert (station.name, station.model, station.out, station.stall_after_s) == ("cell-7", "surface_anomaly",
+                                                                                 tmp_path / "out", 5.0)
+    assert (station.source.kind, station.source.target, station.source.realtime) == ("video", "rtsp://cam/1", False)
+    assert station.sinks == {"mqtt": {"url": "mqtt://broker:1883", "topic_prefix": "plant", "password_env": "MQTT_PW",
+                                      "tls": {"ca": tmp_path / "ca.pem"}}, "folder": {"keep_bytes": 1000000}}
