@@ -1,0 +1,264 @@
+"""The MQTT sink: each verdict to `<prefix>/<station>/verdict` (QoS 1) and the newest, retained, to
+`<prefix>/<station>/last`, through a bounded on-disk buffer so nothing is lost while the broker is down.
+
+Guarantees. Every verdict `publish` takes is written to the buffer (app.runs.sinks.mqtt_buffer) before `publish`
+returns, and leaves it only when the broker has acknowledged it (PUBACK) or when the buffer, full, dropped it as
+the oldest waiting (counted, and said in `problem`). Verdicts are sent in the order taken, after a reconnect and
+after a restart too (the buffer is read back first). QoS 1 is "at least once": a verdict in flight when the
+connection broke, or when the process died, is sent again; the payload's `seq` (one more per verdict, never given
+twice by one output folder) lets a subscriber drop what it has seen (keep the last seq per station; drop any seq at
+or below it).
+
+Payload: StationVerdict.as_dict (station, frame_id, time in epoch seconds, verdict, score, reason, latency_ms) plus
+`seq`, as UTF-8 JSON; names spelt as the rest of SegLens spells them (app.spelling), a non-finite number null.
+Topic: the station's name with `/`, `+`, `#` and control characters replaced by `_` (one topic level).
+
+Threads: paho's network loop runs in its own thread (loop_start: reconnects with backoff, 1 s doubling to
+`reconnect_max_s`); a sender thread hands the buffer's verdicts to paho, at most `window` in flight; `publish`
+takes only a lock held for a buffer append, so it never waits for the network. `close` waits at most `close_s`
+for the backlog, then leaves what is left in the buffer for the next start.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import re
+import ssl
+import threading
+import time
+from pathlib import Path
+from typing import Any
+from urllib.parse import unquote, urlsplit
+
+import paho.mqtt.client as mqtt
+from paho.mqtt.enums import CallbackAPIVersion
+
+from app.errors import OutputError, one_line
+from app.runs.sinks import StationVerdict
+from app.runs.sinks.mqtt_buffer import BUFFER_NAME, OutBuffer
+from app.spelling import spelt
+
+log = logging.getLogger(__name__)
+
+_NOT_IN_TOPIC = re.compile(r"[/+#\x00-\x1f\x7f]")
+
+
+def topic_part(station: str) -> str:
+    """`station` as one MQTT topic level (no `/`, `+`, `#` or control character)."""
+    return _NOT_IN_TOPIC.sub("_", spelt(station, controls=False)) or "_"
+
+
+def payload_of(verdict: StationVerdict) -> dict[str, object]:
+    """The verdict's JSON payload (without its seq): names spelt, a non-finite number None."""
+    body: dict[str, object] = {}
+    for key, value in verdict.as_dict().items():
+        if isinstance(value, str):
+            value = spelt(value, controls=False)
+        elif isinstance(value, float) and not math.isfinite(value):
+            value = None
+        body[key] = value
+    return body
+
+
+class MqttSink:
+    """Verdicts to an MQTT broker (module docstring). `out`: the station's output folder (the buffer's)."""
+
+    name = "mqtt"
+
+    def __init__(self, out: Path, *, host: str, port: int = 1883, username: str | None = None,
+                 password: str | None = None, ca_file: Path | None = None, cert_file: Path | None = None,
+                 key_file: Path | None = None, tls: bool = False, prefix: str = "seglens",
+                 client_id: str = "", keepalive_s: int = 30, reconnect_max_s: float = 30.0, window: int = 20,
+                 buffer_max_count: int = 100_000, buffer_max_bytes: int = 64 * 1024 * 1024, fsync: bool = False,
+                 close_s: float = 5.0) -> None:
+        self._where = f"{host}:{port}"
+        self._prefix, self._window, self._close_s = prefix, max(1, window), close_s
+        try:
+            self._buffer = OutBuffer(out / BUFFER_NAME, max_count=buffer_max_count, max_bytes=buffer_max_bytes,
+                                     fsync=fsync)
+        except OSError as exc:  # the output folder missing or read-only: the station cannot start this sink
+            raise OutputError(f"{out / BUFFER_NAME}: cannot open the MQTT buffer: {exc.strerror or exc}") from exc
+        self._lock = threading.Condition()
+        self._connected = False
+        self._closing = False
+        self._link_problem: str | None = None
+        self._tls_error: str | None = None
+        self._seq_of_mid: dict[int, int] = {}
+        self._other_mids: set[int] = set()  # the retained `last` messages: acknowledged, nothing to forget
+        self._early: set[int] = set()  # acknowledged before the sender recorded their mid
+        self._client = self._make_client(client_id, username, password, keepalive_s, reconnect_max_s)
+        if tls or ca_file or cert_file:
+            self._client.tls_set_context(self._tls_context(ca_file, cert_file, key_file))
+        self._client.connect_async(host, port, keepalive=keepalive_s)
+        self._client.loop_start()
+        self._sender = threading.Thread(target=self._send_loop, name="mqtt-sink-sender", daemon=True)
+        self._sender.start()
+
+    def _make_client(self, client_id: str, username: str | None, password: str | None, keepalive_s: int,
+                     reconnect_max_s: float) -> mqtt.Client:
+        client = mqtt.Client(CallbackAPIVersion.VERSION2, client_id=client_id, protocol=mqtt.MQTTv311)
+        if username is not None:
+            client.username_pw_set(username, password)
+        client.reconnect_delay_set(min_delay=1, max_delay=max(1, math.ceil(reconnect_max_s)))
+        client.max_inflight_messages_set(self._window + 4)  # ours plus the retained `last` ones
+        client.on_connect = self._on_connect
+        client.on_connect_fail = self._on_connect_fail
+        client.on_disconnect = self._on_disconnect
+        client.on_publish = self._on_publish
+        return client
+
+    def _tls_context(self, ca_file: Path | None, cert_file: Path | None, key_file: Path | None) -> ssl.SSLContext:
+        """A verifying TLS context; a bad CA or client certificate file raises ValueError naming it."""
+        context = ssl.create_default_context(cafile=str(ca_file) if ca_file else None)
+        try:
+            if cert_file:
+                context.load_cert_chain(str(cert_file), str(key_file) if key_file else None)
+        except (OSError, ssl.SSLError) as exc:
+            raise ValueError(f"MQTT client certificate {cert_file.name if cert_file else ''}: {one_line(exc)}")\
+                from exc
+        sink = self
+
+        class _Recording(ssl.SSLSocket):  # keeps the handshake's error: paho reports a failed connect without it
+            def do_handshake(self, block: bool = False) -> None:
+                try:
+                    super().do_handshake(block)
+                except ssl.SSLError as exc:
+                    sink._tls_error = getattr(exc, "verify_message", None) or exc.reason or one_line(exc)
+                    raise
+
+        context.sslsocket_class = _Recording
+        return context
+
+    def publish(self, verdict: StationVerdict) -> None:
+        """Buffer the verdict (on disk) for the sender; never waits for the network, never raises for it."""
+        with self._lock:
+            try:
+                self._buffer.add(payload_of(verdict), topic_part(verdict.station))
+            except (OSError, ValueError) as exc:  # the output folder's disk: counted as dropped
+                self._buffer.dropped += 1
+                self._link_problem = f"mqtt: cannot write its buffer: {one_line(exc)}"
+            self._lock.notify_all()
+
+    def close(self) -> None:
+        """Wait at most `close_s` for the backlog to be acknowledged, then disconnect; what is left stays in
+        the buffer for the next start."""
+        deadline = time.monotonic() + self._close_s
+        with self._lock:
+            while self._buffer.entries and self._connected and time.monotonic() < deadline:
+                self._lock.wait(max(0.0, deadline - time.monotonic()))
+            self._closing = True
+            self._lock.notify_all()
+        self._sender.join(timeout=max(0.5, deadline - time.monotonic()))
+        self._client.disconnect()
+        self._client.loop_stop()
+        with self._lock:
+            if self._buffer.entries:
+                log.warning("MQTT sink: %d verdicts left in its buffer for the next start",
+                            len(self._buffer.entries))
+            self._buffer.close()
+
+    @property
+    def problem(self) -> str | None:
+        """One line while the broker cannot be reached (with the backlog), or since the buffer dropped verdicts."""
+        with self._lock:
+            parts = [] if self._link_problem is None else [
+                f"{self._link_problem}; {len(self._buffer.entries)} verdicts buffered"]
+            if self._buffer.dropped:
+                parts.append(f"{'' if parts else 'mqtt: '}buffer full: {self._buffer.dropped} oldest verdicts dropped")
+            return "; ".join(parts) if parts else None
+
+    @property
+    def pending(self) -> int:
+        """Verdicts taken but not yet acknowledged by the broker."""
+        with self._lock:
+            return len(self._buffer.entries)
+
+    @property
+    def dropped(self) -> int:
+        """Verdicts dropped because the buffer was full (since this sink started)."""
+        with self._lock:
+            return self._buffer.dropped
+
+    def _send_loop(self) -> None:
+        """Hand the buffer's verdicts to paho in order, at most `window` in flight, while connected."""
+        while True:
+            with self._lock:
+                while not self._closing and not (self._connected and self._buffer.sent < min(
+                        len(self._buffer.entries), self._window)):
+                    self._lock.wait(1.0)
+                if self._closing:
+                    return
+                entry = self._buffer.next_unsent()
+                newest = self._buffer.sent == len(self._buffer.entries)
+            if entry is None:
+                continue
+            topic = f"{self._prefix}/{entry.station}"
+            # outside the lock: paho takes its own, and calls _on_publish holding it
+            info = self._client.publish(f"{topic}/verdict", entry.payload, qos=1)
+            self._record(info.mid, entry.seq)
+            if newest:  # the retained last verdict: once per burst is enough, the broker keeps the newest
+                self._record(self._client.publish(f"{topic}/last", entry.payload, qos=1, retain=True).mid, None)
+
+    def _record(self, mid: int, seq: int | None) -> None:
+        with self._lock:
+            if mid in self._early:
+                self._early.discard(mid)
+                if seq is not None:
+                    self._buffer.ack(seq)
+                    self._lock.notify_all()
+            elif seq is None:
+                self._other_mids.add(mid)
+            else:
+                self._seq_of_mid[mid] = seq
+
+    def _on_publish(self, client: mqtt.Client, userdata: Any, mid: int, reason: Any, properties: Any) -> None:
+        with self._lock:
+            seq = self._seq_of_mid.pop(mid, None)
+            if seq is not None:
+                self._buffer.ack(seq)
+                self._lock.notify_all()
+            elif mid in self._other_mids:
+                self._other_mids.discard(mid)
+            else:
+                self._early.add(mid)
+
+    def _on_connect(self, client: mqtt.Client, userdata: Any, flags: Any, reason: Any, properties: Any) -> None:
+        with self._lock:
+            if getattr(reason, "is_failure", False):
+                self._connected = False
+                self._link_problem = f"mqtt: {self._where} refused the connection: {reason}"
+                log.warning("MQTT sink: %s", self._link_problem)
+            else:
+                self._connected, self._link_problem, self._tls_error = True, None, None
+                log.info("MQTT sink: connected to %s", self._where)
+            self._lock.notify_all()
+
+    def _on_connect_fail(self, client: mqtt.Client, userdata: Any) -> None:
+        with self._lock:
+            detail = f" (TLS: {self._tls_error})" if self._tls_error else ""
+            self._link_problem = f"mqtt: cannot connect to {self._where}{detail}"
+
+    def _on_disconnect(self, client: mqtt.Client, userdata: Any, flags: Any, reason: Any, properties: Any) -> None:
+        with self._lock:
+            self._connected = False
+            if not self._closing and self._link_problem is None:
+                self._link_problem = f"mqtt: disconnected from {self._where} ({reason})"
+            self._lock.notify_all()
+
+
+def sink_from_url(out: Path, url: str, **options: Any) -> MqttSink:
+    """An MqttSink for `mqtt://[user[:password]@]host[:port]` (`mqtts://`: TLS, port 8883 unless given).
+    ValueError naming the URL (never its password) when it is not one."""
+    parts = urlsplit(url)
+    shown_url = url.rsplit("@", 1)[-1]
+    if parts.scheme not in ("mqtt", "mqtts") or not parts.hostname:
+        raise ValueError(f"MQTT URL {shown_url!r}: expected mqtt://host[:port] or mqtts://host[:port]")
+    try:
+        port = parts.port
+    except ValueError as exc:
+        raise ValueError(f"MQTT URL {shown_url!r}: {one_line(exc)}") from exc
+    tls = parts.scheme == "mqtts"
+    return MqttSink(out, host=parts.hostname, port=port or (8883 if tls else 1883), tls=tls,
+                    username=unquote(parts.username) if parts.username else None,
+                    password=unquote(parts.password) if parts.password else None, **options)

@@ -1,0 +1,201 @@
+"""The MQTT sink against a real broker on loopback (Debian's mosquitto, tests/station_fixtures.py): every verdict
+once and in order, through a broker killed for 10 s, a wrong password and a full buffer; the retained last."""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from app.runs.sinks import Sink, StationVerdict
+from app.runs.sinks.mqtt import MqttSink, sink_from_url, topic_part
+from app.runs.sinks.mqtt_buffer import BUFFER_NAME
+from tests.pacs.orthanc import free_port, make_tls
+from tests.station_fixtures import Mosquitto, Subscriber, mosquitto
+
+__all__ = ["mosquitto"]  # the fixture, imported for the tests below
+
+TOPIC = "seglens/line-1/verdict"
+LAST = "seglens/line-1/last"
+
+
+def out_folder(path: Path) -> Path:
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def verdict(i: int) -> StationVerdict:
+    return StationVerdict(station="line-1", frame_id=f"part-{i:04d}.png", time=1_764_600_000.0 + i,
+                          verdict="NG" if i % 7 == 3 else "OK", score=i / 1000, reason="", latency_ms=float(i))
+
+
+def wait_until(condition: Callable[[], bool], *, timeout: float = 30.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+    return True
+
+
+def deduped(messages: list[tuple[str, dict[str, Any], bool]]) -> list[int]:
+    """The seqs a subscriber keeps, dropping one at or below the last seen (the payload's documented rule)."""
+    kept: list[int] = []
+    for _, payload, _ in messages:
+        if not kept or payload["seq"] > kept[-1]:
+            kept.append(payload["seq"])
+    return kept
+
+
+def test_every_verdict_arrives_once_in_order(tmp_path: Path, mosquitto: Mosquitto) -> None:
+    subscriber = Subscriber(mosquitto.port, TOPIC)
+    sink: Sink = MqttSink(tmp_path, host="127.0.0.1", port=mosquitto.port)
+    try:
+        for i in range(200):
+            sink.publish(verdict(i))
+        messages = subscriber.wait_for(200)
+        assert [payload["frame_id"] for _, payload, _ in messages] == [f"part-{i:04d}.png" for i in range(200)]
+        assert [payload["seq"] for _, payload, _ in messages] == list(range(1, 201))
+        assert messages[3][1] == {"station": "line-1", "frame_id": "part-0003.png", "time": 1_764_600_003.0,
+                                  "verdict": "NG", "score": 0.003, "reason": "", "latency_ms": 3.0, "seq": 4}
+        assert wait_until(lambda: isinstance(sink, MqttSink) and sink.pending == 0)
+        assert sink.problem is None
+    finally:
+        sink.close()
+        subscriber.close()
+    assert len(subscriber.messages) == 200  # none twice
+
+
+def test_a_broker_killed_for_10_s_loses_nothing_and_keeps_the_order(tmp_path: Path, mosquitto: Mosquitto) -> None:
+    subscriber = Subscriber(mosquitto.port, TOPIC, client_id="line-watcher")  # its session outlives the kill
+    assert wait_until(lambda: mosquitto.database.exists())
+    sink = MqttSink(out_folder(tmp_path / "out"), host="127.0.0.1", port=mosquitto.port, reconnect_max_s=2)
+    try:
+        for i in range(50):
+            sink.publish(verdict(i))
+        assert len(subscriber.wait_for(50)) == 50
+        mosquitto.stop()
+        assert wait_until(lambda: sink.problem is not None, timeout=10)
+        for i in range(50, 100):  # the line goes on for 10 s while the broker is gone
+            sink.publish(verdict(i))
+            time.sleep(0.2)
+        assert sink.problem is not None
+        # the 50 taken while it is down, and those the broker had not acknowledged yet when it was killed
+        assert re.fullmatch(rf"mqtt: cannot connect to 127\.0\.0\.1:{mosquitto.port}; (\d+) verdicts buffered",
+                            sink.problem)
+        assert sink.pending >= 50
+        buffered = (tmp_path / "out" / BUFFER_NAME).read_text().splitlines()
+        assert json.loads(buffered[-1])["payload"]["frame_id"] == "part-0099.png"  # on disk while it is down
+        mosquitto.start()
+        for i in range(100, 150):
+            sink.publish(verdict(i))
+        assert wait_until(lambda: len(deduped(subscriber.messages)) == 150, timeout=40)
+        messages = list(subscriber.messages)
+        assert deduped(messages) == list(range(1, 151))  # none lost, in order (a redelivered one dropped)
+        assert {payload["frame_id"] for _, payload, _ in messages} == {f"part-{i:04d}.png" for i in range(150)}
+        assert wait_until(lambda: sink.problem is None and sink.pending == 0)
+    finally:
+        sink.close()
+        subscriber.close()
+
+
+def test_the_retained_last_verdict_is_what_a_late_subscriber_gets(tmp_path: Path, mosquitto: Mosquitto) -> None:
+    sink = MqttSink(tmp_path, host="127.0.0.1", port=mosquitto.port)
+    try:
+        for i in range(5):
+            sink.publish(verdict(i))
+        assert wait_until(lambda: sink.pending == 0)
+    finally:
+        sink.close()
+    late = Subscriber(mosquitto.port, LAST)
+    try:
+        messages = late.wait_for(1, timeout=10)
+        assert [(topic, payload["frame_id"], payload["seq"], retained) for topic, payload, retained in messages] \
+            == [(LAST, "part-0004.png", 5, True)]
+    finally:
+        late.close()
+
+
+def test_a_wrong_password_is_one_line_and_nothing_is_lost(tmp_path: Path) -> None:
+    broker = Mosquitto.launch(tmp_path / "broker", users={"station": "right-secret"})
+    try:
+        subscriber = Subscriber(broker.port, TOPIC, username="station", password="right-secret")
+        sink = MqttSink(out_folder(tmp_path / "out"), host="127.0.0.1", port=broker.port, username="station",
+                        password="wrong-secret", reconnect_max_s=1)
+        for i in range(10):
+            sink.publish(verdict(i))
+        assert wait_until(lambda: sink.problem is not None and "refused" in sink.problem, timeout=10)
+        assert sink.problem == f"mqtt: 127.0.0.1:{broker.port} refused the connection: Not authorized; " \
+                               "10 verdicts buffered"
+        assert "secret" not in sink.problem
+        sink.close()  # bounded: it is not connected
+        sink = sink_from_url(tmp_path / "out", f"mqtt://station:right-secret@127.0.0.1:{broker.port}")
+        try:
+            messages = subscriber.wait_for(10)
+            assert [payload["seq"] for _, payload, _ in messages] == list(range(1, 11))  # the buffered, in order
+            sink.publish(verdict(10))
+            assert [payload["seq"] for _, payload, _ in subscriber.wait_for(11)][-1] == 11  # numbering goes on
+        finally:
+            sink.close()
+            subscriber.close()
+    finally:
+        broker.stop()
+
+
+def test_a_full_buffer_drops_the_oldest_and_counts_them(tmp_path: Path) -> None:
+    port = free_port()  # no broker there yet
+    sink = MqttSink(out_folder(tmp_path / "out"), host="127.0.0.1", port=port, buffer_max_count=10,
+                    reconnect_max_s=1)
+    for i in range(25):
+        sink.publish(verdict(i))
+    assert sink.dropped == 15 and sink.pending == 10
+    assert wait_until(lambda: sink.problem is not None and "cannot connect" in sink.problem, timeout=10)
+    assert sink.problem == f"mqtt: cannot connect to 127.0.0.1:{port}; 10 verdicts buffered; " \
+                           "buffer full: 15 oldest verdicts dropped"
+    sink.close()
+    broker = Mosquitto.launch(tmp_path / "broker", port=port)
+    try:
+        subscriber = Subscriber(port, TOPIC)
+        sink = MqttSink(out_folder(tmp_path / "out"), host="127.0.0.1", port=port)
+        try:
+            messages = subscriber.wait_for(10)
+            assert [payload["frame_id"] for _, payload, _ in messages] == [f"part-{i:04d}.png" for i in range(15, 25)]
+            assert [payload["seq"] for _, payload, _ in messages] == list(range(16, 26))
+        finally:
+            sink.close()
+            subscriber.close()
+    finally:
+        broker.stop()
+
+
+def test_tls_with_the_right_ca_and_a_certificate_error_in_one_line(tmp_path: Path) -> None:
+    tls = make_tls(tmp_path / "tls")
+    other = make_tls(tmp_path / "other", ca_name="Another CA")
+    broker = Mosquitto.launch(tmp_path / "broker", tls=tls)
+    try:
+        sink = MqttSink(out_folder(tmp_path / "wrong"), host="127.0.0.1", port=broker.port, ca_file=other.ca,
+                        reconnect_max_s=1)
+        sink.publish(verdict(0))
+        assert wait_until(lambda: sink.problem is not None and "TLS" in sink.problem, timeout=10)
+        # OpenSSL's words for it: "self-signed certificate in certificate chain" where the server sends its CA
+        assert re.fullmatch(rf"mqtt: cannot connect to 127\.0\.0\.1:{broker.port} \(TLS: [^()]*certificate[^()]*\); "
+                            "1 verdicts buffered", sink.problem), sink.problem
+        sink.close()
+        subscriber = Subscriber(broker.port, TOPIC, ca_file=tls.ca)
+        sink = MqttSink(out_folder(tmp_path / "right"), host="127.0.0.1", port=broker.port, ca_file=tls.ca)
+        try:
+            sink.publish(verdict(1))
+            assert [payload["frame_id"] for _, payload, _ in subscriber.wait_for(1)] == ["part-0001.png"]
+        finally:
+            sink.close()
+            subscriber.close()
+    finally:
+        broker.stop()
+
+
+def test_a_station_name_is_one_topic_level() -> None:
+    assert topic_part("line 1/cam#2+x\n") == "line 1_cam_2_x_"
+    assert topic_part("") == "_"
