@@ -64,14 +64,16 @@ class Station:
     """One station (see the module's docstring). `open_source` is called once the journal is open, with the
     journal's `done` (so a file processed before a restart is not read again)."""
 
-    def __init__(self, *, name: str, model: ModelSession, open_source: OpenSource, sinks: Sequence[Sink],
-                 out: Path, progress: Callable[[StationStats], None] | None = None,
+    def __init__(self, *, name: str, model: ModelSession, open_source: OpenSource, out: Path,
+                 sinks: Sequence[Sink] = (), open_sinks: Callable[[], Sequence[Sink]] | None = None,
+                 progress: Callable[[StationStats], None] | None = None,
                  stop: threading.Event | None = None, window: int = 500, stall_after_s: float | None = None) -> None:
         refused = station_problem(model)
         if refused:
             raise StationRefused(refused)
         self.name, self.model, self.out = name, model, Path(out)
         self.sinks = tuple(sinks)
+        self._open_sinks = open_sinks  # called once the output folder's lock is held: a sink's files are in it
         self._open_source, self._progress = open_source, progress
         self._stop = stop or threading.Event()
         self._meter = Meter(window=window, stall_after_s=stall_after_s)
@@ -104,7 +106,13 @@ class Station:
     def run(self) -> StationStats:
         """Judge frames until stopped or the source ends; the final numbers (`ended` says why it ended)."""
         with OutputLock(self.out), StationJournal(self.out) as journal:
-            source = self._open_source(journal.done)
+            try:
+                if self._open_sinks is not None:
+                    self.sinks += tuple(self._open_sinks())
+                source = self._open_source(journal.done)
+            except BaseException:
+                self._close_sinks()  # a source that cannot start: the sinks opened so far are closed, not leaked
+                raise
             self._source = source
             watcher = threading.Thread(target=self._watch_stop, args=(source,), name="station-stop", daemon=True)
             watcher.start()

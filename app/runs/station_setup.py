@@ -58,13 +58,16 @@ def station_spec(station: StationFile) -> ModelSpec:
 def open_station(station: StationFile, *, model: ModelSession | None = None, runtime: dict[str, Any] | None = None,
                  progress: Callable[[StationStats], None] | None = None,
                  stop: threading.Event | None = None) -> Station:
-    """The station, its session opened and warmed (as `seglens-cli run` opens one) unless `model` is given."""
+    """The station, its session opened and warmed (as `seglens-cli run` opens one) unless `model` is given. Its
+    sinks are opened by `Station.run` once it holds the output folder's lock (an MQTT sink's buffer is in it)."""
     if model is None:
         from app.inference.session import open_session
 
         model = open_session(station_spec(station), station.device, runtime=runtime)
-    return Station(name=station.name, model=model, open_source=source_opener(station), sinks=make_sinks(station, model),
-                   out=station.out, progress=progress, stop=stop, stall_after_s=station.stall_after_s)
+    opened = model
+    return Station(name=station.name, model=model, open_source=source_opener(station), out=station.out,
+                   open_sinks=lambda: make_sinks(station, opened), progress=progress, stop=stop,
+                   stall_after_s=station.stall_after_s)
 
 
 def make_sinks(station: StationFile, model: ModelSession) -> list[Sink]:

@@ -287,3 +287,18 @@ def test_a_station_file_read_whole(tmp_path):
     assert (station.source.kind, station.source.target, station.source.realtime) == ("video", "rtsp://cam/1", False)
     assert station.sinks == {"mqtt": {"url": "mqtt://broker:1883", "topic_prefix": "plant", "password_env": "MQTT_PW",
                                       "tls": {"ca": tmp_path / "ca.pem"}}, "folder": {"keep_bytes": 1000000}}
+
+
+def test_a_second_station_on_the_same_output_folder_is_refused_before_its_sinks_open(tmp_path, model):
+    from app.errors import OutputError
+
+    station_file = _station_file(tmp_path)
+    first = _Running(open_station(station_file, model=model))
+    _drop(station_file.source.target, SAMPLES / "anomaly_05_pits.png")
+    _wait_for(station_file.out, 1)
+    second = open_station(station_file, model=model)
+    with pytest.raises(OutputError, match="another SegLens run is writing here"):
+        second.run()
+    assert second.sinks == ()  # its log, MQTT buffer and folder sink never touched the first one's folder
+    first.stop()
+    assert len(_lines(station_file.out)) == 1
