@@ -12,7 +12,7 @@ from typing import Any
 
 from app.runs.sinks import Sink, StationVerdict
 from app.runs.sinks.mqtt import MqttSink, sink_from_url, topic_part
-from app.runs.sinks.mqtt_buffer import BUFFER_NAME
+from app.runs.sinks.mqtt_buffer import BUFFER_NAME, OutBuffer
 from tests.pacs.orthanc import free_port, make_tls
 from tests.station_fixtures import Mosquitto, Subscriber, mosquitto
 
@@ -199,3 +199,37 @@ def test_tls_with_the_right_ca_and_a_certificate_error_in_one_line(tmp_path: Pat
 def test_a_station_name_is_one_topic_level() -> None:
     assert topic_part("line 1/cam#2+x\n") == "line 1_cam_2_x_"
     assert topic_part("") == "_"
+
+
+def test_the_buffer_survives_a_torn_line_compacts_and_never_gives_a_seq_twice(tmp_path: Path) -> None:
+    path = tmp_path / BUFFER_NAME
+    buffer = OutBuffer(path, max_count=3, max_bytes=1024)
+    for i in range(3):
+        buffer.add({"frame_id": f"part-{i}"}, "line-1")
+    first = buffer.next_unsent()
+    assert first is not None and first.seq == 1
+    buffer.ack(1)
+    buffer.add({"frame_id": "part-3"}, "line-1")
+    buffer.add({"frame_id": "part-4"}, "line-1")  # full: part-1 (the oldest waiting) dropped
+    assert buffer.dropped == 1 and [e.seq for e in buffer.entries] == [3, 4, 5]
+    buffer.close()
+    with path.open("a") as file:
+        file.write('{"seq": 6, "payl')  # killed in the middle of a line
+    again = OutBuffer(path, max_count=3, max_bytes=1024)
+    assert [(e.seq, json.loads(e.payload)["frame_id"]) for e in again.entries] == [
+        (3, "part-2"), (4, "part-3"), (5, "part-4")]
+    assert again.add({"frame_id": "part-5"}, "line-1").seq == 6  # the torn 6 was never taken
+    for _ in range(3):
+        entry = again.next_unsent()
+        assert entry is not None
+        again.ack(entry.seq)
+    again.close()
+    before = path.stat().st_size
+    big = OutBuffer(path, max_count=10, max_bytes=1024)
+    for i in range(2000):  # past its bound in bytes: compacted on the way, whatever the backlog
+        entry = big.add({"frame_id": f"many-{i}"}, "line-1")
+        assert big.next_unsent() == entry
+        big.ack(entry.seq)
+    big.close()
+    assert path.stat().st_size < 2 * 1024 + 65536 + before
+    assert OutBuffer(path, max_count=10, max_bytes=1024).add({}, "line-1").seq == 2007  # seq goes on (6 + 2000 taken)
