@@ -18,6 +18,9 @@ import yaml
 
 from app.cli import main
 from app.io.files import TEMPORARY_PREFIX, is_complete_png
+from tests.station_fixtures import Subscriber, mosquitto
+
+__all__ = ["mosquitto"]  # the broker fixture, imported for the MQTT test below
 
 REPO = Path(__file__).resolve().parents[2]
 SAMPLES = REPO / "resources" / "samples" / "anomaly"
@@ -156,3 +159,27 @@ def test_a_video_file_played_to_its_end_exits_0_with_every_frame_judged_or_count
                       out, re.M)
     assert found, out
     assert int(found[1]) == judged and judged + int(found[2]) == 5  # newest wins: a frame is judged or counted
+
+
+def test_watch_with_mqtt_publishes_every_verdict_once_in_the_order_logged(demo, tmp_path, mosquitto):
+    folder, out = tmp_path / "in", tmp_path / "out"
+    folder.mkdir()
+    subscriber = Subscriber(mosquitto.port, "seglens/line-3/verdict")
+    process = _start([str(demo), str(folder), "--out", str(out), "--device", "cpu", "--settle", "0.2",
+                      "--name", "line-3", "--mqtt", f"mqtt://127.0.0.1:{mosquitto.port}"])
+    try:
+        _wait(lambda: (out / "station-journal.jsonl").exists() or process.poll() is not None, "the station")
+        names = sorted(p.name for p in SAMPLES.glob("*.png"))[:4]
+        for name in names:
+            _drop(folder, SAMPLES / name)
+        _wait(lambda: len(_logged(out)) >= 4, "4 verdicts")
+        messages = subscriber.wait_for(4, timeout=WAIT_S)
+    finally:
+        code, stdout, stderr = _stop(process)
+        subscriber.close()
+    assert code == 130, (stdout, stderr)
+    logged = _logged(out)
+    assert [(m["frame_id"], m["verdict"], m["station"]) for _, m, _ in messages] == \
+        [(line["id"], line["verdict"], line["station"]) for line in logged]
+    assert [m["seq"] for _, m, _ in messages] == sorted({m["seq"] for _, m, _ in messages})  # once each, in order
+    assert "sink problem" not in stdout
