@@ -302,3 +302,58 @@ def test_a_second_station_on_the_same_output_folder_is_refused_before_its_sinks_
     assert second.sinks == ()  # its log, MQTT buffer and folder sink never touched the first one's folder
     first.stop()
     assert len(_lines(station_file.out)) == 1
+
+
+def _verdict(frame_id: str, state: str, latency_ms: float = 10.0) -> StationVerdict:
+    return StationVerdict(station="s", frame_id=frame_id, time=0.0, verdict=state, score=None, reason="",
+                          latency_ms=latency_ms)
+
+
+def test_the_numbers_are_kept_in_a_bounded_window():
+    from app.runs.station_stats import Meter
+
+    meter = Meter(window=50)
+    for i in range(2000):  # a shift, quickly: the window holds the last 50, the counts all
+        meter.add(_verdict(str(i), "NG" if i % 10 == 0 else "OK", latency_ms=float(i)))
+    stats = meter.snapshot(dropped=3, sink_problems=())
+    assert (stats.frames, stats.counts["NG"], stats.counts["OK"], stats.dropped) == (2000, 200, 1800, 3)
+    assert stats.latency_p50_ms == pytest.approx(1974.5)
+    assert stats.latency_p95_ms == pytest.approx(1996.55)  # 1950..1999
+    assert len(meter._times) == len(meter._latencies) == 50
+    assert stats.summary().startswith("2000 frames: 1800 OK, 0 REVIEW, 200 NG, 0 ERROR; ")
+
+
+def test_retention_by_bytes_counts_the_files_an_earlier_run_left_oldest_first(tmp_path, model):
+    import os
+
+    from app.runs.sinks.folder import FolderSink, Pictures
+
+    out = tmp_path / "out"
+    old = out / "ng" / "old.png"
+    old.parent.mkdir(parents=True)
+    old.write_bytes(b"x" * 600)
+    os.utime(old, (1, 1))  # from a run long ago
+    part = tmp_path / "part.png"
+    part.write_bytes(b"y" * 500)
+    sink = FolderSink(out, model.spec, save=(), keep_bytes=1200)
+    assert old.exists()  # 600 bytes: within the limit
+    sink.publish_pictures(_verdict("a.png", "NG"), Pictures(part, None, None))
+    assert old.exists() and (out / "ng" / "a.png").read_bytes() == b"y" * 500  # 1100 bytes
+    sink.publish_pictures(_verdict("sub/b.png", "REVIEW"), Pictures(part, None, None))
+    assert not old.exists() and (out / "ng" / "a.png").exists() and (out / "review" / "sub" / "b.png").exists()
+    sink.publish_pictures(_verdict("c.png", "OK"), Pictures(part, None, None))  # an OK frame: no copy
+    assert sorted(p.name for p in out.rglob("*.png")) == ["a.png", "b.png"] and sink.problem is None
+
+
+def test_a_copy_that_cannot_be_written_is_the_folder_sinks_problem_not_an_exception(tmp_path, model):
+    from app.runs.sinks.folder import FolderSink, Pictures
+
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "ng").write_text("a file where the folder should be")
+    sink = FolderSink(out, model.spec, save=())
+    sink.publish_pictures(_verdict("a.png", "NG"), Pictures(SAMPLES / "anomaly_05_pits.png", None, None))
+    assert sink.lost == 1 and sink.problem.startswith("folder: cannot write the pictures of a frame (")
+    (out / "ng").unlink()
+    sink.publish_pictures(_verdict("a.png", "NG"), Pictures(SAMPLES / "anomaly_05_pits.png", None, None))
+    assert sink.problem is None and (out / "ng" / "a.png").is_file()
