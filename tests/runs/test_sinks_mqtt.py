@@ -10,6 +10,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import pytest
+
+from app.errors import OutputError
 from app.runs.sinks import Sink, StationVerdict
 from app.runs.sinks.mqtt import MqttSink, sink_from_url, topic_part
 from app.runs.sinks.mqtt_buffer import BUFFER_NAME, OutBuffer
@@ -132,7 +135,9 @@ def test_a_wrong_password_is_one_line_and_nothing_is_lost(tmp_path: Path) -> Non
                                "10 verdicts buffered"
         assert "secret" not in sink.problem
         sink.close()  # bounded: it is not connected
-        sink = sink_from_url(tmp_path / "out", f"mqtt://station:right-secret@127.0.0.1:{broker.port}")
+        # the URL's user and password; an option given beside it wins (a station file's username)
+        sink = sink_from_url(tmp_path / "out", f"mqtt://nobody:right-secret@127.0.0.1:{broker.port}",
+                             username="station")
         try:
             messages = subscriber.wait_for(10)
             assert [payload["seq"] for _, payload, _ in messages] == list(range(1, 11))  # the buffered, in order
@@ -194,6 +199,19 @@ def test_tls_with_the_right_ca_and_a_certificate_error_in_one_line(tmp_path: Pat
             subscriber.close()
     finally:
         broker.stop()
+
+
+def test_a_refused_configuration_is_one_line(tmp_path: Path) -> None:
+    (tmp_path / "junk.pem").write_text("not a certificate")
+    with pytest.raises(ValueError, match=r"^MQTT CA file missing\.pem: No such file or directory$"):
+        MqttSink(tmp_path, host="127.0.0.1", ca_file=tmp_path / "missing.pem")
+    with pytest.raises(ValueError, match=r"^MQTT client certificate junk\.pem: "):
+        MqttSink(tmp_path, host="127.0.0.1", tls=True, cert_file=tmp_path / "junk.pem")
+    with pytest.raises(ValueError, match=r"^MQTT URL 'broker:1883': expected mqtt://host\[:port\]"):
+        sink_from_url(tmp_path, "http://user:secret@broker:1883")
+    with pytest.raises(OutputError, match="cannot open the MQTT buffer: No such file or directory$"):
+        MqttSink(tmp_path / "gone", host="127.0.0.1")
+    assert not (tmp_path / BUFFER_NAME).exists()  # nothing opened for a refused one
 
 
 def test_a_station_name_is_one_topic_level() -> None:

@@ -74,11 +74,6 @@ class MqttSink:
                  close_s: float = 5.0) -> None:
         self._where = f"{host}:{port}"
         self._prefix, self._window, self._close_s = prefix, max(1, window), close_s
-        try:
-            self._buffer = OutBuffer(out / BUFFER_NAME, max_count=buffer_max_count, max_bytes=buffer_max_bytes,
-                                     fsync=fsync)
-        except OSError as exc:  # the output folder missing or read-only: the station cannot start this sink
-            raise OutputError(f"{out / BUFFER_NAME}: cannot open the MQTT buffer: {exc.strerror or exc}") from exc
         self._lock = threading.Condition()
         self._connected = False
         self._closing = False
@@ -90,6 +85,11 @@ class MqttSink:
         self._client = self._make_client(client_id, username, password, keepalive_s, reconnect_max_s)
         if tls or ca_file or cert_file:
             self._client.tls_set_context(self._tls_context(ca_file, cert_file, key_file))
+        try:  # after the TLS files' checks: nothing opened when the configuration is refused
+            self._buffer = OutBuffer(out / BUFFER_NAME, max_count=buffer_max_count, max_bytes=buffer_max_bytes,
+                                     fsync=fsync)
+        except OSError as exc:  # the output folder missing or read-only: the station cannot start this sink
+            raise OutputError(f"{out / BUFFER_NAME}: cannot open the MQTT buffer: {exc.strerror or exc}") from exc
         self._client.connect_async(host, port, keepalive=keepalive_s)
         self._client.loop_start()
         self._sender = threading.Thread(target=self._send_loop, name="mqtt-sink-sender", daemon=True)
@@ -110,13 +110,15 @@ class MqttSink:
 
     def _tls_context(self, ca_file: Path | None, cert_file: Path | None, key_file: Path | None) -> ssl.SSLContext:
         """A verifying TLS context; a bad CA or client certificate file raises ValueError naming it."""
-        context = ssl.create_default_context(cafile=str(ca_file) if ca_file else None)
+        try:
+            context = ssl.create_default_context(cafile=str(ca_file) if ca_file else None)
+        except (OSError, ssl.SSLError) as exc:
+            raise ValueError(f"MQTT CA file {Path(str(ca_file)).name}: {_ssl_line(exc)}") from exc
         try:
             if cert_file:
                 context.load_cert_chain(str(cert_file), str(key_file) if key_file else None)
         except (OSError, ssl.SSLError) as exc:
-            raise ValueError(f"MQTT client certificate {cert_file.name if cert_file else ''}: {one_line(exc)}")\
-                from exc
+            raise ValueError(f"MQTT client certificate {Path(str(cert_file)).name}: {_ssl_line(exc)}") from exc
         sink = self
 
         class _Recording(ssl.SSLSocket):  # keeps the handshake's error: paho reports a failed connect without it
@@ -247,6 +249,13 @@ class MqttSink:
             self._lock.notify_all()
 
 
+def _ssl_line(exc: BaseException) -> str:
+    """An OSError's words without its path (paths only at DEBUG), an SSLError's reason."""
+    if isinstance(exc, ssl.SSLError) and exc.reason:
+        return str(exc.reason)
+    return (exc.strerror if isinstance(exc, OSError) else None) or one_line(exc)
+
+
 def sink_from_url(out: Path, url: str, **options: Any) -> MqttSink:
     """An MqttSink for `mqtt://[user[:password]@]host[:port]` (`mqtts://`: TLS, port 8883 unless given).
     ValueError naming the URL (never its password) when it is not one."""
@@ -259,6 +268,7 @@ def sink_from_url(out: Path, url: str, **options: Any) -> MqttSink:
     except ValueError as exc:
         raise ValueError(f"MQTT URL {shown_url!r}: {one_line(exc)}") from exc
     tls = parts.scheme == "mqtts"
-    return MqttSink(out, host=parts.hostname, port=port or (8883 if tls else 1883), tls=tls,
-                    username=unquote(parts.username) if parts.username else None,
-                    password=unquote(parts.password) if parts.password else None, **options)
+    given: dict[str, Any] = {"host": parts.hostname, "port": port or (8883 if tls else 1883), "tls": tls,
+                             "username": unquote(parts.username) if parts.username else None,
+                             "password": unquote(parts.password) if parts.password else None}
+    return MqttSink(out, **{**given, **options})  # an option given (a station file's username) wins over the URL
