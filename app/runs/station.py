@@ -175,7 +175,8 @@ class Station:
             except Exception as exc:  # a sink's bug must not cost the other sinks the verdict
                 self._raised[sink.name] = f"{sink.name}: {one_line(exc, typed=True)}"
                 self._meter.lost()
-                log.warning("station: sink %s failed: %s", sink.name, one_line(exc, typed=True))
+                log.warning("station: sink %s failed on a verdict (%s)", sink.name, type(exc).__name__)  # no path
+                log.debug("station: sink %s failed: %s", sink.name, one_line(exc, typed=True))
             else:
                 self._raised.pop(sink.name, None)
 
@@ -185,7 +186,8 @@ class Station:
                 sink.close()
             except Exception as exc:  # every sink gets closed
                 self._raised[sink.name] = f"{sink.name}: cannot close ({one_line(exc, typed=True)})"
-                log.warning("station: sink %s failed to close: %s", sink.name, one_line(exc, typed=True))
+                log.warning("station: sink %s failed to close (%s)", sink.name, type(exc).__name__)
+                log.debug("station: sink %s failed to close: %s", sink.name, one_line(exc, typed=True))
 
     def _watch_stop(self, source: Source) -> None:
         """Closes the source when the stop Event is set by someone else (a viewer's Stop, a test)."""

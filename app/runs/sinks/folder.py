@@ -119,8 +119,8 @@ class FolderSink:
     def _fail(self, verdict: StationVerdict, why: str) -> None:
         self.lost += 1
         self._problem = f"folder: cannot write the pictures of a frame ({why})"
-        log.warning("%s", self._problem)
-        log.debug("folder sink: frame %s not written", verdict.frame_id)
+        log.warning("folder sink: a frame's pictures could not be written (%d so far)", self.lost)  # no path
+        log.debug("folder sink: frame %s not written: %s", verdict.frame_id, why)
 
     # -- retention ------------------------------------------------------------------------------------------
 
