@@ -126,3 +126,14 @@ def test_a_full_disk_is_one_line_in_problem(tmp_path: Path) -> None:
     sink.publish(verdict(1))
     assert sink.problem == "log: cannot write verdicts.jsonl: No space left on device (1 verdicts not logged)"
     sink.close()
+
+
+def test_a_non_finite_score_is_null_not_a_crash(tmp_path: Path) -> None:
+    sink = LogSink(tmp_path)
+    sink.publish(StationVerdict(station="line-1", frame_id="p.png", time=1_764_600_000.0, verdict="NG",
+                                score=float("nan"), reason="score is NaN", latency_ms=float("inf")))
+    sink.close()
+    line = jsonl(tmp_path / "verdicts.jsonl")[0]
+    assert line["score"] is None and line["latency_ms"] is None
+    assert rows(tmp_path / "verdicts.csv")[1][4:] == ["", "score is NaN", ""]
+    assert sink.problem is None

@@ -14,7 +14,7 @@ import pytest
 
 from app.errors import OutputError
 from app.runs.sinks import Sink, StationVerdict
-from app.runs.sinks.mqtt import MqttSink, sink_from_url, topic_part
+from app.runs.sinks.mqtt import MqttSink, payload_of, sink_from_url, topic_part
 from app.runs.sinks.mqtt_buffer import BUFFER_NAME, OutBuffer
 from tests.pacs.orthanc import free_port, make_tls
 from tests.station_fixtures import Mosquitto, Subscriber, mosquitto
@@ -251,3 +251,10 @@ def test_the_buffer_survives_a_torn_line_compacts_and_never_gives_a_seq_twice(tm
     big.close()
     assert path.stat().st_size < 2 * 1024 + 65536 + before
     assert OutBuffer(path, max_count=10, max_bytes=1024).add({}, "line-1").seq == 2007  # seq goes on (6 + 2000 taken)
+
+
+def test_the_payload_is_json_even_for_odd_names_and_a_nan_score() -> None:
+    odd = StationVerdict(station="line-1", frame_id="caf\udce9\n.png", time=1.5, verdict="ERROR", score=float("nan"),
+                         reason="x", latency_ms=2.0)
+    assert payload_of(odd) == {"station": "line-1", "frame_id": "caf\\xe9\n.png", "time": 1.5, "verdict": "ERROR",
+                               "score": None, "reason": "x", "latency_ms": 2.0}

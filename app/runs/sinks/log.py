@@ -23,6 +23,7 @@ import csv
 import io
 import json
 import logging
+import math
 import os
 import threading
 from datetime import datetime, timezone
@@ -52,10 +53,19 @@ def log_record(verdict: StationVerdict) -> dict[str, str | float | None]:
         "id": spelt(verdict.frame_id, controls=False),
         "time": iso_utc(verdict.time),
         "verdict": verdict.verdict,
-        "score": verdict.score,
+        "score": finite(verdict.score),
         "reason": spelt(verdict.reason, controls=False),
-        "latency_ms": round(verdict.latency_ms, 3),
+        "latency_ms": _ms(verdict.latency_ms),
     }
+
+
+def finite(value: float | None) -> float | None:
+    """`value`, or None when it is not a finite number (JSON has no NaN; a model may score one)."""
+    return value if value is None or math.isfinite(value) else None
+
+
+def _ms(value: float) -> float | None:
+    return None if not math.isfinite(value) else round(value, 3)
 
 
 def jsonl_line(verdict: StationVerdict) -> bytes:
@@ -65,8 +75,8 @@ def jsonl_line(verdict: StationVerdict) -> bytes:
 
 def csv_values(verdict: StationVerdict) -> list[str | float | None]:
     """The CSV row's values in COLUMNS' order (strings raw: csv_line spells them as cells)."""
-    return [verdict.station, verdict.frame_id, iso_utc(verdict.time), verdict.verdict, verdict.score,
-            verdict.reason, round(verdict.latency_ms, 3)]
+    return [verdict.station, verdict.frame_id, iso_utc(verdict.time), verdict.verdict, finite(verdict.score),
+            verdict.reason, _ms(verdict.latency_ms)]
 
 
 def csv_line(values: list[str | float | None]) -> bytes:
