@@ -4,6 +4,7 @@ once and in order, through a broker killed for 10 s, a wrong password and a full
 from __future__ import annotations
 
 import json
+import os
 import re
 import time
 from collections.abc import Callable
@@ -212,6 +213,9 @@ def test_a_refused_configuration_is_one_line(tmp_path: Path) -> None:
     with pytest.raises(OutputError, match="cannot open the MQTT buffer: No such file or directory$"):
         MqttSink(tmp_path / "gone", host="127.0.0.1")
     assert not (tmp_path / BUFFER_NAME).exists()  # nothing opened for a refused one
+    os.mkfifo(tmp_path / BUFFER_NAME)  # planted under its name: refused, not a hang
+    with pytest.raises(OutputError, match=r"mqtt-buffer\.jsonl: cannot open the MQTT buffer: "):
+        MqttSink(tmp_path, host="127.0.0.1")
 
 
 def test_a_station_name_is_one_topic_level() -> None:

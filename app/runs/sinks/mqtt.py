@@ -137,9 +137,9 @@ class MqttSink:
         with self._lock:
             try:
                 self._buffer.add(payload_of(verdict), topic_part(verdict.station))
-            except (OSError, ValueError) as exc:  # the output folder's disk: counted as dropped
+            except ValueError as exc:  # not JSON (payload_of makes it so): counted as dropped
                 self._buffer.dropped += 1
-                self._link_problem = f"mqtt: cannot write its buffer: {one_line(exc)}"
+                log.warning("MQTT sink: a verdict dropped: %s", one_line(exc))
             self._lock.notify_all()
 
     def close(self) -> None:
@@ -166,6 +166,8 @@ class MqttSink:
         with self._lock:
             parts = [] if self._link_problem is None else [
                 f"{self._link_problem}; {len(self._buffer.entries)} verdicts buffered"]
+            if self._buffer.disk_problem is not None:
+                parts.append(f"{'' if parts else 'mqtt: '}{self._buffer.disk_problem}")
             if self._buffer.dropped:
                 parts.append(f"{'' if parts else 'mqtt: '}buffer full: {self._buffer.dropped} oldest verdicts dropped")
             return "; ".join(parts) if parts else None

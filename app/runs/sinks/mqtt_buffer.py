@@ -23,6 +23,8 @@ from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
 
+from app.io.regular import read_regular
+
 log = logging.getLogger(__name__)
 
 BUFFER_NAME = "mqtt-buffer.jsonl"
@@ -47,6 +49,7 @@ class OutBuffer:
         self.entries: deque[Pending] = deque()
         self.sent = 0  # how many of the first entries are handed to the client (in flight)
         self.dropped = 0
+        self.disk_problem: str | None = None  # one line while the buffer's file cannot be written
         self._acked: set[int] = set()  # acknowledged out of order, ahead of the first entry
         self._bytes = 0
         self._done = 0  # every seq <= this is acknowledged or dropped
@@ -87,8 +90,9 @@ class OutBuffer:
             done = entry.seq
         if done is not None:
             self._done = done
-            self._append({"ack": done})
-            self._compact_if_large()
+            # an ack not on disk is sent again after a restart: a duplicate, never a loss
+            if self._append({"ack": done}):
+                self._compact_if_large()
 
     def close(self) -> None:
         """Close the file (its lines are already written)."""
@@ -104,17 +108,26 @@ class OutBuffer:
             self.dropped += 1
             self._append({"drop": entry.seq})
 
-    def _append(self, record: dict[str, object]) -> None:
+    def _append(self, record: dict[str, object]) -> bool:
+        """Write one line; False (and `disk_problem` said) when the disk refuses: what is in memory still goes
+        out while the process lives. Never raises OSError: acks come on paho's network thread."""
         line = (json.dumps(record, ensure_ascii=False, allow_nan=False) + "\n").encode()
-        view = memoryview(line)
-        while view:
-            view = view[os.write(self._fd, view):]
-        if self._fsync:
-            os.fsync(self._fd)
+        try:
+            view = memoryview(line)
+            while view:
+                view = view[os.write(self._fd, view):]
+            if self._fsync:
+                os.fsync(self._fd)
+        except OSError as exc:
+            self.disk_problem = f"cannot write its buffer (kept in memory only): {exc.strerror or exc}"
+            log.debug("MQTT sink: %s: %s", self.path, exc)
+            return False
+        self.disk_problem = None
+        return True
 
     def _load(self) -> None:
         try:
-            data = self.path.read_bytes()
+            data = read_regular(self.path)  # a FIFO under its name must not hang the station: OSError
         except FileNotFoundError:
             return
         taken: dict[int, Pending] = {}
@@ -149,8 +162,16 @@ class OutBuffer:
             return
         if size <= (65536 if at_start else 2 * self._max_bytes + 65536):
             return
-        done = self.entries[0].seq - 1 if self.entries else self._next - 1
         temporary = self.path.with_name(f".{self.path.name}.tmp")
+        try:
+            self._rewrite(temporary)
+        except OSError as exc:  # the file as it was (appended to) is still whole: compacted another time
+            log.debug("MQTT sink: its buffer not compacted: %s", exc)
+            with contextlib.suppress(OSError):
+                temporary.unlink()
+
+    def _rewrite(self, temporary: Path) -> None:
+        done = self.entries[0].seq - 1 if self.entries else self._next - 1
         with temporary.open("wb") as file:
             # "next" too: the newest seq may have been dropped, and a seq is never given twice
             file.write((json.dumps({"ack": done, "next": self._next}) + "\n").encode())
