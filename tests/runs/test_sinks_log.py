@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import json
+import os
 import shutil
 from pathlib import Path
 
@@ -137,3 +138,13 @@ def test_a_non_finite_score_is_null_not_a_crash(tmp_path: Path) -> None:
     assert line["score"] is None and line["latency_ms"] is None
     assert rows(tmp_path / "verdicts.csv")[1][4:] == ["", "score is NaN", ""]
     assert sink.problem is None
+
+
+def test_a_fifo_under_its_name_is_a_problem_not_a_hang(tmp_path: Path) -> None:
+    os.mkfifo(tmp_path / "verdicts.jsonl")
+    sink = LogSink(tmp_path)
+    sink.publish(verdict(0))
+    assert sink.problem == "log: cannot write verdicts.jsonl: not a regular file: a named pipe (FIFO) " \
+                           "(1 verdicts not logged)"
+    assert len(rows(tmp_path / "verdicts.csv")) == 2  # the other file still gets its line
+    sink.close()

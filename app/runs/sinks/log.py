@@ -20,11 +20,13 @@ from __future__ import annotations
 
 import contextlib
 import csv
+import errno
 import io
 import json
 import logging
 import math
 import os
+import stat
 import threading
 from datetime import datetime, timezone
 from pathlib import Path
@@ -117,8 +119,13 @@ class _RotatingFile:
             return False
 
     def _open(self) -> None:
-        self._fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)  # read: a torn end
-        self._size = os.fstat(self._fd).st_size
+        fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_NONBLOCK, 0o644)  # read: a torn end
+        status = os.fstat(fd)
+        if stat.S_ISFIFO(status.st_mode) or stat.S_ISSOCK(status.st_mode):  # a full pipe would stop the station
+            os.close(fd)
+            raise OSError(errno.EINVAL, "not a regular file: a named pipe (FIFO)")
+        os.set_blocking(fd, True)
+        self._fd, self._size = fd, status.st_size
         if self._size == 0:
             self._write(self._header)
         elif not _ends_with_newline(self._fd, self._size):
