@@ -1,5 +1,5 @@
 """The Tuner keeps the reader's decision settings — pixel threshold or minimum confidence, the verdict's score
-limit, the layer shown — and the OK/NG badges of the file list in step with them.
+limit, the layer shown — and the OK/REVIEW/NG badges of the file list in step with them.
 
 A change asks the worker to decide and draw the picture shown again from its kept scores (`retune_requested`, no
 model run); the answer comes back through `on_retuned`. The threshold and the score limit are remembered per model
@@ -101,15 +101,19 @@ class Tuner(QObject):
         self._show_counts()
 
     def show_folder(self) -> None:
-        """After Run on all: the histogram of the folder's scores with the verdict's score limit."""
+        """After Run on all: the histogram of the folder's scores with the verdict's score limit (dragged) and the
+        REVIEW band's lower limit (drawn, fixed: a calibrated limit, set in the sidecar or by calibrate)."""
         from app.inference.tuning import score_rule
+        from app.inference.verdict import ScoreRule
 
         spec = self._state.model.spec if self._state.model else None
         rule = score_rule(spec) if spec is not None else None
         limit = self._limit(rule)
-        passed, rejected = self._counts()
+        passed, review, rejected = self._counts()
+        band = tuple(getattr(spec, "review", ()) or ())  # verdict.review_if: the REVIEW band's rules
+        low = next((r.score_above for r in band if isinstance(r, ScoreRule)), None)
         self._folder.show_scores(self._state.folder_scores(), limit, rule.inclusive if rule else True, passed,
-                                 rejected)
+                                 rejected, review=review, band=bool(band), review_limit=low)
         self._folder.show_limit(limit, own=self._state.tuning.score_limit is None)
 
     def _on_threshold(self, threshold: float | None) -> None:
@@ -130,13 +134,16 @@ class Tuner(QObject):
         verdict, stale = self._state.badge(path)
         self._files.set_verdict(path, verdict, stale=stale)
 
-    def _counts(self) -> tuple[int, int]:
+    def _counts(self) -> tuple[int, int, int]:
+        """(OK, REVIEW, NG) among the judged files at the limits in force: REVIEW is neither passed nor rejected."""
         verdicts = [self._state.badge(path)[0] for path in self._state.judged_paths()]
-        judged = [v for v in verdicts if v is not None]
-        return sum(1 for v in judged if v.ok), sum(1 for v in judged if not v.ok)
+        states = [v.state for v in verdicts if v is not None]
+        return states.count("OK"), states.count("REVIEW"), states.count("NG")
 
     def _show_counts(self) -> None:
         from app.inference.tuning import score_rule
 
         rule = score_rule(self._state.model.spec) if self._state.model else None
-        self._folder.follow_limit(self._limit(rule), *self._counts(), own=self._state.tuning.score_limit is None)
+        passed, review, rejected = self._counts()
+        self._folder.follow_limit(self._limit(rule), passed, rejected, own=self._state.tuning.score_limit is None,
+                                  review=review)

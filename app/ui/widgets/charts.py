@@ -2,7 +2,10 @@
 
 The colour bar is the fixed 0–1 scale of every probability or uncertainty layer (the LUT the overlay uses), with
 the pixel threshold marked on it. The histogram shows the image scores of a folder after Run on all, with the
-verdict's score limit as a line the reader drags: files at or beyond it are NG (red bars), the others OK.
+verdict's score limit as a line the reader drags: files at or beyond it are NG (red bars), the others OK. A model
+with a REVIEW band (`verdict.review_if`) has its review limit drawn too, dashed and fixed: bars between the two limits
+are REVIEW amber. The dragged line stays the fail limit (the one the reader tunes; the band's lower edge is the
+calibrated one, moved by `seglens-cli calibrate` or the sidecar).
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from PySide6.QtWidgets import QSizePolicy, QWidget
 
 BAR_HEIGHT = 14
 OK_COLOR, NG_COLOR = QColor(52, 199, 89), QColor(255, 69, 58)
+REVIEW_COLOR = QColor(255, 159, 10)  # amber, as the legend's uncertain: neither the OK green nor the NG red
 
 
 def _text_color(widget: QWidget) -> QColor:
@@ -68,7 +72,8 @@ class ColourBar(QWidget):
 
 class ScoreHistogram(QWidget):
     """Image scores of a folder in bins over [0, 1] (wider when a score lies outside), the score limit as a line
-    that can be dragged when `draggable`; bars at or beyond the limit are NG red, the others OK green."""
+    that can be dragged when `draggable`; bars at or beyond the limit are NG red, those above the review limit (a
+    dashed line that does not move) REVIEW amber, the others OK green."""
 
     limit_moved = Signal(float)  # while dragging
     BINS = 40
@@ -77,6 +82,7 @@ class ScoreHistogram(QWidget):
         super().__init__(parent)
         self._scores: list[float] = []
         self._limit: float | None = None
+        self._review: float | None = None  # the band's lower limit (verdict.review_if's score rule), None: no band
         self._inclusive = True
         self._draggable = False
         self._dragging = False
@@ -85,9 +91,11 @@ class ScoreHistogram(QWidget):
         self.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Fixed)
 
     def set_scores(self, scores: list[float], limit: float | None, *, inclusive: bool = True,
-                   draggable: bool = False) -> None:
+                   draggable: bool = False, review: float | None = None) -> None:
+        """The folder's `scores`, the fail `limit` (dragged when `draggable`) and the `review` limit (None: no band)."""
         self._scores = [s for s in scores if math.isfinite(s)]  # a NaN has no bin (int(nan) raises in paint)
         self._limit, self._inclusive, self._draggable = limit, inclusive, draggable and limit is not None
+        self._review = review
         low = min([0.0, *self._scores])
         high = max([1.0, *self._scores])
         self._range = (low, high)
@@ -100,6 +108,19 @@ class ScoreHistogram(QWidget):
 
     def limit(self) -> float | None:
         return self._limit
+
+    def lines(self) -> list[tuple[str, float]]:
+        """The limits drawn, lowest first: ("review", limit) for the band's lower edge, ("ng", limit) the fail one."""
+        drawn = [("review", self._review), ("ng", self._limit)]
+        return sorted(((kind, value) for kind, value in drawn if value is not None), key=lambda line: line[1])
+
+    def bin_state(self, index: int) -> str:
+        """What the bar of bin `index` is painted as: "ng", "review" or "ok" (by the bin's centre)."""
+        low, high = self._range
+        centre = low + (index + 0.5) * (high - low) / self.BINS
+        if self._limit is not None and centre >= self._limit:
+            return "ng"
+        return "review" if self._review is not None and centre > self._review else "ok"
 
     def counts(self) -> list[int]:
         """Scores per bin (what is painted)."""
@@ -129,18 +150,21 @@ class ScoreHistogram(QWidget):
         counts = self.counts()
         tallest = max(counts) or 1
         step = plot.width() / self.BINS
+        colors = {"ng": NG_COLOR, "review": REVIEW_COLOR, "ok": OK_COLOR}
         for index, count in enumerate(counts):
             if not count:
                 continue
-            centre = low + (index + 0.5) * (high - low) / self.BINS
-            ng = self._limit is not None and centre >= self._limit
             height = count / tallest * plot.height()
             bar = QRectF(plot.left() + index * step + 1, plot.bottom() - height, max(1.0, step - 2), height)
-            painter.fillRect(bar, NG_COLOR if ng else OK_COLOR)
+            painter.fillRect(bar, colors[self.bin_state(index)])
         painter.setPen(_text_color(self))
         for tick in (low, (low + high) / 2, high):
             painter.drawText(QRectF(self._x(tick) - 24, plot.bottom() + 2, 48, 14), Qt.AlignmentFlag.AlignCenter,
                              f"{tick:.2g}")
+        if self._review is not None:  # dashed: a limit drawn, not one to drag
+            x = self._x(self._review)
+            painter.setPen(QPen(REVIEW_COLOR, 2, Qt.PenStyle.DashLine))
+            painter.drawLine(QPointF(x, plot.top()), QPointF(x, plot.bottom()))
         if self._limit is not None:
             x = self._x(self._limit)
             painter.setPen(QPen(_text_color(self), 2))

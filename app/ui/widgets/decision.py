@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, cast
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import QComboBox, QFormLayout, QGridLayout, QGroupBox, QLabel, QPushButton, QSlider, QWidget
 
-from app.ui.widgets.charts import NG_COLOR, OK_COLOR, ColourBar, ScoreHistogram
+from app.ui.widgets.charts import NG_COLOR, OK_COLOR, REVIEW_COLOR, ColourBar, ScoreHistogram
 
 if TYPE_CHECKING:
     from PySide6.QtGui import QStandardItem, QStandardItemModel
@@ -33,6 +33,16 @@ DISAGREEMENT_KEY = _key(("#ff00ff", "only A"), ("#00ffff", "only B"), ("#ffff00"
 DIFFERENCE_KEY = _key(("#34c759", "agrees"), ("#ff3b30", "false positive"), ("#0a84ff", "missed"),
                       ("#ffcc00", "other class"))
 STEPS = 1000  # the threshold slider's resolution: 0.001
+STATE_COLORS = {"OK": OK_COLOR, "REVIEW": REVIEW_COLOR, "NG": NG_COLOR}  # app.inference.verdict.VERDICT_STATES
+
+
+def verdict_line(verdict) -> str:
+    """`OK`, `REVIEW — score 0.55 > 0.4` or `NG — score 0.8 > 0.7`: the state as the CLI's report says it, and the
+    rule that fired (a review reason's own `review:` is the state already said)."""
+    if verdict.ok:
+        return "OK"
+    reason = verdict.reason.removeprefix("review: ") if verdict.state == "REVIEW" else verdict.reason
+    return f"{verdict.state} — {reason}"
 
 
 class DecisionControls(QGroupBox):
@@ -184,14 +194,15 @@ class DecisionControls(QGroupBox):
         self._slider.setValue(self._slider.value() + steps)
 
     def show_verdict(self, judgement, stale: bool = False) -> None:
-        """The verdict of the picture shown, its reason and image score (None: clear)."""
+        """The verdict of the picture shown (OK green, REVIEW amber, NG red), its reason and image score (None:
+        clear)."""
         verdict = getattr(judgement, "verdict", None)
         score = getattr(judgement, "score", None)
-        parts = [] if verdict is None else ["OK" if verdict.ok else f"NG — {verdict.reason}"]
+        parts = [] if verdict is None else [verdict_line(verdict)]
         if score is not None:
             parts.append(f"image score {score:.4g}")
         self._verdict.setText("\n".join(parts))
-        color = None if verdict is None else OK_COLOR if verdict.ok else NG_COLOR
+        color = None if verdict is None else STATE_COLORS[verdict.state]
         self._verdict.setStyleSheet(f"color: {color.name()}; font-weight: bold" if color else "")
         self._verdict.setVisible(bool(parts))
 
@@ -294,7 +305,8 @@ class DecisionControls(QGroupBox):
 
 class FolderScores(QGroupBox):
     """After Run on all: the histogram of the folder's image scores, the verdict's score limit as a draggable
-    line with its value ("(model)" when it is the model's own) and a Reset, and the OK/NG counts."""
+    line with its value ("(model)" when it is the model's own) and a Reset, the REVIEW band's lower limit (fixed)
+    when the model has one, and the OK/NG counts (OK/REVIEW/NG with a band)."""
 
     limit_moved = Signal(float)
     limit_reset = Signal()  # back to the model's own limit
@@ -319,35 +331,46 @@ class FolderScores(QGroupBox):
         form.addRow(self._counts)
         self.histogram.limit_moved.connect(self.limit_moved)
         self._reset.clicked.connect(self.limit_reset)
+        self._band = False  # the model has review rules: the counts say REVIEW even when there are none
+        self._review_limit: float | None = None  # the band's lower score limit (fixed), None: no score band
         self.hide()
 
     def show_limit(self, limit: float | None, *, own: bool) -> None:
         """The score limit in force (None: the model has no score rule) and whether it is the model's own."""
         self._limit_row.setVisible(limit is not None)
-        self._limit.setText("" if limit is None else f"Score limit {limit:.3g}" + (" (model)" if own else ""))
+        text = "" if limit is None else f"Score limit {limit:.3g}" + (" (model)" if own else "")
+        review = self._review_limit
+        self._limit.setText(text + (f" · REVIEW above {review:.3g}" if text and review is not None else ""))
         self._reset.setEnabled(limit is not None and not own)
 
     def limit_text(self) -> str:
         return self._limit.text()
 
     def show_scores(self, scores: list[float], limit: float | None, inclusive: bool, passed: int,
-                    rejected: int) -> None:
-        self.histogram.set_scores(scores, limit, inclusive=inclusive, draggable=limit is not None)
+                    rejected: int, *, review: int = 0, band: bool = False,
+                    review_limit: float | None = None) -> None:
+        """The folder's scores with the fail `limit` (dragged) and the band's `review_limit` (drawn); `review`:
+        files judged REVIEW; `band`: the model has review rules (score ones or others)."""
+        self._band, self._review_limit = band or review_limit is not None, review_limit
+        self.histogram.set_scores(scores, limit, inclusive=inclusive, draggable=limit is not None,
+                                  review=review_limit)
         self.histogram.setVisible(bool(scores))  # a multi-class model has no image score: the counts only
-        self.show_counts(passed, rejected, limit)
-        self.setVisible(bool(scores) or bool(passed or rejected))
+        self.show_counts(passed, rejected, limit, review=review)
+        self.setVisible(bool(scores) or bool(passed or rejected or review))
 
-    def follow_limit(self, limit: float | None, passed: int, rejected: int, *, own: bool) -> None:
-        """A new score limit (and the OK/NG counts it makes) on the histogram shown; hidden (no Run on all yet):
-        nothing to follow."""
+    def follow_limit(self, limit: float | None, passed: int, rejected: int, *, own: bool, review: int = 0) -> None:
+        """A new score limit (and the OK/REVIEW/NG counts it makes) on the histogram shown; hidden (no Run on
+        all yet): nothing to follow."""
         if self.isHidden():
             return
         self.histogram.set_limit(limit)
-        self.show_counts(passed, rejected, limit)
+        self.show_counts(passed, rejected, limit, review=review)
         self.show_limit(limit, own=own)
 
-    def show_counts(self, passed: int, rejected: int, limit: float | None) -> None:
-        text = f"{passed} OK · {rejected} NG" if passed or rejected else "no verdict rules"
+    def show_counts(self, passed: int, rejected: int, limit: float | None, *, review: int = 0) -> None:
+        """`2 OK · 1 NG`, or `2 OK · 1 REVIEW · 1 NG` for a model with a band (or any REVIEW)."""
+        middle = f"{review} REVIEW · " if review or self._band else ""
+        text = f"{passed} OK · {middle}{rejected} NG" if passed or rejected or review else "no verdict rules"
         if limit is not None:
             text += "   (drag the line to move the limit)"
         self._counts.setText(text)

@@ -14,12 +14,17 @@ from app.ui.widgets.lazy_qt import Qt
 USER_ROLE = 0x0100  # Qt.ItemDataRole.UserRole: roles are ints to Qt, and the enum's type is made on first use (lazy_qt)
 PATH_ROLE = USER_ROLE
 STATUS_ROLE = USER_ROLE + 1
-VERDICT_ROLE = USER_ROLE + 2  # "ok", "ng" or None (+1: whether it is out of date)
-REVIEW_ROLE = USER_ROLE + 4  # review state: "unreviewed", "accepted", "rejected", "corrected"
-FILTERS = ("all", "ng", "ok", "unreviewed", "accepted", "rejected", "corrected")
+VERDICT_ROLE = USER_ROLE + 2  # "ok", "review", "ng" (Verdict.cell) or None (+1: whether it is out of date)
+REVIEW_ROLE = USER_ROLE + 4  # the reader's review state: "unreviewed", "accepted", "rejected", "corrected"
+# verdict filters ("flagged": NG or REVIEW, what a person has to look at), then the reader's review states
+FILTERS = ("all", "ng", "review", "flagged", "ok", "unreviewed", "accepted", "rejected", "corrected")
+FILTER_NAMES = ("All files", "NG only", "REVIEW only", "NG + REVIEW", "OK only", "Not reviewed", "Result correct",
+                "Result wrong", "Mask corrected")
+VERDICT_FILTERS = {"ng": ("ng",), "review": ("review",), "flagged": ("ng", "review"), "ok": ("ok",)}
+BADGES = {"ok": ("OK", "done"), "review": ("REV", "review"), "ng": ("NG", "error")}  # text, STATUS_COLORS key
 REVIEW_MARKS = {"accepted": "  ✓", "rejected": "  ✗", "corrected": "  ✎", "unreviewed": ""}
 STATUS_COLORS = {"pending": QColor(140, 140, 140), "done": QColor(52, 199, 89), "error": QColor(255, 69, 58),
-                 "running": QColor(10, 132, 255)}
+                 "running": QColor(10, 132, 255), "review": QColor(255, 159, 10)}  # review: the REVIEW badge's amber
 
 
 def _dot(color: QColor) -> QIcon:
@@ -35,7 +40,7 @@ def _dot(color: QColor) -> QIcon:
 
 
 def _badge(text: str, color: QColor, *, stale: bool) -> QIcon:
-    """A small pill with OK / NG: filled when decided at the current threshold, an outline when out of date."""
+    """A small pill with OK / REV / NG: filled when decided at the current threshold, an outline when out of date."""
     from PySide6.QtGui import QFont, QPen
 
     pixmap = QPixmap(26, 14)
@@ -73,9 +78,8 @@ class FileList(QListWidget):
         self.setAlternatingRowColors(True)
         self._filter = "all"
         self.filter_box = QComboBox()  # placed above the list by the window
-        self.filter_box.addItems(["All files", "NG only", "OK only", "Not reviewed", "Result correct",
-                                  "Result wrong", "Mask corrected"])
-        self.filter_box.setToolTip("Show only the files judged NG or OK, or in one review state")
+        self.filter_box.addItems(list(FILTER_NAMES))
+        self.filter_box.setToolTip("Show only the files judged NG, REVIEW (or either) or OK, or in one review state")
         self.filter_box.currentIndexChanged.connect(lambda i: self.set_filter(FILTERS[i]))
         self._rows: dict[str, int] = {}
         self._inputs: list = []
@@ -88,8 +92,8 @@ class FileList(QListWidget):
 
     @cached_property
     def _badges(self) -> dict[tuple[str, bool], QIcon]:
-        return {(verdict, stale): _badge(verdict.upper(), STATUS_COLORS["done" if verdict == "ok" else "error"],
-                                         stale=stale) for verdict in ("ok", "ng") for stale in (False, True)}
+        return {(verdict, stale): _badge(text, STATUS_COLORS[color], stale=stale)
+                for verdict, (text, color) in BADGES.items() for stale in (False, True)}
 
     def set_inputs(self, inputs: list) -> None:
         """Replace the list with `inputs` (app.io.discover.InputFile), all pending."""
@@ -156,17 +160,18 @@ class FileList(QListWidget):
         self._apply_filter(row)
 
     def set_verdict(self, path: str, verdict, *, stale: bool = False) -> None:
-        """An OK/NG badge for a done file (app.inference.verdict.Verdict; None: back to the status dot); `stale`:
-        decided at another pixel threshold than the one now set (an outline badge)."""
+        """An OK/REVIEW/NG badge for a done file (app.inference.verdict.Verdict; None: back to the status dot);
+        `stale`: decided at another pixel threshold than the one now set (an outline badge)."""
         row = self._rows.get(path)
         if row is None:
             return
         entry = self.item(row)
-        value = None if verdict is None else "ok" if verdict.ok else "ng"
+        value = None if verdict is None else verdict.cell
         entry.setData(VERDICT_ROLE, value)
         entry.setData(VERDICT_ROLE + 1, stale)
         entry.setIcon(self._icons[entry.data(STATUS_ROLE)] if value is None else self._badges[value, stale])
-        reason = "" if verdict is None else "OK" if verdict.ok else f"NG: {verdict.reason}"
+        said = "" if verdict is None else verdict.reason.removeprefix("review: ")  # REVIEW says it already
+        reason = "" if verdict is None else "OK" if verdict.ok else f"{verdict.state}: {said}"
         if reason and stale:
             reason += " (decided at another threshold)"
         entry.setToolTip(f"{shown(path)}\n{reason}" if reason else shown(path))
@@ -177,7 +182,7 @@ class FileList(QListWidget):
         return None if row is None else self.item(row).data(VERDICT_ROLE)
 
     def set_filter(self, which: str) -> None:
-        """Show all files, or only those judged NG / OK."""
+        """Show all files, or only those judged NG, REVIEW, NG or REVIEW ("flagged"), OK, or in a review state."""
         self._filter = which
         for row in range(self.count()):
             self._apply_filter(row)
@@ -221,8 +226,8 @@ class FileList(QListWidget):
 
     def _apply_filter(self, row: int) -> None:
         entry = self.item(row)
-        if self._filter in ("ng", "ok"):
-            hidden = entry.data(VERDICT_ROLE) != self._filter
+        if self._filter in VERDICT_FILTERS:
+            hidden = entry.data(VERDICT_ROLE) not in VERDICT_FILTERS[self._filter]
         elif self._filter != "all":
             hidden = (entry.data(REVIEW_ROLE) or "unreviewed") != self._filter
         else:

@@ -39,14 +39,17 @@ class FakeFolder(Fake):
     limit_moved = Signal(float)
     limit_reset = Signal()
 
-    def show_scores(self, scores, limit, inclusive, passed, rejected) -> None:
+    def show_scores(self, scores, limit, inclusive, passed, rejected, *, review=0, band=False,
+                    review_limit=None) -> None:
         self.record("show_scores", scores, limit, inclusive, passed, rejected)
+        self.record("band", review, band, review_limit)
 
     def show_limit(self, limit, *, own: bool) -> None:
         self.record("show_limit", limit, own)
 
-    def follow_limit(self, limit, passed: int, rejected: int, *, own: bool) -> None:
+    def follow_limit(self, limit, passed: int, rejected: int, *, own: bool, review: int = 0) -> None:
         self.record("follow_limit", limit, passed, rejected, own)
+        self.record("review_count", review)
 
 
 @pytest.fixture
@@ -157,3 +160,25 @@ def test_after_run_on_all_the_folder_shows_the_scores_with_the_limit_in_force(ri
     rig.tuner.show_folder()
     assert rig.folder.called("show_scores") == [([0.6, 0.2], 0.5, False, 1, 1)]
     assert rig.folder.called("show_limit") == [(0.5, True)]
+
+
+def test_review_is_counted_apart_and_the_band_limit_goes_to_the_histogram(qtbot, tmp_path):
+    """REVIEW (ok False, review True) is neither OK nor NG in the folder's counts; the band's lower score limit is
+    drawn beside the (dragged) fail limit."""
+    band = SimpleNamespace(**vars(SPEC), review=(ScoreRule(0.3),))
+    folder, files = FakeFolder(), FakeFiles()
+    tuner = Tuner(ready_state(band, sha256=SHA), presenter=FakePresenter(), decision=FakeDecision(), folder=folder,
+                  files=files, settings=QSettings(str(tmp_path / "s.ini"), QSettings.Format.IniFormat))
+    tuner.model_ready(SHA, band)
+    tuner.judged_in_run("data/a.png", judgement(0.6), None)
+    review = Verdict(False, "review: score 0.4 > 0.3", review=True)
+    tuner.judged_in_run("data/b.png", Judgement(0.4, review, review_reason=review.reason), None)
+    tuner.judged_in_run("data/c.png", judgement(0.2), None)
+    assert files.called("set_verdict")[1] == ("data/b.png", review, False)
+    tuner.show_folder()
+    assert folder.called("show_scores") == [([0.6, 0.4, 0.2], 0.5, False, 1, 1)]
+    assert folder.called("band") == [(1, True, 0.3)]
+    folder.limit_moved.emit(0.35)  # the fail limit dragged below the REVIEW image's score: it is NG now
+    assert folder.called("follow_limit")[-1] == (0.35, 1, 2, False) and folder.called("review_count")[-1] == (0,)
+    folder.limit_reset.emit()
+    assert folder.called("follow_limit")[-1] == (0.5, 1, 1, True) and folder.called("review_count")[-1] == (1,)
