@@ -231,3 +231,16 @@ def file_sha256(path: Path) -> str:
         for block in iter(lambda: handle.read(1 << 20), b""):
             digest.update(block)
     return digest.hexdigest()
+
+
+def sync_folder(folder: Path) -> None:
+    """fsync a folder, so that a file created or renamed in it is there after a crash (POSIX; Windows has no
+    folder fsync). Best effort: a folder that cannot be opened is left as it is."""
+    if os.name == "nt":
+        return
+    with contextlib.suppress(OSError):
+        fd = os.open(folder, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)

@@ -23,6 +23,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from app.errors import SegLensError
+from app.io.files import sync_folder
 
 KEY_FILE = "pseudonym.key"
 ENV = "SEGLENS_PSEUDONYM_KEY"
@@ -141,7 +142,7 @@ def _create_key_file(path: Path) -> bytes:
         finally:
             with contextlib.suppress(OSError):
                 os.unlink(temporary)
-        _sync_folder(path.parent)
+        sync_folder(path.parent)
     except OSError as exc:
         raise PseudonymKeyError(f"{path}: cannot keep the pseudonym key ({exc.strerror or exc}); set {ENV} "
                                 "instead") from exc
@@ -164,14 +165,3 @@ def _publish(temporary: Path, path: Path) -> None:
         if os.name == "nt" or not path.exists():
             with contextlib.suppress(FileExistsError):
                 os.rename(temporary, path)
-
-
-def _sync_folder(folder: Path) -> None:
-    if os.name == "nt":
-        return
-    with contextlib.suppress(OSError):
-        fd = os.open(folder, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)

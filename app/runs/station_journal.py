@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from app.errors import OutputError
-from app.io.files import TEMPORARY_PREFIX, create_temporary
+from app.io.files import TEMPORARY_PREFIX, create_temporary, sync_folder
 from app.io.regular import read_regular
 from app.io.sources import Frame
 
@@ -168,7 +168,7 @@ class StationJournal:
         created = not self.path.exists()
         fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | getattr(os, "O_BINARY", 0), 0o644)
         if created:
-            _sync_folder(self.path.parent)  # the new file's name must survive a crash as its lines do
+            sync_folder(self.path.parent)  # the new file's name must survive a crash as its lines do
         return fd
 
     def _append(self, data: bytes) -> None:
@@ -201,7 +201,7 @@ class StationJournal:
                 with contextlib.suppress(OSError):
                     os.unlink(tmp)
                 raise
-            _sync_folder(self.path.parent)
+            sync_folder(self.path.parent)
             os.close(self._fd)
             self._fd = self._open()
         except OSError as exc:
@@ -236,13 +236,3 @@ def _parse(line: bytes) -> JournalEntry | None:
     fields_ok = (isinstance(entry.id, str) and isinstance(entry.status, str) and isinstance(entry.size, int)
                  and isinstance(entry.mtime_ns, int))
     return entry if fields_ok else None
-
-
-def _sync_folder(folder: Path) -> None:
-    """fsync a folder, so that a file created or renamed in it is there after a crash (POSIX; Windows cannot)."""
-    with contextlib.suppress(OSError):
-        fd = os.open(folder, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
