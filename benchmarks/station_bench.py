@@ -47,7 +47,6 @@ sys.path.insert(0, str(REPO))
 import cv2  # noqa: E402
 import numpy as np  # noqa: E402
 import paho.mqtt.client as mqtt  # noqa: E402
-from paho.mqtt.enums import CallbackAPIVersion  # noqa: E402
 
 from app.inference.session import ModelSession, open_session  # noqa: E402
 from app.inference.spec_builder import load_spec  # noqa: E402
@@ -62,7 +61,7 @@ from app.runs.sinks.mqtt import sink_from_url  # noqa: E402
 from app.runs.station import OpenSource, Station  # noqa: E402
 from app.runs.station_stats import StationStats  # noqa: E402
 from benchmarks.bench_frames import write_frames  # noqa: E402
-from tests.station_fixtures import Mosquitto  # noqa: E402
+from tests.station_fixtures import Mosquitto, Subscriber  # noqa: E402
 
 NAME = "bench"
 RENAMED, MOVED, IN_PLACE = "renamed in the folder (.tmp → .png)", "moved in from outside", "written in place"
@@ -93,36 +92,27 @@ def rss_mb() -> float:
     return float("nan")
 
 
-class Receiver:
-    """A paho subscriber keeping each verdict's frame id and the time.time() it was received."""
+class Receiver(Subscriber):
+    """The tests' subscriber, also keeping when each frame id's verdict first arrived (time.time()); a QoS 1
+    repeat does not move it."""
 
     def __init__(self, port: int) -> None:
         self.received: dict[str, float] = {}
         self.payloads: dict[str, dict[str, Any]] = {}
-        self._subscribed = threading.Event()
-        self.client = mqtt.Client(CallbackAPIVersion.VERSION2, protocol=mqtt.MQTTv311)
-        self.client.on_connect = lambda c, u, f, rc, p: c.subscribe(TOPIC, qos=1)
-        self.client.on_subscribe = lambda c, u, mid, rcs, p: self._subscribed.set()
-        self.client.on_message = self._on_message
-        self.client.connect("127.0.0.1", port)
-        self.client.loop_start()
-        if not self._subscribed.wait(10):
-            raise RuntimeError("the subscriber was not subscribed within 10 s")
+        super().__init__(port, TOPIC)
 
-    def _on_message(self, _client: mqtt.Client, _userdata: Any, message: mqtt.MQTTMessage) -> None:
+    def _on_message(self, client: mqtt.Client, userdata: Any, message: mqtt.MQTTMessage) -> None:
         now = time.time()
         body = json.loads(message.payload)
         self.received.setdefault(body["frame_id"], now)
         self.payloads.setdefault(body["frame_id"], body)
+        super()._on_message(client, userdata, message)
 
-    def wait_for(self, count: int, timeout: float) -> None:
+    def wait_until(self, count: int, timeout: float) -> None:
+        """Until `count` distinct frames' verdicts have arrived, or `timeout` passed."""
         deadline = time.monotonic() + timeout
         while len(self.received) < count and time.monotonic() < deadline:
             time.sleep(0.05)
-
-    def close(self) -> None:
-        self.client.disconnect()
-        self.client.loop_stop()
 
 
 def open_model(path: Path) -> ModelSession:
@@ -206,7 +196,7 @@ def part_latency(model: ModelSession, frames: list[Path], work: Path, *, files: 
                             time.sleep(0.02)
                 complete[name] = (IN_PLACE, time.time())
             time.sleep(gap_s)
-        receiver.wait_for(len(complete), timeout=60)
+        receiver.wait_until(len(complete), timeout=60)
     finally:
         running.station.stop()
         running.join(30)
