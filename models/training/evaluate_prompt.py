@@ -20,7 +20,7 @@ import cv2
 import numpy as np
 
 from . import common, prompt_data
-from .export_prompt import DECODER, ENCODER, NAME
+from .prompt_data import DECODER, ENCODER, NAME
 
 FRAME = prompt_data.FRAME
 MEAN = np.array([123.675, 116.28, 103.53], np.float32)

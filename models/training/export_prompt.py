@@ -17,12 +17,9 @@ import torch
 from torch.export import Dim
 
 from . import common
+from .prompt_data import DECODER, ENCODER, NAME, SIDECAR
 from .prompt_nets import Decoder, Encoder, ExportDecoder, ExportEncoder
 
-NAME = "prompt_demo"
-ENCODER = common.MODELS_DIR / f"{NAME}_encoder.onnx"
-DECODER = common.MODELS_DIR / f"{NAME}_decoder.onnx"
-SIDECAR = common.MODELS_DIR / f"{NAME}.yaml"
 DEC_INPUTS = ["image_embed", "high_res_feats_0", "high_res_feats_1", "point_coords", "point_labels", "mask_input",
               "has_mask_input"]
 

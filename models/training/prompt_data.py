@@ -15,11 +15,16 @@ from dataclasses import dataclass
 import cv2
 import numpy as np
 
-from . import phantom, synth
+from . import common, phantom, synth
 
 GRID = 256  # internal working grid = the 256x256 low-res mask grid (1024 frame / 4)
 FRAME = 1024  # the encoder's input frame (SAM's)
 DOMAINS = ("surface", "nuclei", "ct")
+# the exported pair's files, here (torch-free) so that the evaluation and the tests read them without torch
+NAME = "prompt_demo"
+ENCODER = common.MODELS_DIR / f"{NAME}_encoder.onnx"
+DECODER = common.MODELS_DIR / f"{NAME}_decoder.onnx"
+SIDECAR = common.MODELS_DIR / f"{NAME}.yaml"
 
 
 @dataclass(frozen=True)
