@@ -12,7 +12,8 @@ The station holds the output folder's lock (app.runs.lock) while it runs: one st
 
 `stop()` (any thread; Ctrl+C's handler) or the `stop` Event ends the loop after the frame being judged; the sinks
 are closed (each flushes, bounded) and the journal with them. Live numbers: `stats()` from any thread, and the
-`progress` callback after each frame (app.runs.station_stats: bounded windows, memory flat over a shift).
+`progress` callback after each frame (app.runs.station_stats: bounded windows, memory flat over a shift);
+`on_verdict` is given each frame's verdict and pictures (the viewer's live image), on the station's thread.
 """
 
 from __future__ import annotations
@@ -67,6 +68,7 @@ class Station:
     def __init__(self, *, name: str, model: ModelSession, open_source: OpenSource, out: Path,
                  sinks: Sequence[Sink] = (), open_sinks: Callable[[], Sequence[Sink]] | None = None,
                  progress: Callable[[StationStats], None] | None = None,
+                 on_verdict: Callable[[StationVerdict, Pictures], None] | None = None,
                  stop: threading.Event | None = None, window: int = 500, stall_after_s: float | None = None) -> None:
         refused = station_problem(model)
         if refused:
@@ -75,6 +77,7 @@ class Station:
         self.sinks = tuple(sinks)
         self._open_sinks = open_sinks  # called once the output folder's lock is held: a sink's files are in it
         self._open_source, self._progress = open_source, progress
+        self._on_verdict = on_verdict  # a face's look at each judged frame (the viewer's live image), after the sinks
         self._stop = stop or threading.Event()
         self._meter = Meter(window=window, stall_after_s=stall_after_s)
         self._source: Source | None = None
@@ -135,6 +138,8 @@ class Station:
             if frame.size is not None and frame.mtime_ns is not None:
                 journal.record(frame, verdict.verdict)
             self._meter.add(verdict)
+            if self._on_verdict is not None:
+                self._on_verdict(verdict, pictures)
             if self._progress is not None:
                 self._progress(self.stats())
             if self._stop.is_set():

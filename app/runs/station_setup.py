@@ -26,7 +26,8 @@ if TYPE_CHECKING:
     from app.inference.spec import ModelSpec
     from app.io.sources import Source
     from app.io.sources.watch import AlreadyDone
-    from app.runs.sinks import Sink
+    from app.runs.sinks import Sink, StationVerdict
+    from app.runs.sinks.folder import Pictures
     from app.runs.station_stats import StationStats
 
 
@@ -57,6 +58,7 @@ def station_spec(station: StationFile) -> ModelSpec:
 
 def open_station(station: StationFile, *, model: ModelSession | None = None, runtime: dict[str, Any] | None = None,
                  progress: Callable[[StationStats], None] | None = None,
+                 on_verdict: Callable[[StationVerdict, Pictures], None] | None = None,
                  stop: threading.Event | None = None) -> Station:
     """The station, its session opened and warmed (as `seglens-cli run` opens one) unless `model` is given. Its
     sinks are opened by `Station.run` once it holds the output folder's lock (an MQTT sink's buffer is in it)."""
@@ -66,7 +68,7 @@ def open_station(station: StationFile, *, model: ModelSession | None = None, run
         model = open_session(station_spec(station), station.device, runtime=runtime)
     opened = model
     return Station(name=station.name, model=model, open_source=source_opener(station), out=station.out,
-                   open_sinks=lambda: make_sinks(station, opened), progress=progress, stop=stop,
+                   open_sinks=lambda: make_sinks(station, opened), progress=progress, on_verdict=on_verdict, stop=stop,
                    stall_after_s=station.stall_after_s)
 
 

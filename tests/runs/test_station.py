@@ -357,3 +357,27 @@ def test_a_copy_that_cannot_be_written_is_the_folder_sinks_problem_not_an_except
     (out / "ng").unlink()
     sink.publish_pictures(_verdict("a.png", "NG"), Pictures(SAMPLES / "anomaly_05_pits.png", None, None))
     assert sink.problem is None and (out / "ng" / "a.png").is_file()
+
+
+def test_on_verdict_sees_each_frame_with_its_pixels_and_result_after_the_sinks(tmp_path, model, expected):
+    station_file = _station_file(tmp_path, log={})
+    seen: list[tuple[str, str, tuple[int, ...] | None, bool, int]] = []
+
+    def look(verdict: StationVerdict, pictures) -> None:
+        logged = len(_lines(station_file.out))  # the log sink took this verdict before the look
+        shape = None if pictures.pixels is None else pictures.pixels.shape
+        seen.append((verdict.frame_id, verdict.verdict, shape, pictures.result is not None, logged))
+
+    running = _Running(open_station(station_file, model=model, on_verdict=look))
+    names = sorted(expected)[:2]
+    for name in names:
+        _drop(station_file.source.target, SAMPLES / name)
+    _wait_for(station_file.out, 2)
+    deadline = time.monotonic() + WAIT_S
+    while len(seen) < 2 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    running.stop()
+    assert sorted(frame for frame, *_ in seen) == names
+    for index, (frame, state, shape, judged, logged) in enumerate(sorted(seen, key=lambda item: item[4])):
+        assert state == expected[frame][0] and judged and shape is not None and len(shape) in (2, 3)
+        assert logged == index + 1
