@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, cast
 from PySide6.QtCore import QSettings, Signal
 from PySide6.QtWidgets import QMainWindow, QSplitter, QVBoxLayout, QWidget
 
-from app.ui import actions
+from app.ui import actions, input_filters
 from app.ui import settings as remembered
 from app.ui.controllers.presenter import Presenter
 from app.ui.recent import RecentList
@@ -67,7 +67,7 @@ class MainWindow(QMainWindow):
         self.loader.path, self.loader.device = self._wanted
         actions.build_menus(self, self._menus)
         show_icons(self.toolbar)
-        self._peek, self._drops = actions.PeekFilter(self), actions.FileDrops(self)  # files dropped on it open
+        self._peek, self._drops = input_filters.PeekFilter(self), input_filters.FileDrops(self)  # drops open
         self.overlay_shown.connect(self._peek.arm)  # nothing to peek under before the first overlay
 
     def _build_widgets(self) -> None:
