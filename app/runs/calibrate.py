@@ -31,6 +31,7 @@ from app.errors import SegLensError, shown
 
 if TYPE_CHECKING:
     from app.inference.session import ModelSession
+    from app.io.discover import InputFile
 
 CONFIDENCE = 0.95
 FEW = 30  # fewer held-out images of a class than this: its interval is wide, and said so
@@ -39,6 +40,10 @@ CALIBRATED_KINDS = ("binary", "anomaly")  # outputs with an image score worth ca
 
 class CalibrationRefused(SegLensError):
     """A calibration that cannot go ahead: its one line."""
+
+
+class CalibrationCancelled(CalibrationRefused):
+    """Stopped by its caller (the viewer's Cancel) between two images."""
 
 
 @dataclass(frozen=True)
@@ -105,20 +110,25 @@ class Split:
     ng_test: np.ndarray
 
 
-def folder_scores(model: ModelSession, folder: Path, *, flag: str,
-                  told: Callable[[str], None] = lambda _: None) -> FolderScores:
-    """Every image under `folder` through `model` (app.runs.folder_run.run_folder, nothing written): its image
-    score, or its error line (`told` each as it comes). An empty folder is refused in one line."""
-    from app.inference.verdict import image_score
-    from app.runs.folder_run import LocalRunner, PlanRefused, RunPlan, plan_run, run_folder
-    from app.runs.plan import Callbacks
+def _planned(model: ModelSession, folder: Path, *, flag: str) -> tuple[InputFile, ...]:
+    """The folder's inputs as `run` finds them; a missing or empty folder refused in one line."""
+    from app.runs.folder_run import PlanRefused, plan_run
 
     if not folder.is_dir():
         raise CalibrationRefused(f"{flag} {shown(folder)}: not a folder")
     try:
-        probe = plan_run(model.spec, [folder], out=folder / ".seglens-calibrate", save=())
+        return tuple(plan_run(model.spec, [folder], out=folder / ".seglens-calibrate", save=()).inputs)
     except PlanRefused as exc:
-        raise CalibrationRefused(f"{flag} {exc}") from None
+        raise CalibrationRefused(f"{flag}{'' if flag.startswith('-') else ':'} {exc}") from None
+
+
+def _scored(model: ModelSession, inputs: tuple[InputFile, ...], folder: Path, *, flag: str, told: Callable[[str], None],
+            each: Callable[[], None] = lambda: None, should_stop: Callable[[], bool] = lambda: False) -> FolderScores:
+    """The inputs' image scores (`each` after every input, scored or not; `should_stop` asked between inputs)."""
+    from app.inference.verdict import image_score
+    from app.runs.folder_run import LocalRunner, RunPlan, run_folder
+    from app.runs.plan import Callbacks
+
     scores: list[float] = []
     names: list[str] = []
     errors: list[str] = []
@@ -129,12 +139,15 @@ def folder_scores(model: ModelSession, folder: Path, *, flag: str,
             line = done.error or f"{shown(done.input.path)}: no finite image score ({score})"
             errors.append(line)
             told(f"error: {line}")
-            return
-        scores.append(score)
-        names.append(str(done.input.path))
+        else:
+            scores.append(score)
+            names.append(str(done.input.path))
+        each()
 
-    plan = RunPlan(spec=model.spec, inputs=probe.inputs, out=None, save=())
-    run_folder(plan, LocalRunner(model), progress=Callbacks(outcome=outcome))
+    plan = RunPlan(spec=model.spec, inputs=inputs, out=None, save=())
+    run_folder(plan, LocalRunner(model), progress=Callbacks(outcome=outcome), should_stop=should_stop)
+    if should_stop():
+        raise CalibrationCancelled("Cancelled: nothing was chosen or written")
     if not scores:
         raise CalibrationRefused(f"{flag} {shown(folder)}: none of its {len(errors)} image(s) could be scored")
     return FolderScores(tuple(scores), tuple(names), tuple(errors))
@@ -148,12 +161,14 @@ def refuse_unscored(kind: str, name: str) -> None:
                                  "segmentation model: NG above a score limit)")
 
 
-def split(ok: Sequence[float], ng: Sequence[float], *, fraction: float, seed: int) -> Split:
+def split(ok: Sequence[float], ng: Sequence[float], *, fraction: float, seed: int,
+          names: tuple[str, str] = ("--ok", "--ng")) -> Split:
     """Each class shuffled (numpy's default generator at `seed`) and cut: `fraction` of it (at least one image,
-    at least one left) to choose on, the rest to measure on. A class of one image cannot be split: refused."""
+    at least one left) to choose on, the rest to measure on. A class of one image cannot be split: refused (in
+    the words `names`: the options, or the viewer's fields)."""
     rng = np.random.default_rng(seed)
     parts = []
-    for name, values in (("--ok", ok), ("--ng", ng)):
+    for name, values in zip(names, (ok, ng), strict=True):
         if len(values) < 2:
             raise CalibrationRefused(f"{name}: {len(values)} image(s) scored; at least 2 are needed (one to choose "
                                      "the limits on, one to measure them on)")
@@ -256,11 +271,113 @@ def _pmf(i: int, n: int, p: float) -> float:
 
 
 def wide_notes(parts: Split) -> list[str]:
-    """A note for each class with fewer than FEW images to measure on, and when the target allows no miss."""
-    notes = [f"note: only {len(values)} {name} image(s) to measure on: the intervals are wide"
-             for name, values in (("OK", parts.ok_test), ("NG", parts.ng_test)) if len(values) < FEW]
-    return notes
+    """A note for each class with fewer than FEW images to measure on."""
+    return [f"note: only {len(values)} {name} image(s) to measure on: the intervals are wide"
+            for name, values in (("OK", parts.ok_test), ("NG", parts.ng_test)) if len(values) < FEW]
 
 
 def _pct(value: float) -> str:
     return f"{value * 100:.1f} %"
+
+
+# -- the whole calibration: what seglens-cli calibrate and the viewer's Model ▸ Calibrate limits… both call -----
+
+DEFAULT_MAX_FNR = 0.01
+
+
+@dataclass(frozen=True)
+class Target:
+    """What the limits aim at: at most `max_fnr` of the NG images passed as OK and `max_fpr` of the OK images
+    called NG (a band between), or (`best_f1`) one limit with the best F1 of NG."""
+
+    max_fnr: float | None = DEFAULT_MAX_FNR
+    max_fpr: float | None = DEFAULT_MAX_FNR
+    best_f1: bool = False
+
+    @classmethod
+    def chosen(cls, *, max_fnr: float | None = None, max_fpr: float | None = None, best_f1: bool = False) -> Target:
+        """The target asked for, its defaults filled in (FNR 1 %; FPR as FNR); --max-fpr with --best-f1 refused."""
+        if best_f1 and max_fpr is not None:
+            raise CalibrationRefused("--max-fpr goes with --max-fnr: --best-f1 chooses one limit, without a band")
+        if best_f1:
+            return cls(None, None, True)
+        fnr = max_fnr if max_fnr is not None else DEFAULT_MAX_FNR
+        return cls(fnr, max_fpr if max_fpr is not None else fnr)
+
+    def as_dict(self) -> dict[str, Any]:
+        """As the sidecar's provenance writes it."""
+        return {"best_f1": True} if self.best_f1 else {"max_fnr": self.max_fnr, "max_fpr": self.max_fpr}
+
+    def words(self) -> str:
+        """`FNR <= 1 %, FPR <= 1 %` or `best F1`."""
+        return "best F1" if self.best_f1 else f"FNR <= {_aim(self.max_fnr)}, FPR <= {_aim(self.max_fpr)}"
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """A calibration's inputs, split, limits and what they achieved on the held-out part."""
+
+    name: str  # the model's
+    ok: FolderScores
+    ng: FolderScores
+    parts: Split
+    limits: Limits
+    measured: Measured
+    target: Target
+    fraction: float
+    seed: int
+
+    def report(self) -> list[str]:
+        """The report's lines, as seglens-cli calibrate prints them and the viewer shows them."""
+        parts, limits, measured = self.parts, self.limits, self.measured
+        band = f"review_if score_above {limits.review:.6g}, " if limits.review is not None else "no REVIEW band, "
+        return [f"calibrate: {shown(self.name)} on {len(self.ok.scores)} OK and {len(self.ng.scores)} NG images "
+                f"(split {self.fraction:g}, seed {self.seed}: limits chosen on {len(parts.ok_pick)} OK + "
+                f"{len(parts.ng_pick)} NG, measured on {len(parts.ok_test)} OK + {len(parts.ng_test)} NG)",
+                f"limits ({self.target.words()}): {band}fail_if score_above {limits.fail:.6g}",
+                "measured on the held-out images (exact 95 % Clopper-Pearson intervals):",
+                f"  FNR     {measured.fnr.text()}  NG images passed as OK",
+                f"  FPR     {measured.fpr.text()}  OK images called NG",
+                f"  REVIEW  {measured.review.text()}  of all images"]
+
+    def notes(self) -> list[str]:
+        """The warnings: a small held-out set, a target the NG images cannot resolve."""
+        fnr, count = self.target.max_fnr, len(self.parts.ng_pick)
+        unresolved = fnr is not None and fnr * count < 1
+        return wide_notes(self.parts) + ([
+            f"note: FNR <= {_aim(fnr)} of {count} NG image(s) allows no miss: the review limit lies below the "
+            "lowest NG score chosen on"] if unresolved else [])
+
+    @property
+    def errors(self) -> tuple[str, ...]:
+        """The images that could not be scored (rows, not the end), OK folder's first."""
+        return self.ok.errors + self.ng.errors
+
+
+def calibrate(model: ModelSession, ok: Path, ng: Path, *, target: Target, fraction: float = 0.5, seed: int = 0,
+              names: tuple[str, str] = ("--ok", "--ng"), told: Callable[[str], None] = lambda _: None,
+              scored: Callable[[int, int], None] = lambda _done, _total: None,
+              should_stop: Callable[[], bool] = lambda: False) -> Calibration:
+    """Score both folders through `model` (both refused first when empty or missing), split, choose the limits on
+    one part and measure them on the other. `names`: the folders' words in refusals; `told`: each error line;
+    `scored(done, total)`: after each image; `should_stop`: asked between images (CalibrationCancelled)."""
+    refuse_unscored(model.spec.output.kind, shown(model.spec.path.name))
+    planned = [_planned(model, folder, flag=name) for folder, name in ((ok, names[0]), (ng, names[1]))]
+    total, done = sum(len(inputs) for inputs in planned), 0
+
+    def each() -> None:
+        nonlocal done
+        done += 1
+        scored(done, total)
+
+    ok_scores, ng_scores = [_scored(model, inputs, folder, flag=name, told=told, each=each, should_stop=should_stop)
+                            for inputs, folder, name in zip(planned, (ok, ng), names, strict=True)]
+    parts = split(ok_scores.scores, ng_scores.scores, fraction=fraction, seed=seed, names=names)
+    limits = pick_limits(parts.ok_pick, parts.ng_pick, max_fnr=target.max_fnr, max_fpr=target.max_fpr,
+                         best_f1=target.best_f1)
+    return Calibration(model.spec.name, ok_scores, ng_scores, parts, limits,
+                       measure(limits, parts.ok_test, parts.ng_test), target, fraction, seed)
+
+
+def _aim(value: float | None) -> str:
+    return f"{float(value) * 100:g} %" if value is not None else "-"

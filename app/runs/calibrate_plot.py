@@ -19,11 +19,16 @@ _FONT = cv2.FONT_HERSHEY_SIMPLEX
 
 def write_plot(path: Path, ok: np.ndarray, ng: np.ndarray, limits: Limits, *, title: str) -> None:
     """The histograms (left) and the ROC (right) of all the scores, written to `path` atomically."""
+    atomic_write(path, encode_png(plot_image(ok, ng, limits, title=title)))
+
+
+def plot_image(ok: np.ndarray, ng: np.ndarray, limits: Limits, *, title: str) -> np.ndarray:
+    """The plot write_plot writes, as an RGB array of PLOT_HW (the viewer shows it as it is)."""
     canvas = np.full((*PLOT_HW, 3), 255, np.uint8)
     _histograms(canvas, ok, ng, limits, (40, 60, 660, 400))
     _roc(canvas, ok, ng, limits, (740, 60, 1080, 400))
     _text(canvas, title[:110], (40, 30), 0.55)
-    atomic_write(path, encode_png(canvas))
+    return canvas
 
 
 def _histograms(canvas: np.ndarray, ok: np.ndarray, ng: np.ndarray, limits: Limits,

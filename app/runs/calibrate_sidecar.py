@@ -22,7 +22,7 @@ from app.errors import SegLensError
 from app.inference.spec import ModelSpec
 from app.inference.verdict import Rule, ScoreRule
 from app.io.files import atomic_write
-from app.runs.calibrate import Limits, Measured
+from app.runs.calibrate import Calibration, Limits, Measured
 
 
 @dataclass(frozen=True)
@@ -45,6 +45,18 @@ class Provenance:
                 "chosen_on": {"ok": self.chosen_on[0], "ng": self.chosen_on[1]},
                 "measured": {"fnr": self.measured.fnr.as_dict(), "fpr": self.measured.fpr.as_dict(),
                              "review": self.measured.review.as_dict(), "interval": "Clopper-Pearson 95 %"}}
+
+
+def provenance(result: Calibration, model: Path) -> Provenance:
+    """The provenance of `result`'s limits for the model file `model` (its SHA-256 read here)."""
+    return Provenance(sha256_of(model), len(result.ok.scores), len(result.ng.scores), result.target.as_dict(),
+                      result.fraction, result.seed, (len(result.parts.ok_pick), len(result.parts.ng_pick)),
+                      result.measured)
+
+
+def written_line(path: Path, limits: Limits) -> str:
+    """What a write put where: `surface_anomaly.yaml (verdict.fail_if, verdict.review_if, verdict.calibrated)`."""
+    return f"{path} (verdict.fail_if{', verdict.review_if' if limits.review is not None else ''}, verdict.calibrated)"
 
 
 def sha256_of(path: Path) -> str:
