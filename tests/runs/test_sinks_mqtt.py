@@ -7,6 +7,7 @@ import json
 import os
 import re
 import time
+from collections import deque
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -262,3 +263,37 @@ def test_the_payload_is_json_even_for_odd_names_and_a_nan_score() -> None:
                          reason="x", latency_ms=2.0)
     assert payload_of(odd) == {"station": "line-1", "frame_id": "caf\\xe9\n.png", "time": 1.5, "verdict": "ERROR",
                                "score": None, "reason": "x", "latency_ms": 2.0}
+
+
+@pytest.mark.parametrize(("prefix", "why"), [("plant/#", "a wildcard"), ("x+y", "a wildcard"), ("a\x00b", "a NUL"),
+                                             ("p" * 70_000, "too long")])
+def test_a_topic_prefix_no_broker_takes_is_refused_in_one_line(tmp_path: Path, prefix: str, why: str) -> None:
+    # it was taken: paho raised in the sender thread, which died, and every verdict after stayed in the buffer
+    # with `problem` None
+    with pytest.raises(ValueError, match=rf"^MQTT topic prefix .*: {why}"):
+        MqttSink(tmp_path, host="127.0.0.1", prefix=prefix)
+    assert not (tmp_path / BUFFER_NAME).exists()  # nothing opened for a refused one
+
+
+def test_a_verdict_paho_refuses_is_dropped_and_said_and_the_next_still_go(tmp_path: Path,
+                                                                         mosquitto: Mosquitto) -> None:
+    # a station name too long for a topic (the library takes any): paho raised in the sender thread, which died
+    # with a traceback; the later verdicts were never sent and nothing said so
+    subscriber = Subscriber(mosquitto.port, "seglens/+/verdict")
+    sink = MqttSink(tmp_path, host="127.0.0.1", port=mosquitto.port, close_s=10)
+    try:
+        sink.publish(verdict(1))
+        sink.publish(StationVerdict(station="s" * 70_000, frame_id="long.png", time=1.0, verdict="OK", score=0.1,
+                                    reason="", latency_ms=1.0))
+        for i in (3, 4):
+            sink.publish(verdict(i))
+        got = subscriber.wait_for(3)
+        assert [payload["seq"] for _, payload, _ in got] == [1, 3, 4]
+        assert wait_until(lambda: sink.pending == 0)
+        assert sink.dropped == 1
+        assert sink.problem == ("mqtt: a verdict the broker cannot take was dropped (Publish topic is too long.); "
+                                "1 so far")
+    finally:
+        sink.close()
+        subscriber.close()
+    assert OutBuffer(tmp_path / BUFFER_NAME, max_count=10, max_bytes=1024).entries == deque()  # none left to resend

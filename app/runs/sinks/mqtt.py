@@ -2,16 +2,17 @@
 `<prefix>/<station>/last`, through a bounded on-disk buffer so nothing is lost while the broker is down.
 
 Guarantees. Every verdict `publish` takes is written to the buffer (app.runs.sinks.mqtt_buffer) before `publish`
-returns, and leaves it only when the broker has acknowledged it (PUBACK) or when the buffer, full, dropped it as
-the oldest waiting (counted, and said in `problem`). Verdicts are sent in the order taken, after a reconnect and
-after a restart too (the buffer is read back first). QoS 1 is "at least once": a verdict in flight when the
-connection broke, or when the process died, is sent again; the payload's `seq` (one more per verdict, never given
-twice by one output folder) lets a subscriber drop what it has seen (keep the last seq per station; drop any seq at
-or below it).
+returns, and leaves it only when the broker has acknowledged it (PUBACK) or when it was dropped: as the oldest
+waiting by a full buffer, or as one paho refuses (a topic too long: the ones after it must still go), counted and
+said in `problem`. Verdicts are sent in the order taken, after a reconnect and after a restart too (the buffer is
+read back first). QoS 1 is "at least once": a verdict in flight when the connection broke, or when the process died,
+is sent again; the payload's `seq` (one more per verdict, never given twice by one output folder) lets a subscriber
+drop what it has seen (keep the last seq per station; drop any seq at or below it).
 
 Payload: StationVerdict.as_dict (station, frame_id, time in epoch seconds, verdict, score, reason, latency_ms) plus
 `seq`, as UTF-8 JSON; names spelt as the rest of SegLens spells them (app.spelling), a non-finite number null.
-Topic: the station's name with `/`, `+`, `#` and control characters replaced by `_` (one topic level).
+Topic: the station's name with `/`, `+`, `#` and control characters replaced by `_` (one topic level); a prefix
+with a wildcard or a NUL, or over 1024 bytes, is refused when the sink is made.
 
 Threads: paho's network loop runs in its own thread (loop_start: reconnects with backoff, 1 s doubling to
 `reconnect_max_s`); a sender thread hands the buffer's verdicts to paho, at most `window` in flight; `publish`
@@ -36,7 +37,7 @@ from paho.mqtt.enums import CallbackAPIVersion
 
 from app.errors import OutputError, one_line
 from app.runs.sinks import StationVerdict
-from app.runs.sinks.mqtt_buffer import BUFFER_NAME, OutBuffer
+from app.runs.sinks.mqtt_buffer import BUFFER_NAME, OutBuffer, Pending
 from app.spelling import spelt
 
 log = logging.getLogger(__name__)
@@ -73,7 +74,7 @@ class MqttSink:
                  buffer_max_count: int = 100_000, buffer_max_bytes: int = 64 * 1024 * 1024, fsync: bool = False,
                  close_s: float = 5.0) -> None:
         self._where = f"{host}:{port}"
-        self._prefix, self._window, self._close_s = prefix, max(1, window), close_s
+        self._prefix, self._window, self._close_s = _checked_prefix(prefix), max(1, window), close_s
         self._lock = threading.Condition()
         self._connected = False
         self._closing = False
@@ -82,6 +83,8 @@ class MqttSink:
         self._seq_of_mid: dict[int, int] = {}
         self._other_mids: set[int] = set()  # the retained `last` messages: acknowledged, nothing to forget
         self._early: set[int] = set()  # acknowledged before the sender recorded their mid
+        self._refused = 0  # verdicts paho would not take (a topic too long): dropped, or they would block the rest
+        self._refusal: str | None = None
         self._client = self._make_client(client_id, username, password, keepalive_s, reconnect_max_s)
         if tls or ca_file or cert_file:
             self._client.tls_set_context(self._tls_context(ca_file, cert_file, key_file))
@@ -168,8 +171,12 @@ class MqttSink:
                 f"{self._link_problem}; {len(self._buffer.entries)} verdicts buffered"]
             if self._buffer.disk_problem is not None:
                 parts.append(f"{'' if parts else 'mqtt: '}{self._buffer.disk_problem}")
-            if self._buffer.dropped:
-                parts.append(f"{'' if parts else 'mqtt: '}buffer full: {self._buffer.dropped} oldest verdicts dropped")
+            if self._buffer.dropped > self._refused:
+                full = self._buffer.dropped - self._refused
+                parts.append(f"{'' if parts else 'mqtt: '}buffer full: {full} oldest verdicts dropped")
+            if self._refused:
+                parts.append(f"{'' if parts else 'mqtt: '}a verdict the broker cannot take was dropped "
+                             f"({self._refusal}); {self._refused} so far")
             return "; ".join(parts) if parts else None
 
     @property
@@ -180,7 +187,7 @@ class MqttSink:
 
     @property
     def dropped(self) -> int:
-        """Verdicts dropped because the buffer was full (since this sink started)."""
+        """Verdicts dropped because the buffer was full, or because paho refused them (since this sink started)."""
         with self._lock:
             return self._buffer.dropped
 
@@ -197,12 +204,28 @@ class MqttSink:
                 newest = self._buffer.sent == len(self._buffer.entries)
             if entry is None:
                 continue
-            topic = f"{self._prefix}/{entry.station}"
-            # outside the lock: paho takes its own, and calls _on_publish holding it
-            info = self._client.publish(f"{topic}/verdict", entry.payload, qos=1)
-            self._record(info.mid, entry.seq)
-            if newest:  # the retained last verdict: once per burst is enough, the broker keeps the newest
-                self._record(self._client.publish(f"{topic}/last", entry.payload, qos=1, retain=True).mid, None)
+            try:
+                self._send(entry, newest=newest)
+            except Exception as exc:  # paho refused it: a dead sender would strand every later verdict
+                self._refuse(entry, exc)
+
+    def _send(self, entry: Pending, *, newest: bool) -> None:
+        topic = f"{self._prefix}/{entry.station}"
+        # outside the lock: paho takes its own, and calls _on_publish holding it
+        info = self._client.publish(f"{topic}/verdict", entry.payload, qos=1)
+        self._record(info.mid, entry.seq)
+        if newest:  # the retained last verdict: once per burst is enough, the broker keeps the newest
+            self._record(self._client.publish(f"{topic}/last", entry.payload, qos=1, retain=True).mid, None)
+
+    def _refuse(self, entry: Pending, exc: Exception) -> None:
+        """A verdict paho will never send (its topic too long): dropped from the buffer, counted and said; the
+        next ones go on."""
+        with self._lock:
+            self._buffer.discard(entry.seq)
+            self._refused += 1
+            self._refusal = one_line(exc, most=120)
+            self._lock.notify_all()
+        log.warning("MQTT sink: a verdict dropped: %s", self._refusal)
 
     def _record(self, mid: int, seq: int | None) -> None:
         with self._lock:
@@ -249,6 +272,18 @@ class MqttSink:
             if not self._closing and self._link_problem is None:
                 self._link_problem = f"mqtt: disconnected from {self._where} ({reason})"
             self._lock.notify_all()
+
+
+def _checked_prefix(prefix: str) -> str:
+    """`prefix` when a broker takes it as the topics' first levels, else ValueError in one line (a wildcard, a
+    NUL, or too long: MQTT's topics are at most 65535 bytes, the station's level and `/verdict` to follow)."""
+    why = ("a wildcard ('+' or '#') is no topic to publish to" if re.search(r"[+#]", prefix)
+           else "a NUL character cannot be in a topic" if "\x00" in prefix
+           else "too long for a topic (at most 1024 bytes)" if len(prefix.encode("utf-8", "surrogatepass")) > 1024
+           else None)
+    if why:
+        raise ValueError(f"MQTT topic prefix {spelt(prefix[:40], controls=False)!r}: {why}")
+    return prefix
 
 
 def _ssl_line(exc: BaseException) -> str:

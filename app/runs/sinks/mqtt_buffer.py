@@ -94,6 +94,21 @@ class OutBuffer:
             if self._append({"ack": done}):
                 self._compact_if_large()
 
+    def discard(self, seq: int) -> None:
+        """Drop verdict `seq` (handed to the client, which refused it): written as dropped and counted, so it is
+        neither waited for nor sent again after a restart."""
+        index = next((i for i, entry in enumerate(self.entries) if entry.seq == seq), None)
+        if index is None:
+            return
+        entry = self.entries[index]
+        del self.entries[index]
+        self._bytes -= len(entry.payload)
+        self.sent -= 1 if index < self.sent else 0
+        self.dropped += 1
+        self._append({"drop": seq})
+        if self.entries and self.entries[0].seq in self._acked:  # those after it were acknowledged already
+            self.ack(self.entries[0].seq)
+
     def close(self) -> None:
         """Close the file (its lines are already written)."""
         with contextlib.suppress(OSError):
