@@ -27,7 +27,7 @@ DEVICES = ("auto", "cpu", "cuda")
 OPACITY_STEP = 10  # percent per [ or ]
 
 
-MENU_TITLES = ("&File", "&View", "&Model", "&Review", "&Results", "&Help")
+MENU_TITLES = ("&File", "&View", "&Model", "&Review", "&Results", "&Station", "&Help")
 
 
 def menu_bar(window: MainWindow) -> list[QMenu]:
@@ -37,12 +37,13 @@ def menu_bar(window: MainWindow) -> list[QMenu]:
 
 def build_menus(window: MainWindow, menus: list[QMenu] | None = None) -> None:
     """The menus' actions and shortcuts, into `menus` (menu_bar's, at launch after the first paint) or new ones."""
-    file_menu, view_menu, model_menu, review_menu, results_menu, help_menu = menus or menu_bar(window)
+    file_menu, view_menu, model_menu, review_menu, results_menu, station_menu, help_menu = menus or menu_bar(window)
     _file_menu(window, file_menu)
     _view_menu(window, view_menu)
     _model_menu(window, model_menu)
     _review_menu(window, review_menu)
     _add(window, results_menu, "Send to PACS…", lambda: pacs_controller(window).open_send_dialog())
+    _station_menu(window, station_menu)
     _add(window, help_menu, "About / Diagnostics…", lambda: _show_diagnostics(window))
 
 
@@ -161,6 +162,41 @@ def device_actions(window: MainWindow, menu: QMenu) -> QActionGroup:
         group.addAction(action)
         menu.addAction(action)
     return group
+
+
+def _station_menu(window: MainWindow, menu: QMenu) -> None:
+    _add(window, menu, "Start station…", lambda: start_station_dialog(window))
+    _recent_menu(menu.addMenu("Recent stations"), _recent_stations(window),
+                 lambda path: station_controller(window).start(path))
+    _add(window, menu, "Stop station", lambda: station_controller(window).stop())
+    _add(window, menu, "Station view / images", lambda: station_controller(window).toggle(), "F9")
+
+
+def _recent_stations(window: MainWindow):
+    from app.ui.recent import RecentList
+
+    return RecentList(window.settings, "recent/stations", writable=lambda: window.persist_settings)
+
+
+def station_controller(window: MainWindow):
+    """The Station view's controller, made on first use: no station thread or view before the reader asks."""
+    from app.ui.controllers.station import StationController
+
+    found = window.findChild(StationController)
+    if found is not None:
+        return found
+    return StationController(host=window, status=window.status, recent=_recent_stations(window),
+                             open_paths=window.add_paths, select_path=window.files.select_path,
+                             model_path=lambda: window.model_path, open_model=window.open_model, parent=window)
+
+
+def start_station_dialog(window: MainWindow) -> None:
+    """Station ▸ Start station…: a STATION.yaml, starting in the folder of the last one started."""
+    last = _recent_stations(window).items()
+    path, _ = _file_dialog().getOpenFileName(window, "Start station", last[0] if last else "",
+                                          "Station files (*.yaml *.yml);;All files (*)")
+    if path:
+        station_controller(window).start(path)
 
 
 def pacs_controller(window: MainWindow):

@@ -100,16 +100,16 @@ class FolderSink:
         if pictures.result is not None and self.save:
             stem.parent.mkdir(parents=True, exist_ok=True)
             written += write_result_images(pictures.result, self.spec, stem, self.save, pictures.pixels)
-        folder = COPIED.get(verdict.verdict)
-        if folder is not None:
-            written.append(self._copy(self.out / folder / _safe(verdict.frame_id), pictures))
+        target = copy_path(self.out, verdict, pictures)
+        if target is not None:
+            written.append(self._copy(target, pictures))
         return written
 
     def _copy(self, target: Path, pictures: Pictures) -> Path:
         if pictures.path is not None:
             data = read_regular(pictures.path)
         elif pictures.pixels is not None:
-            data, target = encode_png(pictures.pixels), target.with_name(target.name + ".png")
+            data = encode_png(pictures.pixels)
         else:
             raise ValueError("a frame with neither a file nor pixels cannot be copied")
         target.parent.mkdir(parents=True, exist_ok=True)
@@ -164,6 +164,16 @@ class FolderSink:
     def _over(self) -> bool:
         too_many = self.keep_files is not None and len(self._kept) > self.keep_files
         return too_many or (self.keep_bytes is not None and self._bytes > self.keep_bytes)
+
+
+def copy_path(out: Path, verdict: StationVerdict, pictures: Pictures) -> Path | None:
+    """Where the sink keeps the copy of this frame's input (`out/ng/<id>`; a camera's frame: `<id>.png`), or None
+    for a verdict it does not copy (the viewer's Station view opens it from its strip of thumbnails)."""
+    folder = COPIED.get(verdict.verdict)
+    if folder is None:
+        return None
+    target = Path(out) / folder / _safe(verdict.frame_id)
+    return target if pictures.path is not None else target.with_name(target.name + ".png")
 
 
 def _safe(frame_id: str) -> Path:

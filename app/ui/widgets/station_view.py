@@ -1,0 +1,221 @@
+"""The Station view: a running station as an operator watches it from the line, a page of the window's central area.
+
+At the top the station's name, what it reads and where its model really runs (CPU, and why not the GPU asked for),
+with Stop and Images (the normal viewer); a red ALARM bar while the source stalls or a sink fails, an amber line once
+the station has ended. Then the live picture with its overlay beside a large OK / REVIEW / NG (or ERROR) banner in
+the viewer's verdict colours with its reason, the frame's id, the counts per verdict this shift and fps, latency
+p50/p95 and dropped frames; at the bottom the strip of the last NG and REVIEW frames (click one to open it).
+
+Widgets only show and say what was asked (`stop_clicked`, `images_clicked`, `thumb_opened`): the controller
+(app.ui.controllers.station) decides. One QImage is kept for the live picture, replaced by each new one.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from PySide6.QtCore import QRectF, Qt, Signal
+from PySide6.QtGui import QColor, QImage, QPainter
+from PySide6.QtWidgets import QGridLayout, QHBoxLayout, QLabel, QPushButton, QVBoxLayout, QWidget
+
+from app.ui.widgets.charts import NG_COLOR, OK_COLOR, REVIEW_COLOR
+from app.ui.widgets.overlay import image_to_qimage
+from app.ui.widgets.station_strip import ThumbStrip
+
+if TYPE_CHECKING:
+    from app.runs.sinks import StationVerdict
+    from app.runs.station_stats import StationStats
+    from app.ui.state.station_messages import StationOpened, StationPicture
+
+ERROR_COLOR = QColor(175, 82, 222)  # purple: not judged — neither a pass nor the red of a judged NG
+BANNER_COLORS = {"OK": OK_COLOR, "REVIEW": REVIEW_COLOR, "NG": NG_COLOR, "ERROR": ERROR_COLOR}
+BANNER_TEXT = {"OK": "#000000", "REVIEW": "#000000", "NG": "#ffffff", "ERROR": "#ffffff"}  # the legible one on each
+IDLE = QColor(72, 72, 74)
+ALARM_STYLE = "background: #d70015; color: white; font-size: 20px; font-weight: bold; padding: 8px 12px;"
+ENDED_STYLE = "background: #ff9f0a; color: black; font-size: 16px; font-weight: bold; padding: 6px 12px;"
+STATES = ("OK", "REVIEW", "NG", "ERROR")
+
+
+class LivePicture(QWidget):
+    """The newest frame, scaled to fit with its aspect kept, on black; a line of text while there is none."""
+
+    def __init__(self, parent=None) -> None:
+        super().__init__(parent)
+        self._image: QImage | None = None
+        self._text = "Waiting for the first frame…"
+        self.setMinimumSize(320, 180)
+
+    def show_image(self, image: QImage | None, text: str = "") -> None:
+        self._image, self._text = image, text
+        self.update()
+
+    def image(self) -> QImage | None:
+        return self._image
+
+    def paintEvent(self, event) -> None:
+        painter = QPainter(self)
+        painter.fillRect(self.rect(), QColor(0, 0, 0))
+        image = self._image
+        if image is None or image.isNull():
+            painter.setPen(QColor(200, 200, 200))
+            painter.drawText(self.rect(), Qt.AlignmentFlag.AlignCenter | Qt.TextFlag.TextWordWrap, self._text)
+            return
+        scale = min(self.width() / image.width(), self.height() / image.height())
+        width, height = image.width() * scale, image.height() * scale
+        target = QRectF((self.width() - width) / 2, (self.height() - height) / 2, width, height)
+        painter.setRenderHint(QPainter.RenderHint.SmoothPixmapTransform)
+        painter.drawImage(target, image)
+
+
+class StationView(QWidget):
+    stop_clicked = Signal()
+    images_clicked = Signal()
+    thumb_opened = Signal(object)  # Path of an NG/REVIEW frame's file, or None (no file kept)
+
+    def __init__(self, *, keep: int = 24, parent=None) -> None:
+        super().__init__(parent)
+        self.title, self.device, self.alarm, self.ended = QLabel(), QLabel(), QLabel(), QLabel()
+        self.banner, self.reason, self.frame = QLabel("—"), QLabel(), QLabel()
+        self.picture, self.strip = LivePicture(), ThumbStrip(keep=keep)
+        self.counts = {state: QLabel("0") for state in STATES}
+        self.numbers = QLabel()
+        self.stop_button, self.images_button = QPushButton("Stop station"), QPushButton("Viewer (F9)")
+        self.strip_title = QLabel("Last NG and REVIEW parts, newest first — click one to inspect it in the viewer")
+        self._layout()
+        self.stop_button.clicked.connect(self.stop_clicked)
+        self.images_button.clicked.connect(self.images_clicked)
+        self.strip.opened.connect(self.thumb_opened)
+        self.show_state(None)
+
+    # -- what the controller shows -----------------------------------------------------------------------------
+
+    def show_starting(self, name: str) -> None:
+        self.title.setText(f"Station {name} — opening its model…")
+        self.device.setText("")
+        self.stop_button.setEnabled(True)
+        self.set_alarm(())
+        self.set_ended("")
+        self.picture.show_image(None, "Opening the station's model…")
+        self.show_state(None)
+        self.strip.clear()  # a new start is a new shift: its counts and its strip begin empty
+        for label in self.counts.values():
+            label.setText("0")
+        self.numbers.setText("")
+
+    def show_opened(self, opened: StationOpened) -> None:
+        self.title.setText(f"Station {opened.name} — {opened.source}")
+        where = f"Model runs on {opened.device}"
+        self.device.setText(f"{where} — {opened.device_note}" if opened.device_note else where)
+        self.device.setStyleSheet("color: #ff9f0a;" if opened.device_note else "")
+        self.picture.show_image(None, f"Waiting for the first frame from the {opened.source}…")
+
+    def show_picture(self, picture: StationPicture) -> None:
+        verdict = picture.verdict
+        self.show_state(verdict)
+        if picture.image is not None:
+            self.picture.show_image(image_to_qimage(picture.image))
+        else:
+            self.picture.show_image(None, f"{verdict.frame_id}: no picture ({verdict.reason or 'not drawn'})")
+        for thumb in picture.thumbs:
+            self.strip.add(thumb)
+
+    def show_state(self, verdict: StationVerdict | None) -> None:
+        """The banner: the verdict in its colour, its reason and the frame; grey before the first."""
+        state = None if verdict is None else verdict.verdict
+        color = BANNER_COLORS.get(state or "", IDLE)
+        text = BANNER_TEXT.get(state or "", "#d1d1d6")
+        self.banner.setText(state or "—")
+        self.banner.setStyleSheet(f"background: {color.name()}; color: {text}; font-size: 96px; font-weight: 800;"
+                                  " border-radius: 8px; padding: 4px;")
+        if verdict is None:
+            self.reason.setText("")
+            self.frame.setText("")
+            return
+        self.reason.setText(_reason(verdict))
+        score = "" if verdict.score is None else f"   score {verdict.score:.3f}"
+        self.frame.setText(f"{verdict.frame_id}{score}")
+
+    def show_stats(self, stats: StationStats, alarms: tuple[str, ...]) -> None:
+        for state, label in self.counts.items():
+            label.setText(str(stats.counts.get(state, 0)))
+        p50 = "–" if stats.latency_p50_ms is None else f"{stats.latency_p50_ms:.0f}"
+        p95 = "–" if stats.latency_p95_ms is None else f"{stats.latency_p95_ms:.0f}"
+        since = f"{stats.since_frame_s:.0f} s"
+        self.numbers.setText(f"{stats.fps:.1f} frames/s   latency p50 {p50} ms · p95 {p95} ms\n"
+                             f"{stats.frames} frames   {stats.dropped} dropped   last frame {since} ago")
+        self.set_alarm(alarms)
+
+    def set_alarm(self, lines: tuple[str, ...]) -> None:
+        self.alarm.setText("\n".join(f"⚠ ALARM — {line}" for line in lines))
+        self.alarm.setVisible(bool(lines))
+
+    def set_ended(self, line: str) -> None:
+        self.ended.setText(line)
+        self.ended.setVisible(bool(line))
+        self.stop_button.setEnabled(not line)
+
+    # -- layout ------------------------------------------------------------------------------------------------
+
+    def _layout(self) -> None:
+        self.title.setStyleSheet("font-size: 18px; font-weight: bold;")
+        self.alarm.setStyleSheet(ALARM_STYLE)
+        self.ended.setStyleSheet(ENDED_STYLE)
+        for label in (self.alarm, self.ended, self.reason, self.device, self.title):
+            label.setWordWrap(True)
+        header = QHBoxLayout()
+        names = QVBoxLayout()
+        names.addWidget(self.title)
+        names.addWidget(self.device)
+        header.addLayout(names, 1)
+        header.addWidget(self.images_button)
+        header.addWidget(self.stop_button)
+        middle = QHBoxLayout()
+        middle.addWidget(self.picture, 1)
+        middle.addWidget(self._side(), 0)
+        column = QVBoxLayout(self)
+        column.addLayout(header)
+        column.addWidget(self.alarm)
+        column.addWidget(self.ended)
+        column.addLayout(middle, 1)
+        column.addWidget(self.strip_title)
+        column.addWidget(self.strip)
+
+    def _side(self) -> QWidget:
+        side = QWidget()
+        side.setFixedWidth(400)
+        layout = QVBoxLayout(side)
+        layout.setContentsMargins(0, 0, 0, 0)
+        self.banner.setAlignment(Qt.AlignmentFlag.AlignCenter)
+        self.banner.setMinimumHeight(150)
+        self.reason.setStyleSheet("font-size: 18px;")
+        self.frame.setStyleSheet("font-size: 16px;")
+        self.frame.setWordWrap(True)
+        self.numbers.setStyleSheet("font-size: 15px;")
+        layout.addWidget(self.banner)
+        layout.addWidget(self.reason)
+        layout.addWidget(self.frame)
+        layout.addSpacing(8)
+        layout.addLayout(self._count_grid())
+        layout.addWidget(self.numbers)
+        layout.addStretch(1)
+        return side
+
+    def _count_grid(self) -> QGridLayout:
+        grid = QGridLayout()
+        for column, state in enumerate(STATES):
+            name = QLabel(state)
+            name.setAlignment(Qt.AlignmentFlag.AlignCenter)
+            name.setStyleSheet(f"color: {BANNER_COLORS[state].name()}; font-weight: bold; font-size: 14px;")
+            count = self.counts[state]
+            count.setAlignment(Qt.AlignmentFlag.AlignCenter)
+            count.setStyleSheet("font-size: 30px; font-weight: bold;")
+            grid.addWidget(name, 0, column)
+            grid.addWidget(count, 1, column)
+        return grid
+
+
+def _reason(verdict: StationVerdict) -> str:
+    """`score 0.93 > 0.88`, the REVIEW band's without its `review:` prefix, `passed` for OK."""
+    if verdict.verdict == "OK":
+        return verdict.reason or "passed"
+    return verdict.reason.removeprefix("review: ") if verdict.verdict == "REVIEW" else verdict.reason
