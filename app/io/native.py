@@ -20,10 +20,11 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 
-# what libjpeg, libpng and FFmpeg (`[tcp @ 0x…] …`: app.io.sources.video opening a stream) write on their own:
+# what libjpeg, libpng and FFmpeg (`[tcp @ 0x…] …`, `[mov,mp4,m4a,3gp,3g2,mj2 @ 0x…] …`: app.io.sources.video
+# opening a stream or a file) write on their own:
 # warnings about a file SegLens reports itself, or decodes as Pillow does
 _NATIVE = re.compile(rb"^(Corrupt JPEG data|Premature end of JPEG file|Invalid SOS parameters|Unsupported marker|"
-                     rb"Warning: unknown JFIF|libpng warning|\[ WARN:|\[[\w-]+ @ 0x[0-9a-f]+\] )")
+                     rb"Warning: unknown JFIF|libpng warning|\[ WARN:|\[[^\]\n]+ @ 0x[0-9a-f]+\] )")
 FD2_LOCK = threading.Lock()  # held while fd 2 points elsewhere: by the decoders together, or by one other capture
 _lock = threading.Lock()  # guards the count below
 _users = 0

@@ -79,6 +79,16 @@ def test_only_the_decoders_warnings_are_dropped_the_rest_comes_out(capfd):
     assert capfd.readouterr().err == "progress: 3 of 9\n"
 
 
+def test_ffmpegs_lines_are_dropped_whatever_its_component_is_called(capfd):
+    from app.io.native import quiet_native_stderr
+
+    with quiet_native_stderr():  # a demuxer's name has commas: the line came out on the terminal
+        os.write(2, b"[mov,mp4,m4a,3gp,3g2,mj2 @ 0x5613f0c2a400] moov atom not found\n")
+        os.write(2, b"[tcp @ 0x7f00] Connection refused\n[mjpeg @ 0x55ec8c805c40] bad vlc: 1\n")
+        os.write(2, b"[a line of its own] @ 0x1 stays\n")
+    assert capfd.readouterr().err == "[a line of its own] @ 0x1 stays\n"
+
+
 def test_the_decoders_and_onnx_runtimes_capture_never_overlap(capfd):
     """Both point file descriptor 2 elsewhere: interleaved, the later restore put a closed capture back as stderr."""
     import threading

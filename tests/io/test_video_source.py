@@ -171,3 +171,46 @@ def test_a_stream_that_stops_sending_ends_stalled(stream_that_stops: str) -> Non
         assert source.ended == f"{stream_that_stops}: no frame for 1 s: the stream stalled"
         assert ids == sorted(set(ids)) and ids[-1] == 29
         assert source.dropped == 30 - len(ids)
+
+
+def damaged(path: Path, *, frames: int = 30, broken: tuple[int, ...] = (10, 11)) -> Path:
+    """A Motion-JPEG AVI of `frames` frames whose frames `broken` are zeroed out (each JPEG's bytes): FFmpeg cannot
+    decode those, and reads the ones after them."""
+    rng = np.random.default_rng(0)
+    writer = cv2.VideoWriter(str(path), cv2.VideoWriter_fourcc(*"MJPG"), FPS, (WIDTH, HEIGHT))
+    for _ in range(frames):
+        writer.write(rng.integers(0, 255, (HEIGHT, WIDTH, 3), dtype=np.uint8))
+    writer.release()
+    data = bytearray(path.read_bytes())
+    starts = [i for i in range(len(data) - 2) if data[i:i + 3] == b"\xff\xd8\xff"]  # each frame's JPEG
+    assert len(starts) == frames
+    for number in broken:
+        data[starts[number]:starts[number + 1] - 8] = bytes(starts[number + 1] - 8 - starts[number])
+    path.write_bytes(bytes(data))
+    return path
+
+
+@pytest.mark.parametrize("realtime", [False, True])
+def test_a_damaged_frame_is_counted_and_the_frames_after_it_still_come(tmp_path: Path, realtime: bool,
+                                                                       capfd: pytest.CaptureFixture[str]) -> None:
+    # it ended at the first frame FFmpeg could not decode: `end of the video (10 frames)`, 20 frames never judged
+    # nor counted, and `watch` exited 0 as for a video played to its end
+    path = damaged(tmp_path / "damaged.avi")
+    with VideoSource(path, realtime=realtime) as source:
+        ids = [frame.id for frame in source]
+        ended, dropped = source.ended, source.dropped
+    assert ended == f"{path}: end of the video (30 frames, 2 of them unreadable)"
+    assert len(ids) + dropped == 28 and sorted(ids, key=int) == ids
+    assert not {"10", "11"} & set(ids) and (realtime or ids == [str(n) for n in range(30) if n not in (10, 11)])
+    assert source.unreadable == 2
+    assert "@ 0x" not in capfd.readouterr().err  # FFmpeg's own `[mjpeg @ 0x…] …` lines kept off the terminal
+
+
+def test_a_file_of_random_bytes_named_mp4_is_one_line_and_ffmpeg_says_nothing(
+        tmp_path: Path, capfd: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "part.mp4"
+    path.write_bytes(np.random.default_rng(1).integers(0, 255, 100_000, dtype=np.uint8).tobytes())
+    with pytest.raises(SourceError) as caught:
+        VideoSource(path)
+    assert str(caught.value) == f"{path}: not a video OpenCV can read (FFmpeg cannot open it)"
+    assert capfd.readouterr().err == ""  # was `[mov,mp4,m4a,3gp,3g2,mj2 @ 0x…] moov atom not found`

@@ -17,8 +17,10 @@ dropped and counted in `dropped`; iteration yields the newest. With `realtime=Fa
 is consumed, in the iterating thread, every frame in order and none dropped (offline work); `realtime` means
 nothing to a live source.
 
-Ending. A file ends after its last frame: `ended` says `end of the video (N frames)`. A live source with no new
-frame for `stall_s` seconds ends too, `ended` says it stalled and `stalled` is True: the station shows the alarm
+Ending. A file ends after its last frame: `ended` says `end of the video (N frames)`. A frame FFmpeg cannot decode
+(a damaged one) inside the count the file declares is skipped and counted (`unreadable`; the ids stay the frames'
+numbers in the file), and reading goes on: `end of the video (60 frames, 2 of them unreadable)`. A live source with
+no new frame for `stall_s` seconds ends too, `ended` says it stalled and `stalled` is True: the station shows the alarm
 and decides whether to open it again (a stalled line must not look like a quiet one). `close()` ends it with
 `ended` None.
 """
@@ -26,6 +28,7 @@ and decides whether to open it again (a stalled line must not look like a quiet 
 from __future__ import annotations
 
 import logging
+import os
 import re
 import time
 from pathlib import Path
@@ -42,7 +45,12 @@ from app.io.sources.capture import STALL_S, CapturedSource, EndOfSource
 
 log = logging.getLogger(__name__)
 
+# FFmpeg's own lines (`[mjpeg @ 0x…] bad vlc`, `[mov,mp4,… @ 0x…] moov atom not found`) off the terminal: a frame or
+# a file it cannot read is SegLens's one line. Read by OpenCV when it first uses FFmpeg; a user's own value wins.
+os.environ.setdefault("OPENCV_FFMPEG_LOGLEVEL", "-8")  # AV_LOG_QUIET
+
 OPEN_TIMEOUT_S = 10.0  # the longest a stream is given to answer
+MOST_UNREADABLE_IN_A_ROW = 250  # a file whose frames keep failing this long has ended, whatever it declares
 
 
 def _named(target: str | int | Path) -> tuple[str, str | int, str]:
@@ -66,6 +74,9 @@ class VideoSource(CapturedSource):
         self.realtime = realtime
         self._cap = _open(kind, opened, name, open_timeout_s=open_timeout_s, read_timeout_s=stall_s)
         self.fps = self._cap.get(cv2.CAP_PROP_FPS)
+        self.declared = max(0, int(self._cap.get(cv2.CAP_PROP_FRAME_COUNT) or 0)) if kind == "file" else 0
+        self.unreadable = 0  # a file's frames inside its declared count that could not be decoded, skipped
+        self._failing = 0  # unreadable frames in a row
         self._size_checked = _check_declared_size(self._cap, name)
         self._start: float | None = None  # when a realtime file's first frame was due
         log.debug("video source opened: %s (%s, %.3g fps)", name, self._cap.getBackendName(), self.fps)
@@ -84,14 +95,28 @@ class VideoSource(CapturedSource):
         if not ok:
             if self.live:
                 return None
-            log.debug("end of the video: %s after %d frames", self.name, self.frames_read)
-            raise EndOfSource(f"{self.name}: end of the video ({self.frames_read} frames)")
+            self._unreadable()  # or EndOfSource
+            return None
+        self._failing = 0
         if not self._size_checked:  # the capture declared no size: the first frame is checked instead
             _check_size(self.name, image.shape[1], image.shape[0])
             self._size_checked = True
         if not self.live and self.realtime:
             self._pace()
         return _rgb(image, self.name)
+
+    def _unreadable(self) -> None:
+        """A file's read failed: a damaged frame inside its declared count is skipped and counted (its number
+        kept by the next frame's id), None returned to read on; else the end (EndOfSource)."""
+        if self.frames_read < self.declared and self._failing < MOST_UNREADABLE_IN_A_ROW:
+            self.frames_read += 1
+            self.unreadable += 1
+            self._failing += 1
+            log.debug("video frame %d of %s could not be decoded", self.frames_read - 1, self.name)
+            return None
+        unreadable = f", {self.unreadable} of them unreadable" if self.unreadable else ""
+        log.debug("end of the video: %s after %d frames%s", self.name, self.frames_read, unreadable)
+        raise EndOfSource(f"{self.name}: end of the video ({self.frames_read} frames{unreadable})")
 
     def _pace(self) -> None:
         """Wait until this frame is due on the file's own clock (close() cuts the wait short)."""
