@@ -159,7 +159,8 @@ def test_temporary_names_and_other_files_are_ignored_and_a_growing_file_waits(tm
     dicom = bytes(128) + b"DICM" + bytes(64)
     consumer = Consumer(WatchSource(root, settle_s=SETTLE_S, recursive=True))
     for name in (".hidden.png", "a.png.tmp", "A.PNG.TMP", "a.png.part", "a.png~", "a.png.crdownload",
-                 "a.png.partial", ".staging/b.png", "notes.txt", "IM0001", "empty.png", ".IM0003.x1Yz"):
+                 "a.png.partial", ".staging/b.png", "notes.txt", "IM0001", "empty.png", ".IM0003.x1Yz",
+                 "~$a.png"):  # ~$: an Office/Windows owner file (it was taken as an image)
         (root / name).write_bytes(b"" if name == "empty.png" else dicom if name == ".IM0003.x1Yz" else b"not DICOM")
     (root / "IM0002").write_bytes(dicom)  # no extension, but DICOM: taken
     (root / "1.2.840.99.5").write_bytes(dicom)  # a UID name: taken as DICOM too

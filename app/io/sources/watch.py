@@ -10,8 +10,8 @@ A file changed after it was yielded (a new size or modification time) is yielded
 Taken: the extensions SegLens reads (app.io.discover's images, DICOM, NIfTI), and other files that turn out to be
 DICOM (`IM0001`, UID names: 'DICM' after the preamble, as app.io.discover checks; read only once complete).
 Ignored: temporary names (dot-files and anything inside a dot-folder, `*.tmp`, `*.temp`, `*.part`, `*.partial`,
-`*.crdownload`, `*.filepart`, `*.swp`, `~` at the end), other files, sub-folders unless `recursive`, and the
-folders in `exclude` (an output folder inside the watched one).
+`*.crdownload`, `*.filepart`, `*.swp`, `~` at the end, `~$` at the start), other files, sub-folders unless
+`recursive`, and the folders in `exclude` (an output folder inside the watched one).
 Files already there at the start are taken too, by name, once they have settled, unless `already_done` says they
 were (a station journal, app.runs.station_journal).
 
@@ -60,6 +60,7 @@ from app.io.sources import Frame, SourceError
 log = logging.getLogger(__name__)
 
 TEMPORARY_SUFFIXES = (".tmp", ".temp", ".part", ".partial", ".crdownload", ".filepart", ".swp", "~")
+TEMPORARY_PREFIXES = ("~$",)  # an Office or Windows owner file beside the one being written
 VOLUME_SUFFIXES = (".nii", ".nii.gz")
 # The events that say something about a file's content or place: not opened / closed-without-writing (our own
 # reads make those), nor attributes.
@@ -311,7 +312,9 @@ class WatchSource:
         parts = rel.parts
         if not parts or (len(parts) > 1 and not self.recursive) or path.startswith(self._excluded):
             return None
-        if any(part.startswith(".") for part in parts) or parts[-1].lower().endswith(TEMPORARY_SUFFIXES):
+        name = parts[-1].lower()
+        if any(part.startswith(".") for part in parts) or name.endswith(TEMPORARY_SUFFIXES) or \
+                name.startswith(TEMPORARY_PREFIXES):
             return None
         return rel.as_posix()
 
