@@ -129,11 +129,11 @@ class Running:
     """A station run in a thread, with the time of each verdict; `stop_after` verdicts end it (a folder has no end)."""
 
     def __init__(self, model: ModelSession, out: Path, open_source: OpenSource, sinks: Callable[[], list[Sink]],
-                 stop_after: int | None = None) -> None:
+                 stop_after: int | None = None, **options: Any) -> None:
         self.times: list[float] = []
         self.stop_after = stop_after
         self.station = Station(name=NAME, model=model, open_source=open_source, out=out, open_sinks=sinks,
-                               progress=self._progress)
+                               progress=self._progress, **options)
         self.stats: StationStats | None = None
         self.thread = threading.Thread(target=self._run, name="bench-station", daemon=True)
         self.thread.start()
@@ -234,37 +234,61 @@ def write_video(path: Path, frames: list[Path], count: int) -> Path:
     return path
 
 
-def part_throughput(model: ModelSession, frames: list[Path], work: Path, *, count: int) -> None:
+def part_throughput(model: ModelSession, frames: list[Path], work: Path, *, count: int,
+                    niceness: Sequence[int] = ()) -> None:
     print(f"\n## frames/s: station vs bench (load {load()})")
     inputs = [InputFile(p, Path(p.name)) for p in frames]
     before = bench(model, inputs, runs=count, save=())
     video = write_video(work / "parts.mp4", frames, count)
-    out = work / "video-out"
-    out.mkdir()
-    on_video = Running(model, out, lambda _done: VideoSource(video, realtime=False), lambda: [LogSink(out)])
-    on_video.join()
-    folder, out = work / "tp-in", work / "tp-out"
-    folder.mkdir()
-    out.mkdir()
-    for k in range(count):
-        shutil.copyfile(frames[k % len(frames)], folder / f"part_{k:04d}.png")
-    on_folder = Running(model, out, watch(folder, out, 0.5), lambda: [LogSink(out)], stop_after=count)
-    on_folder.join()
+    runs: list[tuple[str, Running]] = []
+    for overlap in (False, True):
+        out = work / f"video-out-{overlap}"
+        out.mkdir()
+        on_video = Running(model, out, lambda _done: VideoSource(video, realtime=False), lambda out=out: [LogSink(out)],
+                           overlap=overlap)
+        on_video.join()
+        runs.append((f"station, video file (realtime=False), {_mode(overlap)}", on_video))
+    spec = model.spec
+    kinds: list[tuple[str, Callable[[Path], list[Sink]], dict[str, Any]]] = []
+    for overlap in (False, True):
+        kinds.append((f"folder of files, log sink, {_mode(overlap)}", lambda out: [LogSink(out)],
+                      {"overlap": overlap}))
+    for overlap in (False, True):
+        kinds.append((f"folder of files, log + folder sink (mask + overlay PNGs), {_mode(overlap)}",
+                      lambda out: [LogSink(out), FolderSink(out, spec)], {"overlap": overlap}))
+    for nice in niceness:  # the helpers' niceness (app.runs.writer.HELPER_NICENESS by default)
+        kinds.append((f"folder of files, log sink, overlapped, helpers at niceness {nice}",
+                      lambda out: [LogSink(out)], {"overlap": True, "helper_niceness": nice}))
+        kinds.append((f"folder of files, log + folder sink, overlapped, helpers at niceness {nice}",
+                      lambda out: [LogSink(out), FolderSink(out, spec)], {"overlap": True, "helper_niceness": nice}))
+    for k, (label, sinks, options) in enumerate(kinds):
+        folder, out = work / f"tp-in-{k}", work / f"tp-out-{k}"
+        folder.mkdir()
+        out.mkdir()
+        for n in range(count):
+            shutil.copyfile(frames[n % len(frames)], folder / f"part_{n:04d}.png")
+        run = Running(model, out, watch(folder, out, 0.5), lambda out=out, sinks=sinks: sinks(out),
+                      stop_after=count, **options)
+        run.join()
+        runs.append((f"station, {label}", run))
     after = bench(model, inputs, runs=count, save=())
     raw = statistics.median([before.raw.images_per_s, after.raw.images_per_s])
     piped = statistics.median([before.pipeline.images_per_s, after.pipeline.images_per_s])
-    assert on_video.stats is not None and on_folder.stats is not None
     print(f"{count} frames each; bench before/after: raw {before.raw.images_per_s:.2f}/{after.raw.images_per_s:.2f},"
           f" pipeline {before.pipeline.images_per_s:.2f}/{after.pipeline.images_per_s:.2f} images/s; load {load()}")
     print("| | frames/s | ÷ bench raw | ÷ bench pipeline | judged | dropped |")
     print("|---|---|---|---|---|---|")
     print(f"| bench raw (session.run) | {raw:.2f} | 1.00 | | | |")
     print(f"| bench pipeline (no save) | {piped:.2f} | {piped / raw:.2f} | 1.00 | | |")
-    for label, run in (("station, video file (realtime=False)", on_video), ("station, folder of files", on_folder)):
+    for label, run in runs:
         fps = run.fps()
         assert run.stats is not None
         print(f"| {label} | {fps:.2f} | {fps / raw:.2f} | {fps / piped:.2f} | {run.stats.frames} | "
               f"{run.stats.dropped} |")
+
+
+def _mode(overlap: bool) -> str:
+    return "overlapped" if overlap else "sequential (overlap=False)"
 
 
 # --- 3. soak ----------------------------------------------------------------------------------------------------
@@ -335,6 +359,8 @@ def main() -> None:
     parser.add_argument("--gap", type=float, default=0.25, help="seconds between two files (latency)")
     parser.add_argument("--settle", type=float, default=0.5, help="the watch source's settle time")
     parser.add_argument("--frames", type=int, default=150, help="frames per throughput run")
+    parser.add_argument("--niceness", default="", help="helper niceness values to compare too, e.g. 0,10 "
+                        "(throughput)")
     parser.add_argument("--soak-s", type=float, default=120.0)
     parser.add_argument("--soak-rate", type=float, default=4.0, help="files per second fed in the soak")
     args = parser.parse_args()
@@ -348,7 +374,8 @@ def main() -> None:
         if "latency" in parts:
             part_latency(model, frames, work, files=args.files, gap_s=args.gap, settle_s=args.settle)
         if "throughput" in parts:
-            part_throughput(model, frames, work, count=args.frames)
+            part_throughput(model, frames, work, count=args.frames,
+                            niceness=[int(n) for n in args.niceness.split(",") if n])
         if "soak" in parts:
             part_soak(model, frames, work, seconds=args.soak_s, rate=args.soak_rate)
 

@@ -10,18 +10,28 @@ Only after every sink took the verdict is the frame written to the journal (app.
 between the two makes the file judged again at the restart (a sink may see it twice), never marked done unheard.
 The station holds the output folder's lock (app.runs.lock) while it runs: one station, or run, per folder.
 
+Overlapped (`overlap`, the default; app.runs.station_stages): the next file is decoded on a helper thread while
+this one is judged (one frame ahead at most; a camera's frames are not read ahead, the newest still wins), and the
+output folder's pictures, then the journal's line, are written on another behind it (two frames queued at most),
+in frame order. The verdict sinks (log, MQTT, OPC UA) still take each verdict on the station's thread before the
+next frame is judged. `overlap=False` does it all on the station's thread, one frame at a time (the benchmark's
+comparison).
+
 `stop()` (any thread; Ctrl+C's handler) or the `stop` Event ends the loop after the frame being judged; the sinks
 are closed (each flushes, bounded) and the journal with them. Live numbers: `stats()` from any thread, and the
 `progress` callback after each frame (app.runs.station_stats: bounded windows, memory flat over a shift);
-`on_verdict` is given each frame's verdict and pictures (the viewer's live image), on the station's thread.
+`on_verdict` is given each frame's verdict and pictures (the viewer's live image), on the station's thread, after
+the verdict sinks took it (overlapped, the folder's pictures of it may still be being written).
 """
 
 from __future__ import annotations
 
+import functools
 import logging
 import threading
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -33,10 +43,16 @@ from app.runs.lock import OutputLock
 from app.runs.sinks import Sink, StationVerdict
 from app.runs.sinks.folder import FolderSink, Pictures
 from app.runs.station_journal import StationJournal
+from app.runs.station_stages import Finisher, ReadAhead
 from app.runs.station_stats import Meter, StationStats
+from app.runs.writer import HELPER_NICENESS
 
 if TYPE_CHECKING:
+    import numpy as np
+
+    from app.inference.pipeline import Prepared
     from app.inference.session import ModelSession
+    from app.inference.spec import ModelSpec
     from app.io.sources import Frame, Source
     from app.io.sources.watch import AlreadyDone
 
@@ -69,7 +85,8 @@ class Station:
                  sinks: Sequence[Sink] = (), open_sinks: Callable[[], Sequence[Sink]] | None = None,
                  progress: Callable[[StationStats], None] | None = None,
                  on_verdict: Callable[[StationVerdict, Pictures], None] | None = None,
-                 stop: threading.Event | None = None, window: int = 500, stall_after_s: float | None = None) -> None:
+                 stop: threading.Event | None = None, window: int = 500, stall_after_s: float | None = None,
+                 overlap: bool = True, helper_niceness: int = HELPER_NICENESS) -> None:
         refused = station_problem(model)
         if refused:
             raise StationRefused(refused)
@@ -83,6 +100,7 @@ class Station:
         self._source: Source | None = None
         self._raised: dict[str, str] = {}  # sink name → the last exception's line (a sink must not raise)
         self._ended: str | None = None
+        self._overlap, self._niceness = overlap, helper_niceness
 
     def stop(self) -> None:
         """End the loop after the frame being judged (any thread, a signal handler too)."""
@@ -130,32 +148,46 @@ class Station:
     # -- the loop ---------------------------------------------------------------------------------------------
 
     def _loop(self, source: Source, journal: StationJournal) -> None:
-        for frame in source:
-            if self._stop.is_set():
-                break  # not judged, not journaled: the next start takes it
-            verdict, pictures = self._judge(frame)
-            self._publish(verdict, pictures)
-            if frame.size is not None and frame.mtime_ns is not None:
-                journal.record(frame, verdict.verdict)
-            self._meter.add(verdict)
-            if self._on_verdict is not None:
-                self._on_verdict(verdict, pictures)
-            if self._progress is not None:
-                self._progress(self.stats())
-            if self._stop.is_set():
-                break
-
-    def _judge(self, frame: Frame) -> tuple[StationVerdict, Pictures]:
-        """The frame's verdict and what the folder sink writes of it; an ERROR verdict when it cannot be judged."""
-        pixels = None
+        spec = self.model.spec
+        reader = finisher = None
+        if self._overlap:  # decode ahead, pictures and journal behind (app.runs.station_stages)
+            reader = ReadAhead(source, functools.partial(prepare_frame, spec), ahead=_is_file,
+                               niceness=self._niceness)
+            finisher = Finisher(functools.partial(self._finish, journal), niceness=self._niceness)
+        frames = reader if reader is not None else (prepare_frame(spec, frame) for frame in source)
         try:
-            if frame.path is not None:
-                image, decode_ms = pipeline.decode(frame.path)
-            else:
-                assert frame.pixels is not None  # a Frame has one or the other
-                image, decode_ms = from_array(frame.pixels), 0.0
-            pixels = image.display()
-            result = pipeline.with_mask(pipeline.run_image(self.model, image, decode_ms=decode_ms))
+            for ready in frames:
+                if self._stop.is_set():
+                    break  # not judged, not journaled (read ahead, perhaps): the next start takes it
+                verdict, pictures = self._judge(ready)
+                self._publish(verdict)
+                if finisher is not None:
+                    finisher.put((ready.frame, verdict, pictures))
+                else:
+                    self._finish(journal, (ready.frame, verdict, pictures))
+                self._meter.add(verdict)
+                if self._on_verdict is not None:
+                    self._on_verdict(verdict, pictures)
+                if self._progress is not None:
+                    self._progress(self.stats())
+                if self._stop.is_set():
+                    break
+        finally:
+            if reader is not None:
+                source.close()  # a helper waiting on the source for the next frame ends
+                reader.close()
+            if finisher is not None:
+                finisher.close()  # what it holds is written and journaled; a journal that failed raises here
+
+    def _judge(self, ready: Ready) -> tuple[StationVerdict, Pictures]:
+        """The frame's verdict and what the folder sink writes of it; an ERROR verdict when it cannot be judged."""
+        frame, pixels = ready.frame, ready.pixels
+        try:
+            if ready.error is not None:
+                raise ready.error
+            assert ready.prepared is not None  # prepare_frame gives one or the other
+            output, inference_ms = pipeline.infer(self.model, ready.prepared, batch=pipeline.tile_batch(self.model))
+            result = pipeline.with_mask(pipeline.to_result(self.model, ready.prepared, output, inference_ms))
             judged = verdict_of(self.model.spec, result)
             assert judged is not None  # station_problem refused a model without a verdict section
         except Exception as exc:  # one frame that cannot be judged is an ERROR, not the end
@@ -165,25 +197,36 @@ class Station:
         score = image_score(result)
         return self._verdict(frame, judged.state, score, judged.reason), Pictures(frame.path, pixels, result)
 
+    def _finish(self, journal: StationJournal, finished: tuple[Frame, StationVerdict, Pictures]) -> None:
+        """The output folder's pictures, then the journal's line (after every sink: the journal's promise)."""
+        frame, verdict, pictures = finished
+        for sink in self.sinks:
+            if isinstance(sink, FolderSink):
+                self._deliver(sink, functools.partial(sink.publish_pictures, verdict, pictures))
+        if frame.size is not None and frame.mtime_ns is not None:
+            journal.record(frame, verdict.verdict)
+
     def _verdict(self, frame: Frame, state: str, score: float | None, reason: str) -> StationVerdict:
         now = time.time()
         return StationVerdict(station=self.name, frame_id=frame.id, time=now, verdict=state, score=score,
                               reason=reason, latency_ms=max(0.0, (now - frame.timestamp) * 1000.0))
 
-    def _publish(self, verdict: StationVerdict, pictures: Pictures) -> None:
+    def _publish(self, verdict: StationVerdict) -> None:
+        """The verdict to every sink but the output folder's (its pictures are `_finish`'s)."""
         for sink in self.sinks:
-            try:
-                if isinstance(sink, FolderSink):
-                    sink.publish_pictures(verdict, pictures)
-                else:
-                    sink.publish(verdict)
-            except Exception as exc:  # a sink's bug must not cost the other sinks the verdict
-                self._raised[sink.name] = f"{sink.name}: {one_line(exc, typed=True)}"
-                self._meter.lost()
-                log.warning("station: sink %s failed on a verdict (%s)", sink.name, type(exc).__name__)  # no path
-                log.debug("station: sink %s failed: %s", sink.name, one_line(exc, typed=True))
-            else:
-                self._raised.pop(sink.name, None)
+            if not isinstance(sink, FolderSink):
+                self._deliver(sink, functools.partial(sink.publish, verdict))
+
+    def _deliver(self, sink: Sink, publish: Callable[[], None]) -> None:
+        try:
+            publish()
+        except Exception as exc:  # a sink's bug must not cost the other sinks the verdict
+            self._raised[sink.name] = f"{sink.name}: {one_line(exc, typed=True)}"
+            self._meter.lost()
+            log.warning("station: sink %s failed on a verdict (%s)", sink.name, type(exc).__name__)  # no path
+            log.debug("station: sink %s failed: %s", sink.name, one_line(exc, typed=True))
+        else:
+            self._raised.pop(sink.name, None)
 
     def _close_sinks(self) -> None:
         for sink in self.sinks:
@@ -200,6 +243,37 @@ class Station:
             if self._stop.wait(0.2):
                 source.close()
                 return
+
+
+@dataclass(frozen=True)
+class Ready:
+    """A frame made ready to be judged: prepared for the model with its display pixels, or why it cannot be."""
+
+    frame: Frame
+    prepared: Prepared | None
+    pixels: np.ndarray | None
+    error: Exception | None = None
+
+
+def prepare_frame(spec: ModelSpec, frame: Frame) -> Ready:
+    """Decode `frame` (a file) or take its pixels, and prepare it for the model; never raises (a file that cannot
+    be decoded is a Ready with its error: the station's ERROR verdict)."""
+    pixels = None
+    try:
+        if frame.path is not None:
+            image, decode_ms = pipeline.decode(frame.path)
+        else:
+            assert frame.pixels is not None  # a Frame has one or the other
+            image, decode_ms = from_array(frame.pixels), 0.0
+        pixels = image.display()
+        return Ready(frame, pipeline.prepare(spec, image, decode_ms=decode_ms), pixels)
+    except Exception as exc:  # judged as an ERROR on the station's thread, with its one line
+        return Ready(frame, None, pixels, exc)
+
+
+def _is_file(ready: Ready) -> bool:
+    """A file's frame: the next one may be read ahead (a camera's may not: the newest must win)."""
+    return ready.frame.path is not None
 
 
 def _error_reason(frame: Frame, exc: BaseException) -> str:
