@@ -1,11 +1,13 @@
 """seglens-cli watch: run a station (app.runs.station) until Ctrl+C, or until its source ends.
 
     seglens-cli watch STATION.yaml
-    seglens-cli watch MODEL SOURCE --out DIR [--mqtt URL] [--settle S] [--name NAME]
+    seglens-cli watch MODEL SOURCE --out DIR [--mqtt URL] [--opcua ENDPOINT] [--settle S] [--name NAME]
 
 SOURCE: a folder (watched: each image put into it is judged once it is complete), a video file or a stream URL
 (rtsp://…, http://…), or `camera:N`. The command line's station logs every verdict in DIR (verdicts.jsonl and
-.csv) and keeps the pictures and NG/REVIEW copies there (app.runs.sinks.folder); `--mqtt` adds the MQTT sink.
+.csv) and keeps the pictures and NG/REVIEW copies there (app.runs.sinks.folder); `--mqtt` adds the MQTT sink,
+`--opcua opc.tcp://127.0.0.1:4840/seglens/` an OPC UA server a PLC reads (app.runs.sinks.opcua; security none, so
+a loopback endpoint: a station file gives the certificate, the key and a user for one the network reaches).
 
 A station is judged by whether its verdicts reached the line, not by how many parts were NG, so the exit codes are:
   0    the source ended by itself (a video file played to its end) and every sink took every verdict
@@ -44,7 +46,7 @@ def add_watch_command(commands: argparse._SubParsersAction[argparse.ArgumentPars
 
     watch = commands.add_parser(
         "watch", help="station mode: judge every part as it comes (a watched folder, a video or stream, a camera), "
-                      "OK / REVIEW / NG, to a log, the output folder and MQTT, until Ctrl+C")
+                      "OK / REVIEW / NG, to a log, the output folder, MQTT and OPC UA, until Ctrl+C")
     watch.add_argument("target", type=Path, metavar="STATION.yaml|MODEL",
                        help="a station file, or a model (.onnx or a bundled name) followed by SOURCE")
     watch.add_argument("source", nargs="?", metavar="SOURCE",
@@ -52,6 +54,9 @@ def add_watch_command(commands: argparse._SubParsersAction[argparse.ArgumentPars
     watch.add_argument("--out", type=Path, metavar="DIR",
                        help="the output folder: journal, logs, pictures (with MODEL)")
     watch.add_argument("--mqtt", metavar="URL", help="also publish to this broker (mqtt://HOST:PORT; with MODEL)")
+    watch.add_argument("--opcua", metavar="ENDPOINT",
+                       help="also serve the last verdict, counters and a heartbeat over OPC UA at this loopback "
+                            "endpoint (opc.tcp://127.0.0.1:4840/seglens/; with MODEL)")
     watch.add_argument("--settle", type=float, default=0.5, metavar="S",
                        help="a watched file written in place counts as complete after S s unchanged (default 0.5)")
     watch.add_argument("--recursive", action="store_true", help="watch the folder's sub-folders too")
@@ -87,8 +92,8 @@ def _station_file(args: argparse.Namespace) -> StationFile:
     if args.source is None:
         if args.target.suffix.lower() not in (".yaml", ".yml"):
             raise StationFileError(f"{_shown(args.target)}: give a station file (.yaml), or MODEL SOURCE --out DIR")
-        given = [flag for flag, value in (("--out", args.out), ("--mqtt", args.mqtt), ("--config", args.config))
-                 if value is not None]
+        given = [flag for flag, value in (("--out", args.out), ("--mqtt", args.mqtt), ("--opcua", args.opcua),
+                                          ("--config", args.config)) if value is not None]
         if given:
             raise StationFileError(f"{', '.join(given)}: a station file says these itself (its out, sinks, sidecar)")
         return read_station_file(args.target)
@@ -97,6 +102,8 @@ def _station_file(args: argparse.Namespace) -> StationFile:
     sinks: dict[str, Any] = {"log": {}, "folder": {}}
     if args.mqtt:
         sinks["mqtt"] = {"url": args.mqtt}
+    if args.opcua:
+        sinks["opcua"] = {"endpoint": args.opcua}
     values: dict[str, Any] = {"name": args.name, "model": str(args.target), "device": str(args.device),
                               "source": _source(args), "out": str(args.out.absolute()), "sinks": sinks}
     if args.config is not None:

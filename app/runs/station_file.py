@@ -14,6 +14,9 @@
       mqtt: {url: mqtts://host:8883, topic_prefix: seglens, username: u, password_env: MQTT_PASSWORD,
              tls: {ca: ca.pem, cert: c.pem, key: k.pem}, client_id: line-3}   # QoS 1 (app.runs.sinks.mqtt)
       folder: {save: [mask, overlay], keep_files: 5000, keep_bytes: 2000000000}
+      opcua: {endpoint: 'opc.tcp://127.0.0.1:4840/seglens/', security: Basic256Sha256_SignAndEncrypt,
+              certificate: server.der, private_key: server-key.pem, username: plc, password_env: OPCUA_PASSWORD,
+              allow_insecure: false}   # SegLens as an OPC UA server a PLC reads (app.runs.sinks.opcua)
 
 Paths are relative to the station file. Every key is checked: an unknown key, a wrong type or a bad value is one
 line naming the file and the key (`STATION.yaml: 'source.settle_s' must be a number >= 0, got 'soon'`), as a
@@ -41,6 +44,8 @@ _TOP = ("name", "model", "sidecar", "verdict", "device", "source", "out", "stall
 _SOURCE = {"watch": ("settle_s", "recursive", "polling"), "video": ("realtime",), "camera": ()}
 _MQTT = ("url", "topic_prefix", "username", "password_env", "tls", "client_id")
 _TLS = ("ca", "cert", "key")
+_OPCUA = ("endpoint", "security", "certificate", "private_key", "username", "password_env", "allow_insecure")
+_OPCUA_POLICIES = ("none", "Basic256Sha256_Sign", "Basic256Sha256_SignAndEncrypt")
 
 
 class StationFileError(SegLensError):
@@ -62,7 +67,7 @@ class SourceSpec:
 @dataclass(frozen=True)
 class StationFile:
     """A station file's contents, checked; paths made absolute against the file's folder. `sinks`: each sink's
-    options by its name ("log", "mqtt", "folder"), checked here, given to the sink as they are."""
+    options by its name ("log", "mqtt", "opcua", "folder"), checked here, given to the sink as they are."""
 
     path: Path | None
     name: str
@@ -150,7 +155,7 @@ def _source(check: _Checker, raw: Any, base: Path) -> SourceSpec:
 
 
 def _sinks(check: _Checker, raw: Any, base: Path) -> dict[str, dict[str, Any]]:
-    sinks = check.mapping("sinks", raw, ("log", "mqtt", "folder"))
+    sinks = check.mapping("sinks", raw, ("log", "mqtt", "folder", "opcua"))
     out: dict[str, dict[str, Any]] = {}
     if "log" in sinks:
         log = check.mapping("sinks.log", sinks["log"] or {}, ("max_bytes", "keep", "fsync", "jsonl", "csv"))
@@ -160,6 +165,8 @@ def _sinks(check: _Checker, raw: Any, base: Path) -> dict[str, dict[str, Any]]:
         out["mqtt"] = _mqtt(check, sinks["mqtt"], base)
     if "folder" in sinks:
         out["folder"] = _folder(check, sinks["folder"] or {})
+    if "opcua" in sinks:
+        out["opcua"] = _opcua(check, sinks["opcua"], base)
     return out
 
 
@@ -180,6 +187,31 @@ def _mqtt(check: _Checker, raw: Any, base: Path) -> dict[str, Any]:
             if key in tls:
                 tls[key] = base / check.text(f"sinks.mqtt.tls.{key}", tls[key])
         values["tls"] = tls
+    return values
+
+
+def _opcua(check: _Checker, raw: Any, base: Path) -> dict[str, Any]:
+    values = dict(check.mapping("sinks.opcua", raw, _OPCUA))
+    if "endpoint" not in values:
+        check.refuse("sinks.opcua.endpoint", "is missing (opc.tcp://HOST:PORT/PATH)")
+    endpoint = check.text("sinks.opcua.endpoint", values["endpoint"])
+    if not re.match(r"^opc\.tcp://(\[[0-9A-Fa-f:.]+\]|[^/\s:\[\]]+)(:\d{1,5})?(/\S*)?$", endpoint):
+        check.refuse("sinks.opcua.endpoint", f"must be opc.tcp://HOST[:PORT][/PATH], got {shown(endpoint)}")
+    security = values.get("security", "none")
+    policies = [security] if isinstance(security, str) else security
+    if not isinstance(policies, list) or not policies or any(p not in _OPCUA_POLICIES for p in policies):
+        check.refuse("sinks.opcua.security", f"must be one or a list of {', '.join(_OPCUA_POLICIES)}, got "
+                     f"{_kind(security)}")
+    if "security" in values:
+        values["security"] = tuple(policies)
+    for key in ("certificate", "private_key"):
+        if key in values:
+            values[key] = base / check.text(f"sinks.opcua.{key}", values[key])
+    for key in ("username", "password_env"):
+        if key in values:
+            values[key] = check.text(f"sinks.opcua.{key}", values[key])
+    if "allow_insecure" in values:
+        values["allow_insecure"] = check.flag("sinks.opcua.allow_insecure", values["allow_insecure"])
     return values
 
 

@@ -1,8 +1,9 @@
 """From a StationFile (app.runs.station_file) to a running Station: the spec with its limits, the warmed session,
 the sinks, the source. The CLI's `watch` and the viewer's Station view both start stations through here.
 
-The sources and the sinks that need an optional package (OpenCV's capture is always there; watchdog, paho-mqtt)
-are imported only by the station that uses them; one that is not in this build is one line, not a traceback.
+The sources and the sinks that need an optional package (OpenCV's capture is always there; watchdog, paho-mqtt,
+asyncua) are imported only by the station that uses them; one that is not in this build is one line, not a
+traceback.
 """
 
 from __future__ import annotations
@@ -73,23 +74,36 @@ def open_station(station: StationFile, *, model: ModelSession | None = None, run
 
 
 def make_sinks(station: StationFile, model: ModelSession) -> list[Sink]:
-    """The station's sinks, in the file's order (a log in the output folder, MQTT, the output-folder sink)."""
+    """The station's sinks, in the file's order (a log in the output folder, MQTT, OPC UA, the output folder).
+    One refused (a bad certificate, an unset password variable): those opened before it are closed, not leaked."""
     sinks: list[Sink] = []
-    for name, options in station.sinks.items():
-        if name == "log":
-            from app.runs.sinks.log import LogSink
-
-            sinks.append(LogSink(station.out, max_bytes=options.get("max_bytes", 16 << 20), keep=options.get("keep", 5),
-                                 fsync=options.get("fsync", False), write_jsonl=options.get("jsonl", True),
-                                 write_csv=options.get("csv", True)))
-        elif name == "mqtt":
-            sinks.append(_mqtt_sink(station, options))
-        elif name == "folder":
-            from app.runs.sinks.folder import FolderSink
-
-            sinks.append(FolderSink(station.out, model.spec, save=options.get("save", ("mask", "overlay")),
-                                    keep_files=options.get("keep_files"), keep_bytes=options.get("keep_bytes")))
+    try:
+        for name, options in station.sinks.items():
+            sinks.append(_make_sink(station, model, name, options))
+    except BaseException:
+        for sink in sinks:
+            sink.close()
+        raise
     return sinks
+
+
+def _make_sink(station: StationFile, model: ModelSession, name: str, options: dict[str, Any]) -> Sink:
+    if name == "log":
+        from app.runs.sinks.log import LogSink
+
+        return LogSink(station.out, max_bytes=options.get("max_bytes", 16 << 20), keep=options.get("keep", 5),
+                       fsync=options.get("fsync", False), write_jsonl=options.get("jsonl", True),
+                       write_csv=options.get("csv", True))
+    if name == "mqtt":
+        return _mqtt_sink(station, options)
+    if name == "opcua":
+        return _opcua_sink(station, options)
+    if name == "folder":
+        from app.runs.sinks.folder import FolderSink
+
+        return FolderSink(station.out, model.spec, save=options.get("save", ("mask", "overlay")),
+                          keep_files=options.get("keep_files"), keep_bytes=options.get("keep_bytes"))
+    raise StationRefused(f"{station.path or 'the station'}: unknown sink {name!r}")  # station_file allows no other
 
 
 def _mqtt_sink(station: StationFile, options: dict[str, Any]) -> Sink:
@@ -119,6 +133,24 @@ def _mqtt_sink(station: StationFile, options: dict[str, Any]) -> Sink:
         sink: Sink = module.sink_from_url(station.out, url, **kwargs)
     except ValueError as exc:
         raise StationRefused(f"{station.path or 'the station'}: 'sinks.mqtt': {exc}") from exc
+    return sink
+
+
+def _opcua_sink(station: StationFile, options: dict[str, Any]) -> Sink:
+    """The OPC UA server of the file's `sinks.opcua` (app.runs.sinks.opcua: the last verdict, counters, heartbeat)."""
+    module = _optional("app.runs.sinks.opcua", "the OPC UA sink")
+    given = ("security", "certificate", "private_key", "username", "allow_insecure")
+    kwargs: dict[str, Any] = {key: options[key] for key in given if key in options}
+    if "password_env" in options:
+        variable = options["password_env"]
+        if variable not in os.environ:
+            raise StationRefused(f"{station.path or 'the station'}: 'sinks.opcua.password_env' names {variable}, "
+                                 "which is not set in the environment")
+        kwargs["password"] = os.environ[variable]
+    try:
+        sink: Sink = module.OpcUaSink(options["endpoint"], station=station.name, **kwargs)
+    except ValueError as exc:
+        raise StationRefused(f"{station.path or 'the station'}: 'sinks.opcua': {exc}") from exc
     return sink
 
 
