@@ -81,7 +81,7 @@ def _roc(canvas: np.ndarray, ok: np.ndarray, ng: np.ndarray, limits: Limits, box
     for limit, color in ((limits.review, _REVIEW), (limits.fail, _FAIL)):
         if limit is not None:
             cv2.circle(canvas, at(float(np.mean(ok > limit)), float(np.mean(ng > limit))), 6, color, -1)
-    _text(canvas, "ROC", (x0 + 8, y0 + 18), 0.55)
+    _text(canvas, "ROC", (x0, y0 - 10), 0.55)  # above the box: inside, the curve runs through its corner
     _text(canvas, "FPR (OK called NG)", (x0 + 80, y1 + 40), 0.45)
     _text(canvas, "0", (x0 - 14, y1 + 16), 0.45)
     _text(canvas, "1", (x1 - 4, y1 + 20), 0.45)

@@ -110,6 +110,7 @@ def _model_menu(window: MainWindow, menu: QMenu) -> None:
     _add(window, menu, "Compare with another model…", lambda: compare_model_dialog(window))
     _add(window, menu, "Compare all listed images with model B", window.compare_all)
     _add(window, menu, "Stop comparing", lambda: window.open_model_b(None))
+    _add(window, menu, "Calibrate limits…", lambda: calibrate_dialog(window))
     bundled = menu.addMenu("Bundled models")
     # filled when first opened: telling a prompt pair's halves from models reads the sidecars (PyYAML), which the
     # window must not pay for before the reader needs the list (tests/ui/test_startup_imports.py)
@@ -209,6 +210,13 @@ def pacs_controller(window: MainWindow):
     return PacsController(window.state, files=window.files, status=window.status, worker=window.worker,
                           open_paths=window.add_paths, recount=window.volumes.count,
                           model_path=lambda: window.model_path, closing=window, parent=window)
+
+
+def calibrate_dialog(window: MainWindow) -> None:
+    """Model ▸ Calibrate limits…: its controller made on first use (app/ui/controllers/calibrator.py)."""
+    from app.ui.controllers.calibrator import open_calibrate_dialog
+
+    open_calibrate_dialog(window)
 
 
 def shortcut(action: QAction, *keys) -> QAction:

@@ -6,13 +6,11 @@ from __future__ import annotations
 import json
 import re
 import shutil
-from pathlib import Path
 
 import cv2
 import numpy as np
 import pytest
 import yaml
-from conftest import REPO
 from test_cli import read_report
 
 from app.cli import main
@@ -20,32 +18,21 @@ from app.inference.spec_builder import load_spec
 from app.inference.verdict import ScoreRule
 from app.runs.calibrate import Limits
 from app.runs.calibrate_plot import PLOT_HW
+from tests.calibrate_fixtures import copy_demo, write_surfaces
 
 OK_COUNT, NG_COUNT, SEED = 60, 200, 29  # 100 NG images to choose on: FNR <= 1 % allows one miss
-
-
-def _write(folder: Path, count: int, *, defective: bool) -> Path:
-    from models.training import common  # the anomaly model's own synthetic surfaces, at its working size
-
-    folder.mkdir(parents=True)
-    for i in range(count):
-        image, _ = common.anomaly_item(SEED, i, defective, full_res=False)
-        cv2.imwrite(str(folder / f"{'ng' if defective else 'ok'}_{i:03d}.png"), cv2.cvtColor(image, cv2.COLOR_RGB2BGR))
-    return folder
 
 
 @pytest.fixture(scope="module")
 def surfaces(tmp_path_factory):
     root = tmp_path_factory.mktemp("surfaces")
-    return _write(root / "ok", OK_COUNT, defective=False), _write(root / "ng", NG_COUNT, defective=True)
+    return (write_surfaces(root / "ok", OK_COUNT, defective=False, seed=SEED),
+            write_surfaces(root / "ng", NG_COUNT, defective=True, seed=SEED))
 
 
 @pytest.fixture
 def demo(tmp_path):
-    """The bundled anomaly model and its sidecar, copied (--write must not change the repository's)."""
-    for suffix in (".onnx", ".yaml"):
-        shutil.copy(REPO / "models" / f"surface_anomaly{suffix}", tmp_path / f"surface_anomaly{suffix}")
-    return tmp_path / "surface_anomaly.onnx"
+    return copy_demo(tmp_path)  # --write must not change the repository's sidecar
 
 
 def _interval(out: str, name: str) -> tuple[int, int, float, float]:
