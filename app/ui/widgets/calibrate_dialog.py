@@ -113,7 +113,7 @@ class CalibrateDialog(QDialog):
             grid.addWidget(QLabel(label), row, 0)
             grid.addWidget(edit, row, 1)
             grid.addWidget(browse, row, 2)
-        self._fnr.setRange(0.1, 50.0)
+        self._fnr.setRange(0.0, 50.0)  # 0: no defect may pass as OK (the strictest target)
         self._fnr.setDecimals(1)
         self._fnr.setSingleStep(0.5)
         self._fnr.setSuffix(" %")
