@@ -94,6 +94,7 @@ def test_write_changes_the_sidecar_and_the_viewer_judges_by_the_new_limits(qtbot
         window.add_paths(list(sets))
         qtbot.waitUntil(lambda: len(window.files.paths()) == 2 * COUNT, timeout=TIMEOUT)
         window.run_all(None)
+    window.panel.folder.limit_moved.emit(0.95)  # a limit dragged for this model: the calibrated one must win
     decision = window.panel.decision
     with qtbot.waitSignal(window.overlay_shown, timeout=TIMEOUT):
         window.files.select_path(in_band[0])
@@ -119,6 +120,7 @@ def test_write_changes_the_sidecar_and_the_viewer_judges_by_the_new_limits(qtbot
                                                          for p in files.paths()]
     files.filter_box.setCurrentIndex(files.filter_box.findText("REVIEW only"))
     assert sorted(files.visible_paths()) == in_band
+    assert window.state.tuning.score_limit is None  # the dragged limit forgotten (across restarts too)
     histogram = window.panel.folder.histogram
     assert histogram.lines() == [("review", pytest.approx(round(expected.limits.review, 6))),
                                  ("ng", pytest.approx(round(expected.limits.fail, 6)))]
