@@ -29,8 +29,8 @@ from app.ui.main_window import MainWindow  # noqa: E402
 SAMPLES = REPO / "resources" / "samples" / "anomaly"
 BAND = {"fail_if": [{"score_above": 0.88}], "review_if": [{"score_above": 0.56}]}
 ORDER = ("anomaly_clean_01_metal.png", "anomaly_05_pits.png", "anomaly_clean_02_plastic.png",
-         "anomaly_06_stain.png", "anomaly_04_scratch.png", "anomaly_clean_03_metal.png", "anomaly_07_mixed.png",
-         "anomaly_08_plastic_mixed.png")
+         "anomaly_06_stain.png", "anomaly_04_scratch.png", "anomaly_07_mixed.png", "anomaly_08_plastic_mixed.png",
+         "anomaly_clean_03_metal.png")  # the running shot ends on a part that passed
 
 
 def wait(app: QApplication, done, seconds: float = 120) -> None:

@@ -113,11 +113,19 @@ def test_the_banner_counts_and_strip_follow_each_verdict_and_a_thumbnail_opens_i
         pass  # the viewer runs the station's model on it, with every tool of the viewer
     assert window.model_path == MODEL
 
+    (tmp_path / "in" / "broken.png").write_bytes(b"\x89PNG\r\n\x1a\n not a picture")  # not judged: ERROR
+    qtbot.waitUntil(lambda: view.frame.text().startswith("broken.png"), timeout=WAIT_MS)
+    assert view.banner.text() == "ERROR"
+    assert f"background: {BANNER_COLORS['ERROR'].name()}" in view.banner.styleSheet()
+    assert view.reason.text().startswith("broken.png")
+    assert "no picture" in view.picture.text() and view.picture.image() is None  # never the last part's picture
+
     with qtbot.waitSignal(controller.ended, timeout=WAIT_MS) as ended:
         controller.stop()
     assert ended.args[0].problem is None and ended.args[0].stats.ended == "stopped"
     assert controller.station_thread is None and not controller.running
-    assert view.ended.text().startswith("Station stopped — 8 frames:")
+    assert view.ended.text().startswith("Station stopped — 9 frames: ")
+    assert actions._recent_stations(window).items()[0] == str(path)  # Station ▸ Recent stations
     assert not (tmp_path / "out" / LOCK_NAME).exists()  # the station let go of its output folder
     assert not [t for t in threading.enumerate() if t.name == "station-painter"]
 
@@ -192,3 +200,48 @@ def test_the_painter_draws_the_newest_frame_and_keeps_a_bounded_strip():
     assert len(pictures) < 200
     assert all(len(picture.thumbs) <= 4 for picture in pictures)
     assert pictures[-1].image.shape == (90, 160, 3)
+
+
+def test_a_video_that_ends_says_so_and_its_frames_open_from_the_copies_the_folder_sink_wrote(
+        qtbot, make_main_window, tmp_path, expected):
+    """A camera's or a video's frame has no file: the strip opens the PNG the folder sink wrote of it."""
+    import cv2
+
+    ng = next(name for name, state in sorted(expected.items()) if state == "NG")
+    ok = next(name for name, state in sorted(expected.items()) if state == "OK")
+    order = [ng, ok, ng, ok]
+    video = tmp_path / "line.avi"
+    first = cv2.imread(str(SAMPLES / ng))
+    writer = cv2.VideoWriter(str(video), cv2.VideoWriter_fourcc(*"FFV1"), 10, first.shape[1::-1])
+    for name in order:
+        writer.write(cv2.imread(str(SAMPLES / name)))
+    writer.release()
+    window = make_main_window()
+    controller = actions.station_controller(window)
+    path = _station_file(tmp_path, source={"video": "line.avi", "realtime": False})
+    with qtbot.waitSignal(controller.ended, timeout=WAIT_MS) as ended:
+        assert controller.start(path)
+    stats = ended.args[0].stats
+    assert ended.args[0].problem is None and stats.counts["NG"] == 2 and stats.counts["OK"] == 2
+    view = controller.view
+    assert view.ended.text().startswith(f"Station ended by itself: {video}: end of the video (4 frames) — 4 frames: ")
+    assert view.ended.isVisible() and not view.stop_button.isEnabled()
+    qtbot.waitUntil(lambda: view.strip.count() == 2, timeout=WAIT_MS)
+    copies = view.strip.paths()
+    assert [p.parent for p in copies] == [tmp_path / "out" / "ng"] * 2 and all(p.suffix == ".png" for p in copies)
+    controller.open_frame(copies[1])
+    assert window.files.current_path() == str(copies[1])
+    decoded = cv2.imread(str(copies[1]))
+    assert decoded.shape == first.shape
+
+
+def test_the_device_line_says_where_the_model_runs_and_why_not_on_the_gpu_asked_for():
+    from app.inference.session import SessionInfo
+    from app.ui.state.station_messages import device_words
+
+    cpu = "CPUExecutionProvider"
+    assert device_words(SessionInfo("cpu", cpu, (cpu,))) == ("CPU", "")
+    fell = SessionInfo("cuda", cpu, (cpu,), fallback_reason="libcudnn.so.9 not found", gpu_present=True)
+    assert device_words(fell) == ("CPU", "cuda was asked for: libcudnn.so.9 not found")
+    absent = SessionInfo("auto", cpu, (cpu,), fallback_reason="no NVIDIA GPU", gpu_present=False)
+    assert device_words(absent) == ("CPU (no NVIDIA GPU)", "")

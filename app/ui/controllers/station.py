@@ -109,9 +109,11 @@ class StationController(QObject):
 
     def stop(self) -> None:
         """End the running station after the frame being judged (its thread ends once the sinks are closed)."""
-        if self.worker is not None:
-            self.worker.stop()
-            self._status.showMessage("Stopping the station…", STATUS_MS)
+        if self.worker is None:
+            self._status.showMessage("No station is running", STATUS_MS)
+            return
+        self.worker.stop()
+        self._status.showMessage("Stopping the station…", STATUS_MS)
 
     def show_station(self) -> None:
         self._show(1)
@@ -121,6 +123,9 @@ class StationController(QObject):
 
     def toggle(self) -> None:
         """Between the Station view and the normal viewer."""
+        if self._view is None:
+            self._status.showMessage("No station yet: Station ▸ Start station… opens a station file", STATUS_MS)
+            return
         self._show(0 if self.showing_station else 1)
 
     @property
@@ -145,8 +150,8 @@ class StationController(QObject):
         self._select_path(str(path))
         self.show_images()
         if opened is not None and opened.own_verdict:
-            self._status.showMessage(f"{path.name}: the viewer judges by the model's sidecar, not by the station "
-                                     "file's own verdict limits", STATUS_MS)
+            self._status.showMessage(f"{path.name}: judged here by the sidecar's limits, not the station's",
+                                     STATUS_MS)
 
     # -- the worker's answers ----------------------------------------------------------------------------------
 
@@ -233,7 +238,8 @@ class StationController(QObject):
             self._status.addPermanentWidget(self._badge)
             self._badge.setVisible(not self.showing_station)
         name = "" if self._opened is None else f" {self._opened.name}"
-        counts = " · ".join(f"{stats.counts.get(state, 0)} {state}" for state in ("OK", "REVIEW", "NG", "ERROR"))
+        shown = [state for state in ("NG", "REVIEW", "OK", "ERROR") if state != "ERROR" or stats.counts.get(state)]
+        counts = " · ".join(f"{stats.counts.get(state, 0)} {state}" for state in shown)
         state = "ended" if ended else "ALARM" if alarms else "running"
         self._badge.setText(f" Station{name} {state}: {counts}  (F9) ")
         self._badge.setToolTip("\n".join(alarms) or "Station ▸ Station view / images (F9)")

@@ -94,5 +94,5 @@ def ended_line(stats: StationStats | None, problem: str | None) -> str:
         return f"Station {problem}"  # "could not start: …", "failed: …"
     if stats is None:
         return "Station ended"
-    why = "stopped" if stats.ended in (None, STOPPED) else f"the source ended by itself: {stats.ended}"
+    why = "stopped" if stats.ended in (None, STOPPED) else f"ended by itself: {stats.ended}"
     return f"Station {why} — {stats.summary()}"

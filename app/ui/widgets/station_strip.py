@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from PySide6.QtCore import QSize, Qt, Signal
-from PySide6.QtGui import QColor, QIcon, QPixmap
+from PySide6.QtGui import QColor, QIcon, QPainter, QPixmap
 from PySide6.QtWidgets import QAbstractItemView, QListView, QListWidget, QListWidgetItem
 
 from app.ui.widgets.overlay import image_to_qimage
@@ -55,6 +55,13 @@ class ThumbStrip(QListWidget):
         self.insertItem(0, item)
         while self.count() > self.keep:
             self.takeItem(self.count() - 1)  # taken items are owned by Python: freed when dropped here
+
+    def paintEvent(self, event) -> None:
+        super().paintEvent(event)
+        if self.count() == 0:  # an empty strip says what it is for, not a dark void
+            painter = QPainter(self.viewport())
+            painter.setPen(QColor(174, 174, 178))
+            painter.drawText(self.viewport().rect(), Qt.AlignmentFlag.AlignCenter, "No NG or REVIEW part yet")
 
     def paths(self) -> list[Path]:
         """The files of the frames in the strip, newest first (those a file was kept for)."""

@@ -52,6 +52,10 @@ class LivePicture(QWidget):
     def image(self) -> QImage | None:
         return self._image
 
+    def text(self) -> str:
+        """The line shown while there is no picture."""
+        return self._text
+
     def paintEvent(self, event) -> None:
         painter = QPainter(self)
         painter.fillRect(self.rect(), QColor(0, 0, 0))
@@ -81,6 +85,8 @@ class StationView(QWidget):
         self.numbers = QLabel()
         self.stop_button, self.images_button = QPushButton("Stop station"), QPushButton("Viewer (F9)")
         self.strip_title = QLabel("Last NG and REVIEW parts, newest first — click one to inspect it in the viewer")
+        self._verdict: StationVerdict | None = None
+        self._stale = False  # the banner shows the last part of a station that is not live now
         self._layout()
         self.stop_button.clicked.connect(self.stop_clicked)
         self.images_button.clicked.connect(self.images_clicked)
@@ -101,6 +107,7 @@ class StationView(QWidget):
         for label in self.counts.values():
             label.setText("0")
         self.numbers.setText("")
+        self._stale = False
 
     def show_opened(self, opened: StationOpened) -> None:
         self.title.setText(f"Station {opened.name} — {opened.source}")
@@ -121,29 +128,40 @@ class StationView(QWidget):
 
     def show_state(self, verdict: StationVerdict | None) -> None:
         """The banner: the verdict in its colour, its reason and the frame; grey before the first."""
-        state = None if verdict is None else verdict.verdict
-        color = BANNER_COLORS.get(state or "", IDLE)
-        text = BANNER_TEXT.get(state or "", "#d1d1d6")
-        self.banner.setText(state or "—")
-        self.banner.setStyleSheet(f"background: {color.name()}; color: {text}; font-size: 96px; font-weight: 800;"
-                                  " border-radius: 8px; padding: 4px;")
+        self._verdict = verdict
+        self._style_banner()
         if verdict is None:
             self.reason.setText("")
             self.frame.setText("")
             return
         self.reason.setText(_reason(verdict))
-        score = "" if verdict.score is None else f"   score {verdict.score:.3f}"
-        self.frame.setText(f"{verdict.frame_id}{score}")
+        self.frame.setText(f"{verdict.frame_id}   ·   {verdict.latency_ms:.0f} ms")
+
+    def _style_banner(self) -> None:
+        """In the verdict's colour while the station is live; grey with the verdict's colour as text once it is
+        stale (the source stalled, the station ended): a green OK must not stand for a line that stopped."""
+        state = "" if self._verdict is None else self._verdict.verdict
+        color, text = BANNER_COLORS.get(state, IDLE), BANNER_TEXT.get(state, "#d1d1d6")
+        if self._stale and state:
+            color, text = IDLE, BANNER_COLORS[state].name()
+        self.banner.setText(state or "—")
+        self.banner.setStyleSheet(f"background: {color.name()}; color: {text}; font-size: 96px; font-weight: 800;"
+                                  " border-radius: 8px; padding: 4px;")
+        self.banner.setToolTip("The last part's verdict: the station is not live now" if self._stale else "")
 
     def show_stats(self, stats: StationStats, alarms: tuple[str, ...]) -> None:
         for state, label in self.counts.items():
             label.setText(str(stats.counts.get(state, 0)))
         p50 = "–" if stats.latency_p50_ms is None else f"{stats.latency_p50_ms:.0f}"
         p95 = "–" if stats.latency_p95_ms is None else f"{stats.latency_p95_ms:.0f}"
-        since = f"{stats.since_frame_s:.0f} s"
+        since, noun = f"{stats.since_frame_s:.0f} s", "frame" if stats.frames == 1 else "frames"
         self.numbers.setText(f"{stats.fps:.1f} frames/s   latency p50 {p50} ms · p95 {p95} ms\n"
-                             f"{stats.frames} frames   {stats.dropped} dropped   last frame {since} ago")
+                             f"{stats.frames} {noun}   {stats.dropped} dropped   last frame {since} ago")
         self.set_alarm(alarms)
+        stale = stats.stalled or stats.ended is not None
+        if stale != self._stale:
+            self._stale = stale
+            self._style_banner()
 
     def set_alarm(self, lines: tuple[str, ...]) -> None:
         self.alarm.setText("\n".join(f"⚠ ALARM — {line}" for line in lines))
