@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from PySide6.QtCore import QRectF, QSize, Qt, Signal
-from PySide6.QtGui import QFontDatabase, QImage, QPainter
+from PySide6.QtGui import QFontDatabase, QImage, QPainter, QPalette
 from PySide6.QtWidgets import (
     QButtonGroup,
     QDialog,
@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     import numpy as np
 
 ERROR_STYLE = "color: #b00020;"
+PLACEHOLDER = "The OK and NG score histograms with the limits, and the ROC, appear here after Calibrate"
 REPORT_LINES = 9  # the report's six lines and three notes without scrolling (error lines scroll)
 
 
@@ -65,11 +66,13 @@ class PlotView(QWidget):
         return QRectF((self.width() - w) / 2, (self.height() - h) / 2, w, h)
 
     def paintEvent(self, event) -> None:
-        if self._image is None:
-            return
         painter = QPainter(self)
-        painter.setRenderHint(QPainter.RenderHint.SmoothPixmapTransform)
-        painter.drawImage(self.drawn_rect(), self._image)
+        if self._image is None:  # the room kept (the dialog does not jump), and what will fill it said
+            painter.setPen(self.palette().color(QPalette.ColorRole.PlaceholderText))
+            painter.drawText(self.rect(), Qt.AlignmentFlag.AlignCenter, PLACEHOLDER)
+        else:
+            painter.setRenderHint(QPainter.RenderHint.SmoothPixmapTransform)
+            painter.drawImage(self.drawn_rect(), self._image)
         painter.end()
 
 
@@ -223,7 +226,6 @@ class CalibrateDialog(QDialog):
             height, width = plot.shape[:2]
             image = QImage(plot.tobytes(), width, height, 3 * width, QImage.Format.Format_RGB888).copy()
         self.plot.set_image(image)
-        self.plot.setVisible(image is not None)
         self._write.setEnabled(image is not None)
         self._save.setEnabled(image is not None)
 
