@@ -27,10 +27,10 @@ def add_calibrate_command(commands: argparse._SubParsersAction[argparse.Argument
     calibrate.add_argument("--ok", required=True, type=Path, metavar="DIR", help="images of good parts")
     calibrate.add_argument("--ng", required=True, type=Path, metavar="DIR", help="images of defective parts")
     target = calibrate.add_mutually_exclusive_group()
-    target.add_argument("--max-fnr", type=fraction, metavar="R",
+    target.add_argument("--max-fnr", type=share, metavar="R",
                         help="at most this share of NG images passed as OK (default 0.01): the review limit")
     target.add_argument("--best-f1", action="store_true", help="one limit with the best F1 of NG, no REVIEW band")
-    calibrate.add_argument("--max-fpr", type=fraction, metavar="R",
+    calibrate.add_argument("--max-fpr", type=share, metavar="R",
                            help="with --max-fnr: at most this share of OK images called NG (default: as --max-fnr): "
                                 "the fail limit; the REVIEW band lies between the two")
     calibrate.add_argument("--split", type=fraction, default=0.5, metavar="F",
@@ -41,6 +41,17 @@ def add_calibrate_command(commands: argparse._SubParsersAction[argparse.Argument
     calibrate.add_argument("--plot", type=Path, metavar="PNG", help="write the score histograms and ROC here")
     add_model_options(calibrate)
     calibrate.set_defaults(handler=cmd_calibrate)
+
+
+def share(text: str) -> float:
+    """A target rate from 0 (none allowed: no defect passes) to below 1 (--max-fnr, --max-fpr)."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not 0.0 <= value < 1.0:  # NaN fails this too
+        raise argparse.ArgumentTypeError(f"must be a share from 0 to below 1, got {text!r}")
+    return value
 
 
 def cmd_calibrate(args: argparse.Namespace) -> int:

@@ -20,6 +20,7 @@ sets a line has, where a normal approximation would give intervals below 0 %.
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -363,6 +364,7 @@ def calibrate(model: ModelSession, ok: Path, ng: Path, *, target: Target, fracti
     `scored(done, total)`: after each image; `should_stop`: asked between images (CalibrationCancelled)."""
     refuse_unscored(model.spec.output.kind, shown(model.spec.path.name))
     planned = [_planned(model, folder, flag=name) for folder, name in ((ok, names[0]), (ng, names[1]))]
+    _refuse_shared(planned[0], planned[1], names)
     total, done = sum(len(inputs) for inputs in planned), 0
 
     def each() -> None:
@@ -377,6 +379,16 @@ def calibrate(model: ModelSession, ok: Path, ng: Path, *, target: Target, fracti
                          best_f1=target.best_f1)
     return Calibration(model.spec.name, ok_scores, ng_scores, parts, limits,
                        measure(limits, parts.ok_test, parts.ng_test), target, fraction, seed)
+
+
+def _refuse_shared(ok: tuple[InputFile, ...], ng: tuple[InputFile, ...], names: tuple[str, str]) -> None:
+    """Images in both sets (the same folder twice, or one inside the other) refused in one line: the limits
+    would be chosen between a part and itself."""
+    seen = {os.path.realpath(item.path) for item in ok}  # realpath: never raises, a link loop as written
+    both = [item for item in ng if os.path.realpath(item.path) in seen]
+    if both:
+        raise CalibrationRefused(f"{names[0]} and {names[1]}: {len(both)} image(s) are in both (e.g. "
+                                 f"{shown(both[0].rel)}): a part is either good or defective")
 
 
 def _aim(value: float | None) -> str:

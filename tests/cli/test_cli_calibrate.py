@@ -138,3 +138,34 @@ def test_best_f1_writes_one_limit_without_a_band(demo, surfaces, capsys):
     spec = load_spec(demo)
     assert len(spec.verdict) == 1 and spec.review == ()
     assert np.isfinite(spec.verdict[0].score_above)
+
+
+def test_max_fnr_0_lets_no_defect_pass_and_1_or_abc_are_one_line(demo, surfaces, capsys):
+    # 0 was refused as "between 0 and 1 (exclusive)": the strictest target, and the one a line most often wants
+    ok, ng = surfaces
+    assert main(["calibrate", str(demo), "--ok", str(ok), "--ng", str(ng), "--max-fnr", "0", "--max-fpr", "0",
+                 "--device", "cpu"]) == 0
+    out = capsys.readouterr().out
+    assert "FNR <= 0 %, FPR <= 0 %" in out
+    for bad in ("1", "-1", "abc", "nan"):
+        with pytest.raises(SystemExit) as caught:
+            main(["calibrate", str(demo), "--ok", str(ok), "--ng", str(ng), "--max-fnr", bad])
+        assert caught.value.code == 2
+        assert f"argument --max-fnr: must be a share from 0 to below 1, got {bad!r}" in capsys.readouterr().err
+
+
+def test_images_in_both_folders_are_refused_in_one_line(demo, surfaces, tmp_path, capsys):
+    # the same folder (or one inside the other) as --ok and --ng was calibrated as if it made sense
+    ok, ng = surfaces
+    assert main(["calibrate", str(demo), "--ok", str(ng), "--ng", str(ng), "--device", "cpu"]) == 2
+    assert capsys.readouterr().err == (
+        f"error: --ok and --ng: {NG_COUNT} image(s) are in both (e.g. {sorted(p.name for p in ng.iterdir())[0]}): "
+        "a part is either good or defective\n")
+    mixed = tmp_path / "mixed"
+    shutil.copytree(ok, mixed)
+    shutil.copy(next(ng.iterdir()), mixed / "defect.png")
+    nested = mixed / "ng"
+    nested.mkdir()
+    shutil.copy(next(ng.iterdir()), nested / "inner.png")
+    assert main(["calibrate", str(demo), "--ok", str(mixed), "--ng", str(nested), "--device", "cpu"]) == 2
+    assert "error: --ok and --ng: 1 image(s) are in both (e.g. inner.png)" in capsys.readouterr().err
