@@ -93,27 +93,36 @@ def _others(rules: tuple[Rule, ...]) -> list[dict[str, Any]]:
 
 
 _TOP_KEY = re.compile(r"^[^\s#-][^:]*:")
+MARK = "# verdict limits written by seglens-cli calibrate"
 
 
 def with_verdict(text: str, verdict: dict[str, Any], *, drop_image_threshold: bool) -> str:
-    """`text` with its top-level `verdict:` block replaced by `verdict` (appended when it had none)."""
+    """`text` with its top-level `verdict:` block replaced by `verdict` (appended when it had none). Comments and
+    blank lines at the left edge between the old block and the next key are that key's (kept); the mark line a
+    previous write put above the block is not repeated."""
     lines = text.splitlines()
     kept: list[str] = []
+    held: list[str] = []  # left-edge comments and blank lines seen inside the verdict block: the next key's?
     inside_verdict = inside_output = False
     for line in lines:
         if _TOP_KEY.match(line):
+            kept += held if inside_verdict else []
+            held = []
             inside_verdict = line.split(":", 1)[0].strip() == "verdict"
             inside_output = line.split(":", 1)[0].strip() == "output"
+        if line.strip() == MARK:
+            continue
         if inside_verdict:
+            held = [*held, line] if not line.strip() or line.startswith("#") else []  # indented: the block's
             continue
         if inside_output and drop_image_threshold and line.strip().startswith("image_threshold:"):
             continue
         kept.append(line)
+    kept += held if inside_verdict else []  # the file ended inside the block: its left-edge comments are kept
     while kept and not kept[-1].strip():
         kept.pop()
     block = yaml.safe_dump({"verdict": verdict}, sort_keys=False, default_flow_style=None, width=100)
-    return "\n".join([*kept, *([""] if kept else []), "# verdict limits written by seglens-cli calibrate",
-                      block.rstrip("\n")]) + "\n"
+    return "\n".join([*kept, *([""] if kept else []), MARK, block.rstrip("\n")]) + "\n"
 
 
 def _check(spec: ModelSpec, path: Path, text: str) -> None:

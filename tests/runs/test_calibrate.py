@@ -70,3 +70,16 @@ def test_the_verdict_section_is_replaced_and_the_rest_kept():
     assert new.startswith("# my comment\nname: x  # inline\noutput:\n  threshold: 0.5\npostprocess:\n  min_area: 3\n")
     assert "0.9" not in new and "# old" not in new and "image_threshold" not in new
     assert new.endswith("verdict:\n  fail_if:\n  - {score_above: 0.6}\n  review_if:\n  - {score_above: 0.3}\n")
+
+
+def test_a_comment_that_opens_the_next_section_is_kept_and_a_second_write_adds_no_second_mark():
+    # the comment above `classes:` went with the old verdict block; each write added one more mark line
+    text = ("name: x\nverdict:\n  fail_if: [{score_above: 0.5}]\n# a stray one, the block's\n  review_if: []\n\n"
+            "# --- the classes: keep in step with the training set ---\nclasses:\n- {name: ok}\n# the end\n")
+    once = with_verdict(text, {"fail_if": [{"score_above": 0.7}]}, drop_image_threshold=False)
+    assert once.startswith("name: x\n\n# --- the classes: keep in step with the training set ---\nclasses:\n"
+                           "- {name: ok}\n# the end\n")
+    assert "stray" not in once and "0.5" not in once
+    twice = with_verdict(once, {"fail_if": [{"score_above": 0.8}]}, drop_image_threshold=False)
+    assert twice.count("# verdict limits written by seglens-cli calibrate") == 1
+    assert twice == once.replace("0.7", "0.8")
