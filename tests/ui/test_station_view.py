@@ -245,3 +245,33 @@ def test_the_device_line_says_where_the_model_runs_and_why_not_on_the_gpu_asked_
     assert device_words(fell) == ("CPU", "cuda was asked for: libcudnn.so.9 not found")
     absent = SessionInfo("auto", cpu, (cpu,), fallback_reason="no NVIDIA GPU", gpu_present=False)
     assert device_words(absent) == ("CPU (no NVIDIA GPU)", "")
+
+
+def test_an_output_folder_another_station_holds_and_a_second_start_are_one_line_each(
+        qtbot, make_main_window, tmp_path):
+    from app.runs.lock import OutputLock
+
+    window = make_main_window()
+    controller = actions.station_controller(window)
+    with OutputLock(tmp_path / "out"), qtbot.waitSignal(controller.ended, timeout=WAIT_MS) as ended:
+        assert controller.start(_station_file(tmp_path))  # its session opens, then the folder's lock refuses it
+    problem = ended.args[0].problem
+    assert problem.startswith("failed: ") and str(tmp_path / "out") in problem
+    assert window.status.currentMessage() == f"Station {problem}" == controller.view.ended.text()
+    assert not controller.running
+
+    running = _started(qtbot, window, _station_file(tmp_path, "OTHER.yaml", out="out2"))
+    assert not running.start(_station_file(tmp_path))  # one station at a time in a window
+    assert window.status.currentMessage() == "A station is running: stop it first (Station ▸ Stop station)"
+    assert running.running
+
+
+def test_a_frame_without_a_kept_file_or_with_its_copy_gone_is_a_line_not_an_error(qtbot, make_main_window,
+                                                                                  tmp_path):
+    window = make_main_window()
+    controller = actions.station_controller(window)
+    controller.open_frame(None)
+    assert window.status.currentMessage().startswith("No file was kept for that frame: add `folder: {}`")
+    controller.open_frame(tmp_path / "out" / "ng" / "gone.png")
+    assert window.status.currentMessage().startswith("gone.png is no longer in the output folder")
+    assert window.files.paths() == []
