@@ -176,7 +176,8 @@ def _mqtt(check: _Checker, raw: Any, base: Path) -> dict[str, Any]:
         check.refuse("sinks.mqtt.url", "is missing (mqtt://HOST:PORT or mqtts://HOST:PORT)")
     url = check.text("sinks.mqtt.url", values["url"])
     if not re.match(r"^mqtts?://[^/\s]+$", url):
-        check.refuse("sinks.mqtt.url", f"must be mqtt://HOST[:PORT] or mqtts://HOST[:PORT], got {shown(url)}")
+        hidden = re.sub(r"://.*@", "://***@", url)  # a password in the URL (a / in it too) never in a message
+        check.refuse("sinks.mqtt.url", f"must be mqtt://HOST[:PORT] or mqtts://HOST[:PORT], got {shown(hidden)}")
     for key in ("topic_prefix", "username", "password_env", "client_id"):
         if key in values:
             values[key] = check.text(f"sinks.mqtt.{key}", values[key])
