@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import os
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -135,6 +136,7 @@ class Station:
                 self._close_sinks()  # a source that cannot start: the sinks opened so far are closed, not leaked
                 raise
             self._source = source
+            _forget_gone(journal, source)
             watcher = threading.Thread(target=self._watch_stop, args=(source,), name="station-stop", daemon=True)
             watcher.start()
             try:
@@ -274,6 +276,20 @@ def prepare_frame(spec: ModelSpec, frame: Frame) -> Ready:
 def _is_file(ready: Ready) -> bool:
     """A file's frame: the next one may be read ahead (a camera's may not: the newest must win)."""
     return ready.frame.path is not None
+
+
+def _forget_gone(journal: StationJournal, source: Source) -> None:
+    """A watch folder's journal forgets the files no longer in it (app.runs.station_journal: bounded memory): a file
+    the line deleted or moved away does not come back as the same work. Other sources' frames are not journaled."""
+    root = getattr(source, "root", None)  # app.io.sources.watch.WatchSource's watched folder (not imported here)
+    if isinstance(root, Path):
+        forgotten = journal.prune(functools.partial(_still_in, root))
+        if forgotten:
+            log.info("station journal: %d file(s) no longer in the watched folder forgotten", forgotten)
+
+
+def _still_in(root: Path, file_id: str) -> bool:
+    return os.path.lexists(root / file_id)
 
 
 def _error_reason(frame: Frame, exc: BaseException) -> str:

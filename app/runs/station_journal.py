@@ -12,11 +12,16 @@ a file twice after a kill, never zero times; the station writes the line after i
 The same id with another size or mtime_ns is another file that took the old one's name (a part re-inspected, a
 camera restarting its numbering): new work, processed and recorded again; the latest line for an id is what counts.
 
-Bounded: once the file holds more than `max_entries` lines, it is compacted into one line per id (the latest),
-leaving out ids that `keep` says are gone (files no longer in the watched folder: they cannot come back as the
-same work unless moved back unchanged), and written through a temporary file, fsync'd and renamed over the old one,
-so a kill during compaction leaves the old journal or the new one, both whole. The bound is `max_entries` or twice
-the live ids, whichever is larger (a folder that keeps every file needs every id remembered).
+Bounded, on disk and in memory. In memory the journal keeps, per id, a 64-bit hash of the id and its size and
+mtime_ns (≈ 0.1 kB an id, not the record: a shift's 100,000 parts are ≈ 10 MB, not 50), which is all `done` needs.
+Once the file holds more than `max_entries` lines, it is compacted into one line per id (the latest), leaving out the
+ids that `keep` says are gone (files no longer in the watched folder: a file the line deleted or moved away does not
+come back as the same work, the same name, size and mtime_ns, unless it is moved back unchanged, which is then judged
+again), and written through a temporary file, fsync'd and renamed over the old one, so a kill during compaction
+leaves the old journal or the new one, both whole. `prune(keep)` (the station, once its watch source is open) does
+the same at once when any remembered id is gone, and keeps `keep` for later compactions: so the journal holds the
+files still in the folder plus at most `max_entries` lines more. The bound is `max_entries` or twice the live ids,
+whichever is larger (a folder that keeps every file needs every id remembered).
 
 One station per output folder: the station holds app.runs.lock's OutputLock; the journal does not lock by itself.
 """
@@ -24,6 +29,7 @@ One station per output folder: the station holds app.runs.lock's OutputLock; the
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import logging
 import os
@@ -89,13 +95,13 @@ class StationJournal:
     """The journal in `out_dir` (see the module's docstring), open for appending. Raises OutputError when the folder
     or the journal cannot be read or written."""
 
-    def __init__(self, out_dir: Path, *, max_entries: int = 100_000,
+    def __init__(self, out_dir: Path, *, max_entries: int = 10_000,
                  keep: Callable[[str], bool] | None = None) -> None:
         self.path = Path(out_dir) / JOURNAL_NAME
         self.max_entries = max_entries
         self._keep = keep
         self._lock = threading.Lock()
-        self._latest: dict[str, JournalEntry] = {}
+        self._latest: dict[int, int] = {}  # _key(id) → _identity(size, mtime_ns) of its latest record
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             found = read_journal(self.path)
@@ -110,7 +116,7 @@ class StationJournal:
             log.warning("station journal: %d damaged line(s) skipped; their files will be processed again",
                         found.damaged)
         for entry in found.entries:
-            self._remember(entry)
+            self._latest[_key(entry.id)] = _identity(entry.size, entry.mtime_ns)
         self._lines = len(found.entries) + found.damaged
         self._limit = max(max_entries, 2 * len(self._latest))
 
@@ -124,13 +130,24 @@ class StationJournal:
         return self._lines
 
     def done(self, file_id: str, size: int, mtime_ns: int) -> bool:
-        """Whether this file (this id with this size and mtime_ns) was processed already."""
-        entry = self._latest.get(file_id)
-        return entry is not None and (entry.size, entry.mtime_ns) == (size, mtime_ns)
+        """Whether this file (this id with this size and mtime_ns) was processed already (any thread)."""
+        return self._latest.get(_key(file_id)) == _identity(size, mtime_ns)
 
-    def entry(self, file_id: str) -> JournalEntry | None:
-        """The latest record for `file_id`, if any."""
-        return self._latest.get(file_id)
+    def prune(self, keep: Callable[[str], bool]) -> int:
+        """Forget the ids `keep` says are gone (their files are no longer in the watched folder), compacting the file
+        at once if any is, and use `keep` at every later compaction; how many were forgotten. A failed compaction
+        forgets nothing (logged; the journal goes on)."""
+        with self._lock:
+            self._keep = keep
+            before = len(self._latest)
+            try:
+                gone = any(not keep(entry.id) for entry in self._latest_entries())
+            except OSError as exc:
+                log.warning("station journal: cannot be read back to forget gone files (%s)", exc.strerror or exc)
+                return 0
+            if gone:
+                self._compact()
+            return before - len(self._latest)
 
     def record(self, frame: Frame, status: str, *, at: float | None = None) -> JournalEntry:
         """Commit `frame` as processed with `status`: the line is on disk (fsync'd) when this returns."""
@@ -141,7 +158,7 @@ class StationJournal:
         entry = JournalEntry(frame.id, frame.size, frame.mtime_ns, status, time.time() if at is None else at)
         with self._lock:
             self._append(_line(entry))
-            self._remember(entry)
+            self._latest[_key(entry.id)] = _identity(entry.size, entry.mtime_ns)
             self._lines += 1
             if self._lines > self._limit:
                 self._compact()
@@ -160,9 +177,14 @@ class StationJournal:
     def __exit__(self, *_exc: object) -> None:
         self.close()
 
-    def _remember(self, entry: JournalEntry) -> None:
-        self._latest.pop(entry.id, None)  # re-inserted last: compaction keeps the order of the latest records
-        self._latest[entry.id] = entry
+    def _latest_entries(self) -> list[JournalEntry]:
+        """The latest record of each id, from the file (memory holds only their hashes), in the order of those
+        records."""
+        latest: dict[str, JournalEntry] = {}
+        for entry in read_journal(self.path).entries:
+            latest.pop(entry.id, None)  # re-inserted last: the order of the latest records
+            latest[entry.id] = entry
+        return list(latest.values())
 
     def _open(self) -> int:
         created = not self.path.exists()
@@ -187,9 +209,9 @@ class StationJournal:
 
     def _compact(self) -> None:
         """Rewrite the journal as one line per id still wanted (see the module's docstring)."""
-        kept = [entry for entry in self._latest.values() if self._keep is None or self._keep(entry.id)]
-        data = b"".join(_line(entry) for entry in kept)
         try:
+            kept = [entry for entry in self._latest_entries() if self._keep is None or self._keep(entry.id)]
+            data = b"".join(_line(entry) for entry in kept)
             fd, tmp = create_temporary(self.path.parent, self.path.name)
             try:
                 with os.fdopen(fd, "wb") as handle:
@@ -209,7 +231,7 @@ class StationJournal:
             self._limit = self._lines * 2  # try again later, not at every record
             return
         log.debug("station journal compacted: %d lines → %d", self._lines, len(kept))
-        self._latest = {entry.id: entry for entry in kept}
+        self._latest = {_key(entry.id): _identity(entry.size, entry.mtime_ns) for entry in kept}
         self._lines = len(kept)
         self._limit = max(self.max_entries, 2 * len(kept))
 
@@ -218,6 +240,18 @@ class StationJournal:
         for leftover in self.path.parent.glob(f"{TEMPORARY_PREFIX}{self.path.name}.*.tmp"):
             with contextlib.suppress(OSError):
                 leftover.unlink()
+
+
+def _key(file_id: str) -> int:
+    """A 64-bit hash of the id (two ids alike in their 64 bits: ~1 in 10^9 for a million ids, and then only a file
+    of the same size and mtime_ns too would be taken as done)."""
+    data = file_id.encode("utf-8", "surrogateescape")  # os.fsdecode's surrogates: a name that is no UTF-8
+    return int.from_bytes(hashlib.blake2b(data, digest_size=8).digest(), "little")
+
+
+def _identity(size: int, mtime_ns: int) -> int:
+    """Size and mtime_ns in one int, exactly (no collision: a changed file is always new work)."""
+    return (size << 64) | (mtime_ns & ((1 << 64) - 1))
 
 
 def _line(entry: JournalEntry) -> bytes:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import hashlib
 import json
 import os
@@ -11,6 +12,7 @@ import subprocess
 import sys
 import threading
 import time
+import tracemalloc
 from collections import Counter
 from pathlib import Path
 
@@ -110,6 +112,47 @@ def test_compaction_with_more_live_files_than_the_bound_keeps_them_all(tmp_path)
     assert all(journal.done(f"p{n}.png", 10, 1_000) for n in range(40))
     assert journal.lines <= 2 * 40
     journal.close()
+
+
+def test_an_id_costs_a_hash_in_memory_not_its_record(tmp_path, monkeypatch):
+    monkeypatch.setattr(os, "fsync", lambda fd: None)  # 20,000 fsyncs measure the disk, not the journal's memory
+    journal = StationJournal(tmp_path, max_entries=50_000)
+    gc.collect()
+    tracemalloc.start()
+    try:
+        for n in range(20_000):  # one Path for all: pathlib interns each new path's parts
+            journal.record(Frame(f"line3/part_{n:06d}.png", 0.0, path=tmp_path, size=2_000_000 + n,
+                                 mtime_ns=1_733_000_000 * 10**9 + n), "OK")
+        gc.collect()
+        held = tracemalloc.get_traced_memory()[0]
+    finally:
+        tracemalloc.stop()
+    assert len(journal) == 20_000 and journal.done("line3/part_019999.png", 2_019_999, 1_733_000_000 * 10**9 + 19_999)
+    assert held / 20_000 < 160, f"{held / 20_000:.0f} bytes an id (the record itself was ≈ 300 B traced, 0.5 kB RSS)"
+    journal.close()
+
+
+def test_prune_forgets_gone_files_and_compaction_keeps_memory_bounded(tmp_path):
+    present: set[str] = set()
+    journal = StationJournal(tmp_path, max_entries=500)
+    journal.prune(lambda file_id: file_id in present)
+    for n in range(5_000):  # the line keeps the last 100 parts in the folder, deleting older ones
+        name = f"part_{n:05d}.png"
+        present.add(name)
+        present.discard(f"part_{n - 100:05d}.png")
+        journal.record(file_frame(name), "OK")
+        assert len(journal) <= 500 + 1 and journal.lines <= 500 + 1
+    assert all(journal.done(name, 10, 1_000) for name in present)  # the files still there: done
+    journal.close()
+    reopened = StationJournal(tmp_path, max_entries=500)
+    assert all(reopened.done(name, 10, 1_000) for name in present)
+    present -= {f"part_{n:05d}.png" for n in range(4_900, 4_950)}  # 50 more deleted while no station ran
+    before = len(reopened)
+    assert reopened.prune(lambda file_id: file_id in present) == before - 50
+    assert len(reopened) == len(present) == 50 and reopened.lines == 50
+    assert all(reopened.done(name, 10, 1_000) for name in present)
+    assert {e.id for e in read_journal(tmp_path / JOURNAL_NAME).entries} == present
+    reopened.close()
 
 
 def test_bad_records_and_a_fifo_under_its_name_are_refused(tmp_path):

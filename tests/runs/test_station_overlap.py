@@ -1,7 +1,8 @@
 """The station's overlapped stages (app.runs.station_stages): the next file decoded while one is judged, the folder's
 pictures and the journal's line written behind it. Verdicts stay in the frames' order, a frame read ahead when the
 station stops is not journaled and the restart judges it, a broken image among good ones is its ERROR line, a
-camera's frames are not read ahead (the newest still wins), and a journal that cannot be written ends the station."""
+camera's frames are not read ahead (the newest still wins), and a journal that cannot be written ends the station.
+And the journal of a watch folder forgets the files no longer in it when the station starts (bounded memory)."""
 
 from __future__ import annotations
 
@@ -198,3 +199,22 @@ def test_a_journal_that_cannot_be_written_ends_the_station_with_its_line(tmp_pat
     station = _station(model, folder, tmp_path / "out")
     with pytest.raises(OutputError, match="No space left on device"):
         station.run()
+
+
+def test_a_restart_forgets_the_files_gone_from_the_folder_and_skips_the_rest(tmp_path, model):
+    names = {f"part_{k}.png": SAMPLES[k] for k in range(4)}
+    folder, out = _folder_of(tmp_path, names), tmp_path / "out"
+    _run_until(_station(model, folder, out), out, 4)
+    (folder / "part_0.png").unlink()  # the line took them away while the station was down
+    (folder / "part_2.png").rename(tmp_path / "part_2.png")
+    restarted = _station(model, folder, out)
+    thread = threading.Thread(target=restarted.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + WAIT_S
+    while len(read_journal(out / JOURNAL_NAME).entries) != 2 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    time.sleep(1.0)  # a file judged twice would be logged by now
+    restarted.stop()
+    thread.join(WAIT_S)
+    assert [entry.id for entry in read_journal(out / JOURNAL_NAME).entries] == ["part_1.png", "part_3.png"]
+    assert len(_logged(out)) == 4  # nothing judged again
