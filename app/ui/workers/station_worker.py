@@ -78,6 +78,8 @@ class StationWorker(QObject):
             problem, stats = _line("failed", exc), station.stats()
         finally:
             painter.close()  # the last frame drawn and emitted before `ended`
+            # the session is let go here, on the thread that made it (ModelSession: used from its own thread)
+            self._painter = self._station = None
         self.ended.emit(StationEnded(stats, problem))
 
     def _open(self, station_file: StationFile) -> Station:
