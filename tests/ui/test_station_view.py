@@ -137,6 +137,7 @@ def test_a_stalled_source_shows_the_alarm_and_closing_the_window_ends_the_statio
     qtbot.waitUntil(lambda: view.alarm.isVisible(), timeout=WAIT_MS)
     assert view.alarm.text().startswith("⚠ ALARM — SOURCE STALLED: no frame for ")
     assert view.alarm.text().endswith("(limit 0.5 s)")
+    assert "frames/s (before the stall)" in view.numbers.text()  # an old rate is never passed off as the rate now
     thread = controller.station_thread
     window.close()  # while the station runs: its thread is joined, its output folder let go
     assert controller.station_thread is None and not thread.isRunning()

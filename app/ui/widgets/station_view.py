@@ -155,7 +155,9 @@ class StationView(QWidget):
         p50 = "–" if stats.latency_p50_ms is None else f"{stats.latency_p50_ms:.0f}"
         p95 = "–" if stats.latency_p95_ms is None else f"{stats.latency_p95_ms:.0f}"
         since, noun = f"{stats.since_frame_s:.0f} s", "frame" if stats.frames == 1 else "frames"
-        self.numbers.setText(f"{stats.fps:.1f} frames/s   latency p50 {p50} ms · p95 {p95} ms\n"
+        # the rate is over the last verdicts: said as such once no frame comes, never passed off as the rate now
+        when = " (before the stall)" if stats.stalled else " (while it ran)" if stats.ended is not None else ""
+        self.numbers.setText(f"{stats.fps:.1f} frames/s{when}\nlatency p50 {p50} ms · p95 {p95} ms\n"
                              f"{stats.frames} {noun}   {stats.dropped} dropped   last frame {since} ago")
         self.set_alarm(alarms)
         stale = stats.stalled or stats.ended is not None
@@ -209,6 +211,7 @@ class StationView(QWidget):
         self.frame.setStyleSheet("font-size: 16px;")
         self.frame.setWordWrap(True)
         self.numbers.setStyleSheet("font-size: 15px;")
+        self.numbers.setWordWrap(True)  # the side column is fixed: a long line wraps, never clipped
         layout.addWidget(self.banner)
         layout.addWidget(self.reason)
         layout.addWidget(self.frame)
