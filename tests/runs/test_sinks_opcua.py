@@ -224,7 +224,7 @@ def test_close_says_running_false_and_frees_the_port(sink):
     assert (values["Running"], values["Sequence"]) == (True, 0)  # a new station's counters
 
 
-def test_a_port_in_use_is_a_problem_line_and_the_server_comes_up_once_it_is_free(sink):
+def test_a_port_in_use_is_a_problem_line_and_the_server_comes_up_once_it_is_free(sink, caplog):
     port = free_port()
     holder = socket.socket()
     holder.bind(("127.0.0.1", port))
@@ -252,6 +252,23 @@ def test_a_port_in_use_is_a_problem_line_and_the_server_comes_up_once_it_is_free
     values = run(client_side())
     assert (values["Verdict"], values["FrameId"], values["Sequence"], values["OkCount"], values["NgCount"]) == (
         "NG", "late.png", 2, 1, 1)  # what was published meanwhile
+    assert not [record for record in caplog.records if record.exc_info]  # one line, never asyncua's traceback
+
+
+def test_a_verdict_no_variable_can_hold_is_said_and_changes_nothing(sink, caplog):
+    server = sink(endpoint())
+    server.publish(verdict("OK", 0.1))
+    server.publish(StationVerdict(station="line-3", frame_id="x.png", time=1e300, verdict="NG", score=0.9, reason="",
+                                  latency_ms=1.0))  # no DateTime holds that time
+    assert server.wait_ready(WAIT_S)
+
+    async def client_side() -> dict[str, Any]:
+        async with Client(server.endpoint) as client:
+            return await read_all(client)
+
+    values = run(client_side())
+    assert (values["Verdict"], values["Sequence"], values["NgCount"], values["FrameCount"]) == ("OK", 1, 0, 1)
+    assert any("a verdict not shown" in record.getMessage() for record in caplog.records)
 
 
 def test_the_variables_are_read_only(sink):

@@ -15,7 +15,8 @@ under Objects one object per station, NodeId `ns=2;s=<station>`, and its variabl
     Sequence      UInt32   one more per verdict: a PLC sees a new part even when the verdict repeats
     OkCount, ReviewCount, NgCount, ErrorCount, FrameCount   UInt32, since the station started
     Heartbeat     UInt32   one more every second while the server runs, frames or none: a PLC that sees it stop
-                           knows the station is dead
+                           knows the station's process is dead (a source that stalls is the station's own alarm,
+                           stall_after_s, not this)
     Running       Boolean  True while the station runs; False is written on close, before the server stops
 
 The variables of one verdict are written together, Sequence last, between two client requests (one asyncio
@@ -124,7 +125,7 @@ class OpcUaSink:
             with self._lock:
                 self._tally.take(verdict)
                 self._version += 1
-        except (ValueError, TypeError, OverflowError) as exc:  # a verdict no variable can hold: said, not raised
+        except (ValueError, TypeError, OverflowError, OSError) as exc:  # no variable holds it: said, not raised
             log.warning("OPC UA sink: a verdict not shown: %s", one_line(exc))
             return
         self._poke()

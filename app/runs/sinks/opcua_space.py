@@ -74,19 +74,20 @@ class Tally:
         self.values: dict[str, Any] = {name: initial for name, (_, initial) in VARIABLES.items()}
 
     def take(self, verdict: StationVerdict) -> None:
-        """The variables after `verdict`: its fields, its counter and FrameCount one more, Sequence one more."""
-        values = self.values
+        """The variables after `verdict`: its fields, its counter and FrameCount one more, Sequence one more. All
+        or nothing: a verdict whose time no DateTime holds (ValueError, OverflowError, OSError) changes none."""
         score = verdict.score
-        values["Verdict"] = verdict.verdict
-        values["VerdictCode"] = VERDICT_CODES.get(verdict.verdict, 4)
-        values["Score"] = float(score) if score is not None and math.isfinite(score) else math.nan
-        values["Reason"] = verdict.reason
-        values["FrameId"] = verdict.frame_id
-        values["VerdictTime"] = datetime.fromtimestamp(verdict.time, tz=timezone.utc)
-        values["LatencyMs"] = float(verdict.latency_ms)
         counter = _COUNT_OF.get(verdict.verdict, "ErrorCount")
+        new = {
+            "Verdict": verdict.verdict, "VerdictCode": VERDICT_CODES.get(verdict.verdict, 4),
+            "Score": float(score) if score is not None and math.isfinite(score) else math.nan,
+            "Reason": verdict.reason, "FrameId": verdict.frame_id,
+            "VerdictTime": datetime.fromtimestamp(verdict.time, tz=timezone.utc),
+            "LatencyMs": float(verdict.latency_ms),
+        }
         for name in (counter, "FrameCount", "Sequence"):  # UInt32: wraps after 4 294 967 295, as a PLC's counter
-            values[name] = (values[name] + 1) % _UINT32
+            new[name] = (self.values[name] + 1) % _UINT32
+        self.values.update(new)
 
     def snapshot(self) -> dict[str, Any]:
         return dict(self.values)
