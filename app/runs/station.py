@@ -293,8 +293,13 @@ def _still_in(root: Path, file_id: str) -> bool:
 
 
 def _error_reason(frame: Frame, exc: BaseException) -> str:
-    """The error's one line, naming the frame by its id rather than its full path (paths only at DEBUG)."""
-    line = one_line(exc, most=300, typed=True)
+    """The error's one line, naming the frame by its id rather than its full path (paths only at DEBUG): the path is
+    looked for folded onto one line, as a SegLensError's message holds it (a tab or two spaces in it kept it whole),
+    and replaced before the line is cut (a cut through it left its start)."""
+    text = " ".join(str(exc).split())
     if frame.path is not None:
-        line = line.replace(str(frame.path), frame.id)
+        text = text.replace(" ".join(str(frame.path).split()), frame.id)
+    line = text[:300] or type(exc).__name__
+    if not isinstance(exc, SegLensError) and line != type(exc).__name__:
+        line = f"{type(exc).__name__}: {line}"  # as one_line(typed=True): an error nobody planned for says its type
     return line if line.startswith(frame.id) else f"{frame.id}: {line}"
