@@ -189,8 +189,8 @@ class OpcUaSink:
             except OSError as exc:  # the port in use, an address not this machine's
                 # asyncio's strerror repeats the address: the errno's words say it shorter
                 reason = os.strerror(exc.errno) if exc.errno else one_line(exc)
-                self._set_problem(f"opcua: cannot listen on {self._host}:{self._port} ({reason}); "
-                                  f"retrying every {delay:.0f} s")
+                # the same line at every try: said (and logged) once, not once per retry
+                self._set_problem(f"opcua: cannot listen on {self._host}:{self._port} ({reason}); retrying")
                 await self._nap(wake, delay)
                 delay = min(delay * 2, self._retry_max_s)
                 continue
