@@ -144,7 +144,9 @@ def test_bad_folders_are_one_line_each_and_a_broken_image_is_counted_as_the_cli_
     controller = calibrator_of(window)
     for folders, line in (((empty, ng), f"OK folder: no images found in: {empty}"),
                           ((ok, papers), f"NG folder: no images found in: {papers}"),
-                          ((ok, missing), f"NG folder {missing}: not a folder")):
+                          ((ok, missing), f"NG folder {missing}: not a folder"),
+                          ((ok, ok), f"OK folder and NG folder: {COUNT} image(s) are in both (e.g. ok_000.png): a "
+                                     "part is either good or defective")):
         dialog = _dialog(window, *folders)
         with qtbot.waitSignal(controller.finished, timeout=TIMEOUT) as finished:
             dialog._calibrate.click()
