@@ -564,3 +564,35 @@ def test_watch_with_opcua_a_client_reads_the_ng_count_after_an_ng_part(demo, tmp
     assert distinct(changes.seen["NgCount"]) == [0, 1]
     assert "watch line-3: stopped; 2 frames: 1 OK, 0 REVIEW, 1 NG, 0 ERROR; " in stdout
     assert "sink problem" not in stdout
+
+
+def test_watch_with_opcua_on_a_port_in_use_says_the_sink_problem_and_exits_1(demo, tmp_path):
+    folder, out, port = tmp_path / "in", tmp_path / "out", free_port()
+    folder.mkdir()
+    holder = socket.socket()
+    holder.bind(("127.0.0.1", port))
+    holder.listen()
+    try:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "app.cli", "watch", str(demo), str(folder), "--out", str(out), "--device", "cpu",
+             "--settle", "0.2", "--name", "line-3", "--opcua", endpoint(port)],
+            cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            deadline = time.monotonic() + WAIT_S * 2
+            while not (out / "station-journal.jsonl").exists():
+                assert process.poll() is None and time.monotonic() < deadline, "the station never started"
+                time.sleep(0.05)
+            shutil.copyfile(SAMPLES / "anomaly_05_pits.png", folder / "part.png.tmp")
+            (folder / "part.png.tmp").rename(folder / "part.png")
+            while not (out / "verdicts.jsonl").exists() or not (out / "verdicts.jsonl").read_text():
+                assert process.poll() is None and time.monotonic() < deadline, "no verdict logged"
+                time.sleep(0.05)
+        finally:
+            process.send_signal(signal.SIGINT)
+            stdout, stderr = process.communicate(timeout=WAIT_S)
+    finally:
+        holder.close()
+    assert process.returncode == 1, (stdout, stderr)  # a sink failing at the end: the line was left without it
+    assert "watch line-3: stopped; 1 frame: 0 OK, 0 REVIEW, 1 NG, 0 ERROR; " in stdout
+    assert f"sink problem: opcua: cannot listen on 127.0.0.1:{port} (Address already in use); retrying\n" in stdout
+    assert "Traceback" not in stderr
