@@ -596,3 +596,18 @@ def test_watch_with_opcua_on_a_port_in_use_says_the_sink_problem_and_exits_1(dem
     assert "watch line-3: stopped; 1 frame: 0 OK, 0 REVIEW, 1 NG, 0 ERROR; " in stdout
     assert f"sink problem: opcua: cannot listen on 127.0.0.1:{port} (Address already in use); retrying\n" in stdout
     assert "Traceback" not in stderr
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["STATION.yaml", "--opcua", "opc.tcp://127.0.0.1:4840/"], "--opcua: a station file says these itself"),
+    (["surface_anomaly", "in", "--out", "o", "--opcua", "tcp://127.0.0.1:4840"],
+     "'sinks.opcua.endpoint' must be opc.tcp://HOST[:PORT][/PATH], got tcp://127.0.0.1:4840"),
+])
+def test_watch_opcua_usage_errors_are_one_line_and_exit_2(tmp_path, monkeypatch, capsys, args, message):
+    from app.cli import main
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "in").mkdir()
+    assert main(["watch", *args]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and message in err and err.count("\n") == 1
