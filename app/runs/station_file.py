@@ -15,8 +15,8 @@
              tls: {ca: ca.pem, cert: c.pem, key: k.pem}, client_id: line-3}   # QoS 1 (app.runs.sinks.mqtt)
       folder: {save: [mask, overlay], keep_files: 5000, keep_bytes: 2000000000}
       opcua: {endpoint: 'opc.tcp://127.0.0.1:4840/seglens/', security: Basic256Sha256_SignAndEncrypt,
-              certificate: server.der, private_key: server-key.pem, username: plc, password_env: OPCUA_PASSWORD,
-              allow_insecure: false}   # SegLens as an OPC UA server a PLC reads (app.runs.sinks.opcua)
+              certificate: server.der, private_key: server-key.pem, trusted_clients: plc-certs/, username: plc,
+              password_env: OPCUA_PASSWORD, allow_insecure: false}   # an OPC UA server a PLC reads (sinks.opcua)
 
 Paths are relative to the station file. Every key is checked: an unknown key, a wrong type or a bad value is one
 line naming the file and the key (`STATION.yaml: 'source.settle_s' must be a number >= 0, got 'soon'`), as a
@@ -44,7 +44,8 @@ _TOP = ("name", "model", "sidecar", "verdict", "device", "source", "out", "stall
 _SOURCE = {"watch": ("settle_s", "recursive", "polling"), "video": ("realtime",), "camera": ()}
 _MQTT = ("url", "topic_prefix", "username", "password_env", "tls", "client_id")
 _TLS = ("ca", "cert", "key")
-_OPCUA = ("endpoint", "security", "certificate", "private_key", "username", "password_env", "allow_insecure")
+_OPCUA = ("endpoint", "security", "certificate", "private_key", "trusted_clients", "username", "password_env",
+          "allow_insecure")
 _OPCUA_POLICIES = ("none", "Basic256Sha256_Sign", "Basic256Sha256_SignAndEncrypt")
 
 
@@ -205,7 +206,7 @@ def _opcua(check: _Checker, raw: Any, base: Path) -> dict[str, Any]:
                      f"{_kind(security)}")
     if "security" in values:
         values["security"] = tuple(policies)
-    for key in ("certificate", "private_key"):
+    for key in ("certificate", "private_key", "trusted_clients"):
         if key in values:
             values[key] = base / check.text(f"sinks.opcua.{key}", values[key])
     for key in ("username", "password_env"):

@@ -139,7 +139,7 @@ def _mqtt_sink(station: StationFile, options: dict[str, Any]) -> Sink:
 def _opcua_sink(station: StationFile, options: dict[str, Any]) -> Sink:
     """The OPC UA server of the file's `sinks.opcua` (app.runs.sinks.opcua: the last verdict, counters, heartbeat)."""
     module = _optional("app.runs.sinks.opcua", "the OPC UA sink")
-    given = ("security", "certificate", "private_key", "username", "allow_insecure")
+    given = ("security", "certificate", "private_key", "trusted_clients", "username", "allow_insecure")
     kwargs: dict[str, Any] = {key: options[key] for key in given if key in options}
     if "password_env" in options:
         variable = options["password_env"]

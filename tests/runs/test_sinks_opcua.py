@@ -375,6 +375,26 @@ def test_a_user_and_password_are_asked_for_over_the_encrypted_channel(sink, cert
     run(client_side())
 
 
+def test_only_the_trusted_client_certificates_are_let_in(sink, certificates, tmp_path):
+    trusted, others = tmp_path / "trusted", tmp_path / "others"
+    for folder, name in ((trusted, "client"), (others, "other")):
+        folder.mkdir()
+        shutil.copyfile(certificates / f"{name}.der", folder / f"{name}.der")
+    servers = [sink(endpoint(), security="Basic256Sha256_SignAndEncrypt", certificate=certificates / "server.der",
+                    private_key=certificates / "server-key.pem", trusted_clients=folder)
+               for folder in (trusted, others)]
+    assert all(server.wait_ready(WAIT_S) for server in servers)
+
+    async def client_side() -> None:
+        async with await secure_client(servers[0].endpoint, certificates) as client:  # its certificate is trusted
+            assert await client.get_node(node("Running")).read_value() is True
+        with pytest.raises(ua.uaerrors.BadUserAccessDenied):  # the same client, not among the other's trusted
+            async with await secure_client(servers[1].endpoint, certificates):
+                pass
+
+    run(client_side())
+
+
 @pytest.mark.parametrize(("url", "options", "message"), [
     ("opc.tcp://127.0.0.1:4840/", {"security": "Basic256Sha256_Sign", "certificate": "missing.der",
                                   "private_key": "server-key.pem"},
@@ -398,9 +418,19 @@ def test_a_user_and_password_are_asked_for_over_the_encrypted_channel(sink, cert
     ("opc.tcp://127.0.0.1:4840/", {"security": "Basic128"},
      "security 'Basic128': expected one of none, Basic256Sha256_Sign, Basic256Sha256_SignAndEncrypt"),
     ("http://127.0.0.1:4840/", {}, "endpoint 'http://127.0.0.1:4840/': expected opc.tcp://HOST[:PORT][/PATH]"),
+    ("opc.tcp://127.0.0.1:4840/", {"security": "Basic256Sha256_Sign", "certificate": "server.der",
+                                  "private_key": "server-key.pem", "trusted_clients": "nowhere"},
+     "trusted_clients nowhere: cannot read the folder (No such file or directory)"),
+    ("opc.tcp://127.0.0.1:4840/", {"security": "Basic256Sha256_Sign", "certificate": "server.der",
+                                  "private_key": "server-key.pem", "trusted_clients": "."},
+     "trusted client certificate client-key.pem: not an X.509 certificate (PEM or DER)"),
+    ("opc.tcp://127.0.0.1:4840/", {"security": ("none", "Basic256Sha256_Sign"), "certificate": "server.der",
+                                  "private_key": "server-key.pem", "trusted_clients": "."},
+     "trusted_clients needs every security policy to be a Basic256Sha256 one: a client on none has no certificate "
+     "to check"),
 ])
 def test_a_refused_configuration_is_one_line_and_nothing_listens(certificates, url, options, message):
-    given = {key: certificates / value if key in ("certificate", "private_key") else value
+    given = {key: certificates / value if key in ("certificate", "private_key", "trusted_clients") else value
              for key, value in options.items()}
     threads = threading.active_count()
     with pytest.raises(ValueError) as caught:
@@ -422,7 +452,7 @@ GOOD = "name: line-3\nmodel: m.onnx\nsource: {watch: in}\nout: out\n"
      "of none, Basic256Sha256_Sign, Basic256Sha256_SignAndEncrypt, got 'Basic128'"),
     ("{opcua: {endpoint: 'opc.tcp://h:4840', security: []}}", "'sinks.opcua.security' must be one or a list of "),
     ("{opcua: {endpoint: 'opc.tcp://h:4840', password: p}}", "unknown key 'sinks.opcua.password' (expected one of: "
-     "endpoint, security, certificate, private_key, username, password_env, allow_insecure)"),
+     "endpoint, security, certificate, private_key, trusted_clients, username, password_env, allow_insecure)"),
     ("{opcua: {endpoint: 'opc.tcp://h:4840', allow_insecure: maybe}}",
      "'sinks.opcua.allow_insecure' must be true or false, got 'maybe'"),
     ("{opcua: {endpoint: 'opc.tcp://h:4840', certificate: 3}}",
@@ -448,12 +478,12 @@ def test_a_station_file_opcua_section_read_whole(tmp_path):
     path = tmp_path / "STATION.yaml"
     path.write_text(f"{GOOD}sinks:\n  opcua: {{endpoint: 'opc.tcp://[::1]:4841/seglens/', security: "
                     "[Basic256Sha256_Sign, Basic256Sha256_SignAndEncrypt], certificate: certs/server.der, "
-                    "private_key: certs/key.pem, username: plc, password_env: OPCUA_PW}\n")
+                    "private_key: certs/key.pem, trusted_clients: plcs, username: plc, password_env: OPCUA_PW}\n")
     assert read_station_file(path).sinks == {"opcua": {
         "endpoint": "opc.tcp://[::1]:4841/seglens/",
         "security": ("Basic256Sha256_Sign", "Basic256Sha256_SignAndEncrypt"),
         "certificate": tmp_path / "certs" / "server.der", "private_key": tmp_path / "certs" / "key.pem",
-        "username": "plc", "password_env": "OPCUA_PW"}}
+        "trusted_clients": tmp_path / "plcs", "username": "plc", "password_env": "OPCUA_PW"}}
 
 
 def _open_files(folder: Path) -> list[str]:

@@ -26,9 +26,11 @@ writes (a burst) are coalesced: the newest is shown, every counter and Sequence 
 Security (`security:` one or a list of `none`, `Basic256Sha256_Sign`, `Basic256Sha256_SignAndEncrypt`): `none`
 is allowed only on a loopback endpoint (127.0.0.1, localhost, ::1) unless `allow_insecure: true` says so, since
 anyone on the network could then read the verdicts. The Basic256Sha256 policies need the server's `certificate`
-and `private_key` (PEM or DER, by path; the certificate's URI becomes the server's ApplicationUri); a client's
-certificate is accepted without a trust list. A `username` (its password from the environment, never the file)
-refuses anonymous clients; it needs a Basic256Sha256 policy, so the password never crosses the network in clear.
+and `private_key` (PEM or DER, by path; the certificate's URI becomes the server's ApplicationUri); any client's
+certificate is accepted unless `trusted_clients` names a folder of the ones let in (each .der/.pem/.crt/.cer file
+one certificate, pinned: exactly those, no CA chain). A `username` (its password from the environment, never the
+file) refuses anonymous clients; it needs a Basic256Sha256 policy, so the password never crosses the network in
+clear.
 A missing or unreadable certificate or key is one line naming the file, and nothing listens.
 
 Threads: the server runs on its own thread with its own asyncio loop; `publish` takes a lock for a few dict
@@ -98,12 +100,13 @@ class OpcUaSink:
 
     def __init__(self, endpoint: str, *, station: str, security: str | tuple[str, ...] | list[str] = "none",
                  certificate: Path | None = None, private_key: Path | None = None, username: str | None = None,
-                 password: str | None = None, allow_insecure: bool = False, retry_max_s: float = 30.0,
+                 password: str | None = None, allow_insecure: bool = False, trusted_clients: Path | None = None,
+                 retry_max_s: float = 30.0,
                  close_grace_s: float = 0.5, close_s: float = 5.0) -> None:
         self._host, self._port = endpoint_host_port(endpoint)
         self._security: Security = check_security(
             endpoint, security=security, certificate=certificate, private_key=private_key, username=username,
-            password=password, allow_insecure=allow_insecure)
+            password=password, allow_insecure=allow_insecure, trusted_clients=trusted_clients)
         self.endpoint, self.station = endpoint, station
         self._retry_max_s, self._close_grace_s, self._close_s = retry_max_s, close_grace_s, close_s
         self._lock = threading.Lock()

@@ -124,6 +124,7 @@ class Security:
     private_key: rsa.RSAPrivateKey | None = None
     username: str | None = None
     password: str | None = None
+    trusted: frozenset[bytes] | None = None  # the client certificates (DER) let in; None: any client's
 
     def __repr__(self) -> str:  # never the key or the password in a log line
         return f"Security(policies={self.policies!r}, username={self.username!r})"
@@ -143,7 +144,8 @@ class Security:
 
 def check_security(endpoint: str, *, security: str | tuple[str, ...] | list[str] = "none",
                    certificate: Path | None = None, private_key: Path | None = None, username: str | None = None,
-                   password: str | None = None, allow_insecure: bool = False) -> Security:
+                   password: str | None = None, allow_insecure: bool = False,
+                   trusted_clients: Path | None = None) -> Security:
     """The security the options describe, their files read and checked; ValueError in one line naming the
     option (by its station-file key) or the file otherwise."""
     host, _ = endpoint_host_port(endpoint)
@@ -161,6 +163,9 @@ def check_security(endpoint: str, *, security: str | tuple[str, ...] | list[str]
     if username is not None and policies == ("none",):
         raise ValueError("username needs a Basic256Sha256 security policy: with none alone the password would "
                          "cross the network in clear")
+    if trusted_clients is not None and "none" in policies:
+        raise ValueError("trusted_clients needs every security policy to be a Basic256Sha256 one: a client on none "
+                         "has no certificate to check")
     if policies == ("none",):
         if certificate is not None or private_key is not None:
             raise ValueError("certificate and private_key are for a Basic256Sha256 security policy, not none")
@@ -171,7 +176,21 @@ def check_security(endpoint: str, *, security: str | tuple[str, ...] | list[str]
     cert, key = _certificate(certificate), _private_key(private_key)
     if _public(cert.public_key()) != _public(key.public_key()):
         raise ValueError(f"private key {private_key.name} is not the key of certificate {certificate.name}")
-    return Security(policies, cert, key, username, password)
+    trusted = None if trusted_clients is None else _trusted(trusted_clients)
+    return Security(policies, cert, key, username, password, trusted)
+
+
+def _trusted(folder: Path) -> frozenset[bytes]:
+    """The client certificates in `folder` (each .der, .pem, .crt or .cer file one), as DER bytes."""
+    try:
+        files = sorted(path for path in folder.iterdir() if path.suffix.lower() in (".der", ".pem", ".crt", ".cer"))
+    except OSError as exc:
+        raise ValueError(f"trusted_clients {folder.name}: cannot read the folder ({exc.strerror or exc})") from exc
+    found = {_certificate(path, what="trusted client certificate").public_bytes(serialization.Encoding.DER)
+             for path in files}
+    if not found:
+        raise ValueError(f"trusted_clients {folder.name}: no certificate in it (.der, .pem, .crt or .cer)")
+    return frozenset(found)
 
 
 def _public(key: Any) -> bytes:
@@ -189,14 +208,14 @@ def _read(path: Path, what: str) -> bytes:
     return data
 
 
-def _certificate(path: Path) -> x509.Certificate:
-    data = _read(path, "certificate")
+def _certificate(path: Path, *, what: str = "certificate") -> x509.Certificate:
+    data = _read(path, what)
     try:
         if b"-----BEGIN" in data:
             return x509.load_pem_x509_certificate(data)
         return x509.load_der_x509_certificate(data)
     except ValueError as exc:
-        raise ValueError(f"certificate {path.name}: not an X.509 certificate (PEM or DER)") from exc
+        raise ValueError(f"{what} {path.name}: not an X.509 certificate (PEM or DER)") from exc
 
 
 def _private_key(path: Path) -> rsa.RSAPrivateKey:
@@ -219,15 +238,21 @@ def _private_key(path: Path) -> rsa.RSAPrivateKey:
 class Gate(UserManager):
     """Who may open a session: without `none` among the policies, only a client on a secure channel (asyncua
     2.1 lets a client on the None channel it keeps for discovery create and activate a session even when no
-    endpoint offers None: its peer certificate is then empty); with a `username`, only that user and password."""
+    endpoint offers None: its peer certificate is then empty); with trusted clients, only a channel whose
+    certificate is one of them (checked here, at activation, with the channel's own certificate: asyncua's
+    certificate validator looks only at the one a client chooses to put in CreateSession); with a `username`,
+    only that user and password."""
 
     def __init__(self, security: Security) -> None:
         self._secure_only = "none" not in security.policies
+        self._trusted = security.trusted
         self._username, self._password = security.username, security.password or ""
 
     def get_user(self, iserver: Any, username: str | None = None, password: str | None = None,
                  certificate: Any = None) -> User | None:
         if self._secure_only and not certificate:  # b"" on the None channel
+            return None
+        if self._trusted is not None and bytes(certificate or b"") not in self._trusted:
             return None
         if self._username is None:
             return User(role=UserRole.User)
