@@ -254,6 +254,16 @@ def test_a_port_in_use_is_a_problem_line_and_the_server_comes_up_once_it_is_free
     assert len([record for record in caplog.records if "cannot listen" in record.getMessage()]) == 1  # said once
 
 
+def test_a_host_that_does_not_resolve_is_a_problem_line_in_words(sink):
+    server = sink("opc.tcp://no-such-host.invalid:4840/seglens/", allow_insecure=True)
+    deadline = time.monotonic() + WAIT_S
+    while server.problem is None:
+        assert time.monotonic() < deadline, "no problem said"
+        time.sleep(0.05)
+    assert server.problem.startswith("opcua: cannot listen on no-such-host.invalid:4840 (")
+    assert "Unknown error" not in server.problem and server.problem.endswith("); retrying")
+
+
 def test_a_verdict_no_variable_can_hold_is_said_and_changes_nothing(sink, caplog):
     server = sink(endpoint())
     server.publish(verdict("OK", 0.1))

@@ -190,8 +190,9 @@ class OpcUaSink:
             try:
                 server = await self._start()
             except OSError as exc:  # the port in use, an address not this machine's
-                # asyncio's strerror repeats the address: the errno's words say it shorter
-                reason = os.strerror(exc.errno) if exc.errno else one_line(exc)
+                # asyncio's strerror repeats the address: the errno's words say it shorter (a name that does
+                # not resolve is a gaierror: a negative errno, its own words in strerror)
+                reason = os.strerror(exc.errno) if exc.errno and exc.errno > 0 else exc.strerror or one_line(exc)
                 # the same line at every try: said (and logged) once, not once per retry
                 self._set_problem(f"opcua: cannot listen on {self._host}:{self._port} ({reason}); retrying")
                 await self._nap(wake, delay)
