@@ -12,7 +12,8 @@ a loopback endpoint: a station file gives the certificate, the key and a user fo
 A station is judged by whether its verdicts reached the line, not by how many parts were NG, so the exit codes are:
   0    the source ended by itself (a video file played to its end) and every sink took every verdict
   1    a sink lost verdicts or is failing at the end, or a live source ended (the watched folder went away, a
-       camera or stream stalled): the line was left without verdicts
+       camera or stream stalled), or the output folder refused the journal (a full disk): the line was left
+       without verdicts
   2    usage, a station file or a model error (nothing was judged)
   130  stopped by Ctrl+C (SIGINT), every sink having taken every verdict (143: SIGTERM)
 The summary (counts per verdict, frames/s, latency p50/p95, dropped frames, sink problems) is printed in every case.
@@ -30,6 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 from app.cli.options import EXIT_OK, EXIT_SOME_FAILED, runtime_options
 from app.cli.options import shown as _shown
+from app.errors import OutputError
 
 if TYPE_CHECKING:
     from app.runs.station import Station
@@ -77,12 +79,17 @@ def cmd_watch(args: argparse.Namespace) -> int:
     announce_session(station.model.info, station.model.spec)
     signalled: list[int] = []
     previous = _on_signals(station, signalled)
+    failed: str | None = None
     try:
         stats = station.run()
+    except OutputError as exc:  # the output folder refused a write mid-run (the journal on a full disk)
+        if station.stats().ended is None:
+            raise  # at the start (the lock, the folder): nothing was judged, a usage error
+        stats, failed = station.stats(), str(exc)
     finally:
         _restore(previous)
         progress.close()
-    return _report(station, stats, station_file, signalled)
+    return _report(station, stats, station_file, signalled, failed=failed)
 
 
 def _station_file(args: argparse.Namespace) -> StationFile:
@@ -140,17 +147,18 @@ def _restore(previous: dict[int, Any]) -> None:
         signal.signal(number, handler)
 
 
-def _report(station: Station, stats: StationStats, station_file: StationFile, signalled: list[int]) -> int:
+def _report(station: Station, stats: StationStats, station_file: StationFile, signalled: list[int], *,
+            failed: str | None = None) -> int:
     """Print the summary; the exit code (see the module's docstring)."""
     lost = stats.lost + sum(int(getattr(sink, "lost", 0)) for sink in station.sinks)
-    how = "stopped" if signalled else _shown(stats.ended or "stopped")
+    how = _shown(failed) if failed else "stopped" if signalled else _shown(stats.ended or "stopped")
     print(f"watch {_shown(station.name)}: {how}; {stats.summary()}")
     for problem in stats.sink_problems:
         print(f"sink problem: {_shown(problem)}")
     if lost:
         print(f"sinks lost {lost} verdict{'s' if lost != 1 else ''}")
     print(f"verdicts and pictures in {_shown(station_file.out)}")
-    if lost or stats.sink_problems:
+    if lost or stats.sink_problems or failed:
         return EXIT_SOME_FAILED
     if signalled:
         return EXIT_INTERRUPTED if signalled[0] == signal.SIGINT else EXIT_TERMINATED
