@@ -4,7 +4,8 @@ Under the station's output folder:
 - `results/<id>_mask.png`, `_overlay.png` (and `_heatmap.png`, `_scores.png` when asked), as `seglens-cli run`
   writes them (app.runs.outputs; the id's parts made safe as run's output stems are);
 - `ng/<id>` and `review/<id>`: a copy of the input of each NG and REVIEW frame, byte for byte (a camera's frame:
-  `<id>.png`), so the parts to look at again are in one place.
+  `<id>.png`), so the parts to look at again are in one place; an earlier copy under the same name (a camera's ids
+  start at 0 again after a restart) is moved aside to `<id>_2` (`_3`…), never overwritten.
 Every file appears whole or not at all (app.io.files.atomic_write). With `keep_files` or `keep_bytes`, the oldest
 files (by modification time, the ones from before a restart too) are removed once the sink holds more: a station that
 runs for a shift does not fill the disk. A write that fails (a full disk) is no exception for the station: the sink
@@ -113,8 +114,25 @@ class FolderSink:
         else:
             raise ValueError("a frame with neither a file nor pixels cannot be copied")
         target.parent.mkdir(parents=True, exist_ok=True)
+        self._keep_earlier(target)
         atomic_write(target, data)
         return target
+
+    def _keep_earlier(self, target: Path) -> None:
+        """An earlier part's copy under the same name (a camera's ids start at 0 again, a file written again) is
+        moved aside to `<name>_2`, `_3`… (the first free), not overwritten: a rejected part's evidence is kept, and
+        the newest stays where `copy_path` says (the viewer's strip opens it there)."""
+        if not os.path.lexists(target):
+            return
+        stem, suffix = _split_suffix(target.name)
+        n = 2
+        while os.path.lexists(aside := target.with_name(f"{stem}_{n}{suffix}")):
+            n += 1
+        os.replace(target, aside)
+        for index, (path, size) in enumerate(self._kept):  # the retention's record follows the file
+            if path == target:
+                self._kept[index] = (aside, size)
+                break
 
     def _fail(self, verdict: StationVerdict, why: str) -> None:
         self.lost += 1
@@ -180,6 +198,16 @@ def _safe(frame_id: str) -> Path:
     """The id (`sub/part_17.png`, POSIX separators) as a relative path whose every part is safe."""
     parts = [safe_name(part) for part in PurePosixPath(frame_id).parts if part not in ("/", "")]
     return Path(*parts) if parts else Path("unnamed")
+
+
+def _split_suffix(name: str) -> tuple[str, str]:
+    """`part.nii.gz` → (`part`, `.nii.gz`); `0.png` → (`0`, `.png`); `IM0001` → (`IM0001`, ``)."""
+    lower = name.lower()
+    for double in (".nii.gz",):
+        if lower.endswith(double) and len(name) > len(double):
+            return name[: -len(double)], name[-len(double):]
+    stem, dot, suffix = name.rpartition(".")
+    return (stem, f".{suffix}") if dot and stem else (name, "")
 
 
 def _remove_empty(folder: Path, out: Path) -> None:

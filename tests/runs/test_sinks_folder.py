@@ -1,0 +1,41 @@
+"""The output-folder sink (app.runs.sinks.folder): NG/REVIEW copies kept when a frame id comes again."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import cv2
+import numpy as np
+
+from app.inference.spec_builder import load_spec
+from app.runs.sinks import StationVerdict
+from app.runs.sinks.folder import FolderSink, Pictures
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def verdict(frame_id: str, state: str = "NG") -> StationVerdict:
+    return StationVerdict(station="line-1", frame_id=frame_id, time=1.0, verdict=state, score=0.9, reason="",
+                          latency_ms=1.0)
+
+
+def frame(value: int) -> np.ndarray:
+    return np.full((8, 8, 3), value, np.uint8)
+
+
+def test_a_frame_id_that_comes_again_keeps_the_earlier_copy_beside_the_new(tmp_path):
+    # a camera's ids start at 0 at every start, a watched name may be written again: the NG copy of the earlier
+    # part was overwritten by the later one, the evidence of a rejected part lost
+    spec = load_spec(REPO / "models" / "surface_anomaly.onnx")
+    sink = FolderSink(tmp_path, spec, save=(), keep_files=10)
+    for second, value in enumerate((10, 20, 30)):
+        sink.publish_pictures(verdict("0"), Pictures(None, frame(value), None))
+        os.utime(tmp_path / "ng" / "0.png", (second, second))  # their order, whatever the clock's grain
+    assert sink.problem is None
+    kept = {path.name: int(cv2.imread(str(path))[0, 0, 0]) for path in (tmp_path / "ng").iterdir()}
+    assert kept == {"0.png": 30, "0_2.png": 10, "0_3.png": 20}  # the newest where the viewer looks for it
+    again = FolderSink(tmp_path, spec, save=(), keep_files=2)  # the retention counts them all, oldest first
+    assert sorted(path.name for path in (tmp_path / "ng").iterdir()) == ["0.png", "0_3.png"]
+    again.publish_pictures(verdict("sub/part.png", "REVIEW"), Pictures(None, frame(40), None))
+    assert sorted(path.name for path in (tmp_path / "ng").iterdir()) == ["0.png"]
