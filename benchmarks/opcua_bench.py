@@ -1,6 +1,7 @@
 """Station mode's OPC UA sink (issue 29): from `publish` to an OPC UA client's data-change notification.
 
     uv run python benchmarks/opcua_bench.py [--verdicts 500] [--interval-ms 1,10,100] [--security none]
+        [--idle-s 20]
 
 Every figure is measured, none asserted (this is not a test). The sink (app.runs.sinks.opcua: asyncua's server on
 its own thread and loop) listens on loopback; an asyncua client in this process subscribes to its Sequence with
@@ -9,6 +10,8 @@ monitored item sampling at 0 (every change). For each verdict in turn: wait a ra
 comes at any moment of the client's cycle), publish, then wait for the notification that carries its Sequence;
 latency = the notification's arrival − publish (one clock: time.perf_counter). With
 `--security Basic256Sha256_SignAndEncrypt` a self-signed server and client certificate are generated first.
+`--idle-s S`: then, for each interval, a client in another process subscribed to five variables for S seconds with
+no verdict coming, and the CPU this process (the server) spent meanwhile, in % of one core.
 """
 
 from __future__ import annotations
@@ -105,6 +108,42 @@ async def measure(sink: OpcUaSink, url: str, *, count: int, interval_ms: float, 
     return latencies
 
 
+_IDLE_CLIENT = """
+import asyncio, sys
+from asyncua import Client, ua
+class H:
+    def datachange_notification(self, node, value, data): pass
+async def main(url, interval, seconds):
+    async with Client(url) as client:
+        sub = await client.create_subscription(interval, H())
+        names = ("Verdict", "Sequence", "NgCount", "Heartbeat", "Running")
+        await sub.subscribe_data_change([client.get_node(f"ns=2;s=bench.{n}") for n in names], sampling_interval=0)
+        print("subscribed", flush=True)
+        await asyncio.sleep(seconds)
+asyncio.run(main(sys.argv[1], float(sys.argv[2]), float(sys.argv[3])))
+"""
+
+
+def idle_cost(url: str, *, interval_ms: float | None, seconds: float) -> dict[str, Any]:
+    """The CPU this process (the sink's server) spends while a client in another process is subscribed to five
+    variables at `interval_ms` (None: no client, the heartbeat alone) and no verdict comes: process CPU seconds ÷
+    wall seconds."""
+    import subprocess
+
+    if interval_ms is None:
+        cpu, wall = time.process_time(), time.perf_counter()
+        time.sleep(seconds)
+    else:
+        client = subprocess.Popen([sys.executable, "-c", _IDLE_CLIENT, url, str(interval_ms), str(seconds)],
+                                  stdout=subprocess.PIPE, text=True)
+        assert client.stdout is not None and client.stdout.readline().strip() == "subscribed"
+        cpu, wall = time.process_time(), time.perf_counter()
+        client.wait()
+    used, took = time.process_time() - cpu, time.perf_counter() - wall
+    return {"idle_client_interval_ms": interval_ms, "seconds": round(took, 1),
+            "server_cpu_percent_of_a_core": round(100 * used / took, 2)}
+
+
 def percentile(values: list[float], q: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, max(0, round(q * (len(ordered) - 1))))]
@@ -115,6 +154,9 @@ def main() -> int:
     parser.add_argument("--verdicts", type=int, default=500)
     parser.add_argument("--interval-ms", default="1,10,100", help="the subscriptions' publishing intervals, in turn")
     parser.add_argument("--security", default="none", choices=("none", "Basic256Sha256_SignAndEncrypt"))
+    parser.add_argument("--idle-s", type=float, default=0.0,
+                        help="also: the server's CPU for S s with no client, then a client subscribed at each "
+                             "interval; no verdict")
     args = parser.parse_args()
     url = f"opc.tcp://127.0.0.1:{free_port()}/seglens/"
     with tempfile.TemporaryDirectory(prefix="opcua-bench-") as temporary:
@@ -139,6 +181,9 @@ def main() -> int:
                              "p95_ms": round(percentile(latencies, 0.95), 2),
                              "max_ms": round(max(latencies), 2)})
                 print(json.dumps(rows[-1]), flush=True)
+            if args.idle_s and args.security == "none":
+                for idle in (None, *(float(text) for text in args.interval_ms.split(","))):
+                    print(json.dumps(idle_cost(url, interval_ms=idle, seconds=args.idle_s)), flush=True)
         finally:
             sink.close()
     return 0
