@@ -196,7 +196,7 @@ def test_the_heartbeat_advances_with_no_frames(sink):
 
 def test_close_says_running_false_and_frees_the_port(sink):
     url = endpoint()
-    first = sink(url)
+    first = sink(url, close_grace_s=2.0)  # more than the default 0.5 s: a loaded machine's client is slower
     assert first.wait_ready(WAIT_S)
     first.publish(verdict("OK", 0.1))
 
