@@ -62,6 +62,25 @@ class DeviceRequest:
 
 
 @dataclass(frozen=True)
+class RemoteInfo:
+    """Where a remote session's model runs (app.inference.remote): the server, and what it says about itself."""
+
+    host: str  # "host:port"
+    model: str
+    version: str  # "" = the server's default
+    platform: str  # the metadata's platform ("onnxruntime_onnx"), "" when it says none
+    server_device: str | None = None  # the server's own session label ("CUDA (GPU 0)"), when its answers say it
+    server_fallback: str | None = None  # why the server's session is not on its GPU, when it says so
+    protocol: str = "grpc"  # "grpc" | "http" (binary tensors)
+
+    @property
+    def label(self) -> str:
+        """'remote: host:port/model (platform, server device)': what a status bar, a summary and a record say."""
+        about = ", ".join(part for part in (self.platform, self.server_device) if part)
+        return f"remote: {self.host}/{self.model}" + (f" ({about})" if about else "")
+
+
+@dataclass(frozen=True)
 class SessionInfo:
     """Where the model really runs, and why not on the GPU when one was asked for."""
 
@@ -76,14 +95,17 @@ class SessionInfo:
     warm_run_ms: float = 0.0
     ort_version: str = ""
     log_lines: tuple[str, ...] = field(default=(), repr=False)
+    remote: RemoteInfo | None = None  # a remote session (app.inference.remote): on this machine, nothing runs
 
     @property
     def on_gpu(self) -> bool:
-        return self.provider != CPU
+        return self.remote is None and self.provider != CPU
 
     @property
     def provider_label(self) -> str:
-        """'CUDA (GPU 0)', 'TensorRT (GPU 0)' or 'CPU' — what a status bar shows."""
+        """'CUDA (GPU 0)', 'TensorRT (GPU 0)' or 'CPU' — what a status bar shows ('remote: host/model (…)')."""
+        if self.remote is not None:
+            return self.remote.label
         if self.provider in (CUDA, TENSORRT):
             return f"{'CUDA' if self.provider == CUDA else 'TensorRT'} (GPU {self.device_id or 0})"
         label = self.provider.removesuffix("ExecutionProvider")

@@ -46,16 +46,22 @@ _INT_DTYPES = INT_DTYPES
 def load_spec(model_path: str | Path, sidecar: str | Path | None = None) -> ModelSpec:
     """Build the spec of the model at `model_path`; `sidecar` overrides the `<model>.yaml` found beside it."""
     path = Path(model_path)
-    sidecar_path: Path | None
-    if sidecar is not None:
-        sidecar_path = Path(sidecar)
-        if not sidecar_path.exists():  # a FIFO or folder goes on to be refused by name (not "not found")
-            raise SidecarError(f"{sidecar_path}: sidecar file not found")
-    else:
-        sidecar_path = find_sidecar(path)
-    graph = read_graph(path)
-    overrides = load_sidecar(sidecar_path) if sidecar_path else {}
-    return _Builder(path, sidecar_path, graph, overrides).build()
+    sidecar_path = given_sidecar(sidecar) if sidecar is not None else find_sidecar(path)
+    return spec_from_graph(path, read_graph(path), sidecar_path)
+
+
+def spec_from_graph(path: Path, graph: GraphInfo, sidecar: Path | None) -> ModelSpec:
+    """The spec of a model described by `graph` (an ONNX file's, or a remote model's metadata made into one by
+    app.inference.remote_graph), `sidecar` over it; `path` names the model in every message."""
+    return _Builder(path, sidecar, graph, load_sidecar(sidecar) if sidecar else {}).build()
+
+
+def given_sidecar(sidecar: str | Path) -> Path:
+    """A sidecar named by the user, refused in one line when it is not there."""
+    path = Path(sidecar)
+    if not path.exists():  # a FIFO or folder goes on to be refused by name (not "not found")
+        raise SidecarError(f"{path}: sidecar file not found")
+    return path
 
 
 class _Builder(Resolver):

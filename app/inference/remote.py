@@ -1,0 +1,217 @@
+"""A remote session: a model served over the Open Inference Protocol (KServe v2: Triton, KServe, MLServer,
+`seglens-cli serve`) behind the ModelSession interface, so the pipeline, folder runs, bench and the viewer use it
+as they use a local one. Pre- and post-processing stay on this machine; only the tensors travel (gRPC raw bytes,
+or HTTP with the binary tensor extension: app.inference.remote_transport).
+
+The model's metadata (`v2/models/<m>`) goes through the same detection as an ONNX file (app.inference.remote_graph
+→ spec_builder.spec_from_graph); a sidecar (--config) adds what the wire cannot say. Every call has a timeout and
+a bounded retry with backoff where waiting may help (app.inference.remote_errors); each failure is one line.
+The latency is split into network+queue and server compute from the response's `compute_us` parameter (set by
+`seglens-cli serve`); a server that does not send it (a stock Triton) leaves compute unknown.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import urllib.parse
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from app.inference.remote_errors import RemoteError, with_retry
+from app.inference.remote_graph import ONNX_TO_V2, activation_note, graph_from_metadata, remote_path
+from app.inference.remote_transport import Transport, Wire, open_transport
+from app.inference.session import ModelSession, RemoteInfo, SessionInfo
+from app.inference.spec import ModelSpec
+
+__all__ = ["RemoteError", "RemoteSession", "RemoteTarget", "RemoteTiming", "open_remote_session"]
+
+log = logging.getLogger(__name__)
+SCHEMES = {"grpc": ("grpc", False), "grpcs": ("grpc", True), "http": ("http", False), "https": ("http", True)}
+DEFAULT_PORTS = {"grpc": 8001, "grpcs": 8001, "http": 8000, "https": 443}
+
+
+@dataclass(frozen=True)
+class RemoteTarget:
+    """Where and what: the server's URL (its scheme the protocol and TLS), the model, credentials, limits."""
+
+    url: str  # "grpc://host:8001", "grpcs://host:8001", "http://host:8000", "https://host:8443"
+    model: str  # the model's name on the server
+    version: str = ""  # "" = the server's default
+    token: str | None = field(default=None, repr=False)  # bearer token: never logged, never in a repr
+    username: str | None = None
+    password: str | None = field(default=None, repr=False)
+    ca_file: Path | None = None  # the CA bundle that signed the server's certificate (https, grpcs)
+    timeout_s: float = 30.0
+    retries: int = 3  # for unreachable / 503 / timeouts; never for 401/403/404/400
+    backoff_s: float = 1.0  # the first wait; doubled each retry (at most remote_errors.MAX_BACKOFF_S)
+
+    def __post_init__(self) -> None:
+        problem = self.problem()
+        if problem:
+            raise RemoteError(f"--server {self.url[:200]!r}: {problem}")
+
+    def problem(self) -> str | None:
+        """Why the target cannot be used, in words (None when it can)."""
+        parts = urllib.parse.urlsplit(self.url.strip())
+        if parts.scheme not in SCHEMES:
+            return "expected grpc://, grpcs://, http:// or https:// followed by host:port"
+        if parts.username or parts.password:
+            return "credentials do not belong in the URL (logs and the shell's history keep it): use --token-env " \
+                   "or --user with --password-env"
+        try:
+            parts.port  # noqa: B018  # raises on a port out of range or not a number
+        except ValueError:
+            return "the port is not a number from 1 to 65535"
+        if not parts.hostname:
+            return "no host"
+        if parts.path not in ("", "/") or parts.query:
+            return "a URL path is not used by the protocol (the model is --remote-model)"
+        if not self.model or "/" in self.model or not self.model.isprintable():
+            return f"the model name {self.model[:80]!r} is not a model name"
+        if not self.timeout_s > 0:
+            return "the timeout must be more than 0 s"
+        if self.ca_file is not None and not SCHEMES[parts.scheme][1]:
+            return "--ca-file is for TLS: use https:// or grpcs://"
+        return None
+
+    @property
+    def protocol(self) -> str:
+        return SCHEMES[urllib.parse.urlsplit(self.url.strip()).scheme][0]
+
+    @property
+    def tls(self) -> bool:
+        return SCHEMES[urllib.parse.urlsplit(self.url.strip()).scheme][1]
+
+    @property
+    def host(self) -> str:
+        """'host:port', as messages say it ('remote host:port/model')."""
+        parts = urllib.parse.urlsplit(self.url.strip())
+        name = f"[{parts.hostname}]" if ":" in (parts.hostname or "") else parts.hostname
+        return f"{name}:{parts.port or DEFAULT_PORTS[parts.scheme]}"
+
+    @property
+    def where(self) -> str:
+        return f"remote {self.host}/{self.model}"
+
+    def wire(self) -> Wire:
+        return Wire(self.host, self.tls, self.model, self.version, self.timeout_s, self.ca_file, self.token,
+                    self.username, self.password)
+
+
+@dataclass(frozen=True)
+class RemoteTiming:
+    """One request's latency: network+queue (the round trip less the server's compute) and the compute itself
+    (None where the server does not say)."""
+
+    network_ms: float
+    compute_ms: float | None
+
+
+class RemoteSession(ModelSession):
+    """The ModelSession interface over the wire. `run` from one thread (as a local session); the transport's
+    errors come back as RemoteError, one line, after the bounded retries."""
+
+    def __init__(self, spec: ModelSpec, transport: Transport, info: SessionInfo, target: RemoteTarget, *,
+                 on_retry: Callable[[str], None] | None = None, notes: tuple[str, ...] = ()) -> None:
+        super().__init__(spec, None, info)
+        self.target, self.notes, self.on_retry = target, notes, on_retry
+        self._transport = transport
+        self.last_timing: RemoteTiming | None = None
+        self.timings: list[RemoteTiming] = []  # every request's, for a run's summary (bounded by the run)
+
+    def adopt(self, spec: ModelSpec) -> RemoteSession:
+        """This session, for `spec` as a command adjusted it (--tile, --threshold): the same tensors go over."""
+        self.spec, self._input_name, self._output_names = spec, spec.input.name, list(spec.output.fetched)
+        return self
+
+    def run(self, tensor: np.ndarray) -> np.ndarray | tuple[np.ndarray, ...]:
+        """The model on one tensor, on the server: its first output, or an anomaly model's tuple (map, score[,
+        mask]) in the spec's order, as ModelSession.run returns them."""
+        where = self.target.where
+        rank = 5 if self.spec.is_3d else 4
+        if tensor.ndim != rank:
+            raise RemoteError(f"{where}: the model takes {rank}-D tensors, got {tensor.ndim}-D {list(tensor.shape)}")
+        datatype = ONNX_TO_V2.get(tensor.dtype.name)
+        if datatype is None:
+            raise RemoteError(f"{where}: a {tensor.dtype.name} tensor has no datatype in the protocol")
+        tensor = np.ascontiguousarray(tensor)
+        started = time.perf_counter()
+        answer = with_retry(lambda: self._transport.infer(self._input_name, tensor, datatype, self._output_names),
+                            where=where, retries=self.target.retries, backoff_s=self.target.backoff_s,
+                            timeout_s=self.target.timeout_s, on_retry=self.on_retry)
+        wall_ms = (time.perf_counter() - started) * 1000
+        outputs = [self._output(name, value) for name, value in zip(self._output_names, answer.outputs, strict=True)]
+        self._timed(wall_ms, answer.parameters)
+        return outputs[0] if len(outputs) == 1 else tuple(outputs)
+
+    def _output(self, name: str, value: np.ndarray | None) -> np.ndarray:
+        if value is None:
+            raise RemoteError(f"{self.target.where}: the server's answer has no output {name[:80]!r}")
+        # np.frombuffer views are read-only; the local session's outputs are not, and postprocessing may write
+        return value if value.flags.writeable else value.copy()
+
+    def _timed(self, wall_ms: float, parameters: dict[str, Any]) -> None:
+        compute_us = parameters.get("compute_us")
+        compute = float(compute_us) / 1000 if isinstance(compute_us, int | float) and compute_us >= 0 else None
+        network = max(wall_ms - (compute or 0.0), 0.0)
+        self.last_timing = RemoteTiming(network, compute)
+        self.timings.append(self.last_timing)
+        remote = self.info.remote
+        device, fallback = parameters.get("seglens_device"), parameters.get("seglens_fallback")
+        if remote is not None and isinstance(device, str) and device and device != remote.server_device:
+            fallback = fallback if isinstance(fallback, str) and fallback else None
+            self.info = replace(self.info, remote=replace(remote, server_device=device, server_fallback=fallback))
+
+    def timing_line(self) -> str | None:
+        """'latency per request: network+queue 12.3 ms, server compute 4.5 ms (mean of N)', or None before any."""
+        if not self.timings:
+            return None
+        network = sum(t.network_ms for t in self.timings) / len(self.timings)
+        computed = [t.compute_ms for t in self.timings if t.compute_ms is not None]
+        compute = (f"server compute {sum(computed) / len(computed):.1f} ms" if computed
+                   else "server compute not reported")
+        return f"latency per request: network+queue {network:.1f} ms, {compute} (mean of {len(self.timings)})"
+
+    def close(self) -> None:
+        self._transport.close()
+
+
+def open_remote_session(target: RemoteTarget, *, sidecar: Path | None = None, runtime: dict[str, Any] | None = None,
+                        warm_up: bool = True, on_retry: Callable[[str], None] | None = None) -> RemoteSession:
+    """The session of `target`'s model: its metadata read (with the bounded retry), its spec detected as an ONNX
+    file's would be with `sidecar` over it, and by default one warm-up request. `runtime` is ONNX Runtime's, which
+    runs on the server: it is ignored here (logged)."""
+    from app.inference.spec_builder import given_sidecar, spec_from_graph
+
+    if runtime:
+        log.info("%s: --runtime options are the server's to choose; ignored", target.where)
+    sidecar_path = given_sidecar(sidecar) if sidecar is not None else None
+    started = time.perf_counter()
+    transport = open_transport(target.wire(), target.protocol)
+    try:
+        metadata = with_retry(transport.metadata, where=target.where, retries=target.retries,
+                              backoff_s=target.backoff_s, timeout_s=target.timeout_s, on_retry=on_retry)
+        graph = graph_from_metadata(metadata, target.where)
+        spec = spec_from_graph(remote_path(target.host, target.model), graph, sidecar_path)
+    except BaseException:
+        transport.close()
+        raise
+    platform = metadata.get("platform")
+    remote = RemoteInfo(target.host, target.model, target.version, platform if isinstance(platform, str) else "",
+                        protocol=target.protocol)
+    info = SessionInfo(requested="remote", provider="remote", providers=("remote",),
+                       load_ms=(time.perf_counter() - started) * 1000, remote=remote)
+    note = activation_note(target.where, spec.output.kind, spec.sources)
+    session = RemoteSession(spec, transport, info, target, on_retry=on_retry, notes=(note,) if note else ())
+    if warm_up:
+        try:
+            session.warm_up()
+        except BaseException:
+            session.close()
+            raise
+    return session

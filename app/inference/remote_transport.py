@@ -1,0 +1,134 @@
+"""The two wires of a remote session, through tritonclient: gRPC (raw tensor bytes) and HTTP/REST with the binary
+tensor extension. Each gives the model's metadata as a plain dict and runs one request; errors are left to
+app.inference.remote_errors. tritonclient is imported here, inside the constructors, never at import time (gevent
+and grpc cost ~0.2 s and tens of MB: the viewer's first paint and `seglens-cli --version` never pay them).
+
+Gotchas kept (REMOTE.md): tritonclient.http's `infer` adds headers to the dict it is given, so every call gets a
+fresh one; gRPC metadata keys must be lower-case; gRPC has no deadline unless `client_timeout` is passed.
+"""
+
+from __future__ import annotations
+
+import base64
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class Wire:
+    """What a transport needs of a RemoteTarget (app.inference.remote), secrets included."""
+
+    host: str  # "host:port"
+    tls: bool
+    model: str
+    version: str
+    timeout_s: float
+    ca_file: Path | None = None
+    token: str | None = field(default=None, repr=False)
+    username: str | None = None
+    password: str | None = field(default=None, repr=False)
+
+    def headers(self) -> dict[str, str]:
+        """A fresh dict per call (tritonclient.http mutates it); lower-case keys (gRPC refuses others)."""
+        if self.token:
+            return {"authorization": f"Bearer {self.token}"}
+        if self.username is not None:
+            pair = f"{self.username}:{self.password or ''}".encode()
+            return {"authorization": "Basic " + base64.b64encode(pair).decode("ascii")}
+        return {}
+
+
+@dataclass(frozen=True)
+class Answer:
+    """One response: the outputs asked for, in that order, and the response's parameters (compute_us, …)."""
+
+    outputs: tuple[np.ndarray | None, ...]
+    parameters: dict[str, Any]
+
+
+class Transport(Protocol):
+    protocol: str
+
+    def metadata(self) -> dict[str, Any]: ...
+
+    def infer(self, name: str, tensor: np.ndarray, datatype: str, outputs: list[str]) -> Answer: ...
+
+    def close(self) -> None: ...
+
+
+class HttpTransport:
+    """HTTP/REST, tensors in the binary extension both ways. Not thread-safe (gevent): one per thread."""
+
+    protocol = "http"
+
+    def __init__(self, wire: Wire) -> None:
+        import tritonclient.http as th  # type: ignore[import-untyped]
+
+        self._th, self._wire = th, wire
+        options = {"ca_certs": str(wire.ca_file)} if wire.tls and wire.ca_file else None
+        self._client = th.InferenceServerClient(wire.host, ssl=wire.tls, ssl_options=options,
+                                                connection_timeout=wire.timeout_s, network_timeout=wire.timeout_s)
+
+    def metadata(self) -> dict[str, Any]:
+        meta: dict[str, Any] = self._client.get_model_metadata(self._wire.model, model_version=self._wire.version,
+                                                               headers=self._wire.headers())
+        return meta
+
+    def infer(self, name: str, tensor: np.ndarray, datatype: str, outputs: list[str]) -> Answer:
+        th, wire = self._th, self._wire
+        item = th.InferInput(name, list(tensor.shape), datatype)
+        item.set_data_from_numpy(tensor, binary_data=True)
+        asked = [th.InferRequestedOutput(out, binary_data=True) for out in outputs]
+        result = self._client.infer(wire.model, [item], model_version=wire.version, outputs=asked,
+                                    headers=wire.headers())
+        response = result.get_response() or {}
+        return Answer(tuple(result.as_numpy(out) for out in outputs), dict(response.get("parameters") or {}))
+
+    def close(self) -> None:
+        self._client.close()
+
+
+class GrpcTransport:
+    """gRPC, tensors as raw bytes. The client is thread-safe (several requests may be in flight)."""
+
+    protocol = "grpc"
+
+    def __init__(self, wire: Wire) -> None:
+        import tritonclient.grpc as tg  # type: ignore[import-untyped]
+
+        self._tg, self._wire = tg, wire
+        ca = str(wire.ca_file) if wire.tls and wire.ca_file else None
+        self._client = tg.InferenceServerClient(wire.host, ssl=wire.tls, root_certificates=ca)
+
+    def metadata(self) -> dict[str, Any]:
+        meta: dict[str, Any] = self._client.get_model_metadata(
+            self._wire.model, model_version=self._wire.version, headers=self._wire.headers(), as_json=True,
+            client_timeout=self._wire.timeout_s)
+        return meta  # as JSON, shapes are strings ('-1'): remote_graph reads both
+
+    def infer(self, name: str, tensor: np.ndarray, datatype: str, outputs: list[str]) -> Answer:
+        tg, wire = self._tg, self._wire
+        item = tg.InferInput(name, list(tensor.shape), datatype)
+        item.set_data_from_numpy(tensor)
+        asked = [tg.InferRequestedOutput(out) for out in outputs]
+        result = self._client.infer(wire.model, [item], model_version=wire.version, outputs=asked,
+                                    headers=wire.headers(), client_timeout=wire.timeout_s)
+        parameters = {key: _parameter(value) for key, value in result.get_response().parameters.items()}
+        return Answer(tuple(result.as_numpy(out) for out in outputs), parameters)
+
+    def close(self) -> None:
+        self._client.close()
+
+
+def _parameter(value: Any) -> Any:
+    """An InferParameter's value (bool / int64 / string / double / uint64, whichever it holds)."""
+    choice = value.WhichOneof("parameter_choice")
+    return getattr(value, choice) if choice else None
+
+
+def open_transport(wire: Wire, protocol: str) -> Transport:
+    """The transport for `protocol` ("grpc" or "http")."""
+    return GrpcTransport(wire) if protocol == "grpc" else HttpTransport(wire)
