@@ -2,11 +2,12 @@
 writer stages are around its own (app.runs.batch): a file is decoded while the frame before it is judged, and the
 output folder's pictures are written while the frame after it is judged.
 
-`ReadAhead` iterates the source on a helper thread and prepares each frame there (decode, display pixels, the
-model's tensor). A file frame lets it take the next frame at once, so that at most one frame is prepared ahead of
-the one being judged (memory: one decoded image more). A camera's frame (pixels) does not: the next frame is taken
-from the source only when the station asks for it, so the source's newest-wins mailbox still decides which frame is
-judged and drops (and counts) the ones in between; reading a live camera ahead would judge stale frames.
+`ReadAhead` iterates a source of files on a helper thread and prepares each frame there (decode, display pixels,
+the model's tensor): a file frame lets it take the next frame at once, so that at most one frame is prepared ahead
+of the one being judged (memory: one decoded image more). A camera's frames (pixels; the first frame says which
+kind the source gives) are taken and prepared on the station's thread, each when the station wants it, as before:
+the source's newest-wins mailbox still decides which frame is judged and drops (and counts) the ones in between;
+reading a live camera ahead would judge stale frames.
 
 `Finisher` runs what must follow the fast sinks, in frame order, on one helper thread fed through a bounded queue:
 the output folder's pictures (a 1080p overlay's blend and PNG encode outweighs the model's run several times) and
@@ -57,11 +58,25 @@ class ReadAhead(Generic[F, T]):
         self._items: queue.SimpleQueue[object] = queue.SimpleQueue()
         self._wanted = threading.Semaphore(0)  # frames the helper may take from the source: never more than one
         self._closed = threading.Event()
+        self._frames: Iterator[F] = iter(())  # the source's iterator, once its first frame said it is files
         self._thread = threading.Thread(target=self._read, name=name, daemon=True)
 
     def __iter__(self) -> Iterator[T]:
+        frames = iter(self._source)
+        first = next(frames, None)  # here: a camera's source is then read on this thread alone, not ahead
+        if first is None:
+            return
+        prepared = self._prepare(first)
+        if not self._ahead(prepared):
+            yield prepared
+            for frame in frames:  # no hand-over between threads: the newest frame is taken when wanted
+                yield self._prepare(frame)
+            return
+        self._frames = frames
         self._thread.start()
-        granted = False  # whether the helper may take the next frame already
+        self._wanted.release()  # the second file is decoded while the first is judged
+        yield prepared
+        granted = True  # whether the helper may take the next frame already
         while True:
             if not granted:
                 self._wanted.release()
@@ -70,7 +85,7 @@ class ReadAhead(Generic[F, T]):
                 return
             if isinstance(item, _Raised):
                 raise item.error
-            prepared: T = item  # type: ignore[assignment]  # the helper puts only prepared items besides those two
+            prepared = item  # type: ignore[assignment]  # the helper puts only prepared items besides those two
             granted = self._ahead(prepared)
             if granted:
                 self._wanted.release()  # the next file is decoded while this one is judged
@@ -86,7 +101,7 @@ class ReadAhead(Generic[F, T]):
     def _read(self) -> None:
         lower_thread_priority(self._niceness)
         try:
-            frames = iter(self._source)
+            frames = self._frames
             while True:
                 self._wanted.acquire()
                 if self._closed.is_set():
