@@ -255,3 +255,19 @@ def test_newest_wins_drops_and_counts():
     assert box.take() is None
     with pytest.raises(ValueError):
         Frame("x", 0.0)
+
+
+def test_an_excluded_folder_around_the_watched_one_excludes_nothing_and_the_root_itself_is_refused(tmp_path):
+    # `watch m incoming --out .` (the output folder around the watched one) excluded every file: 0 frames, silently;
+    # `--out incoming` (the watched folder itself) likewise
+    root = tmp_path / "out" / "incoming"
+    root.mkdir(parents=True)
+    (tmp_path / "out" / "results").mkdir()
+    consumer = Consumer(WatchSource(root, settle_s=SETTLE_S, recursive=True, exclude=[tmp_path / "out"]))
+    (root / "part.png").write_bytes(png(3))
+    consumer.wait_for(lambda ids: "part.png" in ids, linger_s=0.2)
+    assert consumer.ids() == ["part.png"]
+    with pytest.raises(SourceError) as caught:
+        WatchSource(root, exclude=[root])
+    assert str(caught.value) == (f"{root}: the watched folder is the output folder: its own pictures would come "
+                                 "back as parts; give an output folder outside it (or in a sub-folder of it)")

@@ -129,7 +129,7 @@ class WatchSource:
         if not self.root.is_dir():
             raise SourceError(f"{self.root}: not a folder: there is nothing to watch")
         self.settle_s, self.recursive, self.poll_s = settle_s, recursive, poll_s
-        self._excluded = tuple(str(Path(p).absolute()) + os.sep for p in exclude)
+        self._excluded = _inside(self.root, exclude)
         self._already_done = already_done
         self._events: queue.SimpleQueue[_Event] = queue.SimpleQueue()
         self._pending: dict[str, _Pending] = {}
@@ -345,6 +345,20 @@ class WatchSource:
             log.warning("the watched folder is gone: the watch-folder source ends")
             log.debug("watched folder gone: %s", self.root)
             self._ended = f"{self.root}: the watched folder is gone (removed, renamed or unmounted): watching ended"
+
+
+def _inside(root: Path, exclude: Sequence[Path]) -> tuple[str, ...]:
+    """The excluded folders inside `root` (as path prefixes); one around it (the station's output folder holding
+    the watched one) leaves nothing out, and `root` itself is refused: every file would be left out, silently."""
+    top = os.path.normpath(root)
+    inside: list[str] = []
+    for folder in (os.path.normpath(Path(p).absolute()) for p in exclude):
+        if folder == top:
+            raise SourceError(f"{root}: the watched folder is the output folder: its own pictures would come back "
+                              "as parts; give an output folder outside it (or in a sub-folder of it)")
+        if folder.startswith(top + os.sep):
+            inside.append(folder + os.sep)
+    return tuple(inside)
 
 
 def _known_name(rel: str) -> bool:
