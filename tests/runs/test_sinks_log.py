@@ -148,3 +148,18 @@ def test_a_fifo_under_its_name_is_a_problem_not_a_hang(tmp_path: Path) -> None:
                            "(1 verdicts not logged)"
     assert len(rows(tmp_path / "verdicts.csv")) == 2  # the other file still gets its line
     sink.close()
+
+
+def test_a_huge_keep_costs_a_rotation_only_the_files_there_are(tmp_path: Path) -> None:
+    # `keep: 1000000000` (the station file takes any whole number): each rotation built 10⁹ names and tried a
+    # rename for each (with keep 10⁶: 17 s for 20 verdicts)
+    sink = LogSink(tmp_path, max_bytes=1024, keep=10**9, write_jsonl=False)
+    for i in range(60):
+        sink.publish(verdict(i))
+    sink.close()
+    files = sorted(tmp_path.glob("verdicts*.csv"), key=lambda p: -int(p.suffixes[0][1:]) if len(p.suffixes) > 1
+                   else 0)
+    assert len(files) == 4 and sink.problem is None  # 16 rows a file
+    assert [row[1] for path in files for row in rows(path)[1:]] == [f"part-{i:04d}.png" for i in range(60)]
+    assert all(rows(path)[0] == list(COLUMNS) for path in files)
+

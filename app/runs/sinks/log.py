@@ -141,15 +141,23 @@ class _RotatingFile:
             os.fsync(self._fd)
 
     def _rotate(self) -> None:
+        """`.<i>` → `.<i+1>` for the run of rotated files from 1 up (what lies past a gap is no longer this log's),
+        the oldest removed once there are `keep`: a rotation costs the files there are, whatever `keep` says."""
         self.close()
-        stem, suffix = self.path.stem, self.path.suffix
-        names = [self.path] + [self.path.with_name(f"{stem}.{i}{suffix}") for i in range(1, self._keep + 1)]
-        with contextlib.suppress(FileNotFoundError):
-            names[-1].unlink()
-        for older, newer in zip(reversed(names[1:]), reversed(names[:-1]), strict=True):
+        last = 0
+        while last < self._keep and os.path.lexists(self._numbered(last + 1)):
+            last += 1
+        if last == self._keep:  # full (keep 0: the current file itself goes)
             with contextlib.suppress(FileNotFoundError):
-                os.replace(newer, older)
+                self._numbered(last).unlink()
+            last -= 1
+        for i in range(last, -1, -1):
+            with contextlib.suppress(FileNotFoundError):
+                os.replace(self._numbered(i), self._numbered(i + 1))
         self._open()
+
+    def _numbered(self, i: int) -> Path:
+        return self.path if i == 0 else self.path.with_name(f"{self.path.stem}.{i}{self.path.suffix}")
 
     def close(self) -> None:
         if self._fd is not None:
