@@ -159,6 +159,7 @@ def test_a_full_buffer_drops_the_oldest_and_counts_them(tmp_path: Path) -> None:
     for i in range(25):
         sink.publish(verdict(i))
     assert sink.dropped == 15 and sink.pending == 10
+    assert sink.lost == 15  # as the other sinks count it: `watch` says `sinks lost 15 verdicts` (it said nothing)
     assert wait_until(lambda: sink.problem is not None and "cannot connect" in sink.problem, timeout=10)
     assert sink.problem == f"mqtt: cannot connect to 127.0.0.1:{port}; 10 verdicts buffered; " \
                            "buffer full: 15 oldest verdicts dropped"

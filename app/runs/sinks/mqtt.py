@@ -186,6 +186,12 @@ class MqttSink:
             return len(self._buffer.entries)
 
     @property
+    def lost(self) -> int:
+        """Verdicts that will never reach the broker (dropped), as the other sinks count theirs (`watch`'s
+        summary adds them up)."""
+        return self.dropped
+
+    @property
     def dropped(self) -> int:
         """Verdicts dropped because the buffer was full, or because paho refused them (since this sink started)."""
         with self._lock:
