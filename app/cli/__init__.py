@@ -180,10 +180,12 @@ def build_parser() -> argparse.ArgumentParser:
     add_prompt_command(commands)
 
     from app.cli.calibrate import add_calibrate_command
+    from app.cli.serve import add_serve_command
     from app.cli.watch import add_watch_command
 
     add_calibrate_command(commands)
     add_watch_command(commands)
+    add_serve_command(commands)
 
     models = commands.add_parser("models", help="list the bundled models (usable by name wherever MODEL is asked)")
     models.add_argument("--json", action="store_true", help="machine-readable output")

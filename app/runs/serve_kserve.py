@@ -1,0 +1,123 @@
+"""KServe, imported the way `seglens-cli serve` needs it: argv kept away from it, its version checked, its slow
+REST binary decode replaced, its per-request log lines quieted.
+
+Why each step:
+- `kserve.model_server` runs `argparse.parse_known_args()` on `sys.argv` when it is imported, so our own options
+  (`--port`, `--host`, …) would be taken for KServe's. It sees only the program name while it imports.
+- kserve 0.21.0's `InferRequest.from_bytes` turns every binary input into a Python list (`.item()` per element,
+  ~0.4 s for a 1080p FP32 image); `_from_bytes` keeps the raw bytes, so `as_numpy()` is `np.frombuffer`. The
+  replacement mirrors that one version's code, so another version is refused in one line rather than patched blind.
+- `kserve.trace` logs two INFO lines per request, and KServe logs a client's bad request at ERROR with a traceback:
+  the trace is set to WARNING and tracebacks are folded away (a bad request is the client's problem, one line).
+- kserve's gRPC protobuf names clash with tritonclient.grpc's in one process (a TypeError at import): refused
+  up front in words.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+from importlib import metadata
+from typing import Any
+
+from app.errors import SegLensError
+
+KSERVE_VERSION = "0.21.0"  # the version whose REST decode `_from_bytes` replaces (pyproject pins it)
+
+
+class ServeSetupError(SegLensError):
+    """The serving engine cannot be used here (not installed, another version, a clashing import)."""
+
+
+def extra_line() -> str:
+    """What to install for `serve`, in one line (the frozen app leaves kserve out)."""
+    from app.paths import extra_command
+
+    command = extra_command("serve")
+    if command is None:
+        return "serve is not in this build: install SegLens with its serve extra (pip install 'seglens[serve]')"
+    return f"serve needs the serve extra: {command}"
+
+
+def load_kserve() -> None:
+    """Import kserve once for this process: version checked, decode patched, logs quieted. Raises ServeSetupError."""
+    try:
+        version = metadata.version("kserve")
+    except metadata.PackageNotFoundError:
+        raise ServeSetupError(extra_line()) from None
+    if version != KSERVE_VERSION:
+        raise ServeSetupError(f"serve is written for kserve {KSERVE_VERSION} (its binary-tensor decode is patched "
+                              f"for that version), found kserve {version}: pip install 'kserve=={KSERVE_VERSION}'")
+    if "tritonclient.grpc" in sys.modules:
+        raise ServeSetupError("serve cannot run in a process that imported tritonclient.grpc (both register the "
+                              "inference protocol's protobuf names): start it on its own")
+    argv, sys.argv = sys.argv, sys.argv[:1]  # kserve.model_server parses sys.argv at import time
+    try:
+        import kserve.model_server  # noqa: F401  (the parse happens here, once)
+        from kserve.protocol.infer_type import InferRequest
+    except ImportError as exc:
+        raise ServeSetupError(f"{extra_line()}: kserve cannot be imported ({exc})") from exc
+    finally:
+        sys.argv = argv
+    InferRequest.from_bytes = classmethod(_from_bytes)
+    _quiet_logs()
+
+
+def _from_bytes(cls: Any, req_bytes: bytes, json_length: int, model_name: str) -> Any:
+    """kserve 0.21.0's InferRequest.from_bytes, the binary inputs kept as bytes (no Python list of every element);
+    its checks and messages are kept, and a binary size running past the body is refused too."""
+    import orjson
+    from kserve.errors import InvalidInput
+    from kserve.protocol.infer_type import InferInput, RequestedOutput
+
+    try:
+        request = orjson.loads(req_bytes[:json_length])
+    except orjson.JSONDecodeError as exc:
+        raise InvalidInput(f"Unrecognized request format: {exc}") from exc
+    if not isinstance(request, dict) or not isinstance(request.get("inputs"), list):
+        raise InvalidInput('Expected "inputs" to be a list')
+    inputs = []
+    start = json_length
+    for spec in request["inputs"]:
+        parameters = spec.get("parameters") or None
+        tensor = InferInput(name=spec["name"], shape=spec["shape"], datatype=spec["datatype"],
+                            parameters=parameters)
+        if spec.get("data") is not None:
+            if tensor.datatype == "FP16":
+                raise InvalidInput(f"Receiving FP16 data via JSON is not supported. Please use the binary data "
+                                   f"format for input {tensor.name}")
+            tensor.data = spec["data"]
+        elif parameters and "binary_data_size" in parameters:
+            size = parameters.get("binary_data_size")
+            if not isinstance(size, int) or size < 0:
+                raise InvalidInput(f"'binary_data_size' is not specified for input '{tensor.name}' for model "
+                                   f"'{model_name}'")
+            end = start + size
+            if end > len(req_bytes):
+                raise InvalidInput(f"input '{tensor.name}': binary_data_size {size} runs past the request body")
+            tensor._raw_data = req_bytes[start:end]
+            start = end
+        else:
+            raise InvalidInput(f"'data' field is missing for input '{tensor.name}' for model '{model_name}'")
+        inputs.append(tensor)
+    outputs = None
+    if request.get("outputs") is not None:
+        outputs = [RequestedOutput(name=o["name"], parameters=o.get("parameters")) for o in request["outputs"]]
+    return cls(model_name=model_name, request_id=request.get("id"), parameters=request.get("parameters"),
+               infer_inputs=inputs, request_outputs=outputs)
+
+
+class _NoTraceback(logging.Filter):
+    """KServe logs every refused request with exc_info: one line is enough for a client's mistake."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        record.exc_info = None
+        record.exc_text = None
+        return True
+
+
+def _quiet_logs() -> None:
+    logging.getLogger("kserve.trace").setLevel(logging.WARNING)  # two INFO lines per request otherwise
+    kserve_log = logging.getLogger("kserve")
+    if not any(isinstance(f, _NoTraceback) for f in kserve_log.filters):
+        kserve_log.addFilter(_NoTraceback())

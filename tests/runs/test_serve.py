@@ -1,0 +1,177 @@
+"""`seglens-cli serve` over the wire: v2 metadata, infer byte-identical to a local ONNX Runtime run (REST JSON and
+binary, gRPC), the server's compute time and device in every response, the bearer token, a bad request a 400 that
+leaves the connection usable. The server runs as a subprocess (tests/serve_fixtures.py)."""
+
+from __future__ import annotations
+
+import http.client
+import json
+import urllib.error
+import urllib.request
+
+import numpy as np
+import onnxruntime as ort
+import pytest
+
+from tests import serve_fixtures
+from tests.serve_fixtures import REPO, TOKEN, Served
+
+served = serve_fixtures.served  # the module-scoped server (a fixture)
+NUCLEI = REPO / "models" / "nuclei.onnx"
+
+
+def _local(x: np.ndarray) -> np.ndarray:
+    session = ort.InferenceSession(str(NUCLEI), providers=["CPUExecutionProvider"])
+    out: np.ndarray = session.run(None, {"input": x})[0]
+    return out
+
+
+def _image(seed: int = 0) -> np.ndarray:
+    return np.random.default_rng(seed).random((1, 1, 256, 256), dtype=np.float32)
+
+
+def _get(served: Served, path: str, headers: dict[str, str] | None = None) -> tuple[int, dict]:
+    request = urllib.request.Request(served.url + path, headers=served.headers if headers is None else headers)
+    try:
+        with urllib.request.urlopen(request, timeout=30) as answer:
+            return answer.status, json.loads(answer.read())
+    except urllib.error.HTTPError as exc:
+        return exc.code, json.loads(exc.read())
+
+
+def test_metadata_names_the_platform_and_the_graphs_inputs_and_outputs(served: Served):
+    status, metadata = _get(served, "/v2/models/nuclei")
+    assert status == 200
+    assert metadata["name"] == "nuclei"
+    assert metadata["platform"] == "onnxruntime_onnx"
+    assert metadata["inputs"] == [{"name": "input", "datatype": "FP32", "shape": [-1, 1, 256, 256]}]
+    assert metadata["outputs"] == [{"name": "probability", "datatype": "FP32", "shape": [-1, 1, 256, 256]}]
+    assert _get(served, "/v2/health/ready")[0] == 200
+
+
+def test_the_startup_line_says_what_is_served_where_and_that_a_token_is_needed(served: Served):
+    lines = served.stdout().splitlines()
+    assert lines[0] == (f"serving nuclei on http://127.0.0.1:{served.port} and grpc://127.0.0.1:{served.grpc_port}, "
+                        "CPU, token required")
+
+
+def test_http_binary_infer_is_byte_identical_to_a_local_run_and_says_compute_and_device(served: Served):
+    import tritonclient.http as th
+
+    x = _image(1)
+    client = th.InferenceServerClient(f"127.0.0.1:{served.port}")
+    tensor = th.InferInput("input", list(x.shape), "FP32")
+    tensor.set_data_from_numpy(x, binary_data=True)
+    result = client.infer("nuclei", [tensor], outputs=[th.InferRequestedOutput("probability", binary_data=True)],
+                          headers=dict(served.headers))
+    y = result.as_numpy("probability")
+    assert y.dtype == np.float32 and y.tobytes() == _local(x).tobytes()
+    parameters = result.get_response()["parameters"]
+    assert isinstance(parameters["compute_us"], int) and parameters["compute_us"] > 0
+    assert parameters["seglens_device"] == "CPU"
+    assert parameters["seglens_fallback"] == ""  # --device cpu: nothing fell back
+    client.close()
+
+
+def test_grpc_infer_is_byte_identical_to_a_local_run_and_says_compute_and_device(served: Served):
+    import tritonclient.grpc as tg
+
+    x = _image(2)
+    client = tg.InferenceServerClient(served.grpc_address)
+    metadata = client.get_model_metadata("nuclei", headers={"authorization": f"Bearer {TOKEN}"})
+    assert metadata.platform == "onnxruntime_onnx"
+    assert [(t.name, t.datatype, list(t.shape)) for t in metadata.inputs] == [("input", "FP32", [-1, 1, 256, 256])]
+    tensor = tg.InferInput("input", list(x.shape), "FP32")
+    tensor.set_data_from_numpy(x)
+    result = client.infer("nuclei", [tensor], headers={"authorization": f"Bearer {TOKEN}"}, client_timeout=60)
+    assert result.as_numpy("probability").tobytes() == _local(x).tobytes()
+    parameters = result.get_response().parameters
+    assert parameters["compute_us"].int64_param > 0
+    assert parameters["seglens_device"].string_param == "CPU"
+    assert parameters["seglens_fallback"].string_param == ""
+    client.close()
+
+
+def test_a_json_request_gets_json_floats_equal_to_a_local_run(served: Served):
+    x = _image(3)
+    body = {"inputs": [{"name": "input", "shape": list(x.shape), "datatype": "FP32", "data": x.ravel().tolist()}]}
+    request = urllib.request.Request(f"{served.url}/v2/models/nuclei/infer", data=json.dumps(body).encode(),
+                                     headers={**served.headers, "Content-Type": "application/json"})
+    with urllib.request.urlopen(request, timeout=60) as answer:
+        response = json.loads(answer.read())
+    output = response["outputs"][0]
+    assert output["name"] == "probability" and output["shape"] == [1, 1, 256, 256]
+    assert np.array_equal(np.asarray(output["data"], np.float32).reshape(output["shape"]), _local(x))
+    assert response["parameters"]["seglens_device"] == "CPU"
+
+
+def test_no_token_or_a_wrong_one_is_401_in_one_line_and_health_live_stays_open(served: Served):
+    for headers in ({}, {"Authorization": "Bearer wrong"}, {"Authorization": TOKEN}):
+        for path in ("/v2/models/nuclei", "/v2/health/ready", "/v2"):
+            status, body = _get(served, path, headers)
+            assert status == 401, (path, headers)
+            assert body == {"error": "unauthorized: this server wants 'Authorization: Bearer <token>'"}
+    assert _get(served, "/v2/health/live", {}) == (200, {"live": True})
+
+
+def test_grpc_without_the_token_is_unauthenticated_and_server_live_stays_open(served: Served):
+    import tritonclient.grpc as tg
+    from tritonclient.utils import InferenceServerException
+
+    client = tg.InferenceServerClient(served.grpc_address)
+    assert client.is_server_live()  # a probe needs no token
+    for headers in (None, {"authorization": "Bearer wrong"}):
+        with pytest.raises(InferenceServerException) as caught:
+            client.get_model_metadata("nuclei", headers=headers)
+        assert caught.value.status() == "StatusCode.UNAUTHENTICATED"
+        assert "unauthorized" in caught.value.message()
+    client.close()
+
+
+def _binary_body(x: np.ndarray, *, shape: list[int] | None = None, size: int | None = None) -> tuple[bytes, int]:
+    raw = x.tobytes()
+    header = json.dumps({"inputs": [{"name": "input", "shape": shape or list(x.shape), "datatype": "FP32",
+                                     "parameters": {"binary_data_size": len(raw) if size is None else size}}],
+                         "outputs": [{"name": "probability", "parameters": {"binary_data": True}}]}).encode()
+    return header + raw, len(header)
+
+
+def _post(connection: http.client.HTTPConnection, body: bytes, json_length: int) -> tuple[int, bytes, dict]:
+    connection.request("POST", "/v2/models/nuclei/infer", body=body,
+                       headers={"Authorization": f"Bearer {TOKEN}", "Inference-Header-Content-Length": str(json_length),
+                                "Content-Type": "application/octet-stream"})
+    answer = connection.getresponse()
+    return answer.status, answer.read(), {k.lower(): v for k, v in answer.getheaders()}
+
+
+def test_a_bad_input_shape_is_400_with_onnx_runtimes_message_and_the_connection_goes_on(served: Served):
+    connection = http.client.HTTPConnection("127.0.0.1", served.port, timeout=60)
+    small = _image(4)[:, :, :100, :100].copy()
+    status, body, _ = _post(connection, *_binary_body(small))
+    assert status == 400
+    error = json.loads(body)["error"]
+    assert "\n" not in error
+    assert error.startswith("nuclei: [ONNXRuntimeError] : 2 : INVALID_ARGUMENT : Got invalid dimensions for input")
+    assert "index: 2 Got: 100 Expected: 256" in error
+    x = _image(5)  # the same keep-alive connection answers the next request
+    status, body, headers = _post(connection, *_binary_body(x))
+    assert status == 200
+    json_length = int(headers["inference-header-content-length"])
+    assert body[json_length:] == _local(x).tobytes()
+    connection.close()
+
+
+def test_binary_sizes_that_do_not_fit_are_400_in_one_line(served: Served):
+    connection = http.client.HTTPConnection("127.0.0.1", served.port, timeout=60)
+    x = _image(6)
+    status, body, _ = _post(connection, *_binary_body(x, size=x.nbytes + 4))  # runs past the body
+    assert status == 400
+    assert json.loads(body)["error"] == f"input 'input': binary_data_size {x.nbytes + 4} runs past the request body"
+    status, body, _ = _post(connection, *_binary_body(x, shape=[1, 1, 256, 255]))  # bytes for another shape
+    assert status == 400
+    assert json.loads(body)["error"].startswith("nuclei: input 'input' shape [1, 1, 256, 255] FP32: ")
+    connection.close()
+
+
+def test_an_unknown_model_is_404_in_one_line(served: Served):
+    assert _get(served, "/v2/models/nope") == (404, {"error": "Model with name nope does not exist."})
