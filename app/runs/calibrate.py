@@ -272,9 +272,12 @@ def _pmf(i: int, n: int, p: float) -> float:
 
 
 def wide_notes(parts: Split) -> list[str]:
-    """A note for each class with fewer than FEW images to measure on."""
+    """A note for each class with fewer than FEW images to measure on, and one when every image scored the same."""
+    scores = np.concatenate([parts.ok_pick, parts.ng_pick, parts.ok_test, parts.ng_test])
+    same = [f"note: every image scored {scores[0]:.6g}: the model cannot tell OK from NG, and no limit can"] \
+        if scores.size and np.all(scores == scores[0]) else []
     return [f"note: only {len(values)} {name} image(s) to measure on: the intervals are wide"
-            for name, values in (("OK", parts.ok_test), ("NG", parts.ng_test)) if len(values) < FEW]
+            for name, values in (("OK", parts.ok_test), ("NG", parts.ng_test)) if len(values) < FEW] + same
 
 
 def _pct(value: float) -> str:

@@ -83,3 +83,12 @@ def test_a_comment_that_opens_the_next_section_is_kept_and_a_second_write_adds_n
     twice = with_verdict(once, {"fail_if": [{"score_above": 0.8}]}, drop_image_threshold=False)
     assert twice.count("# verdict limits written by seglens-cli calibrate") == 1
     assert twice == once.replace("0.7", "0.8")
+
+
+def test_scores_all_the_same_are_said_to_tell_nothing():
+    # limits were chosen and reported (every part REVIEW) without a word that the model separates nothing
+    from app.runs.calibrate import wide_notes
+
+    same = split([0.5] * 40, [0.5] * 40, fraction=0.5, seed=0)
+    assert wide_notes(same)[-1] == "note: every image scored 0.5: the model cannot tell OK from NG, and no limit can"
+    assert not any("every image" in note for note in wide_notes(split([0.1] * 40, [0.5] * 40, fraction=0.5, seed=0)))
