@@ -13,7 +13,9 @@ answers until the server stops), `stopped` via `stop()`. Every infer response ca
 
 from __future__ import annotations
 
+import contextlib
 import json
+import socket
 import threading
 import time
 from concurrent import futures
@@ -45,10 +47,13 @@ class MockState:
     token: str | None = None
     busy: int = 0  # the next N infer requests answer 503 / UNAVAILABLE
     hang: bool = False
+    die_after: int | None = None  # after N infer requests the server stops (killed mid-run), unanswered
+    on_die: Any = None  # set by MockServer: stops it
     device: str | None = None  # seglens_device in each answer (None: a stock server that says nothing)
     requests: int = 0  # infer requests seen (each retry is one)
     stats: dict[str, list[int]] = field(default_factory=lambda: {"success": [0, 0], "compute_infer": [0, 0]})
     stopping: threading.Event = field(default_factory=threading.Event)
+    connections: set[Any] = field(default_factory=set)  # open REST sockets: a stop closes them (a killed server)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def __post_init__(self) -> None:
@@ -68,6 +73,10 @@ class MockState:
             if self.busy > 0:
                 self.busy -= 1
                 return "busy"
+            dies = self.die_after is not None and self.requests > self.die_after
+        if dies:
+            threading.Thread(target=self.on_die, daemon=True).start()
+            return "hang"  # never answered: the stop closes the connection
         return "hang" if self.hang else None
 
     def run(self, feeds: dict[str, np.ndarray]) -> tuple[list[np.ndarray], int]:
@@ -87,6 +96,16 @@ class _Rest(BaseHTTPRequestHandler):
 
     def log_message(self, *args: Any) -> None:
         pass
+
+    def setup(self) -> None:
+        super().setup()
+        with self.state.lock:
+            self.state.connections.add(self.connection)
+
+    def finish(self) -> None:
+        with self.state.lock:
+            self.state.connections.discard(self.connection)
+        super().finish()
 
     def _send(self, code: int, obj: dict[str, Any], blob: bytes = b"") -> None:
         body = json.dumps(obj).encode()
@@ -255,6 +274,7 @@ class MockServer:
     def __init__(self, path: Path, *, name: str = "nuclei", token: str | None = None,
                  tls: tuple[Path, Path] | None = None, device: str | None = None) -> None:
         self.state = MockState(name, Path(path), token=token, device=device)
+        self.state.on_die = self.stop
         self.tls = tls
         handler = type("Handler", (_Rest,), {"state": self.state})
         self._http = ThreadingHTTPServer(("127.0.0.1", 0), handler)
@@ -298,11 +318,18 @@ class MockServer:
 
     def stop(self) -> None:
         """Stop both faces (a hung request is let go): later requests find the ports closed."""
+        if self.state.stopping.is_set():
+            return
         self.state.stopping.set()
         self._grpc.stop(0)
         if self._thread.is_alive():
             self._http.shutdown()
         self._http.server_close()
+        with self.state.lock:
+            open_sockets = list(self.state.connections)
+        for sock in open_sockets:  # keep-alive connections die with a killed server too
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
 
 
 def self_signed(folder: Path, host: str = "127.0.0.1") -> tuple[Path, Path]:

@@ -21,13 +21,14 @@ from app.cli.options import (  # the commands' shared options and helpers, one w
     DEFAULT_REPORT_NAME,
     EXIT_OK,
     EXIT_USAGE,
+    device_or_remote,
     resolved_model,
 )
 from app.cli.options import add_model_options as _add_model_options
-from app.cli.options import device as _device
 from app.cli.options import fraction as _fraction
 from app.cli.options import runtime_options as _runtime
 from app.cli.options import shown as _shown
+from app.cli.remote_options import add_remote_options, cmd_bench_remote, cmd_info_remote, remote_requested
 
 if TYPE_CHECKING:  # the heavy modules are imported by the commands that use them (--version answers without)
     from app.inference.session import ModelSession
@@ -83,7 +84,8 @@ def build_parser() -> argparse.ArgumentParser:
     info = commands.add_parser("info", help="show what SegLens understands of a model (or what made an output PNG)")
     info.add_argument("model", type=Path, help="the .onnx file, a bundled model's name (seglens-cli models), or a "
                                                 "PNG SegLens wrote: its provenance")
-    _add_model_options(info)
+    _add_model_options(info, remote=True)
+    add_remote_options(info)
     info.add_argument("--json", action="store_true", help="machine-readable output")
     info.add_argument("--no-session", action="store_true", help="do not open a session (spec only)")
     info.set_defaults(handler=cmd_info)
@@ -93,7 +95,8 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("paths", nargs="*", type=Path, metavar="PATH",
                      help="image files or folders (recursive); none with --from")
     run.add_argument("--out", required=True, type=Path, metavar="DIR", help="folder for masks and overlays")
-    _add_model_options(run)
+    _add_model_options(run, remote=True)
+    add_remote_options(run)
     run.add_argument("--save", default="mask", type=_save_kinds, metavar="KINDS",
                      help="what to write per image, comma-separated: mask, overlay, heatmap, scores; both "
                           "(mask,overlay) or none (default: mask)")
@@ -160,7 +163,8 @@ def build_parser() -> argparse.ArgumentParser:
                          help="the model measured against A (.onnx or a bundled name)")
     compare.add_argument("paths", nargs="+", type=Path, metavar="PATH", help="image files or folders (recursive)")
     compare.add_argument("--out", required=True, type=Path, metavar="DIR", help="folder for pictures and reports")
-    compare.add_argument("--device", default="auto", type=_device, help="auto | cpu | cuda | cuda:N (default auto)")
+    compare.add_argument("--device", default="auto", type=device_or_remote, help="auto | cpu | cuda | cuda:N | remote")
+    add_remote_options(compare, model_name=False)  # both models on one server, by MODEL_A's and MODEL_B's names
     compare.add_argument("--anonymize", action="store_true",
                          help="rows, pictures and the summary name each input by its pseudonym (as run --anonymize "
                               "names them), error cells without its paths: no patient, folder or file name")
@@ -200,7 +204,8 @@ def build_parser() -> argparse.ArgumentParser:
     source.add_argument("--images", type=Path, metavar="DIR",
                         help="benchmark on these images (a 3D model: the pipeline on the first volume found there)")
     source.add_argument("--size", type=_hw, metavar="HxW", help="generated images of this size (default 1080x1920)")
-    _add_model_options(bench)
+    _add_model_options(bench, remote=True)
+    add_remote_options(bench)
     bench.add_argument("--runs", type=_positive, default=50, help="inferences per measurement (default 50)")
     bench.add_argument("--save", default="mask", type=_save_kinds, metavar="KINDS",
                        help="outputs the pipeline writes (to a scratch folder): mask, overlay, both, none")
@@ -288,6 +293,8 @@ def cmd_info(args: argparse.Namespace) -> int:
 
         args.model = pair
         return cmd_prompt_info(args)
+    if remote_requested(args):
+        return cmd_info_remote(args)
     spec = load_spec(resolved_model(args.model), args.config)
     session_info = None
     if not args.no_session:
@@ -311,6 +318,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
     from app.io.discover import discover
     from app.runs.bench import bench, format_report, image_inputs, raw_limit, synthetic_images
 
+    if remote_requested(args):
+        return cmd_bench_remote(args)
     spec = load_spec(resolved_model(args.model), args.config)
     device_index = args.device.device_id if args.device.kind == "cuda" else 0
     vram_before = gpu_memory(device_index)

@@ -31,10 +31,15 @@ def resolved_model(text: Path) -> Path:
     return resolve_model(text)
 
 
-def add_model_options(parser: argparse.ArgumentParser) -> None:
-    """--config, --device and --runtime, as every command that opens a session takes them."""
+def add_model_options(parser: argparse.ArgumentParser, *, remote: bool = False) -> None:
+    """--config, --device and --runtime, as every command that opens a session takes them; `remote`: --device
+    remote too (the server's options are app.cli.remote_options.add_remote_options')."""
     parser.add_argument("--config", type=Path, metavar="SIDECAR", help="sidecar YAML (default: <model>.yaml)")
-    parser.add_argument("--device", default="auto", type=device, help="auto | cpu | cuda | cuda:N (default auto)")
+    if remote:
+        parser.add_argument("--device", default="auto", type=device_or_remote,
+                            help="auto | cpu | cuda | cuda:N | remote (with --server; default auto)")
+    else:
+        parser.add_argument("--device", default="auto", type=device, help="auto | cpu | cuda | cuda:N (default auto)")
     parser.add_argument("--runtime", action="append", default=[], metavar="KEY=VALUE",
                         help="ONNX Runtime option, repeatable: tensorrt=true, gpu_mem_limit_mb=4096, prefer_nhwc=true, "
                              "use_tf32=false, cudnn_conv_algo_search=EXHAUSTIVE, intra_op_threads=2, device_argmax=off")
@@ -81,6 +86,13 @@ def device(text: str) -> DeviceRequest:
         return DeviceRequest.parse(text)
     except ValueError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from exc
+
+
+def device_or_remote(text: str) -> DeviceRequest:
+    """--device of the commands that may run on a server: also `remote` (app.cli.remote_options)."""
+    from app.inference.session import DeviceRequest
+
+    return DeviceRequest("remote") if text.strip().lower() == "remote" else device(text)
 
 
 def fraction(text: str) -> float:

@@ -12,8 +12,11 @@ from typing import TYPE_CHECKING
 
 from app.cli.options import EXIT_OK, EXIT_SOME_FAILED, EXIT_USAGE, resolved_model, runtime_options, tiled
 from app.cli.options import shown as _shown
+from app.cli.remote_options import open_remote, remote_requested, timing_line
 
 if TYPE_CHECKING:
+    from app.inference.remote import RemoteSession
+    from app.inference.session import ModelSession
     from app.inference.spec import ModelSpec
     from app.io.discover import InputFile
     from app.runs.folder_run import Runner, RunPlan
@@ -30,13 +33,15 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     pacs = run_pacs_plan(args)  # --from / --send refused here, before anything connects or runs
     tty = sys.stderr.isatty() and not args.no_progress
+    remote = open_remote(args, args.model, sidecar=args.config) if remote_requested(args) else None
     if pacs.source is not None:
         from app.inference.spec_builder import load_spec
 
-        load_spec(resolved_model(args.model), args.config)  # a model error before the retrieve, not after it
+        if remote is None:  # a model error before the retrieve, not after it (a remote one: said by now)
+            load_spec(resolved_model(args.model), args.config)
         args.paths = retrieved_paths(pacs, progress=tty, anonymize=args.anonymize)
-    plan = _plan(args, started=started)
-    runner = _runner(args, plan)
+    plan = _plan(args, started=started, remote=remote)
+    runner = _runner(args, plan, remote)
     progress = console.Progress(len(plan.inputs), enabled=tty)
     try:
         run = run_folder(plan, runner, progress=progress)
@@ -44,11 +49,13 @@ def cmd_run(args: argparse.Namespace) -> int:
         progress.close()
     assert plan.out is not None  # a CLI run always writes
     console.print_run(run, progress, provider_label=runner.provider_label, out=plan.out)
+    if remote is not None and (line := timing_line(remote)):
+        print(_shown(line))  # the latency split: network+queue and the server's compute
     sent = send_written(pacs, plan, progress=tty) if pacs.send is not None else True
     return EXIT_OK if run.summary.failed == 0 and sent else EXIT_SOME_FAILED
 
 
-def _plan(args: argparse.Namespace, *, started: float) -> RunPlan:
+def _plan(args: argparse.Namespace, *, started: float, remote: ModelSession | None = None) -> RunPlan:
     """The RunPlan of `seglens-cli run`'s options (app.runs.folder_run.plan_run makes every check)."""
     from app.cli.console import say
     from app.inference.spec_builder import load_spec
@@ -57,8 +64,10 @@ def _plan(args: argparse.Namespace, *, started: float) -> RunPlan:
 
     if args.max_megapixels:
         os.environ["SEGLENS_MAX_MEGAPIXELS"] = str(args.max_megapixels)  # read by the decoding threads
-    args.model = resolved_model(args.model)  # a bundled name becomes its file (the Ray job is given the file too)
-    spec = tiled(load_spec(args.model, args.config), args.tile, tta=args.tta, batch=args.batch)
+    if remote is None:
+        args.model = resolved_model(args.model)  # a bundled name becomes its file (the Ray job is given it too)
+    loaded = remote.spec if remote is not None else load_spec(args.model, args.config)
+    spec = tiled(loaded, args.tile, tta=args.tta, batch=args.batch)
     spec, min_confidence = with_threshold(spec, args.threshold)
     terminal = getattr(args, "terminal", None)
     return plan_run(spec, args.paths, out=args.out, report=args.report, save=args.save, threshold=args.threshold,
@@ -68,8 +77,13 @@ def _plan(args: argparse.Namespace, *, started: float) -> RunPlan:
                     redact=terminal.anonymize if terminal is not None else None)
 
 
-def _runner(args: argparse.Namespace, plan: RunPlan) -> Runner:
-    """Where the plan runs: Ray's actors (--ray), else a session opened here (said when not where asked)."""
+def _runner(args: argparse.Namespace, plan: RunPlan, remote: RemoteSession | None = None) -> Runner:
+    """Where the plan runs: Ray's actors (--ray), a remote server's session (--device remote), else a session
+    opened here (said when not where asked)."""
+    if remote is not None:
+        from app.runs.folder_run import LocalRunner
+
+        return LocalRunner(remote.adopt(plan.spec))
     if args.ray:
         from app.cli.cluster import ray_runner
 
@@ -97,7 +111,9 @@ def cmd_compare(args: argparse.Namespace) -> int:
     from app.runs.provenance import RunIdentity, compare_summary_line, record_compare
     from app.runs.safety import output_folder_problem
 
-    spec_a, spec_b = load_spec(resolved_model(args.model_a)), load_spec(resolved_model(args.model_b))
+    remote = [open_remote(args, m) for m in (args.model_a, args.model_b)] if remote_requested(args) else None
+    spec_a, spec_b = (m.spec for m in remote) if remote else (load_spec(resolved_model(m))
+                                                              for m in (args.model_a, args.model_b))
     refused = compare_problem(spec_a, spec_b) or _compare_3d_problem(spec_a, spec_b)
     inputs = discover(args.paths, exclude=[args.out]) if not refused else []
     inputs = inputs if args.anonymize else refuse_clashes(inputs)  # pseudonymous names are distinct by themselves
@@ -109,7 +125,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
         return EXIT_USAGE
     key = _compare_key(args)  # an unusable key is one error before anything runs
     _anonymize_terminal(args, inputs)
-    models = [open_session(spec, args.device) for spec in (spec_a, spec_b)]
+    models: list[ModelSession] = list(remote or []) or [open_session(spec, args.device) for spec in (spec_a, spec_b)]
     for model, spec in zip(models, (spec_a, spec_b), strict=True):
         console.announce_session(model.info, spec)
     progress = console.Progress(len(inputs), enabled=sys.stderr.isatty() and not args.no_progress)

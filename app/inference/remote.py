@@ -53,7 +53,7 @@ class RemoteTarget:
     def __post_init__(self) -> None:
         problem = self.problem()
         if problem:
-            raise RemoteError(f"--server {self.url[:200]!r}: {problem}")
+            raise RemoteError(f"--server {_without_credentials(self.url)[:200]!r}: {problem}")
 
     def problem(self) -> str | None:
         """Why the target cannot be used, in words (None when it can)."""
@@ -103,6 +103,13 @@ class RemoteTarget:
                     self.username, self.password)
 
 
+def _without_credentials(url: str) -> str:
+    """`url` with any user:password@ shown as ***@ (a refusal must not echo a secret)."""
+    scheme, sep, rest = url.partition("://")
+    netloc, slash, tail = rest.partition("/")
+    return f"{scheme}{sep}***@{netloc.rsplit('@', 1)[1]}{slash}{tail}" if "@" in netloc else url
+
+
 @dataclass(frozen=True)
 class RemoteTiming:
     """One request's latency: network+queue (the round trip less the server's compute) and the compute itself
@@ -121,6 +128,7 @@ class RemoteSession(ModelSession):
         super().__init__(spec, None, info)
         self.target, self.notes, self.on_retry = target, notes, on_retry
         self._transport = transport
+        self._given_up = False
         self.last_timing: RemoteTiming | None = None
         self.timings: list[RemoteTiming] = []  # every request's, for a run's summary (bounded by the run)
 
@@ -141,9 +149,18 @@ class RemoteSession(ModelSession):
             raise RemoteError(f"{where}: a {tensor.dtype.name} tensor has no datatype in the protocol")
         tensor = np.ascontiguousarray(tensor)
         started = time.perf_counter()
-        answer = with_retry(lambda: self._transport.infer(self._input_name, tensor, datatype, self._output_names),
-                            where=where, retries=self.target.retries, backoff_s=self.target.backoff_s,
-                            timeout_s=self.target.timeout_s, on_retry=self.on_retry)
+        # once the retries were spent on a server that is gone, each later request is tried once until one is
+        # answered: a folder run's remaining inputs become error rows at once, not after every backoff again
+        retries = 0 if self._given_up else self.target.retries
+        try:
+            answer = with_retry(lambda: self._transport.infer(self._input_name, tensor, datatype,
+                                                              self._output_names),
+                                where=where, retries=retries, backoff_s=self.target.backoff_s,
+                                timeout_s=self.target.timeout_s, on_retry=self.on_retry)
+        except RemoteError as exc:
+            self._given_up = exc.retryable
+            raise
+        self._given_up = False
         wall_ms = (time.perf_counter() - started) * 1000
         outputs = [self._output(name, value) for name, value in zip(self._output_names, answer.outputs, strict=True)]
         self._timed(wall_ms, answer.parameters)
@@ -165,7 +182,8 @@ class RemoteSession(ModelSession):
         device, fallback = parameters.get("seglens_device"), parameters.get("seglens_fallback")
         if remote is not None and isinstance(device, str) and device and device != remote.server_device:
             fallback = fallback if isinstance(fallback, str) and fallback else None
-            self.info = replace(self.info, remote=replace(remote, server_device=device, server_fallback=fallback))
+            remote = replace(remote, server_device=device, server_fallback=fallback)
+            self.info = replace(self.info, provider=remote.label, providers=(remote.label,), remote=remote)
 
     def timing_line(self) -> str | None:
         """'latency per request: network+queue 12.3 ms, server compute 4.5 ms (mean of N)', or None before any."""
@@ -204,7 +222,7 @@ def open_remote_session(target: RemoteTarget, *, sidecar: Path | None = None, ru
     platform = metadata.get("platform")
     remote = RemoteInfo(target.host, target.model, target.version, platform if isinstance(platform, str) else "",
                         protocol=target.protocol)
-    info = SessionInfo(requested="remote", provider="remote", providers=("remote",),
+    info = SessionInfo(requested="remote", provider=remote.label, providers=(remote.label,),
                        load_ms=(time.perf_counter() - started) * 1000, remote=remote)
     note = activation_note(target.where, spec.output.kind, spec.sources)
     session = RemoteSession(spec, transport, info, target, on_retry=on_retry, notes=(note,) if note else ())
@@ -214,4 +232,5 @@ def open_remote_session(target: RemoteTarget, *, sidecar: Path | None = None, ru
         except BaseException:
             session.close()
             raise
+        session.timings.clear()  # a run's latency split is of its own requests
     return session

@@ -62,6 +62,7 @@ _GRPC = {
     "DEADLINE_EXCEEDED": ("no answer within the timeout (gRPC DEADLINE_EXCEEDED{why})", True),
     "RESOURCE_EXHAUSTED": ("the server is overloaded or the message too large (gRPC RESOURCE_EXHAUSTED{why})", True),
     "ABORTED": ("the server aborted the request (gRPC ABORTED{why})", True),
+    "CANCELLED": ("the request was cancelled, the server stopping? (gRPC CANCELLED{why})", True),
 }
 _TLS_WORDS = ("certificate_verify_failed", "handshake", "tsi_", "ssl_error", "certificate")
 

@@ -55,12 +55,12 @@ def graph_from_metadata(metadata: Mapping[str, Any], where: str) -> GraphInfo:
                      producer="")
 
 
-def metadata_sha256(graph: GraphInfo, identity: str) -> str:
+def metadata_sha256(inputs: tuple[TensorInfo, ...], outputs: tuple[TensorInfo, ...], identity: str) -> str:
     """What stands for a remote model's file hash in a run record: the server, the model and what its metadata
     declares (a model replaced on the server with other tensors is another model; the same tensors are not told
     apart: the wire carries no hash of the weights)."""
-    declared = {"model": identity, "inputs": [t.describe() for t in graph.inputs],
-                "outputs": [t.describe() for t in graph.outputs]}
+    declared = {"model": identity, "inputs": [t.describe() for t in inputs],
+                "outputs": [t.describe() for t in outputs]}
     return hashlib.sha256(json.dumps(declared, sort_keys=True).encode("utf-8")).hexdigest()
 
 

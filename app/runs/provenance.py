@@ -20,6 +20,7 @@ from typing import Any
 from app import __version__
 from app.errors import OutputError
 from app.inference.describe import spec_dict
+from app.inference.remote_graph import is_remote_path, metadata_sha256
 from app.inference.session import SessionInfo
 from app.inference.spec import ModelSpec
 from app.io.files import atomic_write, file_sha256, png_text
@@ -53,9 +54,10 @@ class RunIdentity:
         """`spec` as loaded with --threshold applied (app.inference.tuning.with_threshold); `min_confidence` the
         multi-class minimum it gave; `session` where the model runs (None: not recorded)."""
         sidecar = spec.sidecar
-        return cls(spec.path.name, file_sha256(spec.path), sidecar.name if sidecar else None,
+        return cls(spec.path.name, _model_sha256(spec), sidecar.name if sidecar else None,
                    file_sha256(sidecar) if sidecar else None, __version__, threshold,
-                   settings_hash(spec, min_confidence), None if session is None else session.provider,
+                   settings_hash(spec, min_confidence), None if session is None else (
+                       session.provider_label if session.remote else session.provider),
                    None if session is None else session.requested,
                    None if session is None else session.fallback_reason,
                    effective_thresholds(spec, min_confidence), tuple(r.describe() for r in spec.verdict or ()),
@@ -83,6 +85,13 @@ class RunIdentity:
         return (f"provenance: model {self.model} sha256 {self.model_sha256[:SHORT]}, sidecar {sidecar}, settings "
                 f"{(self.settings_sha256 or 'none')[:SHORT]}, SegLens {self.seglens}, provider {self.provider}, "
                 f"thresholds {thresholds}; full record {record_path(report).name}, PNG text key {PNG_KEY}")
+
+
+def _model_sha256(spec: ModelSpec) -> str:
+    """The model file's SHA-256; a remote model's stands for what its server declares (remote_graph)."""
+    if is_remote_path(spec.path):
+        return metadata_sha256(spec.inputs, spec.outputs, str(spec.path))
+    return file_sha256(spec.path)
 
 
 def png_provenance(path: Path) -> dict[str, Any]:

@@ -22,6 +22,7 @@ import numpy as np
 from app import __version__
 from app.errors import SegLensError
 from app.inference.pipeline import STAGES, Result
+from app.inference.remote_graph import is_remote_path
 from app.inference.spec import ModelSpec
 from app.inference.verdict import Verdict, image_score, uncertainty
 from app.inference.verdict_volume import combined, slice_verdict
@@ -385,7 +386,11 @@ def slice_path(volume: Volume, k: int) -> str:
 
 
 def algorithm_of(model_path: Path) -> Algorithm:
-    """The model as DICOM's algorithm identification: its file name and SHA-256."""
+    """The model as DICOM's algorithm identification: its file name and SHA-256 (a remote model, no file here:
+    its name and a hash of "remote host:port/model")."""
+    if is_remote_path(model_path):
+        sha = hashlib.sha256(str(model_path).encode("utf-8")).hexdigest()
+        return Algorithm(name=model_path.name, version=sha[:16], sha256=sha, software_version=__version__)
     digest = hashlib.sha256()
     with open(model_path, "rb") as handle:
         for block in iter(lambda: handle.read(1 << 20), b""):

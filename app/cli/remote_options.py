@@ -1,0 +1,219 @@
+"""`--device remote --server URL`: run, bench, info and compare on a model served over the Open Inference Protocol
+(app.inference.remote). The options, the session they open, and the lines said about it.
+
+MODEL names the model on the server (its stem: `nuclei`, `models/nuclei.onnx` → `nuclei`; --remote-model says
+another name). The sidecar is --config, else the one beside MODEL where MODEL is a local file or a bundled name
+(`nuclei` → the bundled nuclei.yaml). Secrets never go on the command line (a shell's history and `ps` keep it):
+the token is read from the environment variable --token-env names (default SEGLENS_REMOTE_TOKEN), a basic-auth
+password from --password-env's (default SEGLENS_REMOTE_PASSWORD).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from app.cli.options import shown
+
+if TYPE_CHECKING:
+    from app.inference.remote import RemoteSession, RemoteTarget
+
+TOKEN_ENV, PASSWORD_ENV = "SEGLENS_REMOTE_TOKEN", "SEGLENS_REMOTE_PASSWORD"
+
+
+def add_remote_options(parser: argparse.ArgumentParser, *, model_name: bool = True) -> None:
+    """The remote server's options (with --device remote); `model_name`: --remote-model and --model-version too."""
+    group = parser.add_argument_group("remote inference (--device remote)")
+    group.add_argument("--server", metavar="URL", help="the Open Inference Protocol server (Triton, KServe, "
+                       "seglens-cli serve): grpc://HOST:8001, grpcs://… (TLS), http://HOST:8000 or https://…")
+    if model_name:
+        group.add_argument("--remote-model", metavar="NAME", help="the model's name on the server (default: MODEL's "
+                                                                  "name, e.g. nuclei)")
+        group.add_argument("--model-version", default="", metavar="V", help="the model's version (default: the "
+                                                                            "server's)")
+    group.add_argument("--token-env", metavar="VAR", help=f"environment variable holding a bearer token (default "
+                                                          f"{TOKEN_ENV}, when set)")
+    group.add_argument("--user", metavar="U", help="basic auth user (its password from --password-env)")
+    group.add_argument("--password-env", metavar="VAR", help=f"environment variable holding the basic auth password "
+                                                             f"(default {PASSWORD_ENV})")
+    group.add_argument("--ca-file", type=Path, metavar="PEM", help="CA bundle that signed the server's certificate "
+                                                                   "(https:// or grpcs://)")
+    group.add_argument("--timeout", type=_seconds, default=30.0, metavar="S",
+                       help="seconds a request may take before it is retried (default 30)")
+    group.add_argument("--retries", type=_count, default=3, metavar="N",
+                       help="retries with backoff when the server is unreachable, busy (503) or times out "
+                            "(default 3; never for 401/403/404)")
+
+
+def remote_requested(args: argparse.Namespace) -> bool:
+    """--device remote was asked for; --server without it, or it without --server, a one-line error."""
+    from app.errors import SegLensError
+
+    remote = getattr(args, "device", None) is not None and args.device.kind == "remote"
+    server = getattr(args, "server", None)
+    if remote and not server:
+        raise SegLensError("--device remote needs --server URL (grpc://HOST:8001, http://HOST:8000, …)")
+    if server and not remote:
+        raise SegLensError("--server is for --device remote (add --device remote, or leave --server out)")
+    if remote and getattr(args, "ray", None):
+        raise SegLensError("--ray and --device remote: the model runs on the server either way; choose one")
+    return remote
+
+
+def target_of(args: argparse.Namespace, model: Path, *, name: str | None = None) -> RemoteTarget:
+    """The RemoteTarget of the options, for MODEL `model` (its stem the remote name unless `name` or
+    --remote-model gives one); credentials from the environment."""
+    from app.errors import SegLensError
+    from app.inference.remote import RemoteTarget
+
+    token = _secret(args.token_env, TOKEN_ENV, "--token-env")
+    password = None
+    if args.user is not None:
+        password = _secret(args.password_env, PASSWORD_ENV, "--password-env")
+        if password is None:
+            var = args.password_env or PASSWORD_ENV
+            raise SegLensError(f"--user needs a password in the environment variable {var} (--password-env names "
+                               "another)")
+        if token is not None:
+            raise SegLensError(f"both a token ({args.token_env or TOKEN_ENV}) and --user are given: choose one")
+    remote_name = name or getattr(args, "remote_model", None) or Path(model).stem
+    return RemoteTarget(args.server, remote_name, getattr(args, "model_version", "") or "", token=token,
+                        username=args.user, password=password, ca_file=args.ca_file, timeout_s=args.timeout,
+                        retries=args.retries)
+
+
+def open_remote(args: argparse.Namespace, model: Path, *, sidecar: Path | None = None, warm_up: bool = True,
+                name: str | None = None) -> RemoteSession:
+    """The remote session for MODEL `model`: retries said on stderr, the session's notes said once."""
+    from app.inference.remote import open_remote_session
+
+    target = target_of(args, model, name=name)
+    if getattr(args, "runtime", None):
+        print("note: --runtime is ignored with --device remote (ONNX Runtime runs on the server)", file=sys.stderr)
+    session = open_remote_session(target, sidecar=sidecar or _sidecar_beside(model), warm_up=warm_up,
+                                  on_retry=_say_retry)
+    for note in session.notes:
+        print(f"note: {shown(note)}", file=sys.stderr)
+    return session
+
+
+def timing_line(model: object) -> str | None:
+    """The latency split of a remote session's requests ('remote latency per request: …'), else None."""
+    line = getattr(model, "timing_line", lambda: None)()
+    return f"remote {line}" if line else None
+
+
+def cmd_info_remote(args: argparse.Namespace) -> int:
+    """seglens-cli info MODEL --device remote: the spec the server's metadata gives (with the sidecar), and the
+    session's facts after a measured warm-up (unless --no-session)."""
+    import json
+
+    from app.cli.options import EXIT_OK
+    from app.inference.describe import spec_dict, spec_text
+
+    model = open_remote(args, args.model, sidecar=args.config, warm_up=False)
+    try:
+        info = None if args.no_session else model.warm_up(measure_warm=True)
+        if args.json:
+            print(json.dumps({**spec_dict(model.spec, info), "remote": _remote_dict(model)}, indent=2))
+        else:
+            print(shown(spec_text(model.spec, info)))
+            print(shown(f"  {model.info.provider_label}; protocol {model.target.protocol}"
+                        f"{' (TLS)' if model.target.tls else ''}"))
+    finally:
+        model.close()
+    return EXIT_OK
+
+
+def _remote_dict(model: RemoteSession) -> dict[str, object]:
+    remote = model.info.remote
+    assert remote is not None  # a remote session's info always has it
+    return {"host": remote.host, "model": remote.model, "version": remote.version, "platform": remote.platform,
+            "server_device": remote.server_device, "server_fallback": remote.server_fallback,
+            "protocol": remote.protocol, "tls": model.target.tls, "label": remote.label,
+            "last_timing_ms": None if model.last_timing is None else {
+                "network_queue": round(model.last_timing.network_ms, 3),
+                "server_compute": None if model.last_timing.compute_ms is None else round(model.last_timing.compute_ms,
+                                                                                          3)}}
+
+
+def _sidecar_beside(model: Path) -> Path | None:
+    """The sidecar of MODEL when it is a local file or a bundled name, else none (the wire's metadata alone)."""
+    from app.errors import ModelError
+    from app.inference.bundled import resolve_model
+    from app.inference.sidecar import find_sidecar
+
+    try:
+        return find_sidecar(resolve_model(model))
+    except ModelError:
+        return None
+
+
+def _secret(var: str | None, default: str, option: str) -> str | None:
+    """The value of the environment variable `var` (default `default`, which may be unset); a named one unset is a
+    one-line error. The value is never printed."""
+    from app.errors import SegLensError
+
+    value = os.environ.get(var or default)
+    if var and not value:
+        raise SegLensError(f"{option} {var}: that environment variable is not set")
+    return value or None
+
+
+def _say_retry(line: str) -> None:
+    print(f"note: {shown(line)}", file=sys.stderr)
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not 0 < value <= 3600:
+        raise argparse.ArgumentTypeError(f"must be seconds from 0 to 3600, got {text!r}")
+    return value
+
+
+def _count(text: str) -> int:
+    if not text.isdigit() or int(text) > 10:
+        raise argparse.ArgumentTypeError(f"must be a whole number from 0 to 10, got {text!r}")
+    return int(text)
+
+
+def cmd_bench_remote(args: argparse.Namespace) -> int:
+    """seglens-cli bench MODEL --device remote: the raw request loop and the full pipeline over the wire, with the
+    latency split into network+queue and server compute."""
+    import json
+    import tempfile
+
+    from app.cli.options import EXIT_OK, EXIT_USAGE
+    from app.errors import SegLensError
+    from app.io.discover import discover
+    from app.runs.bench import bench, format_report, image_inputs, synthetic_images
+
+    model = open_remote(args, args.model, sidecar=args.config)
+    try:
+        if model.spec.is_3d:
+            raise SegLensError(f"{model.target.where}: bench over the wire times 2D models (run a 3D model's volume "
+                               "with seglens-cli run --device remote)")
+        model.timings.clear()  # the warm-up's is not the benchmark's
+        with tempfile.TemporaryDirectory(prefix="seglens-bench-images-") as scratch:
+            found = discover([args.images]) if args.images else synthetic_images(Path(scratch),
+                                                                                 args.size or (1080, 1920))
+            inputs, _left_out = image_inputs(found)
+            if not inputs:
+                print(f"error: no images found in {shown(args.images)}", file=sys.stderr)
+                return EXIT_USAGE
+            report = bench(model, inputs, runs=args.runs, save=args.save)
+        if args.json:
+            print(json.dumps({**report.as_dict(), "gpu_over_cpu": None, "remote": _remote_dict(model),
+                              "remote_latency": timing_line(model)}, indent=2))
+        else:
+            print(shown(format_report(report, None)))
+            print(shown(f"  {timing_line(model)}"))
+    finally:
+        model.close()
+    return EXIT_OK

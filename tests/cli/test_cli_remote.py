@@ -1,0 +1,137 @@
+"""seglens-cli run / info / bench / compare --device remote against the Open Inference Protocol mock
+(tests/remote_mocks.py): the masks a local CPU run makes, the report and record saying "remote: host/model (…)",
+the latency split in the summary, and every refusal one line with exit 2."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from PIL import Image
+from remote_mocks import MockServer
+from test_cli import read_report
+
+from app.cli import main
+
+REPO = Path(__file__).resolve().parents[2]
+NUCLEI = REPO / "models" / "nuclei.onnx"
+
+
+@pytest.fixture(scope="module")
+def server():
+    with MockServer(NUCLEI, name="nuclei", token="s3cret", device="CPU") as mock:
+        yield mock
+
+
+@pytest.fixture
+def token(monkeypatch):
+    monkeypatch.setenv("SEGLENS_REMOTE_TOKEN", "s3cret")
+
+
+def _images(folder: Path, count: int = 3) -> Path:
+    folder.mkdir()
+    for i in range(count):
+        pixels = np.random.default_rng(i).integers(0, 256, (120 + 7 * i, 140), dtype=np.uint8)
+        Image.fromarray(pixels).save(folder / f"cell{i}.png")
+    return folder
+
+
+def _masks(out: Path) -> dict[str, np.ndarray]:
+    return {p.name: np.asarray(Image.open(p)) for p in sorted(out.glob("*_mask.png"))}
+
+
+@pytest.mark.parametrize("face", ["grpc", "http"])
+def test_run_remote_writes_the_masks_of_a_local_cpu_run(server, token, tmp_path, capsys, face):
+    images = _images(tmp_path / "images")
+    url = server.grpc_url if face == "grpc" else server.http_url
+    assert main(["run", "nuclei", str(images), "--out", str(tmp_path / "local"), "--device", "cpu"]) == 0
+    assert main(["run", "nuclei", str(images), "--out", str(tmp_path / "remote"), "--device", "remote",
+                 "--server", url]) == 0
+    local, remote = _masks(tmp_path / "local"), _masks(tmp_path / "remote")
+    assert local.keys() == remote.keys() and len(local) == 3
+    assert all(np.array_equal(local[name], remote[name]) for name in local)
+    label = f"remote: 127.0.0.1:{url.rsplit(':', 1)[1]}/nuclei (onnxruntime_onnx, CPU)"
+    rows = read_report(tmp_path / "remote" / "seglens_report.csv")
+    assert {row["provider"] for row in rows} == {label} and {row["status"] for row in rows} == {"ok"}
+    record = json.loads((tmp_path / "remote" / "seglens_report.csv.run.json").read_text())
+    assert record["provider"] == label and record["model"] == "nuclei" and record["requested_device"] == "remote"
+    out = capsys.readouterr().out
+    assert f"provider {label}" in out
+    assert "remote latency per request: network+queue " in out and "server compute " in out
+    assert "(mean of 3)" in out
+
+
+def test_info_over_the_wire_matches_info_of_the_file(server, token, capsys):
+    assert main(["info", "nuclei", "--json", "--no-session"]) == 0
+    here = json.loads(capsys.readouterr().out)
+    assert main(["info", "nuclei", "--json", "--device", "remote", "--server", server.grpc_url]) == 0
+    there = json.loads(capsys.readouterr().out)
+    assert there["remote"]["label"].endswith("/nuclei (onnxruntime_onnx, CPU)")
+    assert there["remote"]["protocol"] == "grpc" and there["session"]["provider"] == there["remote"]["label"]
+    for key in ("model", "producer", "opset", "metadata", "inputs", "outputs", "session", "remote"):
+        here.pop(key, None), there.pop(key, None)
+    assert there == here
+
+
+@pytest.mark.parametrize("token_value, problem", [(None, "not authorised"), ("t0k-bad-9", "not authorised")])
+def test_no_token_or_a_wrong_one_is_one_line_exit_2(server, tmp_path, capsys, monkeypatch, token_value, problem):
+    if token_value:
+        monkeypatch.setenv("SEGLENS_REMOTE_TOKEN", token_value)
+    else:
+        monkeypatch.delenv("SEGLENS_REMOTE_TOKEN", raising=False)
+    images = _images(tmp_path / "images", 1)
+    code = main(["run", "nuclei", str(images), "--out", str(tmp_path / "out"), "--device", "remote",
+                 "--server", server.http_url])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(err) == 1 and problem in err[0] and "retrying" not in err[0]
+    assert err[0].startswith("error: remote 127.0.0.1:") and "s3cret" not in err[0] and "t0k-bad-9" not in err[0]
+    assert not (tmp_path / "out").exists() or not any((tmp_path / "out").iterdir())
+
+
+@pytest.mark.parametrize("argv, line", [
+    (["--device", "remote"], "error: --device remote needs --server URL"),
+    (["--server", "grpc://127.0.0.1:1"], "error: --server is for --device remote"),
+    (["--device", "remote", "--server", "tcp://h:1"], "expected grpc://, grpcs://, http:// or https://"),
+    (["--device", "remote", "--server", "grpc://h:1", "--token-env", "T1_UNSET_VARIABLE"],
+     "error: --token-env T1_UNSET_VARIABLE: that environment variable is not set"),
+    (["--device", "remote", "--server", "grpc://h:1", "--user", "u", "--password-env", "T1_UNSET_VARIABLE"],
+     "error: --password-env T1_UNSET_VARIABLE: that environment variable is not set"),
+])
+def test_remote_usage_errors_are_one_line_exit_2(tmp_path, capsys, argv, line):
+    code = main(["info", "nuclei", *argv])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(err) == 1 and line in err[0]
+
+
+def test_server_killed_mid_run_keeps_the_finished_rows_and_errors_the_rest(tmp_path, capsys, monkeypatch):
+    monkeypatch.delenv("SEGLENS_REMOTE_TOKEN", raising=False)
+    images = _images(tmp_path / "images", 5)
+    with MockServer(NUCLEI, name="nuclei") as mock:
+        mock.state.die_after = 3  # the warm-up and two images are answered, then the server is gone
+        code = main(["run", "nuclei", str(images), "--out", str(tmp_path / "out"), "--device", "remote",
+                     "--server", mock.grpc_url, "--retries", "1", "--timeout", "5"])
+    assert code == 1
+    rows = read_report(tmp_path / "out" / "seglens_report.csv")
+    assert [row["status"] for row in rows] == ["ok", "ok", "error", "error", "error"]
+    assert all(row["error"].startswith(f"{images / row['path'].rsplit('/', 1)[1]}: remote 127.0.0.1:")
+               or "remote 127.0.0.1:" in row["error"] for row in rows[2:])
+    assert sorted(_masks(tmp_path / "out")) == ["cell0.png_mask.png", "cell1.png_mask.png"]
+    assert not list((tmp_path / "out").rglob("*.tmp")) and not list((tmp_path / "out").rglob("*.partial"))
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and err.count("retrying in") == 1  # retried once, then each input tried once
+
+
+def test_bench_remote_reports_the_latency_split(server, token, capsys):
+    assert main(["bench", "nuclei", "--device", "remote", "--server", server.http_url, "--runs", "2",
+                 "--size", "64x64", "--save", "none"]) == 0
+    out = capsys.readouterr().out
+    assert "nuclei on remote: 127.0.0.1:" in out and "remote latency per request: network+queue " in out
+
+
+def test_compare_remote_runs_both_models_on_the_server(server, token, tmp_path, capsys):
+    images = _images(tmp_path / "images", 2)
+    assert main(["compare", "nuclei", "nuclei", str(images), "--out", str(tmp_path / "cmp"), "--device", "remote",
+                 "--server", server.grpc_url]) == 0
+    assert "all identical" in capsys.readouterr().out

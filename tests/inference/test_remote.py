@@ -1,0 +1,189 @@
+"""Remote sessions against the Open Inference Protocol mock (tests/remote_mocks.py, written from the published
+schema): the same masks as a local CPU session over HTTP binary and gRPC, the same spec where the wire can tell,
+and each failure one line (auth never retried, 503 retried then said, a hung server timed out)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import pytest
+from remote_mocks import MockServer
+
+from app.inference.describe import spec_dict
+from app.inference.pipeline import run_image
+from app.inference.remote import RemoteError, RemoteTarget, open_remote_session
+from app.inference.session import open_session
+from app.inference.spec_builder import load_spec
+
+REPO = Path(__file__).resolve().parents[2]
+NUCLEI, ANOMALY = REPO / "models" / "nuclei.onnx", REPO / "models" / "surface_anomaly.onnx"
+
+
+@pytest.fixture(scope="module")
+def nuclei_server():
+    with MockServer(NUCLEI, name="nuclei", token="s3cret", device="CPU") as server:
+        yield server
+
+
+def _image(shape: tuple[int, ...], seed: int = 0) -> np.ndarray:
+    return np.random.default_rng(seed).integers(0, 256, shape, dtype=np.uint8)
+
+
+def _target(url: str, **kwargs) -> RemoteTarget:
+    return RemoteTarget(url, kwargs.pop("model", "nuclei"), token=kwargs.pop("token", "s3cret"),
+                        **{"timeout_s": 10.0, "backoff_s": 0.01, **kwargs})
+
+
+@pytest.mark.parametrize("face", ["http", "grpc"])
+def test_masks_are_byte_identical_to_a_local_cpu_run(nuclei_server, face):
+    local = open_session(load_spec(NUCLEI), "cpu")
+    url = nuclei_server.http_url if face == "http" else nuclei_server.grpc_url
+    remote = open_remote_session(_target(url), sidecar=NUCLEI.with_suffix(".yaml"))
+    for seed in range(3):
+        image = _image((300, 280), seed)
+        want, got = run_image(local, image), run_image(remote, image)
+        assert got.mask is not None and np.array_equal(got.mask, want.mask)
+        assert got.scores is not None and np.array_equal(got.scores, want.scores)
+    assert remote.info.provider_label == f"remote: 127.0.0.1:{url.rsplit(':', 1)[1]}/nuclei (onnxruntime_onnx, CPU)"
+    assert remote.info.on_gpu is False and remote.uses_io_binding is False
+    assert remote.last_timing is not None and remote.last_timing.compute_ms is not None
+    assert remote.timing_line().startswith("latency per request: network+queue ")
+
+
+@pytest.mark.parametrize("face", ["http", "grpc"])
+def test_an_anomaly_model_returns_its_outputs_in_the_spec_order(face):
+    spec = load_spec(ANOMALY)
+    local = open_session(spec, "cpu")
+    with MockServer(ANOMALY, name="surface_anomaly") as server:
+        url = server.http_url if face == "http" else server.grpc_url
+        remote = open_remote_session(_target(url, model="surface_anomaly", token=None),
+                                     sidecar=ANOMALY.with_suffix(".yaml"))
+        tensor = local.warmup_tensor() + 0.5
+        want, got = local.run(tensor), remote.run(tensor)
+        assert isinstance(got, tuple) and len(got) == len(want) == len(spec.output.fetched)
+        for a, b in zip(want, got, strict=True):
+            assert a.dtype == b.dtype and np.array_equal(a, b)
+        image = _image((288, 512, 3))
+        assert run_image(remote, image).image_score == run_image(local, image).image_score
+
+
+def test_the_spec_over_the_wire_is_the_files_where_the_wire_can_tell(nuclei_server):
+    sidecar = NUCLEI.with_suffix(".yaml")
+    remote = open_remote_session(_target(nuclei_server.grpc_url), sidecar=sidecar, warm_up=False)
+    here = spec_dict(load_spec(NUCLEI, sidecar), None)
+    there = spec_dict(remote.spec, None)
+    # not over the wire: the file's path, its producer, opset and metadata, symbolic dimension names (-1 there)
+    for key in ("model", "producer", "opset", "metadata", "inputs", "outputs"):
+        here.pop(key, None), there.pop(key, None)
+    assert there == here
+    assert str(remote.spec.path) == f"remote {remote.target.host}/nuclei" and remote.spec.path.name == "nuclei"
+    assert [t.describe() for t in remote.spec.inputs] == ["input[?,1,256,256] float32"]
+
+
+def test_without_a_sidecar_the_assumed_activation_is_said_in_one_line(nuclei_server):
+    remote = open_remote_session(_target(nuclei_server.http_url), warm_up=False)
+    assert remote.spec.output.kind == "binary" and remote.spec.output.activation == "sigmoid"
+    assert len(remote.notes) == 1 and "does not say whether the model ends in its activation" in remote.notes[0]
+    assert "\n" not in remote.notes[0]
+
+
+@pytest.mark.parametrize("face", ["http", "grpc"])
+@pytest.mark.parametrize("token", [None, "wrong"])
+def test_no_token_or_a_wrong_one_is_one_line_never_retried(nuclei_server, face, token):
+    url = nuclei_server.http_url if face == "http" else nuclei_server.grpc_url
+    retries: list[str] = []
+    with pytest.raises(RemoteError) as caught:
+        open_remote_session(_target(url, token=token), on_retry=retries.append)
+    line = str(caught.value)
+    assert line.startswith(f"remote 127.0.0.1:{url.rsplit(':', 1)[1]}/nuclei: refused: not authorised (")
+    assert "401" in line if face == "http" else "UNAUTHENTICATED" in line
+    assert "\n" not in line and retries == [] and "s3cret" not in line
+
+
+@pytest.mark.parametrize("face", ["http", "grpc"])
+def test_an_unknown_model_is_one_line(nuclei_server, face):
+    url = nuclei_server.http_url if face == "http" else nuclei_server.grpc_url
+    with pytest.raises(RemoteError, match=r"/nope: no such model on the server \((HTTP 404|gRPC NOT_FOUND)"):
+        open_remote_session(_target(url, model="nope"))
+
+
+@pytest.mark.parametrize("face", ["http", "grpc"])
+def test_a_busy_server_is_retried_with_backoff_then_said(face):
+    with MockServer(NUCLEI, name="nuclei") as server:
+        url = server.http_url if face == "http" else server.grpc_url
+        retries: list[str] = []
+        remote = open_remote_session(_target(url, token=None, retries=2), warm_up=False, on_retry=retries.append)
+        tensor = remote.warmup_tensor()
+        server.state.busy = 1  # one 503, then an answer: the run goes on
+        assert remote.run(tensor).shape == (1, 1, 256, 256)
+        assert len(retries) == 1 and retries[0].endswith("retrying in 0.01 s (attempt 2 of 3)")
+        server.state.busy, server.state.requests = 10, 0
+        with pytest.raises(RemoteError) as caught:
+            remote.run(tensor)
+        assert server.state.requests == 3 and len(retries) == 3  # bounded: 1 + 2 retries
+        what = "HTTP 503" if face == "http" else "gRPC UNAVAILABLE"
+        assert f"the server is unavailable or the model not ready ({what}" in str(caught.value) or \
+               f"server unreachable ({what}" in str(caught.value)
+        assert str(caught.value).endswith("(tried 3 times)")
+
+
+@pytest.mark.parametrize("face", ["http", "grpc"])
+def test_a_hung_server_times_out_in_one_line(face):
+    with MockServer(NUCLEI, name="nuclei") as server:
+        url = server.http_url if face == "http" else server.grpc_url
+        remote = open_remote_session(_target(url, token=None, retries=0, timeout_s=0.5), warm_up=False)
+        server.state.hang = True
+        with pytest.raises(RemoteError) as caught:
+            remote.run(remote.warmup_tensor())
+        line = str(caught.value)
+        assert "\n" not in line
+        assert ("no answer within 0.5 s (--timeout)" in line if face == "http"
+                else "no answer within the timeout (gRPC DEADLINE_EXCEEDED" in line)
+
+
+@pytest.mark.parametrize("face", ["http", "grpc"])
+def test_a_stopped_server_is_unreachable_in_one_line_after_the_retries(face):
+    server = MockServer(NUCLEI, name="nuclei").__enter__()
+    url = server.http_url if face == "http" else server.grpc_url
+    remote = open_remote_session(_target(url, token=None, retries=1, timeout_s=3.0), warm_up=False)
+    server.stop()
+    with pytest.raises(RemoteError) as caught:
+        remote.run(remote.warmup_tensor())
+    line = str(caught.value)
+    assert "\n" not in line and line.endswith("(tried 2 times)")
+    assert any(what in line for what in ("server unreachable", "closed the connection", "connection failed"))
+
+
+@pytest.mark.parametrize("url, problem", [
+    ("ftp://h:1", "expected grpc://, grpcs://, http:// or https://"),
+    ("http://me:pw@h:8000", "credentials do not belong in the URL"),
+    ("grpc://h:99999", "the port is not a number"),
+    ("http://h:8000/v2/models/x", "a URL path is not used"),
+    ("grpc://:8001", "no host"),
+])
+def test_a_bad_server_url_is_one_line(url, problem):
+    with pytest.raises(RemoteError, match=problem) as caught:
+        RemoteTarget(url, "nuclei")
+    assert "pw" not in str(caught.value).replace("--password-env", "")
+
+
+def test_targets_say_host_and_port_and_keep_secrets_out_of_their_repr():
+    target = RemoteTarget("grpcs://gpu-box", "nuclei", token="t0ken", username="u", password="pw")
+    assert (target.host, target.protocol, target.tls, target.where) == ("gpu-box:8001", "grpc", True,
+                                                                        "remote gpu-box:8001/nuclei")
+    assert "t0ken" not in repr(target) and "pw" not in repr(target) and "t0ken" not in repr(target.wire())
+    assert target.wire().headers() == {"authorization": "Bearer t0ken"}
+    basic = replace(target, token=None).wire().headers()
+    assert basic == {"authorization": "Basic dTpwdw=="}
+    assert RemoteTarget("http://[::1]:9000", "m").host == "[::1]:9000"
+
+
+def test_tritonclient_is_not_loaded_by_importing_the_remote_session():
+    code = ("import sys, app.inference.remote, app.inference.session, app.cli; "
+            "print(sorted(m for m in sys.modules if m.split('.')[0] in ('tritonclient', 'gevent', 'grpc')))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, check=True)
+    assert out.stdout.strip() == "[]"
