@@ -39,3 +39,20 @@ def test_a_frame_id_that_comes_again_keeps_the_earlier_copy_beside_the_new(tmp_p
     assert sorted(path.name for path in (tmp_path / "ng").iterdir()) == ["0.png", "0_3.png"]
     again.publish_pictures(verdict("sub/part.png", "REVIEW"), Pictures(None, frame(40), None))
     assert sorted(path.name for path in (tmp_path / "ng").iterdir()) == ["0.png"]
+
+
+def test_an_output_folder_gone_is_the_sinks_problem_and_not_made_again(tmp_path):
+    # the sink made it again (mkdir parents): a share unmounted under it would be filled in its place, as the log
+    # sink refuses to
+    spec = load_spec(REPO / "models" / "surface_anomaly.onnx")
+    out = tmp_path / "share" / "out"
+    out.mkdir(parents=True)
+    sink = FolderSink(out, spec, save=())
+    out.rmdir()
+    sink.publish_pictures(verdict("0"), Pictures(None, frame(10), None))
+    assert not out.exists() and sink.lost == 1
+    assert sink.problem == ("folder: cannot write the pictures of a frame (the output folder is gone (removed or "
+                            "unmounted): not made again)")
+    out.mkdir()  # back (mounted again): the next frame is written
+    sink.publish_pictures(verdict("1"), Pictures(None, frame(20), None))
+    assert (out / "ng" / "1.png").is_file() and sink.problem is None

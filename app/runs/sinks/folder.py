@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING
 
-from app.errors import SegLensError, one_line
+from app.errors import OutputError, SegLensError, one_line
 from app.io.discover import safe_name
 from app.io.files import atomic_write, encode_png
 from app.io.regular import read_regular
@@ -96,6 +96,8 @@ class FolderSink:
     # -- writing --------------------------------------------------------------------------------------------
 
     def _write(self, verdict: StationVerdict, pictures: Pictures) -> list[Path]:
+        if not self.out.is_dir():  # as the log sink: a share unmounted under it must not be filled in its place
+            raise OutputError("the output folder is gone (removed or unmounted): not made again")
         stem = self.out / "results" / _safe(verdict.frame_id)
         written: list[Path] = []
         if pictures.result is not None and self.save:
