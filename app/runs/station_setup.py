@@ -54,7 +54,12 @@ def station_spec(station: StationFile) -> ModelSpec:
     with tempfile.TemporaryDirectory(prefix="seglens-station-") as folder:
         merged = Path(folder) / "station-sidecar.yaml"
         merged.write_text(yaml.safe_dump(values, sort_keys=False), encoding="utf-8")
-        return load_spec(model, merged)
+        try:
+            return load_spec(model, merged)
+        except SegLensError as exc:  # the merged file is a temporary one: the file the user wrote is named instead
+            message = str(exc)
+            named = station.path if "'verdict" in message or sidecar is None else sidecar
+            raise StationRefused(message.replace(str(merged), str(named or "the station file"))) from None
 
 
 def open_station(station: StationFile, *, model: ModelSession | None = None, runtime: dict[str, Any] | None = None,

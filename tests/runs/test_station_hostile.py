@@ -124,3 +124,18 @@ def test_a_journal_the_disk_refuses_ends_watch_with_its_summary_and_exit_1(tmp_p
     assert re.fullmatch(r"watch line-1: .*station-journal\.jsonl: cannot write the station journal \(File too "
                         r"large\); (\d+) frames: 0 OK, 0 REVIEW, 0 NG, \1 ERROR; .*", first), stdout
     assert stdout.splitlines()[-1] == f"verdicts and pictures in {out}"
+
+
+@pytest.mark.parametrize(("verdict", "message"), [
+    ("{fail_if: []}", "'verdict.fail_if' must be a rule or a list of 1 to 64 rules, got []"),
+    ("{fail_if: [{score_above: .nan}]}", "'verdict.fail_if[0].score_above' must be a finite number, got nan")])
+def test_a_bad_verdict_in_a_station_file_names_the_station_file(tmp_path, verdict, message):
+    # it named the temporary merged sidecar: `/tmp/seglens-station-ofl1vsix/station-sidecar.yaml: 'verdict.fail_if' …`
+    from app.errors import SegLensError
+    from app.runs.station_setup import station_spec
+
+    path = tmp_path / "STATION.yaml"
+    path.write_text(GOOD + f"verdict: {verdict}\n")
+    with pytest.raises(SegLensError) as caught:
+        station_spec(read_station_file(path))
+    assert str(caught.value) == f"{path}: {message}"
