@@ -48,6 +48,9 @@ class MockState:
     busy: int = 0  # the next N infer requests answer 503 / UNAVAILABLE
     hang: bool = False
     die_after: int | None = None  # after N infer requests the server stops (killed mid-run), unanswered
+    meet: int = 0  # > 1: every infer request after the first waits until that many are in (proof of requests
+    met: int = 0  # in flight at once, never a timing); `met` counts those that met, a lone one goes on after 5 s
+    barrier: Any = None
     on_die: Any = None  # set by MockServer: stops it
     device: str | None = None  # seglens_device in each answer (None: a stock server that says nothing)
     requests: int = 0  # infer requests seen (each retry is one)
@@ -77,7 +80,20 @@ class MockState:
         if dies:
             threading.Thread(target=self.on_die, daemon=True).start()
             return "hang"  # never answered: the stop closes the connection
+        if self.meet > 1 and self.requests > 1:
+            self._meet()
         return "hang" if self.hang else None
+
+    def _meet(self) -> None:
+        with self.lock:
+            if self.barrier is None:
+                self.barrier = threading.Barrier(self.meet, timeout=5)
+        try:
+            self.barrier.wait()
+        except threading.BrokenBarrierError:
+            return
+        with self.lock:
+            self.met += 1
 
     def run(self, feeds: dict[str, np.ndarray]) -> tuple[list[np.ndarray], int]:
         started = time.perf_counter_ns()

@@ -43,6 +43,9 @@ def add_remote_options(parser: argparse.ArgumentParser, *, model_name: bool = Tr
                                                                    "(https:// or grpcs://)")
     group.add_argument("--timeout", type=_seconds, default=30.0, metavar="S",
                        help="seconds a request may take before it is retried (default 30)")
+    if model_name:  # run, info, bench: a folder run keeps this many requests going
+        group.add_argument("--in-flight", type=_count, default=4, metavar="N",
+                           help="requests a folder run keeps going at once (default 4; 1: one after another)")
     group.add_argument("--retries", type=_count, default=3, metavar="N",
                        help="retries with backoff when the server is unreachable, busy (503) or times out "
                             "(default 3; never for 401/403/404)")
@@ -95,6 +98,7 @@ def open_remote(args: argparse.Namespace, model: Path, *, sidecar: Path | None =
         print("note: --runtime is ignored with --device remote (ONNX Runtime runs on the server)", file=sys.stderr)
     session = open_remote_session(target, sidecar=sidecar or _sidecar_beside(model), warm_up=warm_up,
                                   on_retry=_say_retry)
+    session.in_flight = max(1, getattr(args, "in_flight", 1))
     for note in session.notes:
         print(f"note: {shown(note)}", file=sys.stderr)
     return session

@@ -13,6 +13,7 @@ The latency is split into network+queue and server compute from the response's `
 from __future__ import annotations
 
 import logging
+import threading
 import time
 import urllib.parse
 from collections.abc import Callable
@@ -120,14 +121,21 @@ class RemoteTiming:
 
 
 class RemoteSession(ModelSession):
-    """The ModelSession interface over the wire. `run` from one thread (as a local session); the transport's
-    errors come back as RemoteError, one line, after the bounded retries."""
+    """The ModelSession interface over the wire; the transport's errors come back as RemoteError, one line, after
+    the bounded retries. Unlike a local session, `run` may be called from several threads at once: a folder run
+    keeps `in_flight` requests going (app.runs.batch), gRPC on its one thread-safe client, HTTP on a client per
+    thread (tritonclient.http's is not thread-safe)."""
+
+    in_flight = 4  # requests a folder run keeps going at once (a GPU server is then never waiting on the network)
 
     def __init__(self, spec: ModelSpec, transport: Transport, info: SessionInfo, target: RemoteTarget, *,
                  on_retry: Callable[[str], None] | None = None, notes: tuple[str, ...] = ()) -> None:
         super().__init__(spec, None, info)
         self.target, self.notes, self.on_retry = target, notes, on_retry
         self._transport = transport
+        self._owner, self._local = threading.get_ident(), threading.local()
+        self._lock = threading.Lock()
+        self._others: list[Transport] = []  # the HTTP clients of other threads, closed with the session
         self._given_up = False
         self.last_timing: RemoteTiming | None = None
         self.timings: list[RemoteTiming] = []  # every request's, for a run's summary (bounded by the run)
@@ -153,8 +161,8 @@ class RemoteSession(ModelSession):
         # answered: a folder run's remaining inputs become error rows at once, not after every backoff again
         retries = 0 if self._given_up else self.target.retries
         try:
-            answer = with_retry(lambda: self._transport.infer(self._input_name, tensor, datatype,
-                                                              self._output_names),
+            transport = self._transport_here()
+            answer = with_retry(lambda: transport.infer(self._input_name, tensor, datatype, self._output_names),
                                 where=where, retries=retries, backoff_s=self.target.backoff_s,
                                 timeout_s=self.target.timeout_s, on_retry=self.on_retry)
         except RemoteError as exc:
@@ -165,6 +173,17 @@ class RemoteSession(ModelSession):
         outputs = [self._output(name, value) for name, value in zip(self._output_names, answer.outputs, strict=True)]
         self._timed(wall_ms, answer.parameters)
         return outputs[0] if len(outputs) == 1 else tuple(outputs)
+
+    def _transport_here(self) -> Transport:
+        """The session's transport, or for HTTP on another thread that thread's own."""
+        if self._transport.protocol == "grpc" or threading.get_ident() == self._owner:
+            return self._transport
+        mine: Transport | None = getattr(self._local, "transport", None)
+        if mine is None:
+            mine = self._local.transport = open_transport(self.target.wire(), self._transport.protocol)
+            with self._lock:
+                self._others.append(mine)
+        return mine
 
     def _output(self, name: str, value: np.ndarray | None) -> np.ndarray:
         if value is None:
@@ -177,7 +196,12 @@ class RemoteSession(ModelSession):
         compute = float(compute_us) / 1000 if isinstance(compute_us, int | float) and compute_us >= 0 else None
         network = max(wall_ms - (compute or 0.0), 0.0)
         self.last_timing = RemoteTiming(network, compute)
-        self.timings.append(self.last_timing)
+        with self._lock:
+            self.timings.append(self.last_timing)
+            self._device_said(parameters)
+
+    def _device_said(self, parameters: dict[str, Any]) -> None:
+        """The server's own device and fallback reason, when its answers carry them (`seglens-cli serve`)."""
         remote = self.info.remote
         device, fallback = parameters.get("seglens_device"), parameters.get("seglens_fallback")
         if remote is not None and isinstance(device, str) and device and device != remote.server_device:
@@ -196,7 +220,11 @@ class RemoteSession(ModelSession):
         return f"latency per request: network+queue {network:.1f} ms, {compute} (mean of {len(self.timings)})"
 
     def close(self) -> None:
-        self._transport.close()
+        """Let the server's connections go (every thread's)."""
+        with self._lock:
+            others, self._others = self._others, []
+        for transport in (self._transport, *others):
+            transport.close()
 
 
 def open_remote_session(target: RemoteTarget, *, sidecar: Path | None = None, runtime: dict[str, Any] | None = None,

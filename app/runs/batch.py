@@ -12,6 +12,7 @@ ever complete) and lists the rest as not processed.
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import time
 from collections import deque
@@ -96,18 +97,20 @@ def run_inputs(
         with ThreadPoolExecutor(max(1, prefetch_workers), thread_name_prefix="prefetch",
                                 initializer=lower_thread_priority, initargs=(helper_niceness,)) as pool:
             # a 3D model's unit is a whole volume: one read ahead of the one running, not a handful
-            depth = 1 if model.spec.is_3d else 2 * max(1, prefetch_workers) + batch_size
+            flight = 1 if model.spec.is_3d else max(1, getattr(model, "in_flight", 1))  # a remote session's
+            depth = 1 if model.spec.is_3d else 2 * max(1, prefetch_workers) + batch_size + flight
             prepared = _prefetch(pool, model, inputs, depth=depth, done=done or {})
             with contextlib.closing(prepared):  # on a break, cancel what is still queued for decoding
                 tiles = _TileRun(pipeline.tile_batch(model, batch_size), tile_progress, should_stop,
                                  progress.patches)
-                for group in _groups(prepared, batch_size if pipeline.batchable(model) else 1):
+                groups = _groups(prepared, batch_size if pipeline.batchable(model) else 1)
+                for group, inferred in _in_flight(model, groups, tiles, flight):
                     current = group[0].index
                     if should_stop():
                         stopped_at = current
                         break
                     try:
-                        works = _infer(model, group, tiles)
+                        works = inferred()
                     except pipeline.Stopped:
                         stopped_at = current
                         break
@@ -265,6 +268,31 @@ def _groups(works: Iterator[_Work], size: int) -> Iterator[list[_Work]]:
             group = []
     if group:
         yield group
+
+
+def _in_flight(model: ModelSession, groups: Iterator[list[_Work]], tiles: _TileRun,
+               flight: int) -> Iterator[tuple[list[_Work], Callable[[], list[_Work]]]]:
+    """Each group with what gives its works, in input order. `flight` 1: the inference runs when asked (here, on
+    the session's thread). More (a remote session, whose requests wait on the network): that many groups are sent
+    at once from helper threads, so the server always has the next one; what is asked for waits on its own."""
+    if flight <= 1:
+        for group in groups:
+            yield group, functools.partial(_infer, model, group, tiles)
+        return
+    pending: deque[tuple[list[_Work], Future[list[_Work]]]] = deque()
+    with ThreadPoolExecutor(flight, thread_name_prefix="in-flight") as sender:
+        try:
+            for group in groups:
+                pending.append((group, sender.submit(_infer, model, group, tiles)))
+                if len(pending) >= flight:
+                    first, future = pending.popleft()
+                    yield first, future.result
+            while pending:
+                first, future = pending.popleft()
+                yield first, future.result
+        finally:  # stopped or failed: what was not sent yet is not sent
+            for _group, future in pending:
+                future.cancel()
 
 
 def _infer(model: ModelSession, group: list[_Work], tiles: _TileRun) -> list[_Work]:

@@ -111,7 +111,7 @@ def test_server_killed_mid_run_keeps_the_finished_rows_and_errors_the_rest(tmp_p
     with MockServer(NUCLEI, name="nuclei") as mock:
         mock.state.die_after = 3  # the warm-up and two images are answered, then the server is gone
         code = main(["run", "nuclei", str(images), "--out", str(tmp_path / "out"), "--device", "remote",
-                     "--server", mock.grpc_url, "--retries", "1", "--timeout", "5"])
+                     "--server", mock.grpc_url, "--retries", "1", "--timeout", "5", "--in-flight", "1"])
     assert code == 1
     rows = read_report(tmp_path / "out" / "seglens_report.csv")
     assert [row["status"] for row in rows] == ["ok", "ok", "error", "error", "error"]
@@ -135,3 +135,37 @@ def test_compare_remote_runs_both_models_on_the_server(server, token, tmp_path, 
     assert main(["compare", "nuclei", "nuclei", str(images), "--out", str(tmp_path / "cmp"), "--device", "remote",
                  "--server", server.grpc_url]) == 0
     assert "all identical" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("face", ["grpc", "http"])
+def test_a_folder_run_keeps_requests_in_flight_and_its_rows_in_order(token, tmp_path, face):
+    images = _images(tmp_path / "images", 6)
+    assert main(["run", "nuclei", str(images), "--out", str(tmp_path / "local"), "--device", "cpu"]) == 0
+    with MockServer(NUCLEI, name="nuclei", token="s3cret") as mock:
+        mock.state.meet = 2  # after the warm-up, requests are answered only two at a time: sent concurrently
+        url = mock.grpc_url if face == "grpc" else mock.http_url
+        assert main(["run", "nuclei", str(images), "--out", str(tmp_path / "remote"), "--device", "remote",
+                     "--server", url, "--in-flight", "3"]) == 0
+    assert mock.state.met >= 2
+    rows = read_report(tmp_path / "remote" / "seglens_report.csv")
+    assert [Path(row["path"]).name for row in rows] == [f"cell{i}.png" for i in range(6)]
+    local, remote = _masks(tmp_path / "local"), _masks(tmp_path / "remote")
+    assert local.keys() == remote.keys() and all(np.array_equal(local[k], remote[k]) for k in local)
+
+
+@pytest.mark.parametrize("face", ["grpc", "http"])
+def test_server_killed_with_requests_in_flight_leaves_whole_outputs_and_a_row_each(tmp_path, monkeypatch, face):
+    monkeypatch.delenv("SEGLENS_REMOTE_TOKEN", raising=False)
+    images = _images(tmp_path / "images", 8)
+    with MockServer(NUCLEI, name="nuclei") as mock:
+        mock.state.die_after = 4
+        url = mock.grpc_url if face == "grpc" else mock.http_url
+        code = main(["run", "nuclei", str(images), "--out", str(tmp_path / "out"), "--device", "remote",
+                     "--server", url, "--retries", "1", "--timeout", "5", "--in-flight", "3"])
+    out = tmp_path / "out"
+    rows = read_report(out / "seglens_report.csv")
+    assert code == 1 and [Path(row["path"]).name for row in rows] == [f"cell{i}.png" for i in range(8)]
+    ok = {Path(row["path"]).name for row in rows if row["status"] == "ok"}
+    assert {row["status"] for row in rows} <= {"ok", "error"} and len(ok) <= 3 and rows[-1]["status"] == "error"
+    assert {name.removesuffix("_mask.png") for name in _masks(out)} == ok  # every mask whole, one per ok row
+    assert not list(out.rglob("*.tmp")) and not list(out.rglob("*.partial"))
