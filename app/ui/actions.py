@@ -162,7 +162,35 @@ def device_actions(window: MainWindow, menu: QMenu) -> QActionGroup:
         action.triggered.connect(lambda _checked=False, d=device: window.open_model(device=d))
         group.addAction(action)
         menu.addAction(action)
+    menu.addSeparator()  # the model on a server (app/ui/controllers/remote.py): the last one, and the dialog
+    last = QAction("Remote", window, checkable=True, visible=False)
+    last.setData("remote")
+    last.triggered.connect(lambda _checked=False: remote_controller(window).reopen())
+    group.addAction(last)
+    menu.addAction(last)
+    _add(window, menu, "Remote server…", lambda: remote_controller(window).open_dialog())
+    menu.aboutToShow.connect(lambda: _check_device(window, group, last))
     return group
+
+
+def _check_device(window: MainWindow, group: QActionGroup, last: QAction) -> None:
+    """The device in use checked: a local one, or "Remote: host/model" while the server's model is the device."""
+    loader = window.loader
+    shown = loader.remote or loader.last_remote
+    last.setVisible(shown is not None)
+    last.setText(f"Remote: {shown.host}/{shown.model}" if shown is not None else "Remote")
+    for action in group.actions():
+        action.setChecked(action.data() == ("remote" if loader.remote is not None else window.device))
+
+
+def remote_controller(window: MainWindow):
+    """The remote device's controller, made on first use: no thread or client library before the reader asks."""
+    from app.ui.controllers.remote import RemoteController
+
+    found = window.findChild(RemoteController)
+    return found if found is not None else RemoteController(
+        loader=window.loader, worker=window.worker, status=window.status, settings=window.settings,
+        writable=lambda: window.persist_settings, dialog_parent=window, parent=window)
 
 
 def _station_menu(window: MainWindow, menu: QMenu) -> None:

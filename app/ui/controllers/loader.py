@@ -8,12 +8,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from PySide6.QtCore import QObject, Signal
+from PySide6.QtWidgets import QWidget
 
 from app.logs import private
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
+    from app.inference.remote import RemoteTarget
     from app.ui.controllers.editor import Editor
     from app.ui.controllers.presenter import Presenter
     from app.ui.controllers.reviewer import Reviewer
@@ -43,37 +45,63 @@ class ModelLoader(QObject):
         self._state, self._files, self._status, self._panel = state, files, status, panel
         self._presenter, self._editor, self._tuner, self._reviewer = presenter, editor, tuner, reviewer
         self._runtime, self._loaded, self._refresh = runtime, loaded, refresh
-        self.path: Path | None = None
-        self.device = "cpu"
+        self.path: Path | None = None  # the last local model file
+        self.device = "cpu"  # the last local device (what the settings remember)
+        self.remote: RemoteTarget | None = None  # the server's model, while it is the device
+        self.last_remote: RemoteTarget | None = None  # the last one used (Model ▸ Device offers it again)
+        self.remote_sidecar: Path | None = None  # its local sidecar, if one was given
         self.load_requested.connect(worker.load_model)
         worker.model_ready.connect(self._on_model_ready)  # bound methods: run on this thread, not the worker's
         worker.model_failed.connect(self._on_model_failed)
 
     def open(self, path: str | Path | None = None, device: str | None = None) -> None:
-        """(Re)build the session on the worker for `path` on `device` (either defaults to the current one)."""
+        """(Re)build the session on the worker for `path` on `device` (either defaults to the current one): a
+        local device, so a remote session gives way to the last local model file."""
         self.path = Path(path) if path else self.path
         self.device = device or self.device
         if not self.path:
             return
-        self._editor.stop()
-        generation = self._state.begin_model()
-        self._status.show_loading(self.path.stem)
-        self._panel.show_model_loading(self.path.name, self.device)
-        self._presenter.model_switching(f"Loading {self.path.name}…")  # no old overlay under the new title
+        self.remote = None
         from app.ui.state.messages import LoadRequest
 
-        self.load_requested.emit(LoadRequest(generation, str(self.path), self.device, self._runtime()))
+        self._start(self.path.stem, self.path.name, self.device)
+        self.load_requested.emit(LoadRequest(self._state.generation, str(self.path), self.device,
+                                             self._runtime()))
+
+    def open_remote(self, target: RemoteTarget, *, sidecar: Path | None = None) -> None:
+        """The model on a server as the device (Model ▸ Device ▸ Remote server…): opened on the worker's thread
+        with app.inference.remote.open_remote_session; the last local model file and device stay for going back."""
+        from app.inference.remote_graph import remote_path
+        from app.ui.state.remote_messages import RemoteLoad
+
+        self.remote = self.last_remote = target
+        self.remote_sidecar = sidecar
+        self._start(target.model, target.where, "the server")
+        self.load_requested.emit(RemoteLoad(self._state.generation, str(remote_path(target.host, target.model)),
+                                            "remote", self._runtime(), target, str(sidecar or "")))
+
+    def _start(self, stem: str, name: str, device: str) -> None:
+        self._editor.stop()
+        self._state.begin_model()
+        self._status.show_loading(stem)
+        self._panel.show_model_loading(name, device)
+        self._presenter.model_switching(f"Loading {name}…")  # no old overlay under the new title
 
     def _on_model_ready(self, summary: ModelSummary) -> None:
-        if not self._state.model_ready(summary.generation, summary) or self.path is None:
+        if not self._state.model_ready(summary.generation, summary) or (self.path is None and self.remote is None):
             return
         spec = summary.spec
-        self._loaded(self.path, spec.name)  # loaded from it: worth offering again (a failed one: not)
+        if (remote := self.remote) is None:
+            if self.path is not None:
+                self._loaded(self.path, spec.name)  # loaded from it: worth offering again (a failed one: not)
+        elif isinstance(window := self.parent(), QWidget):  # not a file: nothing for the recent models
+            window.setWindowTitle(f"SegLens — {spec.name} on {remote.where}")
         self._status.show_session(summary.info, spec.name)
         self._panel.show_model(spec)
         self._panel.show_busy(f"Running {spec.name}…" if self._files.current_path() else None)
         self._tuner.model_ready(summary.sha256, spec)  # remembered by the model's content, not its path
-        self._reviewer.model_path, self._reviewer.model_sha256 = self.path, summary.sha256
+        self._reviewer.model_path = self.path if self.remote is None else spec.path
+        self._reviewer.model_sha256 = summary.sha256
         self._reviewer.open()
         self.model_changed.emit(summary)
         for path in self._files.paths():

@@ -3,15 +3,20 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from PySide6.QtCore import QTimer, Signal
 from PySide6.QtWidgets import QLabel, QProgressBar, QPushButton, QStatusBar
 
 from app.ui.widgets.notice import Notice
 
+if TYPE_CHECKING:
+    from app.inference.session import SessionInfo
+
 WARNING_STYLE = "QLabel { color: #1c1c1e; background: #ffcc00; padding: 1px 6px; border-radius: 3px; }"
 GPU_STYLE = "QLabel { color: white; background: #248a3d; padding: 1px 6px; border-radius: 3px; }"
 CPU_STYLE = "QLabel { padding: 1px 6px; }"
+REMOTE_STYLE = "QLabel { color: white; background: #0a5bd3; padding: 1px 6px; border-radius: 3px; }"
 
 
 class StatusBar(QStatusBar):
@@ -38,6 +43,9 @@ class StatusBar(QStatusBar):
         self.addWidget(self._progress)
         self.addWidget(self._cancel)
         self._device_id: int | None = None
+        self._session: tuple[SessionInfo, str] | None = None  # shown: come back to it after a retry line
+        self._retrying = False
+        self._split = ""  # a remote session's last picture: network+queue and server compute (show_timings)
         self._timer = QTimer(self)
         self._timer.setInterval(2000)
         self._timer.timeout.connect(self.refresh_gpu_memory)
@@ -74,6 +82,7 @@ class StatusBar(QStatusBar):
 
     def show_loading(self, model_name: str) -> None:
         self.latency.setText("")  # the old model's timings are not the new one's
+        self._split, self._retrying, self._session = "", False, None
         self.provider.setText("loading model…")
         self.provider.setStyleSheet(CPU_STYLE)
         self.provider.setToolTip("")
@@ -82,7 +91,12 @@ class StatusBar(QStatusBar):
     def show_session(self, info, model_name: str) -> None:
         """The provider actually running the model; a visible warning when a GPU was asked for but not got."""
         self.model.setText(model_name)
-        if info.on_gpu:
+        self._session, self._retrying = (info, model_name), False
+        if info.remote is not None:  # on a server: said as plainly as a GPU, in its own colour
+            self.provider.setText(info.provider_label)
+            self.provider.setStyleSheet(REMOTE_STYLE)
+            self.provider.setToolTip(_remote_tip(info.remote))
+        elif info.on_gpu:
             self.provider.setText(info.provider_label)
             self.provider.setStyleSheet(GPU_STYLE)
             self.provider.setToolTip(f"Running on {info.provider_label}")
@@ -112,16 +126,40 @@ class StatusBar(QStatusBar):
         else:
             self._timer.stop()
 
+    def show_retrying(self, retrying) -> None:
+        """A remote session waits before another try (RemoteRetrying): amber, until it answers (answered)."""
+        what, _, retry = retrying.line.split(": ", 1)[-1].rpartition(" — ")
+        self.provider.setText(f"⚠ {what.split(' (')[0]} — {retry}" if what else f"⚠ {retrying.line}")
+        self.provider.setStyleSheet(WARNING_STYLE)
+        self.provider.setToolTip(retrying.line)
+        self._retrying = True
+
+    def answered(self, _record: object = None) -> None:
+        """The server answered (or the request gave up, said in its own line): the session's label again."""
+        if self._retrying and self._session is not None:
+            self.show_session(*self._session)
+
+    def show_remote_latency(self, latency) -> None:
+        """A picture's requests to the server (RemoteLatency): the split joins the latency, and the label follows
+        the session's info (the server's device is known from its first answer)."""
+        self._split = latency.text()
+        if self._session is not None and latency.info.provider_label != self._session[0].provider_label:
+            self._session, self._retrying = (latency.info, self._session[1]), True  # shown again just below
+        self.answered()
+
     def show_failure(self, message: str) -> None:
+        self._retrying = False
         self.provider.setText("⚠ no model")
         self.provider.setStyleSheet(WARNING_STYLE)
         self.provider.setToolTip(message)
 
     def show_timings(self, timings: dict) -> None:
+        split = f" ({self._split})" if self._split else ""  # a remote session's inference: network vs server
         self.latency.setText(f"pre {timings['decode'] + timings['preprocess']:.0f} · "
-                             f"inference {timings['inference']:.0f} · post {timings['postprocess']:.0f} ms")
+                             f"inference {timings['inference']:.0f}{split} · post {timings['postprocess']:.0f} ms")
         self.latency.setToolTip("decode {decode:.1f} ms, preprocess {preprocess:.1f} ms, inference "
-                                "{inference:.1f} ms, postprocess {postprocess:.1f} ms".format(**timings))
+                                "{inference:.1f} ms, postprocess {postprocess:.1f} ms".format(**timings)
+                                + (f"\nremote inference: {self._split}" if self._split else ""))
 
     def show_image_size(self, width: int, height: int, window: tuple | None = None) -> None:
         self.image_size.setText(f"{width}×{height}" + (f"  L {window[0]:.0f} W {window[1]:.0f}" if window else ""))
@@ -131,6 +169,17 @@ class StatusBar(QStatusBar):
 
         memory = gpu_memory(self._device_id or 0)
         self.gpu_memory.setText(memory.text() if memory else "GPU mem n/a")
+
+
+def _remote_tip(remote) -> str:
+    """Where a remote session's model runs, in words (RemoteInfo)."""
+    lines = [f"The model runs on the server {remote.host} ({remote.protocol}), not on this computer: "
+             f"model {remote.model}" + (f", version {remote.version}" if remote.version else "")]
+    if remote.server_device:
+        lines.append(f"Server device: {remote.server_device}")
+    if remote.server_fallback:
+        lines.append(f"Not on the server's GPU: {remote.server_fallback}")
+    return "\n".join(lines)
 
 
 def _short(reason: str, limit: int = 80) -> str:

@@ -68,6 +68,8 @@ class InferenceWorker(QObject):
     volume_counted = Signal(object)  # messages.VolumeCount: the whole-volume legend so far (fill_volume)
     volume_count_failed = Signal(object)  # messages.VolumeCountFailed: the slice that failed, and why
     volume_progress = Signal(object)  # messages.VolumeProgress: a 3D model's run over the volume (fill_volume)
+    remote_retrying = Signal(object)  # remote_messages.RemoteRetrying: a remote session waits before another try
+    remote_timed = Signal(object)  # remote_messages.RemoteLatency: a picture's requests to the server
 
     def __init__(self, *, latest: LatestRequest | None = None, latest_tune: LatestRequest | None = None) -> None:
         """`latest`, `latest_tune`: the window's holders of the newest view and retune ids (ViewState), shared so
@@ -142,14 +144,12 @@ class InferenceWorker(QObject):
         # OpenCV and Pillow too: an extension module's import holds the GIL (and so stalls the GUI) throughout;
         # better while "loading model…" shows than when the user opens a folder
         from app.inference import pipeline  # noqa: F401
-        from app.inference.runtime import parse_runtime_arguments
-        from app.inference.session import open_session
-        from app.inference.spec_builder import load_spec
         from app.ui.state.messages import ModelFailed, ModelSummary
-        from app.ui.workers.worker_batch import content_sha256
+        from app.ui.workers.worker_open import model_digest, open_model, release
 
         generation, model_path = request.generation, request.model_path
-        self._model = None  # the old sessions are released before the new one takes memory
+        release(self._model)  # the old sessions are released before the new one takes memory (a remote's link)
+        self._model = None
         self._jobs.forget_session()
         self._volumes.reset()
         self._volumes3d.reset()
@@ -157,13 +157,8 @@ class InferenceWorker(QObject):
             self._model_b = None
             self.model_b_ready.emit(None)
         try:
-            options = parse_runtime_arguments([p for p in request.runtime.split(";") if p.strip()])
-            spec = load_spec(model_path)
-            if "device_argmax" not in options and "device_argmax" not in (spec.runtime or {}):
-                # the viewer decides again from kept scores (threshold slider, heatmap): an argmax on the GPU
-                # would leave none. Asked for by the user or the sidecar, it is kept, and the panel says so.
-                options["device_argmax"] = "off"
-            model = open_session(spec, request.device, runtime=options, warm_up=False)
+            model, options = open_model(request, on_retry=self.remote_retrying.emit)  # worker_open: local or remote
+            spec = model.spec
             waiting, self._image_waiting = self._image_waiting, False
             waiting_key, self._waiting_key, self._decoded = self._waiting_key, None, None
             if not waiting:
@@ -183,7 +178,7 @@ class InferenceWorker(QObject):
         log.info("model %s on %s (requested %s)%s", spec.path.name, model.info.provider, model.info.requested,
                  f": {model.info.fallback_reason}" if model.info.fallback_reason else "")
         # as the session runs it; hashed here, not on the GUI thread (a model is hundreds of MB)
-        self.model_ready.emit(ModelSummary(model.spec, model.info, content_sha256(spec.path), generation))
+        self.model_ready.emit(ModelSummary(model.spec, model.info, model_digest(model), generation))
         if waiting_key is not None:
             self._decode_ahead(waiting_key)
 
@@ -276,7 +271,9 @@ class InferenceWorker(QObject):
             self.failed.emit(ViewFailed(request.request_id, path, "no model is loaded"))
             return
         from app.inference.pipeline import Stopped
+        from app.ui.workers.worker_open import latency_since, timing_mark
 
+        mark = timing_mark(self._model)
         try:
             view = self._view(request, decoded)
         except Stopped:  # a tiled image the reader moved away from: its remaining tiles are not run
@@ -285,6 +282,8 @@ class InferenceWorker(QObject):
         except Exception as exc:
             self.failed.emit(ViewFailed(request.request_id, path, failure_line(Path(path), exc)))
             return
+        if (latency := latency_since(self._model, mark)) is not None:  # before the view: the status bar shows both
+            self.remote_timed.emit(latency)
         self.result_ready.emit(view)  # its request_id: the request's (views.view_result)
 
     def _view(self, request: ViewRequest, decoded: tuple[ViewKey, DecodedImage, float] | None = None) -> ViewResult:

@@ -163,8 +163,8 @@ class BatchJobs:
         from app.inference.session import open_session
 
         threads = (os.cpu_count() or 1) - 1
-        if model.info.on_gpu or (options or {}).get("intra_op_threads") or threads < 1:
-            return model  # on a GPU, or threads chosen by the user, or a single core: nothing to leave free
+        if model.info.on_gpu or model.info.remote or (options or {}).get("intra_op_threads") or threads < 1:
+            return model  # on a GPU or a server, threads chosen by the user, a single core: nothing to leave free
         if self._batch_model is None:
             try:
                 runtime = {**(options or {}), "intra_op_threads": threads}

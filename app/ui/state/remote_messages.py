@@ -1,0 +1,105 @@
+"""Typed frozen records of the viewer's remote device (Model ▸ Device ▸ Remote server…): between the dialog's
+controller and its probe worker (Test connection, the keyring), and from the inference worker (a retry, a request's
+split latency) to the status bar.
+
+By app.ui.state.messages' rules: one frozen record per signal, Qt-free, the core's types named for the type checker
+only. Secrets travel inside app.inference.remote.RemoteTarget (its token and password are never in a repr) or in a
+field with repr=False here, and are never logged.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from app.ui.state.messages import LoadRequest
+
+if TYPE_CHECKING:
+    from app.inference.remote import RemoteTarget
+    from app.inference.session import SessionInfo
+
+KEYRING_SERVICE = "seglens-remote"  # the OS keyring's service name; the account: keyring_account()
+
+
+@dataclass(frozen=True)
+class RemoteLoad(LoadRequest):
+    """A LoadRequest for the model on a server (Model ▸ Device ▸ Remote server…): its `model_path` names it
+    ("remote host:port/model", as the session's spec.path), `device` is "remote"; the worker opens `target` with
+    app.inference.remote.open_remote_session on its thread. Its secrets are never in a repr (RemoteTarget's)."""
+
+    target: RemoteTarget | None = None
+    sidecar: str = ""  # a local sidecar (YAML) over what the server's metadata says ("": none)
+
+
+@dataclass(frozen=True)
+class RemoteTest:
+    """Test connection: open `target`'s session (metadata, one warm-up request) on the probe thread, then close."""
+
+    request_id: int
+    target: RemoteTarget
+
+
+@dataclass(frozen=True)
+class RemoteTested:
+    """The answer: "ready: nuclei (onnxruntime_onnx, CPU)" (`ok`) or the one-line error."""
+
+    request_id: int
+    line: str
+    ok: bool
+
+
+@dataclass(frozen=True)
+class SecretAsk:
+    """Look up the remembered secret of `account` (keyring_account) in the OS keyring."""
+
+    request_id: int
+    account: str
+
+
+@dataclass(frozen=True)
+class SecretFound:
+    """The keyring's answer: the secret ("" when none is kept) or, when the keyring cannot be used, `problem`."""
+
+    request_id: int
+    account: str
+    secret: str = field(default="", repr=False)
+    problem: str = ""
+
+
+@dataclass(frozen=True)
+class SecretKeep:
+    """Keep `secret` for `account` in the OS keyring ("" : forget what is kept there)."""
+
+    account: str
+    secret: str = field(default="", repr=False)
+
+
+@dataclass(frozen=True)
+class RemoteRetrying:
+    """The remote session waits before another try: the line to show until it answers ("… — retrying in 2 s
+    (attempt 2 of 4)")."""
+
+    line: str
+
+
+@dataclass(frozen=True)
+class RemoteLatency:
+    """One picture's requests to the server: network+queue and server compute (None: the server does not say),
+    summed over its requests (a tiled picture makes several), and the session's info as it now reads (the
+    server's device is known from its first answer)."""
+
+    network_ms: float
+    compute_ms: float | None
+    requests: int
+    info: SessionInfo
+
+    def text(self) -> str:
+        """'network+queue 12 · server 4 ms' (the server's compute unknown: 'server n/a')."""
+        compute = f"{self.compute_ms:.0f} ms" if self.compute_ms is not None else "n/a"
+        return f"network+queue {self.network_ms:.0f} ms · server {compute}"
+
+
+def keyring_account(*, host: str, username: str | None) -> str:
+    """The keyring account a server's secret is kept under: 'host:port' for a token, 'user@host:port' for a
+    password (the same server may be reached with either)."""
+    return f"{username}@{host}" if username else host
