@@ -8,7 +8,7 @@
     source: {watch: incoming/, settle_s: 0.5, recursive: false, polling: false}
         # or {video: part.mp4 | rtsp://…, realtime: true}, or {camera: 0}
     out: station-out/                 # the output folder: journal, logs, pictures (one station per folder)
-    stall_after_s: 30                 # optional: no frame for this long is an alarm
+    stall_after_s: 30                 # optional: no frame for this long is an alarm (a camera/stream ends)
     sinks:
       log: {max_bytes: 16000000, keep: 5, fsync: false, jsonl: true, csv: true}   # in out/ (app.runs.sinks.log)
       mqtt: {url: mqtts://host:8883, topic_prefix: seglens, username: u, password_env: MQTT_PASSWORD,

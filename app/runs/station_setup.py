@@ -170,7 +170,9 @@ def source_opener(station: StationFile) -> Callable[[AlreadyDone | None], Source
             return WatchSource(Path(str(spec.target)), settle_s=spec.settle_s, recursive=spec.recursive,
                                polling=spec.polling, exclude=[station.out], already_done=already_done)
         module = _optional("app.io.sources.video", "the video and camera source")
-        source: Source = module.VideoSource(spec.target, realtime=spec.realtime)
+        # a camera triggered per part is quiet between parts: it ends stalled after the station's own stall_after_s
+        stall = {"stall_s": station.stall_after_s} if station.stall_after_s is not None else {}
+        source: Source = module.VideoSource(spec.target, realtime=spec.realtime, **stall)
         return source
 
     return open_source

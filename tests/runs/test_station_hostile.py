@@ -139,3 +139,62 @@ def test_a_bad_verdict_in_a_station_file_names_the_station_file(tmp_path, verdic
     with pytest.raises(SegLensError) as caught:
         station_spec(read_station_file(path))
     assert str(caught.value) == f"{path}: {message}"
+
+
+@pytest.fixture
+def triggered_camera():
+    """An MJPEG camera on loopback that sends a frame per part: 3 parts, 6.5 s without one, 3 more, then quiet."""
+    import http.server
+
+    import cv2
+    import numpy as np
+
+    quiet = threading.Event()
+
+    class Camera(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            self.send_response(200)
+            self.send_header("Content-Type", "multipart/x-mixed-replace; boundary=frame")
+            self.end_headers()
+            for number in range(6):
+                if number == 3:
+                    quiet.wait(6.5)  # no part comes for a while: longer than the source's default 5 s
+                jpeg = cv2.imencode(".jpg", np.full((48, 64, 3), 40 * number, np.uint8))[1].tobytes()
+                self.wfile.write(b"--frame\r\nContent-Type: image/jpeg\r\nContent-Length: %d\r\n\r\n%s\r\n"
+                                 % (len(jpeg), jpeg))
+                self.wfile.flush()
+                time.sleep(0.3)
+            quiet.wait(60)
+
+        def log_message(self, *_args: object) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Camera)
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{server.server_address[1]}/line1.mjpg"
+    quiet.set()
+    server.shutdown()
+    server.server_close()
+
+
+def test_a_camera_quiet_between_parts_goes_on_until_the_stations_own_stall_after_s(tmp_path, triggered_camera):
+    # the video source ended `stalled` after its own 5 s whatever the station file's stall_after_s said: a camera
+    # triggered per part ended the station (exit 1) at the first pause between parts
+    values = {"name": "line-1", "model": str(REPO / "models" / "surface_anomaly.onnx"), "device": "cpu",
+              "source": {"video": triggered_camera}, "out": "out", "stall_after_s": 20, "sinks": {"log": {}}}
+    station = open_station(parse_station(values, path=None, base=tmp_path))
+    runner = threading.Thread(target=station.run, daemon=True)
+    runner.start()
+    try:
+        deadline = time.monotonic() + WAIT_S
+        while station.stats().frames + station.stats().dropped < 6 and runner.is_alive() and \
+                time.monotonic() < deadline:
+            time.sleep(0.1)
+        alive = runner.is_alive()
+    finally:
+        station.stop()
+        runner.join(WAIT_S)
+    stats = station.stats()
+    assert alive, stats.ended
+    assert stats.frames + stats.dropped == 6 and stats.ended == "stopped"
