@@ -62,6 +62,8 @@ def add_watch_command(commands: argparse._SubParsersAction[argparse.ArgumentPars
     watch.add_argument("--settle", type=float, default=0.5, metavar="S",
                        help="a watched file written in place counts as complete after S s unchanged (default 0.5)")
     watch.add_argument("--recursive", action="store_true", help="watch the folder's sub-folders too")
+    watch.add_argument("--stall", type=float, metavar="S",
+                       help="no frame for S s is an alarm, and a camera or stream then ends (default 5 for those)")
     watch.add_argument("--name", default="station", help="the station's name (log field, MQTT topic part)")
     add_model_options(watch)
     watch.add_argument("--no-progress", action="store_true", help="no progress line even on a terminal")
@@ -115,6 +117,8 @@ def _station_file(args: argparse.Namespace) -> StationFile:
                               "source": _source(args), "out": str(args.out.absolute()), "sinks": sinks}
     if args.config is not None:
         values["sidecar"] = str(args.config.absolute())
+    if args.stall is not None:  # a camera triggered per part is quiet between parts for longer than 5 s
+        values["stall_after_s"] = args.stall
     return parse_station(values, path=None, base=Path.cwd())
 
 

@@ -131,6 +131,7 @@ def test_a_station_file_is_run_and_its_bad_key_is_one_line(demo, tmp_path, capsy
     (["surface_anomaly", "in"], "watch MODEL SOURCE needs --out DIR"),
     (["STATION.yaml", "--out", "x"], "--out: a station file says these itself"),
     (["surface_anomaly", "camera:x", "--out", "o"], "'source.camera' must be a whole number >= 0, got 'x'"),
+    (["surface_anomaly", "camera:0", "--out", "o", "--stall", "0"], "'stall_after_s' must be a number > 0, got 0"),
 ])
 def test_usage_errors_are_one_line_and_exit_2(tmp_path, monkeypatch, capsys, args, message):
     monkeypatch.chdir(tmp_path)
@@ -183,3 +184,14 @@ def test_watch_with_mqtt_publishes_every_verdict_once_in_the_order_logged(demo, 
         [(line["id"], line["verdict"], line["station"]) for line in logged]
     assert [m["seq"] for _, m, _ in messages] == sorted({m["seq"] for _, m, _ in messages})  # once each, in order
     assert "sink problem" not in stdout
+
+
+def test_stall_gives_the_station_its_stall_after_s():
+    # there was no way to give `watch MODEL camera:N` more than the source's own 5 s between two frames
+    import argparse
+
+    from app.cli import build_parser
+    from app.cli.watch import _station_file
+
+    args = build_parser().parse_args(["watch", "surface_anomaly", "rtsp://cam/1", "--out", "o", "--stall", "120"])
+    assert isinstance(args, argparse.Namespace) and _station_file(args).stall_after_s == 120
