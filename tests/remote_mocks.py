@@ -53,6 +53,7 @@ class MockState:
     barrier: Any = None
     on_die: Any = None  # set by MockServer: stops it
     device: str | None = None  # seglens_device in each answer (None: a stock server that says nothing)
+    compute_us: bool = True  # False: no compute_us parameter (a stock Triton: the statistics extension only)
     requests: int = 0  # infer requests seen (each retry is one)
     stats: dict[str, list[int]] = field(default_factory=lambda: {"success": [0, 0], "compute_infer": [0, 0]})
     stopping: threading.Event = field(default_factory=threading.Event)
@@ -200,7 +201,7 @@ class _Rest(BaseHTTPRequestHandler):
             else:
                 item["data"] = array.flatten().tolist()
             listed.append(item)
-        parameters: dict[str, Any] = {"compute_us": compute_us}
+        parameters: dict[str, Any] = {"compute_us": compute_us} if self.state.compute_us else {}
         if self.state.device:
             parameters.update(seglens_device=self.state.device, seglens_fallback="")
         self._send(200, {"model_name": self.state.name, "model_version": "1", "id": request.get("id", ""),
@@ -269,7 +270,8 @@ def _grpc_servicer(state: MockState) -> Any:
             except Exception as exc:
                 context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
             response = pb.ModelInferResponse(model_name=state.name, model_version="1", id=request.id)
-            response.parameters["compute_us"].int64_param = compute_us
+            if state.compute_us:
+                response.parameters["compute_us"].int64_param = compute_us
             if state.device:
                 response.parameters["seglens_device"].string_param = state.device
             wanted = [o.name for o in request.outputs]
@@ -279,6 +281,15 @@ def _grpc_servicer(state: MockState) -> Any:
                 response.outputs.add(name=meta["name"], datatype=meta["datatype"], shape=list(array.shape))
                 response.raw_output_contents.append(np.ascontiguousarray(array).tobytes())
             return response
+
+        def ModelStatistics(self, request: Any, context: Any) -> Any:
+            check(context)
+            with state.lock:
+                (count, ns), (done, total) = state.stats["compute_infer"], state.stats["success"]
+            stats = pb.InferStatistics(success=pb.StatisticDuration(count=done, ns=total),
+                                       compute_infer=pb.StatisticDuration(count=count, ns=ns))
+            return pb.ModelStatisticsResponse(model_stats=[pb.ModelStatistics(name=state.name, version="1",
+                                                                               inference_stats=stats)])
 
     return Servicer()
 

@@ -125,8 +125,9 @@ def cmd_info_remote(args: argparse.Namespace) -> int:
             print(json.dumps({**spec_dict(model.spec, info), "remote": _remote_dict(model)}, indent=2))
         else:
             print(shown(spec_text(model.spec, info)))
-            print(shown(f"  {model.info.provider_label}; protocol {model.target.protocol}"
-                        f"{' (TLS)' if model.target.tls else ''}"))
+            if info is None:  # the session's lines say where it runs; without them, this line does
+                print(shown(f"  {model.info.provider_label}, over {model.target.protocol}"
+                            f"{' (TLS)' if model.target.tls else ''}"))
     finally:
         model.close()
     return EXIT_OK
@@ -203,7 +204,7 @@ def cmd_bench_remote(args: argparse.Namespace) -> int:
         if model.spec.is_3d:
             raise SegLensError(f"{model.target.where}: bench over the wire times 2D models (run a 3D model's volume "
                                "with seglens-cli run --device remote)")
-        model.timings.clear()  # the warm-up's is not the benchmark's
+        model.start_timing()  # the warm-up's is not the benchmark's
         with tempfile.TemporaryDirectory(prefix="seglens-bench-images-") as scratch:
             found = discover([args.images]) if args.images else synthetic_images(Path(scratch),
                                                                                  args.size or (1080, 1920))

@@ -10,6 +10,7 @@ from typing import Any
 from app.inference.codes import ClassCode
 from app.inference.labels import display_name
 from app.inference.onnx_graph import TensorInfo
+from app.inference.remote_graph import is_remote_path
 from app.inference.session import SessionInfo
 from app.inference.spec import InputSpec, ModelSpec, VolumeInputSpec
 from app.inference.spec3d_text import volume_lines
@@ -102,7 +103,7 @@ def spec_text(spec: ModelSpec, info: SessionInfo | None) -> str:
     lines = [
         f"{spec.name}  ({spec.path})",
         f"  sidecar       {spec.sidecar or 'none'}",
-        f"  ONNX          opset {spec.opset}, {spec.producer or 'unknown producer'}",
+        _onnx_line(spec),
         row("task", spec.task, "task"),
         "input",
         row("tensor", f"{spec.inputs[0].describe()} ({inp.layout}, {hw})"),
@@ -148,7 +149,7 @@ def _volume_text(spec: ModelSpec, info: SessionInfo | None) -> str:
     lines = [
         f"{spec.name}  ({spec.path})",
         f"  sidecar       {spec.sidecar or 'none'}",
-        f"  ONNX          opset {spec.opset}, {spec.producer or 'unknown producer'}",
+        _onnx_line(spec),
         *volume_lines(spec, _tensor(spec, spec.output.name)),
     ]
     lines += _class_lines(spec)
@@ -203,9 +204,20 @@ def _tensor(spec: ModelSpec, name: str | None) -> TensorInfo:
     return next((t for t in spec.outputs if t.name == name), spec.outputs[0])
 
 
+def _onnx_line(spec: ModelSpec) -> str:
+    if spec.opset is None and not spec.producer and is_remote_path(spec.path):  # the wire says neither
+        return "  ONNX          served: its metadata says no opset or producer"
+    return f"  ONNX          opset {spec.opset}, {spec.producer or 'unknown producer'}"
+
+
 def session_lines(info: SessionInfo) -> list[str]:
-    lines = [f"provider      {info.provider_label} (requested {info.requested}; "
-             f"onnxruntime {info.ort_version})"]
+    if info.remote is not None:  # ONNX Runtime runs on the server: its device is what the server says
+        lines = [f"provider      {info.provider_label} (requested remote, over {info.remote.protocol})"]
+        if info.remote.server_fallback:
+            lines.append(f"not on GPU    the server's session: {info.remote.server_fallback}")
+    else:
+        lines = [f"provider      {info.provider_label} (requested {info.requested}; "
+                 f"onnxruntime {info.ort_version})"]
     if info.fallback_reason:
         lines.append(f"not on GPU    {info.fallback_reason}")
     lines.append(f"latency       load {info.load_ms:.0f} ms, first run {info.first_run_ms:.1f} ms"

@@ -23,9 +23,9 @@ from typing import Any
 
 import numpy as np
 
-from app.inference.remote_errors import RemoteError, with_retry
+from app.inference.remote_errors import RemoteError, classify, with_retry
 from app.inference.remote_graph import ONNX_TO_V2, activation_note, graph_from_metadata, remote_path
-from app.inference.remote_transport import Transport, Wire, open_transport
+from app.inference.remote_transport import Transport, Wire, compute_totals, open_transport
 from app.inference.session import ModelSession, RemoteInfo, SessionInfo
 from app.inference.spec import ModelSpec
 
@@ -137,6 +137,7 @@ class RemoteSession(ModelSession):
         self._lock = threading.Lock()
         self._others: list[Transport] = []  # the HTTP clients of other threads, closed with the session
         self._given_up = False
+        self._stats_base: tuple[int, int] | None = None  # the server's statistics when the run began, if it has them
         self.last_timing: RemoteTiming | None = None
         self.timings: list[RemoteTiming] = []  # every request's, for a run's summary (bounded by the run)
 
@@ -209,15 +210,41 @@ class RemoteSession(ModelSession):
             remote = replace(remote, server_device=device, server_fallback=fallback)
             self.info = replace(self.info, provider=remote.label, providers=(remote.label,), remote=remote)
 
+    def start_timing(self) -> None:
+        """From here the timings are a new run's; the server's statistics, where it has the extension, are read
+        now so that a server sending no `compute_us` (a stock Triton) still splits the latency at the end."""
+        self.timings.clear()
+        said = self.last_timing is not None and self.last_timing.compute_ms is not None  # compute_us: no need
+        self._stats_base = None if said else self._stats_totals()
+
+    def _stats_totals(self) -> tuple[int, int] | None:
+        try:
+            return compute_totals(self._transport.stats())
+        except Exception:  # no statistics extension (KServe, MLServer), or none allowed: compute stays unknown
+            log.debug("%s: no inference statistics", self.target.where, exc_info=True)
+            return None
+
     def timing_line(self) -> str | None:
-        """'latency per request: network+queue 12.3 ms, server compute 4.5 ms (mean of N)', or None before any."""
+        """'latency per request: network+queue 12.3 ms, server compute 4.5 ms (mean of N)', or None before any.
+        Compute from each answer's `compute_us`, else from the statistics extension (the server's mean over the
+        same span, all its clients), else not reported; network+queue is the rest of the round trip."""
         if not self.timings:
             return None
-        network = sum(t.network_ms for t in self.timings) / len(self.timings)
+        wall = sum(t.network_ms + (t.compute_ms or 0.0) for t in self.timings) / len(self.timings)
         computed = [t.compute_ms for t in self.timings if t.compute_ms is not None]
-        compute = (f"server compute {sum(computed) / len(computed):.1f} ms" if computed
-                   else "server compute not reported")
-        return f"latency per request: network+queue {network:.1f} ms, {compute} (mean of {len(self.timings)})"
+        compute, source = (sum(computed) / len(computed), "") if computed else (self._stats_compute_ms(), " (the "
+                                                                                "server's statistics)")
+        if compute is None:
+            return f"latency per request: network+queue {wall:.1f} ms, server compute not reported " \
+                   f"(mean of {len(self.timings)})"
+        return (f"latency per request: network+queue {max(wall - compute, 0.0):.1f} ms, server compute "
+                f"{compute:.1f} ms{source} (mean of {len(self.timings)})")
+
+    def _stats_compute_ms(self) -> float | None:
+        now = self._stats_totals() if self._stats_base is not None else None
+        if now is None or self._stats_base is None or now[0] <= self._stats_base[0]:
+            return None
+        return (now[1] - self._stats_base[1]) / (now[0] - self._stats_base[0]) / 1e6
 
     def close(self) -> None:
         """Let the server's connections go (every thread's)."""
@@ -238,7 +265,7 @@ def open_remote_session(target: RemoteTarget, *, sidecar: Path | None = None, ru
         log.info("%s: --runtime options are the server's to choose; ignored", target.where)
     sidecar_path = given_sidecar(sidecar) if sidecar is not None else None
     started = time.perf_counter()
-    transport = open_transport(target.wire(), target.protocol)
+    transport = _transport_of(target)
     try:
         metadata = with_retry(transport.metadata, where=target.where, retries=target.retries,
                               backoff_s=target.backoff_s, timeout_s=target.timeout_s, on_retry=on_retry)
@@ -260,5 +287,15 @@ def open_remote_session(target: RemoteTarget, *, sidecar: Path | None = None, ru
         except BaseException:
             session.close()
             raise
-        session.timings.clear()  # a run's latency split is of its own requests
+        session.start_timing()  # a run's latency split is of its own requests
     return session
+
+
+def _transport_of(target: RemoteTarget) -> Transport:
+    """The target's transport; a CA bundle that is not there, or a client that cannot be made, one line."""
+    if target.ca_file is not None and not target.ca_file.is_file():
+        raise RemoteError(f"{target.where}: --ca-file {target.ca_file}: not a readable file (the CA bundle, PEM)")
+    try:
+        return open_transport(target.wire(), target.protocol)
+    except Exception as exc:  # tritonclient checks some options when the client is made
+        raise RemoteError(f"{target.where}: {classify(exc, timeout_s=target.timeout_s).what}") from exc

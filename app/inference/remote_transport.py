@@ -56,6 +56,8 @@ class Transport(Protocol):
 
     def infer(self, name: str, tensor: np.ndarray, datatype: str, outputs: list[str]) -> Answer: ...
 
+    def stats(self) -> dict[str, Any]: ...
+
     def close(self) -> None: ...
 
 
@@ -86,6 +88,12 @@ class HttpTransport:
                                     headers=wire.headers())
         response = result.get_response() or {}
         return Answer(tuple(result.as_numpy(out) for out in outputs), dict(response.get("parameters") or {}))
+
+    def stats(self) -> dict[str, Any]:
+        """The statistics extension's `v2/models/<m>/stats` (Triton's; raises where the server has none)."""
+        found: dict[str, Any] = self._client.get_inference_statistics(self._wire.model, self._wire.version,
+                                                                      headers=self._wire.headers())
+        return found
 
     def close(self) -> None:
         self._client.close()
@@ -119,6 +127,13 @@ class GrpcTransport:
         parameters = {key: _parameter(value) for key, value in result.get_response().parameters.items()}
         return Answer(tuple(result.as_numpy(out) for out in outputs), parameters)
 
+    def stats(self) -> dict[str, Any]:
+        """ModelStatistics as JSON (its int64 counts are strings there: read with int())."""
+        found: dict[str, Any] = self._client.get_inference_statistics(
+            self._wire.model, self._wire.version, headers=self._wire.headers(), as_json=True,
+            client_timeout=self._wire.timeout_s)
+        return found
+
     def close(self) -> None:
         self._client.close()
 
@@ -127,6 +142,18 @@ def _parameter(value: Any) -> Any:
     """An InferParameter's value (bool / int64 / string / double / uint64, whichever it holds)."""
     choice = value.WhichOneof("parameter_choice")
     return getattr(value, choice) if choice else None
+
+
+def compute_totals(stats: dict[str, Any]) -> tuple[int, int] | None:
+    """(inferences, their compute ns: input + infer + output) summed over the statistics' model versions, or None
+    when the answer holds none (cumulative since the server started, and of all its clients)."""
+    count = total = 0
+    for model in stats.get("model_stats") or ():
+        parts = model.get("inference_stats") or {}
+        count += int((parts.get("compute_infer") or {}).get("count") or 0)
+        total += sum(int((parts.get(key) or {}).get("ns") or 0)
+                     for key in ("compute_input", "compute_infer", "compute_output"))
+    return (count, total) if count else None
 
 
 def open_transport(wire: Wire, protocol: str) -> Transport:

@@ -187,3 +187,20 @@ def test_tritonclient_is_not_loaded_by_importing_the_remote_session():
             "print(sorted(m for m in sys.modules if m.split('.')[0] in ('tritonclient', 'gevent', 'grpc')))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, check=True)
     assert out.stdout.strip() == "[]"
+
+
+@pytest.mark.parametrize("face", ["http", "grpc"])
+def test_a_server_without_compute_us_splits_the_latency_from_its_statistics(face):
+    with MockServer(NUCLEI, name="nuclei") as server:
+        server.state.compute_us = False  # a stock Triton: only the statistics extension says the compute
+        url = server.http_url if face == "http" else server.grpc_url
+        remote = open_remote_session(_target(url, token=None))
+        assert remote.last_timing is None or remote.last_timing.compute_ms is None
+        assert remote.timing_line() is None  # the warm-up is not the run's
+        for _ in range(3):
+            remote.run(remote.warmup_tensor())
+        assert remote.last_timing.compute_ms is None
+        line = remote.timing_line()
+        assert line.startswith("latency per request: network+queue ")
+        assert "server compute " in line and "(the server's statistics) (mean of 3)" in line
+        assert "not reported" not in line
