@@ -299,7 +299,7 @@ class MockServer:
     `tls=(cert_pem_path, key_pem_path)` serves https:// and grpcs:// instead."""
 
     def __init__(self, path: Path, *, name: str = "nuclei", token: str | None = None,
-                 tls: tuple[Path, Path] | None = None, device: str | None = None) -> None:
+                 tls: tuple[Path, Path] | None = None, device: str | None = None, grpc_port: int = 0) -> None:
         self.state = MockState(name, Path(path), token=token, device=device)
         self.state.on_die = self.stop
         self.tls = tls
@@ -312,10 +312,10 @@ class MockServer:
             context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
             context.load_cert_chain(str(tls[0]), str(tls[1]))
             self._http.socket = context.wrap_socket(self._http.socket, server_side=True)
-        self._grpc, self.grpc_port = self._grpc_server(tls)
+        self._grpc, self.grpc_port = self._grpc_server(tls, grpc_port)
         self._thread = threading.Thread(target=self._http.serve_forever, daemon=True)
 
-    def _grpc_server(self, tls: tuple[Path, Path] | None) -> tuple[Any, int]:
+    def _grpc_server(self, tls: tuple[Path, Path] | None, port: int) -> tuple[Any, int]:
         import grpc
         from tritonclient.grpc import service_pb2_grpc as pbg
 
@@ -323,9 +323,9 @@ class MockServer:
             ("grpc.max_receive_message_length", 256 << 20), ("grpc.max_send_message_length", 256 << 20)])
         pbg.add_GRPCInferenceServiceServicer_to_server(_grpc_servicer(self.state), server)
         if tls is None:
-            return server, server.add_insecure_port("127.0.0.1:0")
+            return server, server.add_insecure_port(f"127.0.0.1:{port}")
         credentials = grpc.ssl_server_credentials([(tls[1].read_bytes(), tls[0].read_bytes())])
-        return server, server.add_secure_port("127.0.0.1:0", credentials)
+        return server, server.add_secure_port(f"127.0.0.1:{port}", credentials)
 
     @property
     def http_url(self) -> str:

@@ -169,3 +169,20 @@ def test_server_killed_with_requests_in_flight_leaves_whole_outputs_and_a_row_ea
     assert {row["status"] for row in rows} <= {"ok", "error"} and len(ok) <= 3 and rows[-1]["status"] == "error"
     assert {name.removesuffix("_mask.png") for name in _masks(out)} == ok  # every mask whole, one per ok row
     assert not list(out.rglob("*.tmp")) and not list(out.rglob("*.partial"))
+
+
+def test_resume_after_a_killed_server_finishes_the_run_against_it_again(tmp_path, capsys, monkeypatch):
+    monkeypatch.delenv("SEGLENS_REMOTE_TOKEN", raising=False)
+    images, out = _images(tmp_path / "images", 4), tmp_path / "out"
+    with MockServer(NUCLEI, name="nuclei") as mock:
+        mock.state.die_after = 2  # the warm-up and one image
+        port = mock.grpc_port
+        argv = ["run", "nuclei", str(images), "--out", str(out), "--device", "remote", "--server", mock.grpc_url,
+                "--retries", "0", "--in-flight", "1"]
+        assert main(argv) == 1
+    assert [row["status"] for row in read_report(out / "seglens_report.csv")] == ["ok", "error", "error", "error"]
+    with MockServer(NUCLEI, name="nuclei", grpc_port=port) as again:  # the server back, where it was
+        assert main([*argv, "--resume"]) == 0
+        assert again.state.requests == 1 + 3  # its warm-up and the three that failed, not the finished one
+    assert [row["status"] for row in read_report(out / "seglens_report.csv")] == ["ok"] * 4
+    assert len(_masks(out)) == 4
