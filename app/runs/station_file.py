@@ -168,6 +168,10 @@ def _sinks(check: _Checker, raw: Any, base: Path) -> dict[str, dict[str, Any]]:
         out["folder"] = _folder(check, sinks["folder"] or {})
     if "opcua" in sinks:
         out["opcua"] = _opcua(check, sinks["opcua"], base)
+    if not out:  # a station that judges every part and tells no one
+        check.refuse("sinks", "names none: the verdicts would reach nobody (give log, mqtt, folder or opcua)")
+    if "log" in out and out["log"].get("jsonl") is False and out["log"].get("csv") is False:
+        check.refuse("sinks.log", "writes neither jsonl nor csv: give one of them")
     return out
 
 

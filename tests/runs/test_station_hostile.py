@@ -198,3 +198,16 @@ def test_a_camera_quiet_between_parts_goes_on_until_the_stations_own_stall_after
     stats = station.stats()
     assert alive, stats.ended
     assert stats.frames + stats.dropped == 6 and stats.ended == "stopped"
+
+
+@pytest.mark.parametrize(("sinks", "message"), [
+    ("{}", "'sinks' names none: the verdicts would reach nobody (give log, mqtt, folder or opcua)"),
+    ("{log: {jsonl: false, csv: false}}", "'sinks.log' writes neither jsonl nor csv: give one of them"),
+])
+def test_a_station_that_tells_nobody_is_refused(tmp_path, sinks, message):
+    # it ran, judged every part and told no one (exit 0 for a video played through: every sink took every verdict)
+    path = tmp_path / "STATION.yaml"
+    path.write_text(GOOD + f"sinks: {sinks}\n")
+    with pytest.raises(StationFileError) as caught:
+        read_station_file(path)
+    assert str(caught.value) == f"{path}: {message}"
