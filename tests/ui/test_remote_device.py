@@ -16,6 +16,7 @@ import keyring.backend
 import keyring.backends.fail
 import numpy as np
 import pytest
+from PIL import Image
 from PySide6.QtWidgets import QMenu
 from remote_mocks import MockServer
 
@@ -79,8 +80,10 @@ def _dialog(window, url: str, *, token: str = TOKEN, remember: bool = False, sid
     return dialog
 
 
-def _show(qtbot, window, path: Path):
-    with qtbot.waitSignal(window.overlay_shown, timeout=WAIT, check_params_cb=lambda shown: shown == str(path)):
+def _show(qtbot, window, path: Path, first: Path | None = None):
+    """Open `path` (a folder: `first` is the picture it shows first) and wait for its overlay."""
+    shows = str(first or path)
+    with qtbot.waitSignal(window.overlay_shown, timeout=WAIT, check_params_cb=lambda shown: shown == shows):
         window.add_paths([path])
     return window.state.on_screen
 
@@ -109,6 +112,7 @@ def test_the_remote_device_shows_the_local_overlay_and_says_where_it_runs(qtbot,
     label = f"remote: {host}/nuclei (onnxruntime_onnx, CPU)"
     assert window.status.provider.text() == label
     assert "network+queue" in window.status.latency.text() and "server" in window.status.latency.text()
+    assert f"on remote {host}/nuclei" in window.panel._model_label.text().replace("\u200b", "")
     assert window.windowTitle() == f"SegLens — {window.state.model.spec.name} on remote {host}/nuclei"
     checked = [a.text() for a in _device_menu(window).actions() if a.isChecked()]
     assert checked == [f"Remote: {host}/nuclei"]
@@ -164,6 +168,47 @@ def test_a_busy_server_shows_the_retry_line_until_it_answers(qtbot, window, serv
     qtbot.waitUntil(lambda: window.status.provider.text() == label, timeout=WAIT)
     assert len(lines) == 2 and lines[1].endswith("(attempt 3 of 4)")
     assert window.status.provider.styleSheet() != "" and "#ffcc00" not in window.status.provider.styleSheet()
+
+
+def test_a_server_that_stays_busy_is_one_line_and_the_next_picture_tries_again(qtbot, window, server):
+    dialog = _dialog(window, server.grpc_url)
+    with qtbot.waitSignal(window.model_changed, timeout=WAIT):
+        dialog.ok_button.click()
+    label = window.status.provider.text()
+    server.state.busy = 4  # every try of the next picture: 1 + 3 retries
+    sample = SAMPLES / "nuclei_02_dense.png"
+    with qtbot.waitSignal(window.image_failed, timeout=WAIT) as failed:
+        window.add_paths([sample])
+    host = server.grpc_url.removeprefix("grpc://")
+    message = failed.args[1]
+    line = message.removeprefix(f"{sample}: ")
+    assert line.startswith(f"remote {host}/nuclei: server unreachable (gRPC UNAVAILABLE") and \
+        line.endswith("(tried 4 times)") and "\n" not in line
+    assert window.status.currentMessage() == f"{sample.name}: {line}"
+    assert window.status.provider.text() == label
+    shown = _show(qtbot, window, SAMPLES / "nuclei_01.png")  # the server answers again: so does the viewer
+    assert shown.result.mask is not None and window.status.provider.text() == label
+
+
+def test_run_on_all_on_the_server_writes_the_local_masks(qtbot, window, server, tmp_path):
+    folder = tmp_path / "in"
+    folder.mkdir()
+    for name in ("nuclei_01.png", "nuclei_02_dense.png"):
+        (folder / name).write_bytes((SAMPLES / name).read_bytes())
+    _show(qtbot, window, folder, folder / "nuclei_01.png")
+    written = {}
+    for device in ("cpu", "remote"):
+        if device == "remote":
+            dialog = _dialog(window, server.grpc_url, sidecar=NUCLEI.with_suffix(".yaml"))
+            with qtbot.waitSignal(window.model_changed, timeout=WAIT):
+                dialog.ok_button.click()
+        with qtbot.waitSignal(window.run_all_finished, timeout=WAIT):
+            window.run_all(tmp_path / device, save=("mask",))
+        written[device] = {p.relative_to(tmp_path / device): np.asarray(Image.open(p))
+                           for p in sorted((tmp_path / device).rglob("*.png"))}
+    assert len(written["cpu"]) == 2 and written["remote"].keys() == written["cpu"].keys()
+    for name, mask in written["cpu"].items():  # the pixels (the files' provenance says where each ran)
+        assert mask.any() and np.array_equal(written["remote"][name], mask)
 
 
 def test_test_connection_says_ready_or_the_error_in_one_line(qtbot, window, server):

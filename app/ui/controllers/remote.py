@@ -22,6 +22,7 @@ if TYPE_CHECKING:
 
     from app.inference.remote import RemoteTarget
     from app.ui.controllers.loader import ModelLoader
+    from app.ui.state.messages import ViewFailed
     from app.ui.state.remote_messages import RemoteTested, SecretFound
     from app.ui.widgets.remote_dialog import RemoteDialog, RemoteForm
     from app.ui.widgets.status import StatusBar
@@ -61,8 +62,9 @@ class RemoteController(QObject):
         self.probe.keep_failed.connect(self._on_keep_failed)
         worker.remote_retrying.connect(status.show_retrying)
         worker.remote_timed.connect(status.show_remote_latency)
-        for gave_up_or_went_on in (worker.failed, worker.batch_progress, worker.batch_finished):
-            gave_up_or_went_on.connect(status.answered)
+        worker.failed.connect(self._on_view_failed)
+        for went_on in (worker.batch_progress, worker.batch_finished):  # Run on all's requests answered (or not)
+            went_on.connect(status.answered)
         self.probe_thread = start_worker_thread(self.probe, name="remote", parent=self)
         self._closing = dialog_parent
         if dialog_parent is not None:  # the window's close joins the probe's thread (a test waits its timeout)
@@ -194,6 +196,13 @@ class RemoteController(QObject):
             self._dialog.say(found.problem, ok=False)
         elif found.secret and not self._dialog.form().secret:  # never over what the reader typed
             self._dialog.set_secret(found.secret)
+
+    def _on_view_failed(self, failed: ViewFailed) -> None:
+        """A picture the server did not answer after the retries: its line in the status bar too (the session's
+        label comes back; the next picture tries again)."""
+        if self._loader.remote is not None:  # the picture by its name: a folder shows in no status bar
+            self._status.showMessage(failed.message.replace(str(failed.path), Path(failed.path).name, 1), STATUS_MS)
+            self._status.answered()
 
     def _on_keep_failed(self, line: str) -> None:
         log.warning("remote: %s", line)

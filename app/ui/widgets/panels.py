@@ -240,7 +240,10 @@ class SidePanel(QWidget):
 
     def show_model(self, spec) -> None:
         """A model is ready: its name and task, its classes in the legend (segmentation) or top-k (classification)."""
-        self._model_label.setText(f"<b>{_breakable(spec.name)}</b><br>{spec.task} · {_breakable(spec.path.name)}")
+        from app.inference.remote_graph import is_remote_path
+
+        where = f"on {spec.path}" if is_remote_path(spec.path) else spec.path.name  # "on remote host:port/model"
+        self._model_label.setText(f"<b>{_breakable(spec.name)}</b><br>{spec.task} · {_breakable(where)}")
         classification = spec.task == "classification"
         self.legend.setVisible(not classification)
         self.controls.setVisible(not classification)
