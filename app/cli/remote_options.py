@@ -22,6 +22,8 @@ if TYPE_CHECKING:
     from app.inference.remote import RemoteSession, RemoteTarget
 
 TOKEN_ENV, PASSWORD_ENV = "SEGLENS_REMOTE_TOKEN", "SEGLENS_REMOTE_PASSWORD"
+_HINTS = {"auth": f"--token-env, default {TOKEN_ENV}; or --user with --password-env", "tls": "--ca-file PEM",
+          "timeout": "--timeout S", "model": "--remote-model NAME"}
 
 
 def add_remote_options(parser: argparse.ArgumentParser, *, model_name: bool = True) -> None:
@@ -91,13 +93,20 @@ def target_of(args: argparse.Namespace, model: Path, *, name: str | None = None)
 def open_remote(args: argparse.Namespace, model: Path, *, sidecar: Path | None = None, warm_up: bool = True,
                 name: str | None = None) -> RemoteSession:
     """The remote session for MODEL `model`: retries said on stderr, the session's notes said once."""
-    from app.inference.remote import open_remote_session
+    from app.inference.remote import RemoteError, open_remote_session
 
-    target = target_of(args, model, name=name)
+    try:
+        target = target_of(args, model, name=name)
+    except RemoteError as exc:
+        raise RemoteError(str(exc).replace("server URL ", "--server ", 1), kind=exc.kind) from exc
     if getattr(args, "runtime", None):
         print("note: --runtime is ignored with --device remote (ONNX Runtime runs on the server)", file=sys.stderr)
-    session = open_remote_session(target, sidecar=sidecar or _sidecar_beside(model), warm_up=warm_up,
-                                  on_retry=_say_retry)
+    try:
+        session = open_remote_session(target, sidecar=sidecar or _sidecar_beside(model), warm_up=warm_up,
+                                      on_retry=_say_retry)
+    except RemoteError as exc:  # the line names no option; here the CLI's are said
+        hint = _HINTS.get(exc.kind)
+        raise RemoteError(f"{exc} ({hint})" if hint else str(exc), kind=exc.kind) from exc
     session.in_flight = max(1, getattr(args, "in_flight", 1))
     for note in session.notes:
         print(f"note: {shown(note)}", file=sys.stderr)

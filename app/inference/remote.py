@@ -4,7 +4,7 @@ as they use a local one. Pre- and post-processing stay on this machine; only the
 or HTTP with the binary tensor extension: app.inference.remote_transport).
 
 The model's metadata (`v2/models/<m>`) goes through the same detection as an ONNX file (app.inference.remote_graph
-→ spec_builder.spec_from_graph); a sidecar (--config) adds what the wire cannot say. Every call has a timeout and
+→ spec_builder.spec_from_graph); a sidecar adds what the wire cannot say. Every call has a timeout and
 a bounded retry with backoff where waiting may help (app.inference.remote_errors); each failure is one line.
 The latency is split into network+queue and server compute from the response's `compute_us` parameter (set by
 `seglens-cli serve`); a server that does not send it (a stock Triton) leaves compute unknown.
@@ -54,7 +54,7 @@ class RemoteTarget:
     def __post_init__(self) -> None:
         problem = self.problem()
         if problem:
-            raise RemoteError(f"--server {_without_credentials(self.url)[:200]!r}: {problem}")
+            raise RemoteError(f"server URL {_without_credentials(self.url)[:200]!r}: {problem}", kind="url")
 
     def problem(self) -> str | None:
         """Why the target cannot be used, in words (None when it can)."""
@@ -62,8 +62,8 @@ class RemoteTarget:
         if parts.scheme not in SCHEMES:
             return "expected grpc://, grpcs://, http:// or https:// followed by host:port"
         if parts.username or parts.password:
-            return "credentials do not belong in the URL (logs and the shell's history keep it): use --token-env " \
-                   "or --user with --password-env"
+            return "credentials do not belong in the URL (logs and the shell's history keep it): give a token, " \
+                   "or a user and password, apart"
         try:
             parts.port  # noqa: B018  # raises on a port out of range or not a number
         except ValueError:
@@ -71,13 +71,13 @@ class RemoteTarget:
         if not parts.hostname:
             return "no host"
         if parts.path not in ("", "/") or parts.query:
-            return "a URL path is not used by the protocol (the model is --remote-model)"
+            return "a URL path is not used by the protocol (the model is named apart)"
         if not self.model or "/" in self.model or not self.model.isprintable():
             return f"the model name {self.model[:80]!r} is not a model name"
         if not self.timeout_s > 0:
             return "the timeout must be more than 0 s"
         if self.ca_file is not None and not SCHEMES[parts.scheme][1]:
-            return "--ca-file is for TLS: use https:// or grpcs://"
+            return "a CA file is for TLS: use https:// or grpcs://"
         return None
 
     @property
@@ -294,8 +294,10 @@ def open_remote_session(target: RemoteTarget, *, sidecar: Path | None = None, ru
 def _transport_of(target: RemoteTarget) -> Transport:
     """The target's transport; a CA bundle that is not there, or a client that cannot be made, one line."""
     if target.ca_file is not None and not target.ca_file.is_file():
-        raise RemoteError(f"{target.where}: --ca-file {target.ca_file}: not a readable file (the CA bundle, PEM)")
+        raise RemoteError(f"{target.where}: the CA file {target.ca_file} is not a readable file (a PEM bundle)",
+                          kind="tls")
     try:
         return open_transport(target.wire(), target.protocol)
     except Exception as exc:  # tritonclient checks some options when the client is made
-        raise RemoteError(f"{target.where}: {classify(exc, timeout_s=target.timeout_s).what}") from exc
+        failure = classify(exc, timeout_s=target.timeout_s)
+        raise RemoteError(f"{target.where}: {failure.what}", kind=failure.kind) from exc

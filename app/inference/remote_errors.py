@@ -26,23 +26,25 @@ MAX_BACKOFF_S = 8.0
 
 
 class RemoteError(InferenceError):
-    """A remote session's failure, one line: "remote host:port/model: <what> (HTTP 401 unauthorized)"."""
+    """A remote session's failure, one line: "remote host:port/model: <what> (HTTP 401 unauthorized)". `kind`
+    ("auth", "tls", "timeout", "unreachable", "url", "" otherwise) lets a face add its own advice (the CLI its
+    options, the viewer its dialog): the line itself names no option."""
 
-    def __init__(self, message: str, *, retryable: bool = False) -> None:
+    def __init__(self, message: str, *, retryable: bool = False, kind: str = "") -> None:
         super().__init__(message)
-        self.retryable = retryable
+        self.retryable, self.kind = retryable, kind
 
 
 @dataclass(frozen=True)
 class Failure:
     what: str  # the line's part after "remote host/model: "
     retryable: bool
+    kind: str = ""  # RemoteError.kind
 
 
 _HTTP = {
     "400": ("the server refused the request as malformed (HTTP 400{why})", False),
-    "401": ("refused: not authorised (HTTP 401{why}): no token or a wrong one (--token-env, --user/--password-env)",
-            False),
+    "401": ("refused: not authorised (HTTP 401{why}): no token or a wrong one", False),
     "403": ("refused: forbidden (HTTP 403{why}): the credentials are not allowed this model", False),
     "404": ("no such model on the server (HTTP 404{why})", False),
     "408": ("the server timed out the request (HTTP 408{why})", True),
@@ -53,8 +55,7 @@ _HTTP = {
     "504": ("a proxy before the server timed out (HTTP 504{why})", True),
 }
 _GRPC = {
-    "UNAUTHENTICATED": ("refused: not authorised (gRPC UNAUTHENTICATED{why}): no token or a wrong one "
-                        "(--token-env, --user/--password-env)", False),
+    "UNAUTHENTICATED": ("refused: not authorised (gRPC UNAUTHENTICATED{why}): no token or a wrong one", False),
     "PERMISSION_DENIED": ("refused: forbidden (gRPC PERMISSION_DENIED{why})", False),
     "NOT_FOUND": ("no such model on the server (gRPC NOT_FOUND{why})", False),
     "INVALID_ARGUMENT": ("the server refused the request (gRPC INVALID_ARGUMENT{why})", False),
@@ -64,22 +65,24 @@ _GRPC = {
     "ABORTED": ("the server aborted the request (gRPC ABORTED{why})", True),
     "CANCELLED": ("the request was cancelled, the server stopping? (gRPC CANCELLED{why})", True),
 }
+_KINDS = {"401": "auth", "403": "auth", "UNAUTHENTICATED": "auth", "PERMISSION_DENIED": "auth",
+          "DEADLINE_EXCEEDED": "timeout", "408": "timeout", "504": "timeout", "404": "model", "NOT_FOUND": "model"}
 _TLS_WORDS = ("certificate_verify_failed", "handshake", "tsi_", "ssl_error", "certificate")
 
 
 def classify(exc: BaseException, *, timeout_s: float) -> Failure:
     """What went wrong, in words, and whether another try may help."""
     if isinstance(exc, RemoteError):
-        return Failure(str(exc).split(": ", 1)[-1], exc.retryable)
+        return Failure(str(exc).split(": ", 1)[-1], exc.retryable, exc.kind)
     if isinstance(exc, ssl.SSLCertVerificationError):
         return Failure(f"the server's TLS certificate is not trusted ({exc.verify_message or 'verify failed'}): "
-                       "give the CA bundle that signed it with --ca-file", False)
+                       "trust the CA that signed it", False, "tls")
     if isinstance(exc, ssl.SSLError):
-        return Failure(f"TLS failed ({one_line(exc, most=160)}): is the server on https / grpcs?", False)
+        return Failure(f"TLS failed ({one_line(exc, most=160)}): is the server on https / grpcs?", False, "tls")
     if isinstance(exc, ConnectionRefusedError):
-        return Failure("server unreachable (connection refused)", True)
+        return Failure("server unreachable (connection refused)", True, "unreachable")
     if isinstance(exc, TimeoutError | socket.timeout):
-        return Failure(f"no answer within {timeout_s:g} s (--timeout)", True)
+        return Failure(f"no answer within {timeout_s:g} s", True, "timeout")
     if isinstance(exc, socket.gaierror):
         return Failure(f"unknown host ({one_line(exc, most=120)})", False)
     if type(exc).__name__ == "HTTPConnectionClosed":  # geventhttpclient: a stale keep-alive, or http to https
@@ -96,12 +99,13 @@ def _server_failure(status: str, message: str) -> Failure:
     code = status.removeprefix("StatusCode.")
     why = one_line(ValueError(message), most=160)
     if code == "UNAVAILABLE" and any(word in message.lower() for word in _TLS_WORDS):
-        return Failure(f"TLS handshake failed ({why}): the server's certificate is not trusted (--ca-file) or it "
-                       "does not speak TLS", False)
+        return Failure(f"TLS handshake failed ({why}): the server's certificate is not trusted or it does not "
+                       "speak TLS", False, "tls")
     known = _HTTP.get(code) or _GRPC.get(code)
     if known is not None:
         text, retryable = known
-        return Failure(text.format(why=f": {why}" if why and why.lower() not in text.lower() else ""), retryable)
+        return Failure(text.format(why=f": {why}" if why and why.lower() not in text.lower() else ""), retryable,
+                       _KINDS.get(code, "unreachable" if retryable else ""))
     if "decoding the response" in message:  # a reply not of the protocol (a proxy's page, another API)
         return Failure(f"the server's answer is not the Open Inference Protocol ({why})", False)
     label = f"HTTP {code}" if code.isdigit() else (f"gRPC {code}" if code else "error")
@@ -121,7 +125,8 @@ def with_retry(call: Callable[[], T], *, where: str, retries: int, backoff_s: fl
             failure = classify(exc, timeout_s=timeout_s)
             if not failure.retryable or attempt == attempts:
                 tried = f" (tried {attempts} times)" if failure.retryable and attempts > 1 else ""
-                raise RemoteError(f"{where}: {failure.what}{tried}", retryable=failure.retryable) from exc
+                raise RemoteError(f"{where}: {failure.what}{tried}", retryable=failure.retryable,
+                                  kind=failure.kind) from exc
             wait = min(backoff_s * 2 ** (attempt - 1), MAX_BACKOFF_S)
             line = f"{where}: {failure.what} — retrying in {wait:g} s (attempt {attempt + 1} of {attempts})"
             log.info("%s", line)

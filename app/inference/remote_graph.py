@@ -69,7 +69,7 @@ def activation_note(where: str, output_kind: str, sources: Mapping[str, str]) ->
     if output_kind not in ("binary", "scores", "classification") or sources.get("output.activation") == "sidecar":
         return None
     return (f"{where}: the server's metadata does not say whether the model ends in its activation (Sigmoid / "
-            "Softmax); the default is assumed: give output.activation in a sidecar (--config) if it does")
+            "Softmax); the default is assumed: give output.activation in a sidecar if it does")
 
 
 def _tensors(value: Any, key: str, where: str) -> tuple[TensorInfo, ...]:

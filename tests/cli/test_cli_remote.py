@@ -87,13 +87,16 @@ def test_no_token_or_a_wrong_one_is_one_line_exit_2(server, tmp_path, capsys, mo
     err = capsys.readouterr().err.strip().splitlines()
     assert code == 2 and len(err) == 1 and problem in err[0] and "retrying" not in err[0]
     assert err[0].startswith("error: remote 127.0.0.1:") and "s3cret" not in err[0] and "t0k-bad-9" not in err[0]
+    assert err[0].endswith("no token or a wrong one (--token-env, default SEGLENS_REMOTE_TOKEN; or --user with "
+                           "--password-env)")
     assert not (tmp_path / "out").exists() or not any((tmp_path / "out").iterdir())
 
 
 @pytest.mark.parametrize("argv, line", [
     (["--device", "remote"], "error: --device remote needs --server URL"),
     (["--server", "grpc://127.0.0.1:1"], "error: --server is for --device remote"),
-    (["--device", "remote", "--server", "tcp://h:1"], "expected grpc://, grpcs://, http:// or https://"),
+    (["--device", "remote", "--server", "tcp://h:1"],
+     "error: --server 'tcp://h:1': expected grpc://, grpcs://, http:// or https://"),
     (["--device", "remote", "--server", "grpc://h:1", "--token-env", "T1_UNSET_VARIABLE"],
      "error: --token-env T1_UNSET_VARIABLE: that environment variable is not set"),
     (["--device", "remote", "--server", "grpc://h:1", "--user", "u", "--password-env", "T1_UNSET_VARIABLE"],
