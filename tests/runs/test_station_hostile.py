@@ -3,7 +3,9 @@ to the station, and what must never reach its log, its MQTT payload or its messa
 
 from __future__ import annotations
 
+import contextlib
 import json
+import marshal
 import os
 import re
 import signal
@@ -82,6 +84,14 @@ def test_an_error_reason_names_the_file_by_its_id_never_its_folder(tmp_path):
         assert "deep-" not in line["reason"] and "tabs" not in line["reason"] and "/in/" not in line["reason"], line
 
 
+def assert_no_cut_bytecode(*, since: float) -> None:
+    """Every .pyc under app/ written since `since` (by anyone: others' runs rewrite theirs) loads whole."""
+    for path in (REPO / "app").rglob("*.pyc"):
+        with contextlib.suppress(FileNotFoundError):
+            if path.stat().st_mtime >= since - 1:
+                marshal.loads(path.read_bytes()[16:])  # EOFError for one cut at the limit
+
+
 def _limited_disk() -> None:  # in the child: every file it writes stops at 2048 bytes (EFBIG, as a full disk)
     import resource  # POSIX only
 
@@ -101,8 +111,9 @@ def test_a_journal_the_disk_refuses_ends_watch_with_its_summary_and_exit_1(tmp_p
         "source: {watch: in, settle_s: 0.2}\nout: out\nsinks: {log: {max_bytes: 1024, keep: 100}}\n")
     # no .pyc written by the child: one cut at the limit would break the next import of that module for everyone
     # (importlib writes a short one whole-looking; app.paths.cache_own_bytecode would have it write them)
+    started = time.time()
     child = subprocess.Popen(
-        [sys.executable, "-c", "import sys, app.paths; app.paths.cache_own_bytecode = lambda: None; "
+        [sys.executable, "-B", "-c", "import sys, app.paths; app.paths.cache_own_bytecode = lambda: None; "
          "from app.cli import main; sys.exit(main(sys.argv[1:]))", "watch", str(tmp_path / "STATION.yaml"),
          "--no-progress"], cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         preexec_fn=_limited_disk, env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"})
@@ -118,6 +129,7 @@ def test_a_journal_the_disk_refuses_ends_watch_with_its_summary_and_exit_1(tmp_p
         stdout, stderr = child.communicate(timeout=WAIT_S)  # it ends by itself once the journal is refused
     finally:
         child.kill()
+    assert_no_cut_bytecode(since=started)
     assert child.returncode == 1, stdout + stderr
     assert "Traceback" not in stderr and "error:" not in stderr, stderr
     first = stdout.splitlines()[0]
