@@ -187,7 +187,8 @@ _SUFFIX_ROOM = len("_disagreement.png") + 40
 
 def safe_name(name: str) -> str:
     """`name` as one output file name part that stays where it is put: `.`/`..` and empty names are spelt out,
-    and a name too long for an output suffix is cut, keeping it distinct with a hash of the whole."""
+    and a name too long for an output suffix is cut, keeping it distinct with a hash of the whole, its extension
+    (up to 16 bytes) kept, the cut between two UTF-8 characters (never a half character in a name)."""
     if name in ("", ".", ".."):
         return {"": "unnamed", ".": "dot", "..": "dotdot"}[name]
     encoded = os.fsencode(name)
@@ -195,7 +196,12 @@ def safe_name(name: str) -> str:
     if len(encoded) <= limit:
         return name
     digest = hashlib.sha256(encoded).hexdigest()[:10]
-    return os.fsdecode(encoded[: limit - len(digest) - 1]) + "_" + digest
+    dot = encoded.rfind(b".")
+    suffix = encoded[dot:] if dot > 0 and len(encoded) - dot <= 16 else b""
+    cut = limit - len(digest) - 1 - len(suffix)
+    while cut > 0 and encoded[cut] & 0xC0 == 0x80:  # a UTF-8 continuation byte: back to the character's start
+        cut -= 1
+    return os.fsdecode(encoded[:cut]) + "_" + digest + os.fsdecode(suffix)
 
 
 def output_stems(inputs: list[InputFile]) -> list[Path]:

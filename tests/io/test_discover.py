@@ -56,3 +56,14 @@ def test_a_folder_that_cannot_be_listed_is_an_input_with_its_problem(tmp_path, m
         ("a.png", None),
         ("locked", "cannot list this folder (Permission denied): the images in it were not read"),
     ]
+
+
+def test_a_long_name_is_cut_between_characters_and_keeps_its_extension():
+    # the cut fell inside a 2-byte UTF-8 character (a lone surrogate in the name) and took the extension with it
+    from app.io.discover import safe_name
+
+    first, second = safe_name("é" * 120 + "-cam1.png"), safe_name("é" * 120 + "-cam2.png")
+    assert first != second and first.endswith(".png") and second.endswith(".png")
+    assert len(first.encode("utf-8")) <= 255 - len("_disagreement.png") - 40  # strict: no surrogate in it
+    assert first.startswith("é" * 80)
+    assert safe_name("short.png") == "short.png" and safe_name("..") == "dotdot"

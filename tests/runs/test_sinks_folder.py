@@ -56,3 +56,18 @@ def test_an_output_folder_gone_is_the_sinks_problem_and_not_made_again(tmp_path)
     out.mkdir()  # back (mounted again): the next frame is written
     sink.publish_pictures(verdict("1"), Pictures(None, frame(20), None))
     assert (out / "ng" / "1.png").is_file() and sink.problem is None
+
+
+def test_a_long_names_copy_is_valid_utf8_with_its_extension(tmp_path):
+    # a name cut to fit (app.io.discover.safe_name) was cut inside a UTF-8 character (the copy's name no valid UTF-8:
+    # a lone surrogate in Python, mojibake for every other program) and lost its extension; two such names that
+    # differ only at their end stay apart
+    spec = load_spec(REPO / "models" / "surface_anomaly.onnx")
+    sink = FolderSink(tmp_path, spec, save=())
+    names = ["é" * 120 + "-cam1.png", "é" * 120 + "-cam2.png"]  # 245 bytes each in UTF-8
+    for number, name in enumerate(names):
+        sink.publish_pictures(verdict(f"line/{name}"), Pictures(None, frame(number), None))
+    assert sink.problem is None and sink.lost == 0
+    copies = sorted((tmp_path / "ng" / "line").iterdir())
+    assert len(copies) == 2 and all(len(path.name.encode()) <= 255 for path in copies)  # strict UTF-8
+    assert all(path.name.endswith(".png.png") for path in copies)  # a camera frame's copy: <id>.png
