@@ -67,6 +67,9 @@ _GRPC = {
 }
 _KINDS = {"401": "auth", "403": "auth", "UNAUTHENTICATED": "auth", "PERMISSION_DENIED": "auth",
           "DEADLINE_EXCEEDED": "timeout", "408": "timeout", "504": "timeout", "404": "model", "NOT_FOUND": "model"}
+# a gRPC UNAVAILABLE of the connection itself (the server gone), not one the server answered with
+_CONNECTION_WORDS = ("failed to connect", "connect failed", "connection refused", "socket closed", "connection reset",
+                     "dns", "all backends", "tcp", "broken pipe", "goaway", "network", "unreachable")
 _TLS_WORDS = ("certificate_verify_failed", "handshake", "tsi_", "ssl_error", "certificate")
 
 
@@ -101,6 +104,10 @@ def _server_failure(status: str, message: str) -> Failure:
     if code == "UNAVAILABLE" and any(word in message.lower() for word in _TLS_WORDS):
         return Failure(f"TLS handshake failed ({why}): the server's certificate is not trusted or it does not "
                        "speak TLS", False, "tls")
+    if code == "UNAVAILABLE" and not any(word in message.lower() for word in _CONNECTION_WORDS):
+        # the server answered: busy or its model not ready, as HTTP says it with a 503
+        return Failure(f"the server is unavailable or the model not ready (gRPC UNAVAILABLE: {why})", True,
+                       "unreachable")
     known = _HTTP.get(code) or _GRPC.get(code)
     if known is not None:
         text, retryable = known

@@ -155,6 +155,7 @@ def test_a_busy_server_shows_the_retry_line_until_it_answers(qtbot, window, serv
         dialog.ok_button.click()
     label = window.status.provider.text()
     assert label.startswith("remote: ")
+    assert window.state.model.spec.name == "Nuclei (demo, fluorescence)"  # no sidecar given: the bundled one's
     lines: list[str] = []
     window.worker.remote_retrying.connect(lambda retrying: lines.append(retrying.line))  # on the worker's thread
     server.state.busy = 2  # the next two requests: UNAVAILABLE
@@ -182,7 +183,8 @@ def test_a_server_that_stays_busy_is_one_line_and_the_next_picture_tries_again(q
     host = server.grpc_url.removeprefix("grpc://")
     message = failed.args[1]
     line = message.removeprefix(f"{sample}: ")
-    assert line.startswith(f"remote {host}/nuclei: server unreachable (gRPC UNAVAILABLE") and \
+    busy = "the server is unavailable or the model not ready (gRPC UNAVAILABLE"
+    assert line.startswith(f"remote {host}/nuclei: {busy}") and \
         line.endswith("(tried 4 times)") and "\n" not in line
     assert window.status.currentMessage() == f"{sample.name}: {line}"
     assert window.status.provider.text() == label
@@ -224,8 +226,8 @@ def test_test_connection_says_ready_or_the_error_in_one_line(qtbot, window, serv
     assert "\n" not in dialog.answer.text()
     dialog.url.setText("ftp://nowhere")
     dialog.test_button.click()
-    assert dialog.answer.text() == "'ftp://nowhere': expected grpc://, grpcs://, http:// or https:// followed by " \
-                                   "host:port"
+    assert dialog.answer.text() == "server URL 'ftp://nowhere': expected grpc://, grpcs://, http:// or https:// " \
+                                   "followed by host:port"
     assert window.state.model.info.remote is None  # a test opens no session for the viewer
 
 
