@@ -78,6 +78,8 @@ class OnnxModel(Model):  # type: ignore[misc]  # kserve ships no type hints
                       response_headers: dict[str, str] | None = None) -> InferResponse:
         """Run the request's inputs; ORT's refusal (a shape, a dtype, a missing input) is a 400 with its message,
         which keeps the client's keep-alive connection (a bare exception would be a 500 that closes it)."""
+        if not isinstance(payload, InferRequest):  # KServe's v1 routes hand over a dict
+            raise InvalidInput(f"{self.name}: serve speaks the v2 protocol: POST /v2/models/{self.name}/infer")
         feeds = self._feeds(payload)
         wanted = [o.name for o in payload.request_outputs] if payload.request_outputs else None
         started = time.perf_counter()

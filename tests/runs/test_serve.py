@@ -175,3 +175,13 @@ def test_binary_sizes_that_do_not_fit_are_400_in_one_line(served: Served):
 
 def test_an_unknown_model_is_404_in_one_line(served: Served):
     assert _get(served, "/v2/models/nope") == (404, {"error": "Model with name nope does not exist."})
+
+
+def test_a_v1_predict_is_a_400_naming_the_v2_route_not_a_500(served: Served):
+    request = urllib.request.Request(f"{served.url}/v1/models/nuclei:predict", data=b'{"instances": [[0.5]]}',
+                                     headers={**served.headers, "Content-Type": "application/json"})
+    with pytest.raises(urllib.error.HTTPError) as caught:
+        urllib.request.urlopen(request, timeout=30)
+    assert caught.value.code == 400
+    assert json.loads(caught.value.read()) == {
+        "error": "nuclei: serve speaks the v2 protocol: POST /v2/models/nuclei/infer"}

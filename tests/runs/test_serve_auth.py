@@ -1,0 +1,36 @@
+"""serve's token check and exposure rule, in process (app.runs.serve_auth imports no kserve)."""
+
+from __future__ import annotations
+
+import pytest
+
+from app.errors import SegLensError
+from app.runs.serve_auth import Auth, check_exposure, is_loopback
+
+
+def test_the_token_is_checked_whole_and_never_shown():
+    auth = Auth("s3cret")
+    assert auth.allows("Bearer s3cret") and auth.allows("  Bearer s3cret ")
+    for header in (None, "", "s3cret", "Bearer s3cre", "Bearer s3cret2", "bearer s3cret", "Basic s3cret", "Bearer é"):
+        assert not auth.allows(header), header
+    assert "s3cret" not in repr(auth)
+    assert Auth().allows(None) and not Auth().required
+
+
+@pytest.mark.parametrize(("host", "loopback"), [
+    ("127.0.0.1", True), ("127.8.9.10", True), ("::1", True), ("[::1]", True), ("localhost", True),
+    ("0.0.0.0", False), ("::", False), ("192.168.1.20", False), ("10.0.0.1", False),
+    ("no-such-host.invalid", False),
+])
+def test_loopback_is_this_machine_only(host: str, loopback: bool):
+    assert is_loopback(host) is loopback
+
+
+def test_an_open_server_beyond_loopback_is_refused_unless_no_auth_which_warns():
+    assert check_exposure("127.0.0.1", Auth(), no_auth=False) is None
+    assert check_exposure("0.0.0.0", Auth("t"), no_auth=False) is None
+    with pytest.raises(SegLensError) as caught:
+        check_exposure("192.168.1.20", Auth(), no_auth=False)
+    assert str(caught.value).startswith("serve on 192.168.1.20 would be reachable from other machines without a token")
+    assert check_exposure("0.0.0.0", Auth(), no_auth=True) == (
+        "warning: serving on 0.0.0.0 with no token (--no-auth): anyone who reaches this port can run the models")
