@@ -33,6 +33,7 @@ __all__ = ["RemoteError", "RemoteSession", "RemoteTarget", "RemoteTiming", "open
 
 log = logging.getLogger(__name__)
 SCHEMES = {"grpc": ("grpc", False), "grpcs": ("grpc", True), "http": ("http", False), "https": ("http", True)}
+MAX_TIMINGS = 10_000
 DEFAULT_PORTS = {"grpc": 8001, "grpcs": 8001, "http": 8000, "https": 443}
 
 
@@ -139,7 +140,8 @@ class RemoteSession(ModelSession):
         self._given_up = False
         self._stats_base: tuple[int, int] | None = None  # the server's statistics when the run began, if it has them
         self.last_timing: RemoteTiming | None = None
-        self.timings: list[RemoteTiming] = []  # every request's, for a run's summary (bounded by the run)
+        self.timings: list[RemoteTiming] = []  # the latest requests' (at most MAX_TIMINGS; a face reads the tail)
+        self._totals = [0, 0.0, 0, 0.0]  # requests, their round-trip ms; those with a compute, its ms (timing_line)
 
     def adopt(self, spec: ModelSpec) -> RemoteSession:
         """This session, for `spec` as a command adjusted it (--tile, --threshold): the same tensors go over."""
@@ -198,7 +200,14 @@ class RemoteSession(ModelSession):
         network = max(wall_ms - (compute or 0.0), 0.0)
         self.last_timing = RemoteTiming(network, compute)
         with self._lock:
+            if len(self.timings) >= MAX_TIMINGS:  # a million-image run keeps its sums, not a million records
+                del self.timings[:MAX_TIMINGS // 2]
             self.timings.append(self.last_timing)
+            self._totals[0] += 1
+            self._totals[1] += wall_ms
+            if compute is not None:
+                self._totals[2] += 1
+                self._totals[3] += compute
             self._device_said(parameters)
 
     def _device_said(self, parameters: dict[str, Any]) -> None:
@@ -213,7 +222,9 @@ class RemoteSession(ModelSession):
     def start_timing(self) -> None:
         """From here the timings are a new run's; the server's statistics, where it has the extension, are read
         now so that a server sending no `compute_us` (a stock Triton) still splits the latency at the end."""
-        self.timings.clear()
+        with self._lock:
+            self.timings.clear()
+            self._totals = [0, 0.0, 0, 0.0]
         said = self.last_timing is not None and self.last_timing.compute_ms is not None  # compute_us: no need
         self._stats_base = None if said else self._stats_totals()
 
@@ -228,17 +239,16 @@ class RemoteSession(ModelSession):
         """'latency per request: network+queue 12.3 ms, server compute 4.5 ms (mean of N)', or None before any.
         Compute from each answer's `compute_us`, else from the statistics extension (the server's mean over the
         same span, all its clients), else not reported; network+queue is the rest of the round trip."""
-        if not self.timings:
+        count, wall_sum, computed, compute_sum = self._totals
+        if not count:
             return None
-        wall = sum(t.network_ms + (t.compute_ms or 0.0) for t in self.timings) / len(self.timings)
-        computed = [t.compute_ms for t in self.timings if t.compute_ms is not None]
-        compute, source = (sum(computed) / len(computed), "") if computed else (self._stats_compute_ms(), " (the "
-                                                                                "server's statistics)")
+        wall = wall_sum / count
+        compute, source = (compute_sum / computed, "") if computed else (self._stats_compute_ms(), " (the server's "
+                                                                         "statistics)")
         if compute is None:
-            return f"latency per request: network+queue {wall:.1f} ms, server compute not reported " \
-                   f"(mean of {len(self.timings)})"
+            return f"latency per request: network+queue {wall:.1f} ms, server compute not reported (mean of {count})"
         return (f"latency per request: network+queue {max(wall - compute, 0.0):.1f} ms, server compute "
-                f"{compute:.1f} ms{source} (mean of {len(self.timings)})")
+                f"{compute:.1f} ms{source} (mean of {count})")
 
     def _stats_compute_ms(self) -> float | None:
         now = self._stats_totals() if self._stats_base is not None else None

@@ -205,3 +205,14 @@ def test_a_server_without_compute_us_splits_the_latency_from_its_statistics(face
         assert line.startswith("latency per request: network+queue ")
         assert "server compute " in line and "(the server's statistics) (mean of 3)" in line
         assert "not reported" not in line
+
+
+def test_a_long_run_keeps_its_latency_sums_not_every_record(nuclei_server):
+    from app.inference.remote import MAX_TIMINGS
+
+    remote = open_remote_session(_target(nuclei_server.grpc_url), warm_up=False)
+    for _ in range(MAX_TIMINGS + 1):
+        remote._timed(10.0, {"compute_us": 4000})  # what each answer records: 10 ms round trip, 4 ms compute
+    assert len(remote.timings) <= MAX_TIMINGS
+    assert remote.timing_line() == ("latency per request: network+queue 6.0 ms, server compute 4.0 ms "
+                                    f"(mean of {MAX_TIMINGS + 1})")
