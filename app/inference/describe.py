@@ -213,7 +213,7 @@ def _onnx_line(spec: ModelSpec) -> str:
 def session_lines(info: SessionInfo) -> list[str]:
     if info.remote is not None:  # ONNX Runtime runs on the server: its device is what the server says
         lines = [f"provider      {info.provider_label} (requested remote, over {info.remote.protocol})"]
-        if info.remote.server_fallback:
+        if info.remote.server_fallback and info.remote.server_fallback not in (info.remote.server_device or ""):
             lines.append(f"not on GPU    the server's session: {info.remote.server_fallback}")
     else:
         lines = [f"provider      {info.provider_label} (requested {info.requested}; "

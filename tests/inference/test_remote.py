@@ -216,3 +216,18 @@ def test_a_long_run_keeps_its_latency_sums_not_every_record(nuclei_server):
     assert len(remote.timings) <= MAX_TIMINGS
     assert remote.timing_line() == ("latency per request: network+queue 6.0 ms, server compute 4.0 ms "
                                     f"(mean of {MAX_TIMINGS + 1})")
+
+
+def test_info_says_the_servers_fallback_once():
+    from app.inference.describe import session_lines
+    from app.inference.session import RemoteInfo, SessionInfo
+
+    def lines(device: str, fallback: str | None) -> list[str]:
+        remote = RemoteInfo("gpu-box:8001", "nuclei", "", "onnxruntime_onnx", device, fallback)
+        return session_lines(SessionInfo("remote", remote.label, (remote.label,), remote=remote))
+
+    quiet = lines("CPU (no NVIDIA GPU)", "no NVIDIA GPU")  # serve on `auto` without a GPU: its label says it
+    assert quiet[0] == ("provider      remote: gpu-box:8001/nuclei (onnxruntime_onnx, CPU (no NVIDIA GPU)) "
+                        "(requested remote, over grpc)") and not any("not on GPU" in line for line in quiet)
+    said = lines("CPU", "CUDA failed: libcudnn.so.9 missing")
+    assert "not on GPU    the server's session: CUDA failed: libcudnn.so.9 missing" in said
