@@ -256,7 +256,7 @@ def part_throughput(model: ModelSession, frames: list[Path], work: Path, *, coun
     for overlap in (False, True):
         kinds.append((f"folder of files, log + folder sink (mask + overlay PNGs), {_mode(overlap)}",
                       lambda out: [LogSink(out), FolderSink(out, spec)], {"overlap": overlap}))
-    for nice in niceness:  # the helpers' niceness (app.runs.writer.HELPER_NICENESS by default)
+    for nice in niceness:  # the helpers' niceness (the station's own, 0, by default)
         kinds.append((f"folder of files, log sink, overlapped, helpers at niceness {nice}",
                       lambda out: [LogSink(out)], {"overlap": True, "helper_niceness": nice}))
         kinds.append((f"folder of files, log + folder sink, overlapped, helpers at niceness {nice}",

@@ -11,11 +11,13 @@ between the two makes the file judged again at the restart (a sink may see it tw
 The station holds the output folder's lock (app.runs.lock) while it runs: one station, or run, per folder.
 
 Overlapped (`overlap`, the default; app.runs.station_stages): the next file is decoded on a helper thread while
-this one is judged (one frame ahead at most; a camera's frames are not read ahead, the newest still wins), and the
-output folder's pictures, then the journal's line, are written on another behind it (two frames queued at most),
-in frame order. The verdict sinks (log, MQTT, OPC UA) still take each verdict on the station's thread before the
-next frame is judged. `overlap=False` does it all on the station's thread, one frame at a time (the benchmark's
-comparison).
+this one is judged (one frame ahead at most; a camera's frames are not read ahead, the newest still wins), and,
+with an output-folder sink, its pictures, then the journal's line, are written on another behind it (two frames
+queued at most), in frame order. The verdict sinks (log, MQTT, OPC UA) still take each verdict on the station's
+thread before the next frame is judged. `overlap=False` does it all on the station's thread, one frame at a time
+(the benchmark's comparison). The helpers run at the station's own priority unless `helper_niceness` lowers them
+(a folder run's helpers are niced, app.runs.writer.HELPER_NICENESS: measured here, a niced helper starved by other
+programs held a station back, docs/PERFORMANCE.md).
 
 `stop()` (any thread; Ctrl+C's handler) or the `stop` Event ends the loop after the frame being judged; the sinks
 are closed (each flushes, bounded) and the journal with them. Live numbers: `stats()` from any thread, and the
@@ -46,7 +48,6 @@ from app.runs.sinks.folder import FolderSink, Pictures
 from app.runs.station_journal import StationJournal
 from app.runs.station_stages import Finisher, ReadAhead
 from app.runs.station_stats import Meter, StationStats
-from app.runs.writer import HELPER_NICENESS
 
 if TYPE_CHECKING:
     import numpy as np
@@ -87,7 +88,7 @@ class Station:
                  progress: Callable[[StationStats], None] | None = None,
                  on_verdict: Callable[[StationVerdict, Pictures], None] | None = None,
                  stop: threading.Event | None = None, window: int = 500, stall_after_s: float | None = None,
-                 overlap: bool = True, helper_niceness: int = HELPER_NICENESS) -> None:
+                 overlap: bool = True, helper_niceness: int = 0) -> None:
         refused = station_problem(model)
         if refused:
             raise StationRefused(refused)
@@ -155,7 +156,8 @@ class Station:
         if self._overlap:  # decode ahead, pictures and journal behind (app.runs.station_stages)
             reader = ReadAhead(source, functools.partial(prepare_frame, spec), ahead=_is_file,
                                niceness=self._niceness)
-            finisher = Finisher(functools.partial(self._finish, journal), niceness=self._niceness)
+            if any(isinstance(sink, FolderSink) for sink in self.sinks):  # without pictures: the journal's line here
+                finisher = Finisher(functools.partial(self._finish, journal), niceness=self._niceness)
         frames = reader if reader is not None else (prepare_frame(spec, frame) for frame in source)
         try:
             for ready in frames:

@@ -9,14 +9,14 @@ kind the source gives) are taken and prepared on the station's thread, each when
 the source's newest-wins mailbox still decides which frame is judged and drops (and counts) the ones in between;
 reading a live camera ahead would judge stale frames.
 
-`Finisher` runs what must follow the fast sinks, in frame order, on one helper thread fed through a bounded queue:
+`Finisher` (a station with an output-folder sink) runs what must follow the fast sinks, in frame order, on one helper thread fed through a bounded queue:
 the output folder's pictures (a 1080p overlay's blend and PNG encode outweighs the model's run several times) and
 then the journal's line. The line is written only once the pictures are, so the journal's promise holds: a frame
 whose line is on disk had every sink take it; a kill -9 before the line makes the restart judge the frame again
 (the log and MQTT may then see it twice, as for any kill before the line). The queue holds at most `depth` frames:
 a folder slower than the model holds the station back rather than growing memory.
 
-Both run at the folder run's helper niceness (app.runs.writer.HELPER_NICENESS): ONNX Runtime's threads keep theirs.
+Both run at the niceness they are given (the station's: 0 unless asked; see app.runs.station).
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
-from app.runs.writer import HELPER_NICENESS, lower_thread_priority
+from app.runs.writer import lower_thread_priority
 
 log = logging.getLogger(__name__)
 
@@ -53,7 +53,7 @@ class ReadAhead(Generic[F, T]):
     must not raise (an undecodable file is an item that says so). Iterate once; `close()` after the source's."""
 
     def __init__(self, source: Iterable[F], prepare: Callable[[F], T], *, ahead: Callable[[T], bool],
-                 niceness: int = HELPER_NICENESS, name: str = "station-read") -> None:
+                 niceness: int = 0, name: str = "station-read") -> None:
         self._source, self._prepare, self._ahead, self._niceness = source, prepare, ahead, niceness
         self._items: queue.SimpleQueue[object] = queue.SimpleQueue()
         self._wanted = threading.Semaphore(0)  # frames the helper may take from the source: never more than one
@@ -119,7 +119,7 @@ class Finisher(Generic[T]):
     """`finish(item)` for each item put, in order, on one helper thread, at most `depth` waiting (see the module's
     docstring). An exception from `finish` ends the stage: `put` and `close` raise it on the caller's thread."""
 
-    def __init__(self, finish: Callable[[T], None], *, depth: int = 2, niceness: int = HELPER_NICENESS,
+    def __init__(self, finish: Callable[[T], None], *, depth: int = 2, niceness: int = 0,
                  name: str = "station-finish") -> None:
         self._finish, self._niceness = finish, niceness
         self._items: queue.Queue[object] = queue.Queue(maxsize=max(1, depth))
