@@ -22,7 +22,6 @@ if TYPE_CHECKING:
 
     from app.inference.remote import RemoteTarget
     from app.ui.controllers.loader import ModelLoader
-    from app.ui.state.messages import ViewFailed
     from app.ui.state.remote_messages import RemoteTested, SecretFound
     from app.ui.widgets.remote_dialog import RemoteDialog, RemoteForm
     from app.ui.widgets.status import StatusBar
@@ -62,8 +61,8 @@ class RemoteController(QObject):
         self.probe.keep_failed.connect(self._on_keep_failed)
         worker.remote_retrying.connect(status.show_retrying)
         worker.remote_timed.connect(status.show_remote_latency)
-        worker.failed.connect(self._on_view_failed)
-        for went_on in (worker.batch_progress, worker.batch_finished):  # Run on all's requests answered (or not)
+        # a picture given up on after the retries says so as every failure does ("Error: …", the presenter's)
+        for went_on in (worker.failed, worker.batch_progress, worker.batch_finished):
             went_on.connect(status.answered)
         self.probe_thread = start_worker_thread(self.probe, name="remote", parent=self)
         self._closing = dialog_parent
@@ -140,8 +139,8 @@ class RemoteController(QObject):
             return RemoteTarget(form.url, form.model, form.version,
                                 token=form.secret if form.auth == "bearer" else None, username=form.username or None,
                                 password=form.secret if form.auth == "basic" else None, ca_file=ca_file)
-        except RemoteError as exc:  # "--server 'x': expected grpc://…": the CLI's words, the dialog's field
-            dialog.say(str(exc).removeprefix("--server "), ok=False)
+        except RemoteError as exc:  # "server URL 'x': expected grpc://…"
+            dialog.say(str(exc), ok=False)
             return None
 
     def _remembered(self) -> RemoteForm:
@@ -196,13 +195,6 @@ class RemoteController(QObject):
             self._dialog.say(found.problem, ok=False)
         elif found.secret and not self._dialog.form().secret:  # never over what the reader typed
             self._dialog.set_secret(found.secret)
-
-    def _on_view_failed(self, failed: ViewFailed) -> None:
-        """A picture the server did not answer after the retries: its line in the status bar too (the session's
-        label comes back; the next picture tries again)."""
-        if self._loader.remote is not None:  # the picture by its name: a folder shows in no status bar
-            self._status.showMessage(failed.message.replace(str(failed.path), Path(failed.path).name, 1), STATUS_MS)
-            self._status.answered()
 
     def _on_keep_failed(self, line: str) -> None:
         log.warning("remote: %s", line)

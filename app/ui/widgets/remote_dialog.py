@@ -91,7 +91,7 @@ class RemoteDialog(QDialog):
         self.ca_file = QLineEdit()
         self.ca_file.setPlaceholderText("https / grpcs: the CA bundle that signed the server's certificate")
         self.sidecar = QLineEdit()
-        self.sidecar.setPlaceholderText("optional: a local sidecar (.yaml) with the classes, colours, thresholds")
+        self.sidecar.setPlaceholderText("the classes, colours, thresholds (.yaml); empty: a bundled model's own")
         for label, widget in (("Server URL", self.url), ("Model", self.model), ("Version", self.version),
                               ("Credentials", self.auth), ("Token", self.token), ("User", self.username),
                               ("Password", self.password), ("", self.remember)):

@@ -27,7 +27,7 @@ def open_model(request: LoadRequest, *, on_retry: Callable[[RemoteRetrying], Non
     if isinstance(request, RemoteLoad) and request.target is not None:
         from app.inference.remote import open_remote_session
 
-        sidecar = Path(request.sidecar) if request.sidecar else None
+        sidecar = Path(request.sidecar) if request.sidecar else bundled_sidecar(request.target.model)
         return open_remote_session(request.target, sidecar=sidecar, warm_up=False,
                                    on_retry=lambda line: on_retry(RemoteRetrying(line))), {}
     from app.inference.session import open_session
@@ -39,6 +39,15 @@ def open_model(request: LoadRequest, *, on_retry: Callable[[RemoteRetrying], Non
         # would leave none. Asked for by the user or the sidecar, it is kept, and the panel says so.
         options["device_argmax"] = "off"
     return open_session(spec, request.device, runtime=options, warm_up=False), options
+
+
+def bundled_sidecar(name: str) -> Path | None:
+    """The bundled model's sidecar when the server's model has a bundled model's name (as seglens-cli does with
+    `--device remote nuclei`), else None: the server's metadata alone."""
+    from app.inference.bundled import bundled_models
+    from app.inference.sidecar import find_sidecar
+
+    return next((find_sidecar(model) for model in bundled_models() if model.stem == name), None)
 
 
 def release(model: ModelSession | None) -> None:
