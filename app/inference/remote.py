@@ -12,11 +12,13 @@ The latency is split into network+queue and server compute from the response's `
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 import time
 import urllib.parse
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -25,7 +27,7 @@ import numpy as np
 
 from app.inference.remote_errors import RemoteError, classify, with_retry
 from app.inference.remote_graph import ONNX_TO_V2, activation_note, graph_from_metadata, remote_path
-from app.inference.remote_transport import Transport, Wire, compute_totals, open_transport
+from app.inference.remote_transport import Answer, Transport, Wire, compute_totals, open_transport
 from app.inference.session import ModelSession, RemoteInfo, SessionInfo
 from app.inference.spec import ModelSpec
 
@@ -34,6 +36,7 @@ __all__ = ["RemoteError", "RemoteSession", "RemoteTarget", "RemoteTiming", "open
 log = logging.getLogger(__name__)
 SCHEMES = {"grpc": ("grpc", False), "grpcs": ("grpc", True), "http": ("http", False), "https": ("http", True)}
 MAX_TIMINGS = 10_000
+MAX_SENDERS = 16  # HTTP requests a session sends at once from other threads (each sender thread holds a client)
 DEFAULT_PORTS = {"grpc": 8001, "grpcs": 8001, "http": 8000, "https": 443}
 
 
@@ -136,7 +139,8 @@ class RemoteSession(ModelSession):
         self._transport = transport
         self._owner, self._local = threading.get_ident(), threading.local()
         self._lock = threading.Lock()
-        self._others: list[Transport] = []  # the HTTP clients of other threads, closed with the session
+        self._senders: ThreadPoolExecutor | None = None  # HTTP from other threads: the session's own, below
+        self._others: list[Transport] = []  # their HTTP clients, one per sender thread
         self._given_up = False
         self._stats_base: tuple[int, int] | None = None  # the server's statistics when the run began, if it has them
         self.last_timing: RemoteTiming | None = None
@@ -164,10 +168,10 @@ class RemoteSession(ModelSession):
         # answered: a folder run's remaining inputs become error rows at once, not after every backoff again
         retries = 0 if self._given_up else self.target.retries
         try:
-            transport = self._transport_here()
-            answer = with_retry(lambda: transport.infer(self._input_name, tensor, datatype, self._output_names),
-                                where=where, retries=retries, backoff_s=self.target.backoff_s,
-                                timeout_s=self.target.timeout_s, on_retry=self.on_retry)
+            answer = self._send(lambda transport: with_retry(
+                lambda: transport.infer(self._input_name, tensor, datatype, self._output_names), where=where,
+                retries=retries, backoff_s=self.target.backoff_s, timeout_s=self.target.timeout_s,
+                on_retry=self.on_retry))
         except RemoteError as exc:
             self._given_up = exc.retryable
             raise
@@ -177,10 +181,20 @@ class RemoteSession(ModelSession):
         self._timed(wall_ms, answer.parameters)
         return outputs[0] if len(outputs) == 1 else tuple(outputs)
 
-    def _transport_here(self) -> Transport:
-        """The session's transport, or for HTTP on another thread that thread's own."""
+    def _send(self, call: Callable[[Transport], Answer]) -> Answer:
+        """`call(transport)` where the transport may be used: gRPC's one client is thread-safe; an HTTP client
+        (gevent) works only on the thread that made it, so a request from another thread (a folder run's
+        in-flight helpers, made anew each run) goes through the session's own sender threads, each with its
+        client, kept for the session's life: never more clients than MAX_SENDERS, however many runs."""
         if self._transport.protocol == "grpc" or threading.get_ident() == self._owner:
-            return self._transport
+            return call(self._transport)
+        with self._lock:
+            if self._senders is None:
+                self._senders = ThreadPoolExecutor(MAX_SENDERS, thread_name_prefix="remote-http")
+            senders = self._senders
+        return senders.submit(lambda: call(self._sender_transport())).result()
+
+    def _sender_transport(self) -> Transport:
         mine: Transport | None = getattr(self._local, "transport", None)
         if mine is None:
             mine = self._local.transport = open_transport(self.target.wire(), self._transport.protocol)
@@ -257,11 +271,22 @@ class RemoteSession(ModelSession):
         return (now[1] - self._stats_base[1]) / (now[0] - self._stats_base[0]) / 1e6
 
     def close(self) -> None:
-        """Let the server's connections go (every thread's)."""
+        """Let the server's connections go (the sender threads' too, each closed on its own thread)."""
         with self._lock:
-            others, self._others = self._others, []
-        for transport in (self._transport, *others):
-            transport.close()
+            senders, self._senders, count = self._senders, None, len(self._others)
+        if senders is not None:
+            for future in [senders.submit(self._close_mine) for _ in range(count)]:
+                with contextlib.suppress(Exception):
+                    future.result(timeout=5)
+            senders.shutdown(wait=False)
+        self._transport.close()
+
+    def _close_mine(self) -> None:
+        """On a sender thread: its client closed (a thread already closed has none)."""
+        mine: Transport | None = getattr(self._local, "transport", None)
+        if mine is not None:
+            self._local.transport = None
+            mine.close()
 
 
 def open_remote_session(target: RemoteTarget, *, sidecar: Path | None = None, runtime: dict[str, Any] | None = None,

@@ -231,3 +231,20 @@ def test_info_says_the_servers_fallback_once():
                         "(requested remote, over grpc)") and not any("not on GPU" in line for line in quiet)
     said = lines("CPU", "CUDA failed: libcudnn.so.9 missing")
     assert "not on GPU    the server's session: CUDA failed: libcudnn.so.9 missing" in said
+
+
+def test_http_requests_from_other_threads_reuse_their_clients(nuclei_server):
+    from concurrent.futures import ThreadPoolExecutor
+
+    from app.inference.remote import MAX_SENDERS
+
+    remote = open_remote_session(_target(nuclei_server.http_url), sidecar=NUCLEI.with_suffix(".yaml"))
+    tensor = remote.warmup_tensor()
+    want = remote.run(tensor)
+    for _ in range(10):  # ten folder runs, each with its own two helper threads (gevent's clients are per thread)
+        with ThreadPoolExecutor(2) as pool:
+            assert all(np.array_equal(got, want) for got in pool.map(lambda _: remote.run(tensor), range(4)))
+    assert len(remote._others) <= MAX_SENDERS  # bounded by the session's sender threads, not one per thread made
+    remote.close()
+    with pytest.raises(RemoteError):  # closed: its clients are gone
+        remote.run(tensor)
