@@ -3,18 +3,41 @@
 from __future__ import annotations
 
 import os
+import shutil
 import sys
 from pathlib import Path
 
+BYTECODE_MIN_FREE = 256 << 20  # below this much free space SegLens leaves its own .pyc files unwritten
 
-def cache_own_bytecode() -> None:
+
+def cache_own_bytecode(*, min_free: int = BYTECODE_MIN_FREE) -> None:
     """Write .pyc files for SegLens's own modules from here on, run from a writable source tree (an entry point
     calls this first). uv's editable install compiles site-packages only, and where PYTHONDONTWRITEBYTECODE is set
     (these machines) SegLens's modules would be compiled from source at every launch: ~40 ms, most of it before
     the window and the first overlay (docs/PERFORMANCE.md). Caching them beside the source is what an installer
-    does at install time; the libraries already have theirs. Frozen builds and read-only installs are untouched."""
-    if not getattr(sys, "frozen", False) and os.access(Path(__file__).parent, os.W_OK):
-        sys.dont_write_bytecode = False
+    does at install time; the libraries already have theirs. Frozen builds and read-only installs are untouched.
+
+    Not on a nearly full disk, nor under a file-size limit: importlib writes a .pyc with one unchecked write, so a
+    short write (ENOSPC part-way, RLIMIT_FSIZE) leaves a truncated .pyc in place, and every later start of SegLens
+    then fails to import that module until the file is deleted."""
+    folder = Path(__file__).parent
+    if getattr(sys, "frozen", False) or not os.access(folder, os.W_OK) or not _room_for_bytecode(folder, min_free):
+        return
+    sys.dont_write_bytecode = False
+
+
+def _room_for_bytecode(folder: Path, min_free: int) -> bool:
+    try:
+        if shutil.disk_usage(folder).free < min_free:
+            return False
+    except OSError:
+        return False
+    try:
+        import resource
+    except ImportError:  # Windows: no file-size limits
+        return True
+    soft, _hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+    return soft == resource.RLIM_INFINITY
 
 
 def install_root() -> Path:
