@@ -189,3 +189,24 @@ def test_resume_after_a_killed_server_finishes_the_run_against_it_again(tmp_path
         assert again.state.requests == 1 + 3  # its warm-up and the three that failed, not the finished one
     assert [row["status"] for row in read_report(out / "seglens_report.csv")] == ["ok"] * 4
     assert len(_masks(out)) == 4
+
+
+def test_a_3d_model_on_the_server_writes_the_label_volume_of_a_local_run(tmp_path, monkeypatch):
+    import nibabel as nib
+
+    from tests.inference.volume3d_models import pointwise
+
+    monkeypatch.delenv("SEGLENS_REMOTE_TOKEN", raising=False)
+    model = pointwise(tmp_path / "p.onnx")  # a 3D model, voxel by voxel
+    model.with_suffix(".yaml").write_text("input:\n  patch: [4, 8, 8]\n")
+    inputs = tmp_path / "in"
+    inputs.mkdir()
+    volume = np.random.default_rng(0).random((20, 12, 9), np.float32)
+    nib.save(nib.Nifti1Image(volume, np.diag([1.0, 1.0, 2.0, 1.0])), str(inputs / "v.nii.gz"))
+    assert main(["run", str(model), str(inputs), "--out", str(tmp_path / "local"), "--device", "cpu"]) == 0
+    with MockServer(model, name="p") as mock:
+        assert main(["run", str(model), str(inputs), "--out", str(tmp_path / "remote"), "--device", "remote",
+                     "--server", mock.grpc_url]) == 0
+    local, remote = (np.asarray(nib.load(str(tmp_path / d / "v.nii.gz_mask.nii.gz")).dataobj)
+                     for d in ("local", "remote"))
+    assert np.array_equal(local, remote) and len(np.unique(remote)) == 3
