@@ -18,7 +18,9 @@ import numpy as np
 import pytest
 from PIL import Image
 from PySide6.QtWidgets import QMenu
-from remote_mocks import MockServer
+from remote_mocks import MockServer, self_signed
+from serve_fixtures import TOKEN as SERVE_TOKEN
+from serve_fixtures import served  # noqa: F401  # the fixture: `seglens-cli serve nuclei` as a subprocess
 
 from app.ui import actions
 
@@ -60,8 +62,8 @@ def store():
 
 @pytest.fixture
 def server():
-    with MockServer(NUCLEI, name="nuclei", token=TOKEN, device="CPU") as served:
-        yield served
+    with MockServer(NUCLEI, name="nuclei", token=TOKEN, device="CPU") as mock:
+        yield mock
 
 
 @pytest.fixture
@@ -98,6 +100,7 @@ def test_the_remote_device_shows_the_local_overlay_and_says_where_it_runs(qtbot,
     caplog.set_level(logging.DEBUG)
     sample = SAMPLES / "nuclei_01.png"
     local = _show(qtbot, window, sample)
+    local_name = window.state.model.spec.name
     dialog = _dialog(window, server.grpc_url, sidecar=NUCLEI.with_suffix(".yaml"))
     with qtbot.waitSignal(window.model_changed, timeout=WAIT):
         dialog.ok_button.click()
@@ -125,6 +128,9 @@ def test_the_remote_device_shows_the_local_overlay_and_says_where_it_runs(qtbot,
         pass
     assert np.array_equal(window.state.on_screen.result.mask, local.result.mask)
     assert [a.text() for a in _device_menu(window).actions() if a.isChecked()] == ["CPU"]
+    with qtbot.waitSignal(window.model_changed, timeout=WAIT):  # and to the server again, from the same menu
+        next(a for a in _device_menu(window).actions() if a.text() == f"Remote: {host}/nuclei").trigger()
+    assert window.status.provider.text() == label and window.state.model.spec.name == local_name
     window.save_settings()
     settings = Path(window.settings.fileName()).read_text()
     assert server.grpc_url in settings and TOKEN not in settings
@@ -264,3 +270,35 @@ def test_no_usable_keyring_is_one_line_and_the_session_still_opens(qtbot, window
     assert window.status.currentMessage() == ("no usable keyring (NoKeyringError): the secret is not remembered; "
                                               "install a keyring backend")
     assert window.state.model.info.remote is not None
+
+
+def test_tls_with_the_ca_bundle_and_without_it(qtbot, window, tmp_path):
+    cert, key = self_signed(tmp_path)
+    with MockServer(NUCLEI, name="nuclei", token=TOKEN, tls=(cert, key), device="CPU") as server:
+        dialog = _dialog(window, server.grpc_url)
+        dialog.test_button.click()
+        qtbot.waitUntil(lambda: dialog.answer.text().startswith(("ready", "remote")), timeout=WAIT)
+        host = server.grpc_url.removeprefix("grpcs://")
+        assert dialog.answer.text().startswith(f"remote {host}/nuclei: TLS handshake failed")
+        dialog.ca_file.setText(str(tmp_path / "missing.pem"))
+        dialog.test_button.click()
+        assert dialog.answer.text() == "CA bundle missing.pem: no such file"
+        dialog.ca_file.setText(str(cert))
+        dialog.test_button.click()
+        qtbot.waitUntil(lambda: dialog.answer.text().startswith("ready"), timeout=WAIT)
+        with qtbot.waitSignal(window.model_changed, timeout=WAIT):
+            dialog.ok_button.click()
+        assert window.status.provider.text().startswith(f"remote: {host}/nuclei")
+    assert str(cert) in Path(window.settings.fileName()).read_text()  # the CA bundle's path is remembered
+
+
+def test_the_viewer_on_seglens_cli_serve_shows_the_local_overlay(qtbot, window, served):  # noqa: F811
+    sample = SAMPLES / "nuclei_01.png"
+    local = _show(qtbot, window, sample)
+    dialog = _dialog(window, served.grpc_url, token=SERVE_TOKEN)
+    with qtbot.waitSignal(window.model_changed, timeout=WAIT):
+        dialog.ok_button.click()
+    with qtbot.waitSignal(window.overlay_shown, timeout=WAIT):
+        pass
+    assert np.array_equal(window.state.on_screen.result.mask, local.result.mask)
+    assert window.status.provider.text() == f"remote: {served.grpc_address}/nuclei (onnxruntime_onnx, CPU)"
