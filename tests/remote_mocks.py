@@ -54,6 +54,7 @@ class MockState:
     on_die: Any = None  # set by MockServer: stops it
     device: str | None = None  # seglens_device in each answer (None: a stock server that says nothing)
     compute_us: bool = True  # False: no compute_us parameter (a stock Triton: the statistics extension only)
+    drop: bool = False  # REST closes each connection after its answer, unannounced (a keep-alive gone stale)
     requests: int = 0  # infer requests seen (each retry is one)
     stats: dict[str, list[int]] = field(default_factory=lambda: {"success": [0, 0], "compute_infer": [0, 0]})
     stopping: threading.Event = field(default_factory=threading.Event)
@@ -135,6 +136,9 @@ class _Rest(BaseHTTPRequestHandler):
         self.send_header("Content-Length", str(len(body) + len(blob)))
         self.end_headers()
         self.wfile.write(body + blob)
+        if self.state.drop:  # no "Connection: close": the client finds out on its next request
+            self.wfile.flush()
+            self.close_connection = True
 
     def _model_path(self, tail: str = "") -> set[str]:
         base = f"/v2/models/{self.state.name}"

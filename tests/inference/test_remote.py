@@ -248,3 +248,16 @@ def test_http_requests_from_other_threads_reuse_their_clients(nuclei_server):
     remote.close()
     with pytest.raises(RemoteError):  # closed: its clients are gone
         remote.run(tensor)
+
+
+def test_a_keep_alive_connection_the_server_closed_is_retried_not_failed():
+    with MockServer(NUCLEI, name="nuclei") as server:
+        retries: list[str] = []
+        remote = open_remote_session(_target(server.http_url, token=None), sidecar=NUCLEI.with_suffix(".yaml"),
+                                     on_retry=retries.append)
+        server.state.drop = True  # each answer's connection closed behind it
+        tensor = remote.warmup_tensor()
+        first = remote.run(tensor)
+        for _ in range(3):
+            assert np.array_equal(remote.run(tensor), first)
+        assert retries and all("/nuclei: the server closed the connection — retrying in" in line for line in retries)
