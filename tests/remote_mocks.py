@@ -69,7 +69,14 @@ class MockState:
                          "inputs": _io(self.session.get_inputs()), "outputs": _io(self.session.get_outputs())}
 
     def authorised(self, header: str | None) -> bool:
-        return self.token is None or header == f"Bearer {self.token}"
+        """A bearer token, or `token` "basic:user:password" for HTTP basic auth."""
+        if self.token is None:
+            return True
+        if self.token.startswith("basic:"):
+            import base64
+
+            return header == "Basic " + base64.b64encode(self.token.removeprefix("basic:").encode()).decode()
+        return header == f"Bearer {self.token}"
 
     def admit(self) -> str | None:
         """Count a request; 'busy' or 'hang' when a mode says it must not be answered now."""

@@ -210,3 +210,16 @@ def test_a_3d_model_on_the_server_writes_the_label_volume_of_a_local_run(tmp_pat
     local, remote = (np.asarray(nib.load(str(tmp_path / d / "v.nii.gz_mask.nii.gz")).dataobj)
                      for d in ("local", "remote"))
     assert np.array_equal(local, remote) and len(np.unique(remote)) == 3
+
+
+@pytest.mark.parametrize("face", ["grpc", "http"])
+def test_basic_auth_takes_the_password_from_the_environment(tmp_path, capsys, monkeypatch, face):
+    monkeypatch.delenv("SEGLENS_REMOTE_TOKEN", raising=False)
+    monkeypatch.setenv("T1_PASSWORD", "pa55:word")
+    with MockServer(NUCLEI, name="nuclei", token="basic:ann:pa55:word") as mock:
+        url = mock.grpc_url if face == "grpc" else mock.http_url
+        base = ["info", "nuclei", "--device", "remote", "--server", url, "--no-session"]
+        assert main([*base, "--user", "ann", "--password-env", "T1_PASSWORD"]) == 0
+        assert main([*base, "--user", "bob", "--password-env", "T1_PASSWORD"]) == 2
+    err = capsys.readouterr().err
+    assert "refused: not authorised" in err and "pa55" not in err
