@@ -127,8 +127,8 @@ class RemoteTiming:
 class RemoteSession(ModelSession):
     """The ModelSession interface over the wire; the transport's errors come back as RemoteError, one line, after
     the bounded retries. Unlike a local session, `run` may be called from several threads at once: a folder run
-    keeps `in_flight` requests going (app.runs.batch), gRPC on its one thread-safe client, HTTP on a client per
-    thread (tritonclient.http's is not thread-safe)."""
+    keeps `in_flight` requests going (app.runs.batch), gRPC on its one thread-safe client, HTTP through the
+    session's sender threads (tritonclient.http's gevent client works only on the thread that made it)."""
 
     in_flight = 4  # requests a folder run keeps going at once (a GPU server is then never waiting on the network)
 
