@@ -73,7 +73,6 @@ def main() -> int:
         dialog.auth.setCurrentIndex(dialog.auth.findData("bearer"))
         dialog.token.setText(TOKEN)
         dialog.remember.setChecked(True)
-        dialog.sidecar.setText(str(NUCLEI.with_suffix(".yaml")))
         dialog.test_button.click()
         wait(app, lambda: dialog.answer.text().startswith(("ready", "remote")))
         settle(app)

@@ -17,6 +17,7 @@ import keyring.backends.fail
 import numpy as np
 import pytest
 from PIL import Image
+from PySide6.QtCore import QTimer
 from PySide6.QtWidgets import QMenu
 from remote_mocks import MockServer, self_signed
 from serve_fixtures import TOKEN as SERVE_TOKEN
@@ -175,6 +176,31 @@ def test_a_busy_server_shows_the_retry_line_until_it_answers(qtbot, window, serv
     qtbot.waitUntil(lambda: window.status.provider.text() == label, timeout=WAIT)
     assert len(lines) == 2 and lines[1].endswith("(attempt 3 of 4)")
     assert window.status.provider.styleSheet() != "" and "#ffcc00" not in window.status.provider.styleSheet()
+
+
+def test_a_silent_server_leaves_the_viewer_responsive_and_it_goes_on_when_it_answers(qtbot, window, server):
+    dialog = _dialog(window, server.grpc_url)
+    dialog.timeout.setValue(1)
+    with qtbot.waitSignal(window.model_changed, timeout=WAIT):
+        dialog.ok_button.click()
+    label = window.status.provider.text()
+    ticks: list[int] = []
+    timer = QTimer()
+    timer.timeout.connect(lambda: ticks.append(1))  # runs only while the GUI thread's event loop does
+    timer.start(20)
+    server.state.hang = True  # requests are taken and never answered
+    sample = SAMPLES / "nuclei_02_dense.png"
+    window.add_paths([sample])
+    qtbot.waitUntil(lambda: window.status.provider.text().startswith("⚠ "), timeout=WAIT)
+    assert ticks, "the GUI thread stood still while the inference thread waited on the server"
+    assert " — retrying in " in window.status.provider.text()
+    assert "within" in window.status.provider.toolTip()  # the whole line: no answer within the timeout
+    server.state.hang = False
+    qtbot.waitUntil(lambda: window.state.on_screen is not None and window.state.on_screen.path == sample,
+                    timeout=WAIT)
+    qtbot.waitUntil(lambda: window.status.provider.text() == label, timeout=WAIT)
+    timer.stop()
+    assert "timeout_s=1" in Path(window.settings.fileName()).read_text()  # remembered with the server
 
 
 def test_a_server_that_stays_busy_is_one_line_and_the_next_picture_tries_again(qtbot, window, server):

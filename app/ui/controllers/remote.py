@@ -138,7 +138,8 @@ class RemoteController(QObject):
         try:
             return RemoteTarget(form.url, form.model, form.version,
                                 token=form.secret if form.auth == "bearer" else None, username=form.username or None,
-                                password=form.secret if form.auth == "basic" else None, ca_file=ca_file)
+                                password=form.secret if form.auth == "basic" else None, ca_file=ca_file,
+                                timeout_s=form.timeout_s)
         except RemoteError as exc:  # "server URL 'x': expected grpc://…"
             dialog.say(str(exc), ok=False)
             return None
@@ -148,8 +149,9 @@ class RemoteController(QObject):
 
         values = {key: str(self._settings.value(f"remote/{key}", "", str)) for key in SETTINGS}
         remember = bool(self._settings.value("remote/remember", False, bool))
+        timeout = float(self._settings.value("remote/timeout_s", 30.0, float))  # type: ignore[arg-type]
         return RemoteForm(values["url"], values["model"], values["version"], values["auth"] or "none",
-                          values["username"], "", remember, values["ca_file"], values["sidecar"])
+                          values["username"], "", remember, values["ca_file"], values["sidecar"], timeout)
 
     def _remember(self, form: RemoteForm, target: RemoteTarget) -> None:
         from app.ui.state.remote_messages import SecretKeep, keyring_account
@@ -158,6 +160,7 @@ class RemoteController(QObject):
             for key in SETTINGS:
                 self._settings.setValue(f"remote/{key}", getattr(form, key))
             self._settings.setValue("remote/remember", form.remember)
+            self._settings.setValue("remote/timeout_s", form.timeout_s)
         if form.auth != "none":  # kept when asked; unticked, what the keyring had for it is forgotten
             account = keyring_account(host=target.host, username=target.username)
             self.keep_requested.emit(SecretKeep(account, form.secret if form.remember else ""))

@@ -15,6 +15,7 @@ from PySide6.QtWidgets import (
     QComboBox,
     QDialog,
     QDialogButtonBox,
+    QDoubleSpinBox,
     QFileDialog,
     QFormLayout,
     QHBoxLayout,
@@ -43,6 +44,7 @@ class RemoteForm:
     remember: bool
     ca_file: str
     sidecar: str = ""  # a local sidecar (YAML): classes, colours, thresholds the server's metadata cannot say
+    timeout_s: float = 30.0  # each request's; a server that does not answer is tried again after it
 
 
 class RemoteDialog(QDialog):
@@ -92,12 +94,20 @@ class RemoteDialog(QDialog):
         self.ca_file.setPlaceholderText("https / grpcs: the CA bundle that signed the server's certificate")
         self.sidecar = QLineEdit()
         self.sidecar.setPlaceholderText("the classes, colours, thresholds (.yaml); empty: a bundled model's own")
+        self.timeout = QDoubleSpinBox()
+        self.timeout.setRange(1.0, 600.0)
+        self.timeout.setDecimals(0)
+        self.timeout.setSuffix(" s")
+        self.timeout.setValue(30.0)
+        self.timeout.setToolTip("How long one request may take; a server that does not answer within it is tried "
+                                "again (3 times, after 1, 2, 4 s) before the picture is given up on")
         for label, widget in (("Server URL", self.url), ("Model", self.model), ("Version", self.version),
                               ("Credentials", self.auth), ("Token", self.token), ("User", self.username),
                               ("Password", self.password), ("", self.remember)):
             form.addRow(label, widget)
         form.addRow("CA bundle", _with_browse(self.ca_file, "CA bundle", "Certificates (*.pem *.crt *.cer)"))
         form.addRow("Sidecar", _with_browse(self.sidecar, "Sidecar", "Sidecars (*.yaml *.yml)"))
+        form.addRow("Timeout", self.timeout)
         self._rows = form
         self.auth.currentIndexChanged.connect(self._show_auth)
         for widget in (self.url, self.username):
@@ -119,7 +129,7 @@ class RemoteDialog(QDialog):
         return RemoteForm(self.url.text().strip(), self.model.text().strip(), self.version.text().strip(), kind,
                           self.username.text().strip() if kind == "basic" else "", secret,
                           self.remember.isChecked() and kind != "none", self.ca_file.text().strip(),
-                          self.sidecar.text().strip())
+                          self.sidecar.text().strip(), self.timeout.value())
 
     def fill(self, form: RemoteForm) -> None:
         """The fields as remembered (the secret: set_secret, once the keyring has answered)."""
@@ -131,6 +141,7 @@ class RemoteDialog(QDialog):
         self.remember.setChecked(form.remember)
         self.ca_file.setText(form.ca_file)
         self.sidecar.setText(form.sidecar)
+        self.timeout.setValue(form.timeout_s)
 
     def set_secret(self, secret: str) -> None:
         """The keyring's secret for the server and user shown, into the field the credentials' kind uses."""
