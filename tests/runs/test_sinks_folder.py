@@ -10,7 +10,7 @@ import numpy as np
 
 from app.inference.spec_builder import load_spec
 from app.runs.sinks import StationVerdict
-from app.runs.sinks.folder import FolderSink, Pictures
+from app.runs.sinks.folder import FolderSink, Pictures, copy_path
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -71,3 +71,32 @@ def test_a_long_names_copy_is_valid_utf8_with_its_extension(tmp_path):
     copies = sorted((tmp_path / "ng" / "line").iterdir())
     assert len(copies) == 2 and all(len(path.name.encode()) <= 255 for path in copies)  # strict UTF-8
     assert all(path.name.endswith(".png.png") for path in copies)  # a camera frame's copy: <id>.png
+
+
+def test_an_error_frames_input_is_kept_under_error_as_ng_is(tmp_path):
+    # an ERROR frame's input was kept nowhere (only NG/REVIEW were copied): a camera frame the model could not judge
+    # was lost, and the operator could not see what came
+    spec = load_spec(REPO / "models" / "surface_anomaly.onnx")
+    out = tmp_path / "out"
+    out.mkdir()
+    broken = tmp_path / "in" / "cam1" / "part-9.png"
+    broken.parent.mkdir(parents=True)
+    sink = FolderSink(out, spec, keep_files=3)
+    for second, data in enumerate((b"\x89PNG broken once", b"\x89PNG broken again")):
+        broken.write_bytes(data)
+        sink.publish_pictures(verdict("cam1/part-9.png", "ERROR"), Pictures(broken, None, None))
+        os.utime(out / "error" / "cam1" / "part-9.png", (second, second))
+    sink.publish_pictures(verdict("7", "ERROR"), Pictures(None, frame(70), None))  # a camera frame: its pixels
+    sink.publish_pictures(verdict("8", "ERROR"), Pictures(None, None, None))  # nothing came: nothing to keep
+    assert sink.problem is None and sink.lost == 0
+    assert (out / "error" / "cam1" / "part-9.png").read_bytes() == b"\x89PNG broken again"
+    assert (out / "error" / "cam1" / "part-9_2.png").read_bytes() == b"\x89PNG broken once"  # moved aside
+    assert int(cv2.imread(str(out / "error" / "7.png"))[0, 0, 0]) == 70
+    assert sorted(p.name for p in (out / "error").rglob("*") if p.is_file()) == ["7.png", "part-9.png", "part-9_2.png"]
+    assert copy_path(out, verdict("7", "ERROR"), Pictures(None, frame(70), None)) == out / "error" / "7.png"
+    assert copy_path(out, verdict("8", "ERROR"), Pictures(None, None, None)) is None
+    again = FolderSink(out, spec, keep_files=2)  # the retention counts them with the others, oldest first
+    assert sorted(p.name for p in (out / "error").rglob("*") if p.is_file()) == ["7.png", "part-9.png"]
+    broken.unlink()  # gone before its copy was made (the line took it away): no copy, and no alarm
+    again.publish_pictures(verdict("cam1/gone.png", "ERROR"), Pictures(broken, None, None))
+    assert again.problem is None and again.lost == 0 and not (out / "error" / "cam1" / "gone.png").exists()

@@ -146,7 +146,8 @@ def test_a_broken_image_is_an_error_line_and_the_station_goes_on(tmp_path, model
     assert lines[0]["reason"].startswith("broken.png: ") and str(tmp_path) not in lines[0]["reason"]
     assert lines[1]["verdict"] == expected["anomaly_05_pits.png"][0]
     assert stats.counts["ERROR"] == 1 and stats.frames == 2
-    assert not (station_file.out / "ng" / "broken.png").exists()  # an ERROR is no NG: nothing to look at again
+    assert not (station_file.out / "ng" / "broken.png").exists()  # an ERROR is no NG
+    assert (station_file.out / "error" / "broken.png").read_bytes() == broken.read_bytes()  # what came, kept
 
 
 def test_retention_keeps_the_newest_files_by_count(tmp_path, model, expected):

@@ -5,7 +5,10 @@ Under the station's output folder:
   writes them (app.runs.outputs; the id's parts made safe as run's output stems are);
 - `ng/<id>` and `review/<id>`: a copy of the input of each NG and REVIEW frame, byte for byte (a camera's frame:
   `<id>.png`), so the parts to look at again are in one place; an earlier copy under the same name (a camera's ids
-  start at 0 again after a restart) is moved aside to `<id>_2` (`_3`…), never overwritten.
+  start at 0 again after a restart) is moved aside to `<id>_2` (`_3`…), never overwritten;
+- `error/<id>`: the same for an ERROR frame (the model could not judge it), so what came is not lost: a file's bytes
+  (up to ERROR_COPY_MAX bytes: a broken file may be anything), a camera frame's pixels as `<id>.png` when it had
+  any. An input gone or unreadable by then leaves nothing to keep: no copy, and no problem of the sink.
 Every file appears whole or not at all (app.io.files.atomic_write). With `keep_files` or `keep_bytes`, the oldest
 files (by modification time, the ones from before a restart too) are removed once the sink holds more: a station that
 runs for a shift does not fill the disk. A write that fails (a full disk) is no exception for the station: the sink
@@ -26,7 +29,7 @@ from typing import TYPE_CHECKING
 from app.errors import OutputError, SegLensError, one_line
 from app.io.discover import safe_name
 from app.io.files import atomic_write, encode_png
-from app.io.regular import read_regular
+from app.io.regular import open_regular, read_regular
 from app.runs.outputs import write_result_images
 from app.runs.sinks import StationVerdict
 
@@ -38,8 +41,9 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-FOLDERS = ("results", "ng", "review")
-COPIED = {"NG": "ng", "REVIEW": "review"}  # the verdicts whose input is copied, and where to
+FOLDERS = ("results", "ng", "review", "error")
+COPIED = {"NG": "ng", "REVIEW": "review", "ERROR": "error"}  # the verdicts whose input is copied, and where to
+ERROR_COPY_MAX = 256 << 20  # an ERROR frame's file is copied up to this size (it may be no image at all)
 
 
 @dataclass(frozen=True)
@@ -53,7 +57,7 @@ class Pictures:
 
 
 class FolderSink:
-    """Writes a station's pictures and NG/REVIEW copies under `out` (see the module's docstring)."""
+    """Writes a station's pictures and NG/REVIEW/ERROR copies under `out` (see the module's docstring)."""
 
     name = "folder"
 
@@ -77,7 +81,7 @@ class FolderSink:
         """A verdict without pictures (the Sink interface): nothing to write."""
 
     def publish_pictures(self, verdict: StationVerdict, pictures: Pictures) -> None:
-        """Write the frame's pictures and, for NG and REVIEW, its copy; never raises for a write that fails."""
+        """Write the frame's pictures and, for NG, REVIEW and ERROR, its copy; never raises for a write that fails."""
         try:
             written = self._write(verdict, pictures)
         except (OSError, SegLensError, ValueError) as exc:  # a full disk, a file gone since it was judged
@@ -105,16 +109,31 @@ class FolderSink:
             written += write_result_images(pictures.result, self.spec, stem, self.save, pictures.pixels)
         target = copy_path(self.out, verdict, pictures)
         if target is not None:
-            written.append(self._copy(target, pictures))
+            data = self._input(verdict, pictures)
+            if data is not None:
+                written.append(self._copy(target, data))
         return written
 
-    def _copy(self, target: Path, pictures: Pictures) -> Path:
-        if pictures.path is not None:
-            data = read_regular(pictures.path)
-        elif pictures.pixels is not None:
-            data = encode_png(pictures.pixels)
-        else:
-            raise ValueError("a frame with neither a file nor pixels cannot be copied")
+    def _input(self, verdict: StationVerdict, pictures: Pictures) -> bytes | None:
+        """The bytes the copy holds; None when an ERROR frame's input cannot be had (gone, unreadable, too big)."""
+        if pictures.path is None:
+            if pictures.pixels is None:
+                raise ValueError("a frame with neither a file nor pixels cannot be copied")
+            return encode_png(pictures.pixels)
+        if verdict.verdict != "ERROR":
+            return read_regular(pictures.path)
+        try:  # a frame that could not be judged: its file may be gone, a FIFO, or huge
+            with open_regular(pictures.path) as handle:
+                data = handle.read(ERROR_COPY_MAX + 1)
+        except OSError as exc:
+            log.debug("folder sink: the input of ERROR frame %s not kept: %s", verdict.frame_id, exc)
+            return None
+        if len(data) > ERROR_COPY_MAX:
+            log.info("folder sink: an ERROR frame's input is over %d MiB: not kept", ERROR_COPY_MAX >> 20)
+            return None
+        return data
+
+    def _copy(self, target: Path, data: bytes) -> Path:
         target.parent.mkdir(parents=True, exist_ok=True)
         self._keep_earlier(target)
         atomic_write(target, data)
@@ -187,10 +206,11 @@ class FolderSink:
 
 
 def copy_path(out: Path, verdict: StationVerdict, pictures: Pictures) -> Path | None:
-    """Where the sink keeps the copy of this frame's input (`out/ng/<id>`; a camera's frame: `<id>.png`), or None
-    for a verdict it does not copy (the viewer's Station view opens it from its strip of thumbnails)."""
+    """Where the sink keeps the copy of this frame's input (`out/ng/<id>`, `review/`, `error/`; a camera's frame:
+    `<id>.png`), or None for a verdict it does not copy, or an ERROR frame with nothing to keep (the viewer's Station
+    view opens it from its strip of thumbnails)."""
     folder = COPIED.get(verdict.verdict)
-    if folder is None:
+    if folder is None or (verdict.verdict == "ERROR" and pictures.path is None and pictures.pixels is None):
         return None
     target = Path(out) / folder / _safe(verdict.frame_id)
     return target if pictures.path is not None else target.with_name(target.name + ".png")
