@@ -116,12 +116,9 @@ def serve_forever(models: list[OnnxModel], config: ServeConfig, *,
 
 
 async def _serve(models: list[OnnxModel], config: ServeConfig, on_ready: Callable[[], None] | None) -> int:
-    from kserve.model_repository import ModelRepository
     from kserve.protocol.model_repository_extension import ModelRepositoryExtension
 
-    registry = ModelRepository()
-    for model in models:
-        registry.update(model)
+    registry = _registry(models)
     dataplane = _dataplane(registry)
     extension = ModelRepositoryExtension(model_registry=registry)
     listening = _listen(config)  # bound here: a port in use is one line, not uvicorn's sys.exit(1)
@@ -167,6 +164,22 @@ def _listen(config: ServeConfig) -> socket.socket:
         listening.close()
         raise SegLensError(f"cannot listen on {config.rest_url()}: {exc.strerror or exc}") from exc
     return listening
+
+
+def _registry(models: list[OnnxModel]) -> Any:
+    """KServe's model registry holding the served models for good: the repository extension's unload (REST
+    `v2/repository/models/<m>/unload`, gRPC RepositoryModelUnload) would drop a model no request could bring
+    back, so it is refused (501 / UNIMPLEMENTED); its load of a served model is a no-op."""
+    from kserve.model_repository import ModelRepository
+
+    class Served(ModelRepository):  # type: ignore[misc]
+        def unload(self, name: str) -> None:
+            raise NotImplementedError(f"serve keeps its models loaded ('{name}' too): stop the server instead")
+
+    registry = Served()
+    for model in models:
+        registry.update(model)
+    return registry
 
 
 def _dataplane(registry: Any) -> Any:

@@ -108,9 +108,15 @@ def _from_bytes(cls: Any, req_bytes: bytes, json_length: int, model_name: str) -
 
 
 class _NoTraceback(logging.Filter):
-    """KServe logs every refused request with exc_info: one line is enough for a client's mistake."""
+    """KServe logs every refused request with exc_info (its message often just 'Exception:'): the exception's own
+    line instead of the traceback is enough for a client's mistake."""
 
     def filter(self, record: logging.LogRecord) -> bool:
+        from app.errors import one_line
+
+        if isinstance(record.exc_info, tuple) and record.exc_info[1] is not None:
+            record.msg = f"{record.getMessage()} {one_line(record.exc_info[1], most=500, typed=True)}"
+            record.args = None
         record.exc_info = None
         record.exc_text = None
         return True

@@ -185,3 +185,25 @@ def test_a_v1_predict_is_a_400_naming_the_v2_route_not_a_500(served: Served):
     assert caught.value.code == 400
     assert json.loads(caught.value.read()) == {
         "error": "nuclei: serve speaks the v2 protocol: POST /v2/models/nuclei/infer"}
+
+
+def test_the_repository_extension_cannot_unload_a_served_model(served: Served):
+    request = urllib.request.Request(f"{served.url}/v2/repository/models/nuclei/unload", data=b"", method="POST",
+                                     headers=served.headers)
+    with pytest.raises(urllib.error.HTTPError) as caught:
+        urllib.request.urlopen(request, timeout=30)
+    assert caught.value.code == 501
+    assert json.loads(caught.value.read()) == {
+        "error": "serve keeps its models loaded ('nuclei' too): stop the server instead"}
+    assert _get(served, "/v2/models/nuclei/ready") == (200, {"name": "nuclei", "ready": True})
+
+
+def test_the_server_logs_a_refused_request_in_one_line_without_a_traceback(served: Served):
+    connection = http.client.HTTPConnection("127.0.0.1", served.port, timeout=60)
+    status, _, _ = _post(connection, *_binary_body(_image(8)[:, :, :64, :64].copy()))
+    connection.close()
+    assert status == 400
+    logged = [line for line in served.stderr().splitlines() if "Got: 64 Expected: 256" in line]
+    assert len(logged) == 1 and logged[0].startswith("ERROR: ") and "Got invalid dimensions" in logged[0]
+    assert "Traceback" not in served.stderr()
+    assert TOKEN not in served.stderr()
