@@ -32,7 +32,8 @@ def run(command: list[str], **kwargs) -> None:
 
 def requirements(flavor: str) -> list[str]:
     """Pinned runtime requirements from uv.lock, with the onnxruntime package of the flavor."""
-    extra = ["--extra", "cuda"] if flavor == "cuda13" else []
+    # opcua: station mode's OPC UA sink (asyncua, pure Python) ships in every flavor
+    extra = ["--extra", "opcua"] + (["--extra", "cuda"] if flavor == "cuda13" else [])
     exported = subprocess.run(["uv", "export", "--frozen", "--no-dev", "--no-hashes", "--no-emit-project",
                                "--no-header", "--no-annotate", *extra], cwd=ROOT, check=True, capture_output=True,
                               text=True).stdout
