@@ -201,3 +201,25 @@ def _self_signed(folder: Path) -> tuple[Path, Path]:
     key_path.write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
                                            serialization.NoEncryption()))
     return cert_path, key_path
+
+
+def test_cuda_asked_for_on_a_machine_without_one_says_why_at_start_and_in_every_answer(tmp_path: Path):
+    from app.inference.providers import detect_nvidia_gpu
+
+    if detect_nvidia_gpu() is not None:
+        pytest.skip("a GPU is here: CUDA does not fall back")
+    server = start_serve(tmp_path / "cuda", "nuclei", token=None, args=("--device", "cuda"))
+    try:
+        lines = server.stdout().splitlines()
+        assert lines[0].endswith(", CPU (no NVIDIA GPU), no token (open)")
+        assert lines[1].startswith("note: nuclei: cuda was asked for, it runs on CPU (no NVIDIA GPU): ")
+        reason = lines[1].split(": ", 3)[3]
+        body = {"inputs": [{"name": "input", "shape": [1, 1, 256, 256], "datatype": "FP32", "data": [0.5] * 65536}]}
+        request = urllib.request.Request(f"{server.url}/v2/models/nuclei/infer", data=json.dumps(body).encode(),
+                                         headers={"Content-Type": "application/json"})
+        with urllib.request.urlopen(request, timeout=60) as answer:
+            parameters = json.loads(answer.read())["parameters"]
+        assert parameters["seglens_device"] == "CPU (no NVIDIA GPU)"
+        assert parameters["seglens_fallback"] == reason and reason
+    finally:
+        server.stop()
