@@ -2,6 +2,7 @@
 
     seglens-cli watch STATION.yaml
     seglens-cli watch MODEL SOURCE --out DIR [--mqtt URL] [--opcua ENDPOINT] [--settle S] [--name NAME]
+                      [--[no-]anonymize]
 
 SOURCE: a folder (watched: each image put into it is judged once it is complete), a video file or a stream URL
 (rtsp://…, http://…), or `camera:N`. The command line's station logs every verdict in DIR (verdicts.jsonl and
@@ -65,6 +66,10 @@ def add_watch_command(commands: argparse._SubParsersAction[argparse.ArgumentPars
     watch.add_argument("--stall", type=float, metavar="S",
                        help="no frame for S s is an alarm, and a camera or stream then ends (default 5 for those)")
     watch.add_argument("--name", default="station", help="the station's name (log field, MQTT topic part)")
+    watch.add_argument("--anonymize", action=argparse.BooleanOptionalAction, default=None,
+                       help="every file by its keyed pseudonym in the log, MQTT, OPC UA and the output folder's "
+                            "names, a DICOM's copies de-identified (default: DICOM and NIfTI files only; "
+                            "--no-anonymize: none)")
     add_model_options(watch)
     watch.add_argument("--no-progress", action="store_true", help="no progress line even on a terminal")
     watch.set_defaults(handler=cmd_watch)
@@ -102,7 +107,8 @@ def _station_file(args: argparse.Namespace) -> StationFile:
         if args.target.suffix.lower() not in (".yaml", ".yml"):
             raise StationFileError(f"{_shown(args.target)}: give a station file (.yaml), or MODEL SOURCE --out DIR")
         given = [flag for flag, value in (("--out", args.out), ("--mqtt", args.mqtt), ("--opcua", args.opcua),
-                                          ("--config", args.config)) if value is not None]
+                                          ("--config", args.config), ("--[no-]anonymize", args.anonymize))
+                 if value is not None]
         if given:
             raise StationFileError(f"{', '.join(given)}: a station file says these itself (its out, sinks, sidecar)")
         return read_station_file(args.target)
@@ -119,6 +125,8 @@ def _station_file(args: argparse.Namespace) -> StationFile:
         values["sidecar"] = str(args.config.absolute())
     if args.stall is not None:  # a camera triggered per part is quiet between parts for longer than 5 s
         values["stall_after_s"] = args.stall
+    if args.anonymize is not None:
+        values["anonymize"] = args.anonymize
     return parse_station(values, path=None, base=Path.cwd())
 
 

@@ -57,6 +57,7 @@ if TYPE_CHECKING:
     from app.inference.spec import ModelSpec
     from app.io.sources import Frame, Source
     from app.io.sources.watch import AlreadyDone
+    from app.runs.station_privacy import StationPrivacy
 
 log = logging.getLogger(__name__)
 
@@ -88,7 +89,7 @@ class Station:
                  progress: Callable[[StationStats], None] | None = None,
                  on_verdict: Callable[[StationVerdict, Pictures], None] | None = None,
                  stop: threading.Event | None = None, window: int = 500, stall_after_s: float | None = None,
-                 overlap: bool = True, helper_niceness: int = 0) -> None:
+                 overlap: bool = True, helper_niceness: int = 0, privacy: StationPrivacy | None = None) -> None:
         refused = station_problem(model)
         if refused:
             raise StationRefused(refused)
@@ -103,6 +104,7 @@ class Station:
         self._raised: dict[str, str] = {}  # sink name → the last exception's line (a sink must not raise)
         self._ended: str | None = None
         self._overlap, self._niceness = overlap, helper_niceness
+        self._privacy = privacy  # a private frame's id and error line by its pseudonym (app.runs.station_privacy)
 
     def stop(self) -> None:
         """End the loop after the frame being judged (any thread, a signal handler too)."""
@@ -212,7 +214,10 @@ class Station:
 
     def _verdict(self, frame: Frame, state: str, score: float | None, reason: str) -> StationVerdict:
         now = time.time()
-        return StationVerdict(station=self.name, frame_id=frame.id, time=now, verdict=state, score=score,
+        frame_id = frame.id
+        if self._privacy is not None:  # every id that leaves the station is made here
+            frame_id, reason = self._privacy.outward(frame, state, reason)
+        return StationVerdict(station=self.name, frame_id=frame_id, time=now, verdict=state, score=score,
                               reason=reason, latency_ms=max(0.0, (now - frame.timestamp) * 1000.0))
 
     def _publish(self, verdict: StationVerdict) -> None:

@@ -9,6 +9,8 @@
         # or {video: part.mp4 | rtsp://…, realtime: true}, or {camera: 0}
     out: station-out/                 # the output folder: journal, logs, pictures (one station per folder)
     stall_after_s: 30                 # optional: no frame for this long is an alarm (a camera/stream ends)
+    anonymize: true                   # optional: every file's frame by its pseudonym (default: DICOM, NIfTI only;
+                                      # false: none) — app.runs.station_privacy
     sinks:
       log: {max_bytes: 16000000, keep: 5, fsync: false, jsonl: true, csv: true}   # in out/ (app.runs.sinks.log)
       mqtt: {url: mqtts://host:8883, topic_prefix: seglens, username: u, password_env: MQTT_PASSWORD,
@@ -40,7 +42,7 @@ from app.runs.outputs import SAVE_KINDS
 
 MAX_BYTES = 1 << 20  # a station file is a short YAML file
 NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")  # an MQTT topic level and a file name part
-_TOP = ("name", "model", "sidecar", "verdict", "device", "source", "out", "stall_after_s", "sinks")
+_TOP = ("name", "model", "sidecar", "verdict", "device", "source", "out", "stall_after_s", "sinks", "anonymize")
 _SOURCE = {"watch": ("settle_s", "recursive", "polling"), "video": ("realtime",), "camera": ()}
 _MQTT = ("url", "topic_prefix", "username", "password_env", "tls", "client_id")
 _TLS = ("ca", "cert", "key")
@@ -79,6 +81,7 @@ class StationFile:
     verdict: dict[str, Any] | None = None
     device: str = "auto"
     stall_after_s: float | None = None
+    anonymize: bool | None = None  # True every file by its pseudonym, None DICOM and NIfTI only, False none
     sinks: dict[str, dict[str, Any]] = field(default_factory=lambda: {"log": {}, "folder": {}})
 
 
@@ -113,12 +116,14 @@ def parse_station(values: Any, *, path: Path | None, base: Path) -> StationFile:
     sidecar = top.get("sidecar")
     verdict = top.get("verdict")
     stall = top.get("stall_after_s")
+    anonymize = top.get("anonymize")
     return StationFile(
         path=path, name=name, model=_model(base, model), out=base / check.text("out", top["out"]),
         source=_source(check, top["source"], base), device=_device(check, top.get("device", "auto")),
         sidecar=None if sidecar is None else base / check.text("sidecar", sidecar),
         verdict=None if verdict is None else dict(check.mapping("verdict", verdict, ("fail_if", "review_if"))),
         stall_after_s=None if stall is None else check.number("stall_after_s", stall, positive=True),
+        anonymize=None if anonymize is None else check.flag("anonymize", anonymize),
         sinks=_sinks(check, top.get("sinks", {"log": {}, "folder": {}}), base))
 
 

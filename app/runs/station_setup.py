@@ -21,6 +21,7 @@ import yaml
 from app.errors import SegLensError
 from app.runs.station import Station, StationRefused
 from app.runs.station_file import StationFile
+from app.runs.station_privacy import StationPrivacy, station_privacy
 
 if TYPE_CHECKING:
     from app.inference.session import ModelSession
@@ -72,19 +73,19 @@ def open_station(station: StationFile, *, model: ModelSession | None = None, run
         from app.inference.session import open_session
 
         model = open_session(station_spec(station), station.device, runtime=runtime)
-    opened = model
+    opened, privacy = model, station_privacy(station.anonymize)  # the key read before anything runs
     return Station(name=station.name, model=model, open_source=source_opener(station), out=station.out,
-                   open_sinks=lambda: make_sinks(station, opened), progress=progress, on_verdict=on_verdict, stop=stop,
-                   stall_after_s=station.stall_after_s)
+                   open_sinks=lambda: make_sinks(station, opened, privacy=privacy), progress=progress,
+                   on_verdict=on_verdict, stop=stop, stall_after_s=station.stall_after_s, privacy=privacy)
 
 
-def make_sinks(station: StationFile, model: ModelSession) -> list[Sink]:
+def make_sinks(station: StationFile, model: ModelSession, *, privacy: StationPrivacy | None = None) -> list[Sink]:
     """The station's sinks, in the file's order (a log in the output folder, MQTT, OPC UA, the output folder).
     One refused (a bad certificate, an unset password variable): those opened before it are closed, not leaked."""
     sinks: list[Sink] = []
     try:
         for name, options in station.sinks.items():
-            sinks.append(_make_sink(station, model, name, options))
+            sinks.append(_make_sink(station, model, name, options, privacy))
     except BaseException:
         for sink in sinks:
             sink.close()
@@ -92,7 +93,8 @@ def make_sinks(station: StationFile, model: ModelSession) -> list[Sink]:
     return sinks
 
 
-def _make_sink(station: StationFile, model: ModelSession, name: str, options: dict[str, Any]) -> Sink:
+def _make_sink(station: StationFile, model: ModelSession, name: str, options: dict[str, Any],
+               privacy: StationPrivacy | None) -> Sink:
     if name == "log":
         from app.runs.sinks.log import LogSink
 
@@ -107,7 +109,7 @@ def _make_sink(station: StationFile, model: ModelSession, name: str, options: di
         from app.runs.sinks.folder import FolderSink
 
         return FolderSink(station.out, model.spec, save=options.get("save", ("mask", "overlay")),
-                          keep_files=options.get("keep_files"), keep_bytes=options.get("keep_bytes"))
+                          keep_files=options.get("keep_files"), keep_bytes=options.get("keep_bytes"), privacy=privacy)
     raise StationRefused(f"{station.path or 'the station'}: unknown sink {name!r}")  # station_file allows no other
 
 

@@ -132,6 +132,7 @@ def test_a_station_file_is_run_and_its_bad_key_is_one_line(demo, tmp_path, capsy
     (["STATION.yaml", "--out", "x"], "--out: a station file says these itself"),
     (["surface_anomaly", "camera:x", "--out", "o"], "'source.camera' must be a whole number >= 0, got 'x'"),
     (["surface_anomaly", "camera:0", "--out", "o", "--stall", "0"], "'stall_after_s' must be a number > 0, got 0"),
+    (["STATION.yaml", "--anonymize"], "--[no-]anonymize: a station file says these itself"),
 ])
 def test_usage_errors_are_one_line_and_exit_2(tmp_path, monkeypatch, capsys, args, message):
     monkeypatch.chdir(tmp_path)
@@ -195,3 +196,13 @@ def test_stall_gives_the_station_its_stall_after_s():
 
     args = build_parser().parse_args(["watch", "surface_anomaly", "rtsp://cam/1", "--out", "o", "--stall", "120"])
     assert isinstance(args, argparse.Namespace) and _station_file(args).stall_after_s == 120
+
+
+@pytest.mark.parametrize(("flags", "anonymize"), [([], None), (["--anonymize"], True), (["--no-anonymize"], False)])
+def test_anonymize_gives_the_station_its_anonymize(flags, anonymize):
+    # a station had no --anonymize: a file named after a patient was its id in every output (app.runs.station_privacy)
+    from app.cli import build_parser
+    from app.cli.watch import _station_file
+
+    args = build_parser().parse_args(["watch", "surface_anomaly", "rtsp://cam/1", "--out", "o", *flags])
+    assert _station_file(args).anonymize is anonymize

@@ -32,12 +32,14 @@ from app.io.files import atomic_write, encode_png
 from app.io.regular import open_regular, read_regular
 from app.runs.outputs import write_result_images
 from app.runs.sinks import StationVerdict
+from app.runs.station_privacy import Shareable
 
 if TYPE_CHECKING:
     import numpy as np
 
     from app.inference.pipeline import Result
     from app.inference.spec import ModelSpec
+    from app.runs.station_privacy import StationPrivacy
 
 log = logging.getLogger(__name__)
 
@@ -62,8 +64,10 @@ class FolderSink:
     name = "folder"
 
     def __init__(self, out: Path, spec: ModelSpec, *, save: Sequence[str] = ("mask", "overlay"),
-                 keep_files: int | None = None, keep_bytes: int | None = None) -> None:
+                 keep_files: int | None = None, keep_bytes: int | None = None,
+                 privacy: StationPrivacy | None = None) -> None:
         self.out, self.spec, self.save = Path(out), spec, tuple(save)
+        self.privacy = privacy  # a DICOM's copy de-identified, a NIfTI's not kept (app.runs.station_privacy)
         self.keep_files, self.keep_bytes = keep_files, keep_bytes
         self.lost = 0
         self._problem: str | None = None
@@ -85,7 +89,10 @@ class FolderSink:
         try:
             written = self._write(verdict, pictures)
         except (OSError, SegLensError, ValueError) as exc:  # a full disk, a file gone since it was judged
-            self._fail(verdict, one_line(exc))
+            why = one_line(exc)
+            if self.privacy is not None and pictures.path is not None:  # the input by its id, as the verdict has it
+                why = why.replace(str(pictures.path), verdict.frame_id)
+            self._fail(verdict, why)
             return
         except Exception as exc:  # a sink must not stop the station; the problem says what
             self._fail(verdict, one_line(exc, typed=True))
@@ -110,9 +117,26 @@ class FolderSink:
         target = copy_path(self.out, verdict, pictures)
         if target is not None:
             data = self._input(verdict, pictures)
-            if data is not None:
-                written.append(self._copy(target, data))
+            if data is not None and self.privacy is not None and pictures.path is not None:
+                shared = self.privacy.shareable(pictures.path, data)  # a DICOM de-identified, a NIfTI not kept
+            else:
+                shared = None if data is None else Shareable(data)
+            if shared is not None:
+                written += self._shared_copy(target, shared)
         return written
+
+    def _shared_copy(self, target: Path, shared: Shareable) -> list[Path]:
+        """The copy written; a de-identified one searched for its source's values and removed if one is there."""
+        written = self._copy(target, shared.data)
+        if shared.identifying is not None:
+            from app.runs.privacy_check import leak
+
+            found = leak([written], shared.identifying, root=self.out)
+            if found:  # names the kind of value, never the value
+                os.unlink(written)
+                log.warning("folder sink: a de-identified copy removed (%s)", found)
+                return []
+        return [written]
 
     def _input(self, verdict: StationVerdict, pictures: Pictures) -> bytes | None:
         """The bytes the copy holds; None when an ERROR frame's input cannot be had (gone, unreadable, too big)."""
