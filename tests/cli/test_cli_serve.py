@@ -223,3 +223,30 @@ def test_cuda_asked_for_on_a_machine_without_one_says_why_at_start_and_in_every_
         assert parameters["seglens_fallback"] == reason and reason
     finally:
         server.stop()
+
+
+def test_a_1080p_answer_of_25_mb_crosses_grpc_and_rest_whole(tmp_path: Path):
+    """KServe's stock gRPC server caps messages at 8 MiB; ct_demo's logits for a 1080p slice are 24.9 MB."""
+    import onnxruntime as ort
+    import tritonclient.grpc as tg
+    import tritonclient.http as th
+
+    x = np.random.default_rng(11).random((1, 1, 1080, 1920), dtype=np.float32)
+    local = ort.InferenceSession(str(REPO / "models" / "ct_demo.onnx"),
+                                 providers=["CPUExecutionProvider"]).run(None, {"input": x})[0]
+    assert local.nbytes == 24_883_200
+    server = start_serve(tmp_path / "ct", "ct_demo", token=None)
+    try:
+        client = tg.InferenceServerClient(server.grpc_address)
+        tensor = tg.InferInput("input", list(x.shape), "FP32")
+        tensor.set_data_from_numpy(x)
+        over_grpc = client.infer("ct_demo", [tensor], client_timeout=120).as_numpy("logits")
+        client.close()
+        http_client = th.InferenceServerClient(f"127.0.0.1:{server.port}", network_timeout=120)
+        tensor = th.InferInput("input", list(x.shape), "FP32")
+        tensor.set_data_from_numpy(x, binary_data=True)
+        over_rest = http_client.infer("ct_demo", [tensor]).as_numpy("logits")
+        http_client.close()
+    finally:
+        server.stop()
+    assert over_grpc.tobytes() == local.tobytes() and over_rest.tobytes() == local.tobytes()
