@@ -196,3 +196,21 @@ def test_what_a_private_copy_may_keep(tmp_path: Path) -> None:
     dataset.BurnedInAnnotation = "YES"  # SegLens cannot take text out of pixels
     dataset.save_as(path)
     assert privacy.shareable(path, path.read_bytes()) is None
+
+
+def test_a_folder_sink_problem_names_a_private_input_by_its_pseudonym(tmp_path: Path) -> None:
+    # the problem line (the summary, the viewer's alarm) quoted the OS's message with the input's full path
+    from app.inference.spec_builder import load_spec
+    from app.runs.sinks import StationVerdict
+    from app.runs.sinks.folder import FolderSink, Pictures
+    from app.runs.station_privacy import StationPrivacy
+
+    out = tmp_path / "out"
+    out.mkdir()
+    sink = FolderSink(out, load_spec(REPO / "models" / "surface_anomaly.onnx"), save=(),
+                      privacy=StationPrivacy(True, b"k" * 32))
+    name = "images/img-0123456789abcdef.png"
+    verdict = StationVerdict(station="s", frame_id=name, time=0.0, verdict="NG", score=1.0, reason="", latency_ms=0)
+    sink.publish_pictures(verdict, Pictures(tmp_path / "in" / "Smith^John_CT.png", None, None))  # gone already
+    assert sink.lost == 1 and sink.problem is not None
+    assert "Smith" not in sink.problem and name in sink.problem, sink.problem
