@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import http.client
 import json
+import sys
 import urllib.error
 import urllib.request
 
@@ -207,3 +208,24 @@ def test_the_server_logs_a_refused_request_in_one_line_without_a_traceback(serve
     assert len(logged) == 1 and logged[0].startswith("ERROR: ") and "Got invalid dimensions" in logged[0]
     assert "Traceback" not in served.stderr()
     assert TOKEN not in served.stderr()
+
+
+def _listening(port: int) -> set[str]:
+    """The local addresses listening on `port` (Linux /proc/net/tcp and tcp6, hex as the kernel writes them)."""
+    found = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        with open(table, encoding="ascii") as handle:
+            for line in handle.readlines()[1:]:
+                local, state = line.split()[1], line.split()[3]
+                address, _, hex_port = local.rpartition(":")
+                if state == "0A" and int(hex_port, 16) == port:  # 0A: LISTEN
+                    found.add(address)
+    return found
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc/net/tcp")
+def test_both_ports_listen_on_the_loopback_address_asked_for_not_every_interface(served: Served):
+    # KServe's RESTServer binds 0.0.0.0 and its gRPC server [::] whatever is asked
+    loopback = {"0100007F", "0000000000000000FFFF00000100007F"}  # 127.0.0.1 (v4; v4-mapped v6), kernel hex
+    for port in (served.port, served.grpc_port):
+        assert _listening(port) and _listening(port) <= loopback, port
