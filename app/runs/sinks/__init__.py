@@ -21,7 +21,8 @@ class StationVerdict:
     """One frame's verdict as a station reports it."""
 
     station: str  # the station's name (topic part, log field)
-    frame_id: str  # Frame.id (a file's path relative to the watched root, a camera frame's counter)
+    frame_id: str  # Frame.id (a file's path relative to the watched root, a camera frame's counter; a private
+    # file's keyed pseudonym: app.runs.station_privacy)
     time: float  # epoch seconds the verdict was made
     verdict: str  # "OK" | "REVIEW" | "NG" | "ERROR" (the frame could not be judged: reason says why)
     score: float | None  # the image score, when the model has one
