@@ -83,6 +83,8 @@ def main(argv: list[str] | None = None) -> None:
         window.persist_settings = False
         window.resize(*size)
         window.show()
+        window.open_model(REPO / "models" / "surface_anomaly.onnx")  # as `seglens` opens one: the viewer's own
+        wait(app, lambda: window.summary is not None)
         controller = actions.station_controller(window)
         running = station_file(root / "a")
         controller.start(running)
