@@ -116,6 +116,25 @@ def add_desktop_files(target: Path) -> None:
     script.chmod(0o755)
 
 
+def strip_debug_info(target: Path) -> str:
+    """Strip the debugging sections of the libraries that ship them (Linux, with binutils' strip and readelf): no
+    code or symbol a program links against is touched (--strip-debug), only the DWARF data, which no user of the
+    frozen folder reads. Some wheels ship it: ml_dtypes' extension is 24 MB with it and 1.5 MB without."""
+    if not sys.platform.startswith("linux") or not (shutil.which("strip") and shutil.which("readelf")):
+        return "debug info: not stripped (needs Linux and binutils' strip and readelf)"
+    count = saved = 0
+    for path in sorted(target.rglob("*")):
+        if path.is_symlink() or not path.is_file() or not (path.name.endswith(".so") or ".so." in path.name):
+            continue
+        sections = subprocess.run(["readelf", "-S", "-W", str(path)], capture_output=True, text=True, check=False)
+        if ".debug_info" not in sections.stdout:
+            continue
+        before = path.stat().st_size
+        subprocess.run(["strip", "--strip-debug", str(path)], check=True)
+        count, saved = count + 1, saved + before - path.stat().st_size
+    return f"debug info stripped from {count} libraries: {saved / 2**20:.1f} MB less"
+
+
 def folder_report(dist: Path) -> str:
     files = [p for p in dist.rglob("*") if p.is_file() and not p.is_symlink()]
     total = sum(p.stat().st_size for p in files)
@@ -139,6 +158,7 @@ def main() -> int:
     run([str(python), "-m", "PyInstaller", str(ROOT / "packaging" / "seglens.spec"), "--noconfirm", "--clean",
          "--distpath", str(args.dist), "--workpath", str(ROOT / "build" / f"pyinstaller-{args.flavor}")],
         env={**os.environ, "SEGLENS_FLAVOR": args.flavor})
+    print(strip_debug_info(target))
     add_desktop_files(target)
     total_s = time.perf_counter() - started
     print(folder_report(target))
