@@ -10,11 +10,12 @@ the source's newest-wins mailbox still decides which frame is judged and drops (
 reading a live camera ahead would judge stale frames.
 
 `Finisher` (a station with an output-folder sink) runs what must follow the fast sinks, in frame order, on one
-helper thread fed through a bounded queue: the output folder's pictures (a 1080p overlay's blend and PNG encode outweighs the model's run several times) and
-then the journal's line. The line is written only once the pictures are, so the journal's promise holds: a frame
-whose line is on disk had every sink take it; a kill -9 before the line makes the restart judge the frame again
-(the log and MQTT may then see it twice, as for any kill before the line). The queue holds at most `depth` frames:
-a folder slower than the model holds the station back rather than growing memory.
+helper thread fed through a bounded queue: the output folder's pictures (a 1080p overlay's blend and PNG encode
+outweighs the model's run several times) and then the journal's line. The line is written only once the pictures
+are, so the journal's promise holds: a frame whose line is on disk had every sink take it; a kill -9 before the line
+makes the restart judge the frame again (the log and MQTT may then see it twice, as for any kill before the line).
+The queue holds at most `depth` frames: a folder slower than the model holds the station back rather than growing
+memory.
 
 Both run at the niceness they are given (the station's: 0 unless asked; see app.runs.station).
 """
