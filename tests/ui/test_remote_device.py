@@ -113,7 +113,7 @@ def test_the_remote_device_shows_the_local_overlay_and_says_where_it_runs(qtbot,
     assert np.array_equal(remote.result.mask, local.result.mask)
     assert np.array_equal(remote.display_mask, local.display_mask)
     host = server.grpc_url.removeprefix("grpc://")
-    label = f"remote: {host}/nuclei (onnxruntime_onnx, CPU)"
+    label = f"remote: {host}/nuclei (onnxruntime_onnx, server: CPU)"  # the server's CPU, not this computer's
     assert window.status.provider.text() == label
     assert "network+queue" in window.status.latency.text() and "server" in window.status.latency.text()
     assert f"on remote {host}/nuclei" in window.panel._model_label.text().replace("\u200b", "")
@@ -148,6 +148,9 @@ def test_a_wrong_token_is_one_line_and_a_local_device_still_works(qtbot, window,
     message = failed.args[0]
     assert message.startswith(f"remote {host}/nuclei: refused: not authorised (HTTP 401")
     assert "\n" not in message and "not-the-token-77" not in message
+    # the viewer's own advice, not the CLI's options
+    assert message.endswith("no token or a wrong one — check the token (or user and password) in Model ▸ Device ▸ "
+                            "Remote server…") and "--" not in message
     assert window.status.currentMessage() == f"Model error: {message}"
     with qtbot.waitSignal(window.model_changed, timeout=WAIT):
         window.open_model(device="cpu")
@@ -249,7 +252,7 @@ def test_test_connection_says_ready_or_the_error_in_one_line(qtbot, window, serv
     dialog = _dialog(window, server.grpc_url)
     dialog.test_button.click()
     qtbot.waitUntil(lambda: dialog.answer.text().startswith(("ready", "remote")), timeout=WAIT)
-    assert dialog.answer.text() == "ready: nuclei (onnxruntime_onnx, CPU)"
+    assert dialog.answer.text() == "ready: nuclei (onnxruntime_onnx, server: CPU)"
     dialog.token.setText("wrong")
     dialog.test_button.click()
     qtbot.waitUntil(lambda: dialog.answer.text().startswith("remote"), timeout=WAIT)
@@ -327,4 +330,21 @@ def test_the_viewer_on_seglens_cli_serve_shows_the_local_overlay(qtbot, window, 
     with qtbot.waitSignal(window.overlay_shown, timeout=WAIT):
         pass
     assert np.array_equal(window.state.on_screen.result.mask, local.result.mask)
-    assert window.status.provider.text() == f"remote: {served.grpc_address}/nuclei (onnxruntime_onnx, CPU)"
+    assert window.status.provider.text() == f"remote: {served.grpc_address}/nuclei (onnxruntime_onnx, server: CPU)"
+
+
+def test_cancelling_the_dialog_leaves_the_device_in_use_checked(qtbot, window, server):
+    menu = _device_menu(window)
+    next(a for a in menu.actions() if a.text() == "Remote server…").trigger()
+    dialog = actions.remote_controller(window).open_dialog()
+    assert dialog.isVisible()
+    dialog.reject()  # Cancel
+    assert [a.text() for a in _device_menu(window).actions() if a.isChecked()] == ["CPU"]
+    assert window.state.model.info.remote is None and window.loader.remote is None
+    dialog = _dialog(window, server.grpc_url)
+    with qtbot.waitSignal(window.model_changed, timeout=WAIT):
+        dialog.ok_button.click()
+    host = server.grpc_url.removeprefix("grpc://")
+    actions.remote_controller(window).open_dialog().reject()  # on the server: it stays the device, checked
+    assert [a.text() for a in _device_menu(window).actions() if a.isChecked()] == [f"Remote: {host}/nuclei"]
+    assert window.state.model.info.remote is not None

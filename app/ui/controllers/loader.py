@@ -51,6 +51,7 @@ class ModelLoader(QObject):
         self.last_remote: RemoteTarget | None = None  # the last one used (Model ▸ Device offers it again)
         self.remote_sidecar: Path | None = None  # its local sidecar, if one was given
         self.load_requested.connect(worker.load_model)
+        self._cancel_remote = worker.cancel_remote  # called here, on the GUI thread: the worker may be waiting
         worker.model_ready.connect(self._on_model_ready)  # bound methods: run on this thread, not the worker's
         worker.model_failed.connect(self._on_model_failed)
 
@@ -83,6 +84,9 @@ class ModelLoader(QObject):
     def _start(self, stem: str, name: str, device: str) -> None:
         self._editor.stop()
         self._state.begin_model()
+        # a remote session's request (a silent server's, its retries) ends now, not after its timeouts: the new
+        # session's load, queued behind it on the inference thread, starts at once
+        self._cancel_remote()
         self._status.show_loading(stem)
         self._panel.show_model_loading(name, device)
         self._presenter.model_switching(f"Loading {name}…")  # no old overlay under the new title

@@ -47,6 +47,7 @@ class RemoteController(QObject):
         from app.ui.workers.threads import start_worker_thread
 
         self._loader, self._status, self._settings, self._writable = loader, status, settings, writable
+        self._cancel_remote = worker.cancel_remote  # the close: a silent server's request given up, not waited out
         self._dialog_parent = dialog_parent
         self._dialog: RemoteDialog | None = None
         self._ids = itertools.count(1)
@@ -211,9 +212,11 @@ class RemoteController(QObject):
         return False
 
     def shutdown(self) -> None:
-        """Close the dialog and join the probe's thread (the window is closing)."""
+        """Close the dialog, give up the remote session's request in flight (the window then joins the inference
+        thread at once, not after the server's timeouts) and join the probe's thread (the window is closing)."""
         from app.ui.workers.threads import stop_thread
 
+        self._cancel_remote()
         if self._dialog is not None:
             self._dialog.close()
         stop_thread(self.probe_thread, timeout_ms=15_000)

@@ -16,7 +16,7 @@ from app.ui.state.messages import LoadRequest
 
 if TYPE_CHECKING:
     from app.inference.remote import RemoteTarget
-    from app.inference.session import SessionInfo
+    from app.inference.session import RemoteInfo, SessionInfo
 
 KEYRING_SERVICE = "seglens-remote"  # the OS keyring's service name; the account: keyring_account()
 
@@ -103,3 +103,40 @@ def keyring_account(*, host: str, username: str | None) -> str:
     """The keyring account a server's secret is kept under: 'host:port' for a token, 'user@host:port' for a
     password (the same server may be reached with either)."""
     return f"{username}@{host}" if username else host
+
+
+# the viewer's own advice after a remote failure's line, by RemoteError.kind (the CLI adds its options' names, the
+# error's `hint`, which mean nothing here)
+ADVICE = {"auth": "check the token (or user and password) in Model ▸ Device ▸ Remote server…",
+          "tls": "check the server's URL (https/grpcs) and the CA bundle in Model ▸ Device ▸ Remote server…",
+          "model": "check the model's name and version in Model ▸ Device ▸ Remote server…"}
+
+
+def viewer_line(exc: BaseException) -> str:
+    """The error's line as the viewer says it: a remote failure's with the viewer's own advice (ADVICE) where the
+    CLI would name its options (a RemoteError's `hint`, left out); any other error's as it is."""
+    hint = getattr(exc, "hint", None)
+    line = str(exc).removesuffix(f" ({hint})") if isinstance(hint, str) and hint else str(exc)
+    return f"{line}{advice(exc)}"
+
+
+def advice(exc: BaseException) -> str:
+    """' — check the token … in Model ▸ Device ▸ Remote server…' for a remote failure the reader can mend in the
+    dialog, else ''."""
+    from app.errors import SegLensError
+
+    words = ADVICE.get(getattr(exc, "kind", "") or "") if isinstance(exc, SegLensError) else None
+    return f" — {words}" if words else ""
+
+
+def server_label(remote: RemoteInfo) -> str:
+    """'remote: host:port/model (platform, server: CPU)': RemoteInfo.label with the device said to be the
+    server's, so the badge is never read as this computer's CPU or GPU (the CLI's label stays as it is)."""
+    about = server_about(remote)
+    return f"remote: {remote.host}/{remote.model}" + (f" ({about})" if about else "")
+
+
+def server_about(remote: RemoteInfo) -> str:
+    """'onnxruntime_onnx, server: CPU': what the server says of the model, '' when it says nothing."""
+    device = f"server: {remote.server_device}" if remote.server_device else ""
+    return ", ".join(part for part in (remote.platform, device) if part)

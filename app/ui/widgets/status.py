@@ -93,7 +93,9 @@ class StatusBar(QStatusBar):
         self.model.setText(model_name)
         self._session, self._retrying = (info, model_name), False
         if info.remote is not None:  # on a server: said as plainly as a GPU, in its own colour
-            self.provider.setText(info.provider_label)
+            from app.ui.state.remote_messages import server_label
+
+            self.provider.setText(server_label(info.remote))  # "…, server: CPU": not this computer's CPU
             self.provider.setStyleSheet(REMOTE_STYLE)
             self.provider.setToolTip(_remote_tip(info.remote))
         elif info.on_gpu:
@@ -131,7 +133,8 @@ class StatusBar(QStatusBar):
         what, _, retry = retrying.line.split(": ", 1)[-1].rpartition(" — ")
         self.provider.setText(f"⚠ {what.split(' (')[0]} — {retry}" if what else f"⚠ {retrying.line}")
         self.provider.setStyleSheet(WARNING_STYLE)
-        self.provider.setToolTip(retrying.line)
+        # no "Stop waiting" of its own: a local device chosen gives the request up at once (loader, cancel)
+        self.provider.setToolTip(f"{retrying.line}\nModel ▸ Device ▸ CPU stops waiting for the server at once.")
         self._retrying = True
 
     def answered(self, _record: object = None) -> None:

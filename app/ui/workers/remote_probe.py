@@ -66,7 +66,7 @@ class RemoteProbe(QObject):
 
 
 def test_line(target: RemoteTarget) -> tuple[str, bool]:
-    """("ready: nuclei (onnxruntime_onnx, CPU)", True), or (the one-line error, False)."""
+    """("ready: nuclei (onnxruntime_onnx, server: CPU)", True), or (the one-line error, False)."""
     from app.errors import SegLensError
     from app.inference.remote import open_remote_session
 
@@ -81,8 +81,10 @@ def test_line(target: RemoteTarget) -> tuple[str, bool]:
         log.warning("testing %s failed", target.where, exc_info=True)
         return f"{target.where}: {one_line(exc, most=200, typed=True)}", False
     try:
+        from app.ui.state.remote_messages import server_about
+
         remote = session.info.remote
-        about = ", ".join(part for part in (remote.platform, remote.server_device) if part) if remote else ""
+        about = server_about(remote) if remote else ""
         return f"ready: {target.model}" + (f" ({about})" if about else ""), True
     finally:
         session.close()

@@ -121,6 +121,13 @@ class InferenceWorker(QObject):
         self._image_waiting = True
         self._waiting_key = key
 
+    def cancel_remote(self) -> None:
+        """A remote session's request in flight (or its wait before another try) given up now: the model is being
+        replaced or the window closes, so neither waits out the server's timeout (worker_open.cancel_requests)."""
+        from app.ui.workers.worker_open import cancel_requests
+
+        cancel_requests(self._model)
+
     def cancel_batch(self) -> None:
         """Cancel: Run on all, the review report, Compare all — and a 3D model's run (closing the window)."""
         self._cancel.set()
@@ -145,7 +152,7 @@ class InferenceWorker(QObject):
         # better while "loading model…" shows than when the user opens a folder
         from app.inference import pipeline  # noqa: F401
         from app.ui.state.messages import ModelFailed, ModelSummary
-        from app.ui.workers.worker_open import model_digest, open_model, release
+        from app.ui.workers.worker_open import decode_ahead, model_digest, open_model, release, said
 
         generation, model_path = request.generation, request.model_path
         release(self._model)  # the old sessions are released before the new one takes memory (a remote's link)
@@ -164,7 +171,7 @@ class InferenceWorker(QObject):
             if not waiting:
                 model.warm_up()
         except (SegLensError, ValueError) as exc:
-            self.model_failed.emit(ModelFailed(generation, str(exc)))
+            self.model_failed.emit(ModelFailed(generation, said(exc)))  # a remote one with the viewer's advice
             return
         except Exception as exc:
             from app.errors import unexpected_error_line
@@ -179,21 +186,8 @@ class InferenceWorker(QObject):
                  f": {model.info.fallback_reason}" if model.info.fallback_reason else "")
         # as the session runs it; hashed here, not on the GUI thread (a model is hundreds of MB)
         self.model_ready.emit(ModelSummary(model.spec, model.info, model_digest(model), generation))
-        if waiting_key is not None:
-            self._decode_ahead(waiting_key)
-
-    def _decode_ahead(self, key: ViewKey) -> None:
-        """Decode the picture that waited for the model while the window turns `model_ready` into its request
-        (~30 ms of GUI work at start-up; the decode releases the GIL). Only a head start: if it fails, the
-        request decodes again and reports the failure as it always does."""
-        from app.inference import pipeline
-
-        try:
-            image, decode_ms = pipeline.decode(key.path, frame=key.frame)
-        except Exception as exc:  # said once, by the request's own decode
-            log.debug("decoding ahead failed (%s); the request decodes again", type(exc).__name__)
-            return
-        self._decoded = (key, image, decode_ms)
+        if waiting_key is not None:  # decoded while the window turns `model_ready` into its request
+            self._decoded = decode_ahead(waiting_key)
 
     @Slot(object)
     def load_model_b(self, request: ModelBRequest) -> None:
@@ -271,7 +265,7 @@ class InferenceWorker(QObject):
             self.failed.emit(ViewFailed(request.request_id, path, "no model is loaded"))
             return
         from app.inference.pipeline import Stopped
-        from app.ui.workers.worker_open import latency_since, timing_mark
+        from app.ui.workers.worker_open import cancelled, latency_since, timing_mark
 
         mark = timing_mark(self._model)
         try:
@@ -280,7 +274,10 @@ class InferenceWorker(QObject):
             self.skipped.emit(ViewSkipped(request.request_id, path))
             return
         except Exception as exc:
-            self.failed.emit(ViewFailed(request.request_id, path, failure_line(Path(path), exc)))
+            if cancelled(exc):  # a remote request given up for a device switch: no failure of the picture
+                self.skipped.emit(ViewSkipped(request.request_id, path))
+            else:
+                self.failed.emit(ViewFailed(request.request_id, path, failure_line(Path(path), exc)))
             return
         if (latency := latency_since(self._model, mark)) is not None:  # before the view: the status bar shows both
             self.remote_timed.emit(latency)

@@ -282,10 +282,13 @@ def model_b_error_line(model_path: Path, exc: Exception) -> str:
 
 def failure_line(path: Path, exc: Exception) -> str:
     """The message the file list and the status bar show; an unexpected error also goes to the log in full."""
-    from app.errors import SegLensError, error_line, unexpected_error_line
+    from app.errors import SegLensError, unexpected_error_line
 
     if isinstance(exc, SegLensError):
-        return error_line(path, exc)
+        from app.ui.state.remote_messages import viewer_line
+
+        line = viewer_line(exc)  # a server's refusal: what to mend in the viewer
+        return line if line.startswith(str(path)) else f"{path}: {line}"
     from app.logs import file_ref, log_exception
 
     log_exception(log, logging.ERROR, f"processing {file_ref(path)} failed", exc)

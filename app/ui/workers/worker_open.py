@@ -1,18 +1,23 @@
 """The inference worker's session opening: a model file on a local device, or a model on a server (a RemoteLoad),
-and what the window needs to know of a remote session's requests. Called from InferenceWorker's slots, on its
-thread: a remote session blocks that thread on the network (its retries too), never the GUI thread."""
+the picture that waited for it decoded ahead, and what the window needs to know of a remote session's requests.
+Called from InferenceWorker's slots, on its thread: a remote session blocks that thread on the network (its retries
+too), never the GUI thread — except `cancel_requests`, called from the GUI thread to end such a wait."""
 
 from __future__ import annotations
 
 import hashlib
+import logging
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from app.inference.session import ModelSession
-    from app.ui.state.messages import LoadRequest
+    from app.io.decoded import DecodedImage
+    from app.ui.state.messages import LoadRequest, ViewKey
     from app.ui.state.remote_messages import RemoteLatency, RemoteRetrying
+
+log = logging.getLogger(__name__)
 
 
 def open_model(request: LoadRequest, *, on_retry: Callable[[RemoteRetrying], None]) -> tuple[ModelSession,
@@ -50,6 +55,37 @@ def bundled_sidecar(name: str) -> Path | None:
     return next((find_sidecar(model) for model in bundled_models() if model.stem == name), None)
 
 
+def decode_ahead(key: ViewKey) -> tuple[ViewKey, DecodedImage, float] | None:
+    """The picture that waited for the model, decoded while the window turns `model_ready` into its request
+    (~30 ms of GUI work at start-up; the decode releases the GIL). Only a head start: if it fails (None), the
+    request decodes again and reports the failure as it always does."""
+    from app.inference import pipeline
+
+    try:
+        image, decode_ms = pipeline.decode(key.path, frame=key.frame)
+    except Exception as exc:  # said once, by the request's own decode
+        log.debug("decoding ahead failed (%s); the request decodes again", type(exc).__name__)
+        return None
+    return key, image, decode_ms
+
+
+def cancel_requests(model: ModelSession | None) -> None:
+    """From the GUI thread, before the session is replaced or the window closes: a remote session's request in
+    flight and its backoff waits end at once (RemoteSession.cancel is thread-safe; its run then raises a
+    'cancelled' RemoteError, which `cancelled` tells apart). A local session has nothing to cancel."""
+    cancel = getattr(model, "cancel", None)
+    if callable(cancel):
+        cancel()
+
+
+def cancelled(exc: BaseException) -> bool:
+    """Whether `exc` is a remote request given up by `cancel_requests` (no failure of the picture: the window
+    has moved on to another device or model, or is closing)."""
+    from app.errors import SegLensError
+
+    return isinstance(exc, SegLensError) and getattr(exc, "kind", "") == "cancelled"
+
+
 def release(model: ModelSession | None) -> None:
     """Let the old session go before the new one takes memory; a remote one's connection is closed."""
     close = getattr(model, "close", None)
@@ -84,3 +120,11 @@ def latency_since(model: ModelSession | None, mark: int) -> RemoteLatency | None
     computed = [t.compute_ms for t in made if t.compute_ms is not None]
     return RemoteLatency(sum(t.network_ms for t in made), sum(computed) if computed else None, len(made),
                          model.info)
+
+
+def said(exc: BaseException) -> str:
+    """A model's failure to open as the viewer says it (remote_messages.viewer_line: its own advice for a remote
+    server's refusal, not the CLI's options)."""
+    from app.ui.state.remote_messages import viewer_line
+
+    return viewer_line(exc)

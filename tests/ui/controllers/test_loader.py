@@ -26,6 +26,9 @@ class FakeWorker(Fake):
     def load_model(self, request) -> None:
         self.record("load_model", request)
 
+    def cancel_remote(self) -> None:
+        self.record("cancel_remote")
+
 
 class FakeModelPanel(Fake):
     """SidePanel's model face."""
@@ -95,6 +98,8 @@ def test_opening_a_model_saves_an_edit_takes_the_old_overlay_off_and_asks_the_wo
     assert rig.presenter.calls == [("model_switching", "Loading lesions.onnx…")]
     assert rig.worker.called("load_model") == [(LoadRequest(1, str(MODEL), "cuda", "tensorrt=true"),)]
     assert rig.state.model is None  # the old model's results are no longer wanted
+    # a remote session's request in flight is given up before the new load is queued behind it
+    assert [call[0] for call in rig.worker.calls] == ["cancel_remote", "load_model"]
 
 
 def test_without_a_model_path_nothing_is_asked(rig):
