@@ -98,15 +98,14 @@ def open_remote(args: argparse.Namespace, model: Path, *, sidecar: Path | None =
     try:
         target = target_of(args, model, name=name)
     except RemoteError as exc:
-        raise RemoteError(str(exc).replace("server URL ", "--server ", 1), kind=exc.kind) from exc
+        raise RemoteError(exc.message.replace("server URL ", "--server ", 1), kind=exc.kind) from exc
     if getattr(args, "runtime", None):
         print("note: --runtime is ignored with --device remote (ONNX Runtime runs on the server)", file=sys.stderr)
     try:
         session = open_remote_session(target, sidecar=sidecar or _sidecar_beside(model), warm_up=warm_up,
                                       on_retry=_say_retry)
-    except RemoteError as exc:  # the line names no option; here the CLI's are said
-        hint = _HINTS.get(exc.kind)
-        raise RemoteError(f"{exc} ({hint})" if hint else str(exc), kind=exc.kind) from exc
+    except RemoteError as exc:  # the line names no option; here the CLI's are said (error.hint)
+        raise exc.with_hint(_HINTS.get(exc.kind)) from exc
     session.in_flight = max(1, getattr(args, "in_flight", 1))
     for note in session.notes:
         print(f"note: {shown(note)}", file=sys.stderr)

@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from app.inference.spec import ModelSpec
     from app.io.discover import InputFile
     from app.runs.folder_run import Runner, RunPlan
+    from app.runs.pacs_run import PacsPlan
 
 # --- run ---------------------------------------------------------------------------------------------
 
@@ -27,13 +28,23 @@ if TYPE_CHECKING:
 def cmd_run(args: argparse.Namespace) -> int:
     """seglens-cli run: the plan from the options, run_folder on this machine or on Ray, the summary."""
     started = time.time()  # temporaries older than this run are a killed run's; newer ones are nobody's to take
-    import app.cli.console as console
-    from app.cli.pacs import retrieved_paths, run_pacs_plan, send_written
-    from app.runs.folder_run import run_folder
+    from app.cli.pacs import run_pacs_plan
 
     pacs = run_pacs_plan(args)  # --from / --send refused here, before anything connects or runs
     tty = sys.stderr.isatty() and not args.no_progress
     remote = open_remote(args, args.model, sidecar=args.config) if remote_requested(args) else None
+    try:
+        return _run(args, started=started, pacs=pacs, tty=tty, remote=remote)
+    finally:
+        if remote is not None:  # the server's connections let go now, not at some garbage collection
+            remote.close()
+
+
+def _run(args: argparse.Namespace, *, started: float, pacs: PacsPlan, tty: bool, remote: RemoteSession | None) -> int:
+    import app.cli.console as console
+    from app.cli.pacs import retrieved_paths, send_written
+    from app.runs.folder_run import run_folder
+
     if pacs.source is not None:
         from app.inference.spec_builder import load_spec
 

@@ -12,22 +12,21 @@ The latency is split into network+queue and server compute from the response's `
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import threading
 import time
 import urllib.parse
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from app.inference.remote_calls import Calls
 from app.inference.remote_errors import RemoteError, classify, with_retry
 from app.inference.remote_graph import ONNX_TO_V2, activation_note, graph_from_metadata, remote_path
-from app.inference.remote_transport import Answer, Transport, Wire, compute_totals, open_transport
+from app.inference.remote_transport import Wire, compute_totals
 from app.inference.session import ModelSession, RemoteInfo, SessionInfo
 from app.inference.spec import ModelSpec
 
@@ -36,7 +35,6 @@ __all__ = ["RemoteError", "RemoteSession", "RemoteTarget", "RemoteTiming", "open
 log = logging.getLogger(__name__)
 SCHEMES = {"grpc": ("grpc", False), "grpcs": ("grpc", True), "http": ("http", False), "https": ("http", True)}
 MAX_TIMINGS = 10_000
-MAX_SENDERS = 16  # HTTP requests a session sends at once from other threads (each sender thread holds a client)
 DEFAULT_PORTS = {"grpc": 8001, "grpcs": 8001, "http": 8000, "https": 443}
 
 
@@ -128,19 +126,17 @@ class RemoteSession(ModelSession):
     """The ModelSession interface over the wire; the transport's errors come back as RemoteError, one line, after
     the bounded retries. Unlike a local session, `run` may be called from several threads at once: a folder run
     keeps `in_flight` requests going (app.runs.batch), gRPC on its one thread-safe client, HTTP through the
-    session's sender threads (tritonclient.http's gevent client works only on the thread that made it)."""
+    session's sender threads (app.inference.remote_calls). `cancel()` (any thread) makes a run() waiting on the
+    server or on a backoff raise RemoteError '… cancelled' at once, and every later one."""
 
     in_flight = 4  # requests a folder run keeps going at once (a GPU server is then never waiting on the network)
 
-    def __init__(self, spec: ModelSpec, transport: Transport, info: SessionInfo, target: RemoteTarget, *,
+    def __init__(self, spec: ModelSpec, calls: Calls, info: SessionInfo, target: RemoteTarget, *,
                  on_retry: Callable[[str], None] | None = None, notes: tuple[str, ...] = ()) -> None:
         super().__init__(spec, None, info)
         self.target, self.notes, self.on_retry = target, notes, on_retry
-        self._transport = transport
-        self._owner, self._local = threading.get_ident(), threading.local()
+        self._calls = calls
         self._lock = threading.Lock()
-        self._senders: ThreadPoolExecutor | None = None  # HTTP from other threads: the session's own, below
-        self._others: list[Transport] = []  # their HTTP clients, one per sender thread
         self._given_up = False
         self._stats_base: tuple[int, int] | None = None  # the server's statistics when the run began, if it has them
         self.last_timing: RemoteTiming | None = None
@@ -167,11 +163,11 @@ class RemoteSession(ModelSession):
         # once the retries were spent on a server that is gone, each later request is tried once until one is
         # answered: a folder run's remaining inputs become error rows at once, not after every backoff again
         retries = 0 if self._given_up else self.target.retries
+        calls = self._calls
         try:
-            answer = self._send(lambda transport: with_retry(
-                lambda: transport.infer(self._input_name, tensor, datatype, self._output_names), where=where,
-                retries=retries, backoff_s=self.target.backoff_s, timeout_s=self.target.timeout_s,
-                on_retry=self.on_retry))
+            answer = with_retry(lambda: calls.infer(self._input_name, tensor, datatype, self._output_names),
+                                where=where, retries=retries, backoff_s=self.target.backoff_s,
+                                timeout_s=self.target.timeout_s, on_retry=self.on_retry, sleep=calls.sleep)
         except RemoteError as exc:
             self._given_up = exc.retryable
             raise
@@ -180,27 +176,6 @@ class RemoteSession(ModelSession):
         outputs = [self._output(name, value) for name, value in zip(self._output_names, answer.outputs, strict=True)]
         self._timed(wall_ms, answer.parameters)
         return outputs[0] if len(outputs) == 1 else tuple(outputs)
-
-    def _send(self, call: Callable[[Transport], Answer]) -> Answer:
-        """`call(transport)` where the transport may be used: gRPC's one client is thread-safe; an HTTP client
-        (gevent) works only on the thread that made it, so a request from another thread (a folder run's
-        in-flight helpers, made anew each run) goes through the session's own sender threads, each with its
-        client, kept for the session's life: never more clients than MAX_SENDERS, however many runs."""
-        if self._transport.protocol == "grpc" or threading.get_ident() == self._owner:
-            return call(self._transport)
-        with self._lock:
-            if self._senders is None:
-                self._senders = ThreadPoolExecutor(MAX_SENDERS, thread_name_prefix="remote-http")
-            senders = self._senders
-        return senders.submit(lambda: call(self._sender_transport())).result()
-
-    def _sender_transport(self) -> Transport:
-        mine: Transport | None = getattr(self._local, "transport", None)
-        if mine is None:
-            mine = self._local.transport = open_transport(self.target.wire(), self._transport.protocol)
-            with self._lock:
-                self._others.append(mine)
-        return mine
 
     def _output(self, name: str, value: np.ndarray | None) -> np.ndarray:
         if value is None:
@@ -244,7 +219,7 @@ class RemoteSession(ModelSession):
 
     def _stats_totals(self) -> tuple[int, int] | None:
         try:
-            return compute_totals(self._transport.stats())
+            return compute_totals(self._calls.call(lambda transport: transport.stats()))
         except Exception:  # no statistics extension (KServe, MLServer), or none allowed: compute stays unknown
             log.debug("%s: no inference statistics", self.target.where, exc_info=True)
             return None
@@ -270,23 +245,14 @@ class RemoteSession(ModelSession):
             return None
         return (now[1] - self._stats_base[1]) / (now[0] - self._stats_base[0]) / 1e6
 
-    def close(self) -> None:
-        """Let the server's connections go (the sender threads' too, each closed on its own thread)."""
-        with self._lock:
-            senders, self._senders, count = self._senders, None, len(self._others)
-        if senders is not None:
-            for future in [senders.submit(self._close_mine) for _ in range(count)]:
-                with contextlib.suppress(Exception):
-                    future.result(timeout=5)
-            senders.shutdown(wait=False)
-        self._transport.close()
+    def cancel(self) -> None:
+        """From any thread: a run() waiting on the server (a request in flight, a backoff wait) raises
+        RemoteError '<where>: cancelled' within ~0.05 s, and so does every later one. Idempotent."""
+        self._calls.cancel()
 
-    def _close_mine(self) -> None:
-        """On a sender thread: its client closed (a thread already closed has none)."""
-        mine: Transport | None = getattr(self._local, "transport", None)
-        if mine is not None:
-            self._local.transport = None
-            mine.close()
+    def close(self) -> None:
+        """Cancel what is in flight and let the server's connections go (each HTTP client on its own thread)."""
+        self._calls.close()
 
 
 def open_remote_session(target: RemoteTarget, *, sidecar: Path | None = None, runtime: dict[str, Any] | None = None,
@@ -300,14 +266,15 @@ def open_remote_session(target: RemoteTarget, *, sidecar: Path | None = None, ru
         log.info("%s: --runtime options are the server's to choose; ignored", target.where)
     sidecar_path = given_sidecar(sidecar) if sidecar is not None else None
     started = time.perf_counter()
-    transport = _transport_of(target)
+    calls = _calls_of(target)
     try:
-        metadata = with_retry(transport.metadata, where=target.where, retries=target.retries,
-                              backoff_s=target.backoff_s, timeout_s=target.timeout_s, on_retry=on_retry)
+        metadata = with_retry(lambda: calls.call(lambda transport: transport.metadata()), where=target.where,
+                              retries=target.retries, backoff_s=target.backoff_s, timeout_s=target.timeout_s,
+                              on_retry=on_retry, sleep=calls.sleep)
         graph = graph_from_metadata(metadata, target.where)
         spec = spec_from_graph(remote_path(target.host, target.model), graph, sidecar_path)
     except BaseException:
-        transport.close()
+        calls.close()
         raise
     platform = metadata.get("platform")
     remote = RemoteInfo(target.host, target.model, target.version, platform if isinstance(platform, str) else "",
@@ -315,7 +282,7 @@ def open_remote_session(target: RemoteTarget, *, sidecar: Path | None = None, ru
     info = SessionInfo(requested="remote", provider=remote.label, providers=(remote.label,),
                        load_ms=(time.perf_counter() - started) * 1000, remote=remote)
     note = activation_note(target.where, spec.output.kind, spec.sources)
-    session = RemoteSession(spec, transport, info, target, on_retry=on_retry, notes=(note,) if note else ())
+    session = RemoteSession(spec, calls, info, target, on_retry=on_retry, notes=(note,) if note else ())
     if warm_up:
         try:
             session.warm_up()
@@ -326,13 +293,13 @@ def open_remote_session(target: RemoteTarget, *, sidecar: Path | None = None, ru
     return session
 
 
-def _transport_of(target: RemoteTarget) -> Transport:
-    """The target's transport; a CA bundle that is not there, or a client that cannot be made, one line."""
+def _calls_of(target: RemoteTarget) -> Calls:
+    """The target's calls; a CA bundle that is not there, or a client that cannot be made, one line."""
     if target.ca_file is not None and not target.ca_file.is_file():
         raise RemoteError(f"{target.where}: the CA file {target.ca_file} is not a readable file (a PEM bundle)",
                           kind="tls")
     try:
-        return open_transport(target.wire(), target.protocol)
+        return Calls(target.where, target.wire(), target.protocol)
     except Exception as exc:  # tritonclient checks some options when the client is made
         failure = classify(exc, timeout_s=target.timeout_s)
         raise RemoteError(f"{target.where}: {failure.what}", kind=failure.kind) from exc

@@ -27,12 +27,18 @@ MAX_BACKOFF_S = 8.0
 
 class RemoteError(InferenceError):
     """A remote session's failure, one line: "remote host:port/model: <what> (HTTP 401 unauthorized)". `kind`
-    ("auth", "tls", "timeout", "unreachable", "url", "" otherwise) lets a face add its own advice (the CLI its
-    options, the viewer its dialog): the line itself names no option."""
+    ("auth", "tls", "timeout", "unreachable", "model", "url", "cancelled", "" otherwise) lets a face add its own
+    advice. `hint` is the CLI's (its options, e.g. "--token-env, …"): str(error) is `message (hint)`, as the CLI
+    prints it; `message` is the line without it, for a face with its own words (the viewer). The session's own
+    errors have no hint; the CLI gives one (`with_hint`)."""
 
-    def __init__(self, message: str, *, retryable: bool = False, kind: str = "") -> None:
-        super().__init__(message)
-        self.retryable, self.kind = retryable, kind
+    def __init__(self, message: str, *, retryable: bool = False, kind: str = "", hint: str | None = None) -> None:
+        super().__init__(f"{message} ({hint})" if hint else message)
+        self.message, self.retryable, self.kind, self.hint = message, retryable, kind, hint or None
+
+    def with_hint(self, hint: str | None) -> RemoteError:
+        """The same error with `hint` (None: none), to raise `from` this one."""
+        return RemoteError(self.message, retryable=self.retryable, kind=self.kind, hint=hint)
 
 
 @dataclass(frozen=True)
@@ -76,7 +82,7 @@ _TLS_WORDS = ("certificate_verify_failed", "handshake", "tsi_", "ssl_error", "ce
 def classify(exc: BaseException, *, timeout_s: float) -> Failure:
     """What went wrong, in words, and whether another try may help."""
     if isinstance(exc, RemoteError):
-        return Failure(str(exc).split(": ", 1)[-1], exc.retryable, exc.kind)
+        return Failure(exc.message.split(": ", 1)[-1], exc.retryable, exc.kind)
     if isinstance(exc, ssl.SSLCertVerificationError):
         return Failure(f"the server's TLS certificate is not trusted ({exc.verify_message or 'verify failed'}): "
                        "trust the CA that signed it", False, "tls")

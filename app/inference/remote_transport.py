@@ -10,6 +10,7 @@ fresh one; gRPC metadata keys must be lower-case; gRPC has no deadline unless `c
 from __future__ import annotations
 
 import base64
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -124,8 +125,31 @@ class GrpcTransport:
         asked = [tg.InferRequestedOutput(out) for out in outputs]
         result = self._client.infer(wire.model, [item], model_version=wire.version, outputs=asked,
                                     headers=wire.headers(), client_timeout=wire.timeout_s)
-        parameters = {key: _parameter(value) for key, value in result.get_response().parameters.items()}
-        return Answer(tuple(result.as_numpy(out) for out in outputs), parameters)
+        return _answer(result, outputs)
+
+    def start_infer(self, name: str, tensor: np.ndarray, datatype: str, outputs: list[str],
+                    done: Callable[[Answer | None, BaseException | None], None]) -> Callable[[], None]:
+        """The request sent without waiting: `done(answer, None)` or `done(None, error)` comes on gRPC's thread;
+        what is returned cancels the call (the server sees it cancelled)."""
+        tg, wire = self._tg, self._wire
+        item = tg.InferInput(name, list(tensor.shape), datatype)
+        item.set_data_from_numpy(tensor)
+        asked = [tg.InferRequestedOutput(out) for out in outputs]
+
+        def finished(result: Any, error: BaseException | None) -> None:
+            if error is not None:  # a copy: tritonclient's is held in a cycle with its callback's frame and the
+                # call, and the frames it is raised through would keep the session (its channel) until a gc
+                return done(None, _copied(error))
+            try:
+                answer = _answer(result, outputs)
+            except Exception as exc:  # a malformed answer: the caller's to say
+                return done(None, exc)
+            return done(answer, None)
+
+        call = self._client.async_infer(wire.model, [item], finished, model_version=wire.version, outputs=asked,
+                                        headers=wire.headers(), client_timeout=wire.timeout_s)
+        cancel: Callable[[], None] = call.cancel
+        return cancel
 
     def stats(self) -> dict[str, Any]:
         """ModelStatistics as JSON (its int64 counts are strings there: read with int())."""
@@ -136,6 +160,19 @@ class GrpcTransport:
 
     def close(self) -> None:
         self._client.close()
+
+
+def _copied(error: BaseException) -> BaseException:
+    """An InferenceServerException anew (its message, status, details), without the traceback it came with."""
+    try:
+        return type(error)(error.message(), status=error.status(), debug_details=error.debug_details())  # type: ignore[attr-defined,call-arg]
+    except Exception:  # not tritonclient's (a test's, or one of another shape): as it is
+        return error
+
+
+def _answer(result: Any, outputs: list[str]) -> Answer:
+    parameters = {key: _parameter(value) for key, value in result.get_response().parameters.items()}
+    return Answer(tuple(result.as_numpy(out) for out in outputs), parameters)
 
 
 def _parameter(value: Any) -> Any:

@@ -223,3 +223,25 @@ def test_basic_auth_takes_the_password_from_the_environment(tmp_path, capsys, mo
         assert main([*base, "--user", "bob", "--password-env", "T1_PASSWORD"]) == 2
     err = capsys.readouterr().err
     assert "refused: not authorised" in err and "pa55" not in err
+
+
+def test_a_refusal_keeps_the_cli_hint_apart_from_its_line(server, monkeypatch):
+    import argparse
+
+    from app.cli.remote_options import add_remote_options, open_remote
+    from app.inference.remote import RemoteError, RemoteTarget, open_remote_session
+
+    monkeypatch.setenv("SEGLENS_REMOTE_TOKEN", "wrong")
+    parser = argparse.ArgumentParser()
+    add_remote_options(parser)
+    with pytest.raises(RemoteError) as cli:
+        open_remote(parser.parse_args(["--server", server.grpc_url]), Path("nuclei"))
+    error = cli.value
+    assert error.kind == "auth" and error.hint == "--token-env, default SEGLENS_REMOTE_TOKEN; or --user with " \
+                                                  "--password-env"
+    assert str(error) == f"{error.message} ({error.hint})"  # what the CLI prints, as before
+    assert error.message.endswith("/nuclei: refused: not authorised (gRPC UNAUTHENTICATED: unauthorized): no token "
+                                  "or a wrong one")
+    with pytest.raises(RemoteError) as core:  # the session's own error: no option named, no hint
+        open_remote_session(RemoteTarget(server.grpc_url, "nuclei", token="wrong"))
+    assert core.value.hint is None and str(core.value) == core.value.message == error.message
