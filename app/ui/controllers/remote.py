@@ -217,6 +217,7 @@ class RemoteController(QObject):
         from app.ui.workers.threads import stop_thread
 
         self._cancel_remote()
+        self.probe.cancel()  # a Test connection waiting on it too
         if self._dialog is not None:
             self._dialog.close()
         stop_thread(self.probe_thread, timeout_ms=15_000)

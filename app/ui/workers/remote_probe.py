@@ -17,7 +17,9 @@ from PySide6.QtCore import QObject, Signal, Slot
 from app.ui.state.remote_messages import KEYRING_SERVICE
 
 if TYPE_CHECKING:
-    from app.inference.remote import RemoteTarget
+    from collections.abc import Callable
+
+    from app.inference.remote import RemoteSession, RemoteTarget
     from app.ui.state.remote_messages import RemoteTest, SecretAsk, SecretKeep
 
 log = logging.getLogger(__name__)
@@ -29,12 +31,30 @@ class RemoteProbe(QObject):
     secret_found = Signal(object)  # SecretFound
     keep_failed = Signal(str)  # the keyring refused to keep (or forget) a secret: one line
 
+    def __init__(self) -> None:
+        super().__init__()
+        self._testing: RemoteSession | None = None  # the session a test is waiting on (cancel)
+
+    def cancel(self) -> None:
+        """From the GUI thread (the window closes): a test waiting on a silent server gives up now, so the
+        probe's thread is joined at once (RemoteSession.cancel is thread-safe)."""
+        testing = self._testing
+        if testing is not None:
+            testing.cancel()
+
     @Slot(object)
     def test(self, request: RemoteTest) -> None:
         """Open the target's session (metadata and one warm-up request, one try: a test says what is now), close it."""
         from app.ui.state.remote_messages import RemoteTested
 
-        self.tested.emit(RemoteTested(request.request_id, *test_line(request.target)))
+        try:
+            line = test_line(request.target, opened=self._opened)
+        finally:
+            self._testing = None
+        self.tested.emit(RemoteTested(request.request_id, *line))
+
+    def _opened(self, session: RemoteSession) -> None:
+        self._testing = session
 
     @Slot(object)
     def find_secret(self, request: SecretAsk) -> None:
@@ -65,14 +85,24 @@ class RemoteProbe(QObject):
             self.keep_failed.emit(keyring_problem(exc))
 
 
-def test_line(target: RemoteTarget) -> tuple[str, bool]:
-    """("ready: nuclei (onnxruntime_onnx, server: CPU)", True), or (the one-line error, False)."""
+def test_line(target: RemoteTarget, *, opened: Callable[[RemoteSession], None] | None = None) -> tuple[str, bool]:
+    """("ready: nuclei (onnxruntime_onnx, server: CPU)", True), or (the one-line error, False). `opened` hears
+    the session before its warm-up request (so that it can be cancelled)."""
     from app.errors import SegLensError
     from app.inference.remote import open_remote_session
 
+    session = None
     try:
         session = open_remote_session(replace(target, retries=0, timeout_s=min(target.timeout_s, TEST_TIMEOUT_S)),
-                                      warm_up=True)
+                                      warm_up=False)
+        if opened is not None:
+            opened(session)
+        session.warm_up()
+        from app.ui.state.remote_messages import server_about
+
+        remote = session.info.remote  # read after the warm-up: the server's device is known from its answer
+        about = server_about(remote) if remote else ""
+        return f"ready: {target.model}" + (f" ({about})" if about else ""), True
     except SegLensError as exc:
         return str(exc), False
     except Exception as exc:  # a failure the client does not know: still one line, never a traceback
@@ -80,14 +110,9 @@ def test_line(target: RemoteTarget) -> tuple[str, bool]:
 
         log.warning("testing %s failed", target.where, exc_info=True)
         return f"{target.where}: {one_line(exc, most=200, typed=True)}", False
-    try:
-        from app.ui.state.remote_messages import server_about
-
-        remote = session.info.remote
-        about = server_about(remote) if remote else ""
-        return f"ready: {target.model}" + (f" ({about})" if about else ""), True
     finally:
-        session.close()
+        if session is not None:
+            session.close()
 
 
 def keyring_problem(exc: BaseException) -> str:
