@@ -34,7 +34,8 @@ def resolved_model(text: Path) -> Path:
 def add_model_options(parser: argparse.ArgumentParser, *, remote: bool = False) -> None:
     """--config, --device and --runtime, as every command that opens a session takes them; `remote`: --device
     remote too (the server's options are app.cli.remote_options.add_remote_options')."""
-    parser.add_argument("--config", type=Path, metavar="SIDECAR", help="sidecar YAML (default: <model>.yaml)")
+    parser.add_argument("--config", type=Path, metavar="SIDECAR", help="sidecar YAML (default: <model>.yaml); with "
+                        "--device remote also an http(s):// URL")
     if remote:
         parser.add_argument("--device", default="auto", type=device_or_remote,
                             help="auto | cpu | cuda | cuda:N | remote (with --server; default auto)")

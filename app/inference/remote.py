@@ -13,6 +13,7 @@ The latency is split into network+queue and server compute from the response's `
 from __future__ import annotations
 
 import logging
+import tempfile
 import threading
 import time
 import urllib.parse
@@ -136,6 +137,7 @@ class RemoteSession(ModelSession):
         super().__init__(spec, None, info)
         self.target, self.notes, self.on_retry = target, notes, on_retry
         self._calls = calls
+        self.fetched: tempfile.TemporaryDirectory[str] | None = None  # a sidecar fetched by URL: its private copy
         self._lock = threading.Lock()
         self._given_up = False
         self._stats_base: tuple[int, int] | None = None  # the server's statistics when the run began, if it has them
@@ -251,30 +253,47 @@ class RemoteSession(ModelSession):
         self._calls.cancel()
 
     def close(self) -> None:
-        """Cancel what is in flight and let the server's connections go (each HTTP client on its own thread)."""
+        """Cancel what is in flight and let the server's connections go (each HTTP client on its own thread); a
+        sidecar fetched by URL goes with its temporary folder."""
         self._calls.close()
+        if self.fetched is not None:
+            self.fetched.cleanup()
 
 
-def open_remote_session(target: RemoteTarget, *, sidecar: Path | None = None, runtime: dict[str, Any] | None = None,
-                        warm_up: bool = True, on_retry: Callable[[str], None] | None = None) -> RemoteSession:
+def open_remote_session(target: RemoteTarget, *, sidecar: Path | str | None = None,
+                        runtime: dict[str, Any] | None = None, warm_up: bool = True,
+                        on_retry: Callable[[str], None] | None = None) -> RemoteSession:
     """The session of `target`'s model: its metadata read (with the bounded retry), its spec detected as an ONNX
-    file's would be with `sidecar` over it, and by default one warm-up request. `runtime` is ONNX Runtime's, which
-    runs on the server: it is ignored here (logged)."""
-    from app.inference.spec_builder import given_sidecar, spec_from_graph
+    file's would be with `sidecar` over it (a path, or an http(s):// URL fetched with the server's credentials
+    where its host is the server's: app.inference.remote_sidecar), and by default one warm-up request. `runtime`
+    is ONNX Runtime's, which runs on the server: it is ignored here (logged)."""
+    from app.errors import SidecarError
+    from app.inference.remote_sidecar import fetched_sidecar, loaded_as
+    from app.inference.spec_builder import spec_from_graph
 
     if runtime:
         log.info("%s: --runtime options are the server's to choose; ignored", target.where)
-    sidecar_path = given_sidecar(sidecar) if sidecar is not None else None
+    sidecar_path, url, folder = fetched_sidecar(sidecar, target.wire())
     started = time.perf_counter()
-    calls = _calls_of(target)
+    try:
+        calls = _calls_of(target)
+    except BaseException:
+        if folder is not None:
+            folder.cleanup()
+        raise
     try:
         metadata = with_retry(lambda: calls.call(lambda transport: transport.metadata()), where=target.where,
                               retries=target.retries, backoff_s=target.backoff_s, timeout_s=target.timeout_s,
                               on_retry=on_retry, sleep=calls.sleep)
         graph = graph_from_metadata(metadata, target.where)
-        spec = spec_from_graph(remote_path(target.host, target.model), graph, sidecar_path)
+        try:
+            spec = spec_from_graph(remote_path(target.host, target.model), graph, sidecar_path)
+        except SidecarError as exc:
+            raise (loaded_as(exc, sidecar_path, url) if url and sidecar_path else exc) from None
     except BaseException:
         calls.close()
+        if folder is not None:
+            folder.cleanup()
         raise
     platform = metadata.get("platform")
     remote = RemoteInfo(target.host, target.model, target.version, platform if isinstance(platform, str) else "",
@@ -283,6 +302,7 @@ def open_remote_session(target: RemoteTarget, *, sidecar: Path | None = None, ru
                        load_ms=(time.perf_counter() - started) * 1000, remote=remote)
     note = activation_note(target.where, spec.output.kind, spec.sources)
     session = RemoteSession(spec, calls, info, target, on_retry=on_retry, notes=(note,) if note else ())
+    session.fetched = folder
     if warm_up:
         try:
             session.warm_up()

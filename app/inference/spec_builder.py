@@ -59,6 +59,10 @@ def spec_from_graph(path: Path, graph: GraphInfo, sidecar: Path | None) -> Model
 def given_sidecar(sidecar: str | Path) -> Path:
     """A sidecar named by the user, refused in one line when it is not there."""
     path = Path(sidecar)
+    if not path.exists() and str(path).startswith(("http:/", "https:/")):  # a Path made of a URL lost a slash
+        url = str(path).replace(":/", "://", 1).split("?", 1)[0].split("#", 1)[0]  # a query may hold a signature
+        raise SidecarError(f"{url}: a sidecar given by URL is fetched for a model on "
+                           "a server (--device remote); for a local model, download it beside the model")
     if not path.exists():  # a FIFO or folder goes on to be refused by name (not "not found")
         raise SidecarError(f"{path}: sidecar file not found")
     return path

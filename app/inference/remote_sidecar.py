@@ -1,0 +1,149 @@
+"""A remote model's sidecar given by URL (`--config https://host/model.yaml`): fetched once when the session opens,
+then read exactly as a local sidecar (app.inference.sidecar's loader, its limits and messages) from a private
+temporary copy that lives as long as the session (provenance hashes it).
+
+Credentials go only where the server's own would: to the same host name as the server, and never in clear text
+to a TLS server's host (an http:// sidecar beside a grpcs:// server gets none). The server's CA bundle is trusted
+for that host only; another host is checked against the system's trust store. Redirects are not followed (a
+redirect to another host would carry the Authorization header along): the final URL is asked for. A URL's query
+(a pre-signed link's signature) and any user:password@ are never echoed.
+"""
+
+from __future__ import annotations
+
+import logging
+import socket
+import ssl
+import tempfile
+import urllib.error
+import urllib.parse
+import urllib.request
+from pathlib import Path, PurePosixPath
+
+from app.errors import SidecarError, one_line
+from app.inference.remote_transport import Wire
+from app.inference.sidecar import MAX_SIDECAR_BYTES
+
+log = logging.getLogger(__name__)
+
+
+def sidecar_url(value: str | Path | None) -> str | None:
+    """The URL when `value` is one, else None. A Path made of a URL has lost a slash ('https:/host/m.yaml', as
+    argparse's type=Path gives it): restored."""
+    text = str(value) if value is not None else ""
+    for scheme in ("https", "http"):
+        if text.startswith(f"{scheme}://"):
+            return text
+        if text.startswith(f"{scheme}:/"):
+            return f"{scheme}://{text[len(scheme) + 2:]}"
+    return None
+
+
+def shown_url(url: str) -> str:
+    """`url` as messages say it: without a user:password@ and without its query or fragment."""
+    parts = urllib.parse.urlsplit(url)
+    netloc = parts.netloc.rsplit("@", 1)[-1]
+    return urllib.parse.urlunsplit((parts.scheme, netloc, parts.path, "", ""))[:300]
+
+
+class _NoRedirect(urllib.request.HTTPRedirectHandler):
+    def redirect_request(self, *args: object, **kwargs: object) -> None:
+        return None  # urllib then raises HTTPError with the 3xx
+
+
+def fetch_sidecar(url: str, wire: Wire, folder: Path) -> Path:
+    """The sidecar at `url` written into `folder` (under the URL's file name, so provenance names it); one
+    SidecarError line for each failure: the URL refused, HTTP errors, TLS, timeout, too large."""
+    where = f"sidecar {shown_url(url)}"
+    parts = urllib.parse.urlsplit(url)
+    if parts.username is not None or parts.password is not None:
+        raise SidecarError(f"{where}: credentials do not belong in the URL: the server's are used for its host")
+    if not parts.hostname:
+        raise SidecarError(f"{where}: no host")
+    same_host = parts.hostname.lower() == (urllib.parse.urlsplit(f"//{wire.host}").hostname or "").lower()
+    https = parts.scheme == "https"
+    headers = {"Accept": "application/yaml, text/yaml, text/plain, */*"}
+    if same_host and (https or not wire.tls):
+        headers.update({key.title(): value for key, value in wire.headers().items()})
+    context = ssl.create_default_context(cafile=str(wire.ca_file) if same_host and wire.ca_file else None)
+    opener = urllib.request.build_opener(_NoRedirect, urllib.request.HTTPSHandler(context=context))
+    request = urllib.request.Request(url, headers=headers)
+    log.debug("%s: fetching (credentials %s)", where, "sent" if "Authorization" in headers else "not sent")
+    data = _read(opener, request, where, wire.timeout_s)
+    name = PurePosixPath(urllib.parse.unquote(parts.path)).name
+    target = folder / (name if name.endswith((".yaml", ".yml")) and name.isprintable() else "sidecar.yaml")
+    target.write_bytes(data)
+    return target
+
+
+def _read(opener: urllib.request.OpenerDirector, request: urllib.request.Request, where: str,
+          timeout_s: float) -> bytes:
+    too_large = f"{where}: sidecar too large (over {MAX_SIDECAR_BYTES >> 20} MiB; a sidecar is a short YAML file)"
+    try:
+        with opener.open(request, timeout=timeout_s) as response:
+            declared = response.headers.get("Content-Length")
+            if declared and declared.isdigit() and int(declared) > MAX_SIDECAR_BYTES:
+                raise SidecarError(too_large)
+            data: bytes = response.read(MAX_SIDECAR_BYTES + 1)
+    except urllib.error.HTTPError as exc:
+        raise SidecarError(f"{where}: {_http_problem(exc)}") from None
+    except urllib.error.URLError as exc:
+        raise SidecarError(f"{where}: {_connection_problem(exc.reason, timeout_s)}") from None
+    except OSError as exc:  # a timeout or a connection reset mid-answer, and the like
+        raise SidecarError(f"{where}: {_connection_problem(exc, timeout_s)}") from None
+    if len(data) > MAX_SIDECAR_BYTES:
+        raise SidecarError(too_large)
+    return data
+
+
+def _http_problem(exc: urllib.error.HTTPError) -> str:
+    code = exc.code
+    if 300 <= code < 400:
+        return (f"HTTP {code}: redirected to {shown_url(exc.headers.get('Location') or '?')}; redirects are not "
+                "followed (credentials would go along): give the final URL")
+    words = {401: "not authorised: no token or a wrong one", 403: "forbidden", 404: "not found"}
+    return f"HTTP {code} {words.get(code) or one_line(ValueError(str(exc.reason)), most=80)}"
+
+
+def _connection_problem(reason: object, timeout_s: float) -> str:
+    if isinstance(reason, ssl.SSLCertVerificationError):
+        return (f"the TLS certificate is not trusted ({reason.verify_message or 'verify failed'}): trust the CA "
+                "that signed it")
+    if isinstance(reason, ssl.SSLError):
+        return f"TLS failed ({one_line(reason, most=120)}): is it on https?"
+    if isinstance(reason, TimeoutError):
+        return f"no answer within {timeout_s:g} s"
+    if isinstance(reason, ConnectionRefusedError):
+        return "unreachable (connection refused)"
+    if isinstance(reason, socket.gaierror):
+        return f"unknown host ({one_line(reason, most=80)})"
+    if isinstance(reason, BaseException):
+        return f"cannot fetch it ({one_line(reason, most=120, typed=True)})"
+    return f"cannot fetch it ({str(reason)[:120]})"
+
+
+def loaded_as(error: SidecarError, copy: Path, url: str) -> SidecarError:
+    """The loader's error about the fetched copy, naming the URL instead (the copy is nobody's to look at)."""
+    return SidecarError(str(error).replace(str(copy), f"sidecar {shown_url(url)}"))
+
+
+def fetched_folder() -> tempfile.TemporaryDirectory[str]:
+    """A private folder for a session's fetched sidecar (removed when the session closes)."""
+    return tempfile.TemporaryDirectory(prefix="seglens-remote-sidecar-")
+
+
+def fetched_sidecar(sidecar: str | Path | None, wire: Wire
+                    ) -> tuple[Path | None, str | None, tempfile.TemporaryDirectory[str] | None]:
+    """(the sidecar's path to load, its URL when it was fetched, the folder holding the copy): a local sidecar as
+    given (refused when not there), a URL fetched into a new private folder."""
+    from app.inference.spec_builder import given_sidecar
+
+    url = sidecar_url(sidecar)
+    if url is None:
+        return (given_sidecar(sidecar) if sidecar is not None else None), None, None
+    folder = fetched_folder()
+    try:
+        return fetch_sidecar(url, wire, Path(folder.name)), url, folder
+    except BaseException:
+        folder.cleanup()
+        raise
