@@ -17,6 +17,7 @@ import tempfile
 import threading
 import time
 import urllib.parse
+import weakref
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -137,6 +138,7 @@ class RemoteSession(ModelSession):
         super().__init__(spec, None, info)
         self.target, self.notes, self.on_retry = target, notes, on_retry
         self._calls = calls
+        weakref.finalize(self, calls.close)  # a session dropped unclosed: its sender threads end, not linger
         self.fetched: tempfile.TemporaryDirectory[str] | None = None  # a sidecar fetched by URL: its private copy
         self._lock = threading.Lock()
         self._given_up = False
