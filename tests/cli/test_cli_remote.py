@@ -216,13 +216,26 @@ def test_a_3d_model_on_the_server_writes_the_label_volume_of_a_local_run(tmp_pat
 def test_basic_auth_takes_the_password_from_the_environment(tmp_path, capsys, monkeypatch, face):
     monkeypatch.delenv("SEGLENS_REMOTE_TOKEN", raising=False)
     monkeypatch.setenv("T1_PASSWORD", "pa55:word")
-    with MockServer(NUCLEI, name="nuclei", token="basic:ann:pa55:word") as mock:
+    monkeypatch.setenv("T1_WRONG", "pa55:w0rd")
+    images = _images(tmp_path / "images", 2)
+    assert main(["run", "nuclei", str(images), "--out", str(tmp_path / "local"), "--device", "cpu"]) == 0
+    capsys.readouterr()
+    with MockServer(NUCLEI, name="nuclei", token="basic:ann:pa55:word") as mock:  # 'Basic base64(ann:pa55:word)'
         url = mock.grpc_url if face == "grpc" else mock.http_url
-        base = ["info", "nuclei", "--device", "remote", "--server", url, "--no-session"]
-        assert main([*base, "--user", "ann", "--password-env", "T1_PASSWORD"]) == 0
-        assert main([*base, "--user", "bob", "--password-env", "T1_PASSWORD"]) == 2
-    err = capsys.readouterr().err
-    assert "refused: not authorised" in err and "pa55" not in err
+        base = ["run", "nuclei", str(images), "--device", "remote", "--server", url, "--user", "ann"]
+        assert main([*base, "--out", str(tmp_path / "wrong"), "--password-env", "T1_WRONG"]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        status = "gRPC UNAUTHENTICATED" if face == "grpc" else "HTTP 401"
+        assert err == [f"error: remote 127.0.0.1:{url.rsplit(':', 1)[1]}/nuclei: refused: not authorised ({status}: "
+                       "unauthorized): no token or a wrong one (--token-env, default SEGLENS_REMOTE_TOKEN; or --user "
+                       "with --password-env)"]
+        assert not (tmp_path / "wrong").exists() or not any((tmp_path / "wrong").iterdir())
+        assert main([*base, "--out", str(tmp_path / "remote"), "--password-env", "T1_PASSWORD"]) == 0
+    local, remote = _masks(tmp_path / "local"), _masks(tmp_path / "remote")
+    assert local.keys() == remote.keys() and len(local) == 2
+    assert all(np.array_equal(local[name], remote[name]) for name in local)
+    captured = capsys.readouterr()
+    assert "pa55" not in captured.err + captured.out
 
 
 def test_a_refusal_keeps_the_cli_hint_apart_from_its_line(server, monkeypatch):
