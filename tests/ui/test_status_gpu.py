@@ -49,3 +49,18 @@ def test_the_window_on_auto_without_a_gpu_is_calm(qtbot, make_main_window, model
     assert window.summary.info.fallback_reason == "no NVIDIA GPU"  # kept for About/Diagnostics
     assert window.status.provider.text() == "CPU (no NVIDIA GPU)"
     assert window.status.provider.styleSheet() == CPU_STYLE
+
+
+def test_the_gpu_memory_read_queued_by_show_session_does_not_outlive_the_status_bar(qtbot):
+    """show_session queues one GPU-memory read for after the current event; a window closed at once (a test's
+    teardown, a quick quit) deleted the bar's labels first and the read raised 'Internal C++ object already
+    deleted' in the event loop (CI, tests/ui/test_station_view.py's teardown)."""
+    import shiboken6
+
+    from app.inference.session import SessionInfo
+    from app.ui.widgets.status import StatusBar
+
+    bar = StatusBar()
+    bar.show_session(SessionInfo("cpu", "CPUExecutionProvider", ("CPUExecutionProvider",)), "model")
+    shiboken6.delete(bar)
+    qtbot.wait(50)  # the queued read runs here, if it still can

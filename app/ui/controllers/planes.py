@@ -160,7 +160,7 @@ class ThreePlanes(QObject):
             self._say(f"Three planes: {one_line(exc)}")
             self._check(False)
             return
-        QTimer.singleShot(0, self._read_step)
+        QTimer.singleShot(0, self, self._read_step)
 
     def _read_step(self) -> None:
         """A few slices of the image volume, between the window's other events."""
@@ -181,7 +181,7 @@ class ThreePlanes(QObject):
             return
         if not stack.complete:
             self._say(f"Three planes: reading slice {stack.done} of {stack.depth}…")
-            QTimer.singleShot(0, self._read_step)
+            QTimer.singleShot(0, self, self._read_step)
             return
         self._stack, self._image = None, (path, stack.array, stack.invert)
         self._open(path)

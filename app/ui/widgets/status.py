@@ -122,7 +122,7 @@ class StatusBar(QStatusBar):
         self._device_id = info.device_id if info.on_gpu else None
         # after the current event: NVML's first call takes ~0.15 s (driver or not), and the first image's
         # request should reach the worker before that
-        QTimer.singleShot(0, self.refresh_gpu_memory)
+        QTimer.singleShot(0, self, self.refresh_gpu_memory)  # with self as context: not after the bar is gone
         if self._device_id is not None:
             self._timer.start()
         else:

@@ -67,7 +67,7 @@ class SliceMasks(QObject):
     def _schedule(self) -> None:
         if self._queue and not self._scheduled:
             self._scheduled = True
-            QTimer.singleShot(0, self._step)
+            QTimer.singleShot(0, self, self._step)
 
     def _step(self) -> None:
         self._scheduled = False
