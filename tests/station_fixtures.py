@@ -17,6 +17,7 @@ import subprocess
 import threading
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -162,3 +163,44 @@ class Subscriber:
     def close(self) -> None:
         self.client.disconnect()
         self.client.loop_stop()
+
+
+@contextmanager
+def mjpeg_camera(frames: list[Any], *, gap_s: float, pauses: dict[int, float] | None = None,
+                 hold_s: float = 30.0) -> Iterator[str]:
+    """An IP camera on loopback: an MJPEG stream over HTTP (multipart/x-mixed-replace) of `frames` (BGR uint8),
+    `gap_s` apart, waiting `pauses[i]` s before frame i, then silent with the connection kept open for `hold_s`
+    (a camera that hangs, not one that hangs up). Yields the stream's URL; the server stops at the end."""
+    import http.server
+
+    import cv2
+
+    stop = threading.Event()
+
+    class Camera(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            self.send_response(200)
+            self.send_header("Content-Type", "multipart/x-mixed-replace; boundary=frame")
+            self.end_headers()
+            for number, frame in enumerate(frames):
+                if pauses and number in pauses:
+                    stop.wait(pauses[number])
+                jpeg = cv2.imencode(".jpg", frame)[1].tobytes()
+                self.wfile.write(b"--frame\r\nContent-Type: image/jpeg\r\nContent-Length: %d\r\n\r\n%s\r\n"
+                                 % (len(jpeg), jpeg))
+                self.wfile.flush()
+                time.sleep(gap_s)
+            stop.wait(hold_s)
+
+        def log_message(self, *_args: object) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Camera)
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/line1.mjpg"
+    finally:
+        stop.set()
+        server.shutdown()
+        server.server_close()

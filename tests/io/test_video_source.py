@@ -6,7 +6,6 @@ order, the drop count and the pixels are asserted.
 
 from __future__ import annotations
 
-import http.server
 import threading
 import time
 from collections.abc import Iterator
@@ -19,6 +18,7 @@ import pytest
 
 from app.io.sources import Frame, SourceError
 from app.io.sources.video import VideoSource
+from tests.station_fixtures import mjpeg_camera
 
 FRAMES, FPS, WIDTH, HEIGHT = 60, 30.0, 64, 48
 
@@ -137,31 +137,9 @@ def test_frames_over_the_pixel_limit_are_refused_before_a_frame_is_read(
 def stream_that_stops() -> Iterator[str]:
     """An MJPEG stream over HTTP on loopback (as an IP camera serves one): 30 frames at 20 fps, then silence with
     the connection kept open (a camera that hangs, not one that hangs up)."""
-    silence = threading.Event()
-
-    class Camera(http.server.BaseHTTPRequestHandler):
-        def do_GET(self) -> None:
-            self.send_response(200)
-            self.send_header("Content-Type", "multipart/x-mixed-replace; boundary=frame")
-            self.end_headers()
-            for number in range(30):
-                jpeg = cv2.imencode(".jpg", cv2.cvtColor(picture(number), cv2.COLOR_RGB2BGR))[1].tobytes()
-                self.wfile.write(b"--frame\r\nContent-Type: image/jpeg\r\nContent-Length: %d\r\n\r\n%s\r\n"
-                                 % (len(jpeg), jpeg))
-                self.wfile.flush()
-                time.sleep(0.05)
-            silence.wait(30)
-
-        def log_message(self, *_args: object) -> None:
-            pass
-
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Camera)
-    server.daemon_threads = True
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    yield f"http://127.0.0.1:{server.server_address[1]}/line1.mjpg"
-    silence.set()
-    server.shutdown()
-    server.server_close()
+    frames = [cv2.cvtColor(picture(number), cv2.COLOR_RGB2BGR) for number in range(30)]
+    with mjpeg_camera(frames, gap_s=0.05, hold_s=30) as url:
+        yield url
 
 
 def test_a_stream_that_stops_sending_ends_stalled(stream_that_stops: str) -> None:

@@ -156,38 +156,14 @@ def test_a_bad_verdict_in_a_station_file_names_the_station_file(tmp_path, verdic
 @pytest.fixture
 def triggered_camera():
     """An MJPEG camera on loopback that sends a frame per part: 3 parts, 6.5 s without one, 3 more, then quiet."""
-    import http.server
-
-    import cv2
     import numpy as np
 
-    quiet = threading.Event()
+    from tests.station_fixtures import mjpeg_camera
 
-    class Camera(http.server.BaseHTTPRequestHandler):
-        def do_GET(self) -> None:
-            self.send_response(200)
-            self.send_header("Content-Type", "multipart/x-mixed-replace; boundary=frame")
-            self.end_headers()
-            for number in range(6):
-                if number == 3:
-                    quiet.wait(6.5)  # no part comes for a while: longer than the source's default 5 s
-                jpeg = cv2.imencode(".jpg", np.full((48, 64, 3), 40 * number, np.uint8))[1].tobytes()
-                self.wfile.write(b"--frame\r\nContent-Type: image/jpeg\r\nContent-Length: %d\r\n\r\n%s\r\n"
-                                 % (len(jpeg), jpeg))
-                self.wfile.flush()
-                time.sleep(0.3)
-            quiet.wait(60)
-
-        def log_message(self, *_args: object) -> None:
-            pass
-
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Camera)
-    server.daemon_threads = True
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    yield f"http://127.0.0.1:{server.server_address[1]}/line1.mjpg"
-    quiet.set()
-    server.shutdown()
-    server.server_close()
+    frames = [np.full((48, 64, 3), 40 * number, np.uint8) for number in range(6)]
+    # no part for 6.5 s before the fourth: longer than the source's default 5 s
+    with mjpeg_camera(frames, gap_s=0.3, pauses={3: 6.5}, hold_s=60) as url:
+        yield url
 
 
 def test_a_camera_quiet_between_parts_goes_on_until_the_stations_own_stall_after_s(tmp_path, triggered_camera):
