@@ -22,6 +22,7 @@ from app.cli.options import (  # the commands' shared options and helpers, one w
     EXIT_OK,
     EXIT_USAGE,
     device_or_remote,
+    number_parser,
     resolved_model,
 )
 from app.cli.options import add_model_options as _add_model_options
@@ -264,14 +265,7 @@ def _export_kinds(text: str) -> tuple[str, ...]:
     return tuple(dict.fromkeys(kinds))
 
 
-def _gpu_share(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        value = float("nan")
-    if not 0.0 < value <= 64.0:
-        raise argparse.ArgumentTypeError(f"must be a number of GPUs above 0 (e.g. 0.5 or 1), got {text!r}")
-    return value
+_gpu_share = number_parser(lambda v: 0.0 < v <= 64.0, "a number of GPUs above 0 (e.g. 0.5 or 1)")
 
 
 # --- info --------------------------------------------------------------------------------------------

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from app.cli.options import EXIT_OK, EXIT_SOME_FAILED, resolved_model, runtime_options
+from app.cli.options import EXIT_OK, EXIT_SOME_FAILED, number_parser, resolved_model, runtime_options
 from app.cli.options import shown as _shown
 
 if TYPE_CHECKING:
@@ -43,15 +43,7 @@ def add_calibrate_command(commands: argparse._SubParsersAction[argparse.Argument
     calibrate.set_defaults(handler=cmd_calibrate)
 
 
-def share(text: str) -> float:
-    """A target rate from 0 (none allowed: no defect passes) to below 1 (--max-fnr, --max-fpr)."""
-    try:
-        value = float(text)
-    except ValueError:
-        value = float("nan")
-    if not 0.0 <= value < 1.0:  # NaN fails this too
-        raise argparse.ArgumentTypeError(f"must be a share from 0 to below 1, got {text!r}")
-    return value
+share = number_parser(lambda v: 0.0 <= v < 1.0, "a share from 0 to below 1")  # --max-fnr/--max-fpr: 0 = none
 
 
 def cmd_calibrate(args: argparse.Namespace) -> int:

@@ -5,6 +5,7 @@ of them), so the cli package has no import circle."""
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -96,12 +97,20 @@ def device_or_remote(text: str) -> DeviceRequest:
     return DeviceRequest("remote") if text.strip().lower() == "remote" else device(text)
 
 
-def fraction(text: str) -> float:
-    """A number strictly between 0 and 1 (--threshold, --opacity)."""
-    try:
-        value = float(text)
-    except ValueError:
-        value = float("nan")
-    if not 0.0 < value < 1.0:  # NaN fails this too
-        raise argparse.ArgumentTypeError(f"must be a number between 0 and 1 (exclusive), got {text!r}")
-    return value
+def number_parser(accepts: Callable[[float], bool], wanted: str) -> Callable[[str], float]:
+    """An argparse `type` for a number that `accepts` takes (NaN never: every comparison with it fails), refused
+    as "must be <wanted>, got '<text>'"."""
+
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            value = float("nan")
+        if not accepts(value):
+            raise argparse.ArgumentTypeError(f"must be {wanted}, got {text!r}")
+        return value
+
+    return parse
+
+
+fraction = number_parser(lambda v: 0.0 < v < 1.0, "a number between 0 and 1 (exclusive)")  # --threshold, --opacity

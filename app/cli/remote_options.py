@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from app.cli.options import shown
+from app.cli.options import number_parser, shown
 
 if TYPE_CHECKING:
     from app.inference.remote import RemoteSession, RemoteTarget
@@ -180,14 +180,7 @@ def _say_retry(line: str) -> None:
     print(f"note: {shown(line)}", file=sys.stderr)
 
 
-def _seconds(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        value = float("nan")
-    if not 0 < value <= 3600:
-        raise argparse.ArgumentTypeError(f"must be seconds from 0 to 3600, got {text!r}")
-    return value
+_seconds = number_parser(lambda v: 0.0 < v <= 3600.0, "seconds from 0 to 3600")
 
 
 def _count(text: str) -> int:
