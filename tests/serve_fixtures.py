@@ -123,8 +123,17 @@ def start_serve(folder: Path, *models: str, token: str | None = TOKEN, args: tup
     return served
 
 
+def _said_serving(served: Served, deadline: float) -> bool:
+    """The startup line printed: serve prints it once its REST server says it started, which can come a moment
+    after the first ready answer (a loaded machine: a test read an empty stdout)."""
+    while "serving " not in served.stdout() and time.monotonic() < deadline and served.process.poll() is None:
+        time.sleep(0.02)
+    return "serving " in served.stdout()
+
+
 def wait_ready(served: Served, within_s: float) -> None:
-    """Poll v2/health/ready until 200; fail with the server's stderr if it exits or the time runs out."""
+    """Poll v2/health/ready until 200 and the startup line is out; fail with the server's stderr if it exits or
+    the time runs out."""
     context = ssl.create_default_context(cafile=str(served.tls_ca)) if served.tls_ca else None
     deadline = time.monotonic() + within_s
     while time.monotonic() < deadline:
@@ -133,7 +142,7 @@ def wait_ready(served: Served, within_s: float) -> None:
         request = urllib.request.Request(f"{served.url}/v2/health/ready", headers=served.headers)
         try:
             with urllib.request.urlopen(request, timeout=2, context=context) as answer:
-                if answer.status == 200:
+                if answer.status == 200 and _said_serving(served, deadline):
                     return
         except (urllib.error.URLError, OSError):
             pass
