@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from app.errors import ModelError
-from app.io.regular import read_regular, regular_problem
+from app.guard.untrusted import MODEL_FILE_LIMIT, read_untrusted, untrusted_problem
 
 # Ops that don't change what an output *means*; we look through them to find the op that made it.
 _PASS_THROUGH = {"Identity", "Cast", "Reshape", "Squeeze", "Unsqueeze", "Transpose", "Flatten", "Resize",
@@ -58,11 +58,11 @@ def read_graph(path: Path) -> GraphInfo:
     here and skips weights by their length (see the module's docstring for why). The `onnx` package is still
     used for shape inference, only for graphs that end in ArgMax.
     """
-    problem = regular_problem(path)  # a FIFO is no missing file: "not a regular file: a named pipe (FIFO)"
+    problem = untrusted_problem(path)  # a FIFO is no missing file: "not a regular file: a named pipe (FIFO)"
     if problem is not None:
         raise ModelError(f"{path}: {'model file not found' if problem == 'file not found' else problem}")
     try:
-        data = read_regular(path)  # never waits: a FIFO swapped in after the check is refused too
+        data = read_untrusted(path, limit=MODEL_FILE_LIMIT)  # a FIFO swapped in after the check: refused
     except OSError as exc:
         raise ModelError(f"{path}: cannot read the model file ({exc.strerror or exc})") from exc
     try:

@@ -79,12 +79,12 @@ class PromptSpec:
 
 def is_prompt_sidecar(path: Path) -> bool:
     """Whether `path` is a YAML file with a top-level `prompt:` section (cheap: used by `info` to choose)."""
-    from app.io.regular import open_regular  # not prompt_sidecar: it imports PyYAML
+    from app.guard.untrusted import open_untrusted  # not prompt_sidecar: it imports PyYAML
 
     if path.suffix.lower() not in (".yaml", ".yml") or not path.is_file():
         return False
     try:  # a sidecar's size at most (a model's big YAML is not read whole): a longer one is refused when read
-        with open_regular(path) as handle:
+        with open_untrusted(path, limit=_SIDECAR_BYTES + 1) as handle:
             head = handle.read(_SIDECAR_BYTES + 1)
     except OSError:
         return False

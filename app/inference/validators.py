@@ -10,7 +10,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from app.io.regular import open_regular
+from app.guard.untrusted import TooLarge, read_untrusted
 
 Check = Callable[[Any], Any]
 
@@ -127,11 +127,12 @@ def class_name(value: Any) -> str:
 def read_at_most(path: Path, limit: int) -> bytes | None:
     """The file's bytes, or None when it holds more than `limit` (never reads more than one byte past it: a
     sidecar or label file named by a model must not be able to fill memory). Only a regular file is opened, and
-    without waiting (a FIFO would block open() until a writer came): app.io.regular.NotRegularFile otherwise,
+    without waiting (a FIFO would block open() until a writer came): app.guard.untrusted.NotRegularFile otherwise,
     and OSError as open() raises it."""
-    with open_regular(path) as handle:
-        data = handle.read(limit + 1)
-    return None if len(data) > limit else data
+    try:
+        return read_untrusted(path, limit=limit)
+    except TooLarge:
+        return None
 
 
 def short_key(key: str) -> str:

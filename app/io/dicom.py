@@ -11,8 +11,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from app.errors import ImageError, one_line
+from app.guard.untrusted import INPUT_FILE_LIMIT, open_untrusted
 from app.io.limits import check_decoded, check_slices, image_bytes_limit, megapixels
-from app.io.regular import open_regular
 
 # No numpy at import (it and pydicom are imported where pixels are decoded): discovery asks `has_dicom_marker`
 # of every file without an image extension on the viewer's GUI thread, which must not pay numpy's import.
@@ -52,7 +52,7 @@ def has_dicom_marker(path: Path) -> bool:
     """'DICM' after the 128-byte preamble: a DICOM file whatever its name. A FIFO or device is never opened for
     reading (a FIFO in an input folder hung the folder walk): it is no DICOM."""
     try:
-        with open_regular(path) as handle:
+        with open_untrusted(path, limit=INPUT_FILE_LIMIT) as handle:
             return handle.read(132)[128:132] == b"DICM"
     except OSError:
         return False

@@ -174,9 +174,9 @@ def _looks_like_dicom(path: Path) -> bool:
 
 
 def _not_a_dicomdir(path: Path) -> str:
-    from app.io.regular import regular_problem
+    from app.guard.untrusted import untrusted_problem
 
-    return regular_problem(path) or "not a DICOM file (no DICM marker), so no DICOMDIR"
+    return untrusted_problem(path) or "not a DICOM file (no DICM marker), so no DICOMDIR"
 
 
 NAME_MAX = 255  # bytes in one file name on Linux, macOS and Windows alike

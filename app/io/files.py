@@ -8,115 +8,14 @@ from __future__ import annotations
 
 import contextlib
 import os
-import secrets
-import shutil
-import stat
-import time
 import zlib
-from collections.abc import Iterator
 from pathlib import Path
 
 import cv2
 import numpy as np
 
 from app.errors import OutputError
-from app.io.regular import read_regular
-
-
-def atomic_write(path: Path, data: bytes) -> None:
-    """Write `data` to `path` via a temporary file in the same folder and a rename.
-
-    The temporary is made by `create_temporary`, not `tempfile.mkstemp`: mkstemp creates 0600 files, and the
-    rename would hand that mode to every output whatever the user's umask.
-    """
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = create_temporary(path.parent, path.name)
-    except OSError as exc:
-        raise OutputError(f"{path}: cannot write ({exc.strerror or exc})") from exc
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-        os.replace(tmp, path)
-    except OSError as exc:
-        _remove_quietly(tmp)
-        raise OutputError(f"{path}: cannot write ({exc.strerror or exc})") from exc
-
-
-@contextlib.contextmanager
-def whole_folder(out_dir: Path) -> Iterator[Path]:
-    """A folder that appears whole or not at all (a DICOM series export): the block writes into a partial folder
-    beside `out_dir` (yielded), which takes `out_dir`'s place once the block ends without an exception. An earlier
-    `out_dir` is moved aside, not deleted first: a failed rename leaves it where it was. The partial folder is
-    gone either way. Raises OSError."""
-    partial = out_dir.with_name(f"{out_dir.name}.partial-{secrets.token_hex(4)}")
-    try:
-        partial.mkdir(parents=True)
-        yield partial
-        _swap_in(partial, out_dir)
-    finally:
-        shutil.rmtree(partial, ignore_errors=True)  # gone after the swap; the leftovers of a failure otherwise
-
-
-def _swap_in(partial: Path, out_dir: Path) -> None:
-    old = None
-    if out_dir.exists():
-        old = out_dir.with_name(f"{out_dir.name}.old-{secrets.token_hex(4)}")
-        out_dir.rename(old)
-    try:
-        partial.rename(out_dir)
-    except OSError:
-        if old is not None:
-            with contextlib.suppress(OSError):
-                old.rename(out_dir)
-        raise
-    if old is not None:
-        shutil.rmtree(old, ignore_errors=True)
-
-
-TEMPORARY_PREFIX = ".seglens-tmp-"
-
-
-def create_temporary(folder: Path, name: str) -> tuple[int, Path]:
-    """A new, empty file `.seglens-tmp-<name>.<random>.tmp` in `folder`, open for writing: (fd, path).
-
-    Created exclusively (O_CREAT | O_EXCL: it never opens an existing file and never follows a symlink planted
-    under its name), with mode 0o666 so that the umask decides its permissions, as for any file a program writes.
-    The name is cut short: the temporary must fit the file-name limit wherever the final name does.
-    """
-    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0) | getattr(os, "O_CLOEXEC", 0)
-    for _ in range(100):
-        path = folder / f"{TEMPORARY_PREFIX}{name[:48]}.{secrets.token_hex(4)}.tmp"
-        try:
-            return os.open(path, flags, 0o666), path
-        except FileExistsError:
-            continue
-    raise FileExistsError(f"{folder}: no free temporary name for {name}")
-
-
-def remove_stale_temporaries(folder: Path, *, older_than: float | None = None) -> int:
-    """Delete the temporaries a killed run left in `folder` and its sub-folders: SegLens's own only
-    (`.seglens-tmp-*.tmp` regular files, not a user's `.notes.tmp`), and only those last written before
-    `older_than` (a time.time() value: this run's start; default now), so that a run started at the same time in
-    the same folder keeps the files it is writing. Symlinks are neither followed nor removed.
-    """
-    cutoff = time.time() if older_than is None else older_than
-    removed = 0
-    for root, _dirs, names in os.walk(folder):  # os.walk does not follow symlinked folders
-        for name in names:
-            if name.startswith(TEMPORARY_PREFIX) and name.endswith(".tmp"):
-                removed += _remove_if_stale(os.path.join(root, name), cutoff)
-    return removed
-
-
-def _remove_if_stale(path: str, cutoff: float) -> int:
-    with contextlib.suppress(OSError):
-        info = os.lstat(path)
-        if stat.S_ISREG(info.st_mode) and info.st_mtime < cutoff:
-            os.unlink(path)
-            return 1
-    return 0
-
+from app.guard.untrusted import INPUT_FILE_LIMIT, read_untrusted
 
 _PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 _PNG_END = b"\x00\x00\x00\x00IEND\xaeB`\x82"  # the empty IEND chunk every complete PNG ends with
@@ -192,7 +91,7 @@ def _text_chunk(key: str, value: str) -> bytes:
 def png_text(source: bytes | Path) -> dict[str, str]:
     """The `tEXt`, `zTXt` and `iTXt` items of a PNG (bytes or a file), in file order; chunks whose CRC does
     not match are skipped. What tests and tools read SegLens's provenance back with."""
-    data = source if isinstance(source, bytes) else read_regular(source)  # a FIFO: NotRegularFile, never a wait
+    data = source if isinstance(source, bytes) else read_untrusted(source, limit=INPUT_FILE_LIMIT)  # a FIFO: refused
     if data[:8] != _PNG_SIGNATURE:
         raise ValueError("not a PNG")
     items, at = {}, 8

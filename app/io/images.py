@@ -17,12 +17,12 @@ import numpy as np
 from PIL import Image, ImageFile, ImageOps, UnidentifiedImageError
 
 from app.errors import ImageError, one_line
+from app.guard.untrusted import kind_of
 from app.io.decoded import DEFAULT_MAX_PIXELS as DEFAULT_MAX_PIXELS  # re-exported: a caller reads a picture here
 from app.io.decoded import DecodedImage as DecodedImage
 from app.io.decoded import pixel_limit as pixel_limit
 from app.io.limits import check_decoded, image_bytes_limit, megapixels
 from app.io.png import decode_png, metadata_after_pixels
-from app.io.regular import kind_of
 from app.io.tiff import is_tiff, open_tiff
 from app.io.window import auto_window
 

@@ -20,9 +20,9 @@ from typing import Any
 import numpy as np
 
 from app.errors import ImageError, one_line
+from app.guard.untrusted import INPUT_FILE_LIMIT, open_untrusted, untrusted_problem
 from app.io.decoded import DecodedImage, pixel_limit
 from app.io.limits import check_decoded, check_slices, megapixels, size_text, volume_bytes_limit
-from app.io.regular import open_regular, regular_problem
 from app.io.volumes import SliceRef, Volume
 from app.io.window import apply_window, auto_window
 
@@ -142,7 +142,7 @@ def _read_stored(path: Path, proxy: Any) -> np.ndarray:  # proxy: nibabel's Arra
 
     values = np.empty(int(np.prod(proxy.shape, dtype=np.int64)), dtype=proxy.dtype)
     buffer, done = values.view(np.uint8).data, 0  # a memoryview over the array's bytes
-    with open_regular(path) as raw, gzip.GzipFile(fileobj=raw) as stream:
+    with open_untrusted(path, limit=INPUT_FILE_LIMIT) as raw, gzip.GzipFile(fileobj=raw) as stream:
         stream.seek(int(proxy.offset))  # forward: decompresses the header and extensions, nothing kept
         while done < len(buffer):
             got = stream.readinto(buffer[done:done + (16 << 20)])
@@ -210,7 +210,7 @@ def _compressed(path: Path) -> bool:
 def _load(path: Path) -> NiftiImage:
     import nibabel as nib
 
-    problem = regular_problem(path)  # nibabel would wait for ever on a FIFO
+    problem = untrusted_problem(path, limit=INPUT_FILE_LIMIT)  # nibabel would wait for ever on a FIFO
     if problem is not None:
         raise ImageError(f"{path}: {problem}")
     try:

@@ -26,9 +26,9 @@ import numpy as np
 from PIL import Image, UnidentifiedImageError
 
 from app.errors import ImageError
+from app.guard.untrusted import INPUT_FILE_LIMIT, NotRegularFile, open_untrusted
 from app.io.images import check_size, pillow_guard, pixel_limit
 from app.io.limits import megapixels
-from app.io.regular import NotRegularFile, open_regular
 
 SUFFIXES = (".png", "_mask.png", ".tif", ".tiff", "_mask.tif")
 
@@ -129,7 +129,7 @@ def read_reference(path: Path, n_classes: int, *, max_pixels: int | None = None)
     max_pixels = max_pixels or pixel_limit()
     pillow_guard(max_pixels)
     try:
-        with open_regular(path) as handle, Image.open(handle) as img:
+        with open_untrusted(path, limit=INPUT_FILE_LIMIT) as handle, Image.open(handle) as img:
             check_size(path, img.size, max_pixels)
             values = _label_values(path, img)
     except ImageError:

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from app.errors import OutputError
-from app.io.regular import read_regular
+from app.guard.untrusted import SMALL_FILE_LIMIT, read_untrusted
 
 LOCK_NAME = ".seglens-run.lock"
 
@@ -72,7 +72,7 @@ class OutputLock:
 
     def _owner(self) -> dict[str, Any] | None:
         try:
-            owner = json.loads(read_regular(self.path).decode("utf-8"))  # a FIFO there: stale, not a hang
+            owner = json.loads(read_untrusted(self.path, limit=SMALL_FILE_LIMIT).decode("utf-8"))  # FIFO: stale
         except (OSError, ValueError):
             return None  # unreadable or half-written by a run that died at once: stale
         return owner if isinstance(owner, dict) else None

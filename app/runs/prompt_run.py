@@ -17,9 +17,9 @@ from pathlib import Path
 import numpy as np
 
 from app.errors import SegLensError, error_line, one_line
+from app.guard.untrusted import read_untrusted, untrusted_problem
 from app.inference.prompt_input import Box, PromptModel
 from app.io.files import atomic_write, encode_png
-from app.io.regular import read_regular, regular_problem
 
 MAX_ROWS = 1_000_000  # a boxes file beyond this is not a detector's output for one folder
 MAX_BYTES = 256 << 20  # read whole: checked before
@@ -55,14 +55,14 @@ class PromptRunResult:
 def read_boxes(path: Path) -> BoxesFile:
     """Parse boxes.csv; a header row (file,x0,…) is optional. A class is a number 1-255 (the mask value) or a
     name (numbered after the largest such number, in order of first appearance); none means 1."""
-    problem = regular_problem(path)  # a FIFO would block the read; a folder is no CSV
+    problem = untrusted_problem(path)  # a FIFO would block the read; a folder is no CSV
     if problem is not None:
         raise SegLensError(f"{path}: {'boxes file not found' if problem == 'file not found' else problem}")
     if path.stat().st_size > MAX_BYTES:
         raise SegLensError(f"{path}: the boxes file is over {MAX_BYTES >> 20} MiB: split it")
     raw: list[tuple[int, list[str]]] = []
     try:
-        text = read_regular(path).decode("utf-8-sig")
+        text = read_untrusted(path, limit=MAX_BYTES).decode("utf-8-sig")
         for n, row in enumerate(csv.reader(io.StringIO(text, newline="")), start=1):
             if any(c.strip() for c in row):
                 raw.append((n, row))

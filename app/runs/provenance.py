@@ -19,12 +19,12 @@ from typing import Any
 
 from app import __version__
 from app.errors import OutputError
+from app.guard.untrusted import STATE_FILE_LIMIT, read_untrusted
 from app.inference.describe import spec_dict
 from app.inference.remote_graph import is_remote_path, metadata_sha256
 from app.inference.session import SessionInfo
 from app.inference.spec import ModelSpec
 from app.io.files import atomic_write, file_sha256, png_text
-from app.io.regular import read_regular
 
 SHORT = 12  # hex digits of a hash in messages and PNG text chunks
 PNG_KEY = "SegLens"  # the PNG text keyword holding a run's provenance (compact JSON)
@@ -166,7 +166,7 @@ def resume_problem(report: Path, identity: RunIdentity) -> str | None:
     """Why the rows of the earlier run at `report` must not be carried into this one (one line), or None."""
     path = record_path(report)
     try:
-        earlier = json.loads(read_regular(path).decode("utf-8"))
+        earlier = json.loads(read_untrusted(path, limit=STATE_FILE_LIMIT).decode("utf-8"))
     except FileNotFoundError:
         return (f"{path.name} is missing: nothing says which model made the earlier rows (an older SegLens, or "
                 "no earlier run)") if _has_rows(report) else None

@@ -24,9 +24,9 @@ from pathlib import Path, PurePosixPath
 import numpy as np
 
 from app.errors import SegLensError, spelt
+from app.guard.untrusted import STATE_FILE_LIMIT, read_untrusted
 from app.io.discover import safe_name
 from app.io.files import atomic_write, encode_png, png_text, png_with_text
-from app.io.regular import read_regular
 from app.runs.report import formula_safe
 
 STATES = ("unreviewed", "accepted", "rejected", "corrected")
@@ -236,7 +236,7 @@ def _from_cell(cell: str) -> str:
 
 def _read_rows(path: Path) -> dict[tuple[str, str], Review]:
     try:
-        text = read_regular(path).decode("utf-8-sig")
+        text = read_untrusted(path, limit=STATE_FILE_LIMIT).decode("utf-8-sig")
     except FileNotFoundError:
         return {}
     except UnicodeDecodeError as exc:

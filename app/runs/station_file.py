@@ -37,7 +37,7 @@ from typing import Any, NoReturn
 import yaml
 
 from app.errors import SegLensError, shown
-from app.io.regular import read_regular
+from app.guard.untrusted import SMALL_FILE_LIMIT, read_untrusted
 from app.runs.outputs import SAVE_KINDS
 
 MAX_BYTES = 1 << 20  # a station file is a short YAML file
@@ -88,7 +88,7 @@ class StationFile:
 def read_station_file(path: Path) -> StationFile:
     """The station file at `path`, checked (StationFileError in one line otherwise)."""
     try:
-        data = read_regular(path)
+        data = read_untrusted(path, limit=SMALL_FILE_LIMIT)
     except OSError as exc:
         raise StationFileError(f"{path}: cannot read the station file ({exc.strerror or exc})") from exc
     if len(data) > MAX_BYTES:

@@ -41,8 +41,8 @@ from pathlib import Path
 from typing import Any
 
 from app.errors import OutputError
+from app.guard.untrusted import STATE_FILE_LIMIT, read_untrusted
 from app.io.files import TEMPORARY_PREFIX, create_temporary, sync_folder
-from app.io.regular import read_regular
 from app.io.sources import Frame
 
 log = logging.getLogger(__name__)
@@ -74,9 +74,9 @@ class JournalRead:
 
 def read_journal(path: Path) -> JournalRead:
     """The records of the journal at `path` (none when there is no file), without changing it. OSError when it
-    cannot be read (a FIFO or a folder under its name: app.io.regular)."""
+    cannot be read (a FIFO or a folder under its name: app.guard.untrusted)."""
     try:
-        data = read_regular(path)
+        data = read_untrusted(path, limit=STATE_FILE_LIMIT)
     except FileNotFoundError:
         return JournalRead([], 0, False, 0)
     whole = data.rfind(b"\n") + 1  # a last line without its newline was being written when the process died

@@ -180,9 +180,9 @@ def _patient_words(path: Path) -> set[str]:
     try:
         import pydicom
 
-        from app.io.regular import open_regular
+        from app.guard.untrusted import INPUT_FILE_LIMIT, open_untrusted
 
-        with open_regular(path) as handle:
+        with open_untrusted(path, limit=INPUT_FILE_LIMIT) as handle:
             dataset = pydicom.dcmread(handle, stop_before_pixels=True)
     except Exception:  # a file that cannot be read names nobody we can know of
         return set()

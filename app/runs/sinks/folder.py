@@ -27,9 +27,9 @@ from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING
 
 from app.errors import OutputError, SegLensError, one_line
+from app.guard.untrusted import INPUT_FILE_LIMIT, open_untrusted, read_untrusted
 from app.io.discover import safe_name
 from app.io.files import atomic_write, encode_png
-from app.io.regular import open_regular, read_regular
 from app.runs.outputs import write_result_images
 from app.runs.sinks import StationVerdict
 from app.runs.station_privacy import Shareable
@@ -145,9 +145,9 @@ class FolderSink:
                 raise ValueError("a frame with neither a file nor pixels cannot be copied")
             return encode_png(pictures.pixels)
         if verdict.verdict != "ERROR":
-            return read_regular(pictures.path)
+            return read_untrusted(pictures.path, limit=INPUT_FILE_LIMIT)
         try:  # a frame that could not be judged: its file may be gone, a FIFO, or huge
-            with open_regular(pictures.path) as handle:
+            with open_untrusted(pictures.path, limit=INPUT_FILE_LIMIT) as handle:
                 data = handle.read(ERROR_COPY_MAX + 1)
         except OSError as exc:
             log.debug("folder sink: the input of ERROR frame %s not kept: %s", verdict.frame_id, exc)

@@ -23,7 +23,7 @@ from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
 
-from app.io.regular import read_regular
+from app.guard.untrusted import STATE_FILE_LIMIT, read_untrusted
 
 log = logging.getLogger(__name__)
 
@@ -142,7 +142,7 @@ class OutBuffer:
 
     def _load(self) -> None:
         try:
-            data = read_regular(self.path)  # a FIFO under its name must not hang the station: OSError
+            data = read_untrusted(self.path, limit=STATE_FILE_LIMIT)  # a FIFO: OSError, no hang
         except FileNotFoundError:
             return
         taken: dict[int, Pending] = {}

@@ -25,7 +25,7 @@ from cryptography import x509
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 
-from app.io.regular import read_regular
+from app.guard.untrusted import SMALL_FILE_LIMIT, read_untrusted
 from app.runs.sinks import StationVerdict
 
 NAMESPACE = "urn:seglens:station"
@@ -200,7 +200,7 @@ def _public(key: Any) -> bytes:
 
 def _read(path: Path, what: str) -> bytes:
     try:
-        data = read_regular(path)
+        data = read_untrusted(path, limit=SMALL_FILE_LIMIT)
     except OSError as exc:
         raise ValueError(f"{what} {path.name}: cannot read it ({exc.strerror or exc})") from exc
     if len(data) > 1 << 20:

@@ -1,0 +1,232 @@
+"""Writing SegLens's own files where others can also write: never through a planted link, whole or not at all.
+
+A station's output folder, a watched share, a PACS cache or a run's `--out` may be writable by other users or
+by the process that drops files into it. Someone who can write there can plant a symlink (or a hard link, or a
+FIFO) under the name SegLens is about to write — its journal, verdict log, MQTT buffer, a lock, an output — and
+SegLens, often running with more rights, would append to or truncate the target. Every such write goes through
+here:
+
+- appends and new files are opened with O_NOFOLLOW (a symlink under the name is refused, never followed), and
+  refused when what is there is not a regular file or has another hard link;
+- files that are rewritten are written to an exclusive temporary in the same folder and renamed over the name
+  (`os.replace` replaces a planted link itself, never its target), so a crash never leaves half a file;
+- `private=True` creates folders 0700 and files 0600: anything that holds patient data or secrets;
+- folders and files are removed only by root + components (`remove_under`), through `join_under`, never by a
+  path that did not come out of it, and `rmtree` never follows a link.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+import secrets
+import shutil
+import stat
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import BinaryIO
+
+from app.errors import OutputError
+from app.guard.names import join_under
+
+TEMPORARY_PREFIX = ".seglens-tmp-"
+_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+_CLOEXEC = getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_BINARY", 0)
+
+
+class PlantedLink(OSError):
+    """Something other than SegLens's own regular file sits under the name: a symlink, a hard link to another
+    file, a FIFO or a device."""
+
+    def __init__(self, path: str | os.PathLike[str], what: str) -> None:
+        super().__init__(errno.EPERM, f"refused to write through {what} planted under the name", os.fspath(path))
+
+    def __str__(self) -> str:
+        return f"{self.filename}: {self.strerror}"
+
+
+def _mode(private: bool) -> int:
+    return 0o600 if private else 0o666
+
+
+def make_folder(path: str | os.PathLike[str], *, private: bool = False) -> Path:
+    """`path` as a folder (parents too), created 0700 when `private`; a symlink or a file under the last name is
+    refused (PlantedLink). An existing folder is kept as it is, except that a private one is made 0700 when it
+    is SegLens's (owned by this user)."""
+    folder = Path(path)
+    with contextlib.suppress(FileExistsError):
+        folder.parent.mkdir(parents=True, exist_ok=True)
+        os.mkdir(folder, 0o700 if private else 0o777)
+    info = os.lstat(folder)
+    if stat.S_ISLNK(info.st_mode) or not stat.S_ISDIR(info.st_mode):
+        raise PlantedLink(folder, "a symbolic link" if stat.S_ISLNK(info.st_mode) else "a file")
+    if private and stat.S_IMODE(info.st_mode) & 0o077 and info.st_uid == _uid():
+        os.chmod(folder, 0o700)
+    return folder
+
+
+def _uid() -> int:
+    return os.getuid() if hasattr(os, "getuid") else 0
+
+
+def _checked(fd: int, path: str | os.PathLike[str]) -> int:
+    """`fd` when it is a regular file with no other hard link; PlantedLink (the descriptor closed) otherwise."""
+    info = os.fstat(fd)
+    what = None if stat.S_ISREG(info.st_mode) else "something that is not a regular file"
+    if what is None and info.st_nlink > 1:
+        what = "a hard link"
+    if what is not None:
+        os.close(fd)
+        raise PlantedLink(path, what)
+    return fd
+
+
+def _open(path: str | os.PathLike[str], flags: int, private: bool) -> int:
+    try:
+        fd = os.open(path, flags | _NOFOLLOW | _CLOEXEC | os.O_NONBLOCK, _mode(private))
+    except OSError as exc:
+        if exc.errno in (errno.ELOOP, errno.EMLINK):
+            raise PlantedLink(path, "a symbolic link") from None
+        if exc.errno == errno.ENXIO:  # a FIFO with no reader
+            raise PlantedLink(path, "a named pipe") from None
+        raise
+    fd = _checked(fd, path)
+    os.set_blocking(fd, True)
+    return fd
+
+
+def open_append(path: str | os.PathLike[str], *, private: bool = False) -> BinaryIO:
+    """`path` open for appending (created if missing), never through a link planted under the name."""
+    return os.fdopen(_open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, private), "ab")
+
+
+def open_update(path: str | os.PathLike[str], *, private: bool = False) -> BinaryIO:
+    """`path` open for reading and writing in place (created if missing; a journal that truncates its own torn
+    tail), never through a planted link."""
+    return os.fdopen(_open(path, os.O_RDWR | os.O_CREAT, private), "r+b")
+
+
+def open_new(path: str | os.PathLike[str], *, private: bool = False) -> BinaryIO:
+    """A new file at `path`, created exclusively (FileExistsError when anything is there, a link included)."""
+    return os.fdopen(_open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, private), "wb")
+
+
+def create_temporary(folder: Path, name: str, *, private: bool = False) -> tuple[int, Path]:
+    """A new, empty file `.seglens-tmp-<name>.<random>.tmp` in `folder`, open for writing: (fd, path).
+
+    Created exclusively (O_CREAT | O_EXCL: it never opens an existing file and never follows a symlink planted
+    under its name), with mode 0o666 (the umask decides) or 0o600 when `private`. The name is cut short: the
+    temporary must fit the file-name limit wherever the final name does."""
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW | _CLOEXEC
+    for _ in range(100):
+        path = folder / f"{TEMPORARY_PREFIX}{name[:48]}.{secrets.token_hex(4)}.tmp"
+        try:
+            return os.open(path, flags, _mode(private)), path
+        except FileExistsError:
+            continue
+    raise FileExistsError(f"{folder}: no free temporary name for {name}")
+
+
+def atomic_write(path: Path, data: bytes, *, private: bool = False, durable: bool = False) -> None:
+    """Write `data` to `path` via an exclusive temporary in the same folder and a rename: the file appears whole
+    or not at all, and a link planted under the name is replaced, never written through. `durable`: fsync the
+    file before the rename (a journal's state). OutputError naming the path on failure."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = create_temporary(path.parent, path.name, private=private)
+    except OSError as exc:
+        raise OutputError(f"{path}: cannot write ({exc.strerror or exc})") from exc
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+            if durable:
+                handle.flush()
+                os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except OSError as exc:
+        _remove_quietly(tmp)
+        raise OutputError(f"{path}: cannot write ({exc.strerror or exc})") from exc
+
+
+def _remove_quietly(path: Path) -> None:
+    with contextlib.suppress(OSError):
+        os.unlink(path)
+
+
+@contextlib.contextmanager
+def whole_folder(out_dir: Path, *, private: bool = False) -> Iterator[Path]:
+    """A folder that appears whole or not at all (a DICOM series): the block writes into a partial folder beside
+    `out_dir` (yielded), which takes `out_dir`'s place once the block ends without an exception. An earlier
+    `out_dir` is moved aside, not deleted first: a failed rename leaves it where it was. The partial folder is
+    gone either way. Raises OSError."""
+    partial = out_dir.with_name(f"{out_dir.name}.partial-{secrets.token_hex(4)}")
+    try:
+        out_dir.parent.mkdir(parents=True, exist_ok=True)
+        os.mkdir(partial, 0o700 if private else 0o777)
+        yield partial
+        _swap_in(partial, out_dir)
+    finally:
+        remove_under(partial.parent, partial.name)  # gone after the swap; the leftovers of a failure otherwise
+
+
+def _swap_in(partial: Path, out_dir: Path) -> None:
+    old = None
+    if os.path.lexists(out_dir):
+        old = out_dir.with_name(f"{out_dir.name}.old-{secrets.token_hex(4)}")
+        os.rename(out_dir, old)  # a link planted under the name is moved aside, never followed
+    try:
+        os.rename(partial, out_dir)
+    except OSError:
+        if old is not None:
+            with contextlib.suppress(OSError):
+                os.rename(old, out_dir)
+        raise
+    if old is not None:
+        remove_under(old.parent, old.name)
+
+
+def remove_under(root: str | os.PathLike[str], *components: str) -> bool:
+    """Remove `root/components…` — a folder with everything in it, or a file, or a link (the link itself) — after
+    `join_under` proved the parent stays under `root`. Whether something was removed; OSError other than a
+    missing path is left to the caller only for a folder that could not be removed whole."""
+    if not components:
+        raise ValueError("remove_under needs at least one component under the root")
+    parent = join_under(root, *components[:-1])
+    target = parent / components[-1]
+    if not os.path.islink(target):  # a link is removed itself, wherever it points; anything else must be inside
+        join_under(parent, components[-1])
+    try:
+        info = os.lstat(target)
+    except FileNotFoundError:
+        return False
+    if stat.S_ISDIR(info.st_mode):
+        shutil.rmtree(target, ignore_errors=True)  # never follows a link inside (fd-based where the OS allows)
+        return not os.path.lexists(target)
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(target)
+    return True
+
+
+def remove_stale_temporaries(folder: Path, *, older_than: float | None = None) -> int:
+    """Delete the temporaries a killed run left in `folder` and its sub-folders: SegLens's own only
+    (`.seglens-tmp-*.tmp` regular files, not a user's `.notes.tmp`), and only those last written before
+    `older_than` (a time.time() value: this run's start; default now), so that a run started at the same time in
+    the same folder keeps the files it is writing. Symlinks are neither followed nor removed."""
+    cutoff = time.time() if older_than is None else older_than
+    removed = 0
+    for root, _dirs, names in os.walk(folder):  # os.walk does not follow symlinked folders
+        for name in names:
+            if name.startswith(TEMPORARY_PREFIX) and name.endswith(".tmp"):
+                removed += _remove_if_stale(os.path.join(root, name), cutoff)
+    return removed
+
+
+def _remove_if_stale(path: str, cutoff: float) -> int:
+    with contextlib.suppress(OSError):
+        info = os.lstat(path)
+        if stat.S_ISREG(info.st_mode) and info.st_mtime < cutoff:
+            os.unlink(path)
+            return 1
+    return 0
