@@ -15,6 +15,11 @@ import cv2
 import numpy as np
 
 from app.errors import OutputError
+from app.guard.shared import TEMPORARY_PREFIX as TEMPORARY_PREFIX  # the writing gate's, re-exported for the writers
+from app.guard.shared import atomic_write as atomic_write
+from app.guard.shared import create_temporary as create_temporary
+from app.guard.shared import remove_stale_temporaries as remove_stale_temporaries
+from app.guard.shared import whole_folder as whole_folder
 from app.guard.untrusted import INPUT_FILE_LIMIT, read_untrusted
 
 _PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
