@@ -42,7 +42,8 @@ from typing import Any
 
 from app.errors import OutputError
 from app.guard.untrusted import STATE_FILE_LIMIT, read_untrusted
-from app.io.files import TEMPORARY_PREFIX, create_temporary, sync_folder
+from app.guard.shared import TEMPORARY_PREFIX, create_temporary
+from app.io.files import sync_folder
 from app.io.sources import Frame
 
 log = logging.getLogger(__name__)

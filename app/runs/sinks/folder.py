@@ -29,7 +29,8 @@ from typing import TYPE_CHECKING
 from app.errors import OutputError, SegLensError, one_line
 from app.guard.untrusted import INPUT_FILE_LIMIT, open_untrusted, read_untrusted
 from app.io.discover import safe_name
-from app.io.files import atomic_write, encode_png
+from app.guard.shared import atomic_write
+from app.io.files import encode_png
 from app.runs.outputs import write_result_images
 from app.runs.sinks import StationVerdict
 from app.runs.station_privacy import Shareable
