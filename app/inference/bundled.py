@@ -52,11 +52,11 @@ def prompt_summary(sidecar: Path) -> BundledModel:
 
 
 def _prompt_section(sidecar: Path) -> dict[str, Any] | None:
-    import yaml  # here, not at module level: the viewer resolves --model before Qt starts
+    from app.guard.yaml_load import YAMLRefused, read_yaml  # here: the viewer resolves --model before Qt starts
 
     try:
-        data = yaml.safe_load(sidecar.read_text("utf-8"))
-    except (OSError, UnicodeDecodeError, yaml.YAMLError):
+        data = read_yaml(sidecar, what="prompt sidecar")
+    except (OSError, YAMLRefused):
         return None  # not a prompt sidecar this listing can read: the spec loader says what is wrong with it
     prompt = data.get("prompt") if isinstance(data, dict) else None
     return prompt if isinstance(prompt, dict) else None

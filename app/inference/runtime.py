@@ -111,7 +111,7 @@ class RuntimeOptions:
 
 def parse_runtime_arguments(pairs: list[str]) -> dict[str, Any]:
     """`["tensorrt=true", "gpu_mem_limit_mb=4096"]` → validated values; ValueError names the key."""
-    import yaml
+    from app.guard.yaml_load import YAMLRefused, load_yaml
 
     values: dict[str, Any] = {}
     for pair in pairs:
@@ -120,8 +120,10 @@ def parse_runtime_arguments(pairs: list[str]) -> dict[str, Any]:
         if not sep or key not in RUNTIME_KEYS:
             raise ValueError(f"--runtime {pair!r}: expected KEY=VALUE with KEY one of {', '.join(RUNTIME_KEYS)}")
         try:
-            values[key] = RUNTIME_KEYS[key](yaml.safe_load(raw))
-        except (ValueError, yaml.YAMLError) as exc:
+            values[key] = RUNTIME_KEYS[key](load_yaml(raw, source=f"--runtime {key}", what="value"))
+        except YAMLRefused as exc:  # it names the option already
+            raise ValueError(str(exc)) from None
+        except ValueError as exc:
             raise ValueError(f"--runtime {key}: {exc}") from exc
     return values
 
@@ -147,6 +149,11 @@ def with_device_argmax(model_path: Path, channel_axis: int) -> bytes:
     """
     import onnx
 
+    from app.guard.untrusted import MODEL_FILE_LIMIT, untrusted_problem
+
+    problem = untrusted_problem(model_path, limit=MODEL_FILE_LIMIT)  # a FIFO or a device would hang onnx.load
+    if problem is not None:
+        raise ModelError(f"{model_path}: cannot add the on-device ArgMax ({problem})")
     try:
         model = onnx.load(str(model_path))
         serialized: bytes = _append_argmax(model, channel_axis).SerializeToString()

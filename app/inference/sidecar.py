@@ -6,13 +6,11 @@ Only the keys a user wrote come back (as a flat dict `"input.size" -> value`), s
 
 from __future__ import annotations
 
-from collections.abc import Hashable
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from app.errors import SidecarError
+from app.guard.yaml_load import YAMLRefused, load_yaml
 from app.inference import validators
 from app.inference.codes import ClassCode, CodeError, parse_class_code
 from app.inference.labels import read_labels
@@ -50,22 +48,13 @@ def find_sidecar(model_path: Path) -> Path | None:
 
 
 def load_sidecar(path: Path) -> dict[str, Any]:
-    """Read and validate a sidecar; returns `{"input.size": (512, 512), ...}` for the keys present."""
+    """Read and validate a sidecar; returns `{"input.size": (512, 512), ...}` for the keys present. The YAML is
+    parsed by the one loader (app.guard.yaml_load: no anchors or aliases, a depth cap, duplicate keys refused)."""
     text = _read_text(path)
     try:
-        data = yaml.load(text, Loader=_StrictLoader)
-    except _AliasRefused as exc:
-        raise SidecarError(f"{path}: YAML anchors/aliases are not allowed in a sidecar "
-                           f"(line {exc.line + 1})") from None
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" at line {mark.line + 1}" if mark is not None else ""
-        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-        raise SidecarError(f"{path}: invalid YAML{where}: {problem}") from exc
-    except RecursionError as exc:
-        raise SidecarError(f"{path}: invalid YAML: nested too deeply") from exc
-    except (ValueError, OverflowError) as exc:  # PyYAML's constructors: an int over 4300 digits, a 13th month
-        raise SidecarError(f"{path}: invalid YAML: a value cannot be read ({short_key(str(exc))})") from exc
+        data = load_yaml(text, source=str(path), what="sidecar", limit=MAX_SIDECAR_BYTES)
+    except YAMLRefused as exc:
+        raise SidecarError(str(exc)) from None
     if data is None:
         return {}
     if not isinstance(data, dict):
@@ -117,35 +106,6 @@ def _read_text(path: Path) -> str:
     if "\x00" in text:
         raise SidecarError(f"{path}: sidecar is not text (it contains NUL bytes)")
     return text
-
-
-class _AliasRefused(yaml.YAMLError):
-    def __init__(self, line: int) -> None:
-        super().__init__(f"anchor or alias at line {line + 1}")
-        self.line = line
-
-
-class _StrictLoader(yaml.SafeLoader):
-    """SafeLoader that refuses duplicate keys instead of silently keeping the last one, and anchors/aliases:
-    a few hundred bytes of nested aliases expand to billions of items ("billion laughs") in anything that walks
-    the value, such as an error message; a sidecar has no use for them."""
-
-    def compose_node(self, parent: yaml.Node | None, index: int) -> yaml.Node | None:
-        event = self.peek_event()  # type: ignore[no-untyped-call]  # the stubs leave Parser.peek_event untyped
-        if isinstance(event, yaml.AliasEvent) or getattr(event, "anchor", None) is not None:
-            raise _AliasRefused(event.start_mark.line)
-        return super().compose_node(parent, index)
-
-    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Hashable, Any]:
-        seen: set[str] = set()
-        for key_node, _ in node.value:
-            key = self.construct_object(key_node, deep=deep)
-            if isinstance(key, str):
-                if key in seen:
-                    raise yaml.constructor.ConstructorError(None, None, f"duplicate key '{short_key(key)}'",
-                                                            key_node.start_mark)
-                seen.add(key)
-        return super().construct_mapping(node, deep=deep)
 
 
 def _validate(data: dict[Any, Any], schema: dict[str, Any], *, prefix: str, path: Path) -> dict[str, Any]:

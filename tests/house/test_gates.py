@@ -83,7 +83,7 @@ _LIBRARY_READERS = {
 }
 _TEXT_MODES = {"r", "rb", "rt", "w", "wb", "wt", "a", "ab", "x", "xb", "r+", "r+b", "rb+", "w+", "w+b", "wb+",
                "a+", "ab+", "a+b"}
-_UNTRUSTED_GATE = {"open_untrusted", "read_untrusted", "untrusted_problem", "read_yaml"}
+_UNTRUSTED_GATE = {"open_untrusted", "read_untrusted", "untrusted_problem"}
 
 
 @dataclass(frozen=True)
@@ -154,11 +154,8 @@ PENDING: dict[str, tuple[Rule, ...]] = {
     "app/runs/source_copy.py": (LIBRARY,),
     "app/runs/volume_exports.py": (LIBRARY,),
     # house (this helper), still to migrate
-    "app/inference/bundled.py": (READ, YAML),
     "app/inference/doctor.py": (LIBRARY,),
     "app/inference/onnx_graph.py": (LIBRARY,),
-    "app/inference/runtime.py": (LIBRARY, YAML),
-    "app/inference/sidecar.py": (YAML,),
     "app/io/files.py": (OS_OPEN, READ, REMOVE),
     "app/io/images.py": (LIBRARY, READ),
     "app/io/tiff.py": (LIBRARY, READ),
