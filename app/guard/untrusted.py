@@ -122,7 +122,13 @@ def read_untrusted(path: str | os.PathLike[str], *, limit: int,
     """The whole file (`open_untrusted`'s rules), TooLarge when it holds more than `limit` bytes by the time it
     is read (a file that grew after the check included)."""
     with open_untrusted(path, limit=limit + 1, root=root) as handle:
-        data = handle.read(limit + 1)
+        # what the file holds, not `limit + 1` at once: a read of n bytes allocates n first (a 4 GiB limit would)
+        chunks = [handle.read(min(os.fstat(handle.fileno()).st_size, limit) + 1)]
+        total = len(chunks[0])
+        while chunks[-1] and total <= limit:  # a file that grew after fstat: read on, up to the limit
+            chunks.append(handle.read(min(1 << 20, limit + 1 - total)))
+            total += len(chunks[-1])
+        data = b"".join(chunks)
     if len(data) > limit:
         raise TooLarge(path, len(data), limit)
     return data
