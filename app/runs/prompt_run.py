@@ -62,13 +62,15 @@ def read_boxes(path: Path) -> BoxesFile:
         raise SegLensError(f"{path}: the boxes file is over {MAX_BYTES >> 20} MiB: split it")
     raw: list[tuple[int, list[str]]] = []
     try:
-        text = read_untrusted(path, limit=MAX_BYTES).decode("utf-8-sig")
+        # a byte that is not UTF-8 (a detector on Windows writing `é` in Latin-1) is kept as a surrogate and refuses
+        # its own row only (_row): one bad file name does not lose every other box
+        text = read_untrusted(path, limit=MAX_BYTES).decode("utf-8", "surrogateescape").removeprefix("\ufeff")
         for n, row in enumerate(csv.reader(io.StringIO(text, newline="")), start=1):
             if any(c.strip() for c in row):
                 raw.append((n, row))
             if len(raw) > MAX_ROWS + 1:  # + a header; refused before every row is held (GBs of lists)
                 raise SegLensError(f"{path}: over {MAX_ROWS} rows: split the boxes file")
-    except (OSError, UnicodeDecodeError, csv.Error) as exc:
+    except (OSError, csv.Error) as exc:
         raise SegLensError(f"{path}: cannot read the boxes file ({one_line(exc)})") from exc
     if raw and _is_header(raw[0][1]):
         raw = raw[1:]
@@ -106,6 +108,9 @@ def _is_number(text: str) -> bool:
 
 
 def _row(line: int, row: list[str], names: dict[str, int], *, first_name: int) -> BoxRow:
+    undecodable = _undecodable(row)
+    if undecodable:
+        raise ValueError(undecodable)
     cells = [c.strip() for c in row]
     if len(cells) not in (5, 6):
         raise ValueError(f"expected file,x0,y0,x1,y1[,class], got {len(cells)} column{'s' * (len(cells) != 1)}")
@@ -127,6 +132,17 @@ def _row(line: int, row: list[str], names: dict[str, int], *, first_name: int) -
     # one image however its name is spelled ("./a.png", "sub//a.png"): its rows grouped, encoded once
     return BoxRow(line, relative.as_posix(), Box(*corners),
                   _class_value(cells[5] if len(cells) == 6 else "", names, first_name))
+
+
+def _undecodable(row: list[str]) -> str:
+    """Why a row read with `surrogateescape` is not UTF-8 text (`not UTF-8 text (byte 0xE9 in column 1): …`), or
+    ""."""
+    for column, cell in enumerate(row, start=1):
+        bad = next((c for c in cell if "\udc80" <= c <= "\udcff"), None)
+        if bad is not None:
+            return (f"not UTF-8 text (byte 0x{ord(bad) - 0xDC00:02X} in column {column}): save the boxes file as "
+                    "UTF-8")
+    return ""
 
 
 def _class_number(text: str) -> int | None:

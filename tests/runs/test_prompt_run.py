@@ -179,3 +179,22 @@ def test_a_mask_that_cannot_be_written_is_its_rows_line(pair: Path, tmp_path: Pa
     assert len(result.problems) == 1
     assert result.problems[0].startswith(f"{boxes}: row 1: {out / 'sub' / 'a_mask.png'}: cannot write (")
     assert result.written == (out / "b_mask.png",) and result.boxes_done == 1
+
+
+def test_a_row_that_is_not_utf8_is_its_own_line_and_the_others_are_drawn(pair: Path, tmp_path: Path) -> None:
+    """One Latin-1 byte (a detector on Windows writing `é`) refused the whole file; now that row is one line naming
+    the file, the row and the byte, and the other rows' masks are written."""
+    folder = tmp_path / "images"
+    _image(folder / "a.png")
+    _image(folder / "c.png", value=90)
+    boxes = tmp_path / "boxes.csv"
+    boxes.write_bytes(b"\xef\xbb\xbffile,x0,y0,x1,y1,class\na.png,20,20,40,40,car\nb\xe9.png,20,20,40,40,car\n"
+                      b"c.png,20,20,40,40,caf\xe9\nc.png,60,60,90,90,car\n")
+    parsed = read_boxes(boxes)
+    assert [(row.line, row.file) for row in parsed.rows] == [(2, "a.png"), (5, "c.png")]
+    assert parsed.problems == (
+        f"{boxes}: row 3: not UTF-8 text (byte 0xE9 in column 1): save the boxes file as UTF-8",
+        f"{boxes}: row 4: not UTF-8 text (byte 0xE9 in column 6): save the boxes file as UTF-8")
+    result = run_boxes(_session(pair), boxes, folder, tmp_path / "out")
+    assert result.problems == parsed.problems and result.boxes_done == 2
+    assert sorted(p.name for p in result.written) == ["a_mask.png", "c_mask.png"]
