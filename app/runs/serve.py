@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from app.errors import SegLensError
+from app.errors import SegLensError, one_line
 from app.runs.serve_auth import Auth, grpc_interceptor, rest_middleware
 from app.runs.serve_kserve import load_kserve
 
@@ -116,11 +116,9 @@ def serve_forever(models: list[OnnxModel], config: ServeConfig, *,
 
 
 async def _serve(models: list[OnnxModel], config: ServeConfig, on_ready: Callable[[], None] | None) -> int:
-    from kserve.protocol.model_repository_extension import ModelRepositoryExtension
-
     registry = _registry(models)
     dataplane = _dataplane(registry)
-    extension = ModelRepositoryExtension(model_registry=registry)
+    extension = _extension(registry)
     listening = _listen(config)  # bound here: a port in use is one line, not uvicorn's sys.exit(1)
     rest = _rest_server(dataplane, extension, config)
     grpc_server = None
@@ -166,6 +164,15 @@ def _listen(config: ServeConfig) -> socket.socket:
     return listening
 
 
+class KeptLoaded(NotImplementedError):
+    """The repository extension's unload of a served model: refused (501 / UNIMPLEMENTED); `reason` is what
+    KServe's gRPC status mapping reads."""
+
+    def __init__(self, name: str) -> None:
+        self.reason = f"serve keeps its models loaded ('{name}' too): stop the server instead"
+        super().__init__(self.reason)
+
+
 def _registry(models: list[OnnxModel]) -> Any:
     """KServe's model registry holding the served models for good: the repository extension's unload (REST
     `v2/repository/models/<m>/unload`, gRPC RepositoryModelUnload) would drop a model no request could bring
@@ -174,7 +181,7 @@ def _registry(models: list[OnnxModel]) -> Any:
 
     class Served(ModelRepository):  # type: ignore[misc]
         def unload(self, name: str) -> None:
-            raise NotImplementedError(f"serve keeps its models loaded ('{name}' too): stop the server instead")
+            raise KeptLoaded(name)
 
     registry = Served()
     for model in models:
@@ -182,19 +189,93 @@ def _registry(models: list[OnnxModel]) -> Any:
     return registry
 
 
+def _extension(registry: Any) -> Any:
+    """The repository extension as serve keeps it: `index` lists the served models (every one READY), `load` of a
+    served model is a no-op, `unload` is refused (KeptLoaded); an unknown name is ModelNotFound (404 / NOT_FOUND)
+    on each, not KServe's attempt to load it from a folder (a 500 / UNKNOWN with a traceback)."""
+    from kserve.errors import ModelNotFound
+    from kserve.protocol.model_repository_extension import ModelRepositoryExtension
+
+    class Repository(ModelRepositoryExtension):  # type: ignore[misc]
+        def _served(self, name: str) -> None:
+            if registry.get_model(name) is None:
+                raise ModelNotFound(name)
+
+        async def index(self, filter_ready: bool | None = False) -> list[dict[str, str]]:
+            return [{"name": name, "state": "READY", "reason": ""} for name in registry.get_models()]
+
+        async def load(self, model_name: str) -> dict[str, Any]:
+            self._served(model_name)
+            return {"name": model_name, "load": True}  # what KServe's gRPC servicer reads (REST says it itself)
+
+        async def unload(self, model_name: str) -> None:
+            self._served(model_name)
+            raise KeptLoaded(model_name)
+
+    return Repository(model_registry=registry)
+
+
 def _dataplane(registry: Any) -> Any:
-    """KServe's DataPlane with the metadata's platform said (KServe answers '' for every model)."""
+    """KServe's DataPlane with the metadata's platform said (KServe answers '' for every model), its versions a
+    list (KServe's `null` is not the protocol's), a binary request's header length checked (KServe's int() made a
+    non-number a 500) and the REST answers without KServe's `null`s (serve_v2_body)."""
     from kserve.protocol.dataplane import DataPlane
 
+    from app.runs.serve_kserve import json_length_of
     from app.runs.serve_model import PLATFORM
 
     class SegLensDataPlane(DataPlane):  # type: ignore[misc]
         async def model_metadata(self, model_name: str) -> dict[str, Any]:
             metadata: dict[str, Any] = await super().model_metadata(model_name)
             metadata["platform"] = PLATFORM
+            if not isinstance(metadata.get("versions"), list):
+                metadata["versions"] = []  # serve has no model versions (`/versions/<v>` is a 501)
             return metadata
 
+        def decode_inference_request(self, body: Any, headers: dict[str, str], model_name: str) -> Any:
+            if isinstance(body, bytes):
+                from kserve.protocol.infer_type import InferRequest
+
+                length = json_length_of(headers.get("inference-header-content-length"))
+                return InferRequest.from_bytes(body, length, model_name)
+            return super().decode_inference_request(body, headers, model_name)
+
+        def encode(self, model_name: str, response: Any, headers: Any, req_attributes: dict[str, Any]) -> Any:
+            body, response_headers = super().encode(model_name, response, headers, req_attributes)
+            return v2_body(body, response_headers)
+
     return SegLensDataPlane(model_registry=registry)
+
+
+JSON_LENGTH_HEADER = "inference-header-content-length"
+
+
+def v2_body(body: Any, headers: dict[str, str]) -> tuple[Any, dict[str, str]]:
+    """An infer answer as the protocol writes it: no `model_version: null` (absent, or a string) and no
+    `parameters: null` on an output (absent, or an object). A JSON answer becomes bytes (KServe's pydantic model
+    would write its nulls back), sent as application/json; a binary one gets its JSON header rewritten, its
+    length header with it. A cloud event (its own content type) is left as it is."""
+    import orjson
+
+    if "content-type" in headers:
+        return body, headers
+    if isinstance(body, dict):
+        return orjson.dumps(_without_nulls(body)), {**headers, "Content-Type": "application/json"}
+    length = headers.get(JSON_LENGTH_HEADER)
+    if isinstance(body, bytes) and length is not None and length.isdigit():
+        head = orjson.dumps(_without_nulls(orjson.loads(body[:int(length)])))
+        return b"".join((head, memoryview(body)[int(length):])), {**headers, JSON_LENGTH_HEADER: str(len(head))}
+    return body, headers
+
+
+def _without_nulls(answer: Any) -> Any:
+    if not isinstance(answer, dict):
+        return answer
+    clean = {key: value for key, value in answer.items() if value is not None}
+    if isinstance(clean.get("outputs"), list):
+        clean["outputs"] = [{k: v for k, v in item.items() if v is not None} if isinstance(item, dict) else item
+                            for item in clean["outputs"]]
+    return clean
 
 
 def _rest_server(dataplane: Any, extension: Any, config: ServeConfig) -> Any:
@@ -216,16 +297,66 @@ def _rest_server(dataplane: Any, extension: Any, config: ServeConfig) -> Any:
     if config.auth.required:
         app.add_middleware(rest_middleware(config.auth))
     rest.create_application()  # KServe's routes, middlewares and exception handlers on its module-global app
+    _v2_rest(app, extension)
     return Server(rest.config)
+
+
+def _v2_rest(app: Any, extension: Any) -> None:
+    """What KServe's REST app lacks of the protocol: `POST v2/repository/index` (the repository extension is
+    advertised in `v2`), and every error as `{"error": "<one line>"}` — a route it does not have (404), a method
+    (405), a request body its schema refuses (400, where FastAPI said 422 with a list of `detail`s)."""
+    from fastapi.exceptions import RequestValidationError
+    from starlette.exceptions import HTTPException
+    from starlette.responses import JSONResponse
+
+    async def index() -> list[dict[str, str]]:
+        found: list[dict[str, str]] = await extension.index()
+        return found
+
+    async def http_error(_request: Any, exc: HTTPException) -> JSONResponse:
+        return JSONResponse({"error": str(exc.detail)}, status_code=exc.status_code, headers=exc.headers)
+
+    async def invalid_request(_request: Any, exc: RequestValidationError) -> JSONResponse:
+        return JSONResponse({"error": refused_request_line(exc.errors())}, status_code=400)
+
+    app.add_api_route("/v2/repository/index", index, methods=["POST"])
+    app.add_exception_handler(HTTPException, http_error)
+    app.add_exception_handler(RequestValidationError, invalid_request)
+
+
+def refused_request_line(errors: Any) -> str:
+    """FastAPI's validation errors as one line: where in the request and what ('inputs.0.name: Field required').
+    Its alternative reading of the body as raw bytes (the binary extension's) is left out: a JSON body was sent."""
+    parts = []
+    for error in errors if isinstance(errors, list | tuple) else ():
+        where = [str(p) for p in error.get("loc", ()) if p not in ("body", "InferenceRequest")]
+        if where == ["bytes"]:
+            continue
+        parts.append(f"{'.'.join(where) or 'the body'}: {error.get('msg', 'invalid')}")
+    return "invalid request: " + ("; ".join(parts[:5]) or "not the protocol's JSON")
 
 
 async def _start_grpc(dataplane: Any, extension: Any, config: ServeConfig) -> Any:
     import grpc
+    from grpc_interceptor.exceptions import GrpcException
     from kserve.protocol.grpc import grpc_predict_v2_pb2_grpc
     from kserve.protocol.grpc.interceptors import ExceptionToStatusInterceptor
     from kserve.protocol.grpc.servicer import InferenceServicer
 
-    interceptors = [ExceptionToStatusInterceptor()]
+    class Statuses(ExceptionToStatusInterceptor):  # type: ignore[misc]
+        """KServe's mapping, for exceptions without its `reason` too (a NotImplementedError, anything else): KServe's
+        own handler then raised an AttributeError, which grpc answered UNKNOWN with a traceback in the log."""
+
+        async def handle_exception(self, ex: Exception, request: Any, context: Any, method: str) -> None:
+            if isinstance(ex, GrpcException) or isinstance(getattr(ex, "reason", None), str):
+                await super().handle_exception(ex, request, context, method)
+                return
+            code = grpc.StatusCode.UNIMPLEMENTED if isinstance(ex, NotImplementedError) else grpc.StatusCode.INTERNAL
+            line = one_line(ex, most=300) if code == grpc.StatusCode.UNIMPLEMENTED else "Internal server error"
+            log.error("%s: %s", method, one_line(ex, most=300, typed=True))
+            await context.abort(code, line)
+
+    interceptors = [Statuses()]
     if config.auth.required:
         interceptors.insert(0, grpc_interceptor(config.auth))
     server = grpc.aio.server(interceptors=interceptors,

@@ -1,9 +1,11 @@
 """Who may call `seglens-cli serve`: one bearer token, checked in constant time on REST and gRPC alike, and the
 rule that a server reachable beyond this machine has one.
 
-`v2/health/live` stays open on both (an orchestrator's liveness probe carries no token, and it says nothing
-about the models); everything else — readiness, metadata, infer — asks for `Authorization: Bearer <token>`.
-The token is never logged and never echoed in a refusal.
+`v2/health/live` and `v2/health/ready` stay open on both (an orchestrator's liveness and readiness probes carry
+no token, and they say nothing about the models); everything else — model metadata and readiness, infer, the
+repository — asks for `Authorization: Bearer <token>`. A server reachable beyond this machine needs a token of
+at least MIN_PUBLIC_TOKEN characters (a 1-character token is guessed at once). The token is never logged and
+never echoed in a refusal.
 """
 
 from __future__ import annotations
@@ -16,8 +18,10 @@ from typing import Any
 
 from app.errors import SegLensError
 
-OPEN_REST_PATHS = frozenset({"/v2/health/live"})
-OPEN_GRPC_METHODS = frozenset({"/inference.GRPCInferenceService/ServerLive"})
+OPEN_REST_PATHS = frozenset({"/v2/health/live", "/v2/health/ready"})
+OPEN_GRPC_METHODS = frozenset({"/inference.GRPCInferenceService/ServerLive",
+                               "/inference.GRPCInferenceService/ServerReady"})
+MIN_PUBLIC_TOKEN = 16  # characters: a server other machines reach is guessed at by them
 UNAUTHORIZED = "unauthorized: this server wants 'Authorization: Bearer <token>'"
 
 
@@ -54,8 +58,15 @@ def is_loopback(host: str) -> bool:
 
 
 def check_exposure(host: str, auth: Auth, *, no_auth: bool) -> str | None:
-    """Refuse an open server beyond loopback (SegLensError, one line); returns a warning line for --no-auth there."""
-    if auth.required or is_loopback(host):
+    """Refuse an open server beyond loopback, or one whose token is shorter than MIN_PUBLIC_TOKEN there
+    (SegLensError, one line); returns a warning line for --no-auth there."""
+    if is_loopback(host):
+        return None
+    if auth.token is not None and len(auth.token) < MIN_PUBLIC_TOKEN:
+        raise SegLensError(f"serve on {host} would be reachable from other machines with a token of "
+                           f"{len(auth.token)} characters: give one of at least {MIN_PUBLIC_TOKEN} (a random one: "
+                           "python -c 'import secrets; print(secrets.token_urlsafe(32))'), or bind 127.0.0.1")
+    if auth.required:
         return None
     if not no_auth:
         raise SegLensError(f"serve on {host} would be reachable from other machines without a token: set one "

@@ -63,13 +63,23 @@ def load_kserve() -> None:
     _quiet_logs()
 
 
+V2_DATATYPES = frozenset({"BOOL", "UINT8", "UINT16", "UINT32", "UINT64", "INT8", "INT16", "INT32", "INT64", "FP16",
+                          "FP32", "FP64", "BF16", "BYTES"})
+MAX_RANK = 8  # a tensor of more dimensions is no image model's
+
+
 def _from_bytes(cls: Any, req_bytes: bytes, json_length: int, model_name: str) -> Any:
     """kserve 0.21.0's InferRequest.from_bytes, the binary inputs kept as bytes (no Python list of every element);
-    its checks and messages are kept, and a binary size running past the body is refused too."""
+    its checks and messages are kept, a binary size running past the body is refused too, and so is every field
+    of another type than the protocol's (a missing `name`, a shape of strings): InvalidInput, a 400 in one line,
+    where kserve's own code raised a KeyError or TypeError (a 500)."""
     import orjson
     from kserve.errors import InvalidInput
     from kserve.protocol.infer_type import InferInput, RequestedOutput
 
+    if not 0 <= json_length <= len(req_bytes):
+        raise InvalidInput(f"Inference-Header-Content-Length {json_length} is not within the request body "
+                           f"({len(req_bytes)} bytes)")
     try:
         request = orjson.loads(req_bytes[:json_length])
     except orjson.JSONDecodeError as exc:
@@ -78,10 +88,9 @@ def _from_bytes(cls: Any, req_bytes: bytes, json_length: int, model_name: str) -
         raise InvalidInput('Expected "inputs" to be a list')
     inputs = []
     start = json_length
-    for spec in request["inputs"]:
-        parameters = spec.get("parameters") or None
-        tensor = InferInput(name=spec["name"], shape=spec["shape"], datatype=spec["datatype"],
-                            parameters=parameters)
+    for index, spec in enumerate(request["inputs"]):
+        name, shape, datatype, parameters = _input_fields(spec, index)
+        tensor = InferInput(name=name, shape=shape, datatype=datatype, parameters=parameters or None)
         if spec.get("data") is not None:
             if tensor.datatype == "FP16":
                 raise InvalidInput(f"Receiving FP16 data via JSON is not supported. Please use the binary data "
@@ -89,7 +98,7 @@ def _from_bytes(cls: Any, req_bytes: bytes, json_length: int, model_name: str) -
             tensor.data = spec["data"]
         elif parameters and "binary_data_size" in parameters:
             size = parameters.get("binary_data_size")
-            if not isinstance(size, int) or size < 0:
+            if not isinstance(size, int) or isinstance(size, bool) or size < 0:
                 raise InvalidInput(f"'binary_data_size' is not specified for input '{tensor.name}' for model "
                                    f"'{model_name}'")
             end = start + size
@@ -102,9 +111,67 @@ def _from_bytes(cls: Any, req_bytes: bytes, json_length: int, model_name: str) -
         inputs.append(tensor)
     outputs = None
     if request.get("outputs") is not None:
-        outputs = [RequestedOutput(name=o["name"], parameters=o.get("parameters")) for o in request["outputs"]]
-    return cls(model_name=model_name, request_id=request.get("id"), parameters=request.get("parameters"),
+        outputs = [RequestedOutput(name=name, parameters=parameters or None)
+                   for name, parameters in _output_fields(request["outputs"])]
+    request_id, request_parameters = request.get("id"), request.get("parameters")
+    if request_id is not None and not isinstance(request_id, str):
+        raise InvalidInput("the request's 'id' is not a string")
+    if request_parameters is not None and not isinstance(request_parameters, dict):
+        raise InvalidInput("the request's 'parameters' is not an object")
+    return cls(model_name=model_name, request_id=request_id, parameters=request_parameters,
                infer_inputs=inputs, request_outputs=outputs)
+
+
+def _input_fields(spec: Any, index: int) -> tuple[str, list[int], str, dict[str, Any]]:
+    """An input's name, shape, datatype and parameters, each of the protocol's type; InvalidInput naming the
+    field otherwise."""
+    from kserve.errors import InvalidInput
+
+    if not isinstance(spec, dict):
+        raise InvalidInput(f"input {index} is not an object")
+    name = spec.get("name")
+    if not isinstance(name, str) or not name:
+        raise InvalidInput(f"input {index} has no 'name' (a string)")
+    shape = spec.get("shape")
+    if (not isinstance(shape, list) or len(shape) > MAX_RANK
+            or not all(isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in shape)):
+        raise InvalidInput(f"input '{name[:80]}': 'shape' is not a list of at most {MAX_RANK} sizes (whole numbers "
+                           "from 0)")
+    datatype = spec.get("datatype")
+    if datatype not in V2_DATATYPES:
+        raise InvalidInput(f"input '{name[:80]}': 'datatype' {str(datatype)[:20]!r} is not one of the protocol's")
+    parameters = spec.get("parameters")
+    if parameters is not None and not isinstance(parameters, dict):
+        raise InvalidInput(f"input '{name[:80]}': 'parameters' is not an object")
+    return name, shape, datatype, parameters or {}
+
+
+def _output_fields(outputs: Any) -> list[tuple[str, dict[str, Any]]]:
+    """The requested outputs' names and parameters; InvalidInput when they are not a list of named objects."""
+    from kserve.errors import InvalidInput
+
+    if not isinstance(outputs, list):
+        raise InvalidInput("'outputs' is not a list")
+    found = []
+    for index, item in enumerate(outputs):
+        if not isinstance(item, dict) or not isinstance(item.get("name"), str):
+            raise InvalidInput(f"output {index} has no 'name' (a string)")
+        parameters = item.get("parameters")
+        if parameters is not None and not isinstance(parameters, dict):
+            raise InvalidInput(f"output '{item['name'][:80]}': 'parameters' is not an object")
+        found.append((item["name"], parameters or {}))
+    return found
+
+
+def json_length_of(header: str | None) -> int:
+    """The Inference-Header-Content-Length header as a number; InvalidInput in one line when it is missing or not
+    a whole number (kserve's int() raised a ValueError there: a 500)."""
+    from kserve.errors import InvalidInput
+
+    text = (header or "").strip()
+    if not text.isdigit() or len(text) > 18:
+        raise InvalidInput(f"the Inference-Header-Content-Length header {text[:20]!r} is not a byte count")
+    return int(text)
 
 
 class _NoTraceback(logging.Filter):

@@ -106,13 +106,14 @@ def test_a_json_request_gets_json_floats_equal_to_a_local_run(served: Served):
     assert response["parameters"]["seglens_device"] == "CPU"
 
 
-def test_no_token_or_a_wrong_one_is_401_in_one_line_and_health_live_stays_open(served: Served):
+def test_no_token_or_a_wrong_one_is_401_in_one_line_and_the_health_probes_stay_open(served: Served):
     for headers in ({}, {"Authorization": "Bearer wrong"}, {"Authorization": TOKEN}):
-        for path in ("/v2/models/nuclei", "/v2/health/ready", "/v2"):
+        for path in ("/v2/models/nuclei", "/v2/models/nuclei/ready", "/v2"):
             status, body = _get(served, path, headers)
             assert status == 401, (path, headers)
             assert body == {"error": "unauthorized: this server wants 'Authorization: Bearer <token>'"}
     assert _get(served, "/v2/health/live", {}) == (200, {"live": True})
+    assert _get(served, "/v2/health/ready", {}) == (200, {"ready": True})
 
 
 def test_grpc_without_the_token_is_unauthenticated_and_server_live_stays_open(served: Served):
@@ -229,3 +230,148 @@ def test_both_ports_listen_on_the_loopback_address_asked_for_not_every_interface
     loopback = {"0100007F", "0000000000000000FFFF00000100007F"}  # 127.0.0.1 (v4; v4-mapped v6), kernel hex
     for port in (served.port, served.grpc_port):
         assert _listening(port) and _listening(port) <= loopback, port
+
+
+# issue 36: a malformed request is the client's mistake — a 400 in the protocol's {"error": "<one line>"} shape,
+# never a 500 (nor FastAPI's 422 list of details), and the keep-alive connection goes on
+
+def _raw_post(connection: http.client.HTTPConnection, body: bytes, headers: dict[str, str]) -> tuple[int, dict]:
+    connection.request("POST", "/v2/models/nuclei/infer", body=body,
+                       headers={"Authorization": f"Bearer {TOKEN}", **headers})
+    answer = connection.getresponse()
+    return answer.status, json.loads(answer.read())
+
+
+def _binary(header: object, blob: bytes = b"\0\0\0\0") -> tuple[bytes, dict[str, str]]:
+    head = json.dumps(header).encode()
+    return head + blob, {"Inference-Header-Content-Length": str(len(head)),
+                         "Content-Type": "application/octet-stream"}
+
+
+def _one_input(**fields: object) -> dict:
+    item = {"name": "input", "shape": [1], "datatype": "FP32", "parameters": {"binary_data_size": 4}, **fields}
+    return {"inputs": [{k: v for k, v in item.items() if v is not None}]}
+
+
+@pytest.mark.parametrize(("body", "headers", "error"), [
+    (b'{"inputs": []}', {"Inference-Header-Content-Length": "abc"},
+     "the Inference-Header-Content-Length header 'abc' is not a byte count"),
+    (b'{"inputs": []}', {"Inference-Header-Content-Length": "9999"},
+     "Inference-Header-Content-Length 9999 is not within the request body (14 bytes)"),
+    (*_binary(_one_input(name=None)), "input 0 has no 'name' (a string)"),
+    (*_binary(_one_input(name=5)), "input 0 has no 'name' (a string)"),
+    (*_binary({"inputs": [5]}), "input 0 is not an object"),
+    (*_binary(_one_input(shape="x")), "input 'input': 'shape' is not a list of at most 8 sizes (whole numbers from 0)"),
+    (*_binary(_one_input(shape=["a"])), "input 'input': 'shape' is not a list of at most 8 sizes (whole numbers "
+                                        "from 0)"),
+    (*_binary(_one_input(datatype=3)), "input 'input': 'datatype' '3' is not one of the protocol's"),
+    (*_binary(_one_input(parameters=[1])), "input 'input': 'parameters' is not an object"),
+    (*_binary({**_one_input(), "outputs": [5]}), "output 0 has no 'name' (a string)"),
+    (*_binary({**_one_input(), "outputs": [{"x": 1}]}), "output 0 has no 'name' (a string)"),
+    (*_binary({**_one_input(), "outputs": "probability"}), "'outputs' is not a list"),
+    (*_binary({**_one_input(), "id": 7}), "the request's 'id' is not a string"),
+])
+def test_a_malformed_binary_request_is_400_in_one_v2_line_not_500(served: Served, body, headers, error):
+    connection = http.client.HTTPConnection("127.0.0.1", served.port, timeout=60)
+    assert _raw_post(connection, body, headers) == (400, {"error": error})
+    x = _image(9)
+    status, _, _ = _post(connection, *_binary_body(x))  # the same connection goes on
+    assert status == 200
+    connection.close()
+
+
+@pytest.mark.parametrize(("body", "error"), [
+    ({"inputs": [{"shape": [1], "datatype": "FP32", "data": [1]}]}, "invalid request: inputs.0.name: Field required"),
+    ({"inputs": [{"name": "input", "shape": "x", "datatype": 3, "data": [1]}]},
+     "invalid request: inputs.0.shape: Input should be a valid list; inputs.0.datatype: Input should be a valid "
+     "string"),
+    ({"inputs": 5}, "invalid request: inputs: Input should be a valid list"),
+])
+def test_a_malformed_json_request_is_400_in_one_v2_line_not_422(served: Served, body, error):
+    connection = http.client.HTTPConnection("127.0.0.1", served.port, timeout=60)
+    got = _raw_post(connection, json.dumps(body).encode(), {"Content-Type": "application/json"})
+    assert got == (400, {"error": error})
+    connection.close()
+
+
+def test_every_error_is_in_the_v2_shape(served: Served):
+    assert _get(served, "/v2/no-such-route") == (404, {"error": "Not Found"})
+    request = urllib.request.Request(f"{served.url}/v2/models/nuclei", method="DELETE", headers=served.headers)
+    with pytest.raises(urllib.error.HTTPError) as caught:
+        urllib.request.urlopen(request, timeout=30)
+    assert caught.value.code == 405 and json.loads(caught.value.read()) == {"error": "Method Not Allowed"}
+
+
+def test_metadata_versions_is_a_list_and_answers_carry_no_nulls(served: Served):
+    status, metadata = _get(served, "/v2/models/nuclei")
+    assert status == 200 and metadata["versions"] == []
+    x = _image(10)
+    body = {"inputs": [{"name": "input", "shape": list(x.shape), "datatype": "FP32", "data": x.ravel().tolist()}]}
+    request = urllib.request.Request(f"{served.url}/v2/models/nuclei/infer", data=json.dumps(body).encode(),
+                                     headers={**served.headers, "Content-Type": "application/json"})
+    with urllib.request.urlopen(request, timeout=60) as answer:
+        assert answer.headers["Content-Type"] == "application/json"
+        response = json.loads(answer.read())
+    assert "model_version" not in response and response["model_name"] == "nuclei"
+    assert all(value is not None for output in response["outputs"] for value in output.values())
+    assert np.array_equal(np.asarray(response["outputs"][0]["data"], np.float32).reshape(1, 1, 256, 256), _local(x))
+    connection = http.client.HTTPConnection("127.0.0.1", served.port, timeout=60)
+    status, raw, headers = _post(connection, *_binary_body(x))  # the binary extension's JSON header likewise
+    connection.close()
+    length = int(headers["inference-header-content-length"])
+    head = json.loads(raw[:length])
+    assert status == 200 and "model_version" not in head and raw[length:] == _local(x).tobytes()
+    assert head["outputs"][0]["parameters"] == {"binary_data_size": x.nbytes}
+
+
+def test_the_readiness_probe_needs_no_token_as_liveness_does_not(served: Served):
+    assert _get(served, "/v2/health/ready", {}) == (200, {"ready": True})
+    assert _get(served, "/v2/models/nuclei/ready", {})[0] == 401  # a model's readiness names it: token
+
+
+def test_the_advertised_repository_extension_answers_its_index(served: Served):
+    status, server = _get(served, "/v2")
+    assert status == 200 and "model_repository_extension" in server["extensions"]
+    request = urllib.request.Request(f"{served.url}/v2/repository/index", data=b"{}", method="POST",
+                                     headers={**served.headers, "Content-Type": "application/json"})
+    with urllib.request.urlopen(request, timeout=30) as answer:
+        assert json.loads(answer.read()) == [{"name": "nuclei", "state": "READY", "reason": ""}]
+    for name, code, body in (("nuclei", 200, {"name": "nuclei", "load": True}),
+                             ("nope", 404, {"error": "Model with name nope does not exist."})):
+        request = urllib.request.Request(f"{served.url}/v2/repository/models/{name}/load", data=b"", method="POST",
+                                         headers=served.headers)
+        try:
+            with urllib.request.urlopen(request, timeout=30) as answer:
+                got = answer.status, json.loads(answer.read())
+        except urllib.error.HTTPError as exc:
+            got = exc.code, json.loads(exc.read())
+        assert got == (code, body)
+
+
+def test_grpc_repository_calls_answer_a_status_never_unknown_nor_a_traceback(served: Served):
+    import grpc
+    from tritonclient.grpc import service_pb2 as pb
+    from tritonclient.grpc import service_pb2_grpc as pbg
+
+    channel = grpc.insecure_channel(served.grpc_address)
+    stub = pbg.GRPCInferenceServiceStub(channel)
+    metadata = [("authorization", f"Bearer {TOKEN}")]
+    # KServe's proto has the model's name in field 1, which Triton's names repository_name
+    calls = [(stub.RepositoryModelUnload, pb.RepositoryModelUnloadRequest(repository_name="nuclei"),
+              grpc.StatusCode.UNIMPLEMENTED, "serve keeps its models loaded ('nuclei' too): stop the server instead"),
+             (stub.RepositoryModelUnload, pb.RepositoryModelUnloadRequest(repository_name="nope"),
+              grpc.StatusCode.NOT_FOUND, "Model with name nope does not exist."),
+             (stub.RepositoryModelLoad, pb.RepositoryModelLoadRequest(repository_name="nope"),
+              grpc.StatusCode.NOT_FOUND, "Model with name nope does not exist."),
+             (stub.RepositoryIndex, pb.RepositoryIndexRequest(), grpc.StatusCode.UNIMPLEMENTED, None)]
+    for call, request, code, details in calls:
+        with pytest.raises(grpc.RpcError) as caught:
+            call(request, metadata=metadata, timeout=30)
+        assert caught.value.code() == code, (request, caught.value.details())
+        assert details is None or caught.value.details() == details
+    loaded = stub.RepositoryModelLoad(pb.RepositoryModelLoadRequest(repository_name="nuclei"), metadata=metadata,
+                                      timeout=30)
+    assert loaded is not None  # a served model's load: nothing to do
+    assert stub.ServerReady(pb.ServerReadyRequest(), timeout=30).ready  # a readiness probe without the token
+    channel.close()
+    assert "Traceback" not in served.stderr()
