@@ -4,12 +4,16 @@ and the report cells are searched for the source's identifying values (app.runs.
 headers by app.runs.deidentify.source_facts) and its instance UIDs. A find names the kind of value and where,
 never the value; the caller removes the volume's files and makes its row an error.
 
-Values are compared case-insensitively as substrings; a person's name also by its components (family, given…).
-Values shorter than 3 characters are not looked for: they would be found by chance everywhere (a PatientID "7" in
-every number). A number of 3 to 5 digits (a short PatientID "48151") is looked for as a whole word in the DICOM
-text attributes only (not inside a longer number, a decimal, a UID or a digest, nor in numeric attributes, names
-or cells, where SegLens's own figures would match it by chance). SegLens's own pseudonyms are left out of the
-search (their hex digits could spell a short name by chance).
+Values are compared case-insensitively as whole words, never as parts of one: a value is its words (runs of
+letters and digits) in order, found only where a word begins and ends (`DOE^JANE` in "Doe, Jane" and in
+"doe_jane.dcm", `PID-0042` in "pid 0042"), so a patient named Ana is not found in "Anatomical Structure", nor Otto
+in CSS's "bottom", nor Lens in "SegLens" (issue 36). A person's name is also looked for word by word (family,
+given…). A value or word shorter than 3 characters is not looked for alone (a two-letter "Li" would turn up in
+chance places; the whole name "LI^TOM" still is looked for). A value that begins or ends with a digit is not found
+inside a decimal. A number of 3 to 5 digits (a short PatientID "48151") is looked for as a whole word in the DICOM
+text attributes only (not in numeric attributes, names or cells, where SegLens's own figures would match it by
+chance). SegLens's own pseudonyms are left out of the search (their hex digits could spell a short name by
+chance). A web page is searched in the text its reader sees (`page_text`), not in its CSS, markup or pictures.
 """
 
 from __future__ import annotations
@@ -17,6 +21,8 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from functools import cached_property, lru_cache
+from html.parser import HTMLParser
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -34,21 +40,25 @@ _PIXELS = {0x7FE00010, 0x7FE00008, 0x7FE00009}
 _TEXT_VRS = frozenset({"AE", "CS", "LO", "LT", "PN", "SH", "ST", "UC", "UT"})
 
 
+_WORD = re.compile(r"[^\W_]+")  # a word: letters and digits; `_`, `^`, `-`, `.`, spaces and the rest part words
+_MIN_WORD = 3
+
+
 @dataclass(frozen=True)
 class Identifying:
-    """What must not appear: (kind, lower-case text) pairs and the source's instance UIDs."""
+    """What must not appear: (kind, lower-case text) pairs, each looked for as whole words (the module
+    docstring), and the source's instance UIDs."""
 
     texts: tuple[tuple[str, str], ...]
     uids: frozenset[str]
     words: tuple[tuple[str, re.Pattern[str]], ...] = ()  # short numbers, as whole words in DICOM text
-
 
     @classmethod
     def of(cls, values: Iterable[tuple[str, str]], uids: Iterable[str] = ()) -> Identifying:
         found: dict[tuple[str, str], None] = {}
         words: dict[tuple[str, str], None] = {}
         for kind, value in values:
-            parts = [value, *re.split(r"[\^=]", value)] if kind in NAME_KINDS else [value]
+            parts = [value, *_WORD.findall(value)] if kind in NAME_KINDS else [value]
             for part in (p.strip().lower() for p in parts):
                 if _worth_looking_for(part):
                     found[(kind, part)] = None
@@ -66,16 +76,73 @@ class Identifying:
         return next((kind for kind, word in self.words if word.search(text)), None)
 
     def in_text(self, text: str) -> str | None:
-        """The kind of the first identifying value in `text`, None when there is none."""
-        text = _OWN.sub(" ", text).lower()
-        return next((kind for kind, value in self.texts if value in text), None)
+        """The kind of the first identifying value found in `text` as whole words, None when there is none."""
+        if self._any is None:
+            return None
+        text = _OWN.sub(" ", text)
+        if self._any.search(text) is None:  # one pass over the text for every value; which kind only on a find
+            return None
+        return next((kind for kind, value in self.texts if (found := _pattern(value)) and found.search(text)), None)
+
+    @cached_property
+    def _any(self) -> re.Pattern[str] | None:
+        patterns = [found.pattern for _kind, value in self.texts if (found := _pattern(value)) is not None]
+        return re.compile("|".join(f"(?:{p})" for p in patterns), re.IGNORECASE) if patterns else None
+
+
+@lru_cache(maxsize=4096)
+def _pattern(value: str) -> re.Pattern[str] | None:
+    """`value`'s words in order, any separator between them, where words begin and end (a value that begins or
+    ends with a digit not inside a decimal either); None when it holds no word."""
+    words = _WORD.findall(value)
+    if not words:
+        return None
+    before = r"(?<![^\W_])" + (r"(?<!\d\.)" if words[0][0].isdigit() else "")
+    after = r"(?![^\W_])" + (r"(?!\.\d)" if words[-1][-1].isdigit() else "")
+    return re.compile(before + r"[\W_]+".join(map(re.escape, words)) + after, re.IGNORECASE)
 
 
 def _worth_looking_for(text: str) -> bool:
-    stripped = text.replace("^", "").replace(" ", "")
-    if len(stripped) < 3:
+    letters = "".join(_WORD.findall(text))
+    if len(letters) < _MIN_WORD:
         return False
-    return not (stripped.replace("-", "").replace(".", "").isdigit() and len(stripped) < 6)
+    return not (letters.isdigit() and len(letters) < 6)
+
+
+def page_text(page: str) -> str:
+    """The text a reader of an HTML page sees, with the titles and alternative texts that hover or stand in for
+    it: no CSS, script, tag or attribute name, class or embedded picture. Words stay apart where elements part
+    them (`<td>Ana</td><td>Pat</td>` reads "Ana Pat"), together across a `<wbr>`; entities are decoded."""
+    reader = _PageText()
+    reader.feed(page)
+    reader.close()
+    return "".join(reader.parts)
+
+
+class _PageText(HTMLParser):
+    _HIDDEN = frozenset({"style", "script"})
+    _SHOWN = frozenset({"title", "alt", "aria-label", "value", "placeholder"})
+
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.parts: list[str] = []
+        self._hidden = 0
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        if tag in self._HIDDEN:
+            self._hidden += 1
+        if tag != "wbr":  # a line-break chance inside a word, not a space
+            self.parts.append(" ")
+        self.parts += [f" {value} " for name, value in attrs if name in self._SHOWN and value]
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag in self._HIDDEN:
+            self._hidden = max(self._hidden - 1, 0)
+        self.parts.append(" ")
+
+    def handle_data(self, data: str) -> None:
+        if not self._hidden:
+            self.parts.append(data)
 
 
 def leak(paths: Sequence[Path], identifying: Identifying, *, root: Path, cells: Sequence[str] = ()) -> str | None:
@@ -89,13 +156,20 @@ def leak(paths: Sequence[Path], identifying: Identifying, *, root: Path, cells: 
         found = _in_file(path, identifying)
         if found:
             return f"{with_article(found[0])} in {found[1]} of {_shown(rel, identifying)}"
-    kind = next(filter(None, (identifying.in_text(str(cell)) for cell in cells)), None)
+    kind = next(filter(None, (identifying.in_text(_under(str(cell), root)) for cell in cells)), None)
     return f"{with_article(kind)} in the report row" if kind else None
+
+
+def _under(cell: str, root: Path) -> str:
+    """A cell that is a path under `root` (--out) as the report writes it, relative: the folder the user chose is
+    theirs, not an output's name (an --out of /data/Tom/results is no leak of operator Tom)."""
+    prefix = f"{root.as_posix().rstrip('/')}/"
+    return cell[len(prefix):] if cell.startswith(prefix) else cell
 
 
 # with_article (app.errors): `a patient name`, `an accession number`, the kind of value a find names; the review
 # report takes it from here with Identifying
-__all__ = ["Identifying", "leak", "with_article"]
+__all__ = ["Identifying", "leak", "page_text", "with_article"]
 
 
 def _files(paths: Sequence[Path]) -> list[Path]:

@@ -84,14 +84,16 @@ def _mapped(volume: Volume, key: bytes, uid: str) -> str:
 
 def redact(message: str, item: InputFile, name: str, *, out_dir: Path | None = None) -> str:
     """An error line with the input's paths (its files, folder, the folders above it up to where it was found)
-    replaced by its pseudonymous `name`, and --out's own path dropped. If anything of the input's path or patient
-    is still in it, the line says only that it failed: its details stay in the debug log."""
+    replaced by its pseudonymous `name`, and --out's own path dropped. If a word of the input's path or patient
+    is still in it (a whole word, as `LineRedactor` looks for: patient Pat is not in "path", Otto not in "bottom"),
+    the line says only that it failed: its details stay in the debug log."""
     text = message
     if out_dir is not None:
         text = text.replace(f"{out_dir}{os.sep}", "")
     for path in sorted(_paths_of(item), key=len, reverse=True):
         text = text.replace(path, name)
-    if any(part.lower() in text.lower() for part in _identifying_parts(item)):
+    words = {word.lower() for word in _TOKEN.findall(_OWN_NAME.sub(" ", text))}
+    if words & _identifying_parts(item):
         return f"{name}: failed (the message named the input's files or patient; withheld under --anonymize)"
     return text
 

@@ -14,7 +14,6 @@ import base64
 import getpass
 import html
 import math
-import re
 from collections import Counter
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -77,16 +76,16 @@ def write_review_report(path: Path, items: list[ReportItem], *, model_name: str,
 def _last_check(path: Path, page: str, items: list[ReportItem], reviews: list[Review | None]) -> None:
     """--anonymize: the finished page searched for every input's identifying values (app.runs.privacy_check, as
     the last check of a run's files), before anything is written; one found refuses the report in one line naming
-    its kind, never the value. Left out of the search: the words of input names (see below), the embedded
-    pictures (base64, where any three letters turn up by chance) and the reviewers' user names (staff, not
+    its kind, never the value. Left out of the search: the words of input names (see below), the CSS, markup and
+    embedded pictures (app.runs.privacy_check.page_text) and the reviewers' user names (staff, not
     patients: a login "jdoe" is not patient DOE)."""
     held = [item.identifying for item in items if item.identifying is not None]
     if not held:
         return
     from app.errors import OutputError
-    from app.runs.privacy_check import Identifying, with_article
+    from app.runs.privacy_check import Identifying, page_text, with_article
 
-    searched = html.unescape(re.sub(r"data:image/[a-z]+;base64,[A-Za-z0-9+/=]+", " ", page.replace("<wbr>", "")))
+    searched = page_text(page)  # what a reader sees: not the CSS (Otto in "bottom"), markup or pictures (issue 36)
     for staff in {_user(), *(review.who for review in reviews if review is not None)} - {""}:
         searched = searched.replace(html.unescape(_e(staff)), " ")
     # the words of input names are not searched for here (a file "lung_01.png" and the class "lung"): the rows

@@ -1,0 +1,142 @@
+"""The last check of --anonymize (app.runs.privacy_check) compares whole values and whole name components, never
+parts of SegLens's own words (issue 36, found by outside validators: patients or staff named Ana, Pat, Art, Tom,
+Otto, Lens… could never get a de-identified SEG, RTSTRUCT or report, "Ana" being in "Anatomical Structure" and
+"Otto" in the report's CSS "bottom"). A real identifier — the name as a word, the whole name in any spelling, an
+ID as a whole value — is still caught, in DICOM text, file names, NIfTI headers, PNG text and report cells; error
+lines (app.runs.private_names.redact) withhold a line for a whole word, not a part of one."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pydicom
+import pytest
+from pydicom.dataset import Dataset
+
+from app.io.discover import InputFile
+from app.runs.privacy_check import Identifying, leak
+from app.runs.private_names import redact
+from app.runs.review_report import ReportItem, write_review_report
+from tests.dicom_factory import write_series
+
+SHORT_NAMES = ("Ana", "Pat", "Art", "Tom", "Otto", "Lens", "Lung", "Bone", "Li")
+# SegLens's own text in which each short name is a part of a word, never the word
+OWN_TEXT = ("Anatomical Structure", "Patient Characteristics Option", "Artificial Intelligence", "Tomography",
+            "bottom", "SegLens", "Lungs", "Bones", "Segmentation by ct_disc", "Basic Application Confidentiality",
+            "Retain Longitudinal Temporal Information", "NOT FOR DIAGNOSIS - SegLens liver-net", "split")
+
+
+def names(*people: str) -> Identifying:
+    return Identifying.of([("patient name", people[0]), *(("physician or operator", p) for p in people[1:])])
+
+
+@pytest.mark.parametrize("name", SHORT_NAMES)
+def test_a_short_name_is_not_found_inside_seglens_words(name):
+    identifying = names(f"{name}^{name}", f"{name}^Doe")
+    for text in OWN_TEXT:
+        assert identifying.in_text(text) is None, (name, text)
+        assert identifying.in_dicom_text(text) is None, (name, text)
+
+
+@pytest.mark.parametrize("text, kind", [
+    ("Dr Tom, 2nd reader", "physician or operator"),  # a component as a word
+    ("ana", "patient name"),  # a whole value (a segment label, lower case)
+    ("for PAT ANA: see notes", "patient name"),  # the name in another order and case
+    ("ana_pat_scan", "patient name"),  # a file name's words
+    ("Otto-Lens", "physician or operator"),
+    ("Li Tom", "physician or operator"),  # a two-letter component: found as part of the whole name
+])
+def test_a_real_name_is_still_found_as_a_word_or_the_whole_value(text, kind):
+    identifying = names("Ana^Pat", "Li^Tom", "Lens^Otto")
+    assert identifying.in_text(text) == kind
+
+
+def test_ids_addresses_and_institutions_are_whole_values_at_word_boundaries():
+    identifying = Identifying.of([("patient ID", "PID-0042"), ("institution", "Saint Elsewhere Hospital"),
+                                  ("accession number", "ACC88123X"), ("patient ID", "7781234")])
+    assert identifying.in_text("see pid-0042") == "patient ID"
+    assert identifying.in_text("Saint  Elsewhere\nHospital") == "institution"
+    assert identifying.in_text("x_ACC88123X.dcm") == "accession number"
+    assert identifying.in_text("ACC88123XY or XPID-0042") is None  # part of a longer word: not the value
+    assert identifying.in_text("spacing 0.7781234 and 77812345") is None  # inside a decimal or a longer number
+    assert identifying.in_text("ID 7781234.") == "patient ID"
+
+
+def _seg_like(tmp_path: Path, **attributes) -> tuple[Path, Path]:
+    out = tmp_path / "out"
+    out.mkdir(exist_ok=True)
+    pseudonym = "anon-0123456789ab"
+    ds = pydicom.dcmread(write_series(tmp_path / "src", slices=1, patient=(f"{pseudonym}^", pseudonym))[0])
+    ds.PatientBirthDate = ""
+    for keyword, value in attributes.items():
+        setattr(ds, keyword, value)
+    path = out / "x_seg.dcm"
+    ds.save_as(path)
+    return path, out
+
+
+def test_a_dicom_with_seglens_codes_is_clean_for_short_names_and_caught_for_a_name_left_in_it(tmp_path):
+    category = Dataset()
+    category.CodeValue, category.CodingSchemeDesignator, category.CodeMeaning = "91723000", "SCT", \
+        "Anatomical Structure"
+    family = Dataset()
+    family.CodeValue, family.CodingSchemeDesignator, family.CodeMeaning = "113112", "DCM", "Artificial Intelligence"
+    identifying = names("Ana^Pat", "Art^Lens", "Otto^Tom")
+    path, out = _seg_like(tmp_path, SegmentedPropertyCategoryCodeSequence=[category],
+                          AnatomicRegionSequence=[family], SeriesDescription="SegLens Tomography net",
+                          ImageComments="NOT FOR DIAGNOSIS - SegLens bottom")
+    assert leak([path], identifying, root=out, cells=["anon-0123456789ab", "Patient ok"]) is None
+    path, out = _seg_like(tmp_path, OperatorsName="Otto")  # the profile would empty it: here it was left
+    assert leak([path], identifying, root=out) == "a physician or operator in the DICOM tags of x_seg.dcm"
+
+
+def test_the_review_report_is_written_for_a_patient_named_like_a_css_word_and_refused_for_the_name(tmp_path):
+    from app.errors import OutputError
+
+    identifying = names("Otto^White", "Ana^Bottom")  # CSS holds `bottom`, `white-space`, `anywhere`
+    item = ReportItem(rel="anon-0123456789ab/1.2.3/4.5.6", overlay_png=None, identifying=identifying)
+    path = write_review_report(tmp_path / "r.html", [item], model_name="m", model_sha256="a" * 64,
+                               seglens_version="0.1.0")
+    assert path.is_file()
+    named = ReportItem(rel="anon-0123456789ab/1.2.3/4.5.6", overlay_png=None, identifying=identifying,
+                       figures=(("slices", "Otto"),))
+    with pytest.raises(OutputError, match="a patient name of an input is still in it"):
+        write_review_report(tmp_path / "s.html", [named], model_name="m", model_sha256="a" * 64,
+                            seglens_version="0.1.0")
+    assert not (tmp_path / "s.html").exists()
+
+
+def test_an_error_line_is_withheld_for_a_whole_word_of_the_patient_not_a_part_of_one(tmp_path):
+    folder = tmp_path / "Pat_Otto"
+    item = InputFile(folder / "scan.png", Path("Pat_Otto/scan.png"))
+    line = redact(f"{folder}/scan.png: cannot decode the image (a truncated pattern at the bottom)", item, "img-1")
+    assert line == "img-1: cannot decode the image (a truncated pattern at the bottom)"
+    assert redact("img-1: the model says Otto", item, "img-1").endswith("withheld under --anonymize)")
+
+
+def test_a_nifti_header_or_png_text_with_a_short_name_as_a_word_is_caught(tmp_path):
+    import nibabel as nib
+
+    from app.io.files import encode_png, png_with_text
+
+    identifying = names("Bone^Li")
+    image = nib.Nifti1Image(np.zeros((2, 2, 2), np.uint8), np.eye(4))
+    image.header["descrip"] = b"Bones of the skull"
+    nib.save(image, tmp_path / "m.nii.gz")
+    assert leak([tmp_path / "m.nii.gz"], identifying, root=tmp_path) is None
+    image.header["descrip"] = b"bone li"
+    nib.save(image, tmp_path / "n.nii.gz")
+    assert leak([tmp_path / "n.nii.gz"], identifying, root=tmp_path) == \
+        "a patient name in the NIfTI header of n.nii.gz"
+    (tmp_path / "p.png").write_bytes(png_with_text(encode_png(np.zeros((2, 2), np.uint8)), {"Comment": "Bone"}))
+    assert leak([tmp_path / "p.png"], identifying, root=tmp_path) == "a patient name in a PNG text chunk of p.png"
+
+
+def test_the_out_folder_the_user_chose_is_not_searched_in_a_cell_naming_an_output_under_it(tmp_path):
+    out = tmp_path / "Tom" / "results"
+    identifying = names("Ana^Pat", "Tom^Otto")
+    cell = f"{out.as_posix()}/anon-0123456789ab/1.2.3/4.5.6"  # the output stem a volume's check is given
+    assert leak([], identifying, root=out, cells=[cell]) is None
+    assert leak([], identifying, root=out, cells=[f"{out.as_posix()}/Tom_scan"]) == "a physician or operator in the " \
+                                                                                      "report row"
