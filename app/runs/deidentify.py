@@ -211,16 +211,38 @@ class _Policy:
 
 
 def _declare_methods(dataset: Dataset, methods: Sequence[str], codes: Sequence[tuple[str, str, str]]) -> None:
+    """DeidentificationMethod and its code sequence, each written only with a value (PS3.3 C.7.1.1: one of them is
+    required once PatientIdentityRemoved is YES, and an empty one is an error): a code item only whole (a known
+    profile code without its meaning gets it, another is dropped); a source that said YES and nothing else gets
+    a method that says so. Another tool's source said it in many ways (issue 36: 7 dciodvfy errors)."""
     from pydicom.dataset import Dataset
 
-    dataset.DeidentificationMethod = list(dict.fromkeys(m[:64] for m in methods if m))
+    texts = list(dict.fromkeys(m[:64] for m in methods if m.strip()))
     items: list[Dataset] = []
     for value, scheme, meaning in dict.fromkeys(codes):
-        if value and scheme and value not in {item.CodeValue for item in items}:
+        meaning = meaning.strip() or _KNOWN_MEANINGS.get((value, scheme), "")
+        if value.strip() and scheme.strip() and meaning and value not in {item.CodeValue for item in items}:
             item = Dataset()
             item.CodeValue, item.CodingSchemeDesignator, item.CodeMeaning = value, scheme, meaning[:64]
             items.append(item)
-    dataset.DeidentificationMethodCodeSequence = items
+    if not texts and not items:
+        texts = [UNSAID_METHOD]
+    for keyword, value in (("DeidentificationMethod", texts), ("DeidentificationMethodCodeSequence", items)):
+        if value:
+            setattr(dataset, keyword, value)
+        elif keyword in dataset:
+            delattr(dataset, keyword)
+
+
+UNSAID_METHOD = "de-identified before SegLens; the source did not say how"
+# CID 7050's meanings, for a source whose code item lacks its CodeMeaning (Type 1 in the code sequence macro)
+_KNOWN_MEANINGS = {(value, scheme): meaning for value, scheme, meaning in (
+    *PROFILE_CODES, ("113101", "DCM", "Clean Pixel Data Option"),
+    ("113102", "DCM", "Clean Recognizable Visual Features Option"), ("113103", "DCM", "Clean Graphics Option"),
+    ("113104", "DCM", "Clean Structured Content Option"), ("113105", "DCM", "Clean Descriptors Option"),
+    ("113106", "DCM", "Retain Longitudinal Temporal Information Full Dates Option"),
+    ("113109", "DCM", "Retain Device Identity Option"), ("113110", "DCM", "Retain UIDs Option"),
+    ("113111", "DCM", "Retain Safe Private Option"), ("113112", "DCM", "Retain Institution Identity Option"))}
 
 
 def _unshare_items(dataset: Dataset) -> None:

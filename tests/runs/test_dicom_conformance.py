@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import dciodvfy
+import dicom_factory
 import numpy as np
 import pytest
 from test_volume_exports import ALGORITHM, SEGMENTS, dicom_volume, known_labels, windowed
@@ -150,3 +151,61 @@ def test_burn_banner_leaves_the_image_rows_untouched_at_every_width():
         assert strip == secondary_capture.banner_height(columns, text) and strip >= 12
         np.testing.assert_array_equal(out[strip:], rgb)
         assert (out[:strip] > 200).any()
+
+
+# --- a source de-identified by another tool ------------------------------------------------------------------------
+
+def _code(value: str, scheme: str, meaning: str | None) -> object:
+    from pydicom.dataset import Dataset
+
+    item = Dataset()
+    item.CodeValue, item.CodingSchemeDesignator = value, scheme
+    if meaning is not None:
+        item.CodeMeaning = meaning
+    return item
+
+
+# what other tools write: a method's name only, nothing but YES, an empty code sequence, a code with no meaning
+ELSEWHERE = {
+    "method-only": {"DeidentificationMethod": "CTP DICOM-S142"},
+    "yes-only": {},
+    "empty-sequence": {"DeidentificationMethod": "in-house", "DeidentificationMethodCodeSequence": []},
+    "code-without-meaning": {"DeidentificationMethodCodeSequence": [_code("113100", "DCM", None)]},
+}
+
+
+@pytest.mark.parametrize("anonymize", [False, True], ids=["plain", "anonymize"])
+@pytest.mark.parametrize("said", list(ELSEWHERE), ids=list(ELSEWHERE))
+def test_the_exports_of_a_source_de_identified_elsewhere_pass_dciodvfy(tmp_path: Path, ct_model, monkeypatch,
+                                                                       said: str, anonymize: bool):
+    """A source another tool de-identified (PatientIdentityRemoved YES, however it said how) gives SEG, SC,
+    RTSTRUCT and the de-identified source copy with no dciodvfy error, with and without --anonymize; every file
+    says it is de-identified and how (was: an empty DeidentificationMethodCodeSequence or DeidentificationMethod,
+    or an item without CodeMeaning, in each)."""
+    import pydicom
+
+    from app.cli import main
+
+    dciodvfy.require()
+    monkeypatch.setenv("SEGLENS_PSEUDONYM_KEY", "0123456789abcdef0123")
+    paths = dicom_factory.write_series(tmp_path / "in", slices=3, patient=("anon-1^", "anon-1"))
+    for path in paths:
+        ds = pydicom.dcmread(path)
+        ds.PatientIdentityRemoved, ds.Laterality, ds.PatientPosition, ds.KVP, ds.AcquisitionNumber = \
+            "YES", "", "HFS", "120", 1  # a source with no dciodvfy error of its own
+        for keyword, value in ELSEWHERE[said].items():
+            setattr(ds, keyword, value)
+        ds.save_as(path)
+    if said == "method-only":  # the source itself passes: every error below is the exports' own
+        assert dciodvfy.verify(paths[0]).errors == ()
+    out = tmp_path / "out"
+    exports = "dicom-seg,sc,rtstruct" + (",source" if anonymize else "")
+    assert main(["run", str(ct_model), str(tmp_path / "in"), "--out", str(out), "--export", exports,
+                 "--no-progress", *(["--anonymize"] if anonymize else [])]) == 0
+    written = sorted(out.rglob("*.dcm"))
+    assert len(written) == (1 + 3 + 1 + (3 if anonymize else 0))
+    for path in written:
+        assert dciodvfy.verify(path).errors == (), path.name
+        ds = pydicom.dcmread(path)
+        assert ds.PatientIdentityRemoved == "YES"
+        assert ds.get("DeidentificationMethod") or ds.get("DeidentificationMethodCodeSequence")
