@@ -227,9 +227,11 @@ def _declare_methods(dataset: Dataset, methods: Sequence[str], codes: Sequence[t
             items.append(item)
     if not texts and not items:
         texts = [UNSAID_METHOD]
-    for keyword, value in (("DeidentificationMethod", texts), ("DeidentificationMethodCodeSequence", items)):
-        if value:
-            setattr(dataset, keyword, value)
+    said: tuple[tuple[str, list[str] | list[Dataset]], ...] = (("DeidentificationMethod", texts),
+                                                                ("DeidentificationMethodCodeSequence", items))
+    for keyword, values in said:
+        if values:
+            setattr(dataset, keyword, values)
         elif keyword in dataset:
             delattr(dataset, keyword)
 
