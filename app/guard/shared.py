@@ -12,7 +12,7 @@ here:
   (`os.replace` replaces a planted link itself, never its target), so a crash never leaves half a file;
 - `private=True` creates folders 0700 and files 0600: anything that holds patient data or secrets;
 - folders and files are removed only by root + components (`remove_under`), through `join_under`, never by a
-  path that did not come out of it, and `rmtree` never follows a link.
+  path that did not come out of it, and `rmtree` never follows a link; renamed likewise (`rename_under`).
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from app.errors import OutputError
-from app.guard.names import join_under
+from app.guard.names import PathEscape, join_under
 
 TEMPORARY_PREFIX = ".seglens-tmp-"
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
@@ -207,6 +207,18 @@ def remove_under(root: str | os.PathLike[str], *components: str) -> bool:
     with contextlib.suppress(FileNotFoundError):
         os.unlink(target)
     return True
+
+
+def rename_under(root: str | os.PathLike[str], old: str, new: str) -> None:
+    """Rename `root/old` to `root/new`, replacing what is at `new` (a log's rotation, a copy moved aside): both
+    single components in the folder `root`, which `join_under` proves. A link planted under either name is
+    renamed or replaced itself, never followed (a rename never follows a link). PathEscape for a name that is
+    not one component; OSError as os.replace raises it."""
+    folder = join_under(root)
+    for name in (old, new):
+        if not name or name in (".", "..") or "/" in name or "\\" in name or "\x00" in name or os.sep in name:
+            raise PathEscape(f"{name!r} is not a single path component (under {folder})")
+    os.replace(folder / old, folder / new)
 
 
 def remove_stale_temporaries(folder: Path, *, older_than: float | None = None) -> int:

@@ -41,8 +41,8 @@ from pathlib import Path
 from typing import Any
 
 from app.errors import OutputError
-from app.guard.untrusted import STATE_FILE_LIMIT, read_untrusted
-from app.guard.shared import TEMPORARY_PREFIX, create_temporary
+from app.guard.shared import TEMPORARY_PREFIX, atomic_write, open_append, open_update, remove_under
+from app.guard.untrusted import STATE_FILE_LIMIT, TooLarge, read_untrusted
 from app.io.files import sync_folder
 from app.io.sources import Frame
 
@@ -75,11 +75,15 @@ class JournalRead:
 
 def read_journal(path: Path) -> JournalRead:
     """The records of the journal at `path` (none when there is no file), without changing it. OSError when it
-    cannot be read (a FIFO or a folder under its name: app.guard.untrusted)."""
+    cannot be read (a FIFO, a folder or a symlink under its name: app.guard.untrusted, rooted in its folder)."""
     try:
-        data = read_untrusted(path, limit=STATE_FILE_LIMIT)
+        data = read_untrusted(path, limit=STATE_FILE_LIMIT, root=path.parent)
     except FileNotFoundError:
         return JournalRead([], 0, False, 0)
+    return _records(data)
+
+
+def _records(data: bytes) -> JournalRead:
     whole = data.rfind(b"\n") + 1  # a last line without its newline was being written when the process died
     entries: list[JournalEntry] = []
     damaged = 0
@@ -105,10 +109,8 @@ class StationJournal:
         self._latest: dict[int, int] = {}  # _key(id) → _identity(size, mtime_ns) of its latest record
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            found = read_journal(self.path)
             self._remove_leftovers()
-            if found.torn:  # cut off so that the next record does not continue the torn line
-                os.truncate(self.path, found.whole_bytes)
+            found = self._read_and_mend()
             self._fd = self._open()
         except OSError as exc:
             raise OutputError(f"{self.path}: cannot open the station journal ({exc.strerror or exc})") from exc
@@ -187,9 +189,24 @@ class StationJournal:
             latest[entry.id] = entry
         return list(latest.values())
 
+    def _read_and_mend(self) -> JournalRead:
+        """The journal's records, read through the descriptor that mends it: a torn last line is cut off, so that
+        the next record does not continue it. Opened through app.guard.shared: a symlink, a hard link or a FIFO
+        planted under the name is refused (PlantedLink), never truncated or appended to; created private (the
+        ids are file names, which may name a patient)."""
+        with open_update(self.path, private=True) as handle:
+            size = os.fstat(handle.fileno()).st_size
+            if size > STATE_FILE_LIMIT:
+                raise TooLarge(self.path, size, STATE_FILE_LIMIT)
+            found = _records(handle.read(STATE_FILE_LIMIT))
+            if found.torn:
+                handle.truncate(found.whole_bytes)
+        return found
+
     def _open(self) -> int:
-        created = not self.path.exists()
-        fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | getattr(os, "O_BINARY", 0), 0o644)
+        created = not os.path.lexists(self.path)
+        with open_append(self.path, private=True) as handle:  # the journal writes on a descriptor of its own
+            fd = os.dup(handle.fileno())
         if created:
             sync_folder(self.path.parent)  # the new file's name must survive a crash as its lines do
         return fd
@@ -213,22 +230,13 @@ class StationJournal:
         try:
             kept = [entry for entry in self._latest_entries() if self._keep is None or self._keep(entry.id)]
             data = b"".join(_line(entry) for entry in kept)
-            fd, tmp = create_temporary(self.path.parent, self.path.name)
-            try:
-                with os.fdopen(fd, "wb") as handle:
-                    handle.write(data)
-                    handle.flush()
-                    os.fsync(handle.fileno())
-                os.replace(tmp, self.path)
-            except BaseException:
-                with contextlib.suppress(OSError):
-                    os.unlink(tmp)
-                raise
+            atomic_write(self.path, data, private=True, durable=True)  # replaces a planted link, never follows it
             sync_folder(self.path.parent)
             os.close(self._fd)
             self._fd = self._open()
-        except OSError as exc:
-            log.warning("station journal: compaction failed (%s); it goes on growing", exc.strerror or exc)
+        except (OSError, OutputError) as exc:
+            log.warning("station journal: compaction failed (%s); it goes on growing",
+                        getattr(exc, "strerror", None) or exc)
             self._limit = self._lines * 2  # try again later, not at every record
             return
         log.debug("station journal compacted: %d lines → %d", self._lines, len(kept))
@@ -239,8 +247,8 @@ class StationJournal:
     def _remove_leftovers(self) -> None:
         """Temporaries of a compaction that was killed before its rename."""
         for leftover in self.path.parent.glob(f"{TEMPORARY_PREFIX}{self.path.name}.*.tmp"):
-            with contextlib.suppress(OSError):
-                leftover.unlink()
+            with contextlib.suppress(OSError, ValueError):
+                remove_under(self.path.parent, leftover.name)
 
 
 def _key(file_id: str) -> int:
