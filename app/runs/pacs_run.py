@@ -4,8 +4,9 @@ NODE --study UID [--series UID] [--send NODE]`.
 Three steps around the one seam (app.runs.folder_run.plan_run / run_folder): `plan_pacs` checks the PACS options
 before anything runs (a pseudonymised result is never sent to a node not marked research); `retrieve` brings the
 study's image series complete into the cache (app.io.pacs.cache) and hands their folders to plan_run as any folder;
-`send_exports` stores what --export wrote (DICOM SEG, Secondary Capture, RTSTRUCT — never PNGs, CSVs or NIfTI)
-and verifies by a series-level query that the server has every series written, instance for instance.
+`send_exports` stores what --export wrote (DICOM SEG, Secondary Capture, RTSTRUCT and, under --anonymize, the
+de-identified source series they reference — never PNGs, CSVs or NIfTI) and verifies by a series-level query
+that the server has every series written, instance for instance.
 """
 
 from __future__ import annotations
@@ -24,7 +25,9 @@ if TYPE_CHECKING:
     from app.io.pacs.client import PacsClient, Retrieved, SeriesRecord
     from app.io.pacs.nodes import PacsNode
 
-SENT_EXPORTS = ("dicom-seg", "sc", "rtstruct")  # the exports a PACS stores; nifti, PNGs and the report stay local
+# the exports a PACS stores; nifti, PNGs and the report stay local. `source` (--anonymize only): the de-identified
+# source series the SEG, SC and RTSTRUCT reference, stored beside them so the node can show them on it (issue 36)
+SENT_EXPORTS = ("dicom-seg", "sc", "rtstruct", "source")
 # series a model does not run on: a study that was sent results before has them beside its images
 NOT_IMAGES = frozenset({"SEG", "SR", "RTSTRUCT", "RTPLAN", "RTDOSE", "RTRECORD", "PR", "KO", "REG", "DOC", "OT"})
 
