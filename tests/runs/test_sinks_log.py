@@ -117,16 +117,18 @@ def test_a_folder_gone_is_one_line_in_problem_and_the_station_goes_on(tmp_path: 
 
 
 def test_a_full_disk_is_one_line_in_problem(tmp_path: Path) -> None:
-    full = Path("/dev/full")
-    sink = LogSink(tmp_path, write_csv=False)
-    sink.publish(verdict(0))
-    sink.close()
-    (tmp_path / "verdicts.jsonl").unlink()
-    (tmp_path / "verdicts.jsonl").symlink_to(full)  # every write there fails with ENOSPC
-    sink = LogSink(tmp_path, write_csv=False)
-    sink.publish(verdict(1))
-    assert sink.problem == "log: cannot write verdicts.jsonl: No space left on device (1 verdicts not logged)"
-    sink.close()
+    # (a link to /dev/full stood for the full disk: links planted under the log's name are refused now)
+    from tests.full_disk import full_disk
+
+    with full_disk(tmp_path / "out") as disk:
+        sink = LogSink(disk.folder, write_csv=False)
+        sink.publish(verdict(1))
+        assert sink.problem == "log: cannot write verdicts.jsonl: No space left on device (1 verdicts not logged)"
+        disk.free()
+        sink.publish(verdict(2))  # space is back: the next line is written
+        assert sink.problem is None and [line["id"] for line in jsonl(disk.folder / "verdicts.jsonl")] == \
+            ["part-0002.png"]
+        sink.close()
 
 
 def test_a_non_finite_score_is_null_not_a_crash(tmp_path: Path) -> None:
@@ -144,8 +146,8 @@ def test_a_fifo_under_its_name_is_a_problem_not_a_hang(tmp_path: Path) -> None:
     os.mkfifo(tmp_path / "verdicts.jsonl")
     sink = LogSink(tmp_path)
     sink.publish(verdict(0))
-    assert sink.problem == "log: cannot write verdicts.jsonl: not a regular file: a named pipe (FIFO) " \
-                           "(1 verdicts not logged)"
+    assert sink.problem == "log: cannot write verdicts.jsonl: refused to write through something that is not a " \
+                           "regular file planted under the name (1 verdicts not logged)"
     assert len(rows(tmp_path / "verdicts.csv")) == 2  # the other file still gets its line
     sink.close()
 

@@ -20,18 +20,17 @@ from __future__ import annotations
 
 import contextlib
 import csv
-import errno
 import io
 import json
 import logging
 import math
 import os
-import stat
 import threading
 from datetime import datetime, timezone
 from pathlib import Path
 
 from app.errors import one_line
+from app.guard.shared import open_append, open_update, remove_under, rename_under
 from app.runs.report import cell
 from app.runs.sinks import StationVerdict
 from app.spelling import spelt
@@ -119,17 +118,19 @@ class _RotatingFile:
             return False
 
     def _open(self) -> None:
-        fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_NONBLOCK, 0o644)  # read: a torn end
-        status = os.fstat(fd)
-        if stat.S_ISFIFO(status.st_mode) or stat.S_ISSOCK(status.st_mode):  # a full pipe would stop the station
-            os.close(fd)
-            raise OSError(errno.EINVAL, "not a regular file: a named pipe (FIFO)")
-        os.set_blocking(fd, True)
-        self._fd, self._size = fd, status.st_size
+        """Open the file for appending through app.guard.shared: a symlink, a hard link or a FIFO planted under
+        its name is refused (PlantedLink, said in `problem`), never written through; created private (the ids
+        are file names, which may name a patient). A line torn by a kill is ended first: the next starts clean."""
+        with open_update(self.path, private=True) as handle:  # read and write: its torn end, then closed
+            size = os.fstat(handle.fileno()).st_size
+            torn = size > 0 and os.pread(handle.fileno(), 1, size - 1) != b"\n"
+        with open_append(self.path, private=True) as handle:
+            fd = os.dup(handle.fileno())  # the file object closes its own descriptor
+        self._fd, self._size = fd, os.fstat(fd).st_size
         if self._size == 0:
             self._write(self._header)
-        elif not _ends_with_newline(self._fd, self._size):
-            self._write(b"\n")  # a line torn by a kill: the next line starts clean
+        elif torn:
+            self._write(b"\n")
 
     def _write(self, data: bytes) -> None:
         assert self._fd is not None
@@ -148,12 +149,11 @@ class _RotatingFile:
         while last < self._keep and os.path.lexists(self._numbered(last + 1)):
             last += 1
         if last == self._keep:  # full (keep 0: the current file itself goes)
-            with contextlib.suppress(FileNotFoundError):
-                self._numbered(last).unlink()
+            remove_under(self.path.parent, self._numbered(last).name)  # a link planted there: the link itself
             last -= 1
         for i in range(last, -1, -1):
             with contextlib.suppress(FileNotFoundError):
-                os.replace(self._numbered(i), self._numbered(i + 1))
+                rename_under(self.path.parent, self._numbered(i).name, self._numbered(i + 1).name)
         self._open()
 
     def _numbered(self, i: int) -> Path:
@@ -164,10 +164,6 @@ class _RotatingFile:
             fd, self._fd = self._fd, None
             with contextlib.suppress(OSError):
                 os.close(fd)
-
-
-def _ends_with_newline(fd: int, size: int) -> bool:
-    return os.pread(fd, 1, size - 1) == b"\n"
 
 
 class LogSink:

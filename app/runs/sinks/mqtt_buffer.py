@@ -23,7 +23,9 @@ from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
 
-from app.guard.untrusted import STATE_FILE_LIMIT, read_untrusted
+from app.errors import OutputError
+from app.guard.shared import atomic_write, open_append, open_update
+from app.guard.untrusted import STATE_FILE_LIMIT, TooLarge
 
 log = logging.getLogger(__name__)
 
@@ -55,7 +57,7 @@ class OutBuffer:
         self._done = 0  # every seq <= this is acknowledged or dropped
         self._next = 1
         self._load()
-        self._fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        self._fd = _open_append(path)
         self._compact_if_large(at_start=True)
 
     def add(self, payload: dict[str, object], station: str) -> Pending:
@@ -141,10 +143,14 @@ class OutBuffer:
         return True
 
     def _load(self) -> None:
-        try:
-            data = read_untrusted(self.path, limit=STATE_FILE_LIMIT)  # a FIFO: OSError, no hang
-        except FileNotFoundError:
-            return
+        """What the last run left: read through app.guard.shared's open (a symlink, hard link or FIFO planted
+        under the name is refused: PlantedLink, never read or written through), created private (the payloads
+        name the parts)."""
+        with open_update(self.path, private=True) as handle:
+            size = os.fstat(handle.fileno()).st_size
+            if size > STATE_FILE_LIMIT:
+                raise TooLarge(self.path, size, STATE_FILE_LIMIT)
+            data = handle.read(STATE_FILE_LIMIT)
         taken: dict[int, Pending] = {}
         dropped: set[int] = set()
         last = 0
@@ -177,26 +183,25 @@ class OutBuffer:
             return
         if size <= (65536 if at_start else 2 * self._max_bytes + 65536):
             return
-        temporary = self.path.with_name(f".{self.path.name}.tmp")
         try:
-            self._rewrite(temporary)
-        except OSError as exc:  # the file as it was (appended to) is still whole: compacted another time
+            self._rewrite()
+        except (OSError, OutputError) as exc:  # the file as it was (appended to) is still whole: compacted later
             log.debug("MQTT sink: its buffer not compacted: %s", exc)
-            with contextlib.suppress(OSError):
-                temporary.unlink()
 
-    def _rewrite(self, temporary: Path) -> None:
+    def _rewrite(self) -> None:
         done = self.entries[0].seq - 1 if self.entries else self._next - 1
-        with temporary.open("wb") as file:
-            # "next" too: the newest seq may have been dropped, and a seq is never given twice
-            file.write((json.dumps({"ack": done, "next": self._next}) + "\n").encode())
-            for entry in self.entries:
-                file.write(_entry_line(entry))
-            file.flush()
-            os.fsync(file.fileno())
-        os.replace(temporary, self.path)
+        # "next" too: the newest seq may have been dropped, and a seq is never given twice
+        lines = [(json.dumps({"ack": done, "next": self._next}) + "\n").encode()]
+        lines += [_entry_line(entry) for entry in self.entries]
+        atomic_write(self.path, b"".join(lines), private=True, durable=True)  # replaces a planted link itself
         os.close(self._fd)
-        self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND, 0o644)
+        self._fd = _open_append(self.path)
+
+
+def _open_append(path: Path) -> int:
+    """A descriptor appending to the buffer, through app.guard.shared (never through a planted link)."""
+    with open_append(path, private=True) as handle:  # the file object closes its own descriptor
+        return os.dup(handle.fileno())
 
 
 def _entry_line(entry: Pending) -> bytes:
