@@ -18,6 +18,8 @@ from typing import Any
 import numpy as np
 
 from app.errors import InferenceError, ModelError, one_line
+from app.inference.finite import check_outputs, declared
+from app.inference.onnx_graph import TensorInfo
 from app.inference.prompt_cache import Embedding, EmbeddingCache, image_identity
 from app.inference.prompt_frame import MASK_GRID, encoder_tensor, frame_geometry, frame_points, low_res_to_image
 from app.inference.prompt_input import (
@@ -71,7 +73,7 @@ class PromptSession:
         tensor = encoder_tensor(image, geometry, mean=self.spec.mean, std=self.spec.std)
         names = list(self.spec.embed_outputs)
         outputs = self._run(self._encoder, self.spec.encoder.name, names, {self._encoder_input(): tensor},
-                            run_options)
+                            run_options, self.spec.encoder_outputs)
         self.encoder_runs += 1
         embedding = Embedding(full_key, dict(zip(names, outputs, strict=True)), geometry)
         self.cache.put(embedding)
@@ -91,7 +93,7 @@ class PromptSession:
         feed.update(self._prompt_feed(points, box, embedding, mask_input))
         self.last_feed = feed
         names = ["masks", "iou_predictions"] + (["low_res_masks"] if self.spec.layout == SAM else [])
-        outputs = self._run(self._decoder, self.spec.decoder.name, names, feed)
+        outputs = self._run(self._decoder, self.spec.decoder.name, names, feed, graph=self.spec.decoder_outputs)
         self.decoder_runs += 1
         low_res = np.asarray(outputs[2]) if len(outputs) > 2 else None
         return self._proposal(np.asarray(outputs[0]), np.asarray(outputs[1]).reshape(-1), low_res, embedding)
@@ -143,13 +145,17 @@ class PromptSession:
         return Proposal(mask=logits > self.spec.mask_threshold, iou=float(iou[best]), low_res=low_res)
 
     def _run(self, session: Any, name: str, outputs: list[str], feed: dict[str, np.ndarray],
-             run_options: Any | None = None) -> list[np.ndarray]:
+             run_options: Any | None = None, graph: tuple[TensorInfo, ...] = ()) -> list[np.ndarray]:
+        """The session's outputs, each checked against what `graph` declares of it and for NaN or ±inf
+        (app.guard.answers): a broken decoder is one line naming it and the output, never an empty mask."""
         try:
             # run_options only when given: a session-like wrapper (a test's counter) may take two arguments
             result: list[np.ndarray] = session.run(outputs, feed) if run_options is None else \
                 session.run(outputs, feed, run_options)
         except Exception as exc:  # ORT raises its own Fail/InvalidArgument types
             raise InferenceError(f"{name}: inference failed: {one_line(exc, most=500, first=True)}") from exc
+        infos = {info.name: info for info in graph}
+        check_outputs(name, [declared(infos.get(output), output) for output in outputs], result, finite=True)
         return result
 
     def _encoder_input(self) -> str:

@@ -65,6 +65,9 @@ class PromptSpec:
     mask_threshold: float
     embed_outputs: tuple[str, ...]  # the encoder outputs the decoder takes, by name
     sources: dict[str, str]  # key -> where its value came from
+    # what the two graphs declare of their outputs: every answer is checked against it (app.inference.finite)
+    encoder_outputs: tuple[TensorInfo, ...] = ()
+    decoder_outputs: tuple[TensorInfo, ...] = ()
 
     def describe(self) -> str:
         """Several lines for `seglens-cli info`: each value and its source."""
@@ -139,7 +142,7 @@ def load_prompt_spec(sidecar: Path) -> PromptSpec:
                       input_size=values["input_size"].value, resize=values["resize"].value,
                       mean=values["mean"].value, std=values["std"].value,
                       mask_threshold=float(values["mask_threshold"].value), embed_outputs=ENCODER_OUTPUTS[layout],
-                      sources=sources)
+                      sources=sources, encoder_outputs=encoder.outputs, decoder_outputs=decoder.outputs)
 
 
 def _beside(sidecar: Path, key: str, name: str) -> Path:

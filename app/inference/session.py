@@ -22,6 +22,8 @@ import numpy as np
 
 from app.errors import InferenceError, ModelError, one_line
 from app.inference import providers as provider_facts
+from app.inference.finite import check_outputs, declared
+from app.inference.onnx_graph import TensorInfo
 from app.inference.providers import (
     CPU,
     CUDA,
@@ -134,6 +136,7 @@ class ModelSession:
         self._session = session
         self._input_name = spec.input.name
         self._output_names = list(spec.output.fetched)  # the first output; an anomaly model's map, score, mask
+        self._declared = tuple(declared(_output_info(spec, name), name) for name in self._output_names)
         self._binding_device = binding_device  # ("cuda", 0): outputs stay on that device until copied back
 
     @property
@@ -143,7 +146,9 @@ class ModelSession:
     def run(self, tensor: np.ndarray) -> np.ndarray | tuple[np.ndarray, ...]:
         """Run the model on one input tensor; returns the first output, or for an anomaly model the tuple of
         the outputs its spec names (map, score[, mask]). A 3D model takes 5-D [N, C, D, H, W] tensors, any other
-        model 4-D ones: a tensor of the other rank is refused in one line (a 2D path given a 3D model)."""
+        model 4-D ones: a tensor of the other rank is refused in one line (a 2D path given a 3D model). Each output
+        is checked against its declared dtype and shape (app.guard.answers) before it is returned; finiteness is
+        checked per image by its caller (pipeline, volume3d), so one broken image of a batch fails alone."""
         rank = 5 if self.spec.is_3d else 4
         if tensor.ndim != rank:
             what = "a 3D model (volumes, in patches)" if self.spec.is_3d else "a 2D image model"
@@ -155,10 +160,11 @@ class ModelSession:
                 outputs = self._run_bound(tensor, self._binding_device)
             else:
                 outputs = self._session.run(self._output_names, {self._input_name: tensor})
-            return outputs[0] if len(outputs) == 1 else tuple(outputs)
         except Exception as exc:  # ORT raises its own Fail/InvalidArgument types
             why = one_line(exc, most=500, first=True)
             raise InferenceError(f"{self.spec.path.name}: inference failed: {why}") from exc
+        check_outputs(self.spec.path.name, self._declared, outputs)  # a graph that lies about its output: refused
+        return outputs[0] if len(outputs) == 1 else tuple(outputs)
 
     def _run_bound(self, tensor: np.ndarray, where: tuple[str, int]) -> list[np.ndarray]:
         """IOBinding: the outputs are allocated on the device and copied back once, after the graph ran."""
@@ -194,6 +200,19 @@ class ModelSession:
         h, w = spec.warmup_hw()
         shape = (1, spec.channels, h, w) if spec.layout == "NCHW" else (1, h, w, spec.channels)
         return np.zeros(shape, dtype=_NUMPY_DTYPES[spec.dtype])
+
+
+def _output_info(spec: ModelSpec, name: str) -> TensorInfo | None:
+    """What the graph declares of output `name`; the on-device ArgMax's labels are the first output's shape with
+    one channel, uint8 (runtime.with_device_argmax), which the spec's graph outputs do not list."""
+    found = next((info for info in spec.outputs if info.name == name), None)
+    if found is not None or name != DEVICE_LABELS_NAME or not spec.outputs:
+        return found
+    first, axis = spec.outputs[0], spec.output.channel_axis
+    shape = first.shape
+    if shape is not None and axis is not None and -len(shape) <= axis < len(shape):
+        shape = tuple(1 if i == axis % len(shape) else d for i, d in enumerate(shape))
+    return TensorInfo(name, shape, "uint8")
 
 
 def open_session(
