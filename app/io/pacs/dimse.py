@@ -19,8 +19,19 @@ from typing import TYPE_CHECKING, Any
 
 from pydicom.dataset import Dataset
 
+from app.guard.net import DeadlineExceeded, is_loopback
 from app.io.pacs.client import Retrieved, SeriesRecord, StudyQuery, StudyRecord, pacs_error
-from app.io.pacs.dimse_common import FIND_MODEL, VERIFICATION, describe_status, no_delay
+from app.io.pacs.dimse_common import (
+    DEADLINE_FACTOR,
+    FIND_MODEL,
+    MAX_INSTANCES,
+    MAX_MATCHES,
+    VERIFICATION,
+    bounded,
+    describe_status,
+    find_deadline,
+    no_delay,
+)
 from app.io.pacs.nodes import PacsNode
 
 if TYPE_CHECKING:
@@ -38,6 +49,7 @@ if _library_log.level == logging.NOTSET:  # a user's own setting wins
 _STUDY_FIELDS = ("PatientID", "PatientName", "StudyDate", "StudyDescription", "ModalitiesInStudy",
                  "AccessionNumber", "NumberOfStudyRelatedSeries")
 _SERIES_FIELDS = ("Modality", "SeriesDescription", "SeriesNumber", "NumberOfSeriesRelatedInstances")
+_PENDING = (0xFF00, 0xFF01)
 
 
 class DimseClient:
@@ -90,6 +102,23 @@ class DimseClient:
             raise pacs_error(node, f"unknown host {node.host!r}") from e
         except OSError as e:
             raise pacs_error(node, f"cannot connect to {where} ({e.strerror or type(e).__name__})") from e
+
+    def local_address(self) -> str:
+        """The address our C-MOVE destination listens on: the node's `store_host` setting, else this machine's
+        address on the route to the node (loopback for a node on loopback): never every interface."""
+        node = self.node
+        if node.store_host:
+            return node.store_host
+        if is_loopback(node.host):
+            return "::1" if ":" in node.host else "127.0.0.1"
+        try:
+            family = socket.getaddrinfo(node.host, node.port, type=socket.SOCK_DGRAM)[0][0]
+            with socket.socket(family, socket.SOCK_DGRAM) as probe:
+                probe.connect((node.host, node.port))  # UDP: the route is chosen, no packet is sent
+                return str(probe.getsockname()[0])
+        except OSError as e:
+            raise pacs_error(node, f"cannot tell which address {node.host} reaches us at for C-MOVE "
+                                   f"({e.strerror or type(e).__name__}); set store_host in its settings") from e
 
     @contextmanager
     def association(self, ae: AE, *, ext_neg: list[Any] | None = None,
@@ -157,16 +186,26 @@ class DimseClient:
         return (f"{what}: the server ended the association without an answer (it went away, or its AE table "
                 f"does not know our calling AE title {self.node.calling_ae!r})")
 
-    def find(self, identifier: Dataset) -> list[Dataset]:
-        """C-FIND in the Study Root model; the matches."""
+    def find(self, identifier: Dataset, *, cap: int = MAX_MATCHES) -> list[Dataset]:
+        """C-FIND in the Study Root model; the matches. Bounded as a whole (dimse_common.find_deadline) and by
+        `cap` matches: past either, the association is aborted and it is one PacsError line."""
         ae = self.application_entity()
         ae.add_requested_context(FIND_MODEL)
         matches: list[Dataset] = []
+        deadline = find_deadline(self.node.timeout_s)
         with self.association(ae) as assoc:
-            for status, found in assoc.send_c_find(identifier, FIND_MODEL):
-                code = self.check(status, "C-FIND", allow=lambda c: c in (0xFF00, 0xFF01))
-                if code in (0xFF00, 0xFF01) and found is not None:
-                    matches.append(found)
+            answers = bounded(assoc.send_c_find(identifier, FIND_MODEL), assoc, deadline, self.node.timeout_s)
+            try:
+                for status, found in answers:
+                    code = self.check(status, "C-FIND", allow=lambda c: c in _PENDING)
+                    if code in _PENDING and found is not None:
+                        if len(matches) >= cap:
+                            raise pacs_error(self.node, f"C-FIND: more than {cap} matches; narrow the search "
+                                                        "(association aborted)")
+                        matches.append(found)
+            except DeadlineExceeded as e:
+                raise pacs_error(self.node, f"{e} ({DEADLINE_FACTOR} × the node's timeout); association "
+                                            "aborted") from e
         return matches
 
     def find_studies(self, query: StudyQuery) -> list[StudyRecord]:
@@ -188,7 +227,8 @@ class DimseClient:
         """C-FIND at image level: {SOPInstanceUID: SOPClassUID} of one series (what a retrieve must bring)."""
         ds = _identifier("IMAGE", ("SOPInstanceUID", "SOPClassUID"))
         ds.StudyInstanceUID, ds.SeriesInstanceUID = study_uid, series_uid
-        return {str(f.SOPInstanceUID): str(f.get("SOPClassUID", "")) for f in self.find(ds) if f.get("SOPInstanceUID")}
+        found = self.find(ds, cap=MAX_INSTANCES)
+        return {str(f.SOPInstanceUID): str(f.get("SOPClassUID", "")) for f in found if f.get("SOPInstanceUID")}
 
     def retrieve(self, study_uid: str, series_uid: str, cache: SeriesCache, *,
                  progress: Callable[[int, int | None], None] | None = None,

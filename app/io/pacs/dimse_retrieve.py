@@ -4,6 +4,13 @@ retrieve's duration, and files sent by C-STORE.
 A retrieve first asks the server (C-FIND at image level) which instances the series has, so it knows what must
 arrive: fewer instances, a failed sub-operation, a stop, or a server going away is one PacsError line and the
 cache's temporary folder is deleted, so nothing half-retrieved ever looks complete.
+
+What arrives is checked against what was asked: a dataset whose own StudyInstanceUID, SeriesInstanceUID or
+SOPInstanceUID is not the study, series and instance asked for is dropped (one warning line naming the node and
+the UIDs, never a patient field) and the series is then incomplete: one PacsError line, nothing kept. A retrieve
+is bounded as a whole (dimse_common.retrieve_deadline) and by a cap on its answers (dimse_common.answer_cap). The
+C-MOVE destination listens only on the address the node reaches us at and takes associations only from the
+node's AE title, called by ours.
 """
 
 from __future__ import annotations
@@ -17,8 +24,10 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from pydicom.dataset import Dataset
 
-from app.io.pacs.cache import instance_name
+from app.guard.net import DeadlineExceeded
+from app.io.pacs.cache import write_instance
 from app.io.pacs.client import PacsError, Retrieved, pacs_error
+from app.io.pacs.dimse_common import DEADLINE_FACTOR, answer_cap, bounded, retrieve_deadline
 
 if TYPE_CHECKING:
     from pynetdicom import AE
@@ -45,6 +54,8 @@ class DimseClient(Protocol):
 
     def find_instances(self, study_uid: str, series_uid: str) -> dict[str, str]: ...
 
+    def local_address(self) -> str: ...
+
 log = logging.getLogger(__name__)
 
 # Every transfer syntax pydicom (with pylibjpeg) decodes: a C-GET takes instances as the server keeps them
@@ -69,28 +80,52 @@ _STORED = (0x0000, 0xB000, 0xB006, 0xB007)  # success, or stored with a coercion
 _HINTS = {0xA801: "the server's AE table has no move destination {calling!r}"}
 
 
-class _Receiver:
-    """The EVT_C_STORE handler: writes each expected instance into the cache's temporary folder as it came (no
-    decoding), counts it, reports progress; refuses everything once stopped. Runs on pynetdicom's threads."""
+_ASKED = (("StudyInstanceUID", "study"), ("SeriesInstanceUID", "series"), ("SOPInstanceUID", "instance"))
 
-    def __init__(self, folder: Path, expected: dict[str, str], *, progress: Callable[[int, int | None], None] | None,
-                 should_stop: Callable[[], bool] | None) -> None:
-        self.folder, self.expected = folder, expected
+
+class _Receiver:
+    """The EVT_C_STORE handler: checks each dataset against what was asked (its study, series and instance), writes
+    each expected one into the cache's receiving folder as it came (no re-encoding, private: cache.write_instance),
+    counts it, reports progress;
+    drops one of another study, series or instance (said once in the log); refuses everything once stopped or past
+    the cap on answers. Runs on pynetdicom's threads."""
+
+    def __init__(self, folder: Path, expected: dict[str, str], *, asked: tuple[str, str], node: str, what: str,
+                 progress: Callable[[int, int | None], None] | None, should_stop: Callable[[], bool] | None) -> None:
+        self.folder, self.expected, self.asked = folder, expected, asked
+        self.node, self.what = node, what
         self.progress, self.should_stop = progress, should_stop
         self.received: set[str] = set()
+        self.dropped: list[tuple[str, str, str]] = []  # (keyword, what it was, what was asked)
         self.write_error: OSError | None = None
         self.stopped = False
+        self.stores = 0
+        self.cap = answer_cap(len(expected))
         self._lock = threading.Lock()
 
+    @property
+    def flooded(self) -> bool:
+        """More C-STORE requests came than an honest server sends for the series."""
+        return self.stores > self.cap
+
     def __call__(self, event: Event) -> int:
-        if self.stopped or (self.should_stop is not None and self.should_stop()):
-            self.stopped = True
+        with self._lock:
+            self.stores += 1
+        if self.flooded or self.stopped or (self.should_stop is not None and self.should_stop()):
+            self.stopped = self.stopped or not self.flooded
             return 0xA700  # Refused: out of resources (the server moves on; the retrieve is abandoned)
         sop = str(getattr(event.request, "AffectedSOPInstanceUID", ""))  # a C-STORE request: always there
         if sop not in self.expected:
             return 0x0000  # not of this series (another retrieve's straggler): not kept
+        mismatch = self._mismatch(event, sop)
+        if mismatch is not None:
+            return mismatch
+        if sop in self.received:
+            return 0x0000  # sent twice: kept once
         try:
-            (self.folder / instance_name(sop)).write_bytes(event.encoded_dataset())
+            write_instance(self.folder, sop, event.encoded_dataset())
+        except FileExistsError:
+            return 0x0000  # the same instance on two associations at once: kept once
         except OSError as e:
             self.write_error = e
             return 0xA700
@@ -100,6 +135,29 @@ class _Receiver:
         if self.progress is not None:
             self.progress(count, len(self.expected))
         return 0x0000
+
+    def _mismatch(self, event: Event, sop: str) -> int | None:
+        """None when the dataset's own UIDs are the study, series and instance asked; else the C-STORE failure
+        status, the dataset dropped and said in one line (UIDs only)."""
+        try:
+            ds = event.dataset
+            own = [_uid_text(ds.get(keyword, "")) for keyword, _ in _ASKED]
+        except Exception:  # a dataset pydicom cannot decode is not the instance asked either
+            own = ["(undecodable)"] * len(_ASKED)
+        for (keyword, _), got, want in zip(_ASKED, own, (*self.asked, sop), strict=True):
+            if got != want:
+                log.warning("pacs %s: %s: dropped instance %s: %s %s, not %s", self.node, self.what, _uid_text(sop),
+                            keyword, got, want)
+                with self._lock:
+                    self.dropped.append((keyword, got, want))
+                return 0xA900  # Error: the dataset does not match what it was sent as
+        return None
+
+
+def _uid_text(value: object) -> str:
+    """A UID as a message shows it: printable, at most 64 characters (a UID's own limit)."""
+    text = "".join(ch for ch in str(value) if ch.isprintable()).strip()
+    return text if len(text) <= 64 else text[:61] + "..."
 
 
 def retrieve_series(client: DimseClient, study_uid: str, series_uid: str, cache: SeriesCache, *,
@@ -112,7 +170,9 @@ def retrieve_series(client: DimseClient, study_uid: str, series_uid: str, cache:
         raise pacs_error(node, "the series is not on the server (C-FIND found no instances)")
     try:
         with cache.receiving(series_uid, expected=len(expected)) as folder:
-            receiver = _Receiver(folder, expected, progress=progress, should_stop=should_stop)
+            receiver = _Receiver(folder, expected, asked=(study_uid, series_uid), node=node.name,
+                                 what="C-MOVE" if node.store_port else "C-GET", progress=progress,
+                                 should_stop=should_stop)
             if node.store_port:
                 _move(client, study_uid, series_uid, receiver)
             else:
@@ -131,6 +191,13 @@ def retrieve_series(client: DimseClient, study_uid: str, series_uid: str, cache:
 
 def _check_received(client: DimseClient, receiver: _Receiver) -> None:
     node, total = client.node, len(receiver.expected)
+    if receiver.dropped:
+        keyword, got, want = receiver.dropped[0]
+        kind = dict(_ASKED)[keyword]
+        raise pacs_error(node, f"{receiver.what}: {len(receiver.dropped)} dataset(s) of another {kind} dropped "
+                               f"({keyword} {got}, not {want}); the series is incomplete, nothing kept")
+    if receiver.flooded:
+        raise pacs_error(node, _flood(receiver))
     if receiver.write_error is not None:
         problem = receiver.write_error.strerror or type(receiver.write_error).__name__
         raise pacs_error(node, f"cannot write the series into the cache ({problem}); nothing kept")
@@ -168,8 +235,7 @@ def _get(client: DimseClient, study_uid: str, series_uid: str, receiver: _Receiv
         ae.add_requested_context(uid, syntaxes)
     roles = [build_role(uid, scp_role=True) for uid in sorted(classes)]
     with client.association(ae, ext_neg=roles, handlers=[(evt.EVT_C_STORE, receiver)]) as assoc:
-        _follow(client, assoc.send_c_get(_series_identifier(study_uid, series_uid), get_model), receiver, "C-GET",
-                assoc)
+        _follow(client, assoc.send_c_get(_series_identifier(study_uid, series_uid), get_model), receiver, assoc)
 
 
 def _move(client: DimseClient, study_uid: str, series_uid: str, receiver: _Receiver) -> None:
@@ -181,24 +247,30 @@ def _move(client: DimseClient, study_uid: str, series_uid: str, receiver: _Recei
         ae.add_requested_context(move_model)
         with client.association(ae) as assoc:
             answers = assoc.send_c_move(_series_identifier(study_uid, series_uid), node.calling_ae, move_model)
-            _follow(client, answers, receiver, "C-MOVE", assoc)
+            _follow(client, answers, receiver, assoc)
 
 
 @contextmanager
 def _storage_scp(client: DimseClient, receiver: _Receiver) -> Iterator[None]:
-    """Our Storage SCP on node.store_port (every interface: the PACS connects back) while the C-MOVE runs."""
+    """Our Storage SCP on node.store_port while the C-MOVE runs: listening only on the address the node reaches
+    us at (client.local_address: loopback for a node on loopback), and taking only associations that the node's
+    AE title (called_ae: the AE a PACS stores from) opens to our calling AE title; any other is rejected."""
     from pynetdicom import evt
 
     node = client.node
     ae = client.application_entity()
+    ae.require_calling_aet = [node.called_ae]
+    ae.require_called_aet = True  # called: our own calling AE title, as the C-MOVE names the destination
     for uid in sorted({c for c in receiver.expected.values() if c}):
         ae.add_supported_context(uid, list(TRANSFER_SYNTAXES))
+    address = client.local_address()
     try:
         handlers: list[Any] = [(evt.EVT_C_STORE, receiver), (evt.EVT_CONN_OPEN, _no_delay_handler)]
-        server = ae.start_server(("", node.store_port), block=False, evt_handlers=handlers,
+        server = ae.start_server((address, node.store_port), block=False, evt_handlers=handlers,
                                  ssl_context=_server_ssl(client))
     except OSError as e:
-        raise pacs_error(node, f"cannot listen on port {node.store_port} for C-MOVE ({e.strerror or e})") from e
+        raise pacs_error(node, f"cannot listen on {address} port {node.store_port} for C-MOVE "
+                               f"({e.strerror or e})") from e
     if server is None:  # block=False always returns the server; None is for a blocking one
         raise pacs_error(node, "the Storage SCP for C-MOVE did not start")
     try:
@@ -222,12 +294,32 @@ def _server_ssl(client: DimseClient) -> Any:
     return None
 
 
-def _follow(client: DimseClient, answers: Iterator[tuple[Dataset, Dataset | None]], receiver: _Receiver, what: str,
+def _follow(client: DimseClient, answers: Iterator[tuple[Dataset, Dataset | None]], receiver: _Receiver,
             assoc: Association) -> None:
-    """Read a C-GET/C-MOVE's responses to the final one: a stop aborts the association; none (aborted,
-    timed out, the server gone) or a failed/partial final status is a PacsError."""
-    node, total = client.node, len(receiver.expected)
+    """Read a C-GET/C-MOVE's responses to the final one, within the retrieve's deadline and cap on answers: a
+    stop aborts the association; none (aborted, timed out, the server gone), a failed/partial final status, the
+    deadline passed or too many answers is a PacsError (the association context aborts)."""
+    node, total, what = client.node, len(receiver.expected), receiver.what
+    deadline = retrieve_deadline(node.timeout_s, total, what)
+    try:
+        _responses(client, bounded(answers, assoc, deadline, node.timeout_s), receiver, assoc)
+    except DeadlineExceeded as e:
+        raise pacs_error(node, f"{e} ({DEADLINE_FACTOR} × the node's timeout and one per "
+                               f"10 instances); association aborted, nothing kept") from e
+
+
+def _flood(receiver: _Receiver) -> str:
+    return (f"{receiver.what}: more than {receiver.cap} answers for {len(receiver.expected)} instances (the server "
+            "kept sending); association aborted, nothing kept")
+
+
+def _responses(client: DimseClient, answers: Iterator[tuple[Dataset, Dataset | None]], receiver: _Receiver,
+               assoc: Association) -> None:
+    node, total, what = client.node, len(receiver.expected), receiver.what
+    pending = 0
     for status, _ in answers:
+        if receiver.flooded:
+            raise pacs_error(node, _flood(receiver))
         if receiver.stopped or (receiver.should_stop is not None and receiver.should_stop()):
             receiver.stopped = True
             assoc.abort()
@@ -239,11 +331,14 @@ def _follow(client: DimseClient, answers: Iterator[tuple[Dataset, Dataset | None
                                    f"{total} instances; nothing kept")
         code = int(status.Status)
         if code in _PENDING:
+            pending += 1
+            if pending > receiver.cap:
+                raise pacs_error(node, _flood(receiver))
             continue
         failed = int(status.get("NumberOfFailedSuboperations") or 0)
         if code == 0x0000 and not failed:
             return
-        if receiver.stopped or receiver.write_error is not None:
+        if receiver.stopped or receiver.write_error is not None or receiver.dropped:
             return  # said by _check_received
         if code == 0xB000 or (code == 0x0000 and failed):
             raise pacs_error(node, f"{what}: {failed} of {total} sub-operations failed; nothing kept")

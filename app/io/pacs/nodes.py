@@ -44,6 +44,7 @@ class PacsNode:
     research: bool = False  # a research node: pseudonymised (--anonymize) results may be sent to it
     timeout_s: float = 30.0
     store_port: int = 0  # dimse C-MOVE: the port of our Storage SCP (0: C-GET, no SCP)
+    store_host: str = ""  # dimse C-MOVE: the address it listens on (default: the one the node reaches us at)
 
 
 def default_settings_file() -> Path:
