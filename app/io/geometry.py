@@ -6,6 +6,7 @@ from one to the other negates x and y, which leaves dot products between two con
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 import numpy as np
@@ -62,3 +63,67 @@ def edge_labels(affine_ras: np.ndarray) -> dict[str, str] | None:
     if not right or not bottom:
         return None
     return {"left": direction_letters(-across), "right": right, "top": direction_letters(-down), "bottom": bottom}
+
+
+# What a header may say of where a voxel is and how big it is. Beyond these it is a damaged or hostile file, and a
+# volume computed from it is nonsense (0 mL from a PixelSpacing of 0, a 300-digit cell from a position of 1e306):
+# such a tag is refused and the volume read without geometry.
+MAX_COORDINATE_MM = 1e5  # 100 m from the scanner's origin: no patient lies farther
+SPACING_MM = (1e-6, 1e3)  # a voxel side from 1 nm (microscopy) to 1 m
+_UNIT = 0.05  # how far a direction cosine vector's length may be from 1, and two of them from perpendicular
+
+
+def numbers_text(values: Sequence[float]) -> str:
+    """`(0, 0.8)`, `(1e+306, 0, 0)`, `(nan, 1, 2)`: a tag's values as an error line quotes them (never 300 digits)."""
+    return "(" + ", ".join(f"{float(v):g}" for v in values) + ")"
+
+
+def position_problem(values: Sequence[float]) -> str:
+    """Why an ImagePositionPatient (LPS mm) cannot be used, or ""."""
+    if len(values) != 3:
+        return f"is {len(values)} numbers, not 3"
+    if not all(math.isfinite(v) for v in values):
+        return "is not three finite numbers"
+    if max(abs(v) for v in values) > MAX_COORDINATE_MM:
+        return f"lies over {MAX_COORDINATE_MM / 1000:g} m from the origin"
+    return ""
+
+
+def spacing_problem(values: Sequence[float], count: int = 2) -> str:
+    """Why a PixelSpacing (or any voxel size in mm) cannot be used, or ""."""
+    low, high = SPACING_MM
+    if len(values) != count:
+        return f"is {len(values)} numbers, not {count}"
+    if not all(math.isfinite(v) for v in values):
+        return "is not finite"
+    if not all(low <= v <= high for v in values):
+        return f"is not a size from {low:g} to {high:g} mm"
+    return ""
+
+
+def orientation_problem(values: Sequence[float]) -> str:
+    """Why an ImageOrientationPatient (two direction cosine vectors) cannot be used, or ""."""
+    if len(values) != 6:
+        return f"is {len(values)} numbers, not 6"
+    if not all(math.isfinite(v) for v in values):
+        return "is not six finite numbers"
+    row, col = np.asarray(values[:3], float), np.asarray(values[3:6], float)
+    if abs(np.linalg.norm(row) - 1) > _UNIT or abs(np.linalg.norm(col) - 1) > _UNIT:
+        return "is not two unit vectors"
+    if abs(float(np.dot(row, col))) > _UNIT:
+        return "is not two perpendicular directions"
+    return ""
+
+
+def affine_problem(affine: np.ndarray) -> str:
+    """Why a 4×4 voxel → mm affine cannot be used (not finite, a voxel axis of no size or beyond 1 m, the origin
+    beyond 100 m), or ""."""
+    matrix = np.asarray(affine, float)
+    if matrix.shape != (4, 4) or not np.isfinite(matrix).all():
+        return "is not a finite 4×4 matrix"
+    sides = np.linalg.norm(matrix[:3, :3], axis=0)
+    problem = spacing_problem([float(s) for s in sides], 3)
+    if problem:
+        return f"has voxel sides {numbers_text(sides)} that {problem.removeprefix('is ')}"
+    far = position_problem(matrix[:3, 3].tolist())
+    return f"places voxel 0 over {MAX_COORDINATE_MM / 1000:g} m from the origin" if far else ""

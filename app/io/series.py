@@ -9,7 +9,7 @@ plans, SR, presentation states) are left out; named explicitly they stay inputs 
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
@@ -19,7 +19,14 @@ import numpy as np
 from app.errors import ImageError
 from app.io.decoded import DecodedImage
 from app.io.dicom import INFO_FIELDS, file_window, header_text, quiet_pydicom, read_dicom
-from app.io.geometry import dicom_affine, plane_normal
+from app.io.geometry import (
+    dicom_affine,
+    numbers_text,
+    orientation_problem,
+    plane_normal,
+    position_problem,
+    spacing_problem,
+)
 from app.io.limits import MAX_SLICES
 from app.io.order import natural_key
 from app.io.volumes import SliceRef, Volume
@@ -40,6 +47,7 @@ _GAP = 1.5  # a step this many times the median step: a slice is probably missin
 _SAME = 1e-3  # mm: two slices this close are one position
 _windows: dict[tuple[Any, ...], tuple[float, float] | None] = {}
 _lock = threading.Lock()
+_NO_GEOMETRY = "the volume is read without geometry (no spacing, so no mL)"
 
 
 @dataclass(frozen=True)
@@ -185,31 +193,84 @@ def _series_items(uid: str, members: list[tuple[int, Dataset]]) -> list[tuple[in
 
 def _series_volume(uid: str, key: str, headers: list[Dataset], warnings: tuple[str, ...]) -> Volume:
     headers = sorted(headers, key=lambda ds: natural_key(str(ds.filename)))
-    entries = [_Slice(Path(ds.filename), 0, _point(ds.get("ImagePositionPatient")),
+    refused = _Refused()
+    entries = [_Slice(Path(ds.filename), 0, _point(refused.numbers(ds.get("ImagePositionPatient"), _name(ds),
+                                                                    "ImagePositionPatient", position_problem)),
                       _int(ds.get("InstanceNumber")), _text(ds.get("SOPInstanceUID"))) for ds in headers]
-    orientations = [_floats(ds.get("ImageOrientationPatient"), 6) for ds in headers]
+    orientations = [refused.numbers(ds.get("ImageOrientationPatient"), _name(ds), "ImageOrientationPatient",
+                                    orientation_problem) for ds in headers]
     orientation = orientations[0] if all(o is not None for o in orientations) else None
-    return _build("dicom", Path(headers[0].filename).parent, key, headers, entries, orientation,
-                  _floats(headers[0].get("PixelSpacing"), 2), list(warnings))
+    spacing = refused.numbers(headers[0].get("PixelSpacing"), _name(headers[0]), "PixelSpacing", spacing_problem)
+    return _build("dicom", Path(headers[0].filename).parent, key, headers, entries, orientation, spacing,
+                  [*warnings, *refused.lines()])
+
+
+def _name(ds: Dataset) -> str:
+    return Path(str(ds.filename)).name
+
+
+class _Refused:
+    """The geometry tags refused while a volume's headers are read: one line per tag, naming the first file that
+    holds such a value and how many more do (a damaged series repeats its damage in every file)."""
+
+    def __init__(self) -> None:
+        self._first: dict[str, str] = {}
+        self._more: dict[str, int] = {}
+
+    def numbers(self, value: Any, where: str, tag: str, problem_of: Callable[[tuple[float, ...]], str],
+                ) -> tuple[float, ...] | None:
+        """The tag's numbers, or None: absent (silently), or refused (its line kept for the volume's warnings)."""
+        if value is None or value == "":
+            return None
+        try:
+            numbers = tuple(float(v) for v in value) if _many(value) else (float(value),)
+        except (TypeError, ValueError, OverflowError):
+            self._refuse(tag, f"{where}: {tag} is not numbers; {_NO_GEOMETRY}")
+            return None
+        problem = problem_of(numbers)
+        if problem:
+            self._refuse(tag, f"{where}: {tag} {numbers_text(numbers)} {problem}; {_NO_GEOMETRY}")
+            return None
+        return numbers
+
+    def _refuse(self, tag: str, line: str) -> None:
+        if tag in self._first:
+            self._more[tag] = self._more.get(tag, 0) + 1
+        else:
+            self._first[tag] = line
+
+    def lines(self) -> list[str]:
+        return [line + (f" (and {self._more[tag]} more file{'s' * (self._more[tag] > 1)})"
+                        if self._more.get(tag) else "") for tag, line in self._first.items()]
+
+
+def _many(value: Any) -> bool:
+    """Whether a header value holds several numbers (pydicom's MultiValue, a list), not one (a DSfloat, a str)."""
+    return not isinstance(value, (str, bytes, int, float)) and hasattr(value, "__iter__")
 
 
 def _multiframe_volume(path: Path, ds: Dataset) -> Volume:
     frames = _int(ds.get("NumberOfFrames")) or 0  # more than one: scan_dicom's test
     shared = _first_item(ds, "SharedFunctionalGroupsSequence")
     per_frame = list(ds.get("PerFrameFunctionalGroupsSequence", []) or [])
-    orientation = _floats(_nested(shared, "PlaneOrientationSequence", "ImageOrientationPatient")
-                          or _nested(per_frame[0] if per_frame else None, "PlaneOrientationSequence",
-                                     "ImageOrientationPatient"), 6)
-    spacing = _floats(_nested(shared, "PixelMeasuresSequence", "PixelSpacing")
-                      or _nested(per_frame[0] if per_frame else None, "PixelMeasuresSequence", "PixelSpacing"), 2)
+    refused = _Refused()
+    orientation = refused.numbers(_nested(shared, "PlaneOrientationSequence", "ImageOrientationPatient")
+                                  or _nested(per_frame[0] if per_frame else None, "PlaneOrientationSequence",
+                                             "ImageOrientationPatient"), path.name, "ImageOrientationPatient",
+                                  orientation_problem)
+    spacing = refused.numbers(_nested(shared, "PixelMeasuresSequence", "PixelSpacing")
+                              or _nested(per_frame[0] if per_frame else None, "PixelMeasuresSequence", "PixelSpacing"),
+                              path.name, "PixelSpacing", spacing_problem)
     positions: list[tuple[float, float, float] | None] = [
-        _point(_nested(item, "PlanePositionSequence", "ImagePositionPatient")) for item in per_frame]
+        _point(refused.numbers(_nested(item, "PlanePositionSequence", "ImagePositionPatient"),
+                               f"{path.name} frame {f + 1}", "ImagePositionPatient", position_problem))
+        for f, item in enumerate(per_frame)]
     if len(positions) != frames or any(p is None for p in positions):
         positions = [None] * frames
     uid = _text(ds.get("SOPInstanceUID"))
     entries = [_Slice(path, f, positions[f], None, uid) for f in range(frames)]
     key = _text(ds.get("SeriesInstanceUID")) or uid or path.name
-    return _build("dicom-multiframe", path, key, [ds], entries, orientation, spacing, [])
+    return _build("dicom-multiframe", path, key, [ds], entries, orientation, spacing, refused.lines())
 
 
 def _build(kind: str, source: Path, key: str, headers: list[Dataset], entries: list[_Slice],
@@ -251,7 +312,9 @@ def _order(kind: str, entries: list[_Slice], orientation: tuple[float, ...] | No
     if kind == "dicom-multiframe":
         return entries, "file"
     if all(e.instance_number is not None for e in entries):
-        warnings.append("ordered by InstanceNumber: the files carry no ImagePositionPatient")
+        refused = any(_NO_GEOMETRY in line for line in warnings)  # a geometry tag's own line says which
+        why = "their positions cannot be used" if refused else "the files carry no ImagePositionPatient"
+        warnings.append(f"ordered by InstanceNumber: {why}")
         return sorted(entries, key=lambda e: e.instance_number or 0), "instance number"  # none is None here
     warnings.append("ordered by file name: the files carry neither ImagePositionPatient nor InstanceNumber")
     return entries, "file name"
@@ -324,10 +387,9 @@ def _nested(item: Any, sequence: str, keyword: str) -> Any:
     return None if inner is None else inner.get(keyword)
 
 
-def _point(value: Any) -> tuple[float, float, float] | None:
-    """A position (x, y, z) in mm, None unless three finite numbers."""
-    numbers = _floats(value, 3)
-    return None if numbers is None else (numbers[0], numbers[1], numbers[2])
+def _point(numbers: tuple[float, ...] | None) -> tuple[float, float, float] | None:
+    """A checked position (x, y, z) in mm (_Refused.numbers with position_problem), None without one."""
+    return None if numbers is None or len(numbers) != 3 else (numbers[0], numbers[1], numbers[2])
 
 
 def _known(position: tuple[float, float, float] | None) -> tuple[float, float, float]:

@@ -50,6 +50,18 @@ class Volume:
     ordered_by: str = "position"  # "position" | "instance number" | "file name" | "file" (NIfTI, multi-frame)
     time_points: int = 1  # NIfTI 4D: the slices are (t, k) pairs, t-major; shapes and exports keep the 4th axis
 
+    def __post_init__(self) -> None:
+        """A geometry no scanner writes (a voxel side of 0 or 1e306 mm, a NaN in the affine) is refused here, whatever
+        decoder made the volume: it is read without geometry, one line in its warnings saying why, so no mL, mm or
+        export is ever computed from it (a NIfTI's pixdim of 0 gave 0 mL; DICOM tags are refused by name earlier)."""
+        problem = geometry_problem(self.spacing, self.affine)
+        if problem:
+            object.__setattr__(self, "spacing", None)
+            object.__setattr__(self, "affine", None)
+            tag = "pixdim / the affine" if self.kind == "nifti" else "the slice positions"
+            object.__setattr__(self, "warnings", (*self.warnings, f"{self.source.name}: {tag}: {problem}; the volume "
+                                                                  "is read without geometry (no spacing, so no mL)"))
+
     @property
     def depth(self) -> int:
         return len(self.slices)
@@ -89,6 +101,21 @@ class Volume:
         from app.io.geometry import edge_labels
 
         return None if self.affine is None else edge_labels(self.affine)
+
+
+def geometry_problem(spacing: tuple[float, float, float] | None, affine: np.ndarray | None) -> str:
+    """Why a volume's spacing (mm along slices, rows, columns) or affine cannot be used, or "" (none is fine)."""
+    from app.io.geometry import affine_problem, numbers_text, spacing_problem
+
+    if spacing is not None:
+        problem = spacing_problem(spacing, 3)
+        if problem:
+            return f"the voxel size {numbers_text(spacing)} mm {problem}"
+    if affine is not None:
+        problem = affine_problem(affine)
+        if problem:
+            return f"the voxel-to-mm affine {problem}"
+    return ""
 
 
 def is_volume_file(path: Path) -> bool:
