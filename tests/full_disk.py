@@ -21,10 +21,9 @@ class FullDisk:
         self.filler = folder / "filler"
 
     def fill(self) -> None:
-        with open(self.filler, "ab", buffering=0) as handle:
-            with contextlib.suppress(OSError):
-                while True:
-                    handle.write(b"\0" * 4096)
+        with open(self.filler, "ab", buffering=0) as handle, contextlib.suppress(OSError):
+            while True:
+                handle.write(b"\0" * 4096)
 
     def free(self) -> None:
         self.filler.unlink()

@@ -34,10 +34,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NoReturn
 
-import yaml
-
 from app.errors import SegLensError, shown
-from app.guard.untrusted import SMALL_FILE_LIMIT, read_untrusted
+from app.guard.yaml_load import YAMLRefused, read_yaml
 from app.runs.outputs import SAVE_KINDS
 
 MAX_BYTES = 1 << 20  # a station file is a short YAML file
@@ -86,19 +84,15 @@ class StationFile:
 
 
 def read_station_file(path: Path) -> StationFile:
-    """The station file at `path`, checked (StationFileError in one line otherwise)."""
+    """The station file at `path`, checked (StationFileError in one line otherwise). Read by the one YAML loader
+    (app.guard.yaml_load): a FIFO or a device refused without waiting, its size capped, anchors and aliases (an
+    alias bomb), deep nesting and duplicate keys refused at their line."""
     try:
-        data = read_untrusted(path, limit=SMALL_FILE_LIMIT)
+        values = read_yaml(path, limit=MAX_BYTES, what="station file")
+    except YAMLRefused as exc:
+        raise StationFileError(str(exc)) from None
     except OSError as exc:
         raise StationFileError(f"{path}: cannot read the station file ({exc.strerror or exc})") from exc
-    if len(data) > MAX_BYTES:
-        raise StationFileError(f"{path}: the station file is too large (over 1 MiB; it is a short YAML file)")
-    try:
-        values = yaml.safe_load(data.decode("utf-8-sig"))
-    except (UnicodeDecodeError, yaml.YAMLError) as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" at line {mark.line + 1}" if mark is not None else ""
-        raise StationFileError(f"{path}: invalid YAML{where}") from exc
     return parse_station(values, path=path, base=path.parent)
 
 

@@ -18,7 +18,8 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 
-from app.errors import SegLensError
+from app.errors import SegLensError, SidecarError
+from app.guard.yaml_load import YAMLRefused, read_yaml
 from app.runs.station import Station, StationRefused
 from app.runs.station_file import StationFile
 from app.runs.station_privacy import StationPrivacy, station_privacy
@@ -45,7 +46,7 @@ def station_spec(station: StationFile) -> ModelSpec:
     sidecar = station.sidecar or find_sidecar(model)
     values: dict[str, Any] = {}
     if sidecar is not None:
-        values = yaml.safe_load(sidecar.read_text(encoding="utf-8-sig")) or {}
+        values = _sidecar_values(sidecar)
         if "classes_file" in values:
             raise StationRefused(f"{station.path}: 'verdict' cannot replace the verdict of a sidecar with a "
                                  "classes_file; give a sidecar with that verdict section ('sidecar')")
@@ -61,6 +62,25 @@ def station_spec(station: StationFile) -> ModelSpec:
             message = str(exc)
             named = station.path if "'verdict" in message or sidecar is None else sidecar
             raise StationRefused(message.replace(str(merged), str(named or "the station file"))) from None
+
+
+def _sidecar_values(sidecar: Path) -> dict[str, Any]:
+    """The sidecar's own keys, for its verdict to be replaced: read as every sidecar is (app.guard.yaml_load on
+    app.guard.untrusted: a FIFO or /dev/zero refused without waiting, the sidecar loader's size cap, no anchors
+    or aliases), in the sidecar loader's words; its values are checked when the merged sidecar is loaded."""
+    from app.inference.sidecar import MAX_SIDECAR_BYTES
+
+    try:
+        values = read_yaml(sidecar, limit=MAX_SIDECAR_BYTES, what="sidecar")
+    except YAMLRefused as exc:
+        raise SidecarError(str(exc)) from None
+    except OSError as exc:
+        raise SidecarError(f"{sidecar}: cannot read sidecar ({exc.strerror or exc})") from exc
+    if values is None:
+        return {}
+    if not isinstance(values, dict):
+        raise SidecarError(f"{sidecar}: the sidecar must be a mapping of keys (name, task, input, ...)")
+    return values
 
 
 def open_station(station: StationFile, *, model: ModelSession | None = None, runtime: dict[str, Any] | None = None,
