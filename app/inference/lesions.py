@@ -21,6 +21,16 @@ import numpy as np
 
 CONNECTIVITIES = (6, 26)
 _IN_PLANE = {6: 4, 26: 8}  # the plane's connectivity that the 3D one implies
+# A lesion list longer than this is a noisy model's speckle, not lesions anyone reads (each record is ~1 kB of
+# Python objects: a million components were a gigabyte); over it, one line and no list.
+MAX_COMPONENTS = 10_000
+# 2D pieces (each slice's components, summed as OpenCV numbers them) past which nothing is joined: their numpy
+# statistics stay bounded (~60 bytes a piece) whatever the volume holds
+MAX_PIECES = 1_000_000
+
+
+class TooManyComponents(ValueError):
+    """A class with more components than are listed; the message is the one line that says so."""
 
 
 @dataclass(frozen=True)
@@ -42,10 +52,12 @@ def connectivity_text(connectivity: int) -> str:
 
 
 def lesions(labels: np.ndarray, *, voxel_ml: float | None, connectivity: int = 26,
-            classes: Sequence[int] | None = None) -> tuple[Lesion, ...]:
+            classes: Sequence[int] | None = None, most: int = MAX_COMPONENTS) -> tuple[Lesion, ...]:
     """The 3D connected components of each class in a `[D, H, W]` uint8 label volume, by class value, each class's
     largest first (equal sizes: by the bounding box's start, k0, r0, c0). `classes` None: every value present but
-    0 (the background). `voxel_ml`: one voxel's volume in mL (Volume.voxel_ml), None: `ml` None."""
+    0 (the background). `voxel_ml`: one voxel's volume in mL (Volume.voxel_ml), None: `ml` None.
+    TooManyComponents (one line) when a class has more than `most` components, counted with numpy before a record
+    is made (or more than MAX_PIECES pieces in its slices, before they are joined)."""
     volume = _checked(labels, connectivity)
     if volume.size == 0:
         return ()
@@ -55,7 +67,7 @@ def lesions(labels: np.ndarray, *, voxel_ml: float | None, connectivity: int = 2
     found: list[Lesion] = []
     for value in sorted({int(v) for v in wanted}):
         if 0 <= value < 256 and present[:, value].any():
-            found += _class_lesions(volume, value, np.flatnonzero(present[:, value]), voxel_ml, connectivity)
+            found += _class_lesions(volume, value, np.flatnonzero(present[:, value]), voxel_ml, connectivity, most)
     return tuple(found)
 
 
@@ -101,17 +113,24 @@ class _Pieces:
 
 
 def _class_lesions(volume: np.ndarray, value: int, slices: np.ndarray, voxel_ml: float | None,
-                   connectivity: int) -> list[Lesion]:
-    pieces = _pieces(volume, value, slices, connectivity)
+                   connectivity: int, most: int) -> list[Lesion]:
+    pieces = _pieces(volume, value, slices, connectivity, most)
     roots = _roots(len(pieces.k), pieces.first, pieces.second)
+    count = int(np.unique(roots).size)  # the components, counted before a record is made
+    if count > most:
+        raise TooManyComponents(f"class {value} has {count} components ({connectivity}-connected), over the {most} "
+                                "that are listed: no lesion list")
     return _components(value, pieces, roots, voxel_ml)
 
 
-def _pieces(volume: np.ndarray, value: int, slices: np.ndarray, connectivity: int) -> _Pieces:
+def _pieces(volume: np.ndarray, value: int, slices: np.ndarray, connectivity: int, most: int) -> _Pieces:
     ks, stats, centroids, first, second = [], [], [], [], []
     offset, previous, previous_k, previous_offset = 0, None, -2, 0
     for k in slices.tolist():
         plane, stat, centre = _plane(volume[k], value, connectivity)
+        if offset + len(stat) > MAX_PIECES:
+            raise TooManyComponents(f"class {value} has over {MAX_PIECES} pieces in its slices ({connectivity}-"
+                                    f"connected), over the {most} components that are listed: no lesion list")
         ks.append(np.full(len(stat), k, np.int64))
         stats.append(stat)
         centroids.append(centre)

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from app.inference.lesions import Lesion, lesions
+from app.inference.lesions import Lesion, TooManyComponents, lesions
 from app.inference.spec import ModelSpec
 from app.inference.verdict import VOLUME_CONNECTIVITY, Verdict
 from app.inference.verdict_volume import volume_verdict
@@ -53,7 +53,18 @@ def volume_components(volume: Volume, labels: np.ndarray | None) -> tuple[tuple[
         return None, f"a 4D NIfTI of {volume.time_points} time points: components are counted in 3D volumes only"
     if labels is None:
         return (), ""
-    return lesions(labels, voxel_ml=volume.voxel_ml, connectivity=VOLUME_CONNECTIVITY), ""
+    try:
+        return lesions(labels, voxel_ml=volume.voxel_ml, connectivity=VOLUME_CONNECTIVITY), ""
+    except TooManyComponents as exc:  # a noisy model's speckle: counted, not listed (the volume rules fail closed)
+        return None, str(exc)
+
+
+def components_notice(volume: Volume, found: Sequence[Lesion] | None, why_not: str) -> str | None:
+    """The run's one line for a volume whose components were not listed although it is one 3D volume (too many
+    of them: `<source>: class 1 has 32768 components …`), None otherwise (a 4D NIfTI is said where it is read)."""
+    if found is not None or not why_not or volume.time_points > 1:
+        return None
+    return f"{volume.source}: {why_not}"
 
 
 def components_verdict(spec: ModelSpec, found: Sequence[Lesion] | None, why_not: str) -> Verdict | None:

@@ -33,7 +33,13 @@ from app.runs.pseudonyms import pseudonym_key as pseudonym_key  # re-exported: t
 from app.runs.pseudonyms import pseudonym_of
 from app.runs.report import ReportWriter, unique_names
 from app.runs.volume_exports import EXPORTS, Algorithm
-from app.runs.volume_lesions import component_cells, component_columns, components_verdict, volume_components
+from app.runs.volume_lesions import (
+    component_cells,
+    component_columns,
+    components_notice,
+    components_verdict,
+    volume_components,
+)
 
 if TYPE_CHECKING:
     from app.inference.lesions import Lesion
@@ -225,6 +231,7 @@ class VolumeAssembler:
             found, why_not = volume_components(volume, self._labels) if self.spec.task == "segmentation" \
                 else (None, "")
             exports, notices = self._export_whole(volume, stem) if stem is not None else ((), ())
+            notices = (*notices, *filter(None, [components_notice(volume, found, why_not)]))  # too many: one line
             result = VolumeResult(volume, self.spec.task, provider, counts, tuple(self._rows), tuple(exports),
                                   tuple(notices), found, components_verdict(self.spec, found, why_not))
             if self.options.anonymize and stem is not None:
