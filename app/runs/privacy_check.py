@@ -102,6 +102,13 @@ def _pattern(value: str) -> re.Pattern[str] | None:
     return re.compile(before + r"[\W_]+".join(map(re.escape, words)) + after, re.IGNORECASE)
 
 
+def without(text: str, value: str) -> str:
+    """`text` with `value` taken out where it stands as whole words (a reviewer's login "pat" leaves "Patrick"
+    and "path" whole, where replacing the letters would have cut into them)."""
+    found = _pattern(value)
+    return found.sub(" ", text) if found is not None else text
+
+
 def _worth_looking_for(text: str) -> bool:
     letters = "".join(_WORD.findall(text))
     if len(letters) < _MIN_WORD:
@@ -169,7 +176,7 @@ def _under(cell: str, root: Path) -> str:
 
 # with_article (app.errors): `a patient name`, `an accession number`, the kind of value a find names; the review
 # report takes it from here with Identifying
-__all__ = ["Identifying", "leak", "page_text", "with_article"]
+__all__ = ["Identifying", "leak", "page_text", "with_article", "without"]
 
 
 def _files(paths: Sequence[Path]) -> list[Path]:

@@ -83,11 +83,11 @@ def _last_check(path: Path, page: str, items: list[ReportItem], reviews: list[Re
     if not held:
         return
     from app.errors import OutputError
-    from app.runs.privacy_check import Identifying, page_text, with_article
+    from app.runs.privacy_check import Identifying, page_text, with_article, without
 
     searched = page_text(page)  # what a reader sees: not the CSS (Otto in "bottom"), markup or pictures (issue 36)
     for staff in {_user(), *(review.who for review in reviews if review is not None)} - {""}:
-        searched = searched.replace(html.unescape(_e(staff)), " ")
+        searched = without(searched, html.unescape(_e(staff)))  # as a word: a login "Pat" leaves "Patrick"
     # the words of input names are not searched for here (a file "lung_01.png" and the class "lung"): the rows
     # name inputs by pseudonyms by construction, and a note holding such a word was withheld (review_items)
     texts = tuple(text for one in held for text in one.texts if text[0] != "input name")

@@ -140,3 +140,16 @@ def test_the_out_folder_the_user_chose_is_not_searched_in_a_cell_naming_an_outpu
     assert leak([], identifying, root=out, cells=[cell]) is None
     assert leak([], identifying, root=out, cells=[f"{out.as_posix()}/Tom_scan"]) == "a physician or operator in the " \
                                                                                       "report row"
+
+
+def test_a_reviewers_login_is_left_out_of_the_search_as_a_word_not_cut_out_of_a_patients_name(tmp_path):
+    from app.errors import OutputError
+    from app.runs.review import Review
+
+    identifying = names("Patrick^Doe")
+    note = Review("x", "accepted", "", "Pat", "2026-12-01T10:00:00Z", "a" * 64)  # the reviewer logged in as "Pat"
+    item = ReportItem(rel="anon-0123456789ab/1.2.3/4.5.6", overlay_png=None, identifying=identifying, review=note,
+                      figures=(("slices", "Patrick"),))
+    with pytest.raises(OutputError, match="a patient name of an input is still in it"):
+        write_review_report(tmp_path / "r.html", [item], model_name="m", model_sha256="a" * 64,
+                            seglens_version="0.1.0")
