@@ -1,37 +1,44 @@
-"""The local cache retrieved series land in: size-bounded, oldest evicted, cleared on request.
+"""The local cache retrieved series land in: private, size-bounded, oldest evicted, cleared on request.
 
 It holds PATIENT DATA (the retrieved DICOM files, identities and all), in the user cache folder
 (platformdirs' user_cache_dir("SegLens")/pacs: ~/.cache/SegLens/pacs on Linux, ~/Library/Caches/SegLens/pacs on
-macOS, %LOCALAPPDATA%\\SegLens\\Cache\\pacs on Windows). Folders are named by a hash of the SeriesInstanceUID, never
-by patient. A series is received into a temporary folder under `.receiving/` and renamed into place only once
-every instance has arrived, with a manifest beside the files; an error or a stop deletes the temporary folder, so
-a half series never looks complete.
+macOS, %LOCALAPPDATA%\\SegLens\\Cache\\pacs on Windows), private to the user: folders 0700, files 0600
+(app.guard.shared). Folders are named by a hash of the SeriesInstanceUID, never by patient nor by the UID itself
+(a server's UID may be `../../x`).
+
+A series is received into a partial folder beside its place (app.guard.shared.whole_folder) and swapped into place
+only once every instance has arrived, with a manifest beside the files: a half series never looks complete, also
+when the process is killed (its partial folder is removed by the next retrieve, eviction or clear of any process,
+since no live process pins it). A series being received, or needed by a run still to read it, is pinned
+(app.io.pacs.cache_pins): eviction and `clear` leave it alone, in this process and in any other.
 """
 
 from __future__ import annotations
 
 import contextlib
 import hashlib
+import io
 import json
 import logging
 import os
-import shutil
+import re
 import time
-import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from app.guard.names import join_under
+from app.guard.shared import atomic_write, make_folder, open_new, remove_under, whole_folder
+from app.guard.untrusted import SMALL_FILE_LIMIT, read_untrusted
+from app.io.pacs.cache_pins import Pin, cache_lock, pinned_keys, take_pin
 from app.io.pacs.errors import PacsError
 
 log = logging.getLogger(__name__)
 
 MANIFEST = "seglens-series.json"
-_RECEIVING = ".receiving"
-_TRASH = ".trash"
-_STALE_S = 24 * 3600  # a temporary folder this old belongs to a process that died mid-retrieve
+_KEY = re.compile(r"^[0-9a-f]{32}$")  # a series folder; anything else in the root is a partial or a leftover
 
 
 def default_root() -> Path:
@@ -51,6 +58,21 @@ def instance_name(sop_uid: str) -> str:
     return hashlib.sha256(sop_uid.strip().encode("ascii", "replace")).hexdigest()[:32] + ".dcm"
 
 
+def write_instance(folder: Path, sop_uid: str, data: bytes) -> int:
+    """One received instance into a receiving folder, private (0600), named by `instance_name`; its bytes.
+    FileExistsError when an instance with that SOPInstanceUID is there already (a server sending one twice)."""
+    with open_new(join_under(folder, instance_name(sop_uid)), private=True) as handle:
+        handle.write(data)
+    return len(data)
+
+
+def dataset_bytes(dataset: Any) -> bytes:
+    """A pydicom Dataset as the DICOM Part 10 file the cache keeps."""
+    buffer = io.BytesIO()
+    dataset.save_as(buffer, enforce_file_format=True)
+    return buffer.getvalue()
+
+
 @dataclass(frozen=True)
 class Retrieved:
     """A COMPLETE series in the cache: its folder, how many files and bytes."""
@@ -62,16 +84,21 @@ class Retrieved:
 
 
 class SeriesCache:
-    """Complete series by SeriesInstanceUID, at most `max_bytes` in all (the oldest used evicted first)."""
+    """Complete series by SeriesInstanceUID, at most `max_bytes` in all (the oldest used evicted first, never a
+    pinned one)."""
 
     def __init__(self, root: Path | None = None, *, max_bytes: int = 20 * 2**30) -> None:
         self.root = root if root is not None else default_root()
         self.max_bytes = max_bytes
-        self._active: set[Path] = set()  # this process's temporary folders, never swept as stale
+        self._held: list[Pin] = []
+
+    def _ready(self) -> Path:
+        """The root, created private (an existing one of this user's made 0700)."""
+        return make_folder(self.root, private=True)
 
     def complete(self, series_uid: str) -> Path | None:
         """The folder of a complete series, else None. Marks it used (eviction takes the least recently used)."""
-        folder = self.root / series_key(series_uid)
+        folder = join_under(self.root, series_key(series_uid))
         manifest = _read_manifest(folder)
         if manifest is None or manifest.get("series_uid") != series_uid.strip():
             return None
@@ -87,101 +114,144 @@ class SeriesCache:
             return None
         return Retrieved(series_uid.strip(), folder, int(manifest["received"]), int(manifest["bytes"]))
 
+    def pin(self, series_uid: str) -> Pin:
+        """Pin a series (held until released, or this process ends): eviction and `clear`, here or in another
+        process, leave it alone. A run pins the series it retrieves before the first one arrives."""
+        with cache_lock(self._ready()):
+            return take_pin(self.root, series_key(series_uid))
+
+    def hold(self, series_uid: str) -> None:
+        """Pin a series for as long as this cache object is open (`close`)."""
+        self._held.append(self.pin(series_uid))
+
+    def close(self) -> None:
+        """Release the pins `hold` took."""
+        for pin in self._held:
+            pin.release()
+        self._held.clear()
+
     @contextmanager
     def receiving(self, series_uid: str, *, expected: int | None = None) -> Iterator[Path]:
-        """A temporary folder to receive one series into. On a clean exit it is renamed into place with a manifest
-        (expected and received counts), then the cache is evicted down to its bound; on an exception, or when fewer
-        files than `expected` (or none) arrived, it is deleted and nothing of the series looks complete."""
-        temp = self.root / _RECEIVING / f"{series_key(series_uid)}-{uuid.uuid4().hex[:8]}"
-        temp.mkdir(parents=True, exist_ok=False)
-        self._active.add(temp)
-        try:
-            yield temp
-            self._commit(series_uid, temp, expected)
-        finally:
-            self._active.discard(temp)
-            shutil.rmtree(temp, ignore_errors=True)  # after a commit it is gone already
-        self.evict(keep=series_key(series_uid))
+        """A partial folder to receive one series into, the series pinned meanwhile. On a clean exit it takes the
+        series' place with a manifest (expected and received counts), then the cache is evicted down to its bound;
+        on an exception, or when fewer files than `expected` (or none) arrived, it is deleted and nothing of the
+        series looks complete. Partial folders of retrieves that are gone are removed first."""
+        key = series_key(series_uid)
+        stage = "opening"
+        with cache_lock(self._ready()):  # what retrieves that are gone left, this series' included, then the pin
+            self._sweep()
+            pin = take_pin(self.root, key)
+        with pin:
+            try:
+                with whole_folder(join_under(self.root, key), private=True) as partial:
+                    stage = "receiving"
+                    yield partial
+                    self._seal(series_uid, partial, expected)
+                    stage = "swapping"
+            except OSError as e:
+                if stage == "receiving":
+                    raise  # the caller's own failure, as it was
+                if stage == "opening" or self.complete(series_uid) is None:  # not another retrieve finishing first
+                    raise PacsError(f"cache: cannot keep the series ({e.strerror or type(e).__name__})") from e
+            log.debug("cache: series %s complete", key)
+        self.evict(keep=key)
 
-    def _commit(self, series_uid: str, temp: Path, expected: int | None) -> None:
-        files = [p for p in temp.iterdir() if p.is_file() and not p.name.startswith(".")]
+    def _seal(self, series_uid: str, partial: Path, expected: int | None) -> None:
+        """The partial folder checked whole and given its manifest (PacsError otherwise)."""
+        if not partial.is_dir():
+            raise PacsError("partial retrieve: the cache's receiving folder was removed meanwhile; nothing kept")
+        files = [p for p in partial.iterdir() if not p.name.startswith(".")]
         if not files or (expected is not None and len(files) != expected):
             raise PacsError(f"partial retrieve: {len(files)} of {expected if expected is not None else '?'} "
                             "instances received; nothing kept")
+        sizes = [p.lstat() for p in files]
         manifest = {
             "series_uid": series_uid.strip(),
             "expected": expected if expected is not None else len(files),
             "received": len(files),
-            "bytes": sum(p.stat().st_size for p in files),
+            "bytes": sum(s.st_size for s in sizes),
             "completed": time.time(),
         }
-        (temp / MANIFEST).write_text(json.dumps(manifest), encoding="utf-8")
-        target = self.root / series_key(series_uid)
-        if target.exists():  # an older copy: moved aside first (a directory rename never replaces a full one)
-            self._discard(target)
-        try:
-            os.rename(temp, target)
-        except OSError as e:
-            if not (target / MANIFEST).is_file():  # not another retrieve of the same series finishing first
-                raise PacsError(f"cache: cannot keep the series ({type(e).__name__})") from e
-        log.debug("cache: series %s complete (%d files)", target.name, len(files))
-
-    def _discard(self, folder: Path) -> None:
-        trash = self.root / _TRASH / f"{folder.name}-{uuid.uuid4().hex[:8]}"
-        trash.parent.mkdir(parents=True, exist_ok=True)
-        try:
-            os.rename(folder, trash)  # atomic: the folder stops looking complete at once
-        except OSError:
-            trash = folder
-        shutil.rmtree(trash, ignore_errors=True)
+        atomic_write(partial / MANIFEST, json.dumps(manifest).encode(), private=True)
 
     def series(self) -> list[tuple[Path, float, int]]:
         """The complete series held: (folder, last used, bytes), least recently used first."""
         held = []
-        for folder in self.root.iterdir() if self.root.is_dir() else []:
-            manifest = _read_manifest(folder) if not folder.name.startswith(".") else None
+        for name in self._names():
+            folder = join_under(self.root, name)
+            manifest = _read_manifest(folder) if _KEY.match(name) else None
             if manifest is not None:
-                held.append((folder, (folder / MANIFEST).stat().st_mtime, int(manifest["bytes"])))
+                with contextlib.suppress(OSError):
+                    held.append((folder, (folder / MANIFEST).stat().st_mtime, int(manifest["bytes"])))
         return sorted(held, key=lambda item: item[1])
+
+    def _names(self) -> list[str]:
+        return sorted(os.listdir(self.root)) if self.root.is_dir() else []
 
     def size(self) -> int:
         """The bytes the complete series take."""
         return sum(size for _, _, size in self.series())
 
     def evict(self, *, keep: str = "") -> None:
-        """Delete the least recently used series until the cache is under `max_bytes` (never the series whose key
-        is `keep`: the one just retrieved stays even when it alone is larger), and stale temporary folders."""
-        self._sweep(stale_s=_STALE_S)
-        held = self.series()
-        total = sum(size for _, _, size in held)
-        for folder, _, size in held:
-            if total <= self.max_bytes:
-                break
-            if folder.name != keep:
-                self._discard(folder)
-                total -= size
+        """Delete the least recently used series until the cache is under `max_bytes` (never a pinned series nor
+        the one whose key is `keep`: the one just retrieved stays even when it alone is larger)."""
+        if not self.root.is_dir():
+            return
+        with cache_lock(self._ready()):
+            pinned = pinned_keys(self.root) | {keep}
+            held = self.series()
+            total = sum(size for _, _, size in held)
+            for folder, _, size in held:
+                if total <= self.max_bytes:
+                    break
+                if folder.name not in pinned:
+                    self._discard(folder.name)
+                    total -= size
 
-    def clear(self) -> None:
-        """Delete every series the cache holds (and any temporary folder not being received into now)."""
-        for folder, _, _ in self.series():
-            self._discard(folder)
-        self._sweep(stale_s=0)
-        for folder in self.root.iterdir() if self.root.is_dir() else []:
-            if not folder.name.startswith("."):  # an incomplete leftover without a manifest
-                shutil.rmtree(folder, ignore_errors=True)
+    def clear(self) -> int:
+        """Delete every series the cache holds, and every partial folder no live retrieve is writing; a pinned
+        series (being received, or needed by a run) stays. Returns how many stayed."""
+        if not self.root.is_dir():
+            return 0
+        with cache_lock(self._ready()):
+            pinned = pinned_keys(self.root)
+            kept = 0
+            for name in self._names():
+                if name.startswith("."):
+                    continue
+                if name.split(".", 1)[0] in pinned:
+                    kept += _KEY.match(name) is not None
+                    continue
+                self._discard(name)
+            self._remove_old_layout()
+        return kept
 
-    def _sweep(self, *, stale_s: float) -> None:
-        now = time.time()
-        for place in (self.root / _RECEIVING, self.root / _TRASH):
-            for folder in place.iterdir() if place.is_dir() else []:
-                if folder not in self._active and now - folder.stat().st_mtime >= stale_s:
-                    shutil.rmtree(folder, ignore_errors=True)
+    def _sweep(self) -> None:
+        """Remove the partial folders (and leftovers) of retrieves that are gone: their series has no live pin.
+        Call it under `cache_lock`."""
+        pinned = pinned_keys(self.root)
+        for name in self._names():
+            if not name.startswith(".") and not _KEY.match(name) and name.split(".", 1)[0] not in pinned:
+                log.debug("cache: removing %s, left by a retrieve that is gone", name)
+                self._discard(name)
+        self._remove_old_layout()
+
+    def _remove_old_layout(self) -> None:
+        """The receiving and trash folders of SegLens before the partial folders (never in use by this one)."""
+        for old in (".receiving", ".trash"):
+            remove_under(self.root, old)
+
+    def _discard(self, name: str) -> None:
+        """A series (or a leftover) removed: its manifest first, so that it stops looking complete at once."""
+        with contextlib.suppress(OSError):
+            remove_under(self.root, name, MANIFEST)
+        remove_under(self.root, name)
 
 
 def _read_manifest(folder: Path) -> dict[str, Any] | None:
     """The manifest of a complete series folder (received == expected), else None."""
     try:
-        data = json.loads((folder / MANIFEST).read_text(encoding="utf-8"))
+        data = json.loads(read_untrusted(folder / MANIFEST, limit=SMALL_FILE_LIMIT, root=folder))
     except (OSError, ValueError):
         return None
     if not isinstance(data, dict) or not isinstance(data.get("received"), int) or data.get("received") != data.get(
