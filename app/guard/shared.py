@@ -209,6 +209,29 @@ def remove_under(root: str | os.PathLike[str], *components: str) -> bool:
     return True
 
 
+def remove_empty_under(root: str | os.PathLike[str], *components: str) -> bool:
+    """Remove the folder `root/components…` only when it is empty (one rmdir: a file another run writes into it
+    meanwhile keeps it), after `join_under` proved it stays under `root`. A link, a file or nothing under the
+    name is left as it is. Whether the folder was removed."""
+    if not components:
+        raise ValueError("remove_empty_under needs at least one component under the root")
+    parent = join_under(root, *components[:-1])
+    target = parent / components[-1]
+    if not os.path.islink(target):  # a link is left below; anything else must be inside
+        join_under(parent, components[-1])
+    try:
+        info = os.lstat(target)
+    except FileNotFoundError:
+        return False
+    if not stat.S_ISDIR(info.st_mode):  # a link planted under the name, or a file: not an empty folder of ours
+        return False
+    try:
+        os.rmdir(target)
+    except OSError:  # not empty (or not ours to remove)
+        return False
+    return True
+
+
 def rename_under(root: str | os.PathLike[str], old: str, new: str) -> None:
     """Rename `root/old` to `root/new`, replacing what is at `new` (a log's rotation, a copy moved aside): both
     single components in the folder `root`, which `join_under` proves. A link planted under either name is
