@@ -6,9 +6,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from app.errors import SidecarError
+from app.guard.yaml_load import YAMLRefused, load_yaml
 from app.inference.validators import choice, control_character, kind, number, read_at_most, shown, text, whole
 
 MAX_BYTES = 1 << 20  # a sidecar is a few hundred bytes
@@ -75,14 +74,10 @@ def _load(path: Path) -> dict[Any, Any]:
         raise SidecarError(f"{path}: cannot read the prompt model's sidecar ({exc.strerror or exc})") from exc
     if raw is None:
         raise SidecarError(f"{path}: sidecar too large (over 1 MiB; a sidecar is a short YAML file)")
-    try:
-        data = yaml.safe_load(raw.decode("utf-8"))
-    except UnicodeDecodeError:
-        raise SidecarError(f"{path}: sidecar is not UTF-8 text") from None
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" at line {mark.line + 1}" if mark is not None else ""
-        raise SidecarError(f"{path}: invalid YAML{where}: {getattr(exc, 'problem', None) or 'unreadable'}") from None
+    try:  # the one loader (app.guard.yaml_load): no anchors or aliases, a depth cap, duplicate keys refused
+        data = load_yaml(raw, source=str(path), what="sidecar", limit=MAX_BYTES)
+    except YAMLRefused as exc:
+        raise SidecarError(str(exc)) from None
     if not isinstance(data, dict):
         raise SidecarError(f"{path}: a prompt model's sidecar must be a mapping with a 'prompt:' section")
     return data

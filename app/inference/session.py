@@ -21,6 +21,7 @@ from typing import Any, cast
 import numpy as np
 
 from app.errors import InferenceError, ModelError, one_line
+from app.guard.untrusted import MODEL_FILE_LIMIT, read_untrusted, untrusted_problem
 from app.inference import providers as provider_facts
 from app.inference.finite import check_outputs, declared
 from app.inference.onnx_graph import TensorInfo
@@ -323,7 +324,11 @@ def _fallback_reason(request: DeviceRequest, available: list[str], *, on_gpu: bo
 
 def _create(ort: Any, path: Path, source: str | bytes, providers: list[Any], options: RuntimeOptions,
             ) -> tuple[Any, float, tuple[str, ...]]:
-    """InferenceSession with ORT's native log captured: (session, load ms, log lines)."""
+    """InferenceSession with ORT's native log captured: (session, load ms, log lines). The file is checked by the
+    untrusted gate first (a FIFO or a device named as a model would hold ONNX Runtime's read for ever)."""
+    problem = untrusted_problem(path, limit=MODEL_FILE_LIMIT)
+    if problem is not None:
+        raise ModelError(f"{path}: {problem}")
     session_options = ort.SessionOptions()
     session_options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
     if options.intra_op_threads > 0:
@@ -362,4 +367,4 @@ def _model_source(path: Path) -> str | bytes:
         text.encode("utf-8")
         return text
     except UnicodeEncodeError:
-        return Path(path).read_bytes()
+        return read_untrusted(path, limit=MODEL_FILE_LIMIT)

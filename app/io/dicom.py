@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from app.errors import ImageError, one_line
-from app.guard.untrusted import INPUT_FILE_LIMIT, open_untrusted
+from app.guard.untrusted import INPUT_FILE_LIMIT, NotRegularFile, TooLarge, open_untrusted
 from app.io.limits import check_decoded, check_slices, image_bytes_limit, megapixels
 
 # No numpy at import (it and pydicom are imported where pixels are decoded): discovery asks `has_dicom_marker`
@@ -64,8 +64,11 @@ def read_dicom(path: Path, *, frame: int = 0, max_pixels: int) -> DicomRead:
     from pydicom.errors import InvalidDicomError
 
     quiet_pydicom()
-    try:
-        ds = pydicom.dcmread(str(path), force=False)
+    try:  # pydicom reads the handle the untrusted gate opened: a regular file, within the input limit
+        with open_untrusted(path, limit=INPUT_FILE_LIMIT) as handle:
+            ds = pydicom.dcmread(handle, force=False)
+    except (NotRegularFile, TooLarge) as exc:
+        raise ImageError(f"{path}: {exc}") from None
     except InvalidDicomError as exc:
         raise ImageError(f"{path}: not a valid DICOM file ({one_line(exc)})") from exc
     except (OSError, EOFError, ValueError, KeyError, TypeError, AttributeError) as exc:

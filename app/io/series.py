@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, cast
 import numpy as np
 
 from app.errors import ImageError
+from app.guard.untrusted import INPUT_FILE_LIMIT, open_untrusted
 from app.io.decoded import DecodedImage
 from app.io.dicom import INFO_FIELDS, file_window, header_text, quiet_pydicom, read_dicom
 from app.io.geometry import (
@@ -119,8 +120,9 @@ def dicomdir_references(path: Path) -> tuple[list[Path], int]:
     the folder, would run another folder's series (another patient's): such a reference is counted, never read."""
     import pydicom
 
-    try:
-        ds = pydicom.dcmread(str(path))
+    try:  # through the untrusted gate's handle: a regular file, within the input limit
+        with open_untrusted(path, limit=INPUT_FILE_LIMIT) as handle:
+            ds = pydicom.dcmread(handle)
     except Exception:  # an unreadable DICOMDIR references nothing; the file itself gets the error row
         return [], 0
     base = path.parent.resolve()
@@ -352,9 +354,10 @@ def _read_header(path: Path) -> Dataset | None:
     quiet_pydicom()
     if not path.is_file():  # a FIFO named `x.dcm` would block pydicom's open; its error row comes from the decoder
         return None
-    try:
-        ds = pydicom.dcmread(str(path), stop_before_pixels=True, specific_tags=_TAGS,
-                             force=path.suffix.lower() in (".dcm", ".dicom"))
+    try:  # through the untrusted gate's handle (a file that turns into a FIFO after is_file() is refused at once)
+        with open_untrusted(path, limit=INPUT_FILE_LIMIT) as handle:
+            ds = pydicom.dcmread(handle, stop_before_pixels=True, specific_tags=_TAGS,
+                                 force=path.suffix.lower() in (".dcm", ".dicom"))
     except Exception:  # pydicom raises many kinds on damaged files; the decoder's error row says which
         return None
     if not _sop_class(ds) and "Rows" not in ds:  # a forced read of something that is not DICOM

@@ -143,11 +143,6 @@ PENDING: dict[str, tuple[Rule, ...]] = {
     # remote
     "app/inference/remote_sidecar.py": (NET, WRITE),
     "app/runs/serve.py": (READ,),
-    # answers
-    "app/inference/prompt_sidecar.py": (YAML,),
-    "app/inference/session.py": (LIBRARY, READ),
-    "app/io/dicom.py": (LIBRARY,),
-    "app/io/series.py": (LIBRARY,),
     # privacy
     "app/runs/privacy_check.py": (LIBRARY, READ, REMOVE, RMTREE),
     "app/runs/pseudonyms.py": (OS_OPEN, REMOVE),

@@ -241,3 +241,17 @@ def test_telling_a_prompt_sidecar_reads_at_most_a_sidecars_size(tmp_path: Path) 
     assert is_prompt_sidecar(tmp_path / "pair.yaml")
     (tmp_path / "bom.yaml").write_text("prompt:\n  encoder: e.onnx\n", encoding="utf-8-sig")  # Notepad's BOM
     assert is_prompt_sidecar(tmp_path / "bom.yaml")
+
+
+@pytest.mark.parametrize(("text", "says"), [
+    ("a: &x [1, 2]\nb: *x\nprompt:\n  encoder: e.onnx\n  decoder: d.onnx\n",
+     "YAML anchors/aliases are not allowed in a sidecar (line 1)"),
+    ("prompt:\n  encoder: e.onnx\n  decoder: d.onnx\n  decoder: other.onnx\n",
+     "invalid YAML at line 4: duplicate key 'decoder'"),
+])
+def test_a_prompt_sidecars_yaml_goes_through_the_one_loader(tmp_path: Path, text: str, says: str) -> None:
+    """Anchors (an alias bomb's material) and a second `decoder:` that silently won: refused in one line."""
+    path = sidecar(tmp_path, "pair", text)
+    with pytest.raises(SidecarError) as caught:
+        load_prompt_spec(path)
+    assert str(caught.value) == f"{path}: {says}"

@@ -36,3 +36,30 @@ def test_the_check_runs_on_each_answer_not_only_the_warm_up(tmp_path: Path) -> N
     session = open_session(load_spec(half_size_liar(tmp_path / "liar.onnx")), "cpu", warm_up=False)
     with pytest.raises(InferenceError, match=r"^liar\.onnx: output 'scores' has shape 1×3×16×16; declared 1×3×32×32$"):
         session.run(np.zeros((1, 3, 32, 32), np.float32))
+
+
+def test_a_fifo_named_as_a_model_is_refused_without_waiting(tmp_path: Path) -> None:
+    """ONNX Runtime opens a path itself: the untrusted gate looks first (a FIFO would hold its read for ever)."""
+    import os
+    import threading
+
+    from app.errors import ModelError
+    from app.inference.session import open_onnx_session
+
+    fifo = tmp_path / "model.onnx"
+    os.mkfifo(fifo)
+    caught: list[BaseException] = []
+    worker = threading.Thread(target=lambda: caught.append(_raised(lambda: open_onnx_session(fifo, "cpu"))),
+                              daemon=True)
+    worker.start()
+    worker.join(10)
+    assert not worker.is_alive() and len(caught) == 1 and isinstance(caught[0], ModelError)
+    assert str(caught[0]) == f"{fifo}: not a regular file: a named pipe (FIFO)"
+
+
+def _raised(call) -> BaseException:
+    try:
+        call()
+    except BaseException as exc:  # the test looks at what it was
+        return exc
+    raise AssertionError("nothing raised")
