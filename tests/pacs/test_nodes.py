@@ -73,6 +73,31 @@ def test_a_name_from_the_settings(tmp_path: Path) -> None:
         parse_node("NOPE", nodes)
 
 
+def test_an_alias_bomb_in_the_settings_is_one_line(tmp_path: Path) -> None:
+    """Nested aliases (a "billion laughs") are refused at the first anchor, before anything expands."""
+    lines = ["a0: &a0 [x, x, x, x, x, x, x, x, x, x]"]
+    lines += [f"a{n}: &a{n} [{', '.join([f'*a{n - 1}'] * 10)}]" for n in range(1, 10)]
+    settings = tmp_path / "settings.yaml"
+    settings.write_text("\n".join(lines) + "\npacs:\n  A:\n    url: dimse://A@h:1\n    called_ae: *a9\n",
+                        encoding="utf-8")
+    with pytest.raises(PacsError) as err:
+        load_nodes(settings)
+    assert str(err.value) == f"{settings}: YAML anchors/aliases are not allowed in a settings file (line 1)"
+
+
+def test_a_settings_file_too_large_or_not_a_file(tmp_path: Path) -> None:
+    settings = tmp_path / "settings.yaml"
+    settings.write_bytes(b"# " + b"x" * (2 << 20) + b"\npacs: {}\n")
+    with pytest.raises(PacsError) as err:
+        load_nodes(settings)
+    assert str(err.value).startswith(f"{settings}: settings file too large (")
+    big = tmp_path / "settings.json"
+    big.write_bytes(b'{"pacs": {}, "x": "' + b"x" * (2 << 20) + b'"}')
+    with pytest.raises(PacsError) as err:
+        load_nodes(big)
+    assert str(err.value).startswith(f"{big}: settings file too large (")
+
+
 def test_json_settings_and_none(tmp_path: Path) -> None:
     settings = tmp_path / "settings.json"
     settings.write_text('{"pacs": {"W": {"url": "dicomweb+http://h:8042/dicom-web"}}}', encoding="utf-8")
@@ -91,7 +116,11 @@ def test_json_settings_and_none(tmp_path: Path) -> None:
     ("pacs:\n  A:\n    url: dimse://A@h:1\n    calling_ae: A_TITLE_LONGER_THAN_16\n",
      "pacs.A: calling_ae 'A_TITLE_LONGER_THAN_16' is not 1-16 printable characters"),
     ("pacs: [1, 2]\n", "the pacs section is not a mapping of node names"),
-    ("pacs: {\n", "not valid YAML (ParserError)"),
+    ("pacs: {\n", "invalid YAML at line 2: expected the node content, but found '<stream end>'"),
+    ("pacs:\n  A: &node\n    url: dimse://A@h:1\n  B: *node\n",
+     "YAML anchors/aliases are not allowed in a settings file (line 2)"),
+    ("pacs:\n  A:\n    url: dimse://A@h:1\n  A:\n    url: dimse://B@h:1\n",
+     "invalid YAML at line 4: duplicate key 'A'"),
 ])
 def test_bad_settings_are_one_line(tmp_path: Path, text: str, problem: str) -> None:
     settings = tmp_path / "settings.yaml"

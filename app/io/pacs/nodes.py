@@ -16,6 +16,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
+from app.guard.untrusted import TooLarge, read_untrusted
+from app.guard.yaml_load import MAX_YAML_BYTES, YAMLRefused, read_yaml
 from app.io.pacs.errors import PacsError
 
 KEYRING_SERVICE = "seglens-pacs"
@@ -191,19 +193,23 @@ def load_nodes(settings_file: Path) -> dict[str, PacsNode]:
     return {str(name): _settings_node(settings_file, str(name), entry) for name, entry in section.items()}
 
 
-def _pacs_section(settings_file: Path) -> dict[Any, Any]:
-    try:
-        text = settings_file.read_text(encoding="utf-8")
-        if settings_file.suffix.lower() == ".json":
-            data = json.loads(text)
-        else:
-            import yaml
+_SETTINGS_LIMIT = MAX_YAML_BYTES  # a settings file is a page of text
 
-            data = yaml.safe_load(text)
-    except (OSError, UnicodeDecodeError, ValueError) as e:
+
+def _pacs_section(settings_file: Path) -> dict[Any, Any]:
+    """The file's `pacs:` section, read through the gates: YAML by app.guard.yaml_load (size, no anchors or
+    aliases, depth, duplicate keys: one line naming the file), JSON bounded by the same size."""
+    try:
+        if settings_file.suffix.lower() == ".json":
+            data = json.loads(read_untrusted(settings_file, limit=_SETTINGS_LIMIT).decode("utf-8"))
+        else:
+            data = read_yaml(settings_file, limit=_SETTINGS_LIMIT, what="settings file")
+    except YAMLRefused as e:
+        raise PacsError(str(e)) from None
+    except TooLarge as e:
+        raise PacsError(f"{settings_file}: settings file too large ({e.strerror})") from None
+    except (OSError, UnicodeDecodeError, ValueError, RecursionError) as e:
         raise PacsError(f"{settings_file}: cannot read the settings ({type(e).__name__})") from e
-    except Exception as e:  # yaml.YAMLError: PyYAML is imported above only for YAML files
-        raise PacsError(f"{settings_file}: not valid YAML ({type(e).__name__})") from e
     section = data.get("pacs", {}) if isinstance(data, dict) else None
     if not isinstance(section, dict):
         raise PacsError(f"{settings_file}: the pacs section is not a mapping of node names")
