@@ -18,6 +18,7 @@ chance). A web page is searched in the text its reader sees (`page_text`), not i
 
 from __future__ import annotations
 
+import contextlib
 import re
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -214,14 +215,19 @@ def _in_file(path: Path, identifying: Identifying) -> tuple[str, str] | None:
         items = png_text(path)
         kind = identifying.in_text(" ".join(f"{k} {v}" for k, v in items.items()))
         return (kind, "a PNG text chunk") if kind else None
-    kind = identifying.in_text(path.read_bytes().decode("latin-1"))
+    from app.guard.untrusted import STATE_FILE_LIMIT, read_untrusted
+
+    kind = identifying.in_text(read_untrusted(path, limit=STATE_FILE_LIMIT).decode("latin-1"))
     return (kind, "the contents") if kind else None
 
 
 def _in_dicom(path: Path, identifying: Identifying) -> tuple[str, str] | None:
     import pydicom
 
-    dataset = pydicom.dcmread(path, force=True)
+    from app.guard.untrusted import INPUT_FILE_LIMIT, open_untrusted
+
+    with open_untrusted(path, limit=INPUT_FILE_LIMIT) as handle:  # a file just written, in a folder others share
+        dataset = pydicom.dcmread(handle, force=True)
     datasets = [getattr(dataset, "file_meta", None) or pydicom.Dataset(), dataset]
     for top in datasets:
         for element in _elements(top):
@@ -260,17 +266,35 @@ def _element_text(element: DataElement) -> str:
     return str(value)
 
 
+_NIFTI_HEAD = 1 << 20  # the header and extensions searched: at most the first MiB
+
+
 def _nifti_header_text(path: Path) -> str:
-    """The header and extensions of a NIfTI file (everything before its voxels), as text."""
+    """The header and extensions of a NIfTI-1 or -2 file (everything before its voxels), as text."""
     import gzip
+
+    from app.guard.untrusted import INPUT_FILE_LIMIT, open_untrusted
+
+    with open_untrusted(path, limit=INPUT_FILE_LIMIT) as handle:
+        stream = gzip.GzipFile(fileobj=handle) if path.name.lower().endswith(".gz") else handle
+        head = stream.read(_NIFTI_HEAD)
+    return head[:_data_offset(head)].decode("latin-1")
+
+
+def _data_offset(head: bytes) -> int:
+    """Where the voxels begin in a NIfTI file that starts with `head`, at most its length: all of it when no
+    header can be read there (more is searched, never less)."""
+    import io
 
     import nibabel as nib
 
-    header: Any = nib.load(str(path)).header  # a Nifti1Header (nib.load is typed as any image)
-    offset = int(header.get_data_offset()) or 352
-    opener = gzip.open if path.name.lower().endswith(".gz") else open
-    with opener(path, "rb") as handle:
-        return handle.read(min(offset, 1 << 20)).decode("latin-1")
+    for kind in (nib.Nifti1Header, nib.Nifti2Header):
+        try:
+            header: Any = kind.from_fileobj(io.BytesIO(head))
+        except Exception:  # nibabel raises several types for a header of the other kind or a damaged one
+            continue
+        return min(int(header.get_data_offset()) or len(head), len(head))
+    return len(head)
 
 
 def volume_leak(files: Sequence[Path], *, facts: SourceFacts | None, info: Mapping[str, str], root: Path,
@@ -282,17 +306,25 @@ def volume_leak(files: Sequence[Path], *, facts: SourceFacts | None, info: Mappi
     return leak(files, Identifying.of(values, facts.uids if facts is not None else ()), root=root, cells=cells)
 
 
-def remove_outputs(paths: Sequence[Path]) -> None:
-    """Remove a volume's files and folders (a failed check leaves nothing that claims to be de-identified)."""
-    import contextlib
-    import shutil
+def remove_outputs(paths: Sequence[Path], *, root: Path | None = None) -> None:
+    """Remove a volume's files and folders (a failed check leaves nothing that claims to be de-identified), and
+    the folders they leave empty, through app.guard.shared: by `root` (--out) and the components under it, else
+    by each one's folder and name; a link planted under a name is removed itself, never followed."""
+    from app.guard.shared import remove_empty_under, remove_under
 
     for path in paths:
-        if path.is_dir() and not path.is_symlink():
-            shutil.rmtree(path, ignore_errors=True)
-        else:
-            with contextlib.suppress(OSError):
-                path.unlink()
+        base, parts = _root_and_parts(path, root)
+        with contextlib.suppress(OSError, ValueError):  # ValueError: PathEscape, a name leading out is left
+            remove_under(base, *parts)
     for folder in sorted({p.parent for p in paths}, key=lambda p: len(p.parts), reverse=True):
-        with contextlib.suppress(OSError):
-            folder.rmdir()  # only when empty: a per-slice folder left with nothing in it
+        base, parts = _root_and_parts(folder, root)
+        with contextlib.suppress(OSError, ValueError):
+            remove_empty_under(base, *parts)  # a per-slice folder left with nothing in it; never --out itself
+
+
+def _root_and_parts(path: Path, root: Path | None) -> tuple[Path, tuple[str, ...]]:
+    """(`root`, the components of `path` under it), or (its folder, its name) when there is no root over it."""
+    if root is not None:
+        with contextlib.suppress(ValueError):
+            return root, path.relative_to(root).parts
+    return path.parent, (path.name,)

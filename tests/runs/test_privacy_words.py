@@ -153,3 +153,37 @@ def test_a_reviewers_login_is_left_out_of_the_search_as_a_word_not_cut_out_of_a_
     with pytest.raises(OutputError, match="a patient name of an input is still in it"):
         write_review_report(tmp_path / "r.html", [item], model_name="m", model_sha256="a" * 64,
                             seglens_version="0.1.0")
+
+
+@pytest.mark.parametrize("kind", ["Nifti1Image", "Nifti2Image"])
+@pytest.mark.parametrize("name", ["m.nii", "m.nii.gz"])
+def test_the_header_of_a_nifti_1_or_2_file_plain_or_gzipped_is_searched_not_its_voxels(tmp_path, kind, name):
+    import nibabel as nib
+
+    identifying = names("Bone^Otto")
+    voxels = np.frombuffer(b" otto " * 8, np.uint8).reshape(4, 4, 3)  # the name's letters as voxel values
+    image = getattr(nib, kind)(voxels, np.eye(4))
+    nib.save(image, tmp_path / name)
+    assert leak([tmp_path / name], identifying, root=tmp_path) is None
+    image.header["descrip"] = b"otto"
+    nib.save(image, tmp_path / name)
+    assert leak([tmp_path / name], identifying, root=tmp_path) == f"a patient name in the NIfTI header of {name}"
+
+
+def test_a_refused_volumes_outputs_are_removed_a_planted_link_itself_never_its_target(tmp_path):
+    from app.runs.privacy_check import remove_outputs
+
+    victim = tmp_path / "victim"
+    victim.mkdir()
+    (victim / "keep.txt").write_text("someone else's")
+    out = tmp_path / "out"
+    study = out / "anon-0123456789ab" / "1.2.3"
+    study.mkdir(parents=True)
+    (study / "4.5.6_seg.dcm").write_bytes(b"seg")
+    (study / "4.5.6_sc").symlink_to(victim)  # planted where the Secondary Capture folder was
+    (study / "7.8.9_seg.dcm").write_bytes(b"another series of the study")
+    remove_outputs([study / "4.5.6_seg.dcm", study / "4.5.6_sc"], root=out)
+    assert sorted(p.name for p in study.iterdir()) == ["7.8.9_seg.dcm"]
+    assert (victim / "keep.txt").read_text() == "someone else's"
+    remove_outputs([study / "7.8.9_seg.dcm"], root=out)
+    assert not study.exists() and out.is_dir()  # the emptied folder goes, --out stays
