@@ -244,6 +244,20 @@ def rename_under(root: str | os.PathLike[str], old: str, new: str) -> None:
     os.replace(folder / old, folder / new)
 
 
+def sync_folder(folder: str | os.PathLike[str]) -> None:
+    """fsync a folder, so that a file created or renamed in it is there after a crash (POSIX; Windows has no
+    folder fsync). Opened O_DIRECTORY | O_NOFOLLOW: a link planted under the name is not synced through. Best
+    effort: a folder that cannot be opened is left as it is."""
+    if os.name == "nt":
+        return
+    with contextlib.suppress(OSError):
+        fd = os.open(folder, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | _NOFOLLOW | _CLOEXEC)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
 def remove_stale_temporaries(folder: Path, *, older_than: float | None = None) -> int:
     """Delete the temporaries a killed run left in `folder` and its sub-folders: SegLens's own only
     (`.seglens-tmp-*.tmp` regular files, not a user's `.notes.tmp`), and only those last written before

@@ -15,11 +15,13 @@ from pathlib import Path
 from typing import Any
 
 from app.errors import ModelError
-from app.guard.untrusted import MODEL_FILE_LIMIT, read_untrusted, untrusted_problem
+from app.guard.untrusted import read_untrusted, untrusted_problem
 
 # Ops that don't change what an output *means*; we look through them to find the op that made it.
 _PASS_THROUGH = {"Identity", "Cast", "Reshape", "Squeeze", "Unsqueeze", "Transpose", "Flatten", "Resize",
                  "Upsample", "Slice", "Pad"}
+
+GRAPH_FILE_LIMIT = 2 << 30  # protobuf's limit on one message: an ONNX file past it cannot be a graph
 
 _DTYPES = {1: "float32", 2: "uint8", 3: "int8", 5: "int16", 6: "int32", 7: "int64", 9: "bool",
            10: "float16", 11: "float64", 12: "uint32", 13: "uint64", 16: "bfloat16", 4: "uint16"}
@@ -58,11 +60,13 @@ def read_graph(path: Path) -> GraphInfo:
     here and skips weights by their length (see the module's docstring for why). The `onnx` package is still
     used for shape inference, only for graphs that end in ArgMax.
     """
-    problem = untrusted_problem(path)  # a FIFO is no missing file: "not a regular file: a named pipe (FIFO)"
+    # a FIFO is no missing file ("not a regular file: a named pipe (FIFO)"); a graph is one protobuf message, which
+    # protobuf caps at 2 GiB (weights past it live in external data): a bigger file is refused before it is read
+    problem = untrusted_problem(path, limit=GRAPH_FILE_LIMIT)
     if problem is not None:
         raise ModelError(f"{path}: {'model file not found' if problem == 'file not found' else problem}")
     try:
-        data = read_untrusted(path, limit=MODEL_FILE_LIMIT)  # a FIFO swapped in after the check: refused
+        data = read_untrusted(path, limit=GRAPH_FILE_LIMIT)  # a FIFO swapped in after the check: refused
     except OSError as exc:
         raise ModelError(f"{path}: cannot read the model file ({exc.strerror or exc})") from exc
     try:
@@ -84,7 +88,7 @@ def read_graph(path: Path) -> GraphInfo:
         outputs=outputs,
         metadata=model["metadata"],
         final_ops=final_ops,
-        argmax_channels=_argmax_channels(path, outputs, final_ops),
+        argmax_channels=_argmax_channels(data, outputs, final_ops),
         opset=model["opset"],
         producer=f"{model['producer_name']} {model['producer_version']}".strip(),
     )
@@ -99,15 +103,16 @@ def _final_op(name: str, producers: Mapping[str, _Node]) -> str:
     return node.op_type if node is not None else "Input"
 
 
-def _argmax_channels(path: Path, outputs: Sequence[TensorInfo], final_ops: Mapping[str, str]) -> dict[str, int]:
-    """For outputs made by ArgMax, the size of the reduced axis (= number of classes) via shape inference."""
+def _argmax_channels(data: bytes, outputs: Sequence[TensorInfo], final_ops: Mapping[str, str]) -> dict[str, int]:
+    """For outputs made by ArgMax, the size of the reduced axis (= number of classes) via shape inference, on the
+    bytes read_graph read already (the path is not opened a second time)."""
     wanted = [o.name for o in outputs if final_ops.get(o.name) == "ArgMax"]
     if not wanted:
         return {}
     import onnx  # only for graphs ending in ArgMax: shape inference is what says how many classes it reduced
 
     try:
-        model = onnx.load(str(path), load_external_data=False)
+        model = onnx.load_model_from_string(data)
         inferred = onnx.shape_inference.infer_shapes(model)
     except Exception:  # shape inference is best-effort; the class count then stays unknown
         return {}

@@ -6,10 +6,11 @@ Windows), so a crash or cancel never leaves a half-written PNG that looks comple
 
 from __future__ import annotations
 
-import contextlib
+import io
 import os
 import zlib
 from pathlib import Path
+from typing import BinaryIO
 
 import cv2
 import numpy as np
@@ -19,11 +20,15 @@ from app.guard.shared import TEMPORARY_PREFIX as TEMPORARY_PREFIX  # the writing
 from app.guard.shared import atomic_write as atomic_write
 from app.guard.shared import create_temporary as create_temporary
 from app.guard.shared import remove_stale_temporaries as remove_stale_temporaries
+from app.guard.shared import sync_folder as sync_folder
 from app.guard.shared import whole_folder as whole_folder
-from app.guard.untrusted import INPUT_FILE_LIMIT, read_untrusted
+from app.guard.untrusted import INPUT_FILE_LIMIT, open_untrusted
 
 _PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 _PNG_END = b"\x00\x00\x00\x00IEND\xaeB`\x82"  # the empty IEND chunk every complete PNG ends with
+_TEXT_KINDS = (b"tEXt", b"zTXt", b"iTXt")
+HASHED_FILE_LIMIT = 1 << 40  # hashed a block at a time: only what is not a regular file is refused
+MAX_TEXT_BYTES = 16 << 20  # one text item (SegLens's provenance is a few KB)
 
 
 def is_complete_png(path: Path) -> bool:
@@ -33,9 +38,7 @@ def is_complete_png(path: Path) -> bool:
     and cut-short files a crash or a full disk leaves, not a bit flipped inside the image data.
     """
     try:
-        if not path.is_file():  # not a folder, FIFO or device (opening a FIFO would wait for a writer)
-            return False
-        with open(path, "rb") as handle:
+        with open_untrusted(path, limit=INPUT_FILE_LIMIT) as handle:  # a folder, FIFO or device: refused
             head = handle.read(33)
             handle.seek(-len(_PNG_END), os.SEEK_END)
             tail = handle.read()
@@ -95,18 +98,30 @@ def _text_chunk(key: str, value: str) -> bytes:
 
 def png_text(source: bytes | Path) -> dict[str, str]:
     """The `tEXt`, `zTXt` and `iTXt` items of a PNG (bytes or a file), in file order; chunks whose CRC does
-    not match are skipped. What tests and tools read SegLens's provenance back with."""
-    data = source if isinstance(source, bytes) else read_untrusted(source, limit=INPUT_FILE_LIMIT)  # a FIFO: refused
-    if data[:8] != _PNG_SIGNATURE:
+    not match are skipped. What tests and tools read SegLens's provenance back with. A file is read chunk header
+    by chunk header through app.guard.untrusted (the pixel data skipped, not loaded: a sparse giant costs
+    nothing), and a compressed item is inflated only up to MAX_TEXT_BYTES (ValueError past it)."""
+    if isinstance(source, bytes):
+        return _text_items(io.BytesIO(source))
+    with open_untrusted(source, limit=INPUT_FILE_LIMIT) as handle:  # a FIFO or a device: refused
+        return _text_items(handle)
+
+
+def _text_items(handle: BinaryIO) -> dict[str, str]:
+    if handle.read(8) != _PNG_SIGNATURE:
         raise ValueError("not a PNG")
-    items, at = {}, 8
-    while at + 12 <= len(data):
-        length, kind = int.from_bytes(data[at:at + 4], "big"), data[at + 4:at + 8]
-        body, crc = data[at + 8:at + 8 + length], data[at + 8 + length:at + 12 + length]
-        at += 12 + length
-        if kind == b"IEND" or len(crc) < 4:
+    items: dict[str, str] = {}
+    while len(head := handle.read(8)) == 8:
+        length, kind = int.from_bytes(head[:4], "big"), head[4:]
+        if kind == b"IEND":
             break
-        if kind in (b"tEXt", b"zTXt", b"iTXt") and zlib.crc32(kind + body) == int.from_bytes(crc, "big"):
+        if kind not in _TEXT_KINDS or length > MAX_TEXT_BYTES:
+            handle.seek(length + 4, os.SEEK_CUR)
+            continue
+        body, crc = handle.read(length), handle.read(4)
+        if len(crc) < 4:
+            break
+        if zlib.crc32(kind + body) == int.from_bytes(crc, "big"):
             key, _, rest = body.partition(b"\0")
             items[key.decode("latin-1")] = _text_value(kind, rest)
     return items
@@ -116,14 +131,18 @@ def _text_value(kind: bytes, rest: bytes) -> str:
     if kind == b"tEXt":
         return rest.decode("latin-1")
     if kind == b"zTXt":  # compression method byte, then zlib data
-        return zlib.decompress(rest[1:]).decode("latin-1")
+        return _inflate(rest[1:]).decode("latin-1")
     compressed, text = rest[0], rest[2:].split(b"\0", 2)[-1]  # iTXt: flag, method, language\0, translated\0
-    return (zlib.decompress(text) if compressed else text).decode("utf-8")
+    return (_inflate(text) if compressed else text).decode("utf-8")
 
 
-def _remove_quietly(path: str | Path) -> None:
-    with contextlib.suppress(OSError):
-        os.unlink(path)
+def _inflate(data: bytes) -> bytes:
+    """zlib data inflated to at most MAX_TEXT_BYTES (a few KB can expand to gigabytes)."""
+    inflater = zlib.decompressobj()
+    text = inflater.decompress(data, MAX_TEXT_BYTES)
+    if inflater.unconsumed_tail:
+        raise ValueError(f"a compressed text item expands past {MAX_TEXT_BYTES >> 20} MiB")
+    return text
 
 
 def file_sha256(path: Path) -> str:
@@ -131,20 +150,7 @@ def file_sha256(path: Path) -> str:
     import hashlib
 
     digest = hashlib.sha256()
-    with open(path, "rb") as handle:
+    with open_untrusted(path, limit=HASHED_FILE_LIMIT) as handle:  # a FIFO or a device: refused, never waited on
         for block in iter(lambda: handle.read(1 << 20), b""):
             digest.update(block)
     return digest.hexdigest()
-
-
-def sync_folder(folder: Path) -> None:
-    """fsync a folder, so that a file created or renamed in it is there after a crash (POSIX; Windows has no
-    folder fsync). Best effort: a folder that cannot be opened is left as it is."""
-    if os.name == "nt":
-        return
-    with contextlib.suppress(OSError):
-        fd = os.open(folder, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)

@@ -1,0 +1,282 @@
+"""Every boundary of SegLens that reads a file, a YAML text or a network answer, registered for the hostile
+battery. Each registration is a thin adapter over today's signature (imports inside, so one boundary's import
+error fails only its own tests); `weak` names what still fails and the helper area that owns the fix."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from hostile_registry import Boundary, register
+
+from app.errors import ImageError, ModelError, OutputError, SegLensError, SidecarError
+
+SHA = "ab" * 32
+
+
+# --- the gates themselves: they must pass everything ----------------------------------------------------------
+
+def _read_untrusted(path: Path) -> object:
+    from app.guard.untrusted import SMALL_FILE_LIMIT, read_untrusted
+
+    return read_untrusted(path, limit=SMALL_FILE_LIMIT, root=path.parent)
+
+
+def _read_yaml(path: Path) -> object:
+    from app.guard.yaml_load import read_yaml
+
+    return read_yaml(path, root=path.parent)
+
+
+def _load_yaml_text(text: str) -> object:
+    from app.guard.yaml_load import load_yaml
+
+    return load_yaml(text, source="a value")
+
+
+def _net_fetch(url: str) -> object:
+    from app.guard.net import fetch
+
+    return fetch(url, deadline_s=2.0, max_bytes=1 << 20)
+
+
+def _net_session(url: str) -> object:
+    from app.guard.net import guarded_session
+
+    with guarded_session(deadline_s=2.0, max_bytes=1 << 20) as session:
+        return session.get(url, timeout=1.0).content
+
+
+def _join_component(root: Path, name: str) -> Path:
+    from app.guard.names import component, join_under
+
+    return join_under(root, component(name))
+
+
+def _remove_component(root: Path, name: str) -> object:
+    from app.guard.names import component
+    from app.guard.shared import remove_under
+
+    (root.parent / "keep").mkdir(exist_ok=True)
+    remove_under(root, component(name))
+    assert (root.parent / "keep").is_dir(), "removed a folder outside the root"
+    return root
+
+
+_GATE = (OSError, ValueError)
+# the gate's OSErrors carry the path in .filename and the problem in str() (callers quote it in their own line)
+register(Boundary("gate_read_untrusted", "file", _read_untrusted, (OSError,), rooted=True, names_file=False))
+register(Boundary("gate_read_yaml", "file", _read_yaml, _GATE, file_name="x.yaml", text=True, yaml=True,
+                  rooted=True, names_file=False))
+register(Boundary("gate_load_yaml", "text", _load_yaml_text, (ValueError,), names_file=False))
+register(Boundary("gate_net_fetch", "url", _net_fetch, (OSError,), names_file=False))
+register(Boundary("gate_net_session", "url", _net_session, (OSError,), names_file=False))
+register(Boundary("gate_join_under", "name", _join_component, (ValueError,)))
+register(Boundary("gate_remove_under", "name", _remove_component, (ValueError, OSError)))
+
+
+# --- models: sidecars, labels, prompt sidecars, graphs --------------------------------------------------------
+
+def _sidecar(path: Path) -> object:
+    from app.inference.sidecar import load_sidecar
+
+    return load_sidecar(path)
+
+
+def _classes_file(path: Path) -> object:
+    from app.inference.sidecar import load_sidecar
+
+    sidecar = path.parent / "model.yaml"
+    sidecar.write_text(f"classes_file: {path.name}\n")
+    return load_sidecar(sidecar)
+
+
+def _prompt_sidecar(path: Path) -> object:
+    from app.inference.prompt_spec import load_prompt_spec
+
+    return load_prompt_spec(path)
+
+
+def _onnx_graph(path: Path) -> object:
+    from app.inference.onnx_graph import read_graph
+
+    return read_graph(path)
+
+
+def _runtime_values(text: str) -> object:
+    from app.inference.runtime import parse_runtime_arguments
+
+    return parse_runtime_arguments([f"tensorrt={text}"])
+
+
+register(Boundary("sidecar", "file", _sidecar, (SidecarError,), file_name="model.yaml", text=True, yaml=True))
+register(Boundary("classes_file", "file", _classes_file, (SidecarError,), file_name="labels.txt", text=True,
+                  rooted=True))
+register(Boundary("prompt_sidecar", "file", _prompt_sidecar, (SegLensError,), file_name="pair.yaml", text=True,
+                  yaml=True))
+register(Boundary("onnx_graph", "file", _onnx_graph, (ModelError,), file_name="model.onnx"))
+register(Boundary("runtime_values", "text", _runtime_values, (ValueError,), names_file=False))
+
+
+# --- images, volumes, references, boxes -----------------------------------------------------------------------
+
+def _image(path: Path) -> object:
+    from app.io.images import read_image
+
+    return read_image(path)
+
+
+def _dicom(path: Path) -> object:
+    from app.io.dicom import read_dicom
+
+    return read_dicom(path, max_pixels=1 << 24)
+
+
+def _nifti(path: Path) -> object:
+    from app.io.nifti import nifti_volume
+
+    return nifti_volume(path)
+
+
+def _reference(path: Path) -> object:
+    from app.io.references import read_reference
+
+    return read_reference(path, 3)
+
+
+def _boxes(path: Path) -> object:
+    from app.runs.prompt_run import read_boxes
+
+    return read_boxes(path)
+
+
+register(Boundary("image", "file", _image, (ImageError,), file_name="picture.png"))
+register(Boundary("tiff", "file", _image, (ImageError,), file_name="picture.tif"))
+register(Boundary("dicom", "file", _dicom, (ImageError,), file_name="slice.dcm"))
+register(Boundary("nifti", "file", _nifti, (ImageError,), file_name="ct.nii.gz"))
+register(Boundary("reference", "file", _reference, (ImageError,), file_name="picture_mask.png"))
+register(Boundary("boxes_csv", "file", _boxes, (SegLensError,), file_name="boxes.csv"))
+
+
+# --- settings and station files -------------------------------------------------------------------------------
+
+def _station_file(path: Path) -> object:
+    from app.runs.station_file import read_station_file
+
+    return read_station_file(path)
+
+
+def _pacs_nodes(path: Path) -> object:
+    from app.io.pacs.nodes import load_nodes
+
+    return load_nodes(path)
+
+
+register(Boundary("station_file", "file", _station_file, (SegLensError,), file_name="station.yaml", text=True,
+                  yaml=True))
+_NODES_WEAK = "pacs: app/io/pacs/nodes.py reads the settings as no nodes at all"
+register(Boundary("pacs_nodes", "file", _pacs_nodes, (SegLensError,), file_name="settings.yaml", text=True,
+                  yaml=True, weak=dict.fromkeys(("fifo", "dev_zero", "socket", "folder", "alias_bomb"), _NODES_WEAK)))
+
+
+# --- SegLens's own state where others can write: review log, provenance, lock, journal, MQTT buffer -----------
+
+def _review_log(path: Path) -> object:
+    from app.runs.review import REVIEW_FILE, ReviewLog
+
+    assert path.name == REVIEW_FILE
+    return ReviewLog.open(path.parent, SHA)
+
+
+def _provenance(path: Path) -> object:
+    from app.runs.provenance import png_provenance
+
+    return png_provenance(path)
+
+
+def _run_record(path: Path) -> object:
+    from app.runs.provenance import record_path, resume_problem
+
+    report = path.parent / "report.csv"
+    assert record_path(report) == path, record_path(report)
+    problem = resume_problem(report, _identity())  # a refusal is a returned line, for --resume to print
+    if problem is not None:
+        raise ValueError(problem)
+    return None
+
+
+def _identity() -> object:
+    from app.runs.provenance import RunIdentity
+
+    fields = {name: "x" for name in RunIdentity.__dataclass_fields__}
+    return RunIdentity(**fields)  # type: ignore[arg-type]
+
+
+def _run_lock(path: Path) -> object:
+    from app.runs.lock import LOCK_NAME, OutputLock
+
+    assert path.name == LOCK_NAME
+    lock = OutputLock(path.parent)
+    lock.acquire()
+    lock.release()
+    return path.parent
+
+
+def _journal(path: Path) -> object:
+    from app.runs.station_journal import JOURNAL_NAME, StationJournal
+
+    assert path.name == JOURNAL_NAME
+    return StationJournal(path.parent)
+
+
+def _mqtt_buffer(path: Path) -> object:
+    from app.runs.sinks.mqtt_buffer import OutBuffer
+
+    return OutBuffer(path, max_count=10, max_bytes=4096)
+
+
+def _opcua_certificate(path: Path) -> object:
+    from app.runs.sinks.opcua_space import _certificate
+
+    return _certificate(path)
+
+
+_TAKEN_OVER = frozenset({"fifo", "dev_zero", "socket", "sparse_3gib"})  # a stale lock: removed, then taken
+register(Boundary("review_log", "file", _review_log, (SegLensError,), file_name="seglens_review.csv"))
+register(Boundary("provenance", "file", _provenance, (SegLensError, ValueError, OSError),
+                  file_name="picture_mask.png"))
+register(Boundary("run_record", "file", _run_record, (SegLensError, ValueError, OSError),
+                  file_name="report.csv.run.json"))
+register(Boundary("run_lock", "file", _run_lock, (OutputError,), file_name=".seglens-run.lock",
+                  harmless=_TAKEN_OVER))
+register(Boundary("station_journal", "file", _journal, (OutputError,), file_name="station-journal.jsonl"))
+_BUFFER_WEAK = "station: the MQTT buffer's TooLarge does not name its file (the gate's bare OSError)"
+register(Boundary("mqtt_buffer", "file", _mqtt_buffer, (OSError, ValueError, SegLensError),
+                  file_name="mqtt-buffer.jsonl",
+                  weak={"sparse_3gib": _BUFFER_WEAK}))
+register(Boundary("opcua_certificate", "file", _opcua_certificate, (ValueError,), file_name="client.pem"))
+
+
+# --- servers: a remote sidecar by URL, DICOMweb ---------------------------------------------------------------
+
+def _remote_sidecar(url: str) -> object:
+    import tempfile
+
+    from app.inference.remote_sidecar import fetch_sidecar
+    from app.inference.remote_transport import Wire
+
+    host = url.split("//", 1)[1].split("/", 1)[0]
+    wire = Wire(host=host, tls=False, model="m", version="", timeout_s=2.0, token="a-secret-token-0123456789")
+    return fetch_sidecar(url, wire, Path(tempfile.mkdtemp()))
+
+
+def _dicomweb(url: str) -> object:
+    from app.io.pacs.dicomweb import DicomWebClient
+    from app.io.pacs.nodes import parse_node
+
+    node = parse_node(f"dicomweb+{url.rstrip('/')}/dicom-web?timeout=2")
+    return DicomWebClient(node).find_series("1.2.3")
+
+
+register(Boundary("remote_sidecar_url", "url", _remote_sidecar, (SidecarError,), url_path="/model.yaml"))
+register(Boundary("dicomweb", "url", _dicomweb, (SegLensError,),
+                  weak={"trickle": "pacs-web: dicomweb.py's timeout is per read, not per request"}))
