@@ -7,6 +7,7 @@ pydicom itself RLE); otherwise the error names the transfer syntax and what to i
 from __future__ import annotations
 
 import logging
+import math
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -98,7 +99,7 @@ def read_dicom(path: Path, *, frame: int = 0, max_pixels: int) -> DicomRead:
         return rgb, None, None, False, info, frames
     from app.io.window import apply_window, auto_window
 
-    real = _rescale(ds, values)
+    real = _rescale(ds, values, path)
     window = file_window(ds) or auto_window(real)
     invert = photometric == "MONOCHROME1"
     info["Window"] = f"C {window[0]:g} / W {window[1]:g}" + (" (from the file)" if file_window(ds) else " (auto)")
@@ -151,14 +152,36 @@ def _pixel_array(ds: Dataset, path: Path) -> np.ndarray:
         raise ImageError(f"{path}: cannot decode the DICOM pixel data ({one_line(exc)})") from exc
 
 
-def _rescale(ds: Dataset, values: np.ndarray) -> np.ndarray:
-    """Stored values → real units: value × RescaleSlope + RescaleIntercept (HU for CT)."""
+_MAX_SLOPE = 1e6  # stored values × this still fit float32 many times over; no modality scales by more
+_MAX_INTERCEPT = 1e9
+
+
+def _rescale(ds: Dataset, values: np.ndarray, path: Path) -> np.ndarray:
+    """Stored values → real units: value × RescaleSlope + RescaleIntercept (HU for CT). A slope or intercept that is
+    not finite or of an absurd size is refused naming the tag: every pixel would be NaN or inf."""
     import numpy as np
 
-    slope = float(ds.get("RescaleSlope", 1) or 1)
-    intercept = float(ds.get("RescaleIntercept", 0) or 0)
+    slope = _value(ds, "RescaleSlope", 1.0, path) or 1.0  # 0 read as 1, as it always was here (and by nibabel)
+    intercept = _value(ds, "RescaleIntercept", 0.0, path)
+    if not (math.isfinite(slope) and abs(slope) <= _MAX_SLOPE):
+        raise ImageError(f"{path}: RescaleSlope {slope:g} is not a usable scale: the pixel values cannot be read "
+                         "from it")
+    if not (math.isfinite(intercept) and abs(intercept) <= _MAX_INTERCEPT):
+        raise ImageError(f"{path}: RescaleIntercept {intercept:g} is not a usable offset: the pixel values cannot "
+                         "be read from it")
     real: np.ndarray = values.astype(np.float32) * np.float32(slope) + np.float32(intercept)
     return real
+
+
+def _value(ds: Dataset, keyword: str, default: float, path: Path) -> float:
+    """A number tag (absent or empty: `default`); ImageError naming it when it is not a number."""
+    raw = ds.get(keyword)
+    if raw is None or raw == "":
+        return default
+    try:
+        return float(raw)
+    except (TypeError, ValueError, OverflowError):
+        raise ImageError(f"{path}: {keyword} is not a number: the pixel values cannot be read from it") from None
 
 
 def file_window(ds: Dataset) -> tuple[float, float] | None:
@@ -167,9 +190,10 @@ def file_window(ds: Dataset) -> tuple[float, float] | None:
     if center is None or width is None:
         return None
     try:
-        return _first(center), max(_first(width), 1.0)
-    except (TypeError, ValueError, IndexError):
+        window = _first(center), max(_first(width), 1.0)
+    except (TypeError, ValueError, IndexError, OverflowError):
         return None
+    return window if all(math.isfinite(v) for v in window) else None  # a NaN or inf window: the automatic one
 
 
 def _first(value: Any) -> float:
