@@ -69,9 +69,11 @@ def as_8bit(image: np.ndarray) -> np.ndarray:
     if image.dtype == np.uint8:
         return image
     values = image.astype(np.float64)
-    low, high = float(np.nanmin(values)), float(np.nanmax(values))
+    finite = values[np.isfinite(values)]  # ±inf would make the span inf and every pixel 0
+    low, high = (float(finite.min()), float(finite.max())) if finite.size else (0.0, 1.0)
     span = high - low if high > low else 1.0
-    return np.clip((np.nan_to_num(values, nan=low) - low) * (255.0 / span), 0, 255).astype(np.uint8)
+    values = np.nan_to_num(values, nan=low, posinf=high, neginf=low)
+    return np.clip((values - low) * (255.0 / span), 0, 255).astype(np.uint8)
 
 
 def frame_points(points_xy: np.ndarray, geometry: FrameGeometry) -> np.ndarray:

@@ -121,3 +121,11 @@ def test_the_cli_says_the_decoder_is_broken_and_never_calls_it_grabcut(
     assert code != 0 and not out.exists() and "grabcut" not in captured.out + captured.err
     assert captured.err == ("error: dec.onnx: non-finite model output 'iou_predictions': 3 NaN of 3 values; the model "
                             "is broken, so no decision is made from it\n")
+
+
+def test_a_float_image_with_inf_is_stretched_over_its_finite_values() -> None:
+    """+inf in a float picture made the span inf: every pixel 0 (a black image encoded for the prompt model)."""
+    from app.inference.prompt_frame import as_8bit
+
+    image = np.array([[0.0, 1.0], [2.0, INF], [NAN, -INF]], np.float32)
+    np.testing.assert_array_equal(as_8bit(image), [[0, 127], [255, 255], [0, 0]])
