@@ -9,6 +9,9 @@ implementation" remote sessions are checked against (so SegLens is not only comp
 
 Modes a test sets on the `MockServer`: `busy` (the next N requests answer 503 / UNAVAILABLE), `hang` (infer never
 answers until the server stops), `stopped` via `stop()`. Every infer response carries `compute_us` like `serve`.
+A lying server (issue 36): `metadata` may be edited (a declared input of 16384²), `tamper` changes the outputs
+before they are answered (another dtype, shape or NaN, each answered under its own datatype), `trickle_s` sends
+a REST infer answer one byte every so many seconds, `declare_length` makes it declare that many bytes and stall.
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ ORT_TO_V2 = {"tensor(float)": "FP32", "tensor(float16)": "FP16", "tensor(double)
              "tensor(bool)": "BOOL"}
 V2_TO_NP = {"FP32": np.float32, "FP16": np.float16, "FP64": np.float64, "UINT8": np.uint8, "INT8": np.int8,
             "INT32": np.int32, "INT64": np.int64, "BOOL": np.bool_}
+NP_TO_V2 = {np.dtype(t).name: v2 for v2, t in V2_TO_NP.items()}
 
 
 def _io(args: Any) -> list[dict[str, Any]]:
@@ -56,6 +60,9 @@ class MockState:
     compute_us: bool = True  # False: no compute_us parameter (a stock Triton: the statistics extension only)
     drop: bool = False  # REST closes each connection after its answer, unannounced (a keep-alive gone stale)
     requests: int = 0  # infer requests seen (each retry is one)
+    tamper: Any = None  # outputs → outputs, before they are answered (a lying server)
+    trickle_s: float | None = None  # REST: an infer answer's bytes one at a time, this far apart
+    declare_length: int | None = None  # REST: an infer answer declares this Content-Length, sends a little, stalls
     stats: dict[str, list[int]] = field(default_factory=lambda: {"success": [0, 0], "compute_infer": [0, 0]})
     stopping: threading.Event = field(default_factory=threading.Event)
     connections: set[Any] = field(default_factory=set)  # open REST sockets: a stop closes them (a killed server)
@@ -112,6 +119,8 @@ class MockState:
             for key in self.stats:
                 self.stats[key][0] += 1
                 self.stats[key][1] += ns
+        if self.tamper is not None:
+            outputs = list(self.tamper(outputs))
         return outputs, ns // 1000
 
 
@@ -132,7 +141,7 @@ class _Rest(BaseHTTPRequestHandler):
             self.state.connections.discard(self.connection)
         super().finish()
 
-    def _send(self, code: int, obj: dict[str, Any], blob: bytes = b"") -> None:
+    def _send(self, code: int, obj: dict[str, Any], blob: bytes = b"", *, lie: bool = False) -> None:
         body = json.dumps(obj).encode()
         self.send_response(code)
         if blob:
@@ -140,11 +149,31 @@ class _Rest(BaseHTTPRequestHandler):
             self.send_header("Inference-Header-Content-Length", str(len(body)))
         else:
             self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(body) + len(blob)))
+        declared = self.state.declare_length if lie and self.state.declare_length else len(body) + len(blob)
+        self.send_header("Content-Length", str(declared))
         self.end_headers()
+        if lie and (self.state.trickle_s or self.state.declare_length):
+            return self._stall(body + blob)
         self.wfile.write(body + blob)
         if self.state.drop:  # no "Connection: close": the client finds out on its next request
             self.wfile.flush()
+            self.close_connection = True
+
+    def _stall(self, data: bytes) -> None:
+        """A trickle (one byte every trickle_s) or a lie (a little, then nothing), until the server stops or the
+        client goes."""
+        try:
+            if self.state.declare_length:
+                self.wfile.write(data[:10])
+                self.wfile.flush()
+                self.state.stopping.wait()
+                return
+            for i in range(len(data)):
+                self.wfile.write(data[i:i + 1])
+                self.wfile.flush()
+                if self.state.stopping.wait(self.state.trickle_s):
+                    return
+        except OSError:  # the client gave up
             self.close_connection = True
 
     def _model_path(self, tail: str = "") -> set[str]:
@@ -204,7 +233,8 @@ class _Rest(BaseHTTPRequestHandler):
         for meta, array in zip(self.state.metadata["outputs"], outputs, strict=True):
             if wanted and meta["name"] not in wanted:
                 continue
-            item: dict[str, Any] = {"name": meta["name"], "datatype": meta["datatype"], "shape": list(array.shape)}
+            datatype = NP_TO_V2.get(array.dtype.name, meta["datatype"])  # a tampered answer says its own
+            item: dict[str, Any] = {"name": meta["name"], "datatype": datatype, "shape": list(array.shape)}
             if wanted.get(meta["name"], every):
                 data = np.ascontiguousarray(array).astype(array.dtype.newbyteorder("<")).tobytes()
                 item["parameters"] = {"binary_data_size": len(data)}
@@ -216,7 +246,7 @@ class _Rest(BaseHTTPRequestHandler):
         if self.state.device:
             parameters.update(seglens_device=self.state.device, seglens_fallback="")
         self._send(200, {"model_name": self.state.name, "model_version": "1", "id": request.get("id", ""),
-                         "parameters": parameters, "outputs": listed}, blob)
+                         "parameters": parameters, "outputs": listed}, blob, lie=True)
 
 
 def _rest_feeds(request: dict[str, Any], raw: bytes) -> dict[str, np.ndarray]:
@@ -289,7 +319,8 @@ def _grpc_servicer(state: MockState) -> Any:
             for meta, array in zip(state.metadata["outputs"], outputs, strict=True):
                 if wanted and meta["name"] not in wanted:
                     continue
-                response.outputs.add(name=meta["name"], datatype=meta["datatype"], shape=list(array.shape))
+                response.outputs.add(name=meta["name"], datatype=NP_TO_V2.get(array.dtype.name, meta["datatype"]),
+                                     shape=list(array.shape))
                 response.raw_output_contents.append(np.ascontiguousarray(array).tobytes())
             return response
 

@@ -44,7 +44,11 @@ def add_remote_options(parser: argparse.ArgumentParser, *, model_name: bool = Tr
     group.add_argument("--ca-file", type=Path, metavar="PEM", help="CA bundle that signed the server's certificate "
                                                                    "(https:// or grpcs://)")
     group.add_argument("--timeout", type=_seconds, default=30.0, metavar="S",
-                       help="seconds a request may take before it is retried (default 30)")
+                       help="seconds a whole request may take — connecting, sending and every byte of the answer — "
+                            "before it is given up and retried (default 30)")
+    group.add_argument("--allow-insecure", action="store_true",
+                       help="send the token or password over http:// or grpc:// to a host that is not this machine "
+                            "(refused otherwise: anyone on the way reads it); warned on every connection")
     if model_name:  # run, info, bench: a folder run keeps this many requests going
         group.add_argument("--in-flight", type=_count, default=4, metavar="N",
                            help="requests a folder run keeps going at once (default 4; 1: one after another)")
@@ -87,7 +91,7 @@ def target_of(args: argparse.Namespace, model: Path, *, name: str | None = None)
     remote_name = name or getattr(args, "remote_model", None) or Path(model).stem
     return RemoteTarget(args.server, remote_name, getattr(args, "model_version", "") or "", token=token,
                         username=args.user, password=password, ca_file=args.ca_file, timeout_s=args.timeout,
-                        retries=args.retries)
+                        retries=args.retries, allow_insecure=bool(getattr(args, "allow_insecure", False)))
 
 
 def open_remote(args: argparse.Namespace, model: Path, *, sidecar: Path | None = None, warm_up: bool = True,

@@ -73,13 +73,20 @@ def non_finite(array: np.ndarray) -> str:
     return f"{found} of {array.size} values"
 
 
-def check_declared_input(source: str, declared: Sequence[int | None], image_shape: Sequence[int], *,
+def check_declared_input(source: str, declared: Sequence[int | None], image_shape: Sequence[int] | None, *,
                          factor: float = 4.0, max_elements: int = 64 * 2**20) -> None:
     """AnswerRefused when a server's declared input (a fixed size it asks every picture to be resized to) holds
-    more than `factor` times the elements of the picture it is given, or more than `max_elements` in all: the
-    server's metadata must not decide how much SegLens uploads."""
+    more than `factor` times the elements of the picture it is given (and more than 4096² values: a small model
+    input is never refused for a small picture), or more than `max_elements` in all: the server's metadata must
+    not decide how much SegLens uploads. `image_shape` None: no picture yet (a session opening, before its
+    warm-up), so only `max_elements` bounds it."""
     fixed = [int(n) for n in declared if n is not None and n > 0]
     asked = int(np.prod(fixed, dtype=np.int64)) if fixed else 0
+    if image_shape is None:
+        if asked > max_elements:
+            raise AnswerRefused(f"{source}: the server declares an input of {shape_text(declared)} ({asked} values, "
+                                f"more than the {max_elements} SegLens uploads for one picture); refused")
+        return
     given = int(np.prod([max(int(n), 1) for n in image_shape], dtype=np.int64))
     if asked > max_elements or (asked > factor * max(given, 1) and asked > 4096 * 4096):
         raise AnswerRefused(f"{source}: the server declares an input of {shape_text(declared)} "

@@ -24,6 +24,7 @@ from app.inference.fit import image_fit
 from app.inference.labelmap import LabelMap, exported_labels, relabelled, segmentation_labels
 from app.inference.postprocess import Prediction, class_pixel_counts, top_k
 from app.inference.preprocess import Geometry, convert_color, pad_bottom_right, preprocess, to_tensor
+from app.inference.remote_graph import check_declared_size
 from app.inference.session import ModelSession
 from app.inference.spec import InputSpec, ModelSpec
 from app.io.images import DecodedImage, from_array, read_image
@@ -110,6 +111,7 @@ def decode(path: str | Path, *, frame: int = 0) -> tuple[DecodedImage, float]:
 def prepare(spec: ModelSpec, image: DecodedImage, *, decode_ms: float = 0.0) -> Prepared:
     started = time.perf_counter()
     pixels = model_pixels(spec, image)
+    check_declared_size(spec, pixels.shape)  # a remote server's fixed input, bounded by this picture
     inp = spec.input
     if tiling.is_tiled(inp.resize, inp.model_hw, inp.tile, pixels.shape[:2]):
         hw = (int(pixels.shape[0]), int(pixels.shape[1]))

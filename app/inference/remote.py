@@ -18,13 +18,16 @@ import threading
 import time
 import urllib.parse
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from app.guard.answers import MAX_ANSWER_BYTES, AnswerRefused, Declared, check_answer, check_declared_input
+from app.guard.net import credentials_problem
+from app.inference.onnx_graph import GraphInfo
 from app.inference.remote_calls import Calls
 from app.inference.remote_errors import RemoteError, classify, with_retry
 from app.inference.remote_graph import ONNX_TO_V2, activation_note, graph_from_metadata, remote_path
@@ -38,6 +41,7 @@ log = logging.getLogger(__name__)
 SCHEMES = {"grpc": ("grpc", False), "grpcs": ("grpc", True), "http": ("http", False), "https": ("http", True)}
 MAX_TIMINGS = 10_000
 DEFAULT_PORTS = {"grpc": 8001, "grpcs": 8001, "http": 8000, "https": 443}
+INSECURE_SETTING = "--allow-insecure"  # the named setting that lets credentials travel in clear text (warned)
 
 
 @dataclass(frozen=True)
@@ -51,9 +55,11 @@ class RemoteTarget:
     username: str | None = None
     password: str | None = field(default=None, repr=False)
     ca_file: Path | None = None  # the CA bundle that signed the server's certificate (https, grpcs)
-    timeout_s: float = 30.0
+    timeout_s: float = 30.0  # the deadline of one request, whole (connection, upload, every byte of the answer)
     retries: int = 3  # for unreachable / 503 / timeouts; never for 401/403/404/400
     backoff_s: float = 1.0  # the first wait; doubled each retry (at most remote_errors.MAX_BACKOFF_S)
+    max_answer_bytes: int = MAX_ANSWER_BYTES  # one answer, all its outputs: larger is refused (app.guard)
+    allow_insecure: bool = False  # credentials in clear text to a host that is not this machine: refused unless set
 
     def __post_init__(self) -> None:
         problem = self.problem()
@@ -82,6 +88,9 @@ class RemoteTarget:
             return "the timeout must be more than 0 s"
         if self.ca_file is not None and not SCHEMES[parts.scheme][1]:
             return "a CA file is for TLS: use https:// or grpcs://"
+        if self.token is not None or self.username is not None:
+            return credentials_problem(self.url.strip(), allow_insecure=self.allow_insecure,
+                                       setting=INSECURE_SETTING)
         return None
 
     @property
@@ -105,7 +114,8 @@ class RemoteTarget:
 
     def wire(self) -> Wire:
         return Wire(self.host, self.tls, self.model, self.version, self.timeout_s, self.ca_file, self.token,
-                    self.username, self.password)
+                    self.username, self.password, max_answer_bytes=self.max_answer_bytes,
+                    allow_insecure=self.allow_insecure)
 
 
 def _without_credentials(url: str) -> str:
@@ -134,9 +144,11 @@ class RemoteSession(ModelSession):
     in_flight = 4  # requests a folder run keeps going at once (a GPU server is then never waiting on the network)
 
     def __init__(self, spec: ModelSpec, calls: Calls, info: SessionInfo, target: RemoteTarget, *,
-                 on_retry: Callable[[str], None] | None = None, notes: tuple[str, ...] = ()) -> None:
+                 on_retry: Callable[[str], None] | None = None, notes: tuple[str, ...] = (),
+                 declared: Mapping[str, Declared] | None = None) -> None:
         super().__init__(spec, None, info)
         self.target, self.notes, self.on_retry = target, notes, on_retry
+        self.declared = dict(declared or {})  # each output as the server's metadata declared it: answers match it
         self._calls = calls
         weakref.finalize(self, calls.close)  # a session dropped unclosed: its sender threads end, not linger
         self.fetched: tempfile.TemporaryDirectory[str] | None = None  # a sidecar fetched by URL: its private copy
@@ -182,8 +194,15 @@ class RemoteSession(ModelSession):
         return outputs[0] if len(outputs) == 1 else tuple(outputs)
 
     def _output(self, name: str, value: np.ndarray | None) -> np.ndarray:
+        """One output of the answer, checked before anything is made of it: of the dtype and shape the server's
+        own metadata declared, within the answer-size cap, finite (app.guard.answers); else one line."""
         if value is None:
-            raise RemoteError(f"{self.target.where}: the server's answer has no output {name[:80]!r}")
+            raise RemoteError(f"{self.target.where}: the server's answer has no output {name[:80]!r}", kind="answer")
+        declared = self.declared.get(name, Declared(name, ()))
+        try:
+            check_answer(self.target.where, declared, value, max_bytes=self.target.max_answer_bytes)
+        except AnswerRefused as exc:
+            raise RemoteError(str(exc), kind="answer") from None
         # np.frombuffer views are read-only; the local session's outputs are not, and postprocessing may write
         return value if value.flags.writeable else value.copy()
 
@@ -288,6 +307,7 @@ def open_remote_session(target: RemoteTarget, *, sidecar: Path | str | None = No
                               retries=target.retries, backoff_s=target.backoff_s, timeout_s=target.timeout_s,
                               on_retry=on_retry, sleep=calls.sleep)
         graph = graph_from_metadata(metadata, target.where)
+        _bounded_input(graph, target.where)
         try:
             spec = spec_from_graph(remote_path(target.host, target.model), graph, sidecar_path)
         except SidecarError as exc:
@@ -303,7 +323,8 @@ def open_remote_session(target: RemoteTarget, *, sidecar: Path | str | None = No
     info = SessionInfo(requested="remote", provider=remote.label, providers=(remote.label,),
                        load_ms=(time.perf_counter() - started) * 1000, remote=remote)
     note = activation_note(target.where, spec.output.kind, spec.sources)
-    session = RemoteSession(spec, calls, info, target, on_retry=on_retry, notes=(note,) if note else ())
+    session = RemoteSession(spec, calls, info, target, on_retry=on_retry, notes=(note,) if note else (),
+                            declared=declared_outputs(graph))
     session.fetched = folder
     if warm_up:
         try:
@@ -313,6 +334,28 @@ def open_remote_session(target: RemoteTarget, *, sidecar: Path | str | None = No
             raise
         session.start_timing()  # a run's latency split is of its own requests
     return session
+
+
+def declared_outputs(graph: GraphInfo) -> dict[str, Declared]:
+    """Each output as the server's metadata declares it, for app.guard.answers.check_answer: its dtype (numpy's
+    name) and shape (None for a dynamic dimension)."""
+    return {t.name: Declared(t.name, (t.dtype,), None if t.shape is None else _dims(t.shape)) for t in graph.outputs}
+
+
+def _dims(shape: tuple[int | str | None, ...]) -> tuple[int | None, ...]:
+    """A graph's dimensions as numbers, a symbolic or unknown one None (remote_graph gives numbers or None)."""
+    return tuple(d if isinstance(d, int) else None for d in shape)
+
+
+def _bounded_input(graph: GraphInfo, where: str) -> None:
+    """Refuse, before anything is sent (the warm-up included), a server whose metadata declares a fixed input
+    larger than any picture SegLens would upload (app.guard.answers.check_declared_input's ceiling); a size that
+    passes is bounded again by each picture (remote_graph.check_declared_size)."""
+    for tensor in graph.inputs:
+        try:
+            check_declared_input(where, _dims(tensor.shape or ()), None)
+        except AnswerRefused as exc:
+            raise RemoteError(str(exc), kind="answer") from None
 
 
 def _calls_of(target: RemoteTarget) -> Calls:

@@ -8,6 +8,13 @@ closing — is made on the session's own sender threads, each with its client ma
 nowhere else; callers (the CLI's thread, a folder run's in-flight helpers, the viewer's inference thread) hand the
 call over and wait. A cancelled caller returns at once; its sender finishes (or times out) on its own, its answer
 dropped, and the session takes no more calls, so a late answer never reaches a later run.
+
+Every call has a deadline, whole (issue 36): the transports bound their own requests (gRPC's deadline, a
+gevent.Timeout around each HTTP call), and a caller waits at most that long and DEADLINE_GRACE_S more — then the
+request is cancelled as a session's cancel() would cancel it (gRPC's call cancelled; an HTTP sender left to its
+own deadline, its answer dropped) and the caller gets the gate's DeadlineExceeded, which the retry counts as a
+timeout. A sender whose request was refused by the gate (too slow, too large) lets its client go: a connection
+cut mid-answer is never used again.
 """
 
 from __future__ import annotations
@@ -20,6 +27,7 @@ from typing import Any, TypeVar, cast
 
 import numpy as np
 
+from app.guard.net import Deadline, DeadlineExceeded, NetRefused
 from app.inference.remote_errors import RemoteError
 from app.inference.remote_transport import Answer, GrpcTransport, Transport, Wire, open_transport
 
@@ -27,6 +35,7 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 MAX_SENDERS = 16  # HTTP calls a session makes at once (each sender thread holds one client and its connection)
 POLL_S = 0.05  # how often a waiting caller looks at the session's cancel flag (cancel returns within this)
+DEADLINE_GRACE_S = 1.0  # a caller waits this long past a request's deadline for the transport's own error
 
 
 class _Pending:
@@ -80,6 +89,9 @@ class _Senders:
                     value = job(transport)
                 except BaseException as exc:  # handed to the waiting caller, which classifies it
                     error = exc
+                    if isinstance(exc, NetRefused) and transport is not None:  # cut mid-answer: not used again
+                        _close(transport)
+                        transport = None
                 with self._lock:  # idle again BEFORE the caller hears back: its next call finds this thread
                     self._idle += 1
                 pending.settle(value, error)
@@ -98,12 +110,21 @@ class _Senders:
             self._jobs.put(None)
 
 
+def _close(transport: Transport) -> None:
+    """Close `transport` (on its own thread), quietly: a connection cut by the gate may already be gone."""
+    try:
+        transport.close()
+    except Exception:
+        log.debug("closing a sender's HTTP client after a refused answer", exc_info=True)
+
+
 class Calls:
     """A session's calls, from any thread; `cancel()` makes a waiting one raise RemoteError 'cancelled' within
     POLL_S, and every later one at once."""
 
     def __init__(self, where: str, wire: Wire, protocol: str) -> None:
         self.where, self.protocol = where, protocol
+        self._timeout_s = wire.timeout_s
         self._cancelled = threading.Event()
         self._grpc = cast(GrpcTransport, open_transport(wire, "grpc")) if protocol == "grpc" else None
         self._senders = None if self._grpc is not None else _Senders(lambda: open_transport(wire, "http"),
@@ -131,8 +152,9 @@ class Calls:
         self.check()
         pending = _Pending()
         if self._grpc is not None:
+            deadline = self._deadline()
             stop = self._grpc.start_infer(name, tensor, datatype, outputs, pending.settle)
-            return cast(Answer, self._wait(pending, stop))
+            return cast(Answer, self._wait(pending, stop, deadline))
         return self.call(lambda transport: transport.infer(name, tensor, datatype, outputs))
 
     def call(self, job: Callable[[Transport], T]) -> T:
@@ -143,17 +165,24 @@ class Calls:
             return job(self._grpc)
         assert self._senders is not None  # HTTP
         pending = _Pending()
+        deadline = self._deadline()
         try:
             self._senders.submit(job, pending)
         except RuntimeError:  # closed meanwhile
             raise self.error() from None
-        return cast(T, self._wait(pending, lambda: None))
+        return cast(T, self._wait(pending, lambda: None, deadline))
 
-    def _wait(self, pending: _Pending, stop: Callable[[], None]) -> Any:
+    def _deadline(self) -> Deadline:
+        return Deadline(self._timeout_s + DEADLINE_GRACE_S, f"a request to {self.where}")
+
+    def _wait(self, pending: _Pending, stop: Callable[[], None], deadline: Deadline) -> Any:
         while not pending.done.wait(POLL_S):
             if self._cancelled.is_set():
                 stop()
                 raise self.error()
+            if deadline.expired():  # the transport's own deadline did not fire: the request is given up here
+                stop()
+                raise DeadlineExceeded(f"{deadline.what} took longer than {self._timeout_s:g} s")
         if self._cancelled.is_set():  # answered as the session was cancelled: dropped, as any later one
             raise self.error()
         error, pending.error = pending.error, None

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import TypeVar
 
 from app.errors import InferenceError, one_line
+from app.guard.net import NetRefused
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -27,7 +28,8 @@ MAX_BACKOFF_S = 8.0
 
 class RemoteError(InferenceError):
     """A remote session's failure, one line: "remote host:port/model: <what> (HTTP 401 unauthorized)". `kind`
-    ("auth", "tls", "timeout", "unreachable", "model", "url", "cancelled", "" otherwise) lets a face add its own
+    ("auth", "tls", "timeout", "unreachable", "model", "url", "cancelled", "answer" for an answer refused by
+    app.guard (too large, not what the metadata declared, not finite), "" otherwise) lets a face add its own
     advice. `hint` is the CLI's (its options, e.g. "--token-env, …"): str(error) is `message (hint)`, as the CLI
     prints it; `message` is the line without it, for a face with its own words (the viewer). The session's own
     errors have no hint; the CLI gives one (`with_hint`)."""
@@ -90,8 +92,10 @@ def classify(exc: BaseException, *, timeout_s: float) -> Failure:
         return Failure(f"TLS failed ({one_line(exc, most=160)}): is the server on https / grpcs?", False, "tls")
     if isinstance(exc, ConnectionRefusedError):
         return Failure("server unreachable (connection refused)", True, "unreachable")
-    if isinstance(exc, TimeoutError | socket.timeout):
+    if isinstance(exc, TimeoutError | socket.timeout):  # the gate's DeadlineExceeded too: the whole request's
         return Failure(f"no answer within {timeout_s:g} s", True, "timeout")
+    if isinstance(exc, NetRefused):  # the gate refused the answer (too large, compressed unasked): once is enough
+        return Failure(one_line(exc, most=200).split(": ", 1)[-1], False, "answer")
     if isinstance(exc, socket.gaierror):
         return Failure(f"unknown host ({one_line(exc, most=120)})", False)
     if type(exc).__name__ == "HTTPConnectionClosed":  # geventhttpclient: a stale keep-alive, or http to https
@@ -107,6 +111,8 @@ def classify(exc: BaseException, *, timeout_s: float) -> Failure:
 def _server_failure(status: str, message: str) -> Failure:
     code = status.removeprefix("StatusCode.")
     why = one_line(ValueError(message), most=160)
+    if code == "RESOURCE_EXHAUSTED" and "larger than max" in message.lower():  # our receive limit: no retry
+        return Failure(f"the answer is larger than the limit (gRPC RESOURCE_EXHAUSTED: {why})", False, "answer")
     if code == "UNAVAILABLE" and any(word in message.lower() for word in _TLS_WORDS):
         return Failure(f"TLS handshake failed ({why}): the server's certificate is not trusted or it does not "
                        "speak TLS", False, "tls")

@@ -14,12 +14,16 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from app.errors import ModelError
+from app.errors import InferenceError, ModelError
+from app.guard.answers import AnswerRefused, check_declared_input
 from app.inference.onnx_graph import Dim, GraphInfo, TensorInfo
+
+if TYPE_CHECKING:
+    from app.inference.spec import ModelSpec
 
 REMOTE_PREFIX = "remote "  # ModelSpec.path of a remote model: Path("remote host:port/model"), its .name the model
 MAX_TENSORS = 64  # a hostile server's metadata is refused before anything is made per tensor
@@ -40,6 +44,19 @@ def remote_path(host: str, model: str) -> Path:
 def is_remote_path(path: Path) -> bool:
     """Whether `path` names a remote model (remote_path), not a file on this machine."""
     return str(path).startswith(REMOTE_PREFIX) and not path.exists()
+
+
+def check_declared_size(spec: ModelSpec, image_shape: Sequence[int]) -> None:
+    """For a remote model whose input has a fixed size (each picture resized to it before it is uploaded): that
+    size bounded by the picture it is given (app.guard.answers.check_declared_input), so a server declaring
+    16384² cannot make SegLens upload a gigabyte for a 512² picture. InferenceError in one line, before anything
+    is made or sent; a local model (its file is the user's) and a dynamic input are left alone."""
+    if not str(spec.path).startswith(REMOTE_PREFIX) or spec.input.size is None:
+        return
+    try:
+        check_declared_input(str(spec.path), (spec.input.channels, *spec.input.size), image_shape)
+    except AnswerRefused as exc:
+        raise InferenceError(str(exc)) from None
 
 
 def graph_from_metadata(metadata: Mapping[str, Any], where: str) -> GraphInfo:

@@ -6,7 +6,10 @@ Credentials go only where the server's own would: to the same host name as the s
 to a TLS server's host (an http:// sidecar beside a grpcs:// server gets none). The server's CA bundle is trusted
 for that host only; another host is checked against the system's trust store. Redirects are not followed (a
 redirect to another host would carry the Authorization header along): the final URL is asked for. A URL's query
-(a pre-signed link's signature) and any user:password@ are never echoed.
+(a pre-signed link's signature) and any user:password@ are never echoed. The fetch is app.guard.net's: a
+deadline for the whole answer (a server trickling a byte a second cannot outlive the timeout), the loader's size
+limit before (Content-Length) and while reading, credentials never in clear text to a host that is not this
+machine unless `--allow-insecure`.
 """
 
 from __future__ import annotations
@@ -17,10 +20,11 @@ import ssl
 import tempfile
 import urllib.error
 import urllib.parse
-import urllib.request
 from pathlib import Path, PurePosixPath
 
 from app.errors import SidecarError, one_line
+from app.guard.names import component, join_under
+from app.guard.net import AnswerTooLarge, DeadlineExceeded, NetRefused, credentials_problem, fetch, shown_url
 from app.inference.remote_transport import Wire
 from app.inference.sidecar import MAX_SIDECAR_BYTES
 
@@ -39,21 +43,10 @@ def sidecar_url(value: str | Path | None) -> str | None:
     return None
 
 
-def shown_url(url: str) -> str:
-    """`url` as messages say it: without a user:password@ and without its query or fragment."""
-    parts = urllib.parse.urlsplit(url)
-    netloc = parts.netloc.rsplit("@", 1)[-1]
-    return urllib.parse.urlunsplit((parts.scheme, netloc, parts.path, "", ""))[:300]
-
-
-class _NoRedirect(urllib.request.HTTPRedirectHandler):
-    def redirect_request(self, *args: object, **kwargs: object) -> None:
-        return None  # urllib then raises HTTPError with the 3xx
-
-
 def fetch_sidecar(url: str, wire: Wire, folder: Path) -> Path:
     """The sidecar at `url` written into `folder` (under the URL's file name, so provenance names it); one
-    SidecarError line for each failure: the URL refused, HTTP errors, TLS, timeout, too large."""
+    SidecarError line for each failure: the URL refused, HTTP errors, TLS, too slow (a deadline for the whole
+    fetch, app.guard.net), too large (declared or received), a redirect."""
     where = f"sidecar {shown_url(url)}"
     parts = urllib.parse.urlsplit(url)
     if parts.username is not None or parts.password is not None:
@@ -63,37 +56,39 @@ def fetch_sidecar(url: str, wire: Wire, folder: Path) -> Path:
     same_host = parts.hostname.lower() == (urllib.parse.urlsplit(f"//{wire.host}").hostname or "").lower()
     https = parts.scheme == "https"
     headers = {"Accept": "application/yaml, text/yaml, text/plain, */*"}
-    if same_host and (https or not wire.tls):
-        headers.update({key.title(): value for key, value in wire.headers().items()})
+    credentials = wire.headers()
+    if credentials and same_host and (https or not wire.tls):
+        problem = credentials_problem(url, allow_insecure=wire.allow_insecure, setting="--allow-insecure")
+        if problem:
+            raise SidecarError(f"{where}: {problem}")
+        headers.update({key.title(): value for key, value in credentials.items()})
     context = ssl.create_default_context(cafile=str(wire.ca_file) if same_host and wire.ca_file else None)
-    opener = urllib.request.build_opener(_NoRedirect, urllib.request.HTTPSHandler(context=context))
-    request = urllib.request.Request(url, headers=headers)
     log.debug("%s: fetching (credentials %s)", where, "sent" if "Authorization" in headers else "not sent")
-    data = _read(opener, request, where, wire.timeout_s)
+    data = _read(url, headers, context, where, wire.timeout_s)
     name = PurePosixPath(urllib.parse.unquote(parts.path)).name
-    target = folder / (name if name.endswith((".yaml", ".yml")) and name.isprintable() else "sidecar.yaml")
-    target.write_bytes(data)
+    target = join_under(folder, component(name) if name.endswith((".yaml", ".yml")) else "sidecar.yaml")
+    target.write_bytes(data)  # the session's own private folder (fetched_folder: 0700, nobody else's)
     return target
 
 
-def _read(opener: urllib.request.OpenerDirector, request: urllib.request.Request, where: str,
-          timeout_s: float) -> bytes:
+def _read(url: str, headers: dict[str, str], context: ssl.SSLContext, where: str, timeout_s: float) -> bytes:
+    """The sidecar's bytes through the gate: within `timeout_s` in all, at most MAX_SIDECAR_BYTES, no redirect."""
     too_large = f"{where}: sidecar too large (over {MAX_SIDECAR_BYTES >> 20} MiB; a sidecar is a short YAML file)"
     try:
-        with opener.open(request, timeout=timeout_s) as response:
-            declared = response.headers.get("Content-Length")
-            if declared and declared.isdigit() and int(declared) > MAX_SIDECAR_BYTES:
-                raise SidecarError(too_large)
-            data: bytes = response.read(MAX_SIDECAR_BYTES + 1)
+        return fetch(url, deadline_s=timeout_s, max_bytes=MAX_SIDECAR_BYTES, headers=headers, context=context,
+                     what=where)
+    except AnswerTooLarge:
+        raise SidecarError(too_large) from None
+    except DeadlineExceeded:
+        raise SidecarError(f"{where}: no whole answer within {timeout_s:g} s") from None
+    except NetRefused as exc:
+        raise SidecarError(one_line(exc, most=300)) from None
     except urllib.error.HTTPError as exc:
         raise SidecarError(f"{where}: {_http_problem(exc)}") from None
     except urllib.error.URLError as exc:
         raise SidecarError(f"{where}: {_connection_problem(exc.reason, timeout_s)}") from None
     except OSError as exc:  # a timeout or a connection reset mid-answer, and the like
         raise SidecarError(f"{where}: {_connection_problem(exc, timeout_s)}") from None
-    if len(data) > MAX_SIDECAR_BYTES:
-        raise SidecarError(too_large)
-    return data
 
 
 def _http_problem(exc: urllib.error.HTTPError) -> str:

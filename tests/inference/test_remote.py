@@ -266,3 +266,36 @@ def test_a_keep_alive_connection_the_server_closed_is_retried_not_failed():
         # whether the client meets the closed connection (and retries) or sees it closed first (and reconnects)
         # depends on when the server's FIN arrives: either way no request failed, and any retry was for that
         assert all("/nuclei: the server closed the connection — retrying in" in line for line in retries)
+
+
+@pytest.mark.parametrize("url", ["http://gpu-box:8000", "grpc://10.0.0.5:8001", "http://192.168.1.20"])
+def test_credentials_in_clear_text_to_another_host_are_refused_unless_allowed(url, caplog):
+    for secrets in ({"token": "t0ken"}, {"username": "u", "password": "pw"}):
+        with pytest.raises(RemoteError) as caught:
+            RemoteTarget(url, "nuclei", **secrets)
+        line = str(caught.value)
+        host = url.split("//")[1].split(":")[0]
+        assert line == (f"server URL {url!r}: credentials would travel in clear text to {host} "
+                        f"({url.split(':')[0]}://): use https, or set --allow-insecure to accept that risk")
+        assert caught.value.kind == "url" and "t0ken" not in line and "pw" not in line
+        with caplog.at_level("WARNING"):
+            RemoteTarget(url, "nuclei", allow_insecure=True, **secrets)  # the user's named opt-in: warned
+        assert f"credentials sent in clear text to {host} (--allow-insecure is set)" in caplog.text
+    RemoteTarget(url, "nuclei")  # no credentials: nothing to protect
+
+
+@pytest.mark.parametrize("url", ["https://gpu-box", "grpcs://gpu-box:8001", "http://127.0.0.1:8000",
+                                 "grpc://localhost:8001", "http://[::1]:8000"])
+def test_credentials_over_tls_or_to_this_machine_are_sent(url):
+    assert RemoteTarget(url, "nuclei", token="t0ken").wire().headers() == {"authorization": "Bearer t0ken"}
+
+
+def test_the_cli_refuses_a_token_in_clear_text_to_another_host_in_one_line(capsys, monkeypatch):
+    from app.cli import main
+
+    monkeypatch.setenv("SEGLENS_REMOTE_TOKEN", "s3cret")
+    argv = ["info", "nuclei", "--device", "remote", "--server", "http://gpu-box.invalid:8000", "--no-session"]
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == ("error: --server 'http://gpu-box.invalid:8000': credentials would travel in clear text to "
+                   "gpu-box.invalid (http://): use https, or set --allow-insecure to accept that risk")

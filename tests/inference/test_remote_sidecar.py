@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 import ssl
 import threading
+import time
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -46,7 +47,11 @@ class Site:
                 for key, value in {"Content-Length": str(len(body)), **headers}.items():
                     self.send_header(key, value)
                 self.end_headers()
-                self.wfile.write(body)
+                trickle = float(headers.get("X-Trickle", 0))  # a byte every so many seconds
+                for start in range(0, len(body), 1 if trickle else len(body) or 1):
+                    self.wfile.write(body[start:start + (1 if trickle else len(body))])
+                    self.wfile.flush()
+                    time.sleep(trickle)
 
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         if tls is not None:
@@ -159,3 +164,24 @@ def test_the_cli_takes_a_sidecar_url_and_a_local_model_refuses_one(server, tmp_p
     assert capsys.readouterr().err.strip() == (f"error: {site.url('/other.yaml')}: a sidecar given by URL is fetched "
                                                "for a model on a server (--device remote); for a local model, "
                                                "download it beside the model")
+
+
+def test_a_trickling_sidecar_cannot_outlive_the_timeout(server):
+    with _site() as site:
+        site.routes["/slow.yaml"] = (200, SIDECAR, {"X-Trickle": "0.05"})  # every read well within the timeout
+        started = time.monotonic()
+        with pytest.raises(SidecarError) as caught:
+            open_remote_session(_target(server.http_url, timeout_s=1.0), sidecar=site.url("/slow.yaml"),
+                                warm_up=False)
+        assert time.monotonic() - started < 4.0
+    assert str(caught.value) == f"sidecar {site.url('/slow.yaml')}: no whole answer within 1 s"
+
+
+def test_a_sidecar_name_from_the_url_stays_in_the_sessions_folder(server):
+    with _site() as site:
+        site.routes["/..%2F..%2Fevil.yaml"] = (200, SIDECAR, {})
+        remote = open_remote_session(_target(server.http_url), sidecar=site.url("/..%2F..%2Fevil.yaml"),
+                                     warm_up=False)
+        copy = remote.spec.sidecar
+        assert copy is not None and copy.name == "evil.yaml" and copy.parent == Path(remote.fetched.name)
+        remote.close()
