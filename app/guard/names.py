@@ -68,11 +68,18 @@ def join_under(root: str | os.PathLike[str], *components: str) -> Path:
     name SegLens chose); PathEscape otherwise."""
     base = Path(root)
     for part in components:
-        if not part or part in (".", "..") or "/" in part or "\\" in part or "\x00" in part or os.sep in part:
-            raise PathEscape(f"{part!r} is not a single path component (under {base})")
+        single_component(part, under=base)
     target = base.joinpath(*components)
     inside(base, target)
     return target
+
+
+def single_component(part: str, *, under: str | os.PathLike[str]) -> str:
+    """`part` when it is one path component (not empty, `.` or `..`, no separator, no NUL); PathEscape naming
+    `under` otherwise. No file system look-up: for a name whose own link is removed or renamed, never followed."""
+    if not part or part in (".", "..") or "/" in part or "\\" in part or "\x00" in part or os.sep in part:
+        raise PathEscape(f"{part!r} is not a single path component (under {os.fspath(under)})")
+    return part
 
 
 def inside(root: str | os.PathLike[str], path: str | os.PathLike[str]) -> Path:

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from app.errors import OutputError
-from app.guard.names import PathEscape, join_under
+from app.guard.names import join_under, single_component
 
 TEMPORARY_PREFIX = ".seglens-tmp-"
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
@@ -194,7 +194,7 @@ def remove_under(root: str | os.PathLike[str], *components: str) -> bool:
     if not components:
         raise ValueError("remove_under needs at least one component under the root")
     parent = join_under(root, *components[:-1])
-    target = parent / components[-1]
+    target = parent / single_component(components[-1], under=parent)  # `../x` is no name under the root
     if not os.path.islink(target):  # a link is removed itself, wherever it points; anything else must be inside
         join_under(parent, components[-1])
     try:
@@ -216,7 +216,7 @@ def remove_empty_under(root: str | os.PathLike[str], *components: str) -> bool:
     if not components:
         raise ValueError("remove_empty_under needs at least one component under the root")
     parent = join_under(root, *components[:-1])
-    target = parent / components[-1]
+    target = parent / single_component(components[-1], under=parent)  # `../x` is no name under the root
     if not os.path.islink(target):  # a link is left below; anything else must be inside
         join_under(parent, components[-1])
     try:
@@ -239,8 +239,7 @@ def rename_under(root: str | os.PathLike[str], old: str, new: str) -> None:
     not one component; OSError as os.replace raises it."""
     folder = join_under(root)
     for name in (old, new):
-        if not name or name in (".", "..") or "/" in name or "\\" in name or "\x00" in name or os.sep in name:
-            raise PathEscape(f"{name!r} is not a single path component (under {folder})")
+        single_component(name, under=folder)
     os.replace(folder / old, folder / new)
 
 
