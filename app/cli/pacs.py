@@ -8,19 +8,25 @@ dicomweb+https://host/dicom-web). Patient names are printed on the terminal's ta
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime
 import json
+import re
 import shutil
+import signal
 import sys
-from collections.abc import Sequence
+import threading
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from app.cli.options import EXIT_OK, EXIT_SOME_FAILED, EXIT_USAGE
 from app.cli.options import shown as _shown
+from app.errors import OutputError
 
 if TYPE_CHECKING:
-    from app.io.pacs.client import SeriesRecord, StudyRecord
+    from app.io.pacs.cache import SeriesCache
+    from app.io.pacs.client import PacsClient, SeriesRecord, StudyRecord
     from app.io.pacs.nodes import PacsNode
     from app.runs.pacs_run import PacsPlan
     from app.runs.plan import RunPlan
@@ -198,6 +204,32 @@ class Line:
             self._shown = False
 
 
+EXIT_TERMINATED = 143  # 128 + SIGTERM, as a shell reports a process it ended
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM while a `pacs get` runs: raised where the program is, so that every `finally` on the way runs (the
+    partial folders of the retrieve and of the copy removed, the cache's pins released). A KeyboardInterrupt, so
+    that no library's `except Exception` takes it for its own failure."""
+
+
+@contextlib.contextmanager
+def _sigterm_stops() -> Iterator[None]:
+    """SIGTERM raises Terminated for the block (the main thread only: a signal handler cannot be set elsewhere)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def stop(_signum: int, _frame: object) -> None:
+        raise Terminated()
+
+    earlier = signal.signal(signal.SIGTERM, stop)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, earlier)
+
+
 def cmd_get(args: argparse.Namespace) -> int:
     """seglens-cli pacs get NODE STUDY_UID [--series UID] --to DIR."""
     from app.io.pacs.cache import SeriesCache
@@ -209,65 +241,97 @@ def cmd_get(args: argparse.Namespace) -> int:
     uids = list(dict.fromkeys(args.series)) or [s.series_uid for s in client.find_series(args.study)]
     if not uids:
         raise PacsError(f"pacs {node.name}: study {args.study} not found (no series)")
-    cache, failed = SeriesCache(), 0
+    cache, failed, done = SeriesCache(), 0, 0
     line = Line(enabled=sys.stderr.isatty() and not args.no_progress)
     try:
-        for n, uid in enumerate(uids):
-            def told(done: int, total: int | None, n: int = n) -> None:
-                line.retrieving(n, len(uids), done, total)
+        with _sigterm_stops():
+            for n, uid in enumerate(uids):
+                def told(got: int, total: int | None, n: int = n) -> None:
+                    line.retrieving(n, len(uids), got, total)
 
-            try:
-                got = client.retrieve(args.study, uid, cache, progress=told)
-                copied = copy_series(got.folder, args.to / _folder_name(uid))
-            except PacsError as exc:
+                try:
+                    target, copied, size = _get_one(client, args.study, uid, cache, args.to, progress=told)
+                except PacsError as exc:  # that series; an OutputError (--to not writable) ends the get
+                    line.close()
+                    print(f"error: {_shown(exc)}", file=sys.stderr)
+                    failed += 1
+                    continue
+                done += 1
                 line.close()
-                print(f"error: {_shown(exc)}", file=sys.stderr)
-                failed += 1
-                continue
-            line.close()
-            print(f"series {_shown(uid)}: {copied} file(s), {got.bytes / 2**20:.1f} MB → "
-                  f"{_shown(args.to / _folder_name(uid))}")
+                print(f"series {_shown(uid)}: {copied} file(s), {size / 2**20:.1f} MB → {_shown(target)}")
+    except Terminated:
+        line.close()
+        print(f"stopped (SIGTERM): {done} of {len(uids)} series retrieved from {_shown(node.name)}; nothing half "
+              "kept", file=sys.stderr)
+        return EXIT_TERMINATED
     finally:
         line.close()
     print(f"{len(uids) - failed} of {len(uids)} series retrieved from {_shown(node.name)}")
     return EXIT_OK if failed == 0 else EXIT_SOME_FAILED
 
 
-def _folder_name(series_uid: str) -> str:
-    """A series' folder under --to: its UID (never the patient's name), made safe for a file name."""
-    from app.io.discover import safe_name
+def _get_one(client: PacsClient, study_uid: str, series_uid: str, cache: SeriesCache, to: Path, *,
+             progress: Callable[[int, int | None], None]) -> tuple[Path, int, int]:
+    """One series retrieved (pinned in the cache until it is copied: no `clear` or eviction elsewhere takes it
+    meanwhile) and copied under `to`: (its folder there, files, bytes)."""
+    target = series_folder(to, series_uid)
+    with cache.pin(series_uid):
+        got = client.retrieve(study_uid, series_uid, cache, progress=progress)
+        return target, copy_series(got.folder, target), got.bytes
 
-    return safe_name(series_uid)
+
+def series_folder(to: Path, series_uid: str) -> Path:
+    """A series' folder under --to: its UID (never the patient's name) as one path component (a UID from a server
+    may be `../../x` or an absolute path), proved to stay under --to (OutputError otherwise)."""
+    from app.guard.names import PathEscape, component, join_under
+
+    try:
+        return join_under(to, component(series_uid))
+    except PathEscape as exc:  # a symbolic link planted under the name, out of --to
+        raise OutputError(f"{to / component(series_uid)}: leads outside {to}; not written") from exc
 
 
 def copy_series(cached: Path, target: Path) -> int:
-    """The cached series' DICOM files copied into `target` whole: into a temporary folder beside it, then renamed
-    into place (an earlier copy of the series replaced), so `target` is never a half series. Returns the files."""
-    from app.errors import OutputError
+    """The cached series' DICOM files copied into `target` whole (app.guard.shared.whole_folder: a partial
+    folder beside it, swapped into place, an earlier copy of the series replaced), so `target` is never a half
+    series, also when the copy is stopped (Ctrl+C, SIGTERM); what a killed copy left beside `target` is removed
+    first. `target` must come from `series_folder`. Returns the files."""
+    from app.guard.names import join_under
+    from app.guard.shared import open_new, whole_folder
+    from app.guard.untrusted import INPUT_FILE_LIMIT, open_untrusted
 
     files = sorted(p for p in cached.iterdir() if p.is_file() and is_dicom(p))
-    temporary = target.with_name(f".{target.name}.partial")
     try:
-        shutil.rmtree(temporary, ignore_errors=True)
-        temporary.mkdir(parents=True)
-        for path in files:
-            shutil.copy2(path, temporary / path.name)
-        if target.exists():
-            shutil.rmtree(target)
-        temporary.rename(target)
+        if target.parent.exists() and not target.parent.is_dir():
+            raise NotADirectoryError(20, "Not a directory")
+        _remove_leftovers(target)
+        with whole_folder(target) as partial:
+            for path in files:
+                with open_untrusted(path, limit=INPUT_FILE_LIMIT, root=cached) as source, \
+                        open_new(join_under(partial, path.name)) as copy:
+                    shutil.copyfileobj(source, copy)
     except OSError as exc:
-        shutil.rmtree(temporary, ignore_errors=True)
         raise OutputError(f"{target}: cannot write the series ({exc.strerror or type(exc).__name__})") from exc
-    except BaseException:  # Ctrl+C mid-copy: no partial folder left behind either
-        shutil.rmtree(temporary, ignore_errors=True)
-        raise
     return len(files)
 
 
+def _remove_leftovers(target: Path) -> None:
+    """The partial (and set-aside) folders of a copy of this series that was killed (whole_folder's names)."""
+    from app.guard.shared import remove_under
+
+    leftover = re.compile(re.escape(target.name) + r"\.(partial|old)-[0-9a-f]{8}")
+    for sibling in target.parent.iterdir() if target.parent.is_dir() else []:
+        if leftover.fullmatch(sibling.name):
+            remove_under(target.parent, sibling.name)
+
+
 def is_dicom(path: Path) -> bool:
-    """A DICOM Part 10 file (the DICM preamble), whatever its name."""
+    """A DICOM Part 10 file (the DICM preamble), whatever its name: a regular file (a FIFO or a device among the
+    files named is not, and is never waited on)."""
+    from app.guard.untrusted import INPUT_FILE_LIMIT, open_untrusted
+
     try:
-        with path.open("rb") as handle:
+        with open_untrusted(path, limit=INPUT_FILE_LIMIT) as handle:
             return handle.read(132)[128:] == b"DICM"
     except OSError:
         return False
@@ -340,14 +404,20 @@ def run_pacs_plan(args: argparse.Namespace) -> PacsPlan:
     return plan
 
 
+_RUN_CACHES: list[SeriesCache] = []  # the caches of `run --from` in this process, their series pinned
+
+
 def retrieved_paths(plan: PacsPlan, *, progress: bool, anonymize: bool = False) -> list[Path]:
     """The plan's series retrieved into the cache (app.runs.pacs_run.retrieve): their folders, each said (under
     --anonymize by its count alone: the source's UIDs are not printed beside the pseudonymous results)."""
+    from app.io.pacs.cache import SeriesCache
     from app.runs.pacs_run import retrieve
 
+    cache = SeriesCache()
+    _RUN_CACHES.append(cache)  # its pins keep the run's series from any eviction or clear until the process ends
     line = Line(enabled=progress)
     try:
-        got = retrieve(plan, progress=line.retrieving)
+        got = retrieve(plan, cache=cache, progress=line.retrieving)
     finally:
         line.close()
     name = plan.source.name if plan.source is not None else ""

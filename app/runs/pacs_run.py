@@ -109,7 +109,9 @@ def image_series(client: PacsClient, study_uid: str, series_uid: str = "") -> li
 def retrieve(plan: PacsPlan, *, cache: SeriesCache | None = None,
              progress: Callable[[int, int, int, int | None], None] | None = None,
              should_stop: Callable[[], bool] | None = None) -> list[Retrieved]:
-    """The plan's series retrieved complete into the cache (a series already there is not fetched again).
+    """The plan's series retrieved complete into the cache. Every series of the plan is pinned in `cache` before
+    the first one arrives, for as long as `cache` is open (SeriesCache.close): the eviction after a later series
+    never takes an earlier one the run still has to read, and no `clear` or eviction elsewhere does either.
     `progress(series_done, series_total, instances, instances_expected)`."""
     from app.io.pacs.cache import SeriesCache
 
@@ -117,6 +119,8 @@ def retrieve(plan: PacsPlan, *, cache: SeriesCache | None = None,
     cache = cache or SeriesCache()
     client = client_of(plan.source)
     series = image_series(client, plan.study_uid, plan.series_uid)
+    for record in series:
+        cache.hold(record.series_uid)
     retrieved = []
     for n, record in enumerate(series):
         def told(done: int, total: int | None, n: int = n) -> None:

@@ -147,3 +147,25 @@ def test_anonymized_results_are_found_under_their_pseudonyms_and_go_to_a_researc
     sent = send_exports(parse_node(web + "&research=1"), [seg])
     assert sent.complete and [(s.modality, s.found) for s in sent.series] == [("SEG", 1)]
     assert sent.series[0].study_uid == header.StudyInstanceUID  # found in the study it names, whichever that is
+
+
+def test_a_run_from_keeps_every_series_of_its_study_in_a_cache_too_small_for_them(server, tmp_path, monkeypatch):
+    """Eviction after the second series took the first before the run read it (a cache bound under the study)."""
+    server.start()
+    server.clear()
+    monkeypatch.setenv("SEGLENS_PACS_SECRET", server.password)
+    study_uid = pydicom.uid.generate_uid()
+    for n in range(3):
+        server.upload(write_series(tmp_path / f"s{n}", slices=2, rows=16, columns=16, study_uid=study_uid))
+    _, web = nodes(server)
+    cache = SeriesCache(tmp_path / "cache", max_bytes=1)  # smaller than any one series
+    try:
+        got = retrieve(PacsPlan(source=parse_node(web), study_uid=study_uid), cache=cache)
+        assert len(got) == 3
+        assert all(cache.complete(item.series_uid) == item.folder and item.folder.is_dir() for item in got)
+        cache.close()  # the run is over: its series may go
+        cache.evict()
+        assert [cache.complete(item.series_uid) for item in got] == [None, None, None]
+    finally:
+        cache.close()
+        server.clear()

@@ -1,16 +1,23 @@
 """PACS over DICOMweb: QIDO-RS search, WADO-RS retrieve and STOW-RS store through `dicomweb-client`.
 
-One requests Session per client carries the node's authentication (HTTP basic: the user name and the secret;
-bearer: the secret as the token), its TLS trust (node.ca_bundle as requests' `verify`, never switched off) and its
-timeout (node.timeout_s). Every failure is one PacsError line naming the node; requests' own text, which quotes the
-URL (a QIDO-RS query holds the patient ID searched for), is not chained into it, so no traceback in a log shows it.
-dicomweb-client and requests are imported when a client is made, never at start-up.
+The HTTP sessions are app.guard.net's `guarded_session`: every request has a deadline for the whole answer (a
+series that trickles or never ends included) and an answer-size cap, and a redirect to another host or scheme is
+refused (a STOW-RS post of patient data, or the credentials, never follow it elsewhere). They carry the node's
+authentication (HTTP basic: the user name and the secret; bearer: the secret as the token), its TLS trust
+(node.ca_bundle as requests' `verify`, never switched off) and its per-read timeout (node.timeout_s). Searches and
+stores share one session (QUERY_DEADLINE_S, QUERY_MAX_BYTES), series retrieves have their own (SERIES_DEADLINE_S,
+SERIES_MAX_BYTES); a search keeps at most MAX_MATCHES results. Every instance a retrieve receives is checked against
+what was asked for (its study, its series, a SOPInstanceUID not seen before); anything else is dropped with one line
+and the series is not complete. Every failure is one PacsError line naming the node; requests' own text, which
+quotes the URL (a QIDO-RS query holds the patient ID searched for), is not chained into it, so no traceback in a
+log shows it. dicomweb-client and requests are imported when a client is made, never at start-up.
 """
 
 from __future__ import annotations
 
 import http.client
 import logging
+import re
 import socket
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -18,7 +25,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from app.errors import one_line
-from app.io.pacs.cache import instance_name
+from app.guard.net import NetRefused, guarded_session
+from app.guard.untrusted import INPUT_FILE_LIMIT, open_untrusted
+from app.io.pacs.cache import dataset_bytes, write_instance
 from app.io.pacs.client import PacsError, Retrieved, SeriesRecord, StudyQuery, StudyRecord, pacs_error
 from app.io.pacs.dicomweb_json import (
     SERIES_FIELDS,
@@ -49,6 +58,14 @@ BATCH_BYTES = 64 * 2**20
 # WADO-RS asks for Explicit VR Little Endian (dicomweb-client's default): the server decompresses, every reader
 # of the series can decode it, and a cut-off instance can be told by its pixel bytes.
 _UNCOMPRESSED = ("1.2.840.10008.1.2", "1.2.840.10008.1.2.1", "1.2.840.10008.1.2.2")
+# A search or a store: the whole answer within this (or the node's timeout, if longer), at most this many bytes.
+QUERY_DEADLINE_S = 120.0
+QUERY_MAX_BYTES = 64 * 2**20
+# One series' WADO-RS answer: the whole series within this, at most this many bytes.
+SERIES_DEADLINE_S = 3600.0
+SERIES_MAX_BYTES = 32 * 2**30
+_DICOM_UID = re.compile(r"[0-9]+(\.[0-9]+)*", re.ASCII)  # PS3.5 9.1, at most 64 characters
+MAX_MATCHES = 10_000  # studies of one search, series of one study: a larger answer is cut here, said in one line
 
 
 class DicomWebClient:
@@ -61,14 +78,17 @@ class DicomWebClient:
             secret = node_secret(node)
         if node.auth != "none" and not secret:
             raise pacs_error(node, f"no {_secret_word(node)} for {node.auth} auth (keyring or {SECRET_ENV})")
-        self._session = _session(node, secret or "")
-        self._web = self._client()
+        query_deadline = max(QUERY_DEADLINE_S, node.timeout_s)
+        self._session = _session(node, secret or "", deadline_s=query_deadline, max_bytes=QUERY_MAX_BYTES)
+        self._series_session = _session(node, secret or "", deadline_s=SERIES_DEADLINE_S, max_bytes=SERIES_MAX_BYTES)
+        self._web = self._client(self._session)
+        self._wado = self._client(self._series_session)
 
-    def _client(self) -> DICOMwebClient:
+    def _client(self, session: requests.Session) -> DICOMwebClient:
         from dicomweb_client.api import DICOMwebClient
 
         try:
-            web = DICOMwebClient(self.node.url, session=self._session, timeout=self.node.timeout_s)
+            web = DICOMwebClient(self.node.url, session=session, timeout=self.node.timeout_s)
         except ValueError as e:  # "Malformed URL", an unsupported scheme
             raise pacs_error(self.node, f"not a DICOMweb service root: {one_line(e, most=120)}") from e
         # One try per request: a retry with exponential back-off would hide a down server behind a long wait.
@@ -78,6 +98,7 @@ class DicomWebClient:
     def close(self) -> None:
         """Close the HTTP connections (the client is unusable after)."""
         self._session.close()
+        self._series_session.close()
 
     def echo(self) -> None:
         """A cheap QIDO-RS study search (limit 1): the service answers, and the credentials are accepted."""
@@ -90,8 +111,10 @@ class DicomWebClient:
     def find_studies(self, query: StudyQuery) -> list[StudyRecord]:
         """The studies matching `query` (QIDO-RS /studies)."""
         with self._failures("searching for studies"):
-            answer = self._web.search_for_studies(fields=list(STUDY_FIELDS), search_filters=study_filters(query))
-        studies = [s for s in (study_record(item) for item in items(answer)) if s.study_uid and wanted(s, query)]
+            answer = self._web.search_for_studies(fields=list(STUDY_FIELDS), search_filters=study_filters(query),
+                                                  limit=MAX_MATCHES + 1)
+        found = self._capped(items(answer), "studies")
+        studies = [s for s in (study_record(item) for item in found) if s.study_uid and wanted(s, query)]
         log.info("pacs %s: %d studies found", self.node.name, len(studies))
         return studies
 
@@ -101,8 +124,17 @@ class DicomWebClient:
 
     def _series(self, study_uid: str, filters: dict[str, Any]) -> list[SeriesRecord]:
         with self._failures("searching for series"):
-            answer = self._web.search_for_series(study_uid, fields=list(SERIES_FIELDS), search_filters=filters)
-        return [s for s in (series_record(item, study_uid) for item in items(answer)) if s.series_uid]
+            answer = self._web.search_for_series(study_uid, fields=list(SERIES_FIELDS), search_filters=filters,
+                                                 limit=MAX_MATCHES + 1)
+        found = self._capped(items(answer), "series")
+        return [s for s in (series_record(item, study_uid) for item in found) if s.series_uid]
+
+    def _capped(self, found: list[Mapping[str, Any]], what: str) -> list[Mapping[str, Any]]:
+        """At most MAX_MATCHES results of a search, one line when the server had more."""
+        if len(found) > MAX_MATCHES:
+            log.warning("pacs %s: more than %d %s match; the first %d kept (narrow the search)", self.node.name,
+                        MAX_MATCHES, what, MAX_MATCHES)
+        return found[:MAX_MATCHES]
 
     def retrieve(
         self,
@@ -114,49 +146,61 @@ class DicomWebClient:
         should_stop: Callable[[], bool] | None = None,
     ) -> Retrieved:
         """One series into `cache` over WADO-RS, instance by instance; the count QIDO announced is checked at the
-        end (fewer: a partial retrieve, PacsError). On any error or a stop nothing complete is left behind."""
-        found = self._series(study_uid, {"SeriesInstanceUID": series_uid})
+        end (fewer: a partial retrieve, PacsError). Each instance must be of the study and series asked for, with
+        a SOPInstanceUID not received before: any other is dropped with one line and the series is not complete;
+        more instances than announced stop the retrieve. On any error or a stop nothing complete is left behind."""
+        for uid in (study_uid, series_uid):
+            if len(uid) > 64 or not _DICOM_UID.fullmatch(uid):  # a server's `../../x`: never put in a URL
+                raise pacs_error(self.node, f"{uid[:80]!r} is not a DICOM UID (digits and dots, at most 64): "
+                                            "not retrieved")
+        found = [s for s in self._series(study_uid, {"SeriesInstanceUID": series_uid}) if s.series_uid == series_uid]
         if not found:
             raise pacs_error(self.node, f"series {series_uid} not found in study {study_uid}")
-        expected = found[0].instances
-        received, size = 0, 0
-
-        def counted() -> str:
-            of = f" of {expected}" if expected is not None else ""
-            return f"{received}{of} instances received"
-
-        def doing() -> str:
-            return f"retrieving the series ({counted()})"
-
+        arrivals = _Arrivals(self.node.name, study_uid, series_uid, found[0].instances)
         if progress is not None:
-            progress(0, expected)
+            progress(0, arrivals.expected)
         if should_stop is not None and should_stop():  # cancelled while the series was looked up
-            raise pacs_error(self.node, f"retrieve stopped ({counted()})")
+            raise pacs_error(self.node, f"retrieve stopped ({arrivals.counted()})")
         try:
-            with cache.receiving(series_uid, expected=expected) as folder, self._failures(doing):
-                instances = self._web.iter_series(study_uid, series_uid)
-                try:
-                    for dataset in instances:
-                        if truncated(dataset):
-                            raise pacs_error(self.node, f"partial retrieve: an instance cut short ({counted()})")
-                        size += _write_instance(dataset, folder)
-                        received += 1
-                        if progress is not None:
-                            progress(received, expected)
-                        if should_stop is not None and should_stop():
-                            raise pacs_error(self.node, f"retrieve stopped ({counted()})")
-                finally:
-                    _close(instances)  # the HTTP response of a stopped or failed stream, not left to the collector
-                if received == 0:
-                    raise pacs_error(self.node, "no instances received for the series")
-                if expected is not None and received < expected:
-                    raise pacs_error(self.node, f"partial retrieve: {counted()}")
-        except PacsError as e:  # the cache's own refusal (e.g. two instances with one SOPInstanceUID) named too
+            with cache.receiving(series_uid, expected=arrivals.expected) as folder, self._failures(arrivals.doing):
+                self._receive(arrivals, folder, progress=progress, should_stop=should_stop)
+        except PacsError as e:  # the cache's own refusal named too
             if str(e).startswith(f"pacs {self.node.name}:"):
                 raise
             raise pacs_error(self.node, str(e)) from e
-        log.info("pacs %s: %d instances retrieved (%d bytes)", self.node.name, received, size)
-        return cache.retrieved(series_uid) or Retrieved(series_uid, folder, received, size)
+        except OSError as e:  # the cache's folder not writable, full, or removed under the retrieve
+            problem = e.strerror or type(e).__name__
+            raise pacs_error(self.node, f"cannot write the series into the cache ({problem}); nothing kept") from e
+        record = cache.retrieved(series_uid)
+        if record is None:  # evicted at once (a bound smaller than the series) or the cache is unwritable
+            raise pacs_error(self.node, "the series was received but the cache could not keep it")
+        log.info("pacs %s: %d instances retrieved (%d bytes)", self.node.name, record.files, record.bytes)
+        return record
+
+    def _receive(self, arrivals: _Arrivals, folder: Path, *, progress: Callable[[int, int | None], None] | None,
+                 should_stop: Callable[[], bool] | None) -> None:
+        """The WADO-RS answer's instances into the receiving folder, each checked (`_Arrivals`)."""
+        instances = self._wado.iter_series(arrivals.study_uid, arrivals.series_uid)
+        try:
+            for dataset in instances:
+                if truncated(dataset):
+                    raise pacs_error(self.node, f"partial retrieve: an instance cut short ({arrivals.counted()})")
+                sop = arrivals.kept(dataset)
+                if sop is not None:
+                    arrivals.bytes += write_instance(folder, sop, dataset_bytes(dataset))
+                    arrivals.received += 1
+                    if progress is not None:
+                        progress(arrivals.received, arrivals.expected)
+                if arrivals.overflowing():
+                    raise pacs_error(self.node, f"the server sent more instances than its search announced "
+                                                f"({arrivals.expected}); nothing kept")
+                if should_stop is not None and should_stop():
+                    raise pacs_error(self.node, f"retrieve stopped ({arrivals.counted()})")
+        finally:
+            _close(instances)  # the HTTP response of a stopped or failed stream, not left to the collector
+        problem = arrivals.incomplete()
+        if problem:
+            raise pacs_error(self.node, problem)
 
     def store(self, files: Sequence[Path], *, progress: Callable[[int, int], None] | None = None) -> int:
         """Send `files` over STOW-RS in batches; the number stored. Instances the server refuses are one PacsError
@@ -196,6 +240,10 @@ class DicomWebClient:
             yield
         except PacsError:
             raise
+        except NetRefused as e:  # the gate's own line: too slow in all, too large, redirected elsewhere
+            what = doing() if callable(doing) else doing
+            log.debug("pacs %s: %s (%s)", self.node.name, what, type(e).__name__)
+            raise pacs_error(self.node, f"{e} while {what}") from None
         except requests.exceptions.RequestException as e:
             # not chained: requests' text quotes the URL, whose query may hold the patient ID searched for
             problem = request_problem(self.node, e, doing() if callable(doing) else doing)
@@ -210,16 +258,17 @@ def _secret_word(node: PacsNode) -> str:
     return "token" if node.auth == "bearer" else "password"
 
 
-def _session(node: PacsNode, secret: str) -> requests.Session:
-    """A Session with the node's auth and TLS trust. The environment may name a proxy for the node, nothing
-    else: requests lets REQUESTS_CA_BUNDLE / CURL_CA_BUNDLE override a session's `verify` (CURL_CA_BUNDLE=""
-    even turns checking off) and ~/.netrc override its credentials."""
+def _session(node: PacsNode, secret: str, *, deadline_s: float, max_bytes: int) -> requests.Session:
+    """A guarded Session (app.guard.net: `deadline_s` and `max_bytes` per request, no redirect elsewhere) with the
+    node's auth and TLS trust. The environment may name a proxy for the node, nothing else: requests lets
+    REQUESTS_CA_BUNDLE / CURL_CA_BUNDLE override a session's `verify` (CURL_CA_BUNDLE="" even turns checking off)
+    and ~/.netrc override its credentials."""
     import requests
     from requests.auth import HTTPBasicAuth
 
     if node.ca_bundle is not None and not node.ca_bundle.is_file():
         raise pacs_error(node, f"the CA bundle {node.ca_bundle} is not a file")
-    session = requests.Session()
+    session = guarded_session(deadline_s=deadline_s, max_bytes=max_bytes, what=f"{node.host}:{node.port}")
     session.trust_env = False
     session.proxies.update(requests.utils.get_environ_proxies(node.url))
     session.verify = str(node.ca_bundle) if node.ca_bundle is not None else True
@@ -332,15 +381,58 @@ def _close(instances: object) -> None:
         close()
 
 
-def _write_instance(dataset: Dataset, folder: Path) -> int:
-    """One retrieved instance into the receiving folder, named by a hash of its SOPInstanceUID (never by
-    patient); its bytes."""
-    uid = str(dataset.get("SOPInstanceUID", "") or "")
-    if not uid:
-        raise ValueError("an instance without a SOPInstanceUID")
-    path = folder / instance_name(uid)
-    dataset.save_as(path, enforce_file_format=True)
-    return path.stat().st_size
+class _Arrivals:
+    """What a WADO-RS retrieve asked for and what has arrived: each instance checked before it is kept."""
+
+    def __init__(self, node: str, study_uid: str, series_uid: str, expected: int | None) -> None:
+        self.node, self.study_uid, self.series_uid, self.expected = node, study_uid, series_uid, expected
+        self.received = self.bytes = self.dropped = 0
+        self._sops: set[str] = set()
+
+    def counted(self) -> str:
+        of = f" of {self.expected}" if self.expected is not None else ""
+        dropped = f" ({self.dropped} not of the series asked for, dropped)" if self.dropped else ""
+        return f"{self.received}{of} instances received{dropped}"
+
+    def doing(self) -> str:
+        return f"retrieving the series ({self.counted()})"
+
+    def kept(self, dataset: Dataset) -> str | None:
+        """The instance's SOPInstanceUID when it is one of the series asked for, not received before; else None,
+        said in one line that names no patient and no UID of another study."""
+        sop = _uid(dataset, "SOPInstanceUID")
+        problem = self._problem(dataset, sop)
+        if problem is not None:
+            self.dropped += 1
+            log.warning("pacs %s: an instance dropped from the series retrieved: %s", self.node, problem)
+            return None
+        self._sops.add(sop)
+        return sop
+
+    def _problem(self, dataset: Dataset, sop: str) -> str | None:
+        if not sop:
+            return "it has no SOPInstanceUID"
+        if _uid(dataset, "StudyInstanceUID") != self.study_uid.strip():
+            return "of another study (its StudyInstanceUID differs)"
+        if _uid(dataset, "SeriesInstanceUID") != self.series_uid.strip():
+            return "of another series (its SeriesInstanceUID differs)"
+        return "its SOPInstanceUID was received already" if sop in self._sops else None
+
+    def overflowing(self) -> bool:
+        """More instances arrived than the search announced (a stream that does not end)."""
+        return self.expected is not None and self.received + self.dropped > self.expected
+
+    def incomplete(self) -> str | None:
+        """Why the series is not complete at the end of the answer, or None."""
+        if self.received == 0 and not self.dropped:
+            return "no instances received for the series"
+        if self.dropped or (self.expected is not None and self.received < self.expected):
+            return f"partial retrieve: {self.counted()}"
+        return None
+
+
+def _uid(dataset: Dataset, keyword: str) -> str:
+    return str(dataset.get(keyword, "") or "").strip()
 
 
 def truncated(dataset: Dataset) -> bool:
@@ -368,8 +460,9 @@ def _read_instances(paths: Sequence[Path]) -> tuple[list[Dataset], list[str]]:
     datasets: list[Dataset] = []
     unreadable: list[str] = []
     for path in paths:
-        try:
-            datasets.append(pydicom.dcmread(path))
+        try:  # a file the user named: regular only, bounded (a FIFO or /dev/zero among them never blocks)
+            with open_untrusted(path, limit=INPUT_FILE_LIMIT) as handle:
+                datasets.append(pydicom.dcmread(handle))
         except (OSError, InvalidDicomError, ValueError) as e:
             log.debug("not sent, not readable DICOM: %s (%s)", path, type(e).__name__)
             unreadable.append(f"{path.name} is not a readable DICOM file")
