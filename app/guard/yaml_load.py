@@ -115,12 +115,12 @@ class _StrictLoader(yaml.SafeLoader):
             self._depth -= 1
 
     def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Hashable, Any]:
-        seen: set[str] = set()
+        seen: set[Hashable] = set()
         for key_node, _ in node.value:
             key = self.construct_object(key_node, deep=deep)
-            if isinstance(key, str):
+            if isinstance(key, Hashable):  # any key, not only text: `1:` twice (or `1:` and `true:`, one in a dict)
                 if key in seen:
-                    raise yaml.constructor.ConstructorError(None, None, f"duplicate key '{_short(key)}'",
+                    raise yaml.constructor.ConstructorError(None, None, f"duplicate key '{_short(str(key))}'",
                                                             key_node.start_mark)
                 seen.add(key)
         return super().construct_mapping(node, deep=deep)
