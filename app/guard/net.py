@@ -190,7 +190,8 @@ def guarded_session(*, deadline_s: float, max_bytes: int, what: str = "the serve
             kwargs["stream"] = True
             timeout = kwargs.get("timeout")
             per_read = timeout[1] if isinstance(timeout, tuple) else timeout
-            kwargs["timeout"] = (deadline.timeout(), deadline.timeout(per_read))
+            connect = timeout[0] if isinstance(timeout, tuple) else timeout  # a filtered port: the caller's bound
+            kwargs["timeout"] = (deadline.timeout(connect), deadline.timeout(per_read))
             response = super().send(request, **kwargs)
             check_declared(response.headers, max_bytes, what)
             response.raw = _GuardedRaw(response.raw, deadline, max_bytes, what)
