@@ -145,7 +145,7 @@ def _series(web: WebService) -> dict[str, Any]:
     return {"0020000D": {"vr": "UI", "Value": [web.study_uid]}, "0020000E": {"vr": "UI", "Value": [web.series_uid]},
             "00080060": {"vr": "CS", "Value": ["CT"]},
             **({} if web.announced is None else
-               {"00201209": {"vr": "IS", "Value": [len(web.instances) if web.announced < 0 else web.announced]}})}
+               {"00201209": {"vr": "IS", "Value": [len(web.instances) if web.announced == -1 else web.announced]}})}
 
 
 class _Server(http.server.ThreadingHTTPServer):

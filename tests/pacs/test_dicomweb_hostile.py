@@ -133,6 +133,13 @@ def test_an_instance_sent_twice_is_not_counted_twice(web, tmp_path):
     assert cache.complete(web.series_uid) is None
 
 
+def test_a_negative_instance_count_is_no_count(web, tmp_path):
+    web.serve_files(write_series(tmp_path / "s", slices=3))
+    web.announced = -3
+    got = client_of(web).retrieve(web.study_uid, web.series_uid, SeriesCache(tmp_path / "cache"))
+    assert got.files == 3
+
+
 # --- a series or a search that never ends -------------------------------------------------------------------------
 
 

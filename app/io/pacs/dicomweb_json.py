@@ -90,7 +90,7 @@ def study_record(item: Mapping[str, Any]) -> StudyRecord:
         description=text(item, STUDY_DESCRIPTION),
         modalities=texts(item, MODALITIES),
         accession=text(item, ACCESSION),
-        series_count=integer(item, STUDY_SERIES),
+        series_count=count(item, STUDY_SERIES),
     )
 
 
@@ -102,7 +102,7 @@ def series_record(item: Mapping[str, Any], study_uid: str) -> SeriesRecord:
         modality=text(item, MODALITY),
         description=text(item, SERIES_DESCRIPTION),
         number=integer(item, SERIES_NUMBER),
-        instances=integer(item, SERIES_INSTANCES),
+        instances=count(item, SERIES_INSTANCES),
     )
 
 
@@ -140,6 +140,13 @@ def integer(item: Mapping[str, Any], tag: str) -> int | None:
         return int(values(item, tag)[0])
     except (IndexError, TypeError, ValueError):
         return None
+
+
+def count(item: Mapping[str, Any], tag: str) -> int | None:
+    """A number of things a server reports (instances of a series, series of a study): None when it is absent or
+    cannot be one (negative), so that nothing is counted against a server's nonsense."""
+    number = integer(item, tag)
+    return number if number is not None and number >= 0 else None
 
 
 def is_stow_answer(answer: Mapping[str, Any]) -> bool:
