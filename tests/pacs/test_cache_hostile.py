@@ -87,15 +87,14 @@ def test_the_cache_is_private(tmp_path: Path) -> None:
 def test_a_retrieve_killed_leaves_nothing_complete_and_its_partial_goes_at_the_next_start(tmp_path, other):
     root = tmp_path / "cache"
     process = _start(other, root, "receive")
-    leftovers = [p for p in root.iterdir() if not p.name.startswith(".")]
-    assert len(leftovers) == 1 and list(leftovers[0].glob("*.dcm"))  # the partial folder, one instance in
+    assert len(list(root.rglob("*.dcm"))) == 1  # in the partial folder
     process.send_signal(signal.SIGKILL)
     process.wait(timeout=30)
     cache = SeriesCache(root)
     assert cache.complete("9.9") is None and cache.series() == []
     _receive(cache, "1.2.3")  # the next retrieve (any series) removes what the killed one left
-    assert [p.name for p in root.iterdir() if not p.name.startswith(".")] == [series_key("1.2.3")]
     assert not [p for p in root.rglob("*.dcm") if series_key("1.2.3") not in p.parts]
+    assert [p.name for p in root.iterdir() if not p.name.startswith(".")] == [series_key("1.2.3")]
 
 
 def test_clear_leaves_a_series_another_process_is_receiving(tmp_path, other):
@@ -103,13 +102,14 @@ def test_clear_leaves_a_series_another_process_is_receiving(tmp_path, other):
     cache = SeriesCache(root)
     _receive(cache, "1.1")
     process = _start(other, root, "receive")
-    assert cache.clear() == 0  # 1.1 removed; 9.9's partial folder is not a series yet
+    kept = cache.clear()
     assert cache.complete("1.1") is None
     assert process.stdin is not None and process.stdout is not None
     process.stdin.write("go on\n")
     process.stdin.flush()
     assert process.stdout.readline() == "done\n" and process.wait(timeout=30) == 0
     assert cache.complete("9.9") is not None  # received whole, never written into a deleted folder
+    assert kept == 0  # 9.9's partial folder was not a series yet
 
 
 def test_clear_and_eviction_leave_a_series_another_process_pinned(tmp_path, other):
@@ -145,3 +145,24 @@ def test_a_receiving_folder_removed_under_a_retrieve_is_an_error_not_a_series(tm
         (folder / "a.dcm").write_bytes(b"x")
         shutil.rmtree(folder)
     assert cache.complete("1.2.3") is None
+
+
+def test_a_link_planted_as_the_cache_folder_is_one_line_and_never_followed(tmp_path: Path) -> None:
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (tmp_path / "cache").symlink_to(elsewhere)
+    cache = SeriesCache(tmp_path / "cache")
+    with pytest.raises(PacsError, match=rf"^cache: cannot use {tmp_path / 'cache'} \(refused to write through a "
+                                        "symbolic link planted under the name\\)$"), cache.receiving("1.2.3") as folder:
+        (folder / "a.dcm").write_bytes(b"x")
+    assert list(elsewhere.iterdir()) == []
+
+
+def test_a_link_planted_under_a_series_name_is_no_series(tmp_path: Path) -> None:
+    cache = SeriesCache(tmp_path / "cache")
+    real = _receive(cache, "1.2.3")
+    elsewhere = tmp_path / "elsewhere"
+    real.rename(elsewhere)
+    (cache.root / series_key("1.2.3")).symlink_to(elsewhere)
+    assert cache.complete("1.2.3") is None and cache.series() == []
+    assert cache.clear() == 0 and (elsewhere / MANIFEST).is_file()  # the link removed, never what it points to

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from app.guard.names import join_under
+from app.guard.names import PathEscape, join_under
 from app.guard.shared import atomic_write, make_folder, open_new, remove_under, whole_folder
 from app.guard.untrusted import SMALL_FILE_LIMIT, read_untrusted
 from app.io.pacs.cache_pins import Pin, cache_lock, pinned_keys, take_pin
@@ -98,7 +98,10 @@ class SeriesCache:
 
     def complete(self, series_uid: str) -> Path | None:
         """The folder of a complete series, else None. Marks it used (eviction takes the least recently used)."""
-        folder = join_under(self.root, series_key(series_uid))
+        try:
+            folder = join_under(self.root, series_key(series_uid))
+        except PathEscape:  # a link planted under the series' name, out of the cache
+            return None
         manifest = _read_manifest(folder)
         if manifest is None or manifest.get("series_uid") != series_uid.strip():
             return None
@@ -116,8 +119,10 @@ class SeriesCache:
 
     def pin(self, series_uid: str) -> Pin:
         """Pin a series (held until released, or this process ends): eviction and `clear`, here or in another
-        process, leave it alone. A run pins the series it retrieves before the first one arrives."""
+        process, leave it alone. A run pins the series it retrieves before the first one arrives. What retrieves
+        that are gone left (this series' partial folder included) is removed first."""
         with cache_lock(self._ready()):
+            self._sweep()
             return take_pin(self.root, series_key(series_uid))
 
     def hold(self, series_uid: str) -> None:
@@ -138,9 +143,10 @@ class SeriesCache:
         series looks complete. Partial folders of retrieves that are gone are removed first."""
         key = series_key(series_uid)
         stage = "opening"
-        with cache_lock(self._ready()):  # what retrieves that are gone left, this series' included, then the pin
-            self._sweep()
-            pin = take_pin(self.root, key)
+        try:
+            pin = self.pin(series_uid)
+        except OSError as e:  # the cache folder not writable, or a link planted under its name
+            raise PacsError(f"cache: cannot use {self.root} ({e.strerror or type(e).__name__})") from e
         with pin:
             try:
                 with whole_folder(join_under(self.root, key), private=True) as partial:
@@ -178,8 +184,10 @@ class SeriesCache:
         """The complete series held: (folder, last used, bytes), least recently used first."""
         held = []
         for name in self._names():
+            if not _KEY.match(name) or os.path.islink(self.root / name):
+                continue
             folder = join_under(self.root, name)
-            manifest = _read_manifest(folder) if _KEY.match(name) else None
+            manifest = _read_manifest(folder)
             if manifest is not None:
                 with contextlib.suppress(OSError):
                     held.append((folder, (folder / MANIFEST).stat().st_mtime, int(manifest["bytes"])))
@@ -243,7 +251,7 @@ class SeriesCache:
 
     def _discard(self, name: str) -> None:
         """A series (or a leftover) removed: its manifest first, so that it stops looking complete at once."""
-        with contextlib.suppress(OSError):
+        with contextlib.suppress(OSError, PathEscape):  # a link planted under the name: the link alone goes, below
             remove_under(self.root, name, MANIFEST)
         remove_under(self.root, name)
 
