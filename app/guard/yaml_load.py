@@ -48,7 +48,10 @@ def load_yaml(data: bytes | str, *, source: str, what: str = "YAML file", limit:
     over `limit` bytes, bytes that are not UTF-8 text, anchors or aliases, nesting over `max_depth`, a duplicate
     key, or invalid YAML."""
     text = _text(data, source=source, what=what, limit=limit)
-    loader = _StrictLoader(text)
+    try:
+        loader = _StrictLoader(text)
+    except yaml.YAMLError as exc:  # the reader refuses a control character (\x01) as soon as it is made
+        raise YAMLRefused(f"{source}: invalid YAML: {_short(str(exc).splitlines()[0])}") from None
     loader.max_depth = max_depth
     try:
         return loader.get_single_data()
