@@ -7,6 +7,7 @@ not at all."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from app.errors import ImageError, OutputError
 from app.io.files import whole_folder
@@ -14,22 +15,36 @@ from app.io.volumes import Volume
 from app.runs.deidentify import VolumePrivacy
 from app.runs.dicom_sources import save_dataset
 
+if TYPE_CHECKING:
+    from pydicom import Dataset
+
 
 def write_copy(volume: Volume, out_dir: Path, *, privacy: VolumePrivacy) -> list[Path]:
     """Every source file of `volume` (a multi-frame file once), de-identified, into `out_dir`."""
-    import pydicom
-
     files = list(dict.fromkeys(ref.path for ref in volume.slices))
     names = []
     try:
         with whole_folder(out_dir) as partial:
             for number, path in enumerate(files, start=1):
-                try:
-                    dataset = pydicom.dcmread(path)
-                except Exception as exc:  # pydicom raises many types for a damaged file
-                    raise ImageError(f"{path}: cannot read the source DICOM ({type(exc).__name__})") from exc
+                dataset = _read_source(path)
                 privacy.finish_source(dataset)
                 names.append(save_dataset(dataset, partial / f"source_{number:04d}.dcm").name)
     except OSError as exc:
         raise OutputError(f"{out_dir}: cannot write the de-identified source series ({exc.strerror or exc})") from exc
     return [out_dir / name for name in names]
+
+
+def _read_source(path: Path) -> Dataset:
+    """A source file read again, through app.guard.untrusted: one swapped since the volume was read for a named
+    pipe, a device or a sparse giant is refused in one line at once (pydicom would wait on a pipe for ever)."""
+    import pydicom
+
+    from app.guard.untrusted import INPUT_FILE_LIMIT, open_untrusted
+
+    try:
+        with open_untrusted(path, limit=INPUT_FILE_LIMIT) as handle:
+            return pydicom.dcmread(handle)
+    except OSError as exc:
+        raise ImageError(f"{path}: cannot read the source DICOM ({exc.strerror or exc})") from exc
+    except Exception as exc:  # pydicom raises many types for a damaged file
+        raise ImageError(f"{path}: cannot read the source DICOM ({type(exc).__name__})") from exc

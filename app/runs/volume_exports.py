@@ -93,6 +93,13 @@ def nifti_data(labels: np.ndarray, *, time_points: int = 1) -> np.ndarray:
 def _like_source(volume: Volume, data: np.ndarray) -> Any:  # a nibabel Nifti1Image
     import nibabel as nib
 
+    from app.guard.untrusted import INPUT_FILE_LIMIT, untrusted_problem
+
+    # read again, through the gate: a source swapped since for a named pipe, a device or a sparse giant is refused
+    # in one line, then nibabel is handed the path
+    problem = untrusted_problem(volume.source, limit=INPUT_FILE_LIMIT)
+    if problem:
+        raise OutputError(f"{volume.source}: cannot read the source NIfTI header ({problem})")
     try:
         source: Any = nib.load(str(volume.source))  # a Nifti1Image (nib.load is typed as any image)
     except Exception as exc:  # nibabel raises several types for a damaged or vanished file
