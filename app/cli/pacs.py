@@ -8,32 +8,28 @@ dicomweb+https://host/dicom-web). Patient names are printed on the terminal's ta
 from __future__ import annotations
 
 import argparse
-import contextlib
 import datetime
 import json
-import re
-import shutil
-import signal
 import sys
-import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from app.cli.options import EXIT_OK, EXIT_SOME_FAILED, EXIT_USAGE
 from app.cli.options import shown as _shown
-from app.errors import OutputError
+from app.cli.pacs_get import EXIT_TERMINATED, Terminated, get_one, is_dicom, sigterm_stops
 
 if TYPE_CHECKING:
     from app.io.pacs.cache import SeriesCache
-    from app.io.pacs.client import PacsClient, SeriesRecord, StudyRecord
+    from app.io.pacs.client import SeriesRecord, StudyRecord
     from app.io.pacs.nodes import PacsNode
     from app.runs.pacs_run import PacsPlan
     from app.runs.plan import RunPlan
 
 NODE_HELP = ("a node name from the settings' pacs: section ($SEGLENS_SETTINGS or the user settings.yaml), or a URL: "
              "dimse://CALLED_AE@host:104[?calling=AE] or dicomweb+https://host/dicom-web[?user=NAME]; the password "
-             "or token from the keyring (service seglens-pacs) or $SEGLENS_PACS_SECRET")
+             "or token from the keyring (service seglens-pacs) or the node's own $SEGLENS_PACS_SECRET_<NAME> "
+             "($SEGLENS_PACS_SECRET: a URL's, or the one settings node with auth)")
 
 
 def add_pacs_command(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -204,32 +200,6 @@ class Line:
             self._shown = False
 
 
-EXIT_TERMINATED = 143  # 128 + SIGTERM, as a shell reports a process it ended
-
-
-class Terminated(KeyboardInterrupt):
-    """SIGTERM while a `pacs get` runs: raised where the program is, so that every `finally` on the way runs (the
-    partial folders of the retrieve and of the copy removed, the cache's pins released). A KeyboardInterrupt, so
-    that no library's `except Exception` takes it for its own failure."""
-
-
-@contextlib.contextmanager
-def _sigterm_stops() -> Iterator[None]:
-    """SIGTERM raises Terminated for the block (the main thread only: a signal handler cannot be set elsewhere)."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-
-    def stop(_signum: int, _frame: object) -> None:
-        raise Terminated()
-
-    earlier = signal.signal(signal.SIGTERM, stop)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, earlier)
-
-
 def cmd_get(args: argparse.Namespace) -> int:
     """seglens-cli pacs get NODE STUDY_UID [--series UID] --to DIR."""
     from app.io.pacs.cache import SeriesCache
@@ -244,13 +214,13 @@ def cmd_get(args: argparse.Namespace) -> int:
     cache, failed, done = SeriesCache(), 0, 0
     line = Line(enabled=sys.stderr.isatty() and not args.no_progress)
     try:
-        with _sigterm_stops():
+        with sigterm_stops():
             for n, uid in enumerate(uids):
                 def told(got: int, total: int | None, n: int = n) -> None:
                     line.retrieving(n, len(uids), got, total)
 
                 try:
-                    target, copied, size = _get_one(client, args.study, uid, cache, args.to, progress=told)
+                    target, copied, size = get_one(client, args.study, uid, cache, args.to, progress=told)
                 except PacsError as exc:  # that series; an OutputError (--to not writable) ends the get
                     line.close()
                     print(f"error: {_shown(exc)}", file=sys.stderr)
@@ -270,76 +240,11 @@ def cmd_get(args: argparse.Namespace) -> int:
     return EXIT_OK if failed == 0 else EXIT_SOME_FAILED
 
 
-def _get_one(client: PacsClient, study_uid: str, series_uid: str, cache: SeriesCache, to: Path, *,
-             progress: Callable[[int, int | None], None]) -> tuple[Path, int, int]:
-    """One series retrieved (pinned in the cache until it is copied: no `clear` or eviction elsewhere takes it
-    meanwhile) and copied under `to`: (its folder there, files, bytes)."""
-    target = series_folder(to, series_uid)
-    with cache.pin(series_uid):
-        got = client.retrieve(study_uid, series_uid, cache, progress=progress)
-        return target, copy_series(got.folder, target), got.bytes
-
-
-def series_folder(to: Path, series_uid: str) -> Path:
-    """A series' folder under --to: its UID (never the patient's name) as one path component (a UID from a server
-    may be `../../x` or an absolute path), proved to stay under --to (OutputError otherwise)."""
-    from app.guard.names import PathEscape, component, join_under
-
-    try:
-        return join_under(to, component(series_uid))
-    except PathEscape as exc:  # a symbolic link planted under the name, out of --to
-        raise OutputError(f"{to / component(series_uid)}: leads outside {to}; not written") from exc
-
-
-def copy_series(cached: Path, target: Path) -> int:
-    """The cached series' DICOM files copied into `target` whole (app.guard.shared.whole_folder: a partial
-    folder beside it, swapped into place, an earlier copy of the series replaced), so `target` is never a half
-    series, also when the copy is stopped (Ctrl+C, SIGTERM); what a killed copy left beside `target` is removed
-    first. `target` must come from `series_folder`. Returns the files."""
-    from app.guard.names import join_under
-    from app.guard.shared import open_new, whole_folder
-    from app.guard.untrusted import INPUT_FILE_LIMIT, open_untrusted
-
-    files = sorted(p for p in cached.iterdir() if p.is_file() and is_dicom(p))
-    try:
-        if target.parent.exists() and not target.parent.is_dir():
-            raise NotADirectoryError(20, "Not a directory")
-        _remove_leftovers(target)
-        with whole_folder(target) as partial:
-            for path in files:
-                with open_untrusted(path, limit=INPUT_FILE_LIMIT, root=cached) as source, \
-                        open_new(join_under(partial, path.name)) as copy:
-                    shutil.copyfileobj(source, copy)
-    except OSError as exc:
-        raise OutputError(f"{target}: cannot write the series ({exc.strerror or type(exc).__name__})") from exc
-    return len(files)
-
-
-def _remove_leftovers(target: Path) -> None:
-    """The partial (and set-aside) folders of a copy of this series that was killed (whole_folder's names)."""
-    from app.guard.shared import remove_under
-
-    leftover = re.compile(re.escape(target.name) + r"\.(partial|old)-[0-9a-f]{8}")
-    for sibling in target.parent.iterdir() if target.parent.is_dir() else []:
-        if leftover.fullmatch(sibling.name):
-            remove_under(target.parent, sibling.name)
-
-
-def is_dicom(path: Path) -> bool:
-    """A DICOM Part 10 file (the DICM preamble), whatever its name: a regular file (a FIFO or a device among the
-    files named is not, and is never waited on)."""
-    from app.guard.untrusted import INPUT_FILE_LIMIT, open_untrusted
-
-    try:
-        with open_untrusted(path, limit=INPUT_FILE_LIMIT) as handle:
-            return handle.read(132)[128:] == b"DICM"
-    except OSError:
-        return False
-
-
 def cmd_send(args: argparse.Namespace) -> int:
-    """seglens-cli pacs send NODE FILE...: the DICOM files (folders walked) stored to the node."""
-    from app.runs.pacs_run import client_of
+    """seglens-cli pacs send NODE FILE...: the DICOM files (folders walked) stored to the node, none of them when
+    one breaks the send rule (de-identified only to a research node, identified never to one)."""
+    from app.io.pacs.client import PacsError
+    from app.runs.pacs_run import client_of, files_refusal
 
     node = node_of(args.node)
     files, refused = dicom_files(args.files)
@@ -348,6 +253,9 @@ def cmd_send(args: argparse.Namespace) -> int:
     if not files:
         print("error: no DICOM files to send in: " + ", ".join(_shown(p) for p in args.files), file=sys.stderr)
         return EXIT_USAGE
+    refusal = files_refusal(node, files)
+    if refusal:
+        raise PacsError(refusal)
     progress = Line(enabled=sys.stderr.isatty() and not args.no_progress)
     try:
         stored = client_of(node).store(files, progress=lambda done, total: progress.say(f"{done} of {total} sent"))
@@ -387,7 +295,8 @@ def add_run_pacs_options(run: argparse.ArgumentParser) -> None:
                        help="only this SeriesInstanceUID of the study (default: every image series)")
     group.add_argument("--send", metavar="NODE",
                        help="store what --export wrote (DICOM SEG, Secondary Capture, RTSTRUCT) to this node, then "
-                            "verify by a query that finds them; with --anonymize only to a node marked research")
+                            "verify by a query that finds them; with --anonymize only to a node marked research, "
+                            "without it never to one")
 
 
 def run_pacs_plan(args: argparse.Namespace) -> PacsPlan:

@@ -48,7 +48,10 @@ def plan_pacs(*, source: PacsNode | None, study_uid: str, series_uid: str, send:
               ray: str | None = None) -> PacsPlan:
     """The PACS options checked before anything runs or connects (PlanRefused with the line seglens-cli prints).
     `ray`: --ray's address (a cluster's nodes cannot read this machine's cache; a local Ray instance can)."""
-    refused = _source_problem(source, study_uid, series_uid, paths) or _send_problem(send, exports, anonymize)
+    from app.io.pacs.nodes import shared_secret_problem
+
+    refused = (_source_problem(source, study_uid, series_uid, paths) or _send_problem(send, exports, anonymize)
+               or shared_secret_problem(source, send))
     if not refused and source is not None and ray not in (None, "local"):
         refused = (f"--from with --ray {ray}: the study is retrieved into this machine's cache, which the cluster's "
                    "nodes cannot read; `seglens-cli pacs get` it to a folder every node can read and run on that")
@@ -73,14 +76,18 @@ def _send_problem(send: PacsNode | None, exports: Sequence[str] | None, anonymiz
     if not any(kind in SENT_EXPORTS for kind in exports or ()):
         return ("--send stores the DICOM files --export writes: add --export with dicom-seg, sc or rtstruct "
                 "(nifti, PNGs and reports stay local)")
-    if anonymize and not send.research:
-        return (f"--anonymize with --send {send.name}: a pseudonymised result must not be stored beside the "
-                "identified study; send it to a node marked research (research: true), or run without --anonymize")
+    from app.io.pacs.nodes import send_refusal
+
+    refusal = send_refusal(send, deidentified=anonymize)
+    if refusal:
+        return f"--anonymize with --send {send.name}: {refusal}" if anonymize else \
+            f"--send {send.name} without --anonymize: {refusal}"
     return None
 
 
 def client_of(node: PacsNode) -> PacsClient:
-    """A client of `node`, its password or token from the keyring (or SEGLENS_PACS_SECRET) where it has one."""
+    """A client of `node`, its password or token from the keyring (or its own environment variable:
+    app.io.pacs.nodes.node_secret) where it has one."""
     from app.io.pacs.connect import connect
     from app.io.pacs.nodes import node_secret
 
@@ -192,9 +199,43 @@ def written_exports(spec: ModelSpec, inputs: Sequence[InputFile], *, out: Path, 
     return files
 
 
+def files_refusal(node: PacsNode, files: Sequence[Path]) -> str | None:
+    """Why `files` may not be stored to `node`: the one send rule (app.io.pacs.nodes.send_refusal) applied to
+    what each file says of itself (PatientIdentityRemoved YES: de-identified), naming the first file it refuses
+    (`pacs NODE: FILE: …; nothing sent`); None when every file may go."""
+    from app.io.pacs.nodes import send_refusal
+
+    for path in files:
+        refusal = send_refusal(node, deidentified=is_deidentified(path))
+        if refusal:
+            return f"pacs {node.name}: {path}: {refusal}; nothing sent"
+    return None
+
+
+def is_deidentified(path: Path) -> bool:
+    """Whether a DICOM file says it is de-identified (PatientIdentityRemoved YES), read through the untrusted
+    gate (a file that cannot be read is not: it is then sent, or refused, as identified)."""
+    import pydicom
+
+    from app.guard.untrusted import INPUT_FILE_LIMIT, open_untrusted
+
+    try:
+        with open_untrusted(path, limit=INPUT_FILE_LIMIT) as handle:
+            header = pydicom.dcmread(handle, stop_before_pixels=True, specific_tags=["PatientIdentityRemoved"])
+    except (OSError, ValueError, AttributeError, pydicom.errors.InvalidDicomError):
+        return False
+    return str(header.get("PatientIdentityRemoved", "")).strip().upper() == "YES"
+
+
 def send_exports(node: PacsNode, files: Sequence[Path], *,
                  progress: Callable[[int, int], None] | None = None) -> Sent:
-    """`files` stored to `node`, then each of their series looked for by a series-level query of its study."""
+    """`files` stored to `node`, then each of their series looked for by a series-level query of its study.
+    Nothing is sent when a file breaks the send rule (files_refusal: PacsError)."""
+    from app.io.pacs.client import PacsError
+
+    refusal = files_refusal(node, files)
+    if refusal:
+        raise PacsError(refusal)
     groups = _series_of(files)
     client = client_of(node)
     stored = client.store(list(files), progress=progress) if files else 0

@@ -44,13 +44,15 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Orthanc]:
 @pytest.fixture
 def nodes(server: Orthanc, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """The settings' nodes (ORTHANC over DIMSE, WEB over DICOMweb, RESEARCH marked research), the password in
-    SEGLENS_PACS_SECRET, the cache in the test's folder (never the user's). Returns the cache folder."""
+    each DICOMweb node's own SEGLENS_PACS_SECRET_<NAME> (the plain variable goes to no node of two with auth), the
+    cache in the test's folder (never the user's). Returns the cache folder."""
     settings = tmp_path / "settings.yaml"
     web = f"dicomweb+http://127.0.0.1:{server.http_port}/dicom-web?user={server.user}"
     settings.write_text(f"pacs:\n  ORTHANC: {{url: '{server.dimse_url}'}}\n  WEB: {{url: '{web}'}}\n"
                         f"  RESEARCH: {{url: '{web}', research: true}}\n", encoding="utf-8")
     monkeypatch.setenv("SEGLENS_SETTINGS", str(settings))
-    monkeypatch.setenv("SEGLENS_PACS_SECRET", server.password)
+    monkeypatch.setenv("SEGLENS_PACS_SECRET_WEB", server.password)
+    monkeypatch.setenv("SEGLENS_PACS_SECRET_RESEARCH", server.password)
     cache = tmp_path / "cache"
     monkeypatch.setattr(cache_module, "default_root", lambda: cache)
     server.start()  # (a test may have stopped it)
@@ -184,7 +186,7 @@ def test_pacs_send_stores_files_and_folders(nodes, server, tmp_path, capsys):
 
 
 def test_a_wrong_password_is_one_line(nodes, monkeypatch, capsys):
-    monkeypatch.setenv("SEGLENS_PACS_SECRET", "not-the-password")
+    monkeypatch.setenv("SEGLENS_PACS_SECRET_WEB", "not-the-password")
     assert main(["pacs", "find", "WEB", "--patient-id", PATIENT_ID]) == 2
     captured = capsys.readouterr()
     line = one_error(captured.err)
@@ -205,8 +207,8 @@ def test_anonymize_send_to_a_node_not_marked_research_is_refused_before_anything
                  "--export", "dicom-seg", "--anonymize", "--send", "ORTHANC", "--device", "cpu"])
     assert code == 2
     assert one_error(capsys.readouterr().err) == (
-        "error: --anonymize with --send ORTHANC: a pseudonymised result must not be stored beside the identified "
-        "study; send it to a node marked research (research: true), or run without --anonymize")
+        "error: --anonymize with --send ORTHANC: a de-identified (pseudonymised) result is sent only to a research "
+        "node (research: true in its settings): beside the identified study it would pass for another patient")
     assert not out.exists() and not nodes.exists()  # nothing retrieved, nothing written
 
 

@@ -96,18 +96,27 @@ def test_a_c_find_with_endless_slow_pending_answers_ends_at_its_deadline(scp: Ho
     assert scp.behaviour.finds <= finds + 2  # the server stopped: the association is gone
 
 
-def test_a_c_find_with_endless_pending_answers_stops_at_the_cap(scp: HostileScp) -> None:
+def test_a_c_find_with_endless_pending_answers_stops_at_the_cap(scp: HostileScp,
+                                                                 caplog: pytest.LogCaptureFixture) -> None:
+    """A study search keeps the first MAX_MATCHES (as a DICOMweb search does), says so in one line and aborts;
+    an image-level listing (what a retrieve must bring) past the cap is an error."""
     scp.behaviour.endless_find = 0.0
     node = node_of(scp, timeout_s=30)
-    with pytest.raises(PacsError) as err:
-        DimseClient(node).find_studies(StudyQuery())
-    assert str(err.value) == (f"pacs EVIL: C-FIND: more than {dimse_common.MAX_MATCHES} matches; narrow the "
-                              "search (association aborted)")
-    assert scp.behaviour.finds >= dimse_common.MAX_MATCHES
+    with caplog.at_level(logging.WARNING):
+        found = DimseClient(node).find_studies(StudyQuery())
+    assert len(found) == dimse_common.MAX_MATCHES
+    cap = dimse_common.MAX_MATCHES
+    assert [r.getMessage() for r in caplog.records if r.name.startswith("app.")] == [
+        f"pacs EVIL: more than {cap} studies match; the first {cap} kept (narrow the search)"]
     time.sleep(0.5)
     finds = scp.behaviour.finds
     time.sleep(0.3)
     assert scp.behaviour.finds <= finds + 2  # the server stopped: the association is gone
+    image_level = Dataset()
+    image_level.QueryRetrieveLevel, image_level.SOPInstanceUID = "IMAGE", ""
+    with pytest.raises(PacsError) as err:
+        DimseClient(node).find(image_level, cap=50)
+    assert str(err.value) == "pacs EVIL: C-FIND: more than 50 matches; association aborted"
 
 
 @pytest.mark.parametrize("how", ["C-GET", "C-MOVE"])

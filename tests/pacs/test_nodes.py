@@ -65,7 +65,8 @@ def test_a_name_from_the_settings(tmp_path: Path) -> None:
     nodes = load_nodes(settings)
     assert sorted(nodes) == ["ORTHANC", "RESEARCH"]
     assert parse_node("ORTHANC", nodes) == PacsNode(name="ORTHANC", kind="dimse", host="pacs", port=4242,
-                                                    called_ae="ORTHANC", calling_ae="SEG1", store_port=11112)
+                                                    called_ae="ORTHANC", calling_ae="SEG1", store_port=11112,
+                                                    secret_envs=("SEGLENS_PACS_SECRET_ORTHANC",))
     research = nodes["RESEARCH"]
     assert (research.auth, research.research, research.ca_bundle, research.tls) == (
         "bearer", True, Path("/etc/ca.pem"), True)
@@ -185,3 +186,87 @@ def test_no_usable_keyring_is_one_line(backend) -> None:
         node_secret(NODE)
     assert str(err.value) == ("pacs ORTHANC: no usable keyring (NoKeyringError); set SEGLENS_PACS_SECRET or install "
                               "a keyring backend")
+
+
+# --- a secret from the environment only for the node it was meant for ----------------------------------------
+
+
+def _settings(tmp_path: Path, text: str) -> dict[str, PacsNode]:
+    settings = tmp_path / "settings.yaml"
+    settings.write_text(text, encoding="utf-8")
+    return load_nodes(settings)
+
+
+TWO_WEB_NODES = ("pacs:\n  A:\n    url: dicomweb+https://a/dicom-web\n    auth: basic\n    username: alice\n"
+                 "  b-web:\n    url: dicomweb+https://b/dicom-web\n    auth: bearer\n"
+                 "  D:\n    url: dimse://D@h:104\n")
+
+
+def test_each_settings_node_reads_its_own_variable_never_the_plain_one(backend, tmp_path: Path,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    backend(_MemoryKeyring())
+    nodes = _settings(tmp_path, TWO_WEB_NODES)
+    assert nodes["A"].secret_envs == ("SEGLENS_PACS_SECRET_A",)
+    assert nodes["b-web"].secret_envs == ("SEGLENS_PACS_SECRET_B_WEB",)
+    monkeypatch.setenv("SEGLENS_PACS_SECRET", "meant-for-someone")
+    monkeypatch.setenv("SEGLENS_PACS_SECRET_A", "alice-password")
+    assert node_secret(nodes["A"]) == "alice-password"
+    assert node_secret(nodes["b-web"]) is None  # not A's, not the plain one: two nodes have auth
+    monkeypatch.setenv("SEGLENS_PACS_SECRET_B_WEB", "b-token")
+    assert node_secret(nodes["b-web"]) == "b-token"
+
+
+def test_the_plain_variable_goes_to_the_one_node_with_auth_or_the_one_named(backend, tmp_path: Path,
+                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    backend(_MemoryKeyring())
+    monkeypatch.setenv("SEGLENS_PACS_SECRET", "the-one")
+    monkeypatch.setenv("CI_PACS_TOKEN", "ci-token")
+    one = _settings(tmp_path, "pacs:\n  W:\n    url: dicomweb+https://w/dicom-web\n    auth: bearer\n"
+                              "  D:\n    url: dimse://D@h:104\n")
+    assert node_secret(one["W"]) == "the-one"
+    named = _settings(tmp_path, TWO_WEB_NODES.replace("auth: bearer\n",
+                                                      "auth: bearer\n    secret_env: CI_PACS_TOKEN\n"))
+    assert named["b-web"].secret_envs == ("SEGLENS_PACS_SECRET_B_WEB", "CI_PACS_TOKEN")
+    assert node_secret(named["b-web"]) == "ci-token" and node_secret(named["A"]) is None
+    assert node_secret(parse_node("dicomweb+https://h/dw?user=bob")) == "the-one"  # a URL given on the command line
+
+
+@pytest.mark.parametrize(("text", "problem"), [
+    ("pacs:\n  a-b:\n    url: dimse://A@h:1\n  A_B:\n    url: dimse://B@h:1\n",
+     "pacs.a-b and pacs.A_B would share the secret variable SEGLENS_PACS_SECRET_A_B: rename one"),
+    ("pacs:\n  A:\n    url: dimse://A@h:1\n    secret_env: 'not a name'\n",
+     "pacs.A: secret_env is not the name of an environment variable"),
+])
+def test_bad_secret_settings_are_one_line(tmp_path: Path, text: str, problem: str) -> None:
+    with pytest.raises(PacsError) as err:
+        _settings(tmp_path, text)
+    assert str(err.value) == f"{tmp_path / 'settings.yaml'}: {problem}"
+
+
+def test_one_variable_is_never_sent_to_two_nodes_of_one_command(monkeypatch: pytest.MonkeyPatch) -> None:
+    from app.io.pacs.nodes import shared_secret_problem
+
+    a, b = parse_node("dicomweb+https://a/dw?user=x"), parse_node("dicomweb+https://b/dw?user=y")
+    assert shared_secret_problem(a, b) is None  # nothing set: each from the keyring
+    monkeypatch.setenv("SEGLENS_PACS_SECRET", "s")
+    assert shared_secret_problem(a, b) == (
+        f"$SEGLENS_PACS_SECRET would be sent to two nodes ({a.name} and {b.name}): give each node its own secret "
+        "(a settings node NAME reads SEGLENS_PACS_SECRET_NAME, or the keyring)")
+    assert shared_secret_problem(a, a) is None and shared_secret_problem(a, None) is None
+    assert shared_secret_problem(a, parse_node("dimse://D@h:104")) is None
+
+
+def test_one_send_rule_for_every_face() -> None:
+    """De-identified results only to a research node, identified ones never to one: the CLI's plan and `pacs send`
+    and the viewer's Send to PACS all ask app.io.pacs.nodes.send_refusal."""
+    from app.io.pacs.nodes import send_refusal
+    from app.ui.workers.pacs_send import send_refusal as viewer_refusal
+
+    plain, research = parse_node("dimse://P@h:104"), parse_node("dimse://R@h:104?research=1")
+    assert send_refusal(plain, deidentified=False) is None and send_refusal(research, deidentified=True) is None
+    to_plain, to_research = send_refusal(plain, deidentified=True), send_refusal(research, deidentified=False)
+    assert to_plain is not None and to_plain.startswith("a de-identified (pseudonymised) result is sent only to a ")
+    assert to_research is not None and to_research.startswith("an identified result is never sent to a research ")
+    assert viewer_refusal(plain, anonymize=True) == f"pacs {plain.name}: {to_plain}"
+    assert viewer_refusal(research, anonymize=False) == f"pacs {research.name}: {to_research}"
+    assert viewer_refusal(research, anonymize=True) is None

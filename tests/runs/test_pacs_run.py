@@ -40,8 +40,11 @@ RESEARCH = parse_node("dicomweb+http://127.0.0.1:1/dicom-web?research=1")
 
 @pytest.mark.parametrize(("options", "line"), [
     ({"send": WEB, "exports": ("dicom-seg",), "anonymize": True},
-     f"--anonymize with --send {WEB.name}: a pseudonymised result must not be stored beside the identified study; "
-     "send it to a node marked research (research: true), or run without --anonymize"),
+     f"--anonymize with --send {WEB.name}: a de-identified (pseudonymised) result is sent only to a research node "
+     "(research: true in its settings): beside the identified study it would pass for another patient"),
+    ({"send": RESEARCH, "exports": ("dicom-seg",), "anonymize": False},
+     f"--send {RESEARCH.name} without --anonymize: an identified result is never sent to a research node "
+     "(research: true in its settings): de-identify it first (--anonymize)"),
     ({"send": WEB, "exports": ("nifti",)},
      "--send stores the DICOM files --export writes: add --export with dicom-seg, sc or rtstruct (nifti, PNGs and "
      "reports stay local)"),

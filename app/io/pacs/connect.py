@@ -15,7 +15,13 @@ if TYPE_CHECKING:
 
 def connect(node: PacsNode, *, secret: str | None = None) -> PacsClient:
     """A client for `node`: DimseClient for "dimse", DicomWebClient for "dicomweb". `secret` is the password or
-    token (dicomweb); the networking library is imported here, not before."""
+    token (dicomweb); the networking library is imported here, not before. A node whose secret would travel in
+    clear text (app.io.pacs.nodes.credentials_refusal) is one PacsError line, before anything is sent."""
+    from app.io.pacs.nodes import credentials_refusal
+
+    refusal = credentials_refusal(node)
+    if refusal:
+        raise pacs_error(node, refusal)
     if node.kind == "dimse":
         from app.io.pacs.dimse import DimseClient
 

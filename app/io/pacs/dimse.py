@@ -186,9 +186,11 @@ class DimseClient:
         return (f"{what}: the server ended the association without an answer (it went away, or its AE table "
                 f"does not know our calling AE title {self.node.calling_ae!r})")
 
-    def find(self, identifier: Dataset, *, cap: int = MAX_MATCHES) -> list[Dataset]:
+    def find(self, identifier: Dataset, *, cap: int = MAX_MATCHES, what: str = "") -> list[Dataset]:
         """C-FIND in the Study Root model; the matches. Bounded as a whole (dimse_common.find_deadline) and by
-        `cap` matches: past either, the association is aborted and it is one PacsError line."""
+        `cap` matches: past the deadline it is one PacsError line; past the cap the association is aborted and
+        the first `cap` are kept with one warning line when `what` names them ("studies", as a DICOMweb search
+        says it), else (an image-level listing, which must be whole) it is one PacsError line."""
         ae = self.application_entity()
         ae.add_requested_context(FIND_MODEL)
         matches: list[Dataset] = []
@@ -200,12 +202,19 @@ class DimseClient:
                     code = self.check(status, "C-FIND", allow=lambda c: c in _PENDING)
                     if code in _PENDING and found is not None:
                         if len(matches) >= cap:
-                            raise pacs_error(self.node, f"C-FIND: more than {cap} matches; narrow the search "
-                                                        "(association aborted)")
+                            return self._capped(assoc, matches, cap, what)
                         matches.append(found)
             except DeadlineExceeded as e:
                 raise pacs_error(self.node, f"{e} ({DEADLINE_FACTOR} × the node's timeout); association "
                                             "aborted") from e
+        return matches
+
+    def _capped(self, assoc: Association, matches: list[Dataset], cap: int, what: str) -> list[Dataset]:
+        assoc.abort()
+        if not what:
+            raise pacs_error(self.node, f"C-FIND: more than {cap} matches; association aborted")
+        log.warning("pacs %s: more than %d %s match; the first %d kept (narrow the search)", self.node.name, cap,
+                    what, cap)
         return matches
 
     def find_studies(self, query: StudyQuery) -> list[StudyRecord]:
@@ -214,13 +223,13 @@ class DimseClient:
         ds.PatientID, ds.PatientName = query.patient_id, query.patient_name
         ds.StudyDate = "-".join(query.study_date) if query.study_date else ""
         ds.ModalitiesInStudy, ds.AccessionNumber, ds.StudyInstanceUID = query.modality, query.accession, query.study_uid
-        return [_study_record(found) for found in self.find(ds)]
+        return [_study_record(found) for found in self.find(ds, what="studies")]
 
     def find_series(self, study_uid: str) -> list[SeriesRecord]:
         """C-FIND at series level; the series of one study."""
         ds = _identifier("SERIES", (*_SERIES_FIELDS, "SeriesInstanceUID"))
         ds.StudyInstanceUID = study_uid
-        records = [_series_record(found, study_uid) for found in self.find(ds)]
+        records = [_series_record(found, study_uid) for found in self.find(ds, what="series")]
         return sorted(records, key=lambda r: (r.number is None, r.number or 0, r.series_uid))
 
     def find_instances(self, study_uid: str, series_uid: str) -> dict[str, str]:

@@ -1,8 +1,15 @@
 """PACS nodes: the settings' named nodes, a node given as a URL on the command line, and its secret (keyring).
 
 A node's password or token is never in the settings file nor in a log: it lives in the operating system's keyring
-under the service "seglens-pacs" and the node's name, or, for scripts and CI, in the environment variable
-SEGLENS_PACS_SECRET (which wins).
+under the service "seglens-pacs" and the node's name, or, for scripts and CI, in an environment variable (which
+wins) meant for that node alone (`PacsNode.secret_envs`):
+- a settings node NAME reads SEGLENS_PACS_SECRET_NAME (upper case, every other character than A-Z and 0-9 as `_`),
+  or the variable its `secret_env:` names;
+- the plain SEGLENS_PACS_SECRET goes to a node given as a URL on the command line, or to the settings' node when it
+  is the only one there with auth (never to one of several: it would go to every node);
+- a secret is never sent in clear text to a DICOMweb node that is not on loopback (app.guard.net
+  .credentials_problem) unless its settings say `allow_insecure: true`; and one variable is never sent to two
+  nodes of one command (`shared_secret_problem`).
 """
 
 from __future__ import annotations
@@ -23,6 +30,7 @@ from app.io.pacs.errors import PacsError
 KEYRING_SERVICE = "seglens-pacs"
 SECRET_ENV = "SEGLENS_PACS_SECRET"
 SETTINGS_ENV = "SEGLENS_SETTINGS"  # another settings file (tests, scripts)
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
 _AE = re.compile(r"^[\x20-\x5b\x5d-\x7e]{1,16}$")  # AE title: 1-16 printable characters, no backslash
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off", ""}
@@ -47,6 +55,8 @@ class PacsNode:
     timeout_s: float = 30.0
     store_port: int = 0  # dimse C-MOVE: the port of our Storage SCP (0: C-GET, no SCP)
     store_host: str = ""  # dimse C-MOVE: the address it listens on (default: the one the node reaches us at)
+    allow_insecure: bool = False  # dicomweb: the secret may go in clear text (http://) to a host not on loopback
+    secret_envs: tuple[str, ...] = (SECRET_ENV,)  # the environment variables that may hold its secret, in order
 
 
 def default_settings_file() -> Path:
@@ -184,13 +194,41 @@ def load_nodes(settings_file: Path) -> dict[str, PacsNode]:
     """The named nodes of the settings file's `pacs:` section (YAML or JSON); none when the file is absent.
 
     Each entry is a node name with `url:` (a parse_node URL) and optional fields overriding it (calling_ae,
-    research, ca_bundle, timeout_s, store_port, auth, username), e.g.
+    research, ca_bundle, timeout_s, store_port, store_host, auth, username, allow_insecure, secret_env), e.g.
     `pacs: {ORTHANC: {url: "dimse://ORTHANC@pacs:4242", calling_ae: SEGLENS}}`. A password or token here is
-    refused: secrets belong in the keyring."""
+    refused: secrets belong in the keyring (or the node's own environment variable)."""
     if not settings_file.is_file():
         return {}
     section = _pacs_section(settings_file)
-    return {str(name): _settings_node(settings_file, str(name), entry) for name, entry in section.items()}
+    nodes = {str(name): _settings_node(settings_file, str(name), entry) for name, entry in section.items()}
+    return _with_secret_variables(settings_file, nodes, section)
+
+
+def secret_variable(name: str) -> str:
+    """The environment variable of a settings node's secret: SEGLENS_PACS_SECRET_<NAME> (upper case, any other
+    character than A-Z and 0-9 written `_`)."""
+    return f"{SECRET_ENV}_{re.sub(r'[^A-Z0-9]', '_', name.upper())}"
+
+
+def _with_secret_variables(settings_file: Path, nodes: dict[str, PacsNode],
+                           section: dict[Any, Any]) -> dict[str, PacsNode]:
+    """Each settings node with the variables its secret may come from: its own; the one its `secret_env:` names;
+    the plain SEGLENS_PACS_SECRET only for the one node that has auth, when exactly one has."""
+    from dataclasses import replace
+
+    owners: dict[str, str] = {}
+    for name in nodes:
+        other = owners.setdefault(secret_variable(name), name)
+        if other != name:
+            raise PacsError(f"{settings_file}: pacs.{other} and pacs.{name} would share the secret variable "
+                            f"{secret_variable(name)}: rename one")
+    with_auth = [name for name, node in nodes.items() if node.auth != "none"]
+    result = {}
+    for name, node in nodes.items():
+        named = section[name].get("secret_env") if isinstance(section.get(name), dict) else None
+        plain = (SECRET_ENV,) if with_auth == [name] and not named else ()
+        result[name] = replace(node, secret_envs=(secret_variable(name), *((named,) if named else ()), *plain))
+    return result
 
 
 _SETTINGS_LIMIT = MAX_YAML_BYTES  # a settings file is a page of text
@@ -216,7 +254,7 @@ def _pacs_section(settings_file: Path) -> dict[Any, Any]:
     return section
 
 
-_FIELDS = {f.name for f in fields(PacsNode)} - {"name", "kind", "host", "port", "url"}
+_FIELDS = ({f.name for f in fields(PacsNode)} - {"name", "kind", "host", "port", "url", "secret_envs"}) | {"secret_env"}
 _SECRET_KEYS = {"password", "token", "secret"}
 
 
@@ -244,6 +282,10 @@ def _override(where: str, node: PacsNode, values: dict[str, Any]) -> PacsNode:
 
     changes: dict[str, Any] = {}
     for key, value in values.items():
+        if key == "secret_env":
+            if not isinstance(value, str) or not _ENV_NAME.match(value):
+                raise PacsError(f"{where}: secret_env is not the name of an environment variable")
+            continue  # read by _with_secret_variables
         default = getattr(node, key)
         if key == "ca_bundle":
             changes[key] = Path(str(value)) if value else None
@@ -265,19 +307,69 @@ def _override(where: str, node: PacsNode, values: dict[str, Any]) -> PacsNode:
 
 
 def node_secret(node: PacsNode) -> str | None:
-    """The node's password or token: $SEGLENS_PACS_SECRET, else the keyring's "seglens-pacs" entry for the node's
-    name, else None. A missing or failing keyring backend is one PacsError line. Never logged."""
-    env = os.environ.get(SECRET_ENV)
-    if env:
-        return env
+    """The node's password or token: the first of its own environment variables that is set (`secret_envs`:
+    never another node's), else the keyring's "seglens-pacs" entry for the node's name, else None. A missing or
+    failing keyring backend is one PacsError line. Never logged."""
+    for variable in node.secret_envs:
+        value = os.environ.get(variable)
+        if value:
+            return value
+    where = secret_sources(node)
     try:
         import keyring
         import keyring.errors
 
         return keyring.get_password(KEYRING_SERVICE, node.name)
     except ImportError as e:
-        raise PacsError(f"pacs {node.name}: the keyring package is missing (set {SECRET_ENV} instead)") from e
+        raise PacsError(f"pacs {node.name}: the keyring package is missing (set {where} instead)") from e
     except Exception as e:  # keyring.errors.KeyringError, or a backend's own failure (D-Bus gone, locked)
         raise PacsError(
-            f"pacs {node.name}: no usable keyring ({type(e).__name__}); set {SECRET_ENV} or install a keyring backend"
+            f"pacs {node.name}: no usable keyring ({type(e).__name__}); set {where} or install a keyring backend"
         ) from e
+
+
+def secret_sources(node: PacsNode) -> str:
+    """Where the node's secret may come from besides the keyring, as a message says it ("SEGLENS_PACS_SECRET_A or
+    SEGLENS_PACS_SECRET")."""
+    return " or ".join(node.secret_envs) or "the keyring"
+
+
+def credentials_refusal(node: PacsNode) -> str | None:
+    """Why the node's secret must not be sent (clear text to a DICOMweb host that is not loopback, without
+    `allow_insecure: true` in its settings), or None. Said before any connection."""
+    if node.kind != "dicomweb" or node.auth == "none":
+        return None
+    from app.guard.net import credentials_problem
+
+    setting = ("allow_insecure: true on a node of the settings" if "://" in node.name else
+               f"allow_insecure: true in the settings of pacs.{node.name}")
+    return credentials_problem(node.url, allow_insecure=node.allow_insecure, setting=setting)
+
+
+def shared_secret_problem(*nodes: PacsNode | None) -> str | None:
+    """Why one command may not use these nodes together: two different nodes with auth whose secret would come from
+    the same environment variable (one secret sent to both), or None."""
+    seen: dict[str, PacsNode] = {}
+    for node in nodes:
+        if node is None or node.auth == "none":
+            continue
+        variable = next((v for v in node.secret_envs if os.environ.get(v)), None)
+        other = seen.setdefault(variable, node) if variable else node
+        if other is not node and (other.name, other.url) != (node.name, node.url):
+            return (f"${variable} would be sent to two nodes ({other.name} and {node.name}): give each node its own "
+                    f"secret (a settings node NAME reads {SECRET_ENV}_NAME, or the keyring)")
+    return None
+
+
+def send_refusal(node: PacsNode, *, deidentified: bool) -> str | None:
+    """Why results may not be stored to `node` (one line, without the node's name: each face says who sends), or
+    None. The one rule of every send — `pacs send`, `run --send`, the viewer's Send to PACS: a de-identified
+    (pseudonymised) result goes only to a node marked research (beside the identified study it would pass for
+    another patient), and an identified one never to a research node (patient data where none is expected)."""
+    if deidentified and not node.research:
+        return ("a de-identified (pseudonymised) result is sent only to a research node (research: true in its "
+                "settings): beside the identified study it would pass for another patient")
+    if not deidentified and node.research:
+        return ("an identified result is never sent to a research node (research: true in its settings): "
+                "de-identify it first (--anonymize)")
+    return None

@@ -3,7 +3,7 @@
 the node, and then found there again by a series query of its study; the folder goes once it is sent.
 
 A pseudonymised result is sent only to a research node: stored beside the identified study, it would look like a
-second, unrelated patient (issue 27, as `seglens-cli run --anonymize --send`)."""
+second, unrelated patient; an identified one never to a research node (the one rule of every send, issue 36)."""
 
 from __future__ import annotations
 
@@ -24,11 +24,12 @@ KIND_NAMES = {"dicom-seg": "DICOM SEG", "sc": "Secondary Capture", "rtstruct": "
 
 
 def send_refusal(node: PacsNode, *, anonymize: bool) -> str | None:
-    """Why this send may not go to `node` (one line), or None."""
-    if anonymize and not node.research:
-        return (f"pacs {node.name}: a de-identified (pseudonymised) result is sent only to a research node "
-                "(research: true in its settings): beside the identified study it would pass for another patient")
-    return None
+    """Why this send may not go to `node` (one line), or None: the one send rule of every face
+    (app.io.pacs.nodes.send_refusal: de-identified only to a research node, identified never to one)."""
+    from app.io.pacs.nodes import send_refusal as rule
+
+    refusal = rule(node, deidentified=anonymize)
+    return f"pacs {node.name}: {refusal}" if refusal else None
 
 
 def send_volume(request: PacsSend, client: PacsClient, *,
