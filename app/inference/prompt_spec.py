@@ -39,6 +39,7 @@ _FLOAT_INPUTS = ("point_coords", "point_labels", "mask_input", "has_mask_input",
 _PROMPT_KEYS = ("encoder", "decoder", "layout", "input_size", "resize", "mean", "std", "mask_threshold")
 _TOP_KEYS = ("name", "description", "prompt")
 _SIDECAR_BYTES = 1 << 20  # prompt_sidecar.MAX_BYTES: the most a sidecar may hold
+FRAME_SIDES = (64, 4096)  # the encoder's square frame, from the graph as from the sidecar (prompt_sidecar's check)
 
 
 @dataclass(frozen=True)
@@ -206,6 +207,9 @@ def _input_size(path: Path, encoder: GraphInfo) -> int | None:
         raise ModelError(f"{path}: encoder input {image.describe()} is not a [1,3,S,S] image (SAM's 1×3×1024×1024)")
     else:
         size = int(shape[2])
+        if not FRAME_SIDES[0] <= size <= FRAME_SIDES[1]:  # the encoder tensor is 3 × S² floats, made per image
+            raise ModelError(f"{path}: encoder input {image.describe()} is a {size}×{size} frame; a prompt "
+                             f"encoder's is {FRAME_SIDES[0]} to {FRAME_SIDES[1]} pixels a side (SAM's 1024)")
     if image.dtype != "float32":
         raise ModelError(f"{path}: encoder input '{image.name}' is {image.dtype}, expected float32")
     return size

@@ -255,3 +255,15 @@ def test_a_prompt_sidecars_yaml_goes_through_the_one_loader(tmp_path: Path, text
     with pytest.raises(SidecarError) as caught:
         load_prompt_spec(path)
     assert str(caught.value) == f"{path}: {says}"
+
+
+def test_an_encoder_declaring_a_giant_frame_is_refused_before_a_tensor_is_made(tmp_path: Path) -> None:
+    """[1,3,100000,100000] from the graph: 120 GB of encoder input per image; the sidecar's input_size is held to
+    64..4096 already, the graph's now too."""
+    encoder(tmp_path / "enc.onnx", SAM2_EMBEDS, image_shape=[1, 3, 100_000, 100_000])
+    sam2_decoder(tmp_path / "dec.onnx")
+    path = _yaml(tmp_path, "  encoder: enc.onnx\n  decoder: dec.onnx\n")
+    with pytest.raises(ModelError) as caught:
+        load_prompt_spec(path)
+    assert str(caught.value) == (f"{tmp_path / 'enc.onnx'}: encoder input image[1,3,100000,100000] float32 is a "
+                                 "100000×100000 frame; a prompt encoder's is 64 to 4096 pixels a side (SAM's 1024)")
