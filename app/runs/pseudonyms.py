@@ -18,7 +18,6 @@ import hmac
 import os
 import re
 import secrets
-import stat
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -92,47 +91,51 @@ def _env_key(value: str) -> bytes:
 
 
 def read_key_file(path: Path) -> bytes | None:
-    """The key kept in `path`, None when there is no file; PseudonymKeyError when it is not a whole key."""
-    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0) | getattr(os, "O_CLOEXEC", 0)
+    """The key kept in `path`, None when there is no file; PseudonymKeyError when it is not a whole key. Read
+    through app.guard.untrusted: a FIFO or device planted under the name is refused at once, never waited on."""
+    from app.guard.untrusted import NotRegularFile, TooLarge, read_untrusted
+
     try:
-        fd = os.open(path, flags)  # non-blocking: a FIFO planted under the name must not hang the run
+        data = read_untrusted(path, limit=_MAX_FILE)
     except FileNotFoundError:
         return None
+    except NotRegularFile:
+        raise PseudonymKeyError(f"{path}: the pseudonym key is not a regular file") from None
+    except TooLarge:
+        raise PseudonymKeyError(f"{path}: not a pseudonym key (expected {2 * KEY_BYTES} hex digits){_FIX}") from None
     except OSError as exc:
         raise PseudonymKeyError(f"{path}: cannot read the pseudonym key ({exc.strerror or exc})") from exc
-    try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise PseudonymKeyError(f"{path}: the pseudonym key is not a regular file")
-        data = os.read(fd, _MAX_FILE + 1)
-    except OSError as exc:
-        raise PseudonymKeyError(f"{path}: cannot read the pseudonym key ({exc.strerror or exc})") from exc
-    finally:
-        os.close(fd)
     return parse_key(data, path)
+
+
+# what a refused key file's line ends with
+_FIX = (f"; if it was never used, delete it and a new key is made (pseudonyms then differ from earlier reports), "
+        f"else restore it from a backup or set {ENV}")
 
 
 def parse_key(data: bytes, path: Path) -> bytes:
     """The key held in a key file's bytes (hex digits, surrounding white space allowed), or PseudonymKeyError."""
-    fix = (f"; if it was never used, delete it and a new key is made (pseudonyms then differ from earlier "
-           f"reports), else restore it from a backup or set {ENV}")
     text = data.strip()
     if not text:
-        raise PseudonymKeyError(f"{path}: the pseudonym key file is empty (a run may have died creating it){fix}")
+        raise PseudonymKeyError(f"{path}: the pseudonym key file is empty (a run may have died creating it){_FIX}")
     if len(data) > _MAX_FILE or not _HEX.fullmatch(text.decode("ascii", "replace")) or len(text) % 2:
-        raise PseudonymKeyError(f"{path}: not a pseudonym key (expected {2 * KEY_BYTES} hex digits){fix}")
+        raise PseudonymKeyError(f"{path}: not a pseudonym key (expected {2 * KEY_BYTES} hex digits){_FIX}")
     key = bytes.fromhex(text.decode("ascii"))
     if len(key) < MIN_FILE_BYTES:
         raise PseudonymKeyError(f"{path}: the pseudonym key is cut short ({len(key)} bytes, expected "
-                                f"{KEY_BYTES}){fix}")
+                                f"{KEY_BYTES}){_FIX}")
     return key
 
 
 def _create_key_file(path: Path) -> bytes:
-    """Make a new key at `path` atomically; whichever run's link lands first is the key every run uses."""
+    """Make a new key at `path` atomically; whichever run's link lands first is the key every run uses. The
+    temporary is app.guard.shared's (exclusive, private, never a link planted under its name) and removed through
+    it."""
+    from app.guard.shared import create_temporary, remove_under
+
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        temporary = path.with_name(f".{path.name}.{secrets.token_hex(8)}.tmp")
-        fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0), 0o600)
+        fd, temporary = create_temporary(path.parent, path.name, private=True)
         try:
             with os.fdopen(fd, "wb") as handle:
                 handle.write(secrets.token_bytes(KEY_BYTES).hex().encode("ascii") + b"\n")
@@ -141,7 +144,7 @@ def _create_key_file(path: Path) -> bytes:
             _publish(temporary, path)
         finally:
             with contextlib.suppress(OSError):
-                os.unlink(temporary)
+                remove_under(temporary.parent, temporary.name)  # gone already where it was renamed
         sync_folder(path.parent)
     except OSError as exc:
         raise PseudonymKeyError(f"{path}: cannot keep the pseudonym key ({exc.strerror or exc}); set {ENV} "
@@ -154,14 +157,15 @@ def _create_key_file(path: Path) -> bytes:
 
 def _publish(temporary: Path, path: Path) -> None:
     """`temporary` under `path`, never replacing a key already there."""
+    from app.guard.shared import rename_under
+
     try:
         os.link(temporary, path)
     except FileExistsError:
         return  # another run made it first: use theirs
     except OSError:
-        # No hard links on this file system (some network or FAT shares). os.rename does not replace on Windows;
-        # on POSIX it would, so it is done only when nobody made the key meanwhile (two runs racing within this
-        # window on such a share could each use their own key: docs/SECURITY.md).
-        if os.name == "nt" or not path.exists():
-            with contextlib.suppress(FileExistsError):
-                os.rename(temporary, path)
+        # No hard links on this file system (some network or FAT shares): renamed when nobody made the key
+        # meanwhile (two runs racing within this window on such a share could each use their own key:
+        # docs/SECURITY.md).
+        if not os.path.lexists(path):
+            rename_under(path.parent, temporary.name, path.name)
