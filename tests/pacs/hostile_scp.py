@@ -54,6 +54,7 @@ class Hostile:
     endless_find: float | None = None  # seconds between pending C-FIND answers, for ever (None: answer normally)
     endless_retrieve: bool = False  # C-GET / C-MOVE: send the first instance again and again, for ever
     before_move: Callable[[str, int], None] | None = None  # called with our C-MOVE destination before storing
+    listed_class: str = CT_IMAGE  # the SOP Class UID an image-level C-FIND lists
     finds: int = 0  # pending C-FIND answers sent (the test reads how far an endless one got)
     stop: threading.Event = field(default_factory=threading.Event)
 
@@ -97,7 +98,7 @@ class HostileScp:
             found = Dataset()
             found.QueryRetrieveLevel = asked.QueryRetrieveLevel
             found.StudyInstanceUID, found.SeriesInstanceUID = ds.StudyInstanceUID, ds.SeriesInstanceUID
-            found.SOPInstanceUID, found.SOPClassUID = ds.SOPInstanceUID, ds.SOPClassUID
+            found.SOPInstanceUID, found.SOPClassUID = ds.SOPInstanceUID, how.listed_class
             yield 0xFF00, found
         yield 0x0000, None
 

@@ -182,3 +182,13 @@ def test_the_datasets_of_a_retrieve_are_checked_by_their_own_uids(scp: HostileSc
         DimseClient(node_of(scp)).retrieve(listed.study, listed.series, SeriesCache(tmp_path / "cache"))
     assert str(err.value) == ("pacs EVIL: partial retrieve: 2 of 3 instances received (fewer than C-FIND listed); "
                               "nothing kept")
+
+
+def test_a_listed_sop_class_that_is_not_a_uid_is_one_line(scp: HostileScp, tmp_path: Path) -> None:
+    """pynetdicom raised ValueError (a traceback) proposing a context for it."""
+    scp.behaviour.listed_class = "1.2." + "3" * 80
+    listed = scp.behaviour.listed
+    with pytest.raises(PacsError) as err:
+        DimseClient(node_of(scp)).retrieve(listed.study, listed.series, SeriesCache(tmp_path / "cache"))
+    assert str(err.value) == ("pacs EVIL: the server lists an instance whose SOP Class UID is not a DICOM UID "
+                              f"({'1.2.' + '3' * 57}...); nothing retrieved")

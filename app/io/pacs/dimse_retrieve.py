@@ -16,6 +16,7 @@ node's AE title, called by ours.
 from __future__ import annotations
 
 import logging
+import re
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
@@ -80,6 +81,7 @@ _STORED = (0x0000, 0xB000, 0xB006, 0xB007)  # success, or stored with a coercion
 _HINTS = {0xA801: "the server's AE table has no move destination {calling!r}"}
 
 
+_DICOM_UID = re.compile(r"[0-9]+(\.[0-9]+)*", re.ASCII)  # PS3.5 9.1 (and at most 64 characters)
 _ASKED = (("StudyInstanceUID", "study"), ("SeriesInstanceUID", "series"), ("SOPInstanceUID", "instance"))
 
 
@@ -168,6 +170,10 @@ def retrieve_series(client: DimseClient, study_uid: str, series_uid: str, cache:
     expected = client.find_instances(study_uid, series_uid)
     if not expected:
         raise pacs_error(node, "the series is not on the server (C-FIND found no instances)")
+    bad = next((c for c in expected.values() if c and not (len(c) <= 64 and _DICOM_UID.fullmatch(c))), None)
+    if bad is not None:  # pynetdicom would raise ValueError proposing a context for it
+        raise pacs_error(node, "the server lists an instance whose SOP Class UID is not a DICOM UID "
+                               f"({_uid_text(bad)}); nothing retrieved")
     try:
         with cache.receiving(series_uid, expected=len(expected)) as folder:
             receiver = _Receiver(folder, expected, asked=(study_uid, series_uid), node=node.name,
@@ -379,12 +385,16 @@ def store_files(client: DimseClient, files: Sequence[Path], *,
 
 
 def _header(client: DimseClient, path: Path) -> tuple[str, str]:
-    """A file's (SOP class, transfer syntax), read without its pixels; PacsError naming the file."""
+    """A file's (SOP class, transfer syntax), read without its pixels through the untrusted gate (a FIFO, a device
+    or a giant is refused, never waited on); PacsError naming the file."""
     from pydicom import dcmread
     from pydicom.errors import InvalidDicomError
 
+    from app.guard.untrusted import INPUT_FILE_LIMIT, open_untrusted
+
     try:
-        ds = dcmread(path, stop_before_pixels=True)
+        with open_untrusted(path, limit=INPUT_FILE_LIMIT) as handle:
+            ds = dcmread(handle, stop_before_pixels=True)
         return str(ds.file_meta.MediaStorageSOPClassUID or ds.SOPClassUID), str(ds.file_meta.TransferSyntaxUID)
     except (OSError, InvalidDicomError, AttributeError, ValueError) as e:
         raise PacsError(f"{path}: not a DICOM file that can be sent ({type(e).__name__})") from e
