@@ -173,9 +173,8 @@ def _pacs_nodes(path: Path) -> object:
 
 register(Boundary("station_file", "file", _station_file, (SegLensError,), file_name="station.yaml", text=True,
                   yaml=True))
-_NODES_WEAK = "pacs: app/io/pacs/nodes.py reads the settings as no nodes at all"
 register(Boundary("pacs_nodes", "file", _pacs_nodes, (SegLensError,), file_name="settings.yaml", text=True,
-                  yaml=True, weak=dict.fromkeys(("fifo", "dev_zero", "socket", "folder", "alias_bomb"), _NODES_WEAK)))
+                  yaml=True))
 
 
 # --- SegLens's own state where others can write: review log, provenance, lock, journal, MQTT buffer -----------

@@ -270,3 +270,16 @@ def test_one_send_rule_for_every_face() -> None:
     assert viewer_refusal(plain, anonymize=True) == f"pacs {plain.name}: {to_plain}"
     assert viewer_refusal(research, anonymize=False) == f"pacs {research.name}: {to_research}"
     assert viewer_refusal(research, anonymize=True) is None
+
+
+def test_a_settings_file_that_is_not_a_regular_file_is_one_line_not_no_nodes(tmp_path: Path) -> None:
+    import os
+
+    fifo = tmp_path / "settings.yaml"
+    os.mkfifo(fifo)
+    with pytest.raises(PacsError) as err:
+        load_nodes(fifo)  # was {}: a FIFO (or /dev/zero, a folder) read as no nodes at all
+    assert str(err.value) == f"{fifo}: cannot read the settings (not a regular file: a named pipe (FIFO))"
+    with pytest.raises(PacsError) as err:
+        load_nodes(tmp_path)
+    assert str(err.value) == f"{tmp_path}: cannot read the settings (not a regular file: a folder)"

@@ -191,15 +191,16 @@ def _dicomweb_node(text: str, *, name: str) -> PacsNode:
 
 
 def load_nodes(settings_file: Path) -> dict[str, PacsNode]:
-    """The named nodes of the settings file's `pacs:` section (YAML or JSON); none when the file is absent.
+    """The named nodes of the settings file's `pacs:` section (YAML or JSON); none when the file is absent (but
+    something else than a regular file under its name is refused in one line, not read as no nodes).
 
     Each entry is a node name with `url:` (a parse_node URL) and optional fields overriding it (calling_ae,
     research, ca_bundle, timeout_s, store_port, store_host, auth, username, allow_insecure, secret_env), e.g.
     `pacs: {ORTHANC: {url: "dimse://ORTHANC@pacs:4242", calling_ae: SEGLENS}}`. A password or token here is
     refused: secrets belong in the keyring (or the node's own environment variable)."""
-    if not settings_file.is_file():
+    if not os.path.lexists(settings_file):
         return {}
-    section = _pacs_section(settings_file)
+    section = _pacs_section(settings_file)  # a FIFO, a device or a folder under the name: one line, never read
     nodes = {str(name): _settings_node(settings_file, str(name), entry) for name, entry in section.items()}
     return _with_secret_variables(settings_file, nodes, section)
 
@@ -246,7 +247,9 @@ def _pacs_section(settings_file: Path) -> dict[Any, Any]:
         raise PacsError(str(e)) from None
     except TooLarge as e:
         raise PacsError(f"{settings_file}: settings file too large ({e.strerror})") from None
-    except (OSError, UnicodeDecodeError, ValueError, RecursionError) as e:
+    except OSError as e:  # NotRegularFile says what it is: "not a regular file: a named pipe (FIFO)"
+        raise PacsError(f"{settings_file}: cannot read the settings ({e.strerror or type(e).__name__})") from None
+    except (UnicodeDecodeError, ValueError, RecursionError) as e:
         raise PacsError(f"{settings_file}: cannot read the settings ({type(e).__name__})") from e
     section = data.get("pacs", {}) if isinstance(data, dict) else None
     if not isinstance(section, dict):
