@@ -6,8 +6,12 @@ included: app.inference.verdict), and handed to every sink as a StationVerdict (
 be decoded or run is an ERROR verdict with its one line, and the station goes on. A sink that raises is a problem
 of that sink (counted, shown in `sink_problems`), never the station's end: the other sinks still get the verdict.
 
-Only after every sink took the verdict is the frame written to the journal (app.runs.station_journal): a crash
-between the two makes the file judged again at the restart (a sink may see it twice), never marked done unheard.
+Only after every sink has the verdict is the frame written to the journal (app.runs.station_journal): a crash
+between the two makes the file judged again at the restart (a sink may see it twice), never marked done unheard. A
+sink that could not keep it (its `publish` returned False or raised: a full disk under the output folder, a bug) is
+offered it again, and only it, before the next frame is finished and every RETRY_S while the line is quiet; the
+frame is journaled once every sink has it. At most MAX_OWED such frames are held (with their pictures); an older one,
+and any still owed when the station stops, is left unjournaled: the next start judges it again.
 The station holds the output folder's lock (app.runs.lock) while it runs: one station, or run, per folder.
 
 Overlapped (`overlap`, the default; app.runs.station_stages): the next file is decoded on a helper thread while
@@ -33,12 +37,14 @@ import logging
 import os
 import threading
 import time
+from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from app.errors import SegLensError, one_line
+from app.errors import ImageError, SegLensError, one_line
+from app.guard.untrusted import untrusted_problem
 from app.inference import pipeline
 from app.inference.verdict import image_score, verdict_of
 from app.io.images import from_array
@@ -61,8 +67,10 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-OpenSource = Callable[["AlreadyDone | None"], "Source"]  # given the journal's `done`, the source to read
+OpenSource = Callable[["AlreadyDone | None"], "Source"]  # given the journal's `has`, the source to read
 STOPPED = "stopped"
+RETRY_S = 5.0  # how often a verdict a sink could not keep is offered again while no frame comes
+MAX_OWED = 32  # frames held for another try, their pictures with them (memory: a decoded image each)
 
 
 class StationRefused(SegLensError):
@@ -105,6 +113,10 @@ class Station:
         self._ended: str | None = None
         self._overlap, self._niceness = overlap, helper_niceness
         self._privacy = privacy  # a private frame's id and error line by its pseudonym (app.runs.station_privacy)
+        self._owed: deque[_Owed] = deque()  # frames a sink could not keep yet, oldest first
+        self._owed_lock = threading.Lock()  # the folder sink and the owed frames: one thread at a time
+        self._finished = False  # set under _owed_lock once the sinks are about to close: no more retries
+        self._journal_failure: BaseException | None = None  # the journal refused a line on the retry thread
 
     def stop(self) -> None:
         """End the loop after the frame being judged (any thread, a signal handler too)."""
@@ -134,19 +146,21 @@ class Station:
             try:
                 if self._open_sinks is not None:
                     self.sinks += tuple(self._open_sinks())
-                source = self._open_source(journal.done)
+                source = self._open_source(journal.has)
             except BaseException:
                 self._close_sinks()  # a source that cannot start: the sinks opened so far are closed, not leaked
                 raise
             self._source = source
             _forget_gone(journal, source)
-            watcher = threading.Thread(target=self._watch_stop, args=(source,), name="station-stop", daemon=True)
+            watcher = threading.Thread(target=self._watch_stop, args=(source, journal), name="station-stop",
+                                       daemon=True)
             watcher.start()
             try:
                 self._loop(source, journal)
             finally:
                 self._ended = source.ended or STOPPED
                 source.close()
+                self._last_try(journal)
                 self._close_sinks()
         return self.stats()
 
@@ -166,11 +180,12 @@ class Station:
                 if self._stop.is_set():
                     break  # not judged, not journaled (read ahead, perhaps): the next start takes it
                 verdict, pictures = self._judge(ready)
-                self._publish(verdict)
+                missing = self._publish(verdict)
+                owed = _Owed(ready.frame, verdict, pictures, missing)
                 if finisher is not None:
-                    finisher.put((ready.frame, verdict, pictures))
+                    finisher.put(owed)
                 else:
-                    self._finish(journal, (ready.frame, verdict, pictures))
+                    self._finish(journal, owed)
                 self._meter.add(verdict)
                 if self._on_verdict is not None:
                     self._on_verdict(verdict, pictures)
@@ -184,6 +199,8 @@ class Station:
                 reader.close()
             if finisher is not None:
                 finisher.close()  # what it holds is written and journaled; a journal that failed raises here
+            if self._journal_failure is not None:
+                raise self._journal_failure  # the retry thread's: the journal refused a line
 
     def _judge(self, ready: Ready) -> tuple[StationVerdict, Pictures]:
         """The frame's verdict and what the folder sink writes of it; an ERROR verdict when it cannot be judged."""
@@ -199,18 +216,66 @@ class Station:
         except Exception as exc:  # one frame that cannot be judged is an ERROR, not the end
             reason = _error_reason(frame, exc)
             log.debug("station: frame %s could not be judged: %s", frame.id, exc, exc_info=True)
-            return self._verdict(frame, "ERROR", None, reason), Pictures(frame.path, pixels, None)
+            return self._verdict(frame, "ERROR", None, reason), Pictures(frame.path, pixels, None, frame.root)
         score = image_score(result)
-        return self._verdict(frame, judged.state, score, judged.reason), Pictures(frame.path, pixels, result)
+        return (self._verdict(frame, judged.state, score, judged.reason),
+                Pictures(frame.path, pixels, result, frame.root))
 
-    def _finish(self, journal: StationJournal, finished: tuple[Frame, StationVerdict, Pictures]) -> None:
-        """The output folder's pictures, then the journal's line (after every sink: the journal's promise)."""
-        frame, verdict, pictures = finished
-        for sink in self.sinks:
-            if isinstance(sink, FolderSink):
-                self._deliver(sink, functools.partial(sink.publish_pictures, verdict, pictures))
-        if frame.size is not None and frame.mtime_ns is not None:
-            journal.record(frame, verdict.verdict)
+    def _finish(self, journal: StationJournal, owed: _Owed) -> None:
+        """The frames owed before it offered again, then the output folder's pictures, then the journal's line
+        once every sink has the verdict (the journal's promise); a frame a sink could not keep is owed."""
+        with self._owed_lock:
+            self._retry(journal)
+            missing = set(owed.missing)
+            for sink in self.sinks:
+                if isinstance(sink, FolderSink) and not self._deliver(
+                        sink, functools.partial(sink.publish_pictures, owed.verdict, owed.pictures)):
+                    missing.add(sink.name)
+            if missing:
+                self._owe(_Owed(owed.frame, owed.verdict, owed.pictures, frozenset(missing)))
+            else:
+                _journal(journal, owed)
+
+    def _retry(self, journal: StationJournal) -> None:
+        """Offer each owed frame again to the sinks that could not keep it, oldest first, journaling each that every
+        sink has now; the first that a sink still refuses ends the round (the disk is still full). Holds
+        _owed_lock."""
+        while self._owed and not self._finished:
+            owed = self._owed[0]
+            missing = frozenset(sink.name for sink in self.sinks
+                                if sink.name in owed.missing and not self._offer(sink, owed))
+            if missing:
+                self._owed[0] = _Owed(owed.frame, owed.verdict, owed.pictures, missing)
+                return
+            self._owed.popleft()
+            _journal(journal, owed)
+            log.info("station: a verdict every sink has now journaled (%d still owed)", len(self._owed))
+
+    def _offer(self, sink: Sink, owed: _Owed) -> bool:
+        if isinstance(sink, FolderSink):
+            return self._deliver(sink, functools.partial(sink.publish_pictures, owed.verdict, owed.pictures),
+                                 again=True)
+        return self._deliver(sink, functools.partial(sink.publish, owed.verdict), again=True)
+
+    def _owe(self, owed: _Owed) -> None:
+        self._owed.append(owed)
+        if len(self._owed) > MAX_OWED:
+            self._owed.popleft()
+            log.warning("station: more than %d verdicts a sink could not keep: the oldest is left unjournaled, "
+                        "judged again at the next start", MAX_OWED)
+
+    def _last_try(self, journal: StationJournal) -> None:
+        """One more offer of what is owed before the sinks close; what is still owed is left to the next start."""
+        with self._owed_lock:
+            try:
+                self._retry(journal)
+            except Exception as exc:  # the journal refused: the station ends with what the loop raised, if any
+                log.debug("station: the last retry failed: %s", one_line(exc, typed=True))
+            self._finished = True
+            if self._owed:
+                names = sorted({name for owed in self._owed for name in owed.missing})
+                log.warning("station: %d verdict(s) not kept by %s: not journaled, judged again at the next start",
+                            len(self._owed), ", ".join(names))
 
     def _verdict(self, frame: Frame, state: str, score: float | None, reason: str) -> StationVerdict:
         now = time.time()
@@ -220,22 +285,26 @@ class Station:
         return StationVerdict(station=self.name, frame_id=frame_id, time=now, verdict=state, score=score,
                               reason=reason, latency_ms=max(0.0, (now - frame.timestamp) * 1000.0))
 
-    def _publish(self, verdict: StationVerdict) -> None:
-        """The verdict to every sink but the output folder's (its pictures are `_finish`'s)."""
-        for sink in self.sinks:
-            if not isinstance(sink, FolderSink):
-                self._deliver(sink, functools.partial(sink.publish, verdict))
+    def _publish(self, verdict: StationVerdict) -> frozenset[str]:
+        """The verdict to every sink but the output folder's (its pictures are `_finish`'s); the names of those
+        that could not keep it."""
+        return frozenset(sink.name for sink in self.sinks if not isinstance(sink, FolderSink)
+                         and not self._deliver(sink, functools.partial(sink.publish, verdict)))
 
-    def _deliver(self, sink: Sink, publish: Callable[[], None]) -> None:
+    def _deliver(self, sink: Sink, publish: Callable[[], bool | None], *, again: bool = False) -> bool:
+        """Whether `sink` has the verdict now (publish returned anything but False, and did not raise). A raise is
+        counted as lost the first time (`again`: an owed verdict offered again is not counted twice)."""
         try:
-            publish()
+            kept = publish() is not False
         except Exception as exc:  # a sink's bug must not cost the other sinks the verdict
             self._raised[sink.name] = f"{sink.name}: {one_line(exc, typed=True)}"
-            self._meter.lost()
-            log.warning("station: sink %s failed on a verdict (%s)", sink.name, type(exc).__name__)  # no path
+            if not again:
+                self._meter.lost()
+                log.warning("station: sink %s failed on a verdict (%s)", sink.name, type(exc).__name__)  # no path
             log.debug("station: sink %s failed: %s", sink.name, one_line(exc, typed=True))
-        else:
-            self._raised.pop(sink.name, None)
+            return False
+        self._raised.pop(sink.name, None)
+        return kept
 
     def _close_sinks(self) -> None:
         for sink in self.sinks:
@@ -246,12 +315,42 @@ class Station:
                 log.warning("station: sink %s failed to close (%s)", sink.name, type(exc).__name__)
                 log.debug("station: sink %s failed to close: %s", sink.name, one_line(exc, typed=True))
 
-    def _watch_stop(self, source: Source) -> None:
-        """Closes the source when the stop Event is set by someone else (a viewer's Stop, a test)."""
+    def _watch_stop(self, source: Source, journal: StationJournal) -> None:
+        """Closes the source when the stop Event is set by someone else (a viewer's Stop, a test); offers the owed
+        frames again every RETRY_S meanwhile (a quiet line: no next frame to do it)."""
+        next_try = time.monotonic() + RETRY_S
         while self._ended is None:
             if self._stop.wait(0.2):
                 source.close()
                 return
+            if self._owed and time.monotonic() >= next_try:
+                self._retry_quietly(journal)
+                next_try = time.monotonic() + RETRY_S
+
+    def _retry_quietly(self, journal: StationJournal) -> None:
+        with self._owed_lock:
+            try:
+                self._retry(journal)
+            except Exception as exc:  # the journal refused a line: the station ends, as on its own thread
+                self._journal_failure = exc
+                self.stop()
+
+
+@dataclass(frozen=True)
+class _Owed:
+    """A judged frame on its way to the journal: what the output folder writes of it, and the sinks that do not
+    have its verdict yet (offered again until they do)."""
+
+    frame: Frame
+    verdict: StationVerdict
+    pictures: Pictures
+    missing: frozenset[str]
+
+
+def _journal(journal: StationJournal, owed: _Owed) -> None:
+    """The frame's line, once every sink has its verdict (a file's frame: a camera's are not journaled)."""
+    if owed.frame.size is not None and owed.frame.mtime_ns is not None:
+        journal.record(owed.frame, owed.verdict.verdict)
 
 
 @dataclass(frozen=True)
@@ -270,6 +369,10 @@ def prepare_frame(spec: ModelSpec, frame: Frame) -> Ready:
     pixels = None
     try:
         if frame.path is not None:
+            if frame.root is not None:  # a file swapped for a link (or a FIFO) since the source looked: refused
+                refused = untrusted_problem(frame.path, root=frame.root)
+                if refused is not None:
+                    raise ImageError(f"{frame.path}: {refused}")
             image, decode_ms = pipeline.decode(frame.path)
         else:
             assert frame.pixels is not None  # a Frame has one or the other

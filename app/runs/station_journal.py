@@ -1,16 +1,18 @@
 """A station's journal: which files it has processed, so each is processed exactly once, across restarts too.
 
 `<out>/station-journal.jsonl` holds one JSON line per processed file: its id (the path relative to the watched
-folder), size, mtime_ns, status (the verdict: "OK", "REVIEW", "NG", or why it could not be judged) and the time the
-line was written. Each line is written with one `write` on an append-only descriptor and fsync'd before `record`
-returns, so the line is the commit: a file whose line is there is never processed again; a file whose line is not
-there (the process was killed, even with kill -9, while it was being processed) is processed again at the restart.
-A torn last line (killed in the middle of writing it: no newline) is not a record; it is cut off when the journal is
-opened, so the next line starts clean. A sink that publishes a verdict before its line is written may therefore see
-a file twice after a kill, never zero times; the station writes the line after its sinks.
+folder), size, mtime_ns, inode and ctime_ns (app.io.sources.watch: a writer can give a new part an old one's size
+and mtime, not its inode change time), status (the verdict: "OK", "REVIEW", "NG", or why it could not be judged) and
+the time the line was written. Each line is written with one `write` on an append-only descriptor and fsync'd before
+`record` returns, so the line is the commit: a file whose line is there is never processed again; a file whose line
+is not there (the process was killed, even with kill -9, while it was being processed) is processed again at the
+restart. A torn last line (killed in the middle of writing it: no newline) is not a record; it is cut off when the
+journal is opened, so the next line starts clean. A sink that publishes a verdict before its line is written may
+therefore see a file twice after a kill, never zero times; the station writes the line after its sinks.
 
-The same id with another size or mtime_ns is another file that took the old one's name (a part re-inspected, a
-camera restarting its numbering): new work, processed and recorded again; the latest line for an id is what counts.
+The same id with another size, mtime_ns, inode or ctime_ns is another file that took the old one's name (a part
+re-inspected, a camera restarting its numbering): new work, processed and recorded again; the latest line for an id
+is what counts.
 
 Bounded, on disk and in memory. In memory the journal keeps, per id, a 64-bit hash of the id and its size and
 mtime_ns (≈ 0.1 kB an id, not the record: a shift's 100,000 parts are ≈ 10 MB, not 50), which is all `done` needs.
@@ -60,6 +62,8 @@ class JournalEntry:
     mtime_ns: int
     status: str
     time: float
+    inode: int | None = None  # None in a line written before they were recorded: that file is judged again once
+    ctime_ns: int | None = None
 
 
 @dataclass(frozen=True)
@@ -106,7 +110,7 @@ class StationJournal:
         self.max_entries = max_entries
         self._keep = keep
         self._lock = threading.Lock()
-        self._latest: dict[int, int] = {}  # _key(id) → _identity(size, mtime_ns) of its latest record
+        self._latest: dict[int, int] = {}  # _key(id) → _identity(…) of its latest record
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             self._remove_leftovers()
@@ -119,7 +123,7 @@ class StationJournal:
             log.warning("station journal: %d damaged line(s) skipped; their files will be processed again",
                         found.damaged)
         for entry in found.entries:
-            self._latest[_key(entry.id)] = _identity(entry.size, entry.mtime_ns)
+            self._latest[_key(entry.id)] = _entry_identity(entry)
         self._lines = len(found.entries) + found.damaged
         self._limit = max(max_entries, 2 * len(self._latest))
 
@@ -132,9 +136,17 @@ class StationJournal:
         """How many lines the file holds now (records, superseded ones included)."""
         return self._lines
 
-    def done(self, file_id: str, size: int, mtime_ns: int) -> bool:
-        """Whether this file (this id with this size and mtime_ns) was processed already (any thread)."""
-        return self._latest.get(_key(file_id)) == _identity(size, mtime_ns)
+    def done(self, file_id: str, size: int, mtime_ns: int, *, inode: int | None = None,
+             ctime_ns: int | None = None) -> bool:
+        """Whether this file (this id with this size, mtime_ns, inode and ctime_ns) was processed already (any
+        thread)."""
+        return self._latest.get(_key(file_id)) == _identity(size, mtime_ns, inode, ctime_ns)
+
+    def has(self, frame: Frame) -> bool:
+        """Whether this file's frame was processed already (a watch source's `already_done`; any thread)."""
+        if frame.size is None or frame.mtime_ns is None:
+            return False
+        return self.done(frame.id, frame.size, frame.mtime_ns, inode=frame.inode, ctime_ns=frame.ctime_ns)
 
     def prune(self, keep: Callable[[str], bool]) -> int:
         """Forget the ids `keep` says are gone (their files are no longer in the watched folder), compacting the file
@@ -158,10 +170,11 @@ class StationJournal:
             raise ValueError(f"{frame.id}: a journal records files (with a size and mtime_ns), not camera frames")
         if not status or "\n" in status or "\r" in status:
             raise ValueError(f"{frame.id}: a journal status is one non-empty line, not {status!r}")
-        entry = JournalEntry(frame.id, frame.size, frame.mtime_ns, status, time.time() if at is None else at)
+        entry = JournalEntry(frame.id, frame.size, frame.mtime_ns, status, time.time() if at is None else at,
+                             frame.inode, frame.ctime_ns)
         with self._lock:
             self._append(_line(entry))
-            self._latest[_key(entry.id)] = _identity(entry.size, entry.mtime_ns)
+            self._latest[_key(entry.id)] = _entry_identity(entry)
             self._lines += 1
             if self._lines > self._limit:
                 self._compact()
@@ -240,7 +253,7 @@ class StationJournal:
             self._limit = self._lines * 2  # try again later, not at every record
             return
         log.debug("station journal compacted: %d lines → %d", self._lines, len(kept))
-        self._latest = {_key(entry.id): _identity(entry.size, entry.mtime_ns) for entry in kept}
+        self._latest = {_key(entry.id): _entry_identity(entry) for entry in kept}
         self._lines = len(kept)
         self._limit = max(self.max_entries, 2 * len(kept))
 
@@ -258,24 +271,34 @@ def _key(file_id: str) -> int:
     return int.from_bytes(hashlib.blake2b(data, digest_size=8).digest(), "little")
 
 
-def _identity(size: int, mtime_ns: int) -> int:
-    """Size and mtime_ns in one int, exactly (no collision: a changed file is always new work)."""
-    return (size << 64) | (mtime_ns & ((1 << 64) - 1))
+def _identity(size: int, mtime_ns: int, inode: int | None, ctime_ns: int | None) -> int:
+    """Size and mtime_ns exactly (no collision: a changed file is always new work) and a 64-bit hash of inode and
+    ctime_ns, in one int (≈ 50 bytes)."""
+    extra = hashlib.blake2b(f"{inode}:{ctime_ns}".encode(), digest_size=8).digest()
+    return (size << 128) | ((mtime_ns & ((1 << 64) - 1)) << 64) | int.from_bytes(extra, "little")
+
+
+def _entry_identity(entry: JournalEntry) -> int:
+    return _identity(entry.size, entry.mtime_ns, entry.inode, entry.ctime_ns)
 
 
 def _line(entry: JournalEntry) -> bytes:
     # ASCII JSON: a name that is no valid UTF-8 (os.fsdecode's surrogates) and a newline in a name are escaped
-    record = {"id": entry.id, "size": entry.size, "mtime_ns": entry.mtime_ns, "status": entry.status,
-              "time": round(entry.time, 6)}
+    record: dict[str, object] = {"id": entry.id, "size": entry.size, "mtime_ns": entry.mtime_ns,
+                                 "status": entry.status, "time": round(entry.time, 6)}
+    if entry.inode is not None and entry.ctime_ns is not None:
+        record.update(ino=entry.inode, ctime_ns=entry.ctime_ns)
     return json.dumps(record, separators=(",", ":")).encode("ascii") + b"\n"
 
 
 def _parse(line: bytes) -> JournalEntry | None:
     try:
         record: Any = json.loads(line)
-        entry = JournalEntry(record["id"], record["size"], record["mtime_ns"], record["status"], float(record["time"]))
-    except (ValueError, KeyError, TypeError):
+        entry = JournalEntry(record["id"], record["size"], record["mtime_ns"], record["status"], float(record["time"]),
+                             record.get("ino"), record.get("ctime_ns"))
+    except (ValueError, KeyError, TypeError, AttributeError):
         return None
     fields_ok = (isinstance(entry.id, str) and isinstance(entry.status, str) and isinstance(entry.size, int)
-                 and isinstance(entry.mtime_ns, int))
+                 and isinstance(entry.mtime_ns, int) and isinstance(entry.inode, int | None)
+                 and isinstance(entry.ctime_ns, int | None))
     return entry if fields_ok else None

@@ -168,21 +168,22 @@ def _redacted(frame: Frame, name: str, line: str) -> str:
     that it could not be judged (the details stay in the debug log)."""
     words = set(identifying_words(InputFile(frame.path or Path(frame.id), Path(frame.id))))
     if frame.path is not None and medical_kind(frame.path) == "dicom":
-        words |= _patient_words(frame.path)
+        words |= _patient_words(frame.path, frame.root)
     left = {word.lower() for word in _WORD.findall(line.replace(name, " "))}
     if left & words:
         return f"{name}: could not be judged (the message named the input or its patient; withheld under anonymize)"
     return line
 
 
-def _patient_words(path: Path) -> set[str]:
-    """The words (3+ letters or digits) of a DICOM file's PatientName and PatientID, when its header reads."""
+def _patient_words(path: Path, root: Path | None = None) -> set[str]:
+    """The words (3+ letters or digits) of a DICOM file's PatientName and PatientID, when its header reads (under
+    `root`, the watched folder: a link out of it is not read)."""
     try:
         import pydicom
 
         from app.guard.untrusted import INPUT_FILE_LIMIT, open_untrusted
 
-        with open_untrusted(path, limit=INPUT_FILE_LIMIT) as handle:
+        with open_untrusted(path, limit=INPUT_FILE_LIMIT, root=root) as handle:
             dataset = pydicom.dcmread(handle, stop_before_pixels=True)
     except Exception:  # a file that cannot be read names nobody we can know of
         return set()

@@ -183,17 +183,17 @@ def test_files_there_at_the_start_are_taken_by_name_unless_done(tmp_path):
     (root / "sub").mkdir(parents=True)
     for name in ("img10.png", "img2.png", "img1.png", "scan.nii.gz", "sub/a.png"):
         (root / name).write_bytes(name.encode())
-    asked: list[tuple[str, int, int]] = []
+    asked: list[tuple[str, int | None, int | None, int | None, int | None]] = []
 
-    def done(file_id: str, size: int, mtime_ns: int) -> bool:
-        asked.append((file_id, size, mtime_ns))
-        return file_id == "img2.png"
+    def done(frame: Frame) -> bool:
+        asked.append((frame.id, frame.size, frame.mtime_ns, frame.inode, frame.ctime_ns))
+        return frame.id == "img2.png"
 
     flat = Consumer(WatchSource(root, settle_s=0.2, already_done=done))
     flat.wait_for(lambda ids: len(ids) >= 3, within_s=5, linger_s=0.5)
     assert flat.ids() == ["img1.png", "img10.png", "scan.nii.gz"]
     info = os.stat(root / "img2.png")
-    assert ("img2.png", info.st_size, info.st_mtime_ns) in asked
+    assert ("img2.png", info.st_size, info.st_mtime_ns, info.st_ino, info.st_ctime_ns) in asked
     deep = Consumer(WatchSource(root, settle_s=0.2, recursive=True, exclude=[root / "sub"]))
     deep.wait_for(lambda ids: len(ids) >= 4, within_s=5, linger_s=0.5)
     assert deep.ids() == ["img1.png", "img2.png", "img10.png", "scan.nii.gz"]
@@ -271,3 +271,66 @@ def test_an_excluded_folder_around_the_watched_one_excludes_nothing_and_the_root
         WatchSource(root, exclude=[root])
     assert str(caught.value) == (f"{root}: the watched folder is the output folder: its own pictures would come "
                                  "back as parts; give an output folder outside it (or in a sub-folder of it)")
+
+
+def test_another_part_renamed_in_with_the_same_size_and_mtime_is_new_work(tmp_path):
+    # the identity was (size, mtime_ns): a writer that keeps them (`cp -p`, `rsync -t`) slipped another part in
+    # under a judged name, and it was never judged (here: the second frame never came)
+    root = tmp_path / "line"
+    root.mkdir()
+    consumer = Consumer(WatchSource(root, settle_s=0.3))
+    first, second = png(1), png(2)
+    assert len(first) == len(second)
+    rename_in(tmp_path / "a.staged", root / "a.png", first)
+    deadline = time.monotonic() + 5
+    while not consumer.ids() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    judged = os.stat(root / "a.png")
+    (tmp_path / "b.staged").write_bytes(second)
+    os.utime(tmp_path / "b.staged", ns=(judged.st_atime_ns, judged.st_mtime_ns))  # as `cp -p` leaves it
+    os.rename(tmp_path / "b.staged", root / "a.png")
+    assert (os.stat(root / "a.png").st_size, os.stat(root / "a.png").st_mtime_ns) == \
+        (judged.st_size, judged.st_mtime_ns)
+    consumer.wait_for(lambda ids: len(ids) >= 2, within_s=5, linger_s=0.5)
+    assert [read for _, _, read in consumer.got] == [first, second]
+
+
+def test_a_part_slipped_in_while_no_station_ran_is_judged_at_the_restart(tmp_path):
+    # the journal's identity was (size, mtime_ns) too: across a restart the other part was taken as done
+    from app.runs.station_journal import StationJournal
+
+    root, out = tmp_path / "line", tmp_path / "out"
+    root.mkdir()
+    (root / "a.png").write_bytes(png(1))
+    with StationJournal(out) as journal:
+        consumer = Consumer(WatchSource(root, settle_s=0.2, already_done=journal.has))
+        consumer.wait_for(lambda ids: len(ids) >= 1, within_s=5, linger_s=0.1)
+        journal.record(consumer.got[0][0], "OK")
+    judged = os.stat(root / "a.png")
+    (tmp_path / "b.staged").write_bytes(png(2))
+    os.utime(tmp_path / "b.staged", ns=(judged.st_atime_ns, judged.st_mtime_ns))
+    os.rename(tmp_path / "b.staged", root / "a.png")
+    with StationJournal(out) as journal:
+        again = Consumer(WatchSource(root, settle_s=0.2, already_done=journal.has))
+        again.wait_for(lambda ids: len(ids) >= 1, within_s=5, linger_s=0.5)
+    assert [read for _, _, read in again.got] == [png(2)]
+
+
+def test_a_link_or_a_fifo_in_the_watched_folder_is_never_yielded_and_said_once(tmp_path, caplog):
+    # the source stat()ed through links: a link to a file outside the folder was yielded (and judged, copied)
+    root, outside = tmp_path / "line", tmp_path / "private"
+    (root / "sub").mkdir(parents=True)
+    outside.mkdir()
+    (outside / "secret.png").write_bytes(png(3))
+    (root / "evil.png").symlink_to(outside / "secret.png")
+    (root / "inner.png").symlink_to(root / "sub")  # a link to a folder inside: neither a file nor walked
+    (root / "linked").symlink_to(outside, target_is_directory=True)
+    os.mkfifo(root / "pipe.png")
+    consumer = Consumer(WatchSource(root, settle_s=0.2, recursive=True))
+    rename_in(tmp_path / "good.staged", root / "good.png", png(4))
+    (root / "sub" / "deep.png").write_bytes(png(5))
+    consumer.wait_for(lambda ids: len(ids) >= 2, within_s=5, linger_s=0.8)
+    assert sorted(consumer.ids()) == ["good.png", "sub/deep.png"]
+    said = sorted(r.getMessage() for r in caplog.records if "is not judged" in r.getMessage())
+    assert said == ["watch folder: evil.png is not judged (not a regular file: a symbolic link)",
+                    "watch folder: pipe.png is not judged (not a regular file: a named pipe (FIFO))"]

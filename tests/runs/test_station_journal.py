@@ -178,7 +178,7 @@ from app.io.sources.watch import WatchSource
 from app.runs.station_journal import StationJournal
 journal = StationJournal(Path(sys.argv[2]))
 hold = int(sys.argv[3])  # the frame after which it stops, in the middle of its work, until it is killed
-with WatchSource(Path(sys.argv[1]), settle_s=0.3, already_done=journal.done) as source:
+with WatchSource(Path(sys.argv[1]), settle_s=0.3, already_done=journal.has) as source:
     print("ready", flush=True)
     for n, frame in enumerate(source, 1):
         print("yield", frame.id, hashlib.sha256(frame.path.read_bytes()).hexdigest(), flush=True)

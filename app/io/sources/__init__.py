@@ -38,7 +38,10 @@ class Frame:
     keys on it. `timestamp`: `time.time()` when the frame became complete (a file: when the source saw its last
     write or its move into the folder; a camera: its capture). Exactly one of `path` (a file, decoded by the
     consumer) and `pixels` (a decoded camera frame) is set. `size` and `mtime_ns` are a file's, as they were when
-    it was judged complete: with `id` they say whether it is the same work as before (app.runs.station_journal).
+    it was judged complete: with `id`, `inode` and `ctime_ns` they say whether it is the same work as before
+    (app.runs.station_journal): a writer can set a new part's size and mtime to an old one's (`cp -p`, `rsync
+    -t`), not its inode change time, which a rename into the folder sets too. `root`: the folder a file was found
+    in (a watched folder): it is read under it, through app.guard.untrusted, a link out of it refused.
     """
 
     id: str
@@ -47,6 +50,9 @@ class Frame:
     pixels: npt.NDArray[np.generic] | None = None
     size: int | None = None
     mtime_ns: int | None = None
+    root: Path | None = None
+    inode: int | None = None
+    ctime_ns: int | None = None
 
     def __post_init__(self) -> None:
         if (self.path is None) == (self.pixels is None):

@@ -5,7 +5,15 @@ staging folder inside this one, then renames: a moved-in event), or once its siz
 the same for `settle_s` seconds as seen by this source's own two looks at it (written in place, or moved in from
 outside the watched tree, which the file system reports as a new file). So a half-written file is never yielded,
 provided the writer never pauses longer than `settle_s` in the middle of a file; an empty file is never complete.
-A file changed after it was yielded (a new size or modification time) is yielded again: it is new work.
+A file changed after it was yielded is yielded again: it is new work. A file's identity is its size, modification
+time, inode and inode change time: a writer that sets a new part's size and mtime to the old one's (`cp -p`,
+`rsync -t`, a rename over it) cannot set the change time, which the write or the rename sets; an attribute change
+alone (chmod) brings no event here, and is new work only across a restart (judged twice, never a part missed).
+
+Only regular files are taken: a symbolic link (to a file outside the folder, or inside it), a FIFO, a device or a
+socket is not judged, and says so in one warning line naming it by its id; a file reached through a linked
+sub-folder that leads out of the watched folder likewise. The station reads each file under the watched folder
+through app.guard.untrusted (`Frame.root`), so a file swapped for a link after this look is refused there too.
 
 Taken: the extensions SegLens reads (app.io.discover's images, DICOM, NIfTI), and other files that turn out to be
 DICOM (`IM0001`, UID names: 'DICM' after the preamble, as app.io.discover checks; read only once complete).
@@ -52,6 +60,7 @@ from watchdog.observers.api import BaseObserver
 from watchdog.observers.polling import PollingObserver
 
 from app.errors import one_line
+from app.guard.untrusted import is_inside, kind_of
 from app.io.dicom import has_dicom_marker
 from app.io.discover import IMAGE_EXTENSIONS
 from app.io.order import natural_key
@@ -69,7 +78,8 @@ _EVENTS: list[type[FileSystemEvent]] = [FileCreatedEvent, FileModifiedEvent, Fil
 _ROOT_CHECK_S = 0.5  # how often the watched folder's existence is checked
 _MOST_WAIT_S = 0.25  # the longest the iterating thread sleeps between looks (close() wakes it at once)
 
-AlreadyDone = Callable[[str, int, int], bool]  # (id, size, mtime_ns) → processed before (a journal's `done`)
+AlreadyDone = Callable[[Frame], bool]  # a file's frame → processed before (a journal's `has`)
+Identity = tuple[int, int, int, int]  # size, mtime_ns, inode, ctime_ns: what makes a file the same work
 
 
 @dataclass(frozen=True)
@@ -83,13 +93,19 @@ class _Event:
     wall: float
 
 
-class _Pending:
-    """A file not yet complete: its last stat, when this source first saw it so, when it last changed."""
+def identity(info: os.stat_result) -> Identity:
+    """A file's identity (see the module's docstring)."""
+    return info.st_size, info.st_mtime_ns, info.st_ino, info.st_ctime_ns
 
-    __slots__ = ("moved", "mtime_ns", "seen_at", "size", "wall")
+
+class _Pending:
+    """A file not yet complete: its last stat's identity, when this source first saw it so, when it last
+    changed."""
+
+    __slots__ = ("identity", "moved", "seen_at", "wall")
 
     def __init__(self, info: os.stat_result, *, seen_at: float, wall: float, moved: bool) -> None:
-        self.size, self.mtime_ns = info.st_size, info.st_mtime_ns
+        self.identity = identity(info)
         self.seen_at, self.wall, self.moved = seen_at, wall, moved
 
 
@@ -133,7 +149,8 @@ class WatchSource:
         self._already_done = already_done
         self._events: queue.SimpleQueue[_Event] = queue.SimpleQueue()
         self._pending: dict[str, _Pending] = {}
-        self._yielded: dict[str, tuple[int, int]] = {}  # id → (size, mtime_ns) yielded or skipped this session
+        self._yielded: dict[str, Identity] = {}  # id → identity yielded or skipped this session
+        self._refused: set[str] = set()  # ids said not to be regular files (said once, until they go)
         self._closing = threading.Event()
         self._lock = threading.Lock()
         self._ended: str | None = None
@@ -227,6 +244,7 @@ class WatchSource:
             if event.kind == "gone":
                 self._pending.pop(rel, None)
                 self._yielded.pop(rel, None)
+                self._refused.discard(rel)
             else:
                 self._changed(rel, wall=event.wall, moved=event.kind == "moved_in")
 
@@ -237,10 +255,10 @@ class WatchSource:
         pending = self._pending.get(rel)
         now = time.monotonic()
         if pending is None:
-            if self._yielded.get(rel) == (info.st_size, info.st_mtime_ns) and not moved:
+            if self._yielded.get(rel) == identity(info) and not moved:
                 return  # touched, not changed: done already
             self._pending[rel] = _Pending(info, seen_at=now, wall=wall, moved=moved)
-        elif moved or (pending.size, pending.mtime_ns) != (info.st_size, info.st_mtime_ns):
+        elif moved or pending.identity != identity(info):
             self._pending[rel] = _Pending(info, seen_at=now, wall=wall, moved=moved)
 
     def _complete(self) -> list[Frame]:
@@ -252,7 +270,7 @@ class WatchSource:
                 info = self._stat(rel)
                 if info is None:
                     del self._pending[rel]
-                elif (info.st_size, info.st_mtime_ns) != (pending.size, pending.mtime_ns) or info.st_size == 0:
+                elif identity(info) != pending.identity or info.st_size == 0:
                     self._pending[rel] = _Pending(info, seen_at=now, wall=time.time(), moved=False)
                 else:
                     del self._pending[rel]
@@ -261,18 +279,20 @@ class WatchSource:
         return [frame for rel, pending in ready if (frame := self._frame(rel, pending)) is not None]
 
     def _frame(self, rel: str, pending: _Pending) -> Frame | None:
-        key = (pending.size, pending.mtime_ns)
-        if self._yielded.get(rel) == key:
+        if self._yielded.get(rel) == pending.identity:
             return None
-        self._yielded[rel] = key
+        self._yielded[rel] = pending.identity
         path = self.root / rel
         if not _known_name(rel) and not has_dicom_marker(path):  # another name: taken only if it is DICOM
             return None
-        if self._already_done is not None and self._already_done(rel, *key):
+        size, mtime_ns, inode, ctime_ns = pending.identity
+        frame = Frame(rel, pending.wall, path=path, size=size, mtime_ns=mtime_ns, root=self.root, inode=inode,
+                      ctime_ns=ctime_ns)
+        if self._already_done is not None and self._already_done(frame):
             log.debug("already done: %s", rel)
             return None
         log.debug("complete: %s", rel)
-        return Frame(rel, pending.wall, path=path, size=pending.size, mtime_ns=pending.mtime_ns)
+        return frame
 
     def _wait_s(self) -> float:
         now = time.monotonic()
@@ -326,12 +346,24 @@ class WatchSource:
         return not any(part.startswith(".") for part in rel.parts) and not (path + os.sep).startswith(self._excluded)
 
     def _stat(self, rel: str) -> os.stat_result | None:
-        """The file's stat if it is a regular file (a FIFO or a device is never opened), else None."""
+        """The file's own stat (a link is not followed) if it is a regular file in the watched folder, else None:
+        a link, a FIFO, a device or a socket is never opened, and said once in a warning naming its id."""
+        path = self.root / rel
         try:
-            info = os.stat(self.root / rel)
+            info = os.lstat(path)
         except OSError:
             return None
-        return info if stat.S_ISREG(info.st_mode) else None
+        if stat.S_ISDIR(info.st_mode):
+            return None  # a sub-folder (not recursive), or one just made
+        what = kind_of(info.st_mode)
+        if what is None and "/" in rel and not is_inside(self.root, path):
+            what = "a symbolic link"  # a folder on its way links out of the watched one
+        if what is None:
+            return info
+        if rel not in self._refused:
+            self._refused.add(rel)
+            log.warning("watch folder: %s is not judged (not a regular file: %s)", rel, what)
+        return None
 
     def _check_root(self) -> None:
         now = time.monotonic()

@@ -2,7 +2,10 @@
 
 A sink is given one StationVerdict per judged frame, in order. It must not raise for a transient
 failure (a broker down, a full disk): it buffers or drops, counts, and says so in ``problem`` (one
-line; the station shows it as an alarm) while the station goes on.
+line; the station shows it as an alarm) while the station goes on. ``publish`` says whether the sink
+has the verdict (written, or in a buffer of its own that survives a restart): a verdict a sink could
+not keep is offered to it again later (app.runs.station), and the frame is journaled only once every
+sink has it.
 """
 
 from __future__ import annotations
@@ -39,8 +42,9 @@ class Sink(Protocol):
 
     name: str  # "log", "mqtt", "folder" (in messages)
 
-    def publish(self, verdict: StationVerdict) -> None:
-        """Take one verdict; must not raise for a transient failure (buffer it)."""
+    def publish(self, verdict: StationVerdict) -> bool:
+        """Take one verdict; True once the sink has it, False when it could not keep it (a full disk: offered
+        again later). Must not raise for a transient failure."""
         ...
 
     def close(self) -> None:

@@ -2,17 +2,23 @@
 
 Under the station's output folder:
 - `results/<id>_mask.png`, `_overlay.png` (and `_heatmap.png`, `_scores.png` when asked), as `seglens-cli run`
-  writes them (app.runs.outputs; the id's parts made safe as run's output stems are);
+  writes them (app.runs.outputs); every part of the id one safe component (app.guard.names), joined under the
+  output folder by `join_under`, its extensions kept when a long name is cut;
 - `ng/<id>` and `review/<id>`: a copy of the input of each NG and REVIEW frame, byte for byte (a camera's frame:
   `<id>.png`), so the parts to look at again are in one place; an earlier copy under the same name (a camera's ids
   start at 0 again after a restart) is moved aside to `<id>_2` (`_3`…), never overwritten;
-- `error/<id>`: the same for an ERROR frame (the model could not judge it), so what came is not lost: a file's bytes
-  (up to ERROR_COPY_MAX bytes: a broken file may be anything), a camera frame's pixels as `<id>.png` when it had
-  any. An input gone or unreadable by then leaves nothing to keep: no copy, and no problem of the sink.
-Every file appears whole or not at all (app.io.files.atomic_write). With `keep_files` or `keep_bytes`, the oldest
-files (by modification time, the ones from before a restart too) are removed once the sink holds more: a station that
-runs for a shift does not fill the disk. A write that fails (a full disk) is no exception for the station: the sink
-says so in `problem` and counts the verdict in `lost`; the next success clears the problem.
+- `error/<id>`: the same for an ERROR frame (the model could not judge it), so what came is not lost: a file's bytes,
+  a camera frame's pixels as `<id>.png` when it had any.
+The input is read through app.guard.untrusted under the folder it was found in (`Pictures.root`: a link out of it,
+a FIFO or a device refused without blocking) and streamed into the copy a block at a time, never read whole; an
+input over COPY_MAX (a sparse 3 GiB file costs nothing to make) is not copied. An input that cannot be copied (gone,
+not a regular file, a link out, too large) is no failure of the sink: for NG and REVIEW one line,
+`<id>.not-copied.txt` where the copy would be, says why (and one warning); for ERROR nothing is kept.
+Every file appears whole or not at all (an exclusive temporary renamed over it: app.guard.shared). With `keep_files`
+or `keep_bytes`, the oldest files (by modification time, the ones from before a restart too) are removed once the
+sink holds more: a station that runs for a shift does not fill the disk. A write that fails (a full disk) is no
+exception for the station: `publish_pictures` returns False, the sink says so in `problem` and counts the verdict in
+`lost`, and the station offers the frame again later (app.runs.station); the next success clears the problem.
 """
 
 from __future__ import annotations
@@ -20,20 +26,22 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import re
 from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, BinaryIO
 
 from app.errors import OutputError, SegLensError, one_line
-from app.guard.untrusted import INPUT_FILE_LIMIT, open_untrusted, read_untrusted
-from app.io.discover import safe_name
-from app.guard.shared import atomic_write
+from app.guard.names import MAX_COMPONENT_BYTES, component, join_under
+from app.guard.shared import atomic_write, create_temporary, remove_under, rename_under
+from app.guard.untrusted import open_untrusted
 from app.io.files import encode_png
 from app.runs.outputs import write_result_images
 from app.runs.sinks import StationVerdict
 from app.runs.station_privacy import Shareable
+from app.spelling import spelt
 
 if TYPE_CHECKING:
     import numpy as np
@@ -46,17 +54,28 @@ log = logging.getLogger(__name__)
 
 FOLDERS = ("results", "ng", "review", "error")
 COPIED = {"NG": "ng", "REVIEW": "review", "ERROR": "error"}  # the verdicts whose input is copied, and where to
-ERROR_COPY_MAX = 256 << 20  # an ERROR frame's file is copied up to this size (it may be no image at all)
+COPY_MAX = 256 << 20  # an input is copied up to this size; a larger one is recorded as not copied
+ERROR_COPY_MAX = COPY_MAX  # (its earlier name)
+NOT_COPIED = ".not-copied.txt"  # beside where the copy would be: the one line saying why there is none
+_CHUNK = 1 << 20
+_EXTENSIONS = re.compile(r"(\.[A-Za-z0-9]{1,10}){1,2}$")  # ASCII: never escaped by component(), never cut
 
 
 @dataclass(frozen=True)
 class Pictures:
     """What a judged frame leaves for the folder sink: the input file (or a camera's pixels), the display pixels
-    the overlay is drawn on, and the result (None when the frame could not be judged)."""
+    the overlay is drawn on, the result (None when the frame could not be judged), and the folder the input was
+    found in (a watched folder: the copy is read through app.guard.untrusted under it, a link out refused)."""
 
     path: Path | None
     pixels: np.ndarray | None
     result: Result | None
+    root: Path | None = None
+
+
+class _NotCopied(Exception):
+    """The input cannot be copied for a reason of its own (gone, not a regular file, a link out of its folder,
+    over COPY_MAX): one line, kept beside where the copy would be, never the sink's failure."""
 
 
 class FolderSink:
@@ -82,25 +101,29 @@ class FolderSink:
         """Why the last write failed, in one line; None once one succeeds again."""
         return self._problem
 
-    def publish(self, verdict: StationVerdict) -> None:
-        """A verdict without pictures (the Sink interface): nothing to write."""
+    def publish(self, verdict: StationVerdict) -> bool:
+        """A verdict without pictures (the Sink interface): nothing to write, so the sink has it."""
+        return True
 
-    def publish_pictures(self, verdict: StationVerdict, pictures: Pictures) -> None:
-        """Write the frame's pictures and, for NG, REVIEW and ERROR, its copy; never raises for a write that fails."""
+    def publish_pictures(self, verdict: StationVerdict, pictures: Pictures) -> bool:
+        """Write the frame's pictures and, for NG, REVIEW and ERROR, its copy; whether the sink has them all (a
+        write that failed, a full disk: False, said in `problem`, and the station offers the frame again).
+        Never raises for a write that fails."""
         try:
             written = self._write(verdict, pictures)
-        except (OSError, SegLensError, ValueError) as exc:  # a full disk, a file gone since it was judged
+        except (OSError, SegLensError, ValueError) as exc:  # a full disk, a link planted in the output folder
             why = one_line(exc)
             if self.privacy is not None and pictures.path is not None:  # the input by its id, as the verdict has it
                 why = why.replace(str(pictures.path), verdict.frame_id)
             self._fail(verdict, why)
-            return
+            return False
         except Exception as exc:  # a sink must not stop the station; the problem says what
             self._fail(verdict, one_line(exc, typed=True))
-            return
+            return False
         self._problem = None
         for path in written:
             self._keep(path)
+        return True
 
     def close(self) -> None:
         """Nothing is pending: every file is written when publish returns."""
@@ -110,58 +133,77 @@ class FolderSink:
     def _write(self, verdict: StationVerdict, pictures: Pictures) -> list[Path]:
         if not self.out.is_dir():  # as the log sink: a share unmounted under it must not be filled in its place
             raise OutputError("the output folder is gone (removed or unmounted): not made again")
-        stem = self.out / "results" / _safe(verdict.frame_id)
         written: list[Path] = []
         if pictures.result is not None and self.save:
+            stem = join_under(self.out, "results", *_safe(verdict.frame_id))
             stem.parent.mkdir(parents=True, exist_ok=True)
             written += write_result_images(pictures.result, self.spec, stem, self.save, pictures.pixels)
         target = copy_path(self.out, verdict, pictures)
         if target is not None:
-            data = self._input(verdict, pictures)
-            if data is not None and self.privacy is not None and pictures.path is not None:
-                shared = self.privacy.shareable(pictures.path, data)  # a DICOM de-identified, a NIfTI not kept
-            else:
-                shared = None if data is None else Shareable(data)
-            if shared is not None:
-                written += self._shared_copy(target, shared)
+            written += self._copy_input(target, verdict, pictures)
         return written
 
-    def _shared_copy(self, target: Path, shared: Shareable) -> list[Path]:
-        """The copy written; a de-identified one searched for its source's values and removed if one is there."""
-        written = self._copy(target, shared.data)
-        if shared.identifying is not None:
-            from app.runs.privacy_check import leak
-
-            found = leak([written], shared.identifying, root=self.out)
-            if found:  # names the kind of value, never the value
-                os.unlink(written)
-                log.warning("folder sink: a de-identified copy removed (%s)", found)
-                return []
-        return [written]
-
-    def _input(self, verdict: StationVerdict, pictures: Pictures) -> bytes | None:
-        """The bytes the copy holds; None when an ERROR frame's input cannot be had (gone, unreadable, too big)."""
+    def _copy_input(self, target: Path, verdict: StationVerdict, pictures: Pictures) -> list[Path]:
+        """The frame's copy at `target`: a camera's pixels as a PNG, a file streamed from its folder (never read
+        whole: over COPY_MAX it is not copied, and `<copy>.not-copied.txt` says why in one line), a DICOM
+        de-identified first under privacy."""
+        target.parent.mkdir(parents=True, exist_ok=True)
         if pictures.path is None:
             if pictures.pixels is None:
                 raise ValueError("a frame with neither a file nor pixels cannot be copied")
-            return encode_png(pictures.pixels)
-        if verdict.verdict != "ERROR":
-            return read_untrusted(pictures.path, limit=INPUT_FILE_LIMIT)
-        try:  # a frame that could not be judged: its file may be gone, a FIFO, or huge
-            with open_untrusted(pictures.path, limit=INPUT_FILE_LIMIT) as handle:
-                data = handle.read(ERROR_COPY_MAX + 1)
+            return self._shared_copy(target, Shareable(encode_png(pictures.pixels)))
+        try:
+            with open_untrusted(pictures.path, limit=COPY_MAX, root=pictures.root) as handle:
+                if self.privacy is None:
+                    return [self._stream(target, handle)]
+                data = handle.read(COPY_MAX)  # bounded; a DICOM is de-identified from its bytes
         except OSError as exc:
-            log.debug("folder sink: the input of ERROR frame %s not kept: %s", verdict.frame_id, exc)
-            return None
-        if len(data) > ERROR_COPY_MAX:
-            log.info("folder sink: an ERROR frame's input is over %d MiB: not kept", ERROR_COPY_MAX >> 20)
-            return None
-        return data
+            if exc.filename is not None and os.fspath(exc.filename) != os.fspath(pictures.path):
+                raise  # a write of the copy failed (a full disk): the sink's failure, offered again
+            return self._not_copied(target, verdict, exc.strerror or one_line(exc))
+        shared = self.privacy.shareable(pictures.path, data)  # a DICOM de-identified, a NIfTI not kept
+        return [] if shared is None else self._shared_copy(target, shared)
 
-    def _copy(self, target: Path, data: bytes) -> Path:
-        target.parent.mkdir(parents=True, exist_ok=True)
+    def _not_copied(self, target: Path, verdict: StationVerdict, why: str) -> list[Path]:
+        """An input that cannot be copied (gone, a FIFO, a link out of its folder, too large): for an ERROR frame
+        nothing to keep (a broken file may be anything); for NG and REVIEW one line beside where the copy would
+        be, and one warning naming the frame by its id."""
+        line = f"{verdict.frame_id}: not copied: {why}"
+        if verdict.verdict == "ERROR":
+            log.debug("folder sink: the input of ERROR frame %s not kept: %s", verdict.frame_id, why)
+            return []
+        log.warning("folder sink: %s", line)
+        record = target.with_name(target.name + NOT_COPIED)
+        atomic_write(record, (spelt(line, controls=False) + "\n").encode("utf-8"))
+        return [record]
+
+    def _shared_copy(self, target: Path, shared: Shareable) -> list[Path]:
+        """The copy written; a de-identified one searched for its source's values and removed if one is there."""
         self._keep_earlier(target)
-        atomic_write(target, data)
+        atomic_write(target, shared.data)
+        if shared.identifying is not None:
+            from app.runs.privacy_check import leak
+
+            found = leak([target], shared.identifying, root=self.out)
+            if found:  # names the kind of value, never the value
+                remove_under(target.parent, target.name)
+                log.warning("folder sink: a de-identified copy removed (%s)", found)
+                return []
+        return [target]
+
+    def _stream(self, target: Path, source: BinaryIO) -> Path:
+        """`source` copied to `target` a block at a time through an exclusive temporary renamed over it (whole
+        or not at all); OSError naming the target when a write fails."""
+        self._keep_earlier(target)
+        fd, temporary = create_temporary(target.parent, target.name)
+        try:
+            with os.fdopen(fd, "wb") as handle:
+                while block := source.read(_CHUNK):
+                    handle.write(block)
+            rename_under(target.parent, temporary.name, target.name)
+        except OSError as exc:
+            remove_under(temporary.parent, temporary.name)
+            raise OSError(exc.errno, exc.strerror, os.fspath(target)) from None
         return target
 
     def _keep_earlier(self, target: Path) -> None:
@@ -174,7 +216,7 @@ class FolderSink:
         n = 2
         while os.path.lexists(aside := target.with_name(f"{stem}_{n}{suffix}")):
             n += 1
-        os.replace(target, aside)
+        rename_under(target.parent, target.name, aside.name)
         for index, (path, size) in enumerate(self._kept):  # the retention's record follows the file
             if path == target:
                 self._kept[index] = (aside, size)
@@ -221,8 +263,8 @@ class FolderSink:
         while self._kept and self._over():
             path, size = self._kept.popleft()
             self._bytes -= size
-            with contextlib.suppress(OSError):
-                os.unlink(path)
+            with contextlib.suppress(OSError, ValueError):
+                remove_under(self.out, *path.relative_to(self.out).parts)
             _remove_empty(path.parent, self.out)
 
     def _over(self) -> bool:
@@ -237,14 +279,24 @@ def copy_path(out: Path, verdict: StationVerdict, pictures: Pictures) -> Path | 
     folder = COPIED.get(verdict.verdict)
     if folder is None or (verdict.verdict == "ERROR" and pictures.path is None and pictures.pixels is None):
         return None
-    target = Path(out) / folder / _safe(verdict.frame_id)
-    return target if pictures.path is not None else target.with_name(target.name + ".png")
+    parts = _safe(verdict.frame_id if pictures.path is not None else verdict.frame_id + ".png")
+    return join_under(out, folder, *parts)
 
 
-def _safe(frame_id: str) -> Path:
-    """The id (`sub/part_17.png`, POSIX separators) as a relative path whose every part is safe."""
-    parts = [safe_name(part) for part in PurePosixPath(frame_id).parts if part not in ("/", "")]
-    return Path(*parts) if parts else Path("unnamed")
+def _safe(frame_id: str) -> tuple[str, ...]:
+    """The id (`sub/part_17.png`, POSIX separators) as path components, each one safe (app.guard.names)."""
+    parts = [_named(part) for part in PurePosixPath(frame_id).parts if part not in ("/", "")]
+    return tuple(parts) if parts else ("unnamed",)
+
+
+def _named(part: str) -> str:
+    """One part of an id as a safe component (app.guard.names.component) that keeps its extensions (`.png`,
+    `.nii.gz`, a camera frame's `.png.png`) when a long name is cut: the stem is cut, never what says the kind."""
+    found = _EXTENSIONS.search(part)
+    if found is None or found.start() == 0:
+        return component(part)
+    suffix = found.group()
+    return component(part[: found.start()], max_bytes=MAX_COMPONENT_BYTES - len(suffix)) + suffix
 
 
 def _split_suffix(name: str) -> tuple[str, str]:

@@ -186,8 +186,10 @@ class LogSink:
         self._problem: str | None = None
         self.lost = 0  # verdicts that could not be logged (a file missing a line counts once)
 
-    def publish(self, verdict: StationVerdict) -> None:
-        """Append the verdict's line to each file; a failure is counted and said in `problem`, never raised."""
+    def publish(self, verdict: StationVerdict) -> bool:
+        """Append the verdict's line to each file; whether every file has it. A failure is counted and said in
+        `problem`, never raised; the station offers the verdict again (a file that has it already gets it twice:
+        a duplicate line, never a missing one)."""
         with self._lock:
             failure: str | None = None
             for file, is_json in self._files:
@@ -199,6 +201,7 @@ class LogSink:
                     failure = f"{file.path.name}: {exc.strerror or one_line(exc)}"  # no path: DEBUG only
                     log.debug("log sink: %s: %s", file.path, exc)
             self._note(failure)
+            return failure is None
 
     def _note(self, failure: str | None) -> None:
         if failure is None:

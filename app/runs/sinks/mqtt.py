@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import logging
 import math
+import os
 import re
 import ssl
 import threading
@@ -36,12 +37,14 @@ import paho.mqtt.client as mqtt
 from paho.mqtt.enums import CallbackAPIVersion
 
 from app.errors import OutputError, one_line
+from app.guard.untrusted import SMALL_FILE_LIMIT, untrusted_problem
 from app.runs.sinks import StationVerdict
 from app.runs.sinks.mqtt_buffer import BUFFER_NAME, OutBuffer, Pending
 from app.spelling import spelt
 
 log = logging.getLogger(__name__)
 
+_MAX_UNWRITTEN = 1000  # verdicts remembered whose buffer line is still to be written (the station owes fewer)
 _NOT_IN_TOPIC = re.compile(r"[/+#\x00-\x1f\x7f]")
 
 
@@ -85,6 +88,7 @@ class MqttSink:
         self._early: set[int] = set()  # acknowledged before the sender recorded their mid
         self._refused = 0  # verdicts paho would not take (a topic too long): dropped, or they would block the rest
         self._refusal: str | None = None
+        self._unwritten: dict[StationVerdict, int] = {}  # verdicts sent from memory, their line not on disk: seq
         self._client = self._make_client(client_id, username, password, keepalive_s, reconnect_max_s)
         if tls or ca_file or cert_file:
             self._client.tls_set_context(self._tls_context(ca_file, cert_file, key_file))
@@ -112,7 +116,15 @@ class MqttSink:
         return client
 
     def _tls_context(self, ca_file: Path | None, cert_file: Path | None, key_file: Path | None) -> ssl.SSLContext:
-        """A verifying TLS context; a bad CA or client certificate file raises ValueError naming it."""
+        """A verifying TLS context; a bad CA or client certificate file raises ValueError naming it. Each file is
+        checked through app.guard.untrusted before OpenSSL opens it: a FIFO would make it wait for ever, a device
+        or a giant file read without end."""
+        for path, what in ((ca_file, "MQTT CA file"), (cert_file, "MQTT client certificate"),
+                           (key_file, "MQTT client key")):
+            problem = None if path is None or not os.path.lexists(path) else \
+                untrusted_problem(path, limit=SMALL_FILE_LIMIT)  # a missing one: OpenSSL's own line, as before
+            if path is not None and problem is not None:
+                raise ValueError(f"{what} {Path(str(path)).name}: {problem}")
         try:
             context = ssl.create_default_context(cafile=str(ca_file) if ca_file else None)
         except (OSError, ssl.SSLError) as exc:
@@ -135,15 +147,31 @@ class MqttSink:
         context.sslsocket_class = _Recording
         return context
 
-    def publish(self, verdict: StationVerdict) -> None:
-        """Buffer the verdict (on disk) for the sender; never waits for the network, never raises for it."""
+    def publish(self, verdict: StationVerdict) -> bool:
+        """Buffer the verdict (on disk) for the sender; never waits for the network, never raises for it. False
+        when its buffer line could not be written (a full disk): it is sent from memory all the same, and when
+        the station offers the same verdict again its line is written then (not a second message)."""
         with self._lock:
+            late = self._unwritten.pop(verdict, None)
+            if late is not None:
+                kept = self._buffer.write_late(late)
+                if not kept:
+                    self._unwritten[verdict] = late
+                return kept
             try:
-                self._buffer.add(payload_of(verdict), topic_part(verdict.station))
+                entry = self._buffer.add(payload_of(verdict), topic_part(verdict.station))
             except ValueError as exc:  # not JSON (payload_of makes it so): counted as dropped
                 self._buffer.dropped += 1
                 log.warning("MQTT sink: a verdict dropped: %s", one_line(exc))
-            self._lock.notify_all()
+                return True
+            finally:
+                self._lock.notify_all()
+            if self._buffer.last_written:
+                return True
+            self._unwritten[verdict] = entry.seq
+            while len(self._unwritten) > _MAX_UNWRITTEN:  # verdicts the station no longer offers
+                del self._unwritten[next(iter(self._unwritten))]
+            return False
 
     def close(self) -> None:
         """Wait at most `close_s` for the backlog to be acknowledged, then disconnect; what is left stays in

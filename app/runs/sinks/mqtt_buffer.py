@@ -52,6 +52,7 @@ class OutBuffer:
         self.sent = 0  # how many of the first entries are handed to the client (in flight)
         self.dropped = 0
         self.disk_problem: str | None = None  # one line while the buffer's file cannot be written
+        self.last_written = True  # whether the last `add` wrote its line (False: in memory only)
         self._acked: set[int] = set()  # acknowledged out of order, ahead of the first entry
         self._bytes = 0
         self._done = 0  # every seq <= this is acknowledged or dropped
@@ -66,11 +67,19 @@ class OutBuffer:
         self._next += 1
         body = {**payload, "seq": seq}
         entry = Pending(seq, json.dumps(body, ensure_ascii=False, allow_nan=False).encode(), station)
-        self._append({"seq": seq, "station": station, "payload": body})
+        self.last_written = self._append({"seq": seq, "station": station, "payload": body})
         self.entries.append(entry)
         self._bytes += len(entry.payload)
         self._bound()
         return entry
+
+    def write_late(self, seq: int) -> bool:
+        """Write the line of verdict `seq`, which `add` could not write (a full disk); whether the buffer has it
+        now: written, or no longer pending (acknowledged by the broker, or dropped and counted)."""
+        entry = next((entry for entry in self.entries if entry.seq == seq), None)
+        if entry is None:
+            return True
+        return self._append({"seq": seq, "station": entry.station, "payload": json.loads(entry.payload)})
 
     def next_unsent(self) -> Pending | None:
         """The oldest verdict not yet handed to the client, marked as handed; None when all are."""

@@ -122,16 +122,19 @@ class OpcUaSink:
         self._thread = threading.Thread(target=self._thread_main, name="opcua-sink-server", daemon=True)
         self._thread.start()
 
-    def publish(self, verdict: StationVerdict) -> None:
-        """Count the verdict and hand it to the server's thread; never waits for the network, never raises."""
+    def publish(self, verdict: StationVerdict) -> bool:
+        """Count the verdict and hand it to the server's thread; never waits for the network, never raises. Always
+        True: the server shows the last verdict and the counters, state a later verdict replaces (one that no
+        variable can hold is said once, and would be refused again)."""
         try:
             with self._lock:
                 self._tally.take(verdict)
                 self._version += 1
         except (ValueError, TypeError, OverflowError, OSError) as exc:  # no variable holds it: said, not raised
             log.warning("OPC UA sink: a verdict not shown: %s", one_line(exc))
-            return
+            return True
         self._poke()
+        return True
 
     def close(self) -> None:
         """Write Running False (clients subscribed to it see it), stop the server and free its port; waits at
