@@ -298,3 +298,32 @@ def test_a_verdict_paho_refuses_is_dropped_and_said_and_the_next_still_go(tmp_pa
         sink.close()
         subscriber.close()
     assert OutBuffer(tmp_path / BUFFER_NAME, max_count=10, max_bytes=1024).entries == deque()  # none left to resend
+
+
+def test_a_verdict_whose_buffer_line_the_full_disk_refused_is_written_when_offered_again(
+        tmp_path: Path, mosquitto: Mosquitto) -> None:
+    # (issue 36) publish said nothing: the station journaled a verdict that was in memory only, and a restart lost
+    # it; now publish says False, and the same verdict offered again once there is space writes its line (no second
+    # message), so the next start sends it
+    from tests.full_disk import full_disk
+
+    with full_disk(tmp_path / "out") as disk:
+        nobody = free_port()  # no broker yet: the verdict stays pending
+        sink = MqttSink(disk.folder, host="127.0.0.1", port=nobody, close_s=0.5)
+        try:
+            assert sink.publish(verdict(1)) is False
+            assert "cannot write its buffer" in (sink.problem or "")
+            assert sink.publish(verdict(1)) is False  # still full
+            disk.free()
+            assert sink.publish(verdict(1)) is True
+            assert sink.pending == 1  # one verdict, not two
+        finally:
+            sink.close()
+        subscriber = Subscriber(mosquitto.port, TOPIC)
+        again = MqttSink(disk.folder, host="127.0.0.1", port=mosquitto.port)
+        try:
+            messages = subscriber.wait_for(1)
+            assert [payload["frame_id"] for _, payload, _ in messages] == ["part-0001.png"]
+        finally:
+            again.close()
+            subscriber.close()
