@@ -22,7 +22,7 @@ import contextlib
 import re
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from functools import cached_property, lru_cache
+from functools import lru_cache
 from html.parser import HTMLParser
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -77,18 +77,23 @@ class Identifying:
         return next((kind for kind, word in self.words if word.search(text)), None)
 
     def in_text(self, text: str) -> str | None:
-        """The kind of the first identifying value found in `text` as whole words, None when there is none."""
-        if self._any is None:
-            return None
+        """The kind of the first identifying value found in `text` as whole words, None when there is none. The
+        text's words are gathered once: a value is matched only where all its words are among them (a page of a
+        thousand inputs' values is one pass, not a pattern per value over the whole page)."""
         text = _OWN.sub(" ", text)
-        if self._any.search(text) is None:  # one pass over the text for every value; which kind only on a find
-            return None
-        return next((kind for kind, value in self.texts if (found := _pattern(value)) and found.search(text)), None)
+        present = {word.lower() for word in _WORD.findall(text)}
+        for kind, value in self.texts:
+            words = _words(value)
+            if words and all(word in present for word in words):
+                found = _pattern(value)
+                if found is not None and found.search(text):
+                    return kind
+        return None
 
-    @cached_property
-    def _any(self) -> re.Pattern[str] | None:
-        patterns = [found.pattern for _kind, value in self.texts if (found := _pattern(value)) is not None]
-        return re.compile("|".join(f"(?:{p})" for p in patterns), re.IGNORECASE) if patterns else None
+
+@lru_cache(maxsize=4096)
+def _words(value: str) -> tuple[str, ...]:
+    return tuple(word.lower() for word in _WORD.findall(value))
 
 
 @lru_cache(maxsize=4096)
