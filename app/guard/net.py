@@ -19,9 +19,13 @@ clients are bounded by a `Deadline` they check between messages.
 
 from __future__ import annotations
 
+import contextlib
+import http.client
 import ipaddress
 import logging
+import socket
 import ssl
+import threading
 import time
 import urllib.parse
 import urllib.request
@@ -31,6 +35,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     import requests
+    import requests.adapters
 
 log = logging.getLogger(__name__)
 
@@ -158,10 +163,97 @@ def fetch(url: str, *, deadline_s: float, max_bytes: int, headers: Mapping[str, 
     OSError otherwise."""
     deadline = Deadline(deadline_s, what)
     request = urllib.request.Request(url, headers=dict(headers or {}))
-    opener = urllib.request.build_opener(_NoRedirect, urllib.request.HTTPSHandler(context=context))
-    with opener.open(request, timeout=deadline.timeout()) as response:
+    watchdog = _Watchdog(deadline)
+    opener = urllib.request.build_opener(_NoRedirect, *_watched_handlers(watchdog, context))
+    with watchdog.armed(), opener.open(request, timeout=deadline.timeout()) as response:
         check_declared(response.headers, max_bytes, what)
-        return b"".join(capped_chunks(response.read1, max_bytes=max_bytes, deadline=deadline, what=what))
+        body = b"".join(capped_chunks(response.read1, max_bytes=max_bytes, deadline=deadline, what=what))
+        watchdog.check()  # the end of the body may be the watchdog's doing
+        if response.length:  # http.client's read1 ends quietly where the server closed early
+            raise NetRefused(f"{what}: the answer ended after {len(body)} bytes; it declared "
+                             f"{len(body) + response.length}")
+        return body
+
+
+class _Watchdog:
+    """Shuts a request's sockets down when its deadline passes, so that a read blocked inside a library — headers
+    or a TLS handshake trickled a byte at a time, which no per-read timeout ends — returns at once. The request
+    then fails as DeadlineExceeded (`armed`)."""
+
+    def __init__(self, deadline: Deadline) -> None:
+        self.deadline = deadline
+        self.fired = False
+        self._sockets: list[socket.socket] = []
+        self._lock = threading.Lock()
+
+    def watch(self, sock: socket.socket) -> socket.socket:
+        with self._lock:
+            self._sockets.append(sock)
+            fired = self.fired
+        if fired:
+            _shut(sock)
+        return sock
+
+    def check(self) -> None:
+        """DeadlineExceeded when the watchdog has shut the sockets (an answer that ended there is cut short)."""
+        if self.fired:
+            raise DeadlineExceeded(f"{self.deadline.what} took longer than {self.deadline.seconds:g} s")
+
+    def _fire(self) -> None:
+        with self._lock:
+            self.fired = True
+            sockets = list(self._sockets)
+        for sock in sockets:
+            _shut(sock)
+
+    @contextlib.contextmanager
+    def armed(self) -> Iterator[None]:
+        timer = threading.Timer(max(self.deadline.remaining(), 0.0), self._fire)
+        timer.daemon = True
+        timer.start()
+        try:
+            yield
+        except (OSError, http.client.HTTPException, ValueError) as exc:
+            if self.fired and not isinstance(exc, NetRefused):
+                raise DeadlineExceeded(f"{self.deadline.what} took longer than {self.deadline.seconds:g} s") \
+                    from None
+            raise
+        finally:
+            timer.cancel()
+
+
+def _shut(sock: socket.socket) -> None:
+    with contextlib.suppress(OSError):
+        sock.shutdown(socket.SHUT_RDWR)
+
+
+def _watched_handlers(watchdog: _Watchdog, context: ssl.SSLContext | None) -> tuple[urllib.request.BaseHandler, ...]:
+    """urllib's HTTP and HTTPS handlers whose connections hand their socket to `watchdog` as soon as it exists
+    (before a TLS handshake)."""
+
+    def watched(base: type[http.client.HTTPConnection]) -> type[http.client.HTTPConnection]:
+        class Watched(base):  # type: ignore[valid-type,misc]
+            def __init__(self, *args: Any, **kwargs: Any) -> None:
+                super().__init__(*args, **kwargs)
+                make = self._create_connection  # type: ignore[has-type]  # set by http.client's __init__
+                self._create_connection = lambda *a, **k: watchdog.watch(make(*a, **k))
+
+        return Watched
+
+    http_connection, https_connection = watched(http.client.HTTPConnection), watched(http.client.HTTPSConnection)
+
+    class Http(urllib.request.HTTPHandler):
+        def http_open(self, req: urllib.request.Request) -> http.client.HTTPResponse:
+            return self.do_open(http_connection, req)
+
+    class Https(urllib.request.HTTPSHandler):
+        def https_open(self, req: urllib.request.Request) -> http.client.HTTPResponse:
+            return self.do_open(https_connection, req, context=context)
+
+    return Http(), Https(context=context)
+
+
+_CURRENT = threading.local()  # the watchdog of the request a thread is sending through a guarded session
 
 
 class _NoRedirect(urllib.request.HTTPRedirectHandler):
@@ -192,17 +284,63 @@ def guarded_session(*, deadline_s: float, max_bytes: int, what: str = "the serve
             per_read = timeout[1] if isinstance(timeout, tuple) else timeout
             connect = timeout[0] if isinstance(timeout, tuple) else timeout  # a filtered port: the caller's bound
             kwargs["timeout"] = (deadline.timeout(connect), deadline.timeout(per_read))
-            response = super().send(request, **kwargs)
-            check_declared(response.headers, max_bytes, what)
-            response.raw = _GuardedRaw(response.raw, deadline, max_bytes, what)
-            if not wanted_stream:
-                _ = response.content  # read now, through the gate
+            watchdog = _Watchdog(deadline)
+            _CURRENT.watchdog = watchdog
+            try:
+                with watchdog.armed():  # the connection, the headers and (not streamed) the body
+                    response = super().send(request, **kwargs)
+                    check_declared(response.headers, max_bytes, what)
+                    response.raw = _GuardedRaw(response.raw, deadline, max_bytes, what)
+                    if not wanted_stream:
+                        _ = response.content  # read now, through the gate
+            finally:
+                _CURRENT.watchdog = None
             return response
 
     session = _Guarded()
     session.trust_env = False
     session.max_redirects = 5
+    for prefix in ("http://", "https://"):
+        session.mount(prefix, _watched_adapter())
     return session
+
+
+def _watched_adapter() -> requests.adapters.HTTPAdapter:
+    """requests' adapter whose urllib3 connections hand their socket to the sending thread's watchdog: a new one
+    as soon as it exists (before a TLS handshake), a pooled one when it is asked for an answer."""
+    from requests.adapters import HTTPAdapter
+    from urllib3.connection import HTTPConnection, HTTPSConnection
+    from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
+
+    def watched(base: type[HTTPConnection]) -> type[HTTPConnection]:
+        class Watched(base):  # type: ignore[valid-type,misc]
+            def _new_conn(self) -> socket.socket:
+                return _watch(super()._new_conn())
+
+            def getresponse(self, *args: Any, **kwargs: Any) -> Any:
+                if self.sock is not None:
+                    _watch(self.sock)
+                return super().getresponse(*args, **kwargs)
+
+        return Watched
+
+    class Pool(HTTPConnectionPool):
+        ConnectionCls = watched(HTTPConnection)
+
+    class TlsPool(HTTPSConnectionPool):
+        ConnectionCls = watched(HTTPSConnection)  # type: ignore[assignment]  # an HTTPSConnection still
+
+    class Adapter(HTTPAdapter):
+        def init_poolmanager(self, *args: Any, **kwargs: Any) -> None:
+            super().init_poolmanager(*args, **kwargs)
+            self.poolmanager.pool_classes_by_scheme = {"http": Pool, "https": TlsPool}
+
+    return Adapter()
+
+
+def _watch(sock: socket.socket) -> socket.socket:
+    watchdog: _Watchdog | None = getattr(_CURRENT, "watchdog", None)
+    return watchdog.watch(sock) if watchdog is not None else sock
 
 
 class _GuardedRaw:

@@ -71,7 +71,7 @@ def test_a_fifo_planted_under_the_name_is_refused_at_once(how: str, tmp_path: Pa
 def _catch(into: list[BaseException], opener, path: Path) -> None:  # type: ignore[no-untyped-def]
     try:
         opener(path).close()
-    except BaseException as exc:  # noqa: BLE001
+    except BaseException as exc:
         into.append(exc)
 
 

@@ -105,7 +105,7 @@ def test_read_yaml_refuses_a_fifo_without_waiting(tmp_path: Path) -> None:
 def _catch(box: list[BaseException], path: Path) -> None:
     try:
         read_yaml(path)
-    except BaseException as exc:  # noqa: BLE001
+    except BaseException as exc:
         box.append(exc)
 
 
