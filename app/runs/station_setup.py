@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 import yaml
 
 from app.errors import SegLensError, SidecarError
+from app.guard.shared import atomic_write
 from app.guard.yaml_load import YAMLRefused, read_yaml
 from app.runs.station import Station, StationRefused
 from app.runs.station_file import StationFile
@@ -55,7 +56,7 @@ def station_spec(station: StationFile) -> ModelSpec:
         values["output"].pop("image_threshold", None)  # fail_if replaces the default image-threshold rule
     with tempfile.TemporaryDirectory(prefix="seglens-station-") as folder:
         merged = Path(folder) / "station-sidecar.yaml"
-        merged.write_text(yaml.safe_dump(values, sort_keys=False), encoding="utf-8")
+        atomic_write(merged, yaml.safe_dump(values, sort_keys=False).encode("utf-8"), private=True)
         try:
             return load_spec(model, merged)
         except SegLensError as exc:  # the merged file is a temporary one: the file the user wrote is named instead

@@ -116,19 +116,25 @@ def test_a_folder_gone_is_one_line_in_problem_and_the_station_goes_on(tmp_path: 
     sink.close()
 
 
-def test_a_full_disk_is_one_line_in_problem(tmp_path: Path) -> None:
-    # (a link to /dev/full stood for the full disk: links planted under the log's name are refused now)
+def test_a_full_disk_is_one_line_in_problem_and_a_verdict_offered_again_is_logged_late_once(tmp_path: Path) -> None:
+    # (a link to /dev/full stood for the full disk: links planted under the log's name are refused now); issue 36:
+    # the station offers a verdict a sink could not keep again: its line comes late, once, and it is not lost
     from tests.full_disk import full_disk
 
     with full_disk(tmp_path / "out") as disk:
-        sink = LogSink(disk.folder, write_csv=False)
-        sink.publish(verdict(1))
-        assert sink.problem == "log: cannot write verdicts.jsonl: No space left on device (1 verdicts not logged)"
+        sink = LogSink(disk.folder)
+        assert sink.publish(verdict(1)) is False
+        assert sink.problem == "log: cannot write verdicts.csv: No space left on device (1 verdicts not logged)"
+        assert sink.publish(verdict(1)) is False and sink.lost == 1  # offered again into the full disk
         disk.free()
-        sink.publish(verdict(2))  # space is back: the next line is written
-        assert sink.problem is None and [line["id"] for line in jsonl(disk.folder / "verdicts.jsonl")] == \
-            ["part-0002.png"]
+        assert sink.publish(verdict(2)) is True  # space is back
+        assert sink.publish(verdict(1)) is True and sink.lost == 0 and sink.problem is None  # offered again
+        assert sink.publish(verdict(1)) is True  # (a station offers it no more; another publish is a new line)
         sink.close()
+        assert [line["id"] for line in jsonl(disk.folder / "verdicts.jsonl")] == \
+            ["part-0002.png", "part-0001.png", "part-0001.png"]
+        assert [row[1] for row in rows(disk.folder / "verdicts.csv")[1:]] == \
+            ["part-0002.png", "part-0001.png", "part-0001.png"]
 
 
 def test_a_non_finite_score_is_null_not_a_crash(tmp_path: Path) -> None:

@@ -339,6 +339,7 @@ def test_a_verdict_a_sink_could_not_keep_is_not_journaled_and_is_republished_whe
         finally:
             running.stop()
         assert (disk.folder / "a.png").read_bytes() == SAMPLE.read_bytes() and _logged(out) == ["a.png"]
+        assert [(sink.name, sink.lost) for sink in running.station.sinks] == [("log", 0), ("folder", 0)]  # kept
 
 
 def test_a_verdict_still_unkept_at_the_stop_is_judged_again_at_the_next_start(tmp_path, model):

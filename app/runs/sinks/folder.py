@@ -58,6 +58,7 @@ COPY_MAX = 256 << 20  # an input is copied up to this size; a larger one is reco
 ERROR_COPY_MAX = COPY_MAX  # (its earlier name)
 NOT_COPIED = ".not-copied.txt"  # beside where the copy would be: the one line saying why there is none
 _CHUNK = 1 << 20
+_MAX_UNKEPT = 1000  # verdicts remembered whose pictures could not be written (the station owes fewer)
 _EXTENSIONS = re.compile(r"(\.[A-Za-z0-9]{1,10}){1,2}$")  # ASCII: never escaped by component(), never cut
 
 
@@ -89,7 +90,8 @@ class FolderSink:
         self.out, self.spec, self.save = Path(out), spec, tuple(save)
         self.privacy = privacy  # a DICOM's copy de-identified, a NIfTI's not kept (app.runs.station_privacy)
         self.keep_files, self.keep_bytes = keep_files, keep_bytes
-        self.lost = 0
+        self.lost = 0  # frames whose pictures could not be written, and were not since
+        self._unkept: set[StationVerdict] = set()  # their verdicts (offered again by the station)
         self._problem: str | None = None
         self._kept: deque[tuple[Path, int]] = deque()  # oldest first; only tracked under a limit
         self._bytes = 0
@@ -121,6 +123,9 @@ class FolderSink:
             self._fail(verdict, one_line(exc, typed=True))
             return False
         self._problem = None
+        if verdict in self._unkept:  # offered again and written now: not lost
+            self._unkept.discard(verdict)
+            self.lost -= 1
         for path in written:
             self._keep(path)
         return True
@@ -223,7 +228,11 @@ class FolderSink:
                 break
 
     def _fail(self, verdict: StationVerdict, why: str) -> None:
-        self.lost += 1
+        if verdict not in self._unkept:
+            self.lost += 1
+            self._unkept.add(verdict)
+            if len(self._unkept) > _MAX_UNKEPT:  # verdicts the station no longer offers: lost for good
+                self._unkept.pop()
         self._problem = f"folder: cannot write the pictures of a frame ({why})"
         log.warning("folder sink: a frame's pictures could not be written (%d so far)", self.lost)  # no path
         log.debug("folder sink: frame %s not written: %s", verdict.frame_id, why)

@@ -38,6 +38,7 @@ from app.spelling import spelt
 log = logging.getLogger(__name__)
 
 STEM = "verdicts"
+_MAX_UNLOGGED = 1000  # verdicts remembered whose line a file missed (the station owes fewer)
 COLUMNS = ("station", "id", "time", "verdict", "score", "reason", "latency_ms")
 
 
@@ -184,15 +185,20 @@ class LogSink:
                                               fsync=fsync, header=CSV_HEADER), False))
         self._lock = threading.Lock()
         self._problem: str | None = None
-        self.lost = 0  # verdicts that could not be logged (a file missing a line counts once)
+        self.lost = 0  # verdicts that could not be logged (a file missing a line counts once) and were not since
+        self._unlogged: dict[StationVerdict, frozenset[int]] = {}  # a verdict → the files that missed its line
 
     def publish(self, verdict: StationVerdict) -> bool:
         """Append the verdict's line to each file; whether every file has it. A failure is counted and said in
-        `problem`, never raised; the station offers the verdict again (a file that has it already gets it twice:
-        a duplicate line, never a missing one)."""
+        `problem`, never raised; the station offers the verdict again, and then only the files that missed it get
+        its line (a late line, out of order, never a duplicate), and it is no longer counted as lost."""
         with self._lock:
+            again = self._unlogged.pop(verdict, None)
             failure: str | None = None
-            for file, is_json in self._files:
+            missed: set[int] = set()
+            for index, (file, is_json) in enumerate(self._files):
+                if again is not None and index not in again:
+                    continue
                 line = jsonl_line(verdict) if is_json else csv_line(csv_values(verdict))
                 try:
                     file.write(line)
@@ -200,16 +206,24 @@ class LogSink:
                     file.close()  # reopened by the next write: the folder may come back
                     failure = f"{file.path.name}: {exc.strerror or one_line(exc)}"  # no path: DEBUG only
                     log.debug("log sink: %s: %s", file.path, exc)
-            self._note(failure)
+                    missed.add(index)
+            if missed:
+                self._unlogged[verdict] = frozenset(missed)
+                while len(self._unlogged) > _MAX_UNLOGGED:  # verdicts the station no longer offers
+                    del self._unlogged[next(iter(self._unlogged))]
+            elif again is not None:
+                self.lost -= 1  # logged late, not lost
+            self._note(failure, counted=again is not None)
             return failure is None
 
-    def _note(self, failure: str | None) -> None:
+    def _note(self, failure: str | None, *, counted: bool) -> None:
         if failure is None:
             if self._problem is not None:
                 log.warning("log sink: writing again (%d verdicts were not logged)", self.lost)
             self._problem = None
             return
-        self.lost += 1
+        if not counted:
+            self.lost += 1
         self._problem = f"log: cannot write {failure} ({self.lost} verdicts not logged)"
 
     def close(self) -> None:
