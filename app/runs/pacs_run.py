@@ -258,13 +258,17 @@ def _instances(found: dict[str, int | None], uid: str, count: int) -> int | None
 
 
 def _series_of(files: Sequence[Path]) -> dict[tuple[str, str], tuple[str, int]]:
-    """(StudyInstanceUID, SeriesInstanceUID) → (Modality, files), read from the files' headers."""
+    """(StudyInstanceUID, SeriesInstanceUID) → (Modality, files), read from the files' headers through the
+    untrusted gate (--out may be a folder others can write to)."""
     import pydicom
+
+    from app.guard.untrusted import INPUT_FILE_LIMIT, open_untrusted
 
     groups: dict[tuple[str, str], tuple[str, int]] = {}
     for path in files:
-        ds = pydicom.dcmread(path, stop_before_pixels=True,
-                             specific_tags=["StudyInstanceUID", "SeriesInstanceUID", "Modality"])
+        with open_untrusted(path, limit=INPUT_FILE_LIMIT) as handle:
+            ds = pydicom.dcmread(handle, stop_before_pixels=True,
+                                 specific_tags=["StudyInstanceUID", "SeriesInstanceUID", "Modality"])
         key = (str(ds.get("StudyInstanceUID", "")), str(ds.get("SeriesInstanceUID", "")))
         modality = str(ds.get("Modality", "")) or "DICOM"
         groups[key] = (modality, groups.get(key, (modality, 0))[1] + 1)

@@ -124,9 +124,6 @@ ALLOWED: tuple[Allowed, ...] = (
 # Files other helpers of issue 36 are still migrating (helper: files). The lead empties this list as they land;
 # an entry a file no longer needs fails test_pending_is_still_needed.
 PENDING: dict[str, tuple[Rule, ...]] = {
-    # pacs-dimse, pacs-web
-    "app/io/pacs/dimse_retrieve.py": (LIBRARY,),
-    "app/runs/pacs_run.py": (LIBRARY,),
     # station
     "app/runs/lock.py": (OS_OPEN, REMOVE),
     "app/runs/sinks/folder.py": (REMOVE,),
