@@ -387,3 +387,25 @@ def test_an_mqtt_tls_file_that_is_a_fifo_is_refused_in_one_line_not_a_hang(tmp_p
         os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
         worker.join(5)
     assert outcome == ["MQTT CA file ca.pem: not a regular file: a named pipe (FIFO)"]
+
+
+def test_a_dicom_kept_as_it_came_is_private_an_image_is_not(tmp_path):
+    # an NG copy of an identified DICOM (anonymize off) was as readable as any picture (0644 under the usual umask)
+    from app.inference.spec_builder import load_spec
+    from app.runs.sinks.folder import FolderSink, Pictures
+
+    watched, out = tmp_path / "in", tmp_path / "out"
+    watched.mkdir()
+    out.mkdir()
+    (watched / "scan").write_bytes(b"\0" * 128 + b"DICM" + b"\0" * 64)  # DICOM by its marker, whatever its name
+    shutil.copyfile(SAMPLE, watched / "part.png")
+    sink = FolderSink(out, load_spec(MODEL), save=())
+    old = os.umask(0o022)
+    try:
+        for name in ("scan", "part.png"):
+            assert sink.publish_pictures(verdict(name), Pictures(watched / name, None, None, root=watched))
+    finally:
+        os.umask(old)
+    assert (out / "ng" / "scan").read_bytes() == (watched / "scan").read_bytes()
+    assert (out / "ng" / "scan").stat().st_mode & 0o777 == 0o600
+    assert (out / "ng" / "part.png").stat().st_mode & 0o777 == 0o644

@@ -40,7 +40,7 @@ from app.guard.untrusted import open_untrusted
 from app.io.files import encode_png
 from app.runs.outputs import write_result_images
 from app.runs.sinks import StationVerdict
-from app.runs.station_privacy import Shareable
+from app.runs.station_privacy import Shareable, medical_kind
 from app.spelling import spelt
 
 if TYPE_CHECKING:
@@ -159,8 +159,10 @@ class FolderSink:
             return self._shared_copy(target, Shareable(encode_png(pictures.pixels)))
         try:
             with open_untrusted(pictures.path, limit=COPY_MAX, root=pictures.root) as handle:
-                if self.privacy is None:
-                    return [self._stream(target, handle)]
+                if self.privacy is None:  # a DICOM or NIfTI kept as it came (its patient's data): private
+                    medical = medical_kind(pictures.path, handle.read(132)) is not None
+                    handle.seek(0)
+                    return [self._stream(target, handle, private=medical)]
                 data = handle.read(COPY_MAX)  # bounded; a DICOM is de-identified from its bytes
         except OSError as exc:
             if exc.filename is not None and os.fspath(exc.filename) != os.fspath(pictures.path):
@@ -196,11 +198,11 @@ class FolderSink:
                 return []
         return [target]
 
-    def _stream(self, target: Path, source: BinaryIO) -> Path:
+    def _stream(self, target: Path, source: BinaryIO, *, private: bool) -> Path:
         """`source` copied to `target` a block at a time through an exclusive temporary renamed over it (whole
-        or not at all); OSError naming the target when a write fails."""
+        or not at all; 0600 when `private`); OSError naming the target when a write fails."""
         self._keep_earlier(target)
-        fd, temporary = create_temporary(target.parent, target.name)
+        fd, temporary = create_temporary(target.parent, target.name, private=private)
         try:
             with os.fdopen(fd, "wb") as handle:
                 while block := source.read(_CHUNK):
