@@ -192,3 +192,22 @@ def test_a_listed_sop_class_that_is_not_a_uid_is_one_line(scp: HostileScp, tmp_p
         DimseClient(node_of(scp)).retrieve(listed.study, listed.series, SeriesCache(tmp_path / "cache"))
     assert str(err.value) == ("pacs EVIL: the server lists an instance whose SOP Class UID is not a DICOM UID "
                               f"({'1.2.' + '3' * 57}...); nothing retrieved")
+
+
+def test_the_c_move_destination_address_is_the_one_the_node_reaches_us_at(tmp_path: Path) -> None:
+    """Never every interface: loopback for a node on loopback, this machine's address on the route to a node
+    elsewhere, or the node's store_host setting."""
+    from dataclasses import replace
+
+    from app.io.pacs.nodes import load_nodes
+
+    base = PacsNode(name="N", kind="dimse", host="127.0.0.1", port=104, called_ae="N", store_port=11112)
+    assert DimseClient(base).local_address() == "127.0.0.1"
+    assert DimseClient(replace(base, host="localhost")).local_address() == "127.0.0.1"
+    outside = _local_address()
+    if outside is not None:
+        assert DimseClient(replace(base, host=outside)).local_address() == outside
+    settings = tmp_path / "settings.yaml"
+    settings.write_text("pacs:\n  FAR:\n    url: dimse://FAR@192.0.2.9:104?store_port=11112\n"
+                        "    store_host: 10.1.2.3\n", encoding="utf-8")
+    assert DimseClient(load_nodes(settings)["FAR"]).local_address() == "10.1.2.3"
