@@ -371,8 +371,8 @@ def prepare_frame(spec: ModelSpec, frame: Frame) -> Ready:
         if frame.path is not None:
             if frame.root is not None:  # a file swapped for a link (or a FIFO) since the source looked: refused
                 refused = untrusted_problem(frame.path, root=frame.root)
-                if refused is not None:
-                    raise ImageError(f"{frame.path}: {refused}")
+                if refused is not None:  # the folder not named: a verdict's reason holds no path
+                    raise ImageError(f"{frame.path}: {refused.replace(str(frame.root), 'the watched folder')}")
             image, decode_ms = pipeline.decode(frame.path)
         else:
             assert frame.pixels is not None  # a Frame has one or the other

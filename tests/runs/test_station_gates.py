@@ -136,7 +136,7 @@ def test_a_copy_of_a_link_out_of_the_watched_folder_is_refused_in_one_line(tmp_p
     assert sink.publish_pictures(verdict("evil.png"), Pictures(watched / "evil.png", None, None, root=watched))
     assert not (tmp_path / "out" / "ng" / "evil.png").exists() and sink.problem is None
     assert (tmp_path / "out" / "ng" / "evil.png.not-copied.txt").read_text() == \
-        f"evil.png: not copied: leads outside {watched} (a symbolic link)\n"
+        "evil.png: not copied: leads outside the watched folder (a symbolic link)\n"
 
 
 def test_the_copy_of_a_sparse_3_gib_part_is_never_read_whole(tmp_path):
@@ -409,3 +409,22 @@ def test_a_dicom_kept_as_it_came_is_private_an_image_is_not(tmp_path):
     assert (out / "ng" / "scan").read_bytes() == (watched / "scan").read_bytes()
     assert (out / "ng" / "scan").stat().st_mode & 0o777 == 0o600
     assert (out / "ng" / "part.png").stat().st_mode & 0o777 == 0o644
+
+
+def test_a_file_swapped_for_a_link_after_the_source_looked_is_an_error_naming_no_folder(tmp_path, model):
+    # the decoder followed the link (the watch source's look and the decode are apart in time)
+    from app.io.sources import Frame
+    from app.runs.station import Station, prepare_frame
+
+    watched, secret = tmp_path / "in", tmp_path / "private" / "secret.png"
+    watched.mkdir()
+    secret.parent.mkdir()
+    shutil.copyfile(SAMPLE, secret)
+    (watched / "part.png").symlink_to(secret)
+    frame = Frame("part.png", 0.0, path=watched / "part.png", size=1, mtime_ns=1, root=watched)
+    ready = prepare_frame(model.spec, frame)
+    assert ready.prepared is None and ready.pixels is None
+    station = Station(name="line-1", model=model, open_source=lambda done: iter(()), out=tmp_path / "out")
+    verdict, _ = station._judge(ready)
+    assert (verdict.verdict, verdict.reason) == ("ERROR", "part.png: leads outside the watched folder (a symbolic "
+                                                          "link)")

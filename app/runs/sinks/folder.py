@@ -167,7 +167,10 @@ class FolderSink:
         except OSError as exc:
             if exc.filename is not None and os.fspath(exc.filename) != os.fspath(pictures.path):
                 raise  # a write of the copy failed (a full disk): the sink's failure, offered again
-            return self._not_copied(target, verdict, exc.strerror or one_line(exc))
+            why = exc.strerror or one_line(exc)
+            if pictures.root is not None:  # the record names the part, not the folder
+                why = why.replace(str(pictures.root), "the watched folder")
+            return self._not_copied(target, verdict, why)
         shared = self.privacy.shareable(pictures.path, data)  # a DICOM de-identified, a NIfTI not kept
         return [] if shared is None else self._shared_copy(target, shared)
 
