@@ -277,5 +277,4 @@ def _dicomweb(url: str) -> object:
 
 
 register(Boundary("remote_sidecar_url", "url", _remote_sidecar, (SidecarError,), url_path="/model.yaml"))
-register(Boundary("dicomweb", "url", _dicomweb, (SegLensError,),
-                  weak={"trickle": "pacs-web: dicomweb.py's timeout is per read, not per request"}))
+register(Boundary("dicomweb", "url", _dicomweb, (SegLensError,)))

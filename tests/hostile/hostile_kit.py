@@ -4,7 +4,7 @@ runner that calls a boundary in a forked child bounded in time and memory, so a 
 
 Files: a symlink out of a root, a FIFO, `/dev/zero`, a socket, a sparse 3 GiB file, a folder, non-UTF-8 bytes.
 YAML: an alias bomb, nesting 10,000 deep. Names: traversal (`../../x`, an absolute path, NUL). Servers: endless,
-trickling, redirecting to another origin, lying about its Content-Length.
+trickling (its body or its headers), redirecting to another origin, lying about its Content-Length.
 """
 
 from __future__ import annotations
@@ -154,6 +154,13 @@ def _handler(behaviour: str, hits: list[str], other: str) -> type[BaseHTTPReques
                 self.wfile.flush()
                 time.sleep(0.5)
 
+        def _trickle_headers(self) -> None:  # one header's value a byte at a time: no per-read timeout fires
+            self.wfile.write(b"HTTP/1.1 200 OK\r\nX-Slow: ")
+            for _ in range(10_000):
+                self.wfile.write(b"x")
+                self.wfile.flush()
+                time.sleep(0.5)
+
         def _redirect(self) -> None:  # to another origin, keeping the path
             self.send_response(307)
             self.send_header("Location", other + self.path)
@@ -169,7 +176,7 @@ def _handler(behaviour: str, hits: list[str], other: str) -> type[BaseHTTPReques
     return Handler
 
 
-SERVER_BEHAVIOURS = ("endless", "trickle", "redirect", "lying_length")
+SERVER_BEHAVIOURS = ("endless", "trickle", "trickle_headers", "redirect", "lying_length")
 
 
 @contextlib.contextmanager

@@ -7,7 +7,8 @@ and the time it has. The battery then runs every class of hostile input that app
 - "file": FIFO, /dev/zero, socket, sparse 3 GiB, folder; + non-UTF-8 when `text`; + alias bomb and deep
   nesting when `yaml`; + a symlink out of its folder when `rooted` (the folder is the root it was found in);
 - "text": alias bomb and deep nesting (a YAML value from the command line);
-- "url": endless, trickling, redirecting to another origin, lying Content-Length (loopback servers);
+- "url": endless, trickling (body or headers), redirecting to another origin, lying Content-Length (loopback
+  servers);
 - "name": traversal names; the callable takes (root, name) and must refuse or return a path under root.
 
 `weak` marks the classes the boundary still fails, each with the helper area that owns the fix: those tests are
