@@ -5,9 +5,8 @@ A retrieve first asks the server (C-FIND at image level) which instances the ser
 arrive: fewer instances, a failed sub-operation, a stop, or a server going away is one PacsError line and the
 cache's temporary folder is deleted, so nothing half-retrieved ever looks complete.
 
-What arrives is checked against what was asked: a dataset whose own StudyInstanceUID, SeriesInstanceUID or
-SOPInstanceUID is not the study, series and instance asked for is dropped (one warning line naming the node and
-the UIDs, never a patient field) and the series is then incomplete: one PacsError line, nothing kept. A retrieve
+What arrives is checked against what was asked (app.io.pacs.dimse_arrivals): a dataset of another study, series
+or instance is dropped and the series is then incomplete: one PacsError line, nothing kept. A retrieve
 is bounded as a whole (dimse_common.retrieve_deadline) and by a cap on its answers (dimse_common.answer_cap). The
 C-MOVE destination listens only on the address the node reaches us at and takes associations only from the
 node's AE title, called by ours.
@@ -16,8 +15,6 @@ node's AE title, called by ours.
 from __future__ import annotations
 
 import logging
-import re
-import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
@@ -26,9 +23,9 @@ from typing import TYPE_CHECKING, Any, Protocol
 from pydicom.dataset import Dataset
 
 from app.guard.net import DeadlineExceeded
-from app.io.pacs.cache import write_instance
 from app.io.pacs.client import PacsError, Retrieved, pacs_error
-from app.io.pacs.dimse_common import DEADLINE_FACTOR, answer_cap, bounded, retrieve_deadline
+from app.io.pacs.dimse_arrivals import ASKED, DICOM_UID, Receiver, uid_text
+from app.io.pacs.dimse_common import DEADLINE_FACTOR, bounded, retrieve_deadline
 
 if TYPE_CHECKING:
     from pynetdicom import AE
@@ -81,87 +78,6 @@ _STORED = (0x0000, 0xB000, 0xB006, 0xB007)  # success, or stored with a coercion
 _HINTS = {0xA801: "the server's AE table has no move destination {calling!r}"}
 
 
-_DICOM_UID = re.compile(r"[0-9]+(\.[0-9]+)*", re.ASCII)  # PS3.5 9.1 (and at most 64 characters)
-_ASKED = (("StudyInstanceUID", "study"), ("SeriesInstanceUID", "series"), ("SOPInstanceUID", "instance"))
-
-
-class _Receiver:
-    """The EVT_C_STORE handler: checks each dataset against what was asked (its study, series and instance), writes
-    each expected one into the cache's receiving folder as it came (no re-encoding, private: cache.write_instance),
-    counts it, reports progress;
-    drops one of another study, series or instance (said once in the log); refuses everything once stopped or past
-    the cap on answers. Runs on pynetdicom's threads."""
-
-    def __init__(self, folder: Path, expected: dict[str, str], *, asked: tuple[str, str], node: str, what: str,
-                 progress: Callable[[int, int | None], None] | None, should_stop: Callable[[], bool] | None) -> None:
-        self.folder, self.expected, self.asked = folder, expected, asked
-        self.node, self.what = node, what
-        self.progress, self.should_stop = progress, should_stop
-        self.received: set[str] = set()
-        self.dropped: list[tuple[str, str, str]] = []  # (keyword, what it was, what was asked)
-        self.write_error: OSError | None = None
-        self.stopped = False
-        self.stores = 0
-        self.cap = answer_cap(len(expected))
-        self._lock = threading.Lock()
-
-    @property
-    def flooded(self) -> bool:
-        """More C-STORE requests came than an honest server sends for the series."""
-        return self.stores > self.cap
-
-    def __call__(self, event: Event) -> int:
-        with self._lock:
-            self.stores += 1
-        if self.flooded or self.stopped or (self.should_stop is not None and self.should_stop()):
-            self.stopped = self.stopped or not self.flooded
-            return 0xA700  # Refused: out of resources (the server moves on; the retrieve is abandoned)
-        sop = str(getattr(event.request, "AffectedSOPInstanceUID", ""))  # a C-STORE request: always there
-        if sop not in self.expected:
-            return 0x0000  # not of this series (another retrieve's straggler): not kept
-        mismatch = self._mismatch(event, sop)
-        if mismatch is not None:
-            return mismatch
-        if sop in self.received:
-            return 0x0000  # sent twice: kept once
-        try:
-            write_instance(self.folder, sop, event.encoded_dataset())
-        except FileExistsError:
-            return 0x0000  # the same instance on two associations at once: kept once
-        except OSError as e:
-            self.write_error = e
-            return 0xA700
-        with self._lock:
-            self.received.add(sop)
-            count = len(self.received)
-        if self.progress is not None:
-            self.progress(count, len(self.expected))
-        return 0x0000
-
-    def _mismatch(self, event: Event, sop: str) -> int | None:
-        """None when the dataset's own UIDs are the study, series and instance asked; else the C-STORE failure
-        status, the dataset dropped and said in one line (UIDs only)."""
-        try:
-            ds = event.dataset
-            own = [_uid_text(ds.get(keyword, "")) for keyword, _ in _ASKED]
-        except Exception:  # a dataset pydicom cannot decode is not the instance asked either
-            own = ["(undecodable)"] * len(_ASKED)
-        for (keyword, _), got, want in zip(_ASKED, own, (*self.asked, sop), strict=True):
-            if got != want:
-                log.warning("pacs %s: %s: dropped instance %s: %s %s, not %s", self.node, self.what, _uid_text(sop),
-                            keyword, got, want)
-                with self._lock:
-                    self.dropped.append((keyword, got, want))
-                return 0xA900  # Error: the dataset does not match what it was sent as
-        return None
-
-
-def _uid_text(value: object) -> str:
-    """A UID as a message shows it: printable, at most 64 characters (a UID's own limit)."""
-    text = "".join(ch for ch in str(value) if ch.isprintable()).strip()
-    return text if len(text) <= 64 else text[:61] + "..."
-
-
 def retrieve_series(client: DimseClient, study_uid: str, series_uid: str, cache: SeriesCache, *,
                     progress: Callable[[int, int | None], None] | None = None,
                     should_stop: Callable[[], bool] | None = None) -> Retrieved:
@@ -170,13 +86,13 @@ def retrieve_series(client: DimseClient, study_uid: str, series_uid: str, cache:
     expected = client.find_instances(study_uid, series_uid)
     if not expected:
         raise pacs_error(node, "the series is not on the server (C-FIND found no instances)")
-    bad = next((c for c in expected.values() if c and not (len(c) <= 64 and _DICOM_UID.fullmatch(c))), None)
+    bad = next((c for c in expected.values() if c and not (len(c) <= 64 and DICOM_UID.fullmatch(c))), None)
     if bad is not None:  # pynetdicom would raise ValueError proposing a context for it
         raise pacs_error(node, "the server lists an instance whose SOP Class UID is not a DICOM UID "
-                               f"({_uid_text(bad)}); nothing retrieved")
+                               f"({uid_text(bad)}); nothing retrieved")
     try:
         with cache.receiving(series_uid, expected=len(expected)) as folder:
-            receiver = _Receiver(folder, expected, asked=(study_uid, series_uid), node=node.name,
+            receiver = Receiver(folder, expected, asked=(study_uid, series_uid), node=node.name,
                                  what="C-MOVE" if node.store_port else "C-GET", progress=progress,
                                  should_stop=should_stop)
             if node.store_port:
@@ -195,11 +111,11 @@ def retrieve_series(client: DimseClient, study_uid: str, series_uid: str, cache:
     return record
 
 
-def _check_received(client: DimseClient, receiver: _Receiver) -> None:
+def _check_received(client: DimseClient, receiver: Receiver) -> None:
     node, total = client.node, len(receiver.expected)
     if receiver.dropped:
         keyword, got, want = receiver.dropped[0]
-        kind = dict(_ASKED)[keyword]
+        kind = dict(ASKED)[keyword]
         raise pacs_error(node, f"{receiver.what}: {len(receiver.dropped)} dataset(s) of another {kind} dropped "
                                f"({keyword} {got}, not {want}); the series is incomplete, nothing kept")
     if receiver.flooded:
@@ -229,7 +145,7 @@ def _storage_contexts(classes: set[str]) -> list[tuple[str, list[str]]]:
     return [(uid, list(TRANSFER_SYNTAXES)) for uid in sorted(classes)[:_MAX_CONTEXTS]]
 
 
-def _get(client: DimseClient, study_uid: str, series_uid: str, receiver: _Receiver) -> None:
+def _get(client: DimseClient, study_uid: str, series_uid: str, receiver: Receiver) -> None:
     from pynetdicom import build_role, evt
 
     from app.io.pacs.dimse_common import GET_MODEL as get_model
@@ -244,7 +160,7 @@ def _get(client: DimseClient, study_uid: str, series_uid: str, receiver: _Receiv
         _follow(client, assoc.send_c_get(_series_identifier(study_uid, series_uid), get_model), receiver, assoc)
 
 
-def _move(client: DimseClient, study_uid: str, series_uid: str, receiver: _Receiver) -> None:
+def _move(client: DimseClient, study_uid: str, series_uid: str, receiver: Receiver) -> None:
     from app.io.pacs.dimse_common import MOVE_MODEL as move_model
 
     node = client.node
@@ -257,7 +173,7 @@ def _move(client: DimseClient, study_uid: str, series_uid: str, receiver: _Recei
 
 
 @contextmanager
-def _storage_scp(client: DimseClient, receiver: _Receiver) -> Iterator[None]:
+def _storage_scp(client: DimseClient, receiver: Receiver) -> Iterator[None]:
     """Our Storage SCP on node.store_port while the C-MOVE runs: listening only on the address the node reaches
     us at (client.local_address: loopback for a node on loopback), and taking only associations that the node's
     AE title (called_ae: the AE a PACS stores from) opens to our calling AE title; any other is rejected."""
@@ -300,7 +216,7 @@ def _server_ssl(client: DimseClient) -> Any:
     return None
 
 
-def _follow(client: DimseClient, answers: Iterator[tuple[Dataset, Dataset | None]], receiver: _Receiver,
+def _follow(client: DimseClient, answers: Iterator[tuple[Dataset, Dataset | None]], receiver: Receiver,
             assoc: Association) -> None:
     """Read a C-GET/C-MOVE's responses to the final one, within the retrieve's deadline and cap on answers: a
     stop aborts the association; none (aborted, timed out, the server gone), a failed/partial final status, the
@@ -314,12 +230,12 @@ def _follow(client: DimseClient, answers: Iterator[tuple[Dataset, Dataset | None
                                f"10 instances); association aborted, nothing kept") from e
 
 
-def _flood(receiver: _Receiver) -> str:
+def _flood(receiver: Receiver) -> str:
     return (f"{receiver.what}: more than {receiver.cap} answers for {len(receiver.expected)} instances (the server "
             "kept sending); association aborted, nothing kept")
 
 
-def _responses(client: DimseClient, answers: Iterator[tuple[Dataset, Dataset | None]], receiver: _Receiver,
+def _responses(client: DimseClient, answers: Iterator[tuple[Dataset, Dataset | None]], receiver: Receiver,
                assoc: Association) -> None:
     node, total, what = client.node, len(receiver.expected), receiver.what
     pending = 0
