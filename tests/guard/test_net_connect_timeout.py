@@ -12,7 +12,10 @@ from collections.abc import Iterator
 import pytest
 import requests
 
-from app.guard.net import guarded_session
+from app.guard.net import NetRefused, guarded_session
+
+# a connect that times out, or (when the kernel lets the handshake through after all) a read that does
+GAVE_UP = (requests.exceptions.Timeout, requests.exceptions.ConnectionError, NetRefused)
 
 
 @pytest.fixture
@@ -51,7 +54,7 @@ def full_listener() -> Iterator[int]:
 def test_the_callers_timeout_bounds_the_connection(full_listener, timeout):
     session = guarded_session(deadline_s=20, max_bytes=1000)
     started = time.monotonic()
-    with pytest.raises(requests.exceptions.ConnectTimeout):
+    with pytest.raises(GAVE_UP):
         session.get(f"http://127.0.0.1:{full_listener}/", timeout=timeout)
     assert time.monotonic() - started < 5  # not the 20 s deadline
 
@@ -59,6 +62,6 @@ def test_the_callers_timeout_bounds_the_connection(full_listener, timeout):
 def test_without_a_timeout_the_deadline_bounds_the_connection(full_listener):
     session = guarded_session(deadline_s=1, max_bytes=1000)
     started = time.monotonic()
-    with pytest.raises(requests.exceptions.ConnectTimeout):
+    with pytest.raises(GAVE_UP):
         session.get(f"http://127.0.0.1:{full_listener}/")
     assert time.monotonic() - started < 5

@@ -4,9 +4,10 @@ The HTTP sessions are app.guard.net's `guarded_session`: every request has a dea
 series that trickles or never ends included) and an answer-size cap, and a redirect to another host or scheme is
 refused (a STOW-RS post of patient data, or the credentials, never follow it elsewhere). They carry the node's
 authentication (HTTP basic: the user name and the secret; bearer: the secret as the token), its TLS trust
-(node.ca_bundle as requests' `verify`, never switched off) and its per-read timeout (node.timeout_s). Searches and
-stores share one session (QUERY_DEADLINE_S, QUERY_MAX_BYTES), series retrieves have their own (SERIES_DEADLINE_S,
-SERIES_MAX_BYTES); a search keeps at most MAX_MATCHES results. Every instance a retrieve receives is checked against
+(node.ca_bundle as requests' `verify`, never switched off) and its timeout (node.timeout_s). A search or a check
+is given node.timeout_s for its whole answer (at most QUERY_MAX_BYTES); a series retrieve or a store, whose body
+is large, TRANSFER_DEADLINE_S in all (at most TRANSFER_MAX_BYTES), node.timeout_s bounding the connection and each
+read; a search keeps at most MAX_MATCHES results. Every instance a retrieve receives is checked against
 what was asked for (its study, its series, a SOPInstanceUID not seen before); anything else is dropped with one line
 and the series is not complete. Every failure is one PacsError line naming the node; requests' own text, which
 quotes the URL (a QIDO-RS query holds the patient ID searched for), is not chained into it, so no traceback in a
@@ -15,10 +16,8 @@ log shows it. dicomweb-client and requests are imported when a client is made, n
 
 from __future__ import annotations
 
-import http.client
 import logging
 import re
-import socket
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -29,6 +28,8 @@ from app.guard.net import NetRefused, guarded_session
 from app.guard.untrusted import INPUT_FILE_LIMIT, open_untrusted
 from app.io.pacs.cache import dataset_bytes, write_instance
 from app.io.pacs.client import PacsError, Retrieved, SeriesRecord, StudyQuery, StudyRecord, pacs_error
+from app.io.pacs.dicomweb_arrivals import Arrivals, truncated
+from app.io.pacs.dicomweb_errors import not_dicomweb, request_problem
 from app.io.pacs.dicomweb_json import (
     SERIES_FIELDS,
     STUDY_FIELDS,
@@ -55,15 +56,10 @@ log = logging.getLogger(__name__)
 # STOW-RS: a batch is one HTTP request held in memory by dicomweb-client; bounded by count and by bytes.
 BATCH_FILES = 50
 BATCH_BYTES = 64 * 2**20
-# WADO-RS asks for Explicit VR Little Endian (dicomweb-client's default): the server decompresses, every reader
-# of the series can decode it, and a cut-off instance can be told by its pixel bytes.
-_UNCOMPRESSED = ("1.2.840.10008.1.2", "1.2.840.10008.1.2.1", "1.2.840.10008.1.2.2")
-# A search or a store: the whole answer within this (or the node's timeout, if longer), at most this many bytes.
-QUERY_DEADLINE_S = 120.0
-QUERY_MAX_BYTES = 64 * 2**20
-# One series' WADO-RS answer: the whole series within this, at most this many bytes.
-SERIES_DEADLINE_S = 3600.0
-SERIES_MAX_BYTES = 32 * 2**30
+QUERY_MAX_BYTES = 64 * 2**20  # a search's answer (its deadline: the node's timeout)
+# One series' WADO-RS answer, or one STOW-RS batch and its answer: all of it within this, at most this many bytes.
+TRANSFER_DEADLINE_S = 3600.0
+TRANSFER_MAX_BYTES = 32 * 2**30
 _DICOM_UID = re.compile(r"[0-9]+(\.[0-9]+)*", re.ASCII)  # PS3.5 9.1, at most 64 characters
 MAX_MATCHES = 10_000  # studies of one search, series of one study: a larger answer is cut here, said in one line
 
@@ -78,11 +74,11 @@ class DicomWebClient:
             secret = node_secret(node)
         if node.auth != "none" and not secret:
             raise pacs_error(node, f"no {_secret_word(node)} for {node.auth} auth (keyring or {SECRET_ENV})")
-        query_deadline = max(QUERY_DEADLINE_S, node.timeout_s)
-        self._session = _session(node, secret or "", deadline_s=query_deadline, max_bytes=QUERY_MAX_BYTES)
-        self._series_session = _session(node, secret or "", deadline_s=SERIES_DEADLINE_S, max_bytes=SERIES_MAX_BYTES)
+        self._session = _session(node, secret or "", deadline_s=node.timeout_s, max_bytes=QUERY_MAX_BYTES)
+        self._transfer_session = _session(node, secret or "", deadline_s=TRANSFER_DEADLINE_S,
+                                          max_bytes=TRANSFER_MAX_BYTES)
         self._web = self._client(self._session)
-        self._wado = self._client(self._series_session)
+        self._transfer = self._client(self._transfer_session)
 
     def _client(self, session: requests.Session) -> DICOMwebClient:
         from dicomweb_client.api import DICOMwebClient
@@ -98,7 +94,7 @@ class DicomWebClient:
     def close(self) -> None:
         """Close the HTTP connections (the client is unusable after)."""
         self._session.close()
-        self._series_session.close()
+        self._transfer_session.close()
 
     def echo(self) -> None:
         """A cheap QIDO-RS study search (limit 1): the service answers, and the credentials are accepted."""
@@ -156,7 +152,7 @@ class DicomWebClient:
         found = [s for s in self._series(study_uid, {"SeriesInstanceUID": series_uid}) if s.series_uid == series_uid]
         if not found:
             raise pacs_error(self.node, f"series {series_uid} not found in study {study_uid}")
-        arrivals = _Arrivals(self.node.name, study_uid, series_uid, found[0].instances)
+        arrivals = Arrivals(self.node.name, study_uid, series_uid, found[0].instances)
         if progress is not None:
             progress(0, arrivals.expected)
         if should_stop is not None and should_stop():  # cancelled while the series was looked up
@@ -177,10 +173,10 @@ class DicomWebClient:
         log.info("pacs %s: %d instances retrieved (%d bytes)", self.node.name, record.files, record.bytes)
         return record
 
-    def _receive(self, arrivals: _Arrivals, folder: Path, *, progress: Callable[[int, int | None], None] | None,
+    def _receive(self, arrivals: Arrivals, folder: Path, *, progress: Callable[[int, int | None], None] | None,
                  should_stop: Callable[[], bool] | None) -> None:
-        """The WADO-RS answer's instances into the receiving folder, each checked (`_Arrivals`)."""
-        instances = self._wado.iter_series(arrivals.study_uid, arrivals.series_uid)
+        """The WADO-RS answer's instances into the receiving folder, each checked (`Arrivals`)."""
+        instances = self._transfer.iter_series(arrivals.study_uid, arrivals.series_uid)
         try:
             for dataset in instances:
                 if truncated(dataset):
@@ -223,7 +219,7 @@ class DicomWebClient:
 
         with self._failures("storing instances"):
             try:
-                answer: Mapping[str, Any] = self._web.store_instances(datasets).to_json_dict()
+                answer: Mapping[str, Any] = self._transfer.store_instances(datasets).to_json_dict()
             except requests.exceptions.HTTPError as e:
                 answer = _stow_answer(e.response)  # 400/409: the per-instance failures are in the body
                 if not answer:
@@ -293,162 +289,10 @@ class _RawWildcards:
         return request
 
 
-def request_problem(node: PacsNode, e: Exception, doing: str) -> str:
-    """The problem in a requests exception, said in one line (without the URL it quotes)."""
-    import requests
-
-    where = f"{node.host}:{node.port}"
-    if isinstance(e, requests.exceptions.SSLError):
-        return tls_problem(node, e)
-    if isinstance(e, requests.exceptions.HTTPError):
-        return http_problem(node, e.response, doing)
-    if isinstance(e, requests.exceptions.InvalidJSONError):  # a web page, say, where DICOM JSON belongs
-        return not_dicomweb(node, doing, "not DICOM JSON")
-    if isinstance(e, requests.exceptions.ConnectTimeout):
-        return f"no connection to {where} within {node.timeout_s:g} s"
-    if isinstance(e, requests.exceptions.Timeout):
-        return f"no answer within {node.timeout_s:g} s while {doing}"
-    if isinstance(e, requests.exceptions.ChunkedEncodingError):
-        return f"the server went away while {doing}"
-    if isinstance(e, requests.exceptions.ConnectionError):
-        if _find(e, ConnectionRefusedError) is not None:
-            return f"cannot connect to {where} (connection refused)"
-        if _find(e, socket.gaierror) is not None:
-            return f"cannot connect to {where} (host name not found)"
-        if _find(e, (ConnectionResetError, http.client.RemoteDisconnected, http.client.IncompleteRead)) is not None:
-            return f"the server went away while {doing}"
-        return f"cannot connect to {where} ({type(_find(e, OSError) or e).__name__})"
-    return f"{type(e).__name__} while {doing}"
-
-
-def not_dicomweb(node: PacsNode, doing: str, what: str) -> str:
-    """An answer that is not what a DICOMweb service sends, in one line."""
-    return f"not a DICOMweb answer while {doing} ({what}): is {node.url} the DICOMweb service root?"
-
-
-def tls_problem(node: PacsNode, e: Exception) -> str:
-    """A certificate the CA bundle does not vouch for, or another TLS failure, in one line."""
-    import ssl
-
-    trust = f"CA bundle {node.ca_bundle}" if node.ca_bundle is not None else "the system's CA certificates"
-    cause = _find(e, ssl.SSLCertVerificationError)
-    if cause is not None:
-        reason = str(getattr(cause, "verify_message", "") or "verify failed")
-        return f"the server's certificate is not trusted ({trust}: {reason})"
-    return f"TLS failed ({trust}): {one_line(_find(e, ssl.SSLError) or e, most=120)}"
-
-
-def http_problem(node: PacsNode, response: requests.Response | None, doing: str) -> str:
-    """An HTTP error status while `doing`, in one line."""
-    if response is None:
-        return f"HTTP error while {doing}"
-    code, reason = response.status_code, response.reason or ""
-    status = f"HTTP {code} {reason}".strip()
-    if code == 401 and node.auth == "none":
-        return f"the server asks for a login ({status}): give the node auth and a user"
-    if code == 401:
-        who = f"user {node.username!r} and its password" if node.auth == "basic" else "the token"
-        return f"{who} not accepted ({status})"
-    if code == 403:
-        return f"access denied ({status}) while {doing}"
-    if code == 404 and doing.startswith("retrieving"):  # the search just found it: gone from the server since
-        return f"not found ({status}) while {doing}"
-    if code == 404:
-        return f"not found ({status}) while {doing}: is {node.url} the DICOMweb service root?"
-    if code >= 500:
-        return f"server error ({status}) while {doing}"
-    return f"{status} while {doing}"
-
-
-def _find(e: BaseException, kind: type[BaseException] | tuple[type[BaseException], ...]) -> BaseException | None:
-    """The first `kind` among e's causes, contexts, arguments and urllib3's `reason` (how requests nests them)."""
-    seen: set[int] = set()
-    todo: list[object] = [e]
-    while todo:
-        item = todo.pop()
-        if not isinstance(item, BaseException) or id(item) in seen:
-            continue
-        seen.add(id(item))
-        if isinstance(item, kind):
-            return item
-        todo.extend([item.__cause__, item.__context__, getattr(item, "reason", None), *item.args])
-    return None
-
-
 def _close(instances: object) -> None:
     close = getattr(instances, "close", None)
     if callable(close):
         close()
-
-
-class _Arrivals:
-    """What a WADO-RS retrieve asked for and what has arrived: each instance checked before it is kept."""
-
-    def __init__(self, node: str, study_uid: str, series_uid: str, expected: int | None) -> None:
-        self.node, self.study_uid, self.series_uid, self.expected = node, study_uid, series_uid, expected
-        self.received = self.bytes = self.dropped = 0
-        self._sops: set[str] = set()
-
-    def counted(self) -> str:
-        of = f" of {self.expected}" if self.expected is not None else ""
-        dropped = f" ({self.dropped} not of the series asked for, dropped)" if self.dropped else ""
-        return f"{self.received}{of} instances received{dropped}"
-
-    def doing(self) -> str:
-        return f"retrieving the series ({self.counted()})"
-
-    def kept(self, dataset: Dataset) -> str | None:
-        """The instance's SOPInstanceUID when it is one of the series asked for, not received before; else None,
-        said in one line that names no patient and no UID of another study."""
-        sop = _uid(dataset, "SOPInstanceUID")
-        problem = self._problem(dataset, sop)
-        if problem is not None:
-            self.dropped += 1
-            log.warning("pacs %s: an instance dropped from the series retrieved: %s", self.node, problem)
-            return None
-        self._sops.add(sop)
-        return sop
-
-    def _problem(self, dataset: Dataset, sop: str) -> str | None:
-        if not sop:
-            return "it has no SOPInstanceUID"
-        if _uid(dataset, "StudyInstanceUID") != self.study_uid.strip():
-            return "of another study (its StudyInstanceUID differs)"
-        if _uid(dataset, "SeriesInstanceUID") != self.series_uid.strip():
-            return "of another series (its SeriesInstanceUID differs)"
-        return "its SOPInstanceUID was received already" if sop in self._sops else None
-
-    def overflowing(self) -> bool:
-        """More instances arrived than the search announced (a stream that does not end)."""
-        return self.expected is not None and self.received + self.dropped > self.expected
-
-    def incomplete(self) -> str | None:
-        """Why the series is not complete at the end of the answer, or None."""
-        if self.received == 0 and not self.dropped:
-            return "no instances received for the series"
-        if self.dropped or (self.expected is not None and self.received < self.expected):
-            return f"partial retrieve: {self.counted()}"
-        return None
-
-
-def _uid(dataset: Dataset, keyword: str) -> str:
-    return str(dataset.get(keyword, "") or "").strip()
-
-
-def truncated(dataset: Dataset) -> bool:
-    """Whether an uncompressed instance holds fewer pixel bytes than its rows, columns, samples, bits and frames
-    need. dicomweb-client hands on the last part of a multipart answer cut off by a server going away as if it
-    were whole; counted, it could make a series look complete."""
-    meta = getattr(dataset, "file_meta", None)
-    if "PixelData" not in dataset or meta is None or meta.get("TransferSyntaxUID", "") not in _UNCOMPRESSED:
-        return False
-    try:
-        frames = int(dataset.get("NumberOfFrames", 1) or 1)
-        need = int(dataset.Rows) * int(dataset.Columns) * int(dataset.get("SamplesPerPixel", 1)) * frames
-        need = need * int(dataset.BitsAllocated) // 8
-    except (AttributeError, TypeError, ValueError):
-        return False  # the reader of the series says what is wrong with it
-    return len(dataset.PixelData) < need
 
 
 def _read_instances(paths: Sequence[Path]) -> tuple[list[Dataset], list[str]]:
