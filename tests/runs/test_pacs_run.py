@@ -68,6 +68,22 @@ def test_the_plan_refuses_in_one_line(options, line):
     assert str(refused.value) == line
 
 
+def test_one_environment_secret_for_two_nodes_is_refused_in_the_plan(monkeypatch):
+    """--from and --send on two nodes with auth whose secret would both come from SEGLENS_PACS_SECRET."""
+    source = parse_node("dicomweb+http://127.0.0.1:1/dicom-web?user=a")
+    send = parse_node("dicomweb+http://127.0.0.1:2/dicom-web?user=b")
+    asked = {"source": source, "study_uid": STUDY, "series_uid": "", "send": send, "paths": [],
+             "exports": ("dicom-seg",), "anonymize": False}
+    monkeypatch.delenv("SEGLENS_PACS_SECRET", raising=False)
+    assert plan_pacs(**asked).send == send  # each from the keyring
+    monkeypatch.setenv("SEGLENS_PACS_SECRET", "one-password")
+    with pytest.raises(PlanRefused) as refused:
+        plan_pacs(**asked)
+    assert str(refused.value) == (
+        f"$SEGLENS_PACS_SECRET would be sent to two nodes ({source.name} and {send.name}): give each node its own "
+        "secret (a settings node NAME reads SEGLENS_PACS_SECRET_NAME, or the keyring)")
+
+
 def test_a_pseudonymised_result_may_go_to_a_research_node():
     plan = plan_pacs(source=WEB, study_uid=STUDY, series_uid="", send=RESEARCH, paths=[],
                      exports=("dicom-seg", "nifti"), anonymize=True, ray="local")
