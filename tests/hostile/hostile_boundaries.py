@@ -239,7 +239,7 @@ def _opcua_certificate(path: Path) -> object:
     return _certificate(path)
 
 
-_TAKEN_OVER = frozenset({"fifo", "dev_zero", "socket", "sparse_3gib"})  # a stale lock: removed, then taken
+_TAKEN_OVER = frozenset({"fifo", "dev_zero", "socket", "sparse_3gib", "folder"})  # stale: removed, then taken
 register(Boundary("review_log", "file", _review_log, (SegLensError,), file_name="seglens_review.csv"))
 register(Boundary("provenance", "file", _provenance, (SegLensError, ValueError, OSError),
                   file_name="picture_mask.png"))
