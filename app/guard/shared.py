@@ -129,6 +129,28 @@ def create_temporary(folder: Path, name: str, *, private: bool = False) -> tuple
     raise FileExistsError(f"{folder}: no free temporary name for {name}")
 
 
+def open_fresh(path: Path, *, private: bool = False) -> tuple[BinaryIO, tuple[int, int]]:
+    """A new, empty file at `path` open for appending, whatever was under the name before (a report's `.partial`
+    left by an earlier run, or a link planted there): created exclusively under a temporary name in the same
+    folder, renamed over `path` (a rename replaces a link, never follows it), reopened O_NOFOLLOW for appending
+    and checked to be that same file — reopened, not kept open: Windows cannot rename an open file. (handle,
+    its (st_dev, st_ino)); PlantedLink when another file took the name in between, OSError otherwise."""
+    fd, tmp = create_temporary(path.parent, path.name, private=private)
+    try:
+        info = os.fstat(fd)
+        os.close(fd)
+        os.replace(tmp, path)
+    except OSError:
+        _remove_quietly(tmp)
+        raise
+    handle = open_append(path, private=private)
+    now = os.fstat(handle.fileno())
+    if (now.st_dev, now.st_ino) != (info.st_dev, info.st_ino):
+        handle.close()
+        raise PlantedLink(path, "another file")
+    return handle, (info.st_dev, info.st_ino)
+
+
 def atomic_write(path: Path, data: bytes, *, private: bool = False, durable: bool = False) -> None:
     """Write `data` to `path` via an exclusive temporary in the same folder and a rename: the file appears whole
     or not at all, and a link planted under the name is replaced, never written through. `durable`: fsync the

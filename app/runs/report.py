@@ -18,7 +18,6 @@ is a plain number (`-1.500000`, a logit) is left as it is.
 
 from __future__ import annotations
 
-import contextlib
 import csv
 import io
 import os
@@ -30,11 +29,12 @@ from typing import IO, Any
 import numpy as np
 
 from app.errors import OutputError, spelt
+from app.guard.shared import PlantedLink, open_fresh, rename_under
 from app.inference.pipeline import STAGES, Result
 from app.inference.postprocess import Prediction
 from app.inference.spec import ModelSpec
 from app.inference.verdict import Verdict, image_score, uncertainty, verdict_of
-from app.io.files import atomic_write, create_temporary
+from app.io.files import atomic_write
 
 _FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
 _NUMBER = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?")
@@ -163,7 +163,8 @@ class ReportWriter:
     def _take_final_name(self) -> None:
         if _identity(os.lstat(self._partial)) != self._identity:  # never move someone else's file into place
             raise OutputError(f"{self._partial}: the report was replaced by another file while it was written")
-        os.replace(self._partial, self.path)  # replaces a file or symlink at `path`, never writes through it
+        # replaces a file or symlink at `path`, never writes through it
+        rename_under(self.path.parent, self._partial.name, self.path.name)
 
     def __enter__(self) -> ReportWriter:
         return self
@@ -197,27 +198,15 @@ def _open_partial(partial: Path) -> tuple[IO[str], tuple[int, int]]:
     """The report's `.partial`, new and ours: (text file open for appending, its identity).
 
     Opening `.partial` by name would write through whatever is there (a planted symlink to another file, or to
-    /dev/full). So the file is created exclusively under a unique temporary name, renamed over `.partial` (the
-    rename replaces a symlink, it never follows it), reopened for appending and checked to be that same file.
-    The rows then go to `.partial` as before, so an interrupted run leaves it for --resume. (Reopened rather than
-    kept open: Windows cannot rename an open file.)
+    /dev/full): app.guard.shared.open_fresh creates it under a temporary name and renames it over `.partial`.
+    The rows then go to `.partial` as before, so an interrupted run leaves it for --resume.
     """
-    fd, tmp = create_temporary(partial.parent, partial.name)
     try:
-        identity = _identity(os.fstat(fd))
-        os.close(fd)
-        os.replace(tmp, partial)
-    except OSError:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
-    flags = os.O_WRONLY | os.O_APPEND | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
-    fd = os.open(partial, flags | getattr(os, "O_BINARY", 0) | getattr(os, "O_CLOEXEC", 0))
-    if _identity(os.fstat(fd)) != identity:
-        os.close(fd)
-        raise OutputError(f"{partial}: replaced by another file while the report was being created")
+        raw, identity = open_fresh(partial)
+    except PlantedLink:
+        raise OutputError(f"{partial}: replaced by another file while the report was being created") from None
     # `_cell` made every cell encodable; backslashreplace is the net under it, never an abort
-    return open(fd, "w", newline="", encoding="utf-8", errors="backslashreplace"), identity
+    return io.TextIOWrapper(raw, newline="", encoding="utf-8", errors="backslashreplace"), identity
 
 
 def _identity(stat: os.stat_result) -> tuple[int, int]:

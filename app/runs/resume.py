@@ -7,12 +7,12 @@ other metric columns) is not read; the run record's check (app.runs.provenance.r
 from __future__ import annotations
 
 import csv
-import os
-import stat
+import io
 from collections import Counter
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from app.guard.untrusted import read_untrusted
 from app.inference.pipeline import STAGES
 from app.inference.spec import ModelSpec
 from app.io.discover import InputFile, output_stems
@@ -106,6 +106,8 @@ def finished_rows(report: Path, columns: list[str], outputs_of: Callable[[Path],
 
 # Columns that say where and how fast a row was made, never what it says: a `--ray` report has `node`, a local one
 # has not. --resume carries a row whichever of these its report had (a missing one is left empty).
+REPORT_LIMIT = 1 << 30  # an earlier report: a million rows of a few hundred bytes each
+
 INFORMATIONAL_COLUMNS = frozenset({"node", *(f"{stage}_ms" for stage in STAGES)})
 
 
@@ -122,24 +124,15 @@ def _carry_plan(header: list[str], columns: list[str]) -> list[int | None] | Non
 def _read_report(path: Path) -> list[list[str]] | None:
     """The rows of an earlier report, or None if it is not a readable regular file of ours.
 
-    Not through a symlink (a planted `.partial` could point anywhere, /dev/full reads as endless zeros) and not
-    a FIFO or device (opened without blocking, then checked), so --resume can neither hang nor read a stranger's
-    file.
+    Read through app.guard.untrusted, rooted in its folder: not through a symlink (a planted `.partial` could
+    point anywhere, /dev/full reads as endless zeros), not a FIFO or device (refused without blocking), at most
+    REPORT_LIMIT bytes, so --resume can neither hang nor read a stranger's file.
     """
-    flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
     try:
-        fd = os.open(path, flags)
-    except OSError:
-        return None
-    try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            return None
-        with open(fd, newline="", encoding="utf-8", closefd=False) as handle:
-            return list(csv.reader(handle))
+        text = read_untrusted(path, limit=REPORT_LIMIT, root=path.parent).decode("utf-8")
+        return list(csv.reader(io.StringIO(text, newline="")))
     except (OSError, UnicodeDecodeError, csv.Error):
         return None
-    finally:
-        os.close(fd)
 
 
 def _outputs_complete(paths: list[Path]) -> bool:

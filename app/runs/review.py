@@ -24,6 +24,7 @@ from pathlib import Path, PurePosixPath
 import numpy as np
 
 from app.errors import SegLensError, spelt
+from app.guard.shared import remove_under
 from app.guard.untrusted import STATE_FILE_LIMIT, read_untrusted
 from app.io.discover import safe_name
 from app.io.files import atomic_write, encode_png, png_text, png_with_text
@@ -344,7 +345,8 @@ def save_corrected_mask(folder: Path, rel: str, mask: np.ndarray, *, input_root:
     atomic_write(target, png_with_text(encode_png(pixels), text))
     legacy = _legacy_mask_path(folder, rel)
     if frame is None and legacy != target and _is_legacy_of(legacy, rel):
-        legacy.unlink(missing_ok=True)  # else it would come back as this image's correction if the new one went
+        # else it would come back as this image's correction if the new one went; by its folder and name only
+        remove_under(legacy.parent, legacy.name)
     return target
 
 

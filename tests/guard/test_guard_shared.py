@@ -213,3 +213,29 @@ def test_sync_folder_through_a_link_does_nothing_and_does_not_fail(tmp_path: Pat
     sync_folder(tmp_path / "link")
     sync_folder(tmp_path / "real")
     sync_folder(tmp_path / "missing")
+
+
+# --- open_fresh (a report's `.partial`) ----------------------------------------------------------------------
+
+def test_open_fresh_replaces_a_planted_link_and_an_old_file(tmp_path: Path, victim: Path) -> None:
+    from app.guard.shared import open_fresh
+
+    partial = tmp_path / "report.csv.partial"
+    partial.symlink_to(victim)
+    handle, identity = open_fresh(partial)
+    with handle:
+        handle.write(b"row\n")
+    assert victim.read_bytes() == b"precious\n" and not partial.is_symlink()
+    assert partial.read_bytes() == b"row\n" and identity == (partial.stat().st_dev, partial.stat().st_ino)
+    handle, _ = open_fresh(partial)  # an earlier run's file: a new, empty one
+    handle.close()
+    assert partial.read_bytes() == b""
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["report.csv.partial", "victim.txt"]
+
+
+def test_open_fresh_private(tmp_path: Path) -> None:
+    from app.guard.shared import open_fresh
+
+    handle, _ = open_fresh(tmp_path / "x", private=True)
+    handle.close()
+    assert stat.S_IMODE((tmp_path / "x").stat().st_mode) == 0o600

@@ -125,17 +125,10 @@ ALLOWED: tuple[Allowed, ...] = (
 # an entry a file no longer needs fails test_pending_is_still_needed.
 PENDING: dict[str, tuple[Rule, ...]] = {
     # station
-    "app/runs/lock.py": (OS_OPEN, REMOVE),
     "app/runs/sinks/folder.py": (REMOVE,),
     "app/runs/station_privacy.py": (LIBRARY,),
-    "app/runs/station_setup.py": (WRITE,),
     # remote
     "app/inference/remote_sidecar.py": (WRITE,),
-    "app/runs/serve.py": (READ,),
-    # privacy
-    "app/runs/pseudonyms.py": (OS_OPEN, REMOVE),
-    "app/runs/source_copy.py": (LIBRARY,),
-    "app/runs/volume_exports.py": (LIBRARY,),
     # house (this helper), still to migrate
     "app/inference/doctor.py": (LIBRARY,),
     "app/io/images.py": (LIBRARY, READ),
@@ -144,9 +137,6 @@ PENDING: dict[str, tuple[Rule, ...]] = {
     "app/runs/dicom_sources.py": (LIBRARY,),
     "app/runs/ray_driver.py": (REMOVE,),
     "app/runs/ray_run.py": (READ, WRITE),
-    "app/runs/report.py": (OS_OPEN, REMOVE, WRITE),
-    "app/runs/resume.py": (OS_OPEN, READ),
-    "app/runs/review.py": (REMOVE,),
     "app/runs/volume_run.py": (READ,),
     "app/ui/workers/pacs_send.py": (LIBRARY,),
 }
