@@ -11,13 +11,13 @@ import os
 import threading
 import warnings
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, BinaryIO
 
 import numpy as np
 from PIL import Image, ImageFile, ImageOps, UnidentifiedImageError
 
 from app.errors import ImageError, one_line
-from app.guard.untrusted import kind_of
+from app.guard.untrusted import INPUT_FILE_LIMIT, kind_of, open_untrusted
 from app.io.decoded import DEFAULT_MAX_PIXELS as DEFAULT_MAX_PIXELS  # re-exported: a caller reads a picture here
 from app.io.decoded import DecodedImage as DecodedImage
 from app.io.decoded import pixel_limit as pixel_limit
@@ -97,7 +97,9 @@ def read_image(path: str | Path, *, max_pixels: int | None = None, frame: int = 
             return decoded
     pillow_guard(max_pixels)
     try:
-        with Image.open(path) as img:
+        # the file opened once, by the untrusted gate (a FIFO swapped in after _check_file: refused), and Pillow,
+        # the PNG chunk walk and the fast decoders all read that one handle
+        with open_untrusted(path, limit=INPUT_FILE_LIMIT) as handle, Image.open(handle) as img:
             _check_size(path, img.size, max_pixels)
             frames = int(getattr(img, "n_frames", 1) or 1)
             if frame:
@@ -106,9 +108,9 @@ def read_image(path: str | Path, *, max_pixels: int | None = None, frame: int = 
                 img.seek(frame)
                 _check_size(path, img.size, max_pixels, frame=frame)  # a TIFF's pages each have their own size
             mode = img.mode
-            data = _png_bytes(path, img)
+            data = _png_bytes(handle, img)
             oriented = _orientation(img, data) in (None, 1)
-            fast = _decode_fast(path, img, data) if oriented and not frame else None
+            fast = _decode_fast(handle, img, data) if oriented and not frame else None
             if fast is not None and fast.dtype == np.uint8:
                 return DecodedImage(path, fast, mode, frame_count=frames)
             if fast is not None:  # 16-bit gray PNG: the values kept, as Pillow's path below keeps them
@@ -214,17 +216,26 @@ def _orientation(img: Image.Image, png: bytes | None = None) -> int | None:
         return 0
 
 
-def _png_bytes(path: Path, img: Image.Image) -> bytes | None:
+def _png_bytes(handle: BinaryIO, img: Image.Image) -> bytes | None:
     """The file's bytes when it is a PNG (read once: the chunk walk and the decoder both use them)."""
     if img.format != "PNG":
         return None
+    return _file_bytes(handle)
+
+
+def _file_bytes(handle: BinaryIO) -> bytes | None:
+    """The whole file behind `handle` (capped by the gate that opened it), its position kept for Pillow."""
     try:
-        return path.read_bytes()
+        at = handle.tell()
+        handle.seek(0)
+        data = handle.read()
+        handle.seek(at)
     except OSError:
         return None
+    return data
 
 
-def _decode_fast(path: Path, img: ImageFile.ImageFile, png: bytes | None) -> np.ndarray | None:
+def _decode_fast(handle: BinaryIO, img: ImageFile.ImageFile, png: bytes | None) -> np.ndarray | None:
     """Plain 8-bit RGB/gray JPEGs and PNGs, and 16-bit gray PNGs, decoded straight into an array (the same pixels
     as Pillow, in about half the time: Pillow's array export copies the image through `tobytes`). None when the
     file is anything else, or when the decoder declines it; Pillow then decodes it and reports what is wrong."""
@@ -235,10 +246,10 @@ def _decode_fast(path: Path, img: ImageFile.ImageFile, png: bytes | None) -> np.
         return None
     if img.mode not in ("RGB", "L") or img.format != "JPEG":
         return None
-    try:
-        data = np.fromfile(path, dtype=np.uint8)
-    except OSError:
+    whole = _file_bytes(handle)
+    if whole is None:
         return None
+    data = np.frombuffer(whole, dtype=np.uint8)
     if bytes(data[-2:]) != b"\xff\xd9":
         return None  # truncated (libjpeg would pad it with grey without a word): Pillow reports it
     import cv2

@@ -17,6 +17,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from app.guard.untrusted import INPUT_FILE_LIMIT, open_untrusted
+
 if TYPE_CHECKING:
     from tifffile import TiffFile
 
@@ -25,7 +27,7 @@ _MAGIC = (b"II*\x00", b"MM\x00*", b"II+\x00", b"MM\x00+")  # classic TIFF and Bi
 
 def is_tiff(path: Path) -> bool:
     try:
-        with path.open("rb") as handle:
+        with open_untrusted(path, limit=INPUT_FILE_LIMIT) as handle:  # a FIFO or a device: refused, not waited on
             return handle.read(4) in _MAGIC
     except OSError:
         return False
@@ -48,7 +50,7 @@ class TiffPlanes:
         import tifffile
 
         try:
-            with tifffile.TiffFile(self.path) as tif:
+            with open_untrusted(self.path, limit=INPUT_FILE_LIMIT) as handle, tifffile.TiffFile(handle) as tif:
                 page = _frames(tif)[frame]
                 key = page.keyframe
                 orientation = key.tags.valueof(274, 1)  # Orientation (Pillow's TIFF path ignored it)
@@ -66,7 +68,7 @@ def open_tiff(path: Path) -> TiffPlanes | None:
     import tifffile
 
     try:
-        with tifffile.TiffFile(path) as tif:
+        with open_untrusted(path, limit=INPUT_FILE_LIMIT) as handle, tifffile.TiffFile(handle) as tif:
             pages = _frames(tif)
             sizes = tuple((int(p.keyframe.imagewidth), int(p.keyframe.imagelength)) for p in pages)
             shapes = tuple(tuple(int(n) for n in p.keyframe.shape) for p in pages)

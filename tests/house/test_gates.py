@@ -131,8 +131,6 @@ PENDING: dict[str, tuple[Rule, ...]] = {
     "app/inference/remote_sidecar.py": (WRITE,),
     # house (this helper), still to migrate
     "app/inference/doctor.py": (LIBRARY,),
-    "app/io/images.py": (LIBRARY, READ),
-    "app/io/tiff.py": (LIBRARY, READ),
     "app/runs/calibrate_sidecar.py": (READ, REMOVE, WRITE),
     "app/runs/dicom_sources.py": (LIBRARY,),
     "app/runs/ray_driver.py": (REMOVE,),
