@@ -10,6 +10,8 @@ from hostile_registry import Boundary, register
 
 from app.errors import ImageError, ModelError, OutputError, SegLensError, SidecarError
 
+REPO = Path(__file__).resolve().parents[2]  # the bundled models a station boundary runs with
+
 SHA = "ab" * 32
 
 
@@ -173,6 +175,35 @@ def _pacs_nodes(path: Path) -> object:
 
 register(Boundary("station_file", "file", _station_file, (SegLensError,), file_name="station.yaml", text=True,
                   yaml=True))
+
+
+def _station_sidecar(path: Path) -> object:
+    """A station file whose `verdict:` replaces its sidecar's: the sidecar is read by the station (station_setup)."""
+    from app.runs.station_file import read_station_file
+    from app.runs.station_setup import station_spec
+
+    station = path.parent / "station.yaml"
+    station.write_text(f"model: {REPO / 'models' / 'surface_anomaly.onnx'}\nsidecar: {path.name}\n"
+                       "source: {watch: in}\nout: out\nverdict: {fail_if: [{score_above: 0.5}]}\n")
+    return station_spec(read_station_file(station))
+
+
+def _station_input(path: Path) -> object:
+    """A file of a station's watched folder (its root), as the station prepares it: decoded, or refused."""
+    from app.inference.spec_builder import load_spec
+    from app.io.sources import Frame
+    from app.runs.station import prepare_frame
+
+    frame = Frame(path.name, 0.0, path=path, size=1, mtime_ns=1, root=path.parent)
+    ready = prepare_frame(load_spec(REPO / "models" / "surface_anomaly.onnx"), frame)
+    if ready.error is not None:
+        raise ready.error
+    return ready
+
+
+register(Boundary("station_sidecar", "file", _station_sidecar, (SegLensError,), file_name="line.yaml", text=True,
+                  yaml=True))
+register(Boundary("station_input", "file", _station_input, (SegLensError,), file_name="part.png", rooted=True))
 register(Boundary("pacs_nodes", "file", _pacs_nodes, (SegLensError,), file_name="settings.yaml", text=True,
                   yaml=True))
 
@@ -248,10 +279,8 @@ register(Boundary("run_record", "file", _run_record, (SegLensError, ValueError, 
 register(Boundary("run_lock", "file", _run_lock, (OutputError,), file_name=".seglens-run.lock",
                   harmless=_TAKEN_OVER))
 register(Boundary("station_journal", "file", _journal, (OutputError,), file_name="station-journal.jsonl"))
-_BUFFER_WEAK = "station: the MQTT buffer's TooLarge does not name its file (the gate's bare OSError)"
 register(Boundary("mqtt_buffer", "file", _mqtt_buffer, (OSError, ValueError, SegLensError),
-                  file_name="mqtt-buffer.jsonl",
-                  weak={"sparse_3gib": _BUFFER_WEAK}))
+                  file_name="mqtt-buffer.jsonl"))
 register(Boundary("opcua_certificate", "file", _opcua_certificate, (ValueError,), file_name="client.pem"))
 
 

@@ -157,8 +157,9 @@ class OutBuffer:
         name the parts)."""
         with open_update(self.path, private=True) as handle:
             size = os.fstat(handle.fileno()).st_size
-            if size > STATE_FILE_LIMIT:
-                raise TooLarge(self.path, size, STATE_FILE_LIMIT)
+            if size > STATE_FILE_LIMIT:  # a sparse giant planted under the name: refused, naming it
+                raise OutputError(f"{self.path}: cannot open the MQTT buffer: "
+                                  f"{TooLarge(self.path, size, STATE_FILE_LIMIT)}")
             data = handle.read(STATE_FILE_LIMIT)
         taken: dict[int, Pending] = {}
         dropped: set[int] = set()
