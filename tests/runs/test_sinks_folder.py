@@ -100,3 +100,18 @@ def test_an_error_frames_input_is_kept_under_error_as_ng_is(tmp_path):
     broken.unlink()  # gone before its copy was made (the line took it away): no copy, and no alarm
     again.publish_pictures(verdict("cam1/gone.png", "ERROR"), Pictures(broken, None, None))
     assert again.problem is None and again.lost == 0 and not (out / "error" / "cam1" / "gone.png").exists()
+
+
+def test_retention_removes_the_folders_it_empties_and_never_through_a_link(tmp_path):
+    spec = load_spec(REPO / "models" / "surface_anomaly.onnx")
+    outside = tmp_path / "outside"
+    (outside / "empty").mkdir(parents=True)
+    out = tmp_path / "out"
+    out.mkdir()
+    sink = FolderSink(out, spec, save=(), keep_files=1)
+    sink.publish_pictures(verdict("a/deep/x"), Pictures(None, frame(1), None))
+    (out / "ng" / "a" / "link").symlink_to(outside / "empty", target_is_directory=True)
+    sink.publish_pictures(verdict("b/y"), Pictures(None, frame(2), None))
+    assert sorted(p.relative_to(out).as_posix() for p in out.rglob("*")) == \
+        ["ng", "ng/a", "ng/a/link", "ng/b", "ng/b/y.png"]  # a/deep emptied and gone; a holds the link still
+    assert (outside / "empty").is_dir()

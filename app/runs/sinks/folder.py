@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, BinaryIO
 
 from app.errors import OutputError, SegLensError, one_line
 from app.guard.names import MAX_COMPONENT_BYTES, component, join_under
-from app.guard.shared import atomic_write, create_temporary, remove_under, rename_under
+from app.guard.shared import atomic_write, create_temporary, remove_empty_under, remove_under, rename_under
 from app.guard.untrusted import open_untrusted
 from app.io.files import encode_png
 from app.runs.outputs import write_result_images
@@ -327,7 +327,8 @@ def _remove_empty(folder: Path, out: Path) -> None:
     """Remove folders left empty by the retention, up to (not including) the sink's own folders."""
     while folder.parent != out and out in folder.parents:
         try:
-            folder.rmdir()
-        except OSError:
+            if not remove_empty_under(out, *folder.relative_to(out).parts):  # one rmdir, never through a link
+                return
+        except (OSError, ValueError):
             return
         folder = folder.parent
