@@ -5,15 +5,12 @@ staging folder inside this one, then renames: a moved-in event), or once its siz
 the same for `settle_s` seconds as seen by this source's own two looks at it (written in place, or moved in from
 outside the watched tree, which the file system reports as a new file). So a half-written file is never yielded,
 provided the writer never pauses longer than `settle_s` in the middle of a file; an empty file is never complete.
-A file changed after it was yielded is yielded again: it is new work. A file's identity is its size, modification
-time, inode and inode change time: a writer that sets a new part's size and mtime to the old one's (`cp -p`,
-`rsync -t`, a rename over it) cannot set the change time, which the write or the rename sets; an attribute change
-alone (chmod) brings no event here, and is new work only across a restart (judged twice, never a part missed).
-
-Only regular files are taken: a symbolic link (to a file outside the folder, or inside it), a FIFO, a device or a
-socket is not judged, and says so in one warning line naming it by its id; a file reached through a linked
-sub-folder that leads out of the watched folder likewise. The station reads each file under the watched folder
-through app.guard.untrusted (`Frame.root`), so a file swapped for a link after this look is refused there too.
+A file changed after it was yielded is yielded again: new work. Its identity is its size, mtime, inode and change
+time: `cp -p`, `rsync -t` or a rename can give a new part an old one's size and mtime, not the change time they set
+(a chmod alone brings no event here; after a restart it is judged again: twice, never a part missed).
+Only regular files are taken: a link (out or in), a FIFO, a device, a socket, a file under a linked folder leading
+out are one warning line naming their id, never opened; the station reads under the watched folder (`Frame.root`,
+app.guard.untrusted), so a file swapped for a link after this look is refused there too.
 
 Taken: the extensions SegLens reads (app.io.discover's images, DICOM, NIfTI), and other files that turn out to be
 DICOM (`IM0001`, UID names: 'DICM' after the preamble, as app.io.discover checks; read only once complete).
@@ -99,8 +96,7 @@ def identity(info: os.stat_result) -> Identity:
 
 
 class _Pending:
-    """A file not yet complete: its last stat's identity, when this source first saw it so, when it last
-    changed."""
+    """A file not yet complete: its last identity, when this source first saw it so, when it last changed."""
 
     __slots__ = ("identity", "moved", "seen_at", "wall")
 
@@ -400,6 +396,5 @@ def _known_name(rel: str) -> bool:
 
 
 def _changed_at(info: os.stat_result) -> float:
-    """When the file's inode last changed (a rename into the folder sets it on POSIX); Windows' st_ctime is the
-    creation time, no later than the last write."""
+    """When the inode last changed (a rename in sets it on POSIX); Windows' st_ctime: the creation, before writes."""
     return info.st_mtime if os.name == "nt" else info.st_ctime
