@@ -74,7 +74,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from app.runs.serve_kserve import load_kserve
 
     config = _config(args)
-    warning = check_exposure(config.host, config.auth, no_auth=args.no_auth)
+    warning = check_exposure(config.host, config.auth, no_auth=args.no_auth, tls=config.tls)
     if config.tls_cert is not None and config.tls_key is not None:
         check_tls(config.tls_cert, config.tls_key)
     load_kserve()  # before the models: a missing extra is said at once

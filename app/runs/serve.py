@@ -81,11 +81,14 @@ def check_tls(cert: Path, key: Path) -> None:
 
 
 def read_tls(cert: Path, key: Path) -> tuple[bytes, bytes]:
-    """The certificate and key files' bytes (PEM), a missing or unreadable one named in one line."""
+    """The certificate and key files' bytes (PEM), a missing or unreadable one named in one line; read through
+    app.guard.untrusted (a FIFO or device named by mistake is refused at once, not waited on; at most 1 MiB)."""
+    from app.guard.untrusted import SMALL_FILE_LIMIT, read_untrusted
+
     pems = []
     for what, path in (("certificate", cert), ("key", key)):
         try:
-            data = path.read_bytes()
+            data = read_untrusted(path, limit=SMALL_FILE_LIMIT)
         except OSError as exc:
             raise SegLensError(f"{path}: cannot read the TLS {what}: {exc.strerror or exc}") from exc
         if b"-----BEGIN" not in data:
@@ -296,6 +299,7 @@ def _rest_server(dataplane: Any, extension: Any, config: ServeConfig) -> Any:
     rest.config.host = config.host  # RESTServer hard-codes 0.0.0.0
     if config.auth.required:
         app.add_middleware(rest_middleware(config.auth))
+    app.add_middleware(body_limit(MAX_MESSAGE_BYTES))  # outermost: before the token check reads anything
     rest.create_application()  # KServe's routes, middlewares and exception handlers on its module-global app
     _v2_rest(app, extension)
     return Server(rest.config)
@@ -322,6 +326,39 @@ def _v2_rest(app: Any, extension: Any) -> None:
     app.add_api_route("/v2/repository/index", index, methods=["POST"])
     app.add_exception_handler(HTTPException, http_error)
     app.add_exception_handler(RequestValidationError, invalid_request)
+
+
+def body_limit(max_bytes: int) -> type:
+    """A pure ASGI middleware: a request declaring a body over `max_bytes` is answered 413 before a byte of it is
+    read, a chunked one (no length to check) 411 — KServe reads every body whole into memory, so without it one
+    client could make the server hold gigabytes (gRPC has the same limit on its messages). The HTTP parser reads
+    exactly the declared length, so a body cannot run past it."""
+    from starlette.responses import JSONResponse
+
+    class BodyLimit:
+        def __init__(self, app: Any) -> None:
+            self.app = app
+
+        async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+            if scope["type"] != "http" or scope.get("method") in ("GET", "HEAD", "OPTIONS"):
+                await self.app(scope, receive, send)
+                return
+            headers = dict(scope.get("headers") or ())
+            length = headers.get(b"content-length", b"").decode("latin-1").strip()
+            problem = None
+            if b"transfer-encoding" in headers:
+                problem = (411, "a request body needs a Content-Length (a byte count), not a chunked one")
+            elif length and not length.isdigit():
+                problem = (400, f"the Content-Length {length[:20]!r} is not a byte count")
+            elif length and int(length) > max_bytes:
+                problem = (413, f"the request declares {int(length)} bytes; the limit is {max_bytes}")
+            if problem is not None:
+                await JSONResponse({"error": problem[1]}, status_code=problem[0],
+                                   headers={"Connection": "close"})(scope, receive, send)
+                return
+            await self.app(scope, receive, send)
+
+    return BodyLimit
 
 
 def refused_request_line(errors: Any) -> str:

@@ -57,9 +57,10 @@ def is_loopback(host: str) -> bool:
     return bool(addresses) and all(ipaddress.ip_address(a.split("%")[0]).is_loopback for a in addresses)
 
 
-def check_exposure(host: str, auth: Auth, *, no_auth: bool) -> str | None:
+def check_exposure(host: str, auth: Auth, *, no_auth: bool, tls: bool = True) -> str | None:
     """Refuse an open server beyond loopback, or one whose token is shorter than MIN_PUBLIC_TOKEN there
-    (SegLensError, one line); returns a warning line for --no-auth there."""
+    (SegLensError, one line); returns a warning line for --no-auth there, and for a token served without TLS
+    there (`tls` False: every client sends it in clear text, and SegLens's own refuse to unless told)."""
     if is_loopback(host):
         return None
     if auth.token is not None and len(auth.token) < MIN_PUBLIC_TOKEN:
@@ -67,7 +68,9 @@ def check_exposure(host: str, auth: Auth, *, no_auth: bool) -> str | None:
                            f"{len(auth.token)} characters: give one of at least {MIN_PUBLIC_TOKEN} (a random one: "
                            "python -c 'import secrets; print(secrets.token_urlsafe(32))'), or bind 127.0.0.1")
     if auth.required:
-        return None
+        return None if tls else (f"warning: serving on {host} without TLS: clients send the token in clear text, "
+                                 "readable on the way (seglens clients refuse unless --allow-insecure); give "
+                                 "--tls-cert and --tls-key")
     if not no_auth:
         raise SegLensError(f"serve on {host} would be reachable from other machines without a token: set one "
                            "(--token-env VAR, default SEGLENS_SERVE_TOKEN) or bind 127.0.0.1; --no-auth serves "

@@ -375,3 +375,23 @@ def test_grpc_repository_calls_answer_a_status_never_unknown_nor_a_traceback(ser
     assert stub.ServerReady(pb.ServerReadyRequest(), timeout=30).ready  # a readiness probe without the token
     channel.close()
     assert "Traceback" not in served.stderr()
+
+
+def test_a_request_declaring_a_huge_body_is_413_before_it_is_read(served: Served):
+    connection = http.client.HTTPConnection("127.0.0.1", served.port, timeout=30)
+    connection.putrequest("POST", "/v2/models/nuclei/infer")
+    connection.putheader("Authorization", f"Bearer {TOKEN}")
+    connection.putheader("Content-Length", str(10 << 30))  # 10 GiB announced, none sent
+    connection.endheaders()
+    answer = connection.getresponse()
+    assert answer.status == 413
+    assert json.loads(answer.read()) == {"error": f"the request declares {10 << 30} bytes; the limit is {256 << 20}"}
+    connection.close()
+    connection = http.client.HTTPConnection("127.0.0.1", served.port, timeout=30)
+    connection.putrequest("POST", "/v2/models/nuclei/infer")
+    connection.putheader("Authorization", f"Bearer {TOKEN}")
+    connection.putheader("Transfer-Encoding", "chunked")  # no length to check
+    connection.endheaders()
+    answer = connection.getresponse()
+    assert answer.status == 411 and "Content-Length" in json.loads(answer.read())["error"]
+    connection.close()
