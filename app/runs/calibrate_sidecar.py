@@ -9,7 +9,7 @@ never half-written, nor left one the model refuses.
 
 from __future__ import annotations
 
-import hashlib
+import os
 import re
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -18,10 +18,12 @@ from typing import Any
 
 import yaml
 
-from app.errors import SegLensError
+from app.errors import OutputError, SegLensError
+from app.guard.shared import remove_under
+from app.guard.untrusted import read_untrusted
 from app.inference.spec import ModelSpec
 from app.inference.verdict import Rule, ScoreRule
-from app.io.files import atomic_write
+from app.io.files import atomic_write, file_sha256
 from app.runs.calibrate import Calibration, Limits, Measured
 
 
@@ -60,12 +62,8 @@ def written_line(path: Path, limits: Limits) -> str:
 
 
 def sha256_of(path: Path) -> str:
-    """The model file's SHA-256, read in pieces."""
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
+    """The model file's SHA-256, read in pieces (app.io.files.file_sha256: a FIFO or device refused)."""
+    return file_sha256(path)
 
 
 def write_limits(spec: ModelSpec, limits: Limits, provenance: Provenance) -> Path:
@@ -73,7 +71,7 @@ def write_limits(spec: ModelSpec, limits: Limits, provenance: Provenance) -> Pat
     from app.inference.sidecar import find_sidecar
 
     path = spec.sidecar or find_sidecar(spec.path) or spec.path.with_suffix(".yaml")
-    old = path.read_text(encoding="utf-8-sig") if path.is_file() else ""
+    old = _sidecar_text(path) if os.path.lexists(path) else ""
     section = verdict_section(spec, limits, provenance)
     new = with_verdict(old, section, drop_image_threshold=spec.output.kind == "anomaly")
     _check(spec, path, new)
@@ -125,6 +123,17 @@ def with_verdict(text: str, verdict: dict[str, Any], *, drop_image_threshold: bo
     return "\n".join([*kept, *([""] if kept else []), MARK, block.rstrip("\n")]) + "\n"
 
 
+def _sidecar_text(path: Path) -> str:
+    """The sidecar's text, read as the sidecar loader reads it (app.guard.untrusted: regular, at most 1 MiB)."""
+    from app.inference.sidecar import MAX_SIDECAR_BYTES
+
+    try:
+        return read_untrusted(path, limit=MAX_SIDECAR_BYTES).decode("utf-8-sig")
+    except (OSError, UnicodeDecodeError) as exc:
+        problem = exc.strerror if isinstance(exc, OSError) else "not UTF-8 text"
+        raise SegLensError(f"{path}: cannot read the sidecar ({problem or exc})") from None
+
+
 def _check(spec: ModelSpec, path: Path, text: str) -> None:
     """The model's spec loads with the new sidecar text (tried beside the sidecar: a `classes_file` is found
     there), or the write is refused in one line."""
@@ -132,11 +141,11 @@ def _check(spec: ModelSpec, path: Path, text: str) -> None:
 
     trial = path.with_name(f".{path.stem}.calibrate-check.yaml")
     try:
-        trial.write_text(text, encoding="utf-8")
+        atomic_write(trial, text.encode("utf-8"))  # a link planted under the trial's name is replaced, not followed
         load_spec(spec.path, trial)
-    except OSError as exc:
-        raise SegLensError(f"{path}: cannot write ({exc.strerror or exc})") from None
+    except OutputError as exc:
+        raise SegLensError(str(exc)) from None
     except SegLensError as exc:
         raise SegLensError(f"the limits were not written: the new sidecar would be refused ({exc})") from None
     finally:
-        trial.unlink(missing_ok=True)
+        remove_under(trial.parent, trial.name)

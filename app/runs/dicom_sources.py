@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from app.errors import ImageError, OutputError
+from app.guard.untrusted import INPUT_FILE_LIMIT, open_untrusted
 from app.io.files import atomic_write
 from app.io.volumes import Volume
 
@@ -34,7 +35,8 @@ def source_datasets(volume: Volume) -> list[Dataset]:
     for ref in volume.slices:
         if ref.path not in read:
             try:
-                read[ref.path] = pydicom.dcmread(ref.path, stop_before_pixels=True)
+                with open_untrusted(ref.path, limit=INPUT_FILE_LIMIT) as handle:  # a FIFO swapped in: refused
+                    read[ref.path] = pydicom.dcmread(handle, stop_before_pixels=True)
             except Exception as exc:  # pydicom raises many types for a damaged file
                 raise ImageError(f"{ref.path}: cannot read the source DICOM ({exc})") from exc
     return [read[ref.path] for ref in volume.slices]

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from app.errors import one_line
+from app.guard.shared import remove_under
 from app.io.discover import InputFile, output_stems
 from app.runs.ray_run import NODE_COLUMN, Actor, ActorFactory, RayOptions
 from app.runs.report import ReportWriter
@@ -300,7 +301,7 @@ class RayRunner:
             yield SessionInfo(requested=first["requested"], provider=first["provider"],
                               providers=(first["provider"],), fallback_reason=first["fallback_reason"])
         finally:
-            probe.unlink(missing_ok=True)
+            remove_under(probe.parent, probe.name)
 
     def run(self, plan: RunPlan, *, report: ReportWriter | None, done: Mapping[str, list[str]],
             reference: ReferenceScorer | None, png_texts: Mapping[str, Mapping[str, str]] | None,

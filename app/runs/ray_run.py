@@ -36,7 +36,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
 from app.errors import SegLensError, one_line
+from app.guard.untrusted import MODEL_FILE_LIMIT, read_untrusted
 from app.io.discover import InputFile
+from app.io.files import atomic_write
 from app.runs.volume_run import VolumeOptions
 
 if TYPE_CHECKING:
@@ -203,11 +205,11 @@ class SegLensActor:
 
         folder = Path(tempfile.mkdtemp(prefix="seglens-model-"))
         model = folder / job.model_name  # the same file name: provenance and the SEG's algorithm name match
-        model.write_bytes(_bytes(job.model))
+        atomic_write(model, _bytes(job.model))  # a private folder of its own (mkdtemp): no one else writes there
         sidecar = None
         if job.sidecar is not None:
             sidecar = model.with_suffix(".yaml")
-            sidecar.write_bytes(job.sidecar)
+            atomic_write(sidecar, job.sidecar)
         spec, min_confidence = with_threshold(with_tiling(load_spec(model, sidecar), job.tile), job.threshold)
         return open_session(spec, job.device, runtime=dict(job.runtime)), min_confidence
 
@@ -277,9 +279,11 @@ def make_job(model_path: Path, sidecar: Path | None, **settings: Any) -> Job:
     """The job description, the model's bytes put into the object store once."""
     import ray
 
-    blob = ray.put(model_path.read_bytes())
+    from app.inference.sidecar import MAX_SIDECAR_BYTES
+
+    blob = ray.put(read_untrusted(model_path, limit=MODEL_FILE_LIMIT))
     side = sidecar if sidecar is not None else model_path.with_suffix(".yaml")
-    side_bytes = side.read_bytes() if side.is_file() else None
+    side_bytes = read_untrusted(side, limit=MAX_SIDECAR_BYTES) if os.path.lexists(side) else None
     return Job(model_name=model_path.name, model=blob, sidecar=side_bytes, **settings)
 
 
@@ -287,5 +291,5 @@ def make_probe(out_dir: Path) -> Path:
     """A small file in `out_dir` every actor must see (removed by the caller when the run ends)."""
     out_dir.mkdir(parents=True, exist_ok=True)
     probe = out_dir / f".seglens-ray-probe-{uuid.uuid4().hex[:12]}"
-    probe.write_text("SegLens: this folder must be reachable from every Ray node\n")
+    atomic_write(probe, b"SegLens: this folder must be reachable from every Ray node\n")
     return probe

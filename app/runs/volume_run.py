@@ -26,6 +26,7 @@ from app.inference.remote_graph import is_remote_path
 from app.inference.spec import ModelSpec
 from app.inference.verdict import Verdict, image_score, uncertainty
 from app.inference.verdict_volume import combined, slice_verdict
+from app.io.files import file_sha256
 from app.io.images import DecodedImage
 from app.io.volumes import Volume
 from app.runs.outputs import write_result_images
@@ -244,13 +245,15 @@ class VolumeAssembler:
     def _last_check(self, vr: VolumeResult, stem: Path) -> None:
         """--anonymize: nothing of the source's identity in any file, name or report cell of the volume, or its
         files are removed and the volume is an error (app.runs.privacy_check)."""
-        from app.runs.privacy_check import remove_outputs, volume_leak
+        from app.runs.privacy_check import own_words, remove_outputs, volume_leak
+        from app.runs.segments import segments_of
 
         rows = [None, *vr.slices] if self.options.per_slice or self.spec.task != "segmentation" else [None]
         cells = [str(cell) for row in rows for cell in volume_cells(self.spec, vr, self.options, row)]
         files = [*vr.exports, *self._written]
         found = volume_leak(files, facts=self._privacy.facts if self._privacy else None, info=vr.volume.info,
-                            root=self.out_dir or stem.parent, cells=[*cells, stem.as_posix()])
+                            root=self.out_dir or stem.parent, cells=[*cells, stem.as_posix()],
+                            own=own_words(segments_of(self.spec.classes), self.algorithm))
         if found:
             remove_outputs(files)
             raise SegLensError(f"de-identification check failed: {found}; the volume's outputs were removed")
@@ -398,9 +401,5 @@ def algorithm_of(model_path: Path) -> Algorithm:
     if is_remote_path(model_path):
         sha = hashlib.sha256(str(model_path).encode("utf-8")).hexdigest()
         return Algorithm(name=model_path.name, version=sha[:16], sha256=sha, software_version=__version__)
-    digest = hashlib.sha256()
-    with open(model_path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    sha = digest.hexdigest()
+    sha = file_sha256(model_path)  # through app.guard.untrusted: a FIFO or device refused, never waited on
     return Algorithm(name=model_path.stem, version=sha[:16], sha256=sha, software_version=__version__)

@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from app.io.pacs.client import PacsClient
     from app.io.pacs.nodes import PacsNode
     from app.runs.deidentify import VolumePrivacy
+    from app.runs.privacy_check import OwnWords
     from app.ui.state.pacs_messages import PacsSend, PacsSent
 
 KIND_NAMES = {"dicom-seg": "DICOM SEG", "sc": "Secondary Capture", "rtstruct": "RTSTRUCT"}
@@ -58,6 +59,7 @@ def write_exports(request: PacsSend, folder: Path) -> list[tuple[str, list[Path]
     """Each asked export of the volume into `folder`, as a run writes it: [(kind, its files)]."""
     from app.runs import volume_exports as ex
     from app.runs.deidentify import volume_privacy
+    from app.runs.privacy_check import own_words
     from app.runs.volume_run import algorithm_of
 
     volume, labels = request.volume, request.labels
@@ -77,18 +79,20 @@ def write_exports(request: PacsSend, folder: Path) -> list[tuple[str, list[Path]
             written.append((kind, [ex.write_rtstruct(volume, labels, segments, folder / "rtstruct.dcm",
                                                      algorithm=algorithm, privacy=privacy)]))
     if request.anonymize:
-        _last_check(request, [path for _kind, paths in written for path in paths], folder, privacy)
+        _last_check(request, [path for _kind, paths in written for path in paths], folder, privacy,
+                    own=own_words(segments, algorithm))
     return written
 
 
-def _last_check(request: PacsSend, files: list[Path], folder: Path, privacy: VolumePrivacy | None) -> None:
+def _last_check(request: PacsSend, files: list[Path], folder: Path, privacy: VolumePrivacy | None, *,
+                own: OwnWords) -> None:
     """A de-identified send: nothing of the source's identity in any file, as before a run's volume counts as done
-    (app.runs.privacy_check); else nothing is sent."""
+    (app.runs.privacy_check, with the model's classes and name as its own words); else nothing is sent."""
     from app.errors import SegLensError
     from app.runs.privacy_check import volume_leak
 
     found = volume_leak(files, facts=privacy.facts if privacy is not None else None, info=request.volume.info,
-                        root=folder, cells=[])
+                        root=folder, cells=[], own=own)
     if found:
         raise SegLensError(f"de-identification check failed: {found}; nothing was sent")
 
@@ -109,12 +113,16 @@ def _display(request: PacsSend) -> Callable[[int], np.ndarray]:
 
 
 def _series_of(files: Sequence[Path]) -> dict[str, str]:
-    """SeriesInstanceUID → StudyInstanceUID of the written files (headers only)."""
+    """SeriesInstanceUID → StudyInstanceUID of the written files (headers only, through the untrusted gate: the
+    output folder may be one others can write to)."""
     import pydicom
+
+    from app.guard.untrusted import INPUT_FILE_LIMIT, open_untrusted
 
     series: dict[str, str] = {}
     for path in files:
-        header = pydicom.dcmread(path, stop_before_pixels=True)
+        with open_untrusted(path, limit=INPUT_FILE_LIMIT) as handle:
+            header = pydicom.dcmread(handle, stop_before_pixels=True)
         series[str(header.SeriesInstanceUID)] = str(header.StudyInstanceUID)
     return series
 
