@@ -70,7 +70,7 @@ log = logging.getLogger(__name__)
 OpenSource = Callable[["AlreadyDone | None"], "Source"]  # given the journal's `has`, the source to read
 STOPPED = "stopped"
 RETRY_S = 5.0  # how often a verdict a sink could not keep is offered again while no frame comes
-MAX_OWED = 32  # frames held for another try, their pictures with them (memory: a decoded image each)
+MAX_OWED = 16  # frames held for another try, their pictures with them (memory: a decoded image and result each)
 
 
 class StationRefused(SegLensError):
@@ -116,6 +116,7 @@ class Station:
         self._owed: deque[_Owed] = deque()  # frames a sink could not keep yet, oldest first
         self._owed_lock = threading.Lock()  # the folder sink and the owed frames: one thread at a time
         self._finished = False  # set under _owed_lock once the sinks are about to close: no more retries
+        self._said_full = False  # the owed frames passed MAX_OWED (said once until they are all kept)
         self._journal_failure: BaseException | None = None  # the journal refused a line on the retry thread
 
     def stop(self) -> None:
@@ -250,6 +251,7 @@ class Station:
             self._owed.popleft()
             _journal(journal, owed)
             log.info("station: a verdict every sink has now journaled (%d still owed)", len(self._owed))
+        self._said_full = self._said_full and bool(self._owed)
 
     def _offer(self, sink: Sink, owed: _Owed) -> bool:
         if isinstance(sink, FolderSink):
@@ -261,8 +263,10 @@ class Station:
         self._owed.append(owed)
         if len(self._owed) > MAX_OWED:
             self._owed.popleft()
-            log.warning("station: more than %d verdicts a sink could not keep: the oldest is left unjournaled, "
-                        "judged again at the next start", MAX_OWED)
+            if not self._said_full:  # once until the owed frames are all kept again
+                self._said_full = True
+                log.warning("station: more than %d verdicts a sink could not keep: the oldest are left "
+                            "unjournaled, judged again at the next start", MAX_OWED)
 
     def _last_try(self, journal: StationJournal) -> None:
         """One more offer of what is owed before the sinks close; what is still owed is left to the next start."""
