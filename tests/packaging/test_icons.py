@@ -67,14 +67,67 @@ def test_top_level_icons_for_the_executables():
             assert_not_blank(ico)
 
 
+# Qt's raster engine anti-aliases edges with the SIMD paths of the CPU it runs on: the same SVG renders a few
+# levels apart at edge pixels on another CPU (the bytes differ, the picture does not). A stale icon — another
+# drawing — differs by far more than this in many pixels.
+MAX_LEVEL_DIFFERENCE = 24  # one channel of one pixel, premultiplied by its alpha, out of 255
+MAX_MEAN_DIFFERENCE = 0.5  # over every channel of every pixel
+
+
+def _premultiplied(image: Image.Image) -> np.ndarray:
+    """RGBA as floats with the colour multiplied by alpha (a nearly transparent pixel's colour means nothing)."""
+    rgba = np.asarray(image.convert("RGBA"), dtype=np.float64)
+    return np.concatenate([rgba[..., :3] * rgba[..., 3:] / 255, rgba[..., 3:]], axis=-1)
+
+
+def _frames(path: Path) -> dict[tuple[int, int], np.ndarray]:
+    """Each size's pixels in a PNG (one) or an ICO (one per size)."""
+    with Image.open(path) as image:
+        if image.format != "ICO":
+            return {image.size: _premultiplied(image)}
+        frames = {}
+        for size in sorted(image.info["sizes"]):
+            image.size = size
+            image.load()
+            frames[size] = _premultiplied(image)
+        return frames
+
+
+def assert_same_picture(made: Path, committed: Path) -> None:
+    new, old = _frames(made), _frames(committed)
+    assert new.keys() == old.keys(), f"{committed} is stale (sizes {sorted(old)}, made {sorted(new)})"
+    for size, pixels in new.items():
+        difference = np.abs(pixels - old[size])
+        assert difference.max() <= MAX_LEVEL_DIFFERENCE and difference.mean() <= MAX_MEAN_DIFFERENCE, (
+            f"{committed} {size}: up to {difference.max():.0f} levels apart, {difference.mean():.2f} on average: "
+            "stale, run tools/make_icons.py")
+
+
 def test_rendered_files_are_up_to_date(qapp, tmp_path):  # qapp first: a QApplication, not the tool's QGuiApplication
-    """tools/make_icons.py is deterministic and the committed files are what it makes from the SVG."""
+    """The committed files are what tools/make_icons.py makes from the SVG — compared as pictures, with the
+    tolerance of Qt's anti-aliasing on another CPU, not byte for byte."""
     make_icons = load_module("make_icons", REPO / "tools" / "make_icons.py")
     written = make_icons.make_icons(ICONS / "seglens.svg", tmp_path)
     assert len(written) == len(PNG_SIZES) + 2
     for path in written:
-        committed = REPO / path.relative_to(tmp_path)
-        assert path.read_bytes() == committed.read_bytes(), f"{committed} is stale: run tools/make_icons.py"
+        assert_same_picture(path, REPO / path.relative_to(tmp_path))
+
+
+def test_another_drawing_is_not_within_the_tolerance(tmp_path):
+    """The tolerance still tells a stale icon: the 64 px icon with a 6×6 patch of another colour is refused, and
+    one with every edge level moved by 2 (what another CPU's anti-aliasing does) is not."""
+    with Image.open(ICONS / "seglens-64.png") as image:
+        pixels = np.asarray(image.convert("RGBA")).copy()
+    moved = pixels.copy()
+    edges = (pixels[..., 3] > 0) & (pixels[..., 3] < 255)
+    moved[edges, :3] = np.clip(moved[edges, :3].astype(int) + 2, 0, 255).astype(np.uint8)
+    Image.fromarray(moved).save(tmp_path / "moved.png")
+    assert_same_picture(tmp_path / "moved.png", ICONS / "seglens-64.png")
+    patched = pixels.copy()
+    patched[29:35, 29:35] = (255, 0, 255, 255)
+    Image.fromarray(patched).save(tmp_path / "patched.png")
+    with pytest.raises(AssertionError, match="stale"):
+        assert_same_picture(tmp_path / "patched.png", ICONS / "seglens-64.png")
 
 
 @pytest.mark.parametrize("folder", ["/opt/SegLens", "/home/me/my apps/SegLens"])
