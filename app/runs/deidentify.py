@@ -247,6 +247,15 @@ _KNOWN_MEANINGS = {(value, scheme): meaning for value, scheme, meaning in (
     ("113111", "DCM", "Retain Safe Private Option"), ("113112", "DCM", "Retain Institution Identity Option"))}
 
 
+def own_texts() -> tuple[str, ...]:
+    """The texts the profile writes itself (its method, as written, and CID 7050's meanings): SegLens's words, the
+    same for every patient, which the last check does not take for a name (app.runs.privacy_check.own_words)."""
+    import dicognito
+
+    return (METHOD.format(version=dicognito.__version__)[:64], UNSAID_METHOD[:64],
+            *(meaning[:64] for meaning in _KNOWN_MEANINGS.values()))
+
+
 def _unshare_items(dataset: Dataset) -> None:
     """A sequence item that appears twice (highdicom puts one source reference item both in the SEG's
     ReferencedSeriesSequence and its per-frame functional groups) becomes two copies: walked twice, its UIDs

@@ -14,6 +14,15 @@ inside a decimal. A number of 3 to 5 digits (a short PatientID "48151") is looke
 text attributes only (not in numeric attributes, names or cells, where SegLens's own figures would match it by
 chance). SegLens's own pseudonyms are left out of the search (their hex digits could spell a short name by
 chance). A web page is searched in the text its reader sees (`page_text`), not in its CSS, markup or pictures.
+
+Where a value came from matters, not only what it says (issue 36): a text that SegLens or the model's spec put into
+an output — a class name, the model's name, a code meaning, SegLens's own phrases (`OwnWords`) — is the same for
+every patient and identifies nobody, even when it equals a patient's name (a patient called Lung, a model with the
+class "lung"). In the attributes SegLens writes from the spec (`SPEC_FIELDS`: a SEG's segment label, an RTSTRUCT's
+ROI name, the series and content descriptions, code meanings, the de-identification method…) and the provenance
+of a PNG, a value that is wholly such text is not searched; any other value of those attributes is searched whole
+(a source's ContentDescription "Lung biopsy" copied into the source copy, a label "lung Jane"). Everything copied
+or derived from the source — names, IDs, free text, dates, file names — is searched as before.
 """
 
 from __future__ import annotations
@@ -34,6 +43,7 @@ if TYPE_CHECKING:
     from pydicom import DataElement, Dataset
 
     from app.runs.deidentify import SourceFacts
+    from app.runs.segments import Algorithm, Segment
 
 _OWN = re.compile(r"anon-[0-9a-f]{12}|(?:vol|img|series|study)-[0-9a-f]{16}", re.IGNORECASE)
 _PIXELS = {0x7FE00010, 0x7FE00008, 0x7FE00009}
@@ -122,6 +132,69 @@ def _worth_looking_for(text: str) -> bool:
     return not (letters.isdigit() and len(letters) < 6)
 
 
+# The attributes SegLens writes from the model's spec or its own vocabulary (app.runs.dicom_seg, rtstruct,
+# secondary_capture, deidentify): where a value wholly of `OwnWords` is SegLens's, not the source's.
+SPEC_FIELDS = frozenset({
+    "SegmentLabel", "SegmentDescription", "SegmentAlgorithmName", "SegmentAlgorithmType", "ROIName",
+    "ROIObservationLabel", "ROIObservationDescription", "ROIGenerationAlgorithm", "ROIGenerationDescription",
+    "DimensionDescriptionLabel", "SeriesDescription", "ContentLabel", "ContentDescription", "StructureSetLabel",
+    "StructureSetName", "StructureSetDescription", "ImageComments", "DerivationDescription", "AlgorithmName",
+    "AlgorithmVersion", "AlgorithmParameters", "CodeMeaning", "DeidentificationMethod", "Manufacturer",
+    "ManufacturerModelName", "SoftwareVersions", "DeviceSerialNumber",
+})
+# the words SegLens's phrases put around the model's name and hash ("Segmentation by <model>", "SegLens <model>
+# (NOT FOR DIAGNOSIS)", "Contours by <model>, model sha256 <hash>", "<model>.onnx"); a phrase of these and own
+# values only is SegLens's — anything else in it (a digit, a word of the source) makes it searched whole
+_PHRASE_WORDS = frozenset({"seglens", "segmentation", "by", "contours", "model", "sha256", "not", "for", "diagnosis",
+                           "onnx", "yaml"})
+
+
+# SegLens's and highdicom's fixed texts in a SEG, RTSTRUCT or Secondary Capture (CID 7162's algorithm family, the
+# Secondary Capture's derivation, highdicom's dimension labels, purpose of reference and contributing equipment)
+_FIXED = ("SegLens", "AUTOMATIC", "Artificial Intelligence", "Segmentation overlay burned in", "Acquisition Equipment",
+          "Image Position Patient", "Referenced Segment Number", "Highdicom open-source contributors", "highdicom")
+
+
+@dataclass(frozen=True)
+class OwnWords:
+    """What the model's spec and SegLens itself put into an output: lower-case values (class names, the model's
+    name and hashes, code meanings, SegLens's fixed texts), the longest first. Never a value of the source."""
+
+    values: tuple[str, ...]
+
+    def holds(self, text: str) -> bool:
+        """Whether `text` is wholly SegLens's or the spec's: one own value, or own values and `_PHRASE_WORDS`
+        only (whole words). A text with anything else in it is not (and is then searched whole)."""
+        present = {word.lower() for word in _WORD.findall(text)}
+        if not present:
+            return False  # nothing to find in it anyway: searched as any other text
+        rest = text
+        for value in self.values:
+            words = _words(value)
+            if words and present.issuperset(words):
+                rest = without(rest, value)
+        return all(word.lower() in _PHRASE_WORDS for word in _WORD.findall(rest))
+
+
+def own_words(segments: Sequence[Segment] = (), algorithm: Algorithm | None = None) -> OwnWords:
+    """The OwnWords of a volume's outputs: the model's classes as segments (their names, "class N", their codes'
+    meanings), its algorithm identification (name, hashes, SegLens's version) and SegLens's fixed texts (the
+    de-identification method and CID 7050 meanings, the default code "Tissue", CID 7162's "Artificial
+    Intelligence", the Secondary Capture's derivation). The one place every caller takes them from."""
+    from app.inference.codes import DEFAULT_CODE
+    from app.runs.deidentify import own_texts
+
+    values = [*own_texts(), *_FIXED, DEFAULT_CODE.category.meaning, DEFAULT_CODE.type.meaning]
+    for segment in segments:
+        values += [segment.name, f"class {segment.value}"]
+        if segment.code is not None:
+            values += [segment.code.category.meaning, segment.code.type.meaning]
+    if algorithm is not None:
+        values += [algorithm.name, algorithm.version, algorithm.sha256, algorithm.software_version]
+    unique = {" ".join(value.lower().split()): None for value in values if _WORD.search(value)}
+    return OwnWords(tuple(sorted(unique, key=lambda value: (-len(_words(value)), -len(value), value))))
+
+
 def page_text(page: str) -> str:
     """The text a reader of an HTML page sees, with the titles and alternative texts that hover or stand in for
     it: no CSS, script, tag or attribute name, class or embedded picture. Words stay apart where elements part
@@ -158,15 +231,18 @@ class _PageText(HTMLParser):
             self.parts.append(data)
 
 
-def leak(paths: Sequence[Path], identifying: Identifying, *, root: Path, cells: Sequence[str] = ()) -> str | None:
+def leak(paths: Sequence[Path], identifying: Identifying, *, root: Path, cells: Sequence[str] = (),
+         own: OwnWords | None = None) -> str | None:
     """Where an identifying value remains in the volume's `paths` (files or folders under `root`), their names
-    or the report `cells`: "a patient name in the DICOM tags of x_seg.dcm"; None when nowhere."""
+    or the report `cells`: "a patient name in the DICOM tags of x_seg.dcm"; None when nowhere. `own`: what the
+    model's spec and SegLens put there (`own_words`; None: SegLens's fixed texts only, for a copy of a source)."""
+    own = own if own is not None else own_words()
     for path in _files(paths):
         rel = _relative(path, root)
         kind = identifying.in_text(rel)
         if kind:
             return f"{with_article(kind)} in the output names ({_shown(rel, identifying)})"
-        found = _in_file(path, identifying)
+        found = _in_file(path, identifying, own)
         if found:
             return f"{with_article(found[0])} in {found[1]} of {_shown(rel, identifying)}"
     kind = next(filter(None, (identifying.in_text(_under(str(cell), root)) for cell in cells)), None)
@@ -182,7 +258,7 @@ def _under(cell: str, root: Path) -> str:
 
 # with_article (app.errors): `a patient name`, `an accession number`, the kind of value a find names; the review
 # report takes it from here with Identifying
-__all__ = ["Identifying", "leak", "page_text", "with_article", "without"]
+__all__ = ["SPEC_FIELDS", "Identifying", "OwnWords", "leak", "own_words", "page_text", "with_article", "without"]
 
 
 def _files(paths: Sequence[Path]) -> list[Path]:
@@ -205,20 +281,19 @@ def _shown(rel: str, identifying: Identifying) -> str:
     return rel if identifying.in_text(rel) is None else "an output"
 
 
-def _in_file(path: Path, identifying: Identifying) -> tuple[str, str] | None:
+def _in_file(path: Path, identifying: Identifying, own: OwnWords) -> tuple[str, str] | None:
     if path.is_dir():
         return None
     name = path.name.lower()
     if name.endswith(".dcm"):
-        return _in_dicom(path, identifying)
+        return _in_dicom(path, identifying, own)
     if name.endswith((".nii", ".nii.gz")):
         kind = identifying.in_text(_nifti_header_text(path))
         return (kind, "the NIfTI header") if kind else None
     if name.endswith(".png"):
         from app.io.files import png_text
 
-        items = png_text(path)
-        kind = identifying.in_text(" ".join(f"{k} {v}" for k, v in items.items()))
+        kind = identifying.in_text(" ".join(_png_texts(png_text(path), own)))
         return (kind, "a PNG text chunk") if kind else None
     from app.guard.untrusted import STATE_FILE_LIMIT, read_untrusted
 
@@ -226,7 +301,39 @@ def _in_file(path: Path, identifying: Identifying) -> tuple[str, str] | None:
     return (kind, "the contents") if kind else None
 
 
-def _in_dicom(path: Path, identifying: Identifying) -> tuple[str, str] | None:
+def _png_texts(items: Mapping[str, str], own: OwnWords) -> Iterator[str]:
+    """A PNG's text items as searched: SegLens's provenance (its JSON) without the values that are wholly own
+    (the model's file name, its classes); any other item, or one that is not such JSON, whole."""
+    import json
+
+    from app.runs.provenance import PNG_KEY
+
+    for key, value in items.items():
+        yield key
+        try:
+            record = json.loads(value) if key == PNG_KEY else None
+        except ValueError:
+            record = None
+        if not isinstance(record, dict):
+            yield value
+            continue
+        yield from (leaf for leaf in _leaves(record) if not own.holds(leaf))
+
+
+def _leaves(value: object) -> Iterator[str]:
+    """The strings of a JSON value: keys and string leaves (numbers name nobody)."""
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            yield str(key)
+            yield from _leaves(item)
+    elif isinstance(value, list):
+        for item in value:
+            yield from _leaves(item)
+
+
+def _in_dicom(path: Path, identifying: Identifying, own: OwnWords) -> tuple[str, str] | None:
     import pydicom
 
     from app.guard.untrusted import INPUT_FILE_LIMIT, open_untrusted
@@ -244,7 +351,7 @@ def _in_dicom(path: Path, identifying: Identifying) -> tuple[str, str] | None:
                 if any(str(v) in identifying.uids for v in values):
                     return "source UID", "the DICOM tags"
                 continue
-            text = _element_text(element)
+            text = _element_text(element, own if element.keyword in SPEC_FIELDS else None)
             kind = identifying.in_dicom_text(text) if element.VR in _TEXT_VRS else identifying.in_text(text)
             if kind:
                 return kind, "the DICOM tags"
@@ -260,15 +367,17 @@ def _elements(dataset: Dataset) -> Iterator[DataElement]:
                 yield from _elements(item)
 
 
-def _element_text(element: DataElement) -> str:
+def _element_text(element: DataElement, own: OwnWords | None = None) -> str:
+    """An element's value as searched; in a SPEC_FIELDS attribute (`own` given) without its values that are
+    wholly SegLens's or the spec's (a multi-valued DeidentificationMethod keeps the source's method searched)."""
     value = element.value
     if value is None or element.VR == "SQ":
         return ""
     if isinstance(value, (bytes, bytearray)):
         return bytes(value).decode("latin-1")
-    if isinstance(value, (list, tuple)) or type(value).__name__ == "MultiValue":
-        return "\\".join(str(v) for v in value)
-    return str(value)
+    values = [str(v) for v in value] if isinstance(value, (list, tuple)) or \
+        type(value).__name__ == "MultiValue" else [str(value)]
+    return "\\".join(v for v in values if own is None or not own.holds(v))
 
 
 _NIFTI_HEAD = 1 << 20  # the header and extensions searched: at most the first MiB
@@ -303,12 +412,14 @@ def _data_offset(head: bytes) -> int:
 
 
 def volume_leak(files: Sequence[Path], *, facts: SourceFacts | None, info: Mapping[str, str], root: Path,
-                cells: Sequence[str]) -> str | None:
-    """`leak` for one volume: its source facts (app.runs.deidentify.SourceFacts, None for NIfTI) and the
-    patient the reader found (`info`)."""
+                cells: Sequence[str], own: OwnWords | None = None) -> str | None:
+    """`leak` for one volume: its source facts (app.runs.deidentify.SourceFacts, None for NIfTI), the patient
+    the reader found (`info`) and what the model's spec put in its outputs (`own_words` of its segments and
+    algorithm; None: SegLens's fixed texts only)."""
     values = [*(facts.values if facts is not None else ()), ("patient name", str(info.get("Patient", ""))),
               ("patient ID", str(info.get("Patient ID", "")))]
-    return leak(files, Identifying.of(values, facts.uids if facts is not None else ()), root=root, cells=cells)
+    return leak(files, Identifying.of(values, facts.uids if facts is not None else ()), root=root, cells=cells,
+                own=own)
 
 
 def remove_outputs(paths: Sequence[Path], *, root: Path | None = None) -> None:

@@ -157,3 +157,57 @@ def test_an_anonymized_run_over_staff_and_subjects_named_with_common_words_refus
     logs = [path for path in (tmp_path / "logs").rglob("*") if path.is_file()]
     for text in (said.out, said.err, said_too.out, said_too.err, *(p.read_text("utf-8", "replace") for p in logs)):
         assert not names_in(text.replace(str(tmp_path), "")), text
+
+
+# patients named like the model's vocabulary: the model `lung` (its class "lung"), SegLens's codes ("Tissue", the
+# PS3.15 profile's "Basic Application Confidentiality Profile") and nothing else of theirs anywhere
+NAMED_LIKE_THE_MODEL = {
+    "Lung_PID-2001": {"PatientName": "Lung", "PatientID": "PID-2001"},
+    "Basic^Tissue_PID-2002": {"PatientName": "Basic^Tissue", "PatientID": "PID-2002"},
+    # the same patient Lung, but a source description naming her is copied into the de-identified source copy
+    "Lung_PID-2003": {"PatientName": "Lung", "PatientID": "PID-2003", "ContentDescription": "Lung Lung biopsy"},
+}
+
+
+def test_a_patient_named_like_a_class_of_the_model_is_exported_and_a_source_text_naming_her_still_refused(
+        tmp_path, models, monkeypatch, capsys):
+    """The class "lung", the model `lung` and SegLens's code meanings are the model's and SegLens's words, the same
+    for every patient: a SEG segment, an RTSTRUCT ROI, a series description holding them is no leak of a patient
+    called Lung (issue 36: every such volume was refused). A text copied from the source that holds her name is
+    still one, even in a field SegLens also writes (ContentDescription)."""
+    monkeypatch.setenv("SEGLENS_PSEUDONYM_KEY", KEY)
+    model = models("binary_logits", "lung")
+    model.with_suffix(".yaml").write_text("input:\n  window: [40, 400]\nclasses:\n  - background\n  - lung\n")
+    for folder, attributes in NAMED_LIKE_THE_MODEL.items():
+        for path in write_series(tmp_path / "studies" / folder, slices=3,
+                                 patient=(attributes["PatientName"], attributes["PatientID"])):
+            ds = pydicom.dcmread(path)
+            for keyword, value in attributes.items():
+                setattr(ds, keyword, value)
+            ds.save_as(path)
+    out = tmp_path / "OUT"
+    code = main(["run", str(model), str(tmp_path / "studies"), "--out", str(out), "--export",
+                 "dicom-seg,rtstruct,sc,nifti,source", "--anonymize", "--no-progress"])
+    said = capsys.readouterr()
+    assert code == 1, said.err  # the one leaking volume
+    with open(out / "seglens_report.csv", newline="", encoding="utf-8") as handle:
+        rows = list(csv.DictReader(handle))
+    ok = [row for row in rows if row["status"] == "ok"]
+    refused = [row for row in rows if row["status"] == "error"]
+    assert len(ok) == 2 and len(refused) == 1, [row["error"] for row in rows]
+    for row in ok:
+        for suffix in EXPORTS:
+            assert (out / (row["path"] + suffix)).exists(), row["path"] + suffix
+        seg = pydicom.dcmread(out / (row["path"] + "_seg.dcm"))
+        assert [item.SegmentLabel for item in seg.SegmentSequence] == ["lung"]
+        assert seg.SeriesDescription == "SegLens lung" and seg.ContentDescription == "Segmentation by lung"
+        rtstruct = pydicom.dcmread(out / (row["path"] + "_rtstruct.dcm"))
+        assert [item.ROIName for item in rtstruct.StructureSetROISequence] == ["lung"]
+        source = next((out / (row["path"] + "_source")).glob("*.dcm"))
+        assert "Basic Application Confidentiality Profile" in \
+            [item.CodeMeaning for item in pydicom.dcmread(source).DeidentificationMethodCodeSequence]
+    error = refused[0]["error"]
+    assert error.startswith(f"{refused[0]['path']}: de-identification check failed: a patient name in the DICOM "
+                            f"tags of {refused[0]['path']}_source/"), error
+    assert error.endswith("; the volume's outputs were removed") and "lung" not in error.lower()
+    assert not list(out.glob(refused[0]["path"] + "*"))

@@ -191,25 +191,79 @@ def test_an_already_de_identified_source_keeps_saying_so_with_and_without_anonym
 
 def test_a_leftover_identifying_value_makes_the_volume_an_error_and_removes_its_files(tmp_path, models,
                                                                                        monkeypatch):
-    """A class named like the patient puts the name into the SEG's segment label, which the profile keeps (it
-    is SegLens's own text): the last check finds it, names the kind only, and nothing is left claiming to be
-    de-identified."""
+    """A source's free text that names the patient (its ContentDescription, which the profile keeps in the source
+    copy) is found by the last check, which names the kind only, and nothing is left claiming to be
+    de-identified. The model's class "Jane" in the SEG's segment label is the model's word, not the patient's:
+    patient Jane's other series is exported (issue 36: the class was once how this test made a leak)."""
+    import pydicom
+
     monkeypatch.setenv(pseudonyms.ENV, "0123456789abcdef0123")
     model = models("binary_logits", "ct_disc")
     model.with_suffix(".yaml").write_text("input:\n  window: [40, 400]\nclasses:\n  - background\n  - Jane\n")
     write_series(tmp_path / "in" / "ok", slices=2, patient=("ROE^RICK", "PID-7"))
-    write_series(tmp_path / "in" / "leak", slices=2, patient=("DOE^JANE", "PID-0042"))
+    write_series(tmp_path / "in" / "jane", slices=2, patient=("DOE^JANE", "PID-0042"))
+    for path in write_series(tmp_path / "in" / "leak", slices=2, patient=("DOE^JANE", "PID-0042")):
+        ds = pydicom.dcmread(path)
+        ds.ContentDescription = "follow-up of Doe, Jane"
+        ds.save_as(path)
     out = tmp_path / "out"
-    assert main(["run", str(model), str(tmp_path / "in"), "--out", str(out), "--export", "dicom-seg,sc,nifti",
+    assert main(["run", str(model), str(tmp_path / "in"), "--out", str(out), "--export", "dicom-seg,sc,nifti,source",
                  "--anonymize"]) == 1
     with open(out / "seglens_report.csv", newline="", encoding="utf-8") as handle:
-        rows = {r["status"]: r for r in csv.DictReader(handle)}
-    error = rows["error"]["error"]
-    assert "de-identification check failed: a patient name in the DICOM tags of " in error
-    assert "the volume's outputs were removed" in error and "jane" not in error.lower().replace("_jane", "")
-    leaked = rows["error"]["path"]
-    assert not list(out.glob(leaked + "*")) and not (out / leaked).parent.exists()
-    assert len(list(out.glob(rows["ok"]["path"] + "*"))) == 3  # the other patient's volume is done
+        rows = list(csv.DictReader(handle))
+    assert sorted(r["status"] for r in rows) == ["error", "ok", "ok"], [r["error"] for r in rows]
+    error = next(r for r in rows if r["status"] == "error")
+    assert "de-identification check failed: a patient name in the DICOM tags of " in error["error"]
+    assert f"{error['path']}_source/" in error["error"]
+    assert "the volume's outputs were removed" in error["error"] and "jane" not in error["error"].lower()
+    assert not list(out.glob(error["path"] + "*")) and not (out / error["path"]).parent.exists()
+    for row in (r for r in rows if r["status"] == "ok"):  # both other volumes done, Jane's with her class
+        assert len(list(out.glob(row["path"] + "*"))) == 4
+        seg = pydicom.dcmread(out / (row["path"] + "_seg.dcm"))
+        assert [item.SegmentLabel for item in seg.SegmentSequence] == ["Jane"]
+
+
+def test_the_viewers_send_writes_a_patient_named_like_a_class_and_refuses_a_source_text_naming_her(tmp_path):
+    """Results ▸ Send to PACS under --anonymize runs the same last check with the model's classes and name as its
+    own words: patient Lung's SEG, Secondary Capture and RTSTRUCT of the model `lung` (class "lung") are written;
+    her source's manufacturer text naming her, copied into the SEG's equipment, is still refused (nothing sent)."""
+    from dataclasses import replace
+
+    import pydicom
+    from test_volume_exports import dicom_volume
+
+    from app.inference.spec import ClassInfo
+    from app.io.pacs.nodes import PacsNode
+    from app.ui.state.pacs_messages import PacsSend, PacsTarget
+    from app.ui.workers.pacs_send import write_exports
+
+    model = tmp_path / "lung.onnx"
+    model.write_bytes(b"a model")
+    node = PacsNode(name="research", kind="dicomweb", host="127.0.0.1", port=9, url="http://127.0.0.1:9/dicom-web",
+                    research=True)
+    classes = (ClassInfo("background", None), ClassInfo("lung", (255, 0, 0)))
+
+    def request(folder: str, **series) -> PacsSend:
+        volume = replace(dicom_volume(tmp_path / folder, patient=("Lung", "PID-3001"), **series),
+                         info={"Patient": "Lung", "Patient ID": "PID-3001"})
+        return PacsSend(1, PacsTarget(node), volume, known_labels(), classes, model, ("dicom-seg", "sc", "rtstruct"),
+                        anonymize=True)
+
+    (tmp_path / "send").mkdir()
+    written = write_exports(request("series"), tmp_path / "send")
+    assert [kind for kind, _paths in written] == ["dicom-seg", "sc", "rtstruct"]
+    seg = pydicom.dcmread(written[0][1][0])
+    assert [item.SegmentLabel for item in seg.SegmentSequence] == ["lung"] and seg.SeriesDescription == "SegLens lung"
+    leaky = request("leaky")
+    for ref in leaky.volume.slices:
+        ds = pydicom.dcmread(ref.path)
+        ds.Manufacturer = "Lung's own scanner"
+        ds.save_as(ref.path)
+    (tmp_path / "send2").mkdir()
+    with pytest.raises(SegLensError) as refused:
+        write_exports(leaky, tmp_path / "send2")
+    assert str(refused.value).startswith("de-identification check failed: a patient name in the DICOM tags of ")
+    assert str(refused.value).endswith("; nothing was sent") and "lung" not in str(refused.value).lower()
 
 
 def test_the_check_looks_into_nested_sequences_file_meta_nifti_headers_and_png_text(tmp_path):

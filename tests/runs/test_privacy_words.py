@@ -199,3 +199,73 @@ def test_a_page_of_many_inputs_is_searched_in_one_pass_over_its_words():
     assert identifying.in_text(page) is None
     assert identifying.in_text(page + " given2999 ") == "patient name"
     assert time.perf_counter() - started < 10  # one pattern of every value over the page: over 3 minutes
+
+
+# --- where a value came from (issue 36: a patient named like a class of the model) ----------------------------
+
+def _lung_model():
+    from app.inference.codes import ClassCode, Coded
+    from app.runs.privacy_check import own_words
+    from app.runs.segments import Algorithm, Segment
+
+    lung = Coded("SCT", "39607008", "Lung")
+    segments = (Segment(1, "lung", (255, 0, 0), ClassCode(category=Coded("SCT", "91723000", "Anatomical Structure"),
+                                                              type=lung)),
+                Segment(2, "liver nodule", (0, 255, 0)))
+    return own_words(segments, Algorithm("lung", "a1b2c3d4e5f60718", "a1b2c3d4e5f60718" + "9" * 48, "0.1.0"))
+
+
+def test_the_models_vocabulary_is_its_own_whole_and_in_seglens_phrases_never_with_another_word():
+    own = _lung_model()
+    for text in ("lung", "LUNG", "Liver Nodule", "class 2", "Segmentation by lung",
+                 "SegLens lung (NOT FOR DIAGNOSIS)", f"Contours by lung, model sha256 {'a1b2c3d4e5f60718' + '9' * 48}",
+                 "lung.onnx", "Tissue", "Basic Application Confidentiality Profile", "Artificial Intelligence",
+                 "model_sha256=a1b2c3d4e5f60718"):
+        assert own.holds(text), text
+    for text in ("Lung Lung biopsy", "lung Jane", "Dr Lung", "lung 48151", "class 3", "Liver", "Segmentation by Ana",
+                 "", "^"):
+        assert not own.holds(text), text
+
+
+def test_a_patient_named_like_a_class_is_not_found_in_what_the_spec_wrote_but_is_in_what_the_source_did(tmp_path):
+    identifying = names("Lung^Liver", "Tissue^Basic")
+    meaning = Dataset()
+    meaning.CodeValue, meaning.CodingSchemeDesignator, meaning.CodeMeaning = "39607008", "SCT", "Lung"
+    segment = Dataset()
+    segment.SegmentLabel, segment.SegmentedPropertyTypeCodeSequence = "lung", [meaning]
+    method = "SegLens: DICOM PS3.15 Basic Profile (dicognito {})"
+    import dicognito
+
+    spec_wrote = {"SegmentSequence": [segment], "SeriesDescription": "SegLens lung",
+                  "ContentDescription": "Segmentation by lung",
+                  "DeidentificationMethod": method.format(dicognito.__version__)}
+    path, out = _seg_like(tmp_path, **spec_wrote)
+    assert leak([path], identifying, root=out, own=_lung_model()) is None
+    assert leak([path], identifying, root=out) == "a patient name in the DICOM tags of x_seg.dcm"  # not told
+    for keyword, value in (("ContentDescription", "Lung Lung biopsy"), ("StudyDescription", "lung"),
+                           ("DeidentificationMethod", [method.format(dicognito.__version__), "by Liver"])):
+        path, out = _seg_like(tmp_path, **{**spec_wrote, keyword: value})
+        assert leak([path], identifying, root=out, own=_lung_model()) == \
+            "a patient name in the DICOM tags of x_seg.dcm", keyword
+    label = Dataset()
+    label.SegmentLabel = "lung Liver"  # not a class of the model: the patient's name is in it
+    path, out = _seg_like(tmp_path, **{**spec_wrote, "SegmentSequence": [label]})
+    assert leak([path], identifying, root=out, own=_lung_model()) == "a patient name in the DICOM tags of x_seg.dcm"
+
+
+def test_a_pngs_provenance_naming_the_model_and_its_classes_is_its_own_a_comment_naming_the_patient_is_not(tmp_path):
+    import json
+
+    from app.io.files import encode_png, png_with_text
+
+    identifying = names("Lung^Ana")
+    provenance = json.dumps({"model": "lung.onnx", "sidecar": "lung.yaml", "classes": ["background", "lung"],
+                             "thresholds": {"threshold": 0.5}})
+    png = encode_png(np.zeros((2, 2), np.uint8))
+    (tmp_path / "m.png").write_bytes(png_with_text(png, {"SegLens": provenance, "Software": "SegLens 0.1.0"}))
+    assert leak([tmp_path / "m.png"], identifying, root=tmp_path, own=_lung_model()) is None
+    for items in ({"SegLens": provenance, "Comment": "Lung"},
+                  {"SegLens": json.dumps({"model": "lung.onnx", "note": "Lung biopsy"})}, {"SegLens": "lung"}):
+        (tmp_path / "n.png").write_bytes(png_with_text(png, items))
+        assert leak([tmp_path / "n.png"], identifying, root=tmp_path, own=_lung_model()) == \
+            "a patient name in a PNG text chunk of n.png", items
