@@ -24,7 +24,7 @@ from app.inference.fit import image_fit
 from app.inference.labelmap import LabelMap, exported_labels, relabelled, segmentation_labels
 from app.inference.postprocess import Prediction, class_pixel_counts, top_k
 from app.inference.preprocess import Geometry, convert_color, pad_bottom_right, preprocess, to_tensor
-from app.inference.remote_graph import check_declared_size
+from app.inference.remote_name import check_declared_size
 from app.inference.session import ModelSession
 from app.inference.spec import InputSpec, ModelSpec
 from app.io.images import DecodedImage, from_array, read_image

@@ -1,6 +1,6 @@
 """A remote model's metadata (`v2/models/<m>` of the Open Inference Protocol) as the GraphInfo an ONNX file gives,
-so app.inference.spec_builder detects a remote model by the same rules as a local one; and the name such a model
-goes by in messages and records ("remote host:port/model", never a path that looks like a local file).
+so app.inference.spec_builder detects a remote model by the same rules as a local one. The name such a model goes
+by ("remote host:port/model") is app.inference.remote_name's, re-exported here.
 
 What the wire cannot tell, and where it comes from instead:
 - the op that ends each output (Sigmoid, Softmax, ArgMax): unknown, so the activation is the default unless the
@@ -14,18 +14,16 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Mapping, Sequence
-from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from collections.abc import Mapping
+from typing import Any
 
-from app.errors import InferenceError, ModelError
-from app.guard.answers import AnswerRefused, check_declared_input
+from app.errors import ModelError
 from app.inference.onnx_graph import Dim, GraphInfo, TensorInfo
+from app.inference.remote_name import REMOTE_PREFIX, check_declared_size, is_remote_path, remote_path
 
-if TYPE_CHECKING:
-    from app.inference.spec import ModelSpec
+__all__ = ["MAX_RANK", "MAX_TENSORS", "ONNX_TO_V2", "REMOTE_PREFIX", "V2_TO_ONNX", "activation_note",
+           "check_declared_size", "graph_from_metadata", "is_remote_path", "metadata_sha256", "remote_path"]
 
-REMOTE_PREFIX = "remote "  # ModelSpec.path of a remote model: Path("remote host:port/model"), its .name the model
 MAX_TENSORS = 64  # a hostile server's metadata is refused before anything is made per tensor
 MAX_RANK = 8
 
@@ -34,29 +32,6 @@ V2_TO_ONNX = {"BOOL": "bool", "UINT8": "uint8", "UINT16": "uint16", "UINT32": "u
               "INT8": "int8", "INT16": "int16", "INT32": "int32", "INT64": "int64", "FP16": "float16",
               "FP32": "float32", "FP64": "float64", "BF16": "bfloat16", "BYTES": "string"}
 ONNX_TO_V2 = {onnx: v2 for v2, onnx in V2_TO_ONNX.items()}
-
-
-def remote_path(host: str, model: str) -> Path:
-    """What ModelSpec.path is for a remote model: `str()` reads "remote host:port/model", `.name` the model's name."""
-    return Path(f"{REMOTE_PREFIX}{host}/{model}")
-
-
-def is_remote_path(path: Path) -> bool:
-    """Whether `path` names a remote model (remote_path), not a file on this machine."""
-    return str(path).startswith(REMOTE_PREFIX) and not path.exists()
-
-
-def check_declared_size(spec: ModelSpec, image_shape: Sequence[int]) -> None:
-    """For a remote model whose input has a fixed size (each picture resized to it before it is uploaded): that
-    size bounded by the picture it is given (app.guard.answers.check_declared_input), so a server declaring
-    16384² cannot make SegLens upload a gigabyte for a 512² picture. InferenceError in one line, before anything
-    is made or sent; a local model (its file is the user's) and a dynamic input are left alone."""
-    if not str(spec.path).startswith(REMOTE_PREFIX) or spec.input.size is None:
-        return
-    try:
-        check_declared_input(str(spec.path), (spec.input.channels, *spec.input.size), image_shape)
-    except AnswerRefused as exc:
-        raise InferenceError(str(exc)) from None
 
 
 def graph_from_metadata(metadata: Mapping[str, Any], where: str) -> GraphInfo:
