@@ -221,3 +221,37 @@ def test_a_folder_sink_problem_names_a_private_input_by_its_pseudonym(tmp_path: 
     sink.publish_pictures(verdict, Pictures(tmp_path / "Smith^John_CT.png", None, None, root=tmp_path))
     assert sink.lost == 1 and sink.problem is not None
     assert "Smith" not in sink.problem, sink.problem
+
+
+def test_a_private_copy_of_a_patient_named_like_seglens_words_is_kept_and_one_still_naming_her_removed(
+        tmp_path: Path, caplog) -> None:
+    """A DICOM's de-identified copy says how it was de-identified (CodeMeaning "Basic Application Confidentiality
+    Profile", SegLens's method text): a patient called Basic^Tissue is not in those words of SegLens (issue 36: her
+    copy was removed as a leak). A text of her source that names her, kept by the profile, is still one."""
+    from app.inference.spec_builder import load_spec
+    from app.runs.sinks import StationVerdict
+    from app.runs.sinks.folder import FolderSink, Pictures
+    from app.runs.station_privacy import StationPrivacy
+
+    out, watched = tmp_path / "out", tmp_path / "in"
+    out.mkdir()
+    sink = FolderSink(out, load_spec(REPO / "models" / "surface_anomaly.onnx"), save=(),
+                      privacy=StationPrivacy(True, b"k" * 32))
+    for name, description in (("kept", None), ("named", "Basic follow-up")):
+        path = write_series(watched / name, slices=1, name="ct", patient=("Basic^Tissue", "PID-5150"))[0]
+        if description:
+            dataset = pydicom.dcmread(path)
+            dataset.ContentDescription = description
+            dataset.save_as(path)
+        frame = f"images/img-{name:0>16}.dcm"
+        verdict = StationVerdict(station="s", frame_id=frame, time=0.0, verdict="NG", score=1.0, reason="",
+                                 latency_ms=0)
+        assert sink.publish_pictures(verdict, Pictures(path, None, None, root=watched))
+    copy = out / "ng" / "images" / f"img-{'kept':0>16}.dcm"
+    assert copy.is_file()
+    kept = pydicom.dcmread(copy)
+    assert kept.PatientIdentityRemoved == "YES" and "basic" not in str(kept.PatientName).lower()
+    assert "Basic Application Confidentiality Profile" in \
+        [item.CodeMeaning for item in kept.DeidentificationMethodCodeSequence]
+    assert not (out / "ng" / "images" / f"img-{'named':0>16}.dcm").exists()
+    assert "folder sink: a de-identified copy removed (a patient name in the DICOM tags of " in caplog.text
