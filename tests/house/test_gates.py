@@ -12,8 +12,9 @@ What is banned, and where it is still allowed:
 - `os.open`: only in app/guard/ (the untrusted and shared opens choose its flags).
 - The builtin `open()` (and `io.open`, `codecs.open`) and `Path.open/read_text/read_bytes`: only in app/guard/, or
   in a function of ALLOWED below (SegLens's own resources, /proc, files SegLens just wrote itself).
-- `Path.write_text/write_bytes`: only in app/guard/ (`shared.atomic_write`: never through a planted link, whole
-  or not at all) or in ALLOWED.
+- `Path.write_text/write_bytes`, and the path-based writers that follow a link planted under the name
+  (`shutil.copy*`, `os.truncate`, `os.chmod`, `os.chown`): only in app/guard/ (`shared.atomic_write`, `open_update`:
+  never through a planted link, whole or not at all) or in ALLOWED.
 - `shutil.rmtree`: only in app/guard/shared.py (`remove_under`: root + components, through `names.join_under`).
 - `os.unlink/remove/replace/rename/rmdir` and `Path.unlink/rename/replace/rmdir`: only in app/guard/ — nothing is
   deleted or replaced through a path that did not come out of the gates — or in ALLOWED.
@@ -76,6 +77,9 @@ _NET_NAMES = {
 _OS_REMOVERS = {"os.unlink", "os.remove", "os.replace", "os.rename", "os.renames", "os.rmdir", "os.removedirs",
                 "shutil.move"}
 _OPENERS = {"io.open", "codecs.open", "builtins.open"}
+# by path, each follows a link planted under the name (a copy reads its target, a truncate or chmod changes it)
+_PATH_WRITERS = {"shutil.copy", "shutil.copy2", "shutil.copyfile", "shutil.copytree", "os.truncate", "os.chmod",
+                 "os.chown", "os.lchown"}
 _LIBRARY_READERS = {
     "pydicom.dcmread", "pydicom.read_file", "pydicom.filereader.dcmread", "nibabel.load", "PIL.Image.open",
     "onnx.load", "onnx.load_model", "onnxruntime.InferenceSession", "numpy.fromfile", "numpy.load",
@@ -246,6 +250,8 @@ class _Scanner(ast.NodeVisitor):
             self.add(REMOVE, node, name)
         elif name in _OPENERS:
             self.add(READ, node, name)
+        elif name in _PATH_WRITERS:
+            self.add(WRITE, node, name)
 
     def visit_Call(self, node: ast.Call) -> None:
         func = node.func
@@ -380,6 +386,8 @@ _SCRATCH = {
     "Path.open": ("def f(p):\n    with p.open('rb') as h:\n        return h.read()\n", READ),
     "write_bytes": ("def f(p):\n    p.write_bytes(b'x')\n", WRITE),
     "os.replace": ("import os\n\ndef f(a, b):\n    os.replace(a, b)\n", REMOVE),
+    "shutil.copy": ("from shutil import copy2\n\ndef f(a, b):\n    copy2(a, b)\n", WRITE),
+    "os.truncate": ("import os\n\ndef f(p):\n    os.truncate(p, 0)\n", WRITE),
     "Path.unlink": ("def f(p):\n    p.unlink(missing_ok=True)\n", REMOVE),
     "Path.rename": ("def f(p, q):\n    p.rename(q)\n", REMOVE),
     "dcmread": ("import pydicom\n\ndef f(p):\n    return pydicom.dcmread(p)\n", LIBRARY),
