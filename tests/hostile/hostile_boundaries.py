@@ -306,4 +306,41 @@ def _dicomweb(url: str) -> object:
 
 
 register(Boundary("remote_sidecar_url", "url", _remote_sidecar, (SidecarError,), url_path="/model.yaml"))
+
+
+def _remote_session(url: str) -> object:
+    from app.inference.remote import RemoteTarget, open_remote_session
+
+    origin = url.rstrip("/")
+    return open_remote_session(RemoteTarget(origin, "m", timeout_s=2.0, retries=0), warm_up=False)
+
+
+register(Boundary("remote_session_http", "url", _remote_session, (SegLensError,)))  # its metadata request
 register(Boundary("dicomweb", "url", _dicomweb, (SegLensError,)))
+
+
+# --- keys, certificates, names a server sends -----------------------------------------------------------------
+
+def _pseudonym_key(path: Path) -> object:
+    from app.runs.pseudonyms import read_key_file
+
+    return read_key_file(path)
+
+
+def _serve_tls(path: Path) -> object:
+    from app.runs.serve import read_tls
+
+    other = path.parent / "key.pem"
+    other.write_text("-----BEGIN PRIVATE KEY-----\n")
+    return read_tls(path, other)
+
+
+def _cache_series(root: Path, name: str) -> Path:
+    from app.io.pacs.cache import instance_name, series_key
+
+    return root / series_key(name) / instance_name(name)
+
+
+register(Boundary("pseudonym_key", "file", _pseudonym_key, (SegLensError,), file_name="pseudonym.key"))
+register(Boundary("serve_tls", "file", _serve_tls, (SegLensError, ValueError, OSError), file_name="cert.pem"))
+register(Boundary("pacs_cache_names", "name", _cache_series, (ValueError,)))
