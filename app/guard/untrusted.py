@@ -100,6 +100,10 @@ def open_untrusted(path: str | os.PathLike[str], *, limit: int,
     except OSError as exc:
         if exc.errno == errno.ELOOP and root is not None:
             raise NotRegularFile(path, "a symbolic link") from None
+        if exc.errno == errno.ENXIO:  # a socket (or a device with nothing behind it) cannot be opened: say which
+            what = _kind_at(path, follow=root is None)
+            if what is not None:
+                raise NotRegularFile(path, what) from None
         raise
     try:
         info = os.fstat(fd)
@@ -132,6 +136,13 @@ def read_untrusted(path: str | os.PathLike[str], *, limit: int,
     if len(data) > limit:
         raise TooLarge(path, len(data), limit)
     return data
+
+
+def _kind_at(path: str | os.PathLike[str], *, follow: bool) -> str | None:
+    try:
+        return kind_of((os.stat(path) if follow else os.lstat(path)).st_mode)
+    except OSError:
+        return None
 
 
 def untrusted_problem(path: str | os.PathLike[str], *, limit: int | None = None,
