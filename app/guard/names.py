@@ -22,7 +22,10 @@ from pathlib import Path
 MAX_COMPONENT_BYTES = 200  # under every file system's 255-byte limit, with room for a suffix and a temporary's
 _HASH_CHARS = 16
 _UNSAFE = set('/\\:*?"<>|%~')  # `~` only ever marks a cut name's hash, so a cut and an uncut name never meet
-_WINDOWS_RESERVED = {"CON", "PRN", "AUX", "NUL", *(f"COM{n}" for n in range(10)), *(f"LPT{n}" for n in range(10))}
+# Windows's device names, also with an extension and with spaces before it (`CON .txt` is the console too), the
+# superscript digits included (`COM¹`)
+_WINDOWS_RESERVED = {"CON", "PRN", "AUX", "NUL", "CONIN$", "CONOUT$",
+                     *(f"{device}{n}" for device in ("COM", "LPT") for n in "0123456789¹²³")}
 
 
 class PathEscape(ValueError):
@@ -38,7 +41,7 @@ def component(name: str, *, max_bytes: int = MAX_COMPONENT_BYTES) -> str:
         text = _escape(text[0]) + text[1:] if text else "%empty"  # no other name gives `%e…`
     if text.endswith((".", " ")):
         text = text[:-1] + _escape(text[-1])
-    if text.split(".")[0].upper() in _WINDOWS_RESERVED:
+    if text.split(".")[0].rstrip(" ").upper() in _WINDOWS_RESERVED:
         text = _escape(text[0]) + text[1:]
     return _cut(text, name, max_bytes)
 

@@ -15,7 +15,8 @@ from hypothesis import strategies as st
 from app.guard.names import MAX_COMPONENT_BYTES, PathEscape, component, inside, join_under
 
 _TRICKY = [".", "%", "/", "\\", " ", "a", "C", "O", "N", "\x00", "~", "é", "\u202e", ":", "\n"]
-_RESERVED = ["CON", "con", "Con.txt", "PRN", "AUX", "NUL", "nul.tar.gz", "COM1", "com9", "LPT0", "lpt3.log"]
+_RESERVED = ["CON", "con", "Con.txt", "PRN", "AUX", "NUL", "nul.tar.gz", "COM1", "com9", "LPT0", "lpt3.log",
+             "CON .txt", "nul  .png", "CONIN$", "conout$.log", "COM¹", "lpt³.txt"]
 
 
 def _safe(text: str, max_bytes: int = MAX_COMPONENT_BYTES) -> None:
@@ -24,8 +25,8 @@ def _safe(text: str, max_bytes: int = MAX_COMPONENT_BYTES) -> None:
     assert not any(ch in text for ch in '/\\\x00:*?"<>|')
     assert not any(unicodedata.category(ch) in ("Cc", "Cf", "Cs", "Co", "Cn", "Zl", "Zp") for ch in text)
     assert text[0] not in ". " and text[-1] not in ". "
-    assert text.split(".")[0].upper() not in {"CON", "PRN", "AUX", "NUL", *(f"COM{n}" for n in range(10)),
-                                              *(f"LPT{n}" for n in range(10))}
+    assert text.split(".")[0].rstrip(" ").upper() not in {
+        "CON", "PRN", "AUX", "NUL", "CONIN$", "CONOUT$", *(f"{d}{n}" for d in ("COM", "LPT") for n in "0123456789¹²³")}
     assert len(text.encode("utf-8")) <= max_bytes  # and whole characters: encode() would fail on a lone half
 
 
