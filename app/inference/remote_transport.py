@@ -31,6 +31,7 @@ from app.guard.answers import MAX_ANSWER_BYTES
 from app.guard.net import CHUNK, AnswerTooLarge, Deadline, DeadlineExceeded, NetRefused, check_declared
 
 GRPC_MESSAGE_LIMIT = (1 << 31) - 1  # gRPC's own ceiling on a message (tritonclient's default limit)
+MAX_METADATA_BYTES = 4 << 20  # a model's metadata or statistics: a few kB of JSON (64 tensors at most)
 
 
 @dataclass(frozen=True)
@@ -97,20 +98,23 @@ class HttpTransport:
         options = {"ca_certs": str(wire.ca_file)} if wire.tls and wire.ca_file else None
         self._client = th.InferenceServerClient(wire.host, ssl=wire.tls, ssl_options=options,
                                                 connection_timeout=wire.timeout_s, network_timeout=wire.timeout_s)
-        self._client._client_stub = _CappedStub(self._client._client_stub, wire.max_answer_bytes,
-                                                f"the answer of {wire.host}")
+        self._stub = _CappedStub(self._client._client_stub, wire.max_answer_bytes, f"the answer of {wire.host}")
+        self._client._client_stub = self._stub
 
-    def _within_deadline(self, call: Callable[[], Any]) -> Any:
+    def _within_deadline(self, call: Callable[[], Any], *, max_bytes: int | None = None) -> Any:
         """`call()` interrupted where it blocks (connecting, sending, reading) once the request's deadline passes:
-        DeadlineExceeded then, whatever the per-read timeout would have allowed."""
+        DeadlineExceeded then, whatever the per-read timeout would have allowed; its answer capped at `max_bytes`
+        (default: the wire's cap on an infer answer)."""
         deadline = self._wire.deadline(f"a request to {self._wire.host}")
         expired = DeadlineExceeded(f"{deadline.what} took longer than {deadline.seconds:g} s")
+        self._stub.max_bytes = max_bytes or self._wire.max_answer_bytes
         with self._gevent.Timeout(self._wire.timeout_s, expired):
             return call()
 
     def metadata(self) -> dict[str, Any]:
         meta: dict[str, Any] = self._within_deadline(lambda: self._client.get_model_metadata(
-            self._wire.model, model_version=self._wire.version, headers=self._wire.headers()))
+            self._wire.model, model_version=self._wire.version, headers=self._wire.headers()),
+            max_bytes=MAX_METADATA_BYTES)
         return meta
 
     def infer(self, name: str, tensor: np.ndarray, datatype: str, outputs: list[str]) -> Answer:
@@ -126,7 +130,7 @@ class HttpTransport:
     def stats(self) -> dict[str, Any]:
         """The statistics extension's `v2/models/<m>/stats` (Triton's; raises where the server has none)."""
         found: dict[str, Any] = self._within_deadline(lambda: self._client.get_inference_statistics(
-            self._wire.model, self._wire.version, headers=self._wire.headers()))
+            self._wire.model, self._wire.version, headers=self._wire.headers()), max_bytes=MAX_METADATA_BYTES)
         return found
 
     def close(self) -> None:
@@ -139,7 +143,7 @@ class _CappedStub:
     unasked. A refused answer's connection is closed, not returned to the pool half-read."""
 
     def __init__(self, stub: Any, max_bytes: int, what: str) -> None:
-        self._stub, self._max_bytes, self._what = stub, max_bytes, what
+        self._stub, self.max_bytes, self._what = stub, max_bytes, what  # max_bytes: set per call (one thread)
 
     def get(self, *args: Any, **kwargs: Any) -> Any:
         return self._capped(self._stub.get(*args, **kwargs))
@@ -152,7 +156,7 @@ class _CappedStub:
 
     def _capped(self, response: Any) -> _CappedResponse:
         try:
-            check_declared({"Content-Length": str(response.get("content-length") or "")}, self._max_bytes,
+            check_declared({"Content-Length": str(response.get("content-length") or "")}, self.max_bytes,
                            self._what)
             encoding = response.get("content-encoding")
             if encoding and str(encoding).lower() != "identity":
@@ -161,7 +165,7 @@ class _CappedStub:
         except NetRefused:
             _discard(response)
             raise
-        return _CappedResponse(response, self._max_bytes, self._what)
+        return _CappedResponse(response, self.max_bytes, self._what)
 
 
 class _CappedResponse:
