@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, cast
 
 from app.errors import OutputError
+from app.runs.deid_methods import METHOD, PROFILE_CODES, declare_methods
 from app.runs.ps315 import DICOM_ROOT, EMPTY, IDENTIFYING, OWN_IN_DERIVED, REMOVE
 from app.runs.pseudonyms import keyed_hex, patient_identity, person_name, pseudonym_of
 
@@ -37,10 +38,6 @@ if TYPE_CHECKING:  # dicognito and pydicom are imported where they are used (laz
 
     from app.io.volumes import Volume
 
-METHOD = "SegLens: DICOM PS3.15 Basic Profile (dicognito {version})"
-PROFILE_CODES = (("113100", "DCM", "Basic Application Confidentiality Profile"),
-                 ("113107", "DCM", "Retain Longitudinal Temporal Information Modified Dates Option"),
-                 ("113108", "DCM", "Retain Patient Characteristics Option"))
 SEG_SOP_CLASS = "1.2.840.10008.5.1.4.1.1.66.4"
 
 
@@ -101,7 +98,7 @@ def carry_status(dataset: Dataset, status: DeidStatus | None) -> None:
     if status is None:
         return
     dataset.PatientIdentityRemoved = "YES"
-    _declare_methods(dataset, status.methods, status.codes)
+    declare_methods(dataset, status.methods, status.codes)
     if status.dates:
         dataset.LongitudinalTemporalInformationModified = status.dates
 
@@ -146,8 +143,8 @@ class Deidentifier:
         earlier = self.facts.status
         dataset.PatientIdentityRemoved = "YES"
         dataset.LongitudinalTemporalInformationModified = "MODIFIED"
-        _declare_methods(dataset, (*(earlier.methods if earlier else ()), METHOD.format(version=dicognito.__version__)),
-                         (*(earlier.codes if earlier else ()), *PROFILE_CODES))
+        declare_methods(dataset, (*(earlier.methods if earlier else ()), METHOD.format(version=dicognito.__version__)),
+                        (*(earlier.codes if earlier else ()), *PROFILE_CODES))
         if derived and "BurnedInAnnotation" in dataset:
             # The Secondary Capture's burned-in text is SegLens's banner, which names no patient (a source whose
             # pixels carry annotation was refused above): PS3.3 asks whether the text identifies the patient.
@@ -208,52 +205,6 @@ class _Policy:
         yield "Replace PatientName and PatientID with the keyed pseudonym"
         yield "Remove the PS3.15 Basic Profile attributes dicognito keeps (app.runs.ps315.REMOVE)"
         yield "Empty other person names, AccessionNumber, StudyID and PatientBirthDate"
-
-
-def _declare_methods(dataset: Dataset, methods: Sequence[str], codes: Sequence[tuple[str, str, str]]) -> None:
-    """DeidentificationMethod and its code sequence, each written only with a value (PS3.3 C.7.1.1: one of them is
-    required once PatientIdentityRemoved is YES, and an empty one is an error): a code item only whole (a known
-    profile code without its meaning gets it, another is dropped); a source that said YES and nothing else gets
-    a method that says so. Another tool's source said it in many ways (issue 36: 7 dciodvfy errors)."""
-    from pydicom.dataset import Dataset
-
-    texts = list(dict.fromkeys(m[:64] for m in methods if m.strip()))
-    items: list[Dataset] = []
-    for value, scheme, meaning in dict.fromkeys(codes):
-        meaning = meaning.strip() or _KNOWN_MEANINGS.get((value, scheme), "")
-        if value.strip() and scheme.strip() and meaning and value not in {item.CodeValue for item in items}:
-            item = Dataset()
-            item.CodeValue, item.CodingSchemeDesignator, item.CodeMeaning = value, scheme, meaning[:64]
-            items.append(item)
-    if not texts and not items:
-        texts = [UNSAID_METHOD]
-    said: tuple[tuple[str, list[str] | list[Dataset]], ...] = (("DeidentificationMethod", texts),
-                                                                ("DeidentificationMethodCodeSequence", items))
-    for keyword, values in said:
-        if values:
-            setattr(dataset, keyword, values)
-        elif keyword in dataset:
-            delattr(dataset, keyword)
-
-
-UNSAID_METHOD = "de-identified before SegLens; the source did not say how"
-# CID 7050's meanings, for a source whose code item lacks its CodeMeaning (Type 1 in the code sequence macro)
-_KNOWN_MEANINGS = {(value, scheme): meaning for value, scheme, meaning in (
-    *PROFILE_CODES, ("113101", "DCM", "Clean Pixel Data Option"),
-    ("113102", "DCM", "Clean Recognizable Visual Features Option"), ("113103", "DCM", "Clean Graphics Option"),
-    ("113104", "DCM", "Clean Structured Content Option"), ("113105", "DCM", "Clean Descriptors Option"),
-    ("113106", "DCM", "Retain Longitudinal Temporal Information Full Dates Option"),
-    ("113109", "DCM", "Retain Device Identity Option"), ("113110", "DCM", "Retain UIDs Option"),
-    ("113111", "DCM", "Retain Safe Private Option"), ("113112", "DCM", "Retain Institution Identity Option"))}
-
-
-def own_texts() -> tuple[str, ...]:
-    """The texts the profile writes itself (its method, as written, and CID 7050's meanings): SegLens's words, the
-    same for every patient, which the last check does not take for a name (app.runs.privacy_check.own_words)."""
-    import dicognito
-
-    return (METHOD.format(version=dicognito.__version__)[:64], UNSAID_METHOD[:64],
-            *(meaning[:64] for meaning in _KNOWN_MEANINGS.values()))
 
 
 def _unshare_items(dataset: Dataset) -> None:

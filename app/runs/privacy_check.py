@@ -15,14 +15,9 @@ text attributes only (not in numeric attributes, names or cells, where SegLens's
 chance). SegLens's own pseudonyms are left out of the search (their hex digits could spell a short name by
 chance). A web page is searched in the text its reader sees (`page_text`), not in its CSS, markup or pictures.
 
-Where a value came from matters, not only what it says (issue 36): a text that SegLens or the model's spec put into
-an output — a class name, the model's name, a code meaning, SegLens's own phrases (`OwnWords`) — is the same for
-every patient and identifies nobody, even when it equals a patient's name (a patient called Lung, a model with the
-class "lung"). In the attributes SegLens writes from the spec (`SPEC_FIELDS`: a SEG's segment label, an RTSTRUCT's
-ROI name, the series and content descriptions, code meanings, the de-identification method…) and the provenance
-of a PNG, a value that is wholly such text is not searched; any other value of those attributes is searched whole
-(a source's ContentDescription "Lung biopsy" copied into the source copy, a label "lung Jane"). Everything copied
-or derived from the source — names, IDs, free text, dates, file names — is searched as before.
+Where a value came from matters, not only what it says (issue 36): in the attributes SegLens writes from the
+model's spec, a value wholly of the model's and SegLens's own words (a class "lung" for a patient Lung) is not
+searched; any other value, and everything copied from the source, is (app.runs.privacy_words).
 """
 
 from __future__ import annotations
@@ -31,19 +26,18 @@ import contextlib
 import re
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from functools import lru_cache
 from html.parser import HTMLParser
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from app.errors import with_article
+from app.runs.privacy_words import SPEC_FIELDS, WORD, OwnWords, own_words, without, word_pattern, words_of
 from app.runs.ps315 import NAME_KINDS
 
 if TYPE_CHECKING:
     from pydicom import DataElement, Dataset
 
     from app.runs.deidentify import SourceFacts
-    from app.runs.segments import Algorithm, Segment
 
 _OWN = re.compile(r"anon-[0-9a-f]{12}|(?:vol|img|series|study)-[0-9a-f]{16}", re.IGNORECASE)
 _PIXELS = {0x7FE00010, 0x7FE00008, 0x7FE00009}
@@ -51,7 +45,6 @@ _PIXELS = {0x7FE00010, 0x7FE00008, 0x7FE00009}
 _TEXT_VRS = frozenset({"AE", "CS", "LO", "LT", "PN", "SH", "ST", "UC", "UT"})
 
 
-_WORD = re.compile(r"[^\W_]+")  # a word: letters and digits; `_`, `^`, `-`, `.`, spaces and the rest part words
 _MIN_WORD = 3
 
 
@@ -69,7 +62,7 @@ class Identifying:
         found: dict[tuple[str, str], None] = {}
         words: dict[tuple[str, str], None] = {}
         for kind, value in values:
-            parts = [value, *_WORD.findall(value)] if kind in NAME_KINDS else [value]
+            parts = [value, *WORD.findall(value)] if kind in NAME_KINDS else [value]
             for part in (p.strip().lower() for p in parts):
                 if _worth_looking_for(part):
                     found[(kind, part)] = None
@@ -91,108 +84,21 @@ class Identifying:
         text's words are gathered once: a value is matched only where all its words are among them (a page of a
         thousand inputs' values is one pass, not a pattern per value over the whole page)."""
         text = _OWN.sub(" ", text)
-        present = {word.lower() for word in _WORD.findall(text)}
+        present = {word.lower() for word in WORD.findall(text)}
         for kind, value in self.texts:
-            words = _words(value)
+            words = words_of(value)
             if words and all(word in present for word in words):
-                found = _pattern(value)
+                found = word_pattern(value)
                 if found is not None and found.search(text):
                     return kind
         return None
 
 
-@lru_cache(maxsize=4096)
-def _words(value: str) -> tuple[str, ...]:
-    return tuple(word.lower() for word in _WORD.findall(value))
-
-
-@lru_cache(maxsize=4096)
-def _pattern(value: str) -> re.Pattern[str] | None:
-    """`value`'s words in order, any separator between them, where words begin and end (a value that begins or
-    ends with a digit not inside a decimal either); None when it holds no word."""
-    words = _WORD.findall(value)
-    if not words:
-        return None
-    before = r"(?<![^\W_])" + (r"(?<!\d\.)" if words[0][0].isdigit() else "")
-    after = r"(?![^\W_])" + (r"(?!\.\d)" if words[-1][-1].isdigit() else "")
-    return re.compile(before + r"[\W_]+".join(map(re.escape, words)) + after, re.IGNORECASE)
-
-
-def without(text: str, value: str) -> str:
-    """`text` with `value` taken out where it stands as whole words (a reviewer's login "pat" leaves "Patrick"
-    and "path" whole, where replacing the letters would have cut into them)."""
-    found = _pattern(value)
-    return found.sub(" ", text) if found is not None else text
-
-
 def _worth_looking_for(text: str) -> bool:
-    letters = "".join(_WORD.findall(text))
+    letters = "".join(WORD.findall(text))
     if len(letters) < _MIN_WORD:
         return False
     return not (letters.isdigit() and len(letters) < 6)
-
-
-# The attributes SegLens writes from the model's spec or its own vocabulary (app.runs.dicom_seg, rtstruct,
-# secondary_capture, deidentify): where a value wholly of `OwnWords` is SegLens's, not the source's.
-SPEC_FIELDS = frozenset({
-    "SegmentLabel", "SegmentDescription", "SegmentAlgorithmName", "SegmentAlgorithmType", "ROIName",
-    "ROIObservationLabel", "ROIObservationDescription", "ROIGenerationAlgorithm", "ROIGenerationDescription",
-    "DimensionDescriptionLabel", "SeriesDescription", "ContentLabel", "ContentDescription", "StructureSetLabel",
-    "StructureSetName", "StructureSetDescription", "ImageComments", "DerivationDescription", "AlgorithmName",
-    "AlgorithmVersion", "AlgorithmParameters", "CodeMeaning", "DeidentificationMethod", "Manufacturer",
-    "ManufacturerModelName", "SoftwareVersions", "DeviceSerialNumber",
-})
-# the words SegLens's phrases put around the model's name and hash ("Segmentation by <model>", "SegLens <model>
-# (NOT FOR DIAGNOSIS)", "Contours by <model>, model sha256 <hash>", "<model>.onnx"); a phrase of these and own
-# values only is SegLens's — anything else in it (a digit, a word of the source) makes it searched whole
-_PHRASE_WORDS = frozenset({"seglens", "segmentation", "by", "contours", "model", "sha256", "not", "for", "diagnosis",
-                           "onnx", "yaml"})
-
-
-# SegLens's and highdicom's fixed texts in a SEG, RTSTRUCT or Secondary Capture (CID 7162's algorithm family, the
-# Secondary Capture's derivation, highdicom's dimension labels, purpose of reference and contributing equipment)
-_FIXED = ("SegLens", "AUTOMATIC", "Artificial Intelligence", "Segmentation overlay burned in", "Acquisition Equipment",
-          "Image Position Patient", "Referenced Segment Number", "Highdicom open-source contributors", "highdicom")
-
-
-@dataclass(frozen=True)
-class OwnWords:
-    """What the model's spec and SegLens itself put into an output: lower-case values (class names, the model's
-    name and hashes, code meanings, SegLens's fixed texts), the longest first. Never a value of the source."""
-
-    values: tuple[str, ...]
-
-    def holds(self, text: str) -> bool:
-        """Whether `text` is wholly SegLens's or the spec's: one own value, or own values and `_PHRASE_WORDS`
-        only (whole words). A text with anything else in it is not (and is then searched whole)."""
-        present = {word.lower() for word in _WORD.findall(text)}
-        if not present:
-            return False  # nothing to find in it anyway: searched as any other text
-        rest = text
-        for value in self.values:
-            words = _words(value)
-            if words and present.issuperset(words):
-                rest = without(rest, value)
-        return all(word.lower() in _PHRASE_WORDS for word in _WORD.findall(rest))
-
-
-def own_words(segments: Sequence[Segment] = (), algorithm: Algorithm | None = None) -> OwnWords:
-    """The OwnWords of a volume's outputs: the model's classes as segments (their names, "class N", their codes'
-    meanings), its algorithm identification (name, hashes, SegLens's version) and SegLens's fixed texts (the
-    de-identification method and CID 7050 meanings, the default code "Tissue", CID 7162's "Artificial
-    Intelligence", the Secondary Capture's derivation). The one place every caller takes them from."""
-    from app.inference.codes import DEFAULT_CODE
-    from app.runs.deidentify import own_texts
-
-    values = [*own_texts(), *_FIXED, DEFAULT_CODE.category.meaning, DEFAULT_CODE.type.meaning]
-    for segment in segments:
-        values += [segment.name, f"class {segment.value}"]
-        if segment.code is not None:
-            values += [segment.code.category.meaning, segment.code.type.meaning]
-    if algorithm is not None:
-        values += [algorithm.name, algorithm.version, algorithm.sha256, algorithm.software_version]
-    unique = {" ".join(value.lower().split()): None for value in values if _WORD.search(value)}
-    return OwnWords(tuple(sorted(unique, key=lambda value: (-len(_words(value)), -len(value), value))))
 
 
 def page_text(page: str) -> str:
