@@ -29,6 +29,7 @@ import threading
 import time
 import urllib.parse
 import urllib.request
+import zlib
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -300,6 +301,7 @@ def guarded_session(*, deadline_s: float, max_bytes: int, what: str = "the serve
     session = _Guarded()
     session.trust_env = False
     session.max_redirects = 5
+    session.headers["Accept-Encoding"] = "gzip, deflate"  # what _GuardedRaw inflates itself, bounded
     for prefix in ("http://", "https://"):
         session.mount(prefix, _watched_adapter())
     return session
@@ -344,23 +346,53 @@ def _watch(sock: socket.socket) -> socket.socket:
 
 
 class _GuardedRaw:
-    """urllib3's response, read one socket read at a time against the deadline and the size cap."""
+    """urllib3's response, read one socket read at a time against the deadline and the size cap — counted over
+    every read of the answer, not per call — and inflated here, a socket read's worth at a time, so a few KB of
+    gzip cannot become gigabytes in memory before the cap sees them."""
 
     def __init__(self, raw: Any, deadline: Deadline, max_bytes: int, what: str) -> None:
         self._raw = raw
         self._deadline = deadline
         self._max_bytes = max_bytes
         self._what = what
+        self._total = 0
+        self._left = b""  # what a read(amt) took from the socket beyond amt
+        encoding = str(raw.headers.get("Content-Encoding", "") or "").strip().lower()
+        if encoding not in ("", "identity", "gzip", "x-gzip", "deflate"):
+            raise NetRefused(f"{what}: the answer is encoded as {encoding[:40]!r}, which was not asked for")
+        self._inflater = zlib.decompressobj(47) if encoding not in ("", "identity") else None  # gzip or zlib
+
+    def _read1(self, n: int, decode: bool) -> bytes:
+        if self._inflater is None or not decode:
+            return bytes(self._raw.read1(n, decode_content=False))
+        while True:
+            tail = self._inflater.unconsumed_tail
+            data = tail or bytes(self._raw.read1(n, decode_content=False))
+            if not data:
+                return self._inflater.flush()
+            out = self._inflater.decompress(data, n)
+            if out or self._inflater.eof:
+                return out
 
     def stream(self, amt: int = CHUNK, decode_content: bool | None = None) -> Iterator[bytes]:
-        def read1(n: int) -> bytes:
-            return bytes(self._raw.read1(min(n, amt or CHUNK), decode_content=decode_content))
-
-        try:
-            yield from capped_chunks(read1, max_bytes=self._max_bytes, deadline=self._deadline, what=self._what)
-        except TimeoutError:
+        size = min(amt or CHUNK, CHUNK)
+        decode = decode_content is not False
+        if self._left:
+            left, self._left = self._left, b""
+            yield left
+        while True:
             self._deadline.check()
-            raise
+            try:
+                chunk = self._read1(size, decode)
+            except TimeoutError:
+                self._deadline.check()
+                raise
+            if not chunk:
+                return
+            self._total += len(chunk)
+            if self._total > self._max_bytes:
+                raise AnswerTooLarge(f"{self._what}: the answer is larger than {self._max_bytes} bytes")
+            yield chunk
 
     def read(self, amt: int | None = None, decode_content: bool | None = None, **_: Any) -> bytes:
         got = bytearray()
@@ -368,6 +400,9 @@ class _GuardedRaw:
             got += chunk
             if amt is not None and len(got) >= amt:
                 break
+        if amt is not None and len(got) > amt:
+            self._left = bytes(got[amt:])
+            del got[amt:]
         return bytes(got)
 
     def __getattr__(self, name: str) -> Any:

@@ -249,3 +249,50 @@ def test_shown_url_hides_credentials_and_query() -> None:
                                             ("example.com", False), ("a.localhost", True)])
 def test_is_loopback(host: str, loop: bool) -> None:
     assert is_loopback(host) is loop
+
+
+_BOMB: list[bytes] = []
+
+
+def _gzip_bomb(h: BaseHTTPRequestHandler) -> None:
+    body = _BOMB[0]
+    h.send_response(200)
+    h.send_header("Content-Encoding", "gzip")
+    h.send_header("Content-Length", str(len(body)))
+    h.end_headers()
+    h.wfile.write(body)
+
+
+def test_a_compressed_answer_is_capped_as_it_inflates() -> None:
+    """The cap counts the bytes the caller gets: 200 KB of gzip that inflate to 200 MiB are refused at 1 MiB."""
+    import gzip
+    import tracemalloc
+
+    if not _BOMB:
+        _BOMB.append(gzip.compress(b"\0" * (200 << 20), 9))  # 200 MiB of zeros in about 200 KB, made beforehand
+    with server(_gzip_bomb) as (url, _):
+        tracemalloc.start()
+        try:
+            with pytest.raises(AnswerTooLarge):
+                _session_get(url + "/bomb", deadline_s=20)
+            peak = tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+    assert peak < 64 << 20
+
+
+@pytest.mark.parametrize("location", ["//evil.example/x", "https://h/a", "http://h:81/a", "http://user@evil/x"])
+def test_a_redirect_elsewhere_however_it_is_spelt(location: str) -> None:
+    assert redirect_problem("http://h/a", location) is not None
+
+
+def test_the_cap_counts_every_read_of_a_streamed_answer() -> None:
+    """A caller reading a streamed answer in pieces (raw.read(n) again and again, as a multipart reader does) is
+    capped over the whole answer, not per read."""
+    with server(_endless_chunked) as (url, _), guarded_session(deadline_s=20, max_bytes=1 << 20) as session:
+        response = session.get(url + "/endless", stream=True, timeout=5)
+        started = time.monotonic()
+        with pytest.raises(AnswerTooLarge):
+            while response.raw.read(65536):
+                pass
+        assert time.monotonic() - started < 5
