@@ -9,6 +9,7 @@ check on an answer; `check_declared_input` bounds what a server may ask to be se
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -81,13 +82,13 @@ def check_declared_input(source: str, declared: Sequence[int | None], image_shap
     not decide how much SegLens uploads. `image_shape` None: no picture yet (a session opening, before its
     warm-up), so only `max_elements` bounds it."""
     fixed = [int(n) for n in declared if n is not None and n > 0]
-    asked = int(np.prod(fixed, dtype=np.int64)) if fixed else 0
+    asked = math.prod(fixed) if fixed else 0  # Python's integers: 2³² × 2³² must not wrap to 0 as int64 does
     if image_shape is None:
         if asked > max_elements:
             raise AnswerRefused(f"{source}: the server declares an input of {shape_text(declared)} ({asked} values, "
                                 f"more than the {max_elements} SegLens uploads for one picture); refused")
         return
-    given = int(np.prod([max(int(n), 1) for n in image_shape], dtype=np.int64))
+    given = math.prod(max(int(n), 1) for n in image_shape)
     if asked > max_elements or (asked > factor * max(given, 1) and asked > 4096 * 4096):
         raise AnswerRefused(f"{source}: the server declares an input of {shape_text(declared)} "
                             f"({asked} values) for a picture of {shape_text(image_shape)}; refused")

@@ -27,6 +27,7 @@ import numpy as np
 
 from app.guard.answers import MAX_ANSWER_BYTES, AnswerRefused, Declared, check_answer, check_declared_input
 from app.guard.net import credentials_problem
+from app.guard.untrusted import SMALL_FILE_LIMIT, untrusted_problem
 from app.inference.onnx_graph import GraphInfo
 from app.inference.remote_calls import Calls
 from app.inference.remote_errors import RemoteError, classify, with_retry
@@ -40,6 +41,7 @@ __all__ = ["RemoteError", "RemoteSession", "RemoteTarget", "RemoteTiming", "open
 log = logging.getLogger(__name__)
 SCHEMES = {"grpc": ("grpc", False), "grpcs": ("grpc", True), "http": ("http", False), "https": ("http", True)}
 MAX_TIMINGS = 10_000
+MAX_COMPUTE_US = 86_400e6  # a server's compute_us beyond a day (or NaN, ±inf, 10⁴⁰⁰) is no measure: unknown
 DEFAULT_PORTS = {"grpc": 8001, "grpcs": 8001, "http": 8000, "https": 443}
 INSECURE_SETTING = "--allow-insecure"  # the named setting that lets credentials travel in clear text (warned)
 
@@ -207,8 +209,7 @@ class RemoteSession(ModelSession):
         return value if value.flags.writeable else value.copy()
 
     def _timed(self, wall_ms: float, parameters: dict[str, Any]) -> None:
-        compute_us = parameters.get("compute_us")
-        compute = float(compute_us) / 1000 if isinstance(compute_us, int | float) and compute_us >= 0 else None
+        compute = _compute_ms(parameters.get("compute_us"))
         network = max(wall_ms - (compute or 0.0), 0.0)
         self.last_timing = RemoteTiming(network, compute)
         with self._lock:
@@ -225,10 +226,9 @@ class RemoteSession(ModelSession):
     def _device_said(self, parameters: dict[str, Any]) -> None:
         """The server's own device and fallback reason, when its answers carry them (`seglens-cli serve`)."""
         remote = self.info.remote
-        device, fallback = parameters.get("seglens_device"), parameters.get("seglens_fallback")
-        if remote is not None and isinstance(device, str) and device and device != remote.server_device:
-            fallback = fallback if isinstance(fallback, str) and fallback else None
-            remote = replace(remote, server_device=device, server_fallback=fallback)
+        device, fallback = _said(parameters.get("seglens_device")), _said(parameters.get("seglens_fallback"))
+        if remote is not None and device and device != remote.server_device:
+            remote = replace(remote, server_device=device, server_fallback=fallback or None)
             self.info = replace(self.info, provider=remote.label, providers=(remote.label,), remote=remote)
 
     def start_timing(self) -> None:
@@ -317,8 +317,7 @@ def open_remote_session(target: RemoteTarget, *, sidecar: Path | str | None = No
         if folder is not None:
             folder.cleanup()
         raise
-    platform = metadata.get("platform")
-    remote = RemoteInfo(target.host, target.model, target.version, platform if isinstance(platform, str) else "",
+    remote = RemoteInfo(target.host, target.model, target.version, _said(metadata.get("platform"), 80),
                         protocol=target.protocol)
     info = SessionInfo(requested="remote", provider=remote.label, providers=(remote.label,),
                        load_ms=(time.perf_counter() - started) * 1000, remote=remote)
@@ -334,6 +333,22 @@ def open_remote_session(target: RemoteTarget, *, sidecar: Path | str | None = No
             raise
         session.start_timing()  # a run's latency split is of its own requests
     return session
+
+
+def _compute_ms(compute_us: object) -> float | None:
+    """The server's `compute_us` in ms when it is a number of µs within a day (not NaN, ±inf or 10⁴⁰⁰), else None:
+    its word, not a measure to divide by."""
+    if isinstance(compute_us, bool) or not isinstance(compute_us, int | float) or not 0 <= compute_us <= MAX_COMPUTE_US:
+        return None
+    return float(compute_us) / 1000
+
+
+def _said(value: object, most: int = 200) -> str:
+    """A word the server's answer says of itself (its device, a fallback reason), as shown in the badge, the report
+    and the run record: one printable line of at most `most` characters, else nothing (it is the server's text)."""
+    if not isinstance(value, str) or not value.isprintable():
+        return ""
+    return value[:most]
 
 
 def declared_outputs(graph: GraphInfo) -> dict[str, Declared]:
@@ -360,9 +375,11 @@ def _bounded_input(graph: GraphInfo, where: str) -> None:
 
 def _calls_of(target: RemoteTarget) -> Calls:
     """The target's calls; a CA bundle that is not there, or a client that cannot be made, one line."""
-    if target.ca_file is not None and not target.ca_file.is_file():
-        raise RemoteError(f"{target.where}: the CA file {target.ca_file} is not a readable file (a PEM bundle)",
-                          kind="tls")
+    if target.ca_file is not None:  # tritonclient reads it itself: checked by the gate's rules first
+        problem = untrusted_problem(target.ca_file, limit=SMALL_FILE_LIMIT)
+        if problem is not None:
+            raise RemoteError(f"{target.where}: the CA file {target.ca_file} is not a readable file (a PEM bundle): "
+                              f"{problem}", kind="tls")
     try:
         return Calls(target.where, target.wire(), target.protocol)
     except Exception as exc:  # tritonclient checks some options when the client is made

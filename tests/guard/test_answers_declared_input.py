@@ -38,3 +38,9 @@ def test_without_a_picture_only_the_ceiling_bounds_it():
         check_declared_input("remote h:1/m", (1, 1, 16384, 16384), None, max_elements=64 * 2**20)
     assert str(caught.value) == ("remote h:1/m: the server declares an input of 1×1×16384×16384 (268435456 values, "
                                  "more than the 67108864 SegLens uploads for one picture); refused")
+
+
+@pytest.mark.parametrize("picture", [None, (512, 512)])
+def test_a_declared_size_whose_product_overflows_64_bits_is_still_refused(picture):
+    with pytest.raises(AnswerRefused, match=r"\(18446744073709551616 values"):
+        check_declared_input("remote h:1/m", (1, 1, 2**32, 2**32), picture)  # int64 would wrap it to 0

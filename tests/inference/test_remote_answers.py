@@ -161,3 +161,41 @@ def test_a_trickling_answer_cannot_outlive_the_timeout_and_the_session_goes_on()
         assert str(outcome) == f"{remote.target.where}: no answer within 1.5 s"
         server.state.trickle_s = None  # the next request is answered on a fresh connection
         assert np.array_equal(remote.run(tensor), want)
+
+
+# --- the same class elsewhere: what else the server says of itself ------------------------------------------
+
+
+def test_a_declared_size_overflowing_64_bits_is_refused_at_open_not_wrapped_to_nothing():
+    with MockServer(NUCLEI, name="nuclei") as server:
+        server.state.metadata["inputs"][0]["shape"] = [1, 1, 2**32, 2**32]  # int64's product wraps to 0
+        with pytest.raises(RemoteError, match=r"the server declares an input of 1×1×4294967296×4294967296 "):
+            open_remote_session(_target(server, "grpc"))
+        assert server.state.requests == 0
+
+
+def test_the_servers_words_about_itself_are_bounded_before_they_are_shown():
+    with MockServer(NUCLEI, name="nuclei", device="CPU") as server:
+        remote = open_remote_session(_target(server, "http"), warm_up=False)
+        remote.run(remote.warmup_tensor())
+        assert remote.info.provider_label.endswith("(onnxruntime_onnx, CPU)")
+        server.state.device = "GPU\n\x1b[31mforged line"  # a control character: not shown
+        remote.run(remote.warmup_tensor())
+        assert remote.info.provider_label.endswith("(onnxruntime_onnx, CPU)")
+        for said in (10**400, float("nan"), float("inf"), -5, True, "12"):  # no number of µs: unknown
+            remote._timed(10.0, {"compute_us": said})
+            assert remote.last_timing.compute_ms is None and remote.last_timing.network_ms == 10.0
+
+
+@pytest.mark.skipif(not hasattr(__import__("os"), "mkfifo"), reason="named pipes")
+def test_a_fifo_given_as_the_ca_file_is_one_line_at_once(tmp_path):
+    import os
+
+    fifo = tmp_path / "ca.pem"
+    os.mkfifo(fifo)
+    started = time.monotonic()
+    with pytest.raises(RemoteError) as caught:
+        open_remote_session(RemoteTarget("https://127.0.0.1:9", "nuclei", ca_file=fifo, retries=0))
+    assert time.monotonic() - started < 2.0
+    assert str(caught.value) == (f"remote 127.0.0.1:9/nuclei: the CA file {fifo} is not a readable file (a PEM "
+                                 "bundle): not a regular file: a named pipe (FIFO)")
