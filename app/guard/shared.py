@@ -63,8 +63,25 @@ def make_folder(path: str | os.PathLike[str], *, private: bool = False) -> Path:
     if stat.S_ISLNK(info.st_mode) or not stat.S_ISDIR(info.st_mode):
         raise PlantedLink(folder, "a symbolic link" if stat.S_ISLNK(info.st_mode) else "a file")
     if private and stat.S_IMODE(info.st_mode) & 0o077 and info.st_uid == _uid():
-        os.chmod(folder, 0o700)
+        _private_folder(folder)
     return folder
+
+
+def _private_folder(folder: Path) -> None:
+    """chmod 0700 on the folder itself, opened without following a link: one swapped in after the lstat above is
+    refused, never chmod-ed through."""
+    if not hasattr(os, "fchmod"):  # Windows: no POSIX modes to tighten
+        return
+    try:
+        fd = os.open(folder, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | _NOFOLLOW | _CLOEXEC)
+    except OSError as exc:
+        if exc.errno in (errno.ELOOP, errno.ENOTDIR):
+            raise PlantedLink(folder, "a symbolic link") from None
+        raise
+    try:
+        os.fchmod(fd, 0o700)
+    finally:
+        os.close(fd)
 
 
 def _uid() -> int:
