@@ -32,6 +32,7 @@ as they land, and an entry that is no longer needed fails (remove it).
 from __future__ import annotations
 
 import ast
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -305,12 +306,16 @@ def _mode(call: ast.Call) -> str:
 
 
 def _path_open(call: ast.Call) -> bool:
-    """Whether `x.open(…)` is a Path's (or a file-like's) open: it names a mode or an encoding; a dialog's or a
-    controller's open() names neither."""
+    """Whether `x.open(…)` is a Path's (or a file-like's) open: it names a mode or an encoding, or (no argument)
+    `x` is named like a path; a dialog's or a controller's open() is neither."""
     first = call.args[0] if call.args else None
     if isinstance(first, ast.Constant) and isinstance(first.value, str) and first.value in _TEXT_MODES:
         return True
-    return any(k.arg in ("mode", "encoding", "newline", "errors", "buffering") for k in call.keywords)
+    if any(k.arg in ("mode", "encoding", "newline", "errors", "buffering") for k in call.keywords):
+        return True
+    receiver = ast.unparse(call.func.value) if isinstance(call.func, ast.Attribute) else ""
+    return not call.args and re.search(r"(path|file|sidecar|yaml|csv|json|report|folder|dir)\W*$", receiver,
+                                       re.IGNORECASE) is not None
 
 
 def _gate_call(func: ast.expr) -> bool:
@@ -384,6 +389,7 @@ _SCRATCH = {
     "open write": ("def f(p):\n    with open(p, 'w') as h:\n        h.write('x')\n", WRITE),
     "read_text": ("def f(p):\n    return p.read_text(encoding='utf-8')\n", READ),
     "Path.open": ("def f(p):\n    with p.open('rb') as h:\n        return h.read()\n", READ),
+    "Path.open()": ("def f(sidecar_path):\n    with sidecar_path.open() as h:\n        return h.read()\n", READ),
     "write_bytes": ("def f(p):\n    p.write_bytes(b'x')\n", WRITE),
     "os.replace": ("import os\n\ndef f(a, b):\n    os.replace(a, b)\n", REMOVE),
     "shutil.copy": ("from shutil import copy2\n\ndef f(a, b):\n    copy2(a, b)\n", WRITE),
