@@ -344,3 +344,13 @@ def _cache_series(root: Path, name: str) -> Path:
 register(Boundary("pseudonym_key", "file", _pseudonym_key, (SegLensError,), file_name="pseudonym.key"))
 register(Boundary("serve_tls", "file", _serve_tls, (SegLensError, ValueError, OSError), file_name="cert.pem"))
 register(Boundary("pacs_cache_names", "name", _cache_series, (ValueError,)))
+
+
+def _remote_http(url: str) -> object:
+    from app.inference.remote import RemoteTarget, open_remote_session
+
+    target = RemoteTarget(url=url.rstrip("/"), model="m", timeout_s=2.0, retries=0, token="a-secret-token-0123456789")
+    return open_remote_session(target, warm_up=False)
+
+
+register(Boundary("remote_http_session", "url", _remote_http, (SegLensError,)))
