@@ -101,11 +101,13 @@ def _worth_looking_for(text: str) -> bool:
     return not (letters.isdigit() and len(letters) < 6)
 
 
-def page_text(page: str) -> str:
+def page_text(page: str, own: OwnWords | None = None) -> str:
     """The text a reader of an HTML page sees, with the titles and alternative texts that hover or stand in for
     it: no CSS, script, tag or attribute name, class or embedded picture. Words stay apart where elements part
-    them (`<td>Ana</td><td>Pat</td>` reads "Ana Pat"), together across a `<wbr>`; entities are decoded."""
-    reader = _PageText()
+    them (`<td>Ana</td><td>Pat</td>` reads "Ana Pat"), together across a `<wbr>`; entities are decoded. `own`: the
+    text of an element the page marks `data-own` (what it wrote from the model's spec: a figure's class name) is
+    left out where it is wholly `own`'s (app.runs.privacy_words), kept whole otherwise."""
+    reader = _PageText(own)
     reader.feed(page)
     reader.close()
     return "".join(reader.parts)
@@ -114,27 +116,51 @@ def page_text(page: str) -> str:
 class _PageText(HTMLParser):
     _HIDDEN = frozenset({"style", "script"})
     _SHOWN = frozenset({"title", "alt", "aria-label", "value", "placeholder"})
+    _VOID = frozenset({"area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta", "source", "track",
+                       "wbr"})  # no end tag: never the end of a marked element
 
-    def __init__(self) -> None:
+    def __init__(self, own: OwnWords | None) -> None:
         super().__init__(convert_charrefs=True)
         self.parts: list[str] = []
         self._hidden = 0
+        self._own, self._marked = own, 0  # the depth inside an element marked data-own
+        self._held: list[str] = []  # its text until it ends
 
     def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
         if tag in self._HIDDEN:
             self._hidden += 1
+        if tag not in self._VOID and (self._marked or (self._own is not None and
+                                                       any(name == "data-own" for name, _ in attrs))):
+            self._marked += 1
         if tag != "wbr":  # a line-break chance inside a word, not a space
-            self.parts.append(" ")
+            self._text(" ")
         self.parts += [f" {value} " for name, value in attrs if name in self._SHOWN and value]
 
     def handle_endtag(self, tag: str) -> None:
         if tag in self._HIDDEN:
             self._hidden = max(self._hidden - 1, 0)
-        self.parts.append(" ")
+        self._text(" ")
+        if self._marked and tag not in self._VOID:
+            self._marked -= 1
+            if not self._marked:
+                self._release()
+
+    def close(self) -> None:
+        super().close()
+        self.parts.append("".join(self._held))  # a marked element left open: its text searched as any other
+        self._held, self._marked = [], 0
+
+    def _release(self) -> None:
+        held, self._held = "".join(self._held), []
+        if self._own is None or not self._own.holds(held):
+            self.parts.append(held)
 
     def handle_data(self, data: str) -> None:
         if not self._hidden:
-            self.parts.append(data)
+            self._text(data)
+
+    def _text(self, text: str) -> None:
+        (self._held if self._marked else self.parts).append(text)
 
 
 def leak(paths: Sequence[Path], identifying: Identifying, *, root: Path, cells: Sequence[str] = (),

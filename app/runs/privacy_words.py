@@ -59,11 +59,12 @@ SPEC_FIELDS = frozenset({
     "AlgorithmVersion", "AlgorithmParameters", "CodeMeaning", "DeidentificationMethod", "Manufacturer",
     "ManufacturerModelName", "SoftwareVersions", "DeviceSerialNumber",
 })
-# the words SegLens's phrases put around the model's name and hash ("Segmentation by <model>", "SegLens <model>
-# (NOT FOR DIAGNOSIS)", "Contours by <model>, model sha256 <hash>", "<model>.onnx"); a phrase of these and own
-# values only is SegLens's — anything else in it (a digit, a word of the source) makes it searched whole
+# the words SegLens's phrases put around the model's name, hash and classes ("Segmentation by <model>", "SegLens
+# <model> (NOT FOR DIAGNOSIS)", "Contours by <model>, model sha256 <hash>", "<model>.onnx", the review report's
+# "mL <class>" and "voxels <class>"); a phrase of these and own values only is SegLens's — anything else in it (a
+# digit, a word of the source) makes it searched whole
 _PHRASE_WORDS = frozenset({"seglens", "segmentation", "by", "contours", "model", "sha256", "not", "for", "diagnosis",
-                           "onnx", "yaml"})
+                           "onnx", "yaml", "ml", "voxels"})
 
 
 # SegLens's and highdicom's fixed texts in a SEG, RTSTRUCT or Secondary Capture (CID 7162's algorithm family, the
@@ -93,6 +94,16 @@ class OwnWords:
         return all(word.lower() in _PHRASE_WORDS for word in WORD.findall(rest))
 
 
+    def also(self, *texts: str) -> OwnWords:
+        """These and `texts` (what a caller wrote from them: the review report's title naming the model)."""
+        return _own([*self.values, *texts])
+
+
+def _own(values: Sequence[str]) -> OwnWords:
+    unique = {" ".join(value.lower().split()): None for value in values if WORD.search(value)}
+    return OwnWords(tuple(sorted(unique, key=lambda value: (-len(words_of(value)), -len(value), value))))
+
+
 def own_words(segments: Sequence[Segment] = (), algorithm: Algorithm | None = None) -> OwnWords:
     """The OwnWords of a volume's outputs: the model's classes as segments (their names, "class N", their codes'
     meanings), its algorithm identification (name, hashes, SegLens's version) and SegLens's fixed texts (the
@@ -108,5 +119,4 @@ def own_words(segments: Sequence[Segment] = (), algorithm: Algorithm | None = No
             values += [segment.code.category.meaning, segment.code.type.meaning]
     if algorithm is not None:
         values += [algorithm.name, algorithm.version, algorithm.sha256, algorithm.software_version]
-    unique = {" ".join(value.lower().split()): None for value in values if WORD.search(value)}
-    return OwnWords(tuple(sorted(unique, key=lambda value: (-len(words_of(value)), -len(value), value))))
+    return _own(values)

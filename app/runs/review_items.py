@@ -352,8 +352,10 @@ def folder_report(model: ModelSession, review_dir: Path, out: Path, *, input_roo
     model in `review_dir`, written atomically to `out`. `identity` (app.runs.provenance.RunIdentity) goes into the
     header: model, sidecar and their hashes, the thresholds and the provider."""
     from app.io.discover import discover
+    from app.runs.privacy_words import own_words
     from app.runs.review import ReviewLog
     from app.runs.review_report import write_review_report
+    from app.runs.segments import segments_of
 
     inputs = discover([input_root], exclude=[review_dir])
     log = ReviewLog.open(review_dir, identity.model_sha256)
@@ -364,6 +366,6 @@ def folder_report(model: ModelSession, review_dir: Path, out: Path, *, input_roo
     where = None if naming.anonymize else os.path.relpath(input_root, out.parent)
     write_review_report(out, items, model_name=identity.model, model_sha256=identity.model_sha256,
                         seglens_version=identity.seglens, title=f"SegLens review — {identity.model}", run=identity,
-                        inputs=where)
+                        inputs=where, own=own_words(segments_of(spec.classes)))
     return FolderReport(out, len(items), sum(review is not None for review in reviews.values()),
                         sum(item.verdict_reason.startswith("not processed:") for item in items))

@@ -29,6 +29,7 @@ from app.runs.review import STATE_NAMES, STATES, Review
 
 if TYPE_CHECKING:
     from app.runs.privacy_check import Identifying
+    from app.runs.privacy_words import OwnWords
     from app.runs.provenance import RunIdentity
 
 THUMBNAIL_SIDE = 320  # px, the long side of an embedded overlay
@@ -50,16 +51,18 @@ class ReportItem:
 
 def write_review_report(path: Path, items: list[ReportItem], *, model_name: str, model_sha256: str,
                         seglens_version: str, title: str = "SegLens review", run: RunIdentity | None = None,
-                        inputs: str | None = None) -> Path:
+                        inputs: str | None = None, own: OwnWords | None = None) -> Path:
     """Write the report for `items` (in their order) to `path` atomically and return `path`. `run`: what made the
-    results, for the header; `inputs`: the input folder as the reader should see it (relative), if at all."""
+    results, for the header; `inputs`: the input folder as the reader should see it (relative), if at all; `own`:
+    the model's words (app.runs.privacy_words.own_words of its classes), not searched for names under --anonymize
+    where the page wrote them (its title, model, sidecar, a figure's name: a class "lung" of a patient Lung)."""
     model = model_sha256.lower()
     reviews = [_own_review(item.review, model) for item in items]
     page = "\n".join([
         "<!DOCTYPE html>",
         '<html lang="en"><head><meta charset="utf-8">',
         '<meta name="viewport" content="width=device-width, initial-scale=1">',
-        f"<title>{_e(title)}</title>",
+        f"<title data-own>{_e(title)}</title>",
         f"<style>{_CSS}</style></head><body>",
         _header(title, model_name, model, seglens_version, run, inputs),
         _totals(items, reviews),
@@ -68,12 +71,20 @@ def write_review_report(path: Path, items: list[ReportItem], *, model_name: str,
         "</body></html>",
         "",
     ])
-    _last_check(path, page, items, reviews)
+    _last_check(path, page, items, reviews, _own(own, title, model_name, run))
     atomic_write(Path(path), page.encode("utf-8"))
     return Path(path)
 
 
-def _last_check(path: Path, page: str, items: list[ReportItem], reviews: list[Review | None]) -> None:
+def _own(own: OwnWords | None, title: str, model_name: str, run: RunIdentity | None) -> OwnWords:
+    """The words the page writes from the model: `own` (else SegLens's own only), its title, model and sidecar."""
+    from app.runs.privacy_words import own_words
+
+    return (own or own_words()).also(title, model_name, *((run.model, run.sidecar or "") if run is not None else ()))
+
+
+def _last_check(path: Path, page: str, items: list[ReportItem], reviews: list[Review | None],
+                own: OwnWords) -> None:
     """--anonymize: the finished page searched for every input's identifying values (app.runs.privacy_check, as
     the last check of a run's files), before anything is written; one found refuses the report in one line naming
     its kind, never the value. Left out of the search: the words of input names (see below), the CSS, markup and
@@ -85,7 +96,9 @@ def _last_check(path: Path, page: str, items: list[ReportItem], reviews: list[Re
     from app.errors import OutputError
     from app.runs.privacy_check import Identifying, page_text, with_article, without
 
-    searched = page_text(page)  # what a reader sees: not the CSS (Otto in "bottom"), markup or pictures (issue 36)
+    # what a reader sees: not the CSS (Otto in "bottom"), markup or pictures, nor what the page marks data-own
+    # where it is the model's words (a figure "mL lung" of a patient Lung) (issue 36)
+    searched = page_text(page, own)
     for staff in {_user(), *(review.who for review in reviews if review is not None)} - {""}:
         searched = without(searched, html.unescape(_e(staff)))  # as a word: a login "Pat" leaves "Patrick"
     # the words of input names are not searched for here (a file "lung_01.png" and the class "lung"): the rows
@@ -114,11 +127,11 @@ def _e(text: object) -> str:
 def _header(title: str, model_name: str, model: str, version: str, run: RunIdentity | None,
             inputs: str | None) -> str:
     generated = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M:%SZ")
-    facts = [("Model", f"{_e(model_name)} {_hash(model)}"), *_run_facts(run),
+    facts = [("Model", f"<span data-own>{_e(model_name)}</span> {_hash(model)}"), *_run_facts(run),
              *([("Inputs", f'<span class="path">{_breakable(inputs)}</span>')] if inputs else []),
              ("SegLens", _e(version)), ("Generated", f"{generated} UTC"), ("By", _e(_user() or "unknown"))]
     items = "".join(f"<div><dt>{name}</dt><dd>{value}</dd></div>" for name, value in facts)
-    return f"<header><h1>{_e(title)}</h1><dl>{items}</dl></header>"
+    return f"<header><h1 data-own>{_e(title)}</h1><dl>{items}</dl></header>"
 
 
 def _hash(sha256: str) -> str:
@@ -129,7 +142,8 @@ def _run_facts(run: RunIdentity | None) -> list[tuple[str, str]]:
     """Sidecar, thresholds, verdict rules, settings and provider of the run (app.runs.provenance)."""
     if run is None:
         return []
-    sidecar = f"{_e(run.sidecar)} {_hash(run.sidecar_sha256)}" if run.sidecar and run.sidecar_sha256 else "none"
+    sidecar = f"<span data-own>{_e(run.sidecar)}</span> {_hash(run.sidecar_sha256)}" \
+        if run.sidecar and run.sidecar_sha256 else "none"
     thresholds = ", ".join(f"{_e(name)} {value:g}" for name, value in run.thresholds.items()) or "the model's own"
     facts = [("Sidecar", sidecar), ("Thresholds", thresholds)]
     if run.verdict_rules or run.review_rules:
@@ -228,7 +242,7 @@ def _verdict(item: ReportItem) -> str:
 def _metrics(metrics: dict[str, float] | None, figures: tuple[tuple[str, str], ...] = ()) -> str:
     if not metrics and not figures:
         return "<td>—</td>"
-    lines = "".join(f"<tr><th>{_e(name)}</th><td>{_e(value)}</td></tr>" for name, value in figures)
+    lines = "".join(f"<tr><th data-own>{_e(name)}</th><td>{_e(value)}</td></tr>" for name, value in figures)
     lines += "".join(f"<tr><th>{_e(name)}</th><td>{_number(value)}</td></tr>"
                      for name, value in (metrics or {}).items())
     return f'<td><table class="metrics">{lines}</table></td>'

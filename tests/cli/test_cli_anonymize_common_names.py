@@ -211,3 +211,11 @@ def test_a_patient_named_like_a_class_of_the_model_is_exported_and_a_source_text
                             f"tags of {refused[0]['path']}_source/"), error
     assert error.endswith("; the volume's outputs were removed") and "lung" not in error.lower()
     assert not list(out.glob(refused[0]["path"] + "*"))
+
+    # the review report names the model (lung.onnx, its title) and each volume's "mL lung": written for them too
+    (tmp_path / "studies_review").mkdir()
+    report = out / "review.html"
+    assert main(["report", str(tmp_path / "studies_review"), "--model", str(model), "--anonymize",
+                 "--out", str(report)]) == 0, capsys.readouterr().err
+    page = report.read_text(encoding="utf-8")
+    assert "mL lung" in page and "SegLens review — lung.onnx" in page

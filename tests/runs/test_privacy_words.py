@@ -7,6 +7,7 @@ lines (app.runs.private_names.redact) withhold a line for a whole word, not a pa
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -269,3 +270,30 @@ def test_a_pngs_provenance_naming_the_model_and_its_classes_is_its_own_a_comment
         (tmp_path / "n.png").write_bytes(png_with_text(png, items))
         assert leak([tmp_path / "n.png"], identifying, root=tmp_path, own=_lung_model()) == \
             "a patient name in a PNG text chunk of n.png", items
+
+
+def test_the_review_report_of_a_patient_named_like_a_class_is_written_and_refused_for_her_name_elsewhere(tmp_path):
+    """The review report's title, model name and figure names ("mL lung") are the model's words; a figure's value
+    or a verdict reason holding her name is not (issue 36: the report of a patient Lung was refused)."""
+    from app.errors import OutputError
+
+    identifying = names("Lung^Ana")
+    item = ReportItem(rel="anon-0123456789ab/1.2.3/4.5.6", overlay_png=None, identifying=identifying,
+                      figures=(("slices", "3"), ("mL lung", "12.00")))
+    report = dict(model_name="lung.onnx", model_sha256="a" * 64, seglens_version="0.1.0",
+                  title="SegLens review — lung.onnx", own=_lung_model())
+    assert write_review_report(tmp_path / "r.html", [item], **report).is_file()
+    for named in (replace(item, figures=(("mL lung", "Lung"),)), replace(item, verdict_reason="lung of Lung"),
+                  replace(item, figures=(("mL lung Ana", "1.00"),))):
+        with pytest.raises(OutputError, match="a patient name of an input is still in it"):
+            write_review_report(tmp_path / "s.html", [named], **report)
+        assert not (tmp_path / "s.html").exists()
+    with pytest.raises(OutputError, match="a patient name of an input is still in it"):  # not told the classes
+        write_review_report(tmp_path / "s.html", [item], **{**report, "own": None})
+    from app.runs.privacy_check import page_text
+
+    own = _lung_model()
+    assert page_text("<p>lung <th data-own>mL lung</th> <b data-own>lung<br>Ana</b></p>", own).split() == \
+        ["lung", "lung", "Ana"]  # unmarked, or marked but not wholly the model's: searched
+    assert page_text("<th data-own>lung", own).split() == ["lung"]  # left open: searched
+    assert page_text("<th data-own>lung</th>").split() == ["lung"]  # no own words given: searched

@@ -114,8 +114,10 @@ class BatchJobs:
     def export_report(self, model: ModelSession | None, request: ReportRequest) -> None:
         """The HTML review report of the request's entries, written atomically to its `report_path`; under
         `anonymize` the rows go by their pseudonyms (the workstation's pseudonym key, as `report --anonymize`)."""
+        from app.runs.privacy_words import own_words
         from app.runs.provenance import RunIdentity
         from app.runs.review_report import write_review_report
+        from app.runs.segments import segments_of
         from app.ui.state.messages import ReportFinished
 
         self._cancel.clear()
@@ -132,7 +134,8 @@ class BatchJobs:
                                  session=model.info)  # the header says what made the results, as the CLI's does
             write_review_report(path, items, model_name=request.model_name, model_sha256=request.model_sha256,
                                 seglens_version=request.seglens_version,
-                                title=f"SegLens review — {request.model_name}", run=run)
+                                title=f"SegLens review — {request.model_name}", run=run,
+                                own=own_words(segments_of(model.spec.classes)))
         except Exception as exc:  # the window hears that it ended, with the one line
             from app.logs import log_exception
 
