@@ -93,7 +93,6 @@ class OwnWords:
                 rest = without(rest, value)
         return all(word.lower() in _PHRASE_WORDS for word in WORD.findall(rest))
 
-
     def also(self, *texts: str) -> OwnWords:
         """These and `texts` (what a caller wrote from them: the review report's title naming the model)."""
         return _own([*self.values, *texts])
