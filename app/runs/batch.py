@@ -34,7 +34,8 @@ from app.runs.plan import Progress, RunPlan
 from app.runs.private_names import anonymized_stems
 from app.runs.report import ReportWriter
 from app.runs.safety import OutputGuard
-from app.runs.volume_run import VolumeAssembler, VolumeOptions, algorithm_of
+from app.runs.segments import algorithm_of
+from app.runs.volume_run import VolumeAssembler, VolumeOptions
 from app.runs.writer import HELPER_NICENESS, Outcome, RunSummary, Writer, WriteSetup, lower_thread_priority
 from app.runs.writer import Work as _Work
 

@@ -5,10 +5,15 @@ them: none of the writers imports the module that calls it, not even for a type.
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
+from app import __version__
 from app.inference.codes import ClassCode
+from app.inference.remote_graph import is_remote_path
+from app.io.files import file_sha256
 from app.io.render import Colored, class_colors
 
 
@@ -43,3 +48,13 @@ def segments_of(classes: Sequence[Colored]) -> tuple[Segment, ...]:
                 code=getattr(info, "code", None))
         for value, info in enumerate(classes[:256]) if value >= 1
     )
+
+
+def algorithm_of(model_path: Path) -> Algorithm:
+    """The model as DICOM's algorithm identification: its file name and SHA-256 (a remote model, no file here:
+    its name and a hash of "remote host:port/model")."""
+    if is_remote_path(model_path):
+        sha = hashlib.sha256(str(model_path).encode("utf-8")).hexdigest()
+        return Algorithm(name=model_path.name, version=sha[:16], sha256=sha, software_version=__version__)
+    sha = file_sha256(model_path)  # through app.guard.untrusted: a FIFO or device refused, never waited on
+    return Algorithm(name=model_path.stem, version=sha[:16], sha256=sha, software_version=__version__)

@@ -11,7 +11,6 @@ slice, and nothing is exported for it (a half-filled label volume would look lik
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,14 +18,11 @@ from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 
-from app import __version__
 from app.errors import SegLensError
 from app.inference.pipeline import STAGES, Result
-from app.inference.remote_graph import is_remote_path
 from app.inference.spec import ModelSpec
 from app.inference.verdict import Verdict, image_score, uncertainty
 from app.inference.verdict_volume import combined, slice_verdict
-from app.io.files import file_sha256
 from app.io.images import DecodedImage
 from app.io.volumes import Volume
 from app.runs.outputs import write_result_images
@@ -393,13 +389,3 @@ def slice_path(volume: Volume, k: int) -> str:
     """How a slice is named in the report: its own file, or `<file>#<slice>` when one file holds them all."""
     ref = volume.slices[k]
     return str(ref.path) if volume.kind == "dicom" else f"{ref.path}#{k + 1}"
-
-
-def algorithm_of(model_path: Path) -> Algorithm:
-    """The model as DICOM's algorithm identification: its file name and SHA-256 (a remote model, no file here:
-    its name and a hash of "remote host:port/model")."""
-    if is_remote_path(model_path):
-        sha = hashlib.sha256(str(model_path).encode("utf-8")).hexdigest()
-        return Algorithm(name=model_path.name, version=sha[:16], sha256=sha, software_version=__version__)
-    sha = file_sha256(model_path)  # through app.guard.untrusted: a FIFO or device refused, never waited on
-    return Algorithm(name=model_path.stem, version=sha[:16], sha256=sha, software_version=__version__)

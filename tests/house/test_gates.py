@@ -7,8 +7,9 @@ What is banned, and where it is still allowed:
   `*Loader` class): only in app/guard/yaml_load.py (`read_yaml`, `load_yaml`: size, no aliases, depth, duplicates).
   Dumping YAML is not a boundary.
 - HTTP clients (`urllib.request`'s openers and `Request`, `http.client`'s connections, `requests`' verbs and
-  `Session`): only in app/guard/net.py (`fetch`, `guarded_session`: deadline per request, size cap, no redirect
-  elsewhere). Code may use the session `guarded_session` returns, and name `requests`' exception classes.
+  `Session`): only in app/guard/net.py and its net_session.py (`fetch`, `guarded_session`: deadline per request,
+  size cap, no redirect elsewhere). Code may use the session `guarded_session` returns, and name `requests`'
+  exception classes.
 - `os.open`: only in app/guard/ (the untrusted and shared opens choose its flags).
 - The builtin `open()` (and `io.open`, `codecs.open`) and `Path.open/read_text/read_bytes`: only in app/guard/, or
   in a function of ALLOWED below (SegLens's own resources, /proc, files SegLens just wrote itself).
@@ -53,7 +54,7 @@ class Rule:
 
 
 YAML = Rule("yaml", "app/guard/yaml_load.py", "app.guard.yaml_load.read_yaml / load_yaml")
-NET = Rule("net", "app/guard/net.py", "app.guard.net.fetch / guarded_session")
+NET = Rule("net", "app/guard/net", "app.guard.net.fetch / guarded_session")  # net.py and its net_session.py
 OS_OPEN = Rule("os.open", "app/guard/", "app.guard.untrusted.open_untrusted (reading) or app.guard.shared's opens")
 READ = Rule("read", "app/guard/", "app.guard.untrusted.open_untrusted / read_untrusted with a limit")
 WRITE = Rule("write", "app/guard/", "app.guard.shared.atomic_write / open_new / open_append")
@@ -133,8 +134,6 @@ ALLOWED: tuple[Allowed, ...] = (
 PENDING: dict[str, tuple[Rule, ...]] = {
     # station
     "app/runs/station_privacy.py": (LIBRARY,),
-    # remote
-    "app/inference/remote_sidecar.py": (WRITE,),
 }
 
 

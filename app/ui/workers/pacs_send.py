@@ -60,7 +60,7 @@ def write_exports(request: PacsSend, folder: Path) -> list[tuple[str, list[Path]
     from app.runs import volume_exports as ex
     from app.runs.deidentify import volume_privacy
     from app.runs.privacy_check import own_words
-    from app.runs.volume_run import algorithm_of
+    from app.runs.segments import algorithm_of
 
     volume, labels = request.volume, request.labels
     segments = ex.segments_of(request.classes)

@@ -1,0 +1,176 @@
+"""The guarded requests session of app.guard.net (DICOMweb's): every request bounded by a deadline for the whole of
+it — the connection, the headers (a watchdog shuts the socket when the deadline passes) and the body, read one
+socket read at a time —, an answer-size cap counted over every read, gzip inflated here a socket read at a time,
+and redirects followed only within the same origin. Made by `app.guard.net.guarded_session`; not a second gate.
+"""
+
+from __future__ import annotations
+
+import socket
+import threading
+import zlib
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
+
+from app.guard.net import (
+    CHUNK,
+    AnswerTooLarge,
+    Deadline,
+    NetRefused,
+    _Watchdog,
+    check_declared,
+    redirect_problem,
+)
+
+if TYPE_CHECKING:
+    import requests
+    import requests.adapters
+
+_CURRENT = threading.local()  # the watchdog of the request a thread is sending through a guarded session
+
+
+def guarded_session(*, deadline_s: float, max_bytes: int, what: str = "the server") -> requests.Session:
+    """A requests Session whose every request is bounded by a deadline of `deadline_s` in all and `max_bytes`
+    of answer (streams too: the body is read one socket read at a time through the gate), follows redirects
+    only within the same origin, and ignores the environment's CA, netrc and proxy overrides."""
+    import requests
+
+    class _Guarded(requests.Session):
+        def get_redirect_target(self, resp: requests.Response) -> str | None:
+            target = super().get_redirect_target(resp)
+            if target is not None:
+                problem = redirect_problem(resp.url, target)
+                if problem:
+                    raise NetRefused(f"{what}: {problem}")
+            return target
+
+        def send(self, request: requests.PreparedRequest, **kwargs: Any) -> requests.Response:
+            deadline = Deadline(deadline_s, f"a request to {what}")
+            wanted_stream = kwargs.get("stream", False)
+            kwargs["stream"] = True
+            timeout = kwargs.get("timeout")
+            per_read = timeout[1] if isinstance(timeout, tuple) else timeout
+            connect = timeout[0] if isinstance(timeout, tuple) else timeout  # a filtered port: the caller's bound
+            kwargs["timeout"] = (deadline.timeout(connect), deadline.timeout(per_read))
+            watchdog = _Watchdog(deadline)
+            _CURRENT.watchdog = watchdog
+            try:
+                with watchdog.armed():  # the connection, the headers and (not streamed) the body
+                    response = super().send(request, **kwargs)
+                    check_declared(response.headers, max_bytes, what)
+                    response.raw = _GuardedRaw(response.raw, deadline, max_bytes, what)
+                    if not wanted_stream:
+                        _ = response.content  # read now, through the gate
+            finally:
+                _CURRENT.watchdog = None
+            return response
+
+    session = _Guarded()
+    session.trust_env = False
+    session.max_redirects = 5
+    session.headers["Accept-Encoding"] = "gzip, deflate"  # what _GuardedRaw inflates itself, bounded
+    for prefix in ("http://", "https://"):
+        session.mount(prefix, _watched_adapter())
+    return session
+
+
+def _watched_adapter() -> requests.adapters.HTTPAdapter:
+    """requests' adapter whose urllib3 connections hand their socket to the sending thread's watchdog: a new one
+    as soon as it exists (before a TLS handshake), a pooled one when it is asked for an answer."""
+    from requests.adapters import HTTPAdapter
+    from urllib3.connection import HTTPConnection, HTTPSConnection
+    from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
+
+    def watched(base: type[HTTPConnection]) -> type[HTTPConnection]:
+        class Watched(base):  # type: ignore[valid-type,misc]
+            def _new_conn(self) -> socket.socket:
+                return _watch(super()._new_conn())
+
+            def getresponse(self, *args: Any, **kwargs: Any) -> Any:
+                if self.sock is not None:
+                    _watch(self.sock)
+                return super().getresponse(*args, **kwargs)
+
+        return Watched
+
+    class Pool(HTTPConnectionPool):
+        ConnectionCls = watched(HTTPConnection)
+
+    class TlsPool(HTTPSConnectionPool):
+        ConnectionCls = watched(HTTPSConnection)  # type: ignore[assignment]  # an HTTPSConnection still
+
+    class Adapter(HTTPAdapter):
+        def init_poolmanager(self, *args: Any, **kwargs: Any) -> None:
+            super().init_poolmanager(*args, **kwargs)
+            self.poolmanager.pool_classes_by_scheme = {"http": Pool, "https": TlsPool}
+
+    return Adapter()
+
+
+def _watch(sock: socket.socket) -> socket.socket:
+    watchdog: _Watchdog | None = getattr(_CURRENT, "watchdog", None)
+    return watchdog.watch(sock) if watchdog is not None else sock
+
+
+class _GuardedRaw:
+    """urllib3's response, read one socket read at a time against the deadline and the size cap — counted over
+    every read of the answer, not per call — and inflated here, a socket read's worth at a time, so a few KB of
+    gzip cannot become gigabytes in memory before the cap sees them."""
+
+    def __init__(self, raw: Any, deadline: Deadline, max_bytes: int, what: str) -> None:
+        self._raw = raw
+        self._deadline = deadline
+        self._max_bytes = max_bytes
+        self._what = what
+        self._total = 0
+        self._left = b""  # what a read(amt) took from the socket beyond amt
+        encoding = str(raw.headers.get("Content-Encoding", "") or "").strip().lower()
+        if encoding not in ("", "identity", "gzip", "x-gzip", "deflate"):
+            raise NetRefused(f"{what}: the answer is encoded as {encoding[:40]!r}, which was not asked for")
+        self._inflater = zlib.decompressobj(47) if encoding not in ("", "identity") else None  # gzip or zlib
+
+    def _read1(self, n: int, decode: bool) -> bytes:
+        if self._inflater is None or not decode:
+            return bytes(self._raw.read1(n, decode_content=False))
+        while True:
+            tail = self._inflater.unconsumed_tail
+            data = tail or bytes(self._raw.read1(n, decode_content=False))
+            if not data:
+                return self._inflater.flush()
+            out = self._inflater.decompress(data, n)
+            if out or self._inflater.eof:
+                return out
+
+    def stream(self, amt: int = CHUNK, decode_content: bool | None = None) -> Iterator[bytes]:
+        size = min(amt or CHUNK, CHUNK)
+        decode = decode_content is not False
+        if self._left:
+            left, self._left = self._left, b""
+            yield left
+        while True:
+            self._deadline.check()
+            try:
+                chunk = self._read1(size, decode)
+            except TimeoutError:
+                self._deadline.check()
+                raise
+            if not chunk:
+                return
+            self._total += len(chunk)
+            if self._total > self._max_bytes:
+                raise AnswerTooLarge(f"{self._what}: the answer is larger than {self._max_bytes} bytes")
+            yield chunk
+
+    def read(self, amt: int | None = None, decode_content: bool | None = None, **_: Any) -> bytes:
+        got = bytearray()
+        for chunk in self.stream(CHUNK if amt is None else min(amt, CHUNK), decode_content):
+            got += chunk
+            if amt is not None and len(got) >= amt:
+                break
+        if amt is not None and len(got) > amt:
+            self._left = bytes(got[amt:])
+            del got[amt:]
+        return bytes(got)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._raw, name)
