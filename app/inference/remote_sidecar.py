@@ -25,6 +25,7 @@ from pathlib import Path, PurePosixPath
 from app.errors import SidecarError, one_line
 from app.guard.names import component, join_under
 from app.guard.net import AnswerTooLarge, DeadlineExceeded, NetRefused, credentials_problem, fetch, shown_url
+from app.guard.shared import atomic_write
 from app.inference.remote_transport import Wire
 from app.inference.sidecar import MAX_SIDECAR_BYTES
 
@@ -67,7 +68,7 @@ def fetch_sidecar(url: str, wire: Wire, folder: Path) -> Path:
     data = _read(url, headers, context, where, wire.timeout_s)
     name = PurePosixPath(urllib.parse.unquote(parts.path)).name
     target = join_under(folder, component(name) if name.endswith((".yaml", ".yml")) else "sidecar.yaml")
-    target.write_bytes(data)  # the session's own private folder (fetched_folder: 0700, nobody else's)
+    atomic_write(target, data, private=True)  # the session's own private folder (fetched_folder: 0700)
     return target
 
 
