@@ -149,7 +149,7 @@ def test_a_declared_length_over_the_cap_is_refused_before_the_body(client: str) 
         started = time.monotonic()
         with pytest.raises(AnswerTooLarge, match="declares 50000000000 bytes"):
             _CLIENTS[client](url + "/huge", deadline_s=10)
-        assert time.monotonic() - started < 2
+        assert time.monotonic() - started < 4  # the server holds the rest for 5 s: refused before it
 
 
 def _short_body(h: BaseHTTPRequestHandler) -> None:
