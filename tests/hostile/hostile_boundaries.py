@@ -354,3 +354,12 @@ def _remote_http(url: str) -> object:
 
 
 register(Boundary("remote_http_session", "url", _remote_http, (SegLensError,)))
+
+
+def _device_argmax(path: Path) -> object:
+    from app.inference.runtime import with_device_argmax
+
+    return with_device_argmax(path, 1)
+
+
+register(Boundary("device_argmax", "file", _device_argmax, (ModelError,), file_name="model.onnx"))
