@@ -11,7 +11,8 @@ Modes a test sets on the `MockServer`: `busy` (the next N requests answer 503 / 
 answers until the server stops), `stopped` via `stop()`. Every infer response carries `compute_us` like `serve`.
 A lying server (issue 36): `metadata` may be edited (a declared input of 16384²), `tamper` changes the outputs
 before they are answered (another dtype, shape or NaN, each answered under its own datatype), `trickle_s` sends
-a REST infer answer one byte every so many seconds, `declare_length` makes it declare that many bytes and stall.
+a REST infer answer one byte every so many seconds, `declare_length` makes it declare that many bytes and stall,
+`no_length` sends it without a Content-Length (its end the connection's close).
 """
 
 from __future__ import annotations
@@ -63,6 +64,7 @@ class MockState:
     tamper: Any = None  # outputs → outputs, before they are answered (a lying server)
     trickle_s: float | None = None  # REST: an infer answer's bytes one at a time, this far apart
     declare_length: int | None = None  # REST: an infer answer declares this Content-Length, sends a little, stalls
+    no_length: bool = False  # REST: an infer answer with no Content-Length, its end the connection's close
     stats: dict[str, list[int]] = field(default_factory=lambda: {"success": [0, 0], "compute_infer": [0, 0]})
     stopping: threading.Event = field(default_factory=threading.Event)
     connections: set[Any] = field(default_factory=set)  # open REST sockets: a stop closes them (a killed server)
@@ -150,7 +152,11 @@ class _Rest(BaseHTTPRequestHandler):
         else:
             self.send_header("Content-Type", "application/json")
         declared = self.state.declare_length if lie and self.state.declare_length else len(body) + len(blob)
-        self.send_header("Content-Length", str(declared))
+        if lie and self.state.no_length:  # read until the connection closes: only the bytes received say its size
+            self.send_header("Connection", "close")
+            self.close_connection = True
+        else:
+            self.send_header("Content-Length", str(declared))
         self.end_headers()
         if lie and (self.state.trickle_s or self.state.declare_length):
             return self._stall(body + blob)

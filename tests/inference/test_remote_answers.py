@@ -132,6 +132,15 @@ def test_an_answer_over_the_cap_is_refused_in_one_line_and_not_retried(face):
         assert line.startswith(f"{remote.target.where}: the answer is larger than the limit (gRPC RESOURCE_EXHAUSTED")
 
 
+def test_an_answer_without_a_length_is_counted_as_it_arrives_and_refused_past_the_cap():
+    with MockServer(NUCLEI, name="nuclei") as server:
+        remote = open_remote_session(_target(server, "http", max_answer_bytes=100_000), warm_up=False)
+        server.state.no_length = True  # 262 kB, its end the connection's close: nothing declared to check first
+        with pytest.raises(RemoteError) as caught:
+            remote.run(remote.warmup_tensor())
+    assert str(caught.value) == f"{remote.target.where}: the answer is larger than 100000 bytes"
+
+
 def test_an_answer_declaring_50_gb_is_refused_at_once_not_read():
     with MockServer(NUCLEI, name="nuclei") as server:
         remote = open_remote_session(_target(server, "http"), warm_up=False)
