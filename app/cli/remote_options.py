@@ -48,7 +48,7 @@ def add_remote_options(parser: argparse.ArgumentParser, *, model_name: bool = Tr
                             "before it is given up and retried (default 30)")
     group.add_argument("--allow-insecure", action="store_true",
                        help="send the token or password over http:// or grpc:// to a host that is not this machine "
-                            "(refused otherwise: anyone on the way reads it); warned on every connection")
+                            "(refused otherwise: anyone on the way reads it); a warning is logged each time")
     if model_name:  # run, info, bench: a folder run keeps this many requests going
         group.add_argument("--in-flight", type=_count, default=4, metavar="N",
                            help="requests a folder run keeps going at once (default 4; 1: one after another)")
