@@ -226,10 +226,12 @@ def _swap_in(partial: Path, out_dir: Path) -> None:
         remove_under(old.parent, old.name)
 
 
-def remove_under(root: str | os.PathLike[str], *components: str) -> bool:
+def remove_under(root: str | os.PathLike[str], *components: str, folders: bool = True) -> bool:
     """Remove `root/components…` — a folder with everything in it, or a file, or a link (the link itself) — after
     `join_under` proved the parent stays under `root`. Whether something was removed; OSError other than a
-    missing path is left to the caller only for a folder that could not be removed whole."""
+    missing path is left to the caller only for a folder that could not be removed whole. `folders=False`: the
+    name is SegLens's file (a lock, a state file), so a folder found under it is someone else's and is kept
+    (IsADirectoryError), never emptied."""
     if not components:
         raise ValueError("remove_under needs at least one component under the root")
     parent = join_under(root, *components[:-1])
@@ -240,6 +242,8 @@ def remove_under(root: str | os.PathLike[str], *components: str) -> bool:
         info = os.lstat(target)
     except FileNotFoundError:
         return False
+    if stat.S_ISDIR(info.st_mode) and not folders:
+        raise IsADirectoryError(errno.EISDIR, "a folder is under the name, not SegLens's file: kept", str(target))
     if stat.S_ISDIR(info.st_mode):
         shutil.rmtree(target, ignore_errors=True)  # never follows a link inside (fd-based where the OS allows)
         return not os.path.lexists(target)

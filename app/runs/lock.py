@@ -67,7 +67,7 @@ class OutputLock:
         if self._held:
             self._held = False
             with contextlib.suppress(OSError, ValueError):
-                remove_under(self.path.parent, LOCK_NAME)
+                remove_under(self.path.parent, LOCK_NAME, folders=False)
 
     def _create(self) -> bool:
         record = {"pid": os.getpid(), "host": platform.node(), "started": time.strftime("%Y-%m-%d %H:%M:%S"),
@@ -96,7 +96,7 @@ class OutputLock:
 
     def _remove_stale(self) -> None:
         try:
-            remove_under(self.path.parent, LOCK_NAME)  # a link planted under the name: the link itself
+            remove_under(self.path.parent, LOCK_NAME, folders=False)  # a planted link: the link itself; a folder: kept
         except OSError as exc:
             raise OutputError(f"{self.path}: a finished run's lock cannot be removed ({exc.strerror or exc})") \
                 from exc

@@ -131,3 +131,16 @@ def test_the_lock_is_never_written_through_a_link_planted_under_its_name(tmp_pat
         lock = tmp_path / "out" / LOCK_NAME
         assert not lock.is_symlink() and json.loads(lock.read_text())["pid"] == os.getpid()
     assert victim.read_text() == "someone else's" and not (tmp_path / "out" / LOCK_NAME).exists()
+
+
+def test_a_folder_planted_under_the_locks_name_is_kept_with_everything_in_it(tmp_path):
+    """The lock's name is SegLens's file: a folder there is someone else's, refused in one line, never emptied (the
+    stale-lock take-over removed it whole)."""
+    planted = tmp_path / "out" / LOCK_NAME
+    planted.mkdir(parents=True)
+    (planted / "notes.txt").write_text("someone else's")
+    os.utime(planted, (0, 0))  # old: what a stale lock looks like
+    with pytest.raises(OutputError, match="cannot be removed|cannot take") as caught, OutputLock(tmp_path / "out"):
+        pass
+    assert str(tmp_path / "out" / LOCK_NAME) in str(caught.value)
+    assert (planted / "notes.txt").read_text() == "someone else's"
