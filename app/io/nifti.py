@@ -56,7 +56,7 @@ def nifti_volume(path: Path, *, max_pixels: int | None = None) -> Volume:
     _check_declared(path, img, shape, max_pixels=max_pixels or pixel_limit())
     depth = shape[2] if len(shape) > 2 else 1
     times = shape[3] if len(shape) > 3 else 1
-    zooms = [float(z) for z in img.header.get_zooms()[:3]] + [1.0] * (3 - min(3, len(shape)))
+    zooms = [float(z) for z in _stored_zooms(path, img)[:3]] + [1.0] * (3 - min(3, len(shape)))
     scale = _UNIT_TO_MM.get(img.header.get_xyzt_units()[0], 1.0)
     label = f"NIfTI · {nifti_stem(path)} ({depth} slices" + (f" × {times} time points)" if times > 1 else ")")
     return Volume(
@@ -201,6 +201,23 @@ def _scaling(img: NiftiImage) -> tuple[float, float]:
     """(slope, intercept) the values are scaled by; (1, 0) when they are not (NaN or 0 slope means none)."""
     slope, inter = float(img.dataobj.slope), float(img.dataobj.inter)
     return (1.0 if not np.isfinite(slope) or slope == 0 else slope, 0.0 if not np.isfinite(inter) else inter)
+
+
+def _stored_zooms(path: Path, img: NiftiImage) -> tuple[float, ...]:
+    """The voxel sizes as the file stores them. nibabel's loader mends a pixdim of 0 to 1 ("setting 0 dims to 1"),
+    which would give a volume of invented 1 mm voxels, and so invented mL; the header is read again unmended here,
+    so that app.io.volumes refuses a size of 0 (the volume is then read without geometry)."""
+    import gzip
+
+    zooms = tuple(float(z) for z in img.header.get_zooms())
+    try:
+        with open_untrusted(path, limit=INPUT_FILE_LIMIT) as raw:
+            stream = gzip.GzipFile(fileobj=raw) if _compressed(path) else raw
+            header = type(img.header).from_fileobj(stream, check=False)
+            stored = tuple(float(z) for z in header.get_zooms())
+    except Exception:  # the loader read this header already: a second look that fails changes nothing
+        return zooms
+    return stored if len(stored) == len(zooms) else zooms
 
 
 def _compressed(path: Path) -> bool:

@@ -95,6 +95,31 @@ def test_a_nifti_placed_1e30_mm_away_gives_no_ml(tmp_path: Path) -> None:
                                f"from the origin; {NO_GEOMETRY}",)
 
 
+
+@pytest.mark.parametrize("name", ["zero.nii", "zero.nii.gz"])
+def test_a_nifti_pixdim_of_zero_is_not_mended_to_1_mm(tmp_path: Path, name: str) -> None:
+    """nibabel's loader mends a pixdim of 0 to 1 ("setting 0 dims to 1"): the volume had invented 1 mm voxels and
+    so invented mL. The stored header is read unmended, and the volume has no geometry."""
+    import gzip
+    import struct
+
+    import nibabel as nib
+
+    plain = tmp_path / "plain.nii"
+    image = nib.Nifti1Image(np.ones((8, 6, 3), np.int16), np.eye(4))
+    image.header.set_qform(None, code=0)
+    image.header.set_sform(None, code=0)
+    nib.save(image, str(plain))
+    data = bytearray(plain.read_bytes())
+    data[76:108] = struct.pack("<8f", 1, 0, 0, 0, 1, 1, 1, 1)  # pixdim: no voxel size stored
+    path = tmp_path / name
+    path.write_bytes(gzip.compress(bytes(data)) if name.endswith(".gz") else bytes(data))
+    volume = nifti_volume(path)
+    assert volume.spacing is None and volume.affine is None and volume.voxel_ml is None
+    assert volume.warnings == (f"{name}: pixdim / the affine: the voxel size (0, 0, 0) mm is not a size from 1e-06 "
+                               f"to 1000 mm; {NO_GEOMETRY}",)
+
+
 def test_the_report_has_no_ml_from_a_spacing_of_zero(ct_model, tmp_path: Path, capsys) -> None:
     write_series(tmp_path / "in" / "ct", pixel_spacing=(0.0, 0.8))
     out = tmp_path / "out"
