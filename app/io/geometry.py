@@ -7,7 +7,8 @@ from one to the other negates x and y, which leaves dot products between two con
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -127,3 +128,44 @@ def affine_problem(affine: np.ndarray) -> str:
         return f"has voxel sides {numbers_text(sides)} that {problem.removeprefix('is ')}"
     far = position_problem(matrix[:3, 3].tolist())
     return f"places voxel 0 over {MAX_COORDINATE_MM / 1000:g} m from the origin" if far else ""
+
+
+class RefusedTags:
+    """The geometry tags refused while a volume's headers are read: one line per tag, naming the first file that
+    holds such a value and how many more do (a damaged series repeats its damage in every file)."""
+
+    def __init__(self, consequence: str) -> None:
+        self._consequence = consequence  # what a refusal means for the volume, ending each line
+        self._first: dict[str, str] = {}
+        self._more: dict[str, int] = {}
+
+    def numbers(self, value: Any, where: str, tag: str, problem_of: Callable[[tuple[float, ...]], str],
+                ) -> tuple[float, ...] | None:
+        """The tag's numbers, or None: absent (silently), or refused (its line kept for the volume's warnings)."""
+        if value is None or value == "":
+            return None
+        try:
+            numbers = tuple(float(v) for v in value) if many_numbers(value) else (float(value),)
+        except (TypeError, ValueError, OverflowError):
+            self._refuse(tag, f"{where}: {tag} is not numbers; {self._consequence}")
+            return None
+        problem = problem_of(numbers)
+        if problem:
+            self._refuse(tag, f"{where}: {tag} {numbers_text(numbers)} {problem}; {self._consequence}")
+            return None
+        return numbers
+
+    def _refuse(self, tag: str, line: str) -> None:
+        if tag in self._first:
+            self._more[tag] = self._more.get(tag, 0) + 1
+        else:
+            self._first[tag] = line
+
+    def lines(self) -> list[str]:
+        return [line + (f" (and {self._more[tag]} more file{'s' * (self._more[tag] > 1)})"
+                        if self._more.get(tag) else "") for tag, line in self._first.items()]
+
+
+def many_numbers(value: Any) -> bool:
+    """Whether a header value holds several numbers (pydicom's MultiValue, a list), not one (a DSfloat, a str)."""
+    return not isinstance(value, (str, bytes, int, float)) and hasattr(value, "__iter__")

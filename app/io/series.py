@@ -9,7 +9,7 @@ plans, SR, presentation states) are left out; named explicitly they stay inputs 
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
@@ -21,8 +21,8 @@ from app.guard.untrusted import INPUT_FILE_LIMIT, open_untrusted
 from app.io.decoded import DecodedImage
 from app.io.dicom import INFO_FIELDS, file_window, header_text, quiet_pydicom, read_dicom
 from app.io.geometry import (
+    RefusedTags,
     dicom_affine,
-    numbers_text,
     orientation_problem,
     plane_normal,
     position_problem,
@@ -195,7 +195,7 @@ def _series_items(uid: str, members: list[tuple[int, Dataset]]) -> list[tuple[in
 
 def _series_volume(uid: str, key: str, headers: list[Dataset], warnings: tuple[str, ...]) -> Volume:
     headers = sorted(headers, key=lambda ds: natural_key(str(ds.filename)))
-    refused = _Refused()
+    refused = RefusedTags(_NO_GEOMETRY)
     entries = [_Slice(Path(ds.filename), 0, _point(refused.numbers(ds.get("ImagePositionPatient"), _name(ds),
                                                                     "ImagePositionPatient", position_problem)),
                       _int(ds.get("InstanceNumber")), _text(ds.get("SOPInstanceUID"))) for ds in headers]
@@ -211,51 +211,11 @@ def _name(ds: Dataset) -> str:
     return Path(str(ds.filename)).name
 
 
-class _Refused:
-    """The geometry tags refused while a volume's headers are read: one line per tag, naming the first file that
-    holds such a value and how many more do (a damaged series repeats its damage in every file)."""
-
-    def __init__(self) -> None:
-        self._first: dict[str, str] = {}
-        self._more: dict[str, int] = {}
-
-    def numbers(self, value: Any, where: str, tag: str, problem_of: Callable[[tuple[float, ...]], str],
-                ) -> tuple[float, ...] | None:
-        """The tag's numbers, or None: absent (silently), or refused (its line kept for the volume's warnings)."""
-        if value is None or value == "":
-            return None
-        try:
-            numbers = tuple(float(v) for v in value) if _many(value) else (float(value),)
-        except (TypeError, ValueError, OverflowError):
-            self._refuse(tag, f"{where}: {tag} is not numbers; {_NO_GEOMETRY}")
-            return None
-        problem = problem_of(numbers)
-        if problem:
-            self._refuse(tag, f"{where}: {tag} {numbers_text(numbers)} {problem}; {_NO_GEOMETRY}")
-            return None
-        return numbers
-
-    def _refuse(self, tag: str, line: str) -> None:
-        if tag in self._first:
-            self._more[tag] = self._more.get(tag, 0) + 1
-        else:
-            self._first[tag] = line
-
-    def lines(self) -> list[str]:
-        return [line + (f" (and {self._more[tag]} more file{'s' * (self._more[tag] > 1)})"
-                        if self._more.get(tag) else "") for tag, line in self._first.items()]
-
-
-def _many(value: Any) -> bool:
-    """Whether a header value holds several numbers (pydicom's MultiValue, a list), not one (a DSfloat, a str)."""
-    return not isinstance(value, (str, bytes, int, float)) and hasattr(value, "__iter__")
-
-
 def _multiframe_volume(path: Path, ds: Dataset) -> Volume:
     frames = _int(ds.get("NumberOfFrames")) or 0  # more than one: scan_dicom's test
     shared = _first_item(ds, "SharedFunctionalGroupsSequence")
     per_frame = list(ds.get("PerFrameFunctionalGroupsSequence", []) or [])
-    refused = _Refused()
+    refused = RefusedTags(_NO_GEOMETRY)
     orientation = refused.numbers(_nested(shared, "PlaneOrientationSequence", "ImageOrientationPatient")
                                   or _nested(per_frame[0] if per_frame else None, "PlaneOrientationSequence",
                                              "ImageOrientationPatient"), path.name, "ImageOrientationPatient",
@@ -391,7 +351,7 @@ def _nested(item: Any, sequence: str, keyword: str) -> Any:
 
 
 def _point(numbers: tuple[float, ...] | None) -> tuple[float, float, float] | None:
-    """A checked position (x, y, z) in mm (_Refused.numbers with position_problem), None without one."""
+    """A checked position (x, y, z) in mm (RefusedTags.numbers with position_problem), None without one."""
     return None if numbers is None or len(numbers) != 3 else (numbers[0], numbers[1], numbers[2])
 
 
