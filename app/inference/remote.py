@@ -62,6 +62,7 @@ class RemoteTarget:
     backoff_s: float = 1.0  # the first wait; doubled each retry (at most remote_errors.MAX_BACKOFF_S)
     max_answer_bytes: int = MAX_ANSWER_BYTES  # one answer, all its outputs: larger is refused (app.guard)
     allow_insecure: bool = False  # credentials in clear text to a host that is not this machine: refused unless set
+    insecure_setting: str = field(default=INSECURE_SETTING, compare=False)  # that setting as the face names it
 
     def __post_init__(self) -> None:
         problem = self.problem()
@@ -92,7 +93,7 @@ class RemoteTarget:
             return "a CA file is for TLS: use https:// or grpcs://"
         if self.token is not None or self.username is not None:
             return credentials_problem(self.url.strip(), allow_insecure=self.allow_insecure,
-                                       setting=INSECURE_SETTING)
+                                       setting=self.insecure_setting)
         return None
 
     @property

@@ -4,7 +4,8 @@ the model loader (the server's model as the device), and the remote session's ne
 Made on first use (by actions.py): nothing of it, its thread or the client library exists before the reader asks.
 What is remembered: the URL, model, version, kind of credentials, user and CA bundle in the settings; a token or
 password only in the OS keyring (service "seglens-remote"), only when "Remember" is ticked — never in the settings,
-never in a log.
+never in a log. The servers the reader lets credentials reach in clear text (the dialog's "Send credentials without
+TLS to this server", the CLI's --allow-insecure) are remembered by 'host:port', each on its own.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 SETTINGS = ("url", "model", "version", "auth", "username", "ca_file", "sidecar")  # under remote/; never a secret
+CLEAR_TEXT_SERVERS = "remote/clear_text_servers"  # 'host:port' of each server ticked for, space-separated
 STATUS_MS = 15_000
 
 
@@ -81,7 +83,7 @@ class RemoteController(QObject):
             dialog.test_requested.connect(self.test)
             dialog.open_requested.connect(self.use)
             dialog.auth_changed.connect(self._ask_secret)
-            dialog.fill(self._remembered())
+            dialog.fill(self._remembered(), insecure_servers=self._clear_text_servers())
             self._ask_secret()
         self._dialog.show()
         self._dialog.raise_()
@@ -124,6 +126,7 @@ class RemoteController(QObject):
     def _target(self, form: RemoteForm) -> RemoteTarget | None:
         """The form as a RemoteTarget, or None after saying in the dialog why it is not one."""
         from app.inference.remote import RemoteError, RemoteTarget
+        from app.ui.state.remote_messages import INSECURE_SETTING
 
         dialog = self._dialog
         assert dialog is not None
@@ -140,8 +143,9 @@ class RemoteController(QObject):
             return RemoteTarget(form.url, form.model, form.version,
                                 token=form.secret if form.auth == "bearer" else None, username=form.username or None,
                                 password=form.secret if form.auth == "basic" else None, ca_file=ca_file,
-                                timeout_s=form.timeout_s)
-        except RemoteError as exc:  # "server URL 'x': expected grpc://…"
+                                timeout_s=form.timeout_s, allow_insecure=form.allow_insecure,
+                                insecure_setting=INSECURE_SETTING)
+        except RemoteError as exc:  # "server URL 'x': expected grpc://…", "… credentials would travel in clear text…"
             dialog.say(str(exc), ok=False)
             return None
 
@@ -154,14 +158,21 @@ class RemoteController(QObject):
         return RemoteForm(values["url"], values["model"], values["version"], values["auth"] or "none",
                           values["username"], "", remember, values["ca_file"], values["sidecar"], timeout)
 
+    def _clear_text_servers(self) -> frozenset[str]:
+        return frozenset(str(self._settings.value(CLEAR_TEXT_SERVERS, "", str)).split())
+
     def _remember(self, form: RemoteForm, target: RemoteTarget) -> None:
-        from app.ui.state.remote_messages import SecretKeep, keyring_account
+        from app.ui.state.remote_messages import SecretKeep, clear_text_server, keyring_account
 
         if self._writable():
             for key in SETTINGS:
                 self._settings.setValue(f"remote/{key}", getattr(form, key))
             self._settings.setValue("remote/remember", form.remember)
             self._settings.setValue("remote/timeout_s", form.timeout_s)
+            server = clear_text_server(form.url) if form.auth != "none" else ""
+            if server:  # ticked or not for this server: kept as the reader left it
+                servers = self._clear_text_servers() - {server} | ({server} if form.allow_insecure else set())
+                self._settings.setValue(CLEAR_TEXT_SERVERS, " ".join(sorted(servers)))
         if form.auth != "none":  # kept when asked; unticked, what the keyring had for it is forgotten
             account = keyring_account(host=target.host, username=target.username)
             self.keep_requested.emit(SecretKeep(account, form.secret if form.remember else ""))

@@ -19,6 +19,9 @@ if TYPE_CHECKING:
     from app.inference.session import RemoteInfo, SessionInfo
 
 KEYRING_SERVICE = "seglens-remote"  # the OS keyring's service name; the account: keyring_account()
+# the viewer's own opt-in to credentials in clear text (the CLI's is --allow-insecure), as its refusal names it
+INSECURE_CHECKBOX = "Send credentials without TLS to this server"
+INSECURE_SETTING = f"“{INSECURE_CHECKBOX}” in Model ▸ Device ▸ Remote server…"
 
 
 @dataclass(frozen=True)
@@ -127,6 +130,20 @@ def advice(exc: BaseException) -> str:
 
     words = ADVICE.get(getattr(exc, "kind", "") or "") if isinstance(exc, SegLensError) else None
     return f" — {words}" if words else ""
+
+
+def clear_text_server(url: str) -> str:
+    """'host:port' of the server `url` names when credentials would reach it in clear text (http:// or grpc:// to
+    a host that is not this machine: the dialog's opt-in applies), else '' (TLS, loopback, or not a server URL)."""
+    from app.guard.net import is_loopback
+    from app.inference.remote import RemoteError, RemoteTarget
+
+    try:
+        target = RemoteTarget(url, "m")  # no credentials: the URL's own checks only
+    except RemoteError:
+        return ""
+    host = target.host.rsplit(":", 1)[0]
+    return "" if target.tls or is_loopback(host) else target.host
 
 
 def server_label(remote: RemoteInfo) -> str:

@@ -28,6 +28,9 @@ from PySide6.QtWidgets import (
 
 AUTH_KINDS = (("none", "None"), ("bearer", "Bearer token"), ("basic", "User and password"))
 ERROR_STYLE = "color: #b00020;"
+WARNING_STYLE = "color: #a15c00;"
+INSECURE_WARNING = ("Anyone on the network between here and the server can read the token or password: use https or "
+                    "grpcs where you can")
 OK_STYLE = "color: #248a3d;"
 
 
@@ -45,6 +48,7 @@ class RemoteForm:
     ca_file: str
     sidecar: str = ""  # a local sidecar (YAML): classes, colours, thresholds the server's metadata cannot say
     timeout_s: float = 30.0  # each request's; a server that does not answer is tried again after it
+    allow_insecure: bool = False  # the credentials may go in clear text to this server (ticked where it applies)
 
 
 class RemoteDialog(QDialog):
@@ -108,17 +112,56 @@ class RemoteDialog(QDialog):
         form.addRow("CA bundle", _with_browse(self.ca_file, "CA bundle", "Certificates (*.pem *.crt *.cer)"))
         form.addRow("Sidecar", _with_browse(self.sidecar, "Sidecar", "Sidecars (*.yaml *.yml)"))
         form.addRow("Timeout", self.timeout)
+        form.addRow("", self._insecure_row())
         self._rows = form
         self.auth.currentIndexChanged.connect(self._show_auth)
         for widget in (self.url, self.username):
             widget.editingFinished.connect(self.auth_changed)
         self.auth.currentIndexChanged.connect(lambda _index: self.auth_changed.emit())
+        self.url.textChanged.connect(self._show_insecure)
         return form
+
+    def _insecure_row(self) -> QWidget:
+        """The opt-in to credentials in clear text (the CLI's --allow-insecure), off, with its warning under it;
+        enabled only where it applies: http:// or grpc:// to a host that is not this machine."""
+        from app.ui.state.remote_messages import INSECURE_CHECKBOX
+
+        self._opted: set[str] = set()  # the servers ticked for ('host:port'): the remembered ones, then the reader's
+        self._server_shown = ""  # the server the box now speaks of ('': none it applies to)
+        self.insecure = QCheckBox(INSECURE_CHECKBOX)
+        self.insecure.setEnabled(False)
+        self.insecure.toggled.connect(self._on_insecure)
+        self.insecure_warning = QLabel(INSECURE_WARNING)
+        self.insecure_warning.setStyleSheet(WARNING_STYLE)
+        self.insecure_warning.setVisible(False)
+        row = QWidget()
+        column = QVBoxLayout(row)
+        column.setContentsMargins(0, 0, 0, 0)
+        column.addWidget(self.insecure)
+        column.addWidget(self.insecure_warning)
+        self._insecure_box = row
+        return row
+
+    def _show_insecure(self) -> None:
+        """The box for the server the URL now names: enabled where it applies, ticked where it was for it."""
+        from app.ui.state.remote_messages import clear_text_server
+
+        server = clear_text_server(self.url.text().strip())
+        if server != self._server_shown:
+            self._server_shown = server
+            self.insecure.setChecked(server in self._opted)
+        self.insecure.setEnabled(bool(server))
+        self.insecure_warning.setVisible(bool(server))
+
+    def _on_insecure(self, on: bool) -> None:
+        if self._server_shown:
+            (self._opted.add if on else self._opted.discard)(self._server_shown)
 
     def _show_auth(self) -> None:
         kind = self.auth.currentData()
         for widget, shown in ((self.token, kind == "bearer"), (self.username, kind == "basic"),
-                              (self.password, kind == "basic"), (self.remember, kind != "none")):
+                              (self.password, kind == "basic"), (self.remember, kind != "none"),
+                              (self._insecure_box, kind != "none")):
             self._rows.setRowVisible(widget, shown)
 
     # -- what the controller reads and sets -------------------------------------------------------------
@@ -129,11 +172,16 @@ class RemoteDialog(QDialog):
         return RemoteForm(self.url.text().strip(), self.model.text().strip(), self.version.text().strip(), kind,
                           self.username.text().strip() if kind == "basic" else "", secret,
                           self.remember.isChecked() and kind != "none", self.ca_file.text().strip(),
-                          self.sidecar.text().strip(), self.timeout.value())
+                          self.sidecar.text().strip(), self.timeout.value(),
+                          allow_insecure=self.insecure.isChecked() and self.insecure.isEnabled() and kind != "none")
 
-    def fill(self, form: RemoteForm) -> None:
-        """The fields as remembered (the secret: set_secret, once the keyring has answered)."""
+    def fill(self, form: RemoteForm, *, insecure_servers: frozenset[str] = frozenset()) -> None:
+        """The fields as remembered (the secret: set_secret, once the keyring has answered); `insecure_servers`:
+        those the reader let credentials reach in clear text ('host:port')."""
+        self._opted = set(insecure_servers)
+        self._server_shown = ""
         self.url.setText(form.url)
+        self._show_insecure()  # also when the URL is the one shown already
         self.model.setText(form.model)
         self.version.setText(form.version)
         self.auth.setCurrentIndex(max(self.auth.findData(form.auth), 0))
