@@ -43,24 +43,20 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from app.errors import ImageError, SegLensError, one_line
-from app.guard.untrusted import untrusted_problem
+from app.errors import SegLensError, one_line
 from app.inference import pipeline
 from app.inference.verdict import image_score, verdict_of
-from app.io.images import from_array
 from app.runs.lock import OutputLock
 from app.runs.sinks import Sink, StationVerdict
 from app.runs.sinks.folder import FolderSink, Pictures
+from app.runs.station_frames import Ready, error_reason, is_file, prepare_frame
 from app.runs.station_journal import StationJournal
 from app.runs.station_stages import Finisher, ReadAhead
 from app.runs.station_stats import Meter, StationStats
 
 if TYPE_CHECKING:
-    import numpy as np
 
-    from app.inference.pipeline import Prepared
     from app.inference.session import ModelSession
-    from app.inference.spec import ModelSpec
     from app.io.sources import Frame, Source
     from app.io.sources.watch import AlreadyDone
     from app.runs.station_privacy import StationPrivacy
@@ -171,7 +167,7 @@ class Station:
         spec = self.model.spec
         reader = finisher = None
         if self._overlap:  # decode ahead, pictures and journal behind (app.runs.station_stages)
-            reader = ReadAhead(source, functools.partial(prepare_frame, spec), ahead=_is_file,
+            reader = ReadAhead(source, functools.partial(prepare_frame, spec), ahead=is_file,
                                niceness=self._niceness)
             if any(isinstance(sink, FolderSink) for sink in self.sinks):  # without pictures: the journal's line here
                 finisher = Finisher(functools.partial(self._finish, journal), niceness=self._niceness)
@@ -215,7 +211,7 @@ class Station:
             judged = verdict_of(self.model.spec, result)
             assert judged is not None  # station_problem refused a model without a verdict section
         except Exception as exc:  # one frame that cannot be judged is an ERROR, not the end
-            reason = _error_reason(frame, exc)
+            reason = error_reason(frame, exc)
             log.debug("station: frame %s could not be judged: %s", frame.id, exc, exc_info=True)
             return self._verdict(frame, "ERROR", None, reason), Pictures(frame.path, pixels, None, frame.root)
         score = image_score(result)
@@ -357,41 +353,6 @@ def _journal(journal: StationJournal, owed: _Owed) -> None:
         journal.record(owed.frame, owed.verdict.verdict)
 
 
-@dataclass(frozen=True)
-class Ready:
-    """A frame made ready to be judged: prepared for the model with its display pixels, or why it cannot be."""
-
-    frame: Frame
-    prepared: Prepared | None
-    pixels: np.ndarray | None
-    error: Exception | None = None
-
-
-def prepare_frame(spec: ModelSpec, frame: Frame) -> Ready:
-    """Decode `frame` (a file) or take its pixels, and prepare it for the model; never raises (a file that cannot
-    be decoded is a Ready with its error: the station's ERROR verdict)."""
-    pixels = None
-    try:
-        if frame.path is not None:
-            if frame.root is not None:  # a file swapped for a link (or a FIFO) since the source looked: refused
-                refused = untrusted_problem(frame.path, root=frame.root)
-                if refused is not None:  # the folder not named: a verdict's reason holds no path
-                    raise ImageError(f"{frame.path}: {refused.replace(str(frame.root), 'the watched folder')}")
-            image, decode_ms = pipeline.decode(frame.path)
-        else:
-            assert frame.pixels is not None  # a Frame has one or the other
-            image, decode_ms = from_array(frame.pixels), 0.0
-        pixels = image.display()
-        return Ready(frame, pipeline.prepare(spec, image, decode_ms=decode_ms), pixels)
-    except Exception as exc:  # judged as an ERROR on the station's thread, with its one line
-        return Ready(frame, None, pixels, exc)
-
-
-def _is_file(ready: Ready) -> bool:
-    """A file's frame: the next one may be read ahead (a camera's may not: the newest must win)."""
-    return ready.frame.path is not None
-
-
 def _forget_gone(journal: StationJournal, source: Source) -> None:
     """A watch folder's journal forgets the files no longer in it (app.runs.station_journal: bounded memory): a file
     the line deleted or moved away does not come back as the same work. Other sources' frames are not journaled."""
@@ -404,16 +365,3 @@ def _forget_gone(journal: StationJournal, source: Source) -> None:
 
 def _still_in(root: Path, file_id: str) -> bool:
     return os.path.lexists(root / file_id)
-
-
-def _error_reason(frame: Frame, exc: BaseException) -> str:
-    """The error's one line, naming the frame by its id rather than its full path (paths only at DEBUG): the path is
-    looked for folded onto one line, as a SegLensError's message holds it (a tab or two spaces in it kept it whole),
-    and replaced before the line is cut (a cut through it left its start)."""
-    text = " ".join(str(exc).split())
-    if frame.path is not None:
-        text = text.replace(" ".join(str(frame.path).split()), frame.id)
-    line = text[:300] or type(exc).__name__
-    if not isinstance(exc, SegLensError) and line != type(exc).__name__:
-        line = f"{type(exc).__name__}: {line}"  # as one_line(typed=True): an error nobody planned for says its type
-    return line if line.startswith(frame.id) else f"{frame.id}: {line}"

@@ -192,7 +192,7 @@ def _station_input(path: Path) -> object:
     """A file of a station's watched folder (its root), as the station prepares it: decoded, or refused."""
     from app.inference.spec_builder import load_spec
     from app.io.sources import Frame
-    from app.runs.station import prepare_frame
+    from app.runs.station_frames import prepare_frame
 
     frame = Frame(path.name, 0.0, path=path, size=1, mtime_ns=1, root=path.parent)
     ready = prepare_frame(load_spec(REPO / "models" / "surface_anomaly.onnx"), frame)

@@ -414,7 +414,8 @@ def test_a_dicom_kept_as_it_came_is_private_an_image_is_not(tmp_path):
 def test_a_file_swapped_for_a_link_after_the_source_looked_is_an_error_naming_no_folder(tmp_path, model):
     # the decoder followed the link (the watch source's look and the decode are apart in time)
     from app.io.sources import Frame
-    from app.runs.station import Station, prepare_frame
+    from app.runs.station import Station
+    from app.runs.station_frames import prepare_frame
 
     watched, secret = tmp_path / "in", tmp_path / "private" / "secret.png"
     watched.mkdir()
