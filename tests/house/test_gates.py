@@ -26,8 +26,8 @@ What is banned, and where it is still allowed:
 
 A finding names file:line, the raw call and the gate to use. ALLOWED is the one list of exceptions, each with the
 file, the function and why (as the import-linter contracts write theirs); an entry that no longer matches fails
-too, so the list cannot rot. PENDING holds the files other helpers of issue 36 are still migrating: it is emptied
-as they land, and an entry that is no longer needed fails (remove it).
+too, so the list cannot rot. There is no other way out: a new raw call is moved into its gate or written into
+ALLOWED with its reason, in review.
 """
 
 from __future__ import annotations
@@ -125,16 +125,11 @@ ALLOWED: tuple[Allowed, ...] = (
             "the FLAVOR marker inside the frozen bundle (sys._MEIPASS): SegLens's own install, read-only"),
     Allowed(LIBRARY, "app/inference/doctor.py", "check_provider",
             "onnxruntime gets the bytes of a one-node model doctor builds in memory (_tiny_model), no file"),
+    Allowed(LIBRARY, "app/runs/station_privacy.py", "deidentified_dicom",
+            "pydicom parses bytes in memory (io.BytesIO) that the folder sink read through the untrusted gate"),
     Allowed(REMOVE, "app/logs.py", "RotatingFile._shift",
             "SegLens's own log in its own per-user folder (platformdirs), rotated by renaming its numbered copies"),
 )
-
-# Files other helpers of issue 36 are still migrating (helper: files). The lead empties this list as they land;
-# an entry a file no longer needs fails test_pending_is_still_needed.
-PENDING: dict[str, tuple[Rule, ...]] = {
-    # station
-    "app/runs/station_privacy.py": (LIBRARY,),
-}
 
 
 def _python_files() -> Iterator[Path]:
@@ -341,17 +336,13 @@ def _allowed(finding: Finding) -> bool:
                for a in ALLOWED)
 
 
-def _pending(finding: Finding) -> bool:
-    return finding.rule in PENDING.get(finding.file, ())
-
-
 def all_findings() -> list[Finding]:
     return [finding for path in _python_files() for finding in scan(path)]
 
 
 def test_no_raw_call_outside_its_gate() -> None:
-    """Each raw call is in its gate, in ALLOWED (with its reason) or in PENDING (a helper still migrating)."""
-    found = [f for f in all_findings() if not _allowed(f) and not _pending(f)]
+    """Each raw call is in its gate or in ALLOWED (with its reason)."""
+    found = [f for f in all_findings() if not _allowed(f)]
     assert not found, "raw calls outside their gate (ARCHITECTURE rule 6):\n" + "\n".join(
         f.line_text() for f in found)
 
@@ -362,14 +353,6 @@ def test_every_allowed_exception_still_matches() -> None:
     stale = [a for a in ALLOWED if not any(f.rule == a.rule and f.file == a.file and f.function == a.function
                                            for f in findings)]
     assert not stale, "stale ALLOWED entries: " + "; ".join(f"{a.file} {a.function} ({a.rule.name})" for a in stale)
-
-
-def test_pending_is_still_needed() -> None:
-    """A PENDING file whose raw calls are gone must leave the list (it would excuse the next one)."""
-    findings = [f for f in all_findings() if not _allowed(f)]
-    stale = [f"{file} ({rule.name})" for file, rules in PENDING.items() for rule in rules
-             if not any(f.file == file and f.rule == rule for f in findings)]
-    assert not stale, "PENDING entries no longer needed, remove them: " + ", ".join(stale)
 
 
 def test_every_allowed_exception_says_why() -> None:
