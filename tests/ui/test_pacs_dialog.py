@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 from PySide6.QtCore import QMetaMethod
 
+from app.io.pacs.cache import SeriesCache
 from app.io.pacs.client import PacsError, Retrieved, SeriesRecord, StudyRecord
 from app.ui.actions import pacs_controller
 from app.ui.controllers.pacs import PacsController
@@ -92,7 +93,8 @@ def pacs(make_main_window, tmp_path):
         controller = PacsController(win.state, files=win.files, status=win.status, worker=win.worker,
                                     open_paths=win.add_paths, recount=win.volumes.count,
                                     model_path=lambda: win.model_path, closing=win,
-                                    pacs_worker=PacsWorker(connect=connect, cache=lambda: None),
+                                    pacs_worker=PacsWorker(connect=connect,
+                                                           cache=lambda: SeriesCache(tmp_path / "pins")),
                                     settings_file=settings, parent=win)
         assert pacs_controller(win) is controller  # the menus' actions find this one
         return win, controller, clients
@@ -262,8 +264,6 @@ def orthanc_server(tmp_path_factory):
 def real_pacs(orthanc_server, make_main_window, tmp_path, monkeypatch):
     """(window, controller, the server, its uploaded study's patient ID) with the window's real PACS worker, the
     node in the settings as both DICOMweb and DIMSE, and the series cache in the test's folder."""
-    from app.io.pacs.cache import SeriesCache
-
     orthanc_server.start()
     orthanc_server.clear()
     uploaded = write_series(tmp_path / "upload", slices=5, rows=48, columns=48, description="Synthetic CT 2.5 mm",

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from PySide6.QtCore import QEvent, QObject, Signal
+from PySide6.QtCore import QEvent, QObject, Qt, Signal
 
 if TYPE_CHECKING:
     import numpy as np
@@ -46,6 +46,7 @@ class PacsController(QObject):
     retrieve_requested = Signal(object)  # PacsRetrieve
     send_requested = Signal(object)  # PacsSend
     clear_requested = Signal(object)  # PacsClearCache
+    unpin_requested = Signal(object)  # PacsUnpin: the last retrieve's series are open and the dialog closed
 
     def __init__(self, state: ViewState, *, files: FileList, status, worker: QObject,
                  open_paths: Callable[[list[str | Path]], None], recount: Callable[[str], None],
@@ -63,7 +64,7 @@ class PacsController(QObject):
         self._open_paths, self._recount, self._model_path = open_paths, recount, model_path
         self._settings_file = settings_file
         self._ids = itertools.count(1)
-        self._search_id = self._series_id = self._retrieve_id = self._send_id = 0
+        self._search_id = self._series_id = self._retrieve_id = self._send_id = self._last_retrieve = 0
         self._dialog: PacsDialog | None = None
         self._send_dialog: PacsSendDialog | None = None
         self._labels: tuple[str, np.ndarray] | None = None  # (path, whole label volume) of the last complete count
@@ -73,7 +74,8 @@ class PacsController(QObject):
         for signal, slot in ((self.search_requested, self.worker.search),
                              (self.series_requested, self.worker.list_series),
                              (self.retrieve_requested, self.worker.retrieve), (self.send_requested, self.worker.send),
-                             (self.clear_requested, self.worker.clear_cache)):
+                             (self.clear_requested, self.worker.clear_cache),
+                             (self.unpin_requested, self.worker.unpin)):
             signal.connect(slot)
         # bound methods only for what comes back: a lambda would run on the worker's thread
         self.worker.studies_found.connect(self._on_studies)
@@ -85,6 +87,8 @@ class PacsController(QObject):
         self.worker.failed.connect(self._on_failed)
         worker.volume_counted.connect(self._on_counted)  # type: ignore[attr-defined]
         self.pacs_thread = start_worker_thread(self.worker, name="pacs", parent=self)
+        # the window closing: the pins go on the worker's thread, after its last slot (a queued request may never run)
+        self.pacs_thread.finished.connect(self.worker.let_go, Qt.ConnectionType.DirectConnection)
         self._closing = closing
         if closing is not None:
             closing.installEventFilter(self)
@@ -102,6 +106,7 @@ class PacsController(QObject):
             dialog.retrieve_requested.connect(self.retrieve)
             dialog.cancel_requested.connect(self.cancel)
             dialog.clear_cache_requested.connect(self.clear_cache)
+            dialog.finished.connect(self._unpin_if_closed)
             names, problem = self._node_names()
             dialog.set_nodes(names)
             if problem:
@@ -109,6 +114,14 @@ class PacsController(QObject):
         self._dialog.show()
         self._dialog.raise_()
         return self._dialog
+
+    def _unpin_if_closed(self) -> None:
+        """The dialog closed (the reader is done with it): the last retrieve's series may go, once it opened them."""
+        from app.ui.state.pacs_messages import PacsUnpin
+
+        if self._last_retrieve and not self._retrieve_id and not (self._dialog and self._dialog.isVisible()):
+            self.unpin_requested.emit(PacsUnpin(self._last_retrieve))
+            self._last_retrieve = 0
 
     def search(self) -> None:
         from app.ui.state.pacs_messages import PacsSearch
@@ -142,7 +155,7 @@ class PacsController(QObject):
         target = self._target(dialog.node_text(), dialog.secret(), dialog.say)
         if target is None or not series:
             return
-        self._retrieve_id = next(self._ids)
+        self._retrieve_id = self._last_retrieve = next(self._ids)
         dialog.set_retrieving(True)
         dialog.say(f"Retrieving {len(series)} series from {target.node.name}…")
         self.retrieve_requested.emit(PacsRetrieve(self._retrieve_id, target, tuple(series)))
@@ -163,7 +176,7 @@ class PacsController(QObject):
 
     def _on_cache_cleared(self, cleared: PacsCacheCleared) -> None:
         if self._dialog is not None and cleared.request_id == self._search_id:
-            self._dialog.say(f"Local cache cleared: {cleared.series} series deleted from this computer")
+            self._dialog.say(cleared.line())
 
     def _on_studies(self, found: PacsStudies) -> None:
         if found.request_id != self._search_id or self._dialog is None:
@@ -202,6 +215,7 @@ class PacsController(QObject):
         if done.folders:
             self._open_paths(list(done.folders))  # as a dropped folder opens
         self._status.showMessage(line, STATUS_MS)
+        self._unpin_if_closed()
 
     # -- Results ▸ Send to PACS… -----------------------------------------------------------------------------
 
@@ -317,6 +331,7 @@ class PacsController(QObject):
             return
         if rid == self._retrieve_id:
             self._retrieve_id = 0
+            self._unpin_if_closed()
             self._dialog.set_retrieving(False)
         self._dialog.set_busy(False)
         self._dialog.say(line, error=True)

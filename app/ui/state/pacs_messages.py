@@ -123,6 +123,13 @@ class PacsSent:
 
 
 @dataclass(frozen=True)
+class PacsUnpin:
+    """The series retrieve `request_id` pinned may go now (the dialog closed once they were opened)."""
+
+    request_id: int
+
+
+@dataclass(frozen=True)
 class PacsClearCache:
     """Delete every series the local cache holds (they hold patient data: cleared on request)."""
 
@@ -131,10 +138,17 @@ class PacsClearCache:
 
 @dataclass(frozen=True)
 class PacsCacheCleared:
-    """The cache is empty: `series` were deleted."""
+    """The cache is cleared: `series` were deleted, `kept` were left because another SegLens pins them (it is
+    receiving or reading them)."""
 
     request_id: int
     series: int
+    kept: int = 0
+
+    def line(self) -> str:
+        """'Local cache cleared: 3 series deleted from this computer; 2 series in use by another SegLens were kept'."""
+        kept = f"; {self.kept} series in use by another SegLens {'was' if self.kept == 1 else 'were'} kept"
+        return f"Local cache cleared: {self.series} series deleted from this computer{kept if self.kept else ''}"
 
 
 @dataclass(frozen=True)

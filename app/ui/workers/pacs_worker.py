@@ -3,7 +3,12 @@ freezes the window (the worker pattern: a parentless QObject moved onto a long-l
 record out, with the request's id; a failure is a `failed` record with one line, never a dead thread).
 
 A retrieve is cancelled between files: `cancel()` is called from the GUI thread (a plain attribute write) and the
-client's `should_stop` reads it; the series being received is then dropped by the cache, never left half there."""
+client's `should_stop` reads it; the series being received is then dropped by the cache, never left half there.
+
+Every series of a retrieve is pinned in the cache (app.io.pacs.cache_pins) before the first one is asked for, so
+that the eviction after a later one, or a clear in another SegLens, cannot take an earlier one before the viewer
+has opened it; the pins last until the next retrieve or clear, or `release_pins` (the dialog closed, the thread
+ending)."""
 
 from __future__ import annotations
 
@@ -25,6 +30,7 @@ if TYPE_CHECKING:
         PacsSend,
         PacsSeriesAsk,
         PacsTarget,
+        PacsUnpin,
     )
 
 log = logging.getLogger(__name__)
@@ -48,6 +54,7 @@ class PacsWorker(QObject):
         self._connect, self._make_cache = connect, cache
         self._cache: SeriesCache | None = None
         self._stopped = 0  # the request id Cancel was pressed for (0: none)
+        self._pinned = 0  # the retrieve whose series the cache holds pinned (0: none)
 
     def cancel(self, request_id: int) -> None:
         """Called from the GUI thread: stop that retrieve (or send) after the file being received."""
@@ -88,11 +95,25 @@ class PacsWorker(QObject):
 
         def clear() -> None:
             cache = self._series_cache()
+            self.let_go()  # this viewer's own pins: the reader asked for its series to go
             held = len(cache.series())
-            cache.clear()
-            self.cache_cleared.emit(PacsCacheCleared(request.request_id, held))
+            kept = cache.clear()  # what is left is pinned by another SegLens
+            self.cache_cleared.emit(PacsCacheCleared(request.request_id, max(held - kept, 0), kept))
 
         self._guarded(request.request_id, clear)
+
+    @Slot(object)
+    def unpin(self, request: PacsUnpin) -> None:
+        """Let the series of that retrieve go (eviction and clears may take them again), unless a later one's
+        are pinned by now."""
+        if request.request_id == self._pinned:
+            self.let_go()
+
+    def let_go(self) -> None:
+        """Release every pin this worker holds; on its thread (the thread's end calls it there, directly)."""
+        if self._cache is not None:
+            self._cache.close()
+        self._pinned = 0
 
     def _retrieve(self, request: PacsRetrieve) -> None:
         """Each series in turn into the cache; a failure or Cancel ends it with the complete ones kept."""
@@ -101,6 +122,10 @@ class PacsWorker(QObject):
         from app.ui.state.pacs_messages import PacsProgress, PacsRetrieved
 
         client, cache, rid = self._client(request.target), self._series_cache(), request.request_id
+        self.let_go()  # the last request's series may go now
+        for series in request.series:  # and this one's stay until the viewer has them open
+            cache.hold(series.series_uid)
+        self._pinned = rid
         folders: list[Path] = []
         files, total = 0, len(request.series)
         for index, series in enumerate(request.series, start=1):
