@@ -201,3 +201,14 @@ def test_a_dialog_closed_during_a_retrieve_keeps_its_series_pinned_until_they_ar
     gate.set()
     qtbot.waitUntil(lambda: len(win.files.inputs()) == 2, timeout=TIMEOUT)
     qtbot.waitUntil(lambda: not _pins(root), timeout=TIMEOUT)  # opened, and the dialog closed: let go
+
+
+def test_a_cache_that_cannot_be_used_is_one_line_naming_it_and_nothing_is_asked(qtbot, make_main_window, study):
+    make, root, _uids = study
+    root.parent.mkdir(parents=True, exist_ok=True)
+    root.write_bytes(b"not a folder")  # the cache's place taken by a file
+    _win, controller = make(make_main_window)
+    dialog = _search(qtbot, controller)
+    _retrieve(qtbot, dialog, [0])
+    assert dialog.message.text() == f"cache: cannot use {root} (refused to write through a file planted under the name)"
+    assert "b00020" in dialog.message.styleSheet() and dialog.retrieve_button.isEnabled()

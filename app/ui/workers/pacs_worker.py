@@ -123,8 +123,11 @@ class PacsWorker(QObject):
 
         client, cache, rid = self._client(request.target), self._series_cache(), request.request_id
         self.let_go()  # the last request's series may go now
-        for series in request.series:  # and this one's stay until the viewer has them open
-            cache.hold(series.series_uid)
+        try:
+            for series in request.series:  # and this one's stay until the viewer has them open
+                cache.hold(series.series_uid)
+        except OSError as e:  # the cache folder not writable, or a link planted under its name: as a retrieve says
+            raise PacsError(f"cache: cannot use {cache.root} ({e.strerror or type(e).__name__})") from e
         self._pinned = rid
         folders: list[Path] = []
         files, total = 0, len(request.series)
