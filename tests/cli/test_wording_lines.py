@@ -6,6 +6,7 @@ from __future__ import annotations
 import csv
 import os
 import sys
+from pathlib import Path
 
 import nibabel as nib
 import numpy as np
@@ -58,8 +59,8 @@ def test_an_identifying_kind_takes_its_article():
     from app.runs.privacy_check import Identifying, leak
 
     found = Identifying.of([("accession number", "ACC88123X")])
-    assert leak([], found, root=None, cells=["x ACC88123X"]) == "an accession number in the report row"
-    assert leak([], Identifying.of([("patient name", "DOE^JANE")]), root=None, cells=["doe"]) == (
+    assert leak([], found, root=Path("/out"), cells=["x ACC88123X"]) == "an accession number in the report row"
+    assert leak([], Identifying.of([("patient name", "DOE^JANE")]), root=Path("/out"), cells=["doe"]) == (
         "a patient name in the report row")
 
 
