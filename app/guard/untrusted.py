@@ -132,7 +132,7 @@ def read_untrusted(path: str | os.PathLike[str], *, limit: int,
         while chunks[-1] and total <= limit:  # a file that grew after fstat: read on, up to the limit
             chunks.append(handle.read(min(1 << 20, limit + 1 - total)))
             total += len(chunks[-1])
-        data = b"".join(chunks)
+        data = chunks[0] if len(chunks) == 2 and not chunks[1] else b"".join(chunks)  # no copy for a whole read
     if len(data) > limit:
         raise TooLarge(path, len(data), limit)
     return data
