@@ -16,6 +16,10 @@ from dataclasses import dataclass
 import numpy as np
 
 MAX_ANSWER_BYTES = 1 << 30  # one output of one picture: a 4096² × 16-class float32 map is 1 GiB
+# numpy's kinds of numbers: bool, signed and unsigned integers, floating point. Not complex (a complex NaN passes a
+# floating-point check), object (its nbytes counts pointers, not what they point to), strings, bytes, structured
+# or dates: a model's answer is numbers, whatever a server's metadata declares or leaves out
+_NUMBER_KINDS = frozenset("biuf")
 
 
 class AnswerRefused(ValueError):
@@ -34,9 +38,16 @@ class Declared:
 
 def check_answer(source: str, declared: Declared, array: np.ndarray, *, finite: bool = True,
                  max_bytes: int = MAX_ANSWER_BYTES) -> np.ndarray:
-    """`array` when it is of a declared dtype and shape, within `max_bytes`, and (floats, `finite`) holds no
-    NaN or ±inf; AnswerRefused naming `source` and the output otherwise."""
+    """`array` when it is numbers (bool, integers or floating point; not a masked array) of a declared dtype and
+    shape, within `max_bytes`, and (floats, `finite`) holds no NaN or ±inf; AnswerRefused naming `source` and the
+    output otherwise."""
     where = f"{source}: output '{declared.name}'"
+    if isinstance(array, np.ma.MaskedArray):
+        raise AnswerRefused(f"{where} is a masked array (its mask would hide values from the checks); no result is "
+                            "made from it")
+    if array.dtype.kind not in _NUMBER_KINDS:
+        raise AnswerRefused(f"{where} is {array.dtype.name}, not numbers (a model's answer is bool, integers or "
+                            "floating point); no result is made from it")
     if declared.dtypes and array.dtype.name not in declared.dtypes:
         raise AnswerRefused(f"{where} is {array.dtype.name}; declared {' or '.join(declared.dtypes)}")
     if declared.shape is not None and not shape_fits(array.shape, declared.shape):
