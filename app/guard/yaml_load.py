@@ -8,12 +8,18 @@ Python's recursion limit; a second `threshold:` silently wins over the first. So
 - anchors and aliases are refused (no SegLens file needs them), at the line they are on;
 - nesting deeper than `max_depth` is refused while composing, before any object is built;
 - a duplicate key is refused, naming it;
+- plain scalars resolve by the YAML 1.2 core schema (plus YAML 1.1's yes/no/on/off, which settings may use): no
+  base-60 `1:1:1:…` integers (PyYAML builds those in time quadratic in their parts: 40 s for 1 MiB), no `0b`, `_`
+  or timestamp forms, and a plain value longer than MAX_PLAIN_SCALAR characters is refused at its line;
+- only the core tags (str, int, float, bool, null, seq, map) may be written: `!!omap`/`!!pairs` keep duplicate
+  keys, `!!set`/`!!binary`/`!!timestamp` build what no validator expects, `!!python/…` and unknown tags are refused;
 - every refusal is one YAMLRefused line naming the source, the line and the problem.
 """
 
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Hashable
 from typing import Any
 
@@ -23,7 +29,13 @@ from app.guard.untrusted import TooLarge, read_untrusted
 
 MAX_YAML_BYTES = 1 << 20  # a settings or station file is a page of text; a sidecar with 10,000 classes is 400 KB
 MAX_DEPTH = 32
+MAX_PLAIN_SCALAR = 4096  # a path, a URL or a number is far shorter; bounds the int/float construction too
 _MAX_KEY_SHOWN = 60
+_CORE = "tag:yaml.org,2002:"
+_ALLOWED_TAGS = frozenset(_CORE + name for name in ("str", "int", "float", "bool", "null", "seq", "map"))
+_INT = re.compile(r"^(?:[-+]?[0-9]+|0o[0-7]+|0x[0-9a-fA-F]+)$")
+_FLOAT = re.compile(r"^(?:[-+]?(?:\.[0-9]+|[0-9]+(?:\.[0-9]*)?)(?:[eE][-+]?[0-9]+)?"
+                    r"|[-+]?\.(?:inf|Inf|INF)|\.(?:nan|NaN|NAN))$")
 
 
 class YAMLRefused(ValueError):
@@ -108,6 +120,7 @@ class _StrictLoader(yaml.SafeLoader):
         event = self.peek_event()  # type: ignore[no-untyped-call]  # the stubs leave Parser.peek_event untyped
         if isinstance(event, yaml.AliasEvent) or getattr(event, "anchor", None) is not None:
             raise _Refused("YAML anchors/aliases are not allowed", event.start_mark.line)
+        _check_event(event)
         self._depth += 1
         try:
             if self._depth > self.max_depth:
@@ -127,3 +140,54 @@ class _StrictLoader(yaml.SafeLoader):
                                                             key_node.start_mark)
                 seen.add(key)
         return super().construct_mapping(node, deep=deep)
+
+
+def _check_event(event: yaml.Event) -> None:
+    """Refuse, before anything is built, a tag outside the core schema and an over-long plain value."""
+    line = event.start_mark.line if event.start_mark is not None else 0
+    tag = getattr(event, "tag", None)
+    if tag is not None and tag != "!" and tag not in _ALLOWED_TAGS:
+        shown = "!!" + tag[len(_CORE):] if tag.startswith(_CORE) else tag
+        raise _Refused(f"the YAML tag {_short(shown)} is not allowed", line)
+    if isinstance(event, yaml.ScalarEvent) and event.style is None and len(event.value) > MAX_PLAIN_SCALAR:
+        raise _Refused(f"a plain value longer than {MAX_PLAIN_SCALAR} characters is not allowed", line)
+
+
+def _construct_int(loader: yaml.SafeLoader, node: yaml.ScalarNode) -> int:
+    """An int by the YAML 1.2 core forms only (decimal, 0o, 0x): no base 60, no `_`, no `0b`, no leading-0 octal."""
+    text = str(loader.construct_scalar(node))
+    if not _INT.match(text):
+        raise yaml.constructor.ConstructorError(None, None, f"not an integer: {_short(text)!r}", node.start_mark)
+    if text.startswith(("0o", "0x")):
+        return int(text[2:], 8 if text[1] == "o" else 16)
+    return int(text, 10)
+
+
+def _construct_float(loader: yaml.SafeLoader, node: yaml.ScalarNode) -> float:
+    """A float by the YAML 1.2 core forms only (no base 60, no `_`)."""
+    text = str(loader.construct_scalar(node))
+    if not _FLOAT.match(text):
+        raise yaml.constructor.ConstructorError(None, None, f"not a number: {_short(text)!r}", node.start_mark)
+    if text.lower().endswith(".nan"):
+        return float("nan")
+    if text.lower().endswith(".inf"):
+        return float("-inf") if text.startswith("-") else float("inf")
+    return float(text)
+
+
+def _core_resolvers() -> dict[Any, list[tuple[str, re.Pattern[str]]]]:
+    """SafeLoader's implicit resolvers less its YAML 1.1 int, float and timestamp patterns; the core schema's int
+    and float patterns in their place (int first: `1` is both)."""
+    dropped = {_CORE + "int", _CORE + "float", _CORE + "timestamp"}
+    resolvers: dict[Any, list[tuple[str, re.Pattern[str]]]] = {
+        first: [(tag, pattern) for tag, pattern in entries if tag not in dropped]
+        for first, entries in yaml.SafeLoader.yaml_implicit_resolvers.items()}
+    for tag, pattern, firsts in ((_CORE + "int", _INT, "-+0123456789"), (_CORE + "float", _FLOAT, "-+.0123456789")):
+        for first in firsts:
+            resolvers.setdefault(first, []).append((tag, pattern))
+    return resolvers
+
+
+_StrictLoader.yaml_implicit_resolvers = _core_resolvers()
+_StrictLoader.add_constructor(_CORE + "int", _construct_int)
+_StrictLoader.add_constructor(_CORE + "float", _construct_float)

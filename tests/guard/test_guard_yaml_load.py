@@ -79,7 +79,7 @@ def test_a_bom_is_allowed() -> None:
 
 
 @pytest.mark.parametrize("text", ["a: !!python/object/apply:os.system ['true']\n", "a: !!binary ä\n",
-                                  "n: " + "1" * 5000 + "\n", "d: 2001-13-45\n", "a: [1, 2\n", "\t- x\n"])
+                                  "n: " + "1" * 5000 + "\n", "d: !!timestamp 2001-13-45\n", "a: [1, 2\n", "\t- x\n"])
 def test_what_yaml_cannot_safely_build_is_one_line(text: str) -> None:
     _refused(text)
 
