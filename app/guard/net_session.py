@@ -45,6 +45,8 @@ def guarded_session(*, deadline_s: float, max_bytes: int, what: str = "the serve
             return target
 
         def send(self, request: requests.PreparedRequest, **kwargs: Any) -> requests.Response:
+            if getattr(_CURRENT, "watchdog", None) is not None:  # a redirect's next hop, sent by requests from
+                return super().send(request, **kwargs)  # inside the first: the same deadline and watchdog
             deadline = Deadline(deadline_s, f"a request to {what}")
             wanted_stream = kwargs.get("stream", False)
             kwargs["stream"] = True
@@ -55,12 +57,11 @@ def guarded_session(*, deadline_s: float, max_bytes: int, what: str = "the serve
             watchdog = _Watchdog(deadline)
             _CURRENT.watchdog = watchdog
             try:
-                with watchdog.armed():  # the connection, the headers and (not streamed) the body
-                    response = super().send(request, **kwargs)
-                    check_declared(response.headers, max_bytes, what)
-                    response.raw = _GuardedRaw(response.raw, deadline, max_bytes, what)
+                with watchdog.armed():  # the connection, the headers, every redirect and (not streamed) the body
+                    response = super().send(request, **kwargs)  # each answer wrapped by the adapter, 3xx included
                     if not wanted_stream:
                         _ = response.content  # read now, through the gate
+                        watchdog.check()  # a body without a length just ends where the watchdog shut the socket
             finally:
                 _CURRENT.watchdog = None
             return response
@@ -70,13 +71,16 @@ def guarded_session(*, deadline_s: float, max_bytes: int, what: str = "the serve
     session.max_redirects = 5
     session.headers["Accept-Encoding"] = "gzip, deflate"  # what _GuardedRaw inflates itself, bounded
     for prefix in ("http://", "https://"):
-        session.mount(prefix, _watched_adapter())
+        session.mount(prefix, _watched_adapter(max_bytes=max_bytes, what=what))
     return session
 
 
-def _watched_adapter() -> requests.adapters.HTTPAdapter:
+def _watched_adapter(*, max_bytes: int, what: str) -> requests.adapters.HTTPAdapter:
     """requests' adapter whose urllib3 connections hand their socket to the sending thread's watchdog: a new one
-    as soon as it exists (before a TLS handshake), a pooled one when it is asked for an answer."""
+    as soon as it exists (before a TLS handshake), a pooled one when it is asked for an answer. Every answer it
+    builds — a redirect's too, whose body requests reads itself before following it — is read only through the
+    gate (`_GuardedRaw`), its declared length checked first: nothing of a body reaches requests or urllib3's own
+    decoder unbounded."""
     from requests.adapters import HTTPAdapter
     from urllib3.connection import HTTPConnection, HTTPSConnection
     from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
@@ -104,6 +108,20 @@ def _watched_adapter() -> requests.adapters.HTTPAdapter:
             super().init_poolmanager(*args, **kwargs)
             self.poolmanager.pool_classes_by_scheme = {"http": Pool, "https": TlsPool}
 
+        def build_response(self, req: requests.PreparedRequest, resp: Any) -> requests.Response:
+            watchdog: _Watchdog | None = getattr(_CURRENT, "watchdog", None)
+            try:
+                if watchdog is None:
+                    raise NetRefused(f"{what}: an answer read outside its guarded session's send; refused")
+                check_declared(resp.headers, max_bytes, what)
+                guarded = _GuardedRaw(resp, watchdog, max_bytes, what)
+            except NetRefused:
+                resp.close()  # its body is never read; the connection is not reused
+                raise
+            response = super().build_response(req, resp)
+            response.raw = guarded
+            return response
+
     return Adapter()
 
 
@@ -115,26 +133,52 @@ def _watch(sock: socket.socket) -> socket.socket:
 class _GuardedRaw:
     """urllib3's response, read one socket read at a time against the deadline and the size cap — counted over
     every read of the answer, not per call — and inflated here, a socket read's worth at a time, so a few KB of
-    gzip cannot become gigabytes in memory before the cap sees them."""
+    gzip cannot become gigabytes in memory before the cap sees them. The deadline is checked before every socket
+    read, inflated bytes or not (endless empty deflate blocks give none), the bytes on the wire are capped too,
+    and a body that ends once the deadline has passed (the watchdog shut its socket) is DeadlineExceeded, not a
+    whole answer."""
 
-    def __init__(self, raw: Any, deadline: Deadline, max_bytes: int, what: str) -> None:
+    def __init__(self, raw: Any, watchdog: _Watchdog, max_bytes: int, what: str) -> None:
         self._raw = raw
-        self._deadline = deadline
+        self._watchdog = watchdog
+        self._deadline = watchdog.deadline
         self._max_bytes = max_bytes
+        self._max_wire = max_bytes + max_bytes // 64 + 1024  # gzip of what does not compress is a little larger
         self._what = what
         self._total = 0
+        self._wire = 0
         self._left = b""  # what a read(amt) took from the socket beyond amt
         encoding = str(raw.headers.get("Content-Encoding", "") or "").strip().lower()
         if encoding not in ("", "identity", "gzip", "x-gzip", "deflate"):
             raise NetRefused(f"{what}: the answer is encoded as {encoding[:40]!r}, which was not asked for")
         self._inflater = zlib.decompressobj(47) if encoding not in ("", "identity") else None  # gzip or zlib
 
+    def _too_large(self) -> AnswerTooLarge:
+        return AnswerTooLarge(f"{self._what}: the answer is larger than {self._max_bytes} bytes")
+
+    def _socket_read(self, n: int) -> bytes:
+        """One socket read of at most `n` bytes as they came (no decoding), the deadline checked before it and
+        after a timeout, the wire total capped."""
+        self._deadline.check()
+        try:
+            data = bytes(self._raw.read1(n, decode_content=False))
+        except TimeoutError:
+            self._deadline.check()
+            raise
+        if not data:  # the end of the body, or where the watchdog shut the socket at the deadline
+            self._watchdog.check()
+            self._deadline.check()
+        self._wire += len(data)
+        if self._wire > self._max_wire:
+            raise self._too_large()
+        return data
+
     def _read1(self, n: int, decode: bool) -> bytes:
         if self._inflater is None or not decode:
-            return bytes(self._raw.read1(n, decode_content=False))
+            return self._socket_read(n)
         while True:
             tail = self._inflater.unconsumed_tail
-            data = tail or bytes(self._raw.read1(n, decode_content=False))
+            data = tail or self._socket_read(n)
             if not data:
                 return self._inflater.flush()
             out = self._inflater.decompress(data, n)
@@ -148,17 +192,12 @@ class _GuardedRaw:
             left, self._left = self._left, b""
             yield left
         while True:
-            self._deadline.check()
-            try:
-                chunk = self._read1(size, decode)
-            except TimeoutError:
-                self._deadline.check()
-                raise
+            chunk = self._read1(size, decode)
             if not chunk:
                 return
             self._total += len(chunk)
             if self._total > self._max_bytes:
-                raise AnswerTooLarge(f"{self._what}: the answer is larger than {self._max_bytes} bytes")
+                raise self._too_large()
             yield chunk
 
     def read(self, amt: int | None = None, decode_content: bool | None = None, **_: Any) -> bytes:
