@@ -149,13 +149,17 @@ def with_device_argmax(model_path: Path, channel_axis: int) -> bytes:
     """
     import onnx
 
-    from app.guard.untrusted import MODEL_FILE_LIMIT, untrusted_problem
+    from app.guard.untrusted import MODEL_FILE_LIMIT, open_untrusted
 
-    problem = untrusted_problem(model_path, limit=MODEL_FILE_LIMIT)  # a FIFO or a device would hang onnx.load
-    if problem is not None:
-        raise ModelError(f"{model_path}: cannot add the on-device ArgMax ({problem})")
+    try:  # onnx reads the one handle the gate opened (a FIFO or a device, even swapped in later, never waited on);
+        # its external data is found beside the handle's name, the model's path
+        handle = open_untrusted(model_path, limit=MODEL_FILE_LIMIT)
+    except OSError as exc:
+        problem = "file not found" if isinstance(exc, FileNotFoundError) else exc.strerror or one_line(exc)
+        raise ModelError(f"{model_path}: cannot add the on-device ArgMax ({problem})") from exc
     try:
-        model = onnx.load(str(model_path))
+        with handle:
+            model = onnx.load(handle)
         serialized: bytes = _append_argmax(model, channel_axis).SerializeToString()
         return serialized
     # onnx raises its own types here (checker.ValidationError for missing external weights, protobuf's

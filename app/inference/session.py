@@ -21,7 +21,7 @@ from typing import Any, cast
 import numpy as np
 
 from app.errors import InferenceError, ModelError, one_line
-from app.guard.untrusted import MODEL_FILE_LIMIT, read_untrusted, untrusted_problem
+from app.guard.untrusted import MODEL_FILE_LIMIT, open_untrusted, read_untrusted
 from app.inference import providers as provider_facts
 from app.inference.finite import check_outputs, declared
 from app.inference.onnx_graph import TensorInfo
@@ -324,11 +324,20 @@ def _fallback_reason(request: DeviceRequest, available: list[str], *, on_gpu: bo
 
 def _create(ort: Any, path: Path, source: str | bytes, providers: list[Any], options: RuntimeOptions,
             ) -> tuple[Any, float, tuple[str, ...]]:
-    """InferenceSession with ORT's native log captured: (session, load ms, log lines). The file is checked by the
-    untrusted gate first (a FIFO or a device named as a model would hold ONNX Runtime's read for ever)."""
-    problem = untrusted_problem(path, limit=MODEL_FILE_LIMIT)
-    if problem is not None:
-        raise ModelError(f"{path}: {problem}")
+    """InferenceSession with ORT's native log captured: (session, load ms, log lines). The file is opened by the
+    untrusted gate first, non-blocking, and held open while ONNX Runtime loads it (a FIFO or a device named as a
+    model would hold ORT's read for ever). ORT is still handed the path, not the bytes: from memory it cannot find
+    a model's external data files beside it, and a 2 GB model would be held twice (tests/house ALLOWED says so)."""
+    try:
+        guard = open_untrusted(path, limit=MODEL_FILE_LIMIT)
+    except OSError as exc:
+        raise ModelError(f"{path}: {'file not found' if isinstance(exc, FileNotFoundError) else exc.strerror}") from exc
+    with guard:
+        return _create_session(ort, path, source, providers, options)
+
+
+def _create_session(ort: Any, path: Path, source: str | bytes, providers: list[Any], options: RuntimeOptions,
+                    ) -> tuple[Any, float, tuple[str, ...]]:
     session_options = ort.SessionOptions()
     session_options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
     if options.intra_op_threads > 0:

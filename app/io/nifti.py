@@ -12,6 +12,7 @@ type (int16 stays int16), and each slice is scaled on its own: never the whole v
 
 from __future__ import annotations
 
+import gzip
 import threading
 from collections import OrderedDict
 from pathlib import Path
@@ -20,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from app.errors import ImageError, one_line
-from app.guard.untrusted import INPUT_FILE_LIMIT, open_untrusted, untrusted_problem
+from app.guard.untrusted import INPUT_FILE_LIMIT, open_untrusted
 from app.io.decoded import DecodedImage, pixel_limit
 from app.io.limits import check_decoded, check_slices, megapixels, size_text, volume_bytes_limit
 from app.io.volumes import SliceRef, Volume
@@ -138,7 +139,7 @@ class _Source:
 def _read_stored(path: Path, proxy: Any) -> np.ndarray:  # proxy: nibabel's ArrayProxy
     """A `.nii.gz`'s voxels in their stored type, decompressed straight into one array (nibabel's own read holds
     the decompressed bytes and the array at once: twice the volume)."""
-    import gzip
+
 
     values = np.empty(int(np.prod(proxy.shape, dtype=np.int64)), dtype=proxy.dtype)
     buffer, done = values.view(np.uint8).data, 0  # a memoryview over the array's bytes
@@ -207,7 +208,7 @@ def _stored_zooms(path: Path, img: NiftiImage) -> tuple[float, ...]:
     """The voxel sizes as the file stores them. nibabel's loader mends a pixdim of 0 to 1 ("setting 0 dims to 1"),
     which would give a volume of invented 1 mm voxels, and so invented mL; the header is read again unmended here,
     so that app.io.volumes refuses a size of 0 (the volume is then read without geometry)."""
-    import gzip
+
 
     zooms = tuple(float(z) for z in img.header.get_zooms())
     try:
@@ -225,13 +226,34 @@ def _compressed(path: Path) -> bool:
 
 
 def _load(path: Path) -> NiftiImage:
+    return load_nifti_image(path)
+
+
+def load_nifti_image(path: Path) -> NiftiImage:
+    """The NIfTI-1 or NIfTI-2 image at `path`, built by nibabel from the one handle the untrusted gate opened (a
+    FIFO, a device or a sparse giant refused without waiting; a file swapped for one after the open changes
+    nothing): nibabel is never handed the path, which it would open again with a blocking `open()`. The image's
+    array proxy keeps reading that handle (it is closed with the image). ImageError naming the file otherwise."""
     import nibabel as nib
 
-    problem = untrusted_problem(path, limit=INPUT_FILE_LIMIT)  # nibabel would wait for ever on a FIFO
-    if problem is not None:
-        raise ImageError(f"{path}: {problem}")
     try:
-        return nib.load(str(path))
-    except Exception as exc:  # ImageFileError, HeaderDataError, EOFError, zlib/gzip errors…
+        handle = open_untrusted(path, limit=INPUT_FILE_LIMIT)
+    except FileNotFoundError as exc:
+        raise ImageError(f"{path}: file not found") from exc
+    except OSError as exc:
+        raise ImageError(f"{path}: {exc.strerror or one_line(exc)}") from exc
+    stream: Any = gzip.GzipFile(fileobj=handle) if _compressed(path) else handle
+    try:
+        for kind in (nib.Nifti1Image, nib.Nifti2Image):  # what nib.load would sniff, from the handle
+            stream.seek(0)
+            holder = nib.FileHolder(filename=str(path), fileobj=stream)
+            try:
+                return kind.from_file_map({"header": holder, "image": holder})
+            except Exception:  # a NIfTI-2 header read as NIfTI-1 (sizeof_hdr 540), or damaged: the last one says
+                if kind is nib.Nifti2Image:
+                    raise
+        raise AssertionError("unreachable")  # pragma: no cover
+    except Exception as exc:  # HeaderDataError, EOFError, zlib/gzip errors…
+        stream.close()
+        handle.close()
         raise ImageError(f"{path}: damaged NIfTI header ({one_line(exc)})") from exc
-

@@ -93,17 +93,16 @@ def nifti_data(labels: np.ndarray, *, time_points: int = 1) -> np.ndarray:
 def _like_source(volume: Volume, data: np.ndarray) -> Any:  # a nibabel Nifti1Image
     import nibabel as nib
 
-    from app.guard.untrusted import INPUT_FILE_LIMIT, untrusted_problem
+    from app.errors import ImageError
+    from app.io.nifti import load_nifti_image
 
-    # read again, through the gate: a source swapped since for a named pipe, a device or a sparse giant is refused
-    # in one line, then nibabel is handed the path
-    problem = untrusted_problem(volume.source, limit=INPUT_FILE_LIMIT)
-    if problem:
-        raise OutputError(f"{volume.source}: cannot read the source NIfTI header ({problem})")
+    # read again, from the one handle the untrusted gate opens: a source swapped since for a named pipe, a device
+    # or a sparse giant is refused in one line, and nibabel never opens the path itself
     try:
-        source: Any = nib.load(str(volume.source))  # a Nifti1Image (nib.load is typed as any image)
-    except Exception as exc:  # nibabel raises several types for a damaged or vanished file
-        raise OutputError(f"{volume.source}: cannot read the source NIfTI header ({exc})") from exc
+        source: Any = load_nifti_image(Path(volume.source))
+    except ImageError as exc:
+        reason = str(exc).removeprefix(f"{volume.source}: ")
+        raise OutputError(f"{volume.source}: cannot read the source NIfTI header ({reason})") from exc
     if data.size != int(np.prod(source.shape)):
         raise OutputError(f"{volume.source}: the labels ({data.shape}) do not fit the source's shape {source.shape}")
     # No affine given: the header's qform and sform are kept as stored, so the affine is the source's bit for bit.

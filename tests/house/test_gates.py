@@ -21,8 +21,9 @@ What is banned, and where it is still allowed:
   deleted or replaced through a path that did not come out of the gates — or in ALLOWED.
 - A library that opens a path itself (`pydicom.dcmread`, `nibabel.load`, `PIL.Image.open`, `onnx.load`,
   `onnxruntime.InferenceSession`, `numpy.fromfile`/`load`, `cv2.imread`, `tifffile`): only in a function that
-  itself calls the untrusted gate (`open_untrusted`, `read_untrusted` or `untrusted_problem`: check, then hand
-  over), or in ALLOWED.
+  itself opens the file through the untrusted gate (`open_untrusted` or `read_untrusted`: the library reads
+  that handle or those bytes), or in ALLOWED. `untrusted_problem` alone does not count: a check, then the path
+  handed over, is two lookups, and a file swapped for a FIFO between them hangs the library (audit finding 6).
 
 A finding names file:line, the raw call and the gate to use. ALLOWED is the one list of exceptions, each with the
 file, the function and why (as the import-linter contracts write theirs); an entry that no longer matches fails
@@ -61,8 +62,8 @@ WRITE = Rule("write", "app/guard/", "app.guard.shared.atomic_write / open_new / 
 RMTREE = Rule("rmtree", "app/guard/shared.py", "app.guard.shared.remove_under(root, *components)")
 REMOVE = Rule("remove", "app/guard/", "app.guard.shared.remove_under / atomic_write (root + components, via "
               "app.guard.names.join_under)")
-LIBRARY = Rule("library", "app/guard/", "app.guard.untrusted.untrusted_problem (check, then hand the path over) "
-               "or open_untrusted (hand the library the handle)")
+LIBRARY = Rule("library", "app/guard/", "app.guard.untrusted.open_untrusted / read_untrusted (hand the library the "
+               "handle or the bytes, never the path)")
 
 _YAML_LOADERS = {"load", "safe_load", "full_load", "unsafe_load", "load_all", "safe_load_all", "full_load_all",
                  "unsafe_load_all", "compose", "compose_all", "parse", "scan"}
@@ -89,7 +90,7 @@ _LIBRARY_READERS = {
 }
 _TEXT_MODES = {"r", "rb", "rt", "w", "wb", "wt", "a", "ab", "x", "xb", "r+", "r+b", "rb+", "w+", "w+b", "wb+",
                "a+", "ab+", "a+b"}
-_UNTRUSTED_GATE = {"open_untrusted", "read_untrusted", "untrusted_problem"}
+_UNTRUSTED_GATE = {"open_untrusted", "read_untrusted"}  # untrusted_problem is a check, not the open the library reads
 
 
 @dataclass(frozen=True)
@@ -125,6 +126,11 @@ ALLOWED: tuple[Allowed, ...] = (
             "the FLAVOR marker inside the frozen bundle (sys._MEIPASS): SegLens's own install, read-only"),
     Allowed(LIBRARY, "app/inference/doctor.py", "check_provider",
             "onnxruntime gets the bytes of a one-node model doctor builds in memory (_tiny_model), no file"),
+    Allowed(LIBRARY, "app/inference/session.py", "_create_session",
+            "ONNX Runtime is handed the model's path: from bytes it cannot find the model's external data files "
+            "beside it, and a 2 GB model would be held twice; _create opens the file through open_untrusted first "
+            "(non-blocking: a FIFO or device refused) and holds it open while ORT loads, and ORT itself refuses an "
+            "external data file that is not a regular file"),
     Allowed(LIBRARY, "app/runs/station_privacy.py", "deidentified_dicom",
             "pydicom parses bytes in memory (io.BytesIO) that the folder sink read through the untrusted gate"),
     Allowed(REMOVE, "app/logs.py", "RotatingFile._shift",
@@ -380,6 +386,9 @@ _SCRATCH = {
     "Path.rename": ("def f(p, q):\n    p.rename(q)\n", REMOVE),
     "dcmread": ("import pydicom\n\ndef f(p):\n    return pydicom.dcmread(p)\n", LIBRARY),
     "Image.open": ("from PIL import Image\n\ndef f(p):\n    return Image.open(p)\n", LIBRARY),
+    "checked, then the path": ("from app.guard.untrusted import untrusted_problem\nimport pydicom\n\ndef f(p):\n"
+                               "    if untrusted_problem(p, limit=10) is None:\n        return pydicom.dcmread(p)\n",
+                               LIBRARY),
 }
 
 
@@ -399,8 +408,6 @@ def test_a_scratch_raw_call_is_found(case: str) -> None:
     "import requests\n\ndef f(s: requests.Session) -> requests.Session:\n    return s\n",  # a type, not a call
     "def f(dialog):\n    dialog.open()\n",  # a Qt dialog's open
     "def f(text):\n    return text.replace('a', 'b')\n",
-    "from app.guard.untrusted import untrusted_problem\nimport pydicom\n\ndef f(p):\n"
-    "    if untrusted_problem(p, limit=10) is None:\n        return pydicom.dcmread(p)\n",
     "from app.guard.untrusted import open_untrusted\nfrom PIL import Image\n\ndef f(p):\n"
     "    with open_untrusted(p, limit=10) as h:\n        return Image.open(h)\n",
 ])
