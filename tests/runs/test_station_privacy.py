@@ -27,8 +27,9 @@ __all__ = ["mosquitto"]  # the fixture
 REPO = Path(__file__).resolve().parents[2]
 SAMPLE = REPO / "resources" / "samples" / "anomaly" / "anomaly_05_pits.png"
 EVERY_PART_NG = {"fail_if": [{"score_above": 0.0}]}  # so every judged frame is copied
-PATIENT = ("Smith^John", "PID-7734")
-SECRETS = (b"smith", b"john", b"pid-7734", b"7734")
+# the ID's number is long enough not to turn up by chance: a copy's new UIDs are random digits ("7734" did, once)
+PATIENT = ("Smith^John", "PID-77348261")
+SECRETS = (b"smith", b"john", b"pid-77348261", b"77348261")
 WAIT_S = 90.0
 
 
