@@ -211,5 +211,17 @@ class _GuardedRaw:
             del got[amt:]
         return bytes(got)
 
+    def read1(self, amt: int = CHUNK, decode_content: bool | None = None) -> bytes:
+        """At most `amt` bytes (one socket read's worth), through the gate like every other read."""
+        return self.read(max(amt, 1) if amt is not None and amt >= 0 else CHUNK, decode_content)
+
     def __getattr__(self, name: str) -> Any:
+        if name in _UNGUARDED_READS:
+            raise NetRefused(f"{self._what}: the answer's body is read through the gate (read, read1, stream), "
+                             f"not urllib3's {name}")
         return getattr(self._raw, name)
+
+
+# urllib3's ways to a body that would pass the gate by: its whole `data`, its own chunked reader, its file object
+_UNGUARDED_READS = frozenset({"data", "json", "read_chunked", "readinto", "readline", "readlines", "drain_conn", "fp",
+                              "_fp"})

@@ -18,6 +18,10 @@ import zlib
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+import pytest
+
+from app.guard.net import AnswerTooLarge, NetRefused, guarded_session
+
 REPO = Path(__file__).resolve().parents[2]
 
 _CHILD = r"""
@@ -198,3 +202,24 @@ def test_a_redirect_loop_stops_after_five() -> None:
         outcome = _client(url + "/start", deadline_s=10, max_bytes=1 << 20)
     assert outcome["kind"] == "TooManyRedirects", outcome
     assert outcome["seconds"] < 5
+
+
+def test_a_streamed_answer_has_no_way_around_the_gate() -> None:
+    """A caller of a streamed answer reads it with read, read1 or stream — all capped — and urllib3's own ways to
+    the whole body (`data`, its chunked reader, its file object) are refused, not handed through (they were)."""
+    bomb = _gzip_of_zeros(20)
+
+    def answer(conn: socket.socket, _request: bytes) -> None:
+        conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Encoding: gzip\r\nContent-Length: %d\r\n\r\n%s" % (len(bomb), bomb))
+
+    with raw_server(answer) as url, guarded_session(deadline_s=10, max_bytes=1 << 20) as session:
+        response = session.get(url + "/", stream=True, timeout=5)
+        for name in ("data", "read_chunked", "_fp"):
+            with pytest.raises(NetRefused) as caught:
+                getattr(response.raw, name)
+            assert str(caught.value) == (f"the server: the answer's body is read through the gate (read, read1, "
+                                         f"stream), not urllib3's {name}")
+        assert 0 < len(response.raw.read1(1000)) <= 1000
+        with pytest.raises(AnswerTooLarge):
+            while response.raw.read1(65536):
+                pass
