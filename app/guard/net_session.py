@@ -152,6 +152,8 @@ class _GuardedRaw:
         if encoding not in ("", "identity", "gzip", "x-gzip", "deflate"):
             raise NetRefused(f"{what}: the answer is encoded as {encoding[:40]!r}, which was not asked for")
         self._inflater = zlib.decompressobj(47) if encoding not in ("", "identity") else None  # gzip or zlib
+        self._maybe_raw_deflate = encoding == "deflate"  # until its first bytes say which
+        self._fed = False  # whether any compressed byte came (an empty body with a Content-Encoding is empty)
 
     def _too_large(self) -> AnswerTooLarge:
         return AnswerTooLarge(f"{self._what}: the answer is larger than {self._max_bytes} bytes")
@@ -177,13 +179,41 @@ class _GuardedRaw:
         if self._inflater is None or not decode:
             return self._socket_read(n)
         while True:
-            tail = self._inflater.unconsumed_tail
-            data = tail or self._socket_read(n)
+            data = self._inflater.unconsumed_tail
+            if not data and self._inflater.eof:  # a gzip member ended: what follows it starts the next one
+                data = self._inflater.unused_data or self._socket_read(n)
+                if data:
+                    self._inflater = zlib.decompressobj(47)
+            data = data or self._socket_read(n)
             if not data:
-                return self._inflater.flush()
-            out = self._inflater.decompress(data, n)
-            if out or self._inflater.eof:
+                return self._ended()
+            out = self._inflate(data, n)
+            if out:
                 return out
+
+    def _inflate(self, data: bytes, n: int) -> bytes:
+        """At most `n` inflated bytes of `data` (the rest kept as the inflater's tail); a corrupt body is NetRefused
+        in one line, and "deflate" sent raw, without zlib's header (as some servers do), is read as such."""
+        assert self._inflater is not None
+        try:
+            out = self._inflater.decompress(data, n)
+        except zlib.error as exc:
+            if self._maybe_raw_deflate:
+                self._maybe_raw_deflate = False
+                self._inflater = zlib.decompressobj(-zlib.MAX_WBITS)
+                return self._inflate(data, n)
+            raise NetRefused(f"{self._what}: the answer's compressed body is corrupt ({exc})") from None
+        self._maybe_raw_deflate = False
+        self._fed = True
+        return out
+
+    def _ended(self) -> bytes:
+        """The end of a compressed body: NetRefused when it stopped inside a compressed stream (cut short — what
+        had inflated would pass for the whole answer)."""
+        assert self._inflater is not None
+        if self._fed and not self._inflater.eof:
+            raise NetRefused(f"{self._what}: the answer's compressed body ends before its end (cut short)")
+        return self._inflater.flush()
 
     def stream(self, amt: int = CHUNK, decode_content: bool | None = None) -> Iterator[bytes]:
         size = min(amt or CHUNK, CHUNK)

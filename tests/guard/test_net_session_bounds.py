@@ -8,6 +8,7 @@ measured around the request) and an endless read is killed at the test's time li
 from __future__ import annotations
 
 import contextlib
+import gzip
 import json
 import socket
 import subprocess
@@ -223,3 +224,45 @@ def test_a_streamed_answer_has_no_way_around_the_gate() -> None:
         with pytest.raises(AnswerTooLarge):
             while response.raw.read1(65536):
                 pass
+
+
+def _encoded(encoding: bytes, body: bytes) -> Callable[[socket.socket, bytes], None]:
+    def answer(conn: socket.socket, _request: bytes) -> None:
+        conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Encoding: %s\r\nContent-Length: %d\r\n\r\n%s"
+                     % (encoding, len(body), body))
+
+    return answer
+
+
+def _get(answer: Callable[[socket.socket, bytes], None]) -> bytes:
+    with raw_server(answer) as url, guarded_session(deadline_s=5, max_bytes=1 << 20) as session:
+        return bytes(session.get(url + "/", timeout=5).content)
+
+
+_TEXT = b"hello world " * 100
+
+
+@pytest.mark.parametrize(("encoding", "body", "problem"), [
+    (b"gzip", b"\x1f\x8b\x08\x00\x00\x00\x00\x00\x00\xff\xff\xff\xff", "the answer's compressed body is corrupt "
+                                                                     "(Error -3 while decompressing data: invalid "
+                                                                     "block type)"),
+    (b"gzip", gzip.compress(_TEXT)[:30], "the answer's compressed body ends before its end (cut short)"),
+    (b"gzip", gzip.compress(_TEXT) + b"not gzip", "the answer's compressed body is corrupt (Error -3 while "
+                                                  "decompressing data: incorrect header check)"),
+], ids=["corrupt", "cut short", "garbage after it"])
+def test_a_broken_compressed_body_is_refused_in_one_line(encoding: bytes, body: bytes, problem: str) -> None:
+    """A corrupt gzip body raised zlib.error (not the gate's NetRefused, not an OSError its callers catch), and a
+    body cut inside its gzip stream was returned as the whole answer (what had inflated so far)."""
+    with pytest.raises(NetRefused) as caught:
+        _get(_encoded(encoding, body))
+    assert str(caught.value) == f"the server: {problem}"
+
+
+@pytest.mark.parametrize(("encoding", "body"), [
+    (b"gzip", gzip.compress(_TEXT[:500]) + gzip.compress(_TEXT[500:])),
+    (b"deflate", zlib.compress(_TEXT)),
+    (b"deflate", zlib.compress(_TEXT)[2:-4]),
+    (b"gzip", b""),
+], ids=["two gzip members", "zlib deflate", "raw deflate", "empty"])
+def test_every_compressed_body_http_allows_is_inflated_whole(encoding: bytes, body: bytes) -> None:
+    assert _get(_encoded(encoding, body)) == (_TEXT if body else b"")
