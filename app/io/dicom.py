@@ -41,32 +41,33 @@ def quiet_pydicom() -> None:
     logging.getLogger("pydicom").setLevel(logging.ERROR)
 
 
-def is_dicom(path: Path) -> bool:
-    """DICOM by extension, or by the 'DICM' marker after the 128-byte preamble."""
-    return path.suffix.lower() in DICOM_EXTENSIONS or has_dicom_marker(path)
+def is_dicom(path: Path, *, root: Path | None = None) -> bool:
+    """DICOM by extension, or by the 'DICM' marker after the 128-byte preamble (`root`: opened under it only)."""
+    return path.suffix.lower() in DICOM_EXTENSIONS or has_dicom_marker(path, root=root)
 
 
 DICOM_EXTENSIONS = (".dcm", ".dicom")
 
 
-def has_dicom_marker(path: Path) -> bool:
+def has_dicom_marker(path: Path, *, root: Path | None = None) -> bool:
     """'DICM' after the 128-byte preamble: a DICOM file whatever its name. A FIFO or device is never opened for
     reading (a FIFO in an input folder hung the folder walk): it is no DICOM."""
     try:
-        with open_untrusted(path, limit=INPUT_FILE_LIMIT) as handle:
+        with open_untrusted(path, limit=INPUT_FILE_LIMIT, root=root) as handle:
             return handle.read(132)[128:132] == b"DICM"
     except OSError:
         return False
 
 
-def read_dicom(path: Path, *, frame: int = 0, max_pixels: int) -> DicomRead:
-    """(pixels uint8 for the model by default, raw real-unit values, (center, width), invert, info, frames)."""
+def read_dicom(path: Path, *, frame: int = 0, max_pixels: int, root: Path | None = None) -> DicomRead:
+    """(pixels uint8 for the model by default, raw real-unit values, (center, width), invert, info, frames).
+    `root`: the watched folder the file was found in (opened under it only: a link there is refused)."""
     import pydicom
     from pydicom.errors import InvalidDicomError
 
     quiet_pydicom()
     try:  # pydicom reads the handle the untrusted gate opened: a regular file, within the input limit
-        with open_untrusted(path, limit=INPUT_FILE_LIMIT) as handle:
+        with open_untrusted(path, limit=INPUT_FILE_LIMIT, root=root) as handle:
             ds = pydicom.dcmread(handle, force=False)
     except (NotRegularFile, TooLarge) as exc:
         raise ImageError(f"{path}: {exc}") from None

@@ -17,7 +17,7 @@ import numpy as np
 from PIL import Image, ImageFile, ImageOps, UnidentifiedImageError
 
 from app.errors import ImageError, one_line
-from app.guard.untrusted import INPUT_FILE_LIMIT, kind_of, open_untrusted
+from app.guard.untrusted import INPUT_FILE_LIMIT, NotRegularFile, OutsideRoot, kind_of, open_untrusted
 from app.io.decoded import DEFAULT_MAX_PIXELS as DEFAULT_MAX_PIXELS  # re-exported: a caller reads a picture here
 from app.io.decoded import DecodedImage as DecodedImage
 from app.io.decoded import pixel_limit as pixel_limit
@@ -54,7 +54,7 @@ def check_size(path: Path, size: tuple[int, int], max_pixels: int) -> None:
     _check_size(path, size, max_pixels)
 
 
-def read_slice(volume: Volume, index: int, *, max_pixels: int | None = None) -> DecodedImage:
+def read_slice(volume: Volume, index: int, *, max_pixels: int | None = None, root: Path | None = None) -> DecodedImage:
     """Slice `index` of a volume as a DecodedImage (pixels for the model, raw real units, the volume's shared
     window, info with "Slice" and "Position"). Raises ImageError in one line naming the file and the problem."""
     if not 0 <= index < volume.depth:
@@ -63,7 +63,7 @@ def read_slice(volume: Volume, index: int, *, max_pixels: int | None = None) -> 
     if volume.kind == "nifti":
         from app.io.nifti import read_nifti_slice  # nibabel, only for a NIfTI
 
-        image = read_nifti_slice(volume, index, max_pixels=max_pixels)
+        image = read_nifti_slice(volume, index, max_pixels=max_pixels, root=root)
     else:
         from app.io.series import read_dicom_slice  # pydicom, only for DICOM
 
@@ -75,9 +75,13 @@ def read_slice(volume: Volume, index: int, *, max_pixels: int | None = None) -> 
     return image
 
 
-def read_image(path: str | Path, *, max_pixels: int | None = None, frame: int = 0) -> DecodedImage:
-    """Decode the image at `path` (`frame` of a multi-frame file). Raises ImageError in one line on any problem."""
+def read_image(path: str | Path, *, max_pixels: int | None = None, frame: int = 0,
+               root: str | Path | None = None) -> DecodedImage:
+    """Decode the image at `path` (`frame` of a multi-frame file). Raises ImageError in one line on any problem.
+    `root`: the watched folder the file was found in. Every open of the file then goes through the untrusted gate
+    under it, so a part swapped for a link (out of the folder) after a check is refused, never decoded."""
     path = Path(path)
+    under = Path(root) if root is not None else None
     max_pixels = max_pixels or pixel_limit()
     _check_file(path)
     from app.io.volumes import is_volume_file
@@ -85,21 +89,21 @@ def read_image(path: str | Path, *, max_pixels: int | None = None, frame: int = 
     if is_volume_file(path):  # a NIfTI by its path (a listed file the viewer decodes, bench): slice `frame`, or
         from app.io.nifti import nifti_volume  # its header's own problem, not "not an image"
 
-        return read_slice(nifti_volume(path), frame, max_pixels=max_pixels)
+        return read_slice(nifti_volume(path, root=under), frame, max_pixels=max_pixels, root=under)
     from app.io.dicom import is_dicom, read_dicom
 
-    if is_dicom(path):
-        pixels, raw, window, invert, info, frames = read_dicom(path, frame=frame, max_pixels=max_pixels)
+    if is_dicom(path, root=under):
+        pixels, raw, window, invert, info, frames = read_dicom(path, frame=frame, max_pixels=max_pixels, root=under)
         return DecodedImage(path, pixels, "DICOM", raw, window, invert, info, frames)
-    if is_tiff(path):
-        decoded = _read_tiff(path, frame, max_pixels)
+    if is_tiff(path, root=under):
+        decoded = _read_tiff(path, frame, max_pixels, root=under)
         if decoded is not None:
             return decoded
     pillow_guard(max_pixels)
     try:
         # the file opened once, by the untrusted gate (a FIFO swapped in after _check_file: refused), and Pillow,
         # the PNG chunk walk and the fast decoders all read that one handle
-        with open_untrusted(path, limit=INPUT_FILE_LIMIT) as handle, Image.open(handle) as img:
+        with open_untrusted(path, limit=INPUT_FILE_LIMIT, root=under) as handle, Image.open(handle) as img:
             _check_size(path, img.size, max_pixels)
             frames = int(getattr(img, "n_frames", 1) or 1)
             if frame:
@@ -128,6 +132,8 @@ def read_image(path: str | Path, *, max_pixels: int | None = None, frame: int = 
                          f"megapixels)") from exc
     except MemoryError as exc:
         raise ImageError(f"{path}: not enough memory to decode this image") from exc
+    except (NotRegularFile, OutsideRoot) as exc:  # a part swapped for a link or a FIFO since it was looked at
+        raise ImageError(f"{path}: {exc}") from exc
     except (OSError, ValueError, SyntaxError, EOFError) as exc:
         raise ImageError(f"{path}: damaged or truncated image ({one_line(exc, first=True)})") from exc
     return _decoded(path, pixels, mode, raw, frames)
@@ -141,10 +147,10 @@ def _decoded(path: Path, pixels: np.ndarray, mode: str, raw: np.ndarray | None, 
     return DecodedImage(path, pixels, mode, frame_count=frames)
 
 
-def _read_tiff(path: Path, frame: int, max_pixels: int) -> DecodedImage | None:
+def _read_tiff(path: Path, frame: int, max_pixels: int, *, root: Path | None = None) -> DecodedImage | None:
     """A TIFF through tifffile (app/io/tiff.py); None leaves it to Pillow. The size is checked from the header,
     for the whole full-resolution plane however it is tiled, before anything is decoded."""
-    plane = open_tiff(path)
+    plane = open_tiff(path, root=root)
     if plane is None:
         return None
     if not 0 <= frame < plane.frames:

@@ -47,17 +47,18 @@ def nifti_stem(path: Path) -> str:
     return path.stem
 
 
-def nifti_volume(path: Path, *, max_pixels: int | None = None) -> Volume:
+def nifti_volume(path: Path, *, max_pixels: int | None = None, root: Path | None = None) -> Volume:
     """A Volume from the NIfTI header (no voxel data is read), its declared sizes checked against `max_pixels`
-    (default: app.io.decoded.pixel_limit) before a slice record is made. Raises ImageError naming the file."""
-    img = _load(path)
+    (default: app.io.decoded.pixel_limit) before a slice record is made. Raises ImageError naming the file.
+    `root`: the watched folder the file was found in (every open goes through the untrusted gate under it)."""
+    img = load_nifti_image(path, root=root)
     shape = tuple(int(n) for n in img.shape)
     if not 2 <= len(shape) <= 4 or min(shape) < 1:
         raise ImageError(f"{path}: unsupported NIfTI shape {shape} (2D, 3D or 4D expected)")
     _check_declared(path, img, shape, max_pixels=max_pixels or pixel_limit())
     depth = shape[2] if len(shape) > 2 else 1
     times = shape[3] if len(shape) > 3 else 1
-    zooms = [float(z) for z in _stored_zooms(path, img)[:3]] + [1.0] * (3 - min(3, len(shape)))
+    zooms = [float(z) for z in _stored_zooms(path, img, root=root)[:3]] + [1.0] * (3 - min(3, len(shape)))
     scale = _UNIT_TO_MM.get(img.header.get_xyzt_units()[0], 1.0)
     label = f"NIfTI · {nifti_stem(path)} ({depth} slices" + (f" × {times} time points)" if times > 1 else ")")
     return Volume(
@@ -71,14 +72,15 @@ def nifti_volume(path: Path, *, max_pixels: int | None = None) -> Volume:
     )
 
 
-def read_nifti_slice(volume: Volume, index: int, *, max_pixels: int) -> DecodedImage:
-    """Slice `index` of a NIfTI volume as a DecodedImage: raw float32 values, the volume's window, uint8 pixels."""
+def read_nifti_slice(volume: Volume, index: int, *, max_pixels: int, root: Path | None = None) -> DecodedImage:
+    """Slice `index` of a NIfTI volume as a DecodedImage: raw float32 values, the volume's window, uint8 pixels.
+    `root`: the watched folder it was found in (opened under it only)."""
 
     path = volume.source
     if volume.rows * volume.columns > max_pixels:
         raise ImageError(f"{path}: slice too large ({volume.columns}×{volume.rows}; the limit is "
                          f"{megapixels(max_pixels)} megapixels)")
-    source = _source(path, max_pixels=max_pixels)
+    source = _source(path, max_pixels=max_pixels, root=root)
     raw = source.plane(index)
     window = volume.window or _shared_window(source)
     info = dict(volume.info)
@@ -102,8 +104,8 @@ def _shared_window(source: _Source) -> tuple[float, float]:
 class _Source:
     """One version of a NIfTI file, read a slice at a time: slice s as float32 rows × columns."""
 
-    def __init__(self, path: Path, img: NiftiImage, stamp: _Stamp) -> None:
-        self.path, self.img, self.stamp = path, img, stamp
+    def __init__(self, path: Path, img: NiftiImage, stamp: _Stamp, root: Path | None = None) -> None:
+        self.path, self.img, self.stamp, self.root = path, img, stamp, root
         shape = img.shape
         self.k_count = int(shape[2]) if len(shape) > 2 else 1
         self.depth = self.k_count * (int(shape[3]) if len(shape) > 3 else 1)
@@ -126,7 +128,7 @@ class _Source:
     def _gzip_plane(self, where: tuple[slice | int, ...]) -> np.ndarray:
         with self._reading:
             if self._stored is None:
-                self._stored = _read_stored(self.path, self.img.dataobj)
+                self._stored = _read_stored(self.path, self.img.dataobj, root=self.root)
             stored = self._stored
         slope, inter = _scaling(self.img)
         plane: np.ndarray = stored[where]
@@ -136,14 +138,12 @@ class _Source:
         return scaled
 
 
-def _read_stored(path: Path, proxy: Any) -> np.ndarray:  # proxy: nibabel's ArrayProxy
+def _read_stored(path: Path, proxy: Any, *, root: Path | None = None) -> np.ndarray:  # proxy: nibabel's ArrayProxy
     """A `.nii.gz`'s voxels in their stored type, decompressed straight into one array (nibabel's own read holds
     the decompressed bytes and the array at once: twice the volume)."""
-
-
     values = np.empty(int(np.prod(proxy.shape, dtype=np.int64)), dtype=proxy.dtype)
     buffer, done = values.view(np.uint8).data, 0  # a memoryview over the array's bytes
-    with open_untrusted(path, limit=INPUT_FILE_LIMIT) as raw, gzip.GzipFile(fileobj=raw) as stream:
+    with open_untrusted(path, limit=INPUT_FILE_LIMIT, root=root) as raw, gzip.GzipFile(fileobj=raw) as stream:
         stream.seek(int(proxy.offset))  # forward: decompresses the header and extensions, nothing kept
         while done < len(buffer):
             got = stream.readinto(buffer[done:done + (16 << 20)])
@@ -155,10 +155,11 @@ def _read_stored(path: Path, proxy: Any) -> np.ndarray:  # proxy: nibabel's Arra
     return shaped
 
 
-def _source(path: Path, *, max_pixels: int) -> _Source:
-    """The file's current version (cached: 2, keyed by path, modification time and size), its sizes checked."""
+def _source(path: Path, *, max_pixels: int, root: Path | None = None) -> _Source:
+    """The file's current version (cached: 2, keyed by path, modification time and size), its sizes checked.
+    Under a `root` the name's own entry is looked at (a link is no version of a watched file)."""
     try:
-        stat = path.stat()
+        stat = path.lstat() if root is not None else path.stat()
     except OSError as exc:
         raise ImageError(f"{path}: {'file not found' if not path.exists() else exc.strerror}") from exc
     stamp = (str(path), stat.st_mtime_ns, stat.st_size)
@@ -166,9 +167,9 @@ def _source(path: Path, *, max_pixels: int) -> _Source:
         if stamp in _cache:
             _cache.move_to_end(stamp)
             return _cache[stamp]
-    img = _load(path)
+    img = _load(path, root=root)
     _check_declared(path, img, tuple(int(n) for n in img.shape), max_pixels=max_pixels)
-    source = _Source(path, img, stamp)
+    source = _Source(path, img, stamp, root)
     with _lock:
         _cache[stamp] = source
         while len(_cache) > _CACHED_VOLUMES:
@@ -204,15 +205,13 @@ def _scaling(img: NiftiImage) -> tuple[float, float]:
     return (1.0 if not np.isfinite(slope) or slope == 0 else slope, 0.0 if not np.isfinite(inter) else inter)
 
 
-def _stored_zooms(path: Path, img: NiftiImage) -> tuple[float, ...]:
+def _stored_zooms(path: Path, img: NiftiImage, *, root: Path | None = None) -> tuple[float, ...]:
     """The voxel sizes as the file stores them. nibabel's loader mends a pixdim of 0 to 1 ("setting 0 dims to 1"),
     which would give a volume of invented 1 mm voxels, and so invented mL; the header is read again unmended here,
     so that app.io.volumes refuses a size of 0 (the volume is then read without geometry)."""
-
-
     zooms = tuple(float(z) for z in img.header.get_zooms())
     try:
-        with open_untrusted(path, limit=INPUT_FILE_LIMIT) as raw:
+        with open_untrusted(path, limit=INPUT_FILE_LIMIT, root=root) as raw:
             stream = gzip.GzipFile(fileobj=raw) if _compressed(path) else raw
             header = type(img.header).from_fileobj(stream, check=False)
             stored = tuple(float(z) for z in header.get_zooms())
@@ -225,19 +224,20 @@ def _compressed(path: Path) -> bool:
     return path.name.lower().endswith(".gz")
 
 
-def _load(path: Path) -> NiftiImage:
-    return load_nifti_image(path)
+def _load(path: Path, *, root: Path | None = None) -> NiftiImage:
+    return load_nifti_image(path, root=root)
 
 
-def load_nifti_image(path: Path) -> NiftiImage:
+def load_nifti_image(path: Path, *, root: Path | None = None) -> NiftiImage:
     """The NIfTI-1 or NIfTI-2 image at `path`, built by nibabel from the one handle the untrusted gate opened (a
     FIFO, a device or a sparse giant refused without waiting; a file swapped for one after the open changes
     nothing): nibabel is never handed the path, which it would open again with a blocking `open()`. The image's
-    array proxy keeps reading that handle (it is closed with the image). ImageError naming the file otherwise."""
+    array proxy keeps reading that handle (it is closed with the image). `root`: the watched folder it was found in
+    (a link there, or a path leading out of it, refused). ImageError naming the file otherwise."""
     import nibabel as nib
 
     try:
-        handle = open_untrusted(path, limit=INPUT_FILE_LIMIT)
+        handle = open_untrusted(path, limit=INPUT_FILE_LIMIT, root=root)
     except FileNotFoundError as exc:
         raise ImageError(f"{path}: file not found") from exc
     except OSError as exc:

@@ -25,9 +25,9 @@ if TYPE_CHECKING:
 _MAGIC = (b"II*\x00", b"MM\x00*", b"II+\x00", b"MM\x00+")  # classic TIFF and BigTIFF, both byte orders
 
 
-def is_tiff(path: Path) -> bool:
+def is_tiff(path: Path, *, root: Path | None = None) -> bool:
     try:
-        with open_untrusted(path, limit=INPUT_FILE_LIMIT) as handle:  # a FIFO or a device: refused, not waited on
+        with open_untrusted(path, limit=INPUT_FILE_LIMIT, root=root) as handle:  # a FIFO or a device: refused
             return handle.read(4) in _MAGIC
     except OSError:
         return False
@@ -39,6 +39,7 @@ class TiffPlanes:
     sizes: tuple[tuple[int, int], ...]  # (width, height) of each frame, from the header
     shapes: tuple[tuple[int, ...], ...] = ()  # each frame's whole decoded shape (depth, samples: every axis)
     itemsizes: tuple[int, ...] = ()  # bytes per element of each frame's decoded type
+    root: Path | None = None  # the watched folder it was found in: every open under it only
 
     @property
     def frames(self) -> int:
@@ -50,7 +51,8 @@ class TiffPlanes:
         import tifffile
 
         try:
-            with open_untrusted(self.path, limit=INPUT_FILE_LIMIT) as handle, tifffile.TiffFile(handle) as tif:
+            with open_untrusted(self.path, limit=INPUT_FILE_LIMIT, root=self.root) as handle, \
+                    tifffile.TiffFile(handle) as tif:
                 page = _frames(tif)[frame]
                 key = page.keyframe
                 orientation = key.tags.valueof(274, 1)  # Orientation (Pillow's TIFF path ignored it)
@@ -63,19 +65,20 @@ class TiffPlanes:
             return None
 
 
-def open_tiff(path: Path) -> TiffPlanes | None:
-    """The frames' sizes, from the header (nothing decoded); None when tifffile cannot parse the file."""
+def open_tiff(path: Path, *, root: Path | None = None) -> TiffPlanes | None:
+    """The frames' sizes, from the header (nothing decoded); None when tifffile cannot parse the file (or, under
+    `root`, cannot open it there)."""
     import tifffile
 
     try:
-        with open_untrusted(path, limit=INPUT_FILE_LIMIT) as handle, tifffile.TiffFile(handle) as tif:
+        with open_untrusted(path, limit=INPUT_FILE_LIMIT, root=root) as handle, tifffile.TiffFile(handle) as tif:
             pages = _frames(tif)
             sizes = tuple((int(p.keyframe.imagewidth), int(p.keyframe.imagelength)) for p in pages)
             shapes = tuple(tuple(int(n) for n in p.keyframe.shape) for p in pages)
             itemsizes = tuple(_itemsize(p.keyframe) for p in pages)
     except Exception:
         return None
-    return TiffPlanes(path, sizes, shapes, itemsizes) if sizes else None
+    return TiffPlanes(path, sizes, shapes, itemsizes, root) if sizes else None
 
 
 def _itemsize(page: Any) -> int:  # a TiffPage's keyframe

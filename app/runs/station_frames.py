@@ -1,27 +1,29 @@
 """A station's frame made ready to be judged, and the one line that names a frame that could not be.
 
 `prepare_frame` runs where the station reads (its ReadAhead helper thread for files, the station's own thread for
-a camera): a file is checked again through the untrusted gate (a part swapped for a link or a FIFO since the watch
-source looked is refused), decoded and prepared for the model; a camera's pixels are prepared as they are. It never
+a camera): a file is decoded under its watched folder (every open goes through the untrusted gate with that root, so
+a part swapped for a link or a FIFO since the watch source looked is refused by the very open that reads it, never
+checked first and read by path after) and prepared for the model; a camera's pixels are prepared as they are. It never
 raises: a frame that cannot be prepared carries its error, which the station judges as an ERROR verdict with
 `error_reason`'s line — the frame named by its id, never its full path.
 """
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from app.errors import ImageError, SegLensError
-from app.guard.untrusted import untrusted_problem
 from app.inference import pipeline
-from app.io.images import from_array
+from app.io.images import from_array, read_image
 
 if TYPE_CHECKING:
     import numpy as np
 
     from app.inference.pipeline import Prepared
     from app.inference.spec import ModelSpec
+    from app.io.decoded import DecodedImage
     from app.io.sources import Frame
 
 
@@ -41,11 +43,7 @@ def prepare_frame(spec: ModelSpec, frame: Frame) -> Ready:
     pixels = None
     try:
         if frame.path is not None:
-            if frame.root is not None:  # a file swapped for a link (or a FIFO) since the source looked: refused
-                refused = untrusted_problem(frame.path, root=frame.root)
-                if refused is not None:  # the folder not named: a verdict's reason holds no path
-                    raise ImageError(f"{frame.path}: {refused.replace(str(frame.root), 'the watched folder')}")
-            image, decode_ms = pipeline.decode(frame.path)
+            image, decode_ms = _decode(frame)
         else:
             assert frame.pixels is not None  # a Frame has one or the other
             image, decode_ms = from_array(frame.pixels), 0.0
@@ -53,6 +51,24 @@ def prepare_frame(spec: ModelSpec, frame: Frame) -> Ready:
         return Ready(frame, pipeline.prepare(spec, image, decode_ms=decode_ms), pixels)
     except Exception as exc:  # judged as an ERROR on the station's thread, with its one line
         return Ready(frame, None, pixels, exc)
+
+
+def _decode(frame: Frame) -> tuple[DecodedImage, float]:
+    """The frame's file decoded under its root (a watched folder), with the ms it took; the folder is not named in
+    an error (a verdict's reason holds no path)."""
+    assert frame.path is not None
+    started = time.perf_counter()
+    try:
+        image = read_image(frame.path, root=frame.root)
+    except ImageError as exc:
+        if frame.root is None:
+            raise
+        head = f"{frame.path}: "
+        text = str(exc)
+        rest = text.removeprefix(head).replace(str(frame.path), "\0")  # the file's own path kept whole
+        rest = rest.replace(str(frame.root), "the watched folder").replace("\0", str(frame.path))
+        raise ImageError(head + rest if text.startswith(head) else rest) from exc
+    return image, (time.perf_counter() - started) * 1000
 
 
 def is_file(ready: Ready) -> bool:

@@ -45,7 +45,7 @@ def _catch(work):  # type: ignore[no-untyped-def]
 def test_a_slice_is_read_from_the_handle_opened_not_from_a_fifo_swapped_in(tmp_path: Path, name: str) -> None:
     path = tmp_path / name
     data = _volume(path)
-    img = nifti.load_nifti_image(path) if hasattr(nifti, "load_nifti_image") else nifti._load(path)
+    img = nifti.load_nifti_image(path)
     path.unlink()
     os.mkfifo(path)  # swapped for a FIFO after the header was read
     box = _in_thread(lambda: np.asarray(img.dataobj[:, :, 1]), path)

@@ -55,7 +55,7 @@ def test_a_gzipped_nifti_is_decompressed_once_for_all_its_slices(tmp_path, monke
     (item,) = discover([tmp_path / "v.nii.gz"])
     loads = []
     real_load = nifti._load
-    monkeypatch.setattr(nifti, "_load", lambda path: loads.append(path) or real_load(path))
+    monkeypatch.setattr(nifti, "_load", lambda path, **kw: loads.append(path) or real_load(path, **kw))
     windows = {read_slice(item.volume, k).window for k in range(item.volume.depth)}
     assert len(loads) == 1 and len(windows) == 1  # one shared window, over the middle slice
 

@@ -432,3 +432,80 @@ def test_a_file_swapped_for_a_link_after_the_source_looked_is_an_error_naming_no
     verdict, _ = station._judge(ready)
     assert (verdict.verdict, verdict.reason) == ("ERROR", "part.png: leads outside the watched folder (a symbolic "
                                                           "link)")
+
+
+def test_a_part_swapped_for_a_link_right_after_its_check_is_never_decoded(tmp_path, model, monkeypatch):
+    # failed before (audit finding 5): the part was checked under its root, then decoded by path with no root, so a
+    # part swapped for a link in between was decoded from outside the watched folder. The attacker's swap is made
+    # at the worst moment: right after any untrusted check of the part by the station (if one is made at all).
+    import app.runs.station_frames as station_frames
+    from app.guard import untrusted
+    from app.io.sources import Frame
+
+    watched, secret = tmp_path / "in", tmp_path / "private" / "other-patient.png"
+    watched.mkdir()
+    secret.parent.mkdir()
+    shutil.copyfile(SAMPLE, secret)
+    shutil.copyfile(SAMPLE, watched / "part.png")
+    real_check = untrusted.untrusted_problem
+
+    def check_then_swap(path, **kwargs):  # type: ignore[no-untyped-def]
+        problem = real_check(path, **kwargs)
+        (watched / "link.png").symlink_to(secret)
+        os.replace(watched / "link.png", watched / "part.png")
+        return problem
+
+    frame = Frame("part.png", 0.0, path=watched / "part.png", size=1, mtime_ns=1, root=watched)
+    if hasattr(station_frames, "untrusted_problem"):
+        monkeypatch.setattr(station_frames, "untrusted_problem", check_then_swap)
+    else:
+        (watched / "link.png").symlink_to(secret)  # no separate check: the swap is made before the one open
+        os.replace(watched / "link.png", watched / "part.png")
+    ready = station_frames.prepare_frame(model.spec, frame)
+    assert ready.pixels is None and ready.prepared is None, "the image outside the watched folder was decoded"
+    assert station_frames.error_reason(frame, ready.error) in (
+        "part.png: not a regular file: a symbolic link", "part.png: leads outside the watched folder (a symbolic link)")
+
+
+def test_a_part_swapped_back_and_forth_for_a_link_is_never_decoded_from_outside(tmp_path, model):
+    # the audit's race (finding 5), for two seconds: decoded from inside, or refused; never the outside pixels
+    from app.io.sources import Frame
+    from app.runs.station_frames import prepare_frame
+
+    watched, outside = tmp_path / "in", tmp_path / "outside"
+    watched.mkdir()
+    outside.mkdir()
+    inside_png, other = watched / ".inside.png", outside / "other-patient.png"
+    _flat_png(inside_png, 10)
+    _flat_png(other, 222)
+    shutil.copyfile(inside_png, watched / "part.png")
+    stop = threading.Event()
+
+    def attacker() -> None:
+        while not stop.is_set():
+            (watched / ".l.png").symlink_to(other)
+            os.replace(watched / ".l.png", watched / "part.png")
+            shutil.copyfile(inside_png, watched / ".c.png")
+            os.replace(watched / ".c.png", watched / "part.png")
+
+    thread = threading.Thread(target=attacker, daemon=True)
+    thread.start()
+    seen: set[int] = set()
+    frame = Frame("part.png", 0.0, path=watched / "part.png", size=1, mtime_ns=1, root=watched)
+    try:
+        ended = time.monotonic() + 2.0
+        while time.monotonic() < ended:
+            ready = prepare_frame(model.spec, frame)
+            if ready.pixels is not None:
+                seen.add(int(ready.pixels.flat[0]))
+    finally:
+        stop.set()
+        thread.join(5)
+    assert 222 not in seen
+
+
+def _flat_png(path: Path, value: int) -> None:
+    import numpy as np
+    from PIL import Image
+
+    Image.fromarray(np.full((64, 64), value, np.uint8)).save(path)
