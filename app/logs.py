@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import logging
 import os
 from pathlib import Path
@@ -201,6 +202,14 @@ class RotatingFile(logging.FileHandler):
         if path.exists() and path.stat().st_size >= max_bytes:
             self._shift(path)
         super().__init__(path, encoding="utf-8")
+
+    def _open(self) -> io.TextIOWrapper:
+        """The log opened for appending through app.guard.shared: never through a symlink, FIFO or hard link
+        planted as `seglens.log` (SEGLENS_LOG_DIR may name a folder others write into, a station's share)."""
+        from app.guard.shared import open_append  # here, not at the top: the window's start-up imports stay small
+
+        return io.TextIOWrapper(open_append(self.baseFilename), encoding=self.encoding or "utf-8",
+                                errors=self.errors, line_buffering=False)
 
     def emit(self, record: logging.LogRecord) -> None:
         super().emit(record)

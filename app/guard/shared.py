@@ -12,7 +12,9 @@ here:
   (`os.replace` replaces a planted link itself, never its target), so a crash never leaves half a file;
 - `private=True` creates folders 0700 and files 0600: anything that holds patient data or secrets;
 - folders and files are removed only by root + components (`remove_under`), through `join_under`, never by a
-  path that did not come out of it, and `rmtree` never follows a link; renamed likewise (`rename_under`).
+  path that did not come out of it, and `rmtree` never follows a link; renamed likewise (`rename_under`);
+- with `root=` (the writers) and always (the removers), every folder below the root is reached by descriptor,
+  none followed if it is a link (app.guard.beneath): a folder swapped for a link after a check changes nothing.
 """
 
 from __future__ import annotations
@@ -23,12 +25,14 @@ import os
 import secrets
 import shutil
 import stat
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import BinaryIO
 
 from app.errors import OutputError
+from app.guard.beneath import CAN_WALK, LinkOnTheWay, folder_and_name, lexists_at, parent_under, rmtree_by_fd
 from app.guard.names import join_under, single_component
 
 TEMPORARY_PREFIX = ".seglens-tmp-"
@@ -51,29 +55,54 @@ def _mode(private: bool) -> int:
     return 0o600 if private else 0o666
 
 
-def make_folder(path: str | os.PathLike[str], *, private: bool = False) -> Path:
+@contextlib.contextmanager
+def _where(root: str | os.PathLike[str] | None, path: str | os.PathLike[str], *,
+           create: bool = False) -> Iterator[tuple[int | None, str]]:
+    """(`path`'s folder's descriptor, its last name) for `dir_fd=`: reached from `root` with no link followed on
+    the way (PlantedLink naming it). Without `root`, or without `dir_fd` (Windows): (None, the path), by path."""
+    target = Path(path)
+    if root is None or not CAN_WALK:
+        if root is not None:
+            join_under(root)  # at least the by-path proof
+        if create:
+            target.parent.mkdir(parents=True, exist_ok=True)
+        yield None, os.fspath(target)
+        return
+    try:
+        fd, name = folder_and_name(root, target, create=create)
+    except LinkOnTheWay as exc:
+        raise PlantedLink(exc.link, exc.what) from None
+    try:
+        yield fd, name
+    finally:
+        os.close(fd)
+
+
+def make_folder(path: str | os.PathLike[str], *, private: bool = False,
+                root: str | os.PathLike[str] | None = None) -> Path:
     """`path` as a folder (parents too), created 0700 when `private`; a symlink or a file under the last name is
     refused (PlantedLink). An existing folder is kept as it is, except that a private one is made 0700 when it
-    is SegLens's (owned by this user)."""
+    is SegLens's (owned by this user). `root`: `path` is made beneath it, no folder on the way followed if it is
+    a link (PlantedLink naming it)."""
     folder = Path(path)
-    with contextlib.suppress(FileExistsError):
-        folder.parent.mkdir(parents=True, exist_ok=True)
-        os.mkdir(folder, 0o700 if private else 0o777)
-    info = os.lstat(folder)
-    if stat.S_ISLNK(info.st_mode) or not stat.S_ISDIR(info.st_mode):
-        raise PlantedLink(folder, "a symbolic link" if stat.S_ISLNK(info.st_mode) else "a file")
-    if private and stat.S_IMODE(info.st_mode) & 0o077 and info.st_uid == _uid():
-        _private_folder(folder)
+    with _where(root, folder, create=True) as (fd, name):
+        with contextlib.suppress(FileExistsError):
+            os.mkdir(name, 0o700 if private else 0o777, dir_fd=fd)
+        info = os.stat(name, dir_fd=fd, follow_symlinks=False)
+        if stat.S_ISLNK(info.st_mode) or not stat.S_ISDIR(info.st_mode):
+            raise PlantedLink(folder, "a symbolic link" if stat.S_ISLNK(info.st_mode) else "a file")
+        if private and stat.S_IMODE(info.st_mode) & 0o077 and info.st_uid == _uid():
+            _private_folder(folder, fd, name)
     return folder
 
 
-def _private_folder(folder: Path) -> None:
+def _private_folder(folder: Path, parent_fd: int | None, name: str) -> None:
     """chmod 0700 on the folder itself, opened without following a link: one swapped in after the lstat above is
     refused, never chmod-ed through."""
     if not hasattr(os, "fchmod"):  # Windows: no POSIX modes to tighten
         return
     try:
-        fd = os.open(folder, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | _NOFOLLOW | _CLOEXEC)
+        fd = os.open(name, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | _NOFOLLOW | _CLOEXEC, dir_fd=parent_fd)
     except OSError as exc:
         if exc.errno in (errno.ELOOP, errno.ENOTDIR):
             raise PlantedLink(folder, "a symbolic link") from None
@@ -100,9 +129,14 @@ def _checked(fd: int, path: str | os.PathLike[str]) -> int:
     return fd
 
 
-def _open(path: str | os.PathLike[str], flags: int, private: bool) -> int:
+def _open(path: str | os.PathLike[str], flags: int, private: bool, root: str | os.PathLike[str] | None = None) -> int:
+    with _where(root, path) as (folder_fd, name):
+        return _open_at(folder_fd, name, path, flags, private)
+
+
+def _open_at(folder_fd: int | None, name: str, path: str | os.PathLike[str], flags: int, private: bool) -> int:
     try:
-        fd = os.open(path, flags | _NOFOLLOW | _CLOEXEC | os.O_NONBLOCK, _mode(private))
+        fd = os.open(name, flags | _NOFOLLOW | _CLOEXEC | os.O_NONBLOCK, _mode(private), dir_fd=folder_fd)
     except OSError as exc:
         if exc.errno in (errno.ELOOP, errno.EMLINK):
             raise PlantedLink(path, "a symbolic link") from None
@@ -114,53 +148,69 @@ def _open(path: str | os.PathLike[str], flags: int, private: bool) -> int:
     return fd
 
 
-def open_append(path: str | os.PathLike[str], *, private: bool = False) -> BinaryIO:
+def open_append(path: str | os.PathLike[str], *, private: bool = False,
+                root: str | os.PathLike[str] | None = None) -> BinaryIO:
     """`path` open for appending (created if missing), never through a link planted under the name."""
-    return os.fdopen(_open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, private), "ab")
+    return os.fdopen(_open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, private, root), "ab")
 
 
-def open_update(path: str | os.PathLike[str], *, private: bool = False) -> BinaryIO:
+def open_update(path: str | os.PathLike[str], *, private: bool = False,
+                root: str | os.PathLike[str] | None = None) -> BinaryIO:
     """`path` open for reading and writing in place (created if missing; a journal that truncates its own torn
     tail), never through a planted link."""
-    return os.fdopen(_open(path, os.O_RDWR | os.O_CREAT, private), "r+b")
+    return os.fdopen(_open(path, os.O_RDWR | os.O_CREAT, private, root), "r+b")
 
 
-def open_new(path: str | os.PathLike[str], *, private: bool = False) -> BinaryIO:
+def open_new(path: str | os.PathLike[str], *, private: bool = False,
+             root: str | os.PathLike[str] | None = None) -> BinaryIO:
     """A new file at `path`, created exclusively (FileExistsError when anything is there, a link included)."""
-    return os.fdopen(_open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, private), "wb")
+    return os.fdopen(_open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, private, root), "wb")
 
 
-def create_temporary(folder: Path, name: str, *, private: bool = False) -> tuple[int, Path]:
+def create_temporary(folder: Path, name: str, *, private: bool = False,
+                     root: str | os.PathLike[str] | None = None) -> tuple[int, Path]:
     """A new, empty file `.seglens-tmp-<name>.<random>.tmp` in `folder`, open for writing: (fd, path).
 
     Created exclusively (O_CREAT | O_EXCL: it never opens an existing file and never follows a symlink planted
     under its name), with mode 0o666 (the umask decides) or 0o600 when `private`. The name is cut short: the
-    temporary must fit the file-name limit wherever the final name does."""
+    temporary must fit the file-name limit wherever the final name does. `root`: `folder` is reached beneath it
+    with no link followed on the way (PlantedLink)."""
+    with _where(root, Path(folder) / name) as (folder_fd, _name):
+        fd, temporary = _temporary_at(folder_fd, Path(folder), name, private)
+    return fd, Path(folder) / Path(temporary).name
+
+
+def _temporary_at(folder_fd: int | None, folder: Path, name: str, private: bool) -> tuple[int, str]:
+    """(fd, the temporary's name under `folder_fd`, or its whole path when there is no descriptor)."""
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW | _CLOEXEC
     for _ in range(100):
-        path = folder / f"{TEMPORARY_PREFIX}{name[:48]}.{secrets.token_hex(4)}.tmp"
+        temporary = f"{TEMPORARY_PREFIX}{name[:48]}.{secrets.token_hex(4)}.tmp"
+        at = temporary if folder_fd is not None else os.fspath(folder / temporary)
         try:
-            return os.open(path, flags, _mode(private)), path
+            return os.open(at, flags, _mode(private), dir_fd=folder_fd), at
         except FileExistsError:
             continue
     raise FileExistsError(f"{folder}: no free temporary name for {name}")
 
 
-def open_fresh(path: Path, *, private: bool = False) -> tuple[BinaryIO, tuple[int, int]]:
+def open_fresh(path: Path, *, private: bool = False,
+               root: str | os.PathLike[str] | None = None) -> tuple[BinaryIO, tuple[int, int]]:
     """A new, empty file at `path` open for appending, whatever was under the name before (a report's `.partial`
     left by an earlier run, or a link planted there): created exclusively under a temporary name in the same
     folder, renamed over `path` (a rename replaces a link, never follows it), reopened O_NOFOLLOW for appending
     and checked to be that same file — reopened, not kept open: Windows cannot rename an open file. (handle,
-    its (st_dev, st_ino)); PlantedLink when another file took the name in between, OSError otherwise."""
-    fd, tmp = create_temporary(path.parent, path.name, private=private)
-    try:
-        info = os.fstat(fd)
-        os.close(fd)
-        os.replace(tmp, path)
-    except OSError:
-        _remove_quietly(tmp)
-        raise
-    handle = open_append(path, private=private)
+    its (st_dev, st_ino)); PlantedLink when another file took the name in between, OSError otherwise. `root`:
+    reached beneath it, no folder on the way followed (PlantedLink)."""
+    with _where(root, path) as (folder_fd, name):
+        fd, tmp = _temporary_at(folder_fd, path.parent, path.name, private)
+        try:
+            info = os.fstat(fd)
+            os.close(fd)
+            os.replace(tmp, name, src_dir_fd=folder_fd, dst_dir_fd=folder_fd)
+        except OSError:
+            _remove_quietly(tmp, folder_fd)
+            raise
+        handle = os.fdopen(_open_at(folder_fd, name, path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, private), "ab")
     now = os.fstat(handle.fileno())
     if (now.st_dev, now.st_ino) != (info.st_dev, info.st_ino):
         handle.close()
@@ -168,30 +218,38 @@ def open_fresh(path: Path, *, private: bool = False) -> tuple[BinaryIO, tuple[in
     return handle, (info.st_dev, info.st_ino)
 
 
-def atomic_write(path: Path, data: bytes, *, private: bool = False, durable: bool = False) -> None:
+def atomic_write(path: Path, data: bytes, *, private: bool = False, durable: bool = False,
+                 root: str | os.PathLike[str] | None = None) -> None:
     """Write `data` to `path` via an exclusive temporary in the same folder and a rename: the file appears whole
     or not at all, and a link planted under the name is replaced, never written through. `durable`: fsync the
-    file before the rename (a journal's state). OutputError naming the path on failure."""
+    file before the rename (a journal's state). OutputError naming the path on failure. `root`: the folders are
+    made and reached beneath it, none followed if it is a link (OutputError naming the link)."""
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = create_temporary(path.parent, path.name, private=private)
+        with _where(root, path, create=True) as (folder_fd, name):
+            _write_at(folder_fd, name, path, data, private=private, durable=durable)
+    except PlantedLink as exc:
+        raise OutputError(f"{path}: cannot write ({exc})") from exc
     except OSError as exc:
         raise OutputError(f"{path}: cannot write ({exc.strerror or exc})") from exc
+
+
+def _write_at(folder_fd: int | None, name: str, path: Path, data: bytes, *, private: bool, durable: bool) -> None:
+    fd, tmp = _temporary_at(folder_fd, path.parent, path.name, private)
     try:
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
             if durable:
                 handle.flush()
                 os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    except OSError as exc:
-        _remove_quietly(tmp)
-        raise OutputError(f"{path}: cannot write ({exc.strerror or exc})") from exc
+        os.replace(tmp, name, src_dir_fd=folder_fd, dst_dir_fd=folder_fd)
+    except OSError:
+        _remove_quietly(tmp, folder_fd)
+        raise
 
 
-def _remove_quietly(path: Path) -> None:
+def _remove_quietly(path: str | os.PathLike[str], folder_fd: int | None = None) -> None:
     with contextlib.suppress(OSError):
-        os.unlink(path)
+        os.unlink(path, dir_fd=folder_fd)
 
 
 @contextlib.contextmanager
@@ -238,18 +296,33 @@ def remove_under(root: str | os.PathLike[str], *components: str, folders: bool =
     target = parent / single_component(components[-1], under=parent)  # `../x` is no name under the root
     if not os.path.islink(target):  # a link is removed itself, wherever it points; anything else must be inside
         join_under(parent, components[-1])
-    try:
-        info = os.lstat(target)
-    except FileNotFoundError:
-        return False
-    if stat.S_ISDIR(info.st_mode) and not folders:
-        raise IsADirectoryError(errno.EISDIR, "a folder is under the name, not SegLens's file: kept", str(target))
-    if stat.S_ISDIR(info.st_mode):
-        shutil.rmtree(target, ignore_errors=True)  # never follows a link inside (fd-based where the OS allows)
-        return not os.path.lexists(target)
-    with contextlib.suppress(FileNotFoundError):
-        os.unlink(target)
-    return True
+    with parent_under(root, components) as found:
+        if found is None:
+            return False
+        folder_fd, name = found
+        try:
+            info = os.stat(name, dir_fd=folder_fd, follow_symlinks=False)
+        except FileNotFoundError:
+            return False
+        if stat.S_ISDIR(info.st_mode) and not folders:
+            raise IsADirectoryError(errno.EISDIR, "a folder is under the name, not SegLens's file: kept", str(target))
+        if stat.S_ISDIR(info.st_mode):
+            # never follows a link inside, nor (by the folder's descriptor) one swapped in on the way after the proof
+            _rmtree_at(folder_fd, name)
+            return not lexists_at(folder_fd, name)
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(name, dir_fd=folder_fd)
+        return True
+
+
+def _rmtree_at(folder_fd: int | None, name: str) -> None:
+    """rmtree of `name` under `folder_fd`, errors ignored; no link followed, the top one included."""
+    if folder_fd is None:
+        shutil.rmtree(name, ignore_errors=True)  # fd-based inside where the OS allows
+    elif sys.version_info >= (3, 11):
+        shutil.rmtree(name, ignore_errors=True, dir_fd=folder_fd)
+    else:  # Python 3.10's rmtree takes no dir_fd
+        rmtree_by_fd(folder_fd, name)
 
 
 def remove_empty_under(root: str | os.PathLike[str], *components: str) -> bool:
@@ -262,17 +335,21 @@ def remove_empty_under(root: str | os.PathLike[str], *components: str) -> bool:
     target = parent / single_component(components[-1], under=parent)  # `../x` is no name under the root
     if not os.path.islink(target):  # a link is left below; anything else must be inside
         join_under(parent, components[-1])
-    try:
-        info = os.lstat(target)
-    except FileNotFoundError:
-        return False
-    if not stat.S_ISDIR(info.st_mode):  # a link planted under the name, or a file: not an empty folder of ours
-        return False
-    try:
-        os.rmdir(target)
-    except OSError:  # not empty (or not ours to remove)
-        return False
-    return True
+    with parent_under(root, components) as found:
+        if found is None:
+            return False
+        folder_fd, name = found
+        try:
+            info = os.stat(name, dir_fd=folder_fd, follow_symlinks=False)
+        except FileNotFoundError:
+            return False
+        if not stat.S_ISDIR(info.st_mode):  # a link planted under the name, or a file: not an empty folder of ours
+            return False
+        try:
+            os.rmdir(name, dir_fd=folder_fd)
+        except OSError:  # not empty (or not ours to remove)
+            return False
+        return True
 
 
 def rename_under(root: str | os.PathLike[str], old: str, new: str) -> None:
@@ -283,7 +360,7 @@ def rename_under(root: str | os.PathLike[str], old: str, new: str) -> None:
     folder = join_under(root)
     for name in (old, new):
         single_component(name, under=folder)
-    os.replace(folder / old, folder / new)
+    os.replace(folder / old, folder / new)  # single components in the root: nothing on the way to swap
 
 
 def sync_folder(folder: str | os.PathLike[str]) -> None:

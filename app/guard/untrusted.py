@@ -22,6 +22,7 @@ import os
 import stat
 from typing import BinaryIO
 
+from app.guard.beneath import CAN_WALK, open_folder_beneath
 from app.guard.names import PathEscape, inside
 
 _KINDS = ((stat.S_ISDIR, "a folder"), (stat.S_ISFIFO, "a named pipe (FIFO)"), (stat.S_ISCHR, "a character device"),
@@ -89,14 +90,18 @@ def open_untrusted(path: str | os.PathLike[str], *, limit: int,
     """`path` open for binary reading (seekable), capped at `limit` bytes. With `root` (the watched or named
     folder the file was found in) a symlink as the last component is refused, and the resolved path must stay
     under `root` (OutsideRoot); without it, a symlink the user named is followed. NotRegularFile for a FIFO,
-    device, socket or folder; TooLarge past `limit`; OSError as `open()` raises it otherwise. Never blocks."""
+    device, socket or folder; TooLarge past `limit`; OSError as `open()` raises it otherwise. Never blocks.
+
+    With `root` the file is also reached from `root` one folder at a time by descriptor, none followed if it is a
+    link (OutsideRoot): a folder swapped for a link after the check cannot send the read elsewhere. And a file
+    with another hard link is refused (NotRegularFile "a hard link"): it may be a file outside `root`."""
     if root is not None:
         try:
             inside(root, path)
         except PathEscape:
             raise OutsideRoot(path, root) from None
     try:
-        fd = os.open(path, _FLAGS | (_NOFOLLOW if root is not None else 0))
+        fd = _open_rooted(path, root) if root is not None else os.open(path, _FLAGS)
     except OSError as exc:
         if exc.errno == errno.ELOOP and root is not None:
             raise NotRegularFile(path, "a symbolic link") from None
@@ -108,6 +113,8 @@ def open_untrusted(path: str | os.PathLike[str], *, limit: int,
     try:
         info = os.fstat(fd)
         what = kind_of(info.st_mode)
+        if what is None and root is not None and info.st_nlink > 1:
+            what = "a hard link"
         if what is not None:
             raise NotRegularFile(path, what)
         if info.st_size > limit:
@@ -119,6 +126,21 @@ def open_untrusted(path: str | os.PathLike[str], *, limit: int,
         os.close(fd)
         raise
     return io.BufferedReader(raw)
+
+
+def _open_rooted(path: str | os.PathLike[str], root: str | os.PathLike[str]) -> int:
+    """`path` opened O_NOFOLLOW in its folder's descriptor, that folder reached from `root` with no link followed
+    (OutsideRoot naming the path when one is met); by path where the OS has no `dir_fd`."""
+    if not CAN_WALK:
+        return os.open(path, _FLAGS | _NOFOLLOW)
+    try:
+        folder_fd = open_folder_beneath(root, os.path.dirname(os.path.abspath(path)))
+    except PathEscape:  # a folder on the way is a link now (or never was under the root)
+        raise OutsideRoot(path, root) from None
+    try:
+        return os.open(os.path.basename(os.path.abspath(path)), _FLAGS | _NOFOLLOW, dir_fd=folder_fd)
+    finally:
+        os.close(folder_fd)
 
 
 def read_untrusted(path: str | os.PathLike[str], *, limit: int,
@@ -153,7 +175,7 @@ def untrusted_problem(path: str | os.PathLike[str], *, limit: int | None = None,
     try:
         if root is not None:
             inside(root, path)
-        mode = os.lstat(path) if root is not None else os.stat(path)
+        mode = _lstat_rooted(path, root) if root is not None else os.stat(path)
     except PathEscape:
         return str(OutsideRoot(path, root or ""))
     except FileNotFoundError:
@@ -161,11 +183,24 @@ def untrusted_problem(path: str | os.PathLike[str], *, limit: int | None = None,
     except OSError as exc:
         return exc.strerror or type(exc).__name__
     what = kind_of(mode.st_mode)
+    if what is None and root is not None and mode.st_nlink > 1:
+        what = "a hard link"
     if what is not None:
         return f"not a regular file: {what}"
     if limit is not None and mode.st_size > limit:
         return str(TooLarge(path, mode.st_size, limit))
     return None
+
+
+def _lstat_rooted(path: str | os.PathLike[str], root: str | os.PathLike[str]) -> os.stat_result:
+    """lstat of `path` in its folder's descriptor, reached from `root` with no link followed (PathEscape)."""
+    if not CAN_WALK:
+        return os.lstat(path)
+    folder_fd = open_folder_beneath(root, os.path.dirname(os.path.abspath(path)))
+    try:
+        return os.stat(os.path.basename(os.path.abspath(path)), dir_fd=folder_fd, follow_symlinks=False)
+    finally:
+        os.close(folder_fd)
 
 
 class _Capped(io.RawIOBase):
