@@ -27,6 +27,7 @@ import socket
 import ssl
 import threading
 import time
+import urllib.error
 import urllib.parse
 import urllib.request
 from collections.abc import Iterator, Mapping
@@ -164,7 +165,7 @@ def fetch(url: str, *, deadline_s: float, max_bytes: int, headers: Mapping[str, 
     request = urllib.request.Request(url, headers=dict(headers or {}))
     watchdog = _Watchdog(deadline)
     opener = urllib.request.build_opener(_NoRedirect, *_watched_handlers(watchdog, context))
-    with watchdog.armed(), opener.open(request, timeout=deadline.timeout()) as response:
+    with watchdog.armed(), _open(opener, request, deadline.timeout()) as response:
         check_declared(response.headers, max_bytes, what)
         body = b"".join(capped_chunks(response.read1, max_bytes=max_bytes, deadline=deadline, what=what))
         watchdog.check()  # the end of the body may be the watchdog's doing
@@ -172,6 +173,16 @@ def fetch(url: str, *, deadline_s: float, max_bytes: int, headers: Mapping[str, 
             raise NetRefused(f"{what}: the answer ended after {len(body)} bytes; it declared "
                              f"{len(body) + response.length}")
         return body
+
+
+def _open(opener: urllib.request.OpenerDirector, request: urllib.request.Request, timeout: float) -> Any:
+    """`opener.open(request)`; an HTTPError (a 3xx, an error status) is raised with its body closed unread: its
+    code, reason and headers say what happened, and its body, which no cap bounds, is not handed on."""
+    try:
+        return opener.open(request, timeout=timeout)
+    except urllib.error.HTTPError as exc:
+        exc.close()
+        raise
 
 
 class _Watchdog:
