@@ -173,8 +173,7 @@ def create_temporary(folder: Path, name: str, *, private: bool = False,
 
     Created exclusively (O_CREAT | O_EXCL: it never opens an existing file and never follows a symlink planted
     under its name), with mode 0o666 (the umask decides) or 0o600 when `private`. The name is cut short: the
-    temporary must fit the file-name limit wherever the final name does. `root`: `folder` is reached beneath it
-    with no link followed on the way (PlantedLink)."""
+    temporary must fit the file-name limit wherever the final name does. `root`: as `atomic_write`'s."""
     with _where(root, Path(folder) / name) as (folder_fd, _name):
         fd, temporary = _temporary_at(folder_fd, Path(folder), name, private)
     return fd, Path(folder) / Path(temporary).name
@@ -199,8 +198,8 @@ def open_fresh(path: Path, *, private: bool = False,
     left by an earlier run, or a link planted there): created exclusively under a temporary name in the same
     folder, renamed over `path` (a rename replaces a link, never follows it), reopened O_NOFOLLOW for appending
     and checked to be that same file — reopened, not kept open: Windows cannot rename an open file. (handle,
-    its (st_dev, st_ino)); PlantedLink when another file took the name in between, OSError otherwise. `root`:
-    reached beneath it, no folder on the way followed (PlantedLink)."""
+    its (st_dev, st_ino)); PlantedLink when another file took the name in between (or a link on the way from
+    `root`, as `atomic_write`'s), OSError otherwise."""
     with _where(root, path) as (folder_fd, name):
         fd, tmp = _temporary_at(folder_fd, path.parent, path.name, private)
         try:
@@ -317,12 +316,9 @@ def remove_under(root: str | os.PathLike[str], *components: str, folders: bool =
 
 def _rmtree_at(folder_fd: int | None, name: str) -> None:
     """rmtree of `name` under `folder_fd`, errors ignored; no link followed, the top one included."""
-    if folder_fd is None:
-        shutil.rmtree(name, ignore_errors=True)  # fd-based inside where the OS allows
-    elif sys.version_info >= (3, 11):
-        shutil.rmtree(name, ignore_errors=True, dir_fd=folder_fd)
-    else:  # Python 3.10's rmtree takes no dir_fd
-        rmtree_by_fd(folder_fd, name)
+    if sys.version_info >= (3, 11):  # fd-based inside where the OS allows
+        return shutil.rmtree(name, ignore_errors=True, dir_fd=folder_fd)
+    return rmtree_by_fd(folder_fd, name) if folder_fd is not None else shutil.rmtree(name, ignore_errors=True)
 
 
 def remove_empty_under(root: str | os.PathLike[str], *components: str) -> bool:
@@ -352,15 +348,17 @@ def remove_empty_under(root: str | os.PathLike[str], *components: str) -> bool:
         return True
 
 
-def rename_under(root: str | os.PathLike[str], old: str, new: str) -> None:
+def rename_under(root: str | os.PathLike[str], old: str, new: str, *,
+                 under: str | os.PathLike[str] | None = None) -> None:
     """Rename `root/old` to `root/new`, replacing what is at `new` (a log's rotation, a copy moved aside): both
     single components in the folder `root`, which `join_under` proves. A link planted under either name is
-    renamed or replaced itself, never followed (a rename never follows a link). PathEscape for a name that is
-    not one component; OSError as os.replace raises it."""
+    renamed or replaced itself, never followed. `under`: `root` is a folder below it, reached from it by
+    descriptor (PlantedLink for a folder on the way that is a link). OSError as os.replace raises it."""
     folder = join_under(root)
     for name in (old, new):
         single_component(name, under=folder)
-    os.replace(folder / old, folder / new)  # single components in the root: nothing on the way to swap
+    with _where(under, folder / old) as (fd, at):
+        os.replace(at, new if fd is not None else folder / new, src_dir_fd=fd, dst_dir_fd=fd)
 
 
 def sync_folder(folder: str | os.PathLike[str]) -> None:

@@ -291,3 +291,18 @@ def test_the_log_is_never_written_through_a_link_planted_as_seglens_log(
     finally:
         handler.close()
     assert (logs / "seglens.log").read_text(encoding="utf-8") == "written\n"
+
+
+def test_rename_under_with_under_refuses_a_folder_on_the_way_swapped_for_a_link(tmp_path: Path) -> None:
+    out, elsewhere = tmp_path / "out", tmp_path / "elsewhere"
+    (out / "ng" / "line1").mkdir(parents=True)
+    (out / "ng" / "line1" / "a.png").write_bytes(b"ours")
+    shared.rename_under(out / "ng" / "line1", "a.png", "a_2.png", under=out)
+    assert (out / "ng" / "line1" / "a_2.png").read_bytes() == b"ours"
+    elsewhere.mkdir()
+    (elsewhere / "a_2.png").write_bytes(b"theirs")
+    os.rename(out / "ng" / "line1", out / "ng" / "moved")
+    os.symlink(elsewhere, out / "ng" / "line1")
+    with pytest.raises(PlantedLink, match="line1: refused to write through a symbolic link"):
+        shared.rename_under(out / "ng" / "line1", "a_2.png", "a_3.png", under=out)
+    assert sorted(p.name for p in elsewhere.iterdir()) == ["a_2.png"]

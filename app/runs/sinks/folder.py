@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, BinaryIO
 
 from app.errors import OutputError, SegLensError, one_line
 from app.guard.names import MAX_COMPONENT_BYTES, component, join_under
-from app.guard.shared import atomic_write, create_temporary, remove_empty_under, remove_under, rename_under
+from app.guard.shared import atomic_write, create_temporary, make_folder, remove_empty_under, remove_under, rename_under
 from app.guard.untrusted import open_untrusted
 from app.io.files import encode_png
 from app.runs.outputs import write_result_images
@@ -141,7 +141,7 @@ class FolderSink:
         written: list[Path] = []
         if pictures.result is not None and self.save:
             stem = join_under(self.out, "results", *_safe(verdict.frame_id))
-            stem.parent.mkdir(parents=True, exist_ok=True)
+            make_folder(stem.parent, root=self.out)  # no folder on the way followed if it is a planted link
             written += write_result_images(pictures.result, self.spec, stem, self.save, pictures.pixels)
         target = copy_path(self.out, verdict, pictures)
         if target is not None:
@@ -152,7 +152,7 @@ class FolderSink:
         """The frame's copy at `target`: a camera's pixels as a PNG, a file streamed from its folder (never read
         whole: over COPY_MAX it is not copied, and `<copy>.not-copied.txt` says why in one line), a DICOM
         de-identified first under privacy."""
-        target.parent.mkdir(parents=True, exist_ok=True)
+        make_folder(target.parent, root=self.out)  # no folder on the way followed if it is a planted link
         if pictures.path is None:
             if pictures.pixels is None:
                 raise ValueError("a frame with neither a file nor pixels cannot be copied")
@@ -184,19 +184,19 @@ class FolderSink:
             return []
         log.warning("folder sink: %s", line)
         record = target.with_name(target.name + NOT_COPIED)
-        atomic_write(record, (spelt(line, controls=False) + "\n").encode("utf-8"))
+        atomic_write(record, (spelt(line, controls=False) + "\n").encode("utf-8"), root=self.out)
         return [record]
 
     def _shared_copy(self, target: Path, shared: Shareable) -> list[Path]:
         """The copy written; a de-identified one searched for its source's values and removed if one is there."""
         self._keep_earlier(target)
-        atomic_write(target, shared.data)
+        atomic_write(target, shared.data, root=self.out)
         if shared.identifying is not None:
             from app.runs.privacy_check import leak
 
             found = leak([target], shared.identifying, root=self.out)
             if found:  # names the kind of value, never the value
-                remove_under(target.parent, target.name)
+                remove_under(self.out, *target.relative_to(self.out).parts)
                 log.warning("folder sink: a de-identified copy removed (%s)", found)
                 return []
         return [target]
@@ -205,14 +205,14 @@ class FolderSink:
         """`source` copied to `target` a block at a time through an exclusive temporary renamed over it (whole
         or not at all; 0600 when `private`); OSError naming the target when a write fails."""
         self._keep_earlier(target)
-        fd, temporary = create_temporary(target.parent, target.name, private=private)
+        fd, temporary = create_temporary(target.parent, target.name, private=private, root=self.out)
         try:
             with os.fdopen(fd, "wb") as handle:
                 while block := source.read(_CHUNK):
                     handle.write(block)
-            rename_under(target.parent, temporary.name, target.name)
+            rename_under(target.parent, temporary.name, target.name, under=self.out)
         except OSError as exc:
-            remove_under(temporary.parent, temporary.name)
+            remove_under(self.out, *temporary.relative_to(self.out).parts)
             raise OSError(exc.errno, exc.strerror, os.fspath(target)) from None
         return target
 
@@ -226,7 +226,7 @@ class FolderSink:
         n = 2
         while os.path.lexists(aside := target.with_name(f"{stem}_{n}{suffix}")):
             n += 1
-        rename_under(target.parent, target.name, aside.name)
+        rename_under(target.parent, target.name, aside.name, under=self.out)
         for index, (path, size) in enumerate(self._kept):  # the retention's record follows the file
             if path == target:
                 self._kept[index] = (aside, size)
