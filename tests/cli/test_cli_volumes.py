@@ -158,6 +158,7 @@ def test_damaged_volumes_get_one_clean_line_each(models, tmp_path, capsys):
     assert {name: r["status"] for name, r in rows.items()} == {"five.nii.gz": "error", "IM0001": "error",
                                                                "nan.nii.gz": "ok", "trunc.nii.gz": "error"}
     for name in ("five.nii.gz", "IM0001", "trunc.nii.gz"):
-        assert rows[name]["error"].count(name) == 1 + ("trunc" in name), rows[name]["error"]
+        # once: nibabel reads the untrusted gate's handle now, so its own message no longer repeats the path
+        assert rows[name]["error"].count(name) == 1, rows[name]["error"]
     err = capsys.readouterr().err
     assert "UserWarning" not in err and "Invalid value for VR" not in err
