@@ -61,7 +61,9 @@ def instance_name(sop_uid: str) -> str:
 def write_instance(folder: Path, sop_uid: str, data: bytes) -> int:
     """One received instance into a receiving folder, private (0600), named by `instance_name`; its bytes.
     FileExistsError when an instance with that SOPInstanceUID is there already (a server sending one twice)."""
-    with open_new(join_under(folder, instance_name(sop_uid)), private=True) as handle:
+    # reached from the cache's root (the partial folder's parent) by descriptor: a partial folder swapped for a
+    # link by someone who can write into the cache gets nothing written through it
+    with open_new(join_under(folder, instance_name(sop_uid)), private=True, root=folder.parent) as handle:
         handle.write(data)
     return len(data)
 
@@ -178,7 +180,7 @@ class SeriesCache:
             "bytes": sum(s.st_size for s in sizes),
             "completed": time.time(),
         }
-        atomic_write(partial / MANIFEST, json.dumps(manifest).encode(), private=True)
+        atomic_write(partial / MANIFEST, json.dumps(manifest).encode(), private=True, root=self.root)
 
     def series(self) -> list[tuple[Path, float, int]]:
         """The complete series held: (folder, last used, bytes), least recently used first."""
