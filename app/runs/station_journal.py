@@ -207,7 +207,7 @@ class StationJournal:
         the next record does not continue it. Opened through app.guard.shared: a symlink, a hard link or a FIFO
         planted under the name is refused (PlantedLink), never truncated or appended to; created private (the
         ids are file names, which may name a patient)."""
-        with open_update(self.path, private=True) as handle:
+        with open_update(self.path, private=True, root=self.path.parent) as handle:
             size = os.fstat(handle.fileno()).st_size
             if size > STATE_FILE_LIMIT:
                 raise TooLarge(self.path, size, STATE_FILE_LIMIT)
@@ -218,7 +218,8 @@ class StationJournal:
 
     def _open(self) -> int:
         created = not os.path.lexists(self.path)
-        with open_append(self.path, private=True) as handle:  # the journal writes on a descriptor of its own
+        # the journal writes on a descriptor of its own; opened in the station's out folder's descriptor (root=)
+        with open_append(self.path, private=True, root=self.path.parent) as handle:
             fd = os.dup(handle.fileno())
         if created:
             sync_folder(self.path.parent)  # the new file's name must survive a crash as its lines do
@@ -243,7 +244,8 @@ class StationJournal:
         try:
             kept = [entry for entry in self._latest_entries() if self._keep is None or self._keep(entry.id)]
             data = b"".join(_line(entry) for entry in kept)
-            atomic_write(self.path, data, private=True, durable=True)  # replaces a planted link, never follows it
+            # replaces a planted link, never follows it; the temporary and the rename in one pinned folder
+            atomic_write(self.path, data, private=True, durable=True, root=self.path.parent)
             sync_folder(self.path.parent)
             os.close(self._fd)
             self._fd = self._open()

@@ -122,10 +122,11 @@ class _RotatingFile:
         """Open the file for appending through app.guard.shared: a symlink, a hard link or a FIFO planted under
         its name is refused (PlantedLink, said in `problem`), never written through; created private (the ids
         are file names, which may name a patient). A line torn by a kill is ended first: the next starts clean."""
-        with open_update(self.path, private=True) as handle:  # read and write: its torn end, then closed
+        # read and write: its torn end, then closed; both opens in the log folder's descriptor (root=)
+        with open_update(self.path, private=True, root=self.path.parent) as handle:
             size = os.fstat(handle.fileno()).st_size
             torn = size > 0 and os.pread(handle.fileno(), 1, size - 1) != b"\n"
-        with open_append(self.path, private=True) as handle:
+        with open_append(self.path, private=True, root=self.path.parent) as handle:
             fd = os.dup(handle.fileno())  # the file object closes its own descriptor
         self._fd, self._size = fd, os.fstat(fd).st_size
         if self._size == 0:

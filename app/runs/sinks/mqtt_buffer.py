@@ -155,7 +155,7 @@ class OutBuffer:
         """What the last run left: read through app.guard.shared's open (a symlink, hard link or FIFO planted
         under the name is refused: PlantedLink, never read or written through), created private (the payloads
         name the parts)."""
-        with open_update(self.path, private=True) as handle:
+        with open_update(self.path, private=True, root=self.path.parent) as handle:
             size = os.fstat(handle.fileno()).st_size
             if size > STATE_FILE_LIMIT:  # a sparse giant planted under the name: refused, naming it
                 raise OutputError(f"{self.path}: cannot open the MQTT buffer: "
@@ -203,14 +203,15 @@ class OutBuffer:
         # "next" too: the newest seq may have been dropped, and a seq is never given twice
         lines = [(json.dumps({"ack": done, "next": self._next}) + "\n").encode()]
         lines += [_entry_line(entry) for entry in self.entries]
-        atomic_write(self.path, b"".join(lines), private=True, durable=True)  # replaces a planted link itself
+        # replaces a planted link itself; the temporary and the rename in one pinned folder (root=)
+        atomic_write(self.path, b"".join(lines), private=True, durable=True, root=self.path.parent)
         os.close(self._fd)
         self._fd = _open_append(self.path)
 
 
 def _open_append(path: Path) -> int:
     """A descriptor appending to the buffer, through app.guard.shared (never through a planted link)."""
-    with open_append(path, private=True) as handle:  # the file object closes its own descriptor
+    with open_append(path, private=True, root=path.parent) as handle:  # the file object closes its own descriptor
         return os.dup(handle.fileno())
 
 
