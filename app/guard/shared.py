@@ -382,17 +382,18 @@ def remove_stale_temporaries(folder: Path, *, older_than: float | None = None) -
     the same folder keeps the files it is writing. Symlinks are neither followed nor removed."""
     cutoff = time.time() if older_than is None else older_than
     removed = 0
-    for root, _dirs, names in os.walk(folder):  # os.walk does not follow symlinked folders
+    walk = os.fwalk(folder) if CAN_WALK else ((root, dirs, names, None) for root, dirs, names in os.walk(folder))
+    for root, _dirs, names, fd in walk:  # neither follows a symlinked folder; fwalk pins each one by descriptor
         for name in names:
             if name.startswith(TEMPORARY_PREFIX) and name.endswith(".tmp"):
-                removed += _remove_if_stale(os.path.join(root, name), cutoff)
+                removed += _remove_if_stale(name if fd is not None else os.path.join(root, name), cutoff, fd)
     return removed
 
 
-def _remove_if_stale(path: str, cutoff: float) -> int:
+def _remove_if_stale(path: str, cutoff: float, folder_fd: int | None) -> int:
     with contextlib.suppress(OSError):
-        info = os.lstat(path)
+        info = os.stat(path, dir_fd=folder_fd, follow_symlinks=False)
         if stat.S_ISREG(info.st_mode) and info.st_mtime < cutoff:
-            os.unlink(path)
+            os.unlink(path, dir_fd=folder_fd)
             return 1
     return 0

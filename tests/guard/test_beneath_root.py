@@ -306,3 +306,27 @@ def test_rename_under_with_under_refuses_a_folder_on_the_way_swapped_for_a_link(
     with pytest.raises(PlantedLink, match="line1: refused to write through a symbolic link"):
         shared.rename_under(out / "ng" / "line1", "a_2.png", "a_3.png", under=out)
     assert sorted(p.name for p in elsewhere.iterdir()) == ["a_2.png"]
+
+
+def test_stale_temporaries_are_removed_in_the_folder_listed_not_in_one_swapped_in_for_it(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    out, elsewhere = tmp_path / "out", tmp_path / "elsewhere"
+    (out / "ng").mkdir(parents=True)
+    elsewhere.mkdir()
+    name = f"{shared.TEMPORARY_PREFIX}frame.png.0000.tmp"
+    (out / "ng" / name).write_bytes(b"ours")
+    (elsewhere / name).write_bytes(b"theirs")
+    for path in (out / "ng" / name, elsewhere / name):
+        os.utime(path, (1, 1))
+    real = shared._remove_if_stale
+
+    def swapped_then_removed(*args: object) -> int:
+        if not os.path.islink(out / "ng"):
+            os.rename(out / "ng", out / "moved")
+            os.symlink(elsewhere, out / "ng")
+        return real(*args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(shared, "_remove_if_stale", swapped_then_removed)
+    assert shared.remove_stale_temporaries(out) == 1
+    assert (elsewhere / name).read_bytes() == b"theirs"
+    assert not (out / "moved" / name).exists()
