@@ -21,13 +21,16 @@ SAVE_KINDS = ("mask", "overlay", "heatmap", "scores")
 
 def write_result_images(result: Result, spec: ModelSpec, out_stem: Path, save: Sequence[str],
                         image: np.ndarray | None = None,
-                        texts: Mapping[str, Mapping[str, str]] | None = None) -> list[Path]:
+                        texts: Mapping[str, Mapping[str, str]] | None = None,
+                        root: Path | None = None) -> list[Path]:
     """Write `<stem>_mask.png` (`x.png_mask.png`: app.io.discover.output_stem), `_overlay.png`, `_heatmap.png`
     and/or `_scores.png` for a segmentation result.
 
     The heatmap and scores show the foreground probability (binary) or the winning class's (multi-class); a
     result without scores (a label-map output) simply has neither. `texts[kind]`: PNG text items for that kind
-    (the run's provenance, app.runs.provenance.RunIdentity.png_texts), inserted after IHDR.
+    (the run's provenance, app.runs.provenance.RunIdentity.png_texts), inserted after IHDR. `root`: the output
+    folder the stem is under (--out, a station's out): the files are written beneath it by descriptor, no folder
+    on the way followed if it is a link planted or swapped in (app.guard.shared.atomic_write).
     """
     if result.mask is None:
         return []
@@ -35,7 +38,8 @@ def write_result_images(result: Result, spec: ModelSpec, out_stem: Path, save: S
 
     def write(kind: str, pixels: np.ndarray) -> Path:
         data = encode_png(pixels)
-        return _write(out_stem, f"_{kind}.png", png_with_text(data, dict(texts[kind])) if texts.get(kind) else data)
+        return _write(out_stem, f"_{kind}.png", png_with_text(data, dict(texts[kind])) if texts.get(kind) else data,
+                      root)
 
     written = []
     if "mask" in save:
@@ -56,7 +60,7 @@ def scores_uint16(probability: np.ndarray) -> np.ndarray:
     return levels
 
 
-def _write(out_stem: Path, suffix: str, data: bytes) -> Path:
+def _write(out_stem: Path, suffix: str, data: bytes, root: Path | None) -> Path:
     path = out_stem.with_name(out_stem.name + suffix)
-    atomic_write(path, data)
+    atomic_write(path, data, root=root)
     return path

@@ -207,7 +207,7 @@ class Writer:
                 if refused:
                     return Outcome(work.index, work.input, None, f"{work.input.path}: {refused}")
                 write_result_images(result, self.model.spec, stem, self.setup.save, prepared.image.pixels,
-                                    texts=self.setup.png_texts)
+                                    texts=self.setup.png_texts, root=self.setup.out_dir)
             # Decided here, in the writer stage, not in ReportWriter: the summary's OK/NG counts and the progress
             # callback (the viewer's Run on all) need it as well as the report, which is optional; it is one
             # pure function of the kept result, off the inference thread, once per input.

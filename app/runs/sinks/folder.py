@@ -142,7 +142,8 @@ class FolderSink:
         if pictures.result is not None and self.save:
             stem = join_under(self.out, "results", *_safe(verdict.frame_id))
             make_folder(stem.parent, root=self.out)  # no folder on the way followed if it is a planted link
-            written += write_result_images(pictures.result, self.spec, stem, self.save, pictures.pixels)
+            written += write_result_images(pictures.result, self.spec, stem, self.save, pictures.pixels,
+                                           root=self.out)
         target = copy_path(self.out, verdict, pictures)
         if target is not None:
             written += self._copy_input(target, verdict, pictures)
