@@ -4,8 +4,10 @@ A file SegLens reads because a user, a model, a station folder or a server named
 `open()` waits for a writer for ever), a device (`/dev/zero` never ends), a socket, a symlink out of the folder it
 was found in, or a sparse file that claims 3 GiB and costs nothing to make. Every such read goes through here:
 
-- opened with O_NONBLOCK (a FIFO opens at once, with no writer) and, where a root is named, O_NOFOLLOW on the
-  last component plus a resolved path checked to stay under that root;
+- opened with O_NONBLOCK (a FIFO opens at once, with no writer) and, where a root is named, reached from that
+  root one folder at a time by descriptor with O_NOFOLLOW (app.guard.beneath: a folder swapped for a link after
+  the check cannot send the read elsewhere), the last name O_NOFOLLOW too, and a file with another hard link
+  refused (it may be a file outside the root);
 - checked with fstat on the open descriptor (no race between a check and the open): a regular file, or
   NotRegularFile naming what it is;
 - its size checked against the limit the caller names before a byte is read (TooLarge), and every later read
