@@ -273,7 +273,8 @@ class VolumeAssembler:
                 self._display[k] = image.display()
         if slice_stem is not None and save:
             self._written += write_result_images(result, self.spec, slice_stem, save,
-                                                 None if image is None else image.pixels, texts=self.texts)
+                                                 None if image is None else image.pixels, texts=self.texts,
+                                                 root=self.out_dir)
         self._rows.append(SliceRow(k + 1, slice_path(volume, k), result.class_pixels(), result.predictions,
                                    image_score(result),
                                    slice_verdict(self.spec, result), dict(result.timings),
