@@ -57,6 +57,8 @@ def open_folder_beneath(root: str | os.PathLike[str], folder: str | os.PathLike[
     and is opened as named. LinkOnTheWay naming the first component that is a symlink or not a folder;
     FileNotFoundError for a missing one (not `create`); PathEscape when `folder` is not under `root`."""
     parts = parts_under(root, folder)
+    if create:  # the root is the user's (or SegLens's own) output folder: made when missing, as a run always did
+        os.makedirs(root, mode=mode, exist_ok=True)
     fd = os.open(root, _DIR_FLAGS & ~getattr(os, "O_NOFOLLOW", 0))
     here = os.path.abspath(root)
     try:

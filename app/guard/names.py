@@ -78,9 +78,12 @@ def join_under(root: str | os.PathLike[str], *components: str) -> Path:
 
 
 def single_component(part: str, *, under: str | os.PathLike[str]) -> str:
-    """`part` when it is one path component (not empty, `.` or `..`, no separator, no NUL); PathEscape naming
-    `under` otherwise. No file system look-up: for a name whose own link is removed or renamed, never followed."""
-    if not part or part in (".", "..") or "/" in part or "\\" in part or "\x00" in part or os.sep in part:
+    """`part` when it is one path component (not empty, `.` or `..`, no separator of this system, no NUL);
+    PathEscape naming `under` otherwise. No file system look-up: for a name whose own link is removed or renamed,
+    never followed. A backslash is a separator on Windows only: on POSIX it is a letter of a name (SegLens spells an
+    undecodable byte `\\xe9` in an output's name), so it is refused there alone (`component()` escapes it anyway)."""
+    separators = {"/", os.sep, os.altsep or "/"}
+    if not part or part in (".", "..") or "\x00" in part or any(sep in part for sep in separators):
         raise PathEscape(f"{part!r} is not a single path component (under {os.fspath(under)})")
     return part
 

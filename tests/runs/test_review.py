@@ -113,7 +113,7 @@ def test_a_crash_between_writes_keeps_the_previous_complete_file(tmp_path: Path,
     log.set("a.png", "accepted", note="first")
     real_replace, calls = os.replace, []
 
-    def failing_replace(src, dst):
+    def failing_replace(src, dst, **_dir_fds):
         calls.append(dst)
         raise OSError(28, "No space left on device")
 
@@ -135,7 +135,7 @@ def test_a_process_killed_during_the_second_write_leaves_the_first_change_readab
         from app.runs.review import ReviewLog
         log = ReviewLog.open(Path(sys.argv[1]), {SHA_A!r})
         log.set("a.png", "accepted", note="made before the crash")
-        os.replace = lambda src, dst: os._exit(3)
+        os.replace = lambda src, dst, **_dir_fds: os._exit(3)
         log.set("b.png", "rejected", note="in flight")
     """)
     done = subprocess.run([sys.executable, "-c", script, str(tmp_path)], cwd=REPO, capture_output=True, timeout=120)
