@@ -283,18 +283,24 @@ def _swap_in(partial: Path, out_dir: Path) -> None:
         remove_under(old.parent, old.name)
 
 
+def _proven(root: str | os.PathLike[str], components: tuple[str, ...], caller: str) -> Path:
+    """`root/components…` once proved under `root` (a link as the last name is acted on itself, wherever it points)."""
+    if not components:
+        raise ValueError(f"{caller} needs at least one component under the root")
+    parent = join_under(root, *components[:-1])
+    target = parent / single_component(components[-1], under=parent)
+    if not os.path.islink(target):
+        join_under(parent, components[-1])
+    return target
+
+
 def remove_under(root: str | os.PathLike[str], *components: str, folders: bool = True) -> bool:
     """Remove `root/components…` — a folder with everything in it, or a file, or a link (the link itself) — after
     `join_under` proved the parent stays under `root`. Whether something was removed; OSError other than a
     missing path is left to the caller only for a folder that could not be removed whole. `folders=False`: the
     name is SegLens's file (a lock, a state file), so a folder found under it is someone else's and is kept
     (IsADirectoryError), never emptied."""
-    if not components:
-        raise ValueError("remove_under needs at least one component under the root")
-    parent = join_under(root, *components[:-1])
-    target = parent / single_component(components[-1], under=parent)  # `../x` is no name under the root
-    if not os.path.islink(target):  # a link is removed itself, wherever it points; anything else must be inside
-        join_under(parent, components[-1])
+    target = _proven(root, components, "remove_under")
     with parent_under(root, components) as found:
         if found is None:
             return False
@@ -325,12 +331,7 @@ def remove_empty_under(root: str | os.PathLike[str], *components: str) -> bool:
     """Remove the folder `root/components…` only when it is empty (one rmdir: a file another run writes into it
     meanwhile keeps it), after `join_under` proved it stays under `root`. A link, a file or nothing under the
     name is left as it is. Whether the folder was removed."""
-    if not components:
-        raise ValueError("remove_empty_under needs at least one component under the root")
-    parent = join_under(root, *components[:-1])
-    target = parent / single_component(components[-1], under=parent)  # `../x` is no name under the root
-    if not os.path.islink(target):  # a link is left below; anything else must be inside
-        join_under(parent, components[-1])
+    _proven(root, components, "remove_empty_under")
     with parent_under(root, components) as found:
         if found is None:
             return False
