@@ -22,7 +22,7 @@ def write_frames(out: Path, count: int, kind: str = "surface", fmt: str = "png")
     """`count` 1920×1080 frames in `out`: surface-generator frames (PNG zlib 1 / JPEG q92) or the noisy pattern."""
     out.mkdir(parents=True, exist_ok=True)
     if kind == "noise":
-        from app.runs.bench import synthetic_images
+        from app.runs.bench.pipeline import synthetic_images
 
         return [f.path for f in synthetic_images(out, (1080, 1920), count=count, seed=SEED)]
     from PIL import Image

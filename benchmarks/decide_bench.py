@@ -40,8 +40,8 @@ def _images(folder: Path) -> dict[str, Path]:
 def measure(model: Path, image: Path, steps: int, settings: Path) -> dict[str, float]:
     from PySide6.QtCore import QSettings
 
-    from app.inference import pipeline
-    from app.inference.session import ModelSession
+    from app.inference.image import pipeline
+    from app.inference.runtime.session import ModelSession
     from app.ui.main_window import MainWindow
     from app.ui.workers import worker as worker_module
 

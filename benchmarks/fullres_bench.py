@@ -86,9 +86,9 @@ def viewer_path(model_path: Path, image: Path, runs: int) -> dict[str, float]:
 
 def cli_path(model_path: Path, image: Path, runs: int) -> dict[str, float]:
     """decode → prepare → session.run → to_result → the mask and overlay PNGs (as `run --save mask,overlay`)."""
-    from app.inference import pipeline
-    from app.inference.session import open_session
-    from app.inference.spec_builder import load_spec
+    from app.inference.image import pipeline
+    from app.inference.model.builder import load_spec
+    from app.inference.runtime.session import open_session
     from app.io.files import encode_png
     from app.io.render import blend_overlay
 

@@ -18,9 +18,9 @@ NO_GPU_EXIT = 3
 
 
 def probe(model_path: str) -> int:
-    from app.inference.session import open_session
-    from app.inference.spec_builder import load_spec
-    from app.inference.telemetry import gpu_memory, nvml_error
+    from app.inference.model.builder import load_spec
+    from app.inference.runtime.session import open_session
+    from app.inference.runtime.telemetry import gpu_memory, nvml_error
 
     model = open_session(load_spec(model_path), "cuda", warm_up=False)
     info = model.info
@@ -73,7 +73,7 @@ def _receiver(work, latest, image: str, app):
 
     from PySide6.QtCore import QObject, Signal, Slot
 
-    from app.inference.telemetry import gpu_memory
+    from app.inference.runtime.telemetry import gpu_memory
     from app.ui.state.messages import ViewKey, ViewRequest
 
     class Receiver(QObject):

@@ -1,5 +1,5 @@
 """A/B, side by side in one process: folder-run throughput against the raw `session.run` limit, with the
-prefetch/writer threads at normal or lowered priority (`app.runs.batch.HELPER_NICENESS`).
+prefetch/writer threads at normal or lowered priority (`app.runs.folder.batch.HELPER_NICENESS`).
 
     uv run python benchmarks/helper_priority.py --images DIR [--model models/surface_defects.onnx]
         [--runs 40] [--rounds 4] [--save mask] [--runtime KEY=VALUE ...]
@@ -20,13 +20,13 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from app.inference.runtime import parse_runtime_arguments  # noqa: E402
-from app.inference.session import open_session  # noqa: E402
-from app.inference.spec_builder import load_spec  # noqa: E402
+from app.inference.model.builder import load_spec  # noqa: E402
+from app.inference.runtime.options import parse_runtime_arguments  # noqa: E402
+from app.inference.runtime.session import open_session  # noqa: E402
 from app.io.discover import InputFile, discover  # noqa: E402
-from app.runs import batch  # noqa: E402
-from app.runs.bench import raw_limit  # noqa: E402
-from app.runs.plan import RunPlan  # noqa: E402
+from app.runs.bench.pipeline import raw_limit  # noqa: E402
+from app.runs.folder import batch  # noqa: E402
+from app.runs.folder.plan import RunPlan  # noqa: E402
 
 VARIANTS = {  # name: niceness of the prefetch and writer threads
     "helpers niceness 0": 0,

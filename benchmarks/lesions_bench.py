@@ -1,4 +1,4 @@
-"""3D connected components (app.inference.lesions) of a CT-sized mask, against scipy.ndimage.label (issue 26).
+"""3D connected components (app.inference.decide.lesions) of a CT-sized mask, against scipy.ndimage.label (issue 26).
 
     uv run python benchmarks/lesions_bench.py [--shape 300 512 512] [--spheres 300] [--repeats 3] [--seed 0]
 
@@ -21,7 +21,7 @@ from typing import TypeVar
 import numpy as np
 from scipy import ndimage
 
-from app.inference.lesions import lesions
+from app.inference.decide.lesions import lesions
 
 T = TypeVar("T")
 

@@ -19,7 +19,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from app.inference.metrics import difference_map, disagreement_map, image_metrics
+from app.inference.decide.metrics import difference_map, disagreement_map, image_metrics
 from app.io.files import encode_png
 from app.io.references import read_reference
 from benchmarks.timing import median_ms

@@ -3,7 +3,8 @@
     uv run python benchmarks/opcua_bench.py [--verdicts 500] [--interval-ms 1,10,100] [--security none]
         [--idle-s 20]
 
-Every figure is measured, none asserted (this is not a test). The sink (app.runs.sinks.opcua: asyncua's server on
+Every figure is measured, none asserted (this is not a test). The sink (app.runs.station.sinks.opcua: asyncua's server
+on
 its own thread and loop) listens on loopback; an asyncua client in this process subscribes to its Sequence with
 each `--interval-ms` publishing interval in turn (the subscription's own batching: a PLC asks for 10–100 ms) and a
 monitored item sampling at 0 (every change). For each verdict in turn: wait a random part of the interval (a part
@@ -38,8 +39,8 @@ from cryptography import x509
 from cryptography.hazmat.primitives import serialization
 from cryptography.x509.oid import ExtendedKeyUsageOID
 
-from app.runs.sinks import StationVerdict
-from app.runs.sinks.opcua import OpcUaSink
+from app.runs.station.sinks import StationVerdict
+from app.runs.station.sinks.opcua import OpcUaSink
 
 
 def free_port() -> int:

@@ -23,9 +23,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from unet_onnx import build_unet
 
-from app.inference import pipeline
-from app.inference.session import open_session
-from app.inference.spec_builder import load_spec
+from app.inference.image import pipeline
+from app.inference.model.builder import load_spec
+from app.inference.runtime.session import open_session
 
 
 def sample_image(rng: np.random.Generator) -> np.ndarray:

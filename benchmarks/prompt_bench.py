@@ -49,7 +49,7 @@ def sample_images(limit: int) -> list[tuple[str, np.ndarray]]:
 
 def prompts_for(image: np.ndarray, rng: np.random.Generator):
     """The four kinds of prompt change, placed in the middle half of the image."""
-    from app.inference.prompt_input import Box, Point
+    from app.inference.prompt.request import Box, Point
 
     h, w = image.shape[:2]
 
@@ -63,7 +63,7 @@ def prompts_for(image: np.ndarray, rng: np.random.Generator):
 
 
 def decoder_figures(model: str, n_prompts: int, n_images: int) -> dict[str, object]:
-    from app.inference.prompt import load_prompt_model
+    from app.inference.prompt.model import load_prompt_model
 
     session = load_prompt_model(model, "cpu")
     images = sample_images(n_images)

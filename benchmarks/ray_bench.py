@@ -5,11 +5,11 @@
 
 It writes a folder of `--images` structured RGB PNGs (gradients, discs, noise) and a UNet-shaped 2-class
 segmentation model (benchmarks/unet_onnx.py, 3 channels, dynamic N/H/W, random weights, a sidecar naming the
-classes), starts Ray on this machine the way the CLI does (app.runs.ray_run.connect("local"): timed), then measures
+classes), starts Ray on this machine the way the CLI does (app.runs.cluster.run.connect("local"): timed), then measures
 side by side in one process, `--repeats` times each, quoting medians, every run writing masks and a report like the
 CLI (`--save mask`, `--batch B`):
 
-  local       app.runs.batch.run_inputs with one ModelSession of 2 intra-op threads (what a local run gets here);
+  local       app.runs.folder.batch.run_inputs with one ModelSession of 2 intra-op threads (what a local run gets here);
   ray 2×1     2 actors × 1 CPU / 1 intra-op thread each: what `--ray local` picks on 2 cores
               (ActorFactory(job, cpus=1, gpus=0), start_actors(factory, 2), run_on_ray(...));
   ray 1×2     1 actor × 2 CPUs / 2 intra-op threads: the local run's compute shape behind Ray, so
@@ -45,12 +45,12 @@ sys.path.insert(0, str(REPO / "benchmarks"))
 
 from unet_onnx import build_unet  # noqa: E402
 
-from app.inference.session import open_session  # noqa: E402
-from app.inference.spec_builder import load_spec  # noqa: E402
+from app.inference.model.builder import load_spec  # noqa: E402
+from app.inference.runtime.session import open_session  # noqa: E402
 from app.io.discover import discover  # noqa: E402
-from app.runs.batch import run_inputs  # noqa: E402
-from app.runs.plan import RunPlan  # noqa: E402
-from app.runs.report import ReportWriter  # noqa: E402
+from app.runs.folder.batch import run_inputs  # noqa: E402
+from app.runs.folder.plan import RunPlan  # noqa: E402
+from app.runs.outputs.report import ReportWriter  # noqa: E402
 
 SIDECAR = "classes: [background, object]\n"
 
@@ -103,7 +103,8 @@ def ray_run_once(model_path: Path, folder: Path, out: Path, *, actors: int, thre
     """(start-up seconds, images/s) of one Ray run: `actors` actors × `threads` CPUs and intra-op threads each."""
     import ray
 
-    from app.runs import ray_driver, ray_run
+    from app.runs.cluster import driver as ray_driver
+    from app.runs.cluster import run as ray_run
 
     spec = load_spec(model_path)
     started = time.perf_counter()
@@ -144,7 +145,7 @@ def paper_inputs(work: Path, model_path: Path) -> dict[str, float]:
     from PIL import Image
 
     from app.io.images import read_image
-    from app.runs.report import RowsReport
+    from app.runs.outputs.report import RowsReport
 
     folder = work / "hd"
     folder.mkdir(exist_ok=True)
@@ -198,7 +199,7 @@ def main() -> None:
 
         import ray
 
-        from app.runs import ray_run
+        from app.runs.cluster import run as ray_run
 
         started = time.perf_counter()
         ray_run.connect("local")  # what `--ray local` does: ray.init on this machine, all its CPUs

@@ -16,7 +16,7 @@ folder: `seglens-cli run MODEL FOLDER --device cpu` against `--device remote --s
   `seglens-cli serve MODEL --device cpu` on this machine, the same images (the bundled nuclei samples, copied to
   --images files), rounds alternating local/remote. Throughput = the difference in images over the difference
   in wall time between a --images run and a 10-image run (the process start, model load and warm-up cancel out).
-  The client keeps RemoteSession.in_flight requests going (app.runs.batch).
+  The client keeps RemoteSession.in_flight requests going (app.runs.folder.batch).
 """
 
 from __future__ import annotations
@@ -45,21 +45,21 @@ TOKEN = "bench-token"
 SMALL = 10  # images of the short run whose time is subtracted
 FAILURES: list[str] = []  # runs that failed and were run again
 
-# serve with kserve's stock binary decode (app.runs.serve_kserve's replacement undone), for the comparison only
+# serve with kserve's stock binary decode (app.serve.kserve's replacement undone), for the comparison only
 STOCK_DECODE = """
 import sys
 argv, sys.argv = sys.argv, sys.argv[:1]
 from kserve.protocol.infer_type import InferRequest
 stock = InferRequest.__dict__["from_bytes"]
 sys.argv = argv
-import app.runs.serve_kserve as kserve_setup
+import app.serve.kserve as kserve_setup
 patched = kserve_setup.load_kserve
 def load_kserve():
     patched()
     InferRequest.from_bytes = stock
 kserve_setup.load_kserve = load_kserve
-import app.runs.serve
-app.runs.serve.load_kserve = load_kserve
+import app.serve.server
+app.serve.server.load_kserve = load_kserve
 from app.cli import main
 sys.exit(main(["serve", *sys.argv[1:]]))
 """

@@ -17,9 +17,9 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from app.inference import labelmap, postprocess
-from app.inference.preprocess import Geometry
-from app.inference.spec import ModelSpec, OutputSpec, PostprocessSpec
+from app.inference.image import labelmap, postprocess
+from app.inference.image.preprocess import Geometry
+from app.inference.model.spec import ModelSpec, OutputSpec, PostprocessSpec
 from benchmarks.timing import median_ms
 
 GEOMETRY = Geometry(image_hw=(1080, 1920), content_hw=(1080, 1920), tensor_hw=(1088, 1920))

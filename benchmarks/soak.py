@@ -16,13 +16,13 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from app.inference.session import open_session
-from app.inference.spec_builder import load_spec
-from app.inference.telemetry import process_rss_mb
+from app.inference.model.builder import load_spec
+from app.inference.runtime.session import open_session
+from app.inference.runtime.telemetry import process_rss_mb
 from app.io.discover import InputFile
-from app.runs.batch import run_inputs
-from app.runs.bench import synthetic_images
-from app.runs.plan import Callbacks, RunPlan
+from app.runs.bench.pipeline import synthetic_images
+from app.runs.folder.batch import run_inputs
+from app.runs.folder.plan import Callbacks, RunPlan
 
 
 def pipeline_soak(model_path: Path, count: int, folder: Path) -> list[tuple[int, float]]:

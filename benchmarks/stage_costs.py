@@ -23,9 +23,9 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "benchmarks"))
 
-from app.inference import pipeline  # noqa: E402
-from app.inference.session import open_session  # noqa: E402
-from app.inference.spec_builder import load_spec  # noqa: E402
+from app.inference.image import pipeline  # noqa: E402
+from app.inference.model.builder import load_spec  # noqa: E402
+from app.inference.runtime.session import open_session  # noqa: E402
 from app.io.files import encode_png  # noqa: E402
 from app.io.render import blend_overlay  # noqa: E402
 

@@ -18,7 +18,7 @@ the tests start it (tests/station_fixtures.py).
   the same run.
 * throughput: the station on a generated video file (VideoSource, realtime=False: as fast as it is read) and on a
   folder of the same frames (already there at the start), log sink only, vs `bench`'s raw and pipeline rates on the
-  same frames in the same run (app.runs.bench, as `seglens-cli bench --runs N` without saving).
+  same frames in the same run (app.runs.bench.pipeline, as `seglens-cli bench --runs N` without saving).
 * soak: a station over a watch folder fed `--soak-rate` renamed-in files/s (the oldest inputs deleted, as a line's
   retention would) with the log (rotated at 1 MiB), MQTT and folder sinks (masks, keep 200 files), for `--soak-s`
   seconds; RSS (psutil, else /proc/self/status VmRSS) every 10 s: start, max, end and the least-squares slope in MB
@@ -48,18 +48,18 @@ import cv2  # noqa: E402
 import numpy as np  # noqa: E402
 import paho.mqtt.client as mqtt  # noqa: E402
 
-from app.inference.session import ModelSession, open_session  # noqa: E402
-from app.inference.spec_builder import load_spec  # noqa: E402
+from app.inference.model.builder import load_spec  # noqa: E402
+from app.inference.runtime.session import ModelSession, open_session  # noqa: E402
 from app.io.discover import InputFile  # noqa: E402
 from app.io.sources.video import VideoSource  # noqa: E402
 from app.io.sources.watch import WatchSource  # noqa: E402
-from app.runs.bench import bench, raw_limit  # noqa: E402
-from app.runs.sinks import Sink  # noqa: E402
-from app.runs.sinks.folder import FolderSink  # noqa: E402
-from app.runs.sinks.log import LogSink  # noqa: E402
-from app.runs.sinks.mqtt import sink_from_url  # noqa: E402
-from app.runs.station import OpenSource, Station  # noqa: E402
-from app.runs.station_stats import StationStats  # noqa: E402
+from app.runs.bench.pipeline import bench, raw_limit  # noqa: E402
+from app.runs.station.run import OpenSource, Station  # noqa: E402
+from app.runs.station.sinks import Sink  # noqa: E402
+from app.runs.station.sinks.folder import FolderSink  # noqa: E402
+from app.runs.station.sinks.log import LogSink  # noqa: E402
+from app.runs.station.sinks.mqtt import sink_from_url  # noqa: E402
+from app.runs.station.stats import StationStats  # noqa: E402
 from benchmarks.bench_frames import write_frames  # noqa: E402
 from tests.station_fixtures import Mosquitto, Subscriber  # noqa: E402
 
@@ -69,7 +69,7 @@ TOPIC = f"seglens/{NAME}/verdict"
 
 
 def percentile(values: Sequence[float], q: float) -> float:
-    """The nearest-rank percentile (as app.runs.bench's p95)."""
+    """The nearest-rank percentile (as app.runs.bench.pipeline's p95)."""
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
 

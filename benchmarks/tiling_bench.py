@@ -29,9 +29,9 @@ import numpy as np
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from app.inference import pipeline, tiling  # noqa: E402
-from app.inference.session import open_session  # noqa: E402
-from app.inference.spec_builder import load_spec  # noqa: E402
+from app.inference.image import pipeline, tiling  # noqa: E402
+from app.inference.model.builder import load_spec  # noqa: E402
+from app.inference.runtime.session import open_session  # noqa: E402
 
 MODEL = REPO / "models" / "nuclei.onnx"
 

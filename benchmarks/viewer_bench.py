@@ -199,7 +199,7 @@ def overlay_paint_cost(runs: int) -> dict[str, float]:
     from PySide6.QtCore import QSettings
     from PySide6.QtWidgets import QApplication
 
-    from app.inference.spec import ClassInfo
+    from app.inference.model.spec import ClassInfo
     from app.ui.main_window import MainWindow
     from app.ui.widgets.overlay import OverlayImage, image_to_qimage
 

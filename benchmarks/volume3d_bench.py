@@ -7,7 +7,7 @@ The CT (D × H × W at 2.5 × 0.8 × 0.8 mm, int16 HU: air, a body, lungs, a spi
 through the model described by its sidecar (default: a factory 3D model made here, Conv3d 1→8 3³ + ReLU + Conv3d
 8→3 + Softmax, dynamic D/H/W, patch 64 × 128 × 128, CT normalisation, no resampling; `--model` for the demo model,
 whose sidecar may resample). Two child processes, so each peak RSS (getrusage ru_maxrss) is that engine's alone,
-open the same model with the same session options (app.inference.session.open_session, CPU):
+open the same model with the same session options (app.inference.runtime.session.open_session, CPU):
 - SegLens: `predict_volume` — normalise + resample + orient, the Gaussian sliding window, the probabilities back on
   the native grid (float16) and the labels;
 - MONAI 1.6.1: SegLens's `model_input` (the same tensor), MONAI's `sliding_window_inference` (mode and overlap of
@@ -35,10 +35,10 @@ import numpy as np
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from app.inference.session import open_session  # noqa: E402
-from app.inference.spec import ModelSpec  # noqa: E402
-from app.inference.spec_builder import load_spec  # noqa: E402
-from app.inference.volume3d import model_input, native_outputs, predict_volume, with_tta  # noqa: E402
+from app.inference.model.builder import load_spec  # noqa: E402
+from app.inference.model.spec import ModelSpec  # noqa: E402
+from app.inference.runtime.session import open_session  # noqa: E402
+from app.inference.volume3d.predict import model_input, native_outputs, predict_volume, with_tta  # noqa: E402
 
 SPACING = (2.5, 0.8, 0.8)
 AFFINE = np.diag([-0.8, -0.8, 2.5, 1.0])  # an axial series: columns → L, rows → P, slices → S

@@ -10,7 +10,7 @@ the thread settings are identical), `--repeats` times each, quoting medians:
 
   raw       every slice decoded and preprocessed before timing (read_slice + pipeline.prepare), then only
             `model.run` on batches of 1 and of B: slices/s;
-  pipeline  app.runs.batch.run_inputs on the discovered series (prefetch decode + preprocess, batched session
+  pipeline  app.runs.folder.batch.run_inputs on the discovered series (prefetch decode + preprocess, batched session
             runs, writer thread: postprocess, label-volume assembly, NIfTI export), `save=("mask",)`,
             exports nifti: slices/s, and the ratio pipeline / raw at the same batch size;
   stages    one extra pipeline run with a report and per-slice rows: the median decode / preprocess /
@@ -46,15 +46,15 @@ sys.path.insert(0, str(REPO / "tests"))
 from dicom_factory import write_series  # noqa: E402
 from unet_onnx import build_unet  # noqa: E402
 
-from app.inference import pipeline  # noqa: E402
-from app.inference.session import open_session  # noqa: E402
-from app.inference.spec_builder import load_spec  # noqa: E402
+from app.inference.image import pipeline  # noqa: E402
+from app.inference.model.builder import load_spec  # noqa: E402
+from app.inference.runtime.session import open_session  # noqa: E402
 from app.io.discover import discover  # noqa: E402
 from app.io.images import read_slice  # noqa: E402
-from app.runs.batch import run_inputs  # noqa: E402
-from app.runs.plan import RunPlan  # noqa: E402
-from app.runs.report import ReportWriter  # noqa: E402
-from app.runs.volume_run import VolumeOptions, volume_columns  # noqa: E402
+from app.runs.folder.batch import run_inputs  # noqa: E402
+from app.runs.folder.plan import RunPlan  # noqa: E402
+from app.runs.folder.volumes import VolumeOptions, volume_columns  # noqa: E402
+from app.runs.outputs.report import ReportWriter  # noqa: E402
 
 SIDECAR = "input:\n  window: [40, 400]\nclasses: [background, tissue]\n"
 
@@ -119,7 +119,7 @@ def stage_breakdown(model, series: Path, out: Path, batch: int) -> dict[str, flo
 
     # The writer's end-of-volume work, alone: summing the slices' counts (what VolumeAssembler.finish does since the
     # bincount of the whole label volume was dropped), then the NIfTI export (gzip).
-    from app.runs import volume_exports as ex
+    from app.runs.exports import formats as ex
 
     volume = inputs[0].volume
     labels = np.zeros((volume.depth, volume.rows, volume.columns), np.uint8)

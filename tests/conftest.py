@@ -65,7 +65,7 @@ def expected_stripes(height: int = 37, width: int = 53) -> np.ndarray:
 @pytest.fixture
 def model_runs(monkeypatch):
     """How many times any ModelSession ran its model since the fixture was made (each call's tensor shape)."""
-    from app.inference.session import ModelSession
+    from app.inference.runtime.session import ModelSession
 
     calls = []
     original = ModelSession.run

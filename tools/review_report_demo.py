@@ -17,14 +17,14 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from app import __version__  # noqa: E402
-from app.inference.pipeline import run_path  # noqa: E402
-from app.inference.session import open_session  # noqa: E402
-from app.inference.spec import load_spec  # noqa: E402
+from app.inference.image.pipeline import run_path  # noqa: E402
+from app.inference.model.spec import load_spec  # noqa: E402
+from app.inference.runtime.session import open_session  # noqa: E402
 from app.io.files import encode_png, file_sha256  # noqa: E402
 from app.io.images import read_image  # noqa: E402
 from app.io.render import blend_overlay  # noqa: E402
-from app.runs.review import ReviewLog, review_folder  # noqa: E402
-from app.runs.review_report import ReportItem, write_review_report  # noqa: E402
+from app.runs.review.html import ReportItem, write_review_report  # noqa: E402
+from app.runs.review.log import ReviewLog, review_folder  # noqa: E402
 
 REVIEWS = {  # rel → (state, note)
     "surface_01_scratches.jpg": ("accepted", "Both scratches found."),

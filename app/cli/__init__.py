@@ -32,7 +32,7 @@ from app.cli.options import shown as _shown
 from app.cli.remote_options import add_remote_options, cmd_bench_remote, cmd_info_remote, remote_requested
 
 if TYPE_CHECKING:  # the heavy modules are imported by the commands that use them (--version answers without)
-    from app.inference.session import ModelSession
+    from app.inference.runtime.session import ModelSession
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -238,7 +238,7 @@ def _hw(text: str) -> tuple[int, int]:
 
 
 def _save_kinds(text: str) -> tuple[str, ...]:
-    from app.runs.outputs import SAVE_KINDS
+    from app.runs.outputs.images import SAVE_KINDS
 
     kinds = tuple(k.strip() for k in text.split(",") if k.strip())
     if kinds == ("none",):
@@ -253,7 +253,7 @@ def _save_kinds(text: str) -> tuple[str, ...]:
 
 
 def _export_kinds(text: str) -> tuple[str, ...]:
-    from app.runs.volume_exports import EXPORTS
+    from app.runs.exports.formats import EXPORTS
 
     kinds = tuple(k.strip().lower() for k in text.split(",") if k.strip())
     if kinds == ("none",):
@@ -271,15 +271,15 @@ _gpu_share = number_parser(lambda v: 0.0 < v <= 64.0, "a number of GPUs above 0 
 # --- info --------------------------------------------------------------------------------------------
 
 def cmd_info(args: argparse.Namespace) -> int:
-    from app.inference.describe import spec_dict, spec_text
-    from app.inference.session import open_session
-    from app.inference.spec_builder import load_spec
-    from app.runs.provenance import png_provenance
+    from app.inference.describe.info import spec_dict, spec_text
+    from app.inference.model.builder import load_spec
+    from app.inference.runtime.session import open_session
+    from app.runs.outputs.provenance import png_provenance
 
     if args.model.suffix.lower() == ".png":
         print(_shown(json.dumps(png_provenance(args.model), indent=2, ensure_ascii=False)))
         return EXIT_OK
-    from app.inference.prompt_spec import prompt_sidecar_of
+    from app.inference.prompt.spec import prompt_sidecar_of
 
     pair = prompt_sidecar_of(args.model)  # a prompt model's pair, by its sidecar or bundled name (app/cli/prompt.py)
     if pair is not None:
@@ -306,11 +306,11 @@ def cmd_info(args: argparse.Namespace) -> int:
 def cmd_bench(args: argparse.Namespace) -> int:
     import tempfile
 
-    from app.inference.session import open_session
-    from app.inference.spec_builder import load_spec
-    from app.inference.telemetry import gpu_memory
+    from app.inference.model.builder import load_spec
+    from app.inference.runtime.session import open_session
+    from app.inference.runtime.telemetry import gpu_memory
     from app.io.discover import discover
-    from app.runs.bench import bench, format_report, image_inputs, raw_limit, synthetic_images
+    from app.runs.bench.pipeline import bench, format_report, image_inputs, raw_limit, synthetic_images
 
     if remote_requested(args):
         return cmd_bench_remote(args)
@@ -351,8 +351,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
 def _bench_volume_model(args: argparse.Namespace, model: ModelSession) -> int:
     """bench on a 3D model: the raw session.run time per patch, and a synthetic volume through the 3D pipeline."""
-    from app.inference.session import open_session
-    from app.runs.bench3d import bench3d, format_report3d, raw_patches
+    from app.inference.runtime.session import open_session
+    from app.runs.bench.volume3d import bench3d, format_report3d, raw_patches
 
     given = None
     if args.images:  # the pipeline on a real volume: the first one found (its raw patches stay synthetic)
@@ -380,7 +380,7 @@ def cmd_doctor(args: argparse.Namespace) -> int:
         from app.cli.cluster import doctor_on_cluster
 
         return doctor_on_cluster(args)
-    from app.inference import doctor
+    from app.inference.runtime import doctor
 
     facts = doctor.gather()
     verdict = doctor.decide(facts)

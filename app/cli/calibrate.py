@@ -1,5 +1,5 @@
 """seglens-cli calibrate: score an OK and an NG folder, choose the verdict's limits on one part, measure them on the
-other, and (--write) put them into the sidecar; the maths is app.runs.calibrate's."""
+other, and (--write) put them into the sidecar; the maths is app.runs.calibrate.band's."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ from app.cli.options import EXIT_OK, EXIT_SOME_FAILED, number_parser, resolved_m
 from app.cli.options import shown as _shown
 
 if TYPE_CHECKING:
-    from app.inference.spec import ModelSpec
-    from app.runs.calibrate import Calibration
+    from app.inference.model.spec import ModelSpec
+    from app.runs.calibrate.band import Calibration
 
 
 def add_calibrate_command(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -47,10 +47,10 @@ share = number_parser(lambda v: 0.0 <= v < 1.0, "a share from 0 to below 1")  # 
 
 
 def cmd_calibrate(args: argparse.Namespace) -> int:
-    """Score, split, choose, measure, print (app.runs.calibrate.calibrate); --write and --plot."""
-    from app.inference.session import open_session
-    from app.inference.spec_builder import load_spec
-    from app.runs import calibrate as cal
+    """Score, split, choose, measure, print (app.runs.calibrate.band.calibrate); --write and --plot."""
+    from app.inference.model.builder import load_spec
+    from app.inference.runtime.session import open_session
+    from app.runs.calibrate import band as cal
 
     target = cal.Target.chosen(max_fnr=args.max_fnr, max_fpr=args.max_fpr, best_f1=args.best_f1)
     spec = load_spec(resolved_model(args.model), args.config)
@@ -69,7 +69,7 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     if args.plot is not None:
         import numpy as np
 
-        from app.runs.calibrate_plot import write_plot
+        from app.runs.calibrate.plot import write_plot
 
         write_plot(args.plot, np.asarray(result.ok.scores), np.asarray(result.ng.scores), result.limits,
                    title=f"{spec.name}: image scores")
@@ -82,7 +82,7 @@ def _error(line: str) -> None:
 
 
 def _write(spec: ModelSpec, result: Calibration) -> None:
-    from app.runs.calibrate_sidecar import provenance, write_limits, written_line
+    from app.runs.calibrate.sidecar import provenance, write_limits, written_line
 
     path = write_limits(spec, result.limits, provenance(result, spec.path))
     print(f"written: {_shown(written_line(path, result.limits))}")

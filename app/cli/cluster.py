@@ -1,6 +1,6 @@
-"""seglens-cli run --ray and doctor --ray: the folder run and the GPU check on a Ray cluster (app/runs/ray_run.py).
+"""seglens-cli run --ray and doctor --ray: the folder run and the GPU check on a Ray cluster (app/runs/cluster/run.py).
 
-Only reached with `--ray`: nothing here is imported by a local run, and Ray itself only inside app.runs.ray_run.
+Only reached with `--ray`: nothing here is imported by a local run, and Ray itself only inside app.runs.cluster.run.
 """
 
 from __future__ import annotations
@@ -14,15 +14,15 @@ from app.cli.options import EXIT_OK, runtime_options
 from app.cli.options import shown as _shown
 
 if TYPE_CHECKING:
-    from app.inference.spec import ModelSpec
-    from app.runs.folder_run import Runner, RunPlan
+    from app.inference.model.spec import ModelSpec
+    from app.runs.folder.run import Runner, RunPlan
 
 
 def ray_runner(args: argparse.Namespace, plan: RunPlan) -> Runner:
-    """The Runner of `cmd_run --ray` (app.runs.ray_driver.RayRunner): connected to the cluster, its actors planned
+    """The Runner of `cmd_run --ray` (app.runs.cluster.driver.RayRunner): connected to the cluster, its actors planned
     (started by run_folder inside the output lock, announced as they come up)."""
-    from app.runs import ray_run
-    from app.runs.ray_driver import RayRunner
+    from app.runs.cluster import run as ray_run
+    from app.runs.cluster.driver import RayRunner
 
     options = ray_run.RayOptions(address=args.ray, actors=args.ray_actors, gpus_per_actor=args.ray_gpus_per_actor)
     ray_run.connect(options.address)
@@ -53,7 +53,7 @@ def _announce_actors(infos: list[dict[str, Any]], spec: ModelSpec) -> None:
 
 def doctor_on_cluster(args: argparse.Namespace) -> int:
     """doctor on every alive node of the cluster: what a session there really gets (CUDA or CPU, and why)."""
-    from app.runs import ray_run
+    from app.runs.cluster import run as ray_run
 
     ray_run.connect(args.ray)
     reports = ray_run.node_doctors()

@@ -1,5 +1,5 @@
 """The one way seglens-cli's lines reach the terminal during a run under --anonymize: stdout and stderr wrapped,
-every write passed through the run's LineRedactor (app.runs.private_names), so an error, a note, a warning, the
+every write passed through the run's LineRedactor (app.runs.privacy.names), so an error, a note, a warning, the
 progress line or a summary built anywhere — by SegLens or a library writing to sys.stderr — names each input by
 its pseudonymous name and carries no word of its path or its patient.
 
@@ -16,17 +16,17 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO, cast
 
 from app.errors import shown
-from app.runs.plan import Progress as RunProgress
+from app.runs.folder.plan import Progress as RunProgress
 
 if TYPE_CHECKING:
-    from app.inference.session import SessionInfo
-    from app.inference.spec import ModelSpec
-    from app.runs.compare import Compared
-    from app.runs.folder_run import FolderRun
-    from app.runs.metrics_report import MetricsSummary
-    from app.runs.private_names import LineRedactor
-    from app.runs.ray_driver import RayProgress
-    from app.runs.writer import Outcome, RunSummary
+    from app.inference.model.spec import ModelSpec
+    from app.inference.runtime.session import SessionInfo
+    from app.runs.cluster.driver import RayProgress
+    from app.runs.compare.agreement import Compared
+    from app.runs.folder.metrics import MetricsSummary
+    from app.runs.folder.run import FolderRun
+    from app.runs.folder.writer import Outcome, RunSummary
+    from app.runs.privacy.names import LineRedactor
 
 
 class Terminal:
@@ -192,7 +192,7 @@ class Progress(RunProgress):
         print(line, file=sys.stderr)
 
     def _keep_misfits(self, outcome: Outcome | Compared | RayProgress) -> None:
-        """An image that does not fit the model (app.inference.fit): counted here, said once per reason at the
+        """An image that does not fit the model (app.inference.image.fit): counted here, said once per reason at the
         end (a folder of photos into a CT model would otherwise print a line per photo)."""
         kept = getattr(outcome, "result", None) or getattr(outcome, "volume", None) or outcome  # compare: itself
         for reason in getattr(kept, "warnings", ()):

@@ -11,7 +11,7 @@ from app.cli.options import shown as _shown
 
 def cmd_models(args: argparse.Namespace) -> int:
     """The bundled models from their specs alone (no ONNX Runtime session): fast."""
-    from app.inference.bundled import bundled_models, bundled_prompt_sidecars, bundled_summary, prompt_summary
+    from app.inference.describe.bundled import bundled_models, bundled_prompt_sidecars, bundled_summary, prompt_summary
     from app.paths import models_dir
 
     rows = [bundled_summary(path) for path in bundled_models()]

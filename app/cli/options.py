@@ -9,11 +9,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from app.runs.plan import DEFAULT_REPORT_NAME as DEFAULT_REPORT_NAME  # the folder run's own default
+from app.runs.folder.plan import DEFAULT_REPORT_NAME as DEFAULT_REPORT_NAME  # the folder run's own default
 
 if TYPE_CHECKING:
-    from app.inference.session import DeviceRequest
-    from app.inference.spec import ModelSpec
+    from app.inference.model.spec import ModelSpec
+    from app.inference.runtime.session import DeviceRequest
 
 EXIT_OK, EXIT_SOME_FAILED, EXIT_USAGE = 0, 1, 2
 
@@ -26,8 +26,8 @@ def shown(text: object) -> str:
 
 
 def resolved_model(text: Path) -> Path:
-    """A MODEL argument as a file: an existing path, else a bundled model's name (app.inference.bundled)."""
-    from app.inference.bundled import resolve_model
+    """A MODEL argument as a file: an existing path, else a bundled model's name (app.inference.describe.bundled)."""
+    from app.inference.describe.bundled import resolve_model
 
     return resolve_model(text)
 
@@ -48,9 +48,9 @@ def add_model_options(parser: argparse.ArgumentParser, *, remote: bool = False) 
 
 
 def runtime_options(args: argparse.Namespace) -> dict[str, Any]:
-    """The --runtime KEY=VALUE options (app.inference.runtime), a bad one a one-line error."""
+    """The --runtime KEY=VALUE options (app.inference.runtime.options), a bad one a one-line error."""
     from app.errors import SegLensError
-    from app.inference.runtime import parse_runtime_arguments
+    from app.inference.runtime.options import parse_runtime_arguments
 
     try:
         return parse_runtime_arguments(args.runtime)
@@ -61,12 +61,12 @@ def runtime_options(args: argparse.Namespace) -> dict[str, Any]:
 def tiled(spec: ModelSpec, tile: bool | None, *, tta: bool = False, batch: int = 1) -> ModelSpec:
     """`spec` with --tile / --no-tile applied, a model that cannot be tiled a one-line error. A 3D model: --tile
     is its sliding window, --no-tile the whole volume in one run, --tta mirroring and --batch patches per run
-    (app.runs.volume3d_run.with_volume_options); --tta on a 2D model a one-line error."""
+    (app.runs.folder.volume3d.with_volume_options); --tta on a 2D model a one-line error."""
     from app.errors import ModelError
-    from app.inference.tiling import with_tiling
+    from app.inference.image.tiling import with_tiling
 
     if spec.is_3d:
-        from app.runs.volume3d_run import with_volume_options
+        from app.runs.folder.volume3d import with_volume_options
 
         try:
             return with_volume_options(spec, tile=tile, tta=tta, batch=batch)
@@ -82,7 +82,7 @@ def tiled(spec: ModelSpec, tile: bool | None, *, tta: bool = False, batch: int =
 
 def device(text: str) -> DeviceRequest:
     """--device as a DeviceRequest (argparse says what is wrong with it)."""
-    from app.inference.session import DeviceRequest
+    from app.inference.runtime.session import DeviceRequest
 
     try:
         return DeviceRequest.parse(text)
@@ -92,7 +92,7 @@ def device(text: str) -> DeviceRequest:
 
 def device_or_remote(text: str) -> DeviceRequest:
     """--device of the commands that may run on a server: also `remote` (app.cli.remote_options)."""
-    from app.inference.session import DeviceRequest
+    from app.inference.runtime.session import DeviceRequest
 
     return DeviceRequest("remote") if text.strip().lower() == "remote" else device(text)
 

@@ -1,5 +1,5 @@
 """seglens-cli pacs echo | find | get | send: a thin face over app.io.pacs (the clients, the cache) and
-app.runs.pacs_run (which series a study's retrieve takes, sending and verifying). NODE is a node name from the
+app.runs.pacs.run (which series a study's retrieve takes, sending and verifying). NODE is a node name from the
 settings' `pacs:` section (app.io.pacs.nodes.default_settings_file) or a URL (dimse://AE@host:104,
 dicomweb+https://host/dicom-web). Patient names are printed on the terminal's table only: never logged, never in
 --json (made for scripts and their logs).
@@ -23,8 +23,8 @@ if TYPE_CHECKING:
     from app.io.pacs.cache import SeriesCache
     from app.io.pacs.client import SeriesRecord, StudyRecord
     from app.io.pacs.nodes import PacsNode
-    from app.runs.pacs_run import PacsPlan
-    from app.runs.plan import RunPlan
+    from app.runs.folder.plan import RunPlan
+    from app.runs.pacs.run import PacsPlan
 
 NODE_HELP = ("a node name from the settings' pacs: section ($SEGLENS_SETTINGS or the user settings.yaml), or a URL: "
              "dimse://CALLED_AE@host:104[?calling=AE] or dicomweb+https://host/dicom-web[?user=NAME]; the password "
@@ -104,7 +104,7 @@ def _is_date(text: str) -> bool:
 
 def cmd_echo(args: argparse.Namespace) -> int:
     """seglens-cli pacs echo NODE."""
-    from app.runs.pacs_run import client_of
+    from app.runs.pacs.run import client_of
 
     node = node_of(args.node)
     client_of(node).echo()
@@ -121,7 +121,7 @@ def _kind(node: PacsNode) -> str:
 def cmd_find(args: argparse.Namespace) -> int:
     """seglens-cli pacs find NODE [search]: a table of studies (with --series their series), or --json."""
     from app.io.pacs.client import StudyQuery
-    from app.runs.pacs_run import client_of
+    from app.runs.pacs.run import client_of
 
     client = client_of(node_of(args.node))
     query = StudyQuery(patient_id=args.patient_id, patient_name=args.patient_name, study_date=args.study_date,
@@ -204,7 +204,7 @@ def cmd_get(args: argparse.Namespace) -> int:
     """seglens-cli pacs get NODE STUDY_UID [--series UID] --to DIR."""
     from app.io.pacs.cache import SeriesCache
     from app.io.pacs.client import PacsError
-    from app.runs.pacs_run import client_of
+    from app.runs.pacs.run import client_of
 
     node = node_of(args.node)
     client = client_of(node)
@@ -244,7 +244,7 @@ def cmd_send(args: argparse.Namespace) -> int:
     """seglens-cli pacs send NODE FILE...: the DICOM files (folders walked) stored to the node, none of them when
     one breaks the send rule (de-identified only to a research node, identified never to one)."""
     from app.io.pacs.client import PacsError
-    from app.runs.pacs_run import client_of, files_refusal
+    from app.runs.pacs.run import client_of, files_refusal
 
     node = node_of(args.node)
     files, refused = dicom_files(args.files)
@@ -300,9 +300,9 @@ def add_run_pacs_options(run: argparse.ArgumentParser) -> None:
 
 
 def run_pacs_plan(args: argparse.Namespace) -> PacsPlan:
-    """run's PACS options checked (app.runs.pacs_run.plan_pacs) before anything runs or connects."""
-    from app.runs.pacs_run import plan_pacs
-    from app.runs.plan import PlanRefused, option_problem
+    """run's PACS options checked (app.runs.pacs.run.plan_pacs) before anything runs or connects."""
+    from app.runs.folder.plan import PlanRefused, option_problem
+    from app.runs.pacs.run import plan_pacs
 
     plan = plan_pacs(source=node_of(args.source) if args.source else None, study_uid=args.study,
                      series_uid=args.series, send=node_of(args.send) if args.send else None, paths=args.paths,
@@ -317,10 +317,10 @@ _RUN_CACHES: list[SeriesCache] = []  # the caches of `run --from` in this proces
 
 
 def retrieved_paths(plan: PacsPlan, *, progress: bool, anonymize: bool = False) -> list[Path]:
-    """The plan's series retrieved into the cache (app.runs.pacs_run.retrieve): their folders, each said (under
+    """The plan's series retrieved into the cache (app.runs.pacs.run.retrieve): their folders, each said (under
     --anonymize by its count alone: the source's UIDs are not printed beside the pseudonymous results)."""
     from app.io.pacs.cache import SeriesCache
-    from app.runs.pacs_run import retrieve
+    from app.runs.pacs.run import retrieve
 
     cache = SeriesCache()
     _RUN_CACHES.append(cache)  # its pins keep the run's series from any eviction or clear until the process ends
@@ -340,7 +340,7 @@ def retrieved_paths(plan: PacsPlan, *, progress: bool, anonymize: bool = False) 
 def send_written(plan: PacsPlan, run_plan: RunPlan, *, progress: bool) -> bool:
     """--send: what --export wrote stored to the node and looked for by a query, the summary's line printed.
     True when every file was stored and every series found complete."""
-    from app.runs.pacs_run import send_exports, written_exports
+    from app.runs.pacs.run import send_exports, written_exports
 
     assert run_plan.out is not None and plan.send is not None  # a run that writes and sends
     files = written_exports(run_plan.spec, run_plan.inputs, out=run_plan.out,

@@ -1,5 +1,5 @@
 """seglens-cli prompt: a click or a box → a mask with a prompt model (a SAM/SAM2 pair by its sidecar, or grabcut);
-`--boxes boxes.csv` turns a detector's boxes into masks for a whole folder (the loop is app.runs.prompt_run).
+`--boxes boxes.csv` turns a detector's boxes into masks for a whole folder (the loop is app.runs.prompts.boxes).
 `seglens-cli info PAIR.yaml` shows the pair (cmd_prompt_info). Masks: PNG, value = the class (1 for a single mask).
 """
 
@@ -16,7 +16,7 @@ from app.cli.options import EXIT_OK, EXIT_SOME_FAILED, EXIT_USAGE, device
 from app.cli.options import shown as _shown
 
 if TYPE_CHECKING:
-    from app.inference.prompt_input import PromptModel
+    from app.inference.prompt.request import PromptModel
     from app.io.volumes import Volume
 
 MODEL_HELP = "the prompt model: its sidecar (.yaml with a prompt: section naming the encoder and decoder), or grabcut"
@@ -75,7 +75,7 @@ def _box(text: str) -> tuple[float, float, float, float]:
 
 
 def cmd_prompt(args: argparse.Namespace) -> int:
-    from app.inference.prompt import load_prompt_model
+    from app.inference.prompt.model import load_prompt_model
 
     if args.boxes is not None and (args.point or args.box):
         print("error: --boxes takes its boxes from the CSV: give it without --point and --box", file=sys.stderr)
@@ -147,7 +147,7 @@ def _note_device(model: PromptModel) -> None:
 
 
 def _single(args: argparse.Namespace, model: PromptModel) -> int:
-    from app.inference.prompt import Box, Point
+    from app.inference.prompt.model import Box, Point
     from app.io.files import atomic_write, encode_png
     from app.io.images import read_image
 
@@ -180,7 +180,7 @@ def _single(args: argparse.Namespace, model: PromptModel) -> int:
 
 
 def _folder(args: argparse.Namespace, model: PromptModel) -> int:
-    from app.runs.prompt_run import run_boxes
+    from app.runs.prompts.boxes import run_boxes
 
     if not args.image.is_dir():
         print(f"error: {_shown(args.image)}: with --boxes, IMAGE is the folder the CSV's file names are relative "
@@ -205,7 +205,7 @@ def _folder(args: argparse.Namespace, model: PromptModel) -> int:
 
 def cmd_prompt_info(args: argparse.Namespace) -> int:
     """`seglens-cli info PAIR.yaml`: the pair, each value with its source; the sessions unless --no-session."""
-    from app.inference.prompt import load_prompt_spec, open_prompt_session
+    from app.inference.prompt.model import load_prompt_spec, open_prompt_session
 
     spec = load_prompt_spec(args.model)
     lines = [spec.describe()]

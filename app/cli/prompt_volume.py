@@ -1,5 +1,5 @@
 """seglens-cli prompt on a volume: `--slice K` prompted, `--propagate both|up|down` carried through the slices
-(app.runs.prompt_volume), written as a NIfTI label volume with the volume's geometry (app.runs.volume_exports).
+(app.runs.prompts.volume), written as a NIfTI label volume with the volume's geometry (app.runs.exports.formats).
 One summary line per direction with the reason it ended, then one for the label volume."""
 
 from __future__ import annotations
@@ -13,9 +13,9 @@ from app.cli.options import EXIT_OK
 from app.cli.options import shown as _shown
 
 if TYPE_CHECKING:
-    from app.inference.prompt_input import PromptModel
+    from app.inference.prompt.request import PromptModel
     from app.io.volumes import Volume
-    from app.runs.prompt_volume import DirectionEnd, VolumePrompt
+    from app.runs.prompts.volume import DirectionEnd, VolumePrompt
 
 
 def find_volume(path: Path) -> Volume | str | None:
@@ -45,9 +45,9 @@ def find_volume(path: Path) -> Volume | str | None:
 
 def volume_prompt(args: argparse.Namespace, model: PromptModel, volume: Volume) -> int:
     """The label volume of `--slice K`'s prompt, propagated as asked, written to `--out`; the summary printed."""
-    from app.inference.prompt_input import Box, Point
-    from app.runs.prompt_volume import prompt_volume
-    from app.runs.volume_exports import write_nifti_labels
+    from app.inference.prompt.request import Box, Point
+    from app.runs.exports.formats import write_nifti_labels
+    from app.runs.prompts.volume import prompt_volume
 
     points = [Point(x, y, label) for x, y, label in args.point]
     box = Box(*args.box) if args.box else None

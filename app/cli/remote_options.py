@@ -1,5 +1,5 @@
 """`--device remote --server URL`: run, bench, info and compare on a model served over the Open Inference Protocol
-(app.inference.remote). The options, the session they open, and the lines said about it.
+(app.inference.remote.session). The options, the session they open, and the lines said about it.
 
 MODEL names the model on the server (its stem: `nuclei`, `models/nuclei.onnx` → `nuclei`; --remote-model says
 another name). The sidecar is --config, else the one beside MODEL where MODEL is a local file or a bundled name
@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 from app.cli.options import number_parser, shown
 
 if TYPE_CHECKING:
-    from app.inference.remote import RemoteSession, RemoteTarget
+    from app.inference.remote.session import RemoteSession, RemoteTarget
 
 TOKEN_ENV, PASSWORD_ENV = "SEGLENS_REMOTE_TOKEN", "SEGLENS_REMOTE_PASSWORD"
 _HINTS = {"auth": f"--token-env, default {TOKEN_ENV}; or --user with --password-env", "tls": "--ca-file PEM",
@@ -76,7 +76,7 @@ def target_of(args: argparse.Namespace, model: Path, *, name: str | None = None)
     """The RemoteTarget of the options, for MODEL `model` (its stem the remote name unless `name` or
     --remote-model gives one); credentials from the environment."""
     from app.errors import SegLensError
-    from app.inference.remote import RemoteTarget
+    from app.inference.remote.session import RemoteTarget
 
     token = _secret(args.token_env, TOKEN_ENV, "--token-env")
     password = None
@@ -97,7 +97,7 @@ def target_of(args: argparse.Namespace, model: Path, *, name: str | None = None)
 def open_remote(args: argparse.Namespace, model: Path, *, sidecar: Path | None = None, warm_up: bool = True,
                 name: str | None = None) -> RemoteSession:
     """The remote session for MODEL `model`: retries said on stderr, the session's notes said once."""
-    from app.inference.remote import RemoteError, open_remote_session
+    from app.inference.remote.session import RemoteError, open_remote_session
 
     try:
         target = target_of(args, model, name=name)
@@ -128,7 +128,7 @@ def cmd_info_remote(args: argparse.Namespace) -> int:
     import json
 
     from app.cli.options import EXIT_OK
-    from app.inference.describe import spec_dict, spec_text
+    from app.inference.describe.info import spec_dict, spec_text
 
     model = open_remote(args, args.model, sidecar=args.config, warm_up=False)
     try:
@@ -160,8 +160,8 @@ def _remote_dict(model: RemoteSession) -> dict[str, object]:
 def _sidecar_beside(model: Path) -> Path | None:
     """The sidecar of MODEL when it is a local file or a bundled name, else none (the wire's metadata alone)."""
     from app.errors import ModelError
-    from app.inference.bundled import resolve_model
-    from app.inference.sidecar import find_sidecar
+    from app.inference.describe.bundled import resolve_model
+    from app.inference.model.sidecar import find_sidecar
 
     try:
         return find_sidecar(resolve_model(model))
@@ -202,7 +202,7 @@ def cmd_bench_remote(args: argparse.Namespace) -> int:
     from app.cli.options import EXIT_OK, EXIT_USAGE
     from app.errors import SegLensError
     from app.io.discover import discover
-    from app.runs.bench import bench, format_report, image_inputs, synthetic_images
+    from app.runs.bench.pipeline import bench, format_report, image_inputs, synthetic_images
 
     model = open_remote(args, args.model, sidecar=args.config)
     try:

@@ -1,5 +1,5 @@
 """seglens-cli report: the HTML review report of a review folder, without the viewer (a QA lead's face over
-app.runs.review_items, which the viewer's File ▸ Export review report shares)."""
+app.runs.review.items, which the viewer's File ▸ Export review report shares)."""
 
 from __future__ import annotations
 
@@ -36,12 +36,12 @@ def add_report_command(commands: argparse._SubParsersAction[argparse.ArgumentPar
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from app.inference.session import open_session
-    from app.inference.spec_builder import load_spec
-    from app.inference.tuning import with_threshold
-    from app.runs.provenance import RunIdentity
-    from app.runs.review_items import REPORT_NAME, Naming, folder_report, inputs_of
-    from app.runs.volume_run import pseudonym_key
+    from app.inference.decide.tuning import with_threshold
+    from app.inference.model.builder import load_spec
+    from app.inference.runtime.session import open_session
+    from app.runs.folder.volumes import pseudonym_key
+    from app.runs.outputs.provenance import RunIdentity
+    from app.runs.review.items import REPORT_NAME, Naming, folder_report, inputs_of
 
     review_dir = args.review_folder
     input_root = inputs_of(review_dir, args.inputs)

@@ -1,4 +1,4 @@
-"""seglens-cli run and compare: parse, plan, run (app.runs.folder_run, app.runs.compare), print the summary
+"""seglens-cli run and compare: parse, plan, run (app.runs.folder.run, app.runs.compare.agreement), print the summary
 (app.cli.console)."""
 
 from __future__ import annotations
@@ -15,12 +15,12 @@ from app.cli.options import shown as _shown
 from app.cli.remote_options import open_remote, remote_requested, timing_line
 
 if TYPE_CHECKING:
-    from app.inference.remote import RemoteSession
-    from app.inference.session import ModelSession
-    from app.inference.spec import ModelSpec
+    from app.inference.model.spec import ModelSpec
+    from app.inference.remote.session import RemoteSession
+    from app.inference.runtime.session import ModelSession
     from app.io.discover import InputFile
-    from app.runs.folder_run import Runner, RunPlan
-    from app.runs.pacs_run import PacsPlan
+    from app.runs.folder.run import Runner, RunPlan
+    from app.runs.pacs.run import PacsPlan
 
 # --- run ---------------------------------------------------------------------------------------------
 
@@ -43,10 +43,10 @@ def cmd_run(args: argparse.Namespace) -> int:
 def _run(args: argparse.Namespace, *, started: float, pacs: PacsPlan, tty: bool, remote: RemoteSession | None) -> int:
     import app.cli.console as console
     from app.cli.pacs import retrieved_paths, send_written
-    from app.runs.folder_run import run_folder
+    from app.runs.folder.run import run_folder
 
     if pacs.source is not None:
-        from app.inference.spec_builder import load_spec
+        from app.inference.model.builder import load_spec
 
         if remote is None:  # a model error before the retrieve, not after it (a remote one: said by now)
             load_spec(resolved_model(args.model), args.config)
@@ -67,11 +67,11 @@ def _run(args: argparse.Namespace, *, started: float, pacs: PacsPlan, tty: bool,
 
 
 def _plan(args: argparse.Namespace, *, started: float, remote: ModelSession | None = None) -> RunPlan:
-    """The RunPlan of `seglens-cli run`'s options (app.runs.folder_run.plan_run makes every check)."""
+    """The RunPlan of `seglens-cli run`'s options (app.runs.folder.run.plan_run makes every check)."""
     from app.cli.console import say
-    from app.inference.spec_builder import load_spec
-    from app.inference.tuning import with_threshold
-    from app.runs.folder_run import plan_run
+    from app.inference.decide.tuning import with_threshold
+    from app.inference.model.builder import load_spec
+    from app.runs.folder.run import plan_run
 
     if args.max_megapixels:
         os.environ["SEGLENS_MAX_MEGAPIXELS"] = str(args.max_megapixels)  # read by the decoding threads
@@ -92,7 +92,7 @@ def _runner(args: argparse.Namespace, plan: RunPlan, remote: RemoteSession | Non
     """Where the plan runs: Ray's actors (--ray), a remote server's session (--device remote), else a session
     opened here (said when not where asked)."""
     if remote is not None:
-        from app.runs.folder_run import LocalRunner
+        from app.runs.folder.run import LocalRunner
 
         return LocalRunner(remote.adopt(plan.spec))
     if args.ray:
@@ -100,8 +100,8 @@ def _runner(args: argparse.Namespace, plan: RunPlan, remote: RemoteSession | Non
 
         return ray_runner(args, plan)
     from app.cli.console import announce_session
-    from app.inference.session import open_session
-    from app.runs.folder_run import LocalRunner
+    from app.inference.runtime.session import open_session
+    from app.runs.folder.run import LocalRunner
 
     model = open_session(plan.spec, args.device, runtime=runtime_options(args))
     announce_session(model.info, plan.spec)
@@ -113,14 +113,14 @@ def _runner(args: argparse.Namespace, plan: RunPlan, remote: RemoteSession | Non
 def cmd_compare(args: argparse.Namespace) -> int:
     started = time.time()
     import app.cli.console as console
-    from app.inference.session import open_session
-    from app.inference.spec_builder import load_spec
+    from app.inference.model.builder import load_spec
+    from app.inference.runtime.session import open_session
     from app.io.discover import discover, refuse_clashes
-    from app.runs.compare import REPORT_NAME, compare_inputs, compare_problem
-    from app.runs.folder_run import remove_stale_temporaries
-    from app.runs.lock import OutputLock
-    from app.runs.provenance import RunIdentity, compare_summary_line, record_compare
-    from app.runs.safety import output_folder_problem
+    from app.runs.compare.agreement import REPORT_NAME, compare_inputs, compare_problem
+    from app.runs.folder.run import remove_stale_temporaries
+    from app.runs.outputs.lock import OutputLock
+    from app.runs.outputs.provenance import RunIdentity, compare_summary_line, record_compare
+    from app.runs.outputs.safety import output_folder_problem
 
     remote = [open_remote(args, m) for m in (args.model_a, args.model_b)] if remote_requested(args) else None
     spec_a, spec_b = (m.spec for m in remote) if remote else (load_spec(resolved_model(m))
@@ -168,20 +168,20 @@ def _compare_3d_problem(*specs: ModelSpec) -> str | None:
 
 def _anonymize_terminal(args: argparse.Namespace, inputs: Sequence[InputFile]) -> None:
     """--anonymize: from here on every line printed names each input by its pseudonymous name, whoever built it
-    (app.cli.console.Terminal, app.runs.private_names.LineRedactor)."""
+    (app.cli.console.Terminal, app.runs.privacy.names.LineRedactor)."""
     terminal = getattr(args, "terminal", None)
     if not args.anonymize or terminal is None:
         return
-    from app.runs.private_names import line_redactor
-    from app.runs.volume_run import pseudonym_key
+    from app.runs.folder.volumes import pseudonym_key
+    from app.runs.privacy.names import line_redactor
 
     terminal.anonymize(line_redactor(inputs, pseudonym_key()))
 
 
 def _compare_key(args: argparse.Namespace) -> bytes:
-    """compare --anonymize: the pseudonym key its names are made with (app.runs.private_names), else none."""
+    """compare --anonymize: the pseudonym key its names are made with (app.runs.privacy.names), else none."""
     if not args.anonymize:
         return b""
-    from app.runs.volume_run import pseudonym_key
+    from app.runs.folder.volumes import pseudonym_key
 
     return pseudonym_key()

@@ -30,9 +30,9 @@ from app.errors import SegLensError
 from app.errors import shown as _shown
 
 if TYPE_CHECKING:
-    from app.inference.session import DeviceRequest
-    from app.runs.serve import ServeConfig
-    from app.runs.serve_model import OnnxModel
+    from app.inference.runtime.session import DeviceRequest
+    from app.serve.model import OnnxModel
+    from app.serve.server import ServeConfig
 
 DEFAULT_TOKEN_ENV = "SEGLENS_SERVE_TOKEN"
 
@@ -68,10 +68,10 @@ def add_serve_command(commands: argparse._SubParsersAction[argparse.ArgumentPars
 
 def cmd_serve(args: argparse.Namespace) -> int:
     """Check the options, open and warm up every model, print what is served where, serve until a signal."""
-    from app.inference.bundled import resolve_model
-    from app.runs.serve import check_tls, open_models, serve_forever
-    from app.runs.serve_auth import check_exposure
-    from app.runs.serve_kserve import load_kserve
+    from app.inference.describe.bundled import resolve_model
+    from app.serve.auth import check_exposure
+    from app.serve.kserve import load_kserve
+    from app.serve.server import check_tls, open_models, serve_forever
 
     config = _config(args)
     warning = check_exposure(config.host, config.auth, no_auth=args.no_auth, tls=config.tls)
@@ -112,8 +112,8 @@ def startup_lines(models: list[OnnxModel], config: ServeConfig) -> list[str]:
 
 
 def _config(args: argparse.Namespace) -> ServeConfig:
-    from app.runs.serve import ServeConfig
-    from app.runs.serve_auth import Auth
+    from app.serve.auth import Auth
+    from app.serve.server import ServeConfig
 
     if (args.tls_cert is None) != (args.tls_key is None):
         raise SegLensError("--tls-cert and --tls-key go together (the certificate and its private key)")
@@ -139,7 +139,7 @@ def _token(args: argparse.Namespace) -> str | None:
 
 
 def _device(text: str) -> DeviceRequest:
-    from app.inference.session import DeviceRequest
+    from app.inference.runtime.session import DeviceRequest
 
     try:
         return DeviceRequest.parse(text)
@@ -148,7 +148,7 @@ def _device(text: str) -> DeviceRequest:
 
 
 def _runtime(pairs: list[str]) -> dict[str, Any]:
-    from app.inference.runtime import parse_runtime_arguments
+    from app.inference.runtime.options import parse_runtime_arguments
 
     try:
         return parse_runtime_arguments(pairs)

@@ -1,4 +1,4 @@
-"""seglens-cli watch: run a station (app.runs.station) until Ctrl+C, or until its source ends.
+"""seglens-cli watch: run a station (app.runs.station.run) until Ctrl+C, or until its source ends.
 
     seglens-cli watch STATION.yaml
     seglens-cli watch MODEL SOURCE --out DIR [--mqtt URL] [--opcua ENDPOINT] [--settle S] [--name NAME]
@@ -6,8 +6,9 @@
 
 SOURCE: a folder (watched: each image put into it is judged once it is complete), a video file or a stream URL
 (rtsp://…, http://…), or `camera:N`. The command line's station logs every verdict in DIR (verdicts.jsonl and
-.csv) and keeps the pictures and NG/REVIEW copies there (app.runs.sinks.folder); `--mqtt` adds the MQTT sink,
-`--opcua opc.tcp://127.0.0.1:4840/seglens/` an OPC UA server a PLC reads (app.runs.sinks.opcua; security none, so
+.csv) and keeps the pictures and NG/REVIEW copies there (app.runs.station.sinks.folder); `--mqtt` adds the MQTT sink,
+`--opcua opc.tcp://127.0.0.1:4840/seglens/` an OPC UA server a PLC reads (app.runs.station.sinks.opcua; security none,
+so
 a loopback endpoint: a station file gives the certificate, the key and a user for one the network reaches).
 
 A station is judged by whether its verdicts reached the line, not by how many parts were NG, so the exit codes are:
@@ -35,9 +36,9 @@ from app.cli.options import shown as _shown
 from app.errors import OutputError
 
 if TYPE_CHECKING:
-    from app.runs.station import Station
-    from app.runs.station_file import StationFile
-    from app.runs.station_stats import StationStats
+    from app.runs.station.file import StationFile
+    from app.runs.station.run import Station
+    from app.runs.station.stats import StationStats
 
 EXIT_INTERRUPTED, EXIT_TERMINATED = 130, 143
 _PROGRESS_EVERY_S = 0.1  # the progress line is redrawn at most this often
@@ -78,7 +79,7 @@ def add_watch_command(commands: argparse._SubParsersAction[argparse.ArgumentPars
 def cmd_watch(args: argparse.Namespace) -> int:
     """Read or build the station, open it (the session warmed), run it with Ctrl+C as its stop, print the summary."""
     from app.cli.console import announce_session
-    from app.runs.station_setup import open_station
+    from app.runs.station.setup import open_station
 
     station_file = _station_file(args)
     progress = _ProgressLine(enabled=sys.stderr.isatty() and not args.no_progress)
@@ -101,7 +102,7 @@ def cmd_watch(args: argparse.Namespace) -> int:
 
 def _station_file(args: argparse.Namespace) -> StationFile:
     """The station of `watch STATION.yaml`, or the one the command line describes (`watch MODEL SOURCE …`)."""
-    from app.runs.station_file import StationFileError, parse_station, read_station_file
+    from app.runs.station.file import StationFileError, parse_station, read_station_file
 
     if args.source is None:
         if args.target.suffix.lower() not in (".yaml", ".yml"):

@@ -6,7 +6,7 @@ libjpeg (inside OpenCV) prints its warnings ("Corrupt JPEG data: 61 extraneous b
 descriptor 2 at a temporary file while a decoder runs and hands back everything written there meanwhile except
 the decoders' known warning lines: another thread's output is delayed, never lost. Decoders on several threads
 share one redirection (the first in opens it, the last out restores it), so decoding is never serialised.
-Whoever else points file descriptor 2 elsewhere (ONNX Runtime's log capture, app.inference.providers) takes
+Whoever else points file descriptor 2 elsewhere (ONNX Runtime's log capture, app.inference.runtime.providers) takes
 `FD2_LOCK` too: two redirections that overlap would restore each other's temporary file as stderr for good.
 """
 

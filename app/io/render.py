@@ -20,7 +20,7 @@ PALETTE: tuple[tuple[int, int, int], ...] = (
 
 
 class Colored(Protocol):
-    """What painting needs of a class (app.inference.spec.ClassInfo): its colour, None = not painted."""
+    """What painting needs of a class (app.inference.model.spec.ClassInfo): its colour, None = not painted."""
 
     @property
     def color(self) -> tuple[int, int, int] | None: ...  # read-only: ClassInfo is frozen
@@ -103,7 +103,8 @@ def probability_levels(probability: np.ndarray) -> np.ndarray:
     return levels
 
 
-# `seglens-cli compare`: the colour of each app.inference.metrics.disagreement_map code (RGB); 0 = agree, unpainted
+# `seglens-cli compare`: the colour of each app.inference.decide.metrics.disagreement_map code (RGB); 0 = agree,
+# unpainted
 DISAGREEMENT_COLORS: dict[int, tuple[int, int, int]] = {
     1: (255, 0, 255),  # only model A has a class here: magenta
     2: (0, 255, 255),  # only model B: cyan

@@ -341,7 +341,7 @@ def report_dialog(window: MainWindow) -> None:
     if window.reviewer.log is None:
         window.export_review_report()  # says why not
         return
-    from app.runs.review_items import REPORT_NAME
+    from app.runs.review.items import REPORT_NAME
 
     folder = window.reviewer.log.folder
     path, _ = _file_dialog().getSaveFileName(window, "Export review report", str(folder / REPORT_NAME),
@@ -373,7 +373,9 @@ def _fill_bundled(window: MainWindow, bundled: QMenu) -> None:
 
 
 def _bundled_models():
-    from app.inference.bundled import bundled_models  # the CLI's list: a prompt pair's encoder/decoder left out
+    from app.inference.describe.bundled import (
+        bundled_models,  # the CLI's list: a prompt pair's encoder/decoder left out
+    )
 
     return bundled_models()
 

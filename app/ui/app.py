@@ -37,7 +37,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     if args.model is not None:  # before any window: an unknown name is one line and exit 2, like seglens-cli
         from app.errors import ModelError, shown
-        from app.inference.bundled import resolve_model
+        from app.inference.describe.bundled import resolve_model
 
         try:
             args.model = resolve_model(args.model)

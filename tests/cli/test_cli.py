@@ -248,11 +248,11 @@ def test_files_named_one_by_one_with_out_their_folder_are_refused_and_nothing_is
 
 def test_an_output_that_would_replace_an_input_is_an_error_row_not_a_write(models, tmp_path):
     """Below the CLI's folder check: the writer itself never writes over one of its inputs."""
-    from app.inference.session import open_session
-    from app.inference.spec_builder import load_spec
+    from app.inference.model.builder import load_spec
+    from app.inference.runtime.session import open_session
     from app.io.discover import discover
-    from app.runs.batch import run_inputs
-    from app.runs.plan import Callbacks, RunPlan
+    from app.runs.folder.batch import run_inputs
+    from app.runs.folder.plan import Callbacks, RunPlan
 
     imgs, before = _image_beside_a_user_mask(tmp_path)
     model = open_session(load_spec(models("rgb_classes")), "cpu")
@@ -429,9 +429,9 @@ def test_a_local_resume_carries_the_rows_of_a_ray_report_with_its_node_column(mo
 
 
 def test_a_ray_resume_carries_a_local_report_leaving_node_empty(models, tmp_path):
-    from app.inference.spec_builder import load_spec
-    from app.runs.report import report_columns
-    from app.runs.resume import finished_rows
+    from app.inference.model.builder import load_spec
+    from app.runs.folder.resume import finished_rows
+    from app.runs.outputs.report import report_columns
 
     spec = load_spec(models("rgb_classes"))
     local = report_columns(spec)

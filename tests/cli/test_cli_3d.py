@@ -17,8 +17,8 @@ import pytest
 
 from app.cli import main
 from app.cli.console import Progress
-from app.inference.spec_builder import load_spec
-from app.inference.volume3d import predict_volume
+from app.inference.model.builder import load_spec
+from app.inference.volume3d.predict import predict_volume
 from tests.dicom_factory import disc_slice, write_series
 from tests.inference.spec3d_models import FIXED, scores3d
 from tests.inference.volume3d_models import box_sigmoid, pointwise, runner, session

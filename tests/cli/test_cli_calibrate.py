@@ -14,10 +14,10 @@ import yaml
 from test_cli import read_report
 
 from app.cli import main
-from app.inference.spec_builder import load_spec
-from app.inference.verdict import ScoreRule
-from app.runs.calibrate import Limits
-from app.runs.calibrate_plot import PLOT_HW
+from app.inference.decide.verdict import ScoreRule
+from app.inference.model.builder import load_spec
+from app.runs.calibrate.band import Limits
+from app.runs.calibrate.plot import PLOT_HW
 from tests.calibrate_fixtures import copy_demo, write_surfaces
 
 OK_COUNT, NG_COUNT, SEED = 60, 200, 29  # 100 NG images to choose on: FNR <= 1 % allows one miss

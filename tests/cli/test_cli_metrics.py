@@ -149,8 +149,8 @@ def test_compare_exit_codes(models, tmp_path, capsys):
 @pytest.fixture
 def lock_seen(monkeypatch):
     """Whether `<out>/.seglens-run.lock` was held each time the metrics files were written."""
-    from app.runs.lock import LOCK_NAME
-    from app.runs.metrics_report import MetricsSummary
+    from app.runs.folder.metrics import MetricsSummary
+    from app.runs.outputs.lock import LOCK_NAME
 
     seen, real_write = [], MetricsSummary.write
 

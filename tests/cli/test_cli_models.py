@@ -11,7 +11,7 @@ from conftest import REPO
 
 from app.cli import main
 from app.errors import ModelError
-from app.inference.bundled import bundled_models, bundled_names, resolve_model
+from app.inference.describe.bundled import bundled_models, bundled_names, resolve_model
 
 # the prompt pair's two halves (named by models/prompt_demo.yaml's prompt: section) are no image models of their own
 PROMPT_PAIR = {"prompt_demo_encoder", "prompt_demo_decoder"}
@@ -92,7 +92,7 @@ def test_models_json(capsys):
 
 
 def test_models_opens_no_session(monkeypatch, capsys):
-    import app.inference.session as session
+    import app.inference.runtime.session as session
 
     def refuse(*_args, **_kwargs):
         raise AssertionError("models opened a session")

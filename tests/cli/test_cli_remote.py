@@ -242,7 +242,7 @@ def test_a_refusal_keeps_the_cli_hint_apart_from_its_line(server, monkeypatch):
     import argparse
 
     from app.cli.remote_options import add_remote_options, open_remote
-    from app.inference.remote import RemoteError, RemoteTarget, open_remote_session
+    from app.inference.remote.session import RemoteError, RemoteTarget, open_remote_session
 
     monkeypatch.setenv("SEGLENS_REMOTE_TOKEN", "wrong")
     parser = argparse.ArgumentParser()

@@ -1,5 +1,5 @@
-"""End to end on loopback: `seglens-cli run|info --device remote` (the client, app.inference.remote) against
-`seglens-cli serve` (the server, app.runs.serve) in another process — the same masks as a local CPU run, the same
+"""End to end on loopback: `seglens-cli run|info --device remote` (the client, app.inference.remote.session) against
+`seglens-cli serve` (the server, app.serve.server) in another process — the same masks as a local CPU run, the same
 `info`, the token's refusals in one line, and a server killed in the middle of a folder run."""
 
 from __future__ import annotations

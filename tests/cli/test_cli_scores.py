@@ -8,9 +8,9 @@ from PIL import Image
 from test_cli import cli
 
 from app.cli import main
-from app.inference.pipeline import run_image
-from app.inference.session import open_session
-from app.inference.spec_builder import load_spec
+from app.inference.image.pipeline import run_image
+from app.inference.model.builder import load_spec
+from app.inference.runtime.session import open_session
 from app.io.render import HEATMAP_LUT
 
 

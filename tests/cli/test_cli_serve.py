@@ -156,7 +156,7 @@ def test_another_kserve_version_is_refused_rather_than_patched(monkeypatch):
     from importlib import metadata
 
     from app.errors import SegLensError
-    from app.runs.serve_kserve import load_kserve
+    from app.serve.kserve import load_kserve
 
     monkeypatch.setattr(metadata, "version", lambda name: "0.22.0")
     with pytest.raises(SegLensError) as caught:
@@ -169,9 +169,9 @@ def test_the_serve_process_never_loads_tritonclient_grpc():
     """G3: kserve and tritonclient.grpc cannot share a process; the CLI's parser and serve's modules load neither
     the remote client nor tritonclient."""
     code = ("import sys; from app.cli import build_parser; build_parser(); "
-            "from app.runs.serve_kserve import load_kserve; load_kserve(); "
-            "import app.runs.serve, app.runs.serve_model, app.cli.serve; "
-            "print(sorted(m for m in sys.modules if m.startswith(('tritonclient', 'app.inference.remote'))))")
+            "from app.serve.kserve import load_kserve; load_kserve(); "
+            "import app.serve.server, app.serve.model, app.cli.serve; "
+            "print(sorted(m for m in sys.modules if m.startswith(('tritonclient', 'app.inference.remote.session'))))")
     done = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=120,
                           check=True)
     assert done.stdout.strip() == "[]"
@@ -204,7 +204,7 @@ def _self_signed(folder: Path) -> tuple[Path, Path]:
 
 
 def test_cuda_asked_for_on_a_machine_without_one_says_why_at_start_and_in_every_answer(tmp_path: Path):
-    from app.inference.providers import detect_nvidia_gpu
+    from app.inference.runtime.providers import detect_nvidia_gpu
 
     if detect_nvidia_gpu() is not None:
         pytest.skip("a GPU is here: CUDA does not fall back")

@@ -200,7 +200,7 @@ def test_stall_gives_the_station_its_stall_after_s():
 
 @pytest.mark.parametrize(("flags", "anonymize"), [([], None), (["--anonymize"], True), (["--no-anonymize"], False)])
 def test_anonymize_gives_the_station_its_anonymize(flags, anonymize):
-    # a station had no --anonymize: a file named after a patient was its id in every output (app.runs.station_privacy)
+    # a station had no --anonymize: a file named after a patient was its id in every output (app.runs.station.privacy)
     from app.cli import build_parser
     from app.cli.watch import _station_file
 

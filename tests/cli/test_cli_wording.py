@@ -8,7 +8,7 @@ from conftest import stripes
 from PIL import Image
 
 from app.cli import main
-from app.runs.bench import BenchReport, Stats, format_report
+from app.runs.bench.pipeline import BenchReport, Stats, format_report
 
 
 def test_bench_text_names_latency_and_throughput():

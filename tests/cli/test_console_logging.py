@@ -10,7 +10,7 @@ import logging
 import sys
 
 from app.cli.console import Terminal
-from app.runs.private_names import LineRedactor
+from app.runs.privacy.names import LineRedactor
 
 
 def test_a_log_line_to_the_terminal_is_redacted_like_a_printed_one(monkeypatch):

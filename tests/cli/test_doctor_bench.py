@@ -13,9 +13,9 @@ from conftest import REPO, stripes
 from PIL import Image
 
 from app.cli import main
-from app.inference.doctor import Facts, ProviderCheck, decide, install_kind
-from app.inference.providers import CPU as CPU_EP
-from app.inference.providers import CUDA as CUDA_EP
+from app.inference.runtime.doctor import Facts, ProviderCheck, decide, install_kind
+from app.inference.runtime.providers import CPU as CPU_EP
+from app.inference.runtime.providers import CUDA as CUDA_EP
 
 MISSING_LIBS = {"libcudart.so.13": None, "libcublasLt.so.13": None, "libcudnn.so.9": "/x/nvidia/cudnn/lib"}
 
@@ -51,7 +51,7 @@ def _fake_dist(site, name: str, version: str) -> None:
 
 def test_an_onnxruntime_shadowed_by_an_earlier_folder_is_no_conflict(tmp_path, monkeypatch):
     """As on the lent GPU machine: the GPU build first on PYTHONPATH, the CPU build in site-packages."""
-    from app.inference import diagnostics, providers
+    from app.inference.runtime import diagnostics, providers
 
     _fake_dist(tmp_path, "onnxruntime", "1.30.0")
     monkeypatch.setattr(sys, "path", [*sys.path, str(tmp_path)])
@@ -72,7 +72,8 @@ def test_two_onnxruntime_packages_in_one_folder_are_a_conflict(tmp_path):
     (tmp_path / "onnxruntime" / "__init__.py").write_text("")  # found first, never imported by the check
     _fake_dist(tmp_path, "onnxruntime", "1.30.0")
     _fake_dist(tmp_path, "onnxruntime-gpu", "1.31.1")
-    code = "import json; from app.inference import providers as p; print(json.dumps(p.installed_ort_packages()))"
+    code = ("import json; from app.inference.runtime import providers as p; "
+            "print(json.dumps(p.installed_ort_packages()))")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
                           env={**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), str(REPO)])})
     assert json.loads(done.stdout) == {"onnxruntime": "1.30.0", "onnxruntime-gpu": "1.31.1"}, done.stderr

@@ -12,8 +12,8 @@ from PIL import Image
 
 from app.cli import main
 from app.errors import shown
-from app.runs.report import path_text
-from app.runs.review import STATES, ReviewLog
+from app.runs.outputs.report import path_text
+from app.runs.review.log import STATES, ReviewLog
 
 BYTE = os.fsdecode(b"caf\xe9.png")  # Python spells the byte \udce9
 LITERAL = "caf\\xe9.png"  # eleven characters, a backslash among them

@@ -16,7 +16,7 @@ from PIL import Image
 
 from app.cli import main
 from app.errors import ImageError, ModelError, SidecarError
-from app.inference.spec_builder import load_spec
+from app.inference.model.builder import load_spec
 
 fifo_only = pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="named pipes are POSIX")
 
@@ -56,7 +56,7 @@ def test_megapixels_are_whole_from_ten_and_as_precise_as_the_limit_needs():
 
 
 def test_an_identifying_kind_takes_its_article():
-    from app.runs.privacy_check import Identifying, leak
+    from app.runs.privacy.check import Identifying, leak
 
     found = Identifying.of([("accession number", "ACC88123X")])
     assert leak([], found, root=Path("/out"), cells=["x ACC88123X"]) == "an accession number in the report row"
@@ -138,8 +138,8 @@ def test_with_article(noun, said):
 
 
 def test_an_mr_scan_and_an_anomaly_component_take_an(models):
-    from app.inference.fit import ImageFacts, fit_problems
-    from app.inference.verdict import AreaRule
+    from app.inference.decide.verdict import AreaRule
+    from app.inference.image.fit import ImageFacts, fit_problems
 
     path = models("rgb_classes")
     path.with_suffix(".yaml").write_text("input:\n  modality: MR\n")

@@ -11,10 +11,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-import app.runs.sinks.folder as folder_sink
-from app.inference.spec_builder import load_spec
-from app.runs.sinks import StationVerdict
-from app.runs.sinks.folder import FolderSink, Pictures
+import app.runs.station.sinks.folder as folder_sink
+from app.inference.model.builder import load_spec
+from app.runs.station.sinks import StationVerdict
+from app.runs.station.sinks.folder import FolderSink, Pictures
 
 REPO = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.skipif(os.name == "nt", reason="POSIX descriptors (dir_fd) and symlinks")

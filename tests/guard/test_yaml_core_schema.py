@@ -39,7 +39,7 @@ def test_a_short_base_60_value_is_text_not_a_number() -> None:
 
 def test_a_sidecar_with_a_base_60_threshold_is_refused_fast(tmp_path: Path) -> None:
     from app.errors import SidecarError
-    from app.inference.sidecar import load_sidecar
+    from app.inference.model.sidecar import load_sidecar
 
     for parts in (100_000, 250_000):  # the audit's y3: 1.6 s and 9.6 s before
         path = tmp_path / f"s{parts}.yaml"

@@ -79,13 +79,13 @@ register(Boundary("gate_remove_under", "name", _remove_component, (ValueError, O
 # --- models: sidecars, labels, prompt sidecars, graphs --------------------------------------------------------
 
 def _sidecar(path: Path) -> object:
-    from app.inference.sidecar import load_sidecar
+    from app.inference.model.sidecar import load_sidecar
 
     return load_sidecar(path)
 
 
 def _classes_file(path: Path) -> object:
-    from app.inference.sidecar import load_sidecar
+    from app.inference.model.sidecar import load_sidecar
 
     sidecar = path.parent / "model.yaml"
     sidecar.write_text(f"classes_file: {path.name}\n")
@@ -93,19 +93,19 @@ def _classes_file(path: Path) -> object:
 
 
 def _prompt_sidecar(path: Path) -> object:
-    from app.inference.prompt_spec import load_prompt_spec
+    from app.inference.prompt.spec import load_prompt_spec
 
     return load_prompt_spec(path)
 
 
 def _onnx_graph(path: Path) -> object:
-    from app.inference.onnx_graph import read_graph
+    from app.inference.model.onnx_graph import read_graph
 
     return read_graph(path)
 
 
 def _runtime_values(text: str) -> object:
-    from app.inference.runtime import parse_runtime_arguments
+    from app.inference.runtime.options import parse_runtime_arguments
 
     return parse_runtime_arguments([f"tensorrt={text}"])
 
@@ -146,7 +146,7 @@ def _reference(path: Path) -> object:
 
 
 def _boxes(path: Path) -> object:
-    from app.runs.prompt_run import read_boxes
+    from app.runs.prompts.boxes import read_boxes
 
     return read_boxes(path)
 
@@ -162,7 +162,7 @@ register(Boundary("boxes_csv", "file", _boxes, (SegLensError,), file_name="boxes
 # --- settings and station files -------------------------------------------------------------------------------
 
 def _station_file(path: Path) -> object:
-    from app.runs.station_file import read_station_file
+    from app.runs.station.file import read_station_file
 
     return read_station_file(path)
 
@@ -179,8 +179,8 @@ register(Boundary("station_file", "file", _station_file, (SegLensError,), file_n
 
 def _station_sidecar(path: Path) -> object:
     """A station file whose `verdict:` replaces its sidecar's: the sidecar is read by the station (station_setup)."""
-    from app.runs.station_file import read_station_file
-    from app.runs.station_setup import station_spec
+    from app.runs.station.file import read_station_file
+    from app.runs.station.setup import station_spec
 
     station = path.parent / "station.yaml"
     station.write_text(f"model: {REPO / 'models' / 'surface_anomaly.onnx'}\nsidecar: {path.name}\n"
@@ -190,9 +190,9 @@ def _station_sidecar(path: Path) -> object:
 
 def _station_input(path: Path) -> object:
     """A file of a station's watched folder (its root), as the station prepares it: decoded, or refused."""
-    from app.inference.spec_builder import load_spec
+    from app.inference.model.builder import load_spec
     from app.io.sources import Frame
-    from app.runs.station_frames import prepare_frame
+    from app.runs.station.frames import prepare_frame
 
     frame = Frame(path.name, 0.0, path=path, size=1, mtime_ns=1, root=path.parent)
     ready = prepare_frame(load_spec(REPO / "models" / "surface_anomaly.onnx"), frame)
@@ -211,20 +211,20 @@ register(Boundary("pacs_nodes", "file", _pacs_nodes, (SegLensError,), file_name=
 # --- SegLens's own state where others can write: review log, provenance, lock, journal, MQTT buffer -----------
 
 def _review_log(path: Path) -> object:
-    from app.runs.review import REVIEW_FILE, ReviewLog
+    from app.runs.review.log import REVIEW_FILE, ReviewLog
 
     assert path.name == REVIEW_FILE
     return ReviewLog.open(path.parent, SHA)
 
 
 def _provenance(path: Path) -> object:
-    from app.runs.provenance import png_provenance
+    from app.runs.outputs.provenance import png_provenance
 
     return png_provenance(path)
 
 
 def _run_record(path: Path) -> object:
-    from app.runs.provenance import record_path, resume_problem
+    from app.runs.outputs.provenance import record_path, resume_problem
 
     report = path.parent / "report.csv"
     assert record_path(report) == path, record_path(report)
@@ -235,14 +235,14 @@ def _run_record(path: Path) -> object:
 
 
 def _identity() -> object:
-    from app.runs.provenance import RunIdentity
+    from app.runs.outputs.provenance import RunIdentity
 
     fields = {name: "x" for name in RunIdentity.__dataclass_fields__}
     return RunIdentity(**fields)  # type: ignore[arg-type]
 
 
 def _run_lock(path: Path) -> object:
-    from app.runs.lock import LOCK_NAME, OutputLock
+    from app.runs.outputs.lock import LOCK_NAME, OutputLock
 
     assert path.name == LOCK_NAME
     lock = OutputLock(path.parent)
@@ -252,20 +252,20 @@ def _run_lock(path: Path) -> object:
 
 
 def _journal(path: Path) -> object:
-    from app.runs.station_journal import JOURNAL_NAME, StationJournal
+    from app.runs.station.journal import JOURNAL_NAME, StationJournal
 
     assert path.name == JOURNAL_NAME
     return StationJournal(path.parent)
 
 
 def _mqtt_buffer(path: Path) -> object:
-    from app.runs.sinks.mqtt_buffer import OutBuffer
+    from app.runs.station.sinks.mqtt_buffer import OutBuffer
 
     return OutBuffer(path, max_count=10, max_bytes=4096)
 
 
 def _opcua_certificate(path: Path) -> object:
-    from app.runs.sinks.opcua_space import _certificate
+    from app.runs.station.sinks.opcua_space import _certificate
 
     return _certificate(path)
 
@@ -289,8 +289,8 @@ register(Boundary("opcua_certificate", "file", _opcua_certificate, (ValueError,)
 def _remote_sidecar(url: str) -> object:
     import tempfile
 
-    from app.inference.remote_sidecar import fetch_sidecar
-    from app.inference.remote_transport import Wire
+    from app.inference.remote.sidecar import fetch_sidecar
+    from app.inference.remote.transport import Wire
 
     host = url.split("//", 1)[1].split("/", 1)[0]
     wire = Wire(host=host, tls=False, model="m", version="", timeout_s=2.0, token="a-secret-token-0123456789")
@@ -309,7 +309,7 @@ register(Boundary("remote_sidecar_url", "url", _remote_sidecar, (SidecarError,),
 
 
 def _remote_session(url: str) -> object:
-    from app.inference.remote import RemoteTarget, open_remote_session
+    from app.inference.remote.session import RemoteTarget, open_remote_session
 
     origin = url.rstrip("/")
     return open_remote_session(RemoteTarget(origin, "m", timeout_s=2.0, retries=0), warm_up=False)
@@ -322,13 +322,13 @@ register(Boundary("dicomweb", "url", _dicomweb, (SegLensError,)))
 # --- keys, certificates, names a server sends -----------------------------------------------------------------
 
 def _pseudonym_key(path: Path) -> object:
-    from app.runs.pseudonyms import read_key_file
+    from app.runs.privacy.pseudonyms import read_key_file
 
     return read_key_file(path)
 
 
 def _serve_tls(path: Path) -> object:
-    from app.runs.serve import read_tls
+    from app.serve.server import read_tls
 
     other = path.parent / "key.pem"
     other.write_text("-----BEGIN PRIVATE KEY-----\n")
@@ -347,7 +347,7 @@ register(Boundary("pacs_cache_names", "name", _cache_series, (ValueError,)))
 
 
 def _remote_http(url: str) -> object:
-    from app.inference.remote import RemoteTarget, open_remote_session
+    from app.inference.remote.session import RemoteTarget, open_remote_session
 
     target = RemoteTarget(url=url.rstrip("/"), model="m", timeout_s=2.0, retries=0, token="a-secret-token-0123456789")
     return open_remote_session(target, warm_up=False)
@@ -357,7 +357,7 @@ register(Boundary("remote_http_session", "url", _remote_http, (SegLensError,)))
 
 
 def _device_argmax(path: Path) -> object:
-    from app.inference.runtime import with_device_argmax
+    from app.inference.runtime.options import with_device_argmax
 
     return with_device_argmax(path, 1)
 

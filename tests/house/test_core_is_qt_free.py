@@ -24,7 +24,7 @@ for pkg in ('app.inference', 'app.io', 'app.runs'):
     module = importlib.import_module(pkg)
     for info in pkgutil.iter_modules(module.__path__):
         importlib.import_module(f'{pkg}.{info.name}')
-from app.inference import diagnostics, doctor
+from app.inference.runtime import diagnostics, doctor
 diagnostics.versions(); doctor.decide(doctor.gather())
 print('ok', sorted(m for m in sys.modules if m.startswith('app')))
 """
@@ -33,5 +33,6 @@ print('ok', sorted(m for m in sys.modules if m.startswith('app')))
 def test_core_and_cli_import_without_qt():
     done = subprocess.run([sys.executable, "-c", PROBE], cwd=REPO, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
-    for module in ("app.inference.pipeline", "app.inference.doctor", "app.runs.batch", "app.cli", "app.logs"):
+    for module in ("app.inference.image.pipeline", "app.inference.runtime.doctor", "app.runs.folder.batch", "app.cli",
+    "app.logs"):
         assert f"'{module}'" in done.stdout

@@ -118,20 +118,20 @@ class Allowed:
 # The one list of exceptions. SegLens's own resources (under install_root() or the frozen bundle), the kernel's
 # /proc, and files SegLens itself wrote a moment ago in a folder only it writes.
 ALLOWED: tuple[Allowed, ...] = (
-    Allowed(READ, "app/inference/telemetry.py", "process_rss_mb",
+    Allowed(READ, "app/inference/runtime/telemetry.py", "process_rss_mb",
             "/proc/self/statm: the kernel's own file about this process, not something another user can plant"),
-    Allowed(READ, "app/inference/volume_memory.py", "available_memory",
+    Allowed(READ, "app/inference/volume3d/memory.py", "available_memory",
             "/proc/meminfo: the kernel's own file"),
-    Allowed(READ, "app/inference/doctor.py", "_flavor",
+    Allowed(READ, "app/inference/runtime/doctor.py", "_flavor",
             "the FLAVOR marker inside the frozen bundle (sys._MEIPASS): SegLens's own install, read-only"),
-    Allowed(LIBRARY, "app/inference/doctor.py", "check_provider",
+    Allowed(LIBRARY, "app/inference/runtime/doctor.py", "check_provider",
             "onnxruntime gets the bytes of a one-node model doctor builds in memory (_tiny_model), no file"),
-    Allowed(LIBRARY, "app/inference/session.py", "_create_session",
+    Allowed(LIBRARY, "app/inference/runtime/session.py", "_create_session",
             "ONNX Runtime is handed the model's path: from bytes it cannot find the model's external data files "
             "beside it, and a 2 GB model would be held twice; _create opens the file through open_untrusted first "
             "(non-blocking: a FIFO or device refused) and holds it open while ORT loads, and ORT itself refuses an "
             "external data file that is not a regular file"),
-    Allowed(LIBRARY, "app/runs/station_privacy.py", "deidentified_dicom",
+    Allowed(LIBRARY, "app/runs/station/privacy.py", "deidentified_dicom",
             "pydicom parses bytes in memory (io.BytesIO) that the folder sink read through the untrusted gate"),
     Allowed(REMOVE, "app/logs.py", "RotatingFile._shift",
             "SegLens's own log in its own per-user folder (platformdirs), rotated by renaming its numbered copies"),

@@ -11,7 +11,7 @@ REPO = Path(__file__).resolve().parents[2]
 README = REPO / "README.md"
 ENTRY = re.compile(r"^( *)([\w.]+(?:/[\w.]+)*/?)")  # a map line's first name: `  io/`, `    images.py`
 MODULE = re.compile(r"(?<![\w./])((?:\w+/)*\w+\.py)\b")  # x.py, tests/x.py
-DOTTED = re.compile(r"\b(app(?:\.(?!py\b)\w+)+)")  # app.runs.folder_run, not app.py
+DOTTED = re.compile(r"\b(app(?:\.(?!py\b)\w+)+)")  # app.runs.folder.run, not app.py
 
 
 def architecture() -> str:

@@ -8,11 +8,11 @@ import numpy as np
 import pytest
 
 from app.errors import SidecarError
-from app.inference.describe import spec_dict, spec_text
-from app.inference.pipeline import run_image
-from app.inference.session import open_session
-from app.inference.spec_builder import load_spec
-from app.inference.verdict import verdict_of
+from app.inference.decide.verdict import verdict_of
+from app.inference.describe.info import spec_dict, spec_text
+from app.inference.image.pipeline import run_image
+from app.inference.model.builder import load_spec
+from app.inference.runtime.session import open_session
 
 # 1/256: a pixel of 128 is exactly 0.5 on the map, 127 just below
 EXACT = "input:\n  scale: 0.00390625\n"
@@ -116,7 +116,7 @@ def test_info_shows_the_anomaly_outputs_and_thresholds(models):
 
 
 def test_cli_threshold_replaces_the_pixel_threshold(models):
-    from app.inference.tuning import with_threshold
+    from app.inference.decide.tuning import with_threshold
 
     spec, min_confidence = with_threshold(load_spec(_model(models, "anomaly_named")), 0.8)
     assert spec.output.threshold == 0.8 and spec.output.kind == "anomaly" and min_confidence is None

@@ -16,11 +16,11 @@ from conftest import REPO
 
 from app.errors import InferenceError, SidecarError
 from app.guard.untrusted import NotRegularFile
-from app.inference import pipeline, tiling
-from app.inference.labels import read_labels
-from app.inference.session import open_session
-from app.inference.spec_builder import load_spec
-from app.inference.validators import read_at_most
+from app.inference.image import pipeline, tiling
+from app.inference.model.builder import load_spec
+from app.inference.model.labels import read_labels
+from app.inference.model.validators import read_at_most
+from app.inference.runtime.session import open_session
 
 needs_fifo = pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="named pipes are POSIX")
 

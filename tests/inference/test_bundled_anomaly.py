@@ -12,10 +12,10 @@ import numpy as np
 import pytest
 import yaml
 
-from app.inference.pipeline import run_image
-from app.inference.session import open_session
-from app.inference.spec_builder import load_spec
-from app.inference.verdict import verdict_of
+from app.inference.decide.verdict import verdict_of
+from app.inference.image.pipeline import run_image
+from app.inference.model.builder import load_spec
+from app.inference.runtime.session import open_session
 from app.io.images import read_image
 
 REPO = Path(__file__).resolve().parents[2]

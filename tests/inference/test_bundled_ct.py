@@ -13,9 +13,9 @@ import numpy as np
 import pydicom
 import pytest
 
-from app.inference.pipeline import run_image
-from app.inference.session import open_session
-from app.inference.spec_builder import load_spec
+from app.inference.image.pipeline import run_image
+from app.inference.model.builder import load_spec
+from app.inference.runtime.session import open_session
 from app.io.images import read_image
 
 REPO = Path(__file__).resolve().parents[2]

@@ -18,7 +18,7 @@ import onnxruntime as ort
 import pytest
 import yaml
 
-from app.inference.spec_builder import load_spec
+from app.inference.model.builder import load_spec
 from app.io.nifti import nifti_volume, read_nifti_slice
 from app.io.series import read_dicom_slice, scan_dicom
 from app.io.volumes import Volume
@@ -111,9 +111,9 @@ def test_the_whole_sample_through_predict_volume_measures_each_lesion(phantom):
     """SegLens's own 3D path on the NIfTI sample (resampled to 1.5 mm, 64³ Gaussian-blended patches, back to
     2.75 × 0.875 × 0.875 mm): exactly the four lesions, each 26-connected component's mL within 5 % of its
     4/3·π·r³ and holding the lesion's centre; lung and bone where the phantom has them (Dice > 0.9)."""
-    from app.inference.lesions import lesions
-    from app.inference.session import open_session
-    from app.inference.volume3d import predict_volume
+    from app.inference.decide.lesions import lesions
+    from app.inference.runtime.session import open_session
+    from app.inference.volume3d.predict import predict_volume
 
     volume = nifti_volume(NIFTI)
     image = _stack(volume, read_nifti_slice)
@@ -139,8 +139,8 @@ def test_a_sample_stored_in_another_axis_order_gets_the_same_labels():
     """The model was trained on [S, P, L] arrays (the samples' own order), so its sidecar says `input.axes: SPL`
     and SegLens reorients any volume to that. With `axes: native` the same patient stored sagittally (slices
     along L-R, as some NIfTI writers do) ran as is: 9 lesion components of 19.1 mL instead of 4 of 16.0."""
-    from app.inference.session import open_session
-    from app.inference.volume3d import predict_volume
+    from app.inference.runtime.session import open_session
+    from app.inference.volume3d.predict import predict_volume
 
     volume = nifti_volume(NIFTI)
     image = _stack(volume, read_nifti_slice)
@@ -160,8 +160,8 @@ def test_a_volume_smaller_than_the_patch_gets_the_labels_of_the_whole_one():
     """A 30×70×70 crop (55×41×41 on the 1.5 mm grid, below the 64³ patch) is padded: with zeros (the CT
     normalisation's mean, -655 HU, a frame the model was never shown) it got 30,417 lesion voxels where the whole
     volume has 4,416 there; the sidecar's `input.tile.pad: edge` repeats the border instead."""
-    from app.inference.session import open_session
-    from app.inference.volume3d import predict_volume
+    from app.inference.runtime.session import open_session
+    from app.inference.volume3d.predict import predict_volume
 
     volume = nifti_volume(NIFTI)
     image = _stack(volume, read_nifti_slice)

@@ -102,7 +102,7 @@ def test_one_click_segments_the_object_under_it(sessions, domain, kind):
 
 
 def test_the_pair_is_not_listed_as_two_image_models():
-    from app.inference.bundled import bundled_names
+    from app.inference.describe.bundled import bundled_names
 
     names = bundled_names()
     assert "prompt_demo_encoder" not in names and "prompt_demo_decoder" not in names and "nuclei" in names

@@ -12,11 +12,11 @@ from PIL import Image
 
 from app.cli import main
 from app.errors import SidecarError
-from app.inference.describe import spec_dict, spec_text
-from app.inference.labels import display_name, read_labels
-from app.inference.postprocess import Prediction
-from app.inference.spec_builder import load_spec
-from app.inference.verdict import uncertainty
+from app.inference.decide.verdict import uncertainty
+from app.inference.describe.info import spec_dict, spec_text
+from app.inference.image.postprocess import Prediction
+from app.inference.model.builder import load_spec
+from app.inference.model.labels import display_name, read_labels
 
 SYNSET = "".join(f"n{k:08d} name{k}, synonym\n" for k in range(1000))
 EXACT = (0.625, 0.25, 0.125)  # binary fractions: top-1 0.625, margin 0.375, both exact in float32 and float64

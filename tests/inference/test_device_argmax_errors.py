@@ -7,9 +7,9 @@ import onnx
 import pytest
 
 from app.errors import ModelError
-from app.inference.runtime import with_device_argmax
-from app.inference.session import open_session
-from app.inference.spec_builder import load_spec
+from app.inference.model.builder import load_spec
+from app.inference.runtime.options import with_device_argmax
+from app.inference.runtime.session import open_session
 
 
 def _missing_external_weights(models):

@@ -10,12 +10,12 @@ import numpy as np
 import pytest
 
 from app.errors import InferenceError
-from app.inference.finite import check_finite, non_finite
-from app.inference.pipeline import STAGES, Result
-from app.inference.postprocess import Prediction
-from app.inference.spec_builder import load_spec
-from app.inference.tuning import judge, score_rule
-from app.inference.verdict import decide, uncertainty
+from app.inference.decide.tuning import judge, score_rule
+from app.inference.decide.verdict import decide, uncertainty
+from app.inference.image.pipeline import STAGES, Result
+from app.inference.image.postprocess import Prediction
+from app.inference.model.builder import load_spec
+from app.inference.runtime.finite import check_finite, non_finite
 
 NAN, INF = float("nan"), float("inf")
 

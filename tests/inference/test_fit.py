@@ -1,4 +1,4 @@
-"""An image that does not fit the model is said (app.inference.fit): a colour photo into the gray CT demo, a gray
+"""An image that does not fit the model is said (app.inference.image.fit): a colour photo into the gray CT demo, a gray
 picture into a model whose colours matter, an MR series or a PNG into a CT model. A warning, never a failure."""
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ from PIL import Image
 
 from app.cli import main
 from app.errors import SidecarError
-from app.inference.fit import ImageFacts, fit_problems, image_facts, image_fit
-from app.inference.spec_builder import load_spec
+from app.inference.image.fit import ImageFacts, fit_problems, image_facts, image_fit
+from app.inference.model.builder import load_spec
 from app.io.images import read_image
 
 REPO = Path(__file__).resolve().parents[2]

@@ -1,14 +1,14 @@
 """`seglens-cli info` and `models` on a 3D model: patch, spacing, axes, normalisation, tiling, TTA and classes, each
-with its source (app/inference/spec3d_text.py, describe.py, bundled.py)."""
+with its source (app/inference/describe/volume_text.py, describe.py, bundled.py)."""
 
 from __future__ import annotations
 
 from spec3d_models import FIXED, scores3d, sigmoid3d, with_sidecar
 
 from app.cli import main
-from app.inference.bundled import bundled_summary
-from app.inference.describe import spec_dict, spec_text
-from app.inference.spec_builder import load_spec
+from app.inference.describe.bundled import bundled_summary
+from app.inference.describe.info import spec_dict, spec_text
+from app.inference.model.builder import load_spec
 
 
 def test_info_shows_a_3d_model_with_the_source_of_each_value(tmp_path, capsys):

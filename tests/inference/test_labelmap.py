@@ -1,4 +1,5 @@
-"""Labels kept at the model's working size (app/inference/labelmap.py): the image-sized mask is made only when used,
+"""Labels kept at the model's working size (app/inference/image/labelmap.py): the image-sized mask is made only when
+used,
 and what is made from the kept decision — the mask, a display-sized copy, a full-resolution window, the counts —
 agrees with the mask the pipeline always made."""
 
@@ -10,12 +11,12 @@ import cv2
 import numpy as np
 import pytest
 
-from app.inference import pipeline
-from app.inference.labelmap import LabelMap, estimated_counts, scaled_post
-from app.inference.postprocess import class_pixel_counts
-from app.inference.session import open_session
-from app.inference.spec import PostprocessSpec
-from app.inference.spec_builder import load_spec
+from app.inference.image import pipeline
+from app.inference.image.labelmap import LabelMap, estimated_counts, scaled_post
+from app.inference.image.postprocess import class_pixel_counts
+from app.inference.model.builder import load_spec
+from app.inference.model.spec import PostprocessSpec
+from app.inference.runtime.session import open_session
 
 
 def blobs(height: int, width: int, seed: int = 3) -> np.ndarray:
@@ -71,8 +72,8 @@ def test_a_window_at_full_resolution_equals_the_full_mask_there(models, name):
 
 def test_cleaning_a_window_is_exact_around_components_cut_by_its_edges():
     """Specks below min_area removed, a long component cut by the window kept, closing near the edges right."""
-    from app.inference.labelmap import Decision
-    from app.inference.preprocess import Geometry
+    from app.inference.image.labelmap import Decision
+    from app.inference.image.preprocess import Geometry
 
     rng = np.random.default_rng(5)
     labels = np.zeros((1, 120, 160), np.uint8)
@@ -124,7 +125,7 @@ def test_relabelled_labels_stay_lazy_and_exact(models):
     result = pipeline.run_image(model, blobs(800, 1000))
     tuned = pipeline.relabel(result, spec=model.spec, min_confidence=0.6)
     assert not tuned.labels.ready and not result.labels.ready
-    from app.inference.labelmap import relabel_scores
+    from app.inference.image.labelmap import relabel_scores
 
     expected = relabel_scores(result.scores, result.geometry, model.spec, min_confidence=0.6)
     np.testing.assert_array_equal(tuned.mask, expected)
@@ -168,7 +169,7 @@ def test_a_folder_run_makes_the_image_sized_mask_in_its_postprocess_stage(models
 def test_a_probability_layer_for_a_downscaled_display_is_sampled_at_its_size(models):
     """The viewer's heatmap of a big image: the kept scores brought to the display size directly (before: to the
     image's size — a float32 plane of every pixel — and then down)."""
-    from app.inference.tuning import plane
+    from app.inference.decide.tuning import plane
 
     model = session(models, "fixed_rgb_classes", SIDECARS["stretch"])
     result = pipeline.run_image(model, blobs(900, 1200))

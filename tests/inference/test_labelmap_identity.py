@@ -8,10 +8,10 @@ import cv2
 import numpy as np
 import pytest
 
-from app.inference import pipeline
-from app.inference import postprocess as pp
-from app.inference.session import open_session
-from app.inference.spec_builder import load_spec
+from app.inference.image import pipeline
+from app.inference.image import postprocess as pp
+from app.inference.model.builder import load_spec
+from app.inference.runtime.session import open_session
 from app.io.images import from_array
 
 

@@ -1,4 +1,4 @@
-"""3D connected components (app.inference.lesions): exact on hand-built volumes, and equal to scipy.ndimage.label
+"""3D connected components (app.inference.decide.lesions): exact on hand-built volumes, and equal to scipy.ndimage.label
 (a test-only reference: the app never imports scipy) on random volumes at both connectivities."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
-from app.inference.lesions import Lesion, connectivity_text, lesions
+from app.inference.decide.lesions import Lesion, connectivity_text, lesions
 
 ndimage = pytest.importorskip("scipy.ndimage")
 

@@ -1,6 +1,6 @@
 """A label volume of millions of components (a noisy model's speckle) is counted cheaply and refused in one line
 over the cap, never a Python record per component: 2D (one slice) and 3D, at both connectivities, and through the
-report's path (app.runs.volume_lesions), where the volume rules then fail closed."""
+report's path (app.runs.folder.lesions), where the volume rules then fail closed."""
 
 from __future__ import annotations
 
@@ -10,10 +10,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from app.inference import lesions as lesions_module
-from app.inference.lesions import TooManyComponents, lesions
+from app.inference.decide import lesions as lesions_module
+from app.inference.decide.lesions import TooManyComponents, lesions
 from app.io.volumes import SliceRef, Volume
-from app.runs.volume_lesions import volume_components
+from app.runs.folder.lesions import volume_components
 
 
 def speckle(depth: int, side: int) -> np.ndarray:

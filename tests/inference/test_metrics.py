@@ -1,11 +1,11 @@
-"""Metrics on label maps (app.inference.metrics) against values computed by hand on tiny masks."""
+"""Metrics on label maps (app.inference.decide.metrics) against values computed by hand on tiny masks."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from app.inference.metrics import (
+from app.inference.decide.metrics import (
     AGREE,
     BOTH_DIFFERENT,
     CONFUSED,
@@ -89,7 +89,7 @@ def test_disagreement_map_codes():
 
 
 def test_summary_of_identical_masks_lists_no_worst():
-    from app.runs.metrics_report import MetricsSummary, Scored
+    from app.runs.folder.metrics import MetricsSummary, Scored
 
     summary = MetricsSummary(["a"], against="model A")
     for name in ("f0.png", "f1.png"):
@@ -98,7 +98,7 @@ def test_summary_of_identical_masks_lists_no_worst():
 
 
 def test_summary_mean_median_and_worst_files(tmp_path):
-    from app.runs.metrics_report import IMAGES_NAME, METRICS_NAME, MetricsSummary, Scored
+    from app.runs.folder.metrics import IMAGES_NAME, METRICS_NAME, MetricsSummary, Scored
 
     summary = MetricsSummary(["a"], against="ref")
     for i, iou_pixels in enumerate([4, 1, 3, 2, 0, 4]):  # class a: TP = iou_pixels of 4 reference pixels

@@ -10,7 +10,7 @@ import onnx_factory
 import pytest
 
 from app.errors import ModelError
-from app.inference.onnx_graph import read_graph
+from app.inference.model.onnx_graph import read_graph
 
 REPO = Path(__file__).resolve().parents[2]
 FACTORY = [name for name, fn in inspect.getmembers(onnx_factory, inspect.isfunction)

@@ -8,9 +8,9 @@ from conftest import expected_stripes, stripes
 from onnx_factory import class_metadata
 
 from app.errors import InferenceError
-from app.inference.pipeline import run_image
-from app.inference.session import open_session
-from app.inference.spec_builder import load_spec
+from app.inference.image.pipeline import run_image
+from app.inference.model.builder import load_spec
+from app.inference.runtime.session import open_session
 
 
 def run(path, image, sidecar_text: str | None = None):

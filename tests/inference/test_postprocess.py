@@ -6,7 +6,7 @@ import cv2
 import numpy as np
 import pytest
 
-from app.inference.postprocess import (
+from app.inference.image.postprocess import (
     _scores_to_mask,
     argmax_planes,
     close_classes,

@@ -8,8 +8,8 @@ import cv2
 import numpy as np
 import pytest
 
-from app.inference.preprocess import preprocess
-from app.inference.spec import InputSpec
+from app.inference.image.preprocess import preprocess
+from app.inference.model.spec import InputSpec
 
 BASE = InputSpec(name="x", layout="NCHW", channels=3, dtype="float32", model_hw=(None, None), size=None,
                  resize="stretch", size_divisor=1, color="rgb", scale=1 / 255, mean=(0.0,) * 3, std=(1.0,) * 3)

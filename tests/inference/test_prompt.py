@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 from prompt_pairs import sam2_pair, sam_pair
 
-from app.inference.prompt import Box, Point, PromptSession, load_prompt_spec, open_prompt_session
-from app.inference.prompt_cache import Embedding, EmbeddingCache
-from app.inference.prompt_frame import FrameGeometry, encoder_tensor, frame_geometry, frame_points
+from app.inference.prompt.cache import Embedding, EmbeddingCache
+from app.inference.prompt.frame import FrameGeometry, encoder_tensor, frame_geometry, frame_points
+from app.inference.prompt.model import Box, Point, PromptSession, load_prompt_spec, open_prompt_session
 
 RADIUS = 40.0  # frame pixels
 
@@ -187,7 +187,7 @@ def test_stretch_as_samexporters_sam2_inference(tmp_path: Path) -> None:
 
 
 def test_grabcut_segments_the_object_in_the_box_and_takes_points_as_seeds() -> None:
-    from app.inference.prompt_grabcut import GrabCutSession
+    from app.inference.prompt.grabcut import GrabCutSession
 
     image = np.full((120, 160, 3), 40, np.uint8)
     image[30:90, 50:110] = (230, 200, 60)
@@ -203,8 +203,8 @@ def test_grabcut_segments_the_object_in_the_box_and_takes_points_as_seeds() -> N
 
 
 def test_grabcut_works_around_the_box_and_refuses_a_box_over_the_whole_image() -> None:
-    from app.inference.prompt_grabcut import GrabCutSession
-    from app.inference.prompt_input import PromptError
+    from app.inference.prompt.grabcut import GrabCutSession
+    from app.inference.prompt.request import PromptError
 
     image = np.full((1500, 2000, 3), 40, np.uint8)
     image[1000:1060, 1500:1560] = (230, 200, 60)
@@ -230,7 +230,7 @@ def test_a_one_pixel_thin_image_keeps_a_row_in_the_frame(sessions: dict[str, Pro
 
 
 def test_grabcut_on_a_one_pixel_thin_image() -> None:
-    from app.inference.prompt_grabcut import GrabCutSession
+    from app.inference.prompt.grabcut import GrabCutSession
 
     grabcut = GrabCutSession()
     proposal = grabcut.decode(grabcut.embed(np.full((1, 5000), 90, np.uint8)), box=Box(100, 0, 400, 1))

@@ -1,4 +1,5 @@
-"""A prompt model's answer is checked (app.guard.answers through app.inference.finite) before a mask is made of it:
+"""A prompt model's answer is checked (app.guard.answers through app.inference.runtime.finite) before a mask is made of
+it:
 a decoder's NaN or ±inf logits or IoU, or an encoder's NaN embedding, is one line naming the model file and the
 output — never an empty mask, never a NaN IoU that the CLI then calls "grabcut"; a decoder whose masks are not of
 the shape its graph declares is refused the same way. Real ONNX pairs (tests/inference/prompt_pairs), poisoned
@@ -16,8 +17,8 @@ from onnx import helper, numpy_helper
 
 from app.cli import main
 from app.errors import InferenceError
-from app.inference.prompt import Box, Point, load_prompt_spec, open_prompt_session
-from app.runs.prompt_run import run_boxes
+from app.inference.prompt.model import Box, Point, load_prompt_spec, open_prompt_session
+from app.runs.prompts.boxes import run_boxes
 from tests.inference.prompt_pairs import SAM2_EMBEDS, encoder, sam2_decoder, sidecar
 
 NAN, INF = float("nan"), float("inf")
@@ -125,7 +126,7 @@ def test_the_cli_says_the_decoder_is_broken_and_never_calls_it_grabcut(
 
 def test_a_float_image_with_inf_is_stretched_over_its_finite_values() -> None:
     """+inf in a float picture made the span inf: every pixel 0 (a black image encoded for the prompt model)."""
-    from app.inference.prompt_frame import as_8bit
+    from app.inference.prompt.frame import as_8bit
 
     image = np.array([[0.0, 1.0], [2.0, INF], [NAN, -INF]], np.float32)
     np.testing.assert_array_equal(as_8bit(image), [[0, 127], [255, 255], [0, 0]])

@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from app.inference.prompt import Box, Point, PromptSession, load_prompt_spec, open_prompt_session
+from app.inference.prompt.model import Box, Point, PromptSession, load_prompt_spec, open_prompt_session
 from models.training import common, prompt_data
 
 REPO = Path(__file__).resolve().parents[2]

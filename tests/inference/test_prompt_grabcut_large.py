@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from app.inference.prompt_grabcut import WORK_SIDE, GrabCutSession
-from app.inference.prompt_input import Box, Point
+from app.inference.prompt.grabcut import WORK_SIDE, GrabCutSession
+from app.inference.prompt.request import Box, Point
 
 
 def scene(side: int = 1600) -> tuple[np.ndarray, np.ndarray]:

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from app.inference.prompt import Box
-from app.inference.prompt_grabcut import GrabCutSession
+from app.inference.prompt.grabcut import GrabCutSession
+from app.inference.prompt.model import Box
 
 
 def test_a_box_whose_margin_covers_the_whole_picture() -> None:

@@ -10,7 +10,7 @@ from onnx import TensorProto
 from prompt_pairs import SAM2_EMBEDS, SAM_EMBEDS, encoder, sam2_decoder, sam2_pair, sam_decoder, sidecar
 
 from app.errors import ModelError, SidecarError
-from app.inference.prompt import Box, Point, PromptError, load_prompt_spec, open_prompt_session
+from app.inference.prompt.model import Box, Point, PromptError, load_prompt_spec, open_prompt_session
 
 
 def _yaml(folder: Path, body: str) -> Path:
@@ -224,7 +224,7 @@ def test_a_mask_input_of_another_size_is_one_line(session) -> None:  # type: ign
 def test_telling_a_prompt_sidecar_reads_at_most_a_sidecars_size(tmp_path: Path) -> None:
     import tracemalloc
 
-    from app.inference.prompt_spec import is_prompt_sidecar
+    from app.inference.prompt.spec import is_prompt_sidecar
 
     big = tmp_path / "big.yaml"
     with big.open("wb") as handle:  # sparse: 200 MiB that read_text held whole, several times over

@@ -12,10 +12,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from app.errors import SidecarError
-from app.inference.labelmap import segmentation_mask
-from app.inference.preprocess import preprocess
-from app.inference.sidecar import load_sidecar
-from app.inference.spec import ClassInfo, InputSpec, ModelSpec, OutputSpec, PostprocessSpec
+from app.inference.image.labelmap import segmentation_mask
+from app.inference.image.preprocess import preprocess
+from app.inference.model.sidecar import load_sidecar
+from app.inference.model.spec import ClassInfo, InputSpec, ModelSpec, OutputSpec, PostprocessSpec
 
 INPUT = InputSpec(name="x", layout="NCHW", channels=3, dtype="float32", model_hw=(None, None), size=None,
                   resize="stretch", size_divisor=1, color="rgb", scale=1 / 255, mean=(0.0,) * 3, std=(1.0,) * 3)

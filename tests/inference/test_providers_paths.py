@@ -6,7 +6,7 @@ import os
 import sys
 from pathlib import Path
 
-from app.inference import doctor, providers
+from app.inference.runtime import doctor, providers
 
 
 def _plant(root: Path, package: str = "evil") -> Path:

@@ -14,11 +14,11 @@ import numpy as np
 import pytest
 from remote_mocks import MockServer
 
-from app.inference.describe import spec_dict
-from app.inference.pipeline import run_image
-from app.inference.remote import RemoteError, RemoteTarget, open_remote_session
-from app.inference.session import open_session
-from app.inference.spec_builder import load_spec
+from app.inference.describe.info import spec_dict
+from app.inference.image.pipeline import run_image
+from app.inference.model.builder import load_spec
+from app.inference.remote.session import RemoteError, RemoteTarget, open_remote_session
+from app.inference.runtime.session import open_session
 
 REPO = Path(__file__).resolve().parents[2]
 NUCLEI, ANOMALY = REPO / "models" / "nuclei.onnx", REPO / "models" / "surface_anomaly.onnx"
@@ -185,7 +185,7 @@ def test_targets_say_host_and_port_and_keep_secrets_out_of_their_repr():
 
 
 def test_tritonclient_is_not_loaded_by_importing_the_remote_session():
-    code = ("import sys, app.inference.remote, app.inference.session, app.cli; "
+    code = ("import sys, app.inference.remote.session, app.inference.runtime.session, app.cli; "
             "print(sorted(m for m in sys.modules if m.split('.')[0] in ('tritonclient', 'gevent', 'grpc')))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, check=True)
     assert out.stdout.strip() == "[]"
@@ -209,7 +209,7 @@ def test_a_server_without_compute_us_splits_the_latency_from_its_statistics(face
 
 
 def test_a_long_run_keeps_its_latency_sums_not_every_record(nuclei_server):
-    from app.inference.remote import MAX_TIMINGS
+    from app.inference.remote.session import MAX_TIMINGS
 
     remote = open_remote_session(_target(nuclei_server.grpc_url), warm_up=False)
     for _ in range(MAX_TIMINGS + 1):
@@ -220,8 +220,8 @@ def test_a_long_run_keeps_its_latency_sums_not_every_record(nuclei_server):
 
 
 def test_info_says_the_servers_fallback_once():
-    from app.inference.describe import session_lines
-    from app.inference.session import RemoteInfo, SessionInfo
+    from app.inference.describe.info import session_lines
+    from app.inference.runtime.session import RemoteInfo, SessionInfo
 
     def lines(device: str, fallback: str | None) -> list[str]:
         remote = RemoteInfo("gpu-box:8001", "nuclei", "", "onnxruntime_onnx", device, fallback)
@@ -237,7 +237,7 @@ def test_info_says_the_servers_fallback_once():
 def test_http_requests_from_other_threads_reuse_their_clients(nuclei_server):
     from concurrent.futures import ThreadPoolExecutor
 
-    from app.inference.remote_calls import MAX_SENDERS
+    from app.inference.remote.calls import MAX_SENDERS
 
     before = set(threading.enumerate())
     remote = open_remote_session(_target(nuclei_server.http_url), sidecar=NUCLEI.with_suffix(".yaml"))

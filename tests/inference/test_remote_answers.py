@@ -15,8 +15,8 @@ import pytest
 from remote_mocks import MockServer
 
 from app.errors import InferenceError
-from app.inference.pipeline import run_image
-from app.inference.remote import RemoteError, RemoteTarget, open_remote_session
+from app.inference.image.pipeline import run_image
+from app.inference.remote.session import RemoteError, RemoteTarget, open_remote_session
 
 REPO = Path(__file__).resolve().parents[2]
 NUCLEI = REPO / "models" / "nuclei.onnx"
@@ -63,7 +63,7 @@ def test_a_declared_16384_square_input_is_refused_in_one_line_before_anything_is
 
 @pytest.mark.parametrize("face", FACES)
 def test_a_declared_input_far_larger_than_the_picture_is_refused_per_picture_before_it_is_sent(face):
-    from app.inference.remote_name import check_declared_size
+    from app.inference.remote.name import check_declared_size
 
     with MockServer(NUCLEI, name="nuclei") as server:
         server.state.metadata["inputs"][0]["shape"] = [1, 1, 6000, 6000]  # under the ceiling, 137× a 512² picture

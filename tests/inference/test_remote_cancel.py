@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from remote_mocks import MockServer
 
-from app.inference.remote import RemoteError, RemoteSession, RemoteTarget, open_remote_session
+from app.inference.remote.session import RemoteError, RemoteSession, RemoteTarget, open_remote_session
 
 NUCLEI = Path(__file__).resolve().parents[2] / "models" / "nuclei.onnx"
 

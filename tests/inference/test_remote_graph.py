@@ -1,4 +1,4 @@
-"""A remote model's v2 metadata as the GraphInfo an ONNX file gives (app.inference.remote_graph): the datatypes as
+"""A remote model's v2 metadata as the GraphInfo an ONNX file gives (app.inference.remote.graph): the datatypes as
 ONNX element types, -1 (or gRPC's '-1') dynamic, and a server's malformed or hostile metadata one line, refused
 before anything is made per tensor."""
 
@@ -11,17 +11,17 @@ import pytest
 from remote_mocks import MockServer
 
 from app.errors import ModelError
-from app.inference.onnx_graph import read_graph
-from app.inference.remote import RemoteTarget, open_remote_session
-from app.inference.remote_graph import (
+from app.inference.model.builder import load_spec
+from app.inference.model.onnx_graph import read_graph
+from app.inference.remote.graph import (
     MAX_TENSORS,
     graph_from_metadata,
     is_remote_path,
     metadata_sha256,
     remote_path,
 )
-from app.inference.session import open_session
-from app.inference.spec_builder import load_spec
+from app.inference.remote.session import RemoteTarget, open_remote_session
+from app.inference.runtime.session import open_session
 
 MODELS = Path(__file__).resolve().parents[2] / "models"
 WHERE = "remote h:1/m"

@@ -19,8 +19,8 @@ from remote_mocks import MockServer, self_signed
 
 from app.cli import main
 from app.errors import SidecarError
-from app.inference.remote import RemoteTarget, open_remote_session
-from app.inference.spec_builder import load_spec
+from app.inference.model.builder import load_spec
+from app.inference.remote.session import RemoteTarget, open_remote_session
 
 REPO = Path(__file__).resolve().parents[2]
 NUCLEI = REPO / "models" / "nuclei.onnx"

@@ -1,7 +1,7 @@
 """An HTTP remote session used from several threads at once: tritonclient.http's client is gevent's and fails
 with greenlet's "Cannot switch to a different thread" on any thread but the one that made it (seen once under
 load: every row of a `run --server http://…` failed so). The session's calls all go through its own sender threads
-(app.inference.remote_calls), so it does not matter which thread asks: the opener, helpers, a face's other thread
+(app.inference.remote.calls), so it does not matter which thread asks: the opener, helpers, a face's other thread
 reading the latency split (the statistics extension), closing it."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 from remote_mocks import MockServer
 
-from app.inference.remote import RemoteError, RemoteTarget, open_remote_session
+from app.inference.remote.session import RemoteError, RemoteTarget, open_remote_session
 
 NUCLEI = Path(__file__).resolve().parents[2] / "models" / "nuclei.onnx"
 

@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 from remote_mocks import MockServer, self_signed
 
-from app.inference.remote import RemoteError, RemoteTarget, open_remote_session
-from app.inference.session import open_session
-from app.inference.spec_builder import load_spec
+from app.inference.model.builder import load_spec
+from app.inference.remote.session import RemoteError, RemoteTarget, open_remote_session
+from app.inference.runtime.session import open_session
 
 NUCLEI = Path(__file__).resolve().parents[2] / "models" / "nuclei.onnx"
 

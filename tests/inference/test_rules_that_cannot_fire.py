@@ -11,11 +11,11 @@ import numpy as np
 import pytest
 
 from app.errors import SidecarError
-from app.inference.pipeline import STAGES, Result
-from app.inference.postprocess import Prediction
-from app.inference.spec_builder import load_spec
-from app.inference.tuning import Judgement
-from app.inference.verdict import AreaRule, FractionRule, ScoreRule, Top1Rule, Verdict, decide
+from app.inference.decide.tuning import Judgement
+from app.inference.decide.verdict import AreaRule, FractionRule, ScoreRule, Top1Rule, Verdict, decide
+from app.inference.image.pipeline import STAGES, Result
+from app.inference.image.postprocess import Prediction
+from app.inference.model.builder import load_spec
 
 NAN = math.nan
 

@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 from conftest import expected_stripes, stripes
 
-from app.inference.pipeline import probability_at_image_size, relabel, run_image
-from app.inference.session import open_session
-from app.inference.spec_builder import load_spec
+from app.inference.image.pipeline import probability_at_image_size, relabel, run_image
+from app.inference.model.builder import load_spec
+from app.inference.runtime.session import open_session
 
 
 def gradient(height: int = 4, width: int = 256) -> np.ndarray:

@@ -5,10 +5,10 @@ from __future__ import annotations
 import onnxruntime as ort
 import pytest
 
-from app.inference.providers import CUDA, TENSORRT, explain_cuda_failure
-from app.inference.runtime import RuntimeOptions, parse_runtime_arguments
-from app.inference.session import DeviceRequest, open_session
-from app.inference.spec_builder import load_spec
+from app.inference.model.builder import load_spec
+from app.inference.runtime.options import RuntimeOptions, parse_runtime_arguments
+from app.inference.runtime.providers import CUDA, TENSORRT, explain_cuda_failure
+from app.inference.runtime.session import DeviceRequest, open_session
 
 CUDA_WORKS = False
 try:  # a GPU machine: the fallback tests below do not apply there
@@ -107,7 +107,7 @@ def test_device_argmax_and_io_binding_give_the_same_masks(models):
     import numpy as np
     from conftest import stripes
 
-    from app.inference.pipeline import run_image
+    from app.inference.image.pipeline import run_image
 
     spec = load_spec(models("fixed_size_classes", size=64))
     image = stripes(64, 64)
@@ -118,9 +118,9 @@ def test_device_argmax_and_io_binding_give_the_same_masks(models):
 
 
 def test_intra_op_spinning_is_off_unless_asked_for(models):
-    from app.inference.runtime import parse_runtime_arguments
-    from app.inference.session import open_session
-    from app.inference.spec_builder import load_spec
+    from app.inference.model.builder import load_spec
+    from app.inference.runtime.options import parse_runtime_arguments
+    from app.inference.runtime.session import open_session
 
     spec = load_spec(models("rgb_classes"))
 

@@ -8,8 +8,8 @@ import pytest
 from spec3d_models import DYNAMIC, FIXED, labels3d, scores3d, with_sidecar
 
 from app.errors import InferenceError
-from app.inference.session import open_session
-from app.inference.spec_builder import load_spec
+from app.inference.model.builder import load_spec
+from app.inference.runtime.session import open_session
 
 
 @pytest.mark.parametrize("fixed", [True, False])

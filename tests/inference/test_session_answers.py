@@ -12,9 +12,9 @@ from onnx import helper
 from onnx_factory import FLOAT, const, save, tensor
 
 from app.errors import InferenceError
-from app.inference.pipeline import run_image
-from app.inference.session import open_session
-from app.inference.spec_builder import load_spec
+from app.inference.image.pipeline import run_image
+from app.inference.model.builder import load_spec
+from app.inference.runtime.session import open_session
 
 
 def half_size_liar(path: Path) -> Path:
@@ -44,7 +44,7 @@ def test_a_fifo_named_as_a_model_is_refused_without_waiting(tmp_path: Path) -> N
     import threading
 
     from app.errors import ModelError
-    from app.inference.session import open_onnx_session
+    from app.inference.runtime.session import open_onnx_session
 
     fifo = tmp_path / "model.onnx"
     os.mkfifo(fifo)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from app.errors import SidecarError
-from app.inference.spec_builder import load_spec
+from app.inference.model.builder import load_spec
 
 GOOD = """
 name: Stripes (test)

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from app.errors import SidecarError
-from app.inference.sidecar import MAX_SIDECAR_BYTES, load_sidecar
+from app.inference.model.sidecar import MAX_SIDECAR_BYTES, load_sidecar
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -32,7 +32,7 @@ def test_alias_bomb_is_refused_quickly_in_bounded_memory(tmp_path):
         resource.setrlimit(resource.RLIMIT_AS, (1 << 30, 1 << 30))
         from pathlib import Path
         from app.errors import SidecarError
-        from app.inference.sidecar import load_sidecar
+        from app.inference.model.sidecar import load_sidecar
         try:
             load_sidecar(Path({str(sidecar)!r}))
         except SidecarError as exc:

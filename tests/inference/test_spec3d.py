@@ -1,5 +1,5 @@
 """3D models: a 5-D [N, C, D, H, W] input with [N, K, D, H, W] scores or an [N, D, H, W] label volume is a 3D
-segmentation model (app.inference.spec3d); its sidecar keys are validated, each refusal one line naming the key.
+segmentation model (app.inference.model.spec3d); its sidecar keys are validated, each refusal one line naming the key.
 `info` on it: test_info3d.py; its session: test_session3d.py."""
 
 from __future__ import annotations
@@ -20,10 +20,10 @@ from spec3d_models import (
 )
 
 from app.errors import ModelError, SidecarError
-from app.inference.spec import Normalize3D, Tile3D
-from app.inference.spec_builder import load_spec
-from app.inference.tuning import tunable, with_threshold
-from app.runs.provenance import effective_thresholds
+from app.inference.decide.tuning import tunable, with_threshold
+from app.inference.model.builder import load_spec
+from app.inference.model.spec import Normalize3D, Tile3D
+from app.runs.outputs.provenance import effective_thresholds
 
 # --- detection ------------------------------------------------------------------------------------------------
 

@@ -8,7 +8,7 @@ import pytest
 from onnx_factory import class_metadata
 
 from app.errors import ModelError
-from app.inference.spec_builder import load_spec
+from app.inference.model.builder import load_spec
 
 
 def test_multiclass_scores_detected(models):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from app.errors import ModelError
-from app.inference.spec_builder import MAX_CLASSIFICATION_CLASSES, load_spec
+from app.inference.model.builder import MAX_CLASSIFICATION_CLASSES, load_spec
 
 INT64 = 7
 
@@ -46,7 +46,7 @@ def test_a_fixed_input_beyond_the_largest_side_is_refused(models):
 def test_huge_class_name_metadata_is_not_parsed(models, monkeypatch):
     """Metadata is free text of any size: a few MB of a Python list literal made `ast.literal_eval` build an AST
     of GBs. Over the cap it is ignored (default names), without being parsed."""
-    from app.inference import metadata as metadata_module
+    from app.inference.model import metadata as metadata_module
 
     parsed = []  # recorded, not raised: the parser's caller swallows exceptions (metadata must never stop a load)
     monkeypatch.setattr(metadata_module.ast, "literal_eval", lambda text: parsed.append(len(text)))

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import hashlib
 
-from app.inference.providers import CUDA, TENSORRT
-from app.inference.runtime import RuntimeOptions, tensorrt_cache_dir
+from app.inference.runtime.options import RuntimeOptions, tensorrt_cache_dir
+from app.inference.runtime.providers import CUDA, TENSORRT
 
 
 def _trt_cache_path(model, tmp_path, monkeypatch) -> str:

@@ -8,9 +8,9 @@ import pytest
 from conftest import expected_stripes, stripes
 
 from app.errors import SidecarError
-from app.inference import pipeline, tiling
-from app.inference.session import open_session
-from app.inference.spec_builder import load_spec
+from app.inference.image import pipeline, tiling
+from app.inference.model.builder import load_spec
+from app.inference.runtime.session import open_session
 
 
 def session(path, sidecar: str | None = None):

@@ -9,11 +9,7 @@ import numpy as np
 import pytest
 
 from app.errors import SidecarError
-from app.inference.describe import spec_dict, spec_text
-from app.inference.pipeline import STAGES, Result
-from app.inference.postprocess import Prediction
-from app.inference.spec_builder import load_spec
-from app.inference.verdict import (
+from app.inference.decide.verdict import (
     AreaRule,
     FractionRule,
     ScoreRule,
@@ -24,6 +20,10 @@ from app.inference.verdict import (
     largest_component,
     verdict_of,
 )
+from app.inference.describe.info import spec_dict, spec_text
+from app.inference.image.pipeline import STAGES, Result
+from app.inference.image.postprocess import Prediction
+from app.inference.model.builder import load_spec
 
 SEG_SIDECAR = """
 classes: [bg, scratch, stain]

@@ -8,11 +8,11 @@ import numpy as np
 import pytest
 
 from app.errors import SidecarError
-from app.inference.describe import spec_dict, spec_text
-from app.inference.spec_builder import load_spec
-from app.inference.tuning import judge
-from app.inference.verdict import ScoreRule, Verdict, verdict_of
-from app.inference.verdict_volume import combined
+from app.inference.decide.tuning import judge
+from app.inference.decide.verdict import ScoreRule, Verdict, verdict_of
+from app.inference.decide.volume import combined
+from app.inference.describe.info import spec_dict, spec_text
+from app.inference.model.builder import load_spec
 
 BAND = "verdict:\n  fail_if: {score_above: 0.7}\n  review_if: {score_above: 0.4}\n"
 

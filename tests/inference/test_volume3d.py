@@ -1,4 +1,4 @@
-"""predict_volume (app.inference.volume3d): the native volume to the model's spacing and axes and back, its
+"""predict_volume (app.inference.volume3d.predict): the native volume to the model's spacing and axes and back, its
 normalisation, label models, the binary threshold, TTA, cancellation and the memory estimate."""
 
 from __future__ import annotations
@@ -9,13 +9,13 @@ from test_volume3d_resample import LPS_DICOM, RAS_NIFTI, SAGITTAL
 from volume3d_models import box_sigmoid, conv3d, labels_argmax, runner, session, shift_w, smooth_volume, volume_spec
 
 from app.errors import SegLensError
-from app.inference.pipeline import Stopped
-from app.inference.spec import Normalize3D, Tile3D
-from app.inference.volume3d import estimate_bytes, predict_volume
-from app.inference.volume_normalize import intensity, statistics
-from app.inference.volume_orient import native_codes
-from app.inference.volume_resample import resample_linear
-from app.inference.volume_window import window_grid
+from app.inference.image.pipeline import Stopped
+from app.inference.model.spec import Normalize3D, Tile3D
+from app.inference.volume3d.normalize import intensity, statistics
+from app.inference.volume3d.orient import native_codes
+from app.inference.volume3d.predict import estimate_bytes, predict_volume
+from app.inference.volume3d.resample import resample_linear
+from app.inference.volume3d.window import window_grid
 
 OPPOSITE = {"R": "L", "L": "R", "A": "P", "P": "A", "S": "I", "I": "S"}
 
@@ -195,8 +195,8 @@ def test_a_sidecar_described_model_through_its_session(tmp_path):
     """The real chain: load_spec reads the 3D keys of the sidecar, open_session runs 5-D patches, predict_volume
     orients an LPS series to the model's RAS grid, windows it in batches with TTA, and back. The model is pointwise
     (sigmoid(8x − 4)), so the answer on the native grid is known voxel by voxel."""
-    from app.inference.session import open_session
-    from app.inference.spec_builder import load_spec
+    from app.inference.model.builder import load_spec
+    from app.inference.runtime.session import open_session
 
     path = conv3d(tmp_path / "point.onnx", np.full((1, 1, 1, 1, 1), 8.0), bias=np.array([-4.0]), activation="sigmoid")
     (tmp_path / "point.yaml").write_text(
@@ -244,7 +244,7 @@ def test_two_channel_input_is_normalised_per_channel(tmp_path):
 
 
 def test_activations():
-    from app.inference.volume_activate import activate
+    from app.inference.volume3d.activate import activate
 
     rng = np.random.default_rng(6)
     raw = (rng.standard_normal((2, 3, 4, 5, 6)) * 30).astype(np.float32)
@@ -297,7 +297,7 @@ def test_a_whole_volume_run_of_the_demo_model_labels_what_its_sliding_window_doe
     from dataclasses import replace
     from pathlib import Path
 
-    from app.inference.spec_builder import load_spec
+    from app.inference.model.builder import load_spec
     from app.io.nifti import nifti_volume, read_nifti_slice
 
     repo = Path(__file__).resolve().parents[2]

@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 from volume3d_models import box_sigmoid, pointwise, require, runner, session, smooth_volume, volume_spec
 
-from app.inference.spec import Tile3D
-from app.inference.volume3d import predict_volume
-from app.inference.volume_window import sliding_window
+from app.inference.model.spec import Tile3D
+from app.inference.volume3d.predict import predict_volume
+from app.inference.volume3d.window import sliding_window
 
 INSTALL = "pip install torch==2.13.0 monai==1.6.1 (as .ci/run does)"
 
@@ -99,7 +99,7 @@ def test_predict_volume_equals_monai_between_the_same_resampling(monai_sliding, 
     SegLens's model input, mapped back by SegLens, gives the kept probabilities and labels of predict_volume."""
     from test_volume3d_resample import LPS_DICOM
 
-    from app.inference.volume3d import model_input, native_outputs
+    from app.inference.volume3d.predict import model_input, native_outputs
 
     path, sess = box
     spec = volume_spec(path, patch=(8, 12, 12), classes=2, spacing=(1.0, 1.2, 2.0), axes="RAS",

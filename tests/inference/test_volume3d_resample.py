@@ -1,5 +1,5 @@
-"""Trilinear resampling (app.inference.volume_resample) equal to torch's interpolate(mode="trilinear",
-align_corners=False), and the orientation views (app.inference.volume_orient) that take a native array to a
+"""Trilinear resampling (app.inference.volume3d.resample) equal to torch's interpolate(mode="trilinear",
+align_corners=False), and the orientation views (app.inference.volume3d.orient) that take a native array to a
 model's axes and back."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ import pytest
 from volume3d_models import require
 
 from app.errors import SegLensError
-from app.inference.volume_orient import between, check_axes_code, native_codes, orientation
-from app.inference.volume_resample import axis_weights, resample_linear, spacing_shape
+from app.inference.volume3d.orient import between, check_axes_code, native_codes, orientation
+from app.inference.volume3d.resample import axis_weights, resample_linear, spacing_shape
 
 SHAPES = [((7, 9, 11), (14, 18, 22)),  # ×2 up
           ((20, 32, 40), (10, 16, 20)),  # ×2 down (OpenCV's INTER_AREA shortcut must agree)
@@ -115,9 +115,9 @@ def test_orientation_needs_geometry_and_a_code():
 
 
 def test_float16_through_opencv_has_numpys_bits():
-    """app.inference.half writes kept probabilities as float16 with OpenCV (numpy's cast is slow below float16's
+    """app.inference.image.half writes kept probabilities as float16 with OpenCV (numpy's cast is slow below float16's
     normal range); the bits must be numpy's, subnormals, zeros and ones included."""
-    from app.inference.half import half_planes, to_half
+    from app.inference.image.half import half_planes, to_half
 
     rng = np.random.default_rng(5)
     values = np.concatenate([rng.random(5000), 10.0 ** rng.uniform(-12, 0, 5000), [0.0, 1.0, 6.1e-5, 5.96e-8, 3e-8]])

@@ -1,4 +1,4 @@
-"""The 3D sliding window (app.inference.volume_window): MONAI's window positions and weights, the blend equal to a
+"""The 3D sliding window (app.inference.volume3d.window): MONAI's window positions and weights, the blend equal to a
 whole-volume run where the model's answer does not depend on the patches, padding, batches, mirroring TTA,
 progress and cancellation."""
 
@@ -9,9 +9,9 @@ import pytest
 from volume3d_models import box_sigmoid, pointwise, runner, session, shift_w, smooth_volume
 
 from app.errors import InferenceError
-from app.inference.pipeline import Stopped
-from app.inference.spec import Tile3D
-from app.inference.volume_window import (
+from app.inference.image.pipeline import Stopped
+from app.inference.model.spec import Tile3D
+from app.inference.volume3d.window import (
     gaussian_importance,
     mirror_passes,
     patch_count,

@@ -15,8 +15,8 @@ import pytest
 from onnx import helper
 from onnx_factory import FLOAT, INT64, const, save, tensor
 
-from app.inference.onnx_graph import TensorInfo
-from app.inference.spec import (
+from app.inference.model.onnx_graph import TensorInfo
+from app.inference.model.spec import (
     ClassInfo,
     InputSpec,
     ModelSpec,

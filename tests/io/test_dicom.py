@@ -12,8 +12,8 @@ from pydicom.dataset import Dataset, FileMetaDataset
 from pydicom.uid import ExplicitVRLittleEndian, JPEGLSLossless, SecondaryCaptureImageStorage, generate_uid
 
 from app.errors import ImageError
-from app.inference.pipeline import model_pixels
-from app.inference.spec_builder import load_spec
+from app.inference.image.pipeline import model_pixels
+from app.inference.model.builder import load_spec
 from app.io import dicom
 from app.io.images import read_image
 from app.io.window import apply_window

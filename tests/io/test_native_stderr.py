@@ -93,7 +93,7 @@ def test_the_decoders_and_onnx_runtimes_capture_never_overlap(capfd):
     """Both point file descriptor 2 elsewhere: interleaved, the later restore put a closed capture back as stderr."""
     import threading
 
-    from app.inference.providers import capture_native_stderr
+    from app.inference.runtime.providers import capture_native_stderr
     from app.io.native import quiet_native_stderr
 
     decoding, done = threading.Event(), threading.Event()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from app.inference.spec import ClassInfo
+from app.inference.model.spec import ClassInfo
 from app.io.render import blend_overlay
 
 CLASSES = (ClassInfo("background", None), ClassInfo("scratch", (255, 0, 0)), ClassInfo("hidden", None),

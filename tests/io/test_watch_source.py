@@ -297,7 +297,7 @@ def test_another_part_renamed_in_with_the_same_size_and_mtime_is_new_work(tmp_pa
 
 def test_a_part_slipped_in_while_no_station_ran_is_judged_at_the_restart(tmp_path):
     # the journal's identity was (size, mtime_ns) too: across a restart the other part was taken as done
-    from app.runs.station_journal import StationJournal
+    from app.runs.station.journal import StationJournal
 
     root, out = tmp_path / "line", tmp_path / "out"
     root.mkdir()

@@ -14,12 +14,12 @@ import pytest
 from conftest import expected_stripes, stripes
 from PIL import Image
 
-from app.inference.session import open_session
-from app.inference.spec_builder import load_spec
+from app.inference.model.builder import load_spec
+from app.inference.runtime.session import open_session
 from app.io.discover import discover
-from app.runs.batch import run_inputs
-from app.runs.plan import Callbacks, RunPlan
-from app.runs.report import ReportWriter
+from app.runs.folder.batch import run_inputs
+from app.runs.folder.plan import Callbacks, RunPlan
+from app.runs.outputs.report import ReportWriter
 
 
 def make_folder(root, count=12, bad_every=4):
@@ -128,7 +128,7 @@ def test_a_model_that_dies_mid_run_leaves_the_rest_listed_as_not_processed(model
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="per-thread niceness is a Linux feature")
 def test_helper_threads_run_at_lower_priority_and_the_caller_does_not(models, tmp_path, monkeypatch):
-    import app.runs.batch as batch
+    import app.runs.folder.batch as batch
 
     def niceness() -> int:
         return os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
@@ -175,7 +175,7 @@ class _FailingReport:
 
 def test_a_writer_that_dies_with_a_full_queue_ends_the_run_in_one_line(models, tmp_path):
     """The audit's hang: the writer died (report on a full disk) with its queue full, and close() waited forever."""
-    from app.runs.batch import RunStopped
+    from app.runs.folder.batch import RunStopped
 
     folder = tmp_path / "in"
     folder.mkdir()

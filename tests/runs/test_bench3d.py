@@ -1,5 +1,5 @@
 """`seglens-cli bench` on a 3D model: the raw session.run time per patch and a synthetic volume through the 3D
-pipeline, with the patch evaluations and session runs it made (app/runs/bench3d.py)."""
+pipeline, with the patch evaluations and session runs it made (app/runs/bench/volume3d.py)."""
 
 from __future__ import annotations
 
@@ -12,10 +12,10 @@ from onnx import helper
 from onnx_factory import FLOAT, const, save, tensor
 
 from app.cli import main
-from app.inference.session import open_session
-from app.inference.spec_builder import load_spec
-from app.inference.volume_orient import orientation
-from app.runs.bench3d import bench3d, format_report3d, model_affine
+from app.inference.model.builder import load_spec
+from app.inference.runtime.session import open_session
+from app.inference.volume3d.orient import orientation
+from app.runs.bench.volume3d import bench3d, format_report3d, model_affine
 
 
 def scores3d(path: Path, *, patch: str = "[8, 16, 16]", batch: int = 1) -> Path:

@@ -1,4 +1,5 @@
-"""Calibration's maths (app.runs.calibrate) and its sidecar writing (app.runs.calibrate_sidecar) on exact numbers."""
+"""Calibration's maths (app.runs.calibrate.band) and its sidecar writing (app.runs.calibrate.sidecar) on exact
+numbers."""
 
 from __future__ import annotations
 
@@ -6,8 +7,8 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from app.runs.calibrate import CalibrationRefused, Limits, clopper_pearson, measure, pick_limits, split
-from app.runs.calibrate_sidecar import with_verdict
+from app.runs.calibrate.band import CalibrationRefused, Limits, clopper_pearson, measure, pick_limits, split
+from app.runs.calibrate.sidecar import with_verdict
 
 
 @pytest.mark.parametrize(("count", "total"), [(0, 3), (1, 3), (3, 3), (0, 20), (1, 20), (7, 40), (12, 500)])
@@ -87,7 +88,7 @@ def test_a_comment_that_opens_the_next_section_is_kept_and_a_second_write_adds_n
 
 def test_scores_all_the_same_are_said_to_tell_nothing():
     # limits were chosen and reported (every part REVIEW) without a word that the model separates nothing
-    from app.runs.calibrate import wide_notes
+    from app.runs.calibrate.band import wide_notes
 
     same = split([0.5] * 40, [0.5] * 40, fraction=0.5, seed=0)
     assert wide_notes(same)[-1] == "note: every image scored 0.5: the model cannot tell OK from NG, and no limit can"

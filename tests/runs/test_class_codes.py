@@ -12,9 +12,9 @@ from test_volume_exports import ALGORITHM, dicom_volume, known_labels
 
 from app.cli import main
 from app.errors import SidecarError
-from app.inference.codes import DEFAULT_CODE, ClassCode, Coded
-from app.inference.spec_builder import load_spec
-from app.runs.volume_exports import segments_of, write_dicom_seg
+from app.inference.model.builder import load_spec
+from app.inference.model.codes import DEFAULT_CODE, ClassCode, Coded
+from app.runs.exports.formats import segments_of, write_dicom_seg
 
 REPO = Path(__file__).resolve().parents[2]
 CT_DEMO = REPO / "models" / "ct_demo.onnx"

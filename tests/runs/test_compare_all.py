@@ -1,5 +1,6 @@
 """The viewer's Compare on all as a loop in app.runs (issue 25: it was a second loop in the ui's worker beside
-app.runs.compare): B's IoU against A per input as it goes, an unreadable input counted, Cancel between inputs."""
+app.runs.compare.agreement): B's IoU against A per input as it goes, an unreadable input counted, Cancel between
+inputs."""
 
 from __future__ import annotations
 
@@ -8,10 +9,10 @@ from pathlib import Path
 import numpy as np
 from PIL import Image
 
-from app.inference.session import open_session
-from app.inference.spec_builder import load_spec
+from app.inference.model.builder import load_spec
+from app.inference.runtime.session import open_session
 from app.io.discover import InputFile
-from app.runs.compare_all import compare_all, compare_summary
+from app.runs.compare.on_all import compare_all, compare_summary
 
 
 def _inputs(tmp_path: Path) -> list[InputFile]:

@@ -16,8 +16,8 @@ from test_volume_exports import ALGORITHM, SEGMENTS, known_labels, windowed
 
 from app.cli import main
 from app.errors import SegLensError
-from app.runs import pseudonyms
-from app.runs.pseudonyms import KEY_FILE, PseudonymKeyError, pseudonym_key
+from app.runs.privacy import pseudonyms
+from app.runs.privacy.pseudonyms import KEY_FILE, PseudonymKeyError, pseudonym_key
 from tests.dicom_factory import write_series
 
 pytest.importorskip("dicognito")
@@ -84,7 +84,7 @@ RACE = """
 import sys, time
 sys.path.insert(0, {root!r})
 from pathlib import Path
-from app.runs.pseudonyms import pseudonym_key
+from app.runs.privacy.pseudonyms import pseudonym_key
 start = float(sys.argv[2])
 while time.time() < start:
     pass
@@ -127,7 +127,7 @@ def identified(tmp_path: Path, **extra):
 def test_the_profile_replaces_removes_shifts_and_declares(tmp_path):
     import datetime as dt
 
-    from app.runs.deidentify import deidentifier, mapped_uid, source_facts
+    from app.runs.privacy.deidentify import deidentifier, mapped_uid, source_facts
 
     ds = identified(tmp_path)
     original = {k: str(ds.get(k)) for k in ("StudyInstanceUID", "SOPInstanceUID", "FrameOfReferenceUID")}
@@ -154,7 +154,7 @@ def test_the_profile_replaces_removes_shifts_and_declares(tmp_path):
 
 def test_an_unreadable_date_is_emptied_not_a_failure_and_a_source_with_burned_in_text_is_refused(tmp_path):
     from app.errors import OutputError
-    from app.runs.deidentify import deidentifier, source_facts
+    from app.runs.privacy.deidentify import deidentifier, source_facts
 
     ds = identified(tmp_path / "a", ContentDate="2026-13-45", ContentTime="xx")
     deidentifier({}, KEY, source_facts([ds])).apply(ds, derived=False)
@@ -232,7 +232,7 @@ def test_the_viewers_send_writes_a_patient_named_like_a_class_and_refuses_a_sour
     import pydicom
     from test_volume_exports import dicom_volume
 
-    from app.inference.spec import ClassInfo
+    from app.inference.model.spec import ClassInfo
     from app.io.pacs.nodes import PacsNode
     from app.ui.state.pacs_messages import PacsSend, PacsTarget
     from app.ui.workers.pacs_send import write_exports
@@ -273,7 +273,7 @@ def test_the_check_looks_into_nested_sequences_file_meta_nifti_headers_and_png_t
     from pydicom.dataset import Dataset
 
     from app.io.files import encode_png, png_with_text
-    from app.runs.privacy_check import Identifying, leak
+    from app.runs.privacy.check import Identifying, leak
 
     identifying = Identifying.of([("patient name", "DOE^JANE"), ("accession number", "ACC88123X"),
                                   ("patient ID", "42")], uids={"1.2.3.4"})
@@ -318,7 +318,7 @@ def test_error_lines_in_the_report_carry_no_input_path(tmp_path, ct_model, monke
 
 def test_the_names_under_anonymize_are_keyed_and_distinct(tmp_path):
     from app.io.discover import discover
-    from app.runs.private_names import anonymized_stems, pseudonymous_path
+    from app.runs.privacy.names import anonymized_stems, pseudonymous_path
 
     write_series(tmp_path / "DOE^JANE" / "a", slices=2, patient=("DOE^JANE", "PID-0042"))
     write_series(tmp_path / "DOE^JANE" / "b", slices=2, patient=("DOE^JANE", "PID-0042"))
@@ -341,8 +341,8 @@ def test_secondary_capture_through_the_export_function_is_de_identified(tmp_path
     import pydicom
     from test_volume_exports import dicom_volume
 
-    from app.runs.deidentify import volume_privacy
-    from app.runs.volume_exports import write_secondary_capture
+    from app.runs.exports.formats import write_secondary_capture
+    from app.runs.privacy.deidentify import volume_privacy
 
     volume = replace(dicom_volume(tmp_path / "series"), info={"Patient": "Doe^Jane", "Patient ID": "PID-0042"})
     privacy = volume_privacy(volume, anonymize=True, key=KEY)
@@ -424,8 +424,8 @@ def test_a_multiframe_source_and_its_seg_stay_a_pair_when_de_identified(tmp_path
     import pydicom
     from test_volume_exports import multiframe_volume
 
-    from app.runs.deidentify import volume_privacy
-    from app.runs.volume_exports import write_dicom_seg, write_source_copy
+    from app.runs.exports.formats import write_dicom_seg, write_source_copy
+    from app.runs.privacy.deidentify import volume_privacy
 
     volume = replace(multiframe_volume(tmp_path), info={"Patient": "Doe^Jane", "Patient ID": "PID-0042"})
     privacy = volume_privacy(volume, anonymize=True, key=KEY)

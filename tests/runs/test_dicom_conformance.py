@@ -13,8 +13,8 @@ from test_volume_exports import ALGORITHM, SEGMENTS, dicom_volume, known_labels,
 
 from app.io.render import blend_overlay
 from app.io.volumes import Volume
-from app.runs import secondary_capture
-from app.runs.volume_exports import write_dicom_seg, write_secondary_capture
+from app.runs.exports import secondary_capture
+from app.runs.exports.formats import write_dicom_seg, write_secondary_capture
 
 # What a real CT's Patient and Study modules hold beyond what highdicom's SC constructor asks for.
 STUDY_AND_PATIENT = {

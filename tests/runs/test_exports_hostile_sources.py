@@ -1,5 +1,6 @@
-"""The exports that read a volume's source files again — the de-identified source copy (app.runs.source_copy) and a
-NIfTI label volume made like its source NIfTI (app.runs.volume_exports) — read them through app.guard.untrusted: a
+"""The exports that read a volume's source files again — the de-identified source copy (app.runs.exports.source_copy)
+and a
+NIfTI label volume made like its source NIfTI (app.runs.exports.formats) — read them through app.guard.untrusted: a
 source file swapped for a named pipe after the volume was read is refused in one line at once (a plain read waited
 for a writer for ever), a sparse giant by its size before a byte is read, and nothing is left written."""
 
@@ -16,8 +17,8 @@ from test_volume_exports import dicom_volume
 
 from app.errors import SegLensError
 from app.io.nifti import nifti_volume
-from app.runs.deidentify import volume_privacy
-from app.runs.volume_exports import write_nifti_labels, write_source_copy
+from app.runs.exports.formats import write_nifti_labels, write_source_copy
+from app.runs.privacy.deidentify import volume_privacy
 
 pytestmark = pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="named pipes are POSIX")
 pytest.importorskip("dicognito")

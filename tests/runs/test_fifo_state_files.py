@@ -25,19 +25,19 @@ def test_a_fifo_run_record_is_one_line_for_resume(tmp_path):
     os.mkfifo(tmp_path / "seglens_report.csv.run.json")
     out = child(f"""
 from pathlib import Path
-from app.runs.provenance import resume_problem
+from app.runs.outputs.provenance import resume_problem
 print(resume_problem(Path({str(report)!r}), None))
 """)  # before: read_text() waited for a writer
     assert out == f"{tmp_path / 'seglens_report.csv.run.json'}: unreadable (not a regular file: a named pipe (FIFO))"
 
 
 def test_a_fifo_under_the_lock_name_is_taken_for_a_stale_lock(tmp_path):
-    from app.runs.lock import LOCK_NAME
+    from app.runs.outputs.lock import LOCK_NAME
 
     os.mkfifo(tmp_path / LOCK_NAME)
     out = child(f"""
 from pathlib import Path
-from app.runs.lock import OutputLock
+from app.runs.outputs.lock import OutputLock
 lock = OutputLock(Path({str(tmp_path)!r}))
 print(lock._owner())
 """)
@@ -45,12 +45,12 @@ print(lock._owner())
 
 
 def test_a_fifo_review_log_is_one_line(tmp_path):
-    from app.runs.review import REVIEW_FILE
+    from app.runs.review.log import REVIEW_FILE
 
     os.mkfifo(tmp_path / REVIEW_FILE)
     out = child(f"""
 from pathlib import Path
-from app.runs.review import ReviewLog, ReviewError
+from app.runs.review.log import ReviewLog, ReviewError
 try:
     ReviewLog.open(Path({str(tmp_path)!r}), "0" * 64)
 except ReviewError as exc:
@@ -60,7 +60,7 @@ except ReviewError as exc:
 
 
 def test_a_fifo_where_a_corrected_mask_goes_is_refused_not_read(tmp_path):
-    from app.runs.review import corrected_mask_path
+    from app.runs.review.log import corrected_mask_path
 
     target = corrected_mask_path(tmp_path, "x.png")
     target.parent.mkdir(parents=True, exist_ok=True)
@@ -68,7 +68,7 @@ def test_a_fifo_where_a_corrected_mask_goes_is_refused_not_read(tmp_path):
     out = child(f"""
 from pathlib import Path
 import numpy as np
-from app.runs.review import ReviewError, save_corrected_mask
+from app.runs.review.log import ReviewError, save_corrected_mask
 try:
     save_corrected_mask(Path({str(tmp_path)!r}), "x.png", np.zeros((4, 4), np.uint8))
 except ReviewError as exc:

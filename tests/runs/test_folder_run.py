@@ -14,11 +14,11 @@ from conftest import stripes
 from PIL import Image
 
 from app.cli import main
-from app.inference.session import open_session
-from app.inference.spec_builder import load_spec
-from app.runs.folder_run import LocalRunner, PlanRefused, RunPlan, plan_run, run_folder
-from app.runs.plan import Callbacks
-from app.runs.volume_run import VolumeOptions
+from app.inference.model.builder import load_spec
+from app.inference.runtime.session import open_session
+from app.runs.folder.plan import Callbacks
+from app.runs.folder.run import LocalRunner, PlanRefused, RunPlan, plan_run, run_folder
+from app.runs.folder.volumes import VolumeOptions
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -48,7 +48,7 @@ def test_run_folder_gives_what_the_cli_gives(models, tmp_path, capsys):
     assert without_timings(run.report) == without_timings(tmp_path / "cli" / "seglens_report.csv")
     assert sorted(p.name for p in (tmp_path / "seam").glob("*.png")) == \
         sorted(p.name for p in (tmp_path / "cli").glob("*.png"))
-    from app.runs.provenance import record_path
+    from app.runs.outputs.provenance import record_path
 
     record = json.loads(record_path(run.report).read_text())
     assert run.identity is not None and record == json.loads(json.dumps(asdict(run.identity)))

@@ -1,4 +1,4 @@
-"""Which reference applies to an image (app.runs.ground_truth, moved down from app/ui/workers in issue 25): a
+"""Which reference applies to an image (app.runs.review.ground_truth, moved down from app/ui/workers in issue 25): a
 correction saved in the inputs' review folder first, else the reference folder's mask matched by relative path and
 stem; every problem a one-line notice, never an exception."""
 
@@ -8,10 +8,10 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from app.inference.spec_builder import load_spec
+from app.inference.model.builder import load_spec
 from app.io.discover import InputFile
-from app.runs.ground_truth import GroundTruth, References
-from app.runs.review import review_folder, save_corrected_mask
+from app.runs.review.ground_truth import GroundTruth, References
+from app.runs.review.log import review_folder, save_corrected_mask
 
 
 @pytest.fixture

@@ -1,4 +1,4 @@
-"""app.runs.private_names.LineRedactor, the one redaction every line of a run under --anonymize goes through
+"""app.runs.privacy.names.LineRedactor, the one redaction every line of a run under --anonymize goes through
 (app.cli.console.Terminal): paths become pseudonymous names, a word of an input's name or patient is withheld as a
 whole word, SegLens's own names are never touched (their hex may spell a word)."""
 
@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from app.io.discover import InputFile
-from app.runs.private_names import line_redactor, pseudonymous_name
+from app.runs.privacy.names import line_redactor, pseudonymous_name
 
 KEY = b"k" * 32
 

@@ -13,7 +13,7 @@ from conftest import stripes
 from PIL import Image
 
 from app.errors import OutputError
-from app.runs.lock import LOCK_NAME, OutputLock, start_ticks, this_process
+from app.runs.outputs.lock import LOCK_NAME, OutputLock, start_ticks, this_process
 
 
 def test_a_second_run_into_a_folder_in_use_is_refused_and_the_lock_goes_with_the_first(tmp_path):

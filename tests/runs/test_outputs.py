@@ -10,13 +10,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from app.inference.pipeline import STAGES, Result
-from app.inference.postprocess import Prediction
-from app.inference.spec import ClassInfo
-from app.inference.spec_builder import load_spec
+from app.inference.image.pipeline import STAGES, Result
+from app.inference.image.postprocess import Prediction
+from app.inference.model.builder import load_spec
+from app.inference.model.spec import ClassInfo
 from app.io.files import encode_png
-from app.runs.report import ReportWriter, report_columns
-from app.runs.resume import finished_rows
+from app.runs.folder.resume import finished_rows
+from app.runs.outputs.report import ReportWriter, report_columns
 
 
 def read_rows(path: Path) -> list[list[str]]:

@@ -1,4 +1,4 @@
-"""app.runs.pacs_run: the PACS options refused in the plan (before anything connects), and against a real Orthanc on
+"""app.runs.pacs.run: the PACS options refused in the plan (before anything connects), and against a real Orthanc on
 loopback (tests/pacs/orthanc.py: skipped without Orthanc, failed in CI) the whole loop through the one folder-run
 seam: the CT sample retrieved over C-GET into the cache, ct_demo run on the cached series, its SEG, SC and
 RTSTRUCT (never the NIfTI) stored over STOW-RS and found by a series query instance for instance, the study's image
@@ -12,12 +12,13 @@ from pathlib import Path
 import pydicom
 import pytest
 
-from app.inference.session import open_session
-from app.inference.spec_builder import load_spec
+from app.inference.model.builder import load_spec
+from app.inference.runtime.session import open_session
 from app.io.pacs.cache import SeriesCache
 from app.io.pacs.nodes import parse_node
-from app.runs.folder_run import LocalRunner, RunPlan, plan_run, run_folder
-from app.runs.pacs_run import (
+from app.runs.folder.plan import PlanRefused
+from app.runs.folder.run import LocalRunner, RunPlan, plan_run, run_folder
+from app.runs.pacs.run import (
     PacsPlan,
     client_of,
     image_series,
@@ -26,7 +27,6 @@ from app.runs.pacs_run import (
     send_exports,
     written_exports,
 )
-from app.runs.plan import PlanRefused
 from tests.dicom_factory import write_series
 from tests.pacs.orthanc import Orthanc
 

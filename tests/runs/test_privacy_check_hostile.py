@@ -1,4 +1,4 @@
-"""The last check of --anonymize (app.runs.privacy_check) on values a hostile source holds: a clinical trial
+"""The last check of --anonymize (app.runs.privacy.check) on values a hostile source holds: a clinical trial
 subject ID (it identifies the patient to the trial), and a patient ID too short to look for as a substring
 (five digits), found as a whole word in a DICOM text attribute though not inside a number or a UID."""
 
@@ -8,8 +8,8 @@ import pydicom
 import pytest
 from pydicom.dataset import Dataset
 
-from app.runs.deidentify import source_facts
-from app.runs.privacy_check import Identifying, leak
+from app.runs.privacy.check import Identifying, leak
+from app.runs.privacy.deidentify import source_facts
 from tests.dicom_factory import write_series
 
 pytest.importorskip("dicognito")

@@ -1,9 +1,9 @@
-"""The last check of --anonymize (app.runs.privacy_check) compares whole values and whole name components, never
+"""The last check of --anonymize (app.runs.privacy.check) compares whole values and whole name components, never
 parts of SegLens's own words (issue 36, found by outside validators: patients or staff named Ana, Pat, Art, Tom,
 Otto, Lens… could never get a de-identified SEG, RTSTRUCT or report, "Ana" being in "Anatomical Structure" and
 "Otto" in the report's CSS "bottom"). A real identifier — the name as a word, the whole name in any spelling, an
 ID as a whole value — is still caught, in DICOM text, file names, NIfTI headers, PNG text and report cells; error
-lines (app.runs.private_names.redact) withhold a line for a whole word, not a part of one."""
+lines (app.runs.privacy.names.redact) withhold a line for a whole word, not a part of one."""
 
 from __future__ import annotations
 
@@ -16,9 +16,9 @@ import pytest
 from pydicom.dataset import Dataset
 
 from app.io.discover import InputFile
-from app.runs.privacy_check import Identifying, leak
-from app.runs.private_names import redact
-from app.runs.review_report import ReportItem, write_review_report
+from app.runs.privacy.check import Identifying, leak
+from app.runs.privacy.names import redact
+from app.runs.review.html import ReportItem, write_review_report
 from tests.dicom_factory import write_series
 
 SHORT_NAMES = ("Ana", "Pat", "Art", "Tom", "Otto", "Lens", "Lung", "Bone", "Li")
@@ -145,7 +145,7 @@ def test_the_out_folder_the_user_chose_is_not_searched_in_a_cell_naming_an_outpu
 
 def test_a_reviewers_login_is_left_out_of_the_search_as_a_word_not_cut_out_of_a_patients_name(tmp_path):
     from app.errors import OutputError
-    from app.runs.review import Review
+    from app.runs.review.log import Review
 
     identifying = names("Patrick^Doe")
     note = Review("x", "accepted", "", "Pat", "2026-12-01T10:00:00Z", "a" * 64)  # the reviewer logged in as "Pat"
@@ -172,7 +172,7 @@ def test_the_header_of_a_nifti_1_or_2_file_plain_or_gzipped_is_searched_not_its_
 
 
 def test_a_refused_volumes_outputs_are_removed_a_planted_link_itself_never_its_target(tmp_path):
-    from app.runs.privacy_check import remove_outputs
+    from app.runs.privacy.check import remove_outputs
 
     victim = tmp_path / "victim"
     victim.mkdir()
@@ -205,9 +205,9 @@ def test_a_page_of_many_inputs_is_searched_in_one_pass_over_its_words():
 # --- where a value came from (issue 36: a patient named like a class of the model) ----------------------------
 
 def _lung_model():
-    from app.inference.codes import ClassCode, Coded
-    from app.runs.privacy_check import own_words
-    from app.runs.segments import Algorithm, Segment
+    from app.inference.model.codes import ClassCode, Coded
+    from app.runs.outputs.segments import Algorithm, Segment
+    from app.runs.privacy.check import own_words
 
     lung = Coded("SCT", "39607008", "Lung")
     segments = (Segment(1, "lung", (255, 0, 0), ClassCode(category=Coded("SCT", "91723000", "Anatomical Structure"),
@@ -290,7 +290,7 @@ def test_the_review_report_of_a_patient_named_like_a_class_is_written_and_refuse
         assert not (tmp_path / "s.html").exists()
     with pytest.raises(OutputError, match="a patient name of an input is still in it"):  # not told the classes
         write_review_report(tmp_path / "s.html", [item], **{**report, "own": None})
-    from app.runs.privacy_check import page_text
+    from app.runs.privacy.check import page_text
 
     own = _lung_model()
     assert page_text("<p>lung <th data-own>mL lung</th> <b data-own>lung<br>Ana</b></p>", own).split() == \

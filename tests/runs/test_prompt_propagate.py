@@ -1,4 +1,4 @@
-"""Propagation slice to slice (app.runs.prompt_propagate): the CT phantom's lung through the demo prompt model and
+"""Propagation slice to slice (app.runs.prompts.propagate): the CT phantom's lung through the demo prompt model and
 grabCut against the phantom's own labels, and the stopping rules on a synthetic sphere (the object ends, stop(),
 the area jump, the volume's end, the predicted IoU)."""
 
@@ -12,11 +12,11 @@ import cv2
 import numpy as np
 import pytest
 
-from app.inference.prompt import Box, Point, Proposal, load_prompt_model
-from app.inference.prompt_cache import Embedding, image_identity
-from app.inference.prompt_frame import frame_geometry, image_to_low_res
-from app.inference.prompt_input import PromptModel
-from app.runs.prompt_propagate import (
+from app.inference.prompt.cache import Embedding, image_identity
+from app.inference.prompt.frame import frame_geometry, image_to_low_res
+from app.inference.prompt.model import Box, Point, Proposal, load_prompt_model
+from app.inference.prompt.request import PromptModel
+from app.runs.prompts.propagate import (
     PropagatedSlice,
     PropagationEnd,
     PropagationSettings,

@@ -1,4 +1,4 @@
-"""app.runs.prompt_run (boxes.csv over a folder): each image encoded once however many boxes, one image however
+"""app.runs.prompts.boxes (boxes.csv over a folder): each image encoded once however many boxes, one image however
 its name is spelled, two images never written to the same mask, a class cell that only looks like a number, an
 empty boxes file."""
 
@@ -10,8 +10,8 @@ import cv2
 import numpy as np
 import pytest
 
-from app.inference.prompt import PromptSession, load_prompt_spec, open_prompt_session
-from app.runs.prompt_run import read_boxes, run_boxes
+from app.inference.prompt.model import PromptSession, load_prompt_spec, open_prompt_session
+from app.runs.prompts.boxes import read_boxes, run_boxes
 from tests.inference.prompt_pairs import sam2_pair
 
 
@@ -150,7 +150,7 @@ def test_rows_over_the_limit_refused_before_they_are_all_held(tmp_path: Path,
     import tracemalloc
 
     from app.errors import SegLensError
-    from app.runs import prompt_run
+    from app.runs.prompts import boxes as prompt_run
 
     monkeypatch.setattr(prompt_run, "MAX_ROWS", 1000)  # the real limit's 1e6 rows, a thousandth of the time
     boxes = tmp_path / "boxes.csv"

@@ -1,4 +1,4 @@
-"""app.runs.prompt_volume: a session's embeddings cache is shared by everything it prompts, so a volume's slice
+"""app.runs.prompts.volume: a session's embeddings cache is shared by everything it prompts, so a volume's slice
 is keyed by the volume as well as the slice (slice 3 of one volume is not slice 3 of another)."""
 
 from __future__ import annotations
@@ -8,9 +8,9 @@ from pathlib import Path
 import nibabel as nib
 import numpy as np
 
-from app.inference.prompt import Point, load_prompt_spec, open_prompt_session
+from app.inference.prompt.model import Point, load_prompt_spec, open_prompt_session
 from app.io.nifti import nifti_volume
-from app.runs.prompt_volume import prompt_volume
+from app.runs.prompts.volume import prompt_volume
 from tests.inference.prompt_pairs import sam2_pair
 
 

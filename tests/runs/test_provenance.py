@@ -8,9 +8,9 @@ from dataclasses import asdict, replace
 
 import pytest
 
-from app.inference.session import SessionInfo
-from app.inference.spec_builder import load_spec
-from app.runs.provenance import (
+from app.inference.model.builder import load_spec
+from app.inference.runtime.session import SessionInfo
+from app.runs.outputs.provenance import (
     PNG_KEY,
     RunIdentity,
     effective_thresholds,

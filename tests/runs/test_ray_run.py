@@ -74,10 +74,11 @@ def test_ray_local_gives_the_local_run_byte_for_byte(cluster, models, tmp_path):
 
 
 def test_an_actor_killed_mid_run_still_gives_every_input_once(cluster, models, tmp_path):
-    from app.inference.spec_builder import load_spec
+    from app.inference.model.builder import load_spec
     from app.io.discover import discover
-    from app.runs import ray_driver, ray_run
-    from app.runs.report import ReportWriter
+    from app.runs.cluster import driver as ray_driver
+    from app.runs.cluster import run as ray_run
+    from app.runs.outputs.report import ReportWriter
 
     folder, out = tmp_path / "in", tmp_path / "out"
     paths = _images(folder, 30)
@@ -131,7 +132,7 @@ def test_resume_after_the_driver_is_killed_finishes_the_job(cluster, models, tmp
 
 
 def _job(model: Path, out: Path, probe: Path):
-    from app.runs import ray_run
+    from app.runs.cluster import run as ray_run
 
     return ray_run.make_job(model, None, device="cpu", runtime={"intra_op_threads": 1}, threshold=None, tile=None,
                             out_dir=str(out), save=("mask",), batch=1, volumes=None, decoders=2, extra_columns=(),
@@ -139,10 +140,11 @@ def _job(model: Path, out: Path, probe: Path):
 
 
 def test_ctrl_c_keeps_finished_rows_in_order_and_lists_the_rest_as_skipped(cluster, models, tmp_path):
-    from app.inference.spec_builder import load_spec
+    from app.inference.model.builder import load_spec
     from app.io.discover import discover
-    from app.runs import ray_driver, ray_run
-    from app.runs.report import ReportWriter
+    from app.runs.cluster import driver as ray_driver
+    from app.runs.cluster import run as ray_run
+    from app.runs.outputs.report import ReportWriter
 
     folder, out = tmp_path / "in", tmp_path / "out"
     _images(folder, 24)
@@ -169,7 +171,7 @@ def test_ctrl_c_keeps_finished_rows_in_order_and_lists_the_rest_as_skipped(clust
 
 def test_an_output_folder_a_node_cannot_see_is_refused_in_one_line(cluster, models, tmp_path):
     from app.errors import SegLensError
-    from app.runs import ray_run
+    from app.runs.cluster import run as ray_run
 
     out = tmp_path / "out"
     probe = ray_run.make_probe(out)
@@ -191,7 +193,7 @@ def test_an_address_where_nothing_answers_is_one_line_at_once():
     with socket.socket() as free:  # a port nobody listens on
         free.bind(("127.0.0.1", 0))
         port = free.getsockname()[1]
-    from app.runs import ray_run
+    from app.runs.cluster import run as ray_run
 
     with pytest.raises(Exception) as err:
         ray_run._check_reachable(f"127.0.0.1:{port}", timeout=2)

@@ -1,4 +1,4 @@
-"""The review log (app.runs.review): states, reopen, crash between writes, another model's rows, corrected masks."""
+"""The review log (app.runs.review.log): states, reopen, crash between writes, another model's rows, corrected masks."""
 
 from __future__ import annotations
 
@@ -14,8 +14,8 @@ import numpy as np
 import pytest
 
 from app.errors import SegLensError
-from app.runs import review as review_module
-from app.runs.review import (
+from app.runs.review import log as review_module
+from app.runs.review.log import (
     REVIEW_FILE,
     STATES,
     ReviewLog,
@@ -132,7 +132,7 @@ def test_a_process_killed_during_the_second_write_leaves_the_first_change_readab
     script = textwrap.dedent(f"""
         import os, sys
         from pathlib import Path
-        from app.runs.review import ReviewLog
+        from app.runs.review.log import ReviewLog
         log = ReviewLog.open(Path(sys.argv[1]), {SHA_A!r})
         log.set("a.png", "accepted", note="made before the crash")
         os.replace = lambda src, dst, **_dir_fds: os._exit(3)

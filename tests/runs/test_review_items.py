@@ -1,5 +1,5 @@
 """The HTML review report of a review folder with a DICOM series among its inputs, from `seglens-cli report` and
-the viewer's rows (app.runs.review_items): a series has its overlay and figures (was "not processed: …/<SeriesUID>:
+the viewer's rows (app.runs.review.items): a series has its overlay and figures (was "not processed: …/<SeriesUID>:
 file not found"), the header says what made the results, paths are relative, --anonymize names nobody."""
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from PIL import Image
 from app.cli import main
 from app.io.discover import discover
 from app.io.files import file_sha256
-from app.runs.review import ReviewLog
+from app.runs.review.log import ReviewLog
 
 REPO = Path(__file__).resolve().parents[2]
 CT_DEMO = REPO / "models" / "ct_demo.onnx"

@@ -2,7 +2,7 @@
 DOE JANE") and nothing checked the finished report for the inputs' identifying values. Now a note holding one of
 them (the series' patient name, ID, institution…, or a word of an input's folder or file name) is replaced by
 "[note withheld: contains patient identity]" and the rest of the report is kept; the finished page is scanned
-with the last check's values (app.runs.privacy_check) and not written when one is still in it."""
+with the last check's values (app.runs.privacy.check) and not written when one is still in it."""
 
 from __future__ import annotations
 
@@ -19,9 +19,9 @@ from app.cli import main
 from app.errors import OutputError
 from app.io.discover import discover
 from app.io.files import file_sha256
-from app.runs.privacy_check import Identifying
-from app.runs.review import ReviewLog
-from app.runs.review_report import ReportItem, write_review_report
+from app.runs.privacy.check import Identifying
+from app.runs.review.html import ReportItem, write_review_report
+from app.runs.review.log import ReviewLog
 
 pytest.importorskip("dicognito")
 REPO = Path(__file__).resolve().parents[2]

@@ -1,4 +1,4 @@
-"""The HTML review report (app.runs.review_report): self-contained, escaped, totals, other models' reviews hidden."""
+"""The HTML review report (app.runs.review.html): self-contained, escaped, totals, other models' reviews hidden."""
 
 from __future__ import annotations
 
@@ -13,9 +13,9 @@ import pytest
 
 from app.io.files import encode_png
 from app.io.render import blend_overlay
-from app.runs import review_report
-from app.runs.review import Review
-from app.runs.review_report import THUMBNAIL_SIDE, ReportItem, write_review_report
+from app.runs.review import html as review_report
+from app.runs.review.html import THUMBNAIL_SIDE, ReportItem, write_review_report
+from app.runs.review.log import Review
 
 SHA = "3481e429bb1e0f7828ed8c23f62ecc77d6efcaf6e631f8ba355c9752b8a1bc77"
 OTHER = "f" * 64

@@ -4,10 +4,10 @@ to judge …")."""
 
 from __future__ import annotations
 
-from app.inference.session import open_session
-from app.inference.spec_builder import load_spec
+from app.inference.model.builder import load_spec
+from app.inference.runtime.session import open_session
 from app.io.discover import discover
-from app.runs.review_items import volume_item
+from app.runs.review.items import volume_item
 from tests.dicom_factory import disc_slice, write_series
 
 

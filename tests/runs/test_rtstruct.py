@@ -19,9 +19,9 @@ import pytest
 from app.errors import OutputError
 from app.io.series import scan_dicom
 from app.io.volumes import Volume
-from app.runs.rtstruct import UPSAMPLE, build_rtstruct, slice_outlines, write_rtstruct
-from app.runs.segments import Algorithm, Segment
-from app.runs.volume_run import export_paths, export_problem
+from app.runs.exports.rtstruct import UPSAMPLE, build_rtstruct, slice_outlines, write_rtstruct
+from app.runs.folder.volumes import export_paths, export_problem
+from app.runs.outputs.segments import Algorithm, Segment
 from tests import dicom_factory
 
 ALGORITHM = Algorithm(name="organ-net", version="0123456789abcdef", sha256="fedcba9876543210" * 4,
@@ -258,8 +258,8 @@ def test_anonymized_rtstruct_is_pseudonymous_and_references_the_deidentified_sou
 
 
 def test_the_last_privacy_check_reads_the_rtstruct(tmp_path: Path):
-    from app.runs.deidentify import volume_privacy
-    from app.runs.privacy_check import volume_leak
+    from app.runs.privacy.check import volume_leak
+    from app.runs.privacy.deidentify import volume_privacy
 
     pytest.importorskip("dicognito")
     volume = series(tmp_path / "series", slices=6, rows=32, columns=32, patient=PATIENT)

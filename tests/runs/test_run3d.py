@@ -1,4 +1,5 @@
-"""A 3D model in the one folder-run seam (app.runs.batch, app.runs.volume3d_run): one unit per volume, its label
+"""A 3D model in the one folder-run seam (app.runs.folder.batch, app.runs.folder.volume3d): one unit per volume, its
+label
 volume assembled at once, so the report row, the NIfTI export and --save scores say what predict_volume says;
 cancellation between patch batches leaves no output; a volume that cannot fit is refused before it is read."""
 
@@ -11,12 +12,12 @@ import nibabel as nib
 import numpy as np
 import pytest
 
-from app.inference.lesions import lesions
-from app.inference.session import open_session
-from app.inference.spec_builder import load_spec
-from app.inference.volume3d import predict_volume
-from app.runs.folder_run import LocalRunner, plan_run, run_folder
-from app.runs.plan import Callbacks
+from app.inference.decide.lesions import lesions
+from app.inference.model.builder import load_spec
+from app.inference.runtime.session import open_session
+from app.inference.volume3d.predict import predict_volume
+from app.runs.folder.plan import Callbacks
+from app.runs.folder.run import LocalRunner, plan_run, run_folder
 from tests.inference.volume3d_models import box_sigmoid, pointwise, runner, session, smooth_volume
 
 AFFINE = np.array([[-0.9, 0, 0, 10.0], [0, 1.1, 0, -20.0], [0, 0, 3.0, 5.0], [0, 0, 0, 1]])
@@ -108,7 +109,7 @@ def test_threshold_decides_anew_on_the_kept_probabilities(tmp_path):
     nifti(tmp_path / "in" / "ct.nii.gz")
     spec, _ = run(model_3d(tmp_path / "m.onnx"), [tmp_path / "in"], tmp_path / "out", save=("scores",))
     probabilities = np.asarray(nib.load(str(tmp_path / "out" / "ct.nii.gz_scores.nii.gz")).dataobj)
-    from app.inference.tuning import with_threshold
+    from app.inference.decide.tuning import with_threshold
 
     tuned, _ = with_threshold(spec, 0.8)
     plan = plan_run(tuned, [tmp_path / "in"], out=tmp_path / "high", threshold=0.8)
@@ -183,9 +184,9 @@ def test_the_patch_count_and_the_model_grid_are_logged_before_the_run(tmp_path, 
 
     nifti(tmp_path / "in" / "ct.nii.gz")
     model = model_3d(tmp_path / "m.onnx", "input:\n  patch: [8, 16, 16]\n  spacing: [0.5, 0.5, 0.5]\n")
-    with caplog.at_level(logging.INFO, logger="app.runs.volume3d_run"):
+    with caplog.at_level(logging.INFO, logger="app.runs.folder.volume3d"):
         run(model, [tmp_path / "in"], tmp_path / "out")
-    [line] = [r.getMessage() for r in caplog.records if r.name == "app.runs.volume3d_run"]
+    [line] = [r.getMessage() for r in caplog.records if r.name == "app.runs.folder.volume3d"]
     # 12 × 3 / 0.5 = 72, 18 × 1.1 / 0.5 → 40, 22 × 0.9 / 0.5 → 40; windows 17 × 4 × 4 at half-patch steps
     assert line == ("3D model m.onnx: 272 patches of 8×16×16 voxels on its 72×40×40 grid at 0.5 × 0.5 × 0.5 mm "
                     "(the volume: 12×18×22 voxels at 3 × 1.1 × 0.9 mm)")

@@ -1,11 +1,11 @@
-"""serve's token check and exposure rule, in process (app.runs.serve_auth imports no kserve)."""
+"""serve's token check and exposure rule, in process (app.serve.auth imports no kserve)."""
 
 from __future__ import annotations
 
 import pytest
 
 from app.errors import SegLensError
-from app.runs.serve_auth import Auth, check_exposure, is_loopback
+from app.serve.auth import Auth, check_exposure, is_loopback
 
 
 def test_the_token_is_checked_whole_and_never_shown():
@@ -37,7 +37,7 @@ def test_an_open_server_beyond_loopback_is_refused_unless_no_auth_which_warns():
 
 
 def test_a_short_token_is_refused_beyond_loopback_in_one_line():
-    from app.runs.serve_auth import MIN_PUBLIC_TOKEN
+    from app.serve.auth import MIN_PUBLIC_TOKEN
 
     assert MIN_PUBLIC_TOKEN == 16
     assert check_exposure("127.0.0.1", Auth("x"), no_auth=False) is None  # this machine only: the user's call

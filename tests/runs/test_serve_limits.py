@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from app.errors import SegLensError
-from app.runs.serve import check_tls
-from app.runs.serve_auth import Auth, check_exposure
+from app.serve.auth import Auth, check_exposure
+from app.serve.server import check_tls
 
 
 @pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="named pipes")

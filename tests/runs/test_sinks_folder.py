@@ -1,4 +1,4 @@
-"""The output-folder sink (app.runs.sinks.folder): NG/REVIEW copies kept when a frame id comes again."""
+"""The output-folder sink (app.runs.station.sinks.folder): NG/REVIEW copies kept when a frame id comes again."""
 
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ from pathlib import Path
 import cv2
 import numpy as np
 
-from app.inference.spec_builder import load_spec
-from app.runs.sinks import StationVerdict
-from app.runs.sinks.folder import FolderSink, Pictures, copy_path
+from app.inference.model.builder import load_spec
+from app.runs.station.sinks import StationVerdict
+from app.runs.station.sinks.folder import FolderSink, Pictures, copy_path
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -8,8 +8,8 @@ import os
 import shutil
 from pathlib import Path
 
-from app.runs.sinks import Sink, StationVerdict
-from app.runs.sinks.log import COLUMNS, LogSink
+from app.runs.station.sinks import Sink, StationVerdict
+from app.runs.station.sinks.log import COLUMNS, LogSink
 
 
 def verdict(i: int, *, frame_id: str | None = None, verdict: str = "OK", reason: str = "") -> StationVerdict:

@@ -15,9 +15,9 @@ from typing import Any
 import pytest
 
 from app.errors import OutputError
-from app.runs.sinks import Sink, StationVerdict
-from app.runs.sinks.mqtt import MqttSink, payload_of, sink_from_url, topic_part
-from app.runs.sinks.mqtt_buffer import BUFFER_NAME, OutBuffer
+from app.runs.station.sinks import Sink, StationVerdict
+from app.runs.station.sinks.mqtt import MqttSink, payload_of, sink_from_url, topic_part
+from app.runs.station.sinks.mqtt_buffer import BUFFER_NAME, OutBuffer
 from tests.pacs.orthanc import free_port, make_tls
 from tests.station_fixtures import Mosquitto, Subscriber, mosquitto
 

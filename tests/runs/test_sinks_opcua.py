@@ -1,4 +1,4 @@
-"""The OPC UA sink (app.runs.sinks.opcua) against a real asyncua client on loopback, a free port per test: each
+"""The OPC UA sink (app.runs.station.sinks.opcua) against a real asyncua client on loopback, a free port per test: each
 verdict and the counters read as they change (a data-change subscription and plain reads), Sequence bumped by a
 repeated verdict, the heartbeat with no frames, Running False on close and the port freed, a port in use as a
 problem line, read-only variables, an encrypted endpoint with a generated certificate and a user, refused
@@ -30,9 +30,9 @@ from cryptography import x509
 from cryptography.hazmat.primitives import serialization
 from cryptography.x509.oid import ExtendedKeyUsageOID
 
-from app.runs.sinks import StationVerdict
-from app.runs.sinks.opcua import NAMESPACE, OpcUaSink
-from app.runs.sinks.opcua_space import VARIABLES
+from app.runs.station.sinks import StationVerdict
+from app.runs.station.sinks.opcua import NAMESPACE, OpcUaSink
+from app.runs.station.sinks.opcua_space import VARIABLES
 from tests.pacs.orthanc import free_port
 
 REPO = Path(__file__).resolve().parents[2]
@@ -472,7 +472,7 @@ GOOD = "name: line-3\nmodel: m.onnx\nsource: {watch: in}\nout: out\n"
     ("{opcua: opc.tcp://h:4840}", "'sinks.opcua' must be a mapping of keys (endpoint, "),
 ])
 def test_a_station_file_opcua_key_that_is_wrong_is_one_line_naming_it(tmp_path, sinks, message):
-    from app.runs.station_file import StationFileError, read_station_file
+    from app.runs.station.file import StationFileError, read_station_file
 
     path = tmp_path / "STATION.yaml"
     path.write_text(f"{GOOD}sinks: {sinks}\n")
@@ -483,7 +483,7 @@ def test_a_station_file_opcua_key_that_is_wrong_is_one_line_naming_it(tmp_path, 
 
 
 def test_a_station_file_opcua_section_read_whole(tmp_path):
-    from app.runs.station_file import read_station_file
+    from app.runs.station.file import read_station_file
 
     path = tmp_path / "STATION.yaml"
     path.write_text(f"{GOOD}sinks:\n  opcua: {{endpoint: 'opc.tcp://[::1]:4841/seglens/', security: "
@@ -519,9 +519,9 @@ def test_a_refused_opcua_sink_is_one_line_and_closes_the_sinks_opened_before_it(
                                                                                 environment, message):
     """Before, make_sinks left the log sink (its files open) and an MQTT sink (its threads) behind when a later
     sink was refused."""
-    from app.runs.station import StationRefused
-    from app.runs.station_file import read_station_file
-    from app.runs.station_setup import make_sinks
+    from app.runs.station.file import read_station_file
+    from app.runs.station.run import StationRefused
+    from app.runs.station.setup import make_sinks
 
     monkeypatch.delenv("SEGLENS_TEST_UNSET_PW", raising=False)
     path = tmp_path / "STATION.yaml"
@@ -540,10 +540,10 @@ def test_a_refused_opcua_sink_is_one_line_and_closes_the_sinks_opened_before_it(
 
 def test_without_asyncua_the_sink_is_one_line(tmp_path, monkeypatch):
     from app.errors import SegLensError
-    from app.runs.station_file import parse_station
-    from app.runs.station_setup import make_sinks
+    from app.runs.station.file import parse_station
+    from app.runs.station.setup import make_sinks
 
-    for name in ("app.runs.sinks.opcua", "app.runs.sinks.opcua_space"):
+    for name in ("app.runs.station.sinks.opcua", "app.runs.station.sinks.opcua_space"):
         monkeypatch.delitem(sys.modules, name)
     monkeypatch.setitem(sys.modules, "asyncua", None)  # as in a build without the opcua extra
     station = parse_station({"model": "m.onnx", "source": {"watch": "in"}, "out": "out",

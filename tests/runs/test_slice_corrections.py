@@ -8,10 +8,10 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from app.inference.spec_builder import load_spec
+from app.inference.model.builder import load_spec
 from app.io.files import png_text
-from app.runs.ground_truth import GroundTruth, References
-from app.runs.review import (
+from app.runs.review.ground_truth import GroundTruth, References
+from app.runs.review.log import (
     MASK_FRAME,
     MASK_MARK,
     Correction,
@@ -95,11 +95,11 @@ def test_a_slice_is_measured_against_its_own_correction(spec, tmp_path):
 def test_the_report_row_of_a_volume_measures_its_corrected_slices(ct_model, tmp_path):
     """The review log marks the volume corrected once (its rel); the HTML report's row names the slices corrected
     and measures each against its own correction (the mean over them)."""
-    from app.inference import pipeline
-    from app.inference.session import open_session
+    from app.inference.image import pipeline
+    from app.inference.runtime.session import open_session
     from app.io.discover import discover
     from app.io.images import read_slice
-    from app.runs.review_items import Naming, corrected_metrics, report_items
+    from app.runs.review.items import Naming, corrected_metrics, report_items
     from tests.dicom_factory import write_series
 
     write_series(tmp_path / "ct", slices=6)

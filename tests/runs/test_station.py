@@ -1,4 +1,5 @@
-"""The station loop (app.runs.station) over a watch folder with the bundled anomaly demo model and a REVIEW band, the
+"""The station loop (app.runs.station.run) over a watch folder with the bundled anomaly demo model and a REVIEW band,
+the
 log sink and the output-folder sink: each file judged once as the limits say, NG/REVIEW copies, retention, an ERROR
 line for a broken image, a failing sink that does not stop the others, and no file twice across a restart."""
 
@@ -12,13 +13,13 @@ from pathlib import Path
 
 import pytest
 
-from app.inference.pipeline import run_path
-from app.inference.session import open_session
-from app.inference.verdict import image_score, verdict_of
-from app.runs.sinks import StationVerdict
-from app.runs.station import Station, StationRefused
-from app.runs.station_file import parse_station
-from app.runs.station_setup import open_station, source_opener, station_spec
+from app.inference.decide.verdict import image_score, verdict_of
+from app.inference.image.pipeline import run_path
+from app.inference.runtime.session import open_session
+from app.runs.station.file import parse_station
+from app.runs.station.run import Station, StationRefused
+from app.runs.station.setup import open_station, source_opener, station_spec
+from app.runs.station.sinks import StationVerdict
 
 REPO = Path(__file__).resolve().parents[2]
 SAMPLES = REPO / "resources" / "samples" / "anomaly"
@@ -125,7 +126,7 @@ def test_each_file_judged_once_as_the_limits_say_with_copies_and_pictures(tmp_pa
 
 
 def _journal(out: Path):
-    from app.runs.station_journal import JOURNAL_NAME, read_journal
+    from app.runs.station.journal import JOURNAL_NAME, read_journal
 
     return read_journal(out / JOURNAL_NAME).entries
 
@@ -266,7 +267,7 @@ GOOD = "name: line-3\nmodel: m.onnx\nsource: {watch: in}\nout: out\n"
     ("name: [\n", "invalid YAML at line 2"),
 ])
 def test_a_station_file_key_that_is_wrong_is_one_line_naming_it(tmp_path, text, message):
-    from app.runs.station_file import StationFileError, read_station_file
+    from app.runs.station.file import StationFileError, read_station_file
 
     path = tmp_path / "STATION.yaml"
     path.write_text(text)
@@ -276,7 +277,7 @@ def test_a_station_file_key_that_is_wrong_is_one_line_naming_it(tmp_path, text, 
 
 
 def test_a_station_file_read_whole(tmp_path):
-    from app.runs.station_file import read_station_file
+    from app.runs.station.file import read_station_file
 
     path = tmp_path / "STATION.yaml"
     path.write_text("name: cell-7\nmodel: surface_anomaly\nsource: {video: 'rtsp://cam/1', realtime: false}\n"
@@ -311,7 +312,7 @@ def _verdict(frame_id: str, state: str, latency_ms: float = 10.0) -> StationVerd
 
 
 def test_the_numbers_are_kept_in_a_bounded_window():
-    from app.runs.station_stats import Meter
+    from app.runs.station.stats import Meter
 
     meter = Meter(window=50)
     for i in range(2000):  # a shift, quickly: the window holds the last 50, the counts all
@@ -327,7 +328,7 @@ def test_the_numbers_are_kept_in_a_bounded_window():
 def test_retention_by_bytes_counts_the_files_an_earlier_run_left_oldest_first(tmp_path, model):
     import os
 
-    from app.runs.sinks.folder import FolderSink, Pictures
+    from app.runs.station.sinks.folder import FolderSink, Pictures
 
     out = tmp_path / "out"
     old = out / "ng" / "old.png"
@@ -347,7 +348,7 @@ def test_retention_by_bytes_counts_the_files_an_earlier_run_left_oldest_first(tm
 
 
 def test_a_copy_that_cannot_be_written_is_the_folder_sinks_problem_not_an_exception(tmp_path, model):
-    from app.runs.sinks.folder import FolderSink, Pictures
+    from app.runs.station.sinks.folder import FolderSink, Pictures
 
     out = tmp_path / "out"
     out.mkdir()

@@ -1,4 +1,5 @@
-"""A frame the model could not judge is kept (app.runs.sinks.folder's error/): a camera's pixel frame that fails in
+"""A frame the model could not judge is kept (app.runs.station.sinks.folder's error/): a camera's pixel frame that
+fails in
 a model refusing its size is an ERROR line, and its pixels are out/error/<id>.png."""
 
 from __future__ import annotations
@@ -11,12 +12,12 @@ from pathlib import Path
 import cv2
 import numpy as np
 
-from app.inference.session import open_session
-from app.inference.spec_builder import load_spec
+from app.inference.model.builder import load_spec
+from app.inference.runtime.session import open_session
 from app.io.sources import Frame
-from app.runs.sinks.folder import FolderSink
-from app.runs.sinks.log import LogSink
-from app.runs.station import Station
+from app.runs.station.run import Station
+from app.runs.station.sinks.folder import FolderSink
+from app.runs.station.sinks.log import LogSink
 from tests import onnx_factory
 
 # a UNet-like model that fails unless H and W divide by 8, told not to pad (size_divisor 1): a 37×53 frame fails

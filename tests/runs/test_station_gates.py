@@ -20,8 +20,8 @@ from pathlib import Path
 import pytest
 
 from app.errors import OutputError
-from app.runs.sinks import StationVerdict
-from app.runs.station_file import StationFileError, read_station_file
+from app.runs.station.file import StationFileError, read_station_file
+from app.runs.station.sinks import StationVerdict
 from tests.full_disk import full_disk
 
 REPO = Path(__file__).resolve().parents[2]
@@ -49,7 +49,7 @@ def _child(code: str, *, timeout: float = 120, headroom: int = 1 << 30) -> subpr
         import resource, sys
         sys.path.insert(0, {str(REPO)!r})
         import numpy, cv2, onnx  # the big imports before the cap
-        import app.runs.sinks.folder, app.runs.station_setup, app.inference.spec_builder
+        import app.runs.station.sinks.folder, app.runs.station.setup, app.inference.model.builder
         with open("/proc/self/status") as status:
             size = next(int(line.split()[1]) * 1024 for line in status if line.startswith("VmSize:"))
         resource.setrlimit(resource.RLIMIT_AS, (size + {headroom}, size + {headroom}))
@@ -63,7 +63,7 @@ def _child(code: str, *, timeout: float = 120, headroom: int = 1 << 30) -> subpr
 def test_a_journal_planted_as_a_symlink_is_refused_and_its_target_untouched(tmp_path):
     # the journal followed the link: it truncated the target's "torn" last line (the whole file here) and then
     # appended its records to it
-    from app.runs.station_journal import JOURNAL_NAME, StationJournal
+    from app.runs.station.journal import JOURNAL_NAME, StationJournal
 
     victim = _victim(tmp_path)
     out = tmp_path / "out"
@@ -78,7 +78,7 @@ def test_a_journal_planted_as_a_symlink_is_refused_and_its_target_untouched(tmp_
 
 def test_the_verdict_log_never_writes_through_a_planted_link(tmp_path):
     # the log opened `verdicts.jsonl` with O_CREAT | O_APPEND and appended its lines to the link's target
-    from app.runs.sinks.log import LogSink
+    from app.runs.station.sinks.log import LogSink
 
     victim = _victim(tmp_path)
     (tmp_path / "verdicts.jsonl").symlink_to(victim)
@@ -94,7 +94,7 @@ def test_the_verdict_log_never_writes_through_a_planted_link(tmp_path):
 def test_the_mqtt_buffer_never_writes_through_a_planted_link(tmp_path):
     # the buffer read the target as its own and appended every verdict to it
     from app.guard.shared import PlantedLink
-    from app.runs.sinks.mqtt_buffer import BUFFER_NAME, OutBuffer
+    from app.runs.station.sinks.mqtt_buffer import BUFFER_NAME, OutBuffer
 
     victim = _victim(tmp_path)
     (tmp_path / BUFFER_NAME).symlink_to(victim)
@@ -110,7 +110,7 @@ def test_the_mqtt_buffer_never_writes_through_a_planted_link(tmp_path):
 
 def test_the_journal_is_private_and_compacts_over_a_planted_temporary_name(tmp_path):
     from app.io.sources import Frame
-    from app.runs.station_journal import JOURNAL_NAME, StationJournal
+    from app.runs.station.journal import JOURNAL_NAME, StationJournal
 
     with StationJournal(tmp_path, max_entries=4) as journal:
         for n in range(12):
@@ -123,8 +123,8 @@ def test_the_journal_is_private_and_compacts_over_a_planted_temporary_name(tmp_p
 
 def test_a_copy_of_a_link_out_of_the_watched_folder_is_refused_in_one_line(tmp_path):
     # the folder sink read the link's target (the user's private file) and kept it in ng/
-    from app.inference.spec_builder import load_spec
-    from app.runs.sinks.folder import FolderSink, Pictures
+    from app.inference.model.builder import load_spec
+    from app.runs.station.sinks.folder import FolderSink, Pictures
 
     watched, secret = tmp_path / "in", tmp_path / "private" / "secret.png"
     watched.mkdir()
@@ -150,9 +150,9 @@ def test_the_copy_of_a_sparse_3_gib_part_is_never_read_whole(tmp_path):
     done = _child(f"""
         import json, resource
         from pathlib import Path
-        from app.inference.spec_builder import load_spec
-        from app.runs.sinks import StationVerdict
-        from app.runs.sinks.folder import FolderSink, Pictures
+        from app.inference.model.builder import load_spec
+        from app.runs.station.sinks import StationVerdict
+        from app.runs.station.sinks.folder import FolderSink, Pictures
         out, watched = Path({str(tmp_path / "out")!r}), Path({str(watched)!r})
         sink = FolderSink(out, load_spec({str(MODEL)!r}), save=())
         verdict = StationVerdict("line-1", "big.png", 1.0, "NG", 0.9, "", 1.0)
@@ -199,7 +199,7 @@ def test_an_alias_bomb_in_a_station_file_is_refused_at_once(tmp_path):
                     f"sinks: {{folder: {{save: [{', '.join(levels)}]}}}}\n")
     done = _child(f"""
         from pathlib import Path
-        from app.runs.station_file import StationFileError, read_station_file
+        from app.runs.station.file import StationFileError, read_station_file
         try:
             read_station_file(Path({str(path)!r}))
         except StationFileError as exc:
@@ -229,8 +229,8 @@ def test_a_stations_sidecar_with_a_verdict_is_read_through_the_gates(tmp_path, k
     done = _child(f"""
         from pathlib import Path
         from app.errors import SegLensError
-        from app.runs.station_file import read_station_file
-        from app.runs.station_setup import station_spec
+        from app.runs.station.file import read_station_file
+        from app.runs.station.setup import station_spec
         try:
             station_spec(read_station_file(Path({str(path)!r})))
         except SegLensError as exc:
@@ -244,9 +244,9 @@ def test_a_stations_sidecar_with_a_verdict_is_read_through_the_gates(tmp_path, k
 @pytest.fixture(scope="module")
 def model(tmp_path_factory):
     """The bundled anomaly model with every part NG (score above 0): each judged part is copied into ng/."""
-    from app.inference.session import open_session
-    from app.runs.station_file import parse_station
-    from app.runs.station_setup import station_spec
+    from app.inference.runtime.session import open_session
+    from app.runs.station.file import parse_station
+    from app.runs.station.setup import station_spec
 
     folder = tmp_path_factory.mktemp("spec")
     values = {"name": "line-1", "model": str(MODEL), "device": "cpu", "source": {"watch": "in"}, "out": "out",
@@ -257,9 +257,9 @@ def model(tmp_path_factory):
 class _Running:
     def __init__(self, model, watched: Path, out: Path) -> None:
         from app.io.sources.watch import WatchSource
-        from app.runs.sinks.folder import FolderSink
-        from app.runs.sinks.log import LogSink
-        from app.runs.station import Station
+        from app.runs.station.run import Station
+        from app.runs.station.sinks.folder import FolderSink
+        from app.runs.station.sinks.log import LogSink
 
         self.station = Station(
             name="line-1", model=model, out=out,
@@ -288,7 +288,7 @@ def _logged(out: Path) -> list[str]:
 
 
 def _journaled(out: Path) -> list[str]:
-    from app.runs.station_journal import JOURNAL_NAME, read_journal
+    from app.runs.station.journal import JOURNAL_NAME, read_journal
 
     return [entry.id for entry in read_journal(out / JOURNAL_NAME).entries]
 
@@ -321,9 +321,9 @@ def test_a_verdict_a_sink_could_not_keep_is_not_journaled_and_is_republished_whe
                                                                                                monkeypatch):
     # the journal committed a.png although the folder sink's NG copy failed with ENOSPC (a real full tmpfs under
     # out/ng): after a restart it was never judged again, and its copy was never made
-    import app.runs.station
+    import app.runs.station.run
 
-    monkeypatch.setattr(app.runs.station, "RETRY_S", 0.3, raising=False)
+    monkeypatch.setattr(app.runs.station.run, "RETRY_S", 0.3, raising=False)
     watched, out = tmp_path / "in", tmp_path / "out"
     watched.mkdir()
     with full_disk(out / "ng") as disk:
@@ -370,7 +370,7 @@ def test_a_verdict_still_unkept_at_the_stop_is_judged_again_at_the_next_start(tm
 @pytest.mark.skipif(sys.platform == "win32", reason="FIFOs are POSIX")
 def test_an_mqtt_tls_file_that_is_a_fifo_is_refused_in_one_line_not_a_hang(tmp_path):
     # OpenSSL opened the CA file itself: a FIFO made the station's start wait for a writer for ever
-    from app.runs.sinks.mqtt import sink_from_url
+    from app.runs.station.sinks.mqtt import sink_from_url
 
     fifo = tmp_path / "ca.pem"
     os.mkfifo(fifo)
@@ -394,8 +394,8 @@ def test_an_mqtt_tls_file_that_is_a_fifo_is_refused_in_one_line_not_a_hang(tmp_p
 
 def test_a_dicom_kept_as_it_came_is_private_an_image_is_not(tmp_path):
     # an NG copy of an identified DICOM (anonymize off) was as readable as any picture (0644 under the usual umask)
-    from app.inference.spec_builder import load_spec
-    from app.runs.sinks.folder import FolderSink, Pictures
+    from app.inference.model.builder import load_spec
+    from app.runs.station.sinks.folder import FolderSink, Pictures
 
     watched, out = tmp_path / "in", tmp_path / "out"
     watched.mkdir()
@@ -417,8 +417,8 @@ def test_a_dicom_kept_as_it_came_is_private_an_image_is_not(tmp_path):
 def test_a_file_swapped_for_a_link_after_the_source_looked_is_an_error_naming_no_folder(tmp_path, model):
     # the decoder followed the link (the watch source's look and the decode are apart in time)
     from app.io.sources import Frame
-    from app.runs.station import Station
-    from app.runs.station_frames import prepare_frame
+    from app.runs.station.frames import prepare_frame
+    from app.runs.station.run import Station
 
     watched, secret = tmp_path / "in", tmp_path / "private" / "secret.png"
     watched.mkdir()
@@ -438,7 +438,7 @@ def test_a_part_swapped_for_a_link_right_after_its_check_is_never_decoded(tmp_pa
     # failed before (audit finding 5): the part was checked under its root, then decoded by path with no root, so a
     # part swapped for a link in between was decoded from outside the watched folder. The attacker's swap is made
     # at the worst moment: right after any untrusted check of the part by the station (if one is made at all).
-    import app.runs.station_frames as station_frames
+    import app.runs.station.frames as station_frames
     from app.guard import untrusted
     from app.io.sources import Frame
 
@@ -470,7 +470,7 @@ def test_a_part_swapped_for_a_link_right_after_its_check_is_never_decoded(tmp_pa
 def test_a_part_swapped_back_and_forth_for_a_link_is_never_decoded_from_outside(tmp_path, model):
     # the audit's race (finding 5), for two seconds: decoded from inside, or refused; never the outside pixels
     from app.io.sources import Frame
-    from app.runs.station_frames import prepare_frame
+    from app.runs.station.frames import prepare_frame
 
     watched, outside = tmp_path / "in", tmp_path / "outside"
     watched.mkdir()

@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from app.runs.station_file import StationFileError, parse_station, read_station_file
-from app.runs.station_setup import open_station
+from app.runs.station.file import StationFileError, parse_station, read_station_file
+from app.runs.station.setup import open_station
 
 GOOD = "name: line-1\nmodel: surface_anomaly\nsource: {watch: incoming}\nout: out\n"
 
@@ -101,7 +101,7 @@ def _limited_disk() -> None:  # in the child: every file it writes stops at 2048
 
 @pytest.mark.skipif(sys.platform == "win32", reason="RLIMIT_FSIZE is POSIX")
 def test_a_journal_the_disk_refuses_ends_watch_with_its_summary_and_exit_1(tmp_path):
-    # the station ends (a file it cannot journal would be judged again after a restart: app.runs.station), but
+    # the station ends (a file it cannot journal would be judged again after a restart: app.runs.station.run), but
     # `watch` said `error: …` and exited 2 ("usage, a station file or a model error: nothing was judged") without
     # the summary of what it had judged
     watched = tmp_path / "in"
@@ -144,7 +144,7 @@ def test_a_journal_the_disk_refuses_ends_watch_with_its_summary_and_exit_1(tmp_p
 def test_a_bad_verdict_in_a_station_file_names_the_station_file(tmp_path, verdict, message):
     # it named the temporary merged sidecar: `/tmp/seglens-station-ofl1vsix/station-sidecar.yaml: 'verdict.fail_if' …`
     from app.errors import SegLensError
-    from app.runs.station_setup import station_spec
+    from app.runs.station.setup import station_spec
 
     path = tmp_path / "STATION.yaml"
     path.write_text(GOOD + f"verdict: {verdict}\n")

@@ -1,4 +1,4 @@
-"""The station journal (app.runs.station_journal): each file processed exactly once, across a kill -9 too."""
+"""The station journal (app.runs.station.journal): each file processed exactly once, across a kill -9 too."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ import pytest
 
 from app.errors import OutputError
 from app.io.sources import Frame
-from app.runs.station_journal import JOURNAL_NAME, StationJournal, read_journal
+from app.runs.station.journal import JOURNAL_NAME, StationJournal, read_journal
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -175,7 +175,7 @@ WORKER = """
 import hashlib, sys, time
 from pathlib import Path
 from app.io.sources.watch import WatchSource
-from app.runs.station_journal import StationJournal
+from app.runs.station.journal import StationJournal
 journal = StationJournal(Path(sys.argv[2]))
 hold = int(sys.argv[3])  # the frame after which it stops, in the middle of its work, until it is killed
 with WatchSource(Path(sys.argv[1]), settle_s=0.3, already_done=journal.has) as source:

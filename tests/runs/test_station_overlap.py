@@ -1,4 +1,4 @@
-"""The station's overlapped stages (app.runs.station_stages): the next file decoded while one is judged, the folder's
+"""The station's overlapped stages (app.runs.station.stages): the next file decoded while one is judged, the folder's
 pictures and the journal's line written behind it. Verdicts stay in the frames' order, a frame read ahead when the
 station stops is not journaled and the restart judges it, a broken image among good ones is its ERROR line, a
 camera's frames are not read ahead (the newest still wins), and a journal that cannot be written ends the station.
@@ -16,16 +16,16 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from app.inference.pipeline import run_path
-from app.inference.session import open_session
-from app.inference.spec_builder import load_spec
-from app.inference.verdict import verdict_of
+from app.inference.decide.verdict import verdict_of
+from app.inference.image.pipeline import run_path
+from app.inference.model.builder import load_spec
+from app.inference.runtime.session import open_session
 from app.io.sources import Frame
 from app.io.sources.watch import WatchSource
-from app.runs.sinks.folder import FolderSink
-from app.runs.sinks.log import LogSink
-from app.runs.station import Station
-from app.runs.station_journal import JOURNAL_NAME, read_journal
+from app.runs.station.journal import JOURNAL_NAME, read_journal
+from app.runs.station.run import Station
+from app.runs.station.sinks.folder import FolderSink
+from app.runs.station.sinks.log import LogSink
 
 REPO = Path(__file__).resolve().parents[2]
 SAMPLES = sorted((REPO / "resources" / "samples" / "anomaly").glob("*.png"))
@@ -189,7 +189,7 @@ def test_a_cameras_frames_are_not_read_ahead(tmp_path, model):
 
 def test_a_journal_that_cannot_be_written_ends_the_station_with_its_line(tmp_path, model, monkeypatch):
     from app.errors import OutputError
-    from app.runs.station_journal import StationJournal
+    from app.runs.station.journal import StationJournal
 
     def refuse(self, frame, status, **_options):
         raise OutputError("station-journal.jsonl: cannot write the station journal (No space left on device)")

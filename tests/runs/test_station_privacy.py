@@ -1,4 +1,4 @@
-"""A station's outputs under `anonymize` (app.runs.station_privacy): a file named after a patient, or a DICOM naming
+"""A station's outputs under `anonymize` (app.runs.station.privacy): a file named after a patient, or a DICOM naming
 one, leaves no name, no patient name and no PatientID in anything under the output folder but the station's own
 journal, nor in the MQTT payloads; a DICOM's copy is de-identified; a DICOM frame gets its pseudonym even in a
 station that does not say `anonymize`, unless the station file turns it off."""
@@ -13,12 +13,12 @@ from pathlib import Path
 import pydicom
 import pytest
 
-from app.inference.session import open_session
-from app.runs.private_names import pseudonymous_path
-from app.runs.pseudonyms import pseudonym_key
-from app.runs.station_file import StationFileError, parse_station
-from app.runs.station_journal import JOURNAL_NAME
-from app.runs.station_setup import open_station, station_spec
+from app.inference.runtime.session import open_session
+from app.runs.privacy.names import pseudonymous_path
+from app.runs.privacy.pseudonyms import pseudonym_key
+from app.runs.station.file import StationFileError, parse_station
+from app.runs.station.journal import JOURNAL_NAME
+from app.runs.station.setup import open_station, station_spec
 from tests.dicom_factory import write_series
 from tests.station_fixtures import Mosquitto, Subscriber, mosquitto
 
@@ -154,7 +154,7 @@ def test_the_anonymize_key_is_true_or_false(tmp_path: Path) -> None:
 
 def test_a_broken_key_is_one_line_before_anything_runs(tmp_path: Path, model, monkeypatch) -> None:
     monkeypatch.setenv("SEGLENS_PSEUDONYM_KEY", "short")
-    from app.runs.pseudonyms import PseudonymKeyError
+    from app.runs.privacy.pseudonyms import PseudonymKeyError
 
     with pytest.raises(PseudonymKeyError, match="SEGLENS_PSEUDONYM_KEY is not a usable key"):
         open_station(_station_file(tmp_path, anonymize=True), model=model)
@@ -171,7 +171,7 @@ def _frame(tmp_path: Path, name: str, data: bytes):
 
 
 def test_an_error_line_that_still_names_the_input_is_withheld(tmp_path: Path) -> None:
-    from app.runs.station_privacy import StationPrivacy
+    from app.runs.station.privacy import StationPrivacy
 
     privacy = StationPrivacy(True, b"k" * 32)
     frame = _frame(tmp_path, "ward/Smith^John_CT.png", b"x")
@@ -186,7 +186,7 @@ def test_an_error_line_that_still_names_the_input_is_withheld(tmp_path: Path) ->
 
 
 def test_what_a_private_copy_may_keep(tmp_path: Path) -> None:
-    from app.runs.station_privacy import StationPrivacy
+    from app.runs.station.privacy import StationPrivacy
 
     privacy = StationPrivacy(None, b"k" * 32)
     assert privacy.shareable(Path("scan.nii.gz"), b"\x5c\x01") is None  # a NIfTI header is not de-identified
@@ -202,10 +202,10 @@ def test_what_a_private_copy_may_keep(tmp_path: Path) -> None:
 def test_a_folder_sink_problem_names_a_private_input_by_its_pseudonym(tmp_path: Path) -> None:
     # the problem line (the summary, the viewer's alarm) quoted the OS's message with the input's full path; an input
     # gone is no failure of the sink since issue 36: its one line beside where the copy would be names it likewise
-    from app.inference.spec_builder import load_spec
-    from app.runs.sinks import StationVerdict
-    from app.runs.sinks.folder import FolderSink, Pictures
-    from app.runs.station_privacy import StationPrivacy
+    from app.inference.model.builder import load_spec
+    from app.runs.station.privacy import StationPrivacy
+    from app.runs.station.sinks import StationVerdict
+    from app.runs.station.sinks.folder import FolderSink, Pictures
 
     out = tmp_path / "out"
     out.mkdir()
@@ -229,10 +229,10 @@ def test_a_private_copy_of_a_patient_named_like_seglens_words_is_kept_and_one_st
     """A DICOM's de-identified copy says how it was de-identified (CodeMeaning "Basic Application Confidentiality
     Profile", SegLens's method text): a patient called Basic^Tissue is not in those words of SegLens (issue 36: her
     copy was removed as a leak). A text of her source that names her, kept by the profile, is still one."""
-    from app.inference.spec_builder import load_spec
-    from app.runs.sinks import StationVerdict
-    from app.runs.sinks.folder import FolderSink, Pictures
-    from app.runs.station_privacy import StationPrivacy
+    from app.inference.model.builder import load_spec
+    from app.runs.station.privacy import StationPrivacy
+    from app.runs.station.sinks import StationVerdict
+    from app.runs.station.sinks.folder import FolderSink, Pictures
 
     out, watched = tmp_path / "out", tmp_path / "in"
     out.mkdir()

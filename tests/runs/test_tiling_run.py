@@ -9,12 +9,12 @@ import numpy as np
 from PIL import Image
 
 from app.cli import main
-from app.inference.session import open_session
-from app.inference.spec_builder import load_spec
+from app.inference.model.builder import load_spec
+from app.inference.runtime.session import open_session
 from app.io.discover import discover
-from app.runs.batch import run_inputs
-from app.runs.plan import Callbacks, RunPlan
-from app.runs.report import ReportWriter
+from app.runs.folder.batch import run_inputs
+from app.runs.folder.plan import Callbacks, RunPlan
+from app.runs.outputs.report import ReportWriter
 
 
 def spots_image(path, size=1024, count=20):

@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 
 from app.io.files import encode_png, png_text, png_with_text
-from app.runs.review import Review
-from app.runs.review_report import ReportItem, write_review_report
+from app.runs.review.html import ReportItem, write_review_report
+from app.runs.review.log import Review
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="file names are bytes on Linux only")
 NAME = os.fsdecode(b"lot 7/caf\xe9.png")

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from app.runs.review_report import ReportItem, write_review_report
-from app.runs.writer import RunSummary
+from app.runs.folder.writer import RunSummary
+from app.runs.review.html import ReportItem, write_review_report
 
 SHA = "3481e429bb1e0f7828ed8c23f62ecc77d6efcaf6e631f8ba355c9752b8a1bc77"
 

@@ -8,15 +8,15 @@ from pathlib import Path
 import numpy as np
 from PIL import Image
 
-from app.inference.pipeline import STAGES, Result
-from app.inference.postprocess import Prediction
-from app.inference.session import open_session
-from app.inference.spec_builder import load_spec
+from app.inference.image.pipeline import STAGES, Result
+from app.inference.image.postprocess import Prediction
+from app.inference.model.builder import load_spec
+from app.inference.runtime.session import open_session
 from app.io.discover import discover
-from app.runs.batch import RunSummary, run_inputs
-from app.runs.plan import RunPlan
-from app.runs.report import ReportWriter, report_columns
-from app.runs.resume import finished_rows
+from app.runs.folder.batch import RunSummary, run_inputs
+from app.runs.folder.plan import RunPlan
+from app.runs.folder.resume import finished_rows
+from app.runs.outputs.report import ReportWriter, report_columns
 
 VERDICT = "verdict:\n  fail_if:\n    - {class: green, min_area_px: 50}\n"
 

@@ -1,4 +1,5 @@
-"""A 3D model's kept result for the viewer (app/runs/volume3d_view.py): run once, then each slice's Result, the label
+"""A 3D model's kept result for the viewer (app/runs/folder/volume3d_view.py): run once, then each slice's Result, the
+label
 volume at another threshold, its mL and components from the kept probabilities — never a second run; a 4D NIfTI
 and a volume too big for memory refused in one line before anything is read; a stop between chunks of slices."""
 
@@ -10,12 +11,12 @@ import numpy as np
 import pytest
 
 from app.errors import SegLensError
-from app.inference.pipeline import Stopped
-from app.inference.session import open_session
-from app.inference.spec_builder import load_spec
-from app.inference.tuning import with_threshold
+from app.inference.decide.tuning import with_threshold
+from app.inference.image.pipeline import Stopped
+from app.inference.model.builder import load_spec
+from app.inference.runtime.session import open_session
 from app.io.discover import discover
-from app.runs.volume3d_view import needs_volume_line, predict_kept, read_volume_image
+from app.runs.folder.volume3d_view import needs_volume_line, predict_kept, read_volume_image
 from tests.inference.spec3d_models import sigmoid3d, with_sidecar
 
 

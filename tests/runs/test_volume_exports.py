@@ -7,11 +7,11 @@ import numpy as np
 import pytest
 
 from app.errors import OutputError
-from app.inference.spec import ClassInfo
+from app.inference.model.spec import ClassInfo
 from app.io.render import PALETTE
 from app.io.volumes import SliceRef, Volume
-from app.runs import secondary_capture
-from app.runs.volume_exports import (
+from app.runs.exports import secondary_capture
+from app.runs.exports.formats import (
     Algorithm,
     Segment,
     nifti_data,
@@ -313,7 +313,7 @@ def test_importing_the_exports_loads_no_dicom_or_nifti_library():
     import subprocess
     import sys
 
-    code = ("import sys, app.runs.volume_exports; "
+    code = ("import sys, app.runs.exports.formats; "
             "print([m for m in ('highdicom', 'pydicom', 'nibabel') if m in sys.modules])")
     assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           check=True).stdout.strip() == "[]"

@@ -1,4 +1,4 @@
-"""The viewer's whole-volume count (app.runs.volume_fill): batched steps, slices already run are not run again, an
+"""The viewer's whole-volume count (app.runs.folder.fill): batched steps, slices already run are not run again, an
 unreadable slice is left out and said so."""
 
 from __future__ import annotations
@@ -6,10 +6,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from app.inference.session import open_session
-from app.inference.spec_builder import load_spec
+from app.inference.model.builder import load_spec
+from app.inference.runtime.session import open_session
 from app.io.discover import discover
-from app.runs.volume_fill import VolumeFill
+from app.runs.folder.fill import VolumeFill
 from tests.dicom_factory import disc_slice, write_series
 
 

@@ -16,8 +16,8 @@ import pydicom
 import pytest
 from test_volume_exports import ALGORITHM, SEGMENTS, dicom_volume, known_labels, windowed
 
-from app.runs.deidentify import volume_privacy
-from app.runs.volume_exports import write_dicom_seg, write_secondary_capture
+from app.runs.exports.formats import write_dicom_seg, write_secondary_capture
+from app.runs.privacy.deidentify import volume_privacy
 
 pytest.importorskip("dicognito")
 KEY = b"k" * 32

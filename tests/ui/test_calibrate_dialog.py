@@ -1,5 +1,5 @@
 """Model ▸ Calibrate limits… on the bundled anomaly demo (a copy: writes never touch the repository's sidecar): the
-dialog shows what app.runs.calibrate.calibrate gives for the same folders and seed, in the CLI's words, with the
+dialog shows what app.runs.calibrate.band.calibrate gives for the same folders and seed, in the CLI's words, with the
 `--plot` figure; Write puts the limits and their provenance into the sidecar and the viewer judges by them at once
 (banner, badges, filters, histogram); bad folders are one line each; Cancel stops; closing the window mid-run ends
 cleanly; the viewer answers while a calibration runs."""
@@ -14,10 +14,10 @@ import yaml
 from PySide6.QtCore import Qt, QThread
 from PySide6.QtGui import QAction, QImage
 
-from app.inference.session import open_session
-from app.inference.spec_builder import load_spec
-from app.runs.calibrate import Target, calibrate
-from app.runs.calibrate_plot import PLOT_HW, plot_image
+from app.inference.model.builder import load_spec
+from app.inference.runtime.session import open_session
+from app.runs.calibrate.band import Target, calibrate
+from app.runs.calibrate.plot import PLOT_HW, plot_image
 from app.ui.controllers.calibrator import Calibrator, calibrator_of
 from app.ui.state.calibrate_messages import FOLDER_NAMES
 from tests.calibrate_fixtures import copy_demo, write_surfaces
@@ -34,7 +34,8 @@ def sets(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def expected(sets, tmp_path_factory):
-    """What app.runs.calibrate.calibrate gives for the sets at SEED on the CPU (the dialog's defaults otherwise)."""
+    """What app.runs.calibrate.band.calibrate gives for the sets at SEED on the CPU (the dialog's defaults
+    otherwise)."""
     model = open_session(load_spec(copy_demo(tmp_path_factory.mktemp("expected"))), "cpu")
     return calibrate(model, *sets, target=Target.chosen(max_fnr=0.01), fraction=0.5, seed=SEED, names=FOLDER_NAMES)
 

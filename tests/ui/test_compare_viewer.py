@@ -9,7 +9,7 @@ from PIL import Image
 from PySide6.QtCore import QPointF, Qt
 from PySide6.QtTest import QTest
 
-from app.inference.metrics import BOTH_DIFFERENT, ONLY_A, ONLY_B
+from app.inference.decide.metrics import BOTH_DIFFERENT, ONLY_A, ONLY_B
 
 TIMEOUT = 20_000
 

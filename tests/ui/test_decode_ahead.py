@@ -11,7 +11,7 @@ import pytest
 from conftest import stripes
 from PIL import Image
 
-from app.inference import pipeline
+from app.inference.image import pipeline
 
 TIMEOUT = 20_000
 

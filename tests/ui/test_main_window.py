@@ -179,12 +179,12 @@ def test_run_on_all_into_an_input_folder_is_refused_before_anything_is_written(q
 
 
 def test_run_on_all_that_fails_unexpectedly_still_ends(qtbot, window, images, tmp_path, monkeypatch):
-    import app.runs.batch
+    import app.runs.folder.batch
 
     def broken(*_args, **_kwargs):
         raise OSError(5, "Input/output error")
 
-    monkeypatch.setattr(app.runs.batch, "run_inputs", broken)
+    monkeypatch.setattr(app.runs.folder.batch, "run_inputs", broken)
     window.add_paths([images])
     with qtbot.waitSignal(window.run_all_finished, timeout=TIMEOUT) as finished:
         window.run_all(tmp_path / "export")

@@ -1,4 +1,4 @@
-"""The viewer says when the picture does not fit the model: an amber line in the panel (app.inference.fit), gone
+"""The viewer says when the picture does not fit the model: an amber line in the panel (app.inference.image.fit), gone
 for a picture that fits."""
 
 from __future__ import annotations

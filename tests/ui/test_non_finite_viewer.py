@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 from PIL import Image
 
-from app.runs.review_report import write_review_report
+from app.runs.review.html import write_review_report
 from app.ui.state.messages import Tuning
 
 TIMEOUT = 20_000
@@ -60,9 +60,9 @@ def test_nan_segmentation_logits_are_an_error_not_a_clean_part(qtbot, make_main_
 
 
 def test_the_review_report_gives_a_nan_image_no_verdict(models, tmp_path):
-    from app.inference.session import open_session
-    from app.inference.spec_builder import load_spec
-    from app.runs.ground_truth import References
+    from app.inference.model.builder import load_spec
+    from app.inference.runtime.session import open_session
+    from app.runs.review.ground_truth import References
     from app.ui.state.messages import ListedInput, ReportRequest
     from app.ui.workers.worker_batch import report_items
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 from PySide6.QtGui import QImage, qAlpha
 
-from app.inference.spec import ClassInfo
+from app.inference.model.spec import ClassInfo
 from app.ui.widgets.overlay import OverlayImage
 from app.ui.widgets.viewer import ImageViewer
 

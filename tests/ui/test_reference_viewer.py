@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from app.inference.metrics import FN, TP
+from app.inference.decide.metrics import FN, TP
 
 TIMEOUT = 20_000
 

@@ -1,6 +1,6 @@
 """File ▸ Export review report with "De-identify the report" (issue 24): the reviewer's note "lung wrong for DOE
 JANE" was copied verbatim into the de-identified report; it is withheld (as `seglens-cli report --anonymize`
-does: app.runs.review_items.private_review), and kept as typed without De-identify."""
+does: app.runs.review.items.private_review), and kept as typed without De-identify."""
 
 from __future__ import annotations
 

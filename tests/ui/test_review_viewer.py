@@ -12,7 +12,7 @@ from PIL import Image
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QLineEdit, QPushButton
 
-from app.runs.review import REVIEW_FILE, ReviewLog
+from app.runs.review.log import REVIEW_FILE, ReviewLog
 
 TIMEOUT = 20_000
 
@@ -106,7 +106,7 @@ def test_a_review_that_cannot_be_written_says_so_in_one_line(qtbot, make_main_wi
     def refuse(*_args, **_kwargs):
         raise OSError("No space left on device")
 
-    monkeypatch.setattr("app.runs.review.atomic_write", refuse)
+    monkeypatch.setattr("app.runs.review.log.atomic_write", refuse)
     first = window.files.current_path()
     window.reviewer.mark("accepted")  # no traceback: the status bar says why, the list keeps the old state
     message = window.status.currentMessage()

@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from app.runs.review import review_folder, save_corrected_mask
+from app.runs.review.log import review_folder, save_corrected_mask
 
 TIMEOUT = 20_000
 DEPTH, SIDE = 8, 32

@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from app.inference.prompt_input import Box
+from app.inference.prompt.request import Box
 from app.ui.state.mask_edit import MaskEdit
 
 

@@ -23,10 +23,10 @@ volume_window = test_smart_volume.volume_window  # the fixture: a NIfTI ball, th
 
 def model_mask(model_path, path: str, frame: int, threshold: float | None) -> np.ndarray:
     """The window's model's mask of slice `frame`, made here on its own session (as the viewer decides it)."""
-    from app.inference import pipeline
-    from app.inference.session import open_session
-    from app.inference.spec_builder import load_spec
-    from app.inference.tuning import with_threshold
+    from app.inference.decide.tuning import with_threshold
+    from app.inference.image import pipeline
+    from app.inference.model.builder import load_spec
+    from app.inference.runtime.session import open_session
     from app.io.images import read_slice
     from app.io.nifti import nifti_volume
 
@@ -55,7 +55,7 @@ def expected_correction(window, path: str, frame: int, mask: np.ndarray) -> np.n
 
 
 def saved_file(path: str, frame: int) -> Path:
-    from app.runs.review import review_folder
+    from app.runs.review.log import review_folder
 
     name = Path(path).name
     return review_folder(Path(path).parent) / f"{name}_slice{frame + 1:04d}_mask.png"

@@ -14,7 +14,7 @@ from PIL import Image
 from PySide6.QtCore import QMetaMethod, QObject, QThread, Signal
 
 from app.errors import InferenceError
-from app.inference.prompt import Point, load_prompt_model
+from app.inference.prompt.model import Point, load_prompt_model
 from app.ui.controllers.smart import Smart, shown_image
 from app.ui.state import prompt_messages
 from app.ui.state.prompt_messages import DecodeRequest, PrefetchImage, PrefetchRequest, PromptLoad

@@ -14,11 +14,11 @@ from pathlib import Path
 
 # pushed out of the window's start-up; numpy, Pillow and YAML load on the worker with the model
 HEAVY = ("numpy", "cv2", "onnxruntime", "PIL", "yaml", "pydicom", "nibabel", "highdicom", "ray", "dicognito",
-         "app.inference.pipeline", "app.runs.review", "app.runs.outputs",
-         "app.runs.report", "app.runs.deidentify")
+         "app.inference.image.pipeline", "app.runs.review.log", "app.runs.outputs.images",
+         "app.runs.outputs.report", "app.runs.privacy.deidentify")
 # what the first paint does not need ("Start-up after issue 25"): seglens builds it after that paint
 LATE = ("app.ui.workers.worker", "app.ui.workers.worker_batch", "app.ui.workers.worker_volumes",
-        "app.ui.workers.windowing", "app.runs.plan", "app.ui.widgets.decision", "app.ui.widgets.charts",
+        "app.ui.workers.windowing", "app.runs.folder.plan", "app.ui.widgets.decision", "app.ui.widgets.charts",
         "app.ui.widgets.edit_panel", "app.ui.widgets.review_panel", "app.ui.widgets.three_plane",
         *(f"app.ui.controllers.{name}" for name in ("comparer", "editor", "loader", "pictures", "references",
                                                      "reporter", "reviewer", "run_all", "tuner", "volume3d",
@@ -142,7 +142,7 @@ def test_the_self_test_shows_the_first_overlay_through_the_parts_built_after_the
 
 def test_listing_a_folder_before_the_model_is_ready_imports_nothing_heavy(tmp_path: Path) -> None:
     """The samples listed and the first one selected while the model loads (as at start-up): the review panel's
-    empty state needs no review module (it imported app.runs.review, and with it OpenCV, Pillow and the whole
+    empty state needs no review module (it imported app.runs.review.log, and with it OpenCV, Pillow and the whole
     inference stack, on the GUI thread)."""
     code = f"""
 from PySide6.QtCore import QSettings

@@ -17,14 +17,14 @@ import yaml
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QMessageBox
 
-from app.inference.pipeline import run_path
-from app.inference.session import open_session
-from app.inference.verdict import verdict_of
-from app.runs.lock import LOCK_NAME
-from app.runs.sinks import StationVerdict
-from app.runs.sinks.folder import Pictures
-from app.runs.station_file import parse_station
-from app.runs.station_setup import station_spec
+from app.inference.decide.verdict import verdict_of
+from app.inference.image.pipeline import run_path
+from app.inference.runtime.session import open_session
+from app.runs.outputs.lock import LOCK_NAME
+from app.runs.station.file import parse_station
+from app.runs.station.setup import station_spec
+from app.runs.station.sinks import StationVerdict
+from app.runs.station.sinks.folder import Pictures
 from app.ui import actions
 from app.ui.widgets.station_view import BANNER_COLORS
 from app.ui.workers.station_painter import Painter
@@ -237,7 +237,7 @@ def test_a_video_that_ends_says_so_and_its_frames_open_from_the_copies_the_folde
 
 
 def test_the_device_line_says_where_the_model_runs_and_why_not_on_the_gpu_asked_for():
-    from app.inference.session import SessionInfo
+    from app.inference.runtime.session import SessionInfo
     from app.ui.state.station_messages import device_words
 
     cpu = "CPUExecutionProvider"
@@ -250,7 +250,7 @@ def test_the_device_line_says_where_the_model_runs_and_why_not_on_the_gpu_asked_
 
 def test_an_output_folder_another_station_holds_and_a_second_start_are_one_line_each(
         qtbot, make_main_window, tmp_path):
-    from app.runs.lock import OutputLock
+    from app.runs.outputs.lock import OutputLock
 
     window = make_main_window()
     controller = actions.station_controller(window)

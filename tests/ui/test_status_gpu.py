@@ -6,10 +6,10 @@ from __future__ import annotations
 import onnxruntime as ort
 import pytest
 
-from app.inference import providers
-from app.inference.providers import CUDA
-from app.inference.session import open_session
-from app.inference.spec_builder import load_spec
+from app.inference.model.builder import load_spec
+from app.inference.runtime import providers
+from app.inference.runtime.providers import CUDA
+from app.inference.runtime.session import open_session
 from app.ui.widgets.status import CPU_STYLE, WARNING_STYLE, StatusBar
 
 TIMEOUT = 20_000
@@ -57,7 +57,7 @@ def test_the_gpu_memory_read_queued_by_show_session_does_not_outlive_the_status_
     deleted' in the event loop (CI, tests/ui/test_station_view.py's teardown)."""
     import shiboken6
 
-    from app.inference.session import SessionInfo
+    from app.inference.runtime.session import SessionInfo
     from app.ui.widgets.status import StatusBar
 
     bar = StatusBar()

@@ -92,7 +92,7 @@ def test_the_window_module_loads_without_opencv_or_the_heavy_readers():
 
     code = ("import sys; from PySide6.QtWidgets import QApplication; app = QApplication(sys.argv[:1]); "
             "import app.ui.main_window; print(sorted(m for m in ('cv2', 'onnxruntime', 'pydicom', 'nibabel', "
-            "'highdicom', 'ray', 'numpy', 'PIL', 'yaml', 'dicognito', 'app.runs.deidentify') "
+            "'highdicom', 'ray', 'numpy', 'PIL', 'yaml', 'dicognito', 'app.runs.privacy.deidentify') "
             "if m in sys.modules))")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
                           env={**__import__("os").environ, "QT_QPA_PLATFORM": "offscreen"})

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from app.runs.review import REVIEW_FILE
+from app.runs.review.log import REVIEW_FILE
 
 TIMEOUT = 20_000
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="file names are bytes on Linux only")

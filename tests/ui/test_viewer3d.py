@@ -1,5 +1,5 @@
 """A 3D model in the viewer (app/ui/controllers/volume3d.py, app/ui/workers/worker_volume3d.py,
-app/runs/volume3d_view.py): run once over the volume shown with its progress, then every slice's overlay, the
+app/runs/folder/volume3d_view.py): run once over the volume shown with its progress, then every slice's overlay, the
 threshold, the legend's mL and the three planes from the kept result — no second model run; a plain image gets one
 line; Cancel leaves no result."""
 
@@ -11,11 +11,11 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from app.inference.session import ModelSession
-from app.inference.spec_builder import load_spec
-from app.inference.volume3d import predict_volume
+from app.inference.model.builder import load_spec
+from app.inference.runtime.session import ModelSession
+from app.inference.volume3d.predict import predict_volume
 from app.io.discover import discover
-from app.runs.volume_stack import VolumeStack
+from app.runs.folder.stack import VolumeStack
 from tests.dicom_factory import write_series
 from tests.inference.spec3d_models import sigmoid3d, with_sidecar
 
@@ -59,7 +59,7 @@ def reference(model, path):
     stack = VolumeStack(item.volume)
     while not stack.complete:
         stack.step()
-    from app.inference.session import open_session
+    from app.inference.runtime.session import open_session
 
     session = open_session(load_spec(model), "cpu")
     return predict_volume(stack.array, spacing=item.volume.spacing, affine=item.volume.affine, spec=session.spec,
@@ -177,7 +177,7 @@ def _toggle(win):
 
 def test_the_lesion_list_names_each_component_and_a_click_goes_to_its_centre(qtbot, make_main_window, model3d,
                                                                              tmp_path):
-    from app.inference.lesions import lesions
+    from app.inference.decide.lesions import lesions
 
     nifti = write_blobs(tmp_path / "blobs.nii.gz")
     expected = reference(model3d, nifti)

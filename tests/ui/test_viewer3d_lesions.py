@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
-from app.inference.lesions import Lesion
+from app.inference.decide.lesions import Lesion
 from app.ui.widgets import lesion_list
 from app.ui.widgets.lesion_list import LesionList
 

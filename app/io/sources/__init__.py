@@ -39,7 +39,7 @@ class Frame:
     write or its move into the folder; a camera: its capture). Exactly one of `path` (a file, decoded by the
     consumer) and `pixels` (a decoded camera frame) is set. `size` and `mtime_ns` are a file's, as they were when
     it was judged complete: with `id`, `inode` and `ctime_ns` they say whether it is the same work as before
-    (app.runs.station_journal): a writer can set a new part's size and mtime to an old one's (`cp -p`, `rsync
+    (app.runs.station.journal): a writer can set a new part's size and mtime to an old one's (`cp -p`, `rsync
     -t`), not its inode change time, which a rename into the folder sets too. `root`: the folder a file was found
     in (a watched folder): it is read under it, through app.guard.untrusted, a link out of it refused.
     """

@@ -18,7 +18,7 @@ Ignored: temporary names (dot-files and anything inside a dot-folder, `*.tmp`, `
 `*.crdownload`, `*.filepart`, `*.swp`, `~` at the end, `~$` at the start), other files, sub-folders unless
 `recursive`, and the folders in `exclude` (an output folder inside the watched one).
 Files already there at the start are taken too, by name, once they have settled, unless `already_done` says they
-were (a station journal, app.runs.station_journal).
+were (a station journal, app.runs.station.journal).
 
 Events come from a watchdog Observer thread (inotify on Linux) into a queue read by the iterating thread, which
 stats, settles and yields; with `polling` (a network share: inotify does not see another machine's writes), or where

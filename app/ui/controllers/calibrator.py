@@ -2,9 +2,9 @@
 changes in the viewer.
 
 Made on first use (`calibrator_of`, from actions.py): nothing of it, its thread or the dialog exists before the
-reader asks. The calibration is app.runs.calibrate.calibrate (seglens-cli calibrate's) on the worker's own thread
+reader asks. The calibration is app.runs.calibrate.band.calibrate (seglens-cli calibrate's) on the worker's own thread
 and session; the report is the CLI's lines. Write puts the limits into the sidecar as `--write` does
-(app.runs.calibrate_sidecar, atomic, with provenance), forgets a score limit the reader dragged for this model (it
+(app.runs.calibrate.sidecar, atomic, with provenance), forgets a score limit the reader dragged for this model (it
 would hide the calibrated one), and reloads the model: the banner, the badges, the filters and — after a scores-only
 Run on all when the folder's histogram was showing — the histogram use both new limits at once."""
 
@@ -96,7 +96,7 @@ class Calibrator(QObject):
 
     def open_dialog(self) -> CalibrateDialog | None:
         """Show the dialog (made once, kept with its last result while the window lives)."""
-        from app.runs.calibrate import CalibrationRefused, refuse_unscored
+        from app.runs.calibrate.band import CalibrationRefused, refuse_unscored
 
         model = self._state.model
         if model is None or self._model_path() is None:
@@ -131,7 +131,7 @@ class Calibrator(QObject):
     def calibrate(self) -> None:
         """The dialog's folders and target to the worker; a missing field or model is one line."""
         from app.errors import SegLensError
-        from app.runs.calibrate import Target
+        from app.runs.calibrate.band import Target
         from app.ui.state.calibrate_messages import CalibrateRequest
 
         dialog, path = self._dialog, self._model_path()
@@ -229,7 +229,7 @@ class Calibrator(QObject):
         import numpy as np
 
         from app.errors import one_line
-        from app.runs.calibrate_plot import write_plot
+        from app.runs.calibrate.plot import write_plot
 
         if self._shown is None:
             return

@@ -3,7 +3,7 @@ corrected mask in the review folder.
 
 The mask is edited as numpy (app.ui.state.mask_edit.MaskEdit); each brush segment copies only the rectangle it changed
 into the overlay's indexed image, and the viewer converts that image once (~1.5 ms at 1080p). Saving writes
-`<name>_mask.png` (`x.jpg_mask.png`) into the review folder (app.runs.review: never over an input or the model's
+`<name>_mask.png` (`x.jpg_mask.png`) into the review folder (app.runs.review.log: never over an input or the model's
 outputs; atomic) and marks the image "corrected" in the review log. The overlay keeps showing what the *model*
 said; the saved correction is the image's reference from then on (metrics and the difference layer show what was
 corrected), and editing again starts from it. Leaving the image or edit mode with unsaved changes saves them: a
@@ -21,7 +21,7 @@ from PySide6.QtCore import QObject, Qt, Signal
 if TYPE_CHECKING:
     import numpy as np
 
-    from app.runs.review import Correction
+    from app.runs.review.log import Correction
     from app.ui.controllers.presenter import Presenter
     from app.ui.controllers.smart import Smart
     from app.ui.state.mask_edit import MaskEdit
@@ -254,7 +254,7 @@ class Editor(QObject):
     def correction(self, path: str, frame: int, frame_count: int) -> Correction:
         """Where the correction of `path`'s `frame` goes (a slice's own: never another slice's). A volume's slice
         is a one-frame picture of its own (read_slice): its volume's depth counts."""
-        from app.runs.review import picture_frame
+        from app.runs.review.log import picture_frame
 
         volume = self._files.volume(path) if self._files is not None else None
         frame_count = max(frame_count, volume.depth if volume is not None else 1)

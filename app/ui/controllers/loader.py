@@ -15,7 +15,7 @@ from app.logs import private
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from app.inference.remote import RemoteTarget
+    from app.inference.remote.session import RemoteTarget
     from app.ui.controllers.editor import Editor
     from app.ui.controllers.presenter import Presenter
     from app.ui.controllers.reviewer import Reviewer
@@ -71,8 +71,9 @@ class ModelLoader(QObject):
 
     def open_remote(self, target: RemoteTarget, *, sidecar: Path | None = None) -> None:
         """The model on a server as the device (Model ▸ Device ▸ Remote server…): opened on the worker's thread
-        with app.inference.remote.open_remote_session; the last local model file and device stay for going back."""
-        from app.inference.remote_graph import remote_path
+        with app.inference.remote.session.open_remote_session; the last local model file and device stay for going
+        back."""
+        from app.inference.remote.graph import remote_path
         from app.ui.state.remote_messages import RemoteLoad
 
         self.remote = self.last_remote = target

@@ -226,7 +226,7 @@ class PacsController(QObject):
             self._status.showMessage(f"Send to PACS: {problem}", STATUS_MS)
             return None
         if self._send_dialog is None:
-            from app.runs.volume_exports import EXPORTS
+            from app.runs.exports.formats import EXPORTS
             from app.ui.widgets.pacs_send_dialog import PacsSendDialog
 
             available = ("dicom-seg", "sc", *(("rtstruct",) if "rtstruct" in EXPORTS else ()))

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 from PySide6.QtCore import QObject
 
 if TYPE_CHECKING:
-    from app.runs.review import Correction
+    from app.runs.review.log import Correction
     from app.ui.controllers.reviewer import Reviewer
     from app.ui.controllers.tuner import Tuner
     from app.ui.state.view_state import ViewState
@@ -42,7 +42,7 @@ class References(QObject):
     def destination(self, path: str, frame: int | None = None) -> Correction:
         """Where the correction of `path` (its slice `frame`; None: a one-frame picture) goes: the review folder of
         the inputs `path` was opened with, its relative path there, their folder."""
-        from app.runs.review import Correction, review_folder
+        from app.runs.review.log import Correction, review_folder
 
         root, rel = self._files.root_and_rel(path)
         return Correction(review_folder(root), rel, root, frame)

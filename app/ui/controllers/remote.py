@@ -21,7 +21,7 @@ from PySide6.QtCore import QEvent, QObject, QSettings, Signal
 if TYPE_CHECKING:
     from PySide6.QtWidgets import QWidget
 
-    from app.inference.remote import RemoteTarget
+    from app.inference.remote.session import RemoteTarget
     from app.ui.controllers.loader import ModelLoader
     from app.ui.state.remote_messages import RemoteTested, SecretFound
     from app.ui.widgets.remote_dialog import RemoteDialog, RemoteForm
@@ -125,7 +125,7 @@ class RemoteController(QObject):
 
     def _target(self, form: RemoteForm) -> RemoteTarget | None:
         """The form as a RemoteTarget, or None after saying in the dialog why it is not one."""
-        from app.inference.remote import RemoteError, RemoteTarget
+        from app.inference.remote.session import RemoteError, RemoteTarget
         from app.ui.state.remote_messages import INSECURE_SETTING
 
         dialog = self._dialog
@@ -179,7 +179,7 @@ class RemoteController(QObject):
 
     def _ask_secret(self) -> None:
         """The keyring's secret for the server and user now in the form (asked on the probe's thread)."""
-        from app.inference.remote import RemoteError, RemoteTarget
+        from app.inference.remote.session import RemoteError, RemoteTarget
         from app.ui.state.remote_messages import SecretAsk, keyring_account
 
         dialog = self._dialog

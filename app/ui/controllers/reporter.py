@@ -1,5 +1,5 @@
 """The HTML review report of the listed images: the request is built here from the review log and the reader's
-tuning, written on the worker (workers/worker_batch.py; its rows are app.runs.review_items'), and its outcome said
+tuning, written on the worker (workers/worker_batch.py; its rows are app.runs.review.items'), and its outcome said
 in the status bar."""
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ class ReportExporter(QObject):
         if log_ is None:
             self._status.showMessage("No review log: open images and wait for the model", 8000)
             return
-        from app.runs.review_items import REPORT_NAME
+        from app.runs.review.items import REPORT_NAME
 
         target = Path(path) if path else log_.folder / REPORT_NAME
         request = self._reviewer.report_request(target, self._state.tuning, anonymize=anonymize)

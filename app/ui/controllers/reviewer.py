@@ -1,7 +1,7 @@
 """Review and sign-off in the viewer: the model's result is correct (A), wrong (R) or corrected (E) for each image,
 a note, the next unreviewed image (U), the state in the file list with a filter, and the HTML review report.
 
-The log is `seglens_review.csv` in the inputs' review folder (app.runs.review), written atomically after every
+The log is `seglens_review.csv` in the inputs' review folder (app.runs.review.log), written atomically after every
 change and opened again with the folder; it carries the model's SHA-256, so a review made with another model is
 never shown as this one's (the panel says how many such rows are kept aside).
 """
@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, cast
 from PySide6.QtCore import QObject, Signal
 
 if TYPE_CHECKING:
-    from app.runs.review import ReviewLog
+    from app.runs.review.log import ReviewLog
     from app.ui.state.messages import ReportRequest, Tuning
     from app.ui.state.view_state import ViewState
     from app.ui.widgets.file_list import FileList
@@ -58,7 +58,7 @@ class Reviewer(QObject):
             return
         from app.errors import SegLensError
         from app.io.files import file_sha256
-        from app.runs.review import ReviewLog, review_folder
+        from app.runs.review.log import ReviewLog, review_folder
 
         root, _ = self._files.root_and_rel(paths[0])
         try:

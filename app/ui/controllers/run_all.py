@@ -42,7 +42,7 @@ class RunOnAll(QObject):
     def start(self, out_dir: str | Path | None, save: tuple[str, ...] = ("mask", "overlay"), *,
               volumes: dict | None = None) -> None:
         """Run on all, exporting into `out_dir` (None: the folder's scores and verdicts only, nothing written)."""
-        from app.runs.safety import output_folder_problem
+        from app.runs.outputs.safety import output_folder_problem
 
         inputs = self._files.inputs()
         if not inputs or self._state.model is None:
@@ -57,7 +57,7 @@ class RunOnAll(QObject):
             return
         self._status.start_run(len(inputs))
         self._tuning = self._state.tuning  # the reader's threshold and score limit, as --threshold would
-        from app.runs.volume_run import VolumeOptions
+        from app.runs.folder.volumes import VolumeOptions
         from app.ui.state.messages import RunAllRequest
 
         self.requested.emit(RunAllRequest(tuple(inputs), str(out_dir) if out_dir else "",

@@ -25,7 +25,7 @@ from app.ui.state.view_state import LatestRequest
 if TYPE_CHECKING:
     from PySide6.QtWidgets import QWidget
 
-    from app.inference.prompt_input import Box, Point
+    from app.inference.prompt.request import Box, Point
     from app.ui.controllers.editor import Editor
     from app.ui.controllers.smart_propagation import Propagation
     from app.ui.state.messages import ViewResult
@@ -196,7 +196,7 @@ class Smart(QObject):
             self.message.emit(refusal)
         if press is None or not dragging:
             return
-        from app.inference.prompt_input import Box
+        from app.inference.prompt.request import Box
 
         self._box = Box(*box_edges(press[0], press[1], *self._drag_end))
         self._request(time.perf_counter())
@@ -279,7 +279,7 @@ class Smart(QObject):
 
     def _add_point(self, x: int, y: int, label: int, pressed: float, *, defer: bool = False) -> bool:
         from app.errors import SegLensError
-        from app.inference.prompt_input import Point, check_prompt
+        from app.inference.prompt.request import Point, check_prompt
 
         image = cast("PromptImage", self._image)
         point = Point(float(x), float(y), label)

@@ -1,9 +1,9 @@
 """Propagate ▲ / ▼ of the Smart tool: the proposal accepted on a volume's slice carried slice by slice through the
-volume on the prompt worker (app.runs.prompt_propagate), with progress in the edit panel, stoppable (Esc or Stop).
+volume on the prompt worker (app.runs.prompts.propagate), with progress in the edit panel, stoppable (Esc or Stop).
 
 Each propagated slice's mask becomes that slice's correction: merged into its starting mask (its earlier
 correction, else the model's mask of that slice) in the accepted class as one step, and saved as the slice's own
-correction (app.runs.review: `<name>_slice0007_mask.png`), so editing that slice starts from it and its reference
+correction (app.runs.review.log: `<name>_slice0007_mask.png`), so editing that slice starts from it and its reference
 shows it. A slice whose model mask the window has not made yet waits in `pending` while the inference worker makes
 it in the background (app.ui.workers.worker_slice_masks, behind the reader's requests, nothing shown changes); it
 is merged and saved as soon as it arrives, or when the reader shows that slice first. Where it is saved was decided
@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     import numpy as np
 
     from app.io.volumes import Volume
-    from app.runs.review import Correction
+    from app.runs.review.log import Correction
     from app.ui.controllers.editor import Editor
     from app.ui.controllers.smart import Smart
     from app.ui.state.prompt_messages import PropagationDone, SlicePropagated

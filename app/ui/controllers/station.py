@@ -1,4 +1,4 @@
-"""Station ▸ Start station… / Stop: a station (app.runs.station) run from a station file in the viewer, and its
+"""Station ▸ Start station… / Stop: a station (app.runs.station.run) run from a station file in the viewer, and its
 Station view (app.ui.widgets.station_view) as a page of the window's central area beside the normal viewer.
 
 Made on first use (by actions.py): nothing of it exists before the reader asks for a station. Each start makes a
@@ -21,8 +21,8 @@ if TYPE_CHECKING:
     from PySide6.QtCore import QThread
     from PySide6.QtWidgets import QLabel, QMainWindow, QStackedWidget
 
-    from app.runs.station_file import StationFile
-    from app.runs.station_stats import StationStats
+    from app.runs.station.file import StationFile
+    from app.runs.station.stats import StationStats
     from app.ui.state.station_messages import StationEnded, StationOpened, StationPicture
     from app.ui.widgets.station_view import StationView
     from app.ui.workers.station_worker import StationWorker
@@ -96,7 +96,7 @@ class StationController(QObject):
             self._say("A station is running: stop it first (Station ▸ Stop station)", error=True)
             return False
         from app.errors import SegLensError
-        from app.runs.station_file import read_station_file
+        from app.runs.station.file import read_station_file
 
         try:
             station_file = read_station_file(Path(path))

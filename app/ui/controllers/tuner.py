@@ -103,8 +103,8 @@ class Tuner(QObject):
     def show_folder(self) -> None:
         """After Run on all: the histogram of the folder's scores with the verdict's score limit (dragged) and the
         REVIEW band's lower limit (drawn, fixed: a calibrated limit, set in the sidecar or by calibrate)."""
-        from app.inference.tuning import score_rule
-        from app.inference.verdict import ScoreRule
+        from app.inference.decide.tuning import score_rule
+        from app.inference.decide.verdict import ScoreRule
 
         spec = self._state.model.spec if self._state.model else None
         rule = score_rule(spec) if spec is not None else None
@@ -141,7 +141,7 @@ class Tuner(QObject):
         return states.count("OK"), states.count("REVIEW"), states.count("NG")
 
     def _show_counts(self) -> None:
-        from app.inference.tuning import score_rule
+        from app.inference.decide.tuning import score_rule
 
         rule = score_rule(self._state.model.spec) if self._state.model else None
         passed, review, rejected = self._counts()

@@ -17,7 +17,7 @@ if TYPE_CHECKING:
 
     import numpy as np
 
-    from app.inference.lesions import Lesion
+    from app.inference.decide.lesions import Lesion
     from app.ui.controllers.loader import ModelLoader
     from app.ui.controllers.volume_view import VolumeView
     from app.ui.state.messages import VolumeCount, VolumeCountFailed, VolumeProgress
@@ -178,7 +178,7 @@ class Volume3D(QObject):
             return
         if count.lesions is None and not count.lesions_why:
             return
-        from app.inference.verdict import VOLUME_CONNECTIVITY
+        from app.inference.decide.verdict import VOLUME_CONNECTIVITY
 
         first = self._listed != count.path
         if not first and count.labels is self._labels and count.lesions == self._lesions:

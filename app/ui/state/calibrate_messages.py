@@ -1,5 +1,5 @@
 """The records between Model ▸ Calibrate limits… and its worker thread: a calibration asked for, its progress, its
-result (app.runs.calibrate's Calibration with its plot's pixels), a write into the sidecar and what it wrote, and a
+result (app.runs.calibrate.band's Calibration with its plot's pixels), a write into the sidecar and what it wrote, and a
 failure's one line. Each carries the request's id: an answer to an older request is ignored."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     import numpy as np
 
-    from app.runs.calibrate import Calibration, Target
+    from app.runs.calibrate.band import Calibration, Target
 
 FOLDER_NAMES = ("OK folder", "NG folder")  # the dialog's words for the folders in a refusal (the CLI: --ok, --ng)
 

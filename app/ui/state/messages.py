@@ -17,19 +17,19 @@ if TYPE_CHECKING:
     import numpy as np
     from PySide6.QtGui import QImage
 
-    from app.inference.lesions import Lesion
-    from app.inference.metrics import ImageMetrics
-    from app.inference.pipeline import Result
-    from app.inference.session import SessionInfo
-    from app.inference.spec import ModelSpec
-    from app.inference.tuning import Judgement
-    from app.inference.verdict import Verdict
+    from app.inference.decide.lesions import Lesion
+    from app.inference.decide.metrics import ImageMetrics
+    from app.inference.decide.tuning import Judgement
+    from app.inference.decide.verdict import Verdict
+    from app.inference.image.pipeline import Result
+    from app.inference.model.spec import ModelSpec
+    from app.inference.runtime.session import SessionInfo
     from app.io.discover import InputFile
     from app.io.volumes import Volume
-    from app.runs.metrics_report import Scored
-    from app.runs.review import Review
-    from app.runs.volume_run import VolumeOptions
-    from app.runs.writer import Outcome, RunSummary
+    from app.runs.folder.metrics import Scored
+    from app.runs.folder.volumes import VolumeOptions
+    from app.runs.folder.writer import Outcome, RunSummary
+    from app.runs.review.log import Review
 
 Window = tuple[float, float]  # display window (center, width) in the image's real values (HU, 16-bit counts)
 
@@ -50,7 +50,7 @@ class ViewKey:
 
 @dataclass(frozen=True)
 class Tuning:
-    """How the worker decides and draws from a result's kept scores (app.inference.tuning): the reader's pixel
+    """How the worker decides and draws from a result's kept scores (app.inference.decide.tuning): the reader's pixel
     threshold (binary/anomaly) or minimum confidence (multi-class), the image-score limit of the verdict, and the
     picture beside the mask ("mask", "probability", "uncertainty"; class None = the winning class). None = the
     model's own setting."""
@@ -114,10 +114,10 @@ class ViewResult:
     tuning: Tuning = Tuning()  # what decided its mask and verdict, and drew `display_levels`
     display_levels: np.ndarray | None = None  # uint8 0–255 = 0–1 of the tuning's layer at the display size
     judgement: Judgement | None = None  # image score and verdict at the tuning's limits (verdict None: no rules)
-    scored: Scored | None = None  # against its reference (app.runs.metrics_report.Scored); None: no reference
+    scored: Scored | None = None  # against its reference (app.runs.folder.metrics.Scored); None: no reference
     display_codes: np.ndarray | None = None  # difference layer: metrics.difference_map codes at the display size
     # model B (Model ▸ Compare with another model): its result, its mask at the display size, its agreement with A
-    # (B measured against A as the reference: app.inference.metrics.ImageMetrics)
+    # (B measured against A as the reference: app.inference.decide.metrics.ImageMetrics)
     result_b: Result | None = None
     display_mask_b: np.ndarray | None = None
     agreement: ImageMetrics | None = None

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     import numpy as np
 
-    from app.inference.spec import ClassInfo
+    from app.inference.model.spec import ClassInfo
     from app.io.pacs.client import SeriesRecord, StudyQuery, StudyRecord
     from app.io.pacs.nodes import PacsNode
     from app.io.volumes import Volume

@@ -12,9 +12,9 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     import numpy as np
 
-    from app.inference.prompt_input import Box, Point
+    from app.inference.prompt.request import Box, Point
     from app.io.volumes import Volume
-    from app.runs.prompt_propagate import PropagatedSlice, PropagationEnd
+    from app.runs.prompts.propagate import PropagatedSlice, PropagationEnd
 
 Window = tuple[float, float]  # display window (center, width), as app.ui.state.messages.Window
 

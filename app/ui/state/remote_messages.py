@@ -3,7 +3,8 @@ controller and its probe worker (Test connection, the keyring), and from the inf
 split latency) to the status bar.
 
 By app.ui.state.messages' rules: one frozen record per signal, Qt-free, the core's types named for the type checker
-only. Secrets travel inside app.inference.remote.RemoteTarget (its token and password are never in a repr) or in a
+only. Secrets travel inside app.inference.remote.session.RemoteTarget (its token and password are never in a repr) or
+in a
 field with repr=False here, and are never logged.
 """
 
@@ -15,8 +16,8 @@ from typing import TYPE_CHECKING
 from app.ui.state.messages import LoadRequest
 
 if TYPE_CHECKING:
-    from app.inference.remote import RemoteTarget
-    from app.inference.session import RemoteInfo, SessionInfo
+    from app.inference.remote.session import RemoteTarget
+    from app.inference.runtime.session import RemoteInfo, SessionInfo
 
 KEYRING_SERVICE = "seglens-remote"  # the OS keyring's service name; the account: keyring_account()
 # the viewer's own opt-in to credentials in clear text (the CLI's is --allow-insecure), as its refusal names it
@@ -28,7 +29,7 @@ INSECURE_SETTING = f"“{INSECURE_CHECKBOX}” in Model ▸ Device ▸ Remote se
 class RemoteLoad(LoadRequest):
     """A LoadRequest for the model on a server (Model ▸ Device ▸ Remote server…): its `model_path` names it
     ("remote host:port/model", as the session's spec.path), `device` is "remote"; the worker opens `target` with
-    app.inference.remote.open_remote_session on its thread. Its secrets are never in a repr (RemoteTarget's)."""
+    app.inference.remote.session.open_remote_session on its thread. Its secrets are never in a repr (RemoteTarget's)."""
 
     target: RemoteTarget | None = None
     sidecar: str = ""  # a local sidecar (YAML) over what the server's metadata says ("": none)
@@ -136,7 +137,7 @@ def clear_text_server(url: str) -> str:
     """'host:port' of the server `url` names when credentials would reach it in clear text (http:// or grpc:// to
     a host that is not this machine: the dialog's opt-in applies), else '' (TLS, loopback, or not a server URL)."""
     from app.guard.net import is_loopback
-    from app.inference.remote import RemoteError, RemoteTarget
+    from app.inference.remote.session import RemoteError, RemoteTarget
 
     try:
         target = RemoteTarget(url, "m")  # no credentials: the URL's own checks only

@@ -1,7 +1,7 @@
 """The records the Station view's worker sends to the window (typed, frozen: they cross a thread), and the plain
 rules of what the view says: the alarms, the end line, where the model runs.
 
-A running station (app.runs.station) on the station thread sends `StationOpened` once its session is warm, then
+A running station (app.runs.station.run) on the station thread sends `StationOpened` once its session is warm, then
 at most ~15 `StationPicture`s a second (the newest frame's picture, drawn off the GUI thread; the NG/REVIEW
 thumbnails made since the last one), and `StationEnded` when it ends, stopped, by itself or by a failure.
 """
@@ -16,11 +16,11 @@ if TYPE_CHECKING:
     import numpy as np
     import numpy.typing as npt
 
-    from app.inference.session import SessionInfo
-    from app.runs.sinks import StationVerdict
-    from app.runs.station_stats import StationStats
+    from app.inference.runtime.session import SessionInfo
+    from app.runs.station.sinks import StationVerdict
+    from app.runs.station.stats import StationStats
 
-STOPPED = "stopped"  # app.runs.station.STOPPED: the reader's Stop, not the source ending by itself
+STOPPED = "stopped"  # app.runs.station.run.STOPPED: the reader's Stop, not the source ending by itself
 
 
 @dataclass(frozen=True)

@@ -20,8 +20,8 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast
 if TYPE_CHECKING:  # messages loads when first used: its dataclasses cost ~4 ms before the window could show
     import numpy as np
 
-    from app.inference.tuning import Judgement
-    from app.inference.verdict import Verdict
+    from app.inference.decide.tuning import Judgement
+    from app.inference.decide.verdict import Verdict
     from app.ui.state.messages import (
         ModelSummary,
         RetuneRequest,
@@ -336,7 +336,7 @@ class ViewState:
         entry = self._judged.get(path)
         if entry is None or self.model is None:
             return None, False
-        from app.inference.tuning import score_rule
+        from app.inference.decide.tuning import score_rule
 
         judgement, threshold = entry
         rule = score_rule(self.model.spec)

@@ -33,7 +33,7 @@ DISAGREEMENT_KEY = _key(("#ff00ff", "only A"), ("#00ffff", "only B"), ("#ffff00"
 DIFFERENCE_KEY = _key(("#34c759", "agrees"), ("#ff3b30", "false positive"), ("#0a84ff", "missed"),
                       ("#ffcc00", "other class"))
 STEPS = 1000  # the threshold slider's resolution: 0.001
-STATE_COLORS = {"OK": OK_COLOR, "REVIEW": REVIEW_COLOR, "NG": NG_COLOR}  # app.inference.verdict.VERDICT_STATES
+STATE_COLORS = {"OK": OK_COLOR, "REVIEW": REVIEW_COLOR, "NG": NG_COLOR}  # app.inference.decide.verdict.VERDICT_STATES
 
 
 def verdict_line(verdict) -> str:
@@ -114,9 +114,10 @@ class DecisionControls(QGroupBox):
     # -- intents ---------------------------------------------------------------------------------------
 
     def set_model(self, spec, threshold: float | None) -> None:
-        """Configure for a model: what its threshold means (app.inference.tuning.tunable), its classes, whether it
+        """Configure for a model: what its threshold means (app.inference.decide.tuning.tunable), its classes, whether
+        it
         kept scores at all (else the panel shows only verdicts); `threshold` the remembered one (None: its own)."""
-        from app.inference.tuning import tunable
+        from app.inference.decide.tuning import tunable
 
         self._kind = tunable(spec)
         self._anomaly = spec.output.kind == "anomaly"

@@ -21,7 +21,7 @@ if TYPE_CHECKING:  # numpy is imported by the first tile: built with the window,
     # ms) before the window shows (tests/ui/test_startup_imports.py)
     import numpy as np
 
-    from app.inference.labelmap import LabelMap
+    from app.inference.image.labelmap import LabelMap
 
 TILE = 512
 CACHE_TILES = 96  # ~75 MB of RGB tiles at most

@@ -7,7 +7,7 @@ from PySide6.QtWidgets import QDialog, QDialogButtonBox, QPlainTextEdit, QPushBu
 
 
 def diagnostics_text(summary) -> str:
-    from app.inference import diagnostics
+    from app.inference.runtime import diagnostics
     from app.logs import log_file
 
     lines = ["SegLens — diagnostics", ""]

@@ -160,7 +160,7 @@ class FileList(QListWidget):
         self._apply_filter(row)
 
     def set_verdict(self, path: str, verdict, *, stale: bool = False) -> None:
-        """An OK/REVIEW/NG badge for a done file (app.inference.verdict.Verdict; None: back to the status dot);
+        """An OK/REVIEW/NG badge for a done file (app.inference.decide.verdict.Verdict; None: back to the status dot);
         `stale`: decided at another pixel threshold than the one now set (an outline badge)."""
         row = self._rows.get(path)
         if row is None:

@@ -174,7 +174,7 @@ class TopK(QGroupBox):
 
     def set_predictions(self, predictions, uncertain: str = "") -> None:
         """Show best-first `predictions` (name, score); `uncertain`: the line saying why they are uncertain."""
-        from app.inference.labels import display_name  # here: the window shows before any classifier result
+        from app.inference.model.labels import display_name  # here: the window shows before any classifier result
 
         while self._layout.count():
             widget = cast("QLayoutItem", self._layout.takeAt(0)).widget()  # there: count() > 0

@@ -1,4 +1,5 @@
-"""The lesion list: the volume's 3D connected components per class (app.inference.lesions), each with its volume in
+"""The lesion list: the volume's 3D connected components per class (app.inference.decide.lesions), each with its volume
+in
 mL, the slices it spans and its extent in mm (its box in the tooltip), the connectivity stated; clicking a row asks
 to go to the component's centroid (`chosen`). Made on first use (SidePanel.lesion_list), never before the window's
 first paint."""
@@ -21,7 +22,7 @@ from PySide6.QtWidgets import (
 )
 
 if TYPE_CHECKING:
-    from app.inference.lesions import Lesion
+    from app.inference.decide.lesions import Lesion
 
 MAX_ROWS = 200  # the largest components; a noisy mask's thousands of specks would only bury them
 COLUMNS = ("Component", "mL", "Slices", "Extent")
@@ -53,7 +54,7 @@ def _mm(value: float) -> str:
 class LesionList(QGroupBox):
     """One row per component, the classes' counts over them; `chosen(lesion)` when the reader clicks a row."""
 
-    chosen = Signal(object)  # app.inference.lesions.Lesion
+    chosen = Signal(object)  # app.inference.decide.lesions.Lesion
 
     def __init__(self, parent=None) -> None:
         super().__init__("Lesions (3D components)", parent)
@@ -87,7 +88,7 @@ class LesionList(QGroupBox):
     def set_lesions(self, lesions: Sequence[Lesion], *, classes: Sequence, spacing: tuple[float, float, float] | None,
                     connectivity: int) -> None:
         """Show `lesions` (each class's largest first) of a model with `classes` (records with .name and .color)."""
-        from app.inference.lesions import connectivity_text
+        from app.inference.decide.lesions import connectivity_text
 
         self._lesions = tuple(lesions)
         self._tree.clear()

@@ -89,14 +89,14 @@ DIFFERENCE_COLORS = ((0, 0, 0, 0), (52, 199, 89, 255), (255, 59, 48, 255), (10, 
 
 
 def disagreement_colors() -> tuple[tuple[int, int, int, int], ...]:
-    """Model A against model B (app.inference.metrics.disagreement_map), the CLI's colours (app.io.render)."""
+    """Model A against model B (app.inference.decide.metrics.disagreement_map), the CLI's colours (app.io.render)."""
     from app.io.render import DISAGREEMENT_COLORS
 
     return ((0, 0, 0, 0), *((*DISAGREEMENT_COLORS[code], 255) for code in (1, 2, 3)))
 
 
 class DifferenceImage:
-    """Prediction against reference (app.inference.metrics.difference_map) or model A against model B
+    """Prediction against reference (app.inference.decide.metrics.difference_map) or model A against model B
     (`colors` = disagreement_colors()), one code per pixel, coloured; code 0 is not painted."""
 
     def __init__(self, codes: np.ndarray, colors=DIFFERENCE_COLORS) -> None:

@@ -170,7 +170,7 @@ class SidePanel(QWidget):
         self._busy.setStyleSheet(f"color: {UNCERTAIN_COLOR}; font-style: italic")
         self._busy.hide()
         layout.addWidget(self._busy)
-        self._misfit = QLabel()  # why the image does not fit the model (app.inference.fit), an amber line each
+        self._misfit = QLabel()  # why the image does not fit the model (app.inference.image.fit), an amber line each
         self._misfit.setObjectName("misfit")
         self._misfit.setWordWrap(True)
         set_enum(self._misfit, "textFormat", "PlainText")
@@ -240,7 +240,7 @@ class SidePanel(QWidget):
 
     def show_model(self, spec) -> None:
         """A model is ready: its name and task, its classes in the legend (segmentation) or top-k (classification)."""
-        from app.inference.remote_graph import is_remote_path
+        from app.inference.remote.graph import is_remote_path
 
         where = f"on {spec.path}" if is_remote_path(spec.path) else spec.path.name  # "on remote host:port/model"
         self._model_label.setText(f"<b>{_breakable(spec.name)}</b><br>{spec.task} · {_breakable(where)}")
@@ -273,7 +273,7 @@ class SidePanel(QWidget):
             height, width = result.image_hw
             self.legend.set_counts(result.class_pixels() if counts is None else counts, width * height)
         else:
-            from app.inference.verdict import uncertainty  # here, not at import: it pulls in OpenCV (~80 ms)
+            from app.inference.decide.verdict import uncertainty  # here, not at import: it pulls in OpenCV (~80 ms)
 
             doubt = uncertainty(result.predictions, self._spec) if self._spec is not None else None
             self._top_k.set_predictions(result.predictions, doubt.short if doubt else "")
@@ -292,7 +292,7 @@ class SidePanel(QWidget):
 
     def show_mask_counts(self, mask) -> None:
         """Pixel counts of a mask being edited."""
-        from app.inference.postprocess import class_pixel_counts
+        from app.inference.image.postprocess import class_pixel_counts
 
         self.legend.set_counts(class_pixel_counts(mask), mask.size)
 

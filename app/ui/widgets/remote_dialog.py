@@ -36,7 +36,8 @@ OK_STYLE = "color: #248a3d;"
 
 @dataclass(frozen=True)
 class RemoteForm:
-    """What the dialog's fields say, as typed (the controller turns it into an app.inference.remote.RemoteTarget)."""
+    """What the dialog's fields say, as typed (the controller turns it into an
+    app.inference.remote.session.RemoteTarget)."""
 
     url: str
     model: str

@@ -10,7 +10,7 @@ from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import QFormLayout, QGridLayout, QGroupBox, QLabel, QLineEdit, QPushButton, QWidget
 
 STATE_COLORS = {"unreviewed": "#8e8e93", "accepted": "#34c759", "rejected": "#ff3b30", "corrected": "#0a84ff"}
-# the reviewer judges the model's result, not the part (app.runs.review.STATE_NAMES says the same in the report)
+# the reviewer judges the model's result, not the part (app.runs.review.log.STATE_NAMES says the same in the report)
 BUTTONS = (("Result correct (A)", "accepted", "The model's result is right (A), then the next unreviewed image"),
            ("Result wrong (R)", "rejected", "The model's result is wrong (R), then the next unreviewed image; "
                                             "E corrects the mask instead"))
@@ -65,7 +65,7 @@ class ReviewPanel(QGroupBox):
             for line in (self._state, self._who, self._note, self._counts):
                 line.setText("")
             return
-        from app.runs.review import STATE_NAMES
+        from app.runs.review.log import STATE_NAMES
 
         state = review.state if review is not None else "unreviewed"
         name = STATE_NAMES.get(state, state)

@@ -23,8 +23,8 @@ from app.ui.widgets.overlay import image_to_qimage
 from app.ui.widgets.station_strip import ThumbStrip
 
 if TYPE_CHECKING:
-    from app.runs.sinks import StationVerdict
-    from app.runs.station_stats import StationStats
+    from app.runs.station.sinks import StationVerdict
+    from app.runs.station.stats import StationStats
     from app.ui.state.station_messages import StationOpened, StationPicture
 
 ERROR_COLOR = QColor(175, 82, 222)  # purple: not judged — neither a pass nor the red of a judged NG

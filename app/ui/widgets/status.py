@@ -11,7 +11,7 @@ from PySide6.QtWidgets import QLabel, QProgressBar, QPushButton, QStatusBar
 from app.ui.widgets.notice import Notice
 
 if TYPE_CHECKING:
-    from app.inference.session import SessionInfo
+    from app.inference.runtime.session import SessionInfo
 
 WARNING_STYLE = "QLabel { color: #1c1c1e; background: #ffcc00; padding: 1px 6px; border-radius: 3px; }"
 GPU_STYLE = "QLabel { color: white; background: #248a3d; padding: 1px 6px; border-radius: 3px; }"
@@ -168,7 +168,7 @@ class StatusBar(QStatusBar):
         self.image_size.setText(f"{width}×{height}" + (f"  L {window[0]:.0f} W {window[1]:.0f}" if window else ""))
 
     def refresh_gpu_memory(self) -> None:
-        from app.inference.telemetry import gpu_memory
+        from app.inference.runtime.telemetry import gpu_memory
 
         memory = gpu_memory(self._device_id or 0)
         self.gpu_memory.setText(memory.text() if memory else "GPU mem n/a")

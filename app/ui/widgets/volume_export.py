@@ -46,7 +46,7 @@ class VolumeExportDialog(QDialog):
         layout.addWidget(buttons)
 
     def options(self) -> dict:
-        """The choices as app.runs.volume_run.VolumeOptions' fields."""
+        """The choices as app.runs.folder.volumes.VolumeOptions' fields."""
         return {"exports": tuple(kind for kind, box in self.boxes.items() if box.isChecked()),
                 "per_slice": self.per_slice.isChecked(), "opacity": self.opacity,
                 "anonymize": self.anonymize.isChecked()}

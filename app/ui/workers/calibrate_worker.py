@@ -5,7 +5,7 @@ failure is a `failed` record with one line, never a dead thread).
 Its own thread, not the inference worker's: scoring a few hundred images takes a while, and the reader goes on
 looking at pictures meanwhile (the inference worker would answer none until it ended). Its own session too, opened
 here for the calibration and released after it (no memory held once it is done); the loop over the images is
-app.runs.calibrate.calibrate's, the same one seglens-cli calibrate calls. Cancel is read between images: `cancel()`
+app.runs.calibrate.band.calibrate's, the same one seglens-cli calibrate calls. Cancel is read between images: `cancel()`
 is called from the GUI thread (a plain attribute write) and `should_stop` reads it.
 """
 
@@ -49,11 +49,11 @@ class CalibrateWorker(QObject):
     def _calibrate(self, request: CalibrateRequest) -> None:
         import numpy as np
 
-        from app.inference.runtime import parse_runtime_arguments
-        from app.inference.session import open_session
-        from app.inference.spec_builder import load_spec
-        from app.runs.calibrate import calibrate, refuse_unscored
-        from app.runs.calibrate_plot import plot_image
+        from app.inference.model.builder import load_spec
+        from app.inference.runtime.options import parse_runtime_arguments
+        from app.inference.runtime.session import open_session
+        from app.runs.calibrate.band import calibrate, refuse_unscored
+        from app.runs.calibrate.plot import plot_image
         from app.ui.state.calibrate_messages import FOLDER_NAMES, Calibrated, CalibrateProgress
 
         rid = request.request_id
@@ -74,8 +74,8 @@ class CalibrateWorker(QObject):
         self.calibrated.emit(Calibrated(rid, result, plot))
 
     def _write(self, request: WriteRequest) -> None:
-        from app.inference.spec_builder import load_spec
-        from app.runs.calibrate_sidecar import provenance, write_limits, written_line
+        from app.inference.model.builder import load_spec
+        from app.runs.calibrate.sidecar import provenance, write_limits, written_line
         from app.ui.state.calibrate_messages import Written
 
         spec = load_spec(request.model_path)
@@ -86,7 +86,7 @@ class CalibrateWorker(QObject):
         """Run `job`; a refusal, a cancel or any failure becomes one `failed` line (the thread lives on)."""
         from app.errors import SegLensError, one_line, unexpected_error_line
         from app.logs import log_exception
-        from app.runs.calibrate import CalibrationCancelled
+        from app.runs.calibrate.band import CalibrationCancelled
         from app.ui.state.calibrate_messages import CalibrateFailed
 
         try:

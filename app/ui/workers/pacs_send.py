@@ -1,5 +1,5 @@
 """Results ▸ Send to PACS…, off the GUI thread and Qt-free: the volume's result written with the exports' own code
-(app.runs.volume_exports: the same DICOM SEG and Secondary Capture a run writes) into a temporary folder, stored to
+(app.runs.exports.formats: the same DICOM SEG and Secondary Capture a run writes) into a temporary folder, stored to
 the node, and then found there again by a series query of its study; the folder goes once it is sent.
 
 A pseudonymised result is sent only to a research node: stored beside the identified study, it would look like a
@@ -17,8 +17,8 @@ if TYPE_CHECKING:
 
     from app.io.pacs.client import PacsClient
     from app.io.pacs.nodes import PacsNode
-    from app.runs.deidentify import VolumePrivacy
-    from app.runs.privacy_check import OwnWords
+    from app.runs.privacy.check import OwnWords
+    from app.runs.privacy.deidentify import VolumePrivacy
     from app.ui.state.pacs_messages import PacsSend, PacsSent
 
 KIND_NAMES = {"dicom-seg": "DICOM SEG", "sc": "Secondary Capture", "rtstruct": "RTSTRUCT"}
@@ -57,10 +57,10 @@ def send_volume(request: PacsSend, client: PacsClient, *,
 
 def write_exports(request: PacsSend, folder: Path) -> list[tuple[str, list[Path]]]:
     """Each asked export of the volume into `folder`, as a run writes it: [(kind, its files)]."""
-    from app.runs import volume_exports as ex
-    from app.runs.deidentify import volume_privacy
-    from app.runs.privacy_check import own_words
-    from app.runs.segments import algorithm_of
+    from app.runs.exports import formats as ex
+    from app.runs.outputs.segments import algorithm_of
+    from app.runs.privacy.check import own_words
+    from app.runs.privacy.deidentify import volume_privacy
 
     volume, labels = request.volume, request.labels
     segments = ex.segments_of(request.classes)
@@ -87,9 +87,9 @@ def write_exports(request: PacsSend, folder: Path) -> list[tuple[str, list[Path]
 def _last_check(request: PacsSend, files: list[Path], folder: Path, privacy: VolumePrivacy | None, *,
                 own: OwnWords) -> None:
     """A de-identified send: nothing of the source's identity in any file, as before a run's volume counts as done
-    (app.runs.privacy_check, with the model's classes and name as its own words); else nothing is sent."""
+    (app.runs.privacy.check, with the model's classes and name as its own words); else nothing is sent."""
     from app.errors import SegLensError
-    from app.runs.privacy_check import volume_leak
+    from app.runs.privacy.check import volume_leak
 
     found = volume_leak(files, facts=privacy.facts if privacy is not None else None, info=request.volume.info,
                         root=folder, cells=[], own=own)
@@ -100,7 +100,7 @@ def _last_check(request: PacsSend, files: list[Path], folder: Path, privacy: Vol
 def _key(anonymize: bool) -> bytes:
     if not anonymize:
         return b""
-    from app.runs.volume_run import pseudonym_key
+    from app.runs.folder.volumes import pseudonym_key
 
     return pseudonym_key()
 

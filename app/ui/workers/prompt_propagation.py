@@ -1,4 +1,4 @@
-"""The prompt worker's propagation through a volume: app.runs.prompt_propagate.propagate fed the slices as the viewer
+"""The prompt worker's propagation through a volume: app.runs.prompts.propagate.propagate fed the slices as the viewer
 displays them (through the reader's window), keyed as the Smart tool keys them, so the embeddings of the slices the
 reader prompted or prefetched are reused and those the propagation encodes serve the reader's later clicks."""
 
@@ -10,8 +10,8 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     import numpy as np
 
-    from app.inference.prompt_input import PromptModel
-    from app.runs.prompt_propagate import PropagatedSlice, PropagationEnd
+    from app.inference.prompt.request import PromptModel
+    from app.runs.prompts.propagate import PropagatedSlice, PropagationEnd
     from app.ui.state.prompt_messages import PromptKey, PropagateRequest
 
 
@@ -20,7 +20,7 @@ def propagation(model: PromptModel, request: PropagateRequest, *,
     """One PropagatedSlice per slice given a mask, then one PropagationEnd (an unreadable slice ends it too)."""
     from app.errors import SegLensError, one_line
     from app.io.images import read_slice
-    from app.runs.prompt_propagate import PropagationEnd, propagate
+    from app.runs.prompts.propagate import PropagationEnd, propagate
     from app.ui.state.prompt_messages import PromptImage, PromptKey
     from app.ui.workers.prompt_worker import encoder_pixels
 

@@ -26,7 +26,7 @@ from app.ui.state.view_state import LatestRequest
 if TYPE_CHECKING:
     import numpy as np
 
-    from app.inference.prompt_input import PromptModel
+    from app.inference.prompt.request import PromptModel
     from app.ui.state.prompt_messages import (
         DecodeRequest,
         PrefetchImage,
@@ -87,8 +87,8 @@ class PromptWorker(QObject):
     def load(self, request: PromptLoad) -> None:
         """Open (and warm up) the prompt model; grabCut, said in one line, when it cannot be opened."""
         from app.errors import one_line
-        from app.inference.prompt import PromptSession, load_prompt_model
-        from app.inference.prompt_grabcut import GrabCutSession
+        from app.inference.prompt.grabcut import GrabCutSession
+        from app.inference.prompt.model import PromptSession, load_prompt_model
         from app.ui.state.prompt_messages import PromptFailed, PromptReady
 
         self._decoded.clear()
@@ -138,7 +138,7 @@ class PromptWorker(QObject):
     @Slot(object)
     def prefetch(self, request: PrefetchRequest) -> None:
         """Encode the request's first picture not cached yet, then post the rest behind whatever came meanwhile."""
-        from app.inference.prompt import PromptSession
+        from app.inference.prompt.model import PromptSession
 
         if not self._latest_prefetch.is_latest(request.request_id):
             return
@@ -156,9 +156,9 @@ class PromptWorker(QObject):
 
     @Slot(object)
     def propagate(self, request: PropagateRequest) -> None:
-        """Carry an accepted mask through the volume's slices (app.runs.prompt_propagate), one signal per slice
+        """Carry an accepted mask through the volume's slices (app.runs.prompts.propagate), one signal per slice
         and one at the end; stop_propagation(its id) ends it after the slice in progress."""
-        from app.runs.prompt_propagate import PropagatedSlice, PropagationEnd
+        from app.runs.prompts.propagate import PropagatedSlice, PropagationEnd
         from app.ui.state.prompt_messages import PropagationDone, SlicePropagated
         from app.ui.workers.prompt_propagation import propagation
 
@@ -181,7 +181,7 @@ class PromptWorker(QObject):
     # -- inside ----------------------------------------------------------------------------------------
 
     def _prefetch_one(self, request_id: int, item: PrefetchImage) -> None:
-        from app.inference.prompt import PromptSession
+        from app.inference.prompt.model import PromptSession
         from app.ui.state.prompt_messages import Prefetched
 
         model = self._model
@@ -251,7 +251,7 @@ def prefetch_image(item: PrefetchImage) -> PromptImage | None:
     from app.ui.state.prompt_messages import PromptImage, PromptKey
 
     if item.volume is None:
-        from app.inference import pipeline
+        from app.inference.image import pipeline
 
         decoded, _ = pipeline.decode(item.path, frame=item.frame)
     else:
@@ -277,7 +277,7 @@ def _warm_up(model: Any) -> None:
     """One encoder and decoder run on a blank picture (ORT's first run allocates), not counted as an image's."""
     import numpy as np
 
-    from app.inference.prompt_input import Point
+    from app.inference.prompt.request import Point
 
     model.decode(model.embed(np.zeros((64, 64), np.uint8), key=("warm-up",)), [Point(32, 32)])
     model.encoder_runs = model.decoder_runs = 0

@@ -19,7 +19,7 @@ from app.ui.state.remote_messages import KEYRING_SERVICE
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from app.inference.remote import RemoteSession, RemoteTarget
+    from app.inference.remote.session import RemoteSession, RemoteTarget
     from app.ui.state.remote_messages import RemoteTest, SecretAsk, SecretKeep
 
 log = logging.getLogger(__name__)
@@ -89,7 +89,7 @@ def test_line(target: RemoteTarget, *, opened: Callable[[RemoteSession], None] |
     """("ready: nuclei (onnxruntime_onnx, server: CPU)", True), or (the one-line error, False). `opened` hears
     the session before its warm-up request (so that it can be cancelled)."""
     from app.errors import SegLensError
-    from app.inference.remote import open_remote_session
+    from app.inference.remote.session import open_remote_session
 
     session = None
     try:

@@ -28,8 +28,8 @@ if TYPE_CHECKING:
     import numpy.typing as npt
 
     from app.io.render import Colored
-    from app.runs.sinks import StationVerdict
-    from app.runs.sinks.folder import Pictures
+    from app.runs.station.sinks import StationVerdict
+    from app.runs.station.sinks.folder import Pictures
 
 log = logging.getLogger(__name__)
 

@@ -1,4 +1,4 @@
-"""The Station view's worker: one station (app.runs.station) run from a station file, on its own QThread.
+"""The Station view's worker: one station (app.runs.station.run) run from a station file, on its own QThread.
 
 The worker pattern, with one difference: the station's loop blocks its thread for as long as it runs (a shift), so
 the worker takes one `run` and is then done; the controller makes a worker and a thread per start and joins them
@@ -21,17 +21,17 @@ from typing import TYPE_CHECKING
 from PySide6.QtCore import QObject, Signal, Slot
 
 if TYPE_CHECKING:
-    from app.runs.sinks import StationVerdict
-    from app.runs.sinks.folder import Pictures
-    from app.runs.station import Station
-    from app.runs.station_file import StationFile
-    from app.runs.station_stats import StationStats
+    from app.runs.station.file import StationFile
+    from app.runs.station.run import Station
+    from app.runs.station.sinks import StationVerdict
+    from app.runs.station.sinks.folder import Pictures
+    from app.runs.station.stats import StationStats
     from app.ui.state.station_messages import StationOpened
     from app.ui.workers.station_painter import Painter
 
 log = logging.getLogger(__name__)
 
-OpenStation = Callable[..., "Station"]  # app.runs.station_setup.open_station, or a test's
+OpenStation = Callable[..., "Station"]  # app.runs.station.setup.open_station, or a test's
 
 
 class StationWorker(QObject):
@@ -85,13 +85,13 @@ class StationWorker(QObject):
     def _open(self, station_file: StationFile) -> Station:
         opener = self._open_station
         if opener is None:
-            from app.runs.station_setup import open_station
+            from app.runs.station.setup import open_station
 
             opener = open_station
         return opener(station_file, on_verdict=self._on_verdict, stop=self._stop)
 
     def _painter_for(self, station: Station, *, keeps_copies: bool) -> Painter:
-        from app.runs.sinks.folder import copy_path
+        from app.runs.station.sinks.folder import copy_path
         from app.ui.workers.station_painter import Painter
 
         out = station.out

@@ -9,8 +9,8 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     import numpy as np
 
-    from app.inference.pipeline import Result
-    from app.inference.spec import ModelSpec
+    from app.inference.image.pipeline import Result
+    from app.inference.model.spec import ModelSpec
     from app.io.decoded import DecodedImage
     from app.ui.state.messages import Tuning, ViewRequest, ViewResult
 
@@ -34,7 +34,7 @@ def _labels_at(result: Result, hw: tuple[int, int], scale: float) -> Labels:
         return None, None
     if scale == 1.0:
         return result.mask, result.class_pixels()
-    from app.inference.labelmap import estimated_counts
+    from app.inference.image.labelmap import estimated_counts
 
     mask = result.labels.at_size(hw)
     counts = result.class_pixels() if result.labels.ready else estimated_counts(mask, result.image_hw)
@@ -65,7 +65,7 @@ def display_mask(mask: np.ndarray | None, view: ViewResult) -> np.ndarray | None
 def decided(view: ViewResult, tuning: Tuning, spec: ModelSpec) -> ViewResult:
     """`view` with its verdict at the tuning's score limit and, in a probability/uncertainty layer, that picture
     as 0–255 levels at the display size."""
-    from app.inference.tuning import judge, plane, with_score_limit
+    from app.inference.decide.tuning import judge, plane, with_score_limit
 
     levels = None
     if tuning.layer != "mask":

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from PySide6.QtCore import QObject, Signal, Slot
 
-from app.runs.ground_truth import References
+from app.runs.review.ground_truth import References
 from app.ui.state.view_state import LatestRequest
 from app.ui.workers.views import decided, display_labels, display_mask, settled, view_result
 from app.ui.workers.worker_batch import BatchJobs, BatchSignals, failure_line, ground_truth, model_b_error_line, tuned
@@ -25,8 +25,8 @@ from app.ui.workers.worker_volume3d import Volume3DRunner
 from app.ui.workers.worker_volumes import VolumeCounter, decode_request
 
 if TYPE_CHECKING:  # messages loads in the slots, after the window shows (its dataclasses cost ~4 ms)
-    from app.inference.session import ModelSession, SessionInfo
-    from app.inference.spec import ModelSpec
+    from app.inference.model.spec import ModelSpec
+    from app.inference.runtime.session import ModelSession, SessionInfo
     from app.io.decoded import DecodedImage
     from app.ui.state.messages import (
         CompareAllRequest,
@@ -150,7 +150,7 @@ class InferenceWorker(QObject):
 
         # OpenCV and Pillow too: an extension module's import holds the GIL (and so stalls the GUI) throughout;
         # better while "loading model…" shows than when the user opens a folder
-        from app.inference import pipeline  # noqa: F401
+        from app.inference.image import pipeline  # noqa: F401
         from app.ui.state.messages import ModelFailed, ModelSummary
         from app.ui.workers.worker_open import decode_ahead, model_digest, open_model, release, said
 
@@ -195,10 +195,10 @@ class InferenceWorker(QObject):
         Both sessions stay loaded: on a GPU both on the device when its memory allows (else the second one's
         SessionInfo says where it runs and why)."""
         from app.errors import SegLensError
-        from app.inference.runtime import parse_runtime_arguments
-        from app.inference.session import open_session
-        from app.inference.spec_builder import load_spec
-        from app.runs.compare import compare_problem
+        from app.inference.model.builder import load_spec
+        from app.inference.runtime.options import parse_runtime_arguments
+        from app.inference.runtime.session import open_session
+        from app.runs.compare.agreement import compare_problem
         from app.ui.state.messages import ModelBFailed, ModelSummary
 
         self._model_b = None
@@ -264,7 +264,7 @@ class InferenceWorker(QObject):
         if self._model is None:
             self.failed.emit(ViewFailed(request.request_id, path, "no model is loaded"))
             return
-        from app.inference.pipeline import Stopped
+        from app.inference.image.pipeline import Stopped
         from app.ui.workers.worker_open import cancelled, latency_since, timing_mark
 
         mark = timing_mark(self._model)
@@ -284,7 +284,7 @@ class InferenceWorker(QObject):
         self.result_ready.emit(view)  # its request_id: the request's (views.view_result)
 
     def _view(self, request: ViewRequest, decoded: tuple[ViewKey, DecodedImage, float] | None = None) -> ViewResult:
-        from app.inference import pipeline
+        from app.inference.image import pipeline
         from app.ui.state.messages import TileProgress
 
         if decoded is not None and request.volume is None and decoded[0] == request.key:
@@ -315,8 +315,8 @@ class InferenceWorker(QObject):
 
     def _with_model_b(self, view: ViewResult, image: DecodedImage) -> ViewResult:
         """The second model on the same decoded image: its mask, and its agreement with the first."""
-        from app.inference import pipeline
-        from app.inference.metrics import image_metrics
+        from app.inference.decide.metrics import image_metrics
+        from app.inference.image import pipeline
 
         model, model_b = self._model, self._model_b
         if model is None or model_b is None:
@@ -342,14 +342,14 @@ class InferenceWorker(QObject):
         try:
             model, min_confidence = self._tuned(tuning.threshold)
             if tuning.threshold != view.tuning.threshold:
-                from app.inference import pipeline
+                from app.inference.image import pipeline
 
                 result = pipeline.relabel(view.result, spec=model.spec, min_confidence=min_confidence)
                 mask, counts = display_labels(result, view)
                 view = replace(view, result=result, display_mask=mask, class_counts=counts)
                 mask_b = view.result_b.mask if view.result_b is not None and result.labels is not None else None
                 if mask_b is not None and (mask_a := result.mask) is not None:
-                    from app.inference.metrics import image_metrics
+                    from app.inference.decide.metrics import image_metrics
 
                     view = replace(view, agreement=image_metrics(mask_b, mask_a, model.spec.label_count))
             view = settled(self._compared(decided(view, tuning, model.spec), model.spec))
@@ -366,14 +366,14 @@ class InferenceWorker(QObject):
         model B's codes)."""
         if view.result.labels is None or view.tuning.input_root is None:
             return self._disagreement(view)
-        from app.runs.review import picture_frame
+        from app.runs.review.log import picture_frame
         frames = max(view.frame_count, self._depths.get(view.key.path, 1))  # a slice's view says 1 (read_slice)
         scored, reference = self._references.compare(view.key.path, view.result.labels, spec,
                                                      ground_truth(view.tuning), frame=picture_frame(view.frame, frames))
         codes = None
         mask = view.result.mask if reference is not None and view.tuning.layer == "difference" else None
         if mask is not None and reference is not None:
-            from app.inference.metrics import difference_map
+            from app.inference.decide.metrics import difference_map
 
             codes = display_mask(difference_map(mask, reference, view.tuning.class_index), view)
         return self._disagreement(replace(view, scored=scored, display_codes=codes))
@@ -385,7 +385,7 @@ class InferenceWorker(QObject):
         mask, mask_b = view.result.mask, view.result_b.mask
         if mask is None or mask_b is None:
             return view
-        from app.inference.metrics import disagreement_map
+        from app.inference.decide.metrics import disagreement_map
 
         return replace(view, display_codes=display_mask(disagreement_map(mask, mask_b), view))
 

@@ -1,6 +1,6 @@
 """The inference worker's Run on all, review report and Compare all (BatchJobs, a collaborator that
 app.ui.workers.worker.InferenceWorker composes and calls from its slots, on its thread): every listed input through
-the CLI's folder run (app.runs.folder_run.run_folder), with the reader's threshold."""
+the CLI's folder run (app.runs.folder.run.run_folder), with the reader's threshold."""
 
 from __future__ import annotations
 
@@ -11,19 +11,19 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from app.runs.plan import Progress
+from app.runs.folder.plan import Progress
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
     from PySide6.QtCore import SignalInstance
 
-    from app.inference.session import ModelSession
-    from app.inference.spec import ModelSpec
-    from app.runs.folder_run import RunPlan
-    from app.runs.ground_truth import GroundTruth, References
-    from app.runs.review_report import ReportItem
-    from app.runs.writer import RunSummary
+    from app.inference.model.spec import ModelSpec
+    from app.inference.runtime.session import ModelSession
+    from app.runs.folder.run import RunPlan
+    from app.runs.folder.writer import RunSummary
+    from app.runs.review.ground_truth import GroundTruth, References
+    from app.runs.review.html import ReportItem
     from app.ui.state.messages import ListedInput, ReportRequest, RunAllRequest, Tuning
 
 log = logging.getLogger(__name__)
@@ -43,8 +43,8 @@ class BatchSignals:
 def tuned(model: ModelSession, threshold: float | None) -> tuple[ModelSession, float | None]:
     """(session, min_confidence) for the reader's threshold: a binary or anomaly model's copy with that pixel
     threshold in its spec (it shares the ONNX Runtime session), or the session and a multi-class model's
-    minimum confidence (app.inference.tuning.with_threshold)."""
-    from app.inference.tuning import with_threshold
+    minimum confidence (app.inference.decide.tuning.with_threshold)."""
+    from app.inference.decide.tuning import with_threshold
 
     spec, min_confidence = with_threshold(model.spec, threshold)
     if spec is model.spec:
@@ -80,11 +80,11 @@ class BatchJobs:
 
     def run_all(self, model: ModelSession | None, options: dict[str, Any] | None, request: RunAllRequest) -> None:
         """Process every input, exporting masks/overlays and the CSV report through the CLI's own folder run
-        (app.runs.folder_run), at the reader's threshold and score limit (`request.tuning`) as the CLI's
+        (app.runs.folder.run), at the reader's threshold and score limit (`request.tuning`) as the CLI's
         --threshold would; without a folder, the scores and verdicts only (nothing written)."""
         from app.errors import SegLensError
-        from app.runs.batch import RunSummary
-        from app.runs.folder_run import LocalRunner, run_folder
+        from app.runs.folder.batch import RunSummary
+        from app.runs.folder.run import LocalRunner, run_folder
         from app.ui.state.messages import BatchFinished
 
         self._cancel.clear()
@@ -114,10 +114,10 @@ class BatchJobs:
     def export_report(self, model: ModelSession | None, request: ReportRequest) -> None:
         """The HTML review report of the request's entries, written atomically to its `report_path`; under
         `anonymize` the rows go by their pseudonyms (the workstation's pseudonym key, as `report --anonymize`)."""
-        from app.runs.privacy_words import own_words
-        from app.runs.provenance import RunIdentity
-        from app.runs.review_report import write_review_report
-        from app.runs.segments import segments_of
+        from app.runs.outputs.provenance import RunIdentity
+        from app.runs.outputs.segments import segments_of
+        from app.runs.privacy.words import own_words
+        from app.runs.review.html import write_review_report
         from app.ui.state.messages import ReportFinished
 
         self._cancel.clear()
@@ -148,7 +148,7 @@ class BatchJobs:
                          threshold: float | None) -> tuple[ModelSession, float | None]:
         """(a copy of the batch session with the reader's threshold in its spec, min_confidence): a copy, so the
         score limit set on it does not reach the interactive session."""
-        from app.inference.tuning import with_threshold
+        from app.inference.decide.tuning import with_threshold
 
         batch = self._for_batch(model, options)
         spec, min_confidence = with_threshold(batch.spec, threshold)
@@ -163,7 +163,7 @@ class BatchJobs:
         same folder throughput (the freed core does their work); docs/PERFORMANCE.md. Kept for later runs."""
         import os
 
-        from app.inference.session import open_session
+        from app.inference.runtime.session import open_session
 
         threads = (os.cpu_count() or 1) - 1
         if model.info.on_gpu or model.info.remote or (options or {}).get("intra_op_threads") or threads < 1:
@@ -181,10 +181,10 @@ class BatchJobs:
 
     def compare_all(self, model: ModelSession | None, model_b: ModelSession | None,
                     entries: tuple[ListedInput, ...]) -> None:
-        """Both models on every listed input, for the list's agreement column and sort (app.runs.compare_all);
+        """Both models on every listed input, for the list's agreement column and sort (app.runs.compare.on_all);
         Cancel stops it between images and slices."""
         from app.io.discover import InputFile
-        from app.runs.compare_all import compare_all
+        from app.runs.compare.on_all import compare_all
         from app.ui.state.messages import AgreementMeasured, CompareFinished
 
         self._cancel.clear()
@@ -200,8 +200,8 @@ class BatchJobs:
 
 
 def ground_truth(tuning: Tuning) -> GroundTruth:
-    """Where the reader's tuning says an image's reference is looked for (app.runs.ground_truth)."""
-    from app.runs.ground_truth import GroundTruth
+    """Where the reader's tuning says an image's reference is looked for (app.runs.review.ground_truth)."""
+    from app.runs.review.ground_truth import GroundTruth
 
     return GroundTruth(Path(tuning.input_root) if tuning.input_root is not None else None,
                        Path(tuning.reference_root) if tuning.reference_root else None)
@@ -210,14 +210,14 @@ def ground_truth(tuning: Tuning) -> GroundTruth:
 def report_items(model: ModelSession, request: ReportRequest, references: References, *,
                  min_confidence: float | None = None,
                  should_stop: Callable[[], bool] = lambda: False) -> list[ReportItem]:
-    """The review report's rows (app.runs.review_items, which `seglens-cli report` shares), measured against the
-    viewer's references; under `request.anonymize` named by their pseudonyms (app.runs.private_names, the
+    """The review report's rows (app.runs.review.items, which `seglens-cli report` shares), measured against the
+    viewer's references; under `request.anonymize` named by their pseudonyms (app.runs.privacy.names, the
     workstation's key: the names Run on all and `run --anonymize` give them)."""
-    from app.inference.tuning import with_score_limit
+    from app.inference.decide.tuning import with_score_limit
     from app.io.discover import InputFile
-    from app.runs.review_items import Naming
-    from app.runs.review_items import report_items as review_rows
-    from app.runs.volume_run import pseudonym_key
+    from app.runs.folder.volumes import pseudonym_key
+    from app.runs.review.items import Naming
+    from app.runs.review.items import report_items as review_rows
 
     tuning = request.tuning
     spec = with_score_limit(model.spec, tuning.score_limit)
@@ -233,9 +233,9 @@ def _plan(model: ModelSession, request: RunAllRequest, *, min_confidence: float 
     """The RunPlan of Run on all: the listed inputs (two named alike an error row unless De-identify names them),
     the dialog's volume choices (else the CLI's defaults), the reader's reference folder (as `run --reference`);
     no folder: nothing written, no volume exports."""
-    from app.inference.tuning import with_score_limit
-    from app.runs.folder_run import RunPlan
-    from app.runs.volume_run import VolumeOptions, pseudonym_key
+    from app.inference.decide.tuning import with_score_limit
+    from app.runs.folder.run import RunPlan
+    from app.runs.folder.volumes import VolumeOptions, pseudonym_key
 
     inputs, out_dir, save, tuning = request.inputs, request.out_dir, request.save, request.tuning
     model.spec = spec = with_score_limit(model.spec, tuning.score_limit if tuning is not None else None)
@@ -263,7 +263,7 @@ class _Progress(Progress):
         self.signal, self.spec = signal, spec
 
     def outcome(self, outcome: Any, summary: RunSummary) -> None:  # a local run's Outcome (writer.Outcome)
-        from app.inference.tuning import judge
+        from app.inference.decide.tuning import judge
         from app.ui.state.messages import BatchProgress
 
         judged = judge(self.spec, outcome.result) if outcome.result is not None else None

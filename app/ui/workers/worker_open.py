@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from app.inference.session import ModelSession
+    from app.inference.runtime.session import ModelSession
     from app.io.decoded import DecodedImage
     from app.ui.state.messages import LoadRequest, ViewKey
     from app.ui.state.remote_messages import RemoteLatency, RemoteRetrying
@@ -24,19 +24,19 @@ def open_model(request: LoadRequest, *, on_retry: Callable[[RemoteRetrying], Non
                                                                                              dict[str, Any]]:
     """The session `request` asks for, not yet warmed up, and its runtime options. A remote one's options are
     the server's to choose (none are sent); `on_retry` hears each of its waits before another try."""
-    from app.inference.runtime import parse_runtime_arguments
+    from app.inference.runtime.options import parse_runtime_arguments
 
     options = parse_runtime_arguments([p for p in request.runtime.split(";") if p.strip()])
     from app.ui.state.remote_messages import RemoteLoad, RemoteRetrying
 
     if isinstance(request, RemoteLoad) and request.target is not None:
-        from app.inference.remote import open_remote_session
+        from app.inference.remote.session import open_remote_session
 
         sidecar = Path(request.sidecar) if request.sidecar else bundled_sidecar(request.target.model)
         return open_remote_session(request.target, sidecar=sidecar, warm_up=False,
                                    on_retry=lambda line: on_retry(RemoteRetrying(line))), {}
-    from app.inference.session import open_session
-    from app.inference.spec_builder import load_spec
+    from app.inference.model.builder import load_spec
+    from app.inference.runtime.session import open_session
 
     spec = load_spec(request.model_path)
     if "device_argmax" not in options and "device_argmax" not in (spec.runtime or {}):
@@ -49,8 +49,8 @@ def open_model(request: LoadRequest, *, on_retry: Callable[[RemoteRetrying], Non
 def bundled_sidecar(name: str) -> Path | None:
     """The bundled model's sidecar when the server's model has a bundled model's name (as seglens-cli does with
     `--device remote nuclei`), else None: the server's metadata alone."""
-    from app.inference.bundled import bundled_models
-    from app.inference.sidecar import find_sidecar
+    from app.inference.describe.bundled import bundled_models
+    from app.inference.model.sidecar import find_sidecar
 
     return next((find_sidecar(model) for model in bundled_models() if model.stem == name), None)
 
@@ -59,7 +59,7 @@ def decode_ahead(key: ViewKey) -> tuple[ViewKey, DecodedImage, float] | None:
     """The picture that waited for the model, decoded while the window turns `model_ready` into its request
     (~30 ms of GUI work at start-up; the decode releases the GIL). Only a head start: if it fails (None), the
     request decodes again and reports the failure as it always does."""
-    from app.inference import pipeline
+    from app.inference.image import pipeline
 
     try:
         image, decode_ms = pipeline.decode(key.path, frame=key.frame)

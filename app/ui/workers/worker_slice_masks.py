@@ -23,7 +23,7 @@ from PySide6.QtCore import QObject, QTimer, Signal, Slot
 if TYPE_CHECKING:
     import numpy as np
 
-    from app.inference.session import ModelSession
+    from app.inference.runtime.session import ModelSession
     from app.ui.state.messages import ViewRequest
     from app.ui.state.slice_mask_messages import SliceMasksNow, SliceMasksRequest
     from app.ui.workers.worker_volume3d import Volume3DRunner
@@ -92,7 +92,7 @@ class SliceMasks(QObject):
     def _mask(self, request: SliceMasksRequest, frame: int) -> np.ndarray:
         """The model's labels of slice `frame`, as its view would have them."""
         from app.errors import SegLensError
-        from app.inference import pipeline
+        from app.inference.image import pipeline
         from app.io.images import read_slice
 
         try:

@@ -1,7 +1,7 @@
 """The inference worker's 3D model runs (Volume3DRunner, a collaborator that app.ui.workers.worker.InferenceWorker
 composes and calls from its slots, on its thread): the 3D model over the whole volume shown, once per (volume,
 model), with its progress; then each slice the reader asks for, and the whole volume's counts at the reader's
-threshold, from that kept result (app.runs.volume3d_view) — never a second model run."""
+threshold, from that kept result (app.runs.folder.volume3d_view) — never a second model run."""
 
 from __future__ import annotations
 
@@ -12,9 +12,9 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from PySide6.QtCore import SignalInstance
 
-    from app.inference.pipeline import Result
-    from app.inference.session import ModelSession
-    from app.runs.volume3d_view import KeptPrediction
+    from app.inference.image.pipeline import Result
+    from app.inference.runtime.session import ModelSession
+    from app.runs.folder.volume3d_view import KeptPrediction
     from app.ui.state.messages import FillRequest, ViewRequest
 
 log = logging.getLogger(__name__)
@@ -48,7 +48,7 @@ class Volume3DRunner:
         """The 3D model over the request's volume unless kept (`model`: the session; `tuned`: it at the reader's
         threshold), then the volume's counts, label volume and components at that threshold as a VolumeCount;
         a refusal or failure as a VolumeCountFailed, a stop as a VolumeProgress of stage "stopped"."""
-        from app.inference.pipeline import Stopped
+        from app.inference.image.pipeline import Stopped
         from app.ui.state.messages import VolumeCount, VolumeCountFailed
 
         path = request.path
@@ -73,8 +73,8 @@ class Volume3DRunner:
         request is no volume's slice, or the volume's run was refused; `Stopped` when it was stopped (or never
         asked for: the window moved on before)."""
         from app.errors import SegLensError
-        from app.inference.pipeline import Stopped
-        from app.runs.volume3d_view import needs_volume_line
+        from app.inference.image.pipeline import Stopped
+        from app.runs.folder.volume3d_view import needs_volume_line
 
         path = request.key.path
         if request.volume is None:
@@ -91,8 +91,8 @@ class Volume3DRunner:
             return self._kept[1]
         if self._refused is not None and self._refused[0] == path:
             raise self._refused[1]
-        from app.inference.pipeline import Stopped
-        from app.runs.volume3d_view import predict_kept
+        from app.inference.image.pipeline import Stopped
+        from app.runs.folder.volume3d_view import predict_kept
         from app.ui.state.messages import VolumeProgress
 
         if self._wanted != path:  # the window left it (or cancelled) before its run began: no run, no word

@@ -14,11 +14,11 @@ if TYPE_CHECKING:
     import numpy as np
     from PySide6.QtCore import SignalInstance
 
-    from app.inference.lesions import Lesion
-    from app.inference.pipeline import Result
-    from app.inference.session import ModelSession
+    from app.inference.decide.lesions import Lesion
+    from app.inference.image.pipeline import Result
+    from app.inference.runtime.session import ModelSession
     from app.io.decoded import DecodedImage
-    from app.runs.volume_fill import VolumeFill
+    from app.runs.folder.fill import VolumeFill
     from app.ui.state.messages import FillRequest, ViewRequest
 
 log = logging.getLogger(__name__)
@@ -49,7 +49,7 @@ class VolumeCounter:
         key = (path, threshold)
         fill = self._fill
         if fill is None or self._key != key:
-            from app.runs.volume_fill import VolumeFill
+            from app.runs.folder.fill import VolumeFill
 
             model, min_confidence = self._tuned(threshold)
             self._fill = fill = VolumeFill(model, volume, min_confidence=min_confidence)
@@ -105,7 +105,7 @@ class VolumeCounter:
         if labels is None:
             return None, ""
         if self._components is None or self._components[0] is not labels:
-            from app.runs.volume_lesions import volume_components
+            from app.runs.folder.lesions import volume_components
 
             self._components = (labels, *volume_components(fill.volume, labels))
         return self._components[1], self._components[2]
@@ -113,7 +113,7 @@ class VolumeCounter:
 
 def decode_request(request: ViewRequest) -> tuple[DecodedImage, float]:
     """The picture a request names: a volume's slice (app.io.volumes), or a file's frame; and its decode time."""
-    from app.inference import pipeline
+    from app.inference.image import pipeline
 
     if request.volume is None:
         return pipeline.decode(request.key.path, frame=request.key.frame)

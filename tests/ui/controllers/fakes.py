@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 from PySide6.QtCore import QObject, Signal
 
-from app.inference.pipeline import Result
+from app.inference.image.pipeline import Result
 from app.ui.state.messages import ModelSummary, ViewKey, ViewResult
 from app.ui.state.view_state import ViewState
 

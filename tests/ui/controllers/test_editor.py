@@ -13,8 +13,8 @@ import pytest
 from PIL import Image
 from PySide6.QtCore import Qt, Signal
 
-from app.inference.spec import ClassInfo
-from app.runs.review import Correction
+from app.inference.model.spec import ClassInfo
+from app.runs.review.log import Correction
 from app.ui.controllers.editor import Editor
 from ui.controllers.fakes import Fake, FakePresenter, FakeViewer, on_screen, ready_state, seg_view
 

@@ -11,7 +11,7 @@ import numpy as np
 from PIL import Image
 from PySide6.QtCore import Qt
 
-from app.runs.review import Correction
+from app.runs.review.log import Correction
 from app.ui.state.messages import ViewKey
 from ui.controllers.fakes import on_screen, seg_view
 from ui.controllers.test_editor import rig  # noqa: F401 (the fixture)

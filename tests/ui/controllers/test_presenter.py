@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from PySide6.QtGui import QImage
 
-from app.inference.spec import ClassInfo
+from app.inference.model.spec import ClassInfo
 from app.ui.controllers.presenter import Presenter
 from app.ui.state.messages import ViewKey, WindowedImage, WindowFailed
 from app.ui.state.view_state import DisplayMode

@@ -9,7 +9,7 @@ from types import SimpleNamespace
 import pytest
 from PySide6.QtCore import Signal
 
-from app.runs.review import Correction, review_folder
+from app.runs.review.log import Correction, review_folder
 from app.ui.controllers.references import References
 from app.ui.controllers.reporter import ReportExporter
 from app.ui.state.messages import ReportFinished

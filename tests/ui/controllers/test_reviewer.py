@@ -10,7 +10,7 @@ from types import SimpleNamespace
 import pytest
 from PySide6.QtCore import Signal
 
-from app.runs.review import ReviewLog
+from app.runs.review.log import ReviewLog
 from app.ui.controllers.reviewer import Reviewer
 from app.ui.state.messages import Tuning
 from app.ui.state.view_state import ViewState

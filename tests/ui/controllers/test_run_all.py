@@ -12,10 +12,10 @@ import pytest
 from PIL import Image
 from PySide6.QtCore import Signal
 
-from app.inference.tuning import Judgement
-from app.inference.verdict import Verdict
+from app.inference.decide.tuning import Judgement
+from app.inference.decide.verdict import Verdict
 from app.io.discover import discover
-from app.runs.writer import Outcome, RunSummary
+from app.runs.folder.writer import Outcome, RunSummary
 from app.ui.controllers.run_all import RunOnAll
 from app.ui.state.messages import BatchFinished, BatchProgress, RunAllRequest
 from app.ui.state.view_state import ViewState

@@ -11,8 +11,8 @@ from types import SimpleNamespace
 import pytest
 from PySide6.QtCore import QSettings, Signal
 
-from app.inference.tuning import Judgement
-from app.inference.verdict import ScoreRule, Verdict
+from app.inference.decide.tuning import Judgement
+from app.inference.decide.verdict import ScoreRule, Verdict
 from app.ui.controllers.tuner import Tuner
 from app.ui.state import remembered
 from app.ui.state.messages import RetuneRequest

@@ -11,7 +11,7 @@ from types import SimpleNamespace
 import numpy as np
 from PySide6.QtCore import Signal
 
-from app.inference.lesions import Lesion
+from app.inference.decide.lesions import Lesion
 from app.ui.controllers.volume3d import Volume3D, on_lesion
 from app.ui.state.messages import FillRequest, ModelSummary, VolumeCount, VolumeCountFailed, VolumeProgress
 from ui.controllers.fakes import Fake, FakeFiles, FakeSidePanel, FakeStatus, FakeViewer, ready_state

@@ -1,0 +1,388 @@
+"""Verdict rules (the sidecar's `verdict.fail_if`) and their evaluation: is an image OK or NG?
+
+An image is NG when any rule holds, OK otherwise; the reason is the first rule that fired. Rules are frozen
+records built with the spec (class names already resolved to label values); `decide` is a pure function of a
+rule list and a Result, so a verdict is never a new model run.
+
+- `min_area_px`: a connected component of the class (8-connectivity: diagonal neighbours touch; OpenCV's
+  `connectedComponentsWithStats`) of at least this many pixels of the label mask at the image's size;
+- `min_total_fraction`: the class covers at least this share of the image (all its pixels, connected or not);
+- `score_above`: the image score is strictly above the limit. The image score is the model's own
+  (`result.image_score`: an anomaly score, a binary model's highest foreground probability) or, for a classifier,
+  the top-1 probability. A model without an image score (multi-class scores, a label map) has the rule refused
+  when the sidecar is loaded, as is a limit a probability can never pass (>= 1) or always passes (< 0);
+- `top1_in`: a classifier's top-1 class is one of these;
+- `min_component_ml`: a volume's 3D connected component (26-connectivity: faces, edges and corners touch;
+  app.inference.decide.lesions) of the class (`class` optional: without it any class but the background, label 0) of at
+  least this many mL. It judges a volume's assembled label volume (app.runs.folder.volumes: a 2D model run slice by
+  slice, and 3D models), never one slice: a slice of a volume is judged by the other rules. A plain 2D image has no
+  voxel volume, so the rule cannot be judged there and makes it NG (`no volume to judge …`), like a missing mask;
+  so does a volume without a voxel size (no spacing in its files) that has a component of the class.
+
+Fail closed: a rule that meets a result without what it measures (no image score, no mask, no top-1 class: a
+Result made elsewhere than the pipeline) makes the image NG (`no mask to judge … by`), never OK, and so does a
+non-finite score.
+
+The band (`verdict.review_if`, beside `fail_if`): when no fail rule fired and the result is sure, a review rule
+that holds makes the image REVIEW, not OK (`review_if: {score_above: 0.4}` with `fail_if: {score_above: 0.7}`:
+score <= 0.4 OK, 0.4 < score <= 0.7 REVIEW, above NG). REVIEW never hides an NG: the fail rules, fail closed and
+uncertainty are judged first. A Verdict's `ok` is False for REVIEW, so a reader that knows only OK/NG shows NG.
+
+A classifier whose output sets `min_confidence` / `min_margin` is also judged *uncertain* when its top-1
+probability is below the first, or top-1 − top-2 below the second (strictly: equal is not uncertain). When no rule
+fired, an uncertain result is NG (`uncertain: top-1 0.41 < min_confidence 0.50`), never passed as OK; a model
+without a verdict section has no verdict, and the report gives the uncertainty as its reason.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import cv2
+import numpy as np
+
+from app.errors import with_article
+
+if TYPE_CHECKING:  # the pipeline imports the spec, which imports these rules: types only, no cycle
+    from app.inference.image.pipeline import Result
+    from app.inference.image.postprocess import Prediction
+    from app.inference.model.spec import ModelSpec
+
+
+@dataclass(frozen=True)
+class AreaRule:
+    class_name: str
+    labels: tuple[int, ...]  # every label value with that name (two classes may share one)
+    min_area_px: int
+
+    def describe(self) -> str:
+        return f"{with_article(self.class_name)} component of >= {self.min_area_px} px"
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"class": self.class_name, "min_area_px": self.min_area_px}
+
+
+@dataclass(frozen=True)
+class FractionRule:
+    class_name: str
+    labels: tuple[int, ...]
+    min_total_fraction: float
+
+    def describe(self) -> str:
+        return f"{self.class_name} covers >= {_percent(self.min_total_fraction)} % of the image"
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"class": self.class_name, "min_total_fraction": self.min_total_fraction}
+
+
+@dataclass(frozen=True)
+class ScoreRule:
+    score_above: float
+    inclusive: bool = False  # True: fires at the limit too (an anomaly model's default rule, score >= threshold)
+
+    @property
+    def sign(self) -> str:
+        return ">=" if self.inclusive else ">"
+
+    def describe(self) -> str:
+        return f"image score {self.sign} {self.score_above:g}"
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"score_at_least" if self.inclusive else "score_above": self.score_above}
+
+
+@dataclass(frozen=True)
+class Top1Rule:
+    class_names: tuple[str, ...]
+    indices: frozenset[int]
+
+    def describe(self) -> str:
+        return f"top-1 class in [{', '.join(self.class_names)}]"
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"top1_in": list(self.class_names)}
+
+
+# the connectivity of the components a volume rule judges and the report counts (stated in every reason and column)
+VOLUME_CONNECTIVITY = 26
+
+
+@dataclass(frozen=True)
+class ComponentRule:
+    class_name: str | None  # None: any class but the background
+    labels: tuple[int, ...]
+    names: tuple[str, ...]  # each label's class name, for the reason
+    min_component_ml: float
+
+    def describe(self) -> str:
+        what = f"{with_article(self.class_name)} component" if self.class_name else \
+            "a component of any class but the background"
+        return f"{what} of >= {self.min_component_ml:g} mL ({VOLUME_CONNECTIVITY}-connected, in 3D)"
+
+    def as_dict(self) -> dict[str, Any]:
+        return {**({} if self.class_name is None else {"class": self.class_name}),
+                "min_component_ml": self.min_component_ml}
+
+
+Rule = AreaRule | FractionRule | ScoreRule | Top1Rule | ComponentRule
+
+
+VERDICT_STATES = ("OK", "REVIEW", "NG")  # what a verdict says, on screens, in summaries and on the line
+
+
+@dataclass(frozen=True)
+class Verdict:
+    ok: bool
+    reason: str = ""  # the first rule that fired; empty when OK
+    review: bool = False  # REVIEW: no fail rule fired but a review rule did (`ok` is False: never passed as OK)
+
+    @property
+    def state(self) -> str:
+        """"OK", "REVIEW" or "NG"."""
+        return "OK" if self.ok else "REVIEW" if self.review else "NG"
+
+    @property
+    def cell(self) -> str:
+        """The report's `verdict` cell: "ok", "review" or "ng"."""
+        return self.state.lower()
+
+
+@dataclass(frozen=True)
+class Uncertain:
+    """Why a classification result is uncertain: its top-1 probability (measure "top-1") or its top-1 − top-2
+    margin ("margin") is below the spec's limit (key "min_confidence" or "min_margin")."""
+
+    measure: str
+    value: float
+    key: str
+    limit: float
+
+    @property
+    def reason(self) -> str:
+        """`uncertain: top-1 0.41 < min_confidence 0.50`, the report's verdict_reason."""
+        value, limit = _two(self.value, self.limit)
+        return f"uncertain: {self.measure} {value} < {self.key} {limit}"
+
+    @property
+    def short(self) -> str:
+        """`Uncertain: top-1 0.41 < 0.50`, the viewer's line."""
+        value, limit = _two(self.value, self.limit)
+        return f"Uncertain: {self.measure} {value} < {limit}"
+
+
+def uncertainty(predictions: Sequence[Prediction], spec: ModelSpec) -> Uncertain | None:
+    """Whether best-first `predictions` (name, score) are uncertain under the spec's `output.min_confidence` and
+    `output.min_margin`; None when they are not, or the model is not a classifier. Confidence is checked first."""
+    if spec is None or spec.task != "classification" or not predictions:  # None: rules judged without a model
+        return None
+    out = spec.output
+    top1 = float(predictions[0].score)
+    # `not >=` rather than `<`: a NaN is below every limit (uncertain), never passed as sure
+    if not top1 >= out.min_confidence:
+        return Uncertain("top-1", top1, "min_confidence", out.min_confidence)
+    if len(predictions) > 1 and not top1 - float(predictions[1].score) >= out.min_margin:
+        return Uncertain("margin", top1 - float(predictions[1].score), "min_margin", out.min_margin)
+    return None
+
+
+def _two(value: float, limit: float) -> tuple[str, str]:
+    """Both numbers with 2 decimals, or as many as the limit needs (0.625 < 0.626), more when that would show them
+    equal (0.4999 < 0.5 is not `0.50 < 0.50`)."""
+    digits = 2
+    while digits < 6 and float(f"{limit:.{digits}f}") != limit:
+        digits += 1
+    while digits < 8 and f"{value:.{digits}f}" == f"{limit:.{digits}f}":
+        digits += 1
+    return f"{value:.{digits}f}", f"{limit:.{digits}f}"
+
+
+# output kinds (app.inference.model.spec.OutputSpec.kind) whose results carry an image score, and those where it is a
+# probability (0..1: a binary model's highest foreground probability, a classifier's top-1)
+SCORED_KINDS = ("binary", "anomaly", "classification")
+PROBABILITY_KINDS = ("binary", "classification")
+
+
+def resolve_rules(raw: tuple[dict[str, Any], ...], task: str, class_names: tuple[str, ...],
+                  refuse: Callable[[str, str], Exception], *, output_kind: str,
+                  section: str = "verdict.fail_if") -> tuple[Rule, ...]:
+    """The sidecar's parsed rules (app.inference.model.sidecar) as Rule records, class names resolved to label values;
+    `refuse(key, problem)` makes the error for a rule that does not fit the task (areas need a mask, top-1 needs
+    a classifier), names a class the model does not have, or could never fire (`score_above` on an `output_kind`
+    without an image score, or at a limit its probability can never pass)."""
+
+    def labels(key: str, name: str) -> tuple[int, ...]:
+        found = tuple(i for i, known in enumerate(class_names) if known == name)
+        if not found:
+            known = ", ".join(class_names)
+            known = known if len(known) <= 200 else known[:197] + "..."
+            shown = name if len(name) <= 60 else name[:57] + "..."
+            raise refuse(key, f"is '{shown}', not a class of this model (classes: {known})")
+        return found
+
+    def rule(key: str, item: dict[str, Any]) -> Rule:
+        kind = item["kind"]
+        if kind == "score_above":
+            return ScoreRule(score_limit(f"{key}.score_above", item["limit"], output_kind, refuse))
+        needs = "classification" if kind == "top1_in" else "segmentation"
+        if task != needs:
+            raise refuse(f"{key}.{kind}", f"applies to {needs} models, but this model's task is {task}")
+        if kind == "top1_in":
+            names = item["classes"]
+            return Top1Rule(names, frozenset(i for n in names for i in labels(f"{key}.top1_in", n)))
+        if kind == "min_component_ml":
+            every = tuple(range(1, max(2, len(class_names))))
+            found = labels(f"{key}.class", item["class"]) if "class" in item else every
+            if 0 in found:  # the volume's components are counted for every class but the background
+                raise refuse(f"{key}.class", f"is '{item['class']}', the background (label 0), whose components are "
+                                             "not counted: name a class, or leave class out for any class but the "
+                                             "background")
+            return component_rule(item, class_names, found)
+        found = labels(f"{key}.class", item["class"])
+        if kind == "min_area_px":
+            return AreaRule(item["class"], found, item["limit"])
+        return FractionRule(item["class"], found, item["limit"])
+
+    return tuple(rule(f"{section}[{i}]", item) for i, item in enumerate(raw))
+
+
+def component_rule(item: dict[str, Any], class_names: tuple[str, ...], found: tuple[int, ...]) -> ComponentRule:
+    """A `min_component_ml` rule of the labels `found` (its class's, or every label but the background's)."""
+    names = tuple(class_names[i] if i < len(class_names) else f"class {i}" for i in found)
+    return ComponentRule(item.get("class"), found, names, item["limit"])
+
+
+def score_limit(key: str, limit: float, output_kind: str, refuse: Callable[[str, str], Exception]) -> float:
+    """`limit` of a `score_above` rule, refused where the rule could never fire (or would fire on every image)."""
+    if output_kind not in SCORED_KINDS:
+        what = {"scores": "a scores output", "labels": "a labels output"}.get(output_kind, f"a {output_kind} output")
+        raise refuse(key, f"applies to models with an image score (binary segmentation, anomaly, classification), "
+                          f"but this model's output is {what}, which has none: the rule could never fire")
+    if output_kind in PROBABILITY_KINDS and limit >= 1:
+        raise refuse(key, f"is {limit:g}, but this model's image score is a probability (0 to 1) and the rule "
+                          "fires only above the limit: it could never fire; give a limit from 0 to below 1")
+    if output_kind in PROBABILITY_KINDS and limit < 0:
+        raise refuse(key, f"is {limit:g}, but this model's image score is a probability (0 to 1): every image "
+                          "would be NG; give a limit from 0 to below 1")
+    return limit
+
+
+def image_score(result: Result) -> float | None:
+    """The model's image score when it keeps one, else a classifier's top-1 probability, else None."""
+    score = getattr(result, "image_score", None)  # a Result field only once kept scores are merged
+    if score is not None:
+        return float(score)
+    if result.task == "classification" and result.predictions:
+        return float(result.predictions[0].score)
+    return None
+
+
+def verdict_of(spec: ModelSpec, result: Result) -> Verdict | None:
+    """The verdict of `result` under the spec's rules; None when the model has no `verdict` section."""
+    return None if spec.verdict is None else decide(spec.verdict, result, spec, review=spec.review)
+
+
+def decide(rules: tuple[Rule, ...], result: Result, spec: ModelSpec, *, review: tuple[Rule, ...] = ()) -> Verdict:
+    """OK unless a rule holds; the reason names the first that did (`scratch component 412 px >= 50`). A classifier's
+    uncertain result is NG when no rule fired (`uncertain: top-1 0.41 < min_confidence 0.50`). Only then is a
+    `review` rule judged: the first that holds makes it REVIEW (`review: score 0.55 > 0.4`). A non-finite score
+    is NG whatever the rules (`image score nan is not finite`): a comparison with NaN is False, so it would pass
+    every rule. The pipeline already makes such an output an error (app.inference.runtime.finite); this is for a Result
+    made anywhere else."""
+    broken = not_finite(result)
+    if broken:
+        return Verdict(False, broken)
+    for rule in rules:
+        reason = _fired(rule, result, spec)
+        if reason:
+            return Verdict(False, reason)
+    if spec is not None and spec.task == "classification" and not result.predictions:
+        return Verdict(False, "no class scores to judge")  # uncertainty() has nothing to measure: never sure
+    doubt = uncertainty(result.predictions, spec)
+    if doubt is not None:
+        return Verdict(False, doubt.reason)
+    unjudged = next((rule for rule in review if not judgeable(rule, result)), None)
+    if unjudged is not None:  # fail closed: a review rule that cannot be judged makes NG, as a fail rule does
+        return Verdict(False, _fired(unjudged, result, spec))
+    reason = review_reason(review, result, spec)
+    return Verdict(False, reason, review=True) if reason else Verdict(True)
+
+
+def judgeable(rule: Rule, result: Result) -> bool:
+    """Whether `result` has what `rule` measures (an image score and a finite limit, a mask, a top-1 class)."""
+    if isinstance(rule, ScoreRule):
+        return image_score(result) is not None and math.isfinite(rule.score_above)
+    if isinstance(rule, Top1Rule):
+        return bool(result.predictions)
+    if isinstance(rule, ComponentRule):
+        return False  # a volume rule never judges one image (refused in review_if: app.inference.decide.band)
+    return result.mask is not None and result.mask.size > 0
+
+
+def review_reason(review: tuple[Rule, ...], result: Result, spec: ModelSpec) -> str:
+    """Why the first review rule that holds does (`review: score 0.55 > 0.4`), or "" (`decide` has made a result
+    that a review rule cannot judge NG before asking)."""
+    return next((f"review: {why}" for why in (_fired(rule, result, spec) for rule in review) if why), "")
+
+
+def not_finite(result: Result) -> str:
+    """Why `result`'s image score or a prediction's score is NaN or ±inf (`image score nan is not finite`), or ""."""
+    score = image_score(result)
+    if score is not None and not math.isfinite(score):
+        return f"image score {score} is not finite"
+    bad = next((p for p in result.predictions if not math.isfinite(p.score)), None)
+    return "" if bad is None else f"score {bad.score} of {bad.name} is not finite"
+
+
+def _fired(rule: Rule, result: Result, spec: ModelSpec) -> str:
+    """Why `rule` holds for `result` ("" when it does not). What the rule measures missing from the result is a
+    reason too (`no image score to judge image score > 0.7 by`): a rule that cannot be judged never passes."""
+    if isinstance(rule, ScoreRule):
+        return score_fired(image_score(result), rule, rule.score_above)
+    if isinstance(rule, ComponentRule):  # a volume rule: a slice of a volume is never judged by it (slice_verdict)
+        return f"no volume to judge {rule.describe()} by (one 2D image or slice)"
+    if isinstance(rule, Top1Rule):
+        if not result.predictions:
+            return f"no top-1 class to judge {rule.describe()} by"
+        if result.predictions[0].index not in rule.indices:
+            return ""
+        return f"top-1 {result.predictions[0].name} is in [{', '.join(rule.class_names)}]"
+    mask = result.mask
+    if mask is None or mask.size == 0:
+        return f"no mask to judge {rule.describe()} by"
+    pixels = np.isin(mask, rule.labels)
+    if isinstance(rule, FractionRule):
+        fraction = int(np.count_nonzero(pixels)) / pixels.size
+        if fraction < rule.min_total_fraction:
+            return ""
+        return (f"{rule.class_name} covers {_percent(fraction)} % >= {_percent(rule.min_total_fraction)} %")
+    largest = largest_component(pixels)
+    return f"{rule.class_name} component {largest} px >= {rule.min_area_px}" if largest >= rule.min_area_px else ""
+
+
+def score_fired(score: float | None, rule: ScoreRule, limit: float) -> str:
+    """Why a score rule at `limit` holds for `score` (`score 0.82 > 0.7`), or "". Written so that anything not
+    comparable fires: no score, a NaN score, a NaN limit (every comparison with NaN is False)."""
+    shown = ScoreRule(limit, rule.inclusive).describe()
+    if score is None:
+        return f"no image score to judge {shown} by"
+    if not math.isfinite(limit):
+        return f"score limit {limit} is not finite"
+    if not math.isfinite(score):
+        return f"image score {score} is not finite"
+    below = score < limit if rule.inclusive else score <= limit
+    return "" if below else f"score {score:.4g} {rule.sign} {limit:g}"
+
+
+def largest_component(pixels: np.ndarray) -> int:
+    """Pixels in the largest 8-connected component of a boolean image (0 when it is empty)."""
+    if not pixels.any():
+        return 0
+    count, _, stats, _ = cv2.connectedComponentsWithStats(pixels.astype(np.uint8), connectivity=8)
+    return int(stats[1:count, cv2.CC_STAT_AREA].max())
+
+
+def _percent(fraction: float) -> str:
+    return f"{fraction * 100:.3g}"

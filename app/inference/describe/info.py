@@ -1,0 +1,225 @@
+"""What SegLens understands of a model, for people (`seglens-cli info`) and for tools (`info --json`): every value of
+the spec with where it came from, and the session's truth (provider, why not the GPU, latency)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import asdict
+from typing import Any
+
+from app.inference.decide.band import score_band
+from app.inference.describe.volume_text import volume_lines
+from app.inference.model.codes import ClassCode
+from app.inference.model.labels import display_name
+from app.inference.model.onnx_graph import TensorInfo
+from app.inference.model.spec import InputSpec, ModelSpec, VolumeInputSpec
+from app.inference.remote.graph import is_remote_path
+from app.inference.runtime.session import SessionInfo
+
+
+def spec_dict(spec: ModelSpec, info: SessionInfo | None) -> dict[str, Any]:
+    inp, out = spec.input, spec.output
+    data = {
+        "model": str(spec.path), "sidecar": str(spec.sidecar) if spec.sidecar else None, "name": spec.name,
+        "task": spec.task, "opset": spec.opset, "producer": spec.producer,
+        "inputs": [{"name": t.name, "shape": list(t.shape or []), "dtype": t.dtype} for t in spec.inputs],
+        "outputs": [{"name": t.name, "shape": list(t.shape or []), "dtype": t.dtype} for t in spec.outputs],
+        "input": {"name": inp.name, "layout": inp.layout, "channels": inp.channels, "dtype": inp.dtype,
+                  "size": list(inp.size) if inp.size else None, "resize": inp.resize,
+                  "size_divisor": inp.size_divisor, "color": inp.color, "scale": inp.scale,
+                  "mean": list(inp.mean), "std": list(inp.std), "modality": list(inp.modality),
+                  "color_matters": inp.color_matters,
+                  **({"tile": vars(inp.tile).copy()} if inp.resize == "tile" else {})},
+        "output": {"name": out.name, "kind": out.kind, "activation": out.activation, "threshold": out.threshold,
+                   **({"score": out.score_name, "mask": out.mask_name, "image_threshold": out.image_threshold}
+                      if out.kind == "anomaly" else {}),
+                   **({"min_confidence": out.min_confidence, "min_margin": out.min_margin}
+                      if spec.task == "classification" else {})},
+        "classes_file": str(spec.classes_file) if spec.classes_file else None,
+        "classes": [{"index": i, "name": c.name, "color": hex_color(c.color), **_code_dict(c.code)}
+                    for i, c in enumerate(spec.classes)],
+        "postprocess": vars(spec.postprocess).copy(),
+        "verdict": None if spec.verdict is None else {
+            "fail_if": [rule.as_dict() for rule in spec.verdict],
+            **({"review_if": [rule.as_dict() for rule in spec.review]} if spec.review else {})},
+        "sources": dict(spec.sources),
+    }
+    if spec.volume is not None:
+        data["volume"] = _volume_dict(spec.volume)
+    if info is not None:
+        data["session"] = session_dict(info)
+    return data
+
+
+def _volume_dict(volume: VolumeInputSpec) -> dict[str, Any]:
+    """A 3D model's patch, spacing, axes, normalisation, tiling and TTA as JSON values."""
+    data = asdict(volume)
+    return {key: list(value) if isinstance(value, tuple) else value for key, value in data.items()}
+
+
+def session_dict(info: SessionInfo) -> dict[str, Any]:
+    return {"requested": info.requested, "provider": info.provider, "providers": list(info.providers),
+            "fallback_reason": info.fallback_reason, "device_id": info.device_id, "gpu_present": info.gpu_present,
+            "load_ms": round(info.load_ms, 2), "first_run_ms": round(info.first_run_ms, 2),
+            "warm_run_ms": round(info.warm_run_ms, 2), "onnxruntime": info.ort_version}
+
+
+def _code_dict(code: ClassCode | None) -> dict[str, Any]:
+    """A class's sidecar `code:` as JSON: {"code": {"category": [scheme, value, meaning], "type": [...]}}."""
+    if code is None:
+        return {}
+    return {"code": {part: [c.scheme, c.value, c.meaning] for part, c in (("category", code.category),
+                                                                          ("type", code.type))}}
+
+
+def hex_color(color: tuple[int, int, int] | None) -> str | None:
+    return None if color is None else "#{:02x}{:02x}{:02x}".format(*color)
+
+
+_KIND_TEXT = {"scores": "per-class scores (argmax)", "binary": "binary mask (threshold)",
+              "labels": "label map (argmax inside the graph)", "classification": "class scores (top-k)",
+              "anomaly": "anomaly map (pixel threshold)"}
+
+
+def tile_text(inp: InputSpec) -> str:
+    """`256×256 tiles, overlap 0.25, gaussian, batch 1` (dynamic models: and above how many pixels)."""
+    t = inp.tile
+    hw = (inp.model_hw if None not in inp.model_hw else t.size)
+    when = f", above {t.max_pixels} pixels" if None in inp.model_hw else ""
+    return f"{hw[0]}×{hw[1]} tiles, overlap {t.overlap:g}, {t.blend}{when}, batch {t.batch}"
+
+
+def spec_text(spec: ModelSpec, info: SessionInfo | None) -> str:
+    src = spec.sources
+    inp, out = spec.input, spec.output
+
+    def row(label: str, value: object, key: str | None = None) -> str:
+        origin = f"  [{src.get(key, '')}]" if key and src.get(key) else ""
+        return f"  {label:<14}{value}{origin}"
+
+    if spec.volume is not None:
+        return _volume_text(spec, info)
+    hw = "dynamic H/W" if inp.dynamic_hw else f"fixed {inp.model_hw[0]}×{inp.model_hw[1]}"
+    lines = [
+        f"{spec.name}  ({spec.path})",
+        f"  sidecar       {spec.sidecar or 'none'}",
+        _onnx_line(spec),
+        row("task", spec.task, "task"),
+        "input",
+        row("tensor", f"{spec.inputs[0].describe()} ({inp.layout}, {hw})"),
+        row("size", "keep the image's size" if inp.size is None else f"{inp.size[0]}×{inp.size[1]} (H×W)",
+            "input.size"),
+        row("resize", inp.resize if inp.resize != "tile" else f"tile ({tile_text(inp)})", "input.resize"),
+        row("size_divisor", inp.size_divisor, "input.size_divisor"),
+        row("color", inp.color, "input.color"),
+        row("scale", f"{inp.scale:.8g}", "input.scale"),
+        row("mean", ", ".join(f"{v:g}" for v in inp.mean), "input.mean"),
+        row("std", ", ".join(f"{v:g}" for v in inp.std), "input.std"),
+        *([row("modality", f"{', '.join(inp.modality)} (other images are warned)", "input.modality")]
+          if inp.modality else []),
+        *([row("color_matters", "yes (gray images are warned)", "input.color_matters")] if inp.color_matters else []),
+        "output",
+        row("tensor", f"{_tensor(spec, out.name).describe()}: {_KIND_TEXT[out.kind]}"),
+        row("activation", out.activation, "output.activation"),
+    ]
+    if out.kind == "anomaly":
+        lines.append(row("score", f"{_tensor(spec, out.score_name).describe()}: image anomaly score"))
+        if out.mask_name:
+            lines.append(row("mask", f"{_tensor(spec, out.mask_name).describe()}: the model's own mask (used)"))
+        lines.append(row("threshold", f"{out.threshold:g} (pixel: anomalous where map >= it)", "output.threshold"))
+        lines.append(row("image_thresh", f"{out.image_threshold:g} (NG where score >= it)",
+                         "output.image_threshold"))
+    elif out.kind == "binary":
+        lines.append(row("threshold", out.threshold, "output.threshold"))
+    if spec.task == "classification":
+        lines.append(row("min_confidence ", f"{out.min_confidence:g} (uncertain where top-1 < it)",
+                         "output.min_confidence"))
+        lines.append(row("min_margin", f"{out.min_margin:g} (uncertain where top-1 − top-2 < it)",
+                         "output.min_margin"))
+    lines += _class_lines(spec)
+    lines += _postprocess_lines(spec, row)
+    lines += _verdict_lines(spec)
+    if info is not None:
+        lines += ["session", *(f"  {line}" for line in session_lines(info))]
+    return "\n".join(lines)
+
+
+def _volume_text(spec: ModelSpec, info: SessionInfo | None) -> str:
+    """`info` of a 3D model: its volume input (patch, spacing, axes, normalisation, tiling, TTA), output, classes."""
+    lines = [
+        f"{spec.name}  ({spec.path})",
+        f"  sidecar       {spec.sidecar or 'none'}",
+        _onnx_line(spec),
+        *volume_lines(spec, _tensor(spec, spec.output.name)),
+    ]
+    lines += _class_lines(spec)
+    lines += _verdict_lines(spec)
+    if info is not None:
+        lines += ["session", *(f"  {line}" for line in session_lines(info))]
+    return "\n".join(lines)
+
+
+def _postprocess_lines(spec: ModelSpec, row: Callable[[str, object, str], str]) -> list[str]:
+    post = spec.postprocess
+    lines = ["postprocess"]
+    if spec.task == "classification":
+        lines.append(row("top_k", post.top_k, "postprocess.top_k"))
+    else:
+        lines.append(row("min_area", post.min_area, "postprocess.min_area"))
+        lines.append(row("close_kernel", post.close_kernel, "postprocess.close_kernel"))
+    return lines
+
+
+def _verdict_lines(spec: ModelSpec) -> list[str]:
+    if spec.verdict is None:
+        return []
+    where = f"verdict  [{spec.sources.get('verdict', '')}]"
+    if not spec.review:
+        return [f"{where}  NG when any rule holds, OK otherwise", *(f"  fail if {r.describe()}" for r in spec.verdict)]
+    lines = [f"{where}  NG when a fail rule holds, else REVIEW when a review rule holds, else OK",
+             *(f"  fail if {r.describe()}" for r in spec.verdict),
+             *(f"  review if {r.describe()}" for r in spec.review)]
+    band = score_band(spec.verdict, spec.review)
+    if band:
+        lines.append(f"  band: {band}")
+    return lines
+
+
+def _class_lines(spec: ModelSpec) -> list[str]:
+    """`classes [sidecar]` and one line per class; a classifier's long names (`n01440764 tench, Tinca tinca`) as
+    the viewer shows them, then whole."""
+    where = spec.sources.get("classes", "")
+    lines = [f"classes  [{where}: {spec.classes_file}]" if spec.classes_file else f"classes  [{where}]"]
+    for i, c in enumerate(spec.classes):
+        if spec.task == "classification":
+            short = display_name(c.name)
+            lines.append(f"  {i:>3}  {short:<24}{c.name if short != c.name else ''}".rstrip())
+        else:
+            coded = f"  {c.code.text()}" if c.code else ""
+            lines.append(f"  {i:>3}  {c.name:<24}{hex_color(c.color) or 'not painted':<12}{coded}".rstrip())
+    return lines
+
+
+def _tensor(spec: ModelSpec, name: str | None) -> TensorInfo:
+    return next((t for t in spec.outputs if t.name == name), spec.outputs[0])
+
+
+def _onnx_line(spec: ModelSpec) -> str:
+    if spec.opset is None and not spec.producer and is_remote_path(spec.path):  # the wire says neither
+        return "  ONNX          served: its metadata says no opset or producer"
+    return f"  ONNX          opset {spec.opset}, {spec.producer or 'unknown producer'}"
+
+
+def session_lines(info: SessionInfo) -> list[str]:
+    if info.remote is not None:  # ONNX Runtime runs on the server: its device is what the server says
+        lines = [f"provider      {info.provider_label} (requested remote, over {info.remote.protocol})"]
+        if info.remote.server_fallback and info.remote.server_fallback not in (info.remote.server_device or ""):
+            lines.append(f"not on GPU    the server's session: {info.remote.server_fallback}")
+    else:
+        lines = [f"provider      {info.provider_label} (requested {info.requested}; "
+                 f"onnxruntime {info.ort_version})"]
+    if info.fallback_reason:
+        lines.append(f"not on GPU    {info.fallback_reason}")
+    lines.append(f"latency       load {info.load_ms:.0f} ms, first run {info.first_run_ms:.1f} ms"
+                 + (f", warmed run {info.warm_run_ms:.1f} ms" if info.warm_run_ms else ""))
+    return lines

@@ -1,0 +1,295 @@
+"""The sidecar `<model>.yaml`: parse and validate it into plain values, naming the file and key on any error.
+
+Only the keys a user wrote come back (as a flat dict `"input.size" -> value`), so the spec can tell
+"from the sidecar" apart from "detected" and "default".
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from app.errors import SidecarError
+from app.guard.yaml_load import YAMLRefused, load_yaml
+from app.inference.image.tiling import BLENDS, MAX_OVERLAP
+from app.inference.model import validators
+from app.inference.model.codes import ClassCode, CodeError, parse_class_code
+from app.inference.model.labels import read_labels
+from app.inference.model.sidecar_verdict import calibrated, rules
+from app.inference.model.sidecar_volume import NORMALIZE_KEYS, axes_code, patch_size, spacing_mm, tta_axes
+from app.inference.model.validators import (
+    Check,
+    KeyedValueError,
+    choice,
+    class_name,
+    fraction,
+    kind,
+    number,
+    read_at_most,
+    short_key,
+    shown,
+    whole,
+)
+from app.inference.model.validators import text as nonempty_text
+from app.inference.runtime.options import RUNTIME_KEYS
+
+MAX_SIDE = 16384  # a working size beyond this is a typo, and would ask for tens of GB
+MAX_SIDECAR_BYTES = 1 << 20  # real sidecars are a few hundred bytes; a bigger one is not a sidecar
+
+
+def find_sidecar(model_path: Path) -> Path | None:
+    """`<model>.yaml` (or `.yml`) beside the model, when present. Present but not a regular file (a FIFO, a
+    folder) it is still returned: reading it then refuses it in one line, rather than running without it."""
+    for suffix in (".yaml", ".yml"):
+        candidate = model_path.with_suffix(suffix)
+        if candidate.exists():
+            return candidate
+    return None
+
+
+def load_sidecar(path: Path) -> dict[str, Any]:
+    """Read and validate a sidecar; returns `{"input.size": (512, 512), ...}` for the keys present. The YAML is
+    parsed by the one loader (app.guard.yaml_load: no anchors or aliases, a depth cap, duplicate keys refused)."""
+    text = _read_text(path)
+    try:
+        data = load_yaml(text, source=str(path), what="sidecar", limit=MAX_SIDECAR_BYTES)
+    except YAMLRefused as exc:
+        raise SidecarError(str(exc)) from None
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise SidecarError(f"{path}: the sidecar must be a mapping of keys (name, task, input, ...)")
+    return _with_classes_file(_validate(data, _SCHEMA, prefix="", path=path), path)
+
+
+def _with_classes_file(values: dict[str, Any], path: Path) -> dict[str, Any]:
+    """`classes_file:` read (relative to the sidecar) into `classes`, its resolved path kept under its own key."""
+    if "classes_file" not in values:
+        return values
+    if "classes" in values:
+        raise SidecarError(f"{path}: 'classes_file' and 'classes' both given: use one")
+    labels = _beside(path, values["classes_file"])
+    try:
+        names = read_labels(labels)
+    except ValueError as exc:
+        raise SidecarError(f"{path}: 'classes_file' {exc}") from None
+    return {**values, "classes_file": labels, "classes": tuple((name, _UNSET, None) for name in names)}
+
+
+def _beside(path: Path, name: str) -> Path:
+    """`classes_file` as a file in the sidecar's folder or below, as documented: a relative path without `..`
+    whose target, symlinks followed, stays inside the folder (a model must not read the user's other files)."""
+    relative = Path(name)
+    if relative.anchor or ".." in relative.parts:
+        raise SidecarError(f"{path}: 'classes_file' must name a file beside the sidecar (in its folder or below, "
+                           f"without '..'), got {shown(name)}")
+    labels = path.parent / relative
+    if not labels.resolve().is_relative_to(path.parent.resolve()):
+        raise SidecarError(f"{path}: 'classes_file' {labels} leads outside the sidecar's folder (a symbolic link)")
+    return labels
+
+
+def _read_text(path: Path) -> str:
+    """The sidecar's text, refused when it is too large (read at most one byte past the limit), not UTF-8 or
+    binary."""
+    try:
+        data = read_at_most(path, MAX_SIDECAR_BYTES)
+    except OSError as exc:
+        raise SidecarError(f"{path}: cannot read sidecar ({exc.strerror or exc})") from exc
+    if data is None:
+        raise SidecarError(f"{path}: sidecar too large (over {MAX_SIDECAR_BYTES >> 20} MiB; a sidecar is a "
+                           "short YAML file)")
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise SidecarError(f"{path}: sidecar is not UTF-8 text") from exc
+    if "\x00" in text:
+        raise SidecarError(f"{path}: sidecar is not text (it contains NUL bytes)")
+    return text
+
+
+def _validate(data: dict[Any, Any], schema: dict[str, Any], *, prefix: str, path: Path) -> dict[str, Any]:
+    values: dict[str, Any] = {}
+    for key, raw in data.items():
+        full = f"{prefix}{key}"
+        rule = schema.get(key) if isinstance(key, str) else None
+        if rule is None:
+            known = ", ".join(schema)
+            raise SidecarError(f"{path}: unknown key '{short_key(full)}' (expected one of: {known})")
+        if isinstance(rule, dict):
+            if raw is None:
+                continue
+            if not isinstance(raw, dict):
+                raise SidecarError(f"{path}: '{full}' must be a mapping, got {kind(raw)}")
+            values.update(_validate(raw, rule, prefix=f"{full}.", path=path))
+            continue
+        try:
+            values[full] = rule(raw)
+        except KeyedValueError as exc:  # a problem inside a list item: `verdict.fail_if[2].class`
+            raise SidecarError(f"{path}: '{full}{exc.subkey}' {exc}") from exc
+        except (ValueError, TypeError) as exc:
+            raise SidecarError(f"{path}: '{full}' {exc}") from exc
+    return values
+
+
+def _size(value: Any) -> tuple[int, int] | None:
+    if value is None:
+        return None
+    if (not isinstance(value, list | tuple) or len(value) != 2
+            or not all(isinstance(v, int) and not isinstance(v, bool) and 0 < v <= MAX_SIDE for v in value)):
+        raise ValueError(f"must be [height, width] in pixels (1 to {MAX_SIDE}) or null, got {shown(value)}")
+    return int(value[0]), int(value[1])
+
+
+def overlap_2d(value: Any) -> float:
+    """A 2D tile overlap, 0 to MAX_OVERLAP (a 3D model's patches take any below 1: app.inference.model.spec3d)."""
+    share = number(value)
+    if not 0.0 <= share <= MAX_OVERLAP:
+        raise ValueError(f"must be at least 0 and at most {MAX_OVERLAP} (the share of a tile overlapping its "
+                         f"neighbour; nearer 1 the stride shrinks to a pixel), got {shown(value)}")
+    return share
+
+
+def _tile_size(value: Any) -> tuple[int, int]:
+    size = _size(value)
+    if size is None:
+        raise ValueError(f"must be [height, width] in pixels (1 to {MAX_SIDE}), got null")
+    return size
+
+
+def _numbers(*, nonzero: bool = False) -> Check:
+    def check(value: Any) -> tuple[float, ...]:
+        items = value if isinstance(value, list | tuple) else [value]
+        if not items or len(items) > 4:
+            raise ValueError(f"must be a number or a list of 1 or 3 numbers, got {shown(value)}")
+        numbers = tuple(number(v) for v in items)
+        if nonzero and any(n == 0 for n in numbers):
+            raise ValueError("must not contain 0 (it divides)")
+        return numbers
+
+    return check
+
+
+def _pair(shape: str, *, positive_second: bool = False, increasing: bool = False) -> Check:
+    def check(value: Any) -> tuple[float, float] | None:
+        if value is None:
+            return None
+        if not isinstance(value, list | tuple) or len(value) != 2:
+            raise ValueError(f"must be {shape} or null, got {shown(value)}")
+        a, b = number(value[0]), number(value[1])
+        if positive_second and b <= 0:
+            raise ValueError(f"must be {shape} with a width > 0, got {shown(value)}")
+        if increasing and b <= a:
+            raise ValueError(f"must be {shape} with low < high, got {shown(value)}")
+        return a, b
+
+    return check
+
+
+def parse_color(value: Any) -> tuple[int, int, int] | None:
+    """'#rrggbb', '#rgb', [r, g, b] or null/none/transparent (not painted)."""
+    if value is None or (isinstance(value, str) and value.lower() in ("none", "transparent")):
+        return None
+    if isinstance(value, str) and value.startswith("#") and len(value) in (4, 7):
+        digits = value[1:] if len(value) == 7 else "".join(c * 2 for c in value[1:])
+        try:
+            return int(digits[0:2], 16), int(digits[2:4], 16), int(digits[4:6], 16)
+        except ValueError:
+            pass
+    elif (isinstance(value, list | tuple) and len(value) == 3
+          and all(isinstance(v, int) and not isinstance(v, bool) and 0 <= v <= 255 for v in value)):
+        return int(value[0]), int(value[1]), int(value[2])
+    raise ValueError(f"must be '#rrggbb', [r, g, b] (0-255) or null, got {shown(value)}")
+
+
+_UNSET = object()
+
+
+def _classes(value: Any) -> tuple[tuple[str, Any, ClassCode | None], ...]:
+    """A list of `{name, color, code}` mappings (or plain names) as (name, color, code). Color `_UNSET` = use the
+    default palette; code None = app.inference.model.codes.DEFAULT_CODE."""
+    if not isinstance(value, list) or not value:
+        raise ValueError(f"must be a non-empty list of {{name: ..., color: ...}}, got {kind(value)}")
+    parsed = []
+    for index, item in enumerate(value):
+        if isinstance(item, str):
+            item = {"name": item}
+        if not isinstance(item, dict):
+            raise ValueError(f"[{index}] must be a name or {{name: ..., color: ...}}, got {kind(item)}")
+        unknown = sorted(str(k) for k in set(item) - {"name", "color", "code"})
+        if unknown:
+            raise ValueError(f"[{index}] has unknown key '{short_key(unknown[0])}' (expected name, color, code)")
+        parsed.append((_field(index, "name", class_name, item.get("name")),
+                       _field(index, "color", parse_color, item["color"]) if "color" in item else _UNSET,
+                       _class_code(index, item["code"]) if "code" in item else None))
+    return tuple(parsed)
+
+
+def _class_code(index: int, value: Any) -> ClassCode:
+    try:
+        return parse_class_code(value)
+    except CodeError as exc:  # `classes[1].code.type` in the message
+        raise KeyedValueError(f"[{index}].code.{exc.part}", str(exc)) from exc
+    except ValueError as exc:
+        raise KeyedValueError(f"[{index}].code", str(exc)) from exc
+
+
+def _field(index: int, field: str, check: Check, value: Any) -> Any:
+    try:
+        return check(value)
+    except ValueError as exc:
+        raise ValueError(f"[{index}].{field} {exc}") from exc
+
+
+_SCHEMA: dict[str, Any] = {
+    "name": class_name,  # the model's name reaches DICOM descriptions and the terminal as class names do
+    "task": choice("segmentation", "classification"),
+    "input": {
+        "size": _size,
+        "resize": choice("stretch", "letterbox", "tile"),
+        "size_divisor": whole(1, 1024),
+        "color": choice("rgb", "bgr", "gray"),
+        "scale": number,
+        "mean": _numbers(),
+        "std": _numbers(nonzero=True),
+        "window": _pair("[center, width]", positive_second=True),
+        "range": _pair("[low, high]", increasing=True),
+        "modality": validators.modality_codes,  # trained on these: other images are warned (app.inference.image.fit)
+        "color_matters": validators.boolean,  # 3 channels that tell classes apart by colour: gray is warned
+        "patch": patch_size,  # 3D models: [D, H, W] of one patch (app.inference.model.spec3d)
+        "spacing": spacing_mm,  # 3D: the model's target spacing in mm along the tensor's D, H, W
+        "axes": axes_code,  # 3D: native or an orientation code
+        "normalize": NORMALIZE_KEYS,  # 3D: ct (clip, then the training set's mean/std) or zscore (each volume's)
+        "tta": tta_axes,  # 3D: mirroring test-time augmentation
+        "tile": {  # resize: tile (app.inference.image.tiling); a 3D model's patches (overlap, blend, batch)
+            "overlap": number,  # its range is the model's: 2D tiles overlap_2d, 3D patches [0, 1) (spec3d)
+            "blend": choice(*BLENDS),
+            "size": _tile_size,
+            "max_pixels": whole(1, MAX_SIDE * MAX_SIDE * 16),
+            "batch": whole(1, 256),
+            "pad": choice("zeros", "edge"),  # 3D: how a volume smaller than the patch is padded (spec3d)
+        },
+    },
+    "output": {
+        "activation": choice("auto", "softmax", "sigmoid", "none"),
+        "threshold": fraction,
+        "image_threshold": fraction,  # anomaly models: NG when the image score is at or above it
+        "min_confidence": fraction,  # classification: uncertain when top-1 < it (app.inference.decide.verdict)
+        "min_margin": fraction,  # classification: uncertain when top-1 − top-2 < it
+    },
+    "classes": _classes,
+    "classes_file": nonempty_text,  # a labels file beside the sidecar (app.inference.model.labels)
+    "runtime": RUNTIME_KEYS,
+    "postprocess": {
+        "min_area": whole(0, 2**31 - 1),
+        "close_kernel": whole(0, 255),
+        "top_k": whole(1, 1000),
+    },
+    "verdict": {
+        "fail_if": rules,
+        "review_if": rules,  # the band: REVIEW when one holds and no fail rule does (app.inference.decide.band)
+        "calibrated": calibrated,  # written by seglens-cli calibrate: where the limits came from (not judged)
+    },
+}
+
+UNSET_COLOR = _UNSET

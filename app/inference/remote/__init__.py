@@ -1,0 +1,2 @@
+"""A model served elsewhere over the Open Inference Protocol (KServe v2 / Triton): the remote session, its wires,
+errors, graph, name and sidecar."""

@@ -1,0 +1,260 @@
+"""A 3D model on a whole volume: the native array → the model's axes and spacing, normalised → the sliding window
+(app.inference.volume3d.window, MONAI's) → the blended probabilities back on the native grid → labels.
+
+    native [C, D, H, W] ──orient (view)──▶ normalise + resample (linear) ──▶ sliding window (activated, blended)
+        ◀── labels (argmax / threshold) ◀── probabilities, resampled back (linear) ◀── un-orient (view) ◀──┘
+
+Each native slice is normalised before it is resampled (nnU-Net's order: a CT's clip acts on measured HU, not on
+interpolated ones). The probabilities are resampled back *before* the decision, never the labels (a nearest-
+neighbour label volume would staircase); a label-output model's patches are one-hot encoded first, so overlapping
+patches vote.
+Memory is estimated before anything is allocated (app.inference.volume3d.memory) and a volume that cannot fit is
+refused in one line.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+
+import numpy as np
+
+from app.errors import ModelError, SegLensError
+from app.inference.image.postprocess import argmax_planes
+from app.inference.model.spec import ModelSpec, Tile3D, VolumeInputSpec
+from app.inference.runtime.finite import check_finite
+from app.inference.volume3d.activate import activate, one_hot
+from app.inference.volume3d.memory import check_memory, estimate_bytes
+from app.inference.volume3d.normalize import intensity
+from app.inference.volume3d.orient import Orientation, orientation
+from app.inference.volume3d.resample import resample_into, resample_linear, resampled_slices, spacing_shape, store
+from app.inference.volume3d.window import (
+    ProgressFn,
+    StopFn,
+    gaussian_importance,
+    mirror_passes,
+    patch_count,
+    sliding_window,
+    window_starts,
+)
+
+__all__ = ["VolumePrediction", "estimate_bytes", "gaussian_importance", "model_grid", "model_input",
+           "native_outputs", "predict_volume", "resample_linear", "sliding_window", "window_starts"]
+
+Shape3 = tuple[int, int, int]
+RawRun = Callable[[np.ndarray], np.ndarray | tuple[np.ndarray, ...]]
+_DTYPES = {"float32": np.float32, "float16": np.float16, "uint8": np.uint8}
+
+
+@dataclass(frozen=True)
+class VolumePrediction:
+    """A 3D model's answer on the native grid, kept so a threshold, heatmap or verdict needs no new run."""
+
+    probabilities: np.ndarray  # [K, D, H, W] float16 on the native grid (K = 1 for a binary model), activated
+    labels: np.ndarray  # [D, H, W] uint8 on the native grid (argmax / threshold of the probabilities)
+    patches: int  # patch evaluations (windows × TTA passes); one per session run at batch 1
+    timings: dict[str, float] = field(default_factory=dict)  # ms: preprocess, inference, postprocess; session
+    model_shape: Shape3 = (0, 0, 0)  # the grid the model ran on (after resampling and reorientation)
+    runs: int = 0  # session runs made (a batch of patches is one run)
+
+
+@dataclass(frozen=True)
+class _Plan:
+    """Where and how the model runs: decided (and the memory checked) before anything big is allocated."""
+
+    volume: VolumeInputSpec
+    orient: Orientation
+    native_shape: Shape3
+    model_shape: Shape3
+    classes: int
+
+
+def predict_volume(image: np.ndarray, *, spacing: tuple[float, float, float] | None, affine: np.ndarray | None,
+                   spec: ModelSpec, run_raw: RawRun, progress: ProgressFn | None = None,
+                   should_stop: StopFn | None = None, memory_limit: int | None = None) -> VolumePrediction:
+    """Run a 3D model over `image` (native [D, H, W] or [C, D, H, W], real units such as HU) of a volume with
+    `spacing` (mm along D, H, W) and `affine` (`Volume.affine`). `run_raw` maps the model's 5-D input tensor to
+    its raw output. Raises SegLensError (one line) for a volume that cannot fit in `memory_limit` bytes (None:
+    the memory available now), `pipeline.Stopped` when `should_stop()` answers True between session runs."""
+    native = image[None] if image.ndim == 3 else image
+    plan = _plan(native.shape, spacing, affine, spec)
+    _check_memory(plan, native.shape[0], memory_limit)
+    started = time.perf_counter()
+    model_image = _prepare(native, plan)
+    prepared = time.perf_counter()
+    runner = _Runner(spec, run_raw, plan.classes)
+    blended = _blend(model_image, runner, plan, progress, should_stop)
+    del model_image  # the model grid's image is not needed past the window: freed before the native outputs
+    inferred = time.perf_counter()
+    probabilities, labels = _to_native(blended, plan, threshold=spec.output.threshold)
+    finished = time.perf_counter()
+    timings = {"preprocess": (prepared - started) * 1000, "inference": (inferred - prepared) * 1000,
+               "postprocess": (finished - inferred) * 1000, "session": runner.seconds * 1000}
+    return VolumePrediction(probabilities=probabilities, labels=labels, patches=runner.patches, timings=timings,
+                            model_shape=plan.model_shape, runs=runner.runs)
+
+
+def model_grid(native_shape: Shape3, spacing: tuple[float, float, float] | None, volume: VolumeInputSpec,
+               orient: Orientation) -> Shape3:
+    """The grid the model runs on, in its own axes: the native shape reordered, resampled to its spacing."""
+    shape = orient.model_order(native_shape)
+    if volume.spacing is None:
+        return shape
+    if spacing is None:
+        spelt = " × ".join(f"{s:g}" for s in volume.spacing)
+        raise SegLensError(f"the 3D model was trained at {spelt} mm (input.spacing), and this volume has no spacing "
+                           "to resample it by")
+    return spacing_shape(shape, orient.model_order(spacing), volume.spacing)
+
+
+def output_classes(spec: ModelSpec) -> int:
+    """K: the probability channels the blend keeps (a label model's one-hot classes)."""
+    if spec.output.kind == "labels":
+        return spec.label_count
+    declared = next((info.shape for info in spec.outputs if info.name == spec.output.name), None)
+    if declared is not None and len(declared) == 5 and isinstance(declared[1], int):
+        return declared[1]
+    return 1 if spec.output.kind == "binary" else max(len(spec.classes), 1)
+
+
+def model_input(image: np.ndarray, *, spacing: tuple[float, float, float] | None, affine: np.ndarray | None,
+                spec: ModelSpec) -> np.ndarray:
+    """What the 3D model sees of `image`: [C, d, h, w] float32 on its grid, in its axes, normalised (the input
+    a reference sliding window, MONAI's in benchmarks/volume3d_bench.py, is given)."""
+    native = image[None] if image.ndim == 3 else image
+    return _prepare(native, _plan(native.shape, spacing, affine, spec))
+
+
+def native_outputs(blended: np.ndarray, *, native_shape: Shape3, spacing: tuple[float, float, float] | None,
+                   affine: np.ndarray | None, spec: ModelSpec) -> tuple[np.ndarray, np.ndarray]:
+    """Blended probabilities on the model's grid ([K, d, h, w], its axes) as predict_volume keeps them: float16 on
+    the native grid, and the uint8 labels decided from them."""
+    plan = _plan((spec.input.channels, *native_shape), spacing, affine, spec)
+    return _to_native(blended, plan, threshold=spec.output.threshold)
+
+
+def _plan(shape: tuple[int, ...], spacing: tuple[float, float, float] | None, affine: np.ndarray | None,
+          spec: ModelSpec) -> _Plan:
+    """Where the model runs for a native [C, D, H, W] volume of `shape`."""
+    volume = spec.volume
+    if volume is None:
+        raise ModelError(f"{spec.path.name}: not a 3D model (its input is not [N, C, D, H, W])")
+    if len(shape) != 4 or shape[0] != spec.input.channels:
+        has = f"{shape[0]} channel(s) of {list(shape[1:])}" if len(shape) == 4 else f"shape {list(shape)}"
+        raise SegLensError(f"the 3D model wants {spec.input.channels} channel(s) of [D, H, W] voxels; the volume "
+                           f"has {has}")
+    native_shape = (shape[1], shape[2], shape[3])
+    orient = orientation(volume.axes, affine)
+    return _Plan(volume, orient, native_shape, model_grid(native_shape, spacing, volume, orient), output_classes(spec))
+
+
+def _check_memory(plan: _Plan, channels: int, memory_limit: int | None) -> None:
+    volume = plan.volume
+    patch = _whole_shape(plan.model_shape, volume) if volume.whole else volume.patch
+    needed = estimate_bytes(plan.native_shape, plan.model_shape, plan.classes, channels=channels, patch=patch,
+                            batch=1 if volume.whole else volume.tile.batch)
+    check_memory(needed, memory_limit, model_shape=plan.model_shape, classes=plan.classes)
+
+
+def _prepare(native: np.ndarray, plan: _Plan) -> np.ndarray:
+    """The model's input volume [C, d, h, w] float32: each native slice normalised, resampled to the model's
+    grid and written through a view in the native axes (no reoriented copy)."""
+    _check_voxels(native)
+    model_image = np.empty((native.shape[0], *plan.model_shape), np.float32)
+    mappings = [intensity(plan.volume.normalize, native[c]) for c in range(native.shape[0])]
+
+    def source(k: int) -> np.ndarray:
+        return np.stack([mapping.apply(native[c, k]) for c, mapping in enumerate(mappings)])
+
+    resample_into(source, native.shape[1], plan.orient.to_native(model_image))
+    return model_image
+
+
+def _check_voxels(native: np.ndarray) -> None:
+    """SegLensError (one line) for a volume with NaN or infinite voxels: they would spread through the
+    normalisation into every patch and read as a broken model. Slice by slice: no mask of the whole volume."""
+    bad = [int(np.count_nonzero(~np.isfinite(native[:, k]))) for k in range(native.shape[1])]
+    total = sum(bad)
+    if total:
+        first = next(k for k, n in enumerate(bad) if n)
+        voxels = "1 voxel that is" if total == 1 else f"{total} voxels that are"
+        raise SegLensError(f"the volume has {voxels} not a number (NaN or infinite), the first in slice {first + 1} "
+                           f"of {native.shape[1]}: a 3D model cannot run on {'it' if total == 1 else 'them'}")
+
+
+def _whole_shape(model_shape: Shape3, volume: VolumeInputSpec) -> Shape3:
+    """A whole-volume run's tensor: the grid padded to a multiple of the size divisor on each axis."""
+    d = max(1, volume.size_divisor)
+    sizes = [-(-n // d) * d for n in model_shape]
+    return sizes[0], sizes[1], sizes[2]
+
+
+def _blend(model_image: np.ndarray, runner: _Runner, plan: _Plan, progress: ProgressFn | None,
+           should_stop: StopFn | None) -> np.ndarray:
+    volume = plan.volume
+    if not volume.whole:
+        return sliding_window(model_image, runner, patch=volume.patch, tile=volume.tile, mirror_axes=volume.tta,
+                              progress=progress, should_stop=should_stop)
+    # one window of the padded volume: padded at the end by repeating the last voxels, cropped after; TTA still
+    # applies. Not zeros: after a CT normalisation zero is the training set's mean HU (-655 for the demo model), a
+    # band of tissue-like voxels the model labels (the demo called the border's air lung: 504 mL against 290)
+    whole = _whole_shape(plan.model_shape, volume)
+    pads = [(0, w - n) for w, n in zip(whole, plan.model_shape, strict=True)]
+    padded = np.pad(model_image, ((0, 0), *pads), mode="edge") if any(a for _, a in pads) else model_image
+    blended = sliding_window(padded, runner, patch=whole, tile=Tile3D(overlap=0.0, blend="constant"),
+                             mirror_axes=volume.tta, progress=progress, should_stop=should_stop)
+    d, h, w = plan.model_shape
+    return blended if blended.shape[1:] == plan.model_shape else np.ascontiguousarray(blended[:, :d, :h, :w])
+
+
+def _to_native(blended: np.ndarray, plan: _Plan, *, threshold: float) -> tuple[np.ndarray, np.ndarray]:
+    """The blended probabilities (model grid, model axes) on the native grid as float16, and their labels —
+    decided slice by slice from the float32 resampled values."""
+    view = plan.orient.to_native(blended)
+    classes = blended.shape[0]
+    probabilities = np.empty((classes, *plan.native_shape), np.float16)
+    labels = np.empty(plan.native_shape, np.uint8)
+    for d, block in resampled_slices(lambda k: view[:, k], view.shape[1], plan.native_shape):
+        store(probabilities[:, d], block)
+        labels[d] = (block[0] > threshold) if classes == 1 else argmax_planes(block)
+    return probabilities, labels
+
+
+class _Runner:
+    """The model's raw run as the sliding window wants it: [B, C, …] float32 in the model's dtype, the output
+    checked finite and activated (softmax / sigmoid / as is), a label output one-hot encoded."""
+
+    def __init__(self, spec: ModelSpec, run_raw: RawRun, classes: int) -> None:
+        self._spec, self._run_raw, self._classes = spec, run_raw, classes
+        self._dtype = _DTYPES.get(spec.input.dtype, np.float32)
+        self.patches = self.runs = 0
+        self.seconds = 0.0
+
+    def __call__(self, batch: np.ndarray) -> np.ndarray:
+        tensor = batch if batch.dtype == self._dtype else batch.astype(self._dtype)
+        started = time.perf_counter()
+        raw = self._run_raw(tensor)
+        self.seconds += time.perf_counter() - started
+        self.runs += 1
+        self.patches += len(batch)
+        output = np.asarray(raw[0] if isinstance(raw, tuple) else raw)
+        check_finite(self._spec.path.name, (self._spec.output.name,), output)  # before an activation hides it
+        if self._spec.output.kind == "labels":
+            return one_hot(output, self._classes, model_name=self._spec.path.name)
+        return activate(output, self._spec.output.activation)
+
+
+def with_tta(spec: ModelSpec, axes: tuple[int, ...]) -> ModelSpec:
+    """`spec` with mirroring TTA over `axes` (() turns it off): the CLI's --tta."""
+    if spec.volume is None:
+        return spec
+    mirror_passes(axes)  # validates the axes
+    return replace(spec, volume=replace(spec.volume, tta=tuple(sorted(set(axes)))))
+
+
+def planned_patches(shape: Shape3, volume: VolumeInputSpec) -> int:
+    """Patch evaluations a run over a model grid of `shape` makes (windows × TTA passes)."""
+    if volume.whole:
+        return len(mirror_passes(volume.tta))
+    return patch_count(shape, volume.patch, volume.tile, volume.tta)

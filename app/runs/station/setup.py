@@ -1,0 +1,212 @@
+"""From a StationFile (app.runs.station.file) to a running Station: the spec with its limits, the warmed session,
+the sinks, the source. The CLI's `watch` and the viewer's Station view both start stations through here.
+
+The sources and the sinks that need an optional package (OpenCV's capture is always there; watchdog, paho-mqtt,
+asyncua) are imported only by the station that uses them; one that is not in this build is one line, not a
+traceback.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import tempfile
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import yaml
+
+from app.errors import SegLensError, SidecarError
+from app.guard.shared import atomic_write
+from app.guard.yaml_load import YAMLRefused, read_yaml
+from app.runs.station.file import StationFile
+from app.runs.station.privacy import StationPrivacy, station_privacy
+from app.runs.station.run import Station, StationRefused
+
+if TYPE_CHECKING:
+    from app.inference.model.spec import ModelSpec
+    from app.inference.runtime.session import ModelSession
+    from app.io.sources import Source
+    from app.io.sources.watch import AlreadyDone
+    from app.runs.station.sinks import Sink, StationVerdict
+    from app.runs.station.sinks.folder import Pictures
+    from app.runs.station.stats import StationStats
+
+
+def station_spec(station: StationFile) -> ModelSpec:
+    """The model's spec under the station's sidecar, its `verdict:` (when given) in place of the sidecar's."""
+    from app.inference.describe.bundled import resolve_model
+    from app.inference.model.builder import load_spec
+    from app.inference.model.sidecar import find_sidecar
+
+    model = resolve_model(station.model)
+    if station.verdict is None:
+        return load_spec(model, station.sidecar)
+    sidecar = station.sidecar or find_sidecar(model)
+    values: dict[str, Any] = {}
+    if sidecar is not None:
+        values = _sidecar_values(sidecar)
+        if "classes_file" in values:
+            raise StationRefused(f"{station.path}: 'verdict' cannot replace the verdict of a sidecar with a "
+                                 "classes_file; give a sidecar with that verdict section ('sidecar')")
+    values["verdict"] = station.verdict
+    if "fail_if" in station.verdict and isinstance(values.get("output"), dict):
+        values["output"].pop("image_threshold", None)  # fail_if replaces the default image-threshold rule
+    with tempfile.TemporaryDirectory(prefix="seglens-station-") as folder:
+        merged = Path(folder) / "station-sidecar.yaml"
+        atomic_write(merged, yaml.safe_dump(values, sort_keys=False).encode("utf-8"), private=True)
+        try:
+            return load_spec(model, merged)
+        except SegLensError as exc:  # the merged file is a temporary one: the file the user wrote is named instead
+            message = str(exc)
+            named = station.path if "'verdict" in message or sidecar is None else sidecar
+            raise StationRefused(message.replace(str(merged), str(named or "the station file"))) from None
+
+
+def _sidecar_values(sidecar: Path) -> dict[str, Any]:
+    """The sidecar's own keys, for its verdict to be replaced: read as every sidecar is (app.guard.yaml_load on
+    app.guard.untrusted: a FIFO or /dev/zero refused without waiting, the sidecar loader's size cap, no anchors
+    or aliases), in the sidecar loader's words; its values are checked when the merged sidecar is loaded."""
+    from app.inference.model.sidecar import MAX_SIDECAR_BYTES
+
+    try:
+        values = read_yaml(sidecar, limit=MAX_SIDECAR_BYTES, what="sidecar")
+    except YAMLRefused as exc:
+        raise SidecarError(str(exc)) from None
+    except OSError as exc:
+        raise SidecarError(f"{sidecar}: cannot read sidecar ({exc.strerror or exc})") from exc
+    if values is None:
+        return {}
+    if not isinstance(values, dict):
+        raise SidecarError(f"{sidecar}: the sidecar must be a mapping of keys (name, task, input, ...)")
+    return values
+
+
+def open_station(station: StationFile, *, model: ModelSession | None = None, runtime: dict[str, Any] | None = None,
+                 progress: Callable[[StationStats], None] | None = None,
+                 on_verdict: Callable[[StationVerdict, Pictures], None] | None = None,
+                 stop: threading.Event | None = None) -> Station:
+    """The station, its session opened and warmed (as `seglens-cli run` opens one) unless `model` is given. Its
+    sinks are opened by `Station.run` once it holds the output folder's lock (an MQTT sink's buffer is in it)."""
+    if model is None:
+        from app.inference.runtime.session import open_session
+
+        model = open_session(station_spec(station), station.device, runtime=runtime)
+    opened, privacy = model, station_privacy(station.anonymize)  # the key read before anything runs
+    return Station(name=station.name, model=model, open_source=source_opener(station), out=station.out,
+                   open_sinks=lambda: make_sinks(station, opened, privacy=privacy), progress=progress,
+                   on_verdict=on_verdict, stop=stop, stall_after_s=station.stall_after_s, privacy=privacy)
+
+
+def make_sinks(station: StationFile, model: ModelSession, *, privacy: StationPrivacy | None = None) -> list[Sink]:
+    """The station's sinks, in the file's order (a log in the output folder, MQTT, OPC UA, the output folder).
+    One refused (a bad certificate, an unset password variable): those opened before it are closed, not leaked."""
+    sinks: list[Sink] = []
+    try:
+        for name, options in station.sinks.items():
+            sinks.append(_make_sink(station, model, name, options, privacy))
+    except BaseException:
+        for sink in sinks:
+            sink.close()
+        raise
+    return sinks
+
+
+def _make_sink(station: StationFile, model: ModelSession, name: str, options: dict[str, Any],
+               privacy: StationPrivacy | None) -> Sink:
+    if name == "log":
+        from app.runs.station.sinks.log import LogSink
+
+        return LogSink(station.out, max_bytes=options.get("max_bytes", 16 << 20), keep=options.get("keep", 5),
+                       fsync=options.get("fsync", False), write_jsonl=options.get("jsonl", True),
+                       write_csv=options.get("csv", True))
+    if name == "mqtt":
+        return _mqtt_sink(station, options)
+    if name == "opcua":
+        return _opcua_sink(station, options)
+    if name == "folder":
+        from app.runs.station.sinks.folder import FolderSink
+
+        return FolderSink(station.out, model.spec, save=options.get("save", ("mask", "overlay")),
+                          keep_files=options.get("keep_files"), keep_bytes=options.get("keep_bytes"), privacy=privacy)
+    raise StationRefused(f"{station.path or 'the station'}: unknown sink {name!r}")  # station_file allows no other
+
+
+def _mqtt_sink(station: StationFile, options: dict[str, Any]) -> Sink:
+    """The MQTT sink of the file's `sinks.mqtt` (app.runs.station.sinks.mqtt: QoS 1, retained last, on-disk buffer)."""
+    module = _optional("app.runs.station.sinks.mqtt", "the MQTT sink")
+    url: str = options["url"]
+    kwargs: dict[str, Any] = {}
+    if "topic_prefix" in options:
+        kwargs["prefix"] = options["topic_prefix"]
+    for key in ("username", "client_id"):
+        if key in options:
+            kwargs[key] = options[key]
+    if "password_env" in options:
+        variable = options["password_env"]
+        if variable not in os.environ:
+            raise StationRefused(f"{station.path or 'the station'}: 'sinks.mqtt.password_env' names {variable}, "
+                                 "which is not set in the environment")
+        kwargs["password"] = os.environ[variable]
+    if {"username", "password"} & set(kwargs) and "@" in url:  # the file's user wins over the URL's
+        url = url.split("://", 1)[0] + "://" + url.rsplit("@", 1)[1]
+    tls = options.get("tls")
+    if tls:  # TLS asked by the file: the URL's scheme follows (mqtts:// and its port 8883 unless given)
+        url = "mqtts://" + url.split("://", 1)[1]
+    if isinstance(tls, dict):
+        kwargs.update({f"{key}_file": tls[key] for key in ("ca", "cert", "key") if key in tls})
+    try:
+        sink: Sink = module.sink_from_url(station.out, url, **kwargs)
+    except ValueError as exc:
+        raise StationRefused(f"{station.path or 'the station'}: 'sinks.mqtt': {exc}") from exc
+    return sink
+
+
+def _opcua_sink(station: StationFile, options: dict[str, Any]) -> Sink:
+    """The OPC UA server of the file's `sinks.opcua` (app.runs.station.sinks.opcua: the last verdict, counters,
+    heartbeat)."""
+    module = _optional("app.runs.station.sinks.opcua", "the OPC UA sink")
+    given = ("security", "certificate", "private_key", "trusted_clients", "username", "allow_insecure")
+    kwargs: dict[str, Any] = {key: options[key] for key in given if key in options}
+    if "password_env" in options:
+        variable = options["password_env"]
+        if variable not in os.environ:
+            raise StationRefused(f"{station.path or 'the station'}: 'sinks.opcua.password_env' names {variable}, "
+                                 "which is not set in the environment")
+        kwargs["password"] = os.environ[variable]
+    try:
+        sink: Sink = module.OpcUaSink(options["endpoint"], station=station.name, **kwargs)
+    except ValueError as exc:
+        raise StationRefused(f"{station.path or 'the station'}: 'sinks.opcua': {exc}") from exc
+    return sink
+
+
+def source_opener(station: StationFile) -> Callable[[AlreadyDone | None], Source]:
+    """A function that opens the station's source once its journal is open (given the journal's `done`)."""
+    spec = station.source
+
+    def open_source(already_done: AlreadyDone | None) -> Source:
+        if spec.kind == "watch":
+            from app.io.sources.watch import WatchSource
+
+            return WatchSource(Path(str(spec.target)), settle_s=spec.settle_s, recursive=spec.recursive,
+                               polling=spec.polling, exclude=[station.out], already_done=already_done)
+        module = _optional("app.io.sources.video", "the video and camera source")
+        # a camera triggered per part is quiet between parts: it ends stalled after the station's own stall_after_s
+        stall = {"stall_s": station.stall_after_s} if station.stall_after_s is not None else {}
+        source: Source = module.VideoSource(spec.target, realtime=spec.realtime, **stall)
+        return source
+
+    return open_source
+
+
+def _optional(name: str, what: str) -> Any:
+    """A module of this build's optional parts, or one line saying it is not available yet."""
+    try:
+        return importlib.import_module(name)
+    except ModuleNotFoundError as exc:
+        if exc.name is not None and (exc.name == name or name.startswith(exc.name + ".")):
+            raise SegLensError(f"{what} is not available yet in this build ({name})") from exc
+        raise SegLensError(f"{what} needs {exc.name}, which is not installed") from exc
