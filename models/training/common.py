@@ -127,7 +127,7 @@ SIDECARS["ct_demo"] = {
         "size_divisor": 8,
         "color": "gray",
         "window": [-300, 1800],  # center, width (HU): lung-friendly wide window, bone still above soft tissue
-        "modality": "CT",  # trained on CT: a photo or an MR series gets a warning (app.inference.fit)
+        "modality": "CT",  # trained on CT: a photo or an MR series gets a warning (app.inference.image.fit)
         "scale": 1 / 255,
         "mean": [0.4],
         "std": [0.3],

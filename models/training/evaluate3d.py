@@ -11,7 +11,7 @@ Targets (exit 1 when one is missed): Dice >= 0.95 for lung, bone and lesion on e
 Two backends on the same ONNX file and volumes: ``ort`` is this script's own sliding window (numpy + ONNX Runtime:
 the volume resampled linearly to 1.5 mm, CT-normalised, 64³ patches at step 32 with the last one shifted inside,
 Gaussian weights σ = patch/8 as MONAI's, softmax probabilities blended, resampled back linearly, argmax); ``app``
-is SegLens's ``app.inference.volume3d.predict_volume`` with the sidecar as the app reads it. No torch.
+is SegLens's ``app.inference.volume3d.predict.predict_volume`` with the sidecar as the app reads it. No torch.
 """
 
 from __future__ import annotations
@@ -104,10 +104,10 @@ def predict_ort(sess, hu: np.ndarray, spacing, logit_offset: np.ndarray | None =
 
 
 def predict_app(model_path, hu: np.ndarray, spacing, cache: dict) -> np.ndarray:
-    """Native labels through SegLens's own 3D inference (app.inference.volume3d.predict_volume)."""
-    from app.inference.session import open_session
-    from app.inference.spec_builder import load_spec
-    from app.inference.volume3d import predict_volume
+    """Native labels through SegLens's own 3D inference (app.inference.volume3d.predict.predict_volume)."""
+    from app.inference.model.builder import load_spec
+    from app.inference.runtime.session import open_session
+    from app.inference.volume3d.predict import predict_volume
 
     if "session" not in cache:
         cache["session"] = open_session(load_spec(model_path), "cpu")
@@ -150,7 +150,7 @@ def evaluate(backend: str, n: int = common3d.N_EVAL, models_dir=common.MODELS_DI
         predict = lambda hu, sp: predict_ort(sess, hu, sp)  # noqa: E731
     else:
         cache: dict = {}
-        sess_opts_note = "app.inference.volume3d.predict_volume"
+        sess_opts_note = "app.inference.volume3d.predict.predict_volume"
         predict = lambda hu, sp: predict_app(model, hu, sp, cache)  # noqa: E731
     per_volume, lesions, extra = [], [], 0
     t0 = time.time()
@@ -204,9 +204,9 @@ def main(argv=None) -> int:
     backends = ["ort", "app"] if args.backend == "both" else [args.backend]
     if args.backend == "both":
         try:
-            import app.inference.volume3d  # noqa: F401
+            import app.inference.volume3d.predict  # noqa: F401
         except ImportError:
-            print("app.inference.volume3d is not importable: the ORT sliding window only", flush=True)
+            print("app.inference.volume3d.predict is not importable: the ORT sliding window only", flush=True)
             backends = ["ort"]
     out, fails = {}, []
     for b in backends:

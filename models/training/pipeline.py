@@ -88,9 +88,9 @@ class AppRunner:
     score: float | None = None
 
     def __init__(self, name: str, threads: int = 2):
-        from app.inference.pipeline import run_image
-        from app.inference.session import open_session
-        from app.inference.spec import load_spec
+        from app.inference.image.pipeline import run_image
+        from app.inference.model.spec import load_spec
+        from app.inference.runtime.session import open_session
 
         self._run_image = run_image
         self.spec = load_spec(model_path(name))
