@@ -12,7 +12,7 @@ Everything that crosses into SegLens from outside passes through exactly one of 
 - `yaml_load`: the one YAML loader — size cap, no anchors or aliases, depth cap, duplicate keys refused.
 - `net`: the one way to talk to a server over HTTP — a deadline per request, an answer-size cap, no redirect,
   credentials never in clear text to another host; `Deadline` bounds the other protocols (DIMSE, gRPC) too.
-  Its requests session (DICOMweb's) lives in `net_session`, made by `net.guarded_session`.
+  Its requests session (DICOMweb's) lives in `net_session`, made by `net_session.guarded_session`.
 - `answers`: a model's answer checked for dtype, shape and finiteness against what was declared, before use.
 
 docs/SECURITY.md says what each gate guarantees and what it leaves to the operator.

@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    import requests
+    pass
 
 log = logging.getLogger(__name__)
 
@@ -268,15 +268,6 @@ class _NoRedirect(urllib.request.HTTPRedirectHandler):
         return None  # urllib then raises HTTPError with the 3xx
 
 
-def guarded_session(*, deadline_s: float, max_bytes: int, what: str = "the server") -> requests.Session:
-    """A requests Session whose every request is bounded by a deadline of `deadline_s` in all and `max_bytes`
-    of answer (streams too), follows redirects only within the same origin, and ignores the environment's CA,
-    netrc and proxy overrides: app.guard.net_session, where requests is imported only when a session is made."""
-    from app.guard.net_session import guarded_session as make
-
-    return make(deadline_s=deadline_s, max_bytes=max_bytes, what=what)
-
-
 __all__ = ["AnswerTooLarge", "Deadline", "DeadlineExceeded", "NetRefused", "capped_chunks", "check_declared",
-           "credentials_problem", "fetch", "guarded_session", "is_loopback", "origin", "redirect_problem",
+           "credentials_problem", "fetch", "is_loopback", "origin", "redirect_problem",
            "same_origin", "shown_url"]

@@ -1,7 +1,7 @@
 """The guarded requests session of app.guard.net (DICOMweb's): every request bounded by a deadline for the whole of
 it — the connection, the headers (a watchdog shuts the socket when the deadline passes) and the body, read one
 socket read at a time —, an answer-size cap counted over every read, gzip inflated here a socket read at a time,
-and redirects followed only within the same origin. Made by `app.guard.net.guarded_session`; not a second gate.
+and redirects followed only within the same origin. Made by `app.guard.net_session.guarded_session`; not a second gate.
 """
 
 from __future__ import annotations

@@ -14,8 +14,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
+
+from app.errors import ImageError
+from app.guard.untrusted import INPUT_FILE_LIMIT, open_untrusted
+
+if TYPE_CHECKING:
+    from pydicom import Dataset
 
 
 @dataclass(frozen=True)
@@ -122,3 +129,24 @@ def is_volume_file(path: Path) -> bool:
     """`.nii` / `.nii.gz` by name (a DICOM file is recognised by content: app.io.dicom.is_dicom)."""
     name = path.name.lower()
     return name.endswith(".nii") or name.endswith(".nii.gz")
+
+
+DICOM_KINDS = ("dicom", "dicom-multiframe")
+
+
+def source_datasets(volume: Volume) -> list[Dataset]:
+    """The header of each slice's source file, in the volume's order (a multi-frame file is read once).
+
+    Pixel data is not read: highdicom takes the geometry and UIDs from the headers only.
+    """
+    import pydicom
+
+    read: dict[Path, Dataset] = {}
+    for ref in volume.slices:
+        if ref.path not in read:
+            try:
+                with open_untrusted(ref.path, limit=INPUT_FILE_LIMIT) as handle:  # a FIFO swapped in: refused
+                    read[ref.path] = pydicom.dcmread(handle, stop_before_pixels=True)
+            except Exception as exc:  # pydicom raises many types for a damaged file
+                raise ImageError(f"{ref.path}: cannot read the source DICOM ({exc})") from exc
+    return [read[ref.path] for ref in volume.slices]

@@ -14,8 +14,8 @@ import yaml
 from test_cli import read_report
 
 from app.cli import main
-from app.inference.decide.verdict import ScoreRule
 from app.inference.model.builder import load_spec
+from app.inference.model.rules import ScoreRule
 from app.runs.calibrate.band import Limits
 from app.runs.calibrate.plot import PLOT_HW
 from tests.calibrate_fixtures import copy_demo, write_surfaces

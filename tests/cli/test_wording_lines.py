@@ -138,8 +138,8 @@ def test_with_article(noun, said):
 
 
 def test_an_mr_scan_and_an_anomaly_component_take_an(models):
-    from app.inference.decide.verdict import AreaRule
     from app.inference.image.fit import ImageFacts, fit_problems
+    from app.inference.model.rules import AreaRule
 
     path = models("rgb_classes")
     path.with_suffix(".yaml").write_text("input:\n  modality: MR\n")

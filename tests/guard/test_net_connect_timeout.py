@@ -1,5 +1,5 @@
-"""app.guard.net.guarded_session: the caller's timeout bounds the connection too, not only each read — a host that
-never completes the handshake is given up after the caller's timeout, not after the whole request's deadline
+"""app.guard.net_session.guarded_session: the caller's timeout bounds the connection too, not only each read — a host
+that never completes the handshake is given up after the caller's timeout, not after the whole request's deadline
 (which, for a series retrieve, is an hour). A real loopback listener whose accept queue is full (the kernel then
 drops further SYNs, as a filtered port does)."""
 
@@ -12,7 +12,8 @@ from collections.abc import Iterator
 import pytest
 import requests
 
-from app.guard.net import NetRefused, guarded_session
+from app.guard.net import NetRefused
+from app.guard.net_session import guarded_session
 
 # a connect that times out, or (when the kernel lets the handshake through after all) a read that does
 GAVE_UP = (requests.exceptions.Timeout, requests.exceptions.ConnectionError, NetRefused)

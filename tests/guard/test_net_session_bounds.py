@@ -21,7 +21,8 @@ from pathlib import Path
 
 import pytest
 
-from app.guard.net import AnswerTooLarge, NetRefused, guarded_session
+from app.guard.net import AnswerTooLarge, NetRefused
+from app.guard.net_session import guarded_session
 
 REPO = Path(__file__).resolve().parents[2]
 

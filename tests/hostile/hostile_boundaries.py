@@ -42,7 +42,7 @@ def _net_fetch(url: str) -> object:
 
 
 def _net_session(url: str) -> object:
-    from app.guard.net import guarded_session
+    from app.guard.net_session import guarded_session
 
     with guarded_session(deadline_s=2.0, max_bytes=1 << 20) as session:
         return session.get(url, timeout=1.0).content

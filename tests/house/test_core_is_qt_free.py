@@ -20,10 +20,10 @@ class Block:
             raise ImportError('blocked: ' + name)
 sys.meta_path.insert(0, Block())
 import app, app.cli, app.errors, app.logs, app.paths
-for pkg in ('app.inference', 'app.io', 'app.runs'):
+for pkg in ('app.inference', 'app.io', 'app.runs', 'app.serve'):
     module = importlib.import_module(pkg)
-    for info in pkgutil.iter_modules(module.__path__):
-        importlib.import_module(f'{pkg}.{info.name}')
+    for info in pkgutil.walk_packages(module.__path__, prefix=f'{pkg}.'):
+        importlib.import_module(info.name)
 from app.inference.runtime import diagnostics, doctor
 diagnostics.versions(); doctor.decide(doctor.gather())
 print('ok', sorted(m for m in sys.modules if m.startswith('app')))
@@ -33,6 +33,6 @@ print('ok', sorted(m for m in sys.modules if m.startswith('app')))
 def test_core_and_cli_import_without_qt():
     done = subprocess.run([sys.executable, "-c", PROBE], cwd=REPO, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
-    for module in ("app.inference.image.pipeline", "app.inference.runtime.doctor", "app.runs.folder.batch", "app.cli",
-    "app.logs"):
+    for module in ("app.inference.image.pipeline", "app.inference.runtime.doctor", "app.runs.folder.batch",
+                   "app.runs.station.sinks.mqtt", "app.serve.server", "app.cli", "app.logs"):
         assert f"'{module}'" in done.stdout

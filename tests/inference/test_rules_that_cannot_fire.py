@@ -12,10 +12,11 @@ import pytest
 
 from app.errors import SidecarError
 from app.inference.decide.tuning import Judgement
-from app.inference.decide.verdict import AreaRule, FractionRule, ScoreRule, Top1Rule, Verdict, decide
+from app.inference.decide.verdict import Verdict, decide
 from app.inference.image.pipeline import STAGES, Result
 from app.inference.image.postprocess import Prediction
 from app.inference.model.builder import load_spec
+from app.inference.model.rules import AreaRule, FractionRule, ScoreRule, Top1Rule
 
 NAN = math.nan
 

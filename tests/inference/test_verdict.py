@@ -9,21 +9,12 @@ import numpy as np
 import pytest
 
 from app.errors import SidecarError
-from app.inference.decide.verdict import (
-    AreaRule,
-    FractionRule,
-    ScoreRule,
-    Top1Rule,
-    Verdict,
-    decide,
-    image_score,
-    largest_component,
-    verdict_of,
-)
+from app.inference.decide.verdict import Verdict, decide, image_score, largest_component, verdict_of
 from app.inference.describe.info import spec_dict, spec_text
 from app.inference.image.pipeline import STAGES, Result
 from app.inference.image.postprocess import Prediction
 from app.inference.model.builder import load_spec
+from app.inference.model.rules import AreaRule, FractionRule, ScoreRule, Top1Rule
 
 SEG_SIDECAR = """
 classes: [bg, scratch, stain]

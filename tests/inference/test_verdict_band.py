@@ -9,10 +9,11 @@ import pytest
 
 from app.errors import SidecarError
 from app.inference.decide.tuning import judge
-from app.inference.decide.verdict import ScoreRule, Verdict, verdict_of
+from app.inference.decide.verdict import Verdict, verdict_of
 from app.inference.decide.volume import combined
 from app.inference.describe.info import spec_dict, spec_text
 from app.inference.model.builder import load_spec
+from app.inference.model.rules import ScoreRule
 
 BAND = "verdict:\n  fail_if: {score_above: 0.7}\n  review_if: {score_above: 0.4}\n"
 

@@ -11,11 +11,12 @@ import pytest
 
 from app.errors import SidecarError
 from app.inference.decide.lesions import lesions
-from app.inference.decide.verdict import AreaRule, ComponentRule, Verdict, decide, verdict_of
+from app.inference.decide.verdict import Verdict, decide, verdict_of
 from app.inference.decide.volume import slice_verdict, volume_verdict
 from app.inference.describe.info import spec_dict, spec_text
 from app.inference.image.pipeline import STAGES, Result
 from app.inference.model.builder import load_spec
+from app.inference.model.rules import AreaRule, ComponentRule
 
 
 def seg_spec(models, rules: str):

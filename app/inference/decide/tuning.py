@@ -12,9 +12,10 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from app.inference.decide.verdict import ScoreRule, Verdict, decide, image_score, review_reason, score_fired
+from app.inference.decide.verdict import Verdict, decide, image_score, review_reason, score_fired
 from app.inference.image import postprocess
 from app.inference.image.pipeline import Result
+from app.inference.model.rules import ScoreRule
 from app.inference.model.spec import ModelSpec
 
 LAYERS = ("probability", "uncertainty")  # the pictures a result with kept scores can give besides its mask

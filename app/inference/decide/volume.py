@@ -8,7 +8,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from app.inference.decide.verdict import VOLUME_CONNECTIVITY, ComponentRule, Rule, Verdict, decide
+from app.inference.decide.verdict import Verdict, decide
+from app.inference.model.rules import VOLUME_CONNECTIVITY, ComponentRule, Rule
 
 if TYPE_CHECKING:
     from app.inference.decide.lesions import Lesion

@@ -19,17 +19,16 @@ from pathlib import Path
 from typing import Any, cast
 
 from app.errors import SidecarError, with_article
-from app.inference.decide.band import resolve_review
-from app.inference.decide.verdict import Rule, ScoreRule, resolve_rules
-from app.inference.image.tiling import tile_spec_from, untileable
 from app.inference.model.labels import MAX_LABELS
 from app.inference.model.metadata import parse_name_list
 from app.inference.model.onnx_graph import Dim, GraphInfo, TensorInfo, read_graph
 from app.inference.model.resolver import Resolver, shortened
+from app.inference.model.rules import Rule, ScoreRule, resolve_review, resolve_rules
 from app.inference.model.shapes import FLOAT_INPUTS, INT_DTYPES, anomaly_outputs, channel_axis, image_layout
 from app.inference.model.sidecar import MAX_SIDE, UNSET_COLOR, find_sidecar, load_sidecar, overlap_2d
 from app.inference.model.spec import ClassInfo, InputSpec, ModelSpec, OutputSpec, PostprocessSpec, VolumeInputSpec
 from app.inference.model.spec3d import is_volume_model, refuse_3d_keys, volume_parts
+from app.inference.model.tiles import tile_spec_from, untileable
 from app.inference.model.validators import visible
 from app.io.render import PALETTE
 

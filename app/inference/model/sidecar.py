@@ -11,15 +11,16 @@ from typing import Any
 
 from app.errors import SidecarError
 from app.guard.yaml_load import YAMLRefused, load_yaml
-from app.inference.image.tiling import BLENDS, MAX_OVERLAP
 from app.inference.model import validators
 from app.inference.model.codes import ClassCode, CodeError, parse_class_code
 from app.inference.model.labels import read_labels
 from app.inference.model.sidecar_verdict import calibrated, rules
 from app.inference.model.sidecar_volume import NORMALIZE_KEYS, axes_code, patch_size, spacing_mm, tta_axes
+from app.inference.model.tiles import BLENDS, MAX_OVERLAP
 from app.inference.model.validators import (
     Check,
     KeyedValueError,
+    boolean,
     choice,
     class_name,
     fraction,
@@ -31,10 +32,33 @@ from app.inference.model.validators import (
     whole,
 )
 from app.inference.model.validators import text as nonempty_text
-from app.inference.runtime.options import RUNTIME_KEYS
 
 MAX_SIDE = 16384  # a working size beyond this is a typo, and would ask for tens of GB
 MAX_SIDECAR_BYTES = 1 << 20  # real sidecars are a few hundred bytes; a bigger one is not a sidecar
+
+
+def _switch(value: Any) -> str:
+    """auto | on | off — YAML reads a bare on/off as a boolean, so booleans are accepted too."""
+    if isinstance(value, bool):
+        return "on" if value else "off"
+    switch: str = choice("auto", "on", "off")(value)
+    return switch
+
+
+# key -> check; the sidecar's `runtime:` section and `--runtime KEY=VALUE` share it.
+RUNTIME_KEYS = {
+    "intra_op_threads": whole(0, 1024),
+    "allow_spinning": boolean,
+    "cudnn_conv_algo_search": choice("HEURISTIC", "EXHAUSTIVE", "DEFAULT"),
+    "arena_extend_strategy": choice("kNextPowerOfTwo", "kSameAsRequested"),
+    "gpu_mem_limit_mb": whole(0, 1 << 24),
+    "prefer_nhwc": boolean,
+    "use_tf32": boolean,
+    "tensorrt": boolean,
+    "tensorrt_fp16": boolean,
+    "device_argmax": _switch,
+    "io_binding": _switch,
+}
 
 
 def find_sidecar(model_path: Path) -> Path | None:

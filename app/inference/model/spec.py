@@ -9,10 +9,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from app.inference.decide.verdict import Rule
-from app.inference.image.tiling import TileSpec
 from app.inference.model.codes import ClassCode
 from app.inference.model.onnx_graph import TensorInfo
+from app.inference.model.rules import Rule
+from app.inference.model.tiles import TileSpec
 
 
 @dataclass(frozen=True)

@@ -14,35 +14,11 @@ from pathlib import Path
 from typing import Any
 
 from app.errors import ModelError, one_line
-from app.inference.model.validators import boolean, choice, whole
+from app.inference.model.sidecar import RUNTIME_KEYS
 from app.inference.runtime.providers import CPU, CUDA, TENSORRT
 from app.io.files import file_sha256
 
 DEVICE_LABELS_NAME = "seglens_labels"
-
-
-def _switch(value: Any) -> str:
-    """auto | on | off — YAML reads a bare on/off as a boolean, so booleans are accepted too."""
-    if isinstance(value, bool):
-        return "on" if value else "off"
-    switch: str = choice("auto", "on", "off")(value)
-    return switch
-
-
-# key -> check; the sidecar's `runtime:` section and `--runtime KEY=VALUE` share it.
-RUNTIME_KEYS = {
-    "intra_op_threads": whole(0, 1024),
-    "allow_spinning": boolean,
-    "cudnn_conv_algo_search": choice("HEURISTIC", "EXHAUSTIVE", "DEFAULT"),
-    "arena_extend_strategy": choice("kNextPowerOfTwo", "kSameAsRequested"),
-    "gpu_mem_limit_mb": whole(0, 1 << 24),
-    "prefer_nhwc": boolean,
-    "use_tf32": boolean,
-    "tensorrt": boolean,
-    "tensorrt_fp16": boolean,
-    "device_argmax": _switch,
-    "io_binding": _switch,
-}
 
 
 @dataclass(frozen=True)

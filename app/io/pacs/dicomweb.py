@@ -24,7 +24,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from app.errors import one_line
-from app.guard.net import NetRefused, guarded_session
+from app.guard.net import NetRefused
+from app.guard.net_session import guarded_session
 from app.guard.untrusted import INPUT_FILE_LIMIT, open_untrusted
 from app.io.pacs.cache import dataset_bytes, write_instance
 from app.io.pacs.client import PacsError, Retrieved, SeriesRecord, StudyQuery, StudyRecord, pacs_error

@@ -21,7 +21,7 @@ import yaml
 from app.errors import OutputError, SegLensError
 from app.guard.shared import remove_under
 from app.guard.untrusted import read_untrusted
-from app.inference.decide.verdict import Rule, ScoreRule
+from app.inference.model.rules import Rule, ScoreRule
 from app.inference.model.spec import ModelSpec
 from app.io.files import atomic_write, file_sha256
 from app.runs.calibrate.band import Calibration, Limits, Measured

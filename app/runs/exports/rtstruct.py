@@ -23,8 +23,8 @@ import cv2
 import numpy as np
 
 from app.errors import OutputError
-from app.io.volumes import Volume
-from app.runs.exports.sources import require_dicom, save_dataset, source_datasets, source_series_number
+from app.io.volumes import Volume, source_datasets
+from app.runs.exports.sources import require_dicom, save_dataset, source_series_number
 
 if TYPE_CHECKING:
     from pydicom import Dataset

@@ -16,8 +16,8 @@ import numpy as np
 from app.errors import OutputError
 from app.io.files import whole_folder
 from app.io.render import blend_overlay
-from app.io.volumes import Volume
-from app.runs.exports.sources import save_dataset, source_datasets, source_series_number
+from app.io.volumes import Volume, source_datasets
+from app.runs.exports.sources import save_dataset, source_series_number
 
 if TYPE_CHECKING:
     import highdicom as hd

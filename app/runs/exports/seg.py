@@ -10,8 +10,8 @@ import numpy as np
 
 from app.errors import OutputError
 from app.inference.model.codes import DEFAULT_CODE, Coded
-from app.io.volumes import Volume
-from app.runs.exports.sources import source_datasets, source_series_number
+from app.io.volumes import Volume, source_datasets
+from app.runs.exports.sources import source_series_number
 
 if TYPE_CHECKING:
     import highdicom as hd

@@ -14,8 +14,9 @@ from collections.abc import Sequence
 import numpy as np
 
 from app.inference.decide.lesions import Lesion, TooManyComponents, lesions
-from app.inference.decide.verdict import VOLUME_CONNECTIVITY, Verdict
+from app.inference.decide.verdict import Verdict
 from app.inference.decide.volume import volume_verdict
+from app.inference.model.rules import VOLUME_CONNECTIVITY
 from app.inference.model.spec import ModelSpec
 from app.io.volumes import Volume
 from app.runs.outputs.report import unique_names

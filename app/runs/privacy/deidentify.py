@@ -349,8 +349,6 @@ class VolumePrivacy:
         (app.runs.exports.sources.blinded), else `datasets` themselves."""
         if self.deidentifier is None:
             return datasets
-        from app.runs.exports.sources import blinded
-
         return blinded(datasets, self.deidentifier.pseudonym)
 
     def finish_source(self, dataset: Dataset) -> None:
@@ -362,7 +360,7 @@ class VolumePrivacy:
 
 def volume_privacy(volume: Volume, *, anonymize: bool, key: bytes) -> VolumePrivacy | None:
     """The VolumePrivacy of a DICOM volume (its source headers read once), None for NIfTI."""
-    from app.runs.exports.sources import DICOM_KINDS, source_datasets
+    from app.io.volumes import DICOM_KINDS, source_datasets
 
     if volume.kind not in DICOM_KINDS:
         return None
@@ -377,3 +375,29 @@ def scrub_nifti_header(header: Any) -> None:  # a nibabel Nifti1Header
         if field in header:
             header[field] = b""
     del header.extensions[:]
+
+
+def blinded(datasets: list[Dataset], pseudonym: str) -> list[Dataset]:
+    """Copies of a volume's source headers for the DICOM writer under --anonymize: PatientName and PatientID the
+    keyed pseudonym, every other identifying attribute (app.runs.privacy.ps315.IDENTIFYING) emptied. highdicom copies
+    the
+    patient and study modules from the headers it is given and quotes them in its warnings and log lines ('The
+    string "SMITHSON" is unlikely…'): given these, nothing identifying ever enters it. The profile proper
+    (app.runs.privacy.deidentify) then runs on what it built, as before. One copy per file (a multi-frame file's slices
+    share it)."""
+    import copy
+
+    from app.runs.privacy.ps315 import IDENTIFYING
+    from app.runs.privacy.pseudonyms import person_name
+
+    copies: dict[int, Dataset] = {}
+    for dataset in datasets:
+        if id(dataset) in copies:
+            continue
+        blind = copy.deepcopy(dataset)
+        for keyword in (k for keywords in IDENTIFYING.values() for k in keywords):
+            if keyword in blind:
+                setattr(blind, keyword, "")  # Type 2 where the writer copies it: present, empty
+        blind.PatientName, blind.PatientID = person_name(pseudonym), pseudonym
+        copies[id(dataset)] = blind
+    return [copies[id(dataset)] for dataset in datasets]

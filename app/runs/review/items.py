@@ -81,7 +81,7 @@ class Naming:
         uids: frozenset[str] = frozenset()
         volume = item.volume
         if volume is not None and volume.kind.startswith("dicom"):
-            from app.runs.exports.sources import source_datasets
+            from app.io.volumes import source_datasets
             from app.runs.privacy.deidentify import source_facts
 
             values += [("patient name", str(volume.info.get("Patient", ""))),

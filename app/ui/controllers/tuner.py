@@ -104,7 +104,7 @@ class Tuner(QObject):
         """After Run on all: the histogram of the folder's scores with the verdict's score limit (dragged) and the
         REVIEW band's lower limit (drawn, fixed: a calibrated limit, set in the sidecar or by calibrate)."""
         from app.inference.decide.tuning import score_rule
-        from app.inference.decide.verdict import ScoreRule
+        from app.inference.model.rules import ScoreRule
 
         spec = self._state.model.spec if self._state.model else None
         rule = score_rule(spec) if spec is not None else None

@@ -178,7 +178,7 @@ class Volume3D(QObject):
             return
         if count.lesions is None and not count.lesions_why:
             return
-        from app.inference.decide.verdict import VOLUME_CONNECTIVITY
+        from app.inference.model.rules import VOLUME_CONNECTIVITY
 
         first = self._listed != count.path
         if not first and count.labels is self._labels and count.lesions == self._lesions:

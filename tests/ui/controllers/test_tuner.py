@@ -12,7 +12,8 @@ import pytest
 from PySide6.QtCore import QSettings, Signal
 
 from app.inference.decide.tuning import Judgement
-from app.inference.decide.verdict import ScoreRule, Verdict
+from app.inference.decide.verdict import Verdict
+from app.inference.model.rules import ScoreRule
 from app.ui.controllers.tuner import Tuner
 from app.ui.state import remembered
 from app.ui.state.messages import RetuneRequest
