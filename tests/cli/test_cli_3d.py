@@ -14,14 +14,14 @@ import nibabel as nib
 import numpy as np
 import pydicom
 import pytest
+from spec3d_models import FIXED, scores3d
+from volume3d_models import box_sigmoid, pointwise, runner, session
 
 from app.cli import main
 from app.cli.console import Progress
 from app.inference.model.builder import load_spec
 from app.inference.volume3d.predict import predict_volume
 from tests.dicom_factory import disc_slice, write_series
-from tests.inference.spec3d_models import FIXED, scores3d
-from tests.inference.volume3d_models import box_sigmoid, pointwise, runner, session
 
 CT = ("input:\n  patch: [4, 16, 16]\n  normalize: {kind: ct, clip: [-1000, 200], mean: -470, std: 265}\n"
       "classes:\n  - background\n  - {name: disc, color: '#ff0000'}\n")

@@ -9,9 +9,9 @@ from pathlib import Path
 import cv2
 import numpy as np
 import pytest
+from prompt_pairs import sam2_pair, sam_pair
 
 from app.cli import main
-from tests.inference.prompt_pairs import sam2_pair, sam_pair
 
 RADIUS = 40.0
 

@@ -193,8 +193,7 @@ def test_resume_after_a_killed_server_finishes_the_run_against_it_again(tmp_path
 
 def test_a_3d_model_on_the_server_writes_the_label_volume_of_a_local_run(tmp_path, monkeypatch):
     import nibabel as nib
-
-    from tests.inference.volume3d_models import pointwise
+    from volume3d_models import pointwise
 
     monkeypatch.delenv("SEGLENS_REMOTE_TOKEN", raising=False)
     model = pointwise(tmp_path / "p.onnx")  # a 3D model, voxel by voxel

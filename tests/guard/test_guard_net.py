@@ -19,13 +19,13 @@ from app.guard.net import (
     NetRefused,
     credentials_problem,
     fetch,
-    guarded_session,
     is_loopback,
     origin,
     redirect_problem,
     same_origin,
     shown_url,
 )
+from app.guard.net_session import guarded_session
 
 
 @contextlib.contextmanager

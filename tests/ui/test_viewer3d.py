@@ -10,6 +10,7 @@ import threading
 import numpy as np
 import pytest
 from PIL import Image
+from spec3d_models import sigmoid3d, with_sidecar
 
 from app.inference.model.builder import load_spec
 from app.inference.runtime.session import ModelSession
@@ -17,7 +18,6 @@ from app.inference.volume3d.predict import predict_volume
 from app.io.discover import discover
 from app.runs.folder.stack import VolumeStack
 from tests.dicom_factory import write_series
-from tests.inference.spec3d_models import sigmoid3d, with_sidecar
 
 TIMEOUT = 20_000
 SPACING = (2.0, 0.8, 0.7)  # mm along slices, rows, columns

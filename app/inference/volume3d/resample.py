@@ -1,5 +1,5 @@
 """Trilinear resampling of volumes with half-pixel centres, equal to torch.nn.functional.interpolate(mode="trilinear",
-align_corners=False) (tests/inference/test_volume3d_resample.py), in numpy and OpenCV only.
+align_corners=False) (tests/inference/volume3d/test_volume3d_resample.py), in numpy and OpenCV only.
 
 Separable: each source slice is resized in-plane with cv2.resize (INTER_LINEAR uses the same half-pixel mapping and
 border clamp as torch), and output slice d mixes the two resized source slices around its centre. Slices are made

@@ -3,7 +3,7 @@ patches, mirroring test-time augmentation, progress and cancellation between ses
 
 Everything here matches MONAI's `sliding_window_inference` (monai/inferers/utils.py) and its helpers
 `_get_scan_interval`, `dense_patch_slices` and `compute_importance_map` (monai/data/utils.py), so that SegLens's
-blended probabilities equal MONAI's on the same model (tests/inference/test_volume3d_monai.py):
+blended probabilities equal MONAI's on the same model (tests/inference/volume3d/test_volume3d_monai.py):
 - a volume smaller than the patch along an axis is padded with zeros (MONAI's default; `tile.pad` "edge": its
   border voxels repeated, MONAI's padding_mode "replicate"), half before (floor) and the rest after, and the
   result cropped back;

@@ -18,7 +18,7 @@ lung's own first and last slice; without the mask_input the median falls to 0.90
 point to 0.84 (a bright ball: 0.34, the demo pair fills the box it is given), and with any box margin its masks
 grow slice by slice (a dark ball in a bright ground filled the whole slice: 2 px a side per slice, each step under
 the area-jump ratio); the grey level rule ends a mask that slid off its object where the demo pair's predicted
-IoU stays high (tests/runs/test_prompt_propagate.py; the settings turn each off).
+IoU stays high (tests/runs/prompts/test_prompt_propagate.py; the settings turn each off).
 
 The viewer's prompt worker and `seglens-cli prompt --propagate` both drive it; it knows nothing of files: slice i
 comes from `pixels(i)` as the encoder should see it (the windowed display pixels).
