@@ -17,7 +17,6 @@ import socket
 import ssl
 import subprocess
 import sys
-import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
@@ -25,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
+from waiting import until
 
 REPO = Path(__file__).resolve().parent.parent
 TOKEN = "t0k3n-for-tests"
@@ -123,31 +123,34 @@ def start_serve(folder: Path, *models: str, token: str | None = TOKEN, args: tup
     return served
 
 
-def _said_serving(served: Served, deadline: float) -> bool:
-    """The startup line printed: serve prints it once its REST server says it started, which can come a moment
-    after the first ready answer (a loaded machine: a test read an empty stdout)."""
-    while "serving " not in served.stdout() and time.monotonic() < deadline and served.process.poll() is None:
-        time.sleep(0.02)
-    return "serving " in served.stdout()
-
-
 def wait_ready(served: Served, within_s: float) -> None:
-    """Poll v2/health/ready until 200 and the startup line is out; fail with the server's stderr if it exits or
-    the time runs out."""
+    """Wait until v2/health/ready answers 200 and the startup line is out (serve prints it once its REST server
+    says it started, which can come a moment after the first ready answer); fail with the server's stderr if it
+    exits."""
     context = ssl.create_default_context(cafile=str(served.tls_ca)) if served.tls_ca else None
-    deadline = time.monotonic() + within_s
-    while time.monotonic() < deadline:
-        if served.process.poll() is not None:
-            pytest.fail(f"serve exited with {served.process.returncode}: {served.stderr()[-2000:]}")
-        request = urllib.request.Request(f"{served.url}/v2/health/ready", headers=served.headers)
-        try:
-            with urllib.request.urlopen(request, timeout=2, context=context) as answer:
-                if answer.status == 200 and _said_serving(served, deadline):
-                    return
-        except (urllib.error.URLError, OSError):
-            pass
-        time.sleep(0.2)
-    pytest.fail(f"serve not ready within {within_s:.0f} s: {served.stderr()[-2000:]}")
+    try:
+        until(lambda: _ready(served, context), what="serve ready (v2/health/ready and its startup line)",
+              within_s=within_s, every_s=0.1)
+    except pytest.fail.Exception as late:
+        pytest.fail(f"{late.msg}; its stderr: {served.stderr()[-2000:]}")
+
+
+def _ready(served: Served, context: ssl.SSLContext | None) -> bool:
+    """One look: ready and the startup line printed; a failure if serve exited."""
+    if served.process.poll() is not None:
+        pytest.fail(f"serve exited with {served.process.returncode}")
+    if "serving " in served.stdout():
+        return _answers_ready(served, context)
+    return False
+
+
+def _answers_ready(served: Served, context: ssl.SSLContext | None) -> bool:
+    request = urllib.request.Request(f"{served.url}/v2/health/ready", headers=served.headers)
+    try:
+        with urllib.request.urlopen(request, timeout=2, context=context) as answer:
+            return answer.status == 200
+    except (urllib.error.URLError, OSError):
+        return False
 
 
 @pytest.fixture(scope="module")
