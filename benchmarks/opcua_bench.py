@@ -4,8 +4,7 @@
         [--idle-s 20]
 
 Every figure is measured, none asserted (this is not a test). The sink (app.runs.station.sinks.opcua: asyncua's server
-on
-its own thread and loop) listens on loopback; an asyncua client in this process subscribes to its Sequence with
+on its own thread and loop) listens on loopback; an asyncua client in this process subscribes to its Sequence with
 each `--interval-ms` publishing interval in turn (the subscription's own batching: a PLC asks for 10–100 ms) and a
 monitored item sampling at 0 (every change). For each verdict in turn: wait a random part of the interval (a part
 comes at any moment of the client's cycle), publish, then wait for the notification that carries its Sequence;

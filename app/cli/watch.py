@@ -8,8 +8,7 @@ SOURCE: a folder (watched: each image put into it is judged once it is complete)
 (rtsp://…, http://…), or `camera:N`. The command line's station logs every verdict in DIR (verdicts.jsonl and
 .csv) and keeps the pictures and NG/REVIEW copies there (app.runs.station.sinks.folder); `--mqtt` adds the MQTT sink,
 `--opcua opc.tcp://127.0.0.1:4840/seglens/` an OPC UA server a PLC reads (app.runs.station.sinks.opcua; security none,
-so
-a loopback endpoint: a station file gives the certificate, the key and a user for one the network reaches).
+so a loopback endpoint: a station file gives the certificate, the key and a user for one the network reaches).
 
 A station is judged by whether its verdicts reached the line, not by how many parts were NG, so the exit codes are:
   0    the source ended by itself (a video file played to its end) and every sink took every verdict

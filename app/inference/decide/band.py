@@ -1,8 +1,7 @@
 """The verdict band: `verdict.review_if` rules resolved beside `fail_if`, and refused when a pair cannot make a band.
 
 A review rule is the same kind of rule as a fail rule (app.inference.decide.verdict); it makes an image REVIEW when no
-fail
-rule fired. A review limit at or above the fail limit of the same measure (`review_if: {score_above: 0.8}` with
+fail rule fired. A review limit at or above the fail limit of the same measure (`review_if: {score_above: 0.8}` with
 `fail_if: {score_above: 0.7}`) would leave the band empty, which is a typo rather than a choice: it is refused, the
 review key named. A volume's component rule (`min_component_ml`) judges a whole volume and has no band yet.
 """

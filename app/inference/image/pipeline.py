@@ -2,8 +2,7 @@
 
 Split in three stages so a folder run can overlap them (`prepare` on a thread pool, `infer` on the single
 thread that owns the session, `to_result` — the postprocess stage — on a writer thread); `run_image` and
-`run_path` chain them.
-Every stage returns plain data and its time in milliseconds.
+`run_path` chain them. Every stage returns plain data and its time in milliseconds.
 """
 
 from __future__ import annotations

@@ -1,7 +1,6 @@
 """The viewer's Compare on all: both models on every listed input, for the file list's agreement column and its sort
 (a volume measured over every voxel, as `seglens-cli compare`: app.runs.compare.agreement). An input that cannot be
-read is
-skipped and counted; one a model failed on is counted with its line; Cancel stops between images and slices.
+read is skipped and counted; one a model failed on is counted with its line; Cancel stops between images and slices.
 """
 
 from __future__ import annotations

@@ -48,8 +48,7 @@ def write_dicom_seg(volume: Volume, labels: np.ndarray, segments: Sequence[Segme
 def write_rtstruct(volume: Volume, labels: np.ndarray, segments: Sequence[Segment], out_path: Path, *,
                    algorithm: Algorithm, privacy: VolumePrivacy | None = None) -> Path:
     """One RT Structure Set for a DICOM volume (app.runs.exports.rtstruct): an ROI per class, outer contours and holes
-    per
-    slice in patient coordinates, each referencing its source instance. Raises OutputError for a NIfTI volume."""
+    per slice in patient coordinates, each referencing its source instance. Raises OutputError for a NIfTI volume."""
     from app.runs.exports import rtstruct
 
     _check_labels(volume, labels)

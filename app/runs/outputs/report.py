@@ -175,8 +175,7 @@ class ReportWriter:
 
 class RowsReport(ReportWriter):
     """The report's rows kept in memory, each cell as the CSV would write it: a Ray actor's chunk
-    (app.runs.cluster.run),
-    whose rows the driver writes into the real report in input order."""
+    (app.runs.cluster.run), whose rows the driver writes into the real report in input order."""
 
     def __init__(self, spec: ModelSpec, *, extra_columns: Sequence[str] = ()) -> None:  # no file: no super()
         self.path, self.spec = None, spec  # type: ignore[assignment]  # no file: nothing here reads it

@@ -380,8 +380,7 @@ def scrub_nifti_header(header: Any) -> None:  # a nibabel Nifti1Header
 def blinded(datasets: list[Dataset], pseudonym: str) -> list[Dataset]:
     """Copies of a volume's source headers for the DICOM writer under --anonymize: PatientName and PatientID the
     keyed pseudonym, every other identifying attribute (app.runs.privacy.ps315.IDENTIFYING) emptied. highdicom copies
-    the
-    patient and study modules from the headers it is given and quotes them in its warnings and log lines ('The
+    the patient and study modules from the headers it is given and quotes them in its warnings and log lines ('The
     string "SMITHSON" is unlikely…'): given these, nothing identifying ever enters it. The profile proper
     (app.runs.privacy.deidentify) then runs on what it built, as before. One copy per file (a multi-frame file's slices
     share it)."""

@@ -4,8 +4,7 @@ carry no input path.
 Without --anonymize an input's outputs mirror the input tree (app.io.discover.output_stems). With it, a DICOM
 volume's go to `<patient pseudonym>/<study UID>/<series UID>…` where both UIDs are the de-identified ones written
 into its SEG, Secondary Capture and source copy (app.runs.privacy.deidentify), so a NIfTI mask can still be paired with
-the
-shared series; a NIfTI volume's to `nifti/vol-<keyed id>`, an image's to `images/img-<keyed id>` (an HMAC of its
+the shared series; a NIfTI volume's to `nifti/vol-<keyed id>`, an image's to `images/img-<keyed id>` (an HMAC of its
 relative path under the pseudonym key: stable across runs, meaningless without the key). The report's `path` is
 that name, relative to --out: no absolute path, no input folder.
 """

@@ -350,8 +350,7 @@ def folder_report(model: ModelSession, review_dir: Path, out: Path, *, input_roo
                   should_stop: Callable[[], bool] = lambda: False) -> FolderReport:
     """The HTML review report of every input under `input_root` (as `run` finds them) with the reviews of this
     model in `review_dir`, written atomically to `out`. `identity` (app.runs.outputs.provenance.RunIdentity) goes into
-    the
-    header: model, sidecar and their hashes, the thresholds and the provider."""
+    the header: model, sidecar and their hashes, the thresholds and the provider."""
     from app.io.discover import discover
     from app.runs.outputs.segments import segments_of
     from app.runs.privacy.words import own_words

@@ -19,8 +19,7 @@ own image pseudonym, not run's patient/study/series folders.
 
 The copies of a private frame (app.runs.station.sinks.folder): a DICOM file is de-identified as `run --export source`
 de-identifies the source series (app.runs.privacy.deidentify: PS3.15 Basic Profile through dicognito, the patient's
-keyed
-pseudonym, keyed UIDs), then searched for the source's identifying values (app.runs.privacy.check) and removed if
+keyed pseudonym, keyed UIDs), then searched for the source's identifying values (app.runs.privacy.check) and removed if
 one is still there; a DICOM that cannot be read, or says its pixels carry burned-in annotation, is not copied (one
 line in the log). A NIfTI file is not copied (its header's free text and extensions are not de-identified for a
 single file). An image's copy is its bytes. The station's own journal (station-journal.jsonl) keeps the real

@@ -22,8 +22,7 @@ queued at most), in frame order. The verdict sinks (log, MQTT, OPC UA) still tak
 thread before the next frame is judged. `overlap=False` does it all on the station's thread, one frame at a time
 (the benchmark's comparison). The helpers run at the station's own priority unless `helper_niceness` lowers them
 (a folder run's helpers are niced, app.runs.folder.writer.HELPER_NICENESS: measured here, a niced helper starved by
-other
-programs held a station back, docs/PERFORMANCE.md).
+other programs held a station back, docs/PERFORMANCE.md).
 
 `stop()` (any thread; Ctrl+C's handler) or the `stop` Event ends the loop after the frame being judged; the sinks
 are closed (each flushes, bounded) and the journal with them. Live numbers: `stats()` from any thread, and the

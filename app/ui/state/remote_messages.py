@@ -4,8 +4,7 @@ split latency) to the status bar.
 
 By app.ui.state.messages' rules: one frozen record per signal, Qt-free, the core's types named for the type checker
 only. Secrets travel inside app.inference.remote.session.RemoteTarget (its token and password are never in a repr) or
-in a
-field with repr=False here, and are never logged.
+in a field with repr=False here, and are never logged.
 """
 
 from __future__ import annotations

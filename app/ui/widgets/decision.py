@@ -115,8 +115,7 @@ class DecisionControls(QGroupBox):
 
     def set_model(self, spec, threshold: float | None) -> None:
         """Configure for a model: what its threshold means (app.inference.decide.tuning.tunable), its classes, whether
-        it
-        kept scores at all (else the panel shows only verdicts); `threshold` the remembered one (None: its own)."""
+        it kept scores at all (else the panel shows only verdicts); `threshold` the remembered one (None: its own)."""
         from app.inference.decide.tuning import tunable
 
         self._kind = tunable(spec)

@@ -1,6 +1,5 @@
 """The lesion list: the volume's 3D connected components per class (app.inference.decide.lesions), each with its volume
-in
-mL, the slices it spans and its extent in mm (its box in the tooltip), the connectivity stated; clicking a row asks
+in mL, the slices it spans and its extent in mm (its box in the tooltip), the connectivity stated; clicking a row asks
 to go to the component's centroid (`chosen`). Made on first use (SidePanel.lesion_list), never before the window's
 first paint."""
 

@@ -9,8 +9,7 @@ would take a file past `max_bytes`, the file is rotated first: `verdicts.jsonl` 
 Names are spelt as the rest of SegLens spells them (app.spelling: a byte of a file name that is not UTF-8 becomes
 `\\xNN`, valid UTF-8 always); JSON escapes what it must; a CSV cell holds no raw control character and never a live
 spreadsheet formula (app.runs.outputs.report.cell). The id is what the source gives (a path relative to the watched
-folder,
-a frame counter): no patient name is looked up or added.
+folder, a frame counter): no patient name is looked up or added.
 
 A failure (disk full, folder gone) never stops the station: the line is lost, counted, and `problem` says so in one
 line; each later verdict tries again (the folder is not re-created: a share unmounted under it would be filled in

@@ -30,8 +30,7 @@ and `private_key` (PEM or DER, by path; the certificate's URI becomes the server
 certificate is accepted unless `trusted_clients` names a folder of the ones let in (each .der/.pem/.crt/.cer file
 one certificate, pinned: exactly those, no CA chain). A `username` (its password from the environment, never the
 file) refuses anonymous clients; it needs a Basic256Sha256 policy, so the password never crosses the network in
-clear.
-A missing or unreadable certificate or key is one line naming the file, and nothing listens.
+clear. A missing or unreadable certificate or key is one line naming the file, and nothing listens.
 
 Threads: the server runs on its own thread with its own asyncio loop; `publish` takes a lock for a few dict
 writes and wakes that loop, so it never waits for the network. A port that cannot be bound (in use, an address
