@@ -1,6 +1,6 @@
-"""The README's architecture section matches the tree (issue 25): every module and folder its map names exists
-where the map puts it, every `app.…` module it names in prose is there, its import-linter contracts are
-pyproject's, and its size rules hold. A rename or a move that forgets the README fails here, not a newcomer."""
+"""docs/architecture.md matches the tree: every `app.…` module and `app/…` path it names exists, and the
+import-linter contracts its table lists are exactly pyproject's. A rename or a move that forgets the architecture
+page fails here, not a newcomer. (The per-file index, docs/modules.md, is generated: tests/house/test_docs.py.)"""
 
 from __future__ import annotations
 
@@ -8,54 +8,17 @@ import re
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
-README = REPO / "README.md"
-ENTRY = re.compile(r"^( *)([\w.]+(?:/[\w.]+)*/?)")  # a map line's first name: `  io/`, `    images.py`
-MODULE = re.compile(r"(?<![\w./])((?:\w+/)*\w+\.py)\b")  # x.py, tests/x.py
+ARCHITECTURE = REPO / "docs" / "architecture.md"
 DOTTED = re.compile(r"\b(app(?:\.(?!py\b)\w+)+)")  # app.runs.folder.run, not app.py
+PATH = re.compile(r"(?<![\w./])(app/[\w./]*\w/?)")  # app/runs/folder/run.py, app/guard/
+CONTRACT_ROW = re.compile(r"^\| `([\w-]+)` \|", re.MULTILINE)  # a row of the contracts table
 
 
 def architecture() -> str:
-    text = README.read_text(encoding="utf-8")
-    start = text.index("\n## Architecture\n")
-    return text[start:text.index("\n## ", start + 1)]
+    return ARCHITECTURE.read_text(encoding="utf-8")
 
 
-def module_map() -> list[str]:
-    section = architecture()
-    start = section.index("```\napp/\n") + len("```\n")
-    return section[start:section.index("```", start)].splitlines()
-
-
-def named_paths() -> list[tuple[int, str]]:
-    """(line of the map, path from the repository root) of every module and folder the map names: a line's first
-    name (a module or a folder) sits in the folder its indentation says; the modules its description names are
-    that entry's siblings (`spec.py   ModelSpec …; spec_builder.py load_spec …`)."""
-    folders: list[tuple[int, str]] = []  # (indent, path) of the folders open above this line
-    found: list[tuple[int, str]] = []
-    for number, line in enumerate(module_map(), 1):
-        match = ENTRY.match(line)
-        names = MODULE.findall(line)
-        if match and len(match.group(1)) <= 20:  # a wrapped description starts further right, at column 23
-            indent, first = len(match.group(1)), match.group(2)
-            while folders and folders[-1][0] >= indent:
-                folders.pop()
-            parent = folders[-1][1] if folders else ""
-            if first.endswith("/"):
-                found.append((number, parent + first))
-                folders.append((indent, parent + first))
-                parent += first  # a folder's description names modules inside it
-        else:
-            parent = folders[-1][1] if folders else ""
-        found += [(number, name if "/" in name else parent + name) for name in names]  # tests/x.py: from the root
-    return found
-
-
-def test_every_module_and_folder_the_map_names_exists():
-    missing = [f"line {number}: {path}" for number, path in named_paths() if not (REPO / path).exists()]
-    assert missing == []
-
-
-def test_every_app_module_named_in_the_prose_exists():
+def test_every_app_module_named_exists():
     missing = []
     for dotted in set(DOTTED.findall(architecture())):
         parts = dotted.split(".")
@@ -75,14 +38,21 @@ def test_every_app_module_named_in_the_prose_exists():
     assert sorted(missing) == []
 
 
-def test_the_contracts_it_names_are_pyprojects():
+def test_every_app_path_named_exists():
+    named = set(PATH.findall(architecture()))
+    assert "app/runs/folder/run.py" in named  # the pattern finds what the page names
+    assert sorted(path for path in named if not (REPO / path).exists()) == []
+
+
+def test_the_contracts_it_lists_are_pyprojects():
     # each contract's id line follows its [[tool.importlinter.contracts]] header (tomllib is Python 3.11's)
     pyproject = (REPO / "pyproject.toml").read_text(encoding="utf-8")
     ids = set(re.findall(r'^\[\[tool\.importlinter\.contracts\]\]\nid = "([\w-]+)"', pyproject, re.MULTILINE))
-    words = {1: "one", 2: "two", 3: "three", 4: "four", 5: "five", 6: "six", 7: "seven", 8: "eight"}
-    section = architecture()
-    assert f"the {words[len(ids)]} contracts" in section
-    assert {name for name in re.findall(r"`([\w-]+)`", section) if name in ids or "-" in name} >= ids
+    assert ids
+    page = architecture()
+    table = page[page.index("| contract |"):]
+    table = table[:table.index("\n\n")]
+    assert set(CONTRACT_ROW.findall(table)) == ids
 
 
 def test_no_module_is_over_400_lines_and_the_window_over_250():
