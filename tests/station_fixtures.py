@@ -25,6 +25,7 @@ from typing import Any
 import paho.mqtt.client as mqtt
 import pytest
 from paho.mqtt.enums import CallbackAPIVersion
+from waiting import until
 
 from tests.pacs.orthanc import TlsFiles, free_port
 
@@ -90,16 +91,16 @@ class Mosquitto:
         self.process = subprocess.Popen([executable("mosquitto"), "-c", str(self.folder / "mosquitto.conf")],
                                         stdout=log, stderr=log)
         log.close()
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                raise RuntimeError(f"mosquitto ended: {(self.folder / 'mosquitto.log').read_text()[-500:]}")
-            try:
-                socket.create_connection(("127.0.0.1", self.port), timeout=0.2).close()
-                return
-            except OSError:
-                time.sleep(0.05)
-        raise RuntimeError("mosquitto did not listen within 10 s")
+        until(self._listening, what=f"mosquitto listening on port {self.port}", within_s=10, every_s=0.05)
+
+    def _listening(self) -> bool:
+        if self.process is not None and self.process.poll() is not None:
+            raise RuntimeError(f"mosquitto ended: {(self.folder / 'mosquitto.log').read_text()[-500:]}")
+        try:
+            socket.create_connection(("127.0.0.1", self.port), timeout=0.2).close()
+        except OSError:
+            return False
+        return True
 
     @property
     def database(self) -> Path:
@@ -129,7 +130,6 @@ class Subscriber:
     def __init__(self, port: int, topic: str, *, username: str | None = None, password: str | None = None,
                  client_id: str = "", ca_file: Path | None = None) -> None:
         self.messages: list[tuple[str, dict[str, Any], bool]] = []
-        self._arrived = threading.Condition()
         self._subscribed = threading.Event()
         # a named client keeps its session (clean_session False): it gets what came while it was away
         self.client = mqtt.Client(CallbackAPIVersion.VERSION2, client_id=client_id, clean_session=not client_id,
@@ -148,17 +148,12 @@ class Subscriber:
             raise RuntimeError("the subscriber was not subscribed within 10 s")
 
     def _on_message(self, client: mqtt.Client, userdata: Any, message: mqtt.MQTTMessage) -> None:
-        with self._arrived:
-            self.messages.append((message.topic, json.loads(message.payload), bool(message.retain)))
-            self._arrived.notify_all()
+        self.messages.append((message.topic, json.loads(message.payload), bool(message.retain)))
 
     def wait_for(self, count: int, *, timeout: float = 30.0) -> list[tuple[str, dict[str, Any], bool]]:
-        """The messages once `count` have arrived (or all there are after `timeout`)."""
-        deadline = time.monotonic() + timeout
-        with self._arrived:
-            while len(self.messages) < count and time.monotonic() < deadline:
-                self._arrived.wait(deadline - time.monotonic())
-            return list(self.messages)
+        """The messages once `count` have arrived; a failure if they have not after `timeout`."""
+        return until(lambda: len(self.messages) >= count and list(self.messages),
+                     what=f"{count} MQTT messages", within_s=timeout)
 
     def close(self) -> None:
         self.client.disconnect()

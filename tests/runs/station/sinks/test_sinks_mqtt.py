@@ -8,11 +8,11 @@ import os
 import re
 import time
 from collections import deque
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
+from waiting import until
 
 from app.errors import OutputError
 from app.runs.station.sinks import Sink, StationVerdict
@@ -37,15 +37,6 @@ def verdict(i: int) -> StationVerdict:
                           verdict="NG" if i % 7 == 3 else "OK", score=i / 1000, reason="", latency_ms=float(i))
 
 
-def wait_until(condition: Callable[[], bool], *, timeout: float = 30.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.05)
-    return True
-
-
 def deduped(messages: list[tuple[str, dict[str, Any], bool]]) -> list[int]:
     """The seqs a subscriber keeps, dropping one at or below the last seen (the payload's documented rule)."""
     kept: list[int] = []
@@ -66,7 +57,7 @@ def test_every_verdict_arrives_once_in_order(tmp_path: Path, mosquitto: Mosquitt
         assert [payload["seq"] for _, payload, _ in messages] == list(range(1, 201))
         assert messages[3][1] == {"station": "line-1", "frame_id": "part-0003.png", "time": 1_764_600_003.0,
                                   "verdict": "NG", "score": 0.003, "reason": "", "latency_ms": 3.0, "seq": 4}
-        assert wait_until(lambda: isinstance(sink, MqttSink) and sink.pending == 0)
+        until(lambda: isinstance(sink, MqttSink) and sink.pending == 0, what="every verdict acknowledged")
         assert sink.problem is None
     finally:
         sink.close()
@@ -76,14 +67,14 @@ def test_every_verdict_arrives_once_in_order(tmp_path: Path, mosquitto: Mosquitt
 
 def test_a_broker_killed_for_10_s_loses_nothing_and_keeps_the_order(tmp_path: Path, mosquitto: Mosquitto) -> None:
     subscriber = Subscriber(mosquitto.port, TOPIC, client_id="line-watcher")  # its session outlives the kill
-    assert wait_until(lambda: mosquitto.database.exists())
+    until(lambda: mosquitto.database.exists(), what="the broker's database saved")
     sink = MqttSink(out_folder(tmp_path / "out"), host="127.0.0.1", port=mosquitto.port, reconnect_max_s=2)
     try:
         for i in range(50):
             sink.publish(verdict(i))
         assert len(subscriber.wait_for(50)) == 50
         mosquitto.stop()
-        assert wait_until(lambda: sink.problem is not None, timeout=10)
+        until(lambda: sink.problem is not None, what="the sink saying the broker is gone", within_s=10)
         for i in range(50, 100):  # the line goes on for 10 s while the broker is gone
             sink.publish(verdict(i))
             time.sleep(0.2)
@@ -97,11 +88,11 @@ def test_a_broker_killed_for_10_s_loses_nothing_and_keeps_the_order(tmp_path: Pa
         mosquitto.start()
         for i in range(100, 150):
             sink.publish(verdict(i))
-        assert wait_until(lambda: len(deduped(subscriber.messages)) == 150, timeout=40)
+        until(lambda: len(deduped(subscriber.messages)) == 150, what="150 verdicts delivered", within_s=40)
         messages = list(subscriber.messages)
         assert deduped(messages) == list(range(1, 151))  # none lost, in order (a redelivered one dropped)
         assert {payload["frame_id"] for _, payload, _ in messages} == {f"part-{i:04d}.png" for i in range(150)}
-        assert wait_until(lambda: sink.problem is None and sink.pending == 0)
+        until(lambda: sink.problem is None and sink.pending == 0, what="the problem cleared, every verdict acked")
     finally:
         sink.close()
         subscriber.close()
@@ -112,7 +103,7 @@ def test_the_retained_last_verdict_is_what_a_late_subscriber_gets(tmp_path: Path
     try:
         for i in range(5):
             sink.publish(verdict(i))
-        assert wait_until(lambda: sink.pending == 0)
+        until(lambda: sink.pending == 0, what="every verdict acknowledged")
     finally:
         sink.close()
     late = Subscriber(mosquitto.port, LAST)
@@ -132,7 +123,7 @@ def test_a_wrong_password_is_one_line_and_nothing_is_lost(tmp_path: Path) -> Non
                         password="wrong-secret", reconnect_max_s=1)
         for i in range(10):
             sink.publish(verdict(i))
-        assert wait_until(lambda: sink.problem is not None and "refused" in sink.problem, timeout=10)
+        until(lambda: sink.problem is not None and "refused" in sink.problem, what="the refusal said", within_s=10)
         assert sink.problem == f"mqtt: 127.0.0.1:{broker.port} refused the connection: Not authorized; " \
                                "10 verdicts buffered"
         assert "secret" not in sink.problem
@@ -160,7 +151,7 @@ def test_a_full_buffer_drops_the_oldest_and_counts_them(tmp_path: Path) -> None:
         sink.publish(verdict(i))
     assert sink.dropped == 15 and sink.pending == 10
     assert sink.lost == 15  # as the other sinks count it: `watch` says `sinks lost 15 verdicts` (it said nothing)
-    assert wait_until(lambda: sink.problem is not None and "cannot connect" in sink.problem, timeout=10)
+    until(lambda: sink.problem is not None and "cannot connect" in sink.problem, what="no broker said", within_s=10)
     assert sink.problem == f"mqtt: cannot connect to 127.0.0.1:{port}; 10 verdicts buffered; " \
                            "buffer full: 15 oldest verdicts dropped"
     sink.close()
@@ -187,7 +178,7 @@ def test_tls_with_the_right_ca_and_a_certificate_error_in_one_line(tmp_path: Pat
         sink = MqttSink(out_folder(tmp_path / "wrong"), host="127.0.0.1", port=broker.port, ca_file=other.ca,
                         reconnect_max_s=1)
         sink.publish(verdict(0))
-        assert wait_until(lambda: sink.problem is not None and "TLS" in sink.problem, timeout=10)
+        until(lambda: sink.problem is not None and "TLS" in sink.problem, what="the TLS error said", within_s=10)
         # OpenSSL's words for it: "self-signed certificate in certificate chain" where the server sends its CA
         assert re.fullmatch(rf"mqtt: cannot connect to 127\.0\.0\.1:{broker.port} \(TLS: [^()]*certificate[^()]*\); "
                             "1 verdicts buffered", sink.problem), sink.problem
@@ -290,7 +281,7 @@ def test_a_verdict_paho_refuses_is_dropped_and_said_and_the_next_still_go(tmp_pa
             sink.publish(verdict(i))
         got = subscriber.wait_for(3)
         assert [payload["seq"] for _, payload, _ in got] == [1, 3, 4]
-        assert wait_until(lambda: sink.pending == 0)
+        until(lambda: sink.pending == 0, what="every verdict acknowledged")
         assert sink.dropped == 1
         assert sink.problem == ("mqtt: a verdict the broker cannot take was dropped (Publish topic is too long.); "
                                 "1 so far")
