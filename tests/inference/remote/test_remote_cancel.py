@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 from remote_mocks import MockServer
+from waiting import until
 
 from app.inference.remote.session import RemoteError, RemoteSession, RemoteTarget, open_remote_session
 
@@ -35,14 +36,6 @@ def _run_in_thread(session: RemoteSession) -> tuple[threading.Thread, list[BaseE
     return thread, raised
 
 
-def _wait_for(condition, what: str) -> None:
-    for _ in range(500):
-        if condition():
-            return
-        threading.Event().wait(0.02)
-    raise AssertionError(f"never: {what}")
-
-
 def _cancelled(raised: list[BaseException], thread: threading.Thread, where: str) -> None:
     thread.join(timeout=10)
     assert not thread.is_alive(), "run() still waiting after cancel()"
@@ -57,7 +50,7 @@ def test_cancel_unblocks_a_request_the_server_never_answers_and_later_runs_fail_
         seen = server.state.requests
         server.state.hang = True
         thread, raised = _run_in_thread(session)
-        _wait_for(lambda: server.state.requests > seen, "the request reached the server")
+        until(lambda: server.state.requests > seen, what="the request at the server")
         session.cancel()
         _cancelled(raised, thread, session.target.where)
         session.cancel()  # idempotent
@@ -88,6 +81,6 @@ def test_close_cancels_a_request_in_flight(face):
         seen = server.state.requests
         server.state.hang = True
         thread, raised = _run_in_thread(session)
-        _wait_for(lambda: server.state.requests > seen, "the request reached the server")
+        until(lambda: server.state.requests > seen, what="the request at the server")
         session.close()
         _cancelled(raised, thread, session.target.where)
