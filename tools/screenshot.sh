@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Screenshot the viewer under a real X server (Xvfb) and offscreen, for the README and for looking at it.
+# Screenshot the viewer under a real X server (Xvfb) and offscreen, for the README and docs/, and for looking at it.
 #   bash tools/screenshot.sh [OUT_DIR] [IMAGE...]
 # Needs: apt-get install -y xvfb libxcb-icccm4 libxcb-keysyms1 libxcb-cursor0 libxkbcommon-x11-0 imagemagick
 set -euo pipefail

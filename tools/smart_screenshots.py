@@ -1,4 +1,4 @@
-"""Screenshots of the Smart tool (issue 28) for the README and for looking at it: points and a box with the
+"""Screenshots of the Smart tool for docs/viewer.md and for looking at it: points and a box with the
 previewed proposal, the accepted proposal, and a slice a propagation reached on the CT sample.
 
     QT_QPA_PLATFORM=offscreen .venv/bin/python tools/smart_screenshots.py [OUT_DIR] [--size 1280x720]

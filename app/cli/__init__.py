@@ -1,4 +1,4 @@
-"""seglens-cli: the headless pipeline. A thin layer over app.inference and app.runs; never imports Qt.
+"""seglens-cli: the headless face. A thin layer over app.io, app.inference, app.runs and app.serve; never imports Qt.
 
 This module: the parser, info, models, bench and doctor; `run` and `compare` (folder runs) live in app/cli/run.py.
 Every MODEL argument is a path or a bundled model's name (`surface_defects`), resolved inside the command so an

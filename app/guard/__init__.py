@@ -1,4 +1,4 @@
-"""The gates: one guarded place per kind of boundary, below every other layer but errors, paths and logs.
+"""The gates: one guarded place per kind of boundary, below every other layer but errors, paths and spelling.
 
 Everything that crosses into SegLens from outside passes through exactly one of these modules, and a house test
 (tests/house/test_gates.py) fails when the raw call a gate wraps appears anywhere else:

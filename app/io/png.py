@@ -1,4 +1,4 @@
-"""Fast PNG decoding for plain 8-bit RGB/gray and 16-bit gray files (issue 16), with what the header tells.
+"""Fast PNG decoding for plain 8-bit RGB/gray and 16-bit gray files, with what the header tells.
 
 Decoders in order: imagecodecs' libpng over zlib-ng (the optional `fast-decode` extra; ~15 % less CPU than
 OpenCV on 1080p frames and it releases the GIL, so the prefetch threads decode in parallel), then OpenCV. Both

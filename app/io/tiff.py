@@ -1,4 +1,4 @@
-"""TIFF through tifffile (issue 16): BigTIFF, tiled, the full-resolution level of a pyramidal or OME-TIFF,
+"""TIFF through tifffile: BigTIFF, tiled, the full-resolution level of a pyramidal or OME-TIFF,
 8/16-bit and float, and a multi-page file's pages (or an OME-TIFF's planes) as frames.
 
 `open_tiff` reads the header only: the plane's size (the whole level, whatever its tiles), its whole declared

@@ -1,5 +1,5 @@
-"""What `seglens-cli serve` answers looks like on the wire, where KServe's own answers are not the protocol's
-(issue 36): every error as `{"error": "<one line>"}` (a route or method KServe lacks, a body its schema refuses:
+"""What `seglens-cli serve` answers looks like on the wire, where KServe's own answers are not the protocol's:
+every error as `{"error": "<one line>"}` (a route or method KServe lacks, a body its schema refuses:
 400, not FastAPI's 422 list), no `model_version: null` or `parameters: null` in an infer answer, the advertised
 repository extension's `v2/repository/index`, and a cap on a request's declared body. Starlette and FastAPI
 only, never kserve (pyproject's `kserve-only-in-serve`): app.serve.server wires these onto KServe's app.

@@ -1,5 +1,5 @@
-"""What crosses the thread boundary is one typed frozen record (issue 25; README, "typed records at the thread
-boundary"): every signal of the inference and display workers, every worker slot, and every controller signal
+"""What crosses the thread boundary is one typed frozen record (docs/architecture.md, "The seams": the worker
+records): every signal of the inference and display workers, every worker slot, and every controller signal
 that goes to a worker carries one app.ui.state.messages record — no positional ints, paths and objects, no
 tuples indexed by number, no plain dicts. Was: `Signal(list, str, list, object, object)`, `Signal(int, object)`,
 `VolumeView.fill_requested = Signal(object, object, object)`."""

@@ -3,7 +3,7 @@
 Pure numpy on uint8 label maps at the image's size (value = class index); no files, no Qt, so the viewer can
 paint a difference overlay from the same functions the CLI reports with.
 
-Conventions (the README's "Ground truth" section says the same):
+Conventions (docs/cli.md's "Ground truth" section says the same):
 - Metrics are per foreground class (index >= 1); class 0 is the background.
 - A class absent from both maps is perfect (IoU = Dice = precision = recall = 1) and is left out of the mean.
 - precision is undefined (None) when the class was not predicted but is in the reference; recall is undefined

@@ -1,11 +1,12 @@
 """A remote call's failures as one line each, and the bounded retry with backoff around every call.
 
-What tritonclient 2.73 raises (REMOTE.md's table): `InferenceServerException` with an HTTP status as a string
-('401') or a gRPC code ('StatusCode.UNAVAILABLE'); over HTTP also the builtin `ConnectionRefusedError`,
-`TimeoutError`, `ssl.SSLCertVerificationError` and geventhttpclient's `HTTPConnectionClosed` (a pooled keep-alive
-connection the server closed). Retried: the server unreachable, overloaded (503, RESOURCE_EXHAUSTED), a model not
-ready, a timeout, a closed connection. Never retried: 401/403 (auth), 404 (no such model), 400 and the model's own
-errors, a certificate not trusted — another try would only say the same.
+What tritonclient 2.73 raises (what a user sees of it: docs/remote.md, "Timeouts and retries"):
+`InferenceServerException` with an HTTP status as a string ('401') or a gRPC code ('StatusCode.UNAVAILABLE'); over
+HTTP also the builtin `ConnectionRefusedError`, `TimeoutError`, `ssl.SSLCertVerificationError` and
+geventhttpclient's `HTTPConnectionClosed` (a pooled keep-alive connection the server closed). Retried: the server
+unreachable, overloaded (503, RESOURCE_EXHAUSTED), a model not ready, a timeout, a closed connection. Never retried:
+401/403 (auth), 404 (no such model), 400 and the model's own errors, a certificate not trusted — another try would
+only say the same.
 """
 
 from __future__ import annotations

@@ -3,8 +3,9 @@ tensor extension. Each gives the model's metadata as a plain dict and runs one r
 app.inference.remote.errors. tritonclient is imported here, inside the constructors, never at import time (gevent
 and grpc cost ~0.2 s and tens of MB: the viewer's first paint and `seglens-cli --version` never pay them).
 
-Gotchas kept (REMOTE.md): tritonclient.http's `infer` adds headers to the dict it is given, so every call gets a
-fresh one; gRPC metadata keys must be lower-case; gRPC has no deadline unless `client_timeout` is passed.
+Gotchas kept (the wires as a user sees them: docs/remote.md): tritonclient.http's `infer` adds headers to the
+dict it is given, so every call gets a fresh one; gRPC metadata keys must be lower-case; gRPC has no deadline
+unless `client_timeout` is passed.
 
 Bounded as app.guard.net bounds every request (issue 36): a **deadline per request**, not per read — gRPC's
 `client_timeout` is one; over HTTP tritonclient's `network_timeout` is per read (a server trickling a byte a

@@ -1,5 +1,5 @@
 """What made a report: the model file, its sidecar and SegLens's version, beside the report as `<report>.run.json`;
-and since issue 14 also where it ran (provider, the fallback reason), the thresholds and verdict rules actually
+and where it ran (provider, the fallback reason), the thresholds and verdict rules actually
 used and a hash of the effective settings. Every PNG of the run carries the short form in a `SegLens` text chunk
 (`png_texts`), so a mask found a year later still says which model and threshold made it.
 
