@@ -10,11 +10,11 @@ import shutil
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 import yaml
+from waiting import until
 
 from app.cli import main
 from app.io.files import TEMPORARY_PREFIX, is_complete_png
@@ -44,12 +44,10 @@ def _drop(folder: Path, source: Path) -> None:
     partial.rename(folder / source.name)
 
 
-def _wait(condition, what: str) -> None:
-    deadline = time.monotonic() + WAIT_S
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.05)
+def _up(process: subprocess.Popen[str], out: Path) -> None:
+    """Wait until the station opened its journal (it is up) or the process ended (the test's assert says why)."""
+    until(lambda: (out / "station-journal.jsonl").exists() or process.poll() is not None, what="the station up",
+          within_s=WAIT_S)
 
 
 def _logged(out: Path) -> list[dict]:
@@ -74,12 +72,12 @@ def test_watch_five_files_then_ctrl_c_ends_with_130_and_the_summary(demo, tmp_pa
     process = _start([str(demo), str(folder), "--out", str(out), "--device", "cpu", "--settle", "0.2",
                       "--name", "line-3"])
     try:
-        _wait(lambda: (out / "station-journal.jsonl").exists() or process.poll() is not None, "the station")
+        _up(process, out)
         assert process.poll() is None, process.communicate()
         names = sorted(p.name for p in SAMPLES.glob("*.png"))[:5]
         for name in names:
             _drop(folder, SAMPLES / name)
-        _wait(lambda: len(_logged(out)) >= 5, "5 verdicts")
+        until(lambda: len(_logged(out)) >= 5, what="5 verdicts", within_s=WAIT_S)
     finally:
         code, stdout, stderr = _stop(process)
     assert code == 130, (stdout, stderr)
@@ -115,10 +113,9 @@ def test_a_station_file_is_run_and_its_bad_key_is_one_line(demo, tmp_path, capsy
                        "out: out\nsinks: {log: {}, folder: {keep_files: 4}}\n")
     process = _start([str(station)])
     try:
-        _wait(lambda: (tmp_path / "out" / "station-journal.jsonl").exists() or process.poll() is not None,
-              "the station")
+        _up(process, tmp_path / "out")
         _drop(tmp_path / "in", SAMPLES / "anomaly_05_pits.png")
-        _wait(lambda: len(_logged(tmp_path / "out")) >= 1, "a verdict")
+        until(lambda: len(_logged(tmp_path / "out")) >= 1, what="a verdict", within_s=WAIT_S)
     finally:
         code, stdout, stderr = _stop(process)
     assert code == 130, (stdout, stderr)
@@ -170,11 +167,11 @@ def test_watch_with_mqtt_publishes_every_verdict_once_in_the_order_logged(demo, 
     process = _start([str(demo), str(folder), "--out", str(out), "--device", "cpu", "--settle", "0.2",
                       "--name", "line-3", "--mqtt", f"mqtt://127.0.0.1:{mosquitto.port}"])
     try:
-        _wait(lambda: (out / "station-journal.jsonl").exists() or process.poll() is not None, "the station")
+        _up(process, out)
         names = sorted(p.name for p in SAMPLES.glob("*.png"))[:4]
         for name in names:
             _drop(folder, SAMPLES / name)
-        _wait(lambda: len(_logged(out)) >= 4, "4 verdicts")
+        until(lambda: len(_logged(out)) >= 4, what="4 verdicts", within_s=WAIT_S)
         messages = subscriber.wait_for(4, timeout=WAIT_S)
     finally:
         code, stdout, stderr = _stop(process)
