@@ -2,7 +2,7 @@
 
     uv run python benchmarks/pacs_bench.py [--slices 200] [--size 512] [--repeats 3] [--work DIR] [--nagle]
 
-It starts Orthanc as the tests do (tests/pacs/orthanc.py: Debian's `orthanc` + `orthanc-dicomweb`, a generated
+It starts Orthanc as the tests do (tests/io/pacs/orthanc.py: Debian's `orthanc` + `orthanc-dicomweb`, a generated
 config, random loopback ports, basic auth), writes a synthetic CT series (tests/dicom_factory.write_series: 16-bit,
 uncompressed, HU through RescaleSlope/Intercept), uploads it over REST (not timed), then per protocol and repeat
 measures into a fresh SeriesCache:

@@ -1,5 +1,5 @@
 """seglens-cli pacs echo | find | get | send and run --from / --send, against a real Orthanc on loopback
-(tests/pacs/orthanc.py: skipped without Orthanc, failed in CI) holding the bundled CT sample: the study found by
+(tests/io/pacs/orthanc.py: skipped without Orthanc, failed in CI) holding the bundled CT sample: the study found by
 patient ID (the name on the table only, never in --json or a log), its series got over DIMSE (C-GET) and DICOMweb
 (WADO-RS) equal to the uploaded files, ct_demo run on it with the SEG and SC sent back and found by a query, the SEG
 read back from the server referencing the stored instances frame by frame and equal to the local mask; a wrong
@@ -21,7 +21,7 @@ import pytest
 import app.io.pacs.cache as cache_module
 from app.cli import main
 from app.io.discover import discover
-from tests.pacs.orthanc import Orthanc
+from tests.io.pacs.orthanc import Orthanc
 
 CT = Path(__file__).resolve().parents[2] / "resources" / "samples" / "ct"
 CT_FILES = sorted(CT.glob("IM[0-9][0-9][0-9][0-9]"))
@@ -267,7 +267,7 @@ def test_get_with_a_series_the_server_lacks_says_it_in_one_line_and_gets_the_res
 
 @pytest.mark.parametrize("url", ["dimse://ORTHANC@127.0.0.1:{port}", "dicomweb+http://127.0.0.1:{port}/dicom-web"])
 def test_a_node_nobody_listens_on_is_one_line(nodes, url, capsys):
-    from tests.pacs.orthanc import free_port
+    from tests.io.pacs.orthanc import free_port
 
     node = url.format(port=free_port())
     assert main(["pacs", "echo", node]) == 2

@@ -1,5 +1,5 @@
 """run --from NODE --anonymize --export dicom-seg,source --send RESEARCH against a real Orthanc on loopback
-(tests/pacs/orthanc.py): the de-identified source series the SEG references is stored beside it (issue 36: only the
+(tests/io/pacs/orthanc.py): the de-identified source series the SEG references is stored beside it (issue 36: only the
 SEG was sent, so the research node held a SEG whose source it did not have), the copy de-identified, and the SEG's
 references resolve to its stored instances."""
 

@@ -1,6 +1,6 @@
 """File ▸ Open from PACS… and Results ▸ Send to PACS… (issue 27): the dialog, its controller and the PACS worker on
 its own thread. Most tests drive them with a hand-written fake client (fast, no server); the last ones go through a
-real Orthanc on loopback (tests/pacs/orthanc.py: skipped without Orthanc locally, failing when CI=true)."""
+real Orthanc on loopback (tests/io/pacs/orthanc.py: skipped without Orthanc locally, failing when CI=true)."""
 
 from __future__ import annotations
 
@@ -34,6 +34,7 @@ class FakeClient:
         self.series = [SeriesRecord("1.2.3.1", "1.2.3", "CT", "Axial 2.5 mm", 2, 4),
                        SeriesRecord("1.2.3.9", "1.2.3", "CT", "Scout", 1, 1)]
         self.sent_series: dict[str, str] = {}
+        self.instances: dict[str, int] = {}
 
     def echo(self) -> None:
         pass
@@ -45,7 +46,9 @@ class FakeClient:
         return [StudyRecord("1.2.3", "SYN-0001", "SYNTHETIC^QUINN", "20240102", "CT chest", ("CT",), "ACC1", 2)]
 
     def find_series(self, study_uid):
-        sent = [SeriesRecord(uid, study, "SEG", "", None, 1) for uid, study in self.sent_series.items()]
+        # each series sent, with the instances stored in it (a send is verified instance for instance)
+        sent = [SeriesRecord(uid, study, "SEG", "", None, self.instances[uid])
+                for uid, study in self.sent_series.items()]
         return [s for s in self.series if s.study_uid == study_uid] + [s for s in sent if s.study_uid == study_uid]
 
     def retrieve(self, study_uid, series_uid, cache, *, progress=None, should_stop=None):
@@ -68,6 +71,7 @@ class FakeClient:
         for path in files:
             header = pydicom.dcmread(path, stop_before_pixels=True)
             self.sent_series[str(header.SeriesInstanceUID)] = str(header.StudyInstanceUID)
+            self.instances[str(header.SeriesInstanceUID)] = self.instances.get(str(header.SeriesInstanceUID), 0) + 1
             self.stored.append(Path(path))
         headers = [pydicom.dcmread(p, stop_before_pixels=True) for p in files]
         self.modalities = sorted({h.Modality for h in headers})
@@ -251,7 +255,7 @@ def test_the_menus_open_the_dialogs_made_on_first_use(qtbot, pacs):
 
 @pytest.fixture(scope="module")
 def orthanc_server(tmp_path_factory):
-    from tests.pacs.orthanc import Orthanc
+    from tests.io.pacs.orthanc import Orthanc
 
     server = Orthanc.launch(tmp_path_factory.mktemp("orthanc"))  # skips locally without Orthanc; fails when CI=true
     try:
@@ -364,7 +368,7 @@ def test_send_a_seg_to_a_real_orthanc_and_find_it_there(qtbot, real_pacs, orthan
 @pytest.mark.parametrize("scheme", ["dimse://NOBODY@127.0.0.1:{port}", "dicomweb+http://127.0.0.1:{port}/dicom-web"])
 def test_a_node_nobody_listens_on_is_one_line_and_the_dialog_stays_usable(qtbot, pacs, scheme):
     from app.io.pacs.connect import connect
-    from tests.pacs.orthanc import free_port
+    from tests.io.pacs.orthanc import free_port
 
     win, _controller, _clients = pacs()
     controller = pacs_controller(win)

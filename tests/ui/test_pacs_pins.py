@@ -4,7 +4,7 @@ The cache evicts its least recently used series after each retrieve, and a clear
 everything; a pinned series is left alone (app.io.pacs.cache_pins). The viewer pins every series of its request
 before the first is retrieved and lets them go at its next request, when the dialog closes or when the window
 does; "Clear local cache" says how many series it could not delete because another SegLens uses them. Against a
-real Orthanc on loopback (tests/pacs/orthanc.py) and real second processes holding pins."""
+real Orthanc on loopback (tests/io/pacs/orthanc.py) and real second processes holding pins."""
 
 from __future__ import annotations
 
@@ -44,7 +44,7 @@ _OTHER = textwrap.dedent("""
 
 @pytest.fixture(scope="module")
 def orthanc_server(tmp_path_factory):
-    from tests.pacs.orthanc import Orthanc
+    from tests.io.pacs.orthanc import Orthanc
 
     server = Orthanc.launch(tmp_path_factory.mktemp("orthanc"))  # skips locally without Orthanc; fails when CI=true
     try:

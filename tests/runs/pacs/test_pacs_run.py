@@ -1,5 +1,5 @@
 """app.runs.pacs.run: the PACS options refused in the plan (before anything connects), and against a real Orthanc on
-loopback (tests/pacs/orthanc.py: skipped without Orthanc, failed in CI) the whole loop through the one folder-run
+loopback (tests/io/pacs/orthanc.py: skipped without Orthanc, failed in CI) the whole loop through the one folder-run
 seam: the CT sample retrieved over C-GET into the cache, ct_demo run on the cached series, its SEG, SC and
 RTSTRUCT (never the NIfTI) stored over STOW-RS and found by a series query instance for instance, the study's image
 series afterwards still the CT alone; under --anonymize the pseudonymous outputs found and sent to a research node."""
@@ -28,7 +28,7 @@ from app.runs.pacs.run import (
     written_exports,
 )
 from tests.dicom_factory import write_series
-from tests.pacs.orthanc import Orthanc
+from tests.io.pacs.orthanc import Orthanc
 
 ROOT = Path(__file__).resolve().parents[3]
 CT_FILES = sorted((ROOT / "resources" / "samples" / "ct").glob("IM[0-9][0-9][0-9][0-9]"))

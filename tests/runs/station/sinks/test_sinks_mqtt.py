@@ -8,6 +8,7 @@ import os
 import re
 import time
 from collections import deque
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -16,9 +17,10 @@ from waiting import until
 
 from app.errors import OutputError
 from app.runs.station.sinks import Sink, StationVerdict
-from app.runs.station.sinks.mqtt import MqttSink, payload_of, sink_from_url, topic_part
+from app.runs.station.sinks.mqtt import MqttSink, payload_of, topic_part
 from app.runs.station.sinks.mqtt_buffer import BUFFER_NAME, OutBuffer
-from tests.pacs.orthanc import free_port, make_tls
+from app.runs.station.sinks.options import MqttSinkOptions, mqtt_url_options
+from tests.io.pacs.orthanc import free_port, make_tls
 from tests.station_fixtures import Mosquitto, Subscriber, mosquitto
 
 __all__ = ["mosquitto"]  # the fixture, imported for the tests below
@@ -48,7 +50,7 @@ def deduped(messages: list[tuple[str, dict[str, Any], bool]]) -> list[int]:
 
 def test_every_verdict_arrives_once_in_order(tmp_path: Path, mosquitto: Mosquitto) -> None:
     subscriber = Subscriber(mosquitto.port, TOPIC)
-    sink: Sink = MqttSink(tmp_path, host="127.0.0.1", port=mosquitto.port)
+    sink: Sink = MqttSink(tmp_path, MqttSinkOptions(host="127.0.0.1", port=mosquitto.port))
     try:
         for i in range(200):
             sink.publish(verdict(i))
@@ -68,7 +70,8 @@ def test_every_verdict_arrives_once_in_order(tmp_path: Path, mosquitto: Mosquitt
 def test_a_broker_killed_for_10_s_loses_nothing_and_keeps_the_order(tmp_path: Path, mosquitto: Mosquitto) -> None:
     subscriber = Subscriber(mosquitto.port, TOPIC, client_id="line-watcher")  # its session outlives the kill
     until(lambda: mosquitto.database.exists(), what="the broker's database saved")
-    sink = MqttSink(out_folder(tmp_path / "out"), host="127.0.0.1", port=mosquitto.port, reconnect_max_s=2)
+    sink = MqttSink(out_folder(tmp_path / "out"),
+                    MqttSinkOptions(host="127.0.0.1", port=mosquitto.port, reconnect_max_s=2))
     try:
         for i in range(50):
             sink.publish(verdict(i))
@@ -99,7 +102,7 @@ def test_a_broker_killed_for_10_s_loses_nothing_and_keeps_the_order(tmp_path: Pa
 
 
 def test_the_retained_last_verdict_is_what_a_late_subscriber_gets(tmp_path: Path, mosquitto: Mosquitto) -> None:
-    sink = MqttSink(tmp_path, host="127.0.0.1", port=mosquitto.port)
+    sink = MqttSink(tmp_path, MqttSinkOptions(host="127.0.0.1", port=mosquitto.port))
     try:
         for i in range(5):
             sink.publish(verdict(i))
@@ -119,8 +122,8 @@ def test_a_wrong_password_is_one_line_and_nothing_is_lost(tmp_path: Path) -> Non
     broker = Mosquitto.launch(tmp_path / "broker", users={"station": "right-secret"})
     try:
         subscriber = Subscriber(broker.port, TOPIC, username="station", password="right-secret")
-        sink = MqttSink(out_folder(tmp_path / "out"), host="127.0.0.1", port=broker.port, username="station",
-                        password="wrong-secret", reconnect_max_s=1)
+        sink = MqttSink(out_folder(tmp_path / "out"), MqttSinkOptions(
+            host="127.0.0.1", port=broker.port, username="station", password="wrong-secret", reconnect_max_s=1))
         for i in range(10):
             sink.publish(verdict(i))
         until(lambda: sink.problem is not None and "refused" in sink.problem, what="the refusal said", within_s=10)
@@ -129,8 +132,9 @@ def test_a_wrong_password_is_one_line_and_nothing_is_lost(tmp_path: Path) -> Non
         assert "secret" not in sink.problem
         sink.close()  # bounded: it is not connected
         # the URL's user and password; an option given beside it wins (a station file's username)
-        sink = sink_from_url(tmp_path / "out", f"mqtt://nobody:right-secret@127.0.0.1:{broker.port}",
-                             username="station")
+        url = mqtt_url_options(f"mqtt://nobody:right-secret@127.0.0.1:{broker.port}")
+        assert (url.username, url.password) == ("nobody", "right-secret")
+        sink = MqttSink(tmp_path / "out", replace(url, username="station"))
         try:
             messages = subscriber.wait_for(10)
             assert [payload["seq"] for _, payload, _ in messages] == list(range(1, 11))  # the buffered, in order
@@ -145,8 +149,8 @@ def test_a_wrong_password_is_one_line_and_nothing_is_lost(tmp_path: Path) -> Non
 
 def test_a_full_buffer_drops_the_oldest_and_counts_them(tmp_path: Path) -> None:
     port = free_port()  # no broker there yet
-    sink = MqttSink(out_folder(tmp_path / "out"), host="127.0.0.1", port=port, buffer_max_count=10,
-                    reconnect_max_s=1)
+    sink = MqttSink(out_folder(tmp_path / "out"),
+                    MqttSinkOptions(host="127.0.0.1", port=port, buffer_max_count=10, reconnect_max_s=1))
     for i in range(25):
         sink.publish(verdict(i))
     assert sink.dropped == 15 and sink.pending == 10
@@ -158,7 +162,7 @@ def test_a_full_buffer_drops_the_oldest_and_counts_them(tmp_path: Path) -> None:
     broker = Mosquitto.launch(tmp_path / "broker", port=port)
     try:
         subscriber = Subscriber(port, TOPIC)
-        sink = MqttSink(out_folder(tmp_path / "out"), host="127.0.0.1", port=port)
+        sink = MqttSink(out_folder(tmp_path / "out"), MqttSinkOptions(host="127.0.0.1", port=port))
         try:
             messages = subscriber.wait_for(10)
             assert [payload["frame_id"] for _, payload, _ in messages] == [f"part-{i:04d}.png" for i in range(15, 25)]
@@ -175,8 +179,8 @@ def test_tls_with_the_right_ca_and_a_certificate_error_in_one_line(tmp_path: Pat
     other = make_tls(tmp_path / "other", ca_name="Another CA")
     broker = Mosquitto.launch(tmp_path / "broker", tls=tls)
     try:
-        sink = MqttSink(out_folder(tmp_path / "wrong"), host="127.0.0.1", port=broker.port, ca_file=other.ca,
-                        reconnect_max_s=1)
+        sink = MqttSink(out_folder(tmp_path / "wrong"),
+                        MqttSinkOptions(host="127.0.0.1", port=broker.port, ca_file=other.ca, reconnect_max_s=1))
         sink.publish(verdict(0))
         until(lambda: sink.problem is not None and "TLS" in sink.problem, what="the TLS error said", within_s=10)
         # OpenSSL's words for it: "self-signed certificate in certificate chain" where the server sends its CA
@@ -184,7 +188,8 @@ def test_tls_with_the_right_ca_and_a_certificate_error_in_one_line(tmp_path: Pat
                             "1 verdicts buffered", sink.problem), sink.problem
         sink.close()
         subscriber = Subscriber(broker.port, TOPIC, ca_file=tls.ca)
-        sink = MqttSink(out_folder(tmp_path / "right"), host="127.0.0.1", port=broker.port, ca_file=tls.ca)
+        sink = MqttSink(out_folder(tmp_path / "right"),
+                        MqttSinkOptions(host="127.0.0.1", port=broker.port, ca_file=tls.ca))
         try:
             sink.publish(verdict(1))
             assert [payload["frame_id"] for _, payload, _ in subscriber.wait_for(1)] == ["part-0001.png"]
@@ -198,17 +203,17 @@ def test_tls_with_the_right_ca_and_a_certificate_error_in_one_line(tmp_path: Pat
 def test_a_refused_configuration_is_one_line(tmp_path: Path) -> None:
     (tmp_path / "junk.pem").write_text("not a certificate")
     with pytest.raises(ValueError, match=r"^MQTT CA file missing\.pem: No such file or directory$"):
-        MqttSink(tmp_path, host="127.0.0.1", ca_file=tmp_path / "missing.pem")
+        MqttSink(tmp_path, MqttSinkOptions(host="127.0.0.1", ca_file=tmp_path / "missing.pem"))
     with pytest.raises(ValueError, match=r"^MQTT client certificate junk\.pem: "):
-        MqttSink(tmp_path, host="127.0.0.1", tls=True, cert_file=tmp_path / "junk.pem")
+        MqttSink(tmp_path, MqttSinkOptions(host="127.0.0.1", tls=True, cert_file=tmp_path / "junk.pem"))
     with pytest.raises(ValueError, match=r"^MQTT URL 'broker:1883': expected mqtt://host\[:port\]"):
-        sink_from_url(tmp_path, "http://user:secret@broker:1883")
+        mqtt_url_options("http://user:secret@broker:1883")
     with pytest.raises(OutputError, match="cannot open the MQTT buffer: No such file or directory$"):
-        MqttSink(tmp_path / "gone", host="127.0.0.1")
+        MqttSink(tmp_path / "gone", MqttSinkOptions(host="127.0.0.1"))
     assert not (tmp_path / BUFFER_NAME).exists()  # nothing opened for a refused one
     os.mkfifo(tmp_path / BUFFER_NAME)  # planted under its name: refused, not a hang
     with pytest.raises(OutputError, match=r"mqtt-buffer\.jsonl: cannot open the MQTT buffer: "):
-        MqttSink(tmp_path, host="127.0.0.1")
+        MqttSink(tmp_path, MqttSinkOptions(host="127.0.0.1"))
 
 
 def test_a_station_name_is_one_topic_level() -> None:
@@ -263,7 +268,7 @@ def test_a_topic_prefix_no_broker_takes_is_refused_in_one_line(tmp_path: Path, p
     # it was taken: paho raised in the sender thread, which died, and every verdict after stayed in the buffer
     # with `problem` None
     with pytest.raises(ValueError, match=rf"^MQTT topic prefix .*: {why}"):
-        MqttSink(tmp_path, host="127.0.0.1", prefix=prefix)
+        MqttSink(tmp_path, MqttSinkOptions(host="127.0.0.1", prefix=prefix))
     assert not (tmp_path / BUFFER_NAME).exists()  # nothing opened for a refused one
 
 
@@ -272,7 +277,7 @@ def test_a_verdict_paho_refuses_is_dropped_and_said_and_the_next_still_go(tmp_pa
     # a station name too long for a topic (the library takes any): paho raised in the sender thread, which died
     # with a traceback; the later verdicts were never sent and nothing said so
     subscriber = Subscriber(mosquitto.port, "seglens/+/verdict")
-    sink = MqttSink(tmp_path, host="127.0.0.1", port=mosquitto.port, close_s=10)
+    sink = MqttSink(tmp_path, MqttSinkOptions(host="127.0.0.1", port=mosquitto.port, close_s=10))
     try:
         sink.publish(verdict(1))
         sink.publish(StationVerdict(station="s" * 70_000, frame_id="long.png", time=1.0, verdict="OK", score=0.1,
@@ -300,7 +305,7 @@ def test_a_verdict_whose_buffer_line_the_full_disk_refused_is_written_when_offer
 
     with full_disk(tmp_path / "out") as disk:
         nobody = free_port()  # no broker yet: the verdict stays pending
-        sink = MqttSink(disk.folder, host="127.0.0.1", port=nobody, close_s=0.5)
+        sink = MqttSink(disk.folder, MqttSinkOptions(host="127.0.0.1", port=nobody, close_s=0.5))
         try:
             assert sink.publish(verdict(1)) is False
             assert "cannot write its buffer" in (sink.problem or "")
@@ -311,7 +316,7 @@ def test_a_verdict_whose_buffer_line_the_full_disk_refused_is_written_when_offer
         finally:
             sink.close()
         subscriber = Subscriber(mosquitto.port, TOPIC)
-        again = MqttSink(disk.folder, host="127.0.0.1", port=mosquitto.port)
+        again = MqttSink(disk.folder, MqttSinkOptions(host="127.0.0.1", port=mosquitto.port))
         try:
             messages = subscriber.wait_for(1)
             assert [payload["frame_id"] for _, payload, _ in messages] == ["part-0001.png"]

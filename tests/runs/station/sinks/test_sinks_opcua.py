@@ -33,7 +33,8 @@ from cryptography.x509.oid import ExtendedKeyUsageOID
 from app.runs.station.sinks import StationVerdict
 from app.runs.station.sinks.opcua import NAMESPACE, OpcUaSink
 from app.runs.station.sinks.opcua_space import VARIABLES
-from tests.pacs.orthanc import free_port
+from app.runs.station.sinks.options import OpcUaSinkOptions
+from tests.io.pacs.orthanc import free_port
 
 REPO = Path(__file__).resolve().parents[4]
 SAMPLES = REPO / "resources" / "samples" / "anomaly"
@@ -101,7 +102,7 @@ def sink():
     opened: list[OpcUaSink] = []
 
     def open_sink(url: str, **options: Any) -> OpcUaSink:
-        made = OpcUaSink(url, station="line-3", **options)
+        made = OpcUaSink(OpcUaSinkOptions(endpoint=url, **options), station="line-3")
         opened.append(made)
         return made
 
@@ -326,7 +327,7 @@ async def secure_client(url: str, certificates: Path, *, user: str | None = None
 
 def test_an_encrypted_endpoint_serves_a_secure_client_and_refuses_one_without_security(sink, certificates):
     url = endpoint()
-    server = sink(url, security="Basic256Sha256_SignAndEncrypt", certificate=certificates / "server.der",
+    server = sink(url, security=("Basic256Sha256_SignAndEncrypt",), certificate=certificates / "server.der",
                   private_key=certificates / "server-key.pem")
     assert server.wait_ready(WAIT_S) and server.problem is None
     server.publish(verdict("NG", 0.97))
@@ -390,7 +391,7 @@ def test_only_the_trusted_client_certificates_are_let_in(sink, certificates, tmp
     for folder, name in ((trusted, "client"), (others, "other")):
         folder.mkdir()
         shutil.copyfile(certificates / f"{name}.der", folder / f"{name}.der")
-    servers = [sink(endpoint(), security="Basic256Sha256_SignAndEncrypt", certificate=certificates / "server.der",
+    servers = [sink(endpoint(), security=("Basic256Sha256_SignAndEncrypt",), certificate=certificates / "server.der",
                     private_key=certificates / "server-key.pem", trusted_clients=folder)
                for folder in (trusted, others)]
     assert all(server.wait_ready(WAIT_S) for server in servers)
@@ -406,32 +407,32 @@ def test_only_the_trusted_client_certificates_are_let_in(sink, certificates, tmp
 
 
 @pytest.mark.parametrize(("url", "options", "message"), [
-    ("opc.tcp://127.0.0.1:4840/", {"security": "Basic256Sha256_Sign", "certificate": "missing.der",
+    ("opc.tcp://127.0.0.1:4840/", {"security": ("Basic256Sha256_Sign",), "certificate": "missing.der",
                                   "private_key": "server-key.pem"},
      "certificate missing.der: cannot read it (No such file or directory)"),
-    ("opc.tcp://127.0.0.1:4840/", {"security": "Basic256Sha256_Sign", "certificate": "server-key.pem",
+    ("opc.tcp://127.0.0.1:4840/", {"security": ("Basic256Sha256_Sign",), "certificate": "server-key.pem",
                                   "private_key": "server-key.pem"},
      "certificate server-key.pem: not an X.509 certificate (PEM or DER)"),
-    ("opc.tcp://127.0.0.1:4840/", {"security": "Basic256Sha256_Sign", "certificate": "server.der",
+    ("opc.tcp://127.0.0.1:4840/", {"security": ("Basic256Sha256_Sign",), "certificate": "server.der",
                                   "private_key": "server.der"},
      "private key server.der: not a private key (PEM or DER)"),
-    ("opc.tcp://127.0.0.1:4840/", {"security": "Basic256Sha256_Sign", "certificate": "server.der",
+    ("opc.tcp://127.0.0.1:4840/", {"security": ("Basic256Sha256_Sign",), "certificate": "server.der",
                                   "private_key": "other-key.pem"},
      "private key other-key.pem is not the key of certificate server.der"),
-    ("opc.tcp://127.0.0.1:4840/", {"security": "Basic256Sha256_SignAndEncrypt"},
+    ("opc.tcp://127.0.0.1:4840/", {"security": ("Basic256Sha256_SignAndEncrypt",)},
      "security Basic256Sha256_SignAndEncrypt needs certificate and private_key (the server's, PEM or DER)"),
     ("opc.tcp://0.0.0.0:4840/", {}, "security none on 0.0.0.0, which is not loopback: anyone on that network can "
                                     "read the verdicts; give security Basic256Sha256_SignAndEncrypt "
                                     "(or allow_insecure: true)"),
     ("opc.tcp://127.0.0.1:4840/", {"username": "plc", "password": "p"},
      "username needs a Basic256Sha256 security policy: with none alone the password would cross the network in clear"),
-    ("opc.tcp://127.0.0.1:4840/", {"security": "Basic128"},
+    ("opc.tcp://127.0.0.1:4840/", {"security": ("Basic128",)},
      "security 'Basic128': expected one of none, Basic256Sha256_Sign, Basic256Sha256_SignAndEncrypt"),
     ("http://127.0.0.1:4840/", {}, "endpoint 'http://127.0.0.1:4840/': expected opc.tcp://HOST[:PORT][/PATH]"),
-    ("opc.tcp://127.0.0.1:4840/", {"security": "Basic256Sha256_Sign", "certificate": "server.der",
+    ("opc.tcp://127.0.0.1:4840/", {"security": ("Basic256Sha256_Sign",), "certificate": "server.der",
                                   "private_key": "server-key.pem", "trusted_clients": "nowhere"},
      "trusted_clients nowhere: cannot read the folder (No such file or directory)"),
-    ("opc.tcp://127.0.0.1:4840/", {"security": "Basic256Sha256_Sign", "certificate": "server.der",
+    ("opc.tcp://127.0.0.1:4840/", {"security": ("Basic256Sha256_Sign",), "certificate": "server.der",
                                   "private_key": "server-key.pem", "trusted_clients": "."},
      "trusted client certificate client-key.pem: not an X.509 certificate (PEM or DER)"),
     ("opc.tcp://127.0.0.1:4840/", {"security": ("none", "Basic256Sha256_Sign"), "certificate": "server.der",
@@ -444,7 +445,7 @@ def test_a_refused_configuration_is_one_line_and_nothing_listens(certificates, u
              for key, value in options.items()}
     threads = threading.active_count()
     with pytest.raises(ValueError) as caught:
-        OpcUaSink(url, station="line-3", **given)
+        OpcUaSink(OpcUaSinkOptions(endpoint=url, **given), station="line-3")
     assert str(caught.value) == message
     assert threading.active_count() == threads  # no server thread started
 
@@ -489,11 +490,11 @@ def test_a_station_file_opcua_section_read_whole(tmp_path):
     path.write_text(f"{GOOD}sinks:\n  opcua: {{endpoint: 'opc.tcp://[::1]:4841/seglens/', security: "
                     "[Basic256Sha256_Sign, Basic256Sha256_SignAndEncrypt], certificate: certs/server.der, "
                     "private_key: certs/key.pem, trusted_clients: plcs, username: plc, password_env: OPCUA_PW}\n")
-    assert read_station_file(path).sinks == {"opcua": {
-        "endpoint": "opc.tcp://[::1]:4841/seglens/",
-        "security": ("Basic256Sha256_Sign", "Basic256Sha256_SignAndEncrypt"),
-        "certificate": tmp_path / "certs" / "server.der", "private_key": tmp_path / "certs" / "key.pem",
-        "trusted_clients": tmp_path / "plcs", "username": "plc", "password_env": "OPCUA_PW"}}
+    assert read_station_file(path).sinks == (OpcUaSinkOptions(
+        endpoint="opc.tcp://[::1]:4841/seglens/",
+        security=("Basic256Sha256_Sign", "Basic256Sha256_SignAndEncrypt"),
+        certificate=tmp_path / "certs" / "server.der", private_key=tmp_path / "certs" / "key.pem",
+        trusted_clients=tmp_path / "plcs", username="plc", password_env="OPCUA_PW"),)
 
 
 def _open_files(folder: Path) -> list[str]:

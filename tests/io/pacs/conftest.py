@@ -1,4 +1,4 @@
-"""Fixtures of the PACS tests: a real Orthanc on loopback for the whole session (tests/pacs/orthanc.py), and
+"""Fixtures of the PACS tests: a real Orthanc on loopback for the whole session (tests/io/pacs/orthanc.py), and
 each test's own SeriesCache."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from app.io.pacs.cache import SeriesCache
-from tests.pacs.orthanc import Orthanc
+from tests.io.pacs.orthanc import Orthanc
 
 
 @pytest.fixture(scope="session")

@@ -20,7 +20,7 @@ import pytest
 from app.io.pacs.cache import MANIFEST, SeriesCache, series_key
 from app.io.pacs.client import PacsError
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="POSIX modes and signals")
 
 # A second process: receives (or pins) one series in the cache at argv[1], says "ready", then waits for a line on

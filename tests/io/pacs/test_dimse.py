@@ -1,4 +1,4 @@
-"""DIMSE against a real Orthanc on loopback (tests/pacs/orthanc.py): echo, find, C-GET and C-MOVE into the cache,
+"""DIMSE against a real Orthanc on loopback (tests/io/pacs/orthanc.py): echo, find, C-GET and C-MOVE into the cache,
 C-STORE, and each failure as one line with nothing in the cache that looks complete. No mocks."""
 
 from __future__ import annotations
@@ -19,12 +19,12 @@ from app.io.pacs.client import PacsError, StudyQuery
 from app.io.pacs.connect import connect
 from app.io.pacs.dimse import DimseClient
 from app.io.pacs.nodes import PacsNode, parse_node
-from tests.pacs.orthanc import Orthanc, free_port
+from tests.io.pacs.orthanc import Orthanc, free_port
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # tests/dicom_factory.py
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # tests/dicom_factory.py
 import dicom_factory
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 CT_SAMPLE = sorted((REPO / "resources" / "samples" / "ct").glob("IM*"))
 
 

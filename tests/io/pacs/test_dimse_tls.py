@@ -13,7 +13,7 @@ from app.io.pacs.cache import SeriesCache
 from app.io.pacs.client import PacsError, StudyQuery
 from app.io.pacs.connect import connect
 from app.io.pacs.nodes import parse_node
-from tests.pacs.orthanc import Orthanc, TlsFiles, make_tls
+from tests.io.pacs.orthanc import Orthanc, TlsFiles, make_tls
 
 
 @pytest.fixture(scope="module")
@@ -30,7 +30,7 @@ def tls_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Ortha
 def test_echo_find_get_over_tls_with_the_ca_bundle(tls_server: tuple[Orthanc, TlsFiles], tmp_path: Path) -> None:
     import sys
 
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
     import dicom_factory
 
     server, files = tls_server

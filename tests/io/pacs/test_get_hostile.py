@@ -19,7 +19,7 @@ import app.io.pacs.cache as cache_module
 from app.cli import main
 from app.guard.names import component
 from tests.dicom_factory import write_series
-from tests.pacs.orthanc import Orthanc
+from tests.io.pacs.orthanc import Orthanc
 
 PREFIX = "GH-"
 

@@ -1,4 +1,4 @@
-"""DIMSE against a hostile server (tests/pacs/hostile_scp.py, a real pynetdicom AE on loopback): a dataset of
+"""DIMSE against a hostile server (tests/io/pacs/hostile_scp.py, a real pynetdicom AE on loopback): a dataset of
 another series or study under a listed SOP Instance UID is dropped and the retrieve fails in one line; a C-FIND
 or a retrieve that never ends is cut by the operation's deadline or its cap on answers; our C-MOVE destination
 listens on the address the node reaches us at and takes associations from the node's AE title only."""
@@ -19,8 +19,8 @@ from app.io.pacs.cache import SeriesCache
 from app.io.pacs.client import PacsError, StudyQuery
 from app.io.pacs.dimse import DimseClient
 from app.io.pacs.nodes import PacsNode
-from tests.pacs.hostile_scp import AE_TITLE, HostileScp, Series, instance, store_as
-from tests.pacs.orthanc import free_port
+from tests.io.pacs.hostile_scp import AE_TITLE, HostileScp, Series, instance, store_as
+from tests.io.pacs.orthanc import free_port
 
 
 @pytest.fixture

@@ -1,4 +1,4 @@
-"""DicomWebClient against a real Orthanc on loopback (tests/pacs/orthanc.py: basic auth on), no mocks: QIDO-RS
+"""DicomWebClient against a real Orthanc on loopback (tests/io/pacs/orthanc.py: basic auth on), no mocks: QIDO-RS
 search, WADO-RS retrieve into the cache, STOW-RS store, and each failure as one line naming the node.
 
 TLS: Debian's Orthanc 1.10 crashes on its first HTTPS request (SslEnabled: civetweb calls an OpenSSL 1.1 function
@@ -32,7 +32,7 @@ from app.io.pacs.dicomweb import DicomWebClient, truncated
 from app.io.pacs.dicomweb_json import matches, sendable, series_record, study_filters, study_record, wanted
 from app.io.pacs.nodes import parse_node
 from tests.dicom_factory import write_series
-from tests.pacs.orthanc import Orthanc, free_port
+from tests.io.pacs.orthanc import Orthanc, free_port
 
 PREFIX = "DW-"  # this module's patients, deleted after each test: the session's server is shared with other tests
 

@@ -1,4 +1,4 @@
-"""DICOMweb against a hostile service of the tests' own on loopback (tests/pacs/dicomweb_server.py): a series UID that
+"""DICOMweb against a hostile service of the tests' own on loopback (tests/io/pacs/dicomweb_server.py): a series UID that
 is a path, instances of another series or patient under the series asked for, a series that trickles or never ends,
 a search with more matches than anyone should take, a redirect of a store or of a search to another port, a
 retrieve killed by SIGTERM; and what a retrieve leaves in the cache (private modes)."""
@@ -29,9 +29,9 @@ from app.io.pacs.connect import connect
 from app.io.pacs.dicomweb import DicomWebClient
 from app.io.pacs.nodes import parse_node
 from tests.dicom_factory import write_series
-from tests.pacs.dicomweb_server import WebService, served
+from tests.io.pacs.dicomweb_server import WebService, served
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 @pytest.fixture
