@@ -41,12 +41,12 @@ def measure(model: Path, image: Path, steps: int, settings: Path) -> dict[str, f
     from PySide6.QtCore import QSettings
 
     from app.inference.image import pipeline
-    from app.inference.runtime.session import ModelSession
+    from app.inference.runtime.session import LocalSession
     from app.ui.main_window import MainWindow
     from app.ui.workers import worker as worker_module
 
     runs, worker_ms = [], []
-    originals = ModelSession.run, worker_module.decided, pipeline.relabel
+    originals = LocalSession.run, worker_module.decided, pipeline.relabel
 
     def counted(self, tensor):
         runs.append(1)
@@ -61,7 +61,7 @@ def measure(model: Path, image: Path, steps: int, settings: Path) -> dict[str, f
                 worker_ms.append((time.perf_counter() - started) * 1000)
         return call
 
-    ModelSession.run, worker_module.decided, pipeline.relabel = counted, timed(originals[1]), timed(originals[2])
+    LocalSession.run, worker_module.decided, pipeline.relabel = counted, timed(originals[1]), timed(originals[2])
     try:
         window = MainWindow(settings=QSettings(str(settings), QSettings.Format.IniFormat), model_path=model,
                             device="cpu")

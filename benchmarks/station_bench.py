@@ -49,7 +49,8 @@ import numpy as np  # noqa: E402
 import paho.mqtt.client as mqtt  # noqa: E402
 
 from app.inference.model.builder import load_spec  # noqa: E402
-from app.inference.runtime.session import ModelSession, open_session  # noqa: E402
+from app.inference.model.session import ModelSession  # noqa: E402
+from app.inference.runtime.session import open_session  # noqa: E402
 from app.io.discover import InputFile  # noqa: E402
 from app.io.sources.video import VideoSource  # noqa: E402
 from app.io.sources.watch import WatchSource  # noqa: E402

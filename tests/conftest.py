@@ -64,17 +64,17 @@ def expected_stripes(height: int = 37, width: int = 53) -> np.ndarray:
 
 @pytest.fixture
 def model_runs(monkeypatch):
-    """How many times any ModelSession ran its model since the fixture was made (each call's tensor shape)."""
-    from app.inference.runtime.session import ModelSession
+    """How many times any LocalSession ran its model since the fixture was made (each call's tensor shape)."""
+    from app.inference.runtime.session import LocalSession
 
     calls = []
-    original = ModelSession.run
+    original = LocalSession.run
 
     def counted(self, tensor):
         calls.append(tensor.shape)
         return original(self, tensor)
 
-    monkeypatch.setattr(ModelSession, "run", counted)
+    monkeypatch.setattr(LocalSession, "run", counted)
     return calls
 
 

@@ -32,7 +32,7 @@ from app.cli.options import shown as _shown
 from app.cli.remote_options import add_remote_options, cmd_bench_remote, cmd_info_remote, remote_requested
 
 if TYPE_CHECKING:  # the heavy modules are imported by the commands that use them (--version answers without)
-    from app.inference.runtime.session import ModelSession
+    from app.inference.model.session import ModelSession
 
 
 def main(argv: list[str] | None = None) -> int:

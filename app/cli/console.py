@@ -19,8 +19,8 @@ from app.errors import shown
 from app.runs.folder.plan import Progress as RunProgress
 
 if TYPE_CHECKING:
+    from app.inference.model.session import SessionInfo
     from app.inference.model.spec import ModelSpec
-    from app.inference.runtime.session import SessionInfo
     from app.runs.cluster.driver import RayProgress
     from app.runs.compare.agreement import Compared
     from app.runs.folder.metrics import MetricsSummary

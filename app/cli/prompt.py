@@ -141,9 +141,8 @@ def _volume_of(args: argparse.Namespace) -> Volume | str | None:
 
 
 def _note_device(model: PromptModel) -> None:
-    info = getattr(model, "info", None)
-    if info is not None and info.fallback_reason and (info.requested.startswith("cuda") or info.fallback_warns):
-        print(f"note: the prompt model runs on the CPU ({info.fallback_reason})", file=sys.stderr)
+    if (reason := model.device_warning()) is not None:
+        print(f"note: the prompt model runs on the CPU ({reason})", file=sys.stderr)
 
 
 def _single(args: argparse.Namespace, model: PromptModel) -> int:

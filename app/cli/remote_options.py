@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 from app.cli.options import number_parser, shown
 
 if TYPE_CHECKING:
+    from app.inference.model.session import ModelSession
     from app.inference.remote.session import RemoteSession, RemoteTarget
 
 TOKEN_ENV, PASSWORD_ENV = "SEGLENS_REMOTE_TOKEN", "SEGLENS_REMOTE_PASSWORD"
@@ -107,18 +108,18 @@ def open_remote(args: argparse.Namespace, model: Path, *, sidecar: Path | None =
         print("note: --runtime is ignored with --device remote (ONNX Runtime runs on the server)", file=sys.stderr)
     try:
         session = open_remote_session(target, sidecar=sidecar or _sidecar_beside(model), warm_up=warm_up,
-                                      on_retry=_say_retry)
+                                      on_retry=_say_retry, in_flight=max(1, getattr(args, "in_flight", 1)))
     except RemoteError as exc:  # the line names no option; here the CLI's are said (error.hint)
         raise exc.with_hint(_HINTS.get(exc.kind)) from exc
-    session.in_flight = max(1, getattr(args, "in_flight", 1))
     for note in session.notes:
         print(f"note: {shown(note)}", file=sys.stderr)
     return session
 
 
-def timing_line(model: object) -> str | None:
-    """The latency split of a remote session's requests ('remote latency per request: …'), else None."""
-    line = getattr(model, "timing_line", lambda: None)()
+def timing_line(model: ModelSession) -> str | None:
+    """The latency split of a remote session's requests ('remote latency per request: …'), else None (a local
+    session's time is its stage timings)."""
+    line = model.timing_line()
     return f"remote {line}" if line else None
 
 

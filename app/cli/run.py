@@ -15,9 +15,8 @@ from app.cli.options import shown as _shown
 from app.cli.remote_options import open_remote, remote_requested, timing_line
 
 if TYPE_CHECKING:
+    from app.inference.model.session import ModelSession
     from app.inference.model.spec import ModelSpec
-    from app.inference.remote.session import RemoteSession
-    from app.inference.runtime.session import ModelSession
     from app.io.discover import InputFile
     from app.runs.folder.run import Runner, RunPlan
     from app.runs.pacs.run import PacsPlan
@@ -40,7 +39,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             remote.close()
 
 
-def _run(args: argparse.Namespace, *, started: float, pacs: PacsPlan, tty: bool, remote: RemoteSession | None) -> int:
+def _run(args: argparse.Namespace, *, started: float, pacs: PacsPlan, tty: bool, remote: ModelSession | None) -> int:
     import app.cli.console as console
     from app.cli.pacs import retrieved_paths, send_written
     from app.runs.folder.run import run_folder
@@ -88,13 +87,14 @@ def _plan(args: argparse.Namespace, *, started: float, remote: ModelSession | No
                     redact=terminal.anonymize if terminal is not None else None)
 
 
-def _runner(args: argparse.Namespace, plan: RunPlan, remote: RemoteSession | None = None) -> Runner:
+def _runner(args: argparse.Namespace, plan: RunPlan, remote: ModelSession | None = None) -> Runner:
     """Where the plan runs: Ray's actors (--ray), a remote server's session (--device remote), else a session
     opened here (said when not where asked)."""
     if remote is not None:
         from app.runs.folder.run import LocalRunner
 
-        return LocalRunner(remote.adopt(plan.spec))
+        remote.spec = plan.spec  # as the options adjusted it (--tile, --threshold): the same tensors go over
+        return LocalRunner(remote)
     if args.ray:
         from app.cli.cluster import ray_runner
 

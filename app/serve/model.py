@@ -18,7 +18,8 @@ from kserve import InferOutput, InferRequest, InferResponse, Model
 from kserve.errors import InvalidInput
 
 from app.errors import SegLensError, one_line
-from app.inference.runtime.session import DeviceRequest, SessionInfo, open_onnx_session
+from app.inference.model.session import SessionInfo
+from app.inference.runtime.session import DeviceRequest, open_onnx_session
 
 log = logging.getLogger(__name__)
 
@@ -141,11 +142,11 @@ def _spec_or_none(path: Path, sidecar: Path | None) -> Any:
 
 
 def _warmed(spec: Any, session: Any, info: SessionInfo) -> SessionInfo:
-    """SegLens's own warm-up (ModelSession.warm_up: zeros of the working shape), on the served session."""
-    from app.inference.runtime.session import ModelSession
+    """SegLens's own warm-up (LocalSession.warm_up: zeros of the working shape), on the served session."""
+    from app.inference.runtime.session import LocalSession
 
     try:
-        return ModelSession(spec, session, info).warm_up()
+        return LocalSession(spec, session, info).warm_up()
     except SegLensError as exc:
         log.warning("serve: %s: the warm-up run failed (%s); the first request pays it", spec.path.name, exc)
         return info

@@ -217,7 +217,7 @@ def test_a_series_label_volume_never_inside_the_series_folder(tmp_path: Path,
 
 
 def test_info_says_why_a_half_runs_on_the_cpu_once(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    from app.inference.runtime.session import NO_GPU
+    from app.inference.model.session import NO_GPU
 
     assert main(["info", str(sam_pair(tmp_path))]) == 0  # auto: "CPU (no NVIDIA GPU) (no NVIDIA GPU)" before
     for line in capsys.readouterr().out.splitlines()[-2:]:

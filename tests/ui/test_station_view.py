@@ -237,7 +237,7 @@ def test_a_video_that_ends_says_so_and_its_frames_open_from_the_copies_the_folde
 
 
 def test_the_device_line_says_where_the_model_runs_and_why_not_on_the_gpu_asked_for():
-    from app.inference.runtime.session import SessionInfo
+    from app.inference.model.session import SessionInfo
     from app.ui.state.station_messages import device_words
 
     cpu = "CPUExecutionProvider"

@@ -57,7 +57,7 @@ def test_the_gpu_memory_read_queued_by_show_session_does_not_outlive_the_status_
     deleted' in the event loop (CI, tests/ui/test_station_view.py's teardown)."""
     import shiboken6
 
-    from app.inference.runtime.session import SessionInfo
+    from app.inference.model.session import SessionInfo
     from app.ui.widgets.status import StatusBar
 
     bar = StatusBar()

@@ -13,7 +13,7 @@ from PIL import Image
 from spec3d_models import sigmoid3d, with_sidecar
 
 from app.inference.model.builder import load_spec
-from app.inference.runtime.session import ModelSession
+from app.inference.runtime.session import LocalSession
 from app.inference.volume3d.predict import predict_volume
 from app.io.discover import discover
 from app.runs.folder.stack import VolumeStack
@@ -126,14 +126,14 @@ def test_cancel_stops_the_run_and_leaves_no_result(qtbot, make_main_window, mode
     nifti = write_blobs(tmp_path / "blobs.nii.gz")
     win = make_main_window(model3d)
     release, calls = threading.Event(), []
-    original = ModelSession.run
+    original = LocalSession.run
 
     def held(self, tensor):  # the first patch waits until the reader has pressed Cancel
         calls.append(tensor.shape)
         release.wait(TIMEOUT / 1000)
         return original(self, tensor)
 
-    monkeypatch.setattr(ModelSession, "run", held)
+    monkeypatch.setattr(LocalSession, "run", held)
     results = []
     win.worker.result_ready.connect(results.append)
     win.add_paths([nifti])

@@ -12,9 +12,9 @@ from app.inference.describe.volume_text import volume_lines
 from app.inference.model.codes import ClassCode
 from app.inference.model.labels import display_name
 from app.inference.model.onnx_graph import TensorInfo
+from app.inference.model.session import SessionInfo
 from app.inference.model.spec import InputSpec, ModelSpec, VolumeInputSpec
 from app.inference.remote.graph import is_remote_path
-from app.inference.runtime.session import SessionInfo
 
 
 def spec_dict(spec: ModelSpec, info: SessionInfo | None) -> dict[str, Any]:

@@ -22,10 +22,10 @@ from app.inference.image.fit import image_fit
 from app.inference.image.labelmap import LabelMap, exported_labels, relabelled, segmentation_labels
 from app.inference.image.postprocess import Prediction, class_pixel_counts, top_k
 from app.inference.image.preprocess import Geometry, convert_color, pad_bottom_right, preprocess, to_tensor
+from app.inference.model.session import ModelSession
 from app.inference.model.spec import InputSpec, ModelSpec
 from app.inference.remote.name import check_declared_size
 from app.inference.runtime.finite import check_finite
-from app.inference.runtime.session import ModelSession
 from app.io.images import DecodedImage, from_array, read_image
 from app.io.window import apply_window, range_to_uint8
 

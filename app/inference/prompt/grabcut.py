@@ -7,6 +7,7 @@ take either. Points refine a box (positive: sure foreground, negative: sure back
 from __future__ import annotations
 
 from collections.abc import Hashable, Sequence
+from typing import TYPE_CHECKING
 
 import cv2
 import numpy as np
@@ -14,6 +15,9 @@ import numpy as np
 from app.inference.prompt.cache import Embedding, image_identity
 from app.inference.prompt.frame import as_rgb8, frame_geometry, image_to_low_res
 from app.inference.prompt.request import NEGATIVE, Box, Point, PromptError, Proposal, check_prompt, prompt_image_shape
+
+if TYPE_CHECKING:
+    from app.inference.prompt.request import PromptModel
 
 ITERATIONS = 5  # grabCut's own examples use 5; more changes little on a box
 _SEED_RADIUS = 3  # pixels around a point marked sure foreground / background
@@ -38,6 +42,14 @@ class GrabCutSession:
         hw = (int(image.shape[0]), int(image.shape[1]))
         return Embedding((key if key is not None else image_identity(image), "grabcut"), {"image": rgb},
                          frame_geometry(hw, 1024))
+
+    def cached(self, key: Hashable) -> bool:
+        """False: grabCut keeps no embeddings (`embed` only converts the picture)."""
+        return False
+
+    def device_warning(self) -> str | None:
+        """None: grabCut runs no model (OpenCV on the CPU, as asked or not)."""
+        return None
 
     def decode(self, embedding: Embedding, points: Sequence[Point] = (), box: Box | None = None,
                mask_input: np.ndarray | None = None) -> Proposal:
@@ -82,6 +94,10 @@ class GrabCutSession:
         found[cy0:cy1, cx0:cx1] = inside
         found[:y0], found[y1:], found[:, :x0], found[:, x1:] = False, False, False, False  # the box bounds it
         return Proposal(mask=found, iou=float("nan"), low_res=image_to_low_res(found, embedding.geometry))
+
+
+if TYPE_CHECKING:
+    _IMPLEMENTS: type[PromptModel] = GrabCutSession  # mypy (.ci/run) proves grabCut is a PromptModel
 
 
 def _around(box: tuple[int, int, int, int], hw: tuple[int, ...]) -> tuple[int, int, int, int]:

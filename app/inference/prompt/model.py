@@ -13,12 +13,13 @@ from __future__ import annotations
 
 from collections.abc import Hashable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from app.errors import InferenceError, ModelError, one_line
 from app.inference.model.onnx_graph import TensorInfo
+from app.inference.model.session import SessionInfo
 from app.inference.prompt.cache import Embedding, EmbeddingCache, image_identity
 from app.inference.prompt.frame import MASK_GRID, encoder_tensor, frame_geometry, frame_points, low_res_to_image
 from app.inference.prompt.request import (
@@ -35,7 +36,7 @@ from app.inference.prompt.request import (
 )
 from app.inference.prompt.spec import SAM, PromptSpec, load_prompt_spec
 from app.inference.runtime.finite import check_outputs, declared
-from app.inference.runtime.session import DeviceRequest, SessionInfo, open_onnx_session
+from app.inference.runtime.session import DeviceRequest, open_onnx_session
 
 __all__ = ["Box", "Point", "PromptError", "PromptModel", "PromptSession", "Proposal", "load_prompt_model",
            "load_prompt_spec", "open_prompt_session"]
@@ -82,6 +83,10 @@ class PromptSession:
     def cached(self, key: Hashable) -> bool:
         """Whether the image under `key` is encoded already (a prefetch of the next image skips it)."""
         return (key, *self._model_key) in self.cache
+
+    def device_warning(self) -> str | None:
+        """The encoder's fallback reason when not being on the GPU is news (SessionInfo.fallback_warns)."""
+        return self.info.fallback_reason if self.info.fallback_warns else None
 
     def decode(self, embedding: Embedding, points: Sequence[Point] = (), box: Box | None = None,
                mask_input: np.ndarray | None = None) -> Proposal:
@@ -161,6 +166,10 @@ class PromptSession:
     def _encoder_input(self) -> str:
         name: str = self._encoder.get_inputs()[0].name
         return name
+
+
+if TYPE_CHECKING:
+    _IMPLEMENTS: type[PromptModel] = PromptSession  # mypy (.ci/run) proves PromptSession is a PromptModel
 
 
 def load_prompt_model(text: str | Path, device: str | DeviceRequest = "auto", *,

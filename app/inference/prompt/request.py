@@ -49,12 +49,24 @@ class Proposal:
 
 
 class PromptModel(Protocol):
-    """What the editor, the CLI and the folder run need of a prompt model: a PromptSession or grabCut."""
+    """What the editor, the CLI and the folder run need of a prompt model: a PromptSession (an encoder and a
+    decoder, app.inference.prompt.model) or grabCut (no model, app.inference.prompt.grabcut). Used from the thread
+    that made it; the faces call these members and never ask which one they hold."""
 
-    def embed(self, image: np.ndarray, *, key: Hashable | None = None) -> Embedding: ...
+    def embed(self, image: np.ndarray, *, key: Hashable | None = None) -> Embedding:
+        """The image's embedding (from the cache when `key` was encoded before); HxW or HxWx3."""
 
     def decode(self, embedding: Embedding, points: Sequence[Point] = (), box: Box | None = None,
-               mask_input: np.ndarray | None = None) -> Proposal: ...
+               mask_input: np.ndarray | None = None) -> Proposal:
+        """The proposal for one prompt on an embedded image (`mask_input`: an earlier proposal's low-res logits)."""
+
+    def cached(self, key: Hashable) -> bool:
+        """Whether the image under `key` is embedded already (a prefetch skips it, the editor sends its pixels
+        as they are); always False where nothing is kept (grabCut)."""
+
+    def device_warning(self) -> str | None:
+        """Why the model does not run on the GPU asked for, when that is news worth a warning
+        (SessionInfo.fallback_warns); None where it runs where asked, or runs no model (grabCut)."""
 
 
 def prompt_image_shape(shape: tuple[int, ...]) -> bool:

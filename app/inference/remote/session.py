@@ -1,7 +1,7 @@
 """A remote session: a model served over the Open Inference Protocol (KServe v2: Triton, KServe, MLServer,
-`seglens-cli serve`) behind the ModelSession interface, so the pipeline, folder runs, bench and the viewer use it
-as they use a local one. Pre- and post-processing stay on this machine; only the tensors travel (gRPC raw bytes,
-or HTTP with the binary tensor extension: app.inference.remote.transport).
+`seglens-cli serve`) that implements the ModelSession protocol (app.inference.model.session), so the pipeline,
+folder runs, bench and the viewer use it as they use a local one. Pre- and post-processing stay on this machine;
+only the tensors travel (gRPC raw bytes, or HTTP with the binary tensor extension: app.inference.remote.transport).
 
 The model's metadata (`v2/models/<m>`) goes through the same detection as an ONNX file (app.inference.remote.graph
 → spec_builder.spec_from_graph); a sidecar adds what the wire cannot say. Every call has a timeout and
@@ -21,26 +21,31 @@ import weakref
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from app.errors import need_extra
 from app.guard.answers import MAX_ANSWER_BYTES, AnswerRefused, Declared, check_answer, check_declared_input
 from app.guard.net import credentials_problem
 from app.guard.untrusted import SMALL_FILE_LIMIT, untrusted_problem
 from app.inference.model.onnx_graph import GraphInfo
+from app.inference.model.session import RemoteInfo, RequestTiming, SessionInfo, warm_up_runs, warmup_tensor
 from app.inference.model.spec import ModelSpec
 from app.inference.remote.calls import Calls
 from app.inference.remote.errors import RemoteError, classify, with_retry
 from app.inference.remote.graph import ONNX_TO_V2, activation_note, graph_from_metadata, remote_path
 from app.inference.remote.transport import Wire, compute_totals
-from app.inference.runtime.session import ModelSession, RemoteInfo, SessionInfo
 
-__all__ = ["RemoteError", "RemoteSession", "RemoteTarget", "RemoteTiming", "open_remote_session"]
+if TYPE_CHECKING:
+    from app.inference.model.session import ModelSession
+
+__all__ = ["RemoteError", "RemoteSession", "RemoteTarget", "open_remote_session"]
 
 log = logging.getLogger(__name__)
 SCHEMES = {"grpc": ("grpc", False), "grpcs": ("grpc", True), "http": ("http", False), "https": ("http", True)}
 MAX_TIMINGS = 10_000
+IN_FLIGHT = 4  # requests a folder run keeps going at once (a GPU server is then never waiting on the network)
 MAX_COMPUTE_US = 86_400e6  # a server's compute_us beyond a day (or NaN, ±inf, 10⁴⁰⁰) is no measure: unknown
 DEFAULT_PORTS = {"grpc": 8001, "grpcs": 8001, "http": 8000, "https": 443}
 INSECURE_SETTING = "--allow-insecure"  # the named setting that lets credentials travel in clear text (warned)
@@ -128,28 +133,17 @@ def _without_credentials(url: str) -> str:
     return f"{scheme}{sep}***@{netloc.rsplit('@', 1)[1]}{slash}{tail}" if "@" in netloc else url
 
 
-@dataclass(frozen=True)
-class RemoteTiming:
-    """One request's latency: network+queue (the round trip less the server's compute) and the compute itself
-    (None where the server does not say)."""
-
-    network_ms: float
-    compute_ms: float | None
-
-
-class RemoteSession(ModelSession):
-    """The ModelSession interface over the wire; the transport's errors come back as RemoteError, one line, after
+class RemoteSession:
+    """The ModelSession protocol over the wire; the transport's errors come back as RemoteError, one line, after
     the bounded retries. Unlike a local session, `run` may be called from several threads at once: a folder run
     keeps `in_flight` requests going (app.runs.folder.batch), gRPC on its one thread-safe client, HTTP through the
     session's sender threads (app.inference.remote.calls). `cancel()` (any thread) makes a run() waiting on the
     server or on a backoff raise RemoteError '… cancelled' at once, and every later one."""
 
-    in_flight = 4  # requests a folder run keeps going at once (a GPU server is then never waiting on the network)
-
     def __init__(self, spec: ModelSpec, calls: Calls, info: SessionInfo, target: RemoteTarget, *,
                  on_retry: Callable[[str], None] | None = None, notes: tuple[str, ...] = (),
-                 declared: Mapping[str, Declared] | None = None) -> None:
-        super().__init__(spec, None, info)
+                 declared: Mapping[str, Declared] | None = None, in_flight: int = IN_FLIGHT) -> None:
+        self.spec, self.info, self.in_flight = spec, info, max(1, in_flight)
         self.target, self.notes, self.on_retry = target, notes, on_retry
         self.declared = dict(declared or {})  # each output as the server's metadata declared it: answers match it
         self._calls = calls
@@ -158,14 +152,18 @@ class RemoteSession(ModelSession):
         self._lock = threading.Lock()
         self._given_up = False
         self._stats_base: tuple[int, int] | None = None  # the server's statistics when the run began, if it has them
-        self.last_timing: RemoteTiming | None = None
-        self.timings: list[RemoteTiming] = []  # the latest requests' (at most MAX_TIMINGS; a face reads the tail)
+        self.last_timing: RequestTiming | None = None
+        self.timings: list[RequestTiming] = []  # the latest requests' (at most MAX_TIMINGS; a face reads the tail)
         self._totals = [0, 0.0, 0, 0.0]  # requests, their round-trip ms; those with a compute, its ms (timing_line)
 
-    def adopt(self, spec: ModelSpec) -> RemoteSession:
-        """This session, for `spec` as a command adjusted it (--tile, --threshold): the same tensors go over."""
-        self.spec, self._input_name, self._output_names = spec, spec.input.name, list(spec.output.fetched)
-        return self
+    @property
+    def spec(self) -> ModelSpec:
+        return self._spec
+
+    @spec.setter
+    def spec(self, spec: ModelSpec) -> None:
+        """The spec, as a command or the viewer adjusted it (--tile, --threshold): the same tensors go over."""
+        self._spec, self._input_name, self._output_names = spec, spec.input.name, list(spec.output.fetched)
 
     def run(self, tensor: np.ndarray) -> np.ndarray | tuple[np.ndarray, ...]:
         """The model on one tensor, on the server: its first output, or an anomaly model's tuple (map, score[,
@@ -212,7 +210,7 @@ class RemoteSession(ModelSession):
     def _timed(self, wall_ms: float, parameters: dict[str, Any]) -> None:
         compute = _compute_ms(parameters.get("compute_us"))
         network = max(wall_ms - (compute or 0.0), 0.0)
-        self.last_timing = RemoteTiming(network, compute)
+        self.last_timing = RequestTiming(network, compute)
         with self._lock:
             if len(self.timings) >= MAX_TIMINGS:  # a million-image run keeps its sums, not a million records
                 del self.timings[:MAX_TIMINGS // 2]
@@ -231,6 +229,17 @@ class RemoteSession(ModelSession):
         if remote is not None and device and device != remote.server_device:
             remote = replace(remote, server_device=device, server_fallback=fallback or None)
             self.info = replace(self.info, provider=remote.label, providers=(remote.label,), remote=remote)
+
+    def warm_up(self, *, measure_warm: bool = False) -> SessionInfo:
+        """One request on zeros of the working shape (its round trip the first-run ms); with `measure_warm` a
+        second one (the warmed ms). Its timings count as any request's: `start_timing` begins a run's afresh."""
+        first, warm = warm_up_runs(self.run, self.spec, measure_warm=measure_warm)
+        self.info = replace(self.info, first_run_ms=first, warm_run_ms=warm)
+        return self.info
+
+    def warmup_tensor(self) -> np.ndarray:
+        """Zeros of the working shape, as the warm-up sends them."""
+        return warmup_tensor(self.spec)
 
     def start_timing(self) -> None:
         """From here the timings are a new run's; the server's statistics, where it has the extension, are read
@@ -284,11 +293,12 @@ class RemoteSession(ModelSession):
 
 def open_remote_session(target: RemoteTarget, *, sidecar: Path | str | None = None,
                         runtime: dict[str, Any] | None = None, warm_up: bool = True,
-                        on_retry: Callable[[str], None] | None = None) -> RemoteSession:
+                        on_retry: Callable[[str], None] | None = None, in_flight: int = IN_FLIGHT) -> RemoteSession:
     """The session of `target`'s model: its metadata read (with the bounded retry), its spec detected as an ONNX
     file's would be with `sidecar` over it (a path, or an http(s):// URL fetched with the server's credentials
     where its host is the server's: app.inference.remote.sidecar), and by default one warm-up request. `runtime`
-    is ONNX Runtime's, which runs on the server: it is ignored here (logged)."""
+    is ONNX Runtime's, which runs on the server: it is ignored here (logged). `in_flight`: the requests a folder run
+    keeps going at once on it."""
     from app.errors import SidecarError
     from app.inference.model.builder import spec_from_graph
     from app.inference.remote.sidecar import fetched_sidecar, loaded_as
@@ -324,7 +334,7 @@ def open_remote_session(target: RemoteTarget, *, sidecar: Path | str | None = No
                        load_ms=(time.perf_counter() - started) * 1000, remote=remote)
     note = activation_note(target.where, spec.output.kind, spec.sources)
     session = RemoteSession(spec, calls, info, target, on_retry=on_retry, notes=(note,) if note else (),
-                            declared=declared_outputs(graph))
+                            declared=declared_outputs(graph), in_flight=in_flight)
     session.fetched = folder
     if warm_up:
         try:
@@ -334,6 +344,10 @@ def open_remote_session(target: RemoteTarget, *, sidecar: Path | str | None = No
             raise
         session.start_timing()  # a run's latency split is of its own requests
     return session
+
+
+if TYPE_CHECKING:
+    _IMPLEMENTS: type[ModelSession] = RemoteSession  # mypy (.ci/run) proves RemoteSession is a ModelSession
 
 
 def _compute_ms(compute_us: object) -> float | None:
@@ -375,7 +389,9 @@ def _bounded_input(graph: GraphInfo, where: str) -> None:
 
 
 def _calls_of(target: RemoteTarget) -> Calls:
-    """The target's calls; a CA bundle that is not there, or a client that cannot be made, one line."""
+    """The target's calls; a CA bundle that is not there, or a client that cannot be made, one line (without the
+    remote extra: MissingExtra's)."""
+    need_extra(f"tritonclient.{target.protocol}", extra="remote", feature="remote inference")
     if target.ca_file is not None:  # tritonclient reads it itself: checked by the gate's rules first
         problem = untrusted_problem(target.ca_file, limit=SMALL_FILE_LIMIT)
         if problem is not None:

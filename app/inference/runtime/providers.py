@@ -24,11 +24,13 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from app.inference.model.session import CPU as CPU  # the provider names SessionInfo speaks in, re-exported
+from app.inference.model.session import CUDA as CUDA
+from app.inference.model.session import TENSORRT as TENSORRT
 from app.io.native import FD2_LOCK
 
 log = logging.getLogger(__name__)
 
-CPU, CUDA, TENSORRT = "CPUExecutionProvider", "CUDAExecutionProvider", "TensorrtExecutionProvider"
 ORT_DISTRIBUTIONS = ("onnxruntime", "onnxruntime-gpu", "onnxruntime-directml", "onnxruntime-openvino",
                      "ort-nightly-gpu")
 _stderr_lock = FD2_LOCK  # one owner of file descriptor 2 at a time, the image decoders included

@@ -14,15 +14,16 @@ import logging
 import re
 import time
 import warnings
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 
 from app.errors import InferenceError, ModelError, one_line
 from app.guard.untrusted import MODEL_FILE_LIMIT, open_untrusted, read_untrusted
 from app.inference.model.onnx_graph import TensorInfo
+from app.inference.model.session import NO_GPU, RequestTiming, SessionInfo, warm_up_runs, warmup_tensor
 from app.inference.model.spec import ModelSpec
 from app.inference.runtime import providers as provider_facts
 from app.inference.runtime.finite import check_outputs, declared
@@ -30,18 +31,16 @@ from app.inference.runtime.options import DEVICE_LABELS_NAME, RuntimeOptions, wi
 from app.inference.runtime.providers import (
     CPU,
     CUDA,
-    TENSORRT,
     capture_native_stderr,
     explain_cuda_failure,
     ort_packages_text,
     preload_cuda_libraries,
 )
 
+if TYPE_CHECKING:
+    from app.inference.model.session import ModelSession
+
 log = logging.getLogger(__name__)
-
-NO_GPU = "no NVIDIA GPU"  # the reason `auto` runs on the CPU on a machine without one: expected, not a fault
-_NUMPY_DTYPES = {"float32": np.float32, "float16": np.float16, "uint8": np.uint8}
-
 
 @dataclass(frozen=True)
 class DeviceRequest:
@@ -64,81 +63,34 @@ class DeviceRequest:
         return f"cuda:{self.device_id}" if self.kind == "cuda" and self.device_id else self.kind
 
 
-@dataclass(frozen=True)
-class RemoteInfo:
-    """Where a remote session's model runs (app.inference.remote.session): the server, and what it says about itself."""
-
-    host: str  # "host:port"
-    model: str
-    version: str  # "" = the server's default
-    platform: str  # the metadata's platform ("onnxruntime_onnx"), "" when it says none
-    server_device: str | None = None  # the server's own session label ("CUDA (GPU 0)"), when its answers say it
-    server_fallback: str | None = None  # why the server's session is not on its GPU, when it says so
-    protocol: str = "grpc"  # "grpc" | "http" (binary tensors)
-
-    @property
-    def label(self) -> str:
-        """'remote: host:port/model (platform, server device)': what a status bar, a summary and a record say."""
-        about = ", ".join(part for part in (self.platform, self.server_device) if part)
-        return f"remote: {self.host}/{self.model}" + (f" ({about})" if about else "")
-
-
-@dataclass(frozen=True)
-class SessionInfo:
-    """Where the model really runs, and why not on the GPU when one was asked for."""
-
-    requested: str
-    provider: str  # the provider actually running the model (first of session.get_providers())
-    providers: tuple[str, ...]
-    fallback_reason: str | None = None  # set when a GPU was requested (or auto) but not obtained
-    device_id: int | None = None
-    gpu_present: bool | None = None  # whether an NVIDIA GPU was found (None: not looked for, as for `cpu`)
-    load_ms: float = 0.0
-    first_run_ms: float = 0.0
-    warm_run_ms: float = 0.0
-    ort_version: str = ""
-    log_lines: tuple[str, ...] = field(default=(), repr=False)
-    remote: RemoteInfo | None = None  # a remote session (app.inference.remote.session): on this machine, nothing runs
-
-    @property
-    def on_gpu(self) -> bool:
-        return self.remote is None and self.provider != CPU
-
-    @property
-    def provider_label(self) -> str:
-        """'CUDA (GPU 0)', 'TensorRT (GPU 0)' or 'CPU' — what a status bar shows ('remote: host/model (…)')."""
-        if self.remote is not None:
-            return self.remote.label
-        if self.provider in (CUDA, TENSORRT):
-            return f"{'CUDA' if self.provider == CUDA else 'TensorRT'} (GPU {self.device_id or 0})"
-        label = self.provider.removesuffix("ExecutionProvider")
-        return f"{label} ({NO_GPU})" if self.gpu_present is False else label
-
-    @property
-    def fallback_warns(self) -> bool:
-        """Whether not being on the GPU is news worth a warning: a GPU that is there but unusable, or CUDA asked
-        for by name. `auto` on a machine without an NVIDIA GPU runs on the CPU as expected; its reason is still
-        kept (`info`, the run record, doctor), just not raised as a warning."""
-        if not self.fallback_reason:
-            return False
-        return self.requested.startswith("cuda") or self.gpu_present is not False
-
-
-class ModelSession:
-    """An ONNX Runtime session for one ModelSpec. Use it from the thread that created it.
+class LocalSession:
+    """The ModelSession on this machine (app.inference.model.session): an ONNX Runtime session for one ModelSpec,
+    used from the thread that created it. What only a local session has is here and in `open_session`: IOBinding,
+    the on-device ArgMax's labels, the providers (TensorRT, CUDA) that really run it.
 
     `open_session` warms it up (one run on zeros) unless asked not to: the viewer's worker skips that when an
     image is already waiting, whose own run is then the warm-up (one run sooner to the first overlay)."""
 
+    in_flight = 1  # a run holds this thread and the device: a folder run keeps one going
+    timings: tuple[RequestTiming, ...] = ()  # nothing is spent beyond this process: the stage timings say it all
+
     def __init__(self, spec: ModelSpec, session: Any, info: SessionInfo, *,
                  binding_device: tuple[str, int] | None = None) -> None:
-        self.spec = spec
         self.info = info
         self._session = session
-        self._input_name = spec.input.name
+        self._binding_device = binding_device  # ("cuda", 0): outputs stay on that device until copied back
+        self.spec = spec
+
+    @property
+    def spec(self) -> ModelSpec:
+        return self._spec
+
+    @spec.setter
+    def spec(self, spec: ModelSpec) -> None:
+        """The spec, and what a run derives from it (input name, fetched outputs and their declared types)."""
+        self._spec, self._input_name = spec, spec.input.name
         self._output_names = list(spec.output.fetched)  # the first output; an anomaly model's map, score, mask
         self._declared = tuple(declared(_output_info(spec, name), name) for name in self._output_names)
-        self._binding_device = binding_device  # ("cuda", 0): outputs stay on that device until copied back
 
     @property
     def uses_io_binding(self) -> bool:
@@ -155,6 +107,8 @@ class ModelSession:
             what = "a 3D model (volumes, in patches)" if self.spec.is_3d else "a 2D image model"
             raise InferenceError(f"{self.spec.path.name}: {what} takes {rank}-D tensors, got {tensor.ndim}-D "
                                  f"{list(tensor.shape)}")
+        if self._session is None:
+            raise InferenceError(f"{self.spec.path.name}: the session was closed")
         try:
             outputs: list[np.ndarray]
             if self._binding_device is not None:
@@ -181,26 +135,31 @@ class ModelSession:
     def warm_up(self, *, measure_warm: bool = False) -> SessionInfo:
         """One run on a zero tensor of the working shape (records first-run latency); with `measure_warm`, a
         second run records the warmed latency too (the viewer skips it: it would delay the first overlay)."""
-        tensor = self.warmup_tensor()
-        started = time.perf_counter()
-        self.run(tensor)
-        first = (time.perf_counter() - started) * 1000
-        warm = 0.0
-        if measure_warm:
-            started = time.perf_counter()
-            self.run(tensor)
-            warm = (time.perf_counter() - started) * 1000
+        first, warm = warm_up_runs(self.run, self.spec, measure_warm=measure_warm)
         self.info = replace(self.info, first_run_ms=first, warm_run_ms=warm)
         return self.info
 
     def warmup_tensor(self) -> np.ndarray:
         """Zeros of the working shape: one patch [1, C, D, H, W] for a 3D model, else [1, C, H, W] (or NHWC)."""
-        spec = self.spec.input
-        if self.spec.volume is not None:
-            return np.zeros((1, spec.channels, *self.spec.volume.patch), dtype=_NUMPY_DTYPES[spec.dtype])
-        h, w = spec.warmup_hw()
-        shape = (1, spec.channels, h, w) if spec.layout == "NCHW" else (1, h, w, spec.channels)
-        return np.zeros(shape, dtype=_NUMPY_DTYPES[spec.dtype])
+        return warmup_tensor(self.spec)
+
+    def timing_line(self) -> str | None:
+        """None: a local run's time is the pipeline's stage timings, which the faces show already."""
+        return None
+
+    def cancel(self) -> None:
+        """A no-op: a local run is not cut short. It holds the worker thread for one tensor (a tile, a batch of
+        patches), and what is queued behind it (a model switch, the close) waits that long; ending it instead would
+        turn the rest of a Run on all into error rows, where the run now finishes with the model it began with."""
+
+    def close(self) -> None:
+        """ONNX Runtime's session let go: its memory (a GPU's too) is freed once no copy of this session (a tuned
+        one: app.ui.workers.worker_batch.tuned) holds it either. A later run is refused in one line."""
+        self._session = None
+
+
+if TYPE_CHECKING:
+    _IMPLEMENTS: type[ModelSession] = LocalSession  # mypy (.ci/run) proves LocalSession is a ModelSession
 
 
 def _output_info(spec: ModelSpec, name: str) -> TensorInfo | None:
@@ -222,7 +181,7 @@ def open_session(
     *,
     runtime: dict[str, Any] | RuntimeOptions | None = None,
     warm_up: bool = True,
-) -> ModelSession:
+) -> LocalSession:
     """Create (and by default warm up) a session for `spec` on the requested device, telling the truth.
 
     `runtime` (CLI or settings values) overrides the sidecar's `runtime:` section, which overrides defaults.
@@ -257,7 +216,7 @@ def open_session(
     binding = None
     if options.wants_io_binding(on_gpu=on_gpu, fixed_shape=not spec.input.dynamic_hw):
         binding = ("cuda", request.device_id) if on_gpu else ("cpu", 0)
-    model = ModelSession(spec, session, info, binding_device=binding)
+    model = LocalSession(spec, session, info, binding_device=binding)
     if warm_up:
         model.warm_up()
     return model

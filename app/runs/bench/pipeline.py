@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, cast
 import numpy as np
 
 from app.inference.image import pipeline
-from app.inference.runtime.session import ModelSession
+from app.inference.model.session import ModelSession
 from app.io.discover import InputFile
 from app.runs.folder.batch import run_inputs
 from app.runs.folder.plan import Callbacks, RunPlan

@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from app.inference.runtime.session import ModelSession
+from app.inference.model.session import ModelSession
 from app.inference.volume3d.predict import predict_volume
 from app.io.volumes import Volume
 from app.runs.bench.pipeline import Stats

@@ -31,7 +31,7 @@ import numpy as np
 from app.errors import SegLensError, shown
 
 if TYPE_CHECKING:
-    from app.inference.runtime.session import ModelSession
+    from app.inference.model.session import ModelSession
     from app.io.discover import InputFile
 
 CONFIDENCE = 0.95

@@ -21,8 +21,8 @@ from app.runs.outputs.report import ReportWriter
 from app.runs.outputs.safety import OutputGuard, planned_outputs
 
 if TYPE_CHECKING:
+    from app.inference.model.session import SessionInfo
     from app.inference.model.spec import ModelSpec
-    from app.inference.runtime.session import SessionInfo
     from app.runs.folder.metrics import ReferenceScorer
     from app.runs.folder.plan import Progress, RunPlan
 
@@ -283,7 +283,7 @@ class RayRunner:
     @contextlib.contextmanager
     def session(self, plan: RunPlan, extra_columns: Sequence[str]) -> Iterator[SessionInfo]:
         """The actors up, each with its warmed session; the first one's facts for the run record."""
-        from app.inference.runtime.session import SessionInfo
+        from app.inference.model.session import SessionInfo
         from app.runs.cluster import run as ray_run
 
         assert plan.out is not None  # a Ray run writes into a folder every node reaches

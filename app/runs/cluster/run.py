@@ -42,7 +42,7 @@ from app.io.files import atomic_write
 from app.runs.folder.volumes import VolumeOptions
 
 if TYPE_CHECKING:
-    from app.inference.runtime.session import ModelSession
+    from app.inference.model.session import ModelSession
 
 Actor = Any  # a Ray actor handle of SegLensActor (its methods are called as `.remote()`)
 

@@ -29,8 +29,8 @@ from app.inference.decide.metrics import (
     image_metrics,
 )
 from app.inference.image import pipeline
+from app.inference.model.session import ModelSession
 from app.inference.model.spec import ModelSpec
-from app.inference.runtime.session import ModelSession
 from app.io.discover import InputFile, output_stems
 from app.io.files import atomic_write, encode_png
 from app.io.images import read_slice

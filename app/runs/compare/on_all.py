@@ -16,7 +16,7 @@ from app.logs import file_ref, log_exception, private
 from app.runs.compare.agreement import image_agreement, volume_agreement
 
 if TYPE_CHECKING:
-    from app.inference.runtime.session import ModelSession
+    from app.inference.model.session import ModelSession
     from app.io.discover import InputFile
 
 log = logging.getLogger(__name__)

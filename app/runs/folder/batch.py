@@ -26,7 +26,7 @@ import numpy as np
 
 from app.errors import SegLensError, error_line, one_line, unexpected_error_line
 from app.inference.image import pipeline
-from app.inference.runtime.session import ModelSession
+from app.inference.model.session import ModelSession
 from app.io.discover import InputFile, output_stems
 from app.runs.folder import volume3d as volume3d_run
 from app.runs.folder.metrics import ReferenceScorer
@@ -98,7 +98,7 @@ def run_inputs(
         with ThreadPoolExecutor(max(1, prefetch_workers), thread_name_prefix="prefetch",
                                 initializer=lower_thread_priority, initargs=(helper_niceness,)) as pool:
             # a 3D model's unit is a whole volume: one read ahead of the one running, not a handful
-            flight = 1 if model.spec.is_3d else max(1, getattr(model, "in_flight", 1))  # a remote session's
+            flight = 1 if model.spec.is_3d else max(1, model.in_flight)  # a remote session's: several
             depth = 1 if model.spec.is_3d else 2 * max(1, prefetch_workers) + batch_size + flight
             prepared = _prefetch(pool, model, inputs, depth=depth, done=done or {})
             with contextlib.closing(prepared):  # on a break, cancel what is still queued for decoding

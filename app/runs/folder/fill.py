@@ -21,7 +21,7 @@ import numpy as np
 
 from app.errors import one_line
 from app.inference.image import pipeline
-from app.inference.runtime.session import ModelSession
+from app.inference.model.session import ModelSession
 from app.io.images import read_slice
 from app.io.volumes import Volume
 

@@ -22,8 +22,8 @@ __all__ = ["DEFAULT_REPORT_NAME", "FolderRun", "LocalRunner", "PlanRefused", "Pr
            "option_problem", "plan_run", "run_folder"]
 
 if TYPE_CHECKING:  # and imported where used: a plan and a run need no model loaded
+    from app.inference.model.session import ModelSession, SessionInfo
     from app.inference.model.spec import ModelSpec
-    from app.inference.runtime.session import ModelSession, SessionInfo
     from app.io.discover import InputFile
     from app.runs.folder.metrics import MetricsSummary, ReferenceScorer
     from app.runs.folder.volumes import VolumeOptions

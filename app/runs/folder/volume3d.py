@@ -25,8 +25,8 @@ from app.inference.image import pipeline
 from app.inference.image.labelmap import LabelMap
 from app.inference.image.postprocess import image_score
 from app.inference.image.preprocess import Geometry
+from app.inference.model.session import ModelSession
 from app.inference.model.spec import ModelSpec
-from app.inference.runtime.session import ModelSession
 from app.inference.volume3d.memory import check_memory, estimate_bytes
 from app.inference.volume3d.orient import orientation
 from app.inference.volume3d.predict import (

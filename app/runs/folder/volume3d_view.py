@@ -26,8 +26,8 @@ from app.inference.image.labelmap import LabelMap
 from app.inference.image.pipeline import Stopped
 from app.inference.image.postprocess import image_score
 from app.inference.image.preprocess import Geometry
+from app.inference.model.session import ModelSession
 from app.inference.model.spec import ModelSpec
-from app.inference.runtime.session import ModelSession
 from app.inference.volume3d.predict import VolumePrediction, predict_volume
 from app.io.volumes import Volume
 from app.runs.folder.lesions import volume_components

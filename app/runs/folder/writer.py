@@ -31,7 +31,7 @@ from app.runs.outputs.safety import OutputGuard, planned_outputs
 
 if TYPE_CHECKING:
     from app.inference.image.pipeline import Output, TiledOutput
-    from app.inference.runtime.session import ModelSession
+    from app.inference.model.session import ModelSession
     from app.io.images import DecodedImage
     from app.io.volumes import Volume
     from app.runs.folder.volume3d import VolumeImage, VolumeOutput

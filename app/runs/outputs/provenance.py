@@ -21,9 +21,9 @@ from app import __version__
 from app.errors import OutputError
 from app.guard.untrusted import STATE_FILE_LIMIT, read_untrusted
 from app.inference.describe.info import spec_dict
+from app.inference.model.session import SessionInfo
 from app.inference.model.spec import ModelSpec
 from app.inference.remote.graph import is_remote_path, metadata_sha256
-from app.inference.runtime.session import SessionInfo
 from app.io.files import atomic_write, file_sha256, png_text
 
 SHORT = 12  # hex digits of a hash in messages and PNG text chunks

@@ -35,8 +35,8 @@ from app.runs.review.log import Review
 
 if TYPE_CHECKING:
     from app.inference.image.pipeline import Result
+    from app.inference.model.session import ModelSession
     from app.inference.model.spec import ClassInfo
-    from app.inference.runtime.session import ModelSession
     from app.runs.outputs.provenance import RunIdentity
     from app.runs.privacy.check import Identifying
 

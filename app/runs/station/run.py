@@ -57,7 +57,7 @@ from app.runs.station.stats import Meter, StationStats
 
 if TYPE_CHECKING:
 
-    from app.inference.runtime.session import ModelSession
+    from app.inference.model.session import ModelSession
     from app.io.sources import Frame, Source
     from app.io.sources.watch import AlreadyDone
     from app.runs.station.privacy import StationPrivacy

@@ -26,8 +26,8 @@ from app.runs.station.privacy import StationPrivacy, station_privacy
 from app.runs.station.run import Station, StationRefused
 
 if TYPE_CHECKING:
+    from app.inference.model.session import ModelSession
     from app.inference.model.spec import ModelSpec
-    from app.inference.runtime.session import ModelSession
     from app.io.sources import Source
     from app.io.sources.watch import AlreadyDone
     from app.runs.station.sinks import Sink, StationVerdict

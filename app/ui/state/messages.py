@@ -22,8 +22,8 @@ if TYPE_CHECKING:
     from app.inference.decide.tuning import Judgement
     from app.inference.decide.verdict import Verdict
     from app.inference.image.pipeline import Result
+    from app.inference.model.session import SessionInfo
     from app.inference.model.spec import ModelSpec
-    from app.inference.runtime.session import SessionInfo
     from app.io.discover import InputFile
     from app.io.volumes import Volume
     from app.runs.folder.metrics import Scored

@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING
 from app.ui.state.messages import LoadRequest
 
 if TYPE_CHECKING:
+    from app.inference.model.session import RemoteInfo, SessionInfo
     from app.inference.remote.session import RemoteTarget
-    from app.inference.runtime.session import RemoteInfo, SessionInfo
 
 KEYRING_SERVICE = "seglens-remote"  # the OS keyring's service name; the account: keyring_account()
 # the viewer's own opt-in to credentials in clear text (the CLI's is --allow-insecure), as its refusal names it

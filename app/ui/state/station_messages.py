@@ -16,7 +16,7 @@ if TYPE_CHECKING:
     import numpy as np
     import numpy.typing as npt
 
-    from app.inference.runtime.session import SessionInfo
+    from app.inference.model.session import SessionInfo
     from app.runs.station.sinks import StationVerdict
     from app.runs.station.stats import StationStats
 

@@ -11,7 +11,7 @@ from PySide6.QtWidgets import QLabel, QProgressBar, QPushButton, QStatusBar
 from app.ui.widgets.notice import Notice
 
 if TYPE_CHECKING:
-    from app.inference.runtime.session import SessionInfo
+    from app.inference.model.session import SessionInfo
 
 WARNING_STYLE = "QLabel { color: #1c1c1e; background: #ffcc00; padding: 1px 6px; border-radius: 3px; }"
 GPU_STYLE = "QLabel { color: white; background: #248a3d; padding: 1px 6px; border-radius: 3px; }"

@@ -15,7 +15,6 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
@@ -264,9 +263,8 @@ def prefetch_image(item: PrefetchImage) -> PromptImage | None:
     return PromptImage(PromptKey(item.path, item.frame, window), decoded.display(), decoded.raw, decoded.invert)
 
 
-def _cached(model: Any, key: PromptKey) -> bool:
-    cached: Callable[[PromptKey], bool] | None = getattr(model, "cached", None)
-    return cached is not None and cached(key)
+def _cached(model: PromptModel, key: PromptKey) -> bool:
+    return model.cached(key)
 
 
 def _item_id(item: PrefetchImage) -> tuple[Any, ...]:

@@ -25,8 +25,8 @@ from app.ui.workers.worker_volume3d import Volume3DRunner
 from app.ui.workers.worker_volumes import VolumeCounter, decode_request
 
 if TYPE_CHECKING:  # messages loads in the slots, after the window shows (its dataclasses cost ~4 ms)
+    from app.inference.model.session import ModelSession, SessionInfo
     from app.inference.model.spec import ModelSpec
-    from app.inference.runtime.session import ModelSession, SessionInfo
     from app.io.decoded import DecodedImage
     from app.ui.state.messages import (
         CompareAllRequest,

@@ -18,8 +18,8 @@ if TYPE_CHECKING:
 
     from PySide6.QtCore import SignalInstance
 
+    from app.inference.model.session import ModelSession
     from app.inference.model.spec import ModelSpec
-    from app.inference.runtime.session import ModelSession
     from app.runs.folder.run import RunPlan
     from app.runs.folder.writer import RunSummary
     from app.runs.review.ground_truth import GroundTruth, References

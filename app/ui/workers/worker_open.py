@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from app.inference.runtime.session import ModelSession
+    from app.inference.model.session import ModelSession
     from app.io.decoded import DecodedImage
     from app.ui.state.messages import LoadRequest, ViewKey
     from app.ui.state.remote_messages import RemoteLatency, RemoteRetrying
@@ -22,28 +22,27 @@ log = logging.getLogger(__name__)
 
 def open_model(request: LoadRequest, *, on_retry: Callable[[RemoteRetrying], None]) -> tuple[ModelSession,
                                                                                              dict[str, Any]]:
-    """The session `request` asks for, not yet warmed up, and its runtime options. A remote one's options are
-    the server's to choose (none are sent); `on_retry` hears each of its waits before another try."""
+    """The session `request` asks for (app.inference.remote.opener: a local file or a server's model), not yet
+    warmed up, and its runtime options. A remote one's options are the server's to choose (none are sent);
+    `on_retry` hears each of its waits before another try."""
+    from app.inference.remote.opener import open_model_session
     from app.inference.runtime.options import parse_runtime_arguments
 
     options = parse_runtime_arguments([p for p in request.runtime.split(";") if p.strip()])
     from app.ui.state.remote_messages import RemoteLoad, RemoteRetrying
 
     if isinstance(request, RemoteLoad) and request.target is not None:
-        from app.inference.remote.session import open_remote_session
-
         sidecar = Path(request.sidecar) if request.sidecar else bundled_sidecar(request.target.model)
-        return open_remote_session(request.target, sidecar=sidecar, warm_up=False,
-                                   on_retry=lambda line: on_retry(RemoteRetrying(line))), {}
+        return open_model_session(request.target, sidecar=sidecar, warm_up=False,
+                                  on_retry=lambda line: on_retry(RemoteRetrying(line))), {}
     from app.inference.model.builder import load_spec
-    from app.inference.runtime.session import open_session
 
     spec = load_spec(request.model_path)
     if "device_argmax" not in options and "device_argmax" not in (spec.runtime or {}):
         # the viewer decides again from kept scores (threshold slider, heatmap): an argmax on the GPU
         # would leave none. Asked for by the user or the sidecar, it is kept, and the panel says so.
         options["device_argmax"] = "off"
-    return open_session(spec, request.device, runtime=options, warm_up=False), options
+    return open_model_session(spec, device=request.device, runtime=options, warm_up=False), options
 
 
 def bundled_sidecar(name: str) -> Path | None:
@@ -71,11 +70,10 @@ def decode_ahead(key: ViewKey) -> tuple[ViewKey, DecodedImage, float] | None:
 
 def cancel_requests(model: ModelSession | None) -> None:
     """From the GUI thread, before the session is replaced or the window closes: a remote session's request in
-    flight and its backoff waits end at once (RemoteSession.cancel is thread-safe; its run then raises a
-    'cancelled' RemoteError, which `cancelled` tells apart). A local session has nothing to cancel."""
-    cancel = getattr(model, "cancel", None)
-    if callable(cancel):
-        cancel()
+    flight and its backoff waits end at once (ModelSession.cancel is for any thread; a remote run then raises a
+    'cancelled' RemoteError, which `cancelled` tells apart). A local session's cancel is a no-op."""
+    if model is not None:
+        model.cancel()
 
 
 def cancelled(exc: BaseException) -> bool:
@@ -87,10 +85,9 @@ def cancelled(exc: BaseException) -> bool:
 
 
 def release(model: ModelSession | None) -> None:
-    """Let the old session go before the new one takes memory; a remote one's connection is closed."""
-    close = getattr(model, "close", None)
-    if callable(close):
-        close()
+    """Let the old session go before the new one takes memory (ONNX Runtime's session, a server's connections)."""
+    if model is not None:
+        model.close()
 
 
 def model_digest(model: ModelSession) -> str:
@@ -105,18 +102,17 @@ def model_digest(model: ModelSession) -> str:
 
 
 def timing_mark(model: ModelSession | None) -> int:
-    """How many requests the remote session has made so far (0 for a local one): latency_since's start."""
-    return len(getattr(model, "timings", ()))
+    """How many requests the session has timed so far (a remote one's; 0 for a local one): latency_since's start."""
+    return len(model.timings) if model is not None else 0
 
 
 def latency_since(model: ModelSession | None, mark: int) -> RemoteLatency | None:
     """The remote requests made since `mark`, summed (a tiled picture sends several); None for a local session."""
-    timings = getattr(model, "timings", None)
-    if model is None or timings is None or len(timings) <= mark:
+    if model is None or len(model.timings) <= mark:
         return None
     from app.ui.state.remote_messages import RemoteLatency
 
-    made = timings[mark:]
+    made = model.timings[mark:]
     computed = [t.compute_ms for t in made if t.compute_ms is not None]
     return RemoteLatency(sum(t.network_ms for t in made), sum(computed) if computed else None, len(made),
                          model.info)

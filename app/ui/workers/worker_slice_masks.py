@@ -23,7 +23,7 @@ from PySide6.QtCore import QObject, QTimer, Signal, Slot
 if TYPE_CHECKING:
     import numpy as np
 
-    from app.inference.runtime.session import ModelSession
+    from app.inference.model.session import ModelSession
     from app.ui.state.messages import ViewRequest
     from app.ui.state.slice_mask_messages import SliceMasksNow, SliceMasksRequest
     from app.ui.workers.worker_volume3d import Volume3DRunner

@@ -13,7 +13,7 @@ if TYPE_CHECKING:
     from PySide6.QtCore import SignalInstance
 
     from app.inference.image.pipeline import Result
-    from app.inference.runtime.session import ModelSession
+    from app.inference.model.session import ModelSession
     from app.runs.folder.volume3d_view import KeptPrediction
     from app.ui.state.messages import FillRequest, ViewRequest
 

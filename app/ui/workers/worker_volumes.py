@@ -16,7 +16,7 @@ if TYPE_CHECKING:
 
     from app.inference.decide.lesions import Lesion
     from app.inference.image.pipeline import Result
-    from app.inference.runtime.session import ModelSession
+    from app.inference.model.session import ModelSession
     from app.io.decoded import DecodedImage
     from app.runs.folder.fill import VolumeFill
     from app.ui.state.messages import FillRequest, ViewRequest

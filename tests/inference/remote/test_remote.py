@@ -50,7 +50,7 @@ def test_masks_are_byte_identical_to_a_local_cpu_run(nuclei_server, face):
         assert got.mask is not None and np.array_equal(got.mask, want.mask)
         assert got.scores is not None and np.array_equal(got.scores, want.scores)
     assert remote.info.provider_label == f"remote: 127.0.0.1:{url.rsplit(':', 1)[1]}/nuclei (onnxruntime_onnx, CPU)"
-    assert remote.info.on_gpu is False and remote.uses_io_binding is False
+    assert remote.info.on_gpu is False
     assert remote.last_timing is not None and remote.last_timing.compute_ms is not None
     assert remote.timing_line().startswith("latency per request: network+queue ")
 
@@ -221,7 +221,7 @@ def test_a_long_run_keeps_its_latency_sums_not_every_record(nuclei_server):
 
 def test_info_says_the_servers_fallback_once():
     from app.inference.describe.info import session_lines
-    from app.inference.runtime.session import RemoteInfo, SessionInfo
+    from app.inference.model.session import RemoteInfo, SessionInfo
 
     def lines(device: str, fallback: str | None) -> list[str]:
         remote = RemoteInfo("gpu-box:8001", "nuclei", "", "onnxruntime_onnx", device, fallback)

@@ -15,9 +15,10 @@ from PIL import Image
 
 from app.cli import main
 from app.inference.model.builder import load_spec
+from app.inference.model.session import NO_GPU
 from app.inference.runtime import providers
 from app.inference.runtime.providers import CUDA
-from app.inference.runtime.session import NO_GPU, open_session
+from app.inference.runtime.session import open_session
 
 CUDA_TRIED_AND_FAILS = CUDA in ort.get_available_providers() and providers.detect_nvidia_gpu() is None
 needs_failing_cuda = pytest.mark.skipif(not CUDA_TRIED_AND_FAILS,

@@ -9,7 +9,7 @@ from dataclasses import asdict, replace
 import pytest
 
 from app.inference.model.builder import load_spec
-from app.inference.runtime.session import SessionInfo
+from app.inference.model.session import SessionInfo
 from app.runs.outputs.provenance import (
     PNG_KEY,
     RunIdentity,

@@ -1,0 +1,37 @@
+"""The one opener of a ModelSession (app.inference.model.session), whichever backend runs it: a ModelSpec on a
+device of this machine (app.inference.runtime.session.open_session → LocalSession) or a model on an Open Inference
+Protocol server (app.inference.remote.session.open_remote_session → RemoteSession).
+
+It needs both backends, so it sits in the remote room, the lowest that sees both (pyproject.toml's
+`inference-rooms`); a face that lets its user choose either (the viewer's Model ▸ Device) opens through it and
+holds what it gets as a ModelSession. The remote half is imported only when a server is asked for.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from app.inference.model.spec import ModelSpec
+from app.inference.runtime.options import RuntimeOptions
+from app.inference.runtime.session import DeviceRequest, open_session
+
+if TYPE_CHECKING:
+    from app.inference.model.session import ModelSession
+    from app.inference.remote.session import RemoteTarget
+
+
+def open_model_session(model: ModelSpec | RemoteTarget, *, device: str | DeviceRequest = "auto",
+                       runtime: dict[str, Any] | RuntimeOptions | None = None, warm_up: bool = True,
+                       sidecar: Path | None = None, on_retry: Callable[[str], None] | None = None) -> ModelSession:
+    """The session of `model`: a spec runs here on `device` with `runtime` over its sidecar's (LocalSession); a
+    RemoteTarget runs on its server, its spec from the server's metadata with `sidecar` over it, each wait before
+    another try told to `on_retry` (RemoteSession; `device` and `runtime` are the server's to choose). Warmed
+    up (one run on zeros) unless `warm_up` is False."""
+    if isinstance(model, ModelSpec):
+        return open_session(model, device, runtime=runtime, warm_up=warm_up)
+    from app.inference.remote.session import open_remote_session
+
+    options = runtime if isinstance(runtime, dict) else None  # ignored there, but said to be
+    return open_remote_session(model, sidecar=sidecar, runtime=options, warm_up=warm_up, on_retry=on_retry)
