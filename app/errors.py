@@ -6,6 +6,7 @@ exception, when there is one, is chained (`raise ... from e`) for the log.
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 from app.spelling import shown, spelt  # re-exported: every face spells names through app.errors
@@ -38,6 +39,37 @@ class InferenceError(SegLensError):
 
 class OutputError(SegLensError):
     """An output file could not be written."""
+
+
+class MissingExtra(SegLensError):
+    """A feature whose distribution comes with one of SegLens's extras (pyproject.toml) is not installed here: the
+    line names the feature and the extra that brings it."""
+
+    def __init__(self, *, feature: str, extra: str) -> None:
+        self.feature, self.extra = feature, extra
+        super().__init__(extra_line(feature=feature, extra=extra))
+
+
+def extra_line(*, feature: str, extra: str) -> str:
+    """`PACS needs the 'pacs' extra: pip install "seglens[pacs]"` (a frozen build: the extra it does not ship)."""
+    if getattr(sys, "frozen", False):
+        return f"{feature} needs the '{extra}' extra, which this build does not ship"
+    return f'{feature} needs the \'{extra}\' extra: pip install "seglens[{extra}]"'
+
+
+def need_extra(module: str, *, extra: str, feature: str) -> None:
+    """Raise MissingExtra unless `module` (a package of the extra's distribution, e.g. "pynetdicom") can be imported
+    here. It is found, not imported (no import cost on a menu click); the caller imports it as before."""
+    import importlib.util
+
+    try:
+        found = importlib.util.find_spec(module)
+    except ValueError:  # imported already, without a spec
+        return
+    except ImportError:  # its parent package is missing
+        found = None
+    if found is None:
+        raise MissingExtra(feature=feature, extra=extra)
 
 
 def error_line(path: Path, exc: BaseException) -> str:

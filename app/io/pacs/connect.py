@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from app.errors import need_extra
 from app.io.pacs.client import pacs_error
 
 if TYPE_CHECKING:
@@ -16,17 +17,20 @@ if TYPE_CHECKING:
 def connect(node: PacsNode, *, secret: str | None = None) -> PacsClient:
     """A client for `node`: DimseClient for "dimse", DicomWebClient for "dicomweb". `secret` is the password or
     token (dicomweb); the networking library is imported here, not before. A node whose secret would travel in
-    clear text (app.io.pacs.nodes.credentials_refusal) is one PacsError line, before anything is sent."""
+    clear text (app.io.pacs.nodes.credentials_refusal) is one PacsError line, before anything is sent; without the
+    pacs extra, one MissingExtra line."""
     from app.io.pacs.nodes import credentials_refusal
 
     refusal = credentials_refusal(node)
     if refusal:
         raise pacs_error(node, refusal)
     if node.kind == "dimse":
+        need_extra("pynetdicom", extra="pacs", feature="PACS")
         from app.io.pacs.dimse import DimseClient
 
         return DimseClient(node)
     if node.kind == "dicomweb":
+        need_extra("dicomweb_client", extra="pacs", feature="PACS")
         from app.io.pacs.dicomweb import DicomWebClient
 
         return DicomWebClient(node, secret=secret)

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
+from app.errors import MissingExtra, need_extra
 from app.guard.untrusted import TooLarge, read_untrusted
 from app.guard.yaml_load import MAX_YAML_BYTES, YAMLRefused, read_yaml
 from app.io.pacs.errors import PacsError
@@ -312,19 +313,21 @@ def _override(where: str, node: PacsNode, values: dict[str, Any]) -> PacsNode:
 def node_secret(node: PacsNode) -> str | None:
     """The node's password or token: the first of its own environment variables that is set (`secret_envs`:
     never another node's), else the keyring's "seglens-pacs" entry for the node's name, else None. A missing or
-    failing keyring backend is one PacsError line. Never logged."""
+    failing keyring backend (or no pacs extra) is one PacsError line. Never logged."""
     for variable in node.secret_envs:
         value = os.environ.get(variable)
         if value:
             return value
     where = secret_sources(node)
     try:
+        need_extra("keyring", extra="pacs", feature="a password kept in the OS keyring")
+    except MissingExtra as e:
+        raise PacsError(f"pacs {node.name}: {e} (or set {where})") from e
+    try:
         import keyring
         import keyring.errors
 
         return keyring.get_password(KEYRING_SERVICE, node.name)
-    except ImportError as e:
-        raise PacsError(f"pacs {node.name}: the keyring package is missing (set {where} instead)") from e
     except Exception as e:  # keyring.errors.KeyringError, or a backend's own failure (D-Bus gone, locked)
         raise PacsError(
             f"pacs {node.name}: no usable keyring ({type(e).__name__}); set {where} or install a keyring backend"

@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from app.errors import one_line
+from app.errors import MissingExtra, need_extra, one_line
 from app.io.decoded import pixel_limit
 from app.io.limits import megapixels
 from app.io.sources import SourceError
@@ -97,9 +97,11 @@ def _harvester(cti: Path) -> Any:
     if not cti.is_file():
         raise SourceError(f"{cti}: no such GenTL producer file")
     try:
-        from harvesters.core import Harvester
-    except ImportError as exc:
-        raise SourceError(f"{cti}: GenICam cameras need the genicam extra (pip install 'seglens[genicam]')") from exc
+        need_extra("harvesters", extra="genicam", feature="a GenICam camera")
+    except MissingExtra as exc:
+        raise SourceError(f"{cti}: {exc}") from exc
+    from harvesters.core import Harvester
+
     harvester = Harvester()
     try:
         harvester.add_file(str(cti))

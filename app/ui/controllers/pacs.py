@@ -95,8 +95,11 @@ class PacsController(QObject):
 
     # -- File ▸ Open from PACS… ----------------------------------------------------------------------------
 
-    def open_dialog(self) -> PacsDialog:
-        """Show the search dialog (made once, kept with its last search while the window lives)."""
+    def open_dialog(self) -> PacsDialog | None:
+        """Show the search dialog (made once, kept with its last search while the window lives); None (and the
+        pacs extra's line in the status bar) where that extra is not installed."""
+        if not self._installed():
+            return None
         if self._dialog is None:
             from app.ui.widgets.pacs_dialog import PacsDialog
 
@@ -114,6 +117,18 @@ class PacsController(QObject):
         self._dialog.show()
         self._dialog.raise_()
         return self._dialog
+
+    def _installed(self) -> bool:
+        """The pacs extra's libraries are here; else its one line (app.errors.need_extra) in the status bar."""
+        from app.errors import MissingExtra, need_extra
+
+        try:
+            for module in ("pynetdicom", "dicomweb_client"):
+                need_extra(module, extra="pacs", feature="PACS")
+        except MissingExtra as exc:
+            self._status.showMessage(str(exc), STATUS_MS)
+            return False
+        return True
 
     def _unpin_if_closed(self) -> None:
         """The dialog closed (the reader is done with it): the last retrieve's series may go, once it opened them."""
@@ -220,7 +235,10 @@ class PacsController(QObject):
     # -- Results ▸ Send to PACS… -----------------------------------------------------------------------------
 
     def open_send_dialog(self) -> PacsSendDialog | None:
-        """Show the send dialog for the volume shown; None (and a status line) when there is nothing to send."""
+        """Show the send dialog for the volume shown; None (and a status line) when there is nothing to send or
+        the pacs extra is not installed."""
+        if not self._installed():
+            return None
         path, problem = self._sendable()
         if problem:
             self._status.showMessage(f"Send to PACS: {problem}", STATUS_MS)

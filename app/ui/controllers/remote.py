@@ -74,8 +74,11 @@ class RemoteController(QObject):
 
     # -- Model ▸ Device -------------------------------------------------------------------------------------
 
-    def open_dialog(self) -> RemoteDialog:
-        """Show the dialog with what was remembered (made once, kept while the window lives)."""
+    def open_dialog(self) -> RemoteDialog | None:
+        """Show the dialog with what was remembered (made once, kept while the window lives); None (and the remote
+        extra's line in the status bar) where that extra is not installed."""
+        if not self._installed():
+            return None
         if self._dialog is None:
             from app.ui.widgets.remote_dialog import RemoteDialog
 
@@ -91,10 +94,23 @@ class RemoteController(QObject):
 
     def reopen(self) -> None:
         """The last server's model again (Model ▸ Device ▸ Remote: host/model)."""
+        if not self._installed():
+            return
         if self._loader.last_remote is not None:
             self._loader.open_remote(self._loader.last_remote, sidecar=self._loader.remote_sidecar)
         else:
             self.open_dialog()
+
+    def _installed(self) -> bool:
+        """The remote extra's client is here; else its one line (app.errors.need_extra) in the status bar."""
+        from app.errors import MissingExtra, need_extra
+
+        try:
+            need_extra("tritonclient", extra="remote", feature="remote inference")
+        except MissingExtra as exc:
+            self._status.showMessage(str(exc), STATUS_MS)
+            return False
+        return True
 
     def test(self) -> None:
         """Test connection, on the probe's thread; its line comes back into the dialog."""

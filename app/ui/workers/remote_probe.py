@@ -118,5 +118,7 @@ def test_line(target: RemoteTarget, *, opened: Callable[[RemoteSession], None] |
 def keyring_problem(exc: BaseException) -> str:
     """The keyring's failure in one line (never the secret: keyring's messages do not carry it)."""
     if isinstance(exc, ImportError):
-        return "the keyring package is missing: the secret is not remembered"
+        from app.errors import extra_line
+
+        return f"{extra_line(feature='the OS keyring', extra='remote')}; the secret is not remembered"
     return f"no usable keyring ({type(exc).__name__}): the secret is not remembered; install a keyring backend"
