@@ -1,8 +1,8 @@
 """Menus, actions, keyboard shortcuts and file dialogs of the main window (files dropped on it and the hold-Space
 peek: app/ui/input_filters.py).
 
-The window is only a type hint here: actions call its public methods and its widgets' intents, and the window
-imports this module (not the reverse), so there is no import circle.
+The window is only a type here (app/ui/window_parts.py): actions call its public methods and its widgets' intents,
+and the window imports this module (not the reverse), so there is no import circle.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from PySide6.QtGui import QActionGroup
     from PySide6.QtWidgets import QMenu
 
-    from app.ui.main_window import MainWindow
+    from app.ui.window_parts import WindowParts
 
 DEVICES = ("auto", "cpu", "cuda")
 OPACITY_STEP = 10  # percent per [ or ]
@@ -30,12 +30,12 @@ OPACITY_STEP = 10  # percent per [ or ]
 MENU_TITLES = ("&File", "&View", "&Model", "&Review", "&Results", "&Station", "&Help")
 
 
-def menu_bar(window: MainWindow) -> list[QMenu]:
+def menu_bar(window: WindowParts) -> list[QMenu]:
     """The menu bar's menus, still empty: their titles are part of the window's first paint, their actions not."""
     return [window.menuBar().addMenu(title) for title in MENU_TITLES]
 
 
-def build_menus(window: MainWindow, menus: list[QMenu] | None = None) -> None:
+def build_menus(window: WindowParts, menus: list[QMenu] | None = None) -> None:
     """The menus' actions and shortcuts, into `menus` (menu_bar's, at launch after the first paint) or new ones."""
     file_menu, view_menu, model_menu, review_menu, results_menu, station_menu, help_menu = menus or menu_bar(window)
     _file_menu(window, file_menu)
@@ -47,7 +47,7 @@ def build_menus(window: MainWindow, menus: list[QMenu] | None = None) -> None:
     _add(window, help_menu, "About / Diagnostics…", lambda: _show_diagnostics(window))
 
 
-def _file_menu(window: MainWindow, menu: QMenu) -> None:
+def _file_menu(window: WindowParts, menu: QMenu) -> None:
     from PySide6.QtGui import QKeySequence
 
     _add(window, menu, "Open images…", lambda: open_files_dialog(window), QKeySequence.StandardKey.Open)
@@ -63,7 +63,7 @@ def _file_menu(window: MainWindow, menu: QMenu) -> None:
     _add(window, menu, "Quit", window.close, QKeySequence.StandardKey.Quit)
 
 
-def _view_menu(window: MainWindow, menu: QMenu) -> None:
+def _view_menu(window: WindowParts, menu: QMenu) -> None:
     from PySide6.QtGui import QKeySequence
 
     viewer, files, controls = window.viewer, window.files, window.panel.controls
@@ -104,7 +104,7 @@ def _view_menu(window: MainWindow, menu: QMenu) -> None:
              functools.partial(presenter.set_window, preset))
 
 
-def _model_menu(window: MainWindow, menu: QMenu) -> None:
+def _model_menu(window: WindowParts, menu: QMenu) -> None:
     _add(window, menu, "Open model…", lambda: open_model_dialog(window), "Ctrl+M")
     _recent_menu(menu.addMenu("Recent models"), window.recent_models, window.open_model)
     _add(window, menu, "Compare with another model…", lambda: compare_model_dialog(window))
@@ -118,7 +118,7 @@ def _model_menu(window: MainWindow, menu: QMenu) -> None:
     device_actions(window, menu.addMenu("Device"))
 
 
-def _review_menu(window: MainWindow, menu: QMenu) -> None:
+def _review_menu(window: WindowParts, menu: QMenu) -> None:
     from PySide6.QtGui import QKeySequence
 
     editor, reviewer = window.editor, window.reviewer
@@ -143,14 +143,14 @@ def _recent_menu(menu: QMenu, recent, open_path: Callable[[str], object]) -> Non
     menu.aboutToShow.connect(lambda: fill_menu(menu, recent, open_path))
 
 
-def _add(window: MainWindow, menu: QMenu, text: str, slot: Callable[[], object], *keys) -> QAction:
+def _add(window: WindowParts, menu: QMenu, text: str, slot: Callable[[], object], *keys) -> QAction:
     action = shortcut(QAction(text, window), *keys)
     action.triggered.connect(lambda _checked=False: slot())
     menu.addAction(action)
     return action
 
 
-def device_actions(window: MainWindow, menu: QMenu) -> QActionGroup:
+def device_actions(window: WindowParts, menu: QMenu) -> QActionGroup:
     """One checkable action per device; choosing one rebuilds the session on that device."""
     from PySide6.QtGui import QActionGroup
 
@@ -173,7 +173,7 @@ def device_actions(window: MainWindow, menu: QMenu) -> QActionGroup:
     return group
 
 
-def _check_device(window: MainWindow, group: QActionGroup, last: QAction) -> None:
+def _check_device(window: WindowParts, group: QActionGroup, last: QAction) -> None:
     """The device in use checked: a local one, or "Remote: host/model" while the server's model is the device."""
     loader = window.loader
     shown = loader.remote or loader.last_remote
@@ -183,7 +183,7 @@ def _check_device(window: MainWindow, group: QActionGroup, last: QAction) -> Non
         action.setChecked(action.data() == ("remote" if loader.remote is not None else window.device))
 
 
-def remote_controller(window: MainWindow):
+def remote_controller(window: WindowParts):
     """The remote device's controller, made on first use: no thread or client library before the reader asks."""
     from app.ui.controllers.remote import RemoteController
 
@@ -193,7 +193,7 @@ def remote_controller(window: MainWindow):
         writable=lambda: window.persist_settings, dialog_parent=window, parent=window)
 
 
-def _station_menu(window: MainWindow, menu: QMenu) -> None:
+def _station_menu(window: WindowParts, menu: QMenu) -> None:
     _add(window, menu, "Start station…", lambda: start_station_dialog(window))
     _recent_menu(menu.addMenu("Recent stations"), _recent_stations(window),
                  lambda path: station_controller(window).start(path))
@@ -201,13 +201,13 @@ def _station_menu(window: MainWindow, menu: QMenu) -> None:
     _add(window, menu, "Station view / images", lambda: station_controller(window).toggle(), "F9")
 
 
-def _recent_stations(window: MainWindow):
+def _recent_stations(window: WindowParts):
     from app.ui.recent import RecentList
 
     return RecentList(window.settings, "recent/stations", writable=lambda: window.persist_settings)
 
 
-def station_controller(window: MainWindow):
+def station_controller(window: WindowParts):
     """The Station view's controller, made on first use: no station thread or view before the reader asks."""
     from app.ui.controllers.station import StationController
 
@@ -219,7 +219,7 @@ def station_controller(window: MainWindow):
                              model_path=lambda: window.model_path, open_model=window.open_model, parent=window)
 
 
-def start_station_dialog(window: MainWindow) -> None:
+def start_station_dialog(window: WindowParts) -> None:
     """Station ▸ Start station…: a STATION.yaml, starting in the folder of the last one started."""
     last = _recent_stations(window).items()
     path, _ = _file_dialog().getOpenFileName(window, "Start station", last[0] if last else "",
@@ -228,7 +228,7 @@ def start_station_dialog(window: MainWindow) -> None:
         station_controller(window).start(path)
 
 
-def pacs_controller(window: MainWindow):
+def pacs_controller(window: WindowParts):
     """The PACS controller, made on first use: no PACS thread or networking library before the reader asks."""
     from app.ui.controllers.pacs import PacsController
 
@@ -240,7 +240,7 @@ def pacs_controller(window: MainWindow):
                           model_path=lambda: window.model_path, closing=window, parent=window)
 
 
-def calibrate_dialog(window: MainWindow) -> None:
+def calibrate_dialog(window: WindowParts) -> None:
     """Model ▸ Calibrate limits…: its controller made on first use (app/ui/controllers/calibrator.py)."""
     from app.ui.controllers.calibrator import open_calibrate_dialog
 
@@ -263,26 +263,26 @@ def _file_dialog():
     return QFileDialog
 
 
-def open_files_dialog(window: MainWindow) -> None:
+def open_files_dialog(window: WindowParts) -> None:
     files, _ = _file_dialog().getOpenFileNames(window, "Open images")
     if files:
         window.add_paths(files)
 
 
-def open_folder_dialog(window: MainWindow) -> None:
+def open_folder_dialog(window: WindowParts) -> None:
     folder = _file_dialog().getExistingDirectory(window, "Open folder")
     if folder:
         window.add_paths([folder])
 
 
-def open_model_dialog(window: MainWindow) -> None:
+def open_model_dialog(window: WindowParts) -> None:
     path, _ = _file_dialog().getOpenFileName(window, "Open ONNX model", str(window.model_path or ""),
                                           "ONNX models (*.onnx)")
     if path:
         window.open_model(path)
 
 
-def run_all_dialog(window: MainWindow) -> None:
+def run_all_dialog(window: WindowParts) -> None:
     """Run on all: export into a folder the reader picks, or only score the folder (nothing written)."""
     choice = _run_all_choice(window)
     if choice is None:
@@ -307,7 +307,7 @@ def run_all_dialog(window: MainWindow) -> None:
     window.run_all(folder, volumes=options)
 
 
-def _run_all_choice(window: MainWindow) -> str | None:
+def _run_all_choice(window: WindowParts) -> str | None:
     """"export", "scores" (the folder's histogram and verdicts, nothing written) or None (cancelled)."""
     from PySide6.QtWidgets import QMessageBox
 
@@ -331,13 +331,13 @@ def _natural(path: str):
     return natural_key(path)
 
 
-def compare_model_dialog(window: MainWindow) -> None:
+def compare_model_dialog(window: WindowParts) -> None:
     path, _ = _file_dialog().getOpenFileName(window, "Model B to compare with", "", "ONNX models (*.onnx)")
     if path:
         window.open_model_b(path)
 
 
-def report_dialog(window: MainWindow) -> None:
+def report_dialog(window: WindowParts) -> None:
     if window.reviewer.log is None:
         window.export_review_report()  # says why not
         return
@@ -357,13 +357,13 @@ def report_dialog(window: MainWindow) -> None:
         window.export_review_report(path, **chosen)
 
 
-def reference_dialog(window: MainWindow) -> None:
+def reference_dialog(window: WindowParts) -> None:
     folder = _file_dialog().getExistingDirectory(window, "Reference masks (ground truth) for the listed images")
     if folder:
         window.set_reference_folder(folder)
 
 
-def _fill_bundled(window: MainWindow, bundled: QMenu) -> None:
+def _fill_bundled(window: WindowParts, bundled: QMenu) -> None:
     if bundled.actions():
         return
     for path in _bundled_models():
@@ -391,7 +391,7 @@ def _open_log_folder() -> None:
     QDesktopServices.openUrl(QUrl.fromLocalFile(str(folder)))
 
 
-def _show_diagnostics(window: MainWindow) -> None:
+def _show_diagnostics(window: WindowParts) -> None:
     from app.ui.widgets.dialogs import DiagnosticsDialog
 
     dialog = DiagnosticsDialog(window.summary, window)

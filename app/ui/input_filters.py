@@ -10,7 +10,7 @@ from PySide6.QtWidgets import QApplication
 from app.ui.widgets.lazy_qt import Qt
 
 if TYPE_CHECKING:
-    from app.ui.main_window import MainWindow
+    from app.ui.window_parts import WindowParts
 
 
 # -- files dropped on the window -------------------------------------------------------------------------------
@@ -19,7 +19,7 @@ class FileDrops(QObject):
     """Files and folders dragged onto the window open in it (local ones only; a drag of anything else is refused).
     Installed on the window once it is finished (MainWindow.finish): a drop needs its controllers."""
 
-    def __init__(self, window: MainWindow) -> None:
+    def __init__(self, window: WindowParts) -> None:
         super().__init__(window)
         self._window = window
         window.installEventFilter(self)
@@ -49,7 +49,7 @@ class PeekFilter(QObject):
     start (docs/PERFORMANCE.md).
     """
 
-    def __init__(self, window: MainWindow) -> None:
+    def __init__(self, window: WindowParts) -> None:
         super().__init__(window)
         self._window = window
         self._armed = False
@@ -72,7 +72,7 @@ class PeekFilter(QObject):
         if (kind not in (QEvent.Type.KeyPress, QEvent.Type.KeyRelease) or event.key() != Qt.Key.Key_Space
                 or not self._window.isActiveWindow()):
             return False
-        from app.ui.controllers.smart_input import typing
+        from app.ui.controllers.smart import typing
 
         if typing():  # a space typed in the review note or the file filter is the field's, not a peek
             return False

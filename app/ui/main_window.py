@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, cast
 
 from PySide6.QtCore import QSettings, Signal
-from PySide6.QtWidgets import QMainWindow, QSplitter, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QSplitter, QVBoxLayout, QWidget
 
 from app.ui import actions, input_filters
 from app.ui import settings as remembered
@@ -24,12 +24,13 @@ from app.ui.widgets.panels import PanelArea, SidePanel
 from app.ui.widgets.slices import SliceBar
 from app.ui.widgets.status import StatusBar
 from app.ui.widgets.viewer import ImageViewer
+from app.ui.window_parts import WindowParts
 from app.ui.workers.threads import start_worker_thread, stop_thread
 
 if TYPE_CHECKING:
-    from app.ui.state.messages import ViewResult, Window
+    from app.ui.state.messages import ModelSummary, ViewResult, Window
 
-class MainWindow(QMainWindow):
+class MainWindow(WindowParts):
     # paths travel as `object`: a QString drops a file name's non-UTF-8 bytes (file_list._path)
     overlay_shown = Signal(object)  # path, once its overlay (or top-k) is on screen
     window_shown = Signal(object)  # (center, width): pixels through this display window are on screen
@@ -188,8 +189,7 @@ class MainWindow(QMainWindow):
         self.setWindowTitle(f"SegLens — {name}")
 
     @property
-    def summary(self):
-        """ModelSummary of the loaded model, None while none is ready."""
+    def summary(self) -> ModelSummary | None:
         return self.state.model
 
     # -- images ----------------------------------------------------------------------------------------

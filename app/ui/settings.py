@@ -12,12 +12,12 @@ from app.ui.state.view_state import DisplayMode
 if TYPE_CHECKING:
     from PySide6.QtCore import QSettings
 
-    from app.ui.main_window import MainWindow
+    from app.ui.window_parts import WindowParts
 
 DEFAULT_SIZE = (1500, 900)
 
 
-def restore(window: MainWindow, settings: QSettings) -> None:
+def restore(window: WindowParts, settings: QSettings) -> None:
     """Geometry and overlay controls as they were (the controls tell the window, as when the reader moves them)."""
     geometry = settings.value("geometry")
     if geometry is not None:
@@ -37,7 +37,7 @@ def first_size(available: tuple[int, int] | None) -> tuple[int, int]:
     return min(DEFAULT_SIZE[0], available[0]), min(DEFAULT_SIZE[1], available[1])
 
 
-def _available(window: MainWindow) -> tuple[int, int] | None:
+def _available(window: WindowParts) -> tuple[int, int] | None:
     from PySide6.QtGui import QGuiApplication
 
     screen = window.screen() or QGuiApplication.primaryScreen()
@@ -62,7 +62,7 @@ def runtime(settings: QSettings) -> str:
     return cast(str, settings.value("runtime", "", str))  # converted to the type asked
 
 
-def save(window: MainWindow, settings: QSettings) -> None:
+def save(window: WindowParts, settings: QSettings) -> None:
     overlay = window.state.overlay
     settings.setValue("geometry", window.saveGeometry())
     settings.setValue("opacity", overlay.opacity)

@@ -19,10 +19,10 @@ from app.ui.state.view_state import DisplayMode
 from app.ui.widgets.lazy_qt import set_enum
 
 if TYPE_CHECKING:
-    from app.ui.main_window import MainWindow
+    from app.ui.window_parts import WindowParts
 
 
-def build_toolbar(window: MainWindow) -> QToolBar:
+def build_toolbar(window: WindowParts) -> QToolBar:
     from app.ui import actions
 
     bar = QToolBar("Toolbar", window)
@@ -76,7 +76,7 @@ def _blank_icon() -> QIcon:
     return QIcon(pixmap)
 
 
-def _contour_action(window: MainWindow, bar: QToolBar) -> QAction:
+def _contour_action(window: WindowParts, bar: QToolBar) -> QAction:
     """Checked = outlines, unchecked = filled; follows the panel's mode (and the C key) both ways."""
     controls = window.panel.controls
     action = QAction("Contour", bar)
@@ -94,7 +94,7 @@ def _contour_action(window: MainWindow, bar: QToolBar) -> QAction:
     return action
 
 
-def _opacity_slider(window: MainWindow) -> QSlider:
+def _opacity_slider(window: WindowParts) -> QSlider:
     """The overlay's opacity, in step with the panel's slider (and the [ ] keys) both ways."""
     controls = window.panel.controls
     slider = QSlider()

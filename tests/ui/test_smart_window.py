@@ -39,8 +39,6 @@ def click(qtbot, window, x, y):
 
 
 def test_a_window_changed_while_the_smart_tool_is_on_is_what_the_encoder_sees(qtbot, volume_window):
-    from app.ui.workers.prompt_worker import encoder_pixels
-
     window, _path = volume_window
     smart = smart_on(qtbot, window)
     first = click(qtbot, window, 40, 48)
@@ -54,7 +52,7 @@ def test_a_window_changed_while_the_smart_tool_is_on_is_what_the_encoder_sees(qt
     second = click(qtbot, window, 40, 48)
     assert second.image.key.window == (60.0, 80.0)  # a new key: the embedding of the old window is not reused
     shown = window.viewer._image_item.pixmap().toImage()
-    pixels = encoder_pixels(second.image)
+    pixels = second.image.encoder_pixels()
     assert int(pixels[48, 40]) == shown.pixelColor(40, 48).red()  # the pixels the reader sees
     assert smart.worker.model.encoder_runs == runs + 1
 

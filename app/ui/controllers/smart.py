@@ -14,22 +14,24 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from PySide6.QtCore import QObject, Qt, Signal
 
-from app.ui.controllers import smart_input
-from app.ui.controllers.smart_input import box_edges, key_actions, shown_image
+from app.ui.controllers.smart_propagation import Corrections
 from app.ui.state.view_state import LatestRequest
 
 if TYPE_CHECKING:
+    import numpy as np
+    from PySide6.QtCore import SignalInstance
+    from PySide6.QtGui import QAction
     from PySide6.QtWidgets import QWidget
 
     from app.inference.prompt.request import Box, Point
-    from app.ui.controllers.editor import Editor
     from app.ui.controllers.smart_propagation import Propagation
     from app.ui.state.messages import ViewResult
     from app.ui.state.prompt_messages import (
+        PrefetchImage,
         PromptFailed,
         PromptImage,
         PromptReady,
@@ -49,6 +51,27 @@ PREFETCH_FILES = 1  # next files encoded ahead (and, in a volume, the next and p
 NEEDS_BOX = "no prompt model: a point needs a model — draw a box (grabCut), or choose a prompt model"
 
 
+class MaskEditor(Corrections, Protocol):
+    """What the Smart tool needs of the editor (app.ui.controllers.editor.Editor, which makes it): the mask being
+    edited and its changes, the chosen class and its colour, a proposal painted in as one step, the presenter (a
+    propagated slice waits for its overlay), and what a propagation needs (Corrections)."""
+
+    @property
+    def mask(self) -> np.ndarray | None: ...
+
+    @property
+    def mask_changed(self) -> SignalInstance: ...
+
+    @property
+    def presenter(self) -> Any: ...
+
+    def label(self) -> int: ...
+
+    def class_rgb(self) -> tuple[int, int, int]: ...
+
+    def apply_proposal(self, mask: np.ndarray, *, replace_in: Box | None = None) -> bool: ...
+
+
 class Smart(QObject):
     proposal_shown = Signal(int, float)  # request id, ms from the press to the preview's update
     message = Signal(str)  # one line for the status bar
@@ -57,7 +80,7 @@ class Smart(QObject):
     prefetch_requested = Signal(object)  # PrefetchRequest
     propagate_requested = Signal(object)  # PropagateRequest
 
-    def __init__(self, state: ViewState, *, editor: Editor, viewer: ImageViewer, panel: EditPanel,
+    def __init__(self, state: ViewState, *, editor: MaskEditor, viewer: ImageViewer, panel: EditPanel,
                  files: FileList | None, keys: QWidget | None, parent: QObject | None = None) -> None:
         super().__init__(parent)
         from app.ui.widgets.prompt_items import PromptItems
@@ -81,7 +104,7 @@ class Smart(QObject):
         self.accepted: ProposalReady | None = None  # the last proposal added to the mask (propagation starts from it)
         self.accepted_label = 0  # the class it was added to (the propagated slices get that class)
         self._carried = False  # the mask still holds it (Propagate shown)
-        self._actions = key_actions(self, keys) if keys is not None else []
+        self._actions = self._key_actions(keys) if keys is not None else []
         panel.prompt_model_chosen.connect(self.load)
         panel.class_changed.connect(self._recolour)
         editor.mask_changed.connect(self._on_mask_changed)
@@ -114,7 +137,7 @@ class Smart(QObject):
         self.model_ready = None
         self.clear_prompt()
         self._panel.show_prompt_model(f"loading {model}…", "")
-        self.load_requested.emit(PromptLoad(self._loads.issue(), model, smart_input.prompt_device(self._state.model)))
+        self.load_requested.emit(PromptLoad(self._loads.issue(), model, prompt_device(self._state.model)))
 
     def shutdown(self) -> None:
         """Stop the prompt thread (on close): the encoder run in flight ends first (a prefetch's is cancelled), then
@@ -248,17 +271,27 @@ class Smart(QObject):
         self._reprompt()
 
     def propagate(self, step: int) -> None:
-        from app.ui.controllers.smart_propagation import Propagation
+        self._propagation_made().start(step, view=self.view, accepted=self.carried, volume=self.volume(),
+                                       label=self.accepted_label)  # not one undone since
 
+    def _propagation_made(self) -> Propagation:
+        """The propagation, made on first use: it reports through the tool's own signals."""
         if self._propagation is None:
-            self._propagation = Propagation(self, self._state, self._editor, self._panel, self._editor.presenter)
-        self._propagation.start(step)
+            from app.ui.controllers.smart_propagation import Propagation
+
+            self._propagation = made = Propagation(
+                self._state, worker=self.start_worker(), editor=self._editor, panel=self._panel,
+                presenter=self._editor.presenter, tool_view=lambda: self.view, parent=self)
+            made.message.connect(self.message)
+            made.running_changed.connect(self.enable_keys)
+            made.propagate_requested.connect(self.propagate_requested)
+        return self._propagation
 
     @property
     def carried(self) -> ProposalReady | None:
         """The accepted proposal Propagate carries, while the mask still holds it in its class (most of its pixels:
         touched up with the brush it is still the object; undone, it is not — redo brings it back)."""
-        return smart_input.held(self.accepted, self.accepted_label, self._editor.mask)
+        return held(self.accepted, self.accepted_label, self._editor.mask)
 
     def _on_mask_changed(self, _mask: object) -> None:
         if self.accepted is None or (self._propagation is not None and self._propagation.running):
@@ -367,8 +400,8 @@ class Smart(QObject):
 
         if self._image is None or self.worker is None:
             return
-        images = smart_input.neighbours(cast("ViewResult", self._view), self.volume(), self._state.display_window,
-                                        self._files, files_ahead=PREFETCH_FILES)
+        images = neighbours(cast("ViewResult", self._view), self.volume(), self._state.display_window, self._files,
+                            files_ahead=PREFETCH_FILES)
         self.prefetch_requested.emit(PrefetchRequest(self.latest_prefetch.issue(), images,
                                                      first=self._current_image()))
 
@@ -387,9 +420,106 @@ class Smart(QObject):
             return None
         return self._files.volume(str(self._view.path))
 
+    def _key_actions(self, keys: QWidget) -> list[QAction]:
+        """Enter / Shift+Enter / Esc / Backspace (and Alt+PgUp / Alt+PgDn: propagate) on the window, enabled only
+        while they have something to do: the keys stay the other widgets' otherwise (no shortcut of the menus uses
+        them)."""
+        from PySide6.QtGui import QAction, QKeySequence
+        from PySide6.QtWidgets import QApplication
+
+        made = []
+        for name, slot, shortcuts in (
+                ("smart-accept", lambda: self.accept(), ("Return", "Enter")),
+                ("smart-replace", lambda: self.accept(replace=True), ("Shift+Return", "Shift+Enter")),
+                ("smart-discard", self.discard, ("Escape",)),
+                ("smart-undo-point", self.remove_last_point, ("Backspace",)),
+                ("smart-propagate-up", lambda: self.propagate(-1), ("Alt+PgUp",)),
+                ("smart-propagate-down", lambda: self.propagate(1), ("Alt+PgDown",))):
+            action = QAction(name, keys)
+            action.setObjectName(name)
+            action.setShortcuts([QKeySequence(k) for k in shortcuts])
+            action.triggered.connect(lambda _checked=False, slot=slot: slot())
+            action.setEnabled(False)
+            keys.addAction(action)
+            made.append(action)
+        app = QApplication.instance()
+        if isinstance(app, QApplication):  # a bound method: disconnected when the Smart tool goes
+            app.focusChanged.connect(self.enable_keys)
+        return made
+
     def enable_keys(self, *_focus: object) -> None:
         """The keys work only while they have something to do, and never while the reader types (Enter keeps a
         review note): the other widgets keep them otherwise. Also QApplication.focusChanged's slot."""
         running = self._propagation is not None and self._propagation.running
-        smart_input.enable_actions(self._actions, prompting=self.prompting, running=running,
-                                   can_propagate=not running and self.volume() is not None and self.carried is not None)
+        enable_actions(self._actions, prompting=self.prompting, running=running,
+                       can_propagate=not running and self.volume() is not None and self.carried is not None)
+
+
+# -- what the tool reads from the reader and the mask -------------------------------------------------------
+
+def shown_image(view: ViewResult, window: tuple[float, float] | None) -> PromptImage:
+    """The picture as the reader sees it now: its key (path, frame, the display window of real values) and pixels."""
+    from app.ui.state.prompt_messages import PromptImage, PromptKey
+
+    window = window if view.high_range else None
+    return PromptImage(PromptKey(str(view.path), view.frame, window), view.display_pixels, view.display_raw,
+                       view.invert)
+
+
+def box_edges(ax: float, ay: float, bx: float, by: float) -> tuple[float, float, float, float]:
+    """The pixels between two pressed pixels (centres at whole numbers), as edges x0 ≤ x < x1."""
+    x0, x1 = sorted((round(ax), round(bx)))
+    y0, y1 = sorted((round(ay), round(by)))
+    return float(x0), float(y0), float(x1 + 1), float(y1 + 1)
+
+
+def typing() -> bool:
+    """Whether the keyboard focus is in a text field (the review note, the file filter, a spin box)."""
+    from PySide6.QtWidgets import QAbstractSpinBox, QApplication, QLineEdit, QPlainTextEdit, QTextEdit
+
+    return isinstance(QApplication.focusWidget(), QLineEdit | QTextEdit | QPlainTextEdit | QAbstractSpinBox)
+
+
+def enable_actions(actions: list, *, prompting: bool, running: bool, can_propagate: bool) -> None:
+    """The keys work only while they have something to do, and never while the reader types (Enter keeps a review
+    note): the other widgets keep them otherwise."""
+    typed = typing()
+    for action in actions:
+        name = action.objectName()
+        action.setEnabled(not typed and (can_propagate if name.startswith("smart-propagate") else
+                                         prompting or (running and name == "smart-discard")))
+
+
+def neighbours(view: ViewResult, volume: Any, window: tuple[float, float] | None, files: FileList | None, *,
+               files_ahead: int) -> tuple[PrefetchImage, ...]:
+    """What to encode ahead: the next and previous slice of a volume (through the reader's window), else the next
+    listed files (their own window: they are shown first through it)."""
+    from app.ui.state.prompt_messages import PrefetchImage
+
+    if volume is not None:
+        window = window if view.high_range else None
+        return tuple(PrefetchImage(str(view.path), k, volume, window, own_window=False)
+                     for k in (view.frame + 1, view.frame - 1) if 0 <= k < volume.depth)
+    if files is None:
+        return ()
+    paths = files.visible_paths()
+    here = paths.index(str(view.path)) if str(view.path) in paths else len(paths)
+    after = [p for p in paths[here + 1:] if files.volume(p) is None]
+    return tuple(PrefetchImage(p) for p in after[:files_ahead])
+
+
+def prompt_device(model: Any) -> str:
+    """Where the prompt model runs: on the GPU the window's model really runs on, else on the CPU."""
+    info = model.info if model is not None else None
+    if info is not None and info.on_gpu:
+        return "cuda" if info.device_id is None else f"cuda:{info.device_id}"
+    return "cpu"
+
+
+def held(accepted: ProposalReady | None, label: int, mask: np.ndarray | None) -> ProposalReady | None:
+    """`accepted` while `mask` still holds it in `label` (most of its pixels: touched up with the brush it is still
+    the object; undone, it is not), else None."""
+    if accepted is None or mask is None:
+        return None
+    area = int(accepted.mask.sum())
+    return accepted if not area or int((mask[accepted.mask] == label).sum()) * 2 >= area else None

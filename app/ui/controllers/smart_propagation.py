@@ -14,22 +14,25 @@ waiting (`close`); a slice whose model mask cannot be made is said, by slice, in
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from PySide6.QtCore import QCoreApplication, QEvent, QObject, Qt, Signal
 
 if TYPE_CHECKING:
     import numpy as np
+    from PySide6.QtCore import SignalInstance
 
     from app.io.volumes import Volume
     from app.runs.review.log import Correction
-    from app.ui.controllers.editor import Editor
-    from app.ui.controllers.smart import Smart
-    from app.ui.state.prompt_messages import PropagationDone, SlicePropagated
+    from app.ui.state.messages import ViewResult
+    from app.ui.state.prompt_messages import PropagationDone, ProposalReady, SlicePropagated
     from app.ui.state.slice_mask_messages import SliceMaskFailed, SliceMaskReady
     from app.ui.state.view_state import ViewState
     from app.ui.widgets.edit_panel import EditPanel
+    from app.ui.workers.prompt_worker import PromptWorker
+    from app.ui.workers.worker_slice_masks import SliceMasks
 
 log = logging.getLogger(__name__)
 
@@ -43,13 +46,36 @@ class Given:
     correction: Correction
 
 
+class Corrections(Protocol):
+    """What a propagation needs of the editor (app.ui.controllers.editor.Editor): where a slice's correction goes,
+    the one saved there earlier, whether a volume is listed, its `saved` signal, and the inference worker's
+    slice masks (None: a slice waits until it is shown)."""
+
+    @property
+    def slice_masks(self) -> SliceMasks | None: ...
+
+    @property
+    def saved(self) -> SignalInstance: ...
+
+    def correction(self, path: str, frame: int, frame_count: int) -> Correction: ...
+
+    def read_earlier(self, correction: Correction, shape: Any) -> np.ndarray | None: ...
+
+    def listed(self, path: str) -> bool: ...
+
+
 class Propagation(QObject):
     masks_requested = Signal(object)  # slice_mask_messages.SliceMasksRequest, to the inference worker
     masks_now = Signal(object)  # SliceMasksNow: blocks until the worker has made every slice queued (closing)
+    message = Signal(str)  # one line for the status bar
+    running_changed = Signal()  # started or ended: the Smart tool's keys follow
+    propagate_requested = Signal(object)  # prompt_messages.PropagateRequest, to the prompt worker
 
-    def __init__(self, smart: Smart, state: ViewState, editor: Editor, panel: EditPanel, presenter: Any) -> None:
-        super().__init__(smart)
-        self._smart, self._state, self._editor, self._panel = smart, state, editor, panel
+    def __init__(self, state: ViewState, *, worker: PromptWorker, editor: Corrections, panel: EditPanel,
+                 presenter: Any, tool_view: Callable[[], ViewResult | None], parent: QObject) -> None:
+        """`tool_view`: the picture the Smart tool is on now (the panel's line shows while it is that volume)."""
+        super().__init__(parent)
+        self._state, self._worker, self._editor, self._panel, self._tool_view = state, worker, editor, panel, tool_view
         self.running = False
         self._request_id = 0
         self._done = 0
@@ -62,7 +88,6 @@ class Propagation(QObject):
         self.pending: dict[tuple[str, int], list[Given]] = {}  # (path, slice) -> its masks, in the order given
         self.unsaved: dict[tuple[str, int], str] = {}  # (path, slice) -> why its model mask could not be made
         self.saved: dict[int, str] = {}  # slice -> the correction written (tests, the panel)
-        worker = smart.start_worker()
         worker.propagated.connect(self._on_slice)
         worker.propagation_ended.connect(self._on_end)
         presenter.overlay_shown.connect(self._on_shown)
@@ -73,26 +98,26 @@ class Propagation(QObject):
             masks.ready.connect(self._on_mask)
             masks.failed.connect(self._on_mask_failed)
 
-    def start(self, step: int) -> bool:
-        """Carry the accepted proposal towards the next (`step` 1) or previous (−1) slices."""
+    def start(self, step: int, *, view: ViewResult | None, accepted: ProposalReady | None, volume: Any,
+              label: int) -> bool:
+        """Carry `accepted` (the proposal the Smart tool's `view` accepted into class `label`, still held by the
+        mask) towards the next (`step` 1) or previous (−1) slices of `volume`."""
         from app.ui.state.prompt_messages import PropagateRequest
 
-        smart = self._smart
-        view, accepted, volume = smart.view, smart.carried, smart.volume()  # not one undone since
         if self.running:
             return False
         if view is None or accepted is None or volume is None:
-            smart.message.emit("Propagate carries a proposal accepted on a volume's slice: accept one first (Enter)")
+            self.message.emit("Propagate carries a proposal accepted on a volume's slice: accept one first (Enter)")
             return False
         self._request_id += 1
-        self._done, self._label, self._depth = 0, smart.accepted_label, volume.depth  # the class it was added to
+        self._done, self._label, self._depth = 0, label, volume.depth  # the class it was added to
         self._volume, self._correction = volume, self._editor.correction(str(view.path), view.frame, volume.depth)
         self.saved, self._given, self._end = {}, set(), None
         window = self._state.display_window if view.high_range else None
         self.running = True
-        smart.enable_keys()
+        self.running_changed.emit()
         self._panel.show_propagation(True, running=True, text="propagating " + ("▼" if step > 0 else "▲") + " …")
-        smart.propagate_requested.emit(PropagateRequest(self._request_id, str(view.path), volume, view.frame,
+        self.propagate_requested.emit(PropagateRequest(self._request_id, str(view.path), volume, view.frame,
                                                         accepted.mask, accepted.low_res, step, volume.depth,
                                                         window))
         return True
@@ -118,8 +143,8 @@ class Propagation(QObject):
                     f"({why or f'{path}: their model masks were not made'})")
 
     def stop(self) -> None:
-        if self.running and self._smart.worker is not None:
-            self._smart.worker.stop_propagation(self._request_id)
+        if self.running:
+            self._worker.stop_propagation(self._request_id)
 
     def _on_slice(self, item: SlicePropagated) -> None:
         if item.request_id != self._request_id:
@@ -135,11 +160,11 @@ class Propagation(QObject):
         if done.request_id != self._request_id:
             return
         self.running = False
-        self._smart.enable_keys()
+        self.running_changed.emit()
         self._end = done
         text = self._line(done)
         self._panel.show_propagation(True, text=text)
-        self._smart.message.emit(f"Propagation: {text}")
+        self.message.emit(f"Propagation: {text}")
 
     def _line(self, done: PropagationDone) -> str:
         """What the propagation did, and whether its slices are all saved yet: "24 slices given the mask, all
@@ -165,11 +190,11 @@ class Propagation(QObject):
         if done is None or done.path != path:
             return
         text = self._line(done)
-        view = self._smart.view
+        view = self._tool_view()
         if view is not None and str(view.path) == path:  # the tool still on that volume: its line shows
             self._panel.show_propagation(True, text=text)
         if ", all saved" in text:
-            self._smart.message.emit(f"Propagation: {text}")
+            self.message.emit(f"Propagation: {text}")
 
     def _give(self, path: str, frame: int, mask: np.ndarray, label: int) -> None:
         """Slice `frame` given `mask`: merged and saved now when its starting mask is known, else it waits (and
@@ -209,7 +234,7 @@ class Propagation(QObject):
         if key not in self.pending:
             return
         self.unsaved[key] = failed.message
-        self._smart.message.emit(f"slice {failed.frame + 1}: the propagated mask is not saved yet: {failed.message}")
+        self.message.emit(f"slice {failed.frame + 1}: the propagated mask is not saved yet: {failed.message}")
         self._update_line(failed.path)
 
     def _on_shown(self, path: Any) -> None:
@@ -237,7 +262,7 @@ class Propagation(QObject):
         try:
             written = givens[-1].correction.save(edit.mask)
         except (SegLensError, OSError) as exc:
-            self._smart.message.emit(f"slice {frame + 1}: the propagated mask was not saved: {exc}")
+            self.message.emit(f"slice {frame + 1}: the propagated mask was not saved: {exc}")
             return
         self.saved[frame] = str(written)
         if self._editor.listed(path):  # its review state goes with the list it was opened in

@@ -39,6 +39,15 @@ class PromptImage:
     raw: np.ndarray | None = None  # float32 real values, image size
     invert: bool = False  # MONOCHROME1
 
+    def encoder_pixels(self) -> np.ndarray:
+        """The pixels the encoder sees: the raw values through the key's window (as the display thread draws them),
+        else the display pixels as they are."""
+        if self.raw is not None and self.key.window is not None:
+            from app.io.window import apply_window
+
+            return apply_window(self.raw, *self.key.window, invert=self.invert)
+        return self.pixels
+
 
 @dataclass(frozen=True)
 class PromptLoad:

@@ -22,7 +22,6 @@ def propagation(model: PromptModel, request: PropagateRequest, *,
     from app.io.images import read_slice
     from app.runs.prompts.propagate import PropagationEnd, propagate
     from app.ui.state.prompt_messages import PromptImage, PromptKey
-    from app.ui.workers.prompt_worker import encoder_pixels
 
     try:  # the volume may have changed on disk since it was opened (a file still being copied, truncated)
         high_range = read_slice(request.volume, request.start).raw is not None
@@ -35,7 +34,7 @@ def propagation(model: PromptModel, request: PropagateRequest, *,
 
     def pixels(index: int) -> np.ndarray:
         decoded = read_slice(request.volume, index)
-        return encoder_pixels(PromptImage(key(index), decoded.display(), decoded.raw, decoded.invert))
+        return PromptImage(key(index), decoded.display(), decoded.raw, decoded.invert).encoder_pixels()
 
     last = request.start
     try:

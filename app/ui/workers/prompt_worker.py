@@ -23,8 +23,6 @@ from PySide6.QtCore import QObject, QTimer, Signal, Slot
 from app.ui.state.view_state import LatestRequest
 
 if TYPE_CHECKING:
-    import numpy as np
-
     from app.inference.prompt.request import PromptModel
     from app.ui.state.prompt_messages import (
         DecodeRequest,
@@ -123,7 +121,7 @@ class PromptWorker(QObject):
             return
         try:
             started = time.perf_counter()
-            pixels = request.image.pixels if _cached(model, key) else encoder_pixels(request.image)
+            pixels = request.image.pixels if _cached(model, key) else request.image.encoder_pixels()
             embedding = model.embed(pixels, key=key)
             encoded = time.perf_counter()
             proposal = model.decode(embedding, request.points, request.box)
@@ -223,7 +221,7 @@ class PromptWorker(QObject):
             if not self._latest_prefetch.is_latest(request_id):
                 return  # replaced while this picture was decoded
             started = time.perf_counter()
-            model.embed(encoder_pixels(image), key=image.key, run_options=options)
+            model.embed(image.encoder_pixels(), key=image.key, run_options=options)
         except Exception as exc:
             self._given_up(request_id, image.key, "cancelled" if options.terminate else _failure(exc))
             return
@@ -231,16 +229,6 @@ class PromptWorker(QObject):
             with self._lock:
                 self._prefetching = None
         self.prefetched.emit(Prefetched(request_id, image.key, (time.perf_counter() - started) * 1000))
-
-
-def encoder_pixels(image: PromptImage) -> np.ndarray:
-    """The pixels the encoder sees: the raw values through the key's window (as the display thread draws them),
-    else the display pixels as they are."""
-    if image.raw is not None and image.key.window is not None:
-        from app.io.window import apply_window
-
-        return apply_window(image.raw, *image.key.window, invert=image.invert)
-    return image.pixels
 
 
 def prefetch_image(item: PrefetchImage) -> PromptImage | None:
