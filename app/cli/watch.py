@@ -114,13 +114,14 @@ def _station_file(args: argparse.Namespace) -> StationFile:
         return read_station_file(args.target)
     if args.out is None:
         raise StationFileError("watch MODEL SOURCE needs --out DIR (the journal, the logs and the pictures go there)")
-    sinks: dict[str, Any] = {"log": {}, "folder": {}}
+    # the flags written as the station file they stand for, read by its one reader: the same records, checks and words
+    sinks: dict[str, object] = {"log": {}, "folder": {}}
     if args.mqtt:
         sinks["mqtt"] = {"url": args.mqtt}
     if args.opcua:
         sinks["opcua"] = {"endpoint": args.opcua}
-    values: dict[str, Any] = {"name": args.name, "model": str(args.target), "device": str(args.device),
-                              "source": _source(args), "out": str(args.out.absolute()), "sinks": sinks}
+    values: dict[str, object] = {"name": args.name, "model": str(args.target), "device": str(args.device),
+                                 "source": _source(args), "out": str(args.out.absolute()), "sinks": sinks}
     if args.config is not None:
         values["sidecar"] = str(args.config.absolute())
     if args.stall is not None:  # a camera triggered per part is quiet between parts for longer than 5 s
@@ -130,7 +131,7 @@ def _station_file(args: argparse.Namespace) -> StationFile:
     return parse_station(values, path=None, base=Path.cwd())
 
 
-def _source(args: argparse.Namespace) -> dict[str, Any]:
+def _source(args: argparse.Namespace) -> dict[str, object]:
     """SOURCE as a station file's source: camera:N, a folder, else a video file or URL."""
     text: str = args.source
     if text.startswith("camera:"):

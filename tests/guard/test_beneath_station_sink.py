@@ -15,6 +15,7 @@ import app.runs.station.sinks.folder as folder_sink
 from app.inference.model.builder import load_spec
 from app.runs.station.sinks import StationVerdict
 from app.runs.station.sinks.folder import FolderSink, Pictures
+from app.runs.station.sinks.options import FolderSinkOptions
 
 REPO = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.skipif(os.name == "nt", reason="POSIX descriptors (dir_fd) and symlinks")
@@ -34,7 +35,7 @@ def test_the_ng_copy_is_not_written_through_a_folder_swapped_for_a_link_after_th
         return target
 
     monkeypatch.setattr(folder_sink, "copy_path", proved_then_swapped)
-    sink = FolderSink(out, load_spec(REPO / "models" / "surface_anomaly.onnx"), save=())
+    sink = FolderSink(out, load_spec(REPO / "models" / "surface_anomaly.onnx"), FolderSinkOptions(save=()))
     verdict = StationVerdict(station="line-1", frame_id="line1/0", time=1.0, verdict="NG", score=0.9, reason="",
                              latency_ms=1.0)
     sink.publish_pictures(verdict, Pictures(None, np.full((8, 8, 3), 10, np.uint8), None))

@@ -29,14 +29,22 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any, NoReturn, TypeVar
 
 from app.errors import SegLensError, shown
 from app.guard.yaml_load import YAMLRefused, read_yaml
 from app.runs.outputs.images import SAVE_KINDS
+from app.runs.station.sinks.options import (
+    FolderSinkOptions,
+    LogSinkOptions,
+    MqttSinkOptions,
+    OpcUaSinkOptions,
+    SinkOptions,
+    mqtt_url_options,
+)
 
 MAX_BYTES = 1 << 20  # a station file is a short YAML file
 NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")  # an MQTT topic level and a file name part
@@ -47,6 +55,7 @@ _TLS = ("ca", "cert", "key")
 _OPCUA = ("endpoint", "security", "certificate", "private_key", "trusted_clients", "username", "password_env",
           "allow_insecure")
 _OPCUA_POLICIES = ("none", "Basic256Sha256_Sign", "Basic256Sha256_SignAndEncrypt")
+Options = TypeVar("Options", LogSinkOptions, MqttSinkOptions, OpcUaSinkOptions, FolderSinkOptions)
 
 
 class StationFileError(SegLensError):
@@ -68,7 +77,7 @@ class SourceSpec:
 @dataclass(frozen=True)
 class StationFile:
     """A station file's contents, checked; paths made absolute against the file's folder. `sinks`: each sink's
-    options by its name ("log", "mqtt", "opcua", "folder"), checked here, given to the sink as they are."""
+    options as its record (app.runs.station.sinks.options), in the file's order, given whole to the sink."""
 
     path: Path | None
     name: str
@@ -80,7 +89,11 @@ class StationFile:
     device: str = "auto"
     stall_after_s: float | None = None
     anonymize: bool | None = None  # True every file by its pseudonym, None DICOM and NIfTI only, False none
-    sinks: dict[str, dict[str, Any]] = field(default_factory=lambda: {"log": {}, "folder": {}})
+    sinks: tuple[SinkOptions, ...] = (LogSinkOptions(), FolderSinkOptions())
+
+    def sink_options(self, kind: type[Options]) -> Options | None:
+        """The options of the station's sink of that kind (`station.sink_options(FolderSinkOptions)`), or None."""
+        return next((options for options in self.sinks if isinstance(options, kind)), None)
 
 
 def read_station_file(path: Path) -> StationFile:
@@ -154,49 +167,58 @@ def _source(check: _Checker, raw: Any, base: Path) -> SourceSpec:
                       polling=check.flag("source.polling", values.get("polling", False)))
 
 
-def _sinks(check: _Checker, raw: Any, base: Path) -> dict[str, dict[str, Any]]:
+def _sinks(check: _Checker, raw: Any, base: Path) -> tuple[SinkOptions, ...]:
+    """Each sink's options as its record, in the file's order."""
     sinks = check.mapping("sinks", raw, ("log", "mqtt", "folder", "opcua"))
-    out: dict[str, dict[str, Any]] = {}
-    if "log" in sinks:
-        log = check.mapping("sinks.log", sinks["log"] or {}, ("max_bytes", "keep", "fsync", "jsonl", "csv"))
-        out["log"] = {k: check.integer(f"sinks.log.{k}", v, least=1024 if k == "max_bytes" else 0)
-                      if k in ("max_bytes", "keep") else check.flag(f"sinks.log.{k}", v) for k, v in log.items()}
-    if "mqtt" in sinks:
-        out["mqtt"] = _mqtt(check, sinks["mqtt"], base)
-    if "folder" in sinks:
-        out["folder"] = _folder(check, sinks["folder"] or {})
-    if "opcua" in sinks:
-        out["opcua"] = _opcua(check, sinks["opcua"], base)
+    readers: dict[str, Callable[[_Checker, Any, Path], SinkOptions]] = {
+        "log": _log, "mqtt": _mqtt, "folder": _folder, "opcua": _opcua}
+    out = tuple(readers[name](check, sinks[name], base) for name in sinks)
     if not out:  # a station that judges every part and tells no one
         check.refuse("sinks", "names none: the verdicts would reach nobody (give log, mqtt, folder or opcua)")
-    if "log" in out and out["log"].get("jsonl") is False and out["log"].get("csv") is False:
-        check.refuse("sinks.log", "writes neither jsonl nor csv: give one of them")
     return out
 
 
-def _mqtt(check: _Checker, raw: Any, base: Path) -> dict[str, Any]:
-    values = dict(check.mapping("sinks.mqtt", raw, _MQTT))
+def _log(check: _Checker, raw: Any, base: Path) -> LogSinkOptions:
+    values = check.mapping("sinks.log", raw or {}, ("max_bytes", "keep", "fsync", "jsonl", "csv"))
+    options = LogSinkOptions(
+        max_bytes=check.integer("sinks.log.max_bytes", values.get("max_bytes", LogSinkOptions.max_bytes), least=1024),
+        keep=check.integer("sinks.log.keep", values.get("keep", LogSinkOptions.keep), least=0),
+        fsync=check.flag("sinks.log.fsync", values.get("fsync", False)),
+        jsonl=check.flag("sinks.log.jsonl", values.get("jsonl", True)),
+        csv=check.flag("sinks.log.csv", values.get("csv", True)))
+    if not (options.jsonl or options.csv):
+        check.refuse("sinks.log", "writes neither jsonl nor csv: give one of them")
+    return options
+
+
+def _mqtt(check: _Checker, raw: Any, base: Path) -> MqttSinkOptions:
+    values = check.mapping("sinks.mqtt", raw, _MQTT)
     if "url" not in values:
         check.refuse("sinks.mqtt.url", "is missing (mqtt://HOST:PORT or mqtts://HOST:PORT)")
     url = check.text("sinks.mqtt.url", values["url"])
     if not re.match(r"^mqtts?://[^/\s]+$", url):
         hidden = re.sub(r"://.*@", "://***@", url)  # a password in the URL (a / in it too) never in a message
         check.refuse("sinks.mqtt.url", f"must be mqtt://HOST[:PORT] or mqtts://HOST[:PORT], got {shown(hidden)}")
-    for key in ("topic_prefix", "username", "password_env", "client_id"):
-        if key in values:
-            values[key] = check.text(f"sinks.mqtt.{key}", values[key])
+    text = {key: check.text(f"sinks.mqtt.{key}", values[key])
+            for key in ("topic_prefix", "username", "password_env", "client_id") if key in values}
     tls = values.get("tls")
+    files: dict[str, Path] = {}
     if tls is not None and not isinstance(tls, bool):
-        tls = dict(check.mapping("sinks.mqtt.tls", tls, _TLS))
-        for key in ("ca", "cert", "key"):
-            if key in tls:
-                tls[key] = base / check.text(f"sinks.mqtt.tls.{key}", tls[key])
-        values["tls"] = tls
-    return values
+        given = check.mapping("sinks.mqtt.tls", tls, _TLS)
+        files = {key: base / check.text(f"sinks.mqtt.tls.{key}", given[key]) for key in _TLS if key in given}
+    try:  # TLS asked by the file: the URL's scheme follows (mqtts:// and its port 8883 unless given)
+        broker = mqtt_url_options(url, tls=bool(tls))
+    except ValueError as exc:
+        raise StationFileError(f"{check.where}'sinks.mqtt': {exc}") from None
+    if "username" in text or "password_env" in text:  # the file's user wins over the URL's, password and all
+        broker = replace(broker, username=None, password=None)
+    return replace(broker, username=text.get("username", broker.username), password_env=text.get("password_env"),
+                   prefix=text.get("topic_prefix", "seglens"), client_id=text.get("client_id", ""),
+                   ca_file=files.get("ca"), cert_file=files.get("cert"), key_file=files.get("key"))
 
 
-def _opcua(check: _Checker, raw: Any, base: Path) -> dict[str, Any]:
-    values = dict(check.mapping("sinks.opcua", raw, _OPCUA))
+def _opcua(check: _Checker, raw: Any, base: Path) -> OpcUaSinkOptions:
+    values = check.mapping("sinks.opcua", raw, _OPCUA)
     if "endpoint" not in values:
         check.refuse("sinks.opcua.endpoint", "is missing (opc.tcp://HOST:PORT/PATH)")
     endpoint = check.text("sinks.opcua.endpoint", values["endpoint"])
@@ -207,31 +229,25 @@ def _opcua(check: _Checker, raw: Any, base: Path) -> dict[str, Any]:
     if not isinstance(policies, list) or not policies or any(p not in _OPCUA_POLICIES for p in policies):
         check.refuse("sinks.opcua.security", f"must be one or a list of {', '.join(_OPCUA_POLICIES)}, got "
                      f"{_kind(security)}")
-    if "security" in values:
-        values["security"] = tuple(policies)
-    for key in ("certificate", "private_key", "trusted_clients"):
-        if key in values:
-            values[key] = base / check.text(f"sinks.opcua.{key}", values[key])
-    for key in ("username", "password_env"):
-        if key in values:
-            values[key] = check.text(f"sinks.opcua.{key}", values[key])
-    if "allow_insecure" in values:
-        values["allow_insecure"] = check.flag("sinks.opcua.allow_insecure", values["allow_insecure"])
-    return values
+    paths = {key: base / check.text(f"sinks.opcua.{key}", values[key])
+             for key in ("certificate", "private_key", "trusted_clients") if key in values}
+    text = {key: check.text(f"sinks.opcua.{key}", values[key]) for key in ("username", "password_env")
+            if key in values}
+    return OpcUaSinkOptions(
+        endpoint=endpoint, security=tuple(policies), certificate=paths.get("certificate"),
+        private_key=paths.get("private_key"), trusted_clients=paths.get("trusted_clients"),
+        username=text.get("username"), password_env=text.get("password_env"),
+        allow_insecure=check.flag("sinks.opcua.allow_insecure", values.get("allow_insecure", False)))
 
 
-def _folder(check: _Checker, raw: Any) -> dict[str, Any]:
-    values = check.mapping("sinks.folder", raw, ("save", "keep_files", "keep_bytes"))
-    out: dict[str, Any] = {}
-    if "save" in values:
-        save = values["save"]
-        if not isinstance(save, list) or any(kind not in SAVE_KINDS for kind in save):
-            check.refuse("sinks.folder.save", f"must be a list of {', '.join(SAVE_KINDS)}, got {shown(str(save))}")
-        out["save"] = tuple(save)
-    for key in ("keep_files", "keep_bytes"):
-        if key in values:
-            out[key] = check.integer(f"sinks.folder.{key}", values[key], least=1)
-    return out
+def _folder(check: _Checker, raw: Any, base: Path) -> FolderSinkOptions:
+    values = check.mapping("sinks.folder", raw or {}, ("save", "keep_files", "keep_bytes"))
+    save = values.get("save", list(FolderSinkOptions.save))
+    if not isinstance(save, list) or any(kind not in SAVE_KINDS for kind in save):
+        check.refuse("sinks.folder.save", f"must be a list of {', '.join(SAVE_KINDS)}, got {shown(str(save))}")
+    keep = {key: check.integer(f"sinks.folder.{key}", values[key], least=1)
+            for key in ("keep_files", "keep_bytes") if key in values}
+    return FolderSinkOptions(save=tuple(save), keep_files=keep.get("keep_files"), keep_bytes=keep.get("keep_bytes"))
 
 
 class _Checker:

@@ -13,6 +13,7 @@ import os
 import tempfile
 import threading
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -24,6 +25,13 @@ from app.guard.yaml_load import YAMLRefused, read_yaml
 from app.runs.station.file import StationFile
 from app.runs.station.privacy import StationPrivacy, station_privacy
 from app.runs.station.run import Station, StationRefused
+from app.runs.station.sinks.options import (
+    FolderSinkOptions,
+    LogSinkOptions,
+    MqttSinkOptions,
+    OpcUaSinkOptions,
+    SinkOptions,
+)
 
 if TYPE_CHECKING:
     from app.inference.model.session import ModelSession
@@ -105,8 +113,8 @@ def make_sinks(station: StationFile, model: ModelSession, *, privacy: StationPri
     One refused (a bad certificate, an unset password variable): those opened before it are closed, not leaked."""
     sinks: list[Sink] = []
     try:
-        for name, options in station.sinks.items():
-            sinks.append(_make_sink(station, model, name, options, privacy))
+        for options in station.sinks:
+            sinks.append(_make_sink(station, model, options, privacy))
     except BaseException:
         for sink in sinks:
             sink.close()
@@ -114,73 +122,44 @@ def make_sinks(station: StationFile, model: ModelSession, *, privacy: StationPri
     return sinks
 
 
-def _make_sink(station: StationFile, model: ModelSession, name: str, options: dict[str, Any],
+def _make_sink(station: StationFile, model: ModelSession, options: SinkOptions,
                privacy: StationPrivacy | None) -> Sink:
-    if name == "log":
+    if isinstance(options, LogSinkOptions):
         from app.runs.station.sinks.log import LogSink
 
-        return LogSink(station.out, max_bytes=options.get("max_bytes", 16 << 20), keep=options.get("keep", 5),
-                       fsync=options.get("fsync", False), write_jsonl=options.get("jsonl", True),
-                       write_csv=options.get("csv", True))
-    if name == "mqtt":
-        return _mqtt_sink(station, options)
-    if name == "opcua":
-        return _opcua_sink(station, options)
-    if name == "folder":
+        return LogSink(station.out, options)
+    if isinstance(options, FolderSinkOptions):
         from app.runs.station.sinks.folder import FolderSink
 
-        return FolderSink(station.out, model.spec, save=options.get("save", ("mask", "overlay")),
-                          keep_files=options.get("keep_files"), keep_bytes=options.get("keep_bytes"), privacy=privacy)
-    raise StationRefused(f"{station.path or 'the station'}: unknown sink {name!r}")  # station_file allows no other
-
-
-def _mqtt_sink(station: StationFile, options: dict[str, Any]) -> Sink:
-    """The MQTT sink of the file's `sinks.mqtt` (app.runs.station.sinks.mqtt: QoS 1, retained last, on-disk buffer)."""
-    module = _optional("app.runs.station.sinks.mqtt", "the MQTT sink")
-    url: str = options["url"]
-    kwargs: dict[str, Any] = {}
-    if "topic_prefix" in options:
-        kwargs["prefix"] = options["topic_prefix"]
-    for key in ("username", "client_id"):
-        if key in options:
-            kwargs[key] = options[key]
-    if "password_env" in options:
-        variable = options["password_env"]
-        if variable not in os.environ:
-            raise StationRefused(f"{station.path or 'the station'}: 'sinks.mqtt.password_env' names {variable}, "
-                                 "which is not set in the environment")
-        kwargs["password"] = os.environ[variable]
-    if {"username", "password"} & set(kwargs) and "@" in url:  # the file's user wins over the URL's
-        url = url.split("://", 1)[0] + "://" + url.rsplit("@", 1)[1]
-    tls = options.get("tls")
-    if tls:  # TLS asked by the file: the URL's scheme follows (mqtts:// and its port 8883 unless given)
-        url = "mqtts://" + url.split("://", 1)[1]
-    if isinstance(tls, dict):
-        kwargs.update({f"{key}_file": tls[key] for key in ("ca", "cert", "key") if key in tls})
-    try:
-        sink: Sink = module.sink_from_url(station.out, url, **kwargs)
-    except ValueError as exc:
-        raise StationRefused(f"{station.path or 'the station'}: 'sinks.mqtt': {exc}") from exc
-    return sink
-
-
-def _opcua_sink(station: StationFile, options: dict[str, Any]) -> Sink:
-    """The OPC UA server of the file's `sinks.opcua` (app.runs.station.sinks.opcua: the last verdict, counters,
-    heartbeat)."""
+        return FolderSink(station.out, model.spec, options, privacy=privacy)
+    if isinstance(options, MqttSinkOptions):
+        module = _optional("app.runs.station.sinks.mqtt", "the MQTT sink")
+        # QoS 1, retained last, on-disk buffer (app.runs.station.sinks.mqtt)
+        return _refused_as_key(station, "sinks.mqtt", lambda: module.MqttSink(
+            station.out, replace(options, password=_password(station, "sinks.mqtt", options))))
     module = _optional("app.runs.station.sinks.opcua", "the OPC UA sink")
-    given = ("security", "certificate", "private_key", "trusted_clients", "username", "allow_insecure")
-    kwargs: dict[str, Any] = {key: options[key] for key in given if key in options}
-    if "password_env" in options:
-        variable = options["password_env"]
-        if variable not in os.environ:
-            raise StationRefused(f"{station.path or 'the station'}: 'sinks.opcua.password_env' names {variable}, "
-                                 "which is not set in the environment")
-        kwargs["password"] = os.environ[variable]
+    # the last verdict, counters, heartbeat (app.runs.station.sinks.opcua)
+    return _refused_as_key(station, "sinks.opcua", lambda: module.OpcUaSink(
+        replace(options, password=_password(station, "sinks.opcua", options)), station=station.name))
+
+
+def _password(station: StationFile, key: str, options: MqttSinkOptions | OpcUaSinkOptions) -> str | None:
+    """The password of the environment variable the sink's `password_env` names (the URL's when it names none)."""
+    variable = options.password_env
+    if variable is None:
+        return options.password
+    if variable not in os.environ:
+        raise StationRefused(f"{station.path or 'the station'}: '{key}.password_env' names {variable}, "
+                             "which is not set in the environment")
+    return os.environ[variable]
+
+
+def _refused_as_key(station: StationFile, key: str, make: Callable[[], Sink]) -> Sink:
+    """The sink `make` opens; its ValueError (a refused configuration) as one line naming the station's key."""
     try:
-        sink: Sink = module.OpcUaSink(options["endpoint"], station=station.name, **kwargs)
+        return make()
     except ValueError as exc:
-        raise StationRefused(f"{station.path or 'the station'}: 'sinks.opcua': {exc}") from exc
-    return sink
+        raise StationRefused(f"{station.path or 'the station'}: '{key}': {exc}") from exc
 
 
 def source_opener(station: StationFile) -> Callable[[AlreadyDone | None], Source]:

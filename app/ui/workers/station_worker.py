@@ -61,6 +61,7 @@ class StationWorker(QObject):
     @Slot(object)
     def run(self, station_file: StationFile) -> None:
         """Open the station (its session warmed here), run it until stopped or its source ends, then `ended`."""
+        from app.runs.station.sinks.options import FolderSinkOptions
         from app.ui.state.station_messages import StationEnded
 
         try:
@@ -68,7 +69,8 @@ class StationWorker(QObject):
         except Exception as exc:  # a model refused, a device that cannot be opened: one line, the thread lives on
             self.ended.emit(StationEnded(None, _line("could not start", exc)))
             return
-        painter = self._painter_for(station, keeps_copies="folder" in station_file.sinks)
+        keeps_copies = station_file.sink_options(FolderSinkOptions) is not None
+        painter = self._painter_for(station, keeps_copies=keeps_copies)
         self._painter, self._station = painter, station
         self.opened.emit(opened_record(station_file, station))
         problem = None

@@ -20,6 +20,7 @@ from app.runs.station.file import parse_station
 from app.runs.station.run import Station, StationRefused
 from app.runs.station.setup import open_station, source_opener, station_spec
 from app.runs.station.sinks import StationVerdict
+from app.runs.station.sinks.options import FolderSinkOptions, MqttSinkOptions
 
 REPO = Path(__file__).resolve().parents[3]
 SAMPLES = REPO / "resources" / "samples" / "anomaly"
@@ -287,8 +288,8 @@ def test_a_station_file_read_whole(tmp_path):
     assert (station.name, station.model, station.out, station.stall_after_s) == ("cell-7", "surface_anomaly",
                                                                                  tmp_path / "out", 5.0)
     assert (station.source.kind, station.source.target, station.source.realtime) == ("video", "rtsp://cam/1", False)
-    assert station.sinks == {"mqtt": {"url": "mqtt://broker:1883", "topic_prefix": "plant", "password_env": "MQTT_PW",
-                                      "tls": {"ca": tmp_path / "ca.pem"}}, "folder": {"keep_bytes": 1000000}}
+    assert station.sinks == (MqttSinkOptions(host="broker", port=1883, tls=True, prefix="plant", password_env="MQTT_PW",
+                                             ca_file=tmp_path / "ca.pem"), FolderSinkOptions(keep_bytes=1000000))
 
 
 def test_a_second_station_on_the_same_output_folder_is_refused_before_its_sinks_open(tmp_path, model):
@@ -337,7 +338,7 @@ def test_retention_by_bytes_counts_the_files_an_earlier_run_left_oldest_first(tm
     os.utime(old, (1, 1))  # from a run long ago
     part = tmp_path / "part.png"
     part.write_bytes(b"y" * 500)
-    sink = FolderSink(out, model.spec, save=(), keep_bytes=1200)
+    sink = FolderSink(out, model.spec, FolderSinkOptions(save=(), keep_bytes=1200))
     assert old.exists()  # 600 bytes: within the limit
     sink.publish_pictures(_verdict("a.png", "NG"), Pictures(part, None, None))
     assert old.exists() and (out / "ng" / "a.png").read_bytes() == b"y" * 500  # 1100 bytes
@@ -353,7 +354,7 @@ def test_a_copy_that_cannot_be_written_is_the_folder_sinks_problem_not_an_except
     out = tmp_path / "out"
     out.mkdir()
     (out / "ng").write_text("a file where the folder should be")
-    sink = FolderSink(out, model.spec, save=())
+    sink = FolderSink(out, model.spec, FolderSinkOptions(save=()))
     sink.publish_pictures(_verdict("a.png", "NG"), Pictures(SAMPLES / "anomaly_05_pits.png", None, None))
     assert sink.lost == 1 and sink.problem.startswith("folder: cannot write the pictures of a frame (")
     (out / "ng").unlink()

@@ -18,6 +18,7 @@ from app.io.sources import Frame
 from app.runs.station.run import Station
 from app.runs.station.sinks.folder import FolderSink
 from app.runs.station.sinks.log import LogSink
+from app.runs.station.sinks.options import FolderSinkOptions
 from tests import onnx_factory
 
 # a UNet-like model that fails unless H and W divide by 8, told not to pad (size_divisor 1): a 37×53 frame fails
@@ -53,7 +54,7 @@ def test_a_camera_frame_the_model_cannot_judge_is_kept_under_error(tmp_path: Pat
     out = tmp_path / "out"
     out.mkdir()
     station = Station(name="cam", model=model, open_source=lambda _done: _Camera([good, bad]), out=out,
-                      sinks=[LogSink(out), FolderSink(out, model.spec, save=())])
+                      sinks=[LogSink(out), FolderSink(out, model.spec, FolderSinkOptions(save=()))])
     stats = station.run()
     lines = [json.loads(line) for line in (out / "verdicts.jsonl").read_text().splitlines()]
     assert [(line["id"], line["verdict"]) for line in lines] == [("0", "OK"), ("1", "ERROR")]

@@ -15,6 +15,7 @@ import sys
 import textwrap
 import threading
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -22,6 +23,7 @@ import pytest
 from app.errors import OutputError
 from app.runs.station.file import StationFileError, read_station_file
 from app.runs.station.sinks import StationVerdict
+from app.runs.station.sinks.options import FolderSinkOptions
 from tests.full_disk import full_disk
 
 REPO = Path(__file__).resolve().parents[3]
@@ -132,7 +134,7 @@ def test_a_copy_of_a_link_out_of_the_watched_folder_is_refused_in_one_line(tmp_p
     shutil.copyfile(SAMPLE, secret)
     (watched / "evil.png").symlink_to(secret)
     (tmp_path / "out").mkdir()
-    sink = FolderSink(tmp_path / "out", load_spec(MODEL), save=())
+    sink = FolderSink(tmp_path / "out", load_spec(MODEL), FolderSinkOptions(save=()))
     assert sink.publish_pictures(verdict("evil.png"), Pictures(watched / "evil.png", None, None, root=watched))
     assert not (tmp_path / "out" / "ng" / "evil.png").exists() and sink.problem is None
     assert (tmp_path / "out" / "ng" / "evil.png.not-copied.txt").read_text() == \
@@ -153,8 +155,9 @@ def test_the_copy_of_a_sparse_3_gib_part_is_never_read_whole(tmp_path):
         from app.inference.model.builder import load_spec
         from app.runs.station.sinks import StationVerdict
         from app.runs.station.sinks.folder import FolderSink, Pictures
+        from app.runs.station.sinks.options import FolderSinkOptions
         out, watched = Path({str(tmp_path / "out")!r}), Path({str(watched)!r})
-        sink = FolderSink(out, load_spec({str(MODEL)!r}), save=())
+        sink = FolderSink(out, load_spec({str(MODEL)!r}), FolderSinkOptions(save=()))
         verdict = StationVerdict("line-1", "big.png", 1.0, "NG", 0.9, "", 1.0)
         kept = sink.publish_pictures(verdict, Pictures(watched / "big.png", None, None))
         # the peak of this process's own memory: VmHWM (ru_maxrss carries over the forking parent's peak across exec,
@@ -264,7 +267,7 @@ class _Running:
         self.station = Station(
             name="line-1", model=model, out=out,
             open_source=lambda done: WatchSource(watched, settle_s=0.05, exclude=[out], already_done=done),
-            open_sinks=lambda: [LogSink(out), FolderSink(out, model.spec, save=())])
+            open_sinks=lambda: [LogSink(out), FolderSink(out, model.spec, FolderSinkOptions(save=()))])
         self.thread = threading.Thread(target=self.station.run, daemon=True)
         self.thread.start()
 
@@ -370,7 +373,8 @@ def test_a_verdict_still_unkept_at_the_stop_is_judged_again_at_the_next_start(tm
 @pytest.mark.skipif(sys.platform == "win32", reason="FIFOs are POSIX")
 def test_an_mqtt_tls_file_that_is_a_fifo_is_refused_in_one_line_not_a_hang(tmp_path):
     # OpenSSL opened the CA file itself: a FIFO made the station's start wait for a writer for ever
-    from app.runs.station.sinks.mqtt import sink_from_url
+    from app.runs.station.sinks.mqtt import MqttSink
+    from app.runs.station.sinks.options import mqtt_url_options
 
     fifo = tmp_path / "ca.pem"
     os.mkfifo(fifo)
@@ -378,7 +382,7 @@ def test_an_mqtt_tls_file_that_is_a_fifo_is_refused_in_one_line_not_a_hang(tmp_p
 
     def start() -> None:
         try:
-            sink_from_url(tmp_path, "mqtts://127.0.0.1:1", ca_file=fifo).close()
+            MqttSink(tmp_path, replace(mqtt_url_options("mqtts://127.0.0.1:1"), ca_file=fifo)).close()
             outcome.append("started")
         except ValueError as exc:
             outcome.append(str(exc))
@@ -402,7 +406,7 @@ def test_a_dicom_kept_as_it_came_is_private_an_image_is_not(tmp_path):
     out.mkdir()
     (watched / "scan").write_bytes(b"\0" * 128 + b"DICM" + b"\0" * 64)  # DICOM by its marker, whatever its name
     shutil.copyfile(SAMPLE, watched / "part.png")
-    sink = FolderSink(out, load_spec(MODEL), save=())
+    sink = FolderSink(out, load_spec(MODEL), FolderSinkOptions(save=()))
     old = os.umask(0o022)
     try:
         for name in ("scan", "part.png"):

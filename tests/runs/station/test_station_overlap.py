@@ -26,6 +26,7 @@ from app.runs.station.journal import JOURNAL_NAME, read_journal
 from app.runs.station.run import Station
 from app.runs.station.sinks.folder import FolderSink
 from app.runs.station.sinks.log import LogSink
+from app.runs.station.sinks.options import FolderSinkOptions
 
 REPO = Path(__file__).resolve().parents[3]
 SAMPLES = sorted((REPO / "resources" / "samples" / "anomaly").glob("*.png"))
@@ -84,7 +85,8 @@ def _station(model, folder: Path, out: Path, *, counted: list[_Counted] | None =
         return counted[-1]
 
     return Station(name="s", model=model, open_source=open_source, out=out,
-                   open_sinks=lambda: [LogSink(out), FolderSink(out, model.spec, save=("mask",))], **options)
+                   open_sinks=lambda: [LogSink(out), FolderSink(out, model.spec, FolderSinkOptions(save=("mask",)))],
+                   **options)
 
 
 def _logged(out: Path) -> list[dict]:

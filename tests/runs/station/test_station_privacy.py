@@ -19,6 +19,7 @@ from app.runs.privacy.pseudonyms import pseudonym_key
 from app.runs.station.file import StationFileError, parse_station
 from app.runs.station.journal import JOURNAL_NAME
 from app.runs.station.setup import open_station, station_spec
+from app.runs.station.sinks.options import FolderSinkOptions
 from tests.dicom_factory import write_series
 from tests.station_fixtures import Mosquitto, Subscriber, mosquitto
 
@@ -209,7 +210,7 @@ def test_a_folder_sink_problem_names_a_private_input_by_its_pseudonym(tmp_path: 
 
     out = tmp_path / "out"
     out.mkdir()
-    sink = FolderSink(out, load_spec(REPO / "models" / "surface_anomaly.onnx"), save=(),
+    sink = FolderSink(out, load_spec(REPO / "models" / "surface_anomaly.onnx"), FolderSinkOptions(save=()),
                       privacy=StationPrivacy(True, b"k" * 32))
     name = "images/img-0123456789abcdef.png"
     verdict = StationVerdict(station="s", frame_id=name, time=0.0, verdict="NG", score=1.0, reason="", latency_ms=0)
@@ -236,7 +237,7 @@ def test_a_private_copy_of_a_patient_named_like_seglens_words_is_kept_and_one_st
 
     out, watched = tmp_path / "out", tmp_path / "in"
     out.mkdir()
-    sink = FolderSink(out, load_spec(REPO / "models" / "surface_anomaly.onnx"), save=(),
+    sink = FolderSink(out, load_spec(REPO / "models" / "surface_anomaly.onnx"), FolderSinkOptions(save=()),
                       privacy=StationPrivacy(True, b"k" * 32))
     for name, description in (("kept", None), ("named", "Basic follow-up")):
         path = write_series(watched / name, slices=1, name="ct", patient=("Basic^Tissue", "PID-5150"))[0]

@@ -28,7 +28,6 @@ import logging
 import os
 import re
 from collections import deque
-from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, BinaryIO
@@ -41,6 +40,7 @@ from app.io.files import encode_png
 from app.runs.outputs.images import write_result_images
 from app.runs.station.privacy import Shareable, medical_kind
 from app.runs.station.sinks import StationVerdict
+from app.runs.station.sinks.options import FolderSinkOptions
 from app.spelling import spelt
 
 if TYPE_CHECKING:
@@ -84,12 +84,13 @@ class FolderSink:
 
     name = "folder"
 
-    def __init__(self, out: Path, spec: ModelSpec, *, save: Sequence[str] = ("mask", "overlay"),
-                 keep_files: int | None = None, keep_bytes: int | None = None,
+    def __init__(self, out: Path, spec: ModelSpec, options: FolderSinkOptions | None = None, *,
                  privacy: StationPrivacy | None = None) -> None:
-        self.out, self.spec, self.save = Path(out), spec, tuple(save)
+        """`options`: the station file's `sinks.folder` (None: every default)."""
+        given = options or FolderSinkOptions()
+        self.out, self.spec, self.save = Path(out), spec, given.save
         self.privacy = privacy  # a DICOM's copy de-identified, a NIfTI's not kept (app.runs.station.privacy)
-        self.keep_files, self.keep_bytes = keep_files, keep_bytes
+        self.keep_files, self.keep_bytes = given.keep_files, given.keep_bytes
         self.lost = 0  # frames whose pictures could not be written, and were not since
         self._unkept: set[StationVerdict] = set()  # their verdicts (offered again by the station)
         self._problem: str | None = None

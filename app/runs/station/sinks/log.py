@@ -33,6 +33,7 @@ from app.errors import one_line
 from app.guard.shared import open_append, open_update, remove_under, rename_under
 from app.runs.outputs.report import cell
 from app.runs.station.sinks import StationVerdict
+from app.runs.station.sinks.options import LogSinkOptions
 from app.spelling import spelt
 
 log = logging.getLogger(__name__)
@@ -173,17 +174,16 @@ class LogSink:
 
     name = "log"
 
-    def __init__(self, folder: Path, *, max_bytes: int = 16 * 1024 * 1024, keep: int = 5, fsync: bool = False,
-                 write_jsonl: bool = True, write_csv: bool = True) -> None:
-        if max_bytes < 1024 or keep < 0:
+    def __init__(self, folder: Path, options: LogSinkOptions | None = None) -> None:
+        """`options`: the station file's `sinks.log` (None: every default)."""
+        given = options or LogSinkOptions()
+        if given.max_bytes < 1024 or given.keep < 0:
             raise ValueError("the log's max_bytes must be at least 1024 and keep not negative")
         self._files: list[tuple[_RotatingFile, bool]] = []
-        if write_jsonl:
-            self._files.append((_RotatingFile(folder / f"{STEM}.jsonl", max_bytes=max_bytes, keep=keep,
-                                              fsync=fsync), True))
-        if write_csv:
-            self._files.append((_RotatingFile(folder / f"{STEM}.csv", max_bytes=max_bytes, keep=keep,
-                                              fsync=fsync, header=CSV_HEADER), False))
+        for stem, wanted, header in ((f"{STEM}.jsonl", given.jsonl, b""), (f"{STEM}.csv", given.csv, CSV_HEADER)):
+            if wanted:
+                self._files.append((_RotatingFile(folder / stem, max_bytes=given.max_bytes, keep=given.keep,
+                                                  fsync=given.fsync, header=header), not header))
         self._lock = threading.Lock()
         self._problem: str | None = None
         self.lost = 0  # verdicts that could not be logged (a file missing a line counts once) and were not since

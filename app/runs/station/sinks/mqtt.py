@@ -31,7 +31,6 @@ import threading
 import time
 from pathlib import Path
 from typing import Any
-from urllib.parse import unquote, urlsplit
 
 import paho.mqtt.client as mqtt
 from paho.mqtt.enums import CallbackAPIVersion
@@ -40,6 +39,7 @@ from app.errors import OutputError, one_line
 from app.guard.untrusted import SMALL_FILE_LIMIT, untrusted_problem
 from app.runs.station.sinks import StationVerdict
 from app.runs.station.sinks.mqtt_buffer import BUFFER_NAME, OutBuffer, Pending
+from app.runs.station.sinks.options import MqttSinkOptions
 from app.spelling import spelt
 
 log = logging.getLogger(__name__)
@@ -70,14 +70,11 @@ class MqttSink:
 
     name = "mqtt"
 
-    def __init__(self, out: Path, *, host: str, port: int = 1883, username: str | None = None,
-                 password: str | None = None, ca_file: Path | None = None, cert_file: Path | None = None,
-                 key_file: Path | None = None, tls: bool = False, prefix: str = "seglens",
-                 client_id: str = "", keepalive_s: int = 30, reconnect_max_s: float = 30.0, window: int = 20,
-                 buffer_max_count: int = 100_000, buffer_max_bytes: int = 64 * 1024 * 1024, fsync: bool = False,
-                 close_s: float = 5.0) -> None:
-        self._where = f"{host}:{port}"
-        self._prefix, self._window, self._close_s = _checked_prefix(prefix), max(1, window), close_s
+    def __init__(self, out: Path, options: MqttSinkOptions) -> None:
+        """`options`: the broker and how to reach it (the station file's `sinks.mqtt`, its password resolved)."""
+        self._where = options.where
+        self._prefix, self._window = _checked_prefix(options.prefix), max(1, options.window)
+        self._close_s = options.close_s
         self._lock = threading.Condition()
         self._connected = False
         self._closing = False
@@ -89,25 +86,24 @@ class MqttSink:
         self._refused = 0  # verdicts paho would not take (a topic too long): dropped, or they would block the rest
         self._refusal: str | None = None
         self._unwritten: dict[StationVerdict, int] = {}  # verdicts sent from memory, their line not on disk: seq
-        self._client = self._make_client(client_id, username, password, keepalive_s, reconnect_max_s)
-        if tls or ca_file or cert_file:
-            self._client.tls_set_context(self._tls_context(ca_file, cert_file, key_file))
+        self._client = self._make_client(options)
+        if options.tls or options.ca_file or options.cert_file:
+            self._client.tls_set_context(self._tls_context(options.ca_file, options.cert_file, options.key_file))
         try:  # after the TLS files' checks: nothing opened when the configuration is refused
-            self._buffer = OutBuffer(out / BUFFER_NAME, max_count=buffer_max_count, max_bytes=buffer_max_bytes,
-                                     fsync=fsync)
+            self._buffer = OutBuffer(out / BUFFER_NAME, max_count=options.buffer_max_count,
+                                     max_bytes=options.buffer_max_bytes, fsync=options.fsync)
         except OSError as exc:  # the output folder missing or read-only: the station cannot start this sink
             raise OutputError(f"{out / BUFFER_NAME}: cannot open the MQTT buffer: {exc.strerror or exc}") from exc
-        self._client.connect_async(host, port, keepalive=keepalive_s)
+        self._client.connect_async(options.host, options.port, keepalive=options.keepalive_s)
         self._client.loop_start()
         self._sender = threading.Thread(target=self._send_loop, name="mqtt-sink-sender", daemon=True)
         self._sender.start()
 
-    def _make_client(self, client_id: str, username: str | None, password: str | None, keepalive_s: int,
-                     reconnect_max_s: float) -> mqtt.Client:
-        client = mqtt.Client(CallbackAPIVersion.VERSION2, client_id=client_id, protocol=mqtt.MQTTv311)
-        if username is not None:
-            client.username_pw_set(username, password)
-        client.reconnect_delay_set(min_delay=1, max_delay=max(1, math.ceil(reconnect_max_s)))
+    def _make_client(self, options: MqttSinkOptions) -> mqtt.Client:
+        client = mqtt.Client(CallbackAPIVersion.VERSION2, client_id=options.client_id, protocol=mqtt.MQTTv311)
+        if options.username is not None:
+            client.username_pw_set(options.username, options.password)
+        client.reconnect_delay_set(min_delay=1, max_delay=max(1, math.ceil(options.reconnect_max_s)))
         client.max_inflight_messages_set(self._window + 4)  # ours plus the retained `last` ones
         client.on_connect = self._on_connect
         client.on_connect_fail = self._on_connect_fail
@@ -325,21 +321,3 @@ def _ssl_line(exc: BaseException) -> str:
     if isinstance(exc, ssl.SSLError) and exc.reason:
         return str(exc.reason)
     return (exc.strerror if isinstance(exc, OSError) else None) or one_line(exc)
-
-
-def sink_from_url(out: Path, url: str, **options: Any) -> MqttSink:
-    """An MqttSink for `mqtt://[user[:password]@]host[:port]` (`mqtts://`: TLS, port 8883 unless given).
-    ValueError naming the URL (never its password) when it is not one."""
-    parts = urlsplit(url)
-    shown_url = url.rsplit("@", 1)[-1]
-    if parts.scheme not in ("mqtt", "mqtts") or not parts.hostname:
-        raise ValueError(f"MQTT URL {shown_url!r}: expected mqtt://host[:port] or mqtts://host[:port]")
-    try:
-        port = parts.port
-    except ValueError as exc:
-        raise ValueError(f"MQTT URL {shown_url!r}: {one_line(exc)}") from exc
-    tls = parts.scheme == "mqtts"
-    given: dict[str, Any] = {"host": parts.hostname, "port": port or (8883 if tls else 1883), "tls": tls,
-                             "username": unquote(parts.username) if parts.username else None,
-                             "password": unquote(parts.password) if parts.password else None}
-    return MqttSink(out, **{**given, **options})  # an option given (a station file's username) wins over the URL

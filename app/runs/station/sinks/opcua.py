@@ -47,7 +47,6 @@ import os
 import threading
 import time
 from datetime import timezone
-from pathlib import Path
 from typing import Any
 
 from asyncua import ua
@@ -66,6 +65,7 @@ from app.runs.station.sinks.opcua_space import (
     endpoint_host_port,
     node_id,
 )
+from app.runs.station.sinks.options import OpcUaSinkOptions
 
 log = logging.getLogger(__name__)
 
@@ -92,22 +92,18 @@ def _quiet_asyncua() -> None:
 
 
 class OpcUaSink:
-    """Verdicts as an OPC UA server's variables (module docstring). `endpoint`: `opc.tcp://HOST:PORT/PATH`, the
-    address the server listens on and tells its clients. ValueError in one line for a refused configuration."""
+    """Verdicts as an OPC UA server's variables (module docstring). `options.endpoint`: `opc.tcp://HOST:PORT/PATH`,
+    the address the server listens on and tells its clients. ValueError in one line for a refused configuration."""
 
     name = "opcua"
 
-    def __init__(self, endpoint: str, *, station: str, security: str | tuple[str, ...] | list[str] = "none",
-                 certificate: Path | None = None, private_key: Path | None = None, username: str | None = None,
-                 password: str | None = None, allow_insecure: bool = False, trusted_clients: Path | None = None,
-                 retry_max_s: float = 30.0,
-                 close_grace_s: float = 0.5, close_s: float = 5.0) -> None:
-        self._host, self._port = endpoint_host_port(endpoint)
-        self._security: Security = check_security(
-            endpoint, security=security, certificate=certificate, private_key=private_key, username=username,
-            password=password, allow_insecure=allow_insecure, trusted_clients=trusted_clients)
-        self.endpoint, self.station = endpoint, station
-        self._retry_max_s, self._close_grace_s, self._close_s = retry_max_s, close_grace_s, close_s
+    def __init__(self, options: OpcUaSinkOptions, *, station: str) -> None:
+        """`options`: the station file's `sinks.opcua`, its password resolved; `station`: the object's name."""
+        self._host, self._port = endpoint_host_port(options.endpoint)
+        self._security: Security = check_security(options)
+        self.endpoint, self.station = options.endpoint, station
+        self._retry_max_s, self._close_grace_s, self._close_s = (options.retry_max_s, options.close_grace_s,
+                                                                 options.close_s)
         self._lock = threading.Lock()
         self._tally = Tally()
         self._version = 0  # one more per verdict taken: the server writes when it is ahead of what it wrote

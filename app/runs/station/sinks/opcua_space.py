@@ -27,6 +27,7 @@ from cryptography.hazmat.primitives.asymmetric import rsa
 
 from app.guard.untrusted import SMALL_FILE_LIMIT, read_untrusted
 from app.runs.station.sinks import StationVerdict
+from app.runs.station.sinks.options import OpcUaSinkOptions
 
 NAMESPACE = "urn:seglens:station"
 # VerdictCode: a PLC compares a number more easily than a string. 0: no verdict yet (since the station started).
@@ -142,20 +143,18 @@ class Security:
         return uris[0] if uris else None
 
 
-def check_security(endpoint: str, *, security: str | tuple[str, ...] | list[str] = "none",
-                   certificate: Path | None = None, private_key: Path | None = None, username: str | None = None,
-                   password: str | None = None, allow_insecure: bool = False,
-                   trusted_clients: Path | None = None) -> Security:
+def check_security(options: OpcUaSinkOptions) -> Security:
     """The security the options describe, their files read and checked; ValueError in one line naming the
     option (by its station-file key) or the file otherwise."""
-    host, _ = endpoint_host_port(endpoint)
-    policies = (security,) if isinstance(security, str) else tuple(security)
+    host, _ = endpoint_host_port(options.endpoint)
+    policies, username, password = options.security, options.username, options.password
+    certificate, private_key, trusted_clients = options.certificate, options.private_key, options.trusted_clients
     for policy in policies:
         if policy not in POLICIES:
             raise ValueError(f"security {policy!r}: expected one of {', '.join(POLICIES)}")
     if not policies:
         raise ValueError(f"security: give one or more of {', '.join(POLICIES)}")
-    if "none" in policies and not is_loopback(host) and not allow_insecure:
+    if "none" in policies and not is_loopback(host) and not options.allow_insecure:
         raise ValueError(f"security none on {host}, which is not loopback: anyone on that network can read the "
                          "verdicts; give security Basic256Sha256_SignAndEncrypt (or allow_insecure: true)")
     if username is not None and password is None:

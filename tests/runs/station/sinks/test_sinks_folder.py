@@ -11,6 +11,7 @@ import numpy as np
 from app.inference.model.builder import load_spec
 from app.runs.station.sinks import StationVerdict
 from app.runs.station.sinks.folder import FolderSink, Pictures, copy_path
+from app.runs.station.sinks.options import FolderSinkOptions
 
 REPO = Path(__file__).resolve().parents[4]
 
@@ -28,14 +29,15 @@ def test_a_frame_id_that_comes_again_keeps_the_earlier_copy_beside_the_new(tmp_p
     # a camera's ids start at 0 at every start, a watched name may be written again: the NG copy of the earlier
     # part was overwritten by the later one, the evidence of a rejected part lost
     spec = load_spec(REPO / "models" / "surface_anomaly.onnx")
-    sink = FolderSink(tmp_path, spec, save=(), keep_files=10)
+    sink = FolderSink(tmp_path, spec, FolderSinkOptions(save=(), keep_files=10))
     for second, value in enumerate((10, 20, 30)):
         sink.publish_pictures(verdict("0"), Pictures(None, frame(value), None))
         os.utime(tmp_path / "ng" / "0.png", (second, second))  # their order, whatever the clock's grain
     assert sink.problem is None
     kept = {path.name: int(cv2.imread(str(path))[0, 0, 0]) for path in (tmp_path / "ng").iterdir()}
     assert kept == {"0.png": 30, "0_2.png": 10, "0_3.png": 20}  # the newest where the viewer looks for it
-    again = FolderSink(tmp_path, spec, save=(), keep_files=2)  # the retention counts them all, oldest first
+    # the retention counts them all, oldest first
+    again = FolderSink(tmp_path, spec, FolderSinkOptions(save=(), keep_files=2))
     assert sorted(path.name for path in (tmp_path / "ng").iterdir()) == ["0.png", "0_3.png"]
     again.publish_pictures(verdict("sub/part.png", "REVIEW"), Pictures(None, frame(40), None))
     assert sorted(path.name for path in (tmp_path / "ng").iterdir()) == ["0.png"]
@@ -47,7 +49,7 @@ def test_an_output_folder_gone_is_the_sinks_problem_and_not_made_again(tmp_path)
     spec = load_spec(REPO / "models" / "surface_anomaly.onnx")
     out = tmp_path / "share" / "out"
     out.mkdir(parents=True)
-    sink = FolderSink(out, spec, save=())
+    sink = FolderSink(out, spec, FolderSinkOptions(save=()))
     out.rmdir()
     sink.publish_pictures(verdict("0"), Pictures(None, frame(10), None))
     assert not out.exists() and sink.lost == 1
@@ -63,7 +65,7 @@ def test_a_long_names_copy_is_valid_utf8_with_its_extension(tmp_path):
     # a lone surrogate in Python, mojibake for every other program) and lost its extension; two such names that
     # differ only at their end stay apart
     spec = load_spec(REPO / "models" / "surface_anomaly.onnx")
-    sink = FolderSink(tmp_path, spec, save=())
+    sink = FolderSink(tmp_path, spec, FolderSinkOptions(save=()))
     names = ["é" * 120 + "-cam1.png", "é" * 120 + "-cam2.png"]  # 245 bytes each in UTF-8
     for number, name in enumerate(names):
         sink.publish_pictures(verdict(f"line/{name}"), Pictures(None, frame(number), None))
@@ -81,7 +83,7 @@ def test_an_error_frames_input_is_kept_under_error_as_ng_is(tmp_path):
     out.mkdir()
     broken = tmp_path / "in" / "cam1" / "part-9.png"
     broken.parent.mkdir(parents=True)
-    sink = FolderSink(out, spec, keep_files=3)
+    sink = FolderSink(out, spec, FolderSinkOptions(keep_files=3))
     for second, data in enumerate((b"\x89PNG broken once", b"\x89PNG broken again")):
         broken.write_bytes(data)
         sink.publish_pictures(verdict("cam1/part-9.png", "ERROR"), Pictures(broken, None, None))
@@ -95,7 +97,8 @@ def test_an_error_frames_input_is_kept_under_error_as_ng_is(tmp_path):
     assert sorted(p.name for p in (out / "error").rglob("*") if p.is_file()) == ["7.png", "part-9.png", "part-9_2.png"]
     assert copy_path(out, verdict("7", "ERROR"), Pictures(None, frame(70), None)) == out / "error" / "7.png"
     assert copy_path(out, verdict("8", "ERROR"), Pictures(None, None, None)) is None
-    again = FolderSink(out, spec, keep_files=2)  # the retention counts them with the others, oldest first
+    # the retention counts them with the others, oldest first
+    again = FolderSink(out, spec, FolderSinkOptions(keep_files=2))
     assert sorted(p.name for p in (out / "error").rglob("*") if p.is_file()) == ["7.png", "part-9.png"]
     broken.unlink()  # gone before its copy was made (the line took it away): no copy, and no alarm
     again.publish_pictures(verdict("cam1/gone.png", "ERROR"), Pictures(broken, None, None))
@@ -108,7 +111,7 @@ def test_retention_removes_the_folders_it_empties_and_never_through_a_link(tmp_p
     (outside / "empty").mkdir(parents=True)
     out = tmp_path / "out"
     out.mkdir()
-    sink = FolderSink(out, spec, save=(), keep_files=1)
+    sink = FolderSink(out, spec, FolderSinkOptions(save=(), keep_files=1))
     sink.publish_pictures(verdict("a/deep/x"), Pictures(None, frame(1), None))
     (out / "ng" / "a" / "link").symlink_to(outside / "empty", target_is_directory=True)
     sink.publish_pictures(verdict("b/y"), Pictures(None, frame(2), None))

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from app.runs.station.sinks import Sink, StationVerdict
 from app.runs.station.sinks.log import COLUMNS, LogSink
+from app.runs.station.sinks.options import LogSinkOptions
 
 
 def verdict(i: int, *, frame_id: str | None = None, verdict: str = "OK", reason: str = "") -> StationVerdict:
@@ -59,7 +60,7 @@ def test_reopened_the_header_is_not_written_twice_and_a_torn_line_is_ended(tmp_p
 
 
 def test_rotated_by_size_keeping_n_each_csv_with_its_header(tmp_path: Path) -> None:
-    sink = LogSink(tmp_path, max_bytes=1024, keep=2)
+    sink = LogSink(tmp_path, LogSinkOptions(max_bytes=1024, keep=2))
     for i in range(60):
         sink.publish(verdict(i))
     sink.close()
@@ -161,7 +162,7 @@ def test_a_fifo_under_its_name_is_a_problem_not_a_hang(tmp_path: Path) -> None:
 def test_a_huge_keep_costs_a_rotation_only_the_files_there_are(tmp_path: Path) -> None:
     # `keep: 1000000000` (the station file takes any whole number): each rotation built 10⁹ names and tried a
     # rename for each (with keep 10⁶: 17 s for 20 verdicts)
-    sink = LogSink(tmp_path, max_bytes=1024, keep=10**9, write_jsonl=False)
+    sink = LogSink(tmp_path, LogSinkOptions(max_bytes=1024, keep=10**9, jsonl=False))
     for i in range(60):
         sink.publish(verdict(i))
     sink.close()
