@@ -18,6 +18,7 @@ from pathlib import Path
 import cv2
 import numpy as np
 import pytest
+from waiting import until
 
 from app.io.sources import Frame, NewestWins, SourceError
 from app.io.sources.watch import WatchSource
@@ -51,30 +52,47 @@ def rename_in(staging: Path, dest: Path, data: bytes) -> float:
     return time.time()
 
 
+MARKER = "zzzz-marker.png"  # sorts after every name the tests drop
+
+
 class Consumer:
-    """Iterates a source on its own thread, keeping each frame, when it came and the bytes read at once."""
+    """Iterates a source on its own thread, keeping each frame, when it came and the bytes read at once (the
+    marker `quiet` drops is not kept)."""
 
     def __init__(self, source: WatchSource) -> None:
         self.source = source
         self.got: list[tuple[Frame, float, bytes]] = []
+        self.markers = 0
         self._thread = threading.Thread(target=self._run, daemon=True)
         self._thread.start()
 
     def _run(self) -> None:
         for frame in self.source:
             assert frame.path is not None
+            if frame.id == MARKER:
+                self.markers += 1
+                continue
             self.got.append((frame, time.time(), frame.path.read_bytes()))
 
     def ids(self) -> list[str]:
         return [frame.id for frame, _, _ in self.got]
 
-    def wait_for(self, done: Callable[[list[str]], bool], *, within_s: float = 20, linger_s: float = 1.0) -> None:
-        """Until `done(ids)` (or `within_s`), then `linger_s` more for anything yielded twice; then close."""
-        deadline = time.monotonic() + within_s
-        while not done(self.ids()) and time.monotonic() < deadline:
-            time.sleep(0.05)
-        time.sleep(linger_s)
+    def wait_for(self, done: Callable[[list[str]], bool], *, within_s: float = 20) -> None:
+        """Until `done(ids)`, then `quiet` (anything yielded twice is in by then); then close."""
+        until(lambda: done(self.ids()), what="the frames expected", within_s=within_s)
+        self.quiet()
         self.stop()
+
+    def quiet(self) -> None:
+        """Wait until the source has gone past everything done in the folder so far: a marker written in place
+        after it is noted after it, settles no sooner and sorts last, so a file it would yield (again) comes
+        before the marker does. Polled, a second marker: the first may share a look at the folder with a change
+        made before it. The marker is removed again (a later source on the folder must not find it)."""
+        for _ in range(2 if self.source.polling else 1):
+            seen = self.markers
+            (self.source.root / MARKER).write_bytes(b"marker")
+            until(lambda seen=seen: self.markers > seen, what="the marker yielded")
+            (self.source.root / MARKER).unlink()
 
     def stop(self) -> None:
         self.source.close()
@@ -171,7 +189,7 @@ def test_temporary_names_and_other_files_are_ignored_and_a_growing_file_waits(tm
             handle.write(data[start:start + len(data) // 8])
         last_write = time.time()
         time.sleep(0.2)
-    consumer.wait_for(lambda ids: {"grow.png", "IM0002", "1.2.840.99.5"} <= set(ids), linger_s=2 * SETTLE_S)
+    consumer.wait_for(lambda ids: {"grow.png", "IM0002", "1.2.840.99.5"} <= set(ids))
     assert sorted(consumer.ids()) == ["1.2.840.99.5", "IM0002", "grow.png"]
     by_id = {frame.id: (came, read) for frame, came, read in consumer.got}
     assert by_id["grow.png"][1] == data and by_id["grow.png"][0] > last_write
@@ -190,18 +208,18 @@ def test_files_there_at_the_start_are_taken_by_name_unless_done(tmp_path):
         return frame.id == "img2.png"
 
     flat = Consumer(WatchSource(root, settle_s=0.2, already_done=done))
-    flat.wait_for(lambda ids: len(ids) >= 3, within_s=5, linger_s=0.5)
+    flat.wait_for(lambda ids: len(ids) >= 3, within_s=5)
     assert flat.ids() == ["img1.png", "img10.png", "scan.nii.gz"]
     info = os.stat(root / "img2.png")
     assert ("img2.png", info.st_size, info.st_mtime_ns, info.st_ino, info.st_ctime_ns) in asked
     deep = Consumer(WatchSource(root, settle_s=0.2, recursive=True, exclude=[root / "sub"]))
-    deep.wait_for(lambda ids: len(ids) >= 4, within_s=5, linger_s=0.5)
+    deep.wait_for(lambda ids: len(ids) >= 4, within_s=5)
     assert deep.ids() == ["img1.png", "img2.png", "img10.png", "scan.nii.gz"]
     (root / "sub" / "b.png").write_bytes(b"later")
     (root / "new").mkdir()
     (root / "new" / "c.png").write_bytes(b"in a new folder")
     recursive = Consumer(WatchSource(root, settle_s=0.2, recursive=True, already_done=done))
-    recursive.wait_for(lambda ids: len(ids) >= 6, within_s=5, linger_s=0.5)
+    recursive.wait_for(lambda ids: len(ids) >= 6, within_s=5)
     assert recursive.ids() == ["img1.png", "img10.png", "new/c.png", "scan.nii.gz", "sub/a.png", "sub/b.png"]
 
 
@@ -210,13 +228,11 @@ def test_a_file_replaced_under_its_name_is_new_work_and_a_touch_is_not(tmp_path)
     root.mkdir()
     consumer = Consumer(WatchSource(root, settle_s=0.3))
     rename_in(tmp_path / "x", root / "part.png", b"first part")
-    deadline = time.monotonic() + 5
-    while not consumer.ids() and time.monotonic() < deadline:
-        time.sleep(0.05)
+    until(consumer.ids, what="the first frame", within_s=5)
     os.chmod(root / "part.png", 0o600)  # attributes only: not new work
-    time.sleep(0.6)
+    consumer.quiet()  # were it taken as new work, it would be yielded by now
     write_slowly(root / "part.png", b"second part, longer")  # the same name, a new size and mtime: new work
-    consumer.wait_for(lambda ids: len(ids) >= 2, within_s=5, linger_s=3 * 0.3)
+    consumer.wait_for(lambda ids: len(ids) >= 2, within_s=5)
     assert [read for _, _, read in consumer.got] == [b"first part", b"second part, longer"]
     assert consumer.source.dropped == 0
 
@@ -227,9 +243,7 @@ def test_the_source_ends_when_the_watched_folder_disappears(tmp_path):
     source = WatchSource(root, settle_s=0.2)
     consumer = Consumer(source)
     (root / "a.png").write_bytes(b"a")
-    deadline = time.monotonic() + 5
-    while not consumer.ids() and time.monotonic() < deadline:
-        time.sleep(0.05)
+    until(consumer.ids, what="the first frame", within_s=5)
     shutil.rmtree(root)
     consumer._thread.join(timeout=5)
     assert not consumer._thread.is_alive(), "iteration ended by itself"
@@ -265,7 +279,7 @@ def test_an_excluded_folder_around_the_watched_one_excludes_nothing_and_the_root
     (tmp_path / "out" / "results").mkdir()
     consumer = Consumer(WatchSource(root, settle_s=SETTLE_S, recursive=True, exclude=[tmp_path / "out"]))
     (root / "part.png").write_bytes(png(3))
-    consumer.wait_for(lambda ids: "part.png" in ids, linger_s=0.2)
+    consumer.wait_for(lambda ids: "part.png" in ids)
     assert consumer.ids() == ["part.png"]
     with pytest.raises(SourceError) as caught:
         WatchSource(root, exclude=[root])
@@ -282,16 +296,14 @@ def test_another_part_renamed_in_with_the_same_size_and_mtime_is_new_work(tmp_pa
     first, second = png(1), png(2)
     assert len(first) == len(second)
     rename_in(tmp_path / "a.staged", root / "a.png", first)
-    deadline = time.monotonic() + 5
-    while not consumer.ids() and time.monotonic() < deadline:
-        time.sleep(0.05)
+    until(consumer.ids, what="the first frame", within_s=5)
     judged = os.stat(root / "a.png")
     (tmp_path / "b.staged").write_bytes(second)
     os.utime(tmp_path / "b.staged", ns=(judged.st_atime_ns, judged.st_mtime_ns))  # as `cp -p` leaves it
     os.rename(tmp_path / "b.staged", root / "a.png")
     assert (os.stat(root / "a.png").st_size, os.stat(root / "a.png").st_mtime_ns) == \
         (judged.st_size, judged.st_mtime_ns)
-    consumer.wait_for(lambda ids: len(ids) >= 2, within_s=5, linger_s=0.5)
+    consumer.wait_for(lambda ids: len(ids) >= 2, within_s=5)
     assert [read for _, _, read in consumer.got] == [first, second]
 
 
@@ -304,7 +316,7 @@ def test_a_part_slipped_in_while_no_station_ran_is_judged_at_the_restart(tmp_pat
     (root / "a.png").write_bytes(png(1))
     with StationJournal(out) as journal:
         consumer = Consumer(WatchSource(root, settle_s=0.2, already_done=journal.has))
-        consumer.wait_for(lambda ids: len(ids) >= 1, within_s=5, linger_s=0.1)
+        consumer.wait_for(lambda ids: len(ids) >= 1, within_s=5)
         journal.record(consumer.got[0][0], "OK")
     judged = os.stat(root / "a.png")
     (tmp_path / "b.staged").write_bytes(png(2))
@@ -312,7 +324,7 @@ def test_a_part_slipped_in_while_no_station_ran_is_judged_at_the_restart(tmp_pat
     os.rename(tmp_path / "b.staged", root / "a.png")
     with StationJournal(out) as journal:
         again = Consumer(WatchSource(root, settle_s=0.2, already_done=journal.has))
-        again.wait_for(lambda ids: len(ids) >= 1, within_s=5, linger_s=0.5)
+        again.wait_for(lambda ids: len(ids) >= 1, within_s=5)
     assert [read for _, _, read in again.got] == [png(2)]
 
 
@@ -329,7 +341,7 @@ def test_a_link_or_a_fifo_in_the_watched_folder_is_never_yielded_and_said_once(t
     consumer = Consumer(WatchSource(root, settle_s=0.2, recursive=True))
     rename_in(tmp_path / "good.staged", root / "good.png", png(4))
     (root / "sub" / "deep.png").write_bytes(png(5))
-    consumer.wait_for(lambda ids: len(ids) >= 2, within_s=5, linger_s=0.8)
+    consumer.wait_for(lambda ids: len(ids) >= 2, within_s=5)
     assert sorted(consumer.ids()) == ["good.png", "sub/deep.png"]
     said = sorted(r.getMessage() for r in caplog.records if "is not judged" in r.getMessage())
     assert said == ["watch folder: evil.png is not judged (not a regular file: a symbolic link)",
