@@ -19,6 +19,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from waiting import until
 
 from app.errors import OutputError
 from app.runs.station.file import StationFileError, read_station_file
@@ -277,14 +278,6 @@ class _Running:
         assert not self.thread.is_alive()
 
 
-def _until(check, what: str) -> None:
-    deadline = time.monotonic() + WAIT_S
-    while not check():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"not within {WAIT_S} s: {what}")
-        time.sleep(0.05)
-
-
 def _logged(out: Path) -> list[str]:
     path = out / "verdicts.jsonl"
     return [json.loads(line)["id"] for line in path.read_text().splitlines()] if path.exists() else []
@@ -306,13 +299,30 @@ def test_a_symlink_in_the_watched_folder_is_not_judged_nor_copied(tmp_path, mode
     running = _Running(model, watched, out)
     try:
         _drop(watched, "good.png")
-        _until(lambda: (out / "ng" / "good.png").exists() and _journaled(out) == ["good.png"], "good.png judged")
-        time.sleep(0.5)
+        # evil.png was refused at the start or on its event, before good.png came; a frame made of it would have
+        # been logged before good.png's journal line (frames are journaled in order): no more waiting
+        until(lambda: (out / "ng" / "good.png").exists() and _journaled(out) == ["good.png"], what="good.png judged",
+              within_s=WAIT_S)
     finally:
         running.stop()
     assert _logged(out) == ["good.png"] and sorted(p.name for p in (out / "ng").iterdir()) == ["good.png"]
     lines = [r.getMessage() for r in caplog.records if "evil.png" in r.getMessage()]
     assert lines == ["watch folder: evil.png is not judged (not a regular file: a symbolic link)"], lines
+
+
+def _count_offers(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """How many times a folder sink was given a frame's pictures (the first offer and each retry), counted as it
+    happens: [count]."""
+    from app.runs.station.sinks.folder import FolderSink
+
+    offers, publish = [0], FolderSink.publish_pictures
+
+    def counted(self: FolderSink, *args: object, **kwargs: object) -> bool:
+        offers[0] += 1
+        return publish(self, *args, **kwargs)
+
+    monkeypatch.setattr(FolderSink, "publish_pictures", counted)
+    return offers
 
 
 def _drop(watched: Path, name: str) -> None:
@@ -327,20 +337,21 @@ def test_a_verdict_a_sink_could_not_keep_is_not_journaled_and_is_republished_whe
     import app.runs.station.run
 
     monkeypatch.setattr(app.runs.station.run, "RETRY_S", 0.3, raising=False)
+    offers = _count_offers(monkeypatch)
     watched, out = tmp_path / "in", tmp_path / "out"
     watched.mkdir()
     with full_disk(out / "ng") as disk:
         running = _Running(model, watched, out)
         try:
             _drop(watched, "a.png")
-            _until(lambda: _logged(out) == ["a.png"], "a.png logged")
-            _until(lambda: running.station.sink_problems() != (), "the folder sink's problem")
-            time.sleep(1.0)  # several offers into the full disk
+            until(lambda: _logged(out) == ["a.png"], what="a.png logged", within_s=WAIT_S)
+            until(lambda: running.station.sink_problems() != (), what="the folder sink's problem", within_s=WAIT_S)
+            until(lambda: offers[0] >= 3, what="three offers into the full disk", within_s=WAIT_S)
             assert _journaled(out) == [] and not (disk.folder / "a.png").exists()
             assert "No space left on device" in running.station.sink_problems()[0]
             disk.free()  # space returns; no other part comes
-            _until(lambda: (disk.folder / "a.png").exists() and _journaled(out) == ["a.png"],
-                   "a.png kept, then journaled")
+            until(lambda: (disk.folder / "a.png").exists() and _journaled(out) == ["a.png"],
+                  what="a.png kept, then journaled", within_s=WAIT_S)
             assert running.station.sink_problems() == ()
         finally:
             running.stop()
@@ -356,15 +367,15 @@ def test_a_verdict_still_unkept_at_the_stop_is_judged_again_at_the_next_start(tm
         running = _Running(model, watched, out)
         try:
             _drop(watched, "a.png")
-            _until(lambda: _logged(out) == ["a.png"], "a.png logged")
-            _until(lambda: running.station.sink_problems() != (), "the folder sink's problem")
+            until(lambda: _logged(out) == ["a.png"], what="a.png logged", within_s=WAIT_S)
+            until(lambda: running.station.sink_problems() != (), what="the folder sink's problem", within_s=WAIT_S)
         finally:
             running.stop()
         assert _journaled(out) == []
         disk.free()
         again = _Running(model, watched, out)
         try:
-            _until(lambda: _journaled(out) == ["a.png"], "a.png judged again and journaled")
+            until(lambda: _journaled(out) == ["a.png"], what="a.png judged again and journaled", within_s=WAIT_S)
         finally:
             again.stop()
         assert (disk.folder / "a.png").read_bytes() == SAMPLE.read_bytes() and _logged(out) == ["a.png", "a.png"]
