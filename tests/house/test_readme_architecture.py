@@ -55,10 +55,15 @@ def test_the_contracts_it_lists_are_pyprojects():
     assert set(CONTRACT_ROW.findall(table)) == ids
 
 
-def test_no_module_is_over_400_lines_and_the_window_over_250():
+def test_a_module_is_one_concept_in_at_most_600_lines_and_the_window_in_250():
+    """Size by concept, not by count: a module is one concept, in at most 600 lines. One that outgrows it holds two
+    concepts, to be cut where they part; a cut made only to meet the number (an `_items`, `_input` or `_text`
+    module whose functions take their parent object) is a cut in the wrong place. The window
+    (app/ui/main_window.py) is layout and wiring in at most 250 lines; functions stay around 10 lines, most under
+    40. The architecture page states both numbers."""
     sizes = {path.relative_to(REPO).as_posix(): len(path.read_text(encoding="utf-8").splitlines())
              for path in (REPO / "app").rglob("*.py")}
-    assert {path: n for path, n in sizes.items() if n > 400} == {}
+    assert {path: n for path, n in sizes.items() if n > 600} == {}
     assert sizes["app/ui/main_window.py"] <= 250
     section = architecture()
-    assert "over 400 lines" in section and "250 lines" in section
+    assert "600 lines" in section and "250 lines" in section

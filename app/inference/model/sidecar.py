@@ -1,21 +1,23 @@
 """The sidecar `<model>.yaml`: parse and validate it into plain values, naming the file and key on any error.
 
 Only the keys a user wrote come back (as a flat dict `"input.size" -> value`), so the spec can tell
-"from the sidecar" apart from "detected" and "default".
+"from the sidecar" apart from "detected" and "default". Each key's check returns the clean value or raises
+ValueError("must be …, got …"), which the walk prefixes with the file and key: the 2D keys, the 3D ones (input.patch,
+spacing, axes, normalize, tta; app.inference.model.spec3d says which a model needs) and the `verdict:` section
+(`fail_if` and `review_if` rule lists, each rule one mapping of a single kind, and `calibrated`, the provenance
+seglens-cli calibrate writes; class names are resolved to the model's classes later, by the spec).
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from app.errors import SidecarError
 from app.guard.yaml_load import YAMLRefused, load_yaml
 from app.inference.model import validators
 from app.inference.model.codes import ClassCode, CodeError, parse_class_code
 from app.inference.model.labels import read_labels
-from app.inference.model.sidecar_verdict import calibrated, rules
-from app.inference.model.sidecar_volume import NORMALIZE_KEYS, axes_code, patch_size, spacing_mm, tta_axes
 from app.inference.model.tiles import BLENDS, MAX_OVERLAP
 from app.inference.model.validators import (
     Check,
@@ -263,6 +265,164 @@ def _field(index: int, field: str, check: Check, value: Any) -> Any:
         return check(value)
     except ValueError as exc:
         raise ValueError(f"[{index}].{field} {exc}") from exc
+
+
+# -- the 3D keys -----------------------------------------------------------------------------------------------
+
+MAX_PATCH_SIDE = 2048  # a 3D patch side in voxels (nnU-Net's are 28 to 320)
+MAX_SPACING_MM = 1000.0
+
+
+def patch_size(value: Any) -> tuple[int, int, int]:
+    """`input.patch`: [D, H, W] voxels, each 1 to MAX_PATCH_SIDE."""
+    if (not isinstance(value, list | tuple) or len(value) != 3
+            or not all(isinstance(v, int) and not isinstance(v, bool) and 0 < v <= MAX_PATCH_SIDE for v in value)):
+        raise ValueError(f"must be [D, H, W] in voxels (1 to {MAX_PATCH_SIDE} each), got {shown(value)}")
+    return int(value[0]), int(value[1]), int(value[2])
+
+
+def spacing_mm(value: Any) -> tuple[float, float, float] | None:
+    """`input.spacing`: [d, h, w] mm, each above 0, or null (the volume's own spacing)."""
+    if value is None:
+        return None
+    if not isinstance(value, list | tuple) or len(value) != 3:
+        raise ValueError(f"must be [d, h, w] in mm (or null: the volume's own), got {shown(value)}")
+    steps = tuple(number(v) for v in value)
+    if not all(0.0 < v <= MAX_SPACING_MM for v in steps):
+        raise ValueError(f"must be [d, h, w] in mm, each above 0 and at most {MAX_SPACING_MM:g}, got {shown(value)}")
+    return steps[0], steps[1], steps[2]
+
+
+_OPPOSITES = ("RL", "AP", "SI")
+
+
+def axes_code(value: Any) -> str:
+    """`native` or a 3-letter orientation code (RAS, LPS, SPL …): each of R/L, A/P and S/I exactly once."""
+    code = value.strip() if isinstance(value, str) else ""
+    if code.lower() == "native":
+        return "native"
+    code = code.upper()
+    if len(code) == 3 and all(sum(letter in pair for letter in code) == 1 for pair in _OPPOSITES):
+        return code
+    raise ValueError(f"must be native or a 3-letter orientation code with each of R/L, A/P and S/I once (RAS, LPS, "
+                     f"SPL, ...), got {shown(value)}")
+
+
+def tta_axes(value: Any) -> tuple[int, ...]:
+    """`mirror` (all three axes), `{mirror: [0, 2]}` (those axes: 0 = D, 1 = H, 2 = W), or null/false (off)."""
+    if value is None or value is False:
+        return ()
+    if value == "mirror":
+        return 0, 1, 2
+    if not isinstance(value, dict) or set(value) != {"mirror"}:
+        raise ValueError(f"must be mirror or {{mirror: [axes]}} (0 = D, 1 = H, 2 = W), got {shown(value)}")
+    axes = value["mirror"]
+    if (not isinstance(axes, list) or not 1 <= len(axes) <= 3
+            or not all(isinstance(a, int) and not isinstance(a, bool) and 0 <= a <= 2 for a in axes)
+            or len(set(axes)) != len(axes)):
+        raise ValueError(f"must mirror 1 to 3 different axes among 0 (D), 1 (H), 2 (W), got {shown(axes)}")
+    return tuple(sorted(axes))
+
+
+def positive(value: Any) -> float:
+    """A finite number above 0 (a standard deviation: it divides)."""
+    amount = number(value)
+    if amount <= 0:
+        raise ValueError(f"must be a number above 0, got {shown(value)}")
+    return amount
+
+
+def clip_range(value: Any) -> tuple[float, float] | None:
+    """`input.normalize.clip`: [lo, hi] intensities (HU) with lo < hi, or null (no clip)."""
+    if value is None:
+        return None
+    if not isinstance(value, list | tuple) or len(value) != 2:
+        raise ValueError(f"must be [lo, hi] or null, got {shown(value)}")
+    low, high = number(value[0]), number(value[1])
+    if high <= low:
+        raise ValueError(f"must be [lo, hi] with low < high, got {shown(value)}")
+    return low, high
+
+
+# `input.normalize`: its keys' checks; which of them a kind needs is app.inference.model.spec3d's to say
+NORMALIZE_KEYS = {
+    "kind": choice("ct", "zscore"),
+    "clip": clip_range,
+    "mean": number,
+    "std": positive,
+    "nonzero": boolean,
+}
+
+
+# -- the verdict section ---------------------------------------------------------------------------------------
+
+def _millilitres(value: Any) -> float:
+    ml = number(value)
+    if ml <= 0:
+        raise ValueError(f"must be more than 0 (mL), got {shown(value)}")
+    return ml
+
+
+def calibrated(value: Any) -> dict[str, Any]:
+    """`verdict.calibrated`: seglens-cli calibrate's provenance of the limits (a mapping, kept as written)."""
+    if not isinstance(value, dict):
+        raise ValueError(f"must be a mapping (written by seglens-cli calibrate), got {shown(value)}")
+    return value
+
+
+MAX_VERDICT_RULES = 64
+_RULE_KEYS = {  # rule kind: (its keys, the check of its limit)
+    "min_area_px": ({"class", "min_area_px"}, whole(1, 2**31 - 1)),
+    "min_total_fraction": ({"class", "min_total_fraction"}, fraction),
+    "min_component_ml": ({"class", "min_component_ml"}, _millilitres),  # volumes only; class optional
+    "score_above": ({"score_above"}, number),
+    "top1_in": ({"top1_in"}, None),
+}
+
+
+def rules(value: Any) -> tuple[dict[str, Any], ...]:
+    """`verdict.fail_if` (and `verdict.review_if`): a list of rules, each one mapping of a single kind, or one such
+    mapping alone (`{score_above: 0.7}`); class names are resolved to the model's classes later, by the spec."""
+    if isinstance(value, dict):
+        value = [value]
+    if not isinstance(value, list) or not value or len(value) > MAX_VERDICT_RULES:
+        raise ValueError(f"must be a rule or a list of 1 to {MAX_VERDICT_RULES} rules, got {shown(value)}")
+    return tuple(_verdict_rule(index, item) for index, item in enumerate(value))
+
+
+def _verdict_rule(index: int, item: Any) -> dict[str, Any]:
+    where = f"[{index}]"
+    kinds = [k for k in _RULE_KEYS if isinstance(item, dict) and k in item]
+    if len(kinds) != 1:
+        raise KeyedValueError(where, f"must be one rule: {{class: ..., min_area_px: ...}}, {{class: ..., "
+                                     f"min_total_fraction: ...}}, {{min_component_ml: ...}}, {{score_above: ...}} or "
+                                     f"{{top1_in: [...]}}, "
+                                     f"got {shown(item)}")
+    rule_kind = kinds[0]
+    keys, check = _RULE_KEYS[rule_kind]
+    unknown = sorted(str(k) for k in set(item) - keys)
+    if unknown:
+        raise KeyedValueError(where, f"has unknown key '{short_key(unknown[0])}' (a {rule_kind} rule takes "
+                                     f"{', '.join(sorted(keys))})")
+    if "class" in keys and "class" not in item and rule_kind != "min_component_ml":
+        raise KeyedValueError(where, f"needs 'class' (the class the {rule_kind} rule measures)")
+    rule: dict[str, Any] = {"kind": rule_kind}
+    try:
+        if rule_kind == "top1_in":
+            names = item["top1_in"]
+            if not isinstance(names, list) or not names or len(names) > 1000:
+                raise ValueError(f"must be a list of 1 to 1000 class names, got {shown(names)}")
+            rule["classes"] = tuple(nonempty_text(n) for n in names)
+        else:
+            rule["limit"] = cast(Check, check)(item[rule_kind])  # only top1_in has no limit check
+    except ValueError as exc:
+        raise KeyedValueError(f"{where}.{rule_kind}", str(exc)) from exc
+    if "class" in keys and "class" in item:
+        try:
+            rule["class"] = nonempty_text(item["class"])
+        except ValueError as exc:
+            raise KeyedValueError(f"{where}.class", str(exc)) from exc
+    return rule
 
 
 _SCHEMA: dict[str, Any] = {

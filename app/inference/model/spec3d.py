@@ -15,7 +15,7 @@ from typing import Any
 from app.inference.model.onnx_graph import GraphInfo, TensorInfo
 from app.inference.model.resolver import Resolver
 from app.inference.model.shapes import FLOAT_INPUTS, INT_DTYPES, dims_text, fixed_dims
-from app.inference.model.sidecar_volume import MAX_PATCH_SIDE
+from app.inference.model.sidecar import MAX_PATCH_SIDE
 from app.inference.model.spec import InputSpec, Normalize3D, OutputSpec, Tile3D, VolumeInputSpec
 from app.inference.model.validators import shown
 

@@ -15,7 +15,7 @@ from PySide6.QtCore import QEvent, QPointF, QRectF, Qt, Signal
 from PySide6.QtGui import QColor, QImage, QPainter, QPen, QPixmap, QTransform
 from PySide6.QtWidgets import QApplication, QGraphicsPixmapItem, QGraphicsScene, QGraphicsView, QLineEdit
 
-from app.ui.widgets.viewer_items import paint_orientation
+from app.ui.widgets.viewer import paint_orientation
 
 CROSS_COLOR = QColor(80, 200, 255, 210)  # light blue: apart from the amber letters and the usual class colours
 CROSS_GAP = 7  # screen pixels left open around the point, so the voxel under the crosshair stays visible

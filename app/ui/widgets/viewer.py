@@ -1,5 +1,7 @@
 """ImageViewer: a QGraphicsView with the image and a separate overlay item; zoom, fit, 1:1, pan, the split view's
-divider and edit mode's brush (the items it draws over the picture: viewer_items.py).
+divider and edit mode's brush. The items it draws over the picture are built once, at the end of this file: the
+clipping frames the overlays sit in, the divider and its side names, the brush ring, and the patient-orientation
+letters painted at the viewport's edges (the three-plane view's panes paint theirs too).
 
 Scene coordinates are full-resolution image pixels even when the display copy is downscaled (the items are
 scaled up), so zoom levels and the 1:1 view mean the same thing for every image.
@@ -10,12 +12,15 @@ from __future__ import annotations
 import math
 from functools import cached_property
 
-from PySide6.QtCore import QPointF, QRectF, Signal
-from PySide6.QtGui import QColor, QImage, QPainter, QPixmap
+from PySide6.QtCore import QPointF, QRect, QRectF, Signal
+from PySide6.QtGui import QColor, QImage, QPainter, QPen, QPixmap
 from PySide6.QtWidgets import (
+    QGraphicsDropShadowEffect,
     QGraphicsEllipseItem,
+    QGraphicsItem,
     QGraphicsLineItem,
     QGraphicsPixmapItem,
+    QGraphicsRectItem,
     QGraphicsScene,
     QGraphicsSimpleTextItem,
     QGraphicsView,
@@ -23,7 +28,6 @@ from PySide6.QtWidgets import (
 
 from app.ui.widgets.detail import DetailItem
 from app.ui.widgets.lazy_qt import Qt
-from app.ui.widgets.viewer_items import brush_items, clip_frame, paint_orientation, split_items
 
 ZOOM_STEP = 1.25
 MIN_ZOOM, MAX_ZOOM = 0.02, 64.0
@@ -394,3 +398,84 @@ class ImageViewer(QGraphicsView):
         self.setRenderHint(QPainter.RenderHint.SmoothPixmapTransform, smooth)
         mode = Qt.TransformationMode.SmoothTransformation if smooth else Qt.TransformationMode.FastTransformation
         self._image_item.setTransformationMode(mode)
+
+
+# -- the items drawn over the picture (built once; ImageViewer places and shows them) -----------------------
+
+def clip_frame(scene: QGraphicsScene) -> QGraphicsRectItem:
+    """A frame that clips its children (an overlay) to its rectangle: the whole image, or one side of the divider."""
+    frame = QGraphicsRectItem()
+    frame.setFlag(QGraphicsItem.GraphicsItemFlag.ItemClipsChildrenToShape, True)
+    # a simple text item's pen is Qt.NoPen: QPen(Qt.PenStyle.NoPen) would make the Qt namespace's enums before the
+    # window shows (~10 ms, app/ui/widgets/lazy_qt.py)
+    frame.setPen(QGraphicsSimpleTextItem().pen())
+    frame.setZValue(1)
+    scene.addItem(frame)
+    return frame
+
+
+def split_items(scene: QGraphicsScene) -> tuple[QGraphicsLineItem, list[QGraphicsSimpleTextItem]]:
+    """The split view's divider and its two side names (white on a shadow, unscaled by the zoom)."""
+    divider = QGraphicsLineItem()
+    divider_pen = QPen(QColor(255, 255, 255), 2)
+    divider_pen.setCosmetic(True)
+    divider.setPen(divider_pen)
+    divider.setZValue(4)
+    divider.hide()
+    scene.addItem(divider)
+    labels = []
+    for _ in range(2):
+        label = QGraphicsSimpleTextItem()
+        label.setBrush(QColor(255, 255, 255))
+        font = label.font()
+        font.setBold(True)
+        font.setPixelSize(13)
+        label.setFont(font)
+        shadow = QGraphicsDropShadowEffect()  # readable on bright images too
+        shadow.setBlurRadius(4)
+        shadow.setOffset(1, 1)
+        shadow.setColor(QColor(0, 0, 0))
+        label.setGraphicsEffect(shadow)
+        label.setFlag(QGraphicsItem.GraphicsItemFlag.ItemIgnoresTransformations, True)
+        label.setZValue(5)
+        label.hide()
+        scene.addItem(label)
+        labels.append(label)
+    return divider, labels
+
+
+def brush_items(scene: QGraphicsScene) -> tuple[QGraphicsEllipseItem, QGraphicsEllipseItem]:
+    """The brush ring at image scale: a light ring with a dark dash over it, seen on any image."""
+    brush = QGraphicsEllipseItem()
+    brush.setZValue(3)
+    pen = QPen(QColor(255, 255, 255), 1.5)
+    pen.setCosmetic(True)
+    brush.setPen(pen)
+    dark_ring = QGraphicsEllipseItem(brush)
+    dark = QPen(QColor(0, 0, 0), 1.5, Qt.PenStyle.DashLine)
+    dark.setCosmetic(True)
+    dark_ring.setPen(dark)
+    brush.hide()
+    scene.addItem(brush)
+    return brush, dark_ring
+
+
+def paint_orientation(painter: QPainter, viewport: QRect, labels: dict[str, str]) -> None:
+    """Patient directions ({"left": "R", "top": "A", ...}) at the edges of `viewport`, amber on a black shadow."""
+    painter.save()
+    painter.resetTransform()  # viewport coordinates: the letters stay at the edges whatever the zoom
+    font = painter.font()
+    font.setPixelSize(16)
+    font.setBold(True)
+    painter.setFont(font)
+    box = viewport.adjusted(8, 6, -8, -6)
+    places = {"left": Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignVCenter,
+              "right": Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter,
+              "top": Qt.AlignmentFlag.AlignTop | Qt.AlignmentFlag.AlignHCenter,
+              "bottom": Qt.AlignmentFlag.AlignBottom | Qt.AlignmentFlag.AlignHCenter}
+    for edge, align in places.items():
+        text = labels.get(edge, "")
+        for offset, color in (((1, 1), Qt.GlobalColor.black), ((0, 0), QColor(255, 214, 10))):
+            painter.setPen(color)
+            painter.drawText(box.translated(*offset), align, text)
+    painter.restore()
