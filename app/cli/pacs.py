@@ -244,7 +244,8 @@ def cmd_send(args: argparse.Namespace) -> int:
     """seglens-cli pacs send NODE FILE...: the DICOM files (folders walked) stored to the node, none of them when
     one breaks the send rule (de-identified only to a research node, identified never to one)."""
     from app.io.pacs.client import PacsError
-    from app.runs.pacs.run import client_of, files_refusal
+    from app.runs.pacs.run import client_of
+    from app.runs.pacs.send import files_refusal
 
     node = node_of(args.node)
     files, refused = dicom_files(args.files)

@@ -6,7 +6,7 @@ before anything runs (a pseudonymised result is never sent to a node not marked 
 study's image series complete into the cache (app.io.pacs.cache) and hands their folders to plan_run as any folder;
 `send_exports` stores what --export wrote (DICOM SEG, Secondary Capture, RTSTRUCT and, under --anonymize, the
 de-identified source series they reference — never PNGs, CSVs or NIfTI) and verifies by a series-level query
-that the server has every series written, instance for instance.
+that the server has every series written, instance for instance (app.runs.pacs.send, as the viewer's send does).
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from app.io.pacs.cache import SeriesCache
     from app.io.pacs.client import PacsClient, Retrieved, SeriesRecord
     from app.io.pacs.nodes import PacsNode
+    from app.runs.pacs.send import Sent
 
 # the exports a PACS stores; nifti, PNGs and the report stay local. `source` (--anonymize only): the de-identified
 # source series the SEG, SC and RTSTRUCT reference, stored beside them so the node can show them on it (issue 36)
@@ -142,40 +143,6 @@ def retrieve(plan: PacsPlan, *, cache: SeriesCache | None = None,
 # --- sending --------------------------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class SentSeries:
-    """One series written by the run and sent: its UIDs, modality, files stored and the instances a query found
-    on the server afterwards (None: the query did not find the series)."""
-
-    series_uid: str
-    study_uid: str
-    modality: str
-    files: int
-    found: int | None
-
-
-@dataclass(frozen=True)
-class Sent:
-    """What `send_exports` did: the node, files stored of those written, and each series as the query found it."""
-
-    node: str
-    files: int
-    stored: int
-    series: tuple[SentSeries, ...]
-
-    @property
-    def complete(self) -> bool:
-        """Every file stored and every series found with all its instances."""
-        return self.stored == self.files and all(s.found is not None and s.found >= s.files for s in self.series)
-
-    def line(self) -> str:
-        """The summary's line: what was stored and what the query found."""
-        kinds = ", ".join(f"{s.modality} ({s.files} file{'s' if s.files != 1 else ''})" for s in self.series)
-        found = sum(1 for s in self.series if s.found is not None and s.found >= s.files)
-        return (f"sent to {self.node}: {self.stored} of {self.files} file(s) stored ({kinds or 'nothing written'}); "
-                f"a query found {found} of {len(self.series)} series complete")
-
-
 def written_exports(spec: ModelSpec, inputs: Sequence[InputFile], *, out: Path, exports: Sequence[str] | None,
                     key: bytes = b"") -> list[Path]:
     """The DICOM files --export wrote for the run's volumes (SEG, SC, RTSTRUCT), those that exist, in input order.
@@ -199,77 +166,14 @@ def written_exports(spec: ModelSpec, inputs: Sequence[InputFile], *, out: Path, 
     return files
 
 
-def files_refusal(node: PacsNode, files: Sequence[Path]) -> str | None:
-    """Why `files` may not be stored to `node`: the one send rule (app.io.pacs.nodes.send_refusal) applied to
-    what each file says of itself (PatientIdentityRemoved YES: de-identified), naming the first file it refuses
-    (`pacs NODE: FILE: …; nothing sent`); None when every file may go."""
-    from app.io.pacs.nodes import send_refusal
-
-    for path in files:
-        refusal = send_refusal(node, deidentified=is_deidentified(path))
-        if refusal:
-            return f"pacs {node.name}: {path}: {refusal}; nothing sent"
-    return None
-
-
-def is_deidentified(path: Path) -> bool:
-    """Whether a DICOM file says it is de-identified (PatientIdentityRemoved YES), read through the untrusted
-    gate (a file that cannot be read is not: it is then sent, or refused, as identified)."""
-    import pydicom
-
-    from app.guard.untrusted import INPUT_FILE_LIMIT, open_untrusted
-
-    try:
-        with open_untrusted(path, limit=INPUT_FILE_LIMIT) as handle:
-            header = pydicom.dcmread(handle, stop_before_pixels=True, specific_tags=["PatientIdentityRemoved"])
-    except (OSError, ValueError, AttributeError, pydicom.errors.InvalidDicomError):
-        return False
-    return str(header.get("PatientIdentityRemoved", "")).strip().upper() == "YES"
-
-
 def send_exports(node: PacsNode, files: Sequence[Path], *,
                  progress: Callable[[int, int], None] | None = None) -> Sent:
-    """`files` stored to `node`, then each of their series looked for by a series-level query of its study.
-    Nothing is sent when a file breaks the send rule (files_refusal: PacsError)."""
+    """`files` stored to `node` and found there again (app.runs.pacs.send.store_and_verify). Nothing is sent when
+    a file breaks the send rule (files_refusal: PacsError)."""
     from app.io.pacs.client import PacsError
+    from app.runs.pacs.send import files_refusal, store_and_verify
 
     refusal = files_refusal(node, files)
     if refusal:
         raise PacsError(refusal)
-    groups = _series_of(files)
-    client = client_of(node)
-    stored = client.store(list(files), progress=progress) if files else 0
-    found: dict[str, int | None] = {}
-    for study_uid in dict.fromkeys(study for study, _ in groups):
-        for record in client.find_series(study_uid):
-            found[record.series_uid] = record.instances if record.instances is not None else -1
-    series = tuple(SentSeries(series_uid=uid, study_uid=study, modality=modality, files=count,
-                              found=_instances(found, uid, count))
-                   for (study, uid), (modality, count) in groups.items())
-    return Sent(node=node.name, files=len(files), stored=stored, series=series)
-
-
-def _instances(found: dict[str, int | None], uid: str, count: int) -> int | None:
-    """The instances the query said the series has; a server that does not count them (-1) is taken at `count`."""
-    if uid not in found:
-        return None
-    value = found[uid]
-    return count if value is None or value < 0 else value
-
-
-def _series_of(files: Sequence[Path]) -> dict[tuple[str, str], tuple[str, int]]:
-    """(StudyInstanceUID, SeriesInstanceUID) → (Modality, files), read from the files' headers through the
-    untrusted gate (--out may be a folder others can write to)."""
-    import pydicom
-
-    from app.guard.untrusted import INPUT_FILE_LIMIT, open_untrusted
-
-    groups: dict[tuple[str, str], tuple[str, int]] = {}
-    for path in files:
-        with open_untrusted(path, limit=INPUT_FILE_LIMIT) as handle:
-            ds = pydicom.dcmread(handle, stop_before_pixels=True,
-                                 specific_tags=["StudyInstanceUID", "SeriesInstanceUID", "Modality"])
-        key = (str(ds.get("StudyInstanceUID", "")), str(ds.get("SeriesInstanceUID", "")))
-        modality = str(ds.get("Modality", "")) or "DICOM"
-        groups[key] = (modality, groups.get(key, (modality, 0))[1] + 1)
-    return groups
+    return store_and_verify(client_of(node), files, progress=progress)
