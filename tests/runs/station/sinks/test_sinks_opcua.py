@@ -16,9 +16,8 @@ import socket
 import subprocess
 import sys
 import threading
-import time
 from collections import defaultdict
-from collections.abc import Callable, Coroutine
+from collections.abc import Coroutine
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +28,7 @@ from asyncua.crypto import cert_gen
 from cryptography import x509
 from cryptography.hazmat.primitives import serialization
 from cryptography.x509.oid import ExtendedKeyUsageOID
+from waiting import until, until_async
 
 from app.runs.station.sinks import StationVerdict
 from app.runs.station.sinks.opcua import NAMESPACE, OpcUaSink
@@ -66,12 +66,9 @@ async def read_all(client: Client) -> dict[str, Any]:
     return dict(zip(names, values, strict=True))
 
 
-async def eventually(condition: Callable[[], bool], what: str) -> None:
-    deadline = time.monotonic() + WAIT_S
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        await asyncio.sleep(0.02)
+async def sequence_at(changes: Changes, n: int) -> None:
+    """Wait until the subscription was told Sequence is `n` (the n-th verdict out)."""
+    await until_async(lambda: changes.seen["Sequence"][-1] == n, what=f"Sequence {n}", within_s=WAIT_S)
 
 
 def distinct(values: list[Any]) -> list[Any]:
@@ -93,7 +90,7 @@ async def subscribe(client: Client, names: tuple[str, ...]) -> Changes:
     changes = Changes()
     subscription = await client.create_subscription(20, changes)
     await subscription.subscribe_data_change([client.get_node(node(name)) for name in names])
-    await eventually(lambda: all(changes.seen[name] for name in names), "the initial values")
+    await until_async(lambda: all(changes.seen[name] for name in names), what="the initial values", within_s=WAIT_S)
     return changes
 
 
@@ -129,7 +126,7 @@ def test_a_client_reads_each_verdict_and_the_counters_as_they_change(sink):
             changes = await subscribe(client, ("Verdict", "Sequence", "NgCount", "Score"))
             for sequence, given in enumerate(verdicts, 1):
                 server.publish(given)
-                await eventually(lambda n=sequence: changes.seen["Sequence"][-1] == n, f"Sequence {sequence}")
+                await sequence_at(changes, sequence)
                 counts[given.verdict] += 1
                 values = await read_all(client)
                 assert (values["Verdict"], values["Reason"], values["FrameId"], values["Sequence"]) == (
@@ -162,7 +159,7 @@ def test_a_repeated_verdict_still_bumps_sequence(sink):
             changes = await subscribe(client, ("Verdict", "Sequence"))
             for n in (1, 2, 3):
                 server.publish(verdict("NG", 0.95, frame="same.png"))
-                await eventually(lambda n=n: changes.seen["Sequence"][-1] == n, f"Sequence {n}")
+                await sequence_at(changes, n)
             values = await read_all(client)
             assert (values["NgCount"], values["FrameCount"], values["Sequence"]) == (3, 3, 3)
             return changes
@@ -186,10 +183,7 @@ def test_the_heartbeat_advances_with_no_frames(sink):
                 seen.append(await beat.read_value())
                 return seen[-1] > first + 1
 
-            deadline = time.monotonic() + WAIT_S
-            while not await later():
-                assert time.monotonic() < deadline, seen
-                await asyncio.sleep(0.2)
+            await until_async(later, what="the heartbeat two beats on", within_s=WAIT_S, every_s=0.2)
             assert await client.get_node(node("Sequence")).read_value() == 0  # no frame came
 
     run(client_side())
@@ -204,10 +198,10 @@ def test_close_says_running_false_and_frees_the_port(sink):
     async def client_side() -> Changes:
         async with Client(url) as client:
             changes = await subscribe(client, ("Running", "Sequence"))
-            await eventually(lambda: changes.seen["Sequence"][-1] == 1, "the verdict")
+            await sequence_at(changes, 1)
             closing = threading.Thread(target=first.close)
             closing.start()
-            await eventually(lambda: changes.seen["Running"][-1] is False, "Running False")
+            await until_async(lambda: changes.seen["Running"][-1] is False, what="Running False", within_s=WAIT_S)
             await asyncio.get_running_loop().run_in_executor(None, closing.join)
         return changes
 
@@ -224,21 +218,37 @@ def test_close_says_running_false_and_frees_the_port(sink):
     assert (values["Running"], values["Sequence"]) == (True, 0)  # a new station's counters
 
 
-def test_a_port_in_use_is_a_problem_line_and_the_server_comes_up_once_it_is_free(sink, caplog):
+def _count_refused(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """How many times an OPC UA sink's server could not start (each try to listen that raised), as it happens:
+    [count]."""
+    start = OpcUaSink._start
+
+    async def counted(self: OpcUaSink) -> Any:
+        try:
+            return await start(self)
+        except OSError:
+            refused[0] += 1
+            raise
+
+    refused = [0]
+    monkeypatch.setattr(OpcUaSink, "_start", counted)
+    return refused
+
+
+def test_a_port_in_use_is_a_problem_line_and_the_server_comes_up_once_it_is_free(sink, caplog, monkeypatch):
+    refused = _count_refused(monkeypatch)
     port = free_port()
     holder = socket.socket()
     holder.bind(("127.0.0.1", port))
     holder.listen()
     try:
         server = sink(endpoint(port), retry_max_s=1.0)
-        deadline = time.monotonic() + WAIT_S
-        while server.problem is None:
-            assert time.monotonic() < deadline, "no problem said"
-            time.sleep(0.05)
+        until(lambda: server.problem, what="the problem said", within_s=WAIT_S)
         assert server.problem == f"opcua: cannot listen on 127.0.0.1:{port} (Address already in use); retrying"
         server.publish(verdict("OK", 0.1))  # taken, not raised, while nothing listens
         server.publish(verdict("NG", 0.99, frame="late.png"))
-        assert not server.wait_ready(2.5)  # a few tries, each refused
+        until(lambda: refused[0] >= 3, what="three tries to listen, refused", within_s=WAIT_S)
+        assert not server.wait_ready(0)
     finally:
         holder.close()
     assert server.wait_ready(WAIT_S)
@@ -257,10 +267,7 @@ def test_a_port_in_use_is_a_problem_line_and_the_server_comes_up_once_it_is_free
 
 def test_a_host_that_does_not_resolve_is_a_problem_line_in_words(sink):
     server = sink("opc.tcp://no-such-host.invalid:4840/seglens/", allow_insecure=True)
-    deadline = time.monotonic() + WAIT_S
-    while server.problem is None:
-        assert time.monotonic() < deadline, "no problem said"
-        time.sleep(0.05)
+    until(lambda: server.problem, what="the problem said", within_s=WAIT_S)
     assert server.problem.startswith("opcua: cannot listen on no-such-host.invalid:4840 (")
     assert "Unknown error" not in server.problem and server.problem.endswith("); retrying")
 
@@ -564,6 +571,17 @@ def demo(tmp_path):
     return tmp_path / "surface_anomaly.onnx"
 
 
+async def _connected(url: str, process: subprocess.Popen[str]) -> Client | None:
+    """A client connected to `url`, or None while nothing answers there; a failure if the process ended."""
+    assert process.poll() is None, "the station exited"
+    client = Client(url, timeout=5)
+    try:
+        await client.connect()
+    except (OSError, asyncio.TimeoutError, ua.UaError):
+        return None
+    return client
+
+
 def test_watch_with_opcua_a_client_reads_the_ng_count_after_an_ng_part(demo, tmp_path):
     folder, out, url = tmp_path / "in", tmp_path / "out", endpoint()
     folder.mkdir()
@@ -573,23 +591,17 @@ def test_watch_with_opcua_a_client_reads_the_ng_count_after_an_ng_part(demo, tmp
         cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
     async def client_side() -> tuple[Changes, dict[str, Any]]:
-        deadline = time.monotonic() + WAIT_S * 2
-        while True:  # the station starts its server once the model is warm
-            try:
-                client = Client(url, timeout=5)
-                await client.connect()
-                break
-            except (OSError, asyncio.TimeoutError, ua.UaError):
-                assert process.poll() is None and time.monotonic() < deadline, "the station's server never came up"
-                await asyncio.sleep(0.3)
+        # the station starts its server once the model is warm
+        client = await until_async(lambda: _connected(url, process), what="the station's server up",
+                                   within_s=WAIT_S * 2, every_s=0.3)
         try:
             changes = await subscribe(client, ("NgCount", "Sequence"))
             for sequence, name in enumerate(("anomaly_clean_02_plastic.png", "anomaly_05_pits.png"), 1):
                 partial = folder / (name + ".tmp")  # an OK part, then an NG one
                 shutil.copyfile(SAMPLES / name, partial)
                 partial.rename(folder / name)
-                await eventually(lambda n=sequence: changes.seen["Sequence"][-1] == n, f"Sequence {sequence}")
-            await eventually(lambda: changes.seen["NgCount"][-1] == 1, "NgCount 1")
+                await sequence_at(changes, sequence)
+            await until_async(lambda: changes.seen["NgCount"][-1] == 1, what="NgCount 1", within_s=WAIT_S)
             return changes, await read_all(client)
         finally:
             await client.disconnect()
@@ -619,15 +631,14 @@ def test_watch_with_opcua_on_a_port_in_use_says_the_sink_problem_and_exits_1(dem
              "--settle", "0.2", "--name", "line-3", "--opcua", endpoint(port)],
             cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         try:
-            deadline = time.monotonic() + WAIT_S * 2
-            while not (out / "station-journal.jsonl").exists():
-                assert process.poll() is None and time.monotonic() < deadline, "the station never started"
-                time.sleep(0.05)
+            until(lambda: process.poll() is not None or (out / "station-journal.jsonl").exists(),
+                  what="the station started", within_s=WAIT_S * 2)
+            assert process.poll() is None, "the station exited"
             shutil.copyfile(SAMPLES / "anomaly_05_pits.png", folder / "part.png.tmp")
             (folder / "part.png.tmp").rename(folder / "part.png")
-            while not (out / "verdicts.jsonl").exists() or not (out / "verdicts.jsonl").read_text():
-                assert process.poll() is None and time.monotonic() < deadline, "no verdict logged"
-                time.sleep(0.05)
+            logged = out / "verdicts.jsonl"
+            until(lambda: process.poll() is not None or (logged.exists() and logged.read_text()),
+                  what="a verdict logged", within_s=WAIT_S * 2)
         finally:
             process.send_signal(signal.SIGINT)
             stdout, stderr = process.communicate(timeout=WAIT_S)
