@@ -8,10 +8,10 @@ from __future__ import annotations
 import json
 import shutil
 import threading
-import time
 from pathlib import Path
 
 import pytest
+from waiting import until
 
 from app.inference.decide.verdict import image_score, verdict_of
 from app.inference.image.pipeline import run_path
@@ -86,13 +86,20 @@ def _lines(out: Path) -> list[dict]:
 
 
 def _wait_for(out: Path, count: int) -> list[dict]:
-    deadline = time.monotonic() + WAIT_S
-    while time.monotonic() < deadline:
-        lines = _lines(out)
-        if len(lines) >= count:
-            return lines
-        time.sleep(0.05)
-    raise AssertionError(f"{len(_lines(out))} of {count} verdicts logged")
+    """The log's lines once `count` verdicts are in it."""
+    return until(lambda: (lines := _lines(out))[count - 1:] and lines, what=f"{count} verdicts logged",
+                 within_s=WAIT_S)
+
+
+LAST = "zzzz-last.png"  # sorts after every sample's name
+
+
+def _judged_through_last(folder: Path, out: Path) -> None:
+    """Drop a last part and wait for its line: moved in, it is complete at once, and yielded after anything the
+    source had ready with it (its name sorts last); frames are logged in order. So a file the station was to judge
+    (again) before it has its line by then."""
+    _drop(folder, SAMPLES / "anomaly_clean_02_plastic.png", LAST)
+    until(lambda: LAST in [line["id"] for line in _lines(out)], what=f"{LAST} logged", within_s=WAIT_S)
 
 
 def test_each_file_judged_once_as_the_limits_say_with_copies_and_pictures(tmp_path, model, expected):
@@ -204,9 +211,7 @@ def test_a_sink_that_fails_is_a_problem_and_the_others_still_get_every_verdict(t
     running = _Running(station)
     for name in ("anomaly_04_scratch.png", "anomaly_clean_02_plastic.png"):
         _drop(station_file.source.target, SAMPLES / name)
-    deadline = time.monotonic() + WAIT_S
-    while len(recorder.got) < 2 and time.monotonic() < deadline:
-        time.sleep(0.05)
+    until(lambda: len(recorder.got) >= 2, what="2 verdicts recorded", within_s=WAIT_S)
     stats = running.stop()
     assert sorted(v.frame_id for v in recorder.got) == ["anomaly_04_scratch.png", "anomaly_clean_02_plastic.png"]
     assert stats.sink_problems == ("broken: RuntimeError: publishing is broken",) and stats.lost == 2
@@ -224,11 +229,11 @@ def test_a_restart_judges_no_file_twice(tmp_path, model, expected):
     for name in names[4:]:
         _drop(folder, SAMPLES / name)  # come while no station runs
     second = _Running(open_station(station_file, model=model))
-    lines = _wait_for(out, len(names))
-    time.sleep(1.0)  # a file judged twice would show as a line more by now
+    _wait_for(out, len(names))
+    _judged_through_last(folder, out)  # a file judged twice would have its line more by now
     stats = second.stop()
-    assert sorted(line["id"] for line in _lines(out)) == names
-    assert stats.frames == len(names) - 4 and len(lines) == len(names)
+    assert sorted(line["id"] for line in _lines(out)) == [*names, LAST]
+    assert stats.frames == len(names) - 4 + 1
 
 
 def test_a_model_without_a_verdict_section_is_refused(tmp_path):
@@ -376,9 +381,7 @@ def test_on_verdict_sees_each_frame_with_its_pixels_and_result_after_the_sinks(t
     for name in names:
         _drop(station_file.source.target, SAMPLES / name)
     _wait_for(station_file.out, 2)
-    deadline = time.monotonic() + WAIT_S
-    while len(seen) < 2 and time.monotonic() < deadline:
-        time.sleep(0.05)
+    until(lambda: len(seen) >= 2, what="2 verdicts looked at", within_s=WAIT_S)
     running.stop()
     assert sorted(frame for frame, *_ in seen) == names
     for index, (frame, state, shape, judged, logged) in enumerate(sorted(seen, key=lambda item: item[4])):
