@@ -1,9 +1,9 @@
 """From a StationFile (app.runs.station.file) to a running Station: the spec with its limits, the warmed session,
 the sinks, the source. The CLI's `watch` and the viewer's Station view both start stations through here.
 
-The sources and the sinks that need an optional package (OpenCV's capture is always there; watchdog, paho-mqtt,
-asyncua) are imported only by the station that uses them; one that is not in this build is one line, not a
-traceback.
+The sources and the sinks that need an optional package (OpenCV's capture is always there; watchdog and paho-mqtt
+come with the station extra, asyncua with opcua) are imported only by the station that uses them; one that is not
+installed is app.errors.need_extra's line naming its extra, not a traceback.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 
-from app.errors import SegLensError, SidecarError
+from app.errors import SegLensError, SidecarError, need_extra
 from app.guard.shared import atomic_write
 from app.guard.yaml_load import YAMLRefused, read_yaml
 from app.runs.station.file import StationFile
@@ -133,10 +133,12 @@ def _make_sink(station: StationFile, model: ModelSession, options: SinkOptions,
 
         return FolderSink(station.out, model.spec, options, privacy=privacy)
     if isinstance(options, MqttSinkOptions):
+        need_extra("paho.mqtt", extra="station", feature="the MQTT sink")
         module = _optional("app.runs.station.sinks.mqtt", "the MQTT sink")
         # QoS 1, retained last, on-disk buffer (app.runs.station.sinks.mqtt)
         return _refused_as_key(station, "sinks.mqtt", lambda: module.MqttSink(
             station.out, replace(options, password=_password(station, "sinks.mqtt", options))))
+    need_extra("asyncua", extra="opcua", feature="the OPC UA sink")
     module = _optional("app.runs.station.sinks.opcua", "the OPC UA sink")
     # the last verdict, counters, heartbeat (app.runs.station.sinks.opcua)
     return _refused_as_key(station, "sinks.opcua", lambda: module.OpcUaSink(
@@ -168,6 +170,7 @@ def source_opener(station: StationFile) -> Callable[[AlreadyDone | None], Source
 
     def open_source(already_done: AlreadyDone | None) -> Source:
         if spec.kind == "watch":
+            need_extra("watchdog", extra="station", feature="a watch folder")
             from app.io.sources.watch import WatchSource
 
             return WatchSource(Path(str(spec.target)), settle_s=spec.settle_s, recursive=spec.recursive,

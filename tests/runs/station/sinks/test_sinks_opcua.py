@@ -556,7 +556,7 @@ def test_without_asyncua_the_sink_is_one_line(tmp_path, monkeypatch):
     monkeypatch.setitem(sys.modules, "asyncua", None)  # as in a build without the opcua extra
     station = parse_station({"model": "m.onnx", "source": {"watch": "in"}, "out": "out",
                              "sinks": {"opcua": {"endpoint": endpoint()}}}, path=None, base=tmp_path)
-    with pytest.raises(SegLensError, match=r"^the OPC UA sink needs asyncua, which is not installed$"):
+    with pytest.raises(SegLensError, match=r"^the OPC UA sink needs the 'opcua' extra: pip install \"seglens\[opcua"):
         make_sinks(station, model=None)  # type: ignore[arg-type]
 
 
