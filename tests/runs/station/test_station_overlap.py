@@ -15,6 +15,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from waiting import until
 
 from app.inference.decide.verdict import verdict_of
 from app.inference.image.pipeline import run_path
@@ -98,9 +99,8 @@ def _run_until(station: Station, out: Path, count: int) -> None:
     """Run `station` on a thread until `count` verdicts are logged, then stop it."""
     thread = threading.Thread(target=station.run, daemon=True)
     thread.start()
-    deadline = time.monotonic() + WAIT_S
-    while len(_logged(out)) < count and time.monotonic() < deadline and thread.is_alive():
-        time.sleep(0.05)
+    until(lambda: len(_logged(out)) >= count or not thread.is_alive(), what=f"{count} verdicts logged",
+          within_s=WAIT_S)
     station.stop()
     thread.join(WAIT_S)
     assert not thread.is_alive()
@@ -212,11 +212,15 @@ def test_a_restart_forgets_the_files_gone_from_the_folder_and_skips_the_rest(tmp
     restarted = _station(model, folder, out)
     thread = threading.Thread(target=restarted.run, daemon=True)
     thread.start()
-    deadline = time.monotonic() + WAIT_S
-    while len(read_journal(out / JOURNAL_NAME).entries) != 2 and time.monotonic() < deadline:
-        time.sleep(0.05)
-    time.sleep(1.0)  # a file judged twice would be logged by now
+    until(lambda: len(read_journal(out / JOURNAL_NAME).entries) == 2, what="the journal pruned to 2 files",
+          within_s=WAIT_S)
+    # a last part, moved in (complete at once, its name sorts last): logged after any file judged again
+    shutil.copyfile(SAMPLES[0], tmp_path / "last.png")
+    (tmp_path / "last.png").rename(folder / "zzzz-last.png")
+    until(lambda: "zzzz-last.png" in [line["id"] for line in _logged(out)], what="the last part logged",
+          within_s=WAIT_S)
     restarted.stop()
     thread.join(WAIT_S)
-    assert [entry.id for entry in read_journal(out / JOURNAL_NAME).entries] == ["part_1.png", "part_3.png"]
-    assert len(_logged(out)) == 4  # nothing judged again
+    assert [entry.id for entry in read_journal(out / JOURNAL_NAME).entries] == ["part_1.png", "part_3.png",
+                                                                               "zzzz-last.png"]
+    assert len(_logged(out)) == 5  # nothing judged again
