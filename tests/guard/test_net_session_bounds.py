@@ -29,7 +29,7 @@ REPO = Path(__file__).resolve().parents[2]
 _CHILD = r"""
 import json, sys, time
 from pathlib import Path
-from app.guard.net import guarded_session
+from app.guard.net_session import guarded_session
 
 def hwm_kib():
     for line in Path("/proc/self/status").read_text().splitlines():
