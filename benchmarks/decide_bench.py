@@ -97,7 +97,7 @@ def measure(model: Path, image: Path, steps: int, settings: Path) -> dict[str, f
         scores = view.result.scores
         window.close()
     finally:
-        ModelSession.run, worker_module.decided, pipeline.relabel = originals
+        LocalSession.run, worker_module.decided, pipeline.relabel = originals
     return {"threshold on screen": statistics.median(shown), "threshold worker": statistics.median(threshold_worker),
             "heatmap on screen": statistics.median(heat), "heatmap worker": statistics.median(heat_worker),
             "scores kept (bytes)": float(scores.nbytes if scores is not None else 0),
