@@ -17,6 +17,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+from waiting import until
 
 from app.errors import OutputError
 from app.io.sources import Frame
@@ -195,7 +196,8 @@ class Station:
                                         stdout=subprocess.PIPE, text=True)
         self.lines: queue.Queue[str] = queue.Queue()
         self.yields: list[tuple[str, str]] = []
-        threading.Thread(target=self._read, daemon=True).start()
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
         assert self.lines.get(timeout=30) == "ready"
 
     def _read(self) -> None:
@@ -215,8 +217,16 @@ class Station:
     def kill(self) -> None:
         self.process.send_signal(signal.SIGKILL)
         self.process.wait(timeout=10)
-        time.sleep(0.2)  # the reader thread takes the last lines
+        self._reader.join(timeout=10)  # it has read to the end of the dead process's output
+        assert not self._reader.is_alive()
         self.collect()
+
+
+LAST = "zzzz-last.png"  # sorts after every part's name
+
+
+def _journaled(out: Path) -> set[str]:
+    return {entry.id for entry in read_journal(out / JOURNAL_NAME).entries}
 
 
 def test_kill_9_mid_run_then_restart_processes_each_file_exactly_once(tmp_path):
@@ -243,9 +253,7 @@ def test_kill_9_mid_run_then_restart_processes_each_file_exactly_once(tmp_path):
     first = Station(root, out, hold=8)  # killed while the 8th file is in work
     producer = threading.Thread(target=produce, args=(0, 20))
     producer.start()
-    deadline = time.monotonic() + 20
-    while len(first.collect()) < 8 and time.monotonic() < deadline:
-        time.sleep(0.01)
+    until(lambda: len(first.collect()) >= 8, what="8 files yielded", within_s=20, every_s=0.01)
     first.kill()
     producer.join()
     committed_first = {entry.id for entry in read_journal(out / JOURNAL_NAME).entries}
@@ -254,10 +262,12 @@ def test_kill_9_mid_run_then_restart_processes_each_file_exactly_once(tmp_path):
 
     second = Station(root, out)
     produce(30, 40)  # after the restart
-    deadline = time.monotonic() + 30
-    while {e.id for e in read_journal(out / JOURNAL_NAME).entries} != set(contents) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    time.sleep(1.0)  # time for a file to be processed twice, were it to be
+    until(lambda: _journaled(out) >= set(contents), what="every file journaled", within_s=30)
+    # a last part written in place: its events come after every other file's, it settles no sooner and sorts last,
+    # so a file to be processed twice is yielded (and journaled) before it
+    contents[LAST] = b"the last part"
+    (root / LAST).write_bytes(contents[LAST])
+    until(lambda: LAST in _journaled(out), what=f"{LAST} journaled", within_s=30)
     second.kill()
 
     found = read_journal(out / JOURNAL_NAME)
