@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 
 import pytest
+from waiting import until
 
 from app.runs.station.file import StationFileError, parse_station, read_station_file
 from app.runs.station.setup import open_station
@@ -51,14 +52,14 @@ def _station_file(tmp_path: Path, watched: Path, **sinks: dict[str, object]):
 
 
 def _lines(out: Path, count: int) -> list[dict]:
-    deadline = time.monotonic() + WAIT_S
+    """The log's verdicts once `count` are in it."""
     path = out / "verdicts.jsonl"
-    while time.monotonic() < deadline:
-        lines = [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
-        if len(lines) >= count:
-            return lines
-        time.sleep(0.05)
-    raise AssertionError(f"fewer than {count} verdicts logged")
+    return until(lambda: (lines := _read(path))[count - 1:] and lines, what=f"{count} verdicts logged",
+                 within_s=WAIT_S)
+
+
+def _read(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
 
 
 def test_an_error_reason_names_the_file_by_its_id_never_its_folder(tmp_path):
@@ -119,9 +120,8 @@ def test_a_journal_the_disk_refuses_ends_watch_with_its_summary_and_exit_1(tmp_p
         preexec_fn=_limited_disk, env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"})
     try:
         out = tmp_path / "out"
-        deadline = time.monotonic() + WAIT_S
-        while not (out / "station-journal.jsonl").exists() and time.monotonic() < deadline:
-            time.sleep(0.05)
+        until(lambda: (out / "station-journal.jsonl").exists() or child.poll() is not None, what="the station up",
+              within_s=WAIT_S)
         for number in range(40):  # ERROR verdicts (not images): each a journal line of ~110 bytes
             staged = tmp_path / "staged.tmp"
             staged.write_bytes(b"not an image")
@@ -175,10 +175,8 @@ def test_a_camera_quiet_between_parts_goes_on_until_the_stations_own_stall_after
     runner = threading.Thread(target=station.run, daemon=True)
     runner.start()
     try:
-        deadline = time.monotonic() + WAIT_S
-        while station.stats().frames + station.stats().dropped < 6 and runner.is_alive() and \
-                time.monotonic() < deadline:
-            time.sleep(0.1)
+        until(lambda: station.stats().frames + station.stats().dropped >= 6 or not runner.is_alive(),
+              what="6 frames judged or dropped", within_s=WAIT_S, every_s=0.1)
         alive = runner.is_alive()
     finally:
         station.stop()
