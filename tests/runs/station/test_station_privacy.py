@@ -7,11 +7,11 @@ from __future__ import annotations
 
 import json
 import threading
-import time
 from pathlib import Path
 
 import pydicom
 import pytest
+from waiting import until
 
 from app.inference.runtime.session import open_session
 from app.runs.privacy.names import pseudonymous_path
@@ -59,14 +59,14 @@ def _dicom(tmp_path: Path) -> bytes:
 
 
 def _lines(out: Path, count: int) -> list[dict]:
-    deadline = time.monotonic() + WAIT_S
+    """The log's verdicts once `count` are in it."""
     path = out / "verdicts.jsonl"
-    while time.monotonic() < deadline:
-        lines = [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
-        if len(lines) >= count:
-            return lines
-        time.sleep(0.05)
-    raise AssertionError(f"fewer than {count} verdicts logged")
+    return until(lambda: (lines := _read(path))[count - 1:] and lines, what=f"{count} verdicts logged",
+                 within_s=WAIT_S)
+
+
+def _read(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
 
 
 def _run(station_file, model, drops: list[tuple[bytes, str]]) -> list[dict]:
