@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from test_volume_exports import ALGORITHM, SEGMENTS, known_labels, windowed
+from tests.runs.exports.test_volume_exports import ALGORITHM, SEGMENTS, known_labels, windowed
 
 from app.cli import main
 from app.errors import SegLensError
@@ -230,7 +230,7 @@ def test_the_viewers_send_writes_a_patient_named_like_a_class_and_refuses_a_sour
     from dataclasses import replace
 
     import pydicom
-    from test_volume_exports import dicom_volume
+    from tests.runs.exports.test_volume_exports import dicom_volume
 
     from app.inference.model.spec import ClassInfo
     from app.io.pacs.nodes import PacsNode
@@ -339,7 +339,7 @@ def test_secondary_capture_through_the_export_function_is_de_identified(tmp_path
     from dataclasses import replace
 
     import pydicom
-    from test_volume_exports import dicom_volume
+    from tests.runs.exports.test_volume_exports import dicom_volume
 
     from app.runs.exports.formats import write_secondary_capture
     from app.runs.privacy.deidentify import volume_privacy
@@ -422,7 +422,7 @@ def test_a_multiframe_source_and_its_seg_stay_a_pair_when_de_identified(tmp_path
     import highdicom as hd
     import numpy as np
     import pydicom
-    from test_volume_exports import multiframe_volume
+    from tests.runs.exports.test_volume_exports import multiframe_volume
 
     from app.runs.exports.formats import write_dicom_seg, write_source_copy
     from app.runs.privacy.deidentify import volume_privacy
