@@ -13,11 +13,11 @@ import shutil
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 from conftest import REPO
+from waiting import until, until_async
 
 from tests.io.pacs.orthanc import free_port
 from tests.station_fixtures import Subscriber, mosquitto
@@ -147,30 +147,30 @@ def test_frozen_cli_watch_judges_a_dropped_sample_to_its_sinks_and_ends_with_130
                                env=bare_env(tmp_path), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     logged = out / "verdicts.jsonl"
     try:
-        deadline = time.monotonic() + 300
-        while not (out / "station-journal.jsonl").exists() and process.poll() is None and time.monotonic() < deadline:
-            time.sleep(0.1)
+        until(lambda: (out / "station-journal.jsonl").exists() or process.poll() is not None, what="the station up",
+              within_s=300, every_s=0.1)
         assert process.poll() is None, process.communicate()
         sample = sorted(samples.glob("*.png"))[0]
         shutil.copyfile(sample, folder / (sample.name + ".tmp"))
         (folder / (sample.name + ".tmp")).rename(folder / sample.name)  # complete at the rename
-        while not (logged.exists() and logged.read_text().count("\n") >= 1) and time.monotonic() < deadline:
-            time.sleep(0.1)
+        until(lambda: logged.exists() and logged.read_text().count("\n") >= 1, what="a verdict logged", within_s=300,
+              every_s=0.1)
         line = json.loads(logged.read_text().splitlines()[0])
         messages = subscriber.wait_for(1, timeout=60)
 
-        async def read() -> tuple[str, int]:
-            while True:  # the sink's server comes up on its own thread; it may still be starting
-                try:
-                    async with asyncua.Client(url, timeout=10) as client:
-                        verdict = await client.get_node("ns=2;s=line-3.Verdict").read_value()
-                        frames = await client.get_node("ns=2;s=line-3.FrameCount").read_value()
-                        return verdict, frames
-                except (OSError, asyncio.TimeoutError):
-                    assert process.poll() is None and time.monotonic() < deadline, "the OPC UA server never came up"
-                    await asyncio.sleep(0.3)
+        async def read() -> tuple[str, int] | None:
+            """The verdict and frame count; None while the sink's server is still starting (on its own thread)."""
+            assert process.poll() is None, "the station exited"
+            try:
+                async with asyncua.Client(url, timeout=10) as client:
+                    verdict = await client.get_node("ns=2;s=line-3.Verdict").read_value()
+                    frames = await client.get_node("ns=2;s=line-3.FrameCount").read_value()
+                    return verdict, frames
+            except (OSError, asyncio.TimeoutError):
+                return None
 
-        verdict, frames = asyncio.run(asyncio.wait_for(read(), 120))
+        verdict, frames = asyncio.run(until_async(read, what="the OPC UA server's values", within_s=120,
+                                                  every_s=0.3))
     finally:
         process.send_signal(signal.SIGINT)
         stdout, stderr = process.communicate(timeout=120)
