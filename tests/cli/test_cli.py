@@ -14,6 +14,7 @@ import pytest
 from conftest import REPO, expected_stripes, stripes
 from onnx_factory import class_metadata
 from PIL import Image
+from waiting import until
 
 from app.cli import main
 
@@ -175,7 +176,6 @@ def test_classification_report_has_no_more_top_columns_than_classes(models, tmp_
 
 def test_sigkill_then_resume_finishes_with_every_output_complete_once(models, tmp_path):
     import signal
-    import time
 
     folder = tmp_path / "many"
     folder.mkdir()
@@ -188,11 +188,8 @@ def test_sigkill_then_resume_finishes_with_every_output_complete_once(models, tm
                "--save", "mask,overlay", "--device", "cpu"]
     process = subprocess.Popen(command, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     partial = out / "seglens_report.csv.partial"
-    deadline = time.time() + 120
-    while time.time() < deadline and process.poll() is None:
-        if partial.exists() and len(partial.read_text().splitlines()) > 8:
-            break
-        time.sleep(0.02)
+    until(lambda: process.poll() is not None or (partial.exists() and len(partial.read_text().splitlines()) > 8),
+          what="8 rows in the partial report", within_s=120)
     assert process.poll() is None, "the run ended before it could be killed"
     process.send_signal(signal.SIGKILL)
     process.wait()
