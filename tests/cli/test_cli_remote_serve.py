@@ -11,12 +11,12 @@ import shutil
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import cv2
 import numpy as np
 import pytest
+from waiting import until
 
 from tests import serve_fixtures
 from tests.serve_fixtures import REPO, TOKEN, Served, start_serve
@@ -120,9 +120,8 @@ def test_a_server_killed_mid_run_keeps_the_finished_rows_and_makes_the_rest_erro
                             "--device", "remote", "--server", server.grpc_url, "--retries", "0", "--no-progress"],
                            cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
-        deadline = time.monotonic() + 300
-        while not (out / "img_003.png_mask.png").exists() and run.poll() is None and time.monotonic() < deadline:
-            time.sleep(0.02)
+        until(lambda: (out / "img_003.png_mask.png").exists() or run.poll() is not None, what="the fourth mask",
+              within_s=300)
         server.stop(signal.SIGKILL)
         stdout, stderr = run.communicate(timeout=300)
     finally:

@@ -10,12 +10,12 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
 import pytest
 from PIL import Image
+from waiting import until
 
 from app.cli import main
 
@@ -115,11 +115,8 @@ def test_resume_after_the_driver_is_killed_finishes_the_job(cluster, models, tmp
                                "--ray", cluster, "--ray-actors", "2"], cwd=REPO, env=env,
                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     partial = out / "seglens_report.csv.partial"
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline and driver.poll() is None:
-        if partial.is_file() and len(partial.read_text().splitlines()) > 1 + 16:
-            break
-        time.sleep(0.02)
+    until(lambda: driver.poll() is not None or (partial.is_file() and len(partial.read_text().splitlines()) > 1 + 16),
+          what="16 rows in the partial report", within_s=120)
     assert driver.poll() is None, "the run ended before it could be killed: " + driver.stderr.read().decode()[-500:]
     driver.send_signal(signal.SIGKILL)
     driver.wait(timeout=30)
