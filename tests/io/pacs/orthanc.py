@@ -15,7 +15,6 @@ import os
 import shutil
 import socket
 import subprocess
-import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterable
@@ -24,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from waiting import until
 
 INSTALL = "apt-get install orthanc orthanc-dicomweb"
 PLUGIN_DIRS = (Path("/usr/share/orthanc/plugins"), Path("/usr/lib/orthanc"))  # where Debian puts the plugin
@@ -188,20 +188,24 @@ class Orthanc:
         self.process = subprocess.Popen([self.executable, str(self.config_file)], cwd=self.folder,
                                         stdout=log, stderr=subprocess.STDOUT, env=env)
         log.close()
-        deadline = time.monotonic() + wait_s
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                code = self.process.returncode
-                raise RuntimeError(f"Orthanc exited at start ({code}): see {self.folder}/orthanc.log")
-            try:
-                self.request("GET", "/system")
-                if self._dicom_listening():
-                    return
-            except (OSError, urllib.error.URLError):
-                pass
-            time.sleep(0.1)
-        self.stop()
-        raise RuntimeError(f"Orthanc did not answer within {wait_s:.0f} s: see {self.folder}/orthanc.log")
+        try:
+            until(self._answering, what=f"Orthanc answering (see {self.folder}/orthanc.log)", within_s=wait_s,
+                  every_s=0.1)
+        except pytest.fail.Exception:
+            self.stop()
+            raise
+
+    def _answering(self) -> bool:
+        """Orthanc answers over HTTP and listens for DICOM; a RuntimeError if it exited."""
+        assert self.process is not None
+        if self.process.poll() is not None:
+            code = self.process.returncode
+            raise RuntimeError(f"Orthanc exited at start ({code}): see {self.folder}/orthanc.log")
+        try:
+            self.request("GET", "/system")
+        except (OSError, urllib.error.URLError):
+            return False
+        return self._dicom_listening()
 
     def _dicom_listening(self) -> bool:
         with socket.socket() as s:

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pydicom
 import pytest
+from waiting import until
 
 import app.io.pacs.cache as cache_module
 from app.cli import main
@@ -245,9 +246,8 @@ def test_a_get_killed_by_sigterm_leaves_no_half_series_and_the_next_one_complete
     cache = xdg / "SegLens" / "pacs"
     process = _get(web, to, xdg)
     try:
-        deadline = time.monotonic() + 60
-        while not list(cache.rglob("*.dcm")) and time.monotonic() < deadline:  # one instance in: mid-series
-            time.sleep(0.05)
+        until(lambda: list(cache.rglob("*.dcm")) or process.poll() is not None, what="one instance in the cache",
+              within_s=60)  # one instance in: mid-series
         assert list(cache.rglob("*.dcm")), process.communicate(timeout=5)
         process.send_signal(signal.SIGTERM)
         _, err = process.communicate(timeout=30)
@@ -276,9 +276,7 @@ def test_a_get_killed_outright_leaves_a_partial_folder_the_next_one_removes(web,
     cache = xdg / "SegLens" / "pacs"
     process = _get(web, to, xdg)
     try:
-        deadline = time.monotonic() + 60
-        while not list(cache.rglob("*.dcm")) and time.monotonic() < deadline:
-            time.sleep(0.05)
+        until(lambda: list(cache.rglob("*.dcm")), what="one instance in the cache", within_s=60)
         process.kill()
         process.communicate(timeout=30)
     finally:
