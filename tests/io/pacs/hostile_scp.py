@@ -56,6 +56,7 @@ class Hostile:
     before_move: Callable[[str, int], None] | None = None  # called with our C-MOVE destination before storing
     listed_class: str = CT_IMAGE  # the SOP Class UID an image-level C-FIND lists
     finds: int = 0  # pending C-FIND answers sent (the test reads how far an endless one got)
+    find_ended: threading.Event = field(default_factory=threading.Event)  # an endless C-FIND's answers stopped
     stop: threading.Event = field(default_factory=threading.Event)
 
 
@@ -84,15 +85,18 @@ class HostileScp:
     def _find(self, event: Any) -> Iterator[tuple[int, Dataset | None]]:
         asked, how = event.identifier, self.behaviour
         if how.endless_find is not None:
-            while not how.stop.is_set():
-                found = Dataset()
-                found.QueryRetrieveLevel = asked.QueryRetrieveLevel
-                found.StudyInstanceUID = generate_uid()
-                found.SeriesInstanceUID = generate_uid()
-                how.finds += 1
-                yield 0xFF00, found
-                if how.endless_find:
-                    time.sleep(how.endless_find)
+            try:
+                while not how.stop.is_set():
+                    found = Dataset()
+                    found.QueryRetrieveLevel = asked.QueryRetrieveLevel
+                    found.StudyInstanceUID = generate_uid()
+                    found.SeriesInstanceUID = generate_uid()
+                    how.finds += 1
+                    yield 0xFF00, found
+                    if how.endless_find:
+                        time.sleep(how.endless_find)
+            finally:  # pynetdicom let go of the answers: the association is gone
+                how.find_ended.set()
             return
         for ds in how.listed.datasets():
             found = Dataset()
