@@ -12,6 +12,7 @@ import onnxruntime as ort
 import pytest
 from PIL import Image
 from PySide6.QtCore import QMetaMethod, QObject, QThread, Signal
+from waiting import until
 
 from app.errors import InferenceError
 from app.inference.prompt.model import Point, load_prompt_model
@@ -113,6 +114,19 @@ def test_run_options_terminate_cancels_an_encoder_run_and_nothing_is_cached():
     assert session.encoder_runs == 1 and session.cached("a")
 
 
+def _until_quiet(qtbot, worker, driver, latest, image, sent) -> None:
+    """Ping the worker (a prompt on the picture shown, its embedding cached) until a round trip brings no prefetch
+    signal: each step of a prefetch posts the next behind what is queued, and each that encodes says so, so a
+    quiet round trip means the steps queued before it have run and none went on."""
+    def quiet_round_trip() -> bool:
+        before = len(sent)
+        with qtbot.waitSignal(worker.proposal, timeout=TIMEOUT):
+            driver.decode.emit(DecodeRequest(latest.issue(), image, (Point(10, 10),)))
+        return not [name for name, _ in sent[before:] if name == "prefetched"]
+
+    until(quiet_round_trip, what="a round trip to the prompt worker with no prefetch in it", within_s=TIMEOUT / 1000)
+
+
 def test_a_foreground_request_stops_a_prefetch_of_many_pictures(qtbot, worker, tmp_path):
     worker, driver, latest, latest_prefetch, sent = worker
     items = []
@@ -127,7 +141,7 @@ def test_a_foreground_request_stops_a_prefetch_of_many_pictures(qtbot, worker, t
     image = prompt_messages.PromptImage(prompt_messages.PromptKey("shown.png"), np.full((90, 120), 90, np.uint8))
     with qtbot.waitSignal(worker.proposal, timeout=TIMEOUT):
         driver.decode.emit(DecodeRequest(latest.issue(), image, (Point(10, 10),)))
-    qtbot.wait(300)  # nothing more comes
+    _until_quiet(qtbot, worker, driver, latest, image, sent)  # nothing more comes
     encoded = [args[0] for name, args in sent if name == "prefetched" and args[0].encode_ms > 0]
     assert 1 <= len(encoded) <= 2 and worker.model.encoder_runs <= 3  # ≤ 2 prefetched + the shown picture
     assert all(args[0].message in ("", "cancelled") for name, args in sent if name == "prefetched")
