@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
+import struct
 import subprocess
 import sys
 import time
@@ -21,6 +22,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 PYINSTALLER = "pyinstaller==6.22.3"
+WORKSTATION = ("pacs", "remote", "station", "opcua")  # pyproject.toml's workstation extra: what every flavor ships
 CUDA12_PACKAGES = ["onnxruntime-gpu==1.26.0", "nvidia-cuda-runtime-cu12", "nvidia-cublas-cu12", "nvidia-cufft-cu12",
                    "nvidia-curand-cu12", "nvidia-cudnn-cu12>=9,<10"]
 
@@ -30,10 +32,12 @@ def run(command: list[str], **kwargs) -> None:
     subprocess.run(command, check=True, **kwargs)
 
 
-def requirements(flavor: str) -> list[str]:
-    """Pinned runtime requirements from uv.lock, with the onnxruntime package of the flavor."""
-    # opcua: station mode's OPC UA sink (asyncua, pure Python) ships in every flavor
-    extra = ["--extra", "opcua"] + (["--extra", "cuda"] if flavor == "cuda13" else [])
+def requirements(flavor: str, without: tuple[str, ...] = ()) -> list[str]:
+    """Pinned runtime requirements from uv.lock, with the onnxruntime package of the flavor: the core and the
+    workstation extra, less the extras named in `without` (to measure what each costs)."""
+    extras = ["workstation"] if not without else [name for name in WORKSTATION if name not in without]
+    extras += ["cuda"] if flavor == "cuda13" else []
+    extra = [flag for name in extras for flag in ("--extra", name)]
     exported = subprocess.run(["uv", "export", "--frozen", "--no-dev", "--no-hashes", "--no-emit-project",
                                "--no-header", "--no-annotate", *extra], cwd=ROOT, check=True, capture_output=True,
                               text=True).stdout
@@ -55,13 +59,14 @@ def _is_gpu_runtime(requirement: str) -> bool:
     return requirement.startswith(("onnxruntime-gpu==", "nvidia-")) and not requirement.startswith("nvidia-ml-py")
 
 
-def environment(flavor: str) -> Path:
-    env = ROOT / "build" / f"env-{flavor}"
+def environment(flavor: str, without: tuple[str, ...] = ()) -> Path:
+    name = flavor + "".join(f"-without-{extra}" for extra in without)
+    env = ROOT / "build" / f"env-{name}"
     python = env / ("Scripts/python.exe" if os.name == "nt" else "bin/python")
     if not python.exists():
         run(["uv", "venv", "--python", sys.executable, str(env)])
-    reqs = ROOT / "build" / f"requirements-{flavor}.txt"
-    reqs.write_text("\n".join(requirements(flavor)) + "\n")
+    reqs = ROOT / "build" / f"requirements-{name}.txt"
+    reqs.write_text("\n".join(requirements(flavor, without)) + "\n")
     run(["uv", "pip", "install", "--python", str(python), "-r", str(reqs), PYINSTALLER])
     return python
 
@@ -117,9 +122,12 @@ def add_desktop_files(target: Path) -> None:
 
 
 def strip_debug_info(target: Path) -> str:
-    """Strip the debugging sections of the libraries that ship them (Linux, with binutils' strip and readelf): no
-    code or symbol a program links against is touched (--strip-debug), only the DWARF data, which no user of the
-    frozen folder reads. Some wheels ship it: ml_dtypes' extension is 24 MB with it and 1.5 MB without."""
+    """Strip the debugging sections and the static symbol tables of the libraries that ship them (Linux, with
+    binutils' strip and readelf): `--strip-unneeded` keeps every symbol a program links against or a library loads
+    by name (the dynamic symbol table), and takes the DWARF data and the .symtab only a debugger reads. Some wheels
+    ship them: ml_dtypes' extension is 24 MB with them and 1.5 MB without; cryptography's 2.7 MB of symbols. A
+    library the loader would refuse after it (strip misplaces the segments of some that patchelf rewrote: numpy's
+    OpenBLAS) gets `--strip-debug` instead, or stays as it was."""
     if not sys.platform.startswith("linux") or not (shutil.which("strip") and shutil.which("readelf")):
         return "debug info: not stripped (needs Linux and binutils' strip and readelf)"
     count = saved = 0
@@ -127,12 +135,37 @@ def strip_debug_info(target: Path) -> str:
         if path.is_symlink() or not path.is_file() or not (path.name.endswith(".so") or ".so." in path.name):
             continue
         sections = subprocess.run(["readelf", "-S", "-W", str(path)], capture_output=True, text=True, check=False)
-        if ".debug_info" not in sections.stdout:
+        if ".debug_info" not in sections.stdout and " .symtab " not in sections.stdout:
             continue
-        before = path.stat().st_size
-        subprocess.run(["strip", "--strip-debug", str(path)], check=True)
-        count, saved = count + 1, saved + before - path.stat().st_size
-    return f"debug info stripped from {count} libraries: {saved / 2**20:.1f} MB less"
+        original = path.read_bytes()
+        if _stripped(path, "--strip-unneeded", original) or _stripped(path, "--strip-debug", original):
+            count, saved = count + 1, saved + len(original) - path.stat().st_size
+    return f"debug info and symbol tables stripped from {count} libraries: {saved / 2**20:.1f} MB less"
+
+
+def _stripped(path: Path, how: str, original: bytes) -> bool:
+    """`strip how path`, kept only when the loader still accepts the result (else `original` is put back)."""
+    subprocess.run(["strip", how, str(path)], check=True)
+    if segments_aligned(path.read_bytes()):
+        return True
+    path.write_bytes(original)
+    return False
+
+
+def segments_aligned(elf: bytes) -> bool:
+    """Whether each loadable segment of a 64-bit little-endian ELF file starts at a file offset congruent to its
+    address modulo its alignment, as the dynamic loader requires ("ELF load command address/offset not
+    page-aligned"); True for any other file."""
+    if elf[:4] != b"\x7fELF" or elf[4] != 2 or elf[5] != 1:
+        return True
+    table, = struct.unpack_from("<Q", elf, 0x20)
+    size, count = struct.unpack_from("<HH", elf, 0x36)
+    for index in range(count):
+        kind, _flags, offset, address, _physical, _filed, _memory, align = struct.unpack_from(
+            "<IIQQQQQQ", elf, table + index * size)
+        if kind == 1 and align > 1 and offset % align != address % align:  # PT_LOAD
+            return False
+    return True
 
 
 def folder_report(dist: Path) -> str:
@@ -148,16 +181,18 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--flavor", choices=["cpu", "cuda13", "cuda12"], default="cpu")
     parser.add_argument("--dist", type=Path, default=ROOT / "dist", help="output parent folder (default dist/)")
+    parser.add_argument("--without", action="append", default=[], choices=WORKSTATION,
+                        help="leave this extra of the workstation set out (to measure what it costs; repeatable)")
     args = parser.parse_args()
     started = time.perf_counter()
-    python = environment(args.flavor)
+    python = environment(args.flavor, tuple(args.without))
     env_s = time.perf_counter() - started
     target = args.dist / "SegLens"
     if target.exists():
         shutil.rmtree(target)
     run([str(python), "-m", "PyInstaller", str(ROOT / "packaging" / "seglens.spec"), "--noconfirm", "--clean",
          "--distpath", str(args.dist), "--workpath", str(ROOT / "build" / f"pyinstaller-{args.flavor}")],
-        env={**os.environ, "SEGLENS_FLAVOR": args.flavor})
+        env={**os.environ, "SEGLENS_FLAVOR": args.flavor})  # the same spec: a hidden import left out is a warning
     print(strip_debug_info(target))
     add_desktop_files(target)
     total_s = time.perf_counter() - started
