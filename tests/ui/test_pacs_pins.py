@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pydicom
 import pytest
+from PySide6.QtCore import QTimer
 
 from app.io.pacs.cache import SeriesCache, series_key
 from app.ui.controllers.pacs import PacsController
@@ -195,9 +196,13 @@ def test_a_dialog_closed_during_a_retrieve_keeps_its_series_pinned_until_they_ar
     dialog.retrieve_button.click()
     root = tmp_path / "pins"
     qtbot.waitUntil(lambda: len(_pins(root)) == 2, timeout=TIMEOUT)  # both, before the first file arrives
-    dialog.close()
-    qtbot.wait(200)
-    assert len(_pins(root)) == 2  # the retrieve goes on: its series are not open yet
+    unpins: list[object] = []
+    controller.unpin_requested.connect(unpins.append)
+    dialog.close()  # its finished signal is handled here, on this thread: an unpin would be asked for by now
+    ran: list[bool] = []
+    QTimer.singleShot(0, lambda: ran.append(True))
+    qtbot.waitUntil(lambda: bool(ran), timeout=TIMEOUT)  # and what the close posted has run
+    assert unpins == [] and len(_pins(root)) == 2  # the retrieve goes on: its series are not open yet
     gate.set()
     qtbot.waitUntil(lambda: len(win.files.inputs()) == 2, timeout=TIMEOUT)
     qtbot.waitUntil(lambda: not _pins(root), timeout=TIMEOUT)  # opened, and the dialog closed: let go
