@@ -6,7 +6,8 @@
 `until` returns the condition's first truthy value; `until_async` is its twin for coroutines (asyncua), whose
 condition may be a plain function or a coroutine function. A condition may raise to give up early (a server that
 exited, a thread that died): the exception passes through unchanged. On timeout the test fails with
-`waited N s for WHAT; last seen: VALUE`.
+`waited N s for WHAT; last seen: VALUE`. `round_trip` (Qt) waits until a call posted now to a worker's thread has
+run there, then one posted back to the GUI thread: what was queued before on either side is done.
 
 A test that must show something did NOT happen waits here for a later event that proves the system went past the
 point where it would have happened (a later frame judged, the journal flushed), then asserts the absence: never a
@@ -62,3 +63,18 @@ def _fail(what: str, within_s: float, seen: object) -> None:
     if len(shown) > SHOWN_CHARS:
         shown = shown[:SHOWN_CHARS] + "…"
     pytest.fail(f"waited {within_s:g} s for {what}; last seen: {shown}")
+
+
+def round_trip(qtbot: object, *, through: object | None = None, within_ms: int = 20_000) -> None:
+    """Qt's posted events run in order: a call posted now to `through`'s thread (a worker QObject) has run once
+    everything posted there before it has (a request queued behind a run), and a call then posted to this (the
+    GUI) thread once what the worker sent back before it has been handled. Without `through`, this thread only."""
+    from PySide6.QtCore import QTimer
+
+    if through is not None:
+        there: list[bool] = []
+        QTimer.singleShot(0, through, lambda: there.append(True))
+        qtbot.waitUntil(lambda: bool(there), timeout=within_ms)  # type: ignore[attr-defined]
+    back: list[bool] = []
+    QTimer.singleShot(0, lambda: back.append(True))
+    qtbot.waitUntil(lambda: bool(back), timeout=within_ms)  # type: ignore[attr-defined]

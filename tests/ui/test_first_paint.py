@@ -3,8 +3,8 @@ ran before the X server's expose arrived, and the worker's imports then kept the
 
 from __future__ import annotations
 
-from PySide6.QtCore import QTimer
 from PySide6.QtWidgets import QWidget
+from waiting import round_trip
 
 from app.ui.first_paint import after_first_paint
 
@@ -19,13 +19,6 @@ class Recorded(QWidget):
         super().paintEvent(event)
 
 
-def _posted_round_trip(qtbot) -> None:
-    """A zero timer posted now has run: those posted before it (after_first_paint's own) have too."""
-    ran: list[bool] = []
-    QTimer.singleShot(0, lambda: ran.append(True))
-    qtbot.waitUntil(lambda: bool(ran), timeout=5_000)
-
-
 def test_the_work_waits_for_the_first_paint_and_runs_once(qtbot) -> None:
     events: list[str] = []
     widget = Recorded(events)
@@ -37,7 +30,7 @@ def test_the_work_waits_for_the_first_paint_and_runs_once(qtbot) -> None:
     assert events.index("paint") < events.index("then")
     widget.update()
     qtbot.waitUntil(lambda: events.count("paint") >= 2, timeout=5_000)  # painted again
-    _posted_round_trip(qtbot)  # and what that paint would have posted has run
+    round_trip(qtbot)  # and what that paint would have posted has run
     assert events.count("then") == 1
 
 

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pydicom
 import pytest
-from PySide6.QtCore import QTimer
+from waiting import round_trip
 
 from app.io.pacs.cache import SeriesCache, series_key
 from app.ui.controllers.pacs import PacsController
@@ -199,9 +199,7 @@ def test_a_dialog_closed_during_a_retrieve_keeps_its_series_pinned_until_they_ar
     unpins: list[object] = []
     controller.unpin_requested.connect(unpins.append)
     dialog.close()  # its finished signal is handled here, on this thread: an unpin would be asked for by now
-    ran: list[bool] = []
-    QTimer.singleShot(0, lambda: ran.append(True))
-    qtbot.waitUntil(lambda: bool(ran), timeout=TIMEOUT)  # and what the close posted has run
+    round_trip(qtbot)  # and what the close posted has run
     assert unpins == [] and len(_pins(root)) == 2  # the retrieve goes on: its series are not open yet
     gate.set()
     qtbot.waitUntil(lambda: len(win.files.inputs()) == 2, timeout=TIMEOUT)

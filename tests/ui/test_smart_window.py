@@ -9,6 +9,7 @@ import math
 import numpy as np
 from PySide6.QtCore import QPoint, QPointF, Qt
 from PySide6.QtTest import QTest
+from waiting import round_trip
 
 from ui import test_smart_volume
 from ui.test_smart import at
@@ -164,7 +165,7 @@ def test_a_proposal_on_its_way_is_not_painted_on_the_next_slice(qtbot, volume_wi
                          at(viewer, 40, 48))
     with qtbot.waitSignal(window.overlay_shown, timeout=TIMEOUT):
         window.show_path(path, test_smart_volume.CENTRE + 5)
-    qtbot.wait(300)  # the slice's proposal has come back by now (or not: it must not show either way)
+    round_trip(qtbot, through=smart.worker)  # the slice's proposal has come back (or not: it must not show either way)
     assert smart.proposal is None and smart.preview.proposal_area == 0 and smart.preview.marks == 0
     if window.editor.active and smart.view is not None:
         assert smart.view.frame == test_smart_volume.CENTRE + 5

@@ -10,8 +10,8 @@ import threading
 import numpy as np
 import pytest
 from PIL import Image
-from PySide6.QtCore import QTimer
 from spec3d_models import sigmoid3d, with_sidecar
+from waiting import round_trip
 
 from app.inference.model.builder import load_spec
 from app.inference.runtime.session import LocalSession
@@ -123,17 +123,6 @@ def test_the_threshold_moves_the_mask_and_the_volume_without_a_run(qtbot, make_m
     assert len(model_runs) == runs, "the threshold decides again from the kept probabilities"
 
 
-def _worker_round_trip(qtbot, worker) -> None:
-    """A call posted to the worker's thread now has run, then one posted back here: what the worker was asked
-    before (queued behind the run) is answered, and the answer handled on this side."""
-    there: list[bool] = []
-    back: list[bool] = []
-    QTimer.singleShot(0, worker, lambda: there.append(True))
-    qtbot.waitUntil(lambda: bool(there), timeout=TIMEOUT)
-    QTimer.singleShot(0, lambda: back.append(True))
-    qtbot.waitUntil(lambda: bool(back), timeout=TIMEOUT)
-
-
 def test_cancel_stops_the_run_and_leaves_no_result(qtbot, make_main_window, model3d, tmp_path, monkeypatch):
     nifti = write_blobs(tmp_path / "blobs.nii.gz")
     win = make_main_window(model3d)
@@ -154,7 +143,7 @@ def test_cancel_stops_the_run_and_leaves_no_result(qtbot, make_main_window, mode
     win.status.cancel_requested.emit()  # the status bar's Cancel
     release.set()
     qtbot.waitUntil(lambda: "was cancelled" in win.status.currentMessage(), timeout=TIMEOUT)
-    _worker_round_trip(qtbot, win.worker)  # the slice's own request, answered after the stop, and that answer taken
+    round_trip(qtbot, through=win.worker)  # the slice's own request, answered after the stop, and that answer taken
     assert len(calls) < 45 and not results
     assert win.state.on_screen is None and win.viewer.overlay_item.pixmap().isNull()
     assert not win.status.run_shown and win.files.status(str(nifti)) == "pending"
