@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import onnxruntime as ort
 import pytest
+from waiting import round_trip
 
 from app.inference.model.builder import load_spec
 from app.inference.runtime import providers
@@ -63,4 +64,4 @@ def test_the_gpu_memory_read_queued_by_show_session_does_not_outlive_the_status_
     bar = StatusBar()
     bar.show_session(SessionInfo("cpu", "CPUExecutionProvider", ("CPUExecutionProvider",)), "model")
     shiboken6.delete(bar)
-    qtbot.wait(50)  # the queued read runs here, if it still can
+    round_trip(qtbot)  # the queued read (a zero timer, posted before) runs here, if it still can
