@@ -27,7 +27,7 @@ import pytest
 from paho.mqtt.enums import CallbackAPIVersion
 from waiting import until
 
-from tests.pacs.orthanc import TlsFiles, free_port
+from tests.io.pacs.orthanc import TlsFiles, free_port
 
 INSTALL = "apt-get install mosquitto"
 
