@@ -113,7 +113,7 @@ SIDECARS["surface_anomaly"] = {
         "std": [1.0, 1.0, 1.0],
     },
     "output": {"activation": "none", "threshold": 0.5, "image_threshold": 0.5},
-    "classes": [{"name": "ok"}, {"name": "anomaly", "color": "#ff2d55"}],
+    "classes": [{"name": "normal"}, {"name": "anomaly", "color": "#ff2d55"}],
     "postprocess": {"min_area": 0, "close_kernel": 0, "top_k": 5},
 }
 # CT demo: axial slices in HU, windowed by the app (input.window) to uint8 before scale/mean/std; trained on the

@@ -5,6 +5,7 @@ the defect masks are regenerated with the sample generator (models/training, num
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 
@@ -50,8 +51,18 @@ def test_loads_as_an_anomaly_model_with_the_sidecar_thresholds():
     assert (out.threshold, out.image_threshold) == (sidecar["threshold"], sidecar["image_threshold"])
     assert spec.sources["output.threshold"] == spec.sources["output.image_threshold"] == "sidecar"
     assert 0 < out.threshold < 1 and 0 < out.image_threshold < 1
-    assert spec.class_names == ("ok", "anomaly") and spec.sources["verdict"] == "default"
+    assert spec.class_names == ("normal", "anomaly") and spec.sources["verdict"] == "default"
     assert MODEL.stat().st_size <= 5 * 2**20
+
+
+def test_class_0_is_named_for_what_it_is_not_for_a_verdict():
+    """Class 0 is the surface the model saw as normal: named "ok" it read as the image's verdict (an NG image's
+    legend listed "ok" beside its defect). The ONNX metadata, read without the sidecar, says the same."""
+    import onnx
+
+    assert load_spec(MODEL).class_names[0] == "normal"
+    meta = {p.key: p.value for p in onnx.load(str(MODEL), load_external_data=False).metadata_props}
+    assert json.loads(meta["classes"]) == ["normal", "anomaly"]
 
 
 def test_the_samples_are_a_mix_of_clean_and_defective(make_samples):
