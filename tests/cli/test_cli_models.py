@@ -58,6 +58,16 @@ def test_an_unknown_name_is_one_line_with_the_bundled_names(tmp_path, monkeypatc
     assert all(name in message for name in BUNDLED) and "\n" not in message
 
 
+@pytest.mark.parametrize(("text", "nearest"), [("ct_dem", "ct_demo"), ("CT_Demo", "ct_demo"), ("nucleus", "nuclei"),
+                                               ("surface_anomaly_v2.onnx", "surface_anomaly")])
+def test_a_mistyped_name_suggests_the_nearest_bundled_one(text, nearest, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(ModelError) as caught:
+        resolve_model(text)
+    assert str(caught.value) == (f"no model '{text}': not a file, and no bundled model of that name — "
+                                 f"did you mean {nearest}?")
+
+
 @pytest.mark.parametrize("text", ["xyz/m.onnx", "m.onnx", "./surface_defects"])
 def test_a_missing_path_is_file_not_found(text, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
@@ -76,6 +86,7 @@ def test_models_lists_every_bundled_model(capsys):
     assert "segmentation" in nuclei and "gray 256×256" in nuclei and "2 classes: background, nucleus" in nuclei
     assert "MB" in nuclei and "nuclei.yaml" in nuclei
     assert "classification" in next(line for line in lines if line.startswith("defect_type "))
+    assert next(line for line in lines if line.startswith("surface_anomaly ")).split()[1] == "anomaly"
 
 
 def test_models_json(capsys):
@@ -85,7 +96,10 @@ def test_models_json(capsys):
     for row in rows:
         assert {"name", "task", "input", "classes", "size_mb", "sidecar", "path"} <= set(row)
         assert Path(row["path"]) == REPO / "models" / f"{row['name']}.onnx" and row["error"] is None
-        assert row["size_mb"] > 0 and row["classes"] and row["task"] in ("segmentation", "classification")
+        assert row["size_mb"] > 0 and row["classes"] and row["task"] in ("segmentation", "classification", "anomaly")
+    tasks = {row["name"]: row["task"] for row in rows}
+    assert (tasks["surface_anomaly"], tasks["surface_defects"], tasks["defect_type"]) == \
+        ("anomaly", "segmentation", "classification")
     surface = next(row for row in rows if row["name"] == "surface_defects")
     assert surface["input"] == "rgb 540×960" and surface["sidecar"] == "surface_defects.yaml"
     assert surface["classes"][:2] == ["background", "scratch"]

@@ -7,6 +7,7 @@ this module imports nothing heavy at module level (the spec, and with it onnx, o
 
 from __future__ import annotations
 
+import difflib
 import os
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -94,9 +95,19 @@ def resolve_model(text: str | Path) -> Path:
                 return model
     if path.exists():  # a folder that is no bundled name: the spec loader says what is wrong with it
         return path
+    if not _looks_like_path(raw) and (nearest := nearest_name(stem)) is not None:
+        raise ModelError(f"no model '{raw}': not a file, and no bundled model of that name — did you mean {nearest}?")
     if _looks_like_path(raw) or raw.lower().endswith(".onnx"):
         raise ModelError(f"{raw}: file not found (bundled models: {_names_text()})")
     raise ModelError(f"unknown model '{raw}': not a file, and not a bundled model ({_names_text()})")
+
+
+def nearest_name(text: str) -> str | None:
+    """The bundled model's name `text` most likely means (`ct_dem` → `ct_demo`, case aside), None when none is near:
+    difflib's ratio of at least 0.6."""
+    names = {name.lower(): name for name in bundled_names()}
+    close = difflib.get_close_matches(text.lower(), list(names), n=1, cutoff=0.6)
+    return names[close[0]] if close else None
 
 
 def _looks_like_path(raw: str) -> bool:
@@ -117,7 +128,7 @@ class BundledModel:
     """One line of `seglens-cli models`: what a bundled model is, from its spec (no session opened)."""
 
     name: str
-    task: str
+    task: str  # segmentation, classification, anomaly (an anomaly map and an image score), prompt
     input: str  # "gray 256×256", "rgb dynamic"
     classes: list[str]
     size_mb: float
@@ -162,6 +173,7 @@ def bundled_summary(path: Path) -> BundledModel:
     shape = "dynamic" if hw is None or None in hw else f"{hw[0]}×{hw[1]}"
     if spec.volume is not None:  # a 3D model's size is its patch (input.size holds the patch's H×W alone)
         shape = "3D " + "×".join(map(str, spec.volume.patch))
-    return BundledModel(name=path.stem, task=spec.task, input=f"{inp.color} {shape}", classes=list(spec.class_names),
+    task = "anomaly" if spec.output.kind == "anomaly" else spec.task  # a map and an image score, not classes
+    return BundledModel(name=path.stem, task=task, input=f"{inp.color} {shape}", classes=list(spec.class_names),
                         size_mb=size_mb, sidecar=spec.sidecar.name if spec.sidecar else None, path=str(path),
                         title=spec.name)
