@@ -100,7 +100,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_remote_options(run)
     run.add_argument("--save", default="mask", type=_save_kinds, metavar="KINDS",
                      help="what to write per image, comma-separated: mask, overlay, heatmap, scores; both "
-                          "(mask,overlay) or none (default: mask)")
+                          "(mask,overlay), or none (the report alone). default: mask")
     run.add_argument("--threshold", type=_fraction, metavar="T",
                      help="binary models: foreground where probability > T (overrides output.threshold; "
                           "anomaly models: anomalous where the map >= T); "
@@ -132,7 +132,8 @@ def build_parser() -> argparse.ArgumentParser:
                               "series), nifti (uint8 label volume, the source's affine), sc (Secondary Capture series, "
                               "overlay burned in), rtstruct (RT Structure Set: a contoured ROI per class, for "
                               "planning systems), source (the source series de-identified, beside them: with "
-                              "--anonymize only); none (default: nifti)")
+                              "--anonymize only). default: nifti where the volume has a geometry; none: no "
+                              "volume export")
     volumes.add_argument("--per-slice", action="store_true",
                          help="also a report row and the --save PNGs for every slice (DIR/<series>/slice_0001_…)")
     volumes.add_argument("--opacity", type=_fraction, default=0.5, metavar="A",

@@ -58,3 +58,15 @@ def test_extras_are_installed_the_way_this_copy_was(monkeypatch):
     assert app.paths.extra_command("ray") == "pip install 'seglens[ray]'"
     monkeypatch.setattr(app.paths, "install_kind", lambda: "frozen")
     assert app.paths.extra_command("ray") is None
+
+
+def test_run_help_says_what_the_default_export_is():
+    """`none (default: nifti)` read as "none, whose default is nifti": the default and `none` each get their words."""
+    import argparse
+
+    from app.cli import build_parser
+
+    subparsers = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
+    text = " ".join(subparsers.choices["run"].format_help().split())
+    assert "none (default" not in text
+    assert "default: nifti where the volume has a geometry; none: no volume export" in text
