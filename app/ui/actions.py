@@ -17,6 +17,7 @@ from app.ui.widgets.lazy_qt import Qt
 
 if TYPE_CHECKING:
     from collections.abc import Callable
+    from pathlib import Path
 
     from PySide6.QtGui import QActionGroup
     from PySide6.QtWidgets import QMenu
@@ -368,8 +369,18 @@ def _fill_bundled(window: WindowParts, bundled: QMenu) -> None:
         return
     for path in _bundled_models():
         action = QAction(path.stem, window)
-        action.triggered.connect(lambda _checked=False, p=path: window.open_model(p))
+        action.triggered.connect(lambda _checked=False, p=path: _open_bundled(window, p))
         bundled.addAction(action)
+
+
+def _open_bundled(window: WindowParts, path: Path) -> None:
+    """A bundled model, with its own samples while the list holds no images the reader opened."""
+    from app.ui.controllers.loader import own_samples
+
+    samples = own_samples(path, window.files.paths())
+    window.open_model(path)
+    if samples is not None:
+        window.add_paths([samples])
 
 
 def _bundled_models():

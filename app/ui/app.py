@@ -135,11 +135,13 @@ def _create_window(args: argparse.Namespace, settings):
 
 def _load_initial(window, args: argparse.Namespace, held) -> None:
     from app.paths import default_samples
+    from app.ui.controllers.loader import own_samples
 
     held.open_file()  # the log file opened, what was logged before the first paint written into it
     window.finish()  # the groups hidden at start, the controllers, the worker threads, the menus' actions
     window.open_model()
-    window.add_paths(args.paths or [default_samples()])
+    # no paths: the model's own samples (ct_demo's CT series, not the surface photos under lung and bone labels)
+    window.add_paths(args.paths or [own_samples(window.model_path, []) or default_samples()])
 
 
 class SelfTest:

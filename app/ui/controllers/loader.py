@@ -30,6 +30,34 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
+# each bundled model's own samples (resources/samples/<folder>, models/README.md): what the viewer opens it with
+BUNDLED_SAMPLES = {"surface_defects": "surface", "nuclei": "nuclei", "nuclei_fp16": "nuclei",
+                   "defect_type": "defect_crops", "surface_anomaly": "anomaly", "ct_demo": "ct", "ct3d_demo": "ct3d"}
+
+
+def bundled_samples(model: Path | None) -> Path | None:
+    """The sample folder made for `model` when it is one of the bundled models (`ct_demo` → resources/samples/ct/,
+    a CT series), else None: a model of the same name elsewhere is not the bundled one."""
+    from app.paths import models_dir, samples_dir
+
+    folder = BUNDLED_SAMPLES.get(model.stem) if model is not None and model.suffix.lower() == ".onnx" else None
+    if model is None or folder is None or model.resolve().parent != models_dir().resolve():
+        return None
+    return samples_dir() / folder if (samples_dir() / folder).is_dir() else None
+
+
+def own_samples(model: Path | None, listed: list[str]) -> Path | None:
+    """The bundled `model`'s own samples, to open with it while the list holds nothing the reader opened (nothing,
+    or bundled samples only: `ct_demo` chosen over the surface photos shows the CT series); None otherwise."""
+    from app.paths import samples_dir
+
+    samples = bundled_samples(model)
+    if samples is None:
+        return None
+    root = samples_dir().resolve()
+    return samples if all(Path(path).resolve().is_relative_to(root) for path in listed) else None
+
+
 class ModelLoader(QObject):
     load_requested = Signal(object)  # messages.LoadRequest, to the worker's load_model
     model_changed = Signal(object)  # ModelSummary
