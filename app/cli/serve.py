@@ -15,16 +15,19 @@ This module imports nothing of app.cli.options (which reaches the remote client)
 cannot share a process (pyproject's import-linter contract `serve-never-loads-the-client`).
 
 Exit codes: 0 stopped without a signal, 2 usage, a model, a port or TLS problem (nothing served),
-130 stopped by Ctrl+C (SIGINT), 143 by SIGTERM — both after the requests in flight finished (5 s at most).
+130 stopped by Ctrl+C (SIGINT), 143 by SIGTERM — both after the requests in flight finished (5 s at most). A
+second signal during that stop ends the process at once (`stopped at once (a second SIGTERM): …`, no traceback),
+with that signal's code.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import signal
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from app.errors import SegLensError
 from app.errors import shown as _shown
@@ -89,9 +92,22 @@ def cmd_serve(args: argparse.Namespace) -> int:
         for line in startup_lines(models, config):
             print(_shown(line), flush=True)
 
-    signum = serve_forever(models, config, on_ready=ready)
-    print("stopped" + (" (Ctrl+C)" if signum == 2 else " (SIGTERM)" if signum == 15 else ""), file=sys.stderr)
+    signum = serve_forever(models, config, on_ready=ready, on_second_signal=_end_now)
+    print("stopped" + (f" ({_signal_name(signum)})" if signum else ""), file=sys.stderr)
     return 128 + signum if signum else 0
+
+
+def _signal_name(signum: int) -> str:
+    return "Ctrl+C" if signum == signal.SIGINT else "SIGTERM" if signum == signal.SIGTERM else f"signal {signum}"
+
+
+def _end_now(signum: int) -> NoReturn:
+    """A second signal while the first one's graceful stop waits for the requests in flight: one line, and the
+    process ends here (nothing unwinds: uvicorn would log a traceback for each request it cancelled)."""
+    sys.stdout.flush()
+    print(f"stopped at once (a second {_signal_name(signum)}): the requests in flight were cut off", file=sys.stderr,
+          flush=True)
+    os._exit(128 + signum)
 
 
 def startup_lines(models: list[OnnxModel], config: ServeConfig) -> list[str]:

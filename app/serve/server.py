@@ -10,7 +10,9 @@ RESTServer (uvicorn, TLS) and its gRPC servicer, and binds, secures and stops th
   off (ours stops both servers); the bearer-token middleware on KServe's app.
 - gRPC: a grpc.aio server with KServe's servicer behind our token interceptor and KServe's exception mapping,
   message limits raised to `MAX_MESSAGE_BYTES`, a secure port when a certificate is given.
-- SIGINT / SIGTERM: both servers stop (requests in flight get `GRACE_S`), `serve_forever` returns the signal.
+- SIGINT / SIGTERM: both servers stop (requests in flight get `GRACE_S`), `serve_forever` returns the signal. A
+  second one during that stop is `on_second_signal`'s (the CLI ends the process at once, in one line); without
+  it, uvicorn is told to stop without waiting. The handlers stay until both servers have stopped.
 """
 
 from __future__ import annotations
@@ -111,15 +113,17 @@ def open_models(paths: list[Path], device: DeviceRequest, *, runtime: dict[str, 
     return models
 
 
-def serve_forever(models: list[OnnxModel], config: ServeConfig, *,
-                  on_ready: Callable[[], None] | None = None) -> int:
-    """Serve until SIGINT or SIGTERM; returns the signal number that stopped it. Raises SegLensError (one line)
-    when a port cannot be bound or TLS cannot be set up."""
+def serve_forever(models: list[OnnxModel], config: ServeConfig, *, on_ready: Callable[[], None] | None = None,
+                  on_second_signal: Callable[[int], None] | None = None) -> int:
+    """Serve until SIGINT or SIGTERM; returns the signal number that stopped it. `on_second_signal` is called with
+    a signal that comes while the first one's graceful stop is under way (module docstring). Raises SegLensError
+    (one line) when a port cannot be bound or TLS cannot be set up."""
     load_kserve()
-    return asyncio.run(_serve(models, config, on_ready))
+    return asyncio.run(_serve(models, config, on_ready, on_second_signal))
 
 
-async def _serve(models: list[OnnxModel], config: ServeConfig, on_ready: Callable[[], None] | None) -> int:
+async def _serve(models: list[OnnxModel], config: ServeConfig, on_ready: Callable[[], None] | None,
+                 on_second_signal: Callable[[int], None] | None) -> int:
     registry = _registry(models)
     dataplane = _dataplane(registry)
     extension = _extension(registry)
@@ -130,6 +134,8 @@ async def _serve(models: list[OnnxModel], config: ServeConfig, on_ready: Callabl
     loop = asyncio.get_running_loop()
 
     def stop(signum: int) -> None:
+        if stopped and on_second_signal is not None:
+            on_second_signal(signum)
         rest.force_exit = bool(stopped)  # a second Ctrl+C: stop now, not after the requests in flight
         stopped.append(signum)
         rest.should_exit = True
@@ -146,10 +152,10 @@ async def _serve(models: list[OnnxModel], config: ServeConfig, on_ready: Callabl
             on_ready()
         await rest_task
     finally:
+        if grpc_server is not None:  # a second signal meanwhile is still ours (not a KeyboardInterrupt's traceback)
+            await grpc_server.stop(GRACE_S)
         for signum in (signal.SIGINT, signal.SIGTERM):
             loop.remove_signal_handler(signum)
-        if grpc_server is not None:
-            await grpc_server.stop(GRACE_S)
         listening.close()
     return stopped[0] if stopped else 0
 

@@ -7,6 +7,7 @@ import datetime
 import ipaddress
 import json
 import signal
+import socket
 import ssl
 import subprocess
 import sys
@@ -16,6 +17,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from waiting import until
 
 from tests.serve_fixtures import REPO, TOKEN, free_ports, serve_command, serve_env, start_serve
 
@@ -87,6 +89,37 @@ def test_sigint_and_sigterm_stop_it_cleanly_with_130_and_143(tmp_path: Path):
         assert server.stop(sig) == code
         assert server.stderr().endswith(said)
         assert "Traceback" not in server.stderr()
+
+
+def _refusing(port: int) -> bool:
+    """Whether nothing listens on `port` any more (serve closed its REST socket: its graceful stop has begun)."""
+    try:
+        socket.create_connection(("127.0.0.1", port), timeout=1).close()
+    except OSError:
+        return True
+    return False
+
+
+def test_a_second_sigterm_during_the_graceful_stop_ends_it_at_once_in_one_line_with_143(tmp_path: Path):
+    # a second SIGTERM made uvicorn cancel the request in flight and its lifespan: two tracebacks on stderr
+    server = start_serve(tmp_path / "twice", "nuclei", token=None)
+    held = socket.create_connection(("127.0.0.1", server.port), timeout=30)
+    try:  # a request answered on the connection (it is served), then one whose body is still coming: the graceful
+        # stop waits for it (GRACE_S)
+        held.sendall(b"GET /v2/health/live HTTP/1.1\r\nHost: x\r\n\r\n")
+        assert held.recv(4096).startswith(b"HTTP/1.1 200")
+        held.sendall(b"POST /v2/models/nuclei/infer HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                     b"Content-Length: 100000\r\n\r\n{\"inputs\": [")
+        server.process.send_signal(signal.SIGTERM)
+        until(lambda: _refusing(server.port), what="the REST port closed by the graceful stop", within_s=60)
+        assert server.process.poll() is None, "the graceful stop ended before the second SIGTERM"
+        assert server.stop(signal.SIGTERM) == 143
+    finally:
+        held.close()
+        server.stop(signal.SIGKILL)
+    stderr = server.stderr()
+    assert "Traceback" not in stderr and "ERROR" not in stderr, stderr
+    assert stderr.endswith("stopped at once (a second SIGTERM): the requests in flight were cut off\n"), stderr
 
 
 def test_no_auth_serves_every_interface_open_with_a_warning(tmp_path: Path):
