@@ -11,9 +11,10 @@ sink has it.
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
+from datetime import datetime, timezone
 from typing import Protocol
 
-__all__ = ["VERDICT_VALUES", "Sink", "StationVerdict"]
+__all__ = ["VERDICT_VALUES", "Sink", "StationVerdict", "iso_utc"]
 
 # "ERROR": the frame could not be judged (its reason says why).
 VERDICT_VALUES = ("OK", "REVIEW", "NG", "ERROR")
@@ -35,6 +36,13 @@ class StationVerdict:
     def as_dict(self) -> dict[str, object]:
         """The verdict's fields by name (JSON-ready: str, float or None)."""
         return asdict(self)
+
+
+def iso_utc(epoch_s: float) -> str:
+    """`epoch_s` as ISO-8601 UTC to the millisecond (`2026-12-01T16:24:48.123Z`): a verdict's time as every sink
+    writes it (the log's `time`, the MQTT payload's)."""
+    stamp = datetime.fromtimestamp(epoch_s, tz=timezone.utc).isoformat(timespec="milliseconds")
+    return stamp.replace("+00:00", "Z")
 
 
 class Sink(Protocol):

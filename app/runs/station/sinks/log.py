@@ -26,13 +26,12 @@ import logging
 import math
 import os
 import threading
-from datetime import datetime, timezone
 from pathlib import Path
 
 from app.errors import one_line
 from app.guard.shared import open_append, open_update, remove_under, rename_under
 from app.runs.outputs.report import cell
-from app.runs.station.sinks import StationVerdict
+from app.runs.station.sinks import StationVerdict, iso_utc
 from app.runs.station.sinks.options import LogSinkOptions
 from app.spelling import spelt
 
@@ -41,12 +40,6 @@ log = logging.getLogger(__name__)
 STEM = "verdicts"
 _MAX_UNLOGGED = 1000  # verdicts remembered whose line a file missed (the station owes fewer)
 COLUMNS = ("station", "id", "time", "verdict", "score", "reason", "latency_ms")
-
-
-def iso_utc(epoch_s: float) -> str:
-    """`epoch_s` as ISO-8601 UTC to the millisecond (`2026-12-01T16:24:48.123Z`)."""
-    stamp = datetime.fromtimestamp(epoch_s, tz=timezone.utc).isoformat(timespec="milliseconds")
-    return stamp.replace("+00:00", "Z")
 
 
 def log_record(verdict: StationVerdict) -> dict[str, str | float | None]:

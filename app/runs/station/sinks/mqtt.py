@@ -9,8 +9,9 @@ read back first). QoS 1 is "at least once": a verdict in flight when the connect
 is sent again; the payload's `seq` (one more per verdict, never given twice by one output folder) lets a subscriber
 drop what it has seen (keep the last seq per station; drop any seq at or below it).
 
-Payload: StationVerdict.as_dict (station, frame_id, time in epoch seconds, verdict, score, reason, latency_ms) plus
-`seq`, as UTF-8 JSON; names spelt as the rest of SegLens spells them (app.spelling), a non-finite number null.
+Payload: StationVerdict.as_dict (station, frame_id, time, verdict, score, reason, latency_ms) plus `seq`, as UTF-8
+JSON; the time in ISO-8601 UTC as the verdict log writes it (`2026-12-01T16:24:48.123Z`, the sinks' one
+formatter), names spelt as the rest of SegLens spells them (app.spelling), a non-finite number null.
 Topic: the station's name with `/`, `+`, `#` and control characters replaced by `_` (one topic level); a prefix
 with a wildcard or a NUL, or over 1024 bytes, is refused when the sink is made.
 
@@ -37,7 +38,7 @@ from paho.mqtt.enums import CallbackAPIVersion
 
 from app.errors import OutputError, one_line
 from app.guard.untrusted import SMALL_FILE_LIMIT, untrusted_problem
-from app.runs.station.sinks import StationVerdict
+from app.runs.station.sinks import StationVerdict, iso_utc
 from app.runs.station.sinks.mqtt_buffer import BUFFER_NAME, OutBuffer, Pending
 from app.runs.station.sinks.options import MqttSinkOptions
 from app.spelling import spelt
@@ -54,10 +55,12 @@ def topic_part(station: str) -> str:
 
 
 def payload_of(verdict: StationVerdict) -> dict[str, object]:
-    """The verdict's JSON payload (without its seq): names spelt, a non-finite number None."""
+    """The verdict's JSON payload (without its seq): names spelt, the time as the log's, a non-finite number None."""
     body: dict[str, object] = {}
     for key, value in verdict.as_dict().items():
-        if isinstance(value, str):
+        if key == "time":
+            value = iso_utc(verdict.time)
+        elif isinstance(value, str):
             value = spelt(value, controls=False)
         elif isinstance(value, float) and not math.isfinite(value):
             value = None

@@ -57,7 +57,7 @@ def test_every_verdict_arrives_once_in_order(tmp_path: Path, mosquitto: Mosquitt
         messages = subscriber.wait_for(200)
         assert [payload["frame_id"] for _, payload, _ in messages] == [f"part-{i:04d}.png" for i in range(200)]
         assert [payload["seq"] for _, payload, _ in messages] == list(range(1, 201))
-        assert messages[3][1] == {"station": "line-1", "frame_id": "part-0003.png", "time": 1_764_600_003.0,
+        assert messages[3][1] == {"station": "line-1", "frame_id": "part-0003.png", "time": "2025-12-01T14:40:03.000Z",
                                   "verdict": "NG", "score": 0.003, "reason": "", "latency_ms": 3.0, "seq": 4}
         until(lambda: isinstance(sink, MqttSink) and sink.pending == 0, what="every verdict acknowledged")
         assert sink.problem is None
@@ -258,8 +258,19 @@ def test_the_buffer_survives_a_torn_line_compacts_and_never_gives_a_seq_twice(tm
 def test_the_payload_is_json_even_for_odd_names_and_a_nan_score() -> None:
     odd = StationVerdict(station="line-1", frame_id="caf\udce9\n.png", time=1.5, verdict="ERROR", score=float("nan"),
                          reason="x", latency_ms=2.0)
-    assert payload_of(odd) == {"station": "line-1", "frame_id": "caf\\xe9\n.png", "time": 1.5, "verdict": "ERROR",
-                               "score": None, "reason": "x", "latency_ms": 2.0}
+    assert payload_of(odd) == {"station": "line-1", "frame_id": "caf\\xe9\n.png", "time": "1970-01-01T00:00:01.500Z",
+                               "verdict": "ERROR", "score": None, "reason": "x", "latency_ms": 2.0}
+
+
+@pytest.mark.parametrize("when", [1_764_600_000.0, 1_764_600_000.1234, 0.0005, 4_102_444_800.999])
+def test_the_payload_time_is_the_verdict_log_time(when: float) -> None:
+    # the payload said epoch seconds (1764600000.1234) where the log says 2025-12-01T14:40:00.123Z: a subscriber
+    # matching a message to its log line compared two forms
+    from app.runs.station.sinks.log import log_record
+
+    stamped = replace(verdict(1), time=when)
+    assert payload_of(stamped)["time"] == log_record(stamped)["time"]
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z", str(payload_of(stamped)["time"]))
 
 
 @pytest.mark.parametrize(("prefix", "why"), [("plant/#", "a wildcard"), ("x+y", "a wildcard"), ("a\x00b", "a NUL"),
