@@ -7,6 +7,8 @@ from typing import cast
 
 from PySide6.QtCore import QEvent, QSize, QTimer, Signal
 from PySide6.QtWidgets import (
+    QAbstractSpinBox,
+    QApplication,
     QCheckBox,
     QComboBox,
     QFormLayout,
@@ -316,10 +318,17 @@ class SidePanel(QWidget):
         self.show_misfit(())
 
 
+WHEEL_TAKERS = (QComboBox, QSlider, QAbstractSpinBox)  # what a wheel passing over would change
+
+
 class PanelArea(QScrollArea):
     """The side panel in a scroll area whose minimum width is the panel's own, kept up to date: when a group
     appears (edit mode, the review, a colour key) the splitter makes room for it instead of cutting the panel
-    off on the right. A horizontal scroll bar is the last resort, should the window be narrower still."""
+    off on the right. A horizontal scroll bar is the last resort, should the window be narrower still.
+
+    The wheel over the panel scrolls it: a combo box, slider or spin box it passes over takes the wheel only once
+    the reader has given it the focus (a click or Tab: StrongFocus, so the wheel itself never does), else the wheel
+    goes to the panel's scroll bar — the Show box jumped to "Difference vs reference" under a passing wheel."""
 
     def __init__(self, panel: QWidget, parent=None) -> None:
         super().__init__(parent)
@@ -328,6 +337,25 @@ class PanelArea(QScrollArea):
         self.setFrameShape(QScrollArea.Shape.NoFrame)
         set_enum(self, "horizontalScrollBarPolicy", "ScrollBarAsNeeded")
         panel.installEventFilter(self)
+        self._guard_wheel()
+
+    def _guard_wheel(self) -> None:
+        """Every wheel taker in the panel, those of the groups added since included."""
+        panel = cast(QWidget, self.widget())
+        for kind in WHEEL_TAKERS:
+            for widget in panel.findChildren(kind):
+                if widget.property("panelWheel") is None:
+                    widget.setProperty("panelWheel", True)
+                    set_enum(widget, "focusPolicy", "StrongFocus")
+                    widget.installEventFilter(self)
+
+    def _scroll_instead(self, watched, event) -> bool:
+        """A wheel over an unfocused wheel taker: to the panel's scroll bar, not to the widget."""
+        if not isinstance(watched, WHEEL_TAKERS) or watched.hasFocus():
+            return False
+        QApplication.sendEvent(self.viewport(), event)
+        event.accept()  # handled: not passed on to the widget's parents either
+        return True
 
     def minimumSizeHint(self) -> QSize:
         hint = super().minimumSizeHint()
@@ -342,6 +370,12 @@ class PanelArea(QScrollArea):
         return super().sizeHint().expandedTo(self.minimumSizeHint())
 
     def eventFilter(self, watched, event) -> bool:
-        if watched is self.widget() and event.type() == QEvent.Type.LayoutRequest:
+        kind = event.type()
+        if kind == QEvent.Type.Wheel and self._scroll_instead(watched, event):
+            return True
+        if watched is self.widget() and kind == QEvent.Type.LayoutRequest:
             self.updateGeometry()  # the panel's minimum may have changed: the splitter asks again
+            self._guard_wheel()
+        elif watched is self.widget() and kind == QEvent.Type.ChildAdded:
+            self._guard_wheel()  # a group added (sent at once; its layout request is posted)
         return super().eventFilter(watched, event)
