@@ -212,7 +212,7 @@ def _install_error_handlers(log_at: Path | Callable[[], Path | None] | None) -> 
             from PySide6.QtWidgets import QApplication, QMessageBox
 
             if QApplication.instance() is not None and not _headless():
-                QMessageBox.critical(None, "SegLens — unexpected error",
+                QMessageBox.critical(None, "unexpected error — SegLens",
                                      f"{kind.__name__}: {value}\n\nDetails were written to:\n{log_path}")
         except Exception:
             pass

@@ -186,7 +186,9 @@ class MainWindow(WindowParts):
 
     def _loaded(self, path: Path, name: str) -> None:
         self.recent_models.add(path)
-        self.setWindowTitle(f"SegLens — {name}")
+        from app.ui.controllers.loader import window_title  # loaded with the window's parts
+
+        self.setWindowTitle(window_title(name))
 
     @property
     def summary(self) -> ModelSummary | None:

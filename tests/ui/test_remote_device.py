@@ -117,7 +117,7 @@ def test_the_remote_device_shows_the_local_overlay_and_says_where_it_runs(qtbot,
     assert window.status.provider.text() == label
     assert "network+queue" in window.status.latency.text() and "server" in window.status.latency.text()
     assert f"on remote {host}/nuclei" in window.panel._model_label.text().replace("\u200b", "")
-    assert window.windowTitle() == f"SegLens — {window.state.model.spec.name} on remote {host}/nuclei"
+    assert window.windowTitle() == f"{window.state.model.spec.name} on remote {host}/nuclei — SegLens"
     checked = [a.text() for a in _device_menu(window).actions() if a.isChecked()]
     assert checked == [f"Remote: {host}/nuclei"]
     assert window.device == "cpu"  # what the settings remember: the local device

@@ -35,6 +35,12 @@ BUNDLED_SAMPLES = {"surface_defects": "surface", "nuclei": "nuclei", "nuclei_fp1
                    "defect_type": "defect_crops", "surface_anomaly": "anomaly", "ct_demo": "ct", "ct3d_demo": "ct3d"}
 
 
+def window_title(shown: str) -> str:
+    """`nuclei — SegLens`: what the window shows, then the application's name. Qt appends the display name to a
+    title that does not end with it (X11, Wayland, Windows): "SegLens — nuclei" read "… — SegLens" twice."""
+    return f"{shown} — SegLens"
+
+
 def bundled_samples(model: Path | None) -> Path | None:
     """The sample folder made for `model` when it is one of the bundled models (`ct_demo` → resources/samples/ct/,
     a CT series), else None: a model of the same name elsewhere is not the bundled one."""
@@ -128,7 +134,7 @@ class ModelLoader(QObject):
             if self.path is not None:
                 self._loaded(self.path, spec.name)  # loaded from it: worth offering again (a failed one: not)
         elif isinstance(window := self.parent(), QWidget):  # not a file: nothing for the recent models
-            window.setWindowTitle(f"SegLens — {spec.name} on {remote.where}")
+            window.setWindowTitle(window_title(f"{spec.name} on {remote.where}"))
         self._status.show_session(summary.info, spec.name)
         self._panel.show_model(spec)
         self._panel.show_busy(f"Running {spec.name}…" if self._files.current_path() else None)
