@@ -171,7 +171,7 @@ def test_compare_writes_its_metrics_and_run_record_inside_the_lock(models, tmp_p
     record = json.loads((out / "seglens_compare.csv.run.json").read_text())
     assert record["command"] == "compare"
     for key, model in (("model_a", a), ("model_b", b)):
-        assert record[key]["model"] == model.name and record[key]["provider"] == "CPUExecutionProvider"
+        assert record[key]["model"] == model.name and record[key]["provider"] == "CPU"
         assert record[key]["model_sha256"] == hashlib.sha256(model.read_bytes()).hexdigest()
     assert "seglens_compare.csv.run.json" in capsys.readouterr().out
 

@@ -43,10 +43,10 @@ def test_every_png_carries_the_short_model_sha_and_the_threshold_used(models, im
         assert image.text["Software"].startswith("SegLens ")
         chunk = json.loads(image.text["SegLens"])
         assert chunk["model_sha256"] == short and chunk["thresholds"] == {"threshold": threshold}
-        assert chunk["provider"] == "CPUExecutionProvider" and chunk["settings_sha256"] == record[
+        assert chunk["provider"] == "CPU" and chunk["settings_sha256"] == record[
             "settings_sha256"][:12]
     assert _chunk(out / "a0.png_mask.png")["classes"] == ["background", "class 1"]
-    assert record["provider"] == "CPUExecutionProvider" and record["requested_device"] == "cpu"
+    assert record["provider"] == "CPU" and record["requested_device"] == "cpu"
     assert record["thresholds"] == {"threshold": threshold} and record["fallback_reason"] is None
     said = capsys.readouterr().out
     assert f"provenance: model {model.name} sha256 {short}" in said and f"threshold {threshold:g}" in said
@@ -66,7 +66,7 @@ def test_resume_ignores_the_provider_but_not_the_settings_hash(models, images, t
     assert _run(model, images, out) == 0
     path = out / "seglens_report.csv.run.json"
     record = json.loads(path.read_text())
-    path.write_text(json.dumps({**record, "provider": "CUDAExecutionProvider"}))  # an earlier run on a GPU
+    path.write_text(json.dumps({**record, "provider": "CUDA (GPU 0)"}))  # an earlier run on a GPU
     assert _run(model, images, out, "--resume") == 0
     assert "(2 done by an earlier run)" in capsys.readouterr().out
     path.write_text(json.dumps({**record, "settings_sha256": "0" * 64}))

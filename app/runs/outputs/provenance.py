@@ -40,7 +40,7 @@ class RunIdentity:
     threshold: float | None = None  # --threshold: it changes the masks as much as a sidecar would
     # issue 14: everything below is absent from older records (read with .get, never required)
     settings_sha256: str | None = None  # settings_hash: the resolved spec as used
-    provider: str | None = None  # the provider the session really ran on
+    provider: str | None = None  # where the session really ran, as every line says it: "CUDA (GPU 0)", "CPU"
     requested_device: str | None = None
     fallback_reason: str | None = None  # why not the GPU, when one was asked for (or auto)
     thresholds: dict[str, float] = field(default_factory=dict)  # effective_thresholds
@@ -56,8 +56,7 @@ class RunIdentity:
         sidecar = spec.sidecar
         return cls(spec.path.name, _model_sha256(spec), sidecar.name if sidecar else None,
                    file_sha256(sidecar) if sidecar else None, __version__, threshold,
-                   settings_hash(spec, min_confidence), None if session is None else (
-                       session.provider_label if session.remote else session.provider),
+                   settings_hash(spec, min_confidence), None if session is None else session.provider_label,
                    None if session is None else session.requested,
                    None if session is None else session.fallback_reason,
                    effective_thresholds(spec, min_confidence), tuple(r.describe() for r in spec.verdict or ()),

@@ -85,7 +85,7 @@ def test_cli_run_without_a_gpu_prints_no_note_and_records_why(models, tmp_path, 
     out, err, record = _run(models, tmp_path, capsys, "auto")
     assert "note:" not in err and "warning:" not in err and "libcublas" not in err
     assert "provider CPU (no NVIDIA GPU);" in out
-    assert record["provider"] == "CPUExecutionProvider" and record["fallback_reason"] == "no NVIDIA GPU"
+    assert record["provider"] == "CPU (no NVIDIA GPU)" and record["fallback_reason"] == "no NVIDIA GPU"
 
 
 @needs_failing_cuda

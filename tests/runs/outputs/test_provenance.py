@@ -33,7 +33,7 @@ def test_the_record_carries_provider_fallback_thresholds_and_settings(identity, 
     report = tmp_path / "seglens_report.csv"
     record_run(report, identity)
     record = json.loads(record_path(report).read_text())
-    assert (record["provider"], record["requested_device"]) == ("CPUExecutionProvider", "cuda")
+    assert (record["provider"], record["requested_device"]) == ("CPU", "cuda")
     assert record["fallback_reason"] == "no NVIDIA driver"
     assert record["thresholds"] == {} and record["verdict_rules"] == []  # a multi-class model without --threshold
     assert len(record["settings_sha256"]) == 64
@@ -80,7 +80,7 @@ def test_resume_is_refused_when_the_settings_hash_differs(identity, tmp_path):
 def test_resume_is_accepted_when_only_the_provider_differs(identity, tmp_path):
     report = tmp_path / "r.csv"
     record_run(report, identity)
-    on_gpu = replace(identity, provider="CUDAExecutionProvider", requested_device="auto", fallback_reason=None)
+    on_gpu = replace(identity, provider="CUDA (GPU 0)", requested_device="auto", fallback_reason=None)
     assert resume_problem(report, on_gpu) is None
 
 
@@ -98,6 +98,25 @@ def test_png_texts_are_short_and_name_the_classes_on_masks_only(identity, models
     assert set(texts) == {"mask", "overlay", "heatmap", "scores"}
     mask = json.loads(texts["mask"][PNG_KEY])
     assert mask["model_sha256"] == identity.model_sha256[:12] and len(mask["settings_sha256"]) == 12
-    assert mask["provider"] == "CPUExecutionProvider" and mask["classes"] == ["background", "class 1", "class 2"]
+    assert mask["provider"] == "CPU" and mask["classes"] == ["background", "class 1", "class 2"]
     assert "classes" not in json.loads(texts["overlay"][PNG_KEY])
     assert texts["heatmap"]["Software"] == f"SegLens {identity.seglens}"
+
+
+@pytest.mark.parametrize(("info", "label"), [
+    (SessionInfo(requested="auto", provider="CPUExecutionProvider", providers=("CPUExecutionProvider",),
+                 fallback_reason="no NVIDIA GPU", gpu_present=False), "CPU (no NVIDIA GPU)"),
+    (SessionInfo(requested="cuda", provider="CUDAExecutionProvider",
+                 providers=("CUDAExecutionProvider", "CPUExecutionProvider"), device_id=0, gpu_present=True),
+     "CUDA (GPU 0)"),
+])
+def test_the_provenance_names_the_provider_as_every_other_line_does(info, label, models, tmp_path):
+    """The record, the PNG chunk and the terminal's provenance line say `CUDA (GPU 0)` as the run's first line and
+    the status bar do, not ONNX Runtime's `CUDAExecutionProvider`."""
+    spec = load_spec(models("rgb_classes"))
+    identity = RunIdentity.of(spec, session=info)
+    report = tmp_path / "seglens_report.csv"
+    record_run(report, identity)
+    assert json.loads(record_path(report).read_text())["provider"] == label == info.provider_label
+    assert json.loads(identity.png_texts(spec)["mask"][PNG_KEY])["provider"] == label
+    assert f", provider {label}, " in identity.summary_line(report)
