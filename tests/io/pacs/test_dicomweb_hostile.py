@@ -1,5 +1,5 @@
-"""DICOMweb against a hostile service of the tests' own on loopback (tests/io/pacs/dicomweb_server.py): a series UID that
-is a path, instances of another series or patient under the series asked for, a series that trickles or never ends,
+"""DICOMweb against a hostile service of the tests' own on loopback (tests/io/pacs/dicomweb_server.py): a series UID
+that is a path, instances of another series or patient under the series asked for, a series that trickles or never ends,
 a search with more matches than anyone should take, a redirect of a store or of a search to another port, a
 retrieve killed by SIGTERM; and what a retrieve leaves in the cache (private modes)."""
 

@@ -12,13 +12,13 @@ import sys
 from pathlib import Path
 
 import pytest
-from tests.runs.exports.test_volume_exports import ALGORITHM, SEGMENTS, known_labels, windowed
 
 from app.cli import main
 from app.errors import SegLensError
 from app.runs.privacy import pseudonyms
 from app.runs.privacy.pseudonyms import KEY_FILE, PseudonymKeyError, pseudonym_key
 from tests.dicom_factory import write_series
+from tests.runs.exports.test_volume_exports import ALGORITHM, SEGMENTS, known_labels, windowed
 
 pytest.importorskip("dicognito")
 KEY = b"k" * 32
@@ -230,12 +230,12 @@ def test_the_viewers_send_writes_a_patient_named_like_a_class_and_refuses_a_sour
     from dataclasses import replace
 
     import pydicom
-    from tests.runs.exports.test_volume_exports import dicom_volume
 
     from app.inference.model.spec import ClassInfo
     from app.io.pacs.nodes import PacsNode
     from app.ui.state.pacs_messages import PacsSend, PacsTarget
     from app.ui.workers.pacs_send import write_exports
+    from tests.runs.exports.test_volume_exports import dicom_volume
 
     model = tmp_path / "lung.onnx"
     model.write_bytes(b"a model")
@@ -339,10 +339,10 @@ def test_secondary_capture_through_the_export_function_is_de_identified(tmp_path
     from dataclasses import replace
 
     import pydicom
-    from tests.runs.exports.test_volume_exports import dicom_volume
 
     from app.runs.exports.formats import write_secondary_capture
     from app.runs.privacy.deidentify import volume_privacy
+    from tests.runs.exports.test_volume_exports import dicom_volume
 
     volume = replace(dicom_volume(tmp_path / "series"), info={"Patient": "Doe^Jane", "Patient ID": "PID-0042"})
     privacy = volume_privacy(volume, anonymize=True, key=KEY)
@@ -422,10 +422,10 @@ def test_a_multiframe_source_and_its_seg_stay_a_pair_when_de_identified(tmp_path
     import highdicom as hd
     import numpy as np
     import pydicom
-    from tests.runs.exports.test_volume_exports import multiframe_volume
 
     from app.runs.exports.formats import write_dicom_seg, write_source_copy
     from app.runs.privacy.deidentify import volume_privacy
+    from tests.runs.exports.test_volume_exports import multiframe_volume
 
     volume = replace(multiframe_volume(tmp_path), info={"Patient": "Doe^Jane", "Patient ID": "PID-0042"})
     privacy = volume_privacy(volume, anonymize=True, key=KEY)
