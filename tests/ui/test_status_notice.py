@@ -47,8 +47,8 @@ def test_run_on_all_says_everything_and_offers_its_folder(qtbot, make_main_windo
     message = f"Run on all done: 3 ok, 0 failed — {out / 'seglens_report.csv'}"
     assert status.currentMessage() == message and status.notice.label.toolTip() == message
     shown = status.notice.label.text()
-    assert shown != message and shown.startswith("Run on all done: 3 ok, 0 failed") and \
-        shown.endswith("seglens_report.csv"), shown  # elided in the middle: what happened and the file stay
+    assert shown != message and shown.startswith("Run on all done: 3 ok, 0 failed") and shown.endswith("…"), \
+        shown  # elided at the end: what happened stays, the path's whole on hover
     notice_right = status.notice.mapTo(status, status.notice.rect().topRight()).x()
     permanent = [w for w in (status.provider, status.latency, status.gpu_memory, status.image_size, status.model)
                  if w.isVisible()]
@@ -81,3 +81,28 @@ def test_run_on_all_for_the_scores_only_writes_nothing(qtbot, make_main_window, 
     assert not window.status.notice.open_button.isVisible()
     assert [window.files.status(p) for p in window.files.paths()] == ["done"] * 3
     assert window.panel.folder.counts_text().startswith("1 OK · 2 NG")
+
+
+UID = "1.2.826.0.1.3680043.8.498.10247783126934459021651286930917464253"
+
+
+def test_a_long_message_is_cut_at_the_end_between_words_never_inside_a_uid(qtbot):
+    """The message keeps its start and loses whole words at its end (a UID cut in the middle, `1.2.826.0…4253`,
+    read as another UID); hovering shows all of it."""
+    from app.ui.widgets.notice import Notice
+
+    notice = Notice()
+    qtbot.addWidget(notice)
+    notice.show()
+    message = f"Retrieved series {UID} of study {UID[:-3]}999 from ORTHANC: 120 files"
+    notice.show_message(message)
+    metrics = notice.label.fontMetrics()
+    for width in range(80, metrics.horizontalAdvance(message), 17):
+        notice.label.resize(width, notice.label.height())
+        shown = notice.label.text()
+        assert shown.endswith("…") and metrics.horizontalAdvance(shown) <= width, (width, shown)
+        kept = shown.removesuffix("…").rstrip()
+        assert message.startswith(kept) and message[len(kept)] == " ", (width, shown)  # whole words only
+        assert notice.label.toolTip() == message
+    notice.label.resize(metrics.horizontalAdvance(message) + 10, notice.label.height())
+    assert notice.label.text() == message

@@ -1,5 +1,5 @@
-"""The status bar's message area: the whole message, elided in the middle to the room the permanent widgets leave
-(the full text in its tooltip), and an "Open folder" button when the message is about files written to a folder.
+"""The status bar's message area: the whole message, cut at its end between words to the room the permanent widgets
+leave (the full text in its tooltip), and an "Open folder" button when the message is about files written to a folder.
 
 QStatusBar's own temporary message is painted under the permanent widgets and simply cut off
 (`Run on all done: 8 ok, 0 failed — /ho`); this one is a normal widget, so the layout gives it what is left.
@@ -17,10 +17,11 @@ from app.ui.widgets.lazy_qt import Qt, set_enum
 
 if TYPE_CHECKING:
     from PySide6.QtCore import QUrl
+    from PySide6.QtGui import QFontMetrics
 
 
 class _ElidedLabel(QLabel):
-    """One line of text, elided in the middle (the start says what happened, the end names the file)."""
+    """One line of text, its last words left out when it does not fit (the start says what happened)."""
 
     def __init__(self, parent=None) -> None:
         super().__init__(parent)
@@ -46,7 +47,22 @@ class _ElidedLabel(QLabel):
         if not line:  # as the window first shows: Qt.TextElideMode would make the Qt namespace's enums (lazy_qt)
             self.setText("")
             return
-        self.setText(self.fontMetrics().elidedText(line, Qt.TextElideMode.ElideMiddle, max(0, self.width())))
+        self.setText(elided_at_a_word(line, self.fontMetrics(), max(0, self.width())))
+
+
+def elided_at_a_word(line: str, metrics: QFontMetrics, width: int) -> str:
+    """`line` whole when it fits in `width` pixels, else its first whole words and " …": cut at the end and between
+    words, never inside one (a UID or a path elided in its middle, `1.2.826.0…4253`, read as another one). A first
+    word too wide alone is cut at its end."""
+    if metrics.horizontalAdvance(line) <= width:
+        return line
+    kept = ""
+    for word in line.split(" "):
+        longer = f"{kept} {word}" if kept else word
+        if metrics.horizontalAdvance(f"{longer} …") > width:
+            break
+        kept = longer
+    return f"{kept} …" if kept else metrics.elidedText(line, Qt.TextElideMode.ElideRight, width)
 
 
 class Notice(QWidget):
