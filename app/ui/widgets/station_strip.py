@@ -16,7 +16,7 @@ from app.ui.widgets.overlay import image_to_qimage
 if TYPE_CHECKING:
     from app.ui.state.station_messages import StationThumb
 
-THUMB = QSize(176, 99)  # 16:9, as a line camera's frame mostly is
+THUMB = QSize(144, 81)  # 16:9, as a line camera's frame mostly is; small enough for a 720-line screen
 PATH_ROLE = Qt.ItemDataRole.UserRole
 TEXT_COLORS = {"NG": QColor(255, 105, 97), "REVIEW": QColor(255, 179, 64)}  # the banner's, lighter on the dark strip
 

@@ -16,9 +16,20 @@ from typing import TYPE_CHECKING
 
 from PySide6.QtCore import QRectF, Qt, Signal
 from PySide6.QtGui import QColor, QImage, QPainter
-from PySide6.QtWidgets import QGridLayout, QHBoxLayout, QLabel, QPushButton, QVBoxLayout, QWidget
+from PySide6.QtWidgets import (
+    QFrame,
+    QGridLayout,
+    QHBoxLayout,
+    QLabel,
+    QPushButton,
+    QScrollArea,
+    QSizePolicy,
+    QVBoxLayout,
+    QWidget,
+)
 
 from app.ui.widgets.charts import NG_COLOR, OK_COLOR, REVIEW_COLOR
+from app.ui.widgets.fit import FitLabel
 from app.ui.widgets.overlay import image_to_qimage
 from app.ui.widgets.station_strip import ThumbStrip
 
@@ -31,8 +42,10 @@ ERROR_COLOR = QColor(175, 82, 222)  # purple: not judged — neither a pass nor 
 BANNER_COLORS = {"OK": OK_COLOR, "REVIEW": REVIEW_COLOR, "NG": NG_COLOR, "ERROR": ERROR_COLOR}
 BANNER_TEXT = {"OK": "#000000", "REVIEW": "#000000", "NG": "#ffffff", "ERROR": "#ffffff"}  # the legible one on each
 IDLE = QColor(72, 72, 74)
-ALARM_STYLE = "background: #d70015; color: white; font-size: 20px; font-weight: bold; padding: 8px 12px;"
-ENDED_STYLE = "background: #ff9f0a; color: black; font-size: 16px; font-weight: bold; padding: 6px 12px;"
+ALARM_STYLE = "background: #d70015; color: white; font-size: 18px; font-weight: bold; padding: 6px 12px;"
+ENDED_STYLE = "background: #ff9f0a; color: black; font-size: 16px; font-weight: bold; padding: 4px 12px;"
+SIDE_WIDTH = 400
+BANNER_HEIGHT = 120  # the 96 px verdict whole; it grows (to half the side column) where there is room
 STATES = ("OK", "REVIEW", "NG", "ERROR")
 
 
@@ -78,8 +91,11 @@ class StationView(QWidget):
 
     def __init__(self, *, keep: int = 24, parent=None) -> None:
         super().__init__(parent)
-        self.title, self.device, self.alarm, self.ended = QLabel(), QLabel(), QLabel(), QLabel()
-        self.banner, self.reason, self.frame = QLabel("—"), QLabel(), QLabel()
+        # every text that comes from outside (a name, a path, an error) wraps inside its box, in a few lines at
+        # most, the rest elided and said on hover: none sets the window's size, none pushes the banner away
+        self.title, self.device = FitLabel(lines=1, hint_width=720), FitLabel(lines=1, hint_width=720)
+        self.alarm, self.ended = FitLabel(lines=3, hint_width=900), FitLabel(lines=1, hint_width=900)
+        self.banner, self.reason, self.frame = QLabel("—"), FitLabel(lines=3, hint_width=380), FitLabel(lines=1)
         self.picture, self.strip = LivePicture(), ThumbStrip(keep=keep)
         self.counts = {state: QLabel("0") for state in STATES}
         self.numbers = QLabel()
@@ -180,8 +196,6 @@ class StationView(QWidget):
         self.title.setStyleSheet("font-size: 18px; font-weight: bold;")
         self.alarm.setStyleSheet(ALARM_STYLE)
         self.ended.setStyleSheet(ENDED_STYLE)
-        for label in (self.alarm, self.ended, self.reason, self.device, self.title):
-            label.setWordWrap(True)
         header = QHBoxLayout()
         names = QVBoxLayout()
         names.addWidget(self.title)
@@ -193,6 +207,8 @@ class StationView(QWidget):
         middle.addWidget(self.picture, 1)
         middle.addWidget(self._side(), 0)
         column = QVBoxLayout(self)
+        column.setContentsMargins(8, 6, 8, 6)
+        column.setSpacing(4)  # a 720-line screen: every row of the page counts
         column.addLayout(header)
         column.addWidget(self.alarm)
         column.addWidget(self.ended)
@@ -201,24 +217,36 @@ class StationView(QWidget):
         column.addWidget(self.strip)
 
     def _side(self) -> QWidget:
+        """The banner and its reason, always whole; under them the frame, the counts and the numbers, which
+        scroll when a short screen (and an alarm above) leaves less room than they need."""
         side = QWidget()
-        side.setFixedWidth(400)
+        side.setFixedWidth(SIDE_WIDTH)
         layout = QVBoxLayout(side)
         layout.setContentsMargins(0, 0, 0, 0)
         self.banner.setAlignment(Qt.AlignmentFlag.AlignCenter)
-        self.banner.setMinimumHeight(150)
+        self.banner.setMinimumHeight(BANNER_HEIGHT)
+        self.banner.setSizePolicy(QSizePolicy.Policy.Preferred, QSizePolicy.Policy.Expanding)
         self.reason.setStyleSheet("font-size: 18px;")
         self.frame.setStyleSheet("font-size: 16px;")
-        self.frame.setWordWrap(True)
         self.numbers.setStyleSheet("font-size: 15px;")
         self.numbers.setWordWrap(True)  # the side column is fixed: a long line wraps, never clipped
-        layout.addWidget(self.banner)
+        details = QWidget()
+        column = QVBoxLayout(details)
+        column.setContentsMargins(0, 0, 0, 0)
+        column.addWidget(self.frame)
+        column.addSpacing(8)
+        column.addLayout(self._count_grid())
+        column.addWidget(self.numbers)
+        column.addStretch(1)
+        scroll = QScrollArea()
+        scroll.setWidget(details)
+        scroll.setWidgetResizable(True)
+        scroll.setFrameShape(QFrame.Shape.NoFrame)
+        scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        scroll.setMinimumHeight(self.frame.sizeHint().height())
+        layout.addWidget(self.banner, 2)
         layout.addWidget(self.reason)
-        layout.addWidget(self.frame)
-        layout.addSpacing(8)
-        layout.addLayout(self._count_grid())
-        layout.addWidget(self.numbers)
-        layout.addStretch(1)
+        layout.addWidget(scroll, 3)
         return side
 
     def _count_grid(self) -> QGridLayout:

@@ -1,0 +1,119 @@
+"""Fitting a small screen (1280×720, or 1920×1080 at 150 %): texts that never set their window's size, and windows
+sized to the screen they open on.
+
+`FitLabel`: a label whose text wraps inside the label's box, at a word or anywhere inside a long word (a UID, a path,
+a model's file name), in at most `lines` lines, the last one elided with "…"; the whole text is its tooltip
+whenever it does not fit. `text()` is the whole text, as set. The label asks for the width of its text on one line
+(`hint_width` at most) and accepts any narrower width; its height is that of the lines it shows now. Style sheets (a
+background, padding) work as on any QLabel: what is shown is plain text laid out inside the label's contents
+rectangle.
+
+`size_on_screen(window, wanted)`: a window's first size, `wanted` where the screen has room, else the screen's
+available area less a window frame (never below the window's own minimum).
+"""
+
+from __future__ import annotations
+
+from PySide6.QtCore import QSize, Qt
+from PySide6.QtGui import QFont, QFontMetrics, QTextLayout, QTextOption
+from PySide6.QtWidgets import QLabel, QSizePolicy, QWidget
+
+MIN_CHARS = 8  # the narrowest the label goes: a few characters and the ellipsis
+FRAME = QSize(16, 40)  # a window's borders and title bar, which the available area must hold too
+
+
+class FitLabel(QLabel):
+    def __init__(self, text: str = "", *, lines: int = 1, hint_width: int = 480,
+                 parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self._full, self._lines, self._hint_width = "", max(1, lines), hint_width
+        self._own_tip = ""
+        self.setTextFormat(Qt.TextFormat.PlainText)
+        self.setWordWrap(False)  # the lines are made here, to the label's width
+        self.setSizePolicy(QSizePolicy.Policy.Preferred, QSizePolicy.Policy.Minimum)
+        self.setText(text)
+
+    def setText(self, text: str) -> None:
+        self._full = text
+        self._refit()
+        self.updateGeometry()
+
+    def text(self) -> str:
+        """The whole text, as set (what is shown may be wrapped and elided)."""
+        return self._full
+
+    def shown_text(self) -> str:
+        """What is on screen now: the lines as wrapped, the last one elided when the text did not fit."""
+        return super().text()
+
+    def setToolTip(self, tip: str) -> None:
+        self._own_tip = tip
+        self._refit()
+
+    def sizeHint(self) -> QSize:
+        metrics = self.fontMetrics()
+        widest = max((metrics.horizontalAdvance(line) for line in _paragraphs(self._full)), default=0)
+        return QSize(min(widest, self._hint_width) + self._padding_width() + 2, super().sizeHint().height())
+
+    def minimumSizeHint(self) -> QSize:
+        narrowest = self.fontMetrics().averageCharWidth() * MIN_CHARS + self._padding_width()
+        return QSize(min(narrowest, self.sizeHint().width()), super().minimumSizeHint().height())
+
+    def resizeEvent(self, event) -> None:
+        super().resizeEvent(event)
+        self._refit()
+
+    def _padding_width(self) -> int:
+        return self.width() - self.contentsRect().width() + 2 * self.margin()  # frame, padding, margins
+
+    def _refit(self) -> None:
+        width = max(self.contentsRect().width() - 2 * self.margin(), 1)
+        shown = _fit(self._full, self.font(), width, self._lines)
+        if shown != super().text():
+            super().setText(shown)
+            self.updateGeometry()  # the number of lines, and so the height, may have changed
+        cut = shown != "\n".join(_paragraphs(self._full))
+        super().setToolTip(self._own_tip or (self._full if cut else ""))
+
+
+def _paragraphs(text: str) -> list[str]:
+    return text.split("\n") if text else []
+
+
+def _fit(text: str, font: QFont, width: int, lines: int) -> str:
+    """`text` wrapped to `width` pixels (at words, or anywhere in a long word), at most `lines` lines, the last
+    elided when there is more."""
+    wrapped: list[str] = []
+    for paragraph in _paragraphs(text):
+        wrapped += _wrap(paragraph, font, width) if paragraph else [""]
+    if len(wrapped) <= lines:
+        return "\n".join(wrapped)
+    kept = wrapped[:lines]
+    rest = " ".join(wrapped[lines - 1:])
+    kept[-1] = QFontMetrics(font).elidedText(rest, Qt.TextElideMode.ElideRight, width)
+    return "\n".join(kept)
+
+
+def _wrap(paragraph: str, font: QFont, width: int) -> list[str]:
+    layout = QTextLayout(paragraph, font)
+    option = QTextOption()
+    option.setWrapMode(QTextOption.WrapMode.WrapAtWordBoundaryOrAnywhere)
+    layout.setTextOption(option)
+    layout.beginLayout()
+    found = []
+    while True:
+        line = layout.createLine()
+        if not line.isValid():
+            break
+        line.setLineWidth(width)
+        found.append(paragraph[line.textStart():line.textStart() + line.textLength()].rstrip())
+    layout.endLayout()
+    return found
+
+
+def size_on_screen(window: QWidget, wanted: QSize) -> None:
+    """Resize `window` to `wanted`, within the available area of its screen (its parent's, for a dialog not yet
+    shown) less a frame."""
+    anchor = window.parentWidget() or window
+    room = anchor.screen().availableGeometry().size() - FRAME
+    window.resize(wanted.boundedTo(room).expandedTo(window.minimumSizeHint()))
