@@ -97,6 +97,7 @@ class Smart(QObject):
         self._box: Box | None = None
         self._press: tuple[float, float, float] | None = None  # x, y, perf_counter of a left press
         self._press_point = False  # the press added a point (taken back if it becomes a drag)
+        self._press_starts = False  # the press began a new prompt (its click chooses the class under it)
         self._dragging = False
         self._drag_end = (0.0, 0.0)
         self._refusal = ""  # why the press's point was refused: said at the release of a click (not of a drag)
@@ -190,6 +191,7 @@ class Smart(QObject):
         now = time.perf_counter()
         negative = negative or bool(modifiers & Qt.KeyboardModifier.AltModifier)
         self._press, self._dragging = (None if negative else (x, y, now)), False
+        self._press_starts = not self.prompting
         # a left press may become a box: why its point is refused (outside the image, no model for points) is
         # said only once the button is up without a drag (a box started in the margin is a box)
         self._press_point = self._add_point(round(x), round(y), 0 if negative else 1, now, defer=not negative)
@@ -217,6 +219,8 @@ class Smart(QObject):
         self._press, self._dragging, self._refusal = None, False, ""
         if refusal and not dragging:
             self.message.emit(refusal)
+        if press is not None and not dragging and self._press_point and self._press_starts:
+            self._choose_class_under(press[0], press[1])
         if press is None or not dragging:
             return
         from app.inference.prompt.request import Box
@@ -328,6 +332,14 @@ class Smart(QObject):
         self._show_points()
         self._request(pressed)
         return True
+
+    def _choose_class_under(self, x: float, y: float) -> None:
+        """A new prompt's click on a part the mask gives a class: that class chosen, so Enter adds the proposal to
+        the object clicked; on the background the chosen class stays."""
+        mask = self._editor.mask
+        row, col = round(y), round(x)
+        if mask is not None and 0 <= row < mask.shape[0] and 0 <= col < mask.shape[1] and mask[row, col] > 0:
+            self._panel.choose_label(int(mask[row, col]))
 
     def _refuse(self, line: str, *, defer: bool) -> None:
         if defer:

@@ -163,6 +163,11 @@ class EditPanel(QGroupBox):
     def label(self) -> int:
         return max(0, self._class.currentIndex())
 
+    def choose_label(self, label: int) -> None:
+        """Choose class `label` (the Smart tool: the class under a prompt's first click); one the box lacks: none."""
+        if 0 <= label < self._class.count():
+            self._class.setCurrentIndex(label)
+
     def tool(self) -> str:
         return TOOLS[self._tool.currentIndex()][0]
 
