@@ -125,7 +125,6 @@ class Calibrator(QObject):
         dialog.rejected.connect(self.cancel)  # closed: a calibration nobody will look at stops
         ok, ng = (str(self._settings.value(key, "", str)) for key in _FOLDERS)
         dialog.set_folders(ok, ng)
-        dialog.resize(1280, 720)
         return dialog
 
     def calibrate(self) -> None:

@@ -29,12 +29,15 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from app.ui.widgets.fit import FitLabel, size_on_screen
+
 if TYPE_CHECKING:
     import numpy as np
 
 ERROR_STYLE = "color: #b00020;"
 PLACEHOLDER = "The OK and NG score histograms with the limits, and the ROC, appear here after Calibrate"
 REPORT_LINES = 9  # the report's six lines and three notes without scrolling (error lines scroll)
+WANTED = QSize(1280, 860)  # the plot at its own size where the screen has room; else the screen's room
 
 
 class PlotView(QWidget):
@@ -90,21 +93,27 @@ class CalibrateDialog(QDialog):
         self._by_fnr, self._by_f1 = QRadioButton("At most"), QRadioButton("Best F1 (one limit, no REVIEW band)")
         self._calibrate, self._cancel = QPushButton("Calibrate"), QPushButton("Cancel")
         self._write, self._save = QPushButton("Write to sidecar"), QPushButton("Save plot…")
-        self._progress, self._line = QProgressBar(), QLabel()
+        self._progress, self._line = QProgressBar(), FitLabel(lines=3, hint_width=900)
         self.plot, self._report = PlotView(), QPlainTextEdit()
-        self._model = QLabel()
+        self._model = FitLabel(hint_width=900)  # a long model name is elided (whole on hover), never widening
+        bold = self._model.font()
+        bold.setBold(True)
+        self._model.setFont(bold)
+        model_row = QHBoxLayout()
+        model_row.addWidget(QLabel("Model:"))
+        model_row.addWidget(self._model, 1)
         layout = QVBoxLayout(self)
-        layout.addWidget(self._model)
+        layout.addLayout(model_row)
         layout.addLayout(self._form())
         layout.addWidget(self._progress)
         layout.addWidget(self.plot, 1)
         layout.addWidget(self._report_box())
         layout.addWidget(self._line)
         layout.addLayout(self._buttons())
-        self._line.setWordWrap(True)
         self._progress.hide()
         self.set_running(False)
         self.show_result([], None)
+        size_on_screen(self, WANTED)  # its button row on the screen, whatever the screen
 
     def _form(self) -> QGridLayout:
         grid = QGridLayout()
@@ -132,14 +141,19 @@ class CalibrateDialog(QDialog):
         self._by_fnr.toggled.connect(self._fnr.setEnabled)
         target = QHBoxLayout()
         widgets: tuple[QWidget, ...] = (self._by_fnr, self._fnr, QLabel("of the NG parts passed as OK (FNR; "
-                                        "FPR the same)"), self._by_f1)
+                                        "FPR the same)"))
         for widget in widgets:
             target.addWidget(widget)
         target.addStretch(1)
-        for widget in (QLabel("Split"), self._split, QLabel("Seed"), self._seed):
-            target.addWidget(widget)
+        split = QHBoxLayout()  # rows of their own: the form stays narrower than a small screen
+        for widget in (self._split, QLabel("Seed"), self._seed):
+            split.addWidget(widget)
+        split.addStretch(1)
         grid.addWidget(QLabel("Target"), 2, 0)
         grid.addLayout(target, 2, 1, 1, 2)
+        grid.addWidget(self._by_f1, 3, 1, 1, 2)
+        grid.addWidget(QLabel("Split"), 4, 0)
+        grid.addLayout(split, 4, 1, 1, 2)
         grid.setColumnStretch(1, 1)
         self._split.setToolTip("Share of each folder the limits are chosen on; the rest measures them")
         self._seed.setToolTip("The split's random seed")
@@ -174,7 +188,7 @@ class CalibrateDialog(QDialog):
     # -- what the controller reads and sets ------------------------------------------------------------
 
     def set_model(self, name: str) -> None:
-        self._model.setText(f"Model: <b>{name}</b>")
+        self._model.setText(name)
 
     def set_folders(self, ok: str, ng: str) -> None:
         self._ok.setText(ok)
