@@ -7,21 +7,16 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-import cv2
-
 REPO = Path(__file__).resolve().parent.parent
 SEED = 29
 
 
 def write_surfaces(folder: Path, count: int, *, defective: bool, seed: int = SEED) -> Path:
-    """`count` clean (or defective) surfaces as ok_000.png … (ng_000.png …) in a new `folder`."""
-    from models.training import common  # the anomaly model's own synthetic surfaces, at its working size
+    """`count` clean (or defective) surfaces as ok_000.png … (ng_000.png …) in a new `folder`: the set
+    `python -m models.training.calibration_set` writes (the one the docs calibrate)."""
+    from models.training import calibration_set  # the anomaly model's own synthetic surfaces, at its working size
 
-    folder.mkdir(parents=True)
-    for i in range(count):
-        image, _ = common.anomaly_item(seed, i, defective, full_res=False)
-        cv2.imwrite(str(folder / f"{'ng' if defective else 'ok'}_{i:03d}.png"), cv2.cvtColor(image, cv2.COLOR_RGB2BGR))
-    return folder
+    return calibration_set.write_surfaces(folder, count, defective=defective, seed=seed)
 
 
 def copy_demo(into: Path) -> Path:
