@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from PySide6.QtCore import QDate, Qt, Signal
+from PySide6.QtCore import QDate, QSize, Qt, Signal
 from PySide6.QtWidgets import (
     QAbstractItemView,
     QCheckBox,
@@ -27,6 +27,8 @@ from PySide6.QtWidgets import (
     QVBoxLayout,
     QWidget,
 )
+
+from app.ui.widgets.fit import FitLabel, size_on_screen
 
 if TYPE_CHECKING:
     from app.io.pacs.client import SeriesRecord, StudyQuery, StudyRecord
@@ -59,7 +61,7 @@ class PacsDialog(QDialog):
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.setWindowTitle("Open from PACS")
-        self.resize(1100, 620)
+        size_on_screen(self, QSize(1100, 620))  # inside a small screen, its buttons reachable
         self._studies: list[StudyRecord] = []
         self._series: list[SeriesRecord] = []
         layout = QVBoxLayout(self)
@@ -137,8 +139,7 @@ class PacsDialog(QDialog):
 
     def _bottom_row(self) -> QHBoxLayout:
         row = QHBoxLayout()
-        self.message = QLabel("")
-        self.message.setWordWrap(False)
+        self.message = FitLabel(lines=2, hint_width=640)  # a long node or UID wraps, never widening the dialog
         self.message.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         self.progress = QProgressBar()
         self.progress.setMaximumWidth(220)

@@ -19,6 +19,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from app.ui.widgets.fit import FitLabel
 from app.ui.widgets.pacs_dialog import ERROR_STYLE
 
 CHOICES = (("dicom-seg", "DICOM SEG (referencing the series)", True),
@@ -34,12 +35,13 @@ class PacsSendDialog(QDialog):
         self.setWindowTitle("Send to PACS")
         self.setMinimumWidth(640)
         layout = QVBoxLayout(self)
-        self.subject = QLabel("")
-        self.subject.setWordWrap(True)
+        self.subject = FitLabel(lines=3, hint_width=640)  # a long model name or UID wraps, never widening it
         layout.addWidget(self.subject)
         grid = QGridLayout()
         self.node = QComboBox()
         self.node.setEditable(True)
+        self.node.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
+        self.node.setMinimumContentsLength(24)  # a long node name scrolls in the field, the dialog keeps its width
         self.password = QLineEdit()
         self.password.setEchoMode(QLineEdit.EchoMode.Password)
         self.password.setPlaceholderText("from the keyring")
@@ -60,8 +62,7 @@ class PacsSendDialog(QDialog):
         self.anonymize.setToolTip("PS3.15 Basic Profile and the workstation's keyed pseudonym, as seglens-cli run "
                                   "--anonymize; refused for a node not marked research: true")
         layout.addWidget(self.anonymize)
-        self.message = QLabel("")
-        self.message.setWordWrap(True)
+        self.message = FitLabel(lines=3, hint_width=640)
         layout.addWidget(self.message)
         row = QHBoxLayout()
         self.progress = QProgressBar()
