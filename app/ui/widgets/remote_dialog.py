@@ -26,6 +26,8 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from app.ui.widgets.fit import FitLabel
+
 AUTH_KINDS = (("none", "None"), ("bearer", "Bearer token"), ("basic", "User and password"))
 ERROR_STYLE = "color: #b00020;"
 WARNING_STYLE = "color: #a15c00;"
@@ -67,8 +69,8 @@ class RemoteDialog(QDialog):
         intro.setWordWrap(True)
         layout.addWidget(intro)
         layout.addLayout(self._form())
-        self.answer = QLabel("")  # Test connection's answer, or why OK cannot go on
-        self.answer.setWordWrap(True)
+        # Test connection's answer, or why OK cannot go on: a long URL or UID wraps inside the dialog's width
+        self.answer = FitLabel(lines=6, hint_width=560)
         layout.addWidget(self.answer)
         buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Ok | QDialogButtonBox.StandardButton.Cancel)
         self.test_button = buttons.addButton("Test connection", QDialogButtonBox.ButtonRole.ActionRole)
