@@ -14,9 +14,11 @@ available area less a window frame (never below the window's own minimum).
 
 from __future__ import annotations
 
-from PySide6.QtCore import QSize, Qt
+from PySide6.QtCore import QSize
 from PySide6.QtGui import QFont, QFontMetrics, QTextLayout, QTextOption
 from PySide6.QtWidgets import QLabel, QSizePolicy, QWidget
+
+from app.ui.widgets.lazy_qt import Qt, set_enum  # the side panel's label is made before the first paint
 
 MIN_CHARS = 8  # the narrowest the label goes: a few characters and the ellipsis
 FRAME = QSize(16, 40)  # a window's borders and title bar, which the available area must hold too
@@ -28,7 +30,7 @@ class FitLabel(QLabel):
         super().__init__(parent)
         self._full, self._lines, self._hint_width = "", max(1, lines), hint_width
         self._own_tip = ""
-        self.setTextFormat(Qt.TextFormat.PlainText)
+        set_enum(self, "textFormat", "PlainText")
         self.setWordWrap(False)  # the lines are made here, to the label's width
         self.setSizePolicy(QSizePolicy.Policy.Preferred, QSizePolicy.Policy.Minimum)
         self.setText(text)

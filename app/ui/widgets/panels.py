@@ -21,6 +21,7 @@ from PySide6.QtWidgets import (
 )
 
 from app.ui.state.view_state import DisplayMode
+from app.ui.widgets.fit import FitLabel
 from app.ui.widgets.lazy_qt import set_enum
 from app.ui.widgets.legend import UNCERTAIN_COLOR, Legend, TopK, plain
 
@@ -165,10 +166,9 @@ class SidePanel(QWidget):
         layout = QVBoxLayout(self)
         layout.addWidget(self._model_label)
         layout.addWidget(self.controls)
-        self._busy = QLabel()  # "Running <model>…" between a model switch and its first result
+        # "Running <model>…" between a model switch and its first result: a long file name wraps, never widening
+        self._busy = FitLabel(lines=3, hint_width=240)
         self._busy.setObjectName("busy")
-        self._busy.setWordWrap(True)
-        set_enum(self._busy, "textFormat", "PlainText")
         self._busy.setStyleSheet(f"color: {UNCERTAIN_COLOR}; font-style: italic")
         self._busy.hide()
         layout.addWidget(self._busy)
