@@ -34,6 +34,9 @@ def _fixed_width() -> None:
     os.environ["COLUMNS"] = WIDTH
     os.environ["NO_COLOR"] = "1"
     os.environ.pop("FORCE_COLOR", None)
+    # `pacs --help` names the settings file: as on any Linux machine, not this one's home or $SEGLENS_SETTINGS
+    os.environ.pop("SEGLENS_SETTINGS", None)
+    os.environ["XDG_CONFIG_HOME"] = str(Path.home() / ".config")  # shown as ~/.config/SegLens/settings.yaml
 
 
 def _subparsers(parser: argparse.ArgumentParser) -> list[tuple[str, argparse.ArgumentParser]]:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import datetime
 import json
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -34,8 +35,12 @@ NODE_HELP = ("a node name from the settings' pacs: section ($SEGLENS_SETTINGS or
 
 def add_pacs_command(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Register `pacs` and its actions on the subcommand parser."""
-    pacs = commands.add_parser("pacs", help="a PACS node: echo, find studies, get series, send files")
+    pacs = commands.add_parser("pacs", help="a PACS node: echo, find studies, get series, send files",
+                               description=f"A PACS node is a name in the pacs: section of {settings_text()}, or a "
+                                           "URL. `seglens-cli pacs nodes` lists them.")
     actions = pacs.add_subparsers(dest="pacs_action", metavar="ACTION", required=True)
+    nodes = actions.add_parser("nodes", help="list the settings file's nodes, under its path")
+    nodes.set_defaults(handler=cmd_nodes)
     echo = actions.add_parser("echo", help="check that the node answers (C-ECHO, or a DICOMweb query)")
     echo.add_argument("node", metavar="NODE", help=NODE_HELP)
     echo.set_defaults(handler=cmd_echo)
@@ -71,10 +76,47 @@ def add_pacs_command(commands: argparse._SubParsersAction[argparse.ArgumentParse
 
 
 def node_of(text: str) -> PacsNode:
-    """NODE as a PacsNode: a name in the settings' pacs: section, else a URL (PacsError in one line)."""
+    """NODE as a PacsNode: a name in the settings' pacs: section, else a URL (PacsError in one line; a name that is
+    not there names the file the nodes are read from)."""
+    from app.io.pacs.client import PacsError
     from app.io.pacs.nodes import default_settings_file, load_nodes, parse_node
 
-    return parse_node(text, load_nodes(default_settings_file()))
+    settings = default_settings_file()
+    try:
+        return parse_node(text, load_nodes(settings))
+    except PacsError as exc:
+        if "://" in text:
+            raise
+        raise PacsError(f"{exc} — nodes are read from {settings}") from None
+
+
+def settings_text() -> str:
+    """Where the nodes are read from, for --help: the file, and what chose it."""
+    from app.io.pacs.nodes import SETTINGS_ENV, default_settings_file
+
+    chosen = f"${SETTINGS_ENV}" if os.environ.get(SETTINGS_ENV) else f"the user settings; ${SETTINGS_ENV} names another"
+    path, home = default_settings_file(), Path.home()
+    shown = f"~/{path.relative_to(home).as_posix()}" if path.is_relative_to(home) else str(path)
+    return f"{shown} ({chosen})"
+
+
+def cmd_nodes(args: argparse.Namespace) -> int:
+    """seglens-cli pacs nodes: the settings file's path, then one line per node (no secret: none is kept there)."""
+    from app.io.pacs.nodes import default_settings_file, load_nodes
+
+    settings = default_settings_file()
+    if not os.path.lexists(settings):
+        print(f"no PACS nodes: {settings} does not exist (add a pacs: section there, docs/clinical.md)")
+        return EXIT_OK
+    nodes = load_nodes(settings)
+    if not nodes:
+        print(f"no PACS nodes in {settings} (add a pacs: section there, docs/clinical.md)")
+        return EXIT_OK
+    print(f"PACS nodes in {settings}:")
+    width = max(len(name) for name in nodes)
+    for name, node in sorted(nodes.items()):
+        print(f"  {_shown(name):<{width}}  {_kind(node)}{'  research' if node.research else ''}")
+    return EXIT_OK
 
 
 def date_range(text: str) -> tuple[str, str]:

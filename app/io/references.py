@@ -169,3 +169,28 @@ def check_labels(path: Path, values: np.ndarray, n_classes: int) -> np.ndarray:
         raise ImageError(f"{path}: reference value {top} but the model has {n_classes} classes "
                          f"(0–{n_classes - 1}{'; or a 0/255 mask' if n_classes == 2 else ''})")
     return values.astype(np.uint8)
+
+
+def derived_source(folder: Path) -> str | None:
+    """The SeriesInstanceUID of the series a DICOM SEG or RTSTRUCT in `folder` was made over (a SEG's
+    ReferencedSeriesSequence, an RTSTRUCT's ReferencedFrameOfReferenceSequence → RTReferencedStudySequence →
+    RTReferencedSeriesSequence: what app/runs/exports writes), read without pixels through the untrusted gate;
+    None when no file there names one."""
+    from pydicom import dcmread
+    from pydicom.errors import InvalidDicomError
+
+    for path in sorted(p for p in folder.iterdir() if p.is_file()):
+        try:
+            with open_untrusted(path, limit=INPUT_FILE_LIMIT) as handle:
+                ds = dcmread(handle, stop_before_pixels=True)
+        except (OSError, NotRegularFile, InvalidDicomError, ValueError):
+            continue
+        for item in ds.get("ReferencedSeriesSequence", []):
+            if item.get("SeriesInstanceUID"):
+                return str(item.SeriesInstanceUID)
+        for frame in ds.get("ReferencedFrameOfReferenceSequence", []):
+            for study in frame.get("RTReferencedStudySequence", []):
+                for series in study.get("RTReferencedSeriesSequence", []):
+                    if series.get("SeriesInstanceUID"):
+                        return str(series.SeriesInstanceUID)
+    return None

@@ -28,11 +28,16 @@ SETTINGS = "pacs:\n  FAKE:\n    url: dimse://FAKE@127.0.0.1:11112\n  LAB:\n    u
 class FakeClient:
     """A PACS of one study with two CT series (written by tests/dicom_factory.py when retrieved)."""
 
-    def __init__(self, node, root: Path, *, fail: str = "", gate: threading.Event | None = None) -> None:
-        self.node, self.root, self.fail, self.gate = node, root, fail, gate
+    def __init__(self, node, root: Path, *, fail: str = "", gate: threading.Event | None = None,
+                 derived: tuple[str, str] | None = None) -> None:
+        """`derived`: (modality, source series UID) of a SEG or RTSTRUCT series 1.2.3.7 in the study too."""
+        self.node, self.root, self.fail, self.gate, self.derived = node, root, fail, gate, derived
         self.stored: list[Path] = []
         self.series = [SeriesRecord("1.2.3.1", "1.2.3", "CT", "Axial 2.5 mm", 2, 4),
                        SeriesRecord("1.2.3.9", "1.2.3", "CT", "Scout", 1, 1)]
+        if derived is not None:
+            self.series.append(SeriesRecord("1.2.3.7", "1.2.3", derived[0], "Lungs (SegLens)", 3, 1))
+        self.retrieved: list[str] = []
         self.sent_series: dict[str, str] = {}
         self.instances: dict[str, int] = {}
 
@@ -53,6 +58,13 @@ class FakeClient:
 
     def retrieve(self, study_uid, series_uid, cache, *, progress=None, should_stop=None):
         folder = self.root / series_uid
+        self.retrieved.append(series_uid)
+        if self.derived is not None and series_uid == "1.2.3.7":
+            _write_derived(folder, self.derived[0], study_uid=study_uid, series_uid=series_uid,
+                           source_uid=self.derived[1])
+            return Retrieved(series_uid, folder, 1, 1)
+        if series_uid not in {s.series_uid for s in self.series}:
+            raise PacsError(f"pacs {self.node.name}: series {series_uid}: the server has no such series")
         for k in range(4):
             if self.gate is not None:
                 self.gate.wait(10)
@@ -79,19 +91,49 @@ class FakeClient:
         return len(files)
 
 
+def _write_derived(folder: Path, modality: str, *, study_uid: str, series_uid: str, source_uid: str) -> None:
+    """A SEG or RTSTRUCT header as SegLens's writers make one (app/runs/exports): its source series referenced."""
+    from pydicom.dataset import Dataset, FileMetaDataset
+    from pydicom.uid import ExplicitVRLittleEndian, generate_uid
+
+    sop_class = {"SEG": "1.2.840.10008.5.1.4.1.1.66.4", "RTSTRUCT": "1.2.840.10008.5.1.4.1.1.481.3"}[modality]
+    ds = Dataset()
+    ds.file_meta = FileMetaDataset()
+    ds.file_meta.MediaStorageSOPClassUID, ds.file_meta.TransferSyntaxUID = sop_class, ExplicitVRLittleEndian
+    ds.file_meta.MediaStorageSOPInstanceUID = ds.SOPInstanceUID = generate_uid()
+    ds.SOPClassUID, ds.Modality = sop_class, modality
+    ds.StudyInstanceUID, ds.SeriesInstanceUID = study_uid, series_uid
+    ds.PatientName, ds.PatientID = "SYNTHETIC^QUINN", "SYN-0001"
+    if modality == "SEG":
+        ds.ReferencedSeriesSequence = [Dataset()]
+        ds.ReferencedSeriesSequence[0].SeriesInstanceUID = source_uid
+    else:
+        series = Dataset()
+        series.SeriesInstanceUID = source_uid
+        study = Dataset()
+        study.ReferencedSOPInstanceUID = study_uid
+        study.RTReferencedSeriesSequence = [series]
+        frame = Dataset()
+        frame.RTReferencedStudySequence = [study]
+        ds.ReferencedFrameOfReferenceSequence = [frame]
+    folder.mkdir(parents=True, exist_ok=True)
+    ds.save_as(folder / "derived.dcm", enforce_file_format=True)
+
+
 @pytest.fixture
 def pacs(make_main_window, tmp_path):
     """`pacs(model=None, fail="", gate=None)` → (window, controller, fake client): the window's PACS controller with
     a fake client behind its real worker and thread."""
 
-    def make(model=None, *, fail: str = "", gate: threading.Event | None = None):
+    def make(model=None, *, fail: str = "", gate: threading.Event | None = None,
+             derived: tuple[str, str] | None = None):
         settings = tmp_path / "settings.yaml"
         settings.write_text(SETTINGS)
         win = make_main_window(model, load=model is not None)
         clients: list[FakeClient] = []
 
         def connect(node, *, secret=None):
-            clients.append(FakeClient(node, tmp_path / "cache", fail=fail, gate=gate))
+            clients.append(FakeClient(node, tmp_path / "cache", fail=fail, gate=gate, derived=derived))
             return clients[-1]
 
         controller = PacsController(win.state, files=win.files, status=win.status, worker=win.worker,
@@ -406,3 +448,83 @@ def test_a_failure_is_logged_without_the_patient_the_search_named(qtbot, pacs, c
     qtbot.waitUntil(lambda: "b00020" in dialog.message.styleSheet(), timeout=TIMEOUT)
     assert dialog.message.text().startswith("RuntimeError: 401 Client Error")  # the reader sees what went wrong
     assert [r for r in caplog.records if "SYN-0001" in r.getMessage() or (r.exc_text or "").count("SYN-0001")] == []
+
+
+def _retrieve_rows(qtbot, dialog, descriptions):
+    qtbot.waitUntil(lambda: dialog.series.rowCount() >= 2, timeout=TIMEOUT)
+    rows = [r for r in range(dialog.series.rowCount()) if dialog.series.item(r, 1).text() in descriptions]
+    for row in rows:
+        dialog.series.selectionModel().select(dialog.series.model().index(row, 0),
+                                              dialog.series.selectionModel().SelectionFlag.Select
+                                              | dialog.series.selectionModel().SelectionFlag.Rows)
+    assert len(dialog.selected_series()) == len(descriptions)
+    dialog.retrieve_button.click()
+    qtbot.waitUntil(lambda: dialog.retrieve_button.isEnabled() and not dialog.progress.isVisible(), timeout=TIMEOUT)
+
+
+@pytest.mark.parametrize("modality", ["SEG", "RTSTRUCT"])
+def test_a_seg_or_rtstruct_retrieved_opens_its_source_series_too(qtbot, pacs, modality):
+    """A SEG alone retrieved said "1 series (1 files) retrieved and opened" and nothing opened: the SEG lists no
+    image. Its source series (ReferencedSeriesSequence; an RTSTRUCT's RTReferencedSeriesSequence) is retrieved and
+    opened, and the line says what the SEG was opened over."""
+    win, controller, clients = pacs(derived=(modality, "1.2.3.1"))
+    dialog = _search(qtbot, controller)
+    _retrieve_rows(qtbot, dialog, {"Lungs (SegLens)"})
+    qtbot.waitUntil(lambda: len(win.files.inputs()) == 1, timeout=TIMEOUT)
+    volume = win.files.volume(win.files.current_path())
+    assert volume is not None and volume.depth == 4  # the source CT series
+    assert clients[-1].retrieved == ["1.2.3.7", "1.2.3.1"]
+    line = dialog.message.text()
+    assert modality in line and "source series" in line and "Axial 2.5 mm" in line, line
+    assert "\n" not in line
+
+
+def test_a_seg_and_its_source_selected_together_retrieve_the_source_once(qtbot, pacs):
+    win, controller, clients = pacs(derived=("SEG", "1.2.3.1"))
+    dialog = _search(qtbot, controller)
+    _retrieve_rows(qtbot, dialog, {"Lungs (SegLens)", "Axial 2.5 mm"})
+    qtbot.waitUntil(lambda: len(win.files.inputs()) == 1, timeout=TIMEOUT)
+    assert sorted(clients[-1].retrieved) == ["1.2.3.1", "1.2.3.7"]
+
+
+def test_a_seg_whose_source_is_not_on_the_pacs_says_so_in_one_line(qtbot, pacs):
+    win, controller, clients = pacs(derived=("SEG", "1.2.3.5"))
+    dialog = _search(qtbot, controller)
+    _retrieve_rows(qtbot, dialog, {"Lungs (SegLens)"})
+    line = dialog.message.text()
+    assert "SEG" in line and "1.2.3.5" in line and "not on FAKE" in line, line
+    assert "retrieved and opened" not in line and "b00020" in dialog.message.styleSheet()
+    assert win.files.inputs() == [] and clients[-1].retrieved == ["1.2.3.7"]
+
+
+def test_the_reopened_dialog_marks_the_previous_search_rows_as_the_previous_searchs(qtbot, pacs):
+    """Reopened, the dialog showed the last search's studies and series as if they were current."""
+    _win, controller, _clients = pacs()
+    dialog = _search(qtbot, controller)
+    qtbot.waitUntil(lambda: dialog.series.rowCount() == 2, timeout=TIMEOUT)
+    assert dialog.studies_title.text() == "Studies"
+    dialog.close()
+    assert controller.open_dialog() is dialog
+    title = dialog.studies_title.text()
+    assert "previous search" in title and "SYN-0001" in title and "FAKE" in title, title
+    grey = dialog.studies.item(0, 0).foreground().color()
+    assert grey == dialog.palette().color(dialog.palette().ColorGroup.Disabled, dialog.palette().ColorRole.Text)
+    assert "previous search" in dialog.message.text()
+    dialog.search_button.click()  # searched again: current rows
+    qtbot.waitUntil(lambda: dialog.studies_title.text() == "Studies", timeout=TIMEOUT)
+    qtbot.waitUntil(lambda: dialog.series.rowCount() == 2, timeout=TIMEOUT)
+    assert dialog.studies.item(0, 0).foreground().style() == dialog.studies.item(0, 0).foreground().style().NoBrush
+
+
+def test_the_dialog_says_where_its_nodes_come_from(qtbot, pacs, tmp_path):
+    _win, controller, _clients = pacs()
+    dialog = controller.open_dialog()
+    assert str(tmp_path / "settings.yaml") in dialog.nodes_file.text()
+
+
+def test_the_dialog_without_nodes_says_which_file_to_add_them_to(qtbot, pacs, tmp_path):
+    _win, controller, _clients = pacs()
+    (tmp_path / "settings.yaml").unlink()
+    dialog = controller.open_dialog()
+    text = dialog.nodes_file.text()
+    assert str(tmp_path / "settings.yaml") in text and "no nodes" in text.lower(), text

@@ -2,8 +2,10 @@
 
 Made on first use (by actions.py): nothing of it, its worker thread or the networking
 libraries exists before the reader asks for a PACS. A retrieved series opens exactly as a dropped folder does
-(MainWindow.add_paths on its cache folder). A send takes the whole-volume count's label volume (the legend's mL and
-the three planes' mask: what the reader sees at the threshold set), never a second model run."""
+(MainWindow.add_paths on its cache folder); a SEG or RTSTRUCT, which lists no image, opens its source series,
+retrieved with it (PacsWorker), or says in one line why it cannot. A send takes the whole-volume count's label
+volume (the legend's mL and the three planes' mask: what the reader sees at the threshold set), never a second
+model run."""
 
 from __future__ import annotations
 
@@ -111,9 +113,11 @@ class PacsController(QObject):
             dialog.clear_cache_requested.connect(self.clear_cache)
             dialog.finished.connect(self._unpin_if_closed)
             names, problem = self._node_names()
-            dialog.set_nodes(names)
+            dialog.set_nodes(names, source=self._settings())
             if problem:
                 dialog.say(problem, error=True)
+        elif not self._dialog.isVisible():
+            self._dialog.mark_previous()  # its rows are the last search's, not the PACS's now
         self._dialog.show()
         self._dialog.raise_()
         return self._dialog
@@ -222,11 +226,14 @@ class PacsController(QObject):
         self._retrieve_id = 0
         n = len(done.folders)
         line = f"{n} series ({done.files} files) retrieved and opened"
+        if done.derived:  # a SEG or RTSTRUCT: what it was opened over, or why nothing was
+            line = "; ".join(([line] if n else []) + list(done.derived))
         if done.stopped:
-            line = f"{done.stopped}: {line}" if n else done.stopped
+            line = f"{done.stopped}: {line}" if n or done.derived else done.stopped
+        failed = bool(done.stopped) and done.stopped != "Cancelled"
         if self._dialog is not None:
             self._dialog.set_retrieving(False)
-            self._dialog.say(line, error=bool(done.stopped) and done.stopped != "Cancelled")
+            self._dialog.say(line, error=failed or (not n and not done.stopped))
         if done.folders:
             self._open_paths(list(done.folders))  # as a dropped folder opens
         self._status.showMessage(line, STATUS_MS)
@@ -364,9 +371,15 @@ class PacsController(QObject):
             return [], str(exc)
 
     def _nodes(self) -> dict[str, PacsNode]:
-        from app.io.pacs.nodes import default_settings_file, load_nodes
+        from app.io.pacs.nodes import load_nodes
 
-        return load_nodes(self._settings_file or default_settings_file())
+        return load_nodes(self._settings())
+
+    def _settings(self) -> Path:
+        """The settings file the nodes are read from."""
+        from app.io.pacs.nodes import default_settings_file
+
+        return self._settings_file or default_settings_file()
 
     def _target(self, text: str, secret: str, say: Callable[..., None]) -> PacsTarget | None:
         """The node `text` names (a settings name or a URL), or None and one line in the dialog."""

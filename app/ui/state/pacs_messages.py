@@ -87,13 +87,14 @@ class PacsProgress:
 
 @dataclass(frozen=True)
 class PacsRetrieved:
-    """A retrieve's end: the complete series' cache folders (in the order asked), and, when it stopped early
-    (Cancel, a failure), `stopped` with the one line why."""
+    """A retrieve's end: the complete series' cache folders to open (in the order asked; a SEG's or RTSTRUCT's
+    source series in its place), and, when it stopped early (Cancel, a failure), `stopped` with the one line why."""
 
     request_id: int
     folders: tuple[Path, ...]
     files: int = 0
     stopped: str = ""
+    derived: tuple[str, ...] = ()  # a line per SEG / RTSTRUCT: the source series opened for it, or why none was
 
 
 @dataclass(frozen=True)

@@ -5,9 +5,11 @@ A widget only: it shows what it is given and says what the reader wants (its sig
 
 from __future__ import annotations
 
+import time
 from typing import TYPE_CHECKING
 
 from PySide6.QtCore import QDate, QSize, Qt, Signal
+from PySide6.QtGui import QBrush, QFont, QPalette
 from PySide6.QtWidgets import (
     QAbstractItemView,
     QCheckBox,
@@ -31,6 +33,8 @@ from PySide6.QtWidgets import (
 from app.ui.widgets.fit import FitLabel, size_on_screen
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from app.io.pacs.client import SeriesRecord, StudyQuery, StudyRecord
 
 MODALITIES = ("", "CT", "MR", "PT", "CR", "DX", "US", "NM", "MG", "XA", "SEG", "RTSTRUCT")
@@ -64,22 +68,30 @@ class PacsDialog(QDialog):
         size_on_screen(self, QSize(1100, 620))  # inside a small screen, its buttons reachable
         self._studies: list[StudyRecord] = []
         self._series: list[SeriesRecord] = []
+        self._searched = ""  # what the search the rows came from asked, for when the dialog is reopened
         layout = QVBoxLayout(self)
         layout.addLayout(self._node_row())
+        self.nodes_file = QLabel("")  # where the settings' nodes come from (set_nodes)
+        self.nodes_file.setWordWrap(True)
+        self.nodes_file.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.nodes_file.setForegroundRole(QPalette.ColorRole.PlaceholderText)
+        layout.addWidget(self.nodes_file)
         layout.addLayout(self._search_form())
         splitter = QSplitter(Qt.Orientation.Vertical)
         self.studies = _table(STUDY_COLUMNS, QAbstractItemView.SelectionMode.SingleSelection,
                               stretch=STUDY_COLUMNS.index("Description"))
         self.series = _table(SERIES_COLUMNS, QAbstractItemView.SelectionMode.ExtendedSelection,
                              stretch=SERIES_COLUMNS.index("Description"))
-        splitter.addWidget(_titled("Studies", self.studies))
-        splitter.addWidget(_titled("Series of the chosen study (select one or more)", self.series))
+        self.studies_title = _title("Studies")
+        splitter.addWidget(_titled(self.studies_title, self.studies))
+        splitter.addWidget(_titled(_title("Series of the chosen study (select one or more)"), self.series))
         splitter.setSizes([300, 220])
         layout.addWidget(splitter, 1)
         layout.addLayout(self._bottom_row())
         self.studies.itemSelectionChanged.connect(self._on_study_selected)
         self.series.itemSelectionChanged.connect(self._update_buttons)
         self.series.itemDoubleClicked.connect(lambda _item: self._retrieve())
+        self.search_requested.connect(self._note_search)  # before the controller's slot: connected first
         self._update_buttons()
 
     # -- the layout ---------------------------------------------------------------------------------------
@@ -200,13 +212,45 @@ class PacsDialog(QDialog):
 
     # -- what the controller sets -------------------------------------------------------------------------
 
-    def set_nodes(self, names: list[str], current: str = "") -> None:
+    def set_nodes(self, names: list[str], current: str = "", *, source: Path | None = None) -> None:
+        """The settings' node names, and the settings file they were read from (`source`)."""
         self.node.clear()
         self.node.addItems(names)
         if current:
             self.node.setCurrentText(current)
+        if source is not None:
+            self.nodes_file.setText(f"Nodes from {source}" if names else
+                                    f"No nodes in {source}: add a pacs: section there (docs/clinical.md), or type a "
+                                    "node's URL")
+
+    def search_text(self) -> str:
+        """What the search form asks, on which node, now: "Patient ID SYN-0001 on FAKE at 14:02"."""
+        query = self.query()
+        asked = [f"{label} {value}" for label, value in (
+            ("Patient ID", query.patient_id), ("name", query.patient_name), ("accession", query.accession),
+            ("modality", query.modality), ("dates", "–".join(query.study_date or ()))) if value]
+        return f"{', '.join(asked) or 'every study'} on {self.node_text() or '?'} at {time.strftime('%H:%M')}"
+
+    def _note_search(self) -> None:
+        self._searched = self.search_text()
+
+    def mark_previous(self) -> None:
+        """The dialog opened again: the rows shown are the last search's, greyed and titled as such, not the
+        PACS's now (Search again for that)."""
+        if not self._studies:
+            return
+        self.studies_title.setText(f"Studies — the previous search ({self._searched}): Search again to see what "
+                                   "the PACS holds now")
+        grey = QBrush(self.palette().color(QPalette.ColorGroup.Disabled, QPalette.ColorRole.Text))
+        for table in (self.studies, self.series):
+            for r in range(table.rowCount()):
+                for c in range(table.columnCount()):
+                    if (item := table.item(r, c)) is not None:
+                        item.setForeground(grey)
+        self.say(f"The rows are the previous search's ({self._searched}): Search again for what the PACS holds now")
 
     def set_studies(self, studies: list[StudyRecord]) -> None:
+        self.studies_title.setText("Studies")
         self._studies = list(studies)
         _fill(self.studies, [[person_name(s.patient_name), s.patient_id, study_date(s.study_date), s.description,
                               "/".join(s.modalities), s.accession, _count(s.series_count)] for s in self._studies])
@@ -280,11 +324,20 @@ def _fill(table: QTableWidget, rows: list[list[str]]) -> None:
             table.setItem(r, c, item)
 
 
-def _titled(title: str, widget: QWidget) -> QWidget:
+def _title(text: str) -> QLabel:
+    label = QLabel(text)
+    label.setTextFormat(Qt.TextFormat.PlainText)
+    font = QFont(label.font())
+    font.setBold(True)
+    label.setFont(font)
+    return label
+
+
+def _titled(title: QLabel, widget: QWidget) -> QWidget:
     box = QWidget()
     column = QVBoxLayout(box)
     column.setContentsMargins(0, 4, 0, 0)
-    column.addWidget(QLabel(f"<b>{title}</b>"))
+    column.addWidget(title)
     column.addWidget(widget)
     return box
 

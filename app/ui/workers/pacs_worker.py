@@ -21,7 +21,7 @@ from PySide6.QtCore import QObject, Signal, Slot
 
 if TYPE_CHECKING:
     from app.io.pacs.cache import SeriesCache
-    from app.io.pacs.client import PacsClient
+    from app.io.pacs.client import PacsClient, SeriesRecord
     from app.io.pacs.nodes import PacsNode
     from app.ui.state.pacs_messages import (
         PacsClearCache,
@@ -34,6 +34,8 @@ if TYPE_CHECKING:
     )
 
 log = logging.getLogger(__name__)
+
+DERIVED = ("SEG", "RTSTRUCT")  # series made over another one: no image of their own to open
 
 Connect = Callable[..., "PacsClient"]  # app.io.pacs.connect.connect(node, *, secret=…), or a test's fake
 
@@ -116,38 +118,79 @@ class PacsWorker(QObject):
         self._pinned = 0
 
     def _retrieve(self, request: PacsRetrieve) -> None:
-        """Each series in turn into the cache; a failure or Cancel ends it with the complete ones kept."""
+        """Each series in turn into the cache; a failure or Cancel ends it with the complete ones kept. A SEG or
+        RTSTRUCT lists no image: its source series is retrieved too and opened in its place (_source_of)."""
         from app.errors import one_line
         from app.io.pacs.client import PacsError
         from app.ui.state.pacs_messages import PacsProgress, PacsRetrieved
 
         client, cache, rid = self._client(request.target), self._series_cache(), request.request_id
         self.let_go()  # the last request's series may go now
-        try:
-            for series in request.series:  # and this one's stay until the viewer has them open
-                cache.hold(series.series_uid)
-        except OSError as e:  # the cache folder not writable, or a link planted under its name: as a retrieve says
-            raise PacsError(f"cache: cannot use {cache.root} ({e.strerror or type(e).__name__})") from e
+        self._hold(cache, [series.series_uid for series in request.series])  # they stay until the viewer has them
         self._pinned = rid
         folders: list[Path] = []
+        derived: list[str] = []
+        done: dict[str, Path] = {}  # series UID → its cache folder
         files, total = 0, len(request.series)
         for index, series in enumerate(request.series, start=1):
             def progress(received: int, expected: int | None, index: int = index) -> None:
                 self.progress.emit(PacsProgress(rid, index, total, received, expected))
 
             if self._stopped == rid:
-                self.retrieved.emit(PacsRetrieved(rid, tuple(folders), files, "Cancelled"))
+                self.retrieved.emit(PacsRetrieved(rid, tuple(folders), files, "Cancelled", tuple(derived)))
                 return
             try:
-                got = client.retrieve(series.study_uid, series.series_uid, cache, progress=progress,
-                                      should_stop=lambda: self._stopped == rid)
+                if series.series_uid not in done:  # not already brought as a SEG's source
+                    got = client.retrieve(series.study_uid, series.series_uid, cache, progress=progress,
+                                          should_stop=lambda: self._stopped == rid)
+                    done[series.series_uid], files = got.folder, files + got.files
+                if series.modality.upper() in DERIVED:
+                    line, source, more = self._source_of(client, cache, request, series, done, progress)
+                    derived.append(line)
+                    files += more
+                else:
+                    source = done[series.series_uid]
             except PacsError as exc:
                 why = "Cancelled" if self._stopped == rid else one_line(exc)
-                self.retrieved.emit(PacsRetrieved(rid, tuple(folders), files, why))
+                self.retrieved.emit(PacsRetrieved(rid, tuple(folders), files, why, tuple(derived)))
                 return
-            folders.append(got.folder)
-            files += got.files
-        self.retrieved.emit(PacsRetrieved(rid, tuple(folders), files))
+            if source is not None and source not in folders:
+                folders.append(source)
+        self.retrieved.emit(PacsRetrieved(rid, tuple(folders), files, derived=tuple(derived)))
+
+    def _source_of(self, client: PacsClient, cache: SeriesCache, request: PacsRetrieve, series: SeriesRecord,
+                   done: dict[str, Path], progress: Callable[[int, int | None], None]) -> tuple[str, Path | None, int]:
+        """(the line, the source series' folder or None, its files retrieved now) of a SEG or RTSTRUCT: the series
+        it references, retrieved unless it already was, or the one line why there is none to open it over."""
+        from app.io.references import derived_source
+
+        what = f"{series.modality} '{series.description or series.series_uid}'"
+        uid = derived_source(done[series.series_uid])
+        if uid is None:
+            return f"{what} names no source series: nothing to open it over", None, 0
+        asked = {s.series_uid: s for s in request.series}
+        record = asked.get(uid) or {s.series_uid: s for s in client.find_series(series.study_uid)}.get(uid)
+        if record is None:
+            return f"{what}: its source series {uid} is not on {request.target.node.name}", None, 0
+        more = 0
+        if uid not in done:
+            self._hold(cache, [uid])
+            got = client.retrieve(record.study_uid, uid, cache, progress=progress,
+                                  should_stop=lambda: self._stopped == request.request_id)
+            done[uid], more = got.folder, got.files
+        # the viewer reads no SEG or RTSTRUCT back: what it can open is the series the result was made on
+        return (f"{what} opened as its source series '{record.description or uid}' (its segments are not painted: "
+                f"the viewer does not read {series.modality} back)"), done[uid], more
+
+    @staticmethod
+    def _hold(cache: SeriesCache, uids: list[str]) -> None:
+        from app.io.pacs.client import PacsError
+
+        try:
+            for uid in uids:
+                cache.hold(uid)
+        except OSError as e:  # the cache folder not writable, or a link planted under its name: as a retrieve says
+            raise PacsError(f"cache: cannot use {cache.root} ({e.strerror or type(e).__name__})") from e
 
     def _client(self, target: PacsTarget) -> PacsClient:
         secret = target.secret or self._secret(target.node)
