@@ -9,6 +9,7 @@ from PySide6.QtCore import Signal
 from PySide6.QtGui import QColor, QPixmap
 from PySide6.QtWidgets import QCheckBox, QGridLayout, QGroupBox, QLabel, QProgressBar
 
+from app.ui.widgets.fit import FitLabel
 from app.ui.widgets.lazy_qt import Qt
 
 if TYPE_CHECKING:
@@ -26,10 +27,9 @@ def plain(value: object) -> str:
 
 
 def plain_label(text: str) -> QLabel:
-    """A label that shows `text` (a class name from the model's metadata) as typed, whatever it holds."""
-    label = QLabel(text)
-    label.setTextFormat(Qt.TextFormat.PlainText)
-    return label
+    """A label that shows `text` (a class name from the model's metadata) as typed, whatever it holds; a long one
+    wraps in the narrow panel (three lines at most, the whole on hover) instead of widening the window."""
+    return FitLabel(text, lines=3, hint_width=220)
 
 
 def _swatch(color) -> QPixmap:

@@ -14,11 +14,12 @@ from PySide6.QtWidgets import (
     QAbstractItemView,
     QComboBox,
     QGroupBox,
-    QLabel,
     QTreeWidget,
     QTreeWidgetItem,
     QVBoxLayout,
 )
+
+from app.ui.widgets.fit import FitLabel
 
 if TYPE_CHECKING:
     from app.inference.decide.lesions import Lesion
@@ -57,8 +58,7 @@ class LesionList(QGroupBox):
 
     def __init__(self, parent=None) -> None:
         super().__init__("Lesions (3D components)", parent)
-        self._summary = QLabel()
-        self._summary.setWordWrap(True)
+        self._summary = FitLabel(lines=3, hint_width=240)  # a long class name wraps, never widening the panel
         self._summary.setTextFormat(Qt.TextFormat.PlainText)
         self._show = QComboBox()  # one class's components only (the lesions under the anatomy's), or all
         self._show.setToolTip("List the components of one class, or of all")

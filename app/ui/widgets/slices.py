@@ -6,8 +6,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from PySide6.QtCore import Signal
-from PySide6.QtWidgets import QHBoxLayout, QLabel, QSlider, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QHBoxLayout, QSlider, QVBoxLayout, QWidget
 
+from app.ui.widgets.fit import FitLabel
 from app.ui.widgets.lazy_qt import set_enum
 
 if TYPE_CHECKING:
@@ -22,10 +23,10 @@ class SliceBar(QWidget):
         self.slider = QSlider()
         set_enum(self.slider, "orientation", "Horizontal")
         self.slider.setToolTip("Slice (PgUp / PgDn, or Ctrl + mouse wheel)")
-        self.label = QLabel()
+        # the slice, its position and the series' facts: elided, whole on hover; the warnings wrap in 3 lines
+        self.label = FitLabel(hint_width=520)
         self.label.setMinimumWidth(220)
-        self.warnings = QLabel()
-        self.warnings.setWordWrap(True)
+        self.warnings = FitLabel(lines=3, hint_width=640)
         self.warnings.setStyleSheet("color: #ff9f0a;")
         row = QHBoxLayout()
         row.addWidget(self.slider, 1)
