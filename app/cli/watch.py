@@ -17,7 +17,10 @@ A station is judged by whether its verdicts reached the line, not by how many pa
        without verdicts
   2    usage, a station file or a model error (nothing was judged)
   130  stopped by Ctrl+C (SIGINT), every sink having taken every verdict (143: SIGTERM)
-The summary (counts per verdict, frames/s, latency p50/p95, dropped frames, sink problems) is printed in every case.
+The summary (counts per verdict, frames/s, latency p50/p95, dropped frames, the stalls and the longest, sink
+problems) is printed in every case. On a terminal the live line says `STALLED — no part for 42 s (limit 30 s)`
+while no frame has come for longer than `--stall` (the station's stall_after_s), and the MQTT and OPC UA sinks
+carry the same alarm (`<prefix>/<station>/alarm`, retained; the `Stalled` variable).
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from __future__ import annotations
 import argparse
 import signal
 import sys
+import threading
 import time
 from pathlib import Path
 from types import FrameType
@@ -81,7 +85,8 @@ def cmd_watch(args: argparse.Namespace) -> int:
     from app.runs.station.setup import open_station
 
     station_file = _station_file(args)
-    progress = _ProgressLine(enabled=sys.stderr.isatty() and not args.no_progress)
+    progress = _ProgressLine(enabled=sys.stderr.isatty() and not args.no_progress,
+                             stall_after_s=station_file.stall_after_s)
     station = open_station(station_file, runtime=runtime_options(args), progress=progress.show)
     announce_session(station.model.info, station.model.spec)
     signalled: list[int] = []
@@ -182,26 +187,38 @@ def _report(station: Station, stats: StationStats, station_file: StationFile, si
 
 
 class _ProgressLine:
-    """One line on the terminal, redrawn in place: the live numbers, and a sink's or the source's alarm."""
+    """One line on the terminal, redrawn in place: the live numbers, and a sink's or the source's alarm (a stalled
+    source first: `STALLED — no part for 42 s (limit 30 s) | …`, redrawn while no part comes). Called from the
+    station's thread after each frame and from its watcher while the source is stalled."""
 
-    def __init__(self, *, enabled: bool) -> None:
-        self.enabled = enabled
+    def __init__(self, *, enabled: bool, stall_after_s: float | None = None) -> None:
+        self.enabled, self._stall_after_s = enabled, stall_after_s
+        self._lock = threading.Lock()
         self._shown_at = 0.0
         self._width = 0
 
     def show(self, stats: StationStats) -> None:
-        now = time.monotonic()
-        if not self.enabled or now - self._shown_at < _PROGRESS_EVERY_S:
-            return
-        self._shown_at = now
-        alarm = f" | ALARM {stats.sink_problems[0]}" if stats.sink_problems else ""
-        last = f" | last {stats.last.verdict}" if stats.last is not None else ""
-        line = _shown(f"{stats.summary()}{last}{alarm}")[:200]
-        sys.stderr.write("\r" + line.ljust(self._width))
-        sys.stderr.flush()
-        self._width = len(line)
+        with self._lock:
+            now = time.monotonic()
+            if not self.enabled or now - self._shown_at < _PROGRESS_EVERY_S:
+                return
+            self._shown_at = now
+            stalled = (f"STALLED — no part for {stats.since_frame_s:.0f} s{_limit(self._stall_after_s)} | "
+                       if stats.stalled else "")
+            alarm = f" | ALARM {stats.sink_problems[0]}" if stats.sink_problems else ""
+            last = f" | last {stats.last.verdict}" if stats.last is not None else ""
+            line = _shown(f"{stalled}{stats.summary()}{last}{alarm}")[:200]
+            sys.stderr.write("\r" + line.ljust(self._width))
+            sys.stderr.flush()
+            self._width = len(line)
 
     def close(self) -> None:
-        if self.enabled and self._width:
-            sys.stderr.write("\r" + " " * self._width + "\r")
-            sys.stderr.flush()
+        with self._lock:
+            if self.enabled and self._width:
+                sys.stderr.write("\r" + " " * self._width + "\r")
+                sys.stderr.flush()
+            self.enabled = False  # a last call from the station's watcher draws nothing after the summary
+
+
+def _limit(stall_after_s: float | None) -> str:
+    return "" if stall_after_s is None else f" (limit {stall_after_s:g} s)"

@@ -29,6 +29,11 @@ are closed (each flushes, bounded) and the journal with them. Live numbers: `sta
 `progress` callback after each frame (app.runs.station.stats: bounded windows, memory flat over a shift);
 `on_verdict` is given each frame's verdict and pictures (the viewer's live image), on the station's thread, after
 the verdict sinks took it (overlapped, the folder's pictures of it may still be being written).
+
+A stalled source (no frame for longer than `stall_after_s`) is told to the sinks that carry the alarm
+(app.runs.station.sinks.StallSink: MQTT, OPC UA) as it starts and as it ends, not stalled once at the start, and
+stalled when the source ended because it stalled (a camera's own limit); a thread beside the loop looks 5 times a
+second, and gives `progress` the numbers while the source is stalled (no frame comes to do it).
 """
 
 from __future__ import annotations
@@ -50,10 +55,11 @@ from app.inference.image import pipeline
 from app.runs.outputs.lock import OutputLock
 from app.runs.station.frames import Ready, error_reason, is_file, prepare_frame
 from app.runs.station.journal import StationJournal
-from app.runs.station.sinks import Sink, StationVerdict
+from app.runs.station.sinks import Sink, StallAlarm, StallSink, StationVerdict
 from app.runs.station.sinks.folder import FolderSink, Pictures
 from app.runs.station.stages import Finisher, ReadAhead
 from app.runs.station.stats import Meter, StationStats
+from app.spelling import counted
 
 if TYPE_CHECKING:
 
@@ -66,6 +72,7 @@ log = logging.getLogger(__name__)
 
 OpenSource = Callable[["AlreadyDone | None"], "Source"]  # given the journal's `has`, the source to read
 STOPPED = "stopped"
+TICK_S = 0.2  # how often a stall (and a stop from another thread) is looked for
 RETRY_S = 5.0  # how often a verdict a sink could not keep is offered again while no frame comes
 MAX_OWED = 16  # frames held for another try, their pictures with them (memory: a decoded image and result each)
 
@@ -115,6 +122,8 @@ class Station:
         self._finished = False  # set under _owed_lock once the sinks are about to close: no more retries
         self._said_full = False  # the owed frames passed MAX_OWED (said once until they are all kept)
         self._journal_failure: BaseException | None = None  # the journal refused a line on the retry thread
+        self._stall_lock = threading.Lock()  # the sinks hear the stall alarm's changes one at a time, in order
+        self._said_stalled: bool | None = None  # what the sinks were last told (None: nothing yet)
 
     def stop(self) -> None:
         """End the loop after the frame being judged (any thread, a signal handler too)."""
@@ -150,6 +159,7 @@ class Station:
                 raise
             self._source = source
             _forget_gone(journal, source)
+            self._check_stall()  # not stalled: an alarm a broker kept from an earlier run is cleared
             watcher = threading.Thread(target=self._watch_stop, args=(source, journal), name="station-stop",
                                        daemon=True)
             watcher.start()
@@ -157,7 +167,11 @@ class Station:
                 self._loop(source, journal)
             finally:
                 self._ended = source.ended or STOPPED
+                source_stalled = bool(getattr(source, "stalled", False))  # a camera's own limit ended it
+                self._meter.end(stalled=source_stalled)
                 source.close()
+                if source_stalled:
+                    self._check_stall(stalled=True)
                 self._last_try(journal)
                 self._close_sinks()
         return self.stats()
@@ -185,6 +199,7 @@ class Station:
                 else:
                     self._finish(journal, owed)
                 self._meter.add(verdict)
+                self._check_stall()  # a frame after a stall: the alarm cleared
                 if self._on_verdict is not None:
                     self._on_verdict(verdict, pictures)
                 if self._progress is not None:
@@ -275,8 +290,8 @@ class Station:
             self._finished = True
             if self._owed:
                 names = sorted({name for owed in self._owed for name in owed.missing})
-                log.warning("station: %d verdict(s) not kept by %s: not journaled, judged again at the next start",
-                            len(self._owed), ", ".join(names))
+                log.warning("station: %s not kept by %s: not journaled, judged again at the next start",
+                            counted(len(self._owed), "verdict"), ", ".join(names))
 
     def _verdict(self, frame: Frame, state: str, score: float | None, reason: str) -> StationVerdict:
         now = time.time()
@@ -321,12 +336,50 @@ class Station:
         frames again every RETRY_S meanwhile (a quiet line: no next frame to do it)."""
         next_try = time.monotonic() + RETRY_S
         while self._ended is None:
-            if self._stop.wait(0.2):
+            if self._stop.wait(TICK_S):
                 source.close()
                 return
+            if self._check_stall() and self._progress is not None and self._ended is None:
+                self._quiet_progress()
             if self._owed and time.monotonic() >= next_try:
                 self._retry_quietly(journal)
                 next_try = time.monotonic() + RETRY_S
+
+    def _check_stall(self, *, stalled: bool | None = None) -> bool:
+        """Tell the StallSinks when the source's stall state changed (`stalled`: this state, not the numbers');
+        whether it is stalled."""
+        with self._stall_lock:
+            if stalled is None and self._ended is not None:
+                return bool(self._said_stalled)  # ended: what it was (a stop does not clear the alarm)
+            stats = self.stats()
+            now = stats.stalled if stalled is None else stalled
+            if now != self._said_stalled:
+                self._say_stall(now, was=bool(self._said_stalled), stats=stats, forced=stalled is not None)
+                self._said_stalled = now
+            return now
+
+    def _say_stall(self, stalled: bool, *, was: bool, stats: StationStats, forced: bool) -> None:
+        """The alarm's new state to the log and to every StallSink (holds _stall_lock)."""
+        alarm = StallAlarm(station=self.name, stalled=stalled, since=self._meter.last_frame_at(),
+                           limit_s=self._meter.stall_after_s, time=time.time())
+        if stalled and not forced:  # a log without a terminal (a service) says it too
+            log.warning("station: the source stalled: no frame for over %g s", self._meter.stall_after_s)
+        elif was and not stalled:
+            log.warning("station: frames again after a stall of %.0f s", stats.last_stall_s or 0.0)
+        for sink in self.sinks:
+            if isinstance(sink, StallSink):
+                try:
+                    sink.stall(alarm)
+                except Exception as exc:  # a sink's bug: the other sinks still hear the alarm
+                    log.warning("station: sink %s failed on the stall alarm (%s)", sink.name, type(exc).__name__)
+
+    def _quiet_progress(self) -> None:
+        """The numbers to `progress` from the stop watcher's thread (a stalled source sends no frame to do it)."""
+        assert self._progress is not None
+        try:
+            self._progress(self.stats())
+        except Exception as exc:  # a face's callback must not end the watcher (the stop, the retries)
+            log.debug("station: progress failed: %s", one_line(exc, typed=True))
 
     def _retry_quietly(self, journal: StationJournal) -> None:
         with self._owed_lock:
@@ -361,7 +414,7 @@ def _forget_gone(journal: StationJournal, source: Source) -> None:
     if isinstance(root, Path):
         forgotten = journal.prune(functools.partial(_still_in, root))
         if forgotten:
-            log.info("station journal: %d file(s) no longer in the watched folder forgotten", forgotten)
+            log.info("station journal: %s no longer in the watched folder forgotten", counted(forgotten, "file"))
 
 
 def _still_in(root: Path, file_id: str) -> bool:

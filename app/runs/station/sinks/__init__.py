@@ -6,15 +6,20 @@ line; the station shows it as an alarm) while the station goes on. ``publish`` s
 has the verdict (written, or in a buffer of its own that survives a restart): a verdict a sink could
 not keep is offered to it again later (app.runs.station.run), and the frame is journaled only once every
 sink has it.
+
+A sink that also tells the line about its source (MQTT, OPC UA) is a ``StallSink``: its ``stall`` is given a
+``StallAlarm`` when the station starts (not stalled) and each time the source starts or stops stalling (no frame
+for longer than the station's `stall_after_s`, or a camera's own stall that ended it); it takes it at once (a
+lock, a flag), never waiting for the network, never raising.
 """
 
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 from datetime import datetime, timezone
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
-__all__ = ["VERDICT_VALUES", "Sink", "StationVerdict", "iso_utc"]
+__all__ = ["VERDICT_VALUES", "Sink", "StallAlarm", "StallSink", "StationVerdict", "iso_utc"]
 
 # "ERROR": the frame could not be judged (its reason says why).
 VERDICT_VALUES = ("OK", "REVIEW", "NG", "ERROR")
@@ -62,4 +67,24 @@ class Sink(Protocol):
     @property
     def problem(self) -> str | None:
         """One line while the sink is failing (the station shows an alarm), else None."""
+        ...
+
+
+@dataclass(frozen=True)
+class StallAlarm:
+    """Whether a station's source is stalled now (the viewer's red SOURCE STALLED bar, for the line)."""
+
+    station: str  # the station's name
+    stalled: bool  # True: no frame for longer than `limit_s`; False: frames come (or the station just started)
+    since: float  # epoch seconds of the last frame (or of the station's start, before the first)
+    limit_s: float | None  # the station's stall_after_s (None: a camera's own limit ended it)
+    time: float  # epoch seconds it was said
+
+
+@runtime_checkable
+class StallSink(Protocol):
+    """A sink that also carries the station's stall alarm (see the module's docstring)."""
+
+    def stall(self, alarm: StallAlarm) -> None:
+        """Take the alarm's new state; never waits for the network, never raises."""
         ...

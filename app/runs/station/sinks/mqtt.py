@@ -15,6 +15,13 @@ formatter), names spelt as the rest of SegLens spells them (app.spelling), a non
 Topic: the station's name with `/`, `+`, `#` and control characters replaced by `_` (one topic level); a prefix
 with a wildcard or a NUL, or over 1024 bytes, is refused when the sink is made.
 
+The stall alarm (app.runs.station.sinks.StallSink): `<prefix>/<station>/alarm`, retained, QoS 1: while the source
+is stalled `{"station", "alarm": "SOURCE STALLED", "stalled": true, "since": the last frame's time, "limit_s",
+"time"}` (times as the verdicts'); an empty retained message when frames come again and when the station starts,
+MQTT's way to clear a retained message (a subscriber that comes later gets none: no alarm). It is state, not a
+verdict: not buffered, the newest wins, sent by the sender thread before the verdicts waiting, and again at each
+(re)connect.
+
 Threads: paho's network loop runs in its own thread (loop_start: reconnects with backoff, 1 s doubling to
 `reconnect_max_s`); a sender thread hands the buffer's verdicts to paho, at most `window` in flight; `publish`
 takes only a lock held for a buffer append, so it never waits for the network. `close` waits at most `close_s`
@@ -23,6 +30,7 @@ for the backlog, then leaves what is left in the buffer for the next start.
 
 from __future__ import annotations
 
+import json
 import logging
 import math
 import os
@@ -38,7 +46,7 @@ from paho.mqtt.enums import CallbackAPIVersion
 
 from app.errors import OutputError, one_line
 from app.guard.untrusted import SMALL_FILE_LIMIT, untrusted_problem
-from app.runs.station.sinks import StationVerdict, iso_utc
+from app.runs.station.sinks import StallAlarm, StationVerdict, iso_utc
 from app.runs.station.sinks.mqtt_buffer import BUFFER_NAME, OutBuffer, Pending
 from app.runs.station.sinks.options import MqttSinkOptions
 from app.spelling import spelt
@@ -52,6 +60,15 @@ _NOT_IN_TOPIC = re.compile(r"[/+#\x00-\x1f\x7f]")
 def topic_part(station: str) -> str:
     """`station` as one MQTT topic level (no `/`, `+`, `#` or control character)."""
     return _NOT_IN_TOPIC.sub("_", spelt(station, controls=False)) or "_"
+
+
+def alarm_payload(alarm: StallAlarm) -> bytes:
+    """The alarm topic's payload: the stall as JSON, or empty (the retained alarm cleared) when not stalled."""
+    if not alarm.stalled:
+        return b""
+    body = {"station": spelt(alarm.station, controls=False), "alarm": "SOURCE STALLED", "stalled": True,
+            "since": iso_utc(alarm.since), "limit_s": alarm.limit_s, "time": iso_utc(alarm.time)}
+    return json.dumps(body, ensure_ascii=False, allow_nan=False).encode()
 
 
 def payload_of(verdict: StationVerdict) -> dict[str, object]:
@@ -89,6 +106,8 @@ class MqttSink:
         self._refused = 0  # verdicts paho would not take (a topic too long): dropped, or they would block the rest
         self._refusal: str | None = None
         self._unwritten: dict[StationVerdict, int] = {}  # verdicts sent from memory, their line not on disk: seq
+        self._alarm: tuple[str, bytes] | None = None  # the stall alarm's topic level and payload (None: none said)
+        self._alarm_due = False  # to be sent (changed, or a new connection)
         self._client = self._make_client(options)
         if options.tls or options.ca_file or options.cert_file:
             self._client.tls_set_context(self._tls_context(options.ca_file, options.cert_file, options.key_file))
@@ -172,12 +191,20 @@ class MqttSink:
                 del self._unwritten[next(iter(self._unwritten))]
             return False
 
+    def stall(self, alarm: StallAlarm) -> None:
+        """The stall alarm's new state, for the sender to publish (retained) as soon as it is connected."""
+        with self._lock:
+            self._alarm = (topic_part(alarm.station), alarm_payload(alarm))
+            self._alarm_due = True
+            self._lock.notify_all()
+
     def close(self) -> None:
-        """Wait at most `close_s` for the backlog to be acknowledged, then disconnect; what is left stays in
-        the buffer for the next start."""
+        """Wait at most `close_s` for the backlog (and the alarm's state) to be acknowledged, then disconnect;
+        what is left stays in the buffer for the next start."""
         deadline = time.monotonic() + self._close_s
         with self._lock:
-            while self._buffer.entries and self._connected and time.monotonic() < deadline:
+            while ((self._buffer.entries or self._alarm_due) and self._connected
+                   and time.monotonic() < deadline):
                 self._lock.wait(max(0.0, deadline - time.monotonic()))
             self._closing = True
             self._lock.notify_all()
@@ -228,13 +255,19 @@ class MqttSink:
         """Hand the buffer's verdicts to paho in order, at most `window` in flight, while connected."""
         while True:
             with self._lock:
-                while not self._closing and not (self._connected and self._buffer.sent < min(
-                        len(self._buffer.entries), self._window)):
+                while not self._closing and not (self._connected and (self._alarm_due or self._buffer.sent < min(
+                        len(self._buffer.entries), self._window))):
                     self._lock.wait(1.0)
                 if self._closing:
                     return
-                entry = self._buffer.next_unsent()
+                alarm, self._alarm_due = (self._alarm if self._alarm_due else None), False
+                if alarm is not None:
+                    self._lock.notify_all()  # a close waiting for it: handed to paho now, before the DISCONNECT
+                entry = None if alarm is not None else self._buffer.next_unsent()
                 newest = self._buffer.sent == len(self._buffer.entries)
+            if alarm is not None:
+                self._send_alarm(*alarm)
+                continue
             if entry is None:
                 continue
             try:
@@ -249,6 +282,15 @@ class MqttSink:
         self._record(info.mid, entry.seq)
         if newest:  # the retained last verdict: once per burst is enough, the broker keeps the newest
             self._record(self._client.publish(f"{topic}/last", entry.payload, qos=1, retain=True).mid, None)
+
+    def _send_alarm(self, station: str, payload: bytes) -> None:
+        """The alarm's state, retained (outside the lock, as `_send`); one paho refuses is said, not sent again."""
+        try:
+            info = self._client.publish(f"{self._prefix}/{station}/alarm", payload, qos=1, retain=True)
+        except Exception as exc:  # a topic too long: the verdicts' would be refused too, and said
+            log.warning("MQTT sink: the stall alarm not sent: %s", one_line(exc, most=120))
+            return
+        self._record(info.mid, None)
 
     def _refuse(self, entry: Pending, exc: Exception) -> None:
         """A verdict paho will never send (its topic too long): dropped from the buffer, counted and said; the
@@ -291,6 +333,7 @@ class MqttSink:
                 log.warning("MQTT sink: %s", self._link_problem)
             else:
                 self._connected, self._link_problem, self._tls_error = True, None, None
+                self._alarm_due = self._alarm is not None  # a broker that lost it (restarted) has it again
                 log.info("MQTT sink: connected to %s", self._where)
             self._lock.notify_all()
 

@@ -18,6 +18,9 @@ under Objects one object per station, NodeId `ns=2;s=<station>`, and its variabl
                            knows the station's process is dead (a source that stalls is the station's own alarm,
                            stall_after_s, not this)
     Running       Boolean  True while the station runs; False is written on close, before the server stops
+    Stalled       Boolean  True while the source is stalled: no frame for longer than the station's
+                           stall_after_s (or a camera's own stall ended it); False again when frames come (the
+                           viewer's red SOURCE STALLED bar, app.runs.station.sinks.StallSink)
 
 The variables of one verdict are written together, Sequence last, between two client requests (one asyncio
 loop serves both), so a read of several of them sees one verdict. Verdicts that come faster than the server
@@ -53,9 +56,10 @@ from asyncua import ua
 from asyncua.server.server import Server
 
 from app.errors import one_line
-from app.runs.station.sinks import StationVerdict
+from app.runs.station.sinks import StallAlarm, StationVerdict
 from app.runs.station.sinks.opcua_space import (
     NAMESPACE,
+    NOT_OF_A_VERDICT,
     POLICIES,
     VARIABLES,
     Gate,
@@ -107,6 +111,7 @@ class OpcUaSink:
         self._lock = threading.Lock()
         self._tally = Tally()
         self._version = 0  # one more per verdict taken: the server writes when it is ahead of what it wrote
+        self._stalled = False  # the stall alarm (written when it differs from what the server wrote)
         self._problem: str | None = None
         self._closing = threading.Event()
         self._ready = threading.Event()  # set while the server listens
@@ -130,6 +135,12 @@ class OpcUaSink:
             return True
         self._poke()
         return True
+
+    def stall(self, alarm: StallAlarm) -> None:
+        """The stall alarm's new state, for the server to write to `Stalled`; never waits, never raises."""
+        with self._lock:
+            self._stalled = alarm.stalled
+        self._poke()
 
     def close(self) -> None:
         """Write Running False (clients subscribed to it see it), stop the server and free its port; waits at
@@ -231,18 +242,22 @@ class OpcUaSink:
 
     def _values(self) -> tuple[int, dict[str, Any]]:
         with self._lock:
-            return self._version, self._tally.snapshot()
+            return self._version, {**self._tally.snapshot(), "Stalled": self._stalled}
 
     async def _run(self, server: Server, wake: asyncio.Event) -> None:
         """Write each new verdict's variables, and the heartbeat every second, until closed."""
         written, heartbeat = -1, 0
+        stalled = None  # what Stalled says (the server's first write was the value then: written again here)
         next_beat = time.monotonic() + 1.0
         while not self._closing.is_set():
             version, values = self._values()
             if version != written:
                 await self._write(server, {name: value for name, value in values.items()
-                                           if name not in ("Heartbeat", "Running")})
+                                           if name not in NOT_OF_A_VERDICT})
                 written = version
+            if values["Stalled"] != stalled:
+                stalled = values["Stalled"]
+                await self._write(server, {"Stalled": stalled})
             now = time.monotonic()
             if now >= next_beat:
                 heartbeat = (heartbeat + 1) % (1 << 32)

@@ -51,7 +51,9 @@ VARIABLES: dict[str, tuple[ua.VariantType, Any]] = {
     "Sequence": (ua.VariantType.UInt32, 0),
     "Heartbeat": (ua.VariantType.UInt32, 0),
     "Running": (ua.VariantType.Boolean, False),
+    "Stalled": (ua.VariantType.Boolean, False),  # the source's stall alarm (not a verdict's: OpcUaSink.stall)
 }
+NOT_OF_A_VERDICT = ("Heartbeat", "Running", "Stalled")  # the variables a verdict leaves as they are
 _COUNT_OF = {"OK": "OkCount", "REVIEW": "ReviewCount", "NG": "NgCount", "ERROR": "ErrorCount"}
 
 # The station file's names of the security policies, and asyncua's for them.
