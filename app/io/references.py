@@ -21,6 +21,7 @@ import os
 from collections import defaultdict
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from PIL import Image, UnidentifiedImageError
@@ -29,6 +30,9 @@ from app.errors import ImageError
 from app.guard.untrusted import INPUT_FILE_LIMIT, NotRegularFile, open_untrusted
 from app.io.images import check_size, pillow_guard, pixel_limit
 from app.io.limits import megapixels
+
+if TYPE_CHECKING:
+    from app.io.volumes import Volume
 
 SUFFIXES = (".png", "_mask.png", ".tif", ".tiff", "_mask.tif")
 
@@ -194,3 +198,56 @@ def derived_source(folder: Path) -> str | None:
                     if series.get("SeriesInstanceUID"):
                         return str(series.SeriesInstanceUID)
     return None
+
+
+def derived_labels(folder: Path, volume: Volume) -> np.ndarray:
+    """The DICOM SEG in `folder` as a label volume over `volume`'s slices ([D, H, W] uint8, the volume's slice order,
+    value = the segment number: a SegLens SEG numbers its segments by class, app.runs.exports.seg): each frame
+    placed on the slice whose SOPInstanceUID it names (DerivationImageSequence → SourceImageSequence), a fractional
+    frame where it is above 0. ImageError in one line when there is no SEG there, or it fits no slice of `volume`."""
+    seg = _read_seg(folder)
+    frames = np.asarray(seg.pixel_array)
+    frames = frames[None] if frames.ndim == 2 else frames
+    if frames.shape[1:] != (volume.rows, volume.columns):
+        raise ImageError(f"the SEG's frames are {frames.shape[2]}×{frames.shape[1]}, the series' slices "
+                         f"{volume.columns}×{volume.rows}")
+    slice_of = {ref.sop_instance_uid: k for k, ref in enumerate(volume.slices) if ref.sop_instance_uid}
+    labels = np.zeros((len(volume.slices), volume.rows, volume.columns), np.uint8)
+    placed = 0
+    for frame, groups in zip(frames, seg.get("PerFrameFunctionalGroupsSequence", []), strict=False):
+        number, source = _frame_segment(groups)
+        k = slice_of.get(source) if source else None
+        if k is not None and 0 < number < 256:
+            labels[k][frame > 0] = number
+            placed += 1
+    if not placed:
+        raise ImageError("no frame of the SEG references a slice of the series")
+    return labels
+
+
+def _read_seg(folder: Path) -> Any:
+    """The first DICOM SEG (Modality SEG) in `folder`, pixels and all, read through the untrusted gate."""
+    from pydicom import dcmread
+    from pydicom.errors import InvalidDicomError
+
+    for path in sorted(p for p in folder.iterdir() if p.is_file()):
+        try:
+            with open_untrusted(path, limit=INPUT_FILE_LIMIT) as handle:
+                ds = dcmread(handle)
+        except (OSError, NotRegularFile, InvalidDicomError, ValueError):
+            continue
+        if str(ds.get("Modality", "")).upper() == "SEG":
+            return ds
+    raise ImageError("no DICOM SEG in the retrieved series")
+
+
+def _frame_segment(groups: Any) -> tuple[int, str | None]:
+    """(the segment number, the source SOPInstanceUID) of one SEG frame's functional groups."""
+    number = 0
+    for item in groups.get("SegmentIdentificationSequence", []):
+        number = int(item.get("ReferencedSegmentNumber", 0) or 0)
+    for derivation in groups.get("DerivationImageSequence", []):
+        for source in derivation.get("SourceImageSequence", []):
+            if source.get("ReferencedSOPInstanceUID"):
+                return number, str(source.ReferencedSOPInstanceUID)
+    return number, None

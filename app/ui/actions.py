@@ -238,7 +238,8 @@ def pacs_controller(window: WindowParts):
         return found
     return PacsController(window.state, files=window.files, status=window.status, worker=window.worker,
                           open_paths=window.add_paths, recount=window.volumes.count,
-                          model_path=lambda: window.model_path, closing=window, parent=window)
+                          model_path=lambda: window.model_path, closing=window,
+                          reference=window.set_reference_folder, parent=window)
 
 
 def calibrate_dialog(window: WindowParts) -> None:

@@ -38,6 +38,11 @@ class FakeClient:
         if derived is not None:
             self.series.append(SeriesRecord("1.2.3.7", "1.2.3", derived[0], "Lungs (SegLens)", 3, 1))
         self.retrieved: list[str] = []
+        self.server = root.parent / "server"  # a SEG made over the source series: both as the server holds them
+        if derived == ("SEG", "1.2.3.1") and not self.server.is_dir():
+            write_series(self.server / "1.2.3.1", slices=4, series_uid="1.2.3.1", study_uid="1.2.3",
+                         patient=("SYNTHETIC^QUINN", "SYN-0001"))
+            _write_seg(self.server / "1.2.3.1", self.server / "1.2.3.7")
         self.sent_series: dict[str, str] = {}
         self.instances: dict[str, int] = {}
 
@@ -59,6 +64,9 @@ class FakeClient:
     def retrieve(self, study_uid, series_uid, cache, *, progress=None, should_stop=None):
         folder = self.root / series_uid
         self.retrieved.append(series_uid)
+        if (self.server / series_uid).is_dir():
+            shutil.copytree(self.server / series_uid, folder)
+            return Retrieved(series_uid, folder, len(list(folder.iterdir())), 1)
         if self.derived is not None and series_uid == "1.2.3.7":
             _write_derived(folder, self.derived[0], study_uid=study_uid, series_uid=series_uid,
                            source_uid=self.derived[1])
@@ -89,6 +97,34 @@ class FakeClient:
         self.modalities = sorted({h.Modality for h in headers})
         self.patients = sorted({(str(h.PatientName), str(h.PatientID)) for h in headers})
         return len(files)
+
+
+SEG_LABELS = {1: ((5, 15), (5, 20), 1), 2: ((10, 20), (8, 12), 2)}  # slice: (rows, columns, class)
+
+
+def _write_seg(source: Path, folder: Path) -> None:
+    """SegLens's own DICOM SEG (app/runs/exports/seg.py) over the series in `source`: classes 1 and 2 on slices 1, 2."""
+    from app.inference.model.spec import ClassInfo
+    from app.io.discover import discover
+    from app.runs.exports.seg import build_segmentation
+    from app.runs.outputs.segments import Algorithm, segments_of
+
+    [volume] = [item.volume for item in discover([source]) if item.volume is not None]
+    folder.mkdir(parents=True)
+    segments = segments_of([ClassInfo("background", None), ClassInfo("lung", (0, 200, 0)),
+                            ClassInfo("bone", (0, 0, 255))])
+    seg = build_segmentation(volume, _seg_labels(volume), segments,
+                             algorithm=Algorithm("ct_demo", "0" * 16, "0" * 64, "test"))
+    seg.save_as(folder / "seg.dcm")
+
+
+def _seg_labels(volume):
+    import numpy as np
+
+    labels = np.zeros((volume.depth, volume.rows, volume.columns), np.uint8)
+    for k, ((r0, r1), (c0, c1), value) in SEG_LABELS.items():
+        labels[k, r0:r1, c0:c1] = value
+    return labels
 
 
 def _write_derived(folder: Path, modality: str, *, study_uid: str, series_uid: str, source_uid: str) -> None:
@@ -141,7 +177,7 @@ def pacs(make_main_window, tmp_path):
                                     model_path=lambda: win.model_path, closing=win,
                                     pacs_worker=PacsWorker(connect=connect,
                                                            cache=lambda: SeriesCache(tmp_path / "pins")),
-                                    settings_file=settings, parent=win)
+                                    settings_file=settings, reference=win.set_reference_folder, parent=win)
         assert pacs_controller(win) is controller  # the menus' actions find this one
         return win, controller, clients
 
@@ -528,3 +564,32 @@ def test_the_dialog_without_nodes_says_which_file_to_add_them_to(qtbot, pacs, tm
     dialog = controller.open_dialog()
     text = dialog.nodes_file.text()
     assert str(tmp_path / "settings.yaml") in text and "no nodes" in text.lower(), text
+
+
+def test_a_seg_retrieved_is_the_reference_of_its_source_series_slices(qtbot, pacs):
+    """The SEG read back (app.io.references.derived_labels) over the source series it references: each slice's
+    reference is the SEG's frame on it, so Difference vs reference and IoU / Dice compare the model with it."""
+    import numpy as np
+    from PIL import Image
+
+    from app.runs.review.ground_truth import GroundTruth, References
+    from app.runs.review.log import corrected_mask_path
+
+    win, controller, _clients = pacs(derived=("SEG", "1.2.3.1"))
+    dialog = _search(qtbot, controller)
+    _retrieve_rows(qtbot, dialog, {"Lungs (SegLens)"})
+    qtbot.waitUntil(lambda: len(win.files.inputs()) == 1, timeout=TIMEOUT)
+    assert "as the reference" in dialog.message.text(), dialog.message.text()
+    path = win.files.current_path()
+    volume = win.files.volume(path)
+    root, rel = win.files.root_and_rel(path)
+    reference = win.state.tuning.reference_root
+    assert reference is not None
+    expected = _seg_labels(volume)
+    for k in range(volume.depth):
+        assert np.array_equal(np.asarray(Image.open(corrected_mask_path(Path(reference), rel, k))), expected[k]), k
+    spec = type("Spec", (), {"label_count": 3})()
+    scored, labels = References().compare(path, expected[1], spec, GroundTruth(root, Path(reference)), frame=1)
+    assert labels is not None and scored.metrics is not None and scored.metrics.iou == 1.0
+    controller.shutdown()
+    assert not Path(reference).exists()  # patient data: gone with the PACS thread

@@ -47,7 +47,8 @@ class References:
         no reference to look for; (a Scored with its notice, None) when one was looked for and not usable.
         `mask` may be a result's LabelMap: its image-sized mask is made only when there is a reference. `frame`:
         the mask is slice `frame` of a volume (app.runs.review.log.picture_frame; None: a one-frame picture), measured
-        against that slice's own correction; a reference folder holds one mask per image, which is no slice's."""
+        against that slice's own correction, else the reference folder's mask named for that slice (a SEG read
+        back); a reference folder's one mask per image is no slice's."""
         from app.runs.folder.metrics import Scored
         from app.runs.review.log import find_corrected_mask, review_folder
 
@@ -58,6 +59,8 @@ class References:
         except ValueError:
             return None, None
         found = find_corrected_mask(review_folder(truth.input_root), rel.as_posix(), frame)
+        if found is None and truth.reference_root is not None and frame is not None:
+            found = _slice_reference(truth.reference_root, rel.as_posix(), frame)
         if found is None and truth.reference_root is not None and frame is None:
             found, why = self._index(truth.reference_root).find(rel, Path(path))
             if found is None:
@@ -85,6 +88,16 @@ class References:
         if index is None:
             index = self._indexes[root] = ReferenceIndex(root)
         return index
+
+
+def _slice_reference(root: Path, rel: str, frame: int) -> Path | None:
+    """A volume's slice reference in a reference folder, named as a review folder names a slice's correction
+    (`<name>_slice0007_mask.png`): what a DICOM SEG retrieved over its source series is written as
+    (app.ui.workers.pacs_worker); a reference folder's one mask per image is no slice's."""
+    from app.runs.review.log import corrected_mask_path
+
+    path = corrected_mask_path(root, rel, frame)
+    return path if path.is_file() else None
 
 
 def _measured(found: Path, mask: np.ndarray | LabelMap, n_classes: int) -> tuple[Scored, np.ndarray | None]:

@@ -16,6 +16,8 @@ from typing import TYPE_CHECKING
 
 from PySide6.QtCore import QEvent, QObject, Qt, Signal
 
+from app.spelling import counted
+
 if TYPE_CHECKING:
     import numpy as np
     from PySide6.QtWidgets import QWidget
@@ -54,10 +56,11 @@ class PacsController(QObject):
                  open_paths: Callable[[list[str | Path]], None], recount: Callable[[str], None],
                  model_path: Callable[[], Path | None], closing: QWidget | None = None,
                  pacs_worker: PacsWorker | None = None, settings_file: Path | None = None,
-                 parent: QObject | None = None) -> None:
+                 reference: Callable[[Path], None] | None = None, parent: QObject | None = None) -> None:
         """`worker`: the inference worker (its whole-volume counts); `open_paths`: open folders as a drop does;
         `recount`: ask the count of a volume again (answered at once when it is complete); `closing`: the window,
-        whose close stops the PACS thread; `pacs_worker`, `settings_file`: for tests."""
+        whose close stops the PACS thread; `reference`: compare with the masks of a folder (a SEG read back over its
+        source series); `pacs_worker`, `settings_file`: for tests."""
         super().__init__(parent)
         from app.ui.workers.pacs_worker import PacsWorker
         from app.ui.workers.threads import start_worker_thread
@@ -65,6 +68,7 @@ class PacsController(QObject):
         self._state, self._files, self._status = state, files, status
         self._open_paths, self._recount, self._model_path = open_paths, recount, model_path
         self._settings_file = settings_file
+        self._reference = reference
         self._ids = itertools.count(1)
         self._search_id = self._series_id = self._retrieve_id = self._send_id = self._last_retrieve = 0
         self._dialog: PacsDialog | None = None
@@ -91,6 +95,7 @@ class PacsController(QObject):
         self.pacs_thread = start_worker_thread(self.worker, name="pacs", parent=self)
         # the window closing: the pins go on the worker's thread, after its last slot (a queued request may never run)
         self.pacs_thread.finished.connect(self.worker.let_go, Qt.ConnectionType.DirectConnection)
+        self.pacs_thread.finished.connect(self.worker.forget_references, Qt.ConnectionType.DirectConnection)
         self._closing = closing
         if closing is not None:
             closing.installEventFilter(self)
@@ -225,7 +230,7 @@ class PacsController(QObject):
             return
         self._retrieve_id = 0
         n = len(done.folders)
-        line = f"{n} series ({done.files} files) retrieved and opened"
+        line = f"{n} series ({counted(done.files, 'file')}) retrieved and opened"
         if done.derived:  # a SEG or RTSTRUCT: what it was opened over, or why nothing was
             line = "; ".join(([line] if n else []) + list(done.derived))
         if done.stopped:
@@ -236,6 +241,8 @@ class PacsController(QObject):
             self._dialog.say(line, error=failed or (not n and not done.stopped))
         if done.folders:
             self._open_paths(list(done.folders))  # as a dropped folder opens
+            if done.reference is not None and self._reference is not None:
+                self._reference(done.reference)  # a SEG over its source series: the slices' reference
         self._status.showMessage(line, STATUS_MS)
         self._unpin_if_closed()
 

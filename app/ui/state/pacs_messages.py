@@ -95,6 +95,7 @@ class PacsRetrieved:
     files: int = 0
     stopped: str = ""
     derived: tuple[str, ...] = ()  # a line per SEG / RTSTRUCT: the source series opened for it, or why none was
+    reference: Path | None = None  # the SEGs read back, a mask per slice of their source: the reference folder
 
 
 @dataclass(frozen=True)

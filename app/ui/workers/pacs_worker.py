@@ -57,6 +57,7 @@ class PacsWorker(QObject):
         self._cache: SeriesCache | None = None
         self._stopped = 0  # the request id Cancel was pressed for (0: none)
         self._pinned = 0  # the retrieve whose series the cache holds pinned (0: none)
+        self._references: list[Path] = []  # the folders of SEGs read back as slice references (_seg_reference)
 
     def cancel(self, request_id: int) -> None:
         """Called from the GUI thread: stop that retrieve (or send) after the file being received."""
@@ -98,6 +99,7 @@ class PacsWorker(QObject):
         def clear() -> None:
             cache = self._series_cache()
             self.let_go()  # this viewer's own pins: the reader asked for its series to go
+            self.forget_references()
             held = len(cache.series())
             kept = cache.clear()  # what is left is pinned by another SegLens
             self.cache_cleared.emit(PacsCacheCleared(request.request_id, max(held - kept, 0), kept))
@@ -130,6 +132,7 @@ class PacsWorker(QObject):
         self._pinned = rid
         folders: list[Path] = []
         derived: list[str] = []
+        reference: Path | None = None  # the SEGs read back, one mask per slice of their source series
         done: dict[str, Path] = {}  # series UID → its cache folder
         files, total = 0, len(request.series)
         for index, series in enumerate(request.series, start=1):
@@ -137,7 +140,7 @@ class PacsWorker(QObject):
                 self.progress.emit(PacsProgress(rid, index, total, received, expected))
 
             if self._stopped == rid:
-                self.retrieved.emit(PacsRetrieved(rid, tuple(folders), files, "Cancelled", tuple(derived)))
+                self.retrieved.emit(PacsRetrieved(rid, tuple(folders), files, "Cancelled", tuple(derived), reference))
                 return
             try:
                 if series.series_uid not in done:  # not already brought as a SEG's source
@@ -146,17 +149,22 @@ class PacsWorker(QObject):
                     done[series.series_uid], files = got.folder, files + got.files
                 if series.modality.upper() in DERIVED:
                     line, source, more = self._source_of(client, cache, request, series, done, progress)
+                    if source is not None and series.modality.upper() == "SEG":
+                        reference = reference or self._reference_folder()
+                        line = self._seg_reference(line, done[series.series_uid], source, reference)
+                    elif source is not None:  # an RTSTRUCT's contours are not read back (yet)
+                        line += " (its contours are not shown: the viewer reads a SEG back, not an RTSTRUCT)"
                     derived.append(line)
                     files += more
                 else:
                     source = done[series.series_uid]
             except PacsError as exc:
                 why = "Cancelled" if self._stopped == rid else one_line(exc)
-                self.retrieved.emit(PacsRetrieved(rid, tuple(folders), files, why, tuple(derived)))
+                self.retrieved.emit(PacsRetrieved(rid, tuple(folders), files, why, tuple(derived), reference))
                 return
             if source is not None and source not in folders:
                 folders.append(source)
-        self.retrieved.emit(PacsRetrieved(rid, tuple(folders), files, derived=tuple(derived)))
+        self.retrieved.emit(PacsRetrieved(rid, tuple(folders), files, derived=tuple(derived), reference=reference))
 
     def _source_of(self, client: PacsClient, cache: SeriesCache, request: PacsRetrieve, series: SeriesRecord,
                    done: dict[str, Path], progress: Callable[[int, int | None], None]) -> tuple[str, Path | None, int]:
@@ -178,9 +186,51 @@ class PacsWorker(QObject):
             got = client.retrieve(record.study_uid, uid, cache, progress=progress,
                                   should_stop=lambda: self._stopped == request.request_id)
             done[uid], more = got.folder, got.files
-        # the viewer reads no SEG or RTSTRUCT back: what it can open is the series the result was made on
-        return (f"{what} opened as its source series '{record.description or uid}' (its segments are not painted: "
-                f"the viewer does not read {series.modality} back)"), done[uid], more
+        return f"{what} opened over its source series '{record.description or uid}'", done[uid], more
+
+    @staticmethod
+    def _seg_reference(line: str, seg: Path, source: Path, reference: Path) -> str:
+        """The SEG read back over its source series' slices, written into `reference` as one mask per slice (named
+        as a review folder names a slice's correction: app.runs.review.ground_truth finds it there); `line` saying
+        so, or why it is not the reference."""
+        import io
+
+        from PIL import Image
+
+        from app.errors import SegLensError, one_line
+        from app.guard.shared import atomic_write
+        from app.io.discover import discover
+        from app.io.references import derived_labels
+        from app.runs.review.log import corrected_mask_path
+
+        items = [item for item in discover([source]) if item.volume is not None]
+        try:
+            if not items or items[0].volume is None:
+                return f"{line}; not as the reference: its source series is no volume"
+            labels = derived_labels(seg, items[0].volume)
+            for k, plane in enumerate(labels):
+                png = io.BytesIO()
+                Image.fromarray(plane).save(png, format="PNG")
+                atomic_write(corrected_mask_path(reference, items[0].rel.as_posix(), k), png.getvalue(), private=True)
+        except SegLensError as exc:
+            return f"{line}; not as the reference: {one_line(exc)}"
+        return f"{line}, as the reference (Show ▸ Difference vs reference; IoU and Dice per slice)"
+
+    def _reference_folder(self) -> Path:
+        """A private folder for this retrieve's SEGs read back (removed by forget_references)."""
+        import tempfile
+
+        folder = Path(tempfile.mkdtemp(prefix="seglens-seg-"))  # 0700
+        self._references.append(folder)
+        return folder
+
+    def forget_references(self) -> None:
+        """Delete the SEGs read back (they hold patient data): the cache cleared, or the thread ending."""
+        from app.guard.shared import remove_under
+
+        for folder in self._references:
+            remove_under(folder.parent, folder.name)
+        self._references.clear()
 
     @staticmethod
     def _hold(cache: SeriesCache, uids: list[str]) -> None:
