@@ -25,10 +25,11 @@ FRAME = QSize(16, 40)  # a window's borders and title bar, which the available a
 
 
 class FitLabel(QLabel):
-    def __init__(self, text: str = "", *, lines: int = 1, hint_width: int = 480,
+    def __init__(self, text: str = "", *, lines: int = 1, hint_width: int = 480, elide: str = "ElideRight",
                  parent: QWidget | None = None) -> None:
+        """`elide`: where a text too long is cut (Qt.TextElideMode's key: ElideRight, ElideMiddle for a path)."""
         super().__init__(parent)
-        self._full, self._lines, self._hint_width = "", max(1, lines), hint_width
+        self._full, self._lines, self._hint_width, self._elide = "", max(1, lines), hint_width, elide
         self._own_tip = ""
         set_enum(self, "textFormat", "PlainText")
         self.setWordWrap(False)  # the lines are made here, to the label's width
@@ -70,11 +71,13 @@ class FitLabel(QLabel):
 
     def _refit(self) -> None:
         width = max(self.contentsRect().width() - 2 * self.margin(), 1)
-        shown = _fit(self._full, self.font(), width, self._lines)
+        if not self._full:  # nothing to lay out (and no Qt enum made before the first paint)
+            shown, cut = "", False
+        else:
+            shown, cut = _fit(self._full, self.font(), width, self._lines, getattr(Qt.TextElideMode, self._elide))
         if shown != super().text():
             super().setText(shown)
             self.updateGeometry()  # the number of lines, and so the height, may have changed
-        cut = shown != "\n".join(_paragraphs(self._full))
         super().setToolTip(self._own_tip or (self._full if cut else ""))
 
 
@@ -82,21 +85,29 @@ def _paragraphs(text: str) -> list[str]:
     return text.split("\n") if text else []
 
 
-def _fit(text: str, font: QFont, width: int, lines: int) -> str:
+def _fit(text: str, font: QFont, width: int, lines: int, elide: Qt.TextElideMode) -> tuple[str, bool]:
     """`text` wrapped to `width` pixels (at words, or anywhere in a long word), at most `lines` lines, the last
-    elided when there is more."""
-    wrapped: list[str] = []
-    for paragraph in _paragraphs(text):
-        wrapped += _wrap(paragraph, font, width) if paragraph else [""]
+    elided when there is more; and whether it was."""
+    metrics = QFontMetrics(font)
+    if lines == 1:
+        shown = metrics.elidedText(text.replace("\n", " "), elide, width)
+        return shown, shown != text
+    paragraphs = _paragraphs(text)
+    wrapped: list[tuple[str, str]] = []  # each line, and the text from its start to the end
+    for index, paragraph in enumerate(paragraphs):
+        after = " ".join(paragraphs[index + 1:])
+        starts = _wrap(paragraph, font, width) if paragraph else [0]
+        for start, end in zip(starts, [*starts[1:], len(paragraph)], strict=True):
+            wrapped.append((paragraph[start:end].rstrip(), " ".join(filter(None, (paragraph[start:], after)))))
     if len(wrapped) <= lines:
-        return "\n".join(wrapped)
-    kept = wrapped[:lines]
-    rest = " ".join(wrapped[lines - 1:])
-    kept[-1] = QFontMetrics(font).elidedText(rest, Qt.TextElideMode.ElideRight, width)
-    return "\n".join(kept)
+        return "\n".join(line for line, _ in wrapped), False
+    kept = [line for line, _ in wrapped[:lines - 1]]
+    kept.append(metrics.elidedText(wrapped[lines - 1][1], elide, width))
+    return "\n".join(kept), True
 
 
-def _wrap(paragraph: str, font: QFont, width: int) -> list[str]:
+def _wrap(paragraph: str, font: QFont, width: int) -> list[int]:
+    """Where each line of `paragraph` starts, wrapped to `width` pixels."""
     layout = QTextLayout(paragraph, font)
     option = QTextOption()
     option.setWrapMode(QTextOption.WrapMode.WrapAtWordBoundaryOrAnywhere)
@@ -108,9 +119,9 @@ def _wrap(paragraph: str, font: QFont, width: int) -> list[str]:
         if not line.isValid():
             break
         line.setLineWidth(width)
-        found.append(paragraph[line.textStart():line.textStart() + line.textLength()].rstrip())
+        found.append(line.textStart())
     layout.endLayout()
-    return found
+    return found or [0]
 
 
 def size_on_screen(window: QWidget, wanted: QSize) -> None:

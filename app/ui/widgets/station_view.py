@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from PySide6.QtCore import QRectF, Qt, Signal
+from PySide6.QtCore import QEvent, QRectF, Qt, Signal
 from PySide6.QtGui import QColor, QImage, QPainter
 from PySide6.QtWidgets import (
     QFrame,
@@ -45,7 +45,8 @@ IDLE = QColor(72, 72, 74)
 ALARM_STYLE = "background: #d70015; color: white; font-size: 18px; font-weight: bold; padding: 6px 12px;"
 ENDED_STYLE = "background: #ff9f0a; color: black; font-size: 16px; font-weight: bold; padding: 4px 12px;"
 SIDE_WIDTH = 400
-BANNER_HEIGHT = 120  # the 96 px verdict whole; it grows (to half the side column) where there is room
+BANNER_HEIGHT = 72  # the least: the verdict at 48 px on a short screen with an alarm; it takes the room there is
+BANNER_PX = (48, 96)  # the verdict's letters: as tall as the banner allows, within these
 STATES = ("OK", "REVIEW", "NG", "ERROR")
 
 
@@ -95,7 +96,8 @@ class StationView(QWidget):
         # most, the rest elided and said on hover: none sets the window's size, none pushes the banner away
         self.title, self.device = FitLabel(lines=1, hint_width=720), FitLabel(lines=1, hint_width=720)
         self.alarm, self.ended = FitLabel(lines=3, hint_width=900), FitLabel(lines=1, hint_width=900)
-        self.banner, self.reason, self.frame = QLabel("—"), FitLabel(lines=3, hint_width=380), FitLabel(lines=1)
+        self.banner, self.reason = QLabel("—"), FitLabel(lines=3, hint_width=380)
+        self.frame = FitLabel(elide="ElideMiddle")  # a long frame id keeps its file name
         self.picture, self.strip = LivePicture(), ThumbStrip(keep=keep)
         self.counts = {state: QLabel("0") for state in STATES}
         self.numbers = QLabel()
@@ -161,9 +163,20 @@ class StationView(QWidget):
         if self._stale and state:
             color, text = IDLE, BANNER_COLORS[state].name()
         self.banner.setText(state or "—")
-        self.banner.setStyleSheet(f"background: {color.name()}; color: {text}; font-size: 96px; font-weight: 800;"
-                                  " border-radius: 8px; padding: 4px;")
+        self.banner.setStyleSheet(f"background: {color.name()}; color: {text}; font-size: {self._banner_px()}px;"
+                                  " font-weight: 800; border-radius: 8px; padding: 4px;")
         self.banner.setToolTip("The last part's verdict: the station is not live now" if self._stale else "")
+
+    def _banner_px(self) -> int:
+        """The verdict's letter size for the banner's height now (a line is ~1.2 × the size, and the padding)."""
+        return max(BANNER_PX[0], min(BANNER_PX[1], int((self.banner.height() - 12) / 1.2)))
+
+    def eventFilter(self, watched, event) -> bool:
+        if watched is self.banner and event.type() == QEvent.Type.Resize:
+            px = self._banner_px()
+            if f"font-size: {px}px;" not in self.banner.styleSheet():
+                self._style_banner()  # the letters follow the banner's height
+        return super().eventFilter(watched, event)
 
     def show_stats(self, stats: StationStats, alarms: tuple[str, ...]) -> None:
         for state, label in self.counts.items():
@@ -226,6 +239,7 @@ class StationView(QWidget):
         self.banner.setAlignment(Qt.AlignmentFlag.AlignCenter)
         self.banner.setMinimumHeight(BANNER_HEIGHT)
         self.banner.setSizePolicy(QSizePolicy.Policy.Preferred, QSizePolicy.Policy.Expanding)
+        self.banner.installEventFilter(self)
         self.reason.setStyleSheet("font-size: 18px;")
         self.frame.setStyleSheet("font-size: 16px;")
         self.numbers.setStyleSheet("font-size: 15px;")
