@@ -66,6 +66,15 @@ class KeptPrediction:
         return int(self.prediction.labels.shape[0])
 
     @property
+    def nbytes(self) -> int:
+        """The memory this result holds: its label volume, its float16 probabilities and the label volume at the
+        last threshold asked for (when that is another array)."""
+        held = self.prediction.labels.nbytes + self.prediction.probabilities.nbytes
+        if self._figures is not None and self._figures[1].labels is not self.prediction.labels:
+            held += self._figures[1].labels.nbytes
+        return int(held)
+
+    @property
     def seconds(self) -> float:
         """The whole run's time (reading, preprocess, inference, postprocess) in seconds."""
         timings = self.prediction.timings

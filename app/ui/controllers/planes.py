@@ -2,10 +2,13 @@
 shown in axial, coronal and sagittal panes (widgets/three_plane.py, made on first use, not at start-up) in place
 of the one-pane view. The image volume is read for it a few slices at a time (app.runs.folder.stack); the panes
 follow the side panel's overlay style and the shared window, and say whose mask they show while the volume is
-counted again. VolumeView (volume_view.py) owns the count and hands its answers here."""
+counted again. Another volume chosen while they are open opens in them (its image first, its mask once its whole
+label volume is known); a plain picture goes back to one pane. VolumeView (volume_view.py) owns the count and hands
+its answers here."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import TYPE_CHECKING, cast
 
 from PySide6.QtCore import QObject, QTimer, Signal
@@ -53,15 +56,28 @@ class ThreePlanes(QObject):
         return self.view is not None and self._path is not None
 
     def showing(self, path: str) -> None:
-        """The window shows `path`: another picture leaves the three planes; another volume's data is dropped
-        (one volume's masks and image kept, not every volume's the reader passed through)."""
-        if self._path is not None and path != self._path:
+        """The window shows `path`: another volume opens in the three planes when they are open, a plain picture
+        leaves them; another volume's data is dropped (one volume's masks and image kept, not every volume's the
+        reader passed through)."""
+        switch = self._path is not None and path != self._path
+        if switch and self._files.volume(path) is None:
             self.show_planes(False)
+            switch = False
         if self._labels is not None and self._labels[0] != path:
             self._labels = None
         if self._image is not None and self._image[0] != path:
             self._image = None
+        if switch:
+            self._switch(path)
         self._update_toggle()
+
+    def _switch(self, path: str) -> None:
+        """The three planes stay open for the volume `path`: read its image (the panes keep the one before,
+        without its mask, and say so), then open it, with its mask once known."""
+        assert self.view is not None
+        self.view.set_labels(None)
+        self.view.set_note(f"Reading {Path(path).name}…")
+        self._read(path)
 
     def counted(self, count: VolumeCount) -> None:
         """The count of the volume shown (VolumeView checked it is): its label volume once complete."""
@@ -70,9 +86,20 @@ class ThreePlanes(QObject):
             self._labels = (count.path, labels, self.requested)  # the worker counts the latest request only
             self._update_toggle()
             if self.view is not None and self._path == count.path:
-                self.view.set_labels(self._first_time_point(labels))
+                self._set_labels(count.path)
         if self.view is not None and self._path == count.path:
             self._note_recount(count)
+
+    def _set_labels(self, path: str) -> None:
+        """The panes of `path` get its label volume (when it fits the image read)."""
+        assert self.view is not None and self._labels is not None
+        labels = self._first_time_point(self._labels[1])
+        if self._image is not None and labels.shape != self._image[1].shape:
+            self.view.set_note(f"No mask: the mask ({labels.shape}) does not match the image volume "
+                               f"({self._image[1].shape})")
+            return
+        self.view.set_labels(labels)
+        self.view.set_note("")
 
     def count_failed(self, failed: VolumeCountFailed) -> None:
         if self.view is not None and self._path == failed.path:
@@ -82,7 +109,9 @@ class ThreePlanes(QObject):
     def _note_recount(self, count: VolumeCount) -> None:
         """While the volume is counted again (another threshold, another model), the panes say whose mask they
         show: the previous threshold's, or none for another model (its mask would be read as this one's)."""
-        assert self.view is not None and self._labels is not None
+        assert self.view is not None
+        if self._labels is None:
+            return  # the panes say they wait for the mask (_open)
         shown_for = self._labels[2]
         if count.labels is not None or shown_for == self.requested:
             self.view.set_note("")
@@ -124,6 +153,13 @@ class ThreePlanes(QObject):
         else:
             self._read(path)
 
+    def _leave_or_say(self, text: str) -> None:
+        """A volume the open panes were switching to cannot be shown: back to one pane, saying why."""
+        self._say(text)
+        if self._path is not None:
+            self._leave()
+        self._check(False)
+
     def problem(self, path: str) -> str:
         """Why the three-plane view cannot show `path` now ("" when it can)."""
         if self._files.volume(path) is None:
@@ -157,8 +193,7 @@ class ThreePlanes(QObject):
         try:
             self._stack = (path, VolumeStack(self._files.volume(path)))  # the size is checked before allocating
         except SegLensError as exc:
-            self._say(f"Three planes: {one_line(exc)}")
-            self._check(False)
+            self._leave_or_say(f"Three planes: {one_line(exc)}")
             return
         QTimer.singleShot(0, self, self._read_step)
 
@@ -176,8 +211,7 @@ class ThreePlanes(QObject):
             from app.errors import one_line
 
             self._stack = None
-            self._say(f"Three planes: {one_line(exc)}")
-            self._check(False)
+            self._leave_or_say(f"Three planes: {one_line(exc)}")
             return
         if not stack.complete:
             self._say(f"Three planes: reading slice {stack.done} of {stack.depth}…")
@@ -190,26 +224,31 @@ class ThreePlanes(QObject):
         from app.ui.widgets.three_plane import PlaneVolume
 
         volume = self._files.volume(path)
-        assert volume is not None and self._image is not None and self._labels is not None
+        assert volume is not None and self._image is not None
         _, image, invert = self._image
-        labels = self._first_time_point(self._labels[1])
-        if labels.shape != image.shape:  # the masks are at the model's size, not the image's
-            self._say(f"Three planes: the mask ({labels.shape}) does not match the image volume ({image.shape})")
-            self._check(False)
+        known = self._labels is not None and self._labels[0] == path
+        labels = self._first_time_point(self._labels[1]) if known and self._labels is not None else None
+        if labels is not None and labels.shape != image.shape:  # the masks are at the model's size, not the image's
+            self._leave_or_say(f"Three planes: the mask ({labels.shape}) does not match the image volume "
+                               f"({image.shape})")
             return
         view = self.view or self._make()
         unit = "HU" if volume.series.get("Modality") == "CT" else ""  # a CT series' values are rescaled to HU
         data = PlaneVolume(image, labels, volume.spacing, volume.affine, self._window(volume, image),
                            self._colors(), self._names(), invert, unit)
-        view.set_volume(data, start_point(labels, self._frame(path)))
+        view.set_volume(data, start_point(labels, self._frame(path), image.shape))
         view.set_style(opacity=self._state.overlay.opacity, visible=self._state.overlay.visible,
                        contour=self._contour())
+        view.set_note("" if labels is not None else "No mask yet: waiting for the whole volume's result")
+        switched = self._path is not None
         self._path = path
         self._viewer.hide()
         self._slices.hide()
         view.show()
         view.panes["axial"].setFocus()
         self._check(True)
+        if switched:
+            return  # the panes were open already: another volume in them
         self._say("Three planes: a click moves the crosshair; the wheel steps the pane under the mouse")
         self.shown.emit(True)
 
@@ -326,15 +365,18 @@ class ThreePlanes(QObject):
             self._status.showMessage(text, NOTE_MS)
 
 
-def start_point(labels: np.ndarray, k: int) -> tuple[int, int, int]:
+def start_point(labels: np.ndarray | None, k: int, shape: tuple[int, ...] | None = None) -> tuple[int, int, int]:
     """Where the crosshair starts: on the reader's slice `k`, at the labelled voxel nearest that slice's labelled
-    centre (on a structure, not beside a ring's hole); the slice's centre when nothing there is labelled."""
+    centre (on a structure, not beside a ring's hole); the slice's centre when nothing there is labelled, or no
+    labels are known yet (`shape`: the image volume's)."""
     import numpy as np
 
-    k = min(max(k, 0), labels.shape[0] - 1)
-    found = np.argwhere(labels[k] > 0)
+    shape = labels.shape if labels is not None else shape
+    assert shape is not None
+    k = min(max(k, 0), shape[0] - 1)
+    found = np.argwhere(labels[k] > 0) if labels is not None else np.empty((0, 2))
     if not len(found):
-        return k, labels.shape[1] // 2, labels.shape[2] // 2
+        return k, shape[1] // 2, shape[2] // 2
     centre = found.mean(axis=0)
     row, col = found[int(np.argmin(((found - centre) ** 2).sum(axis=1)))]
     return k, int(row), int(col)

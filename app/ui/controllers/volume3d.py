@@ -1,9 +1,11 @@
-"""A 3D model in the viewer: asked to run over the volume shown once per (volume, model) before its first slice is
-asked for (a FillRequest, which the worker's Volume3DRunner answers with the whole volume's VolumeCount), its
-progress ("patch k of n") and Cancel in the status bar, a stop when the reader moves to another file or model; and
-the lesion list of the volume shown (a 3D model's result, or a 2D model's whole-volume count), whose rows move the
-three-plane crosshair and the one-pane view to a component's centre. Every slice shown afterwards comes from the
-kept result (the worker's process_view), never a second model run."""
+"""A 3D model in the viewer: asked to run over the volume shown before its first slice is asked for (a FillRequest,
+which the worker's Volume3DRunner answers with the whole volume's VolumeCount; a result it keeps is not run again),
+its progress ("patch k of n") and Cancel in the status bar and over the canvas (RunBanner), a stop when the reader
+moves to another file or model; meanwhile, and after a Cancel, the volume's slices on the canvas as pictures alone
+(slice_preview.py), the overlay joining them when the result comes; and the lesion list of the volume shown (a 3D
+model's result, or a 2D model's whole-volume count), whose rows move the three-plane crosshair and the one-pane view
+to a component's centre. Every slice shown afterwards comes from the kept result (the worker's process_view), never
+a second model run."""
 
 from __future__ import annotations
 
@@ -19,11 +21,13 @@ if TYPE_CHECKING:
 
     from app.inference.decide.lesions import Lesion
     from app.ui.controllers.loader import ModelLoader
+    from app.ui.controllers.slice_preview import SlicePreview
     from app.ui.controllers.volume_view import VolumeView
     from app.ui.state.messages import VolumeCount, VolumeCountFailed, VolumeProgress
     from app.ui.state.view_state import ViewState
     from app.ui.widgets.file_list import FileList
     from app.ui.widgets.panels import SidePanel
+    from app.ui.widgets.run_banner import RunBanner
     from app.ui.widgets.status import StatusBar
     from app.ui.widgets.viewer import ImageViewer
     from app.ui.workers.worker import InferenceWorker
@@ -37,9 +41,10 @@ class Volume3D(QObject):
 
     def __init__(self, state: ViewState, *, files: FileList, status: StatusBar, panel: SidePanel,
                  viewer: ImageViewer, worker: InferenceWorker, volumes: VolumeView, loader: ModelLoader,
-                 show_slice: Callable[[str, int], None], parent: QObject | None = None) -> None:
+                 show_slice: Callable[[str, int], None], banner: RunBanner | None = None,
+                 preview: SlicePreview | None = None, parent: QObject | None = None) -> None:
         """`show_slice(path, k)`: the window shows slice `k` of `path` (a lesion row chosen); `loader`: another
-        model being loaded stops the run in progress."""
+        model being loaded stops the run in progress; `banner`, `preview`: made here unless given (tests)."""
         super().__init__(parent)
         self._state, self._files, self._status, self._panel = state, files, status, panel
         self._viewer, self._worker, self._volumes, self._show_slice = viewer, worker, volumes, show_slice
@@ -51,6 +56,20 @@ class Volume3D(QObject):
         self._labels: np.ndarray | None = None  # the label volume whose components are listed
         self._lesions: tuple[Lesion, ...] | None = None  # those components
         self._list_wired = False
+        self._ready: set[str] = set()  # volumes whose result the worker holds under this model: no preview
+        self._busy = ""  # the side panel's line for the run shown
+        if banner is None:
+            from app.ui.widgets.run_banner import RunBanner
+
+            banner = RunBanner(viewer)
+        if preview is None:
+            from app.ui.controllers.slice_preview import SlicePreview
+
+            assert volumes.presenter is not None, "the window's volume view has its presenter"
+            preview = SlicePreview(state, viewer=viewer, panel=panel, presenter=volumes.presenter, status=status,
+                                   busy=self._busy_line, parent=self)
+        self.banner, self.preview = banner, preview
+        banner.cancel_requested.connect(self.cancel)
         self.fill_requested.connect(worker.fill_volume)
         volumes.showing.connect(self.showing)  # before the picture is asked for: the run is queued first
         worker.volume_progress.connect(self._on_progress)  # bound methods: run on this thread, not the worker's
@@ -61,19 +80,29 @@ class Volume3D(QObject):
 
     # -- the run -------------------------------------------------------------------------------------------------
 
-    def showing(self, path: str) -> None:
-        """`path` is about to be shown: with a 3D model and a volume, its run is asked for (once), and a run for
-        any other volume stops; a plain image gets the refusal line from its own request."""
+    def showing(self, path: str, frame: int = 0) -> None:
+        """Slice `frame` of `path` is about to be shown: with a 3D model and a volume, its run is asked for (the
+        worker answers at once from a result it keeps) and, until the result is known, the slice is shown as a
+        picture alone; a run for any other volume stops. A plain image gets the refusal line from its own
+        request."""
         model, volume = self._state.model, self._files.volume(path)
         if path != self._listed:
             self._panel.hide_lesions()
             self._listed = None
         if path != self._cancelled:
             self._cancelled = None
-        if model is None or not model.spec.is_3d or volume is None or path == self._cancelled:
+        if self._running is not None and self._running != path:
+            self._end_progress()  # the run of the volume left stops at its next batch: its bar goes now
+        if model is None or not model.spec.is_3d or volume is None:
             self._worker.want_volume(None)
-            if path == self._cancelled:
-                self._status.showMessage(self._cancelled_line(path), NOTE_MS)
+            self.preview.forget()
+            self._asked = None  # a volume shown next is asked for again (its kept result answers at once)
+            return
+        if path not in self._ready:
+            self.preview.ask(path, frame, volume)
+        if path == self._cancelled:
+            self._worker.want_volume(None)
+            self._status.showMessage(self._cancelled_line(path), NOTE_MS)
             return
         self._worker.want_volume(path)  # a plain attribute write: read by the worker between batches
         key = (path, self._state.generation)
@@ -88,12 +117,15 @@ class Volume3D(QObject):
         """Another model is being loaded: the run in progress stops, the next model runs afresh."""
         self._worker.want_volume(None)
         self._asked = self._cancelled = None
+        self._ready.clear()
+        self.preview.forget()
         self._panel.hide_lesions()
         self._listed = None
         self._end_progress()
 
     def cancel(self) -> None:
-        """The status bar's Cancel: the run of the volume shown stops after its current batch; nothing is shown."""
+        """Cancel (the status bar's, the canvas's): the run of the volume shown stops after its current batch; its
+        slices stay on the canvas, without a result."""
         path = self._running
         if path is None:
             return
@@ -109,6 +141,8 @@ class Volume3D(QObject):
     def _on_progress(self, progress: VolumeProgress) -> None:
         path, stage = progress.path, progress.stage
         if stage in ("done", "stopped"):
+            if stage == "done":
+                self._ready.add(path)
             if self._running == path:
                 self._end_progress()
             if path == self._files.current_path():
@@ -116,6 +150,7 @@ class Volume3D(QObject):
             return
         if path != self._files.current_path() or path == self._cancelled:
             return  # a run the reader left: it stops at its next batch
+        self._ready.discard(path)  # run again (the worker let its result go to keep within its memory)
         if self._running != path:
             self._start(path)
         if self._running == path:
@@ -123,25 +158,43 @@ class Volume3D(QObject):
                 self._stage = stage
                 self._status.start_run(max(1, progress.total))
             self._status.run_progress(progress.done)
-            what = f"{STAGES.get(stage, stage)} {progress.done} of {progress.total}"
-            self._panel.show_busy(f"Running the 3D model over the whole volume: {what}")
+            stage_name = STAGES.get(stage, stage)
+            what = f"{stage_name} {progress.done} of {progress.total}"
+            self._busy = f"Running the 3D model over the whole volume: {what}"
+            self._panel.show_busy(self._busy)
             self._status.showMessage(f"{Path(path).name}: 3D model, {what} (Cancel stops it)", 0)
+            self.banner.show_progress(f"3D model: {stage_name} {progress.done} / {progress.total}")
 
     def _start(self, path: str) -> None:
-        """The run of the volume shown starts: the picture before it (another file's) leaves the screen, the
-        status bar shows the run's progress and Cancel (unless Run on all holds it)."""
+        """The run of the volume shown starts: the status bar and the canvas show its progress and Cancel (unless
+        Run on all holds the bar); the picture before it, another file's, leaves the screen for this volume's
+        slice without a result."""
         if self._status.run_shown:
             return
-        self._running, self._stage = path, ""
-        self._state.clear_screen()
-        self._viewer.clear()
-        self._panel.clear_result()
+        self._running, self._stage, self._busy = path, "", ""
+        on_screen = self._state.on_screen
+        if (on_screen is None or str(on_screen.path) != path) and not self.preview.shows(path):
+            self._state.clear_screen()
+            self._viewer.clear()
+            self._panel.clear_result()
+            wanted, volume = self._state.wanted, self._files.volume(path)
+            if wanted is not None and wanted.path == path and volume is not None:
+                self.preview.ask(path, wanted.frame, volume)
 
     def _end_progress(self) -> None:
         if self._running is not None:
             self._running = None
             self._status.end_run()
             self._panel.show_busy(None)
+            self.banner.hide()
+
+    def _busy_line(self, path: str) -> str:
+        """The side panel's line while the volume `path` has no result: its run's progress, or its Cancel."""
+        if path == self._cancelled:
+            return "No result: the 3D model's run over this volume was cancelled"
+        if path == self._running and self._busy:
+            return self._busy
+        return "Waiting for the 3D model's run over the whole volume…"
 
     def _ended(self, progress: VolumeProgress) -> None:
         name = Path(progress.path).name
@@ -150,17 +203,15 @@ class Volume3D(QObject):
                                      f"{progress.seconds:.1f} s; slices, threshold and heatmap from its result",
                                      NOTE_MS)
             return
-        if progress.path == self._cancelled:  # no result: nothing of the run, or of the picture before it, stays
-            self._state.clear_screen()
-            self._viewer.clear()
+        if progress.path == self._cancelled:  # no result: the slices stay on the canvas as pictures alone
             self._panel.clear_result()
-            self._panel.show_busy(None)
+            self._panel.show_busy(self._busy_line(progress.path))
             self._files.set_status(progress.path, "pending")
             self._status.showMessage(self._cancelled_line(progress.path), NOTE_MS)
 
     def _cancelled_line(self, path: str) -> str:
-        return (f"{Path(path).name}: the 3D model's run was cancelled, so no result is shown; open another file "
-                "and come back to run it")
+        return (f"{Path(path).name}: the 3D model's run was cancelled, so no result is shown (its slices are); "
+                "open another file and come back to run it")
 
     def _on_failed(self, failed: VolumeCountFailed) -> None:
         if self._running == failed.path:
@@ -174,6 +225,8 @@ class Volume3D(QObject):
     def _on_counted(self, count: VolumeCount) -> None:
         """A whole volume's components (a 3D model's result, a 2D model's completed count) for the volume shown."""
         model = self._state.model
+        if model is not None and model.spec.is_3d and count.labels is not None:
+            self._ready.add(count.path)  # the worker holds its result: its slices come from it at once
         if count.path != self._files.current_path() or model is None or count.done < count.total:
             return
         if count.lesions is None and not count.lesions_why:

@@ -28,7 +28,8 @@ if TYPE_CHECKING:
 class VolumeView(QObject):
     slice_wanted = Signal(object, int)  # path (str; never a QString), slice: the window shows it (show_path)
     fill_requested = Signal(object)  # messages.FillRequest: the worker counts the whole volume
-    showing = Signal(object)  # path (str): about to be shown, before its picture is asked for (a 3D model's run)
+    showing = Signal(object, int)  # path (str), slice: about to be shown, before its picture is asked for (a 3D
+    # model's run, the slice's picture while it runs)
 
     def __init__(self, state: ViewState, *, files: FileList, viewer: ImageViewer, slices: SliceBar,
                  panel: SidePanel, worker: InferenceWorker, status: StatusBar | None = None,
@@ -36,6 +37,7 @@ class VolumeView(QObject):
         super().__init__(parent)
         self._state, self._files, self._viewer, self._slices = state, files, viewer, slices
         self._panel, self._worker = panel, worker
+        self.presenter = presenter
         self._counted: str | None = None  # the volume whose whole-volume counts the legend shows
         self.three = ThreePlanes(state, files=files, viewer=viewer, slices=slices, panel=panel, status=status,
                                  presenter=presenter, parent=self)  # a QObject only: its widget on first use
@@ -70,7 +72,7 @@ class VolumeView(QObject):
 
     def show(self, path: str, frame: int):
         """The slice bar, orientation letters and legend for `path` at `frame`; its Volume, or None."""
-        self.showing.emit(path)
+        self.showing.emit(path, frame)
         volume = self._files.volume(path)
         self.three.showing(path)
         self._slices.show_volume(volume, frame)

@@ -1,11 +1,14 @@
 """The inference worker's 3D model runs (Volume3DRunner, a collaborator that app.ui.workers.worker.InferenceWorker
 composes and calls from its slots, on its thread): the 3D model over the whole volume shown, once per (volume,
-model), with its progress; then each slice the reader asks for, and the whole volume's counts at the reader's
-threshold, from that kept result (app.runs.folder.volume3d_view) — never a second model run."""
+model, settings) for the session, with its progress; then each slice the reader asks for, and the whole volume's
+counts at the reader's threshold, from that kept result (app.runs.folder.volume3d_view) — never a second model run.
+The results are kept least recently used first out, within KEPT_BYTES, so a reader going back to a volume sees its
+result at once."""
 
 from __future__ import annotations
 
 import logging
+from collections import OrderedDict
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -19,6 +22,12 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+# The 3D results kept for the session (label volumes and float16 probabilities): a 512 × 512 × 300 CT under a
+# binary model holds ~240 MB, so about eight such volumes; the least recently used goes first, and the volume being
+# run always stays (a single result larger than this is kept alone).
+KEPT_BYTES = 2 << 30
+ModelKey = tuple[object, ...]  # what makes two runs of one volume give the same result (model_key)
+
 
 class Volume3DRunner:
     """The kept prediction of one volume (the one shown) under the loaded 3D model."""
@@ -27,7 +36,8 @@ class Volume3DRunner:
         """`progress`: the worker's volume_progress signal; `counted`, `failed`: its volume_counted and
         volume_count_failed (the whole-volume result is a VolumeCount, as a 2D model's counted volume)."""
         self._progress, self._counted, self._failed = progress, counted, failed
-        self._kept: tuple[str, KeptPrediction] | None = None
+        self._kept: OrderedDict[tuple[str, ModelKey], KeptPrediction] = OrderedDict()  # the newest last
+        self._model: ModelKey | None = None  # of the session the last fill ran with (None: none since reset)
         self._refused: tuple[str, Exception] | None = None  # (path, why) of a run that failed: not run again
         self._wanted: str | None = None  # the volume the window shows; a run for any other stops
 
@@ -40,8 +50,13 @@ class Volume3DRunner:
     # -- on the worker thread -----------------------------------------------------------------------------------
 
     def reset(self) -> None:
-        """A new model: nothing kept from the old one."""
-        self._kept = self._refused = None
+        """A new model is loaded: its slices are asked for only after its first fill. The kept results stay (each
+        is keyed by its model and settings): going back to a model finds them."""
+        self._model = self._refused = None
+
+    @property
+    def kept_bytes(self) -> int:
+        return sum(kept.nbytes for kept in self._kept.values())
 
     def fill(self, request: FillRequest, model: ModelSession, tuned: ModelSession,
              min_confidence: float | None) -> None:
@@ -52,6 +67,7 @@ class Volume3DRunner:
         from app.ui.state.messages import VolumeCount, VolumeCountFailed
 
         path = request.path
+        self._model = model_key(model)
         try:
             kept = self._prediction(path, request, model)
             figures = kept.figures(spec=tuned.spec, min_confidence=min_confidence,
@@ -81,14 +97,19 @@ class Volume3DRunner:
             raise SegLensError(needs_volume_line(tuned.spec))
         if self._refused is not None and self._refused[0] == path:
             raise self._refused[1]
-        if self._kept is None or self._kept[0] != path:
+        key = (path, self._model) if self._model is not None else None
+        kept = self._kept.get(key) if key is not None else None
+        if key is None or kept is None:
             raise Stopped()
-        return self._kept[1].slice_result(request.key.frame, spec=tuned.spec, min_confidence=min_confidence,
+        self._kept.move_to_end(key)
+        return kept.slice_result(request.key.frame, spec=tuned.spec, min_confidence=min_confidence,
                                           tuned=request.tuning.threshold is not None, decode_ms=decode_ms)
 
     def _prediction(self, path: str, request: FillRequest, model: ModelSession) -> KeptPrediction:
-        if self._kept is not None and self._kept[0] == path:
-            return self._kept[1]
+        key = (path, model_key(model))
+        if (found := self._kept.get(key)) is not None:
+            self._kept.move_to_end(key)
+            return found
         if self._refused is not None and self._refused[0] == path:
             raise self._refused[1]
         from app.inference.image.pipeline import Stopped
@@ -97,7 +118,8 @@ class Volume3DRunner:
 
         if self._wanted != path:  # the window left it (or cancelled) before its run began: no run, no word
             raise Stopped()
-        self._kept = self._refused = None  # the volume shown before is freed before this one takes memory
+        self._refused = None
+        self._make_room(estimated_bytes(model, request))  # before this one takes memory
         try:
             kept = predict_kept(model, request.volume, should_stop=lambda: self._wanted != path,
                                 progress=lambda stage, done, total: self._progress.emit(
@@ -108,8 +130,38 @@ class Volume3DRunner:
         except Exception as exc:
             self._refused = (path, exc)
             raise
-        self._kept = (path, kept)
+        self._kept[key] = kept
+        self._make_room(0)
         log.info("3D model: %d patches over %d slices in %.1f s", kept.prediction.patches, kept.depth, kept.seconds)
         self._progress.emit(VolumeProgress(path, "done", kept.prediction.patches, kept.prediction.patches,
                                            seconds=kept.seconds))
         return kept
+
+    def _make_room(self, needed: int) -> None:
+        """The least recently used results go until those kept and `needed` more bytes fit in KEPT_BYTES; the
+        newest (the volume just run) always stays when nothing is needed."""
+        keep = 0 if needed else 1
+        while len(self._kept) > keep and self.kept_bytes + needed > KEPT_BYTES:
+            self._kept.popitem(last=False)
+
+
+def model_key(model: ModelSession) -> ModelKey:
+    """The model and its settings as a run's result depends on them: its spec (the sidecar's patch, TTA,
+    normalisation, threshold…), where it runs, and the model file itself (another export under the same name)."""
+    spec, info = model.spec, model.info
+    try:
+        stat = spec.path.stat()
+        file: tuple[int, int] = (stat.st_mtime_ns, stat.st_size)
+    except OSError:  # a model served elsewhere: its name and spec say which
+        file = (0, 0)
+    return spec, info.provider, info.requested, file
+
+
+def estimated_bytes(model: ModelSession, request: FillRequest) -> int:
+    """What the request's result will hold once kept: its labels (uint8) and probabilities (float16, one plane
+    per channel the model's blend keeps) over the volume's voxels."""
+    from app.inference.volume3d.predict import output_classes
+
+    volume = request.volume
+    voxels = volume.depth * volume.rows * volume.columns
+    return voxels * (1 + 2 * output_classes(model.spec))

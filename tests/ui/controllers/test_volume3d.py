@@ -1,7 +1,8 @@
 """The 3D model's controller (app/ui/controllers/volume3d.py) driven with fakes of the worker, the volume view, the
-loader, the panel, the viewer, the file list and the status bar (no window, no thread, no model): when it asks for
-the run and when not, what the run's progress and end show, Cancel, another model, and the lesion list's rows
-moving the crosshair or the slice."""
+loader, the panel, the viewer, the file list, the status bar, the canvas's progress banner and the slice preview
+(no window, no thread, no model): when it asks for the run and when not, what the run's progress and end show,
+when a slice is shown without a result, Cancel, another model, and the lesion list's rows moving the crosshair or
+the slice."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from PySide6.QtCore import Signal
 
 from app.inference.decide.lesions import Lesion
 from app.ui.controllers.volume3d import Volume3D, on_lesion
-from app.ui.state.messages import FillRequest, ModelSummary, VolumeCount, VolumeCountFailed, VolumeProgress
+from app.ui.state.messages import FillRequest, ModelSummary, ViewKey, VolumeCount, VolumeCountFailed, VolumeProgress
 from ui.controllers.fakes import Fake, FakeFiles, FakeSidePanel, FakeStatus, FakeViewer, ready_state
 
 CT, PHOTO = "data/ct.nii.gz", "data/photo.png"
@@ -34,7 +35,7 @@ class FakeWorker(Fake):
 
 
 class FakeVolumes(Fake):
-    showing = Signal(object)
+    showing = Signal(object, int)
 
     def __init__(self) -> None:
         super().__init__()
@@ -51,6 +52,31 @@ class FakePlanes(Fake):
 
     def set_point(self, k: int, row: int, col: int) -> None:
         self.record("set_point", k, row, col)
+
+
+class FakeBanner(Fake):
+    cancel_requested = Signal()
+
+    def show_progress(self, text: str) -> None:
+        self.record("show_progress", text)
+
+    def hide(self) -> None:
+        self.record("hide")
+
+
+class FakePreview(Fake):
+    def __init__(self) -> None:
+        super().__init__()
+        self.showing: str | None = None
+
+    def ask(self, path: str, frame: int, volume) -> None:
+        self.record("ask", path, frame)
+
+    def forget(self) -> None:
+        self.record("forget")
+
+    def shows(self, path: str) -> bool:
+        return path == self.showing
 
 
 class FakeLoader(Fake):
@@ -101,77 +127,105 @@ def make(*, is_3d: bool = True, current: str = CT):
     files = VolumeFiles([CT, PHOTO])
     files.current = current
     parts = SimpleNamespace(state=state, files=files, status=Status(), panel=FakePanel(), viewer=FakeViewer(),
-                            worker=FakeWorker(), volumes=FakeVolumes(), loader=FakeLoader(), shown=[])
+                            worker=FakeWorker(), volumes=FakeVolumes(), loader=FakeLoader(), shown=[],
+                            banner=FakeBanner(), preview=FakePreview())
     parts.controller = Volume3D(state, files=files, status=parts.status, panel=parts.panel, viewer=parts.viewer,
                                 worker=parts.worker, volumes=parts.volumes, loader=parts.loader,
-                                show_slice=lambda path, k: parts.shown.append((path, k)))
+                                show_slice=lambda path, k: parts.shown.append((path, k)), banner=parts.banner,
+                                preview=parts.preview)
     return parts
 
 
 def test_a_volume_shown_with_a_3d_model_asks_for_its_run_once_per_model():
     p = make()
-    p.volumes.showing.emit(CT)
-    p.volumes.showing.emit(CT)  # the next slice: the run is asked for already
+    p.volumes.showing.emit(CT, 0)
+    p.volumes.showing.emit(CT, 1)  # the next slice: the run is asked for already
     assert p.worker.called("want_volume") == [(CT,), (CT,)]
     assert p.worker.called("fill_volume") == [(FillRequest(CT, VOLUME, None),)]
+    assert p.preview.called("ask") == [(CT, 0), (CT, 1)]  # each slice as a picture alone until the result comes
     p.loader.load_requested.emit(object())  # another model: the run stops, the next one is asked for afresh
     assert p.worker.called("want_volume")[-1] == (None,)
     generation = p.state.begin_model()
     p.state.model_ready(generation, ModelSummary(spec=spec(), info=None, generation=generation))
-    p.volumes.showing.emit(CT)
+    p.volumes.showing.emit(CT, 0)
     assert len(p.worker.called("fill_volume")) == 2
+
+
+def test_a_volume_whose_result_is_kept_is_asked_again_but_gets_no_preview():
+    p = make()
+    p.volumes.showing.emit(CT, 0)
+    p.worker.volume_progress.emit(VolumeProgress(CT, "done", 45, 45, seconds=2.5))
+    p.volumes.showing.emit(PHOTO, 0)
+    p.volumes.showing.emit(CT, 3)  # back: the worker answers from the result it keeps, at once
+    assert len(p.worker.called("fill_volume")) == 2 and p.preview.called("ask") == [(CT, 0)]
 
 
 def test_a_plain_image_or_a_2d_model_asks_for_no_run():
     p = make()
-    p.volumes.showing.emit(PHOTO)  # its own request says the one line
+    p.volumes.showing.emit(PHOTO, 0)  # its own request says the one line
     q = make(is_3d=False)
-    q.volumes.showing.emit(CT)  # the 2D model's whole-volume count is the volume view's
+    q.volumes.showing.emit(CT, 0)  # the 2D model's whole-volume count is the volume view's
     for parts in (p, q):
         assert parts.worker.called("want_volume") == [(None,)] and not parts.worker.called("fill_volume")
+        assert not parts.preview.called("ask")
 
 
 def test_progress_clears_the_picture_before_it_and_counts_slices_then_patches():
     p = make()
-    p.volumes.showing.emit(CT)
+    p.state.wanted = ViewKey(CT, 2)
+    p.volumes.showing.emit(CT, 2)
     p.worker.volume_progress.emit(VolumeProgress(CT, "reading", 6, 12))
     p.worker.volume_progress.emit(VolumeProgress(CT, "patches", 3, 45))
-    assert p.viewer.names() == ["clear"] and p.controller.running == CT
+    assert p.viewer.names() == ["clear"] and p.controller.running == CT  # another file's picture goes…
+    assert p.preview.called("ask") == [(CT, 2), (CT, 2)]  # … for this slice's, without a result
+    assert p.banner.called("show_progress") == [("3D model: reading slice 6 / 12",), ("3D model: patch 3 / 45",)]
     assert p.status.called("start_run") == [(12,), (45,)] and p.status.called("run_progress") == [(6,), (3,)]
     assert p.status.messages[-1] == "ct.nii.gz: 3D model, patch 3 of 45 (Cancel stops it)"
     assert p.panel.called("show_busy")[-1] == ("Running the 3D model over the whole volume: patch 3 of 45",)
     p.worker.volume_progress.emit(VolumeProgress(CT, "done", 45, 45, seconds=2.5))
     assert p.status.names()[-2:] == ["end_run", "showMessage"] and p.controller.running is None
     assert p.status.messages[-1].startswith("ct.nii.gz: 3D model over the whole volume, 45 patches in 2.5 s")
+    assert p.banner.names()[-1] == "hide"
+
+
+def test_the_preview_on_screen_stays_when_the_run_starts():
+    p = make()
+    p.preview.showing = CT
+    p.volumes.showing.emit(CT, 0)
+    p.worker.volume_progress.emit(VolumeProgress(CT, "patches", 3, 45))
+    assert not p.viewer.calls and p.preview.called("ask") == [(CT, 0)]
 
 
 def test_a_run_the_reader_left_shows_no_progress():
     p = make(current=PHOTO)
     p.worker.volume_progress.emit(VolumeProgress(CT, "patches", 3, 45))
-    assert not p.status.calls and not p.viewer.calls
+    assert not p.status.calls and not p.viewer.calls and not p.banner.calls
 
 
-def test_cancel_stops_the_run_shows_nothing_and_keeps_it_stopped_until_the_reader_leaves():
+def test_cancel_stops_the_run_keeps_the_slices_and_keeps_it_stopped_until_the_reader_leaves():
     p = make()
-    p.volumes.showing.emit(CT)
+    p.volumes.showing.emit(CT, 0)
+    p.preview.showing = CT  # its slice is on the canvas, without a result
     p.worker.volume_progress.emit(VolumeProgress(CT, "patches", 3, 45))
-    p.status.cancel_requested.emit()
+    p.banner.cancel_requested.emit()  # the canvas's Cancel (the status bar's does the same)
     assert p.worker.called("want_volume")[-1] == (None,)
     p.worker.volume_progress.emit(VolumeProgress(CT, "stopped"))
-    assert p.viewer.names() == ["clear", "clear"] and p.files.statuses[CT] == "pending"
-    assert p.state.on_screen is None and "end_run" in p.status.names()
-    assert p.status.messages[-1] == ("ct.nii.gz: the 3D model's run was cancelled, so no result is shown; open "
-                                     "another file and come back to run it")
-    p.volumes.showing.emit(CT)  # a slice step: still cancelled
+    assert not p.viewer.calls and p.files.statuses[CT] == "pending"  # the image stays
+    assert p.state.on_screen is None and "end_run" in p.status.names() and p.banner.names()[-1] == "hide"
+    assert p.status.messages[-1] == ("ct.nii.gz: the 3D model's run was cancelled, so no result is shown (its "
+                                     "slices are); open another file and come back to run it")
+    assert p.panel.called("show_busy")[-1] == ("No result: the 3D model's run over this volume was cancelled",)
+    p.volumes.showing.emit(CT, 5)  # a slice step: still cancelled, the slice shown as a picture
     assert len(p.worker.called("fill_volume")) == 1 and p.worker.called("want_volume")[-1] == (None,)
-    p.volumes.showing.emit(PHOTO)
-    p.volumes.showing.emit(CT)  # back to it: run again
+    assert p.preview.called("ask")[-1] == (CT, 5)
+    p.volumes.showing.emit(PHOTO, 0)
+    p.volumes.showing.emit(CT, 0)  # back to it: run again
     assert len(p.worker.called("fill_volume")) == 2 and p.worker.called("want_volume")[-1] == (CT,)
 
 
 def test_a_refused_run_is_one_line():
     p = make()
-    p.volumes.showing.emit(CT)
+    p.volumes.showing.emit(CT, 0)
     p.worker.volume_count_failed.emit(VolumeCountFailed(CT, "ct.nii.gz: the 3D model needs about 9 GB …"))
     assert p.status.messages == ["Error: ct.nii.gz: the 3D model needs about 9 GB …"]
 
@@ -197,7 +251,7 @@ def test_the_lesion_list_shows_the_volumes_components_and_a_row_goes_there():
     assert p.volumes.planes.called("set_point") == [(4, 10, 11)] and p.shown == [(CT, 4)]
     p.worker.volume_counted.emit(count(lesions=None, why="a 4D NIfTI of 2 time points: …"))
     assert p.panel.group.called("set_unavailable") == [("a 4D NIfTI of 2 time points: …",)]
-    p.volumes.showing.emit(PHOTO)
+    p.volumes.showing.emit(PHOTO, 0)
     assert p.panel.called("hide_lesions")
 
 
