@@ -232,9 +232,10 @@ class StationController(QObject):
     def _show_badge(self, stats: StationStats, alarms: tuple[str, ...], *, ended: bool = False) -> None:
         """While the viewer is shown, the status bar keeps the station in sight: its counts, red on an alarm."""
         if self._badge is None:
-            from PySide6.QtWidgets import QLabel
+            from app.ui.widgets.fit import FitLabel
 
-            self._badge = QLabel()
+            # a long station name is elided in its middle: the state and counts stay, the window keeps its width
+            self._badge = FitLabel(hint_width=420, elide="ElideMiddle")
             self._status.addPermanentWidget(self._badge)
             self._badge.setVisible(not self.showing_station)
         name = "" if self._opened is None else f" {self._opened.name}"

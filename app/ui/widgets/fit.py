@@ -78,7 +78,8 @@ class FitLabel(QLabel):
         if shown != super().text():
             super().setText(shown)
             self.updateGeometry()  # the number of lines, and so the height, may have changed
-        super().setToolTip(self._own_tip or (self._full if cut else ""))
+        whole = self._full if cut and self._full != self._own_tip else ""
+        super().setToolTip("\n".join(part for part in (whole, self._own_tip) if part))
 
 
 def _paragraphs(text: str) -> list[str]:
