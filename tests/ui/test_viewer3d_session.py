@@ -10,6 +10,9 @@ import threading
 
 import numpy as np
 import pytest
+from PySide6.QtCore import Qt
+from PySide6.QtGui import QImage
+from PySide6.QtWidgets import QPushButton
 from spec3d_models import sigmoid3d, with_sidecar
 from waiting import round_trip
 
@@ -78,8 +81,6 @@ class Held:
 
 def centre_pixels(win) -> np.ndarray:
     """The middle half of the canvas as [H, W, 3] (away from the orientation letters at its edges)."""
-    from PySide6.QtGui import QImage
-
     image = win.viewer.viewport().grab().toImage().convertToFormat(QImage.Format.Format_RGB888)
     width, height = image.width(), image.height()
     pixels = np.frombuffer(image.constBits(), np.uint8, image.bytesPerLine() * height).reshape(height, -1)
@@ -132,7 +133,9 @@ def test_after_cancel_the_image_stays_and_paging_changes_it(qtbot, make_main_win
     held = Held(monkeypatch)
     win.add_paths([a])
     qtbot.waitUntil(lambda: win.volume3d.running == a and held.reached.is_set(), timeout=TIMEOUT)
-    win.status.cancel_requested.emit()  # the status bar's Cancel
+    qtbot.waitUntil(win.volume3d.banner.isVisible, timeout=TIMEOUT)
+    (cancel,) = win.volume3d.banner.findChildren(QPushButton)
+    qtbot.mouseClick(cancel, Qt.MouseButton.LeftButton)  # the Cancel drawn over the canvas
     held.release()
     qtbot.waitUntil(lambda: "was cancelled" in win.status.currentMessage(), timeout=TIMEOUT)
     round_trip(qtbot, through=win.worker)

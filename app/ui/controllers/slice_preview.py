@@ -76,6 +76,7 @@ class SlicePreview(QObject):
         self._state.shown = None
         self._presenter.model_switching(self._busy(picture.path))  # no overlay, counts or verdict of another
         self._viewer.set_image(picture.image, picture.size)
+        self._panel.show_comparison(None, [])  # nor another picture's metrics against its reference
         self._panel.show_image_info(picture.info, picture.window, picture.frame, picture.frames)
         self._status.show_image_size(*picture.size, picture.window)
         self.on_screen = (picture.path, picture.frame)
