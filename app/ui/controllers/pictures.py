@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 from PySide6.QtCore import QObject, Signal
 
 from app.logs import private
+from app.spelling import counted
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -22,6 +23,7 @@ if TYPE_CHECKING:
     from app.ui.controllers.tuner import Tuner
     from app.ui.controllers.volume_view import VolumeView
     from app.ui.state.messages import TileProgress, ViewFailed, ViewResult, ViewSkipped
+    from app.ui.state.remote_messages import RemoteRetrying
     from app.ui.state.view_state import ViewState
     from app.ui.widgets.file_list import FileList
     from app.ui.widgets.status import StatusBar
@@ -51,6 +53,7 @@ class Pictures(QObject):
         worker.failed.connect(self._on_failed)
         worker.skipped.connect(self._on_skipped)
         worker.tile_progress.connect(self._on_tile_progress)
+        worker.remote_retrying.connect(self._on_retrying)
 
     def add_paths(self, paths: list[str | Path]) -> None:
         """Load files and folders into the list (replacing it) and show the first."""
@@ -73,7 +76,7 @@ class Pictures(QObject):
         self._tuner.tune(input_root=str(self._files.root_and_rel(str(inputs[0].path))[0]))
         self._reviewer.open()
         self._files.setCurrentRow(0)
-        self._status.showMessage(f"{len(inputs)} image(s)", 5000)
+        self._status.showMessage(counted(len(inputs), "image"), 5000)
 
     def show(self, path: str | None, frame: int = 0) -> None:
         """Show `path` (its `frame`): from the cache when it is there, else asked of the worker."""
@@ -126,5 +129,10 @@ class Pictures(QObject):
         private(log, logging.WARNING, path, message)
         self._files.set_status(path, "error", message)
         if self._state.is_wanted_path(path):
-            self._presenter.clear(message)
+            self._presenter.failed(failed)
         self.image_failed.emit(path, message)
+
+    def _on_retrying(self, retrying: RemoteRetrying) -> None:
+        """The server is tried again for the picture wanted: the canvas shows that picture, waiting."""
+        if retrying.picture is not None and retrying.picture.key == self._state.wanted:
+            self._presenter.waiting(retrying)

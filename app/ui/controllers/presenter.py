@@ -16,7 +16,16 @@ from app.ui.state.view_state import DisplayMode
 if TYPE_CHECKING:
     from PySide6.QtGui import QImage
 
-    from app.ui.state.messages import ViewResult, Window, WindowedImage, WindowFailed, WindowRequest
+    from app.ui.state.messages import (
+        BarePicture,
+        ViewFailed,
+        ViewResult,
+        Window,
+        WindowedImage,
+        WindowFailed,
+        WindowRequest,
+    )
+    from app.ui.state.remote_messages import RemoteRetrying
     from app.ui.state.view_state import ViewState
     from app.ui.widgets.overlay import DifferenceImage, HeatmapImage, OverlayImage
     from app.ui.widgets.panels import SidePanel
@@ -57,20 +66,44 @@ class Presenter(QObject):
 
         self._present(view, image_to_qimage(view.display_pixels), view.window)
 
-    def clear(self, message: str) -> None:
-        """The picture wanted failed: an empty viewer, the message, no counts."""
-        self._state.clear_screen()
-        self._overlay = self._overlay_b = self._heat = None  # a class toggle must not paint the old mask over nothing
-        self._viewer.clear()
-        self._status.showMessage(f"Error: {message}", 15000)
-        self._panel.clear_result()
+    def failed(self, failed: ViewFailed) -> None:
+        """The picture wanted failed: its own pixels when they were read (else an empty canvas), what failed and
+        what to do over them and in the status bar, no result."""
+        self._without_result(failed.picture)
+        self._viewer.set_notice(_on_canvas(failed.path, failed.message), failed=True)
+        self._status.showMessage(f"Error: {_in_status(failed.path, failed.message)}", 15000)
         self._panel.show_busy(None)
+
+    def waiting(self, retrying: RemoteRetrying) -> None:
+        """The picture wanted waits on a server being tried again: its pixels, never the previous picture's result,
+        and the retry line over them until its result (or failure) comes."""
+        if retrying.picture is None:
+            return
+        self._without_result(retrying.picture)
+        self._viewer.set_notice(_on_canvas(retrying.picture.key.path, retrying.line))
+
+    def _without_result(self, picture: BarePicture | None) -> None:
+        """`picture`'s pixels on the canvas (None: none), with no overlay, split, detail tiles, counts or verdict
+        of whatever was shown before."""
+        self._state.clear_screen()
+        self._overlay = self._overlay_b = self._heat = None  # a class toggle must not paint the old mask over it
+        self._panel.clear_result()
+        if picture is None:
+            self._viewer.clear()
+            return
+        from app.ui.widgets.overlay import image_to_qimage  # numpy: loaded after the window shows
+
+        height, width = picture.image_hw
+        self._viewer.set_detail(None, None, 1.0)
+        self._viewer.set_split(None)
+        self._viewer.set_image(image_to_qimage(picture.pixels), (width, height))
 
     def model_switching(self, text: str) -> None:
         """Another model was asked for: the old model's overlay, counts and verdict leave the screen (the picture
         stays) and the panel says `text` until the new model's result is shown."""
         self._overlay = self._overlay_b = self._heat = None
         self._viewer.clear_overlay()
+        self._viewer.set_notice("")  # the old model's failure
         self._viewer.set_split(None)
         self._viewer.set_detail(None, None, 1.0)  # a big image's full-resolution tiles carry the old mask too
         self._panel.clear_result()
@@ -98,6 +131,7 @@ class Presenter(QObject):
 
         self._panel.show_busy(None)
         self._panel.show_misfit(view.result.warnings)
+        self._viewer.set_notice("\n".join(f"⚠ {warning}" for warning in view.result.warnings))  # over the picture
         self._panel.show_result(view.result, view.class_counts)
         self._panel.show_verdict(view.judgement)
         classes = self._state.model.spec.classes if self._state.model else ()
@@ -139,6 +173,8 @@ class Presenter(QObject):
         if self._state.on_screen is view:
             self._viewer.replace_image(windowed.image)  # keeps zoom, pan and overlay
             self._show_facts(view, windowed.window)
+        elif self._state.wanted is not None and view.key != self._state.wanted:
+            return  # the picture wanted failed or is still running: the one before it does not come back over it
         else:
             self._present(view, windowed.image, windowed.window)
         self.window_shown.emit(windowed.window)
@@ -209,3 +245,24 @@ class Presenter(QObject):
             self._viewer.set_overlay(self._heat.image(), outline)
         elif self._overlay is not None:
             self._viewer.set_overlay(self._overlay.image(hidden=style.hidden, contour=contour))
+
+
+def _on_canvas(path: str, line: str) -> str:
+    """A picture's failure or retry line as the canvas says it: the file's name, not its whole path."""
+    from pathlib import Path
+
+    return f"{Path(path).name}: {line.removeprefix(f'{path}: ')}"
+
+
+def _in_status(path: str, line: str) -> str:
+    """A picture's failure as the status bar says it: a server given up on after its retries in few words (which
+    picture, which server, what to do: the whole line is on the canvas); any other failure's line as it is."""
+    import re
+
+    gave_up = re.search(r"remote (?P<host>[^/\s]+)/\S+: .* \(tried (?P<tries>\d+) times\)(?: — (?P<advice>.+))?$", line)
+    if gave_up is None:
+        return line
+    from pathlib import Path
+
+    advice = f" — {gave_up['advice']}" if gave_up["advice"] else ""
+    return f"{Path(path).name}: no result from {gave_up['host']} after {gave_up['tries']} tries{advice}"

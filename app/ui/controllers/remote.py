@@ -54,6 +54,7 @@ class RemoteController(QObject):
         self._dialog: RemoteDialog | None = None
         self._ids = itertools.count(1)
         self._test_id = self._secret_id = 0
+        self._keyring_problem = ""  # why the keyring cannot be used, said once the reader asks it to remember
         self.probe = probe or RemoteProbe()
         self.test_requested.connect(self.probe.test)
         self.secret_asked.connect(self.probe.find_secret)
@@ -86,6 +87,7 @@ class RemoteController(QObject):
             dialog.test_requested.connect(self.test)
             dialog.open_requested.connect(self.use)
             dialog.auth_changed.connect(self._ask_secret)
+            dialog.remember.toggled.connect(self._say_keyring)
             dialog.fill(self._remembered(), insecure_servers=self._clear_text_servers())
             self._ask_secret()
         self._dialog.show()
@@ -209,6 +211,7 @@ class RemoteController(QObject):
         except RemoteError:
             return  # said when the reader tests or opens it
         self._secret_id = next(self._ids)
+        self._keyring_problem = ""
         self.secret_asked.emit(SecretAsk(self._secret_id, keyring_account(host=host, username=form.username or None)))
 
     # -- answers (on this thread) --------------------------------------------------------------------------------
@@ -222,10 +225,15 @@ class RemoteController(QObject):
     def _on_secret(self, found: SecretFound) -> None:
         if self._dialog is None or found.request_id != self._secret_id:
             return
-        if found.problem:
-            self._dialog.say(found.problem, ok=False)
+        if found.problem:  # a lookup the reader did not ask for: said when "Remember" is (or gets) ticked
+            self._keyring_problem = found.problem
+            self._say_keyring(self._dialog.form().remember)
         elif found.secret and not self._dialog.form().secret:  # never over what the reader typed
             self._dialog.set_secret(found.secret)
+
+    def _say_keyring(self, remember: bool) -> None:
+        if remember and self._keyring_problem and self._dialog is not None:
+            self._dialog.say(self._keyring_problem, ok=False)
 
     def _on_keep_failed(self, line: str) -> None:
         log.warning("remote: %s", line)

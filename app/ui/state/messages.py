@@ -295,12 +295,24 @@ class ModelBFailed:
 
 # -- a picture's failure or skip, and a tiled image's progress -----------------------------------------------------
 @dataclass(frozen=True)
+class BarePicture:
+    """A picture's display copy without a result (its run failed, or waits on a server): what the canvas shows
+    under the line that says why."""
+
+    key: ViewKey
+    pixels: np.ndarray  # 8-bit, the display size (a big image's downscaled copy, as a ViewResult's)
+    image_hw: tuple[int, int]  # the image's own (height, width)
+
+
+@dataclass(frozen=True)
 class ViewFailed:
-    """A ViewRequest or RetuneRequest failed: the path (a str, never a QString) and the one-line message."""
+    """A ViewRequest or RetuneRequest failed: the path (a str, never a QString) and the one-line message;
+    `picture`: its pixels when they were decoded before the failure (the canvas keeps them)."""
 
     request_id: int
     path: str
     message: str
+    picture: BarePicture | None = None
 
 
 @dataclass(frozen=True)

@@ -17,6 +17,7 @@ from app.ui.state.messages import LoadRequest
 if TYPE_CHECKING:
     from app.inference.model.session import RemoteInfo, SessionInfo
     from app.inference.remote.session import RemoteTarget
+    from app.ui.state.messages import BarePicture
 
 KEYRING_SERVICE = "seglens-remote"  # the OS keyring's service name; the account: keyring_account()
 # the viewer's own opt-in to credentials in clear text (the CLI's is --allow-insecure), as its refusal names it
@@ -80,9 +81,11 @@ class SecretKeep:
 @dataclass(frozen=True)
 class RemoteRetrying:
     """The remote session waits before another try: the line to show until it answers ("… — retrying in 2 s
-    (attempt 2 of 4)")."""
+    (attempt 2 of 4)"); `picture`: the picture being tried, when it is one the reader asked to see (the canvas
+    shows it, not the previous picture's result)."""
 
     line: str
+    picture: BarePicture | None = None
 
 
 @dataclass(frozen=True)
@@ -112,7 +115,9 @@ def keyring_account(*, host: str, username: str | None) -> str:
 # error's `hint`, which mean nothing here)
 ADVICE = {"auth": "check the token (or user and password) in Model ▸ Device ▸ Remote server…",
           "tls": "check the server's URL (https/grpcs) and the CA bundle in Model ▸ Device ▸ Remote server…",
-          "model": "check the model's name and version in Model ▸ Device ▸ Remote server…"}
+          "model": "check the model's name and version in Model ▸ Device ▸ Remote server…",
+          "unreachable": "check the server or use a local device (Model ▸ Device)",
+          "timeout": "check the server or use a local device (Model ▸ Device)"}
 
 
 def viewer_line(exc: BaseException) -> str:

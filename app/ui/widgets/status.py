@@ -5,9 +5,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from PySide6.QtCore import QTimer, Signal
-from PySide6.QtWidgets import QLabel, QProgressBar, QPushButton, QStatusBar
+from PySide6.QtCore import QEvent, QSize, QTimer, Signal
+from PySide6.QtGui import QPainter
+from PySide6.QtWidgets import QFrame, QLabel, QProgressBar, QPushButton, QStatusBar, QToolTip
 
+from app.ui.widgets.fit import FitLabel
+from app.ui.widgets.lazy_qt import Qt
 from app.ui.widgets.notice import Notice
 
 if TYPE_CHECKING:
@@ -17,6 +20,47 @@ WARNING_STYLE = "QLabel { color: #1c1c1e; background: #ffcc00; padding: 1px 6px;
 GPU_STYLE = "QLabel { color: white; background: #248a3d; padding: 1px 6px; border-radius: 3px; }"
 CPU_STYLE = "QLabel { padding: 1px 6px; }"
 REMOTE_STYLE = "QLabel { color: white; background: #0a5bd3; padding: 1px 6px; border-radius: 3px; }"
+FAILED_STYLE = "QLabel { color: white; background: #b00020; padding: 1px 6px; border-radius: 3px; }"
+BADGE_WIDTHS = (90, 460)  # px: the least the badge asks of the window, and the most it takes for a long text
+
+
+class Badge(QLabel):
+    """The provider's badge: its whole text where there is room, elided at its end where there is not (the
+    whole text then leads its tooltip) — a long server name never widens the window."""
+
+    def minimumSizeHint(self) -> QSize:
+        hint = super().minimumSizeHint()
+        return QSize(min(hint.width(), BADGE_WIDTHS[0]), hint.height())
+
+    def sizeHint(self) -> QSize:
+        hint = super().sizeHint()
+        return QSize(min(hint.width(), BADGE_WIDTHS[1]), hint.height())
+
+    def elided(self) -> str:
+        """The text as it fits now ('' when the whole text does)."""
+        room = self.contentsRect().width()
+        metrics = self.fontMetrics()
+        if metrics.horizontalAdvance(self.text()) <= room:
+            return ""
+        return metrics.elidedText(self.text(), Qt.TextElideMode.ElideRight, max(0, room))
+
+    def paintEvent(self, event) -> None:
+        shown = self.elided()
+        if not shown:
+            super().paintEvent(event)
+            return
+        QFrame.paintEvent(self, event)  # the style sheet's background and border
+        painter = QPainter(self)
+        painter.setPen(self.palette().color(self.foregroundRole()))
+        painter.drawText(self.contentsRect(), int(self.alignment()), shown)
+        painter.end()
+
+    def event(self, event) -> bool:
+        if event.type() == QEvent.Type.ToolTip and self.elided():
+            tip = "\n".join(part for part in (self.text(), self.toolTip()) if part)
+            QToolTip.showText(event.globalPos(), tip, self)
+            return True
+        return super().event(event)
 
 
 class StatusBar(QStatusBar):
@@ -24,11 +68,11 @@ class StatusBar(QStatusBar):
 
     def __init__(self, parent=None) -> None:
         super().__init__(parent)
-        self.provider = QLabel("loading model…")
+        self.provider = Badge("loading model…")
         self.latency = QLabel("")
         self.gpu_memory = QLabel("GPU mem n/a")
         self.image_size = QLabel("")
-        self.model = QLabel("")
+        self.model = FitLabel(hint_width=320)  # a long model name is elided (whole on hover): never widening
         self._progress = QProgressBar()
         self._progress.setMaximumWidth(220)
         self._progress.setTextVisible(True)
@@ -45,6 +89,7 @@ class StatusBar(QStatusBar):
         self._device_id: int | None = None
         self._session: tuple[SessionInfo, str] | None = None  # shown: come back to it after a retry line
         self._retrying = False
+        self._failed = False  # a remote picture was given up on: the badge says so until a request is answered
         self._split = ""  # a remote session's last picture: network+queue and server compute (show_timings)
         self._timer = QTimer(self)
         self._timer.setInterval(2000)
@@ -82,7 +127,7 @@ class StatusBar(QStatusBar):
 
     def show_loading(self, model_name: str) -> None:
         self.latency.setText("")  # the old model's timings are not the new one's
-        self._split, self._retrying, self._session = "", False, None
+        self._split, self._retrying, self._failed, self._session = "", False, False, None
         self.provider.setText("loading model…")
         self.provider.setStyleSheet(CPU_STYLE)
         self.provider.setToolTip("")
@@ -91,7 +136,7 @@ class StatusBar(QStatusBar):
     def show_session(self, info, model_name: str) -> None:
         """The provider actually running the model; a visible warning when a GPU was asked for but not got."""
         self.model.setText(model_name)
-        self._session, self._retrying = (info, model_name), False
+        self._session, self._retrying, self._failed = (info, model_name), False, False
         if info.remote is not None:  # on a server: said as plainly as a GPU, in its own colour
             from app.ui.state.remote_messages import server_label
 
@@ -137,21 +182,41 @@ class StatusBar(QStatusBar):
         self.provider.setToolTip(f"{retrying.line}\nModel ▸ Device ▸ CPU stops waiting for the server at once.")
         self._retrying = True
 
-    def answered(self, _record: object = None) -> None:
-        """The server answered (or the request gave up, said in its own line): the session's label again."""
-        if self._retrying and self._session is not None:
+    def answered(self, record: object = None) -> None:
+        """A request ended (a picture failed, a Run on all went on): a remote picture given up on turns the badge
+        to its failed state, kept until a request is answered; else, after a retry line, the session's label."""
+        remote = self._session[0].remote if self._session is not None else None
+        line = getattr(record, "message", None)
+        if remote is not None and isinstance(line, str) and f"remote {remote.host}/{remote.model}: " in line:
+            self._show_remote_failed(line[line.index(f"remote {remote.host}/{remote.model}: "):])
+        elif self._retrying and not self._failed and self._session is not None:
             self.show_session(*self._session)
+
+    def _show_remote_failed(self, line: str) -> None:
+        """'⚠ remote: no result' in red, the whole line and what to do in its tooltip; the last answered
+        picture's timings leave (they are not this picture's)."""
+        self.provider.setText("⚠ remote: no result")  # the server is named in the status bar's line
+        self.latency.setText("")
+        self.latency.setToolTip("")
+        self.provider.setStyleSheet(FAILED_STYLE)
+        self.provider.setToolTip(f"{line}\nThe next picture tries the server again; Model ▸ Device ▸ CPU runs the "
+                                 "model on this computer.")
+        self._retrying, self._failed = False, True
 
     def show_remote_latency(self, latency) -> None:
         """A picture's requests to the server (RemoteLatency): the split joins the latency, and the label follows
-        the session's info (the server's device is known from its first answer)."""
+        the session's info (the server's device is known from its first answer) — calm again after a retry or a
+        failure."""
         self._split = latency.text()
-        if self._session is not None and latency.info.provider_label != self._session[0].provider_label:
-            self._session, self._retrying = (latency.info, self._session[1]), True  # shown again just below
-        self.answered()
+        if self._session is None:
+            return
+        changed = latency.info.provider_label != self._session[0].provider_label
+        self._session = (latency.info, self._session[1])
+        if changed or self._retrying or self._failed:
+            self.show_session(*self._session)
 
     def show_failure(self, message: str) -> None:
-        self._retrying = False
+        self._retrying = self._failed = False
         self.provider.setText("⚠ no model")
         self.provider.setStyleSheet(WARNING_STYLE)
         self.provider.setToolTip(message)

@@ -24,11 +24,16 @@ from PySide6.QtWidgets import (
     QGraphicsScene,
     QGraphicsSimpleTextItem,
     QGraphicsView,
+    QLabel,
 )
 
 from app.ui.widgets.detail import DetailItem
 from app.ui.widgets.lazy_qt import Qt
 
+NOTICE_FAILED = "QLabel { color: white; background: rgba(176, 0, 32, 225); padding: 6px 10px; border-radius: 4px; }"
+NOTICE_WARNING = ("QLabel { color: #1c1c1e; background: rgba(255, 204, 0, 235); padding: 6px 10px; "
+                  "border-radius: 4px; }")
+NOTICE_MARGIN = 10  # px from the canvas's edges
 ZOOM_STEP = 1.25
 MIN_ZOOM, MAX_ZOOM = 0.02, 64.0
 
@@ -141,6 +146,49 @@ class ImageViewer(QGraphicsView):
         self.clear_overlay()
         self._full_size = None
         self._layout_split()
+
+    def has_image(self) -> bool:
+        """Whether a picture is on the canvas."""
+        return not self._image_item.pixmap().isNull()
+
+    def image_size(self) -> tuple[int, int] | None:
+        """The picture's own (width, height), None while the canvas is empty."""
+        return self._full_size
+
+    # -- the notice over the canvas ----------------------------------------------------------------------
+
+    def set_notice(self, text: str, *, failed: bool = False) -> None:
+        """A few lines over the top of the canvas: why the picture has no result and what to do (`failed`, red),
+        or why it does not fit the model (amber); "" takes it away. Never part of the picture (render_scene)."""
+        if not text and "_notice" not in self.__dict__:
+            return  # made when first needed
+        notice = self._notice
+        notice.setText(text)
+        notice.setToolTip(text)
+        notice.setStyleSheet(NOTICE_FAILED if failed else NOTICE_WARNING)
+        notice.setVisible(bool(text))
+        self._place_notice()
+
+    def notice_text(self) -> str:
+        return self._notice.text() if "_notice" in self.__dict__ and not self._notice.isHidden() else ""
+
+    @cached_property
+    def _notice(self) -> QLabel:
+        notice = QLabel(self.viewport())
+        notice.setWordWrap(True)
+        notice.setTextFormat(Qt.TextFormat.PlainText)
+        notice.setAttribute(Qt.WidgetAttribute.WA_TransparentForMouseEvents)  # the canvas still pans under it
+        notice.hide()
+        return notice
+
+    def _place_notice(self) -> None:
+        """Across the top of the canvas, as tall as its lines."""
+        if "_notice" not in self.__dict__ or self._notice.isHidden():
+            return
+        width = max(80, self.viewport().width() - 2 * NOTICE_MARGIN)
+        self._notice.setFixedWidth(width)
+        self._notice.setFixedHeight(self._notice.heightForWidth(width))
+        self._notice.move(NOTICE_MARGIN, NOTICE_MARGIN)
 
     def set_overlay_opacity(self, opacity: float) -> None:
         self._overlay_item.setOpacity(max(0.0, min(1.0, opacity)))
@@ -388,6 +436,7 @@ class ImageViewer(QGraphicsView):
 
     def resizeEvent(self, event) -> None:
         super().resizeEvent(event)
+        self._place_notice()
         if self._fit_mode:
             self.fit_to_window()
 

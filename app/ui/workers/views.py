@@ -12,7 +12,7 @@ if TYPE_CHECKING:
     from app.inference.image.pipeline import Result
     from app.inference.model.spec import ModelSpec
     from app.io.decoded import DecodedImage
-    from app.ui.state.messages import Tuning, ViewRequest, ViewResult
+    from app.ui.state.messages import BarePicture, Tuning, ViewKey, ViewRequest, ViewResult
 
     Labels = tuple[np.ndarray | None, np.ndarray | None]  # (labels at a display size, pixels per label value)
 
@@ -81,6 +81,21 @@ def decided(view: ViewResult, tuning: Tuning, spec: ModelSpec) -> ViewResult:
             levels = probability_levels(picture)
     judgement = judge(with_score_limit(spec, tuning.score_limit), view.result)
     return replace(view, tuning=tuning, display_levels=levels, judgement=judgement, display_codes=None)
+
+
+def bare_picture(key: ViewKey, image: DecodedImage) -> BarePicture:
+    """The picture's display copy alone (its run failed, or waits on a server), downscaled as view_result's."""
+    import cv2
+
+    from app.ui.state.messages import BarePicture
+
+    pixels = image.display()
+    height, width = pixels.shape[:2]
+    scale = max(height, width) / MAX_DISPLAY_SIDE
+    if scale > 1.0:
+        size = (max(1, round(width / scale)), max(1, round(height / scale)))
+        pixels = cv2.resize(pixels, size, interpolation=cv2.INTER_AREA)
+    return BarePicture(key, pixels, (height, width))
 
 
 def view_result(request: ViewRequest, result: Result, image: DecodedImage) -> ViewResult:

@@ -18,7 +18,7 @@ from PySide6.QtCore import QObject, Signal, Slot
 
 from app.runs.review.ground_truth import References
 from app.ui.state.view_state import LatestRequest
-from app.ui.workers.views import decided, display_labels, display_mask, settled, view_result
+from app.ui.workers.views import bare_picture, decided, display_labels, display_mask, settled, view_result
 from app.ui.workers.worker_batch import BatchJobs, BatchSignals, failure_line, ground_truth, model_b_error_line, tuned
 from app.ui.workers.worker_slice_masks import SliceMasks
 from app.ui.workers.worker_volume3d import Volume3DRunner
@@ -29,6 +29,7 @@ if TYPE_CHECKING:  # messages loads in the slots, after the window shows (its da
     from app.inference.model.spec import ModelSpec
     from app.io.decoded import DecodedImage
     from app.ui.state.messages import (
+        BarePicture,
         CompareAllRequest,
         FillRequest,
         LoadRequest,
@@ -40,6 +41,7 @@ if TYPE_CHECKING:  # messages loads in the slots, after the window shows (its da
         ViewRequest,
         ViewResult,
     )
+    from app.ui.state.remote_messages import RemoteRetrying
 
 
 log = logging.getLogger(__name__)
@@ -83,6 +85,8 @@ class InferenceWorker(QObject):
         self._waiting_key: ViewKey | None = None  # the file picture waiting for the model, decoded once it's built
         # (ViewKey, DecodedImage, decode ms) of that picture, taken by the next process_view
         self._decoded: tuple[ViewKey, DecodedImage, float] | None = None
+        self._in_run: tuple[ViewKey, DecodedImage] | None = None  # the picture process_view is running (its failure
+        # and a remote session's retries show it: bare_picture)
         self._cancel = threading.Event()
         self.session_threads: list[int] = []  # ident of the thread each session was created on (tests, logs)
         self._references = References()  # each image's reference, each reference folder walked once
@@ -164,7 +168,7 @@ class InferenceWorker(QObject):
             self._model_b = None
             self.model_b_ready.emit(None)
         try:
-            model, options = open_model(request, on_retry=self.remote_retrying.emit)  # worker_open: local or remote
+            model, options = open_model(request, on_retry=self._retrying)  # worker_open: local or remote
             spec = model.spec
             waiting, self._image_waiting = self._image_waiting, False
             waiting_key, self._waiting_key, self._decoded = self._waiting_key, None, None
@@ -277,8 +281,11 @@ class InferenceWorker(QObject):
             if cancelled(exc):  # a remote request given up for a device switch: no failure of the picture
                 self.skipped.emit(ViewSkipped(request.request_id, path))
             else:
-                self.failed.emit(ViewFailed(request.request_id, path, failure_line(Path(path), exc)))
+                self.failed.emit(ViewFailed(request.request_id, path, failure_line(Path(path), exc),
+                                            picture=self._bare_picture()))
             return
+        finally:
+            self._in_run = None
         if (latency := latency_since(self._model, mark)) is not None:  # before the view: the status bar shows both
             self.remote_timed.emit(latency)
         self.result_ready.emit(view)  # its request_id: the request's (views.view_result)
@@ -291,6 +298,7 @@ class InferenceWorker(QObject):
             _, image, decode_ms = decoded
         else:
             image, decode_ms = decode_request(request)
+        self._in_run = (request.key, image)
         model, min_confidence = self._tuned(request.tuning.threshold)
         path = request.key.path
         if request.volume is not None:
@@ -312,6 +320,21 @@ class InferenceWorker(QObject):
         if request.volume is not None and result.labels is not None:
             self._volumes.add(path, request.tuning.threshold, request.key.frame, result)
         return view
+
+    def _bare_picture(self) -> BarePicture | None:
+        """The picture being run, without a result (views.bare_picture); None outside process_view's run, or when
+        its display copy cannot be made (the failure is said all the same)."""
+        if self._in_run is None:
+            return None
+        try:
+            return bare_picture(*self._in_run)
+        except Exception as exc:
+            log.debug("no display copy of the picture that failed (%s)", type(exc).__name__)
+            return None
+
+    def _retrying(self, retrying: RemoteRetrying) -> None:
+        """A remote session waits before another try: said with the picture it is trying, if one is shown."""
+        self.remote_retrying.emit(replace(retrying, picture=self._bare_picture()))
 
     def _with_model_b(self, view: ViewResult, image: DecodedImage) -> ViewResult:
         """The second model on the same decoded image: its mask, and its agreement with the first."""

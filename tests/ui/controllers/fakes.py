@@ -58,6 +58,9 @@ class FakeViewer(Fake):
     def clear(self) -> None:
         self.record("clear")
 
+    def set_notice(self, text: str, *, failed: bool = False) -> None:
+        self.record("set_notice", text, failed)
+
     def set_overlay_opacity(self, opacity: float) -> None:
         self.record("set_overlay_opacity", opacity)
 
@@ -204,8 +207,11 @@ class FakePresenter(Fake):
     def repaint_overlay(self) -> None:
         self.record("repaint_overlay")
 
-    def clear(self, message: str) -> None:
-        self.record("clear", message)
+    def failed(self, failed) -> None:
+        self.record("failed", failed.message)
+
+    def waiting(self, retrying) -> None:
+        self.record("waiting", retrying.line)
 
     def model_switching(self, text: str) -> None:
         self.record("model_switching", text)

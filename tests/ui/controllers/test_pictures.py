@@ -14,7 +14,8 @@ from PIL import Image
 from PySide6.QtCore import Signal
 
 from app.ui.controllers.pictures import Pictures
-from app.ui.state.messages import TileProgress, ViewFailed, ViewKey, ViewSkipped
+from app.ui.state.messages import BarePicture, TileProgress, ViewFailed, ViewKey, ViewSkipped
+from app.ui.state.remote_messages import RemoteRetrying
 from app.ui.state.view_state import ViewState
 from ui.controllers.fakes import Fake, FakeFiles, FakePresenter, FakeStatus, ready_state, seg_view
 
@@ -28,6 +29,7 @@ class FakeWorker(Fake):
     failed = Signal(object)
     skipped = Signal(object)
     tile_progress = Signal(object)
+    remote_retrying = Signal(object)
 
     def process_view(self, request) -> None:
         self.record("process_view", request)
@@ -134,10 +136,20 @@ def test_a_failure_clears_the_screen_only_for_the_picture_wanted(rig):
     rig.worker.failed.emit(ViewFailed(1, A, "a.png: not an image"))
     assert rig.presenter.calls == []
     rig.worker.failed.emit(ViewFailed(2, B, "b.png: truncated"))
-    assert rig.presenter.calls == [("clear", "b.png: truncated")]
+    assert rig.presenter.calls == [("failed", "b.png: truncated")]
     assert rig.files.called("set_status")[-2:] == [(A, "error", "a.png: not an image"),
                                                    (B, "error", "b.png: truncated")]
     assert rig.failures == [(A, "a.png: not an image"), (B, "b.png: truncated")]
+
+
+def test_a_retry_shows_its_picture_only_when_it_is_the_one_wanted(rig):
+    rig.pictures.show(A)
+    rig.pictures.show(B)
+    pixels = np.zeros((4, 6), np.uint8)
+    for path in (A, B, None):  # the picture passed over, the one wanted, none (the model's own warm-up)
+        picture = BarePicture(ViewKey(path), pixels, (4, 6)) if path else None
+        rig.worker.remote_retrying.emit(RemoteRetrying(f"retrying {path}", picture))
+    assert rig.presenter.calls == [("waiting", f"retrying {B}")]
 
 
 def test_a_picture_passed_over_unprocessed_goes_back_to_pending(rig):
@@ -168,7 +180,7 @@ def test_opening_lists_the_images_found_opens_a_model_among_them_and_shows_the_f
     # the editor stopped (its correction saved) while the picture it edits was still listed: its review file is
     # named by the list (was: stopped only when the first new picture showed, a KeyError, the correction lost)
     assert rig.helpers.names() == ["stop", "open"] and rig.files.called("setCurrentRow") == [(0,)]
-    assert rig.status.messages == ["2 image(s)"]
+    assert rig.status.messages == ["2 images"]
 
 
 def test_opening_nothing_readable_says_so(rig, tmp_path):

@@ -14,7 +14,7 @@ from PySide6.QtGui import QImage
 
 from app.inference.model.spec import ClassInfo
 from app.ui.controllers.presenter import Presenter
-from app.ui.state.messages import ViewKey, WindowedImage, WindowFailed
+from app.ui.state.messages import BarePicture, ViewFailed, ViewKey, WindowedImage, WindowFailed
 from app.ui.state.view_state import DisplayMode
 from ui.controllers.fakes import FakeSidePanel, FakeStatus, FakeViewer, ready_state, seg_view
 
@@ -101,23 +101,54 @@ def test_the_ab_split_is_off_while_no_model_b_mask_is_there(rig):
     assert rig.viewer.called("set_split")[-1] == (None, None, ("", ""))
 
 
-def test_a_failed_picture_leaves_an_empty_viewer_and_no_counts_and_a_class_toggle_paints_nothing(rig):
+def test_a_picture_that_failed_unread_leaves_an_empty_canvas_saying_why_and_a_class_toggle_paints_nothing(rig):
     rig.presenter.display(seg_view())
     rig.viewer.calls.clear()
-    rig.presenter.clear("a.png: not an image")
-    assert rig.viewer.names() == ["clear"]
-    assert rig.status.messages == ["Error: a.png: not an image"]
-    assert rig.panel.calls[-2:] == [("clear_result",), ("show_busy", None)]
+    rig.presenter.failed(ViewFailed(2, "data/b.png", "data/b.png: not an image"))
+    assert rig.viewer.calls == [("clear",), ("set_notice", "b.png: not an image", True)]
+    assert rig.status.messages == ["Error: data/b.png: not an image"]
+    assert ("clear_result",) in rig.panel.calls and rig.panel.calls[-1] == ("show_busy", None)
     rig.presenter.restyle(hidden={1})
     assert "set_overlay" not in rig.viewer.names()  # the old mask is not painted over nothing
     assert rig.state.on_screen is None
+
+
+def test_a_picture_that_failed_after_it_was_read_stays_on_the_canvas_without_the_previous_result(rig):
+    rig.presenter.display(seg_view())
+    rig.viewer.calls.clear()
+    picture = BarePicture(ViewKey("data/b.png"), np.zeros((2, 3), np.uint8), (20, 30))
+    line = "data/b.png: remote h:1/m: no answer within 30 s (tried 4 times) — check the server or use a local device"
+    rig.presenter.failed(ViewFailed(2, "data/b.png", line, picture))
+    assert "clear" not in rig.viewer.names() and rig.viewer.called("set_image") == [((30, 20),)]
+    assert rig.viewer.called("set_detail") == [(None, None, 1.0)] and rig.viewer.called("set_split")[-1][0] is None
+    assert rig.viewer.called("set_notice") == [(line.removeprefix("data/"), True)]
+    assert rig.status.messages == ["Error: b.png: no result from h:1 after 4 tries — check the server or use a "
+                                   "local device"]
+    rig.presenter.restyle(hidden={1})
+    assert "set_overlay" not in rig.viewer.names() and rig.state.on_screen is None
+    rig.presenter.display(seg_view("data/b.png"))  # its result, later: the notice goes
+    assert rig.viewer.called("set_notice")[-1] == ("", False)
+
+
+def test_the_previous_pictures_window_answer_is_not_drawn_over_the_picture_wanted(qtbot, rig):
+    view = high_range_view()
+    rig.presenter.display(view)
+    rig.state.select(ViewKey("data/b.png"))  # the reader went on; that picture failed
+    picture = BarePicture(ViewKey("data/b.png"), np.zeros((2, 3), np.uint8), (2, 3))
+    rig.presenter.failed(ViewFailed(2, "data/b.png", "data/b.png: broken", picture))
+    with qtbot.waitSignal(rig.presenter.window_requested) as asked:  # a drag of the window: still the first's
+        rig.presenter.set_window((10.0, 20.0))
+    rig.viewer.calls.clear()
+    image = QImage(6, 4, QImage.Format.Format_Grayscale8)
+    rig.presenter.on_windowed(WindowedImage(asked.args[0].request_id, view.key, (10.0, 20.0), image))
+    assert rig.viewer.calls == [] and rig.state.on_screen is None
 
 
 def test_switching_models_takes_the_old_overlay_counts_and_tiles_off_and_says_so(rig):
     rig.presenter.display(seg_view())
     rig.viewer.calls.clear()
     rig.presenter.model_switching("Loading b.onnx…")
-    assert rig.viewer.calls == [("clear_overlay",), ("set_split", None, None, ("", "")),
+    assert rig.viewer.calls == [("clear_overlay",), ("set_notice", "", False), ("set_split", None, None, ("", "")),
                                 ("set_detail", None, None, 1.0)]
     assert rig.panel.calls[-2:] == [("clear_result",), ("show_busy", "Loading b.onnx…")]
 
