@@ -16,8 +16,6 @@ from typing import TYPE_CHECKING
 
 from PySide6.QtCore import QEvent, QObject, Qt, Signal
 
-from app.spelling import counted
-
 if TYPE_CHECKING:
     import numpy as np
     from PySide6.QtWidgets import QWidget
@@ -230,7 +228,7 @@ class PacsController(QObject):
             return
         self._retrieve_id = 0
         n = len(done.folders)
-        line = f"{n} series ({counted(done.files, 'file')}) retrieved and opened"
+        line = f"{n} series ({done.files} files) retrieved and opened"
         if done.derived:  # a SEG or RTSTRUCT: what it was opened over, or why nothing was
             line = "; ".join(([line] if n else []) + list(done.derived))
         if done.stopped:
