@@ -1,6 +1,8 @@
 """How SegLens spells text it did not choose (file names, labels) for a terminal, a report cell or a log line:
 valid, printable UTF-8, one-to-one. Below app.errors and app.logs, so both spell a path the same way (the log's
-redaction finds a path however the terminal or a report wrote it)."""
+redaction finds a path however the terminal or a report wrote it).
+
+And how it spells a count: `counted(1, "file")` is `1 file`, never `1 files`."""
 
 from __future__ import annotations
 
@@ -65,3 +67,9 @@ def _escaped_class(controls: str | bool) -> re.Pattern[str]:
     if chosen not in _CLASSES:
         _CLASSES[chosen] = re.compile("[\ud800-\udfff]" + (f"|{chosen}" if chosen else ""))
     return _CLASSES[chosen]
+
+
+def counted(count: int, noun: str, plural: str | None = None) -> str:
+    """`1 file`, `2 files`, `0 files`: a count and its noun agreeing in number; `plural` where an added s is wrong
+    (`counted(n, "series", "series")`, `counted(n, "box", "boxes")`)."""
+    return f"{count} {noun if count == 1 else plural or noun + 's'}"

@@ -30,6 +30,7 @@ from app.cli.options import fraction as _fraction
 from app.cli.options import runtime_options as _runtime
 from app.cli.options import shown as _shown
 from app.cli.remote_options import add_remote_options, cmd_bench_remote, cmd_info_remote, remote_requested
+from app.spelling import counted
 
 if TYPE_CHECKING:  # the heavy modules are imported by the commands that use them (--version answers without)
     from app.inference.model.session import ModelSession
@@ -325,8 +326,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
         inputs = discover([args.images]) if args.images else synthetic_images(Path(scratch), args.size or (1080, 1920))
         inputs, left_out = image_inputs(inputs)
         if left_out:
-            print(f"note: {left_out} NIfTI or multi-frame volume(s) left out: bench times one picture at a time "
-                  "(run --per-slice times a volume's slices)", file=sys.stderr)
+            print(f"note: {counted(left_out, 'NIfTI or multi-frame volume')} left out: bench times one picture at "
+                  "a time (run --per-slice times a volume's slices)", file=sys.stderr)
         if not inputs:
             print(f"error: no images found in {_shown(args.images)}", file=sys.stderr)
             return EXIT_USAGE

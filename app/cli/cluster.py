@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from app.cli.options import EXIT_OK, runtime_options
 from app.cli.options import shown as _shown
+from app.spelling import counted
 
 if TYPE_CHECKING:
     from app.inference.model.spec import ModelSpec
@@ -48,7 +49,8 @@ def _announce_actors(infos: list[dict[str, Any]], spec: ModelSpec) -> None:
             print(f"note: on node {_shown(node)}, running on the CPU ({_shown(reason)})", file=sys.stderr)
     nodes = {info["node"] for info in infos}
     providers = sorted({info["provider"] for info in infos})
-    print(f"ray: {len(infos)} actor(s) on {len(nodes)} node(s), provider {', '.join(providers)}", file=sys.stderr)
+    print(f"ray: {counted(len(infos), 'actor')} on {counted(len(nodes), 'node')}, provider {', '.join(providers)}",
+          file=sys.stderr)
 
 
 def doctor_on_cluster(args: argparse.Namespace) -> int:

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, TextIO, cast
 
 from app.errors import shown
 from app.runs.folder.plan import Progress as RunProgress
+from app.spelling import counted
 
 if TYPE_CHECKING:
     from app.inference.model.session import SessionInfo
@@ -101,11 +102,6 @@ class _Redacting(io.TextIOBase):
 def say(line: str) -> None:
     """A note or a warning about the run, on stderr (the line as the run composed it)."""
     print(line, file=sys.stderr)
-
-
-def counted(count: int, noun: str) -> str:
-    """`1 input`, `2 inputs`: the summary lines read as sentences."""
-    return f"{count} {noun}{'' if count == 1 else 's'}"
 
 
 def announce_session(info: SessionInfo, spec: ModelSpec) -> None:

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 from app.cli.options import EXIT_OK, EXIT_SOME_FAILED, EXIT_USAGE
 from app.cli.options import shown as _shown
 from app.cli.pacs_get import EXIT_TERMINATED, Terminated, get_one, is_dicom, sigterm_stops
+from app.spelling import counted
 
 if TYPE_CHECKING:
     from app.io.pacs.cache import SeriesCache
@@ -210,7 +211,8 @@ def _print_series(records: Sequence[SeriesRecord]) -> None:
     for s in records:
         number = "" if s.number is None else str(s.number)
         slices = "?" if s.instances is None else str(s.instances)
-        print(_shown(f"    series {number:>3}  {s.modality:<8} {slices:>5} slice(s)  {s.description}  {s.series_uid}"))
+        unit = "slice" if s.instances == 1 else "slices"
+        print(_shown(f"    series {number:>3}  {s.modality:<8} {slices:>5} {unit:<6}  {s.description}  {s.series_uid}"))
 
 
 # --- get, send ----------------------------------------------------------------------------------------
@@ -231,8 +233,8 @@ class Line:
 
     def retrieving(self, series: int, total: int, received: int, expected: int | None) -> None:
         """A retrieve's progress: series k of n, instances received of expected."""
-        self.say(f"series {series + 1} of {total}: {received} of {expected if expected is not None else '?'} "
-                 "instance(s)")
+        of = counted(expected, "instance") if expected is not None else "? instances"
+        self.say(f"series {series + 1} of {total}: {received} of {of}")
 
     def close(self) -> None:
         """End the line (nothing when none was shown)."""
@@ -270,7 +272,7 @@ def cmd_get(args: argparse.Namespace) -> int:
                     continue
                 done += 1
                 line.close()
-                print(f"series {_shown(uid)}: {copied} file(s), {size / 2**20:.1f} MB → {_shown(target)}")
+                print(f"series {_shown(uid)}: {counted(copied, 'file')}, {size / 2**20:.1f} MB → {_shown(target)}")
     except Terminated:
         line.close()
         print(f"stopped (SIGTERM): {done} of {len(uids)} series retrieved from {_shown(node.name)}; nothing half "
@@ -304,7 +306,7 @@ def cmd_send(args: argparse.Namespace) -> int:
         stored = client_of(node).store(files, progress=lambda done, total: progress.say(f"{done} of {total} sent"))
     finally:
         progress.close()
-    print(f"{stored} of {len(files)} file(s) stored to {_shown(node.name)}")
+    print(f"{stored} of {counted(len(files), 'file')} stored to {_shown(node.name)}")
     return EXIT_OK if stored == len(files) and not refused else EXIT_SOME_FAILED
 
 
@@ -375,7 +377,7 @@ def retrieved_paths(plan: PacsPlan, *, progress: bool, anonymize: bool = False) 
     name = plan.source.name if plan.source is not None else ""
     for n, item in enumerate(got):
         series = f"{n + 1} of {len(got)}" if anonymize else _shown(item.series_uid)
-        print(f"retrieved series {series} from {_shown(name)}: {item.files} file(s), "
+        print(f"retrieved series {series} from {_shown(name)}: {counted(item.files, 'file')}, "
               f"{item.bytes / 2**20:.1f} MB", file=sys.stderr)
     return [item.folder for item in got]
 
@@ -395,6 +397,6 @@ def send_written(plan: PacsPlan, run_plan: RunPlan, *, progress: bool) -> bool:
         line.close()
     print(_shown(sent.line()))
     for series in sent.series:
-        state = "not found" if series.found is None else f"{series.found} instance(s) found"
+        state = "not found" if series.found is None else f"{counted(series.found, 'instance')} found"
         print(_shown(f"  {series.modality} series {series.series_uid}: {series.files} stored, {state}"))
     return sent.complete and bool(files)

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 
 from app.cli.options import EXIT_OK, EXIT_SOME_FAILED, EXIT_USAGE, device
 from app.cli.options import shown as _shown
+from app.spelling import counted
 
 if TYPE_CHECKING:
     from app.inference.prompt.request import PromptModel
@@ -196,8 +197,8 @@ def _folder(args: argparse.Namespace, model: PromptModel) -> int:
                           "problems": list(result.problems), "classes": result.class_names}, indent=2))
     else:
         names = ", ".join(f"{value} {name}" for name, value in result.class_names.items())
-        print(_shown(f"{len(result.written)} mask(s) from {result.boxes_done} box(es) in {args.out}"
-                     + (f"; {len(result.problems)} problem(s)" if result.problems else "")
+        print(_shown(f"{counted(len(result.written), 'mask')} from {counted(result.boxes_done, 'box', 'boxes')} in "
+                     f"{args.out}" + (f"; {counted(len(result.problems), 'problem')}" if result.problems else "")
                      + (f"; classes: {names}" if names else "")))
     return EXIT_SOME_FAILED if result.problems else EXIT_OK
 

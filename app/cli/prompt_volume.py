@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 
 from app.cli.options import EXIT_OK
 from app.cli.options import shown as _shown
+from app.spelling import counted
 
 if TYPE_CHECKING:
     from app.inference.prompt.request import PromptModel
@@ -79,7 +80,7 @@ def _volume_line(out: Path, volume: Volume, result: VolumePrompt) -> str:
         return f"{out}: 0 voxels: the prompt on slice {result.start + 1} gave an empty mask"
     iou = "no predicted IoU (grabcut)" if result.iou != result.iou else f"predicted IoU {result.iou:.3f}"
     span = f"slice {slices[0] + 1}" if len(slices) == 1 else f"slices {slices[0] + 1} to {slices[-1] + 1}"
-    return (f"{out}: {voxels} voxels on {len(slices)} of {volume.depth} slices ({span}), {iou} on slice "
+    return (f"{out}: {voxels} voxels on {len(slices)} of {counted(volume.depth, 'slice')} ({span}), {iou} on slice "
             f"{result.start + 1}")
 
 

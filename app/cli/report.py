@@ -9,6 +9,7 @@ from pathlib import Path
 
 from app.cli.options import EXIT_OK, EXIT_SOME_FAILED, resolved_model, runtime_options
 from app.cli.options import shown as _shown
+from app.spelling import counted
 
 
 def add_report_command(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -52,7 +53,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     out = args.out or review_dir / REPORT_NAME
     done = folder_report(model, review_dir, out, input_root=input_root, identity=identity, spec=model.spec,
                          min_confidence=min_confidence, naming=naming)
-    print(f"review report {_shown(done.path)}: {done.rows} input(s), {done.reviewed} reviewed, "
+    print(f"review report {_shown(done.path)}: {counted(done.rows, 'input')}, {done.reviewed} reviewed, "
           f"{done.not_processed} not processed")
     if done.not_processed:
         print("note: the rows of inputs that were not processed say why", file=sys.stderr)

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 from app.cli.options import EXIT_OK, EXIT_SOME_FAILED, EXIT_USAGE, resolved_model, runtime_options, tiled
 from app.cli.options import shown as _shown
 from app.cli.remote_options import open_remote, remote_requested, timing_line
+from app.spelling import counted
 
 if TYPE_CHECKING:
     from app.inference.model.session import ModelSession
@@ -149,7 +150,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
         written = metrics.write(args.out)
     progress.close()
     progress.print_misfits()
-    print(f"{console.counted(summary.total, 'input')}: {summary.ok} ok, {summary.failed} failed; "
+    print(f"{counted(summary.total, 'input')}: {summary.ok} ok, {summary.failed} failed; "
           f"B = {_shown(spec_b.path.name)} measured against A = {_shown(spec_a.path.name)}; pictures in "
           f"{_shown(args.out)}, report {_shown(report)}")
     console.print_metrics(metrics, written)

@@ -26,6 +26,7 @@ from app.io.decoded import DecodedImage, pixel_limit
 from app.io.limits import check_decoded, check_slices, megapixels, size_text, volume_bytes_limit
 from app.io.volumes import SliceRef, Volume
 from app.io.window import apply_window, auto_window
+from app.spelling import counted
 
 # A NIfTI image as nibabel loads it: `Any`, for nibabel's own types leave `dataobj` (an array proxy) untyped.
 NiftiImage = Any
@@ -60,7 +61,8 @@ def nifti_volume(path: Path, *, max_pixels: int | None = None, root: Path | None
     times = shape[3] if len(shape) > 3 else 1
     zooms = [float(z) for z in _stored_zooms(path, img, root=root)[:3]] + [1.0] * (3 - min(3, len(shape)))
     scale = _UNIT_TO_MM.get(img.header.get_xyzt_units()[0], 1.0)
-    label = f"NIfTI · {nifti_stem(path)} ({depth} slices" + (f" × {times} time points)" if times > 1 else ")")
+    label = f"NIfTI · {nifti_stem(path)} ({counted(depth, 'slice')}" + (
+        f" × {times} time points)" if times > 1 else ")")
     return Volume(
         kind="nifti", source=path, key=nifti_stem(path), label=label,
         slices=tuple(SliceRef(path, frame=s) for s in range(depth * times)),

@@ -19,5 +19,5 @@ def test_bench_times_a_dicom_series_slice_by_slice(ct_model, tmp_path, capsys):
     captured = capsys.readouterr()
     report = json.loads(captured.out)
     assert report["images"] == 4 and report["image_size"] == "32×32"
-    assert captured.err.strip() == ("note: 1 NIfTI or multi-frame volume(s) left out: bench times one picture at a "
+    assert captured.err.strip() == ("note: 1 NIfTI or multi-frame volume left out: bench times one picture at a "
                                     "time (run --per-slice times a volume's slices)")

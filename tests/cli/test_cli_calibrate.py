@@ -100,7 +100,7 @@ def test_a_few_images_still_calibrate_but_say_the_intervals_are_wide_and_a_broke
     captured = capsys.readouterr()
     assert code == 1  # an input failed, as run says it
     assert "on 3 OK and 3 NG images" in captured.out
-    assert "note: only 1 OK image(s) to measure on: the intervals are wide" in captured.out
+    assert "note: only 1 OK image to measure on: the intervals are wide" in captured.out
     assert "not written: add --write" in captured.out
     errors = [line for line in captured.err.splitlines() if line.startswith("error:")]
     assert len(errors) == 1 and "broken.png" in errors[0]
@@ -159,7 +159,7 @@ def test_images_in_both_folders_are_refused_in_one_line(demo, surfaces, tmp_path
     ok, ng = surfaces
     assert main(["calibrate", str(demo), "--ok", str(ng), "--ng", str(ng), "--device", "cpu"]) == 2
     assert capsys.readouterr().err == (
-        f"error: --ok and --ng: {NG_COUNT} image(s) are in both (e.g. {sorted(p.name for p in ng.iterdir())[0]}): "
+        f"error: --ok and --ng: {NG_COUNT} images are in both (e.g. {sorted(p.name for p in ng.iterdir())[0]}): "
         "a part is either good or defective\n")
     mixed = tmp_path / "mixed"
     shutil.copytree(ok, mixed)
@@ -168,4 +168,4 @@ def test_images_in_both_folders_are_refused_in_one_line(demo, surfaces, tmp_path
     nested.mkdir()
     shutil.copy(next(ng.iterdir()), nested / "inner.png")
     assert main(["calibrate", str(demo), "--ok", str(mixed), "--ng", str(nested), "--device", "cpu"]) == 2
-    assert "error: --ok and --ng: 1 image(s) are in both (e.g. inner.png)" in capsys.readouterr().err
+    assert "error: --ok and --ng: 1 image is in both (e.g. inner.png)" in capsys.readouterr().err

@@ -60,7 +60,7 @@ def test_run_with_reference_reports_metrics_and_notices(models, reviewed, tmp_pa
     assert len(notes) == 2
     assert any("small.png" in n and "5×5" in n and "53×37" in n for n in notes)
     assert any("orphan.png" in n and "no reference" in n for n in notes)
-    assert "2 image(s) scored, 2 without metrics" in captured.out and "worst IoU:" in captured.out
+    assert "2 images scored, 2 without metrics" in captured.out and "worst IoU:" in captured.out
     summary = read_report(out / "seglens_metrics.csv")
     assert [r["class"] for r in summary] == ["(all classes)", "class 1", "class 2"]
     assert summary[2]["fn_pixels"] == "185" and summary[2]["images"] == "2"

@@ -80,7 +80,7 @@ def test_find_by_patient_id_the_table_names_the_patient_the_json_and_the_log_do_
     assert table[0].split()[:3] == ["DATE", "PATIENT", "ID"]
     assert table[1].split()[1:3] == [PATIENT_ID, PATIENT_NAME] and table[1].endswith(STUDY)
     series = [line.split() for line in table[2:]]
-    assert series == [["series", "1", "CT", "32", "slice(s)", "Synthetic", "chest", "phantom", "5", "mm", SERIES]]
+    assert series == [["series", "1", "CT", "32", "slices", "Synthetic", "chest", "phantom", "5", "mm", SERIES]]
 
     assert main(["pacs", "find", "WEB", "--patient-id", PATIENT_ID, "--json", "--series"]) == 0
     out = capsys.readouterr().out
@@ -120,7 +120,7 @@ def test_run_from_the_pacs_sends_seg_and_sc_back_found_and_equal_to_the_local_ma
     captured = capsys.readouterr()
     assert code == 0, captured.err
     assert "1 input: 1 ok, 0 failed" in captured.out
-    assert "sent to ORTHANC: 33 of 33 file(s) stored (SEG (1 file), OT (32 files)); a query found 2 of 2 series " \
+    assert "sent to ORTHANC: 33 of 33 files stored (SEG (1 file), OT (32 files)); a query found 2 of 2 series " \
            "complete" in captured.out
     seg_uid = next(line.split()[2].rstrip(":") for line in captured.out.splitlines()
                    if line.startswith("  SEG series "))
@@ -170,7 +170,7 @@ def test_pacs_send_stores_files_and_folders(nodes, server, tmp_path, capsys):
     files = write_series(tmp_path / "series", slices=3)
     (tmp_path / "series" / "notes.txt").write_text("not DICOM")  # in a folder: skipped
     assert main(["pacs", "send", "ORTHANC", str(tmp_path / "series")]) == 0
-    assert capsys.readouterr().out == "3 of 3 file(s) stored to ORTHANC\n"
+    assert capsys.readouterr().out == "3 of 3 files stored to ORTHANC\n"
     uid = str(pydicom.dcmread(files[0], stop_before_pixels=True).SeriesInstanceUID)
     back = [pydicom.dcmread(io.BytesIO(raw)) for raw in server.series_instances(uid)]
     stored = {ds.SOPInstanceUID: ds for ds in back}
@@ -245,8 +245,8 @@ def test_anonymize_send_to_a_research_node_names_no_source_uid_nor_patient(nodes
                      "--device", "cpu", "--no-progress"])
         captured = capsys.readouterr()
         assert code == 0, captured.err
-        assert "retrieved series 1 of 1 from WEB: 6 file(s)" in captured.err
-        assert "sent to RESEARCH: 1 of 1 file(s) stored (SEG (1 file)); a query found 1 of 1 series complete" \
+        assert "retrieved series 1 of 1 from WEB: 6 files" in captured.err
+        assert "sent to RESEARCH: 1 of 1 file stored (SEG (1 file)); a query found 1 of 1 series complete" \
                in captured.out
         for private in (str(header.StudyInstanceUID), str(header.SeriesInstanceUID), "Doe", "PID-0042"):
             assert private not in captured.out + captured.err

@@ -46,7 +46,7 @@ def test_pacs_send_within_the_rule_stores(nodes, server, tmp_path, capsys, node,
     _, series_uid = _series(tmp_path / "series", deidentified=deidentified)
     try:
         assert main(["pacs", "send", node, str(tmp_path / "series")]) == 0
-        assert capsys.readouterr().out.strip() == f"3 of 3 file(s) stored to {node}"
+        assert capsys.readouterr().out.strip() == f"3 of 3 files stored to {node}"
         assert len(server.series_instances(series_uid)) == 3
     finally:
         for item in server.request("POST", "/tools/lookup", series_uid.encode(), content_type="text/plain"):

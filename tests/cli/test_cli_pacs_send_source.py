@@ -34,7 +34,7 @@ def test_anonymize_send_stores_the_de_identified_source_the_seg_references(nodes
                      "RESEARCH", "--device", "cpu", "--no-progress"])
         captured = capsys.readouterr()
         assert code == 0, captured.err
-        assert "sent to RESEARCH: 7 of 7 file(s) stored (" in captured.out
+        assert "sent to RESEARCH: 7 of 7 files stored (" in captured.out
         assert "a query found 2 of 2 series complete" in captured.out
         seg_file = next((tmp_path / "out").rglob("*_seg.dcm"))
         seg = pydicom.dcmread(seg_file)

@@ -96,7 +96,7 @@ def test_boxes_csv_over_a_folder(pair: Path, tmp_path: Path, capsys: pytest.Capt
     assert errors[2] == (f"error: {boxes}: row 5: a.png: box (10, 10, 10, 40) has zero area: x1 must be above x0 "
                          "and y1 above y0")
     assert errors[3].startswith(f"error: {boxes}: row 7: {folder / 'broken.png'}: ") and len(errors) == 4
-    assert captured.out.strip() == f"2 mask(s) from 3 box(es) in {out}; 4 problem(s); classes: 2 car, 3 person"
+    assert captured.out.strip() == f"2 masks from 3 boxes in {out}; 4 problems; classes: 2 car, 3 person"
     a = _read(out / "a_mask.png")
     assert a.shape == (300, 500) and set(np.unique(a)) == {0, 2, 3}
     ys, xs = np.nonzero(a == 2)  # the test decoder's disc sits on the first prompt point: the box's corner

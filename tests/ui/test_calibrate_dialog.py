@@ -77,7 +77,7 @@ def test_the_dialog_shows_what_calibrate_gives_in_the_clis_words_with_its_plot(q
     assert lines == [*expected.report(), *expected.notes()]  # the CLI's lines, its notes (a small set) too
     assert lines[1] == (f"limits (FNR <= 1 %, FPR <= 1 %): review_if score_above {expected.limits.review:.6g}, "
                         f"fail_if score_above {expected.limits.fail:.6g}")
-    assert "note: only 8 OK image(s) to measure on: the intervals are wide" in lines
+    assert "note: only 8 OK images to measure on: the intervals are wide" in lines
     image = dialog.plot.image()
     assert (image.height(), image.width()) == PLOT_HW
     want = plot_image(np.asarray(expected.ok.scores), np.asarray(expected.ng.scores), expected.limits,
@@ -146,7 +146,7 @@ def test_bad_folders_are_one_line_each_and_a_broken_image_is_counted_as_the_cli_
     for folders, line in (((empty, ng), f"OK folder: no images found in: {empty}"),
                           ((ok, papers), f"NG folder: no images found in: {papers}"),
                           ((ok, missing), f"NG folder {missing}: not a folder"),
-                          ((ok, ok), f"OK folder and NG folder: {COUNT} image(s) are in both (e.g. ok_000.png): a "
+                          ((ok, ok), f"OK folder and NG folder: {COUNT} images are in both (e.g. ok_000.png): a "
                                      "part is either good or defective")):
         dialog = _dialog(window, *folders)
         with qtbot.waitSignal(controller.finished, timeout=TIMEOUT) as finished:

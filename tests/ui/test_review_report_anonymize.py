@@ -81,7 +81,7 @@ def test_the_dialog_says_what_de_identify_does_and_why_it_is_on(qtbot):
     qtbot.addWidget(with_volumes)
     assert with_volumes.anonymize.isChecked() and with_volumes.options() == {"anonymize": True}
     assert with_volumes.anonymize.text() == "De-identify the report (as seglens-cli report --anonymize)"
-    assert "2 DICOM or NIfTI volume(s)" in with_volumes.why.text()
+    assert "2 DICOM or NIfTI volumes" in with_volumes.why.text()
     assert "pseudonym" in with_volumes.said.text() and "folder" in with_volumes.said.text()
     images_only = ReportOptionsDialog(volumes=0)
     qtbot.addWidget(images_only)

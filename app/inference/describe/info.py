@@ -17,6 +17,7 @@ from app.inference.model.session import SessionInfo
 from app.inference.model.shapes import dims_text
 from app.inference.model.spec import InputSpec, ModelSpec, Normalize3D, VolumeInputSpec
 from app.inference.remote.graph import is_remote_path
+from app.spelling import counted
 
 _AXIS_NAMES = ("D", "H", "W")
 _TILE_KEYS = ("input.tile.overlap", "input.tile.blend", "input.tile.batch", "input.tile.pad")
@@ -174,7 +175,7 @@ def volume_lines(spec: ModelSpec, output: TensorInfo) -> list[str]:
     lines = [
         _line("task", f"{spec.task} (3D: a volume, in patches)", src.get("task")),
         "input",
-        _line("tensor", f"{spec.inputs[0].describe()} (NCDHW, {inp.channels} channel(s), {fixed} D×H×W "
+        _line("tensor", f"{spec.inputs[0].describe()} (NCDHW, {counted(inp.channels, 'channel')}, {fixed} D×H×W "
                         f"{dims_text(dims)})"),
         _line("patch", f"{dims_text(volume.patch)} (D×H×W)", src.get("input.patch")),
         _line("spacing", _spacing_text(volume), src.get("input.spacing")),

@@ -31,6 +31,7 @@ from app.inference.model.spec3d import is_volume_model, refuse_3d_keys, volume_p
 from app.inference.model.tiles import tile_spec_from, untileable
 from app.inference.model.validators import visible
 from app.io.render import PALETTE
+from app.spelling import counted
 
 _FLOAT_INPUTS = FLOAT_INPUTS
 _INPUT_DTYPES = (*_FLOAT_INPUTS, "uint8")
@@ -258,13 +259,13 @@ class _Builder(Resolver):
         for key, values in (("input.mean", mean), ("input.std", std)):
             if len(values) not in (1, channels):
                 raise self.sidecar_error(key, f"has {len(values)} values, but the model's input has "
-                                              f"{channels} channel(s)")
+                                              f"{counted(channels, 'channel')}")
         if not is_float and any(k in self.overrides for k in ("input.scale", "input.mean", "input.std")):
             raise self.sidecar_error("input.scale", "cannot apply: the model takes uint8 pixels as they are")
         color = self.pick("input.color", "rgb" if channels == 3 else "gray")
         if (color == "gray") != (channels == 1):
-            raise self.sidecar_error("input.color", f"is {color}, but the model's input has {channels} "
-                                                    "channel(s)")
+            raise self.sidecar_error("input.color", f"is {color}, but the model's input has "
+                                                    f"{counted(channels, 'channel')}")
         return scale, mean, std, color
 
     def _window_or_range(self, key: str) -> tuple[float, float] | None:

@@ -18,6 +18,7 @@ from app.inference.model.shapes import FLOAT_INPUTS, INT_DTYPES, dims_text, fixe
 from app.inference.model.sidecar import MAX_PATCH_SIDE
 from app.inference.model.spec import InputSpec, Normalize3D, OutputSpec, Tile3D, VolumeInputSpec
 from app.inference.model.validators import shown
+from app.spelling import counted
 
 MAX_VOLUME_CHANNELS = 16  # nnU-Net's multi-modal MR models take 4; more is a channels-last input misread
 MAX_PATCH_VOXELS = 1 << 27  # 134M voxels (512 MiB of float32 per channel): the warm-up allocates one patch
@@ -129,8 +130,8 @@ def _patch(r: Resolver, dims: tuple[int | None, ...], channels: int) -> tuple[in
     else:
         patch = r.pick("input.patch", (dims[0], dims[1], dims[2]))
     if math.prod(patch) * channels > MAX_PATCH_VOXELS:
-        raise r.sidecar_error("input.patch", f"is {list(patch)} × {channels} channel(s), over {MAX_PATCH_VOXELS} "
-                                             "voxels in one patch")
+        raise r.sidecar_error("input.patch", f"is {list(patch)} × {counted(channels, 'channel')}, over "
+                                             f"{MAX_PATCH_VOXELS} voxels in one patch")
     return patch
 
 

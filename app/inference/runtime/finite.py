@@ -23,6 +23,7 @@ import numpy as np
 from app.errors import InferenceError
 from app.guard.answers import AnswerRefused, Declared, check_answer, non_finite
 from app.inference.model.onnx_graph import TensorInfo
+from app.spelling import counted
 
 __all__ = ["check_finite", "check_outputs", "declared", "non_finite"]
 
@@ -61,7 +62,7 @@ def check_outputs(model_name: str, wanted: Sequence[Declared], outputs: Sequence
     """InferenceError (`model.onnx: output 'masks' has shape 1×3×128×128; declared 1×3×256×256`) when an output is
     not of its declared dtype or shape, or (`finite`) holds NaN or ±inf (check_finite's line)."""
     if len(outputs) != len(wanted):
-        raise InferenceError(f"{model_name}: the session answered {len(outputs)} output(s) for the "
+        raise InferenceError(f"{model_name}: the session answered {counted(len(outputs), 'output')} for the "
                              f"{len(wanted)} asked ({', '.join(d.name for d in wanted)})")
     for want, array in zip(wanted, outputs, strict=True):
         try:

@@ -38,6 +38,7 @@ from app.inference.volume3d.window import (
     sliding_window,
     window_starts,
 )
+from app.spelling import counted
 
 __all__ = ["VolumePrediction", "estimate_bytes", "gaussian_importance", "model_grid", "model_input",
            "native_outputs", "predict_volume", "resample_linear", "sliding_window", "window_starts"]
@@ -141,9 +142,9 @@ def _plan(shape: tuple[int, ...], spacing: tuple[float, float, float] | None, af
     if volume is None:
         raise ModelError(f"{spec.path.name}: not a 3D model (its input is not [N, C, D, H, W])")
     if len(shape) != 4 or shape[0] != spec.input.channels:
-        has = f"{shape[0]} channel(s) of {list(shape[1:])}" if len(shape) == 4 else f"shape {list(shape)}"
-        raise SegLensError(f"the 3D model wants {spec.input.channels} channel(s) of [D, H, W] voxels; the volume "
-                           f"has {has}")
+        has = f"{counted(shape[0], 'channel')} of {list(shape[1:])}" if len(shape) == 4 else f"shape {list(shape)}"
+        raise SegLensError(f"the 3D model wants {counted(spec.input.channels, 'channel')} of [D, H, W] voxels; the "
+                           f"volume has {has}")
     native_shape = (shape[1], shape[2], shape[3])
     orient = orientation(volume.axes, affine)
     return _Plan(volume, orient, native_shape, model_grid(native_shape, spacing, volume, orient), output_classes(spec))

@@ -26,6 +26,7 @@ from app.guard.net import DeadlineExceeded
 from app.io.pacs.client import PacsError, Retrieved, pacs_error
 from app.io.pacs.dimse_arrivals import ASKED, DICOM_UID, Receiver, uid_text
 from app.io.pacs.dimse_common import DEADLINE_FACTOR, bounded, retrieve_deadline
+from app.spelling import counted
 
 if TYPE_CHECKING:
     from pynetdicom import AE
@@ -116,8 +117,8 @@ def _check_received(client: DimseClient, receiver: Receiver) -> None:
     if receiver.dropped:
         keyword, got, want = receiver.dropped[0]
         kind = dict(ASKED)[keyword]
-        raise pacs_error(node, f"{receiver.what}: {len(receiver.dropped)} dataset(s) of another {kind} dropped "
-                               f"({keyword} {got}, not {want}); the series is incomplete, nothing kept")
+        raise pacs_error(node, f"{receiver.what}: {counted(len(receiver.dropped), 'dataset')} of another {kind} "
+                               f"dropped ({keyword} {got}, not {want}); the series is incomplete, nothing kept")
     if receiver.flooded:
         raise pacs_error(node, _flood(receiver))
     if receiver.write_error is not None:

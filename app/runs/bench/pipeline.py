@@ -21,6 +21,7 @@ from app.inference.model.session import ModelSession
 from app.io.discover import InputFile
 from app.runs.folder.batch import run_inputs
 from app.runs.folder.plan import Callbacks, RunPlan
+from app.spelling import counted
 
 if TYPE_CHECKING:
     from app.runs.folder.writer import Outcome, RunSummary
@@ -146,7 +147,7 @@ def format_report(report: BenchReport, gpu_speedup: float | None = None) -> str:
     def row(name: str, s: Stats) -> str:
         return f"  {name:<10}{s.p50_ms:>9.1f}{s.p95_ms:>9.1f}{s.mean_ms:>9.1f}   │{s.images_per_s:>11.2f}"
 
-    lines = [f"{report.model} on {report.provider}; {report.images} image(s) {report.image_size}; "
+    lines = [f"{report.model} on {report.provider}; {counted(report.images, 'image')} {report.image_size}; "
              f"{report.raw.runs} runs each; outputs written: {', '.join(report.saved) or 'none'}"]
     if report.fallback_reason and report.fallback_reason not in report.provider:  # "CPU (no NVIDIA GPU)" says it
         lines.append(f"  (not on GPU: {report.fallback_reason})")

@@ -21,6 +21,7 @@ from app.inference.model.session import ModelSession
 from app.inference.volume3d.predict import predict_volume
 from app.io.volumes import Volume
 from app.runs.bench.pipeline import Stats
+from app.spelling import counted
 
 _DTYPES = {"float32": np.float32, "float16": np.float16}
 _DISTINCT_TENSORS = 4  # a few different patches, so no cache sees the same input twice in a row
@@ -174,16 +175,17 @@ def format_report3d(report: PatchBenchReport, gpu_speedup: float | None = None) 
     """The report for people: per-patch raw latency and the whole volume's pipeline ÷ raw."""
     patch = "×".join(map(str, report.patch))
     v, raw = report.volume, report.raw
-    lines = [f"{report.model} on {report.provider}; 3D patches {patch} (D×H×W) × {report.channels} channel(s), "
-             f"batch {report.batch}; {raw.runs} runs"]
+    lines = [f"{report.model} on {report.provider}; 3D patches {patch} (D×H×W) × "
+             f"{counted(report.channels, 'channel')}, batch {report.batch}; {raw.runs} runs"]
     if report.fallback_reason and report.fallback_reason not in report.provider:
         lines.append(f"  (not on GPU: {report.fallback_reason})")
     lines += [f"  first run (warm-up, excluded) {report.first_run_ms:.1f} ms",
               f"  raw session.run per patch: p50 {raw.p50_ms / report.batch:.2f} ms, "
               f"p95 {raw.p95_ms / report.batch:.2f} ms, mean {report.per_patch_ms:.2f} ms; "
               f"{raw.images_per_s * report.batch:.1f} patches/s",
-              f"  whole volume {'×'.join(map(str, v.shape))}: {v.wall_ms:.1f} ms for {v.patches} patch(es) in "
-              f"{v.runs} run(s); session.run {v.session_ms:.1f} ms of it",
+              f"  whole volume {'×'.join(map(str, v.shape))}: {v.wall_ms:.1f} ms for "
+              f"{counted(v.patches, 'patch', 'patches')} in {counted(v.runs, 'run')}; session.run "
+              f"{v.session_ms:.1f} ms of it",
               f"  raw session.run ÷ pipeline: {v.ratio:.2f} (1.00: the pipeline adds nothing)"]
     if gpu_speedup is not None:
         lines.append(f"  GPU ÷ CPU raw speed-up: {gpu_speedup:.1f}× (per patch)")

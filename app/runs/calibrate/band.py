@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from app.errors import SegLensError, shown
+from app.spelling import counted
 
 if TYPE_CHECKING:
     from app.inference.model.session import ModelSession
@@ -150,7 +151,7 @@ def _scored(model: ModelSession, inputs: tuple[InputFile, ...], folder: Path, *,
     if should_stop():
         raise CalibrationCancelled("Cancelled: nothing was chosen or written")
     if not scores:
-        raise CalibrationRefused(f"{flag} {shown(folder)}: none of its {len(errors)} image(s) could be scored")
+        raise CalibrationRefused(f"{flag} {shown(folder)}: none of its {counted(len(errors), 'image')} could be scored")
     return FolderScores(tuple(scores), tuple(names), tuple(errors))
 
 
@@ -171,8 +172,8 @@ def split(ok: Sequence[float], ng: Sequence[float], *, fraction: float, seed: in
     parts = []
     for name, values in zip(names, (ok, ng), strict=True):
         if len(values) < 2:
-            raise CalibrationRefused(f"{name}: {len(values)} image(s) scored; at least 2 are needed (one to choose "
-                                     "the limits on, one to measure them on)")
+            raise CalibrationRefused(f"{name}: {counted(len(values), 'image')} scored; at least 2 are needed (one to "
+                                     "choose the limits on, one to measure them on)")
         shuffled = np.asarray(values, np.float64)[rng.permutation(len(values))]
         cut = min(max(1, round(fraction * len(values))), len(values) - 1)
         parts.append((shuffled[:cut], shuffled[cut:]))
@@ -276,7 +277,7 @@ def wide_notes(parts: Split) -> list[str]:
     scores = np.concatenate([parts.ok_pick, parts.ng_pick, parts.ok_test, parts.ng_test])
     same = [f"note: every image scored {scores[0]:.6g}: the model cannot tell OK from NG, and no limit can"] \
         if scores.size and np.all(scores == scores[0]) else []
-    return [f"note: only {len(values)} {name} image(s) to measure on: the intervals are wide"
+    return [f"note: only {counted(len(values), name + ' image')} to measure on: the intervals are wide"
             for name, values in (("OK", parts.ok_test), ("NG", parts.ng_test)) if len(values) < FEW] + same
 
 
@@ -349,7 +350,7 @@ class Calibration:
         fnr, count = self.target.max_fnr, len(self.parts.ng_pick)
         unresolved = fnr is not None and fnr * count < 1
         return wide_notes(self.parts) + ([
-            f"note: FNR <= {_aim(fnr)} of {count} NG image(s) allows no miss: the review limit lies below the "
+            f"note: FNR <= {_aim(fnr)} of {counted(count, 'NG image')} allows no miss: the review limit lies below the "
             "lowest NG score chosen on"] if unresolved else [])
 
     @property
@@ -390,7 +391,8 @@ def _refuse_shared(ok: tuple[InputFile, ...], ng: tuple[InputFile, ...], names: 
     seen = {os.path.realpath(item.path) for item in ok}  # realpath: never raises, a link loop as written
     both = [item for item in ng if os.path.realpath(item.path) in seen]
     if both:
-        raise CalibrationRefused(f"{names[0]} and {names[1]}: {len(both)} image(s) are in both (e.g. "
+        are = "is" if len(both) == 1 else "are"
+        raise CalibrationRefused(f"{names[0]} and {names[1]}: {counted(len(both), 'image')} {are} in both (e.g. "
                                  f"{shown(both[0].rel)}): a part is either good or defective")
 
 

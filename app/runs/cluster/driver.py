@@ -19,6 +19,7 @@ from app.runs.cluster.run import NODE_COLUMN, Actor, ActorFactory, RayOptions
 from app.runs.folder.writer import RunSummary
 from app.runs.outputs.report import ReportWriter
 from app.runs.outputs.safety import OutputGuard, planned_outputs
+from app.spelling import counted
 
 if TYPE_CHECKING:
     from app.inference.model.session import SessionInfo
@@ -317,4 +318,4 @@ class RayRunner:
         """The actors' providers, how many actors on how many nodes."""
         nodes = {info["node"] for info in self.infos}
         labels = ", ".join(sorted({info["provider_label"] for info in self.infos}))
-        return f"{labels} on {len(self.actors)} Ray actor(s), {len(nodes)} node(s)"
+        return f"{labels} on {counted(len(self.actors), 'Ray actor')}, {counted(len(nodes), 'node')}"

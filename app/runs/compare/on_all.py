@@ -14,6 +14,7 @@ from app.errors import ImageError, SegLensError, error_line, unexpected_error_li
 from app.inference.image.pipeline import Stopped
 from app.logs import file_ref, log_exception, private
 from app.runs.compare.agreement import image_agreement, volume_agreement
+from app.spelling import counted
 
 if TYPE_CHECKING:
     from app.inference.model.session import ModelSession
@@ -36,7 +37,7 @@ def compare_all(model_a: ModelSession, model_b: ModelSession, inputs: Sequence[I
     """B's mean IoU against A on each input, said through `measured(input, iou, done)` as it goes."""
     failed, unreadable, first = 0, 0, ""
     for done, item in enumerate(inputs, 1):
-        cancelled = CompareOutcome(False, f"cancelled after {done - 1} of {len(inputs)} images")
+        cancelled = CompareOutcome(False, f"cancelled after {done - 1} of {counted(len(inputs), 'image')}")
         if should_stop():
             return cancelled
         try:
@@ -67,7 +68,7 @@ def failure_line(item: InputFile, exc: Exception) -> str:
 
 def compare_summary(total: int, unreadable: int, failed: int, first: str) -> str:
     """`3 images compared, 1 could not be read, 1 failed: <the first failure's line>` (Compare all's last word)."""
-    text = f"{total - unreadable - failed} images compared"
+    text = f"{counted(total - unreadable - failed, 'image')} compared"
     if unreadable:
         text += f", {unreadable} could not be read"
     if failed:

@@ -38,6 +38,7 @@ from app.runs.outputs.report import ReportWriter
 from app.runs.outputs.safety import OutputGuard
 from app.runs.outputs.segments import algorithm_of
 from app.runs.privacy.names import anonymized_stems
+from app.spelling import counted
 
 if TYPE_CHECKING:
     from app.io.images import DecodedImage
@@ -164,8 +165,8 @@ def _stop_for_writer(writer: Writer, inputs: Sequence[InputFile], summary: RunSu
     why = f"the run stopped: {one_line(cast(BaseException, writer.failure), typed=True)}"  # the writer failed
     with contextlib.suppress(Exception):
         _list_unprocessed(inputs[done:], why, summary, report, writer.names and writer.names[done:])
-    raise RunStopped(f"{why} ({done} of {len(inputs)} inputs finished and reported; the rest not processed)") \
-        from writer.failure
+    raise RunStopped(f"{why} ({done} of {counted(len(inputs), 'input')} finished and reported; the rest not "
+                     "processed)") from writer.failure
 
 
 

@@ -23,6 +23,7 @@ from app.inference.model.spec import ModelSpec
 from app.io.discover import InputFile
 from app.io.references import ReferenceIndex, read_reference
 from app.runs.outputs.report import write_table  # the report's cell rule: no live formulas, valid UTF-8
+from app.spelling import counted
 
 METRICS_NAME = "seglens_metrics.csv"
 IMAGES_NAME = "seglens_metrics_images.csv"
@@ -84,13 +85,14 @@ class MetricsSummary:
 
     def lines(self, worst: int = 5) -> list[str]:
         """The folder summary: mean and median IoU/Dice, each class, the `worst` files by IoU."""
-        head = f"metrics vs {self.against}: {len(self.images)} image(s) scored, {self.unscored} without metrics"
+        head = (f"metrics vs {self.against}: {counted(len(self.images), 'image')} scored, {self.unscored} without "
+                "metrics")
         if not self.images:
             return [head]
         ious, dices = [m.iou for _, m in self.images], [m.dice for _, m in self.images]
         lines = [f"{head}; IoU mean {np.mean(ious):.3f} median {statistics.median(ious):.3f}, "
                  f"Dice mean {np.mean(dices):.3f} median {statistics.median(dices):.3f}"]
-        per_class = [f"{name} {float(row[2]):.3f} ({row[1]} images)" for name, row in zip(
+        per_class = [f"{name} {float(row[2]):.3f} ({counted(int(row[1]), 'image')})" for name, row in zip(
             self.class_names, self._class_rows(), strict=False) if row[1]]
         if per_class:
             lines.append("  IoU per class: " + ", ".join(per_class))

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Protocol
 
 from app.errors import shown
 from app.runs.folder.plan import DEFAULT_REPORT_NAME, PlanRefused, Progress, RunPlan, option_problem
+from app.spelling import counted
 
 __all__ = ["DEFAULT_REPORT_NAME", "FolderRun", "LocalRunner", "PlanRefused", "Progress", "RunPlan", "Runner",
            "option_problem", "plan_run", "run_folder"]
@@ -276,7 +277,7 @@ def _locked(plan: RunPlan, runner: Runner, scorer: ReferenceScorer | None, progr
             for row in others:  # finished rows are never lost to a run of part of the inputs
                 report.add_row(row)
     if others:
-        summary.notices.append(f"{len(others)} row(s) of inputs not in this run kept from the earlier report")
+        summary.notices.append(f"{counted(len(others), 'row')} of inputs not in this run kept from the earlier report")
     return FolderRun(summary, identity, report_path, scorer.summary if scorer else None)
 
 
@@ -322,4 +323,5 @@ def remove_stale_temporaries(out: Path, started: float, *, note: Callable[[str],
 
     removed = remove(out, older_than=started)
     if removed:
-        note(f"note: removed {removed} unfinished temporary file(s) left in {shown(out)} by an interrupted run")
+        note(f"note: removed {counted(removed, 'unfinished temporary file')} left in {shown(out)} by an interrupted "
+             "run")

@@ -18,6 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from app.spelling import counted
+
 if TYPE_CHECKING:
     import numpy as np
 
@@ -71,9 +73,9 @@ class Sent:
 
     def line(self) -> str:
         """The run's summary line: what was stored and what the query found."""
-        kinds = ", ".join(f"{s.modality} ({s.files} file{'s' if s.files != 1 else ''})" for s in self.series)
-        return (f"sent to {self.node}: {self.stored} of {self.files} file(s) stored ({kinds or 'nothing written'}); "
-                f"a query found {self.found} of {len(self.series)} series complete")
+        kinds = ", ".join(f"{s.modality} ({counted(s.files, 'file')})" for s in self.series)
+        return (f"sent to {self.node}: {self.stored} of {counted(self.files, 'file')} stored "
+                f"({kinds or 'nothing written'}); a query found {self.found} of {len(self.series)} series complete")
 
 
 def store_and_verify(client: PacsClient, files: Sequence[Path], *, progress: Progress | None = None) -> Sent:

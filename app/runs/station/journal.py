@@ -48,6 +48,7 @@ from app.guard.shared import TEMPORARY_PREFIX, atomic_write, open_append, open_u
 from app.guard.untrusted import STATE_FILE_LIMIT, TooLarge, read_untrusted
 from app.io.files import sync_folder
 from app.io.sources import Frame
+from app.spelling import counted
 
 log = logging.getLogger(__name__)
 
@@ -121,8 +122,8 @@ class StationJournal:
             raise OutputError(f"{self.path}: cannot open the station journal ({exc.strerror or exc})") from exc
         self.torn, self.damaged = found.torn, found.damaged
         if found.damaged:
-            log.warning("station journal: %d damaged line(s) skipped; their files will be processed again",
-                        found.damaged)
+            log.warning("station journal: %s skipped; their files will be processed again",
+                        counted(found.damaged, "damaged line"))
         for entry in found.entries:
             self._latest[_key(entry.id)] = _entry_identity(entry)
         self._lines = len(found.entries) + found.damaged

@@ -16,6 +16,8 @@ from typing import TYPE_CHECKING
 
 from PySide6.QtCore import QEvent, QObject, Qt, Signal
 
+from app.spelling import counted
+
 if TYPE_CHECKING:
     import numpy as np
     from PySide6.QtWidgets import QWidget
@@ -228,7 +230,7 @@ class PacsController(QObject):
             return
         self._retrieve_id = 0
         n = len(done.folders)
-        line = f"{n} series ({done.files} files) retrieved and opened"
+        line = f"{n} series ({counted(done.files, 'file')}) retrieved and opened"
         if done.derived:  # a SEG or RTSTRUCT: what it was opened over, or why nothing was
             line = "; ".join(([line] if n else []) + list(done.derived))
         if done.stopped:
@@ -308,7 +310,7 @@ class PacsController(QObject):
             return
         if self._labels is None or self._labels[0] != path:
             counting = self._counting if self._counting and self._counting[0] == path else None
-            done = f" ({counting[1]} of {counting[2]} slices)" if counting else ""
+            done = f" ({counting[1]} of {counted(counting[2], 'slice')})" if counting else ""
             dialog.say(f"Waiting for the whole-volume count{done}: the SEG is made from every slice")
             return
         model, volume, model_path = self._state.model, self._files.volume(path), self._model_path()
@@ -427,5 +429,5 @@ def _subject(model: str, info: dict[str, str], depth: int) -> str:
 
     who = " · ".join(part for part in (person_name(info.get("Patient", "")), info.get("Patient ID", ""),
                                        study_date(info.get("Study date", "")), info.get("Series", "")) if part)
-    return (f"The result of {model} on the volume shown ({depth} slices), as the overlay shows it now"
+    return (f"The result of {model} on the volume shown ({counted(depth, 'slice')}), as the overlay shows it now"
             + (f":\n{who}" if who else "."))

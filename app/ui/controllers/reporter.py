@@ -9,6 +9,8 @@ from typing import TYPE_CHECKING
 
 from PySide6.QtCore import QObject, Signal
 
+from app.spelling import counted
+
 if TYPE_CHECKING:
     from app.ui.controllers.reviewer import Reviewer
     from app.ui.state.messages import ReportFinished
@@ -43,7 +45,8 @@ class ReportExporter(QObject):
         request = self._reviewer.report_request(target, self._state.tuning, anonymize=anonymize)
         if request is not None:
             de_identified = ", de-identified" if request.anonymize else ""
-            self._status.showMessage(f"Writing the review report of {len(request.entries)} image(s){de_identified}…")
+            self._status.showMessage(
+                f"Writing the review report of {counted(len(request.entries), 'image')}{de_identified}…")
             self.report_requested.emit(request)
 
     def _on_report(self, finished: ReportFinished) -> None:

@@ -20,6 +20,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from PySide6.QtCore import QCoreApplication, QEvent, QObject, Qt, Signal
 
+from app.spelling import counted
+
 if TYPE_CHECKING:
     import numpy as np
     from PySide6.QtCore import SignalInstance
@@ -131,7 +133,7 @@ class Propagation(QObject):
         if self.pending and masks is not None and masks.thread().isRunning():
             from app.ui.state.slice_mask_messages import SliceMasksNow
 
-            log.info("closing: %d propagated slice(s) wait for their model masks", len(self.pending))
+            log.info("closing: %s waiting for their model masks", counted(len(self.pending), "propagated slice"))
             self.masks_now.emit(SliceMasksNow(self._request_id))  # returns once the worker has made them
             QCoreApplication.sendPostedEvents(self, QEvent.Type.MetaCall)  # merged and saved here
         from app.logs import private

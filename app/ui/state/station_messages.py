@@ -12,6 +12,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from app.spelling import counted
+
 if TYPE_CHECKING:
     import numpy as np
     import numpy.typing as npt
@@ -84,7 +86,7 @@ def alarm_lines(stats: StationStats, *, stall_after_s: float | None = None) -> t
         lines.append(f"SOURCE STALLED: {stats.ended}")
     lines += [f"SINK FAILING: {problem}" for problem in stats.sink_problems]
     if stats.lost:
-        lines.append(f"{stats.lost} verdict(s) a sink failed on")
+        lines.append(f"{counted(stats.lost, 'verdict')} a sink failed on")
     return tuple(lines)
 
 

@@ -9,6 +9,7 @@ from PySide6.QtCore import Signal
 from PySide6.QtGui import QColor, QPixmap
 from PySide6.QtWidgets import QCheckBox, QGridLayout, QGroupBox, QLabel, QProgressBar
 
+from app.spelling import counted
 from app.ui.widgets.fit import FitLabel
 from app.ui.widgets.lazy_qt import Qt
 
@@ -111,7 +112,7 @@ class Legend(QGroupBox):
                 label.setText(f"{int(voxels[index]):,} vox" if voxels is not None and index < len(voxels) else "–")
         for widget in self._volume_rows:
             widget.show()
-        counting = f"counting… {done} / {total} slices" if done < total else f"all {total} slices"
+        counting = f"counting… {done} / {total} slices" if done < total else f"all {counted(total, 'slice')}"
         self._volume_note.setText(f"Whole volume: {counting}" +
                                   ("" if millilitres is not None else " (no voxel size in the files: voxels)"))
         self._volume_note.show()

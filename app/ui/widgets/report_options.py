@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from PySide6.QtWidgets import QCheckBox, QDialog, QDialogButtonBox, QLabel, QVBoxLayout
 
+from app.spelling import counted
+
 
 class ReportOptionsDialog(QDialog):
     def __init__(self, *, volumes: int, parent=None) -> None:
@@ -22,8 +24,8 @@ class ReportOptionsDialog(QDialog):
                            "each input goes by its pseudonym, and error lines leave its paths out.")
         self.said.setWordWrap(True)
         layout.addWidget(self.said)
-        self.why = QLabel(f"On by default: the list holds {volumes} DICOM or NIfTI volume(s), whose fields and "
-                          "folders often name the patient." if volumes else
+        self.why = QLabel(f"On by default: the list holds {counted(volumes, 'DICOM or NIfTI volume')}, whose fields "
+                          "and folders often name the patient." if volumes else
                           "Off by default: the list holds no DICOM or NIfTI volume.")
         self.why.setWordWrap(True)
         layout.addWidget(self.why)

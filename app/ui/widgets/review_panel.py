@@ -9,6 +9,8 @@ from pathlib import Path
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import QFormLayout, QGridLayout, QGroupBox, QLabel, QLineEdit, QPushButton, QWidget
 
+from app.spelling import counted
+
 STATE_COLORS = {"unreviewed": "#8e8e93", "accepted": "#34c759", "rejected": "#ff3b30", "corrected": "#0a84ff"}
 # the reviewer judges the model's result, not the part (app.runs.review.log.STATE_NAMES says the same in the report)
 BUTTONS = (("Result correct (A)", "accepted", "The model's result is right (A), then the next unreviewed image"),
@@ -75,7 +77,7 @@ class ReviewPanel(QGroupBox):
         self._note.setText(review.note if review is not None else "")
         parts = [f"{n} {STATE_NAMES.get(s, s)}" for s, n in (counts or {}).items() if n]
         if foreign:
-            parts.append(f"{foreign} review(s) made with another model kept aside, not shown")
+            parts.append(f"{counted(foreign, 'review')} made with another model kept aside, not shown")
         self._counts.setText(" · ".join(parts))
         self._form.setRowVisible(self._counts, bool(parts))
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from PySide6.QtWidgets import QCheckBox, QDialog, QDialogButtonBox, QLabel, QVBoxLayout
 
+from app.spelling import counted
+
 CHOICES = (("dicom-seg", "DICOM SEG (referencing the series; for PACS and viewers that read SEG)", False),
            ("nifti", "NIfTI label volume (.nii.gz, the source's geometry; for research pipelines)", True),
            ("sc", "Secondary Capture series (overlay burned in, \"not for diagnosis\")", False),
@@ -18,7 +20,7 @@ class VolumeExportDialog(QDialog):
         self.setWindowTitle("Export volumes")
         self.opacity = opacity
         layout = QVBoxLayout(self)
-        layout.addWidget(QLabel(f"{volumes} volume(s) in the list. Write for each:"))
+        layout.addWidget(QLabel(f"{counted(volumes, 'volume')} in the list. Write for each:"))
         self.boxes = {}
         for kind, text, checked in CHOICES:
             box = QCheckBox(text)

@@ -108,7 +108,7 @@ def test_summary_mean_median_and_worst_files(tmp_path):
     summary.add("none.png", Scored("", None, "no reference"))
     head, per_class, worst = summary.lines()
     assert per_class == "  IoU per class: a 0.583 (6 images)"
-    assert "6 image(s) scored, 1 without metrics" in head and "IoU mean 0.583 median 0.625" in head
+    assert "6 images scored, 1 without metrics" in head and "IoU mean 0.583 median 0.625" in head
     assert worst == "  worst IoU: f4.png 0.000, f1.png 0.250, f3.png 0.500, f2.png 0.750"  # f0, f5: perfect
     summary.write(tmp_path)
     lines = (tmp_path / METRICS_NAME).read_text().splitlines()

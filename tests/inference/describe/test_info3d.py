@@ -25,7 +25,7 @@ classes: [lesion]
     text = capsys.readouterr().out
     expected = [
         "  task          segmentation (3D: a volume, in patches)  [detected]",
-        "  tensor        volume[N,1,D,H,W] float32 (NCDHW, 1 channel(s), dynamic D×H×W ?×?×?)",
+        "  tensor        volume[N,1,D,H,W] float32 (NCDHW, 1 channel, dynamic D×H×W ?×?×?)",
         "  patch         16×32×32 (D×H×W)  [sidecar]",
         "  spacing       2.5 × 0.7 × 0.7 mm (D×H×W; volumes are resampled to it)  [sidecar]",
         "  axes          native (the volume's array as stored: slice, row, column)  [default]",

@@ -239,7 +239,7 @@ def test_two_channel_input_is_normalised_per_channel(tmp_path):
     for c in range(2):
         channel = image[c].astype(np.float64)
         np.testing.assert_allclose(seen[0][0, c], (channel - channel.mean()) / channel.std(), atol=1e-4)
-    with pytest.raises(SegLensError, match=r"wants 2 channel\(s\) .* has 1 channel\(s\) of \[6, 8, 8\]$"):
+    with pytest.raises(SegLensError, match=r"wants 2 channels .* has 1 channel of \[6, 8, 8\]$"):
         predict_volume(image[0], spacing=None, affine=None, spec=spec, run_raw=runner(session(path)))
 
 

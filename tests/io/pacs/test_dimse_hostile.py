@@ -66,7 +66,7 @@ def test_a_dataset_of_another_series_or_study_is_dropped_and_the_retrieve_fails(
     wrong = "1.2.3.999." + str(len(field))
     with caplog.at_level(logging.WARNING), pytest.raises(PacsError) as err:
         DimseClient(node).retrieve(listed.study, listed.series, cache)
-    assert str(err.value) == (f"pacs EVIL: {how}: 1 dataset(s) of another {what} dropped ({field} {wrong}, not "
+    assert str(err.value) == (f"pacs EVIL: {how}: 1 dataset of another {what} dropped ({field} {wrong}, not "
                               f"{asked}); the series is incomplete, nothing kept")
     dropped = [r.getMessage() for r in caplog.records if "dropped" in r.getMessage()]
     assert dropped == [f"pacs EVIL: {how}: dropped instance {listed.sops[1]}: {field} {wrong}, not {asked}"]

@@ -35,8 +35,8 @@ def test_bench3d_times_patches_and_a_whole_volume(tmp_path):
     # twice the patch per axis at overlap 0.5: windows at 0, 4, 8 (D) and 0, 8, 16 (H, W) → 27, two per run
     assert (report.volume.shape, report.volume.patches, report.volume.runs) == ((16, 32, 32), 27, 14)
     text = format_report3d(report)
-    assert "3D patches 8×16×16 (D×H×W) × 1 channel(s), batch 2; 3 runs" in text
-    assert "whole volume 16×32×32:" in text and "for 27 patch(es) in 14 run(s)" in text
+    assert "3D patches 8×16×16 (D×H×W) × 1 channel, batch 2; 3 runs" in text
+    assert "whole volume 16×32×32:" in text and "for 27 patches in 14 runs" in text
 
 
 def test_cli_bench_on_a_3d_model(tmp_path, capsys):

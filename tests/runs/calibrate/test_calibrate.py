@@ -59,7 +59,7 @@ def test_the_split_is_stratified_and_seeded():
     assert np.array_equal(a.ok_pick, b.ok_pick) and sorted([*a.ok_pick, *a.ok_test]) == ok
     three = split([0.1, 0.2, 0.3], [0.7, 0.8, 0.9], fraction=0.5, seed=0)
     assert len(three.ok_test) >= 1 and len(three.ng_pick) >= 1
-    with pytest.raises(CalibrationRefused, match=r"^--ng: 1 image\(s\) scored; at least 2 are needed"):
+    with pytest.raises(CalibrationRefused, match=r"^--ng: 1 image scored; at least 2 are needed"):
         split(ok, [0.9], fraction=0.5, seed=0)
 
 

@@ -147,7 +147,7 @@ def test_retrieve_run_send_and_find(study, tmp_path):
         assert len(study.series_instances(s.series_uid)) == s.files
     # the study's image series: the CT, not the results sent beside it
     assert [r.series_uid for r in image_series(client_of(parse_node(web)), STUDY)] == [SERIES]
-    assert sent.line().startswith(f"sent to {web}: 34 of 34 file(s) stored (")
+    assert sent.line().startswith(f"sent to {web}: 34 of 34 files stored (")
 
 
 def test_anonymized_results_are_found_under_their_pseudonyms_and_go_to_a_research_node(study, tmp_path, monkeypatch):

@@ -58,7 +58,7 @@ def test_a_series_the_server_holds_short_of_its_instances_is_not_found_again(tmp
     node = sent.node
     assert VolumeSent((("sc", 4),), sent).line() == (f"Sent to {node}: Secondary Capture (4 files); only 0 of 1 "
                                                      "series found (0 of 1 series)")
-    assert sent.line() == f"sent to {node}: 4 of 4 file(s) stored (CT (4 files)); a query found 0 of 1 series complete"
+    assert sent.line() == f"sent to {node}: 4 of 4 files stored (CT (4 files)); a query found 0 of 1 series complete"
 
 
 def test_a_server_that_does_not_count_instances_is_taken_at_its_word(tmp_path):
@@ -70,7 +70,7 @@ def test_a_server_that_does_not_count_instances_is_taken_at_its_word(tmp_path):
 def test_the_run_and_the_viewer_say_one_record_their_own_way():
     sent = Sent(node="PACS", files=3, stored=3, series=(
         SentSeries("1.2.1", "1.2", "SEG", 1, 1), SentSeries("1.2.2", "1.2", "OT", 2, None)))
-    assert sent.line() == ("sent to PACS: 3 of 3 file(s) stored (SEG (1 file), OT (2 files)); a query found 1 of 2 "
+    assert sent.line() == ("sent to PACS: 3 of 3 files stored (SEG (1 file), OT (2 files)); a query found 1 of 2 "
                            "series complete")
     assert VolumeSent((("dicom-seg", 1), ("sc", 2)), sent).line() == (
         "Sent to PACS: DICOM SEG (1 file), Secondary Capture (2 files); only 1 of 2 series found (1 of 2 series)")

@@ -102,8 +102,8 @@ def test_the_report_goes_beside_the_review_log_unless_told_where_and_the_worker_
     assert second == tmp_path / "mine.html"
     assert tuning.threshold == 0.4 and anonymize is None and anonymize_asked is True
     assert len(reporter.worker.called("export_report")) == 2
-    assert reporter.status.messages == ["Writing the review report of 2 image(s)…",
-                                        "Writing the review report of 2 image(s), de-identified…"]
+    assert reporter.status.messages == ["Writing the review report of 2 images…",
+                                        "Writing the review report of 2 images, de-identified…"]
 
 
 def test_the_reports_outcome_is_said_with_its_folder_or_why_not(qtbot, reporter, tmp_path):
