@@ -1,14 +1,14 @@
-"""RunBanner: a long run's progress drawn over the canvas ("3D model: patch 12 / 48 · Cancel"), at the top of the
-picture it is about, so a reader paging through the volume sees how far the model is and can stop it there. It
-places itself over its parent (the viewer) and follows the parent's size; it starts nothing (its Cancel is an
-intent)."""
+"""RunBanner: a long run's progress drawn over the canvas ("3D model: patch 12 / 48 · Cancel"), at the bottom of the
+picture it is about (the top is the viewer's notice's), so a reader paging through the volume sees how far the
+model is and can stop it there. It places itself over its parent (the viewer) and follows the parent's size; it
+starts nothing (its Cancel is an intent)."""
 
 from __future__ import annotations
 
 from PySide6.QtCore import QEvent, QObject, Signal
 from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QPushButton, QWidget
 
-TOP = 30  # px from the canvas's top edge: below the orientation letter there
+BOTTOM = 30  # px from the canvas's bottom edge: above the orientation letter there
 
 
 class RunBanner(QFrame):
@@ -54,4 +54,4 @@ class RunBanner(QFrame):
     def _place(self) -> None:
         parent = self.parentWidget()
         if parent is not None:
-            self.move(max(0, (parent.width() - self.width()) // 2), TOP)
+            self.move(max(0, (parent.width() - self.width()) // 2), max(0, parent.height() - BOTTOM - self.height()))
