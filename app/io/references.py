@@ -13,6 +13,9 @@ A reference that is the input file itself (REF = the image folder, masks beside 
 Reading: 8- or 16-bit gray, palette PNGs (their indices, not their colours), 1-bit, or RGB whose channels are
 equal; value = class index. For a binary model (2 classes) a 0/255 mask is read as 0/1. A value above the
 model's last class is a one-line ImageError naming the file.
+
+A DICOM SEG or RTSTRUCT is a reference too, for the slices of the series it was made over: `derived_source` names
+that series, `derived_labels` reads it back as a label volume over the series' slices (the PACS retrieve's).
 """
 
 from __future__ import annotations
@@ -201,32 +204,21 @@ def derived_source(folder: Path) -> str | None:
 
 
 def derived_labels(folder: Path, volume: Volume) -> np.ndarray:
-    """The DICOM SEG in `folder` as a label volume over `volume`'s slices ([D, H, W] uint8, the volume's slice order,
-    value = the segment number: a SegLens SEG numbers its segments by class, app.runs.exports.seg): each frame
-    placed on the slice whose SOPInstanceUID it names (DerivationImageSequence → SourceImageSequence), a fractional
-    frame where it is above 0. ImageError in one line when there is no SEG there, or it fits no slice of `volume`."""
-    seg = _read_seg(folder)
-    frames = np.asarray(seg.pixel_array)
-    frames = frames[None] if frames.ndim == 2 else frames
-    if frames.shape[1:] != (volume.rows, volume.columns):
-        raise ImageError(f"the SEG's frames are {frames.shape[2]}×{frames.shape[1]}, the series' slices "
-                         f"{volume.columns}×{volume.rows}")
-    slice_of = {ref.sop_instance_uid: k for k, ref in enumerate(volume.slices) if ref.sop_instance_uid}
-    labels = np.zeros((len(volume.slices), volume.rows, volume.columns), np.uint8)
-    placed = 0
-    for frame, groups in zip(frames, seg.get("PerFrameFunctionalGroupsSequence", []), strict=False):
-        number, source = _frame_segment(groups)
-        k = slice_of.get(source) if source else None
-        if k is not None and 0 < number < 256:
-            labels[k][frame > 0] = number
-            placed += 1
-    if not placed:
-        raise ImageError("no frame of the SEG references a slice of the series")
+    """The DICOM SEG or RTSTRUCT in `folder` as a label volume over `volume`'s slices ([D, H, W] uint8, the volume's
+    slice order; value = the segment or ROI number: SegLens numbers them by class, app.runs.exports). A SEG's frame
+    goes on the slice whose SOPInstanceUID it names (DerivationImageSequence → SourceImageSequence; fractional:
+    above 0); an RTSTRUCT's contours are filled on the slice each names (ContourImageSequence), the pixel centres
+    inside by parity (a contour inside another cuts it out: how SegLens writes holes). ImageError in one line when
+    there is neither, or nothing of it lands on a slice of `volume`."""
+    ds = _read_derived(folder)
+    labels = _seg_labels(ds, volume) if str(ds.Modality).upper() == "SEG" else _rtstruct_labels(ds, volume)
+    if not labels.any():
+        raise ImageError(f"nothing of the {ds.Modality} lands on a slice of the series")
     return labels
 
 
-def _read_seg(folder: Path) -> Any:
-    """The first DICOM SEG (Modality SEG) in `folder`, pixels and all, read through the untrusted gate."""
+def _read_derived(folder: Path) -> Any:
+    """The first DICOM SEG or RTSTRUCT in `folder`, pixels and all, read through the untrusted gate."""
     from pydicom import dcmread
     from pydicom.errors import InvalidDicomError
 
@@ -236,9 +228,75 @@ def _read_seg(folder: Path) -> Any:
                 ds = dcmread(handle)
         except (OSError, NotRegularFile, InvalidDicomError, ValueError):
             continue
-        if str(ds.get("Modality", "")).upper() == "SEG":
+        if str(ds.get("Modality", "")).upper() in ("SEG", "RTSTRUCT"):
             return ds
-    raise ImageError("no DICOM SEG in the retrieved series")
+    raise ImageError("no DICOM SEG or RTSTRUCT in the retrieved series")
+
+
+def _seg_labels(seg: Any, volume: Volume) -> np.ndarray:
+    frames = np.asarray(seg.pixel_array)
+    frames = frames[None] if frames.ndim == 2 else frames
+    if frames.shape[1:] != (volume.rows, volume.columns):
+        raise ImageError(f"the SEG's frames are {frames.shape[2]}×{frames.shape[1]}, the series' slices "
+                         f"{volume.columns}×{volume.rows}")
+    slice_of = {ref.sop_instance_uid: k for k, ref in enumerate(volume.slices) if ref.sop_instance_uid}
+    labels = np.zeros((len(volume.slices), volume.rows, volume.columns), np.uint8)
+    for frame, groups in zip(frames, seg.get("PerFrameFunctionalGroupsSequence", []), strict=False):
+        number, source = _frame_segment(groups)
+        k = slice_of.get(source) if source else None
+        if k is not None and 0 < number < 256:
+            labels[k][frame > 0] = number
+    return labels
+
+
+def _rtstruct_labels(rt: Any, volume: Volume) -> np.ndarray:
+    """Each ROI's contours filled on their slices, by parity, the ROI's number as the value."""
+    if volume.affine is None:
+        raise ImageError("the series has no geometry to place the RTSTRUCT's contours on")
+    lps = np.diag([-1.0, -1.0, 1.0]) @ np.asarray(volume.affine, np.float64)[:3, :3]
+    to_pixels = np.linalg.pinv(lps[:, :2])  # LPS mm from a slice's origin → (column, row)
+    slice_of = {ref.sop_instance_uid: k for k, ref in enumerate(volume.slices) if ref.sop_instance_uid}
+    labels = np.zeros((len(volume.slices), volume.rows, volume.columns), np.uint8)
+    for roi in rt.get("ROIContourSequence", []):
+        number = int(roi.get("ReferencedROINumber", 0) or 0)
+        filled: dict[int, np.ndarray] = {}
+        for contour in roi.get("ContourSequence", []):
+            k = _contour_slice(contour, slice_of)
+            data = contour.get("ContourData")
+            if k is None or not data or len(data) < 9 or volume.slices[k].position is None:
+                continue
+            xyz = np.asarray(data, np.float64).reshape(-1, 3) - np.asarray(volume.slices[k].position, np.float64)
+            inside = _inside(xyz @ to_pixels.T, volume.rows, volume.columns)
+            filled[k] = filled[k] ^ inside if k in filled else inside
+        if 0 < number < 256:
+            for k, mask in filled.items():
+                labels[k][mask] = number
+    return labels
+
+
+def _contour_slice(contour: Any, slice_of: dict[str, int]) -> int | None:
+    for image in contour.get("ContourImageSequence", []):
+        if image.get("ReferencedSOPInstanceUID"):
+            return slice_of.get(str(image.ReferencedSOPInstanceUID))
+    return None
+
+
+def _inside(points: np.ndarray, rows: int, columns: int) -> np.ndarray:
+    """The pixel centres (column, row) inside the closed polygon `points`, by the even-odd rule."""
+    mask = np.zeros((rows, columns), bool)
+    c0, r0 = (max(int(np.floor(v)), 0) for v in points.min(axis=0))
+    c1, r1 = min(int(np.ceil(points[:, 0].max())), columns - 1), min(int(np.ceil(points[:, 1].max())), rows - 1)
+    if c1 < c0 or r1 < r0:
+        return mask
+    y, x = (a.astype(np.float64) for a in np.mgrid[r0:r1 + 1, c0:c1 + 1])
+    inside = np.zeros(x.shape, bool)
+    for (ax, ay), (bx, by) in zip(points, np.roll(points, -1, axis=0), strict=True):
+        if ay == by:
+            continue  # a horizontal edge crosses no row of centres
+        crosses = (ay > y) != (by > y)
+        inside ^= crosses & (x < ax + (y - ay) * (bx - ax) / (by - ay))
+    mask[r0:r1 + 1, c0:c1 + 1] = inside
+    return mask
 
 
 def _frame_segment(groups: Any) -> tuple[int, str | None]:

@@ -39,10 +39,10 @@ class FakeClient:
             self.series.append(SeriesRecord("1.2.3.7", "1.2.3", derived[0], "Lungs (SegLens)", 3, 1))
         self.retrieved: list[str] = []
         self.server = root.parent / "server"  # a SEG made over the source series: both as the server holds them
-        if derived == ("SEG", "1.2.3.1") and not self.server.is_dir():
+        if derived is not None and derived[1] == "1.2.3.1" and not self.server.is_dir():
             write_series(self.server / "1.2.3.1", slices=4, series_uid="1.2.3.1", study_uid="1.2.3",
                          patient=("SYNTHETIC^QUINN", "SYN-0001"))
-            _write_seg(self.server / "1.2.3.1", self.server / "1.2.3.7")
+            _write_seg(self.server / "1.2.3.1", self.server / "1.2.3.7", derived[0])
         self.sent_series: dict[str, str] = {}
         self.instances: dict[str, int] = {}
 
@@ -102,8 +102,8 @@ class FakeClient:
 SEG_LABELS = {1: ((5, 15), (5, 20), 1), 2: ((10, 20), (8, 12), 2)}  # slice: (rows, columns, class)
 
 
-def _write_seg(source: Path, folder: Path) -> None:
-    """SegLens's own DICOM SEG (app/runs/exports/seg.py) over the series in `source`: classes 1 and 2 on slices 1, 2."""
+def _write_seg(source: Path, folder: Path, modality: str) -> None:
+    """SegLens's own DICOM SEG or RTSTRUCT (app/runs/exports) over the series in `source` (_seg_labels)."""
     from app.inference.model.spec import ClassInfo
     from app.io.discover import discover
     from app.runs.exports.seg import build_segmentation
@@ -113,8 +113,13 @@ def _write_seg(source: Path, folder: Path) -> None:
     folder.mkdir(parents=True)
     segments = segments_of([ClassInfo("background", None), ClassInfo("lung", (0, 200, 0)),
                             ClassInfo("bone", (0, 0, 255))])
-    seg = build_segmentation(volume, _seg_labels(volume), segments,
-                             algorithm=Algorithm("ct_demo", "0" * 16, "0" * 64, "test"))
+    algorithm = Algorithm("ct_demo", "0" * 16, "0" * 64, "test")
+    if modality == "RTSTRUCT":
+        from app.runs.exports.rtstruct import write_rtstruct
+
+        write_rtstruct(volume, _seg_labels(volume), segments, folder / "rtstruct.dcm", algorithm=algorithm)
+        return
+    seg = build_segmentation(volume, _seg_labels(volume), segments, algorithm=algorithm)
     seg.save_as(folder / "seg.dcm")
 
 
@@ -124,6 +129,8 @@ def _seg_labels(volume):
     labels = np.zeros((volume.depth, volume.rows, volume.columns), np.uint8)
     for k, ((r0, r1), (c0, c1), value) in SEG_LABELS.items():
         labels[k, r0:r1, c0:c1] = value
+    labels[3, 4:24, 4:24] = 1  # a ring: an RTSTRUCT writes its hole as a contour of its own
+    labels[3, 10:16, 11:17] = 0
     return labels
 
 
@@ -566,16 +573,18 @@ def test_the_dialog_without_nodes_says_which_file_to_add_them_to(qtbot, pacs, tm
     assert str(tmp_path / "settings.yaml") in text and "no nodes" in text.lower(), text
 
 
-def test_a_seg_retrieved_is_the_reference_of_its_source_series_slices(qtbot, pacs):
-    """The SEG read back (app.io.references.derived_labels) over the source series it references: each slice's
-    reference is the SEG's frame on it, so Difference vs reference and IoU / Dice compare the model with it."""
+@pytest.mark.parametrize("modality", ["SEG", "RTSTRUCT"])
+def test_a_seg_retrieved_is_the_reference_of_its_source_series_slices(qtbot, pacs, modality):
+    """The SEG (or RTSTRUCT, its contours filled) read back (app.io.references.derived_labels) over the source
+    series it references: each slice's reference is what it holds on that slice, a ring's hole included, so
+    Difference vs reference and IoU / Dice compare the model with it."""
     import numpy as np
     from PIL import Image
 
     from app.runs.review.ground_truth import GroundTruth, References
     from app.runs.review.log import corrected_mask_path
 
-    win, controller, _clients = pacs(derived=("SEG", "1.2.3.1"))
+    win, controller, _clients = pacs(derived=(modality, "1.2.3.1"))
     dialog = _search(qtbot, controller)
     _retrieve_rows(qtbot, dialog, {"Lungs (SegLens)"})
     qtbot.waitUntil(lambda: len(win.files.inputs()) == 1, timeout=TIMEOUT)

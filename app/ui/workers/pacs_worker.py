@@ -57,7 +57,7 @@ class PacsWorker(QObject):
         self._cache: SeriesCache | None = None
         self._stopped = 0  # the request id Cancel was pressed for (0: none)
         self._pinned = 0  # the retrieve whose series the cache holds pinned (0: none)
-        self._references: list[Path] = []  # the folders of SEGs read back as slice references (_seg_reference)
+        self._references: list[Path] = []  # SEGs and RTSTRUCTs read back as slice references
 
     def cancel(self, request_id: int) -> None:
         """Called from the GUI thread: stop that retrieve (or send) after the file being received."""
@@ -132,7 +132,7 @@ class PacsWorker(QObject):
         self._pinned = rid
         folders: list[Path] = []
         derived: list[str] = []
-        reference: Path | None = None  # the SEGs read back, one mask per slice of their source series
+        reference: Path | None = None  # the SEGs / RTSTRUCTs read back, one mask per slice of their source series
         done: dict[str, Path] = {}  # series UID → its cache folder
         files, total = 0, len(request.series)
         for index, series in enumerate(request.series, start=1):
@@ -149,11 +149,9 @@ class PacsWorker(QObject):
                     done[series.series_uid], files = got.folder, files + got.files
                 if series.modality.upper() in DERIVED:
                     line, source, more = self._source_of(client, cache, request, series, done, progress)
-                    if source is not None and series.modality.upper() == "SEG":
+                    if source is not None:
                         reference = reference or self._reference_folder()
-                        line = self._seg_reference(line, done[series.series_uid], source, reference)
-                    elif source is not None:  # an RTSTRUCT's contours are not read back (yet)
-                        line += " (its contours are not shown: the viewer reads a SEG back, not an RTSTRUCT)"
+                        line = self._derived_reference(line, done[series.series_uid], source, reference)
                     derived.append(line)
                     files += more
                 else:
@@ -189,10 +187,10 @@ class PacsWorker(QObject):
         return f"{what} opened over its source series '{record.description or uid}'", done[uid], more
 
     @staticmethod
-    def _seg_reference(line: str, seg: Path, source: Path, reference: Path) -> str:
-        """The SEG read back over its source series' slices, written into `reference` as one mask per slice (named
-        as a review folder names a slice's correction: app.runs.review.ground_truth finds it there); `line` saying
-        so, or why it is not the reference."""
+    def _derived_reference(line: str, seg: Path, source: Path, reference: Path) -> str:
+        """The SEG or RTSTRUCT read back over its source series' slices, written into `reference` as one mask per
+        slice (named as a review folder names a slice's correction: app.runs.review.ground_truth finds it there);
+        `line` saying so, or why it is not the reference."""
         import io
 
         from PIL import Image
@@ -217,7 +215,7 @@ class PacsWorker(QObject):
         return f"{line}, as the reference (Show ▸ Difference vs reference; IoU and Dice per slice)"
 
     def _reference_folder(self) -> Path:
-        """A private folder for this retrieve's SEGs read back (removed by forget_references)."""
+        """A private folder for this retrieve's SEGs and RTSTRUCTs read back (removed by forget_references)."""
         import tempfile
 
         folder = Path(tempfile.mkdtemp(prefix="seglens-seg-"))  # 0700
@@ -225,7 +223,7 @@ class PacsWorker(QObject):
         return folder
 
     def forget_references(self) -> None:
-        """Delete the SEGs read back (they hold patient data): the cache cleared, or the thread ending."""
+        """Delete the SEGs and RTSTRUCTs read back (they hold patient data): the cache cleared, or the thread ending."""
         from app.guard.shared import remove_under
 
         for folder in self._references:
