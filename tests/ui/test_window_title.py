@@ -34,3 +34,12 @@ def test_the_title_says_seglens_once_before_and_after_a_model(identity, qtbot, m
         window.open_model(models("rgb_classes", name="other", metadata=class_metadata(["bg", "a"])))
     shown = as_shown(window.windowTitle())
     assert shown.count("SegLens") == 1 and "other" in shown
+
+
+def test_the_about_dialog_says_seglens_once(identity, qtbot, make_main_window):
+    from app.ui.widgets.dialogs import DiagnosticsDialog
+
+    window = make_main_window(None)
+    dialog = DiagnosticsDialog(None, window)
+    qtbot.addWidget(dialog)
+    assert as_shown(dialog.windowTitle()).count("SegLens") == 1

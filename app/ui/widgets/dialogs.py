@@ -31,7 +31,7 @@ def diagnostics_text(summary) -> str:
 class DiagnosticsDialog(QDialog):
     def __init__(self, summary, parent=None) -> None:
         super().__init__(parent)
-        self.setWindowTitle("About SegLens / Diagnostics")
+        self.setWindowTitle("About / Diagnostics")  # the title bar adds " — SegLens"
         self.resize(760, 520)
         self.text = QPlainTextEdit(diagnostics_text(summary))
         self.text.setReadOnly(True)
