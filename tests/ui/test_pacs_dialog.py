@@ -370,7 +370,7 @@ def real_pacs(orthanc_server, make_main_window, tmp_path, monkeypatch):
                                     open_paths=win.add_paths, recount=win.volumes.count,
                                     model_path=lambda: win.model_path, closing=win,
                                     pacs_worker=PacsWorker(cache=lambda: SeriesCache(tmp_path / "cache")),
-                                    settings_file=settings, parent=win)
+                                    settings_file=settings, reference=win.set_reference_folder, parent=win)
         return win, controller
 
     return make
@@ -448,6 +448,41 @@ def test_send_a_seg_to_a_real_orthanc_and_find_it_there(qtbot, real_pacs, orthan
     modalities = {s["MainDicomTags"].get("Modality") for study in studies
                   for s in (orthanc_server.request("GET", f"/series/{i}") for i in study["Series"])}
     assert modalities == {"CT", "SEG", "OT", "RTSTRUCT"}
+
+
+@pytest.mark.parametrize("modality", ["SEG", "RTSTRUCT"])
+@pytest.mark.parametrize("node", ["WEB", "DIMSE"])
+def test_a_seg_or_rtstruct_retrieved_from_a_real_orthanc_opens_over_its_source(qtbot, real_pacs, orthanc_server,
+                                                                               tmp_path, node, modality):
+    """A SegLens SEG / RTSTRUCT stored beside its CT series on a real Orthanc: retrieving it alone (C-GET or WADO-RS)
+    brings the CT series too, opens it, and the slices' reference is what the SEG holds."""
+    import numpy as np
+    from PIL import Image
+
+    from app.runs.review.log import corrected_mask_path
+
+    _write_seg(tmp_path / "upload", tmp_path / "derived", modality)
+    orthanc_server.upload(sorted((tmp_path / "derived").iterdir()))
+    win, controller = real_pacs()
+    dialog = controller.open_dialog()
+    dialog.node.setCurrentText(node)
+    dialog.patient_id.setText("SYN-E2E-1")
+    dialog.search_button.click()
+    qtbot.waitUntil(lambda: dialog.series.rowCount() == 2, timeout=TIMEOUT)
+    [row] = [r for r in range(2) if dialog.series.item(r, 2).text() == modality]
+    dialog.series.selectRow(row)
+    dialog.retrieve_button.click()
+    qtbot.waitUntil(lambda: len(win.files.inputs()) == 1, timeout=TIMEOUT)
+    qtbot.waitUntil(lambda: win.state.tuning.reference_root is not None, timeout=TIMEOUT)
+    assert "opened over its source series 'Synthetic CT 2.5 mm', as the reference" in dialog.message.text(), \
+        dialog.message.text()
+    path = win.files.current_path()
+    volume = win.files.volume(path)
+    _root, rel = win.files.root_and_rel(path)
+    expected = _seg_labels(volume)
+    for k in range(volume.depth):
+        got = np.asarray(Image.open(corrected_mask_path(Path(win.state.tuning.reference_root), rel, k)))
+        assert np.array_equal(got, expected[k]), k
 
 
 @pytest.mark.parametrize("scheme", ["dimse://NOBODY@127.0.0.1:{port}", "dicomweb+http://127.0.0.1:{port}/dicom-web"])
