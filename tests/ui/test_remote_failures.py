@@ -9,6 +9,7 @@ The server is tests/remote_mocks.py's MockServer (busy: the next N requests answ
 from __future__ import annotations
 
 from pathlib import Path
+from types import SimpleNamespace
 
 import keyring
 import keyring.backends.fail
@@ -116,6 +117,23 @@ def test_while_the_server_is_retried_the_previous_overlay_is_not_over_the_next_p
     qtbot.waitUntil(lambda: window.state.on_screen is not None and window.state.on_screen.path == after,
                     timeout=WAIT)
     assert not window.viewer.overlay_item.pixmap().isNull() and window.viewer.notice_text() == ""
+
+
+def test_a_run_on_all_turns_the_badge_failed_and_calm_again_by_its_inputs(qtbot, window):
+    status = window.status
+    remote = RemoteInfo("10.0.0.5:8001", "nuclei", "", "onnxruntime_onnx")
+    status.show_session(SessionInfo("remote", "remote", ("remote",), remote=remote), "Nuclei")
+    calm = status.provider.text()
+    gave_up = SimpleNamespace(error="a.png: remote 10.0.0.5:8001/nuclei: no answer within 30 s (tried 4 times)",
+                              result=None, volume=None, resumed=False)
+    unreadable = SimpleNamespace(error="b.png: not an image", result=None, volume=None, resumed=False)
+    ran = SimpleNamespace(error=None, result=object(), volume=None, resumed=False)
+    status.answered(SimpleNamespace(outcome=gave_up))
+    assert status.provider.text() == "⚠ remote: no result"
+    status.answered(SimpleNamespace(outcome=unreadable))  # not the server's failure, nor its answer
+    assert status.provider.text() == "⚠ remote: no result"
+    status.answered(SimpleNamespace(outcome=ran))
+    assert status.provider.text() == calm and status.provider.styleSheet() == REMOTE_STYLE
 
 
 def test_a_long_server_name_failing_never_widens_the_window_past_the_screen(qtbot, window):

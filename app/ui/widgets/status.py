@@ -186,10 +186,14 @@ class StatusBar(QStatusBar):
         """A request ended (a picture failed, a Run on all went on): a remote picture given up on turns the badge
         to its failed state, kept until a request is answered; else, after a retry line, the session's label."""
         remote = self._session[0].remote if self._session is not None else None
-        line = getattr(record, "message", None)
-        if remote is not None and isinstance(line, str) and f"remote {remote.host}/{remote.model}: " in line:
-            self._show_remote_failed(line[line.index(f"remote {remote.host}/{remote.model}: "):])
-        elif self._retrying and not self._failed and self._session is not None:
+        outcome = getattr(record, "outcome", None)  # a Run on all's input (BatchProgress)
+        line = getattr(record, "message", None) or getattr(outcome, "error", None)
+        where = f"remote {remote.host}/{remote.model}: " if remote is not None else None
+        if where is not None and isinstance(line, str) and where in line:
+            self._show_remote_failed(line[line.index(where):])
+            return
+        ran = outcome is not None and not outcome.resumed and (outcome.result or outcome.volume) is not None
+        if self._session is not None and ((self._retrying and not self._failed) or (self._failed and ran)):
             self.show_session(*self._session)
 
     def _show_remote_failed(self, line: str) -> None:
