@@ -69,7 +69,8 @@ class Presenter(QObject):
     def failed(self, failed: ViewFailed) -> None:
         """The picture wanted failed: its own pixels when they were read (else an empty canvas), what failed and
         what to do over them and in the status bar, no result."""
-        self._without_result(failed.picture)
+        on_screen = self._state.on_screen  # a retune of the picture on screen failed: its pixels stay
+        self._without_result(failed.picture, keep=on_screen is not None and on_screen.key.path == failed.path)
         self._viewer.set_notice(_on_canvas(failed.path, failed.message), failed=True)
         self._status.showMessage(f"Error: {_in_status(failed.path, failed.message)}", 15000)
         self._panel.show_busy(None)
@@ -82,20 +83,23 @@ class Presenter(QObject):
         self._without_result(retrying.picture)
         self._viewer.set_notice(_on_canvas(retrying.picture.key.path, retrying.line))
 
-    def _without_result(self, picture: BarePicture | None) -> None:
-        """`picture`'s pixels on the canvas (None: none), with no overlay, split, detail tiles, counts or verdict
-        of whatever was shown before."""
+    def _without_result(self, picture: BarePicture | None, *, keep: bool = False) -> None:
+        """`picture`'s pixels on the canvas (None: the pixels there when `keep`, else none), with no overlay, split,
+        detail tiles, counts or verdict of whatever was shown before."""
         self._state.clear_screen()
         self._overlay = self._overlay_b = self._heat = None  # a class toggle must not paint the old mask over it
         self._panel.clear_result()
-        if picture is None:
+        if picture is None and not keep:
             self._viewer.clear()
+            return
+        self._viewer.set_detail(None, None, 1.0)
+        self._viewer.set_split(None)
+        if picture is None:
+            self._viewer.clear_overlay()
             return
         from app.ui.widgets.overlay import image_to_qimage  # numpy: loaded after the window shows
 
         height, width = picture.image_hw
-        self._viewer.set_detail(None, None, 1.0)
-        self._viewer.set_split(None)
         self._viewer.set_image(image_to_qimage(picture.pixels), (width, height))
 
     def model_switching(self, text: str) -> None:

@@ -130,6 +130,15 @@ def test_a_picture_that_failed_after_it_was_read_stays_on_the_canvas_without_the
     assert rig.viewer.called("set_notice")[-1] == ("", False)
 
 
+def test_a_failed_retune_of_the_picture_on_screen_keeps_its_pixels_and_takes_its_overlay_off(rig):
+    rig.presenter.display(seg_view())
+    rig.viewer.calls.clear()
+    rig.presenter.failed(ViewFailed(3, "data/a.png", "data/a.png: the scores are not finite"))
+    assert "clear" not in rig.viewer.names() and "set_image" not in rig.viewer.names()
+    assert ("clear_overlay",) in rig.viewer.calls
+    assert rig.viewer.called("set_notice") == [("a.png: the scores are not finite", True)]
+
+
 def test_the_previous_pictures_window_answer_is_not_drawn_over_the_picture_wanted(qtbot, rig):
     view = high_range_view()
     rig.presenter.display(view)
