@@ -10,6 +10,7 @@ from __future__ import annotations
 import threading
 import time
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -59,14 +60,17 @@ class StationStats:
 class Meter:
     """Collects verdicts into StationStats (thread-safe; bounded by `window`)."""
 
-    def __init__(self, *, window: int = 500, stall_after_s: float | None = None) -> None:
+    def __init__(self, *, window: int = 500, stall_after_s: float | None = None,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        """`clock`: seconds that only go forward (time.monotonic; a test's own)."""
+        self._clock = clock
         self._lock = threading.Lock()
         self._times: deque[float] = deque(maxlen=window)  # monotonic verdict times
         self._latencies: deque[float] = deque(maxlen=window)
         self._counts = dict.fromkeys(VERDICT_VALUES, 0)
         self._frames = self._lost = 0
         self._last: StationVerdict | None = None
-        self._last_at = time.monotonic()
+        self._last_at = self._clock()
         self._last_stall: float | None = None
         self._stalls, self._longest_stall = 0, 0.0  # the gaps over the limit that have ended
         self._ended_at: float | None = None  # the station's end: the clock stops there
@@ -75,7 +79,7 @@ class Meter:
 
     def add(self, verdict: StationVerdict) -> None:
         """Count one verdict."""
-        now = time.monotonic()
+        now = self._clock()
         with self._lock:
             gap = now - self._last_at
             if self.stall_after_s is not None and gap > self.stall_after_s:
@@ -96,18 +100,18 @@ class Meter:
     def end(self, *, stalled: bool = False) -> None:
         """The station has ended (`stalled`: because its source stalled): the time since the last frame stops."""
         with self._lock:
-            self._ended_at = time.monotonic()
+            self._ended_at = self._clock()
             self._ended_stalled = stalled
 
     def last_frame_at(self) -> float:
         """Epoch seconds of the last frame (or of the start, before the first)."""
         with self._lock:
-            return time.time() - (time.monotonic() - self._last_at)
+            return time.time() - (self._clock() - self._last_at)
 
     def snapshot(self, *, dropped: int, sink_problems: tuple[str, ...], ended: str | None = None) -> StationStats:
         """The numbers now."""
         with self._lock:
-            now = time.monotonic() if self._ended_at is None else self._ended_at
+            now = self._clock() if self._ended_at is None else self._ended_at
             latencies = np.asarray(self._latencies, dtype=np.float64)
             p50, p95 = (np.percentile(latencies, [50, 95]).tolist() if latencies.size else (None, None))
             since = now - self._last_at

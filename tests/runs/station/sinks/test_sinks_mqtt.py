@@ -16,7 +16,7 @@ import pytest
 from waiting import until
 
 from app.errors import OutputError
-from app.runs.station.sinks import Sink, StationVerdict
+from app.runs.station.sinks import Sink, StallAlarm, StallSink, StationVerdict
 from app.runs.station.sinks.mqtt import MqttSink, payload_of, topic_part
 from app.runs.station.sinks.mqtt_buffer import BUFFER_NAME, OutBuffer
 from app.runs.station.sinks.options import MqttSinkOptions, mqtt_url_options
@@ -334,3 +334,69 @@ def test_a_verdict_whose_buffer_line_the_full_disk_refused_is_written_when_offer
         finally:
             again.close()
             subscriber.close()
+
+
+ALARM = "seglens/line-1/alarm"
+MARKER = "test/marker"
+
+
+def _stall(stalled: bool) -> StallAlarm:
+    return StallAlarm(station="line-1", stalled=stalled, since=1_764_600_000.0, limit_s=30.0, time=1_764_600_031.5)
+
+
+def _retained(port: int, topic: str) -> bytes | None:
+    """What the broker keeps on `topic` now (None: nothing), as a subscriber that comes now is given it: the topic
+    subscribed first, then MARKER (retained by the test), whose message comes after the topic's retained one."""
+    import paho.mqtt.client as mqtt
+    from paho.mqtt.enums import CallbackAPIVersion
+
+    got: dict[str, bytes] = {}
+    asked: list[str] = []
+
+    def then_the_marker(c: mqtt.Client, *_args: Any) -> None:
+        if not asked:
+            asked.append(MARKER)
+            c.subscribe(MARKER, qos=1)
+
+    client = mqtt.Client(CallbackAPIVersion.VERSION2, protocol=mqtt.MQTTv311)
+    client.on_connect = lambda c, u, f, rc, p: c.subscribe(topic, qos=1)
+    client.on_subscribe = then_the_marker
+    client.on_message = lambda c, u, m: got.setdefault(m.topic, bytes(m.payload))
+    client.connect("127.0.0.1", port)
+    client.loop_start()
+    try:
+        until(lambda: MARKER in got, what="the marker after the topic's retained message", within_s=10)
+    finally:
+        client.disconnect()
+        client.loop_stop()
+    return got.get(topic)
+
+
+def test_the_stall_alarm_is_retained_cleared_by_an_empty_message_and_sent_again_after_a_reconnect(
+        tmp_path: Path, mosquitto: Mosquitto) -> None:
+    import paho.mqtt.publish as single
+
+    single.single(MARKER, b"m", qos=1, retain=True, hostname="127.0.0.1", port=mosquitto.port)
+    sink = MqttSink(out_folder(tmp_path / "out"), MqttSinkOptions(host="127.0.0.1", port=mosquitto.port,
+                                                                  reconnect_max_s=1))
+    try:
+        assert isinstance(sink, StallSink)
+        sink.stall(_stall(True))
+        kept = until(lambda: _retained(mosquitto.port, ALARM), what="the retained alarm")
+        assert json.loads(kept) == {"station": "line-1", "alarm": "SOURCE STALLED", "stalled": True,
+                                    "since": "2025-12-01T14:40:00.000Z", "limit_s": 30.0,
+                                    "time": "2025-12-01T14:40:31.500Z"}
+        sink.stall(_stall(False))  # frames again: MQTT's clearing, an empty retained message
+        until(lambda: _retained(mosquitto.port, ALARM) is None, what="the retained alarm cleared")
+        sink.stall(_stall(True))
+        until(lambda: _retained(mosquitto.port, ALARM), what="the retained alarm again")
+        mosquitto.stop()  # a broker that comes back without what it kept
+        until(lambda: sink.problem is not None, what="the sink saying the broker is gone", within_s=10)
+        mosquitto.database.unlink(missing_ok=True)
+        mosquitto.start()
+        single.single(MARKER, b"m", qos=1, retain=True, hostname="127.0.0.1", port=mosquitto.port)
+        kept = until(lambda: _retained(mosquitto.port, ALARM), what="the alarm sent again at the reconnect")
+        assert json.loads(kept)["stalled"] is True
+        assert sink.pending == 0 and sink.lost == 0  # state, not a verdict: nothing in the buffer
+    finally:
+        sink.close()

@@ -30,7 +30,7 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.x509.oid import ExtendedKeyUsageOID
 from waiting import until, until_async
 
-from app.runs.station.sinks import StationVerdict
+from app.runs.station.sinks import StallAlarm, StationVerdict
 from app.runs.station.sinks.opcua import NAMESPACE, OpcUaSink
 from app.runs.station.sinks.opcua_space import VARIABLES
 from app.runs.station.sinks.options import OpcUaSinkOptions
@@ -187,6 +187,33 @@ def test_the_heartbeat_advances_with_no_frames(sink):
             assert await client.get_node(node("Sequence")).read_value() == 0  # no frame came
 
     run(client_side())
+
+
+def test_stalled_follows_the_stall_alarm_and_leaves_the_verdict_as_it_was(sink):
+    url = endpoint()
+    opened = sink(url)
+    assert opened.wait_ready(WAIT_S)
+    opened.publish(verdict("NG", 0.93, reason="score 0.93 > 0.88"))
+
+    def alarm(stalled: bool) -> StallAlarm:
+        return StallAlarm(station="line-3", stalled=stalled, since=1_764_600_000.0, limit_s=30.0,
+                          time=1_764_600_031.0)
+
+    async def client_side() -> tuple[Changes, dict[str, Any]]:
+        async with Client(url) as client:
+            changes = await subscribe(client, ("Stalled", "Sequence"))
+            await sequence_at(changes, 1)
+            opened.stall(alarm(True))
+            await until_async(lambda: changes.seen["Stalled"][-1] is True, what="Stalled True", within_s=WAIT_S)
+            opened.stall(alarm(False))  # frames again
+            await until_async(lambda: distinct(changes.seen["Stalled"])[-2:] == [True, False],
+                              what="Stalled False again", within_s=WAIT_S)
+            return changes, await read_all(client)
+
+    changes, values = run(client_side())
+    assert distinct(changes.seen["Stalled"]) == [False, True, False]
+    assert (values["Verdict"], values["Sequence"], values["NgCount"]) == ("NG", 1, 1)  # no verdict in an alarm
+    assert distinct(changes.seen["Sequence"]) == [0, 1] or distinct(changes.seen["Sequence"]) == [1]
 
 
 def test_close_says_running_false_and_frees_the_port(sink):
