@@ -199,8 +199,8 @@ class MqttSink:
             self._lock.notify_all()
 
     def close(self) -> None:
-        """Wait at most `close_s` for the backlog (and the alarm's state) to be acknowledged, then disconnect;
-        what is left stays in the buffer for the next start."""
+        """Wait at most `close_s` for the backlog to be acknowledged (and the alarm's newest state to be handed to
+        paho, whose DISCONNECT follows it), then disconnect; what is left stays in the buffer for the next start."""
         deadline = time.monotonic() + self._close_s
         with self._lock:
             while ((self._buffer.entries or self._alarm_due) and self._connected

@@ -1,5 +1,6 @@
 """The MQTT sink against a real broker on loopback (Debian's mosquitto, tests/station_fixtures.py): every verdict
-once and in order, through a broker killed for 10 s, a wrong password and a full buffer; the retained last."""
+once and in order, through a broker killed for 10 s, a wrong password and a full buffer; the retained last; the
+retained stall alarm, cleared and sent again after a reconnect; the payload's time as the verdict log's."""
 
 from __future__ import annotations
 

@@ -1,8 +1,9 @@
 """The OPC UA sink (app.runs.station.sinks.opcua) against a real asyncua client on loopback, a free port per test: each
 verdict and the counters read as they change (a data-change subscription and plain reads), Sequence bumped by a
-repeated verdict, the heartbeat with no frames, Running False on close and the port freed, a port in use as a
-problem line, read-only variables, an encrypted endpoint with a generated certificate and a user, refused
-configurations in one line, the station file's keys, and `seglens-cli watch --opcua` end to end."""
+repeated verdict, the heartbeat with no frames, Stalled following the stall alarm, Running False on close and the
+port freed, a port in use as a problem line, read-only variables, an encrypted endpoint with a generated certificate
+and a user, refused configurations in one line, the station file's keys, and `seglens-cli watch --opcua` end to
+end."""
 
 from __future__ import annotations
 
