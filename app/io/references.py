@@ -241,8 +241,9 @@ def _seg_labels(seg: Any, volume: Volume) -> np.ndarray:
                          f"{volume.columns}×{volume.rows}")
     slice_of = {ref.sop_instance_uid: k for k, ref in enumerate(volume.slices) if ref.sop_instance_uid}
     labels = np.zeros((len(volume.slices), volume.rows, volume.columns), np.uint8)
+    shared = (seg.get("SharedFunctionalGroupsSequence") or [None])[0]  # one segment for all frames: said there
     for frame, groups in zip(frames, seg.get("PerFrameFunctionalGroupsSequence", []), strict=False):
-        number, source = _frame_segment(groups)
+        number, source = _frame_segment(groups, shared)
         k = slice_of.get(source) if source else None
         if k is not None and 0 < number < 256:
             labels[k][frame > 0] = number
@@ -299,13 +300,17 @@ def _inside(points: np.ndarray, rows: int, columns: int) -> np.ndarray:
     return mask
 
 
-def _frame_segment(groups: Any) -> tuple[int, str | None]:
-    """(the segment number, the source SOPInstanceUID) of one SEG frame's functional groups."""
-    number = 0
-    for item in groups.get("SegmentIdentificationSequence", []):
-        number = int(item.get("ReferencedSegmentNumber", 0) or 0)
-    for derivation in groups.get("DerivationImageSequence", []):
-        for source in derivation.get("SourceImageSequence", []):
-            if source.get("ReferencedSOPInstanceUID"):
-                return number, str(source.ReferencedSOPInstanceUID)
-    return number, None
+def _frame_segment(groups: Any, shared: Any) -> tuple[int, str | None]:
+    """(the segment number, the source SOPInstanceUID) of one SEG frame: its own functional groups, else the
+    shared ones (a SEG of one segment, or of one source image, says it once for every frame)."""
+    number, source = 0, None
+    for group in (shared, groups):  # the frame's own last: it wins
+        if group is None:
+            continue
+        for item in group.get("SegmentIdentificationSequence", []):
+            number = int(item.get("ReferencedSegmentNumber", 0) or 0)
+        for derivation in group.get("DerivationImageSequence", []):
+            for image in derivation.get("SourceImageSequence", []):
+                if image.get("ReferencedSOPInstanceUID"):
+                    source = str(image.ReferencedSOPInstanceUID)
+    return number, source

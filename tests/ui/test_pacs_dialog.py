@@ -474,7 +474,7 @@ def test_a_seg_or_rtstruct_retrieved_from_a_real_orthanc_opens_over_its_source(q
     dialog.retrieve_button.click()
     qtbot.waitUntil(lambda: len(win.files.inputs()) == 1, timeout=TIMEOUT)
     qtbot.waitUntil(lambda: win.state.tuning.reference_root is not None, timeout=TIMEOUT)
-    assert "opened over its source series 'Synthetic CT 2.5 mm', as the reference" in dialog.message.text(), \
+    assert "opened over its source series 'Synthetic CT 2.5 mm', as the reference (" in dialog.message.text(), \
         dialog.message.text()
     path = win.files.current_path()
     volume = win.files.volume(path)
@@ -483,6 +483,35 @@ def test_a_seg_or_rtstruct_retrieved_from_a_real_orthanc_opens_over_its_source(q
     for k in range(volume.depth):
         got = np.asarray(Image.open(corrected_mask_path(Path(win.state.tuning.reference_root), rel, k)))
         assert np.array_equal(got, expected[k]), k
+
+
+def test_the_models_own_seg_retrieved_is_its_reference_iou_1(qtbot, real_pacs, orthanc_server, ct_model):
+    """The viewer's result sent as a SEG, then that SEG retrieved alone: the series opens again with the SEG as its
+    slices' reference, and the Decision panel measures the model against it (IoU 1 on a slice with lung)."""
+    win, controller = real_pacs(ct_model)
+    dialog = controller.open_dialog()
+    dialog.node.setCurrentText("WEB")
+    dialog.patient_id.setText("SYN-E2E-1")
+    dialog.search_button.click()
+    qtbot.waitUntil(lambda: dialog.series.rowCount() == 1, timeout=TIMEOUT)
+    dialog.series.selectRow(0)
+    dialog.retrieve_button.click()
+    qtbot.waitUntil(lambda: "all 5 slices" in win.panel.legend.volume_text(), timeout=TIMEOUT)
+    send = controller.open_send_dialog()
+    send.node.setCurrentText("WEB")
+    send.send_button.click()
+    qtbot.waitUntil(lambda: send.message.text().startswith(("Sent", "pacs")), timeout=TIMEOUT)
+    send.close()
+    dialog.search_button.click()
+    qtbot.waitUntil(lambda: dialog.series.rowCount() == 2, timeout=TIMEOUT)
+    [row] = [r for r in range(2) if dialog.series.item(r, 2).text() == "SEG"]
+    dialog.series.selectRow(row)
+    dialog.retrieve_button.click()
+    qtbot.waitUntil(lambda: win.state.tuning.reference_root is not None, timeout=TIMEOUT)
+    assert dialog.message.text().endswith(", as the reference (Show ▸ Difference vs reference; IoU and Dice per "
+                                          "slice)"), dialog.message.text()
+    qtbot.waitUntil(lambda: "IoU" in win.panel.decision.comparison_text(), timeout=TIMEOUT)
+    assert "IoU 1.000" in win.panel.decision.comparison_text(), win.panel.decision.comparison_text()
 
 
 @pytest.mark.parametrize("scheme", ["dimse://NOBODY@127.0.0.1:{port}", "dicomweb+http://127.0.0.1:{port}/dicom-web"])
@@ -573,6 +602,7 @@ def test_a_seg_whose_source_is_not_on_the_pacs_says_so_in_one_line(qtbot, pacs):
     assert "SEG" in line and "1.2.3.5" in line and "not on FAKE" in line, line
     assert "retrieved and opened" not in line and "b00020" in dialog.message.styleSheet()
     assert win.files.inputs() == [] and clients[-1].retrieved == ["1.2.3.7"]
+    assert win.state.tuning.reference_root is None
 
 
 def test_the_reopened_dialog_marks_the_previous_search_rows_as_the_previous_searchs(qtbot, pacs):
@@ -623,7 +653,7 @@ def test_a_seg_retrieved_is_the_reference_of_its_source_series_slices(qtbot, pac
     dialog = _search(qtbot, controller)
     _retrieve_rows(qtbot, dialog, {"Lungs (SegLens)"})
     qtbot.waitUntil(lambda: len(win.files.inputs()) == 1, timeout=TIMEOUT)
-    assert "as the reference" in dialog.message.text(), dialog.message.text()
+    assert ", as the reference (" in dialog.message.text(), dialog.message.text()
     path = win.files.current_path()
     volume = win.files.volume(path)
     root, rel = win.files.root_and_rel(path)

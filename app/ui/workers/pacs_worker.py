@@ -150,8 +150,9 @@ class PacsWorker(QObject):
                 if series.modality.upper() in DERIVED:
                     line, source, more = self._source_of(client, cache, request, series, done, progress)
                     if source is not None:
-                        reference = reference or self._reference_folder()
-                        line = self._derived_reference(line, done[series.series_uid], source, reference)
+                        folder = reference or self._reference_folder()
+                        line, read = self._derived_reference(line, done[series.series_uid], source, folder)
+                        reference = folder if read else reference
                     derived.append(line)
                     files += more
                 else:
@@ -187,10 +188,10 @@ class PacsWorker(QObject):
         return f"{what} opened over its source series '{record.description or uid}'", done[uid], more
 
     @staticmethod
-    def _derived_reference(line: str, seg: Path, source: Path, reference: Path) -> str:
+    def _derived_reference(line: str, seg: Path, source: Path, reference: Path) -> tuple[str, bool]:
         """The SEG or RTSTRUCT read back over its source series' slices, written into `reference` as one mask per
         slice (named as a review folder names a slice's correction: app.runs.review.ground_truth finds it there);
-        `line` saying so, or why it is not the reference."""
+        (`line` saying so, True), or (why it is not the reference, False)."""
         import io
 
         from PIL import Image
@@ -204,15 +205,15 @@ class PacsWorker(QObject):
         items = [item for item in discover([source]) if item.volume is not None]
         try:
             if not items or items[0].volume is None:
-                return f"{line}; not as the reference: its source series is no volume"
+                return f"{line}; not as the reference: its source series is no volume", False
             labels = derived_labels(seg, items[0].volume)
             for k, plane in enumerate(labels):
                 png = io.BytesIO()
                 Image.fromarray(plane).save(png, format="PNG")
                 atomic_write(corrected_mask_path(reference, items[0].rel.as_posix(), k), png.getvalue(), private=True)
         except SegLensError as exc:
-            return f"{line}; not as the reference: {one_line(exc)}"
-        return f"{line}, as the reference (Show ▸ Difference vs reference; IoU and Dice per slice)"
+            return f"{line}; not as the reference: {one_line(exc)}", False
+        return f"{line}, as the reference (Show ▸ Difference vs reference; IoU and Dice per slice)", True
 
     def _reference_folder(self) -> Path:
         """A private folder for this retrieve's SEGs and RTSTRUCTs read back (removed by forget_references)."""
