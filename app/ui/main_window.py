@@ -30,6 +30,7 @@ from app.ui.workers.threads import start_worker_thread, stop_thread
 if TYPE_CHECKING:
     from app.ui.state.messages import ModelSummary, ViewResult, Window
 
+
 class MainWindow(WindowParts):
     # paths travel as `object`: a QString drops a file name's non-UTF-8 bytes (file_list._path)
     overlay_shown = Signal(object)  # path, once its overlay (or top-k) is on screen
@@ -186,9 +187,6 @@ class MainWindow(WindowParts):
 
     def _loaded(self, path: Path, name: str) -> None:
         self.recent_models.add(path)
-        from app.ui.controllers.loader import window_title  # loaded with the window's parts
-
-        self.setWindowTitle(window_title(name))
 
     @property
     def summary(self) -> ModelSummary | None:

@@ -74,7 +74,7 @@ class ModelLoader(QObject):
                  runtime: Callable[[], str], loaded: Callable[[Path, str], None], refresh: Callable[[], None],
                  parent: QObject | None = None) -> None:
         """`runtime`: the runtime options now set; `loaded(path, name)`: a model loaded from `path` (the window
-        titles itself and offers it again); `refresh`: show the current picture again."""
+        offers it again); `refresh`: show the current picture again."""
         super().__init__(parent)
         self._state, self._files, self._status, self._panel = state, files, status, panel
         self._presenter, self._editor, self._tuner, self._reviewer = presenter, editor, tuner, reviewer
@@ -130,11 +130,11 @@ class ModelLoader(QObject):
         if not self._state.model_ready(summary.generation, summary) or (self.path is None and self.remote is None):
             return
         spec = summary.spec
-        if (remote := self.remote) is None:
-            if self.path is not None:
-                self._loaded(self.path, spec.name)  # loaded from it: worth offering again (a failed one: not)
-        elif isinstance(window := self.parent(), QWidget):  # not a file: nothing for the recent models
-            window.setWindowTitle(window_title(f"{spec.name} on {remote.where}"))
+        remote = self.remote
+        if isinstance(window := self.parent(), QWidget):
+            window.setWindowTitle(window_title(spec.name if remote is None else f"{spec.name} on {remote.where}"))
+        if remote is None and self.path is not None:  # a remote model is not a file: nothing for the recent models
+            self._loaded(self.path, spec.name)  # loaded from it: worth offering again (a failed one: not)
         self._status.show_session(summary.info, spec.name)
         self._panel.show_model(spec)
         self._panel.show_busy(f"Running {spec.name}…" if self._files.current_path() else None)
