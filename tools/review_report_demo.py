@@ -18,7 +18,7 @@ sys.path.insert(0, str(REPO))
 
 from app import __version__  # noqa: E402
 from app.inference.image.pipeline import run_path  # noqa: E402
-from app.inference.model.spec import load_spec  # noqa: E402
+from app.inference.model.builder import load_spec  # noqa: E402
 from app.inference.runtime.session import open_session  # noqa: E402
 from app.io.files import encode_png, file_sha256  # noqa: E402
 from app.io.images import read_image  # noqa: E402
