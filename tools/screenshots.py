@@ -535,7 +535,9 @@ def scene_viewer3d(stage: Stage) -> None:
     planes = _planes(stage, window)
     moved: list[object] = []
     planes.point_changed.connect(lambda *a: moved.append(a))
-    window.panel.lesion_list().click_row(0)
+    lesions = window.panel.lesion_list()
+    lesions.show_class(3)  # the lesion class alone (ct3d_demo: background, lung, bone, lesion)
+    lesions.click_row(0)
     stage.wait(lambda: bool(moved), what="the crosshair on lesion 1")
     stage.grab()
 
