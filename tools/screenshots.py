@@ -2,6 +2,7 @@
 
     python tools/screenshots.py                  # every picture, under Xvfb + openbox, and docs/screenshots.json
     python tools/screenshots.py NAME...          # only those (e.g. station_ng.png); the others' entries are kept
+    python tools/screenshots.py --stale          # only those --check finds stale or missing
     python tools/screenshots.py --list           # the pictures: file, screen, state
     python tools/screenshots.py --check          # exit 1 naming each stale picture (no X server needed)
 
@@ -239,6 +240,13 @@ def _stale(name: str, recorded: dict[str, Any], shot: Shot | None) -> list[str]:
     if sources_hash(shot) != recorded.get("sources_sha256") or list(shot.all_sources()) != recorded.get("sources"):
         return [f"docs/{name}: stale — its sources ({', '.join(shot.all_sources())}) changed since it was made"]
     return []
+
+
+def stale_files() -> set[str]:
+    """The pictures the tool makes that are stale or missing (what `--stale` makes again)."""
+    manifest, by_file = read_manifest(), {shot.file: shot for shot in SHOTS}
+    return {name for name, shot in by_file.items()
+            if name not in manifest or _stale(name, manifest[name], shot)}
 
 
 def check() -> int:
@@ -951,6 +959,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("names", nargs="*", help="pictures to make (file names under docs/); default: all")
     parser.add_argument("--check", action="store_true", help="exit 1 naming each stale picture; makes nothing")
     parser.add_argument("--list", action="store_true", help="the pictures, their screens and states")
+    parser.add_argument("--stale", action="store_true", help="make only the pictures --check finds stale or missing")
     parser.add_argument("--scene", help=argparse.SUPPRESS)  # inside a scene's process
     parser.add_argument("--scratch", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--png", type=Path, help=argparse.SUPPRESS)
@@ -966,7 +975,11 @@ def main(argv: list[str] | None = None) -> int:
     unknown = set(args.names) - {shot.file for shot in SHOTS}
     if unknown:
         parser.error(f"no such picture: {', '.join(sorted(unknown))}")
-    return make(shot for shot in SHOTS if not args.names or shot.file in args.names)
+    wanted = set(args.names) | (stale_files() if args.stale else set())
+    if args.stale and not wanted:
+        print("no picture is stale")
+        return 0
+    return make(shot for shot in SHOTS if not wanted or shot.file in wanted)
 
 
 if __name__ == "__main__":
