@@ -1,0 +1,165 @@
+"""Instance metrics: per-image precision and recall at IoU 0.5 on hand-built cases, and mAP@0.5:0.95 equal to
+pycocotools' COCOeval (within 1e-6) on synthetic sets of a few images and classes with overlaps, misses, invented
+instances and more than 100 detections in one image — masks (segm) and boxes (bbox), each read back from the
+files SegLens writes."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from labels_samples import NAMES, blob, boxed, disc, masked
+
+from app.inference.model.instances import Instance, Instances
+from app.runs.labels import coco
+from app.runs.labels.coco_read import read_coco, read_coco_results
+from app.runs.labels.metrics import image_score, iou, mean_average_precision
+from app.runs.labels.records import LabelledImage, LabelSet, image_id
+
+pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")  # pycocotools' own, under numpy 2
+
+
+def _shifted(instance: Instance, hw: tuple[int, int], dx: int, dy: int, score: float,
+             class_index: int | None = None) -> Instance:
+    full = np.roll(instance.full_mask(hw), (dy, dx), axis=(0, 1))
+    return masked(instance.class_index if class_index is None else class_index, score, full)
+
+
+def _mask_sets(seed: int) -> tuple[LabelSet, LabelSet]:
+    rng = np.random.default_rng(seed)
+    reference, found = [], []
+    for n in range(5):
+        hw = (int(rng.integers(40, 90)), int(rng.integers(40, 90)))
+        truth = [masked(int(rng.integers(0, 3)), 1.0, disc(hw, (int(rng.integers(12, hw[1] - 12)),
+                                                             int(rng.integers(12, hw[0] - 12))),
+                                                         int(rng.integers(4, 10))))
+                 for _ in range(int(rng.integers(1, 5)))]
+        truth.append(masked(int(rng.integers(0, 3)), 1.0, blob(hw, seed * 10 + n, (2, 2, 30, 30))))
+        dets = []
+        for item in truth:
+            if rng.random() < 0.2:
+                continue  # a miss
+            wrong = int(rng.integers(0, 3)) if rng.random() < 0.15 else None
+            dets.append(_shifted(item, hw, int(rng.integers(-3, 4)), int(rng.integers(-3, 4)),
+                                 float(rng.random()), wrong))
+        for _ in range(int(rng.integers(0, 3))):  # invented
+            dets.append(masked(int(rng.integers(0, 3)), float(rng.random()),
+                               disc(hw, (int(rng.integers(5, hw[1] - 5)), int(rng.integers(5, hw[0] - 5))), 3)))
+        name = f"img{n}.png"
+        reference.append(LabelledImage(name, Instances(tuple(truth), hw)))
+        found.append(LabelledImage(name, Instances(tuple(sorted(dets, key=lambda d: -d.score)), hw)))
+    return LabelSet(NAMES, tuple(reference)), LabelSet(NAMES, tuple(found))
+
+
+def _box_sets(seed: int) -> tuple[LabelSet, LabelSet]:
+    rng = np.random.default_rng(seed)
+    reference, found = [], []
+    for n in range(4):
+        hw = (100, 120)
+        truth = []
+        for _ in range(int(rng.integers(2, 8))):
+            x, y = rng.uniform(0, 90, 2)
+            w, h = rng.uniform(5, 30, 2)
+            truth.append(boxed(int(rng.integers(0, 3)), 1.0, (x, y, x + w, y + h)))
+        dets = [boxed(t.class_index, float(rng.random()), tuple(np.add(t.box, rng.normal(0, 2, 4))))
+                for t in truth if rng.random() > 0.2]
+        crowd = 120 if n == 0 else 3  # more than COCOeval's 100 detections in one image
+        for _ in range(crowd):
+            x, y = rng.uniform(0, 100, 2)
+            dets.append(boxed(0, float(rng.random()) * 0.5, (x, y, x + 8.0, y + 6.0)))
+        name = f"box{n}.png"
+        reference.append(LabelledImage(name, Instances(tuple(truth), hw)))
+        found.append(LabelledImage(name, Instances(tuple(sorted(dets, key=lambda d: -d.score)), hw)))
+    return LabelSet(NAMES, tuple(reference)), LabelSet(NAMES, tuple(found))
+
+
+def _cocoeval(tmp_path: Path, reference: LabelSet, found: LabelSet, kind: str) -> float:
+    pytest.importorskip("pycocotools")
+    from pycocotools.coco import COCO
+    from pycocotools.cocoeval import COCOeval
+
+    coco.write_coco(tmp_path / "truth.json", reference)
+    coco.write_coco(tmp_path / "found.json", found, results=True)
+    truth = COCO(str(tmp_path / "truth.json"))
+    evaluation = COCOeval(truth, truth.loadRes(str(tmp_path / "found.json")), kind)
+    evaluation.evaluate()
+    evaluation.accumulate()
+    evaluation.summarize()
+    return float(evaluation.stats[0])
+
+
+def _seglens(tmp_path: Path, reference: LabelSet) -> float:
+    """SegLens's mAP from the same files, read back, the images in COCOeval's order (ascending id)."""
+    truth = read_coco(tmp_path / "truth.json", names=NAMES)
+    found = read_coco_results(tmp_path / "found.json", truth)
+    pairs = dict(zip((image.name for image in truth.images),
+                     zip(truth.by_name().values(), found.by_name().values(), strict=True), strict=True))
+    ordered = sorted(pairs, key=image_id)
+    return mean_average_precision([pairs[name] for name in ordered])
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_mask_map_equals_cocoeval(tmp_path: Path, seed: int) -> None:
+    reference, found = _mask_sets(seed)
+    theirs = _cocoeval(tmp_path, reference, found, "segm")
+    ours = _seglens(tmp_path, reference)
+    assert 0.05 < theirs < 0.95  # neither trivial nor perfect
+    assert abs(ours - theirs) < 1e-6, (ours, theirs)
+
+
+@pytest.mark.parametrize("seed", [4, 5])
+def test_box_map_equals_cocoeval(tmp_path: Path, seed: int) -> None:
+    reference, found = _box_sets(seed)
+    theirs = _cocoeval(tmp_path, reference, found, "bbox")
+    ours = _seglens(tmp_path, reference)
+    assert 0.05 < theirs < 0.95
+    assert abs(ours - theirs) < 1e-6, (ours, theirs)
+
+
+def test_map_of_a_perfect_answer_is_one_and_of_no_reference_minus_one() -> None:
+    reference, _ = _mask_sets(1)
+    pairs = [(image.instances, image.instances) for image in reference.images]
+    assert mean_average_precision(pairs) == pytest.approx(1.0)
+    empty = Instances((), (10, 10))
+    assert mean_average_precision([(empty, Instances((boxed(0, 0.5, (0, 0, 2, 2)),), (10, 10)))]) == -1.0
+
+
+def test_image_precision_and_recall_at_half_iou() -> None:
+    hw = (50, 50)
+    a, b = masked(0, 1.0, disc(hw, (15, 15), 8)), masked(1, 1.0, disc(hw, (35, 35), 8))
+    reference = Instances((a, b), hw)
+    near_a = _shifted(a, hw, 2, 0, 0.9)  # IoU well over 0.5
+    far_a = _shifted(a, hw, 12, 0, 0.8)  # a second try at a, too far
+    b_as_pit = _shifted(b, hw, 0, 0, 0.7, class_index=0)  # the right place, the wrong class
+    score = image_score(reference, Instances((near_a, far_a, b_as_pit), hw))
+    assert (score.matched, score.found, score.reference) == (1, 3, 2)
+    assert score.precision == pytest.approx(1 / 3) and score.recall == 0.5
+    assert iou(near_a, a) > 0.5 > iou(far_a, a)
+    nothing = image_score(Instances((), hw), Instances((), hw))
+    assert (nothing.precision, nothing.recall) == (1.0, 1.0)
+
+
+def test_the_better_scored_detection_takes_the_match() -> None:
+    """Two detections of one object: the higher score matches first (greedy by score). The close one first: where
+    it misses (the strict thresholds) the exact one matches at precision 1/2; the exact one first: AP 1."""
+    hw = (40, 40)
+    a = masked(0, 1.0, disc(hw, (20, 20), 9))
+    exact, close = _shifted(a, hw, 0, 0, 0.6), _shifted(a, hw, 1, 0, 0.9)
+    reference = Instances((a,), hw)
+    assert image_score(reference, Instances((close, exact), hw)).matched == 1
+    alone_close = mean_average_precision([(reference, Instances((close,), hw))])
+    missed = 1 - alone_close  # the share of thresholds the close one misses
+    both = mean_average_precision([(reference, Instances((close, exact), hw))])
+    assert 0 < missed < 1 and both == pytest.approx(alone_close + missed / 2)
+    exact_first = _shifted(a, hw, 0, 0, 0.95)
+    assert mean_average_precision([(reference, Instances((exact_first, close), hw))]) == pytest.approx(1.0)
+
+
+def test_box_iou_when_either_has_no_mask() -> None:
+    a = boxed(0, 1.0, (0.0, 0.0, 10.0, 10.0))
+    b = masked(0, 1.0, disc((30, 30), (10, 10), 4))
+    assert iou(a, boxed(0, 1.0, (5.0, 0.0, 15.0, 10.0))) == pytest.approx(50 / 150)
+    assert iou(a, b) == pytest.approx(iou(a, boxed(0, 1.0, b.box)))
+    assert json.dumps(iou(a, a)) == "1.0"
