@@ -363,3 +363,37 @@ def _device_argmax(path: Path) -> object:
 
 
 register(Boundary("device_argmax", "file", _device_argmax, (ModelError,), file_name="model.onnx"))
+
+
+# --- instance labels read back as references: COCO JSON, YOLO txt and its data.yaml, label files' names ------
+
+def _coco_json(path: Path) -> object:
+    from app.runs.labels.coco_read import read_coco
+
+    return read_coco(path, root=path.parent)
+
+
+def _yolo_txt(path: Path) -> object:
+    from app.runs.labels.yolo_read import read_yolo_labels
+
+    return read_yolo_labels(path, image_hw=(8, 8), names=("pit",), root=path.parent)
+
+
+def _data_yaml(path: Path) -> object:
+    from app.runs.labels.yolo_read import read_data_yaml
+
+    return read_data_yaml(path, root=path.parent)
+
+
+def _yolo_label_path(root: Path, name: str) -> Path:
+    from app.runs.labels.yolo_read import label_path
+
+    return label_path(root, name)
+
+
+register(Boundary("coco_json", "file", _coco_json, (SegLensError,), file_name="instances.json", text=True,
+                  rooted=True))
+register(Boundary("yolo_txt", "file", _yolo_txt, (SegLensError,), file_name="a.txt", text=True, rooted=True))
+register(Boundary("data_yaml", "file", _data_yaml, (SegLensError,), file_name="data.yaml", text=True, yaml=True,
+                  rooted=True))
+register(Boundary("yolo_label_names", "name", _yolo_label_path, (SegLensError,)))

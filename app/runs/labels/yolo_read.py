@@ -60,14 +60,20 @@ def read_yolo_folder(folder: Path, sizes: Mapping[str, tuple[int, int]], names: 
     as the root no link may lead out of."""
     images = []
     for name, image_hw in sizes.items():
-        try:
-            path = join_under(folder, LABELS, *label_parts(name))
-        except PathEscape as exc:
-            raise LabelsError(f"{folder}: {exc}") from None
+        path = label_path(folder, name)
         found = read_yolo_labels(path, image_hw=image_hw, names=names, obb=obb, root=folder) \
             if os.path.lexists(path) else Instances((), image_hw)
         images.append(LabelledImage(name, found))
     return LabelSet(names, tuple(images))
+
+
+def label_path(folder: Path, name: str) -> Path:
+    """The label file of the image at relative path `name`, proven to lie under `folder/labels/` (LabelsError for a
+    name that is not a relative path inside the folder, or a link on the way out of it)."""
+    try:
+        return join_under(folder, LABELS, *label_parts(name))
+    except PathEscape as exc:
+        raise LabelsError(f"{folder}: {exc}") from None
 
 
 def read_yolo_labels(path: Path, *, image_hw: tuple[int, int], names: tuple[str, ...], obb: bool = False,
