@@ -11,6 +11,7 @@ from labels_samples import NAMES, boxes_set, masks_set, obb_set, same_instances
 
 from app.inference.model.instances import Instance, Instances
 from app.runs.labels import polygons
+from app.runs.labels.coco import corners
 from app.runs.labels.records import LabelledImage, LabelsError, LabelSet
 from app.runs.labels.yolo import data_yaml, label_parts, write_yolo
 from app.runs.labels.yolo_read import read_data_yaml, read_yolo_folder
@@ -104,3 +105,31 @@ def test_ultralytics_dataset_loader_reads_the_same_instances(tmp_path: Path) -> 
             mask = np.zeros((h, w), dtype=np.uint8)
             cv2.fillPoly(mask, [(segment * (w, h)).astype(np.int32)], 1)  # as ultralytics' polygon2mask
             assert np.array_equal(mask.astype(bool), _largest_part(instance, (h, w)))
+
+
+def test_ultralytics_dataset_loader_reads_the_same_boxes_and_oriented_boxes(tmp_path: Path) -> None:
+    pytest.importorskip("ultralytics")
+    import cv2
+    from ultralytics.data.dataset import YOLODataset
+
+    for labels, task in ((boxes_set(), "detect"), (obb_set(), "obb")):
+        folder = tmp_path / task
+        for image in labels.images:
+            (folder / "images").mkdir(parents=True, exist_ok=True)
+            cv2.imwrite(str(folder / "images" / image.name), np.zeros((*image.instances.image_hw, 3), np.uint8))
+        write_yolo(folder, labels, images="images")
+        dataset = YOLODataset(img_path=str(folder / "images"), data={"names": dict(enumerate(NAMES)), "channels": 3},
+                              task=task, imgsz=96, augment=False, rect=False)
+        theirs = {Path(label["im_file"]).name: label for label in dataset.labels}
+        for image in labels.images:
+            label, (h, w) = theirs[image.name], image.instances.image_hw
+            assert label["cls"].ravel().tolist() == [i.class_index for i in image.instances.items]
+            for index, instance in enumerate(image.instances.items):
+                if task == "detect":
+                    cx, cy, bw, bh = label["bboxes"][index] * (w, h, w, h)
+                    got = (cx - bw / 2, cy - bh / 2, cx + bw / 2, cy + bh / 2)
+                    assert np.allclose(got, instance.box, atol=1e-3), (got, instance.box)
+                else:
+                    assert instance.rotated is not None
+                    want = np.reshape(corners(instance.rotated), (4, 2))
+                    assert np.allclose(label["segments"][index] * (w, h), want, atol=1e-3)
