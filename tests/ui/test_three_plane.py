@@ -154,7 +154,7 @@ def test_a_nifti_is_shown_radiologically_whatever_its_storage(qtbot, tmp_path):
     """A NIfTI stored in neurological order (i toward the patient's right): the axial pane still puts the
     patient's right on the screen's left, so a marker at the right edge of the data shows on the left."""
     from app.io.discover import discover
-    from app.runs.folder.stack import VolumeStack
+    from app.io.stack import VolumeStack
     from app.ui.widgets.three_plane import PlaneVolume, ThreePlaneView, label_colors
 
     affine = np.diag([0.9, 1.1, 3.0, 1.0])  # +i → R, +j → A, +k → S

@@ -1,5 +1,5 @@
 """A 3D model in the viewer (app/ui/controllers/volume3d.py, app/ui/workers/worker_volume3d.py,
-app/runs/folder/volume3d_view.py): run once over the volume shown with its progress, then every slice's overlay, the
+app/runs/view/result3d.py): run once over the volume shown with its progress, then every slice's overlay, the
 threshold, the legend's mL and the three planes from the kept result — no second model run; a plain image gets one
 line; Cancel leaves no result."""
 
@@ -17,7 +17,7 @@ from app.inference.model.builder import load_spec
 from app.inference.runtime.session import LocalSession
 from app.inference.volume3d.predict import predict_volume
 from app.io.discover import discover
-from app.runs.folder.stack import VolumeStack
+from app.io.stack import VolumeStack
 from tests.dicom_factory import write_series
 
 TIMEOUT = 20_000

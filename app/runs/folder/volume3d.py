@@ -90,7 +90,7 @@ def check_volume_memory(spec: ModelSpec, volume: Volume, *, memory_limit: int | 
 
 def read_volume(spec: ModelSpec, volume: Volume) -> VolumeImage:
     """The volume's image whole (its memory estimate checked first); SegLensError (one line) when it cannot be."""
-    from app.runs.folder.stack import VolumeStack
+    from app.io.stack import VolumeStack
 
     problem = input_problem(volume)
     if problem:

@@ -1,6 +1,6 @@
 """View ▸ Three planes: a volume whose whole label volume is known (the whole-volume count's VolumeCount.labels)
 shown in axial, coronal and sagittal panes (widgets/three_plane.py, made on first use, not at start-up) in place
-of the one-pane view. The image volume is read for it a few slices at a time (app.runs.folder.stack); the panes
+of the one-pane view. The image volume is read for it a few slices at a time (app.io.stack); the panes
 follow the side panel's overlay style and the shared window, and say whose mask they show while the volume is
 counted again. Another volume chosen while they are open opens in them (its image first, its mask once its whole
 label volume is known); a plain picture goes back to one pane. VolumeView (volume_view.py) owns the count and hands
@@ -17,8 +17,8 @@ if TYPE_CHECKING:
     import numpy as np
     from PySide6.QtGui import QAction
 
+    from app.io.stack import VolumeStack
     from app.io.volumes import Volume
-    from app.runs.folder.stack import VolumeStack
     from app.ui.controllers.presenter import Presenter
     from app.ui.state.messages import VolumeCount, VolumeCountFailed
     from app.ui.state.view_state import ViewState
@@ -188,7 +188,7 @@ class ThreePlanes(QObject):
 
     def _read(self, path: str) -> None:
         from app.errors import SegLensError, one_line
-        from app.runs.folder.stack import VolumeStack
+        from app.io.stack import VolumeStack
 
         try:
             self._stack = (path, VolumeStack(self._files.volume(path)))  # the size is checked before allocating

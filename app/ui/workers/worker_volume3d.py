@@ -1,7 +1,7 @@
 """The inference worker's 3D model runs (Volume3DRunner, a collaborator that app.ui.workers.worker.InferenceWorker
 composes and calls from its slots, on its thread): the 3D model over the whole volume shown, once per (volume,
 model, settings) for the session, with its progress; then each slice the reader asks for, and the whole volume's
-counts at the reader's threshold, from that kept result (app.runs.folder.volume3d_view) — never a second model run.
+counts at the reader's threshold, from that kept result (app.runs.view.result3d) — never a second model run.
 The results are kept least recently used first out, within KEPT_BYTES, so a reader going back to a volume sees its
 result at once."""
 
@@ -17,7 +17,7 @@ if TYPE_CHECKING:
 
     from app.inference.image.pipeline import Result
     from app.inference.model.session import ModelSession
-    from app.runs.folder.volume3d_view import KeptPrediction
+    from app.runs.view.result3d import KeptPrediction
     from app.ui.state.messages import FillRequest, ViewRequest
 
 log = logging.getLogger(__name__)
@@ -90,7 +90,7 @@ class Volume3DRunner:
         asked for: the window moved on before)."""
         from app.errors import SegLensError
         from app.inference.image.pipeline import Stopped
-        from app.runs.folder.volume3d_view import needs_volume_line
+        from app.runs.view.result3d import needs_volume_line
 
         path = request.key.path
         if request.volume is None:
@@ -113,7 +113,7 @@ class Volume3DRunner:
         if self._refused is not None and self._refused[0] == path:
             raise self._refused[1]
         from app.inference.image.pipeline import Stopped
-        from app.runs.folder.volume3d_view import predict_kept
+        from app.runs.view.result3d import predict_kept
         from app.ui.state.messages import VolumeProgress
 
         if self._wanted != path:  # the window left it (or cancelled) before its run began: no run, no word

@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     from app.inference.image.pipeline import Result
     from app.inference.model.session import ModelSession
     from app.io.decoded import DecodedImage
-    from app.runs.folder.fill import VolumeFill
+    from app.runs.view.fill import VolumeFill
     from app.ui.state.messages import FillRequest, ViewRequest
 
 log = logging.getLogger(__name__)
@@ -49,7 +49,7 @@ class VolumeCounter:
         key = (path, threshold)
         fill = self._fill
         if fill is None or self._key != key:
-            from app.runs.folder.fill import VolumeFill
+            from app.runs.view.fill import VolumeFill
 
             model, min_confidence = self._tuned(threshold)
             self._fill = fill = VolumeFill(model, volume, min_confidence=min_confidence)

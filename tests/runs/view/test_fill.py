@@ -1,4 +1,4 @@
-"""The viewer's whole-volume count (app.runs.folder.fill): batched steps, slices already run are not run again, an
+"""The viewer's whole-volume count (app.runs.view.fill): batched steps, slices already run are not run again, an
 unreadable slice is left out and said so."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import pytest
 from app.inference.model.builder import load_spec
 from app.inference.runtime.session import open_session
 from app.io.discover import discover
-from app.runs.folder.fill import VolumeFill
+from app.runs.view.fill import VolumeFill
 from tests.dicom_factory import disc_slice, write_series
 
 

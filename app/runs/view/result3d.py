@@ -129,9 +129,9 @@ class KeptPrediction:
 
 def read_volume_image(volume: Volume, *, progress: Progress | None = None,
                       should_stop: StopFn | None = None) -> tuple[np.ndarray, float]:
-    """The volume's image `[D, H, W]` float32 in real units (app.runs.folder.stack, under the volume limit) and
+    """The volume's image `[D, H, W]` float32 in real units (app.io.stack, under the volume limit) and
     the time it took (ms); `pipeline.Stopped` between chunks of slices when `should_stop()` answers True."""
-    from app.runs.folder.stack import VolumeStack
+    from app.io.stack import VolumeStack
 
     started = time.perf_counter()
     stack = VolumeStack(volume)

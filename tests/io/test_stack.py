@@ -1,4 +1,4 @@
-"""A volume's image as one native array for the three-plane view (app.runs.folder.stack): the slices as the volume
+"""A volume's image as one native array for the three-plane view (app.io.stack): the slices as the volume
 decode reads them, at their k; a volume over the limit refused in one line before anything is allocated."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import pytest
 from app.errors import ImageError
 from app.io.discover import discover
 from app.io.images import read_slice
-from app.runs.folder.stack import VolumeStack
+from app.io.stack import VolumeStack
 from tests.dicom_factory import disc_slice, write_series
 
 

@@ -1,8 +1,9 @@
 """A volume's image as one native array `[D, H, W]` (real units), read a few slices at a time: what the viewer's
-three-plane view reslices. Every slice goes through the volume decode (app.io.images.read_slice), and the whole
-array is checked against the volume limit (`--max-megapixels`) before it is allocated.
+three-plane view reslices and a 3D model is given (the folder run's and the viewer's). Every slice goes through the
+volume decode (app.io.images.read_slice), and the whole array is checked against the volume limit
+(`--max-megapixels`) before it is allocated.
 
-Stepwise, as the whole-volume count (app.runs.folder.fill): the caller runs `step()` between other work so a
+Stepwise, as the viewer's whole-volume count (app.runs.view.fill): the caller runs `step()` between other work so a
 300-slice series never holds the viewer still, and drops the stack when the reader leaves the volume.
 """
 

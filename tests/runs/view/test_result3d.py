@@ -1,5 +1,4 @@
-"""A 3D model's kept result for the viewer (app/runs/folder/volume3d_view.py): run once, then each slice's Result, the
-label
+"""A 3D model's kept result for the viewer (app/runs/view/result3d.py): run once, then each slice's Result, the label
 volume at another threshold, its mL and components from the kept probabilities — never a second run; a 4D NIfTI
 and a volume too big for memory refused in one line before anything is read; a stop between chunks of slices."""
 
@@ -17,7 +16,7 @@ from app.inference.image.pipeline import Stopped
 from app.inference.model.builder import load_spec
 from app.inference.runtime.session import open_session
 from app.io.discover import discover
-from app.runs.folder.volume3d_view import needs_volume_line, predict_kept, read_volume_image
+from app.runs.view.result3d import needs_volume_line, predict_kept, read_volume_image
 
 
 @pytest.fixture
