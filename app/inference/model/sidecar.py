@@ -3,9 +3,10 @@
 Only the keys a user wrote come back (as a flat dict `"input.size" -> value`), so the spec can tell
 "from the sidecar" apart from "detected" and "default". Each key's check returns the clean value or raises
 ValueError("must be …, got …"), which the walk prefixes with the file and key: the 2D keys, the 3D ones (input.patch,
-spacing, axes, normalize, tta; app.inference.model.spec3d says which a model needs) and the `verdict:` section
+spacing, axes, normalize, tta; app.inference.model.spec3d says which a model needs), the `verdict:` section
 (`fail_if` and `review_if` rule lists, each rule one mapping of a single kind, and `calibrated`, the provenance
-seglens-cli calibrate writes; class names are resolved to the model's classes later, by the spec).
+seglens-cli calibrate writes; class names are resolved to the model's classes later, by the spec) and the
+`detect:` section (a YOLO head's conf, iou, max_det, agnostic and classes: app.inference.yolo.options).
 """
 
 from __future__ import annotations
@@ -425,6 +426,26 @@ def _verdict_rule(index: int, item: Any) -> dict[str, Any]:
     return rule
 
 
+MAX_KEPT_CLASSES = 1000
+
+
+def kept_classes(value: Any) -> tuple[str | int, ...]:
+    """`detect.classes`: the classes a YOLO head keeps, by name or by index (0 = the first class); the names are
+    resolved to the model's classes later (app.inference.yolo.options)."""
+    items = value if isinstance(value, list) else [value]
+    if not items or len(items) > MAX_KEPT_CLASSES:
+        raise ValueError(f"must be a class name or index, or a list of 1 to {MAX_KEPT_CLASSES}, got {shown(value)}")
+    kept: list[str | int] = []
+    for index, item in enumerate(items):
+        if isinstance(item, int) and not isinstance(item, bool) and 0 <= item < 1 << 16:
+            kept.append(item)
+        elif isinstance(item, str) and item.strip():
+            kept.append(item.strip())
+        else:
+            raise KeyedValueError(f"[{index}]", f"must be a class name or an index from 0, got {shown(item)}")
+    return tuple(kept)
+
+
 _SCHEMA: dict[str, Any] = {
     "name": class_name,  # the model's name reaches DICOM descriptions and the terminal as class names do
     "task": choice("segmentation", "classification"),
@@ -468,6 +489,13 @@ _SCHEMA: dict[str, Any] = {
         "min_area": whole(0, 2**31 - 1),
         "close_kernel": whole(0, 255),
         "top_k": whole(1, 1000),
+    },
+    "detect": {  # YOLO heads (app.inference.yolo.options): Ultralytics' predict arguments of the same names
+        "conf": fraction,
+        "iou": fraction,
+        "max_det": whole(1, 100000),
+        "agnostic": boolean,
+        "classes": kept_classes,
     },
     "verdict": {
         "fail_if": rules,

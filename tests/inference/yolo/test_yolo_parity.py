@@ -1,0 +1,127 @@
+"""SegLens's YOLO room against Ultralytics' own predictor, on the same ONNX file and the same images: every head
+layout (v8/11 anchors, v5u, NMS in the graph, the end-to-end heads of v10 and 26) of segment, detect, obb and
+classify, built from Ultralytics' YAMLs with seeded random weights (tests/inference/yolo/yolo_reference.py), run on
+pictures of other sizes and aspect ratios than the model's. The same count and classes, boxes within 1 px, scores
+within 1e-3, mask IoU at least 0.98 per instance, class probabilities within 1e-3.
+
+Ultralytics is a test-only reference (AGPL-3.0): these tests run where it imports (it needs torchvision; run them
+with a Python that has both, e.g. `/tmp/ulv/bin/python -m pytest tests/inference/yolo -q`), and skip elsewhere.
+
+Exactly equal scores are ordered by index here and in no defined order by torch's argsort, so where some anchors
+tie (the letterbox's uniform grey gives neighbouring anchors the same score), which of two tied boxes NMS keeps is
+not defined; each image's confidence limit is raised above its highest tied candidate (in both predictors alike).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+pytest.importorskip("ultralytics")
+pytest.importorskip("torchvision")
+
+import yolo_reference as reference
+
+from app.inference.model.instances import Instances
+from app.inference.yolo.decode import ClassScores
+from app.inference.yolo.letterbox import preprocess
+from app.inference.yolo.options import YoloOptions
+from app.inference.yolo.predict import YoloModel, open_yolo
+
+IMAGES = ((240, 400), (333, 187), (150, 150))  # wide, tall (odd sides), square but smaller than the model
+
+
+@pytest.fixture(scope="module")
+def exports(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    folder = tmp_path_factory.mktemp("yolo-exports")
+    return {name: reference.build(variant, folder) for name, variant in reference.VARIANTS.items()}
+
+
+def picture(hw: tuple[int, int], seed: int) -> np.ndarray:
+    """A BGR picture with texture and a few solid shapes (something for random weights to respond to)."""
+    import cv2
+
+    rng = np.random.default_rng(seed)
+    image = cv2.GaussianBlur((rng.random((*hw, 3)) * 255).astype(np.uint8), (0, 0), 2)
+    for _ in range(4):
+        centre = (int(rng.integers(0, hw[1])), int(rng.integers(0, hw[0])))
+        color = tuple(int(v) for v in rng.integers(0, 256, 3))
+        cv2.circle(image, centre, int(rng.integers(8, max(9, min(hw) // 3))), color, -1)
+    return image
+
+
+def untied_conf(model: YoloModel, image: np.ndarray, conf: float = 0.25) -> float:
+    """`conf`, or above the highest candidate score that two anchors share (see the module's docstring)."""
+    if model.head.layout == "end2end":
+        return conf
+    tensor, _ = preprocess(image, model.head.imgsz)
+    out = model.run(tensor).predictions[0]
+    scores = out[4:4 + model.head.nc].max(0) if model.head.layout == "anchors" else out[:, 4]
+    values, counts = np.unique(scores[scores > conf], return_counts=True)
+    tied = values[counts > 1]
+    return float(max(conf, tied.max())) if len(tied) else conf
+
+
+def untied_picture(path: Path, hw: tuple[int, int]) -> tuple[np.ndarray, float]:
+    """The first of a few seeded pictures with an instance above its untied confidence limit, and that limit."""
+    model = open_yolo(path, device="cpu")
+    for seed in range(8):
+        image = picture(hw, seed=hw[0] + seed)
+        conf = untied_conf(model, image)
+        if len(open_yolo(path, device="cpu", options=YoloOptions(conf=conf)).predict(image)):
+            return image, conf
+    raise AssertionError(f"{path.name}: no picture of {hw} has an untied instance: nothing to compare")
+
+
+DETECTORS = [name for name, v in reference.VARIANTS.items() if v.task != "classify"]
+
+
+@pytest.mark.parametrize("name", DETECTORS)
+@pytest.mark.parametrize("hw", IMAGES)
+def test_instances_equal_ultralytics(exports: dict[str, Path], name: str, hw: tuple[int, int]) -> None:
+    variant = reference.VARIANTS[name]
+    image, conf = untied_picture(exports[name], hw)
+    ours = open_yolo(exports[name], device="cpu", options=YoloOptions(conf=conf)).predict(image)
+    theirs = reference.predict(exports[name], image, task=variant.task, conf=conf)
+    assert isinstance(ours, Instances)
+    assert len(ours) >= 1
+    assert len(ours) == len(theirs.scores)
+    assert [item.class_index for item in ours.items] == theirs.classes.tolist()
+    np.testing.assert_allclose([item.score for item in ours.items], theirs.scores, atol=1e-3)
+    if variant.task == "obb":
+        rotated = np.array([item.rotated for item in ours.items])
+        np.testing.assert_allclose(rotated[:, :4], theirs.boxes[:, :4], atol=1.0)
+        np.testing.assert_allclose(rotated[:, 4], theirs.boxes[:, 4], atol=1e-3)
+    else:
+        np.testing.assert_allclose([item.box for item in ours.items], theirs.boxes, atol=1.0)
+    if variant.task == "segment":
+        assert theirs.masks is not None
+        for item, mask in zip(ours.items, theirs.masks, strict=True):
+            full = item.full_mask(hw)
+            assert (full & mask).sum() / max(1, (full | mask).sum()) >= 0.98
+
+
+@pytest.mark.parametrize("hw", IMAGES)
+def test_class_scores_equal_ultralytics(exports: dict[str, Path], hw: tuple[int, int]) -> None:
+    image = picture(hw, seed=hw[1])
+    ours = open_yolo(exports["v8-cls"], device="cpu").predict(image)
+    theirs = reference.predict(exports["v8-cls"], image, task="classify")
+    assert isinstance(ours, ClassScores) and theirs.probs is not None
+    np.testing.assert_allclose(ours.scores, theirs.probs, atol=1e-3)
+    assert ours.top1 == int(theirs.probs.argmax())
+
+
+def test_sidecar_overrides_reach_both_alike(exports: dict[str, Path]) -> None:
+    """conf, iou, max_det, agnostic and classes as Ultralytics' predict arguments of the same names."""
+    image = picture((240, 400), seed=7)
+    options = YoloOptions(conf=0.3, iou=0.5, max_det=5, agnostic=True, classes=(0, 2))
+    ours = open_yolo(exports["v8-det"], device="cpu", options=options).predict(image)
+    theirs = reference.predict(exports["v8-det"], image, task="detect", conf=0.3, iou=0.5, max_det=5,
+                               agnostic_nms=True, classes=[0, 2])
+    assert isinstance(ours, Instances)
+    assert 1 <= len(ours) <= 5
+    assert {item.class_index for item in ours.items} <= {0, 2}
+    assert [item.class_index for item in ours.items] == theirs.classes.tolist()
+    np.testing.assert_allclose([item.box for item in ours.items], theirs.boxes, atol=1.0)

@@ -1,0 +1,126 @@
+"""Ultralytics as the reference (test-only, AGPL-3.0: never imported by app/): models built from its own YAMLs with
+seeded random weights, exported to ONNX at a small working size, and its predictor's answer on the same file and
+image as plain arrays.
+
+Random weights score every class near the detection head's prior (a few 1e-4), so the class biases of the last
+layers are set to BIAS: a seeded spread of scores around a few tenths, which gives a handful to a few dozen
+instances per image at Ultralytics' defaults (conf 0.25, iou 0.7) — NMS, max_det and the masks all at work.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+os.environ.setdefault("YOLO_OFFLINE", "1")  # no download, no settings sync
+os.environ.setdefault("YOLO_VERBOSE", "False")
+
+BIAS = -1.5
+GAIN = 10.0  # the class logits' dependence on the image: untrained, it is faint and many anchors tie
+CLASSES = 3
+
+
+@dataclass(frozen=True)
+class Variant:
+    """One export: the model YAML, its task, and the export's options."""
+
+    name: str
+    yaml: str
+    task: str
+    nms: bool = False
+    imgsz: int | tuple[int, int] = 160
+
+
+VARIANTS = {
+    "v8-seg": Variant("v8-seg", "yolov8n-seg.yaml", "segment"),
+    "11-seg": Variant("11-seg", "yolo11n-seg.yaml", "segment", imgsz=(160, 224)),
+    "v8-det": Variant("v8-det", "yolov8n.yaml", "detect"),
+    "11-det": Variant("11-det", "yolo11n.yaml", "detect", imgsz=(192, 160)),
+    "v5u-det": Variant("v5u-det", "yolov5n.yaml", "detect"),  # yolov5.yaml: the anchor-free v5u head
+    "v8-cls": Variant("v8-cls", "yolov8n-cls.yaml", "classify", imgsz=96),
+    "v8-obb": Variant("v8-obb", "yolov8n-obb.yaml", "obb"),
+    "v8-det-nms": Variant("v8-det-nms", "yolov8n.yaml", "detect", nms=True),
+    "v8-seg-nms": Variant("v8-seg-nms", "yolov8n-seg.yaml", "segment", nms=True),
+    "v10-e2e": Variant("v10-e2e", "yolov10n.yaml", "detect"),
+    "26-seg-e2e": Variant("26-seg-e2e", "yolo26n-seg.yaml", "segment"),
+}
+
+
+def build(variant: Variant, folder: Path, *, seed: int = 0) -> Path:
+    """The variant exported to `folder/<name>.onnx` (random weights from `seed`, class biases at BIAS)."""
+    import torch
+    from ultralytics import YOLO
+    from ultralytics.nn.tasks import yaml_model_load
+    from ultralytics.utils import YAML
+
+    config = yaml_model_load(variant.yaml)  # yolov8n-seg.yaml: yolov8-seg.yaml at scale n
+    config["nc"] = CLASSES
+    config.pop("yaml_file", None)
+    yaml_path = folder / variant.yaml
+    YAML.save(yaml_path, config)
+    torch.manual_seed(seed)
+    model = YOLO(str(yaml_path), task=variant.task)
+    _calibrate_norms(model.model, variant.imgsz)
+    _spread_scores(model.model, seed)
+    exported = model.export(format="onnx", imgsz=variant.imgsz, nms=variant.nms, verbose=False)
+    target = folder / f"{variant.name}.onnx"
+    Path(exported).rename(target)
+    return target
+
+
+def _calibrate_norms(model: object, imgsz: int | tuple[int, int]) -> None:
+    """Batch norms' running statistics from a few random images (train mode, no gradient): untouched (mean 0,
+    variance 1) they let some heads' features collapse to constants, every anchor scoring alike."""
+    import torch
+
+    h, w = (imgsz, imgsz) if isinstance(imgsz, int) else imgsz
+    model.train()  # type: ignore[attr-defined]
+    with torch.no_grad():
+        for _ in range(4):
+            model(torch.rand(4, 3, h, w))  # type: ignore[operator]
+    model.eval()  # type: ignore[attr-defined]
+
+
+def _spread_scores(model: object, seed: int) -> None:
+    """The last layer of every class branch (cv3, one2one_cv3): its weights times GAIN, its biases at BIAS plus a
+    seeded jitter."""
+    import torch
+
+    generator = torch.Generator().manual_seed(seed)
+    head = model.model[-1]  # type: ignore[attr-defined]
+    for branch in ("cv3", "one2one_cv3"):
+        for level in getattr(head, branch, ()):
+            last = level[-1]
+            with torch.no_grad():
+                last.weight.mul_(GAIN)
+                last.bias.copy_(BIAS + 0.5 * torch.randn(last.bias.shape, generator=generator))
+
+
+@dataclass(frozen=True)
+class Reference:
+    """Ultralytics' answer for one image, as arrays in image pixels."""
+
+    classes: np.ndarray  # [N] int
+    scores: np.ndarray  # [N]
+    boxes: np.ndarray  # [N, 4] corners (obb: [N, 5] cx, cy, w, h, angle)
+    masks: np.ndarray | None  # [N, H, W] bool (segment)
+    probs: np.ndarray | None  # classify
+
+
+def predict(path: Path, image_bgr: np.ndarray, *, task: str, **options: object) -> Reference:
+    """Ultralytics' predictor on the ONNX file at `path` (retina masks, as SegLens makes them)."""
+    from ultralytics import YOLO
+
+    result = YOLO(str(path), task=task).predict(image_bgr, retina_masks=True, verbose=False, **options)[0]
+    if task == "classify":
+        probs = result.probs.data.cpu().numpy()
+        return Reference(np.zeros(0, int), np.zeros(0), np.zeros((0, 4)), None, probs)
+    found = result.obb if task == "obb" else result.boxes
+    boxes = (found.xywhr if task == "obb" else found.xyxy).cpu().numpy()
+    masks = result.masks.data.cpu().numpy().astype(bool) if result.masks is not None else None
+    if task == "segment" and masks is None:
+        masks = np.zeros((0, *image_bgr.shape[:2]), dtype=bool)
+    return Reference(found.cls.cpu().numpy().astype(int), found.conf.cpu().numpy(), boxes, masks, None)
