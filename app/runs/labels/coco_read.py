@@ -187,7 +187,7 @@ def _mask(value: object, image_hw: tuple[int, int], where: str) -> np.ndarray:
             raise Bad(f"{where}'s polygon is not 3 or more (x, y) points, at most {checks.MAX_POINTS // 2:,} in all")
         for shape in shapes:
             checks.coordinates(shape, f"{where}'s polygon")
-        return polygons.fill(shapes, image_hw)
+        return polygons.coco_fill(shapes, image_hw)
     if isinstance(value, dict):
         return _rle_mask(value, image_hw, where)
     raise Bad(f"{where}'s segmentation is neither polygons nor a run-length mask")

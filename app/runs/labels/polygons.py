@@ -5,13 +5,16 @@ COCO: each outer boundary traced by OpenCV's findContours on the mask doubled in
 pixel inside the mask's edge: every pixel centre of the mask lies inside it and every other pixel centre outside, a
 quarter pixel clear — pycocotools' rasteriser (and `fill`) give the mask back exactly. A mask with a hole has no
 such polygon list (COCO's polygons of one object are a union): `outer_polygons` says so and the writer uses a
-run-length mask.
+run-length mask. A reference's polygons, whoever wrote them, are filled as pycocotools fills them (`coco_fill`), so
+its masks are the ones COCOeval scores against.
 
 YOLO: one polygon per object through the centres of its largest part's boundary pixels (findContours on the mask as
 it is, +0.5): Ultralytics' loader scales the normalised points back and fills them with OpenCV as `fill` does.
 """
 
 from __future__ import annotations
+
+import itertools
 
 import cv2
 import numpy as np
@@ -50,6 +53,58 @@ def _at_least_three(points: np.ndarray) -> Polygon:
     while len(points) < 3:
         points = np.concatenate([points, points[-1:]])
     return [round(float(v), 4) for v in points.ravel()]
+
+
+def coco_fill(polygons: list[Polygon], image_hw: tuple[int, int]) -> np.ndarray:
+    """The bool mask [h, w] of COCO polygons as pycocotools rasterises them (`frPyObjects`, then their union), so a
+    reference's masks are the masks COCOeval scores against, pixel for pixel, whoever wrote the polygons."""
+    h, w = image_hw
+    out = np.zeros((h, w), dtype=bool)
+    for polygon in polygons:
+        out |= _coco_polygon(np.asarray(polygon, dtype=np.float64).reshape(-1, 2), h, w)
+    return out
+
+
+_SCALE = 5.0  # pycocotools traces a polygon on a grid 5 times finer than the pixels
+
+
+def _coco_polygon(points: np.ndarray, h: int, w: int) -> np.ndarray:
+    """One polygon, as pycocotools' `rleFrPoly`: the vertices rounded on the fine grid (C's truncation of v + 0.5),
+    every edge walked a fine step at a time along its longer axis, and where the walk crosses a pixel column's
+    centre the pixels from the crossing's row down (rounded up) toggled; the mask is each pixel's toggles' parity,
+    read column by column."""
+    ends = np.trunc(_SCALE * points + 0.5).astype(np.int64)
+    corners = [(int(x), int(y)) for x, y in np.concatenate([ends, ends[:1]]).tolist()]
+    walked = [_edge(*start, *end) for start, end in itertools.pairwise(corners)]
+    u = np.concatenate([e[0] for e in walked])
+    v = np.concatenate([e[1] for e in walked])
+    moved = np.flatnonzero(u[1:] != u[:-1]) + 1
+    xd = np.where(u[moved] < u[moved - 1], u[moved], u[moved] - 1).astype(np.float64)
+    xd = (xd + 0.5) / _SCALE - 0.5
+    keep = (np.floor(xd) == xd) & (xd >= 0) & (xd <= w - 1)
+    yd = np.minimum(v[moved], v[moved - 1]).astype(np.float64)
+    yd = np.ceil(np.clip((yd + 0.5) / _SCALE - 0.5, 0, h))
+    toggles = np.zeros(h * w + 1, dtype=np.uint8)
+    np.bitwise_xor.at(toggles, xd[keep].astype(np.int64) * h + yd[keep].astype(np.int64), 1)
+    flat = (np.cumsum(toggles[: h * w], dtype=np.uint8) & 1).astype(bool)  # parity survives uint8's wrap at 256
+    mask: np.ndarray = flat.reshape((w, h)).T
+    return mask
+
+
+def _edge(xs: int, ys: int, xe: int, ye: int) -> tuple[np.ndarray, np.ndarray]:
+    """The fine-grid points of one edge, both ends included, in pycocotools' order and rounding (an edge of one
+    point has no slope: C's (int) of NaN, the lowest int, is its row)."""
+    dx, dy = abs(xe - xs), abs(ye - ys)
+    flip = (dx >= dy and xs > xe) or (dx < dy and ys > ye)
+    if flip:
+        xs, xe, ys, ye = xe, xs, ye, ys
+    steps = np.arange(max(dx, dy) + 1)
+    t = max(dx, dy) - steps if flip else steps
+    if dx == dy == 0:
+        return np.array([xs]), np.array([-(2**31)])
+    if dx >= dy:
+        return t + xs, np.trunc(ys + (ye - ys) / dx * t + 0.5).astype(np.int64)
+    return np.trunc(xs + (xe - xs) / dy * t + 0.5).astype(np.int64), t + ys
 
 
 def fill(polygons: list[Polygon], image_hw: tuple[int, int]) -> np.ndarray:

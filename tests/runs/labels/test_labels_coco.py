@@ -136,4 +136,22 @@ def test_pycocotools_fills_seglens_polygons_exactly() -> None:
         theirs = mask_utils.decode(mask_utils.merge(mask_utils.frPyObjects(found, h, w))).astype(bool)
         assert np.array_equal(theirs, mask)
         assert np.array_equal(polygons.fill(found, (h, w)), mask)
+        assert np.array_equal(polygons.coco_fill(found, (h, w)), mask)
     assert tried > 100
+
+
+def test_any_polygon_is_filled_as_pycocotools_fills_it() -> None:
+    """Anyone's polygons — fractional, half-pixel and repeated vertices, self-crossing, partly outside the image,
+    two per object — fill as pycocotools' frPyObjects and merge fill them, pixel for pixel."""
+    mask_utils = pytest.importorskip("pycocotools.mask")
+    rng = np.random.default_rng(5)
+    for trial in range(1500):
+        h, w = (int(v) for v in rng.integers(1, 40, 2))
+        shapes = [list(rng.uniform(-5, max(h, w) + 5, 2 * int(rng.integers(3, 9))))
+                  for _ in range(int(rng.integers(1, 3)))]
+        if trial % 4 == 0:
+            shapes = [list(np.round(np.array(shape) * 2) / 2) for shape in shapes]
+        if trial % 7 == 0:
+            shapes[0][2:4] = shapes[0][0:2]
+        theirs = mask_utils.decode(mask_utils.merge(mask_utils.frPyObjects(shapes, h, w))).astype(bool)
+        assert np.array_equal(polygons.coco_fill(shapes, (h, w)), theirs), trial

@@ -109,6 +109,33 @@ def test_mask_map_equals_cocoeval(tmp_path: Path, seed: int) -> None:
     assert abs(ours - theirs) < 1e-6, (ours, theirs)
 
 
+def test_mask_map_equals_cocoeval_on_anyones_polygons(tmp_path: Path) -> None:
+    """A reference whose polygons SegLens did not write (every vertex moved by up to 0.4 px): its masks are filled as
+    pycocotools fills them, so the mAP still equals COCOeval's."""
+    reference, found = _mask_sets(2)
+    theirs_before = _cocoeval(tmp_path, reference, found, "segm")
+    document = json.loads((tmp_path / "truth.json").read_text())
+    rng = np.random.default_rng(0)
+    moved = 0
+    for annotation in document["annotations"]:
+        if isinstance(annotation["segmentation"], list):
+            annotation["segmentation"] = [list(np.add(shape, rng.uniform(-0.4, 0.4, len(shape))))
+                                          for shape in annotation["segmentation"]]
+            moved += 1
+    (tmp_path / "truth.json").write_text(json.dumps(document))
+    from pycocotools.coco import COCO
+    from pycocotools.cocoeval import COCOeval
+
+    truth = COCO(str(tmp_path / "truth.json"))
+    evaluation = COCOeval(truth, truth.loadRes(str(tmp_path / "found.json")), "segm")
+    evaluation.evaluate()
+    evaluation.accumulate()
+    evaluation.summarize()
+    theirs = float(evaluation.stats[0])
+    assert moved > 5 and theirs != theirs_before
+    assert abs(_seglens(tmp_path, reference) - theirs) < 1e-6
+
+
 @pytest.mark.parametrize("seed", [4, 5])
 def test_box_map_equals_cocoeval(tmp_path: Path, seed: int) -> None:
     reference, found = _box_sets(seed)
