@@ -112,7 +112,18 @@ def _mask_segmentation(instance: Instance, image_hw: tuple[int, int], segmentati
         found = polygons.outer_polygons(instance.mask, offset=(instance.mask_box[0], instance.mask_box[1]))
         if found is not None:
             return found
-    return rle.to_rle(instance.full_mask(image_hw))
+    return rle.to_rle(_placed(instance.mask, instance.mask_box, image_hw))
+
+
+def _placed(mask: np.ndarray, mask_box: tuple[int, int, int, int], image_hw: tuple[int, int]) -> np.ndarray:
+    """The mask at the image's size, the part of its box outside the image cut off."""
+    h, w = image_hw
+    out = np.zeros((h, w), dtype=bool)
+    x0, y0, x1, y1 = mask_box
+    cx0, cy0, cx1, cy1 = max(0, x0), max(0, y0), min(w, x1), min(h, y1)
+    if cx1 > cx0 and cy1 > cy0:
+        out[cy0:cy1, cx0:cx1] = mask[cy0 - y0:cy1 - y0, cx0 - x0:cx1 - x0]
+    return out
 
 
 def _area(instance: Instance) -> float:

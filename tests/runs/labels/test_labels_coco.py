@@ -155,3 +155,18 @@ def test_any_polygon_is_filled_as_pycocotools_fills_it() -> None:
             shapes[0][2:4] = shapes[0][0:2]
         theirs = mask_utils.decode(mask_utils.merge(mask_utils.frPyObjects(shapes, h, w))).astype(bool)
         assert np.array_equal(polygons.coco_fill(shapes, (h, w)), theirs), trial
+
+
+def test_a_mask_whose_box_passes_the_image_edge(tmp_path: Path) -> None:
+    """A mask kept in a box that starts left of and above the image: written run-length, only its part inside."""
+    from app.inference.model.instances import Instance, Instances
+    from app.runs.labels.records import LabelledImage
+
+    mask = np.zeros((6, 6), dtype=bool)
+    mask[1:5, 1:5] = True
+    instance = Instance(0, "pit", 0.5, (0.0, 0.0, 3.0, 3.0), mask=mask, mask_box=(-2, -2, 4, 4))
+    labels = LabelSet(NAMES, (LabelledImage("a.png", Instances((instance,), (5, 5))),))
+    back = _round_trip(tmp_path, labels, segmentation="rle")
+    inside = np.zeros((5, 5), dtype=bool)
+    inside[0:3, 0:3] = True
+    assert np.array_equal(back.images[0].instances.items[0].full_mask((5, 5)), inside)
