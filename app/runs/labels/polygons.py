@@ -9,7 +9,8 @@ run-length mask. A reference's polygons, whoever wrote them, are filled as pycoc
 its masks are the ones COCOeval scores against.
 
 YOLO: one polygon per object through the centres of its largest part's boundary pixels (findContours on the mask as
-it is, +0.5): Ultralytics' loader scales the normalised points back and fills them with OpenCV as `fill` does.
+it is, +0.5), its holes joined by seams: Ultralytics' loader scales the normalised points back and fills them with
+OpenCV as `fill` does.
 """
 
 from __future__ import annotations
@@ -39,13 +40,40 @@ def outer_polygons(mask: np.ndarray, *, offset: tuple[int, int] = (0, 0)) -> lis
 
 
 def centre_polygon(mask: np.ndarray, *, offset: tuple[int, int] = (0, 0)) -> Polygon | None:
-    """One polygon through the boundary pixels' centres of the mask's largest part (most pixels); None when empty."""
-    contours, _ = cv2.findContours(mask.astype(np.uint8), cv2.RETR_EXTERNAL, cv2.CHAIN_APPROX_SIMPLE)
+    """One polygon through the boundary pixels' centres of the mask's largest part (by area; None when empty), its
+    holes joined to it by a seam from the nearest vertex (as Ultralytics joins a COCO object's parts), so OpenCV's
+    fill gives the part back with its holes — kept only when it does, else the part's outline alone."""
+    contours, hierarchy = cv2.findContours(mask.astype(np.uint8), cv2.RETR_CCOMP, cv2.CHAIN_APPROX_SIMPLE)
     if not contours:
         return None
-    largest = max(contours, key=lambda c: (cv2.contourArea(c), len(c)))
-    points = largest.reshape(-1, 2).astype(np.float64) + 0.5 + offset
-    return _at_least_three(points)
+    parents = hierarchy[0][:, 3]
+    outer = max((i for i in range(len(contours)) if parents[i] < 0),
+                key=lambda i: (cv2.contourArea(contours[i]), len(contours[i])))
+    outline = contours[outer].reshape(-1, 2)
+    holes = [contours[i].reshape(-1, 2) for i in range(len(contours)) if parents[i] == outer]
+    joined = _with_holes(outline, holes, _part(mask, outline)) if holes else outline
+    return _at_least_three(joined.astype(np.float64) + 0.5 + offset)
+
+
+def _part(mask: np.ndarray, outline: np.ndarray) -> np.ndarray:
+    """The 8-connected part of `mask` the outline bounds."""
+    _, labels = cv2.connectedComponents(mask.astype(np.uint8), connectivity=8)
+    x, y = (int(v) for v in outline[0])
+    part: np.ndarray = labels == labels[y, x]
+    return part
+
+
+def _with_holes(outline: np.ndarray, holes: list[np.ndarray], part: np.ndarray) -> np.ndarray:
+    """The outline with each hole spliced in at the nearest pair of vertices (there and back); the outline alone
+    when the joined polygon does not fill exactly to `part` (a seam that leaves the part)."""
+    joined = outline
+    for hole in holes:
+        distances = ((joined[:, None, :].astype(np.int64) - hole[None, :, :]) ** 2).sum(axis=2)
+        i, j = np.unravel_index(int(distances.argmin()), distances.shape)
+        joined = np.concatenate([joined[: i + 1], np.roll(hole, -j, axis=0), hole[j:j + 1], joined[i:]])
+    filled = np.zeros(part.shape, dtype=np.uint8)
+    cv2.fillPoly(filled, [joined.astype(np.int32)], 1)
+    return joined if np.array_equal(filled.astype(bool), part) else outline
 
 
 def _at_least_three(points: np.ndarray) -> Polygon:

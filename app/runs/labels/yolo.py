@@ -4,9 +4,9 @@
 Coordinates are normalised by the image's width and height and kept inside [0, 1] as Ultralytics' loader requires:
 
 - a box: `class cx cy w h`;
-- a mask: `class x1 y1 x2 y2 …`, the boundary pixels' centres of its largest part (YOLO holds one polygon per
-  object: a hole or a second part is not written); a box among masks is written as its four corners, so a file is
-  all boxes or all polygons;
+- a mask: `class x1 y1 x2 y2 …`, the boundary pixels' centres of its largest part, its holes joined to it by
+  seams (YOLO holds one polygon per object: a second part is not written); a box among masks is written as its
+  four corners, so a file is all boxes or all polygons;
 - an oriented box: `class x1 y1 … x4 y4`, its four corners.
 
 The `data.yaml` beside `labels/` holds the class names (`names: {0: …}`, `nc`, and `train`/`val` when the images'

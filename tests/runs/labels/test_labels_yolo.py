@@ -22,7 +22,7 @@ def _sizes(labels: LabelSet) -> dict[str, tuple[int, int]]:
 
 
 def _largest_part(instance: Instance, image_hw: tuple[int, int]) -> np.ndarray:
-    """What a YOLO polygon keeps of a mask: its largest part, holes filled (the polygon through its boundary)."""
+    """What a YOLO polygon keeps of a mask: its largest part (with its holes, joined by seams)."""
     assert instance.mask is not None and instance.mask_box is not None
     found = polygons.centre_polygon(instance.mask, offset=instance.mask_box[:2])
     assert found is not None
@@ -43,10 +43,29 @@ def test_polygons_round_trip(tmp_path: Path) -> None:
             assert np.array_equal(g.full_mask(got.instances.image_hw), expected)
     ring, two_parts = labels.images[0].instances.items[2], labels.images[2].instances.items[0]
     ring_back, parts_back = back.images[0].instances.items[2], back.images[2].instances.items[0]
-    assert ring_back.area_px > ring.area_px  # the hole is not written
-    assert parts_back.area_px < two_parts.area_px  # nor the smaller part
+    assert np.array_equal(ring_back.full_mask((60, 80)), ring.full_mask((60, 80)))  # its hole joined by a seam
+    assert parts_back.area_px < two_parts.area_px  # the smaller part is not written
     plain = back.images[1].instances.items[0]  # a shape with neither: exactly its mask
     assert np.array_equal(plain.full_mask((48, 40)), labels.images[1].instances.items[0].full_mask((48, 40)))
+
+
+def test_a_hole_is_joined_by_a_seam_on_random_shapes() -> None:
+    """Random shapes with holes: the YOLO polygon of the largest part fills back to that part, holes and all."""
+    import cv2
+
+    rng = np.random.default_rng(2)
+    exact = with_holes = 0
+    for _ in range(200):
+        h, w = (int(v) for v in rng.integers(8, 50, 2))
+        mask = cv2.GaussianBlur(rng.random((h, w)), (0, 0), 1.5) > 0.45
+        found = polygons.centre_polygon(mask)
+        assert found is not None
+        filled = polygons.fill([found], (h, w))
+        count, parts = cv2.connectedComponents(mask.astype(np.uint8), connectivity=8)
+        exact += any(np.array_equal(filled, parts == k) for k in range(1, count))
+        hierarchy = cv2.findContours(mask.astype(np.uint8), cv2.RETR_CCOMP, cv2.CHAIN_APPROX_SIMPLE)[1]
+        with_holes += bool((hierarchy[0][:, 3] >= 0).any())
+    assert with_holes > 50 and exact >= 195, (with_holes, exact)
 
 
 def test_boxes_and_oriented_boxes_round_trip(tmp_path: Path) -> None:
