@@ -49,6 +49,7 @@ class YoloHead:
     output: str  # the predictions (the probabilities of a classify head)
     protos: str | None = None  # segment: the prototypes' output
     mask_dim: int = 0  # segment: coefficients per box (32)
+    dynamic: bool = False  # the input's height and width are free: letterboxed to the smallest stride multiple
     sources: dict[str, str] = field(default_factory=dict, compare=False)
 
     @property
@@ -80,7 +81,7 @@ def read_head(path: Path, graph: GraphInfo, *, sidecar: Mapping[str, Any] | None
     head = _layout(path, graph, task, names, sources)
     return YoloHead(path=path, task=task, layout=head.layout, names=head.names, input_name=graph.inputs[0].name,
                     imgsz=imgsz, stride=stride or 32, output=head.output, protos=head.protos,
-                    mask_dim=head.mask_dim, sources=sources)
+                    mask_dim=head.mask_dim, dynamic=_dynamic(graph), sources=sources)
 
 
 @dataclass(frozen=True)
@@ -147,14 +148,14 @@ def _layout(path: Path, graph: GraphInfo, task: str, names: tuple[str, ...] | No
     first = graph.outputs[0]
     if task == "classify":
         return _classify(path, first, names, sources)
-    rows, columns = _fixed_tail(path, first)
+    rows, columns = _tail(path, first)
     extra = {"segment": MASK_DIM, "obb": 1, "detect": 0}[task]
     protos = _protos(path, graph) if task == "segment" else None
     sources["layout"] = "graph"
     if _end2end(graph.metadata):
         sources["layout"] = "metadata"
         layout = "end2end"
-    elif rows <= columns:  # channels first: [4 + nc (+ extra), N]
+    elif rows is not None and (columns is None or rows <= columns):  # channels first: [4 + nc (+ extra), N]
         layout = "anchors"
     elif columns == 6 + extra and rows != 3 * (_anchor_count(graph) or -1):  # YOLOv5: 3 anchors per cell
         layout = "end2end"
@@ -164,6 +165,9 @@ def _layout(path: Path, graph: GraphInfo, task: str, names: tuple[str, ...] | No
     else:
         layout = "objectness"
     channels = rows if layout == "anchors" else columns
+    if channels is None:
+        raise ModelError(f"{path.name}: output '{first.name}' {_dims(first.shape)} does not say its channels (a "
+                         f"{layout} head's are fixed)")
     names = _checked_names(path, first, task, layout, channels, names, extra, sources)
     return _Layout(layout, names, first.name, protos, MASK_DIM if protos else 0)
 
@@ -220,12 +224,14 @@ def _protos(path: Path, graph: GraphInfo) -> str:
     return found[0].name
 
 
-def _fixed_tail(path: Path, output: TensorInfo) -> tuple[int, int]:
+def _tail(path: Path, output: TensorInfo) -> tuple[int | None, int | None]:
+    """The two sizes after the batch: channels and anchors (or rows and channels); None where symbolic (a dynamic
+    export's anchors)."""
     shape = output.shape
-    if shape is None or len(shape) != 3 or not all(isinstance(d, int) for d in shape[1:]):
-        raise ModelError(f"{path.name}: a YOLO head's output is [1, channels, N] with fixed channels and N, output "
+    if shape is None or len(shape) != 3 or not any(isinstance(d, int) for d in shape[1:]):
+        raise ModelError(f"{path.name}: a YOLO head's output is [1, channels, N] with fixed channels, output "
                          f"'{output.name}' is {_dims(shape)}")
-    return int(shape[1]), int(shape[2])  # type: ignore[arg-type]
+    return tuple(d if isinstance(d, int) else None for d in shape[1:])  # type: ignore[return-value]
 
 
 def _anchor_head(graph: GraphInfo) -> int | None:
@@ -245,6 +251,12 @@ def _anchor_count(graph: GraphInfo) -> int | None:
     if shape is None or len(shape) != 4 or not isinstance(shape[2], int) or not isinstance(shape[3], int):
         return None
     return sum((shape[2] // s) * (shape[3] // s) for s in STRIDES)
+
+
+def _dynamic(graph: GraphInfo) -> bool:
+    """Whether the input's height or width is free (an export with `dynamic=True`)."""
+    shape = graph.inputs[0].shape or ()
+    return not all(isinstance(d, int) for d in shape[2:])
 
 
 def _end2end(meta: Mapping[str, str]) -> bool:

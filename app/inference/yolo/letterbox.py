@@ -2,7 +2,8 @@
 for both sides, each resized side rounded and at least 1 pixel, the padding split around the image with their
 `round(d - 0.1)` / `round(d + 0.1)`, grey 114), BGR to RGB, /255, NCHW float32; boxes and masks mapped back
 to the image (their `scale_boxes` and `scale_masks`). A fixed-size ONNX is letterboxed to its full size
-(`auto=False`: no minimum rectangle).
+(`auto=False`); a dynamic one to the smallest rectangle of stride multiples around the resized image (`auto=True`,
+as their predictor's `rect` does for a dynamic export).
 
 The classify heads' input is Ultralytics' too (`classify_transforms`): the shorter side resized to the working size
 (Pillow's bilinear, as torchvision's Resize does on a PIL image), the centre cropped, /255, no letterbox.
@@ -35,13 +36,17 @@ class Letterbox:
         return self.resized_hw[1] / self.image_hw[1], self.resized_hw[0] / self.image_hw[0]
 
 
-def fit(image_hw: tuple[int, int], input_hw: tuple[int, int]) -> Letterbox:
-    """The letterbox of an image of `image_hw` into `input_hw` (LetterBox with auto=False, scaleup, centred)."""
+def fit(image_hw: tuple[int, int], input_hw: tuple[int, int], *, stride: int | None = None) -> Letterbox:
+    """The letterbox of an image of `image_hw` into `input_hw` (LetterBox, scaleup, centred); with `stride` (a
+    dynamic export) the padding only up to the next multiple of it (auto=True)."""
     h, w = image_hw
     r = min(input_hw[0] / h, input_hw[1] / w)
     new_w, new_h = max(round(w * r), 1), max(round(h * r), 1)
-    dw, dh = (input_hw[1] - new_w) / 2, (input_hw[0] - new_h) / 2
-    return Letterbox(image_hw, input_hw, (new_h, new_w), top=round(dh - 0.1), left=round(dw - 0.1))
+    pad_w, pad_h = input_hw[1] - new_w, input_hw[0] - new_h
+    if stride is not None:
+        pad_w, pad_h = pad_w % stride, pad_h % stride
+    return Letterbox(image_hw, (new_h + pad_h, new_w + pad_w), (new_h, new_w), top=round(pad_h / 2 - 0.1),
+                     left=round(pad_w / 2 - 0.1))
 
 
 def letterbox_image(image: np.ndarray, box: Letterbox) -> np.ndarray:
@@ -61,9 +66,11 @@ def to_tensor(image_bgr: np.ndarray) -> np.ndarray:
     return tensor
 
 
-def preprocess(image_bgr: np.ndarray, input_hw: tuple[int, int]) -> tuple[np.ndarray, Letterbox]:
-    """The model's input tensor for a BGR (or gray) uint8 image, and where the image sits in it."""
-    box = fit(image_bgr.shape[:2], input_hw)
+def preprocess(image_bgr: np.ndarray, input_hw: tuple[int, int], *, stride: int | None = None,
+               ) -> tuple[np.ndarray, Letterbox]:
+    """The model's input tensor for a BGR (or gray) uint8 image, and where the image sits in it (`stride`: a
+    dynamic export's smallest rectangle, see `fit`)."""
+    box = fit(image_bgr.shape[:2], input_hw, stride=stride)
     return to_tensor(letterbox_image(_hwc(image_bgr), box)), box
 
 

@@ -51,7 +51,7 @@ class YoloModel:
         if self.head.task == "classify":
             answer = self.run(classify_input(image_bgr, self.head.imgsz))
             return class_scores(self.head, answer.predictions)
-        tensor, box = preprocess(image_bgr, self.head.imgsz)
+        tensor, box = preprocess(image_bgr, self.head.imgsz, stride=self.head.stride if self.head.dynamic else None)
         answer = self.run(tensor)
         return instances(self.head, detections(self.head, answer.predictions, self.options), box, answer.protos)
 

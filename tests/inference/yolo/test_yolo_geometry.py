@@ -33,6 +33,13 @@ def test_the_letterbox_rounds_as_ultralytics(image_hw: tuple[int, int], input_hw
     assert (box.resized_hw, box.top, box.left) == (resized, top, left)
 
 
+def test_a_dynamic_export_is_padded_to_the_next_stride_multiple_only() -> None:
+    box = fit((240, 400), (160, 160), stride=32)  # 96 × 160 resized: 96 is a multiple already
+    assert (box.input_hw, box.top, box.left) == ((96, 160), 0, 0)
+    box = fit((333, 187), (160, 160), stride=32)  # 160 × 90: 6 columns to 96, 3 on each side
+    assert (box.input_hw, box.top, box.left) == ((160, 96), 0, 3)
+
+
 def test_the_padding_is_grey_114_around_the_resized_image() -> None:
     image = np.full((105, 160, 3), 7, dtype=np.uint8)
     out = letterbox_image(image, fit(image.shape[:2], (160, 160)))

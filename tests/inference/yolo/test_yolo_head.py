@@ -78,6 +78,12 @@ def test_classify_and_obb_heads() -> None:
     assert (obb.task, obb.layout) == ("obb", "anchors")
 
 
+def test_a_dynamic_export_keeps_its_trained_size_and_says_it_is_dynamic() -> None:
+    head = read_head(PATH, graph([("output0", ("batch", 4 + 3, "anchors"))], metadata=ultralytics("detect"),
+                                 image=("batch", 3, "height", "width")))
+    assert (head.layout, head.imgsz, head.dynamic) == ("anchors", (160, 160), True)
+
+
 def test_the_sidecar_names_and_size_come_first() -> None:
     head = read_head(PATH, graph([("output0", (1, 4 + 2, ANCHORS))], metadata=ultralytics("detect", names="")),
                      sidecar={"classes": (("ok", None, None), ("ng", None, None)), "input.size": (160, 160)})
@@ -96,7 +102,7 @@ def test_the_sidecar_names_and_size_come_first() -> None:
      "an end-to-end head does not say its classes"),
     ([("output0", (1, 4, ANCHORS))], {}, "has over 4 (4 box + classes)"),
     ([("output0", (1, 5))], ultralytics("classify"), "output 'output0' has 5 classes, the metadata names 3"),
-    ([("output0", (1, "channels", "anchors"))], ultralytics("detect"), "with fixed channels and N"),
+    ([("output0", (1, "channels", "anchors"))], ultralytics("detect"), "with fixed channels"),
     ([("output0", (1, 17))], ultralytics("pose"), "an Ultralytics 'pose' export: SegLens opens segment, detect"),
 ])
 def test_a_malformed_head_is_one_line_naming_the_file(outputs: list[tuple[str, tuple[int | str, ...]]],

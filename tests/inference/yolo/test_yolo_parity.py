@@ -1,8 +1,9 @@
 """SegLens's YOLO room against Ultralytics' own predictor, on the same ONNX file and the same images: every head
-layout (v8/11 anchors, v5u, NMS in the graph, the end-to-end heads of v10 and 26) of segment, detect, obb and
-classify, built from Ultralytics' YAMLs with seeded random weights (tests/inference/yolo/yolo_reference.py), run on
-pictures of other sizes and aspect ratios than the model's. The same count and classes, boxes within 1 px, scores
-within 1e-3, mask IoU at least 0.98 per instance, class probabilities within 1e-3.
+layout (v8/11 anchors, v5u, NMS in the graph, the end-to-end heads of v10 and 26; fixed and dynamic input) of
+segment, detect, obb and classify, built from Ultralytics' YAMLs with seeded random weights
+(tests/inference/yolo/yolo_reference.py), run on pictures of other sizes and aspect ratios than the model's. The
+same count and classes, boxes within 1 px, scores within 1e-3, mask IoU at least 0.98 per instance, class
+probabilities within 1e-3.
 
 Ultralytics is a test-only reference (AGPL-3.0): these tests run where it imports (it needs torchvision; run them
 with a Python that has both, e.g. `/tmp/ulv/bin/python -m pytest tests/inference/yolo -q`), and skip elsewhere.
@@ -56,7 +57,7 @@ def untied_conf(model: YoloModel, image: np.ndarray, conf: float = 0.25) -> floa
     """`conf`, or above the highest candidate score that two anchors share (see the module's docstring)."""
     if model.head.layout == "end2end":
         return conf
-    tensor, _ = preprocess(image, model.head.imgsz)
+    tensor, _ = preprocess(image, model.head.imgsz, stride=model.head.stride if model.head.dynamic else None)
     out = model.run(tensor).predictions[0]
     scores = out[4:4 + model.head.nc].max(0) if model.head.layout == "anchors" else out[:, 4]
     values, counts = np.unique(scores[scores > conf], return_counts=True)
@@ -84,7 +85,7 @@ def test_instances_equal_ultralytics(exports: dict[str, Path], name: str, hw: tu
     variant = reference.VARIANTS[name]
     image, conf = untied_picture(exports[name], hw)
     ours = open_yolo(exports[name], device="cpu", options=YoloOptions(conf=conf)).predict(image)
-    theirs = reference.predict(exports[name], image, task=variant.task, conf=conf)
+    theirs = reference.predict(exports[name], image, variant=variant, conf=conf)
     assert isinstance(ours, Instances)
     assert len(ours) >= 1
     assert len(ours) == len(theirs.scores)
@@ -107,7 +108,7 @@ def test_instances_equal_ultralytics(exports: dict[str, Path], name: str, hw: tu
 def test_class_scores_equal_ultralytics(exports: dict[str, Path], hw: tuple[int, int]) -> None:
     image = picture(hw, seed=hw[1])
     ours = open_yolo(exports["v8-cls"], device="cpu").predict(image)
-    theirs = reference.predict(exports["v8-cls"], image, task="classify")
+    theirs = reference.predict(exports["v8-cls"], image, variant=reference.VARIANTS["v8-cls"])
     assert isinstance(ours, ClassScores) and theirs.probs is not None
     np.testing.assert_allclose(ours.scores, theirs.probs, atol=1e-3)
     assert ours.top1 == int(theirs.probs.argmax())
@@ -118,8 +119,8 @@ def test_sidecar_overrides_reach_both_alike(exports: dict[str, Path]) -> None:
     image = picture((240, 400), seed=7)
     options = YoloOptions(conf=0.3, iou=0.5, max_det=5, agnostic=True, classes=(0, 2))
     ours = open_yolo(exports["v8-det"], device="cpu", options=options).predict(image)
-    theirs = reference.predict(exports["v8-det"], image, task="detect", conf=0.3, iou=0.5, max_det=5,
-                               agnostic_nms=True, classes=[0, 2])
+    theirs = reference.predict(exports["v8-det"], image, variant=reference.VARIANTS["v8-det"], conf=0.3, iou=0.5,
+                               max_det=5, agnostic_nms=True, classes=[0, 2])
     assert isinstance(ours, Instances)
     assert 1 <= len(ours) <= 5
     assert {item.class_index for item in ours.items} <= {0, 2}

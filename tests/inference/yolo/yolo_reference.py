@@ -32,6 +32,7 @@ class Variant:
     task: str
     nms: bool = False
     imgsz: int | tuple[int, int] = 160
+    dynamic: bool = False  # free height and width: Ultralytics predicts at its default 640 unless told the size
 
 
 VARIANTS = {
@@ -44,6 +45,8 @@ VARIANTS = {
     "v8-obb": Variant("v8-obb", "yolov8n-obb.yaml", "obb"),
     "v8-det-nms": Variant("v8-det-nms", "yolov8n.yaml", "detect", nms=True),
     "v8-seg-nms": Variant("v8-seg-nms", "yolov8n-seg.yaml", "segment", nms=True),
+    "v8-seg-dynamic": Variant("v8-seg-dynamic", "yolov8n-seg.yaml", "segment", dynamic=True),
+    "11-det-dynamic": Variant("11-det-dynamic", "yolo11n.yaml", "detect", imgsz=(192, 160), dynamic=True),
     "v10-e2e": Variant("v10-e2e", "yolov10n.yaml", "detect"),
     "26-seg-e2e": Variant("26-seg-e2e", "yolo26n-seg.yaml", "segment"),
 }
@@ -65,7 +68,8 @@ def build(variant: Variant, folder: Path, *, seed: int = 0) -> Path:
     model = YOLO(str(yaml_path), task=variant.task)
     _calibrate_norms(model.model, variant.imgsz)
     _spread_scores(model.model, seed)
-    exported = model.export(format="onnx", imgsz=variant.imgsz, nms=variant.nms, verbose=False)
+    exported = model.export(format="onnx", imgsz=variant.imgsz, nms=variant.nms, dynamic=variant.dynamic,
+                            verbose=False)
     target = folder / f"{variant.name}.onnx"
     Path(exported).rename(target)
     return target
@@ -110,10 +114,14 @@ class Reference:
     probs: np.ndarray | None  # classify
 
 
-def predict(path: Path, image_bgr: np.ndarray, *, task: str, **options: object) -> Reference:
-    """Ultralytics' predictor on the ONNX file at `path` (retina masks, as SegLens makes them)."""
+def predict(path: Path, image_bgr: np.ndarray, *, variant: Variant, **options: object) -> Reference:
+    """Ultralytics' predictor on the ONNX file at `path` (retina masks, as SegLens makes them; a dynamic export at
+    the size it was exported at, which SegLens reads from its metadata)."""
     from ultralytics import YOLO
 
+    task = variant.task
+    if variant.dynamic:
+        options = {"imgsz": variant.imgsz, **options}
     result = YOLO(str(path), task=task).predict(image_bgr, retina_masks=True, verbose=False, **options)[0]
     if task == "classify":
         probs = result.probs.data.cpu().numpy()
