@@ -6,7 +6,8 @@
     proposal = session.decode(embedding, points=[Point(120, 80)])   # the decoder: per prompt change
 
 Use one PromptSession from the thread that created it (the viewer's worker, the CLI's main thread), as every
-ONNX Runtime session here. The maths between image and frame is in prompt_frame, the layouts in prompt_spec.
+ONNX Runtime session here. The maths between image and frame is in app.inference.prompt.frame, the layouts in
+app.inference.prompt.spec.
 """
 
 from __future__ import annotations

@@ -38,8 +38,8 @@ ENCODER_OUTPUTS = {SAM: ("image_embeddings",), SAM2: ("high_res_feats_0", "high_
 _FLOAT_INPUTS = ("point_coords", "point_labels", "mask_input", "has_mask_input", "orig_im_size")
 _PROMPT_KEYS = ("encoder", "decoder", "layout", "input_size", "resize", "mean", "std", "mask_threshold")
 _TOP_KEYS = ("name", "description", "prompt")
-_SIDECAR_BYTES = 1 << 20  # prompt_sidecar.MAX_BYTES: the most a sidecar may hold
-FRAME_SIDES = (64, 4096)  # the encoder's square frame, from the graph as from the sidecar (prompt_sidecar's check)
+_SIDECAR_BYTES = 1 << 20  # app.inference.prompt.sidecar.MAX_BYTES: the most a sidecar may hold
+FRAME_SIDES = (64, 4096)  # the encoder's square frame, from the graph as from the sidecar (the sidecar's check)
 
 
 @dataclass(frozen=True)
@@ -83,7 +83,7 @@ class PromptSpec:
 
 def is_prompt_sidecar(path: Path) -> bool:
     """Whether `path` is a YAML file with a top-level `prompt:` section (cheap: used by `info` to choose)."""
-    from app.guard.untrusted import open_untrusted  # not prompt_sidecar: it imports PyYAML
+    from app.guard.untrusted import open_untrusted  # not app.inference.prompt.sidecar: it imports PyYAML
 
     if path.suffix.lower() not in (".yaml", ".yml") or not path.is_file():
         return False

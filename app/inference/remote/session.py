@@ -4,7 +4,7 @@ folder runs, bench and the viewer use it as they use a local one. Pre- and post-
 only the tensors travel (gRPC raw bytes, or HTTP with the binary tensor extension: app.inference.remote.transport).
 
 The model's metadata (`v2/models/<m>`) goes through the same detection as an ONNX file (app.inference.remote.graph
-→ spec_builder.spec_from_graph); a sidecar adds what the wire cannot say. Every call has a timeout and
+→ app.inference.model.builder.spec_from_graph); a sidecar adds what the wire cannot say. Every call has a timeout and
 a bounded retry with backoff where waiting may help (app.inference.remote.errors); each failure is one line.
 The latency is split into network+queue and server compute from the response's `compute_us` parameter (set by
 `seglens-cli serve`); a server that does not send it (a stock Triton) leaves compute unknown.
@@ -64,7 +64,7 @@ class RemoteTarget:
     ca_file: Path | None = None  # the CA bundle that signed the server's certificate (https, grpcs)
     timeout_s: float = 30.0  # the deadline of one request, whole (connection, upload, every byte of the answer)
     retries: int = 3  # for unreachable / 503 / timeouts; never for 401/403/404/400
-    backoff_s: float = 1.0  # the first wait; doubled each retry (at most remote_errors.MAX_BACKOFF_S)
+    backoff_s: float = 1.0  # the first wait; doubled each retry (at most app.inference.remote.errors.MAX_BACKOFF_S)
     max_answer_bytes: int = MAX_ANSWER_BYTES  # one answer, all its outputs: larger is refused (app.guard)
     allow_insecure: bool = False  # credentials in clear text to a host that is not this machine: refused unless set
     insecure_setting: str = field(default=INSECURE_SETTING, compare=False)  # that setting as the face names it
@@ -373,14 +373,15 @@ def declared_outputs(graph: GraphInfo) -> dict[str, Declared]:
 
 
 def _dims(shape: tuple[int | str | None, ...]) -> tuple[int | None, ...]:
-    """A graph's dimensions as numbers, a symbolic or unknown one None (remote_graph gives numbers or None)."""
+    """A graph's dimensions as numbers, a symbolic or unknown one None (app.inference.remote.graph gives numbers or
+    None)."""
     return tuple(d if isinstance(d, int) else None for d in shape)
 
 
 def _bounded_input(graph: GraphInfo, where: str) -> None:
     """Refuse, before anything is sent (the warm-up included), a server whose metadata declares a fixed input
     larger than any picture SegLens would upload (app.guard.answers.check_declared_input's ceiling); a size that
-    passes is bounded again by each picture (remote_graph.check_declared_size)."""
+    passes is bounded again by each picture (app.inference.image.pipeline.check_declared_size)."""
     for tensor in graph.inputs:
         try:
             check_declared_input(where, _dims(tensor.shape or ()), None)

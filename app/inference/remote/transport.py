@@ -227,7 +227,7 @@ class GrpcTransport:
         meta: dict[str, Any] = self._client.get_model_metadata(
             self._wire.model, model_version=self._wire.version, headers=self._wire.headers(), as_json=True,
             client_timeout=self._wire.timeout_s)
-        return meta  # as JSON, shapes are strings ('-1'): remote_graph reads both
+        return meta  # as JSON, shapes are strings ('-1'): app.inference.remote.graph reads both
 
     def infer(self, name: str, tensor: np.ndarray, datatype: str, outputs: list[str]) -> Answer:
         tg, wire = self._tg, self._wire

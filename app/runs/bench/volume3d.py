@@ -67,7 +67,7 @@ class PatchBenchReport:
 def patch_tensors(model: ModelSession, count: int = _DISTINCT_TENSORS, seed: int = 0) -> list[np.ndarray]:
     """`count` random [batch, C, D, H, W] tensors of the model's patch, batch and dtype."""
     volume = model.spec.volume
-    assert volume is not None  # bench3d is for 3D models
+    assert volume is not None  # this bench is for 3D models
     shape = (volume.tile.batch, model.spec.input.channels, *volume.patch)
     rng = np.random.default_rng(seed)
     dtype = _DTYPES.get(model.spec.input.dtype, np.float32)

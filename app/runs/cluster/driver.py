@@ -272,9 +272,9 @@ class RayRunner:
 
     def __init__(self, spec: ModelSpec, *, options: RayOptions, job: Mapping[str, Any], cpus: float, gpus: float,
                  count: int, announce: Callable[[list[dict[str, Any]], ModelSpec], None]) -> None:
-        """`job`: the settings of ray_run.make_job other than those the plan gives (model, config, device,
-        runtime, tile); `count` actors of `cpus` and `gpus` each (ray_run.actor_plan); `announce` is told each
-        actor's session once they are up."""
+        """`job`: the settings of app.runs.cluster.run.make_job other than those the plan gives (model, config,
+        device, runtime, tile); `count` actors of `cpus` and `gpus` each (app.runs.cluster.run.actor_plan);
+        `announce` is told each actor's session once they are up."""
         self.spec, self.options, self.job = spec, options, dict(job)
         self.cpus, self.gpus, self.count, self.announce = cpus, gpus, count, announce
         self.actors: list[Actor] = []

@@ -21,8 +21,8 @@ in its place (a fresh warmed session, wherever Ray places it) and re-submits the
 Actors write outputs straight into `--out`, which every node must reach (checked at start with a probe file); the
 model's bytes travel through the object store, so nodes need no shared model path.
 
-Only this module and its driver (ray_driver.py) import Ray (the core, the viewer and the frozen build never do:
-pyproject's import contracts).
+Only this module and its driver (app.runs.cluster.driver) import Ray (the core, the viewer and the frozen build
+never do: pyproject's import contracts).
 """
 
 from __future__ import annotations

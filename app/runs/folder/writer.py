@@ -116,7 +116,7 @@ def lower_thread_priority(niceness: int) -> None:
 
 @dataclass(frozen=True)
 class WriteSetup:
-    """What the writer stage writes and how, decided once before the run (app.runs.folder.batch.run_plan).
+    """What the writer stage writes and how, decided once before the run (by app.runs.folder.batch.run_inputs).
 
     `stems`: each input's output stem under `out_dir` (None: nothing written); `names`: each input's report path
     under --anonymize; `min_confidence`: the multi-class minimum (pipeline.relabel); `png_texts`: the PNGs' text

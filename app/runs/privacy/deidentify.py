@@ -62,7 +62,7 @@ class SourceFacts:
 
 
 def source_facts(datasets: Sequence[Dataset]) -> SourceFacts:
-    """The facts of a volume's source headers (app.runs.exports.sources.source_datasets)."""
+    """The facts of a volume's source headers (app.io.volumes.source_datasets)."""
     values: dict[tuple[str, str], None] = {}
     uids: set[str] = set()
     for ds in {id(d): d for d in datasets}.values():
@@ -346,7 +346,7 @@ class VolumePrivacy:
 
     def writer_sources(self, datasets: list[Dataset]) -> list[Dataset]:
         """The source headers the DICOM writer is given: under --anonymize copies with no identifying value
-        (app.runs.exports.sources.blinded), else `datasets` themselves."""
+        (`blinded` below), else `datasets` themselves."""
         if self.deidentifier is None:
             return datasets
         return blinded(datasets, self.deidentifier.pseudonym)

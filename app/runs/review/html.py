@@ -103,7 +103,7 @@ def _last_check(path: Path, page: str, items: list[ReportItem], reviews: list[Re
     for staff in {_user(), *(review.who for review in reviews if review is not None)} - {""}:
         searched = without(searched, html.unescape(_e(staff)))  # as a word: a login "Pat" leaves "Patrick"
     # the words of input names are not searched for here (a file "lung_01.png" and the class "lung"): the rows
-    # name inputs by pseudonyms by construction, and a note holding such a word was withheld (review_items)
+    # name inputs by pseudonyms by construction, and a note holding such a word was withheld (app.runs.review.items)
     texts = tuple(text for one in held for text in one.texts if text[0] != "input name")
     identifying = Identifying(texts, frozenset().union(*(one.uids for one in held)))
     kind = identifying.in_text(searched) or ("source UID" if any(u in searched for u in identifying.uids) else None)

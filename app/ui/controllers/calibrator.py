@@ -224,7 +224,7 @@ class Calibrator(QObject):
             self._rescore()  # the histogram and its counts at the new limits
 
     def save_plot(self, path: str) -> None:
-        """The plot on screen as a PNG (calibrate_plot.write_plot: the figure --plot writes)."""
+        """The plot on screen as a PNG (app.runs.calibrate.plot.write_plot: the figure --plot writes)."""
         import numpy as np
 
         from app.errors import one_line

@@ -39,7 +39,7 @@ class CalibrateProgress:
 
 @dataclass(frozen=True)
 class Calibrated:
-    """The calibration and its plot (RGB, calibrate_plot.PLOT_HW: the figure `--plot` writes)."""
+    """The calibration and its plot (RGB, app.runs.calibrate.plot.PLOT_HW: the figure `--plot` writes)."""
 
     request_id: int
     result: Calibration
@@ -58,7 +58,7 @@ class WriteRequest:
 @dataclass(frozen=True)
 class Written:
     request_id: int
-    line: str  # what went where (calibrate_sidecar.written_line)
+    line: str  # what went where (app.runs.calibrate.sidecar.written_line)
 
 
 @dataclass(frozen=True)
