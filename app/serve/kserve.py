@@ -20,7 +20,7 @@ import sys
 from importlib import metadata
 from typing import Any
 
-from app.errors import SegLensError
+from app.errors import MissingExtra, SegLensError, extra_line
 
 KSERVE_VERSION = "0.21.0"  # the version whose REST decode `_from_bytes` replaces (pyproject pins it)
 
@@ -29,22 +29,16 @@ class ServeSetupError(SegLensError):
     """The serving engine cannot be used here (not installed, another version, a clashing import)."""
 
 
-def extra_line() -> str:
-    """What to install for `serve`, in one line (the frozen app leaves kserve out)."""
-    from app.paths import extra_command
-
-    command = extra_command("serve")
-    if command is None:
-        return "serve is not in this build: install SegLens with its serve extra (pip install 'seglens[serve]')"
-    return f"serve needs the serve extra: {command}"
+FEATURE = "seglens-cli serve"  # the words of its missing-extra line (app.errors.extra_line)
 
 
 def load_kserve() -> None:
-    """Import kserve once for this process: version checked, decode patched, logs quieted. Raises ServeSetupError."""
+    """Import kserve once for this process: version checked, decode patched, logs quieted. Raises MissingExtra
+    (the serve extra is not installed) or ServeSetupError."""
     try:
         version = metadata.version("kserve")
     except metadata.PackageNotFoundError:
-        raise ServeSetupError(extra_line()) from None
+        raise MissingExtra(feature=FEATURE, extra="serve") from None
     if version != KSERVE_VERSION:
         raise ServeSetupError(f"serve is written for kserve {KSERVE_VERSION} (its binary-tensor decode is patched "
                               f"for that version), found kserve {version}: pip install 'kserve=={KSERVE_VERSION}'")
@@ -56,7 +50,10 @@ def load_kserve() -> None:
         import kserve.model_server  # noqa: F401  (the parse happens here, once)
         from kserve.protocol.infer_type import InferRequest
     except ImportError as exc:
-        raise ServeSetupError(f"{extra_line()}: kserve cannot be imported ({exc})") from exc
+        if (exc.name or "").split(".")[0] == "kserve":  # its files are gone though its metadata is left
+            raise MissingExtra(feature=FEATURE, extra="serve") from exc
+        raise ServeSetupError(f"{extra_line(feature=FEATURE, extra='serve')}: kserve cannot be imported "
+                              f"({exc})") from exc
     finally:
         sys.argv = argv
     InferRequest.from_bytes = classmethod(_from_bytes)

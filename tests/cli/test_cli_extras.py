@@ -86,6 +86,20 @@ def test_run_on_a_remote_server_without_the_remote_extra_is_one_line_naming_it(t
     assert not (tmp_path / "out" / "cells.png_mask.png").exists()
 
 
+def test_run_on_ray_without_the_ray_extra_is_one_line_naming_it(tmp_path):
+    image = tmp_path / "cells.png"
+    Image.fromarray(np.zeros((32, 32, 3), np.uint8)).save(image)
+    code, lines = cli_without("ray", ["run", "nuclei", str(image), "--out", str(tmp_path / "out"), "--ray"], tmp_path)
+    assert code == 2
+    assert lines[-1] == line("seglens-cli run --ray", "ray")
+
+
+def test_serve_without_the_serve_extra_is_one_line_naming_it(tmp_path):
+    code, lines = cli_without("kserve", ["serve", "nuclei"], tmp_path)
+    assert code == 2
+    assert lines == [line("seglens-cli serve", "serve")]
+
+
 def _watch(tmp_path: Path, *extra: str) -> list[str]:
     folder = tmp_path / "in"
     folder.mkdir()

@@ -182,7 +182,8 @@ def test_without_kserve_serve_says_which_extra_to_install_in_one_line(monkeypatc
 
     monkeypatch.setattr(metadata, "version", version)
     assert main(["serve", "nuclei"]) == 2
-    assert capsys.readouterr().err == "error: serve needs the serve extra: uv sync --extra serve\n"
+    assert capsys.readouterr().err == ("error: seglens-cli serve needs the 'serve' extra: "
+                                       'pip install "seglens[serve]"\n')
 
 
 def test_another_kserve_version_is_refused_rather_than_patched(monkeypatch):

@@ -92,10 +92,9 @@ def connect(address: str, *, num_cpus: int | None = None) -> None:
     try:
         import ray
     except ImportError as exc:
-        from app.paths import extra_command
+        from app.errors import MissingExtra
 
-        raise SegLensError(f"--ray needs Ray: {extra_command('ray') or 'not in this build'} (the frozen workstation "
-                           "build does not include it; run the cluster driver from a Python install)") from exc
+        raise MissingExtra(feature="seglens-cli run --ray", extra="ray") from exc
 
     if ray.is_initialized():
         return
