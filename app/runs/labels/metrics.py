@@ -5,6 +5,9 @@ precision, at most 100 detections per image and class, area 'all', the mean over
 that have a reference instance. Images' detections tie on equal scores in the order the pairs are given (COCOeval:
 ascending image id).
 
+`folder_score` scores a whole LabelSet against its reference as COCOeval scores a results file against its dataset
+(the reference's images, ascending image id).
+
 The reference's instances are never crowd regions here (SegLens writes `iscrowd` 0 and reads every annotation as
 one object).
 """
@@ -17,6 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from app.inference.model.instances import Instance, Instances
+from app.runs.labels.records import LabelSet, image_id
 
 IOU_THRESHOLDS = np.linspace(0.5, 0.95, 10)  # COCOeval's: np.linspace(.5, .95, round((.95 - .5) / .05) + 1)
 RECALL_THRESHOLDS = np.linspace(0.0, 1.0, 101)
@@ -39,6 +43,28 @@ class ImageScore:
     @property
     def recall(self) -> float:
         return self.matched / self.reference if self.reference else 1.0
+
+
+@dataclass(frozen=True)
+class FolderScore:
+    """A folder against its reference: each reference image's score at IoU 0.5 (by relative path, in the
+    reference's order), the folder's mAP@0.5:0.95, and the found images the reference does not have (not scored)."""
+
+    images: tuple[tuple[str, ImageScore], ...]
+    mean_average_precision: float
+    unscored: tuple[str, ...]
+
+
+def folder_score(reference: LabelSet, found: LabelSet) -> FolderScore:
+    """Every image of `reference` scored against what `found` holds for it (nothing, when it holds none), as
+    COCOeval scores a results file against its dataset: its images in ascending image id for the mAP."""
+    answers = found.by_name()
+    pairs = {image.name: (image.instances, answers.get(image.name, Instances((), image.instances.image_hw)))
+             for image in reference.images}
+    scores = tuple((name, image_score(*pair)) for name, pair in pairs.items())
+    ordered = [pairs[name] for name in sorted(pairs, key=image_id)]
+    unscored = tuple(image.name for image in found.images if image.name not in pairs)
+    return FolderScore(scores, mean_average_precision(ordered), unscored)
 
 
 def iou(a: Instance, b: Instance) -> float:

@@ -15,7 +15,7 @@ from labels_samples import NAMES, blob, boxed, disc, masked
 from app.inference.model.instances import Instance, Instances
 from app.runs.labels import coco
 from app.runs.labels.coco_read import read_coco, read_coco_results
-from app.runs.labels.metrics import image_score, iou, mean_average_precision
+from app.runs.labels.metrics import folder_score, image_score, iou, mean_average_precision
 from app.runs.labels.records import LabelledImage, LabelSet, image_id
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")  # pycocotools' own, under numpy 2
@@ -190,3 +190,21 @@ def test_box_iou_when_either_has_no_mask() -> None:
     assert iou(a, boxed(0, 1.0, (5.0, 0.0, 15.0, 10.0))) == pytest.approx(50 / 150)
     assert iou(a, b) == pytest.approx(iou(a, boxed(0, 1.0, b.box)))
     assert json.dumps(iou(a, a)) == "1.0"
+
+
+def test_folder_score_is_cocoevals_over_the_reference_images(tmp_path: Path) -> None:
+    """An image the answer says nothing of counts as all missed; an answer for an image the reference lacks is
+    listed, not scored; the mAP is COCOeval's, whatever order the images come in."""
+    reference, found = _mask_sets(3)
+    silent = reference.images[1].name
+    answered = tuple(image for image in found.images if image.name != silent)
+    theirs = _cocoeval(tmp_path, reference, LabelSet(NAMES, answered), "segm")
+    stray = LabelledImage("elsewhere.png", found.images[0].instances)
+    shuffled = LabelSet(NAMES, (stray, *reversed(answered)))
+    score = folder_score(LabelSet(NAMES, tuple(reversed(reference.images))), shuffled)
+    assert abs(score.mean_average_precision - theirs) < 1e-6
+    assert score.unscored == ("elsewhere.png",)
+    by_name = dict(score.images)
+    assert [name for name, _ in score.images] == [image.name for image in reversed(reference.images)]
+    assert by_name[silent].found == 0 and by_name[silent].recall == 0.0
+    assert by_name[silent].reference == len(reference.images[1].instances)
