@@ -5,7 +5,7 @@ OpenCV on 1080p frames and it releases the GIL, so the prefetch threads decode i
 return exactly Pillow's pixels for the files `read_image` hands them (tests/io/test_png.py: RGB, gray, 16-bit
 gray, Adam7-interlaced, with gAMA and iCCP chunks, which neither decoder nor Pillow applies). Anything else, or a
 file either decoder declines, is left to Pillow, which reports what is wrong with it. pyspng (libspng) was
-measured too: a little faster still, but it holds the GIL for the whole decode (docs/PERFORMANCE.md, issue 16).
+measured too: a little faster still, but it holds the GIL for the whole decode (docs/PERFORMANCE.md, "Decoding").
 """
 
 from __future__ import annotations

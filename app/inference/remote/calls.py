@@ -9,7 +9,7 @@ nowhere else; callers (the CLI's thread, a folder run's in-flight helpers, the v
 call over and wait. A cancelled caller returns at once; its sender finishes (or times out) on its own, its answer
 dropped, and the session takes no more calls, so a late answer never reaches a later run.
 
-Every call has a deadline, whole (issue 36): the transports bound their own requests (gRPC's deadline, a
+Every call has a deadline, whole: the transports bound their own requests (gRPC's deadline, a
 gevent.Timeout around each HTTP call), and a caller waits at most that long and DEADLINE_GRACE_S more — then the
 request is cancelled as a session's cancel() would cancel it (gRPC's call cancelled; an HTTP sender left to its
 own deadline, its answer dropped) and the caller gets the gate's DeadlineExceeded, which the retry counts as a

@@ -7,7 +7,7 @@ Gotchas kept (the wires as a user sees them: docs/remote.md): tritonclient.http'
 dict it is given, so every call gets a fresh one; gRPC metadata keys must be lower-case; gRPC has no deadline
 unless `client_timeout` is passed.
 
-Bounded as app.guard.net bounds every request (issue 36): a **deadline per request**, not per read — gRPC's
+Bounded as app.guard.net bounds every request: a **deadline per request**, not per read — gRPC's
 `client_timeout` is one; over HTTP tritonclient's `network_timeout` is per read (a server trickling a byte a
 second outlives it), so each call runs under a `gevent.Timeout` of the whole timeout, which interrupts the read
 it is blocked in and raises the gate's DeadlineExceeded. An **answer-size cap** (`Wire.max_answer_bytes`): over

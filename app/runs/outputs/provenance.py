@@ -38,15 +38,15 @@ class RunIdentity:
     sidecar_sha256: str | None
     seglens: str
     threshold: float | None = None  # --threshold: it changes the masks as much as a sidecar would
-    # issue 14: everything below is absent from older records (read with .get, never required)
+    # everything below is absent from records older versions wrote (read with .get, never required)
     settings_sha256: str | None = None  # settings_hash: the resolved spec as used
     provider: str | None = None  # where the session really ran, as every line says it: "CUDA (GPU 0)", "CPU"
     requested_device: str | None = None
     fallback_reason: str | None = None  # why not the GPU, when one was asked for (or auto)
     thresholds: dict[str, float] = field(default_factory=dict)  # effective_thresholds
     verdict_rules: tuple[str, ...] = ()  # "fail if …" rules, as `info` shows them
-    reference: str | None = None  # issue 15: the ground-truth folder of `--reference` (recorded, not checked)
-    review_rules: tuple[str, ...] = ()  # issue 29: the band's "review if …" rules (verdict.review_if)
+    reference: str | None = None  # the ground-truth folder of `--reference` (recorded, not checked)
+    review_rules: tuple[str, ...] = ()  # the band's "review if …" rules (verdict.review_if)
 
     @classmethod
     def of(cls, spec: ModelSpec, *, threshold: float | None = None, min_confidence: float | None = None,

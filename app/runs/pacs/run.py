@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from app.runs.pacs.send import Sent
 
 # the exports a PACS stores; nifti, PNGs and the report stay local. `source` (--anonymize only): the de-identified
-# source series the SEG, SC and RTSTRUCT reference, stored beside them so the node can show them on it (issue 36)
+# source series the SEG, SC and RTSTRUCT reference, stored beside them so the node can show them on it
 SENT_EXPORTS = ("dicom-seg", "sc", "rtstruct", "source")
 # series a model does not run on: a study that was sent results before has them beside its images
 NOT_IMAGES = frozenset({"SEG", "SR", "RTSTRUCT", "RTPLAN", "RTDOSE", "RTRECORD", "PR", "KO", "REG", "DOC", "OT"})

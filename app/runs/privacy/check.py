@@ -7,7 +7,7 @@ never the value; the caller removes the volume's files and makes its row an erro
 Values are compared case-insensitively as whole words, never as parts of one: a value is its words (runs of
 letters and digits) in order, found only where a word begins and ends (`DOE^JANE` in "Doe, Jane" and in
 "doe_jane.dcm", `PID-0042` in "pid 0042"), so a patient named Ana is not found in "Anatomical Structure", nor Otto
-in CSS's "bottom", nor Lens in "SegLens" (issue 36). A person's name is also looked for word by word (family,
+in CSS's "bottom", nor Lens in "SegLens". A person's name is also looked for word by word (family,
 given…). A value or word shorter than 3 characters is not looked for alone (a two-letter "Li" would turn up in
 chance places; the whole name "LI^TOM" still is looked for). A value that begins or ends with a digit is not found
 inside a decimal. A number of 3 to 5 digits (a short PatientID "48151") is looked for as a whole word in the DICOM
@@ -15,7 +15,7 @@ text attributes only (not in numeric attributes, names or cells, where SegLens's
 chance). SegLens's own pseudonyms are left out of the search (their hex digits could spell a short name by
 chance). A web page is searched in the text its reader sees (`page_text`), not in its CSS, markup or pictures.
 
-Where a value came from matters, not only what it says (issue 36): in the attributes SegLens writes from the
+Where a value came from matters, not only what it says: in the attributes SegLens writes from the
 model's spec, a value wholly of the model's and SegLens's own words (a class "lung" for a patient Lung) is not
 searched; any other value, and everything copied from the source, is (app.runs.privacy.words).
 """

@@ -22,7 +22,7 @@ def declare_methods(dataset: Dataset, methods: Sequence[str], codes: Sequence[tu
     """DeidentificationMethod and its code sequence, each written only with a value (PS3.3 C.7.1.1: one of them is
     required once PatientIdentityRemoved is YES, and an empty one is an error): a code item only whole (a known
     profile code without its meaning gets it, another is dropped); a source that said YES and nothing else gets
-    a method that says so. Another tool's source said it in many ways (issue 36: 7 dciodvfy errors)."""
+    a method that says so. Another tool's source said it in many ways (dciodvfy finds each one an error)."""
     from pydicom.dataset import Dataset
 
     texts = list(dict.fromkeys(m[:64] for m in methods if m.strip()))

@@ -51,7 +51,7 @@ def patient_identity(info: Mapping[str, str]) -> str:
 def pseudonym_of(info: Mapping[str, str], key: bytes) -> str:
     """`anon-` and 12 hex digits of the HMAC of the patient's ID and name ("" when the volume names no patient).
     The same patient gets the same pseudonym in every report made with this key; nobody without it can test a
-    guess. (Kept as before issue 24, so earlier reports' pseudonyms still match.)"""
+    guess. (Kept as earlier versions made it, so earlier reports' pseudonyms still match.)"""
     ident = patient_identity(info)
     if ident == "\x00":
         return ""
@@ -87,7 +87,7 @@ def _env_key(value: str) -> bytes:
     if len(text) < MIN_ENV_CHARACTERS or not text.isprintable():
         raise PseudonymKeyError(f"{ENV} is not a usable key: it needs at least {MIN_ENV_CHARACTERS} printable "
                                 "characters (e.g. 64 hex digits); a short key lets anyone recompute the pseudonyms")
-    return value.encode("utf-8")  # as before issue 24: a site's existing key keeps its pseudonyms
+    return value.encode("utf-8")  # as earlier versions read it: a site's existing key keeps its pseudonyms
 
 
 def read_key_file(path: Path) -> bytes | None:

@@ -4,7 +4,7 @@ values are SegLens's own — what the model's spec and SegLens itself write into
 A text that SegLens or the model's spec put into an output — a class name, the model's name and hashes, a code
 meaning, SegLens's fixed phrases — is the same for every patient and identifies nobody, even when it equals a
 patient's name (a patient called Lung, a model with the class "lung"; a patient Basic and the profile's "Basic
-Application Confidentiality Profile"; issue 36). In the attributes SegLens writes from the spec (`SPEC_FIELDS`) and
+Application Confidentiality Profile"). In the attributes SegLens writes from the spec (`SPEC_FIELDS`) and
 in a PNG's provenance, a value that is wholly such text (`OwnWords.holds`) is not searched; any other value of those
 attributes is searched whole, as is everything copied or derived from the source. `own_words` is the one place every
 caller (a run's volume, the viewer's Send to PACS, a station's copy) takes them from.

@@ -98,7 +98,7 @@ def _last_check(path: Path, page: str, items: list[ReportItem], reviews: list[Re
     from app.runs.privacy.check import Identifying, page_text, with_article, without
 
     # what a reader sees: not the CSS (Otto in "bottom"), markup or pictures, nor what the page marks data-own
-    # where it is the model's words (a figure "mL lung" of a patient Lung) (issue 36)
+    # where it is the model's words (a figure "mL lung" of a patient Lung)
     searched = page_text(page, own)
     for staff in {_user(), *(review.who for review in reviews if review is not None)} - {""}:
         searched = without(searched, html.unescape(_e(staff)))  # as a word: a login "Pat" leaves "Patrick"

@@ -3,7 +3,8 @@ once more through the model, drawn as a small overlay beside its verdict, its me
 
 An image is its own row. A volume (a DICOM series, a multi-frame DICOM or a NIfTI file) is one row too: every
 slice is run, the slice with the most foreground is the picture, and the volume's figures (slices, mL per class)
-stand beside it; before issue 24 a series had only "not processed: …/<SeriesUID>: file not found".
+stand beside it (earlier versions gave a series only "not processed: …/<SeriesUID>: file not
+found").
 
 A row names its input by the path relative to the folder it was found in, never an absolute path; with
 `anonymize` by its pseudonymous name (app.runs.privacy.names), and an error line is redacted the same way.

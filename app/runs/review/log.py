@@ -320,7 +320,7 @@ def find_corrected_mask(folder: Path, rel: str, frame: int | None = None) -> Pat
     """The correction saved for `rel` (its slice `frame`; None: a one-frame picture) in the review folder, None
     when there is none. The current name first; else a review folder's older `<stem>_mask.png`, only when the rel
     its PNG text names is `rel` (that file may have been saved for `x.png` or for `x.jpg`, and only the mark says
-    which). A slice has no older name: before issue 28 every slice of a volume was saved under the volume's one
+    which). A slice has no older name: in earlier versions every slice of a volume was saved under the volume's one
     `<name>_mask.png`, and nothing says which slice that file was drawn on, so it is no slice's reference."""
     current = corrected_mask_path(folder, rel, frame)
     if current.is_file():
