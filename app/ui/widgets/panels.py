@@ -326,9 +326,9 @@ class PanelArea(QScrollArea):
     appears (edit mode, the review, a colour key) the splitter makes room for it instead of cutting the panel
     off on the right. A horizontal scroll bar is the last resort, should the window be narrower still.
 
-    The wheel over the panel scrolls it: a combo box, slider or spin box it passes over takes the wheel only once
-    the reader has given it the focus (a click or Tab: StrongFocus, so the wheel itself never does), else the wheel
-    goes to the panel's scroll bar — the Show box jumped to "Difference vs reference" under a passing wheel."""
+    The wheel over the panel always scrolls it: a combo box, slider or spin box under it never takes the wheel,
+    focused or not (a click gives it the focus, and the next notch to scroll on would change it — the Show box
+    jumped to "Difference vs reference"). Their values change by a click, a drag or the keyboard only."""
 
     def __init__(self, panel: QWidget, parent=None) -> None:
         super().__init__(parent)
@@ -350,8 +350,8 @@ class PanelArea(QScrollArea):
                     widget.installEventFilter(self)
 
     def _scroll_instead(self, watched, event) -> bool:
-        """A wheel over an unfocused wheel taker: to the panel's scroll bar, not to the widget."""
-        if not isinstance(watched, WHEEL_TAKERS) or watched.hasFocus():
+        """A wheel over a wheel taker: to the panel's scroll bar, not to the widget."""
+        if not isinstance(watched, WHEEL_TAKERS):
             return False
         QApplication.sendEvent(self.viewport(), event)
         event.accept()  # handled: not passed on to the widget's parents either
