@@ -20,7 +20,8 @@ PixelBox = tuple[int, int, int, int]  # x0, y0, x1, y1 whole pixels, end-exclusi
 class Instance:
     """One object. `box` is axis-aligned (for an oriented box: the rotated box's bounds); `angle` is the oriented
     box's rotation in radians (None for an axis-aligned model) with `rotated` its centre, size and angle as the
-    model gave them; `mask` a bool array of `mask_box`'s shape (rows, cols), True inside the object."""
+    model gave them; `mask` a bool array of `mask_box`'s shape (rows, cols), True inside the object. `crowd` marks
+    a reference's region of many objects labelled as one (COCO's `iscrowd`): scored as COCOeval scores it."""
 
     class_index: int
     class_name: str
@@ -30,6 +31,7 @@ class Instance:
     mask_box: PixelBox | None = None
     angle: float | None = None
     rotated: tuple[float, float, float, float, float] | None = None  # cx, cy, w, h, angle (radians)
+    crowd: bool = False
 
     @property
     def area_px(self) -> int:

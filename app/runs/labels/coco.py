@@ -5,9 +5,10 @@ and the results form COCOeval scores (a list of detections with their scores).
   (`records.image_id`), so the same image has the same id in every file made from the folder.
 - Categories are the model's class names, `id` = class index + 1 (COCO's ids start at 1).
 - Each instance is one annotation: `bbox` [x, y, w, h] of its box, `area` (its mask's pixels, else its (oriented)
-  box's w × h), `iscrowd` 0, its `score`, and `segmentation`: polygons (`polygons.outer_polygons`, exact through
-  pycocotools) or, for a mask with a hole or when asked, COCO's compressed run-length mask. An oriented box is its
-  four corners as a polygon, with `obb` [cx, cy, w, h, angle in radians] beside it (a key other readers ignore).
+  box's w × h), `iscrowd` 0 (1 for a reference's crowd region, its mask run-length as COCO writes those), its
+  `score`, and `segmentation`: polygons (`polygons.outer_polygons`, exact through pycocotools) or, for a mask with
+  a hole or when asked, COCO's compressed run-length mask. An oriented box is its four corners as a polygon, with
+  `obb` [cx, cy, w, h, angle in radians] beside it (a key other readers ignore).
 - The results form always writes masks run-length (pycocotools' `loadRes` reads no polygons there).
 
 Written whole or not at all through the writing gate (app.guard.shared.atomic_write).
@@ -96,13 +97,15 @@ def _image_entry(image: LabelledImage, number: int) -> JsonValue:
 def _annotation(instance: Instance, image: LabelledImage, segmentation: Segmentation) -> JsonValue:
     x0, y0, x1, y1 = _finite(instance.box, image.name)
     entry: JsonValue = {"category_id": instance.class_index + 1, "bbox": [x0, y0, x1 - x0, y1 - y0],
-                        "area": _area(instance), "iscrowd": 0, "score": _finite((instance.score,), image.name)[0]}
+                        "area": _area(instance), "iscrowd": int(instance.crowd),
+                        "score": _finite((instance.score,), image.name)[0]}
     if instance.rotated is not None:
         cx, cy, w, h, angle = _finite(instance.rotated, image.name)
         entry["segmentation"] = [corners(instance.rotated)]
         entry["obb"] = [cx, cy, w, h, angle]
     elif instance.mask is not None and instance.mask_box is not None:
-        entry["segmentation"] = _mask_segmentation(instance, image.instances.image_hw, segmentation)
+        entry["segmentation"] = _mask_segmentation(instance, image.instances.image_hw,
+                                                   "rle" if instance.crowd else segmentation)
     return entry
 
 

@@ -5,7 +5,8 @@ refusal one line naming the file and the problem (`LabelsError`).
 The dataset form gives a LabelSet: each image under its `file_name` (a relative path with no `..`, never absolute),
 its instances with their class (by category name when the model's `names` are given, else the categories in
 ascending id order), box, score (1 when absent), mask (polygons filled as pycocotools fills them, or a run-length
-mask, compressed or not) and oriented box (`obb`). The results form is read with the dataset it answers.
+mask, compressed or not), oriented box (`obb`) and whether it is a crowd region (`iscrowd`). The results form is
+read with the dataset it answers.
 """
 
 from __future__ import annotations
@@ -164,9 +165,10 @@ def _instance(entry: dict[str, object], category: tuple[int, str], image_hw: tup
     mask = None if rotated is not None or "segmentation" not in entry else \
         _mask(entry["segmentation"], image_hw, where)
     cropped = rle.crop(mask) if mask is not None else None
+    crowd = checks.integer(entry.get("iscrowd", 0), f"{where}'s iscrowd", high=1) == 1
     return Instance(category[0], category[1], score, (x, y, x + w, y + h),
                     mask=cropped[0] if cropped else None, mask_box=cropped[1] if cropped else None,
-                    angle=rotated[4] if rotated else None, rotated=rotated)
+                    angle=rotated[4] if rotated else None, rotated=rotated, crowd=crowd)
 
 
 def _rotated(value: object, where: str) -> tuple[float, float, float, float, float]:

@@ -8,8 +8,9 @@ ascending image id).
 `folder_score` scores a whole LabelSet against its reference as COCOeval scores a results file against its dataset
 (the reference's images, ascending image id).
 
-The reference's instances are never crowd regions here (SegLens writes `iscrowd` 0 and reads every annotation as
-one object).
+A reference's crowd regions (`Instance.crowd`, COCO's `iscrowd` 1) are scored as COCOeval scores them: no object
+to find, their IoU the overlap over the detection's own area, a detection matching one (only when no object is left
+for it) ignored, neither right nor wrong.
 """
 
 from __future__ import annotations
@@ -68,36 +69,41 @@ def folder_score(reference: LabelSet, found: LabelSet) -> FolderScore:
 
 
 def iou(a: Instance, b: Instance) -> float:
-    """Mask IoU when both have masks, else box IoU (COCO's: a box's area is w × h)."""
+    """Mask IoU when both have masks, else box IoU (COCO's: a box's area is w × h). Against a crowd region `b`,
+    COCO's: the overlap over `a`'s own area."""
     if a.mask is not None and a.mask_box is not None and b.mask is not None and b.mask_box is not None:
-        return _mask_iou(a.mask, a.mask_box, b.mask, b.mask_box)
-    ax0, ay0, ax1, ay1 = a.box
-    bx0, by0, bx1, by1 = b.box
-    inter = max(0.0, min(ax1, bx1) - max(ax0, bx0)) * max(0.0, min(ay1, by1) - max(ay0, by0))
-    union = (ax1 - ax0) * (ay1 - ay0) + (bx1 - bx0) * (by1 - by0) - inter
-    return inter / union if union > 0 else 0.0
+        inter = float(_mask_overlap(a.mask, a.mask_box, b.mask, b.mask_box))
+        own, other = float(np.count_nonzero(a.mask)), float(np.count_nonzero(b.mask))
+    else:
+        ax0, ay0, ax1, ay1 = a.box
+        bx0, by0, bx1, by1 = b.box
+        inter = max(0.0, min(ax1, bx1) - max(ax0, bx0)) * max(0.0, min(ay1, by1) - max(ay0, by0))
+        own, other = (ax1 - ax0) * (ay1 - ay0), (bx1 - bx0) * (by1 - by0)
+    union = own if b.crowd else own + other - inter
+    return inter / union if inter > 0 and union > 0 else 0.0
 
 
-def _mask_iou(a: np.ndarray, a_box: tuple[int, int, int, int], b: np.ndarray,
-              b_box: tuple[int, int, int, int]) -> float:
+def _mask_overlap(a: np.ndarray, a_box: tuple[int, int, int, int], b: np.ndarray,
+                  b_box: tuple[int, int, int, int]) -> int:
     x0, y0 = max(a_box[0], b_box[0]), max(a_box[1], b_box[1])
     x1, y1 = min(a_box[2], b_box[2]), min(a_box[3], b_box[3])
-    inter = 0
-    if x1 > x0 and y1 > y0:
-        inter = int(np.count_nonzero(a[y0 - a_box[1]:y1 - a_box[1], x0 - a_box[0]:x1 - a_box[0]]
-                                     & b[y0 - b_box[1]:y1 - b_box[1], x0 - b_box[0]:x1 - b_box[0]]))
-    union = int(np.count_nonzero(a)) + int(np.count_nonzero(b)) - inter
-    return inter / union if union > 0 else 0.0
+    if x1 <= x0 or y1 <= y0:
+        return 0
+    return int(np.count_nonzero(a[y0 - a_box[1]:y1 - a_box[1], x0 - a_box[0]:x1 - a_box[0]]
+                                & b[y0 - b_box[1]:y1 - b_box[1], x0 - b_box[0]:x1 - b_box[0]]))
 
 
 def image_score(reference: Instances, found: Instances, *, threshold: float = 0.5) -> ImageScore:
-    """`found` matched to `reference` at IoU `threshold`, class by class, best score first (every detection)."""
-    matched = 0
+    """`found` matched to `reference` at IoU `threshold`, class by class, best score first (every detection).
+    A crowd region counts neither as an object to find nor, with what matched it, as found."""
+    matched = found_count = 0
     for class_index in {item.class_index for item in found.items}:
-        truth = [item for item in reference.items if item.class_index == class_index]
+        truth = _reference_order([item for item in reference.items if item.class_index == class_index])
         dets = _by_score([item for item in found.items if item.class_index == class_index])
-        matched += int(_match(_ious(dets, truth), np.array([threshold]))[0].sum())
-    return ImageScore(matched, len(found), len(reference))
+        hit, ignored = _match(_ious(dets, truth), [g.crowd for g in truth], np.array([threshold]))
+        matched += int((hit[0] & ~ignored[0]).sum())
+        found_count += int((~ignored[0]).sum())
+    return ImageScore(matched, found_count, sum(1 for item in reference.items if not item.crowd))
 
 
 def mean_average_precision(pairs: Sequence[tuple[Instances, Instances]]) -> float:
@@ -112,22 +118,26 @@ def mean_average_precision(pairs: Sequence[tuple[Instances, Instances]]) -> floa
 
 
 def _class_precision(pairs: Sequence[tuple[Instances, Instances]], class_index: int) -> np.ndarray | None:
-    """The [thresholds × recall points] precision of one class over every image; None with no reference in it."""
+    """The [thresholds × recall points] precision of one class over every image; None with no reference in it
+    (crowd regions are no reference)."""
     scores: list[np.ndarray] = []
     hits: list[np.ndarray] = []
+    ignores: list[np.ndarray] = []
     references = 0
     for reference, found in pairs:
-        truth = [item for item in reference.items if item.class_index == class_index]
+        truth = _reference_order([item for item in reference.items if item.class_index == class_index])
         dets = _by_score([item for item in found.items if item.class_index == class_index])[:MAX_DETECTIONS]
-        references += len(truth)
+        references += sum(1 for item in truth if not item.crowd)
         scores.append(np.array([item.score for item in dets], dtype=np.float64))
-        hits.append(_match(_ious(dets, truth), IOU_THRESHOLDS))
+        hit, ignored = _match(_ious(dets, truth), [g.crowd for g in truth], IOU_THRESHOLDS)
+        hits.append(hit)
+        ignores.append(ignored)
     if references == 0:
         return None
-    all_scores = np.concatenate(scores)
-    order = np.argsort(-all_scores, kind="mergesort")
+    order = np.argsort(-np.concatenate(scores), kind="mergesort")
     matched = np.concatenate(hits, axis=1)[:, order]
-    return np.stack([_interpolated(row, references) for row in matched])
+    ignored = np.concatenate(ignores, axis=1)[:, order]
+    return np.stack([_interpolated(m & ~i, ~m & ~i, references) for m, i in zip(matched, ignored, strict=True)])
 
 
 def _by_score(items: list[Instance]) -> list[Instance]:
@@ -135,31 +145,43 @@ def _by_score(items: list[Instance]) -> list[Instance]:
     return [items[i] for i in order]
 
 
+def _reference_order(items: list[Instance]) -> list[Instance]:
+    """Objects first, crowd regions after them, each in their own order (COCOeval's sort by `_ignore`)."""
+    return [item for item in items if not item.crowd] + [item for item in items if item.crowd]
+
+
 def _ious(dets: list[Instance], truth: list[Instance]) -> np.ndarray:
     return np.array([[iou(d, g) for g in truth] for d in dets], dtype=np.float64).reshape(len(dets), len(truth))
 
 
-def _match(ious: np.ndarray, thresholds: np.ndarray) -> np.ndarray:
-    """[thresholds × detections] whether each detection (best score first) matched a reference instance: each
-    takes the unmatched one of highest IoU at or above the threshold (COCOeval's evaluateImg, no crowd)."""
+def _match(ious: np.ndarray, crowd: list[bool], thresholds: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """[thresholds × detections] whether each detection (best score first) matched, and whether what it matched
+    is a crowd region (then it is ignored): each takes the free reference of highest IoU at or above the threshold,
+    a crowd region only when no object is left for it, and a crowd region stays free (COCOeval's evaluateImg)."""
     n_dets, n_truth = ious.shape
     matched = np.zeros((len(thresholds), n_dets), dtype=bool)
+    ignored = np.zeros((len(thresholds), n_dets), dtype=bool)
     for t, threshold in enumerate(thresholds):
         taken = np.zeros(n_truth, dtype=bool)
         for d in range(n_dets):
             best, best_iou = -1, min(float(threshold), 1 - 1e-10)
             for g in range(n_truth):
-                if not taken[g] and ious[d, g] >= best_iou:
+                if taken[g] and not crowd[g]:
+                    continue
+                if best > -1 and not crowd[best] and crowd[g]:
+                    break
+                if ious[d, g] >= best_iou:
                     best, best_iou = g, float(ious[d, g])
             if best >= 0:
                 taken[best] = matched[t, d] = True
-    return matched
+                ignored[t, d] = crowd[best]
+    return matched, ignored
 
 
-def _interpolated(matched: np.ndarray, references: int) -> np.ndarray:
+def _interpolated(true_positive: np.ndarray, false_positive: np.ndarray, references: int) -> np.ndarray:
     """COCOeval's accumulate for one threshold: precision made monotone, read at the 101 recall points."""
-    tp = np.cumsum(matched).astype(np.float64)
-    fp = np.cumsum(~matched).astype(np.float64)
+    tp = np.cumsum(true_positive).astype(np.float64)
+    fp = np.cumsum(false_positive).astype(np.float64)
     recall = tp / references
     precision = tp / (fp + tp + np.spacing(1))
     for i in range(len(precision) - 1, 0, -1):

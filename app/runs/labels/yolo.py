@@ -60,8 +60,9 @@ def write_yolo(folder: Path, labels: LabelSet, *, masks: bool = True, images: st
 
 
 def yolo_text(instances: Instances, *, polygon_set: bool) -> str:
-    """One image's label file: a line per instance, best score first."""
-    return "".join(f"{_line(item, instances.image_hw, polygon_set)}\n" for item in instances.items)
+    """One image's label file: a line per instance, best score first (a crowd region is no YOLO object, as
+    Ultralytics' own COCO converter leaves them out)."""
+    return "".join(f"{_line(item, instances.image_hw, polygon_set)}\n" for item in instances.items if not item.crowd)
 
 
 def data_yaml(names: tuple[str, ...], *, images: str | None = None) -> str:

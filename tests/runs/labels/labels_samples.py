@@ -12,7 +12,7 @@ from app.runs.labels.records import LabelledImage, LabelSet
 NAMES = ("pit", "scratch", "stain")
 
 
-def masked(class_index: int, score: float, full: np.ndarray) -> Instance:
+def masked(class_index: int, score: float, full: np.ndarray, *, crowd: bool = False) -> Instance:
     """An instance whose mask is `full` (bool [h, w]), kept in a box one pixel wider than its pixels."""
     ys, xs = np.nonzero(full)
     h, w = full.shape
@@ -20,7 +20,7 @@ def masked(class_index: int, score: float, full: np.ndarray) -> Instance:
     x1, y1 = min(w, int(xs.max()) + 2), min(h, int(ys.max()) + 2)
     box = (float(xs.min()), float(ys.min()), float(xs.max() + 1), float(ys.max() + 1))
     return Instance(class_index, NAMES[class_index], score, box, mask=full[y0:y1, x0:x1].copy(),
-                    mask_box=(x0, y0, x1, y1))
+                    mask_box=(x0, y0, x1, y1), crowd=crowd)
 
 
 def disc(hw: tuple[int, int], centre: tuple[int, int], radius: int, *, hole: int = 0) -> np.ndarray:
@@ -45,8 +45,8 @@ def blob(hw: tuple[int, int], seed: int, box: tuple[int, int, int, int]) -> np.n
     return out.astype(bool)
 
 
-def boxed(class_index: int, score: float, box: tuple[float, float, float, float]) -> Instance:
-    return Instance(class_index, NAMES[class_index], score, box)
+def boxed(class_index: int, score: float, box: tuple[float, float, float, float], *, crowd: bool = False) -> Instance:
+    return Instance(class_index, NAMES[class_index], score, box, crowd=crowd)
 
 
 def oriented(class_index: int, score: float, rotated: tuple[float, float, float, float, float]) -> Instance:
@@ -93,7 +93,7 @@ def same_instances(got: Instances, want: Instances, *, scores: bool = True, boxe
     assert got.image_hw == want.image_hw
     assert len(got) == len(want), (len(got), len(want))
     for g, w in zip(got.items, want.items, strict=True):
-        assert (g.class_index, g.class_name) == (w.class_index, w.class_name)
+        assert (g.class_index, g.class_name, g.crowd) == (w.class_index, w.class_name, w.crowd)
         if scores:
             assert g.score == w.score
         if boxes:

@@ -170,3 +170,19 @@ def test_a_mask_whose_box_passes_the_image_edge(tmp_path: Path) -> None:
     inside = np.zeros((5, 5), dtype=bool)
     inside[0:3, 0:3] = True
     assert np.array_equal(back.images[0].instances.items[0].full_mask((5, 5)), inside)
+
+
+def test_a_crowd_region_round_trips_run_length_and_stays_out_of_yolo(tmp_path: Path) -> None:
+    from labels_samples import disc, masked
+
+    from app.inference.model.instances import Instances
+    from app.runs.labels.records import LabelledImage
+    from app.runs.labels.yolo import yolo_text
+
+    crowd = masked(1, 1.0, disc((30, 30), (15, 15), 8), crowd=True)
+    labels = LabelSet(NAMES, (LabelledImage("a.png", Instances((crowd,), (30, 30))),))
+    back = _round_trip(tmp_path, labels)
+    same_instances(back.images[0].instances, labels.images[0].instances)
+    annotation = json.loads((tmp_path / "instances.json").read_text())["annotations"][0]
+    assert annotation["iscrowd"] == 1 and isinstance(annotation["segmentation"], dict)
+    assert yolo_text(labels.images[0].instances, polygon_set=True) == ""

@@ -61,6 +61,8 @@ def _refused(tmp_path: Path, document: object, problem: str, *, raw: str | None 
     ({"annotations__image_id": 7}, "image_id 7 is no image of the file"),
     ({"annotations__category_id": 9}, "category_id 9 is no category of the file"),
     ({"annotations__score": "high"}, "score is not a number"),
+    ({"annotations__iscrowd": 2}, "iscrowd 2 is out of range (0…1)"),
+    ({"annotations__iscrowd": "yes"}, "iscrowd is not a whole number"),
     ({"annotations__segmentation": [[1, 2, 3]]}, "is not 3 or more (x, y) points"),
     ({"annotations__segmentation": {"size": [8, 10], "counts": "zz\x7f"}}, "is not of COCO's run-length code"),
     ({"annotations__segmentation": {"size": [8, 10], "counts": [5, 5]}}, "the runs hold 10 pixels, the image 80"),

@@ -208,3 +208,49 @@ def test_folder_score_is_cocoevals_over_the_reference_images(tmp_path: Path) -> 
     assert [name for name, _ in score.images] == [image.name for image in reversed(reference.images)]
     assert by_name[silent].found == 0 and by_name[silent].recall == 0.0
     assert by_name[silent].reference == len(reference.images[1].instances)
+
+
+def _with_crowds(reference: LabelSet, found: LabelSet, seed: int, *, masks: bool) -> tuple[LabelSet, LabelSet]:
+    """Each image given a crowd region of a class (a disc or a box) and a few detections of that class inside it,
+    one of them overlapping an object of the class when there is one."""
+    rng = np.random.default_rng(seed)
+    images, answers = [], []
+    for image, answer in zip(reference.images, found.images, strict=True):
+        hw = image.instances.image_hw
+        cls = int(rng.integers(0, 3))
+        cx, cy = int(rng.integers(15, hw[1] - 15)), int(rng.integers(15, hw[0] - 15))
+        crowd = masked(cls, 1.0, disc(hw, (cx, cy), 12), crowd=True) if masks else \
+            boxed(cls, 1.0, (cx - 12.0, cy - 12.0, cx + 12.0, cy + 12.0), crowd=True)
+        inside = [masked(cls, float(rng.random()), disc(hw, (cx + int(dx), cy + int(dy)), 3)) if masks else
+                  boxed(cls, float(rng.random()), (cx + dx - 3, cy + dy - 3, cx + dx + 3, cy + dy + 3))
+                  for dx, dy in rng.integers(-7, 8, (int(rng.integers(1, 4)), 2))]
+        images.append(LabelledImage(image.name, Instances((*image.instances.items, crowd), hw)))
+        dets = sorted((*answer.instances.items, *inside), key=lambda d: -d.score)
+        answers.append(LabelledImage(answer.name, Instances(tuple(dets), hw)))
+    return LabelSet(NAMES, tuple(images)), LabelSet(NAMES, tuple(answers))
+
+
+@pytest.mark.parametrize(("seed", "masks"), [(1, True), (2, True), (4, False), (5, False)])
+def test_map_with_crowd_regions_equals_cocoeval(tmp_path: Path, seed: int, masks: bool) -> None:
+    """Crowd regions (iscrowd 1) in the reference: detections inside them are ignored, as COCOeval ignores them."""
+    reference, found = _with_crowds(*(_mask_sets(seed) if masks else _box_sets(seed)), seed, masks=masks)
+    theirs = _cocoeval(tmp_path, reference, found, "segm" if masks else "bbox")
+    ours = _seglens(tmp_path, reference)
+    without = [(Instances(tuple(i for i in r.instances.items if not i.crowd), r.instances.image_hw), f.instances)
+               for r, f in zip(reference.images, found.images, strict=True)]
+    plain = mean_average_precision(without)
+    assert abs(ours - theirs) < 1e-6, (ours, theirs)
+    assert abs(plain - theirs) > 1e-3  # the crowd regions changed the score: their detections were ignored
+
+
+def test_crowd_regions_in_one_image() -> None:
+    hw = (60, 60)
+    pit = masked(0, 1.0, disc(hw, (15, 15), 6))
+    crowd = masked(0, 1.0, disc(hw, (40, 40), 15), crowd=True)
+    reference = Instances((crowd, pit), hw)  # the crowd region first: objects are matched before it all the same
+    inside = [masked(0, 0.8, disc(hw, (36, 40), 3)), masked(0, 0.7, disc(hw, (44, 42), 3))]
+    on_pit = masked(0, 0.6, disc(hw, (15, 15), 6))
+    score = image_score(reference, Instances((*inside, on_pit), hw))
+    assert (score.matched, score.found, score.reference) == (1, 1, 1)  # the two inside the crowd are not counted
+    assert iou(inside[0], crowd) == 1.0  # overlap over the detection's own area
+    assert mean_average_precision([(reference, Instances((*inside, on_pit), hw))]) == pytest.approx(1.0)
