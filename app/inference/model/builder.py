@@ -23,7 +23,7 @@ from app.inference.model.labels import MAX_LABELS
 from app.inference.model.metadata import parse_name_list
 from app.inference.model.onnx_graph import Dim, GraphInfo, TensorInfo, read_graph
 from app.inference.model.resolver import Resolver, shortened
-from app.inference.model.rules import Rule, ScoreRule, resolve_review, resolve_rules
+from app.inference.model.rules import Rule, ScoreRule, VerdictRules, resolve_review, resolve_rules
 from app.inference.model.shapes import FLOAT_INPUTS, INT_DTYPES, anomaly_outputs, channel_axis, image_layout
 from app.inference.model.sidecar import MAX_SIDE, UNSET_COLOR, find_sidecar, load_sidecar, overlap_2d
 from app.inference.model.spec import ClassInfo, InputSpec, ModelSpec, OutputSpec, PostprocessSpec, VolumeInputSpec
@@ -43,17 +43,33 @@ _INT_DTYPES = INT_DTYPES
 
 
 
-def load_spec(model_path: str | Path, sidecar: str | Path | None = None) -> ModelSpec:
-    """Build the spec of the model at `model_path`; `sidecar` overrides the `<model>.yaml` found beside it."""
+def load_spec(model_path: str | Path, sidecar: str | Path | None = None, *,
+              verdict: VerdictRules | None = None) -> ModelSpec:
+    """Build the spec of the model at `model_path`; `sidecar` overrides the `<model>.yaml` found beside it, and
+    `verdict` (a station file's) the sidecar's verdict section."""
     path = Path(model_path)
     sidecar_path = given_sidecar(sidecar) if sidecar is not None else find_sidecar(path)
-    return spec_from_graph(path, read_graph(path), sidecar_path)
+    return spec_from_graph(path, read_graph(path), sidecar_path, verdict=verdict)
 
 
-def spec_from_graph(path: Path, graph: GraphInfo, sidecar: Path | None) -> ModelSpec:
+def spec_from_graph(path: Path, graph: GraphInfo, sidecar: Path | None, *,
+                    verdict: VerdictRules | None = None) -> ModelSpec:
     """The spec of a model described by `graph` (an ONNX file's, or a remote model's metadata made into one by
     app.inference.remote.graph), `sidecar` over it; `path` names the model in every message."""
-    return _Builder(path, sidecar, graph, load_sidecar(sidecar) if sidecar else {}).build()
+    overrides = load_sidecar(sidecar) if sidecar else {}
+    if verdict is not None:
+        overrides = _with_verdict(overrides, verdict)
+    return _Builder(path, sidecar, graph, overrides, verdict=verdict).build()
+
+
+def _with_verdict(overrides: dict[str, Any], verdict: VerdictRules) -> dict[str, Any]:
+    """The sidecar's values with its whole verdict section replaced by `verdict`; its `output.image_threshold`
+    dropped when `verdict` has fail rules (they replace the anomaly default rule that the threshold is the limit
+    of)."""
+    kept = {key: value for key, value in overrides.items() if not key.startswith("verdict.")}
+    if verdict.fail_if is not None:
+        kept.pop("output.image_threshold", None)
+    return {**kept, **verdict.as_overrides()}
 
 
 def given_sidecar(sidecar: str | Path) -> Path:
@@ -72,8 +88,10 @@ class _Builder(Resolver):
     """A model's spec: its input and output (2D here, 3D in app.inference.model.spec3d), classes, verdict and the
     rest."""
 
-    def __init__(self, path: Path, sidecar: Path | None, graph: GraphInfo, overrides: dict[str, Any]):
+    def __init__(self, path: Path, sidecar: Path | None, graph: GraphInfo, overrides: dict[str, Any], *,
+                 verdict: VerdictRules | None = None):
         super().__init__(path, sidecar, graph, overrides)
+        self.verdict_source = None if verdict is None else verdict.source
         self.input_layout = "NCHW"
         self.input_hw: tuple[int | None, int | None] = (None, None)
         self.output_kind = ""
@@ -158,7 +176,7 @@ class _Builder(Resolver):
         if raw is None:
             return None
         self.sources["verdict"] = "sidecar"
-        return resolve_rules(raw, task, tuple(c.name for c in classes), self.sidecar_error,
+        return resolve_rules(raw, task, tuple(c.name for c in classes), self._verdict_error,
                              output_kind=self.output_kind)
 
     def _review(self, task: str, classes: tuple[ClassInfo, ...], fail: tuple[Rule, ...] | None) -> tuple[Rule, ...]:
@@ -167,8 +185,14 @@ class _Builder(Resolver):
         if raw is None:
             return ()
         fail_key = "verdict.fail_if" if self.overrides.get("verdict.fail_if") is not None else "output.image_threshold"
-        return resolve_review(raw, fail or (), task, tuple(c.name for c in classes), self.sidecar_error,
+        return resolve_review(raw, fail or (), task, tuple(c.name for c in classes), self._verdict_error,
                               output_kind=self.output_kind, fail_key=fail_key)
+
+    def _verdict_error(self, key: str, problem: str) -> SidecarError:
+        """A verdict rule refused, naming where the rules were written (a station file's, or the sidecar)."""
+        if self.verdict_source is None:
+            return self.sidecar_error(key, problem)
+        return SidecarError(f"{self.verdict_source}: '{key}' {problem}")
 
     def _default_name(self) -> tuple[str, str]:
         for key in ("name", "model_name", "title"):

@@ -12,6 +12,23 @@ from app.errors import with_article
 
 
 @dataclass(frozen=True)
+class VerdictRules:
+    """A verdict section given apart from the sidecar (a station file's `verdict:`), in place of the sidecar's:
+    each rule already checked key by key as a sidecar's (app.inference.model.sidecar.rules: `{"kind": ...,
+    "limit": ..., "class": ...}`), its class names resolved when the spec is built (they need the model's
+    classes). `fail_if` or `review_if` None: not given. `source` names where it was written, in refusals."""
+
+    fail_if: tuple[dict[str, Any], ...] | None = None
+    review_if: tuple[dict[str, Any], ...] | None = None
+    source: str = "the verdict"
+
+    def as_overrides(self) -> dict[str, Any]:
+        """The rules as the sidecar's flat keys (`verdict.fail_if`, `verdict.review_if`), those given."""
+        keys = {"verdict.fail_if": self.fail_if, "verdict.review_if": self.review_if}
+        return {key: rules for key, rules in keys.items() if rules is not None}
+
+
+@dataclass(frozen=True)
 class AreaRule:
     class_name: str
     labels: tuple[int, ...]  # every label value with that name (two classes may share one)

@@ -6,7 +6,8 @@
     verdict: {fail_if: [...], review_if: [...]}   # optional: the sidecar's verdict section, replaced
     device: auto                      # auto | cpu | cuda | cuda:N
     source: {watch: incoming/, settle_s: 0.5, recursive: false, polling: false}
-        # or {video: part.mp4 | rtsp://…, realtime: true}, or {camera: 0}
+        # or {video: part.mp4 | rtsp://…, realtime: true}, or {camera: 0}, or a GenICam camera through its
+        # vendor's GenTL producer: {genicam: vendor.cti, device: 0 | SERIAL, features: {PixelFormat: Mono8}}
     out: station-out/                 # the output folder: journal, logs, pictures (one station per folder)
     stall_after_s: 30                 # optional: no frame for this long is an alarm (a camera/stream ends)
     anonymize: true                   # optional: every file's frame by its pseudonym (default: DICOM, NIfTI only;
@@ -36,6 +37,7 @@ from typing import Any, NoReturn, TypeVar
 
 from app.errors import SegLensError, shown
 from app.guard.yaml_load import YAMLRefused, read_yaml
+from app.inference.model.rules import VerdictRules
 from app.runs.outputs.images import SAVE_KINDS
 from app.runs.station.sinks.options import (
     FolderSinkOptions,
@@ -49,7 +51,9 @@ from app.runs.station.sinks.options import (
 MAX_BYTES = 1 << 20  # a station file is a short YAML file
 NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")  # an MQTT topic level and a file name part
 _TOP = ("name", "model", "sidecar", "verdict", "device", "source", "out", "stall_after_s", "sinks", "anonymize")
-_SOURCE = {"watch": ("settle_s", "recursive", "polling"), "video": ("realtime",), "camera": ()}
+_SOURCE = {"watch": ("settle_s", "recursive", "polling"), "video": ("realtime",), "camera": (),
+           "genicam": ("device", "features")}
+MAX_FEATURES = 64  # GenICam feature values set before acquisition: a few in practice
 _MQTT = ("url", "topic_prefix", "username", "password_env", "tls", "client_id")
 _TLS = ("ca", "cert", "key")
 _OPCUA = ("endpoint", "security", "certificate", "private_key", "trusted_clients", "username", "password_env",
@@ -64,7 +68,8 @@ class StationFileError(SegLensError):
 
 @dataclass(frozen=True)
 class SourceSpec:
-    """Where frames come from: kind "watch" (a folder), "video" (a file or URL) or "camera" (an index)."""
+    """Where frames come from: kind "watch" (a folder), "video" (a file or URL), "camera" (an index) or "genicam"
+    (the GenTL producer's path; `device` its camera's index or serial number, `features` set in order)."""
 
     kind: str
     target: str | Path | int
@@ -72,6 +77,8 @@ class SourceSpec:
     recursive: bool = False
     polling: bool = False
     realtime: bool = True
+    device: int | str = 0
+    features: tuple[tuple[str, str | int | float | bool], ...] = ()  # (GenICam feature, value), in order
 
 
 @dataclass(frozen=True)
@@ -85,7 +92,7 @@ class StationFile:
     out: Path
     source: SourceSpec
     sidecar: Path | None = None
-    verdict: dict[str, Any] | None = None
+    verdict: VerdictRules | None = None  # in place of the sidecar's verdict section
     device: str = "auto"
     stall_after_s: float | None = None
     anonymize: bool | None = None  # True every file by its pseudonym, None DICOM and NIfTI only, False none
@@ -128,7 +135,7 @@ def parse_station(values: Any, *, path: Path | None, base: Path) -> StationFile:
         path=path, name=name, model=_model(base, model), out=base / check.text("out", top["out"]),
         source=_source(check, top["source"], base), device=_device(check, top.get("device", "auto")),
         sidecar=None if sidecar is None else base / check.text("sidecar", sidecar),
-        verdict=None if verdict is None else dict(check.mapping("verdict", verdict, ("fail_if", "review_if"))),
+        verdict=None if verdict is None else _verdict(check, verdict, path),
         stall_after_s=None if stall is None else check.number("stall_after_s", stall, positive=True),
         anonymize=None if anonymize is None else check.flag("anonymize", anonymize),
         sinks=_sinks(check, top.get("sinks", {"log": {}, "folder": {}}), base))
@@ -149,14 +156,36 @@ def _device(check: _Checker, raw: Any) -> str:
         check.refuse("device", f"must be auto, cpu, cuda or cuda:N, got {_kind(raw)}")
 
 
+def _verdict(check: _Checker, raw: Any, path: Path | None) -> VerdictRules:
+    """The `verdict:` section, each rule list checked as a sidecar's (app.inference.model.sidecar.rules) in the
+    sidecar's words; the class names are resolved when the model's spec is built."""
+    from app.inference.model.sidecar import rules
+    from app.inference.model.validators import KeyedValueError
+
+    values = check.mapping("verdict", raw, ("fail_if", "review_if"))
+    parsed: dict[str, tuple[dict[str, Any], ...]] = {}
+    for key in values:
+        try:
+            parsed[key] = rules(values[key])
+        except KeyedValueError as exc:  # a problem inside one rule: `verdict.fail_if[0].score_above`
+            check.refuse(f"verdict.{key}{exc.subkey}", str(exc))
+        except (ValueError, TypeError) as exc:
+            check.refuse(f"verdict.{key}", str(exc))
+    return VerdictRules(fail_if=parsed.get("fail_if"), review_if=parsed.get("review_if"),
+                        source=str(path) if path is not None else "the station file")
+
+
 def _source(check: _Checker, raw: Any, base: Path) -> SourceSpec:
     kinds = [kind for kind in _SOURCE if isinstance(raw, Mapping) and kind in raw]
     if len(kinds) != 1:
-        check.refuse("source", "must name exactly one of watch: FOLDER, video: FILE|URL, camera: N")
+        check.refuse("source", "must name exactly one of watch: FOLDER, video: FILE|URL, camera: N, "
+                               "genicam: PRODUCER.cti")
     kind = kinds[0]
     values = check.mapping("source", raw, (kind, *_SOURCE[kind]))
     if kind == "camera":
         return SourceSpec("camera", check.integer("source.camera", values["camera"], least=0))
+    if kind == "genicam":
+        return _genicam(check, values, base)
     if kind == "video":
         text = check.text("source.video", values["video"])
         target: str | Path = text if "://" in text else base / text
@@ -165,6 +194,35 @@ def _source(check: _Checker, raw: Any, base: Path) -> SourceSpec:
                       settle_s=check.number("source.settle_s", values.get("settle_s", 0.5)),
                       recursive=check.flag("source.recursive", values.get("recursive", False)),
                       polling=check.flag("source.polling", values.get("polling", False)))
+
+
+def _genicam(check: _Checker, values: Mapping[str, Any], base: Path) -> SourceSpec:
+    """A GenICam camera: the producer's path, the camera (an index, or a serial number as text), its features."""
+    device = values.get("device", 0)
+    if isinstance(device, str):
+        device = check.text("source.device", device)
+    else:
+        device = check.integer("source.device", device, least=0)
+    return SourceSpec("genicam", base / check.text("source.genicam", values["genicam"]), device=device,
+                      features=_features(check, values.get("features")))
+
+
+def _features(check: _Checker, raw: Any) -> tuple[tuple[str, str | int | float | bool], ...]:
+    """`source.features`: GenICam feature names and the values set in order (text, number or true/false)."""
+    if raw is None:
+        return ()
+    if not isinstance(raw, Mapping) or len(raw) > MAX_FEATURES:
+        check.refuse("source.features", f"must be a mapping of up to {MAX_FEATURES} GenICam features and their "
+                                        f"values, got {_kind(raw)}")
+    features: list[tuple[str, str | int | float | bool]] = []
+    for name, value in raw.items():
+        key = f"source.features.{shown(str(name))}"
+        feature = check.text(key, name)
+        finite = not isinstance(value, float) or math.isfinite(value)
+        if not isinstance(value, str | int | float | bool) or not finite:
+            check.refuse(key, f"must be a text, a number or true/false, got {_kind(value)}")
+        features.append((feature, value))
+    return tuple(features)
 
 
 def _sinks(check: _Checker, raw: Any, base: Path) -> tuple[SinkOptions, ...]:

@@ -2,26 +2,21 @@
 the sinks, the source. The CLI's `watch` and the viewer's Station view both start stations through here.
 
 The sources and the sinks that need an optional package (OpenCV's capture is always there; watchdog and paho-mqtt
-come with the station extra, asyncua with opcua) are imported only by the station that uses them; one that is not
-installed is app.errors.need_extra's line naming its extra, not a traceback.
+come with the station extra, asyncua with opcua, harvesters with genicam) are imported only by the station that
+uses them; one that is not installed is app.errors.need_extra's line naming its extra, not a traceback.
 """
 
 from __future__ import annotations
 
-import importlib
 import os
-import tempfile
 import threading
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import yaml
-
-from app.errors import SegLensError, SidecarError, need_extra
-from app.guard.shared import atomic_write
-from app.guard.yaml_load import YAMLRefused, read_yaml
+from app.errors import need_extra
+from app.io.sources.capture import STALL_S
 from app.runs.station.file import StationFile
 from app.runs.station.privacy import StationPrivacy, station_privacy
 from app.runs.station.run import Station, StationRefused
@@ -47,49 +42,8 @@ def station_spec(station: StationFile) -> ModelSpec:
     """The model's spec under the station's sidecar, its `verdict:` (when given) in place of the sidecar's."""
     from app.inference.describe.bundled import resolve_model
     from app.inference.model.builder import load_spec
-    from app.inference.model.sidecar import find_sidecar
 
-    model = resolve_model(station.model)
-    if station.verdict is None:
-        return load_spec(model, station.sidecar)
-    sidecar = station.sidecar or find_sidecar(model)
-    values: dict[str, Any] = {}
-    if sidecar is not None:
-        values = _sidecar_values(sidecar)
-        if "classes_file" in values:
-            raise StationRefused(f"{station.path}: 'verdict' cannot replace the verdict of a sidecar with a "
-                                 "classes_file; give a sidecar with that verdict section ('sidecar')")
-    values["verdict"] = station.verdict
-    if "fail_if" in station.verdict and isinstance(values.get("output"), dict):
-        values["output"].pop("image_threshold", None)  # fail_if replaces the default image-threshold rule
-    with tempfile.TemporaryDirectory(prefix="seglens-station-") as folder:
-        merged = Path(folder) / "station-sidecar.yaml"
-        atomic_write(merged, yaml.safe_dump(values, sort_keys=False).encode("utf-8"), private=True)
-        try:
-            return load_spec(model, merged)
-        except SegLensError as exc:  # the merged file is a temporary one: the file the user wrote is named instead
-            message = str(exc)
-            named = station.path if "'verdict" in message or sidecar is None else sidecar
-            raise StationRefused(message.replace(str(merged), str(named or "the station file"))) from None
-
-
-def _sidecar_values(sidecar: Path) -> dict[str, Any]:
-    """The sidecar's own keys, for its verdict to be replaced: read as every sidecar is (app.guard.yaml_load on
-    app.guard.untrusted: a FIFO or /dev/zero refused without waiting, the sidecar loader's size cap, no anchors
-    or aliases), in the sidecar loader's words; its values are checked when the merged sidecar is loaded."""
-    from app.inference.model.sidecar import MAX_SIDECAR_BYTES
-
-    try:
-        values = read_yaml(sidecar, limit=MAX_SIDECAR_BYTES, what="sidecar")
-    except YAMLRefused as exc:
-        raise SidecarError(str(exc)) from None
-    except OSError as exc:
-        raise SidecarError(f"{sidecar}: cannot read sidecar ({exc.strerror or exc})") from exc
-    if values is None:
-        return {}
-    if not isinstance(values, dict):
-        raise SidecarError(f"{sidecar}: the sidecar must be a mapping of keys (name, task, input, ...)")
-    return values
+    return load_spec(resolve_model(station.model), station.sidecar, verdict=station.verdict)
 
 
 def open_station(station: StationFile, *, model: ModelSession | None = None, runtime: dict[str, Any] | None = None,
@@ -134,15 +88,17 @@ def _make_sink(station: StationFile, model: ModelSession, options: SinkOptions,
         return FolderSink(station.out, model.spec, options, privacy=privacy)
     if isinstance(options, MqttSinkOptions):
         need_extra("paho.mqtt", extra="station", feature="the MQTT sink")
-        module = _optional("app.runs.station.sinks.mqtt", "the MQTT sink")
+        from app.runs.station.sinks.mqtt import MqttSink
+
+        mqtt = replace(options, password=_password(station, "sinks.mqtt", options))
         # QoS 1, retained last, on-disk buffer (app.runs.station.sinks.mqtt)
-        return _refused_as_key(station, "sinks.mqtt", lambda: module.MqttSink(
-            station.out, replace(options, password=_password(station, "sinks.mqtt", options))))
+        return _refused_as_key(station, "sinks.mqtt", lambda: MqttSink(station.out, mqtt))
     need_extra("asyncua", extra="opcua", feature="the OPC UA sink")
-    module = _optional("app.runs.station.sinks.opcua", "the OPC UA sink")
+    from app.runs.station.sinks.opcua import OpcUaSink
+
+    opcua = replace(options, password=_password(station, "sinks.opcua", options))
     # the last verdict, counters, heartbeat (app.runs.station.sinks.opcua)
-    return _refused_as_key(station, "sinks.opcua", lambda: module.OpcUaSink(
-        replace(options, password=_password(station, "sinks.opcua", options)), station=station.name))
+    return _refused_as_key(station, "sinks.opcua", lambda: OpcUaSink(opcua, station=station.name))
 
 
 def _password(station: StationFile, key: str, options: MqttSinkOptions | OpcUaSinkOptions) -> str | None:
@@ -169,26 +125,22 @@ def source_opener(station: StationFile) -> Callable[[AlreadyDone | None], Source
     spec = station.source
 
     def open_source(already_done: AlreadyDone | None) -> Source:
+        # a camera triggered per part is quiet between parts: it ends stalled after the station's own stall_after_s
+        stall_s = station.stall_after_s if station.stall_after_s is not None else STALL_S
         if spec.kind == "watch":
             need_extra("watchdog", extra="station", feature="a watch folder")
             from app.io.sources.watch import WatchSource
 
             return WatchSource(Path(str(spec.target)), settle_s=spec.settle_s, recursive=spec.recursive,
                                polling=spec.polling, exclude=[station.out], already_done=already_done)
-        module = _optional("app.io.sources.video", "the video and camera source")
-        # a camera triggered per part is quiet between parts: it ends stalled after the station's own stall_after_s
-        stall = {"stall_s": station.stall_after_s} if station.stall_after_s is not None else {}
-        source: Source = module.VideoSource(spec.target, realtime=spec.realtime, **stall)
-        return source
+        if spec.kind == "genicam":
+            need_extra("harvesters", extra="genicam", feature="a GenICam camera")
+            from app.io.sources.genicam import GenICamSource
+
+            return GenICamSource(Path(str(spec.target)), device=spec.device, features=dict(spec.features),
+                                 stall_s=stall_s)
+        from app.io.sources.video import VideoSource
+
+        return VideoSource(spec.target, realtime=spec.realtime, stall_s=stall_s)
 
     return open_source
-
-
-def _optional(name: str, what: str) -> Any:
-    """A module of this build's optional parts, or one line saying it is not available yet."""
-    try:
-        return importlib.import_module(name)
-    except ModuleNotFoundError as exc:
-        if exc.name is not None and (exc.name == name or name.startswith(exc.name + ".")):
-            raise SegLensError(f"{what} is not available yet in this build ({name})") from exc
-        raise SegLensError(f"{what} needs {exc.name}, which is not installed") from exc
