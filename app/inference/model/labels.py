@@ -1,4 +1,5 @@
-"""Class names from a labels file (the sidecar's `classes_file:`) and their short form for display.
+"""Class names from a labels file (the sidecar's `classes_file:`) and their short form for display. (Not the
+instance label files a run writes, COCO and YOLO: those are app.runs.labels.)
 
 A labels file is one of three formats, told apart by its content:
 - a JSON list of strings (`["tench", "goldfish", ...]`): only when the whole file is one valid JSON list, so a

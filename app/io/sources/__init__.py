@@ -1,14 +1,16 @@
-"""Where a station's frames come from: one interface for a watch folder now, video, cameras and GenICam later.
+"""Where a station's frames come from: one interface for a watch folder (app.io.sources.watch), a video file, stream
+or camera through OpenCV (app.io.sources.video) and a GenICam camera (app.io.sources.genicam).
 
 A `Source` is iterated: each item is a `Frame` (an id, the time it became complete, and either a file's path or the
 decoded pixels), in the order they became complete. Iteration blocks while nothing new has come and ends when
 `close()` is called (from any thread) or when the source itself ends (a watched folder removed, a stream over);
-`ended` then says why in one line. Nothing here imports Qt or the source packages themselves (watchdog, OpenCV):
-`app.io.sources.watch` and its later siblings do, so a station that does not use a kind never loads it.
+`ended` then says why in one line. Nothing here imports Qt or the source packages themselves (watchdog, OpenCV,
+harvesters): `app.io.sources.watch`, `video` and `genicam` do, so a station that does not use a kind never loads it.
 
 Drop policy: a file in a watched folder waits its turn (nothing is dropped: `dropped` stays 0). A live camera cannot
 wait: frames that come while the station is still judging the previous one are dropped, the newest wins, and each
-dropped frame is counted (`dropped`); `NewestWins` is that one-frame mailbox, for the camera sources to use.
+dropped frame is counted (`dropped`); `NewestWins` is that one-frame mailbox, which the camera sources share
+through app.io.sources.capture.
 """
 
 from __future__ import annotations

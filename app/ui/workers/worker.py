@@ -1,6 +1,7 @@
-"""InferenceWorker: one QObject living in one long-lived QThread that owns the ONNX Runtime session.
+"""InferenceWorker: one QObject living in one long-lived QThread that owns the model sessions (A, and B when
+comparing): each a ModelSession, local ONNX Runtime or a remote server, held as that protocol.
 
-The session is created, warmed up and run only on that thread (inside slots). Requests come in through queued signals
+A session is created, warmed up and run only on that thread (inside slots). Requests come in through queued signals
 as `messages.ViewRequest`s with ids; a request older than the newest one is dropped unprocessed (the newest id is the
 window's, a `LatestRequest` its ViewState shares with this worker), so stepping quickly through a folder never builds a
 backlog. Failures come back as signals with a one-line message — never swallowed, never the thread's end.
