@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 
 from app.guard.untrusted import STATE_FILE_LIMIT, read_untrusted
-from app.inference.model.instances import Instance, Instances
+from app.inference.model.instances import Instance, Instances, PixelBox
 from app.runs.labels import checks, polygons, rle
 from app.runs.labels.checks import Bad
 from app.runs.labels.records import LabelledImage, LabelsError, LabelSet, image_id, safe_relative
@@ -162,9 +162,8 @@ def _instance(entry: dict[str, object], category: tuple[int, str], image_hw: tup
     checks.coordinates((x, y, x + w, y + h), f"{where}'s bbox")
     score = checks.number(entry.get("score", 1.0), f"{where}'s score")
     rotated = _rotated(entry.get("obb"), where) if "obb" in entry else None
-    mask = None if rotated is not None or "segmentation" not in entry else \
+    cropped = None if rotated is not None or "segmentation" not in entry else \
         _mask(entry["segmentation"], image_hw, where)
-    cropped = rle.crop(mask) if mask is not None else None
     crowd = checks.integer(entry.get("iscrowd", 0), f"{where}'s iscrowd", high=1) == 1
     return Instance(category[0], category[1], score, (x, y, x + w, y + h),
                     mask=cropped[0] if cropped else None, mask_box=cropped[1] if cropped else None,
@@ -179,7 +178,8 @@ def _rotated(value: object, where: str) -> tuple[float, float, float, float, flo
     return cx, cy, w, h, angle
 
 
-def _mask(value: object, image_hw: tuple[int, int], where: str) -> np.ndarray:
+def _mask(value: object, image_hw: tuple[int, int], where: str) -> tuple[np.ndarray, PixelBox] | None:
+    """The annotation's mask cut to its pixels' bounds, and those bounds; None when it holds no pixel."""
     if isinstance(value, list):
         if len(value) > checks.MAX_POINTS:
             raise Bad(f"{where}'s segmentation holds {len(value):,} polygons")
@@ -189,22 +189,22 @@ def _mask(value: object, image_hw: tuple[int, int], where: str) -> np.ndarray:
             raise Bad(f"{where}'s polygon is not 3 or more (x, y) points, at most {checks.MAX_POINTS // 2:,} in all")
         for shape in shapes:
             checks.coordinates(shape, f"{where}'s polygon")
-        return polygons.coco_fill(shapes, image_hw)
+        return polygons.coco_fill_cropped(shapes, image_hw)
     if isinstance(value, dict):
         return _rle_mask(value, image_hw, where)
     raise Bad(f"{where}'s segmentation is neither polygons nor a run-length mask")
 
 
-def _rle_mask(value: dict[str, object], image_hw: tuple[int, int], where: str) -> np.ndarray:
+def _rle_mask(value: dict[str, object], image_hw: tuple[int, int], where: str) -> tuple[np.ndarray, PixelBox] | None:
     size = value.get("size")
     if not isinstance(size, list) or len(size) != 2 or tuple(size) != image_hw:
         raise Bad(f"{where}'s run-length size is not its image's {list(image_hw)}")
     counts = value.get("counts")
     try:
         if isinstance(counts, str):
-            return rle.from_counts(rle.decode(counts, most=image_hw[0] * image_hw[1] + 1), image_hw)
+            return rle.cropped_counts(rle.decode(counts, most=image_hw[0] * image_hw[1] + 1), image_hw)
         if isinstance(counts, list) and len(counts) <= image_hw[0] * image_hw[1] + 1:
-            return rle.from_counts([checks.integer(c, f"{where}'s count") for c in counts], image_hw)
+            return rle.cropped_counts([checks.integer(c, f"{where}'s count") for c in counts], image_hw)
     except rle.RleRefused as exc:
         raise Bad(f"{where}'s run-length mask: {exc}") from None
     raise Bad(f"{where}'s run-length counts are neither COCO's string nor a list of counts")

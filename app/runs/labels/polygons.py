@@ -20,6 +20,9 @@ import itertools
 import cv2
 import numpy as np
 
+from app.inference.model.instances import PixelBox
+from app.runs.labels.rle import columns_from_toggles
+
 Polygon = list[float]  # x0, y0, x1, y1, … in image pixels (continuous coordinates)
 
 
@@ -86,21 +89,36 @@ def _at_least_three(points: np.ndarray) -> Polygon:
 def coco_fill(polygons: list[Polygon], image_hw: tuple[int, int]) -> np.ndarray:
     """The bool mask [h, w] of COCO polygons as pycocotools rasterises them (`frPyObjects`, then their union), so a
     reference's masks are the masks COCOeval scores against, pixel for pixel, whoever wrote the polygons."""
-    h, w = image_hw
-    out = np.zeros((h, w), dtype=bool)
-    for polygon in polygons:
-        out |= _coco_polygon(np.asarray(polygon, dtype=np.float64).reshape(-1, 2), h, w)
+    out = np.zeros(image_hw, dtype=bool)
+    found = coco_fill_cropped(polygons, image_hw)
+    if found is not None:
+        mask, (x0, y0, x1, y1) = found
+        out[y0:y1, x0:x1] = mask
     return out
+
+
+def coco_fill_cropped(polygons: list[Polygon], image_hw: tuple[int, int]) -> tuple[np.ndarray, PixelBox] | None:
+    """`coco_fill` cut to its True pixels' bounds, made only over the columns the polygons reach; None when empty."""
+    parts = [part for polygon in polygons
+             if (part := _coco_polygon(np.asarray(polygon, dtype=np.float64).reshape(-1, 2), *image_hw)) is not None]
+    if not parts:
+        return None
+    x0, y0 = min(box[0] for _, box in parts), min(box[1] for _, box in parts)
+    x1, y1 = max(box[2] for _, box in parts), max(box[3] for _, box in parts)
+    union = np.zeros((y1 - y0, x1 - x0), dtype=bool)
+    for mask, (px0, py0, px1, py1) in parts:
+        union[py0 - y0:py1 - y0, px0 - x0:px1 - x0] |= mask
+    return union, (x0, y0, x1, y1)
 
 
 _SCALE = 5.0  # pycocotools traces a polygon on a grid 5 times finer than the pixels
 
 
-def _coco_polygon(points: np.ndarray, h: int, w: int) -> np.ndarray:
+def _coco_polygon(points: np.ndarray, h: int, w: int) -> tuple[np.ndarray, PixelBox] | None:
     """One polygon, as pycocotools' `rleFrPoly`: the vertices rounded on the fine grid (C's truncation of v + 0.5),
     every edge walked a fine step at a time along its longer axis, and where the walk crosses a pixel column's
     centre the pixels from the crossing's row down (rounded up) toggled; the mask is each pixel's toggles' parity,
-    read column by column."""
+    read column by column (made over the crossed columns alone, cut to its bounds)."""
     ends = np.trunc(_SCALE * points + 0.5).astype(np.int64)
     corners = [(int(x), int(y)) for x, y in np.concatenate([ends, ends[:1]]).tolist()]
     walked = [_edge(*start, *end) for start, end in itertools.pairwise(corners)]
@@ -110,13 +128,13 @@ def _coco_polygon(points: np.ndarray, h: int, w: int) -> np.ndarray:
     xd = np.where(u[moved] < u[moved - 1], u[moved], u[moved] - 1).astype(np.float64)
     xd = (xd + 0.5) / _SCALE - 0.5
     keep = (np.floor(xd) == xd) & (xd >= 0) & (xd <= w - 1)
+    if not keep.any():
+        return None
     yd = np.minimum(v[moved], v[moved - 1]).astype(np.float64)
     yd = np.ceil(np.clip((yd + 0.5) / _SCALE - 0.5, 0, h))
-    toggles = np.zeros(h * w + 1, dtype=np.uint8)
-    np.bitwise_xor.at(toggles, xd[keep].astype(np.int64) * h + yd[keep].astype(np.int64), 1)
-    flat = (np.cumsum(toggles[: h * w], dtype=np.uint8) & 1).astype(bool)  # parity survives uint8's wrap at 256
-    mask: np.ndarray = flat.reshape((w, h)).T
-    return mask
+    columns = xd[keep].astype(np.int64)
+    positions = columns * h + yd[keep].astype(np.int64)
+    return columns_from_toggles(positions, h, int(columns.min()), int(columns.max()))
 
 
 def _edge(xs: int, ys: int, xe: int, ye: int) -> tuple[np.ndarray, np.ndarray]:

@@ -91,6 +91,39 @@ def from_counts(counts: list[int], image_hw: tuple[int, int]) -> np.ndarray:
     return mask
 
 
+def cropped_counts(counts: list[int], image_hw: tuple[int, int]) -> tuple[np.ndarray, PixelBox] | None:
+    """`from_counts` cut to its True pixels' bounds (as `crop`), never made at the image's size: only the columns
+    its runs of ones reach are. None when empty."""
+    h, w = image_hw
+    if any(c < 0 for c in counts):
+        raise RleRefused("a negative run length")
+    if sum(counts) != h * w:
+        raise RleRefused(f"the runs hold {sum(counts)} pixels, the image {h * w}")
+    ends = np.cumsum(np.asarray(counts, dtype=np.int64))
+    starts = ends - np.asarray(counts, dtype=np.int64)
+    ones = (np.arange(len(counts)) % 2 == 1) & (ends > starts)
+    if not ones.any():
+        return None
+    return columns_from_toggles(np.concatenate([starts[ones], ends[ones]]), h,
+                                int(starts[ones].min()) // h, int(ends[ones].max() - 1) // h)
+
+
+def columns_from_toggles(positions: np.ndarray, h: int, first: int, last: int) -> tuple[np.ndarray, PixelBox] | None:
+    """The mask whose value flips at each of `positions` (column-major flat indices; 0 before the first, every
+    pixel before column `first` 0), made for columns `first`…`last` alone and cut to its True pixels' bounds."""
+    base = first * h
+    size = (last - first + 1) * h
+    inside = positions[(positions >= base) & (positions < base + size)] - base
+    toggles = np.zeros(size, dtype=np.uint8)
+    np.bitwise_xor.at(toggles, inside, 1)
+    block = (np.cumsum(toggles, dtype=np.uint8) & 1).astype(bool).reshape((last - first + 1, h)).T
+    found = crop(block)
+    if found is None:
+        return None
+    mask, (x0, y0, x1, y1) = found
+    return mask, (x0 + first, y0, x1 + first, y1)
+
+
 def crop(mask: np.ndarray) -> tuple[np.ndarray, PixelBox] | None:
     """The mask cut to its True pixels' bounds and those bounds (x0, y0, x1, y1, end-exclusive); None when empty."""
     rows = np.flatnonzero(mask.any(axis=1))

@@ -186,3 +186,37 @@ def test_a_crowd_region_round_trips_run_length_and_stays_out_of_yolo(tmp_path: P
     annotation = json.loads((tmp_path / "instances.json").read_text())["annotations"][0]
     assert annotation["iscrowd"] == 1 and isinstance(annotation["segmentation"], dict)
     assert yolo_text(labels.images[0].instances, polygon_set=True) == ""
+
+
+def test_a_small_mask_of_a_huge_image_is_never_made_at_the_images_size(tmp_path: Path) -> None:
+    """A 240-megapixel image's small polygon and run-length masks are read over the columns they reach alone:
+    the read's peak memory stays under 20 MB (the image's size would be 240 MB a mask)."""
+    import tracemalloc
+
+    from app.inference.model.instances import Instances
+    from app.runs.labels.records import LabelledImage
+
+    hw = (15_000, 16_000)
+    small = np.zeros((12, 9), dtype=bool)
+    small[2:10, 1:8] = True
+    from app.inference.model.instances import Instance
+
+    items = (Instance(0, "pit", 0.9, (12_001.0, 9_002.0, 12_008.0, 9_010.0), mask=small,
+                      mask_box=(12_000, 9_000, 12_009, 9_012)),)
+    labels = LabelSet(NAMES, (LabelledImage("big.png", Instances(items, hw)),))
+    document = json.loads(json.dumps(coco.coco_document(labels)))
+    before = 12_001 * 15_000 + 9_002  # column 12,001, row 9,002: eight pixels down
+    counts = rle.encode([before, 8, 15_000 * 16_000 - before - 8])
+    document["annotations"].append({**document["annotations"][0], "id": 2,
+                                    "segmentation": {"size": list(hw), "counts": counts}})
+    (tmp_path / "big.json").write_text(json.dumps(document))
+    tracemalloc.start()
+    try:
+        back = read_coco(tmp_path / "big.json", names=NAMES)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 20 << 20, peak
+    first, second = back.images[0].instances.items
+    assert first.mask_box == (12_001, 9_002, 12_008, 9_010) and first.area_px == 56
+    assert second.mask_box == (12_001, 9_002, 12_002, 9_010) and second.area_px == 8
