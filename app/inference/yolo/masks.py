@@ -41,14 +41,14 @@ def _resamplers(mh: int, mw: int, image_hw: tuple[int, int]) -> tuple[np.ndarray
     f = 4 // math.gcd(4, pad | pad // 2)
     up_h, up_w = mh * f, mw * f
     if (up_h, up_w) == (h, w):  # scale_masks returns a mask of the image's size as it is
-        return _bilinear(mh, up_h), _bilinear(mw, up_w)
+        return _bilinear(mh, up_h).astype(np.float32), _bilinear(mw, up_w).astype(np.float32)
     gain2 = min(up_h / h, up_w / w)
     pad_w, pad_h = (up_w - max(round(w * gain2), 1)) / 2, (up_h - max(round(h * gain2), 1)) / 2
     top, left = round(pad_h - 0.1), round(pad_w - 0.1)
     bottom, right = top + max(round(h * gain2), 1), left + max(round(w * gain2), 1)
     rows = _bilinear(bottom - top, h) @ _bilinear(mh, up_h)[top:bottom]
     columns = _bilinear(right - left, w) @ _bilinear(mw, up_w)[left:right]
-    return rows, columns
+    return rows.astype(np.float32), columns.astype(np.float32)  # composed in float64, applied in float32 as theirs
 
 
 def _bilinear(size_in: int, size_out: int) -> np.ndarray:
