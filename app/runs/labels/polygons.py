@@ -21,7 +21,7 @@ import cv2
 import numpy as np
 
 from app.inference.model.instances import PixelBox
-from app.runs.labels.rle import columns_from_toggles
+from app.runs.labels.rle import columns_from_toggles, crop
 
 Polygon = list[float]  # x0, y0, x1, y1, … in image pixels (continuous coordinates)
 
@@ -155,10 +155,30 @@ def _edge(xs: int, ys: int, xe: int, ye: int) -> tuple[np.ndarray, np.ndarray]:
 
 def fill(polygons: list[Polygon], image_hw: tuple[int, int]) -> np.ndarray:
     """The bool mask [h, w] of the pixels whose centre lies inside (or on) any of the polygons."""
+    out = np.zeros(image_hw, dtype=bool)
+    found = fill_cropped(polygons, image_hw)
+    if found is not None:
+        mask, (x0, y0, x1, y1) = found
+        out[y0:y1, x0:x1] = mask
+    return out
+
+
+def fill_cropped(polygons: list[Polygon], image_hw: tuple[int, int]) -> tuple[np.ndarray, PixelBox] | None:
+    """`fill` made over the polygons' bounds inside the image alone, cut to its True pixels; None when empty."""
     h, w = image_hw
-    out = np.zeros((h, w), dtype=np.uint8)
+    shapes = [np.asarray(polygon, dtype=np.float64).reshape(-1, 2) - 0.5 for polygon in polygons]
+    every = np.concatenate(shapes)
+    x0, y0 = (max(0, int(np.floor(v)) - 1) for v in every.min(axis=0))
+    x1, y1 = min(w, int(np.ceil(every[:, 0].max())) + 2), min(h, int(np.ceil(every[:, 1].max())) + 2)
+    if x1 <= x0 or y1 <= y0:
+        return None
+    out = np.zeros((y1 - y0, x1 - x0), dtype=np.uint8)
     shift = 8
-    for polygon in polygons:
-        points = (np.asarray(polygon, dtype=np.float64).reshape(-1, 2) - 0.5) * (1 << shift)
-        cv2.fillPoly(out, [np.round(points).astype(np.int32)], 1, lineType=cv2.LINE_8, shift=shift)
-    return out.astype(bool)
+    for shape in shapes:
+        points = np.round((shape - (x0, y0)) * (1 << shift)).astype(np.int32)
+        cv2.fillPoly(out, [points], 1, lineType=cv2.LINE_8, shift=shift)
+    found = crop(out.astype(bool))
+    if found is None:
+        return None
+    mask, (bx0, by0, bx1, by1) = found
+    return mask, (bx0 + x0, by0 + y0, bx1 + x0, by1 + y0)

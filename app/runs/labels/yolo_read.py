@@ -21,7 +21,7 @@ from app.guard.names import PathEscape, join_under
 from app.guard.untrusted import read_untrusted
 from app.guard.yaml_load import YAMLRefused, read_yaml
 from app.inference.model.instances import Instance, Instances
-from app.runs.labels import checks, polygons, rle
+from app.runs.labels import checks, polygons
 from app.runs.labels.checks import Bad
 from app.runs.labels.records import LabelledImage, LabelsError, LabelSet
 from app.runs.labels.yolo import LABELS, label_parts
@@ -147,7 +147,7 @@ def _oriented(class_index: int, name: str, points: list[float]) -> Instance:
 
 
 def _polygon(class_index: int, name: str, points: list[float], image_hw: tuple[int, int]) -> Instance:
-    cropped = rle.crop(polygons.fill([points], image_hw))
+    cropped = polygons.fill_cropped([points], image_hw)
     if cropped is None:  # a polygon holding no pixel centre: its bounds as the box, no mask
         xs, ys = points[0::2], points[1::2]
         return Instance(class_index, name, 1.0, (min(xs), min(ys), max(xs), max(ys)))

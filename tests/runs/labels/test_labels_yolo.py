@@ -152,3 +152,18 @@ def test_ultralytics_dataset_loader_reads_the_same_boxes_and_oriented_boxes(tmp_
                     assert instance.rotated is not None
                     want = np.reshape(corners(instance.rotated), (4, 2))
                     assert np.allclose(label["segments"][index] * (w, h), want, atol=1e-3)
+
+
+def test_fill_is_opencvs_fill_of_the_whole_image() -> None:
+    """`fill` works over the polygons' bounds alone; it gives what OpenCV's fill of the whole image gives (what
+    Ultralytics' loader does) for polygons inside, across and outside the image's edges."""
+    import cv2
+
+    rng = np.random.default_rng(9)
+    for _ in range(500):
+        h, w = (int(v) for v in rng.integers(1, 40, 2))
+        shape = list(rng.uniform(-10, max(h, w) + 10, 2 * int(rng.integers(3, 8))))
+        whole = np.zeros((h, w), dtype=np.uint8)
+        points = np.round((np.reshape(shape, (-1, 2)) - 0.5) * 256).astype(np.int32)
+        cv2.fillPoly(whole, [points], 1, lineType=cv2.LINE_8, shift=8)
+        assert np.array_equal(polygons.fill([shape], (h, w)), whole.astype(bool))
