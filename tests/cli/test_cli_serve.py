@@ -200,8 +200,8 @@ def test_another_kserve_version_is_refused_rather_than_patched(monkeypatch):
 
 
 def test_the_serve_process_never_loads_tritonclient_grpc():
-    """G3: kserve and tritonclient.grpc cannot share a process; the CLI's parser and serve's modules load neither
-    the remote client nor tritonclient."""
+    """kserve and tritonclient.grpc cannot share a process (the same protobuf names); the CLI's parser and
+    serve's modules load neither the remote client nor tritonclient."""
     code = ("import sys; from app.cli import build_parser; build_parser(); "
             "from app.serve.kserve import load_kserve; load_kserve(); "
             "import app.serve.server, app.serve.model, app.cli.serve; "
