@@ -1,6 +1,7 @@
 """Volumes in a folder run: the 2D model on every slice (batch.py feeds them like images, batched when the model
-allows), the slices' masks assembled here, in order, into one label volume; then the exports (app.runs.
-exports.formats), one report row for the volume (voxels and mL per class) and, with `per_slice`, one per slice.
+allows), the slices' masks assembled here, in order, into one label volume; then the exports
+(app.runs.exports.formats), one report row for the volume (voxels and mL per class) and, with `per_slice`, one per
+slice.
 
 A 3D model's volume (app.runs.folder.volume3d) is handed over whole instead (VolumeAssembler.add_volume: each slice's
 Result and the kept probabilities at once), written the same way, plus the probabilities under --save scores.
