@@ -162,8 +162,10 @@ def _instance(entry: dict[str, object], category: tuple[int, str], image_hw: tup
     checks.coordinates((x, y, x + w, y + h), f"{where}'s bbox")
     score = checks.number(entry.get("score", 1.0), f"{where}'s score")
     rotated = _rotated(entry.get("obb"), where) if "obb" in entry else None
-    cropped = None if rotated is not None or "segmentation" not in entry else \
-        _mask(entry["segmentation"], image_hw, where)
+    segmentation = entry.get("segmentation") if rotated is None else None
+    cropped = _mask(segmentation, image_hw, where) if segmentation not in (None, []) else None
+    if cropped is None and segmentation not in (None, []):
+        cropped = (np.zeros((0, 0), dtype=bool), (0, 0, 0, 0))  # a mask of no pixel: COCOeval's IoU 0, not the box's
     crowd = checks.integer(entry.get("iscrowd", 0), f"{where}'s iscrowd", high=1) == 1
     return Instance(category[0], category[1], score, (x, y, x + w, y + h),
                     mask=cropped[0] if cropped else None, mask_box=cropped[1] if cropped else None,

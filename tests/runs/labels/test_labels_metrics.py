@@ -254,3 +254,32 @@ def test_crowd_regions_in_one_image() -> None:
     assert (score.matched, score.found, score.reference) == (1, 1, 1)  # the two inside the crowd are not counted
     assert iou(inside[0], crowd) == 1.0  # overlap over the detection's own area
     assert mean_average_precision([(reference, Instances((*inside, on_pit), hw))]) == pytest.approx(1.0)
+
+
+def test_a_polygon_of_no_pixel_scores_as_cocoeval_scores_it(tmp_path: Path) -> None:
+    """A reference polygon too thin to hold a pixel centre is an empty mask (IoU 0 with anything, as in COCOeval),
+    not its box; an empty segmentation list is no mask at all (the box stands)."""
+    reference, found = _mask_sets(1)
+    theirs_file = _cocoeval(tmp_path, reference, found, "segm")
+    document = json.loads((tmp_path / "truth.json").read_text())
+    document["annotations"][0]["segmentation"] = [[5.0, 5.0, 5.2, 5.0, 5.1, 5.1]]
+    (tmp_path / "truth.json").write_text(json.dumps(document))
+    from pycocotools.coco import COCO
+    from pycocotools.cocoeval import COCOeval
+
+    truth = COCO(str(tmp_path / "truth.json"))
+    evaluation = COCOeval(truth, truth.loadRes(str(tmp_path / "found.json")), "segm")
+    evaluation.evaluate()
+    evaluation.accumulate()
+    evaluation.summarize()
+    assert float(evaluation.stats[0]) != theirs_file
+    assert abs(_seglens(tmp_path, reference) - float(evaluation.stats[0])) < 1e-6
+    empty = read_coco(tmp_path / "truth.json", names=NAMES).images
+    thin = next(item for image in empty for item in image.instances.items
+                if item.mask is not None and item.area_px == 0)
+    assert thin.mask_box == (0, 0, 0, 0)
+    document["annotations"][0]["segmentation"] = []
+    (tmp_path / "truth.json").write_text(json.dumps(document))
+    boxes_only = [item for image in read_coco(tmp_path / "truth.json", names=NAMES).images
+                  for item in image.instances.items if item.mask is None]
+    assert len(boxes_only) == 1
