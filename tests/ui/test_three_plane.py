@@ -316,3 +316,19 @@ def test_a_volume_without_geometry_claims_no_anatomy(qtbot):
     rect = view.panes["coronal"].picture_rect()
     assert abs(rect.height() / rect.width() - 4 / 12) < 0.02
     assert "mm" not in view.info.text() and view.info.text().startswith("Slice 2 · row 3 · column 4")
+
+
+def test_switching_volumes_with_the_panes_open_names_the_next_as_its_row_does(qtbot, make_main_window, ct_model,
+                                                                              tmp_path):
+    """"Reading <series>…" over the panes names the series by its label, never by its SeriesInstanceUID."""
+    win, planes = _open_planes(qtbot, make_main_window, ct_model, tmp_path)
+    write_series(tmp_path / "ct2", slices=4, description="Second series")
+    notes = []
+    note = planes.set_note
+    planes.set_note = lambda text: (notes.append(text), note(text))
+    win.add_paths([tmp_path / "ct2"])
+    second = next(path for path in win.files.paths() if win.files.volume(path).slices[0].path.parent.name == "ct2")
+    win.files.select_path(second)
+    qtbot.waitUntil(lambda: any(text.startswith("Reading") for text in notes), timeout=TIMEOUT)
+    reading = next(text for text in notes if text.startswith("Reading"))
+    assert reading == f"Reading {win.files.volume(second).label}…" and "Second series" in reading, notes

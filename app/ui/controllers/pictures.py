@@ -117,7 +117,7 @@ class Pictures(QObject):
     def _on_tile_progress(self, tiles: TileProgress) -> None:
         path, done, total = tiles.path, tiles.done, tiles.total
         if self._state.is_wanted_path(path):  # stepping to another image stops the rest of the tiles
-            self._status.showMessage(f"{Path(path).name}: tile {done} of {total}" if done < total else "", 0)
+            self._status.showMessage(f"{self._files.name_of(path)}: tile {done} of {total}" if done < total else "", 0)
 
     def _on_skipped(self, skipped: ViewSkipped) -> None:
         path = skipped.path

@@ -8,7 +8,6 @@ its answers here."""
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import TYPE_CHECKING, cast
 
 from PySide6.QtCore import QObject, QTimer, Signal
@@ -76,7 +75,7 @@ class ThreePlanes(QObject):
         without its mask, and say so), then open it, with its mask once known."""
         assert self.view is not None
         self.view.set_labels(None)
-        self.view.set_note(f"Reading {Path(path).name}…")
+        self.view.set_note(f"Reading {self._files.name_of(path)}…")
         self._read(path)
 
     def counted(self, count: VolumeCount) -> None:

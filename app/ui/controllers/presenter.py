@@ -253,20 +253,32 @@ class Presenter(QObject):
 
 def _on_canvas(path: str, line: str) -> str:
     """A picture's failure or retry line as the canvas says it: the file's name, not its whole path."""
+    from app.ui.widgets.file_list import short_name
+
+    return f"{short_name(path)}: {line.removeprefix(f'{path}: ')}"
+
+
+def _series_named(path: str, line: str) -> str:
+    """A worker's line about the DICOM series `path` (`<folder>/<UID>: why`) with the series said by short_name;
+    any other line as it is."""
     from pathlib import Path
 
-    return f"{Path(path).name}: {line.removeprefix(f'{path}: ')}"
+    from app.ui.widgets.file_list import short_name
+
+    short = short_name(path)
+    return f"{short}{line[len(path):]}" if short != Path(path).name and line.startswith(f"{path}: ") else line
 
 
 def _in_status(path: str, line: str) -> str:
     """A picture's failure as the status bar says it: a server given up on after its retries in few words (which
-    picture, which server, what to do: the whole line is on the canvas); any other failure's line as it is."""
+    picture, which server, what to do: the whole line is on the canvas); any other failure's line as it is, a
+    series' path in it said short."""
     import re
 
-    gave_up = re.search(r"remote (?P<host>[^/\s]+)/\S+: .* \(tried (?P<tries>\d+) times\)(?: — (?P<advice>.+))?$", line)
-    if gave_up is None:
-        return line
-    from pathlib import Path
+    from app.ui.widgets.file_list import short_name
 
+    gave_up = re.search(r"remote (?P<host>[^/\s]+)/\S+: .* \(tried (?P<tries>\d+) times\)(?: — (?P<advice>.+))?$", line)
+    if gave_up is None:  # a series' path said short: its UID would fill the status bar
+        return _series_named(path, line)
     advice = f" — {gave_up['advice']}" if gave_up["advice"] else ""
-    return f"{Path(path).name}: no result from {gave_up['host']} after {gave_up['tries']} tries{advice}"
+    return f"{short_name(path)}: no result from {gave_up['host']} after {gave_up['tries']} tries{advice}"

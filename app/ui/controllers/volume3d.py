@@ -9,7 +9,6 @@ a second model run."""
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from PySide6.QtCore import QObject, Signal
@@ -131,7 +130,7 @@ class Volume3D(QObject):
             return
         self._cancelled, self._asked = path, None
         self._worker.want_volume(None)
-        self._status.showMessage(f"Cancelling the 3D model's run over {Path(path).name}…", NOTE_MS)
+        self._status.showMessage(f"Cancelling the 3D model's run over {self._files.name_of(path)}…", NOTE_MS)
 
     @property
     def running(self) -> str | None:
@@ -162,7 +161,7 @@ class Volume3D(QObject):
             what = f"{stage_name} {progress.done} of {progress.total}"
             self._busy = f"Running the 3D model over the whole volume: {what}"
             self._panel.show_busy(self._busy)
-            self._status.showMessage(f"{Path(path).name}: 3D model, {what} (Cancel stops it)", 0)
+            self._status.showMessage(f"{self._files.name_of(path)}: 3D model, {what} (Cancel stops it)", 0)
             self.banner.show_progress(f"3D model: {stage_name} {progress.done} / {progress.total}")
 
     def _start(self, path: str) -> None:
@@ -197,7 +196,7 @@ class Volume3D(QObject):
         return "Waiting for the 3D model's run over the whole volume…"
 
     def _ended(self, progress: VolumeProgress) -> None:
-        name = Path(progress.path).name
+        name = self._files.name_of(progress.path)  # a series as its row says it, not its UID
         if progress.stage == "done":
             self._status.showMessage(f"{name}: 3D model over the whole volume, {progress.total} patches in "
                                      f"{progress.seconds:.1f} s; slices, threshold and heatmap from its result",
@@ -210,15 +209,19 @@ class Volume3D(QObject):
             self._status.showMessage(self._cancelled_line(progress.path), NOTE_MS)
 
     def _cancelled_line(self, path: str) -> str:
-        return (f"{Path(path).name}: the 3D model's run was cancelled, so no result is shown (its slices are); "
-                "open another file and come back to run it")
+        return (f"{self._files.name_of(path)}: the 3D model's run was cancelled, so no result is shown (its "
+                "slices are); open another file and come back to run it")
+
+    def _named(self, path: str, line: str) -> str:
+        """A worker's line about `path` (`<path>: why`) with the volume named as its row names it."""
+        return f"{self._files.name_of(path)}{line[len(path):]}" if line.startswith(f"{path}: ") else line
 
     def _on_failed(self, failed: VolumeCountFailed) -> None:
         if self._running == failed.path:
             self._end_progress()
         if failed.path == self._files.current_path() and self._state.model is not None \
                 and self._state.model.spec.is_3d:
-            self._status.showMessage(f"Error: {failed.why}", NOTE_MS)
+            self._status.showMessage(f"Error: {self._named(failed.path, failed.why)}", NOTE_MS)
 
     # -- the lesion list -----------------------------------------------------------------------------------------
 

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import re
 from functools import cached_property
+from pathlib import Path
 
 from PySide6.QtCore import Signal
 from PySide6.QtGui import QColor, QIcon, QPainter, QPixmap
@@ -23,6 +25,7 @@ FILTER_NAMES = ("All files", "NG only", "REVIEW only", "NG + REVIEW", "OK only",
 VERDICT_FILTERS = {"ng": ("ng",), "review": ("review",), "flagged": ("ng", "review"), "ok": ("ok",)}
 BADGES = {"ok": ("OK", "done"), "review": ("REV", "review"), "ng": ("NG", "error")}  # text, STATUS_COLORS key
 REVIEW_MARKS = {"accepted": "  ✓", "rejected": "  ✗", "corrected": "  ✎", "unreviewed": ""}
+UID_KEPT = 6  # the digits of a series' UID a message keeps (short_name)
 STATUS_COLORS = {"pending": QColor(140, 140, 140), "done": QColor(52, 199, 89), "error": QColor(255, 69, 58),
                  "running": QColor(10, 132, 255), "review": QColor(255, 159, 10)}  # review: the REVIEW badge's amber
 
@@ -66,6 +69,17 @@ def item_text(item) -> str:
         return shown(item.rel.as_posix())  # a name's non-UTF-8 bytes as \xNN (a QString would drop them)
     folder = item.rel.parent.as_posix() if item.volume.kind == "dicom" else item.rel.as_posix()
     return f"{item.volume.label}  [{folder}]" if folder not in ("", ".") else item.volume.label
+
+
+def short_name(path: str | Path) -> str:
+    """A file as a message names it when the file list is not at hand: its name, but a DICOM series' path
+    (`<folder>/<SeriesInstanceUID>`, `…_2` for a further part) as the UID's last digits, `…701885 (series)` — a
+    whole UID leads a status line with nothing a reader knows it by, and leaves no room for the message."""
+    name = Path(path).name
+    uid = re.fullmatch(r"(\d+(?:\.\d+){3,})(_\d+)?", name)
+    if uid is None or len(name) <= UID_KEPT + 8:
+        return shown(name)
+    return f"…{uid[1][-UID_KEPT:]}{uid[2] or ''} (series)"
 
 
 class FileList(QListWidget):
@@ -116,14 +130,21 @@ class FileList(QListWidget):
         row = self._rows.get(path) if path else None
         return None if row is None else self._inputs[row].volume
 
+    def name_of(self, path: str | None) -> str:
+        """`path` as a message names it: a listed volume by its label, as its row does ("CT · CHEST · Axial 2.5 mm
+        (120 slices)"), a picture by its name (a DICOM file named by its UID too), a path not listed by short_name."""
+        row = self._rows.get(path) if path else None
+        if row is None:
+            return short_name(path or "")
+        volume = self._inputs[row].volume
+        return volume.label if volume is not None else shown(Path(self._inputs[row].path).name)
+
     def inputs(self) -> list:
         """The InputFiles shown, in order (they carry the relative paths that name exported files)."""
         return list(self._inputs)
 
     def root_and_rel(self, path: str):
         """(the folder `path` was found under, its relative POSIX path there): what names its review files."""
-        from pathlib import Path
-
         item = self._inputs[self._rows[path]]
         root = Path(item.path)
         for _ in item.rel.parts:

@@ -20,6 +20,9 @@ if TYPE_CHECKING:
     from PySide6.QtGui import QFontMetrics
 
 
+TOKEN_CHARS = 20  # a first word longer than this is a token (a path, a UID), not a word of the message
+
+
 class _ElidedLabel(QLabel):
     """One line of text, its last words left out when it does not fit (the start says what happened)."""
 
@@ -52,17 +55,31 @@ class _ElidedLabel(QLabel):
 
 def elided_at_a_word(line: str, metrics: QFontMetrics, width: int) -> str:
     """`line` whole when it fits in `width` pixels, else its first whole words and " …": cut at the end and between
-    words, never inside one (a UID or a path elided in its middle, `1.2.826.0…4253`, read as another one). A first
-    word too wide alone is cut at its end."""
+    words, never inside one (a UID or a path elided in its middle, `1.2.826.0…4253`, read as another one). The last
+    resort, when a first token (a path, a UID: over TOKEN_CHARS characters) wider than half the room would leave
+    none of the message: that token cut in its middle to half the room, the message's first words after it. A line
+    that still does not fit is cut at its end."""
     if metrics.horizontalAdvance(line) <= width:
         return line
+    words = line.split(" ")
+    kept = _whole_words(words, metrics, width)
+    first = words[0]
+    too_long = len(first) > TOKEN_CHARS and metrics.horizontalAdvance(first) > width // 2
+    if too_long and len(words) > 1 and " " not in kept:
+        words[0] = metrics.elidedText(first, Qt.TextElideMode.ElideMiddle, width // 2)
+        kept = _whole_words(words, metrics, width)
+    return f"{kept} …" if kept else metrics.elidedText(line, Qt.TextElideMode.ElideRight, width)
+
+
+def _whole_words(words: list[str], metrics: QFontMetrics, width: int) -> str:
+    """The first of `words` that fit in `width` pixels with " …" after them ("" when the first does not)."""
     kept = ""
-    for word in line.split(" "):
+    for word in words:
         longer = f"{kept} {word}" if kept else word
         if metrics.horizontalAdvance(f"{longer} …") > width:
             break
         kept = longer
-    return f"{kept} …" if kept else metrics.elidedText(line, Qt.TextElideMode.ElideRight, width)
+    return kept
 
 
 class Notice(QWidget):

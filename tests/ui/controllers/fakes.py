@@ -162,6 +162,9 @@ class FakeFiles(Fake):
     def volume(self, path):
         return None
 
+    def name_of(self, path: str) -> str:
+        return Path(path).name
+
     def select_path(self, path: str) -> None:
         self.record("select_path", path)
         self.current = path

@@ -168,6 +168,13 @@ def test_tile_progress_is_said_only_for_the_picture_wanted(rig):
     assert rig.status.messages == ["b.png: tile 2 of 4", ""]
 
 
+def test_tile_progress_names_a_picture_as_its_row_does(rig):
+    rig.files.name_of = lambda path: "CT · CHEST · Axial (3 slices)" if path == B else path  # a series' row
+    rig.pictures.show(B)
+    rig.worker.tile_progress.emit(TileProgress(B, 2, 4))
+    assert rig.status.messages == ["CT · CHEST · Axial (3 slices): tile 2 of 4"]
+
+
 def test_opening_lists_the_images_found_opens_a_model_among_them_and_shows_the_first(rig, tmp_path):
     for name in ("b.png", "a.png"):
         Image.fromarray(np.zeros((4, 4), np.uint8)).save(tmp_path / name)

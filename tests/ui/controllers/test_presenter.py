@@ -113,6 +113,13 @@ def test_a_picture_that_failed_unread_leaves_an_empty_canvas_saying_why_and_a_cl
     assert rig.state.on_screen is None
 
 
+def test_a_series_that_failed_is_named_by_its_uids_last_digits_on_the_canvas_and_in_the_status_bar(rig):
+    series = "data/ct3d/1.2.826.0.1.3680043.8.498.2450617965819701885"  # <folder>/<SeriesInstanceUID>
+    rig.presenter.failed(ViewFailed(2, series, f"{series}: slice 3 cannot be decoded"))
+    assert rig.viewer.called("set_notice") == [("…701885 (series): slice 3 cannot be decoded", True)]
+    assert rig.status.messages == ["Error: …701885 (series): slice 3 cannot be decoded"]
+
+
 def test_a_picture_that_failed_after_it_was_read_stays_on_the_canvas_without_the_previous_result(rig):
     rig.presenter.display(seg_view())
     rig.viewer.calls.clear()

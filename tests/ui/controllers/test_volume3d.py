@@ -18,6 +18,8 @@ from app.ui.state.messages import FillRequest, ModelSummary, ViewKey, VolumeCoun
 from ui.controllers.fakes import Fake, FakeFiles, FakeSidePanel, FakeStatus, FakeViewer, ready_state
 
 CT, PHOTO = "data/ct.nii.gz", "data/photo.png"
+SERIES = "data/ct3d/1.2.826.0.1.3680043.8.498.2450617965819701885"  # a DICOM series: <folder>/<SeriesInstanceUID>
+SERIES_LABEL = "CT · SegLens demo · Synthetic chest CT (60 slices)"  # as the file list names it
 VOLUME = SimpleNamespace(spacing=(2.0, 0.8, 0.7), depth=12)
 LESION = Lesion(label=1, index=1, voxels=30, ml=0.03, bbox=((3, 6), (8, 12), (9, 13)), centroid=(4.2, 10.4, 10.6))
 
@@ -114,7 +116,10 @@ class Status(FakeStatus):
 
 class VolumeFiles(FakeFiles):
     def volume(self, path):
-        return VOLUME if path == CT else None
+        return VOLUME if path in (CT, SERIES) else None
+
+    def name_of(self, path: str) -> str:
+        return SERIES_LABEL if path == SERIES else Path(path).name
 
 
 def spec(is_3d: bool = True):
@@ -221,6 +226,19 @@ def test_cancel_stops_the_run_keeps_the_slices_and_keeps_it_stopped_until_the_re
     p.volumes.showing.emit(PHOTO, 0)
     p.volumes.showing.emit(CT, 0)  # back to it: run again
     assert len(p.worker.called("fill_volume")) == 2 and p.worker.called("want_volume")[-1] == (CT,)
+
+
+def test_a_series_is_named_as_the_file_list_names_it_never_by_its_uid():
+    p = make(current=SERIES)
+    p.volumes.showing.emit(SERIES, 0)
+    p.worker.volume_progress.emit(VolumeProgress(SERIES, "patches", 3, 45))
+    p.controller.cancel()
+    p.worker.volume_progress.emit(VolumeProgress(SERIES, "stopped"))
+    q = make(current=SERIES)
+    q.volumes.showing.emit(SERIES, 0)
+    q.worker.volume_progress.emit(VolumeProgress(SERIES, "done", 45, 45, seconds=2.5))
+    messages = p.status.messages + q.status.messages
+    assert len(messages) == 4 and all(SERIES_LABEL in text and "1.2.826" not in text for text in messages), messages
 
 
 def test_a_refused_run_is_one_line():
