@@ -2,9 +2,12 @@
 seeded random weights, exported to ONNX at a small working size, and its predictor's answer on the same file and
 image as plain arrays.
 
-Random weights score every class near the detection head's prior (a few 1e-4), so the class biases of the last
-layers are set to BIAS: a seeded spread of scores around a few tenths, which gives a handful to a few dozen
-instances per image at Ultralytics' defaults (conf 0.25, iou 0.7) — NMS, max_det and the masks all at work.
+Random weights score every class near the detection head's prior (a few 1e-4), and untouched batch norms let whole
+levels of the head collapse to one value (every anchor of a level tied). So the batch norms' statistics are taken
+from a few random images, and the last layer of each class branch is scaled by the variant's `gain` and biased to its
+`bias` (with a seeded jitter): hundreds of candidates of distinct scores above Ultralytics' default conf 0.25, dozens to
+hundreds of instances after NMS at iou 0.7 — NMS, max_det and the masks all at work. The gains are per family: the
+11 heads' logits are larger (a gain of 0.03 saturates their scores at exactly 1.0, tied).
 """
 
 from __future__ import annotations
@@ -18,8 +21,6 @@ import numpy as np
 os.environ.setdefault("YOLO_OFFLINE", "1")  # no download, no settings sync
 os.environ.setdefault("YOLO_VERBOSE", "False")
 
-BIAS = -1.5
-GAIN = 10.0  # the class logits' dependence on the image: untrained, it is faint and many anchors tie
 CLASSES = 3
 
 
@@ -33,27 +34,30 @@ class Variant:
     nms: bool = False
     imgsz: int | tuple[int, int] = 160
     dynamic: bool = False  # free height and width: Ultralytics predicts at its default 640 unless told the size
+    gain: float = 0.03  # the class logits' last layer scaled by it
+    bias: float = -1.5  # … and biased to it
 
 
 VARIANTS = {
     "v8-seg": Variant("v8-seg", "yolov8n-seg.yaml", "segment"),
-    "11-seg": Variant("11-seg", "yolo11n-seg.yaml", "segment", imgsz=(160, 224)),
+    "11-seg": Variant("11-seg", "yolo11n-seg.yaml", "segment", imgsz=(160, 224), gain=0.005),
     "v8-det": Variant("v8-det", "yolov8n.yaml", "detect"),
-    "11-det": Variant("11-det", "yolo11n.yaml", "detect", imgsz=(192, 160)),
-    "v5u-det": Variant("v5u-det", "yolov5n.yaml", "detect"),  # yolov5.yaml: the anchor-free v5u head
+    "11-det": Variant("11-det", "yolo11n.yaml", "detect", imgsz=(192, 160), gain=0.005),
+    "v5u-det": Variant("v5u-det", "yolov5n.yaml", "detect", bias=-1.0),  # yolov5.yaml: the anchor-free v5u head
     "v8-cls": Variant("v8-cls", "yolov8n-cls.yaml", "classify", imgsz=96),
     "v8-obb": Variant("v8-obb", "yolov8n-obb.yaml", "obb"),
     "v8-det-nms": Variant("v8-det-nms", "yolov8n.yaml", "detect", nms=True),
     "v8-seg-nms": Variant("v8-seg-nms", "yolov8n-seg.yaml", "segment", nms=True),
     "v8-seg-dynamic": Variant("v8-seg-dynamic", "yolov8n-seg.yaml", "segment", dynamic=True),
-    "11-det-dynamic": Variant("11-det-dynamic", "yolo11n.yaml", "detect", imgsz=(192, 160), dynamic=True),
+    "11-det-dynamic": Variant("11-det-dynamic", "yolo11n.yaml", "detect", imgsz=(192, 160), dynamic=True,
+                              gain=0.005),
     "v10-e2e": Variant("v10-e2e", "yolov10n.yaml", "detect"),
     "26-seg-e2e": Variant("26-seg-e2e", "yolo26n-seg.yaml", "segment"),
 }
 
 
 def build(variant: Variant, folder: Path, *, seed: int = 0) -> Path:
-    """The variant exported to `folder/<name>.onnx` (random weights from `seed`, class biases at BIAS)."""
+    """The variant exported to `folder/<name>.onnx` (random weights from `seed`, class scores spread as above)."""
     import torch
     from ultralytics import YOLO
     from ultralytics.nn.tasks import yaml_model_load
@@ -67,7 +71,7 @@ def build(variant: Variant, folder: Path, *, seed: int = 0) -> Path:
     torch.manual_seed(seed)
     model = YOLO(str(yaml_path), task=variant.task)
     _calibrate_norms(model.model, variant.imgsz)
-    _spread_scores(model.model, seed)
+    _spread_scores(model.model, variant, seed)
     exported = model.export(format="onnx", imgsz=variant.imgsz, nms=variant.nms, dynamic=variant.dynamic,
                             verbose=False)
     target = folder / f"{variant.name}.onnx"
@@ -76,11 +80,16 @@ def build(variant: Variant, folder: Path, *, seed: int = 0) -> Path:
 
 
 def _calibrate_norms(model: object, imgsz: int | tuple[int, int]) -> None:
-    """Batch norms' running statistics from a few random images (train mode, no gradient): untouched (mean 0,
-    variance 1) they let some heads' features collapse to constants, every anchor scoring alike."""
+    """Batch norms' running statistics from a few random images (train mode, no gradient, a plain average: their
+    momentum of 0.03 would barely move them): untouched (mean 0, variance 1) they let whole levels of the head
+    collapse to constants, every anchor of a level scoring alike."""
     import torch
 
     h, w = (imgsz, imgsz) if isinstance(imgsz, int) else imgsz
+    norms = [m for m in model.modules() if isinstance(m, torch.nn.BatchNorm2d)]  # type: ignore[attr-defined]
+    for norm in norms:
+        norm.reset_running_stats()
+        norm.momentum = None  # a cumulative average
     model.train()  # type: ignore[attr-defined]
     with torch.no_grad():
         for _ in range(4):
@@ -88,9 +97,9 @@ def _calibrate_norms(model: object, imgsz: int | tuple[int, int]) -> None:
     model.eval()  # type: ignore[attr-defined]
 
 
-def _spread_scores(model: object, seed: int) -> None:
-    """The last layer of every class branch (cv3, one2one_cv3): its weights times GAIN, its biases at BIAS plus a
-    seeded jitter."""
+def _spread_scores(model: object, variant: Variant, seed: int) -> None:
+    """The last layer of every class branch (cv3, one2one_cv3): its weights times the variant's gain, its biases at
+    its bias plus a seeded jitter."""
     import torch
 
     generator = torch.Generator().manual_seed(seed)
@@ -99,8 +108,8 @@ def _spread_scores(model: object, seed: int) -> None:
         for level in getattr(head, branch, ()):
             last = level[-1]
             with torch.no_grad():
-                last.weight.mul_(GAIN)
-                last.bias.copy_(BIAS + 0.5 * torch.randn(last.bias.shape, generator=generator))
+                last.weight.mul_(variant.gain)
+                last.bias.copy_(variant.bias + 0.5 * torch.randn(last.bias.shape, generator=generator))
 
 
 @dataclass(frozen=True)
