@@ -245,7 +245,8 @@ class SidePanel(QWidget):
         from app.inference.remote.graph import is_remote_path
 
         where = f"on {spec.path}" if is_remote_path(spec.path) else spec.path.name  # "on remote host:port/model"
-        self._model_label.setText(f"<b>{_breakable(spec.name)}</b><br>{spec.task} · {_breakable(where)}")
+        task = "anomaly" if spec.output.kind == "anomaly" else spec.task  # a map and an image score, as `models`
+        self._model_label.setText(f"<b>{_breakable(spec.name)}</b><br>{task} · {_breakable(where)}")
         classification = spec.task == "classification"
         self.legend.setVisible(not classification)
         self.controls.setVisible(not classification)
