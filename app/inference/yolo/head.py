@@ -58,11 +58,12 @@ class YoloHead:
 
 
 def is_ultralytics(graph: GraphInfo) -> bool:
-    """Whether the file says it is an Ultralytics export (its metadata), or its one output is a YOLO anchor head."""
+    """Whether the file says it is an Ultralytics export (its metadata), or its first output is a YOLO head by its
+    shape: v8/11's anchors `[1, 4 + nc, N]` or YOLOv5's `[1, 3 N, 5 + nc]` over the fixed input's grid cells."""
     meta = graph.metadata
     if meta.get("author", "").startswith("Ultralytics") or (meta.get("task") in TASKS and "names" in meta):
         return True
-    return _anchor_head(graph) is not None
+    return _anchor_head(graph) is not None or _objectness_head(graph)
 
 
 def read_head(path: Path, graph: GraphInfo, *, sidecar: Mapping[str, Any] | None = None) -> YoloHead:
@@ -243,6 +244,15 @@ def _anchor_head(graph: GraphInfo) -> int | None:
         return None
     channels = shape[1]
     return channels - 4 if isinstance(channels, int) and channels > 4 else None
+
+
+def _objectness_head(graph: GraphInfo) -> bool:
+    """Whether the first output is YOLOv5's `[1, 3 N, 5 + nc (+32)]`: 3 anchors per grid cell of strides 8, 16, 32."""
+    cells = _anchor_count(graph)
+    shape = graph.outputs[0].shape if graph.outputs else None
+    if cells is None or shape is None or len(shape) != 3:
+        return False
+    return shape[1] == 3 * cells and isinstance(shape[2], int) and shape[2] > 5
 
 
 def _anchor_count(graph: GraphInfo) -> int | None:

@@ -63,6 +63,18 @@ def test_objectness_multiplies_the_class_score() -> None:
     assert rows[:, 5].tolist() == [0, 2]
 
 
+def test_objectness_segment_rows_carry_their_coefficients_to_the_masks() -> None:
+    """YOLOv5-seg: [N, 5 + nc + 32], the coefficients after the classes."""
+    coeff = [1.0] + [0.0] * 31
+    output = np.asarray([[[50, 50, 20, 20, 0.9, 0.0, 1.0, 0.0, *coeff]]], dtype=np.float32)
+    protos = np.full((1, 32, 40, 40), 1.0, dtype=np.float32)
+    segment = head("segment", "objectness", protos="output1")
+    rows = detections(segment, output, YoloOptions())
+    found = instances(segment, rows, fit((160, 160), (160, 160)), protos)
+    assert [(item.class_name, item.mask_box) for item in found.items] == [("scratch", (40, 40, 60, 60))]
+    assert found.items[0].mask is not None and found.items[0].mask.all()
+
+
 def test_end_to_end_rows_kept_as_they_are() -> None:
     output = np.asarray([[[10, 10, 30, 30, 0.9, 2], [10, 10, 30, 30, 0.8, 2], [0, 0, 5, 5, 0.1, 0]]],
                         dtype=np.float32)

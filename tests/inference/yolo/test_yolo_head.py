@@ -57,6 +57,18 @@ def test_yolov5_objectness_layout() -> None:
     assert (head.layout, head.nc) == ("objectness", 3)
 
 
+def test_yolov5_s_own_exports_are_told_by_their_shape() -> None:
+    """YOLOv5's export.py writes only `stride` and `names`: its detect and segment heads are still YOLO heads."""
+    metadata = {"stride": "32", "names": NAMES}
+    detect = graph([("output0", (1, 3 * ANCHORS, 5 + 3))], metadata=metadata)
+    segment = graph([("output0", (1, 3 * ANCHORS, 5 + 3 + 32)), ("output1", (1, 32, 40, 40))], metadata=metadata)
+    assert is_ultralytics(detect) and is_ultralytics(segment)
+    head = read_head(PATH, segment)
+    assert (head.task, head.layout, head.nc, head.protos, head.imgsz) == ("segment", "objectness", 3, "output1",
+                                                                          (160, 160))
+    assert not is_ultralytics(graph([("output0", (1, 3 * ANCHORS + 3, 8))]))
+
+
 @pytest.mark.parametrize("metadata", [ultralytics("detect", end2end="True"),
                                       ultralytics("detect", args="{'batch': 1, 'nms': True}")])
 def test_end_to_end_from_the_metadata(metadata: dict[str, str]) -> None:
