@@ -146,7 +146,7 @@ def test_ticked_the_token_reaches_a_server_on_another_address_and_the_choice_is_
     dialog.insecure.setChecked(True)
     dialog.test_button.click()
     qtbot.waitUntil(lambda: dialog.answer.text().startswith(("ready", "remote")), timeout=WAIT)
-    assert dialog.answer.text() == "ready: nuclei (onnxruntime_onnx, server: CPU)"
+    assert dialog.answer.text() == "ready: nuclei (ONNX Runtime, server: CPU)"
     with qtbot.waitSignal(window.model_changed, timeout=WAIT):
         dialog.ok_button.click()
     assert window.state.model.info.remote is not None  # the session opened with the token, over the relay

@@ -113,7 +113,7 @@ def test_the_remote_device_shows_the_local_overlay_and_says_where_it_runs(qtbot,
     assert np.array_equal(remote.result.mask, local.result.mask)
     assert np.array_equal(remote.display_mask, local.display_mask)
     host = server.grpc_url.removeprefix("grpc://")
-    label = f"remote: {host}/nuclei (onnxruntime_onnx, server: CPU)"  # the server's CPU, not this computer's
+    label = f"remote: {host}/nuclei (ONNX Runtime, server: CPU)"  # the server's CPU, not this computer's
     assert window.status.provider.text() == label
     assert "network+queue" in window.status.latency.text() and "server" in window.status.latency.text()
     assert f"on remote {host}/nuclei" in window.panel._model_label.text().replace("\u200b", "")
@@ -254,7 +254,7 @@ def test_test_connection_says_ready_or_the_error_in_one_line(qtbot, window, serv
     dialog = _dialog(window, server.grpc_url)
     dialog.test_button.click()
     qtbot.waitUntil(lambda: dialog.answer.text().startswith(("ready", "remote")), timeout=WAIT)
-    assert dialog.answer.text() == "ready: nuclei (onnxruntime_onnx, server: CPU)"
+    assert dialog.answer.text() == "ready: nuclei (ONNX Runtime, server: CPU)"
     dialog.token.setText("wrong")
     dialog.test_button.click()
     qtbot.waitUntil(lambda: dialog.answer.text().startswith("remote"), timeout=WAIT)
@@ -332,7 +332,7 @@ def test_the_viewer_on_seglens_cli_serve_shows_the_local_overlay(qtbot, window, 
     with qtbot.waitSignal(window.overlay_shown, timeout=WAIT):
         pass
     assert np.array_equal(window.state.on_screen.result.mask, local.result.mask)
-    assert window.status.provider.text() == f"remote: {served.grpc_address}/nuclei (onnxruntime_onnx, server: CPU)"
+    assert window.status.provider.text() == f"remote: {served.grpc_address}/nuclei (ONNX Runtime, server: CPU)"
 
 
 def test_cancelling_the_dialog_leaves_the_device_in_use_checked(qtbot, window, server):

@@ -19,6 +19,10 @@ if TYPE_CHECKING:
     from app.inference.remote.session import RemoteTarget
     from app.ui.state.messages import BarePicture
 
+# a Triton / KServe v2 server's platform tokens (its model configuration's `platform`) in words
+PLATFORMS = {"onnxruntime_onnx": "ONNX Runtime", "tensorrt_plan": "TensorRT", "pytorch_libtorch": "PyTorch (LibTorch)",
+             "tensorflow_savedmodel": "TensorFlow SavedModel", "tensorflow_graphdef": "TensorFlow GraphDef",
+             "openvino": "OpenVINO", "python": "Python backend", "ensemble": "ensemble"}
 KEYRING_SERVICE = "seglens-remote"  # the OS keyring's service name; the account: keyring_account()
 # the viewer's own opt-in to credentials in clear text (the CLI's is --allow-insecure), as its refusal names it
 INSECURE_CHECKBOX = "Send credentials without TLS to this server"
@@ -45,7 +49,7 @@ class RemoteTest:
 
 @dataclass(frozen=True)
 class RemoteTested:
-    """The answer: "ready: nuclei (onnxruntime_onnx, CPU)" (`ok`) or the one-line error."""
+    """The answer: "ready: nuclei (ONNX Runtime, server: CPU)" (`ok`) or the one-line error."""
 
     request_id: int
     line: str
@@ -152,13 +156,14 @@ def clear_text_server(url: str) -> str:
 
 
 def server_label(remote: RemoteInfo) -> str:
-    """'remote: host:port/model (platform, server: CPU)': RemoteInfo.label with the device said to be the
+    """'remote: host:port/model (ONNX Runtime, server: CPU)': RemoteInfo.label with the device said to be the
     server's, so the badge is never read as this computer's CPU or GPU (the CLI's label stays as it is)."""
     about = server_about(remote)
     return f"remote: {remote.host}/{remote.model}" + (f" ({about})" if about else "")
 
 
 def server_about(remote: RemoteInfo) -> str:
-    """'onnxruntime_onnx, server: CPU': what the server says of the model, '' when it says nothing."""
+    """'ONNX Runtime, server: CPU': what the server says of the model, its platform in words (PLATFORMS; one not
+    known there as the server says it), '' when it says nothing."""
     device = f"server: {remote.server_device}" if remote.server_device else ""
-    return ", ".join(part for part in (remote.platform, device) if part)
+    return ", ".join(part for part in (PLATFORMS.get(remote.platform, remote.platform), device) if part)
