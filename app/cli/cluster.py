@@ -27,11 +27,13 @@ def ray_runner(args: argparse.Namespace, plan: RunPlan) -> Runner:
 
     options = ray_run.RayOptions(address=args.ray, actors=args.ray_actors, gpus_per_actor=args.ray_gpus_per_actor)
     ray_run.connect(options.address)
+    from app.inference.model.runtime_options import RuntimeOptions
+
     runtime = runtime_options(args)
-    threads = runtime.get("intra_op_threads")
-    count, cpus, gpus = ray_run.actor_plan(options, device=str(args.device), threads=int(threads) if threads else None)
-    if not gpus and "intra_op_threads" not in runtime:  # each actor's session uses the CPUs Ray gives it
-        runtime["intra_op_threads"] = max(1, int(cpus))
+    threads = runtime.intra_op_threads
+    count, cpus, gpus = ray_run.actor_plan(options, device=str(args.device), threads=threads or None)
+    if not gpus and "intra_op_threads" not in runtime.given:  # each actor's session uses the CPUs Ray gives it
+        runtime = runtime.merged(RuntimeOptions.written({"intra_op_threads": max(1, int(cpus))}))
     job = {"model_path": args.model, "sidecar": args.config, "device": str(args.device), "runtime": runtime,
            "tile": args.tile}
     return RayRunner(plan.spec, options=options, job=job, cpus=cpus, gpus=gpus, count=count, announce=_announce_actors)

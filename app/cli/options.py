@@ -7,11 +7,12 @@ from __future__ import annotations
 import argparse
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from app.runs.folder.plan import DEFAULT_REPORT_NAME as DEFAULT_REPORT_NAME  # the folder run's own default
 
 if TYPE_CHECKING:
+    from app.inference.model.runtime_options import RuntimeOptions
     from app.inference.model.spec import ModelSpec
     from app.inference.runtime.session import DeviceRequest
 
@@ -47,10 +48,10 @@ def add_model_options(parser: argparse.ArgumentParser, *, remote: bool = False) 
                              "use_tf32=false, cudnn_conv_algo_search=EXHAUSTIVE, intra_op_threads=2, device_argmax=off")
 
 
-def runtime_options(args: argparse.Namespace) -> dict[str, Any]:
-    """The --runtime KEY=VALUE options (app.inference.runtime.options), a bad one a one-line error."""
+def runtime_options(args: argparse.Namespace) -> RuntimeOptions:
+    """The --runtime KEY=VALUE options (app.inference.model.runtime_options), a bad one a one-line error."""
     from app.errors import SegLensError
-    from app.inference.runtime.options import parse_runtime_arguments
+    from app.inference.model.runtime_options import parse_runtime_arguments
 
     try:
         return parse_runtime_arguments(args.runtime)

@@ -27,12 +27,13 @@ import os
 import signal
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NoReturn
+from typing import TYPE_CHECKING, NoReturn
 
 from app.errors import SegLensError
 from app.errors import shown as _shown
 
 if TYPE_CHECKING:
+    from app.inference.model.runtime_options import RuntimeOptions
     from app.inference.runtime.session import DeviceRequest
     from app.serve.model import OnnxModel
     from app.serve.server import ServeConfig
@@ -163,8 +164,8 @@ def _device(text: str) -> DeviceRequest:
         raise argparse.ArgumentTypeError(str(exc)) from exc
 
 
-def _runtime(pairs: list[str]) -> dict[str, Any]:
-    from app.inference.runtime.options import parse_runtime_arguments
+def _runtime(pairs: list[str]) -> RuntimeOptions:
+    from app.inference.model.runtime_options import parse_runtime_arguments
 
     try:
         return parse_runtime_arguments(pairs)

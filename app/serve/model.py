@@ -11,15 +11,19 @@ import logging
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from kserve import InferOutput, InferRequest, InferResponse, Model
 from kserve.errors import InvalidInput
 
 from app.errors import SegLensError, one_line
+from app.inference.model.runtime_options import RuntimeOptions
 from app.inference.model.session import SessionInfo
 from app.inference.runtime.session import DeviceRequest, open_onnx_session
+
+if TYPE_CHECKING:
+    from app.inference.model.spec import ModelSpec
 
 log = logging.getLogger(__name__)
 
@@ -114,22 +118,20 @@ class OnnxModel(Model):  # type: ignore[misc]  # kserve ships no type hints
         return feeds
 
 
-def open_model(path: Path, device: DeviceRequest, *, runtime: dict[str, Any], sidecar: Path | None = None,
+def open_model(path: Path, device: DeviceRequest, *, runtime: RuntimeOptions, sidecar: Path | None = None,
                name: str | None = None) -> OnnxModel:
     """The served model for `path`: the session on `device` with the sidecar's runtime options under the
     command's, warmed up once on the image model's working shape (a graph SegLens has no spec for is served
     cold: its first request pays the warm-up)."""
-    from app.inference.runtime.options import RuntimeOptions
-
     spec = _spec_or_none(path, sidecar)
-    options = RuntimeOptions().merged(spec.runtime if spec is not None else {}).merged(runtime)
+    options = (spec.runtime if spec is not None else RuntimeOptions()).merged(runtime)
     session, info = open_onnx_session(path, device, runtime=options)
     if spec is not None:
         info = _warmed(spec, session, info)
     return OnnxModel(name or path.stem, path, session, info)
 
 
-def _spec_or_none(path: Path, sidecar: Path | None) -> Any:
+def _spec_or_none(path: Path, sidecar: Path | None) -> ModelSpec | None:
     from app.inference.model.builder import load_spec
 
     try:
@@ -141,7 +143,7 @@ def _spec_or_none(path: Path, sidecar: Path | None) -> Any:
         return None
 
 
-def _warmed(spec: Any, session: Any, info: SessionInfo) -> SessionInfo:
+def _warmed(spec: ModelSpec, session: Any, info: SessionInfo) -> SessionInfo:
     """SegLens's own warm-up (LocalSession.warm_up: zeros of the working shape), on the served session."""
     from app.inference.runtime.session import LocalSession
 

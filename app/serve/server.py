@@ -33,6 +33,7 @@ from app.serve.kserve import load_kserve
 from app.serve.v2 import add_v2_routes, body_limit, v2_body
 
 if TYPE_CHECKING:
+    from app.inference.model.runtime_options import RuntimeOptions
     from app.inference.runtime.session import DeviceRequest
     from app.serve.model import OnnxModel
 
@@ -100,7 +101,7 @@ def read_tls(cert: Path, key: Path) -> tuple[bytes, bytes]:
     return pems[0], pems[1]
 
 
-def open_models(paths: list[Path], device: DeviceRequest, *, runtime: dict[str, Any]) -> list[OnnxModel]:
+def open_models(paths: list[Path], device: DeviceRequest, *, runtime: RuntimeOptions) -> list[OnnxModel]:
     """One warmed session per model file, named by its stem; two files with one name are refused in one line."""
     load_kserve()
     from app.serve.model import open_model

@@ -24,6 +24,7 @@ from app.inference.model.metadata import parse_name_list
 from app.inference.model.onnx_graph import Dim, GraphInfo, TensorInfo, read_graph
 from app.inference.model.resolver import Resolver, shortened
 from app.inference.model.rules import Rule, ScoreRule, VerdictRules, resolve_review, resolve_rules
+from app.inference.model.runtime_options import RuntimeOptions
 from app.inference.model.shapes import FLOAT_INPUTS, INT_DTYPES, anomaly_outputs, channel_axis, image_layout
 from app.inference.model.sidecar import MAX_SIDE, UNSET_COLOR, find_sidecar, load_sidecar, overlap_2d
 from app.inference.model.spec import ClassInfo, InputSpec, ModelSpec, OutputSpec, PostprocessSpec, VolumeInputSpec
@@ -129,7 +130,8 @@ class _Builder(Resolver):
         return ModelSpec(
             path=self.path, sidecar=self.sidecar, name=name, task=task, input=inp, output=out,
             classes=classes, postprocess=post, inputs=self.graph.inputs, outputs=self.graph.outputs,
-            runtime={k.removeprefix("runtime."): v for k, v in self.overrides.items() if k.startswith("runtime.")},
+            runtime=RuntimeOptions.written({k.removeprefix("runtime."): v for k, v in self.overrides.items()
+                                            if k.startswith("runtime.")}),
             sources=self.sources, metadata=self.graph.metadata, opset=self.graph.opset,
             producer=self.graph.producer, verdict=(verdict := self._verdict(task, classes)),
             review=self._review(task, classes, verdict),

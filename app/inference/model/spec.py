@@ -7,11 +7,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from app.inference.model.codes import ClassCode
 from app.inference.model.onnx_graph import TensorInfo
 from app.inference.model.rules import Rule
+from app.inference.model.runtime_options import RuntimeOptions
 from app.inference.model.tiles import TileSpec
 
 
@@ -137,7 +137,7 @@ class ModelSpec:
     postprocess: PostprocessSpec
     inputs: tuple[TensorInfo, ...]
     outputs: tuple[TensorInfo, ...]
-    runtime: dict[str, Any] = field(default_factory=dict, compare=False)  # the sidecar's `runtime:` values
+    runtime: RuntimeOptions = field(default_factory=RuntimeOptions, compare=False)  # the sidecar's `runtime:`
     sources: dict[str, str] = field(default_factory=dict, compare=False)
     metadata: dict[str, str] = field(default_factory=dict, compare=False)
     opset: int | None = None

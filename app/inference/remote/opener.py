@@ -11,10 +11,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from app.inference.model.runtime_options import RuntimeOptions
 from app.inference.model.spec import ModelSpec
-from app.inference.runtime.options import RuntimeOptions
 from app.inference.runtime.session import DeviceRequest, open_session
 
 if TYPE_CHECKING:
@@ -23,7 +23,7 @@ if TYPE_CHECKING:
 
 
 def open_model_session(model: ModelSpec | RemoteTarget, *, device: str | DeviceRequest = "auto",
-                       runtime: dict[str, Any] | RuntimeOptions | None = None, warm_up: bool = True,
+                       runtime: RuntimeOptions | None = None, warm_up: bool = True,
                        sidecar: Path | None = None, on_retry: Callable[[str], None] | None = None) -> ModelSession:
     """The session of `model`: a spec runs here on `device` with `runtime` over its sidecar's (LocalSession); a
     RemoteTarget runs on its server, its spec from the server's metadata with `sidecar` over it, each wait before
@@ -33,5 +33,4 @@ def open_model_session(model: ModelSpec | RemoteTarget, *, device: str | DeviceR
         return open_session(model, device, runtime=runtime, warm_up=warm_up)
     from app.inference.remote.session import open_remote_session
 
-    options = runtime if isinstance(runtime, dict) else None  # ignored there, but said to be
-    return open_remote_session(model, sidecar=sidecar, runtime=options, warm_up=warm_up, on_retry=on_retry)
+    return open_remote_session(model, sidecar=sidecar, runtime=runtime, warm_up=warm_up, on_retry=on_retry)

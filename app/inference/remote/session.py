@@ -38,6 +38,7 @@ from app.inference.remote.graph import ONNX_TO_V2, activation_note, graph_from_m
 from app.inference.remote.transport import Wire, compute_totals
 
 if TYPE_CHECKING:
+    from app.inference.model.runtime_options import RuntimeOptions
     from app.inference.model.session import ModelSession
 
 __all__ = ["RemoteError", "RemoteSession", "RemoteTarget", "open_remote_session"]
@@ -292,7 +293,7 @@ class RemoteSession:
 
 
 def open_remote_session(target: RemoteTarget, *, sidecar: Path | str | None = None,
-                        runtime: dict[str, Any] | None = None, warm_up: bool = True,
+                        runtime: RuntimeOptions | None = None, warm_up: bool = True,
                         on_retry: Callable[[str], None] | None = None, in_flight: int = IN_FLIGHT) -> RemoteSession:
     """The session of `target`'s model: its metadata read (with the bounded retry), its spec detected as an ONNX
     file's would be with `sidecar` over it (a path, or an http(s):// URL fetched with the server's credentials
@@ -303,7 +304,7 @@ def open_remote_session(target: RemoteTarget, *, sidecar: Path | str | None = No
     from app.inference.model.builder import spec_from_graph
     from app.inference.remote.sidecar import fetched_sidecar, loaded_as
 
-    if runtime:
+    if runtime is not None and runtime.given:  # ignored there, but said to be
         log.info("%s: --runtime options are the server's to choose; ignored", target.where)
     sidecar_path, url, folder = fetched_sidecar(sidecar, target.wire())
     started = time.perf_counter()

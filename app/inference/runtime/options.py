@@ -1,107 +1,58 @@
-"""Runtime options: how ONNX Runtime runs a model (threads, CUDA/TensorRT tuning, where the argmax happens).
-
-They come, lowest to highest priority, from defaults, the sidecar's `runtime:` section, and the CLI's
-`--runtime KEY=VALUE` (or the viewer's settings). GPU-only options are passed through untouched on a CPU
+"""Runtime options made into ONNX Runtime's terms: the provider list and each provider's options from a
+RuntimeOptions record (app.inference.model.runtime_options: defaults, the sidecar's `runtime:` section, the CLI's
+`--runtime KEY=VALUE` or the viewer's settings). GPU-only options are passed through untouched on a CPU
 session. Also here: the graph surgery that appends an ArgMax to a scores model, so that on a GPU only a uint8
 label map crosses back to the host instead of C float planes.
 """
 
 from __future__ import annotations
 
-import dataclasses
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from app.errors import ModelError, one_line
-from app.inference.model.sidecar import RUNTIME_KEYS
+from app.inference.model.runtime_options import RuntimeOptions
 from app.inference.runtime.providers import CPU, CUDA, TENSORRT
 from app.io.files import file_sha256
 
 DEVICE_LABELS_NAME = "seglens_labels"
 
 
-@dataclass(frozen=True)
-class RuntimeOptions:
-    intra_op_threads: int = 0  # 0: ONNX Runtime's default (one per physical core)
-    # Spinning intra-op threads keep their cores busy between operators, so a folder run's decode/write threads
-    # can only run by preempting them (the whole operator then waits for the preempted thread). Off: the same
-    # raw session.run speed on these machines (6.40 vs 6.31 images/s, 8 alternating rounds) and ~8 % more
-    # pipeline throughput (docs/PERFORMANCE.md). `--runtime allow_spinning=true` restores ORT's default.
-    allow_spinning: bool = False
-    cudnn_conv_algo_search: str = "HEURISTIC"  # image sizes vary: EXHAUSTIVE would re-search every new shape
-    arena_extend_strategy: str = "kNextPowerOfTwo"
-    gpu_mem_limit_mb: int = 0  # 0 = no limit
-    prefer_nhwc: bool = False
-    use_tf32: bool = True
-    tensorrt: bool = False  # TensorRT first (engine cache in the user cache folder), CUDA and CPU behind it
-    tensorrt_fp16: bool = False
-    device_argmax: str = "auto"  # auto: on a GPU, for fixed-shape score models
-    io_binding: str = "auto"  # auto: on a GPU, for fixed-shape models
-
-    def merged(self, values: dict[str, Any]) -> RuntimeOptions:
-        """A copy with `values` (already validated) applied."""
-        return dataclasses.replace(self, **values)
-
-    def cuda_provider_options(self, device_id: int) -> dict[str, str]:
-        options = {
-            "device_id": str(device_id),
-            "cudnn_conv_algo_search": self.cudnn_conv_algo_search,
-            "arena_extend_strategy": self.arena_extend_strategy,
-            "prefer_nhwc": "1" if self.prefer_nhwc else "0",
-            "use_tf32": "1" if self.use_tf32 else "0",
-        }
-        if self.gpu_mem_limit_mb > 0:
-            options["gpu_mem_limit"] = str(self.gpu_mem_limit_mb * 1024 * 1024)
-        return options
-
-    def tensorrt_provider_options(self, device_id: int, cache_dir: Path) -> dict[str, str]:
-        return {
-            "device_id": str(device_id),
-            "trt_engine_cache_enable": "True",
-            "trt_engine_cache_path": str(cache_dir),
-            "trt_timing_cache_enable": "True",
-            "trt_fp16_enable": "True" if self.tensorrt_fp16 else "False",
-        }
-
-    def providers(self, *, gpu: bool, device_id: int, available: list[str],
-                  model_path: Path | None = None) -> list[Any]:
-        """The provider list for InferenceSession, best first; the CPU always last as the fallback.
-        `model_path` keys TensorRT's engine cache to that file's content."""
-        if not gpu:
-            return [CPU]
-        chosen: list[Any] = []
-        if self.tensorrt and TENSORRT in available:
-            chosen.append((TENSORRT, self.tensorrt_provider_options(device_id, tensorrt_cache_dir(model_path))))
-        chosen += [(CUDA, self.cuda_provider_options(device_id)), CPU]
-        return chosen
-
-    def wants_device_argmax(self, *, on_gpu: bool, fixed_shape: bool, scores: bool) -> bool:
-        if not scores or self.device_argmax == "off":
-            return False
-        return self.device_argmax == "on" or (on_gpu and fixed_shape)
-
-    def wants_io_binding(self, *, on_gpu: bool, fixed_shape: bool) -> bool:
-        return self.io_binding == "on" or (self.io_binding == "auto" and on_gpu and fixed_shape)
-
-
-def parse_runtime_arguments(pairs: list[str]) -> dict[str, Any]:
-    """`["tensorrt=true", "gpu_mem_limit_mb=4096"]` → validated values; ValueError names the key."""
-    from app.guard.yaml_load import YAMLRefused, load_yaml
-
-    values: dict[str, Any] = {}
-    for pair in pairs:
-        key, sep, raw = pair.partition("=")
-        key = key.strip()
-        if not sep or key not in RUNTIME_KEYS:
-            raise ValueError(f"--runtime {pair!r}: expected KEY=VALUE with KEY one of {', '.join(RUNTIME_KEYS)}")
-        try:
-            values[key] = RUNTIME_KEYS[key](load_yaml(raw, source=f"--runtime {key}", what="value"))
-        except YAMLRefused as exc:  # it names the option already
-            raise ValueError(str(exc)) from None
-        except ValueError as exc:
-            raise ValueError(f"--runtime {key}: {exc}") from exc
+def cuda_provider_options(options: RuntimeOptions, device_id: int) -> dict[str, str]:
+    values = {
+        "device_id": str(device_id),
+        "cudnn_conv_algo_search": options.cudnn_conv_algo_search,
+        "arena_extend_strategy": options.arena_extend_strategy,
+        "prefer_nhwc": "1" if options.prefer_nhwc else "0",
+        "use_tf32": "1" if options.use_tf32 else "0",
+    }
+    if options.gpu_mem_limit_mb > 0:
+        values["gpu_mem_limit"] = str(options.gpu_mem_limit_mb * 1024 * 1024)
     return values
+
+
+def tensorrt_provider_options(options: RuntimeOptions, device_id: int, cache_dir: Path) -> dict[str, str]:
+    return {
+        "device_id": str(device_id),
+        "trt_engine_cache_enable": "True",
+        "trt_engine_cache_path": str(cache_dir),
+        "trt_timing_cache_enable": "True",
+        "trt_fp16_enable": "True" if options.tensorrt_fp16 else "False",
+    }
+
+
+def providers_for(options: RuntimeOptions, *, gpu: bool, device_id: int, available: list[str],
+                  model_path: Path | None = None) -> list[Any]:
+    """The provider list for InferenceSession, best first; the CPU always last as the fallback.
+    `model_path` keys TensorRT's engine cache to that file's content."""
+    if not gpu:
+        return [CPU]
+    chosen: list[Any] = []
+    if options.tensorrt and TENSORRT in available:
+        cache = tensorrt_cache_dir(model_path)
+        chosen.append((TENSORRT, tensorrt_provider_options(options, device_id, cache)))
+    chosen += [(CUDA, cuda_provider_options(options, device_id)), CPU]
+    return chosen
 
 
 def tensorrt_cache_dir(model_path: Path | None = None) -> Path:

@@ -23,11 +23,12 @@ import numpy as np
 from app.errors import InferenceError, ModelError, one_line
 from app.guard.untrusted import MODEL_FILE_LIMIT, open_untrusted, read_untrusted
 from app.inference.model.onnx_graph import TensorInfo
+from app.inference.model.runtime_options import RuntimeOptions
 from app.inference.model.session import NO_GPU, RequestTiming, SessionInfo, warm_up_runs, warmup_tensor
 from app.inference.model.spec import ModelSpec
 from app.inference.runtime import providers as provider_facts
 from app.inference.runtime.finite import check_outputs, declared
-from app.inference.runtime.options import DEVICE_LABELS_NAME, RuntimeOptions, with_device_argmax
+from app.inference.runtime.options import DEVICE_LABELS_NAME, providers_for, with_device_argmax
 from app.inference.runtime.providers import (
     CPU,
     CUDA,
@@ -179,7 +180,7 @@ def open_session(
     spec: ModelSpec,
     device: str | DeviceRequest = "auto",
     *,
-    runtime: dict[str, Any] | RuntimeOptions | None = None,
+    runtime: RuntimeOptions | None = None,
     warm_up: bool = True,
 ) -> LocalSession:
     """Create (and by default warm up) a session for `spec` on the requested device, telling the truth.
@@ -189,8 +190,7 @@ def open_session(
     import onnxruntime as ort
 
     request = device if isinstance(device, DeviceRequest) else DeviceRequest.parse(device)
-    options = runtime if isinstance(runtime, RuntimeOptions) else RuntimeOptions().merged(spec.runtime).merged(
-        runtime or {})
+    options = spec.runtime.merged(runtime)
     available = ort.get_available_providers()
     gpu_present = None
     if request.kind != "cpu" and CUDA in available:
@@ -198,8 +198,8 @@ def open_session(
     # `auto` without an NVIDIA GPU does not try CUDA (nor load its libraries); `cuda` asked by name always tries
     wants_gpu = CUDA in available and (request.kind == "cuda" or (request.kind == "auto" and gpu_present is True))
     preload_notes = preload_cuda_libraries(ort) if wants_gpu else []
-    providers = options.providers(gpu=wants_gpu, device_id=request.device_id, available=available,
-                                  model_path=spec.path)
+    providers = providers_for(options, gpu=wants_gpu, device_id=request.device_id, available=available,
+                              model_path=spec.path)
     session, spec, load_ms, log_lines = _create_with_argmax(ort, spec, providers, options)
     active = tuple(session.get_providers())
     on_gpu = active[0] != CPU
@@ -223,21 +223,22 @@ def open_session(
 
 
 def open_onnx_session(path: Path, device: str | DeviceRequest = "auto", *,
-                      runtime: dict[str, Any] | RuntimeOptions | None = None) -> tuple[Any, SessionInfo]:
+                      runtime: RuntimeOptions | None = None) -> tuple[Any, SessionInfo]:
     """A plain ONNX Runtime session for a file that is not an image model's ModelSpec (a prompt model's encoder
     or decoder): the same providers and the same truth about where it runs (a CPU fallback's reason kept in
     `SessionInfo.fallback_reason`, as `open_session` keeps it). Returns (the InferenceSession, its info)."""
     import onnxruntime as ort
 
     request = device if isinstance(device, DeviceRequest) else DeviceRequest.parse(device)
-    options = runtime if isinstance(runtime, RuntimeOptions) else RuntimeOptions().merged(runtime or {})
+    options = runtime or RuntimeOptions()
     available = ort.get_available_providers()
     gpu_present = None
     if request.kind != "cpu" and CUDA in available:
         gpu_present = provider_facts.detect_nvidia_gpu() is not None
     wants_gpu = CUDA in available and (request.kind == "cuda" or (request.kind == "auto" and gpu_present is True))
     preload_notes = preload_cuda_libraries(ort) if wants_gpu else []
-    providers = options.providers(gpu=wants_gpu, device_id=request.device_id, available=available, model_path=path)
+    providers = providers_for(options, gpu=wants_gpu, device_id=request.device_id, available=available,
+                              model_path=path)
     session, load_ms, log_lines = _create(ort, path, _model_source(path), providers, options)
     active = tuple(session.get_providers())
     on_gpu = active[0] != CPU

@@ -42,6 +42,7 @@ from app.io.files import atomic_write
 from app.runs.folder.volumes import VolumeOptions
 
 if TYPE_CHECKING:
+    from app.inference.model.runtime_options import RuntimeOptions
     from app.inference.model.session import ModelSession
 
 Actor = Any  # a Ray actor handle of SegLensActor (its methods are called as `.remote()`)
@@ -72,7 +73,7 @@ class Job:
     model: object  # ObjectRef of the model's bytes (the object store carries them to every node)
     sidecar: bytes | None  # the sidecar YAML's bytes (--config or <model>.yaml), None without one
     device: str
-    runtime: Mapping[str, str]
+    runtime: RuntimeOptions  # the command line's --runtime, over the sidecar's
     threshold: float | None
     tile: bool | None
     out_dir: str
@@ -210,7 +211,7 @@ class SegLensActor:
             sidecar = model.with_suffix(".yaml")
             atomic_write(sidecar, job.sidecar)
         spec, min_confidence = with_threshold(with_tiling(load_spec(model, sidecar), job.tile), job.threshold)
-        return open_session(spec, job.device, runtime=dict(job.runtime)), min_confidence
+        return open_session(spec, job.device, runtime=job.runtime), min_confidence
 
     def info(self) -> dict[str, Any]:
         """Where this actor runs and what its session really got (the honest provider, with the cause)."""

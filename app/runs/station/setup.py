@@ -13,7 +13,7 @@ import threading
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from app.errors import need_extra
 from app.io.sources.capture import STALL_S
@@ -29,6 +29,7 @@ from app.runs.station.sinks.options import (
 )
 
 if TYPE_CHECKING:
+    from app.inference.model.runtime_options import RuntimeOptions
     from app.inference.model.session import ModelSession
     from app.inference.model.spec import ModelSpec
     from app.io.sources import Source
@@ -46,7 +47,7 @@ def station_spec(station: StationFile) -> ModelSpec:
     return load_spec(resolve_model(station.model), station.sidecar, verdict=station.verdict)
 
 
-def open_station(station: StationFile, *, model: ModelSession | None = None, runtime: dict[str, Any] | None = None,
+def open_station(station: StationFile, *, model: ModelSession | None = None, runtime: RuntimeOptions | None = None,
                  progress: Callable[[StationStats], None] | None = None,
                  on_verdict: Callable[[StationVerdict, Pictures], None] | None = None,
                  stop: threading.Event | None = None) -> Station:

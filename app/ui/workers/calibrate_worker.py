@@ -50,7 +50,7 @@ class CalibrateWorker(QObject):
         import numpy as np
 
         from app.inference.model.builder import load_spec
-        from app.inference.runtime.options import parse_runtime_arguments
+        from app.inference.model.runtime_options import parse_runtime_arguments
         from app.inference.runtime.session import open_session
         from app.runs.calibrate.band import calibrate, refuse_unscored
         from app.runs.calibrate.plot import plot_image

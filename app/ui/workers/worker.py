@@ -13,7 +13,7 @@ import logging
 import threading
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from PySide6.QtCore import QObject, Signal, Slot
 
@@ -26,6 +26,7 @@ from app.ui.workers.worker_volume3d import Volume3DRunner
 from app.ui.workers.worker_volumes import VolumeCounter, decode_request
 
 if TYPE_CHECKING:  # messages loads in the slots, after the window shows (its dataclasses cost ~4 ms)
+    from app.inference.model.runtime_options import RuntimeOptions
     from app.inference.model.session import ModelSession, SessionInfo
     from app.inference.model.spec import ModelSpec
     from app.io.decoded import DecodedImage
@@ -79,7 +80,7 @@ class InferenceWorker(QObject):
         that a request the window no longer wants is skipped here; a driver without a window passes its own."""
         super().__init__()
         self._model: ModelSession | None = None
-        self._options: dict[str, Any] | None = None
+        self._options: RuntimeOptions | None = None
         self._latest = latest if latest is not None else LatestRequest()
         self._latest_tune = latest_tune if latest_tune is not None else LatestRequest()
         self._image_waiting = False
@@ -201,7 +202,7 @@ class InferenceWorker(QObject):
         SessionInfo says where it runs and why)."""
         from app.errors import SegLensError
         from app.inference.model.builder import load_spec
-        from app.inference.runtime.options import parse_runtime_arguments
+        from app.inference.model.runtime_options import RuntimeOptions, parse_runtime_arguments
         from app.inference.runtime.session import open_session
         from app.runs.compare.agreement import compare_problem
         from app.ui.state.messages import ModelBFailed, ModelSummary
@@ -218,7 +219,8 @@ class InferenceWorker(QObject):
                 self.model_b_failed.emit(ModelBFailed(refused))
                 return
             options = parse_runtime_arguments([p for p in request.runtime.split(";") if p.strip()])
-            options.setdefault("device_argmax", "off")  # as for model A: its mask is compared, its scores kept
+            if "device_argmax" not in options.given:  # as for model A: its mask is compared, its scores kept
+                options = options.merged(RuntimeOptions.written({"device_argmax": "off"}))
             self._model_b = open_session(spec, request.device, runtime=options)
         except (SegLensError, ValueError) as exc:
             self.model_b_failed.emit(ModelBFailed(str(exc)))

@@ -18,6 +18,7 @@ if TYPE_CHECKING:
 
     from PySide6.QtCore import SignalInstance
 
+    from app.inference.model.runtime_options import RuntimeOptions
     from app.inference.model.session import ModelSession
     from app.inference.model.spec import ModelSpec
     from app.runs.folder.run import RunPlan
@@ -78,7 +79,7 @@ class BatchJobs:
         """Intra-op threads of the separate batch session, None while Run on all uses the interactive one."""
         return self.batch_threads if self._batch_model is not None else None
 
-    def run_all(self, model: ModelSession | None, options: dict[str, Any] | None, request: RunAllRequest) -> None:
+    def run_all(self, model: ModelSession | None, options: RuntimeOptions | None, request: RunAllRequest) -> None:
         """Process every input, exporting masks/overlays and the CSV report through the CLI's own folder run
         (app.runs.folder.run), at the reader's threshold and score limit (`request.tuning`) as the CLI's
         --threshold would; without a folder, the scores and verdicts only (nothing written)."""
@@ -144,7 +145,7 @@ class BatchJobs:
             return
         self._signals.report_finished.emit(ReportFinished(report_path=request.report_path))
 
-    def _tuned_for_batch(self, model: ModelSession, options: dict[str, Any] | None,
+    def _tuned_for_batch(self, model: ModelSession, options: RuntimeOptions | None,
                          threshold: float | None) -> tuple[ModelSession, float | None]:
         """(a copy of the batch session with the reader's threshold in its spec, min_confidence): a copy, so the
         score limit set on it does not reach the interactive session."""
@@ -156,21 +157,22 @@ class BatchJobs:
         tuned_batch.spec = spec
         return tuned_batch, min_confidence
 
-    def _for_batch(self, model: ModelSession, options: dict[str, Any] | None) -> ModelSession:
+    def _for_batch(self, model: ModelSession, options: RuntimeOptions | None) -> ModelSession:
         """The session for Run on all. On the CPU, ONNX Runtime's intra-op threads take every core for each
         `session.run`, and the window's thread then waits for a core: event-loop stalls of 50-70 ms. A second
         session with one thread fewer leaves a core to the window and to the decode/write threads, at about the
         same folder throughput (the freed core does their work); docs/PERFORMANCE.md. Kept for later runs."""
         import os
 
+        from app.inference.model.runtime_options import RuntimeOptions
         from app.inference.runtime.session import open_session
 
         threads = (os.cpu_count() or 1) - 1
-        if model.info.on_gpu or model.info.remote or (options or {}).get("intra_op_threads") or threads < 1:
+        if model.info.on_gpu or model.info.remote or (options and options.intra_op_threads) or threads < 1:
             return model  # on a GPU or a server, threads chosen by the user, a single core: nothing to leave free
         if self._batch_model is None:
             try:
-                runtime = {**(options or {}), "intra_op_threads": threads}
+                runtime = (options or RuntimeOptions()).merged(RuntimeOptions.written({"intra_op_threads": threads}))
                 self._batch_model = open_session(model.spec, "cpu", runtime=runtime, warm_up=False)
                 self.batch_threads = threads
             except Exception:  # the interactive session works: use it rather than fail the run

@@ -9,9 +9,10 @@ import hashlib
 import logging
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from app.inference.model.runtime_options import RuntimeOptions
     from app.inference.model.session import ModelSession
     from app.io.decoded import DecodedImage
     from app.ui.state.messages import LoadRequest, ViewKey
@@ -21,12 +22,12 @@ log = logging.getLogger(__name__)
 
 
 def open_model(request: LoadRequest, *, on_retry: Callable[[RemoteRetrying], None]) -> tuple[ModelSession,
-                                                                                             dict[str, Any]]:
+                                                                                             RuntimeOptions]:
     """The session `request` asks for (app.inference.remote.opener: a local file or a server's model), not yet
     warmed up, and its runtime options. A remote one's options are the server's to choose (none are sent);
     `on_retry` hears each of its waits before another try."""
+    from app.inference.model.runtime_options import RuntimeOptions, parse_runtime_arguments
     from app.inference.remote.opener import open_model_session
-    from app.inference.runtime.options import parse_runtime_arguments
 
     options = parse_runtime_arguments([p for p in request.runtime.split(";") if p.strip()])
     from app.ui.state.remote_messages import RemoteLoad, RemoteRetrying
@@ -34,14 +35,14 @@ def open_model(request: LoadRequest, *, on_retry: Callable[[RemoteRetrying], Non
     if isinstance(request, RemoteLoad) and request.target is not None:
         sidecar = Path(request.sidecar) if request.sidecar else bundled_sidecar(request.target.model)
         return open_model_session(request.target, sidecar=sidecar, warm_up=False,
-                                  on_retry=lambda line: on_retry(RemoteRetrying(line))), {}
+                                  on_retry=lambda line: on_retry(RemoteRetrying(line))), RuntimeOptions()
     from app.inference.model.builder import load_spec
 
     spec = load_spec(request.model_path)
-    if "device_argmax" not in options and "device_argmax" not in (spec.runtime or {}):
+    if "device_argmax" not in options.given and "device_argmax" not in spec.runtime.given:
         # the viewer decides again from kept scores (threshold slider, heatmap): an argmax on the GPU
         # would leave none. Asked for by the user or the sidecar, it is kept, and the panel says so.
-        options["device_argmax"] = "off"
+        options = options.merged(RuntimeOptions.written({"device_argmax": "off"}))
     return open_model_session(spec, device=request.device, runtime=options, warm_up=False), options
 
 

@@ -8,6 +8,7 @@ import pytest
 
 from app.errors import ModelError
 from app.inference.model.builder import load_spec
+from app.inference.model.runtime_options import RuntimeOptions
 from app.inference.runtime.options import with_device_argmax
 from app.inference.runtime.session import open_session
 
@@ -24,7 +25,7 @@ def test_missing_external_weights_on_the_device_argmax_path(models):
     """`device_argmax=on` builds the ArgMax before ONNX Runtime sees the file: onnx's ValidationError escaped."""
     path = _missing_external_weights(models)
     with pytest.raises(ModelError) as caught:
-        open_session(load_spec(path), "cpu", runtime={"device_argmax": "on"}, warm_up=False)
+        open_session(load_spec(path), "cpu", runtime=RuntimeOptions(device_argmax="on"), warm_up=False)
     message = str(caught.value)
     assert message.startswith(str(path)) and "\n" not in message, message
 

@@ -6,7 +6,8 @@ import onnxruntime as ort
 import pytest
 
 from app.inference.model.builder import load_spec
-from app.inference.runtime.options import RuntimeOptions, parse_runtime_arguments
+from app.inference.model.runtime_options import RuntimeOptions, parse_runtime_arguments
+from app.inference.runtime.options import cuda_provider_options, providers_for
 from app.inference.runtime.providers import CUDA, TENSORRT, explain_cuda_failure
 from app.inference.runtime.session import DeviceRequest, open_session
 
@@ -69,26 +70,28 @@ def test_explain_cuda_failure_from_real_log_lines():
 def test_cuda_provider_options_are_passed_through():
     options = RuntimeOptions(cudnn_conv_algo_search="EXHAUSTIVE", gpu_mem_limit_mb=2048,
                              arena_extend_strategy="kSameAsRequested", prefer_nhwc=True, use_tf32=False)
-    assert options.cuda_provider_options(1) == {
+    assert cuda_provider_options(options, 1) == {
         "device_id": "1", "cudnn_conv_algo_search": "EXHAUSTIVE", "arena_extend_strategy": "kSameAsRequested",
         "prefer_nhwc": "1", "use_tf32": "0", "gpu_mem_limit": str(2048 << 20)}
-    assert RuntimeOptions().cuda_provider_options(0)["cudnn_conv_algo_search"] == "HEURISTIC"
+    assert cuda_provider_options(RuntimeOptions(), 0)["cudnn_conv_algo_search"] == "HEURISTIC"
 
 
 def test_provider_list_puts_tensorrt_first_with_a_cache_and_cpu_last(tmp_path, monkeypatch):
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
-    providers = RuntimeOptions(tensorrt=True, tensorrt_fp16=True).providers(
-        gpu=True, device_id=0, available=[TENSORRT, CUDA, "CPUExecutionProvider"])
+    providers = providers_for(RuntimeOptions(tensorrt=True, tensorrt_fp16=True),
+                              gpu=True, device_id=0, available=[TENSORRT, CUDA, "CPUExecutionProvider"])
     assert [p if isinstance(p, str) else p[0] for p in providers] == [TENSORRT, CUDA, "CPUExecutionProvider"]
     trt = providers[0][1]
     assert trt["trt_engine_cache_enable"] == "True" and trt["trt_fp16_enable"] == "True"
     assert trt["trt_engine_cache_path"].startswith(str(tmp_path))
-    assert RuntimeOptions(tensorrt=True).providers(gpu=False, device_id=0, available=[]) == ["CPUExecutionProvider"]
+    cpu_only = providers_for(RuntimeOptions(tensorrt=True), gpu=False, device_id=0, available=[])
+    assert cpu_only == ["CPUExecutionProvider"]
 
 
 def test_runtime_arguments_are_validated():
-    assert parse_runtime_arguments(["tensorrt=true", "gpu_mem_limit_mb=4096", "device_argmax=off"]) == {
-        "tensorrt": True, "gpu_mem_limit_mb": 4096, "device_argmax": "off"}
+    parsed = parse_runtime_arguments(["tensorrt=true", "gpu_mem_limit_mb=4096", "device_argmax=off", "use_tf32=true"])
+    assert parsed == RuntimeOptions(tensorrt=True, gpu_mem_limit_mb=4096, device_argmax="off")
+    assert parsed.given == {"tensorrt", "gpu_mem_limit_mb", "device_argmax", "use_tf32"}  # use_tf32's default, given
     with pytest.raises(ValueError, match="--runtime use_tf32: must be true or false"):
         parse_runtime_arguments(["use_tf32=maybe"])
     with pytest.raises(ValueError, match="KEY one of"):
@@ -99,9 +102,13 @@ def test_sidecar_runtime_section_reaches_the_session(models):
     path = models("rgb_classes")
     path.with_suffix(".yaml").write_text("runtime:\n  intra_op_threads: 1\n  io_binding: on\n")
     spec = load_spec(path)
-    assert spec.runtime == {"intra_op_threads": 1, "io_binding": "on"}
+    assert spec.runtime == RuntimeOptions(intra_op_threads=1, io_binding="on")
+    assert spec.runtime.given == {"intra_op_threads", "io_binding"}
     assert open_session(spec, "cpu").uses_io_binding
-    assert not open_session(spec, "cpu", runtime={"io_binding": "off"}).uses_io_binding  # CLI wins
+    cli = parse_runtime_arguments(["io_binding=off"])
+    assert not open_session(spec, "cpu", runtime=cli).uses_io_binding  # CLI wins
+    assert spec.runtime.merged(cli) == RuntimeOptions(intra_op_threads=1, io_binding="off")  # the sidecar's rest kept
+    assert spec.runtime.merged(parse_runtime_arguments(["io_binding=auto"])).io_binding == "auto"  # a default, given
 
 
 def test_device_argmax_and_io_binding_give_the_same_masks(models):
@@ -112,17 +119,14 @@ def test_device_argmax_and_io_binding_give_the_same_masks(models):
 
     spec = load_spec(models("fixed_size_classes", size=64))
     image = stripes(64, 64)
-    plain = run_image(open_session(spec, "cpu", runtime={"device_argmax": "off", "io_binding": "off"}), image)
-    fused = open_session(spec, "cpu", runtime={"device_argmax": "on", "io_binding": "on"})
+    plain = run_image(open_session(spec, "cpu", runtime=RuntimeOptions(device_argmax="off", io_binding="off")), image)
+    fused = open_session(spec, "cpu", runtime=RuntimeOptions(device_argmax="on", io_binding="on"))
     assert fused.spec.output.kind == "labels" and fused.uses_io_binding
     np.testing.assert_array_equal(run_image(fused, image).mask, plain.mask)
 
 
 def test_intra_op_spinning_is_off_unless_asked_for(models):
     from app.inference.model.builder import load_spec
-    from app.inference.runtime.options import parse_runtime_arguments
-    from app.inference.runtime.session import open_session
-
     spec = load_spec(models("rgb_classes"))
 
     def entry(model) -> str | None:

@@ -9,6 +9,7 @@ from spec3d_models import DYNAMIC, FIXED, labels3d, scores3d, with_sidecar
 
 from app.errors import InferenceError
 from app.inference.model.builder import load_spec
+from app.inference.model.runtime_options import RuntimeOptions
 from app.inference.runtime.session import open_session
 
 
@@ -36,7 +37,7 @@ def test_a_3d_session_refuses_a_4d_tensor_in_one_line(tmp_path):
 
 def test_device_argmax_and_io_binding_leave_a_3d_models_scores_to_blend(tmp_path):
     path = scores3d(tmp_path / "io.onnx", shape=FIXED)
-    model = open_session(load_spec(path), "cpu", runtime={"device_argmax": "on", "io_binding": "on"})
+    model = open_session(load_spec(path), "cpu", runtime=RuntimeOptions(device_argmax="on", io_binding="on"))
     assert model.spec.output.kind == "scores" and model.uses_io_binding  # patches blend scores: no fused ArgMax
     volume = np.full((1, 1, 16, 32, 32), 0.75, np.float32)
     scores = model.run(volume)

@@ -4,14 +4,15 @@ from __future__ import annotations
 
 import hashlib
 
-from app.inference.runtime.options import RuntimeOptions, tensorrt_cache_dir
+from app.inference.model.runtime_options import RuntimeOptions
+from app.inference.runtime.options import providers_for, tensorrt_cache_dir
 from app.inference.runtime.providers import CUDA, TENSORRT
 
 
 def _trt_cache_path(model, tmp_path, monkeypatch) -> str:
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
-    providers = RuntimeOptions(tensorrt=True).providers(gpu=True, device_id=0, available=[TENSORRT, CUDA],
-                                                        model_path=model)
+    providers = providers_for(RuntimeOptions(tensorrt=True), gpu=True, device_id=0, available=[TENSORRT, CUDA],
+                              model_path=model)
     return providers[0][1]["trt_engine_cache_path"]
 
 

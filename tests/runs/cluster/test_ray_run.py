@@ -18,6 +18,7 @@ from PIL import Image
 from waiting import until
 
 from app.cli import main
+from app.inference.model.runtime_options import RuntimeOptions
 
 ray = pytest.importorskip("ray")
 pytestmark = pytest.mark.slow  # a local Ray instance per module: seconds to start, ~40 s in all
@@ -84,9 +85,9 @@ def test_an_actor_killed_mid_run_still_gives_every_input_once(cluster, models, t
     paths = _images(folder, 30)
     model = models("rgb_classes")
     probe = ray_run.make_probe(out)
-    job = ray_run.make_job(model, None, device="cpu", runtime={"intra_op_threads": 1}, threshold=None, tile=None,
-                           out_dir=str(out), save=("mask",), batch=1, volumes=None, decoders=2, extra_columns=(),
-                           probe=str(probe))
+    job = ray_run.make_job(model, None, device="cpu", runtime=RuntimeOptions(intra_op_threads=1), threshold=None,
+                           tile=None, out_dir=str(out), save=("mask",), batch=1, volumes=None, decoders=2,
+                           extra_columns=(), probe=str(probe))
     factory = ray_run.ActorFactory(job, cpus=1, gpus=0)
     actors = ray_run.start_actors(factory, 2)
     first = actors[0]
@@ -131,9 +132,9 @@ def test_resume_after_the_driver_is_killed_finishes_the_job(cluster, models, tmp
 def _job(model: Path, out: Path, probe: Path):
     from app.runs.cluster import run as ray_run
 
-    return ray_run.make_job(model, None, device="cpu", runtime={"intra_op_threads": 1}, threshold=None, tile=None,
-                            out_dir=str(out), save=("mask",), batch=1, volumes=None, decoders=2, extra_columns=(),
-                            probe=str(probe))
+    return ray_run.make_job(model, None, device="cpu", runtime=RuntimeOptions(intra_op_threads=1), threshold=None,
+                            tile=None, out_dir=str(out), save=("mask",), batch=1, volumes=None, decoders=2,
+                            extra_columns=(), probe=str(probe))
 
 
 def test_ctrl_c_keeps_finished_rows_in_order_and_lists_the_rest_as_skipped(cluster, models, tmp_path):
