@@ -137,7 +137,7 @@ def test_a_stalled_source_shows_the_alarm_and_closing_the_window_ends_the_statio
     qtbot.waitUntil(lambda: view.alarm.isVisible(), timeout=WAIT_MS)
     assert view.alarm.text().startswith("⚠ ALARM — SOURCE STALLED: no frame for ")
     assert view.alarm.text().endswith("(limit 0.5 s)")
-    assert "frames/s (before the stall)" in view.numbers.text()  # an old rate is never passed off as the rate now
+    assert view.numbers.text().startswith("no frame yet")  # none came: no rate is passed off as the rate now
     thread = controller.station_thread
     window.close()  # while the station runs: its thread is joined, its output folder let go
     assert controller.station_thread is None and not thread.isRunning()
@@ -276,3 +276,19 @@ def test_a_frame_without_a_kept_file_or_with_its_copy_gone_is_a_line_not_an_erro
     controller.open_frame(tmp_path / "out" / "ng" / "gone.png")
     assert window.status.currentMessage().startswith("gone.png is no longer in the output folder")
     assert window.files.paths() == []
+
+
+def test_before_the_first_frame_the_numbers_say_no_frame_yet(qtbot):
+    """No rate, no latency and no "last frame 5 s ago" before any frame came: one plain "no frame yet"."""
+    from app.runs.station.stats import StationStats
+    from app.ui.widgets.station_view import StationView
+
+    view = StationView()
+    qtbot.addWidget(view)
+    view.show_stats(StationStats(since_frame_s=5.0), ())
+    text = view.numbers.text()
+    assert text.startswith("no frame yet") and "waiting 5 s" in text, text
+    assert "–" not in text and "last frame" not in text and "frames/s" not in text, text
+    view.show_stats(StationStats(frames=1, fps=2.0, latency_p50_ms=40.2, latency_p95_ms=61.0, since_frame_s=1.0), ())
+    assert view.numbers.text() == ("2.0 frames/s\nlatency p50 40 ms · p95 61 ms\n"
+                                   "1 frame   0 dropped   last frame 1 s ago")

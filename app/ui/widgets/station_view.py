@@ -181,13 +181,7 @@ class StationView(QWidget):
     def show_stats(self, stats: StationStats, alarms: tuple[str, ...]) -> None:
         for state, label in self.counts.items():
             label.setText(str(stats.counts.get(state, 0)))
-        p50 = "–" if stats.latency_p50_ms is None else f"{stats.latency_p50_ms:.0f}"
-        p95 = "–" if stats.latency_p95_ms is None else f"{stats.latency_p95_ms:.0f}"
-        since, noun = f"{stats.since_frame_s:.0f} s", "frame" if stats.frames == 1 else "frames"
-        # the rate is over the last verdicts: said as such once no frame comes, never passed off as the rate now
-        when = " (before the stall)" if stats.stalled else " (while it ran)" if stats.ended is not None else ""
-        self.numbers.setText(f"{stats.fps:.1f} frames/s{when}\nlatency p50 {p50} ms · p95 {p95} ms\n"
-                             f"{stats.frames} {noun}   {stats.dropped} dropped   last frame {since} ago")
+        self.numbers.setText(_numbers(stats))
         self.set_alarm(alarms)
         stale = stats.stalled or stats.ended is not None
         if stale != self._stale:
@@ -282,3 +276,19 @@ def _reason(verdict: StationVerdict) -> str:
     if verdict.verdict == "OK":
         return verdict.reason or "passed"
     return verdict.reason.removeprefix("review: ") if verdict.verdict == "REVIEW" else verdict.reason
+
+
+def _numbers(stats: StationStats) -> str:
+    """The rate, the latency and the frame counts; before the first frame "no frame yet" and how long the station
+    has waited (no rate, no latency, no last frame to date)."""
+    since = f"{stats.since_frame_s:.0f} s"
+    if stats.frames == 0:
+        waited = "" if stats.ended is not None else f"   waiting {since}"
+        return f"no frame {'came' if stats.ended is not None else 'yet'}\n{stats.dropped} dropped{waited}"
+    p50 = "–" if stats.latency_p50_ms is None else f"{stats.latency_p50_ms:.0f}"
+    p95 = "–" if stats.latency_p95_ms is None else f"{stats.latency_p95_ms:.0f}"
+    noun = "frame" if stats.frames == 1 else "frames"
+    # the rate is over the last verdicts: said as such once no frame comes, never passed off as the rate now
+    when = " (before the stall)" if stats.stalled else " (while it ran)" if stats.ended is not None else ""
+    return (f"{stats.fps:.1f} frames/s{when}\nlatency p50 {p50} ms · p95 {p95} ms\n"
+            f"{stats.frames} {noun}   {stats.dropped} dropped   last frame {since} ago")
