@@ -1,4 +1,4 @@
-"""seglens-cli run with a 3D model (factory ONNX models, tests/inference/volume3d_models.py): a DICOM series, a NIfTI
+"""seglens-cli run with a 3D model (factory ONNX models, tests/volume3d_models.py): a DICOM series, a NIfTI
 and a PNG in one run (the PNG refused in one line, the rest written), the DICOM SEG of a 3D result through dciodvfy,
 --no-tile, --tta and --ray refusals in one line, and the terminal's patch progress."""
 
@@ -28,7 +28,7 @@ CT = ("input:\n  patch: [4, 16, 16]\n  normalize: {kind: ct, clip: [-1000, 200],
 
 
 def ct3d(path: Path) -> Path:
-    """A binary 3D model: the +60 HU disc of tests/dicom_factory's series is foreground, air is not."""
+    """A binary 3D model: the +60 HU disc of tests/dicom_factory.py's series is foreground, air is not."""
     box_sigmoid(path)
     path.with_suffix(".yaml").write_text(CT)
     return path

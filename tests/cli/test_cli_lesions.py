@@ -1,6 +1,6 @@
 """seglens-cli run on volumes with a volume rule: the report's component columns (connectivity, count and largest
 mL per class, from the assembled label volume) and the volume's verdict by `min_component_ml`, on a DICOM series
-(tests/dicom_factory), a NIfTI volume with known lesions, and a plain PNG in the same run."""
+(tests/dicom_factory.py), a NIfTI volume with known lesions, and a plain PNG in the same run."""
 
 from __future__ import annotations
 

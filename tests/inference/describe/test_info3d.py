@@ -1,5 +1,5 @@
 """`seglens-cli info` and `models` on a 3D model: patch, spacing, axes, normalisation, tiling, TTA and classes, each
-with its source (app/inference/describe/volume_text.py, describe.py, bundled.py)."""
+with its source (app/inference/describe/info.py and bundled.py)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """Contract tests of the prompt-model adapter on SAM and SAM2 pairs built here with the public exports' names,
-shapes and dtypes (tests/inference/prompt_pairs.py): the coordinate transform, masks at image size aligned to the
+shapes and dtypes (tests/prompt_pairs.py): the coordinate transform, masks at image size aligned to the
 pixel, one encoder run per image, the embeddings LRU by bytes."""
 
 from __future__ import annotations

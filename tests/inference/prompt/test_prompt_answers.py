@@ -2,7 +2,7 @@
 it:
 a decoder's NaN or ±inf logits or IoU, or an encoder's NaN embedding, is one line naming the model file and the
 output — never an empty mask, never a NaN IoU that the CLI then calls "grabcut"; a decoder whose masks are not of
-the shape its graph declares is refused the same way. Real ONNX pairs (tests/inference/prompt_pairs), poisoned
+the shape its graph declares is refused the same way. Real ONNX pairs (tests/prompt_pairs.py), poisoned
 with one extra node after the named output."""
 
 from __future__ import annotations
