@@ -617,11 +617,26 @@ def test_the_reopened_dialog_marks_the_previous_search_rows_as_the_previous_sear
     assert "previous search" in title and "SYN-0001" in title and "FAKE" in title, title
     grey = dialog.studies.item(0, 0).foreground().color()
     assert grey == dialog.palette().color(dialog.palette().ColorGroup.Disabled, dialog.palette().ColorRole.Text)
-    assert "previous search" in dialog.message.text()
+    assert dialog.message.text() == "Search again to see what the PACS holds now"
     dialog.search_button.click()  # searched again: current rows
     qtbot.waitUntil(lambda: dialog.studies_title.text() == "Studies", timeout=TIMEOUT)
     qtbot.waitUntil(lambda: dialog.series.rowCount() == 2, timeout=TIMEOUT)
     assert dialog.studies.item(0, 0).foreground().style() == dialog.studies.item(0, 0).foreground().style().NoBrush
+
+
+def test_the_reopened_dialog_says_search_again_once_and_its_title_never_widens_it(qtbot, pacs):
+    """The title names the previous search, the line under the tables says to search again (it said both twice),
+    and the title wraps instead of widening the dialog (1100 → 1134 px, more with a longer node URL)."""
+    _win, controller, _clients = pacs()
+    dialog = _search(qtbot, controller)
+    qtbot.waitUntil(lambda: dialog.series.rowCount() == 2, timeout=TIMEOUT)
+    dialog._searched = "every study on dicomweb+https://pacs.radiology.example-hospital.org:8443/dicom-web at 20:58"
+    before = dialog.minimumSizeHint().width()
+    dialog.close()
+    assert controller.open_dialog() is dialog
+    said = f"{dialog.studies_title.text()}\n{dialog.message.text()}"
+    assert said.count("Search again") == 1 and said.count("previous search") == 1, said
+    assert dialog.minimumSizeHint().width() <= before
 
 
 def test_the_dialog_says_where_its_nodes_come_from(qtbot, pacs, tmp_path):

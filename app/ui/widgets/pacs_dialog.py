@@ -23,6 +23,7 @@ from PySide6.QtWidgets import (
     QLineEdit,
     QProgressBar,
     QPushButton,
+    QSizePolicy,
     QSplitter,
     QTableWidget,
     QTableWidgetItem,
@@ -83,6 +84,8 @@ class PacsDialog(QDialog):
         self.series = _table(SERIES_COLUMNS, QAbstractItemView.SelectionMode.ExtendedSelection,
                              stretch=SERIES_COLUMNS.index("Description"))
         self.studies_title = _title("Studies")
+        self.studies_title.setWordWrap(True)  # a long node URL in "the previous search (…)" wraps: never widening
+        self.studies_title.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
         splitter.addWidget(_titled(self.studies_title, self.studies))
         splitter.addWidget(_titled(_title("Series of the chosen study (select one or more)"), self.series))
         splitter.setSizes([300, 220])
@@ -235,19 +238,19 @@ class PacsDialog(QDialog):
         self._searched = self.search_text()
 
     def mark_previous(self) -> None:
-        """The dialog opened again: the rows shown are the last search's, greyed and titled as such, not the
-        PACS's now (Search again for that)."""
+        """The dialog opened again: the rows shown are the last search's, greyed and titled as such (the title
+        wraps), not the PACS's now: the line under the tables says to search again for that."""
         if not self._studies:
             return
-        self.studies_title.setText(f"Studies — the previous search ({self._searched}): Search again to see what "
-                                   "the PACS holds now")
+        searched = self._searched.replace("/", "/\u200b")  # a node URL may wrap after a slash
+        self.studies_title.setText(f"Studies — the previous search ({searched})")
         grey = QBrush(self.palette().color(QPalette.ColorGroup.Disabled, QPalette.ColorRole.Text))
         for table in (self.studies, self.series):
             for r in range(table.rowCount()):
                 for c in range(table.columnCount()):
                     if (item := table.item(r, c)) is not None:
                         item.setForeground(grey)
-        self.say(f"The rows are the previous search's ({self._searched}): Search again for what the PACS holds now")
+        self.say("Search again to see what the PACS holds now")
 
     def set_studies(self, studies: list[StudyRecord]) -> None:
         self.studies_title.setText("Studies")
