@@ -22,3 +22,15 @@ def test_an_anomaly_model_is_called_anomaly(qtbot, models):
 def test_a_segmentation_model_is_still_called_segmentation(qtbot, models):
     model = models("binary_logits")
     assert f"<br>segmentation · {model.name}" in _line(qtbot, load_spec(model))
+
+
+def test_the_image_facts_show_the_window_rounded_as_the_status_bar_does(qtbot):
+    """A NIfTI's automatic window read "L -213.958 / W 1572.08"; a small window keeps its digits."""
+    from app.ui.widgets.panels import ImageInfo
+
+    info = ImageInfo()
+    qtbot.addWidget(info)
+    info.show_info({}, (-213.958, 1572.08), 0, 1)
+    assert "L -214 / W 1572" in info.text.text()
+    info.show_info({}, (0.35, 0.8), 0, 1)
+    assert "L 0.35 / W 0.8" in info.text.text()

@@ -36,6 +36,12 @@ def _breakable(text: str) -> str:
     return re.sub(r"([_./-])", "\\1\u200b", plain(text))
 
 
+def _level(value: float) -> str:
+    """A window's level or width as the status bar says it: a whole number ("L -214", not "L -213.958"); a small
+    one (a float image's 0.35) with its two significant digits."""
+    return f"{value:.0f}" if abs(value) >= 10 else f"{value:.2g}"
+
+
 class OverlayControls(QGroupBox):
     """Show/hide, opacity and display mode of the overlay. Others change them through intents, not the widgets."""
 
@@ -122,7 +128,7 @@ class ImageInfo(QGroupBox):
         fields = dict(info or {})
         fields.pop("Frames", None)
         if window is not None:
-            fields["Window"] = f"L {window[0]:g} / W {window[1]:g}  (right-drag to change)"
+            fields["Window"] = f"L {_level(window[0])} / W {_level(window[1])}  (right-drag to change)"
         self.text.setText("<br>".join(f"<b>{plain(k)}</b>: {plain(v)}" for k, v in fields.items()))
         self.frame.blockSignals(True)
         self.frame.setRange(0, max(0, frames - 1))
