@@ -300,7 +300,8 @@ class RayRunner:
             self.announce(self.infos, self.spec)
             first = self.infos[0]
             yield SessionInfo(requested=first["requested"], provider=first["provider"],
-                              providers=(first["provider"],), fallback_reason=first["fallback_reason"])
+                              providers=(first["provider"],), fallback_reason=first["fallback_reason"],
+                              gpu_present=first["gpu_present"], device_id=first["device_id"])  # the label as locally
         finally:
             remove_under(probe.parent, probe.name)
 

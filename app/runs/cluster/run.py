@@ -220,7 +220,7 @@ class SegLensActor:
         info = self.model.info
         return {"node": self.node, "problem": None, "provider": info.provider, "requested": info.requested,
                 "fallback_reason": info.fallback_reason, "fallback_warns": info.fallback_warns,
-                "provider_label": info.provider_label}
+                "provider_label": info.provider_label, "gpu_present": info.gpu_present, "device_id": info.device_id}
 
     def run(self, items: list[tuple[int, InputFile, Path]], png_texts: Mapping[str, Mapping[str, str]] | None = None,
             ) -> tuple[list[list[str]], str, list[str]]:
