@@ -49,9 +49,9 @@ def log_record(verdict: StationVerdict) -> dict[str, str | float | None]:
         "id": spelt(verdict.frame_id, controls=False),
         "time": iso_utc(verdict.time),
         "verdict": verdict.verdict,
-        "score": finite(verdict.score),
+        "score": score_value(verdict.score),
         "reason": spelt(verdict.reason, controls=False),
-        "latency_ms": _ms(verdict.latency_ms),
+        "latency_ms": ms_value(verdict.latency_ms),
     }
 
 
@@ -60,7 +60,14 @@ def finite(value: float | None) -> float | None:
     return value if value is None or math.isfinite(value) else None
 
 
-def _ms(value: float) -> float | None:
+def score_value(value: float | None) -> float | None:
+    """A verdict's score as every sink writes it: to 6 decimals, as the run report does (a float32 score's
+    0.5712878704071045 is 0.571288), None when not a finite number."""
+    return None if (kept := finite(value)) is None else round(kept, 6)
+
+
+def ms_value(value: float) -> float | None:
+    """A latency as every sink writes it: to the microsecond (3 decimals of a millisecond), None when not finite."""
     return None if not math.isfinite(value) else round(value, 3)
 
 
@@ -71,8 +78,8 @@ def jsonl_line(verdict: StationVerdict) -> bytes:
 
 def csv_values(verdict: StationVerdict) -> list[str | float | None]:
     """The CSV row's values in COLUMNS' order (strings raw: csv_line spells them as cells)."""
-    return [verdict.station, verdict.frame_id, iso_utc(verdict.time), verdict.verdict, finite(verdict.score),
-            verdict.reason, _ms(verdict.latency_ms)]
+    return [verdict.station, verdict.frame_id, iso_utc(verdict.time), verdict.verdict, score_value(verdict.score),
+            verdict.reason, ms_value(verdict.latency_ms)]
 
 
 def csv_line(values: list[str | float | None]) -> bytes:

@@ -47,6 +47,7 @@ from paho.mqtt.enums import CallbackAPIVersion
 from app.errors import OutputError, one_line
 from app.guard.untrusted import SMALL_FILE_LIMIT, untrusted_problem
 from app.runs.station.sinks import StallAlarm, StationVerdict, iso_utc
+from app.runs.station.sinks.log import ms_value, score_value
 from app.runs.station.sinks.mqtt_buffer import BUFFER_NAME, OutBuffer, Pending
 from app.runs.station.sinks.options import MqttSinkOptions
 from app.spelling import spelt
@@ -72,11 +73,16 @@ def alarm_payload(alarm: StallAlarm) -> bytes:
 
 
 def payload_of(verdict: StationVerdict) -> dict[str, object]:
-    """The verdict's JSON payload (without its seq): names spelt, the time as the log's, a non-finite number None."""
+    """The verdict's JSON payload (without its seq): names spelt, the time, the score and the latency as the log
+    writes them, a non-finite number None."""
     body: dict[str, object] = {}
     for key, value in verdict.as_dict().items():
         if key == "time":
             value = iso_utc(verdict.time)
+        elif key == "score":
+            value = score_value(verdict.score)
+        elif key == "latency_ms":
+            value = ms_value(verdict.latency_ms)
         elif isinstance(value, str):
             value = spelt(value, controls=False)
         elif isinstance(value, float) and not math.isfinite(value):

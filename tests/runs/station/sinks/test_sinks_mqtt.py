@@ -401,3 +401,13 @@ def test_the_stall_alarm_is_retained_cleared_by_an_empty_message_and_sent_again_
         assert sink.pending == 0 and sink.lost == 0  # state, not a verdict: nothing in the buffer
     finally:
         sink.close()
+
+
+def test_the_payload_numbers_are_rounded_as_the_verdict_log_writes_them() -> None:
+    # a subscriber read score 0.5712878704071045 and latency_ms 527.6217460632324 (a float32 score's noise)
+    from app.runs.station.sinks.log import log_record
+
+    precise = replace(verdict(1), score=0.5712878704071045, latency_ms=527.6217460632324)
+    payload, line = payload_of(precise), log_record(precise)
+    assert (payload["score"], payload["latency_ms"]) == (0.571288, 527.622)
+    assert (line["score"], line["latency_ms"]) == (payload["score"], payload["latency_ms"])
