@@ -80,10 +80,11 @@ class RunIdentity:
     def summary_line(self, report: Path) -> str:
         """One line for the terminal: what made these outputs, and where the full record is."""
         sidecar = f"{self.sidecar} {self.sidecar_sha256[:SHORT]}" if self.sidecar and self.sidecar_sha256 else "none"
-        thresholds = ", ".join(f"{k} {v:g}" for k, v in self.thresholds.items()) or "none"
+        # each by its name ("threshold 0.5, image threshold 0.785"): "thresholds threshold 0.5" said it twice
+        thresholds = ", ".join(f"{k.replace('_', ' ')} {v:g}" for k, v in self.thresholds.items()) or "no thresholds"
         return (f"provenance: model {self.model} sha256 {self.model_sha256[:SHORT]}, sidecar {sidecar}, settings "
                 f"{(self.settings_sha256 or 'none')[:SHORT]}, SegLens {self.seglens}, provider {self.provider}, "
-                f"thresholds {thresholds}; full record {record_path(report).name}, PNG text key {PNG_KEY}")
+                f"{thresholds}; full record {record_path(report).name}, PNG text key {PNG_KEY}")
 
 
 def _model_sha256(spec: ModelSpec) -> str:

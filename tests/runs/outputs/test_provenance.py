@@ -120,3 +120,15 @@ def test_the_provenance_names_the_provider_as_every_other_line_does(info, label,
     assert json.loads(record_path(report).read_text())["provider"] == label == info.provider_label
     assert json.loads(identity.png_texts(spec)["mask"][PNG_KEY])["provider"] == label
     assert f", provider {label}, " in identity.summary_line(report)
+
+
+def test_the_provenance_line_names_each_threshold_once(models, tmp_path):
+    """It read "thresholds threshold 0.5"; now "threshold 0.5", an anomaly model's "image threshold …" beside it."""
+    report = tmp_path / "seglens_report.csv"
+    binary = RunIdentity.of(load_spec(models("binary_logits")), session=CPU_INFO).summary_line(report)
+    assert ", threshold 0.5; " in binary and "thresholds" not in binary, binary
+    multi = RunIdentity.of(load_spec(models("rgb_classes")), session=CPU_INFO).summary_line(report)
+    assert ", no thresholds; " in multi, multi
+    scored = replace(RunIdentity.of(load_spec(models("binary_logits")), session=CPU_INFO),
+                     thresholds={"threshold": 0.5, "image_threshold": 0.785})
+    assert ", threshold 0.5, image threshold 0.785; " in scored.summary_line(report)
