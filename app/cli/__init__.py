@@ -29,11 +29,12 @@ from app.cli.options import add_model_options as _add_model_options
 from app.cli.options import fraction as _fraction
 from app.cli.options import runtime_options as _runtime
 from app.cli.options import shown as _shown
-from app.cli.remote_options import add_remote_options, cmd_bench_remote, cmd_info_remote, remote_requested
+from app.cli.remote_options import add_remote_options, open_remote, remote_requested
 from app.spelling import counted
 
 if TYPE_CHECKING:  # the heavy modules are imported by the commands that use them (--version answers without)
     from app.inference.model.session import ModelSession
+    from app.inference.runtime.telemetry import GpuMemory
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -273,9 +274,9 @@ _gpu_share = number_parser(lambda v: 0.0 < v <= 64.0, "a number of GPUs above 0 
 # --- info --------------------------------------------------------------------------------------------
 
 def cmd_info(args: argparse.Namespace) -> int:
+    from app.cli.remote_options import remote_facts, where_line
     from app.inference.describe.info import spec_dict, spec_text
     from app.inference.model.builder import load_spec
-    from app.inference.runtime.session import open_session
     from app.runs.outputs.provenance import png_provenance
 
     if args.model.suffix.lower() == ".png":
@@ -289,39 +290,70 @@ def cmd_info(args: argparse.Namespace) -> int:
 
         args.model = pair
         return cmd_prompt_info(args)
-    if remote_requested(args):
-        return cmd_info_remote(args)
-    spec = load_spec(resolved_model(args.model), args.config)
-    session_info = None
-    if not args.no_session:
-        model = open_session(spec, args.device, runtime=_runtime(args), warm_up=False)
-        session_info = model.warm_up(measure_warm=True)
-    if args.json:
-        print(json.dumps(spec_dict(spec, session_info), indent=2))
-    else:
-        print(_shown(spec_text(spec, session_info)))
+    if args.no_session and not remote_requested(args):  # a local file's spec needs no session (a server's does)
+        spec = load_spec(resolved_model(args.model), args.config)
+        print(json.dumps(spec_dict(spec, None), indent=2) if args.json else _shown(spec_text(spec, None)))
+        return EXIT_OK
+    model = _opened(args, warm_up=False)
+    try:
+        session_info = None if args.no_session else model.warm_up(measure_warm=True)
+        if args.json:
+            print(json.dumps({**spec_dict(model.spec, session_info), **remote_facts(model)}, indent=2))
+        else:
+            print(_shown(spec_text(model.spec, session_info)))
+            if session_info is None and (where := where_line(model)):  # no session lines to say where it runs
+                print(_shown(f"  {where}"))
+    finally:
+        model.close()
     return EXIT_OK
+
+
+def _opened(args: argparse.Namespace, *, warm_up: bool = True) -> ModelSession:
+    """MODEL's session as the options ask, through the one opener (app.inference.remote.opener): on --server's
+    server with --device remote (its notes said), else the file's spec (with --config) here on --device."""
+    from app.inference.model.builder import load_spec
+    from app.inference.remote.opener import open_model_session
+
+    if remote_requested(args):
+        return open_remote(args, args.model, sidecar=args.config, warm_up=warm_up)
+    spec = load_spec(resolved_model(args.model), args.config)
+    return open_model_session(spec, device=args.device, runtime=_runtime(args), warm_up=warm_up)
 
 
 # --- bench, doctor ------------------------------------------------------------------------------------
 
 def cmd_bench(args: argparse.Namespace) -> int:
+    """The raw session loop and the full pipeline on MODEL's session, wherever it runs: here (with the GPU ÷ CPU
+    figure and this GPU's memory) or on a server (with the latency split into network+queue and server compute)."""
+    from app.errors import SegLensError
+    from app.inference.runtime.telemetry import gpu_memory
+
+    device_index = args.device.device_id if args.device.kind == "cuda" else 0
+    vram_before = gpu_memory(device_index)
+    model = _opened(args)
+    try:
+        remote = model.info.remote
+        if model.spec.is_3d and remote is not None:
+            raise SegLensError(f"{remote.where}: bench over the wire times 2D models (run a 3D model's volume with "
+                               "seglens-cli run --device remote)")
+        if model.spec.is_3d:
+            return _bench_volume_model(args, model)
+        return _bench_images(args, model, device_index, vram_before)
+    finally:
+        model.close()
+
+
+def _bench_images(args: argparse.Namespace, model: ModelSession, device_index: int, vram_before: GpuMemory | None
+                  ) -> int:
     import tempfile
 
-    from app.inference.model.builder import load_spec
-    from app.inference.runtime.session import open_session
+    from app.cli.remote_options import remote_facts, timing_line
+    from app.inference.remote.opener import open_model_session
     from app.inference.runtime.telemetry import gpu_memory
     from app.io.discover import discover
     from app.runs.bench.pipeline import bench, format_report, image_inputs, raw_limit, synthetic_images
 
-    if remote_requested(args):
-        return cmd_bench_remote(args)
-    spec = load_spec(resolved_model(args.model), args.config)
-    device_index = args.device.device_id if args.device.kind == "cuda" else 0
-    vram_before = gpu_memory(device_index)
-    model = open_session(spec, args.device, runtime=_runtime(args))
-    if spec.is_3d:
-        return _bench_volume_model(args, model)
+    spec = model.spec
     with tempfile.TemporaryDirectory(prefix="seglens-bench-images-") as scratch:
         inputs = discover([args.images]) if args.images else synthetic_images(Path(scratch), args.size or (1080, 1920))
         inputs, left_out = image_inputs(inputs)
@@ -334,26 +366,30 @@ def cmd_bench(args: argparse.Namespace) -> int:
         report = bench(model, inputs, runs=args.runs, save=args.save)
         speedup = None
         if model.info.on_gpu:  # the same raw loop on the CPU, for the GPU ÷ CPU figure
-            cpu = open_session(spec, "cpu", runtime=_runtime(args))
+            cpu = open_model_session(spec, device="cpu", runtime=_runtime(args))
             speedup = report.raw.images_per_s / max(raw_limit(cpu, inputs, max(5, args.runs // 5)).images_per_s,
                                                     1e-9)
-    vram_after = gpu_memory(device_index)
+    here = model.info.remote is None  # this machine's GPU memory is the benchmark's only when the model runs here
+    vram_after = gpu_memory(device_index) if here else None
     vram = {"gpu_mem_used_before_mb": vram_before and round(vram_before.used_mb),
             "gpu_mem_used_after_mb": vram_after and round(vram_after.used_mb),
-            "gpu_mem_this_process_mb": vram_after and vram_after.process_mb}
+            "gpu_mem_this_process_mb": vram_after and vram_after.process_mb} if here else {}
     if args.json:
-        print(json.dumps({**report.as_dict(), "gpu_over_cpu": speedup, **vram}, indent=2))
+        print(json.dumps({**report.as_dict(), "gpu_over_cpu": speedup, **vram, **remote_facts(model, latency=True)},
+                         indent=2))
     else:
         print(_shown(format_report(report, speedup)))
         if vram_after:
             print(f"  GPU memory used: {vram['gpu_mem_used_before_mb']} MB before the session, "
                   f"{vram['gpu_mem_used_after_mb']} MB after the benchmark")
+        if line := timing_line(model):
+            print(_shown(f"  {line}"))
     return EXIT_OK
 
 
 def _bench_volume_model(args: argparse.Namespace, model: ModelSession) -> int:
     """bench on a 3D model: the raw session.run time per patch, and a synthetic volume through the 3D pipeline."""
-    from app.inference.runtime.session import open_session
+    from app.inference.remote.opener import open_model_session
     from app.runs.bench.volume3d import bench3d, format_report3d, raw_patches
 
     given = None
@@ -368,7 +404,7 @@ def _bench_volume_model(args: argparse.Namespace, model: ModelSession) -> int:
     report = bench3d(model, runs=args.runs, given=given)
     speedup = None
     if model.info.on_gpu:  # the same raw loop on the CPU, for the GPU ÷ CPU figure
-        cpu = open_session(model.spec, "cpu", runtime=_runtime(args))
+        cpu = open_model_session(model.spec, device="cpu", runtime=_runtime(args))
         speedup = report.raw.images_per_s / max(raw_patches(cpu, max(5, args.runs // 5)).images_per_s, 1e-9)
     if args.json:
         print(json.dumps({**report.as_dict(), "gpu_over_cpu": speedup}, indent=2))

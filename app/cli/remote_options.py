@@ -1,5 +1,7 @@
 """`--device remote --server URL`: run, bench, info and compare on a model served over the Open Inference Protocol
-(app.inference.remote.session). The options, the session they open, and the lines said about it.
+(app.inference.remote.session). The options, the session they open (through the one opener,
+app.inference.remote.opener), and what is said about a session wherever it runs (its notes, where it runs, its
+requests' latency).
 
 MODEL names the model on the server (its stem: `nuclei`, `models/nuclei.onnx` → `nuclei`; --remote-model says
 another name). The sidecar is --config, else the one beside MODEL where MODEL is a local file or a bundled name
@@ -20,7 +22,7 @@ from app.cli.options import number_parser, shown
 
 if TYPE_CHECKING:
     from app.inference.model.session import ModelSession
-    from app.inference.remote.session import RemoteSession, RemoteTarget
+    from app.inference.remote.session import RemoteTarget
 
 TOKEN_ENV, PASSWORD_ENV = "SEGLENS_REMOTE_TOKEN", "SEGLENS_REMOTE_PASSWORD"
 _HINTS = {"auth": f"--token-env, default {TOKEN_ENV}; or --user with --password-env", "tls": "--ca-file PEM",
@@ -96,9 +98,11 @@ def target_of(args: argparse.Namespace, model: Path, *, name: str | None = None)
 
 
 def open_remote(args: argparse.Namespace, model: Path, *, sidecar: Path | None = None, warm_up: bool = True,
-                name: str | None = None) -> RemoteSession:
-    """The remote session for MODEL `model`: retries said on stderr, the session's notes said once."""
-    from app.inference.remote.session import RemoteError, open_remote_session
+                name: str | None = None) -> ModelSession:
+    """The remote session for MODEL `model`, through the one opener (app.inference.remote.opener): retries said on
+    stderr, the session's notes said once."""
+    from app.inference.remote.opener import open_model_session
+    from app.inference.remote.session import RemoteError
 
     try:
         target = target_of(args, model, name=name)
@@ -107,13 +111,18 @@ def open_remote(args: argparse.Namespace, model: Path, *, sidecar: Path | None =
     if getattr(args, "runtime", None):
         print("note: --runtime is ignored with --device remote (ONNX Runtime runs on the server)", file=sys.stderr)
     try:
-        session = open_remote_session(target, sidecar=sidecar or _sidecar_beside(model), warm_up=warm_up,
-                                      on_retry=_say_retry, in_flight=max(1, getattr(args, "in_flight", 1)))
+        session = open_model_session(target, sidecar=sidecar or _sidecar_beside(model), warm_up=warm_up,
+                                     on_retry=_say_retry, in_flight=max(1, getattr(args, "in_flight", 1)))
     except RemoteError as exc:  # the line names no option; here the CLI's are said (error.hint)
         raise exc.with_hint(_HINTS.get(exc.kind)) from exc
-    for note in session.notes:
-        print(f"note: {shown(note)}", file=sys.stderr)
+    say_notes(session)
     return session
+
+
+def say_notes(model: ModelSession) -> None:
+    """What the session says of itself once opened (SessionInfo.notes), one `note:` line each on stderr."""
+    for note in model.info.notes:
+        print(f"note: {shown(note)}", file=sys.stderr)
 
 
 def timing_line(model: ModelSession) -> str | None:
@@ -123,39 +132,28 @@ def timing_line(model: ModelSession) -> str | None:
     return f"remote {line}" if line else None
 
 
-def cmd_info_remote(args: argparse.Namespace) -> int:
-    """seglens-cli info MODEL --device remote: the spec the server's metadata gives (with the sidecar), and the
-    session's facts after a measured warm-up (unless --no-session)."""
-    import json
-
-    from app.cli.options import EXIT_OK
-    from app.inference.describe.info import spec_dict, spec_text
-
-    model = open_remote(args, args.model, sidecar=args.config, warm_up=False)
-    try:
-        info = None if args.no_session else model.warm_up(measure_warm=True)
-        if args.json:
-            print(json.dumps({**spec_dict(model.spec, info), "remote": _remote_dict(model)}, indent=2))
-        else:
-            print(shown(spec_text(model.spec, info)))
-            if info is None:  # the session's lines say where it runs; without them, this line does
-                print(shown(f"  {model.info.provider_label}, over {model.target.protocol}"
-                            f"{' (TLS)' if model.target.tls else ''}"))
-    finally:
-        model.close()
-    return EXIT_OK
-
-
-def _remote_dict(model: RemoteSession) -> dict[str, object]:
+def where_line(model: ModelSession) -> str | None:
+    """Where a server's session runs and how it is reached ('remote: host:port/model (…), over grpc (TLS)'), for
+    `info --no-session`, whose session lines are not there to say it; None for a local session."""
     remote = model.info.remote
-    assert remote is not None  # a remote session's info always has it
-    return {"host": remote.host, "model": remote.model, "version": remote.version, "platform": remote.platform,
-            "server_device": remote.server_device, "server_fallback": remote.server_fallback,
-            "protocol": remote.protocol, "tls": model.target.tls, "label": remote.label,
-            "last_timing_ms": None if model.last_timing is None else {
-                "network_queue": round(model.last_timing.network_ms, 3),
-                "server_compute": None if model.last_timing.compute_ms is None else round(model.last_timing.compute_ms,
-                                                                                          3)}}
+    return None if remote is None else f"{remote.label}, {remote.connection}"
+
+
+def remote_facts(model: ModelSession, *, latency: bool = False) -> dict[str, object]:
+    """A server's session in a command's JSON: {"remote": where and how it is reached, the last request's time}
+    (and with `latency` its latency split, "remote_latency"); {} for a local session."""
+    remote = model.info.remote
+    if remote is None:
+        return {}
+    last = model.timings[-1] if model.timings else None
+    facts: dict[str, object] = {"remote": {
+        "host": remote.host, "model": remote.model, "version": remote.version, "platform": remote.platform,
+        "server_device": remote.server_device, "server_fallback": remote.server_fallback,
+        "protocol": remote.protocol, "tls": remote.tls, "label": remote.label,
+        "last_timing_ms": None if last is None else {
+            "network_queue": round(last.network_ms, 3),
+            "server_compute": None if last.compute_ms is None else round(last.compute_ms, 3)}}}
+    return {**facts, "remote_latency": timing_line(model)} if latency else facts
 
 
 def _sidecar_beside(model: Path) -> Path | None:
@@ -192,39 +190,3 @@ def _count(text: str) -> int:
     if not text.isdigit() or int(text) > 10:
         raise argparse.ArgumentTypeError(f"must be a whole number from 0 to 10, got {text!r}")
     return int(text)
-
-
-def cmd_bench_remote(args: argparse.Namespace) -> int:
-    """seglens-cli bench MODEL --device remote: the raw request loop and the full pipeline over the wire, with the
-    latency split into network+queue and server compute."""
-    import json
-    import tempfile
-
-    from app.cli.options import EXIT_OK, EXIT_USAGE
-    from app.errors import SegLensError
-    from app.io.discover import discover
-    from app.runs.bench.pipeline import bench, format_report, image_inputs, synthetic_images
-
-    model = open_remote(args, args.model, sidecar=args.config)
-    try:
-        if model.spec.is_3d:
-            raise SegLensError(f"{model.target.where}: bench over the wire times 2D models (run a 3D model's volume "
-                               "with seglens-cli run --device remote)")
-        model.start_timing()  # the warm-up's is not the benchmark's
-        with tempfile.TemporaryDirectory(prefix="seglens-bench-images-") as scratch:
-            found = discover([args.images]) if args.images else synthetic_images(Path(scratch),
-                                                                                 args.size or (1080, 1920))
-            inputs, _left_out = image_inputs(found)
-            if not inputs:
-                print(f"error: no images found in {shown(args.images)}", file=sys.stderr)
-                return EXIT_USAGE
-            report = bench(model, inputs, runs=args.runs, save=args.save)
-        if args.json:
-            print(json.dumps({**report.as_dict(), "gpu_over_cpu": None, "remote": _remote_dict(model),
-                              "remote_latency": timing_line(model)}, indent=2))
-        else:
-            print(shown(format_report(report, None)))
-            print(shown(f"  {timing_line(model)}"))
-    finally:
-        model.close()
-    return EXIT_OK

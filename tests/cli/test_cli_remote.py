@@ -257,3 +257,41 @@ def test_a_refusal_keeps_the_cli_hint_apart_from_its_line(server, monkeypatch):
     with pytest.raises(RemoteError) as core:  # the session's own error: no option named, no hint
         open_remote_session(RemoteTarget(server.grpc_url, "nuclei", token="wrong"))
     assert core.value.hint is None and str(core.value) == core.value.message == error.message
+
+
+@pytest.mark.parametrize("command", [["info", "nuclei", "--json"], ["bench", "nuclei", "--runs", "1", "--size",
+                                                                    "64x64", "--save", "none"]])
+@pytest.mark.parametrize("where", ["cpu", "remote"])
+def test_info_and_bench_open_every_session_through_the_one_opener(server, token, capsys, monkeypatch, command,
+                                                                  where):
+    from app.inference.remote import opener
+
+    opened, open_model_session = [], opener.open_model_session
+
+    def recorded(model, **options):
+        session = open_model_session(model, **options)
+        opened.append(type(model).__name__)
+        return session
+
+    monkeypatch.setattr(opener, "open_model_session", recorded)
+    device = ["--device", "cpu"] if where == "cpu" else ["--device", "remote", "--server", server.grpc_url]
+    assert main([*command, *device]) == 0
+    assert opened == ["ModelSpec" if where == "cpu" else "RemoteTarget"]
+    out = capsys.readouterr().out
+    assert ("remote" in out) == (where == "remote")  # what the session says of where it runs, from its info
+
+
+def test_bench_remote_json_keeps_its_facts_and_no_gpu_memory_of_this_machine(server, token, capsys):
+    assert main(["bench", "nuclei", "--json", "--device", "remote", "--server", server.grpc_url, "--runs", "2",
+                 "--size", "64x64", "--save", "none"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["gpu_over_cpu"] is None and not any(key.startswith("gpu_mem") for key in report)
+    assert report["remote"]["tls"] is False and report["remote"]["protocol"] == "grpc"
+    assert report["remote"]["last_timing_ms"]["network_queue"] >= 0
+    assert report["remote_latency"].startswith("remote latency per request: network+queue ")
+
+
+def test_info_no_session_over_the_wire_says_where_it_runs(server, token, capsys):
+    assert main(["info", "nuclei", "--no-session", "--device", "remote", "--server", server.http_url]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[-1].startswith("  remote: 127.0.0.1:") and lines[-1].endswith(", over http")

@@ -16,7 +16,6 @@ from app.inference.model.onnx_graph import TensorInfo
 from app.inference.model.session import SessionInfo
 from app.inference.model.shapes import dims_text
 from app.inference.model.spec import InputSpec, ModelSpec, Normalize3D, VolumeInputSpec
-from app.inference.remote.graph import is_remote_path
 from app.spelling import counted
 
 _AXIS_NAMES = ("D", "H", "W")
@@ -304,7 +303,7 @@ def _tensor(spec: ModelSpec, name: str | None) -> TensorInfo:
 
 
 def _onnx_line(spec: ModelSpec) -> str:
-    if spec.opset is None and not spec.producer and is_remote_path(spec.path):  # the wire says neither
+    if spec.opset is None and not spec.producer and spec.remote is not None:  # the wire says neither
         return "  ONNX          served: its metadata says no opset or producer"
     return f"  ONNX          opset {spec.opset}, {spec.producer or 'unknown producer'}"
 

@@ -8,7 +8,7 @@ thread that owns the session, `to_result` — the postprocess stage — on a wri
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -17,6 +17,7 @@ from typing import cast
 import numpy as np
 
 from app.errors import InferenceError
+from app.guard.answers import AnswerRefused, check_declared_input
 from app.inference.image import postprocess, tiling
 from app.inference.image.fit import image_fit
 from app.inference.image.labelmap import LabelMap, exported_labels, relabelled, segmentation_labels
@@ -24,7 +25,6 @@ from app.inference.image.postprocess import Prediction, class_pixel_counts, top_
 from app.inference.image.preprocess import Geometry, convert_color, pad_bottom_right, preprocess, to_tensor
 from app.inference.model.session import ModelSession
 from app.inference.model.spec import InputSpec, ModelSpec
-from app.inference.remote.name import check_declared_size
 from app.inference.runtime.finite import check_finite
 from app.io.images import DecodedImage, from_array, read_image
 from app.io.window import apply_window, range_to_uint8
@@ -118,6 +118,19 @@ def prepare(spec: ModelSpec, image: DecodedImage, *, decode_ms: float = 0.0) -> 
                         pixels=pixels)
     tensor, geometry = preprocess(inp, pixels)
     return Prepared(image, tensor, geometry, {"decode": decode_ms, "preprocess": _ms(started)})
+
+
+def check_declared_size(spec: ModelSpec, image_shape: Sequence[int]) -> None:
+    """For a remote model whose input has a fixed size (each picture resized to it before it is uploaded): that
+    size bounded by the picture it is given (app.guard.answers.check_declared_input), so a server declaring
+    16384² cannot make SegLens upload a gigabyte for a 512² picture. InferenceError in one line, before anything
+    is made or sent; a local model (its file is the user's) and a dynamic input are left alone."""
+    if spec.remote is None or spec.input.size is None:
+        return
+    try:
+        check_declared_input(str(spec.path), (spec.input.channels, *spec.input.size), image_shape)
+    except AnswerRefused as exc:
+        raise InferenceError(str(exc)) from None
 
 
 def model_pixels(spec: ModelSpec, image: DecodedImage) -> np.ndarray:

@@ -43,6 +43,17 @@ class RemoteInfo:
     server_device: str | None = None  # the server's own session label ("CUDA (GPU 0)"), when its answers say it
     server_fallback: str | None = None  # why the server's session is not on its GPU, when it says so
     protocol: str = "grpc"  # "grpc" | "http" (binary tensors)
+    tls: bool = False  # whether the connection is over TLS (https://, grpcs://)
+
+    @property
+    def where(self) -> str:
+        """'remote host:port/model': what a message about the model starts with."""
+        return f"remote {self.host}/{self.model}"
+
+    @property
+    def connection(self) -> str:
+        """'over grpc (TLS)', 'over http': how the requests travel."""
+        return f"over {self.protocol}{' (TLS)' if self.tls else ''}"
 
     @property
     def label(self) -> str:
@@ -67,6 +78,7 @@ class SessionInfo:
     ort_version: str = ""
     log_lines: tuple[str, ...] = field(default=(), repr=False)
     remote: RemoteInfo | None = None  # a remote session (app.inference.remote.session): on this machine, nothing runs
+    notes: tuple[str, ...] = ()  # what the session says of itself once opened, one line each (an assumed activation)
 
     @property
     def on_gpu(self) -> bool:

@@ -126,6 +126,15 @@ class VolumeInputSpec:
 
 
 @dataclass(frozen=True)
+class RemoteModel:
+    """A spec's model that is on a server, not a file on this machine (app.inference.remote.session): what stands
+    for its name and its file's hash wherever a record, a DICOM export or a panel says which model made a result."""
+
+    where: str  # "remote host:port/model", as ModelSpec.path reads
+    sha256: str  # the server, the model and the tensors its metadata declares, hashed (remote.graph.metadata_sha256)
+
+
+@dataclass(frozen=True)
 class ModelSpec:
     path: Path
     sidecar: Path | None
@@ -146,6 +155,7 @@ class ModelSpec:
     review: tuple[Rule, ...] = ()  # the sidecar's `verdict.review_if` (app.inference.decide.band): REVIEW
     classes_file: Path | None = None  # the sidecar's `classes_file:`, resolved; the names are in `classes`
     volume: VolumeInputSpec | None = None  # a 3D model's volume input (layout "NCDHW"); None for every 2D model
+    remote: RemoteModel | None = None  # a model on a server (no file here: `path` only names it); None: a local file
 
     @property
     def is_3d(self) -> bool:

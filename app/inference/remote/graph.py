@@ -19,10 +19,10 @@ from typing import Any
 
 from app.errors import ModelError
 from app.inference.model.onnx_graph import Dim, GraphInfo, TensorInfo
-from app.inference.remote.name import REMOTE_PREFIX, check_declared_size, is_remote_path, remote_path
+from app.inference.remote.name import REMOTE_PREFIX, is_remote_path, remote_path
 
 __all__ = ["MAX_RANK", "MAX_TENSORS", "ONNX_TO_V2", "REMOTE_PREFIX", "V2_TO_ONNX", "activation_note",
-           "check_declared_size", "graph_from_metadata", "is_remote_path", "metadata_sha256", "remote_path"]
+           "graph_from_metadata", "is_remote_path", "metadata_sha256", "remote_path"]
 
 MAX_TENSORS = 64  # a hostile server's metadata is refused before anything is made per tensor
 MAX_RANK = 8

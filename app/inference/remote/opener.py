@@ -24,13 +24,15 @@ if TYPE_CHECKING:
 
 def open_model_session(model: ModelSpec | RemoteTarget, *, device: str | DeviceRequest = "auto",
                        runtime: RuntimeOptions | None = None, warm_up: bool = True,
-                       sidecar: Path | None = None, on_retry: Callable[[str], None] | None = None) -> ModelSession:
+                       sidecar: Path | None = None, on_retry: Callable[[str], None] | None = None,
+                       in_flight: int | None = None) -> ModelSession:
     """The session of `model`: a spec runs here on `device` with `runtime` over its sidecar's (LocalSession); a
     RemoteTarget runs on its server, its spec from the server's metadata with `sidecar` over it, each wait before
-    another try told to `on_retry` (RemoteSession; `device` and `runtime` are the server's to choose). Warmed
-    up (one run on zeros) unless `warm_up` is False."""
+    another try told to `on_retry`, `in_flight` requests of a folder run kept going at once (RemoteSession;
+    `device` and `runtime` are the server's to choose). Warmed up (one run on zeros) unless `warm_up` is False."""
     if isinstance(model, ModelSpec):
         return open_session(model, device, runtime=runtime, warm_up=warm_up)
-    from app.inference.remote.session import open_remote_session
+    from app.inference.remote.session import IN_FLIGHT, open_remote_session
 
-    return open_remote_session(model, sidecar=sidecar, runtime=runtime, warm_up=warm_up, on_retry=on_retry)
+    return open_remote_session(model, sidecar=sidecar, runtime=runtime, warm_up=warm_up, on_retry=on_retry,
+                               in_flight=IN_FLIGHT if in_flight is None else in_flight)

@@ -31,10 +31,10 @@ from app.guard.net import credentials_problem
 from app.guard.untrusted import SMALL_FILE_LIMIT, untrusted_problem
 from app.inference.model.onnx_graph import GraphInfo
 from app.inference.model.session import RemoteInfo, RequestTiming, SessionInfo, warm_up_runs, warmup_tensor
-from app.inference.model.spec import ModelSpec
+from app.inference.model.spec import ModelSpec, RemoteModel
 from app.inference.remote.calls import Calls
 from app.inference.remote.errors import RemoteError, classify, with_retry
-from app.inference.remote.graph import ONNX_TO_V2, activation_note, graph_from_metadata, remote_path
+from app.inference.remote.graph import ONNX_TO_V2, activation_note, graph_from_metadata, metadata_sha256, remote_path
 from app.inference.remote.transport import Wire, compute_totals
 
 if TYPE_CHECKING:
@@ -142,10 +142,10 @@ class RemoteSession:
     server or on a backoff raise RemoteError '… cancelled' at once, and every later one."""
 
     def __init__(self, spec: ModelSpec, calls: Calls, info: SessionInfo, target: RemoteTarget, *,
-                 on_retry: Callable[[str], None] | None = None, notes: tuple[str, ...] = (),
+                 on_retry: Callable[[str], None] | None = None,
                  declared: Mapping[str, Declared] | None = None, in_flight: int = IN_FLIGHT) -> None:
         self.spec, self.info, self.in_flight = spec, info, max(1, in_flight)
-        self.target, self.notes, self.on_retry = target, notes, on_retry
+        self.target, self.on_retry = target, on_retry
         self.declared = dict(declared or {})  # each output as the server's metadata declared it: answers match it
         self._calls = calls
         weakref.finalize(self, calls.close)  # a session dropped unclosed: its sender threads end, not linger
@@ -321,7 +321,7 @@ def open_remote_session(target: RemoteTarget, *, sidecar: Path | str | None = No
         graph = graph_from_metadata(metadata, target.where)
         _bounded_input(graph, target.where)
         try:
-            spec = spec_from_graph(remote_path(target.host, target.model), graph, sidecar_path)
+            spec = _on_server(spec_from_graph(remote_path(target.host, target.model), graph, sidecar_path))
         except SidecarError as exc:
             raise (loaded_as(exc, sidecar_path, url) if url and sidecar_path else exc) from None
     except BaseException:
@@ -330,11 +330,11 @@ def open_remote_session(target: RemoteTarget, *, sidecar: Path | str | None = No
             folder.cleanup()
         raise
     remote = RemoteInfo(target.host, target.model, target.version, _said(metadata.get("platform"), 80),
-                        protocol=target.protocol)
-    info = SessionInfo(requested="remote", provider=remote.label, providers=(remote.label,),
-                       load_ms=(time.perf_counter() - started) * 1000, remote=remote)
+                        protocol=target.protocol, tls=target.tls)
     note = activation_note(target.where, spec.output.kind, spec.sources)
-    session = RemoteSession(spec, calls, info, target, on_retry=on_retry, notes=(note,) if note else (),
+    info = SessionInfo(requested="remote", provider=remote.label, providers=(remote.label,),
+                       load_ms=(time.perf_counter() - started) * 1000, remote=remote, notes=(note,) if note else ())
+    session = RemoteSession(spec, calls, info, target, on_retry=on_retry,
                             declared=declared_outputs(graph), in_flight=in_flight)
     session.fetched = folder
     if warm_up:
@@ -345,6 +345,12 @@ def open_remote_session(target: RemoteTarget, *, sidecar: Path | str | None = No
             raise
         session.start_timing()  # a run's latency split is of its own requests
     return session
+
+
+def _on_server(spec: ModelSpec) -> ModelSpec:
+    """`spec` said to be of a model on a server, with what stands for its file's hash (metadata_sha256)."""
+    where = str(spec.path)
+    return replace(spec, remote=RemoteModel(where, metadata_sha256(spec.inputs, spec.outputs, where)))
 
 
 if TYPE_CHECKING:

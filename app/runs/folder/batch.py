@@ -146,7 +146,8 @@ def _write_setup(model: ModelSession, plan: RunPlan, stems: Sequence[Path] | Non
     assembler = None
     if any(item.volume is not None for item in inputs):
         assembler = VolumeAssembler(model.spec, volumes or VolumeOptions(), texts=png_texts,
-                                    algorithm=algorithm_of(model.spec.path), out_dir=plan.out)
+                                    algorithm=algorithm_of(model.spec.path, remote=model.spec.remote is not None),
+                                    out_dir=plan.out)
     return WriteSetup(plan.out, stems, plan.save, names=[stem.as_posix() for stem in stems] if plan.anonymize else None,
                       min_confidence=plan.min_confidence, png_texts=png_texts, reference=reference,
                       guard=OutputGuard(plan.out, inputs) if plan.out is not None else None, volumes=assembler,

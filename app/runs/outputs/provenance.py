@@ -23,7 +23,6 @@ from app.guard.untrusted import STATE_FILE_LIMIT, read_untrusted
 from app.inference.describe.info import spec_dict
 from app.inference.model.session import SessionInfo
 from app.inference.model.spec import ModelSpec
-from app.inference.remote.graph import is_remote_path, metadata_sha256
 from app.io.files import atomic_write, file_sha256, png_text
 
 SHORT = 12  # hex digits of a hash in messages and PNG text chunks
@@ -88,10 +87,8 @@ class RunIdentity:
 
 
 def _model_sha256(spec: ModelSpec) -> str:
-    """The model file's SHA-256; a remote model's stands for what its server declares (remote_graph)."""
-    if is_remote_path(spec.path):
-        return metadata_sha256(spec.inputs, spec.outputs, str(spec.path))
-    return file_sha256(spec.path)
+    """The model file's SHA-256; a remote model's stands for what its server declares (ModelSpec.remote)."""
+    return spec.remote.sha256 if spec.remote is not None else file_sha256(spec.path)
 
 
 def png_provenance(path: Path) -> dict[str, Any]:
@@ -118,8 +115,8 @@ def effective_thresholds(spec: ModelSpec, min_confidence: float | None = None) -
     if min_confidence is not None:
         found["min_confidence"] = min_confidence
     if spec.task == "classification":  # an uncertain result (app.inference.decide.verdict.uncertainty), when set
-        found.update({f"classification_{k}": v for k in ("min_confidence", "min_margin")
-                      if (v := getattr(out, k, 0.0))})
+        found.update({f"classification_{k}": v for k, v in (("min_confidence", out.min_confidence),
+                                                              ("min_margin", out.min_margin)) if v})
     return found
 
 

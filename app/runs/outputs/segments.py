@@ -12,9 +12,9 @@ from pathlib import Path
 
 from app import __version__
 from app.inference.model.codes import ClassCode
-from app.inference.remote.graph import is_remote_path
+from app.inference.model.spec import ClassInfo
 from app.io.files import file_sha256
-from app.io.render import Colored, class_colors
+from app.io.render import class_colors
 
 
 @dataclass(frozen=True)
@@ -38,22 +38,22 @@ class Algorithm:
     software_version: str  # SegLens's version
 
 
-def segments_of(classes: Sequence[Colored]) -> tuple[Segment, ...]:
+def segments_of(classes: Sequence[ClassInfo]) -> tuple[Segment, ...]:
     """The model's classes (app.inference.model.spec.ClassInfo: name, colour or None) as segments: every label value
     >= 1 (0 is the background), each in the colour the viewer paints it (app.io.render.class_colors)."""
     colors, _painted = class_colors(classes)
     return tuple(
-        Segment(value=value, name=getattr(info, "name", f"class {value}"),
+        Segment(value=value, name=info.name,
                 color=(int(colors[value][0]), int(colors[value][1]), int(colors[value][2])),
-                code=getattr(info, "code", None))
+                code=info.code)
         for value, info in enumerate(classes[:256]) if value >= 1
     )
 
 
-def algorithm_of(model_path: Path) -> Algorithm:
-    """The model as DICOM's algorithm identification: its file name and SHA-256 (a remote model, no file here:
-    its name and a hash of "remote host:port/model")."""
-    if is_remote_path(model_path):
+def algorithm_of(model_path: Path, *, remote: bool = False) -> Algorithm:
+    """The model as DICOM's algorithm identification: its file name and SHA-256 (a `remote` model, no file here:
+    its name and a hash of "remote host:port/model", its path)."""
+    if remote:
         sha = hashlib.sha256(str(model_path).encode("utf-8")).hexdigest()
         return Algorithm(name=model_path.name, version=sha[:16], sha256=sha, software_version=__version__)
     sha = file_sha256(model_path)  # through app.guard.untrusted: a FIFO or device refused, never waited on

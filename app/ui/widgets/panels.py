@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from typing import cast
+from typing import TYPE_CHECKING, cast
 
 from PySide6.QtCore import QEvent, QSize, QTimer, Signal
 from PySide6.QtWidgets import (
@@ -24,6 +24,9 @@ from app.ui.state.view_state import DisplayMode
 from app.ui.widgets.fit import FitLabel
 from app.ui.widgets.lazy_qt import set_enum
 from app.ui.widgets.legend import UNCERTAIN_COLOR, Legend, TopK, plain
+
+if TYPE_CHECKING:
+    from app.inference.decide.tuning import Judgement
 
 MODES = (DisplayMode.FILLED, DisplayMode.CONTOUR)  # the order of the Mode box, and of C's cycle
 MODE_NAMES = {DisplayMode.FILLED: "Filled", DisplayMode.CONTOUR: "Contour"}
@@ -248,9 +251,7 @@ class SidePanel(QWidget):
 
     def show_model(self, spec) -> None:
         """A model is ready: its name and task, its classes in the legend (segmentation) or top-k (classification)."""
-        from app.inference.remote.graph import is_remote_path
-
-        where = f"on {spec.path}" if is_remote_path(spec.path) else spec.path.name  # "on remote host:port/model"
+        where = f"on {spec.path}" if spec.remote is not None else spec.path.name  # "on remote host:port/model"
         task = "anomaly" if spec.output.kind == "anomaly" else spec.task  # a map and an image score, as `models`
         self._model_label.setText(f"<b>{_breakable(spec.name)}</b><br>{task} · {_breakable(where)}")
         classification = spec.task == "classification"
@@ -287,7 +288,7 @@ class SidePanel(QWidget):
             doubt = uncertainty(result.predictions, self._spec) if self._spec is not None else None
             self._top_k.set_predictions(result.predictions, doubt.short if doubt else "")
 
-    def show_verdict(self, judgement) -> None:
+    def show_verdict(self, judgement: Judgement | None) -> None:
         """The verdict of the picture shown, its reason and image score (None: clear)."""
         self.decision.show_verdict(judgement)
 

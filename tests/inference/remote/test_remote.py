@@ -88,8 +88,9 @@ def test_the_spec_over_the_wire_is_the_files_where_the_wire_can_tell(nuclei_serv
 def test_without_a_sidecar_the_assumed_activation_is_said_in_one_line(nuclei_server):
     remote = open_remote_session(_target(nuclei_server.http_url), warm_up=False)
     assert remote.spec.output.kind == "binary" and remote.spec.output.activation == "sigmoid"
-    assert len(remote.notes) == 1 and "does not say whether the model ends in its activation" in remote.notes[0]
-    assert "\n" not in remote.notes[0]
+    notes = remote.info.notes
+    assert len(notes) == 1 and "does not say whether the model ends in its activation" in notes[0]
+    assert "\n" not in notes[0]
 
 
 @pytest.mark.parametrize("face", ["http", "grpc"])
@@ -299,3 +300,27 @@ def test_the_cli_refuses_a_token_in_clear_text_to_another_host_in_one_line(capsy
     err = capsys.readouterr().err.strip()
     assert err == ("error: --server 'http://gpu-box.invalid:8000': credentials would travel in clear text to "
                    "gpu-box.invalid (http://): use https, or set --allow-insecure to accept that risk")
+
+
+def test_a_served_models_spec_says_so_as_data_and_a_files_does_not(nuclei_server, tmp_path):
+    from app.inference.model.spec import RemoteModel
+    from app.inference.remote.graph import metadata_sha256
+    from app.runs.outputs.provenance import _model_sha256
+    from app.runs.outputs.segments import algorithm_of
+
+    remote = open_remote_session(_target(nuclei_server.http_url), warm_up=False)
+    spec, where = remote.spec, str(remote.spec.path)
+    assert spec.remote == RemoteModel(where, metadata_sha256(spec.inputs, spec.outputs, where))
+    assert remote.info.remote is not None and remote.info.remote.where == where
+    assert remote.info.remote.connection == "over http"
+    assert _model_sha256(spec) == spec.remote.sha256  # the run record's model hash: no file is read
+    assert algorithm_of(spec.path, remote=True).name == "nuclei"
+    local = load_spec(NUCLEI)
+    assert local.remote is None and open_session(local, "cpu", warm_up=False).info.notes == ()
+    # a local file whose name reads like a server's is a local file: the spec says so, not its name
+    odd = tmp_path / "remote 127.0.0.1:8001"
+    odd.mkdir()
+    copied = odd / "nuclei.onnx"
+    copied.write_bytes(NUCLEI.read_bytes())
+    assert load_spec(copied).remote is None
+    remote.close()

@@ -63,7 +63,7 @@ def test_a_declared_16384_square_input_is_refused_in_one_line_before_anything_is
 
 @pytest.mark.parametrize("face", FACES)
 def test_a_declared_input_far_larger_than_the_picture_is_refused_per_picture_before_it_is_sent(face):
-    from app.inference.remote.name import check_declared_size
+    from app.inference.image.pipeline import check_declared_size
 
     with MockServer(NUCLEI, name="nuclei") as server:
         server.state.metadata["inputs"][0]["shape"] = [1, 1, 6000, 6000]  # under the ceiling, 137× a 512² picture
