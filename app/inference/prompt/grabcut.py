@@ -7,14 +7,23 @@ take either. Points refine a box (positive: sure foreground, negative: sure back
 from __future__ import annotations
 
 from collections.abc import Hashable, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import cv2
 import numpy as np
 
 from app.inference.prompt.cache import Embedding, image_identity
 from app.inference.prompt.frame import as_rgb8, frame_geometry, image_to_low_res
-from app.inference.prompt.request import NEGATIVE, Box, Point, PromptError, Proposal, check_prompt, prompt_image_shape
+from app.inference.prompt.request import (
+    NEGATIVE,
+    Box,
+    Point,
+    PromptAbout,
+    PromptError,
+    Proposal,
+    check_prompt,
+    prompt_image_shape,
+)
 
 if TYPE_CHECKING:
     from app.inference.prompt.request import PromptModel
@@ -34,8 +43,20 @@ class GrabCutSession:
         self.iterations = iterations
         self.encoder_runs = 0  # no encoder: kept for the same interface
 
-    def embed(self, image: np.ndarray, *, key: Hashable | None = None) -> Embedding:
-        """The image as grabCut takes it (8-bit, 3 channels); no model runs."""
+    @property
+    def model_free(self) -> bool:
+        """True: OpenCV on the picture, no model."""
+        return True
+
+    def about(self) -> PromptAbout:
+        """'grabCut', running nowhere in particular (OpenCV on the CPU)."""
+        return PromptAbout("grabCut")
+
+    def warm_up(self) -> None:
+        """Nothing: no model to warm up."""
+
+    def embed(self, image: np.ndarray, *, key: Hashable | None = None, run_options: Any | None = None) -> Embedding:
+        """The image as grabCut takes it (8-bit, 3 channels); no model runs (`run_options` is not used)."""
         if not prompt_image_shape(image.shape):
             raise PromptError(f"grabcut takes an HxW or HxWx3 image, got shape {list(image.shape)}")
         rgb = np.ascontiguousarray(as_rgb8(image))

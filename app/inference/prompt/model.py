@@ -29,6 +29,7 @@ from app.inference.prompt.request import (
     PADDING,
     Box,
     Point,
+    PromptAbout,
     PromptError,
     PromptModel,
     Proposal,
@@ -58,6 +59,20 @@ class PromptSession:
         self._encoder = encoder
         self._decoder = decoder
         self._model_key: tuple[Hashable, ...] = (str(spec.encoder), spec.input_size, spec.resize, spec.mean, spec.std)
+
+    @property
+    def model_free(self) -> bool:
+        """False: an encoder and a decoder run."""
+        return False
+
+    def about(self) -> PromptAbout:
+        """The pair's name, where its encoder runs, and why not on the GPU asked for."""
+        return PromptAbout(self.spec.name, self.info.provider_label, self.info.fallback_reason or "")
+
+    def warm_up(self) -> None:
+        """One encoder and decoder run on a blank 64² picture, then the run counts set back to 0."""
+        self.decode(self.embed(np.zeros((64, 64), np.uint8), key=("warm-up",)), [Point(32, 32)])
+        self.encoder_runs = self.decoder_runs = 0
 
     def embed(self, image: np.ndarray, *, key: Hashable | None = None, run_options: Any | None = None) -> Embedding:
         """The image's embedding: from the cache when this image (by `key`, else its pixels) was encoded by this

@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -48,13 +48,37 @@ class Proposal:
     low_res: np.ndarray  # float32 [256, 256]
 
 
+@dataclass(frozen=True)
+class PromptAbout:
+    """What a face says of a prompt model once it is loaded: its name, where it runs and why not on the GPU asked
+    for."""
+
+    name: str
+    where: str = ""  # "CUDA (GPU 0)", "CPU"; "" where no model runs (grabCut)
+    note: str = ""  # why not on the GPU asked for; "" where it runs where asked
+
+
 class PromptModel(Protocol):
     """What the editor, the CLI and the folder run need of a prompt model: a PromptSession (an encoder and a
     decoder, app.inference.prompt.model) or grabCut (no model, app.inference.prompt.grabcut). Used from the thread
     that made it; the faces call these members and never ask which one they hold."""
 
-    def embed(self, image: np.ndarray, *, key: Hashable | None = None) -> Embedding:
-        """The image's embedding (from the cache when `key` was encoded before); HxW or HxWx3."""
+    @property
+    def model_free(self) -> bool:
+        """True where no model runs (grabCut): nothing is worth encoding ahead, and a propagated slice's prompt
+        needs no point at its centre (a box is what grabCut takes)."""
+
+    def about(self) -> PromptAbout:
+        """Its name, where it runs and why not on the GPU asked for: what the Smart tool's panel says."""
+
+    def warm_up(self) -> None:
+        """One encoder and decoder run on a blank picture (the runtime's first run allocates), not counted as an
+        image's; nothing where no model runs."""
+
+    def embed(self, image: np.ndarray, *, key: Hashable | None = None, run_options: Any | None = None) -> Embedding:
+        """The image's embedding (from the cache when `key` was encoded before); HxW or HxWx3. `run_options`: an
+        onnxruntime RunOptions whose `terminate` another thread may set to end the encoder run (encoding ahead);
+        not used where no model runs."""
 
     def decode(self, embedding: Embedding, points: Sequence[Point] = (), box: Box | None = None,
                mask_input: np.ndarray | None = None) -> Proposal:

@@ -34,7 +34,6 @@ import cv2
 import numpy as np
 
 from app.inference.prompt.frame import MASK_GRID, image_to_low_res
-from app.inference.prompt.grabcut import GrabCutSession
 from app.inference.prompt.request import Box, Point, PromptError, PromptModel
 
 
@@ -220,7 +219,7 @@ def interior_point(mask: np.ndarray) -> Point:
 def _center_point(model: PromptModel, settings: PropagationSettings) -> bool:
     if settings.center_point is not None:
         return settings.center_point
-    return not isinstance(model, GrabCutSession)
+    return not model.model_free
 
 
 def grown_box(mask: np.ndarray, margin: int) -> Box | None:

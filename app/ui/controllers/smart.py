@@ -29,7 +29,7 @@ if TYPE_CHECKING:
 
     from app.inference.prompt.request import Box, Point
     from app.ui.controllers.smart_propagation import Propagation
-    from app.ui.state.messages import ViewResult
+    from app.ui.state.messages import ModelSummary, ViewResult
     from app.ui.state.prompt_messages import (
         PrefetchImage,
         PromptFailed,
@@ -520,7 +520,7 @@ def neighbours(view: ViewResult, volume: Any, window: tuple[float, float] | None
     return tuple(PrefetchImage(p) for p in after[:files_ahead])
 
 
-def prompt_device(model: Any) -> str:
+def prompt_device(model: ModelSummary | None) -> str:
     """Where the prompt model runs: on the GPU the window's model really runs on, else on the CPU."""
     info = model.info if model is not None else None
     if info is not None and info.on_gpu:

@@ -20,7 +20,7 @@ def propagation(model: PromptModel, request: PropagateRequest, *,
     """One PropagatedSlice per slice given a mask, then one PropagationEnd (an unreadable slice ends it too)."""
     from app.errors import SegLensError, one_line
     from app.io.images import read_slice
-    from app.runs.prompts.propagate import PropagationEnd, propagate
+    from app.runs.prompts.propagate import PropagatedSlice, PropagationEnd, propagate
     from app.ui.state.prompt_messages import PromptImage, PromptKey
 
     try:  # the volume may have changed on disk since it was opened (a file still being copied, truncated)
@@ -40,7 +40,7 @@ def propagation(model: PromptModel, request: PropagateRequest, *,
     try:
         for item in propagate(model, pixels, start=request.start, mask=request.mask, low_res=request.low_res,
                               step=request.step, count=request.count, key=key, stop=stop):
-            last = getattr(item, "index", last)
+            last = item.index if isinstance(item, PropagatedSlice) else last
             yield item
     except (SegLensError, OSError) as exc:  # a slice that cannot be read or run: the slices before it stay
         yield PropagationEnd(last, one_line(exc, most=300, first=True))

@@ -85,7 +85,7 @@ class PromptWorker(QObject):
         """Open (and warm up) the prompt model; grabCut, said in one line, when it cannot be opened."""
         from app.errors import one_line
         from app.inference.prompt.grabcut import GrabCutSession
-        from app.inference.prompt.model import PromptSession, load_prompt_model
+        from app.inference.prompt.model import load_prompt_model
         from app.ui.state.prompt_messages import PromptFailed, PromptReady
 
         self._decoded.clear()
@@ -95,7 +95,7 @@ class PromptWorker(QObject):
             return
         try:
             model = load_prompt_model(request.model, request.device)
-            _warm_up(model)
+            model.warm_up()  # the runtime's first run allocates: not counted as an image's
         except Exception as exc:  # a missing or mismatched pair: one line, and the model-free fallback
             message = f"prompt model not loaded: {one_line(exc, most=300, first=True)}"
             self._model = GrabCutSession()
@@ -103,10 +103,8 @@ class PromptWorker(QObject):
             self.ready.emit(PromptReady(request.request_id, request.model, "grabCut", False, NO_MODEL))
             return
         self._model = model
-        name, where, note = request.model, "", ""
-        if isinstance(model, PromptSession):  # a GPU asked for and not obtained: why, in the panel
-            name, where, note = model.spec.name, model.info.provider_label, model.info.fallback_reason or ""
-        self.ready.emit(PromptReady(request.request_id, request.model, name, True, note, where))
+        about = model.about()  # a GPU asked for and not obtained: why, in the panel
+        self.ready.emit(PromptReady(request.request_id, request.model, about.name, True, about.note, about.where))
 
     @Slot(object)
     def decode(self, request: DecodeRequest) -> None:
@@ -135,12 +133,10 @@ class PromptWorker(QObject):
     @Slot(object)
     def prefetch(self, request: PrefetchRequest) -> None:
         """Encode the request's first picture not cached yet, then post the rest behind whatever came meanwhile."""
-        from app.inference.prompt.model import PromptSession
-
         if not self._latest_prefetch.is_latest(request.request_id):
             return
         if request.first is not None:
-            if isinstance(self._model, PromptSession):
+            if self._model is not None and not self._model.model_free:
                 self._encode_ahead(request.request_id, self._model, request.first)
             rest = replace(request, first=None)
         elif request.images:
@@ -178,11 +174,10 @@ class PromptWorker(QObject):
     # -- inside ----------------------------------------------------------------------------------------
 
     def _prefetch_one(self, request_id: int, item: PrefetchImage) -> None:
-        from app.inference.prompt.model import PromptSession
         from app.ui.state.prompt_messages import Prefetched
 
         model = self._model
-        if not isinstance(model, PromptSession):  # grabCut encodes nothing
+        if model is None or model.model_free:  # grabCut encodes nothing
             return
         known = self._decoded.get(_item_id(item))
         if known is not None and model.cached(known):
@@ -206,7 +201,7 @@ class PromptWorker(QObject):
             log.debug("prefetch: %s", line)
         self.prefetched.emit(Prefetched(request_id, key, 0.0, line))
 
-    def _encode_ahead(self, request_id: int, model: Any, image: PromptImage) -> None:
+    def _encode_ahead(self, request_id: int, model: PromptModel, image: PromptImage) -> None:
         import onnxruntime as ort
 
         from app.ui.state.prompt_messages import Prefetched
@@ -257,16 +252,6 @@ def _cached(model: PromptModel, key: PromptKey) -> bool:
 
 def _item_id(item: PrefetchImage) -> tuple[Any, ...]:
     return item.path, item.frame, item.window, item.own_window
-
-
-def _warm_up(model: Any) -> None:
-    """One encoder and decoder run on a blank picture (ORT's first run allocates), not counted as an image's."""
-    import numpy as np
-
-    from app.inference.prompt.request import Point
-
-    model.decode(model.embed(np.zeros((64, 64), np.uint8), key=("warm-up",)), [Point(32, 32)])
-    model.encoder_runs = model.decoder_runs = 0
 
 
 def _failure(exc: BaseException) -> str:

@@ -235,3 +235,18 @@ def test_grabcut_on_a_one_pixel_thin_image() -> None:
     grabcut = GrabCutSession()
     proposal = grabcut.decode(grabcut.embed(np.full((1, 5000), 90, np.uint8)), box=Box(100, 0, 400, 1))
     assert proposal.mask.shape == (1, 5000) and proposal.low_res.shape == (256, 256)
+
+
+def test_what_the_faces_ask_of_either_prompt_model_is_a_member(pairs: dict[str, Path]) -> None:
+    from app.inference.prompt.grabcut import GrabCutSession
+    from app.inference.prompt.request import PromptAbout
+
+    session = open_prompt_session(load_prompt_spec(pairs["sam"]), "cpu")
+    session.warm_up()  # one encoder and decoder run on a blank picture, not counted as an image's
+    assert (session.encoder_runs, session.decoder_runs, session.model_free) == (0, 0, False)
+    assert session.about() == PromptAbout(session.spec.name, "CPU", session.info.fallback_reason or "")
+    grabcut = GrabCutSession()
+    grabcut.warm_up()
+    assert grabcut.model_free and grabcut.about() == PromptAbout("grabCut")
+    image = np.zeros((32, 32, 3), np.uint8)
+    assert grabcut.embed(image, key="a", run_options=object()).tensors["image"].shape == (32, 32, 3)

@@ -152,6 +152,8 @@ class _Labels:
         self.masks, self.iou, self.boxes = masks, iou, []  # type: ignore[var-annotated]
         self.embedded: list[Hashable] = []
 
+    model_free = False  # a model: a propagated slice's prompt has its centre point (PropagationSettings)
+
     def embed(self, image: np.ndarray, *, key: Hashable | None = None) -> Embedding:
         self.embedded.append(key)
         return Embedding(key if key is not None else image_identity(image), {"index": np.array(int(image[0, 0]))},
