@@ -101,6 +101,9 @@ class _Builder(Resolver):
     # -- build ---------------------------------------------------------------------------------------
 
     def build(self) -> ModelSpec:
+        if key := next((k for k in self.overrides if k.startswith("detect.")), None):  # would do nothing yet
+            raise self.sidecar_error(key, "applies to Ultralytics YOLO exports, which this version of SegLens "
+                                          "does not run yet; remove the detect: section")
         volume: VolumeInputSpec | None = None
         if is_volume_model(self.graph):
             inp, out, volume = volume_parts(self, max_classes=MAX_MASK_CLASSES)
