@@ -13,7 +13,7 @@ import logging
 import sys
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TextIO, cast
+from typing import TYPE_CHECKING, Any, TextIO
 
 from app.errors import shown
 from app.runs.folder.plan import Progress as RunProgress
@@ -148,10 +148,13 @@ class Progress(RunProgress):
 
     def outcome(self, outcome: Outcome | Compared | RayProgress, summary: RunSummary) -> None:
         """An input is done: its error or reference notice above the bar, the bar moved on."""
+        from app.runs.cluster.driver import RayProgress
+
+        scored = None if isinstance(outcome, RayProgress) else outcome.scored  # Ray's progress carries no metrics
         if outcome.error:
             self._clear()
             print(f"error: {shown(outcome.error)}", file=sys.stderr)
-        elif (scored := getattr(outcome, "scored", None)) is not None and scored.notice:
+        elif scored is not None and scored.notice:
             self._clear()
             print(f"note: {shown(scored.notice)}", file=sys.stderr)
         self._keep_misfits(outcome)
@@ -190,10 +193,14 @@ class Progress(RunProgress):
     def _keep_misfits(self, outcome: Outcome | Compared | RayProgress) -> None:
         """An image that does not fit the model (app.inference.image.fit): counted here, said once per reason at the
         end (a folder of photos into a CT model would otherwise print a line per photo)."""
-        kept = getattr(outcome, "result", None) or getattr(outcome, "volume", None) or outcome  # compare: itself
-        for reason in getattr(kept, "warnings", ()):
-            # a pseudonym under --anonymize; a RayProgress has no warnings, so never comes here
-            first = getattr(outcome, "name", None) or cast("Outcome | Compared", outcome).input.path.name
+        from app.runs.cluster.driver import RayProgress
+        from app.runs.folder.writer import Outcome
+
+        if isinstance(outcome, RayProgress):  # its result stayed on the cluster: no warnings here
+            return
+        kept = (outcome.result or outcome.volume) if isinstance(outcome, Outcome) else outcome  # compare: itself
+        for reason in kept.warnings if kept is not None else ():
+            first = outcome.name or outcome.input.path.name  # a pseudonym under --anonymize
             self.misfits.setdefault(reason, [0, first])[0] += 1
 
     def print_misfits(self) -> None:

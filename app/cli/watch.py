@@ -168,7 +168,7 @@ def _restore(previous: dict[int, Any]) -> None:
 def _report(station: Station, stats: StationStats, station_file: StationFile, signalled: list[int], *,
             failed: str | None = None) -> int:
     """Print the summary; the exit code (see the module's docstring)."""
-    lost = stats.lost + sum(int(getattr(sink, "lost", 0)) for sink in station.sinks)
+    lost = stats.lost + sum(sink.lost for sink in station.sinks)
     how = _shown(failed) if failed else "stopped" if signalled else _shown(stats.ended or "stopped")
     print(f"watch {_shown(station.name)}: {how}; {stats.summary()}")
     for problem in stats.sink_problems:

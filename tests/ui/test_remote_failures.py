@@ -9,7 +9,6 @@ The server is tests/remote_mocks.py's MockServer (busy: the next N requests answ
 from __future__ import annotations
 
 from pathlib import Path
-from types import SimpleNamespace
 
 import keyring
 import keyring.backends.fail
@@ -20,8 +19,10 @@ from remote_mocks import MockServer
 from waiting import round_trip
 
 from app.inference.model.session import RemoteInfo, SessionInfo
+from app.io.discover import InputFile
+from app.runs.folder.writer import Outcome, RunSummary
 from app.ui import actions
-from app.ui.state.messages import ViewFailed
+from app.ui.state.messages import BatchFinished, BatchProgress, ViewFailed
 from app.ui.state.remote_messages import RemoteRetrying
 from app.ui.widgets.status import REMOTE_STYLE
 from ui.test_remote_device import NUCLEI, SAMPLES, TOKEN, WAIT, _dialog, _show, store  # noqa: F401
@@ -124,16 +125,22 @@ def test_a_run_on_all_turns_the_badge_failed_and_calm_again_by_its_inputs(qtbot,
     remote = RemoteInfo("10.0.0.5:8001", "nuclei", "", "onnxruntime_onnx")
     status.show_session(SessionInfo("remote", "remote", ("remote",), remote=remote), "Nuclei")
     calm = status.provider.text()
-    gave_up = SimpleNamespace(error="a.png: remote 10.0.0.5:8001/nuclei: no answer within 30 s (tried 4 times)",
-                              result=None, volume=None, resumed=False)
-    unreadable = SimpleNamespace(error="b.png: not an image", result=None, volume=None, resumed=False)
-    ran = SimpleNamespace(error=None, result=object(), volume=None, resumed=False)
-    status.answered(SimpleNamespace(outcome=gave_up))
+    gave_up = _progress("a.png", error="a.png: remote 10.0.0.5:8001/nuclei: no answer within 30 s (tried 4 times)")
+    unreadable = _progress("b.png", error="b.png: not an image")
+    ran = _progress("c.png", result=object())
+    status.answered(gave_up)
     assert status.provider.text() == "⚠ remote: no result"
-    status.answered(SimpleNamespace(outcome=unreadable))  # not the server's failure, nor its answer
+    status.answered(unreadable)  # not the server's failure, nor its answer
     assert status.provider.text() == "⚠ remote: no result"
-    status.answered(SimpleNamespace(outcome=ran))
+    status.answered(BatchFinished(RunSummary()))  # the run's end is no input's answer
+    assert status.provider.text() == "⚠ remote: no result"
+    status.answered(ran)
     assert status.provider.text() == calm and status.provider.styleSheet() == REMOTE_STYLE
+
+
+def _progress(name: str, *, error: str | None = None, result: object = None) -> BatchProgress:
+    """A Run on all's input as the worker reports it: its outcome (a result, or the one-line error)."""
+    return BatchProgress(Outcome(0, InputFile(Path(name), Path(name)), result, error), RunSummary())  # type: ignore[arg-type]
 
 
 def test_a_long_server_name_failing_never_widens_the_window_past_the_screen(qtbot, window):

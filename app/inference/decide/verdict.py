@@ -130,9 +130,8 @@ def _two(value: float, limit: float) -> tuple[str, str]:
 
 def image_score(result: Result) -> float | None:
     """The model's image score when it keeps one, else a classifier's top-1 probability, else None."""
-    score = getattr(result, "image_score", None)  # a Result field only once kept scores are merged
-    if score is not None:
-        return float(score)
+    if result.image_score is not None:
+        return float(result.image_score)
     if result.task == "classification" and result.predictions:
         return float(result.predictions[0].score)
     return None

@@ -82,6 +82,18 @@ class Source(Protocol):
         """Why the source ended by itself, in one line (None while it runs, or when `close()` ended it)."""
         ...
 
+    @property
+    def stalled(self) -> bool:
+        """True once a live source has ended because no frame came for its stall limit (the station raises its
+        alarm); always False for a watch folder, whose quiet is not a fault."""
+        ...
+
+    @property
+    def root(self) -> Path | None:
+        """The watched folder, whose files the station's journal keeps (and forgets once they are gone); None for
+        a source whose frames are not files (a camera, a stream)."""
+        ...
+
 
 class NewestWins:
     """A one-frame mailbox between a camera's capture thread and the station: `put` replaces a frame not yet

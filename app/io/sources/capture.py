@@ -15,6 +15,7 @@ import logging
 import threading
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import numpy as np
 import numpy.typing as npt
@@ -82,6 +83,11 @@ class CapturedSource:
     def stalled(self) -> bool:
         """True once a live source has ended because no frame came for `stall_s` seconds."""
         return self._stalled
+
+    @property
+    def root(self) -> Path | None:
+        """None: a captured frame is pixels, not a file in a folder."""
+        return None
 
     def __iter__(self) -> Iterator[Frame]:
         with self._lock:

@@ -167,6 +167,11 @@ class WatchSource:
         return 0
 
     @property
+    def stalled(self) -> bool:
+        """Always False: a quiet folder is not a stalled camera (no frame for a while is no fault)."""
+        return False
+
+    @property
     def ended(self) -> str | None:
         return self._ended
 

@@ -50,7 +50,7 @@ def pseudonymous_name(item: InputFile, key: bytes) -> str:
     """The name an input goes by under --anonymize (its output stem before de-duplication, `/`-separated): for the
     report, the HTML review report and anything else that would show its path."""
     volume = item.volume
-    if volume is not None and getattr(volume, "kind", "").startswith("dicom"):
+    if volume is not None and volume.kind.startswith("dicom"):
         patient = pseudonym_of(volume.info, key) or NO_PATIENT
         return f"{patient}/{study_id(volume, key)}/{series_id(volume, key)}"
     folder, prefix = ("nifti", "vol") if volume is not None else ("images", "img")

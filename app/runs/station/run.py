@@ -167,7 +167,7 @@ class Station:
                 self._loop(source, journal)
             finally:
                 self._ended = source.ended or STOPPED
-                source_stalled = bool(getattr(source, "stalled", False))  # a camera's own limit ended it
+                source_stalled = source.stalled  # a camera's own limit ended it
                 self._meter.end(stalled=source_stalled)
                 source.close()
                 if source_stalled:
@@ -410,8 +410,8 @@ def _journal(journal: StationJournal, owed: _Owed) -> None:
 def _forget_gone(journal: StationJournal, source: Source) -> None:
     """A watch folder's journal forgets the files no longer in it (app.runs.station.journal: bounded memory): a file
     the line deleted or moved away does not come back as the same work. Other sources' frames are not journaled."""
-    root = getattr(source, "root", None)  # app.io.sources.watch.WatchSource's watched folder (not imported here)
-    if isinstance(root, Path):
+    root = source.root  # a watch folder's (app.io.sources.watch.WatchSource); None where frames are not files
+    if root is not None:
         forgotten = journal.prune(functools.partial(_still_in, root))
         if forgotten:
             log.info("station journal: %s no longer in the watched folder forgotten", counted(forgotten, "file"))

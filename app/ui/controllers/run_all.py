@@ -74,7 +74,7 @@ class RunOnAll(QObject):
         self._files.set_status(path, "done" if outcome.error is None else "error", outcome.error or "")
         if judgement is not None:
             self._tuner.judged_in_run(path, judgement, self._tuning.threshold if self._tuning else None)
-        scored = getattr(outcome, "scored", None)
+        scored = outcome.scored
         if scored is not None and scored.metrics is not None:
             self._state.ious[path] = scored.metrics.iou
         self._status.run_progress(summary.ok + summary.failed)

@@ -110,7 +110,7 @@ class Tuner(QObject):
         rule = score_rule(spec) if spec is not None else None
         limit = self._limit(rule)
         passed, review, rejected = self._counts()
-        band = tuple(getattr(spec, "review", ()) or ())  # verdict.review_if: the REVIEW band's rules
+        band = spec.review if spec is not None else ()  # verdict.review_if: the REVIEW band's rules
         low = next((r.score_above for r in band if isinstance(r, ScoreRule)), None)
         self._folder.show_scores(self._state.folder_scores(), limit, rule.inclusive if rule else True, passed,
                                  rejected, review=review, band=bool(band), review_limit=low)

@@ -18,6 +18,8 @@ from app.ui.widgets.charts import NG_COLOR, OK_COLOR, REVIEW_COLOR, ColourBar, S
 if TYPE_CHECKING:
     from PySide6.QtGui import QStandardItem, QStandardItemModel
 
+    from app.inference.decide.tuning import Judgement
+
 LAYERS = (("mask", "Mask"), ("probability", "Probability"), ("uncertainty", "Uncertainty"),
           ("difference", "Difference vs reference"), ("disagreement", "Disagreement A vs B"))
 SPLITS = ((None, "Off"), ("raw", "Raw ◀▶ overlay"), ("ab", "Model A ◀▶ model B"))
@@ -193,11 +195,11 @@ class DecisionControls(QGroupBox):
         """Move the threshold by `steps` thousandths."""
         self._slider.setValue(self._slider.value() + steps)
 
-    def show_verdict(self, judgement, stale: bool = False) -> None:
+    def show_verdict(self, judgement: Judgement | None, stale: bool = False) -> None:
         """The verdict of the picture shown (OK green, REVIEW amber, NG red), its reason and image score (None:
         clear)."""
-        verdict = getattr(judgement, "verdict", None)
-        score = getattr(judgement, "score", None)
+        verdict = judgement.verdict if judgement is not None else None
+        score = judgement.score if judgement is not None else None
         parts = [] if verdict is None else [verdict_line(verdict)]
         if score is not None:
             parts.append(f"image score {score:.4g}")

@@ -23,6 +23,7 @@ from app.ui.widgets.fit import FitLabel
 
 if TYPE_CHECKING:
     from app.inference.decide.lesions import Lesion
+    from app.inference.model.spec import ClassInfo
 
 MAX_ROWS = 200  # the largest components; a noisy mask's thousands of specks would only bury them
 COLUMNS = ("Component", "mL", "Slices", "Extent")
@@ -84,15 +85,15 @@ class LesionList(QGroupBox):
         self._tree.itemActivated.connect(self._on_clicked)  # Enter on a row chosen with the arrow keys
         self._lesions: tuple[Lesion, ...] = ()
 
-    def set_lesions(self, lesions: Sequence[Lesion], *, classes: Sequence, spacing: tuple[float, float, float] | None,
-                    connectivity: int) -> None:
+    def set_lesions(self, lesions: Sequence[Lesion], *, classes: Sequence[ClassInfo],
+                    spacing: tuple[float, float, float] | None, connectivity: int) -> None:
         """Show `lesions` (each class's largest first) of a model with `classes` (records with .name and .color)."""
         from app.inference.decide.lesions import connectivity_text
 
         self._lesions = tuple(lesions)
         self._tree.clear()
-        names = [getattr(info, "name", str(i)) for i, info in enumerate(classes)]
-        colors = [getattr(info, "color", None) for info in classes]
+        names = [info.name for info in classes]
+        colors = [info.color for info in classes]
         shown = sorted(self._lesions, key=lambda x: -x.voxels)[:MAX_ROWS]
         for lesion in sorted(shown, key=lambda x: (x.label, x.index)):
             self._tree.addTopLevelItem(self._row(lesion, names, colors, spacing))

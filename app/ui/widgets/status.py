@@ -15,6 +15,7 @@ from app.ui.widgets.notice import Notice
 
 if TYPE_CHECKING:
     from app.inference.model.session import SessionInfo
+    from app.ui.state.messages import BatchFinished, BatchProgress, ViewFailed
 
 WARNING_STYLE = "QLabel { color: #1c1c1e; background: #ffcc00; padding: 1px 6px; border-radius: 3px; }"
 GPU_STYLE = "QLabel { color: white; background: #248a3d; padding: 1px 6px; border-radius: 3px; }"
@@ -182,12 +183,15 @@ class StatusBar(QStatusBar):
         self.provider.setToolTip(f"{retrying.line}\nModel ▸ Device ▸ CPU stops waiting for the server at once.")
         self._retrying = True
 
-    def answered(self, record: object = None) -> None:
+    def answered(self, record: ViewFailed | BatchProgress | BatchFinished | None = None) -> None:
         """A request ended (a picture failed, a Run on all went on): a remote picture given up on turns the badge
         to its failed state, kept until a request is answered; else, after a retry line, the session's label."""
+        from app.ui.state.messages import BatchProgress, ViewFailed
+
         remote = self._session[0].remote if self._session is not None else None
-        outcome = getattr(record, "outcome", None)  # a Run on all's input (BatchProgress)
-        line = getattr(record, "message", None) or getattr(outcome, "error", None)
+        outcome = record.outcome if isinstance(record, BatchProgress) else None  # a Run on all's input
+        line = record.message if isinstance(record, ViewFailed) else None
+        line = line or (outcome.error if outcome is not None else None)
         where = f"remote {remote.host}/{remote.model}: " if remote is not None else None
         if where is not None and isinstance(line, str) and where in line:
             self._show_remote_failed(line[line.index(where):])

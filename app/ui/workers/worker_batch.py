@@ -9,7 +9,7 @@ import logging
 import threading
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from app.runs.folder.plan import Progress
 
@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from app.inference.model.session import ModelSession
     from app.inference.model.spec import ModelSpec
     from app.runs.folder.run import RunPlan
-    from app.runs.folder.writer import RunSummary
+    from app.runs.folder.writer import Outcome, RunSummary
     from app.runs.review.ground_truth import GroundTruth, References
     from app.runs.review.html import ReportItem
     from app.ui.state.messages import ListedInput, ReportRequest, RunAllRequest, Tuning
@@ -264,7 +264,7 @@ class _Progress(Progress):
     def __init__(self, signal: SignalInstance, spec: ModelSpec) -> None:
         self.signal, self.spec = signal, spec
 
-    def outcome(self, outcome: Any, summary: RunSummary) -> None:  # a local run's Outcome (writer.Outcome)
+    def outcome(self, outcome: Outcome, summary: RunSummary) -> None:  # the viewer's runs are local: an Outcome
         from app.inference.decide.tuning import judge
         from app.ui.state.messages import BatchProgress
 

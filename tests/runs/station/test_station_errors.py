@@ -44,6 +44,8 @@ class _Camera:
 
     dropped = 0
     ended = "camera ended"
+    stalled = False
+    root = None
 
 
 def test_a_camera_frame_the_model_cannot_judge_is_kept_under_error(tmp_path: Path) -> None:
@@ -62,3 +64,22 @@ def test_a_camera_frame_the_model_cannot_judge_is_kept_under_error(tmp_path: Pat
     kept = cv2.imread(str(out / "error" / "1.png"))
     assert kept.shape == (37, 53, 3) and int(kept[0, 0, 0]) == 90  # the frame as it came
     assert not (out / "error" / "0.png").exists() and not (out / "ng").exists()
+
+
+def test_what_the_station_asks_of_a_source_and_a_sink_are_members(tmp_path: Path) -> None:
+    from app.io.sources.capture import CapturedSource
+    from app.io.sources.watch import WatchSource
+
+    watched = tmp_path / "in"
+    watched.mkdir()
+    source = WatchSource(watched, polling=True)
+    try:
+        assert source.root == watched.absolute() and source.stalled is False  # a quiet folder is no fault
+    finally:
+        source.close()
+    assert CapturedSource.root.fget(None) is None  # type: ignore[attr-defined]  # a camera's frames are not files
+    out = tmp_path / "out"
+    out.mkdir()
+    sink = LogSink(out)
+    assert sink.lost == 0
+    sink.close()

@@ -68,6 +68,14 @@ class _Counted:
     def ended(self) -> str | None:
         return self.source.ended
 
+    @property
+    def stalled(self) -> bool:
+        return self.source.stalled
+
+    @property
+    def root(self) -> Path | None:
+        return self.source.root
+
 
 def _folder_of(tmp_path: Path, names: dict[str, Path]) -> Path:
     folder = tmp_path / "in"
@@ -177,6 +185,8 @@ class _Camera:
 
     dropped = 0
     ended = None
+    stalled = False
+    root = None
 
 
 def test_a_cameras_frames_are_not_read_ahead(tmp_path, model):

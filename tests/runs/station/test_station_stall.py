@@ -89,6 +89,7 @@ class Camera:
         self.ended: str | None = None
         self.stalled = False
         self.dropped = 0
+        self.root: Path | None = None  # frames are pixels, not files
         self._count = 0
 
     def put(self) -> None:

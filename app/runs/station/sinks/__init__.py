@@ -69,6 +69,12 @@ class Sink(Protocol):
         """One line while the sink is failing (the station shows an alarm), else None."""
         ...
 
+    @property
+    def lost(self) -> int:
+        """Verdicts this sink could not keep and will not keep (`watch`'s summary adds them up); 0 where none can
+        be lost."""
+        ...
+
 
 @dataclass(frozen=True)
 class StallAlarm:

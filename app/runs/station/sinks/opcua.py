@@ -157,6 +157,11 @@ class OpcUaSink:
         with self._lock:
             return self._problem
 
+    @property
+    def lost(self) -> int:
+        """0: the server shows the last verdict and the counters, which a later verdict replaces; none is owed."""
+        return 0
+
     def wait_ready(self, timeout: float) -> bool:
         """Whether the server listens, waiting at most `timeout` s for it (its first start takes about a second)."""
         return self._ready.wait(timeout)
