@@ -141,12 +141,15 @@ def test_after_cancel_the_image_stays_and_paging_changes_it(qtbot, make_main_win
     round_trip(qtbot, through=win.worker)
     qtbot.waitUntil(lambda: shows_a_picture(win), timeout=TIMEOUT)
     assert win.state.on_screen is None and win.viewer.overlay_item.pixmap().isNull()  # no result of the run
-    assert not win.volume3d.banner.isVisible()
+    assert win.volume3d.banner.isVisible() and cancel.text() == "Run again"  # the one volume: run it again here
     before = centre_pixels(win)
     win.show_path(a, 7)
     qtbot.waitUntil(lambda: shows_a_picture(win) and not np.array_equal(centre_pixels(win), before),
                     timeout=TIMEOUT)
     assert win.viewer.overlay_item.pixmap().isNull() and len(held.calls) < PATCHES[12]
+    qtbot.mouseClick(cancel, Qt.MouseButton.LeftButton)  # Run again
+    qtbot.waitUntil(lambda: "3D model over the whole volume" in win.status.currentMessage(), timeout=TIMEOUT)
+    qtbot.waitUntil(lambda: not win.viewer.overlay_item.pixmap().isNull(), timeout=TIMEOUT)  # its result
 
 
 def _toggle(win):

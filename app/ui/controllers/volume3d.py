@@ -69,6 +69,7 @@ class Volume3D(QObject):
                                    busy=self._busy_line, parent=self)
         self.banner, self.preview = banner, preview
         banner.cancel_requested.connect(self.cancel)
+        banner.rerun_requested.connect(self.run_again)
         self.fill_requested.connect(worker.fill_volume)
         volumes.showing.connect(self.showing)  # before the picture is asked for: the run is queued first
         worker.volume_progress.connect(self._on_progress)  # bound methods: run on this thread, not the worker's
@@ -88,8 +89,9 @@ class Volume3D(QObject):
         if path != self._listed:
             self._panel.hide_lesions()
             self._listed = None
-        if path != self._cancelled:
+        if path != self._cancelled and self._cancelled is not None:
             self._cancelled = None
+            self.banner.hide()  # its Run again was for the volume left
         if self._running is not None and self._running != path:
             self._end_progress()  # the run of the volume left stops at its next batch: its bar goes now
         if model is None or not model.spec.is_3d or volume is None:
@@ -115,6 +117,8 @@ class Volume3D(QObject):
     def model_opening(self, _request: object = None) -> None:
         """Another model is being loaded: the run in progress stops, the next model runs afresh."""
         self._worker.want_volume(None)
+        if self._cancelled is not None:
+            self.banner.hide()
         self._asked = self._cancelled = None
         self._ready.clear()
         self.preview.forget()
@@ -131,6 +135,17 @@ class Volume3D(QObject):
         self._cancelled, self._asked = path, None
         self._worker.want_volume(None)
         self._status.showMessage(f"Cancelling the 3D model's run over {self._files.name_of(path)}…", NOTE_MS)
+
+    def run_again(self) -> None:
+        """Run again (the canvas's, after a Cancel): the volume shown is run once more, from the slice shown."""
+        path = self._cancelled
+        if path is None or path != self._files.current_path():
+            return
+        self._cancelled = None
+        self.banner.hide()
+        wanted = self._state.wanted
+        # as a slice step: the run is queued (showing), then the slice's picture, answered with the result
+        self._show_slice(path, wanted.frame if wanted is not None and wanted.path == path else 0)
 
     @property
     def running(self) -> str | None:
@@ -207,10 +222,11 @@ class Volume3D(QObject):
             self._panel.show_busy(self._busy_line(progress.path))
             self._files.set_status(progress.path, "pending")
             self._status.showMessage(self._cancelled_line(progress.path), NOTE_MS)
+            self.banner.show_stopped("3D model: cancelled")
 
     def _cancelled_line(self, path: str) -> str:
-        return (f"{self._files.name_of(path)}: the 3D model's run was cancelled, so no result is shown (its "
-                "slices are); open another file and come back to run it")
+        return (f"{self._files.name_of(path)}: the 3D model's run was cancelled: its slices are shown without a "
+                "result (Run again, under the image, runs it)")
 
     def _named(self, path: str, line: str) -> str:
         """A worker's line about `path` (`<path>: why`) with the volume named as its row names it."""

@@ -1,7 +1,8 @@
 """RunBanner: a long run's progress drawn over the canvas ("3D model: patch 12 / 48 · Cancel"), at the bottom of the
 picture it is about (the top is the viewer's notice's), so a reader paging through the volume sees how far the
-model is and can stop it there. It places itself over its parent (the viewer) and follows the parent's size; it
-starts nothing (its Cancel is an intent)."""
+model is and can stop it there; once stopped, it offers to run it again ("3D model: cancelled · Run again"). It
+places itself over its parent (the viewer) and follows the parent's size; it starts nothing (its buttons are
+intents)."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ BOTTOM = 30  # px from the canvas's bottom edge: above the orientation letter th
 
 class RunBanner(QFrame):
     cancel_requested = Signal()
+    rerun_requested = Signal()  # Run again, after the run was stopped
 
     def __init__(self, parent: QWidget) -> None:
         super().__init__(parent)
@@ -22,8 +24,9 @@ class RunBanner(QFrame):
                            "#runBanner QPushButton { color: #8ab4f8; border: none; text-decoration: underline; }")
         self._text = QLabel()
         self._cancel = QPushButton("Cancel")
-        self._cancel.setToolTip("Stop the model's run over this volume (the image stays; no result is shown)")
-        self._cancel.clicked.connect(self.cancel_requested.emit)
+        self._cancel.clicked.connect(self._clicked)
+        self._stopped = False
+        self._say_button()
         row = QHBoxLayout(self)
         row.setContentsMargins(10, 4, 10, 4)
         row.addWidget(self._text)
@@ -33,7 +36,17 @@ class RunBanner(QFrame):
         self.hide()
 
     def show_progress(self, text: str) -> None:
-        """The run's progress in `text`, over the canvas (shown if hidden)."""
+        """The run's progress in `text`, over the canvas (shown if hidden), with Cancel."""
+        self._show(text, stopped=False)
+
+    def show_stopped(self, text: str) -> None:
+        """The run was stopped (`text` says so), with Run again."""
+        self._show(text, stopped=True)
+
+    def _show(self, text: str, *, stopped: bool) -> None:
+        if stopped != self._stopped:
+            self._stopped = stopped
+            self._say_button()
         self._text.setText(text)
         self.adjustSize()
         self._place()
@@ -45,6 +58,14 @@ class RunBanner(QFrame):
 
     def cancel_text(self) -> str:
         return self._cancel.text()
+
+    def _say_button(self) -> None:
+        self._cancel.setText("Run again" if self._stopped else "Cancel")
+        self._cancel.setToolTip("Run the model over this volume again" if self._stopped else
+                                "Stop the model's run over this volume (the image stays; no result is shown)")
+
+    def _clicked(self) -> None:
+        (self.rerun_requested if self._stopped else self.cancel_requested).emit()
 
     def eventFilter(self, watched: QObject, event: QEvent) -> bool:
         if watched is self.parent() and event.type() == QEvent.Type.Resize:

@@ -58,9 +58,13 @@ class FakePlanes(Fake):
 
 class FakeBanner(Fake):
     cancel_requested = Signal()
+    rerun_requested = Signal()
 
     def show_progress(self, text: str) -> None:
         self.record("show_progress", text)
+
+    def show_stopped(self, text: str) -> None:
+        self.record("show_stopped", text)
 
     def hide(self) -> None:
         self.record("hide")
@@ -216,9 +220,11 @@ def test_cancel_stops_the_run_keeps_the_slices_and_keeps_it_stopped_until_the_re
     assert p.worker.called("want_volume")[-1] == (None,)
     p.worker.volume_progress.emit(VolumeProgress(CT, "stopped"))
     assert not p.viewer.calls and p.files.statuses[CT] == "pending"  # the image stays
-    assert p.state.on_screen is None and "end_run" in p.status.names() and p.banner.names()[-1] == "hide"
-    assert p.status.messages[-1] == ("ct.nii.gz: the 3D model's run was cancelled, so no result is shown (its "
-                                     "slices are); open another file and come back to run it")
+    assert p.state.on_screen is None and "end_run" in p.status.names()
+    assert p.banner.names()[-2:] == ["hide", "show_stopped"]  # the progress goes, Run again comes
+    assert p.status.messages[-1] == ("ct.nii.gz: the 3D model's run was cancelled: its slices are shown without a "
+                                     "result (Run again, under the image, runs it)")
+    assert p.banner.called("show_stopped") == [("3D model: cancelled",)]
     assert p.panel.called("show_busy")[-1] == ("No result: the 3D model's run over this volume was cancelled",)
     p.volumes.showing.emit(CT, 5)  # a slice step: still cancelled, the slice shown as a picture
     assert len(p.worker.called("fill_volume")) == 1 and p.worker.called("want_volume")[-1] == (None,)
@@ -226,6 +232,34 @@ def test_cancel_stops_the_run_keeps_the_slices_and_keeps_it_stopped_until_the_re
     p.volumes.showing.emit(PHOTO, 0)
     p.volumes.showing.emit(CT, 0)  # back to it: run again
     assert len(p.worker.called("fill_volume")) == 2 and p.worker.called("want_volume")[-1] == (CT,)
+
+
+def test_run_again_after_a_cancel_runs_the_volume_shown_once_more():
+    """One volume open: there is no other file to leave it for, so the canvas offers Run again."""
+    p = make()
+    p.volumes.showing.emit(CT, 0)
+    p.worker.volume_progress.emit(VolumeProgress(CT, "patches", 3, 45))
+    p.banner.cancel_requested.emit()
+    p.worker.volume_progress.emit(VolumeProgress(CT, "stopped"))
+    p.state.wanted = ViewKey(CT, 4)
+    p.banner.rerun_requested.emit()  # the slice shown is asked for again, as a slice step: the run first
+    assert p.shown == [(CT, 4)] and p.banner.names()[-1] == "hide"
+    p.volumes.showing.emit(CT, 4)  # what the window's show does
+    assert len(p.worker.called("fill_volume")) == 2 and p.worker.called("want_volume")[-1] == (CT,)
+    p.worker.volume_progress.emit(VolumeProgress(CT, "patches", 1, 45))  # its progress shows again
+    assert p.banner.called("show_progress")[-1] == ("3D model: patch 1 / 45",)
+
+
+def test_the_cancelled_note_leaves_with_the_volume():
+    p = make()
+    p.volumes.showing.emit(CT, 0)
+    p.worker.volume_progress.emit(VolumeProgress(CT, "patches", 3, 45))
+    p.banner.cancel_requested.emit()
+    p.worker.volume_progress.emit(VolumeProgress(CT, "stopped"))
+    p.volumes.showing.emit(PHOTO, 0)
+    assert p.banner.names()[-1] == "hide"
+    p.banner.rerun_requested.emit()  # nothing cancelled is shown: nothing to run
+    assert len(p.worker.called("fill_volume")) == 1 and not p.shown
 
 
 def test_a_series_is_named_as_the_file_list_names_it_never_by_its_uid():
