@@ -26,10 +26,46 @@ def test_a_listed_series_is_named_by_its_label_and_a_picture_by_its_name(qtbot):
     qtbot.addWidget(files)
     files.set_inputs([series_input(), InputFile(Path("/data/photos/a.png"), Path("photos/a.png")),
                       InputFile(Path(f"/data/dicom/{UID}"), Path(UID))])  # a plain DICOM file named by a UID
-    assert files.name_of(SERIES) == LABEL
+    assert files.name_of(SERIES) == "CT · SegLens demo · Synthetic chest…"  # its first words: the message shows
     assert files.name_of("/data/photos/a.png") == "a.png"
     assert files.name_of(f"/data/dicom/{UID}") == UID
     assert files.name_of(f"/elsewhere/{UID}_2") == "…701885_2 (series)"  # not listed: the path alone
+
+
+def test_a_short_label_is_whole(qtbot):
+    files = FileList()
+    qtbot.addWidget(files)
+    item = series_input()
+    item.volume.label = "NIfTI · ct3d_sample (60 slices)"
+    files.set_inputs([item])
+    assert files.name_of(SERIES) == "NIfTI · ct3d_sample (60 slices)"
+
+
+def test_at_1280_px_the_status_bar_shows_the_message_after_the_series_name(qtbot):
+    """The walkthrough's status bar: a 3D model's line about a series showed only the series (then its UID)."""
+    from PySide6.QtWidgets import QMainWindow
+
+    from app.ui.widgets.status import StatusBar
+
+    files = FileList()
+    qtbot.addWidget(files)
+    files.set_inputs([series_input()])
+    window = QMainWindow()
+    qtbot.addWidget(window)
+    status = StatusBar()
+    window.setStatusBar(status)
+    status.provider.setText("CPU (no NVIDIA GPU)")
+    status.latency.setText("pre 53 · inference 3546 · post 25 ms")
+    status.image_size.setText("172×172  L -300 W 1800")
+    status.model.setText("CT lungs, bone & lesions 3D (demo, synthetic)")
+    window.resize(1280, 680)
+    with qtbot.waitExposed(window):
+        window.show()  # the layout gives the permanent widgets their room as the window shows
+    status.showMessage(f"{files.name_of(SERIES)}: 3D model over the whole volume, 108 patches in 18.4 s; slices, "
+                       "threshold and heatmap from its result")
+    right = status.notice.mapTo(status, status.notice.rect().topRight()).x()
+    assert right < status.provider.mapTo(status, status.provider.rect().topLeft()).x()
+    assert "3D model over" in status.notice.label.text(), status.notice.label.text()  # was: "…(60 slices): 3D …"
 
 
 def test_a_series_path_alone_is_shortened_to_the_uids_last_digits():

@@ -26,6 +26,7 @@ VERDICT_FILTERS = {"ng": ("ng",), "review": ("review",), "flagged": ("ng", "revi
 BADGES = {"ok": ("OK", "done"), "review": ("REV", "review"), "ng": ("NG", "error")}  # text, STATUS_COLORS key
 REVIEW_MARKS = {"accepted": "  ✓", "rejected": "  ✗", "corrected": "  ✎", "unreviewed": ""}
 UID_KEPT = 6  # the digits of a series' UID a message keeps (short_name)
+NAME_CHARS = 36  # a volume's label in a message, at most: the message after it still shows at 1280 px
 STATUS_COLORS = {"pending": QColor(140, 140, 140), "done": QColor(52, 199, 89), "error": QColor(255, 69, 58),
                  "running": QColor(10, 132, 255), "review": QColor(255, 159, 10)}  # review: the REVIEW badge's amber
 
@@ -82,6 +83,18 @@ def short_name(path: str | Path) -> str:
     return f"…{uid[1][-UID_KEPT:]}{uid[2] or ''} (series)"
 
 
+def first_words(label: str, limit: int = NAME_CHARS) -> str:
+    """`label` whole when it has at most `limit` characters, else its first whole words within them and "…"."""
+    if len(label) <= limit:
+        return label
+    kept = ""
+    for word in label.split(" "):
+        if len(f"{kept} {word}") > limit - 1:
+            break
+        kept = f"{kept} {word}" if kept else word
+    return f"{kept.rstrip(' ·')}…" if kept else f"{label[:limit - 1]}…"
+
+
 class FileList(QListWidget):
     current_path_changed = Signal(object)  # str: a path, never through a QString (see _path)
 
@@ -131,13 +144,14 @@ class FileList(QListWidget):
         return None if row is None else self._inputs[row].volume
 
     def name_of(self, path: str | None) -> str:
-        """`path` as a message names it: a listed volume by its label, as its row does ("CT · CHEST · Axial 2.5 mm
-        (120 slices)"), a picture by its name (a DICOM file named by its UID too), a path not listed by short_name."""
+        """`path` as a message names it: a listed volume by its label, as its row does, its first words when long
+        ("CT · CHEST · Axial 2.5 mm…": the message after it still shows at 1280 px; the row has it whole), a picture
+        by its name (a DICOM file named by its UID too), a path not listed by short_name."""
         row = self._rows.get(path) if path else None
         if row is None:
             return short_name(path or "")
         volume = self._inputs[row].volume
-        return volume.label if volume is not None else shown(Path(self._inputs[row].path).name)
+        return first_words(volume.label) if volume is not None else shown(Path(self._inputs[row].path).name)
 
     def inputs(self) -> list:
         """The InputFiles shown, in order (they carry the relative paths that name exported files)."""
