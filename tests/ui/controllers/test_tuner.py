@@ -19,7 +19,7 @@ from app.ui.state import remembered
 from app.ui.state.messages import RetuneRequest
 from ui.controllers.fakes import Fake, FakeFiles, FakePresenter, on_screen, ready_state, seg_view
 
-SPEC = SimpleNamespace(verdict=(ScoreRule(0.5),), classes=(), path=Path("models") / "a.onnx")
+SPEC = SimpleNamespace(verdict=(ScoreRule(0.5),), review=(), classes=(), path=Path("models") / "a.onnx")
 SHA = "ab" * 32
 
 
@@ -166,7 +166,7 @@ def test_after_run_on_all_the_folder_shows_the_scores_with_the_limit_in_force(ri
 def test_review_is_counted_apart_and_the_band_limit_goes_to_the_histogram(qtbot, tmp_path):
     """REVIEW (ok False, review True) is neither OK nor NG in the folder's counts; the band's lower score limit is
     drawn beside the (dragged) fail limit."""
-    band = SimpleNamespace(**vars(SPEC), review=(ScoreRule(0.3),))
+    band = SimpleNamespace(**{**vars(SPEC), "review": (ScoreRule(0.3),)})
     folder, files = FakeFolder(), FakeFiles()
     tuner = Tuner(ready_state(band, sha256=SHA), presenter=FakePresenter(), decision=FakeDecision(), folder=folder,
                   files=files, settings=QSettings(str(tmp_path / "s.ini"), QSettings.Format.IniFormat))
