@@ -253,15 +253,19 @@ def _locked_hash(member: Path, wanted: dict[str, LockedWheel]) -> str | None:
     return locked
 
 
+RECEIVE_TIMEOUT_S = 30  # a receive only keeps its part (seconds); the tree's growth adds calls, so each stays short
+
+
 def calls(manifest: dict, *, bundle_rel: str = ".gpu", check_timeout: int = 360) -> list[dict]:
-    """The device calls, in order: one per part; the last one carries the last part and runs the check."""
+    """The device calls, in order: one per part; the last one carries the last part and runs the check. Their
+    limits together stay well under the session's 15 minutes, leaving time to run the check again."""
     parts = manifest["parts"]
     out = []
     for index, part in enumerate(parts, 1):
         last = index == len(parts)
         command = ("bash benchmarks/gpu_check.sh" if last else f"bash benchmarks/gpu_check.sh --receive {index}")
         out.append({"command": command, "carry": [f"{bundle_rel}/manifest.json", f"{bundle_rel}/{part['name']}"],
-                    "timeout_s": check_timeout if last else 60})
+                    "timeout_s": check_timeout if last else RECEIVE_TIMEOUT_S})
     return out
 
 

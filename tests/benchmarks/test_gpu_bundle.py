@@ -89,7 +89,7 @@ def test_every_printed_call_stays_under_the_device_limit():
                                                      for i in range(1, count)]
     assert sequence[-1]["command"] == "bash benchmarks/gpu_check.sh"
     assert sequence[-1]["carry"] == [".gpu/manifest.json", f".gpu/part-{count:02d}"]
-    assert sum(c["timeout_s"] for c in sequence) < 15 * 60  # the whole lease
+    assert sum(c["timeout_s"] for c in sequence) <= 12 * 60  # the whole lease is 15 min: room to run the check again
 
 
 @pytest.mark.slow  # re-packs and pip-installs onnxruntime into a scratch site: ~35 s

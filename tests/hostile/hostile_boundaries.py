@@ -105,7 +105,7 @@ def _onnx_graph(path: Path) -> object:
 
 
 def _runtime_values(text: str) -> object:
-    from app.inference.runtime.options import parse_runtime_arguments
+    from app.inference.model.runtime_options import parse_runtime_arguments
 
     return parse_runtime_arguments([f"tensorrt={text}"])
 
