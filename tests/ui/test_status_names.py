@@ -89,3 +89,11 @@ def test_a_first_word_too_wide_is_cut_in_its_middle_so_the_message_shows(qtbot):
     assert "3D model" in shown and metrics.horizontalAdvance(shown) <= width, shown
     assert shown.startswith("1.2.826") and "…" in shown.split(" ")[0] and UID[-4:] in shown  # its ends kept
     assert notice.label.toolTip() == message
+
+
+def test_a_label_is_never_cut_inside_its_brackets():
+    """Its first words stop before an open bracket: "CT · CHEST · Second series…", never "… series (4…"."""
+    from app.ui.widgets.file_list import first_words
+
+    assert first_words("CT · CHEST · Second series (4 slices)", 36) == "CT · CHEST · Second series…"
+    assert first_words("CT · CHEST · Axial 2.5 mm (120 slices)", 60) == "CT · CHEST · Axial 2.5 mm (120 slices)"

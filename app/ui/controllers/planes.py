@@ -75,7 +75,7 @@ class ThreePlanes(QObject):
         without its mask, and say so), then open it, with its mask once known."""
         assert self.view is not None
         self.view.set_labels(None)
-        self.view.set_note(f"Reading {self._files.name_of(path)}…")
+        self.view.set_note(f"Reading {self._files.name_of(path, whole=True)}…")  # the panes have room
         self._read(path)
 
     def counted(self, count: VolumeCount) -> None:

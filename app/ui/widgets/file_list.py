@@ -92,7 +92,10 @@ def first_words(label: str, limit: int = NAME_CHARS) -> str:
         if len(f"{kept} {word}") > limit - 1:
             break
         kept = f"{kept} {word}" if kept else word
-    return f"{kept.rstrip(' ·')}…" if kept else f"{label[:limit - 1]}…"
+    if kept.count("(") > kept.count(")"):  # never "(4…": the words before an open bracket
+        kept = kept[:kept.rindex("(")]
+    kept = kept.rstrip(" ·")
+    return f"{kept}…" if kept else f"{label[:limit - 1]}…"
 
 
 class FileList(QListWidget):
@@ -143,15 +146,18 @@ class FileList(QListWidget):
         row = self._rows.get(path) if path else None
         return None if row is None else self._inputs[row].volume
 
-    def name_of(self, path: str | None) -> str:
+    def name_of(self, path: str | None, *, whole: bool = False) -> str:
         """`path` as a message names it: a listed volume by its label, as its row does, its first words when long
-        ("CT · CHEST · Axial 2.5 mm…": the message after it still shows at 1280 px; the row has it whole), a picture
-        by its name (a DICOM file named by its UID too), a path not listed by short_name."""
+        ("CT · CHEST · Axial 2.5 mm…": the message after it still shows at 1280 px; the row has it whole; `whole`:
+        the label whole, for a note with room), a picture by its name (a DICOM file named by its UID too), a path
+        not listed by short_name."""
         row = self._rows.get(path) if path else None
         if row is None:
             return short_name(path or "")
         volume = self._inputs[row].volume
-        return first_words(volume.label) if volume is not None else shown(Path(self._inputs[row].path).name)
+        if volume is not None:
+            return volume.label if whole else first_words(volume.label)
+        return shown(Path(self._inputs[row].path).name)
 
     def inputs(self) -> list:
         """The InputFiles shown, in order (they carry the relative paths that name exported files)."""

@@ -29,7 +29,7 @@ def test_each_input_is_measured_and_an_unreadable_one_counted(models, tmp_path):
     outcome = compare_all(model, model, _inputs(tmp_path),
                           measured=lambda item, iou, done: seen.append((item.path.name, iou, done)))
     assert seen == [("a.png", 1.0, 1)]  # the same model agrees with itself everywhere
-    assert (outcome.completed, outcome.message) == (True, "1 images compared, 1 could not be read")
+    assert (outcome.completed, outcome.message) == (True, "1 image compared, 1 could not be read")
 
 
 def test_cancel_stops_before_the_next_input(models, tmp_path):
@@ -42,4 +42,4 @@ def test_cancel_stops_before_the_next_input(models, tmp_path):
 
 def test_the_summary_names_the_first_failure():
     assert compare_summary(3, 0, 1, "b.onnx: non-finite") == "2 images compared, 1 failed: b.onnx: non-finite"
-    assert compare_summary(4, 1, 2, "x") == "1 images compared, 1 could not be read, 2 failed (the first: x)"
+    assert compare_summary(4, 1, 2, "x") == "1 image compared, 1 could not be read, 2 failed (the first: x)"

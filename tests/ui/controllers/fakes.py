@@ -162,7 +162,7 @@ class FakeFiles(Fake):
     def volume(self, path):
         return None
 
-    def name_of(self, path: str) -> str:
+    def name_of(self, path: str, *, whole: bool = False) -> str:
         return Path(path).name
 
     def select_path(self, path: str) -> None:
