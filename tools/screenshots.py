@@ -934,6 +934,9 @@ def scene_pacs(stage: Stage, subject: str) -> None:
         stage.wait(lambda: "counting" not in _legend_text(window) and "mL" in _legend_text(window),
                    what="the whole volume's mL")
         dialog.close()  # the reader closes the dialog once the series is open
+        shown.clear()
+        window.show_path(window.files.current_path(), 15)  # slice 16 of 32: through the lungs
+        stage.wait(lambda: bool(shown), what="slice 16")
         stage.grab()
         stage.close()
     finally:
