@@ -881,22 +881,26 @@ def _orthanc(stage: Stage) -> Any:
     from tests.io.pacs.orthanc import Orthanc
 
     server = Orthanc.launch(stage.scratch / "orthanc")
-    files = sorted((REPO / "resources/samples/ct").glob("IM*"))
-    server.upload(files)
-    study, series, later = generate_uid(), generate_uid(), stage.scratch / "later"
-    later.mkdir()
-    for path in files:
-        data = pydicom.dcmread(path)
-        data.StudyInstanceUID, data.SeriesInstanceUID = study, series
-        data.SOPInstanceUID = data.file_meta.MediaStorageSOPInstanceUID = generate_uid()
-        data.StudyDate, data.StudyDescription, data.SeriesDescription = "20260315", "CT chest follow-up", "Axial 5 mm"
-        data.AccessionNumber = "ACC-2026-0315"
-        data.save_as(later / path.name)
-    server.upload(sorted(later.iterdir()))
-    settings = Path(os.environ["SEGLENS_SETTINGS"])
-    settings.write_text(f"pacs:\n  ORTHANC: {{url: \"dicomweb+{server.dicomweb_url}\", auth: basic, "
-                        f"username: {server.user}}}\n", encoding="utf-8")
-    os.environ["SEGLENS_PACS_SECRET_ORTHANC"] = server.password
+    try:
+        files = sorted((REPO / "resources/samples/ct").glob("IM*"))
+        server.upload(files)
+        study, series, later = generate_uid(), generate_uid(), stage.scratch / "later"
+        later.mkdir()
+        for path in files:
+            data = pydicom.dcmread(path)
+            data.StudyInstanceUID, data.SeriesInstanceUID = study, series
+            data.SOPInstanceUID = data.file_meta.MediaStorageSOPInstanceUID = generate_uid()
+            data.StudyDate, data.AccessionNumber = "20260315", "ACC-2026-0315"
+            data.StudyDescription, data.SeriesDescription = "CT chest follow-up", "Axial 5 mm"
+            data.save_as(later / path.name)
+        server.upload(sorted(later.iterdir()))
+        settings = Path(os.environ["SEGLENS_SETTINGS"])
+        settings.write_text(f"pacs:\n  ORTHANC: {{url: \"dicomweb+{server.dicomweb_url}\", auth: basic, "
+                            f"username: {server.user}}}\n", encoding="utf-8")
+        os.environ["SEGLENS_PACS_SECRET_ORTHANC"] = server.password
+    except BaseException:
+        server.stop()  # never left running
+        raise
     return server
 
 
