@@ -106,9 +106,13 @@ class MockState:
         with self.lock:
             if self.barrier is None:
                 self.barrier = threading.Barrier(self.meet, timeout=5)
+            barrier = self.barrier
         try:
-            self.barrier.wait()
-        except threading.BrokenBarrierError:
+            barrier.wait()
+        except threading.BrokenBarrierError:  # no partner in time (the run's last request, a slow machine): the
+            with self.lock:                   # next requests meet at a fresh barrier, not a broken one
+                if self.barrier is barrier:
+                    self.barrier = None
             return
         with self.lock:
             self.met += 1
