@@ -105,7 +105,7 @@ class MockState:
     def _meet(self) -> None:
         with self.lock:
             if self.barrier is None:
-                self.barrier = threading.Barrier(self.meet, timeout=5)
+                self.barrier = threading.Barrier(self.meet, timeout=15)  # generous: a loaded machine is slow
             barrier = self.barrier
         try:
             barrier.wait()
