@@ -17,6 +17,9 @@ import os
 import sys
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # tools/generated_page.py, also when loaded by path
+from generated_page import write_or_check
+
 REPO = Path(__file__).resolve().parents[1]
 PAGE = REPO / "docs" / "cli-reference.md"
 WIDTH = "100"
@@ -85,15 +88,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     sys.path.insert(0, str(REPO))
     text = render()
-    if args.check:
-        current = PAGE.read_text(encoding="utf-8") if PAGE.is_file() else ""
-        if current != text:
-            print(f"{PAGE.relative_to(REPO)} is stale: run `uv run python tools/cli_reference.py`", file=sys.stderr)
-            return 1
-        return 0
-    PAGE.write_text(text, encoding="utf-8")
-    print(f"wrote {PAGE.relative_to(REPO)}")
-    return 0
+    return write_or_check(PAGE, text, repo=REPO, check=args.check, tool="cli_reference.py")
 
 
 if __name__ == "__main__":

@@ -22,6 +22,9 @@ try:
 except ModuleNotFoundError:  # Python 3.10: import-linter's own dependency
     import tomli as tomllib
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # tools/generated_page.py, also when loaded by path
+from generated_page import write_or_check
+
 REPO = Path(__file__).resolve().parents[1]
 APP = REPO / "app"
 PAGE = REPO / "docs" / "modules.md"
@@ -99,15 +102,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--check", action="store_true", help="exit 1 when the committed page is stale")
     args = parser.parse_args(argv)
     text = render()
-    if args.check:
-        current = PAGE.read_text(encoding="utf-8") if PAGE.is_file() else ""
-        if current != text:
-            print(f"{PAGE.relative_to(REPO)} is stale: run `uv run python tools/module_index.py`", file=sys.stderr)
-            return 1
-        return 0
-    PAGE.write_text(text, encoding="utf-8")
-    print(f"wrote {PAGE.relative_to(REPO)}")
-    return 0
+    return write_or_check(PAGE, text, repo=REPO, check=args.check, tool="module_index.py")
 
 
 if __name__ == "__main__":
