@@ -23,9 +23,13 @@ from app.inference.image.fit import image_fit
 from app.inference.image.labelmap import LabelMap, exported_labels, relabelled, segmentation_labels
 from app.inference.image.postprocess import Prediction, class_pixel_counts, top_k
 from app.inference.image.preprocess import Geometry, convert_color, pad_bottom_right, preprocess, to_tensor
+from app.inference.model.instances import Instances
 from app.inference.model.session import ModelSession
-from app.inference.model.spec import InputSpec, ModelSpec
+from app.inference.model.spec import DetectorSpec, InputSpec, ModelSpec
 from app.inference.runtime.finite import check_finite
+from app.inference.yolo.decode import detections, instances
+from app.inference.yolo.letterbox import Letterbox, classify_input
+from app.inference.yolo.letterbox import preprocess as letterbox_preprocess
 from app.io.images import DecodedImage, from_array, read_image
 from app.io.window import apply_window, range_to_uint8
 
@@ -45,6 +49,7 @@ class Prepared:
     geometry: Geometry
     timings: dict[str, float] = field(default_factory=dict)
     pixels: np.ndarray | None = None  # tiled runs only
+    letterbox: Letterbox | None = None  # a YOLO export's: where the image sits in its input (not a classify head)
 
     @property
     def tiled(self) -> bool:
@@ -85,6 +90,8 @@ class Result:
     image_score: float | None = None  # binary: max foreground probability; classification: top-1; anomaly: the
     # model's score output; else None
     warnings: tuple[str, ...] = ()  # why the image does not fit the model (app.inference.image.fit), one line each
+    # a detection / instance / oriented-box model's objects, best first (their image score: the best of them)
+    instances: Instances | None = None
 
     def __post_init__(self) -> None:
         if isinstance(self.labels, np.ndarray):
@@ -110,6 +117,8 @@ def decode(path: str | Path, *, frame: int = 0) -> tuple[DecodedImage, float]:
 def prepare(spec: ModelSpec, image: DecodedImage, *, decode_ms: float = 0.0) -> Prepared:
     started = time.perf_counter()
     pixels = model_pixels(spec, image)
+    if spec.detector is not None:
+        return _prepare_detector(spec.detector, image, pixels, decode_ms=decode_ms, started=started)
     check_declared_size(spec, pixels.shape)  # a remote server's fixed input, bounded by this picture
     inp = spec.input
     if tiling.is_tiled(inp.resize, inp.model_hw, inp.tile, pixels.shape[:2]):
@@ -118,6 +127,20 @@ def prepare(spec: ModelSpec, image: DecodedImage, *, decode_ms: float = 0.0) -> 
                         pixels=pixels)
     tensor, geometry = preprocess(inp, pixels)
     return Prepared(image, tensor, geometry, {"decode": decode_ms, "preprocess": _ms(started)})
+
+
+def _prepare_detector(detector: DetectorSpec, image: DecodedImage, pixels: np.ndarray, *, decode_ms: float,
+                      started: float) -> Prepared:
+    """A YOLO export's input, as Ultralytics' predictor makes it: letterboxed (app.inference.yolo.letterbox), or a
+    classify head's centre crop."""
+    head = detector.head
+    hw = (int(pixels.shape[0]), int(pixels.shape[1]))
+    if head.task == "classify":
+        tensor = classify_input(pixels, head.imgsz, rgb=True)
+        return Prepared(image, tensor, Geometry(hw, hw, head.imgsz), {"decode": decode_ms, "preprocess": _ms(started)})
+    tensor, box = letterbox_preprocess(pixels, head.imgsz, stride=head.stride if head.dynamic else None, rgb=True)
+    return Prepared(image, tensor, Geometry(hw, box.resized_hw, box.input_hw),
+                    {"decode": decode_ms, "preprocess": _ms(started)}, letterbox=box)
 
 
 def check_declared_size(spec: ModelSpec, image_shape: Sequence[int]) -> None:
@@ -257,6 +280,8 @@ def to_result(model: ModelSession, prepared: Prepared, output: Output | TiledOut
         check_finite(spec.path.name, spec.output.fetched, output)  # NaN/inf: an error, never a decision
     if isinstance(output, TiledOutput):
         return _tiled_result(model, prepared, output, inference_ms, started)
+    if spec.detector is not None and prepared.letterbox is not None:
+        return _instances_result(model, prepared, output, inference_ms, started)
     geometry = prepared.geometry
     scores: np.ndarray | None = None
     score: float | None = None
@@ -297,6 +322,22 @@ def _tiled_result(model: ModelSession, prepared: Prepared, output: TiledOutput, 
     timings = {**prepared.timings, "inference": inference_ms, "postprocess": _ms(started)}
     return Result(prepared.image.path, spec.task, hw, mask, (), timings, model.info.provider, output.scores,
                   Geometry(hw, hw, hw), score, image_fit(spec, prepared.image))
+
+
+def _instances_result(model: ModelSession, prepared: Prepared, output: Output, inference_ms: float,
+                      started: float) -> Result:
+    """A YOLO export's instances, decoded as Ultralytics' predictor decodes them (app.inference.yolo.decode); the
+    image score is the best instance's score (0 without any)."""
+    spec = model.spec
+    assert spec.detector is not None and prepared.letterbox is not None  # to_result's branch
+    head, options = spec.detector.head, spec.detector.options
+    outputs = output if isinstance(output, tuple) else (output,)
+    found = instances(head, detections(head, outputs[0], options), prepared.letterbox,
+                      outputs[1] if head.protos is not None else None)
+    timings = {**prepared.timings, "inference": inference_ms, "postprocess": _ms(started)}
+    best = max((item.score for item in found.items), default=0.0)
+    return Result(prepared.image.path, spec.task, prepared.geometry.image_hw, None, (), timings,
+                  model.info.provider, image_score=best, warnings=image_fit(spec, prepared.image), instances=found)
 
 
 def probability_at_image_size(result: Result, class_index: int | None = None) -> np.ndarray | None:

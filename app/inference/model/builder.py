@@ -8,7 +8,10 @@ Detection rules (when no sidecar says otherwise):
   already ends in Sigmoid); `[N,H,W]` integers: a label map already argmaxed in the graph; `[N,K]`:
   classification (softmax unless the graph ends in Softmax);
 - several outputs, one an anomaly map and one an image score: an anomaly model (`shapes.anomaly_outputs`);
-- a 5-D input `[N,C,D,H,W]`: a 3D segmentation model, its input, output and volume spec from app.inference.model.spec3d.
+- a 5-D input `[N,C,D,H,W]`: a 3D segmentation model, its input, output and volume spec from app.inference.model.spec3d;
+- an Ultralytics YOLO export (its metadata, or a YOLO head's shape: app.inference.model.yolo_head): a detection,
+  instance-segmentation or oriented-box model (task "instances") or a classifier, letterboxed and decoded as
+  Ultralytics' own predictor does (app.inference.yolo), the sidecar's `detect:` section over its defaults.
 Every value records where it came from: "detected", "metadata", "sidecar" or "default".
 """
 
@@ -27,14 +30,27 @@ from app.inference.model.rules import Rule, ScoreRule, VerdictRules, resolve_rev
 from app.inference.model.runtime_options import RuntimeOptions
 from app.inference.model.shapes import FLOAT_INPUTS, INT_DTYPES, anomaly_outputs, channel_axis, image_layout
 from app.inference.model.sidecar import MAX_SIDE, UNSET_COLOR, find_sidecar, load_sidecar, overlap_2d
-from app.inference.model.spec import ClassInfo, InputSpec, ModelSpec, OutputSpec, PostprocessSpec, VolumeInputSpec
+from app.inference.model.spec import (
+    ClassInfo,
+    DetectorSpec,
+    InputSpec,
+    ModelSpec,
+    OutputSpec,
+    PostprocessSpec,
+    VolumeInputSpec,
+)
 from app.inference.model.spec3d import is_volume_model, refuse_3d_keys, volume_parts
 from app.inference.model.tiles import tile_spec_from, untileable
 from app.inference.model.validators import visible
+from app.inference.model.yolo_head import YoloHead, is_ultralytics, read_head
+from app.inference.model.yolo_options import options_from_sidecar
 from app.io.render import PALETTE
 from app.spelling import counted
 
 _FLOAT_INPUTS = FLOAT_INPUTS
+# The sidecar keys an Ultralytics export takes: its input and output are Ultralytics' own
+DETECTOR_KEYS = ("name", "task", "classes", "classes_file", "input.size", "detect.", "verdict.", "runtime.",
+                 "postprocess.top_k", "output.min_confidence", "output.min_margin")
 _INPUT_DTYPES = (*_FLOAT_INPUTS, "uint8")
 MAX_MASK_CLASSES = 256  # a segmentation mask is uint8: one value per class
 # A class name is made per class; ImageNet-21k has ~22k. A declared [1, 1000000000] output (a 121-byte file) is
@@ -101,9 +117,11 @@ class _Builder(Resolver):
     # -- build ---------------------------------------------------------------------------------------
 
     def build(self) -> ModelSpec:
-        if key := next((k for k in self.overrides if k.startswith("detect.")), None):  # would do nothing yet
-            raise self.sidecar_error(key, "applies to Ultralytics YOLO exports, which this version of SegLens "
-                                          "does not run yet; remove the detect: section")
+        if not is_volume_model(self.graph) and is_ultralytics(self.graph):
+            return self._detector()
+        if key := next((k for k in self.overrides if k.startswith("detect.")), None):  # it would decide nothing
+            raise self.sidecar_error(key, "applies to Ultralytics YOLO exports (detect, segment, obb, classify), "
+                                          "but this model is none: remove the detect: section")
         volume: VolumeInputSpec | None = None
         if is_volume_model(self.graph):
             inp, out, volume = volume_parts(self, max_classes=MAX_MASK_CLASSES)
@@ -140,6 +158,70 @@ class _Builder(Resolver):
             review=self._review(task, classes, verdict),
             classes_file=self.overrides.get("classes_file"), volume=volume,
         )
+
+    def _detector(self) -> ModelSpec:
+        """An Ultralytics YOLO export's spec: its head (app.inference.model.yolo_head), the sidecar's `detect:`
+        options, its classes all painted (an instance has no background), and the sidecar keys that would change
+        nothing refused."""
+        head = read_head(self.path, self.graph, sidecar=self.overrides)
+        if key := next((k for k in self.overrides if not k.startswith(DETECTOR_KEYS)), None):
+            raise self.sidecar_error(key, f"does not apply to an Ultralytics YOLO export ({head.task}): its input "
+                                          "and output are Ultralytics' own (letterbox, their decoding); it takes "
+                                          "name, classes, input.size, detect, verdict and runtime")
+        options, option_sources = options_from_sidecar(self.overrides, head.names, sidecar=self.sidecar)
+        task = "classification" if head.task == "classify" else "instances"
+        if self.overrides.get("task", task) != task:
+            raise self.sidecar_error("task", f"is {self.overrides['task']}, but the model is an Ultralytics YOLO "
+                                             f"{head.task} export ({task})")
+        self._detector_sources(head, option_sources)
+        self.output_kind = "classification" if task == "classification" else "instances"
+        classes = self._detector_classes(head)
+        out = self._detector_output(head, options.conf)
+        out = self._uncertainty(out, task)
+        post = PostprocessSpec(top_k=self.pick("postprocess.top_k", min(5, head.nc), "default"))
+        name = self.pick("name", *self._default_name())
+        return ModelSpec(
+            path=self.path, sidecar=self.sidecar, name=name, task=task, input=self._detector_input(head),
+            output=out, classes=classes, postprocess=post, inputs=self.graph.inputs, outputs=self.graph.outputs,
+            runtime=RuntimeOptions.written({k.removeprefix("runtime."): v for k, v in self.overrides.items()
+                                            if k.startswith("runtime.")}),
+            sources=self.sources, metadata=self.graph.metadata, opset=self.graph.opset,
+            producer=self.graph.producer, verdict=(verdict := self._verdict(task, classes)),
+            review=self._review(task, classes, verdict), classes_file=self.overrides.get("classes_file"),
+            detector=DetectorSpec(head, options),
+        )
+
+    def _detector_sources(self, head: YoloHead, option_sources: dict[str, str]) -> None:
+        """Where each of the head's values and each `detect:` option came from, under the sidecar's key names."""
+        for field_name, key in (("task", "task"), ("layout", "output.layout"), ("imgsz", "input.size"),
+                                ("names", "classes"), ("stride", "input.stride")):
+            self.sources[key] = head.sources.get(field_name, "detected")
+        for option, source in option_sources.items():
+            self.sources[f"detect.{option}"] = source
+
+    def _detector_input(self, head: YoloHead) -> InputSpec:
+        """What the head's input is: RGB 0..1, letterboxed to `imgsz` (a classify head: its shorter side resized
+        and the centre cropped, app.inference.yolo.letterbox)."""
+        t = self.graph.inputs[0]
+        shape = t.shape or ()
+        model_hw = cast(tuple[int | None, int | None],
+                        tuple(d if isinstance(d, int) else None for d in shape[2:4]))
+        return InputSpec(name=head.input_name, layout="NCHW", channels=3, dtype=t.dtype, model_hw=model_hw,
+                         size=head.imgsz, resize="crop" if head.task == "classify" else "letterbox",
+                         size_divisor=head.stride if head.dynamic else 1, color="rgb", scale=1 / 255,
+                         mean=(0.0,) * 3, std=(1.0,) * 3)
+
+    def _detector_output(self, head: YoloHead, conf: float) -> OutputSpec:
+        if head.task == "classify":
+            return OutputSpec(head.output, "classification", None, "none", conf)
+        return OutputSpec(head.output, "instances", None, "none", conf, protos_name=head.protos)
+
+    def _detector_classes(self, head: YoloHead) -> tuple[ClassInfo, ...]:
+        """The head's classes, each painted: the sidecar's colours and codes where it lists the classes."""
+        listed = self.overrides.get("classes") or ()
+        entries = listed if len(listed) == head.nc else tuple((name, UNSET_COLOR, None) for name in head.names)
+        return tuple(ClassInfo(name, PALETTE[i % len(PALETTE)] if color is UNSET_COLOR else color, code)
+                     for i, (name, color, code) in enumerate((*entry, None)[:3] for entry in entries))
 
     def _uncertainty(self, out: OutputSpec, task: str) -> OutputSpec:
         """The output with a classifier's `min_confidence` / `min_margin`, refused for any other task."""

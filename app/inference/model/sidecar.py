@@ -6,7 +6,7 @@ ValueError("must be …, got …"), which the walk prefixes with the file and ke
 spacing, axes, normalize, tta; app.inference.model.spec3d says which a model needs), the `verdict:` section
 (`fail_if` and `review_if` rule lists, each rule one mapping of a single kind, and `calibrated`, the provenance
 seglens-cli calibrate writes; class names are resolved to the model's classes later, by the spec) and the
-`detect:` section (a YOLO head's conf, iou, max_det, agnostic and classes: app.inference.yolo.options).
+`detect:` section (a YOLO head's conf, iou, max_det, agnostic and classes: app.inference.model.yolo_options).
 """
 
 from __future__ import annotations
@@ -431,7 +431,7 @@ MAX_KEPT_CLASSES = 1000
 
 def kept_classes(value: Any) -> tuple[str | int, ...]:
     """`detect.classes`: the classes a YOLO head keeps, by name or by index (0 = the first class); the names are
-    resolved to the model's classes later (app.inference.yolo.options)."""
+    resolved to the model's classes later (app.inference.model.yolo_options)."""
     items = value if isinstance(value, list) else [value]
     if not items or len(items) > MAX_KEPT_CLASSES:
         raise ValueError(f"must be a class name or index, or a list of 1 to {MAX_KEPT_CLASSES}, got {shown(value)}")
@@ -490,7 +490,7 @@ _SCHEMA: dict[str, Any] = {
         "close_kernel": whole(0, 255),
         "top_k": whole(1, 1000),
     },
-    "detect": {  # YOLO heads (app.inference.yolo.options): Ultralytics' predict arguments of the same names
+    "detect": {  # YOLO heads (app.inference.model.yolo_options): Ultralytics' predict arguments of the same names
         "conf": fraction,
         "iou": fraction,
         "max_det": whole(1, 100000),

@@ -13,6 +13,8 @@ from app.inference.model.onnx_graph import TensorInfo
 from app.inference.model.rules import Rule
 from app.inference.model.runtime_options import RuntimeOptions
 from app.inference.model.tiles import TileSpec
+from app.inference.model.yolo_head import YoloHead
+from app.inference.model.yolo_options import YoloOptions
 
 
 @dataclass(frozen=True)
@@ -56,7 +58,7 @@ class InputSpec:
 @dataclass(frozen=True)
 class OutputSpec:
     name: str
-    kind: str  # "scores" | "binary" | "labels" | "classification" | "anomaly"
+    kind: str  # "scores" | "binary" | "labels" | "classification" | "anomaly" | "instances"
     channel_axis: int | None  # for rank-4 outputs: 1 (NCHW) or 3 (NHWC)
     activation: str  # "softmax" | "sigmoid" | "none" (resolved, never "auto")
     threshold: float  # binary: probability cut; anomaly: pixel cut on the map (map >= threshold)
@@ -68,11 +70,14 @@ class OutputSpec:
     # classification only: a result is uncertain when top-1 < min_confidence or top-1 − top-2 < min_margin (0: off)
     min_confidence: float = 0.0
     min_margin: float = 0.0
+    protos_name: str | None = None  # instances: a segment head's prototype masks, fetched after the predictions
 
     @property
     def fetched(self) -> tuple[str, ...]:
-        """The outputs a session run returns, in order: the first alone unless the model is an anomaly model."""
-        extra = (self.score_name, self.mask_name) if self.kind == "anomaly" else ()
+        """The outputs a session run returns, in order: the first alone unless the model is an anomaly model (map,
+        score[, mask]) or a segment head (predictions, prototypes)."""
+        extra = ((self.score_name, self.mask_name) if self.kind == "anomaly"
+                 else (self.protos_name,) if self.kind == "instances" else ())
         return (self.name, *(name for name in extra if name))
 
 
@@ -135,11 +140,20 @@ class RemoteModel:
 
 
 @dataclass(frozen=True)
+class DetectorSpec:
+    """A detection, instance-segmentation, oriented-box or classify export of Ultralytics YOLO: its head as read from
+    the graph and the metadata, and how its predictions are kept (the sidecar's `detect:` over their defaults)."""
+
+    head: YoloHead
+    options: YoloOptions = field(default_factory=YoloOptions)
+
+
+@dataclass(frozen=True)
 class ModelSpec:
     path: Path
     sidecar: Path | None
     name: str
-    task: str  # "segmentation" | "classification"
+    task: str  # "segmentation" | "classification" | "instances"
     input: InputSpec
     output: OutputSpec
     classes: tuple[ClassInfo, ...]
@@ -156,6 +170,7 @@ class ModelSpec:
     classes_file: Path | None = None  # the sidecar's `classes_file:`, resolved; the names are in `classes`
     volume: VolumeInputSpec | None = None  # a 3D model's volume input (layout "NCDHW"); None for every 2D model
     remote: RemoteModel | None = None  # a model on a server (no file here: `path` only names it); None: a local file
+    detector: DetectorSpec | None = None  # an Ultralytics YOLO export (its own letterbox and decoding); None: any other
 
     @property
     def is_3d(self) -> bool:

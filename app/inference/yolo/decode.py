@@ -16,11 +16,11 @@ from dataclasses import dataclass
 import numpy as np
 
 from app.inference.model.instances import Instance, Instances
-from app.inference.yolo.head import YoloHead
+from app.inference.model.yolo_head import YoloHead
+from app.inference.model.yolo_options import YoloOptions
 from app.inference.yolo.letterbox import Letterbox, boxes_to_image, centres_to_image
 from app.inference.yolo.masks import instance_masks
 from app.inference.yolo.nms import MAX_NMS, MAX_WH, fast_nms_rotated, nms
-from app.inference.yolo.options import YoloOptions
 
 
 @dataclass(frozen=True)

@@ -59,19 +59,19 @@ def letterbox_image(image: np.ndarray, box: Letterbox) -> np.ndarray:
     return out
 
 
-def to_tensor(image_bgr: np.ndarray) -> np.ndarray:
-    """HWC BGR uint8 → [1, 3, H, W] RGB float32 in 0..1 (a one-channel image stays one channel)."""
-    planes = image_bgr[..., ::-1] if image_bgr.shape[2] == 3 else image_bgr
+def to_tensor(image_bgr: np.ndarray, *, rgb: bool = False) -> np.ndarray:
+    """HWC BGR (`rgb`: RGB) uint8 → [1, 3, H, W] RGB float32 in 0..1 (a one-channel image stays one channel)."""
+    planes = image_bgr[..., ::-1] if image_bgr.shape[2] == 3 and not rgb else image_bgr
     tensor: np.ndarray = np.ascontiguousarray(planes.transpose(2, 0, 1)[None], dtype=np.float32) / np.float32(255)
     return tensor
 
 
-def preprocess(image_bgr: np.ndarray, input_hw: tuple[int, int], *, stride: int | None = None,
+def preprocess(image_bgr: np.ndarray, input_hw: tuple[int, int], *, stride: int | None = None, rgb: bool = False,
                ) -> tuple[np.ndarray, Letterbox]:
-    """The model's input tensor for a BGR (or gray) uint8 image, and where the image sits in it (`stride`: a
-    dynamic export's smallest rectangle, see `fit`)."""
+    """The model's input tensor for a BGR (`rgb`: RGB; or gray) uint8 image, and where the image sits in it
+    (`stride`: a dynamic export's smallest rectangle, see `fit`)."""
     box = fit(image_bgr.shape[:2], input_hw, stride=stride)
-    return to_tensor(letterbox_image(_hwc(image_bgr), box)), box
+    return to_tensor(letterbox_image(_hwc(image_bgr), box), rgb=rgb), box
 
 
 def boxes_to_image(boxes: np.ndarray, box: Letterbox) -> np.ndarray:
@@ -98,7 +98,7 @@ def centres_to_image(boxes: np.ndarray, box: Letterbox) -> np.ndarray:
     return out
 
 
-def classify_input(image_bgr: np.ndarray, size: tuple[int, int]) -> np.ndarray:
+def classify_input(image_bgr: np.ndarray, size: tuple[int, int], *, rgb: bool = False) -> np.ndarray:
     """Ultralytics' classify input: the shorter side to `size` (square) or the image to `size` (not square) with
     Pillow's bilinear filter, the centre crop, RGB, /255, [1, 3, H, W] float32 (classify_transforms)."""
     from PIL import Image
@@ -115,7 +115,7 @@ def classify_input(image_bgr: np.ndarray, size: tuple[int, int]) -> np.ndarray:
         picture = picture.resize((new_hw[1], new_hw[0]), resample=Image.Resampling.BILINEAR)
     top, left = round((new_hw[0] - size[0]) / 2.0), round((new_hw[1] - size[1]) / 2.0)
     resized = np.asarray(picture)
-    return to_tensor(resized[top:top + size[0], left:left + size[1]])
+    return to_tensor(resized[top:top + size[0], left:left + size[1]], rgb=rgb)
 
 
 def _hwc(image: np.ndarray) -> np.ndarray:

@@ -1,4 +1,4 @@
-"""A YOLO export run on one image: its head read (app.inference.yolo.head), an ONNX Runtime session opened by the
+"""A YOLO export run on one image: its head read (app.inference.model.yolo_head), an ONNX Runtime session opened by the
 runtime (the same providers and the same truth about where it runs as every other model), the image letterboxed,
 every output checked (dtype, shape, NaN or ±inf: one line naming the file) and decoded into instances or class
 scores as Ultralytics' predictor decodes them.
@@ -19,12 +19,12 @@ from app.errors import InferenceError, one_line
 from app.inference.model.instances import Instances
 from app.inference.model.onnx_graph import TensorInfo, read_graph
 from app.inference.model.session import SessionInfo
+from app.inference.model.yolo_head import YoloHead, read_head
+from app.inference.model.yolo_options import YoloOptions
 from app.inference.runtime.finite import check_outputs, declared
 from app.inference.runtime.session import open_onnx_session
 from app.inference.yolo.decode import ClassScores, class_scores, detections, instances
-from app.inference.yolo.head import YoloHead, read_head
 from app.inference.yolo.letterbox import classify_input, preprocess
-from app.inference.yolo.options import YoloOptions
 
 
 @dataclass(frozen=True)

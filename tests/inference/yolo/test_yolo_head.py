@@ -9,7 +9,7 @@ import pytest
 
 from app.errors import ModelError
 from app.inference.model.onnx_graph import GraphInfo, TensorInfo
-from app.inference.yolo.head import is_ultralytics, read_head
+from app.inference.model.yolo_head import is_ultralytics, read_head
 
 PATH = Path("/models/best.onnx")
 NAMES = "{0: 'pit', 1: 'scratch', 2: 'stain'}"

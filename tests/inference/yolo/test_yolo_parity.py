@@ -28,7 +28,7 @@ import yolo_reference as reference
 from app.inference.model.instances import Instances
 from app.inference.yolo.decode import ClassScores
 from app.inference.yolo.letterbox import preprocess
-from app.inference.yolo.options import YoloOptions
+from app.inference.model.yolo_options import YoloOptions
 from app.inference.yolo.predict import YoloModel, open_yolo
 
 IMAGES = ((240, 400), (333, 187), (150, 150))  # wide, tall (odd sides), square but smaller than the model
