@@ -56,8 +56,21 @@ def block(name: str, res: dict) -> str:
                      f"{r['calib_images']} frames, seed {r['calib_seed']}: map scale {r['map_scale']:.4g}, pixel "
                      f"threshold {r['threshold']} (99.99th percentile of clean pixels), image threshold "
                      f"{r['image_threshold']} (highest clean score {r['calib_clean_score_max']} + 0.01)"))
+    if name == "surface_instances" and "mask_ap50" in r:
+        m, b = r["mask_ap50"], r["box_ap50"]
+        rows.append(("Held-out mask AP50 (scratch, pit, stain)",
+                     f"**{r['mask_ap50_mean']:.3f}** (scratch {m['scratch']:.3f}, pit {m['pit']:.3f}, stain "
+                     f"{m['stain']:.3f}); {r['eval_images']} frames, seed {r['eval_seed']}"))
+        rows.append(("Held-out box AP50", f"**{r['box_ap50_mean']:.3f}** (scratch {b['scratch']:.3f}, pit "
+                     f"{b['pit']:.3f}, stain {b['stain']:.3f})"))
+        rows.append(("Held-out mask AP50:95", f"{r['mask_ap50_95_mean']:.3f}"))
+        t, f = r["instances_truth"], r["instances_found"]
+        rows.append(("Objects in the held-out frames / instances found at conf 0.25",
+                     " / ".join(f"{k} {t[k]} / {f[k]}" for k in t)))
     if "eval_backend" in r:
         rows.append(("Evaluated through", "the app pipeline (`app.inference`)" if r["eval_backend"] == "app"
+                     else "SegLens's YOLO path (`app.inference.yolo.predict.open_yolo`), scored by "
+                     "`app.runs.labels.metrics` (COCOeval's AP)" if r["eval_backend"] == "app-yolo"
                      else "ONNX Runtime directly, slices windowed by the app's `apply_window` (HU arrays, no decode)"
                      if name == "ct_demo" else
                      "ONNX Runtime directly (sidecar preprocessing re-implemented in models/training)"))
@@ -84,7 +97,8 @@ def update() -> None:
         return
     res = common.load_results()
     text = README.read_text()
-    for name in ("surface_defects", "nuclei", "nuclei_fp16", "defect_type", "surface_anomaly", "ct_demo"):
+    for name in ("surface_defects", "nuclei", "nuclei_fp16", "defect_type", "surface_anomaly", "ct_demo",
+                 "surface_instances"):
         pat = re.compile(rf"(<!-- results:{name} -->\n).*?(\n<!-- /results:{name} -->)", re.S)
         text = pat.sub(lambda m, n=name: m.group(1) + block(n, res) + m.group(2), text)
     README.write_text(text)

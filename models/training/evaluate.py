@@ -13,6 +13,8 @@ at the image's own resolution and accumulated over the whole set (sum of interse
 * defect_type: top-1 accuracy (>= 0.95) on 400 crops, 100 per class, and the confusion matrix
 * ct_demo: IoU of lung and bone (target: lung >= 0.90) over 10 synthetic chest phantoms x 32 slices, through
   ONNX Runtime with the app's window function (the app pipeline takes decoded images, not HU arrays)
+* surface_instances: mask AP50 per class and its mean (>= 0.50), box AP50, mask AP50:95, 60 frames mostly
+  1920x1080, through SegLens's YOLO path (instances_eval)
 * surface_anomaly: image-level AUROC of the image score, defective vs clean frames (>= 0.95), 40 + 40 frames
   mostly 1920x1080; the verdict (score >= image threshold) on both; pixel IoU of the thresholded map (map >=
   output.threshold) vs the union of the defect masks, over the defective frames
@@ -33,7 +35,7 @@ from . import card, common
 from .pipeline import open_model
 
 TARGETS = {"surface_defects": 0.80, "nuclei": 0.85, "nuclei_fp16_agreement": 0.98, "defect_type": 0.95,
-           "surface_anomaly": 0.95, "ct_demo": 0.90}
+           "surface_anomaly": 0.95, "ct_demo": 0.90, "surface_instances": 0.50}
 
 
 def _iou(inter, union):
@@ -161,6 +163,13 @@ def eval_ct(n: int, backend: str) -> dict:
     return {"ct_demo": res}
 
 
+def eval_instances(n: int, backend: str) -> dict:
+    """Through SegLens's YOLO path whatever the backend (the file is a YOLOv8-seg export): instances_eval."""
+    from . import instances_eval
+
+    return instances_eval.evaluate(n)
+
+
 def check_targets(res: dict) -> list[str]:
     fails = []
     if "surface_defects" in res and res["surface_defects"].get("mean_iou", 0) < TARGETS["surface_defects"]:
@@ -175,19 +184,22 @@ def check_targets(res: dict) -> list[str]:
         fails.append(f"surface_anomaly AUROC {res['surface_anomaly']['auroc']} < 0.95")
     if "ct_demo" in res and res["ct_demo"].get("iou", {}).get("lung", 0) < TARGETS["ct_demo"]:
         fails.append(f"ct_demo lung IoU {res['ct_demo']['iou']['lung']} < 0.90")
+    if "surface_instances" in res and res["surface_instances"].get("mask_ap50_mean", 0) < TARGETS["surface_instances"]:
+        fails.append(f"surface_instances mask AP50 {res['surface_instances']['mask_ap50_mean']} < 0.50")
     return fails
 
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("names", nargs="*",
-                    help="surface_defects, nuclei, defect_type, surface_anomaly, ct_demo (default: all)")
+                    help="surface_defects, nuclei, defect_type, surface_anomaly, ct_demo, surface_instances "
+                         "(default: all)")
     ap.add_argument("--backend", choices=["auto", "app", "ort"], default="auto")
     ap.add_argument("--n", type=int, default=None, help="number of held-out images (default per model)")
     ap.add_argument("--no-card", action="store_true", help="do not write results.json / README.md")
     args = ap.parse_args(argv)
     fns = {"surface_defects": (eval_surface, 40), "nuclei": (eval_nuclei, 60), "defect_type": (eval_defect_type, 400),
-           "surface_anomaly": (eval_anomaly, 40), "ct_demo": (eval_ct, 10)}
+           "surface_anomaly": (eval_anomaly, 40), "ct_demo": (eval_ct, 10), "surface_instances": (eval_instances, 60)}
     res = {}
     names = args.names or list(fns)
     unknown = set(names) - set(fns)

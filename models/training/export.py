@@ -205,6 +205,10 @@ def write_sidecar(name: str, out_dir: Path) -> Path:
 def export_named(name: str, model: torch.nn.Module, out_dir: Path = common.MODELS_DIR) -> list[Path]:
     """Export one trained demo model (and for ``nuclei`` also ``nuclei_fp16``), check parity, write sidecars."""
     out_dir = Path(out_dir)
+    if name == "surface_instances":  # a YOLOv8-seg layout with Ultralytics' metadata: its own exporter
+        from . import instances_export
+
+        return instances_export.export_model(model, out_dir)
     sc = common.SIDECARS[name]
     classes = common.class_names(name)
     in_ch = 1 if sc["input"]["color"] == "gray" else 3

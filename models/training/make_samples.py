@@ -57,6 +57,16 @@ def anomaly_sample(index: int):
     return img, (label > 0).astype(np.uint8)
 
 
+def surface_sample_instances(index: int):
+    """(rgb uint8 1080x1920x3, [instances_data.Obj]) of SURFACES[index]: each scratch, pit and stain of the sample as
+    its own object (the same draws as main's, so the same picture); the tests of surface_instances use them."""
+    from . import instances_data
+
+    _, material, defects = SURFACES[index]
+    return instances_data.render(synth.rng_for(SEED, index, "sample-surface"), 1080, 1920, px=1.0,
+                                 defects=defects, material=material)
+
+
 def main() -> None:
     out = common.SAMPLES_DIR  # one sub-folder per model: the viewer opens surface/ with the default model
     for sub in ("surface", "nuclei", "defect_crops", "anomaly"):

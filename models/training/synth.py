@@ -219,10 +219,13 @@ def _stain(rng, h, w, px, center=None, rmax=None):
 
 
 def surface_image(rng: np.random.Generator, h: int = 1080, w: int = 1920, px: float | None = None,
-                  defects: dict | None = None, material: str | None = None):
+                  defects: dict | None = None, material: str | None = None, instances: list | None = None):
     """Render one inspection image. Returns (rgb uint8 HxWx3, label uint8 HxW).
 
     ``defects``: {'scratch': n, 'pit': n, 'stain': n}; None draws a random mix (about 10 % clean).
+    ``instances``: a list that receives each defect drawn as ``(label, (y0, y1, x0, x1), mask)``, its whole mask
+    inside that window (a later defect painted over it in ``label`` does not cut it); the draws are the same
+    whether it is given or not, so the image and the label map are too.
     """
     if px is None:
         px = w / 1920 * rng.uniform(0.8, 1.25)
@@ -271,6 +274,7 @@ def surface_image(rng: np.random.Generator, h: int = 1080, w: int = 1920, px: fl
         a = np.clip(alpha * strength * mott + ring * strength * 0.5, 0, 1)[..., None]
         stain_mul[y0:y1, x0:x1] *= 1 - a + a * st
         label[y0:y1, x0:x1][gt] = 3
+        _keep(instances, 3, (y0, y1, x0, x1), gt)
 
     # --- pits: dark cavities with a bright rim on the lit side
     light_dir = np.array([math.cos(a := rng.uniform(0, 2 * np.pi)), math.sin(a)], np.float32)
@@ -286,6 +290,7 @@ def surface_image(rng: np.random.Generator, h: int = 1080, w: int = 1920, px: fl
             0.4, 1.0
         )
         label[y0:y1, x0:x1][gt] = 2
+        _keep(instances, 2, (y0, y1, x0, x1), gt)
 
     # --- scratches: grooves that catch the light (bright) or shadow (dark); they cut the texture
     for _ in range(defects.get("scratch", 0)):
@@ -305,6 +310,7 @@ def surface_image(rng: np.random.Generator, h: int = 1080, w: int = 1920, px: fl
                                   (0, 0), 1.0 * px)
         lum[y0:y1, x0:x1] -= 0.15 * base * np.clip(shadow - soft, 0, 1)
         label[y0:y1, x0:x1][gt] = 1
+        _keep(instances, 1, (y0, y1, x0, x1), gt)
 
     # --- light, colour, camera
     light = _lighting(rng, h, w, px, metal, vertical)
@@ -316,6 +322,11 @@ def surface_image(rng: np.random.Generator, h: int = 1080, w: int = 1920, px: fl
     noise_sigma = rng.uniform(0.004, 0.018)
     img += noise_sigma * rng.standard_normal((h, w, 1), dtype=np.float32)  # sensor noise
     return to_uint8(img), label
+
+
+def _keep(instances: list | None, label: int, window: tuple[int, int, int, int], mask: np.ndarray) -> None:
+    if instances is not None and mask.any():
+        instances.append((label, window, mask.copy()))
 
 
 def defect_crop(rng: np.random.Generator, kind: int, size: int = 224):

@@ -4,6 +4,7 @@
     .venv/bin/python -m models.training.train nuclei             # also writes nuclei_fp16.onnx
     .venv/bin/python -m models.training.train defect_type
     .venv/bin/python -m models.training.train surface_anomaly    # clean frames only; ~4 min
+    .venv/bin/python -m models.training.train surface_instances  # instances, YOLOv8-seg layout; ~12 min
 
 Everything is seeded (data: common.TRAIN_SEED, weights/batches: --seed), so a rerun on the same machine
 gives the same model. The checkpoint goes to models/training/runs/<name>.pt (git-ignored), the ONNX file and
@@ -25,7 +26,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from . import common, export, nets
+from . import common, export, instances_train, nets
 
 # ------------------------------------------------------------------------------------------------ losses
 
@@ -332,6 +333,7 @@ TRAINERS = {
     "nuclei": (train_nuclei, 1000),
     "defect_type": (train_defect_type, 600),
     "surface_anomaly": (train_anomaly, 1000),
+    "surface_instances": (instances_train.train_instances, 3000),
 }
 
 

@@ -1,0 +1,72 @@
+"""Held-out evaluation of the surface_instances demo model through SegLens's own YOLO path.
+
+Each held-out frame (``instances_data.eval_item``, seed common.EVAL_SEED, mostly 1920x1080, never trained on)
+goes through ``app.inference.yolo.predict.open_yolo(...).predict`` exactly as SegLens runs an Ultralytics export
+(letterbox, ONNX Runtime, conf 0.25, class-aware NMS at IoU 0.7, masks at the image's pixels); its instances are
+scored against the generator's objects by ``app.runs.labels.metrics`` (COCOeval's matching and 101-point
+interpolated AP): mask AP50 and box AP50 per class, and mask AP50:95 over the classes.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import cv2
+import numpy as np
+
+from . import common
+from . import instances_data as data
+
+NAME = "surface_instances"
+
+
+def truth(objs: list[data.Obj], hw: tuple[int, int]):
+    """The generator's objects as SegLens Instances (mask inside its tight box)."""
+    from app.inference.model.instances import Instance, Instances
+
+    items = []
+    for o in objs:
+        x0, y0, x1, y1 = (int(v) for v in o.box())
+        mask = o.mask[y0 - o.y0:y1 - o.y0, x0 - o.x0:x1 - o.x0].copy()
+        items.append(Instance(o.cls, data.NAMES[o.cls], 1.0, (x0, y0, x1, y1), mask=mask, mask_box=(x0, y0, x1, y1)))
+    return Instances(tuple(items), hw)
+
+
+def boxes_only(found):
+    return dataclasses.replace(found, items=tuple(dataclasses.replace(i, mask=None, mask_box=None)
+                                                 for i in found.items))
+
+
+def class_ap(pairs, cls: int) -> tuple[float, float]:
+    """(AP50, AP50:95) of one class over the pairs (reference, found), COCOeval's."""
+    from app.runs.labels.metrics import _class_precision
+
+    p = _class_precision(pairs, cls)
+    return (float("nan"), float("nan")) if p is None else (float(p[0].mean()), float(p.mean()))
+
+
+def evaluate(n: int = 60) -> dict:
+    from app.inference.yolo.predict import open_yolo
+
+    model = open_yolo(common.MODELS_DIR / f"{NAME}.onnx")
+    pairs = []
+    for i in range(n):
+        img, objs = data.eval_item(common.EVAL_SEED, i)
+        found = model.predict(cv2.cvtColor(img, cv2.COLOR_RGB2BGR))
+        pairs.append((truth(objs, img.shape[:2]), found))
+    box_pairs = [(boxes_only(a), boxes_only(b)) for a, b in pairs]
+    mask50, box50, mask5095 = {}, {}, {}
+    for k, name in enumerate(data.NAMES):
+        mask50[name], mask5095[name] = (round(v, 4) for v in class_ap(pairs, k))
+        box50[name] = round(class_ap(box_pairs, k)[0], 4)
+    count = {name: int(sum(o.class_index == k for a, _ in pairs for o in a.items)) for k, name in enumerate(data.NAMES)}
+    found = {name: int(sum(o.class_index == k for _, b in pairs for o in b.items)) for k, name in enumerate(data.NAMES)}
+    res = {"eval_images": n, "eval_seed": common.EVAL_SEED, "eval_backend": "app-yolo",
+           "mask_ap50": mask50, "mask_ap50_mean": round(float(np.mean(list(mask50.values()))), 4),
+           "box_ap50": box50, "box_ap50_mean": round(float(np.mean(list(box50.values()))), 4),
+           "mask_ap50_95": mask5095, "mask_ap50_95_mean": round(float(np.mean(list(mask5095.values()))), 4),
+           "instances_truth": count, "instances_found": found}
+    print(f"{NAME}: mask AP50 {mask50} (mean {res['mask_ap50_mean']:.4f}); box AP50 {box50} (mean "
+          f"{res['box_ap50_mean']:.4f}); mask AP50:95 mean {res['mask_ap50_95_mean']:.4f}; objects {count}, "
+          f"found {found}")
+    return {NAME: res}
