@@ -14,10 +14,10 @@ from onnx import TensorProto, helper
 from app.errors import InferenceError, ModelError, SidecarError
 from app.inference.model.instances import Instances
 from app.inference.model.sidecar import load_sidecar
-from app.inference.yolo.decode import ClassScores, class_scores, detections, instances
 from app.inference.model.yolo_head import YoloHead
-from app.inference.yolo.letterbox import fit
 from app.inference.model.yolo_options import YoloOptions, options_from_sidecar
+from app.inference.yolo.decode import ClassScores, class_scores, detections, instances
+from app.inference.yolo.letterbox import fit
 from app.inference.yolo.predict import open_yolo
 
 NAMES = ("pit", "scratch", "stain")

@@ -5,8 +5,9 @@ segment, detect, obb and classify, built from Ultralytics' YAMLs with seeded ran
 same count and classes, boxes within 1 px, scores within 1e-3, mask IoU at least 0.98 per instance, class
 probabilities within 1e-3.
 
-Ultralytics is a test-only reference (AGPL-3.0): these tests run where it imports (it needs torchvision; run them
-with a Python that has both, e.g. `/tmp/ulv/bin/python -m pytest tests/inference/yolo -q`), and skip elsewhere.
+Ultralytics is a test-only reference (AGPL-3.0, never imported by app/): .ci/run installs it and the torchvision it
+needs beside the project's CPU torch (.ci/torchvision_cpu.sh, which a developer's venv can run too); where it does not
+import these tests skip, and fail in CI.
 
 Exactly equal scores are ordered by index here and in no defined order by torch's argsort, so where some anchors
 tie (the letterbox's uniform grey gives neighbouring anchors the same score), which of two tied boxes NMS keeps is
@@ -19,17 +20,15 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
-pytest.importorskip("ultralytics")
-pytest.importorskip("torchvision")
-
 import yolo_reference as reference
 
 from app.inference.model.instances import Instances
+from app.inference.model.yolo_options import YoloOptions
 from app.inference.yolo.decode import ClassScores
 from app.inference.yolo.letterbox import preprocess
-from app.inference.model.yolo_options import YoloOptions
 from app.inference.yolo.predict import YoloModel, open_yolo
+
+reference.require_ultralytics()
 
 IMAGES = ((240, 400), (333, 187), (150, 150))  # wide, tall (odd sides), square but smaller than the model
 
