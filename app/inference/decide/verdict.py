@@ -12,6 +12,10 @@ rule list and a Result, so a verdict is never a new model run.
   the top-1 probability. A model without an image score (multi-class scores, a label map) has the rule refused
   when the sidecar is loaded, as is a limit a probability can never pass (>= 1) or always passes (< 0);
 - `top1_in`: a classifier's top-1 class is one of these;
+- on instances (a detection, instance or oriented-box model's objects; app.inference.model.instance_rules):
+  `count_above`, `max_area_px`, `max_area_mm2` and a per-class `score_above`, each a limit or a mapping of class
+  names to limits (`count_above: {scratch: 2}`), judged in app.inference.decide.instance_verdict. Their image
+  score is the best object's (0.0 with none), so `score_above: 0.5` judges it as any other;
 - `min_component_ml`: a volume's 3D connected component (26-connectivity: faces, edges and corners touch;
   app.inference.decide.lesions) of the class (`class` optional: without it any class but the background, label 0) of at
   least this many mL. It judges a volume's assembled label volume (app.runs.folder.volumes: a 2D model run slice by
@@ -44,6 +48,8 @@ from typing import TYPE_CHECKING
 import cv2
 import numpy as np
 
+from app.inference.decide.instance_verdict import instance_fired, judgeable_instances, not_finite_score
+from app.inference.model.instance_rules import InstanceRule
 from app.inference.model.rules import (
     ComponentRule,
     FractionRule,
@@ -176,6 +182,8 @@ def judgeable(rule: Rule, result: Result) -> bool:
         return bool(result.predictions)
     if isinstance(rule, ComponentRule):
         return False  # a volume rule never judges one image (refused in review_if: app.inference.decide.band)
+    if isinstance(rule, InstanceRule):
+        return judgeable_instances(rule, result.instances)
     return result.mask is not None and result.mask.size > 0
 
 
@@ -191,7 +199,9 @@ def not_finite(result: Result) -> str:
     if score is not None and not math.isfinite(score):
         return f"image score {score} is not finite"
     bad = next((p for p in result.predictions if not math.isfinite(p.score)), None)
-    return "" if bad is None else f"score {bad.score} of {bad.name} is not finite"
+    if bad is not None:
+        return f"score {bad.score} of {bad.name} is not finite"
+    return not_finite_score(getattr(result, "instances", None))  # a stand-in result may have no such field
 
 
 def _fired(rule: Rule, result: Result, spec: ModelSpec) -> str:
@@ -201,6 +211,8 @@ def _fired(rule: Rule, result: Result, spec: ModelSpec) -> str:
         return score_fired(image_score(result), rule, rule.score_above)
     if isinstance(rule, ComponentRule):  # a volume rule: a slice of a volume is never judged by it (slice_verdict)
         return f"no volume to judge {rule.describe()} by (one 2D image or slice)"
+    if isinstance(rule, InstanceRule):
+        return instance_fired(rule, result.instances)
     if isinstance(rule, Top1Rule):
         if not result.predictions:
             return f"no top-1 class to judge {rule.describe()} by"

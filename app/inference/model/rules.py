@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from app.errors import with_article
+from app.inference.model.instance_rules import INSTANCE_KINDS, InstanceRule, instance_band, resolve_instance_rule
 
 
 @dataclass(frozen=True)
@@ -103,13 +104,13 @@ class ComponentRule:
                 "min_component_ml": self.min_component_ml}
 
 
-Rule = AreaRule | FractionRule | ScoreRule | Top1Rule | ComponentRule
+Rule = AreaRule | FractionRule | ScoreRule | Top1Rule | ComponentRule | InstanceRule
 
 
 # output kinds (app.inference.model.spec.OutputSpec.kind) whose results carry an image score, and those where it is a
-# probability (0..1: a binary model's highest foreground probability, a classifier's top-1)
-SCORED_KINDS = ("binary", "anomaly", "classification")
-PROBABILITY_KINDS = ("binary", "classification")
+# probability (0..1: a binary model's highest foreground probability, a classifier's top-1, the best object's score)
+SCORED_KINDS = ("binary", "anomaly", "classification", "instances")
+PROBABILITY_KINDS = ("binary", "classification", "instances")
 
 
 def resolve_rules(raw: tuple[dict[str, Any], ...], task: str, class_names: tuple[str, ...],
@@ -131,11 +132,14 @@ def resolve_rules(raw: tuple[dict[str, Any], ...], task: str, class_names: tuple
 
     def rule(key: str, item: dict[str, Any]) -> Rule:
         kind = item["kind"]
+        if kind in INSTANCE_KINDS or "limits" in item:  # on objects, or a per-class score (`score_above: {pit: 0.5}`)
+            return resolve_instance_rule(key, item, task, labels, refuse)
         if kind == "score_above":
             return ScoreRule(score_limit(f"{key}.score_above", item["limit"], output_kind, refuse))
         needs = "classification" if kind == "top1_in" else "segmentation"
         if task != needs:
-            raise refuse(f"{key}.{kind}", f"applies to {needs} models, but this model's task is {task}")
+            instead = " (on objects: max_area_px, count_above)" if task == "instances" else ""
+            raise refuse(f"{key}.{kind}", f"applies to {needs} models, but this model's task is {task}{instead}")
         if kind == "top1_in":
             names = item["classes"]
             return Top1Rule(names, frozenset(i for n in names for i in labels(f"{key}.top1_in", n)))
@@ -165,7 +169,8 @@ def score_limit(key: str, limit: float, output_kind: str, refuse: Callable[[str,
     """`limit` of a `score_above` rule, refused where the rule could never fire (or would fire on every image)."""
     if output_kind not in SCORED_KINDS:
         what = {"scores": "a scores output", "labels": "a labels output"}.get(output_kind, f"a {output_kind} output")
-        raise refuse(key, f"applies to models with an image score (binary segmentation, anomaly, classification), "
+        raise refuse(key, f"applies to models with an image score (binary segmentation, anomaly, classification, "
+                          f"instances), "
                           f"but this model's output is {what}, which has none: the rule could never fire")
     if output_kind in PROBABILITY_KINDS and limit >= 1:
         raise refuse(key, f"is {limit:g}, but this model's image score is a probability (0 to 1) and the rule "
@@ -214,6 +219,8 @@ def _limits(rule: Rule, other: Rule) -> tuple[float, float, str]:
         return rule.min_area_px, other.min_area_px, "min_area_px"
     if isinstance(rule, FractionRule) and isinstance(other, FractionRule) and rule.labels == other.labels:
         return rule.min_total_fraction, other.min_total_fraction, "min_total_fraction"
+    if isinstance(rule, InstanceRule) and isinstance(other, InstanceRule):
+        return instance_band(rule, other)
     return 0.0, 0.0, ""
 
 def percent(fraction: float) -> str:

@@ -18,6 +18,7 @@ from app.errors import SidecarError
 from app.guard.yaml_load import YAMLRefused, load_yaml
 from app.inference.model import validators
 from app.inference.model.codes import ClassCode, CodeError, parse_class_code
+from app.inference.model.instance_rules import INSTANCE_KINDS, class_limits, extra_checks
 from app.inference.model.labels import read_labels
 from app.inference.model.tiles import BLENDS, MAX_OVERLAP
 from app.inference.model.validators import (
@@ -376,8 +377,10 @@ _RULE_KEYS = {  # rule kind: (its keys, the check of its limit)
     "min_area_px": ({"class", "min_area_px"}, whole(1, 2**31 - 1)),
     "min_total_fraction": ({"class", "min_total_fraction"}, fraction),
     "min_component_ml": ({"class", "min_component_ml"}, _millilitres),  # volumes only; class optional
-    "score_above": ({"score_above"}, number),
+    "score_above": ({"score_above"}, number),  # a mapping of class names instead: an instance rule
     "top1_in": ({"top1_in"}, None),
+    # on instances (app.inference.model.instance_rules): a limit, or a mapping of class names to limits
+    **{kind: ({kind, *extra}, class_limits(kind)) for kind, extra in INSTANCE_KINDS.items()},
 }
 
 
@@ -397,8 +400,8 @@ def _verdict_rule(index: int, item: Any) -> dict[str, Any]:
     if len(kinds) != 1:
         raise KeyedValueError(where, f"must be one rule: {{class: ..., min_area_px: ...}}, {{class: ..., "
                                      f"min_total_fraction: ...}}, {{min_component_ml: ...}}, {{score_above: ...}} or "
-                                     f"{{top1_in: [...]}}, "
-                                     f"got {shown(item)}")
+                                     f"{{top1_in: [...]}}, or on instances {{count_above: ...}}, "
+                                     f"{{max_area_px: ...}}, {{max_area_mm2: ...}}, got {shown(item)}")
     rule_kind = kinds[0]
     keys, check = _RULE_KEYS[rule_kind]
     unknown = sorted(str(k) for k in set(item) - keys)
@@ -414,10 +417,18 @@ def _verdict_rule(index: int, item: Any) -> dict[str, Any]:
             if not isinstance(names, list) or not names or len(names) > 1000:
                 raise ValueError(f"must be a list of 1 to 1000 class names, got {shown(names)}")
             rule["classes"] = tuple(nonempty_text(n) for n in names)
+        elif rule_kind in INSTANCE_KINDS or (rule_kind == "score_above" and isinstance(item[rule_kind], dict)):
+            rule["limits"] = class_limits(rule_kind)(item[rule_kind])  # resolved on an instance model only
         else:
             rule["limit"] = cast(Check, check)(item[rule_kind])  # only top1_in has no limit check
     except ValueError as exc:
         raise KeyedValueError(f"{where}.{rule_kind}", str(exc)) from exc
+    for key, extra_check in extra_checks().items():
+        if key in keys and key in item:
+            try:
+                rule[key] = extra_check(item[key])
+            except ValueError as exc:
+                raise KeyedValueError(f"{where}.{key}", str(exc)) from exc
     if "class" in keys and "class" in item:
         try:
             rule["class"] = nonempty_text(item["class"])

@@ -39,8 +39,8 @@ def refused(models, kind: str, sidecar: str) -> tuple[str, Path]:
 def test_score_above_on_a_model_without_an_image_score_is_refused(models, kind, what):
     message, sidecar = refused(models, kind, "verdict:\n  fail_if:\n    - {score_above: 0.5}\n")
     assert message == (f"{sidecar}: 'verdict.fail_if[0].score_above' applies to models with an image score "
-                       f"(binary segmentation, anomaly, classification), but this model's output is {what}, which "
-                       "has none: the rule could never fire")
+                       f"(binary segmentation, anomaly, classification, instances), but this model's output is {what}, "
+                       "which has none: the rule could never fire")
 
 
 def test_score_above_later_in_the_list_is_named_by_its_index(models):
