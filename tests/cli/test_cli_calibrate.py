@@ -120,7 +120,7 @@ def test_a_model_without_an_image_score_is_one_line(models, surfaces, capsys):
     assert main(["calibrate", str(model), "--ok", str(surfaces[0]), "--ng", str(surfaces[1])]) == 2
     assert capsys.readouterr().err == (
         "error: rgb_classes.onnx: its output is a scores output, which has no image score to calibrate (calibrate "
-        "needs an anomaly or binary segmentation model: NG above a score limit)\n")
+        "needs an anomaly, binary segmentation or instance model: NG above a score limit)\n")
 
 
 def test_best_f1_and_max_fpr_do_not_go_together(demo, surfaces, capsys):

@@ -227,4 +227,4 @@ def test_a_model_without_an_image_score_is_one_line(qtbot, make_main_window, mod
     assert window.findChild(Calibrator).dialog is None
     assert window.status.currentMessage() == (
         "Calibrate limits: rgb_classes.onnx: its output is a scores output, which has no image score to calibrate "
-        "(calibrate needs an anomaly or binary segmentation model: NG above a score limit)")
+        "(calibrate needs an anomaly, binary segmentation or instance model: NG above a score limit)")

@@ -37,7 +37,8 @@ if TYPE_CHECKING:
 
 CONFIDENCE = 0.95
 FEW = 30  # fewer held-out images of a class than this: its interval is wide, and said so
-CALIBRATED_KINDS = ("binary", "anomaly")  # outputs with an image score worth calibrating
+# outputs with an image score worth calibrating (an instance model's: its best object's score, 0 with none)
+CALIBRATED_KINDS = ("binary", "anomaly", "instances")
 
 
 class CalibrationRefused(SegLensError):
@@ -159,8 +160,8 @@ def refuse_unscored(kind: str, name: str) -> None:
     """A model whose output has no image score to calibrate, in one line."""
     if kind not in CALIBRATED_KINDS:
         raise CalibrationRefused(f"{name}: its output is {'an' if kind[0] in 'aeiou' else 'a'} {kind} output, "
-                                 "which has no image score to calibrate (calibrate needs an anomaly or binary "
-                                 "segmentation model: NG above a score limit)")
+                                 "which has no image score to calibrate (calibrate needs an anomaly, binary "
+                                 "segmentation or instance model: NG above a score limit)")
 
 
 def split(ok: Sequence[float], ng: Sequence[float], *, fraction: float, seed: int,
