@@ -44,6 +44,8 @@ def build_menus(window: WindowParts, menus: list[QMenu] | None = None) -> None:
     _model_menu(window, model_menu)
     _review_menu(window, review_menu)
     _add(window, results_menu, "Send to PACS…", lambda: pacs_controller(window).open_send_dialog())
+    _add(window, results_menu, "Export instances as COCO JSON…", lambda: instances_dialog(window, "coco"))
+    _add(window, results_menu, "Export instances as YOLO labels…", lambda: instances_dialog(window, "yolo"))
     _station_menu(window, station_menu)
     _add(window, help_menu, "About / Diagnostics…", lambda: _show_diagnostics(window))
 
@@ -132,6 +134,7 @@ def _review_menu(window: WindowParts, menu: QMenu) -> None:
     _add(window, menu, "Undo edit", editor.undo, QKeySequence.StandardKey.Undo)
     _add(window, menu, "Redo edit", editor.redo, "Ctrl+Shift+Z", QKeySequence.StandardKey.Redo)
     _add(window, menu, "Save corrected mask", editor.save, QKeySequence.StandardKey.Save)
+    _add(window, menu, "Delete instance", window.instances.delete, QKeySequence.StandardKey.Delete)
     edit = window.panel.edit
     _add(window, menu, "Brush larger", lambda: edit.set_radius(edit.radius() + max(1, edit.radius() // 8)), "Ctrl+]")
     _add(window, menu, "Brush smaller", lambda: edit.set_radius(edit.radius() - max(1, edit.radius() // 8)), "Ctrl+[")
@@ -357,6 +360,20 @@ def report_dialog(window: WindowParts) -> None:
     options.deleteLater()
     if accepted:
         window.export_review_report(path, **chosen)
+
+
+def instances_dialog(window: WindowParts, fmt: str) -> None:
+    """Results ▸ Export instances: a COCO JSON file, or a folder for YOLO's labels/ and data.yaml."""
+    if window.summary is None or window.summary.spec.task != "instances":
+        window.status.showMessage("Export instances: open an instance model (detect, segment, oriented boxes)", 8000)
+        return
+    if fmt == "coco":
+        path, _ = _file_dialog().getSaveFileName(window, "Export instances as COCO JSON", "instances.json",
+                                                 "COCO JSON (*.json)")
+    else:
+        path = _file_dialog().getExistingDirectory(window, "Export YOLO labels and data.yaml to")
+    if path:
+        window.instances.export(path, fmt)
 
 
 def reference_dialog(window: WindowParts) -> None:

@@ -113,6 +113,7 @@ class MainWindow(WindowParts):
         """Bound methods only for what comes back: a lambda would run on the sending thread, not on this one."""
         from app.ui.controllers.comparer import Comparer  # these modules load after the first paint (finish)
         from app.ui.controllers.editor import Editor
+        from app.ui.controllers.instances import InstanceController
         from app.ui.controllers.loader import ModelLoader
         from app.ui.controllers.pictures import Pictures
         from app.ui.controllers.references import References
@@ -130,6 +131,8 @@ class MainWindow(WindowParts):
         self.editor = Editor(self.state, viewer=self.viewer, presenter=self.presenter, panel=self.panel.edit,
                              files=self.files, slice_masks=self.worker.slice_masks, parent=self)
         self.reviewer = Reviewer(self.state, files=self.files, panel=self.panel.review, status=self.status, parent=self)
+        self.instances = InstanceController(self.state, presenter=self.presenter, viewer=self.viewer, panel=self.panel,
+                                            reviewer=self.reviewer, files=self.files, status=self.status, parent=self)
         self.references = References(self.state, files=self.files, status=self.status, tuner=self.tuner,
                                      reviewer=self.reviewer, parent=self)
         self.editor.destination = self.references.destination
@@ -144,9 +147,9 @@ class MainWindow(WindowParts):
             tuner=self.tuner, reviewer=self.reviewer, editor=self.editor, volumes=self.volumes, worker=self.worker,
             open_model=self.open_model, remember=lambda path: self.recent_inputs.add(path), parent=self)
         self.pictures.image_failed.connect(self.image_failed)
-        self.loader = ModelLoader(self.state, files=self.files, status=self.status, panel=self.panel,
-                                  presenter=self.presenter, editor=self.editor, tuner=self.tuner,
-                                  reviewer=self.reviewer, worker=self.worker, loaded=self._loaded,
+        self.loader = ModelLoader(self.state, files=self.files, status=self.status, panel=self.panel, tuner=self.tuner,
+                                  presenter=self.presenter, editor=self.editor, reviewer=self.reviewer,
+                                  worker=self.worker, loaded=lambda path, _: self.recent_models.add(path),
                                   runtime=lambda: remembered.runtime(self.settings),
                                   refresh=lambda: self.show_path(self.files.current_path()), parent=self)
         self.loader.model_changed.connect(self.model_changed)
@@ -184,9 +187,6 @@ class MainWindow(WindowParts):
     @property
     def device(self) -> str:
         return self.loader.device
-
-    def _loaded(self, path: Path, name: str) -> None:
-        self.recent_models.add(path)
 
     @property
     def summary(self) -> ModelSummary | None:

@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from PySide6.QtWidgets import QToolBar
 
     from app.ui.controllers.editor import Editor
+    from app.ui.controllers.instances import InstanceController
     from app.ui.controllers.loader import ModelLoader
     from app.ui.controllers.presenter import Presenter
     from app.ui.controllers.reviewer import Reviewer
@@ -49,6 +50,7 @@ class WindowParts(QMainWindow):
     recent_models: RecentList
     # made by finish(), after the first paint
     editor: Editor
+    instances: InstanceController
     reviewer: Reviewer
     volumes: VolumeView
     loader: ModelLoader

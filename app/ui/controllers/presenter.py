@@ -37,6 +37,7 @@ class Presenter(QObject):
     overlay_shown = Signal(object)  # path (str), once its overlay (or top-k) is on screen
     window_shown = Signal(object)  # (center, width): pixels through this display window are on screen
     window_requested = Signal(object)  # messages.WindowRequest, for the display thread
+    decision_shown = Signal(object)  # ViewResult whose overlay, counts and verdict were just put on screen
 
     def __init__(self, state: ViewState, *, viewer: ImageViewer, panel: SidePanel, status: StatusBar,
                  parent: QObject | None = None) -> None:
@@ -148,6 +149,7 @@ class Presenter(QObject):
             DifferenceImage(view.display_codes, *([colors] if colors else [])) \
             if view.display_codes is not None else None
         self.repaint_overlay()
+        self.decision_shown.emit(view)  # an instance model's overlay and list (controllers/instances)
 
     def _show_facts(self, view: ViewResult, window: Window | None) -> None:
         window = window if view.high_range else None

@@ -35,6 +35,7 @@ DISAGREEMENT_KEY = _key(("#ff00ff", "only A"), ("#00ffff", "only B"), ("#ffff00"
 DIFFERENCE_KEY = _key(("#34c759", "agrees"), ("#ff3b30", "false positive"), ("#0a84ff", "missed"),
                       ("#ffcc00", "other class"))
 STEPS = 1000  # the threshold slider's resolution: 0.001
+THRESHOLD_NAMES = {"min_confidence": "Min. confidence", "min_score": "Min. score"}  # else "Threshold"
 STATE_COLORS = {"OK": OK_COLOR, "REVIEW": REVIEW_COLOR, "NG": NG_COLOR}  # app.inference.decide.verdict.VERDICT_STATES
 
 
@@ -120,18 +121,23 @@ class DecisionControls(QGroupBox):
         it kept scores at all (else the panel shows only verdicts); `threshold` the remembered one (None: its own)."""
         from app.inference.decide.tuning import tunable
 
-        self._kind = tunable(spec)
+        # an instance model's threshold is a score: its weaker instances hidden, not decided again
+        self._kind = "min_score" if spec.task == "instances" else tunable(spec)
         self._anomaly = spec.output.kind == "anomaly"
-        self._model_value = spec.output.threshold if self._kind == "threshold" else 0.0
+        # an instance model's own: the confidence its instances were kept at (nothing below it to show)
+        self._model_value = spec.output.threshold if self._kind in ("threshold", "min_score") else 0.0
         self._form.setRowVisible(self._slider_row(), self._kind is not None)
         label = cast(QLabel, self._form.labelForField(self._slider_row()))  # addRow("Threshold", …) made it
-        label.setText("Min. confidence" if self._kind == "min_confidence" else "Threshold")
+        label.setText(THRESHOLD_NAMES.get(self._kind or "", "Threshold"))
         self._slider.setToolTip("Pixels whose winning probability is below this become background"
                                 if self._kind == "min_confidence" else
+                                "Instances scoring below this are hidden (no new run; the model kept none below "
+                                "its own value)" if self._kind == "min_score" else
                                 "Foreground where the probability is above this (anomaly map: at or above)")
-        _item(self._layer, 1).setEnabled(self._kind is not None)  # kept scores are needed
+        pixels = self._kind in ("threshold", "min_confidence")
+        _item(self._layer, 1).setEnabled(pixels)  # kept scores are needed
         self.set_model_b(None)
-        _item(self._layer, 2).setEnabled(self._kind is not None and not self._anomaly)  # a map is no probability
+        _item(self._layer, 2).setEnabled(pixels and not self._anomaly)  # a map is no probability
         self._class.blockSignals(True)
         self._class.clear()
         self._class.addItem("Winning class")
@@ -144,7 +150,7 @@ class DecisionControls(QGroupBox):
         self.show_verdict(None)
         self.show_comparison(None, ())
         self._form.setRowVisible(self._layer, spec.task == "segmentation")
-        self.setVisible(spec.task == "segmentation" or spec.verdict is not None)
+        self.setVisible(spec.task in ("segmentation", "instances") or spec.verdict is not None)
 
     def set_threshold(self, threshold: float | None) -> None:
         """Put the slider at `threshold` (None: the model's value) without telling anyone."""
@@ -162,7 +168,8 @@ class DecisionControls(QGroupBox):
         return self._value.text()
 
     def threshold_kind(self) -> str | None:
-        """What the slider sets for this model: "threshold", "min_confidence", or None (no kept scores)."""
+        """What the slider sets for this model: "threshold", "min_confidence", "min_score" (an instance model's
+        instances), or None (no kept scores)."""
         return self._kind
 
     def offered_layers(self) -> list[str]:

@@ -102,6 +102,11 @@ class Legend(QGroupBox):
             pixels = int(counts[index]) if index < len(counts) else 0
             label.setText(f"{pixels:,} px  {100.0 * pixels / max(total, 1):.2f} %")
 
+    def set_instance_counts(self, counts) -> None:
+        """An instance model's objects per class (`counts[i]`: class i's), shown instead of pixels."""
+        for index, label in enumerate(self._counts):
+            label.setText(counted(int(counts[index]) if index < len(counts) else 0, "instance"))
+
     def set_volume(self, millilitres, done: int, total: int, voxels=None) -> None:
         """Per-class volume over the whole series (`millilitres` per label value; None: the files carry no
         spacing, so voxels are shown), `done` of `total` slices counted so far."""

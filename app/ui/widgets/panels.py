@@ -194,6 +194,7 @@ class SidePanel(QWidget):
         layout.addStretch(1)
         self._top_k.hide()
         self._lesions = None  # the lesion list: made when a volume's components first arrive (lesion_list)
+        self._instances = None  # the instance list: made when an instance model's first result arrives
         self.controls.opacity_changed.connect(self.opacity_changed)
         self.controls.visible_changed.connect(self.visible_changed)
         self.controls.mode_changed.connect(self.mode_changed)
@@ -229,6 +230,20 @@ class SidePanel(QWidget):
             layout = cast(QVBoxLayout, self.layout())
             layout.insertWidget(layout.indexOf(self.legend) + 1, self._lesions)
         return self._lesions
+
+    def instance_list(self):
+        """An instance model's objects (widgets/instance_list.InstanceList), under the legend; made on first use."""
+        if self._instances is None:
+            from app.ui.widgets.instance_list import InstanceList
+
+            self._instances = InstanceList()
+            layout = cast(QVBoxLayout, self.layout())
+            layout.insertWidget(layout.indexOf(self.legend) + 1, self._instances)
+        return self._instances
+
+    def hide_instances(self) -> None:
+        if self._instances is not None:
+            self._instances.hide()
 
     def reveal(self, group: QWidget) -> None:
         """Scroll the panel (in its PanelArea, on a short screen) until `group` is in view, once the layout has
@@ -279,6 +294,8 @@ class SidePanel(QWidget):
     def show_result(self, result, counts=None) -> None:
         """Pixel counts per class (segmentation: `counts`, the view's, else the result's own) or the top classes
         (classification) of a pipeline Result."""
+        if result.instances is not None:
+            return  # counted per class by the instance controller, at the score threshold, with corrections
         if result.labels is not None:
             height, width = result.image_hw
             self.legend.set_counts(result.class_pixels() if counts is None else counts, width * height)
@@ -324,6 +341,7 @@ class SidePanel(QWidget):
         self.decision.show_verdict(None)
         self._top_k.set_predictions(())
         self.show_misfit(())
+        self.hide_instances()
 
 
 WHEEL_TAKERS = (QComboBox, QSlider, QAbstractSpinBox)  # what a wheel passing over would change

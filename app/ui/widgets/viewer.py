@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 from functools import cached_property
+from typing import TYPE_CHECKING
 
 from PySide6.QtCore import QPointF, QRect, QRectF, Signal
 from PySide6.QtGui import QColor, QImage, QPainter, QPen, QPixmap
@@ -29,6 +30,9 @@ from PySide6.QtWidgets import (
 
 from app.ui.widgets.detail import DetailItem
 from app.ui.widgets.lazy_qt import Qt
+
+if TYPE_CHECKING:
+    from app.ui.widgets.instance_overlay import InstancesItem
 
 NOTICE_FAILED = "QLabel { color: white; background: rgba(176, 0, 32, 225); padding: 6px 10px; border-radius: 4px; }"
 NOTICE_WARNING = ("QLabel { color: #1c1c1e; background: rgba(255, 204, 0, 235); padding: 6px 10px; "
@@ -81,6 +85,7 @@ class ImageViewer(QGraphicsView):
         self._brush_radius = 0
         self._painting = False
         self.right_edits = False  # edit mode's right click goes to edit_right_pressed (the Smart tool)
+        self._instances: InstancesItem | None = None  # an instance model's outlines and fills (instance_overlay)
 
     # the split view's divider and names and edit mode's brush ring, hidden until used, are made then: their pens'
     # and brushes' calls would make the Qt namespace's enums before the window shows (~10 ms, lazy_qt)
@@ -139,6 +144,31 @@ class ImageViewer(QGraphicsView):
     def clear_overlay(self) -> None:
         for item in (self._overlay_item, self._outline_item, self._overlay_b_item):
             item.setPixmap(QPixmap())
+        self.set_instances(None)
+
+    def set_instances(self, item: InstancesItem | None) -> None:
+        """An instance model's overlay (widgets/instance_overlay.InstancesItem; None: none), at the overlay's
+        opacity and visibility, clipped with the mask overlay."""
+        if self._instances is not None and self._instances.scene() is self.scene():
+            self.scene().removeItem(self._instances)
+        self._instances = item
+        if item is not None:
+            item.setParentItem(self._clip_a)
+            item.set_fill_opacity(self._overlay_item.opacity())
+            item.setVisible(self._overlay_item.isVisible())
+
+    @property
+    def instances_item(self) -> InstancesItem | None:
+        return self._instances
+
+    def zoom_to(self, rect: QRectF, *, margin: float = 0.5) -> None:
+        """Show `rect` (image pixels) with `margin` of its size around it, as large as the canvas allows."""
+        grow = max(rect.width(), rect.height(), 16.0) * margin
+        self._fit_mode = False
+        self.fitInView(rect.adjusted(-grow, -grow, grow, grow), Qt.AspectRatioMode.KeepAspectRatio)
+        self._update_smoothing()
+        self._layout_split()
+        self.zoom_changed.emit(self.zoom())
 
     def clear(self) -> None:
         self._image_item.setPixmap(QPixmap())
@@ -193,11 +223,15 @@ class ImageViewer(QGraphicsView):
     def set_overlay_opacity(self, opacity: float) -> None:
         self._overlay_item.setOpacity(max(0.0, min(1.0, opacity)))
         self._overlay_b_item.setOpacity(self._overlay_item.opacity())
+        if self._instances is not None:
+            self._instances.set_fill_opacity(self._overlay_item.opacity())
         self._restyle_detail()
 
     def set_overlay_visible(self, visible: bool) -> None:
         for item in (self._overlay_item, self._outline_item, self._overlay_b_item):
             item.setVisible(visible)
+        if self._instances is not None:
+            self._instances.setVisible(visible)
         self._restyle_detail()
 
     # -- big images --------------------------------------------------------------------------------------

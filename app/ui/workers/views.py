@@ -79,8 +79,18 @@ def decided(view: ViewResult, tuning: Tuning, spec: ModelSpec) -> ViewResult:
             if picture.shape != (height, width):
                 picture = cv2.resize(picture, (width, height), interpolation=cv2.INTER_AREA)
             levels = probability_levels(picture)
-    judgement = judge(with_score_limit(spec, tuning.score_limit), view.result)
+    judgement = judge(with_score_limit(spec, tuning.score_limit), at_score(view.result, tuning.threshold))
     return replace(view, tuning=tuning, display_levels=levels, judgement=judgement, display_codes=None)
+
+
+def at_score(result: Result, threshold: float | None) -> Result:
+    """An instance model's result as the reader's score threshold shows it (its weaker instances left out, its
+    image score the best of the rest), to be judged; any other result as it is. The view keeps every instance: a
+    lower threshold shows them again without a run."""
+    if result.instances is None or threshold is None:
+        return result
+    kept = result.instances.above(threshold)
+    return replace(result, instances=kept, image_score=max((i.score for i in kept.items), default=0.0))
 
 
 def bare_picture(key: ViewKey, image: DecodedImage) -> BarePicture:

@@ -1,0 +1,299 @@
+"""An instance model's results in the viewer: the instance overlay and list, the legend's counts per class, the live
+score threshold (no new run), the reader's corrections — delete one, draw one as a box, draw one again — and the
+corrected instances exported as COCO JSON or YOLO txt + data.yaml.
+
+The instances the reader sees and corrects are plain records in app/ui/state/instance_edits.py (an InstanceBook);
+this controller only shows them and turns the reader's clicks and drags into its changes. Review: a correction
+marks the picture "corrected" in the review log; Accept keeps the picture's instances as they are (corrected or
+the model's), Reject leaves the picture out of the export.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from PySide6.QtCore import QObject, QRectF, Signal
+
+from app.ui.state.instance_edits import InstanceBook, drawn_instance, redrawn
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from PySide6.QtGui import QAction
+    from PySide6.QtWidgets import QWidget
+
+    from app.inference.model.instances import Instance, Instances
+    from app.inference.model.spec import ModelSpec
+    from app.ui.controllers.presenter import Presenter
+    from app.ui.controllers.reviewer import Reviewer
+    from app.ui.state.messages import ViewKey, ViewResult
+    from app.ui.state.view_state import ViewState
+    from app.ui.widgets.file_list import FileList
+    from app.ui.widgets.panels import SidePanel
+    from app.ui.widgets.status import StatusBar
+    from app.ui.widgets.viewer import ImageViewer
+
+FORMATS = ("coco", "yolo")
+
+
+def _escape_action(window: QWidget, slot: Callable[[], object]) -> QAction:
+    """Esc on the window, enabled only while a box is being drawn: the key is the Smart tool's otherwise."""
+    from PySide6.QtGui import QAction, QKeySequence
+
+    action = QAction("instances-cancel-box", window)
+    action.setShortcut(QKeySequence("Escape"))
+    action.triggered.connect(lambda _checked=False: slot())
+    action.setEnabled(False)
+    window.addAction(action)
+    return action
+
+
+class InstanceController(QObject):
+    changed = Signal(object)  # path (str): the reader corrected its instances
+
+    def __init__(self, state: ViewState, *, presenter: Presenter, viewer: ImageViewer, panel: SidePanel,
+                 reviewer: Reviewer, files: FileList, status: StatusBar, parent: QObject | None = None) -> None:
+        super().__init__(parent)
+        self._state, self._viewer, self._panel = state, viewer, panel
+        self._reviewer, self._files, self._status = reviewer, files, status
+        self.book = InstanceBook()
+        self._view: ViewResult | None = None  # the instance result on screen
+        self._generation = -1  # of the model whose instances the book holds
+        self._drawing: tuple[str, int | Instance] | None = None  # ("add", class index) or ("redraw", instance)
+        self._from: tuple[float, float] | None = None
+        presenter.decision_shown.connect(self._on_shown)
+        panel.hidden_changed.connect(self._on_hidden)
+        panel.decision.threshold_changed.connect(lambda _value: self._draw())  # the Tuner set the state first
+        viewer.edit_pressed.connect(self._pressed)
+        viewer.edit_moved.connect(self._moved)
+        viewer.edit_released.connect(self._released)
+        self._escape = _escape_action(viewer.window(), self.cancel_drawing)
+
+    # -- showing ---------------------------------------------------------------------------------------
+
+    @property
+    def threshold(self) -> float | None:
+        return self._state.tuning.threshold
+
+    def shown(self) -> Instances | None:
+        """The instances of the picture on screen as shown (threshold, corrections); None without any."""
+        return None if self._view is None else self.book.shown(self._view.key, self.threshold)
+
+    def _on_shown(self, view: ViewResult) -> None:
+        instances = view.result.instances
+        if instances is None:
+            self._view = None
+            self._panel.hide_instances()
+            return
+        if view.generation != self._generation:  # another model: its own instances, no corrections
+            self._generation = view.generation
+            self.book.clear()
+            self._panel.instance_list().set_classes(self._spec.classes)
+            self._wire_list()
+        self.book.saw(view.key, instances)
+        self._view = view
+        self._draw()
+
+    def _wire_list(self) -> None:
+        listed = self._panel.instance_list()
+        if listed.property("wired"):
+            return
+        listed.setProperty("wired", True)
+        listed.chosen.connect(self.choose)
+        listed.delete_requested.connect(self.delete)
+        listed.add_requested.connect(self.start_add)
+        listed.redraw_requested.connect(self.start_redraw)
+
+    @property
+    def _spec(self) -> ModelSpec:
+        model = self._state.model
+        assert model is not None  # an instance result was shown: its model is loaded
+        return model.spec
+
+    def _draw(self) -> None:
+        """The overlay, the list and the legend's counts of the picture on screen, as the book and threshold say."""
+        shown = self.shown()
+        if shown is None or self._view is None:
+            return
+        from app.ui.widgets.instance_overlay import InstancesItem
+
+        classes = self._spec.classes
+        old = self._viewer.instances_item
+        chosen = old.highlight if old is not None and old.highlight in shown.items else None
+        item = InstancesItem(shown.items, [info.color for info in classes], shown.image_hw)
+        item.set_hidden(self._state.overlay.hidden)
+        item.set_highlight(next((i for i in shown.items if i is chosen), None))
+        self._viewer.set_instances(item)
+        counts = [sum(1 for i in shown.items if i.class_index == index) for index in range(len(classes))]
+        self._panel.legend.set_instance_counts(counts)
+        self._panel.instance_list().set_instances(shown.items, classes=classes, pixel_mm=self._pixel_mm(),
+                                                  note=self._note())
+
+    def _note(self) -> str:
+        view = self._view
+        parts = [] if self.threshold is None else [f"score ≥ {self.threshold:.2f}"]
+        if view is not None and self.book.is_corrected(view.key):
+            parts.append("corrected by you")
+        return " · ".join(parts)
+
+    def _pixel_mm(self) -> tuple[float, float] | None:
+        """The picture's pixel size (rows, columns in mm) when its files give one: a volume's slice."""
+        volume = self._files.volume(str(self._view.path)) if self._view is not None else None
+        spacing = volume.spacing if volume is not None else None
+        return None if spacing is None else (float(spacing[1]), float(spacing[2]))
+
+    def _on_hidden(self, hidden: frozenset[int]) -> None:
+        item = self._viewer.instances_item
+        if item is not None:
+            item.set_hidden(frozenset(hidden))
+
+    def choose(self, instance: Instance) -> None:
+        """Zoom to `instance` and highlight it."""
+        item = self._viewer.instances_item
+        if item is not None:
+            item.set_highlight(instance)
+        x0, y0, x1, y1 = instance.box
+        self._viewer.zoom_to(QRectF(x0, y0, x1 - x0, y1 - y0))
+
+    # -- correcting ------------------------------------------------------------------------------------
+
+    def delete(self, instance: Instance | None = None) -> None:
+        """Delete `instance` (default: the one chosen in the list) from the picture on screen."""
+        if self._view is None:
+            return  # no instance model's picture on screen: the key is nobody's
+        target = instance or self._panel.instance_list().chosen_instance()
+        if target is None:
+            self._status.showMessage("Choose an instance in the list first", 8000)
+            return
+        self.book.delete(self._view.key, target)
+        self._corrected(f"Deleted {target.class_name} ({target.score:.2f})")
+
+    def start_add(self, class_index: int) -> None:
+        self._start_drawing(("add", class_index), "Drag a box around the new instance (Esc: cancel)")
+
+    def start_redraw(self, instance: Instance) -> None:
+        self._start_drawing(("redraw", instance), f"Drag the new box of {instance.class_name} (Esc: cancel)")
+
+    def _start_drawing(self, what: tuple[str, int | Instance], message: str) -> None:
+        if self._view is None or self._viewer.editing:
+            self._status.showMessage("Draw on an instance model's picture, outside mask editing", 8000)
+            return
+        self._drawing = what
+        self._viewer.right_edits = True  # no brush ring: a box is dragged
+        self._viewer.set_editing(1)
+        self._escape.setEnabled(True)
+        self._status.showMessage(message, 15000)
+
+    def cancel_drawing(self) -> None:
+        if self._drawing is None:
+            return
+        self._drawing = self._from = None
+        self._escape.setEnabled(False)
+        self._viewer.set_editing(None)
+        self._viewer.right_edits = False
+        item = self._viewer.instances_item
+        if item is not None:
+            item.set_rubber(None)
+
+    @property
+    def drawing(self) -> bool:
+        return self._drawing is not None
+
+    def _pressed(self, x: float, y: float, _modifiers: object) -> None:
+        if self._drawing is not None:
+            self._from = (x, y)
+
+    def _moved(self, x: float, y: float) -> None:
+        item = self._viewer.instances_item
+        if self._drawing is not None and self._from is not None and item is not None:
+            x0, y0 = self._from
+            item.set_rubber(QRectF(min(x0, x), min(y0, y), abs(x - x0), abs(y - y0)))
+
+    def _released(self) -> None:
+        item = self._viewer.instances_item
+        rubber = item.rubber if item is not None else None  # the box as last drawn
+        what = self._drawing
+        self.cancel_drawing()
+        if what is None or rubber is None:
+            return
+        self.finish_box(what, (rubber.left(), rubber.top(), rubber.right() + 1, rubber.bottom() + 1))
+
+    def finish_box(self, what: tuple[str, int | Instance], box: tuple[float, float, float, float]) -> None:
+        """A box dragged (image pixels, x0, y0, x1, y1): a new instance of the class asked for, or the one asked
+        for drawn again."""
+        if self._view is None:
+            return
+        hw = self._view.result.image_hw
+        kind, subject = what
+        if kind == "redraw" and not isinstance(subject, int):
+            made = redrawn(subject, box, hw)
+            if made is not None:
+                self.book.replace(self._view.key, subject, made)
+        else:
+            index = int(subject) if isinstance(subject, int) else 0
+            info = self._spec.classes[index]
+            made = drawn_instance(index, info.name, box, hw, with_mask=self._spec.output.protos_name is not None)
+            if made is not None:
+                self.book.add(self._view.key, made)
+        if made is None:
+            self._status.showMessage("The box is less than a pixel across: nothing drawn", 8000)
+            return
+        self._corrected(f"{'Redrew' if kind == 'redraw' else 'Added'} {made.class_name}")
+
+    def _corrected(self, message: str) -> None:
+        view = self._view
+        if view is None:
+            return
+        self._draw()
+        path = str(view.path)
+        if self._reviewer.log is not None:
+            self._reviewer.mark("corrected", path)
+        self._status.showMessage(f"{message}: {len(self.shown() or ())} instances now", 8000)
+        self.changed.emit(path)
+
+    # -- export ----------------------------------------------------------------------------------------
+
+    def export(self, path: str | Path, fmt: str) -> int:
+        """Every picture looked at, with the reader's corrections, at the threshold in force, as COCO JSON at `path`
+        (`fmt` "coco") or YOLO txt files and data.yaml in the folder `path` ("yolo"); pictures marked "result
+        wrong" left out. Returns how many pictures were written; a failure is said in the status bar (-1)."""
+        from app.errors import SegLensError
+        from app.runs.labels.coco import write_coco
+        from app.runs.labels.records import LabelledImage, LabelSet
+        from app.runs.labels.yolo import write_yolo
+
+        if self._state.model is None or fmt not in FORMATS:
+            return -1
+        images = self.book.labelled(self._name_of, self.threshold, self._rejected)
+        labels = LabelSet(tuple(info.name for info in self._spec.classes),
+                          tuple(LabelledImage(name, found) for name, found in images))
+        try:
+            if fmt == "coco":
+                write_coco(Path(path), labels)
+            else:
+                write_yolo(Path(path), labels, masks=self._spec.output.protos_name is not None)
+        except (SegLensError, OSError) as exc:
+            self._status.showMessage(f"Instances not exported: {exc}", 20000)
+            return -1
+        self._status.showMessage(f"Exported the instances of {len(images)} pictures to {path}", 15000)
+        return len(images)
+
+    def _name_of(self, key: ViewKey) -> str | None:
+        """The picture's path inside its folder ('/'-separated; a frame after the first: `#n` added), None when it
+        is no longer listed."""
+        try:
+            _, rel = self._files.root_and_rel(key.path)
+        except KeyError:
+            return None
+        return rel if key.frame == 0 else f"{rel}#{key.frame + 1}"
+
+    def _rejected(self, key: ViewKey) -> bool:
+        log = self._reviewer.log
+        if log is None:
+            return False
+        try:
+            review = log.get(self._files.root_and_rel(key.path)[1])
+        except KeyError:
+            return False
+        return review is not None and review.state == "rejected"

@@ -1,0 +1,110 @@
+"""The instances the reader sees and corrects, as plain records: per picture, the model's instances and, once the
+reader deleted, added or redrew one, the corrected list that replaces them. The live score threshold hides the
+model's weaker instances without a new run; an instance the reader drew scores 1.0 and is never hidden by it.
+
+What the viewer exports as training labels (COCO, YOLO) is read from here: every picture looked at, corrected where
+the reader corrected it, at the threshold in force, the pictures marked "result wrong" left out. No Qt.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+
+import numpy as np
+
+from app.inference.model.instances import Box, Instance, Instances
+from app.ui.state.messages import ViewKey
+
+DRAWN_SCORE = 1.0  # an instance the reader drew or redrew: certain, whatever the threshold
+
+
+@dataclass(frozen=True)
+class Correction:
+    """A picture's instances as the reader left them (the model's, less those deleted, with those drawn)."""
+
+    items: tuple[Instance, ...]
+    image_hw: tuple[int, int]
+
+
+def above(items: Iterable[Instance], threshold: float | None) -> tuple[Instance, ...]:
+    """The instances scoring at least `threshold` (None: all)."""
+    return tuple(items) if threshold is None else tuple(i for i in items if i.score >= threshold)
+
+
+def drawn_instance(class_index: int, class_name: str, box: Box, image_hw: tuple[int, int], *,
+                   with_mask: bool) -> Instance | None:
+    """An instance the reader drew as a box: whole pixels inside the image, its mask the box filled when the model
+    gives masks (a segment model's labels are polygons); None for a box less than a pixel across."""
+    h, w = image_hw
+    x0, x1 = sorted((min(max(0, round(box[0])), w), min(max(0, round(box[2])), w)))
+    y0, y1 = sorted((min(max(0, round(box[1])), h), min(max(0, round(box[3])), h)))
+    if x1 - x0 < 1 or y1 - y0 < 1:
+        return None
+    mask = np.ones((y1 - y0, x1 - x0), bool) if with_mask else None
+    return Instance(class_index, class_name, DRAWN_SCORE, (float(x0), float(y0), float(x1), float(y1)), mask,
+                    (x0, y0, x1, y1) if with_mask else None)
+
+
+def redrawn(old: Instance, box: Box, image_hw: tuple[int, int]) -> Instance | None:
+    """`old` drawn again as `box` (its class kept; a mask when it had one, an oriented box becomes axis-aligned)."""
+    return drawn_instance(old.class_index, old.class_name, box, image_hw, with_mask=old.mask is not None)
+
+
+class InstanceBook:
+    """Every picture's model instances seen in this session and the reader's corrections, by picture."""
+
+    def __init__(self) -> None:
+        self._model: dict[ViewKey, Instances] = {}
+        self._corrected: dict[ViewKey, Correction] = {}
+
+    def clear(self) -> None:
+        """Another model: nothing seen, nothing corrected."""
+        self._model.clear()
+        self._corrected.clear()
+
+    def saw(self, key: ViewKey, instances: Instances) -> None:
+        self._model[key] = instances
+
+    def is_corrected(self, key: ViewKey) -> bool:
+        return key in self._corrected
+
+    def items(self, key: ViewKey) -> tuple[Instance, ...]:
+        """The picture's instances before the threshold: the corrected ones, else the model's."""
+        corrected = self._corrected.get(key)
+        if corrected is not None:
+            return corrected.items
+        seen = self._model.get(key)
+        return seen.items if seen is not None else ()
+
+    def shown(self, key: ViewKey, threshold: float | None) -> Instances | None:
+        """What the picture shows at `threshold`; None for a picture never seen."""
+        seen = self._model.get(key)
+        if seen is None:
+            return None
+        return Instances(above(self.items(key), threshold), seen.image_hw)
+
+    def delete(self, key: ViewKey, target: Instance) -> None:
+        self._correct(key, tuple(i for i in self.items(key) if i is not target))
+
+    def add(self, key: ViewKey, instance: Instance) -> None:
+        self._correct(key, (*self.items(key), instance))
+
+    def replace(self, key: ViewKey, target: Instance, instance: Instance) -> None:
+        self._correct(key, tuple(instance if i is target else i for i in self.items(key)))
+
+    def _correct(self, key: ViewKey, items: tuple[Instance, ...]) -> None:
+        seen = self._model[key]  # a correction is of a picture shown
+        self._corrected[key] = Correction(items, seen.image_hw)
+
+    def labelled(self, name_of: Callable[[ViewKey], str | None], threshold: float | None,
+                 leave_out: Callable[[ViewKey], bool]) -> list[tuple[str, Instances]]:
+        """(name, instances) per picture seen, in the order seen, at `threshold`: those `leave_out` says and those
+        `name_of` cannot name (None) left out."""
+        found: list[tuple[str, Instances]] = []
+        for key in self._model:
+            name = name_of(key)
+            shown = self.shown(key, threshold)
+            if name is not None and shown is not None and not leave_out(key):
+                found.append((name, shown))
+        return found

@@ -1,0 +1,61 @@
+"""The instances a reader corrects, as plain records (app/ui/state/instance_edits.py): the threshold hides the model's
+weaker instances but never one the reader drew; a correction replaces the model's list for that picture only; the
+export's list leaves out the pictures it is told to and those it cannot name."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from app.inference.model.instances import Instance, Instances
+from app.ui.state.instance_edits import InstanceBook, drawn_instance, redrawn
+from app.ui.state.messages import ViewKey
+
+A, B = ViewKey("a.png"), ViewKey("b.png")
+
+
+def model_instances() -> Instances:
+    mask = np.ones((10, 10), bool)
+    return Instances((Instance(0, "pit", 0.9, (0.0, 0.0, 10.0, 10.0), mask, (0, 0, 10, 10)),
+                      Instance(1, "scratch", 0.4, (20.0, 20.0, 30.0, 25.0))), (50, 60))
+
+
+def test_the_threshold_hides_the_weaker_model_instances_not_the_drawn_ones():
+    book = InstanceBook()
+    book.saw(A, model_instances())
+    assert [i.score for i in book.shown(A, 0.5).items] == [0.9]
+    drawn = drawn_instance(1, "scratch", (5.2, 5.0, 14.6, 9.0), (50, 60), with_mask=False)
+    book.add(A, drawn)
+    assert book.shown(A, 0.99).items == (drawn,) and drawn.score == 1.0
+    assert drawn.box == (5.0, 5.0, 15.0, 9.0) and drawn.mask is None
+    assert book.shown(B, None) is None and book.is_corrected(A) and not book.is_corrected(B)
+
+
+def test_delete_and_redraw_change_only_that_picture():
+    book = InstanceBook()
+    book.saw(A, model_instances())
+    book.saw(B, model_instances())
+    pit, scratch = book.items(A)
+    book.delete(A, pit)
+    new = redrawn(scratch, (40.0, 30.0, 70.0, 60.0), (50, 60))  # clipped to the image
+    assert new is not None
+    book.replace(A, scratch, new)
+    (only,) = book.shown(A, None).items
+    assert only.box == (40.0, 30.0, 60.0, 50.0) and only.class_name == "scratch" and only.mask is None
+    assert len(book.shown(B, None)) == 2
+
+
+def test_a_drawn_box_of_a_mask_model_has_its_mask_and_a_sliver_is_none():
+    made = drawn_instance(0, "pit", (2.0, 3.0, 6.0, 5.0), (50, 60), with_mask=True)
+    assert made is not None and made.mask_box == (2, 3, 6, 5) and made.area_px == 8
+    assert drawn_instance(0, "pit", (2.0, 3.0, 2.2, 9.0), (50, 60), with_mask=True) is None
+
+
+def test_the_labelled_pictures_leave_out_those_asked_and_those_without_a_name():
+    book = InstanceBook()
+    for key in (A, B, ViewKey("gone.png")):
+        book.saw(key, model_instances())
+    names = {A: "a.png", B: "sub/b.png"}
+    found = book.labelled(names.get, 0.5, lambda key: key == A)
+    assert [(name, len(instances)) for name, instances in found] == [("sub/b.png", 1)]
+    book.clear()
+    assert book.labelled(names.get, None, lambda key: False) == []

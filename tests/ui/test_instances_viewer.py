@@ -1,0 +1,177 @@
+"""An instance model (a constant Ultralytics head, tests/yolo_models.py) in the viewer: the overlay draws each instance
+in its class colour, the list and the legend count them, the score threshold hides the weaker ones without a run,
+and the reader's corrections (delete, add, redraw) are what the COCO and YOLO exports hold."""
+
+from __future__ import annotations
+
+import json
+
+import cv2
+import numpy as np
+import pytest
+from PySide6.QtCore import QRectF, Qt
+from yolo_models import classify_model, instance_model
+
+from app.ui.controllers.instances import InstanceController
+from tests.ui.conftest import TIMEOUT
+
+PIT, SCRATCH = (230, 159, 0), (86, 180, 233)  # the classes' colours (the model's palette)
+GRAY = 128
+
+
+def picture(folder, name="part.png"):
+    path = folder / name
+    cv2.imwrite(str(path), np.full((320, 320, 3), GRAY, np.uint8))
+    return path
+
+
+def shown(make_main_window, qtbot, tmp_path, *, task="segment", names=("part.png",)):
+    """A window showing the first of `names` (320×320 gray) with a constant `task` model."""
+    window = make_main_window(instance_model(tmp_path / "best.onnx", task=task))
+    folder = tmp_path / "images"
+    folder.mkdir()
+    paths = [picture(folder, name) for name in names]
+    with qtbot.waitSignal(window.overlay_shown, timeout=TIMEOUT):
+        window.add_paths([folder] if len(paths) > 1 else paths)
+    return window
+
+
+def pixels(window) -> np.ndarray:
+    image = window.viewer.render_scene().convertToFormat(window.viewer.render_scene().Format.Format_RGB888)
+    return np.frombuffer(image.constBits(), np.uint8).reshape(image.height(), image.bytesPerLine())[
+        :, :image.width() * 3].reshape(image.height(), image.width(), 3)
+
+
+def test_each_instance_is_outlined_in_its_class_colour_and_filled_at_the_overlay_opacity(make_main_window, qtbot,
+                                                                                           tmp_path):
+    window = shown(make_main_window, qtbot, tmp_path)
+    seen = pixels(window)
+    pit = window.instances.shown().items[0]  # 0.90, its mask inside the box (60, 60)–(100, 100)
+    left = pit.mask_box[0] + int(np.argmax(pit.mask[20]))  # its first pixel on row 80: the outline runs through it
+    assert pit.class_name == "pit" and 60 <= left < 70
+    assert tuple(seen[80, left]) == PIT and tuple(seen[80, left - 2]) == (GRAY,) * 3
+    inside = seen[80, 80].astype(int)
+    assert tuple(inside) != PIT and not (inside == GRAY).all()  # filled, at half opacity: between both
+    assert abs(inside[0] - (GRAY + PIT[0]) / 2) <= 2
+    assert tuple(seen[219, 160]) != (GRAY,) * 3 and tuple(seen[5, 5]) == (GRAY,) * 3  # the scratch; outside: none
+    window.panel.controls.set_opacity(0.0)
+    seen = pixels(window)
+    assert tuple(seen[80, 80]) == (GRAY,) * 3 and tuple(seen[80, left]) == PIT  # no fill: the outline stays
+    window.panel.legend.set_hidden(0, True)  # the pits hidden: neither outline nor fill
+    assert tuple(pixels(window)[80, left]) == (GRAY,) * 3
+
+
+def test_detect_and_obb_models_draw_their_boxes(make_main_window, qtbot, tmp_path):
+    for task in ("detect", "obb"):
+        folder = tmp_path / task
+        folder.mkdir()
+        window = shown(make_main_window, qtbot, folder, task=task)
+        seen = pixels(window)
+        assert tuple(seen[80, 60]) == PIT and tuple(seen[60, 60]) == PIT  # a box: its corner outlined too
+        assert tuple(seen[80, 62]) not in (PIT, (GRAY,) * 3) and tuple(seen[80, 56]) == (GRAY,) * 3  # filled
+        assert window.panel.instance_list().rows()[0][:3] == ("pit 1", "0.90", "1,600 px")
+
+
+def test_the_list_has_a_row_per_instance_and_a_click_zooms_to_it(make_main_window, qtbot, tmp_path):
+    window = shown(make_main_window, qtbot, tmp_path)
+    listed = window.panel.instance_list()
+    assert listed.rows() == [("pit 1", "0.90", "1,000 px", "60,60 40×40"),
+                             ("scratch 1", "0.80", "3,904 px", "60,208 200×24"),
+                             ("pit 2", "0.60", "744 px", "224,64 32×32")]
+    assert listed.summary_text().startswith("3 instances — pit: 2 · scratch: 1")
+    legend = window.panel.legend
+    assert (legend.count_text(0), legend.count_text(1), legend.count_text(2)) == ("2 instances", "1 instance",
+                                                                                   "0 instances")
+    before = window.viewer.zoom()
+    listed.click_row(2)
+    assert window.viewer.zoom() > 2 * before
+    visible = window.viewer.mapToScene(window.viewer.viewport().rect()).boundingRect()
+    assert visible.contains(QRectF(224, 64, 32, 32)) and visible.width() < 160  # the pit of 0.60, close up
+    assert window.viewer.instances_item.highlight is listed.chosen_instance()
+    assert listed.chosen_instance().score == pytest.approx(0.6)
+
+
+def test_the_threshold_is_a_live_score_threshold_without_a_run(make_main_window, qtbot, tmp_path, monkeypatch):
+    window = shown(make_main_window, qtbot, tmp_path)
+    from app.inference.image import pipeline
+
+    runs = []
+    monkeypatch.setattr(pipeline, "run_image", lambda *a, **k: runs.append(a) or pytest.fail("a run"))
+    decision = window.panel.decision
+    assert decision.threshold_kind() == "min_score" and decision.isVisible()
+    with qtbot.waitSignal(window.tuner.retuned_shown, timeout=TIMEOUT):
+        decision.nudge(700 - round(0.25 * 1000))  # from the model's 0.25 to 0.70
+    listed = window.panel.instance_list()
+    assert [row[0] for row in listed.rows()] == ["pit 1", "scratch 1"]
+    assert window.panel.legend.count_text(0) == "1 instance"
+    assert "score ≥ 0.70" in listed.summary_text()
+    with qtbot.waitSignal(window.tuner.retuned_shown, timeout=TIMEOUT):
+        decision.nudge(-400)  # 0.30: the pit of 0.60 is back
+    assert len(listed.rows()) == 3 and not runs
+
+
+def export_coco(window, tmp_path) -> dict:
+    path = tmp_path / "out" / "instances.json"
+    path.parent.mkdir(exist_ok=True)
+    assert window.instances.export(path, "coco") >= 1
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+def test_a_deleted_instance_is_gone_from_the_list_the_overlay_and_the_coco_export(make_main_window, qtbot, tmp_path):
+    window = shown(make_main_window, qtbot, tmp_path)
+    assert len(export_coco(window, tmp_path)["annotations"]) == 3
+    listed = window.panel.instance_list()
+    listed.click_row(0)  # pit 0.90
+    qtbot.keyClick(window.viewer, Qt.Key.Key_Delete)  # the Review menu's Delete, from the canvas
+    assert [row[0] for row in listed.rows()] == ["scratch 1", "pit 1"]
+    assert tuple(pixels(window)[80, 80]) == (GRAY,) * 3  # neither its fill
+    document = export_coco(window, tmp_path)
+    assert sorted(a["score"] for a in document["annotations"]) == pytest.approx([0.6, 0.8])
+    assert [image["file_name"] for image in document["images"]] == ["part.png"]
+    assert "corrected by you" in listed.summary_text()
+
+
+def test_an_added_and_a_redrawn_instance_are_exported_as_yolo_labels(make_main_window, qtbot, tmp_path):
+    window = shown(make_main_window, qtbot, tmp_path)
+    controller: InstanceController = window.instances
+    listed = window.panel.instance_list()
+    listed._class.setCurrentIndex(2)  # stain
+    listed._add.click()
+    assert controller.drawing and window.viewer.editing
+    viewer = window.viewer
+    start = viewer.mapFromScene(10, 10)
+    end = viewer.mapFromScene(50, 40)
+    qtbot.mousePress(viewer.viewport(), Qt.MouseButton.LeftButton, pos=start)
+    qtbot.mouseMove(viewer.viewport(), pos=end)
+    qtbot.mouseRelease(viewer.viewport(), Qt.MouseButton.LeftButton, pos=end)
+    assert not controller.drawing and not viewer.editing
+    added = [row for row in listed.rows() if row[0] == "stain 1"]
+    assert len(added) == 1 and added[0][1] == "1.00"
+    assert tuple(pixels(window)[25, 10]) == (0, 158, 115)  # the stain's colour around it
+    listed.click_row(1)  # scratch 0.80, drawn again as a box
+    controller.finish_box(("redraw", listed.chosen_instance()), (100.0, 100.0, 140.0, 120.0))
+    out = tmp_path / "yolo"
+    assert controller.export(out, "yolo") == 1
+    lines = (out / "labels" / "part.txt").read_text().splitlines()
+    classes = sorted(int(line.split()[0]) for line in lines)
+    assert classes == [0, 0, 1, 2]
+    scratch = next(line for line in lines if line.startswith("1 "))
+    xs = [float(v) for v in scratch.split()[1::2]]
+    assert min(xs) == pytest.approx(100 / 320, abs=1 / 320) and max(xs) == pytest.approx(140 / 320, abs=1 / 320)
+    assert "names" in (out / "data.yaml").read_text()
+
+
+def test_a_picture_marked_result_wrong_is_left_out_of_the_export(make_main_window, qtbot, tmp_path):
+    window = shown(make_main_window, qtbot, tmp_path, names=("a.png", "b.png"))
+    with qtbot.waitSignal(window.overlay_shown, timeout=TIMEOUT):
+        window.reviewer.mark("rejected")  # a.png: wrong, then the next unreviewed (b.png)
+    document = export_coco(window, tmp_path)
+    assert [image["file_name"] for image in document["images"]] == ["b.png"]
+
+
+def test_a_yolo_classify_export_shows_its_top_classes(make_main_window, qtbot, tmp_path):
+    window = make_main_window(classify_model(tmp_path / "cls.onnx"))
+    with qtbot.waitSignal(window.overlay_shown, timeout=TIMEOUT):
+        window.add_paths([picture(tmp_path)])
+    assert window.panel.top_classes() == [("scratch", "70.0%"), ("stain", "20.0%"), ("pit", "10.0%")]
+    assert window.viewer.instances_item is None
