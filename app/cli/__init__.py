@@ -125,9 +125,12 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--tta", action="store_true",
                      help="3D models: mirroring test-time augmentation over the sidecar's input.tta axes, else all "
                           "three (up to 8 passes per patch, averaged)")
-    run.add_argument("--reference", type=Path, metavar="DIR",
-                     help="ground-truth masks (value = class index) matched by relative path and stem: IoU/Dice "
-                          "columns in the report, a summary and seglens_metrics.csv")
+    run.add_argument("--reference", type=Path, metavar="REF",
+                     help="ground truth. A segmentation model: a folder of masks (value = class index) matched by "
+                          "relative path and stem: IoU/Dice columns in the report, a summary and seglens_metrics.csv. "
+                          "An instance model: a COCO instances JSON (images by file_name) or a YOLO dataset folder "
+                          "(labels/, data.yaml): precision/recall at IoU 0.5 per image, mAP@0.5:0.95 in the "
+                          "summary, the run record and seglens_metrics.csv")
     volumes = run.add_argument_group("volumes (DICOM series, multi-frame DICOM, NIfTI)")
     volumes.add_argument("--export", type=_export_kinds, metavar="KINDS",
                          help="what to write per volume, comma-separated: dicom-seg (DICOM SEG referencing the "

@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from app.inference.model.spec import ModelSpec
     from app.runs.cluster.driver import RayProgress
     from app.runs.compare.agreement import Compared
-    from app.runs.folder.metrics import MetricsSummary
+    from app.runs.folder.metrics import ScoreSummary
     from app.runs.folder.run import FolderRun
     from app.runs.folder.writer import Outcome, RunSummary
     from app.runs.privacy.names import LineRedactor
@@ -131,7 +131,7 @@ def print_run(run: FolderRun, progress: Progress, *, provider_label: str, out: P
         print(shown(run.identity.summary_line(run.report)))
 
 
-def print_metrics(metrics: MetricsSummary, written: list[Path]) -> None:
+def print_metrics(metrics: ScoreSummary, written: list[Path]) -> None:
     """The metrics summary and the files `metrics.write` wrote (inside the run's lock, before this)."""
     for line in metrics.lines():
         print(shown(line))

@@ -397,3 +397,51 @@ register(Boundary("yolo_txt", "file", _yolo_txt, (SegLensError,), file_name="a.t
 register(Boundary("data_yaml", "file", _data_yaml, (SegLensError,), file_name="data.yaml", text=True, yaml=True,
                   rooted=True))
 register(Boundary("yolo_label_names", "name", _yolo_label_path, (SegLensError,)))
+
+
+# --- an instance model's `run --reference`: its COCO file, a YOLO dataset's label files and the inputs' names -----
+
+def _instance_scorer(reference: Path, inputs: list[object]) -> object:
+    from types import SimpleNamespace
+
+    from app.runs.folder.instance_reference import InstanceScorer
+
+    return InstanceScorer(reference, SimpleNamespace(class_names=("pit",)), inputs)  # type: ignore[arg-type]
+
+
+def _instance_reference_coco(path: Path) -> object:
+    return _instance_scorer(path, [])
+
+
+def _instance_reference_label(path: Path) -> object:
+    """The hostile thing moved to labels/ of a dataset folder, scored as an input's label file: its notice (the
+    run goes on without metrics for that image) is the refusal."""
+    import os
+    from types import SimpleNamespace
+
+    from app.inference.model.instances import Instances
+    from app.io.discover import InputFile
+
+    (path.parent / "labels").mkdir(exist_ok=True)
+    os.rename(path, path.parent / "labels" / path.name)
+    item = InputFile(path.parent / "images" / "a.png", Path("a.png"))
+    scorer = _instance_scorer(path.parent, [item])
+    scored = scorer.score_result(item, SimpleNamespace(instances=Instances((), (8, 8))))  # type: ignore[attr-defined]
+    if scored is not None and scored.notice:
+        raise SegLensError(scored.notice)
+    return scored
+
+
+def _instance_reference_label_names(root: Path, name: str) -> Path:
+    from app.io.discover import InputFile
+
+    (root / "labels").mkdir(exist_ok=True)
+    scorer = _instance_scorer(root, [])
+    return scorer.yolo.label(InputFile(root / "images" / name, Path(name)))  # type: ignore[attr-defined, no-any-return]
+
+
+register(Boundary("instance_reference_coco", "file", _instance_reference_coco, (SegLensError,),
+                  file_name="instances.json", text=True))
+register(Boundary("instance_reference_label", "file", _instance_reference_label, (SegLensError,), file_name="a.txt",
+                  text=True, rooted=True))
+register(Boundary("instance_reference_label_names", "name", _instance_reference_label_names, (SegLensError,)))

@@ -24,7 +24,7 @@ from app.spelling import counted
 if TYPE_CHECKING:
     from app.inference.model.session import SessionInfo
     from app.inference.model.spec import ModelSpec
-    from app.runs.folder.metrics import ReferenceScorer
+    from app.runs.folder.metrics import Scorer
     from app.runs.folder.plan import Progress, RunPlan
 
 
@@ -306,7 +306,7 @@ class RayRunner:
             remove_under(probe.parent, probe.name)
 
     def run(self, plan: RunPlan, *, report: ReportWriter | None, done: Mapping[str, list[str]],
-            reference: ReferenceScorer | None, png_texts: Mapping[str, Mapping[str, str]] | None,
+            reference: Scorer | None, png_texts: Mapping[str, Mapping[str, str]] | None,
             progress: Progress, should_stop: Callable[[], bool]) -> RunSummary:
         """run_on_ray with the plan's inputs (the report's columns before `node` are the actors' own)."""
         assert report is not None and plan.out is not None and self.factory is not None  # inside session()

@@ -29,7 +29,7 @@ from app.inference.image import pipeline
 from app.inference.model.session import ModelSession
 from app.io.discover import InputFile, output_stems
 from app.runs.folder import volume3d as volume3d_run
-from app.runs.folder.metrics import ReferenceScorer
+from app.runs.folder.metrics import Scorer
 from app.runs.folder.plan import Progress, RunPlan
 from app.runs.folder.volumes import VolumeAssembler, VolumeOptions
 from app.runs.folder.writer import HELPER_NICENESS, Outcome, RunSummary, Writer, WriteSetup, lower_thread_priority
@@ -58,7 +58,7 @@ def run_inputs(
     should_stop: Callable[[], bool] = lambda: False,
     done: Mapping[str, list[str]] | None = None,
     png_texts: Mapping[str, Mapping[str, str]] | None = None,
-    reference: ReferenceScorer | None = None,
+    reference: Scorer | None = None,
     stems: Sequence[Path] | None = None,
     prefetch_workers: int = 2,
     helper_niceness: int = HELPER_NICENESS,
@@ -135,7 +135,7 @@ def run_inputs(
 
 
 def _write_setup(model: ModelSession, plan: RunPlan, stems: Sequence[Path] | None, *,
-                 png_texts: Mapping[str, Mapping[str, str]] | None, reference: ReferenceScorer | None,
+                 png_texts: Mapping[str, Mapping[str, str]] | None, reference: Scorer | None,
                  progress: Progress) -> WriteSetup:
     """What the writer writes: the output stems (under --anonymize the pseudonymous ones, and the report names
     them so: no input path in the report), the guard against writing over an input, the volume assembler."""

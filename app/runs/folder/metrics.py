@@ -13,7 +13,7 @@ import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
@@ -24,6 +24,9 @@ from app.io.discover import InputFile
 from app.io.references import ReferenceIndex, read_reference
 from app.runs.outputs.report import write_table  # the report's cell rule: no live formulas, valid UTF-8
 from app.spelling import counted
+
+if TYPE_CHECKING:
+    from app.inference.image.pipeline import Result
 
 METRICS_NAME = "seglens_metrics.csv"
 IMAGES_NAME = "seglens_metrics_images.csv"
@@ -106,6 +109,10 @@ class MetricsSummary:
         return [_summary_row(name, [m.of(i + 1) for _, m in self.images])
                 for i, name in enumerate(self.class_names)]
 
+    def record(self) -> dict[str, Any] | None:
+        """Nothing more in the run record (the files and the report hold the masks' metrics)."""
+        return None
+
     def write(self, folder: Path) -> list[Path]:
         """`seglens_metrics.csv` (per class) and `seglens_metrics_images.csv` (per image and class) in `folder`."""
         every = [c for _, m in self.images for c in m.classes]
@@ -147,13 +154,45 @@ def reference_problem(reference: Path | None, spec: ModelSpec, *, resume: bool =
     """Why `--reference` cannot be used in this run (one line), or None."""
     if reference is None:
         return None
-    if not reference.is_dir():
-        return f"{reference} is not a folder"
-    if spec.task != "segmentation":
-        return f"needs a segmentation model; {spec.path.name} is a {spec.task} model"
+    if spec.task != "instances":  # an instance model's: app.runs.folder.instance_reference, checked by the run
+        if not reference.is_dir():
+            return f"{reference} is not a folder"
+        if spec.task != "segmentation":
+            return f"needs a segmentation or instance model; {spec.path.name} is a {spec.task} model"
     if resume:  # carried rows would have no per-class counts for the summary: refused, not half-measured
         return "cannot be combined with --resume (the metrics summary needs every image measured); run without it"
     return None
+
+
+class ScoreSummary(Protocol):
+    """A folder's metrics as a run collects them: each input's scoring added in order, then its summary lines,
+    its files and what the run record keeps of it (None: nothing)."""
+
+    def add(self, path: str, scored: Scored | None) -> None: ...
+
+    def lines(self) -> list[str]: ...
+
+    def write(self, folder: Path) -> list[Path]: ...
+
+    def record(self) -> dict[str, Any] | None: ...
+
+
+class Scorer(Protocol):
+    """`run --reference`: the report's columns, each result scored against its ground truth (None: nothing to
+    score), the cells of its row, the folder's summary and how the record names the reference."""
+
+    @property
+    def columns(self) -> list[str]: ...
+
+    @property
+    def summary(self) -> ScoreSummary: ...
+
+    @property
+    def recorded(self) -> str: ...
+
+    def score_result(self, item: InputFile, result: Result, *, name: str | None = None) -> Scored | None: ...
+
+    def cells(self, scored: Scored | None) -> list[str]: ...
 
 
 class ReferenceScorer:
@@ -195,6 +234,11 @@ class ReferenceScorer:
             return Scored(self._reference(path), None, f"{shown}: reference {self._reference(path)} is {w}×{h}, "
                                                        f"the image {mask.shape[1]}×{mask.shape[0]}; no metrics")
         return Scored(self._reference(path), image_metrics(mask, reference, self.n_classes))
+
+    def score_result(self, item: InputFile, result: Result, *, name: str | None = None) -> Scored | None:
+        """The result's mask scored (`score`); None for a result without one."""
+        mask = result.mask
+        return None if mask is None else self.score(item, mask, name=name)
 
     def cells(self, scored: Scored | None) -> list[str]:
         """The report's metric cells for one input (all empty for an input without a result)."""

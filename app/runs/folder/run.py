@@ -26,7 +26,7 @@ if TYPE_CHECKING:  # and imported where used: a plan and a run need no model loa
     from app.inference.model.session import ModelSession, SessionInfo
     from app.inference.model.spec import ModelSpec
     from app.io.discover import InputFile
-    from app.runs.folder.metrics import MetricsSummary, ReferenceScorer
+    from app.runs.folder.metrics import Scorer, ScoreSummary
     from app.runs.folder.volumes import VolumeOptions
     from app.runs.folder.writer import RunSummary
     from app.runs.outputs.provenance import RunIdentity
@@ -111,9 +111,15 @@ def _inputs(spec: ModelSpec, paths: Sequence[Path], *, out: Path, reference: Pat
     from app.runs.outputs.safety import output_folder_problem
 
     refused = reference_problem(reference, spec, resume=resume)
+    if not refused and reference is not None and spec.task == "instances":
+        from app.runs.folder.instance_reference import instance_reference_problem
+
+        refused = instance_reference_problem(reference)
     if refused:
         raise PlanRefused(f"--reference {refused}")
-    inputs = discover(list(paths), exclude=[out, *([reference] if reference else [])])
+    # a mask folder's files are no inputs; an instance model's COCO file or YOLO dataset may hold the images
+    masks = reference is not None and spec.task != "instances"
+    inputs = discover(list(paths), exclude=[out, *([reference] if masks and reference else [])])
     if not inputs:
         raise PlanRefused("no images found in: " + ", ".join(str(p) for p in paths))  # escaped where printed
     refused = output_folder_problem(out, inputs, inside_ok=True)
@@ -178,7 +184,7 @@ class Runner(Protocol):
         """Ready to run (inside the output lock): where the model really runs, for the run record."""
 
     def run(self, plan: RunPlan, *, report: ReportWriter | None, done: Mapping[str, list[str]],
-            reference: ReferenceScorer | None, png_texts: Mapping[str, Mapping[str, str]] | None,
+            reference: Scorer | None, png_texts: Mapping[str, Mapping[str, str]] | None,
             progress: Progress, should_stop: Callable[[], bool]) -> RunSummary:
         """Every input of the plan through the model, rows into `report` in input order."""
 
@@ -201,7 +207,7 @@ class LocalRunner:
         yield self.model.info
 
     def run(self, plan: RunPlan, *, report: ReportWriter | None, done: Mapping[str, list[str]],
-            reference: ReferenceScorer | None, png_texts: Mapping[str, Mapping[str, str]] | None,
+            reference: Scorer | None, png_texts: Mapping[str, Mapping[str, str]] | None,
             progress: Progress, should_stop: Callable[[], bool]) -> RunSummary:
         """app.runs.folder.batch.run_inputs with the plan's options."""
         from app.runs.folder import batch  # looked up when run: a test puts a failing run_inputs in its place
@@ -223,7 +229,7 @@ class FolderRun:
     summary: RunSummary
     identity: RunIdentity | None = None  # None: nothing written
     report: Path | None = None
-    metrics: MetricsSummary | None = None
+    metrics: ScoreSummary | None = None
     written: tuple[Path, ...] = ()
 
 
@@ -233,11 +239,10 @@ def run_folder(plan: RunPlan, runner: Runner, *, progress: Progress | None = Non
     writes), a killed run's temporaries removed, --resume's finished rows carried (and the rows of inputs not in
     this run kept), the report and the run record written, the reference's metrics written last. PlanRefused when
     --resume finds a report made otherwise. `should_stop` is asked between inputs (the viewer's Cancel)."""
-    from app.runs.folder.metrics import ReferenceScorer
     from app.runs.outputs.lock import OutputLock
 
     progress = progress or Progress()
-    scorer = ReferenceScorer(plan.reference, plan.spec, plan.inputs, key=plan.key) if plan.reference else None
+    scorer = _scorer(plan)
     if plan.out is None:  # scores only: no lock, report or record
         summary = runner.run(plan, report=None, done={}, reference=scorer, png_texts=None, progress=progress,
                              should_stop=should_stop)
@@ -247,10 +252,35 @@ def run_folder(plan: RunPlan, runner: Runner, *, progress: Progress | None = Non
             remove_stale_temporaries(plan.out, plan.started, note=progress.note)
         run = _locked(plan, runner, scorer, progress, should_stop)
         written = scorer.summary.write(plan.out) if scorer else []  # under the lock, as every other output
+        _record_metrics(run, scorer)
     return replace(run, written=tuple(written))
 
 
-def _locked(plan: RunPlan, runner: Runner, scorer: ReferenceScorer | None, progress: Progress,
+def _record_metrics(run: FolderRun, scorer: Scorer | None) -> None:
+    """The folder's metrics against the reference added to the run record, once every input is scored (an
+    instance model's mAP; a mask reference's stay in the metrics files)."""
+    from app.runs.outputs.provenance import record_run
+
+    metrics = scorer.summary.record() if scorer is not None else None
+    if metrics is not None and run.identity is not None and run.report is not None:
+        record_run(run.report, replace(run.identity, reference_metrics=metrics))
+
+
+def _scorer(plan: RunPlan) -> Scorer | None:
+    """The scorer of `--reference` for the plan's model: masks, or instances (PlanRefused when their reference
+    file cannot be read)."""
+    if plan.reference is None:
+        return None
+    if plan.spec.task == "instances":
+        from app.runs.folder.instance_reference import InstanceScorer
+
+        return InstanceScorer(plan.reference, plan.spec, plan.inputs, key=plan.key)
+    from app.runs.folder.metrics import ReferenceScorer
+
+    return ReferenceScorer(plan.reference, plan.spec, plan.inputs, key=plan.key)
+
+
+def _locked(plan: RunPlan, runner: Runner, scorer: Scorer | None, progress: Progress,
             should_stop: Callable[[], bool]) -> FolderRun:
     """The run inside the lock: the runner's session, the --resume check, the report and the rows."""
     from app.runs.outputs.provenance import RunIdentity, record_run, resume_problem
@@ -281,7 +311,7 @@ def _locked(plan: RunPlan, runner: Runner, scorer: ReferenceScorer | None, progr
     return FolderRun(summary, identity, report_path, scorer.summary if scorer else None)
 
 
-def _extra_columns(plan: RunPlan, spec: ModelSpec, report: Path, scorer: ReferenceScorer | None) -> list[str]:
+def _extra_columns(plan: RunPlan, spec: ModelSpec, report: Path, scorer: Scorer | None) -> list[str]:
     """The report's columns after the model's: the volume columns when the run has volumes (or --anonymize, or
     --resume of a report that had them: the earlier run's volumes stay), then the reference's metrics."""
     from app.runs.folder.resume import has_columns

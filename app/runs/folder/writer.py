@@ -23,7 +23,7 @@ from app.inference.decide.verdict import Verdict, verdict_of
 from app.inference.image import pipeline
 from app.inference.image.pipeline import Prepared, Result
 from app.io.discover import InputFile
-from app.runs.folder.metrics import ReferenceScorer, Scored
+from app.runs.folder.metrics import Scored, Scorer
 from app.runs.folder.volumes import VolumeAssembler, VolumeOptions, VolumeResult, write_volume_rows
 from app.runs.outputs.images import write_result_images
 from app.runs.outputs.report import ReportWriter
@@ -130,7 +130,7 @@ class WriteSetup:
     names: Sequence[str] | None = None
     min_confidence: float | None = None
     png_texts: Mapping[str, Mapping[str, str]] | None = None
-    reference: ReferenceScorer | None = None
+    reference: Scorer | None = None
     guard: OutputGuard | None = None
     volumes: VolumeAssembler | None = None
     volume_options: VolumeOptions = field(default_factory=VolumeOptions)
@@ -212,8 +212,8 @@ class Writer:
             # callback (the viewer's Run on all) need it as well as the report, which is optional; it is one
             # pure function of the kept result, off the inference thread, once per input.
             name = None if self.names is None else self.names[work.index]
-            scored = self.setup.reference.score(work.input, result.mask, name=name) \
-                if self.setup.reference is not None and result.mask is not None else None
+            scored = self.setup.reference.score_result(work.input, result, name=name) \
+                if self.setup.reference is not None else None
             return Outcome(work.index, work.input, result, None, verdict=verdict_of(self.model.spec, result),
                            scored=scored)
         except SegLensError as exc:

@@ -85,7 +85,7 @@ def _dataset(document: dict[str, object], names: Sequence[str] | None) -> LabelS
     categories = _categories(_listed(document, "categories", 100_000), names)
     found = _annotations(_listed(document, "annotations", None), images, categories)
     names_out = tuple(names) if names is not None else tuple(name for _, name in sorted(categories.values()))
-    return LabelSet(names_out, tuple(LabelledImage(name, Instances(_best_first(found.get(number, [])), hw))
+    return LabelSet(names_out, tuple(LabelledImage(name, Instances(_best_first(found.get(number, [])), hw), number)
                                      for number, (name, hw) in images.items()))
 
 

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from app.inference.model.instances import Instance, Instances
-from app.runs.labels.records import LabelSet, image_id
+from app.runs.labels.records import LabelSet
 
 IOU_THRESHOLDS = np.linspace(0.5, 0.95, 10)  # COCOeval's: np.linspace(.5, .95, round((.95 - .5) / .05) + 1)
 RECALL_THRESHOLDS = np.linspace(0.0, 1.0, 101)
@@ -63,7 +63,7 @@ def folder_score(reference: LabelSet, found: LabelSet) -> FolderScore:
     pairs = {image.name: (image.instances, answers.get(image.name, Instances((), image.instances.image_hw)))
              for image in reference.images}
     scores = tuple((name, image_score(*pair)) for name, pair in pairs.items())
-    ordered = [pairs[name] for name in sorted(pairs, key=image_id)]
+    ordered = [pairs[image.name] for image in sorted(reference.images, key=lambda image: image.order)]
     unscored = tuple(image.name for image in found.images if image.name not in pairs)
     return FolderScore(scores, mean_average_precision(ordered), unscored)
 

@@ -17,10 +17,17 @@ class LabelsError(SegLensError):
 
 @dataclass(frozen=True)
 class LabelledImage:
-    """One image's instances; `name` is its path relative to the folder, with '/' between folders."""
+    """One image's instances; `name` is its path relative to the folder, with '/' between folders; `coco_id` the
+    id a COCO file gave it (None: not read from one; SegLens's own is `image_id(name)`)."""
 
     name: str
     instances: Instances
+    coco_id: int | None = None
+
+    @property
+    def order(self) -> int:
+        """Where COCOeval puts this image among the others (ascending image id)."""
+        return image_id(self.name) if self.coco_id is None else self.coco_id
 
 
 @dataclass(frozen=True)

@@ -46,6 +46,9 @@ class RunIdentity:
     verdict_rules: tuple[str, ...] = ()  # "fail if …" rules, as `info` shows them
     reference: str | None = None  # the ground-truth folder of `--reference` (recorded, not checked)
     review_rules: tuple[str, ...] = ()  # the band's "review if …" rules (verdict.review_if)
+    # the folder's metrics against `reference`, added once every input is scored (an instance model's mAP@0.5:0.95,
+    # precision and recall at IoU 0.5: app.runs.folder.instance_reference)
+    reference_metrics: dict[str, Any] | None = None
 
     @classmethod
     def of(cls, spec: ModelSpec, *, threshold: float | None = None, min_confidence: float | None = None,
