@@ -63,6 +63,7 @@ from app.spelling import counted
 
 if TYPE_CHECKING:
 
+    from app.inference.model.instances import Instances
     from app.inference.model.session import ModelSession
     from app.io.sources import Frame, Source
     from app.io.sources.watch import AlreadyDone
@@ -231,7 +232,8 @@ class Station:
             log.debug("station: frame %s could not be judged: %s", frame.id, exc, exc_info=True)
             return self._verdict(frame, "ERROR", None, reason), Pictures(frame.path, pixels, None, frame.root)
         score = image_score(result)
-        return (self._verdict(frame, judged.state, score, judged.reason),
+        counts = None if result.instances is None else instance_counts(result.instances, self.model.spec.class_names)
+        return (self._verdict(frame, judged.state, score, judged.reason, counts),
                 Pictures(frame.path, pixels, result, frame.root))
 
     def _finish(self, journal: StationJournal, owed: _Owed) -> None:
@@ -293,13 +295,14 @@ class Station:
                 log.warning("station: %s not kept by %s: not journaled, judged again at the next start",
                             counted(len(self._owed), "verdict"), ", ".join(names))
 
-    def _verdict(self, frame: Frame, state: str, score: float | None, reason: str) -> StationVerdict:
+    def _verdict(self, frame: Frame, state: str, score: float | None, reason: str,
+                 counts: tuple[tuple[str, int], ...] | None = None) -> StationVerdict:
         now = time.time()
         frame_id = frame.id
         if self._privacy is not None:  # every id that leaves the station is made here
             frame_id, reason = self._privacy.outward(frame, state, reason)
         return StationVerdict(station=self.name, frame_id=frame_id, time=now, verdict=state, score=score,
-                              reason=reason, latency_ms=max(0.0, (now - frame.timestamp) * 1000.0))
+                              reason=reason, latency_ms=max(0.0, (now - frame.timestamp) * 1000.0), counts=counts)
 
     def _publish(self, verdict: StationVerdict) -> frozenset[str]:
         """The verdict to every sink but the output folder's (its pictures are `_finish`'s); the names of those
@@ -399,6 +402,12 @@ class _Owed:
     verdict: StationVerdict
     pictures: Pictures
     missing: frozenset[str]
+
+
+def instance_counts(instances: Instances, class_names: Sequence[str]) -> tuple[tuple[str, int], ...]:
+    """The objects per class of the model, every class named (0 for one not found), in the model's order."""
+    found = instances.counts()
+    return tuple((name, found.get(name, 0)) for name in dict.fromkeys(class_names))
 
 
 def _journal(journal: StationJournal, owed: _Owed) -> None:

@@ -37,10 +37,15 @@ class StationVerdict:
     score: float | None  # the image score, when the model has one
     reason: str  # the rule that fired / the error line ("" for OK)
     latency_ms: float  # from Frame.timestamp (complete/captured) to the verdict
+    # an instance model's objects per class (every class of the model, 0 included, in its order); None for
+    # another model and for an ERROR
+    counts: tuple[tuple[str, int], ...] | None = None
 
     def as_dict(self) -> dict[str, object]:
-        """The verdict's fields by name (JSON-ready: str, float or None)."""
-        return asdict(self)
+        """The verdict's fields by name (JSON-ready: str, float, None, or `counts` as {class: count})."""
+        fields = asdict(self)
+        fields["counts"] = None if self.counts is None else dict(self.counts)
+        return fields
 
 
 def iso_utc(epoch_s: float) -> str:

@@ -9,8 +9,9 @@ read back first). QoS 1 is "at least once": a verdict in flight when the connect
 is sent again; the payload's `seq` (one more per verdict, never given twice by one output folder) lets a subscriber
 drop what it has seen (keep the last seq per station; drop any seq at or below it).
 
-Payload: StationVerdict.as_dict (station, frame_id, time, verdict, score, reason, latency_ms) plus `seq`, as UTF-8
-JSON; the time in ISO-8601 UTC as the verdict log writes it (`2026-12-01T16:24:48.123Z`, the sinks' one
+Payload: StationVerdict.as_dict (station, frame_id, time, verdict, score, reason, latency_ms, and `counts`: an
+instance model's objects per class, `{"pit": 2, "scratch": 0}`, absent for another model and for an ERROR) plus
+`seq`, as UTF-8 JSON; the time in ISO-8601 UTC as the verdict log writes it (`2026-12-01T16:24:48.123Z`, the sinks' one
 formatter), names spelt as the rest of SegLens spells them (app.spelling), a non-finite number null.
 Topic: the station's name with `/`, `+`, `#` and control characters replaced by `_` (one topic level); a prefix
 with a wildcard or a NUL, or over 1024 bytes, is refused when the sink is made.
@@ -77,6 +78,8 @@ def payload_of(verdict: StationVerdict) -> dict[str, object]:
     writes them, a non-finite number None."""
     body: dict[str, object] = {}
     for key, value in verdict.as_dict().items():
+        if key == "counts" and value is None:  # not an instance model's verdict: the payload as it always was
+            continue
         if key == "time":
             value = iso_utc(verdict.time)
         elif key == "score":
@@ -85,6 +88,8 @@ def payload_of(verdict: StationVerdict) -> dict[str, object]:
             value = ms_value(verdict.latency_ms)
         elif isinstance(value, str):
             value = spelt(value, controls=False)
+        elif isinstance(value, dict):  # counts: class names spelt as every other name
+            value = {spelt(str(name), controls=False): count for name, count in value.items()}
         elif isinstance(value, float) and not math.isfinite(value):
             value = None
         body[key] = value

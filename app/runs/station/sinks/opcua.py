@@ -10,6 +10,8 @@ under Objects one object per station, NodeId `ns=2;s=<station>`, and its variabl
     Score         Double   the image score; NaN when the frame has none (an ERROR, a model without a score)
     Reason        String   the rule that fired, or the error line ("" for OK)
     FrameId       String   the frame's id (a watched file's path relative to the folder, a camera frame's number)
+    Counts        String   an instance model's objects per class as JSON (`{"pit": 2, "scratch": 0}`, every class
+                           of the model); "" for another model and for an ERROR
     VerdictTime   DateTime when the verdict was made (UTC)
     LatencyMs     Double   from the frame complete / captured to its verdict
     Sequence      UInt32   one more per verdict: a PLC sees a new part even when the verdict repeats

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hmac
 import ipaddress
+import json
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -41,6 +42,7 @@ VARIABLES: dict[str, tuple[ua.VariantType, Any]] = {
     "Score": (ua.VariantType.Double, math.nan),
     "Reason": (ua.VariantType.String, ""),
     "FrameId": (ua.VariantType.String, ""),
+    "Counts": (ua.VariantType.String, ""),  # an instance model's objects per class as JSON, "" for another model
     "VerdictTime": (ua.VariantType.DateTime, datetime(1601, 1, 1, tzinfo=timezone.utc)),  # OPC UA's "no time"
     "LatencyMs": (ua.VariantType.Double, math.nan),
     "OkCount": (ua.VariantType.UInt32, 0),
@@ -84,7 +86,7 @@ class Tally:
         new = {
             "Verdict": verdict.verdict, "VerdictCode": VERDICT_CODES.get(verdict.verdict, 4),
             "Score": float(score) if score is not None and math.isfinite(score) else math.nan,
-            "Reason": verdict.reason, "FrameId": verdict.frame_id,
+            "Reason": verdict.reason, "FrameId": verdict.frame_id, "Counts": counts_text(verdict.counts),
             "VerdictTime": datetime.fromtimestamp(verdict.time, tz=timezone.utc),
             "LatencyMs": float(verdict.latency_ms),
         }
@@ -94,6 +96,11 @@ class Tally:
 
     def snapshot(self) -> dict[str, Any]:
         return dict(self.values)
+
+
+def counts_text(counts: tuple[tuple[str, int], ...] | None) -> str:
+    """`Counts`: the objects per class as JSON (`{"pit": 2, "scratch": 0}`), "" without counts."""
+    return "" if counts is None else json.dumps(dict(counts), ensure_ascii=False)
 
 
 def is_loopback(host: str) -> bool:
