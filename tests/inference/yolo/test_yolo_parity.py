@@ -16,12 +16,14 @@ not defined; each image's confidence limit is raised above its highest tied cand
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 import pytest
 import yolo_reference as reference
 
+from app.errors import ModelError
 from app.inference.model.instances import Instances
 from app.inference.model.yolo_options import YoloOptions
 from app.inference.yolo.decode import ClassScores
@@ -123,5 +125,20 @@ def test_sidecar_overrides_reach_both_alike(exports: dict[str, Path]) -> None:
     assert isinstance(ours, Instances)
     assert 1 <= len(ours) <= 5
     assert {item.class_index for item in ours.items} <= {0, 2}
+    assert [item.class_index for item in ours.items] == theirs.classes.tolist()
+    np.testing.assert_allclose([item.box for item in ours.items], theirs.boxes, atol=1.0)
+
+
+@pytest.mark.xfail(strict=True, raises=ModelError,
+                   reason="a dynamic export not simplified by onnxslim (Ultralytics' simplify=False, or onnxslim "
+                   "absent) names its channels symbolically ('Concatoutput0_dim_1'), which the head reader refuses "
+                   "('with fixed channels'); Ultralytics' predictor runs it; the channels follow from the metadata")
+def test_a_dynamic_export_without_onnxslim_equals_ultralytics(tmp_path: Path) -> None:
+    variant = replace(reference.VARIANTS["v8-seg-dynamic"], name="v8-seg-dynamic-unsimplified", simplify=False)
+    path = reference.build(variant, tmp_path)
+    image, conf = untied_picture(path, (240, 400))
+    ours = open_yolo(path, device="cpu", options=YoloOptions(conf=conf)).predict(image)
+    theirs = reference.predict(path, image, variant=variant, conf=conf)
+    assert isinstance(ours, Instances)
     assert [item.class_index for item in ours.items] == theirs.classes.tolist()
     np.testing.assert_allclose([item.box for item in ours.items], theirs.boxes, atol=1.0)

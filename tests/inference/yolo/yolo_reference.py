@@ -52,6 +52,8 @@ class Variant:
     nms: bool = False
     imgsz: int | tuple[int, int] = 160
     dynamic: bool = False  # free height and width: Ultralytics predicts at its default 640 unless told the size
+    simplify: bool = True  # onnxslim over the exported graph (Ultralytics' default; without it a dynamic export's
+    #                        channels are symbolic)
     gain: float = 0.03  # the class logits' last layer scaled by it
     bias: float = -1.5  # … and biased to it
 
@@ -91,7 +93,7 @@ def build(variant: Variant, folder: Path, *, seed: int = 0) -> Path:
     _calibrate_norms(model.model, variant.imgsz)
     _spread_scores(model.model, variant, seed)
     exported = model.export(format="onnx", imgsz=variant.imgsz, nms=variant.nms, dynamic=variant.dynamic,
-                            verbose=False)
+                            simplify=variant.simplify, verbose=False)
     target = folder / f"{variant.name}.onnx"
     Path(exported).rename(target)
     return target
