@@ -13,6 +13,7 @@ from PySide6.QtCore import QRectF, Qt
 from yolo_models import classify_model, instance_model
 
 from app.ui.controllers.instances import InstanceController
+from app.ui.state.view_state import DisplayMode
 from tests.ui.conftest import TIMEOUT
 
 PIT, SCRATCH = (230, 159, 0), (86, 180, 233)  # the classes' colours (the model's palette)
@@ -57,6 +58,12 @@ def test_each_instance_is_outlined_in_its_class_colour_and_filled_at_the_overlay
     window.panel.controls.set_opacity(0.0)
     seen = pixels(window)
     assert tuple(seen[80, 80]) == (GRAY,) * 3 and tuple(seen[80, left]) == PIT  # no fill: the outline stays
+    window.panel.controls.set_opacity(0.5)
+    window.panel.controls.set_mode(DisplayMode.CONTOUR)  # outlines alone
+    seen = pixels(window)
+    assert tuple(seen[80, 80]) == (GRAY,) * 3 and tuple(seen[80, left]) == PIT
+    window.panel.controls.set_mode(DisplayMode.FILLED)
+    assert tuple(pixels(window)[80, 80]) != (GRAY,) * 3
     window.panel.legend.set_hidden(0, True)  # the pits hidden: neither outline nor fill
     assert tuple(pixels(window)[80, left]) == (GRAY,) * 3
 
@@ -69,15 +76,15 @@ def test_detect_and_obb_models_draw_their_boxes(make_main_window, qtbot, tmp_pat
         seen = pixels(window)
         assert tuple(seen[80, 60]) == PIT and tuple(seen[60, 60]) == PIT  # a box: its corner outlined too
         assert tuple(seen[80, 62]) not in (PIT, (GRAY,) * 3) and tuple(seen[80, 56]) == (GRAY,) * 3  # filled
-        assert window.panel.instance_list().rows()[0][:3] == ("pit 1", "0.90", "1,600 px")
+        assert window.panel.instance_list().rows()[0][:3] == ("pit 1", "0.90", "1,600")
 
 
 def test_the_list_has_a_row_per_instance_and_a_click_zooms_to_it(make_main_window, qtbot, tmp_path):
     window = shown(make_main_window, qtbot, tmp_path)
     listed = window.panel.instance_list()
-    assert listed.rows() == [("pit 1", "0.90", "1,000 px", "60,60 40×40"),
-                             ("scratch 1", "0.80", "3,904 px", "60,208 200×24"),
-                             ("pit 2", "0.60", "744 px", "224,64 32×32")]
+    assert listed.rows() == [("pit 1", "0.90", "1,000", "60,60 40×40"),
+                             ("scratch 1", "0.80", "3,904", "60,208 200×24"),
+                             ("pit 2", "0.60", "744", "224,64 32×32")]
     assert listed.summary_text().startswith("3 instances — pit: 2 · scratch: 1")
     legend = window.panel.legend
     assert (legend.count_text(0), legend.count_text(1), legend.count_text(2)) == ("2 instances", "1 instance",
@@ -175,3 +182,18 @@ def test_a_yolo_classify_export_shows_its_top_classes(make_main_window, qtbot, t
         window.add_paths([picture(tmp_path)])
     assert window.panel.top_classes() == [("scratch", "70.0%"), ("stain", "20.0%"), ("pit", "10.0%")]
     assert window.viewer.instances_item is None
+
+
+def test_the_area_is_in_mm2_too_when_the_pixel_size_is_known(qtbot):
+    from app.inference.model.instances import Instance
+    from app.inference.model.spec import ClassInfo
+    from app.ui.widgets.instance_list import InstanceList
+
+    listed = InstanceList()
+    qtbot.addWidget(listed)
+    pit = Instance(0, "pit", 0.5, (10.0, 20.0, 30.0, 30.0))
+    classes = (ClassInfo("pit", (230, 159, 0)),)
+    listed.set_instances([pit], classes=classes, pixel_mm=(0.5, 0.25))
+    assert listed.rows() == [("pit 1", "0.50", "200", "25.00", "10,20 20×10")]
+    listed.set_instances([pit], classes=classes, pixel_mm=None)
+    assert listed.rows() == [("pit 1", "0.50", "200", "10,20 20×10")]

@@ -321,6 +321,8 @@ class Editor(QObject):
 def _cannot_edit(view) -> str | None:
     if view is None:
         return "Nothing to edit: no picture is shown"
+    if view.result.instances is not None:  # corrected one by one (controllers/instances.py)
+        return "Instances are corrected in the Instances list: Delete, Add box, Redraw"
     if view.display_mask is None or view.result.labels is None:
         return "Only a segmentation mask can be edited"
     if view.display_scale != 1.0:

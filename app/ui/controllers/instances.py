@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 from PySide6.QtCore import QObject, QRectF, Signal
 
 from app.ui.state.instance_edits import InstanceBook, drawn_instance, redrawn
+from app.ui.state.view_state import DisplayMode
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -64,6 +65,7 @@ class InstanceController(QObject):
         self._from: tuple[float, float] | None = None
         presenter.decision_shown.connect(self._on_shown)
         panel.hidden_changed.connect(self._on_hidden)
+        panel.mode_changed.connect(lambda _mode: self._on_mode())
         panel.decision.threshold_changed.connect(lambda _value: self._draw())  # the Tuner set the state first
         viewer.edit_pressed.connect(self._pressed)
         viewer.edit_moved.connect(self._moved)
@@ -123,6 +125,7 @@ class InstanceController(QObject):
         chosen = old.highlight if old is not None and old.highlight in shown.items else None
         item = InstancesItem(shown.items, [info.color for info in classes], shown.image_hw)
         item.set_hidden(self._state.overlay.hidden)
+        item.set_filled(self._state.overlay.mode is not DisplayMode.CONTOUR)
         item.set_highlight(next((i for i in shown.items if i is chosen), None))
         self._viewer.set_instances(item)
         counts = [sum(1 for i in shown.items if i.class_index == index) for index in range(len(classes))]
@@ -142,6 +145,12 @@ class InstanceController(QObject):
         volume = self._files.volume(str(self._view.path)) if self._view is not None else None
         spacing = volume.spacing if volume is not None else None
         return None if spacing is None else (float(spacing[1]), float(spacing[2]))
+
+    def _on_mode(self) -> None:
+        """Filled or Contour (the presenter set the state first): contour draws the outlines alone."""
+        item = self._viewer.instances_item
+        if item is not None:
+            item.set_filled(self._state.overlay.mode is not DisplayMode.CONTOUR)
 
     def _on_hidden(self, hidden: frozenset[int]) -> None:
         item = self._viewer.instances_item

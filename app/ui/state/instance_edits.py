@@ -10,11 +10,11 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-import numpy as np
-
-from app.inference.model.instances import Box, Instance, Instances
-from app.ui.state.messages import ViewKey
+if TYPE_CHECKING:  # numpy comes with the first instance result, not with the window (tests/ui/test_startup_imports)
+    from app.inference.model.instances import Box, Instance, Instances
+    from app.ui.state.messages import ViewKey
 
 DRAWN_SCORE = 1.0  # an instance the reader drew or redrew: certain, whatever the threshold
 
@@ -36,6 +36,10 @@ def drawn_instance(class_index: int, class_name: str, box: Box, image_hw: tuple[
                    with_mask: bool) -> Instance | None:
     """An instance the reader drew as a box: whole pixels inside the image, its mask the box filled when the model
     gives masks (a segment model's labels are polygons); None for a box less than a pixel across."""
+    import numpy as np
+
+    from app.inference.model.instances import Instance
+
     h, w = image_hw
     x0, x1 = sorted((min(max(0, round(box[0])), w), min(max(0, round(box[2])), w)))
     y0, y1 = sorted((min(max(0, round(box[1])), h), min(max(0, round(box[3])), h)))
@@ -82,6 +86,8 @@ class InstanceBook:
         seen = self._model.get(key)
         if seen is None:
             return None
+        from app.inference.model.instances import Instances
+
         return Instances(above(self.items(key), threshold), seen.image_hw)
 
     def delete(self, key: ViewKey, target: Instance) -> None:

@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     from app.inference.model.instances import Instance
     from app.inference.model.spec import ClassInfo
 
-COLUMNS = ("Instance", "Score", "Area", "mm²", "Box")
+COLUMNS = ("Instance", "Score", "px", "mm²", "Box")  # px, mm²: its area; box: x,y w×h
 _INSTANCE = Qt.ItemDataRole.UserRole
 
 
@@ -64,6 +64,11 @@ class InstanceList(QGroupBox):
         self._tree = QTreeWidget()
         self._tree.setColumnCount(len(COLUMNS))
         self._tree.setHeaderLabels(list(COLUMNS))
+        for column, tip in enumerate(("Class and number", "The model's score (1.00: drawn by you)",
+                                      "Area in image pixels", "Area in mm² (the pixel size the files give)",
+                                      "Box: its top-left corner x,y and its width × height, in image pixels")):
+            header = self._tree.headerItem()
+            header.setToolTip(column, tip)
         self._tree.setRootIsDecorated(False)
         self._tree.setUniformRowHeights(True)
         self._tree.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
@@ -160,7 +165,7 @@ class InstanceList(QGroupBox):
              pixel_mm: tuple[float, float] | None) -> QTreeWidgetItem:
         mm2 = area_mm2(instance, pixel_mm)
         item = QTreeWidgetItem([f"{_name(classes, instance.class_index)} {number}", f"{instance.score:.2f}",
-                                f"{instance.area_px:,} px", f"{mm2:.2f}" if mm2 is not None else "",
+                                f"{instance.area_px:,}", f"{mm2:.2f}" if mm2 is not None else "",
                                 box_text(instance)])
         color = classes[instance.class_index].color if instance.class_index < len(classes) else None
         item.setIcon(0, _swatch(color))

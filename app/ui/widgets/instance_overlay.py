@@ -95,6 +95,7 @@ class InstancesItem(QGraphicsItem):
         self._shapes = [_shape(i, _color(colors, i.class_index)) for i in instances]
         self._rect = QRectF(0, 0, image_hw[1], image_hw[0])
         self._fill_opacity = 0.5
+        self._filled = True  # the overlay's Filled mode; Contour: outlines only
         self._hidden: frozenset[int] = frozenset()
         self._highlight: Instance | None = None
         self._rubber: QRectF | None = None  # the box being dragged (add or redraw an instance)
@@ -109,6 +110,10 @@ class InstancesItem(QGraphicsItem):
 
     def set_fill_opacity(self, opacity: float) -> None:
         self._fill_opacity = max(0.0, min(1.0, opacity))
+        self.update()
+
+    def set_filled(self, filled: bool) -> None:
+        self._filled = filled
         self.update()
 
     def set_hidden(self, hidden: frozenset[int]) -> None:
@@ -144,8 +149,8 @@ class InstancesItem(QGraphicsItem):
     def paint(self, painter: QPainter, option, widget=None) -> None:
         scale = max(painter.worldTransform().m11(), 1e-6)  # screen pixels per image pixel
         shown = [s for s in self._shapes if s.instance.class_index not in self._hidden]
-        painter.setOpacity(self._fill_opacity)
-        for shape in shown:
+        painter.setOpacity(self._fill_opacity if self._filled else 0.0)
+        for shape in shown if self._filled else ():
             if shape.fill is not None:
                 painter.drawImage(QPointF(*shape.at), shape.fill)
             else:
