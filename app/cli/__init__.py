@@ -100,9 +100,10 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--out", required=True, type=Path, metavar="DIR", help="folder for masks and overlays")
     _add_model_options(run, remote=True)
     add_remote_options(run)
-    run.add_argument("--save", default="mask", type=_save_kinds, metavar="KINDS",
+    run.add_argument("--save", default="mask", type=_run_save_kinds, metavar="KINDS",
                      help="what to write per image, comma-separated: mask, overlay, heatmap, scores; both "
-                          "(mask,overlay), or none (the report alone). default: mask")
+                          "(mask,overlay), or none (the report alone); an instance model's run also coco "
+                          "(seglens_coco.json) and yolo (yolo/labels, yolo/data.yaml). default: mask")
     run.add_argument("--threshold", type=_fraction, metavar="T",
                      help="binary models: foreground where probability > T (overrides output.threshold; "
                           "anomaly models: anomalous where the map >= T); "
@@ -243,19 +244,25 @@ def _hw(text: str) -> tuple[int, int]:
     raise argparse.ArgumentTypeError(f"expected HxW, e.g. 1080x1920, got {text!r}")
 
 
-def _save_kinds(text: str) -> tuple[str, ...]:
-    from app.runs.outputs.images import SAVE_KINDS
+def _save_kinds(text: str, *, labels: bool = False) -> tuple[str, ...]:
+    from app.runs.outputs.images import LABEL_KINDS, SAVE_KINDS
 
+    known = (*SAVE_KINDS, *LABEL_KINDS) if labels else SAVE_KINDS
     kinds = tuple(k.strip() for k in text.split(",") if k.strip())
     if kinds == ("none",):
         return ()
     if kinds == ("both",):
         return ("mask", "overlay")
-    unknown = [k for k in kinds if k not in SAVE_KINDS]
+    unknown = [k for k in kinds if k not in known]
     if unknown or not kinds:
         raise argparse.ArgumentTypeError(f"unknown kind {unknown[0] if unknown else text!r} "
-                                         f"(expected {', '.join(SAVE_KINDS)}, both or none)")
+                                         f"(expected {', '.join(known)}, both or none)")
     return kinds
+
+
+def _run_save_kinds(text: str) -> tuple[str, ...]:
+    """`run --save`: the per-image kinds and the run's label exports (coco, yolo)."""
+    return _save_kinds(text, labels=True)
 
 
 def _export_kinds(text: str) -> tuple[str, ...]:

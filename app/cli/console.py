@@ -125,6 +125,12 @@ def print_run(run: FolderRun, progress: Progress, *, provider_label: str, out: P
           f"{provider_label}; outputs in {shown(out)}, report {shown(run.report)}")
     if summary.verdict_line():
         print(summary.verdict_line())
+    if summary.instances_line():
+        print(summary.instances_line())
+    if summary.label_files:
+        print("labels: " + ", ".join(shown(p) for p in summary.label_files))
+    if summary.label_error:
+        print(f"error: {shown(summary.label_error)}", file=sys.stderr)
     if run.metrics is not None:
         print_metrics(run.metrics, list(run.written))
     if run.identity is not None and run.report is not None:

@@ -63,7 +63,8 @@ def _run(args: argparse.Namespace, *, started: float, pacs: PacsPlan, tty: bool,
     if remote is not None and (line := timing_line(remote)):
         print(_shown(line))  # the latency split: network+queue and the server's compute
     sent = send_written(pacs, plan, progress=tty) if pacs.send is not None else True
-    return EXIT_OK if run.summary.failed == 0 and sent else EXIT_SOME_FAILED
+    complete = run.summary.failed == 0 and run.summary.label_error is None  # --save coco / yolo: written too
+    return EXIT_OK if complete and sent else EXIT_SOME_FAILED
 
 
 def _plan(args: argparse.Namespace, *, started: float, remote: ModelSession | None = None) -> RunPlan:

@@ -10,6 +10,7 @@ from dataclasses import asdict
 from typing import Any
 
 from app.inference.decide.band import score_band
+from app.inference.describe.detector import detector_dict, detector_lines
 from app.inference.model.codes import ClassCode
 from app.inference.model.labels import display_name
 from app.inference.model.onnx_graph import TensorInfo
@@ -51,6 +52,8 @@ def spec_dict(spec: ModelSpec, info: SessionInfo | None) -> dict[str, Any]:
     }
     if spec.volume is not None:
         data["volume"] = _volume_dict(spec.volume)
+    if spec.detector is not None:
+        data["detector"] = detector_dict(spec)
     if info is not None:
         data["session"] = session_dict(info)
     return data
@@ -83,7 +86,7 @@ def hex_color(color: tuple[int, int, int] | None) -> str | None:
 
 _KIND_TEXT = {"scores": "per-class scores (argmax)", "binary": "binary mask (threshold)",
               "labels": "label map (argmax inside the graph)", "classification": "class scores (top-k)",
-              "anomaly": "anomaly map (pixel threshold)"}
+              "anomaly": "anomaly map (pixel threshold)", "instances": "objects (boxes, classes, masks)"}
 
 
 def tile_text(inp: InputSpec) -> str:
@@ -104,6 +107,8 @@ def spec_text(spec: ModelSpec, info: SessionInfo | None) -> str:
 
     if spec.volume is not None:
         return _volume_text(spec, info)
+    if spec.detector is not None:
+        return _detector_text(spec, info, row)
     hw = "dynamic H/W" if inp.dynamic_hw else f"fixed {inp.model_hw[0]}×{inp.model_hw[1]}"
     lines = [
         f"{spec.name}  ({spec.path})",
@@ -143,6 +148,24 @@ def spec_text(spec: ModelSpec, info: SessionInfo | None) -> str:
                          "output.min_margin"))
     lines += _class_lines(spec)
     lines += _postprocess_lines(spec, row)
+    lines += _verdict_lines(spec)
+    if info is not None:
+        lines += ["session", *(f"  {line}" for line in session_lines(info))]
+    return "\n".join(lines)
+
+
+def _detector_text(spec: ModelSpec, info: SessionInfo | None, row: Callable[[str, object, str], str]) -> str:
+    """`info` of an Ultralytics YOLO export: what it is and how its predictions are kept (app.inference.describe.
+    detector), a classify export's uncertainty limits and top-k, its classes, verdict and session."""
+    lines = [f"{spec.name}  ({spec.path})", f"  sidecar       {spec.sidecar or 'none'}", _onnx_line(spec),
+             *detector_lines(spec)]
+    if spec.task == "classification":
+        out = spec.output
+        lines += [row("min_confidence ", f"{out.min_confidence:g} (uncertain where top-1 < it)",
+                      "output.min_confidence"),
+                  row("min_margin", f"{out.min_margin:g} (uncertain where top-1 − top-2 < it)", "output.min_margin"),
+                  *_postprocess_lines(spec, row)]
+    lines += _class_lines(spec)
     lines += _verdict_lines(spec)
     if info is not None:
         lines += ["session", *(f"  {line}" for line in session_lines(info))]

@@ -29,6 +29,7 @@ from app.inference.image import pipeline
 from app.inference.model.session import ModelSession
 from app.io.discover import InputFile, output_stems
 from app.runs.folder import volume3d as volume3d_run
+from app.runs.folder.label_exports import RunLabels, label_kinds
 from app.runs.folder.metrics import Scorer
 from app.runs.folder.plan import Progress, RunPlan
 from app.runs.folder.volumes import VolumeAssembler, VolumeOptions
@@ -131,7 +132,23 @@ def run_inputs(
         _stop_for_writer(writer, inputs, summary, report)
     if stopped_at < len(inputs):
         _list_unprocessed(inputs[stopped_at:], why, summary, report, writer.names and writer.names[stopped_at:])
+    _write_labels(setup, summary, finished=stopped_at == len(inputs))
     return summary
+
+
+def _write_labels(setup: WriteSetup, summary: RunSummary, *, finished: bool) -> None:
+    """--save coco / yolo: the run's instances as label files once every input is done; a run stopped early, or
+    files that cannot be written, in `summary.label_error` (the report and the pictures stand)."""
+    if setup.labels is None or setup.out_dir is None:
+        return
+    kinds = " and ".join(kind.upper() for kind in setup.labels.kinds)
+    if not finished:
+        summary.label_error = f"{kinds} labels not written: the run did not finish every input"
+        return
+    try:
+        summary.label_files.extend(setup.labels.write(setup.out_dir, setup.guard))
+    except SegLensError as exc:
+        summary.label_error = f"{kinds} labels not written: {one_line(exc)}"
 
 
 def _write_setup(model: ModelSession, plan: RunPlan, stems: Sequence[Path] | None, *,
@@ -151,7 +168,16 @@ def _write_setup(model: ModelSession, plan: RunPlan, stems: Sequence[Path] | Non
     return WriteSetup(plan.out, stems, plan.save, names=[stem.as_posix() for stem in stems] if plan.anonymize else None,
                       min_confidence=plan.min_confidence, png_texts=png_texts, reference=reference,
                       guard=OutputGuard(plan.out, inputs) if plan.out is not None else None, volumes=assembler,
-                      volume_options=volumes or VolumeOptions(), slice_progress=progress.slices)
+                      volume_options=volumes or VolumeOptions(), slice_progress=progress.slices,
+                      labels=_run_labels(model, plan))
+
+
+def _run_labels(model: ModelSession, plan: RunPlan) -> RunLabels | None:
+    """Where --save coco / yolo keep the run's instances (None: neither asked, or nothing written)."""
+    kinds = label_kinds(plan.save)
+    if not kinds or plan.out is None or model.spec.task != "instances":
+        return None
+    return RunLabels(model.spec.class_names, kinds)
 
 
 class RunStopped(SegLensError):

@@ -37,7 +37,7 @@ def finished_earlier(report: Path, spec: ModelSpec, inputs: Sequence[InputFile],
     # two inputs with the same report text cannot be told apart (`b\xe9` as four characters and as a byte, `=x`
     # and `'=x`): both are run again
     ambiguous = {text for text, n in Counter(shown).items() if n > 1}
-    wanted = [kind for kind in save if spec.task == "segmentation"]
+    wanted = [kind for kind in save if spec.task in ("segmentation", "instances") and kind not in ("coco", "yolo")]
 
     def outputs_of(path: Path) -> list[Path]:
         text = str(path)

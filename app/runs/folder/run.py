@@ -46,10 +46,14 @@ def plan_run(spec: ModelSpec, paths: Sequence[Path], *, out: Path, report: Path 
     under --anonymize (the terminal names each input by its pseudonym from then on)."""
     from app.io.discover import refuse_clashes
 
-    refused = honoured_problem(spec, threshold=threshold if threshold is not None else min_confidence)
+    refused = honoured_problem(spec, threshold=threshold if threshold is not None else min_confidence) or \
+        labels_problem(spec, save, resume=resume, ray=ray)
     if refused:
         raise PlanRefused(refused)
     inputs = _inputs(spec, paths, out=out, reference=reference, resume=resume)
+    refused = _volume_problem(spec, inputs)
+    if refused:
+        raise PlanRefused(refused)  # escaped where printed
     refused = option_problem(resume=resume, per_slice=per_slice, exports=None, anonymize=anonymize)
     if refused:
         raise PlanRefused(refused)
@@ -83,6 +87,35 @@ def honoured_problem(spec: ModelSpec, *, threshold: float | None) -> str | None:
     return f"--threshold: {what}, so no scores are kept to threshold; run it without --threshold"
 
 
+def labels_problem(spec: ModelSpec, save: Sequence[str], *, resume: bool, ray: bool) -> str | None:
+    """--save coco / yolo where no labels can come of it, in one line: a model that finds no instances, a run
+    that carries earlier rows (--resume: their instances are not kept) or runs on Ray's actors."""
+    from app.runs.folder.label_exports import label_kinds
+
+    kinds = label_kinds(save)
+    flag = f"--save {','.join(kinds)}"
+    if not kinds:
+        return None
+    if spec.task != "instances":
+        return (f"{flag} writes an instance model's objects as training labels; {spec.path.name} is a "
+                f"{spec.task} model (no instances)")
+    if resume:
+        return (f"{flag} with --resume is not supported: the inputs done by the earlier run would have no labels; "
+                "run again without --resume")
+    if ray:
+        return f"{flag} with --ray is not supported yet (the cluster's instances stay on its nodes); run without --ray"
+    return None
+
+
+def _volume_problem(spec: ModelSpec, inputs: Sequence[InputFile]) -> str | None:
+    """Volumes run with an instance model (whose objects are found image by image), in one line."""
+    volume = next((item for item in inputs if item.volume is not None), None)
+    if spec.task != "instances" or volume is None:
+        return None
+    return (f"{spec.path.name} finds instances in 2D images; {volume.path} is a volume (a DICOM series, "
+            "multi-frame DICOM or NIfTI), which an instance model does not run on: pass its slices as images")
+
+
 def _saved_kinds(spec: ModelSpec, save: Sequence[str], say: Callable[[str], None]) -> tuple[str, ...]:
     """`save` without the score pictures a model without scores cannot give, said once (a script's
     `--save mask,heatmap` over several models keeps working, and nobody waits for heatmaps that never come)."""
@@ -90,13 +123,15 @@ def _saved_kinds(spec: ModelSpec, save: Sequence[str], say: Callable[[str], None
     dropped = [kind for kind in save if kind in ("scores", "heatmap")] if what is not None else []
     if dropped:
         say(f"note: --save {','.join(dropped)}: {what}, with no per-pixel scores: "
-            f"{' and '.join(dropped)} are not written")
+            f"{' and '.join(dropped)} {'is' if len(dropped) == 1 else 'are'} not written")
     return tuple(kind for kind in save if kind not in dropped)
 
 
 def _without_scores(spec: ModelSpec) -> str | None:
     from app.inference.decide.tuning import tunable
 
+    if spec.task == "instances":
+        return f"{spec.path.name} is an instance model (its score limit is the sidecar's detect.conf)"
     if spec.task != "segmentation":
         return f"{spec.path.name} is a classification model"
     return f"{spec.path.name} outputs a label map" if tunable(spec) is None else None

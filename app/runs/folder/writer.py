@@ -28,12 +28,15 @@ from app.runs.folder.volumes import VolumeAssembler, VolumeOptions, VolumeResult
 from app.runs.outputs.images import write_result_images
 from app.runs.outputs.report import ReportWriter
 from app.runs.outputs.safety import OutputGuard, planned_outputs
+from app.spelling import counted
 
 if TYPE_CHECKING:
     from app.inference.image.pipeline import Output, TiledOutput
+    from app.inference.model.instances import Instances
     from app.inference.model.session import ModelSession
     from app.io.images import DecodedImage
     from app.io.volumes import Volume
+    from app.runs.folder.label_exports import RunLabels
     from app.runs.folder.volume3d import VolumeImage, VolumeOutput
 
 log = logging.getLogger("app.runs.folder.batch")
@@ -65,6 +68,10 @@ class RunSummary:
     rejected: int = 0  # results judged NG: a result, not a failure (`failed` does not count them)
     review: int = 0  # results judged REVIEW (the sidecar's verdict.review_if): neither passed nor rejected
     notices: list[str] = field(default_factory=list)  # one line each: an export that did not apply to a volume
+    found: dict[str, int] | None = None  # an instance model's run: objects found per class name (resumed rows aside)
+    labelled: int = 0  # … and the images they were found in
+    label_files: list[Path] = field(default_factory=list)  # --save coco / yolo: the label files written
+    label_error: str | None = None  # … or why they were not: the run's outputs are incomplete
 
     def verdict_line(self) -> str | None:
         """`verdict: 7 OK, 2 NG` (`7 OK, 1 REVIEW, 2 NG` when any was REVIEW) when any result was judged, else None
@@ -73,6 +80,23 @@ class RunSummary:
             return None
         middle = f"{self.review} REVIEW, " if self.review else ""
         return f"verdict: {self.passed} OK, {middle}{self.rejected} NG"
+
+    def instances_line(self) -> str | None:
+        """`instances: 7 found in 3 images (pit 4, scratch 3)` after an instance model's run, else None."""
+        if self.found is None:
+            return None
+        total = sum(self.found.values())
+        per_class = ", ".join(f"{name} {n}" for name, n in sorted(self.found.items(), key=lambda kv: (-kv[1], kv[0])))
+        where = f" in {counted(self.labelled, 'image')}" if total else ""
+        return f"instances: {total or 'none'} found{where}" + (f" ({per_class})" if per_class else "")
+
+    def add_instances(self, instances: Instances) -> None:
+        """Count one image's objects."""
+        found = self.found if self.found is not None else {}
+        for name, n in instances.counts().items():
+            found[name] = found.get(name, 0) + n
+        self.found = found
+        self.labelled += 1 if len(instances) else 0
 
 
 @dataclass(frozen=True)
@@ -135,6 +159,7 @@ class WriteSetup:
     volumes: VolumeAssembler | None = None
     volume_options: VolumeOptions = field(default_factory=VolumeOptions)
     slice_progress: Callable[[int, int], None] | None = None
+    labels: RunLabels | None = None  # --save coco / yolo: every image's instances, kept for the run's label files
 
 
 class Writer:
@@ -203,7 +228,7 @@ class Writer:
             result = pipeline.with_mask(result)  # written and counted: made here, timed as postprocessing
             if self.setup.out_dir is not None:
                 stem = self.setup.out_dir / self.setup.stems[work.index]
-                refused = self._refused(stem) if result.mask is not None else None
+                refused = self._refused(stem) if result.mask is not None or result.instances is not None else None
                 if refused:
                     return Outcome(work.index, work.input, None, f"{work.input.path}: {refused}")
                 write_result_images(result, self.model.spec, stem, self.setup.save, prepared.image.pixels,
@@ -212,6 +237,8 @@ class Writer:
             # callback (the viewer's Run on all) need it as well as the report, which is optional; it is one
             # pure function of the kept result, off the inference thread, once per input.
             name = None if self.names is None else self.names[work.index]
+            if self.setup.labels is not None and result.instances is not None:
+                self.setup.labels.add(self.setup.stems[work.index].as_posix(), result.instances)
             scored = self.setup.reference.score_result(work.input, result, name=name) \
                 if self.setup.reference is not None else None
             return Outcome(work.index, work.input, result, None, verdict=verdict_of(self.model.spec, result),
@@ -324,6 +351,8 @@ class Writer:
                                       extra=self._volume_blanks(outcome) + extra)
                 if self.setup.reference is not None:
                     self.setup.reference.summary.add(str(self._path(outcome)), outcome.scored)
+                if outcome.result is not None and outcome.result.instances is not None:
+                    summary.add_instances(outcome.result.instances)
                 summary.ok += 1
                 self._count("" if outcome.verdict is None else outcome.verdict.cell)
             except OSError:

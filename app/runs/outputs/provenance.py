@@ -73,7 +73,9 @@ class RunIdentity:
                  "provider": self.provider, "thresholds": self.thresholds,
                  **({"verdict": list(self.verdict_rules)} if self.verdict_rules else {}),
                  **({"review": list(self.review_rules)} if self.review_rules else {})}
-        extra: dict[str, dict[str, Any]] = {"mask": {"classes": list(spec.class_names[:256])},
+        # an instance model's mask holds class index + 1 (0: no object; app.runs.outputs.instance_images)
+        classes = ["(no object)", *spec.class_names] if spec.task == "instances" else list(spec.class_names)
+        extra: dict[str, dict[str, Any]] = {"mask": {"classes": classes[:256]},
                                             "scores": {"pixel": "round(p * 65535)"}}
         software = f"SegLens {self.seglens}"
         return {kind: {PNG_KEY: _compact({**short, **extra.get(kind, {})}), "Software": software}

@@ -33,6 +33,7 @@ from app.guard.shared import PlantedLink, open_fresh, rename_under
 from app.inference.decide.verdict import Verdict, image_score, uncertainty, verdict_of
 from app.inference.image.pipeline import STAGES, Result
 from app.inference.image.postprocess import Prediction
+from app.inference.model.instances import Instances
 from app.inference.model.spec import ModelSpec
 from app.io.files import atomic_write
 
@@ -41,7 +42,11 @@ _NUMBER = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?")
 
 
 def _task_columns(spec: ModelSpec) -> tuple[list[str], list[str]]:
-    """(pixels per class, top-k) column names: one pixel column per class, no more top-k than classes."""
+    """(per-class, top-k) column names: one pixel column per class (an instance model: a count and a best-score
+    column per class), no more top-k than classes."""
+    if spec.task == "instances":
+        counts = unique_names([f"count_{name}" for name in spec.class_names], reserved=set())
+        return [*counts, *unique_names([f"max_score_{name}" for name in spec.class_names], reserved=set(counts))], []
     classes = unique_names([f"pixels_{name}" for name in spec.class_names], reserved={"pixels_other"})
     k = min(spec.postprocess.top_k, spec.label_count)
     return classes, [c for i in range(1, k + 1) for c in (f"top{i}", f"top{i}_score")]
@@ -54,7 +59,8 @@ VERDICT_COLUMNS = ("score", "verdict", "verdict_reason")
 def report_columns(spec: ModelSpec, extra: Sequence[str] = ()) -> list[str]:
     """The report's header; `extra` (the metric columns of `--reference`) go after the per-task columns."""
     classes, top = _task_columns(spec)
-    per_task = top if spec.task == "classification" else [*classes, "pixels_other"]
+    per_task = top if spec.task == "classification" else classes if spec.task == "instances" else \
+        [*classes, "pixels_other"]
     return ["path", "status", "task", "provider", "width", "height", *VERDICT_COLUMNS, *per_task, *extra,
             *(f"{stage}_ms" for stage in STAGES), *TRAILING_COLUMNS]
 
@@ -123,7 +129,21 @@ class ReportWriter:
         there are top-k columns, and a mask counts at most 256 label values however many classes there are."""
         if self.spec.task == "classification":
             return self.prediction_values(result.predictions)
+        if self.spec.task == "instances":
+            return self.instance_values(result.instances)
         return self.count_values(result.class_pixels())
+
+    def instance_values(self, instances: Instances | None) -> list[Any]:
+        """The instance columns' values: the objects found per class, then each class's best score (empty where
+        the class has none), by class index (two classes may share a name)."""
+        classes = len(self._class_columns) // 2
+        counts, best = [0] * classes, [""] * classes
+        for item in instances.items if instances is not None else ():
+            if 0 <= item.class_index < classes:
+                counts[item.class_index] += 1
+                if best[item.class_index] == "" or item.score > float(best[item.class_index]):
+                    best[item.class_index] = f"{item.score:.6f}"
+        return [*counts, *best]
 
     def prediction_values(self, predictions: Sequence[Prediction]) -> list[Any]:
         """The top-k columns' values: name and score of each prediction, best first, blanks after."""

@@ -15,8 +15,9 @@ from app.io.discover import InputFile
 
 
 def planned_outputs(out_stem: Path, save: Sequence[str]) -> list[Path]:
-    """The files a segmentation result writes for `save` ("mask", "overlay"): `<stem>_<kind>.png`."""
-    return [out_stem.with_name(f"{out_stem.name}_{kind}.png") for kind in save]
+    """The files a result writes for `save` ("mask", "overlay"): `<stem>_<kind>.png` (the run's label exports,
+    "coco" and "yolo", are no file of one image's)."""
+    return [out_stem.with_name(f"{out_stem.name}_{kind}.png") for kind in save if kind not in ("coco", "yolo")]
 
 
 def input_folders(inputs: Sequence[InputFile]) -> set[Path]:
