@@ -106,15 +106,19 @@ def test_the_threshold_is_a_live_score_threshold_without_a_run(make_main_window,
     monkeypatch.setattr(pipeline, "run_image", lambda *a, **k: runs.append(a) or pytest.fail("a run"))
     decision = window.panel.decision
     assert decision.threshold_kind() == "min_score" and decision.isVisible()
+    item = window.viewer.instances_item
     with qtbot.waitSignal(window.tuner.retuned_shown, timeout=TIMEOUT):
         decision.nudge(700 - round(0.25 * 1000))  # from the model's 0.25 to 0.70
     listed = window.panel.instance_list()
     assert [row[0] for row in listed.rows()] == ["pit 1", "scratch 1"]
     assert window.panel.legend.count_text(0) == "1 instance"
     assert "score ≥ 0.70" in listed.summary_text()
+    assert tuple(pixels(window)[80, 240]) == (GRAY,) * 3  # the pit of 0.60 not drawn either
     with qtbot.waitSignal(window.tuner.retuned_shown, timeout=TIMEOUT):
         decision.nudge(-400)  # 0.30: the pit of 0.60 is back
     assert len(listed.rows()) == 3 and not runs
+    assert tuple(pixels(window)[80, 240]) != (GRAY,) * 3
+    assert window.viewer.instances_item is item  # the shapes made once: a threshold drag only repaints them
 
 
 def export_coco(window, tmp_path) -> dict:
@@ -197,3 +201,15 @@ def test_the_area_is_in_mm2_too_when_the_pixel_size_is_known(qtbot):
     assert listed.rows() == [("pit 1", "0.50", "200", "25.00", "10,20 20×10")]
     listed.set_instances([pit], classes=classes, pixel_mm=None)
     assert listed.rows() == [("pit 1", "0.50", "200", "10,20 20×10")]
+
+
+def test_a_click_on_an_instance_chooses_it_and_delete_removes_that_one(make_main_window, qtbot, tmp_path):
+    window = shown(make_main_window, qtbot, tmp_path)
+    viewer, listed = window.viewer, window.panel.instance_list()
+    qtbot.mouseClick(viewer.viewport(), Qt.MouseButton.LeftButton, pos=viewer.mapFromScene(160, 220))  # scratch
+    assert listed.chosen_instance().class_name == "scratch" and viewer.instances_item.highlight.score == \
+        pytest.approx(0.8)
+    qtbot.keyClick(viewer, Qt.Key.Key_Delete)
+    assert [row[0] for row in listed.rows()] == ["pit 1", "pit 2"]
+    qtbot.mouseClick(viewer.viewport(), Qt.MouseButton.LeftButton, pos=viewer.mapFromScene(10, 300))  # nothing
+    assert listed.chosen_instance() is None and viewer.instances_item.highlight is None

@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     from app.ui.state.messages import ViewKey, ViewResult
     from app.ui.state.view_state import ViewState
     from app.ui.widgets.file_list import FileList
+    from app.ui.widgets.instance_overlay import InstancesItem
     from app.ui.widgets.panels import SidePanel
     from app.ui.widgets.status import StatusBar
     from app.ui.widgets.viewer import ImageViewer
@@ -70,6 +71,7 @@ class InstanceController(QObject):
         viewer.edit_pressed.connect(self._pressed)
         viewer.edit_moved.connect(self._moved)
         viewer.edit_released.connect(self._released)
+        viewer.clicked.connect(self._clicked)
         self._escape = _escape_action(viewer.window(), self.cancel_drawing)
 
     # -- showing ---------------------------------------------------------------------------------------
@@ -118,20 +120,29 @@ class InstanceController(QObject):
         shown = self.shown()
         if shown is None or self._view is None:
             return
-        from app.ui.widgets.instance_overlay import InstancesItem
-
         classes = self._spec.classes
-        old = self._viewer.instances_item
-        chosen = old.highlight if old is not None and old.highlight in shown.items else None
-        item = InstancesItem(shown.items, [info.color for info in classes], shown.image_hw)
-        item.set_hidden(self._state.overlay.hidden)
-        item.set_filled(self._state.overlay.mode is not DisplayMode.CONTOUR)
-        item.set_highlight(next((i for i in shown.items if i is chosen), None))
-        self._viewer.set_instances(item)
+        self._overlay_for(self.book.items(self._view.key), shown.image_hw).set_min_score(self.threshold)
         counts = [sum(1 for i in shown.items if i.class_index == index) for index in range(len(classes))]
         self._panel.legend.set_instance_counts(counts)
         self._panel.instance_list().set_instances(shown.items, classes=classes, pixel_mm=self._pixel_mm(),
                                                   note=self._note())
+
+    def _overlay_for(self, items: tuple[Instance, ...], image_hw: tuple[int, int]) -> InstancesItem:
+        """The overlay item on screen when it holds `items` (a threshold change only repaints it), else a new one
+        (another picture, a correction), the instance chosen before still highlighted."""
+        from app.ui.widgets.instance_overlay import InstancesItem
+
+        old = self._viewer.instances_item
+        if old is not None and len(old.instances) == len(items) and all(
+                a is b for a, b in zip(old.instances, items, strict=True)):
+            return old
+        item = InstancesItem(items, [info.color for info in self._spec.classes], image_hw)
+        item.set_hidden(self._state.overlay.hidden)
+        item.set_filled(self._state.overlay.mode is not DisplayMode.CONTOUR)
+        chosen = old.highlight if old is not None else None
+        item.set_highlight(next((i for i in items if i is chosen), None))
+        self._viewer.set_instances(item)
+        return item
 
     def _note(self) -> str:
         view = self._view
@@ -164,6 +175,15 @@ class InstanceController(QObject):
             item.set_highlight(instance)
         x0, y0, x1, y1 = instance.box
         self._viewer.zoom_to(QRectF(x0, y0, x1 - x0, y1 - y0))
+
+    def _clicked(self, x: float, y: float) -> None:
+        """A click on the picture chooses the instance under it (the best-scoring one), or none."""
+        item = self._viewer.instances_item
+        if item is None or self._view is None:
+            return
+        found = item.instance_at(x, y)
+        item.set_highlight(found)
+        self._panel.instance_list().select(found)
 
     # -- correcting ------------------------------------------------------------------------------------
 

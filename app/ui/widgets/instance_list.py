@@ -151,6 +151,16 @@ class InstanceList(QGroupBox):
             item.setSelected(True)
             self._on_clicked(item)
 
+    def select(self, instance: Instance | None) -> None:
+        """Mark `instance`'s row chosen (None: none), without asking to zoom."""
+        self._tree.clearSelection()
+        for row in range(self._tree.topLevelItemCount()):
+            item = self._tree.topLevelItem(row)
+            if item is not None and instance is not None and item.data(0, _INSTANCE) is instance:
+                self._tree.setCurrentItem(item)
+                item.setSelected(True)
+                self._tree.scrollToItem(item)
+
     def delete_chosen(self) -> None:
         instance = self.chosen_instance()
         if instance is not None:

@@ -87,7 +87,8 @@ def _shape(instance: Instance, color: tuple[int, int, int]) -> _Shape:
 
 
 class InstancesItem(QGraphicsItem):
-    """The instances of one picture over it, in scene (image) pixels."""
+    """The instances of one picture over it, in scene (image) pixels: all that the picture holds, those under the
+    minimum score or of a hidden class left undrawn (a threshold drag repaints, it makes nothing anew)."""
 
     def __init__(self, instances: Sequence[Instance], colors: Sequence[tuple[int, int, int] | None],
                  image_hw: tuple[int, int], parent: QGraphicsItem | None = None) -> None:
@@ -97,13 +98,25 @@ class InstancesItem(QGraphicsItem):
         self._fill_opacity = 0.5
         self._filled = True  # the overlay's Filled mode; Contour: outlines only
         self._hidden: frozenset[int] = frozenset()
+        self._min_score: float | None = None
         self._highlight: Instance | None = None
         self._rubber: QRectF | None = None  # the box being dragged (add or redraw an instance)
         self.setZValue(2)  # over the mask overlay and its outlines
 
     @property
-    def instances(self) -> list[Instance]:
-        return [shape.instance for shape in self._shapes]
+    def instances(self) -> tuple[Instance, ...]:
+        """Every instance the item was made with, drawn or not."""
+        return tuple(shape.instance for shape in self._shapes)
+
+    def set_min_score(self, score: float | None) -> None:
+        """Draw only the instances scoring at least `score` (None: all)."""
+        self._min_score = score
+        self.update()
+
+    def _shown(self) -> list[_Shape]:
+        low = self._min_score
+        return [s for s in self._shapes if s.instance.class_index not in self._hidden
+                and (low is None or s.instance.score >= low)]
 
     def boundingRect(self) -> QRectF:
         return self._rect
@@ -141,14 +154,14 @@ class InstancesItem(QGraphicsItem):
     def instance_at(self, x: float, y: float) -> Instance | None:
         """The best-scoring shown instance whose outline holds (x, y) (image pixels), None where there is none."""
         point = QPointF(x, y)
-        for shape in self._shapes:  # best first
-            if shape.instance.class_index not in self._hidden and shape.outline.contains(point):
+        for shape in self._shown():  # best first
+            if shape.outline.contains(point):
                 return shape.instance
         return None
 
     def paint(self, painter: QPainter, option, widget=None) -> None:
         scale = max(painter.worldTransform().m11(), 1e-6)  # screen pixels per image pixel
-        shown = [s for s in self._shapes if s.instance.class_index not in self._hidden]
+        shown = self._shown()
         painter.setOpacity(self._fill_opacity if self._filled else 0.0)
         for shape in shown if self._filled else ():
             if shape.fill is not None:

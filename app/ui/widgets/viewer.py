@@ -40,6 +40,7 @@ NOTICE_WARNING = ("QLabel { color: #1c1c1e; background: rgba(255, 204, 0, 235); 
 NOTICE_MARGIN = 10  # px from the canvas's edges
 ZOOM_STEP = 1.25
 MIN_ZOOM, MAX_ZOOM = 0.02, 64.0
+CLICK_SLOP = 3  # screen pixels a click may move and still be a click, not a pan
 
 
 class ImageViewer(QGraphicsView):
@@ -52,6 +53,7 @@ class ImageViewer(QGraphicsView):
     edit_right_pressed = Signal(float, float)  # the Smart tool's negative point (right_edits: window/level's else)
     brush_wheel = Signal(int)  # +1 / −1 per wheel notch
     slice_wheel = Signal(int)  # Ctrl + wheel outside edit mode: +1 / −1 slice of a volume
+    clicked = Signal(float, float)  # a left click outside edit mode that did not pan: image x, y (an instance chosen)
 
     def __init__(self, parent=None) -> None:
         super().__init__(parent)
@@ -85,6 +87,7 @@ class ImageViewer(QGraphicsView):
         self._brush_radius = 0
         self._painting = False
         self.right_edits = False  # edit mode's right click goes to edit_right_pressed (the Smart tool)
+        self._click_at: QPointF | None = None  # where the left button went down (a click, unless it panned)
         self._instances: InstancesItem | None = None  # an instance model's outlines and fills (instance_overlay)
 
     # the split view's divider and names and edit mode's brush ring, hidden until used, are made then: their pens'
@@ -419,6 +422,7 @@ class ImageViewer(QGraphicsView):
             self._right_drag = (event.position().x(), event.position().y())
             event.accept()
             return
+        self._click_at = event.position() if event.button() == Qt.MouseButton.LeftButton else None
         super().mousePressEvent(event)
 
     def mouseMoveEvent(self, event) -> None:
@@ -439,6 +443,10 @@ class ImageViewer(QGraphicsView):
             self._right_drag = None
             event.accept()
             return
+        start, self._click_at = self._click_at, None
+        if start is not None and (event.position() - start).manhattanLength() <= CLICK_SLOP:
+            point = self.mapToScene(event.position().toPoint())
+            self.clicked.emit(point.x(), point.y())
         super().mouseReleaseEvent(event)
 
     def wheelEvent(self, event) -> None:
