@@ -333,3 +333,31 @@ def test_mask_png_names_its_label_values(images, tmp_path, capsys):
     capsys.readouterr()
     assert main(["info", str(tmp_path / "out" / "a.png_mask.png")]) == 0
     assert json.loads(capsys.readouterr().out)["SegLens"]["classes"] == ["(no object)", *NAMES]
+
+
+def test_labels_under_anonymize_name_no_input(images, tmp_path):
+    model = instance_model(tmp_path / "seg.onnx")
+    out = tmp_path / "out"
+    assert run(model, images, out, "--save", "coco,yolo", "--anonymize") == 0
+    names = [image["file_name"] for image in json.loads((out / "seglens_coco.json").read_text())["images"]]
+    assert len(names) == 2 and all(name.startswith("images/img-") for name in names)
+    assert not any("a.png" in p.name or "b.png" in p.name for p in out.rglob("*"))
+    assert sorted(p.stem for p in (out / "yolo" / "labels" / "images").iterdir()) == sorted(
+        name.split("/")[-1] for name in names)
+
+
+def test_a_run_stopped_early_writes_no_labels(images, tmp_path):
+    from app.runs.folder.run import LocalRunner, plan_run, run_folder
+
+    model = instance_model(tmp_path / "seg.onnx")
+    out = tmp_path / "out"
+    session = open_session(load_spec(model), "cpu")
+    answers = iter([False])  # the first image runs, then the run is stopped
+    try:
+        plan = plan_run(session.spec, [images], out=out, save=("coco", "yolo"))
+        run_ = run_folder(plan, LocalRunner(session), should_stop=lambda: next(answers, True))
+    finally:
+        session.close()
+    assert run_.summary.ok == 1 and run_.summary.cancelled
+    assert run_.summary.label_error == "COCO and YOLO labels not written: the run did not finish every input"
+    assert not (out / "seglens_coco.json").exists() and not (out / "yolo").exists()
