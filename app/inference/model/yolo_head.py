@@ -56,6 +56,15 @@ class YoloHead:
     def nc(self) -> int:
         return len(self.names)
 
+    @property
+    def channels(self) -> int:
+        """The predictions' channels this head has (checked on every run: a graph whose sizes are symbolic says
+        nothing of them beforehand)."""
+        if self.layout == "scores":
+            return self.nc
+        extra = self.mask_dim if self.task == "segment" else 1 if self.task == "obb" else 0
+        return _FIXED[self.layout] + extra + (self.nc if self.layout != "end2end" else 0)
+
 
 def is_ultralytics(graph: GraphInfo) -> bool:
     """Whether the file says it is an Ultralytics export (its metadata), or its first output is a YOLO head by its
@@ -156,7 +165,8 @@ def _layout(path: Path, graph: GraphInfo, task: str, names: tuple[str, ...] | No
     if _end2end(graph.metadata):
         sources["layout"] = "metadata"
         layout = "end2end"
-    elif rows is not None and (columns is None or rows <= columns):  # channels first: [4 + nc (+ extra), N]
+    elif columns is None or (rows is not None and rows <= columns):
+        # channels first: [4 + nc (+ extra), N]; every size symbolic (a dynamic export not simplified): v8/11's too
         layout = "anchors"
     elif columns == 6 + extra and rows != 3 * (_anchor_count(graph) or -1):  # YOLOv5: 3 anchors per cell
         layout = "end2end"
@@ -166,6 +176,9 @@ def _layout(path: Path, graph: GraphInfo, task: str, names: tuple[str, ...] | No
     else:
         layout = "objectness"
     channels = rows if layout == "anchors" else columns
+    if channels is None and names is not None and rows is None and columns is None:
+        # a dynamic export not simplified (onnxslim) names every size: the channels follow from the named classes
+        channels = _FIXED[layout] + extra + (len(names) if layout != "end2end" else 0)
     if channels is None:
         raise ModelError(f"{path.name}: output '{first.name}' {_dims(first.shape)} does not say its channels (a "
                          f"{layout} head's are fixed)")
@@ -229,9 +242,9 @@ def _tail(path: Path, output: TensorInfo) -> tuple[int | None, int | None]:
     """The two sizes after the batch: channels and anchors (or rows and channels); None where symbolic (a dynamic
     export's anchors)."""
     shape = output.shape
-    if shape is None or len(shape) != 3 or not any(isinstance(d, int) for d in shape[1:]):
-        raise ModelError(f"{path.name}: a YOLO head's output is [1, channels, N] with fixed channels, output "
-                         f"'{output.name}' is {_dims(shape)}")
+    if shape is None or len(shape) != 3:
+        raise ModelError(f"{path.name}: a YOLO head's output is [1, channels, N], output '{output.name}' is "
+                         f"{_dims(shape)}")
     return tuple(d if isinstance(d, int) else None for d in shape[1:])  # type: ignore[return-value]
 
 

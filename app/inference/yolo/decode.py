@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from app.errors import InferenceError
 from app.inference.model.instances import Instance, Instances
 from app.inference.model.yolo_head import YoloHead
 from app.inference.model.yolo_options import YoloOptions
@@ -47,7 +48,13 @@ def class_scores(head: YoloHead, output: np.ndarray) -> ClassScores:
 
 def detections(head: YoloHead, output: np.ndarray, options: YoloOptions) -> np.ndarray:
     """The rows kept, in input pixels, best first: [x0, y0, x1, y1, score, class, extra…] (obb: [cx, cy, w, h,
-    score, class, angle]; segment: the mask coefficients as extra)."""
+    score, class, angle]; segment: the mask coefficients as extra). An output of another shape than the head's
+    is an InferenceError naming the file (a graph with symbolic sizes could not be checked beforehand)."""
+    axis = 1 if head.layout == "anchors" else 2
+    if output.ndim != 3 or output.shape[0] != 1 or output.shape[axis] != head.channels:
+        raise InferenceError(f"{head.path.name}: output '{head.output}' is {list(output.shape)}; its {head.task} "
+                             f"head ({head.layout}, {len(head.names)} classes) has {head.channels} channels on "
+                             f"axis {axis}")
     if head.layout == "end2end":
         return _end2end(output[0].astype(np.float32), options)
     if head.layout == "objectness":

@@ -183,3 +183,11 @@ def test_a_kept_class_that_is_not_the_model_s_is_named(tmp_path: Path) -> None:
     sidecar.write_text("detect:\n  classes: [dent]\n")
     with pytest.raises(SidecarError, match="'detect.classes' names 'dent', which is not one of the model's 3"):
         options_from_sidecar(load_sidecar(sidecar), NAMES, sidecar=sidecar)
+
+
+def test_an_output_of_other_channels_than_the_head_is_one_line() -> None:
+    """A graph with symbolic sizes is not checked before it runs: its answer is, on every run."""
+    with pytest.raises(InferenceError) as caught:
+        detections(head(), np.zeros((1, 9, 40), np.float32), YoloOptions())
+    assert str(caught.value) == ("best.onnx: output 'output0' is [1, 9, 40]; its detect head (anchors, 3 classes) "
+                                 "has 7 channels on axis 1")

@@ -114,7 +114,7 @@ def test_the_sidecar_names_and_size_come_first() -> None:
      "an end-to-end head does not say its classes"),
     ([("output0", (1, 4, ANCHORS))], {}, "has over 4 (4 box + classes)"),
     ([("output0", (1, 5))], ultralytics("classify"), "output 'output0' has 5 classes, the metadata names 3"),
-    ([("output0", (1, "channels", "anchors"))], ultralytics("detect"), "with fixed channels"),
+    ([("output0", (1, "channels", "anchors"))], {"task": "detect", "imgsz": "160"}, "does not say its channels"),
     ([("output0", (1, 17))], ultralytics("pose"), "an Ultralytics 'pose' export: SegLens opens segment, detect"),
 ])
 def test_a_malformed_head_is_one_line_naming_the_file(outputs: list[tuple[str, tuple[int | str, ...]]],
@@ -124,6 +124,13 @@ def test_a_malformed_head_is_one_line_naming_the_file(outputs: list[tuple[str, t
     message = str(caught.value)
     assert message.startswith("best.onnx: ") and "\n" not in message
     assert words in message
+
+
+def test_symbolic_channels_follow_from_the_named_classes() -> None:
+    """A dynamic export left unsimplified names every size; its channels are checked on every run instead."""
+    head = read_head(PATH, graph([("output0", (1, "c", "anchors")), ("output1", (1, 32, "h", "w"))],
+                                 metadata=ultralytics("segment")))
+    assert (head.layout, head.nc, head.channels) == ("anchors", 3, 4 + 3 + 32)
 
 
 def test_a_dynamic_input_without_a_size_is_refused() -> None:

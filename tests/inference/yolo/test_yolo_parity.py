@@ -1,4 +1,5 @@
-"""SegLens's YOLO room against Ultralytics' own predictor, on the same ONNX file and the same images: every head
+"""SegLens's YOLO room, and the app's 2D pipeline (spec, session, run_image) on the same export, against
+Ultralytics' own predictor, on the same ONNX file and the same images: every head
 layout (v8/11 anchors, v5u, NMS in the graph, the end-to-end heads of v10 and 26; fixed and dynamic input) of
 segment, detect, obb and classify, built from Ultralytics' YAMLs with seeded random weights
 (tests/inference/yolo/yolo_reference.py), run on pictures of other sizes and aspect ratios than the model's. The
@@ -16,6 +17,7 @@ not defined; each image's confidence limit is raised above its highest tied cand
 
 from __future__ import annotations
 
+import shutil
 from dataclasses import replace
 from pathlib import Path
 
@@ -23,9 +25,11 @@ import numpy as np
 import pytest
 import yolo_reference as reference
 
-from app.errors import ModelError
+from app.inference.image.pipeline import Result, run_image
+from app.inference.model.builder import load_spec
 from app.inference.model.instances import Instances
 from app.inference.model.yolo_options import YoloOptions
+from app.inference.runtime.session import open_session
 from app.inference.yolo.decode import ClassScores
 from app.inference.yolo.letterbox import preprocess
 from app.inference.yolo.predict import YoloModel, open_yolo
@@ -80,39 +84,66 @@ def untied_picture(path: Path, hw: tuple[int, int]) -> tuple[np.ndarray, float]:
 DETECTORS = [name for name, v in reference.VARIANTS.items() if v.task != "classify"]
 
 
-@pytest.mark.parametrize("name", DETECTORS)
-@pytest.mark.parametrize("hw", IMAGES)
-def test_instances_equal_ultralytics(exports: dict[str, Path], name: str, hw: tuple[int, int]) -> None:
-    variant = reference.VARIANTS[name]
-    image, conf = untied_picture(exports[name], hw)
-    ours = open_yolo(exports[name], device="cpu", options=YoloOptions(conf=conf)).predict(image)
-    theirs = reference.predict(exports[name], image, variant=variant, conf=conf)
-    assert isinstance(ours, Instances)
+def through_the_pipeline(path: Path, image_bgr: np.ndarray, folder: Path, *, conf: float | None = None) -> Result:
+    """The export opened as the app opens any model (spec, session, 2D pipeline), `conf` from its sidecar."""
+    model = folder / path.name
+    shutil.copy(path, model)
+    if conf is not None:
+        model.with_suffix(".yaml").write_text(f"detect:\n  conf: {conf!r}\n", encoding="utf-8")
+    session = open_session(load_spec(model), "cpu")
+    try:
+        return run_image(session, np.ascontiguousarray(image_bgr[..., ::-1]))  # the pipeline takes RGB
+    finally:
+        session.close()
+
+
+def assert_same_instances(ours: Instances, theirs: reference.Reference, *, task: str, hw: tuple[int, int]) -> None:
+    """The same count and classes, boxes within 1 px, scores within 1e-3, mask IoU at least 0.98 per instance."""
     assert len(ours) >= 1
     assert len(ours) == len(theirs.scores)
     assert [item.class_index for item in ours.items] == theirs.classes.tolist()
     np.testing.assert_allclose([item.score for item in ours.items], theirs.scores, atol=1e-3)
-    if variant.task == "obb":
+    if task == "obb":
         rotated = np.array([item.rotated for item in ours.items])
         np.testing.assert_allclose(rotated[:, :4], theirs.boxes[:, :4], atol=1.0)
         np.testing.assert_allclose(rotated[:, 4], theirs.boxes[:, 4], atol=1e-3)
     else:
         np.testing.assert_allclose([item.box for item in ours.items], theirs.boxes, atol=1.0)
-    if variant.task == "segment":
+    if task == "segment":
         assert theirs.masks is not None
         for item, mask in zip(ours.items, theirs.masks, strict=True):
             full = item.full_mask(hw)
             assert (full & mask).sum() / max(1, (full | mask).sum()) >= 0.98
 
 
+@pytest.mark.parametrize("name", DETECTORS)
 @pytest.mark.parametrize("hw", IMAGES)
-def test_class_scores_equal_ultralytics(exports: dict[str, Path], hw: tuple[int, int]) -> None:
+def test_instances_equal_ultralytics(exports: dict[str, Path], name: str, hw: tuple[int, int],
+                                     tmp_path: Path) -> None:
+    """The YOLO room's own predictor and the app's 2D pipeline on the export, each against Ultralytics'."""
+    variant = reference.VARIANTS[name]
+    image, conf = untied_picture(exports[name], hw)
+    theirs = reference.predict(exports[name], image, variant=variant, conf=conf)
+    ours = open_yolo(exports[name], device="cpu", options=YoloOptions(conf=conf)).predict(image)
+    assert isinstance(ours, Instances)
+    assert_same_instances(ours, theirs, task=variant.task, hw=hw)
+    result = through_the_pipeline(exports[name], image, tmp_path, conf=conf)
+    assert result.task == "instances" and result.instances is not None
+    assert_same_instances(result.instances, theirs, task=variant.task, hw=hw)
+
+
+@pytest.mark.parametrize("hw", IMAGES)
+def test_class_scores_equal_ultralytics(exports: dict[str, Path], hw: tuple[int, int], tmp_path: Path) -> None:
     image = picture(hw, seed=hw[1])
     ours = open_yolo(exports["v8-cls"], device="cpu").predict(image)
     theirs = reference.predict(exports["v8-cls"], image, variant=reference.VARIANTS["v8-cls"])
     assert isinstance(ours, ClassScores) and theirs.probs is not None
     np.testing.assert_allclose(ours.scores, theirs.probs, atol=1e-3)
     assert ours.top1 == int(theirs.probs.argmax())
+    result = through_the_pipeline(exports["v8-cls"], image, tmp_path)  # top-k, best first
+    assert result.predictions[0].index == int(theirs.probs.argmax())
+    np.testing.assert_allclose([p.score for p in result.predictions], theirs.probs[[p.index for p in
+                                                                                      result.predictions]], atol=1e-3)
 
 
 def test_sidecar_overrides_reach_both_alike(exports: dict[str, Path]) -> None:
@@ -129,11 +160,8 @@ def test_sidecar_overrides_reach_both_alike(exports: dict[str, Path]) -> None:
     np.testing.assert_allclose([item.box for item in ours.items], theirs.boxes, atol=1.0)
 
 
-@pytest.mark.xfail(strict=True, raises=ModelError,
-                   reason="a dynamic export not simplified by onnxslim (Ultralytics' simplify=False, or onnxslim "
-                   "absent) names its channels symbolically ('Concatoutput0_dim_1'), which the head reader refuses "
-                   "('with fixed channels'); Ultralytics' predictor runs it; the channels follow from the metadata")
 def test_a_dynamic_export_without_onnxslim_equals_ultralytics(tmp_path: Path) -> None:
+    """Not simplified by onnxslim (simplify=False), every size is symbolic: the channels follow from the names."""
     variant = replace(reference.VARIANTS["v8-seg-dynamic"], name="v8-seg-dynamic-unsimplified", simplify=False)
     path = reference.build(variant, tmp_path)
     image, conf = untied_picture(path, (240, 400))
