@@ -59,3 +59,14 @@ def test_the_labelled_pictures_leave_out_those_asked_and_those_without_a_name():
     assert [(name, len(instances)) for name, instances in found] == [("sub/b.png", 1)]
     book.clear()
     assert book.labelled(names.get, None, lambda key: False) == []
+
+
+def test_a_painted_stroke_is_a_mask_inside_its_box_clipped_to_the_image():
+    from app.ui.state.instance_edits import painted_instance
+
+    made = painted_instance(2, "stain", [(10.0, 10.0), (20.0, 10.0)], 2, (50, 60), with_mask=True)
+    assert made is not None and made.box == (8.0, 8.0, 23.0, 13.0) and made.mask.shape == (5, 15)
+    assert made.mask[2].all() and made.score == 1.0  # the stroke's row painted end to end
+    edge = painted_instance(0, "pit", [(0.0, 0.0)], 3, (50, 60), with_mask=False)
+    assert edge is not None and edge.box == (0.0, 0.0, 4.0, 4.0) and edge.mask is None
+    assert painted_instance(0, "pit", [(100.0, 100.0)], 3, (50, 60), with_mask=True) is None

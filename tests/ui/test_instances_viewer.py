@@ -213,3 +213,25 @@ def test_a_click_on_an_instance_chooses_it_and_delete_removes_that_one(make_main
     assert [row[0] for row in listed.rows()] == ["pit 1", "pit 2"]
     qtbot.mouseClick(viewer.viewport(), Qt.MouseButton.LeftButton, pos=viewer.mapFromScene(10, 300))  # nothing
     assert listed.chosen_instance() is None and viewer.instances_item.highlight is None
+
+
+def test_a_brush_stroke_paints_a_new_instance_with_its_mask(make_main_window, qtbot, tmp_path):
+    window = shown(make_main_window, qtbot, tmp_path)
+    controller: InstanceController = window.instances
+    listed, viewer = window.panel.instance_list(), window.viewer
+    listed._class.setCurrentIndex(1)  # scratch
+    listed._paint.click()
+    assert controller.drawing and viewer.editing and controller.brush_radius == 3  # 320 px / 100
+    points = [viewer.mapFromScene(20 + 10 * i, 150) for i in range(6)]
+    qtbot.mousePress(viewer.viewport(), Qt.MouseButton.LeftButton, pos=points[0])
+    for point in points[1:]:
+        qtbot.mouseMove(viewer.viewport(), pos=point)
+    qtbot.mouseRelease(viewer.viewport(), Qt.MouseButton.LeftButton, pos=points[-1])
+    assert not controller.drawing
+    painted = controller.shown().items[-1]
+    assert painted.class_name == "scratch" and painted.score == 1.0 and painted.mask is not None
+    x0, y0, x1, y1 = painted.box
+    # the stroke from x 20 to 70 at y 150, 3 px each side (a screen pixel off at most, the window fitted)
+    assert abs(x0 - 17) <= 2 and abs(x1 - 74) <= 2 and abs(y0 - 147) <= 2 and abs(y1 - 154) <= 2
+    assert tuple(pixels(window)[150, 45]) != (GRAY,) * 3
+    assert len(export_coco(window, tmp_path)["annotations"]) == 4

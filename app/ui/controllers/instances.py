@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 from PySide6.QtCore import QObject, QRectF, Signal
 
-from app.ui.state.instance_edits import InstanceBook, drawn_instance, redrawn
+from app.ui.state.instance_edits import InstanceBook, drawn_instance, painted_instance, redrawn
 from app.ui.state.view_state import DisplayMode
 
 if TYPE_CHECKING:
@@ -62,7 +62,8 @@ class InstanceController(QObject):
         self.book = InstanceBook()
         self._view: ViewResult | None = None  # the instance result on screen
         self._generation = -1  # of the model whose instances the book holds
-        self._drawing: tuple[str, int | Instance] | None = None  # ("add", class index) or ("redraw", instance)
+        # ("add" | "paint", class index) or ("redraw", instance)
+        self._drawing: tuple[str, int | Instance] | None = None
         self._from: tuple[float, float] | None = None
         presenter.decision_shown.connect(self._on_shown)
         panel.hidden_changed.connect(self._on_hidden)
@@ -72,6 +73,9 @@ class InstanceController(QObject):
         viewer.edit_moved.connect(self._moved)
         viewer.edit_released.connect(self._released)
         viewer.clicked.connect(self._clicked)
+        viewer.brush_wheel.connect(self._brush_step)
+        self._stroke: list[tuple[float, float]] = []
+        self.brush_radius = 0  # the Paint brush's radius in image pixels (0: from the picture's size)
         self._escape = _escape_action(viewer.window(), self.cancel_drawing)
 
     # -- showing ---------------------------------------------------------------------------------------
@@ -108,6 +112,7 @@ class InstanceController(QObject):
         listed.delete_requested.connect(self.delete)
         listed.add_requested.connect(self.start_add)
         listed.redraw_requested.connect(self.start_redraw)
+        listed.paint_requested.connect(self.start_paint)
 
     @property
     def _spec(self) -> ModelSpec:
@@ -204,13 +209,20 @@ class InstanceController(QObject):
     def start_redraw(self, instance: Instance) -> None:
         self._start_drawing(("redraw", instance), f"Drag the new box of {instance.class_name} (Esc: cancel)")
 
+    def start_paint(self, class_index: int) -> None:
+        self._start_drawing(("paint", class_index), "Paint the new instance with the brush: Ctrl+wheel sizes it "
+                                                    "(Esc: cancel)")
+
     def _start_drawing(self, what: tuple[str, int | Instance], message: str) -> None:
         if self._view is None or self._viewer.editing:
             self._status.showMessage("Draw on an instance model's picture, outside mask editing", 8000)
             return
         self._drawing = what
-        self._viewer.right_edits = True  # no brush ring: a box is dragged
-        self._viewer.set_editing(1)
+        painting = what[0] == "paint"
+        if painting and self.brush_radius <= 0:
+            self.brush_radius = max(2, round(min(self._view.result.image_hw) / 100))
+        self._viewer.right_edits = not painting  # a box is dragged without the brush ring
+        self._viewer.set_editing(self.brush_radius if painting else 1)
         self._escape.setEnabled(True)
         self._status.showMessage(message, 15000)
 
@@ -218,12 +230,19 @@ class InstanceController(QObject):
         if self._drawing is None:
             return
         self._drawing = self._from = None
+        self._stroke = []
         self._escape.setEnabled(False)
         self._viewer.set_editing(None)
         self._viewer.right_edits = False
         item = self._viewer.instances_item
         if item is not None:
             item.set_rubber(None)
+            item.set_stroke((), 0)
+
+    def _brush_step(self, step: int) -> None:
+        if self._drawing is not None and self._drawing[0] == "paint":
+            self.brush_radius = max(1, self.brush_radius + step * max(1, self.brush_radius // 8))
+            self._viewer.set_brush_radius(self.brush_radius)
 
     @property
     def drawing(self) -> bool:
@@ -232,21 +251,42 @@ class InstanceController(QObject):
     def _pressed(self, x: float, y: float, _modifiers: object) -> None:
         if self._drawing is not None:
             self._from = (x, y)
+            self._stroke = [(x, y)]
+            self._moved(x, y)
 
     def _moved(self, x: float, y: float) -> None:
         item = self._viewer.instances_item
-        if self._drawing is not None and self._from is not None and item is not None:
+        if self._drawing is None or self._from is None or item is None:
+            return
+        if self._drawing[0] == "paint":
+            self._stroke.append((x, y))
+            item.set_stroke(self._stroke, self.brush_radius)
+        else:
             x0, y0 = self._from
             item.set_rubber(QRectF(min(x0, x), min(y0, y), abs(x - x0), abs(y - y0)))
 
     def _released(self) -> None:
         item = self._viewer.instances_item
         rubber = item.rubber if item is not None else None  # the box as last drawn
-        what = self._drawing
+        what, stroke = self._drawing, list(self._stroke)
         self.cancel_drawing()
-        if what is None or rubber is None:
+        if what is not None and what[0] == "paint" and stroke:
+            self.finish_stroke(int(what[1]) if isinstance(what[1], int) else 0, stroke)
+        elif what is not None and rubber is not None:
+            self.finish_box(what, (rubber.left(), rubber.top(), rubber.right() + 1, rubber.bottom() + 1))
+
+    def finish_stroke(self, class_index: int, stroke: list[tuple[float, float]]) -> None:
+        """A brush stroke painted (image pixels): a new instance of `class_index`, its mask what the brush covered."""
+        if self._view is None:
             return
-        self.finish_box(what, (rubber.left(), rubber.top(), rubber.right() + 1, rubber.bottom() + 1))
+        info = self._spec.classes[class_index]
+        made = painted_instance(class_index, info.name, stroke, max(1, self.brush_radius), self._view.result.image_hw,
+                                with_mask=self._spec.output.protos_name is not None)
+        if made is None:
+            self._status.showMessage("The stroke lies outside the picture: nothing painted", 8000)
+            return
+        self.book.add(self._view.key, made)
+        self._corrected(f"Painted {made.class_name}")
 
     def finish_box(self, what: tuple[str, int | Instance], box: tuple[float, float, float, float]) -> None:
         """A box dragged (image pixels, x0, y0, x1, y1): a new instance of the class asked for, or the one asked

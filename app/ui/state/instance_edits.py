@@ -8,7 +8,7 @@ the reader corrected it, at the threshold in force, the pictures marked "result 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -48,6 +48,36 @@ def drawn_instance(class_index: int, class_name: str, box: Box, image_hw: tuple[
     mask = np.ones((y1 - y0, x1 - x0), bool) if with_mask else None
     return Instance(class_index, class_name, DRAWN_SCORE, (float(x0), float(y0), float(x1), float(y1)), mask,
                     (x0, y0, x1, y1) if with_mask else None)
+
+
+def painted_instance(class_index: int, class_name: str, stroke: Sequence[tuple[float, float]], radius: int,
+                     image_hw: tuple[int, int], *, with_mask: bool) -> Instance | None:
+    """An instance the reader painted: the brush of `radius` pixels along `stroke` (image pixels), kept as a mask
+    inside its box (the box alone for a model without masks); None when nothing of it lies in the image."""
+    import cv2
+    import numpy as np
+
+    from app.inference.model.instances import Instance
+
+    h, w = image_hw
+    points = np.round(np.asarray(stroke, np.float64)).astype(np.int64).reshape(-1, 2)
+    x0, y0 = (max(0, int(v) - radius) for v in points.min(axis=0))
+    x1, y1 = (int(v) + radius + 1 for v in points.max(axis=0))
+    x1, y1 = min(w, x1), min(h, y1)
+    if x1 <= x0 or y1 <= y0:
+        return None
+    canvas = np.zeros((y1 - y0, x1 - x0), np.uint8)
+    local = (points - (x0, y0)).astype(np.int32)
+    cv2.polylines(canvas, [local.reshape(-1, 1, 2)], False, 1, thickness=2 * radius + 1)
+    for x, y in local:  # a single click: a dot
+        cv2.circle(canvas, (int(x), int(y)), radius, 1, -1)
+    ys, xs = np.nonzero(canvas)
+    if not len(xs):
+        return None
+    box = (x0 + int(xs.min()), y0 + int(ys.min()), x0 + int(xs.max()) + 1, y0 + int(ys.max()) + 1)
+    mask = canvas[box[1] - y0:box[3] - y0, box[0] - x0:box[2] - x0].astype(bool)
+    return Instance(class_index, class_name, DRAWN_SCORE, (float(box[0]), float(box[1]), float(box[2]),
+                    float(box[3])), mask if with_mask else None, box if with_mask else None)
 
 
 def redrawn(old: Instance, box: Box, image_hw: tuple[int, int]) -> Instance | None:

@@ -55,6 +55,7 @@ class InstanceList(QGroupBox):
     chosen = Signal(object)  # Instance: zoom to it, highlight it
     delete_requested = Signal(object)  # Instance
     add_requested = Signal(int)  # class index: draw a box of that class
+    paint_requested = Signal(int)  # class index: paint an instance of that class with the brush
     redraw_requested = Signal(object)  # Instance: draw its box again
 
     def __init__(self, parent=None) -> None:
@@ -85,6 +86,9 @@ class InstanceList(QGroupBox):
         self._class.setToolTip("The class of the instance a new box draws")
         self._delete, self._add, self._redraw = (QPushButton("Delete"), QPushButton("Add box"),
                                                  QPushButton("Redraw"))
+        self._paint = QPushButton("Paint")
+        self._paint.setToolTip("Paint a new instance of the class picked with the brush (Ctrl+wheel: its size)")
+        self._paint.clicked.connect(lambda: self.paint_requested.emit(max(0, self._class.currentIndex())))
         self._delete.setToolTip("Delete the instance chosen in the list (Delete: Review ▸ Delete instance)")
         self._add.setToolTip("Drag a box on the picture: a new instance of the class picked beside")
         self._redraw.setToolTip("Drag a new box for the instance chosen in the list")
@@ -94,8 +98,9 @@ class InstanceList(QGroupBox):
         tools = QGridLayout()
         tools.addWidget(self._delete, 0, 0)
         tools.addWidget(self._redraw, 0, 1)
-        tools.addWidget(self._class, 1, 0)
-        tools.addWidget(self._add, 1, 1)
+        tools.addWidget(self._class, 1, 0, 1, 2)
+        tools.addWidget(self._add, 2, 0)
+        tools.addWidget(self._paint, 2, 1)
         layout = QVBoxLayout(self)
         layout.addWidget(self._summary)
         layout.addWidget(self._tree)

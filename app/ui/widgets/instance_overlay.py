@@ -101,6 +101,7 @@ class InstancesItem(QGraphicsItem):
         self._min_score: float | None = None
         self._highlight: Instance | None = None
         self._rubber: QRectF | None = None  # the box being dragged (add or redraw an instance)
+        self._stroke: tuple[QPainterPath, float] | None = None  # the brush stroke being painted, its width
         self.setZValue(2)  # over the mask overlay and its outlines
 
     @property
@@ -143,6 +144,17 @@ class InstancesItem(QGraphicsItem):
         self._rubber = rect
         self.update()
 
+    def set_stroke(self, points: Sequence[tuple[float, float]], radius: float) -> None:
+        """The brush stroke being painted (image pixels; none: no stroke), `radius` pixels wide each side."""
+        if not points:
+            self._stroke = None
+        else:
+            path = QPainterPath(QPointF(*points[0]))
+            for point in points[1:]:
+                path.lineTo(QPointF(*point))
+            self._stroke = (path, 2 * radius + 1)
+        self.update()
+
     @property
     def rubber(self) -> QRectF | None:
         return self._rubber
@@ -180,6 +192,13 @@ class InstancesItem(QGraphicsItem):
         if self._rubber is not None:
             painter.setPen(_pen(QColor(255, 255, 255), OUTLINE_PX, dashed=True))
             painter.drawRect(self._rubber)
+        if self._stroke is not None:  # image-scale width: what the brush covers
+            painter.setOpacity(0.6)
+            stroke = QPen(QColor(255, 255, 255), self._stroke[1], Qt.PenStyle.SolidLine, Qt.PenCapStyle.RoundCap,
+                          Qt.PenJoinStyle.RoundJoin)
+            painter.setPen(stroke)
+            painter.drawPath(self._stroke[0])
+            painter.setOpacity(1.0)
         self._paint_labels(painter, shown, scale)
 
     def _paint_labels(self, painter: QPainter, shown: list[_Shape], scale: float) -> None:
