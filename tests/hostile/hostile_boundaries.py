@@ -406,7 +406,7 @@ def _instance_scorer(reference: Path, inputs: list[object]) -> object:
 
     from app.runs.folder.instance_reference import InstanceScorer
 
-    return InstanceScorer(reference, SimpleNamespace(class_names=("pit",)), inputs)  # type: ignore[arg-type]
+    return InstanceScorer(reference, SimpleNamespace(class_names=("pit",), detector=None), inputs)  # type: ignore[arg-type]
 
 
 def _instance_reference_coco(path: Path) -> object:

@@ -79,7 +79,8 @@ class InstanceScorer:
         self.root, self.names, self.key = Path(reference), tuple(spec.class_names), key
         self.columns = list(COLUMNS)
         self.coco = _CocoIndex(self.root, self.names, inputs) if self.root.suffix.lower() == ".json" else None
-        self.yolo = None if self.coco is not None else _YoloIndex(self.root, self.names)
+        obb = spec.detector is not None and spec.detector.head.task == "obb"
+        self.yolo = None if self.coco is not None else _YoloIndex(self.root, self.names, obb=obb)
         self.summary = InstanceSummary(self.names, against=self.recorded)
 
     @property
@@ -180,12 +181,12 @@ class _CocoIndex:
 class _YoloIndex:
     """A YOLO dataset folder's label files, read when an image of that size asks for one."""
 
-    def __init__(self, reference: Path, names: tuple[str, ...]) -> None:
+    def __init__(self, reference: Path, names: tuple[str, ...], *, obb: bool = False) -> None:
         from app.runs.labels.yolo_read import read_data_yaml
 
         folder = reference.parent if reference.is_file() else reference
         yaml = reference if reference.is_file() else folder / "data.yaml"
-        self.folder, self.names, self.remap = folder, names, None
+        self.folder, self.names, self.remap, self.obb = folder, names, None, obb
         if yaml.is_file() or reference.is_file():
             try:  # a data.yaml found in the folder must lie in it; one named on the command line is the user's
                 self.remap = _remap(read_data_yaml(yaml, root=None if reference.is_file() else folder), names, yaml)
@@ -203,7 +204,7 @@ class _YoloIndex:
         name = item.rel.as_posix()
         if not os.path.lexists(path):
             return f"{rel} (no file: a background image)", LabelledImage(name, Instances((), image_hw))
-        found = read_yolo_labels(path, image_hw=image_hw, names=self.file_names, root=self.folder)
+        found = read_yolo_labels(path, image_hw=image_hw, names=self.file_names, obb=self.obb, root=self.folder)
         if self.remap is not None:
             remap = self.remap
             found = replace(found, items=tuple(replace(i, class_index=remap[i.class_index],

@@ -310,3 +310,48 @@ def test_a_yolo_reference_that_cannot_be_used_is_refused(tmp_path, make, problem
     assert code == 2
     lines = stderr.strip().splitlines()
     assert len(lines) == 1 and problem in lines[0]
+
+
+def test_an_obb_models_yolo_reference_holds_oriented_boxes(tmp_path):
+    model = instance_model(tmp_path / "obb.onnx", task="obb")
+    data = tmp_path / "data"
+    picture(data / "images" / "a.png")
+    (data / "labels").mkdir()
+    corners = [60, 60, 100, 60, 100, 100, 60, 100]  # the 0.9 pit's box, as four corners
+    (data / "labels" / "a.txt").write_text("0 " + " ".join(str(v / SIDE) for v in corners) + "\n", encoding="utf-8")
+    out = tmp_path / "out"
+    code, _, stderr = run_cli(["run", str(model), str(data / "images"), "--out", str(out), "--reference", str(data)])
+    assert code == 0, stderr
+    row = rows(out)["a.png"]
+    assert [row[c] for c in ("reference_instances", "matched_iou50", "precision_iou50", "recall_iou50")] == \
+        ["1", "1", "0.333333", "1.000000"]
+    from app.io.discover import InputFile
+    from app.runs.folder.instance_reference import InstanceScorer
+
+    item = InputFile(data / "images" / "a.png", Path("a.png"))
+    _, truth = InstanceScorer(data, load_spec(model), [item]).yolo.find(item, (SIDE, SIDE))
+    (pit,) = truth.instances.items
+    assert pit.rotated is not None and pit.mask is None  # an oriented box, not a polygon
+    assert pit.rotated[:4] == pytest.approx((80, 80, 40, 40))
+
+
+def test_anonymized_cells_and_notices_name_no_path(tmp_path):
+    model = instance_model(tmp_path / "det.onnx", task="detect")
+    data = tmp_path / "Jane_Doe"
+    for name in ("a.png", "b.png"):
+        picture(data / "images" / name)
+    (data / "labels").mkdir()
+    (data / "labels" / "a.txt").write_text("0 nan 0.5 0.1 0.1\n", encoding="utf-8")
+    (data / "labels" / "b.txt").write_text(yolo_box(0, (60, 60, 100, 100)) + "\n", encoding="utf-8")
+    out = tmp_path / "out"
+    code, stdout, stderr = run_cli(["run", str(model), str(data / "images"), "--out", str(out), "--reference",
+                                    str(data), "--anonymize"])
+    assert code == 0, stderr
+    text = (out / "seglens_report.csv").read_text(encoding="utf-8")
+    kept = (out / "seglens_report.csv.run.json").read_text(encoding="utf-8")
+    for where in (text, kept, stdout, stderr):
+        assert "Jane_Doe" not in where and "a.txt" not in where and "b.txt" not in where
+    scored, notice = sorted((row["reference"] for row in rows(out).values()), key=lambda c: c.endswith("metrics"))
+    assert scored.startswith("reference/ref-") and len(scored) == len("reference/ref-") + 16
+    assert notice.endswith("line 1: nan is not a normalised coordinate (0 to 1); no metrics")
+    assert record(out)["matched_iou50"] == 1
