@@ -85,7 +85,7 @@ def test_the_list_has_a_row_per_instance_and_a_click_zooms_to_it(make_main_windo
     assert listed.rows() == [("pit 1", "0.90", "1,000", "60,60 40×40"),
                              ("scratch 1", "0.80", "3,904", "60,208 200×24"),
                              ("pit 2", "0.60", "744", "224,64 32×32")]
-    assert listed.summary_text().startswith("3 instances — pit: 2 · scratch: 1")
+    assert listed.summary_text() == "3 instances\npit: 2 · scratch: 1"
     legend = window.panel.legend
     assert (legend.count_text(0), legend.count_text(1), legend.count_text(2)) == ("2 instances", "1 instance",
                                                                                    "0 instances")

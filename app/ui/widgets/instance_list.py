@@ -131,8 +131,8 @@ class InstanceList(QGroupBox):
         for column in range(len(COLUMNS)):
             self._tree.resizeColumnToContents(column)
         counts = " · ".join(f"{_name(classes, index)}: {n}" for index, n in sorted(numbers.items()))
-        self._summary.setText(f"{counted(len(self._instances), 'instance')}" + (f" — {counts}" if counts else "")
-                              + (f"\n{note}" if note else ""))
+        self._summary.setText("\n".join(line for line in (counted(len(self._instances), "instance"), counts, note)
+                                         if line))
         self.show()
 
     def rows(self) -> list[tuple[str, ...]]:
