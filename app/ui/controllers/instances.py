@@ -1,6 +1,7 @@
 """An instance model's results in the viewer: the instance overlay and list, the legend's counts per class, the live
-score threshold (no new run), the reader's corrections — delete one, draw one as a box, draw one again — and the
-corrected instances exported as COCO JSON or YOLO txt + data.yaml.
+score threshold (no new run), the reader's corrections — choose one (a row or a click), delete it, draw one as a box
+or paint one with the brush, draw one again — and the corrected instances exported as COCO JSON or YOLO txt +
+data.yaml.
 
 The instances the reader sees and corrects are plain records in app/ui/state/instance_edits.py (an InstanceBook);
 this controller only shows them and turns the reader's clicks and drags into its changes. Review: a correction

@@ -1,7 +1,8 @@
 """The instance list: an instance model's objects in the picture shown, best score first — class, score, area in
 pixels (and in mm² when the pixel size is known) and box — with the tools that correct them: delete the one chosen
-(Delete), draw a new one as a box of the class picked, draw the chosen one again. A row click asks to zoom to that
-instance (`chosen`). Made on first use (SidePanel.instance_list), never before the window's first paint."""
+(Delete), draw a new one as a box or paint it with the brush in the class picked, draw the chosen one again. A row
+click asks to zoom to that instance (`chosen`). Made on first use (SidePanel.instance_list), never before the
+window's first paint."""
 
 from __future__ import annotations
 
