@@ -5,12 +5,15 @@ crops the letterbox's padding on whole pixels, the padding cropped, bilinearly r
 columns x0 <= c < x1, rows likewise).
 
 Both bilinear steps are linear, so they are one matrix per axis (image rows × prototype rows, image columns ×
-prototype columns); each mask is computed only inside its box, never at the image's size.
+prototype columns); each mask is computed only inside its box, never at the image's size, and only from the
+prototype pixels its box's rows and columns draw on (each image pixel weighs a few neighbouring prototype
+pixels: the matrices are applied as those few weights, gathered).
 """
 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -21,16 +24,55 @@ def instance_masks(protos: np.ndarray, coeffs: np.ndarray, boxes: np.ndarray, im
                    ) -> list[tuple[np.ndarray, PixelBox]]:
     """For each box (image pixels [N, 4], clipped) its mask (bool, the pixel box's rows × columns) and pixel box.
     `protos` [32, mh, mw], `coeffs` [N, 32]."""
-    c, mh, mw = protos.shape
-    rows, columns = _resamplers(mh, mw, image_hw)
-    logits = (coeffs.astype(np.float32) @ protos.astype(np.float32).reshape(c, -1)).reshape(-1, mh, mw)
+    rows, columns = (_Taps.of(matrix) for matrix in _resamplers(protos.shape[1], protos.shape[2], image_hw))
+    protos = protos.astype(np.float32, copy=False)
     found = []
-    for logit, box in zip(logits, boxes, strict=True):
+    for coeff, box in zip(coeffs.astype(np.float32, copy=False), boxes, strict=True):
         pixel_box = _pixel_box(box, image_hw)
         x0, y0, x1, y1 = pixel_box
-        mask = (rows[y0:y1] @ logit @ columns[x0:x1].T) > 0
+        if x1 == x0 or y1 == y0:
+            found.append((np.zeros((y1 - y0, x1 - x0), dtype=bool), pixel_box))
+            continue
+        (p0, p1), (q0, q1) = rows.span(y0, y1), columns.span(x0, x1)
+        logit = np.einsum("c,chw->hw", coeff, protos[:, p0:p1, q0:q1])
+        mask = columns.apply(rows.apply(logit, y0, y1, p0).T, x0, x1, q0).T > 0
         found.append((mask, pixel_box))
     return found
+
+
+@dataclass(frozen=True)
+class _Taps:
+    """One axis's resampling matrix as its few non-zero weights per output pixel (`index`, `weight` [out, taps]):
+    applied by gathering, not by a matrix product over every prototype pixel. Numpy's BLAS would start its
+    threads for each box's product, and on a loaded machine, beside ONNX Runtime's own threads, waking them costs
+    10-40× the arithmetic."""
+
+    index: np.ndarray
+    weight: np.ndarray
+
+    @classmethod
+    def of(cls, matrix: np.ndarray) -> _Taps:
+        weighed = matrix != 0
+        first = weighed.argmax(1)
+        taps = max(int((matrix.shape[1] - weighed[:, ::-1].argmax(1) - first).max()), 1)
+        index = np.minimum(first[:, None] + np.arange(taps), matrix.shape[1] - 1)
+        weight = np.where(first[:, None] + np.arange(taps) < matrix.shape[1],
+                          np.take_along_axis(matrix, index, 1), 0).astype(np.float32)
+        return cls(index, weight)
+
+    def span(self, start: int, stop: int) -> tuple[int, int]:
+        """The prototype pixels output pixels start..stop-1 draw on (end-exclusive)."""
+        index = self.index[start:stop]
+        return int(index.min()), int(index.max()) + 1
+
+    def apply(self, values: np.ndarray, start: int, stop: int, offset: int) -> np.ndarray:
+        """Output pixels start..stop-1 along the first axis of `values` (whose first row is prototype pixel
+        `offset`): [stop - start, ...]."""
+        index, weight = self.index[start:stop] - offset, self.weight[start:stop]
+        out: np.ndarray = values[index[:, 0]] * weight[:, :1]
+        for tap in range(1, index.shape[1]):
+            out += values[index[:, tap]] * weight[:, tap:tap + 1]
+        return out
 
 
 def _resamplers(mh: int, mw: int, image_hw: tuple[int, int]) -> tuple[np.ndarray, np.ndarray]:

@@ -16,7 +16,7 @@ from app.inference.yolo.letterbox import (
     preprocess,
     to_tensor,
 )
-from app.inference.yolo.masks import _bilinear, instance_masks
+from app.inference.yolo.masks import _bilinear, _resamplers, instance_masks
 from app.inference.yolo.nms import fast_nms_rotated, nms, probiou
 
 
@@ -108,6 +108,24 @@ def test_masks_follow_the_letterbox_back_to_the_image() -> None:
     coeffs[0, 0] = 1.0
     [(mask, box)] = instance_masks(protos, coeffs, np.array([[0.0, 0.0, 200.0, 100.0]]), (100, 200))
     assert box == (0, 0, 200, 100) and mask.all()
+
+
+@pytest.mark.parametrize("image_hw", [(720, 1280), (333, 187), (160, 160), (1000, 37)])
+def test_masks_inside_their_boxes_equal_the_whole_resampling_matrices(image_hw: tuple[int, int]) -> None:
+    """Each mask is made from the few prototype pixels its box draws on: the same as both whole resampling
+    matrices applied to the whole prototype logits, cut to the box (but for pixels within float rounding of 0)."""
+    rng = np.random.default_rng(7)
+    protos = rng.standard_normal((32, 40, 40)).astype(np.float32)
+    coeffs = rng.standard_normal((12, 32)).astype(np.float32)
+    h, w = image_hw
+    corners = np.sort(rng.uniform(-10, [w + 10, h + 10], (12, 2, 2)), axis=1).reshape(12, 4)
+    boxes = np.clip(corners[:, [0, 2, 1, 3]], 0, [w, h, w, h])
+    boxes[0] = (0, 0, w, h)
+    rows, columns = _resamplers(40, 40, image_hw)
+    for coeff, (mask, (x0, y0, x1, y1)) in zip(coeffs, instance_masks(protos, coeffs, boxes, image_hw), strict=True):
+        whole = (rows @ np.einsum("c,chw->hw", coeff, protos) @ columns.T)[y0:y1, x0:x1]
+        assert mask.shape == whole.shape
+        assert np.array_equal(mask[np.abs(whole) > 1e-4], whole[np.abs(whole) > 1e-4] > 0)
 
 
 def test_greedy_nms_keeps_the_best_of_overlapping_boxes() -> None:
