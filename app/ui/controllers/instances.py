@@ -319,7 +319,8 @@ class InstanceController(QObject):
         path = str(view.path)
         if self._reviewer.log is not None:
             self._reviewer.mark("corrected", path)
-        self._status.showMessage(f"{message}: {len(self.shown() or ())} instances now", 8000)
+        self._status.showMessage(f"{message}: {len(self.shown() or ())} instances now — kept for this session: "
+                                 "Results ▸ Export instances writes them", 12000)
         self.changed.emit(path)
 
     # -- export ----------------------------------------------------------------------------------------
