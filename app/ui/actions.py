@@ -131,13 +131,21 @@ def _review_menu(window: WindowParts, menu: QMenu) -> None:
     menu.addSeparator()
     _add(window, menu, "Edit mask (brush)", editor.toggle, "E")
     _add(window, menu, "Smart tool (click or box → mask)", editor.smart_tool, "S")
-    _add(window, menu, "Undo edit", editor.undo, QKeySequence.StandardKey.Undo)
-    _add(window, menu, "Redo edit", editor.redo, "Ctrl+Shift+Z", QKeySequence.StandardKey.Redo)
+    # an instance picture's corrections first (controllers/instances.py), else the mask being edited
+    _add(window, menu, "Undo edit", lambda: _either(window.instances.undo, editor.undo), QKeySequence.StandardKey.Undo)
+    _add(window, menu, "Redo edit", lambda: _either(window.instances.redo, editor.redo), "Ctrl+Shift+Z",
+         QKeySequence.StandardKey.Redo)
     _add(window, menu, "Save corrected mask", editor.save, QKeySequence.StandardKey.Save)
     _add(window, menu, "Delete instance", window.instances.delete, QKeySequence.StandardKey.Delete)
     edit = window.panel.edit
     _add(window, menu, "Brush larger", lambda: edit.set_radius(edit.radius() + max(1, edit.radius() // 8)), "Ctrl+]")
     _add(window, menu, "Brush smaller", lambda: edit.set_radius(edit.radius() - max(1, edit.radius() // 8)), "Ctrl+[")
+
+
+def _either(first: Callable[[], bool], then: Callable[[], object]) -> None:
+    """`then()` unless `first()` did the work (returned True)."""
+    if not first():
+        then()
 
 
 def _recent_menu(menu: QMenu, recent, open_path: Callable[[str], object]) -> None:

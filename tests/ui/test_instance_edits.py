@@ -70,3 +70,18 @@ def test_a_painted_stroke_is_a_mask_inside_its_box_clipped_to_the_image():
     edge = painted_instance(0, "pit", [(0.0, 0.0)], 3, (50, 60), with_mask=False)
     assert edge is not None and edge.box == (0.0, 0.0, 4.0, 4.0) and edge.mask is None
     assert painted_instance(0, "pit", [(100.0, 100.0)], 3, (50, 60), with_mask=True) is None
+
+
+def test_undo_takes_corrections_back_one_by_one_to_the_model_and_redo_makes_them_again():
+    book = InstanceBook()
+    book.saw(A, model_instances())
+    pit, scratch = book.items(A)
+    book.delete(A, pit)
+    book.delete(A, scratch)
+    assert book.items(A) == () and book.can_undo(A)
+    assert book.undo(A) and book.items(A) == (scratch,)
+    assert book.undo(A) and book.items(A) == (pit, scratch) and not book.is_corrected(A)
+    assert not book.undo(A) and not book.can_undo(A)
+    assert book.redo(A) and book.items(A) == (scratch,)
+    book.add(A, pit)  # a new correction: nothing left to redo
+    assert not book.redo(A) and book.items(A) == (scratch, pit)

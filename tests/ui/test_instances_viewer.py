@@ -235,3 +235,16 @@ def test_a_brush_stroke_paints_a_new_instance_with_its_mask(make_main_window, qt
     assert abs(x0 - 17) <= 2 and abs(x1 - 74) <= 2 and abs(y0 - 147) <= 2 and abs(y1 - 154) <= 2
     assert tuple(pixels(window)[150, 45]) != (GRAY,) * 3
     assert len(export_coco(window, tmp_path)["annotations"]) == 4
+
+
+def test_ctrl_z_takes_an_instance_correction_back_and_ctrl_shift_z_makes_it_again(make_main_window, qtbot, tmp_path):
+    window = shown(make_main_window, qtbot, tmp_path)
+    listed = window.panel.instance_list()
+    listed.click_row(1)  # the scratch
+    qtbot.keyClick(window.viewer, Qt.Key.Key_Delete)
+    assert len(listed.rows()) == 2
+    qtbot.keyClick(window.viewer, Qt.Key.Key_Z, Qt.KeyboardModifier.ControlModifier)
+    assert [row[0] for row in listed.rows()] == ["pit 1", "scratch 1", "pit 2"]
+    assert "corrected by you" not in listed.summary_text()
+    qtbot.keyClick(window.viewer, Qt.Key.Key_Z, Qt.KeyboardModifier.ControlModifier | Qt.KeyboardModifier.ShiftModifier)
+    assert [row[0] for row in listed.rows()] == ["pit 1", "pit 2"]

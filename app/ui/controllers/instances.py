@@ -204,6 +204,22 @@ class InstanceController(QObject):
         self.book.delete(self._view.key, target)
         self._corrected(f"Deleted {target.class_name} ({target.score:.2f})")
 
+    def undo(self) -> bool:
+        """Take the picture's last correction back (Ctrl+Z); False when there is none (the mask editor's then)."""
+        return self._step(undo=True)
+
+    def redo(self) -> bool:
+        return self._step(undo=False)
+
+    def _step(self, *, undo: bool) -> bool:
+        view = self._view
+        if view is None or self.drawing or not (self.book.undo(view.key) if undo else self.book.redo(view.key)):
+            return False
+        self._draw()
+        self._status.showMessage(f"{'Undone' if undo else 'Redone'}: {len(self.shown() or ())} instances now", 8000)
+        self.changed.emit(str(view.path))
+        return True
+
     def start_add(self, class_index: int) -> None:
         self._start_drawing(("add", class_index), "Drag a box around the new instance (Esc: cancel)")
 

@@ -91,11 +91,16 @@ class InstanceBook:
     def __init__(self) -> None:
         self._model: dict[ViewKey, Instances] = {}
         self._corrected: dict[ViewKey, Correction] = {}
+        # per picture, the corrections before (undo) and after (redo) the one in force; None: the model's own
+        self._undo: dict[ViewKey, list[Correction | None]] = {}
+        self._redo: dict[ViewKey, list[Correction | None]] = {}
 
     def clear(self) -> None:
         """Another model: nothing seen, nothing corrected."""
         self._model.clear()
         self._corrected.clear()
+        self._undo.clear()
+        self._redo.clear()
 
     def saw(self, key: ViewKey, instances: Instances) -> None:
         self._model[key] = instances
@@ -131,7 +136,33 @@ class InstanceBook:
 
     def _correct(self, key: ViewKey, items: tuple[Instance, ...]) -> None:
         seen = self._model[key]  # a correction is of a picture shown
+        self._undo.setdefault(key, []).append(self._corrected.get(key))
+        self._redo.pop(key, None)
         self._corrected[key] = Correction(items, seen.image_hw)
+
+    def can_undo(self, key: ViewKey) -> bool:
+        return bool(self._undo.get(key))
+
+    def undo(self, key: ViewKey) -> bool:
+        """The picture's last correction taken back (its first: the model's instances again); False when none."""
+        return self._step(key, self._undo, self._redo)
+
+    def redo(self, key: ViewKey) -> bool:
+        """The correction last taken back made again; False when none."""
+        return self._step(key, self._redo, self._undo)
+
+    def _step(self, key: ViewKey, source: dict[ViewKey, list[Correction | None]],
+              target: dict[ViewKey, list[Correction | None]]) -> bool:
+        steps = source.get(key)
+        if not steps:
+            return False
+        target.setdefault(key, []).append(self._corrected.get(key))
+        state = steps.pop()
+        if state is None:
+            self._corrected.pop(key, None)
+        else:
+            self._corrected[key] = state
+        return True
 
     def labelled(self, name_of: Callable[[ViewKey], str | None], threshold: float | None,
                  leave_out: Callable[[ViewKey], bool]) -> list[tuple[str, Instances]]:
