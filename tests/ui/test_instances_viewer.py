@@ -248,3 +248,17 @@ def test_ctrl_z_takes_an_instance_correction_back_and_ctrl_shift_z_makes_it_agai
     assert "corrected by you" not in listed.summary_text()
     qtbot.keyClick(window.viewer, Qt.Key.Key_Z, Qt.KeyboardModifier.ControlModifier | Qt.KeyboardModifier.ShiftModifier)
     assert [row[0] for row in listed.rows()] == ["pit 1", "pit 2"]
+
+
+def test_corrections_stay_when_the_model_is_reopened_and_go_with_another_model(make_main_window, qtbot, tmp_path):
+    window = shown(make_main_window, qtbot, tmp_path)
+    listed = window.panel.instance_list()
+    listed.click_row(0)
+    window.instances.delete()
+    with qtbot.waitSignal(window.overlay_shown, timeout=TIMEOUT):
+        window.open_model(device="cpu")  # the same file again (as a device change does)
+    assert len(listed.rows()) == 2
+    other = instance_model(tmp_path / "other.onnx", task="detect")
+    with qtbot.waitSignal(window.overlay_shown, timeout=TIMEOUT):
+        window.open_model(other)
+    assert len(listed.rows()) == 3 and "corrected" not in listed.summary_text()

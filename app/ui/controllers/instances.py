@@ -62,7 +62,9 @@ class InstanceController(QObject):
         self._reviewer, self._files, self._status = reviewer, files, status
         self.book = InstanceBook()
         self._view: ViewResult | None = None  # the instance result on screen
-        self._generation = -1  # of the model whose instances the book holds
+        # the model whose instances the book holds, by its file and hash: not a view's generation (model B joining
+        # makes a new one) nor the summary (the same model reopened on another device keeps its corrections)
+        self._model: tuple[str, str] | None = None
         # ("add" | "paint", class index) or ("redraw", instance)
         self._drawing: tuple[str, int | Instance] | None = None
         self._from: tuple[float, float] | None = None
@@ -95,8 +97,9 @@ class InstanceController(QObject):
             self._view = None
             self._panel.hide_instances()
             return
-        if view.generation != self._generation:  # another model: its own instances, no corrections
-            self._generation = view.generation
+        model = (str(self._spec.path), self._state.model.sha256 if self._state.model else "")
+        if model != self._model:  # another model: its own instances, no corrections
+            self._model = model
             self.book.clear()
             self._panel.instance_list().set_classes(self._spec.classes)
             self._wire_list()
