@@ -201,7 +201,7 @@ def not_finite(result: Result) -> str:
     bad = next((p for p in result.predictions if not math.isfinite(p.score)), None)
     if bad is not None:
         return f"score {bad.score} of {bad.name} is not finite"
-    return not_finite_score(getattr(result, "instances", None))  # a stand-in result may have no such field
+    return not_finite_score(result.instances)
 
 
 def _fired(rule: Rule, result: Result, spec: ModelSpec) -> str:

@@ -21,7 +21,7 @@ notice and the run goes on. Every file goes through the labels readers' gates (s
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -283,9 +283,8 @@ class InstanceSummary:
 
     def record(self) -> dict[str, Any]:
         """What the run record keeps of the folder's metrics."""
-        matched, found, reference = (sum(getattr(s.score, k) for _, s in self.images if s.score is not None)
-                                     for k in ("matched", "found", "reference"))
-        score = ImageScore(matched, found, reference)
+        score = _total(s.score for _, s in self.images if s.score is not None)
+        matched, found, reference = score.matched, score.found, score.reference
         value = self.mean_average_precision() if self.images else -1.0
         return {"images_scored": len(self.images), "images_without_metrics": self.unscored,
                 "map_50_95": None if value < 0 else value, "precision_iou50": score.precision,
@@ -299,9 +298,8 @@ class InstanceSummary:
 
     def _row(self, name: str, class_index: int | None) -> list[str]:
         pairs = [_only(pair, class_index) for pair in self._pairs()]
-        scores = [image_score(*pair) for pair in pairs]
-        matched, found, reference = (sum(getattr(s, k) for s in scores) for k in ("matched", "found", "reference"))
-        total = ImageScore(matched, found, reference)
+        total = _total(image_score(*pair) for pair in pairs)
+        matched, found, reference = total.matched, total.found, total.reference
         ap = mean_average_precision(pairs) if pairs else -1.0
         return [name, str(reference), str(found), str(matched), f"{total.precision:.6f}", f"{total.recall:.6f}",
                 "" if ap < 0 else f"{ap:.6f}"]
@@ -319,3 +317,9 @@ def _only(pair: tuple[Instances, Instances], class_index: int | None) -> tuple[I
     reference, found = (replace(side, items=tuple(i for i in side.items if i.class_index == class_index))
                         for side in pair)
     return reference, found
+
+
+def _total(scores: Iterable[ImageScore]) -> ImageScore:
+    """The images' matched, found and reference instances added up."""
+    kept = list(scores)
+    return ImageScore(sum(s.matched for s in kept), sum(s.found for s in kept), sum(s.reference for s in kept))

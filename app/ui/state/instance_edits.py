@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:  # numpy comes with the first instance result, not with the window (tests/ui/test_startup_imports)
+if TYPE_CHECKING:  # numpy comes with the first instance result, not with the window (tests/ui/test_startup_imports.py)
     from app.inference.model.instances import Box, Instance, Instances
     from app.ui.state.messages import ViewKey
 

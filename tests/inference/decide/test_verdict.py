@@ -52,6 +52,7 @@ class ScoredResult:  # a Result with the kept image score of a later merge (read
     mask: np.ndarray | None
     predictions: tuple
     image_score: float | None
+    instances: None = None  # Result's field: no objects (not an instance model)
 
 
 # -- the sidecar -----------------------------------------------------------------------------------------

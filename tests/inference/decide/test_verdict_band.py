@@ -24,6 +24,7 @@ class Scored:  # a Result with the kept image score (read through getattr), as t
     mask: np.ndarray | None
     predictions: tuple
     image_score: float | None
+    instances: None = None  # Result's field: no objects (not an instance model)
 
 
 def spec_with(models, text: str, kind: str = "anomaly_named"):
