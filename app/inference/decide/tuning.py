@@ -24,7 +24,12 @@ LAYERS = ("probability", "uncertainty")  # the pictures a result with kept score
 def with_threshold(spec: ModelSpec, threshold: float | None) -> tuple[ModelSpec, float | None]:
     """(spec, min_confidence) for a threshold chosen by the user: a binary (or anomaly) model's own pixel threshold
     is replaced (the pipeline applies it as always); a multi-class model keeps its spec and gets a minimum
-    confidence, applied to the kept scores (pixels whose winning probability is below it become background)."""
+    confidence, applied to the kept scores (pixels whose winning probability is below it become background); an
+    instance model's is its objects' score threshold (the `detect.conf` its run keeps them above)."""
+    if threshold is not None and spec.detector is not None and spec.task == "instances":  # the score threshold
+        options = replace(spec.detector.options, conf=threshold)
+        return replace(spec, detector=replace(spec.detector, options=options),
+                       output=replace(spec.output, threshold=threshold)), None
     if threshold is None or spec.task != "segmentation":
         return spec, None
     if spec.output.kind in ("binary", "anomaly"):  # anomaly: the pixel threshold on the map

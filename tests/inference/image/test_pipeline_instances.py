@@ -13,6 +13,7 @@ import pytest
 from yolo_models import classify_model, instance_model
 
 from app.errors import InferenceError, SidecarError
+from app.inference.decide.tuning import with_threshold
 from app.inference.image.pipeline import run_image
 from app.inference.model.builder import load_spec
 from app.inference.runtime.session import open_session
@@ -105,3 +106,15 @@ def test_a_sidecar_key_a_yolo_export_does_not_take_is_refused(tmp_path):
     with pytest.raises(SidecarError) as refused:
         load_spec(model)
     assert "'input.resize'" in str(refused.value) and "does not apply" in str(refused.value)
+
+
+def test_a_chosen_score_threshold_is_the_run_s_conf(tmp_path):
+    """The viewer's min score, carried to a run on all its pictures: the objects are kept above it."""
+    spec, min_confidence = with_threshold(load_spec(instance_model(tmp_path / "best.onnx")), 0.7)
+    assert min_confidence is None and spec.detector.options.conf == 0.7
+    session = open_session(spec, "cpu")
+    try:
+        found = run_image(session, PICTURE).instances
+    finally:
+        session.close()
+    assert [(i.class_name, round(i.score, 3)) for i in found.items] == [("pit", 0.9), ("scratch", 0.8)]
