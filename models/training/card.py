@@ -58,15 +58,21 @@ def block(name: str, res: dict) -> str:
                      f"{r['image_threshold']} (highest clean score {r['calib_clean_score_max']} + 0.01)"))
     if name == "surface_instances" and "mask_ap50" in r:
         m, b = r["mask_ap50"], r["box_ap50"]
-        rows.append(("Held-out mask AP50 (scratch, pit, stain)",
+        rows.append((f"Held-out mask AP50 (scratch, pit, stain), at the sidecar's conf {r['conf']}, NMS IoU {r['iou']}",
                      f"**{r['mask_ap50_mean']:.3f}** (scratch {m['scratch']:.3f}, pit {m['pit']:.3f}, stain "
                      f"{m['stain']:.3f}); {r['eval_images']} frames, seed {r['eval_seed']}"))
         rows.append(("Held-out box AP50", f"**{r['box_ap50_mean']:.3f}** (scratch {b['scratch']:.3f}, pit "
                      f"{b['pit']:.3f}, stain {b['stain']:.3f})"))
         rows.append(("Held-out mask AP50:95", f"{r['mask_ap50_95_mean']:.3f}"))
         t, f = r["instances_truth"], r["instances_found"]
-        rows.append(("Objects in the held-out frames / instances found at conf 0.25",
-                     " / ".join(f"{k} {t[k]} / {f[k]}" for k in t)))
+        rows.append(("Objects in the held-out frames / instances found", ", ".join(f"{k} {t[k]} / {f[k]}" for k in t)))
+        if "defaults" in r:
+            d = r["defaults"]
+            dm = d["mask_ap50"]
+            rows.append(("The same at Ultralytics' defaults (conf 0.25, NMS IoU 0.7)",
+                         f"mask AP50 {d['mask_ap50_mean']:.3f} (scratch {dm['scratch']:.3f}, pit {dm['pit']:.3f}, "
+                         f"stain {dm['stain']:.3f}), box AP50 {d['box_ap50_mean']:.3f}; found "
+                         + ", ".join(f"{k} {v}" for k, v in d["instances_found"].items())))
     if "eval_backend" in r:
         rows.append(("Evaluated through", "the app pipeline (`app.inference`)" if r["eval_backend"] == "app"
                      else "SegLens's YOLO path (`app.inference.yolo.predict.open_yolo`), scored by "

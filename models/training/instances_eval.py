@@ -2,7 +2,8 @@
 
 Each held-out frame (``instances_data.eval_item``, seed common.EVAL_SEED, mostly 1920x1080, never trained on)
 goes through ``app.inference.yolo.predict.open_yolo(...).predict`` exactly as SegLens runs an Ultralytics export
-(letterbox, ONNX Runtime, conf 0.25, class-aware NMS at IoU 0.7, masks at the image's pixels); its instances are
+(letterbox, ONNX Runtime, the sidecar's conf and NMS IoU — and Ultralytics' defaults 0.25 and 0.7 for
+reference —, class-aware NMS, masks at the image's pixels); its instances are
 scored against the generator's objects by ``app.runs.labels.metrics`` (COCOeval's matching and 101-point
 interpolated AP): mask AP50 and box AP50 per class, and mask AP50:95 over the classes.
 """
@@ -46,27 +47,44 @@ def class_ap(pairs, cls: int) -> tuple[float, float]:
 
 
 def evaluate(n: int = 60) -> dict:
+    """Scores at the sidecar's `detect:` settings (what SegLens runs the bundled model with) and, for reference, at
+    Ultralytics' defaults (conf 0.25, IoU 0.7)."""
+    import yaml
+
+    detect = yaml.safe_load((common.MODELS_DIR / f"{NAME}.yaml").read_text()).get("detect") or {}
+    frames = [data.eval_item(common.EVAL_SEED, i) for i in range(n)]
+    truths = [truth(objs, img.shape[:2]) for img, objs in frames]
+    images = [cv2.cvtColor(img, cv2.COLOR_RGB2BGR) for img, _ in frames]
+    res = {"eval_images": n, "eval_seed": common.EVAL_SEED, "eval_backend": "app-yolo",
+           "conf": detect.get("conf", 0.25), "iou": detect.get("iou", 0.7),
+           **scores(truths, images, detect.get("conf", 0.25), detect.get("iou", 0.7))}
+    res["defaults"] = scores(truths, images, 0.25, 0.7)
+    print(f"{NAME} (conf {res['conf']}, iou {res['iou']}): mask AP50 {res['mask_ap50']} (mean "
+          f"{res['mask_ap50_mean']:.4f}); box AP50 {res['box_ap50']} (mean {res['box_ap50_mean']:.4f}); mask AP50:95 "
+          f"mean {res['mask_ap50_95_mean']:.4f}; objects {res['instances_truth']}, found {res['instances_found']}")
+    d = res["defaults"]
+    print(f"  at conf 0.25, iou 0.7: mask AP50 {d['mask_ap50']} (mean {d['mask_ap50_mean']:.4f}); found "
+          f"{d['instances_found']}")
+    return {NAME: res}
+
+
+def scores(truths, images, conf: float, iou: float) -> dict:
+    from app.inference.model.yolo_options import YoloOptions
     from app.inference.yolo.predict import open_yolo
 
-    model = open_yolo(common.MODELS_DIR / f"{NAME}.onnx")
-    pairs = []
-    for i in range(n):
-        img, objs = data.eval_item(common.EVAL_SEED, i)
-        found = model.predict(cv2.cvtColor(img, cv2.COLOR_RGB2BGR))
-        pairs.append((truth(objs, img.shape[:2]), found))
+    model = open_yolo(common.MODELS_DIR / f"{NAME}.onnx", options=YoloOptions(conf=conf, iou=iou))
+    pairs = [(t, model.predict(image)) for t, image in zip(truths, images)]
     box_pairs = [(boxes_only(a), boxes_only(b)) for a, b in pairs]
     mask50, box50, mask5095 = {}, {}, {}
     for k, name in enumerate(data.NAMES):
         mask50[name], mask5095[name] = (round(v, 4) for v in class_ap(pairs, k))
         box50[name] = round(class_ap(box_pairs, k)[0], 4)
-    count = {name: int(sum(o.class_index == k for a, _ in pairs for o in a.items)) for k, name in enumerate(data.NAMES)}
-    found = {name: int(sum(o.class_index == k for _, b in pairs for o in b.items)) for k, name in enumerate(data.NAMES)}
-    res = {"eval_images": n, "eval_seed": common.EVAL_SEED, "eval_backend": "app-yolo",
-           "mask_ap50": mask50, "mask_ap50_mean": round(float(np.mean(list(mask50.values()))), 4),
-           "box_ap50": box50, "box_ap50_mean": round(float(np.mean(list(box50.values()))), 4),
-           "mask_ap50_95": mask5095, "mask_ap50_95_mean": round(float(np.mean(list(mask5095.values()))), 4),
-           "instances_truth": count, "instances_found": found}
-    print(f"{NAME}: mask AP50 {mask50} (mean {res['mask_ap50_mean']:.4f}); box AP50 {box50} (mean "
-          f"{res['box_ap50_mean']:.4f}); mask AP50:95 mean {res['mask_ap50_95_mean']:.4f}; objects {count}, "
-          f"found {found}")
-    return {NAME: res}
+
+    def count(side: int) -> dict:
+        return {name: sum(i.class_index == k for pair in pairs for i in pair[side].items)
+                for k, name in enumerate(data.NAMES)}
+
+    return {"mask_ap50": mask50, "mask_ap50_mean": round(float(np.mean(list(mask50.values()))), 4),
+            "box_ap50": box50, "box_ap50_mean": round(float(np.mean(list(box50.values()))), 4),
+            "mask_ap50_95": mask5095, "mask_ap50_95_mean": round(float(np.mean(list(mask5095.values()))), 4),
+            "instances_truth": count(0), "instances_found": count(1)}

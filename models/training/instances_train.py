@@ -2,9 +2,9 @@
 batch sampler. Run it as ``python -m models.training.train surface_instances``.
 
 - **Assignment** (anchor-free, one level per object): an object goes to stride 8, 16 or 32 by the longer side of
-  its box (< 64, < 160, else); every cell of that level that the object's mask touches is a positive for it (a
-  thin scratch gets the cells along it, not the empty corners of its box); a cell two objects touch goes to the
-  smaller one. Every other cell is a negative for every class.
+  its box (< 64, < 160, else); of the cells of that level that the object's mask touches (a thin scratch: the
+  cells along it, not the empty corners of its box) the TOP_K nearest its centre pixel are its positives; a cell
+  two objects claim goes to the smaller one. Every other cell is a negative for every class.
 - **Losses**: classification = varifocal-style BCE whose positive target is the IoU of the cell's predicted box
   with its object's box (so the score says how well the cell localises: the best-placed of an object's cells wins
   NMS), negatives weighted 0.75 p^2; box = 1 - GIoU; mask = BCE of sigmoid(coefficients . prototypes) upsampled
@@ -15,6 +15,7 @@ batch sampler. Run it as ``python -m models.training.train surface_instances``.
 from __future__ import annotations
 
 import time
+from pathlib import Path
 
 import numpy as np
 import torch
@@ -26,6 +27,7 @@ from .instances_net import InstanceNet, cell_centres
 
 LEVEL_EDGES = (64.0, 160.0)  # longer box side (input pixels) below which an object goes to stride 8, 16
 MASKS_PER_IMAGE = 24
+TOP_K = 9  # positives per object: its cells nearest its centre
 CROP = 256
 CENTRED = 0.8  # fraction of crops centred near an object
 
@@ -45,11 +47,19 @@ def assign(objs: list[data.Obj], shapes: list[tuple[int, int]], strides) -> np.n
         s, (h, w) = strides[lvl], shapes[lvl]
         ys, xs = np.nonzero(o.mask)
         cells = np.unique(np.minimum((o.y0 + ys) // s, h - 1) * w + np.minimum((o.x0 + xs) // s, w - 1))
-        cells = cells + offsets[lvl]
+        cells = central(cells, w, s, o.y0 + ys, o.x0 + xs) + offsets[lvl]
         a = float(len(ys))
         take = cells[a < area[cells]]
         idx[take], area[take] = g, a
     return idx
+
+
+def central(cells: np.ndarray, w: int, s: int, ys: np.ndarray, xs: np.ndarray) -> np.ndarray:
+    """The TOP_K of an object's cells nearest its centre pixel (its mask pixel nearest its centroid): the cells
+    far along a long scratch stay negatives, or each would claim its own piece of the scratch."""
+    c = int(np.argmin((ys - ys.mean()) ** 2 + (xs - xs.mean()) ** 2))
+    d = ((cells // w + 0.5) * s - ys[c] - 0.5) ** 2 + ((cells % w + 0.5) * s - xs[c] - 0.5) ** 2
+    return cells[np.argsort(d, kind="stable")[:TOP_K]]
 
 
 def box_iou_giou(p: torch.Tensor, g: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -160,7 +170,8 @@ def sampler(items, rng: np.random.Generator, batch: int, size: int = CROP):
 
 
 def train_instances(steps: int, seed: int, n_full: int = 160, n_direct: int = 240, batch: int = 8,
-                    lr: float = 3e-3) -> InstanceNet:
+                    lr: float = 4e-3, resume: Path | None = None) -> InstanceNet:
+    """Schedule 1 from scratch (lr 4e-3); with `resume` (a checkpoint) schedule 2 from it at half the rate."""
     from .train import fit
 
     t = time.time()
@@ -169,6 +180,9 @@ def train_instances(steps: int, seed: int, n_full: int = 160, n_direct: int = 24
     print(f"surface_instances: {len(items)} training frames in {time.time() - t:.0f} s; objects per class "
           f"{dict(zip(data.NAMES, counts.tolist()))}", flush=True)
     model = InstanceNet(nc=len(data.NAMES), strides=data.STRIDES)
+    if resume is not None:
+        model.load_state_dict(torch.load(resume, map_location="cpu", weights_only=True))
+        lr /= 2
     loss = InstanceLoss(data.STRIDES, len(data.NAMES))
     fit(model, sampler(items, np.random.default_rng(seed), batch), loss, steps, lr=lr, tag="surface_instances",
         log_every=50)

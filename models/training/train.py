@@ -333,7 +333,7 @@ TRAINERS = {
     "nuclei": (train_nuclei, 1000),
     "defect_type": (train_defect_type, 600),
     "surface_anomaly": (train_anomaly, 1000),
-    "surface_instances": (instances_train.train_instances, 3000),
+    "surface_instances": (instances_train.train_instances, 1200),
 }
 
 
@@ -345,6 +345,8 @@ def main(argv=None) -> int:
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--out", type=Path, default=common.MODELS_DIR, help="where the ONNX files go")
     ap.add_argument("--no-export", action="store_true")
+    ap.add_argument("--resume", action="store_true",
+                    help="surface_instances: start from models/training/runs/<name>.pt (its second schedule)")
     args = ap.parse_args(argv)
 
     torch.set_num_threads(args.threads)
@@ -353,7 +355,7 @@ def main(argv=None) -> int:
     trainer, default_steps = TRAINERS[args.name]
     steps = args.steps or default_steps
     t0 = time.time()
-    model = trainer(steps, args.seed)
+    model = trainer(steps, args.seed, **({"resume": common.RUNS_DIR / f"{args.name}.pt"} if args.resume else {}))
     common.RUNS_DIR.mkdir(parents=True, exist_ok=True)
     torch.save(model.state_dict(), common.RUNS_DIR / f"{args.name}.pt")
     if not args.no_export:

@@ -96,10 +96,13 @@ def test_models_json(capsys):
     for row in rows:
         assert {"name", "task", "input", "classes", "size_mb", "sidecar", "path"} <= set(row)
         assert Path(row["path"]) == REPO / "models" / f"{row['name']}.onnx" and row["error"] is None
-        assert row["size_mb"] > 0 and row["classes"] and row["task"] in ("segmentation", "classification", "anomaly")
+        assert row["size_mb"] > 0 and row["classes"] and row["task"] in ("segmentation", "classification", "anomaly",
+                                                                          "instances")
     tasks = {row["name"]: row["task"] for row in rows}
-    assert (tasks["surface_anomaly"], tasks["surface_defects"], tasks["defect_type"]) == \
-        ("anomaly", "segmentation", "classification")
+    assert (tasks["surface_anomaly"], tasks["surface_defects"], tasks["defect_type"], tasks["surface_instances"]) == \
+        ("anomaly", "segmentation", "classification", "instances")
+    instances = next(row for row in rows if row["name"] == "surface_instances")
+    assert instances["classes"] == ["scratch", "pit", "stain"] and instances["input"] == "rgb 544×960"
     surface = next(row for row in rows if row["name"] == "surface_defects")
     assert surface["input"] == "rgb 540×960" and surface["sidecar"] == "surface_defects.yaml"
     assert surface["classes"][:2] == ["background", "scratch"]
