@@ -4,7 +4,8 @@
     .venv/bin/python -m models.training.train nuclei             # also writes nuclei_fp16.onnx
     .venv/bin/python -m models.training.train defect_type
     .venv/bin/python -m models.training.train surface_anomaly    # clean frames only; ~4 min
-    .venv/bin/python -m models.training.train surface_instances  # instances, YOLOv8-seg layout; ~12 min
+    .venv/bin/python -m models.training.train surface_instances --threads 1           # instances; ~6 min
+    .venv/bin/python -m models.training.train surface_instances --threads 1 --resume  # its second schedule
 
 Everything is seeded (data: common.TRAIN_SEED, weights/batches: --seed), so a rerun on the same machine
 gives the same model. The checkpoint goes to models/training/runs/<name>.pt (git-ignored), the ONNX file and
