@@ -2,7 +2,8 @@
 the same images, in one run.
 
     uv run python benchmarks/yolo_throughput.py --ultralytics-python /path/to/venv/bin/python
-        [--images 50] [--rounds 3] [--save mask,overlay,none] [--model X.onnx] [--work DIR] [--keep]
+        [--images 50] [--rounds 3] [--save mask,overlay,none] [--spinning] [--model X.onnx] [--work DIR]
+        [--keep]
 
 Needs a second Python with Ultralytics installed (AGPL-3.0: never a SegLens dependency, so never in the project's
 venv; e.g. `python3 -m venv /tmp/ulv && /tmp/ulv/bin/pip install torch torchvision ultralytics onnx onnxruntime
@@ -22,6 +23,8 @@ Ultralytics: `YOLO(model, task="segment").predict(source=FOLDER, retina_masks=Tr
   imgsz=640, conf=0.25, iou=0.7, verbose=False)`, every result consumed (boxes, scores, classes and the masks as
   numpy arrays); ONNX Runtime with Ultralytics' own session (default SessionOptions: one thread per core,
   spinning on), torch with its default threads.
+--spinning: also SegLens's first --save kind with `--runtime allow_spinning=true` (ORT's default, which
+  Ultralytics' session keeps; SegLens turns it off so the decode and write threads get the idle cores).
 Ultralytics save=True: the same, also writing its own annotated pictures (boxes, labels, masks: the counterpart
   of SegLens's overlay).
 Throughput = (images − 10) ÷ (wall of the --images run − wall of the 10-image run), so process start, imports,
@@ -179,12 +182,13 @@ def last_json(output: str) -> dict[str, Any]:
     return result
 
 
-def seglens(model: Path, folder: Path, save: str, out: Path) -> tuple[float, list[dict[str, str]]]:
+def seglens(model: Path, folder: Path, save: str, out: Path, *, spinning: bool = False,
+            ) -> tuple[float, list[dict[str, str]]]:
     """Wall seconds of one `seglens-cli run` process, and its report's rows."""
     shutil.rmtree(out, ignore_errors=True)
     cli = Path(sys.executable).parent / "seglens-cli"
     command = [str(cli), "run", str(model), str(folder), "--out", str(out), "--device", "cpu", "--save", save,
-               "--no-progress"]
+               "--no-progress", *(["--runtime", "allow_spinning=true"] if spinning else [])]
     started = time.perf_counter()
     subprocess.run(command, check=True, capture_output=True, text=True)
     seconds = time.perf_counter() - started
@@ -229,6 +233,8 @@ def run(args: argparse.Namespace, work: Path) -> None:
         model = work / "bench-seg.onnx"
     saves = [s for s in args.save.split(",") if s]
     names = [f"seglens --save {s}" for s in saves] + ["ultralytics", "ultralytics save=True"]
+    if args.spinning:
+        names.insert(len(saves), f"seglens --save {saves[0]} --runtime allow_spinning=true")
     rates: dict[str, list[float]] = {name: [] for name in names}
     stages: dict[str, list[float]] = {stage: [] for stage in STAGES}
     counts: dict[str, int] = {}
@@ -248,12 +254,13 @@ def run(args: argparse.Namespace, work: Path) -> None:
                 if save_to is None:
                     speeds.append(answer["speed"])
             else:
-                save = name.rsplit(" ", 1)[1]
-                small_s, _ = seglens(model, small, save, work / "out")
-                big_s, rows = seglens(model, frames, save, work / "out")
+                save, spinning = name.split()[2], name.endswith("allow_spinning=true")
+                small_s, _ = seglens(model, small, save, work / "out", spinning=spinning)
+                big_s, rows = seglens(model, frames, save, work / "out", spinning=spinning)
                 counts[name] = sum(int(v) for row in rows for k, v in row.items() if k.startswith("count_") and v)
-                for stage in STAGES:
-                    stages[stage].append(statistics.median(float(row[stage]) for row in rows))
+                if not spinning:
+                    for stage in STAGES:
+                        stages[stage].append(statistics.median(float(row[stage]) for row in rows))
             rates[name].append(per_second(big_s, small_s, args.images))
             print(f"round {round_ + 1} {name}: {rates[name][-1]:.2f} images/s ({big_s:.1f} s − {small_s:.1f} s),"
                   f" {counts[name]} instances, load {load()}", flush=True)
@@ -301,6 +308,8 @@ def main() -> None:
     parser.add_argument("--images", type=int, default=50)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--save", default="mask,overlay,none", help="SegLens --save kinds to time, comma-separated")
+    parser.add_argument("--spinning", action="store_true",
+                        help="also SegLens's first --save kind with ORT's threads spinning, as Ultralytics' session")
     parser.add_argument("--model", type=Path, help="a YOLO segment export (default: built, see above)")
     parser.add_argument("--arch", default="yolov8n-seg", help="Ultralytics model YAML of the built export")
     parser.add_argument("--target", type=int, default=40, help="anchors per image above conf (the built export)")
