@@ -7,15 +7,25 @@ yolo_head): segment `[1, 4 + nc + 32, N]` + prototypes `[1, 32, H/4, W/4]`, dete
 An object is (class index, score, cx, cy, w, h) in the model's input pixels; a segment model's mask of object k is
 the ellipse inscribed in its box (prototype k is +8 inside it, −8 outside; its coefficients pick prototype k).
 With the default 160×160 input, a 320×320 picture maps each input pixel to 2×2 image pixels (no padding).
+
+`open_yolo` opens any export the way the app does (spec, session, the 2D pipeline) for tests that ask it as
+Ultralytics' predictor is asked (BGR in, instances out): the parity tests, the bundled demo's.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
 from onnx import helper
 from onnx_factory import FLOAT, const, save, tensor
+
+from app.inference.image.pipeline import run_image
+from app.inference.model.builder import load_spec
+from app.inference.model.instances import Instances
+from app.inference.model.yolo_options import YoloOptions
+from app.inference.runtime.session import open_session
 
 NAMES = ("pit", "scratch", "stain")
 # (class, score, cx, cy, w, h): two pits, one scratch, one stain below the default conf (0.25), kept only lower
@@ -79,3 +89,49 @@ def _constant(name: str, value: np.ndarray, image: str, *, tag: str = "o") -> tu
     inits = [const(f"{tag}_shape", np.ones(rank, np.int64)), const(f"{tag}_zero", np.zeros((), np.float32)),
              const(f"{tag}_value", value.astype(np.float32))]
     return nodes, [tensor(name, FLOAT, list(value.shape))], inits
+
+
+@dataclass(frozen=True)
+class ClassScores:
+    """A classify export's answer as Ultralytics' `probs`: every class's probability, in the model's class order."""
+
+    names: tuple[str, ...]
+    scores: tuple[float, ...]
+
+    @property
+    def top1(self) -> int:
+        return int(np.argmax(self.scores))
+
+
+class YoloRun:
+    """An export opened as SegLens opens any model (load_spec → open_session → the 2D pipeline), answering as
+    Ultralytics' predictor is asked: a BGR picture in, its instances (or a classify head's probabilities) out.
+    `options` replace the sidecar's `detect:` section."""
+
+    def __init__(self, path: Path, *, device: str = "cpu", options: YoloOptions | None = None) -> None:
+        spec = load_spec(path)
+        assert spec.detector is not None, f"{path.name} is no YOLO export"
+        if options is not None:
+            spec = replace(spec, detector=replace(spec.detector, options=options),
+                           output=replace(spec.output, threshold=options.conf))
+        self.spec, self.head = spec, spec.detector.head
+        self.session = open_session(spec, device)
+        self.info = self.session.info
+
+    def predict(self, image_bgr: np.ndarray) -> Instances | ClassScores:
+        rgb = np.ascontiguousarray(image_bgr[..., ::-1]) if image_bgr.ndim == 3 else image_bgr
+        result = run_image(self.session, rgb)
+        if result.instances is not None:
+            return result.instances
+        probabilities = dict.fromkeys(range(self.head.nc), 0.0)
+        probabilities.update({p.index: p.score for p in result.predictions})
+        return ClassScores(self.head.names, tuple(probabilities[i] for i in range(self.head.nc)))
+
+    def raw(self, tensor: np.ndarray) -> np.ndarray:
+        """The predictions output of one run on `tensor` (the prototypes left out)."""
+        output = self.session.run(tensor)
+        return output[0] if isinstance(output, tuple) else output
+
+
+def open_yolo(path: Path, *, device: str = "cpu", options: YoloOptions | None = None) -> YoloRun:
+    return YoloRun(path, device=device, options=options)

@@ -75,7 +75,7 @@ def block(name: str, res: dict) -> str:
                          + ", ".join(f"{k} {v}" for k, v in d["instances_found"].items())))
     if "eval_backend" in r:
         rows.append(("Evaluated through", "the app pipeline (`app.inference`)" if r["eval_backend"] == "app"
-                     else "SegLens's YOLO path (`app.inference.yolo.predict.open_yolo`), scored by "
+                     else "SegLens's own pipeline (`app.inference.image.pipeline.run_image`), scored by "
                      "`app.runs.labels.metrics` (COCOeval's AP)" if r["eval_backend"] == "app-yolo"
                      else "ONNX Runtime directly, slices windowed by the app's `apply_window` (HU arrays, no decode)"
                      if name == "ct_demo" else

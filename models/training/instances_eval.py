@@ -1,8 +1,8 @@
-"""Held-out evaluation of the surface_instances demo model through SegLens's own YOLO path.
+"""Held-out evaluation of the surface_instances demo model through SegLens's own pipeline.
 
 Each held-out frame (``instances_data.eval_item``, seed common.EVAL_SEED, mostly 1920x1080, never trained on)
-goes through ``app.inference.yolo.predict.open_yolo(...).predict`` exactly as SegLens runs an Ultralytics export
-(letterbox, ONNX Runtime, the sidecar's conf and NMS IoU — and Ultralytics' defaults 0.25 and 0.7 for
+goes through the spec, the session and ``app.inference.image.pipeline.run_image`` exactly as SegLens runs an
+Ultralytics export (letterbox, ONNX Runtime, the sidecar's conf and NMS IoU — and Ultralytics' defaults 0.25 and 0.7 for
 reference —, class-aware NMS, masks at the image's pixels); its instances are
 scored against the generator's objects by ``app.runs.labels.metrics`` (COCOeval's matching and 101-point
 interpolated AP): mask AP50 and box AP50 per class, and mask AP50:95 over the classes.
@@ -69,11 +69,7 @@ def evaluate(n: int = 60) -> dict:
 
 
 def scores(truths, images, conf: float, iou: float) -> dict:
-    from app.inference.model.yolo_options import YoloOptions
-    from app.inference.yolo.predict import open_yolo
-
-    model = open_yolo(common.MODELS_DIR / f"{NAME}.onnx", options=YoloOptions(conf=conf, iou=iou))
-    pairs = [(t, model.predict(image)) for t, image in zip(truths, images)]
+    pairs = [(t, found) for t, found in zip(truths, predicted(images, conf, iou))]
     box_pairs = [(boxes_only(a), boxes_only(b)) for a, b in pairs]
     mask50, box50, mask5095 = {}, {}, {}
     for k, name in enumerate(data.NAMES):
@@ -88,3 +84,23 @@ def scores(truths, images, conf: float, iou: float) -> dict:
             "box_ap50": box50, "box_ap50_mean": round(float(np.mean(list(box50.values()))), 4),
             "mask_ap50_95": mask5095, "mask_ap50_95_mean": round(float(np.mean(list(mask5095.values()))), 4),
             "instances_truth": count(0), "instances_found": count(1)}
+
+
+def predicted(images, conf: float, iou: float) -> list:
+    """Each BGR image's instances as SegLens runs the model (spec, session, the 2D pipeline), at `conf` and `iou`."""
+    from dataclasses import replace
+
+    import numpy as np
+
+    from app.inference.image.pipeline import run_image
+    from app.inference.model.builder import load_spec
+    from app.inference.runtime.session import open_session
+
+    spec = load_spec(common.MODELS_DIR / f"{NAME}.onnx")
+    options = replace(spec.detector.options, conf=conf, iou=iou)
+    spec = replace(spec, detector=replace(spec.detector, options=options))
+    session = open_session(spec, "cpu")
+    try:
+        return [run_image(session, np.ascontiguousarray(image[..., ::-1])).instances for image in images]
+    finally:
+        session.close()

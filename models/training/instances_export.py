@@ -34,6 +34,10 @@ SIDECAR = {
     # a long scratch's cells each propose a slightly different box: at Ultralytics' IoU 0.7 several survive NMS;
     # 0.3 keeps one per scratch (held-out mask AP50 0.80 -> 0.93), conf 0.5 drops the faint brushing streaks
     "detect": {"conf": 0.5, "iou": 0.3},
+    # the demo's line: NG past 2 scratches or 3 pits, REVIEW for any scratch, pit or stain below that, OK when clean
+    "verdict": {"fail_if": [{"count_above": {"scratch": 2}}, {"count_above": {"pit": 3}}],
+                "review_if": [{"count_above": {"scratch": 0}}, {"count_above": {"pit": 0}},
+                              {"count_above": {"stain": 0}}]},
 }
 common.SIDECARS.setdefault(NAME, SIDECAR)
 

@@ -5,13 +5,12 @@ to the image and clipped; masks by app.inference.yolo.masks, an instance whose m
 it. YOLOv5's objectness head scores a box objectness × class (its own non_max_suppression). An end-to-end head's
 rows are kept as they are, above the confidence limit, the first `max_det`.
 
-Classify heads answer probabilities: `ClassScores`, best first.
+A classify head's probabilities are any classifier's top-k (app.inference.image.postprocess).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 import numpy as np
 
@@ -22,28 +21,6 @@ from app.inference.model.yolo_options import YoloOptions
 from app.inference.yolo.letterbox import Letterbox, boxes_to_image, centres_to_image
 from app.inference.yolo.masks import instance_masks
 from app.inference.yolo.nms import MAX_NMS, MAX_WH, fast_nms_rotated, nms
-
-
-@dataclass(frozen=True)
-class ClassScores:
-    """A classify head's answer: every class's probability, in the model's class order."""
-
-    names: tuple[str, ...]
-    scores: tuple[float, ...]
-
-    @property
-    def top1(self) -> int:
-        return int(np.argmax(self.scores))
-
-    def ranked(self, count: int = 5) -> tuple[tuple[str, float], ...]:
-        """The best `count` classes and their probabilities, best first (Ultralytics' top5)."""
-        order = np.argsort(-np.asarray(self.scores), kind="stable")[:count]
-        return tuple((self.names[i], self.scores[i]) for i in order)
-
-
-def class_scores(head: YoloHead, output: np.ndarray) -> ClassScores:
-    """The probabilities of a classify head's output [1, nc]."""
-    return ClassScores(head.names, tuple(float(v) for v in np.asarray(output, dtype=np.float32).reshape(-1)))
 
 
 def detections(head: YoloHead, output: np.ndarray, options: YoloOptions) -> np.ndarray:

@@ -32,7 +32,8 @@ log = logging.getLogger(__name__)
 
 # each bundled model's own samples (resources/samples/<folder>, models/README.md): what the viewer opens it with
 BUNDLED_SAMPLES = {"surface_defects": "surface", "nuclei": "nuclei", "nuclei_fp16": "nuclei",
-                   "defect_type": "defect_crops", "surface_anomaly": "anomaly", "ct_demo": "ct", "ct3d_demo": "ct3d"}
+                   "defect_type": "defect_crops", "surface_anomaly": "anomaly", "ct_demo": "ct", "ct3d_demo": "ct3d",
+                   "surface_instances": "surface"}
 
 
 def window_title(shown: str) -> str:

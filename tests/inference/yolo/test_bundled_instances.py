@@ -15,10 +15,10 @@ import numpy as np
 import onnx
 import pytest
 import yaml
+from yolo_models import open_yolo
 
 from app.inference.model.instances import Instances
 from app.inference.model.yolo_options import YoloOptions
-from app.inference.yolo.predict import open_yolo
 
 REPO = Path(__file__).resolve().parents[3]
 MODEL = REPO / "models" / "surface_instances.onnx"
@@ -45,7 +45,8 @@ def test_it_is_read_as_a_yolov8_seg_export_from_its_metadata(model):
     head = model.head
     assert (head.task, head.layout, head.names, head.imgsz, head.stride) == \
         ("segment", "anchors", ("scratch", "pit", "stain"), (544, 960), 32)
-    assert {head.sources[k] for k in ("task", "names", "imgsz", "stride")} == {"metadata"}
+    assert {head.sources[k] for k in ("task", "imgsz", "stride")} == {"metadata"}
+    assert head.sources["names"] == "sidecar"  # the sidecar lists them with their colours (the metadata has them too)
     meta = {p.key: p.value for p in onnx.load(str(MODEL), load_external_data=False).metadata_props}
     assert not meta["author"].startswith("Ultralytics") and meta["license"] == "MIT"
     assert MODEL.stat().st_size <= 5 * 1024 * 1024
@@ -87,3 +88,19 @@ def test_each_defect_of_a_sample_is_found_as_its_own_instance(model, make_sample
 
 def test_the_clean_sample_has_no_instance(model):
     assert len(_found(model, "surface_clean_01.jpg")) == 0
+
+
+def test_the_demo_line_s_verdicts_on_the_samples(model):
+    """The sidecar's rules: NG past 2 scratches or 3 pits, REVIEW for any object below that, OK when clean."""
+    from app.inference.decide.verdict import verdict_of
+    from app.inference.image.pipeline import run_image
+
+    verdicts = {}
+    for name in ("surface_01_scratches.jpg", "surface_03_stain.jpg", "surface_clean_01.jpg"):
+        result = run_image(model.session, cv2.cvtColor(cv2.imread(str(SAMPLES / name)), cv2.COLOR_BGR2RGB))
+        verdict = verdict_of(model.spec, result)
+        verdicts[name] = (verdict.state, verdict.reason)
+    state, reason = verdicts["surface_01_scratches.jpg"]
+    assert state == "NG" and reason.startswith("scratch count")
+    assert verdicts["surface_03_stain.jpg"][0] == "REVIEW"
+    assert verdicts["surface_clean_01.jpg"] == ("OK", "")

@@ -10,15 +10,15 @@ import numpy as np
 import onnx_factory
 import pytest
 from onnx import TensorProto, helper
+from yolo_models import open_yolo
 
 from app.errors import InferenceError, ModelError, SidecarError
 from app.inference.model.instances import Instances
 from app.inference.model.sidecar import load_sidecar
 from app.inference.model.yolo_head import YoloHead
 from app.inference.model.yolo_options import YoloOptions, options_from_sidecar
-from app.inference.yolo.decode import ClassScores, class_scores, detections, instances
+from app.inference.yolo.decode import detections, instances
 from app.inference.yolo.letterbox import fit
-from app.inference.yolo.predict import open_yolo
 
 NAMES = ("pit", "scratch", "stain")
 
@@ -111,12 +111,6 @@ def test_oriented_instances_keep_their_rotation_and_bounds() -> None:
     assert item.rotated == pytest.approx((160, 160, 80, 40, np.pi / 2))
     assert item.box == pytest.approx((140, 120, 180, 200), abs=1e-4)  # turned a quarter: 40 wide, 80 high
     assert item.angle == pytest.approx(np.pi / 2)
-
-
-def test_class_scores_rank_the_classes() -> None:
-    scores = class_scores(head("classify", "scores"), np.asarray([[0.2, 0.7, 0.1]], dtype=np.float32))
-    assert isinstance(scores, ClassScores) and scores.top1 == 1
-    assert [name for name, _ in scores.ranked(2)] == ["scratch", "pit"]
 
 
 def yolo_file(path: Path, output: np.ndarray, **metadata: str) -> Path:

@@ -24,15 +24,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 import yolo_reference as reference
+from yolo_models import ClassScores, YoloRun, open_yolo
 
 from app.inference.image.pipeline import Result, run_image
 from app.inference.model.builder import load_spec
 from app.inference.model.instances import Instances
 from app.inference.model.yolo_options import YoloOptions
 from app.inference.runtime.session import open_session
-from app.inference.yolo.decode import ClassScores
 from app.inference.yolo.letterbox import preprocess
-from app.inference.yolo.predict import YoloModel, open_yolo
 
 reference.require_ultralytics()
 
@@ -58,12 +57,12 @@ def picture(hw: tuple[int, int], seed: int) -> np.ndarray:
     return image
 
 
-def untied_conf(model: YoloModel, image: np.ndarray, conf: float = 0.25) -> float:
+def untied_conf(model: YoloRun, image: np.ndarray, conf: float = 0.25) -> float:
     """`conf`, or above the highest candidate score that two anchors share (see the module's docstring)."""
     if model.head.layout == "end2end":
         return conf
     tensor, _ = preprocess(image, model.head.imgsz, stride=model.head.stride if model.head.dynamic else None)
-    out = model.run(tensor).predictions[0]
+    out = model.raw(tensor)[0]
     scores = out[4:4 + model.head.nc].max(0) if model.head.layout == "anchors" else out[:, 4]
     values, counts = np.unique(scores[scores > conf], return_counts=True)
     tied = values[counts > 1]
