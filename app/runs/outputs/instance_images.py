@@ -96,10 +96,14 @@ def _corners(item: Instance) -> np.ndarray:
 
 def _fill(out: np.ndarray, region: tuple[tuple[int, int, int, int], np.ndarray], color: tuple[int, int, int],
           alpha: float) -> None:
+    """The object's pixels blended with its colour (OpenCV's blend and masked copy: a boolean gather and scatter in
+    numpy cost twice as much on a picture of hundreds of objects)."""
     (x0, y0, x1, y1), inside = region
     patch = out[y0:y1, x0:x1]
-    blended = patch.astype(np.float32) * (1.0 - alpha) + np.asarray(color, np.float32) * alpha
-    patch[inside] = np.rint(blended[inside]).astype(np.uint8)
+    solid = np.empty_like(patch)
+    solid[:] = color
+    blended = cv2.addWeighted(patch, 1.0 - alpha, solid, alpha, 0.0)
+    patch[:] = cv2.copyTo(blended, np.ascontiguousarray(inside).view(np.uint8), patch.copy())
 
 
 def _outline(out: np.ndarray, item: Instance, region: tuple[tuple[int, int, int, int], np.ndarray] | None,
@@ -107,7 +111,7 @@ def _outline(out: np.ndarray, item: Instance, region: tuple[tuple[int, int, int,
     """The mask's boundary, else the (rotated) box's, OUTLINE_PX wide."""
     if item.mask is not None and region is not None:
         (x0, y0, _, _), inside = region
-        contours, _ = cv2.findContours(inside.astype(np.uint8), cv2.RETR_LIST, cv2.CHAIN_APPROX_NONE)
+        contours, _ = cv2.findContours(inside.astype(np.uint8), cv2.RETR_LIST, cv2.CHAIN_APPROX_SIMPLE)
         cv2.drawContours(out, contours, -1, color, OUTLINE_PX, offset=(x0, y0))
     elif item.rotated is not None:
         cv2.polylines(out, [np.round(_corners(item)).astype(np.int32)], True, color, OUTLINE_PX)
