@@ -81,7 +81,8 @@ CT3D = ("models/ct3d_demo.onnx", "models/ct3d_demo.yaml", "resources/samples/ct3
 PROMPT = ("models/prompt_demo.yaml", "models/prompt_demo_encoder.onnx", "models/prompt_demo_decoder.onnx")
 
 # a constant Ultralytics segment head (tests/yolo_models.py) whose objects sit on the sample's pits and stain
-INSTANCES = ("tests/yolo_models.py", "tests/onnx_factory.py", "resources/samples/surface/surface_04_mixed.jpg")
+INSTANCES = ("models/surface_instances.onnx", "models/surface_instances.yaml",
+             "resources/samples/surface/surface_04_mixed.jpg")
 STATION = (*ANOMALY, "app/runs/station")
 PACS = (*CT, "tests/io/pacs/orthanc.py", "app/io/pacs")
 REMOTE = (*NUCLEI, "tests/remote_mocks.py")
@@ -143,13 +144,13 @@ SHOTS: tuple[Shot, ...] = (
          "two studies, the chosen study's series", "pacs", PACS, {"subject": "search"}),
     Shot("pacs_opened.png", SMALL, "the retrieved series open through ct_demo: whole-volume mL, 3D components",
          "pacs", PACS, {"subject": "opened"}),
-    Shot("instances.png", SMALL, "a YOLO segment export on a surface sample: each instance outlined in its class "
-         "colour with its score, the legend's counts, the Instances list", "instances", INSTANCES,
+    Shot("instances.png", SMALL, "the instance demo (YOLOv8-seg layout) on a surface sample: each instance outlined "
+         "in its class colour with its score, the legend's counts, the Instances list", "instances", INSTANCES,
          {"moment": "overlay"}),
     Shot("instances_chosen.png", SMALL, "an instance chosen in the Instances list: zoomed to, marked", "instances",
          INSTANCES, {"moment": "chosen"}),
-    Shot("instances_corrected.png", SMALL, "a corrected picture: a false stain deleted, the missed scratch painted "
-         "with the brush as a new instance", "instances", INSTANCES, {"moment": "corrected"}),
+    Shot("instances_corrected.png", SMALL, "a corrected picture: a scratch found in four pieces deleted and painted "
+         "with the brush as one instance", "instances", INSTANCES, {"moment": "corrected"}),
     Shot("review_report.png", (1400, 1000), "the HTML review report of tools/review_report_demo.py in headless "
          "Chromium", "review_report", (*SURFACE, "app/runs/review", "tools/review_report_demo.py"), viewer=False),
 )
@@ -956,29 +957,25 @@ def scene_pacs(stage: Stage, subject: str) -> None:
         server.stop()
 
 
-# (class, score, cx, cy, w, h) in the 640×640 input: the image's x / 3 and y / 3 + 140 (the letterbox's top band)
-INSTANCE_OBJECTS = ((0, 0.93, 148.7, 271.3, 15.0, 15.0), (2, 0.88, 125.3, 345.3, 25.0, 25.0),
-                    (0, 0.81, 486.7, 425.3, 18.0, 18.0), (0, 0.64, 384.0, 426.0, 9.0, 9.0),
-                    (0, 0.57, 30.7, 478.7, 9.0, 9.0), (2, 0.38, 433.3, 240.0, 30.0, 26.0))
 SCRATCH_STROKE = ((114, 966), (200, 892), (300, 810), (400, 730), (500, 636), (600, 540), (686, 454))
 
 
 def scene_instances(stage: Stage, moment: str) -> None:
-    """A YOLO segment export (a constant head whose objects sit on surface_04's pits and stain, one false stain on
-    the clean surface, the scratches missed): the overlay and the Instances list; a row chosen; or corrected — the
-    false stain deleted, the dark scratch painted with the brush."""
-    sys.path.insert(0, str(REPO / "tests"))
-    from yolo_models import instance_model
-
-    model = instance_model(stage.scratch / "yolo_segment.onnx", objects=INSTANCE_OBJECTS, imgsz=(640, 640))
-    window = stage.window(str(model), ["resources/samples/surface/surface_04_mixed.jpg"])
+    """The bundled instance demo (surface_instances) on surface_04: the overlay and the Instances list; a row chosen;
+    or corrected — the long scratch, which the model found as four pieces, deleted piece by piece and painted again
+    with the brush as one."""
+    window = stage.window(str(REPO / "models" / "surface_instances.onnx"),
+                          ["resources/samples/surface/surface_04_mixed.jpg"])
     listed = window.panel.instance_list()
     if moment == "chosen":
-        listed.click_row(2)  # the pit of 0.81
+        listed.click_row(2)  # the second pit
     elif moment == "corrected":
-        window.instances.delete(window.instances.shown().items[-1])  # the stain of 0.38 on the clean surface
+        xs, ys = [x for x, _ in SCRATCH_STROKE], [y for _, y in SCRATCH_STROKE]
+        for piece in [i for i in window.instances.shown().items if i.class_name == "scratch"
+                      and i.box[0] >= min(xs) - 40 and i.box[2] <= max(xs) + 40 and i.box[1] >= min(ys) - 40]:
+            window.instances.delete(piece)
         window.instances.brush_radius = 6
-        window.instances.finish_stroke(1, [(float(x), float(y)) for x, y in SCRATCH_STROKE])
+        window.instances.finish_stroke(0, [(float(x), float(y)) for x, y in SCRATCH_STROKE])
         painted = window.instances.shown().items[-1]
         listed.select(painted)  # chosen, as a click on it would (the whole picture stays in view)
         window.viewer.instances_item.set_highlight(painted)

@@ -262,3 +262,17 @@ def test_corrections_stay_when_the_model_is_reopened_and_go_with_another_model(m
     with qtbot.waitSignal(window.overlay_shown, timeout=TIMEOUT):
         window.open_model(other)
     assert len(listed.rows()) == 3 and "corrected" not in listed.summary_text()
+
+
+def test_a_corrected_picture_is_judged_on_the_corrections(make_main_window, qtbot, tmp_path):
+    """NG past one pit: the model's two pits are NG; one deleted, the verdict is judged on what the reader kept
+    (and says so); the deletion taken back, the model's verdict again."""
+    (tmp_path / "best.yaml").write_text("verdict:\n  fail_if: {count_above: {pit: 1}}\n", encoding="utf-8")
+    window = shown(make_main_window, qtbot, tmp_path)
+    decision = window.panel.decision
+    assert decision.verdict_text().startswith("NG — pit count 2 > 1")
+    window.panel.instance_list().click_row(0)  # pit 0.90
+    qtbot.keyClick(window.viewer, Qt.Key.Key_Delete)
+    assert decision.verdict_text().startswith("OK (as corrected)")
+    qtbot.keyClick(window.viewer, Qt.Key.Key_Z, Qt.KeyboardModifier.ControlModifier)
+    assert decision.verdict_text().startswith("NG — pit count 2 > 1")

@@ -79,6 +79,7 @@ class InstanceController(QObject):
         viewer.brush_wheel.connect(self._brush_step)
         self._stroke: list[tuple[float, float]] = []
         self.brush_radius = 0  # the Paint brush's radius in image pixels (0: from the picture's size)
+        self._judged_corrected = False  # the panel shows a verdict judged on corrections
         self._escape = _escape_action(viewer.window(), self.cancel_drawing)
 
     # -- showing ---------------------------------------------------------------------------------------
@@ -135,6 +136,27 @@ class InstanceController(QObject):
         self._panel.legend.set_instance_counts(counts)
         self._panel.instance_list().set_instances(shown.items, classes=classes, pixel_mm=self._pixel_mm(),
                                                   note=self._note())
+        self._judge(shown)
+
+    def _judge(self, shown: Instances) -> None:
+        """A corrected picture's verdict judged on the corrections (as the reader sees them, at the threshold); the
+        model's own again once every correction is taken back."""
+        view = self._view
+        if view is None:
+            return
+        if self.book.is_corrected(view.key):
+            from dataclasses import replace
+
+            from app.inference.decide.tuning import judge, with_score_limit
+
+            best = max((item.score for item in shown.items), default=0.0)
+            judged = judge(with_score_limit(self._spec, self._state.tuning.score_limit),
+                           replace(view.result, instances=shown, image_score=best))
+            self._panel.show_verdict(judged, corrected=True)
+            self._judged_corrected = True
+        elif self._judged_corrected:
+            self._panel.show_verdict(view.judgement)
+            self._judged_corrected = False
 
     def _overlay_for(self, items: tuple[Instance, ...], image_hw: tuple[int, int]) -> InstancesItem:
         """The overlay item on screen when it holds `items` (a threshold change only repaints it), else a new one

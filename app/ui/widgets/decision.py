@@ -202,12 +202,12 @@ class DecisionControls(QGroupBox):
         """Move the threshold by `steps` thousandths."""
         self._slider.setValue(self._slider.value() + steps)
 
-    def show_verdict(self, judgement: Judgement | None, stale: bool = False) -> None:
+    def show_verdict(self, judgement: Judgement | None, stale: bool = False, *, corrected: bool = False) -> None:
         """The verdict of the picture shown (OK green, REVIEW amber, NG red), its reason and image score (None:
-        clear)."""
+        clear); `corrected`: judged on the reader's corrections, not on the model's answer."""
         verdict = judgement.verdict if judgement is not None else None
         score = judgement.score if judgement is not None else None
-        parts = [] if verdict is None else [verdict_line(verdict)]
+        parts = [] if verdict is None else [verdict_line(verdict) + (" (as corrected)" if corrected else "")]
         if score is not None:
             parts.append(f"image score {score:.4g}")
         self._verdict.setText("\n".join(parts))

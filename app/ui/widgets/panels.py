@@ -305,9 +305,10 @@ class SidePanel(QWidget):
             doubt = uncertainty(result.predictions, self._spec) if self._spec is not None else None
             self._top_k.set_predictions(result.predictions, doubt.short if doubt else "")
 
-    def show_verdict(self, judgement: Judgement | None) -> None:
-        """The verdict of the picture shown, its reason and image score (None: clear)."""
-        self.decision.show_verdict(judgement)
+    def show_verdict(self, judgement: Judgement | None, *, corrected: bool = False) -> None:
+        """The verdict of the picture shown, its reason and image score (None: clear); `corrected`: judged on the
+        reader's corrections."""
+        self.decision.show_verdict(judgement, corrected=corrected)
 
     def show_comparison(self, scored, class_names, agreement=None, error_b: str = "") -> None:
         """The picture against its reference, and model B's agreement with A (DecisionControls.show_comparison)."""
