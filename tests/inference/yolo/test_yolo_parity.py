@@ -24,7 +24,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import yolo_reference as reference
-from yolo_models import ClassScores, YoloRun, open_yolo
+from yolo_models import ClassScores, YoloRun, open_yolo, require_ultralytics
 
 from app.inference.image.pipeline import Result, run_image
 from app.inference.model.builder import load_spec
@@ -33,7 +33,7 @@ from app.inference.model.yolo_options import YoloOptions
 from app.inference.runtime.session import open_session
 from app.inference.yolo.letterbox import preprocess
 
-reference.require_ultralytics()
+require_ultralytics()
 
 IMAGES = ((240, 400), (333, 187), (150, 150))  # wide, tall (odd sides), square but smaller than the model
 

@@ -12,36 +12,12 @@ hundreds of instances after NMS at iou 0.7 — NMS, max_det and the masks all at
 
 from __future__ import annotations
 
-import os
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-import pytest
-
-os.environ.setdefault("YOLO_OFFLINE", "1")  # no download, no settings sync
-os.environ.setdefault("YOLO_VERBOSE", "False")
-os.environ.setdefault("YOLO_CONFIG_DIR", tempfile.mkdtemp(prefix="seglens-test-ultralytics-"))  # not the user's
 
 CLASSES = 3
-INSTALL = ("`bash .ci/torchvision_cpu.sh .venv/bin/python` installs Ultralytics 8.4.190 and torchvision 0.28.0 "
-           "beside the project's CPU torch")
-
-
-def require_ultralytics() -> None:
-    """Skips the calling test module where Ultralytics (or the torchvision it needs) does not import; fails in CI,
-    which installs both."""
-    try:
-        import torchvision.ops  # noqa: F401
-        import ultralytics  # noqa: F401
-    except (ImportError, RuntimeError) as exc:  # RuntimeError: a torchvision whose extension did not load
-        message = f"Ultralytics does not import ({type(exc).__name__}: {exc}): {INSTALL}"
-        if os.environ.get("CI"):
-            pytest.fail(f"{message} (CI must compare SegLens with Ultralytics' predictor)", pytrace=False)
-        pytest.skip(message, allow_module_level=True)
-
-
 @dataclass(frozen=True)
 class Variant:
     """One export: the model YAML, its task, and the export's options."""

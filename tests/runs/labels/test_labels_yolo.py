@@ -8,6 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from labels_samples import NAMES, boxes_set, masks_set, obb_set, same_instances
+from yolo_models import require_ultralytics
 
 from app.inference.model.instances import Instance, Instances
 from app.runs.labels import polygons
@@ -102,7 +103,7 @@ def test_an_image_without_a_label_file_has_no_instances(tmp_path: Path) -> None:
 
 
 def test_ultralytics_dataset_loader_reads_the_same_instances(tmp_path: Path) -> None:
-    pytest.importorskip("ultralytics")
+    require_ultralytics()
     import cv2
     from ultralytics.data.dataset import YOLODataset
 
@@ -127,7 +128,7 @@ def test_ultralytics_dataset_loader_reads_the_same_instances(tmp_path: Path) -> 
 
 
 def test_ultralytics_dataset_loader_reads_the_same_boxes_and_oriented_boxes(tmp_path: Path) -> None:
-    pytest.importorskip("ultralytics")
+    require_ultralytics()
     import cv2
     from ultralytics.data.dataset import YOLODataset
 
