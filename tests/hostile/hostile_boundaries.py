@@ -445,3 +445,41 @@ register(Boundary("instance_reference_coco", "file", _instance_reference_coco, (
 register(Boundary("instance_reference_label", "file", _instance_reference_label, (SegLensError,), file_name="a.txt",
                   text=True, rooted=True))
 register(Boundary("instance_reference_label_names", "name", _instance_reference_label_names, (SegLensError,)))
+
+
+# --- an Ultralytics export's metadata (free text from the model file) and the YOLO labels written from a run -----
+
+def _yolo_graph(metadata: dict[str, str]) -> object:
+    from app.inference.model.onnx_graph import GraphInfo, TensorInfo
+    from app.inference.model.yolo_head import read_head
+
+    graph = GraphInfo(inputs=(TensorInfo("images", (1, 3, 160, 160), "float32"),),
+                      outputs=(TensorInfo("output0", (1, 7, 525), "float32"),), metadata=metadata, final_ops={},
+                      argmax_channels={}, opset=17, producer="pytorch")
+    return read_head(Path("model.onnx"), graph)
+
+
+def _yolo_metadata_task(text: str) -> object:
+    return _yolo_graph({"author": "Ultralytics", "task": text, "names": "{0: 'a', 1: 'b', 2: 'c'}"})
+
+
+def _yolo_metadata_values(text: str) -> object:
+    """Every value Ultralytics writes as a Python literal set to the hostile text: read defensively, the graph's
+    own sizes taken instead (finishing is right; hanging, crashing or a stack overflow is not)."""
+    return _yolo_graph({"task": "detect", **dict.fromkeys(("names", "imgsz", "stride", "args", "end2end"), text)})
+
+
+def _yolo_label_export(root: Path, name: str) -> Path:
+    from app.guard.names import join_under
+    from app.inference.model.instances import Instances
+    from app.runs.labels.records import LabelledImage, LabelSet
+    from app.runs.labels.yolo import LABELS, label_parts, write_yolo
+
+    write_yolo(root, LabelSet(("pit",), (LabelledImage(name, Instances((), (8, 8))),)))
+    return join_under(root, LABELS, *label_parts(name))
+
+
+register(Boundary("yolo_metadata_task", "text", _yolo_metadata_task, (ModelError,), names_file=False))
+register(Boundary("yolo_metadata_values", "text", _yolo_metadata_values, (ModelError,), names_file=False,
+                  harmless=frozenset({"alias_bomb", "deep_nesting"})))
+register(Boundary("yolo_label_export_names", "name", _yolo_label_export, (SegLensError,)))

@@ -22,17 +22,19 @@ import ast
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeGuard
 
 from app.errors import ModelError
 from app.inference.model.metadata import parse_name_list
 from app.inference.model.onnx_graph import GraphInfo, TensorInfo
+from app.inference.model.validators import visible
 
 TASKS = ("segment", "detect", "classify", "obb")
 LAYOUTS = ("anchors", "objectness", "end2end", "scores")
 MASK_DIM = 32  # prototype masks of every Ultralytics segment head
 STRIDES = (8, 16, 32)
 MAX_METADATA_CHARS = 1 << 16  # imgsz, args: a few dozen characters; more is not an Ultralytics export
+MAX_IMGSZ_PIXELS = 4096 * 4096  # a working size from the metadata (the sidecar's input.size may say more)
 
 
 @dataclass(frozen=True)
@@ -125,19 +127,33 @@ def _imgsz(path: Path, graph: GraphInfo, values: Mapping[str, Any], sources: dic
     if isinstance(size, tuple):
         sources["imgsz"] = "sidecar"
         return int(size[0]), int(size[1])
-    literal = _literal(graph.metadata.get("imgsz"))
-    if isinstance(literal, list) and len(literal) == 2 and all(_positive_int(v) for v in literal):
+    height, width = (graph.inputs[0].shape or (1, 3, None, None))[2:]
+    fixed = (height, width) if _positive_int(height) and _positive_int(width) else None
+    claimed = _meta_imgsz(graph.metadata.get("imgsz"))
+    if claimed is not None and fixed is not None and claimed != fixed:
+        raise ModelError(f"{path.name}: the metadata's imgsz {_short(str(list(claimed)))} is not the graph's "
+                         f"fixed input {list(fixed)} (H, W): a letterbox of the metadata's size could not be run")
+    if claimed is not None and fixed is None and claimed[0] * claimed[1] > MAX_IMGSZ_PIXELS:
+        raise ModelError(f"{path.name}: the metadata's imgsz {_short(str(list(claimed)))} is past "
+                         f"{MAX_IMGSZ_PIXELS:,} pixels (every picture would be letterboxed to it): give "
+                         "input.size in the sidecar")
+    if claimed is not None:
         sources["imgsz"] = "metadata"
-        return int(literal[0]), int(literal[1])
-    if _positive_int(literal):
-        sources["imgsz"] = "metadata"
-        return int(literal), int(literal)
-    shape = graph.inputs[0].shape or ()
-    if len(shape) == 4 and _positive_int(shape[2]) and _positive_int(shape[3]):
+        return claimed
+    if fixed is not None:
         sources["imgsz"] = "graph"
-        return int(shape[2]), int(shape[3])  # type: ignore[arg-type]
+        return fixed
     raise ModelError(f"{path.name}: the working size is in neither the metadata (imgsz) nor the graph (a dynamic "
                      "input): give input.size in the sidecar")
+
+
+def _meta_imgsz(raw: str | None) -> tuple[int, int] | None:
+    """The metadata's imgsz as (H, W) (`[H, W]` or one side for both), None where it says none."""
+    literal = _literal(raw)
+    values = literal if isinstance(literal, list) and len(literal) == 2 else [literal, literal]
+    if not all(isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in values):
+        return None
+    return int(values[0]), int(values[1])
 
 
 def _names(graph: GraphInfo, values: Mapping[str, Any], sources: dict[str, str]) -> tuple[str, ...] | None:
@@ -303,7 +319,7 @@ def _meta_int(meta: Mapping[str, str], key: str) -> int | None:
     return int(value) if _positive_int(value) else None
 
 
-def _positive_int(value: Any) -> bool:
+def _positive_int(value: Any) -> TypeGuard[int]:
     return isinstance(value, int) and not isinstance(value, bool) and 0 < value <= 16384
 
 
@@ -322,4 +338,6 @@ def _parts(layout: str, extra: int) -> str:
 
 
 def _short(text: str) -> str:
-    return text if len(text) <= 40 else text[:37] + "..."
+    """A metadata value for a message: control characters spelt out, at most 40 characters."""
+    shown = visible(text)
+    return shown if len(shown) <= 40 else shown[:37] + "..."

@@ -33,7 +33,7 @@ def detections(head: YoloHead, output: np.ndarray, options: YoloOptions) -> np.n
                              f"head ({head.layout}, {len(head.names)} classes) has {head.channels} channels on "
                              f"axis {axis}")
     if head.layout == "end2end":
-        return _end2end(output[0].astype(np.float32), options)
+        return _end2end(head, output[0].astype(np.float32), options)
     if head.layout == "objectness":
         rows = _objectness_rows(output[0].astype(np.float32), head.nc, options.conf)
     else:
@@ -44,9 +44,9 @@ def detections(head: YoloHead, output: np.ndarray, options: YoloOptions) -> np.n
     offset = rows[:, 5:6] * (0 if options.agnostic else MAX_WH)
     if head.task == "obb":
         keep = fast_nms_rotated(np.concatenate([rows[:, :2] + offset, rows[:, 2:4], rows[:, -1:]], 1),
-                                rows[:, 4], options.iou)
+                                rows[:, 4], options.iou, limit=options.max_det)
     else:
-        keep = nms(rows[:, :4] + offset, rows[:, 4], options.iou)
+        keep = nms(rows[:, :4] + offset, rows[:, 4], options.iou, limit=options.max_det)
     kept: np.ndarray = rows[keep[:options.max_det]]
     return kept
 
@@ -58,6 +58,8 @@ def instances(head: YoloHead, rows: np.ndarray, box: Letterbox, protos: np.ndarr
     boxes = boxes_to_image(rows[:, :4], box)
     if protos is None or not len(rows):
         return Instances(tuple(_plain(head, row, b) for row, b in zip(rows, boxes, strict=True)), box.image_hw)
+    _check_protos(head, protos, box)
+    _check_mask_pixels(head, boxes, box.image_hw)
     masks = instance_masks(protos[0], rows[:, 6:6 + head.mask_dim], boxes, box.image_hw)
     items = tuple(Instance(class_index=int(row[5]), class_name=_name(head.names, row[5]), score=float(row[4]),
                            box=_box(b), mask=mask, mask_box=pixel_box)
@@ -86,9 +88,43 @@ def _best_class(box: np.ndarray, scores: np.ndarray, extra: np.ndarray, conf: fl
     return rows[score[:, 0] > conf]
 
 
-def _end2end(prediction: np.ndarray, options: YoloOptions) -> np.ndarray:
-    rows = _kept_classes(prediction[prediction[:, 4] > options.conf], options.classes)
-    return rows[:options.max_det]
+def _end2end(head: YoloHead, prediction: np.ndarray, options: YoloOptions) -> np.ndarray:
+    """The rows above the confidence limit, the first `max_det`; InferenceError (one line naming the file) for a
+    row naming a class the head has not (its class is the model's word, not an argmax over its classes)."""
+    rows = prediction[prediction[:, 4] > options.conf]
+    classes = rows[:, 5]
+    wrong = classes[(classes < 0) | (classes >= head.nc) | (classes != np.floor(classes))]
+    if len(wrong):
+        raise InferenceError(f"{head.path.name}: output '{head.output}' names class {float(wrong[0]):g} in "
+                             f"{len(wrong)} {'row' if len(wrong) == 1 else 'rows'}; the head has {head.nc} "
+                             f"(0 to {head.nc - 1})")
+    return _kept_classes(rows, options.classes)[:options.max_det]
+
+
+def _check_protos(head: YoloHead, protos: np.ndarray, box: Letterbox) -> None:
+    """The prototypes as the head has them, [1, 32, mh, mw] at a quarter of the input (each side 1 to a quarter,
+    rounded up): checked before their resampling matrices, which grow with their size, are made."""
+    h, w = box.input_hw
+    shape = protos.shape
+    if (protos.ndim != 4 or shape[:2] != (1, head.mask_dim) or not 0 < shape[2] <= -(-h // 4)
+            or not 0 < shape[3] <= -(-w // 4)):
+        raise InferenceError(f"{head.path.name}: prototypes output '{head.protos}' is {list(shape)}; the head's "
+                             f"are [1, {head.mask_dim}, H/4, W/4] of its {h}x{w} input")
+
+
+MAX_MASK_PIXELS = 1 << 30  # all of one picture's instance masks together (bool: 1 GiB)
+
+
+def _check_mask_pixels(head: YoloHead, boxes: np.ndarray, image_hw: tuple[int, int]) -> None:
+    """The pixels every box's mask covers, at most MAX_MASK_PIXELS, before any mask is made."""
+    h, w = image_hw
+    widths = (np.ceil(boxes[:, 2].clip(0, w)) - np.ceil(boxes[:, 0].clip(0, w))).clip(min=0)
+    heights = (np.ceil(boxes[:, 3].clip(0, h)) - np.ceil(boxes[:, 1].clip(0, h))).clip(min=0)
+    total = float((widths.astype(np.float64) * heights).sum())
+    if total > MAX_MASK_PIXELS:
+        raise InferenceError(f"{head.path.name}: {len(boxes)} instances' masks would cover {total:,.0f} pixels of "
+                             f"the {h}x{w} picture (over {MAX_MASK_PIXELS:,}): boxes this large are no answer to "
+                             "decode")
 
 
 def _kept_classes(rows: np.ndarray, classes: tuple[int, ...] | None) -> np.ndarray:

@@ -84,7 +84,8 @@ def test_end_to_end_segment_and_obb_rows() -> None:
 
 
 def test_classify_and_obb_heads() -> None:
-    classify = read_head(PATH, graph([("output0", (1, 3))], metadata=ultralytics("classify", imgsz="224")))
+    classify = read_head(PATH, graph([("output0", (1, 3))], metadata=ultralytics("classify", imgsz="224"),
+                                     image=(1, 3, 224, 224)))
     obb = read_head(PATH, graph([("output0", (1, 4 + 3 + 1, ANCHORS))], metadata=ultralytics("obb")))
     assert (classify.layout, classify.imgsz, classify.nc) == ("scores", (224, 224), 3)
     assert (obb.task, obb.layout) == ("obb", "anchors")
