@@ -130,7 +130,9 @@ def _review_menu(window: WindowParts, menu: QMenu) -> None:
     _add(window, menu, "Next unreviewed", reviewer.next_unreviewed, "U")
     menu.addSeparator()
     _add(window, menu, "Edit mask (brush)", editor.toggle, "E")
-    _add(window, menu, "Smart tool (click or box → mask)", editor.smart_tool, "S")
+    # on an instance model's picture a new instance (controllers/smart_instances.py), else a mask
+    _add(window, menu, "Smart tool (click or box → mask or instance)",
+         lambda: _either(window.instances.smart_tool, editor.smart_tool), "S")
     # an instance picture's corrections first (controllers/instances.py), else the mask being edited
     _add(window, menu, "Undo edit", lambda: _either(window.instances.undo, editor.undo), QKeySequence.StandardKey.Undo)
     _add(window, menu, "Redo edit", lambda: _either(window.instances.redo, editor.redo), "Ctrl+Shift+Z",

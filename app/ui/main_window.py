@@ -132,7 +132,7 @@ class MainWindow(WindowParts):
                              files=self.files, slice_masks=self.worker.slice_masks, parent=self)
         self.reviewer = Reviewer(self.state, files=self.files, panel=self.panel.review, status=self.status, parent=self)
         self.instances = InstanceController(self.state, presenter=self.presenter, viewer=self.viewer, panel=self.panel,
-                                            reviewer=self.reviewer, files=self.files, status=self.status, parent=self)
+            reviewer=self.reviewer, files=self.files, status=self.status, smart=lambda: self.editor.smart, parent=self)
         self.references = References(self.state, files=self.files, status=self.status, tuner=self.tuner,
                                      reviewer=self.reviewer, parent=self)
         self.editor.destination = self.references.destination

@@ -5,6 +5,7 @@ export's list leaves out the pictures it is told to and those it cannot name."""
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from app.inference.model.instances import Instance, Instances
 from app.ui.state.instance_edits import InstanceBook, drawn_instance, redrawn
@@ -85,3 +86,31 @@ def test_undo_takes_corrections_back_one_by_one_to_the_model_and_redo_makes_them
     assert book.redo(A) and book.items(A) == (scratch,)
     book.add(A, pit)  # a new correction: nothing left to redo
     assert not book.redo(A) and book.items(A) == (scratch, pit)
+
+
+def test_a_prompted_mask_becomes_a_mask_a_box_or_a_rotated_box_as_the_model_gives():
+    import cv2
+
+    from app.ui.state.instance_edits import prompted_instance
+
+    mask = np.zeros((60, 80), np.uint8)
+    corners = cv2.boxPoints(((40.0, 30.0), (40.0, 16.0), 30.0))
+    cv2.fillPoly(mask, [np.round(corners).astype(np.int32)], 1)
+    mask = mask.astype(bool)
+    ys, xs = np.nonzero(mask)
+    bounds = (float(xs.min()), float(ys.min()), float(xs.max() + 1), float(ys.max() + 1))
+    segment = prompted_instance(2, "stain", mask, shape="mask")
+    assert segment is not None and segment.box == bounds and segment.score == 1.0
+    np.testing.assert_array_equal(segment.full_mask((60, 80)), mask)
+    assert segment.mask.shape == (bounds[3] - bounds[1], bounds[2] - bounds[0])
+    box = prompted_instance(2, "stain", mask, shape="box")
+    assert box is not None and box.box == bounds and box.mask is None and box.rotated is None
+    rotated = prompted_instance(2, "stain", mask, shape="rotated")
+    assert rotated is not None and rotated.mask is None and rotated.angle is not None
+    cx, cy, w, h, angle = rotated.rotated
+    # the pixels' corners, not their centres: a pixel or two wider than the drawn 16 × 40
+    assert abs(cx - 40) <= 1 and abs(cy - 30) <= 1 and sorted((w, h)) == pytest.approx([17.5, 41.5], abs=1.5)
+    assert abs(abs(np.degrees(angle)) % 90 - 30) <= 3 or abs(abs(np.degrees(angle)) % 90 - 60) <= 3
+    x0, y0, x1, y1 = rotated.box  # its bounds: the mask's, within a pixel
+    assert max(abs(a - b) for a, b in zip((x0, y0, x1, y1), bounds, strict=True)) <= 1.5
+    assert prompted_instance(0, "pit", np.zeros((5, 5), bool), shape="mask") is None

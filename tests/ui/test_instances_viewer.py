@@ -276,3 +276,65 @@ def test_a_corrected_picture_is_judged_on_the_corrections(make_main_window, qtbo
     assert decision.verdict_text().startswith("OK (as corrected)")
     qtbot.keyClick(window.viewer, Qt.Key.Key_Z, Qt.KeyboardModifier.ControlModifier)
     assert decision.verdict_text().startswith("NG — pit count 2 > 1")
+
+
+def disc(hw=(320, 320), centre=(160, 130), r=28) -> np.ndarray:
+    yy, xx = np.mgrid[: hw[0], : hw[1]]
+    return (xx - centre[0]) ** 2 + (yy - centre[1]) ** 2 <= r * r
+
+
+def disc_shown(make_main_window, qtbot, tmp_path, *, task="segment"):
+    """A dark disc on a bright ground, away from the constant model's instances, shown with a `task` model."""
+    window = make_main_window(instance_model(tmp_path / "best.onnx", task=task))
+    image = np.full((320, 320, 3), 200, np.uint8)
+    image[disc()] = 20
+    path = tmp_path / "disc.png"
+    cv2.imwrite(str(path), image)
+    with qtbot.waitSignal(window.overlay_shown, timeout=TIMEOUT):
+        window.add_paths([path])
+    return window
+
+
+def test_the_smart_tool_adds_an_instance_of_the_class_chosen_from_a_click(make_main_window, qtbot, tmp_path):
+    window = disc_shown(make_main_window, qtbot, tmp_path)
+    listed, viewer, controller = window.panel.instance_list(), window.viewer, window.instances
+    listed._class.setCurrentIndex(2)  # stain
+    qtbot.keyClick(window, Qt.Key.Key_S)  # the Smart tool, on an instance picture: no mask editing
+    assert controller.drawing and not window.editor.active
+    with qtbot.waitSignal(controller.changed, timeout=TIMEOUT):
+        qtbot.mouseClick(viewer.viewport(), Qt.MouseButton.LeftButton, pos=viewer.mapFromScene(160, 130))
+    assert not controller.drawing
+    added = [i for i in controller.shown().items if i.class_name == "stain"]
+    assert len(added) == 1 and added[0].score == 1.0 and added[0].mask is not None
+    made = added[0].full_mask((320, 320))
+    assert (made & disc()).sum() / (made | disc()).sum() >= 0.8
+    assert added[0].mask.shape == (added[0].mask_box[3] - added[0].mask_box[1],
+                                   added[0].mask_box[2] - added[0].mask_box[0])  # kept inside its box
+    assert [row[0] for row in listed.rows()][-1] == "stain 1"
+    assert tuple(pixels(window)[130, 160]) != (20, 20, 20)  # filled in the stain's colour
+    document = export_coco(window, tmp_path)
+    stains = [a for a in document["annotations"] if a["category_id"] == next(
+        c["id"] for c in document["categories"] if c["name"] == "stain")]
+    assert len(stains) == 1 and stains[0]["area"] == pytest.approx(disc().sum(), rel=0.2)
+    qtbot.keyClick(viewer, Qt.Key.Key_Z, Qt.KeyboardModifier.ControlModifier)
+    assert [row[0] for row in listed.rows()] == ["pit 1", "scratch 1", "pit 2"]
+
+
+def test_a_smart_box_on_an_oriented_box_model_adds_the_masks_rotated_box(make_main_window, qtbot, tmp_path):
+    """grabCut (no prompt model) takes the box dragged; an obb model's new instance is the mask's rotated box."""
+    window = disc_shown(make_main_window, qtbot, tmp_path, task="obb")
+    window.panel.edit.choose_prompt_model("grabcut")
+    listed, viewer, controller = window.panel.instance_list(), window.viewer, window.instances
+    listed._class.setCurrentIndex(1)  # scratch
+    listed._smart.click()
+    assert controller.drawing
+    start, end = viewer.mapFromScene(120, 90), viewer.mapFromScene(200, 170)
+    with qtbot.waitSignal(controller.changed, timeout=TIMEOUT):
+        qtbot.mousePress(viewer.viewport(), Qt.MouseButton.LeftButton, pos=start)
+        qtbot.mouseMove(viewer.viewport(), pos=end)
+        qtbot.mouseRelease(viewer.viewport(), Qt.MouseButton.LeftButton, pos=end)
+    added = controller.shown().items[-1]
+    assert added.class_name == "scratch" and added.mask is None and added.rotated is not None
+    cx, cy, w, h, _angle = added.rotated
+    assert abs(cx - 160) <= 3 and abs(cy - 130) <= 3 and 50 <= min(w, h) <= max(w, h) <= 62  # the disc's square
+    assert "scratch" in listed.summary_text()

@@ -1,7 +1,7 @@
 """An instance model's results in the viewer: the instance overlay and list, the legend's counts per class, the live
-score threshold (no new run), the reader's corrections — choose one (a row or a click), delete it, draw one as a box
-or paint one with the brush, draw one again — and the corrected instances exported as COCO JSON or YOLO txt +
-data.yaml.
+score threshold (no new run), the reader's corrections — choose one (a row or a click), delete it, draw one as a box,
+paint one with the brush or let the Smart tool find one from a click or a box (controllers/smart_instances.py), draw
+one again — and the corrected instances exported as COCO JSON or YOLO txt + data.yaml.
 
 The instances the reader sees and corrects are plain records in app/ui/state/instance_edits.py (an InstanceBook);
 this controller only shows them and turns the reader's clicks and drags into its changes. Review: a correction
@@ -29,6 +29,8 @@ if TYPE_CHECKING:
     from app.inference.model.spec import ModelSpec
     from app.ui.controllers.presenter import Presenter
     from app.ui.controllers.reviewer import Reviewer
+    from app.ui.controllers.smart import Smart
+    from app.ui.controllers.smart_instances import SmartInstances
     from app.ui.state.messages import ViewKey, ViewResult
     from app.ui.state.view_state import ViewState
     from app.ui.widgets.file_list import FileList
@@ -56,7 +58,9 @@ class InstanceController(QObject):
     changed = Signal(object)  # path (str): the reader corrected its instances
 
     def __init__(self, state: ViewState, *, presenter: Presenter, viewer: ImageViewer, panel: SidePanel,
-                 reviewer: Reviewer, files: FileList, status: StatusBar, parent: QObject | None = None) -> None:
+                 reviewer: Reviewer, files: FileList, status: StatusBar, smart: Callable[[], Smart] | None = None,
+                 parent: QObject | None = None) -> None:
+        """`smart`: the mask Smart tool (made on first use), whose prompt worker the instance Smart tool asks."""
         super().__init__(parent)
         self._state, self._viewer, self._panel = state, viewer, panel
         self._reviewer, self._files, self._status = reviewer, files, status
@@ -65,7 +69,7 @@ class InstanceController(QObject):
         # the model whose instances the book holds, by its file and hash: not a view's generation (model B joining
         # makes a new one) nor the summary (the same model reopened on another device keeps its corrections)
         self._model: tuple[str, str] | None = None
-        # ("add" | "paint", class index) or ("redraw", instance)
+        # ("add" | "paint" | "smart", class index) or ("redraw", instance)
         self._drawing: tuple[str, int | Instance] | None = None
         self._from: tuple[float, float] | None = None
         presenter.decision_shown.connect(self._on_shown)
@@ -81,6 +85,8 @@ class InstanceController(QObject):
         self.brush_radius = 0  # the Paint brush's radius in image pixels (0: from the picture's size)
         self._judged_corrected = False  # the panel shows a verdict judged on corrections
         self._escape = _escape_action(viewer.window(), self.cancel_drawing)
+        self._smart = smart
+        self._prompts: SmartInstances | None = None  # the Smart tool's side of it, made on first use
 
     # -- showing ---------------------------------------------------------------------------------------
 
@@ -118,6 +124,7 @@ class InstanceController(QObject):
         listed.add_requested.connect(self.start_add)
         listed.redraw_requested.connect(self.start_redraw)
         listed.paint_requested.connect(self.start_paint)
+        listed.smart_requested.connect(self.start_smart)
 
     @property
     def _spec(self) -> ModelSpec:
@@ -255,6 +262,21 @@ class InstanceController(QObject):
         self._start_drawing(("paint", class_index), "Paint the new instance with the brush: Ctrl+wheel sizes it "
                                                     "(Esc: cancel)")
 
+    def start_smart(self, class_index: int) -> None:
+        if self._smart is None:  # a controller without the window's Smart tool (no prompt worker to ask)
+            self._status.showMessage("The Smart tool is not available here", 8000)
+            return
+        self._start_drawing(("smart", class_index), "Smart tool: click the object, or drag a box around it — a new "
+                                                    "instance of the class picked (Esc: cancel)")
+
+    def smart_tool(self) -> bool:
+        """S on an instance model's picture: the Smart tool for the class picked in the list; False on any other
+        picture (the mask editor's Smart tool then)."""
+        if self._view is None or self._smart is None:
+            return False
+        self.start_smart(self._panel.instance_list().class_index())
+        return True
+
     def _start_drawing(self, what: tuple[str, int | Instance], message: str) -> None:
         if self._view is None or self._viewer.editing:
             self._status.showMessage("Draw on an instance model's picture, outside mask editing", 8000)
@@ -310,9 +332,12 @@ class InstanceController(QObject):
     def _released(self) -> None:
         item = self._viewer.instances_item
         rubber = item.rubber if item is not None else None  # the box as last drawn
-        what, stroke = self._drawing, list(self._stroke)
+        what, stroke, start = self._drawing, list(self._stroke), self._from
         self.cancel_drawing()
-        if what is not None and what[0] == "paint" and stroke:
+        if what is not None and what[0] == "smart" and start is not None and self._view is not None:
+            self._prompted().ask(self._view, int(what[1]) if isinstance(what[1], int) else 0, start, rubber,
+                                 zoom=self._viewer.zoom())
+        elif what is not None and what[0] == "paint" and stroke:
             self.finish_stroke(int(what[1]) if isinstance(what[1], int) else 0, stroke)
         elif what is not None and rubber is not None:
             self.finish_box(what, (rubber.left(), rubber.top(), rubber.right() + 1, rubber.bottom() + 1))
@@ -351,6 +376,25 @@ class InstanceController(QObject):
             self._status.showMessage("The box is less than a pixel across: nothing drawn", 8000)
             return
         self._corrected(f"{'Redrew' if kind == 'redraw' else 'Added'} {made.class_name}")
+
+    def _prompted(self) -> SmartInstances:
+        """The Smart tool's prompts for instances, made on first use (its prompt thread with it)."""
+        if self._prompts is None:
+            from app.ui.controllers.smart_instances import SmartInstances
+
+            assert self._smart is not None  # start_smart needs it: smart_tool said False without
+            self._prompts = made = SmartInstances(self._state, smart=self._smart, parent=self)
+            made.found.connect(self._found)
+            made.message.connect(lambda line: self._status.showMessage(line, 12000))
+        return self._prompts
+
+    def _found(self, key: ViewKey, made: Instance) -> None:
+        """The Smart tool's instance, added to the picture it was asked on while that picture is on screen."""
+        if self._view is None or self._view.key != key:
+            self._status.showMessage("The Smart tool answered for a picture no longer shown: nothing added", 8000)
+            return
+        self.book.add(key, made)
+        self._corrected(f"Smart tool: added {made.class_name}")
 
     def _corrected(self, message: str) -> None:
         view = self._view

@@ -13,6 +13,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # numpy comes with the first instance result, not with the window (tests/ui/test_startup_imports.py)
+    import numpy as np
+
     from app.inference.model.instances import Box, Instance, Instances
     from app.ui.state.messages import ViewKey
 
@@ -78,6 +80,47 @@ def painted_instance(class_index: int, class_name: str, stroke: Sequence[tuple[f
     mask = canvas[box[1] - y0:box[3] - y0, box[0] - x0:box[2] - x0].astype(bool)
     return Instance(class_index, class_name, DRAWN_SCORE, (float(box[0]), float(box[1]), float(box[2]),
                     float(box[3])), mask if with_mask else None, box if with_mask else None)
+
+
+def prompted_instance(class_index: int, class_name: str, mask: np.ndarray, *, shape: str) -> Instance | None:
+    """An instance the Smart tool found (its mask at the image's size) in the shape the model gives: "mask" (kept
+    inside its box), "box" (the mask's bounds) or "rotated" (the least-area rotated box around the mask's pixels,
+    their corners, not their centres); None for an empty mask."""
+    import numpy as np
+
+    from app.inference.model.instances import Instance
+
+    ys, xs = np.nonzero(mask)
+    if not len(xs):
+        return None
+    x0, y0, x1, y1 = int(xs.min()), int(ys.min()), int(xs.max()) + 1, int(ys.max()) + 1
+    box = (float(x0), float(y0), float(x1), float(y1))
+    if shape == "mask":
+        inside = np.ascontiguousarray(mask[y0:y1, x0:x1], dtype=bool)
+        return Instance(class_index, class_name, DRAWN_SCORE, box, inside, (x0, y0, x1, y1))
+    if shape == "rotated":
+        return _rotated(class_index, class_name, mask[y0:y1, x0:x1], (x0, y0))
+    return Instance(class_index, class_name, DRAWN_SCORE, box)
+
+
+def _rotated(class_index: int, class_name: str, mask: np.ndarray, origin: tuple[int, int]) -> Instance:
+    """The least-area rotated box around the corners of the pixels on `mask`'s outline (`origin`: its top-left in
+    the image), its bounds as the axis-aligned box (as the decoder gives an oriented box)."""
+    import cv2
+    import numpy as np
+
+    from app.inference.model.instances import Instance
+
+    contours, _ = cv2.findContours(mask.astype(np.uint8), cv2.RETR_EXTERNAL, cv2.CHAIN_APPROX_SIMPLE)
+    points = np.concatenate([c.reshape(-1, 2) for c in contours]).astype(np.float32) + np.asarray(origin, np.float32)
+    square = np.asarray([[0, 0], [1, 0], [0, 1], [1, 1]], np.float32)  # each outline pixel's four corners
+    corners = (points[:, None, :] + square[None]).reshape(-1, 2)
+    (cx, cy), (w, h), degrees = cv2.minAreaRect(corners)
+    angle = float(np.radians(degrees))
+    cos, sin = np.cos(angle), np.sin(angle)
+    dx, dy = abs(w / 2 * cos) + abs(h / 2 * sin), abs(w / 2 * sin) + abs(h / 2 * cos)
+    return Instance(class_index, class_name, DRAWN_SCORE, (cx - dx, cy - dy, cx + dx, cy + dy), angle=angle,
+                    rotated=(float(cx), float(cy), float(w), float(h), angle))
 
 
 def redrawn(old: Instance, box: Box, image_hw: tuple[int, int]) -> Instance | None:

@@ -1,6 +1,7 @@
 """The instance list: an instance model's objects in the picture shown, best score first — class, score, area in
 pixels (and in mm² when the pixel size is known) and box — with the tools that correct them: delete the one chosen
-(Delete), draw a new one as a box or paint it with the brush in the class picked, draw the chosen one again. A row
+(Delete), draw a new one as a box, paint it with the brush or let the Smart tool find it (a click or a box: S) in
+the class picked, draw the chosen one again. A row
 click asks to zoom to that instance (`chosen`). Made on first use (SidePanel.instance_list), never before the
 window's first paint."""
 
@@ -57,6 +58,7 @@ class InstanceList(QGroupBox):
     delete_requested = Signal(object)  # Instance
     add_requested = Signal(int)  # class index: draw a box of that class
     paint_requested = Signal(int)  # class index: paint an instance of that class with the brush
+    smart_requested = Signal(int)  # class index: the Smart tool makes an instance of that class from a click or box
     redraw_requested = Signal(object)  # Instance: draw its box again
 
     def __init__(self, parent=None) -> None:
@@ -90,6 +92,10 @@ class InstanceList(QGroupBox):
         self._paint = QPushButton("Paint")
         self._paint.setToolTip("Paint a new instance of the class picked with the brush (Ctrl+wheel: its size)")
         self._paint.clicked.connect(lambda: self.paint_requested.emit(max(0, self._class.currentIndex())))
+        self._smart = QPushButton("Smart")
+        self._smart.setToolTip("Smart tool (S): click an object, or drag a box around it — a new instance of the "
+                               "class picked, its shape the prompt model's mask")
+        self._smart.clicked.connect(lambda: self.smart_requested.emit(self.class_index()))
         self._delete.setToolTip("Delete the instance chosen in the list (Delete: Review ▸ Delete instance)")
         self._add.setToolTip("Drag a box on the picture: a new instance of the class picked beside")
         self._redraw.setToolTip("Drag a new box for the instance chosen in the list")
@@ -98,10 +104,11 @@ class InstanceList(QGroupBox):
         self._redraw.clicked.connect(self._redraw_chosen)
         tools = QGridLayout()
         tools.addWidget(self._delete, 0, 0)
-        tools.addWidget(self._redraw, 0, 1)
-        tools.addWidget(self._class, 1, 0, 1, 2)
+        tools.addWidget(self._redraw, 0, 1, 1, 2)
+        tools.addWidget(self._class, 1, 0, 1, 3)
         tools.addWidget(self._add, 2, 0)
         tools.addWidget(self._paint, 2, 1)
+        tools.addWidget(self._smart, 2, 2)
         layout = QVBoxLayout(self)
         layout.addWidget(self._summary)
         layout.addWidget(self._tree)
@@ -144,6 +151,10 @@ class InstanceList(QGroupBox):
 
     def summary_text(self) -> str:
         return self._summary.text()
+
+    def class_index(self) -> int:
+        """The class picked for a new instance (the first when none is)."""
+        return max(0, self._class.currentIndex())
 
     def chosen_instance(self) -> Instance | None:
         item = self._tree.currentItem()
