@@ -195,3 +195,28 @@ def test_a_large_fixed_input_whose_metadata_agrees_is_the_graphs_to_say() -> Non
     meta = {"task": "detect", "names": NAMES, "imgsz": "[6400, 6400]"}
     found = read_head(PATH, graph([("output0", (1, 7, "anchors"))], meta, image=(1, 3, 6400, 6400)))
     assert found.imgsz == (6400, 6400)
+
+
+# --- thousands of classes -------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize(("task", "output"), [("detect", (1, 4 + 10**12, "anchors")),
+                                              ("detect", (1, 4 + 70_000, "anchors")),
+                                              ("classify", (1, 10**12))])
+def test_a_head_of_absurdly_many_classes_is_refused_before_they_are_named(
+        task: str, output: tuple[int | str, ...]) -> None:
+    outcome = run_bounded(lambda: read_head(PATH, graph([("output0", output)], {"task": task})), seconds=30)
+    assert outcome.kind == "raised" and "app.errors.ModelError" in outcome.classes, outcome.describe()
+    one_line_naming_the_file(outcome.message)
+    assert "classes" in outcome.message
+
+
+def test_metadata_naming_absurdly_many_classes_is_refused() -> None:
+    names = repr({index: f"c{index}" for index in range(70_000)})
+    with pytest.raises(ModelError) as caught:
+        read_head(PATH, graph([("output0", (1, 4 + 70_000, "anchors"))], {"task": "detect", "names": names}))
+    one_line_naming_the_file(str(caught.value))
+
+
+def test_a_detection_vocabulary_as_large_as_lvis_is_read() -> None:
+    found = read_head(PATH, graph([("output0", (1, 4 + 1203, "anchors"))], {"task": "detect"}))
+    assert found.nc == 1203

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any, TypeGuard
 
 from app.errors import ModelError
+from app.inference.model.labels import MAX_LABELS
 from app.inference.model.metadata import parse_name_list
 from app.inference.model.onnx_graph import GraphInfo, TensorInfo
 from app.inference.model.validators import visible
@@ -35,6 +36,9 @@ MASK_DIM = 32  # prototype masks of every Ultralytics segment head
 STRIDES = (8, 16, 32)
 MAX_METADATA_CHARS = 1 << 16  # imgsz, args: a few dozen characters; more is not an Ultralytics export
 MAX_IMGSZ_PIXELS = 4096 * 4096  # a working size from the metadata (the sidecar's input.size may say more)
+# classes a head may have: detection vocabularies are up to LVIS's 1203 (each class is two report columns, and the
+# label PNG is 16-bit); a classifier's up to ImageNet-21k's ~22k, as any classifier's (labels.MAX_LABELS)
+MAX_INSTANCE_CLASSES = 10_000
 
 
 @dataclass(frozen=True)
@@ -210,6 +214,8 @@ def _checked_names(path: Path, output: TensorInfo, task: str, layout: str, chann
     """The classes, once the head's channel count agrees with them; counted from the channels when not named."""
     per_class = 0 if layout == "end2end" else 1
     counted = channels - _FIXED[layout] - extra
+    _check_class_count(path, task, len(names) if names is not None else counted * per_class,
+                       sources.get("names", "graph"))
     if names is None and per_class and counted >= 1:
         sources["names"] = "graph"
         return tuple(f"class{index}" for index in range(counted))
@@ -226,12 +232,21 @@ def _checked_names(path: Path, output: TensorInfo, task: str, layout: str, chann
     return names
 
 
+def _check_class_count(path: Path, task: str, count: int, source: str) -> None:
+    """A head's classes at most MAX_INSTANCE_CLASSES (a classifier's MAX_LABELS), checked before any is named."""
+    limit = MAX_LABELS if task == "classify" else MAX_INSTANCE_CLASSES
+    if count > limit:
+        raise ModelError(f"{path.name}: a {task} head of {count:,} classes (from the {source}); SegLens reads at "
+                         f"most {limit:,}")
+
+
 def _classify(path: Path, output: TensorInfo, names: tuple[str, ...] | None, sources: dict[str, str]) -> _Layout:
     shape = output.shape
     count = shape[-1] if shape is not None and len(shape) == 2 else None
     if not isinstance(count, int) or count < 1:
         raise ModelError(f"{path.name}: a classify head answers [1, classes], output '{output.name}' is "
                          f"{_dims(shape)}")
+    _check_class_count(path, "classify", count, "graph")
     if names is not None and len(names) != count:
         raise ModelError(f"{path.name}: output '{output.name}' has {count} classes, the "
                          f"{sources.get('names', 'metadata')} names {len(names)}")
