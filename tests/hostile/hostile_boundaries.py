@@ -483,3 +483,14 @@ register(Boundary("yolo_metadata_task", "text", _yolo_metadata_task, (ModelError
 register(Boundary("yolo_metadata_values", "text", _yolo_metadata_values, (ModelError,), names_file=False,
                   harmless=frozenset({"alias_bomb", "deep_nesting"})))
 register(Boundary("yolo_label_export_names", "name", _yolo_label_export, (SegLensError,)))
+
+
+# --- imported models: a PyTorch checkpoint (a pickle: only tensors and plain values are rebuilt) -----------------
+
+def _torch_checkpoint(path: Path) -> object:
+    from app.io.checkpoint import network_weights, read_checkpoint
+
+    return network_weights(read_checkpoint(path))
+
+
+register(Boundary("torch_checkpoint", "file", _torch_checkpoint, (ModelError,), file_name="checkpoint_final.pth"))
