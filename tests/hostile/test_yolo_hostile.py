@@ -220,3 +220,30 @@ def test_metadata_naming_absurdly_many_classes_is_refused() -> None:
 def test_a_detection_vocabulary_as_large_as_lvis_is_read() -> None:
     found = read_head(PATH, graph([("output0", (1, 4 + 1203, "anchors"))], {"task": "detect"}))
     assert found.nc == 1203
+
+
+# --- oriented boxes far past the picture ----------------------------------------------------------------------
+
+def _obb_rows(*boxes: tuple[float, float, float, float]) -> tuple[YoloHead, np.ndarray]:
+    obb = YoloHead(path=PATH, task="obb", layout="anchors", names=("pit", "scratch", "stain"), input_name="images",
+                   imgsz=(160, 160), stride=32, output="output0")
+    rows = np.zeros((1, 4 + 3 + 1, len(boxes)), np.float32)
+    for k, box in enumerate(boxes):
+        rows[0, :4, k] = box
+        rows[0, 4 + k % 3, k] = 0.9
+    return obb, detections(obb, rows, YoloOptions())
+
+
+@pytest.mark.parametrize("box", [(50, 50, 3e38, 10), (3e38, -3e38, 10, 10), (50, 50, 1e30, 1e30)])
+def test_an_oriented_box_far_past_the_picture_is_one_line_not_an_overflow_downstream(
+        box: tuple[float, float, float, float]) -> None:
+    obb, rows = _obb_rows((80, 80, 10, 10), box)
+    with pytest.raises(InferenceError) as caught:
+        instances(obb, rows, fit((320, 320), (160, 160)))
+    one_line_naming_the_file(str(caught.value))
+
+
+def test_an_oriented_box_reaching_past_the_picture_is_kept_as_the_model_gave_it() -> None:
+    obb, rows = _obb_rows((150, 80, 60, 10))
+    found = instances(obb, rows, fit((320, 320), (160, 160)))
+    assert found.items[0].rotated == (300.0, 160.0, 120.0, 20.0, 0.0)

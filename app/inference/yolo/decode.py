@@ -140,9 +140,20 @@ def _plain(head: YoloHead, row: np.ndarray, box: np.ndarray) -> Instance:
     return Instance(class_index=int(row[5]), class_name=_name(head.names, row[5]), score=float(row[4]), box=_box(box))
 
 
+MAX_OBB_REACH = 16  # an oriented box's centre and sides, in picture sizes: past it, no answer about the picture
+
+
 def _oriented(head: YoloHead, row: np.ndarray, box: Letterbox) -> Instance:
-    """An oriented box in image pixels (scale_boxes' xywh: not clipped), its bounds as the axis-aligned box."""
-    cx, cy, w, h = (float(v) for v in centres_to_image(row[None, :4], box)[0])
+    """An oriented box in image pixels (scale_boxes' xywh: not clipped), its bounds as the axis-aligned box;
+    InferenceError for one whose centre or sides are past MAX_OBB_REACH picture sizes (not finite, or drawn and
+    written as integers that overflow)."""
+    with np.errstate(over="ignore"):  # a lying head's 3e38 overflows: refused below
+        cx, cy, w, h = (float(v) for v in centres_to_image(row[None, :4], box)[0])
+    reach = MAX_OBB_REACH * max(box.image_hw)
+    if not all(abs(v) <= reach for v in (cx, cy, w, h)):
+        raise InferenceError(f"{head.path.name}: output '{head.output}' gives an oriented box (centre {cx:.4g}, "
+                             f"{cy:.4g}, size {w:.4g} x {h:.4g}) over {MAX_OBB_REACH} times the "
+                             f"{box.image_hw[0]}x{box.image_hw[1]} picture's size away or across")
     angle = float(row[6])
     cos, sin = np.cos(angle), np.sin(angle)
     dx, dy = abs(w / 2 * cos) + abs(h / 2 * sin), abs(w / 2 * sin) + abs(h / 2 * cos)
