@@ -13,8 +13,9 @@ directory and the pickle only (tensors are `TensorRef`s, each checked against th
 holds), and `read_tensors` / `network_weights` read the tensors asked for, each storage once, straight into its
 array. An nnU-Net checkpoint's optimizer state (as large as the network) is never read unless asked for.
 
-Every size is bounded before anything is allocated: the file (`limit`), the pickle (`PICKLE_LIMIT`), its entries
-(`MAX_ENTRIES`) and nesting (`MAX_DEPTH`), and each tensor by its storage member's size.
+Every size is bounded before anything is allocated: the file (`limit`), the pickle (`PICKLE_LIMIT`), what it
+makes while it is read (`MAX_VALUES`) and in its content (`MAX_ENTRIES`, `MAX_DEPTH`), and each tensor by its
+storage member's size.
 """
 
 from __future__ import annotations
@@ -34,9 +35,11 @@ from app.guard.untrusted import open_untrusted
 
 CHECKPOINT_FILE_LIMIT = 8 << 30  # TotalSegmentator's largest checkpoints are under 2 GB
 PICKLE_LIMIT = 64 << 20  # the pickle holds the structure only (an nnU-Net checkpoint's: a few MB at most)
-MAX_ENTRIES = 5_000_000  # list items and dict entries in all
+MAX_ENTRIES = 5_000_000  # list items and dict entries in the content, a value in several places counted in each
+MAX_VALUES = 20_000_000  # what the pickle makes and keeps while it is read: containers, their items, remembered values
 MAX_DEPTH = 100  # an nnU-Net checkpoint nests about 10 deep (init_args → plans → configurations → …)
 _MAX_DIMENSIONS = 32
+_MAX_EXTENT = 1 << 48  # a size, stride or offset past this is no tensor's (and would overflow numpy's strides)
 _BLOCK = 16 << 20  # a storage is read this much at a time
 _ONLY = "a checkpoint holds only tensors, numbers, strings, lists and dicts"
 
@@ -393,7 +396,7 @@ def _rebuild_tensor(storage: object, offset: object, shape: object, stride: obje
                     hooks: object = None, *_: object) -> TensorRef:
     if not (isinstance(storage, Storage) and _is_count(offset) and isinstance(shape, tuple)
             and isinstance(stride, tuple) and len(shape) == len(stride) <= _MAX_DIMENSIONS
-            and all(_is_count(n) for n in shape + stride) and not hooks):
+            and all(_is_count(n) and n <= _MAX_EXTENT for n in (offset, *shape, *stride)) and not hooks):
         raise _Refused("a malformed tensor")
     count = int(np.prod(shape, dtype=object))
     last = offset + sum((size - 1) * step for size, step in zip(shape, stride, strict=True)) if count else 0
@@ -462,8 +465,8 @@ class _Machine:
                     raise _Refused(f"pickle opcode {bytes([code])!r} ({_ONLY})")
                 if operation(self) is True:
                     return self._last(1)[0]
-                if len(self.stack) > MAX_ENTRIES:
-                    raise _Refused(f"a pickle of over {MAX_ENTRIES} values on its stack")
+                if len(self.stack) > MAX_VALUES:
+                    raise _Refused(f"a pickle of over {MAX_VALUES} values on its stack")
         except _Refused as exc:
             raise ModelError(f"{self.path}: refused: {exc}") from None
         except ModelError:
@@ -520,6 +523,11 @@ class _Machine:
     def _push(self, value: object) -> None:
         self.stack.append(value)
 
+    def _push_made(self, value: object) -> None:
+        """A container the pickle makes: counted, so a few bytes each cannot fill the memory."""
+        self._count(1)
+        self.stack.append(value)
+
     def _top(self) -> object:
         """The last value, left on the stack (not one below the last MARK)."""
         if len(self.stack) <= (self.marks[-1] if self.marks else 0):
@@ -528,8 +536,8 @@ class _Machine:
 
     def _count(self, added: int) -> None:
         self.entries += added
-        if self.entries > MAX_ENTRIES:
-            raise _Refused(f"a pickle of over {MAX_ENTRIES} entries")
+        if self.entries > MAX_VALUES:
+            raise _Refused(f"a pickle of over {MAX_VALUES} values")
 
     def _global(self, module: str, name: str) -> None:
         found = _GLOBALS.get((module, name))
@@ -604,14 +612,14 @@ def _operations() -> dict[int, Callable[[_Machine], object]]:
         b"B": lambda s: s._push(s._read(s._int("<I"))),  # BINBYTES
         b"C": lambda s: s._push(s._read(s._byte())),  # SHORT_BINBYTES
         b"\x8e": lambda s: s._push(s._read(s._int("<Q"))),  # BINBYTES8
-        b"}": lambda s: s._push({}),
-        b"]": lambda s: s._push([]),
+        b"}": lambda s: s._push_made({}),
+        b"]": lambda s: s._push_made([]),
         b")": lambda s: s._push(()),
-        b"t": lambda s: s._push(tuple(s._marked())),
-        b"\x85": lambda s: s._push(tuple(s._last(1))),
-        b"\x86": lambda s: s._push(tuple(s._last(2))),
-        b"\x87": lambda s: s._push(tuple(s._last(3))),
-        b"l": lambda s: s._push(s._marked()),  # LIST
+        b"t": lambda s: s._push_made(tuple(s._marked())),
+        b"\x85": lambda s: s._push_made(tuple(s._last(1))),
+        b"\x86": lambda s: s._push_made(tuple(s._last(2))),
+        b"\x87": lambda s: s._push_made(tuple(s._last(3))),
+        b"l": lambda s: s._push_made(s._marked()),  # LIST
         b"d": _dict_from,  # DICT
         b"a": lambda s: s._append(s._last(1)),
         b"e": lambda s: s._append(s._marked()),
@@ -642,7 +650,7 @@ def _text(raw: bytes) -> str:
 
 def _dict_from(machine: _Machine) -> None:
     items = machine._marked()
-    machine._push({})
+    machine._push_made({})
     machine._set(items)
 
 

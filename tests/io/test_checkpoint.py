@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 from app.errors import ModelError
+from app.io import checkpoint as checkpoint_module
 from app.io.checkpoint import (
     MAX_DEPTH,
     MAX_ENTRIES,
@@ -57,7 +58,8 @@ def _storage_pickle(numel: int, shape: tuple[int, ...], stride: tuple[int, ...],
 
 
 def _long(value: int) -> bytes:
-    return b"\x8a\x08" + value.to_bytes(8, "little", signed=True)  # LONG1 of 8 bytes
+    raw = value.to_bytes(16, "little", signed=True)
+    return b"\x8a" + bytes([len(raw)]) + raw  # LONG1
 
 
 # --- what torch.save writes ----------------------------------------------------------------------------------
@@ -252,6 +254,16 @@ def test_a_tensor_past_the_end_of_its_storage_is_refused(tmp_path: Path, shape: 
         read_checkpoint(path)
 
 
+@pytest.mark.parametrize(("shape", "stride"), [((1, 3), (10**30, 1)), ((0, 10**30), (1, 1))])
+def test_a_tensor_of_absurd_strides_or_sizes_is_refused(tmp_path: Path, shape: tuple[int, ...],
+                                                        stride: tuple[int, ...]) -> None:
+    # within its storage by the bounds alone (a size-1 or a size-0 axis), but no numpy view can be made of it
+    path = _zip(tmp_path / "absurd.pth", _storage_pickle(12, shape, stride), {"0": b"\0" * 48})
+
+    with pytest.raises(ModelError, match=r"absurd\.pth: refused: a malformed tensor"):
+        network_weights(read_checkpoint(path))
+
+
 def test_deep_nesting_is_refused(tmp_path: Path) -> None:
     depth = 10_000
     path = _zip(tmp_path / "deep.pth", b"\x80\x02" + b"]" * depth + b"a" * (depth - 1) + b".")
@@ -266,6 +278,17 @@ def test_a_small_pickle_of_exponentially_many_entries_is_refused(tmp_path: Path)
     path = _zip(tmp_path / "bomb.pth", b"\x80\x02" + body + b".")
 
     with pytest.raises(ModelError, match=rf"bomb\.pth: refused: a pickle of over {MAX_ENTRIES} entries"):
+        read_checkpoint(path)
+
+
+def test_a_pickle_of_millions_of_tiny_values_is_refused_while_it_is_read(tmp_path: Path,
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    # two bytes a tuple, nested: 40 MB of pickle would be 20 M tuples (a GB) before any walk of the content; the
+    # bound is lowered here to keep the test short
+    monkeypatch.setattr(checkpoint_module, "MAX_VALUES", 1_000)
+    path = _zip(tmp_path / "many.pth", b"\x80\x02N" + b"\x85" * 1_001 + b".")
+
+    with pytest.raises(ModelError, match=r"many\.pth: refused: a pickle of over 1000 values"):
         read_checkpoint(path)
 
 
