@@ -247,3 +247,37 @@ def test_an_oriented_box_reaching_past_the_picture_is_kept_as_the_model_gave_it(
     obb, rows = _obb_rows((150, 80, 60, 10))
     found = instances(obb, rows, fit((320, 320), (160, 160)))
     assert found.items[0].rotated == (300.0, 160.0, 120.0, 20.0, 0.0)
+
+
+# --- a reference whose few bytes decode to gigabytes of masks -------------------------------------------------
+
+def _coco_of_whole_picture_masks(path: Path, count: int) -> Path:
+    import json
+
+    h, w = 15_000, 16_000  # within an image's pixel limit; each annotation's run-length mask covers it all
+    path.write_text(json.dumps({
+        "images": [{"id": 1, "file_name": "a.png", "width": w, "height": h}],
+        "categories": [{"id": 1, "name": "pit"}],
+        "annotations": [{"id": k + 1, "image_id": 1, "category_id": 1, "bbox": [0, 0, w, h],
+                         "segmentation": {"size": [h, w], "counts": [0, h * w]}} for k in range(count)]}))
+    return path
+
+
+def test_a_coco_reference_of_whole_picture_masks_is_refused_before_gigabytes_are_decoded(tmp_path: Path) -> None:
+    from app.runs.labels.coco_read import read_coco
+
+    path = _coco_of_whole_picture_masks(tmp_path / "instances.json", 20)  # 1 KB: 20 × 240 M pixels
+    outcome = run_bounded(lambda: read_coco(path, root=tmp_path), seconds=120)
+    assert outcome.kind == "raised" and "app.errors.SegLensError" in outcome.classes, outcome.describe()
+    assert "\n" not in outcome.message and "instances.json" in outcome.message, outcome.message
+
+
+def test_a_yolo_label_file_of_whole_picture_polygons_is_refused_before_gigabytes_are_filled(tmp_path: Path) -> None:
+    from app.runs.labels.yolo_read import read_yolo_labels
+
+    path = tmp_path / "a.txt"
+    path.write_text("0 0 0 1 0 1 1 0 1\n" * 20)
+    outcome = run_bounded(lambda: read_yolo_labels(path, image_hw=(15_000, 16_000), names=("pit",), root=tmp_path),
+                          seconds=120)
+    assert outcome.kind == "raised" and "app.errors.SegLensError" in outcome.classes, outcome.describe()
+    assert "\n" not in outcome.message and "a.txt" in outcome.message, outcome.message

@@ -6,12 +6,14 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
+from app.inference.model.instances import Instance
 from app.io.decoded import DEFAULT_MAX_PIXELS
 
 MAX_SIDE = 1 << 16  # an image's width or height
 MAX_PIXELS = DEFAULT_MAX_PIXELS  # an image's width × height: a run-length mask is decoded at that size
 MAX_INSTANCES = 10_000  # per image (COCOeval looks at 100)
 MAX_POINTS = 100_000  # numbers in one instance's polygons
+MAX_MASK_PIXELS = 1 << 28  # one image's masks together (their cropped boxes): a whole 16k² image and a little more
 MAX_COORDINATE = 1e6  # a polygon's point, in pixels: anything further is no point of an image
 
 
@@ -72,3 +74,13 @@ def coordinates(values: Sequence[float], what: str) -> None:
 def _shown(value: object) -> str:
     shown = repr(value)
     return shown if len(shown) <= 40 else shown[:37] + "…"
+
+
+
+def mask_pixels(total: int, item: Instance, what: str) -> int:
+    """`total` (the pixels of one image's masks decoded so far) with `item`'s; Bad past MAX_MASK_PIXELS (a few bytes
+    of run-length counts or a polygon over the whole image decode to its every pixel: checked as each is made)."""
+    total += 0 if item.mask is None else int(item.mask.size)
+    if total > MAX_MASK_PIXELS:
+        raise Bad(f"{what}'s masks hold more than {MAX_MASK_PIXELS:,} pixels together")
+    return total

@@ -137,6 +137,7 @@ def _categories(entries: list[object], names: Sequence[str] | None) -> dict[int,
 def _annotations(entries: list[object], images: dict[int, tuple[str, tuple[int, int]]],
                  categories: dict[int, tuple[int, str]]) -> dict[int, list[Instance]]:
     found: dict[int, list[Instance]] = {}
+    pixels: dict[int, int] = {}
     for index, entry in enumerate(entries):
         where = f"annotation {index}"
         if not isinstance(entry, dict):
@@ -151,6 +152,7 @@ def _annotations(entries: list[object], images: dict[int, tuple[str, tuple[int, 
         if len(kept) >= checks.MAX_INSTANCES:
             raise Bad(f"image '{images[number][0][:80]}' has more than {checks.MAX_INSTANCES:,} annotations")
         kept.append(_instance(entry, categories[category], images[number][1], where))
+        pixels[number] = checks.mask_pixels(pixels.get(number, 0), kept[-1], f"image '{images[number][0][:80]}'")
     return found
 
 

@@ -90,7 +90,10 @@ def read_yolo_labels(path: Path, *, image_hw: tuple[int, int], names: tuple[str,
         raise LabelsError(f"{path}: {len(lines):,} instances, more than {checks.MAX_INSTANCES:,}")
     try:
         checks.image_size(image_hw[1], image_hw[0])
-        found = [_instance(line, number, image_hw, names, obb) for number, line in lines]
+        found, pixels = [], 0
+        for number, line in lines:
+            found.append(_instance(line, number, image_hw, names, obb))
+            pixels = checks.mask_pixels(pixels, found[-1], f"line {number}: the image")
     except Bad as exc:
         raise LabelsError(f"{path}: {exc}") from None
     return Instances(tuple(found), image_hw)
