@@ -14,16 +14,9 @@ import numpy as np
 import pytest
 
 from app.errors import ModelError
-from app.io import checkpoint as checkpoint_module
-from app.io.checkpoint import (
-    MAX_DEPTH,
-    MAX_ENTRIES,
-    TensorRef,
-    network_weights,
-    read_checkpoint,
-    read_tensors,
-    tensors,
-)
+from app.io import checkpoint_pickle
+from app.io.checkpoint import network_weights, read_checkpoint, read_tensors, tensors
+from app.io.checkpoint_pickle import MAX_DEPTH, MAX_ENTRIES, TensorRef
 
 
 def _torch():  # type: ignore[no-untyped-def]
@@ -285,7 +278,7 @@ def test_a_pickle_of_millions_of_tiny_values_is_refused_while_it_is_read(tmp_pat
                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
     # two bytes a tuple, nested: 40 MB of pickle would be 20 M tuples (a GB) before any walk of the content; the
     # bound is lowered here to keep the test short
-    monkeypatch.setattr(checkpoint_module, "MAX_VALUES", 1_000)
+    monkeypatch.setattr(checkpoint_pickle, "MAX_VALUES", 1_000)
     path = _zip(tmp_path / "many.pth", b"\x80\x02N" + b"\x85" * 1_001 + b".")
 
     with pytest.raises(ModelError, match=r"many\.pth: refused: a pickle of over 1000 values"):
