@@ -5,9 +5,10 @@ the same images, in one run.
         [--images 50] [--rounds 3] [--save mask,overlay,none] [--spinning] [--model X.onnx] [--work DIR]
         [--keep]
 
-Needs a second Python with Ultralytics installed (AGPL-3.0: never a SegLens dependency, so never in the project's
-venv; e.g. `python3 -m venv /tmp/ulv && /tmp/ulv/bin/pip install torch torchvision ultralytics onnx onnxruntime
-onnxslim`). That interpreter builds the export and runs Ultralytics' predictor; this file runs in both (its modes
+Needs a Python with Ultralytics installed (AGPL-3.0: never a SegLens dependency, only a test-only reference):
+the project's venv after `bash .ci/torchvision_cpu.sh .venv/bin/python` (what CI runs), or a second venv, e.g.
+`python3 -m venv /tmp/ulv && /tmp/ulv/bin/pip install torch torchvision ultralytics onnx onnxruntime onnxslim`.
+That interpreter builds the export and runs Ultralytics' predictor; this file runs in both (its modes
 `_export`, `_predict` and `_ort` are the child's side). Every figure is measured, none asserted (not a test).
 
 images: 1280×720 JPEG q92 frames of the project's surface generator (models/training/synth.py, seed 4242, stream
