@@ -199,6 +199,10 @@ def build_parser() -> argparse.ArgumentParser:
     add_watch_command(commands)
     add_serve_command(commands)
 
+    from app.cli.imports import add_import_command
+
+    add_import_command(commands)
+
     models = commands.add_parser("models", help="list the bundled models (usable by name wherever MODEL is asked)")
     models.add_argument("--json", action="store_true", help="machine-readable output")
     from app.cli.models import cmd_models

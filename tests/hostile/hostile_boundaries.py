@@ -494,3 +494,15 @@ def _torch_checkpoint(path: Path) -> object:
 
 
 register(Boundary("torch_checkpoint", "file", _torch_checkpoint, (ModelError,), file_name="checkpoint_final.pth"))
+
+
+# --- imported models: an nnU-Net trained-model folder's JSON (plans.json, dataset.json, dataset_fingerprint.json) --
+
+def _nnunet_json(path: Path) -> object:
+    from app.runs.imports.nnunet.folder import load_json
+
+    return load_json(path, root=path.parent)
+
+
+register(Boundary("nnunet_json", "file", _nnunet_json, (ModelError,), file_name="plans.json", text=True,
+                  rooted=True))

@@ -5,6 +5,7 @@ divisor) and the output, each value with its source."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from dataclasses import asdict
 from typing import Any
@@ -52,6 +53,8 @@ def spec_dict(spec: ModelSpec, info: SessionInfo | None) -> dict[str, Any]:
     }
     if spec.volume is not None:
         data["volume"] = _volume_dict(spec.volume)
+    if imported_dict(spec) is not None:
+        data["imported"] = imported_dict(spec)
     if spec.detector is not None:
         data["detector"] = detector_dict(spec)
     if info is not None:
@@ -178,6 +181,7 @@ def _volume_text(spec: ModelSpec, info: SessionInfo | None) -> str:
         f"{spec.name}  ({spec.path})",
         f"  sidecar       {spec.sidecar or 'none'}",
         _onnx_line(spec),
+        *_imported_lines(spec),
         *volume_lines(spec, _tensor(spec, spec.output.name)),
     ]
     lines += _class_lines(spec)
@@ -185,6 +189,43 @@ def _volume_text(spec: ModelSpec, info: SessionInfo | None) -> str:
     if info is not None:
         lines += ["session", *(f"  {line}" for line in session_lines(info))]
     return "\n".join(lines)
+
+
+def _imported_lines(spec: ModelSpec) -> list[str]:
+    """What a model compiled by `seglens-cli import` was made from (its ONNX metadata), and what is not yet exact."""
+    meta = spec.metadata
+    if "seglens.imported_from" not in meta:
+        return []
+    lines = [f"  imported      from {meta['seglens.imported_from']}",
+             f"                fold(s) {meta.get('seglens.import.folds', '?')}, "
+             f"{meta.get('seglens.import.checkpoint', '?')}, configuration "
+             f"{meta.get('seglens.import.configuration', '?')}, trainer {meta.get('seglens.import.trainer', '?')}"]
+    imported = imported_dict(spec) or {}
+    lines += [f"  source of     {key}: {source}" for key, source in imported["sources"].items()]
+    lines += [f"  not exact     {gap}" for gap in imported["not_exact"]]
+    return lines
+
+
+def imported_dict(spec: ModelSpec) -> dict[str, Any] | None:
+    """A model compiled by `seglens-cli import`: where from, and each value's source and gap (its ONNX metadata)."""
+    meta = spec.metadata
+    if "seglens.imported_from" not in meta:
+        return None
+    sources = _json_metadata(meta, "seglens.import.sources", {})
+    gaps = _json_metadata(meta, "seglens.import.not_exact", [])
+    return {"from": meta["seglens.imported_from"], "folds": meta.get("seglens.import.folds", ""),
+            "checkpoint": meta.get("seglens.import.checkpoint", ""),
+            "configuration": meta.get("seglens.import.configuration", ""),
+            "trainer": meta.get("seglens.import.trainer", ""),
+            "sources": {str(k): str(v) for k, v in sources.items()} if isinstance(sources, dict) else {},
+            "not_exact": [g for g in gaps if isinstance(g, str)] if isinstance(gaps, list) else []}
+
+
+def _json_metadata(meta: dict[str, str], key: str, default: object) -> object:
+    try:
+        return json.loads(meta.get(key, ""))
+    except ValueError:
+        return default
 
 
 def volume_lines(spec: ModelSpec, output: TensorInfo) -> list[str]:
