@@ -66,16 +66,15 @@ def small_architecture() -> dict[str, Any]:
                         n_conv_per_stage=[2, 2, 2], n_conv_per_stage_decoder=[1, 1])
 
 
-def save_checkpoint(path: Path, network: Any, *, fold: int, payload: Any = None) -> None:
+def save_checkpoint(path: Path, network: Any, *, fold: int, configuration: str = "3d_fullres",
+                    mirroring: tuple[int, ...] = (0, 1, 2)) -> None:
     """torch.save of what nnUNetTrainer.save_checkpoint saves (optimizer state and logging kept small)."""
     torch = require("torch", INSTALL)
     path.parent.mkdir(parents=True, exist_ok=True)
     content = {"network_weights": network.state_dict(), "optimizer_state": {"state": {}, "param_groups": []},
                "grad_scaler_state": None, "logging": {"train_losses": [np.float64(0.5)]}, "_best_ema": 0.8,
-               "current_epoch": 3, "init_args": {"configuration": "3d_fullres", "fold": fold},
-               "trainer_name": "nnUNetTrainer", "inference_allowed_mirroring_axes": (0, 1, 2)}
-    if payload is not None:
-        content["extra"] = payload
+               "current_epoch": 3, "init_args": {"configuration": configuration, "fold": fold},
+               "trainer_name": "nnUNetTrainer", "inference_allowed_mirroring_axes": mirroring}
     torch.save(content, path)
 
 
@@ -156,6 +155,58 @@ def test_two_folds_are_one_graph_averaging_their_logits(tmp_path, capsys):
     assert load_spec(out).metadata["seglens.import.folds"] == "0,1"
 
 
+def test_transpose_forward_is_applied_inside_the_graph_and_the_values_follow_the_volume_axes(tmp_path, capsys):
+    folder, networks = make_folder(tmp_path)
+    document = json.loads((folder / "plans.json").read_text())
+    document["transpose_forward"], document["transpose_backward"] = [2, 0, 1], [1, 2, 0]
+    (folder / "plans.json").write_text(json.dumps(document))
+    out = tmp_path / "t.onnx"
+    assert main(["import", "nnunet", str(folder), "--out", str(out)]) == 0
+    assert "transpose" not in capsys.readouterr().err  # not a gap: the graph does it
+    spec = load_spec(out)
+    assert spec.volume is not None
+    assert (spec.volume.patch, spec.volume.spacing) == ((32, 32, 8), (0.8, 0.8, 3.0))
+    assert spec.metadata["seglens.spatial_multiple"] == "4,4,2"
+    x = np.random.default_rng(3).standard_normal((1, 1, 32, 64, 16)).astype(np.float32)  # the volume's own axes
+    ours = ort.InferenceSession(str(out), providers=["CPUExecutionProvider"]).run(None, {"input": x})[0]
+    theirs = logits(networks[0], np.ascontiguousarray(x.transpose(0, 1, 4, 2, 3))).transpose(0, 1, 3, 4, 2)
+    np.testing.assert_allclose(ours, theirs, rtol=1e-4, atol=1e-4)
+
+
+def test_a_2d_configuration_runs_its_network_on_every_slice(tmp_path, capsys):
+    torch = require("torch", INSTALL)
+    folder = tmp_path / "nnUNetTrainer__nnUNetPlans__2d"
+    folder.mkdir()
+    arch = architecture("PlainConvUNet", 2, n_stages=3, strides=[[1, 1], [2, 2], [2, 2]],
+                        kernel_sizes=[[3, 3]] * 3, features_per_stage=[4, 8, 12], n_conv_per_stage=[2, 2, 2],
+                        n_conv_per_stage_decoder=[1, 1])
+    document = plans(small_architecture())
+    document["configurations"]["2d"] = {**document["configurations"]["3d_fullres"], "patch_size": [32, 32],
+                                        "spacing": [0.8, 0.8], "architecture": arch}
+    (folder / "plans.json").write_text(json.dumps(document))
+    (folder / "dataset.json").write_text(json.dumps(dataset()))
+    torch.manual_seed(5)
+    network = torch_network(arch, in_channels=1, num_classes=3)
+    save_checkpoint(folder / "fold_all" / "checkpoint_final.pth", network, fold=0, configuration="2d",
+                    mirroring=(0, 1))
+    out = tmp_path / "slices.onnx"
+    assert main(["import", "nnunet", str(folder), "--out", str(out)]) == 0
+    assert "not yet exact: a 2D configuration: nnU-Net keeps each volume's own slice spacing" in capsys.readouterr().err
+    spec = load_spec(out)
+    assert spec.volume is not None
+    assert (spec.volume.patch, spec.volume.spacing, spec.volume.tta) == ((1, 32, 32), (3.0, 0.8, 0.8), (1, 2))
+    x = np.random.default_rng(4).standard_normal((1, 1, 5, 32, 64)).astype(np.float32)
+    ours = ort.InferenceSession(str(out), providers=["CPUExecutionProvider"]).run(None, {"input": x})[0]
+    theirs = np.stack([logits(network, np.ascontiguousarray(x[:, :, k])) for k in range(5)], axis=2)
+    np.testing.assert_allclose(ours, theirs, rtol=1e-4, atol=1e-4)
+    volume = tmp_path / "in" / "ct.nii.gz"
+    volume.parent.mkdir()
+    hu = np.random.default_rng(2).normal(60, 80, (4, 40, 36)).astype(np.int16)
+    nib.save(nib.Nifti1Image(hu.transpose(2, 1, 0), np.diag([0.8, 0.8, 3.0, 1.0])), str(volume))
+    assert main(["run", str(out), str(volume.parent), "--out", str(tmp_path / "o"), "--export", "nifti",
+                 "--device", "cpu"]) == 0, capsys.readouterr().err
+
+
 def test_the_imported_model_runs_on_a_small_volume(tmp_path, capsys):
     folder, _ = make_folder(tmp_path)
     model = tmp_path / "liver.onnx"
@@ -221,6 +272,13 @@ def _labels_not_consecutive(folder: Path) -> list[str]:
     return []
 
 
+def _transposes_disagree(folder: Path) -> list[str]:
+    document = json.loads((folder / "plans.json").read_text())
+    document["transpose_forward"], document["transpose_backward"] = [2, 0, 1], [2, 0, 1]
+    (folder / "plans.json").write_text(json.dumps(document))
+    return []
+
+
 def _broken_json(folder: Path) -> list[str]:
     (folder / "dataset.json").write_text('{"labels": {"background": 0,')
     return []
@@ -242,6 +300,8 @@ MALFORMED = {
                                                                       "plans (they have: 3d_lowres)"),
     "channels that disagree": (_channels_disagree, "normalises 1 channels, but dataset.json names 2"),
     "labels not consecutive": (_labels_not_consecutive, "nnU-Net's are consecutive from 0"),
+    "transposes that disagree": (_transposes_disagree, "transpose_backward [2, 0, 1] does not undo "
+                                                       "transpose_forward [2, 0, 1]"),
     "broken JSON": (_broken_json, "dataset.json: invalid JSON at line 1"),
     "a checkpoint linked from outside": (_checkpoint_outside, "checkpoint_final.pth: "),
 }
@@ -263,7 +323,7 @@ def test_a_malformed_folder_is_one_line_and_nothing_is_written(tmp_path, capsys,
     assert not (tmp_path / "SEGLENS_PWNED").exists()
 
 
-def test_a_2d_configuration_and_a_cascade_stage_are_refused_in_one_line(tmp_path, capsys):
+def test_a_cascade_stage_is_refused_in_one_line(tmp_path, capsys):
     folder, _ = make_folder(tmp_path)
     document = json.loads((folder / "plans.json").read_text())
     document["configurations"]["3d_fullres"]["previous_stage"] = "3d_lowres"

@@ -56,6 +56,7 @@ def read_folder(folder: Path, *, folds: Sequence[str] | None = None, checkpoint:
     channels = _read("dataset.json", folder, lambda: _channel_names(dataset))
     labels = _read("dataset.json", folder, lambda: _labels(dataset))
     _read("plans.json", folder, lambda: _same_channels(config, channels))
+    forward, backward = _read("plans.json", folder, lambda: _transposes(plans))
     found = _folds_found(folder)
     chosen = _chosen_folds(folder, found, folds)
     name = CHECKPOINTS.get(checkpoint)
@@ -65,8 +66,8 @@ def read_folder(folder: Path, *, folds: Sequence[str] | None = None, checkpoint:
         path=folder, trainer=trainer, plans_name=plans_name,
         dataset_name=_read("plans.json", folder, lambda: _text(plans, "dataset_name", default="")),
         configuration=config,
-        transpose_forward=_read("plans.json", folder, lambda: _transpose(plans, "transpose_forward")),
-        transpose_backward=_read("plans.json", folder, lambda: _transpose(plans, "transpose_backward")),
+        transpose_forward=forward, transpose_backward=backward,
+        median_spacing=_read("plans.json", folder, lambda: _median_spacing(plans)),
         intensities=_intensities(folder, plans, fingerprint, config),
         channel_names=channels, labels=labels,
         file_ending=_read("dataset.json", folder, lambda: _text(dataset, "file_ending", default="")),
@@ -191,6 +192,20 @@ def _resampling(values: Mapping[str, object], what: str) -> Resampling:
         order_z=_int(kwargs, "order_z", low=0, high=5, default=0),
         force_separate_z=separate, is_seg=bool(kwargs.get("is_seg", what == "seg")),
     )
+
+
+def _median_spacing(plans: Mapping[str, object]) -> tuple[float, ...] | None:
+    if "original_median_spacing_after_transp" not in plans:
+        return None
+    return _floats(plans, "original_median_spacing_after_transp", size=3)
+
+
+def _transposes(plans: Mapping[str, object]) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """transpose_forward and transpose_backward, the second undoing the first."""
+    forward, backward = _transpose(plans, "transpose_forward"), _transpose(plans, "transpose_backward")
+    if tuple(forward[axis] for axis in backward) != (0, 1, 2):
+        raise _Bad(f"transpose_backward {list(backward)} does not undo transpose_forward {list(forward)}")
+    return forward, backward
 
 
 def _transpose(plans: Mapping[str, object], key: str) -> tuple[int, ...]:

@@ -13,10 +13,11 @@ import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
 import numpy as np
 import onnx
-from onnx import helper
+from onnx import TensorProto, helper, numpy_helper
 
 from app.errors import ModelError, SegLensError, SidecarError
 from app.guard.shared import atomic_write, remove_under
@@ -51,6 +52,8 @@ def import_nnunet(folder: Path, out: Path, *, folds: Sequence[str] | None = None
     values = mapped(read)
     graphs = [_fold_graph(read, fold) for fold in read.folds]
     model = graphs[0] if len(graphs) == 1 else folds_averaged(graphs)
+    if read.transpose_forward != (0, 1, 2):
+        model = transposed(model, read.transpose_forward, read.transpose_backward)
     _provenance(model, read, values)
     text = sidecar_text(values, header=_header(read, out))
     _check_sidecar(text, out)
@@ -67,9 +70,46 @@ def import_nnunet(folder: Path, out: Path, *, folds: Sequence[str] | None = None
 
 def _fold_graph(read: NnunetFolder, fold: Fold) -> onnx.ModelProto:
     config = read.configuration
-    return network_graph(config.architecture, _unprefixed(network_weights(fold.checkpoint)),
-                         in_channels=len(read.channel_names), num_classes=len(read.labels.names), dims=3,
-                         plans=str(read.path / "plans.json"), checkpoint=str(fold.path))
+    dims: Literal[2, 3] = 2 if config.dims == 2 else 3
+    model = network_graph(config.architecture, _unprefixed(network_weights(fold.checkpoint)),
+                          in_channels=len(read.channel_names), num_classes=len(read.labels.names), dims=dims,
+                          plans=str(read.path / "plans.json"), checkpoint=str(fold.path))
+    return slice_by_slice(model) if dims == 2 else model
+
+
+def slice_by_slice(model: onnx.ModelProto) -> onnx.ModelProto:
+    """A 2D network ([N, C, H, W] → [N, K, H, W]) as a 3D model ([N, C, D, H, W] → [N, K, D, H, W]) running it on
+    every slice of D, as nnU-Net's 2D configurations predict a volume: the slices become the batch."""
+    graph = model.graph
+    source, result = graph.input[0].name, graph.output[0].name
+    channels = graph.input[0].type.tensor_type.shape.dim[1].dim_value
+    classes = graph.output[0].type.tensor_type.shape.dim[1].dim_value
+    for node in graph.node:
+        node.input[:] = ["slices" if name == source else name for name in node.input]
+        node.output[:] = ["slice_logits" if name == result else name for name in node.output]
+    graph.initializer.extend(numpy_helper.from_array(np.array(values, np.int64), name) for name, values in (
+        ("slices.first", [-1, channels]), ("slices.classes", [classes])))
+    nd = [helper.make_node("Transpose", [source], ["volume.dchw"], perm=[0, 2, 1, 3, 4]),
+          helper.make_node("Shape", ["volume.dchw"], ["volume.nd"], start=0, end=2),
+          helper.make_node("Shape", ["volume.dchw"], ["volume.hw"], start=3, end=5),
+          helper.make_node("Concat", ["slices.first", "volume.hw"], ["slices.shape"], axis=0),
+          helper.make_node("Reshape", ["volume.dchw", "slices.shape"], ["slices"])]
+    back = [helper.make_node("Concat", ["volume.nd", "slices.classes", "volume.hw"], ["logits.shape"], axis=0),
+            helper.make_node("Reshape", ["slice_logits", "logits.shape"], ["logits.ndkhw"]),
+            helper.make_node("Transpose", ["logits.ndkhw"], [result], perm=[0, 2, 1, 3, 4])]
+    nodes = [*nd, *graph.node, *back]
+    del graph.node[:]
+    graph.node.extend(nodes)
+    graph.input[0].CopyFrom(helper.make_tensor_value_info(source, TensorProto.FLOAT,
+                                                          ["batch", channels, "depth", "height", "width"]))
+    graph.output[0].CopyFrom(helper.make_tensor_value_info(result, TensorProto.FLOAT,
+                                                           ["batch", classes, "depth", "height", "width"]))
+    props = {entry.key: entry.value for entry in model.metadata_props}
+    props["seglens.spatial_multiple"] = "1," + props.get("seglens.spatial_multiple", "1,1")
+    del model.metadata_props[:]
+    helper.set_model_props(model, props)
+    onnx.checker.check_model(model)
+    return model
 
 
 def _unprefixed(weights: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
@@ -113,6 +153,29 @@ def folds_averaged(models: Sequence[onnx.ModelProto]) -> onnx.ModelProto:
                               doc_string=f"{first.doc_string}; the mean of {len(models)} folds' logits")
     model.ir_version = first.ir_version
     helper.set_model_props(model, {entry.key: entry.value for entry in first.metadata_props})
+    onnx.checker.check_model(model)
+    return model
+
+
+def transposed(model: onnx.ModelProto, forward: Sequence[int], backward: Sequence[int]) -> onnx.ModelProto:
+    """`model` taking the volume in its own axis order: transpose_forward applied to the input and
+    transpose_backward to the logits inside the graph, as nnU-Net's predictor does around the network."""
+    graph = model.graph
+    inner_in, inner_out = "input.transposed", "logits.transposed"
+    source, result = graph.input[0].name, graph.output[0].name
+    for node in graph.node:
+        node.input[:] = [inner_in if name == source else name for name in node.input]
+        node.output[:] = [inner_out if name == result else name for name in node.output]
+    graph.node.insert(0, helper.make_node("Transpose", [source], [inner_in], name="transpose_forward",
+                                          perm=[0, 1, *(2 + axis for axis in forward)]))
+    graph.node.append(helper.make_node("Transpose", [inner_out], [result], name="transpose_backward",
+                                       perm=[0, 1, *(2 + axis for axis in backward)]))
+    props = {entry.key: entry.value for entry in model.metadata_props}
+    multiple = props.get("seglens.spatial_multiple", "").split(",")
+    if len(multiple) == len(backward):
+        props["seglens.spatial_multiple"] = ",".join(multiple[axis] for axis in backward)
+        del model.metadata_props[:]
+        helper.set_model_props(model, props)
     onnx.checker.check_model(model)
     return model
 

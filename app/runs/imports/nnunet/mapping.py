@@ -8,10 +8,12 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import dataclass
+from typing import TypeVar
 
 from app.errors import ModelError
 from app.runs.imports.nnunet.records import Configuration, NnunetFolder
 
+_T = TypeVar("_T")
 TILE_OVERLAP = 0.5  # nnUNetPredictor's tile_step_size default
 _ANISOTROPY = 3.0  # nnU-Net's ANISO_THRESHOLD: a spacing ratio above it resamples the thick axis separately
 _SCALES = {"NoNormalization": 1.0, "RGBTo0_1Normalization": 1.0 / 255.0}
@@ -33,8 +35,13 @@ def mapped(folder: NnunetFolder) -> Mapped:
     _refuse_unexpressible(folder)
     values: dict[str, object] = {"name": _name(folder), "task": "segmentation"}
     sources = {"name": "nnunet plans.json dataset_name + the folder's configuration"}
-    values["input.patch"], sources["input.patch"] = list(config.patch_size), f"{plans}.patch_size"
-    values["input.spacing"], sources["input.spacing"] = list(config.spacing), f"{plans}.spacing"
+    order = _order_note(folder)
+    patch, spacing = _patch_spacing(folder)
+    slices = " (one slice: a 2D configuration)" if config.dims == 2 else ""
+    values["input.patch"], sources["input.patch"] = native(folder, patch), f"{plans}.patch_size{slices}{order}"
+    values["input.spacing"] = native(folder, spacing) if spacing else None
+    sources["input.spacing"] = f"{plans}.spacing{order}" + (
+        ", along the slices: nnunet plans.json original_median_spacing_after_transp" if config.dims == 2 else "")
     values["input.axes"], sources["input.axes"] = "native", "nnU-Net reads arrays as stored ([slice, row, column])"
     if folder.channel_names[0].upper() == "CT":
         values["input.modality"], sources["input.modality"] = "CT", "nnunet dataset.json channel_names"
@@ -44,7 +51,8 @@ def mapped(folder: NnunetFolder) -> Mapped:
     values["input.tile.pad"] = "zeros"
     sources["input.tile"] = "nnUNetPredictor's defaults (tile_step_size 0.5, use_gaussian, pad with 0)"
     axes = folder.folds[0].mirroring_axes  # the first fold's, as nnUNetPredictor takes them
-    values["input.tta"] = {"mirror": list(axes)} if axes else None
+    shift = 3 - config.dims  # a 2D configuration's axes are a slice's (H, W)
+    values["input.tta"] = {"mirror": sorted(folder.transpose_forward[a + shift] for a in axes)} if axes else None
     sources["input.tta"] = (f"nnunet fold_{folder.folds[0].name}/{folder.checkpoint_name} "
                             "inference_allowed_mirroring_axes")
     values["output.activation"] = "sigmoid" if folder.labels.region_based else "softmax"
@@ -54,6 +62,30 @@ def mapped(folder: NnunetFolder) -> Mapped:
     return Mapped(values, sources, _gaps(folder))
 
 
+def native(folder: NnunetFolder, values: tuple[_T, ...]) -> list[_T]:
+    """Values along nnU-Net's transposed axes (its patch, spacing) along the volume's own axes: native axis j is
+    transposed axis transpose_backward[j]. The graph transposes the volume itself (importer.transposed)."""
+    return [values[folder.transpose_backward[axis]] for axis in range(len(values))]
+
+
+def _patch_spacing(folder: NnunetFolder) -> tuple[tuple[int, ...], tuple[float, ...] | None]:
+    """The patch and spacing along nnU-Net's transposed D, H, W; a 2D configuration's patch is one slice deep
+    and its slice spacing the training set's median (nnU-Net keeps each volume's own: a gap)."""
+    config = folder.configuration
+    if config.dims == 3:
+        return config.patch_size, config.spacing
+    if folder.median_spacing is None:
+        return (1, *config.patch_size), None
+    return (1, *config.patch_size), (folder.median_spacing[0], *config.spacing)
+
+
+def _order_note(folder: NnunetFolder) -> str:
+    if folder.transpose_forward == (0, 1, 2):
+        return ""
+    return (f" (in the volume's axis order: the graph applies transpose_forward {list(folder.transpose_forward)} "
+            "and transpose_backward itself)")
+
+
 def _name(folder: NnunetFolder) -> str:
     return f"{folder.dataset_name or folder.path.name} ({folder.configuration.name}, nnU-Net)"
 
@@ -61,9 +93,6 @@ def _name(folder: NnunetFolder) -> str:
 def _refuse_unexpressible(folder: NnunetFolder) -> None:
     config = folder.configuration
     where = folder.path / "plans.json"
-    if config.dims != 3:
-        raise ModelError(f"{where}: configuration {config.name} is 2D; SegLens imports 3D configurations so far "
-                         "(3d_fullres, 3d_lowres)")
     if config.previous_stage is not None:
         raise ModelError(f"{where}: configuration {config.name} is a cascade's second stage (it needs "
                          f"{config.previous_stage}'s prediction as input): not yet importable")
@@ -98,11 +127,13 @@ def _gaps(folder: NnunetFolder) -> tuple[str, ...]:
     gaps = ["crop to the non-zero region: nnU-Net crops each volume to the box around its non-zero voxels before "
             "resampling (and fills that mask's holes); SegLens runs the whole volume (equal when no border is all "
             "zero)"]
-    if folder.transpose_forward != (0, 1, 2):
-        gaps.append(f"transpose_forward {list(folder.transpose_forward)}: nnU-Net transposes the volume's axes before "
-                    "inference; SegLens runs the volume as stored (patch and spacing are in nnU-Net's transposed "
-                    "order)")
     gaps.append(_resampling_gap(config))
+    if config.dims == 2:
+        median = f" ({folder.median_spacing[0]:g} mm)" if folder.median_spacing else ""
+        gaps.append(f"a 2D configuration: nnU-Net keeps each volume's own slice spacing; SegLens resamples along the "
+                    f"slices to the training set's median{median}" if median else
+                    "a 2D configuration: plans.json has no original_median_spacing_after_transp, so SegLens keeps "
+                    "each volume's own spacing in-plane too (nnU-Net resamples in-plane to the plans' spacing)")
     gaps.append("sliding window: SegLens places windows as MONAI (steps of half a patch, the last shifted back) and "
                 "weighs them with an analytic Gaussian; nnU-Net spreads its steps evenly and filters a centred delta "
                 "(sigma patch/8 in both)")

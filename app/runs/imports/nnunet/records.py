@@ -99,6 +99,7 @@ class NnunetFolder:
     configuration: Configuration
     transpose_forward: tuple[int, ...]
     transpose_backward: tuple[int, ...]
+    median_spacing: tuple[float, ...] | None  # original_median_spacing_after_transp: a 2D model's slice spacing
     intensities: tuple[ChannelIntensity, ...]  # per input channel
     channel_names: tuple[str, ...]
     labels: Labels
