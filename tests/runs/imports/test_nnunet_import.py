@@ -78,7 +78,8 @@ def save_checkpoint(path: Path, network: Any, *, fold: int, configuration: str =
     torch.save(content, path)
 
 
-def make_folder(root: Path, *, folds: int = 1, name: str = NAME) -> tuple[Path, list[Any]]:
+def make_folder(root: Path, *, folds: int = 1, name: str = NAME, labels: dict[str, Any] | None = None,
+                outputs: int = 3) -> tuple[Path, list[Any]]:
     """A trained-model folder and the torch modules of its folds (random weights, a different seed each)."""
     torch = require("torch", INSTALL)
     require("dynamic_network_architectures", INSTALL)
@@ -86,13 +87,13 @@ def make_folder(root: Path, *, folds: int = 1, name: str = NAME) -> tuple[Path, 
     folder.mkdir(parents=True)
     arch = small_architecture()
     (folder / "plans.json").write_text(json.dumps(plans(arch), indent=4))
-    (folder / "dataset.json").write_text(json.dumps(dataset(), indent=4))
+    (folder / "dataset.json").write_text(json.dumps(dataset(**labels or {}), indent=4))
     (folder / "dataset_fingerprint.json").write_text(json.dumps(
         {"foreground_intensity_properties_per_channel": {"0": CT_PROPERTIES}, "spacings": [[3.0, 0.8, 0.8]]}))
     networks = []
     for fold in range(folds):
         torch.manual_seed(fold)
-        network = torch_network(arch, in_channels=1, num_classes=3)
+        network = torch_network(arch, in_channels=1, num_classes=outputs)
         with torch.no_grad():
             for parameter in network.parameters():
                 parameter.copy_(torch.randn_like(parameter) * 0.3)
@@ -205,6 +206,17 @@ def test_a_2d_configuration_runs_its_network_on_every_slice(tmp_path, capsys):
     nib.save(nib.Nifti1Image(hu.transpose(2, 1, 0), np.diag([0.8, 0.8, 3.0, 1.0])), str(volume))
     assert main(["run", str(out), str(volume.parent), "--out", str(tmp_path / "o"), "--export", "nifti",
                  "--device", "cpu"]) == 0, capsys.readouterr().err
+
+
+def test_region_based_labels_import_with_their_gap_said(tmp_path, capsys):
+    regions = {"labels": {"background": 0, "whole tumour": [1, 2], "core": [2]}, "regions_class_order": [1, 2]}
+    folder, _ = make_folder(tmp_path, labels=regions, outputs=2)
+    out = tmp_path / "regions.onnx"
+    assert main(["import", "nnunet", str(folder), "--out", str(out)]) == 0
+    assert "not yet exact: region-based labels" in capsys.readouterr().err
+    spec = load_spec(out)
+    assert [c.name for c in spec.classes] == ["whole tumour", "core"]
+    assert spec.output.activation == "sigmoid"
 
 
 def test_the_imported_model_runs_on_a_small_volume(tmp_path, capsys):
