@@ -95,8 +95,8 @@ def mr_case(rng: np.random.Generator, shape: tuple[int, int, int],
     t2 = np.where(head, rng.uniform(40, 60), 0.0)
     labels = np.zeros(shape, np.uint8)
     for bright_t1, bright_t2, label in ((True, True, 1), (False, True, 2), (True, False, 0)):
-        centre = rng.uniform(-0.3, 0.3, 3) * extent
-        blob = head & _ellipsoid(z, y, x, centre, extent * rng.uniform(0.15, 0.22, 3))
+        centre = rng.uniform(-0.25, 0.25, 3) * extent
+        blob = head & _ellipsoid(z, y, x, centre, extent * rng.uniform(0.22, 0.3, 3))
         t1[blob] = 180 if bright_t1 else 100
         t2[blob] = 150 if bright_t2 else 50
         labels[blob] = label
