@@ -7,6 +7,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from PIL import Image
 
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 os.environ.setdefault("SEGLENS_LOG_DIR", tempfile.mkdtemp(prefix="seglens-test-logs-"))  # not the user's folder
@@ -20,6 +21,19 @@ sys.path.insert(1, str(Path(__file__).parent / "cli"))
 import onnx_factory
 
 REPO = Path(__file__).resolve().parent.parent
+
+
+_PILLOW_OPEN = Image.open  # Pillow's own, taken before any test module is collected
+
+
+@pytest.fixture(autouse=True)
+def _pillow_opens_as_it_ships():
+    """Ultralytics (a test-only reference, imported when the parity modules are collected) replaces PIL.Image.open
+    for the whole process with one that imports pi_heif on a file Pillow cannot identify: SegLens's decoding is
+    tested with Pillow's own, before and after every test."""
+    Image.open = _PILLOW_OPEN
+    yield
+    Image.open = _PILLOW_OPEN
 
 
 @pytest.fixture
