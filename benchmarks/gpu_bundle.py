@@ -253,7 +253,7 @@ def _locked_hash(member: Path, wanted: dict[str, LockedWheel]) -> str | None:
     return locked
 
 
-RECEIVE_TIMEOUT_S = 30  # a receive only keeps its part (seconds); the tree's growth adds calls, so each stays short
+RECEIVE_TIMEOUT_S = 20  # a receive only keeps its part (seconds); the tree's growth adds calls, so each stays short
 
 
 def calls(manifest: dict, *, bundle_rel: str = ".gpu", check_timeout: int = 360) -> list[dict]:

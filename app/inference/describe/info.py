@@ -196,8 +196,9 @@ def _imported_lines(spec: ModelSpec) -> list[str]:
     meta = spec.metadata
     if "seglens.imported_from" not in meta:
         return []
+    folds = meta.get("seglens.import.folds", "?")
     lines = [f"  imported      from {meta['seglens.imported_from']}",
-             f"                fold(s) {meta.get('seglens.import.folds', '?')}, "
+             f"                {'folds' if ',' in folds else 'fold'} {folds}, "
              f"{meta.get('seglens.import.checkpoint', '?')}, configuration "
              f"{meta.get('seglens.import.configuration', '?')}, trainer {meta.get('seglens.import.trainer', '?')}"]
     imported = imported_dict(spec) or {}

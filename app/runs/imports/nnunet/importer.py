@@ -201,7 +201,8 @@ def _header(read: NnunetFolder, out: Path) -> list[str]:
     ensemble = " (their logits averaged in the graph)" if len(read.folds) > 1 else ""
     return [f"Sidecar of {out.name}, written by seglens-cli import nnunet",
             f"imported from {read.path.resolve()}",
-            f"fold(s) {folds}{ensemble}, {read.checkpoint_name}; configuration {read.configuration.name}, "
+            f"{'folds' if len(read.folds) > 1 else 'fold'} {folds}{ensemble}, {read.checkpoint_name}; "
+            f"configuration {read.configuration.name}, "
             f"trainer {read.trainer}, plans {read.plans_name}",
             "each value's source is the comment after it"]
 
