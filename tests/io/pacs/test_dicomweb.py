@@ -274,8 +274,11 @@ def test_a_server_that_never_answers_times_out_in_one_line(orthanc: Orthanc):
         web = client(orthanc, url=f"http://127.0.0.1:{port}/dicom-web", options="&timeout=0.5")
         with pytest.raises(PacsError) as failed:
             web.echo()
-    assert str(failed.value) == (f"pacs {web.node.name}: a request to 127.0.0.1:{port} took longer than 0.5 s while "
-                                 "checking the service")
+    # the request's deadline and the socket's read timeout are both 0.5 s: whichever fires first on a loaded
+    # machine says it, each in one line
+    assert str(failed.value) in (f"pacs {web.node.name}: a request to 127.0.0.1:{port} took longer than 0.5 s while "
+                                 "checking the service",
+                                 f"pacs {web.node.name}: no answer within 0.5 s while checking the service")
 
 
 def test_server_stopped_mid_retrieve_leaves_no_series(orthanc: Orthanc, cache: SeriesCache, tmp_path: Path):
