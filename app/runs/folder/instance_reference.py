@@ -123,13 +123,9 @@ class InstanceScorer:
         return where if not self.key else f"reference/ref-{self._keyed('reference-name', where)}"
 
     def _name(self, item: InputFile, name: str | None) -> str:
-        if not self.key:
-            return str(item.path)
-        if name is not None:
-            return name
-        from app.runs.privacy.names import pseudonymous_name
+        from app.runs.privacy.names import shown_name
 
-        return pseudonymous_name(item, self.key)
+        return shown_name(item, name, self.key)
 
     def _private(self, why: str) -> str:
         """A reader's line (`<file>: <what>`) with no path under --anonymize: what is wrong, or its kind."""

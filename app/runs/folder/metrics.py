@@ -246,13 +246,9 @@ class ReferenceScorer:
         return [reference, *metric_cells(None if scored is None else scored.metrics, len(self.columns) // 2 - 1)]
 
     def _name(self, item: InputFile, name: str | None) -> str:
-        if not self.key:
-            return str(item.path)
-        if name is not None:
-            return name
-        from app.runs.privacy.names import pseudonymous_name
+        from app.runs.privacy.names import shown_name
 
-        return pseudonymous_name(item, self.key)
+        return shown_name(item, name, self.key)
 
     def _reference(self, path: Path) -> str:
         if not self.key:

@@ -57,6 +57,14 @@ def pseudonymous_name(item: InputFile, key: bytes) -> str:
     return f"{folder}/{prefix}-{keyed_hex(key, 'output-name', item.rel.as_posix())[:_ID_DIGITS]}"
 
 
+def shown_name(item: InputFile, name: str | None, key: bytes | None) -> str:
+    """How a run's line names an input: its path; under --anonymize (`key`) the name the run gave it, else its keyed
+    pseudonym."""
+    if not key:
+        return str(item.path)
+    return name if name is not None else pseudonymous_name(item, key)
+
+
 def pseudonymous_path(rel: str | Path, key: bytes) -> str:
     """An image's name under --anonymize from its path relative to the folder it was found in (what
     `pseudonymous_name` gives that image)."""
