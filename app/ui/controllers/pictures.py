@@ -38,15 +38,16 @@ class Pictures(QObject):
 
     def __init__(self, state: ViewState, *, files: FileList, status: StatusBar, presenter: Presenter, tuner: Tuner,
                  reviewer: Reviewer, editor: Editor, volumes: VolumeView, worker: InferenceWorker,
-                 open_model: Callable[[Path], None], remember: Callable[[Path], None],
-                 parent: QObject | None = None) -> None:
-        """`open_model`: load the model at a path dropped or opened with the pictures; `remember`: add an opened
-        file or folder to the recent list."""
+                 open_model: Callable[[Path], None], import_model: Callable[[Path], None],
+                 remember: Callable[[Path], None], parent: QObject | None = None) -> None:
+        """`open_model`: load the model at a path dropped or opened with the pictures; `import_model`: import a
+        trained-model folder (nnU-Net's) dropped or opened so, then load it; `remember`: add an opened file or
+        folder to the recent list."""
         super().__init__(parent)
         self._state, self._files, self._status = state, files, status
         self._presenter, self._tuner, self._reviewer, self._editor = presenter, tuner, reviewer, editor
         self._volumes, self._worker = volumes, worker
-        self._open_model, self._remember = open_model, remember
+        self._open_model, self._import_model, self._remember = open_model, import_model, remember
         self.view_requested.connect(worker.process_view)
         # bound methods only for what comes back: a lambda would run on the worker's thread, not on this one
         worker.result_ready.connect(self._on_result)
@@ -56,18 +57,23 @@ class Pictures(QObject):
         worker.remote_retrying.connect(self._on_retrying)
 
     def add_paths(self, paths: list[str | Path]) -> None:
-        """Load files and folders into the list (replacing it) and show the first."""
+        """Load files and folders into the list (replacing it) and show the first; an .onnx file among them opens
+        as the model, else an nnU-Net trained-model folder is imported and opened as the model."""
         from app.io.discover import discover
+        from app.runs.imports.nnunet.layout import looks_like_nnunet_folder
 
         models = [Path(p) for p in paths if str(p).lower().endswith(".onnx")]
+        trained = [Path(p) for p in paths if not models and looks_like_nnunet_folder(p)]
         if models:
             self._open_model(models[0])
-        opened = [Path(p) for p in paths if not str(p).lower().endswith(".onnx")]
+        elif trained:
+            self._import_model(trained[0])  # imported on its own thread, then opened
+        opened = [Path(p) for p in paths if not str(p).lower().endswith(".onnx") and Path(p) not in trained]
         for path in reversed(opened):  # the first opened ends up on top
             self._remember(path)
         inputs = discover(opened)
         if not inputs:
-            if not models:
+            if not models and not trained:
                 self._status.showMessage("No images found in what was opened", 8000)
             return
         self._editor.stop()  # a correction in progress is saved while its picture is listed (names its review file)
