@@ -20,17 +20,23 @@ CHUNK = 6  # slices per step: a few tens of milliseconds of DICOM decoding
 
 
 class VolumeStack:
-    """The image of `volume` (its first time point for a 4D NIfTI) as float32 `[D, H, W]`, filled by `step`."""
+    """The image of `volume` (time point `time_point` of a 4D NIfTI, the first by default) as float32
+    `[D, H, W]`, filled by `step`; into `into` when given (one channel of a case's `[C, D, H, W]`: app.io.channels)."""
 
-    def __init__(self, volume: Volume, *, max_pixels: int | None = None, chunk: int = CHUNK) -> None:
+    def __init__(self, volume: Volume, *, max_pixels: int | None = None, chunk: int = CHUNK, time_point: int = 0,
+                 into: np.ndarray | None = None) -> None:
         """Raises ImageError (one line, naming the file) when the volume is over the limit: nothing allocated."""
         self.volume, self.chunk = volume, max(1, chunk)
         self._max_pixels = max_pixels or pixel_limit()
         self.depth = volume.depth // max(1, volume.time_points)
+        self._first = min(max(0, time_point), max(1, volume.time_points) - 1) * self.depth
         shape = (self.depth, volume.rows, volume.columns)
         check_decoded(volume.source, shape, 4, volume_bytes_limit(self._max_pixels), dtype="float32",
                       what="volume")
-        self.array = np.zeros(shape, np.float32)
+        if into is not None and into.shape != shape:
+            raise ImageError(f"{volume.source}: a {shape_text(shape)} volume, not {shape_text(into.shape)} like "
+                             "the case's other channels")
+        self.array = np.zeros(shape, np.float32) if into is None else into
         self.done = 0
         self.invert = False  # MONOCHROME1: the slices say so
 
@@ -43,7 +49,7 @@ class VolumeStack:
         read or does not fit the volume (a colour slice, another size): the stack is then of no use."""
         start = self.done
         for k in range(start, min(self.depth, start + self.chunk)):
-            image = read_slice(self.volume, k, max_pixels=self._max_pixels)
+            image = read_slice(self.volume, self._first + k, max_pixels=self._max_pixels)
             values = image.raw if image.raw is not None else image.pixels
             if values.ndim != 2 or values.shape != self.array.shape[1:]:
                 raise ImageError(f"{self.volume.source}: slice {k + 1} is {shape_text(values.shape)}, not a "

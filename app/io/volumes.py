@@ -37,6 +37,16 @@ class SliceRef:
 
 
 @dataclass(frozen=True)
+class Channel:
+    """One input channel of a case: a volume (time point `time` of a 4D NIfTI whose volumes are the channels) and
+    the model's name for the channel ("" when the model names none)."""
+
+    volume: Volume
+    time: int = 0
+    name: str = ""
+
+
+@dataclass(frozen=True)
 class Volume:
     kind: str  # "dicom" (one file per slice), "dicom-multiframe", "nifti"
     source: Path  # the series' folder / the multi-frame file / the .nii(.gz) file
@@ -56,6 +66,8 @@ class Volume:
     warnings: tuple[str, ...] = ()  # one line each: a gap, ordered by InstanceNumber, a split series
     ordered_by: str = "position"  # "position" | "instance number" | "file name" | "file" (NIfTI, multi-frame)
     time_points: int = 1  # NIfTI 4D: the slices are (t, k) pairs, t-major; shapes and exports keep the 4th axis
+    channels: tuple[Channel, ...] = ()  # a case of several input channels (app.io.channels), in the model's order;
+    # empty: this volume is the one channel
 
     def __post_init__(self) -> None:
         """A geometry no scanner writes (a voxel side of 0 or 1e306 mm, a NaN in the affine) is refused here, whatever

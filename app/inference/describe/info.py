@@ -35,7 +35,7 @@ def spec_dict(spec: ModelSpec, info: SessionInfo | None) -> dict[str, Any]:
                   "size": list(inp.size) if inp.size else None, "resize": inp.resize,
                   "size_divisor": inp.size_divisor, "color": inp.color, "scale": inp.scale,
                   "mean": list(inp.mean), "std": list(inp.std), "modality": list(inp.modality),
-                  "color_matters": inp.color_matters,
+                  "color_matters": inp.color_matters, **_channel_names(spec),
                   **({"tile": vars(inp.tile).copy()} if inp.resize == "tile" else {})},
         "output": {"name": out.name, "kind": out.kind, "activation": out.activation, "threshold": out.threshold,
                    **({"score": out.score_name, "mask": out.mask_name, "image_threshold": out.image_threshold}
@@ -241,6 +241,7 @@ def volume_lines(spec: ModelSpec, output: TensorInfo) -> list[str]:
         "input",
         _line("tensor", f"{spec.inputs[0].describe()} (NCDHW, {counted(inp.channels, 'channel')}, {fixed} D×H×W "
                         f"{dims_text(dims)})"),
+        *_channel_lines(spec),
         _line("patch", f"{dims_text(volume.patch)} (D×H×W)", src.get("input.patch")),
         _line("spacing", _spacing_text(volume), src.get("input.spacing")),
         _line("axes", _axes_text(volume.axes), src.get("input.axes")),
@@ -316,6 +317,25 @@ def _combined(spec: ModelSpec, keys: tuple[str, ...]) -> str | None:
     """One source for values read together: sidecar when any of them is the sidecar's."""
     sources = [spec.sources.get(key) for key in keys]
     return "sidecar" if "sidecar" in sources else next((s for s in sources if s), None)
+
+
+def _channel_names(spec: ModelSpec) -> dict[str, list[str]]:
+    from app.io.channels import model_channels
+
+    names = model_channels(spec.input.channels, spec.metadata).names
+    return {"channel_names": list(names)} if names else {}
+
+
+def _channel_lines(spec: ModelSpec) -> list[str]:
+    """A 3D model of several channels: which file or volume gives each (app.io.channels), by the model's names."""
+    from app.io.channels import METADATA_KEY, model_channels
+
+    channels = model_channels(spec.input.channels, spec.metadata)
+    if channels.count <= 1:
+        return []
+    given = ", ".join(f"{index} {name}".rstrip() for index, name in enumerate(channels.names or [""] * channels.count))
+    return [_line("channels", f"{given} (files CASE_0000 … CASE_{channels.count - 1:04d}, or a 4D NIfTI's volumes, "
+                              "in this order)", f"metadata {METADATA_KEY}" if channels.names else None)]
 
 
 def _line(label: str, value: object, source: str | None = None) -> str:

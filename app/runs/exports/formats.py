@@ -104,10 +104,15 @@ def _like_source(volume: Volume, data: np.ndarray) -> Any:  # a nibabel Nifti1Im
     except ImageError as exc:
         reason = str(exc).removeprefix(f"{volume.source}: ")
         raise OutputError(f"{volume.source}: cannot read the source NIfTI header ({reason})") from exc
-    if data.size != int(np.prod(source.shape)):
+    shape = tuple(int(n) for n in source.shape)
+    if volume.channels and len(shape) == 4:  # a 4D NIfTI whose volumes are a case's channels: one label volume
+        shape = shape[:3]
+    if data.size != int(np.prod(shape)):
         raise OutputError(f"{volume.source}: the labels ({data.shape}) do not fit the source's shape {source.shape}")
     # No affine given: the header's qform and sform are kept as stored, so the affine is the source's bit for bit.
-    return nib.Nifti1Image(data.reshape(source.shape), None, header=source.header.copy())
+    header = source.header.copy()
+    header.set_data_shape(shape)
+    return nib.Nifti1Image(data.reshape(shape), None, header=header)
 
 
 def _scanner_image(volume: Volume, data: np.ndarray) -> Any:  # a nibabel Nifti1Image

@@ -160,7 +160,11 @@ def _inputs(spec: ModelSpec, paths: Sequence[Path], *, out: Path, reference: Pat
     refused = output_folder_problem(out, inputs, inside_ok=True)
     if refused:
         raise PlanRefused(f"--out {refused}")
-    return inputs
+    if not spec.is_3d:
+        return inputs
+    from app.runs.folder.volume3d import case_inputs
+
+    return case_inputs(spec, inputs)  # a model of several channels runs on cases (nnU-Net's CASE_0000 …)
 
 
 def _key() -> bytes:

@@ -5,7 +5,9 @@
     writer     the label volume and its kept probabilities handed to the VolumeAssembler at once (slice_results):
                the exports, the report's volume row and --per-slice rows are those of a 2D model's volume
 
-A 2D image given to a 3D model is that input's one-line error; the run goes on.
+A 2D image given to a 3D model is that input's one-line error; the run goes on. A model of several input channels
+runs on cases (app.io.channels: nnU-Net's CASE_0000 … files, or a 4D NIfTI of its channels), gathered from the
+inputs before the run (`case_inputs`).
 """
 
 from __future__ import annotations
@@ -13,10 +15,10 @@ from __future__ import annotations
 import gzip
 import logging
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -37,8 +39,12 @@ from app.inference.volume3d.predict import (
     predict_volume,
     with_tta,
 )
+from app.io.channels import Channels, case_stack, group_cases, model_channels
 from app.io.files import atomic_write
 from app.io.volumes import Volume
+
+if TYPE_CHECKING:
+    from app.io.discover import InputFile
 
 log = logging.getLogger(__name__)
 NEEDS_VOLUME = "a 3D model needs a volume: a DICOM series or NIfTI"
@@ -48,7 +54,8 @@ SCORES_SUFFIX = "_scores.nii.gz"
 
 @dataclass(frozen=True)
 class VolumeImage:
-    """A volume's image read whole for a 3D model: native [D, H, W] float32 in real units (HU)."""
+    """A volume's image read whole for a 3D model: native [D, H, W] (a case of several channels: [C, D, H, W])
+    float32 in real units (HU)."""
 
     array: np.ndarray
     decode_ms: float
@@ -72,6 +79,17 @@ def input_problem(volume: Volume | None) -> str | None:
     return None
 
 
+def channels_of(spec: ModelSpec) -> Channels:
+    """The input channels a 3D model takes (one for a 2D model) and their names (its metadata's)."""
+    return model_channels(spec.input.channels if spec.is_3d else 1, spec.metadata)
+
+
+def case_inputs(spec: ModelSpec, inputs: Sequence[InputFile]) -> list[InputFile]:
+    """A folder run's inputs as `spec` takes them: a model of several channels gets one input per case, a case
+    that cannot be made one line; any other model its inputs as they are."""
+    return group_cases(inputs, channels_of(spec))
+
+
 def check_volume_memory(spec: ModelSpec, volume: Volume, *, memory_limit: int | None = None) -> None:
     """SegLensError (one line naming the estimate and the limit) when predict_volume cannot fit: said before the
     volume's image is read, so nothing is allocated for a volume that would be refused anyway."""
@@ -89,15 +107,14 @@ def check_volume_memory(spec: ModelSpec, volume: Volume, *, memory_limit: int | 
 
 
 def read_volume(spec: ModelSpec, volume: Volume) -> VolumeImage:
-    """The volume's image whole (its memory estimate checked first); SegLensError (one line) when it cannot be."""
-    from app.io.stack import VolumeStack
-
+    """The volume's image whole (a case's channels `[C, D, H, W]`; its memory estimate checked first);
+    SegLensError (one line) when it cannot be."""
     problem = input_problem(volume)
     if problem:
         raise SegLensError(problem)
     check_volume_memory(spec, volume)
     started = time.perf_counter()
-    stack = VolumeStack(volume)
+    stack = case_stack(volume)
     while not stack.complete:
         stack.step()
     return VolumeImage(stack.array, (time.perf_counter() - started) * 1000)

@@ -29,9 +29,10 @@ from app.inference.image.preprocess import Geometry
 from app.inference.model.session import ModelSession
 from app.inference.model.spec import ModelSpec
 from app.inference.volume3d.predict import VolumePrediction, predict_volume
+from app.io.channels import case_stack, case_volume
 from app.io.volumes import Volume
 from app.runs.folder.lesions import volume_components
-from app.runs.folder.volume3d import check_volume_memory, input_problem
+from app.runs.folder.volume3d import channels_of, check_volume_memory, input_problem
 
 Progress = Callable[[str, int, int], None]  # (stage: "reading" | "patches", done, total)
 StopFn = Callable[[], bool]
@@ -129,12 +130,11 @@ class KeptPrediction:
 
 def read_volume_image(volume: Volume, *, progress: Progress | None = None,
                       should_stop: StopFn | None = None) -> tuple[np.ndarray, float]:
-    """The volume's image `[D, H, W]` float32 in real units (app.io.stack, under the volume limit) and
-    the time it took (ms); `pipeline.Stopped` between chunks of slices when `should_stop()` answers True."""
-    from app.io.stack import VolumeStack
-
+    """The volume's image `[D, H, W]` (a case of several channels: `[C, D, H, W]`, app.io.channels) float32 in
+    real units (app.io.stack, under the volume limit) and the time it took (ms); `pipeline.Stopped` between
+    chunks of slices when `should_stop()` answers True."""
     started = time.perf_counter()
-    stack = VolumeStack(volume)
+    stack = case_stack(volume)
     while not stack.complete:
         if should_stop is not None and should_stop():
             raise Stopped()
@@ -147,8 +147,9 @@ def read_volume_image(volume: Volume, *, progress: Progress | None = None,
 def predict_kept(model: ModelSession, volume: Volume, *, progress: Progress | None = None,
                  should_stop: StopFn | None = None, memory_limit: int | None = None) -> KeptPrediction:
     """The 3D model over the whole volume, once: refused in one line (SegLensError) before anything is read when
-    it is no 3D volume or its memory estimate cannot fit; `pipeline.Stopped` between chunks of slices and between
-    batches of patches."""
+    it is no 3D volume (for a model of several channels: no case, app.io.channels) or its memory estimate cannot
+    fit; `pipeline.Stopped` between chunks of slices and between batches of patches."""
+    volume = case_volume(volume, channels_of(model.spec))  # a model of several channels: the volume's case
     problem = input_problem(volume)
     if problem:
         raise SegLensError(problem)

@@ -242,6 +242,10 @@ def _plan(model: ModelSession, request: RunAllRequest, *, min_confidence: float 
     inputs, out_dir, save, tuning = request.inputs, request.out_dir, request.save, request.tuning
     model.spec = spec = with_score_limit(model.spec, tuning.score_limit if tuning is not None else None)
     threshold = tuning.threshold if tuning is not None else None
+    if spec.is_3d:  # a model of several channels runs on cases (nnU-Net's CASE_0000 …), as seglens-cli run's
+        from app.runs.folder.volume3d import case_inputs
+
+        inputs = tuple(case_inputs(spec, inputs))
     has_volumes = any(item.volume is not None for item in inputs)
     if not out_dir:
         return RunPlan(spec=spec, inputs=inputs, out=None, save=(), min_confidence=min_confidence,

@@ -21,6 +21,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 from app.errors import ModelError, SegLensError, SidecarError
 from app.guard.shared import atomic_write, remove_under
+from app.io.channels import METADATA_KEY as CHANNEL_NAMES
 from app.io.checkpoint import network_weights
 from app.runs.imports.nnunet.folder import read_folder
 from app.runs.imports.nnunet.mapping import Mapped, mapped, sidecar_text
@@ -191,6 +192,7 @@ def _provenance(model: onnx.ModelProto, read: NnunetFolder, values: Mapped) -> N
         "seglens.import.trainer": ", ".join(trainers) or read.trainer,
         "seglens.import.sources": json.dumps(values.sources, ensure_ascii=False),
         "seglens.import.not_exact": json.dumps(list(values.gaps), ensure_ascii=False),
+        CHANNEL_NAMES: json.dumps(list(read.channel_names), ensure_ascii=False),  # dataset.json's, in its order
     })
     del model.metadata_props[:]
     helper.set_model_props(model, props)
