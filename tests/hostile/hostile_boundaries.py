@@ -139,6 +139,19 @@ def _nifti(path: Path) -> object:
     return nifti_volume(path)
 
 
+def _nifti_channel(path: Path) -> object:
+    """A case's second channel found beside its first (app.io.channels): `path` is `case_0001.nii.gz`."""
+    import nibabel as nib
+    import numpy as np
+
+    from app.io.channels import Channels, case_volume
+    from app.io.nifti import nifti_volume
+
+    first = path.parent / "case_0000.nii.gz"
+    nib.save(nib.Nifti1Image(np.zeros((4, 4, 2), np.int16), np.eye(4)), str(first))
+    return case_volume(nifti_volume(first), Channels(2, ("T1", "T2")))
+
+
 def _reference(path: Path) -> object:
     from app.io.references import read_reference
 
@@ -155,6 +168,7 @@ register(Boundary("image", "file", _image, (ImageError,), file_name="picture.png
 register(Boundary("tiff", "file", _image, (ImageError,), file_name="picture.tif"))
 register(Boundary("dicom", "file", _dicom, (ImageError,), file_name="slice.dcm"))
 register(Boundary("nifti", "file", _nifti, (ImageError,), file_name="ct.nii.gz"))
+register(Boundary("nifti_channel", "file", _nifti_channel, (ImageError,), file_name="case_0001.nii.gz", rooted=True))
 register(Boundary("reference", "file", _reference, (ImageError,), file_name="picture_mask.png"))
 register(Boundary("boxes_csv", "file", _boxes, (SegLensError,), file_name="boxes.csv"))
 
