@@ -24,6 +24,7 @@ from typing import Any, cast
 from app.errors import SidecarError, with_article
 from app.inference.model.labels import MAX_LABELS
 from app.inference.model.metadata import parse_name_list
+from app.inference.model.nnunet_recipe import painted_labels
 from app.inference.model.onnx_graph import Dim, GraphInfo, TensorInfo, read_graph
 from app.inference.model.resolver import Resolver, shortened
 from app.inference.model.rules import Rule, ScoreRule, VerdictRules, resolve_review, resolve_rules
@@ -474,6 +475,8 @@ class _Builder(Resolver):
         if out.kind in ("binary", "anomaly") or (out.kind == "classification" and shape[1] == 1):
             return 2
         if out.kind == "scores":  # its channel axis holds a fixed size (_output_by_kind)
+            if (painted := painted_labels(self.overrides)) is not None:  # nnU-Net regions or parts paint labels
+                return painted
             channels = shape[cast(int, out.channel_axis)]
             return channels if isinstance(channels, int) else None
         if out.kind == "classification":

@@ -20,6 +20,7 @@ from app.inference.model import validators
 from app.inference.model.codes import ClassCode, CodeError, parse_class_code
 from app.inference.model.instance_rules import INSTANCE_KINDS, class_limits, extra_checks
 from app.inference.model.labels import read_labels
+from app.inference.model.nnunet_recipe import NNUNET_KEYS
 from app.inference.model.tiles import BLENDS, MAX_OVERLAP
 from app.inference.model.validators import (
     Check,
@@ -508,6 +509,7 @@ _SCHEMA: dict[str, Any] = {
         "agnostic": boolean,
         "classes": kept_classes,
     },
+    "nnunet": NNUNET_KEYS,  # nnU-Net's prediction recipe (app.inference.model.nnunet_recipe), written by its import
     "verdict": {
         "fail_if": rules,
         "review_if": rules,  # the band: REVIEW when one holds and no fail rule does (app.inference.decide.band)

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from app.inference.model.codes import ClassCode
+from app.inference.model.nnunet_recipe import NnunetRecipe
 from app.inference.model.onnx_graph import TensorInfo
 from app.inference.model.rules import Rule
 from app.inference.model.runtime_options import RuntimeOptions
@@ -128,6 +129,8 @@ class VolumeInputSpec:
     # True: the whole (resampled, padded to the divisor) volume in one run (dynamic models only; the CLI's --no-tile)
     whole: bool = False
     size_divisor: int = 1  # input.size_divisor: a whole-volume run pads each side to a multiple
+    # the sidecar's nnunet: section (a model imported from nnU-Net): run as nnU-Net's own predictor does
+    nnunet: NnunetRecipe | None = None
 
 
 @dataclass(frozen=True)

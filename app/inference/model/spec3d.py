@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from app.inference.model.nnunet_recipe import NnunetRecipe, RecipeError, recipe_from_sidecar
 from app.inference.model.onnx_graph import GraphInfo, TensorInfo
 from app.inference.model.resolver import Resolver
 from app.inference.model.shapes import FLOAT_INPUTS, INT_DTYPES, dims_text, fixed_dims
@@ -65,6 +66,7 @@ def volume_parts(r: Resolver, *, max_classes: int) -> tuple[InputSpec, OutputSpe
     volume = VolumeInputSpec(
         patch=patch, spacing=r.pick("input.spacing", None, "default"), axes=r.pick("input.axes", "native", "default"),
         normalize=normalize, tile=_tile(r, t), tta=r.pick("input.tta", (), "default"), size_divisor=divisor,
+        nnunet=_recipe(r, channels, out),
     )
     inp = InputSpec(
         name=t.name, layout="NCDHW", channels=channels, dtype=t.dtype, model_hw=(patch[1], patch[2]),
@@ -74,6 +76,23 @@ def volume_parts(r: Resolver, *, max_classes: int) -> tuple[InputSpec, OutputSpe
         modality=r.pick("input.modality", (), "default"),
     )
     return inp, out, volume
+
+
+def _recipe(r: Resolver, channels: int, out: OutputSpec) -> NnunetRecipe | None:
+    """The sidecar's nnunet: section, checked against the graph's channels and outputs."""
+    outputs = r.graph.outputs[0].shape
+    count = outputs[1] if outputs is not None and len(outputs) == 5 and isinstance(outputs[1], int) else 1
+    try:
+        recipe = recipe_from_sidecar(r.overrides, channels=channels, outputs=count)
+    except RecipeError as exc:
+        raise r.sidecar_error(f"nnunet.{exc.key}", exc.problem) from None
+    if recipe is not None:
+        if out.kind != "scores" and recipe.parts is None and recipe.regions is None:
+            raise r.sidecar_error("nnunet", "applies to a model whose output is [N, K, D, H, W] logits")
+        if key := next((k for k in r.overrides if k.startswith(_NORMALIZE) or k in _PLAIN_NORMALIZE), None):
+            raise r.sidecar_error(key, "does nothing beside an nnunet: section (its channels: normalise the input)")
+        r.sources["nnunet"] = "sidecar"
+    return recipe
 
 
 def _refuse_2d_keys(r: Resolver) -> None:

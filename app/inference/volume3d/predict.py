@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -26,8 +26,10 @@ from app.inference.model.spec import ModelSpec, Tile3D, VolumeInputSpec
 from app.inference.runtime.finite import check_finite
 from app.inference.volume3d.activate import activate, one_hot
 from app.inference.volume3d.memory import check_memory, estimate_bytes
+from app.inference.volume3d.nnunet.window import patch_count as nnunet_patch_count
 from app.inference.volume3d.normalize import intensity
 from app.inference.volume3d.orient import Orientation, orientation
+from app.inference.volume3d.prediction import VolumePrediction, check_voxels
 from app.inference.volume3d.resample import resample_into, resample_linear, resampled_slices, spacing_shape, store
 from app.inference.volume3d.window import (
     ProgressFn,
@@ -49,18 +51,6 @@ _DTYPES = {"float32": np.float32, "float16": np.float16, "uint8": np.uint8}
 
 
 @dataclass(frozen=True)
-class VolumePrediction:
-    """A 3D model's answer on the native grid, kept so a threshold, heatmap or verdict needs no new run."""
-
-    probabilities: np.ndarray  # [K, D, H, W] float16 on the native grid (K = 1 for a binary model), activated
-    labels: np.ndarray  # [D, H, W] uint8 on the native grid (argmax / threshold of the probabilities)
-    patches: int  # patch evaluations (windows × TTA passes); one per session run at batch 1
-    timings: dict[str, float] = field(default_factory=dict)  # ms: preprocess, inference, postprocess; session
-    model_shape: Shape3 = (0, 0, 0)  # the grid the model ran on (after resampling and reorientation)
-    runs: int = 0  # session runs made (a batch of patches is one run)
-
-
-@dataclass(frozen=True)
 class _Plan:
     """Where and how the model runs: decided (and the memory checked) before anything big is allocated."""
 
@@ -78,6 +68,10 @@ def predict_volume(image: np.ndarray, *, spacing: tuple[float, float, float] | N
     `spacing` (mm along D, H, W) and `affine` (`Volume.affine`). `run_raw` maps the model's 5-D input tensor to
     its raw output. Raises SegLensError (one line) for a volume that cannot fit in `memory_limit` bytes (None:
     the memory available now), `pipeline.Stopped` when `should_stop()` answers True between session runs."""
+    if spec.volume is not None and spec.volume.nnunet is not None:  # imported from nnU-Net: its own recipe
+        from app.inference.volume3d.nnunet.predict import predict_nnunet
+        return predict_nnunet(image, spacing=spacing, spec=spec, run_raw=run_raw, progress=progress,
+                              should_stop=should_stop, memory_limit=memory_limit)
     native = image[None] if image.ndim == 3 else image
     plan = _plan(native.shape, spacing, affine, spec)
     _check_memory(plan, native.shape[0], memory_limit)
@@ -161,7 +155,7 @@ def _check_memory(plan: _Plan, channels: int, memory_limit: int | None) -> None:
 def _prepare(native: np.ndarray, plan: _Plan) -> np.ndarray:
     """The model's input volume [C, d, h, w] float32: each native slice normalised, resampled to the model's
     grid and written through a view in the native axes (no reoriented copy)."""
-    _check_voxels(native)
+    check_voxels(native)
     model_image = np.empty((native.shape[0], *plan.model_shape), np.float32)
     mappings = [intensity(plan.volume.normalize, native[c]) for c in range(native.shape[0])]
 
@@ -170,18 +164,6 @@ def _prepare(native: np.ndarray, plan: _Plan) -> np.ndarray:
 
     resample_into(source, native.shape[1], plan.orient.to_native(model_image))
     return model_image
-
-
-def _check_voxels(native: np.ndarray) -> None:
-    """SegLensError (one line) for a volume with NaN or infinite voxels: they would spread through the
-    normalisation into every patch and read as a broken model. Slice by slice: no mask of the whole volume."""
-    bad = [int(np.count_nonzero(~np.isfinite(native[:, k]))) for k in range(native.shape[1])]
-    total = sum(bad)
-    if total:
-        first = next(k for k, n in enumerate(bad) if n)
-        voxels = "1 voxel that is" if total == 1 else f"{total} voxels that are"
-        raise SegLensError(f"the volume has {voxels} not a number (NaN or infinite), the first in slice {first + 1} "
-                           f"of {native.shape[1]}: a 3D model cannot run on {'it' if total == 1 else 'them'}")
 
 
 def _whole_shape(model_shape: Shape3, volume: VolumeInputSpec) -> Shape3:
@@ -258,4 +240,6 @@ def planned_patches(shape: Shape3, volume: VolumeInputSpec) -> int:
     """Patch evaluations a run over a model grid of `shape` makes (windows × TTA passes)."""
     if volume.whole:
         return len(mirror_passes(volume.tta))
+    if volume.nnunet is not None:
+        return nnunet_patch_count(shape, volume.patch, volume.nnunet.step, volume.tta)
     return patch_count(shape, volume.patch, volume.tile, volume.tta)

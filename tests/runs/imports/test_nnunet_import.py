@@ -114,18 +114,20 @@ def test_a_folder_imports_into_a_model_seglens_opens_with_the_values_mapped(tmp_
     out = tmp_path / "models" / "liver.onnx"
     assert main(["import", "nnunet", str(folder), "--out", str(out)]) == 0
     captured = capsys.readouterr()
-    assert "not yet exact: crop to the non-zero region" in captured.err
-    assert "not yet exact: resampling: nnU-Net resamples the data with spline order 3" in captured.err
+    assert "not yet exact" not in captured.err  # every step is nnU-Net's own (the nnunet: recipe)
     assert f"wrote {out}" in captured.out
     spec = load_spec(out)
     assert spec.volume is not None
     assert spec.volume.patch == (8, 32, 32)
     assert spec.volume.spacing == (3.0, 0.8, 0.8)
     assert spec.volume.axes == "native"
-    norm = spec.volume.normalize
-    assert (norm.kind, norm.clip, norm.mean, norm.std) == ("ct", (-150.25, 320.75), 60.5, 48.125)
+    recipe = spec.volume.nnunet
+    assert recipe is not None
+    (norm,) = recipe.channels
+    assert (norm.scheme, norm.clip, norm.mean, norm.std, norm.source) == ("ct", (-150.25, 320.75), 60.5, 48.125, 0)
+    assert (recipe.resample.order, recipe.resample.order_z, recipe.resample_back.order) == (3, 0, 1)
+    assert (recipe.crop_nonzero, recipe.step, recipe.slice_spacing) == (True, 0.5, "model")
     assert spec.volume.tta == (0, 1, 2)
-    assert (spec.volume.tile.overlap, spec.volume.tile.blend, spec.volume.tile.pad) == (0.5, "gaussian", "zeros")
     assert [c.name for c in spec.classes] == ["background", "liver", "tumour"]
     assert spec.output.activation == "softmax"
     assert spec.sources["input.patch"] == "sidecar"
@@ -134,7 +136,9 @@ def test_a_folder_imports_into_a_model_seglens_opens_with_the_values_mapped(tmp_
     sources = json.loads(spec.metadata["seglens.import.sources"])
     assert sources["input.patch"] == "nnunet plans.json configurations.3d_fullres.patch_size"
     text = out.with_suffix(".yaml").read_text()
-    assert "# not yet exact: sliding window" in text
+    assert "# not yet exact" not in text
+    assert "resample: {\"order\": 3, \"order_z\": 0, \"force_separate_z\": null}  # nnunet plans.json " \
+           "configurations.3d_fullres.resampling_fn_data_kwargs" in text
     assert "patch: [8, 32, 32]  # nnunet plans.json configurations.3d_fullres.patch_size" in text
     x = np.random.default_rng(0).standard_normal((1, 1, 8, 32, 32)).astype(np.float32)
     ours = ort.InferenceSession(str(out), providers=["CPUExecutionProvider"]).run(None, {"input": x})[0]
@@ -192,10 +196,11 @@ def test_a_2d_configuration_runs_its_network_on_every_slice(tmp_path, capsys):
                     mirroring=(0, 1))
     out = tmp_path / "slices.onnx"
     assert main(["import", "nnunet", str(folder), "--out", str(out)]) == 0
-    assert "not yet exact: a 2D configuration: nnU-Net keeps each volume's own slice spacing" in capsys.readouterr().err
+    assert "not yet exact" not in capsys.readouterr().err
     spec = load_spec(out)
-    assert spec.volume is not None
+    assert spec.volume is not None and spec.volume.nnunet is not None
     assert (spec.volume.patch, spec.volume.spacing, spec.volume.tta) == ((1, 32, 32), (3.0, 0.8, 0.8), (1, 2))
+    assert spec.volume.nnunet.slice_spacing == "volume"  # each volume keeps its own slice spacing, as nnU-Net
     x = np.random.default_rng(4).standard_normal((1, 1, 5, 32, 64)).astype(np.float32)
     ours = ort.InferenceSession(str(out), providers=["CPUExecutionProvider"]).run(None, {"input": x})[0]
     theirs = np.stack([logits(network, np.ascontiguousarray(x[:, :, k])) for k in range(5)], axis=2)
@@ -208,14 +213,17 @@ def test_a_2d_configuration_runs_its_network_on_every_slice(tmp_path, capsys):
                  "--device", "cpu"]) == 0, capsys.readouterr().err
 
 
-def test_region_based_labels_import_with_their_gap_said(tmp_path, capsys):
+def test_region_based_labels_import_as_regions_painted_in_their_order(tmp_path, capsys):
     regions = {"labels": {"background": 0, "whole tumour": [1, 2], "core": [2]}, "regions_class_order": [1, 2]}
     folder, _ = make_folder(tmp_path, labels=regions, outputs=2)
     out = tmp_path / "regions.onnx"
     assert main(["import", "nnunet", str(folder), "--out", str(out)]) == 0
-    assert "not yet exact: region-based labels" in capsys.readouterr().err
+    assert "not yet exact" not in capsys.readouterr().err
     spec = load_spec(out)
-    assert [c.name for c in spec.classes] == ["whole tumour", "core"]
+    assert [c.name for c in spec.classes] == ["background", "whole tumour", "core"]  # by the label each paints
+    assert spec.volume is not None and spec.volume.nnunet is not None
+    assert spec.volume.nnunet.regions == ((1, 2), (2,))
+    assert spec.volume.nnunet.regions_class_order == (1, 2)
     assert spec.output.activation == "sigmoid"
 
 

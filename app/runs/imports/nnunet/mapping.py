@@ -1,7 +1,8 @@
 """nnU-Net's inference values said in SegLens's sidecar keys: each value mapped to the key that expresses it
-exactly, with the file it came from, and each step of nnU-Net's predictor SegLens's 3D path does not yet do
-exactly listed as a gap ("not yet exact: …") — never silently dropped. A value no key can express even roughly
-(a per-volume 0–1 rescale, a cascade's second stage) is refused in one line instead."""
+exactly, with the file it came from: the plans' patch, spacing and mirroring axes, and the `nnunet:` section that
+runs the model as nnUNetPredictor does (app.inference.model.nnunet_recipe). A step SegLens would not do as nnU-Net
+does is listed as a gap ("not yet exact: …"), never silently dropped; a value no key can express (another
+resampling function, a cascade's second stage) is refused in one line instead."""
 
 from __future__ import annotations
 
@@ -11,12 +12,12 @@ from dataclasses import dataclass
 from typing import TypeVar
 
 from app.errors import ModelError
-from app.runs.imports.nnunet.records import Configuration, NnunetFolder
+from app.runs.imports.nnunet.records import NnunetFolder
 
 _T = TypeVar("_T")
 TILE_OVERLAP = 0.5  # nnUNetPredictor's tile_step_size default
 _ANISOTROPY = 3.0  # nnU-Net's ANISO_THRESHOLD: a spacing ratio above it resamples the thick axis separately
-_SCALES = {"NoNormalization": 1.0, "RGBTo0_1Normalization": 1.0 / 255.0}
+_SCHEMES = {"NoNormalization": "none", "RGBTo0_1Normalization": "rgb01", "RescaleTo01Normalization": "rescale01"}
 
 
 @dataclass(frozen=True)
@@ -39,17 +40,12 @@ def mapped(folder: NnunetFolder) -> Mapped:
     patch, spacing = _patch_spacing(folder)
     slices = " (one slice: a 2D configuration)" if config.dims == 2 else ""
     values["input.patch"], sources["input.patch"] = native(folder, patch), f"{plans}.patch_size{slices}{order}"
-    values["input.spacing"] = native(folder, spacing) if spacing else None
+    values["input.spacing"] = native(folder, spacing)
     sources["input.spacing"] = f"{plans}.spacing{order}" + (
-        ", along the slices: nnunet plans.json original_median_spacing_after_transp" if config.dims == 2 else "")
+        " (along the slices each volume keeps its own: nnunet.slice_spacing)" if config.dims == 2 else "")
     values["input.axes"], sources["input.axes"] = "native", "nnU-Net reads arrays as stored ([slice, row, column])"
     if folder.channel_names[0].upper() == "CT":
         values["input.modality"], sources["input.modality"] = "CT", "nnunet dataset.json channel_names"
-    _normalize(folder, values, sources, plans)
-    values["input.tile.overlap"] = TILE_OVERLAP
-    values["input.tile.blend"] = "gaussian"
-    values["input.tile.pad"] = "zeros"
-    sources["input.tile"] = "nnUNetPredictor's defaults (tile_step_size 0.5, use_gaussian, pad with 0)"
     axes = folder.folds[0].mirroring_axes  # the first fold's, as nnUNetPredictor takes them
     shift = 3 - config.dims  # a 2D configuration's axes are a slice's (H, W)
     values["input.tta"] = {"mirror": sorted(folder.transpose_forward[a + shift] for a in axes)} if axes else None
@@ -57,9 +53,60 @@ def mapped(folder: NnunetFolder) -> Mapped:
                             "inference_allowed_mirroring_axes")
     values["output.activation"] = "sigmoid" if folder.labels.region_based else "softmax"
     sources["output.activation"] = "nnunet dataset.json labels (regions: sigmoid)"
-    values["classes"] = list(folder.labels.names)
-    sources["classes"] = "nnunet dataset.json labels"
+    values["classes"] = list(_class_names(folder))
+    sources["classes"] = "nnunet dataset.json labels" + (" (each region named at the label it paints)"
+                                                         if folder.labels.region_based else "")
+    _recipe(folder, values, sources, plans)
     return Mapped(values, sources, _gaps(folder))
+
+
+def _class_names(folder: NnunetFolder) -> tuple[str, ...]:
+    """The label map's names by value: background, then each label; a region-based set names the label each
+    region paints (regions_class_order)."""
+    labels = folder.labels
+    if not labels.region_based:
+        return labels.names
+    names = ["background"] + [f"label {value}" for value in range(1, max(labels.regions_class_order) + 1)]
+    for name, value in zip(labels.names, labels.regions_class_order, strict=True):
+        names[value] = name
+    return tuple(names)
+
+
+def _recipe(folder: NnunetFolder, values: dict[str, object], sources: dict[str, str], plans: str) -> None:
+    """The nnunet: section: nnUNetPredictor's steps, each value from plans.json or the predictor's defaults."""
+    config = folder.configuration
+    values["nnunet.crop_nonzero"] = True
+    sources["nnunet.crop_nonzero"] = "nnU-Net's DefaultPreprocessor crops every volume to its non-zero region"
+    for key, rule, what in (("resample", config.resampling_data, "data"),
+                            ("resample_back", config.resampling_probabilities, "probabilities")):
+        values[f"nnunet.{key}"] = {"order": rule.order, "order_z": rule.order_z,
+                                   "force_separate_z": rule.force_separate_z}
+        sources[f"nnunet.{key}"] = f"{plans}.resampling_fn_{what}_kwargs"
+    values["nnunet.anisotropy_threshold"] = _ANISOTROPY
+    sources["nnunet.anisotropy_threshold"] = "nnunetv2.configuration.ANISO_THRESHOLD"
+    values["nnunet.slice_spacing"] = "volume" if config.dims == 2 else "model"
+    sources["nnunet.slice_spacing"] = "a 2D configuration keeps each volume's slice spacing" if config.dims == 2 \
+        else "a 3D configuration resamples every axis"
+    values["nnunet.step"] = TILE_OVERLAP
+    sources["nnunet.step"] = "nnUNetPredictor's tile_step_size default (Gaussian weights, mirroring as allowed)"
+    values["nnunet.channels"] = [_channel(folder, c) for c in range(len(folder.channel_names))]
+    sources["nnunet.channels"] = (f"{plans}.normalization_schemes and use_mask_for_norm; ct statistics: "
+                                  f"foreground_intensity_properties_per_channel ({folder.intensities[0].source})")
+    if folder.labels.region_based:
+        values["nnunet.regions"] = [list(region) for region in folder.labels.regions]
+        values["nnunet.regions_class_order"] = list(folder.labels.regions_class_order)
+        sources["nnunet.regions"] = sources["nnunet.regions_class_order"] = "nnunet dataset.json"
+
+
+def _channel(folder: NnunetFolder, c: int) -> dict[str, object]:
+    scheme = folder.configuration.normalization_schemes[c]
+    if scheme == "CTNormalization":
+        stats = folder.intensities[c]
+        return {"scheme": "ct", "clip": [stats.percentile_00_5, stats.percentile_99_5], "mean": stats.mean,
+                "std": stats.std, "source": c}
+    if scheme == "ZScoreNormalization":
+        return {"scheme": "zscore", "mask": folder.configuration.use_mask_for_norm[c], "source": c}
+    return {"scheme": _SCHEMES[scheme], "source": c}
 
 
 def native(folder: NnunetFolder, values: tuple[_T, ...]) -> list[_T]:
@@ -68,15 +115,14 @@ def native(folder: NnunetFolder, values: tuple[_T, ...]) -> list[_T]:
     return [values[folder.transpose_backward[axis]] for axis in range(len(values))]
 
 
-def _patch_spacing(folder: NnunetFolder) -> tuple[tuple[int, ...], tuple[float, ...] | None]:
+def _patch_spacing(folder: NnunetFolder) -> tuple[tuple[int, ...], tuple[float, ...]]:
     """The patch and spacing along nnU-Net's transposed D, H, W; a 2D configuration's patch is one slice deep
-    and its slice spacing the training set's median (nnU-Net keeps each volume's own: a gap)."""
+    and its slice spacing the training set's median (each volume keeps its own: nnunet.slice_spacing)."""
     config = folder.configuration
     if config.dims == 3:
         return config.patch_size, config.spacing
-    if folder.median_spacing is None:
-        return (1, *config.patch_size), None
-    return (1, *config.patch_size), (folder.median_spacing[0], *config.spacing)
+    slices = folder.median_spacing[0] if folder.median_spacing is not None else 1.0  # not used: each volume's own
+    return (1, *config.patch_size), (slices, *config.spacing)
 
 
 def _order_note(folder: NnunetFolder) -> str:
@@ -97,71 +143,22 @@ def _refuse_unexpressible(folder: NnunetFolder) -> None:
         raise ModelError(f"{where}: configuration {config.name} is a cascade's second stage (it needs "
                          f"{config.previous_stage}'s prediction as input): not yet importable")
     for channel, scheme in enumerate(config.normalization_schemes):
-        if scheme not in ("CTNormalization", "ZScoreNormalization", *_SCALES):
-            raise ModelError(f"{where}: channel {channel}'s normalization {scheme!r:.60} is not one SegLens "
-                             "expresses (CTNormalization, ZScoreNormalization, NoNormalization, RGBTo0_1Normalization)")
-    if len(set(config.normalization_schemes)) > 1 or len(set(config.use_mask_for_norm)) > 1:
-        raise ModelError(f"{where}: its channels are normalised differently ({', '.join(config.normalization_schemes)})"
-                         "; SegLens normalises every channel of a volume the same way")
-
-
-def _normalize(folder: NnunetFolder, values: dict[str, object], sources: dict[str, str], plans: str) -> None:
-    config = folder.configuration
-    scheme = config.normalization_schemes[0]
-    sources["input.normalize"] = f"{plans}.normalization_schemes ({scheme})"
-    if scheme == "CTNormalization":
-        stats = folder.intensities[0]
-        values["input.normalize"] = {"kind": "ct", "clip": [stats.percentile_00_5, stats.percentile_99_5],
-                                     "mean": stats.mean, "std": max(stats.std, 1e-8)}
-        sources["input.normalize"] += (f", clip/mean/std: nnunet {stats.source} "
-                                       "foreground_intensity_properties_per_channel.0")
-    elif scheme == "ZScoreNormalization":
-        values["input.normalize"] = {"kind": "zscore", "nonzero": config.use_mask_for_norm[0]}
-        sources["input.normalize"] += f", nonzero: {plans}.use_mask_for_norm"
-    elif _SCALES[scheme] != 1.0:
-        values["input.scale"] = _SCALES[scheme]
+        if scheme not in ("CTNormalization", "ZScoreNormalization", *_SCHEMES):
+            raise ModelError(f"{where}: channel {channel}'s normalization {scheme!r:.60} is not one of nnU-Net's "
+                             f"own (CTNormalization, ZScoreNormalization, {', '.join(_SCHEMES)})")
+    for what, rule in (("data", config.resampling_data), ("probabilities", config.resampling_probabilities)):
+        if rule.function != "resample_data_or_seg_to_shape":
+            raise ModelError(f"{where}: resampling_fn_{what} is {rule.function!r:.60}; SegLens resamples as "
+                             "nnU-Net's resample_data_or_seg_to_shape only")
+        if rule.order not in (0, 1, 3) or rule.order_z not in (0, 1, 3):
+            raise ModelError(f"{where}: resampling_fn_{what}_kwargs asks for spline order {rule.order} "
+                             f"(order_z {rule.order_z}); SegLens resamples with orders 0, 1 and 3")
 
 
 def _gaps(folder: NnunetFolder) -> tuple[str, ...]:
-    config = folder.configuration
-    gaps = ["crop to the non-zero region: nnU-Net crops each volume to the box around its non-zero voxels before "
-            "resampling (and fills that mask's holes); SegLens runs the whole volume (equal when no border is all "
-            "zero)"]
-    gaps.append(_resampling_gap(config))
-    if config.dims == 2:
-        median = f" ({folder.median_spacing[0]:g} mm)" if folder.median_spacing else ""
-        gaps.append(f"a 2D configuration: nnU-Net keeps each volume's own slice spacing; SegLens resamples along the "
-                    f"slices to the training set's median{median}" if median else
-                    "a 2D configuration: plans.json has no original_median_spacing_after_transp, so SegLens keeps "
-                    "each volume's own spacing in-plane too (nnU-Net resamples in-plane to the plans' spacing)")
-    gaps.append("sliding window: SegLens places windows as MONAI (steps of half a patch, the last shifted back) and "
-                "weighs them with an analytic Gaussian; nnU-Net spreads its steps evenly and filters a centred delta "
-                "(sigma patch/8 in both)")
-    gaps.append("blending: nnU-Net adds the windows' logits (and the mirrored passes') and applies softmax after "
-                "resampling back; SegLens adds probabilities (the argmax can differ where two classes are close)")
-    if any(config.use_mask_for_norm):
-        gaps.append("use_mask_for_norm: nnU-Net's mask is the non-zero region with its holes filled; SegLens "
-                    "leaves out exactly the zero voxels")
-    if len(folder.channel_names) > 1:
-        gaps.append(f"{len(folder.channel_names)} input channels ({', '.join(folder.channel_names)}): nnU-Net reads "
-                    "one file per channel; SegLens's 3D path reads one volume")
-    if folder.labels.region_based:
-        gaps.append("region-based labels: nnU-Net thresholds each region's sigmoid at 0.5 and paints them in "
-                    f"regions_class_order {list(folder.labels.regions_class_order)}; SegLens takes the argmax of "
-                    "the regions' probabilities")
-    if any(fold.mirroring_axes != folder.folds[0].mirroring_axes for fold in folder.folds):
-        gaps.append("the folds allow different mirroring axes; the first fold's are used (as nnU-Net does)")
-    return tuple(gaps)
-
-
-def _resampling_gap(config: Configuration) -> str:
-    data, probabilities = config.resampling_data, config.resampling_probabilities
-    spacing = config.spacing
-    anisotropic = max(spacing) / min(spacing) > _ANISOTROPY
-    separate = (f" (the thick axis separately, order {data.order_z})" if anisotropic or data.force_separate_z
-                else "")
-    return (f"resampling: nnU-Net resamples the data with spline order {data.order}{separate} and the logits back "
-            f"with order {probabilities.order}; SegLens resamples both trilinearly (order 1)")
+    """What SegLens does not do as nnU-Net does (none known: every step is nnU-Net's own)."""
+    del folder
+    return ()
 
 
 def sidecar_text(mapped_values: Mapped, *, header: list[str]) -> str:
