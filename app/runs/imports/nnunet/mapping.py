@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TypeVar
 
@@ -200,3 +201,28 @@ def _flow(value: object) -> str:
     if isinstance(value, float) and not math.isfinite(value):
         raise ValueError(f"not a finite number: {value}")
     return json.dumps(value, ensure_ascii=False)
+
+
+def with_parts(parts: Sequence[Mapped], *, classes: Sequence[str], labels: Sequence[Sequence[int]]) -> Mapped:
+    """Several part-models' values as one merged model's (one graph: the parts' input channels in order, their
+    logits side by side): the first part's values, every part's `nnunet.channels` in order (each normalises the
+    volume its own way), `nnunet.parts` (each part's outputs and the merged label of each: `labels[k]`), the
+    merged `classes`; every part's gaps."""
+    values = dict(parts[0].values)
+    sources = dict(parts[0].sources)
+    values["nnunet.channels"] = [channel for part in parts for channel in _part_channels(part)]
+    sources["nnunet.channels"] = "each part's own, in the parts' order: " + "; ".join(
+        dict.fromkeys(part.sources.get("nnunet.channels", "") for part in parts))
+    values["nnunet.parts"] = [{"outputs": len(part_labels), "labels": list(part_labels)} for part_labels in labels]
+    sources["nnunet.parts"] = ("each part's dataset.json labels, by name in TotalSegmentator's merged label map; "
+                               "later parts painted over earlier ones, as TotalSegmentator's CLI merges them")
+    values["classes"] = list(classes)
+    sources["classes"] = "TotalSegmentator's merged label map (class_map), the classes the parts hold"
+    return Mapped(values, sources, tuple(dict.fromkeys(gap for part in parts for gap in part.gaps)))
+
+
+def _part_channels(part: Mapped) -> list[object]:
+    channels = part.values.get("nnunet.channels")
+    if not isinstance(channels, list):
+        raise ModelError("a part's sidecar values have no nnunet.channels")
+    return channels
