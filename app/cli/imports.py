@@ -18,8 +18,12 @@ def add_import_command(commands: argparse._SubParsersAction[argparse.ArgumentPar
     frameworks = command.add_subparsers(dest="framework", metavar="FRAMEWORK", required=True)
     nnunet = frameworks.add_parser(
         "nnunet", help="an nnU-Net v2 trained-model folder (<Trainer>__<Plans>__<configuration>/ with plans.json, "
-                       "dataset.json and fold_N/checkpoint_final.pth), read without PyTorch")
-    nnunet.add_argument("folder", type=Path, metavar="FOLDER", help="the trained-model folder")
+                       "dataset.json and fold_N/checkpoint_final.pth), or the part-models of a TotalSegmentator "
+                       "task merged into one model, read without PyTorch")
+    nnunet.add_argument("folder", type=Path, nargs="+", metavar="FOLDER",
+                        help="the trained-model folder; or a folder of nnU-Net datasets (DatasetNNN_*/<Trainer>__"
+                             "<Plans>__<configuration>/) holding a TotalSegmentator task's part-models, or those "
+                             "folders one by one: imported as one model with TotalSegmentator's merged label map")
     nnunet.add_argument("--out", required=True, type=Path, metavar="MODEL.onnx",
                         help="the ONNX file to write; its sidecar MODEL.yaml is written beside it")
     nnunet.add_argument("--folds", type=_folds, metavar="0,1,...",
@@ -38,9 +42,9 @@ def _folds(text: str) -> tuple[str, ...]:
 
 
 def cmd_import_nnunet(args: argparse.Namespace) -> int:
-    from app.runs.imports.nnunet.importer import import_nnunet
+    from app.runs.imports.nnunet.parts import import_folders
 
-    done = import_nnunet(args.folder, args.out, folds=args.folds, checkpoint=args.checkpoint)
+    done = import_folders(args.folder, args.out, folds=args.folds, checkpoint=args.checkpoint)
     for gap in done.gaps:
         print(f"not yet exact: {_shown(gap)}", file=sys.stderr)
     folds = ", ".join(done.folds)

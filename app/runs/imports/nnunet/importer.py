@@ -51,12 +51,24 @@ def import_nnunet(folder: Path, out: Path, *, folds: Sequence[str] | None = None
         raise ModelError(f"--out {out}: the model's file name must end in .onnx (its sidecar is written beside it)")
     read = read_folder(folder, folds=folds, checkpoint=checkpoint)
     values = mapped(read)
-    graphs = [_fold_graph(read, fold) for fold in read.folds]
-    model = graphs[0] if len(graphs) == 1 else folds_averaged(graphs)
+    model = folder_model(read)
     if read.transpose_forward != (0, 1, 2):
         model = transposed(model, read.transpose_forward, read.transpose_backward)
-    _provenance(model, read, values)
-    text = sidecar_text(values, header=_header(read, out))
+    provenance(model, read, values)
+    sidecar = written(model, sidecar_text(values, header=_header(read, out)), out)
+    return Imported(out, sidecar, tuple(f.name for f in read.folds), read.checkpoint_name, values.gaps)
+
+
+def folder_model(read: NnunetFolder) -> onnx.ModelProto:
+    """The folder's network with its chosen folds' weights (several: one graph averaging their logits), in
+    nnU-Net's transposed axis order."""
+    graphs = [_fold_graph(read, fold) for fold in read.folds]
+    return graphs[0] if len(graphs) == 1 else folds_averaged(graphs)
+
+
+def written(model: onnx.ModelProto, text: str, out: Path) -> Path:
+    """`model` written to `out` and the sidecar `text` beside it, both checked first (the sidecar by SegLens's own
+    reader); the model removed again when the sidecar cannot be written. The sidecar's path."""
     _check_sidecar(text, out)
     data = _serialized(model, out)
     sidecar = out.with_suffix(".yaml")
@@ -66,7 +78,7 @@ def import_nnunet(folder: Path, out: Path, *, folds: Sequence[str] | None = None
     except SegLensError:
         remove_under(out.parent, out.name, folders=False)
         raise
-    return Imported(out, sidecar, tuple(f.name for f in read.folds), read.checkpoint_name, values.gaps)
+    return sidecar
 
 
 def _fold_graph(read: NnunetFolder, fold: Fold) -> onnx.ModelProto:
@@ -129,29 +141,49 @@ def folds_averaged(models: Sequence[onnx.ModelProto]) -> onnx.ModelProto:
     nodes: list[onnx.NodeProto] = []
     initializers: list[onnx.TensorProto] = []
     logits = []
-    output_name = first.graph.output[0].name
     for index, model in enumerate(models):
-        prefix = f"fold{index}/"
-        rename = {init.name: prefix + init.name for init in model.graph.initializer}
-        rename.update({out: prefix + out for node in model.graph.node for out in node.output})
-        for init in model.graph.initializer:
-            copy = onnx.TensorProto()
-            copy.CopyFrom(init)
-            copy.name = rename[init.name]
-            initializers.append(copy)
-        for node in model.graph.node:
-            copy_node = onnx.NodeProto()
-            copy_node.CopyFrom(node)
-            copy_node.name = prefix + node.name if node.name else ""
-            copy_node.input[:] = [rename.get(name, name) for name in node.input]
-            copy_node.output[:] = [rename[name] for name in node.output]
-            nodes.append(copy_node)
-        logits.append(rename[output_name])
-    nodes.append(helper.make_node("Mean", logits, [output_name], name="folds_mean"))
-    graph = helper.make_graph(nodes, first.graph.name, [first.graph.input[0]], [first.graph.output[0]], initializers,
+        fold_nodes, fold_initializers, _, fold_logits = under(model, f"fold{index}/")
+        nodes += fold_nodes
+        initializers += fold_initializers
+        logits.append(fold_logits)
+    nodes.append(helper.make_node("Mean", logits, [first.graph.output[0].name], name="folds_mean"))
+    return assembled(first, nodes, initializers, first.graph.input[0], first.graph.output[0],
+                     doc=f"{first.doc_string}; the mean of {len(models)} folds' logits")
+
+
+def under(model: onnx.ModelProto, prefix: str, *, own_input: bool = False,
+          ) -> tuple[list[onnx.NodeProto], list[onnx.TensorProto], str, str]:
+    """Copies of `model`'s nodes and initializers with their names under `prefix` (the graph's input keeps its
+    name unless `own_input`), and the names its input and output have among them."""
+    source, result = model.graph.input[0].name, model.graph.output[0].name
+    rename = {init.name: prefix + init.name for init in model.graph.initializer}
+    rename.update({out: prefix + out for node in model.graph.node for out in node.output})
+    if own_input:
+        rename[source] = prefix + source
+    initializers = []
+    for init in model.graph.initializer:
+        copy = onnx.TensorProto()
+        copy.CopyFrom(init)
+        copy.name = rename[init.name]
+        initializers.append(copy)
+    nodes = []
+    for node in model.graph.node:
+        copy_node = onnx.NodeProto()
+        copy_node.CopyFrom(node)
+        copy_node.name = prefix + node.name if node.name else ""
+        copy_node.input[:] = [rename.get(name, name) for name in node.input]
+        copy_node.output[:] = [rename[name] for name in node.output]
+        nodes.append(copy_node)
+    return nodes, initializers, rename.get(source, source), rename[result]
+
+
+def assembled(first: onnx.ModelProto, nodes: Sequence[onnx.NodeProto], initializers: Sequence[onnx.TensorProto],
+              source: onnx.ValueInfoProto, result: onnx.ValueInfoProto, *, doc: str) -> onnx.ModelProto:
+    """One checked model of `nodes` from `source` to `result`, with `first`'s opsets, IR version and metadata."""
+    graph = helper.make_graph(list(nodes), first.graph.name, [source], [result], list(initializers),
                               doc_string=first.graph.doc_string)
     model = helper.make_model(graph, opset_imports=list(first.opset_import), producer_name=first.producer_name,
-                              doc_string=f"{first.doc_string}; the mean of {len(models)} folds' logits")
+                              doc_string=doc)
     model.ir_version = first.ir_version
     helper.set_model_props(model, {entry.key: entry.value for entry in first.metadata_props})
     onnx.checker.check_model(model)
@@ -181,7 +213,7 @@ def transposed(model: onnx.ModelProto, forward: Sequence[int], backward: Sequenc
     return model
 
 
-def _provenance(model: onnx.ModelProto, read: NnunetFolder, values: Mapped) -> None:
+def provenance(model: onnx.ModelProto, read: NnunetFolder, values: Mapped) -> None:
     props = {entry.key: entry.value for entry in model.metadata_props}
     trainers = sorted({fold.trainer_name for fold in read.folds if fold.trainer_name})
     props.update({
