@@ -12,6 +12,7 @@ from typing import Any
 
 from app.inference.decide.band import score_band
 from app.inference.describe.detector import detector_dict, detector_lines
+from app.inference.describe.recipe import recipe_lines
 from app.inference.model.codes import ClassCode
 from app.inference.model.labels import display_name
 from app.inference.model.onnx_graph import TensorInfo
@@ -245,8 +246,10 @@ def volume_lines(spec: ModelSpec, output: TensorInfo) -> list[str]:
         _line("patch", f"{dims_text(volume.patch)} (D×H×W)", src.get("input.patch")),
         _line("spacing", _spacing_text(volume), src.get("input.spacing")),
         _line("axes", _axes_text(volume.axes), src.get("input.axes")),
-        _line("normalize", normalize_text(volume.normalize), src.get("input.normalize")),
-        _line("tiling", tiling_text(volume), _combined(spec, _TILE_KEYS)),
+        *([_line(label, text, src.get("nnunet") if label == "recipe" else None)
+           for label, text in recipe_lines(volume.nnunet)] if volume.nnunet is not None else
+          [_line("normalize", normalize_text(volume.normalize), src.get("input.normalize")),
+           _line("tiling", tiling_text(volume), _combined(spec, _TILE_KEYS))]),
         _line("tta", tta_text(volume.tta), src.get("input.tta")),
         _line("size_divisor", f"{volume.size_divisor} (a whole-volume run pads each side to a multiple)",
               src.get("input.size_divisor")),
@@ -296,6 +299,9 @@ def tta_text(axes: tuple[int, ...]) -> str:
 def _spacing_text(volume: VolumeInputSpec) -> str:
     if volume.spacing is None:
         return "the volume's own (no resampling)"
+    if volume.nnunet is not None and volume.nnunet.slice_spacing == "volume":
+        return (f"{' × '.join(f'{s:g}' for s in volume.spacing[1:])} mm (H×W; volumes are resampled to it in-plane, "
+                "each keeps its own slice spacing)")
     return f"{' × '.join(f'{s:g}' for s in volume.spacing)} mm (D×H×W; volumes are resampled to it)"
 
 
