@@ -78,6 +78,7 @@ ANOMALY = ("models/surface_anomaly.onnx", "models/surface_anomaly.yaml", "resour
 NUCLEI = ("models/nuclei.onnx", "models/nuclei.yaml", "resources/samples/nuclei")
 CT = ("models/ct_demo.onnx", "models/ct_demo.yaml", "resources/samples/ct")
 CT3D = ("models/ct3d_demo.onnx", "models/ct3d_demo.yaml", "resources/samples/ct3d")
+NNUNET = ("tests/data/nnunet/Dataset901_CTPhantom", "app/runs/imports/nnunet", "app/inference/volume3d/nnunet")
 PROMPT = ("models/prompt_demo.yaml", "models/prompt_demo_encoder.onnx", "models/prompt_demo_decoder.onnx")
 
 # a constant Ultralytics segment head (tests/yolo_models.py) whose objects sit on the sample's pits and stain
@@ -118,6 +119,9 @@ SHOTS: tuple[Shot, ...] = (
          "three_planes", CT),
     Shot("images/viewer3d_three_planes.png", SMALL, "ct3d_demo's result in three planes, the crosshair on "
          "lesion 1 from the lesion list", "viewer3d", CT3D),
+    Shot("images/nnunet_three_planes.png", SMALL, "an nnU-Net folder imported (the CT phantom's 3d_fullres, folds "
+         "0 and 1) and its result on a held-out volume in three planes, the crosshair in the liver",
+         "nnunet_imported", NNUNET),
     *_both("planes_3d_running.png", "three planes while ct3d_demo runs over the volume: its progress",
            "planes_3d_running", CT3D),
     Shot("calibrate_dialog.png", SMALL, "Model ▸ Calibrate limits…: 60 clean and 100 defective surfaces, the "
@@ -557,6 +561,27 @@ def scene_viewer3d(stage: Stage) -> None:
     lesions.show_class(3)  # the lesion class alone (ct3d_demo: background, lung, bone, lesion)
     lesions.click_row(0)
     stage.wait(lambda: bool(moved), what="the crosshair on lesion 1")
+    stage.grab()
+
+
+def scene_nnunet_imported(stage: Stage) -> None:
+    """The committed CT phantom's nnU-Net folder imported as a user does (seglens-cli import nnunet), then its result
+    on a held-out volume in three planes, the crosshair in the largest liver component."""
+    import numpy as np
+
+    from app.cli import main
+
+    data = REPO / "tests/data/nnunet/Dataset901_CTPhantom"
+    model = stage.scratch / "imported" / "ct_phantom.onnx"
+    folder = data / "nnUNetTrainer_1epoch__nnUNetPlansTiny__3d_fullres"
+    if main(["import", "nnunet", str(folder), "--folds", "0,1", "--out", str(model)]) != 0:
+        raise RuntimeError("the nnU-Net import failed")
+    window = stage.window(str(model), [data / "heldout" / "heldout_001_0000.nii.gz"])
+    planes = _planes(stage, window)
+    labels = np.asarray(planes.volume.labels)
+    liver = np.argwhere(labels == 1)
+    d, r, c = np.median(liver, axis=0)
+    planes.set_point(round(d), round(r), round(c))
     stage.grab()
 
 
