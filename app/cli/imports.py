@@ -1,5 +1,6 @@
 """seglens-cli import: another framework's trained model compiled into an ONNX file and its sidecar
-(app.runs.imports). `import nnunet FOLDER --out MODEL.onnx` reads an nnU-Net v2 trained-model folder."""
+(app.runs.imports). `import nnunet FOLDER --out MODEL.onnx` reads an nnU-Net v2 trained-model folder;
+`import monai-bundle BUNDLE --out MODEL.onnx` a MONAI bundle (PyTorch and MONAI: the `import` extra)."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from app.cli.options import shown as _shown
 def add_import_command(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Register `import` (with its framework subcommands) on the subcommand parser."""
     command = commands.add_parser("import", help="compile another framework's trained model into an ONNX file and "
-                                                 "its sidecar (nnU-Net v2 folders)")
+                                                 "its sidecar (nnU-Net v2 folders, MONAI bundles)")
     frameworks = command.add_subparsers(dest="framework", metavar="FRAMEWORK", required=True)
     nnunet = frameworks.add_parser(
         "nnunet", help="an nnU-Net v2 trained-model folder (<Trainer>__<Plans>__<configuration>/ with plans.json, "
@@ -32,6 +33,14 @@ def add_import_command(commands: argparse._SubParsersAction[argparse.ArgumentPar
     nnunet.add_argument("--checkpoint", choices=("final", "best"), default="final",
                         help="checkpoint_final.pth (default) or checkpoint_best.pth")
     nnunet.set_defaults(handler=cmd_import_nnunet)
+    bundle = frameworks.add_parser(
+        "monai-bundle", help="a MONAI bundle (configs/inference.json or .yaml, configs/metadata.json, "
+                             "models/model.pt): its inference pipeline translated, never evaluated; needs PyTorch "
+                             "and MONAI (the 'import' extra)")
+    bundle.add_argument("bundle", type=Path, metavar="BUNDLE", help="the bundle's folder")
+    bundle.add_argument("--out", required=True, type=Path, metavar="MODEL.onnx",
+                        help="the ONNX file to write; its sidecar MODEL.yaml is written beside it")
+    bundle.set_defaults(handler=cmd_import_monai_bundle)
 
 
 def _folds(text: str) -> tuple[str, ...]:
@@ -50,4 +59,15 @@ def cmd_import_nnunet(args: argparse.Namespace) -> int:
     folds = ", ".join(done.folds)
     print(f"wrote {_shown(done.model)} and {_shown(done.sidecar.name)} (fold{'s' if len(done.folds) > 1 else ''} "
           f"{folds}, {done.checkpoint}); seglens-cli info {_shown(done.model)} shows what was mapped")
+    return EXIT_OK
+
+
+def cmd_import_monai_bundle(args: argparse.Namespace) -> int:
+    from app.runs.imports.monai.importer import import_monai_bundle
+
+    done = import_monai_bundle(args.bundle, args.out)
+    for gap in done.gaps:
+        print(f"not yet exact: {_shown(gap)}", file=sys.stderr)
+    print(f"wrote {_shown(done.model)} and {_shown(done.sidecar.name)} ({_shown(done.summary)}); "
+          f"seglens-cli info {_shown(done.model)} shows what was mapped")
     return EXIT_OK

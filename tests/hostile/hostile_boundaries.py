@@ -520,3 +520,17 @@ def _nnunet_json(path: Path) -> object:
 
 register(Boundary("nnunet_json", "file", _nnunet_json, (ModelError,), file_name="plans.json", text=True,
                   rooted=True))
+
+
+# --- imported models: a MONAI bundle's inference config (JSON, or YAML through the one loader) -----------------
+
+def _monai_config(path: Path) -> object:
+    from app.runs.imports.monai.reader import load_config
+
+    return load_config(path, root=path.parent)
+
+
+register(Boundary("monai_config_json", "file", _monai_config, (ModelError,), file_name="inference.json", text=True,
+                  rooted=True))
+register(Boundary("monai_config_yaml", "file", _monai_config, (ModelError,), file_name="inference.yaml", text=True,
+                  yaml=True, rooted=True))

@@ -199,6 +199,7 @@ def _imported_lines(spec: ModelSpec) -> list[str]:
         return []
     folds = meta.get("seglens.import.folds", "?")
     lines = [f"  imported      from {meta['seglens.imported_from']}",
+             f"                {meta['seglens.import.summary']}" if "seglens.import.summary" in meta else
              f"                {'folds' if ',' in folds else 'fold'} {folds}, "
              f"{meta.get('seglens.import.checkpoint', '?')}, configuration "
              f"{meta.get('seglens.import.configuration', '?')}, trainer {meta.get('seglens.import.trainer', '?')}"]
@@ -219,6 +220,7 @@ def imported_dict(spec: ModelSpec) -> dict[str, Any] | None:
             "checkpoint": meta.get("seglens.import.checkpoint", ""),
             "configuration": meta.get("seglens.import.configuration", ""),
             "trainer": meta.get("seglens.import.trainer", ""),
+            "summary": meta.get("seglens.import.summary", ""),  # what another importer (a MONAI bundle) says of it
             "sources": {str(k): str(v) for k, v in sources.items()} if isinstance(sources, dict) else {},
             "not_exact": [g for g in gaps if isinstance(g, str)] if isinstance(gaps, list) else []}
 
