@@ -352,3 +352,13 @@ def test_yaml_config_with_a_reference(weights, tmp_path):
     out = tmp_path / "yaml.onnx"
     assert main(["import", "monai-bundle", str(bundle), "--out", str(out)]) == 0
     assert load_spec(out).volume.patch == (32, 32, 16)
+
+
+def test_without_pytorch_the_line_names_the_extra(weights, tmp_path, capsys, monkeypatch):
+    """Where PyTorch is not installed (the frozen build, a plain install), the import stops with need_extra's line."""
+    import importlib.util
+
+    found = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "torch" else found(name, *a))
+    line = refused(write_bundle(tmp_path / "b", weights), tmp_path, capsys)
+    assert "import monai-bundle" in line and "'import' extra" in line
