@@ -362,3 +362,22 @@ def test_without_pytorch_the_line_names_the_extra(weights, tmp_path, capsys, mon
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "torch" else found(name, *a))
     line = refused(write_bundle(tmp_path / "b", weights), tmp_path, capsys)
     assert "import monai-bundle" in line and "'import' extra" in line
+
+
+def test_without_orientation_the_graph_takes_the_file_axes(weights, tmp_path):
+    """No Orientationd: MONAI's network sees the file's voxel axes (i, j, k); the graph transposes SegLens's
+    [k, j, i] itself (a wrong axis order would swap most labels). 2 of 34,560 voxels differed when written: where
+    overlapping patches disagree, the blend of probabilities and MONAI's blend of logits part (a gap printed)."""
+    config = inference_config()
+    del config["preprocessing"]["transforms"][2]
+    bundle = write_bundle(tmp_path / "b", weights, config=config)
+    out = tmp_path / "native.onnx"
+    assert main(["import", "monai-bundle", str(bundle), "--out", str(out)]) == 0
+    volume = load_spec(out).volume
+    assert volume.axes == "native" and volume.patch == (16, 32, 32) and volume.spacing == (2.0, 1.5, 1.5)
+    image = ct_nifti(tmp_path / "case.nii.gz", seed=9, shape=(40, 36, 24), zooms=(1.5, 1.5, 2.0), flips=(1, 1, 1))
+    theirs = monai_labels(bundle, image, tmp_path / "monai")
+    assert set(np.unique(theirs)) == {0, 1, 2}
+    ours = seglens_labels(out, image, tmp_path / "seglens")
+    assert (ours == theirs).mean() >= 0.9999
+    assert all(dice(ours, theirs, label) >= 0.99 for label in (0, 1, 2))
