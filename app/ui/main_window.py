@@ -145,8 +145,7 @@ class MainWindow(WindowParts):
             panel=self.panel, worker=self.worker, status=self.status, presenter=self.presenter, parent=self)
         self.pictures = Pictures(self.state, files=self.files, status=self.status, presenter=self.presenter,
             tuner=self.tuner, reviewer=self.reviewer, editor=self.editor, volumes=self.volumes, worker=self.worker,
-            open_model=self.open_model, import_model=self.import_model,
-            remember=lambda path: self.recent_inputs.add(path), parent=self)
+            open_model=self.open_model, remember=lambda path: self.recent_inputs.add(path), parent=self)
         self.pictures.image_failed.connect(self.image_failed)
         self.loader = ModelLoader(self.state, files=self.files, status=self.status, panel=self.panel, tuner=self.tuner,
                                   presenter=self.presenter, editor=self.editor, reviewer=self.reviewer,
@@ -180,13 +179,6 @@ class MainWindow(WindowParts):
     def open_model(self, path: str | Path | None = None, device: str | None = None) -> None:
         """(Re)build the session on the worker for `path` on `device` (either defaults to the current one)."""
         self.loader.open(path, device)
-
-    def import_model(self, folder: Path) -> None:
-        """Import a trained-model folder (nnU-Net v2's) into the user's models folder on its own thread, then open
-        the model it became (app/ui/controllers/model_import.py)."""
-        from app.ui.controllers.model_import import importer_of
-
-        importer_of(self).start(folder)
 
     @property
     def model_path(self) -> Path | None:

@@ -38,16 +38,16 @@ class Pictures(QObject):
 
     def __init__(self, state: ViewState, *, files: FileList, status: StatusBar, presenter: Presenter, tuner: Tuner,
                  reviewer: Reviewer, editor: Editor, volumes: VolumeView, worker: InferenceWorker,
-                 open_model: Callable[[Path], None], import_model: Callable[[Path], None],
-                 remember: Callable[[Path], None], parent: QObject | None = None) -> None:
-        """`open_model`: load the model at a path dropped or opened with the pictures; `import_model`: import a
-        trained-model folder (nnU-Net's) dropped or opened so, then load it; `remember`: add an opened file or
-        folder to the recent list."""
+                 open_model: Callable[[Path], None], remember: Callable[[Path], None],
+                 parent: QObject | None = None) -> None:
+        """`open_model`: load the model at a path dropped or opened with the pictures (a trained-model folder,
+        nnU-Net's, is imported first by the window's importer: app.ui.controllers.model_import); `remember`: add an
+        opened file or folder to the recent list. `parent`: the window."""
         super().__init__(parent)
         self._state, self._files, self._status = state, files, status
         self._presenter, self._tuner, self._reviewer, self._editor = presenter, tuner, reviewer, editor
         self._volumes, self._worker = volumes, worker
-        self._open_model, self._import_model, self._remember = open_model, import_model, remember
+        self._open_model, self._remember = open_model, remember
         self.view_requested.connect(worker.process_view)
         # bound methods only for what comes back: a lambda would run on the worker's thread, not on this one
         worker.result_ready.connect(self._on_result)
@@ -67,7 +67,9 @@ class Pictures(QObject):
         if models:
             self._open_model(models[0])
         elif trained:
-            self._import_model(trained[0])  # imported on its own thread, then opened
+            from app.ui.controllers.model_import import importer_of
+
+            importer_of(self.parent()).start(trained[0])  # imported on its own thread, then opened
         opened = [Path(p) for p in paths if not str(p).lower().endswith(".onnx") and Path(p) not in trained]
         for path in reversed(opened):  # the first opened ends up on top
             self._remember(path)
