@@ -10,7 +10,7 @@ That call is `scipy.ndimage.zoom(..., mode="nearest", grid_mode=True)` followed 
 The interpolation is a tensor product, so it is done one axis at a time; an axis whose size does not change is left
 as it is (an interpolating spline returns its samples), and the result is clipped to the input's minimum and maximum
 (skimage's `clip=True`). Equal to scikit-image and scipy within float rounding
-(tests/inference/volume3d/nnunet/test_spline.py).
+(tests/inference/volume3d/nnunet/test_nnunet_steps.py).
 """
 
 from __future__ import annotations
