@@ -206,6 +206,9 @@ def with_volume_options(spec: ModelSpec, *, tile: bool | None, tta: bool, batch:
         return spec
     if tta:
         spec = with_tta(spec, inp.tta or ALL_AXES)
+    if tile is False and inp.nnunet is not None:
+        raise ValueError(f"{spec.path.name}: --no-tile does not apply to a model imported from nnU-Net: it runs "
+                         "nnU-Net's own sliding window (its sidecar's nnunet: section), as nnU-Net predicts")
     if tile is not None:
         if not tile and not dynamic_volume(spec):
             raise ValueError(f"{spec.path.name}: --no-tile runs the whole volume at once, which needs a model "

@@ -111,3 +111,11 @@ def test_a_ct_volume_run_through_the_cli_equals_nnunet(imported, tmp_path, capsy
                        "heldout_001.nii.gz")
     scores = dice_per_label(ours, theirs)
     assert set(scores) == {1, 2} and min(scores.values()) >= 0.99, scores
+
+
+def test_no_tile_is_refused_in_one_line_for_an_imported_model(imported, tmp_path, capsys):
+    model = imported["Dataset901_CTPhantom", "3d_fullres", "0"]
+    volume = DATA / "Dataset901_CTPhantom" / "heldout" / "heldout_002_0000.nii.gz"
+    assert main(["run", str(model), str(volume), "--out", str(tmp_path / "o"), "--no-tile", "--device", "cpu"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--no-tile does not apply to a model imported from nnU-Net" in err[0]
