@@ -22,6 +22,8 @@ from app.inference.model.spec import InputSpec, ModelSpec, Normalize3D, VolumeIn
 from app.spelling import counted
 
 _AXIS_NAMES = ("D", "H", "W")
+_ACTIVATE = {"after_blend": " of the blended raw outputs, before they are resampled back (output.activate)",
+             "after_resample": " of the blended raw outputs, once resampled back (output.activate)"}
 _TILE_KEYS = ("input.tile.overlap", "input.tile.blend", "input.tile.batch", "input.tile.pad")
 
 
@@ -259,7 +261,7 @@ def volume_lines(spec: ModelSpec, output: TensorInfo) -> list[str]:
           if inp.modality else []),
         "output",
         _line("tensor", f"{output.describe()}: {_output_text(spec, output)}"),
-        _line("activation", out.activation, src.get("output.activation")),
+        _line("activation", out.activation + _ACTIVATE.get(volume.activate, ""), src.get("output.activation")),
     ]
     if out.kind == "binary":
         lines.append(_line("threshold", f"{out.threshold:g} (foreground where the probability >= it)",
@@ -304,7 +306,8 @@ def _spacing_text(volume: VolumeInputSpec) -> str:
     if volume.nnunet is not None and volume.nnunet.slice_spacing == "volume":
         return (f"{' × '.join(f'{s:g}' for s in volume.spacing[1:])} mm (H×W; volumes are resampled to it in-plane, "
                 "each keeps its own slice spacing)")
-    return f"{' × '.join(f'{s:g}' for s in volume.spacing)} mm (D×H×W; volumes are resampled to it)"
+    grid = ", on MONAI's Spacing grid: the first voxel's centre kept" if volume.grid == "corner" else ""
+    return f"{' × '.join(f'{s:g}' for s in volume.spacing)} mm (D×H×W; volumes are resampled to it{grid})"
 
 
 def _axes_text(axes: str) -> str:

@@ -476,6 +476,7 @@ _SCHEMA: dict[str, Any] = {
         "patch": patch_size,  # 3D models: [D, H, W] of one patch (app.inference.model.spec3d)
         "spacing": spacing_mm,  # 3D: the model's target spacing in mm along the tensor's D, H, W
         "axes": axes_code,  # 3D: native or an orientation code
+        "grid": choice("centre", "corner"),  # 3D: where a resampled grid's voxels lie (VolumeInputSpec.grid)
         "normalize": NORMALIZE_KEYS,  # 3D: ct (clip, then the training set's mean/std) or zscore (each volume's)
         "tta": tta_axes,  # 3D: mirroring test-time augmentation
         "tile": {  # resize: tile (app.inference.image.tiling); a 3D model's patches (overlap, blend, batch)
@@ -489,6 +490,7 @@ _SCHEMA: dict[str, Any] = {
     },
     "output": {
         "activation": choice("auto", "softmax", "sigmoid", "none"),
+        "activate": choice("each_patch", "after_blend", "after_resample"),  # 3D: VolumeInputSpec.activate
         "threshold": fraction,
         "image_threshold": fraction,  # anomaly models: NG when the image score is at or above it
         "min_confidence": fraction,  # classification: uncertain when top-1 < it (app.inference.decide.verdict)

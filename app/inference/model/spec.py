@@ -131,6 +131,15 @@ class VolumeInputSpec:
     size_divisor: int = 1  # input.size_divisor: a whole-volume run pads each side to a multiple
     # the sidecar's nnunet: section (a model imported from nnU-Net): run as nnU-Net's own predictor does
     nnunet: NnunetRecipe | None = None
+    # input.grid: where the resampled grid's voxels lie — "centre" (half-voxel centres, torch's align_corners=False;
+    # round(n × spacing / target) voxels) or "corner" (MONAI's Spacing: the first voxel's centre kept, stepping by
+    # the target spacing; round((n − 1) × spacing / target + 1) voxels); used to the model's grid and back
+    grid: str = "centre"
+    # output.activate: where the activation (softmax / sigmoid) is taken — "each_patch" (each patch's output, then
+    # the probabilities blended), "after_blend" (the raw outputs blended, activated on the model's grid, then
+    # resampled back: a MONAI bundle's Activations before Invertd) or "after_resample" (raw outputs blended and
+    # resampled back, activated on the volume's grid: Invertd before Activations)
+    activate: str = "each_patch"
 
 
 @dataclass(frozen=True)

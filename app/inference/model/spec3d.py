@@ -3,8 +3,9 @@ logits, kind "scores"; K == 1: kind "binary", as a 2D [N,1,H,W] map) or an [N, D
 segmentation model.
 
 Its input, output and VolumeInputSpec (app.inference.model.spec) are resolved here from the graph and the sidecar's
-3D keys (`input.patch`, `spacing`, `axes`, `normalize`, `tile`, `tta`), each value with its source; the 2D-only
-keys are refused on a 3D model, and the 3D-only keys on a 2D one, each in one line naming the key.
+3D keys (`input.patch`, `spacing`, `axes`, `grid`, `normalize`, `tile`, `tta`, `output.activate`), each value
+with its source; the 2D-only keys are refused on a 3D model, and the 3D-only keys on a 2D one, each in one line
+naming the key.
 """
 
 from __future__ import annotations
@@ -27,7 +28,8 @@ _MAX_DETECTED_DIVISOR = 32
 _BLENDS_3D = ("gaussian", "constant")
 _NORMALIZE = "input.normalize."
 _PLAIN_NORMALIZE = ("input.scale", "input.mean", "input.std")
-_3D_ONLY = ("input.patch", "input.spacing", "input.axes", "input.tta", "input.tile.pad")
+_3D_ONLY = ("input.patch", "input.spacing", "input.axes", "input.tta", "input.tile.pad", "input.grid",
+            "output.activate")
 _2D_ONLY = {  # key: why it does not apply to a 3D model
     "input.size": "a 3D model's patch is input.patch: [D, H, W]",
     "input.tile.size": "a 3D model's patch is input.patch: [D, H, W]",
@@ -66,7 +68,8 @@ def volume_parts(r: Resolver, *, max_classes: int) -> tuple[InputSpec, OutputSpe
     volume = VolumeInputSpec(
         patch=patch, spacing=r.pick("input.spacing", None, "default"), axes=r.pick("input.axes", "native", "default"),
         normalize=normalize, tile=_tile(r, t), tta=r.pick("input.tta", (), "default"), size_divisor=divisor,
-        nnunet=_recipe(r, channels, out),
+        nnunet=_recipe(r, channels, out), grid=r.pick("input.grid", "centre", "default"),
+        activate=_activate(r, out),
     )
     inp = InputSpec(
         name=t.name, layout="NCDHW", channels=channels, dtype=t.dtype, model_hw=(patch[1], patch[2]),
@@ -91,8 +94,20 @@ def _recipe(r: Resolver, channels: int, out: OutputSpec) -> NnunetRecipe | None:
             raise r.sidecar_error("nnunet", "applies to a model whose output is [N, K, D, H, W] logits")
         if key := next((k for k in r.overrides if k.startswith(_NORMALIZE) or k in _PLAIN_NORMALIZE), None):
             raise r.sidecar_error(key, "does nothing beside an nnunet: section (its channels: normalise the input)")
+        if key := next((k for k in ("input.grid", "output.activate") if k in r.overrides), None):
+            raise r.sidecar_error(key, "does nothing beside an nnunet: section (it resamples and activates as "
+                                       "nnU-Net does)")
         r.sources["nnunet"] = "sidecar"
     return recipe
+
+
+def _activate(r: Resolver, out: OutputSpec) -> str:
+    """output.activate: where the 3D path activates the model's outputs (each patch, the blend, the volume's grid)."""
+    activate: str = r.pick("output.activate", "each_patch", "default")
+    if activate != "each_patch" and out.kind == "labels":
+        raise r.sidecar_error("output.activate", f"is {activate}, but the model's output is a label volume (its "
+                                                 "patches vote; there is nothing to activate)")
+    return activate
 
 
 def _refuse_2d_keys(r: Resolver) -> None:

@@ -4,6 +4,11 @@
     native [C, D, H, W] ──orient (view)──▶ normalise + resample (linear) ──▶ sliding window (activated, blended)
         ◀── labels (argmax / threshold) ◀── probabilities, resampled back (linear) ◀── un-orient (view) ◀──┘
 
+The resampled grid's voxels lie at half-voxel centres or (input.grid: corner) on MONAI's Spacing grid, both ways
+(app.inference.volume3d.resample). Each patch's output is activated before the blend, or (output.activate) the raw
+outputs are blended and activated on the model's grid (after_blend: a MONAI bundle's Activations, then Invertd) or
+after they are resampled back (after_resample: Invertd first).
+
 Each native slice is normalised before it is resampled (nnU-Net's order: a CT's clip acts on measured HU, not on
 interpolated ones). The probabilities are resampled back *before* the decision, never the labels (a nearest-
 neighbour label volume would staircase); a label-output model's patches are one-hot encoded first, so overlapping
@@ -30,7 +35,16 @@ from app.inference.volume3d.nnunet.window import patch_count as nnunet_patch_cou
 from app.inference.volume3d.normalize import intensity
 from app.inference.volume3d.orient import Orientation, orientation
 from app.inference.volume3d.prediction import VolumePrediction, check_voxels
-from app.inference.volume3d.resample import resample_into, resample_linear, resampled_slices, spacing_shape, store
+from app.inference.volume3d.resample import (
+    Maps,
+    corner_map,
+    corner_spacing,
+    resample_into,
+    resample_linear,
+    resampled_slices,
+    spacing_shape,
+    store,
+)
 from app.inference.volume3d.window import (
     ProgressFn,
     StopFn,
@@ -59,6 +73,8 @@ class _Plan:
     native_shape: Shape3
     model_shape: Shape3
     classes: int
+    to_model: Maps | None = None  # the corner grid's maps, native order (None: half-voxel centres)
+    to_native: Maps | None = None  # their inverses: the model's grid back onto the volume's
 
 
 def predict_volume(image: np.ndarray, *, spacing: tuple[float, float, float] | None, affine: np.ndarray | None,
@@ -78,11 +94,14 @@ def predict_volume(image: np.ndarray, *, spacing: tuple[float, float, float] | N
     started = time.perf_counter()
     model_image = _prepare(native, plan)
     prepared = time.perf_counter()
-    runner = _Runner(spec, run_raw, plan.classes)
+    runner = _Runner(spec, run_raw, plan.classes, activate=plan.volume.activate == "each_patch")
     blended = _blend(model_image, runner, plan, progress, should_stop)
     del model_image  # the model grid's image is not needed past the window: freed before the native outputs
+    if plan.volume.activate == "after_blend":
+        _activate_slices(blended, spec.output.activation)
     inferred = time.perf_counter()
-    probabilities, labels = _to_native(blended, plan, threshold=spec.output.threshold)
+    late = spec.output.activation if plan.volume.activate == "after_resample" else None
+    probabilities, labels = _to_native(blended, plan, threshold=spec.output.threshold, activation=late)
     finished = time.perf_counter()
     timings = {"preprocess": (prepared - started) * 1000, "inference": (inferred - prepared) * 1000,
                "postprocess": (finished - inferred) * 1000, "session": runner.seconds * 1000}
@@ -100,7 +119,22 @@ def model_grid(native_shape: Shape3, spacing: tuple[float, float, float] | None,
         spelt = " × ".join(f"{s:g}" for s in volume.spacing)
         raise SegLensError(f"the 3D model was trained at {spelt} mm (input.spacing), and this volume has no spacing "
                            "to resample it by")
-    return spacing_shape(shape, orient.model_order(spacing), volume.spacing)
+    return spacing_shape(shape, orient.model_order(spacing), volume.spacing, grid=volume.grid)
+
+
+def corner_maps(native_shape: Shape3, spacing: tuple[float, float, float] | None, volume: VolumeInputSpec,
+                orient: Orientation, model_shape: Shape3) -> Maps | None:
+    """The corner grid's map of each native axis onto the model's grid (None: the centre grid, or no resampling):
+    voxel 0 of the model's axis on the first voxel it sees, stepping by the model's spacing — an axis the model
+    sees reversed starts at the native array's last voxel."""
+    if volume.grid != "corner" or volume.spacing is None or spacing is None:
+        return None
+    target = orient.native_order(corner_spacing(orient.model_order(spacing), volume.spacing))
+    sizes = orient.native_order(model_shape)
+    reversed_ = orient.native_order(orient.flip)
+    maps = [corner_map(native_shape[a], sizes[a], target[a] / spacing[a], from_end=bool(reversed_[a]))
+            for a in range(3)]
+    return maps[0], maps[1], maps[2]
 
 
 def output_classes(spec: ModelSpec) -> int:
@@ -126,7 +160,7 @@ def native_outputs(blended: np.ndarray, *, native_shape: Shape3, spacing: tuple[
     """Blended probabilities on the model's grid ([K, d, h, w], its axes) as predict_volume keeps them: float16 on
     the native grid, and the uint8 labels decided from them."""
     plan = _plan((spec.input.channels, *native_shape), spacing, affine, spec)
-    return _to_native(blended, plan, threshold=spec.output.threshold)
+    return _to_native(blended, plan, threshold=spec.output.threshold, activation=None)
 
 
 def _plan(shape: tuple[int, ...], spacing: tuple[float, float, float] | None, affine: np.ndarray | None,
@@ -141,7 +175,10 @@ def _plan(shape: tuple[int, ...], spacing: tuple[float, float, float] | None, af
                            f"volume has {has}")
     native_shape = (shape[1], shape[2], shape[3])
     orient = orientation(volume.axes, affine)
-    return _Plan(volume, orient, native_shape, model_grid(native_shape, spacing, volume, orient), output_classes(spec))
+    model_shape = model_grid(native_shape, spacing, volume, orient)
+    maps = corner_maps(native_shape, spacing, volume, orient, model_shape)
+    back = None if maps is None else (maps[0].inverse(), maps[1].inverse(), maps[2].inverse())
+    return _Plan(volume, orient, native_shape, model_shape, output_classes(spec), maps, back)
 
 
 def _check_memory(plan: _Plan, channels: int, memory_limit: int | None) -> None:
@@ -162,7 +199,7 @@ def _prepare(native: np.ndarray, plan: _Plan) -> np.ndarray:
     def source(k: int) -> np.ndarray:
         return np.stack([mapping.apply(native[c, k]) for c, mapping in enumerate(mappings)])
 
-    resample_into(source, native.shape[1], plan.orient.to_native(model_image))
+    resample_into(source, native.shape[1], plan.orient.to_native(model_image), plan.to_model)
     return model_image
 
 
@@ -191,14 +228,23 @@ def _blend(model_image: np.ndarray, runner: _Runner, plan: _Plan, progress: Prog
     return blended if blended.shape[1:] == plan.model_shape else np.ascontiguousarray(blended[:, :d, :h, :w])
 
 
-def _to_native(blended: np.ndarray, plan: _Plan, *, threshold: float) -> tuple[np.ndarray, np.ndarray]:
+def _activate_slices(blended: np.ndarray, activation: str) -> None:
+    """The blended raw outputs [K, d, h, w] activated in place, one slice at a time (no second volume)."""
+    for d in range(blended.shape[1]):
+        blended[:, d] = activate(blended[None, :, d], activation)[0]
+
+
+def _to_native(blended: np.ndarray, plan: _Plan, *, threshold: float,
+               activation: str | None) -> tuple[np.ndarray, np.ndarray]:
     """The blended probabilities (model grid, model axes) on the native grid as float16, and their labels —
-    decided slice by slice from the float32 resampled values."""
+    decided slice by slice from the float32 resampled values (raw outputs given an `activation`: activated once
+    resampled)."""
     view = plan.orient.to_native(blended)
     classes = blended.shape[0]
     probabilities = np.empty((classes, *plan.native_shape), np.float16)
     labels = np.empty(plan.native_shape, np.uint8)
-    for d, block in resampled_slices(lambda k: view[:, k], view.shape[1], plan.native_shape):
+    for d, resampled in resampled_slices(lambda k: view[:, k], view.shape[1], plan.native_shape, plan.to_native):
+        block = resampled if activation is None else activate(resampled[None], activation)[0]
         store(probabilities[:, d], block)
         labels[d] = (block[0] > threshold) if classes == 1 else argmax_planes(block)
     return probabilities, labels
@@ -206,10 +252,11 @@ def _to_native(blended: np.ndarray, plan: _Plan, *, threshold: float) -> tuple[n
 
 class _Runner:
     """The model's raw run as the sliding window wants it: [B, C, …] float32 in the model's dtype, the output
-    checked finite and activated (softmax / sigmoid / as is), a label output one-hot encoded."""
+    checked finite and activated (softmax / sigmoid / as is; not `activate`: raw, float32), a label output one-hot
+    encoded."""
 
-    def __init__(self, spec: ModelSpec, run_raw: RawRun, classes: int) -> None:
-        self._spec, self._run_raw, self._classes = spec, run_raw, classes
+    def __init__(self, spec: ModelSpec, run_raw: RawRun, classes: int, *, activate: bool = True) -> None:
+        self._spec, self._run_raw, self._classes, self._activate = spec, run_raw, classes, activate
         self._dtype = _DTYPES.get(spec.input.dtype, np.float32)
         self.patches = self.runs = 0
         self.seconds = 0.0
@@ -225,6 +272,8 @@ class _Runner:
         check_finite(self._spec.path.name, (self._spec.output.name,), output)  # before an activation hides it
         if self._spec.output.kind == "labels":
             return one_hot(output, self._classes, model_name=self._spec.path.name)
+        if not self._activate:
+            return output if output.dtype == np.float32 else output.astype(np.float32)
         return activate(output, self._spec.output.activation)
 
 

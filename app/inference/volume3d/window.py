@@ -118,10 +118,11 @@ def patch_count(shape: tuple[int, int, int], patch: Patch, tile: Tile3D, mirror_
 
 def sliding_window(image: np.ndarray, run: RunFn, *, patch: Patch, tile: Tile3D, mirror_axes: tuple[int, ...] = (),
                    progress: ProgressFn | None = None, should_stop: StopFn | None = None) -> np.ndarray:
-    """Blend `run`'s activated probabilities over windows of `image` ([C, D, H, W] float32, already resampled,
-    oriented and normalised) into [K, D, H, W] float32, normalised by the summed weights.
+    """Blend `run`'s outputs (activated probabilities, or raw outputs activated after the blend) over windows of
+    `image` ([C, D, H, W] float32, already resampled, oriented and normalised) into [K, D, H, W] float32,
+    normalised by the summed weights.
 
-    `run` maps a batch [B, C, pd, ph, pw] to [B, K, pd, ph, pw] probabilities, a new array each call (it is
+    `run` maps a batch [B, C, pd, ph, pw] to [B, K, pd, ph, pw] outputs, a new array each call (it is
     blended while the next call runs; session.run's outputs are). `progress(done, total)` counts
     patch evaluations (TTA passes included); `should_stop()` is asked before every session run, and a True
     answer raises `Stopped`.

@@ -52,7 +52,8 @@ def test_info_json_has_the_volume(tmp_path):
                       "normalize": {"kind": "scale", "clip": None, "mean": 0.0, "std": 1.0, "nonzero": False,
                                     "scale": 1.0},
                       "tile": {"overlap": 0.5, "blend": "gaussian", "batch": 1, "sigma_scale": 0.125, "pad": "zeros"},
-                      "tta": [], "whole": False, "size_divisor": 1, "nnunet": None}
+                      "tta": [], "whole": False, "size_divisor": 1, "nnunet": None, "grid": "centre",
+                      "activate": "each_patch"}
     assert "labels volume" not in spec_text(spec, None)
 
 

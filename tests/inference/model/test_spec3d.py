@@ -100,6 +100,37 @@ def test_a_multi_channel_and_a_partly_fixed_input(tmp_path):
                                  "input is fixed at 20×?×? (D×H×W)")
 
 
+def test_the_grid_and_where_outputs_are_activated(tmp_path):
+    """input.grid (centre by default) and output.activate (each_patch by default) from the sidecar, with sources."""
+    spec = load_spec(scores3d(tmp_path / "default.onnx", shape=FIXED))
+    assert spec.volume is not None and (spec.volume.grid, spec.volume.activate) == ("centre", "each_patch")
+    assert (spec.sources["input.grid"], spec.sources["output.activate"]) == ("default", "default")
+    model = with_sidecar(scores3d(tmp_path / "monai.onnx", shape=FIXED),
+                         "input:\n  grid: corner\noutput:\n  activate: after_resample\n")
+    spec = load_spec(model)
+    assert spec.volume is not None and (spec.volume.grid, spec.volume.activate) == ("corner", "after_resample")
+    assert (spec.sources["input.grid"], spec.sources["output.activate"]) == ("sidecar", "sidecar")
+
+
+@pytest.mark.parametrize("text, message", [
+    ("input:\n  grid: edge\n", "'input.grid' must be one of centre \\| corner, got 'edge'"),
+    ("output:\n  activate: later\n",
+     "'output.activate' must be one of each_patch \\| after_blend \\| after_resample, got 'later'")])
+def test_a_bad_grid_or_activate_is_refused(tmp_path, text, message):
+    model = with_sidecar(scores3d(tmp_path / "m.onnx", shape=FIXED), text)
+    with pytest.raises(SidecarError, match=message):
+        load_spec(model)
+
+
+def test_a_label_volume_has_nothing_to_activate_after_the_blend(tmp_path):
+    model = with_sidecar(labels3d(tmp_path / "labels.onnx", shape=FIXED, classes=3),
+                         "output:\n  activate: after_blend\n")
+    with pytest.raises(SidecarError) as caught:
+        load_spec(model)
+    assert str(caught.value) == (f"{model.with_suffix('.yaml')}: 'output.activate' is after_blend, but the model's "
+                                 "output is a label volume (its patches vote; there is nothing to activate)")
+
+
 def test_a_label_volume_output(tmp_path):
     spec = load_spec(labels3d(tmp_path / "labels.onnx", shape=FIXED, classes=3))
     assert spec.is_3d and (spec.output.kind, spec.output.channel_axis, spec.output.activation) == ("labels", None,
@@ -273,7 +304,9 @@ def test_a_bad_3d_sidecar_key_is_refused_in_one_line_naming_it(tmp_path, kind, t
                                        ("input:\n  spacing: [1, 1, 1]\n", "input.spacing"),
                                        ("input:\n  tta: mirror\n", "input.tta"),
                                        ("input:\n  tile: {pad: edge}\n", "input.tile.pad"),
-                                       ("input:\n  normalize: {kind: zscore}\n", "input.normalize.kind")])
+                                       ("input:\n  normalize: {kind: zscore}\n", "input.normalize.kind"),
+                                       ("input:\n  grid: corner\n", "input.grid"),
+                                       ("output:\n  activate: after_blend\n", "output.activate")])
 def test_a_3d_key_on_a_2d_model_is_refused(models, text, key):
     model = with_sidecar(models("rgb_classes"), text)
     with pytest.raises(SidecarError) as caught:

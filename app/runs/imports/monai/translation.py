@@ -6,11 +6,14 @@ naming it (and the config file) — never skipped. What SegLens does not yet do 
     LoadImage(d), EnsureChannelFirst(d), EnsureType(d), ToTensor(d), CastToType(d) float32, Identity(d): nothing
         to say (SegLens reads the volume as float32, channel first);
     Orientation(d) axcodes → input.axes (none: the file's voxel axes, which the graph transposes itself);
-    Spacing(d) pixdim → input.spacing; ScaleIntensityRange(d) → input.normalize ct (clip) or input.scale/mean/std;
+    Spacing(d) pixdim → input.spacing, its grid (the first voxel's centre kept) → input.grid corner;
+    ScaleIntensityRange(d) → input.normalize ct (clip) or input.scale/mean/std;
     NormalizeIntensity(d) → input.normalize zscore (nonzero) or input.mean/std;
     SlidingWindowInferer → input.patch, input.tile (overlap, blend, batch);
-    Activations(d) → output.activation; AsDiscrete(d) argmax / threshold → the labels; metadata.json's channel_def
-        → classes; Invertd, SaveImage(d): SegLens maps the prediction back to the volume and writes it itself.
+    Activations(d) → output.activation, taken on the blended outputs (MONAI's inferer blends raw outputs) before
+        or after Invertd as the bundle orders them → output.activate after_blend | after_resample; AsDiscrete(d)
+        argmax / threshold → the labels; metadata.json's channel_def → classes; Invertd, SaveImage(d): SegLens maps
+        the prediction back to the volume (on the same grid) and writes it itself.
 """
 
 from __future__ import annotations
@@ -240,10 +243,9 @@ def _spacing(state: _State, component: Component) -> None:
         raise state.fail(component, "resamples the image a second time: not imported")
     state.pixdim = (float(pixdim[0]), float(pixdim[1]), float(pixdim[2]))
     state.sources["input.spacing"] = state.source(component, "pixdim")
-    state.gaps.append("resampling: MONAI's Spacing keeps the first voxel's centre and steps by pixdim (a grid of "
-                      "round((n − 1) × spacing / pixdim) + 1 voxels) and Invertd maps the prediction back that way; "
-                      "SegLens resamples with half-voxel centres (round(n × spacing / pixdim) voxels), both "
-                      "trilinear")
+    state.values["input.grid"] = "corner"
+    state.sources["input.grid"] = state.source(component, "(align_corners false, scale_extent false: the first "
+                                                          "voxel's centre kept, stepping by pixdim)")
 
 
 def _scale_range(state: _State, component: Component) -> None:
@@ -393,30 +395,35 @@ def _axes_and_spacing(state: _State, native: bool) -> None:
 # --- post-processing -------------------------------------------------------------------------------------------
 
 def _postprocessing(state: _State, out_channels: int) -> None:
-    activation, threshold, inverted = "none", None, False
+    activation, threshold, inverted, activate = "none", None, False, "after_blend"
     for component in state.bundle.postprocessing:
         if component.name == "Activations" or component.name == "Activationsd":
             activation = _activation(state, component)
+            activate = "after_resample" if inverted else "after_blend"
+            state.sources["output.activate"] = (f"{state.source(component)}, "
+                                                f"{'after' if inverted else 'before'} Invertd: MONAI's inferer "
+                                                "blends the network's raw outputs")
         elif component.name in ("AsDiscrete", "AsDiscreted"):
             threshold = _discrete(state, component, activation)
         elif component.name == "Invertd":
             inverted = True
         elif component.name in _PRE:  # EnsureType(d) and the like on the prediction
             _args(state, component, _PASS, dictionary=_dictionary(component), post=True)
-    if activation == "none":
-        activation = "softmax" if out_channels > 1 else "sigmoid"
-        state.gaps.append(f"activation: the bundle's post-processing has no Activations(d); MONAI decides on the "
-                          f"blended network outputs, SegLens on {activation} probabilities")
+    if activation == "none":  # MONAI's argmax of the blended raw outputs, resampled back: softmax keeps its order
+        activation, activate = ("softmax" if out_channels > 1 else "sigmoid"), "after_resample"
+        state.sources["output.activate"] = ("no Activations(d) in monai postprocessing: the labels decided on the "
+                                            "blended raw outputs mapped back")
+        state.gaps.append(f"activation: the bundle's post-processing has no Activations(d); MONAI keeps the blended "
+                          f"network outputs, SegLens their {activation} (the same argmax)")
     if activation == "softmax" and out_channels == 1:
         raise ModelError(f"{state.bundle.shown('postprocessing')}: softmax over one output channel is constant; "
                          "not imported")
     state.values["output.activation"] = activation
     state.sources.setdefault("output.activation", "no Activations(d) in monai postprocessing: SegLens's default")
+    state.values["output.activate"] = activate
+    state.sources.setdefault("output.activate", "MONAI's inferer blends the network's raw outputs")
     if threshold is not None:
         state.values["output.threshold"] = threshold
-    state.gaps.append("blending: MONAI's inferer blends the network's raw outputs and applies the activation after; "
-                      "SegLens blends each patch's probabilities (equal where one patch covers a voxel; the argmax "
-                      "can differ where overlapping patches disagree)")
     if (state.pixdim is not None or state.axcodes is not None) and not inverted:
         state.gaps.append("no Invertd in the bundle's post-processing: MONAI's prediction stays on the resampled, "
                           "reoriented grid; SegLens maps it back onto the volume's own")
@@ -464,9 +471,10 @@ def _classes(state: _State, out_channels: int) -> None:
     state.sources["classes"] = "monai configs/metadata.json network_data_format.outputs.pred.channel_def"
 
 
-_ORDER = ("name", "task", "input.patch", "input.spacing", "input.axes", "input.modality", "input.normalize",
-          "input.scale", "input.mean", "input.std", "input.tile.overlap", "input.tile.blend", "input.tile.batch",
-          "input.tile.pad", "output.activation", "output.threshold", "classes")
+_ORDER = ("name", "task", "input.patch", "input.spacing", "input.grid", "input.axes", "input.modality",
+          "input.normalize", "input.scale", "input.mean", "input.std", "input.tile.overlap", "input.tile.blend",
+          "input.tile.batch", "input.tile.pad", "output.activation", "output.activate", "output.threshold",
+          "classes")
 
 
 def _ordered(values: Mapping[str, object]) -> dict[str, object]:
