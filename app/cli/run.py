@@ -105,7 +105,9 @@ def _runner(args: argparse.Namespace, plan: RunPlan, remote: ModelSession | None
     from app.inference.runtime.session import open_session
     from app.runs.folder.run import LocalRunner
 
-    model = open_session(plan.spec, args.device, runtime=runtime_options(args))
+    # a 3D model's warm-up is a whole patch through its network (seconds to a minute on a CPU) before a run whose
+    # first window warms it as well: not spent
+    model = open_session(plan.spec, args.device, runtime=runtime_options(args), warm_up=not plan.spec.is_3d)
     announce_session(model.info, plan.spec)
     return LocalRunner(model)
 

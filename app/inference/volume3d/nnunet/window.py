@@ -7,7 +7,10 @@
   allowed axes, each flipped back), weighted by the Gaussian importance map — a unit impulse at the patch centre
   (`size // 2`) blurred with σ = size / 8 per axis, truncated at 4σ (scipy's gaussian_filter), scaled to a peak of
   10, zeros raised to the smallest non-zero weight — and summed with the weights, then divided by them.
-Sums are float32 (nnU-Net keeps float16 on the CPU); windows run with their mirror passes as one batch.
+Sums are float32 (nnU-Net keeps float16 on the CPU). A window's mirror passes run as batches of up to
+BATCH_VOXELS voxels: all of them at once for a small patch (fewer runs), one at a time for a full-size network's
+(80 × 160 × 160: a batch of 8 held 12.8 GB and ran each patch slower than one by one, the convolutions being
+compute-bound).
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ Shape3 = tuple[int, int, int]
 RunFn = Callable[[np.ndarray], np.ndarray]  # [B, C, pd, ph, pw] float32 → [B, K, pd, ph, pw] logits
 ProgressFn = Callable[[int, int], None]
 StopFn = Callable[[], bool]
+BATCH_VOXELS = 1 << 20  # patch voxels per run, the mirror passes of a window batched up to it (at least one)
 
 
 def window_steps(size: int, patch: int, step: float) -> list[int]:
@@ -113,17 +117,29 @@ def window_logits(image: np.ndarray, run: RunFn, *, patch: Shape3, step: float, 
 
 
 def _mirrored(run: RunFn, window: np.ndarray, passes: list[tuple[int, ...]], patch: Shape3) -> np.ndarray:
-    """The window's logits [K, pd, ph, pw] averaged over the mirroring passes, run as one batch."""
-    batch = np.stack([np.flip(window, tuple(a + 1 for a in flips)) if flips else window for flips in passes])
-    out = np.asarray(run(np.ascontiguousarray(batch, np.float32)))
-    if out.ndim != 5 or out.shape[0] != len(passes) or tuple(out.shape[2:]) != patch:
-        raise InferenceError(f"the 3D model's output for a batch of {len(passes)} patches of "
-                             f"{'×'.join(map(str, patch))} voxels has shape {list(out.shape)}")
-    total = np.zeros(out.shape[1:], np.float32)
-    for k, flips in enumerate(passes):
-        total += np.flip(out[k], tuple(a + 1 for a in flips)) if flips else out[k]
+    """The window's logits [K, pd, ph, pw] averaged over the mirroring passes, run in batches of `pass_batch`."""
+    size = pass_batch(patch, len(passes))
+    total: np.ndarray | None = None
+    for first in range(0, len(passes), size):
+        chunk = passes[first:first + size]
+        batch = np.stack([np.flip(window, tuple(a + 1 for a in flips)) if flips else window for flips in chunk])
+        out = np.asarray(run(np.ascontiguousarray(batch, np.float32)))
+        if out.ndim != 5 or out.shape[0] != len(chunk) or tuple(out.shape[2:]) != patch:
+            raise InferenceError(f"the 3D model's output for a batch of {len(chunk)} patches of "
+                                 f"{'×'.join(map(str, patch))} voxels has shape {list(out.shape)}")
+        if total is None:
+            total = np.zeros(out.shape[1:], np.float32)
+        for k, flips in enumerate(chunk):
+            total += np.flip(out[k], tuple(a + 1 for a in flips)) if flips else out[k]
+    assert total is not None
     total /= np.float32(len(passes))
     return total
+
+
+def pass_batch(patch: Shape3, passes: int) -> int:
+    """Mirror passes per run: as many as BATCH_VOXELS holds, at least one, at most all."""
+    voxels = patch[0] * patch[1] * patch[2]
+    return max(1, min(passes, BATCH_VOXELS // max(voxels, 1)))
 
 
 def patch_count(shape: Shape3, patch: Shape3, step: float, mirror_axes: Sequence[int]) -> int:
