@@ -16,13 +16,15 @@ them: background first, then the part's classes in class_map_5_parts order):
 Each part has its own fingerprint (CTNormalization's statistics come from its own foreground, so they differ per
 part) and its own plans (the same images give the same patch and spacing). nnU-Net's steps as in
 nnunet_fixtures.py, with TotalSegmentator's trainer `nnUNetTrainerNoMirroring` (no mirroring in training or
-inference) run for one epoch (`num_epochs = 1` set on the trainer, as nnUNetTrainer_1epoch sets it), fold 0 only
+inference) run for one epoch or `--epochs` (`num_epochs` set on the trainer, as nnUNetTrainer_1epoch sets it; the
+committed parts' epochs are in tests/data/nnunet/totalseg/README.md), fold 0 only
 (TotalSegmentator's folds [0]), plans narrowed to features 4, 8, 8, … (`nnUNetPlansTiny`). nnUNetPredictor runs
 with TotalSegmentator's settings for the `total` task: tile_step_size 0.8, Gaussian, no mirroring.
 
 Needs nnunetv2 (2.8.1) and torch (CPU), as nnunet_fixtures.py (tests/data/nnunet/README.md has the venv recipe):
 
     python models/training/totalseg_fixtures.py --work /tmp/totalseg_work [--out tests/data/nnunet/totalseg]
+        [--parts 291 293] [--epochs 3]
 """
 
 from __future__ import annotations
@@ -159,14 +161,14 @@ def preprocess(dataset_id: int) -> None:
     nn_preprocess([dataset_id], plans_identifier=PLANS, configurations=(CONFIGURATION,), num_processes=(2,))
 
 
-def train(dataset_id: int) -> None:
-    """TotalSegmentator's trainer, nnUNetTrainerNoMirroring, for one epoch (run_training's steps, the epoch count
-    set on the trainer before it runs; the final validation left out: the fixture does not need it)."""
+def train(dataset_id: int, epochs: int) -> None:
+    """TotalSegmentator's trainer, nnUNetTrainerNoMirroring, for `epochs` epochs of 250 iterations (run_training's
+    steps, the epoch count set on the trainer before it runs; the final validation left out: not needed here)."""
     import torch
     from nnunetv2.run.run_training import get_trainer_from_args, maybe_load_checkpoint
 
     trainer = get_trainer_from_args(str(dataset_id), CONFIGURATION, FOLD, TRAINER, PLANS, device=torch.device("cpu"))
-    trainer.num_epochs = 1
+    trainer.num_epochs = epochs
     maybe_load_checkpoint(trainer, False, False, None)
     trainer.run_training()
 
@@ -245,13 +247,13 @@ def timed(label: str, step, *args) -> None:
     print(f"[totalseg_fixtures] {label}: {TIMES[label]} s", flush=True)
 
 
-def run(work: Path, out: Path, parts: list[int]) -> None:
+def run(work: Path, out: Path, parts: list[int], epochs: int) -> None:
     held_out = out / "heldout"
     timed("raw", write_raw, work / "raw", held_out)
     for dataset_id in parts:
         timed(f"{dataset_id} plan", plan, dataset_id, work / "preprocessed")
         timed(f"{dataset_id} preprocess", preprocess, dataset_id)
-        timed(f"{dataset_id} train", train, dataset_id)
+        timed(f"{dataset_id} train ({epochs} epochs)", train, dataset_id, epochs)
         folder = copy_result(dataset_id, work / "results", out / "results")
         timed(f"{dataset_id} predict", predict, folder, held_out, out / "predictions" / str(dataset_id))
         timed(f"{dataset_id} network", network_patch, folder, held_out, out / "network", dataset_id)
@@ -266,6 +268,7 @@ def main() -> None:
                         help="scratch folder for nnU-Net's raw/preprocessed/results")
     parser.add_argument("--out", type=Path, default=REPO / "tests" / "data" / "nnunet" / "totalseg")
     parser.add_argument("--parts", type=int, nargs="+", default=sorted(PARTS))
+    parser.add_argument("--epochs", type=int, default=1, help="epochs of 250 iterations (default 1)")
     args = parser.parse_args()
     for variable, sub in (("nnUNet_raw", "raw"), ("nnUNet_preprocessed", "preprocessed"),
                           ("nnUNet_results", "results")):
@@ -274,7 +277,7 @@ def main() -> None:
     os.environ.setdefault("nnUNet_n_proc_DA", "1")
     os.environ.setdefault("nnUNet_compile", "false")
     sys.setrecursionlimit(10000)
-    run(args.work, args.out, args.parts)
+    run(args.work, args.out, args.parts, args.epochs)
 
 
 if __name__ == "__main__":
