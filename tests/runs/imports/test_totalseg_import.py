@@ -180,8 +180,11 @@ def test_the_tasks_know_totalsegmentators_datasets():
 
 # --- refusals -------------------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize(("key", "value"), [("patch_size", [32, 48, 48]), ("spacing", [2.0, 2.0, 2.0])])
-def test_parts_that_would_be_predicted_differently_are_refused_in_one_line(tmp_path, capsys, key, value):
+@pytest.mark.parametrize(("key", "value", "said"), [
+    ("patch_size", [32, 48, 48], "patch_size [32, 48, 48]"), ("spacing", [2.0, 2.0, 2.0], "spacing [2.0, 2.0, 2.0]"),
+    ("resampling_fn_data_kwargs", {"is_seg": False, "order": 1, "order_z": 0, "force_separate_z": None},
+     "data resampling resample_data_or_seg_to_shape(order 1,")])
+def test_parts_that_would_be_predicted_differently_are_refused_in_one_line(tmp_path, capsys, key, value, said):
     root = copied_root(tmp_path)
 
     def change(plans: dict) -> None:
@@ -190,7 +193,7 @@ def test_parts_that_would_be_predicted_differently_are_refused_in_one_line(tmp_p
     edit_json(part_folder(root, 293) / "plans.json", change)
     code, out = imported_root(tmp_path, root)
     err = one_line_nothing_written(code, capsys, out)
-    assert "Dataset293_TotalSegmentator_part3_cardiac" in err and key in err and str(value) in err
+    assert "Dataset293_TotalSegmentator_part3_cardiac" in err and said in err
 
 
 def test_a_missing_part_is_refused_in_one_line(tmp_path, capsys):

@@ -35,7 +35,7 @@ from app.runs.imports.nnunet.importer import (
     written,
 )
 from app.runs.imports.nnunet.mapping import Mapped, mapped, sidecar_text, with_parts
-from app.runs.imports.nnunet.records import NnunetFolder
+from app.runs.imports.nnunet.records import NnunetFolder, Resampling
 from app.runs.imports.nnunet.totalseg import TASKS, Merged, Task, dataset_id, merged, task_of
 
 _SHOWN_FOLDERS = 3
@@ -178,8 +178,7 @@ def _agree(reads: list[NnunetFolder]) -> None:
 
 
 def _compared(read: NnunetFolder, first: NnunetFolder) -> list[tuple[str, object, object]]:
-    def rule(folder: NnunetFolder, which: str) -> str:
-        kind = getattr(folder.configuration, f"resampling_{which}")
+    def rule(kind: Resampling) -> str:
         return f"{kind.function}(order {kind.order}, order_z {kind.order_z}, force_separate_z {kind.force_separate_z})"
 
     def mirror(folder: NnunetFolder) -> list[int] | None:
@@ -190,8 +189,9 @@ def _compared(read: NnunetFolder, first: NnunetFolder) -> list[tuple[str, object
             ("patch_size", list(read.configuration.patch_size), list(first.configuration.patch_size)),
             ("spacing", list(read.configuration.spacing), list(first.configuration.spacing)),
             ("transpose_forward", list(read.transpose_forward), list(first.transpose_forward)),
-            ("data resampling", rule(read, "data"), rule(first, "data")),
-            ("probabilities resampling", rule(read, "probabilities"), rule(first, "probabilities")),
+            ("data resampling", rule(read.configuration.resampling_data), rule(first.configuration.resampling_data)),
+            ("probabilities resampling", rule(read.configuration.resampling_probabilities),
+             rule(first.configuration.resampling_probabilities)),
             ("mirroring axes", mirror(read), mirror(first))]
 
 
