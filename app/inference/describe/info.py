@@ -341,7 +341,7 @@ def _channel_lines(spec: ModelSpec) -> list[str]:
     """A 3D model of several channels: which file or volume gives each (app.io.channels), by the model's names."""
     from app.io.channels import METADATA_KEY, model_channels
 
-    channels = model_channels(spec.input.channels, spec.metadata)
+    channels = model_channels(spec.volume_channels, spec.metadata)
     if channels.count <= 1:
         return []
     given = ", ".join(f"{index} {name}".rstrip() for index, name in enumerate(channels.names or [""] * channels.count))

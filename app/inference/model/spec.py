@@ -190,6 +190,14 @@ class ModelSpec:
         return self.volume is not None
 
     @property
+    def volume_channels(self) -> int:
+        """The channels a volume gives the model (its files CASE_0000 …): a 3D model's input channels, or those its
+        nnU-Net recipe reads (a merged part-model set feeds each part the one CT); 1 for a 2D model."""
+        if self.volume is None:
+            return 1
+        return self.volume.nnunet.sources if self.volume.nnunet is not None else self.input.channels
+
+    @property
     def class_names(self) -> tuple[str, ...]:
         return tuple(c.name for c in self.classes)
 

@@ -80,11 +80,9 @@ def input_problem(volume: Volume | None) -> str | None:
 
 
 def channels_of(spec: ModelSpec) -> Channels:
-    """The volume channels a 3D model takes (one for a 2D model) and their names (its metadata's): the graph's input
-    channels, or those an nnU-Net recipe makes them from (a merged part-model set feeds each part the one CT)."""
-    recipe = spec.volume.nnunet if spec.volume is not None else None
-    count = recipe.sources if recipe is not None else spec.input.channels if spec.is_3d else 1
-    return model_channels(count, spec.metadata)
+    """The volume channels a 3D model takes (one for a 2D model; ModelSpec.volume_channels) and their names (its
+    metadata's)."""
+    return model_channels(spec.volume_channels, spec.metadata)
 
 
 def case_inputs(spec: ModelSpec, inputs: Sequence[InputFile]) -> list[InputFile]:
