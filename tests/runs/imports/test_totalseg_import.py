@@ -153,6 +153,9 @@ def test_info_says_which_totalsegmentator_task_and_parts(tmp_path, capsys):
     parts = text.index("source of     nnunet.parts")
     for dataset in PARTS:
         assert part_folder(ROOT, dataset).parent.name in text[parts:]
+    # one CT feeds all five parts: no "channels … CASE_0000 … CASE_0004" line asking for five files
+    assert "  channels " not in text and "CASE_0004" not in text
+    assert text.count("volume channel 0: CT, clip to") == len(PARTS)
 
 
 # --- TotalSegmentator's own label maps ------------------------------------------------------------------------
