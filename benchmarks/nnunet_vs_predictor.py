@@ -2,10 +2,11 @@
 CPU, mirroring on, end to end (reading the NIfTI, preprocessing, inference, writing the mask NIfTI), in one run.
 
     uv run python benchmarks/nnunet_vs_predictor.py --nnunet-python /tmp/nnv/bin/python
-        [--threads 2] [--rounds 3] [--shape 150 300 300] [--spacing 2.0 0.75 0.75] [--work DIR] [--keep]
+        [--threads 2] [--rounds 3] [--shape 150 300 300] [--spacing 2.0 0.75 0.75] [--before] [--work DIR] [--keep]
 
-Needs a Python with nnunetv2 (2.8.1) and the CPU torch (a second venv: `python3 -m venv /tmp/nnv` and nnunetv2
-installed with a constraint pinning torch==2.13.0, see .ci/run). That interpreter plans the model and runs
+Needs a Python with nnunetv2 (2.8.1) and the CPU torch: the project's venv after .ci/run's nnunetv2 step, or a
+second venv (`python3 -m venv /tmp/nnv`, nnunetv2 installed with a constraint pinning torch==2.13.0 and wheels from
+--find-links /opt/wheels, else pip pulls a CUDA build). That interpreter plans the model and runs
 nnU-Net's predictor; this file runs in both (its modes `_prepare` and `_nnunet` are that child's side, `_seglens`
 the project venv's). Every figure is measured, none asserted (not a test).
 
@@ -28,6 +29,8 @@ nnU-Net: `nnUNetPredictor(tile_step_size=0.5, use_gaussian=True, use_mirroring=T
   `torch.set_num_threads(T)`, timed as a whole process; its stages by wrapping its own functions: the
   preprocessor's run_case (reading + crop + normalise + resample), predict_logits_from_preprocessed_data (the
   sliding window), export_prediction_from_logits (logits back + argmax + writing the NIfTI).
+--before: also SegLens as it ran before a window's mirror passes were batched by size and a 3D run's warm-up was
+  dropped (all 8 passes in one ORT run, the session warmed up with a whole patch), patched in its child.
 Both use T threads (--threads, default: the machine's cores): ORT's intra-op threads and torch's. Peak memory is
 each child's RSS high-water mark (os.wait4's ru_maxrss). Medians over --rounds; the order of the two sides is
 reversed every other round.
