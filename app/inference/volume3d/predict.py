@@ -20,7 +20,6 @@ refused in one line.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -28,13 +27,12 @@ import numpy as np
 from app.errors import ModelError, SegLensError
 from app.inference.image.postprocess import argmax_planes
 from app.inference.model.spec import ModelSpec, Tile3D, VolumeInputSpec
-from app.inference.runtime.finite import check_finite
 from app.inference.volume3d.activate import activate, one_hot
 from app.inference.volume3d.memory import check_memory, estimate_bytes
 from app.inference.volume3d.nnunet.window import patch_count as nnunet_patch_count
 from app.inference.volume3d.normalize import intensity
 from app.inference.volume3d.orient import Orientation, orientation
-from app.inference.volume3d.prediction import VolumePrediction, check_voxels
+from app.inference.volume3d.prediction import RawRun, TimedRun, VolumePrediction, check_voxels
 from app.inference.volume3d.resample import (
     Maps,
     corner_map,
@@ -60,8 +58,6 @@ __all__ = ["VolumePrediction", "estimate_bytes", "gaussian_importance", "model_g
            "native_outputs", "predict_volume", "resample_linear", "sliding_window", "window_starts"]
 
 Shape3 = tuple[int, int, int]
-RawRun = Callable[[np.ndarray], np.ndarray | tuple[np.ndarray, ...]]
-_DTYPES = {"float32": np.float32, "float16": np.float16, "uint8": np.uint8}
 
 
 @dataclass(frozen=True)
@@ -250,31 +246,21 @@ def _to_native(blended: np.ndarray, plan: _Plan, *, threshold: float,
     return probabilities, labels
 
 
-class _Runner:
-    """The model's raw run as the sliding window wants it: [B, C, …] float32 in the model's dtype, the output
-    checked finite and activated (softmax / sigmoid / as is; not `activate`: raw, float32), a label output one-hot
-    encoded."""
+class _Runner(TimedRun):
+    """The model's raw run as the sliding window wants it: the output activated (softmax / sigmoid / as is; not
+    `activate`: raw, float32), a label output one-hot encoded."""
 
     def __init__(self, spec: ModelSpec, run_raw: RawRun, classes: int, *, activate: bool = True) -> None:
-        self._spec, self._run_raw, self._classes, self._activate = spec, run_raw, classes, activate
-        self._dtype = _DTYPES.get(spec.input.dtype, np.float32)
-        self.patches = self.runs = 0
-        self.seconds = 0.0
+        super().__init__(spec, run_raw)
+        self._classes, self._activate = classes, activate
 
     def __call__(self, batch: np.ndarray) -> np.ndarray:
-        tensor = batch if batch.dtype == self._dtype else batch.astype(self._dtype)
-        started = time.perf_counter()
-        raw = self._run_raw(tensor)
-        self.seconds += time.perf_counter() - started
-        self.runs += 1
-        self.patches += len(batch)
-        output = np.asarray(raw[0] if isinstance(raw, tuple) else raw)
-        check_finite(self._spec.path.name, (self._spec.output.name,), output)  # before an activation hides it
-        if self._spec.output.kind == "labels":
-            return one_hot(output, self._classes, model_name=self._spec.path.name)
+        output = super().__call__(batch)
+        if self.spec.output.kind == "labels":
+            return one_hot(output, self._classes, model_name=self.spec.path.name)
         if not self._activate:
             return output if output.dtype == np.float32 else output.astype(np.float32)
-        return activate(output, self._spec.output.activation)
+        return activate(output, self.spec.output.activation)
 
 
 def with_tta(spec: ModelSpec, axes: tuple[int, ...]) -> ModelSpec:

@@ -20,7 +20,6 @@ import numpy as np
 from app.errors import ModelError, SegLensError
 from app.inference.model.nnunet_recipe import NnunetRecipe
 from app.inference.model.spec import ModelSpec, VolumeInputSpec
-from app.inference.runtime.finite import check_finite
 from app.inference.volume3d.memory import check_memory
 from app.inference.volume3d.nnunet.crop import Crop, nonzero_crop
 from app.inference.volume3d.nnunet.decide import Decision, decide
@@ -31,13 +30,11 @@ from app.inference.volume3d.nnunet.window import (
     StopFn,
     window_logits,
 )
-from app.inference.volume3d.prediction import VolumePrediction, check_voxels
+from app.inference.volume3d.prediction import RawRun, TimedRun, VolumePrediction, check_voxels
 from app.spelling import counted
 
 Shape3 = tuple[int, int, int]
 Spacing3 = tuple[float, float, float]
-RawRun = Callable[[np.ndarray], np.ndarray | tuple[np.ndarray, ...]]
-_DTYPES = {"float32": np.float32, "float16": np.float16}
 
 
 def predict_nnunet(image: np.ndarray, *, spacing: Spacing3 | None, spec: ModelSpec, run_raw: RawRun,
@@ -58,8 +55,8 @@ def predict_nnunet(image: np.ndarray, *, spacing: Spacing3 | None, spec: ModelSp
     _check_memory(native.shape[1:], cropped_shape, model_shape, spec, recipe, memory_limit)
     model_image = _prepare(native, crop, recipe, spacing, target, model_shape)
     prepared = time.perf_counter()
-    runner = _Runner(spec, run_raw)
-    logits = window_logits(model_image, runner, patch=volume.patch, step=recipe.step, mirror_axes=volume.tta,
+    runner = TimedRun(spec, run_raw)
+    logits = window_logits(model_image, _logits(runner), patch=volume.patch, step=recipe.step, mirror_axes=volume.tta,
                            progress=progress, should_stop=should_stop)
     del model_image
     inferred = time.perf_counter()
@@ -149,23 +146,6 @@ def _outputs(spec: ModelSpec) -> int:
     return max(len(spec.classes), 1)
 
 
-class _Runner:
-    """The graph's raw logits for a batch: cast to its dtype, checked finite, timed."""
-
-    def __init__(self, spec: ModelSpec, run_raw: RawRun) -> None:
-        self._spec, self._run_raw = spec, run_raw
-        self._dtype = _DTYPES.get(spec.input.dtype, np.float32)
-        self.patches = self.runs = 0
-        self.seconds = 0.0
-
-    def __call__(self, batch: np.ndarray) -> np.ndarray:
-        tensor = batch if batch.dtype == self._dtype else batch.astype(self._dtype)
-        started = time.perf_counter()
-        raw = self._run_raw(tensor)
-        self.seconds += time.perf_counter() - started
-        self.runs += 1
-        self.patches += len(batch)
-        output = np.asarray(raw[0] if isinstance(raw, tuple) else raw)
-        check_finite(self._spec.path.name, (self._spec.output.name,), output)
-        return output.astype(np.float32, copy=False)
-
+def _logits(runner: TimedRun) -> Callable[[np.ndarray], np.ndarray]:
+    """The graph's raw logits for a batch, as float32."""
+    return lambda batch: runner(batch).astype(np.float32, copy=False)

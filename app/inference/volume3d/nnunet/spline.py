@@ -41,16 +41,8 @@ def resize(image: np.ndarray, shape: Sequence[int], order: int, *, clip: bool = 
 
 def resize_axis(image: np.ndarray, axis: int, size: int, order: int) -> np.ndarray:
     """`image` (float64) resized along one axis to `size` samples."""
-    moved = np.moveaxis(image, axis, 0)
-    n = moved.shape[0]
-    coords = (np.arange(size, dtype=np.float64) + 0.5) * (n / size) - 0.5
-    if order == 0:
-        picked = moved[np.clip(np.floor(coords + 0.5).astype(np.int64), 0, n - 1)]
-    elif order == 1:
-        picked = _linear(moved, coords)
-    else:
-        picked = _cubic(moved, coords)
-    return np.moveaxis(picked, 0, axis)
+    n = image.shape[axis]
+    return sample_axis(image, axis, (np.arange(size, dtype=np.float64) + 0.5) * (n / size) - 0.5, order)
 
 
 def sample_axis(image: np.ndarray, axis: int, coords: np.ndarray, order: int) -> np.ndarray:
