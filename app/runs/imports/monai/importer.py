@@ -10,15 +10,15 @@ what is not yet exact go into the sidecar's comments and the ONNX metadata (`seg
 from __future__ import annotations
 
 import json
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
 import onnx
 from onnx import helper
 
-from app.errors import ModelError, SegLensError, SidecarError
+from app.errors import ModelError, SegLensError
 from app.guard.shared import atomic_write, remove_under
+from app.runs.imports.checks import check_sidecar
 from app.runs.imports.monai.network import exported
 from app.runs.imports.monai.reader import read_bundle
 from app.runs.imports.monai.records import Bundle
@@ -49,7 +49,7 @@ def import_monai_bundle(bundle_path: Path, out: Path) -> ImportedBundle:
     summary = _summary(bundle)
     _provenance(model, bundle, translated.mapped, summary)
     text = sidecar_text(translated.mapped, header=_header(bundle, out, summary))
-    _check_sidecar(text, out)
+    check_sidecar(text, out)
     data = model.SerializeToString()
     if len(data) >= _PROTOBUF_LIMIT:
         raise ModelError(f"--out {out}: the graph would be over 2 GiB (ONNX's limit for one file)")
@@ -87,16 +87,3 @@ def _header(bundle: Bundle, out: Path, summary: str) -> list[str]:
             f"imported from {bundle.path.resolve()}",
             summary,
             "each value's source is the comment after it"]
-
-
-def _check_sidecar(text: str, out: Path) -> None:
-    """SegLens's own sidecar reader on the text, before anything is written (a refusal names the model's file)."""
-    from app.inference.model.sidecar import load_sidecar
-
-    with tempfile.TemporaryDirectory(prefix="seglens-import-") as scratch:
-        path = Path(scratch) / out.with_suffix(".yaml").name
-        atomic_write(path, text.encode("utf-8"), private=True)
-        try:
-            load_sidecar(path)
-        except SidecarError as exc:
-            raise ModelError(str(exc).replace(str(path), str(out.with_suffix(".yaml")))) from None

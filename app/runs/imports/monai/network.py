@@ -26,12 +26,12 @@ from app.errors import ModelError, need_extra
 from app.guard.untrusted import read_untrusted, untrusted_problem
 from app.io.checkpoint import CHECKPOINT_FILE_LIMIT, read_checkpoint, read_tensors
 from app.io.checkpoint_pickle import TensorRef
+from app.runs.imports.checks import unprefixed
 from app.runs.imports.monai.records import NETWORKS, Bundle
 from app.runs.imports.monai.translation import Translated
 
 FEATURE = "seglens-cli import monai-bundle (PyTorch and MONAI build the bundle's network)"
 OPSET = 17
-_PREFIXES = ("module.", "_orig_mod.")  # DataParallel and torch.compile
 _WRAPPERS = ("model", "network", "state_dict", "net")  # {"model": state dict}, as MONAI's CheckpointSaver writes
 _TOLERANCE = 1e-4  # of the largest output: the graph against the network it was exported from
 _PROTOBUF_LIMIT = 2 << 30  # one ONNX protobuf holds at most 2 GiB
@@ -66,13 +66,7 @@ def state_dict(bundle: Bundle) -> dict[str, np.ndarray]:
     if not refs or len(refs) != len(items):
         raise ModelError(f"{path}: not a state dict of named tensors (torch.save(network.state_dict()) or "
                          "{'model': state dict})")
-    weights = read_tensors(checkpoint, refs)
-    found: dict[str, np.ndarray] = {}
-    for key, value in weights.items():
-        for prefix in _PREFIXES:
-            key = key.removeprefix(prefix)
-        found[key] = value
-    return found
+    return unprefixed(read_tensors(checkpoint, refs))
 
 
 def _network(bundle: Bundle, weights: Mapping[str, np.ndarray]) -> Any:

@@ -9,8 +9,7 @@ anything is written; then both files are written atomically, the model first: an
 from __future__ import annotations
 
 import json
-import tempfile
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -19,16 +18,16 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
-from app.errors import ModelError, SegLensError, SidecarError
+from app.errors import ModelError, SegLensError
 from app.guard.shared import atomic_write, remove_under
 from app.io.channels import METADATA_KEY as CHANNEL_NAMES
 from app.io.checkpoint import network_weights
+from app.runs.imports.checks import check_sidecar, unprefixed
 from app.runs.imports.nnunet.folder import read_folder
 from app.runs.imports.nnunet.mapping import Mapped, mapped, sidecar_text
 from app.runs.imports.nnunet.network import network_graph
 from app.runs.imports.nnunet.records import Fold, NnunetFolder
 
-_PREFIXES = ("module.", "_orig_mod.")  # DDP and torch.compile, stripped as nnUNetTrainer.load_checkpoint does
 _PROTOBUF_LIMIT = 2 << 30  # one ONNX protobuf holds at most 2 GiB
 
 
@@ -69,7 +68,7 @@ def folder_model(read: NnunetFolder) -> onnx.ModelProto:
 def written(model: onnx.ModelProto, text: str, out: Path) -> Path:
     """`model` written to `out` and the sidecar `text` beside it, both checked first (the sidecar by SegLens's own
     reader); the model removed again when the sidecar cannot be written. The sidecar's path."""
-    _check_sidecar(text, out)
+    check_sidecar(text, out)
     data = _serialized(model, out)
     sidecar = out.with_suffix(".yaml")
     atomic_write(out, data)
@@ -84,7 +83,7 @@ def written(model: onnx.ModelProto, text: str, out: Path) -> Path:
 def _fold_graph(read: NnunetFolder, fold: Fold) -> onnx.ModelProto:
     config = read.configuration
     dims: Literal[2, 3] = 2 if config.dims == 2 else 3
-    model = network_graph(config.architecture, _unprefixed(network_weights(fold.checkpoint)),
+    model = network_graph(config.architecture, unprefixed(network_weights(fold.checkpoint)),
                           in_channels=len(read.channel_names), num_classes=len(read.labels.names), dims=dims,
                           plans=str(read.path / "plans.json"), checkpoint=str(fold.path))
     return slice_by_slice(model) if dims == 2 else model
@@ -123,15 +122,6 @@ def slice_by_slice(model: onnx.ModelProto) -> onnx.ModelProto:
     helper.set_model_props(model, props)
     onnx.checker.check_model(model)
     return model
-
-
-def _unprefixed(weights: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
-    found: dict[str, np.ndarray] = {}
-    for key, value in weights.items():
-        for prefix in _PREFIXES:
-            key = key.removeprefix(prefix)
-        found[key] = value
-    return found
 
 
 def folds_averaged(models: Sequence[onnx.ModelProto]) -> onnx.ModelProto:
@@ -239,19 +229,6 @@ def _header(read: NnunetFolder, out: Path) -> list[str]:
             f"configuration {read.configuration.name}, "
             f"trainer {read.trainer}, plans {read.plans_name}",
             "each value's source is the comment after it"]
-
-
-def _check_sidecar(text: str, out: Path) -> None:
-    """SegLens's own sidecar reader on the text, before anything is written (a refusal names the model's file)."""
-    from app.inference.model.sidecar import load_sidecar
-
-    with tempfile.TemporaryDirectory(prefix="seglens-import-") as scratch:
-        path = Path(scratch) / out.with_suffix(".yaml").name
-        atomic_write(path, text.encode("utf-8"), private=True)
-        try:
-            load_sidecar(path)
-        except SidecarError as exc:
-            raise ModelError(str(exc).replace(str(path), str(out.with_suffix(".yaml")))) from None
 
 
 def _serialized(model: onnx.ModelProto, out: Path) -> bytes:
