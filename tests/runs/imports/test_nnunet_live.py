@@ -14,6 +14,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from label_agreement import dice_per_label
 
 from app.cli import main
 from app.inference.model.builder import load_spec
@@ -54,15 +55,6 @@ def nnunet_labels(image: np.ndarray, spacing: tuple[float, float, float]) -> np.
                                                    checkpoint_name="checkpoint_final.pth")
     labels: np.ndarray = predictor.predict_single_npy_array(image, {"spacing": list(spacing)})
     return labels
-
-
-def dice_per_label(ours: np.ndarray, theirs: np.ndarray) -> dict[int, float]:
-    scores = {}
-    for label in range(1, int(max(ours.max(), theirs.max())) + 1):
-        a, b = ours == label, theirs == label
-        if a.any() or b.any():
-            scores[label] = 2.0 * float((a & b).sum()) / float(a.sum() + b.sum())
-    return scores
 
 
 def test_the_imported_model_equals_nnunet_predictor_run_here(tmp_path):

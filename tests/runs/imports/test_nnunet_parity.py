@@ -13,6 +13,7 @@ from pathlib import Path
 import nibabel as nib
 import numpy as np
 import pytest
+from label_agreement import dice_per_label
 
 from app.cli import main
 from app.inference.model.builder import load_spec
@@ -64,15 +65,6 @@ def read_case(heldout: Path, case: str) -> tuple[np.ndarray, tuple[float, float,
 def reference(path: Path) -> np.ndarray:
     """nnU-Net's saved segmentation in SegLens's [slice, row, column] order."""
     return np.transpose(np.asarray(nib.load(path).dataobj), (2, 1, 0))
-
-
-def dice_per_label(ours: np.ndarray, theirs: np.ndarray) -> dict[int, float]:
-    scores = {}
-    for label in range(1, int(max(ours.max(), theirs.max())) + 1):
-        a, b = ours == label, theirs == label
-        if a.any() or b.any():
-            scores[label] = 2.0 * float((a & b).sum()) / float(a.sum() + b.sum())
-    return scores
 
 
 @pytest.mark.parametrize(("dataset", "configuration", "folds", "mirror"), CASES,

@@ -22,6 +22,7 @@ import numpy as np
 import onnx
 import onnxruntime as ort
 import pytest
+from label_agreement import dice_per_label
 
 from app.cli import main
 from app.inference.model.builder import load_spec
@@ -249,15 +250,6 @@ def merged_reference(case: str) -> np.ndarray:
         np.copyto(result, mapped, where=mapped != 0)
     assert result is not None
     return np.transpose(result, (2, 1, 0))
-
-
-def dice_per_label(ours: np.ndarray, theirs: np.ndarray) -> dict[int, float]:
-    scores = {}
-    for label in range(1, len(MERGED)):
-        a, b = ours == label, theirs == label
-        if a.any() or b.any():
-            scores[label] = 2.0 * float((a & b).sum()) / float(a.sum() + b.sum())
-    return scores
 
 
 @pytest.mark.parametrize("case", ["heldout_000", "heldout_001"])
