@@ -119,9 +119,9 @@ SHOTS: tuple[Shot, ...] = (
          "three_planes", CT),
     Shot("images/viewer3d_three_planes.png", SMALL, "ct3d_demo's result in three planes, the crosshair on "
          "lesion 1 from the lesion list", "viewer3d", CT3D),
-    Shot("images/nnunet_three_planes.png", SMALL, "an nnU-Net folder imported (the CT phantom's 3d_fullres, folds "
-         "0 and 1) and its result on a held-out volume in three planes, the crosshair in the liver",
-         "nnunet_imported", NNUNET),
+    *_both("images/nnunet_three_planes.png", "an nnU-Net folder imported (the CT phantom's 3d_fullres, folds 0 and "
+           "1) and its result on a held-out volume in three planes, the crosshair in the liver", "nnunet_imported",
+           NNUNET),
     *_both("planes_3d_running.png", "three planes while ct3d_demo runs over the volume: its progress",
            "planes_3d_running", CT3D),
     Shot("calibrate_dialog.png", SMALL, "Model ▸ Calibrate limits…: 60 clean and 100 defective surfaces, the "
